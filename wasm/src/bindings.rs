@@ -1,0 +1,137 @@
+//! The JavaScript API (wasm-bindgen). Chunk records cross the boundary in flat typed arrays
+//! rather than one object per chunk, so a 1 GB file costs a few hundred calls, not 100 000s.
+
+use wasm_bindgen::prelude::*;
+
+use crate::chunker::{Chunker, Cut, FpOp, Params};
+use crate::strong::{Algo, Hasher};
+
+fn params(min: u32, avg: u32, max: u32, op: u8, every: u32) -> Result<Params, JsError> {
+    let op = match op {
+        0 => FpOp::Xor,
+        1 => FpOp::Add,
+        _ => return Err(JsError::new("FastFp op must be 0 (xor) or 1 (add)")),
+    };
+    Params::new(min as usize, avg as usize, max as usize, op, every as usize).map_err(|e| JsError::new(&e))
+}
+
+fn algo(code: u8) -> Result<Algo, JsError> {
+    Algo::from_code(code).ok_or_else(|| JsError::new("unknown strong hash algorithm"))
+}
+
+/// Streaming chunker. `push` slices of the file, then `finish`; after each call, `take_chunks`
+/// returns the new chunks as `[length, fastfp]` pairs and `take_strong` their strong hashes
+/// (concatenated, when a strong algorithm was given). `root` is the whole-file run hash.
+#[wasm_bindgen]
+pub struct DsyncChunker {
+    chunker: Chunker,
+    chunks: Vec<u32>,
+    strong: Vec<u8>,
+    hasher: Option<Hasher>,
+    root: Option<Hasher>,
+}
+
+#[wasm_bindgen]
+impl DsyncChunker {
+    /// `strong`: 0 for none, else an algorithm code (1 SHA-1, 2 SHA-256, 3 BLAKE3).
+    #[wasm_bindgen(constructor)]
+    pub fn new(min: u32, avg: u32, max: u32, op: u8, every: u32, strong: u8) -> Result<DsyncChunker, JsError> {
+        let p = params(min, avg, max, op, every)?;
+        let hasher = if strong == 0 { None } else { Some(Hasher::new(algo(strong)?)) };
+        Ok(DsyncChunker {
+            chunker: Chunker::new(p),
+            chunks: Vec::new(),
+            strong: Vec::new(),
+            root: hasher.clone(),
+            hasher,
+        })
+    }
+
+    pub fn push(&mut self, data: &[u8]) -> usize {
+        let (chunks, strong, hasher, root) = (&mut self.chunks, &mut self.strong, &mut self.hasher, &mut self.root);
+        let mut emit = |_: u64, c: &Cut, bytes: &[u8]| record(chunks, strong, hasher, root, c, bytes);
+        self.chunker.push(data, &mut emit);
+        self.chunks.len() / 2
+    }
+
+    pub fn finish(&mut self) -> usize {
+        let (chunks, strong, hasher, root) = (&mut self.chunks, &mut self.strong, &mut self.hasher, &mut self.root);
+        let mut emit = |_: u64, c: &Cut, bytes: &[u8]| record(chunks, strong, hasher, root, c, bytes);
+        self.chunker.finish(&mut emit);
+        self.chunks.len() / 2
+    }
+
+    /// New chunks since the last call, as `[length, fastfp, length, fastfp, ...]`.
+    pub fn take_chunks(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.chunks)
+    }
+
+    /// Strong hashes of the chunks returned by the matching `take_chunks` call.
+    pub fn take_strong(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.strong)
+    }
+
+    /// The run hash over all chunks (call after `finish`); empty without a strong algorithm.
+    pub fn root(&mut self) -> Vec<u8> {
+        let mut out = Vec::new();
+        if let Some(r) = self.root.as_mut() {
+            r.finalize_into(&mut out);
+        }
+        out
+    }
+}
+
+fn record(
+    chunks: &mut Vec<u32>,
+    strong: &mut Vec<u8>,
+    hasher: &mut Option<Hasher>,
+    root: &mut Option<Hasher>,
+    c: &Cut,
+    bytes: &[u8],
+) {
+    chunks.push(c.length as u32);
+    chunks.push(c.fastfp);
+    if let (Some(h), Some(r)) = (hasher.as_mut(), root.as_mut()) {
+        let start = strong.len();
+        h.update(bytes);
+        h.finalize_into(strong);
+        r.update(&strong[start..]);
+    }
+}
+
+/// Incremental strong hash (chunks being rebuilt, run hashes over chunk hashes).
+#[wasm_bindgen]
+pub struct StrongHasher {
+    inner: Hasher,
+}
+
+#[wasm_bindgen]
+impl StrongHasher {
+    #[wasm_bindgen(constructor)]
+    pub fn new(algo_code: u8) -> Result<StrongHasher, JsError> {
+        Ok(StrongHasher { inner: Hasher::new(algo(algo_code)?) })
+    }
+
+    pub fn update(&mut self, data: &[u8]) {
+        self.inner.update(data);
+    }
+
+    /// Returns the digest and resets the hasher for reuse.
+    pub fn digest(&mut self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.inner.finalize_into(&mut out);
+        out
+    }
+}
+
+/// One-shot strong hash.
+#[wasm_bindgen]
+pub fn strong_hash(algo_code: u8, data: &[u8]) -> Result<Vec<u8>, JsError> {
+    Ok(crate::strong::hash(algo(algo_code)?, data))
+}
+
+/// Adler-32 of `data` (benchmarks and the WebR2sync+ baseline).
+#[wasm_bindgen]
+pub fn adler32(data: &[u8]) -> u32 {
+    crate::adler32::adler32(data)
+}

@@ -1,0 +1,15 @@
+//! Dsync core, the single implementation of chunking and hashing for the browser (wasm), the
+//! Node server (the same wasm module) and native tests.
+//!
+//! - [`chunker`]: FastCDC 2020 cut points with the FastFp weak hash in the same pass, streaming.
+//! - [`strong`]: SHA-1 / SHA-256 / BLAKE3 and the run hash `H(h_1 || ... || h_n)`.
+//! - [`adler32`]: rsync's weak hash, for the Table II comparison and the WebR2sync+ baseline.
+//! - [`bindings`]: the wasm-bindgen API used from JavaScript.
+
+pub mod adler32;
+pub mod bindings;
+pub mod chunker;
+pub mod strong;
+pub mod tables;
+
+pub use chunker::{chunk_all, cut, Chunker, Cut, FpOp, Params};
