@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Sets up everything Dsync needs on this machine, idempotently: the wasm toolchain, wasm-pack,
+# the wasm module, npm packages, the web client and (with `test`) Chromium and rsync.
+# A second run skips what is done and takes seconds.
+#   scripts/setup.sh        # for running the app
+#   scripts/setup.sh test   # also what the tests need
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+MODE=${1:-app}
+log() { echo "[setup] $*" >&2; }
+export PATH="$HOME/.cargo/bin:$PATH"
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+
+# Hash of the given files' contents, to decide whether a build step is stale.
+stamp_of() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }
+
+node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' \
+  || { echo "Node.js >= 20 is required" >&2; exit 1; }
+command -v cargo >/dev/null || { echo "Rust (rustup) is required: https://rustup.rs" >&2; exit 1; }
+
+# 1. wasm-pack and the wasm-bindgen CLI pinned by wasm/Cargo.lock, built in parallel.
+WB_VERSION=$(grep -A1 '^name = "wasm-bindgen"$' wasm/Cargo.lock | sed -n 's/version = "\(.*\)"/\1/p')
+pids=()
+if ! command -v wasm-pack >/dev/null; then
+  log "cargo install wasm-pack (a few minutes, once)"
+  (cargo install wasm-pack --locked -q >/tmp/dsync-wasm-pack.log 2>&1 || { cat /tmp/dsync-wasm-pack.log >&2; exit 1; }) & pids+=($!)
+fi
+if [ "$(wasm-bindgen --version 2>/dev/null | cut -d' ' -f2)" != "$WB_VERSION" ]; then
+  log "cargo install wasm-bindgen-cli $WB_VERSION (a few minutes, once)"
+  # not --locked: its lock file pins a webpki-roots release some registries mirrors lack
+  (cargo install wasm-bindgen-cli --version "$WB_VERSION" -q >/tmp/dsync-wasm-bindgen.log 2>&1 || { cat /tmp/dsync-wasm-bindgen.log >&2; exit 1; }) & pids+=($!)
+fi
+
+# 2. A toolchain with the wasm32 target (in parallel with the installs above).
+TOOLCHAIN=$(scripts/wasm-toolchain.sh)
+for p in "${pids[@]}"; do wait "$p"; done
+
+# 3. The wasm module (wasm/pkg), rebuilt when the crate changes.
+want=$(stamp_of wasm/Cargo.toml wasm/Cargo.lock wasm/src/*.rs)
+if [ "$(cat wasm/pkg/.stamp 2>/dev/null)" != "$want" ]; then
+  log "wasm-pack build (toolchain: ${TOOLCHAIN:-default})"
+  (cd wasm && RUSTUP_TOOLCHAIN=$TOOLCHAIN wasm-pack --quiet build --target web --release --no-pack >&2)
+  echo "$want" > wasm/pkg/.stamp
+fi
+
+# 4. npm packages, reinstalled when package-lock.json changes.
+want=$(stamp_of package-lock.json)
+if [ "$(cat node_modules/.dsync-stamp 2>/dev/null)" != "$want" ]; then
+  log "npm ci"
+  npm ci --no-audit --no-fund --loglevel=error >&2
+  echo "$want" > node_modules/.dsync-stamp
+fi
+
+# 5. The web client (client/dist), rebuilt when its sources change.
+if [ -f client/vite.config.ts ]; then
+  want=$(stamp_of $(find client/src client/index.html client/vite.config.ts shared/src -type f | sort) wasm/pkg/.stamp)
+  if [ "$(cat client/dist/.stamp 2>/dev/null)" != "$want" ]; then
+    log "building the web client"
+    npx vite build client --logLevel warn >&2
+    echo "$want" > client/dist/.stamp
+  fi
+fi
+
+# 6. For the tests: Chromium (Playwright cannot download browsers here) and rsync.
+if [ "$MODE" = test ]; then
+  missing=()
+  [ -x /usr/bin/chromium ] || missing+=(chromium)
+  command -v rsync >/dev/null || missing+=(rsync)
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "apt-get install ${missing[*]}"
+    $SUDO apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >&2
+  fi
+  want=$(stamp_of wasm/Cargo.toml wasm/Cargo.lock)
+  if [ "$(cat wasm/target/.dsync-test-stamp 2>/dev/null)" != "$want" ]; then
+    log "building the native tests"
+    (cd wasm && cargo test --release --no-run -q >&2)
+    echo "$want" > wasm/target/.dsync-test-stamp
+  fi
+fi
+log "ready"
