@@ -1,0 +1,167 @@
+/**
+ * The `dsync` command line:
+ *   dsync chunk FILE [--min N --avg N --max N] [--op xor|add] [--every 8|16|32]
+ *   dsync serve [--port 8080] [--data ./data] [--host 0.0.0.0] [--no-deflate] [--paper-exact] [limits…]
+ *   dsync push FILE --server ws://HOST:PORT [--name NAME] [--basis-version V] [--algo blake3|sha256|sha1]
+ *   dsync pull NAME --server URL --out FILE [--version V] [--basis OLDFILE]
+ */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import WebSocket from 'ws';
+import '../shared/src/wasm.ts';
+import { DsyncChunker } from '../shared/src/wasm.ts';
+import { READ_SLICE } from '../shared/src/chunk-index.ts';
+import { type ChunkParams, DEFAULT_ALGO, DEFAULT_PARAMS, FpOp, algoByName, checkParams } from '../shared/src/protocol.ts';
+import { pull, push } from '../shared/src/sync-client.ts';
+import { loadConfig } from '../server/src/config.ts';
+import { startServer } from '../server/src/server.ts';
+import { fileSource } from '../server/src/store.ts';
+import { type Args, num, parseArgs } from './args.ts';
+
+const USAGE = `usage:
+  dsync chunk FILE [--min N --avg N --max N] [--op xor|add] [--every 8|16|32]
+  dsync serve [--port 8080] [--data ./data] [--host 0.0.0.0] [--no-deflate] [--paper-exact]
+  dsync push FILE --server ws://HOST:PORT [--name NAME] [--basis-version V] [--algo blake3|sha256|sha1]
+  dsync pull NAME --server ws://HOST:PORT --out FILE [--version V] [--basis OLDFILE]`;
+
+function chunkParams(a: Args): ChunkParams {
+  const op = a.flags.op ?? 'xor';
+  if (op !== 'xor' && op !== 'add') throw new Error('--op must be xor or add');
+  const p = {
+    min: num(a.flags, 'min', DEFAULT_PARAMS.min),
+    avg: num(a.flags, 'avg', DEFAULT_PARAMS.avg),
+    max: num(a.flags, 'max', DEFAULT_PARAMS.max),
+    op: op === 'xor' ? FpOp.Xor : FpOp.Add,
+    every: num(a.flags, 'every', DEFAULT_PARAMS.every),
+  };
+  checkParams(p);
+  return p;
+}
+
+/** ws://host:port/sync from whatever form the user gave (http://host:port, host:port, ws://…). */
+function syncUrl(server: string | boolean | undefined): string {
+  if (typeof server !== 'string') throw new Error('--server ws://HOST:PORT is required');
+  let u = server.includes('://') ? server : `ws://${server}`;
+  u = u.replace(/^http/, 'ws');
+  const url = new URL(u);
+  if (url.pathname === '/' || url.pathname === '') url.pathname = '/sync';
+  return url.toString();
+}
+
+async function chunk(a: Args) {
+  const file = a.positional[0];
+  if (!file) throw new Error('dsync chunk FILE');
+  const p = chunkParams(a);
+  const fh = await fs.open(file, 'r');
+  const chunker = new DsyncChunker(p.min, p.avg, p.max, p.op, p.every, 0);
+  const buf = Buffer.allocUnsafe(READ_SLICE);
+  let offset = 0;
+  const out = async () => {
+    const pairs = chunker.take_chunks();
+    let s = '';
+    for (let i = 0; i < pairs.length; i += 2) {
+      s += `${offset} ${pairs[i]} ${pairs[i + 1].toString(16).padStart(8, '0')}\n`;
+      offset += pairs[i];
+    }
+    if (s && !process.stdout.write(s)) await new Promise((r) => process.stdout.once('drain', r));
+  };
+  try {
+    for (;;) {
+      const { bytesRead } = await fh.read(buf, 0, buf.length, null);
+      if (bytesRead === 0) break;
+      chunker.push(buf.subarray(0, bytesRead));
+      await out();
+    }
+    chunker.finish();
+    await out();
+  } finally {
+    chunker.free();
+    await fh.close();
+  }
+}
+
+async function serve(a: Args) {
+  const cfg = loadConfig(a.flags);
+  const s = await startServer(cfg, (e) => console.log(JSON.stringify({ t: new Date().toISOString(), ...e })));
+  console.log(`dsync server on ${s.url} (data: ${path.resolve(cfg.data)}, permessage-deflate ${cfg.deflate ? 'on' : 'off'}${cfg.paperExact ? ', paper-exact' : ''})`);
+  const stop = async () => {
+    await s.close();
+    process.exit(0);
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+}
+
+async function pushCmd(a: Args) {
+  const file = a.positional[0];
+  if (!file) throw new Error('dsync push FILE --server URL');
+  const fh = await fs.open(file, 'r');
+  try {
+    const { size } = await fh.stat();
+    const report = await push(fileSource(fh, size), {
+      url: syncUrl(a.flags.server),
+      name: typeof a.flags.name === 'string' ? a.flags.name : path.basename(file),
+      WebSocket: WebSocket as any,
+      params: chunkParams(a),
+      algo: typeof a.flags.algo === 'string' ? algoByName(a.flags.algo) : DEFAULT_ALGO,
+      basisVersion: num(a.flags, 'basis-version', 0),
+    });
+    console.log(JSON.stringify(report));
+  } finally {
+    await fh.close();
+  }
+}
+
+async function pullCmd(a: Args) {
+  const name = a.positional[0];
+  const outFile = a.flags.out;
+  if (!name || typeof outFile !== 'string') throw new Error('dsync pull NAME --server URL --out FILE');
+  const basisFh = typeof a.flags.basis === 'string' ? await fs.open(a.flags.basis, 'r') : null;
+  const tmp = `${outFile}.dsync-${process.pid}.tmp`;
+  const out = await fs.open(tmp, 'w');
+  let closed = false;
+  try {
+    const report = await pull({
+      url: syncUrl(a.flags.server),
+      name,
+      WebSocket: WebSocket as any,
+      params: chunkParams(a),
+      algo: typeof a.flags.algo === 'string' ? algoByName(a.flags.algo) : DEFAULT_ALGO,
+      version: num(a.flags, 'version', 0),
+      basis: basisFh ? fileSource(basisFh, (await basisFh.stat()).size) : null,
+      sink: {
+        write: async (b) => void (await out.write(b)),
+        commit: async () => {
+          await out.sync();
+          await out.close();
+          closed = true;
+          await fs.rename(tmp, outFile);
+          return 0;
+        },
+        abort: async () => {
+          if (!closed) await out.close();
+          closed = true;
+          await fs.rm(tmp, { force: true });
+        },
+      },
+    });
+    console.log(JSON.stringify(report));
+  } finally {
+    if (!closed) await out.close().catch(() => {});
+    await basisFh?.close();
+  }
+}
+
+const [cmd, ...rest] = process.argv.slice(2);
+const args = parseArgs(rest, ['no-deflate', 'paper-exact']);
+const commands: Record<string, (a: Args) => Promise<void>> = { chunk, serve, push: pushCmd, pull: pullCmd };
+if (!cmd || !commands[cmd]) {
+  console.error(USAGE);
+  process.exit(cmd === '--help' || cmd === 'help' ? 0 : 2);
+}
+try {
+  await commands[cmd](args);
+} catch (e) {
+  console.error(`dsync ${cmd}: ${(e as Error).message}`);
+  process.exit(1);
+}

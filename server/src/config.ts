@@ -1,0 +1,63 @@
+/**
+ * Server settings. Every limit is explicit, has a safe default, and can be set by a command
+ * line flag (`dsync serve --max-file-size 1e9`) or an environment variable (DSYNC_MAX_FILE_SIZE).
+ */
+export interface ServerConfig {
+  host: string;
+  port: number;
+  /** data directory of the embedded store */
+  data: string;
+  /** permessage-deflate (RFC 7692) on the sync WebSocket */
+  deflate: boolean;
+  /** recompute the basis' chunks and hashes on every sync, as the paper's server does */
+  paperExact: boolean;
+  /** largest WebSocket message accepted, after inflation */
+  maxMessage: number;
+  maxFileSize: number;
+  maxChunks: number;
+  /** largest `max` chunk size a client may ask for */
+  maxChunkSize: number;
+  /** a failed merged run at least this large is split before its chunks are resent (paper: 800 KB) */
+  splitThreshold: number;
+  /** a session with no message for this long is closed */
+  idleTimeoutMs: number;
+  /** directory of the built web client (served at /) */
+  staticDir: string;
+}
+
+export const DEFAULTS: ServerConfig = {
+  host: '0.0.0.0',
+  port: 8080,
+  data: './data',
+  deflate: true,
+  paperExact: false,
+  maxMessage: 8 << 20,
+  maxFileSize: 64 * 2 ** 30,
+  maxChunks: 16 << 20,
+  maxChunkSize: 4 << 20,
+  splitThreshold: 800 * 1024,
+  idleTimeoutMs: 120_000,
+  staticDir: new URL('../../client/dist', import.meta.url).pathname,
+};
+
+const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
+const envName = (k: string) => 'DSYNC_' + kebab(k).replace(/-/g, '_').toUpperCase();
+
+/** Builds the configuration from defaults, then environment variables, then flags. */
+export function loadConfig(flags: Record<string, string | boolean>, env = process.env): ServerConfig {
+  const cfg: ServerConfig = { ...DEFAULTS };
+  for (const key of Object.keys(DEFAULTS) as (keyof ServerConfig)[]) {
+    let raw: string | boolean | undefined = env[envName(key)];
+    if (flags[kebab(key)] !== undefined) raw = flags[kebab(key)];
+    if (key === 'deflate' && flags['no-deflate']) raw = false;
+    if (raw === undefined) continue;
+    const def = DEFAULTS[key];
+    if (typeof def === 'boolean') (cfg as any)[key] = raw === true || raw === 'true' || raw === '1';
+    else if (typeof def === 'number') {
+      const n = Number(raw);
+      if (!Number.isFinite(n) || n < 0) throw new Error(`--${kebab(key)} must be a non-negative number, got ${raw}`);
+      (cfg as any)[key] = n;
+    } else (cfg as any)[key] = String(raw);
+  }
+  return cfg;
+}

@@ -1,0 +1,112 @@
+/**
+ * One sync session on the server: reads Hello, then runs the receiver (push) or the sender
+ * (pull) of shared/src/session.ts against the store. Any error ends this session only, with
+ * an Error message carrying its code; nothing is stored unless the rebuilt file verified.
+ */
+import type { Socket } from 'node:net';
+import type { WebSocket } from 'ws';
+import { type ChunkIndex, type Source, chunkSource } from '../../shared/src/chunk-index.ts';
+import type { Hello } from '../../shared/src/codec.ts';
+import { Conn, ConnectionLost, RemoteError } from '../../shared/src/conn.ts';
+import { ErrorCode, Msg, Op, PROTOCOL_VERSION, ProtocolError, checkParams, hashLength } from '../../shared/src/protocol.ts';
+import { receiveTarget, sendTarget } from '../../shared/src/session.ts';
+import type { ServerConfig } from './config.ts';
+import type { Store } from './store.ts';
+
+export interface SessionLog {
+  (event: Record<string, unknown>): void;
+}
+
+/** Basis or target index for a stored version: the cached one, or recomputed when the
+ *  session's chunking differs or the server runs paper-exact. */
+async function indexFor(store: Store, cfg: ServerConfig, hello: Hello, name: string, version: number, source: Source): Promise<ChunkIndex> {
+  if (!cfg.paperExact) {
+    const ix = await store.readIndex(name, version);
+    const p = ix.params;
+    const q = hello.params;
+    if (ix.algo === hello.algo && p.min === q.min && p.avg === q.avg && p.max === q.max && p.op === q.op && p.every === q.every) return ix;
+  }
+  return chunkSource(source, hello.params, hello.algo);
+}
+
+function checkHello(h: Hello, cfg: ServerConfig) {
+  if (h.version !== PROTOCOL_VERSION) throw new ProtocolError(ErrorCode.Version, `protocol version ${h.version} is not supported (server speaks ${PROTOCOL_VERSION})`);
+  if (h.op !== Op.Push && h.op !== Op.Pull) throw new ProtocolError(ErrorCode.Malformed, `unknown operation ${h.op}`);
+  checkParams(h.params, cfg.maxChunkSize);
+  hashLength(h.algo);
+  if (h.name.length === 0 || h.name.includes('\0')) throw new ProtocolError(ErrorCode.BadName, 'invalid file name');
+  if (h.op === Op.Push && h.size > cfg.maxFileSize) {
+    throw new ProtocolError(ErrorCode.LimitExceeded, `file of ${h.size} bytes exceeds the limit of ${cfg.maxFileSize}`);
+  }
+}
+
+export async function runSession(ws: WebSocket, socket: Socket, store: Store, cfg: ServerConfig, log: SessionLog): Promise<void> {
+  const conn = new Conn(ws as any, { maxQueuedBytes: 2 * cfg.maxMessage });
+  const t0 = performance.now();
+  const in0 = socket.bytesRead;
+  const out0 = socket.bytesWritten;
+  let idle: NodeJS.Timeout | undefined;
+  const resetIdle = () => {
+    clearTimeout(idle);
+    idle = setTimeout(() => conn.sendError(ErrorCode.LimitExceeded, `no message for ${cfg.idleTimeoutMs} ms`), cfg.idleTimeoutMs);
+  };
+  ws.on('message', resetIdle);
+  resetIdle();
+  const extra = () => ({
+    micros: Math.round((performance.now() - t0 - conn.waitedMs) * 1000),
+    wireIn: socket.bytesRead - in0,
+    wireOut: socket.bytesWritten - out0,
+  });
+  let hello: Hello | undefined;
+  try {
+    hello = await conn.expect(Msg.Hello);
+    checkHello(hello, cfg);
+    conn.hashLen = hashLength(hello.algo);
+    const name = hello.name;
+    const limits = { maxFileSize: cfg.maxFileSize, maxChunks: cfg.maxChunks };
+    if (hello.op === Op.Push) {
+      const latest = await store.latest(name);
+      if (hello.basisVersion !== 0 && hello.basisVersion !== latest) {
+        throw new ProtocolError(ErrorCode.StaleBasis, `${name} is at version ${latest}, not ${hello.basisVersion}`);
+      }
+      const opened = latest ? await store.openVersion(name, latest) : null;
+      try {
+        await conn.send({ type: Msg.Ready, version: latest, size: opened?.source.size ?? 0, maxMessage: cfg.maxMessage });
+        const basis = opened ? { index: await indexFor(store, cfg, hello, name, latest, opened.source), source: opened.source } : null;
+        // A writer that named its basis must still be building on the latest at commit time.
+        const sink = await store.create(name, hello.basisVersion !== 0 ? latest : undefined);
+        const out = await receiveTarget(conn, hello.params, hello.algo, basis, sink, limits, extra, hello.size);
+        log({ op: 'push', name, version: out.version, size: out.index.size, matchedBytes: out.matchedBytes, literalBytes: out.literalBytes, tokens: out.tokens, ms: Math.round(performance.now() - t0) });
+      } finally {
+        await opened?.close();
+      }
+    } else {
+      const version = hello.basisVersion || (await store.latest(name));
+      if (!version) throw new ProtocolError(ErrorCode.NotFound, `${name} does not exist`);
+      const opened = await store.openVersion(name, version);
+      try {
+        await conn.send({ type: Msg.Ready, version, size: opened.source.size, maxMessage: cfg.maxMessage });
+        const target = await indexFor(store, cfg, hello, name, version, opened.source);
+        const out = await sendTarget(conn, target, opened.source, { splitThreshold: cfg.splitThreshold });
+        log({ op: 'pull', name, version, size: target.size, literalBytes: out.literalBytes, ms: Math.round(performance.now() - t0) });
+      } finally {
+        await opened.close();
+      }
+    }
+    await conn.drain();
+    conn.close(1000, 'done');
+  } catch (e) {
+    const err = e as Error;
+    if (err instanceof ConnectionLost || err instanceof RemoteError) {
+      log({ op: hello?.op === Op.Pull ? 'pull' : 'push', name: hello?.name, aborted: err.message });
+      conn.close();
+    } else {
+      const code = err instanceof ProtocolError ? err.code : ErrorCode.Internal;
+      const message = err instanceof ProtocolError ? err.message : 'internal error; the previous version is intact';
+      log({ op: hello?.op === Op.Pull ? 'pull' : 'push', name: hello?.name, error: code, message: err.message });
+      conn.sendError(code, message);
+    }
+  } finally {
+    clearTimeout(idle);
+  }
+}

@@ -1,0 +1,130 @@
+/**
+ * Chunk indexes: the chunks of one file (lengths, FastFp, strong hashes) and its root hash.
+ * The client builds one for its file while chunking; the server stores one per version so
+ * that Phase 2 is index lookups only (docs/protocol.md, "Store").
+ */
+import { DsyncChunker, StrongHasher } from '../../wasm/pkg/dsync_wasm.js';
+import { type ChunkParams, hashLength } from './protocol.ts';
+
+/** Random access to the bytes of a file (Node: a file handle; browser: a Blob). */
+export interface Source {
+  readonly size: number;
+  read(offset: number, length: number): Promise<Uint8Array>;
+}
+
+export interface ChunkIndex {
+  params: ChunkParams;
+  algo: number;
+  size: number;
+  lengths: Uint32Array;
+  fastfps: Uint32Array;
+  /** lengths.length * H bytes: the strong hash of each chunk */
+  hashes: Uint8Array;
+  /** run hash over all chunks: H(h_0 || ... || h_{n-1}) */
+  root: Uint8Array;
+}
+
+/** Size of the slices a Source is read in while chunking. */
+export const READ_SLICE = 4 << 20;
+
+/** Byte offset of every chunk, plus the total at the end (length n + 1). */
+export function offsetsOf(lengths: Uint32Array): Float64Array {
+  const off = new Float64Array(lengths.length + 1);
+  for (let i = 0; i < lengths.length; i++) off[i + 1] = off[i] + lengths[i];
+  return off;
+}
+
+/** The run hash of chunks [first, first + count): H over their concatenated strong hashes. */
+export function runHash(algo: number, hashes: Uint8Array, first: number, count: number): Uint8Array {
+  const h = hashLength(algo);
+  const hasher = new StrongHasher(algo);
+  try {
+    hasher.update(hashes.subarray(first * h, (first + count) * h));
+    return hasher.digest();
+  } finally {
+    hasher.free();
+  }
+}
+
+/**
+ * Chunks a whole source with FastCDC + FastFp and strong-hashes every chunk, in one streaming
+ * pass (memory: one slice plus the index). `onProgress(bytesDone)` is called per slice.
+ */
+export async function chunkSource(
+  source: Source,
+  params: ChunkParams,
+  algo: number,
+  onProgress?: (done: number) => void,
+): Promise<ChunkIndex> {
+  const chunker = new DsyncChunker(params.min, params.avg, params.max, params.op, params.every, algo);
+  const lengths = new GrowableU32();
+  const fastfps = new GrowableU32();
+  const hashes = new GrowableBytes();
+  const collect = () => {
+    const pairs = chunker.take_chunks();
+    for (let i = 0; i < pairs.length; i += 2) {
+      lengths.push(pairs[i]);
+      fastfps.push(pairs[i + 1]);
+    }
+    hashes.push(chunker.take_strong());
+  };
+  try {
+    for (let off = 0; off < source.size; off += READ_SLICE) {
+      const slice = await source.read(off, Math.min(READ_SLICE, source.size - off));
+      chunker.push(slice);
+      collect();
+      onProgress?.(off + slice.length);
+    }
+    chunker.finish();
+    collect();
+    return {
+      params,
+      algo,
+      size: source.size,
+      lengths: lengths.done(),
+      fastfps: fastfps.done(),
+      hashes: hashes.done(),
+      root: chunker.root(),
+    };
+  } finally {
+    chunker.free();
+  }
+}
+
+/** An in-memory Source (tests, benchmarks). */
+export function bufferSource(buf: Uint8Array): Source {
+  return { size: buf.length, read: async (o, n) => buf.subarray(o, o + n) };
+}
+
+class GrowableU32 {
+  a = new Uint32Array(1024);
+  n = 0;
+  push(v: number) {
+    if (this.n === this.a.length) {
+      const b = new Uint32Array(this.a.length * 2);
+      b.set(this.a);
+      this.a = b;
+    }
+    this.a[this.n++] = v;
+  }
+  done() {
+    return this.a.slice(0, this.n);
+  }
+}
+
+class GrowableBytes {
+  a = new Uint8Array(1 << 16);
+  n = 0;
+  push(b: Uint8Array) {
+    if (this.n + b.length > this.a.length) {
+      const c = new Uint8Array(Math.max(this.a.length * 2, this.n + b.length));
+      c.set(this.a.subarray(0, this.n));
+      this.a = c;
+    }
+    this.a.set(b, this.n);
+    this.n += b.length;
+  }
+  done() {
+    return this.a.slice(0, this.n);
+  }
+}

@@ -1,0 +1,492 @@
+/**
+ * The binary codec of the Dsync wire protocol: one function to encode and one to decode every
+ * message of `docs/protocol.md`. All integers are little-endian; `H` is the digest length of
+ * the session's strong hash algorithm (20 for SHA-1, 32 for SHA-256 and BLAKE3).
+ *
+ * Decoding is strict: an unknown type, a truncated field, a count above the limit, trailing
+ * bytes or invalid UTF-8 throw a ProtocolError(Malformed); nothing is read out of bounds.
+ */
+import { DEFAULT_LIMITS, ErrorCode, Msg, type ChunkParams, type Limits, ProtocolError } from './protocol.ts';
+
+export interface Hello {
+  type: typeof Msg.Hello;
+  version: number;
+  op: number;
+  params: ChunkParams;
+  algo: number;
+  /** push: size of the client's file (the target); pull: size of the client's basis (0: none) */
+  size: number;
+  /** push: the basis version the client expects to be latest (0: no check); pull: the version wanted (0: latest) */
+  basisVersion: number;
+  name: string;
+}
+export interface Ready {
+  type: typeof Msg.Ready;
+  /** push: the basis version (0: none); pull: the version being sent */
+  version: number;
+  /** size of that version */
+  size: number;
+  /** the largest frame the server accepts */
+  maxMessage: number;
+}
+/** A slice of the Checksum List: FastFp and length per chunk, in chunk order. */
+export interface Checksums {
+  type: typeof Msg.Checksums;
+  fastfps: Uint32Array;
+  lengths: Uint32Array;
+}
+export interface ChecksumsEnd {
+  type: typeof Msg.ChecksumsEnd;
+  count: number;
+  size: number;
+  /** run hash over all chunks of the target: H(h_0 || ... || h_{n-1}) */
+  root: Uint8Array;
+}
+/** Match Tokens: merged runs of weak-matched chunks, each with the run hash of the basis chunks. */
+export interface Tokens {
+  type: typeof Msg.Tokens;
+  first: Uint32Array;
+  count: Uint32Array;
+  /** count.length * H bytes */
+  hashes: Uint8Array;
+}
+export interface TokensEnd {
+  type: typeof Msg.TokensEnd;
+  count: number;
+}
+export interface SplitRequest {
+  type: typeof Msg.SplitRequest;
+  tokens: Uint32Array;
+}
+export interface SplitHashes {
+  type: typeof Msg.SplitHashes;
+  token: number;
+  /** one hash per chunk of the token, n * H bytes */
+  hashes: Uint8Array;
+}
+export interface Failed {
+  token: number;
+  /** bit k set: chunk first+k matched its basis chunk; null: the whole run is sent */
+  bitmap: Uint8Array | null;
+}
+export interface Verdict {
+  type: typeof Msg.Verdict;
+  failed: Failed[];
+}
+/** Delta Bytes: literal chunks of the target, ascending index. */
+export interface Delta {
+  type: typeof Msg.Delta;
+  indices: Uint32Array;
+  chunks: Uint8Array[];
+}
+export interface Result {
+  type: typeof Msg.Result;
+  version: number;
+  size: number;
+  root: Uint8Array;
+  /** time the receiver spent working on this session, microseconds */
+  micros: number;
+  /** bytes the receiver's socket received / sent for this session, 0 if unknown */
+  wireIn: number;
+  wireOut: number;
+}
+export interface ErrorMsg {
+  type: typeof Msg.Error;
+  code: number;
+  message: string;
+}
+export type Message =
+  | Hello
+  | Ready
+  | Checksums
+  | ChecksumsEnd
+  | Tokens
+  | TokensEnd
+  | SplitRequest
+  | SplitHashes
+  | Verdict
+  | Delta
+  | Result
+  | ErrorMsg;
+
+const utf8 = new TextEncoder();
+const utf8Strict = new TextDecoder('utf-8', { fatal: true });
+
+class Writer {
+  buf: Uint8Array;
+  view: DataView;
+  pos = 0;
+  constructor(size: number) {
+    this.buf = new Uint8Array(size);
+    this.view = new DataView(this.buf.buffer);
+  }
+  u8(v: number) {
+    this.view.setUint8(this.pos, v);
+    this.pos += 1;
+  }
+  u16(v: number) {
+    this.view.setUint16(this.pos, v, true);
+    this.pos += 2;
+  }
+  u32(v: number) {
+    this.view.setUint32(this.pos, v, true);
+    this.pos += 4;
+  }
+  u64(v: number) {
+    if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`u64 field out of range: ${v}`);
+    this.view.setBigUint64(this.pos, BigInt(v), true);
+    this.pos += 8;
+  }
+  bytes(b: Uint8Array) {
+    this.buf.set(b, this.pos);
+    this.pos += b.length;
+  }
+  done(): Uint8Array {
+    if (this.pos !== this.buf.length) throw new Error(`codec bug: wrote ${this.pos} of ${this.buf.length}`);
+    return this.buf;
+  }
+}
+
+class Reader {
+  view: DataView;
+  pos = 0;
+  constructor(public buf: Uint8Array) {
+    this.view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  }
+  need(n: number, what: string) {
+    if (this.pos + n > this.buf.length) throw malformed(`truncated ${what}`);
+  }
+  u8(what: string) {
+    this.need(1, what);
+    return this.view.getUint8(this.pos++);
+  }
+  u16(what: string) {
+    this.need(2, what);
+    const v = this.view.getUint16(this.pos, true);
+    this.pos += 2;
+    return v;
+  }
+  u32(what: string) {
+    this.need(4, what);
+    const v = this.view.getUint32(this.pos, true);
+    this.pos += 4;
+    return v;
+  }
+  u64(what: string) {
+    this.need(8, what);
+    const v = this.view.getBigUint64(this.pos, true);
+    this.pos += 8;
+    if (v > BigInt(Number.MAX_SAFE_INTEGER)) throw malformed(`${what} exceeds 2^53-1`);
+    return Number(v);
+  }
+  bytes(n: number, what: string): Uint8Array {
+    this.need(n, what);
+    const b = this.buf.subarray(this.pos, this.pos + n);
+    this.pos += n;
+    return b;
+  }
+  count(max: number, what: string): number {
+    const n = this.u32(what);
+    if (n > max) throw malformed(`${what} ${n} exceeds the limit ${max}`);
+    return n;
+  }
+  end() {
+    if (this.pos !== this.buf.length) throw malformed(`${this.buf.length - this.pos} trailing bytes`);
+  }
+}
+
+function malformed(why: string): ProtocolError {
+  return new ProtocolError(ErrorCode.Malformed, `malformed message: ${why}`);
+}
+
+function checkHash(h: Uint8Array, hashLen: number, what: string) {
+  if (h.length !== hashLen) throw new RangeError(`${what} must be ${hashLen} bytes, got ${h.length}`);
+}
+
+/** Encodes a message into one binary frame. `hashLen` is H of the session's algorithm. */
+export function encode(m: Message, hashLen = 32): Uint8Array {
+  switch (m.type) {
+    case Msg.Hello: {
+      const name = utf8.encode(m.name);
+      const w = new Writer(1 + 2 + 12 + 3 + 8 + 4 + 2 + name.length);
+      w.u8(m.type);
+      w.u8(m.version);
+      w.u8(m.op);
+      w.u32(m.params.min);
+      w.u32(m.params.avg);
+      w.u32(m.params.max);
+      w.u8(m.params.op);
+      w.u8(m.params.every);
+      w.u8(m.algo);
+      w.u64(m.size);
+      w.u32(m.basisVersion);
+      w.u16(name.length);
+      w.bytes(name);
+      return w.done();
+    }
+    case Msg.Ready: {
+      const w = new Writer(1 + 4 + 8 + 4);
+      w.u8(m.type);
+      w.u32(m.version);
+      w.u64(m.size);
+      w.u32(m.maxMessage);
+      return w.done();
+    }
+    case Msg.Checksums: {
+      const n = m.lengths.length;
+      if (m.fastfps.length !== n) throw new RangeError('fastfps and lengths differ in length');
+      const w = new Writer(1 + 4 + 8 * n);
+      w.u8(m.type);
+      w.u32(n);
+      for (let i = 0; i < n; i++) {
+        w.u32(m.fastfps[i]);
+        w.u32(m.lengths[i]);
+      }
+      return w.done();
+    }
+    case Msg.ChecksumsEnd: {
+      checkHash(m.root, hashLen, 'root');
+      const w = new Writer(1 + 4 + 8 + hashLen);
+      w.u8(m.type);
+      w.u32(m.count);
+      w.u64(m.size);
+      w.bytes(m.root);
+      return w.done();
+    }
+    case Msg.Tokens: {
+      const n = m.first.length;
+      if (m.count.length !== n || m.hashes.length !== n * hashLen) throw new RangeError('token arrays differ');
+      const w = new Writer(1 + 4 + n * (8 + hashLen));
+      w.u8(m.type);
+      w.u32(n);
+      for (let i = 0; i < n; i++) {
+        w.u32(m.first[i]);
+        w.u32(m.count[i]);
+        w.bytes(m.hashes.subarray(i * hashLen, (i + 1) * hashLen));
+      }
+      return w.done();
+    }
+    case Msg.TokensEnd: {
+      const w = new Writer(5);
+      w.u8(m.type);
+      w.u32(m.count);
+      return w.done();
+    }
+    case Msg.SplitRequest: {
+      const w = new Writer(1 + 4 + 4 * m.tokens.length);
+      w.u8(m.type);
+      w.u32(m.tokens.length);
+      for (const t of m.tokens) w.u32(t);
+      return w.done();
+    }
+    case Msg.SplitHashes: {
+      if (m.hashes.length % hashLen) throw new RangeError('split hashes not a multiple of H');
+      const w = new Writer(1 + 4 + 4 + m.hashes.length);
+      w.u8(m.type);
+      w.u32(m.token);
+      w.u32(m.hashes.length / hashLen);
+      w.bytes(m.hashes);
+      return w.done();
+    }
+    case Msg.Verdict: {
+      let size = 1 + 4;
+      for (const f of m.failed) size += 5 + (f.bitmap ? 4 + f.bitmap.length : 0);
+      const w = new Writer(size);
+      w.u8(m.type);
+      w.u32(m.failed.length);
+      for (const f of m.failed) {
+        w.u32(f.token);
+        w.u8(f.bitmap ? 1 : 0);
+        if (f.bitmap) {
+          w.u32(f.bitmap.length);
+          w.bytes(f.bitmap);
+        }
+      }
+      return w.done();
+    }
+    case Msg.Delta: {
+      const n = m.indices.length;
+      if (m.chunks.length !== n) throw new RangeError('indices and chunks differ in length');
+      let size = 1 + 4;
+      for (const c of m.chunks) size += 8 + c.length;
+      const w = new Writer(size);
+      w.u8(m.type);
+      w.u32(n);
+      for (let i = 0; i < n; i++) {
+        w.u32(m.indices[i]);
+        w.u32(m.chunks[i].length);
+        w.bytes(m.chunks[i]);
+      }
+      return w.done();
+    }
+    case Msg.Result: {
+      checkHash(m.root, hashLen, 'root');
+      const w = new Writer(1 + 4 + 8 + hashLen + 8 * 3);
+      w.u8(m.type);
+      w.u32(m.version);
+      w.u64(m.size);
+      w.bytes(m.root);
+      w.u64(m.micros);
+      w.u64(m.wireIn);
+      w.u64(m.wireOut);
+      return w.done();
+    }
+    case Msg.Error: {
+      let text = utf8.encode(m.message);
+      if (text.length > 1024) text = utf8.encode(m.message.slice(0, 1000) + '…').subarray(0, 1024);
+      const w = new Writer(1 + 2 + 2 + text.length);
+      w.u8(m.type);
+      w.u16(m.code);
+      w.u16(text.length);
+      w.bytes(text);
+      return w.done();
+    }
+  }
+}
+
+/**
+ * Decodes one frame. Byte arrays in the result are views into `frame` (no copies).
+ * Throws ProtocolError(Malformed) on any deviation from docs/protocol.md.
+ */
+export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT_LIMITS): Message {
+  const r = new Reader(frame);
+  const type = r.u8('type');
+  const maxN = limits.maxEntriesPerMessage;
+  let m: Message;
+  switch (type) {
+    case Msg.Hello: {
+      const version = r.u8('version');
+      const op = r.u8('op');
+      const params = {
+        min: r.u32('min'),
+        avg: r.u32('avg'),
+        max: r.u32('max'),
+        op: r.u8('fastfp op'),
+        every: r.u8('fastfp distance'),
+      };
+      const algo = r.u8('algo');
+      const size = r.u64('size');
+      const basisVersion = r.u32('basis version');
+      const nameLen = r.u16('name length');
+      if (nameLen > limits.maxNameBytes) throw malformed(`name of ${nameLen} bytes exceeds ${limits.maxNameBytes}`);
+      let name: string;
+      try {
+        name = utf8Strict.decode(r.bytes(nameLen, 'name'));
+      } catch (e) {
+        if (e instanceof ProtocolError) throw e;
+        throw malformed('name is not valid UTF-8');
+      }
+      m = { type, version, op, params, algo, size, basisVersion, name };
+      break;
+    }
+    case Msg.Ready:
+      m = { type, version: r.u32('version'), size: r.u64('size'), maxMessage: r.u32('max message') };
+      break;
+    case Msg.Checksums: {
+      const n = r.count(maxN, 'checksum count');
+      r.need(8 * n, 'checksums');
+      const fastfps = new Uint32Array(n);
+      const lengths = new Uint32Array(n);
+      for (let i = 0; i < n; i++) {
+        fastfps[i] = r.u32('fastfp');
+        lengths[i] = r.u32('length');
+      }
+      m = { type, fastfps, lengths };
+      break;
+    }
+    case Msg.ChecksumsEnd:
+      m = { type, count: r.u32('count'), size: r.u64('size'), root: r.bytes(hashLen, 'root') };
+      break;
+    case Msg.Tokens: {
+      const n = r.count(maxN, 'token count');
+      r.need(n * (8 + hashLen), 'tokens');
+      const first = new Uint32Array(n);
+      const count = new Uint32Array(n);
+      const hashes = new Uint8Array(n * hashLen);
+      for (let i = 0; i < n; i++) {
+        first[i] = r.u32('first');
+        count[i] = r.u32('count');
+        hashes.set(r.bytes(hashLen, 'hash'), i * hashLen);
+      }
+      m = { type, first, count, hashes };
+      break;
+    }
+    case Msg.TokensEnd:
+      m = { type, count: r.u32('count') };
+      break;
+    case Msg.SplitRequest: {
+      const n = r.count(maxN, 'split count');
+      r.need(4 * n, 'split tokens');
+      const tokens = new Uint32Array(n);
+      for (let i = 0; i < n; i++) tokens[i] = r.u32('token');
+      m = { type, tokens };
+      break;
+    }
+    case Msg.SplitHashes: {
+      const token = r.u32('token');
+      const n = r.count(maxN, 'hash count');
+      m = { type, token, hashes: r.bytes(n * hashLen, 'hashes') };
+      break;
+    }
+    case Msg.Verdict: {
+      const n = r.count(maxN, 'failed count');
+      const failed: Failed[] = [];
+      for (let i = 0; i < n; i++) {
+        const token = r.u32('token');
+        const kind = r.u8('kind');
+        if (kind > 1) throw malformed(`verdict kind ${kind}`);
+        let bitmap: Uint8Array | null = null;
+        if (kind === 1) {
+          const len = r.count(maxN, 'bitmap length');
+          bitmap = r.bytes(len, 'bitmap');
+        }
+        failed.push({ token, bitmap });
+      }
+      m = { type, failed };
+      break;
+    }
+    case Msg.Delta: {
+      const n = r.count(maxN, 'delta count');
+      const indices = new Uint32Array(n);
+      const chunks: Uint8Array[] = [];
+      for (let i = 0; i < n; i++) {
+        indices[i] = r.u32('index');
+        const len = r.u32('length');
+        chunks.push(r.bytes(len, 'chunk bytes'));
+      }
+      m = { type, indices, chunks };
+      break;
+    }
+    case Msg.Result:
+      m = {
+        type,
+        version: r.u32('version'),
+        size: r.u64('size'),
+        root: r.bytes(hashLen, 'root'),
+        micros: r.u64('micros'),
+        wireIn: r.u64('wire in'),
+        wireOut: r.u64('wire out'),
+      };
+      break;
+    case Msg.Error: {
+      const code = r.u16('code');
+      const len = r.u16('message length');
+      let message: string;
+      try {
+        message = utf8Strict.decode(r.bytes(len, 'message'));
+      } catch (e) {
+        if (e instanceof ProtocolError) throw e;
+        throw malformed('error message is not valid UTF-8');
+      }
+      m = { type, code, message };
+      break;
+    }
+    default:
+      throw malformed(`unknown message type 0x${type.toString(16).padStart(2, '0')}`);
+  }
+  r.end();
+  return m;
+}
+
+/** The fixed overhead in bytes of a Delta message with `n` chunks (plus the chunks' bytes). */
+export const deltaOverhead = (n: number) => 5 + 8 * n;

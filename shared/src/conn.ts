@@ -1,0 +1,196 @@
+/**
+ * A message connection over one WebSocket (the browser's, or the `ws` package's in Node: both
+ * have the same event API). It encodes and decodes frames with the codec, counts traffic per
+ * protocol part, applies send backpressure through `bufferedAmount` and, where the socket can
+ * pause (`ws` on the server), receive backpressure on queued bytes.
+ */
+import { type Message, decode, encode } from './codec.ts';
+import { DEFAULT_LIMITS, ErrorCode, type Limits, Msg, ProtocolError } from './protocol.ts';
+
+/** Payload bytes per protocol part, before compression, both directions. */
+export interface Traffic {
+  checksumList: number;
+  matchTokens: number;
+  delta: number;
+  control: number;
+  total: number;
+}
+
+export interface WebSocketLike {
+  binaryType: string;
+  readonly bufferedAmount: number;
+  readonly readyState: number;
+  send(data: Uint8Array): void;
+  close(code?: number, reason?: string): void;
+  addEventListener(type: string, listener: (ev: any) => void): void;
+  /** `ws` only: stop / restart reading from the socket */
+  pause?: () => void;
+  resume?: () => void;
+}
+
+/** The peer sent an Error message. */
+export class RemoteError extends Error {
+  constructor(
+    public code: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'RemoteError';
+  }
+}
+
+/** The connection closed or failed before the session ended. */
+export class ConnectionLost extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConnectionLost';
+  }
+}
+
+function part(type: number): keyof Omit<Traffic, 'total'> {
+  switch (type) {
+    case Msg.Checksums:
+    case Msg.ChecksumsEnd:
+      return 'checksumList';
+    case Msg.Tokens:
+    case Msg.TokensEnd:
+    case Msg.SplitHashes:
+      return 'matchTokens';
+    case Msg.Delta:
+      return 'delta';
+    default:
+      return 'control';
+  }
+}
+
+export interface ConnOptions {
+  limits?: Limits;
+  /** pause reading when this many received bytes wait to be processed (if the socket can) */
+  maxQueuedBytes?: number;
+  /** wait before sending while the socket buffers more than this */
+  maxBufferedBytes?: number;
+}
+
+export class Conn {
+  /** digest length of the session's strong hash; set once Hello is known */
+  hashLen = 32;
+  readonly traffic: Traffic = { checksumList: 0, matchTokens: 0, delta: 0, control: 0, total: 0 };
+  /** milliseconds spent waiting in recv() — the rest of a session's time is work */
+  waitedMs = 0;
+  private queue: Uint8Array[] = [];
+  private queuedBytes = 0;
+  private paused = false;
+  private waiter: ((v: void) => void) | null = null;
+  private closed: Error | null = null;
+  private limits: Limits;
+  private maxQueued: number;
+  private maxBuffered: number;
+
+  constructor(
+    readonly ws: WebSocketLike,
+    opts: ConnOptions = {},
+  ) {
+    this.limits = opts.limits ?? DEFAULT_LIMITS;
+    this.maxQueued = opts.maxQueuedBytes ?? 16 << 20;
+    this.maxBuffered = opts.maxBufferedBytes ?? 4 << 20;
+    ws.binaryType = 'arraybuffer';
+    ws.addEventListener('message', (ev: { data: unknown }) => {
+      const d = ev.data;
+      if (typeof d === 'string') {
+        this.fail(new ProtocolError(ErrorCode.Malformed, 'text frames are not part of the protocol'));
+        return;
+      }
+      const frame = d instanceof ArrayBuffer ? new Uint8Array(d) : new Uint8Array(d as ArrayBufferLike);
+      this.queue.push(frame);
+      this.queuedBytes += frame.length;
+      if (this.queuedBytes > this.maxQueued && this.ws.pause && !this.paused) {
+        this.paused = true;
+        this.ws.pause();
+      }
+      this.wake();
+    });
+    ws.addEventListener('close', (ev: { code?: number; reason?: string }) => {
+      this.fail(new ConnectionLost(`connection closed (${ev.code ?? '?'}${ev.reason ? ': ' + ev.reason : ''})`));
+    });
+    ws.addEventListener('error', (ev: { message?: string; error?: Error }) => {
+      this.fail(new ConnectionLost(`connection error: ${ev.message ?? ev.error?.message ?? 'unknown'}`));
+    });
+  }
+
+  private wake() {
+    const w = this.waiter;
+    this.waiter = null;
+    w?.();
+  }
+
+  private fail(e: Error) {
+    if (!this.closed) this.closed = e;
+    this.wake();
+  }
+
+  /** Receives the next message. An Error message from the peer throws RemoteError. */
+  async recv(): Promise<Message> {
+    const t0 = performance.now();
+    while (this.queue.length === 0) {
+      if (this.closed) throw this.closed;
+      await new Promise<void>((r) => (this.waiter = r));
+    }
+    this.waitedMs += performance.now() - t0;
+    const frame = this.queue.shift()!;
+    this.queuedBytes -= frame.length;
+    if (this.paused && this.queuedBytes <= this.maxQueued / 2) {
+      this.paused = false;
+      this.ws.resume!();
+    }
+    const m = decode(frame, this.hashLen, this.limits);
+    this.traffic[part(m.type)] += frame.length;
+    this.traffic.total += frame.length;
+    if (m.type === Msg.Error) throw new RemoteError(m.code, m.message);
+    return m;
+  }
+
+  /** Receives the next message and checks its type. */
+  async expect<T extends Message['type']>(...types: T[]): Promise<Extract<Message, { type: T }>> {
+    const m = await this.recv();
+    if (!(types as number[]).includes(m.type)) {
+      throw new ProtocolError(ErrorCode.UnexpectedMessage, `unexpected message 0x${m.type.toString(16)} here`);
+    }
+    return m as Extract<Message, { type: T }>;
+  }
+
+  /** Sends a message, first waiting while the socket's send buffer is full. */
+  async send(m: Message): Promise<void> {
+    while (this.ws.bufferedAmount > this.maxBuffered) {
+      if (this.closed) throw this.closed;
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    if (this.closed) throw this.closed;
+    const frame = encode(m, this.hashLen);
+    this.traffic[part(m.type)] += frame.length;
+    this.traffic.total += frame.length;
+    this.ws.send(frame);
+  }
+
+  /** Sends an Error message (best effort) and closes. */
+  sendError(code: number, message: string) {
+    try {
+      if (!this.closed && this.ws.readyState === 1) this.ws.send(encode({ type: Msg.Error, code, message }));
+    } catch {
+      /* the socket is already gone */
+    }
+    this.close(1000, 'error');
+  }
+
+  close(code = 1000, reason = '') {
+    try {
+      this.ws.close(code, reason);
+    } catch {
+      /* already closed */
+    }
+  }
+
+  /** Resolves when every queued frame has left (best effort; used before close). */
+  async drain(): Promise<void> {
+    while (this.ws.bufferedAmount > 0 && !this.closed) await new Promise((r) => setTimeout(r, 2));
+  }
+}

@@ -1,0 +1,118 @@
+/**
+ * Constants of the Dsync wire protocol. `docs/protocol.md` is the specification; every
+ * number here appears there with the same name.
+ */
+
+export const PROTOCOL_VERSION = 1;
+
+/** Message type codes (the first byte of every binary frame). */
+export const Msg = {
+  Hello: 0x01,
+  Ready: 0x02,
+  Checksums: 0x03,
+  ChecksumsEnd: 0x04,
+  Tokens: 0x05,
+  TokensEnd: 0x06,
+  SplitRequest: 0x07,
+  SplitHashes: 0x08,
+  Verdict: 0x09,
+  Delta: 0x0a,
+  Result: 0x0b,
+  Error: 0x7f,
+} as const;
+export type MsgType = (typeof Msg)[keyof typeof Msg];
+
+/** What a session does: push the client's file to the server, or pull a version. */
+export const Op = { Push: 1, Pull: 2 } as const;
+
+/** FastFp combine operation codes. */
+export const FpOp = { Xor: 0, Add: 1 } as const;
+
+/** Strong hash algorithm codes and digest lengths. */
+export const Algo = { Sha1: 1, Sha256: 2, Blake3: 3 } as const;
+export type AlgoCode = (typeof Algo)[keyof typeof Algo];
+export const ALGO_NAMES: Record<number, string> = { 1: 'sha1', 2: 'sha256', 3: 'blake3' };
+export function hashLength(algo: number): number {
+  if (algo === Algo.Sha1) return 20;
+  if (algo === Algo.Sha256 || algo === Algo.Blake3) return 32;
+  throw new ProtocolError(ErrorCode.BadParams, `unknown strong hash algorithm ${algo}`);
+}
+export function algoByName(name: string): AlgoCode {
+  const code = Number(Object.keys(ALGO_NAMES).find((k) => ALGO_NAMES[Number(k)] === name));
+  if (!code) throw new Error(`unknown strong hash algorithm "${name}" (sha1, sha256, blake3)`);
+  return code as AlgoCode;
+}
+
+/** Chunking parameters of FastCDC + FastFp, as sent in Hello. */
+export interface ChunkParams {
+  min: number;
+  avg: number;
+  max: number;
+  /** FpOp code */
+  op: number;
+  /** FastFp sampling distance: 8, 16 or 32 bytes */
+  every: number;
+}
+
+export const DEFAULT_PARAMS: ChunkParams = { min: 2048, avg: 8192, max: 65536, op: FpOp.Xor, every: 16 };
+/** The default strong hash: BLAKE3 (see bench/results/strong-hash.md for the measurement). */
+export const DEFAULT_ALGO: AlgoCode = Algo.Blake3;
+
+/** Error codes carried by the Error message. */
+export const ErrorCode = {
+  /** A frame that does not decode: unknown type, truncated, trailing bytes, bad field. */
+  Malformed: 1,
+  /** A well-formed message the state machine does not expect now. */
+  UnexpectedMessage: 2,
+  /** Chunking parameters or algorithm outside what the server accepts. */
+  BadParams: 3,
+  /** Indices, counts or lengths that do not add up. */
+  Inconsistent: 4,
+  /** The rebuilt file's root hash differs from the sender's: nothing was stored. */
+  VerifyFailed: 5,
+  /** The requested file or version does not exist. */
+  NotFound: 6,
+  /** The basis the client expected is no longer the latest version. */
+  StaleBasis: 7,
+  /** A configured limit was hit (message, file or chunk size, chunk count, sessions, time). */
+  LimitExceeded: 8,
+  /** Invalid file name. */
+  BadName: 9,
+  /** Authentication missing or refused. */
+  Unauthorized: 10,
+  /** The server failed (I/O); the previous version is intact. */
+  Internal: 11,
+  /** Protocol version not supported. */
+  Version: 12,
+} as const;
+
+/** An error with a wire code; thrown by the codec and the state machines. */
+export class ProtocolError extends Error {
+  constructor(
+    public code: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ProtocolError';
+  }
+}
+
+/** Limits a receiver enforces while decoding; the server's are settings (server/src/config.ts). */
+export interface Limits {
+  maxNameBytes: number;
+  maxEntriesPerMessage: number;
+}
+export const DEFAULT_LIMITS: Limits = { maxNameBytes: 1024, maxEntriesPerMessage: 65536 };
+
+/** Validates chunk parameters against the ranges the wasm chunker accepts. */
+export function checkParams(p: ChunkParams, maxChunk = 16 << 20): void {
+  const bad = (why: string) => {
+    throw new ProtocolError(ErrorCode.BadParams, why);
+  };
+  if (p.min < 64 || p.min > 1 << 20 || p.min % 32) bad(`min ${p.min} must be a multiple of 32 in 64..1048576`);
+  if (p.avg < 256 || p.avg > 4 << 20 || p.avg % 2) bad(`avg ${p.avg} must be even in 256..4194304`);
+  if (p.max < 1024 || p.max > maxChunk || p.max % 2) bad(`max ${p.max} must be even in 1024..${maxChunk}`);
+  if (!(p.min < p.avg && p.avg < p.max)) bad('chunk sizes must satisfy min < avg < max');
+  if (p.op !== FpOp.Xor && p.op !== FpOp.Add) bad(`FastFp op ${p.op} must be 0 (xor) or 1 (add)`);
+  if (![8, 16, 32].includes(p.every)) bad(`FastFp distance ${p.every} must be 8, 16 or 32`);
+}

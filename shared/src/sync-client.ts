@@ -1,0 +1,160 @@
+/**
+ * The sync client, the same in the browser and in Node: it is handed a WebSocket constructor
+ * and a Source (a Blob or a file handle), so it does no file or network setup of its own.
+ *
+ *   push: chunk the file (Phase 1 input), Hello + Checksum List, Match Tokens, Delta Bytes.
+ *   pull: ask for a version; with a local basis, the three phases run mirrored so only the
+ *         changed chunks come down; the rebuilt file is verified before it is kept.
+ */
+import { type ChunkIndex, type Source, chunkSource } from './chunk-index.ts';
+import { Conn, type Traffic, type WebSocketLike } from './conn.ts';
+import { type ChunkParams, DEFAULT_ALGO, DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION, hashLength } from './protocol.ts';
+import { type Sink, receiveTarget, sendTarget } from './session.ts';
+
+export type WebSocketCtor = new (url: string) => WebSocketLike;
+
+/** The phases a progress callback reports, in order. */
+export type Phase = 'connecting' | 'chunking' | 'checksums-sent' | 'tokens-received' | 'delta-sent' | 'committed';
+
+export interface SyncOptions {
+  /** ws:// or wss:// URL of the server's /sync endpoint */
+  url: string;
+  name: string;
+  WebSocket: WebSocketCtor;
+  params?: ChunkParams;
+  algo?: number;
+  onProgress?: (phase: Phase, done?: number, total?: number) => void;
+}
+
+/** What one sync did; printed by `dsync push` as its last line. */
+export interface SyncReport {
+  name: string;
+  version: number;
+  size: number;
+  chunks: number;
+  matchedBytes: number;
+  literalBytes: number;
+  traffic: Traffic & { wire: number };
+  timeMs: { client: number; server: number; network: number; total: number };
+}
+
+function open(opts: SyncOptions): Promise<{ ws: WebSocketLike; conn: Conn }> {
+  const ws = new opts.WebSocket(opts.url);
+  const conn = new Conn(ws);
+  return new Promise((resolve, reject) => {
+    ws.addEventListener('open', () => resolve({ ws, conn }));
+    ws.addEventListener('error', (ev: { message?: string }) => reject(new Error(`cannot connect to ${opts.url}: ${ev.message ?? 'connection refused'}`)));
+    ws.addEventListener('close', () => reject(new Error(`cannot connect to ${opts.url}`)));
+  });
+}
+
+/** Bytes the socket sent and received, where the runtime exposes them (Node's `ws`). */
+function socketBytes(ws: WebSocketLike): number | null {
+  const s = (ws as unknown as { _socket?: { bytesRead: number; bytesWritten: number } })._socket;
+  return s ? s.bytesRead + s.bytesWritten : null;
+}
+
+const ms = (t: number) => Math.round(t * 10) / 10;
+
+/**
+ * Pushes `source` to the server as a new version of `opts.name`. `basisVersion` (optional) is
+ * the version this edit was based on: if another version landed since, the server refuses
+ * with StaleBasis instead of storing it.
+ */
+export async function push(source: Source, opts: SyncOptions & { basisVersion?: number }): Promise<SyncReport> {
+  const params = opts.params ?? DEFAULT_PARAMS;
+  const algo = opts.algo ?? DEFAULT_ALGO;
+  const t0 = performance.now();
+  opts.onProgress?.('chunking', 0, source.size);
+  const target = await chunkSource(source, params, algo, (d) => opts.onProgress?.('chunking', d, source.size));
+  const tChunked = performance.now();
+  opts.onProgress?.('connecting');
+  const { ws, conn } = await open(opts);
+  const wire0 = socketBytes(ws);
+  const tOpen = performance.now();
+  conn.hashLen = hashLength(algo);
+  try {
+    await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params, algo, size: source.size, basisVersion: opts.basisVersion ?? 0, name: opts.name });
+    const waitedBefore = conn.waitedMs;
+    const out = await sendTarget(conn, target, source, {
+      onChecksumsSent: async () => {
+        opts.onProgress?.('checksums-sent');
+        await conn.expect(Msg.Ready);
+      },
+      onTokens: () => opts.onProgress?.('tokens-received'),
+      onDeltaSent: () => opts.onProgress?.('delta-sent'),
+    });
+    opts.onProgress?.('committed');
+    const tEnd = performance.now();
+    const wire = socketBytes(ws);
+    const total = tEnd - t0;
+    const waited = conn.waitedMs - waitedBefore;
+    // Client time: chunking and hashing, plus the session's own work (not waiting for the server).
+    const client = tChunked - t0 + (tEnd - tOpen - waited);
+    const server = out.result.micros / 1000;
+    return {
+      name: opts.name,
+      version: out.result.version,
+      size: target.size,
+      chunks: target.lengths.length,
+      matchedBytes: out.matchedBytes,
+      literalBytes: out.literalBytes,
+      traffic: { ...conn.traffic, wire: wire !== null && wire0 !== null ? wire - wire0 : out.result.wireIn + out.result.wireOut },
+      timeMs: { client: ms(client), server: ms(server), network: ms(Math.max(0, total - client - server)), total: ms(total) },
+    };
+  } finally {
+    conn.close(1000, 'done');
+  }
+}
+
+export interface PullOptions extends SyncOptions {
+  /** the version to fetch, 0 or absent for the latest */
+  version?: number;
+  /** the local old copy to use as basis, if any */
+  basis?: Source | null;
+  /** where the verified file goes: `write` in order, then `commit` (or `abort` on failure) */
+  sink: Sink;
+}
+
+/** Pulls a version; with a basis, only the chunks the basis lacks are transferred. */
+export async function pull(opts: PullOptions): Promise<SyncReport> {
+  const params = opts.params ?? DEFAULT_PARAMS;
+  const algo = opts.algo ?? DEFAULT_ALGO;
+  const t0 = performance.now();
+  let basis: { index: ChunkIndex; source: Source } | null = null;
+  if (opts.basis && opts.basis.size > 0) {
+    opts.onProgress?.('chunking', 0, opts.basis.size);
+    basis = { index: await chunkSource(opts.basis, params, algo), source: opts.basis };
+  }
+  const tChunked = performance.now();
+  const { ws, conn } = await open(opts);
+  const wire0 = socketBytes(ws);
+  const tOpen = performance.now();
+  conn.hashLen = hashLength(algo);
+  try {
+    await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Pull, params, algo, size: opts.basis?.size ?? 0, basisVersion: opts.version ?? 0, name: opts.name });
+    const ready = await conn.expect(Msg.Ready);
+    const limits = { maxFileSize: Number.MAX_SAFE_INTEGER, maxChunks: 2 ** 32 - 1 };
+    const waitedBefore = conn.waitedMs;
+    const sink: Sink = { ...opts.sink, commit: async (ix) => (await opts.sink.commit(ix), ready.version) };
+    const out = await receiveTarget(conn, params, algo, basis, sink, limits, undefined, ready.size);
+    opts.onProgress?.('committed');
+    const tEnd = performance.now();
+    const wire = socketBytes(ws);
+    const total = tEnd - t0;
+    const client = tChunked - t0 + (tEnd - tOpen - (conn.waitedMs - waitedBefore));
+    return {
+      name: opts.name,
+      version: ready.version,
+      size: out.index.size,
+      chunks: out.index.lengths.length,
+      matchedBytes: out.matchedBytes,
+      literalBytes: out.literalBytes,
+      traffic: { ...conn.traffic, wire: wire !== null && wire0 !== null ? wire - wire0 : 0 },
+      timeMs: { client: ms(client), server: 0, network: ms(Math.max(0, total - client)), total: ms(total) },
+    };
+  } finally {
+    await conn.drain();
+    conn.close(1000, 'done');
+  }
+}
