@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Sets everything up (idempotently) and runs every test: native Rust, type checks, Node unit and
+# integration tests against real servers on loopback ports, and Playwright in Chromium.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+scripts/setup.sh test
+t0=$(date +%s)
+step() { echo; echo "=== $* ($(( $(date +%s) - t0 )) s)"; }
+
+step "native tests (cargo test, wasm/)"
+(cd wasm && cargo test --release -q)
+
+step "type check (tsc)"
+npx tsc --noEmit -p .
+
+step "Node tests (shared/, server/, cli/)"
+node --import tsx --test --test-reporter=spec --test-concurrency=1 shared/test/*.test.ts server/test/*.test.ts
+
+if [ -f e2e/playwright.config.ts ]; then
+  step "browser tests (Playwright, Chromium)"
+  npx playwright test -c e2e/playwright.config.ts
+fi
+step "all tests passed"
