@@ -1,0 +1,61 @@
+// Test helpers: a real server on a loopback port with a temporary data directory, and push /
+// pull through the real client library over a real WebSocket.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import WebSocket from 'ws';
+import '../../shared/src/wasm.ts';
+import { bufferSource } from '../../shared/src/chunk-index.ts';
+import { type PullOptions, type SyncOptions, pull, push } from '../../shared/src/sync-client.ts';
+import { type ServerConfig, loadConfig } from '../src/config.ts';
+import { type RunningServer, startServer } from '../src/server.ts';
+
+export interface TestServer extends RunningServer {
+  data: string;
+  wsUrl: string;
+  stored(name: string, version?: number): Promise<Buffer>;
+  stop(): Promise<void>;
+}
+
+export async function testServer(flags: Record<string, string | boolean> = {}): Promise<TestServer> {
+  const data = mkdtempSync(path.join(tmpdir(), 'dsync-test-'));
+  const cfg: ServerConfig = loadConfig({ port: '0', host: '127.0.0.1', data, ...flags }, {});
+  const s = await startServer(cfg);
+  return {
+    ...s,
+    data,
+    wsUrl: s.url.replace('http', 'ws') + '/sync',
+    async stored(name, version) {
+      const v = version ?? (await s.store.latest(name));
+      return readFileSync(s.store.dataPath(name, v));
+    },
+    async stop() {
+      await s.close();
+      rmSync(data, { recursive: true, force: true });
+    },
+  };
+}
+
+export function pushBytes(server: { wsUrl: string }, name: string, bytes: Uint8Array, opts: Partial<SyncOptions> & { basisVersion?: number } = {}) {
+  return push(bufferSource(bytes), { url: server.wsUrl, name, WebSocket: WebSocket as any, ...opts });
+}
+
+/** Pulls into memory; returns the report and the bytes. */
+export async function pullBytes(server: { wsUrl: string }, name: string, basis: Uint8Array | null, opts: Partial<PullOptions> = {}) {
+  const parts: Uint8Array[] = [];
+  let committed = false;
+  const report = await pull({
+    url: server.wsUrl,
+    name,
+    WebSocket: WebSocket as any,
+    basis: basis ? bufferSource(basis) : null,
+    sink: {
+      write: async (b) => void parts.push(b.slice()),
+      commit: async () => ((committed = true), 0),
+      abort: async () => void (parts.length = 0),
+    },
+    ...opts,
+  });
+  if (!committed) throw new Error('pull did not commit');
+  return { report, bytes: Buffer.concat(parts) };
+}

@@ -1,0 +1,182 @@
+// The three-phase protocol end to end: a real server on a loopback port, the real client
+// library over a real WebSocket, real files in a real store. Hundreds of random edit scripts.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { EDIT_KINDS, type EditKind, Rng, applyEdits, fastRandomBytes, randomBytes, textBytes } from '../../shared/src/testdata.ts';
+import { type TestServer, pullBytes, pushBytes, testServer } from './helpers.ts';
+
+let server: TestServer;
+before(async () => {
+  server = await testServer();
+});
+after(async () => {
+  await server.stop();
+});
+
+function mixed(seed: number, size: number): Uint8Array {
+  // text and random regions with short zero runs between them, so chunks of every kind occur
+  const out = new Uint8Array(size);
+  const r = new Rng(seed);
+  for (let o = 0; o < size; ) {
+    const n = Math.min(size - o, 1000 + r.int(200_000));
+    if (r.int(2)) out.set(textBytes(r.next64(), n), o);
+    else out.set(fastRandomBytes(r.int(2 ** 31), n), o);
+    o += n + r.int(4000);
+  }
+  return out;
+}
+
+function checkTraffic(rep: Awaited<ReturnType<typeof pushBytes>>) {
+  const t = rep.traffic;
+  assert.equal(t.total, t.checksumList + t.matchTokens + t.delta + t.control, 'traffic parts add up');
+  assert.equal(rep.matchedBytes + rep.literalBytes, rep.size);
+  // Delta Bytes = literal bytes + 8 bytes per chunk + 5 per message
+  assert.ok(t.delta >= rep.literalBytes && t.delta <= rep.literalBytes + 8 * rep.chunks + 5 * (1 + Math.ceil(rep.literalBytes / (1 << 20)) + rep.chunks), 'delta accounting');
+  assert.equal(t.checksumList, rep.chunks === 0 ? 1 + 4 + 8 + 32 : 8 * rep.chunks + 5 * Math.ceil(rep.chunks / 8192) + 1 + 4 + 8 + 32);
+  assert.ok(t.wire > 0);
+  for (const v of Object.values(rep.timeMs)) assert.ok(v >= 0);
+}
+
+test('hundreds of random edit scripts store exactly the client file', async () => {
+  const r = new Rng(20261122);
+  let syncs = 0;
+  for (let file = 0; file < 30; file++) {
+    const name = `edits/file-${file}.bin`;
+    const size = [0, 1, 100, 2047, 5000, 70_000, 300_000, 1_000_000][r.int(8)] + r.int(3000);
+    let cur = mixed(r.int(1e9), size);
+    let rep = await pushBytes(server, name, cur);
+    assert.deepEqual(await server.stored(name), Buffer.from(cur));
+    checkTraffic(rep);
+    for (let step = 0; step < 10; step++) {
+      const kind: EditKind = EDIT_KINDS[r.int(3)];
+      const total = [1, 32, 256, 2048, 16_384][r.int(5)];
+      const placement: [number, number, number] = [[1, 0, 0], [0, 1, 0], [0, 0, 1], [0.7, 0.1, 0.2]][r.int(4)] as [number, number, number];
+      const maxFragment = r.int(2) ? 256 : 1 + r.int(8);
+      cur = applyEdits(cur, r, { kind, total, placement, maxFragment });
+      rep = await pushBytes(server, name, cur);
+      syncs++;
+      assert.equal(rep.version, step + 2);
+      assert.deepEqual(await server.stored(name), Buffer.from(cur), `${name} after ${kind} ${total}`);
+      checkTraffic(rep);
+      if (cur.length > 200_000 && total <= 256 && maxFragment === 256) assert.ok(rep.traffic.delta < cur.length / 4, `small edit sent ${rep.traffic.delta} of ${cur.length}`);
+    }
+  }
+  assert.ok(syncs >= 300);
+});
+
+test('large edits (cut, insert, inverse of 1–4 MB) on an 8 MB file', async () => {
+  const r = new Rng(7);
+  const base = mixed(99, 8 << 20);
+  for (const kind of EDIT_KINDS) {
+    for (const total of [1 << 20, 4 << 20]) {
+      const name = `large-${kind}-${total}`;
+      await pushBytes(server, name, base);
+      const edited = applyEdits(base, r, { kind, total, maxFragment: 64 << 10 });
+      const rep = await pushBytes(server, name, edited);
+      assert.deepEqual(await server.stored(name), Buffer.from(edited));
+      checkTraffic(rep);
+    }
+  }
+});
+
+test('an identical re-push sends no Delta Bytes and a single Match Token', async () => {
+  const data = mixed(5, 3_000_000);
+  await pushBytes(server, 'same.bin', data);
+  const rep = await pushBytes(server, 'same.bin', data);
+  assert.equal(rep.literalBytes, 0);
+  assert.equal(rep.traffic.delta, 0);
+  // one token: type + count + (first, count, hash) + Tokens End
+  assert.equal(rep.traffic.matchTokens, 1 + 4 + 8 + 32 + 5);
+  assert.equal(rep.version, 2);
+});
+
+test('empty files, files smaller than one chunk, and a file emptied', async () => {
+  for (const bytes of [new Uint8Array(0), new Uint8Array([42]), randomBytes(3, 2047), randomBytes(4, 2049)]) {
+    const name = `small-${bytes.length}`;
+    await pushBytes(server, name, bytes);
+    assert.deepEqual(await server.stored(name), Buffer.from(bytes));
+    await pushBytes(server, name, bytes);
+    await pushBytes(server, name, new Uint8Array(0));
+    assert.equal((await server.stored(name)).length, 0);
+    await pushBytes(server, name, bytes);
+    assert.deepEqual(await server.stored(name), Buffer.from(bytes));
+  }
+});
+
+test('a 10 MB mixed file with 32 B … 1 MB edits: traffic is a small fraction and pulls return the exact bytes', async () => {
+  const r = new Rng(11);
+  const base = mixed(1234, 10 << 20);
+  const rows: string[] = [];
+  for (const total of [32, 256, 2048, 16_384, 131_072, 1 << 20]) {
+    const name = `ten-${total}`;
+    await pushBytes(server, name, base);
+    const edited = applyEdits(base, r, { kind: 'insert', total });
+    const rep = await pushBytes(server, name, edited);
+    rows.push(`${total} B insert: traffic ${rep.traffic.total} B (${((100 * rep.traffic.total) / edited.length).toFixed(2)}% of the file), wire ${rep.traffic.wire} B`);
+    // each ≤256 B fragment costs one or two chunks (8–16 KB), so scattered edits cost more
+    if (total <= 2048) assert.ok(rep.traffic.total < edited.length / 20, `${total}: ${rep.traffic.total}`);
+    if (total === 16_384) assert.ok(rep.traffic.total < edited.length / 4, `${total}: ${rep.traffic.total}`);
+    // pull both versions back: plain, and as a delta from the other version
+    const v1 = await pullBytes(server, name, null, { version: 1 });
+    assert.deepEqual(v1.bytes, Buffer.from(base));
+    const v2 = await pullBytes(server, name, base);
+    assert.deepEqual(v2.bytes, Buffer.from(edited));
+    // the delta download moves what the upload moved
+    assert.equal(v2.report.literalBytes, rep.literalBytes);
+  }
+  console.log(rows.join('\n'));
+});
+
+test('deflate off, SHA-256 and SHA-1, other chunk sizes', async () => {
+  const plain = await testServer({ 'no-deflate': true });
+  try {
+    const base = mixed(77, 1_500_000);
+    const edited = applyEdits(base, new Rng(1), { kind: 'cut', total: 2048 });
+    for (const [algo, params] of [
+      [2, undefined],
+      [1, undefined],
+      [3, { min: 512, avg: 2048, max: 16384, op: 1, every: 32 }],
+    ] as const) {
+      const name = `variant-${algo}-${params ? 'small' : 'default'}`;
+      await pushBytes(plain, name, base, { algo, params });
+      const rep = await pushBytes(plain, name, edited, { algo, params });
+      assert.deepEqual(await plain.stored(name), Buffer.from(edited));
+      assert.ok(rep.literalBytes < 200_000, `${name}: ${rep.literalBytes} literal bytes`);
+      // the wire carries about what the payload is, uncompressed
+      assert.ok(rep.traffic.wire >= rep.traffic.total);
+    }
+    // a push with chunking that differs from the stored index re-chunks the basis and still deltas
+    const rep = await pushBytes(plain, 'variant-2-default', edited, { algo: 3 });
+    assert.equal(rep.literalBytes, 0);
+  } finally {
+    await plain.stop();
+  }
+});
+
+test('paper-exact server mode gives the same results', async () => {
+  const paper = await testServer({ 'paper-exact': true });
+  try {
+    const base = mixed(8, 2_000_000);
+    const edited = applyEdits(base, new Rng(2), { kind: 'inverse', total: 256 });
+    await pushBytes(paper, 'p', base, { algo: 1 });
+    const rep = await pushBytes(paper, 'p', edited, { algo: 1 });
+    assert.deepEqual(await paper.stored('p'), Buffer.from(edited));
+    assert.ok(rep.literalBytes < 100_000);
+  } finally {
+    await paper.stop();
+  }
+});
+
+test('a failed merged run above the split threshold is split, not resent whole', async () => {
+  // Forge a weak-hash collision: keep every chunk's FastFp and length but change one chunk's
+  // bytes behind the server's back by editing the stored version's content is not possible
+  // through the protocol, so use a second file whose chunk boundaries repeat: two identical
+  // 1 MB regions, the second edited in place with a same-length change inside a chunk.
+  const a = mixed(21, 3 << 20);
+  await pushBytes(server, 'split', a);
+  const b = a.slice();
+  for (let i = 0; i < 64; i++) b[1_500_000 + i] ^= 0xff; // inverse: same length, new FastFp
+  const rep = await pushBytes(server, 'split', b);
+  assert.deepEqual(await server.stored('split'), Buffer.from(b));
+  assert.ok(rep.literalBytes < 150_000);
+});

@@ -1,0 +1,79 @@
+// The golden vectors (shared/test-vectors/golden.json, written by the native build) hold for the
+// wasm build in Node, and its strong hashes agree with independent implementations.
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { blake3 } from '@noble/hashes/blake3';
+import '../src/wasm.ts';
+import { bufferSource, chunkSource, offsetsOf } from '../src/chunk-index.ts';
+import { Algo, FpOp } from '../src/protocol.ts';
+import { randomBytes, textBytes } from '../src/testdata.ts';
+import { DsyncChunker } from '../src/wasm.ts';
+
+interface Vector {
+  input: { kind: string; seed: number; size: number };
+  params: { min: number; avg: number; max: number; op: string; every: number };
+  chunks: { offset: number; length: number; fastfp: string; sha1: string; sha256: string; blake3: string }[];
+  root: { sha1: string; sha256: string; blake3: string };
+}
+const golden: { vectors: Vector[] } = JSON.parse(readFileSync(new URL('../test-vectors/golden.json', import.meta.url), 'utf8'));
+const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
+
+function input(v: Vector): Uint8Array {
+  const { kind, seed, size } = v.input;
+  if (kind === 'random') return randomBytes(seed, size);
+  if (kind === 'text') return textBytes(seed, size);
+  return new Uint8Array(size);
+}
+
+test('golden vectors: chunks, FastFp, strong hashes and roots through wasm in Node', async () => {
+  assert.ok(golden.vectors.length >= 10);
+  for (const v of golden.vectors) {
+    const data = input(v);
+    const params = { ...v.params, op: v.params.op === 'xor' ? FpOp.Xor : FpOp.Add };
+    for (const [algo, key] of [[Algo.Sha1, 'sha1'], [Algo.Sha256, 'sha256'], [Algo.Blake3, 'blake3']] as const) {
+      const ix = await chunkSource(bufferSource(data), params, algo);
+      const off = offsetsOf(ix.lengths);
+      const H = ix.hashes.length / Math.max(1, ix.lengths.length);
+      const got = Array.from(ix.lengths, (length, i) => ({
+        offset: off[i],
+        length,
+        fastfp: ix.fastfps[i].toString(16).padStart(8, '0'),
+        hash: hex(ix.hashes.subarray(i * H, (i + 1) * H)),
+      }));
+      const want = v.chunks.map((c) => ({ offset: c.offset, length: c.length, fastfp: c.fastfp, hash: c[key] }));
+      assert.deepEqual(got, want, `${JSON.stringify(v.input)} ${key}`);
+      assert.equal(hex(ix.root), v.root[key]);
+    }
+  }
+});
+
+test('wasm strong hashes equal node:crypto (SHA-1, SHA-256) and @noble/hashes (BLAKE3)', () => {
+  for (const v of golden.vectors) {
+    const data = input(v);
+    for (const c of v.chunks) {
+      const bytes = data.subarray(c.offset, c.offset + c.length);
+      assert.equal(c.sha1, createHash('sha1').update(bytes).digest('hex'));
+      assert.equal(c.sha256, createHash('sha256').update(bytes).digest('hex'));
+      assert.equal(c.blake3, hex(blake3(bytes)));
+    }
+  }
+});
+
+test('streaming with odd slice sizes equals the golden chunks', () => {
+  const v = golden.vectors[0];
+  const data = input(v);
+  for (const slice of [1, 7, 4095, 65536, 65537, 100_000]) {
+    const c = new DsyncChunker(v.params.min, v.params.avg, v.params.max, 0, v.params.every, 0);
+    for (let o = 0; o < data.length; o += slice) c.push(data.subarray(o, o + slice));
+    c.finish();
+    const pairs = c.take_chunks();
+    c.free();
+    assert.deepEqual(
+      Array.from({ length: pairs.length / 2 }, (_, i) => [pairs[2 * i], pairs[2 * i + 1].toString(16).padStart(8, '0')]),
+      v.chunks.map((ch) => [ch.length, ch.fastfp]),
+      `slice ${slice}`,
+    );
+  }
+});
