@@ -333,7 +333,7 @@ export function encode(m: Message, hashLen = 32): Uint8Array {
     }
     case Msg.Error: {
       let text = utf8.encode(m.message);
-      if (text.length > 1024) text = utf8.encode(m.message.slice(0, 1000) + '…').subarray(0, 1024);
+      for (let keep = 1000; text.length > 1024; keep -= 100) text = utf8.encode(m.message.slice(0, keep) + '…');
       const w = new Writer(1 + 2 + 2 + text.length);
       w.u8(m.type);
       w.u16(m.code);
@@ -471,6 +471,7 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
     case Msg.Error: {
       const code = r.u16('code');
       const len = r.u16('message length');
+      if (len > 1024) throw malformed(`error message of ${len} bytes exceeds 1024`);
       let message: string;
       try {
         message = utf8Strict.decode(r.bytes(len, 'message'));

@@ -1,0 +1,80 @@
+// docs/protocol.md and the codec agree: message type codes, each message's size formula, the
+// Hello field offsets, and the error codes.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { type Message, encode } from '../src/codec.ts';
+import { ErrorCode, Msg } from '../src/protocol.ts';
+
+const doc = readFileSync(new URL('../../docs/protocol.md', import.meta.url), 'utf8');
+const sections = doc.split(/^### /m).slice(1);
+const H = 32;
+
+function section(name: string): string {
+  const s = sections.find((x) => new RegExp(`^0x[0-9A-F]{2} ${name}\\b`).test(x));
+  assert.ok(s, `docs/protocol.md has a section for ${name}`);
+  return s;
+}
+
+/** Evaluates the section's "Total: …" formula with the given variables. */
+function total(name: string, vars: Record<string, number>): number {
+  const m = /^Total: ([^.\n]+)\./m.exec(section(name));
+  assert.ok(m, `${name} states its total size`);
+  const expr = m[1].replace(/\bnH\b/g, 'n*H').replace(/(\d)([a-zA-Z(])/g, '$1*$2').replace(/\)\(/g, ')*(').replace(/([a-zA-Z]+)\(/g, '$1*(');
+  return Function(...Object.keys(vars), `return ${expr};`)(...Object.values(vars));
+}
+
+test('every message type has a section with its code', () => {
+  for (const [name, code] of Object.entries(Msg)) {
+    const s = section(name);
+    assert.equal(parseInt(s.slice(2, 4), 16), code, name);
+  }
+});
+
+test('documented sizes equal encoded sizes', () => {
+  const name = 'dir/ünï.txt';
+  const nameLen = new TextEncoder().encode(name).length;
+  const n = 7;
+  const cases: [string, Message, Record<string, number>][] = [
+    ['Hello', { type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 9, basisVersion: 2, name }, { nameLen }],
+    ['Ready', { type: Msg.Ready, version: 1, size: 2, maxMessage: 3 }, {}],
+    ['Checksums', { type: Msg.Checksums, fastfps: new Uint32Array(n), lengths: new Uint32Array(n) }, { n }],
+    ['ChecksumsEnd', { type: Msg.ChecksumsEnd, count: 1, size: 2, root: new Uint8Array(H) }, { H }],
+    ['Tokens', { type: Msg.Tokens, first: new Uint32Array(n), count: new Uint32Array(n), hashes: new Uint8Array(n * H) }, { n, H }],
+    ['TokensEnd', { type: Msg.TokensEnd, count: 3 }, {}],
+    ['SplitRequest', { type: Msg.SplitRequest, tokens: new Uint32Array(n) }, { n }],
+    ['SplitHashes', { type: Msg.SplitHashes, token: 1, hashes: new Uint8Array(n * H) }, { n, H }],
+    ['Result', { type: Msg.Result, version: 1, size: 2, root: new Uint8Array(H), micros: 3, wireIn: 4, wireOut: 5 }, { H }],
+    ['Error', { type: Msg.Error, code: 4, message: 'naïve' }, { len: 6 }],
+  ];
+  for (const [label, m, vars] of cases) assert.equal(encode(m, H).length, total(label, vars), label);
+});
+
+test('Hello field offsets', () => {
+  const rows = [...section('Hello').matchAll(/^\| (\d+) \| (\d+|nameLen) \| (\w+)/gm)].map((r) => ({ off: +r[1], size: r[2], field: r[3] }));
+  const f = encode({ type: Msg.Hello, version: 1, op: 2, params: { min: 0x11, avg: 0x22, max: 0x33, op: 1, every: 32 }, algo: 3, size: 0x44, basisVersion: 0x55, name: 'n' }, H);
+  const dv = new DataView(f.buffer);
+  const at = (field: string) => rows.find((r) => r.field === field)!.off;
+  assert.equal(f[at('type')], Msg.Hello);
+  assert.equal(f[at('version')], 1);
+  assert.equal(f[at('op')], 2);
+  assert.equal(dv.getUint32(at('min'), true), 0x11);
+  assert.equal(dv.getUint32(at('avg'), true), 0x22);
+  assert.equal(dv.getUint32(at('max'), true), 0x33);
+  assert.equal(f[at('fpOp')], 1);
+  assert.equal(f[at('every')], 32);
+  assert.equal(f[at('algo')], 3);
+  assert.equal(Number(dv.getBigUint64(at('size'), true)), 0x44);
+  assert.equal(dv.getUint32(at('basisVersion'), true), 0x55);
+  assert.equal(dv.getUint16(at('nameLen'), true), 1);
+  assert.equal(String.fromCharCode(f[at('name')]), 'n');
+  for (let i = 1; i < rows.length; i++) {
+    if (rows[i - 1].size !== 'nameLen') assert.equal(rows[i].off, rows[i - 1].off + Number(rows[i - 1].size), `offset of ${rows[i].field}`);
+  }
+});
+
+test('error code table', () => {
+  for (const [name, code] of Object.entries(ErrorCode)) {
+    assert.match(doc, new RegExp(`^\\| ${code} \\| ${name} \\|`, 'm'), name);
+  }
+});
