@@ -4,6 +4,8 @@
  *   dsync serve [--port 8080] [--data ./data] [--host 0.0.0.0] [--no-deflate] [--paper-exact] [limits…]
  *   dsync push FILE --server ws://HOST:PORT [--name NAME] [--basis-version V] [--algo blake3|sha256|sha1]
  *   dsync pull NAME --server URL --out FILE [--version V] [--basis OLDFILE]
+ *   dsync adduser NAME --users FILE [--password PW]     prints the new user's token
+ * push and pull take --token T (or the DSYNC_TOKEN environment variable) and --retries N.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -16,13 +18,16 @@ import { pull, push } from '../shared/src/sync-client.ts';
 import { loadConfig } from '../server/src/config.ts';
 import { startServer } from '../server/src/server.ts';
 import { fileSource } from '../server/src/store.ts';
+import { addUser } from '../server/src/auth.ts';
 import { type Args, num, parseArgs } from './args.ts';
 
 const USAGE = `usage:
   dsync chunk FILE [--min N --avg N --max N] [--op xor|add] [--every 8|16|32]
   dsync serve [--port 8080] [--data ./data] [--host 0.0.0.0] [--no-deflate] [--paper-exact]
   dsync push FILE --server ws://HOST:PORT [--name NAME] [--basis-version V] [--algo blake3|sha256|sha1]
-  dsync pull NAME --server ws://HOST:PORT --out FILE [--version V] [--basis OLDFILE]`;
+  dsync pull NAME --server ws://HOST:PORT --out FILE [--version V] [--basis OLDFILE]
+  dsync adduser NAME --users FILE [--password PASSWORD]
+push and pull take --token T (or DSYNC_TOKEN) when the server has accounts, and --retries N.`;
 
 function chunkParams(a: Args): ChunkParams {
   const op = a.flags.op ?? 'xor';
@@ -46,6 +51,24 @@ function syncUrl(server: string | boolean | undefined): string {
   const url = new URL(u);
   if (url.pathname === '/' || url.pathname === '') url.pathname = '/sync';
   return url.toString();
+}
+
+/** The `ws` WebSocket, sending the bearer token on the upgrade when there is one. */
+function webSocket(a: Args): any {
+  const token = typeof a.flags.token === 'string' ? a.flags.token : process.env.DSYNC_TOKEN;
+  if (!token) return WebSocket;
+  return class extends WebSocket {
+    constructor(url: string) {
+      super(url, { headers: { Authorization: `Bearer ${token}` } });
+    }
+  };
+}
+
+async function adduser(a: Args) {
+  const name = a.positional[0];
+  if (!name || typeof a.flags.users !== 'string') throw new Error('dsync adduser NAME --users FILE [--password PW]');
+  const token = addUser(a.flags.users, name, typeof a.flags.password === 'string' ? a.flags.password : undefined);
+  console.log(token);
 }
 
 async function chunk(a: Args) {
@@ -101,10 +124,11 @@ async function pushCmd(a: Args) {
     const report = await push(fileSource(fh, size), {
       url: syncUrl(a.flags.server),
       name: typeof a.flags.name === 'string' ? a.flags.name : path.basename(file),
-      WebSocket: WebSocket as any,
+      WebSocket: webSocket(a),
       params: chunkParams(a),
       algo: typeof a.flags.algo === 'string' ? algoByName(a.flags.algo) : DEFAULT_ALGO,
       basisVersion: num(a.flags, 'basis-version', 0),
+      retries: num(a.flags, 'retries', 3),
     });
     console.log(JSON.stringify(report));
   } finally {
@@ -124,7 +148,7 @@ async function pullCmd(a: Args) {
     const report = await pull({
       url: syncUrl(a.flags.server),
       name,
-      WebSocket: WebSocket as any,
+      WebSocket: webSocket(a),
       params: chunkParams(a),
       algo: typeof a.flags.algo === 'string' ? algoByName(a.flags.algo) : DEFAULT_ALGO,
       version: num(a.flags, 'version', 0),
@@ -154,7 +178,7 @@ async function pullCmd(a: Args) {
 
 const [cmd, ...rest] = process.argv.slice(2);
 const args = parseArgs(rest, ['no-deflate', 'paper-exact']);
-const commands: Record<string, (a: Args) => Promise<void>> = { chunk, serve, push: pushCmd, pull: pullCmd };
+const commands: Record<string, (a: Args) => Promise<void>> = { chunk, serve, push: pushCmd, pull: pullCmd, adduser };
 if (!cmd || !commands[cmd]) {
   console.error(USAGE);
   process.exit(cmd === '--help' || cmd === 'help' ? 0 : 2);

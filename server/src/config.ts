@@ -23,6 +23,20 @@ export interface ServerConfig {
   idleTimeoutMs: number;
   /** directory of the built web client (served at /) */
   staticDir: string;
+  /** users file (JSON, see server/src/auth.ts); empty: single-user mode, no authentication */
+  users: string;
+  /** comma-separated origins allowed besides the server's own (browser requests) */
+  allowedOrigins: string;
+  /** open sync WebSockets, all users together */
+  maxConnections: number;
+  /** open sync WebSockets of one user */
+  maxSessionsPerUser: number;
+  /** longest time one phase of a session may take */
+  phaseTimeoutMs: number;
+  /** received bytes a session may hold unprocessed before the server stops reading its socket */
+  maxInFlight: number;
+  /** how long an interrupted upload is kept for its client to resume */
+  resumeWindowMs: number;
 }
 
 export const DEFAULTS: ServerConfig = {
@@ -38,6 +52,13 @@ export const DEFAULTS: ServerConfig = {
   splitThreshold: 800 * 1024,
   idleTimeoutMs: 120_000,
   staticDir: new URL('../../client/dist', import.meta.url).pathname,
+  users: '',
+  allowedOrigins: '',
+  maxConnections: 10_000,
+  maxSessionsPerUser: 64,
+  phaseTimeoutMs: 3_600_000,
+  maxInFlight: 16 << 20,
+  resumeWindowMs: 600_000,
 };
 
 const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());

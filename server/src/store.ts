@@ -18,7 +18,8 @@ import path from 'node:path';
 import { type ChunkIndex, type Source } from '../../shared/src/chunk-index.ts';
 import { strong_hash } from '../../wasm/pkg/dsync_wasm.js';
 import { ErrorCode, ProtocolError, hashLength } from '../../shared/src/protocol.ts';
-import type { Sink } from '../../shared/src/session.ts';
+import type { Held, Sink, SinkFor } from '../../shared/src/session.ts';
+import type { ChunkParams } from '../../shared/src/protocol.ts';
 
 export interface VersionInfo {
   version: number;
@@ -114,10 +115,60 @@ export function fileSource(fh: FileHandle, size: number): Source {
   };
 }
 
+/** Interrupted uploads kept for resuming, per namespace; the oldest is dropped beyond this. */
+const MAX_SUSPENDED = 32;
+
 export class Store {
   private locks = new Map<string, Promise<void>>();
+  private suspended = new Map<string, { sink: Sink; held: Held; timer: NodeJS.Timeout }>();
 
-  constructor(readonly root: string) {}
+  /** `resumeWindowMs`: how long an interrupted upload waits for its client to come back. */
+  constructor(
+    readonly root: string,
+    private resumeWindowMs = 600_000,
+  ) {}
+
+  /**
+   * The sink for a push of `name` built on `basisVersion`: an interrupted upload of the same
+   * target (same root, basis, chunking and algorithm) is resumed where it stopped, otherwise a
+   * new version is started (see `create`).
+   */
+  sinkFor(name: string, basisVersion: number, params: ChunkParams, algo: number, expectLatest?: number): SinkFor {
+    return async ({ root }) => {
+      const key = [name, basisVersion, Buffer.from(root).toString('hex'), params.min, params.avg, params.max, params.op, params.every, algo].join('\0');
+      const kept = this.suspended.get(key);
+      if (kept) {
+        this.suspended.delete(key);
+        clearTimeout(kept.timer);
+        return { sink: kept.sink, held: kept.held };
+      }
+      const sink = await this.create(name, expectLatest);
+      sink.suspend = async (held) => {
+        if (this.suspended.size >= MAX_SUSPENDED) {
+          const [oldKey, old] = this.suspended.entries().next().value!;
+          this.suspended.delete(oldKey);
+          clearTimeout(old.timer);
+          await old.sink.abort();
+        }
+        const timer = setTimeout(() => {
+          this.suspended.delete(key);
+          void sink.abort();
+        }, this.resumeWindowMs);
+        timer.unref();
+        this.suspended.set(key, { sink, held, timer });
+      };
+      return { sink };
+    };
+  }
+
+  /** Aborts every interrupted upload (server shutdown). */
+  async dropSuspended() {
+    for (const { sink, timer } of this.suspended.values()) {
+      clearTimeout(timer);
+      await sink.abort();
+    }
+    this.suspended.clear();
+  }
 
   /** Creates the directories and removes what a crash left behind. */
   async open(): Promise<this> {

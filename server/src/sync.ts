@@ -3,14 +3,13 @@
  * (pull) of shared/src/session.ts against the store. Any error ends this session only, with
  * an Error message carrying its code; nothing is stored unless the rebuilt file verified.
  */
-import type { Socket } from 'node:net';
-import type { WebSocket } from 'ws';
 import { type ChunkIndex, type Source, chunkSource } from '../../shared/src/chunk-index.ts';
 import type { Hello } from '../../shared/src/codec.ts';
-import { Conn, ConnectionLost, RemoteError } from '../../shared/src/conn.ts';
+import { Conn, ConnectionLost, RemoteError, type WebSocketLike } from '../../shared/src/conn.ts';
 import { ErrorCode, Msg, Op, PROTOCOL_VERSION, ProtocolError, checkParams, hashLength } from '../../shared/src/protocol.ts';
 import { receiveTarget, sendTarget } from '../../shared/src/session.ts';
 import type { ServerConfig } from './config.ts';
+import { validateName } from './names.ts';
 import type { Store } from './store.ts';
 
 export interface SessionLog {
@@ -34,24 +33,38 @@ function checkHello(h: Hello, cfg: ServerConfig) {
   if (h.op !== Op.Push && h.op !== Op.Pull) throw new ProtocolError(ErrorCode.Malformed, `unknown operation ${h.op}`);
   checkParams(h.params, cfg.maxChunkSize);
   hashLength(h.algo);
-  if (h.name.length === 0 || h.name.includes('\0')) throw new ProtocolError(ErrorCode.BadName, 'invalid file name');
+  h.name = validateName(h.name);
   if (h.op === Op.Push && h.size > cfg.maxFileSize) {
     throw new ProtocolError(ErrorCode.LimitExceeded, `file of ${h.size} bytes exceeds the limit of ${cfg.maxFileSize}`);
   }
 }
 
-export async function runSession(ws: WebSocket, socket: Socket, store: Store, cfg: ServerConfig, log: SessionLog): Promise<void> {
-  const conn = new Conn(ws as any, { maxQueuedBytes: 2 * cfg.maxMessage });
+/** Byte counters of the connection's socket (net.Socket has them). */
+export interface SocketCounters {
+  readonly bytesRead: number;
+  readonly bytesWritten: number;
+}
+
+export async function runSession(ws: WebSocketLike, socket: SocketCounters, store: Store, cfg: ServerConfig, log: SessionLog): Promise<void> {
+  const conn = new Conn(ws, { maxQueuedBytes: Math.max(cfg.maxInFlight, cfg.maxMessage) });
   const t0 = performance.now();
   const in0 = socket.bytesRead;
   const out0 = socket.bytesWritten;
+  // Two clocks end a session that stalls: no message for idleTimeoutMs, or one phase
+  // lasting longer than phaseTimeoutMs.
   let idle: NodeJS.Timeout | undefined;
+  let phaseTimer: NodeJS.Timeout | undefined;
   const resetIdle = () => {
     clearTimeout(idle);
     idle = setTimeout(() => conn.sendError(ErrorCode.LimitExceeded, `no message for ${cfg.idleTimeoutMs} ms`), cfg.idleTimeoutMs);
   };
-  ws.on('message', resetIdle);
+  const phase = (name: string) => {
+    clearTimeout(phaseTimer);
+    phaseTimer = setTimeout(() => conn.sendError(ErrorCode.LimitExceeded, `the ${name} phase took longer than ${cfg.phaseTimeoutMs} ms`), cfg.phaseTimeoutMs);
+  };
+  ws.addEventListener('message', resetIdle);
   resetIdle();
+  phase('hello');
   const extra = () => ({
     micros: Math.round((performance.now() - t0 - conn.waitedMs) * 1000),
     wireIn: socket.bytesRead - in0,
@@ -74,8 +87,8 @@ export async function runSession(ws: WebSocket, socket: Socket, store: Store, cf
         await conn.send({ type: Msg.Ready, version: latest, size: opened?.source.size ?? 0, maxMessage: cfg.maxMessage });
         const basis = opened ? { index: await indexFor(store, cfg, hello, name, latest, opened.source), source: opened.source } : null;
         // A writer that named its basis must still be building on the latest at commit time.
-        const sink = await store.create(name, hello.basisVersion !== 0 ? latest : undefined);
-        const out = await receiveTarget(conn, hello.params, hello.algo, basis, sink, limits, extra, hello.size);
+        const sinkFor = store.sinkFor(name, latest, hello.params, hello.algo, hello.basisVersion !== 0 ? latest : undefined);
+        const out = await receiveTarget(conn, hello.params, hello.algo, basis, sinkFor, { limits, resultExtra: extra, expectedSize: hello.size, onPhase: phase });
         log({ op: 'push', name, version: out.version, size: out.index.size, matchedBytes: out.matchedBytes, literalBytes: out.literalBytes, tokens: out.tokens, ms: Math.round(performance.now() - t0) });
       } finally {
         await opened?.close();
@@ -87,7 +100,12 @@ export async function runSession(ws: WebSocket, socket: Socket, store: Store, cf
       try {
         await conn.send({ type: Msg.Ready, version, size: opened.source.size, maxMessage: cfg.maxMessage });
         const target = await indexFor(store, cfg, hello, name, version, opened.source);
-        const out = await sendTarget(conn, target, opened.source, { splitThreshold: cfg.splitThreshold });
+        phase('checksums');
+        const out = await sendTarget(conn, target, opened.source, {
+          splitThreshold: cfg.splitThreshold,
+          onChecksumsSent: () => phase('tokens'),
+          onTokens: () => phase('delta'),
+        });
         log({ op: 'pull', name, version, size: target.size, literalBytes: out.literalBytes, ms: Math.round(performance.now() - t0) });
       } finally {
         await opened.close();
@@ -108,5 +126,6 @@ export async function runSession(ws: WebSocket, socket: Socket, store: Store, cf
     }
   } finally {
     clearTimeout(idle);
+    clearTimeout(phaseTimer);
   }
 }

@@ -26,8 +26,9 @@ export async function testServer(flags: Record<string, string | boolean> = {}): 
     data,
     wsUrl: s.url.replace('http', 'ws') + '/sync',
     async stored(name, version) {
-      const v = version ?? (await s.store.latest(name));
-      return readFileSync(s.store.dataPath(name, v));
+      const store = await s.storeOf('local');
+      const v = version ?? (await store.latest(name));
+      return readFileSync(store.dataPath(name, v));
     },
     async stop() {
       await s.close();

@@ -86,7 +86,7 @@ test('an identical re-push sends no Delta Bytes and a single Match Token', async
   assert.equal(rep.literalBytes, 0);
   assert.equal(rep.traffic.delta, 0);
   // one token: type + count + (first, count, hash) + Tokens End
-  assert.equal(rep.traffic.matchTokens, 1 + 4 + 8 + 32 + 5);
+  assert.equal(rep.traffic.matchTokens, 1 + 4 + 8 + 32 + 9);
   assert.equal(rep.version, 2);
 });
 

@@ -53,6 +53,8 @@ export interface Tokens {
 export interface TokensEnd {
   type: typeof Msg.TokensEnd;
   count: number;
+  /** chunks [0, resumeFrom) the receiver already holds from an interrupted session */
+  resumeFrom: number;
 }
 export interface SplitRequest {
   type: typeof Msg.SplitRequest;
@@ -267,9 +269,10 @@ export function encode(m: Message, hashLen = 32): Uint8Array {
       return w.done();
     }
     case Msg.TokensEnd: {
-      const w = new Writer(5);
+      const w = new Writer(9);
       w.u8(m.type);
       w.u32(m.count);
+      w.u32(m.resumeFrom);
       return w.done();
     }
     case Msg.SplitRequest: {
@@ -412,7 +415,7 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
       break;
     }
     case Msg.TokensEnd:
-      m = { type, count: r.u32('count') };
+      m = { type, count: r.u32('count'), resumeFrom: r.u32('resume from') };
       break;
     case Msg.SplitRequest: {
       const n = r.count(maxN, 'split count');

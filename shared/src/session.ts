@@ -12,7 +12,7 @@
  */
 import { type ChunkIndex, type Source, offsetsOf, runHash } from './chunk-index.ts';
 import type { Checksums, Delta, Failed, Result, Tokens } from './codec.ts';
-import type { Conn } from './conn.ts';
+import { type Conn, ConnectionLost } from './conn.ts';
 import { type Run, matchRuns } from './matcher.ts';
 import { type ChunkParams, ErrorCode, Msg, ProtocolError, hashLength } from './protocol.ts';
 import { StrongHasher } from '../../wasm/pkg/dsync_wasm.js';
@@ -46,9 +46,11 @@ export interface SenderOptions {
 
 export interface SendOutcome {
   result: Result;
-  /** bytes of the target covered by confirmed Match Tokens / sent as Delta Bytes */
+  /** bytes of the target covered by confirmed Match Tokens / sent as Delta Bytes / already
+   *  held by the receiver from an interrupted session */
   matchedBytes: number;
   literalBytes: number;
+  resumedBytes: number;
   tokens: number;
   failedTokens: number;
 }
@@ -69,10 +71,13 @@ export async function sendTarget(conn: Conn, target: ChunkIndex, source: Source,
   const firsts: number[] = [];
   const counts: number[] = [];
   const hashes: Uint8Array[] = [];
+  let resumeFrom = 0;
   for (;;) {
     const m = await conn.expect(Msg.Tokens, Msg.TokensEnd);
     if (m.type === Msg.TokensEnd) {
       if (m.count !== firsts.length) throw bad(`Tokens End says ${m.count} tokens, received ${firsts.length}`);
+      if (m.resumeFrom > n || (firsts.length && firsts[0] < m.resumeFrom)) throw bad(`resume from chunk ${m.resumeFrom} overlaps the tokens or exceeds ${n} chunks`);
+      resumeFrom = m.resumeFrom;
       break;
     }
     for (let k = 0; k < m.first.length; k++) {
@@ -92,6 +97,7 @@ export async function sendTarget(conn: Conn, target: ChunkIndex, source: Source,
   // Phase 3: confirm each run with its strong hash; split large failed runs; send the rest.
   const offsets = offsetsOf(target.lengths);
   const covered = new Uint8Array(n);
+  covered.fill(1, 0, resumeFrom); // the receiver kept these from an interrupted session
   const failed: Failed[] = [];
   const toSplit: number[] = [];
   const splitThreshold = opts.splitThreshold ?? SPLIT_THRESHOLD;
@@ -158,7 +164,7 @@ export async function sendTarget(conn: Conn, target: ChunkIndex, source: Source,
   if (!equalBytes(result.root, target.root) || result.size !== target.size) {
     throw new ProtocolError(ErrorCode.VerifyFailed, 'the receiver reports a different file than the one sent');
   }
-  return { result, matchedBytes: target.size - literalBytes, literalBytes, tokens: firsts.length, failedTokens: failed.length };
+  return { result, matchedBytes: target.size - literalBytes - offsets[resumeFrom], literalBytes, resumedBytes: offsets[resumeFrom], tokens: firsts.length, failedTokens: failed.length };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -171,11 +177,37 @@ export interface Sink {
   commit(index: ChunkIndex): Promise<number>;
   /** Called on any failure: nothing of the target may remain visible. */
   abort(): Promise<void>;
+  /** Optional: called instead of abort when the connection is lost, with chunks [0, held)
+   *  written, so that a new session for the same target can resume (see `SinkFor`). */
+  suspend?(held: Held): Promise<void>;
 }
+
+/** What an interrupted receiver kept: the first `count` chunks, written, and their hashes. */
+export interface Held {
+  root: Uint8Array;
+  count: number;
+  hashes: Uint8Array;
+}
+
+/** Opens the sink for a target once its Checksum List is known; `held` is what a suspended
+ *  earlier session of the same target (same root) already wrote into that sink. */
+export type SinkFor = (target: { root: Uint8Array; count: number; size: number }) => Promise<{ sink: Sink; held?: Held }>;
 
 export interface ReceiverLimits {
   maxFileSize: number;
   maxChunks: number;
+}
+
+export type Phase = 'checksums' | 'tokens' | 'delta';
+
+export interface ReceiverOptions {
+  limits: ReceiverLimits;
+  /** the size Hello announced, which the Checksum List must add up to */
+  expectedSize?: number;
+  /** fills the Result's timing and wire fields */
+  resultExtra?: () => Pick<Result, 'micros' | 'wireIn' | 'wireOut'>;
+  /** called as each phase starts (the server times phases) */
+  onPhase?: (p: Phase) => void;
 }
 
 export interface ReceiveOutcome {
@@ -189,20 +221,24 @@ export interface ReceiveOutcome {
 /**
  * Runs the receiver's side: takes the Checksum List of a target chunked with `params`/`algo`,
  * matches it against `basis` (null: no basis, everything is sent), rebuilds into `sink`,
- * verifies the root and commits. `resultExtra` fills the Result's timing and wire fields.
+ * verifies the root and commits.
  */
 export async function receiveTarget(
   conn: Conn,
   params: ChunkParams,
   algo: number,
   basis: { index: ChunkIndex; source: Source } | null,
-  sink: Sink,
-  limits: ReceiverLimits,
-  resultExtra: () => Pick<Result, 'micros' | 'wireIn' | 'wireOut'> = () => ({ micros: 0, wireIn: 0, wireOut: 0 }),
-  expectedSize?: number,
+  sinkFor: SinkFor,
+  opts: ReceiverOptions,
 ): Promise<ReceiveOutcome> {
   const H = hashLength(algo);
+  const { limits, expectedSize } = opts;
+  let sink: Sink | null = null;
+  let root: Uint8Array | null = null;
+  let hashes: Uint8Array | null = null;
+  let written = 0; // chunks [0, written) are in the sink
   try {
+    opts.onPhase?.('checksums');
     // Phase 1: the Checksum List.
     const fastfps: Uint32Array[] = [];
     const lengths: Uint32Array[] = [];
@@ -233,10 +269,22 @@ export async function receiveTarget(
     for (let i = 0; i + 1 < count; i++) {
       if (target.lengths[i] < params.min) throw bad(`chunk ${i} is ${target.lengths[i]} bytes, below min ${params.min}`);
     }
-    const root = end.root.slice();
+    root = end.root.slice();
+    const opened = await sinkFor({ root, count, size });
+    sink = opened.sink;
+    hashes = new Uint8Array(count * H);
+    const resumeFrom = opened.held && opened.held.count <= count ? opened.held.count : 0;
+    if (resumeFrom) hashes.set(opened.held!.hashes.subarray(0, resumeFrom * H));
+    written = resumeFrom;
 
-    // Phase 2: match and merge, send Match Tokens.
-    const runs: Run[] = basis ? matchRuns(target, basis.index) : [];
+    // Phase 2: match and merge, send Match Tokens (none for chunks the sink already holds).
+    opts.onPhase?.('tokens');
+    const runs: Run[] = [];
+    for (const r of basis ? matchRuns(target, basis.index) : []) {
+      if (r.first + r.count <= resumeFrom) continue;
+      const skip = Math.max(0, resumeFrom - r.first);
+      runs.push({ first: r.first + skip, count: r.count - skip, basisFirst: r.basisFirst + skip });
+    }
     for (let t = 0; t < runs.length; t += BATCH) {
       const part = runs.slice(t, t + BATCH);
       const tok: Tokens = {
@@ -248,9 +296,10 @@ export async function receiveTarget(
       part.forEach((r, k) => tok.hashes.set(runHash(algo, basis!.index.hashes, r.basisFirst, r.count), k * H));
       await conn.send(tok);
     }
-    await conn.send({ type: Msg.TokensEnd, count: runs.length });
+    await conn.send({ type: Msg.TokensEnd, count: runs.length, resumeFrom });
 
     // Phase 3: optional split round, then the Verdict.
+    opts.onPhase?.('delta');
     let m = await conn.expect(Msg.SplitRequest, Msg.Verdict);
     if (m.type === Msg.SplitRequest) {
       let prev = -1;
@@ -278,7 +327,6 @@ export async function receiveTarget(
 
     // Rebuild: in target order, copy basis chunks or take the next literal; hash as we write.
     const hasher = new StrongHasher(algo);
-    const hashes = new Uint8Array(count * H);
     const basisOffsets = basis ? offsetsOf(basis.index.lengths) : null;
     let literal: Delta | null = null;
     let li = 0;
@@ -286,11 +334,12 @@ export async function receiveTarget(
     let literalBytes = 0;
     const put = async (i: number, bytes: Uint8Array) => {
       hasher.update(bytes);
-      hashes.set(hasher.digest(), i * H);
-      await sink.write(bytes);
+      hashes!.set(hasher.digest(), i * H);
+      await sink!.write(bytes);
+      written = i + 1;
     };
     try {
-      for (let i = 0; i < count; ) {
+      for (let i = resumeFrom; i < count; ) {
         if (copyFrom[i] >= 0) {
           // Copy the longest stretch that is contiguous in the basis, up to 4 MiB per read.
           let j = i + 1;
@@ -326,10 +375,15 @@ export async function receiveTarget(
       throw new ProtocolError(ErrorCode.VerifyFailed, 'the rebuilt file does not match the sender\'s root hash; nothing was stored');
     }
     const version = await sink.commit(index);
-    await conn.send({ type: Msg.Result, version, size, root, ...resultExtra() });
+    const extra = opts.resultExtra?.() ?? { micros: 0, wireIn: 0, wireOut: 0 };
+    await conn.send({ type: Msg.Result, version, size, root, ...extra });
     return { index, version, matchedBytes, literalBytes, tokens: runs.length };
   } catch (e) {
-    await sink.abort();
+    if (sink && e instanceof ConnectionLost && sink.suspend && written > 0 && root && hashes) {
+      await sink.suspend({ root, count: written, hashes: hashes.slice(0, written * H) });
+    } else {
+      await sink?.abort();
+    }
     throw e;
   }
 }

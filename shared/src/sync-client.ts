@@ -7,14 +7,14 @@
  *         changed chunks come down; the rebuilt file is verified before it is kept.
  */
 import { type ChunkIndex, type Source, chunkSource } from './chunk-index.ts';
-import { Conn, type Traffic, type WebSocketLike } from './conn.ts';
+import { Conn, ConnectionLost, type Traffic, type WebSocketLike } from './conn.ts';
 import { type ChunkParams, DEFAULT_ALGO, DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION, hashLength } from './protocol.ts';
 import { type Sink, receiveTarget, sendTarget } from './session.ts';
 
 export type WebSocketCtor = new (url: string) => WebSocketLike;
 
 /** The phases a progress callback reports, in order. */
-export type Phase = 'connecting' | 'chunking' | 'checksums-sent' | 'tokens-received' | 'delta-sent' | 'committed';
+export type Phase = 'connecting' | 'chunking' | 'checksums-sent' | 'tokens-received' | 'delta-sent' | 'committed' | 'retrying';
 
 export interface SyncOptions {
   /** ws:// or wss:// URL of the server's /sync endpoint */
@@ -43,8 +43,8 @@ function open(opts: SyncOptions): Promise<{ ws: WebSocketLike; conn: Conn }> {
   const conn = new Conn(ws);
   return new Promise((resolve, reject) => {
     ws.addEventListener('open', () => resolve({ ws, conn }));
-    ws.addEventListener('error', (ev: { message?: string }) => reject(new Error(`cannot connect to ${opts.url}: ${ev.message ?? 'connection refused'}`)));
-    ws.addEventListener('close', () => reject(new Error(`cannot connect to ${opts.url}`)));
+    ws.addEventListener('error', (ev: { message?: string }) => reject(new ConnectionLost(`cannot connect to ${opts.url}: ${ev.message ?? 'connection refused'}`)));
+    ws.addEventListener('close', () => reject(new ConnectionLost(`cannot connect to ${opts.url}`)));
   });
 }
 
@@ -56,55 +56,82 @@ function socketBytes(ws: WebSocketLike): number | null {
 
 const ms = (t: number) => Math.round(t * 10) / 10;
 
-/**
- * Pushes `source` to the server as a new version of `opts.name`. `basisVersion` (optional) is
- * the version this edit was based on: if another version landed since, the server refuses
- * with StaleBasis instead of storing it.
- */
-export async function push(source: Source, opts: SyncOptions & { basisVersion?: number }): Promise<SyncReport> {
+/** Delay before retry `attempt` (0, 1, …): 0.5 s doubling to 8 s, with jitter. */
+export const backoffMs = (attempt: number) => Math.min(8000, 500 * 2 ** attempt) * (0.75 + Math.random() / 2);
+
+export interface PushOptions extends SyncOptions {
+  /** the version this edit was based on: if another version landed since, the server
+   *  refuses with StaleBasis instead of storing it (0 or absent: no check) */
+  basisVersion?: number;
+  /** reconnect this many times after a lost connection (default 0); the server resumes an
+   *  interrupted upload, so Delta Bytes it already wrote are not sent again */
+  retries?: number;
+}
+
+/** Pushes `source` to the server as a new version of `opts.name`. */
+export async function push(source: Source, opts: PushOptions): Promise<SyncReport> {
   const params = opts.params ?? DEFAULT_PARAMS;
   const algo = opts.algo ?? DEFAULT_ALGO;
   const t0 = performance.now();
   opts.onProgress?.('chunking', 0, source.size);
   const target = await chunkSource(source, params, algo, (d) => opts.onProgress?.('chunking', d, source.size));
-  const tChunked = performance.now();
-  opts.onProgress?.('connecting');
-  const { ws, conn } = await open(opts);
-  const wire0 = socketBytes(ws);
-  const tOpen = performance.now();
-  conn.hashLen = hashLength(algo);
-  try {
-    await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params, algo, size: source.size, basisVersion: opts.basisVersion ?? 0, name: opts.name });
-    const waitedBefore = conn.waitedMs;
-    const out = await sendTarget(conn, target, source, {
-      onChecksumsSent: async () => {
-        opts.onProgress?.('checksums-sent');
-        await conn.expect(Msg.Ready);
-      },
-      onTokens: () => opts.onProgress?.('tokens-received'),
-      onDeltaSent: () => opts.onProgress?.('delta-sent'),
-    });
-    opts.onProgress?.('committed');
-    const tEnd = performance.now();
-    const wire = socketBytes(ws);
-    const total = tEnd - t0;
-    const waited = conn.waitedMs - waitedBefore;
-    // Client time: chunking and hashing, plus the session's own work (not waiting for the server).
-    const client = tChunked - t0 + (tEnd - tOpen - waited);
-    const server = out.result.micros / 1000;
-    return {
-      name: opts.name,
-      version: out.result.version,
-      size: target.size,
-      chunks: target.lengths.length,
-      matchedBytes: out.matchedBytes,
-      literalBytes: out.literalBytes,
-      traffic: { ...conn.traffic, wire: wire !== null && wire0 !== null ? wire - wire0 : out.result.wireIn + out.result.wireOut },
-      timeMs: { client: ms(client), server: ms(server), network: ms(Math.max(0, total - client - server)), total: ms(total) },
-    };
-  } finally {
-    conn.close(1000, 'done');
+  let client = performance.now() - t0;
+  const traffic = { checksumList: 0, matchTokens: 0, delta: 0, control: 0, total: 0, wire: 0 };
+  for (let attempt = 0; ; attempt++) {
+    opts.onProgress?.('connecting');
+    let conn: Conn | null = null;
+    try {
+      const opened = await open(opts);
+      conn = opened.conn;
+      const wire0 = socketBytes(opened.ws);
+      const tOpen = performance.now();
+      conn.hashLen = hashLength(algo);
+      await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params, algo, size: source.size, basisVersion: opts.basisVersion ?? 0, name: opts.name });
+      const c = conn;
+      const out = await sendTarget(conn, target, source, {
+        onChecksumsSent: async () => {
+          opts.onProgress?.('checksums-sent');
+          await c.expect(Msg.Ready);
+        },
+        onTokens: () => opts.onProgress?.('tokens-received'),
+        onDeltaSent: () => opts.onProgress?.('delta-sent'),
+      });
+      opts.onProgress?.('committed');
+      const tEnd = performance.now();
+      const wire = socketBytes(opened.ws);
+      // Client time: chunking and hashing, plus the session's own work (not waiting for the server).
+      client += tEnd - tOpen - conn.waitedMs;
+      addTraffic(traffic, conn.traffic, wire !== null && wire0 !== null ? wire - wire0 : out.result.wireIn + out.result.wireOut);
+      const total = tEnd - t0;
+      const server = out.result.micros / 1000;
+      return {
+        name: opts.name,
+        version: out.result.version,
+        size: target.size,
+        chunks: target.lengths.length,
+        matchedBytes: out.matchedBytes + out.resumedBytes,
+        literalBytes: out.literalBytes,
+        traffic,
+        timeMs: { client: ms(client), server: ms(server), network: ms(Math.max(0, total - client - server)), total: ms(total) },
+      };
+    } catch (e) {
+      if (conn) addTraffic(traffic, conn.traffic, 0);
+      if (!(e instanceof ConnectionLost) || attempt >= (opts.retries ?? 0)) throw e;
+      opts.onProgress?.('retrying', attempt + 1, opts.retries);
+      await new Promise((r) => setTimeout(r, backoffMs(attempt)));
+    } finally {
+      conn?.close(1000, 'done');
+    }
   }
+}
+
+function addTraffic(sum: Traffic & { wire: number }, t: Traffic, wire: number) {
+  sum.checksumList += t.checksumList;
+  sum.matchTokens += t.matchTokens;
+  sum.delta += t.delta;
+  sum.control += t.control;
+  sum.total += t.total;
+  sum.wire += wire;
 }
 
 export interface PullOptions extends SyncOptions {
@@ -137,7 +164,7 @@ export async function pull(opts: PullOptions): Promise<SyncReport> {
     const limits = { maxFileSize: Number.MAX_SAFE_INTEGER, maxChunks: 2 ** 32 - 1 };
     const waitedBefore = conn.waitedMs;
     const sink: Sink = { ...opts.sink, commit: async (ix) => (await opts.sink.commit(ix), ready.version) };
-    const out = await receiveTarget(conn, params, algo, basis, sink, limits, undefined, ready.size);
+    const out = await receiveTarget(conn, params, algo, basis, async () => ({ sink }), { limits, expectedSize: ready.size });
     opts.onProgress?.('committed');
     const tEnd = performance.now();
     const wire = socketBytes(ws);

@@ -29,7 +29,7 @@ const message: fc.Arbitrary<Message> = fc.oneof(
   fc.nat(20).chain((n) =>
     fc.record({ type: fc.constant(Msg.Tokens), first: u32arr(n), count: u32arr(n), hashes: fc.uint8Array({ minLength: n * H, maxLength: n * H }) }),
   ),
-  fc.record({ type: fc.constant(Msg.TokensEnd), count: u32 }),
+  fc.record({ type: fc.constant(Msg.TokensEnd), count: u32, resumeFrom: u32 }),
   fc.record({ type: fc.constant(Msg.SplitRequest), tokens: fc.array(u32, { maxLength: 20 }).map((a) => Uint32Array.from(a)) }),
   fc.record({ type: fc.constant(Msg.SplitHashes), token: u32, hashes: fc.nat(10).chain((n) => fc.uint8Array({ minLength: n * H, maxLength: n * H })) }),
   fc.record({

@@ -41,7 +41,7 @@ test('documented sizes equal encoded sizes', () => {
     ['Checksums', { type: Msg.Checksums, fastfps: new Uint32Array(n), lengths: new Uint32Array(n) }, { n }],
     ['ChecksumsEnd', { type: Msg.ChecksumsEnd, count: 1, size: 2, root: new Uint8Array(H) }, { H }],
     ['Tokens', { type: Msg.Tokens, first: new Uint32Array(n), count: new Uint32Array(n), hashes: new Uint8Array(n * H) }, { n, H }],
-    ['TokensEnd', { type: Msg.TokensEnd, count: 3 }, {}],
+    ['TokensEnd', { type: Msg.TokensEnd, count: 3, resumeFrom: 0 }, {}],
     ['SplitRequest', { type: Msg.SplitRequest, tokens: new Uint32Array(n) }, { n }],
     ['SplitHashes', { type: Msg.SplitHashes, token: 1, hashes: new Uint8Array(n * H) }, { n, H }],
     ['Result', { type: Msg.Result, version: 1, size: 2, root: new Uint8Array(H), micros: 3, wireIn: 4, wireOut: 5 }, { H }],
