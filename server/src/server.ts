@@ -160,10 +160,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     };
     socket.once('close', release);
     wss.handleUpgrade(req, socket, head, (ws) => {
-      storeOf(user).then(
-        (store) => runSession(ws as unknown as WebSocketLike, socket, store, cfg, (e) => log({ user, ...e })),
-        () => ws.close(1011, 'store unavailable'),
-      );
+      void runSession(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, (e) => log({ user, ...e }));
     });
   });
 

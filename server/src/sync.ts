@@ -45,7 +45,8 @@ export interface SocketCounters {
   readonly bytesWritten: number;
 }
 
-export async function runSession(ws: WebSocketLike, socket: SocketCounters, store: Store, cfg: ServerConfig, log: SessionLog): Promise<void> {
+/** Runs one session. `storeP` may still be opening: the connection queues messages meanwhile. */
+export async function runSession(ws: WebSocketLike, socket: SocketCounters, storeP: Store | Promise<Store>, cfg: ServerConfig, log: SessionLog): Promise<void> {
   const conn = new Conn(ws, { maxQueuedBytes: Math.max(cfg.maxInFlight, cfg.maxMessage) });
   const t0 = performance.now();
   const in0 = socket.bytesRead;
@@ -72,6 +73,7 @@ export async function runSession(ws: WebSocketLike, socket: SocketCounters, stor
   });
   let hello: Hello | undefined;
   try {
+    const store = await storeP;
     hello = await conn.expect(Msg.Hello);
     checkHello(hello, cfg);
     conn.hashLen = hashLength(hello.algo);
@@ -89,7 +91,7 @@ export async function runSession(ws: WebSocketLike, socket: SocketCounters, stor
         // A writer that named its basis must still be building on the latest at commit time.
         const sinkFor = store.sinkFor(name, latest, hello.params, hello.algo, hello.basisVersion !== 0 ? latest : undefined);
         const out = await receiveTarget(conn, hello.params, hello.algo, basis, sinkFor, { limits, resultExtra: extra, expectedSize: hello.size, onPhase: phase });
-        log({ op: 'push', name, version: out.version, size: out.index.size, matchedBytes: out.matchedBytes, literalBytes: out.literalBytes, tokens: out.tokens, ms: Math.round(performance.now() - t0) });
+        log({ op: 'push', name, version: out.version, size: out.index.size, matchedBytes: out.matchedBytes, literalBytes: out.literalBytes, resumedChunks: out.resumedChunks, tokens: out.tokens, ms: Math.round(performance.now() - t0) });
       } finally {
         await opened?.close();
       }

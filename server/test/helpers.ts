@@ -6,7 +6,7 @@ import path from 'node:path';
 import WebSocket from 'ws';
 import '../../shared/src/wasm.ts';
 import { bufferSource } from '../../shared/src/chunk-index.ts';
-import { type PullOptions, type SyncOptions, pull, push } from '../../shared/src/sync-client.ts';
+import { type PullOptions, type PushOptions, pull, push } from '../../shared/src/sync-client.ts';
 import { type ServerConfig, loadConfig } from '../src/config.ts';
 import { type RunningServer, startServer } from '../src/server.ts';
 
@@ -17,10 +17,10 @@ export interface TestServer extends RunningServer {
   stop(): Promise<void>;
 }
 
-export async function testServer(flags: Record<string, string | boolean> = {}): Promise<TestServer> {
+export async function testServer(flags: Record<string, string | boolean> = {}, log?: (e: Record<string, unknown>) => void): Promise<TestServer> {
   const data = mkdtempSync(path.join(tmpdir(), 'dsync-test-'));
   const cfg: ServerConfig = loadConfig({ port: '0', host: '127.0.0.1', data, ...flags }, {});
-  const s = await startServer(cfg);
+  const s = await startServer(cfg, log);
   return {
     ...s,
     data,
@@ -37,7 +37,7 @@ export async function testServer(flags: Record<string, string | boolean> = {}): 
   };
 }
 
-export function pushBytes(server: { wsUrl: string }, name: string, bytes: Uint8Array, opts: Partial<SyncOptions> & { basisVersion?: number } = {}) {
+export function pushBytes(server: { wsUrl: string }, name: string, bytes: Uint8Array, opts: Partial<PushOptions> = {}) {
   return push(bufferSource(bytes), { url: server.wsUrl, name, WebSocket: WebSocket as any, ...opts });
 }
 

@@ -216,6 +216,8 @@ export interface ReceiveOutcome {
   matchedBytes: number;
   literalBytes: number;
   tokens: number;
+  /** chunks an interrupted earlier session had already written */
+  resumedChunks: number;
 }
 
 /**
@@ -377,7 +379,7 @@ export async function receiveTarget(
     const version = await sink.commit(index);
     const extra = opts.resultExtra?.() ?? { micros: 0, wireIn: 0, wireOut: 0 };
     await conn.send({ type: Msg.Result, version, size, root, ...extra });
-    return { index, version, matchedBytes, literalBytes, tokens: runs.length };
+    return { index, version, matchedBytes, literalBytes, tokens: runs.length, resumedChunks: resumeFrom };
   } catch (e) {
     if (sink && e instanceof ConnectionLost && sink.suspend && written > 0 && root && hashes) {
       await sink.suspend({ root, count: written, hashes: hashes.slice(0, written * H) });

@@ -1,0 +1,225 @@
+// Accounts, names, limits, concurrent writers, disconnects and resumed uploads, against a real
+// server on a loopback port.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { deflateRawSync } from 'node:zlib';
+import WebSocket from 'ws';
+import { encode } from '../../shared/src/codec.ts';
+import { RemoteError } from '../../shared/src/conn.ts';
+import { DEFAULT_PARAMS, ErrorCode, Msg, Op } from '../../shared/src/protocol.ts';
+import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
+import { addUser } from '../src/auth.ts';
+import { validateName } from '../src/names.ts';
+import { pullBytes, pushBytes, testServer } from './helpers.ts';
+
+const hello = (name: string, extra: Partial<Parameters<typeof encode>[0]> = {}) =>
+  encode({ type: Msg.Hello, version: 1, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 10, basisVersion: 0, name, ...extra } as any);
+
+/** Opens a raw WebSocket, sends frames, and returns the first reply (decoded type + code) or the close. */
+async function raw(url: string, frames: Uint8Array[], headers: Record<string, string> = {}): Promise<{ error?: number; message?: string; close?: number; status?: number }> {
+  return new Promise((resolve) => {
+    const ws = new WebSocket(url, { headers });
+    ws.on('unexpected-response', (_req, res) => resolve({ status: res.statusCode }));
+    ws.on('open', () => frames.forEach((f) => ws.send(f)));
+    ws.on('message', (d: Buffer) => {
+      if (d[0] === Msg.Error) resolve({ error: d.readUInt16LE(1), message: d.subarray(5).toString() });
+    });
+    ws.on('close', (code) => resolve({ close: code }));
+    ws.on('error', () => {});
+  });
+}
+
+test('file names: accepted and refused', () => {
+  for (const ok of ['a.txt', 'dir/sub/file.bin', 'Übersicht.pdf', '日本語/ファイル', 'a b', '.hidden', 'x'.repeat(255)]) assert.equal(validateName(ok), ok.normalize('NFC'));
+  assert.equal(validateName('e\u0301'), '\u00e9', 'NFC');
+  for (const bad of ['', '/etc/passwd', '../x', 'a/../b', 'a/./b', 'a//b', 'a/', 'a\\b', 'nul\0', 'tab\there', 'CON', 'con.txt', 'dir/LPT1', 'trail.', 'trail ', 'x'.repeat(256), ('a/'.repeat(600) + 'b')]) {
+    assert.throws(() => validateName(bad), /invalid file name/, JSON.stringify(bad));
+  }
+});
+
+test('bad names are refused over the protocol and the REST API', async () => {
+  const s = await testServer();
+  try {
+    const r = await raw(s.wsUrl, [hello('../escape')]);
+    assert.equal(r.error, ErrorCode.BadName);
+    const res = await fetch(`${s.url}/api/versions?name=${encodeURIComponent('../../etc/passwd')}`);
+    assert.equal(res.status, 400);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('accounts: tokens, password sessions, namespaces, origins, no secrets in logs', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-users-'));
+  const usersFile = path.join(dir, 'users.json');
+  const alice = addUser(usersFile, 'alice');
+  const bob = addUser(usersFile, 'bob', 'correct horse battery staple');
+  const logs: string[] = [];
+  const s = await testServer({ users: usersFile }, (e) => logs.push(JSON.stringify(e)));
+  const as = (token: string) => class extends WebSocket {
+    constructor(url: string) {
+      super(url, { headers: { Authorization: `Bearer ${token}` } });
+    }
+  };
+  try {
+    // no identity: refused everywhere
+    assert.equal((await raw(s.wsUrl, [])).status, 401);
+    assert.equal((await fetch(`${s.url}/api/files`)).status, 401);
+    assert.equal((await raw(s.wsUrl, [], { Authorization: 'Bearer wrong' })).status, 401);
+    // alice pushes; bob cannot see, read or pull it
+    const data = fastRandomBytes(5, 100_000);
+    const rep = await pushBytes(s, 'secret.txt', data, { WebSocket: as(alice) as any });
+    assert.equal(rep.version, 1);
+    const get = (p: string, token: string) => fetch(`${s.url}${p}`, { headers: { Authorization: `Bearer ${token}` } });
+    assert.deepEqual(((await (await get('/api/files', alice)).json()) as { name: string }[]).map((f) => f.name), ['secret.txt']);
+    assert.deepEqual(await (await get('/api/files', bob)).json(), []);
+    assert.equal((await get('/api/download?name=secret.txt', bob)).status, 404);
+    assert.equal((await get('/api/versions?name=secret.txt', bob)).status, 404);
+    await assert.rejects(pullBytes(s, 'secret.txt', null, { WebSocket: as(bob) as any }), (e: Error) => e instanceof RemoteError && e.code === ErrorCode.NotFound);
+    // bob logs in with his password and gets a session cookie that works for REST and sync
+    assert.equal((await fetch(`${s.url}/api/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bob', password: 'wrong' }) })).status, 401);
+    const login = await fetch(`${s.url}/api/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bob', password: 'correct horse battery staple' }) });
+    assert.equal(login.status, 200);
+    const cookie = login.headers.get('set-cookie')!.split(';')[0];
+    assert.deepEqual(await (await fetch(`${s.url}/api/whoami`, { headers: { cookie } })).json(), { user: 'bob', singleUser: false });
+    const cookieWs = class extends WebSocket {
+      constructor(url: string) {
+        super(url, { headers: { cookie } });
+      }
+    };
+    assert.equal((await pushBytes(s, 'mine.txt', data, { WebSocket: cookieWs as any })).version, 1);
+    // a page from another origin is refused, even with valid credentials
+    assert.equal((await raw(s.wsUrl, [], { cookie, Origin: 'http://evil.example' })).status, 403);
+    assert.equal((await fetch(`${s.url}/api/files`, { headers: { cookie, Origin: 'http://evil.example' } })).status, 403);
+    assert.equal((await fetch(`${s.url}/api/files`, { headers: { cookie, Origin: s.url } })).status, 200);
+    const all = logs.join('\n');
+    for (const secret of [alice, bob, 'correct horse battery staple', cookie.split('=')[1]]) assert.ok(!all.includes(secret), 'a secret reached the log');
+  } finally {
+    await s.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('limits: file size, chunk count, chunk size, a deflate bomb, sessions per user, idle time', async () => {
+  const s = await testServer({ 'max-file-size': '1000000', 'max-chunks': '20', 'max-message': String(1 << 20), 'max-sessions-per-user': '3', 'idle-timeout-ms': '400' });
+  try {
+    assert.equal((await raw(s.wsUrl, [hello('big', { size: 2_000_000 })])).error, ErrorCode.LimitExceeded);
+    await assert.rejects(pushBytes(s, 'many', fastRandomBytes(1, 400_000), { params: { min: 64, avg: 256, max: 1024, op: 0, every: 16 } }), (e: Error) => e instanceof RemoteError && e.code === ErrorCode.LimitExceeded);
+    assert.equal((await raw(s.wsUrl, [hello('huge-chunks', { params: { ...DEFAULT_PARAMS, max: 64 << 20 } })])).error, ErrorCode.BadParams);
+    // 64 MiB of zeros deflate to ~64 KiB; the server must refuse it at 1 MiB inflated (close 1009)
+    const bomb = await new Promise<number>((resolve) => {
+      const ws = new WebSocket(s.wsUrl, { perMessageDeflate: { threshold: 0 } });
+      ws.on('open', () => ws.send(new Uint8Array(64 << 20), { compress: true }));
+      ws.on('close', (code) => resolve(code));
+      ws.on('error', () => {});
+    });
+    assert.equal(bomb, 1009);
+    const m = (await (await fetch(`${s.url}/api/metrics`)).json()) as { rssBytes: number };
+    assert.ok(m.rssBytes < 512 << 20, `server RSS ${m.rssBytes}`);
+    // sessions per user: a fourth concurrent socket is refused, the others are fine
+    const open = await Promise.all([0, 1, 2].map(() => new Promise<WebSocket>((r) => { const w = new WebSocket(s.wsUrl); w.on('open', () => r(w)); })));
+    assert.equal((await raw(s.wsUrl, [])).status, 503);
+    open.forEach((w) => w.terminate());
+    await new Promise((r) => setTimeout(r, 100));
+    // idle: a session that stops talking gets LimitExceeded
+    assert.equal((await raw(s.wsUrl, [])).error, ErrorCode.LimitExceeded);
+    // and after all this the server still syncs
+    assert.equal((await pushBytes(s, 'ok', fastRandomBytes(2, 50_000))).version, 1);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('concurrent writers: both stored as versions without a claim, one refused as stale with a claim', async () => {
+  const s = await testServer();
+  try {
+    const base = fastRandomBytes(7, 2_000_000);
+    await pushBytes(s, 'shared.doc', base);
+    const a = applyEdits(base, new Rng(1), { kind: 'insert', total: 2048 });
+    const b = applyEdits(base, new Rng(2), { kind: 'cut', total: 2048 });
+    const [ra, rb] = await Promise.all([pushBytes(s, 'shared.doc', a), pushBytes(s, 'shared.doc', b)]);
+    assert.deepEqual([ra.version, rb.version].sort(), [2, 3]);
+    assert.deepEqual(await s.stored('shared.doc', ra.version), Buffer.from(a));
+    assert.deepEqual(await s.stored('shared.doc', rb.version), Buffer.from(b));
+    // both claim to edit version 3: exactly one wins, the other is told it is stale
+    const results = await Promise.allSettled([pushBytes(s, 'shared.doc', a, { basisVersion: 3 }), pushBytes(s, 'shared.doc', b, { basisVersion: 3 })]);
+    const won = results.filter((r) => r.status === 'fulfilled');
+    const lost = results.filter((r) => r.status === 'rejected') as PromiseRejectedResult[];
+    assert.equal(won.length, 1);
+    assert.equal(lost.length, 1);
+    assert.ok(lost[0].reason instanceof RemoteError && lost[0].reason.code === ErrorCode.StaleBasis);
+    const winner = results[0].status === 'fulfilled' ? a : b;
+    assert.deepEqual(await s.stored('shared.doc'), Buffer.from(winner));
+    assert.equal((await (await s.storeOf('local')).versionNumbers('shared.doc')).length, 4);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('a client that disconnects mid-phase frees its session at once', async () => {
+  const s = await testServer();
+  try {
+    await pushBytes(s, 'f', fastRandomBytes(3, 1_000_000));
+    const ws = new WebSocket(s.wsUrl);
+    await new Promise((r) => ws.on('open', r));
+    ws.send(hello('f', { size: 1_000_000 }));
+    ws.send(encode({ type: Msg.Checksums, fastfps: Uint32Array.of(1, 2), lengths: Uint32Array.of(4096, 4096) }));
+    await new Promise((r) => setTimeout(r, 50));
+    let m = (await (await fetch(`${s.url}/api/metrics`)).json()) as { connections: number };
+    assert.equal(m.connections, 1);
+    ws.terminate();
+    await new Promise((r) => setTimeout(r, 100));
+    m = (await (await fetch(`${s.url}/api/metrics`)).json()) as { connections: number };
+    assert.equal(m.connections, 0);
+    assert.deepEqual(readdirSync(path.join(s.data, 'ns/local/tmp')), []);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('a connection cut mid-upload: the client retries and the server resumes without the bytes it already wrote', async () => {
+  const logs: Record<string, unknown>[] = [];
+  const s = await testServer({}, (e) => logs.push(e));
+  // A TCP proxy that cuts the first connection after 3 MB from the client, then passes through.
+  let cutOnce = false;
+  const proxy = net.createServer((c) => {
+    const up = net.connect(s.port, '127.0.0.1');
+    let seen = 0;
+    c.on('data', (d) => {
+      seen += d.length;
+      if (!cutOnce && seen > 3_000_000) {
+        cutOnce = true;
+        c.destroy();
+        up.destroy();
+        return;
+      }
+      up.write(d);
+    });
+    up.on('data', (d) => c.write(d));
+    c.on('error', () => up.destroy());
+    up.on('error', () => c.destroy());
+    c.on('close', () => up.destroy());
+    up.on('close', () => c.destroy());
+  });
+  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+  const via = { wsUrl: `ws://127.0.0.1:${(proxy.address() as net.AddressInfo).port}/sync` };
+  try {
+    const data = fastRandomBytes(11, 8_000_000);
+    const phases: string[] = [];
+    const rep = await pushBytes(via, 'resumed.bin', data, { retries: 3, onProgress: (p) => phases.push(p) });
+    assert.ok(cutOnce && phases.includes('retrying'));
+    assert.deepEqual(await s.stored('resumed.bin'), Buffer.from(data));
+    // the second session started from the chunks the first one had written
+    const done = logs.find((e) => e.op === 'push' && e.version === 1)!;
+    assert.ok((done.resumedChunks as number) > 50, JSON.stringify(logs));
+    assert.equal(rep.version, 1);
+    assert.deepEqual(readdirSync(path.join(s.data, 'ns/local/tmp')), []);
+  } finally {
+    proxy.close();
+    await s.stop();
+  }
+});
