@@ -1,0 +1,337 @@
+// A fuzzer for the server's session state machine. It records what real clients send in a few
+// scenarios (push with and without a basis, identical, empty, other chunking, pull), then
+// replays those transcripts to the real session code and the real store with one or more
+// mutations each: dropped, replayed, swapped or foreign messages, fields out of range, lengths
+// that do not add up, garbled bytes, a wrong root, truncation. Invariants per case:
+//   - the session ends (by Result, Error or its idle timeout) — no crash, no hang;
+//   - an Error carries a known code;
+//   - a stored new version is exactly the scenario's target; the basis stays intact;
+//   - nothing is left in the store's tmp/ once interrupted uploads are dropped.
+// The transport is an in-memory WebSocket pair so that 10^5 cases run in minutes; the real
+// `ws` transport is exercised by the other server tests.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { bufferSource } from '../../shared/src/chunk-index.ts';
+import { type Message, decode, encode } from '../../shared/src/codec.ts';
+import type { WebSocketLike } from '../../shared/src/conn.ts';
+import { type ChunkParams, DEFAULT_PARAMS, ErrorCode, Msg } from '../../shared/src/protocol.ts';
+import { Rng, applyEdits, randomBytes, textBytes } from '../../shared/src/testdata.ts';
+import { pull, push } from '../../shared/src/sync-client.ts';
+import '../../shared/src/wasm.ts';
+import { type ServerConfig, loadConfig } from '../src/config.ts';
+import { Store } from '../src/store.ts';
+import { runSession } from '../src/sync.ts';
+
+type Listener = (ev: any) => void;
+
+/** One end of an in-memory WebSocket pair: frames arrive in order, asynchronously. */
+class MemSocket implements WebSocketLike {
+  binaryType = 'arraybuffer';
+  bufferedAmount = 0;
+  readyState = 1;
+  peer!: MemSocket;
+  sent: Uint8Array[] = [];
+  private listeners = new Map<string, Listener[]>();
+  addEventListener(type: string, l: Listener) {
+    this.listeners.set(type, [...(this.listeners.get(type) ?? []), l]);
+  }
+  emit(type: string, ev: unknown) {
+    for (const l of this.listeners.get(type) ?? []) l(ev);
+  }
+  send(data: Uint8Array) {
+    if (this.readyState !== 1) return;
+    const copy = data.slice();
+    this.sent.push(copy);
+    setImmediate(() => this.peer.readyState === 1 && this.peer.emit('message', { data: copy.buffer }));
+  }
+  close(code = 1000) {
+    if (this.readyState !== 1) return;
+    this.readyState = 3;
+    setImmediate(() => {
+      this.emit('close', { code });
+      if (this.peer.readyState === 1) {
+        this.peer.readyState = 3;
+        this.peer.emit('close', { code });
+      }
+    });
+  }
+  pause() {}
+  resume() {}
+}
+
+function memPair(): [MemSocket, MemSocket] {
+  const a = new MemSocket();
+  const b = new MemSocket();
+  a.peer = b;
+  b.peer = a;
+  return [a, b];
+}
+
+interface Scenario {
+  label: string;
+  name: string;
+  op: 'push' | 'pull';
+  /** client frames in order */
+  frames: Uint8Array[];
+  hashLen: number;
+  /** what a successful push must store */
+  target?: Uint8Array;
+  basis?: Uint8Array;
+}
+
+export class Fuzzer {
+  store!: Store;
+  cfg!: ServerConfig;
+  dir!: string;
+  scenarios: Scenario[] = [];
+  stats = { cases: 0, results: 0, errors: new Map<number, number>(), silent: 0 };
+
+  async setup() {
+    this.dir = mkdtempSync(path.join(process.platform === 'linux' ? '/dev/shm' : '/tmp', 'dsync-fuzz-'));
+    this.cfg = loadConfig({ data: this.dir, 'idle-timeout-ms': '15', 'max-chunks': '100000' }, {});
+    this.store = await new Store(path.join(this.dir, 'ns/local')).open();
+    const r = new Rng(42);
+    const mixed = (n: number) => {
+      const a = textBytes(r.next64(), n >> 1);
+      const b = randomBytes(r.next64(), n - (n >> 1));
+      const out = new Uint8Array(n);
+      out.set(a);
+      out.set(b, a.length);
+      return out;
+    };
+    const basis = mixed(200_000);
+    const small: ChunkParams = { min: 64, avg: 256, max: 1024, op: 1, every: 8 };
+    const cases: [string, Uint8Array | null, Uint8Array, ChunkParams, number][] = [
+      ['new file', null, mixed(40_000), DEFAULT_PARAMS, 3],
+      ['edit', basis, applyEdits(basis, r, { kind: 'insert', total: 300 }), DEFAULT_PARAMS, 3],
+      ['inverse edit, sha256', basis, applyEdits(basis, r, { kind: 'inverse', total: 100 }), DEFAULT_PARAMS, 2],
+      ['identical', basis, basis, DEFAULT_PARAMS, 3],
+      ['emptied', basis, new Uint8Array(0), DEFAULT_PARAMS, 3],
+      ['small chunks, sha1', basis.subarray(0, 30_000), applyEdits(basis.subarray(0, 30_000), r, { kind: 'cut', total: 500 }), small, 1],
+    ];
+    for (const [label, b, target, params, algo] of cases) {
+      const name = `s${this.scenarios.length}`;
+      if (b) await this.record({ label, name, op: 'push', frames: [], hashLen: 0 }, b, params, algo, true);
+      const sc: Scenario = { label, name, op: 'push', frames: [], hashLen: algo === 1 ? 20 : 32, target, basis: b ?? undefined };
+      await this.record(sc, target, params, algo, false);
+      this.scenarios.push(sc);
+    }
+    // a pull: the client is the receiver (its local copy is an older file)
+    const pullSc: Scenario = { label: 'pull', name: 's1', op: 'pull', frames: [], hashLen: 32, basis };
+    await this.recordPull(pullSc, applyEdits(basis, r, { kind: 'cut', total: 200 }));
+    this.scenarios.push(pullSc);
+  }
+
+  /** Runs one real session between the client library and the server; records client frames.
+   *  With `keep` the new version stays (setting up a basis), else it is removed again. */
+  private async record(sc: Scenario, bytes: Uint8Array, params: ChunkParams, algo: number, keep: boolean) {
+    const [c, s] = memPair();
+    const session = runSession(s, { bytesRead: 0, bytesWritten: 0 }, this.store, { ...this.cfg, idleTimeoutMs: 10_000 }, () => {});
+    const rep = await push(bufferSource(bytes), { url: 'mem', name: sc.name, params, algo, WebSocket: class { constructor() { queueMicrotask(() => c.emit('open', {})); return c; } } as any });
+    await session;
+    sc.frames = c.sent;
+    if (!keep) await this.dropVersion(sc.name, rep.version);
+  }
+
+  private async recordPull(sc: Scenario, local: Uint8Array) {
+    const [c, s] = memPair();
+    const session = runSession(s, { bytesRead: 0, bytesWritten: 0 }, this.store, { ...this.cfg, idleTimeoutMs: 10_000 }, () => {});
+    await pull({
+      url: 'mem',
+      name: sc.name,
+      basis: bufferSource(local),
+      sink: { write: async () => {}, commit: async () => 0, abort: async () => {} },
+      WebSocket: class { constructor() { queueMicrotask(() => c.emit('open', {})); return c; } } as any,
+    });
+    await session;
+    sc.frames = c.sent;
+  }
+
+  private async dropVersion(name: string, v: number) {
+    rmSync(this.store.dataPath(name, v));
+    rmSync(this.store.dataPath(name, v).replace(/\.dat$/, '.idx'));
+  }
+
+  /** Runs one mutated replay and checks the invariants. */
+  async runCase(r: Rng) {
+    const sc = this.scenarios[r.int(this.scenarios.length)];
+    const frames = mutate(sc.frames, r, sc.hashLen);
+    const before = await this.store.versionNumbers(sc.name);
+    const [c, s] = memPair();
+    const session = runSession(s, { bytesRead: 0, bytesWritten: 0 }, this.store, this.cfg, () => {});
+    for (const f of frames) c.send(f);
+    let watchdog: NodeJS.Timeout | undefined;
+    await Promise.race([
+      session,
+      new Promise((_, reject) => (watchdog = setTimeout(() => reject(new Error(`session hung: ${sc.label}`)), 10_000))),
+    ]);
+    clearTimeout(watchdog);
+    this.stats.cases++;
+    // what the server said
+    let result: Extract<Message, { type: typeof Msg.Result }> | null = null;
+    for (const f of s.sent) {
+      if (f[0] !== Msg.Error && f[0] !== Msg.Result) continue; // others may use a mutated algorithm's H
+      const m = decode(f, sc.hashLen);
+      if (m.type === Msg.Error) {
+        assert.ok(Object.values(ErrorCode).includes(m.code as never), `unknown error code ${m.code}`);
+        this.stats.errors.set(m.code, (this.stats.errors.get(m.code) ?? 0) + 1);
+      }
+      if (m.type === Msg.Result) result = m;
+    }
+    const after = await this.store.versionNumbers(sc.name);
+    const added = after.filter((v) => !before.includes(v));
+    if (sc.op === 'push' && added.length) {
+      // a new version exists only if it is exactly the target
+      assert.equal(added.length, 1);
+      assert.deepEqual(readFileSync(this.store.dataPath(sc.name, added[0])), Buffer.from(sc.target!), `${sc.label}: stored a wrong file`);
+      await this.dropVersion(sc.name, added[0]);
+    } else {
+      assert.deepEqual(after, before, `${sc.label}: versions changed without a commit`);
+    }
+    if (result) this.stats.results++;
+    if (!result && !s.sent.some((f) => f[0] === Msg.Error)) this.stats.silent++;
+    // the basis is intact (checked on a sample: it costs a read)
+    if (sc.basis && this.stats.cases % 50 === 0) assert.deepEqual(readFileSync(this.store.dataPath(sc.name, 1)), Buffer.from(sc.basis));
+    await this.store.dropSuspended();
+    assert.deepEqual(readdirSync(path.join(this.dir, 'ns/local/tmp')), [], 'tmp/ not cleaned');
+  }
+
+  cleanup() {
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** Applies 1–3 random mutations to a transcript. */
+export function mutate(frames: Uint8Array[], r: Rng, hashLen: number): Uint8Array[] {
+  let out: Uint8Array[] = frames.map((f) => f.slice());
+  const n = 1 + r.int(3);
+  for (let k = 0; k < n && out.length; k++) {
+    const i = r.int(out.length);
+    switch (r.int(9)) {
+      case 0: // drop a message
+        out.splice(i, 1);
+        break;
+      case 1: // replay a message
+        out.splice(i, 0, out[i].slice());
+        break;
+      case 2: // swap two neighbours
+        if (i + 1 < out.length) [out[i], out[i + 1]] = [out[i + 1], out[i]];
+        break;
+      case 3: // truncate the transcript (client disconnects)
+        out = out.slice(0, i);
+        break;
+      case 4: // garble bytes
+        for (let j = 0; j < 1 + r.int(4); j++) out[i][r.int(out[i].length)] = r.int(256);
+        break;
+      case 5: // cut a frame short or extend it
+        out[i] = r.int(2) ? out[i].subarray(0, r.int(out[i].length)) : concat(out[i], randomBytes(r.next64(), 1 + r.int(16)));
+        break;
+      case 6: // insert a foreign message
+        out.splice(i, 0, foreign(r, hashLen));
+        break;
+      default: // change one field of a decoded message
+        out[i] = fieldMutation(out[i], r, hashLen);
+    }
+  }
+  return out;
+}
+
+function concat(a: Uint8Array, b: Uint8Array) {
+  const c = new Uint8Array(a.length + b.length);
+  c.set(a);
+  c.set(b, a.length);
+  return c;
+}
+
+const edge = (r: Rng, v: number) => [0, 1, v - 1, v + 1, 2 ** 32 - 1, r.int(2 ** 32), v * 2][r.int(7)] >>> 0;
+
+function foreign(r: Rng, H: number): Uint8Array {
+  const hash = randomBytes(r.next64(), H || 32);
+  const ms: Message[] = [
+    { type: Msg.SplitRequest, tokens: Uint32Array.of(r.int(5), r.int(5)) },
+    { type: Msg.SplitHashes, token: r.int(3), hashes: hash },
+    { type: Msg.Verdict, failed: [{ token: r.int(4), bitmap: r.int(2) ? Uint8Array.of(r.int(256)) : null }] },
+    { type: Msg.Delta, indices: Uint32Array.of(r.int(40)), chunks: [randomBytes(r.next64(), r.int(3000))] },
+    { type: Msg.TokensEnd, count: r.int(3), resumeFrom: r.int(3) },
+    { type: Msg.Tokens, first: Uint32Array.of(r.int(30)), count: Uint32Array.of(r.int(30)), hashes: hash },
+    { type: Msg.Checksums, fastfps: Uint32Array.of(r.int(2 ** 32)), lengths: Uint32Array.of(r.int(70_000)) },
+    { type: Msg.ChecksumsEnd, count: r.int(30), size: r.int(300_000), root: hash },
+    { type: Msg.Result, version: 1, size: r.int(1000), root: hash, micros: 0, wireIn: 0, wireOut: 0 },
+    { type: Msg.Error, code: r.int(20), message: 'client error' },
+    { type: Msg.Ready, version: 1, size: 0, maxMessage: 1 },
+  ];
+  return encode(ms[r.int(ms.length)], H || 32);
+}
+
+function fieldMutation(frame: Uint8Array, r: Rng, H: number): Uint8Array {
+  let m: Message;
+  try {
+    m = decode(frame, H || 32);
+  } catch {
+    return frame;
+  }
+  switch (m.type) {
+    case Msg.Hello: {
+      const f = r.int(8);
+      if (f === 0) m.version = r.int(4);
+      else if (f === 1) m.op = r.int(4);
+      else if (f === 2) m.params = { ...m.params, [(['min', 'avg', 'max', 'op', 'every'] as const)[r.int(5)]]: edge(r, m.params.min) % 70000 };
+      else if (f === 3) m.algo = r.int(5);
+      else if (f === 4) m.size = edge(r, m.size);
+      else if (f === 5) m.basisVersion = r.int(4);
+      else if (f === 6) m.name = ['', '../x', 'a/../../b', 'CON', 'x\u0001y', 's0', 's1', 'other'][r.int(8)];
+      else m.name = m.name + '/sub';
+      break;
+    }
+    case Msg.Checksums: {
+      const i = r.int(Math.max(1, m.lengths.length));
+      if (m.lengths.length === 0) break;
+      if (r.int(2)) m.lengths[i] = edge(r, m.lengths[i]);
+      else m.fastfps[i] = r.int(2 ** 32);
+      break;
+    }
+    case Msg.ChecksumsEnd:
+      if (r.int(3) === 0) m.count = edge(r, m.count);
+      else if (r.int(2)) m.size = edge(r, m.size);
+      else m.root[r.int(m.root.length)] ^= 1;
+      break;
+    case Msg.Verdict:
+      if (m.failed.length && r.int(2)) m.failed[r.int(m.failed.length)].token = edge(r, 0);
+      else m.failed.push({ token: r.int(6), bitmap: r.int(2) ? randomBytes(r.next64(), r.int(4)) : null });
+      break;
+    case Msg.Delta: {
+      if (!m.indices.length) break;
+      const i = r.int(m.indices.length);
+      const f = r.int(4);
+      if (f === 0) m.indices[i] = edge(r, m.indices[i]);
+      else if (f === 1) m.chunks[i] = m.chunks[i].subarray(0, r.int(m.chunks[i].length + 1));
+      else if (f === 2) {
+        const c = m.chunks[i].slice();
+        if (c.length) c[r.int(c.length)] ^= 0xff;
+        m.chunks[i] = c;
+      } else {
+        m.indices = Uint32Array.from([...m.indices, m.indices[i]]);
+        m.chunks = [...m.chunks, m.chunks[i]];
+      }
+      break;
+    }
+    case Msg.Tokens:
+      if (m.first.length) m.first[r.int(m.first.length)] = edge(r, m.first[0]);
+      break;
+    case Msg.TokensEnd:
+      if (r.int(2)) m.count = edge(r, m.count);
+      else m.resumeFrom = edge(r, m.resumeFrom);
+      break;
+    case Msg.Result:
+      m.root[r.int(m.root.length)] ^= 1;
+      break;
+    default:
+      return frame;
+  }
+  try {
+    return encode(m, H || 32);
+  } catch {
+    return frame;
+  }
+}
