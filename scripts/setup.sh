@@ -37,7 +37,7 @@ TOOLCHAIN=$(scripts/wasm-toolchain.sh)
 for p in "${pids[@]}"; do wait "$p"; done
 
 # 3. The wasm module (wasm/pkg), rebuilt when the crate changes.
-want=$(stamp_of wasm/Cargo.toml wasm/Cargo.lock wasm/src/*.rs)
+want=$(stamp_of wasm/Cargo.toml wasm/Cargo.lock wasm/.cargo/config.toml wasm/src/*.rs)
 if [ "$(cat wasm/pkg/.stamp 2>/dev/null)" != "$want" ]; then
   log "wasm-pack build (toolchain: ${TOOLCHAIN:-default})"
   (cd wasm && RUSTUP_TOOLCHAIN=$TOOLCHAIN wasm-pack --quiet build --target web --release --no-pack >&2)

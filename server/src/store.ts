@@ -115,6 +115,9 @@ export function fileSource(fh: FileHandle, size: number): Source {
   };
 }
 
+/** Bytes gathered before a write to a new version's file. */
+const WRITE_BUFFER = 1 << 20;
+
 /** Interrupted uploads kept for resuming, per namespace; the oldest is dropped beyond this. */
 const MAX_SUSPENDED = 32;
 
@@ -144,6 +147,7 @@ export class Store {
       }
       const sink = await this.create(name, expectLatest);
       sink.suspend = async (held) => {
+        await sink.flush();
         if (this.suspended.size >= MAX_SUSPENDED) {
           const [oldKey, old] = this.suspended.entries().next().value!;
           this.suspended.delete(oldKey);
@@ -261,10 +265,21 @@ export class Store {
    * Starts writing a new version of `name`. `expectLatest`, if given, is the version the writer
    * built on: the commit fails with StaleBasis if another commit landed since.
    */
-  async create(name: string, expectLatest?: number): Promise<Sink> {
+  async create(name: string, expectLatest?: number): Promise<Sink & { flush(): Promise<void> }> {
     const tmp = path.join(this.root, 'tmp', `${Date.now()}-${randomBytes(6).toString('hex')}`);
     const fh = await fs.open(tmp, 'wx');
     let closed = false;
+    // Chunks arrive a few KiB at a time; gather them into large writes (one system call and
+    // one promise per MiB instead of per chunk).
+    const buf = Buffer.allocUnsafe(WRITE_BUFFER);
+    let used = 0;
+    const writeAll = async (b: Uint8Array) => {
+      for (let done = 0; done < b.length; ) done += (await fh.write(b, done, b.length - done)).bytesWritten;
+    };
+    const flush = async () => {
+      if (used) await writeAll(buf.subarray(0, used));
+      used = 0;
+    };
     const close = async () => {
       if (!closed) {
         closed = true;
@@ -273,10 +288,14 @@ export class Store {
     };
     return {
       write: async (bytes) => {
-        let done = 0;
-        while (done < bytes.length) done += (await fh.write(bytes, done, bytes.length - done)).bytesWritten;
+        if (used + bytes.length > WRITE_BUFFER) await flush();
+        if (bytes.length >= WRITE_BUFFER) return writeAll(bytes);
+        buf.set(bytes, used);
+        used += bytes.length;
       },
+      flush,
       commit: async (index) => {
+        await flush();
         await fh.sync();
         await close();
         return this.withLock(name, async () => {

@@ -179,23 +179,28 @@ fn cut_impl<const D: usize, const ADD: bool>(src: &[u8], p: &Params) -> Cut {
     let limits = [(center / 2, mask_s, mask_s_ls), (remaining / 2, mask_l, mask_l_ls)];
     for (limit, mask, mask_ls) in limits {
         while index < limit {
-            let a = index * 2;
-            let before = hash;
-            hash = (hash << 2).wrapping_add(GEAR_LS[src[a] as usize]);
-            if hash & mask_ls == 0 {
-                // The chunk is [0, a): its last Gear state is the one before byte a.
-                if a % D != 0 {
-                    acc = combine::<ADD>(acc, before);
+            // One FastFp block: the pairs up to the next sample point (or the limit), tested
+            // without a per-pair sampling check; `index` starts at a sample point (min % D == 0).
+            let stop = limit.min((index / half + 1) * half);
+            for pair in src[index * 2..stop * 2].chunks_exact(2) {
+                let before = hash;
+                hash = (hash << 2).wrapping_add(GEAR_LS[pair[0] as usize]);
+                if hash & mask_ls == 0 {
+                    // The chunk is [0, a): its last Gear state is the one before byte a.
+                    let a = index * 2;
+                    if a % D != 0 {
+                        acc = combine::<ADD>(acc, before);
+                    }
+                    return finish(acc, a, before);
                 }
-                return finish(acc, a, before);
+                hash = hash.wrapping_add(g(pair[1]));
+                if hash & mask == 0 {
+                    // The chunk is [0, a + 1): the state after byte a, rebuilt without the shift.
+                    let last = (before << 1).wrapping_add(g(pair[0]));
+                    return finish(combine::<ADD>(acc, last), index * 2 + 1, last);
+                }
+                index += 1;
             }
-            hash = hash.wrapping_add(g(src[a + 1]));
-            if hash & mask == 0 {
-                // The chunk is [0, a + 1): the state after byte a, rebuilt without the shift.
-                let last = (before << 1).wrapping_add(g(src[a]));
-                return finish(combine::<ADD>(acc, last), a + 1, last);
-            }
-            index += 1;
             if index % half == 0 {
                 acc = combine::<ADD>(acc, hash);
             }
