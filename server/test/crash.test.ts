@@ -8,19 +8,8 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
 import { startChild } from './child.ts';
-import { killTrials } from './trials.ts';
+import { download, killTrials, versionsOf } from './trials.ts';
 import { pushBytes } from './helpers.ts';
-
-async function download(url: string, name: string, version?: number): Promise<Buffer> {
-  const res = await fetch(`${url}/api/download?name=${encodeURIComponent(name)}${version ? `&version=${version}` : ''}`);
-  assert.equal(res.status, 200);
-  return Buffer.from(await res.arrayBuffer());
-}
-
-const versionsOf = async (url: string, name: string) => {
-  const res = await fetch(`${url}/api/versions?name=${encodeURIComponent(name)}`);
-  return res.status === 404 ? [] : ((await res.json()) as { version: number }[]).map((v) => v.version);
-};
 
 test('SIGKILL mid-Phase 3 keeps the previous version and the next push works', async () => {
   const data = mkdtempSync(path.join(tmpdir(), 'dsync-crash-'));

@@ -9,7 +9,7 @@ import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
 import { startChild } from './child.ts';
 import { pushBytes } from './helpers.ts';
 
-async function download(url: string, name: string, version?: number): Promise<Buffer> {
+export async function download(url: string, name: string, version?: number): Promise<Buffer> {
   const res = await fetch(`${url}/api/download?name=${encodeURIComponent(name)}${version ? `&version=${version}` : ''}`);
   assert.equal(res.status, 200);
   return Buffer.from(await res.arrayBuffer());
