@@ -3,6 +3,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { EDIT_KINDS, type EditKind, Rng, applyEdits, fastRandomBytes, randomBytes, textBytes } from '../../shared/src/testdata.ts';
+import { writeFileSync } from 'node:fs';
+import { encodeIndex } from '../src/store.ts';
 import { type TestServer, pullBytes, pushBytes, testServer } from './helpers.ts';
 
 let server: TestServer;
@@ -167,16 +169,32 @@ test('paper-exact server mode gives the same results', async () => {
   }
 });
 
-test('a failed merged run above the split threshold is split, not resent whole', async () => {
-  // Forge a weak-hash collision: keep every chunk's FastFp and length but change one chunk's
-  // bytes behind the server's back by editing the stored version's content is not possible
-  // through the protocol, so use a second file whose chunk boundaries repeat: two identical
-  // 1 MB regions, the second edited in place with a same-length change inside a chunk.
+/** Makes one chunk of the stored basis' index lie about its strong hash, as a FastFp false
+ *  positive would: the weak match stands, the run's strong hash no longer matches. */
+async function forgeWeakCollision(name: string, chunk: number) {
+  const store = await server.storeOf('local');
+  const v = await store.latest(name);
+  const ix = await store.readIndex(name, v);
+  ix.hashes[chunk * 32] ^= 0xff;
+  writeFileSync(store.dataPath(name, v).replace(/\.dat$/, '.idx'), encodeIndex(ix));
+}
+
+test('a failed merged run above the split threshold is split: only the colliding chunk is resent', async () => {
   const a = mixed(21, 3 << 20);
   await pushBytes(server, 'split', a);
-  const b = a.slice();
-  for (let i = 0; i < 64; i++) b[1_500_000 + i] ^= 0xff; // inverse: same length, new FastFp
-  const rep = await pushBytes(server, 'split', b);
-  assert.deepEqual(await server.stored('split'), Buffer.from(b));
-  assert.ok(rep.literalBytes < 150_000);
+  await forgeWeakCollision('split', 100);
+  const rep = await pushBytes(server, 'split', a);
+  assert.deepEqual(await server.stored('split'), Buffer.from(a));
+  // one chunk's bytes plus the per-chunk hashes of the run
+  assert.ok(rep.literalBytes > 0 && rep.literalBytes <= 65536, `literal ${rep.literalBytes}`);
+  assert.ok(rep.traffic.matchTokens > 300 * 32, 'the split hashes were sent');
+});
+
+test('a failed merged run below the threshold is resent whole', async () => {
+  const a = mixed(22, 400_000);
+  await pushBytes(server, 'nosplit', a);
+  await forgeWeakCollision('nosplit', 3);
+  const rep = await pushBytes(server, 'nosplit', a);
+  assert.deepEqual(await server.stored('nosplit'), Buffer.from(a));
+  assert.equal(rep.literalBytes, a.length);
 });
