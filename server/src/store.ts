@@ -19,6 +19,7 @@ import { type ChunkIndex, type Source } from '../../shared/src/chunk-index.ts';
 import { strong_hash } from '../../wasm/pkg/dsync_wasm.js';
 import { ErrorCode, ProtocolError, hashLength } from '../../shared/src/protocol.ts';
 import type { Held, Sink, SinkFor } from '../../shared/src/session.ts';
+import { MIN_SHARED, sharedTraits, traitsOf } from './similarity.ts';
 import type { ChunkParams } from '../../shared/src/protocol.ts';
 
 export interface VersionInfo {
@@ -124,6 +125,8 @@ const MAX_SUSPENDED = 32;
 export class Store {
   private locks = new Map<string, Promise<void>>();
   private suspended = new Map<string, { sink: Sink; held: Held; timer: NodeJS.Timeout }>();
+  /** similarity traits of each file's latest version, built on first use, kept on commit */
+  private traits: Map<string, { version: number; traits: Uint32Array }> | null = null;
 
   /** `resumeWindowMs`: how long an interrupted upload waits for its client to come back. */
   constructor(
@@ -163,6 +166,27 @@ export class Store {
       };
       return { sink };
     };
+  }
+
+  /** The stored file most similar to a target with these chunk FastFps, if any is similar enough. */
+  async similar(fastfps: Uint32Array): Promise<{ name: string; version: number } | null> {
+    if (fastfps.length < MIN_SHARED) return null;
+    if (!this.traits) {
+      const all = new Map<string, { version: number; traits: Uint32Array }>();
+      for (const f of await this.list()) all.set(f.name, { version: f.latest, traits: traitsOf((await this.readIndex(f.name, f.latest)).fastfps) });
+      this.traits ??= all;
+    }
+    const want = traitsOf(fastfps);
+    let best: { name: string; version: number } | null = null;
+    let bestShared = MIN_SHARED - 1;
+    for (const [name, t] of this.traits) {
+      const n = sharedTraits(want, t.traits);
+      if (n > bestShared) {
+        bestShared = n;
+        best = { name, version: t.version };
+      }
+    }
+    return best;
   }
 
   /** Aborts every interrupted upload (server shutdown). */
@@ -310,6 +334,7 @@ export class Store {
           await writeAtomic(path.join(dir, `v${v}.idx`), encodeIndex(index));
           await fs.rename(tmp, path.join(dir, `v${v}.dat`));
           await syncDir(dir);
+          this.traits?.set(name, { version: v, traits: traitsOf(index.fastfps) });
           return v;
         });
       },

@@ -74,8 +74,8 @@ export async function runSession(ws: WebSocketLike, socket: SocketCounters, stor
   let hello: Hello | undefined;
   try {
     const store = await storeP;
-    hello = await conn.expect(Msg.Hello);
-    checkHello(hello, cfg);
+    const h = (hello = await conn.expect(Msg.Hello));
+    checkHello(h, cfg);
     conn.hashLen = hashLength(hello.algo);
     const name = hello.name;
     const limits = { maxFileSize: cfg.maxFileSize, maxChunks: cfg.maxChunks };
@@ -84,14 +84,25 @@ export async function runSession(ws: WebSocketLike, socket: SocketCounters, stor
       if (hello.basisVersion !== 0 && hello.basisVersion !== latest) {
         throw new ProtocolError(ErrorCode.StaleBasis, `${name} is at version ${latest}, not ${hello.basisVersion}`);
       }
-      const opened = latest ? await store.openVersion(name, latest) : null;
+      let opened = latest ? await store.openVersion(name, latest) : null;
       try {
         await conn.send({ type: Msg.Ready, version: latest, size: opened?.source.size ?? 0, maxMessage: cfg.maxMessage });
-        const basis = opened ? { index: await indexFor(store, cfg, hello, name, latest, opened.source), source: opened.source } : null;
+        // The basis: the latest version of this name, or for a new name the most similar
+        // stored file, picked from the Checksum List (see similarity.ts).
+        let similarTo: string | undefined;
+        const basis = opened
+          ? { index: await indexFor(store, cfg, hello, name, latest, opened.source), source: opened.source }
+          : async (target: { fastfps: Uint32Array }) => {
+              const like = await store.similar(target.fastfps);
+              if (!like) return null;
+              similarTo = like.name;
+              opened = await store.openVersion(like.name, like.version);
+              return { index: await indexFor(store, cfg, h, like.name, like.version, opened.source), source: opened.source };
+            };
         // A writer that named its basis must still be building on the latest at commit time.
         const sinkFor = store.sinkFor(name, latest, hello.params, hello.algo, hello.basisVersion !== 0 ? latest : undefined);
         const out = await receiveTarget(conn, hello.params, hello.algo, basis, sinkFor, { limits, resultExtra: extra, expectedSize: hello.size, onPhase: phase });
-        log({ op: 'push', name, version: out.version, size: out.index.size, matchedBytes: out.matchedBytes, literalBytes: out.literalBytes, resumedChunks: out.resumedChunks, tokens: out.tokens, ms: Math.round(performance.now() - t0) });
+        log({ op: 'push', name, version: out.version, size: out.index.size, matchedBytes: out.matchedBytes, literalBytes: out.literalBytes, resumedChunks: out.resumedChunks, tokens: out.tokens, similarTo, ms: Math.round(performance.now() - t0) });
       } finally {
         await opened?.close();
       }

@@ -198,3 +198,16 @@ test('a failed merged run below the threshold is resent whole', async () => {
   assert.deepEqual(await server.stored('nosplit'), Buffer.from(a));
   assert.equal(rep.literalBytes, a.length);
 });
+
+test('a new name that is a copy of a stored file syncs as a delta of it (similarity traits)', async () => {
+  const a = mixed(31, 2_000_000);
+  await pushBytes(server, 'report-v1.doc', a);
+  const copy = applyEdits(a, new Rng(4), { kind: 'insert', total: 512 });
+  const rep = await pushBytes(server, 'report-v1 (copy).doc', copy);
+  assert.equal(rep.version, 1);
+  assert.deepEqual(await server.stored('report-v1 (copy).doc'), Buffer.from(copy));
+  assert.ok(rep.literalBytes < 100_000, `literal ${rep.literalBytes}`);
+  // an unrelated new file finds no basis
+  const other = await pushBytes(server, 'unrelated.bin', fastRandomBytes(77, 500_000));
+  assert.equal(other.literalBytes, 500_000);
+});

@@ -220,16 +220,22 @@ export interface ReceiveOutcome {
   resumedChunks: number;
 }
 
+/** The basis: its chunk index and its bytes. */
+export interface Basis {
+  index: ChunkIndex;
+  source: Source;
+}
+
 /**
  * Runs the receiver's side: takes the Checksum List of a target chunked with `params`/`algo`,
- * matches it against `basis` (null: no basis, everything is sent), rebuilds into `sink`,
- * verifies the root and commits.
+ * matches it against the basis (null: none, everything is sent; a function: chosen once the
+ * Checksum List is known), rebuilds into the sink, verifies the root and commits.
  */
 export async function receiveTarget(
   conn: Conn,
   params: ChunkParams,
   algo: number,
-  basis: { index: ChunkIndex; source: Source } | null,
+  basisOrChoice: Basis | null | ((target: { fastfps: Uint32Array; lengths: Uint32Array }) => Promise<Basis | null>),
   sinkFor: SinkFor,
   opts: ReceiverOptions,
 ): Promise<ReceiveOutcome> {
@@ -267,6 +273,7 @@ export async function receiveTarget(
     }
     if (expectedSize !== undefined && size !== expectedSize) throw bad(`Hello announced ${expectedSize} bytes, the Checksum List has ${size}`);
     const target = { fastfps: concatU32(fastfps, count), lengths: concatU32(lengths, count) };
+    const basis = typeof basisOrChoice === 'function' ? await basisOrChoice(target) : basisOrChoice;
     // Every chunk but the last is at least `min` long (FastCDC); catch lists that are not.
     for (let i = 0; i + 1 < count; i++) {
       if (target.lengths[i] < params.min) throw bad(`chunk ${i} is ${target.lengths[i]} bytes, below min ${params.min}`);
