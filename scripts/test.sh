@@ -3,7 +3,7 @@
 # integration tests against real servers on loopback ports, and Playwright in Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$HOME/.cargo/bin:$PATH"
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 scripts/setup.sh test
 t0=$(date +%s)
 step() { echo; echo "=== $* ($(( $(date +%s) - t0 )) s)"; }
