@@ -1,0 +1,208 @@
+/**
+ * Turns bench/results/eval/results.json into summary.md and the SVG figures (paper Fig. 11,
+ * 14, 15, 17 and Table III). Runs at the end of every benchmark; by hand:
+ *   node --import tsx bench/eval/report.ts
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Report } from './clients.ts';
+import type { PairResult, RsyncRun } from './run.ts';
+import { type BarGroup, linePanels, stackedBars } from './svg.ts';
+
+const OUT = fileURLToPath(new URL('../results/eval/', import.meta.url));
+const APPROACHES = ['dsync', 'dsync-paper', 'webr2sync+', 'dedup', 'full'];
+const KINDS = ['cut', 'insert', 'inverse'];
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Doc = any;
+
+const median = (xs: number[]) => {
+  if (!xs.length) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+const mean = (xs: number[]) => xs.reduce((s, x) => s + x, 0) / xs.length;
+const sizeLabel = (n: number) => (n >= 1 << 20 ? `${n / (1 << 20)} MB` : n >= 1024 ? `${n / 1024} KB` : `${n} B`);
+const bytes = (n: number) => (n >= 1e9 ? `${(n / 1e9).toFixed(2)} GB` : n >= 1e6 ? `${(n / 1e6).toFixed(2)} MB` : n >= 1e3 ? `${(n / 1e3).toFixed(1)} KB` : `${n} B`);
+const secs = (ms: number) => (ms >= 10000 ? `${(ms / 1000).toFixed(1)} s` : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${Math.round(ms)} ms`);
+const x = (r: number) => `${r.toFixed(2)}×`;
+
+/** Median of a field over a pair's repetitions. */
+const med = (runs: Report[] | undefined, f: (r: Report) => number) => (runs?.length ? median(runs.map(f)) : NaN);
+const T = (p: PairResult, a: string) => med(p.runs[a], (r) => r.timeMs.total);
+const rsyncT = (p: PairResult) => (p.rsync?.length ? median(p.rsync.map((r: RsyncRun) => r.timeMs)) : NaN);
+const rsyncB = (p: PairResult) => (p.rsync?.length ? p.rsync[0].sent + p.rsync[0].received : NaN);
+
+export function writeReport(doc: Doc): void {
+  const res: PairResult[] = doc.results;
+  const syn = res.filter((r) => r.section === 'synthetic');
+  const real = res.filter((r) => r.section === 'real');
+  const large = res.filter((r) => r.section === 'large');
+  const m = doc.machine;
+  const machine = `${m.cpu}, ${m.cores} cores, ${m.memGiB} GiB, Node ${m.node}; ${m.pinning}; load average at start ${m.loadavgAtStart.join(' / ')}`;
+  const footer = (shaping: string) => [`machine: ${machine}`, `shaping: ${shaping}; ws permessage-deflate on for every approach; median of ${doc.reps} runs`, `command: ${doc.command}  (${doc.date})`];
+  const md: string[] = [];
+  md.push(`# Evaluation: Dsync and the baselines, side by side (paper §V)`, '');
+  md.push(`- **Command:** \`${doc.command}\` (${doc.date}, ${doc.elapsedS} s)`);
+  md.push(`- **Machine:** ${machine}. ${m.note}.`);
+  md.push(`- **Shaping:** ${doc.shaping.default} for the 10 MB benchmark and the real datasets; ${doc.shaping.large} for the large files.`);
+  md.push(`- **Transport:** one WebSocket per sync (\`ws\`), permessage-deflate on for every approach; traffic is counted before compression (the paper's metric), *wire* is what the socket carried.`);
+  md.push(`- **Repetitions:** ${doc.reps} per point; medians reported (rsync: ${doc.reps} on the 10 MB and real pairs, 1 on the large files).`);
+  md.push(`- **Approaches:** \`dsync\` (product server, defaults: BLAKE3, cached chunk index), \`dsync-paper\` (\`--paper-exact\`: basis re-chunked every sync, SHA-1), \`webr2sync+\` (fixed 8 KB blocks, Adler-32 + SipHash, server-side byte-by-byte rolling search in wasm), \`dedup\` (FastCDC + BLAKE3 on every chunk on both sides, server re-chunks the basis every sync), \`full\` (whole file), and \`rsync\` 3.x binary over an rsync daemon through the same shaped link (no \`-z\`; bytes = "Total bytes sent + received").`);
+  md.push(`- **Times:** *client* = the client's computation (chunking/hashing included), *server* = the server's time working on the session (the server reports it: wall time minus time waiting for the client), *network* = the rest of the sync's wall time.`);
+  md.push('');
+
+  if (syn.length) {
+    const sizes = [...new Set(syn.map((p) => p.modSize!))].sort((a, b) => a - b);
+    const kinds = KINDS.filter((k) => syn.some((p) => p.kind === k));
+    const pair = (k: string, s: number) => syn.find((p) => p.kind === k && p.modSize === s);
+    // Fig. 15
+    md.push(`## Fig. 15 analogue: sync time vs modification size (10 MB mixed file, ${doc.shaping.default})`, '');
+    md.push(`![Fig. 15](fig15-sync-time.svg)`, '');
+    md.push(`| edit | size | ${APPROACHES.join(' | ')} | rsync | webr2sync+ / dsync | dedup / dsync |`, `|---|---:|${APPROACHES.map(() => '---:').join('|')}|---:|---:|---:|`);
+    for (const k of kinds)
+      for (const s of sizes) {
+        const p = pair(k, s);
+        if (!p) continue;
+        md.push(`| ${k} | ${sizeLabel(s)} | ${APPROACHES.map((a) => secs(T(p, a))).join(' | ')} | ${secs(rsyncT(p))} | ${x(T(p, 'webr2sync+') / T(p, 'dsync'))} | ${x(T(p, 'dedup') / T(p, 'dsync'))} |`);
+      }
+    md.push('');
+    writeFileSync(
+      join(OUT, 'fig15-sync-time.svg'),
+      linePanels({
+        title: 'Fig. 15 analogue: sync time of a 10 MB mixed file vs modification size',
+        xLabels: sizes.map(sizeLabel),
+        xTitle: 'modification size',
+        yTitle: 'sync time (ms, median)',
+        panels: kinds.map((k) => ({ title: k, series: [...APPROACHES.map((a) => ({ name: a, values: sizes.map((s) => (pair(k, s) ? T(pair(k, s)!, a) : null)) })), { name: 'rsync', dash: true, values: sizes.map((s) => (pair(k, s) ? rsyncT(pair(k, s)!) : null)) }] })),
+        footer: footer(doc.shaping.default),
+      }),
+    );
+    // Fig. 14
+    md.push(`## Fig. 14 analogue: time breakdown (client / server / network), mean over cut, insert and inverse of the per-edit medians`, '');
+    md.push(`![Fig. 14](fig14-breakdown.svg)`, '');
+    md.push(`| size | ${APPROACHES.map((a) => `${a} c / s / n`).join(' | ')} |`, `|---:|${APPROACHES.map(() => '---:').join('|')}|`);
+    const part = (s: number, a: string, f: (r: Report) => number) => mean(kinds.map((k) => pair(k, s)).filter(Boolean).map((p) => med(p!.runs[a], f)));
+    const groups: BarGroup[] = sizes.map((s) => ({
+      label: sizeLabel(s),
+      bars: APPROACHES.map((a) => ({ name: a, parts: (['client', 'server', 'network'] as const).map((n) => ({ name: n, value: part(s, a, (r) => r.timeMs[n]) })) })),
+    }));
+    for (const s of sizes) md.push(`| ${sizeLabel(s)} | ${APPROACHES.map((a) => (['client', 'server', 'network'] as const).map((n) => Math.round(part(s, a, (r) => r.timeMs[n]))).join(' / ')).join(' | ')} |`);
+    md.push('', 'Milliseconds.', '');
+    writeFileSync(join(OUT, 'fig14-breakdown.svg'), stackedBars({ title: 'Fig. 14 analogue: sync time breakdown, 10 MB mixed file', yTitle: 'time (ms)', groups, partNames: ['client', 'server', 'network'], footer: footer(doc.shaping.default) }));
+    // Fig. 11
+    const withMerge = syn.filter((p) => p.merging);
+    if (withMerge.length) {
+      md.push(`## Fig. 11 analogue: total traffic with merged Match Tokens / without merging`, '');
+      md.push(`"Without merging" is computed from the same runs: the measured traffic with the Match Tokens replaced by one token per weak-matched chunk (8 B + one strong hash each), the chunk counts coming from the product's matcher on the same pair. The number of merged tokens computed this way equals the count the runs received.`, '');
+      md.push(`![Fig. 11](fig11-merging.svg)`, '');
+      md.push(`| edit | size | dsync-paper (SHA-1): tokens merged / unmerged, traffic ratio | dsync (BLAKE3): ratio |`, `|---|---:|---|---:|`);
+      const ratio = (p: PairResult, a: string) => {
+        const g = p.merging![a];
+        const total = med(p.runs[a], (r) => r.traffic.total);
+        const tok = med(p.runs[a], (r) => r.traffic.matchTokens);
+        return total / (total - tok + g.unmergedTokenBytes);
+      };
+      for (const k of kinds)
+        for (const s of sizes) {
+          const p = withMerge.find((q) => q.kind === k && q.modSize === s);
+          if (!p) continue;
+          const g = p.merging!['dsync-paper'];
+          md.push(`| ${k} | ${sizeLabel(s)} | ${g.tokens} / ${g.matchedChunks}: ${(100 * ratio(p, 'dsync-paper')).toFixed(1)}% | ${(100 * ratio(p, 'dsync')).toFixed(1)}% |`);
+        }
+      md.push('');
+      const pm = (k: string, s: number) => withMerge.find((q) => q.kind === k && q.modSize === s);
+      writeFileSync(
+        join(OUT, 'fig11-merging.svg'),
+        linePanels({
+          title: 'Fig. 11 analogue: total traffic ratio, merged / unmerged Match Tokens',
+          xLabels: sizes.map(sizeLabel),
+          xTitle: 'modification size',
+          yTitle: 'traffic after / before merging (%)',
+          yMax: 100,
+          panels: [
+            { title: 'dsync-paper (SHA-1, paper setting)', series: kinds.map((k) => ({ name: k, values: sizes.map((s) => (pm(k, s) ? 100 * ratio(pm(k, s)!, 'dsync-paper') : null)) })) },
+            { title: 'dsync (BLAKE3, 32 B hashes)', series: kinds.map((k) => ({ name: k, values: sizes.map((s) => (pm(k, s) ? 100 * ratio(pm(k, s)!, 'dsync') : null)) })) },
+          ],
+          footer: footer(doc.shaping.default),
+        }),
+      );
+    }
+    // Traffic next to rsync
+    md.push(`## Traffic on every 10 MB pair, next to rsync`, '');
+    md.push(`Bytes before compression (wire after permessage-deflate in parentheses); rsync: total bytes sent + received, no compression.`, '');
+    md.push(`| edit | size | ${APPROACHES.join(' | ')} | rsync |`, `|---|---:|${APPROACHES.map(() => '---:').join('|')}|---:|`);
+    for (const k of kinds)
+      for (const s of sizes) {
+        const p = pair(k, s);
+        if (p) md.push(`| ${k} | ${sizeLabel(s)} | ${APPROACHES.map((a) => `${bytes(med(p.runs[a], (r) => r.traffic.total))} (${bytes(med(p.runs[a], (r) => r.traffic.wire))})`).join(' | ')} | ${bytes(rsyncB(p))} |`);
+      }
+    md.push('');
+  }
+
+  if (real.length) {
+    md.push(`## Table III analogue: real version series (${doc.shaping.default})`, '');
+    md.push(`Each row syncs one release onto the previous one (uncompressed npm tarballs; *npm-packed*: the same releases re-packed with a new mtime in every member header). Time: median; traffic before compression (wire).`, '');
+    md.push(`| series: pair | size | ${APPROACHES.map((a) => `${a} time`).join(' | ')} | rsync time | ${APPROACHES.map((a) => `${a} traffic`).join(' | ')} | rsync bytes |`);
+    md.push(`|---|---:|${APPROACHES.map(() => '---:').join('|')}|---:|${APPROACHES.map(() => '---:').join('|')}|---:|`);
+    for (const p of real) md.push(`| ${p.pair} | ${bytes(p.targetSize)} | ${APPROACHES.map((a) => secs(T(p, a))).join(' | ')} | ${secs(rsyncT(p))} | ${APPROACHES.map((a) => `${bytes(med(p.runs[a], (r) => r.traffic.total))} (${bytes(med(p.runs[a], (r) => r.traffic.wire))})`).join(' | ')} | ${bytes(rsyncB(p))} |`);
+    md.push('', 'Per series, summed over its pairs:', '');
+    md.push(`| series | ${APPROACHES.map((a) => `${a} time`).join(' | ')} | rsync time | ${APPROACHES.map((a) => `${a} traffic`).join(' | ')} | rsync bytes |`, `|---|${APPROACHES.map(() => '---:').join('|')}|---:|${APPROACHES.map(() => '---:').join('|')}|---:|`);
+    for (const s of [...new Set(real.map((p) => p.pair.split(' ')[0]))]) {
+      const ps = real.filter((p) => p.pair.split(' ')[0] === s);
+      const sum = (f: (p: PairResult) => number) => ps.reduce((t, p) => t + f(p), 0);
+      md.push(`| ${s} | ${APPROACHES.map((a) => secs(sum((p) => T(p, a)))).join(' | ')} | ${secs(sum(rsyncT))} | ${APPROACHES.map((a) => bytes(sum((p) => med(p.runs[a], (r) => r.traffic.total)))).join(' | ')} | ${bytes(sum(rsyncB))} |`);
+    }
+    md.push('');
+  }
+
+  if (large.length) {
+    md.push(`## Fig. 17 analogue: large files (${doc.shaping.large})`, '');
+    md.push(`![Fig. 17](fig17-large.svg)`, '');
+    md.push(`| case | ${APPROACHES.map((a) => `${a} time (c / s / n)`).join(' | ')} | rsync | webr2sync+ / dsync | full / dsync |`, `|---|${APPROACHES.map(() => '---:').join('|')}|---:|---:|---:|`);
+    for (const p of large) {
+      md.push(`| ${p.pair} | ${APPROACHES.map((a) => `${secs(T(p, a))} (${(['client', 'server', 'network'] as const).map((n) => secs(med(p.runs[a], (r) => r.timeMs[n]))).join(' / ')})`).join(' | ')} | ${secs(rsyncT(p))} | ${x(T(p, 'webr2sync+') / T(p, 'dsync'))} | ${x(T(p, 'full') / T(p, 'dsync'))} |`);
+    }
+    md.push('', `| case | ${APPROACHES.map((a) => `${a} traffic (wire)`).join(' | ')} | rsync bytes |`, `|---|${APPROACHES.map(() => '---:').join('|')}|---:|`);
+    for (const p of large) md.push(`| ${p.pair} | ${APPROACHES.map((a) => `${bytes(med(p.runs[a], (r) => r.traffic.total))} (${bytes(med(p.runs[a], (r) => r.traffic.wire))})`).join(' | ')} | ${bytes(rsyncB(p))} |`);
+    md.push('');
+    const groups: BarGroup[] = large.map((p) => ({
+      label: p.pair,
+      bars: [
+        ...APPROACHES.map((a) => ({ name: a, parts: (['client', 'server', 'network'] as const).map((n) => ({ name: n, value: med(p.runs[a], (r) => r.timeMs[n]) / 1000 })) })),
+        { name: 'rsync', parts: [{ name: 'rsync', value: rsyncT(p) / 1000 }] },
+      ],
+    }));
+    writeFileSync(join(OUT, 'fig17-large.svg'), stackedBars({ title: 'Fig. 17 analogue: sync time of a 1 GiB file', yTitle: 'time (s)', groups, partNames: ['client', 'server', 'network', 'rsync'], footer: footer(doc.shaping.large) }));
+  }
+
+  md.push(`## Targets`, '');
+  md.push(...targets(syn, large).map((t) => `- ${t}`), '');
+  md.push(`Load (clients one server holds) is measured by \`npm run load\`: see [../load/](../load/).`, '');
+  writeFileSync(join(OUT, 'summary.md'), md.join('\n'));
+}
+
+/** The issue's targets, each with its measured numbers and whether it is met. */
+export function targets(syn: PairResult[], large: PairResult[]): string[] {
+  const out: string[] = [];
+  if (syn.length) {
+    const w = syn.map((p) => ({ p: p.pair, r: T(p, 'webr2sync+') / T(p, 'dsync') }));
+    const d = syn.map((p) => ({ p: p.pair, r: T(p, 'dedup') / T(p, 'dsync') }));
+    const minW = w.reduce((a, b) => (b.r < a.r ? b : a));
+    const minD = d.reduce((a, b) => (b.r < a.r ? b : a));
+    out.push(`dsync ≥ 2× faster than webr2sync+ at every modification size (100 Mbps, 10 MB): **${w.every((q) => q.r >= 2) ? 'met' : 'not met'}** — met on ${w.filter((q) => q.r >= 2).length}/${w.length} edits; speed-up ${x(Math.min(...w.map((q) => q.r)))} (${minW.p}) to ${x(Math.max(...w.map((q) => q.r)))}, median ${x(median(w.map((q) => q.r)))}.`);
+    out.push(`dsync faster than dedup (100 Mbps, 10 MB): **${d.every((q) => q.r > 1) ? 'met' : 'not met'}** — faster on ${d.filter((q) => q.r > 1).length}/${d.length} edits; dedup / dsync ${x(Math.min(...d.map((q) => q.r)))} (${minD.p}) to ${x(Math.max(...d.map((q) => q.r)))}, median ${x(median(d.map((q) => q.r)))}.`);
+  }
+  for (const p of large) {
+    const w = T(p, 'webr2sync+') / T(p, 'dsync');
+    const f = T(p, 'full') / T(p, 'dsync');
+    out.push(`${p.pair} at 1 Gbps: dsync ≥ 5× faster than webr2sync+: **${w >= 5 ? 'met' : 'not met'}** (${x(w)}); faster than full: **${f > 1 ? 'met' : 'not met'}** (${x(f)}).`);
+  }
+  return out;
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  writeReport(JSON.parse(readFileSync(join(OUT, 'results.json'), 'utf8')));
+  console.error('[eval] wrote bench/results/eval/summary.md and the figures');
+}

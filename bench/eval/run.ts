@@ -1,0 +1,243 @@
+/**
+ * The paper's evaluation (§V), reproduced: every approach over the same WebSocket transport
+ * and the same toxiproxy-shaped link, on the same file pairs, in the same run; the real rsync
+ * binary beside them. Writes bench/results/eval/results.json, then report.ts turns it into
+ * the markdown summary and SVG figures.
+ *
+ *   npm run bench [-- --quick] [--reps N] [--sections synthetic,real,large] [--no-rsync]
+ *
+ * Servers run pinned to core 0 (taskset), this client process to core 1 (scripts/bench.sh
+ * starts it so); toxiproxy is not pinned. Every timed sync starts from the same basis: the
+ * basis is uploaded over an unshaped port before the first repetition and synced back (also
+ * unshaped, untimed) after each.
+ */
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { type ChunkIndex, type Source, bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
+import { matchRuns } from '../../shared/src/matcher.ts';
+import { DEFAULT_PARAMS, hashLength } from '../../shared/src/protocol.ts';
+import { fileSource } from '../../server/src/store.ts';
+import { buildDatasets } from '../datasets/build.ts';
+import { APPROACHES, type Approach, type Prepared, type Report, dsyncAlgo, prepare, syncPrepared } from './clients.ts';
+import { ROOT, type ServerProc, type Shaping, Toxiproxy, describeShaping, log, startBaselines, startDsync, startRsyncd } from './procs.ts';
+import { writeReport } from './report.ts';
+
+const argv = process.argv.slice(2);
+const flag = (n: string) => argv.includes(n);
+const opt = (n: string, d: string) => (argv.includes(n) ? argv[argv.indexOf(n) + 1] : d);
+const QUICK = flag('--quick');
+const REPS = Number(opt('--reps', QUICK ? '1' : '3'));
+const SECTIONS = opt('--sections', QUICK ? 'synthetic,real' : 'synthetic,real,large').split(',');
+const RSYNC = !flag('--no-rsync');
+const OUT = join(ROOT, 'bench/results/eval');
+const WORK = join(ROOT, 'bench/tmp/eval');
+
+export const SHAPE_100M: Shaping = { mbps: 100, rttMs: 30 };
+export const SHAPE_1G: Shaping = { mbps: 1000, rttMs: 30 };
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+export interface RsyncRun {
+  timeMs: number;
+  sent: number;
+  received: number;
+  literal: number;
+  matched: number;
+}
+export interface PairResult {
+  section: string;
+  pair: string;
+  basisSize: number;
+  targetSize: number;
+  shaping: string;
+  kind?: string;
+  modSize?: number;
+  ratio?: number;
+  runs: Record<string, Report[]>;
+  rsync?: RsyncRun[];
+  /** Fig. 11: Dsync's Match Tokens as sent (merged) and as one token per matched chunk */
+  merging?: Record<string, { tokens: number; matchedChunks: number; mergedTokenBytes: number; unmergedTokenBytes: number }>;
+}
+
+/** Servers and shaped proxies of one shaping, every approach. */
+class Rig {
+  servers = new Map<Approach, ServerProc>();
+  shaped = new Map<string, number>();
+  constructor(
+    private tp: Toxiproxy,
+    private dataDir: string,
+  ) {}
+  async start() {
+    rmSync(this.dataDir, { recursive: true, force: true });
+    const ds = await startDsync({ data: join(this.dataDir, 'dsync'), paperExact: false, cpu: '0' });
+    const dp = await startDsync({ data: join(this.dataDir, 'dsync-paper'), paperExact: true, cpu: '0' });
+    const bl = await startBaselines({ data: join(this.dataDir, 'baselines'), cpu: '0' });
+    for (const a of APPROACHES) this.servers.set(a, a === 'dsync' ? ds : a === 'dsync-paper' ? dp : bl);
+  }
+  async port(a: Approach | 'rsync', upstream: number, s: Shaping) {
+    const key = `${a}-${s.mbps}-${s.rttMs}`;
+    if (!this.shaped.has(key)) this.shaped.set(key, await this.tp.proxy(key.replace('+', 'p'), upstream, s));
+    return this.shaped.get(key)!;
+  }
+  async stop() {
+    await Promise.all([...new Set(this.servers.values())].map((s) => s.stop()));
+    rmSync(this.dataDir, { recursive: true, force: true });
+  }
+}
+
+async function sourceOf(path: string): Promise<{ source: Source; close(): Promise<void> }> {
+  const size = statSync(path).size;
+  if (size <= 256 << 20) return { source: bufferSource(new Uint8Array(readFileSync(path))), close: async () => {} };
+  const fh = await open(path, 'r');
+  return { source: fileSource(fh, size), close: () => fh.close() };
+}
+
+/** rsync the target onto a fresh copy of the basis, through the shaped port. */
+function rsyncOnce(rsyncd: { module: string }, port: number, basis: string, target: string): RsyncRun {
+  const dest = join(rsyncd.module, 'f');
+  copyFileSync(basis, dest);
+  utimesSync(dest, new Date(0), new Date(0));
+  const t0 = performance.now();
+  // -I: never skip by size and mtime; --no-whole-file: the delta algorithm even locally
+  const out = execFileSync('rsync', ['-I', '--no-whole-file', '--stats', target, `rsync://127.0.0.1:${port}/m/f`], { encoding: 'utf8' });
+  const timeMs = performance.now() - t0;
+  const num = (re: RegExp) => Number((out.match(re)?.[1] ?? '0').replace(/,/g, ''));
+  if (statSync(dest).size !== statSync(target).size) throw new Error('rsync left a file of the wrong size');
+  return { timeMs: Math.round(timeMs * 10) / 10, sent: num(/Total bytes sent: ([\d,]+)/), received: num(/Total bytes received: ([\d,]+)/), literal: num(/Literal data: ([\d,]+)/), matched: num(/Matched data: ([\d,]+)/) };
+}
+
+/** Fig. 11: Match Token bytes with merging (as the protocol sends them) and without. */
+function merging(basis: ChunkIndex, target: ChunkIndex) {
+  const runs = matchRuns(target, basis);
+  const m = runs.reduce((s, r) => s + r.count, 0);
+  const H = hashLength(target.algo);
+  const bytes = (n: number) => 5 * Math.max(1, Math.ceil(n / 8192)) + n * (8 + H) + 9; // Tokens headers + entries + TokensEnd
+  return { tokens: runs.length, matchedChunks: m, mergedTokenBytes: bytes(runs.length), unmergedTokenBytes: bytes(m) };
+}
+
+async function runPair(
+  rig: Rig,
+  rsyncd: Awaited<ReturnType<typeof startRsyncd>> | null,
+  shaping: Shaping,
+  res: PairResult,
+  basisPath: string,
+  targetPath: string,
+  approaches: readonly Approach[],
+  reps: number,
+  rsyncReps: number,
+) {
+  const b = await sourceOf(basisPath);
+  const t = await sourceOf(targetPath);
+  try {
+    for (const a of approaches) {
+      const srv = rig.servers.get(a)!;
+      const port = await rig.port(a, srv.port, shaping);
+      const name = `${res.section}/${res.pair.replace(/[^\w.-]+/g, '_')}`;
+      const basisPrep: Prepared = await prepare(a, b.source);
+      await syncPrepared(basisPrep, srv.url, name); // seed (unshaped)
+      res.runs[a] = [];
+      for (let r = 0; r < reps; r++) {
+        const rep = await syncPrepared(await prepare(a, t.source), `ws://127.0.0.1:${port}`, name);
+        res.runs[a].push(rep);
+        await syncPrepared(basisPrep, srv.url, name); // back to the basis (unshaped, untimed)
+      }
+      const med = median(res.runs[a].map((x) => x.timeMs.total));
+      log(`${res.pair} ${a}: ${med} ms, ${res.runs[a][0].traffic.total} B (wire ${res.runs[a][0].traffic.wire} B)`);
+    }
+    if (rsyncd && rsyncReps) {
+      const port = await rig.port('rsync', rsyncd.port, shaping);
+      res.rsync = [];
+      for (let r = 0; r < rsyncReps; r++) res.rsync.push(rsyncOnce(rsyncd, port, basisPath, targetPath));
+      log(`${res.pair} rsync: ${median(res.rsync.map((x) => x.timeMs))} ms, ${res.rsync[0].sent + res.rsync[0].received} B`);
+    }
+  } finally {
+    await b.close();
+    await t.close();
+  }
+}
+
+async function main() {
+  const t0 = Date.now();
+  const command = `npm run bench${argv.length ? ' -- ' + argv.join(' ') : ''}`;
+  const machine = {
+    cpu: cpus()[0]?.model ?? '?',
+    cores: cpus().length,
+    memGiB: Math.round(totalmem() / 2 ** 30),
+    node: process.version,
+    loadavgAtStart: loadavg().map((x) => Math.round(x * 100) / 100),
+    pinning: 'servers (dsync serve, baseline server, rsync daemon) on core 0, the benchmark client on core 1 (taskset); toxiproxy unpinned',
+    note: 'a shared 2-core machine: other engineers\' jobs may run at the same time (see loadavgAtStart)',
+  };
+  log(`datasets (${SECTIONS.includes('large') ? 'with' : 'without'} the 1 GiB file)`);
+  const ds = await buildDatasets({ large: SECTIONS.includes('large') });
+  mkdirSync(WORK, { recursive: true });
+  const tp = await Toxiproxy.start();
+  const rsyncd = RSYNC ? await startRsyncd(join(WORK, 'rsyncd'), '0') : null;
+  const results: PairResult[] = [];
+  const save = () => {
+    mkdirSync(OUT, { recursive: true });
+    const doc = { command, date: new Date().toISOString(), reps: REPS, machine, shaping: { default: describeShaping(SHAPE_100M), large: describeShaping(SHAPE_1G) }, datasets: { mixedParts: ds.parts }, elapsedS: Math.round((Date.now() - t0) / 1000), results };
+    writeFileSync(join(OUT, 'results.json'), JSON.stringify(doc, null, 1) + '\n');
+    writeReport(doc);
+  };
+  try {
+    if (SECTIONS.includes('synthetic')) {
+      const rig = new Rig(tp, join(WORK, 'data-synthetic'));
+      await rig.start();
+      const basisIx = { dsync: await chunkSource(bufferSource(readFileSync(ds.mixed)), DEFAULT_PARAMS, 3), paper: await chunkSource(bufferSource(readFileSync(ds.mixed)), DEFAULT_PARAMS, 1) };
+      const edits = QUICK ? ds.edits.filter((e) => e.kind === 'insert' || e.size === 2048) : ds.edits;
+      for (const e of edits) {
+        const res: PairResult = { section: 'synthetic', pair: `${e.kind}-${e.size}`, kind: e.kind, modSize: e.size, basisSize: statSync(ds.mixed).size, targetSize: statSync(e.path).size, shaping: describeShaping(SHAPE_100M), runs: {} };
+        await runPair(rig, rsyncd, SHAPE_100M, res, ds.mixed, e.path, APPROACHES, REPS, REPS);
+        const tb = bufferSource(readFileSync(e.path));
+        res.merging = {
+          dsync: merging(basisIx.dsync, await chunkSource(tb, DEFAULT_PARAMS, dsyncAlgo('dsync'))),
+          'dsync-paper': merging(basisIx.paper, await chunkSource(tb, DEFAULT_PARAMS, dsyncAlgo('dsync-paper'))),
+        };
+        results.push(res);
+        save();
+      }
+      await rig.stop();
+    }
+    if (SECTIONS.includes('real')) {
+      const rig = new Rig(tp, join(WORK, 'data-real'));
+      await rig.start();
+      for (const s of ds.series) {
+        const vs = QUICK ? s.versions.slice(0, 2) : s.versions;
+        for (let k = 1; k < vs.length; k++) {
+          const res: PairResult = { section: 'real', pair: `${s.name} ${vs[k - 1].label}→${vs[k].label}`, basisSize: statSync(vs[k - 1].path).size, targetSize: statSync(vs[k].path).size, shaping: describeShaping(SHAPE_100M), runs: {} };
+          await runPair(rig, rsyncd, SHAPE_100M, res, vs[k - 1].path, vs[k].path, APPROACHES, REPS, REPS);
+          results.push(res);
+          save();
+        }
+      }
+      await rig.stop();
+    }
+    if (SECTIONS.includes('large') && ds.large) {
+      // A fresh rig per ratio keeps at most a few 1 GiB versions on disk.
+      for (const tg of ds.large.targets) {
+        const rig = new Rig(tp, join(WORK, 'data-large'));
+        await rig.start();
+        const res: PairResult = { section: 'large', pair: `1 GiB, ${Math.round(tg.ratio * 100)}% modified`, ratio: tg.ratio, basisSize: statSync(ds.large.basis).size, targetSize: statSync(tg.path).size, shaping: describeShaping(SHAPE_1G), runs: {} };
+        await runPair(rig, rsyncd, SHAPE_1G, res, ds.large.basis, tg.path, APPROACHES, REPS, 1);
+        results.push(res);
+        save();
+        await rig.stop();
+      }
+    }
+  } finally {
+    await tp.stop();
+    await rsyncd?.stop();
+    rmSync(join(WORK, 'rsyncd'), { recursive: true, force: true });
+  }
+  save();
+  log(`done in ${Math.round((Date.now() - t0) / 1000)} s; results in bench/results/eval/`);
+}
+
+await main();
