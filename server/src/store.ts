@@ -177,16 +177,18 @@ export class Store {
       this.traits ??= all;
     }
     const want = traitsOf(fastfps);
-    let best: { name: string; version: number } | null = null;
+    let best: string | null = null;
     let bestShared = MIN_SHARED - 1;
     for (const [name, t] of this.traits) {
       const n = sharedTraits(want, t.traits);
       if (n > bestShared) {
         bestShared = n;
-        best = { name, version: t.version };
+        best = name;
       }
     }
-    return best;
+    // the file's latest version now (the traits may be of an earlier one: still a good basis)
+    const version = best ? await this.latest(best) : 0;
+    return best && version ? { name: best, version } : null;
   }
 
   /** Aborts every interrupted upload (server shutdown). */
