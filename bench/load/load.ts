@@ -1,0 +1,260 @@
+/**
+ * Multi-client load harness (the paper's Fig. 16 setup): N clients, each re-syncing an edited
+ * file every `interval` seconds, against one server process; reports the server's CPU
+ * utilisation and memory (from /proc/<pid>/stat and /status), sync latency p50/p95/p99 and
+ * errors. `--find-max` searches the largest N the server sustains with CPU ≤ --cpu-limit and
+ * p99 ≤ --p99-bound.
+ *
+ *   npm run load -- --clients N --interval 10 --duration 60 --approach dsync|dsync-paper|webr2sync+|dedup|full
+ *                   [--find-max] [--p99-bound 1000] [--cpu-limit 80] [--edit 2048] [--size 10485760] [--shaping none|100m]
+ *
+ * So that clients do not steal the server's CPU unnoticed on a 2-core machine: the server is
+ * pinned to core 0 and this client process to core 1 (taskset), all client-side work (edited
+ * files, chunk indexes, block hashes, file hashes) is computed before the timed run, and the
+ * client process' own CPU use is measured and reported (a run whose client core is saturated
+ * is flagged: its numbers then bound the server from below only).
+ */
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { bufferSource } from '../../shared/src/chunk-index.ts';
+import { EDIT_KINDS, Rng, applyEdits } from '../../shared/src/testdata.ts';
+import { buildDatasets } from '../datasets/build.ts';
+import { APPROACHES, type Approach, type Prepared, prepare, syncPrepared } from '../eval/clients.ts';
+import { ROOT, type ServerProc, type Shaping, Toxiproxy, cpuSeconds, describeShaping, log, rssBytes, startBaselines, startDsync } from '../eval/procs.ts';
+
+const argv = process.argv.slice(2);
+const opt = (n: string, d: string) => (argv.includes(n) ? argv[argv.indexOf(n) + 1] : d);
+const O = {
+  clients: Number(opt('--clients', '10')),
+  interval: Number(opt('--interval', '10')),
+  duration: Number(opt('--duration', '60')),
+  approach: opt('--approach', 'dsync') as Approach,
+  findMax: argv.includes('--find-max'),
+  p99Bound: Number(opt('--p99-bound', '1000')),
+  cpuLimit: Number(opt('--cpu-limit', '80')),
+  edit: Number(opt('--edit', '2048')),
+  size: Number(opt('--size', String(10 << 20))),
+  variants: 4,
+  shaping: opt('--shaping', 'none'),
+  maxClients: Number(opt('--max-clients', '2000')),
+};
+if (!APPROACHES.includes(O.approach)) throw new Error(`--approach must be one of ${APPROACHES.join(', ')}`);
+const SHAPING: Shaping | null = O.shaping === '100m' ? { mbps: 100, rttMs: 30 } : O.shaping === 'none' ? null : (() => { throw new Error('--shaping none|100m'); })();
+const OUT = join(ROOT, 'bench/results/load');
+const WORK = join(ROOT, 'bench/tmp/load');
+const command = `npm run load -- ${argv.join(' ')}`;
+
+const pct = (xs: number[], p: number) => {
+  if (!xs.length) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
+};
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Edited versions of the file and their client-side work, computed once before any run. */
+async function precompute(): Promise<Prepared[]> {
+  const ds = await buildDatasets({ large: false });
+  const base = new Uint8Array(readFileSync(ds.mixed)).subarray(0, O.size);
+  const files = [base];
+  // version k+1 is the paper's edit (cut / insert / inverse in turn) of the base with seed k
+  for (let k = 0; k < O.variants; k++) files.push(applyEdits(base, new Rng(7000 + k), { kind: EDIT_KINDS[k % 3], total: O.edit }));
+  return Promise.all(files.map((f) => prepare(O.approach, bufferSource(f))));
+}
+
+async function startServer(data: string): Promise<ServerProc> {
+  // The session limit per user (default 64) would refuse clients of the single-user server.
+  const env = { DSYNC_MAX_SESSIONS_PER_USER: '1000000', DSYNC_MAX_CONNECTIONS: '1000000' };
+  if (O.approach === 'dsync' || O.approach === 'dsync-paper') return startDsync({ data, paperExact: O.approach === 'dsync-paper', cpu: '0', env });
+  return startBaselines({ data, cpu: '0' });
+}
+
+export interface Trial {
+  approach: Approach;
+  clients: number;
+  intervalS: number;
+  durationS: number;
+  syncs: number;
+  errors: number;
+  errorSample?: string;
+  late: number;
+  latencyMs: { p50: number; p95: number; p99: number; max: number };
+  serverCpuPct: { mean: number; max5s: number };
+  serverRssMiB: { max: number; end: number };
+  clientCpuPct: number;
+  clientBound: boolean;
+  pass: boolean;
+}
+
+async function trial(n: number, preps: Prepared[], tp: Toxiproxy | null): Promise<Trial> {
+  const data = join(WORK, `data-${O.approach}`);
+  rmSync(data, { recursive: true, force: true });
+  const srv = await startServer(data);
+  try {
+    const url = tp && SHAPING ? `ws://127.0.0.1:${await tp.proxy('load', srv.port, SHAPING)}` : srv.url;
+    // Seed every client's basis (unshaped, untimed), four uploads at a time.
+    log(`N=${n}: seeding ${n} files of ${O.size} B`);
+    for (let i = 0; i < n; i += 4) await Promise.all(Array.from({ length: Math.min(4, n - i) }, (_, k) => syncPrepared(preps[0], srv.url, `c${i + k}`, false)));
+    await sleep(500);
+    log(`N=${n}: ${O.duration} s of syncs every ${O.interval} s per client`);
+    const lat: number[] = [];
+    let errors = 0;
+    let late = 0;
+    let errorSample: string | undefined;
+    const t0 = performance.now();
+    const end = t0 + O.duration * 1000;
+    const cpu0 = cpuSeconds(srv.pid);
+    const me0 = process.cpuUsage();
+    const windows: number[] = [];
+    let rssMax = 0;
+    let wc = cpu0;
+    let wt = t0;
+    const sampler = setInterval(() => {
+      try {
+        rssMax = Math.max(rssMax, rssBytes(srv.pid));
+        const c = cpuSeconds(srv.pid);
+        const t = performance.now();
+        if (t - wt >= 5000) {
+          windows.push((100 * (c - wc) * 1000) / (t - wt));
+          wc = c;
+          wt = t;
+        }
+      } catch {
+        /* the server is gone: its clients will report errors */
+      }
+    }, 250);
+    const client = async (i: number) => {
+      // Clients start spread over the first interval, then each syncs every interval.
+      let next = t0 + (i / n) * O.interval * 1000;
+      for (let k = 0; ; k++) {
+        const wait = next - performance.now();
+        if (next >= end) return;
+        if (wait > 0) await sleep(wait);
+        else if (k > 0) late++;
+        try {
+          const r = await syncPrepared(preps[1 + (k % O.variants)], url, `c${i}`, false);
+          lat.push(r.timeMs.total);
+        } catch (e) {
+          errors++;
+          errorSample ??= (e as Error).message;
+        }
+        next += O.interval * 1000;
+      }
+    };
+    await Promise.all(Array.from({ length: n }, (_, i) => client(i)));
+    clearInterval(sampler);
+    const elapsed = (performance.now() - t0) / 1000;
+    const serverCpu = (100 * (cpuSeconds(srv.pid) - cpu0)) / elapsed;
+    const me = process.cpuUsage(me0);
+    const clientCpu = (100 * (me.user + me.system)) / 1e6 / elapsed;
+    const latencyMs = { p50: pct(lat, 50), p95: pct(lat, 95), p99: pct(lat, 99), max: pct(lat, 100) };
+    for (const k of Object.keys(latencyMs) as (keyof typeof latencyMs)[]) latencyMs[k] = Math.round(latencyMs[k] * 10) / 10;
+    const t: Trial = {
+      approach: O.approach,
+      clients: n,
+      intervalS: O.interval,
+      durationS: Math.round(elapsed * 10) / 10,
+      syncs: lat.length,
+      errors,
+      errorSample,
+      late,
+      latencyMs,
+      serverCpuPct: { mean: Math.round(serverCpu * 10) / 10, max5s: Math.round(Math.max(0, ...windows) * 10) / 10 },
+      serverRssMiB: { max: Math.round(rssMax / 2 ** 20), end: Math.round(rssBytes(srv.pid) / 2 ** 20) },
+      clientCpuPct: Math.round(clientCpu * 10) / 10,
+      clientBound: clientCpu > 85,
+      pass: false,
+    };
+    t.pass = errors === 0 && serverCpu <= O.cpuLimit && latencyMs.p99 <= O.p99Bound;
+    log(`N=${n}: ${t.syncs} syncs, ${errors} errors, p50/p95/p99 ${latencyMs.p50}/${latencyMs.p95}/${latencyMs.p99} ms, server CPU ${t.serverCpuPct.mean}% (max 5 s ${t.serverCpuPct.max5s}%), RSS ≤ ${t.serverRssMiB.max} MiB, client CPU ${t.clientCpuPct}%${t.clientBound ? ' (client-bound!)' : ''} → ${t.pass ? 'pass' : 'fail'}`);
+    return t;
+  } finally {
+    await srv.stop();
+    rmSync(data, { recursive: true, force: true });
+  }
+}
+
+async function main() {
+  const started = new Date().toISOString();
+  mkdirSync(WORK, { recursive: true });
+  log(`precomputing ${O.variants + 1} versions of a ${O.size} B file and their ${O.approach} client work`);
+  const preps = await precompute();
+  const tp = SHAPING ? await Toxiproxy.start('1') : null;
+  const trials: Trial[] = [];
+  let maxOk: number | null = null;
+  try {
+    if (!O.findMax) trials.push(await trial(O.clients, preps, tp));
+    else {
+      // Double until a trial fails, then bisect to within 10%.
+      let lo = 0;
+      let hi = 0;
+      for (let n = O.clients; n <= O.maxClients; n *= 2) {
+        const t = await trial(n, preps, tp);
+        trials.push(t);
+        if (!t.pass) {
+          hi = n;
+          break;
+        }
+        lo = n;
+      }
+      if (!hi) hi = lo;
+      while (hi - lo > Math.max(2, lo * 0.1)) {
+        const mid = Math.round((lo + hi) / 2);
+        const t = await trial(mid, preps, tp);
+        trials.push(t);
+        if (t.pass) lo = mid;
+        else hi = mid;
+      }
+      maxOk = lo;
+      log(`${O.approach}: largest N with server CPU ≤ ${O.cpuLimit}%, p99 ≤ ${O.p99Bound} ms and no errors: ${lo}`);
+    }
+  } finally {
+    await tp?.stop();
+  }
+  const doc = {
+    command,
+    date: started,
+    machine: { cpu: cpus()[0]?.model, cores: cpus().length, memGiB: Math.round(totalmem() / 2 ** 30), node: process.version, loadavgAtStart: loadavg().map((x) => Math.round(x * 100) / 100) },
+    setup: {
+      approach: O.approach,
+      file: `the ${O.size} B prefix of the 10 MB mixed benchmark file; each client syncs, in turn, ${O.variants} edited versions of it (paper generator: ${O.edit} B cut / insert / inverse)`,
+      shaping: describeShaping(SHAPING) + (SHAPING ? ' per client connection (toxiproxy pinned to core 1)' : ''),
+      transport: 'ws, permessage-deflate on',
+      pinning: 'server process on core 0, all clients in one Node process on core 1 (taskset)',
+      precomputed: 'edited files, chunk indexes / block hashes / file hashes computed before the timed run; latency = the session\'s wall time (connect to Result)',
+      pass: `no errors, server CPU ≤ ${O.cpuLimit}% of its core (mean over the run), p99 latency ≤ ${O.p99Bound} ms`,
+    },
+    maxClients: maxOk,
+    trials,
+  };
+  mkdirSync(OUT, { recursive: true });
+  const file = `${O.approach}${O.findMax ? '-find-max' : `-${O.clients}`}`;
+  writeFileSync(join(OUT, `${file}.json`), JSON.stringify(doc, null, 1) + '\n');
+  writeSummary();
+  log(`wrote bench/results/load/${file}.json and summary.md`);
+}
+
+/** bench/results/load/summary.md from every result file there. */
+function writeSummary() {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  const docs = readdirSync(OUT).filter((f) => f.endsWith('.json')).sort().map((f) => ({ f, d: JSON.parse(readFileSync(join(OUT, f), 'utf8')) as any }));
+  const md = ['# Load: clients one server holds (paper Fig. 16)', ''];
+  md.push('Each row is one trial: N clients against one server process for the duration, each syncing every interval. Server CPU is the server process\' user + system time over the run (100% = its one core), from /proc/<pid>/stat; RSS from /proc/<pid>/status.', '');
+  const fm = docs.filter((x) => x.d.maxClients !== null && x.d.maxClients !== undefined);
+  if (fm.length) {
+    md.push('## --find-max', '', '| approach | largest N | pass condition | command | date |', '|---|---:|---|---|---|');
+    for (const { d } of fm) md.push(`| ${d.setup.approach} | **${d.maxClients}** | ${d.setup.pass} | \`${d.command}\` | ${d.date} |`);
+    md.push('');
+  }
+  md.push('## Trials', '', '| file | approach | N | syncs | errors | p50 / p95 / p99 ms | server CPU % (max 5 s) | server RSS MiB | client CPU % | pass |', '|---|---|---:|---:|---:|---:|---:|---:|---:|---|');
+  for (const { f, d } of docs)
+    for (const t of d.trials as Trial[])
+      md.push(`| ${f} | ${t.approach} | ${t.clients} | ${t.syncs} | ${t.errors} | ${t.latencyMs.p50} / ${t.latencyMs.p95} / ${t.latencyMs.p99} | ${t.serverCpuPct.mean} (${t.serverCpuPct.max5s}) | ${t.serverRssMiB.max} | ${t.clientCpuPct}${t.clientBound ? ' (client-bound)' : ''} | ${t.pass ? 'yes' : 'no'} |`);
+  md.push('', '## Setup of each file', '');
+  for (const { f, d } of docs) {
+    md.push(`- **${f}**: \`${d.command}\` (${d.date}); machine ${d.machine.cpu}, ${d.machine.cores} cores, Node ${d.machine.node}, load average at start ${d.machine.loadavgAtStart.join(' / ')}; ${Object.entries(d.setup).map(([k, v]) => `${k}: ${v}`).join('; ')}.`);
+  }
+  writeFileSync(join(OUT, 'summary.md'), md.join('\n') + '\n');
+}
+
+await main();
