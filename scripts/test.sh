@@ -17,8 +17,6 @@ npx tsc --noEmit -p .
 step "Node tests (shared/, server/, cli/)"
 node --import tsx --test --test-reporter=spec --test-concurrency=1 shared/test/*.test.ts server/test/*.test.ts cli/test/*.test.ts
 
-if [ -f e2e/playwright.config.ts ]; then
-  step "browser tests (Playwright, Chromium)"
-  npx playwright test -c e2e/playwright.config.ts
-fi
+step "browser tests (Playwright, Chromium)"
+npx playwright test -c e2e/playwright.config.ts
 step "all tests passed"

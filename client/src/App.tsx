@@ -286,7 +286,7 @@ export function App() {
 }
 
 function savedPct(r: SyncReport): number {
-  return r.size ? Math.max(0, Math.round(100 * (1 - r.traffic.total / r.size))) : 0;
+  return r.size ? Math.max(0, Math.floor(100 * (1 - r.traffic.total / r.size))) : 0;
 }
 
 function ServerStatus({ state, onRetry }: { state: string; onRetry: () => void }) {
@@ -390,8 +390,15 @@ function Result({ report: r }: { report: SyncReport }) {
         </div>
       </div>
       <p className="legend">
-        <span className="key checksums" /> Checksum List {formatBytes(t.checksumList)} <span className="key tokens" /> Match Tokens {formatBytes(t.matchTokens)} <span className="key delta" /> Delta Bytes{' '}
-        {formatBytes(t.delta)}
+        <span className="item">
+          <span className="key checksums" /> Checksum List {formatBytes(t.checksumList)}
+        </span>
+        <span className="item">
+          <span className="key tokens" /> Match Tokens {formatBytes(t.matchTokens)}
+        </span>
+        <span className="item">
+          <span className="key delta" /> Delta Bytes {formatBytes(t.delta)}
+        </span>
       </p>
     </div>
   );
