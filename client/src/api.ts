@@ -1,16 +1,7 @@
 /** The server's REST API (server/src/server.ts). */
-export interface FileInfo {
-  name: string;
-  latest: number;
-  size: number;
-  versions: number;
-  mtime: string;
-}
-export interface VersionInfo {
-  version: number;
-  size: number;
-  mtime: string;
-}
+import type { FileInfo, VersionInfo } from '../../server/src/store.ts';
+
+export type { FileInfo, VersionInfo };
 export interface ServerConfig {
   maxFileSize: number;
 }
