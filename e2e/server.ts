@@ -11,12 +11,13 @@ export class TestServer {
   child!: ChildProcess;
   url = '';
   constructor(
+    private flags: string[] = [],
     readonly data = mkdtempSync(path.join(tmpdir(), 'dsync-e2e-')),
     private port = 0,
   ) {}
 
   async start(): Promise<this> {
-    this.child = spawn(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'serve', '--host', '127.0.0.1', '--port', String(this.port), '--data', this.data], {
+    this.child = spawn(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'serve', '--host', '127.0.0.1', '--port', String(this.port), '--data', this.data, ...this.flags], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     this.url = await new Promise<string>((resolve, reject) => {

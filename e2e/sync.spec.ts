@@ -1,6 +1,7 @@
 // The web client end to end in headless Chromium against a real server: uploads through the
 // drop zone, the file button and the folder button, deltas, downloads, a server stopped
 // mid-sync, a throttled phone, and a 1 GB file.
+import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -132,6 +133,39 @@ test('the server stopped mid-sync: the page says so and the old version is intac
   // and a retry from the page completes
   await error.getByRole('button', { name: 'Retry' }).click();
   await expect(page.locator('[data-testid=sync-result][data-version="2"]')).toBeVisible({ timeout: 120_000 });
+});
+
+test('a file over the server limit and a server that requires sign-in get clear messages', async ({ page }) => {
+  const small = await new TestServer(['--max-file-size', '10000']).start();
+  try {
+    const file = path.join(dir, 'big.bin');
+    writeFileSync(file, content(50_000));
+    await page.goto(small.url);
+    await page.getByTestId('file-input').setInputFiles(file);
+    await expect(page.getByTestId('sync-error')).toContainText('Too large for this server');
+  } finally {
+    await small.stop();
+  }
+  const usersFile = path.join(dir, 'users.json');
+  execFileSync(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'adduser', 'ann', '--users', usersFile, '--password', 'pw-ann-123']);
+  const guarded = await new TestServer(['--users', usersFile]).start();
+  try {
+    await page.goto(guarded.url);
+    await expect(page.getByText('Sign in required')).toBeVisible();
+    await page.getByLabel('Name').fill('ann');
+    await page.getByLabel('Password').fill('wrong');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect(page.getByRole('alert')).toContainText('wrong name or password');
+    await page.getByLabel('Password').fill('pw-ann-123');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect(page.getByText('Connected')).toBeVisible();
+    const file = path.join(dir, 'notes.txt');
+    writeFileSync(file, content(20_000));
+    await page.getByTestId('file-input').setInputFiles(file);
+    await resultOf(page, 'notes.txt');
+  } finally {
+    await guarded.stop();
+  }
 });
 
 test.describe('phone', () => {
