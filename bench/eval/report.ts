@@ -41,16 +41,16 @@ export function writeReport(doc: Doc): void {
   const large = res.filter((r) => r.section === 'large');
   const m = doc.machine;
   const machine = `${m.cpu}, ${m.cores} cores, ${m.memGiB} GiB, Node ${m.node}; ${m.pinning}; load average at start ${m.loadavgAtStart.join(' / ')}`;
-  const footer = (shaping: string) => [`machine: ${machine}`, `shaping: ${shaping}; ws permessage-deflate on for every approach; median of ${doc.reps} runs`, `command: ${doc.command}  (${doc.date})`];
+  const footer = (shaping: string) => [`machine: ${machine}`, `shaping: ${shaping}; ws permessage-deflate as stated; median of ${doc.reps} runs`, `command: ${doc.command}  (${doc.date})`];
   const md: string[] = [];
   md.push(`# Evaluation: Dsync and the baselines, side by side (paper §V)`, '');
   md.push(`- **Command:** \`${doc.command}\` (${doc.date}, ${doc.elapsedS} s)`);
   md.push(`- **Machine:** ${machine}. ${m.note}.`);
   md.push(`- **Shaping:** ${doc.shaping.default} for the 10 MB benchmark and the real datasets; ${doc.shaping.large} for the large files.`);
-  md.push(`- **Transport:** one WebSocket per sync (\`ws\`), permessage-deflate on for every approach; traffic is counted before compression (the paper's metric), *wire* is what the socket carried.`);
+  md.push(`- **Transport:** one WebSocket per sync (\`ws\`), permessage-deflate on for every approach on the 100 Mbps link (off for the large files at 1 Gbps, where it would cap every approach at its ~45 MB/s); traffic is counted before compression (the paper's metric), *wire* is what the socket carried.`);
   md.push(`- **Repetitions:** ${doc.reps} per point; medians reported (rsync: ${doc.reps} on the 10 MB and real pairs, 1 on the large files).`);
   md.push(`- **Approaches:** \`dsync\` (product server, defaults: BLAKE3, cached chunk index), \`dsync-paper\` (\`--paper-exact\`: basis re-chunked every sync, SHA-1), \`webr2sync+\` (fixed 8 KB blocks, Adler-32 + SipHash, server-side byte-by-byte rolling search in wasm), \`dedup\` (FastCDC + BLAKE3 on every chunk on both sides, server re-chunks the basis every sync), \`full\` (whole file), and \`rsync\` 3.x binary over an rsync daemon through the same shaped link (no \`-z\`; bytes = "Total bytes sent + received").`);
-  md.push(`- **Times:** *client* = the client's computation (chunking/hashing included), *server* = the server's time working on the session (the server reports it: wall time minus time waiting for the client), *network* = the rest of the sync's wall time.`);
+  md.push(`- **Times:** *total* = wall time from the client's first computation (chunking / hashing the target) to the server's verified Result; *client* = the client process' CPU time over that span; *server* = the server's time working on the session (wall time minus time waiting for the client's messages, as Dsync's server reports it in Result; the baselines' server measures it the same way; disk writes and fsync included); *network* = total − client − server, floored at 0 (on the large files client and server work overlap in a pipeline, so the parts can add up to more than the total).`);
   md.push('');
 
   if (syn.length) {

@@ -4,7 +4,7 @@
  * binary beside them. Writes bench/results/eval/results.json, then report.ts turns it into
  * the markdown summary and SVG figures.
  *
- *   npm run bench [-- --quick] [--reps N] [--sections synthetic,real,large] [--no-rsync]
+ *   npm run bench [-- --quick] [--reps N] [--sections synthetic,real,large] [--no-rsync] [--large-deflate] [--approaches a,b]
  *
  * Servers run pinned to core 0 (taskset), this client process to core 1 (scripts/bench.sh
  * starts it so); toxiproxy is not pinned. Every timed sync starts from the same basis: the
@@ -32,6 +32,8 @@ const QUICK = flag('--quick');
 const REPS = Number(opt('--reps', QUICK ? '1' : '3'));
 const SECTIONS = opt('--sections', QUICK ? 'synthetic,real' : 'synthetic,real,large').split(',');
 const RSYNC = !flag('--no-rsync');
+const LARGE_DEFLATE = flag('--large-deflate');
+const ONLY = opt('--approaches', APPROACHES.join(',')).split(',') as Approach[];
 const OUT = join(ROOT, 'bench/results/eval');
 const WORK = join(ROOT, 'bench/tmp/eval');
 
@@ -72,13 +74,21 @@ class Rig {
   constructor(
     private tp: Toxiproxy,
     private dataDir: string,
+    readonly deflate = true,
   ) {}
   async start() {
     rmSync(this.dataDir, { recursive: true, force: true });
-    const ds = await startDsync({ data: join(this.dataDir, 'dsync'), paperExact: false, cpu: '0' });
-    const dp = await startDsync({ data: join(this.dataDir, 'dsync-paper'), paperExact: true, cpu: '0' });
-    const bl = await startBaselines({ data: join(this.dataDir, 'baselines'), cpu: '0' });
+    const deflate = this.deflate;
+    const ds = await startDsync({ data: join(this.dataDir, 'dsync'), paperExact: false, cpu: '0', deflate });
+    const dp = await startDsync({ data: join(this.dataDir, 'dsync-paper'), paperExact: true, cpu: '0', deflate });
+    const bl = await startBaselines({ data: join(this.dataDir, 'baselines'), cpu: '0', deflate });
     for (const a of APPROACHES) this.servers.set(a, a === 'dsync' ? ds : a === 'dsync-paper' ? dp : bl);
+  }
+  /** Puts the basis back as the server's copy of `name`, untimed: the baselines' server keeps
+   *  nothing but the file, so a copy will do; Dsync's store gets it by a push (unshaped). */
+  async restore(a: Approach, name: string, basisPath: string, basisPrep: Prepared) {
+    if (a === 'dsync' || a === 'dsync-paper') await syncPrepared(basisPrep, this.servers.get(a)!.url, name);
+    else copyFileSync(basisPath, join(this.dataDir, 'baselines', encodeURIComponent(name)));
   }
   async port(a: Approach | 'rsync', upstream: number, s: Shaping) {
     const key = `${a}-${s.mbps}-${s.rttMs}`;
@@ -140,12 +150,12 @@ async function runPair(
       const port = await rig.port(a, srv.port, shaping);
       const name = `${res.section}/${res.pair.replace(/[^\w.-]+/g, '_')}`;
       const basisPrep: Prepared = await prepare(a, b.source);
-      await syncPrepared(basisPrep, srv.url, name); // seed (unshaped)
+      await syncPrepared(basisPrep, srv.url, name); // seed (unshaped), also warms up both sides
       res.runs[a] = [];
       for (let r = 0; r < reps; r++) {
         const rep = await syncPrepared(await prepare(a, t.source), `ws://127.0.0.1:${port}`, name);
         res.runs[a].push(rep);
-        await syncPrepared(basisPrep, srv.url, name); // back to the basis (unshaped, untimed)
+        await rig.restore(a, name, basisPath, basisPrep); // back to the basis (untimed)
       }
       const med = median(res.runs[a].map((x) => x.timeMs.total));
       log(`${res.pair} ${a}: ${med} ms, ${res.runs[a][0].traffic.total} B (wire ${res.runs[a][0].traffic.wire} B)`);
@@ -182,7 +192,7 @@ async function main() {
   const results: PairResult[] = [];
   const save = () => {
     mkdirSync(OUT, { recursive: true });
-    const doc = { command, date: new Date().toISOString(), reps: REPS, machine, shaping: { default: describeShaping(SHAPE_100M), large: describeShaping(SHAPE_1G) }, datasets: { mixedParts: ds.parts }, elapsedS: Math.round((Date.now() - t0) / 1000), results };
+    const doc = { command, date: new Date().toISOString(), reps: REPS, machine, shaping: { default: describeShaping(SHAPE_100M), large: describeShaping(SHAPE_1G) + `; permessage-deflate ${LARGE_DEFLATE ? 'on' : 'off'} for every approach` }, datasets: { mixedParts: ds.parts }, elapsedS: Math.round((Date.now() - t0) / 1000), results };
     writeFileSync(join(OUT, 'results.json'), JSON.stringify(doc, null, 1) + '\n');
     writeReport(doc);
   };
@@ -194,7 +204,7 @@ async function main() {
       const edits = QUICK ? ds.edits.filter((e) => e.kind === 'insert' || e.size === 2048) : ds.edits;
       for (const e of edits) {
         const res: PairResult = { section: 'synthetic', pair: `${e.kind}-${e.size}`, kind: e.kind, modSize: e.size, basisSize: statSync(ds.mixed).size, targetSize: statSync(e.path).size, shaping: describeShaping(SHAPE_100M), runs: {} };
-        await runPair(rig, rsyncd, SHAPE_100M, res, ds.mixed, e.path, APPROACHES, REPS, REPS);
+        await runPair(rig, rsyncd, SHAPE_100M, res, ds.mixed, e.path, ONLY, REPS, REPS);
         const tb = bufferSource(readFileSync(e.path));
         res.merging = {
           dsync: merging(basisIx.dsync, await chunkSource(tb, DEFAULT_PARAMS, dsyncAlgo('dsync'))),
@@ -212,7 +222,7 @@ async function main() {
         const vs = QUICK ? s.versions.slice(0, 2) : s.versions;
         for (let k = 1; k < vs.length; k++) {
           const res: PairResult = { section: 'real', pair: `${s.name} ${vs[k - 1].label}→${vs[k].label}`, basisSize: statSync(vs[k - 1].path).size, targetSize: statSync(vs[k].path).size, shaping: describeShaping(SHAPE_100M), runs: {} };
-          await runPair(rig, rsyncd, SHAPE_100M, res, vs[k - 1].path, vs[k].path, APPROACHES, REPS, REPS);
+          await runPair(rig, rsyncd, SHAPE_100M, res, vs[k - 1].path, vs[k].path, ONLY, REPS, REPS);
           results.push(res);
           save();
         }
@@ -222,10 +232,12 @@ async function main() {
     if (SECTIONS.includes('large') && ds.large) {
       // A fresh rig per ratio keeps at most a few 1 GiB versions on disk.
       for (const tg of ds.large.targets) {
-        const rig = new Rig(tp, join(WORK, 'data-large'));
+        // permessage-deflate (~45 MB/s on this machine) would cap every approach below 1 Gbps;
+        // the paper found it pays only below 100 Mbps, so the large files run without it.
+        const rig = new Rig(tp, join(WORK, 'data-large'), LARGE_DEFLATE);
         await rig.start();
-        const res: PairResult = { section: 'large', pair: `1 GiB, ${Math.round(tg.ratio * 100)}% modified`, ratio: tg.ratio, basisSize: statSync(ds.large.basis).size, targetSize: statSync(tg.path).size, shaping: describeShaping(SHAPE_1G), runs: {} };
-        await runPair(rig, rsyncd, SHAPE_1G, res, ds.large.basis, tg.path, APPROACHES, REPS, 1);
+        const res: PairResult = { section: 'large', pair: `1 GiB, ${Math.round(tg.ratio * 100)}% modified`, ratio: tg.ratio, basisSize: statSync(ds.large.basis).size, targetSize: statSync(tg.path).size, shaping: describeShaping(SHAPE_1G) + `; permessage-deflate ${LARGE_DEFLATE ? 'on' : 'off'}`, runs: {} };
+        await runPair(rig, rsyncd, SHAPE_1G, res, ds.large.basis, tg.path, ONLY, REPS, 1);
         results.push(res);
         save();
         await rig.stop();
