@@ -15,7 +15,7 @@ import type { Checksums, Delta, Failed, Result, Tokens } from './codec.ts';
 import { type Conn, ConnectionLost } from './conn.ts';
 import { type Run, matchRuns } from './matcher.ts';
 import { type ChunkParams, ErrorCode, Msg, ProtocolError, hashLength } from './protocol.ts';
-import { StrongHasher } from '../../wasm/pkg/dsync_wasm.js';
+import { hash_chunks } from '../../wasm/pkg/dsync_wasm.js';
 
 /** Entries per Checksums / Tokens message. */
 const BATCH = 8192;
@@ -334,51 +334,45 @@ export async function receiveTarget(
       }
     }
 
-    // Rebuild: in target order, copy basis chunks or take the next literal; hash as we write.
-    const hasher = new StrongHasher(algo);
+    // Rebuild: in target order, copy basis chunks or take the next literal; hash what we write.
     const basisOffsets = basis ? offsetsOf(basis.index.lengths) : null;
     let literal: Delta | null = null;
     let li = 0;
     let matchedBytes = 0;
     let literalBytes = 0;
-    const put = async (i: number, bytes: Uint8Array) => {
-      hasher.update(bytes);
-      hashes!.set(hasher.digest(), i * H);
+    // Writes target chunks [i, j), whose bytes are `bytes`, hashing them in one wasm call.
+    const put = async (i: number, j: number, bytes: Uint8Array) => {
+      hashes!.set(hash_chunks(algo, bytes, target.lengths.subarray(i, j)), i * H);
       await sink!.write(bytes);
-      written = i + 1;
+      written = j;
     };
-    try {
-      for (let i = resumeFrom; i < count; ) {
-        if (copyFrom[i] >= 0) {
-          // Copy the longest stretch that is contiguous in the basis, up to 4 MiB per read.
-          let j = i + 1;
-          while (j < count && copyFrom[j] === copyFrom[j - 1] + 1 && basisOffsets![copyFrom[j] + 1] - basisOffsets![copyFrom[i]] <= 4 << 20) j++;
-          const from = basisOffsets![copyFrom[i]];
-          const bytes = await basis!.source.read(from, basisOffsets![copyFrom[j - 1] + 1] - from);
-          for (let k = i; k < j; k++) {
-            const o = basisOffsets![copyFrom[k]] - from;
-            await put(k, bytes.subarray(o, o + target.lengths[k]));
-            matchedBytes += target.lengths[k];
-          }
-          i = j;
-          continue;
-        }
-        if (!literal || li === literal.indices.length) {
-          literal = await conn.expect(Msg.Delta);
-          li = 0;
-          if (literal.indices.length === 0) throw bad('empty Delta message');
-        }
-        if (literal.indices[li] !== i) throw bad(`Delta Bytes sent chunk ${literal.indices[li]}, expected chunk ${i}`);
-        const c = literal.chunks[li++];
-        if (c.length !== target.lengths[i]) throw bad(`Delta chunk ${i} is ${c.length} bytes, the Checksum List says ${target.lengths[i]}`);
-        await put(i, c);
-        literalBytes += c.length;
-        i++;
+    for (let i = resumeFrom; i < count; ) {
+      if (copyFrom[i] >= 0) {
+        // Copy the longest stretch that is contiguous in the basis, up to 4 MiB per read.
+        let j = i + 1;
+        while (j < count && copyFrom[j] === copyFrom[j - 1] + 1 && basisOffsets![copyFrom[j] + 1] - basisOffsets![copyFrom[i]] <= 4 << 20) j++;
+        const from = basisOffsets![copyFrom[i]];
+        const bytes = await basis!.source.read(from, basisOffsets![copyFrom[j - 1] + 1] - from);
+        // Basis chunks and target chunks agree in length (the weak match includes it).
+        if (bytes.length !== offsetsOfRange(target.lengths, i, j)) throw new ProtocolError(ErrorCode.Internal, 'the basis is shorter than its index');
+        await put(i, j, bytes);
+        matchedBytes += bytes.length;
+        i = j;
+        continue;
       }
-      if (literal && li !== literal.indices.length) throw bad('Delta Bytes carry chunks beyond the target');
-    } finally {
-      hasher.free();
+      if (!literal || li === literal.indices.length) {
+        literal = await conn.expect(Msg.Delta);
+        li = 0;
+        if (literal.indices.length === 0) throw bad('empty Delta message');
+      }
+      if (literal.indices[li] !== i) throw bad(`Delta Bytes sent chunk ${literal.indices[li]}, expected chunk ${i}`);
+      const c = literal.chunks[li++];
+      if (c.length !== target.lengths[i]) throw bad(`Delta chunk ${i} is ${c.length} bytes, the Checksum List says ${target.lengths[i]}`);
+      await put(i, i + 1, c);
+      literalBytes += c.length;
+      i++;
     }
+    if (literal && li !== literal.indices.length) throw bad('Delta Bytes carry chunks beyond the target');
     const index: ChunkIndex = { params, algo, size, lengths: target.lengths, fastfps: target.fastfps, hashes, root: runHash(algo, hashes, 0, count) };
     if (!equalBytes(index.root, root)) {
       throw new ProtocolError(ErrorCode.VerifyFailed, 'the rebuilt file does not match the sender\'s root hash; nothing was stored');
@@ -405,6 +399,12 @@ function checkChecksums(m: Checksums, params: ChunkParams, before: number, limit
   for (const l of m.lengths) {
     if (l === 0 || l > params.max) throw bad(`chunk length ${l} outside 1..${params.max}`);
   }
+}
+
+function offsetsOfRange(lengths: Uint32Array, i: number, j: number): number {
+  let n = 0;
+  for (let k = i; k < j; k++) n += lengths[k];
+  return n;
 }
 
 function concatU32(parts: Uint32Array[], n: number): Uint32Array {

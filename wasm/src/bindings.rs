@@ -148,3 +148,22 @@ pub fn webr2sync_block_hashes(data: &[u8], block: u32) -> Vec<u32> {
 pub fn webr2sync_match(basis: &[u8], block: u32, client: &[u32]) -> Vec<u32> {
     crate::webr2sync::rolling_match(basis, block as usize, client)
 }
+
+/// Strong hashes of consecutive chunks of `data` with the given lengths (which must add up to
+/// `data.length`), concatenated: one call for a whole run of chunks instead of one per chunk.
+#[wasm_bindgen]
+pub fn hash_chunks(algo_code: u8, data: &[u8], lengths: &[u32]) -> Result<Vec<u8>, JsError> {
+    let algo = algo(algo_code)?;
+    if lengths.iter().map(|&l| l as usize).sum::<usize>() != data.len() {
+        return Err(JsError::new("chunk lengths do not add up to the data"));
+    }
+    let mut out = Vec::with_capacity(lengths.len() * algo.len());
+    let mut h = Hasher::new(algo);
+    let mut pos = 0;
+    for &l in lengths {
+        h.update(&data[pos..pos + l as usize]);
+        h.finalize_into(&mut out);
+        pos += l as usize;
+    }
+    Ok(out)
+}
