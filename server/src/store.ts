@@ -331,8 +331,10 @@ export class Store {
           }
           const v = latest + 1;
           const dir = this.dir(name);
-          await fs.mkdir(dir, { recursive: true });
-          await writeAtomic(path.join(dir, 'name'), Buffer.from(name, 'utf8'));
+          if (latest === 0) {
+            await fs.mkdir(dir, { recursive: true });
+            await writeAtomic(path.join(dir, 'name'), Buffer.from(name, 'utf8'));
+          }
           await writeAtomic(path.join(dir, `v${v}.idx`), encodeIndex(index));
           await fs.rename(tmp, path.join(dir, `v${v}.dat`));
           await syncDir(dir);
