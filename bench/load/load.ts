@@ -242,8 +242,12 @@ function writeSummary() {
   md.push('Each row is one trial: N clients against one server process for the duration, each syncing every interval. Server CPU is the server process\' user + system time over the run (100% = its one core), from /proc/<pid>/stat; RSS from /proc/<pid>/status.', '');
   const fm = docs.filter((x) => x.d.maxClients !== null && x.d.maxClients !== undefined);
   if (fm.length) {
-    md.push('## --find-max', '', '| approach | largest N | pass condition | command | date |', '|---|---:|---|---|---|');
-    for (const { d } of fm) md.push(`| ${d.setup.approach} | **${d.maxClients}** | ${d.setup.pass} | \`${d.command}\` | ${d.date} |`);
+    md.push('## --find-max', '', '| approach | largest N | limited by | pass condition | command | date |', '|---|---:|---|---|---|---|');
+    for (const { d } of fm) {
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any
+      const cb = d.trials.some((t: any) => !t.pass && t.clientBound);
+      md.push(`| ${d.setup.approach} | **${d.maxClients}** | ${cb ? 'the clients\' core (client-bound: a lower bound for the server)' : 'the server'} | ${d.setup.pass} | \`${d.command}\` | ${d.date} |`);
+    }
     md.push('');
   }
   md.push('## Trials', '', '| file | approach | N | syncs | errors | p50 / p95 / p99 ms | server CPU % (max 5 s) | server RSS MiB | client CPU % | pass |', '|---|---|---:|---:|---:|---:|---:|---:|---:|---|');
