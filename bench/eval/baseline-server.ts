@@ -229,4 +229,5 @@ if (process.argv[1]?.endsWith('baseline-server.ts')) {
   const arg = (n: string, d: string) => (process.argv.includes(n) ? process.argv[process.argv.indexOf(n) + 1] : d);
   const s = await startBaselineServer({ port: Number(arg('--port', '0')), data: arg('--data', 'bench/tmp/baseline-data'), deflate: !process.argv.includes('--no-deflate') });
   console.log(`baseline server on ${s.url}`);
+  process.on('SIGTERM', () => process.exit(0)); // a clean exit, so --cpu-prof can write its profile
 }

@@ -41,7 +41,7 @@ export function writeReport(doc: Doc): void {
   const large = res.filter((r) => r.section === 'large');
   const m = doc.machine;
   const machine = `${m.cpu}, ${m.cores} cores, ${m.memGiB} GiB, Node ${m.node}; ${m.pinning}; load average at start ${m.loadavgAtStart.join(' / ')}`;
-  const footer = (shaping: string) => [`machine: ${machine}`, `shaping: ${shaping}; ws permessage-deflate as stated; median of ${doc.reps} runs`, `command: ${doc.command}  (${doc.date})`];
+  const footer = (shaping: string) => [`machine: ${machine}`, `shaping: ${shaping}; median of ${doc.reps} runs`, `command: ${doc.command}  (${doc.date})`];
   const md: string[] = [];
   md.push(`# Evaluation: Dsync and the baselines, side by side (paper §V)`, '');
   md.push(`- **Command:** \`${doc.command}\` (${doc.date}, ${doc.elapsedS} s)`);

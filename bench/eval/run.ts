@@ -192,7 +192,7 @@ async function main() {
   const results: PairResult[] = [];
   const save = () => {
     mkdirSync(OUT, { recursive: true });
-    const doc = { command, date: new Date().toISOString(), reps: REPS, machine, shaping: { default: describeShaping(SHAPE_100M), large: describeShaping(SHAPE_1G) + `; permessage-deflate ${LARGE_DEFLATE ? 'on' : 'off'} for every approach` }, datasets: { mixedParts: ds.parts }, elapsedS: Math.round((Date.now() - t0) / 1000), results };
+    const doc = { command, date: new Date().toISOString(), reps: REPS, machine, shaping: { default: describeShaping(SHAPE_100M) + '; permessage-deflate on for every approach', large: describeShaping(SHAPE_1G) + `; permessage-deflate ${LARGE_DEFLATE ? 'on' : 'off'} for every approach` }, datasets: { mixedParts: ds.parts }, elapsedS: Math.round((Date.now() - t0) / 1000), results };
     writeFileSync(join(OUT, 'results.json'), JSON.stringify(doc, null, 1) + '\n');
     writeReport(doc);
   };

@@ -39,7 +39,23 @@ export interface Panel {
   series: LineSeries[];
 }
 
-function frame(width: number, height: number, title: string, footer: string[], body: string): string {
+/** Splits footer lines to fit the figure's width (about 5.6 px per character at 10 px). */
+function wrap(lines: string[], width: number): string[] {
+  const max = Math.floor((width - 20) / 5.6);
+  const out: string[] = [];
+  for (let l of lines) {
+    while (l.length > max) {
+      const cut = l.lastIndexOf(' ', max) > max / 2 ? l.lastIndexOf(' ', max) : max;
+      out.push(l.slice(0, cut));
+      l = '    ' + l.slice(cut).trimStart();
+    }
+    out.push(l);
+  }
+  return out;
+}
+
+function frame(width: number, height: number, title: string, footerLines: string[], body: string): string {
+  const footer = wrap(footerLines, width);
   const fh = footer.length * 13 + 8;
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height + fh}" font-family="Helvetica, Arial, sans-serif">
 <rect width="100%" height="100%" fill="white"/>
@@ -61,7 +77,7 @@ function legend(x: number, y: number, items: { name: string; color: string; dash
 
 /** Side-by-side line panels sharing categorical x labels and one y label. */
 export function linePanels(o: { title: string; xLabels: string[]; xTitle: string; yTitle: string; panels: Panel[]; footer: string[]; yMax?: number }): string {
-  const pw = 300;
+  const pw = Math.max(300, 26 * o.xLabels.length);
   const ph = 240;
   const left = 60;
   const top = 40;

@@ -7,6 +7,7 @@
  *
  *   npm run load -- --clients N --interval 10 --duration 60 --approach dsync|dsync-paper|webr2sync+|dedup|full
  *                   [--find-max] [--p99-bound 1000] [--cpu-limit 80] [--edit 2048] [--size 10485760] [--shaping none|100m]
+ *   npm run load -- --summary      (rewrites summary.md from the result files)
  *
  * So that clients do not steal the server's CPU unnoticed on a 2-core machine: the server is
  * pinned to core 0 and this client process to core 1 (taskset), all client-side work (edited
@@ -21,6 +22,7 @@ import { bufferSource } from '../../shared/src/chunk-index.ts';
 import { EDIT_KINDS, Rng, applyEdits } from '../../shared/src/testdata.ts';
 import { buildDatasets } from '../datasets/build.ts';
 import { APPROACHES, type Approach, type Prepared, prepare, syncPrepared } from '../eval/clients.ts';
+import { linePanels } from '../eval/svg.ts';
 import { ROOT, type ServerProc, type Shaping, Toxiproxy, cpuSeconds, describeShaping, log, rssBytes, startBaselines, startDsync } from '../eval/procs.ts';
 
 const argv = process.argv.slice(2);
@@ -250,6 +252,25 @@ function writeSummary() {
     }
     md.push('');
   }
+  // Fig. 16 analogue: server CPU vs clients, per approach (find-max trials).
+  if (fm.length) {
+    const ns = [...new Set(fm.flatMap(({ d }) => d.trials.map((t: Trial) => t.clients)))].sort((a, b) => a - b);
+    const at = (d: { trials: Trial[] }, n: number) => d.trials.find((t) => t.clients === n)?.serverCpuPct.mean ?? null;
+    const d0 = fm[0].d;
+    writeFileSync(
+      join(OUT, 'fig16-clients.svg'),
+      linePanels({
+        title: 'Fig. 16 analogue: server CPU vs concurrent clients (each syncs every 10 s)',
+        xLabels: ns.map(String),
+        xTitle: 'clients',
+        yTitle: 'server CPU (% of its core)',
+        yMax: 100,
+        panels: [{ title: 'server process CPU, mean over the run', series: fm.map(({ d }) => ({ name: d.setup.approach, values: ns.map((n) => at(d, n)) })) }],
+        footer: [`machine: ${d0.machine.cpu}, ${d0.machine.cores} cores, Node ${d0.machine.node}; ${d0.setup.pinning}; ${d0.setup.precomputed}`, `shaping: ${d0.setup.shaping}; ${d0.setup.transport}`, `file: ${d0.setup.file}`, ...fm.map(({ d }) => `command: ${d.command}`)],
+      }),
+    );
+    md.push('![Fig. 16](fig16-clients.svg)', '');
+  }
   md.push('## Trials', '', '| file | approach | N | syncs | errors | p50 / p95 / p99 ms | server CPU % (max 5 s) | server RSS MiB | client CPU % | pass |', '|---|---|---:|---:|---:|---:|---:|---:|---:|---|');
   for (const { f, d } of docs)
     for (const t of d.trials as Trial[])
@@ -261,4 +282,5 @@ function writeSummary() {
   writeFileSync(join(OUT, 'summary.md'), md.join('\n') + '\n');
 }
 
-await main();
+if (argv.includes('--summary')) writeSummary(); // rewrite summary.md from the result files
+else await main();
