@@ -58,7 +58,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function precompute(): Promise<Prepared[]> {
   const ds = await buildDatasets({ large: false });
   const base = new Uint8Array(readFileSync(ds.mixed)).subarray(0, O.size);
-  const files = [base];
+  const files: Uint8Array[] = [base];
   // version k+1 is the paper's edit (cut / insert / inverse in turn) of the base with seed k
   for (let k = 0; k < O.variants; k++) files.push(applyEdits(base, new Rng(7000 + k), { kind: EDIT_KINDS[k % 3], total: O.edit }));
   return Promise.all(files.map((f) => prepare(O.approach, bufferSource(f))));
