@@ -252,6 +252,14 @@ function writeSummary() {
     }
     md.push('');
   }
+  const maxOf = (a: string) => fm.find(({ d }) => d.setup.approach === a)?.d.maxClients as number | undefined;
+  const [ds, w, dd] = [maxOf('dsync'), maxOf('webr2sync+'), maxOf('dedup')];
+  if (ds && w && dd) {
+    md.push('## Targets', '');
+    md.push(`- dsync ≥ 2× the clients of webr2sync+: **${ds >= 2 * w ? 'met' : 'not met'}** (${ds} vs ${w}: ${(ds / w).toFixed(2)}×).`);
+    md.push(`- dsync ≥ 1.5× the clients of dedup: **${ds >= 1.5 * dd ? 'met' : 'not met'}** (${ds} vs ${dd}: ${(ds / dd).toFixed(2)}×).`, '');
+    md.push('Where the server time goes: [../eval/profile.md](../eval/profile.md).', '');
+  }
   // Fig. 16 analogue: server CPU vs clients, per approach (find-max trials).
   if (fm.length) {
     const ns = [...new Set(fm.flatMap(({ d }) => d.trials.map((t: Trial) => t.clients)))].sort((a, b) => a - b);
