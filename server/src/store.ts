@@ -103,8 +103,8 @@ export function decodeIndex(buf: Buffer): ChunkIndex {
 export function fileSource(fh: FileHandle, size: number): Source {
   return {
     size,
-    async read(offset, length) {
-      const buf = Buffer.allocUnsafe(length);
+    async read(offset, length, into) {
+      const buf = into && into.length >= length ? into : Buffer.allocUnsafe(length);
       let done = 0;
       while (done < length) {
         const { bytesRead } = await fh.read(buf, done, length - done, offset + done);

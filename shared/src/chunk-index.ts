@@ -9,7 +9,9 @@ import { type ChunkParams, hashLength } from './protocol.ts';
 /** Random access to the bytes of a file (Node: a file handle; browser: a Blob). */
 export interface Source {
   readonly size: number;
-  read(offset: number, length: number): Promise<Uint8Array>;
+  /** Reads `length` bytes at `offset`; may read into `into` (at least `length` bytes) to spare
+   *  an allocation, in which case the result is a view of it, valid until `into` is reused. */
+  read(offset: number, length: number, into?: Uint8Array): Promise<Uint8Array>;
 }
 
 export interface ChunkIndex {

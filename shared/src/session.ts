@@ -21,6 +21,8 @@ import { hash_chunks } from '../../wasm/pkg/dsync_wasm.js';
 const BATCH = 8192;
 /** Largest payload of one Delta message the sender builds (a single chunk may exceed it). */
 export const DELTA_MESSAGE_BYTES = 1 << 20;
+/** Largest stretch of basis bytes the receiver reads at once (a single chunk may exceed it). */
+const COPY_STRETCH = 4 << 20;
 /** The paper's threshold: a failed merged run at least this large is split before resending. */
 export const SPLIT_THRESHOLD = 800 * 1024;
 
@@ -336,6 +338,7 @@ export async function receiveTarget(
 
     // Rebuild: in target order, copy basis chunks or take the next literal; hash what we write.
     const basisOffsets = basis ? offsetsOf(basis.index.lengths) : null;
+    let scratch: Uint8Array | undefined;
     let literal: Delta | null = null;
     let li = 0;
     let matchedBytes = 0;
@@ -350,9 +353,10 @@ export async function receiveTarget(
       if (copyFrom[i] >= 0) {
         // Copy the longest stretch that is contiguous in the basis, up to 4 MiB per read.
         let j = i + 1;
-        while (j < count && copyFrom[j] === copyFrom[j - 1] + 1 && basisOffsets![copyFrom[j] + 1] - basisOffsets![copyFrom[i]] <= 4 << 20) j++;
+        while (j < count && copyFrom[j] === copyFrom[j - 1] + 1 && basisOffsets![copyFrom[j] + 1] - basisOffsets![copyFrom[i]] <= COPY_STRETCH) j++;
         const from = basisOffsets![copyFrom[i]];
-        const bytes = await basis!.source.read(from, basisOffsets![copyFrom[j - 1] + 1] - from);
+        // one buffer for every stretch: a fresh 4 MiB allocation each time drove full GCs
+        const bytes = await basis!.source.read(from, basisOffsets![copyFrom[j - 1] + 1] - from, (scratch ??= new Uint8Array(COPY_STRETCH)));
         // Basis chunks and target chunks agree in length (the weak match includes it).
         if (bytes.length !== offsetsOfRange(target.lengths, i, j)) throw new ProtocolError(ErrorCode.Internal, 'the basis is shorter than its index');
         await put(i, j, bytes);
