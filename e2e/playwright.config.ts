@@ -1,13 +1,16 @@
-// Playwright in Debian's Chromium (Playwright cannot download browsers here), headless, against
-// a real server started by each test (e2e/server.ts).
+// Playwright in Debian's Chromium (Playwright cannot download browsers here), headless, one
+// test at a time (the machine has 2 cores), each against its own real server (e2e/server.ts).
 import { defineConfig } from '@playwright/test';
 
 export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 export default defineConfig({
   testDir: '.',
-  timeout: 240_000,
+  globalSetup: './global-setup.ts',
+  timeout: 180_000,
+  expect: { timeout: 15_000 },
   workers: 1,
+  retries: 0,
   reporter: [['list']],
   outputDir: '../test-results',
   use: {

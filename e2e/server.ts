@@ -1,62 +1,69 @@
-// A real Dsync server in a child process with its own data directory, for one test.
+// A real Dsync server for one test: `dsync serve` in a child process on a loopback port with its
+// own data directory, so a test can SIGKILL it mid-sync and start it again on the same port.
+// Stored bytes are read back through the store's own paths (server/src/store.ts).
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { createReadStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Store } from '../server/src/store.ts';
+import { sha256File } from './data.ts';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 
 export class TestServer {
-  child!: ChildProcess;
+  private child: ChildProcess | null = null;
   url = '';
-  constructor(
-    private flags: string[] = [],
-    readonly data = mkdtempSync(path.join(tmpdir(), 'dsync-e2e-')),
-    private port = 0,
-  ) {}
+  readonly data = mkdtempSync(path.join(tmpdir(), 'dsync-e2e-'));
+  /** the single-user namespace's store (read-only use: paths and version numbers) */
+  readonly store = new Store(path.join(this.data, 'ns', 'local'));
+  private port = 0;
+
+  constructor(private flags: string[] = []) {}
 
   async start(): Promise<this> {
-    this.child = spawn(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'serve', '--host', '127.0.0.1', '--port', String(this.port), '--data', this.data, ...this.flags], {
+    const child = spawn(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'serve', '--host', '127.0.0.1', '--port', String(this.port), '--data', this.data, ...this.flags], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
+    this.child = child;
     this.url = await new Promise<string>((resolve, reject) => {
       let out = '';
-      this.child.stdout!.on('data', (d) => {
+      const onData = (d: Buffer) => {
         out += d;
         const m = /dsync server on (http:\/\/[\d.]+:\d+)/.exec(out);
-        if (m) resolve(m[1]);
-      });
-      this.child.once('exit', (c) => reject(new Error(`server exited ${c}: ${out}`)));
+        if (m) {
+          child.stdout!.off('data', onData);
+          child.off('exit', onExit);
+          resolve(m[1]);
+        }
+      };
+      const onExit = (code: number | null) => reject(new Error(`dsync serve exited (${code}): ${out}`));
+      child.stdout!.on('data', onData);
+      child.once('exit', onExit);
     });
-    this.child.stdout!.resume();
+    child.stdout!.resume();
     this.port = Number(new URL(this.url).port); // a restart keeps the address the page uses
     return this;
   }
 
+  /** Stops the server the hard way (SIGKILL), as a crash or a pulled cable would. */
   async kill() {
-    if (this.child.exitCode === null && this.child.signalCode === null) {
-      const exited = new Promise((r) => this.child.once('exit', r));
-      this.child.kill('SIGKILL');
-      await exited;
-    }
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await exited;
   }
 
-  /** Path of a stored version (latest if not given) in the single-user namespace. */
-  stored(name: string, version: number): string {
-    let enc = '';
-    for (const b of Buffer.from(name)) enc += /[A-Za-z0-9_-]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : '%' + b.toString(16).toUpperCase().padStart(2, '0');
-    return path.join(this.data, 'ns/local/files', enc, `v${version}.dat`);
+  latest(name: string): Promise<number> {
+    return this.store.latest(name);
   }
 
   storedBytes(name: string, version: number): Buffer {
-    return readFileSync(this.stored(name, version));
+    return readFileSync(this.store.dataPath(name, version));
   }
 
-  async storedSha256(name: string, version: number): Promise<string> {
-    const h = createHash('sha256');
-    for await (const c of createReadStream(this.stored(name, version))) h.update(c as Buffer);
-    return h.digest('hex');
+  storedSha256(name: string, version: number): Promise<string> {
+    return sha256File(this.store.dataPath(name, version));
   }
 
   async stop() {

@@ -1,14 +1,11 @@
-/** The server's REST API (server/src/server.ts). */
+/** The server's REST API (server/src/server.ts), as the page uses it. */
 import type { FileInfo, VersionInfo } from '../../server/src/store.ts';
 
 export type { FileInfo, VersionInfo };
-export interface ServerConfig {
-  maxFileSize: number;
-}
 
 export class HttpError extends Error {
   constructor(
-    public status: number,
+    readonly status: number,
     message: string,
   ) {
     super(message);
@@ -16,7 +13,7 @@ export class HttpError extends Error {
 }
 
 async function get<T>(path: string): Promise<T> {
-  const res = await fetch(path, { credentials: 'same-origin' });
+  const res = await fetch(path, { credentials: 'same-origin', cache: 'no-store' });
   if (!res.ok) throw new HttpError(res.status, ((await res.json().catch(() => ({}))) as { error?: string }).error ?? res.statusText);
   return res.json() as Promise<T>;
 }
@@ -24,27 +21,37 @@ async function get<T>(path: string): Promise<T> {
 export const api = {
   health: () => get<{ ok: boolean }>('/api/health'),
   whoami: () => get<{ user: string; singleUser: boolean }>('/api/whoami'),
-  config: () => get<ServerConfig>('/api/config'),
+  config: () => get<{ maxFileSize: number }>('/api/config'),
   files: () => get<FileInfo[]>('/api/files'),
   versions: (name: string) => get<VersionInfo[]>(`/api/versions?name=${encodeURIComponent(name)}`),
   downloadUrl: (name: string, version: number) => `/api/download?name=${encodeURIComponent(name)}&version=${version}`,
   async login(name: string, password: string) {
     const res = await fetch('/api/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name, password }) });
-    if (!res.ok) throw new HttpError(res.status, 'wrong name or password');
+    if (!res.ok) throw new HttpError(res.status, res.status === 401 ? 'Wrong name or password.' : `Sign-in failed (HTTP ${res.status}).`);
   },
 };
 
+/** What the page knows about its server. */
+export type ServerState =
+  | { status: 'checking' }
+  | { status: 'unreachable' }
+  | { status: 'signin' }
+  | { status: 'ok'; user: string; singleUser: boolean; maxFileSize: number };
+
+/** Asks the server whether it is there, whether we are signed in, and its limits. */
+export async function probe(): Promise<ServerState> {
+  try {
+    await api.health();
+  } catch {
+    return { status: 'unreachable' };
+  }
+  try {
+    const [who, config] = await Promise.all([api.whoami(), api.config()]);
+    return { status: 'ok', user: who.user, singleUser: who.singleUser, maxFileSize: config.maxFileSize };
+  } catch (e) {
+    return e instanceof HttpError && (e.status === 401 || e.status === 403) ? { status: 'signin' } : { status: 'unreachable' };
+  }
+}
+
 /** ws(s)://this-host/sync */
 export const syncUrl = () => `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/sync`;
-
-export function formatBytes(n: number): string {
-  if (n < 1024) return `${n} B`;
-  const units = ['KB', 'MB', 'GB', 'TB'];
-  let v = n / 1024;
-  let i = 0;
-  while (v >= 1024 && i < units.length - 1) {
-    v /= 1024;
-    i++;
-  }
-  return `${v < 10 ? v.toFixed(1) : Math.round(v)} ${units[i]}`;
-}

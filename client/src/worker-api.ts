@@ -1,11 +1,51 @@
-/** Messages between the page and the sync worker (client/src/worker.ts). */
+/**
+ * Messages between the page and the sync worker (client/src/worker.ts). One worker runs every
+ * transfer of the page; each request carries an id, and every answer names the request's id.
+ */
 import type { Phase, SyncReport } from '../../shared/src/sync-client.ts';
 
 export type ToWorker =
+  /** upload `file` as a new version of `name` */
   | { kind: 'push'; id: number; file: File; name: string; url: string; retries: number }
-  | { kind: 'pull'; id: number; name: string; version: number; basis: File | null; url: string };
+  /** download `version` of `name`, as a delta of `basis` when one is given */
+  | { kind: 'pull'; id: number; name: string; version: number; size: number; basis: File | null; url: string }
+  | { kind: 'cancel'; id: number };
+
+/**
+ * Where a transfer is: the sync client's phases, plus the two the worker can measure itself:
+ * `sending` (Phase 3 of a push: `done` = how far into the file the Delta Bytes have got) and
+ * `receiving` (a pull: bytes of the rebuilt file so far). `chunking` and `retrying` also carry
+ * done/total (bytes chunked; attempt of retries).
+ */
+export type Step = Phase | 'sending' | 'receiving';
+
+/** Why a transfer failed, as far as the worker can tell. */
+export type FailureKind =
+  /** no connection could be opened */
+  | 'unreachable'
+  /** the connection broke after it was open (retries included) */
+  | 'lost'
+  /** the server refused: not signed in, or no permission */
+  | 'refused'
+  /** a server limit (file size, chunk count, sessions) */
+  | 'limit'
+  /** the file could not be read on this device (moved, changed or not permitted) */
+  | 'unreadable'
+  /** another version landed in between */
+  | 'stale'
+  | 'cancelled'
+  /** (decided by the page, before any transfer) larger than the server's maxFileSize */
+  | 'too-large'
+  /** anything else the server or the protocol reported */
+  | 'error';
+
+export interface Failure {
+  kind: FailureKind;
+  /** the underlying message, for the details line */
+  message: string;
+}
 
 export type FromWorker =
-  | { kind: 'progress'; id: number; phase: Phase; done?: number; total?: number }
+  | { kind: 'progress'; id: number; step: Step; done?: number; total?: number }
   | { kind: 'done'; id: number; report: SyncReport; blob?: Blob }
-  | { kind: 'error'; id: number; message: string; code?: number; lost: boolean };
+  | { kind: 'failed'; id: number; failure: Failure };

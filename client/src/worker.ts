@@ -1,52 +1,160 @@
 /**
- * The sync worker: chunking, hashing (the wasm module) and the whole WebSocket session run here,
- * off the page's main thread. Files are read in slices (Blob.slice), never whole.
+ * The sync worker: chunking, hashing (the wasm module) and the WebSocket sessions run here, off
+ * the page's main thread. Files are read in slices (Blob.slice), never whole; a downloaded file
+ * is collected into Blobs, which the browser may keep on disk.
  */
 import init from '../../wasm/pkg/dsync_wasm.js';
 import type { Source } from '../../shared/src/chunk-index.ts';
 import { ConnectionLost, RemoteError } from '../../shared/src/conn.ts';
-import { type Phase, pull, push } from '../../shared/src/sync-client.ts';
-import type { FromWorker, ToWorker } from './worker-api.ts';
+import { ErrorCode } from '../../shared/src/protocol.ts';
+import type { Sink } from '../../shared/src/session.ts';
+import { type Phase, type WebSocketCtor, pull, push } from '../../shared/src/sync-client.ts';
+import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
 
 const ready = init();
 const post = (m: FromWorker) => (self as unknown as Worker).postMessage(m);
 
-function blobSource(blob: Blob): Source {
-  return { size: blob.size, read: async (o, n) => new Uint8Array(await blob.slice(o, o + n).arrayBuffer()) };
+/** Progress with byte counts is posted at most this often per transfer. */
+const PROGRESS_EVERY_MS = 100;
+/** A download is gathered in memory up to this much, then turned into a Blob part. */
+const BLOB_PART_BYTES = 8 << 20;
+
+class Cancelled extends Error {
+  constructor() {
+    super('cancelled');
+  }
+}
+
+/** One running transfer: its sockets (to close on cancel) and where it has got to. */
+class Job {
+  cancelled = false;
+  /** a socket of this job has opened: a later loss is "lost", not "unreachable" */
+  connected = false;
+  step: Step = 'connecting';
+  readonly sockets = new Set<WebSocket>();
+  private lastPost = 0;
+
+  constructor(readonly id: number) {}
+
+  progress(step: Step, done?: number, total?: number) {
+    const now = performance.now();
+    if (step === this.step && done !== undefined && done !== total && now - this.lastPost < PROGRESS_EVERY_MS) return;
+    this.step = step;
+    this.lastPost = now;
+    post({ kind: 'progress', id: this.id, step, done, total });
+  }
+
+  /** The WebSocket constructor this job hands the sync client: it tracks the job's sockets. */
+  webSocket(): WebSocketCtor {
+    const job = this;
+    return class extends WebSocket {
+      constructor(url: string) {
+        if (job.cancelled) throw new Cancelled();
+        super(url);
+        job.sockets.add(this);
+        this.addEventListener('open', () => (job.connected = true));
+        this.addEventListener('close', () => job.sockets.delete(this));
+      }
+    };
+  }
+
+  /** `blob` as a Source read in slices; `onRead(end)` sees how far each read reached. */
+  source(blob: Blob, onRead?: (end: number) => void): Source {
+    return {
+      size: blob.size,
+      read: async (offset, length) => {
+        if (this.cancelled) throw new Cancelled();
+        const bytes = new Uint8Array(await blob.slice(offset, offset + length).arrayBuffer());
+        onRead?.(offset + bytes.length);
+        return bytes;
+      },
+    };
+  }
+
+  cancel() {
+    this.cancelled = true;
+    for (const ws of this.sockets) ws.close(1000, 'cancelled');
+  }
+
+  failure(e: unknown): Failure {
+    const message = e instanceof Error ? e.message : String(e);
+    if (this.cancelled || e instanceof Cancelled) return { kind: 'cancelled', message: 'cancelled' };
+    if (e instanceof ConnectionLost) return { kind: this.connected ? 'lost' : 'unreachable', message };
+    if (e instanceof RemoteError) {
+      if (e.code === ErrorCode.Unauthorized) return { kind: 'refused', message };
+      if (e.code === ErrorCode.LimitExceeded) return { kind: 'limit', message };
+      if (e.code === ErrorCode.StaleBasis) return { kind: 'stale', message };
+    }
+    if (e instanceof DOMException && ['NotReadableError', 'NotFoundError', 'SecurityError', 'NotAllowedError'].includes(e.name)) return { kind: 'unreadable', message };
+    return { kind: 'error', message };
+  }
+}
+
+/** A download sink: bytes gathered into Blob parts of BLOB_PART_BYTES. */
+function blobSink(onWritten: (bytes: number) => void): Sink & { blob(): Blob } {
+  const parts: Blob[] = [];
+  let pending: Uint8Array[] = [];
+  let pendingBytes = 0;
+  let written = 0;
+  let result: Blob | null = null;
+  const flush = () => {
+    if (pending.length) parts.push(new Blob(pending as BlobPart[]));
+    pending = [];
+    pendingBytes = 0;
+  };
+  return {
+    write: async (b) => {
+      pending.push(b.slice()); // the session may reuse its buffer
+      pendingBytes += b.length;
+      written += b.length;
+      if (pendingBytes >= BLOB_PART_BYTES) flush();
+      onWritten(written);
+    },
+    commit: async () => {
+      flush();
+      result = new Blob(parts);
+      parts.length = 0;
+      return 0;
+    },
+    abort: async () => {
+      parts.length = 0;
+      pending = [];
+    },
+    blob: () => result!,
+  };
+}
+
+const jobs = new Map<number, Job>();
+
+async function run(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job) {
+  const WebSocket = job.webSocket();
+  const onProgress = (phase: Phase, done?: number, total?: number) => job.progress(phase, done, total);
+  if (m.kind === 'push') {
+    // Phase 3 reads only the literal chunks, in file order: how far it has read is its progress.
+    const source = job.source(m.file, (end) => {
+      if (job.step === 'tokens-received' || job.step === 'sending') job.progress('sending', end, m.file.size);
+    });
+    const report = await push(source, { url: m.url, name: m.name, WebSocket, retries: m.retries, onProgress });
+    post({ kind: 'done', id: m.id, report });
+  } else {
+    const basis = m.basis ? job.source(m.basis, (end) => job.progress('chunking', end, m.basis!.size)) : null;
+    const sink = blobSink((written) => job.progress('receiving', written, m.size));
+    const report = await pull({ url: m.url, name: m.name, version: m.version, basis, WebSocket, sink, onProgress });
+    post({ kind: 'done', id: m.id, report, blob: sink.blob() });
+  }
 }
 
 self.onmessage = async (ev: MessageEvent<ToWorker>) => {
   const m = ev.data;
-  const onProgress = (phase: Phase, done?: number, total?: number) => post({ kind: 'progress', id: m.id, phase, done, total });
+  if (m.kind === 'cancel') return jobs.get(m.id)?.cancel();
+  const job = new Job(m.id);
+  jobs.set(m.id, job);
   try {
     await ready;
-    if (m.kind === 'push') {
-      const report = await push(blobSource(m.file), { url: m.url, name: m.name, WebSocket, retries: m.retries, onProgress });
-      post({ kind: 'done', id: m.id, report });
-    } else {
-      const parts: Uint8Array[] = [];
-      let blob: Blob | undefined;
-      const report = await pull({
-        url: m.url,
-        name: m.name,
-        version: m.version,
-        basis: m.basis ? blobSource(m.basis) : null,
-        WebSocket,
-        onProgress,
-        sink: {
-          write: async (b) => void parts.push(b.slice()),
-          commit: async () => {
-            blob = new Blob(parts as BlobPart[]);
-            parts.length = 0;
-            return 0;
-          },
-          abort: async () => void (parts.length = 0),
-        },
-      });
-      post({ kind: 'done', id: m.id, report, blob });
-    }
+    await run(m, job);
   } catch (e) {
-    const err = e as Error;
-    post({ kind: 'error', id: m.id, message: err.message, code: e instanceof RemoteError ? e.code : undefined, lost: e instanceof ConnectionLost });
+    post({ kind: 'failed', id: m.id, failure: job.failure(e) });
+  } finally {
+    jobs.delete(m.id);
   }
 };

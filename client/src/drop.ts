@@ -1,0 +1,88 @@
+/** Files from drag-and-drop (whole folders walked) and from file inputs, with their names. */
+import { useEffect, useState } from 'react';
+
+export interface Picked {
+  file: File;
+  /** the name to sync under: folder-relative path for files inside a dropped or picked folder */
+  name: string;
+}
+
+function entryFile(entry: FileSystemFileEntry): Promise<File> {
+  return new Promise((resolve, reject) => entry.file(resolve, reject));
+}
+
+async function walk(entry: FileSystemEntry, out: Picked[]): Promise<void> {
+  if (entry.isFile) {
+    out.push({ file: await entryFile(entry as FileSystemFileEntry), name: entry.fullPath.replace(/^\//, '') });
+  } else if (entry.isDirectory) {
+    const reader = (entry as FileSystemDirectoryEntry).createReader();
+    for (;;) {
+      // readEntries answers in batches (100 in Chromium) until it returns none
+      const batch = await new Promise<FileSystemEntry[]>((resolve, reject) => reader.readEntries(resolve, reject));
+      if (!batch.length) break;
+      for (const e of batch) await walk(e, out);
+    }
+  }
+}
+
+/** Every file in a drop, folders included. Entries must be taken before the first await. */
+export async function filesFromDrop(dt: DataTransfer): Promise<Picked[]> {
+  const items = Array.from(dt.items ?? []).filter((i) => i.kind === 'file');
+  if (!items.length) return Array.from(dt.files, (file) => ({ file, name: file.name }));
+  const taken = items.map((i) => ({ entry: i.webkitGetAsEntry?.() ?? null, file: i.getAsFile() }));
+  const out: Picked[] = [];
+  for (const { entry, file } of taken) {
+    if (entry) await walk(entry, out);
+    else if (file) out.push({ file, name: file.name });
+  }
+  return out;
+}
+
+/** The files of an <input type=file>, which is then cleared so the same file can be picked again. */
+export function filesFromInput(input: HTMLInputElement): Picked[] {
+  const out = Array.from(input.files ?? [], (file) => ({ file, name: file.webkitRelativePath || file.name }));
+  input.value = '';
+  return out;
+}
+
+/** Makes the whole window a drop target; returns whether files are being dragged over it. */
+export function useWindowDrop(onFiles: (files: Picked[]) => void): boolean {
+  const [dragging, setDragging] = useState(false);
+  useEffect(() => {
+    let depth = 0;
+    const hasFiles = (e: DragEvent) => !!e.dataTransfer?.types.includes('Files');
+    const enter = (e: DragEvent) => {
+      if (!hasFiles(e)) return;
+      e.preventDefault();
+      depth++;
+      setDragging(true);
+    };
+    const over = (e: DragEvent) => {
+      if (!hasFiles(e)) return;
+      e.preventDefault();
+      e.dataTransfer!.dropEffect = 'copy';
+    };
+    const leave = () => {
+      depth = Math.max(0, depth - 1);
+      if (!depth) setDragging(false);
+    };
+    const drop = (e: DragEvent) => {
+      if (!e.dataTransfer) return;
+      e.preventDefault();
+      depth = 0;
+      setDragging(false);
+      void filesFromDrop(e.dataTransfer).then((files) => files.length && onFiles(files));
+    };
+    window.addEventListener('dragenter', enter);
+    window.addEventListener('dragover', over);
+    window.addEventListener('dragleave', leave);
+    window.addEventListener('drop', drop);
+    return () => {
+      window.removeEventListener('dragenter', enter);
+      window.removeEventListener('dragover', over);
+      window.removeEventListener('dragleave', leave);
+      window.removeEventListener('drop', drop);
+    };
+  }, [onFiles]);
+  return dragging;
+}

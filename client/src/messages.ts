@@ -1,0 +1,142 @@
+/** What the page says about a transfer: its steps, where it is, and why it failed. */
+import { formatBytes } from './format.ts';
+import type { Transfer } from './transfers.ts';
+
+export interface StepInfo {
+  label: string;
+  state: 'done' | 'active' | 'todo';
+  /** how full the step's segment is, 0..1; null while active with nothing to measure */
+  fill: number | null;
+}
+
+/** The steps of an upload (the paper's three phases between chunking and the commit). */
+const UP = ['Chunking', 'Checksum List', 'Match Tokens', 'Delta Bytes', 'Committed'];
+const DOWN = ['Chunking your copy', 'Receiving changes', 'Verified'];
+
+/** Index of the step under way (steps before it are done); the step count when all are. */
+function activeStep(t: Transfer): number {
+  if (t.status === 'done') return t.direction === 'up' ? UP.length : DOWN.length;
+  if (t.direction === 'down') return t.step === 'receiving' ? 1 : 0;
+  switch (t.step) {
+    case undefined:
+    case 'chunking':
+      return 0;
+    case 'connecting':
+    case 'retrying':
+      return 1;
+    case 'checksums-sent':
+      return 2;
+    case 'tokens-received':
+    case 'sending':
+      return 3;
+    case 'delta-sent':
+    case 'committed':
+      return 4;
+    default:
+      return 0;
+  }
+}
+
+const frac = (t: Transfer) => (t.total ? Math.min(1, (t.done ?? 0) / t.total) : 0);
+
+/** Steps with a byte count to show: chunking, sending Delta Bytes, receiving. */
+const measured = (t: Transfer) => t.step === 'chunking' || t.step === 'sending' || t.step === 'receiving';
+
+export function steps(t: Transfer): StepInfo[] {
+  const at = t.status === 'queued' ? -1 : activeStep(t);
+  return (t.direction === 'up' ? UP : DOWN).map((label, i): StepInfo => {
+    if (i < at) return { label, state: 'done', fill: 1 };
+    if (i === at && t.status === 'running') return { label, state: 'active', fill: measured(t) ? frac(t) : null };
+    return { label, state: 'todo', fill: 0 };
+  });
+}
+
+/** Overall progress 0..1: chunking and sending Delta Bytes take the time; the rest is short. */
+export function progress(t: Transfer): number {
+  if (t.status === 'done') return 1;
+  if (t.status === 'queued') return 0;
+  if (t.direction === 'down') return t.step === 'receiving' ? 0.5 + 0.5 * frac(t) : t.step === 'chunking' ? 0.5 * frac(t) : 0;
+  switch (t.step) {
+    case 'chunking':
+      return 0.45 * frac(t);
+    case 'connecting':
+    case 'retrying':
+      return 0.46;
+    case 'checksums-sent':
+      return 0.48;
+    case 'tokens-received':
+      return 0.5;
+    case 'sending':
+      return 0.5 + 0.47 * frac(t);
+    case 'delta-sent':
+    case 'committed':
+      return 0.98;
+    default:
+      return 0;
+  }
+}
+
+const pct = (t: Transfer) => `${Math.floor(100 * frac(t))}%`;
+
+/** One line saying what is happening now. */
+export function statusLine(t: Transfer): string {
+  if (t.status === 'queued') return 'Waiting for its turn';
+  if (t.direction === 'down') {
+    if (t.step === 'receiving') return `Receiving changes · ${formatBytes(t.done ?? 0)} of ${formatBytes(t.size)} rebuilt`;
+    if (t.step === 'chunking') return `Chunking your copy · ${pct(t)}`;
+    return 'Connecting';
+  }
+  switch (t.step) {
+    case 'chunking':
+      return `Chunking · ${formatBytes(t.done ?? 0)} of ${formatBytes(t.total ?? t.size)}`;
+    case 'connecting':
+      return 'Connecting to the server';
+    case 'retrying':
+      return `Connection lost — reconnecting (attempt ${t.done} of ${t.total})`;
+    case 'checksums-sent':
+      return 'Checksum List sent · waiting for Match Tokens';
+    case 'tokens-received':
+      return 'Match Tokens received · confirming matches';
+    case 'sending':
+      return `Sending Delta Bytes · ${pct(t)} through the file`;
+    case 'delta-sent':
+      return 'Delta Bytes sent · the server verifies the file';
+    default:
+      return 'Starting';
+  }
+}
+
+export interface Problem {
+  title: string;
+  detail?: string;
+  /** a Retry button makes sense */
+  retry: boolean;
+  /** the way out is signing in */
+  signIn?: boolean;
+}
+
+/** A failed transfer, in words a person can act on. */
+export function problem(t: Transfer, maxFileSize: number): Problem {
+  const f = t.failure!;
+  const intact = t.direction === 'up' ? ' Nothing was half-stored: the server keeps the version it had.' : '';
+  switch (f.kind) {
+    case 'unreachable':
+      return { title: 'Cannot reach the server.', detail: `Check that it is running and that this device is on its network.${intact}`, retry: true };
+    case 'lost':
+      return { title: 'The connection to the server was lost.', detail: `Reconnecting did not help.${intact}`, retry: true };
+    case 'refused':
+      return { title: 'Permission refused.', detail: 'Your session has ended or this account may not do that: sign in again, then retry.', retry: true, signIn: true };
+    case 'too-large':
+      return { title: `Too large for this server: ${formatBytes(t.size)}.`, detail: `The server accepts files up to ${formatBytes(maxFileSize)}.`, retry: false };
+    case 'limit':
+      return { title: 'The server refused: a limit was reached.', detail: f.message, retry: true };
+    case 'unreadable':
+      return { title: 'This file cannot be read.', detail: 'It was moved, changed or is not readable since you picked it. Pick it again.', retry: false };
+    case 'stale':
+      return { title: 'Another version arrived in between.', detail: f.message, retry: true };
+    case 'cancelled':
+      return { title: 'Cancelled.', detail: t.direction === 'up' ? 'Nothing was stored.' : undefined, retry: true };
+    default:
+      return { title: 'The sync failed.', detail: `${f.message}${intact}`, retry: true };
+  }
+}

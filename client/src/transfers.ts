@@ -1,0 +1,155 @@
+/**
+ * The page's transfers (uploads and downloads) and their queue, independent of React: the UI
+ * subscribes to snapshots (useSyncExternalStore). At most `parallel` transfers run at once in
+ * the sync worker; the rest wait, oldest first, so a folder of thousands of files does not open
+ * thousands of sockets.
+ */
+import type { SyncReport } from '../../shared/src/sync-client.ts';
+import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
+
+export interface Transfer {
+  id: number;
+  direction: 'up' | 'down';
+  /** the name on the server (folder-relative path for folders) */
+  name: string;
+  /** bytes of the file being sent or fetched */
+  size: number;
+  status: 'queued' | 'running' | 'done' | 'failed';
+  step?: Step;
+  done?: number;
+  total?: number;
+  report?: SyncReport;
+  failure?: Failure;
+  /** down: the version fetched, the local copy it was rebuilt from, the result as an object URL */
+  version?: number;
+  basisName?: string;
+  blobUrl?: string;
+}
+
+type Request = Exclude<ToWorker, { kind: 'cancel' }>;
+
+export interface TransfersOptions {
+  worker: Worker;
+  /** the sync endpoint, ws(s)://host/sync */
+  url: string;
+  parallel?: number;
+  /** reconnects of an upload after a lost connection before it fails */
+  retries?: number;
+  /** a second look at a connection failure (e.g. the server now says "sign in") */
+  diagnose?: (f: Failure) => Promise<Failure>;
+  /** called once per transfer that ends, for good or not */
+  onSettled?: (t: Transfer) => void;
+}
+
+export class Transfers {
+  /** newest first */
+  private list: readonly Transfer[] = [];
+  private requests = new Map<number, Request>();
+  private listeners = new Set<() => void>();
+  private nextId = 1;
+  /** the server's limit (GET /api/config); larger uploads fail before they start */
+  maxFileSize = Number.POSITIVE_INFINITY;
+
+  constructor(private readonly opts: TransfersOptions) {
+    opts.worker.addEventListener('message', (ev: MessageEvent<FromWorker>) => void this.onMessage(ev.data));
+  }
+
+  readonly subscribe = (listener: () => void) => {
+    this.listeners.add(listener);
+    return () => void this.listeners.delete(listener);
+  };
+  readonly snapshot = () => this.list;
+
+  /** Queues uploads; they show in the order given, above earlier transfers. */
+  upload(files: { file: File; name: string }[]) {
+    const fresh = files.map(({ file, name }): Transfer => {
+      const id = this.nextId++;
+      this.requests.set(id, { kind: 'push', id, file, name, url: this.opts.url, retries: this.opts.retries ?? 2 });
+      return { id, direction: 'up', name, size: file.size, status: 'queued' };
+    });
+    this.add(fresh);
+  }
+
+  download(name: string, version: number, size: number, basis: File | null) {
+    const id = this.nextId++;
+    this.requests.set(id, { kind: 'pull', id, name, version, size, basis, url: this.opts.url });
+    this.add([{ id, direction: 'down', name, size, status: 'queued', version, basisName: basis?.name }]);
+  }
+
+  retry(id: number) {
+    const t = this.get(id);
+    if (t?.status !== 'failed') return;
+    this.update(id, { status: 'queued', failure: undefined, step: undefined, done: undefined, total: undefined });
+    this.pump();
+  }
+
+  cancel(id: number) {
+    const t = this.get(id);
+    if (t?.status === 'queued') this.settle(id, { status: 'failed', failure: { kind: 'cancelled', message: 'cancelled' } });
+    else if (t?.status === 'running') this.opts.worker.postMessage({ kind: 'cancel', id } satisfies ToWorker);
+  }
+
+  /** Forgets the transfers that ended well. */
+  clearDone() {
+    for (const t of this.list) if (t.status === 'done') this.forget(t);
+    this.list = this.list.filter((t) => t.status !== 'done');
+    this.emit();
+  }
+
+  private forget(t: Transfer) {
+    if (t.blobUrl) URL.revokeObjectURL(t.blobUrl);
+    this.requests.delete(t.id);
+  }
+
+  /** Starts queued transfers, oldest first, while fewer than `parallel` run. */
+  private pump() {
+    let running = this.list.filter((t) => t.status === 'running').length;
+    const queued = this.list.filter((t) => t.status === 'queued').sort((a, b) => a.id - b.id);
+    for (const t of queued) {
+      if (running >= (this.opts.parallel ?? 2)) break;
+      if (t.direction === 'up' && t.size > this.maxFileSize) {
+        this.settle(t.id, { status: 'failed', failure: { kind: 'too-large', message: `the server accepts files up to ${this.maxFileSize} bytes` } });
+        continue;
+      }
+      this.update(t.id, { status: 'running', step: 'connecting' });
+      this.opts.worker.postMessage(this.requests.get(t.id)!);
+      running++;
+    }
+  }
+
+  private async onMessage(m: FromWorker) {
+    if (this.get(m.id)?.status !== 'running') return;
+    if (m.kind === 'progress') this.update(m.id, { step: m.step, done: m.done, total: m.total });
+    else if (m.kind === 'done') this.settle(m.id, { status: 'done', step: 'committed', report: m.report, blobUrl: m.blob && URL.createObjectURL(m.blob) });
+    else {
+      let failure = m.failure;
+      if (this.opts.diagnose && (failure.kind === 'unreachable' || failure.kind === 'lost')) failure = await this.opts.diagnose(failure);
+      this.settle(m.id, { status: 'failed', failure });
+    }
+  }
+
+  private settle(id: number, patch: Partial<Transfer>) {
+    this.update(id, patch);
+    this.opts.onSettled?.(this.get(id)!);
+    this.pump();
+  }
+
+  private get(id: number) {
+    return this.list.find((t) => t.id === id);
+  }
+
+  private add(fresh: Transfer[]) {
+    this.list = [...fresh, ...this.list];
+    this.emit();
+    this.pump();
+  }
+
+  private update(id: number, patch: Partial<Transfer>) {
+    this.list = this.list.map((t) => (t.id === id ? { ...t, ...patch } : t));
+    this.emit();
+  }
+
+  private emit() {
+    for (const l of this.listeners) l();
+  }
+}

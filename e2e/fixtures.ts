@@ -1,0 +1,65 @@
+// Fixtures and page helpers shared by the browser tests: a fresh server and a scratch folder
+// per test, and the few ways a test drives and reads the page.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { type Locator, type Page, test as base, expect } from '@playwright/test';
+import { TestServer } from './server.ts';
+
+export const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+
+export const test = base.extend<{ server: TestServer; dir: string }>({
+  // eslint-disable-next-line no-empty-pattern
+  server: async ({}, use) => {
+    const server = await new TestServer().start();
+    await use(server);
+    await server.stop();
+  },
+  // eslint-disable-next-line no-empty-pattern
+  dir: async ({}, use) => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'dsync-e2e-files-'));
+    await use(dir);
+    rmSync(dir, { recursive: true, force: true });
+  },
+});
+export { expect };
+
+/** The card of the newest transfer of `name` (uploads by default). */
+export function card(page: Page, name: string, direction: 'up' | 'down' = 'up'): Locator {
+  return page.locator(`[data-testid=transfer][data-name="${name}"][data-direction=${direction}]`).first();
+}
+
+export interface ResultInfo {
+  version: number;
+  /** protocol bytes sent and received (Checksum List + Match Tokens + Delta Bytes + control) */
+  sent: number;
+  delta: number;
+  size: number;
+}
+
+/** Waits for the newest transfer of `name` to finish well and reads its result. */
+export async function result(page: Page, name: string, opts: { direction?: 'up' | 'down'; timeout?: number } = {}): Promise<ResultInfo> {
+  const c = card(page, name, opts.direction);
+  await expect(c).toHaveAttribute('data-status', 'done', { timeout: opts.timeout ?? 60_000 });
+  const r = c.getByTestId('result');
+  const num = async (a: string) => Number(await r.getAttribute(`data-${a}`));
+  return { version: await num('version'), sent: await num('sent'), delta: await num('delta'), size: await num('size') };
+}
+
+/** Opens the page and waits until it has talked to the server. */
+export async function openPage(page: Page, url: string) {
+  await page.goto(url);
+  await expect(page.getByTestId('server-status')).toContainText(/Connected|Signed in/);
+}
+
+/**
+ * A screenshot of the whole page at the current width. (Playwright's fullPage option resizes
+ * the emulated screen while capturing, which turns a touch profile's media queries off.)
+ */
+export async function screenshotWholePage(page: Page, file: string) {
+  const viewport = page.viewportSize()!;
+  const height = await page.evaluate(() => document.documentElement.scrollHeight);
+  await page.setViewportSize({ width: viewport.width, height });
+  await page.screenshot({ path: file });
+  await page.setViewportSize(viewport);
+}
