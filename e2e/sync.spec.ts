@@ -3,7 +3,7 @@
 // the keyboard, a server stopped mid-sync, limits and permissions. Phone: phone.spec.ts;
 // a 1 GiB file: large.spec.ts.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { content, insertAt, writePseudoRandomFile } from './data.ts';
 import { card, expect, openPage, result, root, screenshotWholePage, test } from './fixtures.ts';
@@ -153,7 +153,7 @@ test('the server stopped mid-sync: the page says so, the old version stays intac
   expect(await server.storedSha256('movie.mp4', 2)).toBe(sha);
 });
 
-test('cancel: a sync stopped during chunking stores nothing', async ({ page, server, dir }) => {
+test('cancelled, or changed on disk while syncing: nothing is stored, and the page says why', async ({ page, server, dir }) => {
   const file = path.join(dir, 'archive.tar');
   await writePseudoRandomFile(file, 256 << 20, 7);
   await openPage(page, server.url);
@@ -162,6 +162,13 @@ test('cancel: a sync stopped during chunking stores nothing', async ({ page, ser
   await page.getByRole('button', { name: 'Cancel archive.tar' }).click();
   await expect(card(page, 'archive.tar').getByTestId('problem')).toHaveAttribute('data-kind', 'cancelled');
   await expect(card(page, 'archive.tar')).toContainText('Nothing was stored');
+
+  // the file is edited on disk while it is being chunked: the browser refuses further reads
+  await page.getByTestId('file-input').setInputFiles(file);
+  await card(page, 'archive.tar').and(page.locator('[data-step=chunking]')).waitFor();
+  appendFileSync(file, 'an edit made while syncing');
+  await expect(card(page, 'archive.tar').getByTestId('problem')).toHaveAttribute('data-kind', 'unreadable');
+  await expect(card(page, 'archive.tar')).toContainText('This file cannot be read');
   expect(await server.latest('archive.tar')).toBe(0);
 });
 

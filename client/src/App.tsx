@@ -51,6 +51,15 @@ export function App() {
     },
   };
 
+  // leaving the page would stop the syncs under way: ask first
+  const busy = list.some((t) => t.status === 'running' || t.status === 'queued');
+  useEffect(() => {
+    if (!busy) return;
+    const ask = (e: BeforeUnloadEvent) => e.preventDefault();
+    window.addEventListener('beforeunload', ask);
+    return () => window.removeEventListener('beforeunload', ask);
+  }, [busy]);
+
   const upload = useCallback((picked: Picked[]) => transfers.upload(picked), [transfers]);
   const dragging = useWindowDrop(upload);
 
