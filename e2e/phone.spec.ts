@@ -1,24 +1,36 @@
 // The page on a phone: a current Android profile (touch, mobile viewport 390 px wide), the CPU
-// throttled 4× through the DevTools protocol, files picked with the button (phones have no
-// drag-and-drop), then the layout checked at 390 and 360 px.
+// throttled 4× through the DevTools protocol, opened by a LAN name over plain http (no secure
+// context, no crypto.subtle), files picked with the button (phones have no drag-and-drop), then
+// the layout checked at 390 and 360 px.
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { devices } from '@playwright/test';
 import { content, insertAt } from './data.ts';
 import { card, expect, openPage, result, root, screenshotWholePage, test } from './fixtures.ts';
 import { WorkerTarget } from './metrics.ts';
+import { CHROMIUM_ARGS } from './playwright.config.ts';
+
+const LAN_NAME = 'dsync-box.lan';
 
 const { defaultBrowserType: _, ...pixel } = devices['Pixel 7'];
-test.use({ ...pixel, viewport: { width: 390, height: 844 }, screen: { width: 390, height: 844 } });
+test.use({
+  ...pixel,
+  viewport: { width: 390, height: 844 },
+  screen: { width: 390, height: 844 },
+  // A phone opens the page by the computer's LAN name over plain http: not a secure context, so
+  // no crypto.subtle. Here that name leads to the loopback server.
+  launchOptions: { executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', args: [...CHROMIUM_ARGS, `--host-resolver-rules=MAP ${LAN_NAME} 127.0.0.1`] },
+});
 
-test('phone: CPU throttled 4×, file picked with the button, sync and a delta re-sync complete', async ({ page, browser, server, dir }) => {
+test('phone: plain http by a LAN name (no crypto.subtle), CPU throttled 4×, file picked with the button, sync and a delta re-sync complete', async ({ page, browser, server, dir }) => {
   const cdp = await page.context().newCDPSession(page);
   await cdp.send('Emulation.setCPUThrottlingRate', { rate: 4 });
   const v1 = content(3_000_000);
   const v2 = insertAt(v1, 100, 'edited on the phone');
   const file = path.join(dir, 'photo.jpg');
   writeFileSync(file, v1);
-  await openPage(page, server.url);
+  await openPage(page, server.url.replace('127.0.0.1', LAN_NAME));
+  expect(await page.evaluate(() => ({ secure: isSecureContext, subtle: typeof crypto.subtle }))).toEqual({ secure: false, subtle: 'undefined' });
   // The page's throttling covers its main thread. Ask the sync worker too; Chromium answers
   // whether it can (at the time of writing: "only supported for pages, not workers").
   const worker = await WorkerTarget.attach(await browser.newBrowserCDPSession(), '/assets/worker');
