@@ -1,7 +1,7 @@
 /**
  * Turns bench/results/eval/results.json into summary.md and the SVG figures (paper Fig. 11,
  * 14, 15, 17 and Table III). Runs at the end of every benchmark; by hand:
- *   node --import tsx bench/eval/report.ts
+ *   node --import tsx bench/eval/report.ts [DIR]
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -10,7 +10,7 @@ import type { Report } from './clients.ts';
 import type { PairResult, RsyncRun } from './run.ts';
 import { type BarGroup, linePanels, stackedBars } from './svg.ts';
 
-const OUT = fileURLToPath(new URL('../results/eval/', import.meta.url));
+const DEFAULT_OUT = fileURLToPath(new URL('../results/eval/', import.meta.url));
 const APPROACHES = ['dsync', 'dsync-paper', 'webr2sync+', 'dedup', 'full'];
 const KINDS = ['cut', 'insert', 'inverse'];
 
@@ -34,7 +34,7 @@ const T = (p: PairResult, a: string) => med(p.runs[a], (r) => r.timeMs.total);
 const rsyncT = (p: PairResult) => (p.rsync?.length ? median(p.rsync.map((r: RsyncRun) => r.timeMs)) : NaN);
 const rsyncB = (p: PairResult) => (p.rsync?.length ? p.rsync[0].sent + p.rsync[0].received : NaN);
 
-export function writeReport(doc: Doc): void {
+export function writeReport(doc: Doc, OUT = DEFAULT_OUT): void {
   const res: PairResult[] = doc.results;
   const syn = res.filter((r) => r.section === 'synthetic');
   const real = res.filter((r) => r.section === 'real');
@@ -203,6 +203,8 @@ export function targets(syn: PairResult[], large: PairResult[]): string[] {
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  writeReport(JSON.parse(readFileSync(join(OUT, 'results.json'), 'utf8')));
-  console.error('[eval] wrote bench/results/eval/summary.md and the figures');
+  // node --import tsx bench/eval/report.ts [DIR]: DIR/results.json -> DIR/summary.md and figures
+  const dir = process.argv[2] ?? DEFAULT_OUT;
+  writeReport(JSON.parse(readFileSync(join(dir, 'results.json'), 'utf8')), dir);
+  console.error(`[eval] wrote ${join(dir, 'summary.md')} and the figures`);
 }

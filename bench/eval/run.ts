@@ -4,7 +4,7 @@
  * binary beside them. Writes bench/results/eval/results.json, then report.ts turns it into
  * the markdown summary and SVG figures.
  *
- *   npm run bench [-- --quick] [--reps N] [--sections synthetic,real,large] [--no-rsync] [--large-deflate] [--approaches a,b]
+ *   npm run bench [-- --quick] [--reps N] [--sections synthetic,real,large] [--no-rsync] [--large-deflate] [--approaches a,b] [--out DIR]
  *
  * Servers run pinned to core 0 (taskset), this client process to core 1 (scripts/bench.sh
  * starts it so); toxiproxy is not pinned. Every timed sync starts from the same basis: the
@@ -34,7 +34,7 @@ const SECTIONS = opt('--sections', QUICK ? 'synthetic,real' : 'synthetic,real,la
 const RSYNC = !flag('--no-rsync');
 const LARGE_DEFLATE = flag('--large-deflate');
 const ONLY = opt('--approaches', APPROACHES.join(',')).split(',') as Approach[];
-const OUT = join(ROOT, 'bench/results/eval');
+const OUT = join(ROOT, opt('--out', 'bench/results/eval'));
 const WORK = join(ROOT, 'bench/tmp/eval');
 
 export const SHAPE_100M: Shaping = { mbps: 100, rttMs: 30 };
@@ -194,7 +194,7 @@ async function main() {
     mkdirSync(OUT, { recursive: true });
     const doc = { command, date: new Date().toISOString(), reps: REPS, machine, shaping: { default: describeShaping(SHAPE_100M) + '; permessage-deflate on for every approach', large: describeShaping(SHAPE_1G) + `; permessage-deflate ${LARGE_DEFLATE ? 'on' : 'off'} for every approach` }, datasets: { mixedParts: ds.parts }, elapsedS: Math.round((Date.now() - t0) / 1000), results };
     writeFileSync(join(OUT, 'results.json'), JSON.stringify(doc, null, 1) + '\n');
-    writeReport(doc);
+    writeReport(doc, OUT);
   };
   try {
     if (SECTIONS.includes('synthetic')) {
@@ -249,7 +249,7 @@ async function main() {
     rmSync(join(WORK, 'rsyncd'), { recursive: true, force: true });
   }
   save();
-  log(`done in ${Math.round((Date.now() - t0) / 1000)} s; results in bench/results/eval/`);
+  log(`done in ${Math.round((Date.now() - t0) / 1000)} s; results in ${OUT}`);
 }
 
 await main();
