@@ -3,9 +3,26 @@
 //   - JS heap of the page (Performance.getMetrics JSHeapUsedSize) and of the sync worker
 //     (Runtime.getHeapUsage: the V8 heap, plus ArrayBuffer backing stores: file slices, wasm memory),
 //   - resident memory (VmRSS) of the browser's renderer processes (SystemInfo.getProcessInfo),
-//   - main-thread long tasks (PerformanceObserver 'longtask') and the worst timer delay.
-import { readFileSync } from 'node:fs';
+//   - main-thread long tasks (PerformanceObserver 'longtask') and the worst timer delay,
+//   - CPU time of the renderer's main thread and of the sync worker's thread (/proc).
+import { readFileSync, readdirSync } from 'node:fs';
 import type { Browser, CDPSession, Page } from '@playwright/test';
+
+/** CPU seconds (user + system) of the tab's renderer threads so far. */
+export interface ThreadCpu {
+  main: number;
+  worker: number;
+}
+
+function statOf(pid: number, tid: string): { name: string; cpu: number } | null {
+  try {
+    const st = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    const fields = st.slice(st.lastIndexOf(')') + 2).split(' ');
+    return { name: st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')), cpu: (Number(fields[11]) + Number(fields[12])) / 100 };
+  } catch {
+    return null;
+  }
+}
 
 export interface Sample {
   pageHeap: number;
@@ -125,6 +142,27 @@ export class TabMetrics {
       workerBuffers: heap.backingStorageSize ?? 0,
       rendererRss: processInfo.filter((p) => p.type === 'renderer').reduce((s, p) => s + rssOf(p.id), 0),
     };
+  }
+
+  /**
+   * CPU time of the renderer's main thread and of its dedicated worker: the renderer process is
+   * the one with a DedicatedWorker thread, its main thread the one whose id is the process id.
+   */
+  async threadCpu(): Promise<ThreadCpu> {
+    const { processInfo } = await this.browserCdp.send('SystemInfo.getProcessInfo');
+    for (const p of processInfo.filter((x) => x.type === 'renderer')) {
+      let tids: string[];
+      try {
+        tids = readdirSync(`/proc/${p.id}/task`);
+      } catch {
+        continue;
+      }
+      const threads = tids.map((t) => ({ tid: t, ...statOf(p.id, t) }));
+      const worker = threads.filter((t) => t.name?.startsWith('DedicatedWorker'));
+      if (!worker.length) continue;
+      return { main: threads.find((t) => t.tid === String(p.id))?.cpu ?? 0, worker: worker.reduce((a, t) => a + (t.cpu ?? 0), 0) };
+    }
+    return { main: 0, worker: 0 };
   }
 
   /** Samples every `ms` until stop(), keeping the peaks. */
