@@ -9,13 +9,11 @@ import { TestServer } from './server.ts';
 export const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 
 export const test = base.extend<{ server: TestServer; dir: string }>({
-  // eslint-disable-next-line no-empty-pattern
   server: async ({}, use) => {
     const server = await new TestServer().start();
     await use(server);
     await server.stop();
   },
-  // eslint-disable-next-line no-empty-pattern
   dir: async ({}, use) => {
     const dir = mkdtempSync(path.join(tmpdir(), 'dsync-e2e-files-'));
     await use(dir);
