@@ -7,7 +7,7 @@
  *
  *   npm run load -- --clients N --interval 10 --duration 60 --approach dsync|dsync-paper|webr2sync+|dedup|full
  *                   [--find-max] [--p99-bound 1000] [--cpu-limit 80] [--edit 2048] [--size 10485760] [--shaping none|100m]
- *   npm run load -- --summary      (rewrites summary.md from the result files)
+ *   npm run load -- --summary [DIR]   (rewrites DIR/summary.md from the result files there)
  *
  * So that clients do not steal the server's CPU unnoticed on a 2-core machine: the server is
  * pinned to core 0 and this client process to core 1 (taskset), all client-side work (edited
@@ -237,7 +237,7 @@ async function main() {
 }
 
 /** bench/results/load/summary.md from every result file there. */
-function writeSummary() {
+function writeSummary(OUT = join(ROOT, 'bench/results/load')) {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const docs = readdirSync(OUT).filter((f) => f.endsWith('.json')).sort().map((f) => ({ f, d: JSON.parse(readFileSync(join(OUT, f), 'utf8')) as any }));
   const md = ['# Load: clients one server holds (paper Fig. 16)', ''];
@@ -258,7 +258,7 @@ function writeSummary() {
     md.push('## Targets', '');
     md.push(`- dsync ≥ 2× the clients of webr2sync+: **${ds >= 2 * w ? 'met' : 'not met'}** (${ds} vs ${w}: ${(ds / w).toFixed(2)}×).`);
     md.push(`- dsync ≥ 1.5× the clients of dedup: **${ds >= 1.5 * dd ? 'met' : 'not met'}** (${ds} vs ${dd}: ${(ds / dd).toFixed(2)}×).`, '');
-    md.push('Where the server time goes: [../eval/profile.md](../eval/profile.md).', '');
+    md.push('Where the server time goes: [bench/results/eval/profile.md](../eval/profile.md).', '');
   }
   // Fig. 16 analogue: server CPU vs clients, per approach (find-max trials).
   if (fm.length) {
@@ -279,10 +279,11 @@ function writeSummary() {
     );
     md.push('![Fig. 16](fig16-clients.svg)', '');
   }
-  md.push('## Trials', '', '| file | approach | N | syncs | errors | p50 / p95 / p99 ms | server CPU % (max 5 s) | server RSS MiB | client CPU % | pass |', '|---|---|---:|---:|---:|---:|---:|---:|---:|---|');
+  md.push('## Trials', '', 'Server CPU per sync = server CPU time over the run / syncs completed: the measure least disturbed by other jobs on the machine (p99 latency is the most).', '');
+  md.push('| file | approach | N | syncs | errors | p50 / p95 / p99 ms | server CPU % (max 5 s) | server CPU ms per sync | server RSS MiB | client CPU % | pass |', '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|');
   for (const { f, d } of docs)
     for (const t of d.trials as Trial[])
-      md.push(`| ${f} | ${t.approach} | ${t.clients} | ${t.syncs} | ${t.errors} | ${t.latencyMs.p50} / ${t.latencyMs.p95} / ${t.latencyMs.p99} | ${t.serverCpuPct.mean} (${t.serverCpuPct.max5s}) | ${t.serverRssMiB.max} | ${t.clientCpuPct}${t.clientBound ? ' (client-bound)' : ''} | ${t.pass ? 'yes' : 'no'} |`);
+      md.push(`| ${f} | ${t.approach} | ${t.clients} | ${t.syncs} | ${t.errors} | ${t.latencyMs.p50} / ${t.latencyMs.p95} / ${t.latencyMs.p99} | ${t.serverCpuPct.mean} (${t.serverCpuPct.max5s}) | ${((t.serverCpuPct.mean * t.durationS * 10) / t.syncs).toFixed(1)} | ${t.serverRssMiB.max} | ${t.clientCpuPct}${t.clientBound ? ' (client-bound)' : ''} | ${t.pass ? 'yes' : 'no'} |`);
   md.push('', '## Setup of each file', '');
   for (const { f, d } of docs) {
     md.push(`- **${f}**: \`${d.command}\` (${d.date}); machine ${d.machine.cpu}, ${d.machine.cores} cores, Node ${d.machine.node}, load average at start ${d.machine.loadavgAtStart.join(' / ')}; ${Object.entries(d.setup).map(([k, v]) => `${k}: ${v}`).join('; ')}.`);
@@ -290,5 +291,6 @@ function writeSummary() {
   writeFileSync(join(OUT, 'summary.md'), md.join('\n') + '\n');
 }
 
-if (argv.includes('--summary')) writeSummary(); // rewrite summary.md from the result files
+// --summary [DIR]: rewrite DIR/summary.md (default bench/results/load) from its result files
+if (argv.includes('--summary')) writeSummary(argv[argv.indexOf('--summary') + 1] ? join(ROOT, argv[argv.indexOf('--summary') + 1]) : undefined);
 else await main();
