@@ -34,7 +34,8 @@ const SECTIONS = opt('--sections', QUICK ? 'synthetic,real' : 'synthetic,real,la
 const RSYNC = !flag('--no-rsync');
 const LARGE_DEFLATE = flag('--large-deflate');
 const ONLY = opt('--approaches', APPROACHES.join(',')).split(',') as Approach[];
-const OUT = join(ROOT, opt('--out', 'bench/results/eval'));
+// a smoke run (--quick) does not overwrite the real results
+const OUT = join(ROOT, opt('--out', QUICK ? 'bench/tmp/eval-quick' : 'bench/results/eval'));
 const WORK = join(ROOT, 'bench/tmp/eval');
 
 export const SHAPE_100M: Shaping = { mbps: 100, rttMs: 30 };
