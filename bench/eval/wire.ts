@@ -27,13 +27,9 @@ export const T = {
   Result: 9,
 } as const;
 
-export interface Traffic {
-  checksumList: number;
-  matchTokens: number;
-  delta: number;
-  control: number;
-  total: number;
-}
+/** The same per-part accounting as Dsync's connection. */
+export type { Traffic } from '../../shared/src/conn.ts';
+import type { Traffic } from '../../shared/src/conn.ts';
 
 const part = (t: number): keyof Omit<Traffic, 'total'> =>
   t === T.Blocks || t === T.Hashes || t === T.ListEnd ? 'checksumList' : t === T.Have ? 'matchTokens' : t === T.Literal || t === T.Data ? 'delta' : 'control';
