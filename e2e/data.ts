@@ -1,6 +1,5 @@
 // Test files: document-like content, edits, and large pseudo-random files written in slices.
 import { createHash, randomBytes } from 'node:crypto';
-import { createReadStream } from 'node:fs';
 import { open } from 'node:fs/promises';
 
 const WORDS = ['delta', 'sync', 'chunk', 'the', 'server', 'browser', 'file', 'and', 'weak', 'strong', 'hash', 'version', 'match', 'token', 'basis', 'target'];
@@ -43,11 +42,5 @@ export async function writePseudoRandomFile(file: string, size: number, seed = 0
   } finally {
     await fh.close();
   }
-  return h.digest('hex');
-}
-
-export async function sha256File(file: string): Promise<string> {
-  const h = createHash('sha256');
-  for await (const c of createReadStream(file)) h.update(c as Buffer);
   return h.digest('hex');
 }

@@ -56,7 +56,7 @@ test('phone: plain http by a LAN name (no crypto.subtle), CPU throttled 4×, fil
   const secondMs = Date.now() - t0;
   console.log(`phone (Pixel 7 profile, main thread 4× slower; ${workerThrottle}): first sync of 3 MB in ${firstMs} ms (${first.sent} B sent), edited re-sync in ${secondMs} ms (${second.sent} B sent)`);
   expect(second.version).toBe(2);
-  expect(server.storedBytes('photo.jpg', 2).equals(v2)).toBe(true);
+  expect((await server.storedBytes('photo.jpg', 2)).equals(v2)).toBe(true);
 
   // nothing overflows sideways, at 390 px and at 360 px, with the versions open
   await page.getByTestId('file-row').getByRole('button').tap();

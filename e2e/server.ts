@@ -2,11 +2,11 @@
 // own data directory, so a test can SIGKILL it mid-sync and start it again on the same port.
 // Stored bytes are read back through the store's own paths (server/src/store.ts).
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Store } from '../server/src/store.ts';
-import { sha256File } from './data.ts';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 
@@ -58,12 +58,14 @@ export class TestServer {
     return this.store.latest(name);
   }
 
-  storedBytes(name: string, version: number): Buffer {
-    return readFileSync(this.store.dataPath(name, version));
+  storedBytes(name: string, version: number): Promise<Buffer> {
+    return this.store.bytes(name, version);
   }
 
-  storedSha256(name: string, version: number): Promise<string> {
-    return sha256File(this.store.dataPath(name, version));
+  async storedSha256(name: string, version: number): Promise<string> {
+    const h = createHash('sha256');
+    for await (const piece of this.store.stream(name, version)) h.update(piece);
+    return h.digest('hex');
   }
 
   async stop() {

@@ -28,7 +28,7 @@ test('first upload through the drop zone (real drag events with a DataTransfer)'
   await expect(page.getByText('Drop to sync')).toBeHidden();
   for (const [name, bytes] of Object.entries(files)) {
     expect((await result(page, name)).version).toBe(1);
-    expect(server.storedBytes(name, 1).equals(bytes)).toBe(true);
+    expect((await server.storedBytes(name, 1)).equals(bytes)).toBe(true);
     await expect(page.getByTestId('files').getByText(name)).toBeVisible();
   }
 });
@@ -50,7 +50,7 @@ test('file button; an edited re-upload is a delta; plain and delta downloads ret
   console.log(`edited re-upload of ${v2.length} bytes: ${second.delta} bytes of Delta Bytes, ${second.sent} bytes of protocol traffic in all`);
   expect(second.version).toBe(2);
   expect(second.delta).toBeLessThan(v2.length / 20);
-  expect(server.storedBytes('report.doc', 2).equals(v2)).toBe(true);
+  expect((await server.storedBytes('report.doc', 2)).equals(v2)).toBe(true);
   await expect(card(page, 'report.doc')).toContainText('saved');
 
   // plain download of version 1
@@ -89,7 +89,7 @@ test('a folder of several files keeps folder-relative names', async ({ page, ser
   await page.getByTestId('folder-input').setInputFiles(folder);
   for (const [n, b] of Object.entries(files)) {
     expect((await result(page, `project/${n}`)).version).toBe(1);
-    expect(server.storedBytes(`project/${n}`, 1).equals(b)).toBe(true);
+    expect((await server.storedBytes(`project/${n}`, 1)).equals(b)).toBe(true);
   }
   await expect(page.getByTestId('file-row')).toHaveCount(Object.keys(files).length);
 });
@@ -134,7 +134,7 @@ test('the server stopped mid-sync: the page says so, the old version stays intac
   await expect(page.getByTestId('server-status')).toContainText('Server unreachable');
   // nothing was committed and the previous version is intact
   expect(await server.latest('movie.mp4')).toBe(1);
-  expect(server.storedBytes('movie.mp4', 1).equals(v1)).toBe(true);
+  expect((await server.storedBytes('movie.mp4', 1)).equals(v1)).toBe(true);
 
   // a file picked while the server is down: "cannot reach"
   const other = path.join(dir, 'other.txt');

@@ -13,6 +13,8 @@
  *   GET  /api/metrics                      open connections, sessions, memory
  */
 import { existsSync } from 'node:fs';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import path from 'node:path';
@@ -123,7 +125,9 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
         return void res.status(404).json({ error: `${name} has no version ${req.query.version ?? ''}`.trim() });
       }
       res.setHeader('Content-Disposition', `attachment; filename*=UTF-8''${encodeURIComponent(path.basename(name))}`);
-      res.sendFile(path.resolve(store.dataPath(name, version)), { dotfiles: 'allow' });
+      res.setHeader('Content-Type', 'application/octet-stream');
+      res.setHeader('Content-Length', String((await store.readIndex(name, version)).size));
+      await pipeline(Readable.from(store.stream(name, version)), res);
     }),
   );
   if (existsSync(cfg.staticDir)) app.use(express.static(cfg.staticDir));

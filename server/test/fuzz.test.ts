@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import { decode } from '../../shared/src/codec.ts';
 import { ProtocolError } from '../../shared/src/protocol.ts';
 import { Rng } from '../../shared/src/testdata.ts';
-import { decodeIndex, encodeIndex } from '../src/store.ts';
+import { decodeVersion, encodeVersion } from '../src/store.ts';
 import { Fuzzer, mutate } from './fuzz.ts';
 
 const fuzzer = new Fuzzer();
@@ -43,8 +43,10 @@ test('decoders: 100 000 mutated frames and chunk indexes fail cleanly or decode'
   assert.ok(decoded > 1000);
   // the store's chunk index: any damage is detected
   const ix = { params: { min: 64, avg: 256, max: 1024, op: 0, every: 16 }, algo: 3, size: 300, lengths: Uint32Array.of(100, 200), fastfps: Uint32Array.of(1, 2), hashes: new Uint8Array(64).fill(9), root: new Uint8Array(32).fill(3) };
-  const good = encodeIndex(ix);
-  assert.deepEqual(decodeIndex(good).lengths, ix.lengths);
+  const layout = { segments: ['a/v1.dat', 'b%2Ec/v7.dat'], extents: [{ seg: 1, offset: 4096, length: 100 }, { seg: 0, offset: 0, length: 200 }] };
+  const good = encodeVersion(ix, layout);
+  assert.deepEqual(decodeVersion(good, 'x/v2.dat'), { index: ix, layout });
+  const decodeIndex = (b: Buffer) => decodeVersion(b, 'x/v2.dat');
   for (let i = 0; i < 5000; i++) {
     const bad = Buffer.from(good);
     if (r.int(3) === 0) {

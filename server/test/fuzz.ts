@@ -149,8 +149,9 @@ export class Fuzzer {
   }
 
   private async dropVersion(name: string, v: number) {
-    rmSync(this.store.dataPath(name, v));
-    rmSync(this.store.dataPath(name, v).replace(/\.dat$/, '.idx'));
+    // the newest version: no other references its segment
+    rmSync(this.store.indexPath(name, v));
+    rmSync(this.store.indexPath(name, v).replace(/\.idx$/, '.dat'), { force: true });
   }
 
   /** Runs one mutated replay and checks the invariants. */
@@ -184,7 +185,7 @@ export class Fuzzer {
     if (sc.op === 'push' && added.length) {
       // a new version exists only if it is exactly the target
       assert.equal(added.length, 1);
-      assert.deepEqual(readFileSync(this.store.dataPath(sc.name, added[0])), Buffer.from(sc.target!), `${sc.label}: stored a wrong file`);
+      assert.deepEqual(await this.store.bytes(sc.name, added[0]), Buffer.from(sc.target!), `${sc.label}: stored a wrong file`);
       await this.dropVersion(sc.name, added[0]);
     } else {
       assert.deepEqual(after, before, `${sc.label}: versions changed without a commit`);
@@ -192,7 +193,7 @@ export class Fuzzer {
     if (result) this.stats.results++;
     if (!result && !s.sent.some((f) => f[0] === Msg.Error)) this.stats.silent++;
     // the basis is intact (checked on a sample: it costs a read)
-    if (sc.basis && this.stats.cases % 50 === 0) assert.deepEqual(readFileSync(this.store.dataPath(sc.name, 1)), Buffer.from(sc.basis));
+    if (sc.basis && this.stats.cases % 50 === 0) assert.deepEqual(await this.store.bytes(sc.name, 1), Buffer.from(sc.basis));
     await this.store.dropSuspended();
     assert.deepEqual(readdirSync(path.join(this.dir, 'ns/local/tmp')), [], 'tmp/ not cleaned');
   }

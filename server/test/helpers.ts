@@ -1,6 +1,6 @@
 // Test helpers: a real server on a loopback port with a temporary data directory, and push /
 // pull through the real client library over a real WebSocket.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import WebSocket from 'ws';
@@ -28,7 +28,7 @@ export async function testServer(flags: Record<string, string | boolean> = {}, l
     async stored(name, version) {
       const store = await s.storeOf('local');
       const v = version ?? (await store.latest(name));
-      return readFileSync(store.dataPath(name, v));
+      return store.bytes(name, v);
     },
     async stop() {
       await s.close();

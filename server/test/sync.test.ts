@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { EDIT_KINDS, type EditKind, Rng, applyEdits, fastRandomBytes, randomBytes, textBytes } from '../../shared/src/testdata.ts';
 import { writeFileSync } from 'node:fs';
-import { encodeIndex } from '../src/store.ts';
+import { encodeVersion } from '../src/store.ts';
 import { type TestServer, pullBytes, pushBytes, testServer } from './helpers.ts';
 
 let server: TestServer;
@@ -174,9 +174,9 @@ test('paper-exact server mode gives the same results', async () => {
 async function forgeWeakCollision(name: string, chunk: number) {
   const store = await server.storeOf('local');
   const v = await store.latest(name);
-  const ix = await store.readIndex(name, v);
-  ix.hashes[chunk * 32] ^= 0xff;
-  writeFileSync(store.dataPath(name, v).replace(/\.dat$/, '.idx'), encodeIndex(ix));
+  const { index, layout } = await store.readVersion(name, v);
+  index.hashes[chunk * 32] ^= 0xff;
+  writeFileSync(store.indexPath(name, v), encodeVersion(index, layout));
 }
 
 test('a failed merged run above the split threshold is split: only the colliding chunk is resent', async () => {

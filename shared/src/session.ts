@@ -175,6 +175,14 @@ export async function sendTarget(conn: Conn, target: ChunkIndex, source: Source,
 /** Where the receiver writes the rebuilt target. */
 export interface Sink {
   write(bytes: Uint8Array): Promise<void>;
+  /**
+   * Optional: appends `length` bytes of `from` at `offset` (a stretch of the basis) without
+   * the receiver reading them, e.g. by reference. A sink offers this only where the basis'
+   * bytes are known to match its chunk index (the server's stored versions, verified when
+   * they were written): the receiver then takes the copied chunks' strong hashes from the
+   * basis index instead of hashing them again, so its work follows the size of the change.
+   */
+  copy?(from: Source, offset: number, length: number): Promise<void>;
   /** Called once the target is verified; returns the version number it was stored as. */
   commit(index: ChunkIndex): Promise<number>;
   /** Called on any failure: nothing of the target may remain visible. */
@@ -336,7 +344,8 @@ export async function receiveTarget(
       }
     }
 
-    // Rebuild: in target order, copy basis chunks or take the next literal; hash what we write.
+    // Rebuild: in target order, copy basis chunks or take the next literal; hash what we write
+    // (copies into a sink that can reference them take their hashes from the basis index).
     const basisOffsets = basis ? offsetsOf(basis.index.lengths) : null;
     let scratch: Uint8Array | undefined;
     let literal: Delta | null = null;
@@ -349,18 +358,27 @@ export async function receiveTarget(
       await sink!.write(bytes);
       written = j;
     };
+    const byReference = !!sink.copy;
     for (let i = resumeFrom; i < count; ) {
       if (copyFrom[i] >= 0) {
-        // Copy the longest stretch that is contiguous in the basis, up to 4 MiB per read.
+        // Copy the longest stretch that is contiguous in the basis (read: up to 4 MiB at once).
         let j = i + 1;
-        while (j < count && copyFrom[j] === copyFrom[j - 1] + 1 && basisOffsets![copyFrom[j] + 1] - basisOffsets![copyFrom[i]] <= COPY_STRETCH) j++;
+        while (j < count && copyFrom[j] === copyFrom[j - 1] + 1 && (byReference || basisOffsets![copyFrom[j] + 1] - basisOffsets![copyFrom[i]] <= COPY_STRETCH)) j++;
         const from = basisOffsets![copyFrom[i]];
-        // one buffer for every stretch: a fresh 4 MiB allocation each time drove full GCs
-        const bytes = await basis!.source.read(from, basisOffsets![copyFrom[j - 1] + 1] - from, (scratch ??= new Uint8Array(COPY_STRETCH)));
+        const length = basisOffsets![copyFrom[j - 1] + 1] - from;
         // Basis chunks and target chunks agree in length (the weak match includes it).
-        if (bytes.length !== offsetsOfRange(target.lengths, i, j)) throw new ProtocolError(ErrorCode.Internal, 'the basis is shorter than its index');
-        await put(i, j, bytes);
-        matchedBytes += bytes.length;
+        if (from + length > basis!.source.size) throw new ProtocolError(ErrorCode.Internal, 'the basis is shorter than its index');
+        if (byReference) {
+          await sink.copy!(basis!.source, from, length);
+          hashes.set(basis!.index.hashes.subarray(copyFrom[i] * H, (copyFrom[j - 1] + 1) * H), i * H);
+          written = j;
+        } else {
+          // one buffer for every stretch: a fresh 4 MiB allocation each time drove full GCs
+          const bytes = await basis!.source.read(from, length, (scratch ??= new Uint8Array(COPY_STRETCH)));
+          if (bytes.length !== length) throw new ProtocolError(ErrorCode.Internal, 'the basis is shorter than its index');
+          await put(i, j, bytes);
+        }
+        matchedBytes += length;
         i = j;
         continue;
       }
@@ -403,12 +421,6 @@ function checkChecksums(m: Checksums, params: ChunkParams, before: number, limit
   for (const l of m.lengths) {
     if (l === 0 || l > params.max) throw bad(`chunk length ${l} outside 1..${params.max}`);
   }
-}
-
-function offsetsOfRange(lengths: Uint32Array, i: number, j: number): number {
-  let n = 0;
-  for (let k = i; k < j; k++) n += lengths[k];
-  return n;
 }
 
 function concatU32(parts: Uint32Array[], n: number): Uint32Array {
