@@ -21,7 +21,7 @@ import { constants, promises as fs } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { type ChunkIndex, type Source } from '../../shared/src/chunk-index.ts';
-import { strong_hash } from '../../wasm/pkg/dsync_wasm.js';
+import { strong_hash } from '../../shared/src/wasm.ts';
 import { ErrorCode, ProtocolError, hashLength } from '../../shared/src/protocol.ts';
 import type { Held, Sink, SinkFor } from '../../shared/src/session.ts';
 import { MIN_SHARED, sharedTraits, traitsOf } from './similarity.ts';

@@ -6,7 +6,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { strong_hash } from '../../wasm/pkg/dsync_wasm.js';
+import { strong_hash } from '../../shared/src/wasm.ts';
 import { hashLength } from '../../shared/src/protocol.ts';
 import { Rng, applyEdits, fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
 import { loadConfig } from '../src/config.ts';
