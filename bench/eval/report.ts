@@ -47,11 +47,17 @@ export function writeReport(doc: Doc, OUT = DEFAULT_OUT): void {
   md.push(`- **Command:** \`${doc.command}\` (${doc.date}, ${doc.elapsedS} s)`);
   md.push(`- **Machine:** ${machine}. ${m.note}.`);
   md.push(`- **Shaping:** ${doc.shaping.default} for the 10 MB benchmark and the real datasets; ${doc.shaping.large} for the large files.`);
+  const connects = res.flatMap((p) => Object.values(p.runs).flatMap((rs) => rs.map((r) => r.connectMs))).filter((c) => c > 0);
+  md.push(
+    doc.warm
+      ? `- **Connection:** every timed sync runs on a WebSocket opened just before it, outside the timed span, as a web page holds its socket open (the paper's browser clients do; Dsync's page runs its syncs on one socket, docs/protocol.md §3). Opening one costs every approach the same two round trips (TCP, then the upgrade): median ${secs(median(connects))} here, not included in any time below.`
+      : `- **Connection:** cold: every timed sync opens its WebSocket, and the opening (TCP + upgrade, two round trips, the same for every approach) is part of its time.`,
+  );
   md.push(`- **Transport:** one WebSocket per sync (\`ws\`), permessage-deflate on for every approach on the 100 Mbps link (off for the large files at 1 Gbps, where it would cap every approach at its ~45 MB/s); traffic is counted before compression (the paper's metric), *wire* is what the socket carried.`);
   md.push(`- **Repetitions:** ${doc.reps} per point; medians reported (rsync: ${doc.reps} on the 10 MB and real pairs, 1 on the large files).`);
   md.push(`- **Approaches:** \`dsync\` (product server, defaults: BLAKE3, cached chunk index; its store writes only the Delta Bytes and refers to the basis for the rest, docs/protocol.md §8), \`dsync-paper\` (\`--paper-exact\`: basis re-chunked every sync, SHA-1), \`webr2sync+\` (fixed 8 KB blocks, Adler-32 + SipHash, server-side byte-by-byte rolling search in wasm), \`dedup\` (FastCDC + BLAKE3 on every chunk on both sides, server re-chunks the basis every sync), \`full\` (whole file) — the baselines' server rebuilds and rewrites the whole file, as the papers' servers do —, and \`rsync\` 3.x binary over an rsync daemon through the same shaped link (no \`-z\`; bytes = "Total bytes sent + received"; native C, and unlike every WebSocket server here it does not fsync the file it writes).`);
   md.push(`- **Where the time goes:** [profile.md](profile.md) (CPU profiles of the servers).`);
-  md.push(`- **Times:** *total* = wall time from the client's first computation (chunking / hashing the target) to the server's verified Result; *client* = the client process' CPU time over that span; *server* = the server's time working on the session (wall time minus time waiting for the client's messages, as Dsync's server reports it in Result; the baselines' server measures it the same way; disk writes and fsync included); *network* = total − client − server, floored at 0 (on the large files client and server work overlap in a pipeline, so the parts can add up to more than the total).`);
+  md.push(`- **Times:** *total* = wall time from the client's first computation (chunking / hashing the target) to the server's verified Result${doc.warm ? ' (the socket already open)' : ' (the socket opened in between)'}; *client* = the client process' CPU time over that span; *server* = the server's time working on the session (wall time minus time waiting for the client's messages, as Dsync's server reports it in Result; the baselines' server measures it the same way; disk writes and fsync included); *network* = total − client − server, floored at 0 (on the large files client and server work overlap in a pipeline, so the parts can add up to more than the total).`);
   md.push('');
 
   if (syn.length) {

@@ -4,7 +4,11 @@
  * binary beside them. Writes bench/results/eval/results.json, then report.ts turns it into
  * the markdown summary and SVG figures.
  *
- *   npm run bench [-- --quick] [--reps N] [--sections synthetic,real,large] [--no-rsync] [--large-deflate] [--approaches a,b] [--out DIR]
+ *   npm run bench [-- --quick] [--reps N] [--sections synthetic,real,large] [--no-rsync] [--large-deflate] [--approaches a,b] [--out DIR] [--cold]
+ *
+ * Each timed sync runs on a WebSocket opened just before it (untimed, its opening reported
+ * apart), as a page holds its socket open: the paper's setting. `--cold` times the opening
+ * (TCP + upgrade, 2 round trips, the same for every approach) as part of every sync.
  *
  * Servers run pinned to core 0 (taskset), this client process to core 1 (scripts/bench.sh
  * starts it so); toxiproxy is not pinned. Every timed sync starts from the same basis: the
@@ -33,6 +37,7 @@ const REPS = Number(opt('--reps', QUICK ? '1' : '3'));
 const SECTIONS = opt('--sections', QUICK ? 'synthetic,real' : 'synthetic,real,large').split(',');
 const RSYNC = !flag('--no-rsync');
 const LARGE_DEFLATE = flag('--large-deflate');
+const WARM = !flag('--cold');
 const ONLY = opt('--approaches', APPROACHES.join(',')).split(',') as Approach[];
 // a smoke run (--quick) does not overwrite the real results
 const OUT = join(ROOT, opt('--out', QUICK ? 'bench/tmp/eval-quick' : 'bench/results/eval'));
@@ -154,7 +159,7 @@ async function runPair(
       await syncPrepared(basisPrep, srv.url, name); // seed (unshaped), also warms up both sides
       res.runs[a] = [];
       for (let r = 0; r < reps; r++) {
-        const rep = await syncPrepared(await prepare(a, t.source), `ws://127.0.0.1:${port}`, name);
+        const rep = await syncPrepared(await prepare(a, t.source), `ws://127.0.0.1:${port}`, name, true, WARM);
         res.runs[a].push(rep);
         await rig.restore(a, name, basisPath, basisPrep); // back to the basis (untimed)
       }
@@ -193,7 +198,7 @@ async function main() {
   const results: PairResult[] = [];
   const save = () => {
     mkdirSync(OUT, { recursive: true });
-    const doc = { command, date: new Date().toISOString(), reps: REPS, machine, shaping: { default: describeShaping(SHAPE_100M) + '; permessage-deflate on for every approach', large: describeShaping(SHAPE_1G) + `; permessage-deflate ${LARGE_DEFLATE ? 'on' : 'off'} for every approach` }, datasets: { mixedParts: ds.parts }, elapsedS: Math.round((Date.now() - t0) / 1000), results };
+    const doc = { command, date: new Date().toISOString(), reps: REPS, machine, warm: WARM, shaping: { default: describeShaping(SHAPE_100M) + '; permessage-deflate on for every approach', large: describeShaping(SHAPE_1G) + `; permessage-deflate ${LARGE_DEFLATE ? 'on' : 'off'} for every approach` }, datasets: { mixedParts: ds.parts }, elapsedS: Math.round((Date.now() - t0) / 1000), results };
     writeFileSync(join(OUT, 'results.json'), JSON.stringify(doc, null, 1) + '\n');
     writeReport(doc, OUT);
   };

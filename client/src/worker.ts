@@ -8,7 +8,7 @@ import type { Source } from '../../shared/src/chunk-index.ts';
 import { ConnectionLost, RemoteError } from '../../shared/src/conn.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
 import type { Sink } from '../../shared/src/session.ts';
-import { type Phase, type WebSocketCtor, pull, push } from '../../shared/src/sync-client.ts';
+import { Connection, type Phase, type WebSocketCtor, pull, push } from '../../shared/src/sync-client.ts';
 import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
 
 const ready = init();
@@ -126,7 +126,49 @@ function blobSink(onWritten: (bytes: number) => void): Sink & { blob(): Blob } {
 
 const jobs = new Map<number, Job>();
 
+/** Sockets kept open between transfers: the server runs several sessions on one socket
+ *  (docs/protocol.md §3), so a folder's files, or a re-sync after an edit, skip the TCP and
+ *  WebSocket handshakes (two round trips). The server closes one left idle. */
+const idle: Connection[] = [];
+const KEEP_IDLE = 2;
+
+/** An open connection for `job`: an idle one, or a new one (undefined if that cannot be
+ *  opened: the sync client then tries itself, with its retries and its error messages). */
+async function takeConnection(url: string, job: Job): Promise<Connection | undefined> {
+  for (let c = idle.pop(); c; c = idle.pop()) {
+    if (c.usable && c.url === url) {
+      job.sockets.add(c.ws as WebSocket); // a cancel closes it
+      job.connected = true;
+      return c;
+    }
+    c.close();
+  }
+  try {
+    return await Connection.open(url, job.webSocket());
+  } catch {
+    return undefined;
+  }
+}
+
+function giveBack(c: Connection | undefined, job: Job) {
+  if (!c) return;
+  job.sockets.delete(c.ws as WebSocket);
+  if (c.usable && !job.cancelled && idle.length < KEEP_IDLE) idle.push(c);
+  else c.close();
+}
+
 async function run(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job) {
+  let taken: Connection | undefined;
+  // taken when the session starts, after chunking, so no socket idles while a file is read
+  const connection = async () => (taken = await takeConnection(m.url, job));
+  try {
+    await runOn(m, job, connection);
+  } finally {
+    giveBack(taken, job);
+  }
+}
+
+async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connection: () => Promise<Connection | undefined>) {
   const WebSocket = job.webSocket();
   const onProgress = (phase: Phase, done?: number, total?: number) => job.progress(phase, done, total);
   if (m.kind === 'push') {
@@ -134,12 +176,12 @@ async function run(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job) {
     const source = job.source(m.file, (end) => {
       if (job.step === 'tokens-received' || job.step === 'sending') job.progress('sending', end, m.file.size);
     });
-    const report = await push(source, { url: m.url, name: m.name, WebSocket, retries: m.retries, onProgress });
+    const report = await push(source, { url: m.url, name: m.name, WebSocket, connection, retries: m.retries, onProgress });
     post({ kind: 'done', id: m.id, report });
   } else {
     const basis = m.basis ? job.source(m.basis, (end) => job.progress('chunking', end, m.basis!.size)) : null;
     const sink = blobSink((written) => job.progress('receiving', written, m.size));
-    const report = await pull({ url: m.url, name: m.name, version: m.version, basis, WebSocket, sink, onProgress });
+    const report = await pull({ url: m.url, name: m.name, version: m.version, basis, WebSocket, connection, sink, onProgress });
     post({ kind: 'done', id: m.id, report, blob: sink.blob() });
   }
 }

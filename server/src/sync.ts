@@ -45,19 +45,26 @@ export interface SocketCounters {
   readonly bytesWritten: number;
 }
 
-/** Runs one session. `storeP` may still be opening: the connection queues messages meanwhile. */
+/**
+ * Runs the sessions of one connection, one after another: after a session's Result the client
+ * may send the next Hello on the same WebSocket (docs/protocol.md §3), so a page syncing a
+ * folder, or re-syncing an edited file, pays for the TCP and WebSocket handshakes once. An
+ * error ends the connection. `storeP` may still be opening: the connection queues messages
+ * meanwhile.
+ */
 export async function runSession(ws: WebSocketLike, socket: SocketCounters, storeP: Store | Promise<Store>, cfg: ServerConfig, log: SessionLog): Promise<void> {
   const conn = new Conn(ws, { maxQueuedBytes: Math.max(cfg.maxInFlight, cfg.maxMessage) });
-  const t0 = performance.now();
-  const in0 = socket.bytesRead;
-  const out0 = socket.bytesWritten;
-  // Two clocks end a session that stalls: no message for idleTimeoutMs, or one phase
-  // lasting longer than phaseTimeoutMs.
+  // Two clocks end a session that stalls: no message for idleTimeoutMs, or one phase lasting
+  // longer than phaseTimeoutMs. Between sessions only the first runs, and closes quietly.
+  let between = false;
   let idle: NodeJS.Timeout | undefined;
   let phaseTimer: NodeJS.Timeout | undefined;
   const resetIdle = () => {
     clearTimeout(idle);
-    idle = setTimeout(() => conn.sendError(ErrorCode.LimitExceeded, `no message for ${cfg.idleTimeoutMs} ms`), cfg.idleTimeoutMs);
+    idle = setTimeout(() => {
+      if (between) conn.close(1000, 'idle');
+      else conn.sendError(ErrorCode.LimitExceeded, `no message for ${cfg.idleTimeoutMs} ms`);
+    }, cfg.idleTimeoutMs);
   };
   const phase = (name: string) => {
     clearTimeout(phaseTimer);
@@ -65,16 +72,39 @@ export async function runSession(ws: WebSocketLike, socket: SocketCounters, stor
   };
   ws.addEventListener('message', resetIdle);
   resetIdle();
-  phase('hello');
+  try {
+    const store = await storeP;
+    for (let n = 0; ; n++) {
+      between = n > 0;
+      if (!between) phase('hello');
+      if (!(await oneSession(conn, socket, store, cfg, log, phase, () => (between = false)))) break;
+      clearTimeout(phaseTimer);
+    }
+  } finally {
+    clearTimeout(idle);
+    clearTimeout(phaseTimer);
+  }
+}
+
+/** One session on the connection: Hello to Result. Returns false when the connection is over
+ *  (closed by the client between sessions, or ended by an error). */
+async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg: ServerConfig, log: SessionLog, phase: (name: string) => void, started: () => void): Promise<boolean> {
+  // Counted from the Hello on: waiting for it is not this session's time.
+  let t0 = performance.now();
+  const w0 = conn.waitedMs;
+  const in0 = socket.bytesRead;
+  const out0 = socket.bytesWritten;
   const extra = () => ({
-    micros: Math.round((performance.now() - t0 - conn.waitedMs) * 1000),
+    micros: Math.round((performance.now() - t0 - (conn.waitedMs - w0)) * 1000),
     wireIn: socket.bytesRead - in0,
     wireOut: socket.bytesWritten - out0,
   });
   let hello: Hello | undefined;
   try {
-    const store = await storeP;
     const h = (hello = await conn.expect(Msg.Hello));
+    t0 = performance.now() - (conn.waitedMs - w0);
+    started();
+    phase('hello');
     checkHello(h, cfg);
     conn.hashLen = hashLength(hello.algo);
     const name = hello.name;
@@ -124,12 +154,12 @@ export async function runSession(ws: WebSocketLike, socket: SocketCounters, stor
         await opened.close();
       }
     }
-    await conn.drain();
-    conn.close(1000, 'done');
+    return true;
   } catch (e) {
     const err = e as Error;
     if (err instanceof ConnectionLost || err instanceof RemoteError) {
-      log({ op: hello?.op === Op.Pull ? 'pull' : 'push', name: hello?.name, aborted: err.message });
+      // a client that closes between sessions is done, not aborted
+      if (hello) log({ op: hello.op === Op.Pull ? 'pull' : 'push', name: hello.name, aborted: err.message });
       conn.close();
     } else {
       const code = err instanceof ProtocolError ? err.code : ErrorCode.Internal;
@@ -137,8 +167,6 @@ export async function runSession(ws: WebSocketLike, socket: SocketCounters, stor
       log({ op: hello?.op === Op.Pull ? 'pull' : 'push', name: hello?.name, error: code, message: err.message });
       conn.sendError(code, message);
     }
-  } finally {
-    clearTimeout(idle);
-    clearTimeout(phaseTimer);
+    return false;
   }
 }

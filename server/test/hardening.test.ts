@@ -10,6 +10,7 @@ import { deflateRawSync } from 'node:zlib';
 import WebSocket from 'ws';
 import { encode } from '../../shared/src/codec.ts';
 import { RemoteError } from '../../shared/src/conn.ts';
+import { Connection } from '../../shared/src/sync-client.ts';
 import { DEFAULT_PARAMS, ErrorCode, Msg, Op } from '../../shared/src/protocol.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
 import { addUser } from '../src/auth.ts';
@@ -230,6 +231,46 @@ test('a connection cut mid-upload: the client retries and the server resumes wit
     assert.deepEqual(readdirSync(path.join(s.data, 'ns/local/tmp')), []);
   } finally {
     proxy.close();
+    await s.stop();
+  }
+});
+
+test('several sessions on one connection: pushes and a pull share a socket; an error or idle time ends it, the stored versions stay', async () => {
+  const s = await testServer({ 'idle-timeout-ms': '300' });
+  try {
+    const r = new Rng(11);
+    const v1 = fastRandomBytes(3, 600_000);
+    const v2 = applyEdits(v1, r, { kind: 'insert', total: 2000 });
+    const connection = await Connection.open(s.wsUrl, WebSocket as any);
+    const sockets = async () => ((await (await fetch(`${s.url}/api/metrics`)).json()) as { connections: number }).connections;
+    const a = await pushBytes(s, 'keep/a.bin', v1, { connection });
+    const b = await pushBytes(s, 'keep/a.bin', v2, { connection });
+    const c = await pushBytes(s, 'keep/b.bin', v1, { connection });
+    assert.deepEqual([a.version, b.version, c.version], [1, 2, 1]);
+    assert.ok(b.literalBytes < v2.length / 3, `the second push is a delta (${b.literalBytes} literal bytes)`);
+    // per-session traffic: the delta push reports its own bytes, not the connection's
+    assert.ok(b.traffic.total < a.traffic.total / 2 && b.traffic.wire < a.traffic.wire / 2);
+    const { bytes } = await pullBytes(s, 'keep/a.bin', v1, { connection, version: 2 });
+    assert.deepEqual(bytes, Buffer.from(v2));
+    assert.ok(connection.usable, 'still open after four sessions');
+    assert.equal(await sockets(), 1);
+    // a bad message in the next session gets its error and closes this connection only
+    await assert.rejects(pushBytes(s, '../bad', v1, { connection }), (e: Error) => e instanceof RemoteError && e.code === ErrorCode.BadName);
+    assert.equal(connection.usable, false);
+    assert.deepEqual(await s.stored('keep/a.bin', 2), Buffer.from(v2));
+    // a push handed the closed connection opens its own
+    assert.equal((await pushBytes(s, 'keep/b.bin', v2, { connection })).version, 2);
+    // idle between sessions: the server closes quietly (1000, no Error message)
+    const idle = await Connection.open(s.wsUrl, WebSocket as any);
+    await pushBytes(s, 'keep/c.bin', v1, { connection: idle });
+    const closed = await new Promise<{ code: number; errors: number }>((resolve) => {
+      let errors = 0;
+      (idle.ws as unknown as WebSocket).on('message', (d: Buffer) => void (d[0] === Msg.Error && errors++));
+      (idle.ws as unknown as WebSocket).on('close', (code: number) => resolve({ code, errors }));
+    });
+    assert.deepEqual(closed, { code: 1000, errors: 0 });
+    assert.equal(idle.usable, false);
+  } finally {
     await s.stop();
   }
 });

@@ -117,6 +117,11 @@ export class Conn {
     });
   }
 
+  /** the socket is open and no error or close has been seen */
+  get isOpen(): boolean {
+    return !this.closed && this.ws.readyState === 1;
+  }
+
   private wake() {
     const w = this.waiter;
     this.waiter = null;

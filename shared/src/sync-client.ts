@@ -21,6 +21,10 @@ export interface SyncOptions {
   url: string;
   name: string;
   WebSocket: WebSocketCtor;
+  /** an open connection to run the session on (see `Connection`), or a function giving one
+   *  when the session starts (after chunking); without one, or when it has closed, the
+   *  session opens its own and closes it at the end. The caller keeps what it gave. */
+  connection?: Connection | (() => Promise<Connection | undefined>);
   params?: ChunkParams;
   algo?: number;
   onProgress?: (phase: Phase, done?: number, total?: number) => void;
@@ -38,20 +42,86 @@ export interface SyncReport {
   timeMs: { client: number; server: number; network: number; total: number };
 }
 
-function open(opts: SyncOptions): Promise<{ ws: WebSocketLike; conn: Conn }> {
-  const ws = new opts.WebSocket(opts.url);
-  const conn = new Conn(ws);
-  return new Promise((resolve, reject) => {
-    ws.addEventListener('open', () => resolve({ ws, conn }));
-    ws.addEventListener('error', (ev: { message?: string }) => reject(new ConnectionLost(`cannot connect to ${opts.url}: ${ev.message ?? 'connection refused'}`)));
-    ws.addEventListener('close', () => reject(new ConnectionLost(`cannot connect to ${opts.url}`)));
-  });
+/**
+ * One WebSocket to the server's /sync endpoint. Sessions run on it one after another (the
+ * server waits for the next Hello after a Result, docs/protocol.md §3), so a folder, or a file
+ * re-synced after an edit, pays for the TCP and WebSocket handshakes once. An error, a lost
+ * socket or the server's idle timeout closes it; `usable` then turns false.
+ */
+export class Connection {
+  private busy = false;
+  private constructor(
+    readonly url: string,
+    readonly ws: WebSocketLike,
+    readonly conn: Conn,
+  ) {}
+
+  static open(url: string, WebSocket: WebSocketCtor): Promise<Connection> {
+    const ws = new WebSocket(url);
+    const conn = new Conn(ws);
+    return new Promise((resolve, reject) => {
+      ws.addEventListener('open', () => resolve(new Connection(url, ws, conn)));
+      ws.addEventListener('error', (ev: { message?: string }) => reject(new ConnectionLost(`cannot connect to ${url}: ${ev.message ?? 'connection refused'}`)));
+      ws.addEventListener('close', () => reject(new ConnectionLost(`cannot connect to ${url}`)));
+    });
+  }
+
+  /** open, and not running a session */
+  get usable(): boolean {
+    return !this.busy && this.conn.isOpen;
+  }
+
+  /** Bytes the socket sent and received, where the runtime exposes them (Node's `ws`). */
+  socketBytes(): number | null {
+    const s = (this.ws as unknown as { _socket?: { bytesRead: number; bytesWritten: number } })._socket;
+    return s ? s.bytesRead + s.bytesWritten : null;
+  }
+
+  /** Runs `fn` as one session on this connection; a session that fails closes it (the server
+   *  ends the connection on an error too). */
+  async session<T>(fn: (conn: Conn) => Promise<T>): Promise<T> {
+    if (!this.usable) throw new ConnectionLost('the connection is closed or busy');
+    this.busy = true;
+    try {
+      return await fn(this.conn);
+    } catch (e) {
+      this.close();
+      throw e;
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  close() {
+    this.conn.close(1000, 'done');
+  }
 }
 
-/** Bytes the socket sent and received, where the runtime exposes them (Node's `ws`). */
-function socketBytes(ws: WebSocketLike): number | null {
-  const s = (ws as unknown as { _socket?: { bytesRead: number; bytesWritten: number } })._socket;
-  return s ? s.bytesRead + s.bytesWritten : null;
+/** The given connection if it can take a session, else a new one that the caller must close. */
+async function connectionFor(opts: SyncOptions): Promise<{ c: Connection; own: boolean }> {
+  const given = typeof opts.connection === 'function' ? await opts.connection() : opts.connection;
+  if (given?.usable) return { c: given, own: false };
+  return { c: await Connection.open(opts.url, opts.WebSocket), own: true };
+}
+
+/** What a session on a (possibly reused) Conn added to its traffic and waiting time. */
+interface Counters {
+  waited(): number;
+  traffic(): Traffic;
+}
+function counters(conn: Conn): Counters {
+  const t0 = { ...conn.traffic };
+  const w0 = conn.waitedMs;
+  return {
+    waited: () => conn.waitedMs - w0,
+    traffic: (): Traffic => ({
+      checksumList: conn.traffic.checksumList - t0.checksumList,
+      matchTokens: conn.traffic.matchTokens - t0.matchTokens,
+      delta: conn.traffic.delta - t0.delta,
+      control: conn.traffic.control - t0.control,
+      total: conn.traffic.total - t0.total,
+    }),
+  };
 }
 
 const ms = (t: number) => Math.round(t * 10) / 10;
@@ -79,29 +149,34 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
   const traffic = { checksumList: 0, matchTokens: 0, delta: 0, control: 0, total: 0, wire: 0 };
   for (let attempt = 0; ; attempt++) {
     opts.onProgress?.('connecting');
-    let conn: Conn | null = null;
+    let opened: { c: Connection; own: boolean } | null = null;
+    const session: { count?: Counters } = {}; // set once the session starts
     try {
-      const opened = await open(opts);
-      conn = opened.conn;
-      const wire0 = socketBytes(opened.ws);
+      // a retry never reuses the connection that was lost
+      opened = await connectionFor(attempt === 0 ? opts : { ...opts, connection: undefined });
+      const connection = opened.c;
+      const wire0 = connection.socketBytes();
       const tOpen = performance.now();
-      conn.hashLen = hashLength(algo);
-      await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params, algo, size: source.size, basisVersion: opts.basisVersion ?? 0, name: opts.name });
-      const c = conn;
-      const out = await sendTarget(conn, target, source, {
-        onChecksumsSent: async () => {
-          opts.onProgress?.('checksums-sent');
-          await c.expect(Msg.Ready);
-        },
-        onTokens: () => opts.onProgress?.('tokens-received'),
-        onDeltaSent: () => opts.onProgress?.('delta-sent'),
+      const out = await connection.session(async (conn) => {
+        session.count = counters(conn);
+        conn.hashLen = hashLength(algo);
+        await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params, algo, size: source.size, basisVersion: opts.basisVersion ?? 0, name: opts.name });
+        return sendTarget(conn, target, source, {
+          onChecksumsSent: async () => {
+            opts.onProgress?.('checksums-sent');
+            await conn.expect(Msg.Ready);
+          },
+          onTokens: () => opts.onProgress?.('tokens-received'),
+          onDeltaSent: () => opts.onProgress?.('delta-sent'),
+        });
       });
+      const done = session.count!;
       opts.onProgress?.('committed');
       const tEnd = performance.now();
-      const wire = socketBytes(opened.ws);
+      const wire = connection.socketBytes();
       // Client time: chunking and hashing, plus the session's own work (not waiting for the server).
-      client += tEnd - tOpen - conn.waitedMs;
-      addTraffic(traffic, conn.traffic, wire !== null && wire0 !== null ? wire - wire0 : out.result.wireIn + out.result.wireOut);
+      client += tEnd - tOpen - done.waited();
+      addTraffic(traffic, done.traffic(), wire !== null && wire0 !== null ? wire - wire0 : out.result.wireIn + out.result.wireOut);
       const total = tEnd - t0;
       const server = out.result.micros / 1000;
       return {
@@ -115,12 +190,12 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
         timeMs: { client: ms(client), server: ms(server), network: ms(Math.max(0, total - client - server)), total: ms(total) },
       };
     } catch (e) {
-      if (conn) addTraffic(traffic, conn.traffic, 0);
+      if (session.count) addTraffic(traffic, session.count.traffic(), 0);
       if (!(e instanceof ConnectionLost) || attempt >= (opts.retries ?? 0)) throw e;
       opts.onProgress?.('retrying', attempt + 1, opts.retries);
       await new Promise((r) => setTimeout(r, backoffMs(attempt)));
     } finally {
-      conn?.close(1000, 'done');
+      if (opened?.own) opened.c.close();
     }
   }
 }
@@ -154,34 +229,37 @@ export async function pull(opts: PullOptions): Promise<SyncReport> {
     basis = { index: await chunkSource(opts.basis, params, algo), source: opts.basis };
   }
   const tChunked = performance.now();
-  const { ws, conn } = await open(opts);
-  const wire0 = socketBytes(ws);
+  const { c: connection, own } = await connectionFor(opts);
+  const wire0 = connection.socketBytes();
   const tOpen = performance.now();
-  conn.hashLen = hashLength(algo);
   try {
-    await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Pull, params, algo, size: opts.basis?.size ?? 0, basisVersion: opts.version ?? 0, name: opts.name });
-    const ready = await conn.expect(Msg.Ready);
-    const limits = { maxFileSize: Number.MAX_SAFE_INTEGER, maxChunks: 2 ** 32 - 1 };
-    const waitedBefore = conn.waitedMs;
-    const sink: Sink = { ...opts.sink, commit: async (ix) => (await opts.sink.commit(ix), ready.version) };
-    const out = await receiveTarget(conn, params, algo, basis, async () => ({ sink }), { limits, expectedSize: ready.size });
-    opts.onProgress?.('committed');
-    const tEnd = performance.now();
-    const wire = socketBytes(ws);
-    const total = tEnd - t0;
-    const client = tChunked - t0 + (tEnd - tOpen - (conn.waitedMs - waitedBefore));
-    return {
-      name: opts.name,
-      version: ready.version,
-      size: out.index.size,
-      chunks: out.index.lengths.length,
-      matchedBytes: out.matchedBytes,
-      literalBytes: out.literalBytes,
-      traffic: { ...conn.traffic, wire: wire !== null && wire0 !== null ? wire - wire0 : 0 },
-      timeMs: { client: ms(client), server: 0, network: ms(Math.max(0, total - client)), total: ms(total) },
-    };
+    return await connection.session(async (conn) => {
+      const count = counters(conn);
+      conn.hashLen = hashLength(algo);
+      await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Pull, params, algo, size: opts.basis?.size ?? 0, basisVersion: opts.version ?? 0, name: opts.name });
+      const ready = await conn.expect(Msg.Ready);
+      const limits = { maxFileSize: Number.MAX_SAFE_INTEGER, maxChunks: 2 ** 32 - 1 };
+      const waitedBefore = count.waited();
+      const sink: Sink = { ...opts.sink, commit: async (ix) => (await opts.sink.commit(ix), ready.version) };
+      const out = await receiveTarget(conn, params, algo, basis, async () => ({ sink }), { limits, expectedSize: ready.size });
+      opts.onProgress?.('committed');
+      const tEnd = performance.now();
+      const wire = connection.socketBytes();
+      const total = tEnd - t0;
+      const client = tChunked - t0 + (tEnd - tOpen - (count.waited() - waitedBefore));
+      return {
+        name: opts.name,
+        version: ready.version,
+        size: out.index.size,
+        chunks: out.index.lengths.length,
+        matchedBytes: out.matchedBytes,
+        literalBytes: out.literalBytes,
+        traffic: { ...count.traffic(), wire: wire !== null && wire0 !== null ? wire - wire0 : 0 },
+        timeMs: { client: ms(client), server: 0, network: ms(Math.max(0, total - client)), total: ms(total) },
+      };
+    });
   } finally {
-    await conn.drain();
-    conn.close(1000, 'done');
+    await connection.conn.drain();
+    if (own) connection.close();
   }
 }
