@@ -18,7 +18,8 @@ fi
 export PATH="$PATH:/usr/local/go/bin"
 TOXIPROXY_VERSION=v2.12.0
 export TOXIPROXY="${TOXIPROXY:-$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin/server}"
-if ! "$TOXIPROXY" -version 2>/dev/null | grep -q "${TOXIPROXY_VERSION#v}"; then
+# (a `go install`ed binary prints "version git": its module version is in its build info)
+if ! go version -m "$TOXIPROXY" 2>/dev/null | grep -q "toxiproxy/v2[[:space:]]*$TOXIPROXY_VERSION"; then
   if ! command -v go >/dev/null; then
     log "apt-get install golang-go (for toxiproxy)"
     $SUDO apt-get update -qq >&2

@@ -164,7 +164,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     };
     socket.once('close', release);
     wss.handleUpgrade(req, socket, head, (ws) => {
-      void runSession(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, (e) => log({ user, ...e }));
+      void runSession(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, (e) => log({ user, ...e }), () => auth.identify(req) === user);
     });
   });
 

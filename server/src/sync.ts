@@ -52,7 +52,7 @@ export interface SocketCounters {
  * error ends the connection. `storeP` may still be opening: the connection queues messages
  * meanwhile.
  */
-export async function runSession(ws: WebSocketLike, socket: SocketCounters, storeP: Store | Promise<Store>, cfg: ServerConfig, log: SessionLog): Promise<void> {
+export async function runSession(ws: WebSocketLike, socket: SocketCounters, storeP: Store | Promise<Store>, cfg: ServerConfig, log: SessionLog, authorized: () => boolean = () => true): Promise<void> {
   const conn = new Conn(ws, { maxQueuedBytes: Math.max(cfg.maxInFlight, cfg.maxMessage) });
   // Two clocks end a session that stalls: no message for idleTimeoutMs, or one phase lasting
   // longer than phaseTimeoutMs. Between sessions only the first runs, and closes quietly.
@@ -77,7 +77,13 @@ export async function runSession(ws: WebSocketLike, socket: SocketCounters, stor
     for (let n = 0; ; n++) {
       between = n > 0;
       if (!between) phase('hello');
-      if (!(await oneSession(conn, socket, store, cfg, log, phase, () => (between = false)))) break;
+      // the sign-in the socket was opened with is checked again for every later session, so
+      // a logout or an expired login also ends what an open socket may do
+      const started = () => {
+        between = false;
+        if (n > 0 && !authorized()) throw new ProtocolError(ErrorCode.Unauthorized, 'the sign-in this connection was opened with has ended; sign in again');
+      };
+      if (!(await oneSession(conn, socket, store, cfg, log, phase, started))) break;
       clearTimeout(phaseTimer);
     }
   } finally {

@@ -97,6 +97,13 @@ test('accounts: tokens, password sessions, namespaces, origins, no secrets in lo
     assert.equal((await raw(s.wsUrl, [], { cookie, Origin: 'http://evil.example' })).status, 403);
     assert.equal((await fetch(`${s.url}/api/files`, { headers: { cookie, Origin: 'http://evil.example' } })).status, 403);
     assert.equal((await fetch(`${s.url}/api/files`, { headers: { cookie, Origin: s.url } })).status, 200);
+    // a socket opened with that login serves sessions until the login ends (logout)
+    const open = await Connection.open(s.wsUrl, cookieWs as any);
+    assert.equal((await pushBytes(s, 'mine.txt', data.subarray(1), { connection: open })).version, 2);
+    assert.equal((await fetch(`${s.url}/api/logout`, { method: 'POST', headers: { cookie } })).status, 200);
+    await assert.rejects(pushBytes(s, 'mine.txt', data.subarray(2), { connection: open }), (e: Error) => e instanceof RemoteError && e.code === ErrorCode.Unauthorized);
+    assert.equal(open.usable, false);
+    assert.equal((await raw(s.wsUrl, [], { cookie })).status, 401);
     const all = logs.join('\n');
     for (const secret of [alice, bob, 'correct horse battery staple', cookie.split('=')[1]]) assert.ok(!all.includes(secret), 'a secret reached the log');
   } finally {
