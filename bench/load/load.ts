@@ -247,7 +247,9 @@ function writeSummary(OUT = join(ROOT, 'bench/results/load')) {
     md.push('## --find-max', '', '| approach | largest N | limited by | pass condition | command | date |', '|---|---:|---|---|---|---|');
     for (const { d } of fm) {
       // eslint-disable-next-line @typescript-eslint/no-explicit-any
-      const cb = d.trials.some((t: any) => !t.pass && t.clientBound);
+      // what stopped the search: the failed trial just above the largest N that passed
+      const next = d.trials.filter((t: any) => !t.pass && t.clients > d.maxClients).sort((a: any, b: any) => a.clients - b.clients)[0];
+      const cb = next ? next.clientBound : d.trials.some((t: any) => !t.pass && t.clientBound);
       md.push(`| ${d.setup.approach} | **${d.maxClients}** | ${cb ? 'the clients\' core (client-bound: a lower bound for the server)' : 'the server'} | ${d.setup.pass} | \`${d.command}\` | ${d.date} |`);
     }
     md.push('');
