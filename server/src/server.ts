@@ -27,7 +27,7 @@ import { Auth, SESSION_COOKIE } from './auth.ts';
 import type { ServerConfig } from './config.ts';
 import { validateName } from './names.ts';
 import { Store } from './store.ts';
-import { runSession } from './sync.ts';
+import { runConnection } from './sync.ts';
 
 export interface RunningServer {
   url: string;
@@ -164,7 +164,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     };
     socket.once('close', release);
     wss.handleUpgrade(req, socket, head, (ws) => {
-      void runSession(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, (e) => log({ user, ...e }), () => auth.identify(req) === user);
+      void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, (e) => log({ user, ...e }), () => auth.identify(req) === user);
     });
   });
 

@@ -1,7 +1,8 @@
 /**
- * One sync session on the server: reads Hello, then runs the receiver (push) or the sender
- * (pull) of shared/src/session.ts against the store. Any error ends this session only, with
- * an Error message carrying its code; nothing is stored unless the rebuilt file verified.
+ * The sync sessions of one connection on the server, one after another: each reads Hello, then
+ * runs the receiver (push) or the sender (pull) of shared/src/session.ts against the store. An
+ * error ends its session and the connection, with an Error message carrying its code; nothing
+ * is stored unless the rebuilt file verified.
  */
 import { type ChunkIndex, type Source, chunkSource } from '../../shared/src/chunk-index.ts';
 import type { Hello } from '../../shared/src/codec.ts';
@@ -52,7 +53,7 @@ export interface SocketCounters {
  * error ends the connection. `storeP` may still be opening: the connection queues messages
  * meanwhile.
  */
-export async function runSession(ws: WebSocketLike, socket: SocketCounters, storeP: Store | Promise<Store>, cfg: ServerConfig, log: SessionLog, authorized: () => boolean = () => true): Promise<void> {
+export async function runConnection(ws: WebSocketLike, socket: SocketCounters, storeP: Store | Promise<Store>, cfg: ServerConfig, log: SessionLog, authorized: () => boolean = () => true): Promise<void> {
   const conn = new Conn(ws, { maxQueuedBytes: Math.max(cfg.maxInFlight, cfg.maxMessage) });
   // Two clocks end a session that stalls: no message for idleTimeoutMs, or one phase lasting
   // longer than phaseTimeoutMs. Between sessions only the first runs, and closes quietly.
@@ -73,7 +74,14 @@ export async function runSession(ws: WebSocketLike, socket: SocketCounters, stor
   ws.addEventListener('message', resetIdle);
   resetIdle();
   try {
-    const store = await storeP;
+    let store: Store;
+    try {
+      store = await storeP;
+    } catch (e) {
+      log({ error: ErrorCode.Internal, message: `store: ${(e as Error).message}` });
+      conn.sendError(ErrorCode.Internal, 'internal error: the store cannot be opened');
+      return;
+    }
     for (let n = 0; ; n++) {
       between = n > 0;
       if (!between) phase('hello');

@@ -21,7 +21,7 @@ import { pull, push } from '../../shared/src/sync-client.ts';
 import '../../shared/src/wasm.ts';
 import { type ServerConfig, loadConfig } from '../src/config.ts';
 import { Store } from '../src/store.ts';
-import { runSession } from '../src/sync.ts';
+import { runConnection } from '../src/sync.ts';
 
 type Listener = (ev: any) => void;
 
@@ -127,7 +127,7 @@ export class Fuzzer {
    *  With `keep` the new version stays (setting up a basis), else it is removed again. */
   private async record(sc: Scenario, bytes: Uint8Array, params: ChunkParams, algo: number, keep: boolean) {
     const [c, s] = memPair();
-    const session = runSession(s, { bytesRead: 0, bytesWritten: 0 }, this.store, { ...this.cfg, idleTimeoutMs: 10_000 }, () => {});
+    const session = runConnection(s, { bytesRead: 0, bytesWritten: 0 }, this.store, { ...this.cfg, idleTimeoutMs: 10_000 }, () => {});
     const rep = await push(bufferSource(bytes), { url: 'mem', name: sc.name, params, algo, WebSocket: class { constructor() { queueMicrotask(() => c.emit('open', {})); return c; } } as any });
     await session;
     sc.frames = c.sent;
@@ -136,7 +136,7 @@ export class Fuzzer {
 
   private async recordPull(sc: Scenario, local: Uint8Array) {
     const [c, s] = memPair();
-    const session = runSession(s, { bytesRead: 0, bytesWritten: 0 }, this.store, { ...this.cfg, idleTimeoutMs: 10_000 }, () => {});
+    const session = runConnection(s, { bytesRead: 0, bytesWritten: 0 }, this.store, { ...this.cfg, idleTimeoutMs: 10_000 }, () => {});
     await pull({
       url: 'mem',
       name: sc.name,
@@ -160,7 +160,7 @@ export class Fuzzer {
     const frames = mutate(sc.frames, r, sc.hashLen);
     const before = await this.store.versionNumbers(sc.name);
     const [c, s] = memPair();
-    const session = runSession(s, { bytesRead: 0, bytesWritten: 0 }, this.store, this.cfg, () => {});
+    const session = runConnection(s, { bytesRead: 0, bytesWritten: 0 }, this.store, this.cfg, () => {});
     for (const f of frames) c.send(f);
     let watchdog: NodeJS.Timeout | undefined;
     await Promise.race([
