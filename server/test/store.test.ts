@@ -11,7 +11,10 @@ import { hashLength } from '../../shared/src/protocol.ts';
 import { Rng, applyEdits, fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
 import { loadConfig } from '../src/config.ts';
 import { startServer } from '../src/server.ts';
-import { encodeName, encodeVersion } from '../src/store.ts';
+import { encodeName, encodeVersion, fileSource } from '../src/store.ts';
+import { bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
+import { DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
+import { open } from 'node:fs/promises';
 import { download } from './trials.ts';
 import { type TestServer, pullBytes, pushBytes, testServer } from './helpers.ts';
 
@@ -98,5 +101,31 @@ test('format-1 data (whole-file .dat, no layout) reads, serves as a basis, and c
     }
   } finally {
     rmSync(data, { recursive: true, force: true });
+  }
+});
+
+test('chunking a file through its handle (slices read ahead into two reused buffers) equals chunking its bytes', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-chunkfile-'));
+  try {
+    // 3 whole 4 MiB slices and a partial one, text and random, so cut points straddle slices
+    const bytes = new Uint8Array(13_000_003);
+    bytes.set(textBytes(7n, 6_000_000));
+    bytes.set(fastRandomBytes(8, 7_000_003), 6_000_000);
+    const file = path.join(dir, 'f.bin');
+    writeFileSync(file, bytes);
+    const fh = await open(file, 'r');
+    try {
+      const a = await chunkSource(fileSource(fh, bytes.length), DEFAULT_PARAMS, 3);
+      const b = await chunkSource(bufferSource(bytes), DEFAULT_PARAMS, 3);
+      assert.deepEqual(a.lengths, b.lengths);
+      assert.deepEqual(a.fastfps, b.fastfps);
+      assert.deepEqual(a.hashes, b.hashes);
+      assert.deepEqual(a.root, b.root);
+      assert.equal(a.lengths.reduce((x, y) => x + y, 0), bytes.length);
+    } finally {
+      await fh.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });

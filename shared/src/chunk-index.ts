@@ -50,7 +50,7 @@ export function runHash(algo: number, hashes: Uint8Array, first: number, count: 
 
 /**
  * Chunks a whole source with FastCDC + FastFp and strong-hashes every chunk, in one streaming
- * pass (memory: one slice plus the index). `onProgress(bytesDone)` is called per slice.
+ * pass (memory: two slices plus the index). `onProgress(bytesDone)` is called per slice.
  */
 export async function chunkSource(
   source: Source,
@@ -70,10 +70,16 @@ export async function chunkSource(
     }
     hashes.push(chunker.take_strong());
   };
+  // Two buffers: the next slice is read while this one is chunked (a file or Blob read runs
+  // off this thread), and neither is allocated again per slice.
+  const bufs = [0, 1].map(() => new Uint8Array(Math.min(READ_SLICE, source.size)));
+  const readAt = (off: number) => source.read(off, Math.min(READ_SLICE, source.size - off), bufs[(off / READ_SLICE) & 1]);
+  let next: Promise<Uint8Array> | null = source.size > 0 ? readAt(0) : null;
   try {
     for (let off = 0; off < source.size; off += READ_SLICE) {
-      const slice = await source.read(off, Math.min(READ_SLICE, source.size - off));
-      chunker.push(slice);
+      const slice = await next!;
+      next = off + READ_SLICE < source.size ? readAt(off + READ_SLICE) : null;
+      chunker.push(slice); // copies the slice into wasm memory: its buffer is free again
       collect();
       onProgress?.(off + slice.length);
     }
@@ -89,6 +95,7 @@ export async function chunkSource(
       root: chunker.root(),
     };
   } finally {
+    next?.catch(() => {}); // a read still running after a failure
     chunker.free();
   }
 }
