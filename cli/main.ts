@@ -2,7 +2,7 @@
  * The `dsync` command line:
  *   dsync chunk FILE [--min N --avg N --max N] [--op xor|add] [--every 8|16|32]
  *   dsync serve [--port 8080] [--data ./data] [--host 0.0.0.0] [--no-deflate] [--paper-exact] [limits…]
- *   dsync push FILE --server ws://HOST:PORT [--name NAME] [--basis-version V] [--algo blake3|sha256|sha1]
+ *   dsync push FILE... --server ws://HOST:PORT [--name NAME] [--basis-version V] [--algo blake3|sha256|sha1]
  *   dsync pull NAME --server URL --out FILE [--version V] [--basis OLDFILE]
  *   dsync adduser NAME --users FILE [--password PW]     prints the new user's token
  * push and pull take --token T (or the DSYNC_TOKEN environment variable) and --retries N.
@@ -14,7 +14,7 @@ import '../shared/src/wasm.ts';
 import { DsyncChunker } from '../shared/src/wasm.ts';
 import { READ_SLICE } from '../shared/src/chunk-index.ts';
 import { type ChunkParams, DEFAULT_ALGO, DEFAULT_PARAMS, FpOp, algoByName, checkParams } from '../shared/src/protocol.ts';
-import { pull, push } from '../shared/src/sync-client.ts';
+import { Connection, pull, push } from '../shared/src/sync-client.ts';
 import { loadConfig } from '../server/src/config.ts';
 import { startServer } from '../server/src/server.ts';
 import { fileSource } from '../server/src/store.ts';
@@ -24,7 +24,8 @@ import { type Args, num, parseArgs } from './args.ts';
 const USAGE = `usage:
   dsync chunk FILE [--min N --avg N --max N] [--op xor|add] [--every 8|16|32]
   dsync serve [--port 8080] [--data ./data] [--host 0.0.0.0] [--no-deflate] [--paper-exact]
-  dsync push FILE --server ws://HOST:PORT [--name NAME] [--basis-version V] [--algo blake3|sha256|sha1]
+  dsync push FILE... --server ws://HOST:PORT [--name NAME] [--basis-version V] [--algo blake3|sha256|sha1]
+      (several files go over one connection, one report line each; --name takes one file)
   dsync pull NAME --server ws://HOST:PORT --out FILE [--version V] [--basis OLDFILE]
   dsync adduser NAME --users FILE [--password PASSWORD]
 push and pull take --token T (or DSYNC_TOKEN) when the server has accounts, and --retries N.`;
@@ -116,23 +117,35 @@ async function serve(a: Args) {
 }
 
 async function pushCmd(a: Args) {
-  const file = a.positional[0];
-  if (!file) throw new Error('dsync push FILE --server URL');
-  const fh = await fs.open(file, 'r');
+  const files = a.positional;
+  if (!files.length) throw new Error('dsync push FILE... --server URL');
+  if (files.length > 1 && typeof a.flags.name === 'string') throw new Error('--name takes a single file');
+  const url = syncUrl(a.flags.server);
+  // One connection for all the files: each push is a session on it (docs/protocol.md §3); a
+  // push whose connection was lost retries on a new one, and the next file opens another.
+  let connection: Connection | undefined;
   try {
-    const { size } = await fh.stat();
-    const report = await push(fileSource(fh, size), {
-      url: syncUrl(a.flags.server),
-      name: typeof a.flags.name === 'string' ? a.flags.name : path.basename(file),
-      WebSocket: webSocket(a),
-      params: chunkParams(a),
-      algo: typeof a.flags.algo === 'string' ? algoByName(a.flags.algo) : DEFAULT_ALGO,
-      basisVersion: num(a.flags, 'basis-version', 0),
-      retries: num(a.flags, 'retries', 3),
-    });
-    console.log(JSON.stringify(report));
+    for (const file of files) {
+      const fh = await fs.open(file, 'r');
+      try {
+        const { size } = await fh.stat();
+        const report = await push(fileSource(fh, size), {
+          url,
+          name: typeof a.flags.name === 'string' ? a.flags.name : path.basename(file),
+          WebSocket: webSocket(a),
+          connection: async () => (connection = connection?.usable ? connection : await Connection.open(url, webSocket(a))),
+          params: chunkParams(a),
+          algo: typeof a.flags.algo === 'string' ? algoByName(a.flags.algo) : DEFAULT_ALGO,
+          basisVersion: num(a.flags, 'basis-version', 0),
+          retries: num(a.flags, 'retries', 3),
+        });
+        console.log(JSON.stringify(report));
+      } finally {
+        await fh.close();
+      }
+    }
   } finally {
-    await fh.close();
+    connection?.close();
   }
 }
 
