@@ -23,8 +23,8 @@ export interface Report {
   approach: Approach;
   size: number;
   timeMs: { client: number; server: number; network: number; total: number };
-  /** opening the WebSocket (TCP + upgrade): inside `total` on a cold sync; on a warm one,
-   *  where the socket was open before the sync started, measured on its own */
+  /** opening the WebSocket (TCP + upgrade), before the sync: added to `total` on a cold sync,
+   *  left out of it on a warm one */
   connectMs: number;
   traffic: { checksumList: number; matchTokens: number; delta: number; control: number; total: number; wire: number };
   literalBytes: number;
@@ -101,13 +101,12 @@ const socketBytes = (ws: WebSocket) => {
  */
 export async function syncPrepared(p: Prepared, base: string, name: string, withPrep = true, warm = false): Promise<Report> {
   const dsync = p.approach === 'dsync' || p.approach === 'dsync-paper';
-  const url = dsync ? base + '/sync' : base;
-  const tc = performance.now();
-  const pre = warm ? await openWs(url) : null;
-  const connectMs = performance.now() - tc;
   const c0 = process.cpuUsage();
-  const r = dsync ? await dsyncSession(p, url, name, pre) : await baselineSession(p, url, name, pre);
-  if (warm) r.connectMs = connectMs;
+  const tc = performance.now();
+  const ws = await openWs(dsync ? base + '/sync' : base);
+  const connectMs = performance.now() - tc;
+  const r: Report = { ...(dsync ? await dsyncSession(p, ws, name) : await baselineSession(p, ws, name)), connectMs };
+  if (!warm) r.timeMs.total += connectMs;
   // Client time is the client process' CPU time (all its threads: zlib, GC), so that waiting
   // on a full socket buffer does not count as client work; it is the only work this process
   // does during a benchmark sync.
@@ -125,10 +124,8 @@ export async function syncPrepared(p: Prepared, base: string, name: string, with
 
 /** Dsync's push with a precomputed chunk index: what shared/src/sync-client.ts push() does
  *  after chunking (Hello + Checksum List, Ready, Match Tokens, Delta Bytes, Result). */
-async function dsyncSession(p: Prepared, url: string, name: string, pre: WebSocket | null): Promise<Report> {
+async function dsyncSession(p: Prepared, ws: WebSocket, name: string): Promise<Omit<Report, 'connectMs'>> {
   const t0 = performance.now();
-  const ws = pre ?? (await openWs(url));
-  const tOpen = performance.now(); // the connection's set-up is network time, as in push()
   const wire0 = socketBytes(ws);
   const conn = new Conn(ws as unknown as WebSocketLike);
   const algo = dsyncAlgo(p.approach);
@@ -140,8 +137,7 @@ async function dsyncSession(p: Prepared, url: string, name: string, pre: WebSock
     return {
       approach: p.approach,
       size: p.size,
-      timeMs: { client: tEnd - tOpen - conn.waitedMs, server: out.result.micros / 1000, network: 0, total: tEnd - t0 },
-      connectMs: tOpen - t0,
+      timeMs: { client: 0 /* syncPrepared: CPU time */, server: out.result.micros / 1000, network: 0, total: tEnd - t0 },
       traffic: { ...conn.traffic, wire: socketBytes(ws) - wire0 },
       literalBytes: out.literalBytes,
       tokens: out.tokens,
@@ -187,10 +183,8 @@ async function sendLiterals(c: MsgConn, source: Source, off: Float64Array, have:
   return sent;
 }
 
-async function baselineSession(p: Prepared, url: string, name: string, pre: WebSocket | null): Promise<Report> {
+async function baselineSession(p: Prepared, ws: WebSocket, name: string): Promise<Omit<Report, 'connectMs'>> {
   const t0 = performance.now();
-  const ws = pre ?? (await openWs(url));
-  const tOpen = performance.now();
   const wire0 = socketBytes(ws);
   const c = new MsgConn(ws);
   let literal = 0;
@@ -234,8 +228,7 @@ async function baselineSession(p: Prepared, url: string, name: string, pre: WebS
     return {
       approach: p.approach,
       size: p.size,
-      timeMs: { client: tEnd - tOpen - c.waitedMs, server: res.serverMs, network: 0, total: tEnd - t0 },
-      connectMs: tOpen - t0,
+      timeMs: { client: 0 /* syncPrepared: CPU time */, server: res.serverMs, network: 0, total: tEnd - t0 },
       traffic: { ...c.traffic, wire: socketBytes(ws) - wire0 },
       literalBytes: literal,
       lookups: res.lookups,

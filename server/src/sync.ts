@@ -84,7 +84,6 @@ export async function runConnection(ws: WebSocketLike, socket: SocketCounters, s
     }
     for (let n = 0; ; n++) {
       between = n > 0;
-      if (!between) phase('hello');
       // the sign-in the socket was opened with is checked again for every later session, so
       // a logout or an expired login also ends what an open socket may do
       const started = () => {
@@ -103,20 +102,19 @@ export async function runConnection(ws: WebSocketLike, socket: SocketCounters, s
 /** One session on the connection: Hello to Result. Returns false when the connection is over
  *  (closed by the client between sessions, or ended by an error). */
 async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg: ServerConfig, log: SessionLog, phase: (name: string) => void, started: () => void): Promise<boolean> {
-  // Counted from the Hello on: waiting for it is not this session's time.
-  let t0 = performance.now();
-  const w0 = conn.waitedMs;
+  let t0 = 0; // the session's clock starts at its Hello: waiting for it is not its time
   const in0 = socket.bytesRead;
   const out0 = socket.bytesWritten;
   const extra = () => ({
-    micros: Math.round((performance.now() - t0 - (conn.waitedMs - w0)) * 1000),
+    micros: Math.round((performance.now() - t0 - conn.waitedMs) * 1000),
     wireIn: socket.bytesRead - in0,
     wireOut: socket.bytesWritten - out0,
   });
   let hello: Hello | undefined;
   try {
     const h = (hello = await conn.expect(Msg.Hello));
-    t0 = performance.now() - (conn.waitedMs - w0);
+    t0 = performance.now();
+    conn.resetCounters();
     started();
     phase('hello');
     checkHello(h, cfg);

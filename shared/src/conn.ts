@@ -117,6 +117,13 @@ export class Conn {
     });
   }
 
+  /** Zeroes `traffic` and `waitedMs`, so that they count one session of a connection that
+   *  carries several. */
+  resetCounters() {
+    for (const k of Object.keys(this.traffic) as (keyof Traffic)[]) this.traffic[k] = 0;
+    this.waitedMs = 0;
+  }
+
   /** the socket is open and no error or close has been seen */
   get isOpen(): boolean {
     return !this.closed && this.ws.readyState === 1;

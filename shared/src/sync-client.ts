@@ -77,11 +77,13 @@ export class Connection {
     return s ? s.bytesRead + s.bytesWritten : null;
   }
 
-  /** Runs `fn` as one session on this connection; a session that fails closes it (the server
-   *  ends the connection on an error too). */
+  /** Runs `fn` as one session on this connection, with the Conn's traffic and waiting time
+   *  counted from zero; a session that fails closes it (the server ends the connection on an
+   *  error too). */
   async session<T>(fn: (conn: Conn) => Promise<T>): Promise<T> {
     if (!this.usable) throw new ConnectionLost('the connection is closed or busy');
     this.busy = true;
+    this.conn.resetCounters();
     try {
       return await fn(this.conn);
     } catch (e) {
@@ -102,26 +104,6 @@ async function connectionFor(opts: SyncOptions): Promise<{ c: Connection; own: b
   const given = typeof opts.connection === 'function' ? await opts.connection() : opts.connection;
   if (given?.usable) return { c: given, own: false };
   return { c: await Connection.open(opts.url, opts.WebSocket), own: true };
-}
-
-/** What a session on a (possibly reused) Conn added to its traffic and waiting time. */
-interface Counters {
-  waited(): number;
-  traffic(): Traffic;
-}
-function counters(conn: Conn): Counters {
-  const t0 = { ...conn.traffic };
-  const w0 = conn.waitedMs;
-  return {
-    waited: () => conn.waitedMs - w0,
-    traffic: (): Traffic => ({
-      checksumList: conn.traffic.checksumList - t0.checksumList,
-      matchTokens: conn.traffic.matchTokens - t0.matchTokens,
-      delta: conn.traffic.delta - t0.delta,
-      control: conn.traffic.control - t0.control,
-      total: conn.traffic.total - t0.total,
-    }),
-  };
 }
 
 const ms = (t: number) => Math.round(t * 10) / 10;
@@ -150,7 +132,6 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
   for (let attempt = 0; ; attempt++) {
     opts.onProgress?.('connecting');
     let opened: { c: Connection; own: boolean } | null = null;
-    const session: { count?: Counters } = {}; // set once the session starts
     try {
       // a retry never reuses the connection that was lost
       opened = await connectionFor(attempt === 0 ? opts : { ...opts, connection: undefined });
@@ -158,7 +139,6 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
       const wire0 = connection.socketBytes();
       const tOpen = performance.now();
       const out = await connection.session(async (conn) => {
-        session.count = counters(conn);
         conn.hashLen = hashLength(algo);
         await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params, algo, size: source.size, basisVersion: opts.basisVersion ?? 0, name: opts.name });
         return sendTarget(conn, target, source, {
@@ -170,13 +150,12 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
           onDeltaSent: () => opts.onProgress?.('delta-sent'),
         });
       });
-      const done = session.count!;
       opts.onProgress?.('committed');
       const tEnd = performance.now();
       const wire = connection.socketBytes();
       // Client time: chunking and hashing, plus the session's own work (not waiting for the server).
-      client += tEnd - tOpen - done.waited();
-      addTraffic(traffic, done.traffic(), wire !== null && wire0 !== null ? wire - wire0 : out.result.wireIn + out.result.wireOut);
+      client += tEnd - tOpen - connection.conn.waitedMs;
+      addTraffic(traffic, connection.conn.traffic, wire !== null && wire0 !== null ? wire - wire0 : out.result.wireIn + out.result.wireOut);
       const total = tEnd - t0;
       const server = out.result.micros / 1000;
       return {
@@ -190,7 +169,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
         timeMs: { client: ms(client), server: ms(server), network: ms(Math.max(0, total - client - server)), total: ms(total) },
       };
     } catch (e) {
-      if (session.count) addTraffic(traffic, session.count.traffic(), 0);
+      if (opened) addTraffic(traffic, opened.c.conn.traffic, 0);
       if (!(e instanceof ConnectionLost) || attempt >= (opts.retries ?? 0)) throw e;
       opts.onProgress?.('retrying', attempt + 1, opts.retries);
       await new Promise((r) => setTimeout(r, backoffMs(attempt)));
@@ -234,19 +213,18 @@ export async function pull(opts: PullOptions): Promise<SyncReport> {
   const tOpen = performance.now();
   try {
     return await connection.session(async (conn) => {
-      const count = counters(conn);
       conn.hashLen = hashLength(algo);
       await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Pull, params, algo, size: opts.basis?.size ?? 0, basisVersion: opts.version ?? 0, name: opts.name });
       const ready = await conn.expect(Msg.Ready);
       const limits = { maxFileSize: Number.MAX_SAFE_INTEGER, maxChunks: 2 ** 32 - 1 };
-      const waitedBefore = count.waited();
+      const waitedBefore = conn.waitedMs;
       const sink: Sink = { ...opts.sink, commit: async (ix) => (await opts.sink.commit(ix), ready.version) };
       const out = await receiveTarget(conn, params, algo, basis, async () => ({ sink }), { limits, expectedSize: ready.size });
       opts.onProgress?.('committed');
       const tEnd = performance.now();
       const wire = connection.socketBytes();
       const total = tEnd - t0;
-      const client = tChunked - t0 + (tEnd - tOpen - (count.waited() - waitedBefore));
+      const client = tChunked - t0 + (tEnd - tOpen - (conn.waitedMs - waitedBefore));
       return {
         name: opts.name,
         version: ready.version,
@@ -254,7 +232,7 @@ export async function pull(opts: PullOptions): Promise<SyncReport> {
         chunks: out.index.lengths.length,
         matchedBytes: out.matchedBytes,
         literalBytes: out.literalBytes,
-        traffic: { ...count.traffic(), wire: wire !== null && wire0 !== null ? wire - wire0 : 0 },
+        traffic: { ...conn.traffic, wire: wire !== null && wire0 !== null ? wire - wire0 : 0 },
         timeMs: { client: ms(client), server: 0, network: ms(Math.max(0, total - client)), total: ms(total) },
       };
     });
