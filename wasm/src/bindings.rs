@@ -27,7 +27,7 @@ pub struct DsyncChunker {
     chunker: Chunker,
     chunks: Vec<u32>,
     strong: Vec<u8>,
-    hasher: Option<Hasher>,
+    algo: Option<Algo>,
     root: Option<Hasher>,
 }
 
@@ -37,27 +37,50 @@ impl DsyncChunker {
     #[wasm_bindgen(constructor)]
     pub fn new(min: u32, avg: u32, max: u32, op: u8, every: u32, strong: u8) -> Result<DsyncChunker, JsError> {
         let p = params(min, avg, max, op, every)?;
-        let hasher = if strong == 0 { None } else { Some(Hasher::new(algo(strong)?)) };
-        Ok(DsyncChunker {
-            chunker: Chunker::new(p),
-            chunks: Vec::new(),
-            strong: Vec::new(),
-            root: hasher.clone(),
-            hasher,
-        })
+        let algo = if strong == 0 { None } else { Some(algo(strong)?) };
+        Ok(DsyncChunker { chunker: Chunker::new(p), chunks: Vec::new(), strong: Vec::new(), root: algo.map(Hasher::new), algo })
     }
 
     pub fn push(&mut self, data: &[u8]) -> usize {
-        let (chunks, strong, hasher, root) = (&mut self.chunks, &mut self.strong, &mut self.hasher, &mut self.root);
-        let mut emit = |_: u64, c: &Cut, bytes: &[u8]| record(chunks, strong, hasher, root, c, bytes);
+        // Chunks that start in the bytes carried over from the last push are hashed one by one
+        // as they are cut; those that lie in `data` are hashed together afterwards, four at a
+        // time (strong::hash_consecutive).
+        let data_start = self.chunker.offset() + self.chunker.pending() as u64;
+        let s0 = self.strong.len();
+        let mut in_data: Option<(usize, u64)> = None; // (first chunk, its offset) of those in `data`
+        let (chunks, strong, algo) = (&mut self.chunks, &mut self.strong, self.algo);
+        let mut emit = |off: u64, c: &Cut, bytes: &[u8]| {
+            if off >= data_start && in_data.is_none() {
+                in_data = Some((chunks.len() / 2, off));
+            }
+            chunks.push(c.length as u32);
+            chunks.push(c.fastfp);
+            if let (Some(a), None) = (algo, in_data) {
+                crate::strong::hash_consecutive(a, bytes, &[c.length as u32], strong);
+            }
+        };
         self.chunker.push(data, &mut emit);
+        if let (Some(a), Some((i, off))) = (self.algo, in_data) {
+            let lengths: Vec<u32> = self.chunks[2 * i..].iter().step_by(2).copied().collect();
+            let from = (off - data_start) as usize;
+            crate::strong::hash_consecutive(a, &data[from..], &lengths, &mut self.strong);
+        }
+        self.fold_root(s0);
         self.chunks.len() / 2
     }
 
     pub fn finish(&mut self) -> usize {
-        let (chunks, strong, hasher, root) = (&mut self.chunks, &mut self.strong, &mut self.hasher, &mut self.root);
-        let mut emit = |_: u64, c: &Cut, bytes: &[u8]| record(chunks, strong, hasher, root, c, bytes);
+        let s0 = self.strong.len();
+        let (chunks, strong, algo) = (&mut self.chunks, &mut self.strong, self.algo);
+        let mut emit = |_: u64, c: &Cut, bytes: &[u8]| {
+            chunks.push(c.length as u32);
+            chunks.push(c.fastfp);
+            if let Some(a) = algo {
+                crate::strong::hash_consecutive(a, bytes, &[c.length as u32], strong);
+            }
+        };
         self.chunker.finish(&mut emit);
+        self.fold_root(s0);
         self.chunks.len() / 2
     }
 
@@ -81,21 +104,12 @@ impl DsyncChunker {
     }
 }
 
-fn record(
-    chunks: &mut Vec<u32>,
-    strong: &mut Vec<u8>,
-    hasher: &mut Option<Hasher>,
-    root: &mut Option<Hasher>,
-    c: &Cut,
-    bytes: &[u8],
-) {
-    chunks.push(c.length as u32);
-    chunks.push(c.fastfp);
-    if let (Some(h), Some(r)) = (hasher.as_mut(), root.as_mut()) {
-        let start = strong.len();
-        h.update(bytes);
-        h.finalize_into(strong);
-        r.update(&strong[start..]);
+impl DsyncChunker {
+    /// Adds the strong hashes from byte `from` of `strong` on (this call's) to the run hash.
+    fn fold_root(&mut self, from: usize) {
+        if let Some(r) = self.root.as_mut() {
+            r.update(&self.strong[from..]);
+        }
     }
 }
 
@@ -158,12 +172,6 @@ pub fn hash_chunks(algo_code: u8, data: &[u8], lengths: &[u32]) -> Result<Vec<u8
         return Err(JsError::new("chunk lengths do not add up to the data"));
     }
     let mut out = Vec::with_capacity(lengths.len() * algo.len());
-    let mut h = Hasher::new(algo);
-    let mut pos = 0;
-    for &l in lengths {
-        h.update(&data[pos..pos + l as usize]);
-        h.finalize_into(&mut out);
-        pos += l as usize;
-    }
+    crate::strong::hash_consecutive(algo, data, lengths, &mut out);
     Ok(out)
 }

@@ -238,6 +238,11 @@ impl Chunker {
         self.offset
     }
 
+    /// Bytes consumed but not yet part of an emitted chunk (carried to the next `push`).
+    pub fn pending(&self) -> usize {
+        self.buf.len()
+    }
+
     /// Feeds the next slice; calls `emit(offset, cut, bytes)` for every chunk completed.
     pub fn push(&mut self, mut data: &[u8], emit: &mut impl FnMut(u64, &Cut, &[u8])) {
         let max = self.params.max;

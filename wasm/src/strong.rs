@@ -82,3 +82,19 @@ pub fn hash(algo: Algo, data: &[u8]) -> Vec<u8> {
     h.finalize_into(&mut out);
     out
 }
+
+/// Strong hashes of consecutive chunks of `data` with the given lengths (adding up to at most
+/// `data.len()`), appended to `out`. BLAKE3 runs four chunks side by side ([`crate::blake3_lanes`])
+/// when there are enough of them to fill the lanes.
+pub fn hash_consecutive(algo: Algo, data: &[u8], lengths: &[u32], out: &mut Vec<u8>) {
+    if algo == Algo::Blake3 && lengths.len() >= 4 {
+        return crate::blake3_lanes::hash_consecutive(data, lengths.iter().map(|&l| l as usize), out);
+    }
+    let mut h = Hasher::new(algo);
+    let mut pos = 0;
+    for &l in lengths {
+        h.update(&data[pos..pos + l as usize]);
+        h.finalize_into(out);
+        pos += l as usize;
+    }
+}
