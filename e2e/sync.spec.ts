@@ -209,7 +209,6 @@ test('a file over the server limit, sign-in, and a session that ends: clear mess
     // the sign-in ends (logged out elsewhere): the server refuses the next sync, even on the
     // socket the page kept open (the server checks the sign-in again at every session)
     expect((await page.request.post(`${guarded.url}/api/logout`)).status()).toBe(200);
-    await page.context().clearCookies();
     writeFileSync(file, content(20_000));
     await page.getByTestId('file-input').setInputFiles(file);
     const problem = card(page, 'notes.txt').getByTestId('problem');

@@ -132,9 +132,9 @@ const jobs = new Map<number, Job>();
 const idle: Connection[] = [];
 const KEEP_IDLE = 2;
 
-/** An open connection for `job`: an idle one, or a new one (undefined if that cannot be
- *  opened: the sync client then tries itself, with its retries and its error messages). */
-async function takeConnection(url: string, job: Job): Promise<Connection | undefined> {
+/** An open connection for `job`: an idle one, or a new one. A new one that cannot be opened
+ *  throws the sync client's own ConnectionLost, so its retries and messages apply unchanged. */
+async function takeConnection(url: string, job: Job): Promise<Connection> {
   for (let c = idle.pop(); c; c = idle.pop()) {
     if (c.usable && c.url === url) {
       job.sockets.add(c.ws as WebSocket); // a cancel closes it
@@ -143,11 +143,7 @@ async function takeConnection(url: string, job: Job): Promise<Connection | undef
     }
     c.close();
   }
-  try {
-    return await Connection.open(url, job.webSocket());
-  } catch {
-    return undefined;
-  }
+  return Connection.open(url, job.webSocket());
 }
 
 function giveBack(c: Connection | undefined, job: Job) {
@@ -168,7 +164,7 @@ async function run(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job) {
   }
 }
 
-async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connection: () => Promise<Connection | undefined>) {
+async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connection: () => Promise<Connection>) {
   const WebSocket = job.webSocket();
   const onProgress = (phase: Phase, done?: number, total?: number) => job.progress(phase, done, total);
   if (m.kind === 'push') {

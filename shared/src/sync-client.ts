@@ -22,7 +22,8 @@ export interface SyncOptions {
   name: string;
   WebSocket: WebSocketCtor;
   /** an open connection to run the session on (see `Connection`), or a function giving one
-   *  when the session starts (after chunking); without one, or when it has closed, the
+   *  when the session starts (after chunking; a ConnectionLost it throws counts as a failed
+   *  attempt, like one of the session's own); without one, or when it has closed, the
    *  session opens its own and closes it at the end. The caller keeps what it gave. */
   connection?: Connection | (() => Promise<Connection | undefined>);
   params?: ChunkParams;
