@@ -32,4 +32,4 @@ fi
 
 pin=()
 [ "$(nproc)" -ge 2 ] && pin=(taskset -c 1)
-exec "${pin[@]}" node --expose-gc --import tsx bench/eval/run.ts "$@"
+exec "${pin[@]}" node --import tsx bench/eval/run.ts "$@"

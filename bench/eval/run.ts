@@ -159,9 +159,6 @@ async function runPair(
       await syncPrepared(basisPrep, srv.url, name); // seed (unshaped), also warms up both sides
       res.runs[a] = [];
       for (let r = 0; r < reps; r++) {
-        // the previous runs' garbage (up to a GiB of buffers) is collected here, untimed, not
-        // in the middle of this run's client time (scripts/bench.sh passes --expose-gc)
-        globalThis.gc?.();
         const rep = await syncPrepared(await prepare(a, t.source), `ws://127.0.0.1:${port}`, name, true, WARM);
         res.runs[a].push(rep);
         await rig.restore(a, name, basisPath, basisPrep); // back to the basis (untimed)
