@@ -9,7 +9,7 @@ import '../src/wasm.ts';
 import { bufferSource, chunkSource, offsetsOf } from '../src/chunk-index.ts';
 import { Algo, FpOp } from '../src/protocol.ts';
 import { randomBytes, textBytes } from '../src/testdata.ts';
-import { DsyncChunker } from '../src/wasm.ts';
+import { DsyncChunker, hash_chunks } from '../src/wasm.ts';
 
 interface Vector {
   input: { kind: string; seed: number; size: number };
@@ -75,5 +75,24 @@ test('streaming with odd slice sizes equals the golden chunks', () => {
       v.chunks.map((ch) => [ch.length, ch.fastfp]),
       `slice ${slice}`,
     );
+  }
+});
+
+test('hash_chunks (BLAKE3 four chunks at a time, wasm SIMD) equals @noble/hashes on every chunk', () => {
+  // Lengths around the 64-byte block and 1 KiB leaf boundaries and where the tree gains a
+  // level, then random batches: lanes hold chunks of different shapes side by side.
+  const shapes = [0, 1, 63, 64, 65, 1023, 1024, 1025, 2047, 2048, 2049, 3072, 7 * 1024 + 1, 8192, 8193, 16 * 1024, 33 * 1024 - 1, 65536];
+  const batches = [shapes, shapes.slice(0, 5), [65536, 3, 70_000, 0, 12_345, 1 << 20]];
+  const rnd = randomBytes(11, 64);
+  for (let b = 0; b < 20; b++) batches.push(Array.from({ length: 1 + (rnd[b] % 40) }, (_, k) => (rnd[(b + k) % 64] * 97 + k * 131) % 20_000));
+  for (const lengths of batches) {
+    const total = lengths.reduce((a, l) => a + l, 0);
+    const data = randomBytes(lengths.length, total);
+    const got = hash_chunks(Algo.Blake3, data, Uint32Array.from(lengths));
+    let off = 0;
+    lengths.forEach((l, i) => {
+      assert.equal(hex(got.subarray(32 * i, 32 * i + 32)), hex(blake3(data.subarray(off, off + l))), `chunk ${i} of ${lengths.length}, ${l} bytes`);
+      off += l;
+    });
   }
 });
