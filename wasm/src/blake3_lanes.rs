@@ -8,8 +8,9 @@
 //! nodes, exactly as the reference's incremental hasher orders them) and every step
 //! compresses one block of each lane at once. With `+simd128`, LLVM turns the lane arrays
 //! below into v128 operations. A lane that finishes a message takes the next one, so lanes
-//! idle only at the very end. The digests equal `blake3::hash` of each message
-//! (tests/blake3_lanes.rs checks that for arbitrary lengths and batches).
+//! idle only at the very end. The digests equal `blake3::hash` of each message:
+//! tests/blake3_lanes.rs checks that natively (the plain-array lanes below), and
+//! shared/test/golden.test.ts checks the wasm build (the v128 lanes) against @noble/hashes.
 
 const IV: [u32; 8] = [0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A, 0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19];
 const CHUNK_START: u32 = 1;
@@ -47,6 +48,10 @@ mod v {
     #[inline(always)]
     pub fn add(a: V, b: V) -> V {
         u32x4_add(a, b)
+    }
+    #[inline(always)]
+    pub fn xor(a: V, b: V) -> V {
+        v128_xor(a, b)
     }
     #[inline(always)]
     pub fn xor_rotr<const N: u32>(a: V, b: V) -> V {
@@ -104,6 +109,10 @@ mod v {
         std::array::from_fn(|l| a[l].wrapping_add(b[l]))
     }
     #[inline(always)]
+    pub fn xor(a: V, b: V) -> V {
+        std::array::from_fn(|l| a[l] ^ b[l])
+    }
+    #[inline(always)]
     pub fn xor_rotr<const N: u32>(a: V, b: V) -> V {
         std::array::from_fn(|l| (a[l] ^ b[l]).rotate_right(N))
     }
@@ -126,7 +135,7 @@ mod v {
         })
     }
 }
-use v::{add, from, load, store, xor_rotr, V};
+use v::{add, from, load, store, xor, xor_rotr, V};
 
 #[inline(always)]
 fn g(v: &mut [V; 16], a: usize, b: usize, c: usize, d: usize, x: V, y: V) {
@@ -166,7 +175,7 @@ fn compress4(cv: &[V; 8], m: &[V; 16], counter_lo: V, counter_hi: V, block_len: 
     round(&mut v, m, &SCHEDULE[4]);
     round(&mut v, m, &SCHEDULE[5]);
     round(&mut v, m, &SCHEDULE[6]);
-    let x: [V; 8] = std::array::from_fn(|i| xor_rotr::<0>(v[i], v[i + 8]));
+    let x: [V; 8] = std::array::from_fn(|i| xor(v[i], v[i + 8]));
     store(&x)
 }
 
