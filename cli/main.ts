@@ -121,9 +121,17 @@ async function pushCmd(a: Args) {
   if (!files.length) throw new Error('dsync push FILE... --server URL');
   if (files.length > 1 && typeof a.flags.name === 'string') throw new Error('--name takes a single file');
   const url = syncUrl(a.flags.server);
-  // One connection for all the files: each push is a session on it (docs/protocol.md §3); a
-  // push whose connection was lost retries on a new one, and the next file opens another.
-  let connection: Connection | undefined;
+  // One connection for all the files (two when some compress and some do not, as each kind
+  // runs on its own endpoint): each push is a session on it (docs/protocol.md §3); a push
+  // whose connection was lost retries on a new one, and the next file opens another.
+  const connections = new Map<string, Connection>();
+  const connectionTo = async (u: string) => {
+    const c = connections.get(u);
+    if (c?.usable) return c;
+    const opened = await Connection.open(u, webSocket(a));
+    connections.set(u, opened);
+    return opened;
+  };
   try {
     for (const file of files) {
       const fh = await fs.open(file, 'r');
@@ -133,7 +141,7 @@ async function pushCmd(a: Args) {
           url,
           name: typeof a.flags.name === 'string' ? a.flags.name : path.basename(file),
           WebSocket: webSocket(a),
-          connection: async () => (connection = connection?.usable ? connection : await Connection.open(url, webSocket(a))),
+          connection: connectionTo,
           params: chunkParams(a),
           algo: typeof a.flags.algo === 'string' ? algoByName(a.flags.algo) : DEFAULT_ALGO,
           basisVersion: num(a.flags, 'basis-version', 0),
@@ -145,7 +153,7 @@ async function pushCmd(a: Args) {
       }
     }
   } finally {
-    connection?.close();
+    for (const c of connections.values()) c.close();
   }
 }
 

@@ -13,7 +13,7 @@ import { testServer } from '../../server/test/helpers.ts';
 
 const root = new URL('../..', import.meta.url).pathname;
 
-test('dsync push FILE... sends every file over one connection and prints a report per file', async () => {
+test('dsync push FILE... sends the files over one connection per compression setting and prints a report per file', async () => {
   const s = await testServer();
   const dir = mkdtempSync(path.join(tmpdir(), 'dsync-cli-push-'));
   let connections = 0;
@@ -37,11 +37,13 @@ test('dsync push FILE... sends every file over one connection and prints a repor
     const reports = (await run()).stdout.trim().split('\n').map((l) => JSON.parse(l));
     assert.deepEqual(reports.map((r) => [r.name, r.version, r.size]), files.map(([n, b]) => [n, 1, b.length]));
     for (const [n, b] of files) assert.deepEqual(await s.stored(n), Buffer.from(b));
-    assert.equal(connections, 1, 'one connection for three files');
-    // again: the unchanged files are deltas with no Delta Bytes, still over one new connection
+    // the random 200 kB do not compress: that push runs on the endpoint without deflate
+    assert.deepEqual(reports.map((r) => r.deflate), [true, false, true]);
+    assert.equal(connections, 2, 'one connection with deflate (two files), one without');
+    // again: the unchanged files are deltas with no Delta Bytes, over two new connections
     const again = (await run()).stdout.trim().split('\n').map((l) => JSON.parse(l));
     assert.deepEqual(again.map((r) => [r.version, r.literalBytes]), files.map(() => [2, 0]));
-    assert.equal(connections, 2);
+    assert.equal(connections, 4);
   } finally {
     relay.close();
     await s.stop();

@@ -156,7 +156,7 @@ function giveBack(c: Connection | undefined, job: Job) {
 async function run(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job) {
   let taken: Connection | undefined;
   // taken when the session starts, after chunking, so no socket idles while a file is read
-  const connection = async () => (taken = await takeConnection(m.url, job));
+  const connection = async (url: string) => (taken = await takeConnection(url, job));
   try {
     await runOn(m, job, connection);
   } finally {
@@ -164,7 +164,7 @@ async function run(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job) {
   }
 }
 
-async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connection: () => Promise<Connection>) {
+async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connection: (url: string) => Promise<Connection>) {
   const WebSocket = job.webSocket();
   const onProgress = (phase: Phase, done?: number, total?: number) => job.progress(phase, done, total);
   if (m.kind === 'push') {

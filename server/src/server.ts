@@ -137,17 +137,21 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
   });
 
   const server = http.createServer(app);
+  // /sync with permessage-deflate (unless --no-deflate), and /sync?deflate=0 without it, for
+  // a client whose file does not compress (docs/protocol.md §1)
   const wss = new WebSocketServer({
     noServer: true,
     maxPayload: cfg.maxMessage,
     perMessageDeflate: cfg.deflate ? { threshold: 256, serverMaxWindowBits: 15, concurrencyLimit: 4 } : false,
   });
+  const wssRaw = new WebSocketServer({ noServer: true, maxPayload: cfg.maxMessage, perMessageDeflate: false });
   const refuse = (socket: Socket, status: number, text: string) => {
     socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
   };
   server.on('upgrade', (req, socket: Socket, head) => {
     socket.on('error', () => socket.destroy());
-    if (new URL(req.url ?? '/', 'http://x').pathname !== '/sync') return refuse(socket, 404, 'Not Found');
+    const url = new URL(req.url ?? '/', 'http://x');
+    if (url.pathname !== '/sync') return refuse(socket, 404, 'Not Found');
     if (!auth.originAllowed(req)) return refuse(socket, 403, 'Forbidden');
     const user = auth.identify(req);
     if (!user) return refuse(socket, 401, 'Unauthorized');
@@ -163,7 +167,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
       else sessionsOf.delete(user);
     };
     socket.once('close', release);
-    wss.handleUpgrade(req, socket, head, (ws) => {
+    (url.searchParams.get('deflate') === '0' ? wssRaw : wss).handleUpgrade(req, socket, head, (ws) => {
       void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, (e) => log({ user, ...e }), () => auth.identify(req) === user);
     });
   });
@@ -180,9 +184,10 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     storeOf,
     close: () =>
       new Promise<void>(async (resolve) => {
-        for (const c of wss.clients) c.terminate();
+        for (const c of [...wss.clients, ...wssRaw.clients]) c.terminate();
         for (const st of stores.values()) await (await st).dropSuspended();
         wss.close();
+        wssRaw.close();
         server.closeAllConnections?.();
         server.close(() => resolve());
       }),

@@ -155,6 +155,36 @@ test('deflate off, SHA-256 and SHA-1, other chunk sizes', async () => {
   }
 });
 
+test('a file that does not compress syncs without permessage-deflate; one that does, with it', async () => {
+  // random bytes (as compressed media and archives are): the client picks /sync?deflate=0
+  const noise = fastRandomBytes(41, 3_000_000);
+  const text = textBytes(42, 3_000_000);
+  const rNoise = await pushBytes(server, 'deflate/noise.bin', noise);
+  const rText = await pushBytes(server, 'deflate/text.txt', text);
+  assert.equal(rNoise.deflate, false);
+  assert.equal(rText.deflate, true);
+  assert.ok(rNoise.traffic.wire >= rNoise.traffic.total, 'uncompressed on the wire');
+  assert.ok(rText.traffic.wire < rText.traffic.total / 2, 'compressed on the wire');
+  assert.deepEqual(await server.stored('deflate/noise.bin'), Buffer.from(noise));
+  // a pull picks the same from its old copy: the edited noise comes down uncompressed
+  const edited = applyEdits(noise, new Rng(3), { kind: 'insert', total: 2048 });
+  await pushBytes(server, 'deflate/noise.bin', edited);
+  const pulled = await pullBytes(server, 'deflate/noise.bin', noise);
+  assert.equal(pulled.report.deflate, false);
+  assert.deepEqual(Buffer.from(pulled.bytes), Buffer.from(edited));
+  assert.equal((await pullBytes(server, 'deflate/text.txt', text)).report.deflate, true);
+  // the no-compression endpoint is also a hard "off" switch on a server that compresses
+  const raw = await pushBytes(server, 'deflate/text.txt', text, { url: server.wsUrl + '?deflate=0' });
+  assert.equal(raw.deflate, false);
+  // and a server started with --no-deflate never compresses
+  const plain = await testServer({ 'no-deflate': true });
+  try {
+    assert.equal((await pushBytes(plain, 'text.txt', text)).deflate, false);
+  } finally {
+    await plain.stop();
+  }
+});
+
 test('paper-exact server mode gives the same results', async () => {
   const paper = await testServer({ 'paper-exact': true });
   try {

@@ -20,6 +20,8 @@ export interface WebSocketLike {
   binaryType: string;
   readonly bufferedAmount: number;
   readonly readyState: number;
+  /** the negotiated extensions, e.g. "permessage-deflate; …" (empty: none) */
+  readonly extensions?: string;
   send(data: Uint8Array): void;
   close(code?: number, reason?: string): void;
   addEventListener(type: string, listener: (ev: any) => void): void;

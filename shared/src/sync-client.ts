@@ -17,15 +17,17 @@ export type WebSocketCtor = new (url: string) => WebSocketLike;
 export type Phase = 'connecting' | 'chunking' | 'checksums-sent' | 'tokens-received' | 'delta-sent' | 'committed' | 'retrying';
 
 export interface SyncOptions {
-  /** ws:// or wss:// URL of the server's /sync endpoint */
+  /** ws:// or wss:// URL of the server's /sync endpoint; a session whose bytes do not
+   *  compress runs on `?deflate=0` of it instead (see `worthDeflating`) */
   url: string;
   name: string;
   WebSocket: WebSocketCtor;
   /** an open connection to run the session on (see `Connection`), or a function giving one
-   *  when the session starts (after chunking; a ConnectionLost it throws counts as a failed
-   *  attempt, like one of the session's own); without one, or when it has closed, the
-   *  session opens its own and closes it at the end. The caller keeps what it gave. */
-  connection?: Connection | (() => Promise<Connection | undefined>);
+   *  to the given URL (the session's, with or without `?deflate=0`) when the session starts,
+   *  after chunking; a ConnectionLost it throws counts as a failed attempt, like one of the
+   *  session's own. Without one, or when it has closed, the session opens its own and closes
+   *  it at the end. The caller keeps what it gave. */
+  connection?: Connection | ((url: string) => Promise<Connection | undefined>);
   params?: ChunkParams;
   algo?: number;
   onProgress?: (phase: Phase, done?: number, total?: number) => void;
@@ -41,6 +43,8 @@ export interface SyncReport {
   literalBytes: number;
   traffic: Traffic & { wire: number };
   timeMs: { client: number; server: number; network: number; total: number };
+  /** whether the socket compressed its messages (permessage-deflate) */
+  deflate: boolean;
 }
 
 /**
@@ -100,12 +104,49 @@ export class Connection {
   }
 }
 
-/** The given connection if it can take a session, else a new one that the caller must close. */
-async function connectionFor(opts: SyncOptions): Promise<{ c: Connection; own: boolean }> {
-  const given = typeof opts.connection === 'function' ? await opts.connection() : opts.connection;
+/** The given connection if it can take a session, else a new one to `url` that the caller
+ *  must close. */
+async function connectionFor(opts: SyncOptions, url: string): Promise<{ c: Connection; own: boolean }> {
+  const given = typeof opts.connection === 'function' ? await opts.connection(url) : opts.connection;
   if (given?.usable) return { c: given, own: false };
-  return { c: await Connection.open(opts.url, opts.WebSocket), own: true };
+  return { c: await Connection.open(url, opts.WebSocket), own: true };
 }
+
+/** Bytes per sample, and samples per file, of `worthDeflating`'s estimate. */
+const SAMPLE_BYTES = 64 << 10;
+const SAMPLES = 8;
+
+/**
+ * Whether permessage-deflate is worth its CPU for a file: the order-0 entropy of a few evenly
+ * spaced samples is below 7.9 bits per byte. Compressed media, archives and random data sit
+ * near 8, where deflate shrinks nothing; in Chromium compressing them cost the network service
+ * 7.5 s of CPU per 256 MiB and capped an upload at ~20 MiB/s (bench/results/browser-memory.md).
+ */
+export async function worthDeflating(source: Source): Promise<boolean> {
+  const len = Math.min(SAMPLE_BYTES, source.size);
+  const samples = Math.min(SAMPLES, Math.ceil(source.size / SAMPLE_BYTES));
+  const counts = new Float64Array(256);
+  let n = 0;
+  for (let k = 0; k < samples; k++) {
+    const offset = samples > 1 ? Math.floor(((source.size - len) * k) / (samples - 1)) : 0;
+    const bytes = await source.read(offset, len);
+    for (let i = 0; i < bytes.length; i++) counts[bytes[i]]++;
+    n += bytes.length;
+  }
+  let bits = 0;
+  for (const c of counts) if (c) bits -= (c / n) * Math.log2(c / n);
+  return n === 0 || bits < 7.9;
+}
+
+/** The URL of a session: the /sync endpoint, or its no-compression variant. */
+export function sessionUrl(url: string, deflate: boolean): string {
+  if (deflate) return url;
+  const u = new URL(url);
+  u.searchParams.set('deflate', '0');
+  return u.toString();
+}
+
+const deflated = (c: Connection) => /permessage-deflate/.test(c.ws.extensions ?? '');
 
 const ms = (t: number) => Math.round(t * 10) / 10;
 
@@ -128,6 +169,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
   const t0 = performance.now();
   opts.onProgress?.('chunking', 0, source.size);
   const target = await chunkSource(source, params, algo, (d) => opts.onProgress?.('chunking', d, source.size));
+  const url = sessionUrl(opts.url, await worthDeflating(source));
   let client = performance.now() - t0;
   const traffic = { checksumList: 0, matchTokens: 0, delta: 0, control: 0, total: 0, wire: 0 };
   for (let attempt = 0; ; attempt++) {
@@ -135,7 +177,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
     let opened: { c: Connection; own: boolean } | null = null;
     try {
       // a retry never reuses the connection that was lost
-      opened = await connectionFor(attempt === 0 ? opts : { ...opts, connection: undefined });
+      opened = await connectionFor(attempt === 0 ? opts : { ...opts, connection: undefined }, url);
       const connection = opened.c;
       const wire0 = connection.socketBytes();
       const tOpen = performance.now();
@@ -168,6 +210,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
         literalBytes: out.literalBytes,
         traffic,
         timeMs: { client: ms(client), server: ms(server), network: ms(Math.max(0, total - client - server)), total: ms(total) },
+        deflate: deflated(connection),
       };
     } catch (e) {
       if (opened) addTraffic(traffic, opened.c.conn.traffic, 0);
@@ -208,8 +251,10 @@ export async function pull(opts: PullOptions): Promise<SyncReport> {
     opts.onProgress?.('chunking', 0, opts.basis.size);
     basis = { index: await chunkSource(opts.basis, params, algo), source: opts.basis };
   }
+  // The old copy tells how well the new one compresses; without one, compress.
+  const url = sessionUrl(opts.url, !opts.basis || (await worthDeflating(opts.basis)));
   const tChunked = performance.now();
-  const { c: connection, own } = await connectionFor(opts);
+  const { c: connection, own } = await connectionFor(opts, url);
   const wire0 = connection.socketBytes();
   const tOpen = performance.now();
   try {
@@ -235,6 +280,7 @@ export async function pull(opts: PullOptions): Promise<SyncReport> {
         literalBytes: out.literalBytes,
         traffic: { ...conn.traffic, wire: wire !== null && wire0 !== null ? wire - wire0 : 0 },
         timeMs: { client: ms(client), server: 0, network: ms(Math.max(0, total - client)), total: ms(total) },
+        deflate: deflated(connection),
       };
     });
   } finally {
