@@ -1,0 +1,59 @@
+// Which files sync with permessage-deflate: those whose sampled bytes compress (sync-client.ts
+// worthDeflating), and the URL of the endpoint without it.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { deflateRawSync } from 'node:zlib';
+import fc from 'fast-check';
+import { bufferSource } from '../src/chunk-index.ts';
+import { sessionUrl, worthDeflating } from '../src/sync-client.ts';
+import { fastRandomBytes, textBytes } from '../src/testdata.ts';
+
+test('random bytes and deflated bytes are not worth deflating; text, zeros, binaries with structure are', async () => {
+  const text = textBytes(1, 4 << 20);
+  const noise = fastRandomBytes(2, 4 << 20);
+  assert.equal(await worthDeflating(bufferSource(noise)), false);
+  // already compressed data (what video, images and archives hold)
+  assert.equal(await worthDeflating(bufferSource(new Uint8Array(deflateRawSync(text, { level: 9 })))), false);
+  assert.equal(await worthDeflating(bufferSource(text)), true);
+  assert.equal(await worthDeflating(bufferSource(new Uint8Array(4 << 20))), true);
+  // 16-bit little-endian counters: half of the bytes are nearly constant
+  const counters = new Uint8Array(new Uint16Array(Array.from({ length: 1 << 20 }, (_, i) => i & 0x0fff)).buffer);
+  assert.equal(await worthDeflating(bufferSource(counters)), true);
+  // empty and tiny files keep the default
+  assert.equal(await worthDeflating(bufferSource(new Uint8Array(0))), true);
+  assert.equal(await worthDeflating(bufferSource(fastRandomBytes(3, 100))), true);
+});
+
+test('a file that is half noise, half text: the samples see both, and deflate stays on', async () => {
+  const half = 2 << 20;
+  const mixed = new Uint8Array(2 * half);
+  mixed.set(fastRandomBytes(4, half), 0);
+  mixed.set(textBytes(5, half), half);
+  assert.equal(await worthDeflating(bufferSource(mixed)), true);
+});
+
+test('the decision agrees with what deflate actually saves on random mixtures', async () => {
+  // A mixture of noise and text in proportion p: when the estimate says "not worth it",
+  // deflate saves under 10%; when deflate would save over 20%, the estimate says "worth it".
+  await fc.assert(
+    fc.asyncProperty(fc.integer({ min: 0, max: 100 }), fc.integer({ min: 1, max: 1000 }), async (pct, seed) => {
+      const size = 1 << 20;
+      const data = fastRandomBytes(seed, size);
+      const text = textBytes(seed, size);
+      // every 8 KiB block is text with probability pct%
+      for (let o = 0; o < size; o += 8192) if ((o / 8192 * 37 + seed) % 100 < pct) data.set(text.subarray(o, o + 8192), o);
+      const saved = 1 - deflateRawSync(data).length / size;
+      const worth = await worthDeflating(bufferSource(data));
+      if (!worth) assert.ok(saved < 0.1, `said not worth it at ${pct}% text, deflate saved ${(saved * 100).toFixed(1)}%`);
+      if (saved > 0.2) assert.ok(worth, `said not worth it at ${pct}% text, deflate saved ${(saved * 100).toFixed(1)}%`);
+    }),
+    { numRuns: 60 },
+  );
+});
+
+test('sessionUrl adds deflate=0 and keeps the rest of the URL', () => {
+  assert.equal(sessionUrl('ws://h:1/sync', true), 'ws://h:1/sync');
+  assert.equal(sessionUrl('ws://h:1/sync', false), 'ws://h:1/sync?deflate=0');
+  assert.equal(sessionUrl('wss://h/sync?token=a', false), 'wss://h/sync?token=a&deflate=0');
+  assert.equal(sessionUrl('ws://h:1/sync?deflate=0', false), 'ws://h:1/sync?deflate=0');
+});
