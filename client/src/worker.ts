@@ -132,18 +132,17 @@ const jobs = new Map<number, Job>();
 const idle: Connection[] = [];
 const KEEP_IDLE = 2;
 
-/** An open connection for `job`: an idle one, or a new one. A new one that cannot be opened
- *  throws the sync client's own ConnectionLost, so its retries and messages apply unchanged. */
+/** An open connection for `job`: an idle one to `url`, or a new one. A new one that cannot be
+ *  opened throws the sync client's own ConnectionLost, so its retries and messages apply
+ *  unchanged. Idle sockets to the other endpoint (with or without deflate) stay pooled. */
 async function takeConnection(url: string, job: Job): Promise<Connection> {
-  for (let c = idle.pop(); c; c = idle.pop()) {
-    if (c.usable && c.url === url) {
-      job.sockets.add(c.ws as WebSocket); // a cancel closes it
-      job.connected = true;
-      return c;
-    }
-    c.close();
-  }
-  return Connection.open(url, job.webSocket());
+  for (let i = idle.length - 1; i >= 0; i--) if (!idle[i].usable) idle.splice(i, 1)[0].close();
+  const i = idle.findIndex((c) => c.url === url);
+  if (i < 0) return Connection.open(url, job.webSocket());
+  const [c] = idle.splice(i, 1);
+  job.sockets.add(c.ws as WebSocket); // a cancel closes it
+  job.connected = true;
+  return c;
 }
 
 function giveBack(c: Connection | undefined, job: Job) {
