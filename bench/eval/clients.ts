@@ -6,7 +6,7 @@
  * protocol part before compression, and wire bytes (the socket's, after permessage-deflate).
  */
 import WebSocket from 'ws';
-import { type ChunkIndex, type Source, chunkSource, offsetsOf } from '../../shared/src/chunk-index.ts';
+import { type ChecksumList, type ChunkIndex, type Source, checksumList, chunkSource, offsetsOf } from '../../shared/src/chunk-index.ts';
 import { Conn, type WebSocketLike } from '../../shared/src/conn.ts';
 import { DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION, hashLength } from '../../shared/src/protocol.ts';
 import { sendTarget } from '../../shared/src/session.ts';
@@ -40,6 +40,10 @@ export interface Prepared {
   /** wall and CPU milliseconds of the client's computation before the session */
   prepMs: number;
   prepCpuMs: number;
+  /** dsync: the Checksum List (the client hashes its chunks in Phase 3), with the strong
+   *  hashes too when they were precomputed (load harness) */
+  list?: ChecksumList & { hashes?: Uint8Array };
+  /** dedup */
   index?: ChunkIndex;
   triples?: Uint32Array;
   root?: Uint8Array;
@@ -51,12 +55,13 @@ const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 const r1 = (x: number) => Math.round(x * 10) / 10;
 const cpuMs = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1000;
 
-/** The client's computation on the target, before any network traffic. */
-export async function prepare(approach: Approach, source: Source): Promise<Prepared> {
+/** The client's computation on the target, before any network traffic. `hashes`: for dsync,
+ *  also compute the chunks' strong hashes now instead of during the session (load harness). */
+export async function prepare(approach: Approach, source: Source, { hashes = false } = {}): Promise<Prepared> {
   const t0 = performance.now();
   const c0 = process.cpuUsage();
   const p: Prepared = { approach, source, size: source.size, prepMs: 0, prepCpuMs: 0 };
-  if (approach === 'dsync' || approach === 'dsync-paper') p.index = await chunkSource(source, DEFAULT_PARAMS, dsyncAlgo(approach));
+  if (approach === 'dsync' || approach === 'dsync-paper') p.list = hashes ? await chunkSource(source, DEFAULT_PARAMS, dsyncAlgo(approach)) : await checksumList(source, DEFAULT_PARAMS);
   else if (approach === 'dedup') p.index = await chunkSource(source, DEFAULT_PARAMS, DEDUP_ALGO);
   else {
     // webr2sync+: Adler-32 + SipHash per 8 KB block; both: a whole-file hash to verify with.
@@ -122,8 +127,9 @@ export async function syncPrepared(p: Prepared, base: string, name: string, with
   return r;
 }
 
-/** Dsync's push with a precomputed chunk index: what shared/src/sync-client.ts push() does
- *  after chunking (Hello + Checksum List, Ready, Match Tokens, Delta Bytes, Result). */
+/** Dsync's push with a precomputed Checksum List: what shared/src/sync-client.ts push() does
+ *  after chunking (Hello + Checksum List, Ready, Match Tokens, hashing + Verdicts + Delta
+ *  Bytes, Result). */
 async function dsyncSession(p: Prepared, ws: WebSocket, name: string): Promise<Omit<Report, 'connectMs'>> {
   const t0 = performance.now();
   const wire0 = socketBytes(ws);
@@ -132,7 +138,7 @@ async function dsyncSession(p: Prepared, ws: WebSocket, name: string): Promise<O
   conn.hashLen = hashLength(algo);
   try {
     await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo, size: p.size, basisVersion: 0, name });
-    const out = await sendTarget(conn, p.index!, p.source, { onChecksumsSent: async () => void (await conn.expect(Msg.Ready)) });
+    const out = await sendTarget(conn, algo, p.list!, p.source, { onChecksumsSent: async () => void (await conn.expect(Msg.Ready)) });
     const tEnd = performance.now();
     return {
       approach: p.approach,

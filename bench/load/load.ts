@@ -61,7 +61,7 @@ async function precompute(): Promise<Prepared[]> {
   const files: Uint8Array[] = [base];
   // version k+1 is the paper's edit (cut / insert / inverse in turn) of the base with seed k
   for (let k = 0; k < O.variants; k++) files.push(applyEdits(base, new Rng(7000 + k), { kind: EDIT_KINDS[k % 3], total: O.edit }));
-  return Promise.all(files.map((f) => prepare(O.approach, bufferSource(f))));
+  return Promise.all(files.map((f) => prepare(O.approach, bufferSource(f), { hashes: true })));
 }
 
 async function startServer(data: string): Promise<ServerProc> {
@@ -223,7 +223,7 @@ async function main() {
       shaping: describeShaping(SHAPING) + (SHAPING ? ' per client connection (toxiproxy pinned to core 1)' : ''),
       transport: 'ws, permessage-deflate on',
       pinning: 'server process on core 0, all clients in one Node process on core 1 (taskset)',
-      precomputed: 'edited files, chunk indexes / block hashes / file hashes computed before the timed run; latency = the session\'s wall time (connect to Result)',
+      precomputed: 'edited files, chunk indexes (dsync: with the chunks\' strong hashes, so its client sends one Verdict) / block hashes / file hashes computed before the timed run; latency = the session\'s wall time (connect to Result)',
       pass: `no errors, server CPU ≤ ${O.cpuLimit}% of its core (mean over the run), p99 latency ≤ ${O.p99Bound} ms`,
     },
     maxClients: maxOk,

@@ -167,7 +167,8 @@ async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connect
   const WebSocket = job.webSocket();
   const onProgress = (phase: Phase, done?: number, total?: number) => job.progress(phase, done, total);
   if (m.kind === 'push') {
-    // Phase 3 reads only the literal chunks, in file order: how far it has read is its progress.
+    // Phase 3 reads the file in order (hashing it, sending its literal chunks): how far it has
+    // read is its progress.
     const source = job.source(m.file, (end) => {
       if (job.step === 'tokens-received' || job.step === 'sending') job.progress('sending', end, m.file.size);
     });

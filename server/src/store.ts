@@ -283,12 +283,12 @@ export class Store {
 
   /**
    * The sink for a push of `name` built on `basisVersion`: an interrupted upload of the same
-   * target (same root, basis, chunking and algorithm) is resumed where it stopped, otherwise a
+   * target (same Checksum List, basis, chunking and algorithm) is resumed where it stopped, otherwise a
    * new version is started (see `create`).
    */
   sinkFor(name: string, basisVersion: number, params: ChunkParams, algo: number, expectLatest?: number): SinkFor {
-    return async ({ root }) => {
-      const key = [name, basisVersion, Buffer.from(root).toString('hex'), params.min, params.avg, params.max, params.op, params.every, algo].join('\0');
+    return async ({ digest }) => {
+      const key = [name, basisVersion, Buffer.from(digest).toString('hex'), params.min, params.avg, params.max, params.op, params.every, algo].join('\0');
       const kept = this.suspended.get(key);
       if (kept) {
         this.suspended.delete(key);

@@ -156,7 +156,7 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
         await conn.send({ type: Msg.Ready, version, size: opened.source.size, maxMessage: cfg.maxMessage });
         const target = await indexFor(store, cfg, hello, name, version, opened.source);
         phase('checksums');
-        const out = await sendTarget(conn, target, opened.source, {
+        const out = await sendTarget(conn, hello.algo, target, opened.source, {
           splitThreshold: cfg.splitThreshold,
           onChecksumsSent: () => phase('tokens'),
           onTokens: () => phase('delta'),

@@ -22,7 +22,8 @@ test('SIGKILL mid-Phase 3 keeps the previous version and the next push works', a
     let s = await startChild(data);
     await pushBytes(s, 'big.bin', v1);
     // The kill lands inside Phase 3 whatever the machine's speed: the source kills the server
-    // when the client reads the bytes of its 1st, 4th or 10th Delta run.
+    // when the client reads its 1st, 4th or 10th slice there (1 MiB slices, hashed, then the
+    // Verdict and Delta Bytes below them sent).
     for (const killAt of [1, 4, 10]) {
       const child = s;
       let killedInPhase3 = false;
@@ -39,7 +40,7 @@ test('SIGKILL mid-Phase 3 keeps the previous version and the next push works', a
           return bytes.read(offset, length, into);
         },
       };
-      const attempt = push(source, { url: s.wsUrl, name: 'big.bin', WebSocket: WebSocket as unknown as WebSocketCtor, onProgress: (phase) => void (phase === 'tokens-received' && (phase3 = true)) });
+      const attempt = push(source, { url: s.wsUrl, name: 'big.bin', WebSocket: WebSocket as unknown as WebSocketCtor, hashSlice: 1 << 20, onProgress: (phase) => void (phase === 'tokens-received' && (phase3 = true)) });
       await assert.rejects(attempt, /closed|connection|ECONNRESET|socket/i);
       assert.ok(killedInPhase3, 'the kill happened after Match Tokens arrived');
       await child.kill();

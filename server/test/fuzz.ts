@@ -128,7 +128,8 @@ export class Fuzzer {
   private async record(sc: Scenario, bytes: Uint8Array, params: ChunkParams, algo: number, keep: boolean) {
     const [c, s] = memPair();
     const session = runConnection(s, { bytesRead: 0, bytesWritten: 0 }, this.store, { ...this.cfg, idleTimeoutMs: 10_000 }, () => {});
-    const rep = await push(bufferSource(bytes), { url: 'mem', name: sc.name, params, algo, WebSocket: class { constructor() { queueMicrotask(() => c.emit('open', {})); return c; } } as any });
+    // slices of 16 KiB: a push sends several Verdicts, each followed by its Delta Bytes
+    const rep = await push(bufferSource(bytes), { url: 'mem', name: sc.name, params, algo, hashSlice: 16 << 10, WebSocket: class { constructor() { queueMicrotask(() => c.emit('open', {})); return c; } } as any });
     await session;
     sc.frames = c.sent;
     if (!keep) await this.dropVersion(sc.name, rep.version);
@@ -252,12 +253,12 @@ function foreign(r: Rng, H: number): Uint8Array {
   const ms: Message[] = [
     { type: Msg.SplitRequest, tokens: Uint32Array.of(r.int(5), r.int(5)) },
     { type: Msg.SplitHashes, token: r.int(3), hashes: hash },
-    { type: Msg.Verdict, failed: [{ token: r.int(4), bitmap: r.int(2) ? Uint8Array.of(r.int(256)) : null }] },
+    { type: Msg.Verdict, upTo: r.int(40), root: r.int(2) ? hash : null, failed: [{ token: r.int(4), bitmap: r.int(2) ? Uint8Array.of(r.int(256)) : null }] },
     { type: Msg.Delta, indices: Uint32Array.of(r.int(40)), chunks: [randomBytes(r.next64(), r.int(3000))] },
     { type: Msg.TokensEnd, count: r.int(3), resumeFrom: r.int(3) },
     { type: Msg.Tokens, first: Uint32Array.of(r.int(30)), count: Uint32Array.of(r.int(30)), hashes: hash },
     { type: Msg.Checksums, fastfps: Uint32Array.of(r.int(2 ** 32)), lengths: Uint32Array.of(r.int(70_000)) },
-    { type: Msg.ChecksumsEnd, count: r.int(30), size: r.int(300_000), root: hash },
+    { type: Msg.ChecksumsEnd, count: r.int(30), size: r.int(300_000) },
     { type: Msg.Result, version: 1, size: r.int(1000), root: hash, micros: 0, wireIn: 0, wireOut: 0 },
     { type: Msg.Error, code: r.int(20), message: 'client error' },
     { type: Msg.Ready, version: 1, size: 0, maxMessage: 1 },
@@ -293,14 +294,19 @@ function fieldMutation(frame: Uint8Array, r: Rng, H: number): Uint8Array {
       break;
     }
     case Msg.ChecksumsEnd:
-      if (r.int(3) === 0) m.count = edge(r, m.count);
-      else if (r.int(2)) m.size = edge(r, m.size);
-      else m.root[r.int(m.root.length)] ^= 1;
+      if (r.int(2)) m.count = edge(r, m.count);
+      else m.size = edge(r, m.size);
       break;
-    case Msg.Verdict:
-      if (m.failed.length && r.int(2)) m.failed[r.int(m.failed.length)].token = edge(r, 0);
+    case Msg.Verdict: {
+      const f = r.int(5);
+      if (f === 0) m.upTo = edge(r, m.upTo);
+      else if (f === 1 && m.root) m.root[r.int(m.root.length)] ^= 1;
+      else if (f === 1) m.root = randomBytes(r.next64(), H || 32);
+      else if (f === 2 && m.root) m.root = null;
+      else if (m.failed.length && r.int(2)) m.failed[r.int(m.failed.length)].token = edge(r, 0);
       else m.failed.push({ token: r.int(6), bitmap: r.int(2) ? randomBytes(r.next64(), r.int(4)) : null });
       break;
+    }
     case Msg.Delta: {
       if (!m.indices.length) break;
       const i = r.int(m.indices.length);

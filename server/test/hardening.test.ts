@@ -8,6 +8,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { deflateRawSync } from 'node:zlib';
 import WebSocket from 'ws';
+import { bufferSource, checksumList } from '../../shared/src/chunk-index.ts';
 import { encode } from '../../shared/src/codec.ts';
 import { RemoteError } from '../../shared/src/conn.ts';
 import { Connection } from '../../shared/src/sync-client.ts';
@@ -178,6 +179,53 @@ test('concurrent writers: both stored as versions without a claim, one refused a
   }
 });
 
+test('hostile Verdicts and Delta Bytes: each is refused as Inconsistent and nothing is stored', async () => {
+  const s = await testServer();
+  try {
+    const a = fastRandomBytes(5, 200_000);
+    await pushBytes(s, 'kept', a);
+    // 'kept' is stored: its one Match Token covers every chunk of `a`; `b` is like no stored file
+    const b = fastRandomBytes(6, 200_000);
+    const lists = new Map([[a, await checksumList(bufferSource(a), DEFAULT_PARAMS)], [b, await checksumList(bufferSource(b), DEFAULT_PARAMS)]]);
+    const n = lists.get(b)!.lengths.length;
+    const phase1 = (name: string, bytes: Uint8Array) => {
+      const list = lists.get(bytes)!;
+      return [
+        hello(name, { size: bytes.length }),
+        encode({ type: Msg.Checksums, fastfps: list.fastfps, lengths: list.lengths }),
+        encode({ type: Msg.ChecksumsEnd, count: list.lengths.length, size: bytes.length }),
+      ];
+    };
+    const verdict = (upTo: number, withRoot = false) => encode({ type: Msg.Verdict, upTo, root: withRoot ? new Uint8Array(32) : null, failed: [] }, 32);
+    const delta = (...ix: number[]) => {
+      const offs = [0];
+      for (const l of lists.get(b)!.lengths) offs.push(offs[offs.length - 1] + l);
+      return encode({ type: Msg.Delta, indices: Uint32Array.from(ix), chunks: ix.map((i) => b.subarray(offs[i], offs[i + 1])) });
+    };
+    const cases: [string, Uint8Array, Uint8Array[], RegExp][] = [
+      ['kept', a, [verdict(5)], /ends inside token 0/],
+      ['kept', a, [verdict(lists.get(a)!.lengths.length)], /root comes with the last verdict/],
+      ['new', b, [verdict(3, true)], /root comes with the last verdict/],
+      ['new', b, [verdict(2), delta(0, 1, 2)], /not below the verdict's 2/],
+      ['new', b, [verdict(2), delta(0, 1), verdict(2)], /does not advance/],
+      ['new', b, [verdict(n + 1, true)], /exceeds/],
+      ['new', b, [encode({ type: Msg.Verdict, upTo: 2, root: null, failed: [{ token: 0, bitmap: null }] }, 32)], /verdict for token 0 out of order or range/],
+    ];
+    for (const [name, bytes, frames, why] of cases) {
+      const r = await raw(s.wsUrl, [...phase1(name, bytes), ...frames]);
+      assert.equal(r.error, ErrorCode.Inconsistent, `${why}: ${JSON.stringify(r)}`);
+      assert.match(r.message!, why);
+    }
+    assert.deepEqual(await s.stored('kept'), Buffer.from(a));
+    const store = await s.storeOf('local');
+    assert.equal(await store.latest('kept'), 1);
+    assert.equal(await store.latest('new'), 0);
+    assert.deepEqual(readdirSync(path.join(s.data, 'ns/local/tmp')), []);
+  } finally {
+    await s.stop();
+  }
+});
+
 test('a client that disconnects mid-phase frees its session at once', async () => {
   const s = await testServer();
   try {
@@ -228,7 +276,8 @@ test('a connection cut mid-upload: the client retries and the server resumes wit
   try {
     const data = fastRandomBytes(11, 8_000_000);
     const phases: string[] = [];
-    const rep = await pushBytes(via, 'resumed.bin', data, { retries: 3, onProgress: (p) => phases.push(p) });
+    // 1 MiB per Verdict: the cut falls between Verdicts, while the file is still being hashed
+    const rep = await pushBytes(via, 'resumed.bin', data, { retries: 3, hashSlice: 1 << 20, onProgress: (p) => phases.push(p) });
     assert.ok(cutOnce && phases.includes('retrying'));
     assert.deepEqual(await s.stored('resumed.bin'), Buffer.from(data));
     // the second session started from the chunks the first one had written

@@ -14,12 +14,16 @@ export interface Source {
   read(offset: number, length: number, into?: Uint8Array): Promise<Uint8Array>;
 }
 
-export interface ChunkIndex {
+/** What Phase 1 sends of a file: each chunk's length and FastFp (no strong hashes yet). */
+export interface ChecksumList {
   params: ChunkParams;
-  algo: number;
   size: number;
   lengths: Uint32Array;
   fastfps: Uint32Array;
+}
+
+export interface ChunkIndex extends ChecksumList {
+  algo: number;
   /** lengths.length * H bytes: the strong hash of each chunk */
   hashes: Uint8Array;
   /** run hash over all chunks: H(h_0 || ... || h_{n-1}) */
@@ -52,12 +56,19 @@ export function runHash(algo: number, hashes: Uint8Array, first: number, count: 
  * Chunks a whole source with FastCDC + FastFp and strong-hashes every chunk, in one streaming
  * pass (memory: two slices plus the index). `onProgress(bytesDone)` is called per slice.
  */
-export async function chunkSource(
-  source: Source,
-  params: ChunkParams,
-  algo: number,
-  onProgress?: (done: number) => void,
-): Promise<ChunkIndex> {
+export async function chunkSource(source: Source, params: ChunkParams, algo: number, onProgress?: (done: number) => void): Promise<ChunkIndex> {
+  return { ...(await chunkPass(source, params, algo, onProgress)), algo };
+}
+
+/** The Checksum List of a source: chunking and FastFp only, the sender's Phase 1 input. Its
+ *  strong hashes come later, while Phase 3 sends the Delta Bytes (session.ts). */
+export async function checksumList(source: Source, params: ChunkParams, onProgress?: (done: number) => void): Promise<ChecksumList> {
+  const { hashes: _h, root: _r, ...list } = await chunkPass(source, params, 0, onProgress);
+  return list;
+}
+
+/** One streaming pass of the chunker over `source`, strong-hashing with `algo` (0: none). */
+async function chunkPass(source: Source, params: ChunkParams, algo: number, onProgress?: (done: number) => void) {
   const chunker = new DsyncChunker(params.min, params.avg, params.max, params.op, params.every, algo);
   const lengths = new GrowableU32();
   const fastfps = new GrowableU32();
@@ -87,7 +98,6 @@ export async function chunkSource(
     collect();
     return {
       params,
-      algo,
       size: source.size,
       lengths: lengths.done(),
       fastfps: fastfps.done(),

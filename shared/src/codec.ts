@@ -39,8 +39,6 @@ export interface ChecksumsEnd {
   type: typeof Msg.ChecksumsEnd;
   count: number;
   size: number;
-  /** run hash over all chunks of the target: H(h_0 || ... || h_{n-1}) */
-  root: Uint8Array;
 }
 /** Match Tokens: merged runs of weak-matched chunks, each with the run hash of the basis chunks. */
 export interface Tokens {
@@ -71,8 +69,13 @@ export interface Failed {
   /** bit k set: chunk first+k matched its basis chunk; null: the whole run is sent */
   bitmap: Uint8Array | null;
 }
+/** The judgement of the Match Tokens that end at or below chunk `upTo`; the last Verdict has
+ *  upTo = the chunk count and carries the target's root. */
 export interface Verdict {
   type: typeof Msg.Verdict;
+  upTo: number;
+  /** run hash over all chunks of the target, H(h_0 || ... || h_{n-1}): in the last Verdict only */
+  root: Uint8Array | null;
   failed: Failed[];
 }
 /** Delta Bytes: literal chunks of the target, ascending index. */
@@ -247,12 +250,10 @@ export function encode(m: Message, hashLen = 32): Uint8Array {
       return w.done();
     }
     case Msg.ChecksumsEnd: {
-      checkHash(m.root, hashLen, 'root');
-      const w = new Writer(1 + 4 + 8 + hashLen);
+      const w = new Writer(1 + 4 + 8);
       w.u8(m.type);
       w.u32(m.count);
       w.u64(m.size);
-      w.bytes(m.root);
       return w.done();
     }
     case Msg.Tokens: {
@@ -292,10 +293,14 @@ export function encode(m: Message, hashLen = 32): Uint8Array {
       return w.done();
     }
     case Msg.Verdict: {
-      let size = 1 + 4;
+      if (m.root) checkHash(m.root, hashLen, 'root');
+      let size = 1 + 4 + 1 + (m.root ? hashLen : 0) + 4;
       for (const f of m.failed) size += 5 + (f.bitmap ? 4 + f.bitmap.length : 0);
       const w = new Writer(size);
       w.u8(m.type);
+      w.u32(m.upTo);
+      w.u8(m.root ? 1 : 0);
+      if (m.root) w.bytes(m.root);
       w.u32(m.failed.length);
       for (const f of m.failed) {
         w.u32(f.token);
@@ -398,7 +403,7 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
       break;
     }
     case Msg.ChecksumsEnd:
-      m = { type, count: r.u32('count'), size: r.u64('size'), root: r.bytes(hashLen, 'root') };
+      m = { type, count: r.u32('count'), size: r.u64('size') };
       break;
     case Msg.Tokens: {
       const n = r.count(maxN, 'token count');
@@ -432,6 +437,10 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
       break;
     }
     case Msg.Verdict: {
+      const upTo = r.u32('up to');
+      const final = r.u8('final');
+      if (final > 1) throw malformed(`verdict root flag ${final}`);
+      const root = final ? r.bytes(hashLen, 'root') : null;
       const n = r.count(maxN, 'failed count');
       const failed: Failed[] = [];
       for (let i = 0; i < n; i++) {
@@ -445,7 +454,7 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
         }
         failed.push({ token, bitmap });
       }
-      m = { type, failed };
+      m = { type, upTo, root, failed };
       break;
     }
     case Msg.Delta: {

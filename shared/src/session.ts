@@ -4,18 +4,21 @@
  * old file): on a push the client sends and the server receives; on a pull (delta download)
  * it is the other way round.
  *
- *   Phase 1  sender -> receiver  Checksum List: FastFp + length per target chunk, root hash
+ *   Phase 1  sender -> receiver  Checksum List: FastFp + length per target chunk
  *   Phase 2  receiver -> sender  Match Tokens: merged weak-matched runs with their run hash
- *   Phase 3  sender -> receiver  [Split Request <-> Split Hashes], Verdict, Delta Bytes
- *            receiver            rebuilds target = basis + delta, verifies the root, commits
+ *   Phase 3  sender -> receiver  per slice of the target it has hashed: [Split Request <->
+ *                                Split Hashes], Verdict, Delta Bytes; the last Verdict
+ *                                carries the root
+ *            receiver            rebuilds target = basis + delta in order, verifies the root,
+ *                                commits
  *            receiver -> sender  Result
  */
-import { type ChunkIndex, type Source, offsetsOf, runHash } from './chunk-index.ts';
+import { type ChecksumList, type ChunkIndex, type Source, offsetsOf, runHash } from './chunk-index.ts';
 import type { Checksums, Delta, Failed, Result, Tokens } from './codec.ts';
 import { type Conn, ConnectionLost } from './conn.ts';
 import { type Run, matchRuns } from './matcher.ts';
 import { type ChunkParams, ErrorCode, Msg, ProtocolError, hashLength } from './protocol.ts';
-import { hash_chunks } from '../../wasm/pkg/dsync_wasm.js';
+import { StrongHasher, hash_chunks } from '../../wasm/pkg/dsync_wasm.js';
 
 /** Entries per Checksums / Tokens message. */
 const BATCH = 8192;
@@ -40,6 +43,8 @@ function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
 export interface SenderOptions {
   splitThreshold?: number;
   deltaMessageBytes?: number;
+  /** bytes of the target read and hashed per Verdict (default HASH_SLICE) */
+  hashSlice?: number;
   /** awaited after the Checksum List is sent, before Match Tokens are read */
   onChecksumsSent?: () => Promise<void> | void;
   onTokens?: () => void;
@@ -57,22 +62,37 @@ export interface SendOutcome {
   failedTokens: number;
 }
 
-/** Runs the sender's side of Phases 1–3 for `target` (whose bytes `source` reads). */
-export async function sendTarget(conn: Conn, target: ChunkIndex, source: Source, opts: SenderOptions = {}): Promise<SendOutcome> {
-  const H = hashLength(target.algo);
+/** Bytes the sender reads and hashes before it judges the tokens below them (one Verdict). */
+export const HASH_SLICE = 8 << 20;
+
+/**
+ * Runs the sender's side of Phases 1–3 for `target` (whose bytes `source` reads). Without
+ * strong hashes in `target` (a client's upload), the sender hashes its chunks during Phase 3,
+ * a slice at a time, and judges and sends each slice while the next one is read, so the Delta
+ * Bytes flow while the rest of the file is still being hashed; with them (a stored version),
+ * one Verdict judges every token.
+ */
+export async function sendTarget(
+  conn: Conn,
+  algo: number,
+  target: ChecksumList & { hashes?: Uint8Array },
+  source: Source,
+  opts: SenderOptions = {},
+): Promise<SendOutcome> {
+  const H = hashLength(algo);
   const n = target.lengths.length;
   // Phase 1: the Checksum List.
   for (let i = 0; i < n; i += BATCH) {
     const end = Math.min(n, i + BATCH);
     await conn.send({ type: Msg.Checksums, fastfps: target.fastfps.subarray(i, end), lengths: target.lengths.subarray(i, end) });
   }
-  await conn.send({ type: Msg.ChecksumsEnd, count: n, size: target.size, root: target.root });
+  await conn.send({ type: Msg.ChecksumsEnd, count: n, size: target.size });
   await opts.onChecksumsSent?.();
 
   // Phase 2: Match Tokens.
   const firsts: number[] = [];
   const counts: number[] = [];
-  const hashes: Uint8Array[] = [];
+  const tokenHashes: Uint8Array[] = [];
   let resumeFrom = 0;
   for (;;) {
     const m = await conn.expect(Msg.Tokens, Msg.TokensEnd);
@@ -91,82 +111,149 @@ export async function sendTarget(conn: Conn, target: ChunkIndex, source: Source,
       }
       firsts.push(first);
       counts.push(count);
-      hashes.push(m.hashes.subarray(k * H, (k + 1) * H));
+      tokenHashes.push(m.hashes.subarray(k * H, (k + 1) * H));
     }
   }
-
   opts.onTokens?.();
-  // Phase 3: confirm each run with its strong hash; split large failed runs; send the rest.
+
+  // Phase 3, a slice at a time: hash the target's chunks, confirm each token that ends in what
+  // is hashed by its run hash (splitting large failed ones), send a Verdict for the chunks
+  // below `end`, then the Delta Bytes among them. The last Verdict carries the root.
   const offsets = offsetsOf(target.lengths);
+  const hashes = target.hashes ?? new Uint8Array(n * H);
   const covered = new Uint8Array(n);
   covered.fill(1, 0, resumeFrom); // the receiver kept these from an interrupted session
-  const failed: Failed[] = [];
-  const toSplit: number[] = [];
   const splitThreshold = opts.splitThreshold ?? SPLIT_THRESHOLD;
-  for (let t = 0; t < firsts.length; t++) {
-    if (equalBytes(runHash(target.algo, target.hashes, firsts[t], counts[t]), hashes[t])) {
-      covered.fill(1, firsts[t], firsts[t] + counts[t]);
-    } else if (counts[t] > 1 && offsets[firsts[t] + counts[t]] - offsets[firsts[t]] >= splitThreshold) {
-      toSplit.push(t);
-    } else {
-      failed.push({ token: t, bitmap: null });
-    }
-  }
-  if (toSplit.length) {
-    await conn.send({ type: Msg.SplitRequest, tokens: Uint32Array.from(toSplit) });
-    for (const t of toSplit) {
-      const m = await conn.expect(Msg.SplitHashes);
-      if (m.token !== t || m.hashes.length !== counts[t] * H) throw bad(`Split Hashes for token ${m.token} do not answer the request`);
-      const bitmap = new Uint8Array(Math.ceil(counts[t] / 8));
-      for (let k = 0; k < counts[t]; k++) {
-        const i = firsts[t] + k;
-        if (equalBytes(target.hashes.subarray(i * H, (i + 1) * H), m.hashes.subarray(k * H, (k + 1) * H))) {
-          bitmap[k >> 3] |= 1 << (k & 7);
-          covered[i] = 1;
+  const maxMsg = opts.deltaMessageBytes ?? DELTA_MESSAGE_BYTES;
+  const sliceBytes = opts.hashSlice ?? HASH_SLICE;
+  let literalBytes = 0;
+  let failedTokens = 0;
+
+  // Slices of whole chunks, each read in one go into one of two buffers while the other is
+  // hashed and sent (a slice is at least one chunk, so it may exceed `sliceBytes`).
+  const bufs: Uint8Array[] = [];
+  const readSlice = async (from: number, k: number) => {
+    let to = from + 1;
+    while (to < n && offsets[to + 1] - offsets[from] <= sliceBytes) to++;
+    const length = offsets[to] - offsets[from];
+    if (!bufs[k] || bufs[k].length < length) bufs[k] = new Uint8Array(Math.max(length, Math.min(sliceBytes, target.size)));
+    const bytes = await source.read(offsets[from], length, bufs[k]);
+    if (bytes.length !== length) throw new Error('the file changed size while syncing');
+    return { from, to, bytes };
+  };
+  let hashed = target.hashes ? n : 0; // chunks [0, hashed) have their strong hashes
+  let slice: { from: number; to: number; bytes: Uint8Array } | null = null;
+  let next = hashed < n ? readSlice(0, 0) : null;
+  let upTo = resumeFrom; // chunks below upTo are judged and sent
+  let t = 0; // the first token not judged yet
+  try {
+    for (let k = 1; ; k++) {
+      if (next) {
+        slice = await next;
+        next = slice.to < n ? readSlice(slice.to, k & 1) : null;
+        hashes.set(hash_chunks(algo, slice.bytes, target.lengths.subarray(slice.from, slice.to)), slice.from * H);
+        hashed = slice.to;
+      }
+      // Judge the tokens wholly below `hashed`; a token still open holds `end` at its start.
+      let te = t;
+      while (te < firsts.length && firsts[te] + counts[te] <= hashed) te++;
+      const end = te < firsts.length && firsts[te] < hashed ? firsts[te] : hashed;
+      if (end <= upTo && end !== n) continue;
+      const failed: Failed[] = [];
+      const toSplit: number[] = [];
+      for (; t < te; t++) {
+        if (equalBytes(runHash(algo, hashes, firsts[t], counts[t]), tokenHashes[t])) {
+          covered.fill(1, firsts[t], firsts[t] + counts[t]);
+        } else if (counts[t] > 1 && offsets[firsts[t] + counts[t]] - offsets[firsts[t]] >= splitThreshold) {
+          toSplit.push(t);
+        } else {
+          failed.push({ token: t, bitmap: null });
         }
       }
-      failed.push({ token: t, bitmap });
+      if (toSplit.length) {
+        await conn.send({ type: Msg.SplitRequest, tokens: Uint32Array.from(toSplit) });
+        for (const s of toSplit) {
+          const m = await conn.expect(Msg.SplitHashes);
+          if (m.token !== s || m.hashes.length !== counts[s] * H) throw bad(`Split Hashes for token ${m.token} do not answer the request`);
+          const bitmap = new Uint8Array(Math.ceil(counts[s] / 8));
+          for (let j = 0; j < counts[s]; j++) {
+            const i = firsts[s] + j;
+            if (equalBytes(hashes.subarray(i * H, (i + 1) * H), m.hashes.subarray(j * H, (j + 1) * H))) {
+              bitmap[j >> 3] |= 1 << (j & 7);
+              covered[i] = 1;
+            }
+          }
+          failed.push({ token: s, bitmap });
+        }
+        failed.sort((a, b) => a.token - b.token);
+      }
+      failedTokens += failed.length;
+      await conn.send({ type: Msg.Verdict, upTo: end, root: end === n ? runHash(algo, hashes, 0, n) : null, failed });
+      literalBytes += await sendDelta(conn, upTo, end, covered, offsets, maxMsg, (i, j) =>
+        slice && i >= slice.from && j <= slice.to ? slice.bytes.subarray(offsets[i] - offsets[slice.from], offsets[j] - offsets[slice.from]) : readChunks(source, offsets, i, j),
+      );
+      upTo = end;
+      if (end === n) break;
     }
-    failed.sort((a, b) => a.token - b.token);
+  } finally {
+    next?.catch(() => {}); // a read still running after a failure
   }
-  await conn.send({ type: Msg.Verdict, failed });
+  opts.onDeltaSent?.();
 
-  let literalBytes = 0;
-  const maxMsg = opts.deltaMessageBytes ?? DELTA_MESSAGE_BYTES;
+  const result = await conn.expect(Msg.Result);
+  const root = runHash(algo, hashes, 0, n);
+  if (!equalBytes(result.root, root) || result.size !== target.size) {
+    throw new ProtocolError(ErrorCode.VerifyFailed, 'the receiver reports a different file than the one sent');
+  }
+  return { result, matchedBytes: target.size - literalBytes - offsets[resumeFrom], literalBytes, resumedBytes: offsets[resumeFrom], tokens: firsts.length, failedTokens };
+}
+
+/** Reads target chunks [i, j) from the source. */
+async function readChunks(source: Source, offsets: Float64Array, i: number, j: number): Promise<Uint8Array> {
+  const bytes = await source.read(offsets[i], offsets[j] - offsets[i]);
+  if (bytes.length !== offsets[j] - offsets[i]) throw new Error('the file changed size while syncing');
+  return bytes;
+}
+
+/** Sends the chunks of [from, to) that are not covered as Delta Bytes, in order, with one read
+ *  per run of up to `maxMsg` bytes; returns their size. */
+async function sendDelta(
+  conn: Conn,
+  from: number,
+  to: number,
+  covered: Uint8Array,
+  offsets: Float64Array,
+  maxMsg: number,
+  bytesOf: (i: number, j: number) => Uint8Array | Promise<Uint8Array>,
+): Promise<number> {
+  let sent = 0;
   let batch: { indices: number[]; chunks: Uint8Array[]; bytes: number } = { indices: [], chunks: [], bytes: 0 };
   const flush = async () => {
     if (!batch.indices.length) return;
     await conn.send({ type: Msg.Delta, indices: Uint32Array.from(batch.indices), chunks: batch.chunks });
     batch = { indices: [], chunks: [], bytes: 0 };
   };
-  // Read contiguous literal chunks with one read per run of up to DELTA_MESSAGE_BYTES.
-  for (let i = 0; i < n; ) {
+  for (let i = from; i < to; ) {
     if (covered[i]) {
       i++;
       continue;
     }
     let j = i;
-    while (j < n && !covered[j] && (j === i || offsets[j + 1] - offsets[i] <= maxMsg)) j++;
-    const bytes = await source.read(offsets[i], offsets[j] - offsets[i]);
-    if (bytes.length !== offsets[j] - offsets[i]) throw new Error('the file changed size while syncing');
+    while (j < to && !covered[j] && (j === i || offsets[j + 1] - offsets[i] <= maxMsg)) j++;
+    const bytes = await bytesOf(i, j);
     for (let k = i; k < j; k++) {
       const c = bytes.subarray(offsets[k] - offsets[i], offsets[k + 1] - offsets[i]);
       if (batch.bytes + c.length > maxMsg) await flush();
       batch.indices.push(k);
       batch.chunks.push(c);
       batch.bytes += c.length;
-      literalBytes += c.length;
+      sent += c.length;
     }
     i = j;
   }
+  // flushed before returning: the chunks may be views of a buffer the caller reuses
   await flush();
-  opts.onDeltaSent?.();
-
-  const result = await conn.expect(Msg.Result);
-  if (!equalBytes(result.root, target.root) || result.size !== target.size) {
-    throw new ProtocolError(ErrorCode.VerifyFailed, 'the receiver reports a different file than the one sent');
-  }
-  return { result, matchedBytes: target.size - literalBytes - offsets[resumeFrom], literalBytes, resumedBytes: offsets[resumeFrom], tokens: firsts.length, failedTokens: failed.length };
+  return sent;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -194,14 +281,16 @@ export interface Sink {
 
 /** What an interrupted receiver kept: the first `count` chunks, written, and their hashes. */
 export interface Held {
-  root: Uint8Array;
+  /** the Checksum List's digest (see `SinkFor`) */
+  digest: Uint8Array;
   count: number;
   hashes: Uint8Array;
 }
 
-/** Opens the sink for a target once its Checksum List is known; `held` is what a suspended
- *  earlier session of the same target (same root) already wrote into that sink. */
-export type SinkFor = (target: { root: Uint8Array; count: number; size: number }) => Promise<{ sink: Sink; held?: Held }>;
+/** Opens the sink for a target once its Checksum List is known; `digest` is a strong hash of
+ *  that list (lengths and FastFps). `held` is what a suspended earlier session with the same
+ *  list already wrote into that sink; the root check at the end covers those chunks too. */
+export type SinkFor = (target: { digest: Uint8Array; count: number; size: number }) => Promise<{ sink: Sink; held?: Held }>;
 
 export interface ReceiverLimits {
   maxFileSize: number;
@@ -252,7 +341,7 @@ export async function receiveTarget(
   const H = hashLength(algo);
   const { limits, expectedSize } = opts;
   let sink: Sink | null = null;
-  let root: Uint8Array | null = null;
+  let digest: Uint8Array | null = null;
   let hashes: Uint8Array | null = null;
   let written = 0; // chunks [0, written) are in the sink
   try {
@@ -288,8 +377,8 @@ export async function receiveTarget(
     for (let i = 0; i + 1 < count; i++) {
       if (target.lengths[i] < params.min) throw bad(`chunk ${i} is ${target.lengths[i]} bytes, below min ${params.min}`);
     }
-    root = end.root.slice();
-    const opened = await sinkFor({ root, count, size });
+    digest = listDigest(algo, target);
+    const opened = await sinkFor({ digest, count, size });
     sink = opened.sink;
     hashes = new Uint8Array(count * H);
     const resumeFrom = opened.held && opened.held.count <= count ? opened.held.count : 0;
@@ -317,32 +406,46 @@ export async function receiveTarget(
     }
     await conn.send({ type: Msg.TokensEnd, count: runs.length, resumeFrom });
 
-    // Phase 3: optional split round, then the Verdict.
+    // Phase 3: Verdicts, each judging the tokens below its `upTo` (after an optional split
+    // round), each followed by the Delta Bytes below it; the last one carries the root.
     opts.onPhase?.('delta');
-    let m = await conn.expect(Msg.SplitRequest, Msg.Verdict);
-    if (m.type === Msg.SplitRequest) {
-      let prev = -1;
-      for (const t of m.tokens) {
-        if (t <= prev || t >= runs.length) throw bad(`split request for token ${t} out of order or range`);
-        prev = t;
-        const r = runs[t];
-        await conn.send({ type: Msg.SplitHashes, token: t, hashes: basis!.index.hashes.subarray(r.basisFirst * H, (r.basisFirst + r.count) * H) });
-      }
-      m = await conn.expect(Msg.Verdict);
-    }
     // copyFrom[i] = basis chunk to copy for target chunk i, or -1 for a literal.
     const copyFrom = new Int32Array(count).fill(-1);
     for (const r of runs) for (let k = 0; k < r.count; k++) copyFrom[r.first + k] = r.basisFirst + k;
-    let prev = -1;
-    for (const f of m.failed) {
-      if (f.token <= prev || f.token >= runs.length) throw bad(`verdict for token ${f.token} out of order or range`);
-      prev = f.token;
-      const r = runs[f.token];
-      if (f.bitmap && f.bitmap.length !== Math.ceil(r.count / 8)) throw bad(`verdict bitmap for token ${f.token} has the wrong length`);
-      for (let k = 0; k < r.count; k++) {
-        if (!f.bitmap || !(f.bitmap[k >> 3] & (1 << (k & 7)))) copyFrom[r.first + k] = -1;
+    let upTo = resumeFrom; // chunks [0, upTo) are judged
+    let judged = 0; // tokens [0, judged) are judged
+    let splitFrom = 0; // tokens below this may not be asked for again
+    let root: Uint8Array | null = null;
+    const verdict = async () => {
+      let m = await conn.expect(Msg.SplitRequest, Msg.Verdict);
+      if (m.type === Msg.SplitRequest) {
+        for (const t of m.tokens) {
+          if (t < Math.max(splitFrom, judged) || t >= runs.length) throw bad(`split request for token ${t} out of order or range`);
+          splitFrom = t + 1;
+          const r = runs[t];
+          await conn.send({ type: Msg.SplitHashes, token: t, hashes: basis!.index.hashes.subarray(r.basisFirst * H, (r.basisFirst + r.count) * H) });
+        }
+        m = await conn.expect(Msg.Verdict);
       }
-    }
+      if (m.upTo > count || (m.upTo <= upTo && m.upTo !== count)) throw bad(`verdict up to chunk ${m.upTo} does not advance from ${upTo} or exceeds ${count} chunks`);
+      let te = judged;
+      while (te < runs.length && runs[te].first + runs[te].count <= m.upTo) te++;
+      if (te < runs.length && runs[te].first < m.upTo) throw bad(`verdict up to chunk ${m.upTo} ends inside token ${te}`);
+      if ((m.upTo === count) !== !!m.root) throw bad('the root comes with the last verdict, and only there');
+      let prev = judged - 1;
+      for (const f of m.failed) {
+        if (f.token <= prev || f.token >= te) throw bad(`verdict for token ${f.token} out of order or range`);
+        prev = f.token;
+        const r = runs[f.token];
+        if (f.bitmap && f.bitmap.length !== Math.ceil(r.count / 8)) throw bad(`verdict bitmap for token ${f.token} has the wrong length`);
+        for (let k = 0; k < r.count; k++) {
+          if (!f.bitmap || !(f.bitmap[k >> 3] & (1 << (k & 7)))) copyFrom[r.first + k] = -1;
+        }
+      }
+      judged = te;
+      upTo = m.upTo;
+      if (m.root) root = m.root.slice();
+    };
 
     // Rebuild: in target order, copy basis chunks or take the next literal; hash what we write
     // (copies into a sink that can reference them take their hashes from the basis index).
@@ -359,11 +462,17 @@ export async function receiveTarget(
       written = j;
     };
     const byReference = !!sink.copy;
-    for (let i = resumeFrom; i < count; ) {
+    for (let i = resumeFrom; ; ) {
+      if (i >= upTo) {
+        if (literal && li !== literal.indices.length) throw bad(`Delta Bytes carry chunk ${literal.indices[li]}, not below the verdict's ${upTo}`);
+        if (root && i === count) break;
+        await verdict();
+        continue;
+      }
       if (copyFrom[i] >= 0) {
         // Copy the longest stretch that is contiguous in the basis (read: up to 4 MiB at once).
         let j = i + 1;
-        while (j < count && copyFrom[j] === copyFrom[j - 1] + 1 && (byReference || basisOffsets![copyFrom[j] + 1] - basisOffsets![copyFrom[i]] <= COPY_STRETCH)) j++;
+        while (j < upTo && copyFrom[j] === copyFrom[j - 1] + 1 && (byReference || basisOffsets![copyFrom[j] + 1] - basisOffsets![copyFrom[i]] <= COPY_STRETCH)) j++;
         const from = basisOffsets![copyFrom[i]];
         const length = basisOffsets![copyFrom[j - 1] + 1] - from;
         // Basis chunks and target chunks agree in length (the weak match includes it).
@@ -394,22 +503,32 @@ export async function receiveTarget(
       literalBytes += c.length;
       i++;
     }
-    if (literal && li !== literal.indices.length) throw bad('Delta Bytes carry chunks beyond the target');
     const index: ChunkIndex = { params, algo, size, lengths: target.lengths, fastfps: target.fastfps, hashes, root: runHash(algo, hashes, 0, count) };
-    if (!equalBytes(index.root, root)) {
+    if (!equalBytes(index.root, root!)) {
       throw new ProtocolError(ErrorCode.VerifyFailed, 'the rebuilt file does not match the sender\'s root hash; nothing was stored');
     }
     const version = await sink.commit(index);
     const extra = opts.resultExtra?.() ?? { micros: 0, wireIn: 0, wireOut: 0 };
-    await conn.send({ type: Msg.Result, version, size, root, ...extra });
+    await conn.send({ type: Msg.Result, version, size, root: index.root, ...extra });
     return { index, version, matchedBytes, literalBytes, tokens: runs.length, resumedChunks: resumeFrom };
   } catch (e) {
-    if (sink && e instanceof ConnectionLost && sink.suspend && written > 0 && root && hashes) {
-      await sink.suspend({ root, count: written, hashes: hashes.slice(0, written * H) });
+    if (sink && e instanceof ConnectionLost && sink.suspend && written > 0 && digest && hashes) {
+      await sink.suspend({ digest, count: written, hashes: hashes.slice(0, written * H) });
     } else {
       await sink?.abort();
     }
     throw e;
+  }
+}
+
+/** The strong hash of a Checksum List (lengths, then FastFps): what a resumed session must match. */
+function listDigest(algo: number, list: { lengths: Uint32Array; fastfps: Uint32Array }): Uint8Array {
+  const hasher = new StrongHasher(algo);
+  try {
+    for (const a of [list.lengths, list.fastfps]) hasher.update(new Uint8Array(a.buffer, a.byteOffset, a.byteLength));
+    return hasher.digest();
+  } finally {
+    hasher.free();
   }
 }
 

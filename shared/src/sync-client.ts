@@ -2,11 +2,12 @@
  * The sync client, the same in the browser and in Node: it is handed a WebSocket constructor
  * and a Source (a Blob or a file handle), so it does no file or network setup of its own.
  *
- *   push: chunk the file (Phase 1 input), Hello + Checksum List, Match Tokens, Delta Bytes.
+ *   push: chunk the file (Phase 1 input), Hello + Checksum List, Match Tokens, then hash the
+ *         file while its Delta Bytes go out.
  *   pull: ask for a version; with a local basis, the three phases run mirrored so only the
  *         changed chunks come down; the rebuilt file is verified before it is kept.
  */
-import { type ChunkIndex, type Source, chunkSource } from './chunk-index.ts';
+import { type ChunkIndex, type Source, checksumList, chunkSource } from './chunk-index.ts';
 import { Conn, ConnectionLost, type Traffic, type WebSocketLike } from './conn.ts';
 import { type ChunkParams, DEFAULT_ALGO, DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION, hashLength } from './protocol.ts';
 import { type Sink, receiveTarget, sendTarget } from './session.ts';
@@ -160,6 +161,9 @@ export interface PushOptions extends SyncOptions {
   /** reconnect this many times after a lost connection (default 0); the server resumes an
    *  interrupted upload, so Delta Bytes it already wrote are not sent again */
   retries?: number;
+  /** bytes hashed per Verdict while the Delta Bytes go out (default session.ts HASH_SLICE);
+   *  two slices are held in memory */
+  hashSlice?: number;
 }
 
 /** Pushes `source` to the server as a new version of `opts.name`. */
@@ -168,7 +172,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
   const algo = opts.algo ?? DEFAULT_ALGO;
   const t0 = performance.now();
   opts.onProgress?.('chunking', 0, source.size);
-  const target = await chunkSource(source, params, algo, (d) => opts.onProgress?.('chunking', d, source.size));
+  const target = await checksumList(source, params, (d) => opts.onProgress?.('chunking', d, source.size));
   const url = sessionUrl(opts.url, await worthDeflating(source));
   let client = performance.now() - t0;
   const traffic = { checksumList: 0, matchTokens: 0, delta: 0, control: 0, total: 0, wire: 0 };
@@ -184,7 +188,8 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
       const out = await connection.session(async (conn) => {
         conn.hashLen = hashLength(algo);
         await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params, algo, size: source.size, basisVersion: opts.basisVersion ?? 0, name: opts.name });
-        return sendTarget(conn, target, source, {
+        return sendTarget(conn, algo, target, source, {
+          hashSlice: opts.hashSlice,
           onChecksumsSent: async () => {
             opts.onProgress?.('checksums-sent');
             await conn.expect(Msg.Ready);

@@ -25,7 +25,7 @@ const message: fc.Arbitrary<Message> = fc.oneof(
   }),
   fc.record({ type: fc.constant(Msg.Ready), version: u32, size: u64, maxMessage: u32 }),
   fc.nat(50).chain((n) => fc.record({ type: fc.constant(Msg.Checksums), fastfps: u32arr(n), lengths: u32arr(n) })),
-  fc.record({ type: fc.constant(Msg.ChecksumsEnd), count: u32, size: u64, root: hash }),
+  fc.record({ type: fc.constant(Msg.ChecksumsEnd), count: u32, size: u64 }),
   fc.nat(20).chain((n) =>
     fc.record({ type: fc.constant(Msg.Tokens), first: u32arr(n), count: u32arr(n), hashes: fc.uint8Array({ minLength: n * H, maxLength: n * H }) }),
   ),
@@ -34,6 +34,8 @@ const message: fc.Arbitrary<Message> = fc.oneof(
   fc.record({ type: fc.constant(Msg.SplitHashes), token: u32, hashes: fc.nat(10).chain((n) => fc.uint8Array({ minLength: n * H, maxLength: n * H })) }),
   fc.record({
     type: fc.constant(Msg.Verdict),
+    upTo: u32,
+    root: fc.option(hash, { nil: null }),
     failed: fc.array(fc.record({ token: u32, bitmap: fc.option(fc.uint8Array({ maxLength: 16 }), { nil: null }) }), { maxLength: 10 }),
   }),
   fc.nat(10).chain((n) =>

@@ -39,7 +39,7 @@ test('documented sizes equal encoded sizes', () => {
     ['Hello', { type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 9, basisVersion: 2, name }, { nameLen }],
     ['Ready', { type: Msg.Ready, version: 1, size: 2, maxMessage: 3 }, {}],
     ['Checksums', { type: Msg.Checksums, fastfps: new Uint32Array(n), lengths: new Uint32Array(n) }, { n }],
-    ['ChecksumsEnd', { type: Msg.ChecksumsEnd, count: 1, size: 2, root: new Uint8Array(H) }, { H }],
+    ['ChecksumsEnd', { type: Msg.ChecksumsEnd, count: 1, size: 2 }, {}],
     ['Tokens', { type: Msg.Tokens, first: new Uint32Array(n), count: new Uint32Array(n), hashes: new Uint8Array(n * H) }, { n, H }],
     ['TokensEnd', { type: Msg.TokensEnd, count: 3, resumeFrom: 0 }, {}],
     ['SplitRequest', { type: Msg.SplitRequest, tokens: new Uint32Array(n) }, { n }],
@@ -48,6 +48,26 @@ test('documented sizes equal encoded sizes', () => {
     ['Error', { type: Msg.Error, code: 4, message: 'naïve' }, { len: 6 }],
   ];
   for (const [label, m, vars] of cases) assert.equal(encode(m, H).length, total(label, vars), label);
+});
+
+test('Verdict: size formula and the offsets of its fixed fields', () => {
+  const formula = /^Total: ([^.\n]+)\./m.exec(section('Verdict'))![1];
+  assert.equal(formula, '10 + fH + Σ(5 + [4 + len]), f = final');
+  const failed = [{ token: 2, bitmap: null }, { token: 5, bitmap: Uint8Array.of(1, 2, 3) }];
+  const items = 5 + (5 + 4 + 3);
+  for (const root of [null, new Uint8Array(H).fill(7)]) {
+    const f = encode({ type: Msg.Verdict, upTo: 0x0102, root, failed }, H);
+    const fH = root ? H : 0;
+    assert.equal(f.length, 10 + fH + items);
+    const rows = [...section('Verdict').matchAll(/^\| (\d+|6 \+ fH) \| (\d+|H) \| (\w+)/gm)].map((r) => ({ off: r[1], field: r[3] }));
+    const at = (field: string): number => Function('fH', `return ${rows.find((r) => r.field === field)!.off};`)(fH);
+    const dv = new DataView(f.buffer);
+    assert.equal(f[at('type')], Msg.Verdict);
+    assert.equal(dv.getUint32(at('upTo'), true), 0x0102);
+    assert.equal(f[at('final')], root ? 1 : 0);
+    if (root) assert.deepEqual(f.subarray(6, 6 + H), root);
+    assert.equal(dv.getUint32(at('n'), true), 2);
+  }
 });
 
 test('Hello field offsets', () => {
