@@ -265,6 +265,8 @@ export class VersionSource implements Source {
 
 /** Bytes gathered before a write to a new version's file. */
 const WRITE_BUFFER = 1 << 20;
+/** Bytes written between two background flushes of an upload's segment to disk. */
+const SYNC_EVERY = 32 << 20;
 
 /** Interrupted uploads kept for resuming, per namespace; the oldest is dropped beyond this. */
 const MAX_SUSPENDED = 32;
@@ -490,8 +492,21 @@ export class Store {
     // one promise per MiB instead of per chunk).
     const buf = Buffer.allocUnsafe(WRITE_BUFFER);
     let used = 0;
+    // Written bytes are flushed to disk in the background every SYNC_EVERY bytes, so that the
+    // commit's fsync does not find a large upload's every byte still to write.
+    let unsynced = 0;
+    let syncing: Promise<void> | null = null;
     const writeAll = async (b: Uint8Array) => {
       for (let done = 0; done < b.length; ) done += (await fh.write(b, done, b.length - done)).bytesWritten;
+      unsynced += b.length;
+      if (unsynced >= SYNC_EVERY && !syncing) {
+        unsynced = 0;
+        const p: Promise<void> = fh.datasync().finally(() => {
+          if (syncing === p) syncing = null;
+        });
+        p.catch(() => {}); // awaited, with its error, by the commit
+        syncing = p;
+      }
     };
     const flush = async () => {
       if (used) await writeAll(buf.subarray(0, used));
@@ -525,6 +540,7 @@ export class Store {
       flush,
       commit: async (index) => {
         await flush();
+        await syncing;
         await fh.sync();
         await close();
         return this.withLock(name, async () => {
