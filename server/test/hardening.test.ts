@@ -12,14 +12,14 @@ import { bufferSource, checksumList } from '../../shared/src/chunk-index.ts';
 import { encode } from '../../shared/src/codec.ts';
 import { RemoteError } from '../../shared/src/conn.ts';
 import { Connection } from '../../shared/src/sync-client.ts';
-import { DEFAULT_PARAMS, ErrorCode, Msg, Op } from '../../shared/src/protocol.ts';
+import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION } from '../../shared/src/protocol.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
 import { addUser } from '../src/auth.ts';
 import { validateName } from '../src/names.ts';
 import { pullBytes, pushBytes, testServer } from './helpers.ts';
 
 const hello = (name: string, extra: Partial<Parameters<typeof encode>[0]> = {}) =>
-  encode({ type: Msg.Hello, version: 1, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 10, basisVersion: 0, name, ...extra } as any);
+  encode({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 10, basisVersion: 0, name, ...extra } as any);
 
 /** Opens a raw WebSocket, sends frames, and returns the first reply (decoded type + code) or the close. */
 async function raw(url: string, frames: Uint8Array[], headers: Record<string, string> = {}): Promise<{ error?: number; message?: string; close?: number; status?: number }> {
