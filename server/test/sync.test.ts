@@ -227,27 +227,48 @@ test('a failed merged run above the split threshold is split: only the colliding
   assert.ok(rep.traffic.matchTokens > 300 * 32, 'the split hashes were sent');
 });
 
-test('the Delta Bytes of a slice go out before the later slices are read and hashed', async () => {
+test('hashing starts before the Match Tokens arrive, and the Delta Bytes of each slice go out before the later slices are read', async () => {
   const a = mixed(41, 6 << 20);
   await pushBytes(server, 'pipelined', a);
   // every MiB changes: each 1 MiB slice of the new file has literals to send
   const b = a.slice();
   for (let o = 0; o < b.length; o += 1 << 20) b.set(fastRandomBytes(o + 1, 4096), o + 100_000);
   const events: string[] = [];
-  const source: Source = { size: b.length, read: async (o, n) => (events.push(`read ${o}`), b.subarray(o, o + n)) };
+  // After the Checksum List, the first read returns at once and the later ones only once the
+  // Match Tokens are in, so the tokens arrive while the client hashes its second slice.
+  let phase3Reads = -1;
+  let tokensIn!: () => void;
+  const tokens = new Promise<void>((r) => (tokensIn = r));
+  const source: Source = {
+    size: b.length,
+    read: async (o, n) => {
+      events.push('read');
+      if (phase3Reads >= 0 && phase3Reads++ > 0) await tokens;
+      return b.subarray(o, o + n);
+    },
+  };
   class Logged extends WebSocket {
     send(data: any, ...rest: any[]) {
       if (data[0] === Msg.Verdict || data[0] === Msg.Delta) events.push(data[0] === Msg.Verdict ? 'verdict' : 'delta');
       return super.send(data, ...rest);
     }
   }
-  const rep = await push(source, { url: server.wsUrl, name: 'pipelined', WebSocket: Logged as any, hashSlice: 1 << 20 });
+  const onProgress = (p: string) => {
+    if (p === 'checksums-sent' || p === 'tokens-received') events.push(p);
+    if (p === 'checksums-sent') phase3Reads = 0;
+    if (p === 'tokens-received') tokensIn();
+  };
+  const rep = await push(source, { url: server.wsUrl, name: 'pipelined', WebSocket: Logged as any, hashSlice: 1 << 20, onProgress });
   assert.deepEqual(await server.stored('pipelined'), Buffer.from(b));
-  const verdicts = events.filter((e) => e === 'verdict').length;
+  const phase3 = events.slice(events.indexOf('checksums-sent'));
+  // the first slice was hashed, and the second asked for, before the tokens came
+  const secondRead = phase3.indexOf('read', phase3.indexOf('read') + 1);
+  assert.ok(secondRead >= 0 && secondRead < phase3.indexOf('tokens-received'), phase3.join(', '));
+  const verdicts = phase3.filter((e) => e === 'verdict').length;
   assert.ok(verdicts >= 5, `${verdicts} Verdicts`);
-  const firstDelta = events.indexOf('delta');
-  const lastRead = events.map((e) => e.startsWith('read ')).lastIndexOf(true);
-  assert.ok(firstDelta >= 0 && firstDelta < lastRead, events.join(', '));
+  const firstDelta = phase3.indexOf('delta');
+  const lastRead = phase3.lastIndexOf('read');
+  assert.ok(firstDelta >= 0 && firstDelta < lastRead, phase3.join(', '));
   assert.ok(rep.literalBytes < b.length / 4);
 });
 

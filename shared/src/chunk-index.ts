@@ -83,7 +83,7 @@ async function chunkPass(source: Source, params: ChunkParams, algo: number, onPr
   };
   // Two buffers: the next slice is read while this one is chunked (a file or Blob read runs
   // off this thread), and neither is allocated again per slice.
-  const bufs = [0, 1].map(() => new Uint8Array(Math.min(READ_SLICE, source.size)));
+  const bufs = [0, 1].map(() => takeBuffer(Math.min(READ_SLICE, source.size)));
   const readAt = (off: number) => source.read(off, Math.min(READ_SLICE, source.size - off), bufs[(off / READ_SLICE) & 1]);
   let next: Promise<Uint8Array> | null = source.size > 0 ? readAt(0) : null;
   try {
@@ -105,9 +105,28 @@ async function chunkPass(source: Source, params: ChunkParams, algo: number, onPr
       root: chunker.root(),
     };
   } finally {
-    next?.catch(() => {}); // a read still running after a failure
+    if (next) next.catch(() => {}); // a read still running after a failure keeps its buffers
+    else giveBuffers(bufs);
     chunker.free();
   }
+}
+
+/** Read buffers kept for the next pass, largest first: allocating tens of MiB per sync costs
+ *  page faults and garbage-collector work (it showed as client time in the 10 MB benchmark). */
+const spare: Uint8Array[] = [];
+const SPARE_BUFFERS = 4;
+
+/** A buffer of at least `size` bytes for `Source.read`'s `into`; hand it back with `giveBuffers`
+ *  once no read into it is running. */
+export function takeBuffer(size: number): Uint8Array {
+  for (let i = spare.length - 1; i >= 0; i--) if (spare[i].length >= size) return spare.splice(i, 1)[0];
+  return new Uint8Array(size);
+}
+
+export function giveBuffers(bufs: Uint8Array[]) {
+  spare.push(...bufs);
+  spare.sort((a, b) => b.length - a.length);
+  spare.length = Math.min(spare.length, SPARE_BUFFERS);
 }
 
 /** An in-memory Source (tests, benchmarks). */

@@ -13,7 +13,7 @@
  *                                commits
  *            receiver -> sender  Result
  */
-import { type ChecksumList, type ChunkIndex, type Source, offsetsOf, runHash } from './chunk-index.ts';
+import { type ChecksumList, type ChunkIndex, type Source, giveBuffers, offsetsOf, runHash, takeBuffer } from './chunk-index.ts';
 import type { Checksums, Delta, Failed, Result, Tokens } from './codec.ts';
 import { type Conn, ConnectionLost } from './conn.ts';
 import { type Run, matchRuns } from './matcher.ts';
@@ -87,34 +87,39 @@ export async function sendTarget(
     await conn.send({ type: Msg.Checksums, fastfps: target.fastfps.subarray(i, end), lengths: target.lengths.subarray(i, end) });
   }
   await conn.send({ type: Msg.ChecksumsEnd, count: n, size: target.size });
-  await opts.onChecksumsSent?.();
 
-  // Phase 2: Match Tokens.
+  // Phase 2, Match Tokens, read while this side starts hashing its file (the round trip and
+  // the receiver's matching overlap the first slices).
   const firsts: number[] = [];
   const counts: number[] = [];
   const tokenHashes: Uint8Array[] = [];
   let resumeFrom = 0;
-  for (;;) {
-    const m = await conn.expect(Msg.Tokens, Msg.TokensEnd);
-    if (m.type === Msg.TokensEnd) {
-      if (m.count !== firsts.length) throw bad(`Tokens End says ${m.count} tokens, received ${firsts.length}`);
-      if (m.resumeFrom > n || (firsts.length && firsts[0] < m.resumeFrom)) throw bad(`resume from chunk ${m.resumeFrom} overlaps the tokens or exceeds ${n} chunks`);
-      resumeFrom = m.resumeFrom;
-      break;
-    }
-    for (let k = 0; k < m.first.length; k++) {
-      const first = m.first[k];
-      const count = m.count[k];
-      const prevEnd = firsts.length ? firsts[firsts.length - 1] + counts[counts.length - 1] : 0;
-      if (count === 0 || first < prevEnd || first + count > n) {
-        throw bad(`token ${firsts.length} [${first}, +${count}) is empty, overlaps or lies outside ${n} chunks`);
+  let phase2Over = false;
+  const phase2 = (async () => {
+    await opts.onChecksumsSent?.();
+    for (;;) {
+      const m = await conn.expect(Msg.Tokens, Msg.TokensEnd);
+      if (m.type === Msg.TokensEnd) {
+        if (m.count !== firsts.length) throw bad(`Tokens End says ${m.count} tokens, received ${firsts.length}`);
+        if (m.resumeFrom > n || (firsts.length && firsts[0] < m.resumeFrom)) throw bad(`resume from chunk ${m.resumeFrom} overlaps the tokens or exceeds ${n} chunks`);
+        resumeFrom = m.resumeFrom;
+        break;
       }
-      firsts.push(first);
-      counts.push(count);
-      tokenHashes.push(m.hashes.subarray(k * H, (k + 1) * H));
+      for (let k = 0; k < m.first.length; k++) {
+        const first = m.first[k];
+        const count = m.count[k];
+        const prevEnd = firsts.length ? firsts[firsts.length - 1] + counts[counts.length - 1] : 0;
+        if (count === 0 || first < prevEnd || first + count > n) {
+          throw bad(`token ${firsts.length} [${first}, +${count}) is empty, overlaps or lies outside ${n} chunks`);
+        }
+        firsts.push(first);
+        counts.push(count);
+        tokenHashes.push(m.hashes.subarray(k * H, (k + 1) * H));
+      }
     }
-  }
-  opts.onTokens?.();
+    opts.onTokens?.();
+  })().finally(() => (phase2Over = true));
+  phase2.catch(() => {}); // awaited below
 
   // Phase 3, a slice at a time: hash the target's chunks, confirm each token that ends in what
   // is hashed by its run hash (splitting large failed ones), send a Verdict for the chunks
@@ -122,7 +127,6 @@ export async function sendTarget(
   const offsets = offsetsOf(target.lengths);
   const hashes = target.hashes ?? new Uint8Array(n * H);
   const covered = new Uint8Array(n);
-  covered.fill(1, 0, resumeFrom); // the receiver kept these from an interrupted session
   const splitThreshold = opts.splitThreshold ?? SPLIT_THRESHOLD;
   const maxMsg = opts.deltaMessageBytes ?? DELTA_MESSAGE_BYTES;
   const sliceBytes = opts.hashSlice ?? HASH_SLICE;
@@ -136,7 +140,10 @@ export async function sendTarget(
     let to = from + 1;
     while (to < n && offsets[to + 1] - offsets[from] <= sliceBytes) to++;
     const length = offsets[to] - offsets[from];
-    if (!bufs[k] || bufs[k].length < length) bufs[k] = new Uint8Array(Math.max(length, Math.min(sliceBytes, target.size)));
+    if (!bufs[k] || bufs[k].length < length) {
+      if (bufs[k]) giveBuffers([bufs[k]]);
+      bufs[k] = takeBuffer(Math.max(length, Math.min(sliceBytes, target.size)));
+    }
     const bytes = await source.read(offsets[from], length, bufs[k]);
     if (bytes.length !== length) throw new Error('the file changed size while syncing');
     return { from, to, bytes };
@@ -144,21 +151,29 @@ export async function sendTarget(
   let hashed = target.hashes ? n : 0; // chunks [0, hashed) have their strong hashes
   let slice: { from: number; to: number; bytes: Uint8Array } | null = null;
   let next = hashed < n ? readSlice(0, 0) : null;
-  let upTo = resumeFrom; // chunks below upTo are judged and sent
+  let reads = 1;
+  const hashNext = async () => {
+    slice = await next!;
+    next = slice.to < n ? readSlice(slice.to, reads++ & 1) : null;
+    hashes.set(hash_chunks(algo, slice.bytes, target.lengths.subarray(slice.from, slice.to)), slice.from * H);
+    hashed = slice.to;
+  };
+  let upTo = 0; // chunks below upTo are judged and sent
   let t = 0; // the first token not judged yet
   try {
-    for (let k = 1; ; k++) {
-      if (next) {
-        slice = await next;
-        next = slice.to < n ? readSlice(slice.to, k & 1) : null;
-        hashes.set(hash_chunks(algo, slice.bytes, target.lengths.subarray(slice.from, slice.to)), slice.from * H);
-        hashed = slice.to;
-      }
+    while (!phase2Over && hashed < n) await hashNext();
+    await phase2;
+    covered.fill(1, 0, resumeFrom); // the receiver kept these from an interrupted session
+    upTo = resumeFrom;
+    for (;;) {
       // Judge the tokens wholly below `hashed`; a token still open holds `end` at its start.
       let te = t;
       while (te < firsts.length && firsts[te] + counts[te] <= hashed) te++;
       const end = te < firsts.length && firsts[te] < hashed ? firsts[te] : hashed;
-      if (end <= upTo && end !== n) continue;
+      if (end <= upTo && end !== n) {
+        await hashNext(); // end < n, so hashed < n
+        continue;
+      }
       const failed: Failed[] = [];
       const toSplit: number[] = [];
       for (; t < te; t++) {
@@ -194,9 +209,11 @@ export async function sendTarget(
       );
       upTo = end;
       if (end === n) break;
+      await hashNext();
     }
   } finally {
-    next?.catch(() => {}); // a read still running after a failure
+    if (next) next.catch(() => {}); // a read still running after a failure keeps its buffer
+    else giveBuffers(bufs);
   }
   opts.onDeltaSent?.();
 
