@@ -160,6 +160,7 @@ export async function sendTarget(
   };
   let upTo = 0; // chunks below upTo are judged and sent
   let t = 0; // the first token not judged yet
+  let root: Uint8Array | null = null; // sent with the last Verdict
   try {
     while (!phase2Over && hashed < n) await hashNext();
     await phase2;
@@ -203,7 +204,8 @@ export async function sendTarget(
         failed.sort((a, b) => a.token - b.token);
       }
       failedTokens += failed.length;
-      await conn.send({ type: Msg.Verdict, upTo: end, root: end === n ? runHash(algo, hashes, 0, n) : null, failed });
+      if (end === n) root = runHash(algo, hashes, 0, n);
+      await conn.send({ type: Msg.Verdict, upTo: end, root, failed });
       literalBytes += await sendDelta(conn, upTo, end, covered, offsets, maxMsg, (i, j) =>
         slice && i >= slice.from && j <= slice.to ? slice.bytes.subarray(offsets[i] - offsets[slice.from], offsets[j] - offsets[slice.from]) : readChunks(source, offsets, i, j),
       );
@@ -218,8 +220,7 @@ export async function sendTarget(
   opts.onDeltaSent?.();
 
   const result = await conn.expect(Msg.Result);
-  const root = runHash(algo, hashes, 0, n);
-  if (!equalBytes(result.root, root) || result.size !== target.size) {
+  if (!equalBytes(result.root, root!) || result.size !== target.size) {
     throw new ProtocolError(ErrorCode.VerifyFailed, 'the receiver reports a different file than the one sent');
   }
   return { result, matchedBytes: target.size - literalBytes - offsets[resumeFrom], literalBytes, resumedBytes: offsets[resumeFrom], tokens: firsts.length, failedTokens };
@@ -362,6 +363,9 @@ export async function receiveTarget(
   let digest: Uint8Array | null = null;
   let hashes: Uint8Array | null = null;
   let written = 0; // chunks [0, written) are in the sink
+  // [basis stretches, literal runs]: one buffer each, from the read-buffer pool (a fresh
+  // multi-MiB allocation per stretch or per session drove full GCs)
+  const scratch: Uint8Array[] = [];
   try {
     opts.onPhase?.('checksums');
     // Phase 1: the Checksum List.
@@ -468,8 +472,6 @@ export async function receiveTarget(
     // Rebuild: in target order, copy basis chunks or take the next literal; hash what we write
     // (copies into a sink that can reference them take their hashes from the basis index).
     const basisOffsets = basis ? offsetsOf(basis.index.lengths) : null;
-    let scratch: Uint8Array | undefined;
-    let runScratch: Uint8Array | undefined;
     let literal: Delta | null = null;
     let li = 0;
     let matchedBytes = 0;
@@ -501,8 +503,7 @@ export async function receiveTarget(
           hashes.set(basis!.index.hashes.subarray(copyFrom[i] * H, (copyFrom[j - 1] + 1) * H), i * H);
           written = j;
         } else {
-          // one buffer for every stretch: a fresh 4 MiB allocation each time drove full GCs
-          const bytes = await basis!.source.read(from, length, (scratch ??= new Uint8Array(COPY_STRETCH)));
+          const bytes = await basis!.source.read(from, length, (scratch[0] ??= takeBuffer(COPY_STRETCH)));
           if (bytes.length !== length) throw new ProtocolError(ErrorCode.Internal, 'the basis is shorter than its index');
           await put(i, j, bytes);
         }
@@ -529,7 +530,7 @@ export async function receiveTarget(
       if (j === i) throw bad(`Delta Bytes sent chunk ${literal.indices[li]}, expected chunk ${i}`);
       let run = literal.chunks[from];
       if (j - i > 1) {
-        run = (runScratch ??= new Uint8Array(DELTA_MESSAGE_BYTES)).subarray(0, bytes);
+        run = (scratch[1] ??= takeBuffer(DELTA_MESSAGE_BYTES)).subarray(0, bytes);
         for (let k = from, o = 0; k < li; o += literal.chunks[k++].length) run.set(literal.chunks[k], o);
       }
       await put(i, j, run);
@@ -551,6 +552,8 @@ export async function receiveTarget(
       await sink?.abort();
     }
     throw e;
+  } finally {
+    giveBuffers(scratch.filter(Boolean)); // no read into them is running: every read was awaited
   }
 }
 
