@@ -1,15 +1,17 @@
 /**
  * The client side of every approach, split into `prepare` (the client's own computation on
- * the target: chunking, hashing) and `syncPrepared` (the session over one WebSocket), so the
- * benchmark can time both and the load harness can precompute the first. Reports use the
+ * the target before it connects: chunking, hashing) and `syncPrepared` (the session over one
+ * WebSocket), so the benchmark can time both and the load harness can precompute the first.
+ * Dsync prepares nothing: it chunks and hashes inside the session, while its Delta Bytes go
+ * out (unless the load harness precomputed its index). Reports use the
  * same fields as Dsync's SyncReport: time split into client / server / network, traffic per
  * protocol part before compression, and wire bytes (the socket's, after permessage-deflate).
  */
 import WebSocket from 'ws';
-import { type ChecksumList, type ChunkIndex, type Source, checksumList, chunkSource, offsetsOf } from '../../shared/src/chunk-index.ts';
+import { type ChunkIndex, type Source, chunkParts, chunkSource, offsetsOf } from '../../shared/src/chunk-index.ts';
 import { Conn, type WebSocketLike } from '../../shared/src/conn.ts';
 import { DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION, hashLength } from '../../shared/src/protocol.ts';
-import { sendTarget } from '../../shared/src/session.ts';
+import { indexParts, sendTarget } from '../../shared/src/session.ts';
 import { StrongHasher, webr2sync_block_hashes } from '../../shared/src/wasm.ts';
 import { BLOCK, DEDUP_ALGO, FILE_ALGO } from './baseline-server.ts';
 import { MsgConn, T, frame, json, literalFrame, parseJson, u32 } from './wire.ts';
@@ -40,10 +42,7 @@ export interface Prepared {
   /** wall and CPU milliseconds of the client's computation before the session */
   prepMs: number;
   prepCpuMs: number;
-  /** dsync: the Checksum List (the client hashes its chunks in Phase 3), with the strong
-   *  hashes too when they were precomputed (load harness) */
-  list?: ChecksumList & { hashes?: Uint8Array };
-  /** dedup */
+  /** dedup; dsync when its index was precomputed (load harness) */
   index?: ChunkIndex;
   triples?: Uint32Array;
   root?: Uint8Array;
@@ -56,13 +55,14 @@ const r1 = (x: number) => Math.round(x * 10) / 10;
 const cpuMs = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1000;
 
 /** The client's computation on the target, before any network traffic. `hashes`: for dsync,
- *  also compute the chunks' strong hashes now instead of during the session (load harness). */
+ *  chunk and hash now instead of during the session (load harness). */
 export async function prepare(approach: Approach, source: Source, { hashes = false } = {}): Promise<Prepared> {
   const t0 = performance.now();
   const c0 = process.cpuUsage();
   const p: Prepared = { approach, source, size: source.size, prepMs: 0, prepCpuMs: 0 };
-  if (approach === 'dsync' || approach === 'dsync-paper') p.list = hashes ? await chunkSource(source, DEFAULT_PARAMS, dsyncAlgo(approach)) : await checksumList(source, DEFAULT_PARAMS);
-  else if (approach === 'dedup') p.index = await chunkSource(source, DEFAULT_PARAMS, DEDUP_ALGO);
+  if (approach === 'dsync' || approach === 'dsync-paper') {
+    if (hashes) p.index = await chunkSource(source, DEFAULT_PARAMS, dsyncAlgo(approach));
+  } else if (approach === 'dedup') p.index = await chunkSource(source, DEFAULT_PARAMS, DEDUP_ALGO);
   else {
     // webr2sync+: Adler-32 + SipHash per 8 KB block; both: a whole-file hash to verify with.
     const h = new StrongHasher(FILE_ALGO);
@@ -127,9 +127,9 @@ export async function syncPrepared(p: Prepared, base: string, name: string, with
   return r;
 }
 
-/** Dsync's push with a precomputed Checksum List: what shared/src/sync-client.ts push() does
- *  after chunking (Hello + Checksum List, Ready, Match Tokens, hashing + Verdicts + Delta
- *  Bytes, Result). */
+/** Dsync's push, what shared/src/sync-client.ts push() does: Hello; chunking and hashing with
+ *  the Checksum List going out a slice at a time (or a precomputed index's), Ready, Match
+ *  Tokens, Verdicts and Delta Bytes as the server declares each part final; Result. */
 async function dsyncSession(p: Prepared, ws: WebSocket, name: string): Promise<Omit<Report, 'connectMs'>> {
   const t0 = performance.now();
   const wire0 = socketBytes(ws);
@@ -138,7 +138,8 @@ async function dsyncSession(p: Prepared, ws: WebSocket, name: string): Promise<O
   conn.hashLen = hashLength(algo);
   try {
     await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo, size: p.size, basisVersion: 0, name });
-    const out = await sendTarget(conn, algo, p.list!, p.source, { onChecksumsSent: async () => void (await conn.expect(Msg.Ready)) });
+    const parts = p.index ? indexParts(p.index) : chunkParts(p.source, DEFAULT_PARAMS, algo);
+    const out = await sendTarget(conn, algo, { size: p.size, parts }, p.source, { beforeTokens: async () => void (await conn.expect(Msg.Ready)) });
     const tEnd = performance.now();
     return {
       approach: p.approach,

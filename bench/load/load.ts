@@ -223,7 +223,7 @@ async function main() {
       shaping: describeShaping(SHAPING) + (SHAPING ? ' per client connection (toxiproxy pinned to core 1)' : ''),
       transport: 'ws, permessage-deflate on',
       pinning: 'server process on core 0, all clients in one Node process on core 1 (taskset)',
-      precomputed: 'edited files, chunk indexes (dsync: with the chunks\' strong hashes, so its client sends one Verdict) / block hashes / file hashes computed before the timed run; latency = the session\'s wall time (connect to Result)',
+      precomputed: 'edited files, chunk indexes (dsync: with the chunks\' strong hashes, so its client neither chunks nor hashes during the timed run) / block hashes / file hashes computed before the timed run; latency = the session\'s wall time (connect to Result)',
       pass: `no errors, server CPU ≤ ${O.cpuLimit}% of its core (mean over the run), p99 latency ≤ ${O.p99Bound} ms`,
     },
     maxClients: maxOk,

@@ -9,7 +9,9 @@ export interface StepInfo {
   fill: number | null;
 }
 
-/** The steps of an upload (the paper's three phases between chunking and the commit). */
+/** The steps of an upload (the paper's three phases between chunking and the commit). The
+ *  phases overlap: Delta Bytes for the start of a file go out while its end is chunked, so a
+ *  step is shown done once its last message is out. */
 const UP = ['Chunking', 'Checksum List', 'Match Tokens', 'Delta Bytes', 'Committed'];
 const DOWN = ['Chunking your copy', 'Receiving changes', 'Verified'];
 
@@ -19,11 +21,10 @@ function activeStep(t: Transfer): number {
   if (t.direction === 'down') return t.step === 'receiving' ? 1 : 0;
   switch (t.step) {
     case undefined:
-    case 'chunking':
-      return 0;
     case 'connecting':
     case 'retrying':
-      return 1;
+    case 'chunking':
+      return 0;
     case 'checksums-sent':
       return 2;
     case 'tokens-received':
@@ -61,7 +62,7 @@ export function progress(t: Transfer): number {
       return 0.45 * frac(t);
     case 'connecting':
     case 'retrying':
-      return 0.46;
+      return 0;
     case 'checksums-sent':
       return 0.48;
     case 'tokens-received':
@@ -88,7 +89,7 @@ export function statusLine(t: Transfer): string {
   }
   switch (t.step) {
     case 'chunking':
-      return `Chunking · ${formatBytes(t.done ?? 0)} of ${formatBytes(t.total ?? t.size)}`;
+      return `Chunking · ${formatBytes(t.done ?? 0)} of ${formatBytes(t.total ?? t.size)} · changes go out as they are found`;
     case 'connecting':
       return 'Connecting to the server';
     case 'retrying':

@@ -154,7 +154,7 @@ function giveBack(c: Connection | undefined, job: Job) {
 
 async function run(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job) {
   let taken: Connection | undefined;
-  // taken when the session starts, after chunking, so no socket idles while a file is read
+  // taken when the session starts (a push chunks its file during the session)
   const connection = async (url: string) => (taken = await takeConnection(url, job));
   try {
     await runOn(m, job, connection);
@@ -167,8 +167,8 @@ async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connect
   const WebSocket = job.webSocket();
   const onProgress = (phase: Phase, done?: number, total?: number) => job.progress(phase, done, total);
   if (m.kind === 'push') {
-    // Phase 3 reads the file in order (hashing it, sending its literal chunks): how far it has
-    // read is its progress.
+    // Once the Checksum List is out, the reads left are the literal chunks' (in file order):
+    // how far they have read is the progress.
     const source = job.source(m.file, (end) => {
       if (job.step === 'tokens-received' || job.step === 'sending') job.progress('sending', end, m.file.size);
     });

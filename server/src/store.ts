@@ -289,16 +289,17 @@ export class Store {
    * new version is started (see `create`).
    */
   sinkFor(name: string, basisVersion: number, params: ChunkParams, algo: number, expectLatest?: number): SinkFor {
+    const keyOf = (digest: Uint8Array) => [this.resumePrefix(name, basisVersion), Buffer.from(digest).toString('hex'), params.min, params.avg, params.max, params.op, params.every, algo].join('\0');
     return async ({ digest }) => {
-      const key = [name, basisVersion, Buffer.from(digest).toString('hex'), params.min, params.avg, params.max, params.op, params.every, algo].join('\0');
-      const kept = this.suspended.get(key);
+      const kept = digest && this.suspended.get(keyOf(digest));
       if (kept) {
-        this.suspended.delete(key);
+        this.suspended.delete(keyOf(digest));
         clearTimeout(kept.timer);
         return { sink: kept.sink, held: kept.held };
       }
       const sink = await this.create(name, expectLatest);
       sink.suspend = async (held) => {
+        const key = keyOf(held.digest);
         await sink.flush();
         if (this.suspended.size >= MAX_SUSPENDED) {
           const [oldKey, old] = this.suspended.entries().next().value!;
@@ -315,6 +316,19 @@ export class Store {
       };
       return { sink };
     };
+  }
+
+  /** Whether an interrupted upload of `name` built on `basisVersion` waits to be resumed: a
+   *  new push of it then matches only once its whole Checksum List is known (its digest
+   *  decides whether it resumes). */
+  holdsResumable(name: string, basisVersion: number): boolean {
+    const prefix = this.resumePrefix(name, basisVersion) + '\0';
+    for (const key of this.suspended.keys()) if (key.startsWith(prefix)) return true;
+    return false;
+  }
+
+  private resumePrefix(name: string, basisVersion: number) {
+    return `${name}\0${basisVersion}`;
   }
 
   /** The stored file most similar to a target with these chunk FastFps, if any is similar enough. */

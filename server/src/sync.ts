@@ -8,7 +8,7 @@ import { type ChunkIndex, type Source, chunkSource } from '../../shared/src/chun
 import type { Hello } from '../../shared/src/codec.ts';
 import { Conn, ConnectionLost, RemoteError, type WebSocketLike } from '../../shared/src/conn.ts';
 import { ErrorCode, Msg, Op, PROTOCOL_VERSION, ProtocolError, checkParams, hashLength } from '../../shared/src/protocol.ts';
-import { receiveTarget, sendTarget } from '../../shared/src/session.ts';
+import { indexParts, receiveTarget, sendTarget } from '../../shared/src/session.ts';
 import type { ServerConfig } from './config.ts';
 import { validateName } from './names.ts';
 import type { Store } from './store.ts';
@@ -143,7 +143,10 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
             };
         // A writer that named its basis must still be building on the latest at commit time.
         const sinkFor = store.sinkFor(name, latest, hello.params, hello.algo, hello.basisVersion !== 0 ? latest : undefined);
-        const out = await receiveTarget(conn, hello.params, hello.algo, basis, sinkFor, { limits, resultExtra: extra, expectedSize: hello.size, onPhase: phase });
+        // An interrupted upload of this name waiting to be resumed: match once the whole list
+        // is in, whose digest says whether this push resumes it.
+        const wholeList = store.holdsResumable(name, latest);
+        const out = await receiveTarget(conn, hello.params, hello.algo, basis, sinkFor, { limits, resultExtra: extra, expectedSize: hello.size, wholeList, onPhase: phase });
         log({ op: 'push', name, version: out.version, size: out.index.size, matchedBytes: out.matchedBytes, literalBytes: out.literalBytes, resumedChunks: out.resumedChunks, tokens: out.tokens, similarTo, ms: Math.round(performance.now() - t0) });
       } finally {
         await opened?.close();
@@ -156,9 +159,9 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
         await conn.send({ type: Msg.Ready, version, size: opened.source.size, maxMessage: cfg.maxMessage });
         const target = await indexFor(store, cfg, hello, name, version, opened.source);
         phase('checksums');
-        const out = await sendTarget(conn, hello.algo, target, opened.source, {
+        const out = await sendTarget(conn, hello.algo, { size: target.size, parts: indexParts(target) }, opened.source, {
           splitThreshold: cfg.splitThreshold,
-          onChecksumsSent: () => phase('tokens'),
+          onListSent: () => phase('tokens'),
           onTokens: () => phase('delta'),
         });
         log({ op: 'pull', name, version, size: target.size, literalBytes: out.literalBytes, ms: Math.round(performance.now() - t0) });

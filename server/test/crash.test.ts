@@ -40,7 +40,7 @@ test('SIGKILL mid-Phase 3 keeps the previous version and the next push works', a
           return bytes.read(offset, length, into);
         },
       };
-      const attempt = push(source, { url: s.wsUrl, name: 'big.bin', WebSocket: WebSocket as unknown as WebSocketCtor, hashSlice: 1 << 20, onProgress: (phase) => void (phase === 'tokens-received' && (phase3 = true)) });
+      const attempt = push(source, { url: s.wsUrl, name: 'big.bin', WebSocket: WebSocket as unknown as WebSocketCtor, sliceBytes: 1 << 20, onProgress: (phase) => void (phase === 'tokens-received' && (phase3 = true)) });
       await assert.rejects(attempt, /closed|connection|ECONNRESET|socket/i);
       assert.ok(killedInPhase3, 'the kill happened after Match Tokens arrived');
       await child.kill();

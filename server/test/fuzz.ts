@@ -128,8 +128,9 @@ export class Fuzzer {
   private async record(sc: Scenario, bytes: Uint8Array, params: ChunkParams, algo: number, keep: boolean) {
     const [c, s] = memPair();
     const session = runConnection(s, { bytesRead: 0, bytesWritten: 0 }, this.store, { ...this.cfg, idleTimeoutMs: 10_000 }, () => {});
-    // slices of 16 KiB: a push sends several Verdicts, each followed by its Delta Bytes
-    const rep = await push(bufferSource(bytes), { url: 'mem', name: sc.name, params, algo, hashSlice: 16 << 10, WebSocket: class { constructor() { queueMicrotask(() => c.emit('open', {})); return c; } } as any });
+    // slices of 16 KiB: a push sends its Checksum List in parts, and several Verdicts, each
+    // followed by its Delta Bytes, come between them
+    const rep = await push(bufferSource(bytes), { url: 'mem', name: sc.name, params, algo, sliceBytes: 16 << 10, WebSocket: class { constructor() { queueMicrotask(() => c.emit('open', {})); return c; } } as any });
     await session;
     sc.frames = c.sent;
     if (!keep) await this.dropVersion(sc.name, rep.version);
@@ -256,7 +257,7 @@ function foreign(r: Rng, H: number): Uint8Array {
     { type: Msg.Verdict, upTo: r.int(40), root: r.int(2) ? hash : null, failed: [{ token: r.int(4), bitmap: r.int(2) ? Uint8Array.of(r.int(256)) : null }] },
     { type: Msg.Delta, indices: Uint32Array.of(r.int(40)), chunks: [randomBytes(r.next64(), r.int(3000))] },
     { type: Msg.TokensEnd, count: r.int(3), resumeFrom: r.int(3) },
-    { type: Msg.Tokens, first: Uint32Array.of(r.int(30)), count: Uint32Array.of(r.int(30)), hashes: hash },
+    { type: Msg.Tokens, upTo: r.int(30), first: Uint32Array.of(r.int(30)), count: Uint32Array.of(r.int(30)), hashes: hash },
     { type: Msg.Checksums, fastfps: Uint32Array.of(r.int(2 ** 32)), lengths: Uint32Array.of(r.int(70_000)) },
     { type: Msg.ChecksumsEnd, count: r.int(30), size: r.int(300_000) },
     { type: Msg.Result, version: 1, size: r.int(1000), root: hash, micros: 0, wireIn: 0, wireOut: 0 },
@@ -324,7 +325,8 @@ function fieldMutation(frame: Uint8Array, r: Rng, H: number): Uint8Array {
       break;
     }
     case Msg.Tokens:
-      if (m.first.length) m.first[r.int(m.first.length)] = edge(r, m.first[0]);
+      if (m.first.length && r.int(2)) m.first[r.int(m.first.length)] = edge(r, m.first[0]);
+      else m.upTo = edge(r, m.upTo);
       break;
     case Msg.TokensEnd:
       if (r.int(2)) m.count = edge(r, m.count);

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { deflateRawSync } from 'node:zlib';
 import WebSocket from 'ws';
-import { bufferSource, checksumList } from '../../shared/src/chunk-index.ts';
+import { bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
 import { encode } from '../../shared/src/codec.ts';
 import { RemoteError } from '../../shared/src/conn.ts';
 import { Connection } from '../../shared/src/sync-client.ts';
@@ -186,14 +186,15 @@ test('hostile Verdicts and Delta Bytes: each is refused as Inconsistent and noth
     await pushBytes(s, 'kept', a);
     // 'kept' is stored: its one Match Token covers every chunk of `a`; `b` is like no stored file
     const b = fastRandomBytes(6, 200_000);
-    const lists = new Map([[a, await checksumList(bufferSource(a), DEFAULT_PARAMS)], [b, await checksumList(bufferSource(b), DEFAULT_PARAMS)]]);
+    const lists = new Map([[a, await chunkSource(bufferSource(a), DEFAULT_PARAMS, 3)], [b, await chunkSource(bufferSource(b), DEFAULT_PARAMS, 3)]]);
     const n = lists.get(b)!.lengths.length;
-    const phase1 = (name: string, bytes: Uint8Array) => {
+    // the whole Checksum List, or (end = false) all of it but ChecksumsEnd
+    const phase1 = (name: string, bytes: Uint8Array, end = true) => {
       const list = lists.get(bytes)!;
       return [
         hello(name, { size: bytes.length }),
         encode({ type: Msg.Checksums, fastfps: list.fastfps, lengths: list.lengths }),
-        encode({ type: Msg.ChecksumsEnd, count: list.lengths.length, size: bytes.length }),
+        ...(end ? [encode({ type: Msg.ChecksumsEnd, count: list.lengths.length, size: bytes.length })] : []),
       ];
     };
     const verdict = (upTo: number, withRoot = false) => encode({ type: Msg.Verdict, upTo, root: withRoot ? new Uint8Array(32) : null, failed: [] }, 32);
@@ -202,17 +203,25 @@ test('hostile Verdicts and Delta Bytes: each is refused as Inconsistent and noth
       for (const l of lists.get(b)!.lengths) offs.push(offs[offs.length - 1] + l);
       return encode({ type: Msg.Delta, indices: Uint32Array.from(ix), chunks: ix.map((i) => b.subarray(offs[i], offs[i + 1])) });
     };
-    const cases: [string, Uint8Array, Uint8Array[], RegExp][] = [
+    const na = lists.get(a)!.lengths.length;
+    const cases: [string, Uint8Array, Uint8Array[], RegExp, boolean?][] = [
       ['kept', a, [verdict(5)], /ends inside token 0/],
-      ['kept', a, [verdict(lists.get(a)!.lengths.length)], /root comes with the last verdict/],
+      // a Verdict up to the end without the root is not the last: the next must bring it
+      ['kept', a, [verdict(na), verdict(na)], /does not advance/],
       ['new', b, [verdict(3, true)], /root comes with the last verdict/],
       ['new', b, [verdict(2), delta(0, 1, 2)], /not below the verdict's 2/],
       ['new', b, [verdict(2), delta(0, 1), verdict(2)], /does not advance/],
-      ['new', b, [verdict(n + 1, true)], /exceeds/],
+      ['new', b, [verdict(n + 1)], /goes beyond the Match Tokens' /],
+      // before the list ends: 'kept' is matched as it arrives, its one run still open (nothing
+      // final yet); 'new' waits for the whole list (its basis is picked from it)
+      ['kept', a, [verdict(5)], /goes beyond the Match Tokens' 0/, false],
+      ['kept', a, [verdict(na, true)], /root comes with the last verdict/, false],
+      ['new', b, [verdict(2)], /goes beyond the Match Tokens' 0/, false],
+      ['kept', a, [encode({ type: Msg.SplitRequest, tokens: Uint32Array.of(0) })], /Split Request comes after Tokens End/, false],
       ['new', b, [encode({ type: Msg.Verdict, upTo: 2, root: null, failed: [{ token: 0, bitmap: null }] }, 32)], /verdict for token 0 out of order or range/],
     ];
-    for (const [name, bytes, frames, why] of cases) {
-      const r = await raw(s.wsUrl, [...phase1(name, bytes), ...frames]);
+    for (const [name, bytes, frames, why, end] of cases) {
+      const r = await raw(s.wsUrl, [...phase1(name, bytes, end), ...frames]);
       assert.equal(r.error, ErrorCode.Inconsistent, `${why}: ${JSON.stringify(r)}`);
       assert.match(r.message!, why);
     }
@@ -277,7 +286,7 @@ test('a connection cut mid-upload: the client retries and the server resumes wit
     const data = fastRandomBytes(11, 8_000_000);
     const phases: string[] = [];
     // 1 MiB per Verdict: the cut falls between Verdicts, while the file is still being hashed
-    const rep = await pushBytes(via, 'resumed.bin', data, { retries: 3, hashSlice: 1 << 20, onProgress: (p) => phases.push(p) });
+    const rep = await pushBytes(via, 'resumed.bin', data, { retries: 3, sliceBytes: 1 << 20, onProgress: (p) => phases.push(p) });
     assert.ok(cutOnce && phases.includes('retrying'));
     assert.deepEqual(await s.stored('resumed.bin'), Buffer.from(data));
     // the second session started from the chunks the first one had written

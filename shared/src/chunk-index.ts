@@ -52,63 +52,85 @@ export function runHash(algo: number, hashes: Uint8Array, first: number, count: 
   }
 }
 
+/** One step of chunking: the chunks completed by one slice of the source (the last one also
+ *  holds the tail), with their FastFps and strong hashes. */
+export interface ListPart {
+  lengths: Uint32Array;
+  fastfps: Uint32Array;
+  /** lengths.length * H bytes */
+  hashes: Uint8Array;
+}
+
 /**
  * Chunks a whole source with FastCDC + FastFp and strong-hashes every chunk, in one streaming
  * pass (memory: two slices plus the index). `onProgress(bytesDone)` is called per slice.
  */
 export async function chunkSource(source: Source, params: ChunkParams, algo: number, onProgress?: (done: number) => void): Promise<ChunkIndex> {
-  return { ...(await chunkPass(source, params, algo, onProgress)), algo };
+  const lengths: Uint32Array[] = [];
+  const fastfps: Uint32Array[] = [];
+  const hashes: Uint8Array[] = [];
+  for await (const p of chunkParts(source, params, algo, { onProgress })) {
+    lengths.push(p.lengths);
+    fastfps.push(p.fastfps);
+    hashes.push(p.hashes);
+  }
+  const index = { params, algo, size: source.size, lengths: concat(lengths, Uint32Array), fastfps: concat(fastfps, Uint32Array), hashes: concat(hashes, Uint8Array) };
+  return { ...index, root: runHash(algo, index.hashes, 0, index.lengths.length) };
 }
 
-/** The Checksum List of a source: chunking and FastFp only, the sender's Phase 1 input. Its
- *  strong hashes come later, while Phase 3 sends the Delta Bytes (session.ts). */
-export async function checksumList(source: Source, params: ChunkParams, onProgress?: (done: number) => void): Promise<ChecksumList> {
-  const { hashes: _h, root: _r, ...list } = await chunkPass(source, params, 0, onProgress);
-  return list;
-}
-
-/** One streaming pass of the chunker over `source`, strong-hashing with `algo` (0: none). */
-async function chunkPass(source: Source, params: ChunkParams, algo: number, onProgress?: (done: number) => void) {
+/**
+ * Chunks `source` slice by slice (`sliceBytes`, default READ_SLICE) and yields each slice's
+ * completed chunks: what a sender streams as its Checksum List while it reads the rest (the
+ * hashes are batched four chunks at a time inside the chunker, wasm/src/bindings.rs). The next
+ * slice is read while this one is chunked (a file or Blob read runs off this thread), into
+ * one of two buffers that are not allocated again per slice.
+ */
+export async function* chunkParts(source: Source, params: ChunkParams, algo: number, opts: { sliceBytes?: number; onProgress?: (done: number) => void } = {}): AsyncGenerator<ListPart> {
+  const slice = opts.sliceBytes ?? READ_SLICE;
   const chunker = new DsyncChunker(params.min, params.avg, params.max, params.op, params.every, algo);
-  const lengths = new GrowableU32();
-  const fastfps = new GrowableU32();
-  const hashes = new GrowableBytes();
-  const collect = () => {
+  const take = (): ListPart => {
     const pairs = chunker.take_chunks();
-    for (let i = 0; i < pairs.length; i += 2) {
-      lengths.push(pairs[i]);
-      fastfps.push(pairs[i + 1]);
+    const n = pairs.length / 2;
+    const lengths = new Uint32Array(n);
+    const fastfps = new Uint32Array(n);
+    for (let i = 0; i < n; i++) {
+      lengths[i] = pairs[2 * i];
+      fastfps[i] = pairs[2 * i + 1];
     }
-    hashes.push(chunker.take_strong());
+    return { lengths, fastfps, hashes: chunker.take_strong() };
   };
-  // Two buffers: the next slice is read while this one is chunked (a file or Blob read runs
-  // off this thread), and neither is allocated again per slice.
-  const bufs = [0, 1].map(() => takeBuffer(Math.min(READ_SLICE, source.size)));
-  const readAt = (off: number) => source.read(off, Math.min(READ_SLICE, source.size - off), bufs[(off / READ_SLICE) & 1]);
+  const bufs = [0, 1].map(() => takeBuffer(Math.min(slice, source.size)));
+  let k = 0;
+  const readAt = (off: number) => source.read(off, Math.min(slice, source.size - off), bufs[k++ & 1]);
   let next: Promise<Uint8Array> | null = source.size > 0 ? readAt(0) : null;
   try {
-    for (let off = 0; off < source.size; off += READ_SLICE) {
-      const slice = await next!;
-      next = off + READ_SLICE < source.size ? readAt(off + READ_SLICE) : null;
-      chunker.push(slice); // copies the slice into wasm memory: its buffer is free again
-      collect();
-      onProgress?.(off + slice.length);
+    for (let off = 0; off < source.size; off += slice) {
+      const bytes = await next!;
+      if (bytes.length !== Math.min(slice, source.size - off)) throw new Error('the file changed size while syncing');
+      next = off + slice < source.size ? readAt(off + slice) : null;
+      chunker.push(bytes); // copies the slice into wasm memory: its buffer is free again
+      opts.onProgress?.(off + bytes.length);
+      const part = take();
+      if (part.lengths.length) yield part;
     }
     chunker.finish();
-    collect();
-    return {
-      params,
-      size: source.size,
-      lengths: lengths.done(),
-      fastfps: fastfps.done(),
-      hashes: hashes.done(),
-      root: chunker.root(),
-    };
+    const last = take();
+    if (last.lengths.length) yield last;
   } finally {
     if (next) next.catch(() => {}); // a read still running after a failure keeps its buffers
     else giveBuffers(bufs);
     chunker.free();
   }
+}
+
+function concat<T extends Uint8Array | Uint32Array>(parts: T[], C: { new (n: number): T }): T {
+  const out = new C(parts.reduce((s, p) => s + p.length, 0));
+  let o = 0;
+  for (const p of parts) {
+    out.set(p as never, o);
+    o += p.length;
+  }
+  return out;
 }
 
 /** Read buffers kept for the next pass, largest first: allocating tens of MiB per sync costs
@@ -132,37 +154,4 @@ export function giveBuffers(bufs: Uint8Array[]) {
 /** An in-memory Source (tests, benchmarks). */
 export function bufferSource(buf: Uint8Array): Source {
   return { size: buf.length, read: async (o, n) => buf.subarray(o, o + n) };
-}
-
-class GrowableU32 {
-  a = new Uint32Array(1024);
-  n = 0;
-  push(v: number) {
-    if (this.n === this.a.length) {
-      const b = new Uint32Array(this.a.length * 2);
-      b.set(this.a);
-      this.a = b;
-    }
-    this.a[this.n++] = v;
-  }
-  done() {
-    return this.a.slice(0, this.n);
-  }
-}
-
-class GrowableBytes {
-  a = new Uint8Array(1 << 16);
-  n = 0;
-  push(b: Uint8Array) {
-    if (this.n + b.length > this.a.length) {
-      const c = new Uint8Array(Math.max(this.a.length * 2, this.n + b.length));
-      c.set(this.a.subarray(0, this.n));
-      this.a = c;
-    }
-    this.a.set(b, this.n);
-    this.n += b.length;
-  }
-  done() {
-    return this.a.slice(0, this.n);
-  }
 }

@@ -43,6 +43,8 @@ export interface ChecksumsEnd {
 /** Match Tokens: merged runs of weak-matched chunks, each with the run hash of the basis chunks. */
 export interface Tokens {
   type: typeof Msg.Tokens;
+  /** the receiver's matching is final below this chunk: every token below it has been sent */
+  upTo: number;
   first: Uint32Array;
   count: Uint32Array;
   /** count.length * H bytes */
@@ -259,8 +261,9 @@ export function encode(m: Message, hashLen = 32): Uint8Array {
     case Msg.Tokens: {
       const n = m.first.length;
       if (m.count.length !== n || m.hashes.length !== n * hashLen) throw new RangeError('token arrays differ');
-      const w = new Writer(1 + 4 + n * (8 + hashLen));
+      const w = new Writer(1 + 4 + 4 + n * (8 + hashLen));
       w.u8(m.type);
+      w.u32(m.upTo);
       w.u32(n);
       for (let i = 0; i < n; i++) {
         w.u32(m.first[i]);
@@ -406,6 +409,7 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
       m = { type, count: r.u32('count'), size: r.u64('size') };
       break;
     case Msg.Tokens: {
+      const upTo = r.u32('up to');
       const n = r.count(maxN, 'token count');
       r.need(n * (8 + hashLen), 'tokens');
       const first = new Uint32Array(n);
@@ -416,7 +420,7 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
         count[i] = r.u32('count');
         hashes.set(r.bytes(hashLen, 'hash'), i * hashLen);
       }
-      m = { type, first, count, hashes };
+      m = { type, upTo, first, count, hashes };
       break;
     }
     case Msg.TokensEnd:

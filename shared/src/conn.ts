@@ -172,9 +172,10 @@ export class Conn {
     return m as Extract<Message, { type: T }>;
   }
 
-  /** Sends a message, first waiting while the socket's send buffer is full. */
-  async send(m: Message): Promise<void> {
-    while (this.ws.bufferedAmount > this.maxBuffered) {
+  /** Sends a message, first waiting while the socket's send buffer is full (`wait: false`: a
+   *  small message that must not queue behind the flow control of the large ones). */
+  async send(m: Message, { wait = true } = {}): Promise<void> {
+    while (wait && this.ws.bufferedAmount > this.maxBuffered) {
       if (this.closed) throw this.closed;
       await new Promise((r) => setTimeout(r, 2));
     }

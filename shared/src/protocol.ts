@@ -3,7 +3,7 @@
  * number here appears there with the same name.
  */
 
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 
 /** Message type codes (the first byte of every binary frame). */
 export const Msg = {

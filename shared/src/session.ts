@@ -4,19 +4,23 @@
  * old file): on a push the client sends and the server receives; on a pull (delta download)
  * it is the other way round.
  *
- *   Phase 1  sender -> receiver  Checksum List: FastFp + length per target chunk
- *   Phase 2  receiver -> sender  Match Tokens: merged weak-matched runs with their run hash
- *   Phase 3  sender -> receiver  per slice of the target it has hashed: [Split Request <->
- *                                Split Hashes], Verdict, Delta Bytes; the last Verdict
- *                                carries the root
+ *   Phase 1  sender -> receiver  Checksum List: FastFp + length per target chunk, a slice at a
+ *                                time as the sender chunks its file
+ *   Phase 2  receiver -> sender  Match Tokens: merged weak-matched runs with their run hash,
+ *                                each message saying below which chunk the matching is final
+ *   Phase 3  sender -> receiver  for what is final: [Split Request <-> Split Hashes], Verdict,
+ *                                Delta Bytes; the last Verdict carries the root
  *            receiver            rebuilds target = basis + delta in order, verifies the root,
  *                                commits
  *            receiver -> sender  Result
+ *
+ * The phases overlap: the Delta Bytes of the file's start go out while its end is still being
+ * chunked (docs/protocol.md §3).
  */
-import { type ChecksumList, type ChunkIndex, type Source, giveBuffers, offsetsOf, runHash, takeBuffer } from './chunk-index.ts';
-import type { Checksums, Delta, Failed, Result, Tokens } from './codec.ts';
+import { type ChunkIndex, type ListPart, type Source, giveBuffers, offsetsOf, runHash, takeBuffer } from './chunk-index.ts';
+import type { Checksums, ChecksumsEnd, Delta, Failed, Message, Result } from './codec.ts';
 import { type Conn, ConnectionLost } from './conn.ts';
-import { type Run, matchRuns } from './matcher.ts';
+import { Matcher, type Run, type WeakList, matchRuns } from './matcher.ts';
 import { type ChunkParams, ErrorCode, Msg, ProtocolError, hashLength } from './protocol.ts';
 import { StrongHasher, hash_chunks } from '../../wasm/pkg/dsync_wasm.js';
 
@@ -38,15 +42,87 @@ function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The Checksum List as it grows
+
+/**
+ * A Checksum List that grows as its parts are made or arrive, with each chunk's offset, room
+ * for its strong hash and one mark per chunk (the sender: 1 once the receiver has the chunk;
+ * the receiver: the basis chunk to copy, -1 for a literal).
+ */
+class GrowingList {
+  count = 0;
+  lengths = new Uint32Array(0);
+  fastfps = new Uint32Array(0);
+  hashes = new Uint8Array(0);
+  offsets = new Float64Array(1);
+  marks = new Int32Array(0);
+
+  constructor(
+    private H: number,
+    private unmarked: number,
+  ) {}
+
+  get size(): number {
+    return this.offsets[this.count];
+  }
+
+  append(lengths: Uint32Array, fastfps: Uint32Array, hashes?: Uint8Array) {
+    const n = this.count;
+    const m = n + lengths.length;
+    if (m > this.lengths.length) {
+      const cap = Math.max(m, 2 * this.lengths.length, 1024);
+      const grow = <T extends Uint32Array | Uint8Array | Float64Array | Int32Array>(a: T, size: number, C: { new (n: number): T }) => {
+        const b = new C(size);
+        b.set(a as never);
+        return b;
+      };
+      this.lengths = grow(this.lengths, cap, Uint32Array);
+      this.fastfps = grow(this.fastfps, cap, Uint32Array);
+      this.hashes = grow(this.hashes, cap * this.H, Uint8Array);
+      this.offsets = grow(this.offsets, cap + 1, Float64Array);
+      this.marks = grow(this.marks, cap, Int32Array);
+      this.marks.fill(this.unmarked, n);
+    }
+    this.lengths.set(lengths, n);
+    this.fastfps.set(fastfps, n);
+    if (hashes) this.hashes.set(hashes, n * this.H);
+    for (let i = n; i < m; i++) this.offsets[i + 1] = this.offsets[i] + this.lengths[i];
+    this.count = m;
+  }
+
+  /** The list so far (views, valid until the next append). */
+  weak(): WeakList {
+    return { lengths: this.lengths.subarray(0, this.count), fastfps: this.fastfps.subarray(0, this.count) };
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Sender
+
+/** The target as its sender produces it: its size, and its Checksum List with each chunk's
+ *  strong hash, in parts in chunk order (`chunkParts` while reading a file, or `indexParts`
+ *  of a stored index). */
+export interface TargetList {
+  size: number;
+  parts: AsyncIterable<ListPart>;
+}
+
+/** The parts of a stored index, as many entries as one Checksums message carries. */
+export async function* indexParts(index: ChunkIndex): AsyncGenerator<ListPart> {
+  const H = hashLength(index.algo);
+  for (let i = 0; i < index.lengths.length; i += BATCH) {
+    const j = Math.min(index.lengths.length, i + BATCH);
+    yield { lengths: index.lengths.subarray(i, j), fastfps: index.fastfps.subarray(i, j), hashes: index.hashes.subarray(i * H, j * H) };
+  }
+}
 
 export interface SenderOptions {
   splitThreshold?: number;
   deltaMessageBytes?: number;
-  /** bytes of the target read and hashed per Verdict (default HASH_SLICE) */
-  hashSlice?: number;
-  /** awaited after the Checksum List is sent, before Match Tokens are read */
-  onChecksumsSent?: () => Promise<void> | void;
+  /** awaited before the first Match Tokens are read (a push reads Ready here) */
+  beforeTokens?: () => Promise<void> | void;
+  /** called once the whole Checksum List is sent */
+  onListSent?: () => void;
   onTokens?: () => void;
   onDeltaSent?: () => void;
 }
@@ -58,135 +134,146 @@ export interface SendOutcome {
   matchedBytes: number;
   literalBytes: number;
   resumedBytes: number;
+  chunks: number;
   tokens: number;
   failedTokens: number;
 }
 
-/** Bytes the sender reads and hashes before it judges the tokens below them (one Verdict). */
-export const HASH_SLICE = 8 << 20;
-
 /**
- * Runs the sender's side of Phases 1–3 for `target` (whose bytes `source` reads). Without
- * strong hashes in `target` (a client's upload), the sender hashes its chunks during Phase 3,
- * a slice at a time, and judges and sends each slice while the next one is read, so the Delta
- * Bytes flow while the rest of the file is still being hashed; with them (a stored version),
- * one Verdict judges every token.
+ * Runs the sender's side of Phases 1–3 for `target` (whose bytes `source` reads). Three
+ * strands share the thread: one sends the Checksum List as its parts come (a client chunks
+ * its file meanwhile), one reads the Match Tokens, and Phase 3 judges and sends whatever the
+ * receiver has declared final, so the Delta Bytes of the file's start flow while its end is
+ * still being chunked.
  */
-export async function sendTarget(
-  conn: Conn,
-  algo: number,
-  target: ChecksumList & { hashes?: Uint8Array },
-  source: Source,
-  opts: SenderOptions = {},
-): Promise<SendOutcome> {
+export async function sendTarget(conn: Conn, algo: number, target: TargetList, source: Source, opts: SenderOptions = {}): Promise<SendOutcome> {
   const H = hashLength(algo);
-  const n = target.lengths.length;
-  // Phase 1: the Checksum List.
-  for (let i = 0; i < n; i += BATCH) {
-    const end = Math.min(n, i + BATCH);
-    await conn.send({ type: Msg.Checksums, fastfps: target.fastfps.subarray(i, end), lengths: target.lengths.subarray(i, end) });
-  }
-  await conn.send({ type: Msg.ChecksumsEnd, count: n, size: target.size });
+  const list = new GrowingList(H, 0);
+  let listDone = false;
+  let failure: unknown = null;
+  let wake: (() => void) | null = null;
+  const signal = () => {
+    const w = wake;
+    wake = null;
+    w?.();
+  };
+  let stopped = false;
 
-  // Phase 2, Match Tokens, read while this side starts hashing its file (the round trip and
-  // the receiver's matching overlap the first slices).
+  // Phase 1: the Checksum List, each part sent as soon as it is made. It does not wait for the
+  // send buffer to drain (conn.send's `wait`): it is small, and the Match Tokens that keep the
+  // Delta Bytes flowing depend on it.
+  const phase1 = (async () => {
+    for await (const p of target.parts) {
+      if (stopped) break;
+      list.append(p.lengths, p.fastfps, p.hashes);
+      const n = list.count;
+      for (let i = n - p.lengths.length; i < n; i += BATCH) {
+        const j = Math.min(n, i + BATCH);
+        await conn.send({ type: Msg.Checksums, fastfps: list.fastfps.subarray(i, j), lengths: list.lengths.subarray(i, j) }, { wait: false });
+      }
+      signal();
+    }
+    if (stopped) return;
+    if (list.size !== target.size) throw new Error('the file changed size while syncing');
+    listDone = true;
+    await conn.send({ type: Msg.ChecksumsEnd, count: list.count, size: target.size }, { wait: false });
+    opts.onListSent?.();
+  })();
+
+  // Phase 2: Match Tokens, final below the latest `upTo` (all of them after TokensEnd).
   const firsts: number[] = [];
   const counts: number[] = [];
   const tokenHashes: Uint8Array[] = [];
+  let frontier = 0;
+  let tokensDone = false;
   let resumeFrom = 0;
-  let phase2Over = false;
   const phase2 = (async () => {
-    await opts.onChecksumsSent?.();
+    await opts.beforeTokens?.();
     for (;;) {
       const m = await conn.expect(Msg.Tokens, Msg.TokensEnd);
+      const n = list.count;
       if (m.type === Msg.TokensEnd) {
+        if (!listDone) throw bad('Tokens End before the Checksum List ended');
         if (m.count !== firsts.length) throw bad(`Tokens End says ${m.count} tokens, received ${firsts.length}`);
-        if (m.resumeFrom > n || (firsts.length && firsts[0] < m.resumeFrom)) throw bad(`resume from chunk ${m.resumeFrom} overlaps the tokens or exceeds ${n} chunks`);
+        if (m.resumeFrom > n || (m.resumeFrom > 0 && (frontier > 0 || (firsts.length && firsts[0] < m.resumeFrom)))) {
+          throw bad(`resume from chunk ${m.resumeFrom} overlaps the tokens or exceeds ${n} chunks`);
+        }
         resumeFrom = m.resumeFrom;
+        frontier = n;
+        tokensDone = true;
+        signal();
         break;
       }
+      // upTo 0: nothing final yet (a receiver that waits for the whole list sends its tokens
+      // so, and Tokens End makes them final); otherwise the tokens end at or below upTo.
+      if ((m.upTo < frontier || m.upTo > n) && !(m.upTo === 0 && frontier === 0)) throw bad(`Match Tokens up to chunk ${m.upTo} go back from ${frontier} or beyond the ${n} chunks sent`);
       for (let k = 0; k < m.first.length; k++) {
         const first = m.first[k];
         const count = m.count[k];
         const prevEnd = firsts.length ? firsts[firsts.length - 1] + counts[counts.length - 1] : 0;
-        if (count === 0 || first < prevEnd || first + count > n) {
-          throw bad(`token ${firsts.length} [${first}, +${count}) is empty, overlaps or lies outside ${n} chunks`);
+        if (count === 0 || first < Math.max(prevEnd, frontier) || first + count > n) {
+          throw bad(`token ${firsts.length} [${first}, +${count}) is empty, overlaps, lies below ${frontier} or beyond the ${n} chunks sent`);
         }
         firsts.push(first);
         counts.push(count);
         tokenHashes.push(m.hashes.subarray(k * H, (k + 1) * H));
       }
+      const lastEnd = firsts.length ? firsts[firsts.length - 1] + counts[counts.length - 1] : 0;
+      if (m.upTo > 0 && lastEnd > m.upTo) throw bad(`Match Tokens up to chunk ${m.upTo} hold a token ending at ${lastEnd}`);
+      frontier = m.upTo;
+      signal();
     }
     opts.onTokens?.();
-  })().finally(() => (phase2Over = true));
-  phase2.catch(() => {}); // awaited below
+  })();
+  for (const p of [phase1, phase2]) {
+    p.catch((e) => {
+      failure ??= e;
+      signal();
+    });
+  }
 
-  // Phase 3, a slice at a time: hash the target's chunks, confirm each token that ends in what
-  // is hashed by its run hash (splitting large failed ones), send a Verdict for the chunks
-  // below `end`, then the Delta Bytes among them. The last Verdict carries the root.
-  const offsets = offsetsOf(target.lengths);
-  const hashes = target.hashes ?? new Uint8Array(n * H);
-  const covered = new Uint8Array(n);
+  // Phase 3: whenever the receiver has declared more of the file final, confirm the tokens in
+  // it by their run hash (splitting large failed ones), send a Verdict up to there, then the
+  // Delta Bytes below it. The last Verdict carries the root.
   const splitThreshold = opts.splitThreshold ?? SPLIT_THRESHOLD;
   const maxMsg = opts.deltaMessageBytes ?? DELTA_MESSAGE_BYTES;
-  const sliceBytes = opts.hashSlice ?? HASH_SLICE;
   let literalBytes = 0;
   let failedTokens = 0;
-
-  // Slices of whole chunks, each read in one go into one of two buffers while the other is
-  // hashed and sent (a slice is at least one chunk, so it may exceed `sliceBytes`).
-  const bufs: Uint8Array[] = [];
-  const readSlice = async (from: number, k: number) => {
-    let to = from + 1;
-    while (to < n && offsets[to + 1] - offsets[from] <= sliceBytes) to++;
-    const length = offsets[to] - offsets[from];
-    if (!bufs[k] || bufs[k].length < length) {
-      if (bufs[k]) giveBuffers([bufs[k]]);
-      bufs[k] = takeBuffer(Math.max(length, Math.min(sliceBytes, target.size)));
-    }
-    const bytes = await source.read(offsets[from], length, bufs[k]);
-    if (bytes.length !== length) throw new Error('the file changed size while syncing');
-    return { from, to, bytes };
-  };
-  let hashed = target.hashes ? n : 0; // chunks [0, hashed) have their strong hashes
-  let slice: { from: number; to: number; bytes: Uint8Array } | null = null;
-  let next = hashed < n ? readSlice(0, 0) : null;
-  let reads = 1;
-  const hashNext = async () => {
-    slice = await next!;
-    next = slice.to < n ? readSlice(slice.to, reads++ & 1) : null;
-    hashes.set(hash_chunks(algo, slice.bytes, target.lengths.subarray(slice.from, slice.to)), slice.from * H);
-    hashed = slice.to;
-  };
   let upTo = 0; // chunks below upTo are judged and sent
   let t = 0; // the first token not judged yet
   let root: Uint8Array | null = null; // sent with the last Verdict
+  let resumed = false;
   try {
-    while (!phase2Over && hashed < n) await hashNext();
-    await phase2;
-    covered.fill(1, 0, resumeFrom); // the receiver kept these from an interrupted session
-    upTo = resumeFrom;
-    for (;;) {
-      // Judge the tokens wholly below `hashed`; a token still open holds `end` at its start.
-      let te = t;
-      while (te < firsts.length && firsts[te] + counts[te] <= hashed) te++;
-      const end = te < firsts.length && firsts[te] < hashed ? firsts[te] : hashed;
-      if (end <= upTo && end !== n) {
-        await hashNext(); // end < n, so hashed < n
+    while (!root) {
+      if (failure) throw failure;
+      if (tokensDone && !resumed) {
+        resumed = true;
+        // the receiver kept these from an interrupted session (no Verdict was sent: every
+        // Tokens upTo was 0)
+        list.marks.fill(1, 0, resumeFrom);
+        upTo = Math.max(upTo, resumeFrom);
+      }
+      const end = frontier;
+      const te = firsts.length; // every token received ends at or below the frontier
+      // (the whole list declared final: Tokens End follows, and with it the last Verdict)
+      if (!tokensDone && (end <= upTo || (listDone && end === list.count))) {
+        await new Promise<void>((r) => (wake = r));
         continue;
       }
       const failed: Failed[] = [];
       const toSplit: number[] = [];
       for (; t < te; t++) {
-        if (equalBytes(runHash(algo, hashes, firsts[t], counts[t]), tokenHashes[t])) {
-          covered.fill(1, firsts[t], firsts[t] + counts[t]);
-        } else if (counts[t] > 1 && offsets[firsts[t] + counts[t]] - offsets[firsts[t]] >= splitThreshold) {
+        if (equalBytes(runHash(algo, list.hashes, firsts[t], counts[t]), tokenHashes[t])) {
+          list.marks.fill(1, firsts[t], firsts[t] + counts[t]);
+        } else if (counts[t] > 1 && list.offsets[firsts[t] + counts[t]] - list.offsets[firsts[t]] >= splitThreshold) {
           toSplit.push(t);
         } else {
           failed.push({ token: t, bitmap: null });
         }
       }
       if (toSplit.length) {
+        // The split round trip comes after Tokens End, so that one strand reads at a time.
+        await phase2;
         await conn.send({ type: Msg.SplitRequest, tokens: Uint32Array.from(toSplit) });
         for (const s of toSplit) {
           const m = await conn.expect(Msg.SplitHashes);
@@ -194,9 +281,9 @@ export async function sendTarget(
           const bitmap = new Uint8Array(Math.ceil(counts[s] / 8));
           for (let j = 0; j < counts[s]; j++) {
             const i = firsts[s] + j;
-            if (equalBytes(hashes.subarray(i * H, (i + 1) * H), m.hashes.subarray(j * H, (j + 1) * H))) {
+            if (equalBytes(list.hashes.subarray(i * H, (i + 1) * H), m.hashes.subarray(j * H, (j + 1) * H))) {
               bitmap[j >> 3] |= 1 << (j & 7);
-              covered[i] = 1;
+              list.marks[i] = 1;
             }
           }
           failed.push({ token: s, bitmap });
@@ -204,18 +291,15 @@ export async function sendTarget(
         failed.sort((a, b) => a.token - b.token);
       }
       failedTokens += failed.length;
-      if (end === n) root = runHash(algo, hashes, 0, n);
+      if (tokensDone && end === list.count) root = runHash(algo, list.hashes, 0, list.count);
       await conn.send({ type: Msg.Verdict, upTo: end, root, failed });
-      literalBytes += await sendDelta(conn, upTo, end, covered, offsets, maxMsg, (i, j) =>
-        slice && i >= slice.from && j <= slice.to ? slice.bytes.subarray(offsets[i] - offsets[slice.from], offsets[j] - offsets[slice.from]) : readChunks(source, offsets, i, j),
-      );
+      literalBytes += await sendDelta(conn, upTo, end, list.marks, list.offsets, maxMsg, (i, j) => readChunks(source, list.offsets, i, j));
       upTo = end;
-      if (end === n) break;
-      await hashNext();
     }
+    await phase1;
+    await phase2;
   } finally {
-    if (next) next.catch(() => {}); // a read still running after a failure keeps its buffer
-    else giveBuffers(bufs);
+    stopped = true;
   }
   opts.onDeltaSent?.();
 
@@ -223,7 +307,8 @@ export async function sendTarget(
   if (!equalBytes(result.root, root!) || result.size !== target.size) {
     throw new ProtocolError(ErrorCode.VerifyFailed, 'the receiver reports a different file than the one sent');
   }
-  return { result, matchedBytes: target.size - literalBytes - offsets[resumeFrom], literalBytes, resumedBytes: offsets[resumeFrom], tokens: firsts.length, failedTokens };
+  const resumedBytes = list.offsets[resumeFrom];
+  return { result, matchedBytes: target.size - literalBytes - resumedBytes, literalBytes, resumedBytes, chunks: list.count, tokens: firsts.length, failedTokens };
 }
 
 /** Reads target chunks [i, j) from the source. */
@@ -239,7 +324,7 @@ async function sendDelta(
   conn: Conn,
   from: number,
   to: number,
-  covered: Uint8Array,
+  covered: ArrayLike<number>,
   offsets: Float64Array,
   maxMsg: number,
   bytesOf: (i: number, j: number) => Uint8Array | Promise<Uint8Array>,
@@ -306,10 +391,11 @@ export interface Held {
   hashes: Uint8Array;
 }
 
-/** Opens the sink for a target once its Checksum List is known; `digest` is a strong hash of
- *  that list (lengths and FastFps). `held` is what a suspended earlier session with the same
- *  list already wrote into that sink; the root check at the end covers those chunks too. */
-export type SinkFor = (target: { digest: Uint8Array; count: number; size: number }) => Promise<{ sink: Sink; held?: Held }>;
+/** Opens the sink for a target. With `digest` (a strong hash of the whole Checksum List,
+ *  lengths and FastFps), a suspended earlier session with the same list may be resumed:
+ *  `held` is what it already wrote into that sink; the root check at the end covers those
+ *  chunks too. Without (the list is still arriving), the sink is a new one. */
+export type SinkFor = (target: { digest: Uint8Array | null }) => Promise<{ sink: Sink; held?: Held }>;
 
 export interface ReceiverLimits {
   maxFileSize: number;
@@ -322,6 +408,9 @@ export interface ReceiverOptions {
   limits: ReceiverLimits;
   /** the size Hello announced, which the Checksum List must add up to */
   expectedSize?: number;
+  /** match only once the whole Checksum List is in: for a sink that may resume an interrupted
+   *  session, which its digest decides (a basis chosen from the list implies it) */
+  wholeList?: boolean;
   /** fills the Result's timing and wire fields */
   resultExtra?: () => Pick<Result, 'micros' | 'wireIn' | 'wireOut'>;
   /** called as each phase starts (the server times phases) */
@@ -347,113 +436,151 @@ export interface Basis {
 /**
  * Runs the receiver's side: takes the Checksum List of a target chunked with `params`/`algo`,
  * matches it against the basis (null: none, everything is sent; a function: chosen once the
- * Checksum List is known), rebuilds into the sink, verifies the root and commits.
+ * whole list is known), rebuilds into the sink, verifies the root and commits.
+ *
+ * With a basis known up front (and not `wholeList`), the list is matched as it arrives: each
+ * Checksums message is answered with the Match Tokens it closed and the chunk below which the
+ * matching is final, and the Verdicts and Delta Bytes for that part come while the rest of the
+ * list is still on its way. One loop reads every message in order; the rebuild asks for the
+ * next Verdict or Delta, and the Checksums that come first are matched on the way.
  */
 export async function receiveTarget(
   conn: Conn,
   params: ChunkParams,
   algo: number,
-  basisOrChoice: Basis | null | ((target: { fastfps: Uint32Array; lengths: Uint32Array }) => Promise<Basis | null>),
+  basisOrChoice: Basis | null | ((target: WeakList) => Promise<Basis | null>),
   sinkFor: SinkFor,
   opts: ReceiverOptions,
 ): Promise<ReceiveOutcome> {
   const H = hashLength(algo);
   const { limits, expectedSize } = opts;
+  const streamed = typeof basisOrChoice !== 'function' && !opts.wholeList;
+  // the target's chunks as they arrive; marks: the basis chunk each copies, -1 for a literal
+  const list = new GrowingList(H, -1);
+  let ended = false; // ChecksumsEnd is in: list.count is the chunk count
+  let basis: Basis | null = streamed ? (basisOrChoice as Basis | null) : null;
+  const matcher = streamed && basis ? new Matcher(basis.index) : null;
+  const runs: Run[] = []; // Match Tokens, all sent
+  let frontier = 0; // the receiver's matching is final below this chunk (sent)
+  let tokensEnded = false;
   let sink: Sink | null = null;
   let digest: Uint8Array | null = null;
-  let hashes: Uint8Array | null = null;
+  let resumeFrom = 0;
   let written = 0; // chunks [0, written) are in the sink
+  let i = 0; // the rebuild's position: chunks [0, i) are written
+  let upTo = 0; // chunks [0, upTo) are judged
   // [basis stretches, literal runs]: one buffer each, from the read-buffer pool (a fresh
   // multi-MiB allocation per stretch or per session drove full GCs)
   const scratch: Uint8Array[] = [];
+
+  // Sends the runs not sent yet as Match Tokens, then says the matching is final below `final`.
+  const sendTokens = async (from: number, final: number) => {
+    for (let t = from; t < runs.length || final > frontier; ) {
+      const part = runs.slice(t, t + BATCH);
+      t += part.length;
+      const upToNow = t === runs.length ? final : frontier;
+      const hashes = new Uint8Array(part.length * H);
+      part.forEach((r, k) => hashes.set(runHash(algo, basis!.index.hashes, r.basisFirst, r.count), k * H));
+      await conn.send({ type: Msg.Tokens, upTo: upToNow, first: Uint32Array.from(part, (r) => r.first), count: Uint32Array.from(part, (r) => r.count), hashes });
+      frontier = upToNow;
+    }
+  };
+  const addRuns = (closed: Run[]) => {
+    for (const r of closed) {
+      runs.push(r);
+      for (let k = 0; k < r.count; k++) list.marks[r.first + k] = r.basisFirst + k;
+    }
+  };
+
+  // Phase 1 and 2: a slice of the Checksum List, matched at once when streamed.
+  const onChecksums = async (m: Checksums) => {
+    checkChecksums(m, params, list.count, limits);
+    // Every chunk but the list's last is at least `min` long (FastCDC): this message's last
+    // chunk is checked when the next one comes.
+    const n = m.lengths.length;
+    if (list.count > 0 && list.lengths[list.count - 1] < params.min) throw bad(`chunk ${list.count - 1} is ${list.lengths[list.count - 1]} bytes, below min ${params.min}`);
+    for (let k = 0; k + 1 < n; k++) if (m.lengths[k] < params.min) throw bad(`chunk ${list.count + k} is ${m.lengths[k]} bytes, below min ${params.min}`);
+    let size = list.size;
+    for (const l of m.lengths) size += l;
+    if (size > limits.maxFileSize) throw new ProtocolError(ErrorCode.LimitExceeded, `file larger than the limit of ${limits.maxFileSize} bytes`);
+    if (expectedSize !== undefined && size > expectedSize) throw bad(`Hello announced ${expectedSize} bytes, the Checksum List has more`);
+    const from = runs.length;
+    list.append(m.lengths, m.fastfps);
+    if (!streamed) return;
+    if (matcher) addRuns(matcher.feed(list.weak(), list.count));
+    await sendTokens(from, matcher ? matcher.frontier : list.count);
+  };
+  const onChecksumsEnd = async (m: ChecksumsEnd) => {
+    if (m.count !== list.count || m.size !== list.size) {
+      throw bad(`Checksum List End says ${m.count} chunks / ${m.size} bytes, the list has ${list.count} / ${list.size}`);
+    }
+    if (expectedSize !== undefined && list.size !== expectedSize) throw bad(`Hello announced ${expectedSize} bytes, the Checksum List has ${list.size}`);
+    ended = true;
+    opts.onPhase?.('tokens');
+    const target = list.weak();
+    digest = listDigest(algo, target);
+    const from = runs.length;
+    if (streamed) {
+      if (matcher) addRuns(matcher.end());
+    } else {
+      basis = typeof basisOrChoice === 'function' ? await basisOrChoice(target) : basisOrChoice;
+      const opened = await sinkFor({ digest });
+      sink = opened.sink;
+      if (opened.held && opened.held.count <= list.count) {
+        resumeFrom = opened.held.count;
+        list.hashes.set(opened.held.hashes.subarray(0, resumeFrom * H));
+        written = i = upTo = resumeFrom;
+      }
+      // none for chunks the sink already holds
+      for (const r of basis ? matchRuns(target, basis.index) : []) {
+        if (r.first + r.count <= resumeFrom) continue;
+        const skip = Math.max(0, resumeFrom - r.first);
+        addRuns([{ first: r.first + skip, count: r.count - skip, basisFirst: r.basisFirst + skip }]);
+      }
+    }
+    await sendTokens(from, streamed ? list.count : 0);
+    await conn.send({ type: Msg.TokensEnd, count: runs.length, resumeFrom });
+    frontier = list.count;
+    tokensEnded = true;
+    opts.onPhase?.('delta');
+  };
+  // The next message of one of `types`; Checksums that come first are taken in on the way.
+  const next = async <T extends Message['type']>(...types: T[]): Promise<Extract<Message, { type: T }>> => {
+    for (;;) {
+      const m: Message = ended ? await conn.expect(...types) : await conn.expect<Message['type']>(Msg.Checksums, Msg.ChecksumsEnd, ...types);
+      if (m.type === Msg.Checksums) await onChecksums(m as Checksums);
+      else if (m.type === Msg.ChecksumsEnd) await onChecksumsEnd(m as ChecksumsEnd);
+      else return m as Extract<Message, { type: T }>;
+    }
+  };
+
   try {
     opts.onPhase?.('checksums');
-    // Phase 1: the Checksum List.
-    const fastfps: Uint32Array[] = [];
-    const lengths: Uint32Array[] = [];
-    let count = 0;
-    let size = 0;
-    let end;
-    for (;;) {
-      const m = await conn.expect(Msg.Checksums, Msg.ChecksumsEnd);
-      if (m.type === Msg.ChecksumsEnd) {
-        end = m;
-        break;
-      }
-      checkChecksums(m, params, count, limits);
-      for (const l of m.lengths) size += l;
-      if (size > limits.maxFileSize) {
-        throw new ProtocolError(ErrorCode.LimitExceeded, `file larger than the limit of ${limits.maxFileSize} bytes`);
-      }
-      count += m.lengths.length;
-      fastfps.push(m.fastfps);
-      lengths.push(m.lengths);
-    }
-    if (end.count !== count || end.size !== size) {
-      throw bad(`Checksum List End says ${end.count} chunks / ${end.size} bytes, the list has ${count} / ${size}`);
-    }
-    if (expectedSize !== undefined && size !== expectedSize) throw bad(`Hello announced ${expectedSize} bytes, the Checksum List has ${size}`);
-    const target = { fastfps: concatU32(fastfps, count), lengths: concatU32(lengths, count) };
-    const basis = typeof basisOrChoice === 'function' ? await basisOrChoice(target) : basisOrChoice;
-    // Every chunk but the last is at least `min` long (FastCDC); catch lists that are not.
-    for (let i = 0; i + 1 < count; i++) {
-      if (target.lengths[i] < params.min) throw bad(`chunk ${i} is ${target.lengths[i]} bytes, below min ${params.min}`);
-    }
-    digest = listDigest(algo, target);
-    const opened = await sinkFor({ digest, count, size });
-    sink = opened.sink;
-    hashes = new Uint8Array(count * H);
-    const resumeFrom = opened.held && opened.held.count <= count ? opened.held.count : 0;
-    if (resumeFrom) hashes.set(opened.held!.hashes.subarray(0, resumeFrom * H));
-    written = resumeFrom;
-
-    // Phase 2: match and merge, send Match Tokens (none for chunks the sink already holds).
-    opts.onPhase?.('tokens');
-    const runs: Run[] = [];
-    for (const r of basis ? matchRuns(target, basis.index) : []) {
-      if (r.first + r.count <= resumeFrom) continue;
-      const skip = Math.max(0, resumeFrom - r.first);
-      runs.push({ first: r.first + skip, count: r.count - skip, basisFirst: r.basisFirst + skip });
-    }
-    for (let t = 0; t < runs.length; t += BATCH) {
-      const part = runs.slice(t, t + BATCH);
-      const tok: Tokens = {
-        type: Msg.Tokens,
-        first: Uint32Array.from(part, (r) => r.first),
-        count: Uint32Array.from(part, (r) => r.count),
-        hashes: new Uint8Array(part.length * H),
-      };
-      part.forEach((r, k) => tok.hashes.set(runHash(algo, basis!.index.hashes, r.basisFirst, r.count), k * H));
-      await conn.send(tok);
-    }
-    await conn.send({ type: Msg.TokensEnd, count: runs.length, resumeFrom });
+    if (streamed) sink = (await sinkFor({ digest: null })).sink;
 
     // Phase 3: Verdicts, each judging the tokens below its `upTo` (after an optional split
     // round), each followed by the Delta Bytes below it; the last one carries the root.
-    opts.onPhase?.('delta');
-    // copyFrom[i] = basis chunk to copy for target chunk i, or -1 for a literal.
-    const copyFrom = new Int32Array(count).fill(-1);
-    for (const r of runs) for (let k = 0; k < r.count; k++) copyFrom[r.first + k] = r.basisFirst + k;
-    let upTo = resumeFrom; // chunks [0, upTo) are judged
     let judged = 0; // tokens [0, judged) are judged
     let splitFrom = 0; // tokens below this may not be asked for again
     let root: Uint8Array | null = null;
     const verdict = async () => {
-      let m = await conn.expect(Msg.SplitRequest, Msg.Verdict);
+      let m = await next(Msg.SplitRequest, Msg.Verdict);
       if (m.type === Msg.SplitRequest) {
+        if (!tokensEnded) throw bad('a Split Request comes after Tokens End');
         for (const t of m.tokens) {
           if (t < Math.max(splitFrom, judged) || t >= runs.length) throw bad(`split request for token ${t} out of order or range`);
           splitFrom = t + 1;
           const r = runs[t];
           await conn.send({ type: Msg.SplitHashes, token: t, hashes: basis!.index.hashes.subarray(r.basisFirst * H, (r.basisFirst + r.count) * H) });
         }
-        m = await conn.expect(Msg.Verdict);
+        m = await next(Msg.Verdict);
       }
-      if (m.upTo > count || (m.upTo <= upTo && m.upTo !== count)) throw bad(`verdict up to chunk ${m.upTo} does not advance from ${upTo} or exceeds ${count} chunks`);
+      // the last Verdict (root, upTo = count, after TokensEnd) may repeat the upTo before it
+      if (m.root && !(tokensEnded && m.upTo === list.count)) throw bad('the root comes with the last verdict, and only there');
+      if (m.upTo > frontier || (m.upTo <= upTo && !m.root)) throw bad(`verdict up to chunk ${m.upTo} does not advance from ${upTo} or goes beyond the Match Tokens' ${frontier}`);
       let te = judged;
       while (te < runs.length && runs[te].first + runs[te].count <= m.upTo) te++;
       if (te < runs.length && runs[te].first < m.upTo) throw bad(`verdict up to chunk ${m.upTo} ends inside token ${te}`);
-      if ((m.upTo === count) !== !!m.root) throw bad('the root comes with the last verdict, and only there');
       let prev = judged - 1;
       for (const f of m.failed) {
         if (f.token <= prev || f.token >= te) throw bad(`verdict for token ${f.token} out of order or range`);
@@ -461,7 +588,7 @@ export async function receiveTarget(
         const r = runs[f.token];
         if (f.bitmap && f.bitmap.length !== Math.ceil(r.count / 8)) throw bad(`verdict bitmap for token ${f.token} has the wrong length`);
         for (let k = 0; k < r.count; k++) {
-          if (!f.bitmap || !(f.bitmap[k >> 3] & (1 << (k & 7)))) copyFrom[r.first + k] = -1;
+          if (!f.bitmap || !(f.bitmap[k >> 3] & (1 << (k & 7)))) list.marks[r.first + k] = -1;
         }
       }
       judged = te;
@@ -471,36 +598,38 @@ export async function receiveTarget(
 
     // Rebuild: in target order, copy basis chunks or take the next literal; hash what we write
     // (copies into a sink that can reference them take their hashes from the basis index).
-    const basisOffsets = basis ? offsetsOf(basis.index.lengths) : null;
+    let basisOffsets: Float64Array | null = null;
     let literal: Delta | null = null;
     let li = 0;
     let matchedBytes = 0;
     let literalBytes = 0;
     // Writes target chunks [i, j), whose bytes are `bytes`, hashing them in one wasm call.
     const put = async (i: number, j: number, bytes: Uint8Array) => {
-      hashes!.set(hash_chunks(algo, bytes, target.lengths.subarray(i, j)), i * H);
+      list.hashes.set(hash_chunks(algo, bytes, list.lengths.subarray(i, j)), i * H);
       await sink!.write(bytes);
       written = j;
     };
-    const byReference = !!sink.copy;
-    for (let i = resumeFrom; ; ) {
+    for (;;) {
       if (i >= upTo) {
         if (literal && li !== literal.indices.length) throw bad(`Delta Bytes carry chunk ${literal.indices[li]}, not below the verdict's ${upTo}`);
-        if (root && i === count) break;
+        if (root && i === list.count) break;
         await verdict();
         continue;
       }
-      if (copyFrom[i] >= 0) {
+      const marks = list.marks;
+      if (marks[i] >= 0) {
         // Copy the longest stretch that is contiguous in the basis (read: up to 4 MiB at once).
+        basisOffsets ??= offsetsOf(basis!.index.lengths);
+        const byReference = !!sink!.copy;
         let j = i + 1;
-        while (j < upTo && copyFrom[j] === copyFrom[j - 1] + 1 && (byReference || basisOffsets![copyFrom[j] + 1] - basisOffsets![copyFrom[i]] <= COPY_STRETCH)) j++;
-        const from = basisOffsets![copyFrom[i]];
-        const length = basisOffsets![copyFrom[j - 1] + 1] - from;
+        while (j < upTo && marks[j] === marks[j - 1] + 1 && (byReference || basisOffsets[marks[j] + 1] - basisOffsets[marks[i]] <= COPY_STRETCH)) j++;
+        const from = basisOffsets[marks[i]];
+        const length = basisOffsets[marks[j - 1] + 1] - from;
         // Basis chunks and target chunks agree in length (the weak match includes it).
         if (from + length > basis!.source.size) throw new ProtocolError(ErrorCode.Internal, 'the basis is shorter than its index');
         if (byReference) {
-          await sink.copy!(basis!.source, from, length);
-          hashes.set(basis!.index.hashes.subarray(copyFrom[i] * H, (copyFrom[j - 1] + 1) * H), i * H);
+          await sink!.copy!(basis!.source, from, length);
+          list.hashes.set(basis!.index.hashes.subarray(marks[i] * H, (marks[j - 1] + 1) * H), i * H);
           written = j;
         } else {
           const bytes = await basis!.source.read(from, length, (scratch[0] ??= takeBuffer(COPY_STRETCH)));
@@ -512,7 +641,7 @@ export async function receiveTarget(
         continue;
       }
       if (!literal || li === literal.indices.length) {
-        literal = await conn.expect(Msg.Delta);
+        literal = await next(Msg.Delta);
         li = 0;
         if (literal.indices.length === 0) throw bad('empty Delta message');
       }
@@ -521,9 +650,9 @@ export async function receiveTarget(
       const from = li;
       let j = i;
       let bytes = 0;
-      while (li < literal.indices.length && literal.indices[li] === j && j < upTo && copyFrom[j] < 0 && (j === i || bytes + literal.chunks[li].length <= DELTA_MESSAGE_BYTES)) {
+      while (li < literal.indices.length && literal.indices[li] === j && j < upTo && list.marks[j] < 0 && (j === i || bytes + literal.chunks[li].length <= DELTA_MESSAGE_BYTES)) {
         const c = literal.chunks[li++];
-        if (c.length !== target.lengths[j]) throw bad(`Delta chunk ${j} is ${c.length} bytes, the Checksum List says ${target.lengths[j]}`);
+        if (c.length !== list.lengths[j]) throw bad(`Delta chunk ${j} is ${c.length} bytes, the Checksum List says ${list.lengths[j]}`);
         bytes += c.length;
         j++;
       }
@@ -537,17 +666,20 @@ export async function receiveTarget(
       literalBytes += bytes;
       i = j;
     }
-    const index: ChunkIndex = { params, algo, size, lengths: target.lengths, fastfps: target.fastfps, hashes, root: runHash(algo, hashes, 0, count) };
+    const n = list.count;
+    const hashes = list.hashes.slice(0, n * H);
+    const index: ChunkIndex = { params, algo, size: list.size, lengths: list.lengths.slice(0, n), fastfps: list.fastfps.slice(0, n), hashes, root: runHash(algo, hashes, 0, n) };
     if (!equalBytes(index.root, root!)) {
       throw new ProtocolError(ErrorCode.VerifyFailed, 'the rebuilt file does not match the sender\'s root hash; nothing was stored');
     }
-    const version = await sink.commit(index);
+    const version = await sink!.commit(index);
     const extra = opts.resultExtra?.() ?? { micros: 0, wireIn: 0, wireOut: 0 };
-    await conn.send({ type: Msg.Result, version, size, root: index.root, ...extra });
+    await conn.send({ type: Msg.Result, version, size: index.size, root: index.root, ...extra });
     return { index, version, matchedBytes, literalBytes, tokens: runs.length, resumedChunks: resumeFrom };
   } catch (e) {
-    if (sink && e instanceof ConnectionLost && sink.suspend && written > 0 && digest && hashes) {
-      await sink.suspend({ digest, count: written, hashes: hashes.slice(0, written * H) });
+    // An interrupted upload can be resumed once its whole list is known (its digest).
+    if (sink && e instanceof ConnectionLost && sink.suspend && written > 0 && digest) {
+      await sink.suspend({ digest, count: written, hashes: list.hashes.slice(0, written * H) });
     } else {
       await sink?.abort();
     }
@@ -576,15 +708,4 @@ function checkChecksums(m: Checksums, params: ChunkParams, before: number, limit
   for (const l of m.lengths) {
     if (l === 0 || l > params.max) throw bad(`chunk length ${l} outside 1..${params.max}`);
   }
-}
-
-function concatU32(parts: Uint32Array[], n: number): Uint32Array {
-  if (parts.length === 1) return parts[0].slice();
-  const out = new Uint32Array(n);
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
-  }
-  return out;
 }

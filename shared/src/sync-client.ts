@@ -2,19 +2,21 @@
  * The sync client, the same in the browser and in Node: it is handed a WebSocket constructor
  * and a Source (a Blob or a file handle), so it does no file or network setup of its own.
  *
- *   push: chunk the file (Phase 1 input), Hello + Checksum List, Match Tokens, then hash the
- *         file while its Delta Bytes go out.
+ *   push: Hello, then chunk and hash the file a slice at a time, sending each slice's part of
+ *         the Checksum List at once; the Delta Bytes of what the server has matched go out
+ *         while the rest is still being chunked.
  *   pull: ask for a version; with a local basis, the three phases run mirrored so only the
  *         changed chunks come down; the rebuilt file is verified before it is kept.
  */
-import { type ChunkIndex, type Source, checksumList, chunkSource } from './chunk-index.ts';
+import { type ChunkIndex, type Source, chunkParts, chunkSource } from './chunk-index.ts';
 import { Conn, ConnectionLost, type Traffic, type WebSocketLike } from './conn.ts';
 import { type ChunkParams, DEFAULT_ALGO, DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION, hashLength } from './protocol.ts';
 import { type Sink, receiveTarget, sendTarget } from './session.ts';
 
 export type WebSocketCtor = new (url: string) => WebSocketLike;
 
-/** The phases a progress callback reports, in order. */
+/** The phases a progress callback reports, in order (a push's Delta Bytes start to flow
+ *  during 'chunking'). */
 export type Phase = 'connecting' | 'chunking' | 'checksums-sent' | 'tokens-received' | 'delta-sent' | 'committed' | 'retrying';
 
 export interface SyncOptions {
@@ -24,8 +26,8 @@ export interface SyncOptions {
   name: string;
   WebSocket: WebSocketCtor;
   /** an open connection to run the session on (see `Connection`), or a function giving one
-   *  to the given URL (the session's, with or without `?deflate=0`) when the session starts,
-   *  after chunking; a ConnectionLost it throws counts as a failed attempt, like one of the
+   *  to the given URL (the session's, with or without `?deflate=0`) when the session starts;
+   *  a ConnectionLost it throws counts as a failed attempt, like one of the
    *  session's own. Without one, or when it has closed, the session opens its own and closes
    *  it at the end. The caller keeps what it gave. */
   connection?: Connection | ((url: string) => Promise<Connection | undefined>);
@@ -161,9 +163,9 @@ export interface PushOptions extends SyncOptions {
   /** reconnect this many times after a lost connection (default 0); the server resumes an
    *  interrupted upload, so Delta Bytes it already wrote are not sent again */
   retries?: number;
-  /** bytes hashed per Verdict while the Delta Bytes go out (default session.ts HASH_SLICE);
-   *  two slices are held in memory */
-  hashSlice?: number;
+  /** bytes of the file read, chunked and hashed per step, whose part of the Checksum List
+   *  then goes out (default chunk-index.ts READ_SLICE, 4 MiB); two slices are held in memory */
+  sliceBytes?: number;
 }
 
 /** Pushes `source` to the server as a new version of `opts.name`. */
@@ -171,8 +173,6 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
   const params = opts.params ?? DEFAULT_PARAMS;
   const algo = opts.algo ?? DEFAULT_ALGO;
   const t0 = performance.now();
-  opts.onProgress?.('chunking', 0, source.size);
-  const target = await checksumList(source, params, (d) => opts.onProgress?.('chunking', d, source.size));
   const url = sessionUrl(opts.url, await worthDeflating(source));
   let client = performance.now() - t0;
   const traffic = { checksumList: 0, matchTokens: 0, delta: 0, control: 0, total: 0, wire: 0 };
@@ -188,12 +188,13 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
       const out = await connection.session(async (conn) => {
         conn.hashLen = hashLength(algo);
         await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params, algo, size: source.size, basisVersion: opts.basisVersion ?? 0, name: opts.name });
-        return sendTarget(conn, algo, target, source, {
-          hashSlice: opts.hashSlice,
-          onChecksumsSent: async () => {
-            opts.onProgress?.('checksums-sent');
-            await conn.expect(Msg.Ready);
-          },
+        // a retry chunks the file again: it may have changed, and the server's resumption of
+        // the interrupted upload is decided by the list
+        opts.onProgress?.('chunking', 0, source.size);
+        const parts = chunkParts(source, params, algo, { sliceBytes: opts.sliceBytes, onProgress: (d) => opts.onProgress?.('chunking', d, source.size) });
+        return sendTarget(conn, algo, { size: source.size, parts }, source, {
+          beforeTokens: async () => void (await conn.expect(Msg.Ready)),
+          onListSent: () => opts.onProgress?.('checksums-sent'),
           onTokens: () => opts.onProgress?.('tokens-received'),
           onDeltaSent: () => opts.onProgress?.('delta-sent'),
         });
@@ -201,7 +202,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
       opts.onProgress?.('committed');
       const tEnd = performance.now();
       const wire = connection.socketBytes();
-      // Client time: chunking and hashing, plus the session's own work (not waiting for the server).
+      // Client time: the session's own work, chunking and hashing included (not waiting for the server).
       client += tEnd - tOpen - connection.conn.waitedMs;
       addTraffic(traffic, connection.conn.traffic, wire !== null && wire0 !== null ? wire - wire0 : out.result.wireIn + out.result.wireOut);
       const total = tEnd - t0;
@@ -209,8 +210,8 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
       return {
         name: opts.name,
         version: out.result.version,
-        size: target.size,
-        chunks: target.lengths.length,
+        size: source.size,
+        chunks: out.chunks,
         matchedBytes: out.matchedBytes + out.resumedBytes,
         literalBytes: out.literalBytes,
         traffic,

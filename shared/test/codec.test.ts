@@ -27,7 +27,7 @@ const message: fc.Arbitrary<Message> = fc.oneof(
   fc.nat(50).chain((n) => fc.record({ type: fc.constant(Msg.Checksums), fastfps: u32arr(n), lengths: u32arr(n) })),
   fc.record({ type: fc.constant(Msg.ChecksumsEnd), count: u32, size: u64 }),
   fc.nat(20).chain((n) =>
-    fc.record({ type: fc.constant(Msg.Tokens), first: u32arr(n), count: u32arr(n), hashes: fc.uint8Array({ minLength: n * H, maxLength: n * H }) }),
+    fc.record({ type: fc.constant(Msg.Tokens), upTo: u32, first: u32arr(n), count: u32arr(n), hashes: fc.uint8Array({ minLength: n * H, maxLength: n * H }) }),
   ),
   fc.record({ type: fc.constant(Msg.TokensEnd), count: u32, resumeFrom: u32 }),
   fc.record({ type: fc.constant(Msg.SplitRequest), tokens: fc.array(u32, { maxLength: 20 }).map((a) => Uint32Array.from(a)) }),

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { matchRuns } from '../src/matcher.ts';
+import { Matcher, type Run, matchRuns } from '../src/matcher.ts';
 
 // Small alphabets of (fastfp, length) make repeats and long runs likely.
 const list = fc.array(fc.tuple(fc.integer({ min: 0, max: 6 }), fc.integer({ min: 1, max: 2 })), { maxLength: 60 }).map((a) => ({
@@ -32,6 +32,29 @@ test('runs are ascending, disjoint, weak-equal and maximal', () => {
         const covered = runs.some((r) => i >= r.first && i < r.first + r.count);
         assert.equal(covered, has, `chunk ${i}`);
       }
+    }),
+    { numRuns: 2000 },
+  );
+});
+
+test('a list fed in pieces gives the same runs, each returned once the frontier has passed it', () => {
+  fc.assert(
+    fc.property(list, list, fc.array(fc.integer({ min: 0, max: 60 }), { maxLength: 8 }), (target, basis, cuts) => {
+      const n = target.fastfps.length;
+      const m = new Matcher(basis);
+      const runs: Run[] = [];
+      let frontier = 0;
+      for (const c of [...cuts.map((x) => Math.min(x, n)).sort((a, b) => a - b), n]) {
+        // only the first c chunks are known, as when the rest has not arrived yet
+        const known = { fastfps: target.fastfps.slice(0, c), lengths: target.lengths.slice(0, c) };
+        const closed = m.feed(known, c);
+        assert.ok(m.frontier >= frontier && m.frontier <= c, 'the frontier advances within what was fed');
+        frontier = m.frontier;
+        for (const r of closed) assert.ok(r.first + r.count <= frontier, 'a returned run lies below the frontier');
+        runs.push(...closed);
+      }
+      runs.push(...m.end());
+      assert.deepEqual(runs, matchRuns(target, basis));
     }),
     { numRuns: 2000 },
   );

@@ -40,7 +40,7 @@ test('documented sizes equal encoded sizes', () => {
     ['Ready', { type: Msg.Ready, version: 1, size: 2, maxMessage: 3 }, {}],
     ['Checksums', { type: Msg.Checksums, fastfps: new Uint32Array(n), lengths: new Uint32Array(n) }, { n }],
     ['ChecksumsEnd', { type: Msg.ChecksumsEnd, count: 1, size: 2 }, {}],
-    ['Tokens', { type: Msg.Tokens, first: new Uint32Array(n), count: new Uint32Array(n), hashes: new Uint8Array(n * H) }, { n, H }],
+    ['Tokens', { type: Msg.Tokens, upTo: 5, first: new Uint32Array(n), count: new Uint32Array(n), hashes: new Uint8Array(n * H) }, { n, H }],
     ['TokensEnd', { type: Msg.TokensEnd, count: 3, resumeFrom: 0 }, {}],
     ['SplitRequest', { type: Msg.SplitRequest, tokens: new Uint32Array(n) }, { n }],
     ['SplitHashes', { type: Msg.SplitHashes, token: 1, hashes: new Uint8Array(n * H) }, { n, H }],
