@@ -172,6 +172,11 @@ export class Conn {
     return m as Extract<Message, { type: T }>;
   }
 
+  /** Whether the socket's send buffer has room: a `send` now would not wait. */
+  hasRoom(): boolean {
+    return this.ws.bufferedAmount <= this.maxBuffered;
+  }
+
   /** Sends a message, first waiting while the socket's send buffer is full (`wait: false`: a
    *  small message that must not queue behind the flow control of the large ones). */
   async send(m: Message, { wait = true } = {}): Promise<void> {

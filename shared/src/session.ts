@@ -140,11 +140,14 @@ export interface SendOutcome {
 }
 
 /**
- * Runs the sender's side of Phases 1–3 for `target` (whose bytes `source` reads). Three
- * strands share the thread: one sends the Checksum List as its parts come (a client chunks
- * its file meanwhile), one reads the Match Tokens, and Phase 3 judges and sends whatever the
- * receiver has declared final, so the Delta Bytes of the file's start flow while its end is
- * still being chunked.
+ * Runs the sender's side of Phases 1–3 for `target` (whose bytes `source` reads). One loop
+ * does the work, in this order of priority: send the next Delta message of what is judged
+ * while the socket takes it (the wire is what a large change waits for); judge the next part
+ * the receiver has declared final and send its Verdict; take the next part of the Checksum
+ * List (a client chunks and hashes its next slice here) and send it; else wait for room in
+ * the socket or for Match Tokens, which a second strand reads meanwhile. So the Delta Bytes of
+ * the file's start flow while its end is still being chunked, and chunking fills the time the
+ * socket is full.
  */
 export async function sendTarget(conn: Conn, algo: number, target: TargetList, source: Source, opts: SenderOptions = {}): Promise<SendOutcome> {
   const H = hashLength(algo);
@@ -157,30 +160,9 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
     wake = null;
     w?.();
   };
-  let stopped = false;
 
-  // Phase 1: the Checksum List, each part sent as soon as it is made. It does not wait for the
-  // send buffer to drain (conn.send's `wait`): it is small, and the Match Tokens that keep the
-  // Delta Bytes flowing depend on it.
-  const phase1 = (async () => {
-    for await (const p of target.parts) {
-      if (stopped) break;
-      list.append(p.lengths, p.fastfps, p.hashes);
-      const n = list.count;
-      for (let i = n - p.lengths.length; i < n; i += BATCH) {
-        const j = Math.min(n, i + BATCH);
-        await conn.send({ type: Msg.Checksums, fastfps: list.fastfps.subarray(i, j), lengths: list.lengths.subarray(i, j) }, { wait: false });
-      }
-      signal();
-    }
-    if (stopped) return;
-    if (list.size !== target.size) throw new Error('the file changed size while syncing');
-    listDone = true;
-    await conn.send({ type: Msg.ChecksumsEnd, count: list.count, size: target.size }, { wait: false });
-    opts.onListSent?.();
-  })();
-
-  // Phase 2: Match Tokens, final below the latest `upTo` (all of them after TokensEnd).
+  // Phase 2, read by its own strand: Match Tokens, final below the latest `upTo` (all of them
+  // after TokensEnd).
   const firsts: number[] = [];
   const counts: number[] = [];
   const tokenHashes: Uint8Array[] = [];
@@ -225,26 +207,97 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
     }
     opts.onTokens?.();
   })();
-  for (const p of [phase1, phase2]) {
-    p.catch((e) => {
-      failure ??= e;
-      signal();
-    });
-  }
+  phase2.catch((e) => {
+    failure ??= e;
+    signal();
+  });
 
-  // Phase 3: whenever the receiver has declared more of the file final, confirm the tokens in
-  // it by their run hash (splitting large failed ones), send a Verdict up to there, then the
-  // Delta Bytes below it. The last Verdict carries the root.
   const splitThreshold = opts.splitThreshold ?? SPLIT_THRESHOLD;
   const maxMsg = opts.deltaMessageBytes ?? DELTA_MESSAGE_BYTES;
   let literalBytes = 0;
   let failedTokens = 0;
-  let upTo = 0; // chunks below upTo are judged and sent
+  let upTo = 0; // chunks below upTo are judged
+  let cursor = 0; // chunks below cursor are judged and sent (the Delta Bytes of [cursor, upTo) are due)
   let t = 0; // the first token not judged yet
   let root: Uint8Array | null = null; // sent with the last Verdict
   let resumed = false;
+  const confirmed = (k: number) => equalBytes(runHash(algo, list.hashes, firsts[k], counts[k]), tokenHashes[k]);
+  const splittable = (k: number) => counts[k] > 1 && list.offsets[firsts[k] + counts[k]] - list.offsets[firsts[k]] >= splitThreshold;
+
+  // Phase 3: confirms each token below `end` by its run hash (splitting large failed ones, a
+  // round trip that comes after Tokens End, so that one strand reads at a time) and sends the
+  // Verdict up to `end`. The last Verdict carries the root.
+  const judge = async (end: number) => {
+    let te = t;
+    while (te < firsts.length && firsts[te] + counts[te] <= end) te++;
+    const failed: Failed[] = [];
+    const toSplit: number[] = [];
+    for (; t < te; t++) {
+      if (confirmed(t)) list.marks.fill(1, firsts[t], firsts[t] + counts[t]);
+      else if (splittable(t)) toSplit.push(t);
+      else failed.push({ token: t, bitmap: null });
+    }
+    if (toSplit.length) {
+      await conn.send({ type: Msg.SplitRequest, tokens: Uint32Array.from(toSplit) });
+      for (const s of toSplit) {
+        const m = await conn.expect(Msg.SplitHashes);
+        if (m.token !== s || m.hashes.length !== counts[s] * H) throw bad(`Split Hashes for token ${m.token} do not answer the request`);
+        const bitmap = new Uint8Array(Math.ceil(counts[s] / 8));
+        for (let j = 0; j < counts[s]; j++) {
+          const i = firsts[s] + j;
+          if (equalBytes(list.hashes.subarray(i * H, (i + 1) * H), m.hashes.subarray(j * H, (j + 1) * H))) {
+            bitmap[j >> 3] |= 1 << (j & 7);
+            list.marks[i] = 1;
+          }
+        }
+        failed.push({ token: s, bitmap });
+      }
+      failed.sort((a, b) => a.token - b.token);
+    }
+    failedTokens += failed.length;
+    if (tokensDone && end === list.count) root = runHash(algo, list.hashes, 0, list.count);
+    await conn.send({ type: Msg.Verdict, upTo: end, root, failed });
+    upTo = end;
+  };
+
+  // The next Delta message: the uncovered chunks from `cursor` on, below `upTo`, up to maxMsg
+  // bytes (at least one chunk), read in one go per run into one buffer, reused from message to
+  // message (the message is encoded, a copy, before `send` resolves).
+  let scratch: Uint8Array | null = null;
+  const nextDelta = async () => {
+    const indices: number[] = [];
+    const chunks: Uint8Array[] = [];
+    let bytes = 0;
+    while (cursor < upTo) {
+      if (list.marks[cursor]) {
+        cursor++;
+        continue;
+      }
+      let j = cursor;
+      while (j < upTo && !list.marks[j] && (bytes + list.offsets[j + 1] - list.offsets[cursor] <= maxMsg || (j === cursor && bytes === 0))) j++;
+      if (j === cursor) break; // this message is full
+      const length = list.offsets[j] - list.offsets[cursor];
+      if (!scratch || scratch.length < bytes + length) {
+        if (bytes) break; // (a single chunk above maxMsg goes alone)
+        if (scratch) giveBuffers([scratch]);
+        scratch = takeBuffer(Math.max(maxMsg, length));
+      }
+      const run = await source.read(list.offsets[cursor], length, scratch.subarray(bytes));
+      if (run.length !== length) throw new Error('the file changed size while syncing');
+      for (let k = cursor; k < j; k++) {
+        indices.push(k);
+        chunks.push(run.subarray(list.offsets[k] - list.offsets[cursor], list.offsets[k + 1] - list.offsets[cursor]));
+      }
+      bytes += length;
+      cursor = j;
+    }
+    if (indices.length) await conn.send({ type: Msg.Delta, indices: Uint32Array.from(indices), chunks });
+    literalBytes += bytes;
+  };
+
+  const parts = target.parts[Symbol.asyncIterator]();
   try {
-    while (!root) {
+    for (;;) {
       if (failure) throw failure;
       if (tokensDone && !resumed) {
         resumed = true;
@@ -252,54 +305,54 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
         // Tokens upTo was 0)
         list.marks.fill(1, 0, resumeFrom);
         upTo = Math.max(upTo, resumeFrom);
+        cursor = Math.max(cursor, resumeFrom);
       }
-      const end = frontier;
-      const te = firsts.length; // every token received ends at or below the frontier
-      // (the whole list declared final: Tokens End follows, and with it the last Verdict)
-      if (!tokensDone && (end <= upTo || (listDone && end === list.count))) {
-        await new Promise<void>((r) => (wake = r));
+      while (cursor < upTo && list.marks[cursor]) cursor++;
+      // 1. Delta Bytes, while the socket takes them
+      if (cursor < upTo && conn.hasRoom()) {
+        await nextDelta();
         continue;
       }
-      const failed: Failed[] = [];
-      const toSplit: number[] = [];
-      for (; t < te; t++) {
-        if (equalBytes(runHash(algo, list.hashes, firsts[t], counts[t]), tokenHashes[t])) {
-          list.marks.fill(1, firsts[t], firsts[t] + counts[t]);
-        } else if (counts[t] > 1 && list.offsets[firsts[t] + counts[t]] - list.offsets[firsts[t]] >= splitThreshold) {
-          toSplit.push(t);
+      if (cursor === upTo) {
+        if (root) break;
+        // 2. a Verdict for the next part declared final (the whole list declared final
+        // before Tokens End: the last Verdict, with the root, comes once it is in; a large
+        // failed token, split after Tokens End)
+        const wholeBeforeEnd = !tokensDone && listDone && frontier === list.count;
+        let end = frontier;
+        if (!tokensDone) for (let k = t; k < firsts.length; k++) if (!confirmed(k) && splittable(k)) end = Math.min(end, firsts[k]);
+        if ((end > upTo && !wholeBeforeEnd) || (tokensDone && !root)) {
+          await judge(end);
+          continue;
+        }
+      }
+      // 3. the next part of the Checksum List; it does not wait for the send buffer to drain
+      // (conn.send's `wait`): it is small, and the Match Tokens depend on it
+      if (!listDone) {
+        const r = await parts.next();
+        if (r.done) {
+          if (list.size !== target.size) throw new Error('the file changed size while syncing');
+          listDone = true;
+          await conn.send({ type: Msg.ChecksumsEnd, count: list.count, size: target.size }, { wait: false });
+          opts.onListSent?.();
         } else {
-          failed.push({ token: t, bitmap: null });
-        }
-      }
-      if (toSplit.length) {
-        // The split round trip comes after Tokens End, so that one strand reads at a time.
-        await phase2;
-        await conn.send({ type: Msg.SplitRequest, tokens: Uint32Array.from(toSplit) });
-        for (const s of toSplit) {
-          const m = await conn.expect(Msg.SplitHashes);
-          if (m.token !== s || m.hashes.length !== counts[s] * H) throw bad(`Split Hashes for token ${m.token} do not answer the request`);
-          const bitmap = new Uint8Array(Math.ceil(counts[s] / 8));
-          for (let j = 0; j < counts[s]; j++) {
-            const i = firsts[s] + j;
-            if (equalBytes(list.hashes.subarray(i * H, (i + 1) * H), m.hashes.subarray(j * H, (j + 1) * H))) {
-              bitmap[j >> 3] |= 1 << (j & 7);
-              list.marks[i] = 1;
-            }
+          const p = r.value;
+          list.append(p.lengths, p.fastfps, p.hashes);
+          for (let i = list.count - p.lengths.length; i < list.count; i += BATCH) {
+            const j = Math.min(list.count, i + BATCH);
+            await conn.send({ type: Msg.Checksums, fastfps: list.fastfps.subarray(i, j), lengths: list.lengths.subarray(i, j) }, { wait: false });
           }
-          failed.push({ token: s, bitmap });
         }
-        failed.sort((a, b) => a.token - b.token);
+        continue;
       }
-      failedTokens += failed.length;
-      if (tokensDone && end === list.count) root = runHash(algo, list.hashes, 0, list.count);
-      await conn.send({ type: Msg.Verdict, upTo: end, root, failed });
-      literalBytes += await sendDelta(conn, upTo, end, list.marks, list.offsets, maxMsg, (i, j) => readChunks(source, list.offsets, i, j));
-      upTo = end;
+      // 4. wait for room in the socket, or for Match Tokens
+      if (cursor < upTo) await new Promise((r) => setTimeout(r, 2));
+      else await new Promise<void>((r) => (wake = r));
     }
-    await phase1;
     await phase2;
   } finally {
-    stopped = true;
+    if (!listDone) await parts.return?.(undefined); // stops the chunking and frees its buffers
+    if (scratch) giveBuffers([scratch]); // every read into it was awaited
   }
   opts.onDeltaSent?.();
 
@@ -309,54 +362,6 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
   }
   const resumedBytes = list.offsets[resumeFrom];
   return { result, matchedBytes: target.size - literalBytes - resumedBytes, literalBytes, resumedBytes, chunks: list.count, tokens: firsts.length, failedTokens };
-}
-
-/** Reads target chunks [i, j) from the source. */
-async function readChunks(source: Source, offsets: Float64Array, i: number, j: number): Promise<Uint8Array> {
-  const bytes = await source.read(offsets[i], offsets[j] - offsets[i]);
-  if (bytes.length !== offsets[j] - offsets[i]) throw new Error('the file changed size while syncing');
-  return bytes;
-}
-
-/** Sends the chunks of [from, to) that are not covered as Delta Bytes, in order, with one read
- *  per run of up to `maxMsg` bytes; returns their size. */
-async function sendDelta(
-  conn: Conn,
-  from: number,
-  to: number,
-  covered: ArrayLike<number>,
-  offsets: Float64Array,
-  maxMsg: number,
-  bytesOf: (i: number, j: number) => Uint8Array | Promise<Uint8Array>,
-): Promise<number> {
-  let sent = 0;
-  let batch: { indices: number[]; chunks: Uint8Array[]; bytes: number } = { indices: [], chunks: [], bytes: 0 };
-  const flush = async () => {
-    if (!batch.indices.length) return;
-    await conn.send({ type: Msg.Delta, indices: Uint32Array.from(batch.indices), chunks: batch.chunks });
-    batch = { indices: [], chunks: [], bytes: 0 };
-  };
-  for (let i = from; i < to; ) {
-    if (covered[i]) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < to && !covered[j] && (j === i || offsets[j + 1] - offsets[i] <= maxMsg)) j++;
-    const bytes = await bytesOf(i, j);
-    for (let k = i; k < j; k++) {
-      const c = bytes.subarray(offsets[k] - offsets[i], offsets[k + 1] - offsets[i]);
-      if (batch.bytes + c.length > maxMsg) await flush();
-      batch.indices.push(k);
-      batch.chunks.push(c);
-      batch.bytes += c.length;
-      sent += c.length;
-    }
-    i = j;
-  }
-  // flushed before returning: the chunks may be views of a buffer the caller reuses
-  await flush();
-  return sent;
 }
 
 // ---------------------------------------------------------------------------------------------
