@@ -21,14 +21,13 @@ fn algo(code: u8) -> Result<Algo, JsError> {
 
 /// Streaming chunker. `push` slices of the file, then `finish`; after each call, `take_chunks`
 /// returns the new chunks as `[length, fastfp]` pairs and `take_strong` their strong hashes
-/// (concatenated, when a strong algorithm was given). `root` is the whole-file run hash.
+/// (concatenated, when a strong algorithm was given).
 #[wasm_bindgen]
 pub struct DsyncChunker {
     chunker: Chunker,
     chunks: Vec<u32>,
     strong: Vec<u8>,
     algo: Option<Algo>,
-    root: Option<Hasher>,
 }
 
 #[wasm_bindgen]
@@ -38,7 +37,7 @@ impl DsyncChunker {
     pub fn new(min: u32, avg: u32, max: u32, op: u8, every: u32, strong: u8) -> Result<DsyncChunker, JsError> {
         let p = params(min, avg, max, op, every)?;
         let algo = if strong == 0 { None } else { Some(algo(strong)?) };
-        Ok(DsyncChunker { chunker: Chunker::new(p), chunks: Vec::new(), strong: Vec::new(), root: algo.map(Hasher::new), algo })
+        Ok(DsyncChunker { chunker: Chunker::new(p), chunks: Vec::new(), strong: Vec::new(), algo })
     }
 
     pub fn push(&mut self, data: &[u8]) -> usize {
@@ -46,7 +45,6 @@ impl DsyncChunker {
         // as they are cut; those that lie in `data` are hashed together afterwards, four at a
         // time (strong::hash_consecutive).
         let data_start = self.chunker.offset() + self.chunker.pending() as u64;
-        let s0 = self.strong.len();
         let mut in_data: Option<(usize, u64)> = None; // (first chunk, its offset) of those in `data`
         let (chunks, strong, algo) = (&mut self.chunks, &mut self.strong, self.algo);
         let mut emit = |off: u64, c: &Cut, bytes: &[u8]| {
@@ -65,12 +63,10 @@ impl DsyncChunker {
             let from = (off - data_start) as usize;
             crate::strong::hash_consecutive(a, &data[from..], &lengths, &mut self.strong);
         }
-        self.fold_root(s0);
         self.chunks.len() / 2
     }
 
     pub fn finish(&mut self) -> usize {
-        let s0 = self.strong.len();
         let (chunks, strong, algo) = (&mut self.chunks, &mut self.strong, self.algo);
         let mut emit = |_: u64, c: &Cut, bytes: &[u8]| {
             chunks.push(c.length as u32);
@@ -80,7 +76,6 @@ impl DsyncChunker {
             }
         };
         self.chunker.finish(&mut emit);
-        self.fold_root(s0);
         self.chunks.len() / 2
     }
 
@@ -92,24 +87,6 @@ impl DsyncChunker {
     /// Strong hashes of the chunks returned by the matching `take_chunks` call.
     pub fn take_strong(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.strong)
-    }
-
-    /// The run hash over all chunks (call after `finish`); empty without a strong algorithm.
-    pub fn root(&mut self) -> Vec<u8> {
-        let mut out = Vec::new();
-        if let Some(r) = self.root.as_mut() {
-            r.finalize_into(&mut out);
-        }
-        out
-    }
-}
-
-impl DsyncChunker {
-    /// Adds the strong hashes from byte `from` of `strong` on (this call's) to the run hash.
-    fn fold_root(&mut self, from: usize) {
-        if let Some(r) = self.root.as_mut() {
-            r.update(&self.strong[from..]);
-        }
     }
 }
 

@@ -72,6 +72,5 @@ proptest! {
         let lengths: Vec<usize> = pairs.iter().step_by(2).map(|&l| l as usize).collect();
         prop_assert_eq!(lengths.iter().sum::<usize>(), data.len());
         prop_assert_eq!(&strong, &expected(&data, &lengths));
-        prop_assert_eq!(ch.root(), blake3::hash(&strong).as_bytes().to_vec());
     }
 }
