@@ -260,11 +260,15 @@ test('a connection cut mid-upload: the client retries and the server resumes wit
   const logs: Record<string, unknown>[] = [];
   const s = await testServer({}, (e) => logs.push(e));
   // A TCP proxy that cuts the first connection after 3 MB from the client, then passes through.
+  // With `hold` set, it forwards the WebSocket upgrade and then holds the client's bytes until
+  // `hold` resolves.
   let cutOnce = false;
+  let hold: Promise<void> | null = null;
   const proxy = net.createServer((c) => {
     const up = net.connect(s.port, '127.0.0.1');
     let seen = 0;
     c.on('data', (d) => {
+      const first = seen === 0;
       seen += d.length;
       if (!cutOnce && seen > 3_000_000) {
         cutOnce = true;
@@ -273,6 +277,10 @@ test('a connection cut mid-upload: the client retries and the server resumes wit
         return;
       }
       up.write(d);
+      if (first && hold) {
+        c.pause();
+        void hold.then(() => c.resume());
+      }
     });
     up.on('data', (d) => c.write(d));
     c.on('error', () => up.destroy());
@@ -285,7 +293,7 @@ test('a connection cut mid-upload: the client retries and the server resumes wit
   try {
     const data = fastRandomBytes(11, 8_000_000);
     const phases: string[] = [];
-    // 1 MiB per Verdict: the cut falls between Verdicts, while the file is still being hashed
+    // 1 MiB slices: the list goes out in parts, with Verdicts and Delta Bytes between them
     const rep = await pushBytes(via, 'resumed.bin', data, { retries: 3, sliceBytes: 1 << 20, onProgress: (p) => phases.push(p) });
     assert.ok(cutOnce && phases.includes('retrying'));
     assert.deepEqual(await s.stored('resumed.bin'), Buffer.from(data));
@@ -293,6 +301,32 @@ test('a connection cut mid-upload: the client retries and the server resumes wit
     const done = logs.find((e) => e.op === 'push' && e.version === 1)!;
     assert.ok((done.resumedChunks as number) > 50, JSON.stringify(logs));
     assert.equal(rep.version, 1);
+    assert.deepEqual(readdirSync(path.join(s.data, 'ns/local/tmp')), []);
+
+    // An edit of the stored file: the server matches its Checksum List as it arrives. The proxy
+    // holds the client's bytes until the whole list is out, so that the list arrives before the
+    // cut; the server suspends the upload under the list's digest, and the retry (whose list
+    // the server now matches only once it is whole) resumes it.
+    const edited = data.slice();
+    edited.set(fastRandomBytes(12, 6_000_000), 1_000_000);
+    let listOut!: () => void;
+    hold = new Promise<void>((r) => (listOut = r));
+    cutOnce = false;
+    const phases2: string[] = [];
+    const onProgress = (p: string) => {
+      phases2.push(p);
+      if (p === 'checksums-sent') {
+        hold = null;
+        listOut();
+      }
+    };
+    const rep2 = await pushBytes(via, 'resumed.bin', edited, { retries: 3, onProgress });
+    assert.ok(cutOnce && phases2.includes('retrying'));
+    assert.deepEqual(await s.stored('resumed.bin'), Buffer.from(edited));
+    assert.equal(rep2.version, 2);
+    const done2 = logs.find((e) => e.op === 'push' && e.version === 2)!;
+    assert.ok((done2.resumedChunks as number) > 50, JSON.stringify(logs));
+    assert.ok(rep2.literalBytes < 6_100_000, `literal ${rep2.literalBytes}`);
     assert.deepEqual(readdirSync(path.join(s.data, 'ns/local/tmp')), []);
   } finally {
     proxy.close();
