@@ -14,16 +14,12 @@ export interface Source {
   read(offset: number, length: number, into?: Uint8Array): Promise<Uint8Array>;
 }
 
-/** What Phase 1 sends of a file: each chunk's length and FastFp (no strong hashes yet). */
-export interface ChecksumList {
+export interface ChunkIndex {
   params: ChunkParams;
+  algo: number;
   size: number;
   lengths: Uint32Array;
   fastfps: Uint32Array;
-}
-
-export interface ChunkIndex extends ChecksumList {
-  algo: number;
   /** lengths.length * H bytes: the strong hash of each chunk */
   hashes: Uint8Array;
   /** run hash over all chunks: H(h_0 || ... || h_{n-1}) */

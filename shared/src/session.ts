@@ -221,7 +221,9 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
   let t = 0; // the first token not judged yet
   let root: Uint8Array | null = null; // sent with the last Verdict
   let resumed = false;
-  const confirmed = (k: number) => equalBytes(runHash(algo, list.hashes, firsts[k], counts[k]), tokenHashes[k]);
+  // whether token k's run hash equals this side's, computed once per token
+  const ok: boolean[] = [];
+  const confirmed = (k: number) => (ok[k] ??= equalBytes(runHash(algo, list.hashes, firsts[k], counts[k]), tokenHashes[k]));
   const splittable = (k: number) => counts[k] > 1 && list.offsets[firsts[k] + counts[k]] - list.offsets[firsts[k]] >= splitThreshold;
 
   // Phase 3: confirms each token below `end` by its run hash (splitting large failed ones, a
@@ -320,7 +322,7 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
         // failed token, split after Tokens End)
         const wholeBeforeEnd = !tokensDone && listDone && frontier === list.count;
         let end = frontier;
-        if (!tokensDone) for (let k = t; k < firsts.length; k++) if (!confirmed(k) && splittable(k)) end = Math.min(end, firsts[k]);
+        if (!tokensDone) for (let k = t; k < firsts.length; k++) if (splittable(k) && !confirmed(k)) end = Math.min(end, firsts[k]);
         if ((end > upTo && !wholeBeforeEnd) || (tokensDone && !root)) {
           await judge(end);
           continue;
@@ -469,7 +471,6 @@ export async function receiveTarget(
   let frontier = 0; // the receiver's matching is final below this chunk (sent)
   let tokensEnded = false;
   let sink: Sink | null = null;
-  let digest: Uint8Array | null = null;
   let resumeFrom = 0;
   let written = 0; // chunks [0, written) are in the sink
   let i = 0; // the rebuild's position: chunks [0, i) are written
@@ -523,13 +524,12 @@ export async function receiveTarget(
     ended = true;
     opts.onPhase?.('tokens');
     const target = list.weak();
-    digest = listDigest(algo, target);
     const from = runs.length;
     if (streamed) {
       if (matcher) addRuns(matcher.end());
     } else {
       basis = typeof basisOrChoice === 'function' ? await basisOrChoice(target) : basisOrChoice;
-      const opened = await sinkFor({ digest });
+      const opened = await sinkFor({ digest: listDigest(algo, target) });
       sink = opened.sink;
       if (opened.held && opened.held.count <= list.count) {
         resumeFrom = opened.held.count;
@@ -683,8 +683,8 @@ export async function receiveTarget(
     return { index, version, matchedBytes, literalBytes, tokens: runs.length, resumedChunks: resumeFrom };
   } catch (e) {
     // An interrupted upload can be resumed once its whole list is known (its digest).
-    if (sink && e instanceof ConnectionLost && sink.suspend && written > 0 && digest) {
-      await sink.suspend({ digest, count: written, hashes: list.hashes.slice(0, written * H) });
+    if (sink && e instanceof ConnectionLost && sink.suspend && written > 0 && ended) {
+      await sink.suspend({ digest: listDigest(algo, list.weak()), count: written, hashes: list.hashes.slice(0, written * H) });
     } else {
       await sink?.abort();
     }
