@@ -241,13 +241,18 @@ test('the Delta Bytes of the file\'s start go out while its end is still being c
   const events: string[] = [];
   // Once chunking started (before it, the client reads samples to decide on deflate), the
   // second half of the file can be read only once Delta Bytes went out (or after 10 s, so that
-  // a client that waits for its whole list fails this test instead of hanging).
+  // a client that waits for its whole list, or for its next read, fails this test instead of
+  // hanging).
   let chunking = false;
   let deltaOut!: () => void;
   let timer!: NodeJS.Timeout;
+  let timedOut = false;
   const delta = new Promise<void>((r) => {
     deltaOut = r;
-    timer = setTimeout(r, 10_000);
+    timer = setTimeout(() => {
+      timedOut = true;
+      r();
+    }, 10_000);
   });
   const source: Source = {
     size: b.length,
@@ -273,6 +278,7 @@ test('the Delta Bytes of the file\'s start go out while its end is still being c
   try {
     const rep = await push(source, { url: server.wsUrl, name: 'pipelined', WebSocket: Logged as any, sliceBytes: 1 << 20, onProgress });
     assert.deepEqual(await server.stored('pipelined'), Buffer.from(b));
+    assert.ok(!timedOut, 'no Delta Bytes went out while the read of the second half was held');
     const firstDelta = events.indexOf('delta');
     assert.ok(firstDelta >= 0 && firstDelta < events.indexOf('checksums-sent'), events.join(', '));
     const verdicts = events.filter((e) => e === 'verdict').length;

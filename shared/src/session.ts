@@ -297,7 +297,17 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
     literalBytes += bytes;
   };
 
+  // The next part is asked for ahead and taken when it is there: a slow read of the file must
+  // not hold up the Delta Bytes of what is already matched.
   const parts = target.parts[Symbol.asyncIterator]();
+  let asked: Promise<void> | null = null;
+  let got: IteratorResult<ListPart> | null = null;
+  // Waits for a signal (a part, Match Tokens), or at most `ms` (room in the socket).
+  const idle = (ms?: number) =>
+    new Promise<void>((r) => {
+      wake = r;
+      if (ms) setTimeout(signal, ms);
+    });
   try {
     for (;;) {
       if (failure) throw failure;
@@ -331,7 +341,23 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
       // 3. the next part of the Checksum List; it does not wait for the send buffer to drain
       // (conn.send's `wait`): it is small, and the Match Tokens depend on it
       if (!listDone) {
-        const r = await parts.next();
+        asked ??= parts.next().then(
+          (r) => {
+            got = r;
+            asked = null;
+            signal();
+          },
+          (e) => {
+            failure ??= e;
+            signal();
+          },
+        );
+        const r = got as IteratorResult<ListPart> | null;
+        if (!r) {
+          await idle(cursor < upTo ? 2 : undefined);
+          continue;
+        }
+        got = null;
         if (r.done) {
           if (list.size !== target.size) throw new Error('the file changed size while syncing');
           listDone = true;
@@ -348,12 +374,12 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
         continue;
       }
       // 4. wait for room in the socket, or for Match Tokens
-      if (cursor < upTo) await new Promise((r) => setTimeout(r, 2));
-      else await new Promise<void>((r) => (wake = r));
+      await idle(cursor < upTo ? 2 : undefined);
     }
     await phase2;
   } finally {
-    if (!listDone) await parts.return?.(undefined); // stops the chunking and frees its buffers
+    // stops the chunking and frees its buffers (after a read still running, if one is)
+    if (!listDone) void parts.return?.(undefined)?.catch(() => {});
     if (scratch) giveBuffers([scratch]); // every read into it was awaited
   }
   opts.onDeltaSent?.();
