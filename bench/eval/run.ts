@@ -4,7 +4,7 @@
  * binary beside them. Writes bench/results/eval/results.json, then report.ts turns it into
  * the markdown summary and SVG figures.
  *
- *   npm run bench [-- --quick] [--reps N] [--sections synthetic,real,large] [--no-rsync] [--large-deflate] [--approaches a,b] [--out DIR] [--cold]
+ *   npm run bench [-- --quick] [--reps N] [--warmup N] [--sections synthetic,real,large] [--no-rsync] [--large-deflate] [--approaches a,b] [--out DIR] [--cold]
  *
  * Each timed sync runs on a WebSocket opened just before it (untimed, its opening reported
  * apart), as a page holds its socket open: the paper's setting. `--cold` times the opening
@@ -14,9 +14,18 @@
  * starts it so); toxiproxy is not pinned. Every timed sync starts from the same basis: the
  * basis is uploaded over an unshaped port before the first repetition and synced back (also
  * unshaped, untimed) after each.
+ *
+ * Warm starts, the same for every approach. Each approach first runs `--warmup` untimed syncs
+ * of the pair (default 1) through the shaped port: V8 runs a wasm function's first call in its
+ * baseline tier to the end, and the baselines' rolling search is one call per sync, so the
+ * first sync of a 1 GiB pair ran it 2-3x slower (webr2sync+: 15.6 s against 8.4-9.3 s on 1%,
+ * 36.6 s against 12.7-12.9 s on 30%). And before every sync the target, the basis and the
+ * approach's server directory are read through (untimed), because this VM drops cached file
+ * pages all the time (~20 MB/s with no memory pressure) and a cold 1 GiB read costs ~1.9 s of
+ * CPU here: it fell on the first repetition of whichever approach read the target first.
  */
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { closeSync, copyFileSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -34,6 +43,7 @@ const flag = (n: string) => argv.includes(n);
 const opt = (n: string, d: string) => (argv.includes(n) ? argv[argv.indexOf(n) + 1] : d);
 const QUICK = flag('--quick');
 const REPS = Number(opt('--reps', QUICK ? '1' : '3'));
+const WARMUP = Number(opt('--warmup', QUICK ? '0' : '1'));
 const SECTIONS = opt('--sections', QUICK ? 'synthetic,real' : 'synthetic,real,large').split(',');
 const RSYNC = !flag('--no-rsync');
 const LARGE_DEFLATE = flag('--large-deflate');
@@ -92,6 +102,10 @@ class Rig {
   }
   /** Puts the basis back as the server's copy of `name`, untimed: the baselines' server keeps
    *  nothing but the file, so a copy will do; Dsync's store gets it by a push (unshaped). */
+  /** Where the approach's server keeps its files. */
+  dataOf(a: Approach): string {
+    return join(this.dataDir, a === 'dsync' || a === 'dsync-paper' ? a : 'baselines');
+  }
   async restore(a: Approach, name: string, basisPath: string, basisPrep: Prepared) {
     if (a === 'dsync' || a === 'dsync-paper') await syncPrepared(basisPrep, this.servers.get(a)!.url, name);
     else copyFileSync(basisPath, join(this.dataDir, 'baselines', encodeURIComponent(name)));
@@ -104,6 +118,28 @@ class Rig {
   async stop() {
     await Promise.all([...new Set(this.servers.values())].map((s) => s.stop()));
     rmSync(this.dataDir, { recursive: true, force: true });
+  }
+}
+
+/** Reads files (directories: every file under them) through, so that their pages are cached. */
+function warmPageCache(paths: string[]) {
+  const buf = Buffer.allocUnsafe(8 << 20);
+  for (const p of paths) {
+    if (statSync(p, { throwIfNoEntry: false })?.isDirectory()) {
+      warmPageCache(readdirSync(p).map((f) => join(p, f)));
+      continue;
+    }
+    let fd: number;
+    try {
+      fd = openSync(p, 'r');
+    } catch {
+      continue; // gone in between (a server's temporary file)
+    }
+    try {
+      while (readSync(fd, buf, 0, buf.length, null) > 0);
+    } finally {
+      closeSync(fd);
+    }
   }
 }
 
@@ -156,11 +192,12 @@ async function runPair(
       const port = await rig.port(a, srv.port, shaping);
       const name = `${res.section}/${res.pair.replace(/[^\w.-]+/g, '_')}`;
       const basisPrep: Prepared = await prepare(a, b.source);
-      await syncPrepared(basisPrep, srv.url, name); // seed (unshaped), also warms up both sides
+      await syncPrepared(basisPrep, srv.url, name); // seed (unshaped)
       res.runs[a] = [];
-      for (let r = 0; r < reps; r++) {
+      for (let r = -WARMUP; r < reps; r++) {
+        warmPageCache([basisPath, targetPath, rig.dataOf(a)]);
         const rep = await syncPrepared(await prepare(a, t.source), `ws://127.0.0.1:${port}`, name, true, WARM);
-        res.runs[a].push(rep);
+        if (r >= 0) res.runs[a].push(rep);
         await rig.restore(a, name, basisPath, basisPrep); // back to the basis (untimed)
       }
       const med = median(res.runs[a].map((x) => x.timeMs.total));
@@ -169,7 +206,10 @@ async function runPair(
     if (rsyncd && rsyncReps) {
       const port = await rig.port('rsync', rsyncd.port, shaping);
       res.rsync = [];
-      for (let r = 0; r < rsyncReps; r++) res.rsync.push(rsyncOnce(rsyncd, port, basisPath, targetPath));
+      for (let r = 0; r < rsyncReps; r++) {
+        warmPageCache([basisPath, targetPath]);
+        res.rsync.push(rsyncOnce(rsyncd, port, basisPath, targetPath));
+      }
       log(`${res.pair} rsync: ${median(res.rsync.map((x) => x.timeMs))} ms, ${res.rsync[0].sent + res.rsync[0].received} B`);
     }
   } finally {
@@ -198,7 +238,7 @@ async function main() {
   const results: PairResult[] = [];
   const save = () => {
     mkdirSync(OUT, { recursive: true });
-    const doc = { command, date: new Date().toISOString(), reps: REPS, machine, warm: WARM, shaping: { default: describeShaping(SHAPE_100M) + '; permessage-deflate on for every approach', large: describeShaping(SHAPE_1G) + `; permessage-deflate ${LARGE_DEFLATE ? 'on' : 'off'} for every approach` }, datasets: { mixedParts: ds.parts }, elapsedS: Math.round((Date.now() - t0) / 1000), results };
+    const doc = { command, date: new Date().toISOString(), reps: REPS, warmup: WARMUP, machine, warm: WARM, shaping: { default: describeShaping(SHAPE_100M) + '; permessage-deflate on for every approach', large: describeShaping(SHAPE_1G) + `; permessage-deflate ${LARGE_DEFLATE ? 'on' : 'off'} for every approach` }, datasets: { mixedParts: ds.parts }, elapsedS: Math.round((Date.now() - t0) / 1000), results };
     writeFileSync(join(OUT, 'results.json'), JSON.stringify(doc, null, 1) + '\n');
     writeReport(doc, OUT);
   };
