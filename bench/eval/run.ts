@@ -22,7 +22,9 @@
  * 36.6 s against 12.7-12.9 s on 30%). And before every sync the target, the basis and the
  * approach's server directory are read through (untimed), because this VM drops cached file
  * pages all the time (~20 MB/s with no memory pressure) and a cold 1 GiB read costs ~1.9 s of
- * CPU here: it fell on the first repetition of whichever approach read the target first.
+ * CPU here: it fell on the first repetition of whichever approach read the target first. Dirty
+ * pages are written out first (`sync`): the baselines' basis is put back by a file copy, whose
+ * writeback would otherwise run during their next sync.
  */
 import { execFileSync } from 'node:child_process';
 import { closeSync, copyFileSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
@@ -121,6 +123,13 @@ class Rig {
   }
 }
 
+/** Before a timed sync: writes every dirty page out (`sync`), so that no writeback of an
+ *  earlier step (a restored basis copy, say) runs during it, then reads the files involved. */
+function settle(paths: string[]) {
+  execFileSync('sync');
+  warmPageCache(paths);
+}
+
 /** Reads files (directories: every file under them) through, so that their pages are cached. */
 function warmPageCache(paths: string[]) {
   const buf = Buffer.allocUnsafe(8 << 20);
@@ -155,6 +164,7 @@ function rsyncOnce(rsyncd: { module: string }, port: number, basis: string, targ
   const dest = join(rsyncd.module, 'f');
   copyFileSync(basis, dest);
   utimesSync(dest, new Date(0), new Date(0));
+  settle([dest, target]);
   const t0 = performance.now();
   // -I: never skip by size and mtime; --no-whole-file: the delta algorithm even locally
   const out = execFileSync('rsync', ['-I', '--no-whole-file', '--stats', target, `rsync://127.0.0.1:${port}/m/f`], { encoding: 'utf8' });
@@ -195,7 +205,7 @@ async function runPair(
       await syncPrepared(basisPrep, srv.url, name); // seed (unshaped)
       res.runs[a] = [];
       for (let r = -WARMUP; r < reps; r++) {
-        warmPageCache([basisPath, targetPath, rig.dataOf(a)]);
+        settle([basisPath, targetPath, rig.dataOf(a)]);
         const rep = await syncPrepared(await prepare(a, t.source), `ws://127.0.0.1:${port}`, name, true, WARM);
         if (r >= 0) res.runs[a].push(rep);
         await rig.restore(a, name, basisPath, basisPrep); // back to the basis (untimed)
@@ -206,10 +216,7 @@ async function runPair(
     if (rsyncd && rsyncReps) {
       const port = await rig.port('rsync', rsyncd.port, shaping);
       res.rsync = [];
-      for (let r = 0; r < rsyncReps; r++) {
-        warmPageCache([basisPath, targetPath]);
-        res.rsync.push(rsyncOnce(rsyncd, port, basisPath, targetPath));
-      }
+      for (let r = 0; r < rsyncReps; r++) res.rsync.push(rsyncOnce(rsyncd, port, basisPath, targetPath));
       log(`${res.pair} rsync: ${median(res.rsync.map((x) => x.timeMs))} ms, ${res.rsync[0].sent + res.rsync[0].received} B`);
     }
   } finally {
