@@ -3,6 +3,7 @@
  * 14, 15, 17 and Table III). Runs at the end of every benchmark; by hand:
  *   node --import tsx bench/eval/report.ts [DIR]
  */
+import { median } from '../lib/common.ts';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,11 +18,6 @@ const KINDS = ['cut', 'insert', 'inverse'];
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Doc = any;
 
-const median = (xs: number[]) => {
-  if (!xs.length) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 const mean = (xs: number[]) => xs.reduce((s, x) => s + x, 0) / xs.length;
 const sizeLabel = (n: number) => (n >= 1 << 20 ? `${n / (1 << 20)} MB` : n >= 1024 ? `${n / 1024} KB` : `${n} B`);
 const bytes = (n: number) => (n >= 1e9 ? `${(n / 1e9).toFixed(2)} GB` : n >= 1e6 ? `${(n / 1e6).toFixed(2)} MB` : n >= 1e3 ? `${(n / 1e3).toFixed(1)} KB` : `${n} B`);

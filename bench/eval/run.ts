@@ -36,6 +36,7 @@ import { matchRuns } from '../../shared/src/matcher.ts';
 import { DEFAULT_PARAMS, hashLength } from '../../shared/src/protocol.ts';
 import { fileSource } from '../../server/src/store.ts';
 import { buildDatasets } from '../datasets/build.ts';
+import { median } from '../lib/common.ts';
 import { APPROACHES, type Approach, type Prepared, type Report, dsyncAlgo, prepare, syncPrepared } from './clients.ts';
 import { ROOT, type ServerProc, type Shaping, Toxiproxy, describeShaping, log, startBaselines, startDsync, startRsyncd } from './procs.ts';
 import { writeReport } from './report.ts';
@@ -57,11 +58,6 @@ const WORK = join(ROOT, 'bench/tmp/eval');
 
 export const SHAPE_100M: Shaping = { mbps: 100, rttMs: 30 };
 export const SHAPE_1G: Shaping = { mbps: 1000, rttMs: 30 };
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 export interface RsyncRun {
   timeMs: number;
@@ -102,15 +98,15 @@ class Rig {
     const bl = await startBaselines({ data: join(this.dataDir, 'baselines'), cpu: '0', deflate });
     for (const a of APPROACHES) this.servers.set(a, a === 'dsync' ? ds : a === 'dsync-paper' ? dp : bl);
   }
-  /** Puts the basis back as the server's copy of `name`, untimed: the baselines' server keeps
-   *  nothing but the file, so a copy will do; Dsync's store gets it by a push (unshaped). */
   /** Where the approach's server keeps its files. */
   dataOf(a: Approach): string {
     return join(this.dataDir, a === 'dsync' || a === 'dsync-paper' ? a : 'baselines');
   }
+  /** Puts the basis back as the server's copy of `name`, untimed: the baselines' server keeps
+   *  nothing but the file, so a copy will do; Dsync's store gets it by a push (unshaped). */
   async restore(a: Approach, name: string, basisPath: string, basisPrep: Prepared) {
     if (a === 'dsync' || a === 'dsync-paper') await syncPrepared(basisPrep, this.servers.get(a)!.url, name);
-    else copyFileSync(basisPath, join(this.dataDir, 'baselines', encodeURIComponent(name)));
+    else copyFileSync(basisPath, join(this.dataOf(a), encodeURIComponent(name)));
   }
   async port(a: Approach | 'rsync', upstream: number, s: Shaping) {
     const key = `${a}-${s.mbps}-${s.rttMs}`;

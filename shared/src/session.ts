@@ -332,7 +332,7 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
         // failed token, split after Tokens End)
         const wholeBeforeEnd = !tokensDone && listDone && frontier === list.count;
         let end = frontier;
-        if (!tokensDone) for (let k = t; k < firsts.length; k++) if (splittable(k) && !confirmed(k)) end = Math.min(end, firsts[k]);
+        if (!tokensDone) for (let k = t; k < firsts.length && firsts[k] < end; k++) if (splittable(k) && !confirmed(k)) end = firsts[k];
         if ((end > upTo && !wholeBeforeEnd) || (tokensDone && !root)) {
           await judge(end);
           continue;
