@@ -20,7 +20,7 @@ export interface ChunkerCtor {
     push(data: Uint8Array): number;
     finish(): number;
     take_chunks(): Uint32Array;
-    take_strong(): Uint8Array;
+    take_strong(count: number): Uint8Array;
     free(): void;
   };
 }

@@ -101,7 +101,7 @@ export function chunkWasm(DsyncChunker, data, { op = 0, every = 16, slice = 1 <<
       fp = fold(fp, v[i + 1]);
     }
     chunks += v.length / 2;
-    if (strong) strongBytes += ch.take_strong().length;
+    if (strong) strongBytes += ch.take_strong(v.length / 2).length;
   };
   for (let off = 0; off < data.length; off += slice) {
     ch.push(data.subarray(off, Math.min(off + slice, data.length)));

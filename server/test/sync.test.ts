@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import { EDIT_KINDS, type EditKind, Rng, applyEdits, fastRandomBytes, randomBytes, textBytes } from '../../shared/src/testdata.ts';
 import { writeFileSync } from 'node:fs';
 import WebSocket from 'ws';
-import { READ_SLICE, type Source } from '../../shared/src/chunk-index.ts';
+import { HASH_LAG, READ_SLICE, type Source } from '../../shared/src/chunk-index.ts';
 import { Msg } from '../../shared/src/protocol.ts';
 import { push } from '../../shared/src/sync-client.ts';
 import { encodeVersion } from '../src/store.ts';
@@ -233,14 +233,16 @@ test('a failed merged run above the split threshold is split: only the colliding
 });
 
 test('the Delta Bytes of the file\'s start go out while its end is still being chunked', async () => {
-  const a = mixed(41, 6 << 20);
+  // the client hashes its chunks HASH_LAG bytes behind the chunking, and a slice's Delta
+  // Bytes wait for its hashes: the file is 8 MiB longer than that
+  const a = mixed(41, HASH_LAG + (8 << 20));
   await pushBytes(server, 'pipelined', a);
   // every MiB changes: each 1 MiB slice of the new file has literals to send
   const b = a.slice();
   for (let o = 0; o < b.length; o += 1 << 20) b.set(fastRandomBytes(o + 1, 4096), o + 100_000);
   const events: string[] = [];
   // Once chunking started (before it, the client reads samples to decide on deflate), the
-  // second half of the file can be read only once Delta Bytes went out (or after 10 s, so that
+  // last 4 MiB of the file can be read only once Delta Bytes went out (or after 10 s, so that
   // a client that waits for its whole list, or for its next read, fails this test instead of
   // hanging).
   let chunking = false;
@@ -257,7 +259,7 @@ test('the Delta Bytes of the file\'s start go out while its end is still being c
   const source: Source = {
     size: b.length,
     read: async (o, n) => {
-      if (chunking && o >= 3 << 20) await delta;
+      if (chunking && o >= b.length - (4 << 20)) await delta;
       return b.subarray(o, o + n);
     },
   };
@@ -278,7 +280,7 @@ test('the Delta Bytes of the file\'s start go out while its end is still being c
   try {
     const rep = await push(source, { url: server.wsUrl, name: 'pipelined', WebSocket: Logged as any, sliceBytes: 1 << 20, onProgress });
     assert.deepEqual(await server.stored('pipelined'), Buffer.from(b));
-    assert.ok(!timedOut, 'no Delta Bytes went out while the read of the second half was held');
+    assert.ok(!timedOut, 'no Delta Bytes went out while the read of the last 4 MiB was held');
     const firstDelta = events.indexOf('delta');
     assert.ok(firstDelta >= 0 && firstDelta < events.indexOf('checksums-sent'), events.join(', '));
     const verdicts = events.filter((e) => e === 'verdict').length;

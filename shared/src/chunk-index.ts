@@ -50,10 +50,13 @@ export function runHash(algo: number, hashes: Uint8Array, first: number, count: 
 
 /** One step of chunking: the chunks completed by one slice of the source (the last one also
  *  holds the tail), with their FastFps and strong hashes. */
+/** A part of a Checksum List, in chunk order: chunks (their lengths and FastFp), strong hashes
+ *  of the chunks after the last ones hashed, or both. The hashes may trail the chunks:
+ *  `chunkParts` yields a slice's chunks before it hashes them. */
 export interface ListPart {
   lengths: Uint32Array;
   fastfps: Uint32Array;
-  /** lengths.length * H bytes */
+  /** H bytes per chunk hashed */
   hashes: Uint8Array;
 }
 
@@ -74,27 +77,25 @@ export async function chunkSource(source: Source, params: ChunkParams, algo: num
   return { ...index, root: runHash(algo, index.hashes, 0, index.lengths.length) };
 }
 
+/** Bytes a sender chunks ahead of hashing them (see `chunkParts`), held in wasm memory. */
+export const HASH_LAG = 8 << 20;
+
 /**
  * Chunks `source` slice by slice (`sliceBytes`, default READ_SLICE) and yields each slice's
- * completed chunks: what a sender streams as its Checksum List while it reads the rest (the
- * hashes are batched four chunks at a time inside the chunker, wasm/src/bindings.rs). The next
- * slice is read while this one is chunked (a file or Blob read runs off this thread), into
- * one of two buffers that are not allocated again per slice.
+ * completed chunks, and, as parts of their own, the strong hashes of chunks cut earlier. The
+ * hashing trails the chunking by up to HASH_LAG bytes: a sender streams the chunks as its
+ * Checksum List, which holds no strong hash, so the list of a file of up to that size is out
+ * before any of it is hashed, and the hashing fills the round trip the Match Tokens take. (A
+ * slice's Delta Bytes wait for its hashes, so on a larger file they start HASH_LAG later.)
+ * The next slice is read while this one is chunked (a file or Blob read runs off this thread),
+ * into one of two buffers that are not allocated again per slice.
  */
 export async function* chunkParts(source: Source, params: ChunkParams, algo: number, opts: { sliceBytes?: number; onProgress?: (done: number) => void } = {}): AsyncGenerator<ListPart> {
   const slice = opts.sliceBytes ?? READ_SLICE;
   const chunker = new DsyncChunker(params.min, params.avg, params.max, params.op, params.every, algo);
-  const take = (): ListPart => {
-    const pairs = chunker.take_chunks();
-    const n = pairs.length / 2;
-    const lengths = new Uint32Array(n);
-    const fastfps = new Uint32Array(n);
-    for (let i = 0; i < n; i++) {
-      lengths[i] = pairs[2 * i];
-      fastfps[i] = pairs[2 * i + 1];
-    }
-    return { lengths, fastfps, hashes: chunker.take_strong() };
-  };
+  const none = new Uint32Array(0);
+  const unhashed: { chunks: number; bytes: number }[] = [];
+  let unhashedBytes = 0;
   const bufs = [0, 1].map(() => takeBuffer(Math.min(slice, source.size)));
   let k = 0;
   const readAt = (off: number) => source.read(off, Math.min(slice, source.size - off), bufs[k++ & 1]);
@@ -105,13 +106,27 @@ export async function* chunkParts(source: Source, params: ChunkParams, algo: num
       if (bytes.length !== Math.min(slice, source.size - off)) throw new Error('the file changed size while syncing');
       next = off + slice < source.size ? readAt(off + slice) : null;
       chunker.push(bytes); // copies the slice into wasm memory: its buffer is free again
+      if (!next) chunker.finish(); // the last slice's part carries the last chunk
       opts.onProgress?.(off + bytes.length);
-      const part = take();
-      if (part.lengths.length) yield part;
+      const pairs = chunker.take_chunks();
+      const n = pairs.length / 2;
+      if (n) {
+        const lengths = new Uint32Array(n);
+        const fastfps = new Uint32Array(n);
+        for (let i = 0; i < n; i++) {
+          lengths[i] = pairs[2 * i];
+          fastfps[i] = pairs[2 * i + 1];
+        }
+        yield { lengths, fastfps, hashes: new Uint8Array(0) };
+      }
+      unhashed.push({ chunks: n, bytes: bytes.length });
+      unhashedBytes += bytes.length;
+      while (unhashed.length && (unhashedBytes > HASH_LAG || !next)) {
+        const u = unhashed.shift()!;
+        unhashedBytes -= u.bytes;
+        if (u.chunks) yield { lengths: none, fastfps: none, hashes: chunker.take_strong(u.chunks) };
+      }
     }
-    chunker.finish();
-    const last = take();
-    if (last.lengths.length) yield last;
   } finally {
     if (next) next.catch(() => {}); // a read still running after a failure keeps its buffers
     else giveBuffers(bufs);

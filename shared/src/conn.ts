@@ -22,7 +22,9 @@ export interface WebSocketLike {
   readonly readyState: number;
   /** the negotiated extensions, e.g. "permessage-deflate; …" (empty: none) */
   readonly extensions?: string;
-  send(data: Uint8Array): void;
+  /** `compress`: `ws` only (a browser decides for itself): whether permessage-deflate, where
+   *  negotiated, compresses this message */
+  send(data: Uint8Array, options?: { compress?: boolean }): void;
   close(code?: number, reason?: string): void;
   addEventListener(type: string, listener: (ev: any) => void): void;
   /** `ws` only: stop / restart reading from the socket */
@@ -188,7 +190,7 @@ export class Conn {
     const frame = encode(m, this.hashLen);
     this.traffic[part(m.type)] += frame.length;
     this.traffic.total += frame.length;
-    this.ws.send(frame);
+    this.ws.send(frame, { compress: m.type === Msg.Delta });
   }
 
   /** Sends an Error message (best effort) and closes. */

@@ -51,6 +51,8 @@ function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
  */
 class GrowingList {
   count = 0;
+  /** chunks whose strong hashes are in `hashes` (a sender's hashes trail its chunks: ListPart) */
+  hashed = 0;
   lengths = new Uint32Array(0);
   fastfps = new Uint32Array(0);
   hashes = new Uint8Array(0);
@@ -85,7 +87,11 @@ class GrowingList {
     }
     this.lengths.set(lengths, n);
     this.fastfps.set(fastfps, n);
-    if (hashes) this.hashes.set(hashes, n * this.H);
+    if (hashes?.length) {
+      if (this.hashed * this.H + hashes.length > m * this.H) throw new Error('strong hashes for chunks not in the list');
+      this.hashes.set(hashes, this.hashed * this.H);
+      this.hashed += hashes.length / this.H;
+    }
     for (let i = n; i < m; i++) this.offsets[i + 1] = this.offsets[i] + this.lengths[i];
     this.count = m;
   }
@@ -152,7 +158,8 @@ export interface SendOutcome {
 export async function sendTarget(conn: Conn, algo: number, target: TargetList, source: Source, opts: SenderOptions = {}): Promise<SendOutcome> {
   const H = hashLength(algo);
   const list = new GrowingList(H, 0);
-  let listDone = false;
+  let listDone = false; // the whole Checksum List is sent (its strong hashes may still be due)
+  let partsDone = false; // and every part of it is taken, hashes too
   let failure: unknown = null;
   let wake: (() => void) | null = null;
   const signal = () => {
@@ -325,11 +332,11 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
         await nextDelta();
         continue;
       }
-      if (cursor === upTo) {
-        if (root) break;
+      if (cursor === upTo && root) break;
+      if (cursor === upTo && list.hashed >= frontier) {
         // 2. a Verdict for the next part declared final (the whole list declared final
         // before Tokens End: the last Verdict, with the root, comes once it is in; a large
-        // failed token, split after Tokens End)
+        // failed token, split after Tokens End), once its chunks are hashed
         const wholeBeforeEnd = !tokensDone && listDone && frontier === list.count;
         let end = frontier;
         if (!tokensDone) for (let k = t; k < firsts.length && firsts[k] < end; k++) if (splittable(k) && !confirmed(k)) end = firsts[k];
@@ -338,32 +345,16 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
           continue;
         }
       }
-      // 3. the next part of the Checksum List; it does not wait for the send buffer to drain
-      // (conn.send's `wait`): it is small, and the Match Tokens depend on it
-      if (!listDone) {
-        asked ??= parts.next().then(
-          (r) => {
-            got = r;
-            asked = null;
-            signal();
-          },
-          (e) => {
-            failure ??= e;
-            signal();
-          },
-        );
+      // 3. the next part of the Checksum List, or of its strong hashes; it does not wait for
+      // the send buffer to drain (conn.send's `wait`): it is small, and the Match Tokens
+      // depend on it
+      if (!partsDone) {
         const r = got as IteratorResult<ListPart> | null;
-        if (!r) {
-          await idle(cursor < upTo ? 2 : undefined);
-          continue;
-        }
         got = null;
-        if (r.done) {
-          if (list.size !== target.size) throw new Error('the file changed size while syncing');
-          listDone = true;
-          await conn.send({ type: Msg.ChecksumsEnd, count: list.count, size: target.size }, { wait: false });
-          opts.onListSent?.();
-        } else {
+        if (r?.done) {
+          partsDone = true;
+          if (list.hashed !== list.count) throw new Error(`strong hashes for ${list.hashed} of ${list.count} chunks`);
+        } else if (r) {
           const p = r.value;
           list.append(p.lengths, p.fastfps, p.hashes);
           for (let i = list.count - p.lengths.length; i < list.count; i += BATCH) {
@@ -371,6 +362,27 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
             await conn.send({ type: Msg.Checksums, fastfps: list.fastfps.subarray(i, j), lengths: list.lengths.subarray(i, j) }, { wait: false });
           }
         }
+        // the list ends where its chunks cover the file, before the last hashes are in
+        if (!listDone && (list.size >= target.size || partsDone)) {
+          if (list.size !== target.size) throw new Error('the file changed size while syncing');
+          listDone = true;
+          await conn.send({ type: Msg.ChecksumsEnd, count: list.count, size: target.size }, { wait: false });
+          opts.onListSent?.();
+        }
+        // asked for only now: taking the next part may hash this one's chunks (chunkParts)
+        if (!partsDone)
+          asked ??= parts.next().then(
+            (x) => {
+              got = x;
+              asked = null;
+              signal();
+            },
+            (e) => {
+              failure ??= e;
+              signal();
+            },
+          );
+        if (!r) await idle(cursor < upTo ? 2 : undefined);
         continue;
       }
       // 4. wait for room in the socket, or for Match Tokens
@@ -379,7 +391,7 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
     await phase2;
   } finally {
     // stops the chunking and frees its buffers (after a read still running, if one is)
-    if (!listDone) void parts.return?.(undefined)?.catch(() => {});
+    if (!partsDone) void parts.return?.(undefined)?.catch(() => {});
     if (scratch) giveBuffers([scratch]); // every read into it was awaited
   }
   opts.onDeltaSent?.();

@@ -20,14 +20,18 @@ fn algo(code: u8) -> Result<Algo, JsError> {
 }
 
 /// Streaming chunker. `push` slices of the file, then `finish`; after each call, `take_chunks`
-/// returns the new chunks as `[length, fastfp]` pairs and `take_strong` their strong hashes
-/// (concatenated, when a strong algorithm was given).
+/// returns the new chunks as `[length, fastfp]` pairs, and `take_strong` hashes chunks cut so
+/// far and returns their strong hashes (concatenated, when a strong algorithm was given). The
+/// hashing is left to `take_strong`: a sender sends its Checksum List, which holds no strong
+/// hash, before it spends the time to hash the chunks (shared/src/chunk-index.ts `chunkParts`).
 #[wasm_bindgen]
 pub struct DsyncChunker {
     chunker: Chunker,
     chunks: Vec<u32>,
-    strong: Vec<u8>,
     algo: Option<Algo>,
+    /// Chunks cut and not hashed yet, in chunk order: bytes, where the first chunk starts in
+    /// them, and the chunks' lengths.
+    unhashed: Vec<(Vec<u8>, usize, Vec<u32>)>,
 }
 
 #[wasm_bindgen]
@@ -37,45 +41,42 @@ impl DsyncChunker {
     pub fn new(min: u32, avg: u32, max: u32, op: u8, every: u32, strong: u8) -> Result<DsyncChunker, JsError> {
         let p = params(min, avg, max, op, every)?;
         let algo = if strong == 0 { None } else { Some(algo(strong)?) };
-        Ok(DsyncChunker { chunker: Chunker::new(p), chunks: Vec::new(), strong: Vec::new(), algo })
+        Ok(DsyncChunker { chunker: Chunker::new(p), chunks: Vec::new(), algo, unhashed: Vec::new() })
     }
 
-    pub fn push(&mut self, data: &[u8]) -> usize {
-        // Chunks that start in the bytes carried over from the last push are hashed one by one
-        // as they are cut; those that lie in `data` are hashed together afterwards, four at a
-        // time (strong::hash_consecutive).
+    /// Takes the slice (no copy beyond the one into wasm memory): the chunks that lie in it
+    /// are hashed from it by `take_strong`, four at a time (strong::hash_consecutive). Those
+    /// that start in the bytes carried over from the last push are copied out one by one.
+    pub fn push(&mut self, data: Vec<u8>) -> usize {
         let data_start = self.chunker.offset() + self.chunker.pending() as u64;
-        let mut in_data: Option<(usize, u64)> = None; // (first chunk, its offset) of those in `data`
-        let (chunks, strong, algo) = (&mut self.chunks, &mut self.strong, self.algo);
-        let mut emit = |off: u64, c: &Cut, bytes: &[u8]| {
-            if off >= data_start && in_data.is_none() {
-                in_data = Some((chunks.len() / 2, off));
-            }
+        let mut first_in_data: Option<u64> = None;
+        let mut lengths = Vec::new();
+        let (chunks, unhashed, strong) = (&mut self.chunks, &mut self.unhashed, self.algo.is_some());
+        self.chunker.push(&data, &mut |off: u64, c: &Cut, bytes: &[u8]| {
             chunks.push(c.length as u32);
             chunks.push(c.fastfp);
-            if let (Some(a), None) = (algo, in_data) {
-                crate::strong::hash_consecutive(a, bytes, &[c.length as u32], strong);
+            if strong && off < data_start {
+                unhashed.push((bytes.to_vec(), 0, vec![c.length as u32]));
+            } else if strong {
+                first_in_data.get_or_insert(off);
+                lengths.push(c.length as u32);
             }
-        };
-        self.chunker.push(data, &mut emit);
-        if let (Some(a), Some((i, off))) = (self.algo, in_data) {
-            let lengths: Vec<u32> = self.chunks[2 * i..].iter().step_by(2).copied().collect();
-            let from = (off - data_start) as usize;
-            crate::strong::hash_consecutive(a, &data[from..], &lengths, &mut self.strong);
+        });
+        if let Some(off) = first_in_data {
+            self.unhashed.push((data, (off - data_start) as usize, lengths));
         }
         self.chunks.len() / 2
     }
 
     pub fn finish(&mut self) -> usize {
-        let (chunks, strong, algo) = (&mut self.chunks, &mut self.strong, self.algo);
-        let mut emit = |_: u64, c: &Cut, bytes: &[u8]| {
+        let (chunks, unhashed, strong) = (&mut self.chunks, &mut self.unhashed, self.algo.is_some());
+        self.chunker.finish(&mut |_: u64, c: &Cut, bytes: &[u8]| {
             chunks.push(c.length as u32);
             chunks.push(c.fastfp);
-            if let Some(a) = algo {
-                crate::strong::hash_consecutive(a, bytes, &[c.length as u32], strong);
+            if strong {
+                unhashed.push((bytes.to_vec(), 0, vec![c.length as u32]));
             }
-        };
-        self.chunker.finish(&mut emit);
+        });
         self.chunks.len() / 2
     }
 
@@ -84,9 +85,25 @@ impl DsyncChunker {
         std::mem::take(&mut self.chunks)
     }
 
-    /// Strong hashes of the chunks returned by the matching `take_chunks` call.
-    pub fn take_strong(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.strong)
+    /// Hashes the next `count` chunks cut and not hashed yet (all of them if there are fewer)
+    /// and returns their strong hashes, in chunk order (empty without a strong algorithm).
+    pub fn take_strong(&mut self, count: u32) -> Vec<u8> {
+        let mut left = count as usize;
+        let mut out = Vec::new();
+        let Some(a) = self.algo else { return out };
+        while left > 0 && !self.unhashed.is_empty() {
+            let (bytes, from, lengths) = &mut self.unhashed[0];
+            let n = left.min(lengths.len());
+            crate::strong::hash_consecutive(a, &bytes[*from..], &lengths[..n], &mut out);
+            left -= n;
+            if n == lengths.len() {
+                self.unhashed.remove(0);
+            } else {
+                *from += lengths[..n].iter().map(|&l| l as usize).sum::<usize>();
+                lengths.drain(..n);
+            }
+        }
+        out
     }
 }
 

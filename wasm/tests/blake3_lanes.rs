@@ -57,18 +57,28 @@ proptest! {
     }
 
     #[test]
-    fn chunker_strong_hashes_equal_per_chunk_hashes(seed in any::<u64>(), len in 0usize..400_000, slice in 1usize..150_000) {
+    fn chunker_strong_hashes_equal_per_chunk_hashes(seed in any::<u64>(), len in 0usize..400_000, slice in 1usize..150_000, takes in prop::collection::vec(any::<u16>(), 1..40)) {
+        // The hashes may be taken any number of chunks at a time, trailing the chunking
+        // (chunkParts hashes up to HASH_LAG bytes behind): a count can split the chunks of
+        // one push, and may exceed what is cut.
         let data = random_bytes(seed, len);
         let mut ch = DsyncChunker::new(2048, 8192, 65536, 0, 16, 3).unwrap();
         let (mut pairs, mut strong) = (Vec::new(), Vec::new());
-        for s in data.chunks(slice) {
-            ch.push(s);
-            pairs.extend(ch.take_chunks());
-            strong.extend(ch.take_strong());
+        let mut unhashed = 0usize;
+        for (i, s) in data.chunks(slice).enumerate() {
+            ch.push(s.to_vec());
+            let p = ch.take_chunks();
+            unhashed += p.len() / 2;
+            pairs.extend(p);
+            let want = takes[i % takes.len()] as usize % (unhashed + 2);
+            let h = ch.take_strong(want as u32);
+            prop_assert_eq!(h.len(), 32 * want.min(unhashed));
+            unhashed -= want.min(unhashed);
+            strong.extend(h);
         }
         ch.finish();
         pairs.extend(ch.take_chunks());
-        strong.extend(ch.take_strong());
+        strong.extend(ch.take_strong(u32::MAX));
         let lengths: Vec<usize> = pairs.iter().step_by(2).map(|&l| l as usize).collect();
         prop_assert_eq!(lengths.iter().sum::<usize>(), data.len());
         prop_assert_eq!(&strong, &expected(&data, &lengths));
