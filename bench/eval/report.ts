@@ -182,8 +182,43 @@ export function writeReport(doc: Doc, OUT = DEFAULT_OUT): void {
 
   md.push(`## Targets`, '');
   md.push(...targets(syn, large).map((t) => `- ${t}`), '');
+  if (syn.length) md.push(...floorTable(syn), '');
   md.push(`Load (clients one server holds) is measured by \`npm run load\`: see [../load/](../load/).`, '');
   writeFileSync(join(OUT, 'summary.md'), md.join('\n'));
+}
+
+/** Round-trip time and bandwidth (bits per ms) of a shaping description (procs.ts describeShaping). */
+function link(shaping: string): { rttMs: number; bitsPerMs: number } | null {
+  const bw = shaping.match(/bandwidth ([\d.]+) (Mbps|Gbps)/);
+  const rtt = shaping.match(/RTT ([\d.]+) ms/);
+  return bw && rtt ? { rttMs: Number(rtt[1]), bitsPerMs: Number(bw[1]) * (bw[2] === 'Gbps' ? 1e6 : 1e3) } : null;
+}
+
+/**
+ * What the 2× target asks of each 10 MB edit: the least time any protocol of two round trips
+ * (list → tokens, Delta Bytes → Result) needs to carry dsync's bytes over the link — its
+ * upload at the link's rate plus the two round trips, with no time at all to compute — next
+ * to half of webr2sync+'s measured time. Where the floor is above that half, no client or
+ * server speed-up can reach 2× with these bytes.
+ */
+function floorTable(syn: PairResult[]): string[] {
+  const l = link(syn[0].shaping);
+  if (!l) return [];
+  const rows = syn.map((p) => {
+    // the upload: the wire bytes less what came down (Match Tokens, and all control messages,
+    // counted in full: a lower bound)
+    const up = med(p.runs.dsync, (r) => r.traffic.wire - r.traffic.matchTokens - r.traffic.control);
+    const floor = 2 * l.rttMs + (up * 8) / l.bitsPerMs;
+    return { p, floor, half: T(p, 'webr2sync+') / 2 };
+  });
+  const out = rows.filter((r) => r.floor > r.half).length;
+  return [
+    `What 2× would take on each 10 MB edit: *floor* = two round trips (${l.rttMs} ms each) + dsync's upload (wire bytes) at ${l.bitsPerMs / 1000} Mbps, the time no protocol of two round trips can beat with these bytes even if client and server took no time; 2× needs dsync at or below half of webr2sync+'s time. Out of reach on ${out} of ${rows.length} edits.`,
+    '',
+    '| edit | dsync | floor | webr2sync+ / 2 | dsync − floor | 2× within reach |',
+    '|---|---:|---:|---:|---:|---|',
+    ...rows.map((r) => `| ${r.p.pair} | ${secs(T(r.p, 'dsync'))} | ${secs(r.floor)} | ${secs(r.half)} | ${secs(T(r.p, 'dsync') - r.floor)} | ${r.floor > r.half ? 'no' : `yes, with ${secs(r.half - r.floor)} for all computing`} |`),
+  ];
 }
 
 /** The issue's targets, each with its measured numbers and whether it is met. */
