@@ -88,10 +88,10 @@ lateness of a 50 ms interval timer, and CPU time of the main thread and of the w
 |---|---|---|---|---|---|---|---|
 ${tasks.join('\n')}
 
-The worker reads the file in 4 MiB slices (chunking and hashing in wasm), keeps the chunk index
-(about 40 bytes per 8 KiB chunk: 5 MiB for 1 GiB) and sends Delta Bytes in 1 MiB messages with
-send backpressure, so neither the tab nor the worker holds the file: the peaks for 1 GiB are
-those for 256 MiB. The page's main thread only renders progress (at most 10 updates a second
+The worker reads the file in 4 MiB slices (chunking, and hashing up to 8 MiB behind, in wasm),
+keeps the chunk index (about 40 bytes per 8 KiB chunk: 5 MiB for 1 GiB) and sends Delta Bytes
+in 1 MiB messages with send backpressure, so neither the tab nor the worker holds the file:
+the peaks for 1 GiB are those for 256 MiB. The page's main thread only renders progress (at most 10 updates a second
 per transfer, drawn with compositor-only transforms): a few percent of one core over the sync.
 Long tasks and timer delays vary from run to run with the machine's load (this box is shared);
 an earlier run of the same test had a single 50 ms long task during the 1 GiB sync.
