@@ -127,6 +127,8 @@ export class MsgConn {
     if (this.closed) throw this.closed;
     this.traffic[part(f[0])] += f.length;
     this.traffic.total += f.length;
-    this.ws.send(f);
+    // where permessage-deflate is on, only the file's bytes are compressed: Dsync's rule
+    // (shared/src/conn.ts), so every approach runs the same transport
+    this.ws.send(f, { compress: part(f[0]) === 'delta' });
   }
 }
