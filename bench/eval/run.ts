@@ -30,7 +30,7 @@ import { execFileSync } from 'node:child_process';
 import { closeSync, copyFileSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { cpus, loadavg, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { type ChunkIndex, type Source, bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
 import { matchRuns } from '../../shared/src/matcher.ts';
 import { DEFAULT_PARAMS, hashLength } from '../../shared/src/protocol.ts';
@@ -53,7 +53,7 @@ const LARGE_DEFLATE = flag('--large-deflate');
 const WARM = !flag('--cold');
 const ONLY = opt('--approaches', APPROACHES.join(',')).split(',') as Approach[];
 // a smoke run (--quick) does not overwrite the real results
-const OUT = join(ROOT, opt('--out', QUICK ? 'bench/tmp/eval-quick' : 'bench/results/eval'));
+const OUT = resolve(ROOT, opt('--out', QUICK ? 'bench/tmp/eval-quick' : 'bench/results/eval'));
 const WORK = join(ROOT, 'bench/tmp/eval');
 
 export const SHAPE_100M: Shaping = { mbps: 100, rttMs: 30 };

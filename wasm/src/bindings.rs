@@ -1,6 +1,8 @@
 //! The JavaScript API (wasm-bindgen). Chunk records cross the boundary in flat typed arrays
 //! rather than one object per chunk, so a 1 GB file costs a few hundred calls, not 100 000s.
 
+use std::collections::VecDeque;
+
 use wasm_bindgen::prelude::*;
 
 use crate::chunker::{Chunker, Cut, FpOp, Params};
@@ -31,7 +33,7 @@ pub struct DsyncChunker {
     algo: Option<Algo>,
     /// Chunks cut and not hashed yet, in chunk order: bytes, where the first chunk starts in
     /// them, and the chunks' lengths.
-    unhashed: Vec<(Vec<u8>, usize, Vec<u32>)>,
+    unhashed: VecDeque<(Vec<u8>, usize, Vec<u32>)>,
 }
 
 #[wasm_bindgen]
@@ -41,7 +43,7 @@ impl DsyncChunker {
     pub fn new(min: u32, avg: u32, max: u32, op: u8, every: u32, strong: u8) -> Result<DsyncChunker, JsError> {
         let p = params(min, avg, max, op, every)?;
         let algo = if strong == 0 { None } else { Some(algo(strong)?) };
-        Ok(DsyncChunker { chunker: Chunker::new(p), chunks: Vec::new(), algo, unhashed: Vec::new() })
+        Ok(DsyncChunker { chunker: Chunker::new(p), chunks: Vec::new(), algo, unhashed: VecDeque::new() })
     }
 
     /// Takes the slice (no copy beyond the one into wasm memory): the chunks that lie in it
@@ -55,15 +57,18 @@ impl DsyncChunker {
         self.chunker.push(&data, &mut |off: u64, c: &Cut, bytes: &[u8]| {
             chunks.push(c.length as u32);
             chunks.push(c.fastfp);
-            if strong && off < data_start {
-                unhashed.push((bytes.to_vec(), 0, vec![c.length as u32]));
-            } else if strong {
+            if !strong {
+                return;
+            }
+            if off < data_start {
+                unhashed.push_back((bytes.to_vec(), 0, vec![c.length as u32]));
+            } else {
                 first_in_data.get_or_insert(off);
                 lengths.push(c.length as u32);
             }
         });
         if let Some(off) = first_in_data {
-            self.unhashed.push((data, (off - data_start) as usize, lengths));
+            self.unhashed.push_back((data, (off - data_start) as usize, lengths));
         }
         self.chunks.len() / 2
     }
@@ -74,7 +79,7 @@ impl DsyncChunker {
             chunks.push(c.length as u32);
             chunks.push(c.fastfp);
             if strong {
-                unhashed.push((bytes.to_vec(), 0, vec![c.length as u32]));
+                unhashed.push_back((bytes.to_vec(), 0, vec![c.length as u32]));
             }
         });
         self.chunks.len() / 2
@@ -91,13 +96,12 @@ impl DsyncChunker {
         let mut left = count as usize;
         let mut out = Vec::new();
         let Some(a) = self.algo else { return out };
-        while left > 0 && !self.unhashed.is_empty() {
-            let (bytes, from, lengths) = &mut self.unhashed[0];
+        while let (true, Some((bytes, from, lengths))) = (left > 0, self.unhashed.front_mut()) {
             let n = left.min(lengths.len());
             crate::strong::hash_consecutive(a, &bytes[*from..], &lengths[..n], &mut out);
             left -= n;
             if n == lengths.len() {
-                self.unhashed.remove(0);
+                self.unhashed.pop_front();
             } else {
                 *from += lengths[..n].iter().map(|&l| l as usize).sum::<usize>();
                 lengths.drain(..n);
