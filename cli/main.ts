@@ -1,7 +1,7 @@
 /**
  * The `dsync` command line:
  *   dsync chunk FILE [--min N --avg N --max N] [--op xor|add] [--every 8|16|32]
- *   dsync serve [--port 8080] [--data ./data] [--host 0.0.0.0] [--no-deflate] [--paper-exact] [limits…]
+ *   dsync serve [--port 8080] [--data ./data] [--host 0.0.0.0] [--no-deflate] [--no-refine] [--paper-exact] [limits…]
  *   dsync push FILE... --server ws://HOST:PORT [--name NAME] [--basis-version V] [--algo blake3|sha256|sha1]
  *   dsync pull NAME --server URL --out FILE [--version V] [--basis OLDFILE]
  *   dsync adduser NAME --users FILE [--password PW]     prints the new user's token
@@ -23,7 +23,7 @@ import { type Args, num, parseArgs } from './args.ts';
 
 const USAGE = `usage:
   dsync chunk FILE [--min N --avg N --max N] [--op xor|add] [--every 8|16|32]
-  dsync serve [--port 8080] [--data ./data] [--host 0.0.0.0] [--no-deflate] [--paper-exact]
+  dsync serve [--port 8080] [--data ./data] [--host 0.0.0.0] [--no-deflate] [--no-refine] [--paper-exact]
   dsync push FILE... --server ws://HOST:PORT [--name NAME] [--basis-version V] [--algo blake3|sha256|sha1]
       (several files go over one connection, one report line each; --name takes one file)
   dsync pull NAME --server ws://HOST:PORT --out FILE [--version V] [--basis OLDFILE]
@@ -198,7 +198,7 @@ async function pullCmd(a: Args) {
 }
 
 const [cmd, ...rest] = process.argv.slice(2);
-const args = parseArgs(rest, ['no-deflate', 'paper-exact']);
+const args = parseArgs(rest, ['no-deflate', 'no-refine', 'paper-exact']);
 const commands: Record<string, (a: Args) => Promise<void>> = { chunk, serve, push: pushCmd, pull: pullCmd, adduser };
 if (!cmd || !commands[cmd]) {
   console.error(USAGE);

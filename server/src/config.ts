@@ -17,6 +17,11 @@ export interface ServerConfig {
   maxChunks: number;
   /** largest `max` chunk size a client may ask for */
   maxChunkSize: number;
+  /** refine the basis stretches no Match Token covers with finer chunks (Basis Checksums,
+   *  docs/protocol.md §3); off in paper-exact mode */
+  refine: boolean;
+  /** basis bytes refined per session at most */
+  maxRefineBytes: number;
   /** a failed merged run at least this large is split before its chunks are resent (paper: 800 KB) */
   splitThreshold: number;
   /** a session with no message for this long is closed */
@@ -49,6 +54,8 @@ export const DEFAULTS: ServerConfig = {
   maxFileSize: 64 * 2 ** 30,
   maxChunks: 16 << 20,
   maxChunkSize: 4 << 20,
+  refine: true,
+  maxRefineBytes: 256 << 20,
   splitThreshold: 800 * 1024,
   idleTimeoutMs: 120_000,
   staticDir: new URL('../../client/dist', import.meta.url).pathname,
@@ -71,6 +78,7 @@ export function loadConfig(flags: Record<string, string | boolean>, env = proces
     let raw: string | boolean | undefined = env[envName(key)];
     if (flags[kebab(key)] !== undefined) raw = flags[kebab(key)];
     if (key === 'deflate' && flags['no-deflate']) raw = false;
+    if (key === 'refine' && flags['no-refine']) raw = false;
     if (raw === undefined) continue;
     const def = DEFAULTS[key];
     if (typeof def === 'boolean') (cfg as any)[key] = raw === true || raw === 'true' || raw === '1';

@@ -7,7 +7,7 @@
 import { type ChunkIndex, type Source, chunkSource } from '../../shared/src/chunk-index.ts';
 import type { Hello } from '../../shared/src/codec.ts';
 import { Conn, ConnectionLost, RemoteError, type WebSocketLike } from '../../shared/src/conn.ts';
-import { ErrorCode, Msg, Op, PROTOCOL_VERSION, ProtocolError, checkParams, hashLength } from '../../shared/src/protocol.ts';
+import { DEFAULT_FINE, ErrorCode, Msg, Op, PROTOCOL_VERSION, ProtocolError, checkParams, hashLength } from '../../shared/src/protocol.ts';
 import { indexParts, receiveTarget, sendTarget } from '../../shared/src/session.ts';
 import type { ServerConfig } from './config.ts';
 import { validateName } from './names.ts';
@@ -146,8 +146,16 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
         // An interrupted upload of this name waiting to be resumed: match once the whole list
         // is in, whose digest says whether this push resumes it.
         const wholeList = store.holdsResumable(name, latest);
-        const out = await receiveTarget(conn, hello.params, hello.algo, basis, sinkFor, { limits, resultExtra: extra, expectedSize: hello.size, wholeList, onPhase: phase });
-        log({ op: 'push', name, version: out.version, size: out.index.size, matchedBytes: out.matchedBytes, literalBytes: out.literalBytes, resumedChunks: out.resumedChunks, tokens: out.tokens, similarTo, ms: Math.round(performance.now() - t0) });
+        const out = await receiveTarget(conn, hello.params, hello.algo, basis, sinkFor, {
+          limits,
+          resultExtra: extra,
+          expectedSize: hello.size,
+          wholeList,
+          onPhase: phase,
+          refine: cfg.refine && !cfg.paperExact ? DEFAULT_FINE : undefined,
+          maxRefineBytes: cfg.maxRefineBytes,
+        });
+        log({ op: 'push', name, version: out.version, size: out.index.size, matchedBytes: out.matchedBytes, refinedBytes: out.refinedBytes, literalBytes: out.literalBytes, resumedChunks: out.resumedChunks, tokens: out.tokens, similarTo, ms: Math.round(performance.now() - t0) });
       } finally {
         await opened?.close();
       }

@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { bufferSource } from '../../shared/src/chunk-index.ts';
-import { type Message, decode, encode } from '../../shared/src/codec.ts';
+import { type Message, type Piece, decode, encode } from '../../shared/src/codec.ts';
 import type { WebSocketLike } from '../../shared/src/conn.ts';
 import { type ChunkParams, DEFAULT_PARAMS, ErrorCode, Msg } from '../../shared/src/protocol.ts';
 import { Rng, applyEdits, randomBytes, textBytes } from '../../shared/src/testdata.ts';
@@ -312,12 +312,17 @@ function fieldMutation(frame: Uint8Array, r: Rng, H: number): Uint8Array {
       if (!m.indices.length) break;
       const i = r.int(m.indices.length);
       const f = r.int(4);
+      const c = m.chunks[i];
       if (f === 0) m.indices[i] = edge(r, m.indices[i]);
-      else if (f === 1) m.chunks[i] = m.chunks[i].subarray(0, r.int(m.chunks[i].length + 1));
-      else if (f === 2) {
-        const c = m.chunks[i].slice();
-        if (c.length) c[r.int(c.length)] ^= 0xff;
-        m.chunks[i] = c;
+      else if (f === 1 && c instanceof Uint8Array) m.chunks[i] = c.subarray(0, r.int(c.length + 1));
+      else if (f === 1) m.chunks[i] = c.length > 1 && r.int(2) ? c.slice(0, -1) : (c as Piece[]).map((p) => (p instanceof Uint8Array ? p : { ...p, length: edge(r, p.length) }));
+      else if (f === 2 && c instanceof Uint8Array) {
+        const d = c.slice();
+        if (d.length) d[r.int(d.length)] ^= 0xff;
+        m.chunks[i] = d;
+      } else if (f === 2) {
+        // a copy from elsewhere in the basis (or beyond it), or a changed literal piece
+        m.chunks[i] = (c as Piece[]).map((p) => (p instanceof Uint8Array ? p.map((x) => x ^ 1) : { ...p, offset: edge(r, p.offset) }));
       } else {
         m.indices = Uint32Array.from([...m.indices, m.indices[i]]);
         m.chunks = [...m.chunks, m.chunks[i]];
@@ -335,6 +340,14 @@ function fieldMutation(frame: Uint8Array, r: Rng, H: number): Uint8Array {
     case Msg.Result:
       m.root[r.int(m.root.length)] ^= 1;
       break;
+    case Msg.BasisChecksums: {
+      const f = r.int(4);
+      if (f === 0) m.offset = edge(r, m.offset);
+      else if (f === 1 && m.lengths.length) m.lengths[r.int(m.lengths.length)] = edge(r, m.lengths[0]);
+      else if (f === 2) m.fine = { ...m.fine, [(['min', 'avg', 'max'] as const)[r.int(3)]]: edge(r, m.fine.avg) };
+      else if (m.prefixes.length) m.prefixes[r.int(m.prefixes.length)] ^= 1;
+      break;
+    }
     default:
       return frame;
   }

@@ -6,7 +6,7 @@
  * Decoding is strict: an unknown type, a truncated field, a count above the limit, trailing
  * bytes or invalid UTF-8 throw a ProtocolError(Malformed); nothing is read out of bounds.
  */
-import { DEFAULT_LIMITS, ErrorCode, Msg, type ChunkParams, type Limits, ProtocolError } from './protocol.ts';
+import { DEFAULT_LIMITS, ErrorCode, Msg, type ChunkParams, type FineParams, type Limits, ProtocolError } from './protocol.ts';
 
 export interface Hello {
   type: typeof Msg.Hello;
@@ -80,12 +80,36 @@ export interface Verdict {
   root: Uint8Array | null;
   failed: Failed[];
 }
-/** Delta Bytes: literal chunks of the target, ascending index. */
+/** A stretch of the basis the receiver copies into a chunk sent in Delta Bytes. */
+export interface Copy {
+  /** byte offset in the basis */
+  offset: number;
+  length: number;
+}
+/** A piece of a refined chunk: literal bytes or a copy from the basis. */
+export type Piece = Uint8Array | Copy;
+/** Delta Bytes: the target's chunks not covered by Match Tokens, ascending index; each is its
+ *  bytes, or (refined) pieces that add up to it. */
 export interface Delta {
   type: typeof Msg.Delta;
   indices: Uint32Array;
-  chunks: Uint8Array[];
+  chunks: (Uint8Array | Piece[])[];
 }
+/** The receiver's Checksum List of a stretch of its basis that no Match Token covers, cut in
+ *  finer chunks: the sender may copy any of them into the chunks it sends. */
+export interface BasisChecksums {
+  type: typeof Msg.BasisChecksums;
+  /** byte offset of the stretch in the basis */
+  offset: number;
+  fine: FineParams;
+  lengths: Uint32Array;
+  /** the first 8 bytes of each chunk's strong hash, 8n bytes */
+  prefixes: Uint8Array;
+}
+/** Bytes of a strong hash a Basis Checksums entry carries. */
+export const PREFIX = 8;
+/** A chunk's length in a Delta message: its bytes, or the sum of its pieces. */
+export const chunkLength = (c: Uint8Array | Piece[]): number => (c instanceof Uint8Array ? c.length : c.reduce((a, p) => a + p.length, 0));
 export interface Result {
   type: typeof Msg.Result;
   version: number;
@@ -114,6 +138,7 @@ export type Message =
   | Verdict
   | Delta
   | Result
+  | BasisChecksums
   | ErrorMsg;
 
 const utf8 = new TextEncoder();
@@ -319,14 +344,55 @@ export function encode(m: Message, hashLen = 32): Uint8Array {
       const n = m.indices.length;
       if (m.chunks.length !== n) throw new RangeError('indices and chunks differ in length');
       let size = 1 + 4;
-      for (const c of m.chunks) size += 8 + c.length;
+      for (const c of m.chunks) {
+        size += 9;
+        if (c instanceof Uint8Array) size += c.length;
+        else for (const p of c) size += p instanceof Uint8Array ? 5 + p.length : 13;
+        if (!(c instanceof Uint8Array)) size += 4;
+      }
       const w = new Writer(size);
       w.u8(m.type);
       w.u32(n);
       for (let i = 0; i < n; i++) {
+        const c = m.chunks[i];
+        const length = chunkLength(c);
+        if (length > 0xffffffff || (!(c instanceof Uint8Array) && !c.length)) throw new RangeError(`a Delta chunk of ${length} bytes or without pieces`);
         w.u32(m.indices[i]);
-        w.u32(m.chunks[i].length);
-        w.bytes(m.chunks[i]);
+        w.u32(length);
+        if (c instanceof Uint8Array) {
+          w.u8(0);
+          w.bytes(c);
+          continue;
+        }
+        w.u8(1);
+        w.u32(c.length);
+        for (const p of c) {
+          if (p instanceof Uint8Array) {
+            w.u8(0);
+            w.u32(p.length);
+            w.bytes(p);
+          } else {
+            w.u8(1);
+            w.u64(p.offset);
+            w.u32(p.length);
+          }
+        }
+      }
+      return w.done();
+    }
+    case Msg.BasisChecksums: {
+      const n = m.lengths.length;
+      if (m.prefixes.length !== n * PREFIX) throw new RangeError('prefixes and lengths differ in length');
+      const w = new Writer(1 + 8 + 12 + 4 + 12 * n);
+      w.u8(m.type);
+      w.u64(m.offset);
+      w.u32(m.fine.min);
+      w.u32(m.fine.avg);
+      w.u32(m.fine.max);
+      w.u32(n);
+      for (let i = 0; i < n; i++) {
+        w.u32(m.lengths[i]);
+        w.bytes(m.prefixes.subarray(i * PREFIX, (i + 1) * PREFIX));
       }
       return w.done();
     }
@@ -464,13 +530,46 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
     case Msg.Delta: {
       const n = r.count(maxN, 'delta count');
       const indices = new Uint32Array(n);
-      const chunks: Uint8Array[] = [];
+      const chunks: (Uint8Array | Piece[])[] = [];
       for (let i = 0; i < n; i++) {
         indices[i] = r.u32('index');
         const len = r.u32('length');
-        chunks.push(r.bytes(len, 'chunk bytes'));
+        const kind = r.u8('kind');
+        if (kind > 1) throw malformed(`delta kind ${kind}`);
+        if (kind === 0) {
+          chunks.push(r.bytes(len, 'chunk bytes'));
+          continue;
+        }
+        const p = r.count(maxN, 'piece count');
+        if (p === 0) throw malformed('a refined chunk without pieces');
+        const pieces: Piece[] = [];
+        let sum = 0;
+        for (let k = 0; k < p; k++) {
+          const tag = r.u8('piece tag');
+          if (tag > 1) throw malformed(`piece tag ${tag}`);
+          const piece: Piece = tag === 0 ? r.bytes(r.u32('piece length'), 'piece bytes') : { offset: r.u64('copy offset'), length: r.u32('copy length') };
+          if (piece.length === 0) throw malformed('an empty piece');
+          sum += piece.length;
+          pieces.push(piece);
+        }
+        if (sum !== len) throw malformed(`pieces of ${sum} bytes for a chunk of ${len}`);
+        chunks.push(pieces);
       }
       m = { type, indices, chunks };
+      break;
+    }
+    case Msg.BasisChecksums: {
+      const offset = r.u64('offset');
+      const fine = { min: r.u32('fine min'), avg: r.u32('fine avg'), max: r.u32('fine max') };
+      const n = r.count(maxN, 'basis checksum count');
+      r.need(12 * n, 'basis checksums');
+      const lengths = new Uint32Array(n);
+      const prefixes = new Uint8Array(n * PREFIX);
+      for (let i = 0; i < n; i++) {
+        lengths[i] = r.u32('length');
+        prefixes.set(r.bytes(PREFIX, 'prefix'), i * PREFIX);
+      }
+      m = { type, offset, fine, lengths, prefixes };
       break;
     }
     case Msg.Result:
@@ -505,5 +604,5 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
   return m;
 }
 
-/** The fixed overhead in bytes of a Delta message with `n` chunks (plus the chunks' bytes). */
-export const deltaOverhead = (n: number) => 5 + 8 * n;
+/** The fixed overhead in bytes of a Delta message with `n` unrefined chunks (plus the chunks' bytes). */
+export const deltaOverhead = (n: number) => 5 + 9 * n;

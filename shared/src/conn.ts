@@ -59,6 +59,7 @@ function part(type: number): keyof Omit<Traffic, 'total'> {
     case Msg.Tokens:
     case Msg.TokensEnd:
     case Msg.SplitHashes:
+    case Msg.BasisChecksums:
       return 'matchTokens';
     case Msg.Delta:
       return 'delta';

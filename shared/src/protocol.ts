@@ -3,7 +3,7 @@
  * number here appears there with the same name.
  */
 
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 
 /** Message type codes (the first byte of every binary frame). */
 export const Msg = {
@@ -18,6 +18,7 @@ export const Msg = {
   Verdict: 0x09,
   Delta: 0x0a,
   Result: 0x0b,
+  BasisChecksums: 0x0c,
   Error: 0x7f,
 } as const;
 export type MsgType = (typeof Msg)[keyof typeof Msg];
@@ -55,6 +56,14 @@ export interface ChunkParams {
 }
 
 export const DEFAULT_PARAMS: ChunkParams = { min: 2048, avg: 8192, max: 65536, op: FpOp.Xor, every: 16 };
+/** Chunk sizes of the finer level a receiver refines unmatched regions with (Basis Checksums,
+ *  docs/protocol.md §3): min / avg / max. */
+export interface FineParams {
+  min: number;
+  avg: number;
+  max: number;
+}
+export const DEFAULT_FINE: FineParams = { min: 64, avg: 256, max: 1024 };
 /** The default strong hash: BLAKE3 (see bench/results/strong-hash.md for the measurement). */
 export const DEFAULT_ALGO: AlgoCode = Algo.Blake3;
 

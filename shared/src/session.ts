@@ -7,7 +7,9 @@
  *   Phase 1  sender -> receiver  Checksum List: FastFp + length per target chunk, a slice at a
  *                                time as the sender chunks its file
  *   Phase 2  receiver -> sender  Match Tokens: merged weak-matched runs with their run hash,
- *                                each message saying below which chunk the matching is final
+ *                                each message saying below which chunk the matching is final;
+ *                                before them, Basis Checksums of the basis stretches between
+ *                                the runs, cut finer (refine.ts)
  *   Phase 3  sender -> receiver  for what is final: [Split Request <-> Split Hashes], Verdict,
  *                                Delta Bytes; the last Verdict carries the root
  *            receiver            rebuilds target = basis + delta in order, verifies the root,
@@ -18,10 +20,11 @@
  * chunked (docs/protocol.md §3).
  */
 import { type ChunkIndex, type ListPart, type Source, giveBuffers, offsetsOf, runHash, takeBuffer } from './chunk-index.ts';
-import type { Checksums, ChecksumsEnd, Delta, Failed, Message, Result } from './codec.ts';
+import { type Checksums, type ChecksumsEnd, type Delta, type Failed, type Message, PREFIX, type Piece, type Result, chunkLength } from './codec.ts';
 import { type Conn, ConnectionLost } from './conn.ts';
 import { Matcher, type Run, type WeakList, matchRuns } from './matcher.ts';
-import { type ChunkParams, ErrorCode, Msg, ProtocolError, hashLength } from './protocol.ts';
+import { type ChunkParams, ErrorCode, type FineParams, Msg, ProtocolError, hashLength } from './protocol.ts';
+import { BasisHints, BasisWindow, MAX_REFINE_BYTES, fineCut } from './refine.ts';
 import { StrongHasher, hash_chunks } from '../../wasm/pkg/dsync_wasm.js';
 
 /** Entries per Checksums / Tokens message. */
@@ -135,9 +138,12 @@ export interface SenderOptions {
 
 export interface SendOutcome {
   result: Result;
-  /** bytes of the target covered by confirmed Match Tokens / sent as Delta Bytes / already
-   *  held by the receiver from an interrupted session */
+  /** bytes of the target covered by confirmed Match Tokens or copied from the basis by
+   *  refined chunks / sent as Delta Bytes / already held by the receiver from an interrupted
+   *  session */
   matchedBytes: number;
+  /** of matchedBytes, those refined chunks copied (Basis Checksums) */
+  refinedBytes: number;
   literalBytes: number;
   resumedBytes: number;
   chunks: number;
@@ -176,10 +182,15 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
   let frontier = 0;
   let tokensDone = false;
   let resumeFrom = 0;
+  const hints = new BasisHints(algo, 1 << 24);
   const phase2 = (async () => {
     await opts.beforeTokens?.();
     for (;;) {
-      const m = await conn.expect(Msg.Tokens, Msg.TokensEnd);
+      const m = await conn.expect(Msg.Tokens, Msg.TokensEnd, Msg.BasisChecksums);
+      if (m.type === Msg.BasisChecksums) {
+        hints.add(m);
+        continue;
+      }
       const n = list.count;
       if (m.type === Msg.TokensEnd) {
         if (!listDone) throw bad('Tokens End before the Checksum List ended');
@@ -222,6 +233,7 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
   const splitThreshold = opts.splitThreshold ?? SPLIT_THRESHOLD;
   const maxMsg = opts.deltaMessageBytes ?? DELTA_MESSAGE_BYTES;
   let literalBytes = 0;
+  let refinedBytes = 0;
   let failedTokens = 0;
   let upTo = 0; // chunks below upTo are judged
   let cursor = 0; // chunks below cursor are judged and sent (the Delta Bytes of [cursor, upTo) are due)
@@ -275,7 +287,7 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
   let scratch: Uint8Array | null = null;
   const nextDelta = async () => {
     const indices: number[] = [];
-    const chunks: Uint8Array[] = [];
+    const chunks: (Uint8Array | Piece[])[] = [];
     let bytes = 0;
     while (cursor < upTo) {
       if (list.marks[cursor]) {
@@ -293,10 +305,18 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
       }
       const run = await source.read(list.offsets[cursor], length, scratch.subarray(bytes));
       if (run.length !== length) throw new Error('the file changed size while syncing');
+      const ends: number[] = [];
       for (let k = cursor; k < j; k++) {
         indices.push(k);
-        chunks.push(run.subarray(list.offsets[k] - list.offsets[cursor], list.offsets[k + 1] - list.offsets[cursor]));
+        ends.push(list.offsets[k + 1] - list.offsets[cursor]);
       }
+      if (hints.count) {
+        // copy what the receiver listed of its basis instead of sending it (refine.ts)
+        const refined = hints.refine(run, ends);
+        chunks.push(...refined.chunks);
+        refinedBytes += refined.copied;
+        literalBytes -= refined.copied;
+      } else for (let k = 0; k < ends.length; k++) chunks.push(run.subarray(k ? ends[k - 1] : 0, ends[k]));
       bytes += length;
       cursor = j;
     }
@@ -401,7 +421,7 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
     throw new ProtocolError(ErrorCode.VerifyFailed, 'the receiver reports a different file than the one sent');
   }
   const resumedBytes = list.offsets[resumeFrom];
-  return { result, matchedBytes: target.size - literalBytes - resumedBytes, literalBytes, resumedBytes, chunks: list.count, tokens: firsts.length, failedTokens };
+  return { result, matchedBytes: target.size - literalBytes - resumedBytes, refinedBytes, literalBytes, resumedBytes, chunks: list.count, tokens: firsts.length, failedTokens };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -460,6 +480,11 @@ export interface ReceiverOptions {
   resultExtra?: () => Pick<Result, 'micros' | 'wireIn' | 'wireOut'>;
   /** called as each phase starts (the server times phases) */
   onPhase?: (p: Phase) => void;
+  /** finer chunk sizes to refine the basis stretches no Match Token covers with (Basis
+   *  Checksums, refine.ts); absent: no refinement */
+  refine?: FineParams;
+  /** at most this many basis bytes are refined per session (default MAX_REFINE_BYTES) */
+  maxRefineBytes?: number;
 }
 
 export interface ReceiveOutcome {
@@ -470,6 +495,10 @@ export interface ReceiveOutcome {
   tokens: number;
   /** chunks an interrupted earlier session had already written */
   resumedChunks: number;
+  /** of matchedBytes, those refined chunks copied */
+  refinedBytes: number;
+  /** basis bytes listed in Basis Checksums */
+  refineListed: number;
 }
 
 /** The basis: its chunk index and its bytes. */
@@ -516,6 +545,57 @@ export async function receiveTarget(
   // [basis stretches, literal runs]: one buffer each, from the read-buffer pool (a fresh
   // multi-MiB allocation per stretch or per session drove full GCs)
   const scratch: Uint8Array[] = [];
+  let basisOffsets: Float64Array | null = null;
+
+  // Refinement (refine.ts): before the Match Tokens that make a part final, Basis Checksums of
+  // the basis stretch between each two runs of that part, cut finer. A stretch much longer
+  // than the target chunks it faces (a cut) is listed only at both ends.
+  const fine = opts.refine;
+  let refineLeft = opts.maxRefineBytes ?? MAX_REFINE_BYTES;
+  let refineListed = 0;
+  let hintRun = 0; // the first run whose gap before it is not listed yet
+  let hintedTo = 0; // target chunks below it are listed or covered by runs
+  let prevEnd = 0; // basis offset where the run before `hintedTo` ends (-1: unknown)
+  const hintStretch = async (p: number, q: number) => {
+    for (let o = p; o < q && refineLeft > 0; ) {
+      const len = Math.min(COPY_STRETCH, q - o, refineLeft);
+      const bytes = await basis!.source.read(o, len, (scratch[2] ??= takeBuffer(COPY_STRETCH)));
+      if (bytes.length !== len) throw new ProtocolError(ErrorCode.Internal, 'the basis is shorter than its index');
+      const { lengths, prefixes } = fineCut(bytes, fine!, algo);
+      for (let k = 0, off = o; k < lengths.length; k += BATCH) {
+        const e = Math.min(lengths.length, k + BATCH);
+        await conn.send({ type: Msg.BasisChecksums, offset: off, fine: fine!, lengths: lengths.subarray(k, e), prefixes: prefixes.subarray(k * PREFIX, e * PREFIX) });
+        for (let t = k; t < e; t++) off += lengths[t];
+      }
+      refineListed += len;
+      refineLeft -= len;
+      o += len;
+    }
+  };
+  // Lists the gap of target chunks [a, b), which faces basis bytes [x, y).
+  const hintGap = async (a: number, b: number, x: number, y: number) => {
+    if (x < 0 || y <= x) return; // unknown, or runs out of order
+    const cap = 2 * (list.offsets[b] - list.offsets[a]) + (64 << 10);
+    if (y - x <= cap) return hintStretch(x, y);
+    await hintStretch(x, x + cap / 2);
+    await hintStretch(y - cap / 2, y);
+  };
+  // Lists the gaps before the runs found so far and, once the list has ended, the last one;
+  // returns how far the Match Tokens may declare final: not into a gap whose end is unknown.
+  const hintGaps = async (final: number, atEnd: boolean): Promise<number> => {
+    if (!fine || !basis) return final;
+    basisOffsets ??= offsetsOf(basis.index.lengths);
+    for (; hintRun < runs.length; hintRun++) {
+      const r = runs[hintRun];
+      if (r.first > hintedTo) await hintGap(hintedTo, r.first, prevEnd, basisOffsets[r.basisFirst]);
+      hintedTo = r.first + r.count;
+      prevEnd = basisOffsets[r.basisFirst + r.count];
+    }
+    if (!atEnd) return Math.min(final, hintedTo);
+    if (list.count > hintedTo) await hintGap(hintedTo, list.count, prevEnd, basisOffsets[basis.index.lengths.length]);
+    hintedTo = list.count;
+    return final;
+  };
 
   // Sends the runs not sent yet as Match Tokens, then says the matching is final below `final`.
   const sendTokens = async (from: number, final: number) => {
@@ -552,7 +632,7 @@ export async function receiveTarget(
     list.append(m.lengths, m.fastfps);
     if (!streamed) return;
     if (matcher) addRuns(matcher.feed(list.weak(), list.count));
-    await sendTokens(from, matcher ? matcher.frontier : list.count);
+    await sendTokens(from, await hintGaps(matcher ? matcher.frontier : list.count, false));
   };
   const onChecksumsEnd = async (m: ChecksumsEnd) => {
     if (m.count !== list.count || m.size !== list.size) {
@@ -572,7 +652,8 @@ export async function receiveTarget(
       if (opened.held && opened.held.count <= list.count) {
         resumeFrom = opened.held.count;
         list.hashes.set(opened.held.hashes.subarray(0, resumeFrom * H));
-        written = i = upTo = resumeFrom;
+        written = i = upTo = hintedTo = resumeFrom;
+        if (resumeFrom) prevEnd = -1;
       }
       // none for chunks the sink already holds
       for (const r of basis ? matchRuns(target, basis.index) : []) {
@@ -581,6 +662,7 @@ export async function receiveTarget(
         addRuns([{ first: r.first + skip, count: r.count - skip, basisFirst: r.basisFirst + skip }]);
       }
     }
+    await hintGaps(list.count, true);
     await sendTokens(from, streamed ? list.count : 0);
     await conn.send({ type: Msg.TokensEnd, count: runs.length, resumeFrom });
     frontier = list.count;
@@ -641,11 +723,12 @@ export async function receiveTarget(
 
     // Rebuild: in target order, copy basis chunks or take the next literal; hash what we write
     // (copies into a sink that can reference them take their hashes from the basis index).
-    let basisOffsets: Float64Array | null = null;
     let literal: Delta | null = null;
+    let window: BasisWindow | null = null;
     let li = 0;
     let matchedBytes = 0;
     let literalBytes = 0;
+    let refinedBytes = 0;
     // Writes target chunks [i, j), whose bytes are `bytes`, hashing them in one wasm call.
     const put = async (i: number, j: number, bytes: Uint8Array) => {
       list.hashes.set(hash_chunks(algo, bytes, list.lengths.subarray(i, j)), i * H);
@@ -689,24 +772,44 @@ export async function receiveTarget(
         if (literal.indices.length === 0) throw bad('empty Delta message');
       }
       // Take the consecutive literal chunks this message holds (up to 1 MiB) and write them as
-      // one run: one wasm call hashes them four at a time (blake3_lanes.rs).
+      // one run: one wasm call hashes them four at a time (blake3_lanes.rs). A refined chunk is
+      // put together from its pieces: literal bytes and copies of the basis.
       const from = li;
       let j = i;
       let bytes = 0;
-      while (li < literal.indices.length && literal.indices[li] === j && j < upTo && list.marks[j] < 0 && (j === i || bytes + literal.chunks[li].length <= DELTA_MESSAGE_BYTES)) {
-        const c = literal.chunks[li++];
-        if (c.length !== list.lengths[j]) throw bad(`Delta chunk ${j} is ${c.length} bytes, the Checksum List says ${list.lengths[j]}`);
-        bytes += c.length;
+      let whole = true; // every chunk is plain bytes
+      while (li < literal.indices.length && literal.indices[li] === j && j < upTo && list.marks[j] < 0) {
+        const c = literal.chunks[li];
+        const length = chunkLength(c);
+        if (j > i && bytes + length > DELTA_MESSAGE_BYTES) break;
+        if (length !== list.lengths[j]) throw bad(`Delta chunk ${j} is ${length} bytes, the Checksum List says ${list.lengths[j]}`);
+        if (!(c instanceof Uint8Array)) whole = false;
+        bytes += length;
+        li++;
         j++;
       }
       if (j === i) throw bad(`Delta Bytes sent chunk ${literal.indices[li]}, expected chunk ${i}`);
-      let run = literal.chunks[from];
-      if (j - i > 1) {
-        run = (scratch[1] ??= takeBuffer(DELTA_MESSAGE_BYTES)).subarray(0, bytes);
-        for (let k = from, o = 0; k < li; o += literal.chunks[k++].length) run.set(literal.chunks[k], o);
-      }
+      let run = literal.chunks[from] as Uint8Array;
+      if (j - i > 1 || !whole) {
+        run = bytes <= DELTA_MESSAGE_BYTES ? (scratch[1] ??= takeBuffer(DELTA_MESSAGE_BYTES)).subarray(0, bytes) : new Uint8Array(bytes);
+        let o = 0;
+        for (let k = from; k < li; k++) {
+          const c = literal.chunks[k];
+          for (const p of c instanceof Uint8Array ? [c] : c) {
+            if (p instanceof Uint8Array) {
+              run.set(p, o);
+              literalBytes += p.length;
+            } else {
+              if (!basis) throw bad('a Delta chunk copies basis bytes, and there is no basis');
+              window ??= new BasisWindow((o, n, into) => basis!.source.read(o, n, into), basis.source.size, (scratch[3] ??= takeBuffer(1 << 20)));
+              run.set(await window.copy(p), o);
+              refinedBytes += p.length;
+            }
+            o += p.length;
+          }
+        }
+      } else literalBytes += bytes;
       await put(i, j, run);
-      literalBytes += bytes;
       i = j;
     }
     const n = list.count;
@@ -718,7 +821,7 @@ export async function receiveTarget(
     const version = await sink!.commit(index);
     const extra = opts.resultExtra?.() ?? { micros: 0, wireIn: 0, wireOut: 0 };
     await conn.send({ type: Msg.Result, version, size: index.size, root: index.root, ...extra });
-    return { index, version, matchedBytes, literalBytes, tokens: runs.length, resumedChunks: resumeFrom };
+    return { index, version, matchedBytes: matchedBytes + refinedBytes, refinedBytes, refineListed, literalBytes, tokens: runs.length, resumedChunks: resumeFrom };
   } catch (e) {
     // An interrupted upload can be resumed once its whole list is known (its digest).
     if (sink && e instanceof ConnectionLost && sink.suspend && written > 0 && ended) {

@@ -10,7 +10,7 @@
  */
 import { type ChunkIndex, type Source, chunkParts, chunkSource } from './chunk-index.ts';
 import { Conn, ConnectionLost, type Traffic, type WebSocketLike } from './conn.ts';
-import { type ChunkParams, DEFAULT_ALGO, DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION, hashLength } from './protocol.ts';
+import { type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION, hashLength } from './protocol.ts';
 import { type Sink, receiveTarget, sendTarget } from './session.ts';
 
 export type WebSocketCtor = new (url: string) => WebSocketLike;
@@ -42,7 +42,10 @@ export interface SyncReport {
   version: number;
   size: number;
   chunks: number;
+  /** bytes the receiver took from the basis: covered by Match Tokens, or copied by refined chunks */
   matchedBytes: number;
+  /** of matchedBytes, those copied by refined chunks (docs/protocol.md §3, Refinement) */
+  refinedBytes: number;
   literalBytes: number;
   traffic: Traffic & { wire: number };
   timeMs: { client: number; server: number; network: number; total: number };
@@ -213,6 +216,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
         size: source.size,
         chunks: out.chunks,
         matchedBytes: out.matchedBytes + out.resumedBytes,
+        refinedBytes: out.refinedBytes,
         literalBytes: out.literalBytes,
         traffic,
         timeMs: { client: ms(client), server: ms(server), network: ms(Math.max(0, total - client - server)), total: ms(total) },
@@ -271,7 +275,7 @@ export async function pull(opts: PullOptions): Promise<SyncReport> {
       const limits = { maxFileSize: Number.MAX_SAFE_INTEGER, maxChunks: 2 ** 32 - 1 };
       const waitedBefore = conn.waitedMs;
       const sink: Sink = { ...opts.sink, commit: async (ix) => (await opts.sink.commit(ix), ready.version) };
-      const out = await receiveTarget(conn, params, algo, basis, async () => ({ sink }), { limits, expectedSize: ready.size });
+      const out = await receiveTarget(conn, params, algo, basis, async () => ({ sink }), { limits, expectedSize: ready.size, refine: DEFAULT_FINE });
       opts.onProgress?.('committed');
       const tEnd = performance.now();
       const wire = connection.socketBytes();
@@ -283,6 +287,7 @@ export async function pull(opts: PullOptions): Promise<SyncReport> {
         size: out.index.size,
         chunks: out.index.lengths.length,
         matchedBytes: out.matchedBytes,
+        refinedBytes: out.refinedBytes,
         literalBytes: out.literalBytes,
         traffic: { ...conn.traffic, wire: wire !== null && wire0 !== null ? wire - wire0 : 0 },
         timeMs: { client: ms(client), server: 0, network: ms(Math.max(0, total - client)), total: ms(total) },

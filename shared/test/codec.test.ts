@@ -10,6 +10,8 @@ const u32 = fc.integer({ min: 0, max: 0xffffffff });
 const u64 = fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER });
 const H = 32;
 const hash = fc.uint8Array({ minLength: H, maxLength: H });
+/** a piece of a refined Delta chunk: literal bytes or a copy of basis bytes (never empty) */
+const piece = fc.oneof(fc.uint8Array({ minLength: 1, maxLength: 50 }), fc.record({ offset: u64, length: fc.integer({ min: 1, max: 1 << 24 }) }));
 const u32arr = (n: number) => fc.array(u32, { minLength: n, maxLength: n }).map((a) => Uint32Array.from(a));
 
 const message: fc.Arbitrary<Message> = fc.oneof(
@@ -39,7 +41,20 @@ const message: fc.Arbitrary<Message> = fc.oneof(
     failed: fc.array(fc.record({ token: u32, bitmap: fc.option(fc.uint8Array({ maxLength: 16 }), { nil: null }) }), { maxLength: 10 }),
   }),
   fc.nat(10).chain((n) =>
-    fc.record({ type: fc.constant(Msg.Delta), indices: u32arr(n), chunks: fc.array(fc.uint8Array({ maxLength: 300 }), { minLength: n, maxLength: n }) }),
+    fc.record({
+      type: fc.constant(Msg.Delta),
+      indices: u32arr(n),
+      chunks: fc.array(fc.oneof(fc.uint8Array({ maxLength: 300 }), fc.array(piece, { minLength: 1, maxLength: 6 })), { minLength: n, maxLength: n }),
+    }),
+  ),
+  fc.nat(20).chain((n) =>
+    fc.record({
+      type: fc.constant(Msg.BasisChecksums),
+      offset: u64,
+      fine: fc.record({ min: u32, avg: u32, max: u32 }),
+      lengths: u32arr(n),
+      prefixes: fc.uint8Array({ minLength: 8 * n, maxLength: 8 * n }),
+    }),
   ),
   fc.record({ type: fc.constant(Msg.Result), version: u32, size: u64, root: hash, micros: u64, wireIn: u64, wireOut: u64 }),
   fc.record({ type: fc.constant(Msg.Error), code: fc.integer({ min: 0, max: 0xffff }), message: fc.string({ maxLength: 200 }) }),
@@ -125,9 +140,19 @@ test('counts larger than the limit are refused before allocating', () => {
   f[0] = Msg.Checksums;
   new DataView(f.buffer).setUint32(1, 0xffffffff, true);
   assert.throws(() => decode(f, H), /exceeds the limit/);
-  const d = new Uint8Array(13);
+  const d = new Uint8Array(14);
   d[0] = Msg.Delta;
   new DataView(d.buffer).setUint32(1, 1, true);
   new DataView(d.buffer).setUint32(9, 0xfffffff0, true);
   assert.throws(() => decode(d, H), /truncated chunk bytes/);
+  // a refined chunk: a piece count above the limit, then pieces that do not add up
+  d[13] = 1;
+  const p = new Uint8Array(18 + 13);
+  p.set(d);
+  new DataView(p.buffer).setUint32(14, 0xffffffff, true);
+  assert.throws(() => decode(p, H), /piece count .* exceeds the limit/);
+  new DataView(p.buffer).setUint32(14, 1, true);
+  p[18] = 1; // a copy of 5 bytes for a chunk of 0xfffffff0
+  new DataView(p.buffer).setUint32(27, 5, true);
+  assert.throws(() => decode(p, H), /pieces of 5 bytes for a chunk of 4294967280/);
 });

@@ -46,6 +46,7 @@ test('documented sizes equal encoded sizes', () => {
     ['SplitHashes', { type: Msg.SplitHashes, token: 1, hashes: new Uint8Array(n * H) }, { n, H }],
     ['Result', { type: Msg.Result, version: 1, size: 2, root: new Uint8Array(H), micros: 3, wireIn: 4, wireOut: 5 }, { H }],
     ['Error', { type: Msg.Error, code: 4, message: 'naïve' }, { len: 6 }],
+    ['BasisChecksums', { type: Msg.BasisChecksums, offset: 9, fine: { min: 64, avg: 256, max: 1024 }, lengths: new Uint32Array(n), prefixes: new Uint8Array(8 * n) }, { n }],
   ];
   for (const [label, m, vars] of cases) assert.equal(encode(m, H).length, total(label, vars), label);
 });
@@ -68,6 +69,34 @@ test('Verdict: size formula and the offsets of its fixed fields', () => {
     if (root) assert.deepEqual(f.subarray(6, 6 + H), root);
     assert.equal(dv.getUint32(at('n'), true), 2);
   }
+});
+
+test('Delta: a chunk sent whole and a chunk sent in pieces', () => {
+  const text = section('Delta');
+  assert.match(text, /^Total: 5 \+ Σ\(9 \+ length\) for chunks sent whole; a chunk sent in pieces takes 13 \+ Σ\(5 \+\s+literal length\) \+ 13 per copy instead\./m);
+  const whole = new Uint8Array(10);
+  const literal = new Uint8Array(7);
+  const f = encode({ type: Msg.Delta, indices: Uint32Array.of(3, 4), chunks: [whole, [{ offset: 0x0102, length: 5 }, literal]] }, H);
+  assert.equal(f.length, 5 + (9 + 10) + (13 + (5 + 7) + 13));
+  const dv = new DataView(f.buffer);
+  // the second chunk: index, length (5 + 7), kind 1, two pieces: a copy, then a literal
+  const at = 5 + 9 + 10;
+  assert.deepEqual([dv.getUint32(at, true), dv.getUint32(at + 4, true), f[at + 8], dv.getUint32(at + 9, true)], [4, 12, 1, 2]);
+  assert.deepEqual([f[at + 13], Number(dv.getBigUint64(at + 14, true)), dv.getUint32(at + 22, true)], [1, 0x0102, 5]);
+  assert.deepEqual([f[at + 26], dv.getUint32(at + 27, true)], [0, 7]);
+});
+
+test('BasisChecksums field offsets', () => {
+  const rows = [...section('BasisChecksums').matchAll(/^\| (\d+(?: \+ 12k)?) \| (\d+) \| (.+?) \|$/gm)].map((r) => ({ off: r[1], field: r[3] }));
+  const f = encode({ type: Msg.BasisChecksums, offset: 0x0a0b, fine: { min: 64, avg: 256, max: 1024 }, lengths: Uint32Array.of(300, 200), prefixes: new Uint8Array(16).fill(9) }, H);
+  const dv = new DataView(f.buffer);
+  const at = (field: string, k = 0) => Function('k', `return ${rows.find((r) => r.field.startsWith(field))!.off.replace('12k', '12 * k')};`)(k);
+  assert.equal(f[at('type')], Msg.BasisChecksums);
+  assert.equal(Number(dv.getBigUint64(at('offset'), true)), 0x0a0b);
+  assert.deepEqual([dv.getUint32(at('fine min'), true), dv.getUint32(at('fine avg'), true), dv.getUint32(at('fine max'), true)], [64, 256, 1024]);
+  assert.equal(dv.getUint32(at('n'), true), 2);
+  assert.equal(dv.getUint32(at('length', 1), true), 200);
+  assert.equal(f[at('the first 8 bytes', 1)], 9);
 });
 
 test('Hello field offsets', () => {

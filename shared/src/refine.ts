@@ -1,0 +1,188 @@
+/**
+ * The finer level (docs/protocol.md §3, "Refinement"): 8 KB chunks lose everything around a
+ * scattered edit — a 1 MB change made of 256-byte fragments dirties every chunk of a 10 MB
+ * file. So where no Match Token covers the target, the receiver cuts the stretch of its basis
+ * that lies there into finer chunks (FastCDC, default 64 / 256 / 1024 bytes) and sends their
+ * lengths and the first 8 bytes of their strong hashes (Basis Checksums) before the Match
+ * Tokens that make that part final. The sender cuts the chunks it is about to send with the
+ * same sizes and sends each one whose hash the receiver listed as a copy of those basis bytes
+ * instead of the bytes. No round trip is added: the Basis Checksums travel with the Match
+ * Tokens. The root check at the end covers the copied bytes like any others.
+ */
+import { DsyncChunker } from '../../wasm/pkg/dsync_wasm.js';
+import { type BasisChecksums, type Copy, PREFIX, type Piece } from './codec.ts';
+import { ErrorCode, type FineParams, ProtocolError, checkParams, hashLength } from './protocol.ts';
+
+/** Basis bytes a receiver lists in Basis Checksums per session, by default. */
+export const MAX_REFINE_BYTES = 256 << 20;
+/** Basis Checksums entries a sender keeps; more is an error (LimitExceeded). */
+export const MAX_HINTS = 1 << 22;
+/** The sender refines its Delta Bytes in windows of this size... */
+const WINDOW = 64 << 10;
+/** ...and after two windows without a single match (new bytes, not an edit of old ones), only
+ *  every PROBE-th window and a run's last one, where the old bytes resume. */
+const PROBE = 8;
+
+const bad = (why: string) => new ProtocolError(ErrorCode.Inconsistent, why);
+
+/** Cuts `bytes` into finer chunks and returns their lengths and hash prefixes. */
+export function fineCut(bytes: Uint8Array, fine: FineParams, algo: number): { lengths: Uint32Array; prefixes: Uint8Array } {
+  const chunker = new DsyncChunker(fine.min, fine.avg, fine.max, 0, 16, algo);
+  try {
+    chunker.push(bytes);
+    chunker.finish();
+    const pairs = chunker.take_chunks();
+    const n = pairs.length / 2;
+    const lengths = new Uint32Array(n);
+    for (let i = 0; i < n; i++) lengths[i] = pairs[2 * i];
+    const hashes = chunker.take_strong(n);
+    const H = hashLength(algo);
+    const prefixes = new Uint8Array(n * PREFIX);
+    for (let i = 0; i < n; i++) prefixes.set(hashes.subarray(i * H, i * H + PREFIX), i * PREFIX);
+    return { lengths, prefixes };
+  } finally {
+    chunker.free();
+  }
+}
+
+/** Validates finer chunk sizes: the rules of Hello's (§2), within the session's chunks. */
+export function checkFine(fine: FineParams, max: number): void {
+  checkParams({ ...fine, op: 0, every: 16 }, max);
+}
+
+/**
+ * The sender's side: the Basis Checksums received, looked up by hash prefix and length, and
+ * the refinement of a run of chunks about to be sent.
+ */
+export class BasisHints {
+  fine: FineParams | null = null;
+  count = 0;
+  /** first 4 bytes of the prefix → entries (index into the arrays below) */
+  private byKey = new Map<number, number | number[]>();
+  private rest: number[] = [];
+  private lengths: number[] = [];
+  private offsets: number[] = [];
+
+  constructor(
+    private algo: number,
+    private maxChunk: number,
+  ) {}
+
+  add(m: BasisChecksums): void {
+    if (this.fine) {
+      if (m.fine.min !== this.fine.min || m.fine.avg !== this.fine.avg || m.fine.max !== this.fine.max) throw bad('Basis Checksums change their chunk sizes within a session');
+    } else {
+      checkFine(m.fine, this.maxChunk);
+      this.fine = { ...m.fine };
+    }
+    if (this.count + m.lengths.length > MAX_HINTS) throw new ProtocolError(ErrorCode.LimitExceeded, `more than ${MAX_HINTS} Basis Checksums`);
+    const view = new DataView(m.prefixes.buffer, m.prefixes.byteOffset, m.prefixes.byteLength);
+    let offset = m.offset;
+    for (let k = 0; k < m.lengths.length; k++) {
+      const length = m.lengths[k];
+      if (length === 0 || length > m.fine.max) throw bad(`a Basis Checksums chunk of ${length} bytes, outside 1..${m.fine.max}`);
+      if (!Number.isSafeInteger(offset + length)) throw bad('Basis Checksums beyond 2^53 bytes');
+      const e = this.count++;
+      this.rest.push(view.getUint32(k * PREFIX + 4, true));
+      this.lengths.push(length);
+      this.offsets.push(offset);
+      const key = view.getUint32(k * PREFIX, true);
+      const have = this.byKey.get(key);
+      if (have === undefined) this.byKey.set(key, e);
+      else if (typeof have === 'number') this.byKey.set(key, [have, e]);
+      else have.push(e);
+      offset += length;
+    }
+  }
+
+  /** The basis offset of a listed chunk with this prefix and length, or -1. */
+  private find(prefixes: DataView, k: number, length: number): number {
+    const have = this.byKey.get(prefixes.getUint32(k * PREFIX, true));
+    if (have === undefined) return -1;
+    const rest = prefixes.getUint32(k * PREFIX + 4, true);
+    for (const e of typeof have === 'number' ? [have] : have) if (this.rest[e] === rest && this.lengths[e] === length) return this.offsets[e];
+    return -1;
+  }
+
+  /**
+   * Refines consecutive chunks whose bytes are `run`, chunk k ending at `ends[k]` (relative to
+   * the run): each becomes its bytes (nothing matched in it) or pieces — literal bytes (views
+   * of `run`) and copies of basis bytes, consecutive copies merged. Returns them with the
+   * bytes copied.
+   */
+  refine(run: Uint8Array, ends: number[]): { chunks: (Uint8Array | Piece[])[]; copied: number } {
+    const fine = this.fine!;
+    // Stretches of the run: [start, end) copied from basis offset `from`, or literal (-1).
+    const starts: number[] = [];
+    const froms: number[] = [];
+    let copied = 0;
+    const add = (start: number, from: number) => {
+      const n = starts.length;
+      if (n && (from < 0 ? froms[n - 1] < 0 : froms[n - 1] >= 0 && froms[n - 1] + start - starts[n - 1] === from)) return; // extends the last one
+      starts.push(start);
+      froms.push(from);
+    };
+    let dry = 0; // windows in a row without a match
+    for (let w = 0, nth = 0; w < run.length; w += WINDOW, nth++) {
+      const end = Math.min(run.length, w + WINDOW);
+      if (dry >= 2 && nth % PROBE && end < run.length) {
+        add(w, -1);
+        continue;
+      }
+      const { lengths, prefixes } = fineCut(run.subarray(w, end), fine, this.algo);
+      const view = new DataView(prefixes.buffer, prefixes.byteOffset, prefixes.byteLength);
+      let hit = false;
+      for (let k = 0, o = w; k < lengths.length; o += lengths[k++]) {
+        const from = this.find(view, k, lengths[k]);
+        if (from >= 0) {
+          hit = true;
+          copied += lengths[k];
+        }
+        add(o, from);
+      }
+      dry = hit ? 0 : dry + 1;
+    }
+    starts.push(run.length);
+    // Cut the stretches at the chunks' ends.
+    const chunks: (Uint8Array | Piece[])[] = [];
+    let s = 0;
+    for (let k = 0, begin = 0; k < ends.length; begin = ends[k++]) {
+      const end = ends[k];
+      const pieces: Piece[] = [];
+      while (starts[s + 1] <= begin) s++;
+      for (let t = s; t < froms.length && starts[t] < end; t++) {
+        const a = Math.max(begin, starts[t]);
+        const b = Math.min(end, starts[t + 1]);
+        pieces.push(froms[t] < 0 ? run.subarray(a, b) : ({ offset: froms[t] + a - starts[t], length: b - a } satisfies Copy));
+      }
+      chunks.push(pieces.length === 1 && pieces[0] instanceof Uint8Array ? pieces[0] : pieces);
+    }
+    return { chunks, copied };
+  }
+}
+
+/**
+ * The receiver's side: reads the basis bytes that refined chunks copy, through a window of
+ * 1 MiB (copies come in basis order, mostly close together), so a chunk made of a few copies
+ * costs no read of its own.
+ */
+export class BasisWindow {
+  private start = 0;
+  private bytes: Uint8Array = new Uint8Array(0);
+
+  constructor(
+    private read: (offset: number, length: number, into: Uint8Array) => Promise<Uint8Array>,
+    private size: number,
+    private buffer: Uint8Array,
+  ) {}
+
+  async copy(c: Copy): Promise<Uint8Array> {
+    if (c.offset + c.length > this.size) throw bad(`a copy of basis bytes [${c.offset}, +${c.length}) beyond its ${this.size} bytes`);
+    if (c.offset < this.start || c.offset + c.length > this.start + this.bytes.length) {
+      if (c.length > this.buffer.length) return this.read(c.offset, c.length, new Uint8Array(c.length));
+      this.start = c.offset;
+      this.bytes = await this.read(c.offset, Math.min(this.buffer.length, this.size - c.offset), this.buffer);
+    }
+    return this.bytes.subarray(c.offset - this.start, c.offset - this.start + c.length);
+  }
+}
