@@ -95,13 +95,21 @@ export class BasisHints {
     }
   }
 
-  /** The basis offset of a listed chunk with this prefix and length, or -1. */
-  private find(prefixes: DataView, k: number, length: number): number {
+  /** The basis offset of a listed chunk with this prefix and length, or -1; of several (the
+   *  same bytes repeated in the basis), the one at `near` or else the first after it: the copy
+   *  then continues the one before, and the receiver reads the basis in order. */
+  private find(prefixes: DataView, k: number, length: number, near: number): number {
     const have = this.byKey.get(prefixes.getUint32(k * PREFIX, true));
     if (have === undefined) return -1;
     const rest = prefixes.getUint32(k * PREFIX + 4, true);
-    for (const e of typeof have === 'number' ? [have] : have) if (this.rest[e] === rest && this.lengths[e] === length) return this.offsets[e];
-    return -1;
+    let best = -1;
+    for (const e of typeof have === 'number' ? [have] : have) {
+      if (this.rest[e] !== rest || this.lengths[e] !== length) continue;
+      const o = this.offsets[e];
+      if (o === near) return o;
+      if (best < 0 || (o > near ? best < near || o < best : best < near && o > best)) best = o;
+    }
+    return best;
   }
 
   /**
@@ -123,6 +131,7 @@ export class BasisHints {
       froms.push(from);
     };
     let dry = 0; // windows in a row without a match
+    let next = 0; // the basis offset after the last copy
     for (let w = 0, nth = 0; w < run.length; w += WINDOW, nth++) {
       const end = Math.min(run.length, w + WINDOW);
       if (dry >= 2 && nth % PROBE && end < run.length) {
@@ -133,7 +142,9 @@ export class BasisHints {
       const view = new DataView(prefixes.buffer, prefixes.byteOffset, prefixes.byteLength);
       let hit = false;
       for (let k = 0, o = w; k < lengths.length; o += lengths[k++]) {
-        const from = this.find(view, k, lengths[k]);
+        const n = starts.length - 1;
+        const from = this.find(view, k, lengths[k], n >= 0 && froms[n] >= 0 ? froms[n] + o - starts[n] : next);
+        if (from >= 0) next = from + lengths[k];
         if (from >= 0) {
           hit = true;
           copied += lengths[k];
@@ -161,27 +172,56 @@ export class BasisHints {
   }
 }
 
+/** Bytes the receiver reads at once for the copies of refined chunks it does not hold. */
+export const COPY_WINDOW = 128 << 10;
+/** Listed basis bytes the receiver keeps for the copies to come, per session. */
+export const KEEP_LISTED = 16 << 20;
+
 /**
- * The receiver's side: reads the basis bytes that refined chunks copy, through a window of
- * 1 MiB (copies come in basis order, mostly close together), so a chunk made of a few copies
- * costs no read of its own.
+ * The receiver's side: the basis bytes that refined chunks copy. The stretches it listed in
+ * Basis Checksums are kept (the latest KEEP_LISTED bytes of them), so most copies cost no
+ * read; others are read through a window of COPY_WINDOW bytes (copies come in basis order).
  */
-export class BasisWindow {
+export class BasisCopies {
+  /** kept stretches, by ascending offset */
+  private kept: { offset: number; bytes: Uint8Array }[] = [];
+  private keptBytes = 0;
   private start = 0;
   private bytes: Uint8Array = new Uint8Array(0);
 
   constructor(
     private read: (offset: number, length: number, into: Uint8Array) => Promise<Uint8Array>,
     private size: number,
+    /** at least COPY_WINDOW bytes */
     private buffer: Uint8Array,
   ) {}
 
+  /** Keeps a copy of listed basis bytes at `offset`, dropping the lowest kept beyond the budget. */
+  keep(offset: number, bytes: Uint8Array): void {
+    if (bytes.length > KEEP_LISTED) return;
+    let k = this.kept.length;
+    while (k > 0 && this.kept[k - 1].offset > offset) k--;
+    this.kept.splice(k, 0, { offset, bytes: bytes.slice() });
+    this.keptBytes += bytes.length;
+    while (this.keptBytes > KEEP_LISTED) this.keptBytes -= this.kept.shift()!.bytes.length;
+  }
+
+  /** The bytes of a copy: a view, valid until the next call. */
   async copy(c: Copy): Promise<Uint8Array> {
     if (c.offset + c.length > this.size) throw bad(`a copy of basis bytes [${c.offset}, +${c.length}) beyond its ${this.size} bytes`);
+    let lo = 0;
+    let hi = this.kept.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const k = this.kept[mid];
+      if (k.offset > c.offset) hi = mid - 1;
+      else if (k.offset + k.bytes.length < c.offset + c.length) lo = mid + 1;
+      else return k.bytes.subarray(c.offset - k.offset, c.offset - k.offset + c.length);
+    }
     if (c.offset < this.start || c.offset + c.length > this.start + this.bytes.length) {
-      if (c.length > this.buffer.length) return this.read(c.offset, c.length, new Uint8Array(c.length));
+      if (c.length > COPY_WINDOW) return this.read(c.offset, c.length, new Uint8Array(c.length));
       this.start = c.offset;
-      this.bytes = await this.read(c.offset, Math.min(this.buffer.length, this.size - c.offset), this.buffer);
+      this.bytes = await this.read(c.offset, Math.min(COPY_WINDOW, this.size - c.offset), this.buffer);
     }
     return this.bytes.subarray(c.offset - this.start, c.offset - this.start + c.length);
   }

@@ -24,7 +24,7 @@ import { type Checksums, type ChecksumsEnd, type Delta, type Failed, type Messag
 import { type Conn, ConnectionLost } from './conn.ts';
 import { Matcher, type Run, type WeakList, matchRuns } from './matcher.ts';
 import { type ChunkParams, ErrorCode, type FineParams, Msg, ProtocolError, hashLength } from './protocol.ts';
-import { BasisHints, BasisWindow, MAX_REFINE_BYTES, fineCut } from './refine.ts';
+import { BasisCopies, BasisHints, COPY_WINDOW, MAX_REFINE_BYTES, fineCut } from './refine.ts';
 import { StrongHasher, hash_chunks } from '../../wasm/pkg/dsync_wasm.js';
 
 /** Entries per Checksums / Tokens message. */
@@ -556,29 +556,45 @@ export async function receiveTarget(
   let hintRun = 0; // the first run whose gap before it is not listed yet
   let hintedTo = 0; // target chunks below it are listed or covered by runs
   let prevEnd = 0; // basis offset where the run before `hintedTo` ends (-1: unknown)
-  const hintStretch = async (p: number, q: number) => {
-    for (let o = p; o < q && refineLeft > 0; ) {
-      const len = Math.min(COPY_STRETCH, q - o, refineLeft);
-      const bytes = await basis!.source.read(o, len, (scratch[2] ??= takeBuffer(COPY_STRETCH)));
-      if (bytes.length !== len) throw new ProtocolError(ErrorCode.Internal, 'the basis is shorter than its index');
-      const { lengths, prefixes } = fineCut(bytes, fine!, algo);
-      for (let k = 0, off = o; k < lengths.length; k += BATCH) {
-        const e = Math.min(lengths.length, k + BATCH);
-        await conn.send({ type: Msg.BasisChecksums, offset: off, fine: fine!, lengths: lengths.subarray(k, e), prefixes: prefixes.subarray(k * PREFIX, e * PREFIX) });
-        for (let t = k; t < e; t++) off += lengths[t];
+  let copies: BasisCopies | null = null; // the basis bytes refined chunks copy
+  const copiesOf = (b: Basis) => (copies ??= new BasisCopies((o, n, into) => b.source.read(o, n, into), b.source.size, (scratch[3] ??= takeBuffer(COPY_WINDOW))));
+  // Basis stretches to list, read together when they lie close.
+  const stretches: [number, number][] = [];
+  const listStretches = async () => {
+    for (let s = 0; s < stretches.length && refineLeft > 0; ) {
+      let e = s + 1;
+      while (e < stretches.length && stretches[e][0] >= stretches[e - 1][1] && stretches[e][0] - stretches[e - 1][1] <= 256 << 10 && stretches[e][1] - stretches[s][0] <= COPY_STRETCH) e++;
+      const from = stretches[s][0];
+      const length = stretches[e - 1][1] - from;
+      const span = length <= COPY_STRETCH ? await basis!.source.read(from, length, (scratch[2] ??= takeBuffer(COPY_STRETCH))) : null;
+      if (span && span.length !== length) throw new ProtocolError(ErrorCode.Internal, 'the basis is shorter than its index');
+      for (; s < e && refineLeft > 0; s++) {
+        const [p, q] = stretches[s];
+        for (let o = p; o < q && refineLeft > 0; ) {
+          const len = Math.min(COPY_STRETCH, q - o, refineLeft);
+          const bytes = span ? span.subarray(o - from, o - from + len) : await basis!.source.read(o, len, (scratch[2] ??= takeBuffer(COPY_STRETCH)));
+          if (bytes.length !== len) throw new ProtocolError(ErrorCode.Internal, 'the basis is shorter than its index');
+          const { lengths, prefixes } = fineCut(bytes, fine!, algo);
+          copiesOf(basis!).keep(o, bytes);
+          for (let k = 0, off = o; k < lengths.length; k += BATCH) {
+            const end = Math.min(lengths.length, k + BATCH);
+            await conn.send({ type: Msg.BasisChecksums, offset: off, fine: fine!, lengths: lengths.subarray(k, end), prefixes: prefixes.subarray(k * PREFIX, end * PREFIX) });
+            for (let t = k; t < end; t++) off += lengths[t];
+          }
+          refineListed += len;
+          refineLeft -= len;
+          o += len;
+        }
       }
-      refineListed += len;
-      refineLeft -= len;
-      o += len;
     }
+    stretches.length = 0;
   };
-  // Lists the gap of target chunks [a, b), which faces basis bytes [x, y).
-  const hintGap = async (a: number, b: number, x: number, y: number) => {
+  // The gap of target chunks [a, b) faces basis bytes [x, y).
+  const hintGap = (a: number, b: number, x: number, y: number) => {
     if (x < 0 || y <= x) return; // unknown, or runs out of order
     const cap = 2 * (list.offsets[b] - list.offsets[a]) + (64 << 10);
-    if (y - x <= cap) return hintStretch(x, y);
-    await hintStretch(x, x + cap / 2);
-    await hintStretch(y - cap / 2, y);
+    if (y - x <= cap) stretches.push([x, y]);
+    else stretches.push([x, x + cap / 2], [y - cap / 2, y]);
   };
   // Lists the gaps before the runs found so far and, once the list has ended, the last one;
   // returns how far the Match Tokens may declare final: not into a gap whose end is unknown.
@@ -587,12 +603,13 @@ export async function receiveTarget(
     basisOffsets ??= offsetsOf(basis.index.lengths);
     for (; hintRun < runs.length; hintRun++) {
       const r = runs[hintRun];
-      if (r.first > hintedTo) await hintGap(hintedTo, r.first, prevEnd, basisOffsets[r.basisFirst]);
+      if (r.first > hintedTo) hintGap(hintedTo, r.first, prevEnd, basisOffsets[r.basisFirst]);
       hintedTo = r.first + r.count;
       prevEnd = basisOffsets[r.basisFirst + r.count];
     }
+    if (atEnd && list.count > hintedTo) hintGap(hintedTo, list.count, prevEnd, basisOffsets[basis.index.lengths.length]);
+    await listStretches();
     if (!atEnd) return Math.min(final, hintedTo);
-    if (list.count > hintedTo) await hintGap(hintedTo, list.count, prevEnd, basisOffsets[basis.index.lengths.length]);
     hintedTo = list.count;
     return final;
   };
@@ -724,7 +741,6 @@ export async function receiveTarget(
     // Rebuild: in target order, copy basis chunks or take the next literal; hash what we write
     // (copies into a sink that can reference them take their hashes from the basis index).
     let literal: Delta | null = null;
-    let window: BasisWindow | null = null;
     let li = 0;
     let matchedBytes = 0;
     let literalBytes = 0;
@@ -801,8 +817,7 @@ export async function receiveTarget(
               literalBytes += p.length;
             } else {
               if (!basis) throw bad('a Delta chunk copies basis bytes, and there is no basis');
-              window ??= new BasisWindow((o, n, into) => basis!.source.read(o, n, into), basis.source.size, (scratch[3] ??= takeBuffer(1 << 20)));
-              run.set(await window.copy(p), o);
+              run.set(await copiesOf(basis).copy(p), o);
               refinedBytes += p.length;
             }
             o += p.length;
