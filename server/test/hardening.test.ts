@@ -220,11 +220,25 @@ test('hostile Verdicts and Delta Bytes: each is refused as Inconsistent and noth
       ['kept', a, [encode({ type: Msg.SplitRequest, tokens: Uint32Array.of(0) })], /Split Request comes after Tokens End/, false],
       ['new', b, [encode({ type: Msg.Verdict, upTo: 2, root: null, failed: [{ token: 0, bitmap: null }] }, 32)], /verdict for token 0 out of order or range/],
     ];
+    // refined chunks (docs/protocol.md §3): copies of basis bytes that do not exist, or that
+    // exist but are not the target's (the root check refuses those)
+    const len0 = lists.get(a)!.lengths[0];
+    const resendAll = (root: Uint8Array) => encode({ type: Msg.Verdict, upTo: na, root, failed: [{ token: 0, bitmap: null }] }, 32);
+    const copyAt = (offset: number, length = len0) => encode({ type: Msg.Delta, indices: Uint32Array.of(0), chunks: [[{ offset, length }]] });
+    cases.push(
+      ['new', b, [verdict(2), encode({ type: Msg.Delta, indices: Uint32Array.of(0), chunks: [[{ offset: 0, length: lists.get(b)!.lengths[0] }]] })], /copies basis bytes, and there is no basis/],
+      ['kept', a, [resendAll(lists.get(a)!.root), copyAt(a.length - len0 + 1)], /beyond its 200000 bytes/],
+    );
     for (const [name, bytes, frames, why, end] of cases) {
       const r = await raw(s.wsUrl, [...phase1(name, bytes, end), ...frames]);
       assert.equal(r.error, ErrorCode.Inconsistent, `${why}: ${JSON.stringify(r)}`);
       assert.match(r.message!, why);
     }
+    // chunk 0 rebuilt from basis bytes one byte further on: well-formed, and refused by the root
+    const la = lists.get(a)!.lengths;
+    const copies = Array.from(la, (length, i) => [{ offset: la.subarray(0, i).reduce((x, y) => x + y, 0) + (i === 0 ? 1 : 0), length }]);
+    const wrong = await raw(s.wsUrl, [...phase1('kept', a), resendAll(lists.get(a)!.root), encode({ type: Msg.Delta, indices: Uint32Array.from(la.keys()), chunks: copies })]);
+    assert.equal(wrong.error, ErrorCode.VerifyFailed, JSON.stringify(wrong));
     assert.deepEqual(await s.stored('kept'), Buffer.from(a));
     const store = await s.storeOf('local');
     assert.equal(await store.latest('kept'), 1);

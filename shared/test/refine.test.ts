@@ -1,0 +1,81 @@
+// Property tests of the finer level (refine.ts): whatever the basis, the edit and the chunk
+// boundaries, a run of chunks refined against the receiver's Basis Checksums puts itself back
+// together exactly from its pieces and the basis bytes they copy; scattered edits leave most
+// of the bytes to copy; hostile Basis Checksums are refused.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { BasisCopies, BasisHints, fineCut } from '../src/refine.ts';
+import { Msg, ProtocolError } from '../src/protocol.ts';
+import { PREFIX, type Piece } from '../src/codec.ts';
+import { EDIT_KINDS, Rng, applyEdits, textBytes } from '../src/testdata.ts';
+import '../src/wasm.ts';
+
+const FINE = { min: 64, avg: 256, max: 1024 };
+
+function hintsFor(basis: Uint8Array, stretches: [number, number][]): BasisHints {
+  const hints = new BasisHints(3, 1 << 24);
+  for (const [p, q] of stretches) {
+    const { lengths, prefixes } = fineCut(basis.subarray(p, q), FINE, 3);
+    hints.add({ type: Msg.BasisChecksums, offset: p, fine: FINE, lengths, prefixes });
+  }
+  return hints;
+}
+
+async function rebuild(basis: Uint8Array, chunks: (Uint8Array | Piece[])[]): Promise<Uint8Array> {
+  const copies = new BasisCopies(async (o, n) => basis.slice(o, o + n), basis.length, new Uint8Array(128 << 10));
+  const parts: Uint8Array[] = [];
+  for (const c of chunks) for (const p of c instanceof Uint8Array ? [c] : c) parts.push(p instanceof Uint8Array ? p : (await copies.copy(p)).slice());
+  return Buffer.concat(parts);
+}
+
+test('a refined run rebuilds exactly from its pieces', async () => {
+  await fc.assert(
+    fc.asyncProperty(fc.integer({ min: 1, max: 2 ** 31 }), fc.integer({ min: 1, max: 200_000 }), fc.constantFrom(...EDIT_KINDS), fc.integer({ min: 1, max: 20_000 }), fc.array(fc.nat(), { maxLength: 8 }), async (seed, size, kind, total, cuts) => {
+      const r = new Rng(seed);
+      const basis = textBytes(seed, size);
+      const target = applyEdits(basis, r, { kind, total: Math.min(total, size), maxFragment: 256 });
+      if (!target.length) return;
+      // listed: the whole basis, or stretches of it
+      const stretches: [number, number][] = r.int(2) ? [[0, basis.length]] : [[0, r.int(basis.length)], [r.int(basis.length), basis.length]].filter(([p, q]) => q > p) as [number, number][];
+      const hints = hintsFor(basis, stretches);
+      const ends = [...new Set([...cuts.map((c) => 1 + (c % target.length)), target.length])].sort((x, y) => x - y);
+      const { chunks, copied } = hints.refine(target, ends);
+      assert.equal(chunks.length, ends.length);
+      for (let k = 0; k < ends.length; k++) {
+        const c = chunks[k];
+        const len = c instanceof Uint8Array ? c.length : c.reduce((a, p) => a + p.length, 0);
+        assert.equal(len, ends[k] - (k ? ends[k - 1] : 0), `chunk ${k} length`);
+        if (!(c instanceof Uint8Array)) assert.ok(c.length >= 1 && c.every((p) => p.length > 0));
+      }
+      assert.deepEqual(await rebuild(basis, chunks), Buffer.from(target));
+      assert.ok(copied <= target.length);
+    }),
+    { numRuns: 150 },
+  );
+});
+
+test('scattered small edits leave most bytes to copy', () => {
+  const basis = textBytes(9, 1 << 20);
+  const target = applyEdits(basis, new Rng(4), { kind: 'insert', total: 16_384, maxFragment: 256, placement: [0, 1, 0] });
+  const { copied } = hintsFor(basis, [[0, basis.length]]).refine(target, [target.length]);
+  // about 128 fragments of at most 256 bytes spread over the middle third (350 KB, every 8 KB
+  // chunk of it dirty): each leaves its own bytes and one or two finer chunks to send
+  const literal = target.length - copied;
+  assert.ok(literal < 8 * 16_384, `literal ${literal} of ${target.length}`);
+});
+
+test('hostile Basis Checksums are refused', () => {
+  const ok = { type: Msg.BasisChecksums, offset: 0, fine: FINE, lengths: Uint32Array.of(100), prefixes: new Uint8Array(PREFIX) } as const;
+  for (const [m, why] of [
+    [{ ...ok, fine: { min: 64, avg: 256, max: 100 } }, /max 100 must be even in 1024/],
+    [{ ...ok, lengths: Uint32Array.of(0) }, /outside 1..1024/],
+    [{ ...ok, lengths: Uint32Array.of(2000) }, /outside 1..1024/],
+    [{ ...ok, offset: 2 ** 53 - 10 }, /beyond 2\^53/],
+  ] as const) {
+    assert.throws(() => new BasisHints(3, 1 << 24).add(m as any), (e: unknown) => e instanceof ProtocolError && why.test(e.message));
+  }
+  const h = new BasisHints(3, 1 << 24);
+  h.add(ok);
+  assert.throws(() => h.add({ ...ok, fine: { min: 128, avg: 512, max: 2048 } }), /change their chunk sizes/);
+});
