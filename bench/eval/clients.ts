@@ -28,7 +28,7 @@ export interface Report {
   /** opening the WebSocket (TCP + upgrade), before the sync: added to `total` on a cold sync,
    *  left out of it on a warm one */
   connectMs: number;
-  traffic: { checksumList: number; matchTokens: number; delta: number; control: number; total: number; wire: number };
+  traffic: { checksumList: number; matchTokens: number; basisChecksums: number; delta: number; control: number; total: number; wire: number };
   literalBytes: number;
   /** dsync: Match Tokens received; webr2sync+: weak lookups on the server */
   tokens?: number;

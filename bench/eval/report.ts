@@ -205,9 +205,9 @@ function floorTable(syn: PairResult[]): string[] {
   const l = link(syn[0].shaping);
   if (!l) return [];
   const rows = syn.map((p) => {
-    // the upload: the wire bytes less what came down (Match Tokens, and all control messages,
-    // counted in full: a lower bound)
-    const up = med(p.runs.dsync, (r) => r.traffic.wire - r.traffic.matchTokens - r.traffic.control);
+    // the upload: the wire bytes less what came down (Match Tokens, Basis Checksums, and all
+    // control messages, counted in full: a lower bound)
+    const up = med(p.runs.dsync, (r) => r.traffic.wire - r.traffic.matchTokens - (r.traffic.basisChecksums ?? 0) - r.traffic.control);
     const floor = 2 * l.rttMs + (up * 8) / l.bitsPerMs;
     return { p, floor, half: T(p, 'webr2sync+') / 2 };
   });

@@ -79,7 +79,7 @@ export function parseLiteral(f: Uint8Array): { indices: Uint32Array; chunks: Uin
 
 /** A queue of received frames with backpressure-aware send and time spent waiting. */
 export class MsgConn {
-  readonly traffic: Traffic = { checksumList: 0, matchTokens: 0, delta: 0, control: 0, total: 0 };
+  readonly traffic: Traffic = { checksumList: 0, matchTokens: 0, basisChecksums: 0, delta: 0, control: 0, total: 0 };
   waitedMs = 0;
   private q: Uint8Array[] = [];
   private waiter: (() => void) | null = null;

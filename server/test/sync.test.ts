@@ -34,7 +34,7 @@ function mixed(seed: number, size: number): Uint8Array {
 
 function checkTraffic(rep: Awaited<ReturnType<typeof pushBytes>>, sliceBytes = READ_SLICE) {
   const t = rep.traffic;
-  assert.equal(t.total, t.checksumList + t.matchTokens + t.delta + t.control, 'traffic parts add up');
+  assert.equal(t.total, t.checksumList + t.matchTokens + t.basisChecksums + t.delta + t.control, 'traffic parts add up');
   assert.equal(rep.matchedBytes + rep.literalBytes, rep.size);
   // Delta Bytes = literal bytes + 9 bytes per chunk + 5 per message; a refined chunk adds 4,
   // and 5 per literal piece or 13 per copy, each at least one finer chunk (64 bytes) or the

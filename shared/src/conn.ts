@@ -11,6 +11,8 @@ import { DEFAULT_LIMITS, ErrorCode, type Limits, Msg, ProtocolError } from './pr
 export interface Traffic {
   checksumList: number;
   matchTokens: number;
+  /** the receiver's finer Checksum Lists of its basis (refinement, docs/protocol.md §3) */
+  basisChecksums: number;
   delta: number;
   control: number;
   total: number;
@@ -59,8 +61,9 @@ function part(type: number): keyof Omit<Traffic, 'total'> {
     case Msg.Tokens:
     case Msg.TokensEnd:
     case Msg.SplitHashes:
-    case Msg.BasisChecksums:
       return 'matchTokens';
+    case Msg.BasisChecksums:
+      return 'basisChecksums';
     case Msg.Delta:
       return 'delta';
     default:
@@ -79,7 +82,7 @@ export interface ConnOptions {
 export class Conn {
   /** digest length of the session's strong hash; set once Hello is known */
   hashLen = 32;
-  readonly traffic: Traffic = { checksumList: 0, matchTokens: 0, delta: 0, control: 0, total: 0 };
+  readonly traffic: Traffic = { checksumList: 0, matchTokens: 0, basisChecksums: 0, delta: 0, control: 0, total: 0 };
   /** milliseconds spent waiting in recv() — the rest of a session's time is work */
   waitedMs = 0;
   private queue: Uint8Array[] = [];

@@ -178,7 +178,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
   const t0 = performance.now();
   const url = sessionUrl(opts.url, await worthDeflating(source));
   let client = performance.now() - t0;
-  const traffic = { checksumList: 0, matchTokens: 0, delta: 0, control: 0, total: 0, wire: 0 };
+  const traffic = { checksumList: 0, matchTokens: 0, basisChecksums: 0, delta: 0, control: 0, total: 0, wire: 0 };
   for (let attempt = 0; ; attempt++) {
     opts.onProgress?.('connecting');
     let opened: { c: Connection; own: boolean } | null = null;
@@ -236,6 +236,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
 function addTraffic(sum: Traffic & { wire: number }, t: Traffic, wire: number) {
   sum.checksumList += t.checksumList;
   sum.matchTokens += t.matchTokens;
+  sum.basisChecksums += t.basisChecksums;
   sum.delta += t.delta;
   sum.control += t.control;
   sum.total += t.total;

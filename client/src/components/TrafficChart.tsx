@@ -10,6 +10,7 @@ export function TrafficChart({ report, fullLabel }: { report: SyncReport; fullLa
   const parts = [
     { key: 'checksums', label: 'Checksum List', bytes: t.checksumList },
     { key: 'tokens', label: 'Match Tokens', bytes: t.matchTokens },
+    { key: 'basis', label: 'Basis Checksums', bytes: t.basisChecksums },
     { key: 'delta', label: 'Delta Bytes', bytes: t.delta },
   ];
   const described = `${parts.map((p) => `${p.label} ${formatBytes(p.bytes)}`).join(', ')}; ${fullLabel.toLowerCase()} ${formatBytes(report.size)}`;
