@@ -155,7 +155,7 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
           refine: cfg.refine && !cfg.paperExact ? DEFAULT_FINE : undefined,
           maxRefineBytes: cfg.maxRefineBytes,
         });
-        log({ op: 'push', name, version: out.version, size: out.index.size, matchedBytes: out.matchedBytes, refinedBytes: out.refinedBytes, literalBytes: out.literalBytes, resumedChunks: out.resumedChunks, tokens: out.tokens, similarTo, ms: Math.round(performance.now() - t0) });
+        log({ op: 'push', name, version: out.version, size: out.index.size, matchedBytes: out.matchedBytes, refinedBytes: out.refinedBytes, refineListed: out.refineListed, literalBytes: out.literalBytes, resumedChunks: out.resumedChunks, tokens: out.tokens, similarTo, ms: Math.round(performance.now() - t0) });
       } finally {
         await opened?.close();
       }
