@@ -222,28 +222,19 @@ export class VersionSource implements Source {
   async read(offset: number, length: number, into?: Uint8Array): Promise<Uint8Array> {
     length = Math.max(0, Math.min(length, this.size - offset));
     const buf = into && into.length >= length ? into : Buffer.allocUnsafe(length);
-    // the extents' reads run side by side: a version built by many small edits has hundreds
-    // of extents in a few MiB, and one read after another left the file system idle between them
-    const reads: Promise<void>[] = [];
-    for (let k = this.extentAt(offset), done = 0; done < length; k++) {
+    let done = 0;
+    for (let k = this.extentAt(offset); done < length; k++) {
       const e = this.layout.extents[k];
       const skip = offset + done - this.starts[k];
       const n = Math.min(e.length - skip, length - done);
-      const at = done;
-      reads.push(
-        (async () => {
-          const fh = await this.handle(e.seg);
-          for (let got = 0; got < n; ) {
-            const { bytesRead } = await fh.read(buf, at + got, n - got, e.offset + skip + got);
-            if (bytesRead === 0) throw new ProtocolError(ErrorCode.Internal, `segment ${this.layout.segments[e.seg]} is shorter than its layout says`);
-            got += bytesRead;
-          }
-        })(),
-      );
+      const fh = await this.handle(e.seg);
+      for (let got = 0; got < n; ) {
+        const { bytesRead } = await fh.read(buf, done + got, n - got, e.offset + skip + got);
+        if (bytesRead === 0) throw new ProtocolError(ErrorCode.Internal, `segment ${this.layout.segments[e.seg]} is shorter than its layout says`);
+        got += bytesRead;
+      }
       done += n;
     }
-    // all settled before a failure is thrown: no read may still write into `into` afterwards
-    for (const r of await Promise.allSettled(reads)) if (r.status === 'rejected') throw r.reason;
     return new Uint8Array(buf.buffer, buf.byteOffset, length);
   }
 
