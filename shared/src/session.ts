@@ -558,21 +558,38 @@ export async function receiveTarget(
   let prevEnd = 0; // basis offset where the run before `hintedTo` ends (-1: unknown)
   let copies: BasisCopies | null = null; // the basis bytes refined chunks copy
   const copiesOf = (b: Basis) => (copies ??= new BasisCopies((o, n, into) => b.source.read(o, n, into), b.source.size, (scratch[3] ??= takeBuffer(COPY_WINDOW))));
-  // Basis stretches to list, read together when they lie close.
+  // The buffer basis stretches are read into, as large as the largest read so far (a small
+  // edit reads a few KiB: a 4 MiB buffer per session cost an allocation per sync under load).
+  const readBuffer = (n: number) => {
+    if (!scratch[2] || scratch[2].length < n) {
+      if (scratch[2]) giveBuffers([scratch[2]]);
+      scratch[2] = takeBuffer(n);
+    }
+    return scratch[2];
+  };
+  // Basis stretches to list, read together when they lie close (each read of a version costs
+  // one file read per extent it crosses).
   const stretches: [number, number][] = [];
   const listStretches = async () => {
     for (let s = 0; s < stretches.length && refineLeft > 0; ) {
+      // a hole between two stretches is read along when it is no longer than what the span
+      // lists so far (16 KiB at least): fewer reads, at most twice the bytes
       let e = s + 1;
-      while (e < stretches.length && stretches[e][0] >= stretches[e - 1][1] && stretches[e][0] - stretches[e - 1][1] <= 256 << 10 && stretches[e][1] - stretches[s][0] <= COPY_STRETCH) e++;
+      for (let listed = stretches[s][1] - stretches[s][0]; e < stretches.length; e++) {
+        const [p, q] = stretches[e];
+        const hole = p - stretches[e - 1][1];
+        if (hole < 0 || hole > Math.max(16 << 10, listed) || q - stretches[s][0] > COPY_STRETCH) break;
+        listed += q - p;
+      }
       const from = stretches[s][0];
       const length = stretches[e - 1][1] - from;
-      const span = length <= COPY_STRETCH ? await basis!.source.read(from, length, (scratch[2] ??= takeBuffer(COPY_STRETCH))) : null;
+      const span = length <= COPY_STRETCH ? await basis!.source.read(from, length, readBuffer(length)) : null;
       if (span && span.length !== length) throw new ProtocolError(ErrorCode.Internal, 'the basis is shorter than its index');
       for (; s < e && refineLeft > 0; s++) {
         const [p, q] = stretches[s];
         for (let o = p; o < q && refineLeft > 0; ) {
           const len = Math.min(COPY_STRETCH, q - o, refineLeft);
-          const bytes = span ? span.subarray(o - from, o - from + len) : await basis!.source.read(o, len, (scratch[2] ??= takeBuffer(COPY_STRETCH)));
+          const bytes = span ? span.subarray(o - from, o - from + len) : await basis!.source.read(o, len, readBuffer(len));
           if (bytes.length !== len) throw new ProtocolError(ErrorCode.Internal, 'the basis is shorter than its index');
           const { lengths, prefixes } = fineCut(bytes, fine!, algo);
           copiesOf(basis!).keep(o, bytes);
