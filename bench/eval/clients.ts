@@ -9,7 +9,7 @@
  */
 import WebSocket from 'ws';
 import { type ChunkIndex, type Source, chunkParts, chunkSource, offsetsOf } from '../../shared/src/chunk-index.ts';
-import { Conn, type WebSocketLike } from '../../shared/src/conn.ts';
+import { Conn, type Traffic, type WebSocketLike } from '../../shared/src/conn.ts';
 import { DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION, hashLength } from '../../shared/src/protocol.ts';
 import { indexParts, sendTarget } from '../../shared/src/session.ts';
 import { StrongHasher, webr2sync_block_hashes } from '../../shared/src/wasm.ts';
@@ -28,7 +28,7 @@ export interface Report {
   /** opening the WebSocket (TCP + upgrade), before the sync: added to `total` on a cold sync,
    *  left out of it on a warm one */
   connectMs: number;
-  traffic: { checksumList: number; matchTokens: number; basisChecksums: number; delta: number; control: number; total: number; wire: number };
+  traffic: Traffic & { wire: number };
   literalBytes: number;
   /** dsync: Match Tokens received; webr2sync+: weak lookups on the server */
   tokens?: number;

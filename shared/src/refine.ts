@@ -45,10 +45,6 @@ export function fineCut(bytes: Uint8Array, fine: FineParams, algo: number): { le
   }
 }
 
-/** Validates finer chunk sizes: the rules of Hello's (§2), within the session's chunks. */
-export function checkFine(fine: FineParams, max: number): void {
-  checkParams({ ...fine, op: 0, every: 16 }, max);
-}
 
 /**
  * The sender's side: the Basis Checksums received, looked up by hash prefix and length, and
@@ -63,16 +59,14 @@ export class BasisHints {
   private lengths: number[] = [];
   private offsets: number[] = [];
 
-  constructor(
-    private algo: number,
-    private maxChunk: number,
-  ) {}
+  constructor(private algo: number) {}
 
   add(m: BasisChecksums): void {
     if (this.fine) {
       if (m.fine.min !== this.fine.min || m.fine.avg !== this.fine.avg || m.fine.max !== this.fine.max) throw bad('Basis Checksums change their chunk sizes within a session');
     } else {
-      checkFine(m.fine, this.maxChunk);
+      // the rules of Hello's sizes (§2), up to 16 MiB
+      checkParams({ ...m.fine, op: 0, every: 16 });
       this.fine = { ...m.fine };
     }
     if (this.count + m.lengths.length > MAX_HINTS) throw new ProtocolError(ErrorCode.LimitExceeded, `more than ${MAX_HINTS} Basis Checksums`);
@@ -102,8 +96,9 @@ export class BasisHints {
     const have = this.byKey.get(prefixes.getUint32(k * PREFIX, true));
     if (have === undefined) return -1;
     const rest = prefixes.getUint32(k * PREFIX + 4, true);
+    if (typeof have === 'number') return this.rest[have] === rest && this.lengths[have] === length ? this.offsets[have] : -1; // the usual case
     let best = -1;
-    for (const e of typeof have === 'number' ? [have] : have) {
+    for (const e of have) {
       if (this.rest[e] !== rest || this.lengths[e] !== length) continue;
       const o = this.offsets[e];
       if (o === near) return o;
@@ -144,8 +139,8 @@ export class BasisHints {
       for (let k = 0, o = w; k < lengths.length; o += lengths[k++]) {
         const n = starts.length - 1;
         const from = this.find(view, k, lengths[k], n >= 0 && froms[n] >= 0 ? froms[n] + o - starts[n] : next);
-        if (from >= 0) next = from + lengths[k];
         if (from >= 0) {
+          next = from + lengths[k];
           hit = true;
           copied += lengths[k];
         }

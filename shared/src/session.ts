@@ -182,7 +182,7 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
   let frontier = 0;
   let tokensDone = false;
   let resumeFrom = 0;
-  const hints = new BasisHints(algo, 1 << 24);
+  const hints = new BasisHints(algo);
   const phase2 = (async () => {
     await opts.beforeTokens?.();
     for (;;) {
@@ -553,11 +553,11 @@ export async function receiveTarget(
   const fine = opts.refine;
   let refineLeft = opts.maxRefineBytes ?? MAX_REFINE_BYTES;
   let refineListed = 0;
-  let hintRun = 0; // the first run whose gap before it is not listed yet
-  let hintedTo = 0; // target chunks below it are listed or covered by runs
-  let prevEnd = 0; // basis offset where the run before `hintedTo` ends (-1: unknown)
+  let listRun = 0; // the first run whose gap before it is not listed yet
+  let listedTo = 0; // target chunks below it are listed or covered by runs
+  let prevEnd = 0; // basis offset where the run before `listedTo` ends (-1: unknown)
   let copies: BasisCopies | null = null; // the basis bytes refined chunks copy
-  const copiesOf = (b: Basis) => (copies ??= new BasisCopies((o, n, into) => b.source.read(o, n, into), b.source.size, (scratch[3] ??= takeBuffer(COPY_WINDOW))));
+  const copiesOf = () => (copies ??= new BasisCopies((o, n, into) => basis!.source.read(o, n, into), basis!.source.size, (scratch[3] ??= takeBuffer(COPY_WINDOW))));
   // The buffer basis stretches are read into, as large as the largest read so far (a small
   // edit reads a few KiB: a 4 MiB buffer per session cost an allocation per sync under load).
   const readBuffer = (n: number) => {
@@ -592,7 +592,7 @@ export async function receiveTarget(
           const bytes = span ? span.subarray(o - from, o - from + len) : await basis!.source.read(o, len, readBuffer(len));
           if (bytes.length !== len) throw new ProtocolError(ErrorCode.Internal, 'the basis is shorter than its index');
           const { lengths, prefixes } = fineCut(bytes, fine!, algo);
-          copiesOf(basis!).keep(o, bytes);
+          copiesOf().keep(o, bytes);
           for (let k = 0, off = o; k < lengths.length; k += BATCH) {
             const end = Math.min(lengths.length, k + BATCH);
             await conn.send({ type: Msg.BasisChecksums, offset: off, fine: fine!, lengths: lengths.subarray(k, end), prefixes: prefixes.subarray(k * PREFIX, end * PREFIX) });
@@ -607,7 +607,7 @@ export async function receiveTarget(
     stretches.length = 0;
   };
   // The gap of target chunks [a, b) faces basis bytes [x, y).
-  const hintGap = (a: number, b: number, x: number, y: number) => {
+  const listGap = (a: number, b: number, x: number, y: number) => {
     if (x < 0 || y <= x) return; // unknown, or runs out of order
     const cap = 2 * (list.offsets[b] - list.offsets[a]) + (64 << 10);
     if (y - x <= cap) stretches.push([x, y]);
@@ -615,19 +615,19 @@ export async function receiveTarget(
   };
   // Lists the gaps before the runs found so far and, once the list has ended, the last one;
   // returns how far the Match Tokens may declare final: not into a gap whose end is unknown.
-  const hintGaps = async (final: number, atEnd: boolean): Promise<number> => {
+  const listGaps = async (final: number, atEnd: boolean): Promise<number> => {
     if (!fine || !basis) return final;
     basisOffsets ??= offsetsOf(basis.index.lengths);
-    for (; hintRun < runs.length; hintRun++) {
-      const r = runs[hintRun];
-      if (r.first > hintedTo) hintGap(hintedTo, r.first, prevEnd, basisOffsets[r.basisFirst]);
-      hintedTo = r.first + r.count;
+    for (; listRun < runs.length; listRun++) {
+      const r = runs[listRun];
+      if (r.first > listedTo) listGap(listedTo, r.first, prevEnd, basisOffsets[r.basisFirst]);
+      listedTo = r.first + r.count;
       prevEnd = basisOffsets[r.basisFirst + r.count];
     }
-    if (atEnd && list.count > hintedTo) hintGap(hintedTo, list.count, prevEnd, basisOffsets[basis.index.lengths.length]);
+    if (atEnd && list.count > listedTo) listGap(listedTo, list.count, prevEnd, basisOffsets[basis.index.lengths.length]);
     await listStretches();
-    if (!atEnd) return Math.min(final, hintedTo);
-    hintedTo = list.count;
+    if (!atEnd) return Math.min(final, listedTo);
+    listedTo = list.count;
     return final;
   };
 
@@ -666,7 +666,7 @@ export async function receiveTarget(
     list.append(m.lengths, m.fastfps);
     if (!streamed) return;
     if (matcher) addRuns(matcher.feed(list.weak(), list.count));
-    await sendTokens(from, await hintGaps(matcher ? matcher.frontier : list.count, false));
+    await sendTokens(from, await listGaps(matcher ? matcher.frontier : list.count, false));
   };
   const onChecksumsEnd = async (m: ChecksumsEnd) => {
     if (m.count !== list.count || m.size !== list.size) {
@@ -686,7 +686,7 @@ export async function receiveTarget(
       if (opened.held && opened.held.count <= list.count) {
         resumeFrom = opened.held.count;
         list.hashes.set(opened.held.hashes.subarray(0, resumeFrom * H));
-        written = i = upTo = hintedTo = resumeFrom;
+        written = i = upTo = listedTo = resumeFrom;
         if (resumeFrom) prevEnd = -1;
       }
       // none for chunks the sink already holds
@@ -696,7 +696,7 @@ export async function receiveTarget(
         addRuns([{ first: r.first + skip, count: r.count - skip, basisFirst: r.basisFirst + skip }]);
       }
     }
-    await hintGaps(list.count, true);
+    await listGaps(list.count, true);
     await sendTokens(from, streamed ? list.count : 0);
     await conn.send({ type: Msg.TokensEnd, count: runs.length, resumeFrom });
     frontier = list.count;
@@ -834,7 +834,7 @@ export async function receiveTarget(
               literalBytes += p.length;
             } else {
               if (!basis) throw bad('a Delta chunk copies basis bytes, and there is no basis');
-              run.set(await copiesOf(basis).copy(p), o);
+              run.set(await copiesOf().copy(p), o);
               refinedBytes += p.length;
             }
             o += p.length;

@@ -14,7 +14,7 @@ import '../src/wasm.ts';
 const FINE = { min: 64, avg: 256, max: 1024 };
 
 function hintsFor(basis: Uint8Array, stretches: [number, number][]): BasisHints {
-  const hints = new BasisHints(3, 1 << 24);
+  const hints = new BasisHints(3);
   for (const [p, q] of stretches) {
     const { lengths, prefixes } = fineCut(basis.subarray(p, q), FINE, 3);
     hints.add({ type: Msg.BasisChecksums, offset: p, fine: FINE, lengths, prefixes });
@@ -73,9 +73,9 @@ test('hostile Basis Checksums are refused', () => {
     [{ ...ok, lengths: Uint32Array.of(2000) }, /outside 1..1024/],
     [{ ...ok, offset: 2 ** 53 - 10 }, /beyond 2\^53/],
   ] as const) {
-    assert.throws(() => new BasisHints(3, 1 << 24).add(m as any), (e: unknown) => e instanceof ProtocolError && why.test(e.message));
+    assert.throws(() => new BasisHints(3).add(m as any), (e: unknown) => e instanceof ProtocolError && why.test(e.message));
   }
-  const h = new BasisHints(3, 1 << 24);
+  const h = new BasisHints(3);
   h.add(ok);
   assert.throws(() => h.add({ ...ok, fine: { min: 128, avg: 512, max: 2048 } }), /change their chunk sizes/);
 });
