@@ -49,17 +49,52 @@ export function fineCut(bytes: Uint8Array, fine: FineParams, algo: number): { le
 /**
  * The sender's side: the Basis Checksums received, looked up by hash prefix and length, and
  * the refinement of a run of chunks about to be sent.
+ *
+ * The listed chunks live in typed arrays, one entry per distinct (prefix, length) — a *kind* —
+ * found through an open-addressing table; a kind listed at several offsets (the same bytes
+ * repeated in the basis: zeros, padding) keeps the further offsets in a list of its own, sorted
+ * when it is searched. The table's hash is seeded per session, so a hostile receiver cannot
+ * choose prefixes that all land in one probe sequence.
  */
 export class BasisHints {
   fine: FineParams | null = null;
   count = 0;
-  /** first 4 bytes of the prefix → entries (index into the arrays below) */
-  private byKey = new Map<number, number | number[]>();
-  private rest: number[] = [];
-  private lengths: number[] = [];
-  private offsets: number[] = [];
+  private kinds = 0;
+  /** per kind: the prefix's two words, the length, the first offset listed */
+  private key0 = new Uint32Array(1024);
+  private key1 = new Uint32Array(1024);
+  private lengths = new Uint32Array(1024);
+  private offsets = new Float64Array(1024);
+  /** per kind listed more than once: its other offsets (sorted while `sorted` says so) */
+  private more = new Map<number, { offsets: number[]; sorted: boolean }>();
+  /** kind + 1 per slot, 0 for an empty slot; a power of two, at most half full */
+  private slots = new Int32Array(2048);
+  private seed = [1 | (Math.random() * 2 ** 32), 1 | (Math.random() * 2 ** 32), (Math.random() * 2 ** 32) | 0];
 
   constructor(private algo: number) {}
+
+  private slot(k0: number, k1: number, length: number): number {
+    const [a, b, c] = this.seed;
+    const h = Math.imul(k0 ^ c, a) ^ Math.imul(k1 + length, b);
+    return (h ^ (h >>> 15)) & (this.slots.length - 1);
+  }
+
+  /** The kind with this prefix and length, or -1. */
+  private kind(k0: number, k1: number, length: number): number {
+    const mask = this.slots.length - 1;
+    for (let i = this.slot(k0, k1, length); ; i = (i + 1) & mask) {
+      const e = this.slots[i] - 1;
+      if (e < 0) return -1;
+      if (this.key0[e] === k0 && this.key1[e] === k1 && this.lengths[e] === length) return e;
+    }
+  }
+
+  private insert(e: number): void {
+    const mask = this.slots.length - 1;
+    let i = this.slot(this.key0[e], this.key1[e], this.lengths[e]);
+    while (this.slots[i]) i = (i + 1) & mask;
+    this.slots[i] = e + 1;
+  }
 
   add(m: BasisChecksums): void {
     if (this.fine) {
@@ -76,35 +111,72 @@ export class BasisHints {
       const length = m.lengths[k];
       if (length === 0 || length > m.fine.max) throw bad(`a Basis Checksums chunk of ${length} bytes, outside 1..${m.fine.max}`);
       if (!Number.isSafeInteger(offset + length)) throw bad('Basis Checksums beyond 2^53 bytes');
-      const e = this.count++;
-      this.rest.push(view.getUint32(k * PREFIX + 4, true));
-      this.lengths.push(length);
-      this.offsets.push(offset);
-      const key = view.getUint32(k * PREFIX, true);
-      const have = this.byKey.get(key);
-      if (have === undefined) this.byKey.set(key, e);
-      else if (typeof have === 'number') this.byKey.set(key, [have, e]);
-      else have.push(e);
+      this.count++;
+      const k0 = view.getUint32(k * PREFIX, true);
+      const k1 = view.getUint32(k * PREFIX + 4, true);
+      const e = this.kind(k0, k1, length);
+      if (e >= 0) {
+        const more = this.more.get(e);
+        if (!more) this.more.set(e, { offsets: [offset], sorted: true });
+        else {
+          more.sorted &&= more.offsets[more.offsets.length - 1] < offset;
+          more.offsets.push(offset);
+        }
+      } else this.newKind(k0, k1, length, offset);
       offset += length;
     }
   }
 
-  /** The basis offset of a listed chunk with this prefix and length, or -1; of several (the
-   *  same bytes repeated in the basis), the one at `near` or else the first after it: the copy
-   *  then continues the one before, and the receiver reads the basis in order. */
-  private find(prefixes: DataView, k: number, length: number, near: number): number {
-    const have = this.byKey.get(prefixes.getUint32(k * PREFIX, true));
-    if (have === undefined) return -1;
-    const rest = prefixes.getUint32(k * PREFIX + 4, true);
-    if (typeof have === 'number') return this.rest[have] === rest && this.lengths[have] === length ? this.offsets[have] : -1; // the usual case
-    let best = -1;
-    for (const e of have) {
-      if (this.rest[e] !== rest || this.lengths[e] !== length) continue;
-      const o = this.offsets[e];
-      if (o === near) return o;
-      if (best < 0 || (o > near ? best < near || o < best : best < near && o > best)) best = o;
+  private newKind(k0: number, k1: number, length: number, offset: number): void {
+    const e = this.kinds++;
+    if (e === this.key0.length) {
+      const grow = <T extends Uint32Array | Float64Array>(a: T, C: { new (n: number): T }) => {
+        const b = new C(2 * a.length);
+        b.set(a as never);
+        return b;
+      };
+      this.key0 = grow(this.key0, Uint32Array);
+      this.key1 = grow(this.key1, Uint32Array);
+      this.lengths = grow(this.lengths, Uint32Array);
+      this.offsets = grow(this.offsets, Float64Array);
     }
-    return best;
+    this.key0[e] = k0;
+    this.key1[e] = k1;
+    this.lengths[e] = length;
+    this.offsets[e] = offset;
+    if (2 * this.kinds > this.slots.length) {
+      this.slots = new Int32Array(2 * this.slots.length);
+      for (let i = 0; i < this.kinds; i++) this.insert(i);
+    } else this.insert(e);
+  }
+
+  /** The basis offset of a listed chunk with this prefix and length, or -1; of several (the
+   *  same bytes repeated in the basis), the one at `near` or else the first after it (else the
+   *  last before it): the copy then continues the one before, and the receiver reads the basis
+   *  in order. */
+  private find(prefixes: DataView, k: number, length: number, near: number): number {
+    const e = this.kind(prefixes.getUint32(k * PREFIX, true), prefixes.getUint32(k * PREFIX + 4, true), length);
+    if (e < 0) return -1;
+    const first = this.offsets[e];
+    const more = this.more.get(e);
+    if (!more) return first; // the usual case
+    if (!more.sorted) {
+      more.offsets.sort((x, y) => x - y);
+      more.sorted = true;
+    }
+    const o = more.offsets;
+    let lo = 0;
+    let hi = o.length; // the first offset >= near
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (o[mid] < near) lo = mid + 1;
+      else hi = mid;
+    }
+    // the nearest at or after `near` among `first` and o[lo]; else the last before it
+    const after = lo < o.length ? o[lo] : -1;
+    if (first >= near && (after < 0 || first < after)) return first;
+    if (after >= 0) return after;
+    return Math.max(first, o[o.length - 1]);
   }
 
   /**

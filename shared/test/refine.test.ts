@@ -79,3 +79,40 @@ test('hostile Basis Checksums are refused', () => {
   h.add(ok);
   assert.throws(() => h.add({ ...ok, fine: { min: 128, avg: 512, max: 2048 } }), /change their chunk sizes/);
 });
+
+test('bytes repeated in the basis are copied in order, however they were listed', async () => {
+  // zeros and a repeated 3000-byte pattern: the same finer chunks listed at many offsets
+  const pattern = textBytes(5, 3000);
+  const parts = [textBytes(6, 5000), new Uint8Array(40_000), pattern, pattern, textBytes(7, 2000), pattern, new Uint8Array(20_000), pattern];
+  const basis = new Uint8Array(Buffer.concat(parts));
+  const third = Math.floor(basis.length / 3);
+  for (const stretches of [[[0, basis.length]], [[2 * third, basis.length], [third, 2 * third], [0, third]]] as [number, number][][]) {
+    const { chunks, copied } = hintsFor(basis, stretches).refine(basis, [basis.length]);
+    assert.deepEqual(await rebuild(basis, chunks), Buffer.from(basis));
+    // the copies go forward through the basis (the receiver reads it in order), each from the
+    // repeat at or after the end of the one before
+    let end = 0;
+    for (const p of chunks[0] as Piece[]) {
+      if (p instanceof Uint8Array) continue;
+      assert.ok(p.offset >= end, `a copy at ${p.offset} goes back before ${end}`);
+      end = p.offset + p.length;
+    }
+    assert.ok(copied > basis.length - 4 * 1024, `copied ${copied} of ${basis.length}`);
+  }
+});
+
+test('one chunk listed many times: each lookup finds the repeat that continues the copy', () => {
+  // 2^18 listings of the same 1 KiB chunk of zeros (a sparse file, or a receiver that lists one
+  // chunk over and over), then 4 MiB of zeros to refine: 4096 lookups among all of them
+  const zero = fineCut(new Uint8Array(1024), FINE, 3);
+  assert.deepEqual([...zero.lengths], [1024]);
+  const n = 1 << 18;
+  const prefixes = new Uint8Array(n * PREFIX);
+  for (let i = 0; i < n; i++) prefixes.set(zero.prefixes, i * PREFIX);
+  const h = new BasisHints(3);
+  h.add({ type: Msg.BasisChecksums, offset: 0, fine: FINE, lengths: new Uint32Array(n).fill(1024), prefixes });
+  const target = new Uint8Array(4 << 20);
+  const { chunks, copied } = h.refine(target, [target.length]);
+  assert.equal(copied, target.length);
+  assert.deepEqual(chunks[0], [{ offset: 0, length: target.length }]);
+});

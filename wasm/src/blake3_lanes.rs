@@ -3,14 +3,17 @@
 //! The `blake3` crate is fast on one long message: it compresses four 1 KiB leaves side by
 //! side (wasm simd128). A chunk is short (8 KiB on average), so its last leaf, its partial
 //! leaf and its parent nodes are compressed one at a time, and that serial part was about half
-//! of the client's hashing time. Here four *messages* run side by side instead: each of four
-//! 32-bit lanes walks its own message through the BLAKE3 tree (leaf blocks, then parent
-//! nodes, exactly as the reference's incremental hasher orders them) and every step
-//! compresses one block of each lane at once. With `+simd128`, LLVM turns the lane arrays
-//! below into v128 operations. A lane that finishes a message takes the next one, so lanes
-//! idle only at the very end. The digests equal `blake3::hash` of each message:
-//! tests/blake3_lanes.rs checks that natively (the plain-array lanes below), and
-//! shared/test/golden.test.ts checks the wasm build (the v128 lanes) against @noble/hashes.
+//! of the client's hashing time. Here the work of a whole batch of messages runs four at a time
+//! in 32-bit lanes instead, level by level of the BLAKE3 trees: first every leaf of every
+//! message (four leaves side by side, each lane's chaining value kept in registers through the
+//! leaf's blocks; leaves with the same number of blocks are grouped so that lanes rarely idle),
+//! then every parent node of the lowest level of every tree, then the next level, up to the
+//! roots. Pairing neighbours level by level and carrying an odd last node up builds exactly
+//! BLAKE3's tree (the left subtree always holds the largest power of two of leaves). With
+//! `+simd128`, LLVM turns the lane arrays below into v128 operations. The digests equal
+//! `blake3::hash` of each message: tests/blake3_lanes.rs checks that natively (the plain-array
+//! lanes below), and shared/test/golden.test.ts checks the wasm build (the v128 lanes) against
+//! @noble/hashes.
 
 const IV: [u32; 8] = [0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A, 0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19];
 const CHUNK_START: u32 = 1;
@@ -65,6 +68,11 @@ mod v {
     #[inline(always)]
     pub fn from(w: [u32; 4]) -> V {
         u32x4(w[0], w[1], w[2], w[3])
+    }
+    /// Lane by lane: `a` where `mask` is all ones, else `b`.
+    #[inline(always)]
+    pub fn select(mask: V, a: V, b: V) -> V {
+        v128_bitselect(a, b, mask)
     }
     #[inline(always)]
     fn transpose(r: [V; 4]) -> [V; 4] {
@@ -121,6 +129,10 @@ mod v {
         w
     }
     #[inline(always)]
+    pub fn select(mask: V, a: V, b: V) -> V {
+        std::array::from_fn(|l| if mask[l] != 0 { a[l] } else { b[l] })
+    }
+    #[inline(always)]
     pub fn load<const N: usize>(rows: [&[u8]; 4]) -> [V; N] {
         std::array::from_fn(|w| std::array::from_fn(|l| u32::from_le_bytes(rows[l][4 * w..4 * w + 4].try_into().unwrap())))
     }
@@ -135,7 +147,7 @@ mod v {
         })
     }
 }
-use v::{add, from, load, store, xor, xor_rotr, V};
+use v::{add, from, load, select, store, xor, xor_rotr, V};
 
 #[inline(always)]
 fn g(v: &mut [V; 16], a: usize, b: usize, c: usize, d: usize, x: V, y: V) {
@@ -164,7 +176,7 @@ fn round(v: &mut [V; 16], m: &[V; 16], r: &[usize; 16]) {
 /// The BLAKE3 compression function on four lanes; returns the chaining values (the first 8
 /// output words, which are also a root node's 32-byte digest).
 #[inline(always)]
-fn compress4(cv: &[V; 8], m: &[V; 16], counter_lo: V, counter_hi: V, block_len: V, flags: V) -> [[u8; 32]; 4] {
+fn compress4(cv: &[V; 8], m: &[V; 16], counter_lo: V, counter_hi: V, block_len: V, flags: V) -> [V; 8] {
     let s = |w: u32| from([w; 4]);
     let mut v = [cv[0], cv[1], cv[2], cv[3], cv[4], cv[5], cv[6], cv[7], s(IV[0]), s(IV[1]), s(IV[2]), s(IV[3]), counter_lo, counter_hi, block_len, flags];
     // Seven rounds, unrolled so that every message index is a constant.
@@ -175,167 +187,161 @@ fn compress4(cv: &[V; 8], m: &[V; 16], counter_lo: V, counter_hi: V, block_len: 
     round(&mut v, m, &SCHEDULE[4]);
     round(&mut v, m, &SCHEDULE[5]);
     round(&mut v, m, &SCHEDULE[6]);
-    let x: [V; 8] = std::array::from_fn(|i| xor(v[i], v[i + 8]));
-    store(&x)
+    std::array::from_fn(|i| xor(v[i], v[i + 8]))
 }
 
 /// A chaining value (or digest): eight little-endian words.
 type Cv = [u8; 32];
-const IV_BYTES: Cv = {
-    let mut b = [0u8; 32];
-    let mut i = 0;
-    while i < 32 {
-        b[i] = (IV[i / 4] >> (8 * (i % 4))) as u8;
-        i += 1;
-    }
-    b
-};
-
-/// One lane's next compression: chaining value, block, and its counter low / counter high /
-/// block length / flags.
-struct Step<'s> {
-    cv: &'s Cv,
-    block: &'s [u8; BLOCK],
-    meta: [u32; 4],
+const ZERO_BLOCK: [u8; BLOCK] = [0; BLOCK];
+#[inline(always)]
+fn iv4() -> [V; 8] {
+    std::array::from_fn(|i| from([IV[i]; 4]))
 }
 
-/// A lane's walk through one message's tree, in the reference hasher's order: the blocks of
-/// each 1 KiB leaf; after each leaf but the last, the parent merges its count calls for
-/// (`add_chunk_chaining_value`); after the last, the merges up to the root.
-struct Lane<'a> {
-    msg: &'a [u8],
-    /// Where the digest goes (index of the message in the batch).
+/// One leaf of one message: where its bytes are, its counter (leaf index in the message),
+/// whether it is the message's only leaf (then its output is the root), and where its
+/// chaining value goes.
+#[derive(Clone, Copy)]
+struct Leaf {
+    from: usize,
+    len: usize,
+    counter: u64,
+    root: bool,
     slot: usize,
-    leaves: u64,
-    leaf: u64,
-    /// Block within the leaf, while `merges == 0`.
-    block: usize,
-    /// Parent compressions still due before the next leaf (or the digest, after the last leaf).
-    merges: u32,
-    cv: Cv,
-    stack: Vec<Cv>,
-    /// A short last block (zero-padded) or a parent node's block.
-    scratch: [u8; BLOCK],
 }
 
-impl<'a> Lane<'a> {
-    fn start(msg: &'a [u8], slot: usize, stack: Vec<Cv>) -> Lane<'a> {
-        let leaves = (msg.len().div_ceil(LEAF)).max(1) as u64;
-        Lane { msg, slot, leaves, leaf: 0, block: 0, merges: 0, cv: IV_BYTES, stack, scratch: [0; BLOCK] }
+impl Leaf {
+    fn blocks(&self) -> usize {
+        self.len.div_ceil(BLOCK).max(1)
     }
+}
 
-    fn leaf_len(&self) -> usize {
-        (self.msg.len() - self.leaf as usize * LEAF).min(LEAF)
+/// Up to four leaves side by side; their chaining values go to `cvs[leaf.slot]`.
+fn leaves4(data: &[u8], group: &[Leaf], cvs: &mut [Cv]) {
+    let blocks: [usize; 4] = std::array::from_fn(|l| group.get(l).map_or(0, Leaf::blocks));
+    let n = blocks.iter().copied().max().unwrap_or(0);
+    let all = blocks.iter().copied().min().unwrap_or(0);
+    let lane = |f: &dyn Fn(&Leaf) -> u32| from(std::array::from_fn(|l| group.get(l).map_or(0, f)));
+    let (counter_lo, counter_hi) = (lane(&|x| x.counter as u32), lane(&|x| (x.counter >> 32) as u32));
+    let mut cv = iv4();
+    if group.len() == 4 && group.iter().all(|x| x.len == LEAF && !x.root) {
+        // The usual group: four full leaves, every lane busy for all 16 blocks.
+        let len = from([BLOCK as u32; 4]);
+        for b in 0..LEAF / BLOCK {
+            let flags = if b == 0 { CHUNK_START } else if b == LEAF / BLOCK - 1 { CHUNK_END } else { 0 };
+            let m = load::<16>(std::array::from_fn(|l| &data[group[l].from + b * BLOCK..group[l].from + (b + 1) * BLOCK]));
+            cv = compress4(&cv, &m, counter_lo, counter_hi, len, from([flags; 4]));
+        }
+        let bytes = store(&cv);
+        for (l, leaf) in group.iter().enumerate() {
+            cvs[leaf.slot] = bytes[l];
+        }
+        return;
     }
-
-    /// This lane's next compression.
-    #[inline(always)]
-    fn step(&mut self) -> Step<'_> {
-        if self.merges > 0 {
-            // Parent node: left child from the stack, right child in `cv`.
-            self.scratch[..32].copy_from_slice(&self.stack[self.stack.len() - 1]);
-            self.scratch[32..].copy_from_slice(&self.cv);
-            let root = self.leaf + 1 == self.leaves && self.stack.len() == 1;
-            return Step { cv: &IV_BYTES, block: &self.scratch, meta: [0, 0, BLOCK as u32, PARENT | if root { ROOT } else { 0 }] };
-        }
-        let leaf_len = self.leaf_len();
-        let last = leaf_len.div_ceil(BLOCK).max(1) - 1;
-        let from = self.leaf as usize * LEAF + self.block * BLOCK;
-        let to = from + (leaf_len - self.block * BLOCK).min(BLOCK);
-        let mut flags = 0;
-        if self.block == 0 {
-            flags |= CHUNK_START;
-        }
-        if self.block == last {
-            flags |= CHUNK_END;
-            if self.leaves == 1 {
-                flags |= ROOT;
+    let mut scratch = [[0u8; BLOCK]; 4];
+    for b in 0..n {
+        let mut meta = [[0u32; 4]; 2];
+        for (l, leaf) in group.iter().enumerate() {
+            if b >= blocks[l] {
+                continue;
             }
+            let at = leaf.from + b * BLOCK;
+            let take = (leaf.len - b * BLOCK).min(BLOCK);
+            if take < BLOCK {
+                scratch[l] = ZERO_BLOCK;
+                scratch[l][..take].copy_from_slice(&data[at..at + take]);
+            }
+            let end = b + 1 == blocks[l];
+            meta[0][l] = take as u32;
+            meta[1][l] = if b == 0 { CHUNK_START } else { 0 } | if end { CHUNK_END } else { 0 } | if end && leaf.root { ROOT } else { 0 };
         }
-        let meta = [self.leaf as u32, (self.leaf >> 32) as u32, (to - from) as u32, flags];
-        if to - from == BLOCK {
-            return Step { cv: &self.cv, block: self.msg[from..to].try_into().expect("a full block"), meta };
-        }
-        self.scratch = [0; BLOCK];
-        self.scratch[..to - from].copy_from_slice(&self.msg[from..to]);
-        Step { cv: &self.cv, block: &self.scratch, meta }
-    }
-
-    /// Takes the compression's output; returns true once `cv` is the message's digest.
-    fn absorb(&mut self, out: Cv) -> bool {
-        self.cv = out;
-        if self.merges > 0 {
-            self.stack.pop();
-            self.merges -= 1;
+        let rows: [&[u8]; 4] = std::array::from_fn(|l| match group.get(l) {
+            Some(leaf) if b < blocks[l] && leaf.len - b * BLOCK >= BLOCK => &data[leaf.from + b * BLOCK..leaf.from + (b + 1) * BLOCK],
+            Some(_) if b < blocks[l] => &scratch[l][..],
+            _ => &ZERO_BLOCK[..],
+        });
+        let m = load::<16>(rows);
+        let out = compress4(&cv, &m, counter_lo, counter_hi, from(meta[0]), from(meta[1]));
+        if b < all {
+            cv = out;
         } else {
-            let last = self.leaf_len().div_ceil(BLOCK).max(1) - 1;
-            if self.block < last {
-                self.block += 1;
-                return false;
-            }
-            // A leaf is done.
-            self.merges = if self.leaf + 1 == self.leaves {
-                self.stack.len() as u32
-            } else {
-                (self.leaf + 1).trailing_zeros()
-            };
+            let mask = from(std::array::from_fn(|l| if b < blocks[l] { u32::MAX } else { 0 }));
+            cv = std::array::from_fn(|i| select(mask, out[i], cv[i]));
         }
-        if self.merges > 0 {
-            return false;
-        }
-        if self.leaf + 1 == self.leaves {
-            return true;
-        }
-        self.stack.push(self.cv);
-        self.leaf += 1;
-        self.block = 0;
-        self.cv = IV_BYTES;
-        false
+    }
+    let bytes = store(&cv);
+    for (l, leaf) in group.iter().enumerate() {
+        cvs[leaf.slot] = bytes[l];
+    }
+}
+
+/// Up to four parent nodes side by side: (left child, root?, where the output goes); the
+/// right child follows the left one in `cur`.
+fn parents4(cur: &[Cv], group: &[(usize, bool, usize)], next: &mut [Cv]) {
+    let mut blocks = [ZERO_BLOCK; 4];
+    for (l, &(left, _, _)) in group.iter().enumerate() {
+        blocks[l][..32].copy_from_slice(&cur[left]);
+        blocks[l][32..].copy_from_slice(&cur[left + 1]);
+    }
+    let m = load::<16>(blocks.each_ref().map(|b| &b[..]));
+    let flags = from(std::array::from_fn(|l| PARENT | if group.get(l).is_some_and(|g| g.1) { ROOT } else { 0 }));
+    let zero = from([0; 4]);
+    let out = store(&compress4(&iv4(), &m, zero, zero, from([BLOCK as u32; 4]), flags));
+    for (l, &(_, _, dest)) in group.iter().enumerate() {
+        next[dest] = out[l];
     }
 }
 
 /// BLAKE3 digests of consecutive messages of `data` with the given lengths (which must add
 /// up to at most `data.len()`), appended to `out`, 32 bytes each.
 pub fn hash_consecutive(data: &[u8], lengths: impl IntoIterator<Item = usize>, out: &mut Vec<u8>) {
-    let base = out.len();
-    let mut pieces = lengths.into_iter().scan(0usize, |pos, l| {
-        let m = &data[*pos..*pos + l];
-        *pos += l;
-        Some(m)
-    });
-    let mut slot = 0;
-    let mut lanes: [Option<Lane>; 4] = [None, None, None, None];
-    let mut spare: Vec<Vec<Cv>> = Vec::new();
+    // Every leaf of every message; `spans[m]`: message m's nodes at the current level.
+    let mut leaves = Vec::new();
+    let mut spans = Vec::new();
+    let mut pos = 0;
+    for len in lengths {
+        assert!(pos + len <= data.len(), "lengths beyond the data");
+        let count = len.div_ceil(LEAF).max(1);
+        spans.push((leaves.len(), count));
+        for i in 0..count {
+            let from = pos + i * LEAF;
+            leaves.push(Leaf { from, len: (pos + len - from).min(LEAF), counter: i as u64, root: count == 1, slot: leaves.len() });
+        }
+        pos += len;
+    }
+    // Full leaves first (all lanes busy for all 16 blocks), then the others by block count.
+    leaves.sort_by_key(|x| std::cmp::Reverse((x.len == LEAF && !x.root, x.blocks())));
+    let mut cur = vec![[0u8; 32]; leaves.len()];
+    for group in leaves.chunks(4) {
+        leaves4(data, group, &mut cur);
+    }
+    // Parent nodes, one tree level at a time across all messages.
+    let mut jobs = Vec::new();
     loop {
-        let mut active = 0;
-        for lane in lanes.iter_mut() {
-            if lane.is_none() {
-                if let Some(m) = pieces.next() {
-                    out.resize(base + (slot + 1) * 32, 0);
-                    *lane = Some(Lane::start(m, slot, spare.pop().unwrap_or_default()));
-                    slot += 1;
-                }
+        jobs.clear();
+        let mut next = Vec::with_capacity(cur.len() / 2 + spans.len());
+        for span in spans.iter_mut() {
+            let (start, count) = *span;
+            let first = next.len();
+            for i in 0..count / 2 {
+                jobs.push((start + 2 * i, count == 2, next.len()));
+                next.push([0u8; 32]);
             }
-            active += lane.is_some() as usize;
-        }
-        if active == 0 {
-            return;
-        }
-        const IDLE: Step<'static> = Step { cv: &IV_BYTES, block: &[0; BLOCK], meta: [0; 4] };
-        let [a, b, c, d] = &mut lanes;
-        let steps = [a, b, c, d].map(|lane| lane.as_mut().map_or(IDLE, Lane::step));
-        let cv = load::<8>(steps.each_ref().map(|s| &s.cv[..]));
-        let m = load::<16>(steps.each_ref().map(|s| &s.block[..]));
-        let meta = |k: usize| from(std::array::from_fn(|l| steps[l].meta[k]));
-        let outs = compress4(&cv, &m, meta(0), meta(1), meta(2), meta(3));
-        for (l, slot_lane) in lanes.iter_mut().enumerate() {
-            let Some(lane) = slot_lane.as_mut() else { continue };
-            if lane.absorb(outs[l]) {
-                let at = base + lane.slot * 32;
-                out[at..at + 32].copy_from_slice(&lane.cv);
-                let done = slot_lane.take().expect("lane is active");
-                spare.push(done.stack);
+            if count % 2 == 1 {
+                next.push(cur[start + count - 1]);
             }
+            *span = (first, count.div_ceil(2));
         }
+        if jobs.is_empty() {
+            cur = next;
+            break;
+        }
+        for group in jobs.chunks(4) {
+            parents4(&cur, group, &mut next);
+        }
+        cur = next;
+    }
+    for &(start, _) in &spans {
+        out.extend_from_slice(&cur[start]);
     }
 }
