@@ -20,9 +20,12 @@ type Doc = any;
 
 const mean = (xs: number[]) => xs.reduce((s, x) => s + x, 0) / xs.length;
 const sizeLabel = (n: number) => (n >= 1 << 20 ? `${n / (1 << 20)} MB` : n >= 1024 ? `${n / 1024} KB` : `${n} B`);
-const bytes = (n: number) => (n >= 1e9 ? `${(n / 1e9).toFixed(2)} GB` : n >= 1e6 ? `${(n / 1e6).toFixed(2)} MB` : n >= 1e3 ? `${(n / 1e3).toFixed(1)} KB` : `${n} B`);
-const secs = (ms: number) => (ms >= 10000 ? `${(ms / 1000).toFixed(1)} s` : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${Math.round(ms)} ms`);
-const x = (r: number) => `${r.toFixed(2)}×`;
+/** A run left out (`--approaches`, `--no-rsync`) shows as a dash. */
+const shown = (f: (n: number) => string) => (n: number) => (Number.isFinite(n) ? f(n) : '—');
+const bytes = shown((n) => (n >= 1e9 ? `${(n / 1e9).toFixed(2)} GB` : n >= 1e6 ? `${(n / 1e6).toFixed(2)} MB` : n >= 1e3 ? `${(n / 1e3).toFixed(1)} KB` : `${n} B`));
+const secs = shown((ms) => (ms >= 10000 ? `${(ms / 1000).toFixed(1)} s` : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${Math.round(ms)} ms`));
+const x = shown((r) => `${r.toFixed(2)}×`);
+const whole = shown((v) => String(Math.round(v)));
 
 /** Median of a field over a pair's repetitions. */
 const med = (runs: Report[] | undefined, f: (r: Report) => number) => (runs?.length ? median(runs.map(f)) : NaN);
@@ -91,7 +94,7 @@ export function writeReport(doc: Doc, OUT = DEFAULT_OUT): void {
       label: sizeLabel(s),
       bars: APPROACHES.map((a) => ({ name: a, parts: (['client', 'server', 'network'] as const).map((n) => ({ name: n, value: part(s, a, (r) => r.timeMs[n]) })) })),
     }));
-    for (const s of sizes) md.push(`| ${sizeLabel(s)} | ${APPROACHES.map((a) => (['client', 'server', 'network'] as const).map((n) => Math.round(part(s, a, (r) => r.timeMs[n]))).join(' / ')).join(' | ')} |`);
+    for (const s of sizes) md.push(`| ${sizeLabel(s)} | ${APPROACHES.map((a) => (['client', 'server', 'network'] as const).map((n) => whole(part(s, a, (r) => r.timeMs[n]))).join(' / ')).join(' | ')} |`);
     md.push('', 'Milliseconds.', '');
     writeFileSync(join(OUT, 'fig14-breakdown.svg'), stackedBars({ title: 'Fig. 14 analogue: sync time breakdown, 10 MB mixed file', yTitle: 'time (ms)', groups, partNames: ['client', 'server', 'network'], footer: footer(doc.shaping.default) }));
     // Fig. 11
