@@ -84,8 +84,8 @@ pub fn hash(algo: Algo, data: &[u8]) -> Vec<u8> {
 }
 
 /// Strong hashes of consecutive chunks of `data` with the given lengths (adding up to at most
-/// `data.len()`), appended to `out`. BLAKE3 runs four chunks side by side ([`crate::blake3_lanes`])
-/// when there are enough of them to fill the lanes.
+/// `data.len()`), appended to `out`. BLAKE3 runs the chunks' leaves and parent nodes four at a
+/// time ([`crate::blake3_lanes`]) when there are enough chunks to fill the lanes.
 pub fn hash_consecutive(algo: Algo, data: &[u8], lengths: &[u32], out: &mut Vec<u8>) {
     if algo == Algo::Blake3 && lengths.len() >= 4 {
         return crate::blake3_lanes::hash_consecutive(data, lengths.iter().map(|&l| l as usize), out);
