@@ -51,13 +51,13 @@ export function fineCut(bytes: Uint8Array, fine: FineParams, algo: number): { le
  * the refinement of a run of chunks about to be sent.
  *
  * The listed chunks are kept one entry per distinct (prefix, length) — a *kind* — found
- * through an open-addressing table; plain arrays, not typed ones: a 1 GiB push lists ~400 k
- * chunks, and typed arrays grown by doubling are memory outside the JavaScript heap, whose
- * growth made V8 run 2.4× as many full collections (the client's CPU time per 30% sync rose by
- * a second); a kind listed at several offsets (the same bytes
- * repeated in the basis: zeros, padding) keeps the further offsets in a list of its own, sorted
- * when it is searched. The table's hash is seeded per session, so a hostile receiver cannot
- * choose prefixes that all land in one probe sequence.
+ * through an open-addressing table. A kind listed at several offsets (the same bytes repeated
+ * in the basis: zeros, padding) keeps the further offsets in a list of its own, sorted when it
+ * is searched. The table's hash is seeded per session, so a hostile receiver cannot choose
+ * prefixes that all land in one probe sequence. Plain arrays, not typed ones: a 1 GiB push
+ * lists ~400 k chunks, and typed arrays grown by doubling are memory outside the JavaScript
+ * heap, whose growth made V8 run 2.4× as many full collections (the client's CPU time per 30%
+ * sync rose by a second; bench/results/README.md).
  */
 export class BasisHints {
   fine: FineParams | null = null;
