@@ -52,7 +52,7 @@ export function fineCut(bytes: Uint8Array, fine: FineParams, algo: number): { le
  *
  * The listed chunks are kept one entry per distinct (prefix, length) — a *kind* — found
  * through an open-addressing table. A kind listed at several offsets (the same bytes repeated
- * in the basis: zeros, padding) keeps the further offsets in a list of its own, sorted when it
+ * in the basis: zeros, padding) keeps all of them in a list of its own, sorted when it
  * is searched. The table's hash is seeded per session, so a hostile receiver cannot choose
  * prefixes that all land in one probe sequence. Plain arrays, not typed ones: a 1 GiB push
  * lists ~400 k chunks, and typed arrays grown by doubling are memory outside the JavaScript
@@ -68,7 +68,7 @@ export class BasisHints {
   private key1: number[] = [];
   private lengths: number[] = [];
   private offsets: number[] = [];
-  /** per kind listed more than once: its other offsets (sorted while `sorted` says so) */
+  /** per kind listed more than once: all its offsets (sorted while `sorted` says so) */
   private more = new Map<number, { offsets: number[]; sorted: boolean }>();
   /** kind + 1 per slot, 0 for an empty slot; a power of two, at most half full */
   private slots: number[] = new Array(2048).fill(0);
@@ -121,7 +121,7 @@ export class BasisHints {
       const e = this.kind(k0, k1, length);
       if (e >= 0) {
         const more = this.more.get(e);
-        if (!more) this.more.set(e, { offsets: [offset], sorted: true });
+        if (!more) this.more.set(e, { offsets: [this.offsets[e], offset], sorted: this.offsets[e] < offset });
         else {
           more.sorted &&= more.offsets[more.offsets.length - 1] < offset;
           more.offsets.push(offset);
@@ -150,9 +150,8 @@ export class BasisHints {
   private find(prefixes: DataView, k: number, length: number, near: number): number {
     const e = this.kind(prefixes.getUint32(k * PREFIX, true), prefixes.getUint32(k * PREFIX + 4, true), length);
     if (e < 0) return -1;
-    const first = this.offsets[e];
     const more = this.more.get(e);
-    if (!more) return first; // the usual case
+    if (!more) return this.offsets[e]; // the usual case
     if (!more.sorted) {
       more.offsets.sort((x, y) => x - y);
       more.sorted = true;
@@ -165,11 +164,7 @@ export class BasisHints {
       if (o[mid] < near) lo = mid + 1;
       else hi = mid;
     }
-    // the nearest at or after `near` among `first` and o[lo]; else the last before it
-    const after = lo < o.length ? o[lo] : -1;
-    if (first >= near && (after < 0 || first < after)) return first;
-    if (after >= 0) return after;
-    return Math.max(first, o[o.length - 1]);
+    return lo < o.length ? o[lo] : o[o.length - 1];
   }
 
   /**
