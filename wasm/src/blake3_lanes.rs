@@ -224,44 +224,32 @@ fn leaves4(data: &[u8], group: &[Leaf], cvs: &mut [Cv]) {
     let lane = |f: &dyn Fn(&Leaf) -> u32| from(std::array::from_fn(|l| group.get(l).map_or(0, f)));
     let (counter_lo, counter_hi) = (lane(&|x| x.counter as u32), lane(&|x| (x.counter >> 32) as u32));
     let mut cv = iv4();
-    if group.len() == 4 && group.iter().all(|x| x.len == LEAF && !x.root) {
-        // The usual group: four full leaves, every lane busy for all 16 blocks.
-        let len = from([BLOCK as u32; 4]);
-        for b in 0..LEAF / BLOCK {
-            let flags = if b == 0 { CHUNK_START } else if b == LEAF / BLOCK - 1 { CHUNK_END } else { 0 };
-            let m = load::<16>(std::array::from_fn(|l| &data[group[l].from + b * BLOCK..group[l].from + (b + 1) * BLOCK]));
-            cv = compress4(&cv, &m, counter_lo, counter_hi, len, from([flags; 4]));
-        }
-        let bytes = store(&cv);
-        for (l, leaf) in group.iter().enumerate() {
-            cvs[leaf.slot] = bytes[l];
-        }
-        return;
-    }
     let mut scratch = [[0u8; BLOCK]; 4];
     for b in 0..n {
-        let mut meta = [[0u32; 4]; 2];
+        // Per lane: the bytes of block b (0 once its leaf is done), its length and flags; a
+        // short last block is zero-padded in `scratch`.
+        let mut take = [0usize; 4];
+        let mut flags = [0u32; 4];
         for (l, leaf) in group.iter().enumerate() {
             if b >= blocks[l] {
                 continue;
             }
             let at = leaf.from + b * BLOCK;
-            let take = (leaf.len - b * BLOCK).min(BLOCK);
-            if take < BLOCK {
+            take[l] = (leaf.len - b * BLOCK).min(BLOCK);
+            if take[l] < BLOCK {
                 scratch[l] = ZERO_BLOCK;
-                scratch[l][..take].copy_from_slice(&data[at..at + take]);
+                scratch[l][..take[l]].copy_from_slice(&data[at..at + take[l]]);
             }
             let end = b + 1 == blocks[l];
-            meta[0][l] = take as u32;
-            meta[1][l] = if b == 0 { CHUNK_START } else { 0 } | if end { CHUNK_END } else { 0 } | if end && leaf.root { ROOT } else { 0 };
+            flags[l] = if b == 0 { CHUNK_START } else { 0 } | if end { CHUNK_END } else { 0 } | if end && leaf.root { ROOT } else { 0 };
         }
         let rows: [&[u8]; 4] = std::array::from_fn(|l| match group.get(l) {
-            Some(leaf) if b < blocks[l] && leaf.len - b * BLOCK >= BLOCK => &data[leaf.from + b * BLOCK..leaf.from + (b + 1) * BLOCK],
+            Some(leaf) if take[l] == BLOCK => &data[leaf.from + b * BLOCK..leaf.from + (b + 1) * BLOCK],
             Some(_) if b < blocks[l] => &scratch[l][..],
             _ => &ZERO_BLOCK[..],
         });
         let m = load::<16>(rows);
-        let out = compress4(&cv, &m, counter_lo, counter_hi, from(meta[0]), from(meta[1]));
+        let out = compress4(&cv, &m, counter_lo, counter_hi, from(take.map(|t| t as u32)), from(flags));
         if b < all {
             cv = out;
         } else {
