@@ -6,6 +6,7 @@
 import init from '../../wasm/pkg/dsync_wasm.js';
 import type { Source } from '../../shared/src/chunk-index.ts';
 import { ConnectionLost, RemoteError } from '../../shared/src/conn.ts';
+import { MemoryKnown } from '../../shared/src/known.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
 import type { Sink } from '../../shared/src/session.ts';
 import { Connection, type Phase, type WebSocketCtor, pull, push } from '../../shared/src/sync-client.ts';
@@ -125,6 +126,9 @@ function blobSink(onWritten: (bytes: number) => void): Sink & { blob(): Blob } {
 }
 
 const jobs = new Map<number, Job>();
+/** The versions this page pushed or pulled, so that the next edit of a file goes up in one
+ *  round trip (shared/src/known.ts); kept for the page's lifetime. */
+const known = new MemoryKnown();
 
 /** Sockets kept open between transfers: the server runs several sessions on one socket
  *  (docs/protocol.md §3), so a folder's files, or a re-sync after an edit, skip the TCP and
@@ -172,12 +176,12 @@ async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connect
     const source = job.source(m.file, (end) => {
       if (job.step === 'tokens-received' || job.step === 'sending') job.progress('sending', end, m.file.size);
     });
-    const report = await push(source, { url: m.url, name: m.name, WebSocket, connection, retries: m.retries, onProgress });
+    const report = await push(source, { url: m.url, name: m.name, WebSocket, connection, retries: m.retries, onProgress, known });
     post({ kind: 'done', id: m.id, report });
   } else {
     const basis = m.basis ? job.source(m.basis, (end) => job.progress('chunking', end, m.basis!.size)) : null;
     const sink = blobSink((written) => job.progress('receiving', written, m.size));
-    const report = await pull({ url: m.url, name: m.name, version: m.version, basis, WebSocket, connection, sink, onProgress });
+    const report = await pull({ url: m.url, name: m.name, version: m.version, basis, WebSocket, connection, sink, onProgress, known });
     post({ kind: 'done', id: m.id, report, blob: sink.blob() });
   }
 }

@@ -29,9 +29,20 @@ async function indexFor(store: Store, cfg: ServerConfig, hello: Hello, name: str
   return chunkSource(source, hello.params, hello.algo);
 }
 
+/** A stored version to build on; a known version that is not stored is UnknownBasis. */
+async function knownOrLatest(store: Store, name: string, version: number, known: boolean) {
+  try {
+    return await store.openVersion(name, version);
+  } catch (e) {
+    if (known && e instanceof ProtocolError && e.code === ErrorCode.NotFound) throw new ProtocolError(ErrorCode.UnknownBasis, `${name} has no version ${version}`);
+    throw e;
+  }
+}
+
 function checkHello(h: Hello, cfg: ServerConfig) {
   if (h.version !== PROTOCOL_VERSION) throw new ProtocolError(ErrorCode.Version, `protocol version ${h.version} is not supported (server speaks ${PROTOCOL_VERSION})`);
   if (h.op !== Op.Push && h.op !== Op.Pull) throw new ProtocolError(ErrorCode.Malformed, `unknown operation ${h.op}`);
+  if (h.known && h.op !== Op.Push) throw new ProtocolError(ErrorCode.Malformed, 'a known version comes with a push only');
   checkParams(h.params, cfg.maxChunkSize);
   hashLength(h.algo);
   h.name = validateName(h.name);
@@ -126,14 +137,21 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
       if (hello.basisVersion !== 0 && hello.basisVersion !== latest) {
         throw new ProtocolError(ErrorCode.StaleBasis, `${name} is at version ${latest}, not ${hello.basisVersion}`);
       }
-      let opened = latest ? await store.openVersion(name, latest) : null;
+      // The basis: the version the client knows (Hello's `known`: its Copies refer to it), else
+      // the latest version of this name, or for a new name the most similar stored file,
+      // picked from the Checksum List (see similarity.ts).
+      const known = hello.known;
+      const basisVersion = known?.version ?? latest;
+      let opened = basisVersion ? await knownOrLatest(store, name, basisVersion, !!known) : null;
       try {
-        await conn.send({ type: Msg.Ready, version: latest, size: opened?.source.size ?? 0, maxMessage: cfg.maxMessage });
-        // The basis: the latest version of this name, or for a new name the most similar
-        // stored file, picked from the Checksum List (see similarity.ts).
+        const knownIndex = known && (await indexFor(store, cfg, hello, name, known.version, opened!.source));
+        if (knownIndex && !Buffer.from(knownIndex.root).equals(known.root)) {
+          throw new ProtocolError(ErrorCode.UnknownBasis, `version ${known.version} of ${name} is not the one the client knows`);
+        }
+        await conn.send({ type: Msg.Ready, version: basisVersion, size: opened?.source.size ?? 0, maxMessage: cfg.maxMessage });
         let similarTo: string | undefined;
         const basis = opened
-          ? { index: await indexFor(store, cfg, hello, name, latest, opened.source), source: opened.source }
+          ? { index: knownIndex || (await indexFor(store, cfg, hello, name, latest, opened.source)), source: opened.source }
           : async (target: { fastfps: Uint32Array }) => {
               const like = await store.similar(target.fastfps);
               if (!like) return null;
@@ -142,10 +160,11 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
               return { index: await indexFor(store, cfg, h, like.name, like.version, opened.source), source: opened.source };
             };
         // A writer that named its basis must still be building on the latest at commit time.
-        const sinkFor = store.sinkFor(name, latest, hello.params, hello.algo, hello.basisVersion !== 0 ? latest : undefined);
+        const sinkFor = store.sinkFor(name, basisVersion, hello.params, hello.algo, hello.basisVersion !== 0 ? latest : undefined);
         // An interrupted upload of this name waiting to be resumed: match once the whole list
-        // is in, whose digest says whether this push resumes it.
-        const wholeList = store.holdsResumable(name, latest);
+        // is in, whose digest says whether this push resumes it (not with a known basis: the
+        // sender sends Copies, not its whole list first).
+        const wholeList = !known && store.holdsResumable(name, latest);
         const out = await receiveTarget(conn, hello.params, hello.algo, basis, sinkFor, {
           limits,
           resultExtra: extra,
@@ -154,8 +173,9 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
           onPhase: phase,
           refine: cfg.refine && !cfg.paperExact ? DEFAULT_FINE : undefined,
           maxRefineBytes: cfg.maxRefineBytes,
+          known: !!known,
         });
-        log({ op: 'push', name, version: out.version, size: out.index.size, matchedBytes: out.matchedBytes, refinedBytes: out.refinedBytes, refineListed: out.refineListed, literalBytes: out.literalBytes, resumedChunks: out.resumedChunks, tokens: out.tokens, similarTo, ms: Math.round(performance.now() - t0) });
+        log({ op: 'push', name, version: out.version, known: known?.version, size: out.index.size, matchedBytes: out.matchedBytes, refinedBytes: out.refinedBytes, refineListed: out.refineListed, literalBytes: out.literalBytes, resumedChunks: out.resumedChunks, tokens: out.tokens, similarTo, ms: Math.round(performance.now() - t0) });
       } finally {
         await opened?.close();
       }

@@ -6,7 +6,7 @@
  * Decoding is strict: an unknown type, a truncated field, a count above the limit, trailing
  * bytes or invalid UTF-8 throw a ProtocolError(Malformed); nothing is read out of bounds.
  */
-import { DEFAULT_LIMITS, ErrorCode, Msg, type ChunkParams, type FineParams, type Limits, ProtocolError } from './protocol.ts';
+import { DEFAULT_LIMITS, ErrorCode, Msg, type ChunkParams, type FineParams, type Limits, ProtocolError, hashLength } from './protocol.ts';
 
 export interface Hello {
   type: typeof Msg.Hello;
@@ -19,6 +19,10 @@ export interface Hello {
   /** push: the basis version the client expects to be latest (0: no check); pull: the version wanted (0: latest) */
   basisVersion: number;
   name: string;
+  /** push: a version of this name whose chunk index the client holds, and that version's root:
+   *  the client sends its own Match Tokens against it (Copies) without waiting for the
+   *  server's (docs/protocol.md §3, "A known basis"); absent: none */
+  known?: { version: number; root: Uint8Array };
 }
 export interface Ready {
   type: typeof Msg.Ready;
@@ -106,6 +110,14 @@ export interface BasisChecksums {
   /** the first 8 bytes of each chunk's strong hash, 8n bytes */
   prefixes: Uint8Array;
 }
+/** A push against a known basis: the sender's own Match Tokens, each saying that target chunks
+ *  [first, first + count) are the known version's chunks [basisFirst, basisFirst + count). */
+export interface Copies {
+  type: typeof Msg.Copies;
+  first: Uint32Array;
+  count: Uint32Array;
+  basisFirst: Uint32Array;
+}
 /** Bytes of a strong hash a Basis Checksums entry carries. */
 export const PREFIX = 8;
 /** A chunk's length in a Delta message: its bytes, or the sum of its pieces. */
@@ -134,6 +146,7 @@ export type Message =
   | Tokens
   | TokensEnd
   | SplitRequest
+  | Copies
   | SplitHashes
   | Verdict
   | Delta
@@ -240,7 +253,8 @@ export function encode(m: Message, hashLen = 32): Uint8Array {
   switch (m.type) {
     case Msg.Hello: {
       const name = utf8.encode(m.name);
-      const w = new Writer(1 + 2 + 12 + 3 + 8 + 4 + 2 + name.length);
+      if (m.known) checkHash(m.known.root, hashLength(m.algo), 'known root');
+      const w = new Writer(1 + 2 + 12 + 3 + 8 + 4 + 4 + 2 + name.length + (m.known ? m.known.root.length : 0));
       w.u8(m.type);
       w.u8(m.version);
       w.u8(m.op);
@@ -252,8 +266,10 @@ export function encode(m: Message, hashLen = 32): Uint8Array {
       w.u8(m.algo);
       w.u64(m.size);
       w.u32(m.basisVersion);
+      w.u32(m.known?.version ?? 0);
       w.u16(name.length);
       w.bytes(name);
+      if (m.known) w.bytes(m.known.root);
       return w.done();
     }
     case Msg.Ready: {
@@ -380,6 +396,19 @@ export function encode(m: Message, hashLen = 32): Uint8Array {
       }
       return w.done();
     }
+    case Msg.Copies: {
+      const n = m.first.length;
+      if (m.count.length !== n || m.basisFirst.length !== n) throw new RangeError('copy arrays differ');
+      const w = new Writer(1 + 4 + 12 * n);
+      w.u8(m.type);
+      w.u32(n);
+      for (let i = 0; i < n; i++) {
+        w.u32(m.first[i]);
+        w.u32(m.count[i]);
+        w.u32(m.basisFirst[i]);
+      }
+      return w.done();
+    }
     case Msg.BasisChecksums: {
       const n = m.lengths.length;
       if (m.prefixes.length !== n * PREFIX) throw new RangeError('prefixes and lengths differ in length');
@@ -444,6 +473,7 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
       const algo = r.u8('algo');
       const size = r.u64('size');
       const basisVersion = r.u32('basis version');
+      const knownVersion = r.u32('known version');
       const nameLen = r.u16('name length');
       if (nameLen > limits.maxNameBytes) throw malformed(`name of ${nameLen} bytes exceeds ${limits.maxNameBytes}`);
       let name: string;
@@ -454,6 +484,10 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
         throw malformed('name is not valid UTF-8');
       }
       m = { type, version, op, params, algo, size, basisVersion, name };
+      if (knownVersion) {
+        if (algo < 1 || algo > 3) throw malformed(`a known version's root in a Hello of unknown algorithm ${algo}`);
+        m.known = { version: knownVersion, root: r.bytes(hashLength(algo), 'known root') };
+      }
       break;
     }
     case Msg.Ready:
@@ -556,6 +590,20 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
         chunks.push(pieces);
       }
       m = { type, indices, chunks };
+      break;
+    }
+    case Msg.Copies: {
+      const n = r.count(maxN, 'copy count');
+      r.need(12 * n, 'copies');
+      const first = new Uint32Array(n);
+      const count = new Uint32Array(n);
+      const basisFirst = new Uint32Array(n);
+      for (let i = 0; i < n; i++) {
+        first[i] = r.u32('first');
+        count[i] = r.u32('count');
+        basisFirst[i] = r.u32('basis first');
+      }
+      m = { type, first, count, basisFirst };
       break;
     }
     case Msg.BasisChecksums: {

@@ -61,6 +61,7 @@ function part(type: number): keyof Omit<Traffic, 'total'> {
     case Msg.Tokens:
     case Msg.TokensEnd:
     case Msg.SplitHashes:
+    case Msg.Copies:
       return 'matchTokens';
     case Msg.BasisChecksums:
       return 'basisChecksums';

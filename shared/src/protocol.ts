@@ -3,7 +3,7 @@
  * number here appears there with the same name.
  */
 
-export const PROTOCOL_VERSION = 4;
+export const PROTOCOL_VERSION = 5;
 
 /** Message type codes (the first byte of every binary frame). */
 export const Msg = {
@@ -19,6 +19,7 @@ export const Msg = {
   Delta: 0x0a,
   Result: 0x0b,
   BasisChecksums: 0x0c,
+  Copies: 0x0d,
   Error: 0x7f,
 } as const;
 export type MsgType = (typeof Msg)[keyof typeof Msg];
@@ -93,6 +94,9 @@ export const ErrorCode = {
   Internal: 11,
   /** Protocol version not supported. */
   Version: 12,
+  /** The version a push's Hello says the client knows is not stored, or its root differs: the
+   *  client forgets it and pushes without (docs/protocol.md §3, "A known basis"). */
+  UnknownBasis: 13,
 } as const;
 
 /** An error with a wire code; thrown by the codec and the state machines. */

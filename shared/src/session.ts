@@ -20,7 +20,7 @@
  * chunked (docs/protocol.md §3).
  */
 import { type ChunkIndex, type ListPart, type Source, giveBuffers, offsetsOf, runHash, takeBuffer } from './chunk-index.ts';
-import { type Checksums, type ChecksumsEnd, type Delta, type Failed, type Message, PREFIX, type Piece, type Result, chunkLength } from './codec.ts';
+import { type Checksums, type ChecksumsEnd, type Copies, type Delta, type Failed, type Message, PREFIX, type Piece, type Result, chunkLength } from './codec.ts';
 import { type Conn, ConnectionLost } from './conn.ts';
 import { Matcher, type Run, type WeakList, matchRuns } from './matcher.ts';
 import { type ChunkParams, ErrorCode, type FineParams, Msg, ProtocolError, hashLength } from './protocol.ts';
@@ -134,6 +134,9 @@ export interface SenderOptions {
   onListSent?: () => void;
   onTokens?: () => void;
   onDeltaSent?: () => void;
+  /** a known basis (Hello's `known`): the sender's own Match Tokens against it, ascending and
+   *  disjoint; sent as Copies after the Checksum List, and the receiver sends none */
+  copies?: Run[];
 }
 
 export interface SendOutcome {
@@ -149,6 +152,9 @@ export interface SendOutcome {
   chunks: number;
   tokens: number;
   failedTokens: number;
+  /** the target's chunk lengths and strong hashes (what a later push may know it by) */
+  lengths: Uint32Array;
+  hashes: Uint8Array;
 }
 
 /**
@@ -185,6 +191,7 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
   const hints = new BasisHints(algo);
   const phase2 = (async () => {
     await opts.beforeTokens?.();
+    if (opts.copies) return; // no Match Tokens come
     for (;;) {
       const m = await conn.expect(Msg.Tokens, Msg.TokensEnd, Msg.BasisChecksums);
       if (m.type === Msg.BasisChecksums) {
@@ -324,6 +331,17 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
     literalBytes += bytes;
   };
 
+  // A known basis: the Copies stand for the Match Tokens, all final and confirmed at once.
+  const sendCopies = async (copies: Run[]) => {
+    for (let k = 0; k < copies.length; k += BATCH) {
+      const part = copies.slice(k, k + BATCH);
+      await conn.send({ type: Msg.Copies, first: Uint32Array.from(part, (r) => r.first), count: Uint32Array.from(part, (r) => r.count), basisFirst: Uint32Array.from(part, (r) => r.basisFirst) }, { wait: false });
+    }
+    for (const r of copies) list.marks.fill(1, r.first, r.first + r.count);
+    frontier = list.count;
+    tokensDone = true;
+  };
+
   // The next part is asked for ahead and taken when it is there: a slow read of the file must
   // not hold up the Delta Bytes of what is already matched.
   const parts = target.parts[Symbol.asyncIterator]();
@@ -388,6 +406,7 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
           listDone = true;
           await conn.send({ type: Msg.ChecksumsEnd, count: list.count, size: target.size }, { wait: false });
           opts.onListSent?.();
+          if (opts.copies) await sendCopies(opts.copies);
         }
         // asked for only now: taking the next part may hash this one's chunks (chunkParts)
         if (!partsDone)
@@ -421,7 +440,7 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
     throw new ProtocolError(ErrorCode.VerifyFailed, 'the receiver reports a different file than the one sent');
   }
   const resumedBytes = list.offsets[resumeFrom];
-  return { result, matchedBytes: target.size - literalBytes - resumedBytes, refinedBytes, literalBytes, resumedBytes, chunks: list.count, tokens: firsts.length, failedTokens };
+  return { result, matchedBytes: target.size - literalBytes - resumedBytes, refinedBytes, literalBytes, resumedBytes, chunks: list.count, tokens: opts.copies?.length ?? firsts.length, failedTokens, lengths: list.lengths.subarray(0, list.count), hashes: list.hashes.subarray(0, list.count * H) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -485,6 +504,10 @@ export interface ReceiverOptions {
   refine?: FineParams;
   /** at most this many basis bytes are refined per session (default MAX_REFINE_BYTES) */
   maxRefineBytes?: number;
+  /** the sender holds the basis' chunk index (Hello's known version, which `basis` must be):
+   *  it sends its own Match Tokens as Copies after the Checksum List, and the receiver sends
+   *  none, no Basis Checksums and no Tokens End (docs/protocol.md §3, "A known basis") */
+  known?: boolean;
 }
 
 export interface ReceiveOutcome {
@@ -528,12 +551,14 @@ export async function receiveTarget(
 ): Promise<ReceiveOutcome> {
   const H = hashLength(algo);
   const { limits, expectedSize } = opts;
-  const streamed = typeof basisOrChoice !== 'function' && !opts.wholeList;
+  const known = !!opts.known;
+  const streamed = typeof basisOrChoice !== 'function' && (!opts.wholeList || known);
+  if (known && (typeof basisOrChoice === 'function' || !basisOrChoice)) throw new Error('a known basis must be given');
   // the target's chunks as they arrive; marks: the basis chunk each copies, -1 for a literal
   const list = new GrowingList(H, -1);
   let ended = false; // ChecksumsEnd is in: list.count is the chunk count
   let basis: Basis | null = streamed ? (basisOrChoice as Basis | null) : null;
-  const matcher = streamed && basis ? new Matcher(basis.index) : null;
+  const matcher = streamed && basis && !known ? new Matcher(basis.index) : null;
   const runs: Run[] = []; // Match Tokens, all sent
   let frontier = 0; // the receiver's matching is final below this chunk (sent)
   let tokensEnded = false;
@@ -664,7 +689,7 @@ export async function receiveTarget(
     if (expectedSize !== undefined && size > expectedSize) throw bad(`Hello announced ${expectedSize} bytes, the Checksum List has more`);
     const from = runs.length;
     list.append(m.lengths, m.fastfps);
-    if (!streamed) return;
+    if (!streamed || known) return;
     if (matcher) addRuns(matcher.feed(list.weak(), list.count));
     await sendTokens(from, await listGaps(matcher ? matcher.frontier : list.count, false));
   };
@@ -675,6 +700,13 @@ export async function receiveTarget(
     if (expectedSize !== undefined && list.size !== expectedSize) throw bad(`Hello announced ${expectedSize} bytes, the Checksum List has ${list.size}`);
     ended = true;
     opts.onPhase?.('tokens');
+    if (known) {
+      // the sender's Copies come next, then its Verdict
+      frontier = list.count;
+      tokensEnded = true;
+      opts.onPhase?.('delta');
+      return;
+    }
     const target = list.weak();
     const from = runs.length;
     if (streamed) {
@@ -703,12 +735,38 @@ export async function receiveTarget(
     tokensEnded = true;
     opts.onPhase?.('delta');
   };
-  // The next message of one of `types`; Checksums that come first are taken in on the way.
+  // A known basis: the sender's own Match Tokens, checked against the basis index (the root
+  // check at the end covers the bytes; lengths and FastFps must agree here, as a weak match's do).
+  const onCopies = (m: Copies) => {
+    const b = basis!.index;
+    for (let k = 0; k < m.first.length; k++) {
+      const first = m.first[k];
+      const count = m.count[k];
+      const from = m.basisFirst[k];
+      const prev = runs[runs.length - 1];
+      if (count === 0 || (prev && first < prev.first + prev.count) || first + count > list.count || from + count > b.lengths.length) {
+        throw bad(`copy ${runs.length} [${first}, +${count}) from basis chunk ${from} is empty, overlaps, or lies beyond the ${list.count} chunks or the basis' ${b.lengths.length}`);
+      }
+      for (let j = 0; j < count; j++) {
+        if (list.lengths[first + j] !== b.lengths[from + j] || list.fastfps[first + j] !== b.fastfps[from + j]) {
+          throw bad(`copy ${runs.length}: target chunk ${first + j} differs from basis chunk ${from + j} in length or FastFp`);
+        }
+      }
+      addRuns([{ first, count, basisFirst: from }]);
+    }
+  };
+  // The next message of one of `types`; Checksums (and Copies, before the first Verdict) that
+  // come first are taken in on the way.
   const next = async <T extends Message['type']>(...types: T[]): Promise<Extract<Message, { type: T }>> => {
     for (;;) {
-      const m: Message = ended ? await conn.expect(...types) : await conn.expect<Message['type']>(Msg.Checksums, Msg.ChecksumsEnd, ...types);
+      const m: Message = !ended
+        ? await conn.expect<Message['type']>(Msg.Checksums, Msg.ChecksumsEnd, ...types)
+        : known && upTo === 0
+          ? await conn.expect<Message['type']>(Msg.Copies, ...types)
+          : await conn.expect(...types);
       if (m.type === Msg.Checksums) await onChecksums(m as Checksums);
       else if (m.type === Msg.ChecksumsEnd) await onChecksumsEnd(m as ChecksumsEnd);
+      else if (m.type === Msg.Copies) onCopies(m as Copies);
       else return m as Extract<Message, { type: T }>;
     }
   };

@@ -9,9 +9,11 @@
  *         changed chunks come down; the rebuilt file is verified before it is kept.
  */
 import { type ChunkIndex, type Source, chunkParts, chunkSource } from './chunk-index.ts';
-import { Conn, ConnectionLost, type Traffic, type WebSocketLike } from './conn.ts';
-import { type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION, hashLength } from './protocol.ts';
-import { type Sink, receiveTarget, sendTarget } from './session.ts';
+import { Conn, ConnectionLost, RemoteError, type Traffic, type WebSocketLike } from './conn.ts';
+import { KNOWN_MAX_DELTA, KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, knownKey, matchKnown } from './known.ts';
+import type { Run } from './matcher.ts';
+import { type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, hashLength } from './protocol.ts';
+import { type Sink, indexParts, receiveTarget, sendTarget } from './session.ts';
 
 export type WebSocketCtor = new (url: string) => WebSocketLike;
 
@@ -34,6 +36,10 @@ export interface SyncOptions {
   params?: ChunkParams;
   algo?: number;
   onProgress?: (phase: Phase, done?: number, total?: number) => void;
+  /** versions this client pushed or pulled before (known.ts): a file found there is pushed
+   *  against it in one round trip when few of its bytes changed; each version pushed or pulled
+   *  is kept there. Absent: every push runs the three phases. */
+  known?: KnownVersions;
 }
 
 /** What one sync did; printed by `dsync push` as its last line. */
@@ -51,6 +57,9 @@ export interface SyncReport {
   timeMs: { client: number; server: number; network: number; total: number };
   /** whether the socket compressed its messages (permessage-deflate) */
   deflate: boolean;
+  /** push: the version the client knew and sent its own Match Tokens against (one round trip,
+   *  docs/protocol.md §3 "A known basis"); absent: the three phases ran */
+  knownVersion?: number;
 }
 
 /**
@@ -169,6 +178,9 @@ export interface PushOptions extends SyncOptions {
   /** bytes of the file read, chunked and hashed per step, whose part of the Checksum List
    *  then goes out (default chunk-index.ts READ_SLICE, 4 MiB); two slices are held in memory */
   sliceBytes?: number;
+  /** push against a known version only when at most this many bytes are not found in it
+   *  (default KNOWN_MAX_DELTA) */
+  knownMaxDelta?: number;
 }
 
 /** Pushes `source` to the server as a new version of `opts.name`. */
@@ -177,6 +189,18 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
   const algo = opts.algo ?? DEFAULT_ALGO;
   const t0 = performance.now();
   const url = sessionUrl(opts.url, await worthDeflating(source));
+  // A known version of this file: chunk the whole file first, find its chunks there, and push
+  // against it when little is new (else the three phases, on the index already made).
+  const key = knownKey(opts.url, opts.name);
+  const known = opts.known?.get(key);
+  let index: ChunkIndex | null = null;
+  let against: { known: KnownVersion; copies: Run[] } | null = null;
+  if (known && known.algo === algo && sameParams(known.params, params) && source.size <= KNOWN_MAX_FILE) {
+    opts.onProgress?.('chunking', 0, source.size);
+    index = await chunkSource(source, params, algo, (d) => opts.onProgress?.('chunking', d, source.size));
+    const { runs, uncovered } = matchKnown(index, known, hashLength(algo));
+    if (uncovered <= (opts.knownMaxDelta ?? KNOWN_MAX_DELTA)) against = { known, copies: runs };
+  }
   let client = performance.now() - t0;
   const traffic = { checksumList: 0, matchTokens: 0, basisChecksums: 0, delta: 0, control: 0, total: 0, wire: 0 };
   for (let attempt = 0; ; attempt++) {
@@ -190,12 +214,14 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
       const tOpen = performance.now();
       const out = await connection.session(async (conn) => {
         conn.hashLen = hashLength(algo);
-        await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params, algo, size: source.size, basisVersion: opts.basisVersion ?? 0, name: opts.name });
+        const knownRoot = against && { version: against.known.version, root: against.known.root };
+        await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params, algo, size: source.size, basisVersion: opts.basisVersion ?? 0, name: opts.name, ...(knownRoot && { known: knownRoot }) });
         // a retry chunks the file again: it may have changed, and the server's resumption of
         // the interrupted upload is decided by the list
-        opts.onProgress?.('chunking', 0, source.size);
-        const parts = chunkParts(source, params, algo, { sliceBytes: opts.sliceBytes, onProgress: (d) => opts.onProgress?.('chunking', d, source.size) });
+        if (!index) opts.onProgress?.('chunking', 0, source.size);
+        const parts = index ? indexParts(index) : chunkParts(source, params, algo, { sliceBytes: opts.sliceBytes, onProgress: (d) => opts.onProgress?.('chunking', d, source.size) });
         return sendTarget(conn, algo, { size: source.size, parts }, source, {
+          copies: against?.copies,
           beforeTokens: async () => void (await conn.expect(Msg.Ready)),
           onListSent: () => opts.onProgress?.('checksums-sent'),
           onTokens: () => opts.onProgress?.('tokens-received'),
@@ -204,6 +230,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
       });
       opts.onProgress?.('committed');
       const tEnd = performance.now();
+      if (opts.known && source.size <= KNOWN_MAX_FILE) opts.known.set(key, { version: out.result.version, root: out.result.root.slice(), params, algo, lengths: out.lengths.slice(), hashes: out.hashes.slice() });
       const wire = connection.socketBytes();
       // Client time: the session's own work, chunking and hashing included (not waiting for the server).
       client += tEnd - tOpen - connection.conn.waitedMs;
@@ -221,9 +248,20 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
         traffic,
         timeMs: { client: ms(client), server: ms(server), network: ms(Math.max(0, total - client - server)), total: ms(total) },
         deflate: deflated(connection),
+        ...(against && { knownVersion: against.known.version }),
       };
     } catch (e) {
       if (opened) addTraffic(traffic, opened.c.conn.traffic, 0);
+      // the server does not hold the version as this client knew it: forget it, run the three phases
+      if (against && e instanceof RemoteError && e.code === ErrorCode.UnknownBasis) {
+        opts.known?.delete(key);
+        against = null;
+        attempt--;
+        continue;
+      }
+      // a retry chunks the file again (it may have changed) and runs the three phases
+      index = null;
+      against = null;
       if (!(e instanceof ConnectionLost) || attempt >= (opts.retries ?? 0)) throw e;
       opts.onProgress?.('retrying', attempt + 1, opts.retries);
       await new Promise((r) => setTimeout(r, backoffMs(attempt)));
@@ -232,6 +270,8 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
     }
   }
 }
+
+const sameParams = (a: ChunkParams, b: ChunkParams) => a.min === b.min && a.avg === b.avg && a.max === b.max && a.op === b.op && a.every === b.every;
 
 function addTraffic(sum: Traffic & { wire: number }, t: Traffic, wire: number) {
   sum.checksumList += t.checksumList;
@@ -278,6 +318,7 @@ export async function pull(opts: PullOptions): Promise<SyncReport> {
       const sink: Sink = { ...opts.sink, commit: async (ix) => (await opts.sink.commit(ix), ready.version) };
       const out = await receiveTarget(conn, params, algo, basis, async () => ({ sink }), { limits, expectedSize: ready.size, refine: DEFAULT_FINE });
       opts.onProgress?.('committed');
+      if (opts.known && out.index.size <= KNOWN_MAX_FILE) opts.known.set(knownKey(opts.url, opts.name), { version: ready.version, root: out.index.root, params, algo, lengths: out.index.lengths, hashes: out.index.hashes });
       const tEnd = performance.now();
       const wire = connection.socketBytes();
       const total = tEnd - t0;

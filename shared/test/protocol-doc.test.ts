@@ -20,7 +20,7 @@ function section(name: string): string {
 function total(name: string, vars: Record<string, number>): number {
   const m = /^Total: ([^.\n]+)\./m.exec(section(name));
   assert.ok(m, `${name} states its total size`);
-  const expr = m[1].replace(/\bnH\b/g, 'n*H').replace(/(\d)([a-zA-Z(])/g, '$1*$2').replace(/\)\(/g, ')*(').replace(/([a-zA-Z]+)\(/g, '$1*(');
+  const expr = m[1].replace(/\b([nk])H\b/g, '$1*H').replace(/(\d)([a-zA-Z(])/g, '$1*$2').replace(/\)\(/g, ')*(').replace(/([a-zA-Z]+)\(/g, '$1*(');
   return Function(...Object.keys(vars), `return ${expr};`)(...Object.values(vars));
 }
 
@@ -36,7 +36,9 @@ test('documented sizes equal encoded sizes', () => {
   const nameLen = new TextEncoder().encode(name).length;
   const n = 7;
   const cases: [string, Message, Record<string, number>][] = [
-    ['Hello', { type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 9, basisVersion: 2, name }, { nameLen }],
+    ['Hello', { type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 9, basisVersion: 2, name }, { nameLen, k: 0, H }],
+    ['Hello', { type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 9, basisVersion: 2, name, known: { version: 4, root: new Uint8Array(H) } }, { nameLen, k: 1, H }],
+    ['Copies', { type: Msg.Copies, first: new Uint32Array(n), count: new Uint32Array(n), basisFirst: new Uint32Array(n) }, { n }],
     ['Ready', { type: Msg.Ready, version: 1, size: 2, maxMessage: 3 }, {}],
     ['Checksums', { type: Msg.Checksums, fastfps: new Uint32Array(n), lengths: new Uint32Array(n) }, { n }],
     ['ChecksumsEnd', { type: Msg.ChecksumsEnd, count: 1, size: 2 }, {}],
@@ -117,6 +119,12 @@ test('Hello field offsets', () => {
   assert.equal(dv.getUint32(at('basisVersion'), true), 0x55);
   assert.equal(dv.getUint16(at('nameLen'), true), 1);
   assert.equal(String.fromCharCode(f[at('name')]), 'n');
+  assert.equal(dv.getUint32(at('known'), true), 0);
+  const root = new Uint8Array(H).fill(9);
+  const g = encode({ type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 1, basisVersion: 0, name: 'n', known: { version: 0x66, root } }, H);
+  assert.equal(new DataView(g.buffer).getUint32(at('known'), true), 0x66);
+  assert.match(section('Hello'), /^\| 36 \+ nameLen \| H \| root \|/m);
+  assert.deepEqual(g.subarray(at('name') + 1), root);
   for (let i = 1; i < rows.length; i++) {
     if (rows[i - 1].size !== 'nameLen') assert.equal(rows[i].off, rows[i - 1].off + Number(rows[i - 1].size), `offset of ${rows[i].field}`);
   }
