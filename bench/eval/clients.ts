@@ -11,15 +11,24 @@ import WebSocket from 'ws';
 import { type ChunkIndex, type Source, chunkParts, chunkSource, offsetsOf } from '../../shared/src/chunk-index.ts';
 import { Conn, type Traffic, type WebSocketLike } from '../../shared/src/conn.ts';
 import { DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION, hashLength } from '../../shared/src/protocol.ts';
+import { MemoryKnown, knownKey } from '../../shared/src/known.ts';
 import { indexParts, sendTarget } from '../../shared/src/session.ts';
+import { planKnown, remember } from '../../shared/src/sync-client.ts';
 import { StrongHasher, webr2sync_block_hashes } from '../../shared/src/wasm.ts';
 import { BLOCK, DEDUP_ALGO, FILE_ALGO } from './baseline-server.ts';
 import { MsgConn, T, frame, json, literalFrame, parseJson, u32 } from './wire.ts';
 
-export const APPROACHES = ['dsync', 'dsync-paper', 'webr2sync+', 'dedup', 'full'] as const;
+export const APPROACHES = ['dsync', 'dsync-known', 'dsync-paper', 'webr2sync+', 'dedup', 'full'] as const;
 export type Approach = (typeof APPROACHES)[number];
+/** Dsync's approaches: the three phases (`dsync`), the product client re-pushing a file it
+ *  pushed before (`dsync-known`: against the version it knows when little is new, one round
+ *  trip, docs/protocol.md §3), and the paper-exact server (`dsync-paper`). */
+export const isDsync = (a: Approach) => a === 'dsync' || a === 'dsync-known' || a === 'dsync-paper';
 /** The strong hash Dsync uses: the product default (BLAKE3), and SHA-1 in the paper-exact run. */
 export const dsyncAlgo = (a: Approach) => (a === 'dsync-paper' ? 1 : 3);
+/** What `dsync-known` clients remember: the last version each pushed of each name (the bench
+ *  runs one server per approach, so the name is the key). */
+const knownVersions = new MemoryKnown(1 << 30);
 
 export interface Report {
   approach: Approach;
@@ -60,7 +69,7 @@ export async function prepare(approach: Approach, source: Source, { hashes = fal
   const t0 = performance.now();
   const c0 = process.cpuUsage();
   const p: Prepared = { approach, source, size: source.size, prepMs: 0, prepCpuMs: 0 };
-  if (approach === 'dsync' || approach === 'dsync-paper') {
+  if (isDsync(approach)) {
     if (hashes) p.index = await chunkSource(source, DEFAULT_PARAMS, dsyncAlgo(approach));
   } else if (approach === 'dedup') p.index = await chunkSource(source, DEFAULT_PARAMS, DEDUP_ALGO);
   else {
@@ -105,7 +114,7 @@ const socketBytes = (ws: WebSocket) => {
  * is reported as `connectMs`, outside the sync's times. Cold, the opening is part of them.
  */
 export async function syncPrepared(p: Prepared, base: string, name: string, withPrep = true, warm = false): Promise<Report> {
-  const dsync = p.approach === 'dsync' || p.approach === 'dsync-paper';
+  const dsync = isDsync(p.approach);
   const c0 = process.cpuUsage();
   const tc = performance.now();
   const ws = await openWs(dsync ? base + '/sync' : base);
@@ -137,9 +146,13 @@ async function dsyncSession(p: Prepared, ws: WebSocket, name: string): Promise<O
   const algo = dsyncAlgo(p.approach);
   conn.hashLen = hashLength(algo);
   try {
-    await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo, size: p.size, basisVersion: 0, name });
-    const parts = p.index ? indexParts(p.index) : chunkParts(p.source, DEFAULT_PARAMS, algo);
-    const out = await sendTarget(conn, algo, { size: p.size, parts }, p.source, { beforeTokens: async () => void (await conn.expect(Msg.Ready)) });
+    const known = p.approach === 'dsync-known' ? knownVersions : null;
+    const key = knownKey('bench', name);
+    const { index, against } = known ? await planKnown(p.source, DEFAULT_PARAMS, algo, known.get(key), undefined, undefined, p.index) : { index: p.index, against: null };
+    await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo, size: p.size, basisVersion: 0, name, ...(against && { known: { version: against.known.version, root: against.known.root } }) });
+    const parts = index ? indexParts(index) : chunkParts(p.source, DEFAULT_PARAMS, algo);
+    const out = await sendTarget(conn, algo, { size: p.size, parts }, p.source, { beforeTokens: async () => void (await conn.expect(Msg.Ready)), copies: against?.copies });
+    if (known) remember(known, key, out, DEFAULT_PARAMS, algo);
     const tEnd = performance.now();
     return {
       approach: p.approach,

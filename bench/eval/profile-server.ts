@@ -14,7 +14,7 @@ import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { bufferSource } from '../../shared/src/chunk-index.ts';
 import { fileSource } from '../../server/src/store.ts';
-import { type Approach, prepare, syncPrepared } from './clients.ts';
+import { type Approach, isDsync, prepare, syncPrepared } from './clients.ts';
 import { ROOT, cpuSeconds, startBaselines, startDsync } from './procs.ts';
 
 const argv = process.argv.slice(2);
@@ -32,7 +32,7 @@ mkdirSync(work, { recursive: true });
 const src = async (p: string) => (statSync(p).size <= 256 << 20 ? bufferSource(new Uint8Array(readFileSync(p))) : fileSource(await open(p, 'r'), statSync(p).size));
 const nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${join(work, 'prof')}`];
 const data = join(work, 'data');
-const srv = a === 'dsync' || a === 'dsync-paper' ? await startDsync({ data, paperExact: a === 'dsync-paper', cpu: '0', deflate, nodeArgs, env: nodePath ? { NODE_PATH: nodePath } : {} }) : await startBaselines({ data, cpu: '0', deflate, nodeArgs });
+const srv = isDsync(a) ? await startDsync({ data, paperExact: a === 'dsync-paper', cpu: '0', deflate, nodeArgs, env: nodePath ? { NODE_PATH: nodePath } : {} }) : await startBaselines({ data, cpu: '0', deflate, nodeArgs });
 const pb = await prepare(a, await src(basis));
 const pt = await prepare(a, await src(target));
 await syncPrepared(pb, srv.url, 'f', false);

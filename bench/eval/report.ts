@@ -7,12 +7,11 @@ import { median } from '../lib/common.ts';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Report } from './clients.ts';
+import { APPROACHES, type Report } from './clients.ts';
 import type { PairResult, RsyncRun } from './run.ts';
 import { type BarGroup, linePanels, stackedBars } from './svg.ts';
 
 const DEFAULT_OUT = fileURLToPath(new URL('../results/eval/', import.meta.url));
-const APPROACHES = ['dsync', 'dsync-paper', 'webr2sync+', 'dedup', 'full'];
 const KINDS = ['cut', 'insert', 'inverse'];
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -54,7 +53,7 @@ export function writeReport(doc: Doc, OUT = DEFAULT_OUT): void {
   );
   md.push(`- **Transport:** one WebSocket per sync (\`ws\`), permessage-deflate on for every approach on the 100 Mbps link, for the messages that carry the file's bytes (Dsync's Delta, the baselines' literal blocks and data; lists, tokens and control messages go uncompressed: they hold hashes, or are small), and off for the large files at 1 Gbps, where it would cap every approach at its ~45 MB/s; traffic is counted before compression (the paper's metric), *wire* is what the socket carried.`);
   md.push(`- **Repetitions:** ${doc.reps} per point; medians reported (rsync: ${doc.reps} on the 10 MB and real pairs, 1 on the large files).${doc.warmup ? ` Before them, ${doc.warmup} untimed sync${doc.warmup > 1 ? 's' : ''} of the same pair per approach (V8 runs a wasm function's first call in its baseline tier to the end: the baselines' rolling search is one call per sync); before every sync, dirty pages are written out (sync) and the files involved read into the page cache (this VM drops cached pages continuously, and a cold 1 GiB read costs ~1.9 s of CPU) — bench/eval/run.ts.` : ''}`);
-  md.push(`- **Approaches:** \`dsync\` (product server, defaults: BLAKE3, cached chunk index; protocol version 4: where no Match Token covers the target, the server lists the basis bytes facing it in 64 / 256 / 1024-byte chunks — Basis Checksums — and the client sends its chunks there as copies of those bytes plus literal pieces, docs/protocol.md §3; its store writes only the Delta Bytes and refers to the basis for the rest, §8), \`dsync-paper\` (\`--paper-exact\`: basis re-chunked every sync, SHA-1, no refinement), \`webr2sync+\` (fixed 8 KB blocks, Adler-32 + SipHash, server-side byte-by-byte rolling search in wasm), \`dedup\` (FastCDC + BLAKE3 on every chunk on both sides, server re-chunks the basis every sync), \`full\` (whole file) — the baselines' server rebuilds and rewrites the whole file, as the papers' servers do —, and \`rsync\` 3.x binary over an rsync daemon through the same shaped link (no \`-z\`; bytes = "Total bytes sent + received"; native C, and unlike every WebSocket server here it does not fsync the file it writes; its times include its own connection and handshake, which it cannot keep open between syncs).`);
+  md.push(`- **Approaches:** \`dsync\` (product server, defaults: BLAKE3, cached chunk index; protocol version 5, the three phases, as a client that does not hold the basis' chunk index runs them: where no Match Token covers the target, the server lists the basis bytes facing it in 64 / 256 / 1024-byte chunks — Basis Checksums — and the client sends its chunks there as copies of those bytes plus literal pieces, docs/protocol.md §3; its store writes only the Delta Bytes and refers to the basis for the rest, §8), \`dsync-known\` (the same server and client library, the client re-pushing a file it pushed itself — the basis, put back by this client after every run — as the product client does: with at most 768 KiB of the file not found in the version it knows, it sends its own Match Tokens, the Checksum List and the Delta Bytes in one round trip, docs/protocol.md §3 "A known basis"; otherwise the three phases, as \`dsync\`; not run on the 1 GiB file, above the 64 MiB it applies to), \`dsync-paper\` (\`--paper-exact\`: basis re-chunked every sync, SHA-1, no refinement), \`webr2sync+\` (fixed 8 KB blocks, Adler-32 + SipHash, server-side byte-by-byte rolling search in wasm), \`dedup\` (FastCDC + BLAKE3 on every chunk on both sides, server re-chunks the basis every sync), \`full\` (whole file) — the baselines' server rebuilds and rewrites the whole file, as the papers' servers do —, and \`rsync\` 3.x binary over an rsync daemon through the same shaped link (no \`-z\`; bytes = "Total bytes sent + received"; native C, and unlike every WebSocket server here it does not fsync the file it writes; its times include its own connection and handshake, which it cannot keep open between syncs).`);
   md.push(`- **Where the time goes:** [profile.md](profile.md) (CPU profiles of the servers).`);
   md.push(`- **Times:** *total* = wall time from the client's first computation (chunking / hashing the target) to the server's verified Result${doc.warm ? ' (the socket already open)' : ' (the socket opened in between)'}; *client* = the client process' CPU time over that span; *server* = the server's time working on the session (wall time minus time waiting for the client's messages, as Dsync's server reports it in Result; the baselines' server measures it the same way; disk writes and fsync included); *network* = total − client − server, floored at 0 (on the large files client and server work overlap in a pipeline, so the parts can add up to more than the total).`);
   md.push('');
@@ -66,12 +65,12 @@ export function writeReport(doc: Doc, OUT = DEFAULT_OUT): void {
     // Fig. 15
     md.push(`## Fig. 15 analogue: sync time vs modification size (10 MB mixed file, ${doc.shaping.default})`, '');
     md.push(`![Fig. 15](fig15-sync-time.svg)`, '');
-    md.push(`| edit | size | ${APPROACHES.join(' | ')} | rsync | webr2sync+ / dsync | dedup / dsync |`, `|---|---:|${APPROACHES.map(() => '---:').join('|')}|---:|---:|---:|`);
+    md.push(`| edit | size | ${APPROACHES.join(' | ')} | rsync | webr2sync+ / dsync | webr2sync+ / dsync-known | dedup / dsync |`, `|---|---:|${APPROACHES.map(() => '---:').join('|')}|---:|---:|---:|---:|`);
     for (const k of kinds)
       for (const s of sizes) {
         const p = pair(k, s);
         if (!p) continue;
-        md.push(`| ${k} | ${sizeLabel(s)} | ${APPROACHES.map((a) => secs(T(p, a))).join(' | ')} | ${secs(rsyncT(p))} | ${x(T(p, 'webr2sync+') / T(p, 'dsync'))} | ${x(T(p, 'dedup') / T(p, 'dsync'))} |`);
+        md.push(`| ${k} | ${sizeLabel(s)} | ${APPROACHES.map((a) => secs(T(p, a))).join(' | ')} | ${secs(rsyncT(p))} | ${x(T(p, 'webr2sync+') / T(p, 'dsync'))} | ${x(T(p, 'webr2sync+') / T(p, 'dsync-known'))} | ${x(T(p, 'dedup') / T(p, 'dsync'))} |`);
       }
     md.push('');
     writeFileSync(
@@ -207,33 +206,31 @@ function link(shaping: string): { rttMs: number; bitsPerMs: number } | null {
 function floorTable(syn: PairResult[]): string[] {
   const l = link(syn[0].shaping);
   if (!l) return [];
-  const rows = syn.map((p) => {
-    // the upload: the wire bytes less what came down (Match Tokens, Basis Checksums, and all
-    // control messages, counted in full: a lower bound)
-    const up = med(p.runs.dsync, (r) => r.traffic.wire - r.traffic.matchTokens - (r.traffic.basisChecksums ?? 0) - r.traffic.control);
-    const floor = 2 * l.rttMs + (up * 8) / l.bitsPerMs;
-    return { p, floor, half: T(p, 'webr2sync+') / 2 };
-  });
+  // the upload: the wire bytes less what came down (Match Tokens, Basis Checksums, and all
+  // control messages, counted in full: a lower bound)
+  const floor = (p: PairResult, a: string, trips: number) => trips * l.rttMs + (med(p.runs[a], (r) => r.traffic.wire - r.traffic.matchTokens - (r.traffic.basisChecksums ?? 0) - r.traffic.control) * 8) / l.bitsPerMs;
+  const rows = syn.map((p) => ({ p, floor: floor(p, 'dsync', 2), known: floor(p, 'dsync-known', 1), half: T(p, 'webr2sync+') / 2 }));
   const out = rows.filter((r) => r.floor > r.half).length;
+  const outKnown = rows.filter((r) => r.known > r.half).length;
   return [
-    `What 2× would take on each 10 MB edit: *floor* = two round trips (${l.rttMs} ms each) + dsync's upload (wire bytes) at ${l.bitsPerMs / 1000} Mbps, the time no protocol of two round trips can beat with these bytes even if client and server took no time; 2× needs dsync at or below half of webr2sync+'s time. Out of reach on ${out} of ${rows.length} edits.`,
+    `What 2× would take on each 10 MB edit: *floor* = two round trips (${l.rttMs} ms each) + dsync's upload (wire bytes) at ${l.bitsPerMs / 1000} Mbps, the time no protocol of two round trips can beat with these bytes even if client and server took no time; *known floor* = the same for dsync-known's one round trip (where its change was small enough to push against the known version; else its three phases make it a floor it did not need to beat). 2× needs a time at or below half of webr2sync+'s. Out of reach on ${out} of ${rows.length} edits for the three phases${rows.some((r) => Number.isFinite(r.known)) ? `, on ${outKnown} for dsync-known` : ''}.`,
     '',
-    '| edit | dsync | floor | webr2sync+ / 2 | dsync − floor | 2× within reach |',
-    '|---|---:|---:|---:|---:|---|',
-    ...rows.map((r) => `| ${r.p.pair} | ${secs(T(r.p, 'dsync'))} | ${secs(r.floor)} | ${secs(r.half)} | ${secs(T(r.p, 'dsync') - r.floor)} | ${r.floor > r.half ? 'no' : `yes, with ${secs(r.half - r.floor)} for all computing`} |`),
+    '| edit | dsync | floor | dsync-known | known floor | webr2sync+ / 2 | 2× within reach of the three phases |',
+    '|---|---:|---:|---:|---:|---:|---|',
+    ...rows.map((r) => `| ${r.p.pair} | ${secs(T(r.p, 'dsync'))} | ${secs(r.floor)} | ${secs(T(r.p, 'dsync-known'))} | ${secs(r.known)} | ${secs(r.half)} | ${r.floor > r.half ? 'no' : `yes, with ${secs(r.half - r.floor)} for all computing`} |`),
   ];
 }
 
 /** The issue's targets, each with its measured numbers and whether it is met. */
 export function targets(syn: PairResult[], large: PairResult[]): string[] {
   const out: string[] = [];
-  if (syn.length) {
-    const w = syn.map((p) => ({ p: p.pair, r: T(p, 'webr2sync+') / T(p, 'dsync') }));
-    const d = syn.map((p) => ({ p: p.pair, r: T(p, 'dedup') / T(p, 'dsync') }));
+  for (const a of ['dsync', 'dsync-known'].filter((a) => syn.some((p) => p.runs[a]?.length))) {
+    const w = syn.map((p) => ({ p: p.pair, r: T(p, 'webr2sync+') / T(p, a) }));
+    const d = syn.map((p) => ({ p: p.pair, r: T(p, 'dedup') / T(p, a) }));
     const minW = w.reduce((a, b) => (b.r < a.r ? b : a));
     const minD = d.reduce((a, b) => (b.r < a.r ? b : a));
-    out.push(`dsync ≥ 2× faster than webr2sync+ at every modification size (100 Mbps, 10 MB): **${w.every((q) => q.r >= 2) ? 'met' : 'not met'}** — met on ${w.filter((q) => q.r >= 2).length}/${w.length} edits; speed-up ${x(Math.min(...w.map((q) => q.r)))} (${minW.p}) to ${x(Math.max(...w.map((q) => q.r)))}, median ${x(median(w.map((q) => q.r)))}.`);
-    out.push(`dsync faster than dedup (100 Mbps, 10 MB): **${d.every((q) => q.r > 1) ? 'met' : 'not met'}** — faster on ${d.filter((q) => q.r > 1).length}/${d.length} edits; dedup / dsync ${x(Math.min(...d.map((q) => q.r)))} (${minD.p}) to ${x(Math.max(...d.map((q) => q.r)))}, median ${x(median(d.map((q) => q.r)))}.`);
+    out.push(`${a} ≥ 2× faster than webr2sync+ at every modification size (100 Mbps, 10 MB): **${w.every((q) => q.r >= 2) ? 'met' : 'not met'}** — met on ${w.filter((q) => q.r >= 2).length}/${w.length} edits; speed-up ${x(Math.min(...w.map((q) => q.r)))} (${minW.p}) to ${x(Math.max(...w.map((q) => q.r)))}, median ${x(median(w.map((q) => q.r)))}.`);
+    out.push(`${a} faster than dedup (100 Mbps, 10 MB): **${d.every((q) => q.r > 1) ? 'met' : 'not met'}** — faster on ${d.filter((q) => q.r > 1).length}/${d.length} edits; dedup / ${a} ${x(Math.min(...d.map((q) => q.r)))} (${minD.p}) to ${x(Math.max(...d.map((q) => q.r)))}, median ${x(median(d.map((q) => q.r)))}.`);
   }
   for (const p of large) {
     const w = T(p, 'webr2sync+') / T(p, 'dsync');

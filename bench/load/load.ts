@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { bufferSource } from '../../shared/src/chunk-index.ts';
 import { EDIT_KINDS, Rng, applyEdits } from '../../shared/src/testdata.ts';
 import { buildDatasets } from '../datasets/build.ts';
-import { APPROACHES, type Approach, type Prepared, prepare, syncPrepared } from '../eval/clients.ts';
+import { APPROACHES, type Approach, type Prepared, isDsync, prepare, syncPrepared } from '../eval/clients.ts';
 import { linePanels } from '../eval/svg.ts';
 import { ROOT, type ServerProc, type Shaping, Toxiproxy, cpuSeconds, describeShaping, log, rssBytes, startBaselines, startDsync } from '../eval/procs.ts';
 
@@ -67,7 +67,7 @@ async function precompute(): Promise<Prepared[]> {
 async function startServer(data: string): Promise<ServerProc> {
   // The session limit per user (default 64) would refuse clients of the single-user server.
   const env = { DSYNC_MAX_SESSIONS_PER_USER: '1000000', DSYNC_MAX_CONNECTIONS: '1000000' };
-  if (O.approach === 'dsync' || O.approach === 'dsync-paper') return startDsync({ data, paperExact: O.approach === 'dsync-paper', cpu: '0', env });
+  if (isDsync(O.approach)) return startDsync({ data, paperExact: O.approach === 'dsync-paper', cpu: '0', env });
   return startBaselines({ data, cpu: '0' });
 }
 

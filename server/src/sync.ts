@@ -71,8 +71,10 @@ export async function runConnection(ws: WebSocketLike, socket: SocketCounters, s
   let between = false;
   let idle: NodeJS.Timeout | undefined;
   let phaseTimer: NodeJS.Timeout | undefined;
+  let over = false; // messages that arrive after the connection's end (a client still sending after an Error) arm nothing
   const resetIdle = () => {
     clearTimeout(idle);
+    if (over) return;
     idle = setTimeout(() => {
       if (between) conn.close(1000, 'idle');
       else conn.sendError(ErrorCode.LimitExceeded, `no message for ${cfg.idleTimeoutMs} ms`);
@@ -105,6 +107,7 @@ export async function runConnection(ws: WebSocketLike, socket: SocketCounters, s
       clearTimeout(phaseTimer);
     }
   } finally {
+    over = true;
     clearTimeout(idle);
     clearTimeout(phaseTimer);
   }

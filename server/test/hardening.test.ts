@@ -387,3 +387,63 @@ test('several sessions on one connection: pushes and a pull share a socket; an e
     await s.stop();
   }
 });
+
+test('hostile pushes against a known basis: refused with a clear code, nothing stored', async () => {
+  const s = await testServer();
+  try {
+    const a = fastRandomBytes(8, 300_000);
+    await pushBytes(s, 'k', a);
+    const ia = await chunkSource(bufferSource(a), DEFAULT_PARAMS, 3);
+    // the target: `a` with its first 1 KiB replaced; FastCDC looks for no cut below `min`, so the
+    // chunks stay, and chunks 1.. equal a's
+    const b = a.slice();
+    b.fill(7, 0, 1024);
+    const ib = await chunkSource(bufferSource(b), DEFAULT_PARAMS, 3);
+    const n = ib.lengths.length;
+    assert.equal(n, ia.lengths.length);
+    const known = { version: 1, root: ia.root };
+    const list = [encode({ type: Msg.Checksums, fastfps: ib.fastfps, lengths: ib.lengths }), encode({ type: Msg.ChecksumsEnd, count: n, size: b.length })];
+    const copies = (...runs: [number, number, number][]) => encode({ type: Msg.Copies, first: Uint32Array.from(runs, (x) => x[0]), count: Uint32Array.from(runs, (x) => x[1]), basisFirst: Uint32Array.from(runs, (x) => x[2]) });
+    const verdict = (root: Uint8Array) => encode({ type: Msg.Verdict, upTo: n, root, failed: [] }, 32);
+    const first = encode({ type: Msg.Delta, indices: Uint32Array.of(0), chunks: [b.subarray(0, ib.lengths[0])] });
+    const push = (extra: object, ...frames: Uint8Array[]) => raw(s.wsUrl, [hello('k', { size: b.length, ...extra }), ...frames]);
+    const cases: [number, RegExp, object, Uint8Array[]][] = [
+      [ErrorCode.UnexpectedMessage, /Copies/, {}, [...list, copies([1, n - 1, 1])]],
+      [ErrorCode.UnexpectedMessage, /Copies/, { known }, [list[0], copies([1, n - 1, 1])]],
+      [ErrorCode.UnexpectedMessage, /Copies/, { known }, [...list, verdict(ib.root), copies([1, n - 1, 1])]],
+      [ErrorCode.Inconsistent, /is empty, overlaps/, { known }, [...list, copies([1, 0, 1])]],
+      [ErrorCode.Inconsistent, /is empty, overlaps/, { known }, [...list, copies([1, 2, 1], [2, 1, 2])]],
+      [ErrorCode.Inconsistent, /is empty, overlaps/, { known }, [...list, copies([1, n, 1])]],
+      [ErrorCode.Inconsistent, /is empty, overlaps/, { known }, [...list, copies([1, 1, n])]],
+      [ErrorCode.Inconsistent, /differs from basis chunk/, { known }, [...list, copies([1, 2, 2])]],
+      [ErrorCode.UnknownBasis, /not the one the client knows/, { known: { version: 1, root: ib.root } }, []],
+      [ErrorCode.UnknownBasis, /has no version 2/, { known: { version: 2, root: ia.root } }, []],
+      [ErrorCode.Malformed, /with a push only/, { known, op: Op.Pull }, []],
+      [ErrorCode.Inconsistent, /differs from basis chunk 0/, { known }, [...list, copies([0, n, 0]), verdict(ib.root)]],
+      // chunk 0 claimed from the basis, with the basis' FastFp in the list (a FastFp may agree by
+      // chance): the root does not
+      [ErrorCode.VerifyFailed, /does not match/, { known }, [encode({ type: Msg.Checksums, fastfps: ia.fastfps, lengths: ib.lengths }), list[1], copies([0, n, 0]), verdict(ib.root)]],
+      [ErrorCode.VerifyFailed, /does not match/, { known }, [...list, copies([1, n - 1, 1]), verdict(ia.root), first]],
+    ];
+    for (const [code, why, extra, frames] of cases) {
+      const r = await push(extra, ...frames);
+      assert.equal(r.error, code, `${why}: ${JSON.stringify(r)}`);
+      assert.match(r.message!, why);
+    }
+    // the well-formed push of the same frames is stored
+    const ws = await Connection.open(s.wsUrl, WebSocket as any);
+    const done = await ws.session(async (conn) => {
+      for (const f of [hello('k', { size: b.length, known }), ...list, copies([1, n - 1, 1]), verdict(ib.root), first]) conn.ws.send(f);
+      await conn.expect(Msg.Ready);
+      return conn.expect(Msg.Result);
+    });
+    ws.close();
+    assert.equal(done.version, 2);
+    assert.deepEqual(await s.stored('k'), Buffer.from(b));
+    const store = await s.storeOf('local');
+    assert.equal(await store.latest('k'), 2);
+    assert.deepEqual(readdirSync(path.join(s.data, 'ns/local/tmp')), []);
+  } finally {
+    await s.stop();
+  }
+});

@@ -174,7 +174,8 @@ export class Conn {
   async expect<T extends Message['type']>(...types: T[]): Promise<Extract<Message, { type: T }>> {
     const m = await this.recv();
     if (!(types as number[]).includes(m.type)) {
-      throw new ProtocolError(ErrorCode.UnexpectedMessage, `unexpected message 0x${m.type.toString(16)} here`);
+      const name = (t: number) => Object.keys(Msg).find((k) => Msg[k as keyof typeof Msg] === t);
+      throw new ProtocolError(ErrorCode.UnexpectedMessage, `unexpected ${name(m.type)} message here (expected ${types.map(name).join(' or ')})`);
     }
     return m as Extract<Message, { type: T }>;
   }

@@ -13,7 +13,7 @@ import { Conn, ConnectionLost, RemoteError, type Traffic, type WebSocketLike } f
 import { KNOWN_MAX_DELTA, KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, knownKey, matchKnown } from './known.ts';
 import type { Run } from './matcher.ts';
 import { type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, hashLength } from './protocol.ts';
-import { type Sink, indexParts, receiveTarget, sendTarget } from './session.ts';
+import { type SendOutcome, type Sink, indexParts, receiveTarget, sendTarget } from './session.ts';
 
 export type WebSocketCtor = new (url: string) => WebSocketLike;
 
@@ -168,6 +168,27 @@ const ms = (t: number) => Math.round(t * 10) / 10;
 /** Delay before retry `attempt` (0, 1, …): 0.5 s doubling to 8 s, with jitter. */
 export const backoffMs = (attempt: number) => Math.min(8000, 500 * 2 ** attempt) * (0.75 + Math.random() / 2);
 
+/** A push's plan against a version of the file this client knows (known.ts): chunk the whole
+ *  file first and find its chunks there; push against it (`against`) when little is new, else
+ *  run the three phases on the index already made. Nothing known (or a large file, other
+ *  chunking): neither, the three phases chunk as they send. */
+export async function planKnown(source: Source, params: ChunkParams, algo: number, known: KnownVersion | undefined, maxDelta = KNOWN_MAX_DELTA, onProgress?: (done: number) => void, made?: ChunkIndex) {
+  let index: ChunkIndex | null = made ?? null;
+  let against: { known: KnownVersion; copies: Run[] } | null = null;
+  if (known && known.algo === algo && sameParams(known.params, params) && source.size <= KNOWN_MAX_FILE) {
+    onProgress?.(0);
+    index ??= await chunkSource(source, params, algo, onProgress);
+    const { runs, uncovered } = matchKnown(index, known, hashLength(algo));
+    if (uncovered <= maxDelta) against = { known, copies: runs };
+  }
+  return { index, against };
+}
+
+/** Keeps what a push sent as the version the server stored (files up to KNOWN_MAX_FILE). */
+export function remember(known: KnownVersions, key: string, out: SendOutcome, params: ChunkParams, algo: number) {
+  if (out.result.size <= KNOWN_MAX_FILE) known.set(key, { version: out.result.version, root: out.result.root.slice(), params, algo, lengths: out.lengths.slice(), hashes: out.hashes.slice() });
+}
+
 export interface PushOptions extends SyncOptions {
   /** the version this edit was based on: if another version landed since, the server
    *  refuses with StaleBasis instead of storing it (0 or absent: no check) */
@@ -189,18 +210,8 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
   const algo = opts.algo ?? DEFAULT_ALGO;
   const t0 = performance.now();
   const url = sessionUrl(opts.url, await worthDeflating(source));
-  // A known version of this file: chunk the whole file first, find its chunks there, and push
-  // against it when little is new (else the three phases, on the index already made).
   const key = knownKey(opts.url, opts.name);
-  const known = opts.known?.get(key);
-  let index: ChunkIndex | null = null;
-  let against: { known: KnownVersion; copies: Run[] } | null = null;
-  if (known && known.algo === algo && sameParams(known.params, params) && source.size <= KNOWN_MAX_FILE) {
-    opts.onProgress?.('chunking', 0, source.size);
-    index = await chunkSource(source, params, algo, (d) => opts.onProgress?.('chunking', d, source.size));
-    const { runs, uncovered } = matchKnown(index, known, hashLength(algo));
-    if (uncovered <= (opts.knownMaxDelta ?? KNOWN_MAX_DELTA)) against = { known, copies: runs };
-  }
+  let { index, against } = await planKnown(source, params, algo, opts.known?.get(key), opts.knownMaxDelta, (d) => opts.onProgress?.('chunking', d, source.size));
   let client = performance.now() - t0;
   const traffic = { checksumList: 0, matchTokens: 0, basisChecksums: 0, delta: 0, control: 0, total: 0, wire: 0 };
   for (let attempt = 0; ; attempt++) {
@@ -230,7 +241,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
       });
       opts.onProgress?.('committed');
       const tEnd = performance.now();
-      if (opts.known && source.size <= KNOWN_MAX_FILE) opts.known.set(key, { version: out.result.version, root: out.result.root.slice(), params, algo, lengths: out.lengths.slice(), hashes: out.hashes.slice() });
+      if (opts.known) remember(opts.known, key, out, params, algo);
       const wire = connection.socketBytes();
       // Client time: the session's own work, chunking and hashing included (not waiting for the server).
       client += tEnd - tOpen - connection.conn.waitedMs;
