@@ -6,6 +6,8 @@
  *   dsync pull NAME --server URL --out FILE [--version V] [--basis OLDFILE]
  *   dsync adduser NAME --users FILE [--password PW]     prints the new user's token
  * push and pull take --token T (or the DSYNC_TOKEN environment variable) and --retries N.
+ * Each keeps the chunk index of the version it pushed or pulled (cli/known.ts; --no-known: not),
+ * so the next push of that file sends a small change in one round trip (docs/protocol.md §3).
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -20,6 +22,7 @@ import { startServer } from '../server/src/server.ts';
 import { fileSource } from '../server/src/store.ts';
 import { addUser } from '../server/src/auth.ts';
 import { type Args, num, parseArgs } from './args.ts';
+import { FileKnown } from './known.ts';
 
 const USAGE = `usage:
   dsync chunk FILE [--min N --avg N --max N] [--op xor|add] [--every 8|16|32]
@@ -28,7 +31,11 @@ const USAGE = `usage:
       (several files go over one connection, one report line each; --name takes one file)
   dsync pull NAME --server ws://HOST:PORT --out FILE [--version V] [--basis OLDFILE]
   dsync adduser NAME --users FILE [--password PASSWORD]
-push and pull take --token T (or DSYNC_TOKEN) when the server has accounts, and --retries N.`;
+push and pull take --token T (or DSYNC_TOKEN) when the server has accounts, and --retries N.
+push and pull remember the version they synced of each file (in $DSYNC_CACHE_DIR, else
+~/.cache/dsync/known), so the next push of a small change takes one round trip; --no-known: not.`;
+
+const knownOf = (a: Args) => (a.flags['no-known'] ? undefined : new FileKnown());
 
 function chunkParams(a: Args): ChunkParams {
   const op = a.flags.op ?? 'xor';
@@ -146,6 +153,7 @@ async function pushCmd(a: Args) {
           algo: typeof a.flags.algo === 'string' ? algoByName(a.flags.algo) : DEFAULT_ALGO,
           basisVersion: num(a.flags, 'basis-version', 0),
           retries: num(a.flags, 'retries', 3),
+          known: knownOf(a),
         });
         console.log(JSON.stringify(report));
       } finally {
@@ -173,6 +181,7 @@ async function pullCmd(a: Args) {
       params: chunkParams(a),
       algo: typeof a.flags.algo === 'string' ? algoByName(a.flags.algo) : DEFAULT_ALGO,
       version: num(a.flags, 'version', 0),
+      known: knownOf(a),
       basis: basisFh ? fileSource(basisFh, (await basisFh.stat()).size) : null,
       sink: {
         write: async (b) => void (await out.write(b)),
@@ -198,7 +207,7 @@ async function pullCmd(a: Args) {
 }
 
 const [cmd, ...rest] = process.argv.slice(2);
-const args = parseArgs(rest, ['no-deflate', 'no-refine', 'paper-exact']);
+const args = parseArgs(rest, ['no-deflate', 'no-refine', 'paper-exact', 'no-known']);
 const commands: Record<string, (a: Args) => Promise<void>> = { chunk, serve, push: pushCmd, pull: pullCmd, adduser };
 if (!cmd || !commands[cmd]) {
   console.error(USAGE);

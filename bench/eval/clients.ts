@@ -152,8 +152,9 @@ async function dsyncSession(p: Prepared, ws: WebSocket, name: string): Promise<O
     await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo, size: p.size, basisVersion: 0, name, ...(against && { known: { version: against.known.version, root: against.known.root } }) });
     const parts = index ? indexParts(index) : chunkParts(p.source, DEFAULT_PARAMS, algo);
     const out = await sendTarget(conn, algo, { size: p.size, parts }, p.source, { beforeTokens: async () => void (await conn.expect(Msg.Ready)), copies: against?.copies });
-    if (known) remember(known, key, out, DEFAULT_PARAMS, algo);
     const tEnd = performance.now();
+    // after the Result, as push() does: outside the sync's time, inside the client's CPU time
+    if (known) await remember(known, key, out, DEFAULT_PARAMS, algo, p.source);
     return {
       approach: p.approach,
       size: p.size,

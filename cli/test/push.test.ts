@@ -2,7 +2,7 @@
 // (counted by a TCP relay in front of a real server on a loopback port).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -33,17 +33,27 @@ test('dsync push FILE... sends the files over one connection per compression set
     ] as const;
     for (const [n, b] of files) writeFileSync(path.join(dir, n), b);
     const port = (relay.address() as net.AddressInfo).port;
-    const run = () => promisify(execFile)(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'push', ...files.map(([n]) => path.join(dir, n)), '--server', `ws://127.0.0.1:${port}`], { encoding: 'utf8' });
+    const env = { ...process.env, DSYNC_CACHE_DIR: path.join(dir, 'known') };
+    const run = () => promisify(execFile)(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'push', ...files.map(([n]) => path.join(dir, n)), '--server', `ws://127.0.0.1:${port}`], { encoding: 'utf8', env });
     const reports = (await run()).stdout.trim().split('\n').map((l) => JSON.parse(l));
     assert.deepEqual(reports.map((r) => [r.name, r.version, r.size]), files.map(([n, b]) => [n, 1, b.length]));
     for (const [n, b] of files) assert.deepEqual(await s.stored(n), Buffer.from(b));
     // the random 200 kB do not compress: that push runs on the endpoint without deflate
     assert.deepEqual(reports.map((r) => r.deflate), [true, false, true]);
     assert.equal(connections, 2, 'one connection with deflate (two files), one without');
-    // again: the unchanged files are deltas with no Delta Bytes, over two new connections
+    // again: the unchanged files are deltas with no Delta Bytes, over two new connections, each
+    // pushed against the version the first run stored and remembered (one round trip)
     const again = (await run()).stdout.trim().split('\n').map((l) => JSON.parse(l));
-    assert.deepEqual(again.map((r) => [r.version, r.literalBytes]), files.map(() => [2, 0]));
+    assert.deepEqual(again.map((r) => [r.version, r.literalBytes, r.knownVersion]), files.map(() => [2, 0, 1]));
     assert.equal(connections, 4);
+    // a third run that forgot nothing but is told not to use it: the three phases
+    const third = (await promisify(execFile)(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'push', path.join(dir, 'a.txt'), '--server', `ws://127.0.0.1:${port}`, '--no-known'], { encoding: 'utf8', env })).stdout;
+    assert.equal(JSON.parse(third).knownVersion, undefined);
+    assert.equal(JSON.parse(third).version, 3);
+    // a cache file cut short is ignored: the three phases, and the file is remembered anew
+    for (const f of readdirSync(path.join(dir, 'known'))) truncateSync(path.join(dir, 'known', f), 40);
+    const one = async () => JSON.parse((await promisify(execFile)(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'push', path.join(dir, 'a.txt'), '--server', `ws://127.0.0.1:${port}`], { encoding: 'utf8', env })).stdout);
+    assert.deepEqual([(await one()).knownVersion, (await one()).knownVersion], [undefined, 4]);
   } finally {
     relay.close();
     await s.stop();

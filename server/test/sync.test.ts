@@ -6,7 +6,7 @@ import { EDIT_KINDS, type EditKind, Rng, applyEdits, fastRandomBytes, randomByte
 import { writeFileSync } from 'node:fs';
 import WebSocket from 'ws';
 import { HASH_LAG, READ_SLICE, type Source } from '../../shared/src/chunk-index.ts';
-import { KNOWN_MAX_DELTA, type KnownVersion, MemoryKnown, knownKey } from '../../shared/src/known.ts';
+import { type KnownVersion, MemoryKnown, knownKey } from '../../shared/src/known.ts';
 import { Msg } from '../../shared/src/protocol.ts';
 import { push } from '../../shared/src/sync-client.ts';
 import { encodeVersion } from '../src/store.ts';
@@ -330,7 +330,7 @@ test('a client that knows the basis pushes against it in one round trip: random 
   let rep = await pushBytes(server, name, cur, { known });
   assert.equal(rep.knownVersion, undefined, 'the first push knows nothing');
   let version = 1;
-  let known3 = 0;
+  let refined = 0;
   for (let step = 0; step < 40; step++) {
     if (r.int(5) === 0) {
       // another writer (no memory of its own) lands a version: the next push still builds on
@@ -340,66 +340,63 @@ test('a client that knows the basis pushes against it in one round trip: random 
       version++;
     }
     const before = known.get(knownKey(server.wsUrl, name))!.version;
-    // up to 2 KB in fragments of up to 256 bytes dirty at most ~32 chunks of 8 KB, below
-    // KNOWN_MAX_DELTA; 16 KB (~128 fragments) may dirty more and run the three phases
-    const total = [1, 32, 256, 2048, 16_384][r.int(5)];
-    cur = applyEdits(cur, r, { kind: EDIT_KINDS[r.int(3)], total, placement: [0.7, 0.1, 0.2], maxFragment: 256 });
+    cur = applyEdits(cur, r, { kind: EDIT_KINDS[r.int(3)], total: [1, 32, 256, 2048, 16_384, 131_072][r.int(6)], placement: [0.7, 0.1, 0.2], maxFragment: 256 });
     rep = await pushBytes(server, name, cur, { known });
     version++;
     assert.equal(rep.version, version);
     assert.deepEqual(await server.stored(name), Buffer.from(cur), `step ${step}`);
-    assert.equal(rep.matchedBytes + rep.literalBytes, cur.length);
-    if (total > 2048 && rep.knownVersion === undefined) {
-      assert.ok(rep.literalBytes > 0 && rep.literalBytes < KNOWN_MAX_DELTA, 'the three phases refined what the known version would have sent whole');
-      continue;
-    }
-    known3++;
     assert.equal(rep.knownVersion, before, 'pushed against the version it knew');
+    // one Copies message (5 bytes, 12 per run), no Basis Checksums; the Delta Bytes refined
+    // against the known version's finer cut
     assert.equal(rep.traffic.basisChecksums, 0);
-    assert.equal(rep.refinedBytes, 0);
-    // the Copies: 5 bytes per message and 12 per run; the Delta Bytes: whole chunks
     assert.equal((rep.traffic.matchTokens - 5) % 12, 0, `Copies of ${rep.traffic.matchTokens} bytes`);
-    assert.ok(rep.traffic.delta >= rep.literalBytes && rep.traffic.delta <= rep.literalBytes + 9 * rep.chunks + 5 * (1 + Math.ceil(rep.literalBytes / (1 << 20))));
+    checkTraffic(rep);
+    if (rep.refinedBytes > 0) refined++;
     assert.equal(known.get(knownKey(server.wsUrl, name))!.version, version, 'the pushed version is now the known one');
   }
-  assert.ok(known3 >= 30, `${known3} of 40 pushes against the known version`);
+  assert.ok(refined >= 10, `${refined} of 40 pushes refined`);
 });
 
-test('a known basis: a large change runs the three phases; a version the server does not hold as known is forgotten and pushed without', async () => {
+test('a known basis: refined like the three phases, limited without a finer cut, forgotten when the server does not hold it', async () => {
   const known = new MemoryKnown();
-  const name = 'known/fallback.bin';
   const base = mixed(23, 1_500_000);
-  await pushBytes(server, name, base, { known });
+  await pushBytes(server, 'known/a.bin', base, { known });
+  await pushBytes(server, 'known/b.bin', base);
   const r = new Rng(3);
-  // scattered 64 KB of 256-byte edits dirty most chunks: more than 768 KiB not found
+  // scattered 64 KB of 256-byte edits dirty most chunks: pushed against the known version, the
+  // chunks are refined against its finer cut and send no more than the three phases do
   const edited = applyEdits(base, r, { kind: 'inverse', total: 64 << 10, maxFragment: 256 });
-  let rep = await pushBytes(server, name, edited, { known });
+  const viaKnown = await pushBytes(server, 'known/a.bin', edited, { known });
+  const viaPhases = await pushBytes(server, 'known/b.bin', edited);
+  assert.equal(viaKnown.knownVersion, 1);
+  assert.equal(viaPhases.knownVersion, undefined);
+  assert.ok(viaKnown.refinedBytes > edited.length / 2, `refined ${viaKnown.refinedBytes}`);
+  assert.ok(viaKnown.traffic.delta <= viaPhases.traffic.delta * 1.1, `${viaKnown.traffic.delta} Delta bytes against the three phases' ${viaPhases.traffic.delta}`);
+  assert.deepEqual(await server.stored('known/a.bin'), Buffer.from(edited));
+  // a pulled version is known without a finer cut: a change that leaves more than
+  // KNOWN_MAX_DELTA bytes unmatched runs the three phases, a small one goes against it
+  const pulled = new MemoryKnown();
+  const got = await pullBytes(server, 'known/a.bin', null, { known: pulled });
+  assert.deepEqual(got.bytes, Buffer.from(edited));
+  assert.equal(pulled.get(knownKey(server.wsUrl, 'known/a.bin'))!.fine, undefined);
+  const large = applyEdits(edited, r, { kind: 'inverse', total: 64 << 10, maxFragment: 256 });
+  let rep = await pushBytes(server, 'known/a.bin', large, { known: pulled });
   assert.equal(rep.knownVersion, undefined);
   assert.ok(rep.refinedBytes > 0, 'the three phases refined the dirty chunks');
-  assert.deepEqual(await server.stored(name), Buffer.from(edited));
-  // the same with a lower bound on what a known push may send: small edits go the long way too
-  const small = applyEdits(edited, r, { kind: 'insert', total: 32, maxFragment: 32 });
-  rep = await pushBytes(server, name, small, { known, knownMaxDelta: 0 });
-  assert.equal(rep.knownVersion, undefined);
-  assert.deepEqual(await server.stored(name), Buffer.from(small));
-  // a root the server's version 3 does not have, then a version it does not hold: UnknownBasis,
+  const small = applyEdits(large, r, { kind: 'insert', total: 32, maxFragment: 32 });
+  rep = await pushBytes(server, 'known/a.bin', small, { known: pulled });
+  assert.equal(rep.knownVersion, 3);
+  assert.deepEqual(await server.stored('known/a.bin'), Buffer.from(small));
+  // a root the server's version does not have, then a version it does not hold: UnknownBasis,
   // then the three phases, and the version pushed is known from then on
-  const key = knownKey(server.wsUrl, name);
+  const key = knownKey(server.wsUrl, 'known/a.bin');
   let cur = small;
   for (const wrong of [(k: KnownVersion) => ({ ...k, root: k.root.map((x) => x ^ 1) }), (k: KnownVersion) => ({ ...k, version: 99 })]) {
     known.set(key, wrong(known.get(key)!));
     cur = applyEdits(cur, r, { kind: 'cut', total: 256, maxFragment: 256 });
-    rep = await pushBytes(server, name, cur, { known });
+    rep = await pushBytes(server, 'known/a.bin', cur, { known });
     assert.equal(rep.knownVersion, undefined);
-    assert.deepEqual(await server.stored(name), Buffer.from(cur));
+    assert.deepEqual(await server.stored('known/a.bin'), Buffer.from(cur));
     assert.equal(known.get(key)!.version, rep.version);
   }
-  // a pull makes the pulled version known: the next push builds on it
-  const other = new MemoryKnown();
-  const pulled = await pullBytes(server, name, null, { known: other });
-  assert.deepEqual(pulled.bytes, Buffer.from(cur));
-  const next = applyEdits(cur, r, { kind: 'insert', total: 256, maxFragment: 256 });
-  rep = await pushBytes(server, name, next, { known: other });
-  assert.equal(rep.knownVersion, pulled.report.version);
-  assert.deepEqual(await server.stored(name), Buffer.from(next));
 });

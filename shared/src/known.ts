@@ -5,9 +5,15 @@
  * sends those Match Tokens (Copies) with its Checksum List and Delta Bytes in one go, without
  * waiting for the server's: one round trip instead of two. The server checks the Copies and the
  * root as always, so a wrong memory can cost a retry, never a wrong file.
+ *
+ * A version the client pushed it also keeps cut finer (its own Basis Checksums of the whole
+ * file, refine.ts): the chunks it sends are then refined against them as against the server's
+ * list, copies of the known version's bytes and literal pieces, still in one round trip.
  */
+import type { Source } from './chunk-index.ts';
 import type { Run } from './matcher.ts';
-import type { ChunkParams } from './protocol.ts';
+import { type ChunkParams, type FineParams } from './protocol.ts';
+import { fineCut } from './refine.ts';
 
 /** What a client keeps of a version to push against it later. */
 export interface KnownVersion {
@@ -17,6 +23,33 @@ export interface KnownVersion {
   algo: number;
   lengths: Uint32Array;
   hashes: Uint8Array;
+  /** the version cut finer (refine.ts fineCut, in windows of FINE_WINDOW bytes): each finer
+   *  chunk's length and the first 8 bytes of its strong hash, consecutive from offset 0 */
+  fine?: { params: FineParams; lengths: Uint32Array; prefixes: Uint8Array };
+}
+
+/** Bytes a known version takes in memory. */
+export const knownBytes = (v: KnownVersion) => v.hashes.byteLength + v.lengths.byteLength + (v.fine ? v.fine.lengths.byteLength + v.fine.prefixes.byteLength : 0);
+
+/** Bytes cut finer at once (the last finer chunk of each window ends at its end). */
+const FINE_WINDOW = 4 << 20;
+
+/** A file cut finer, the whole of it: what a receiver would list of it as Basis Checksums. */
+export async function fineIndex(source: Source, params: FineParams, algo: number): Promise<NonNullable<KnownVersion['fine']>> {
+  const lengths: Uint32Array[] = [];
+  const prefixes: Uint8Array[] = [];
+  for (let o = 0; o < source.size; o += FINE_WINDOW) {
+    const c = fineCut(await source.read(o, Math.min(FINE_WINDOW, source.size - o)), params, algo);
+    lengths.push(c.lengths);
+    prefixes.push(c.prefixes);
+  }
+  const join = <T extends Uint8Array | Uint32Array>(parts: T[], C: new (n: number) => T): T => {
+    const out = new C(parts.reduce((s, p) => s + p.length, 0));
+    let at = 0;
+    for (const p of parts) (out.set(p as never, at), (at += p.length));
+    return out;
+  };
+  return { params, lengths: join(lengths, Uint32Array), prefixes: join(prefixes, Uint8Array) };
 }
 
 /** Where a client keeps its known versions, by `knownKey`. */
@@ -33,10 +66,10 @@ export const knownKey = (url: string, name: string) => `${url}\n${name}`;
  *  file chunked before it sends, where the three phases send the list while they chunk. */
 export const KNOWN_MAX_FILE = 64 << 20;
 
-/** A push against a known basis sends every chunk it did not find there whole (no Basis
- *  Checksums come back to refine them): with more than this many such bytes, the three phases,
- *  one round trip longer, are pushed instead. At 100 Mbps and 30 ms RTT one round trip is worth
- *  about 375 KB of wire, and Delta Bytes deflate to about half (bench/results/README.md). */
+/** A push against a version known without its finer cut (a pulled one) sends every chunk it
+ *  did not find there whole: with more than this many such bytes, the three phases, one round
+ *  trip longer but refined by the server's Basis Checksums, are pushed instead. At 100 Mbps and
+ *  30 ms RTT one round trip is worth about 375 KB of wire, and Delta Bytes deflate to about half. */
 export const KNOWN_MAX_DELTA = 768 << 10;
 
 /** Known versions in memory, the most recently used kept up to `maxBytes` of hashes and lengths. */
@@ -56,7 +89,7 @@ export class MemoryKnown implements KnownVersions {
 
   set(key: string, v: KnownVersion) {
     this.delete(key);
-    const size = v.hashes.byteLength + v.lengths.byteLength;
+    const size = knownBytes(v);
     if (size > this.maxBytes) return;
     this.entries.set(key, v);
     this.bytes += size;
@@ -70,7 +103,7 @@ export class MemoryKnown implements KnownVersions {
     const v = this.entries.get(key);
     if (!v) return;
     this.entries.delete(key);
-    this.bytes -= v.hashes.byteLength + v.lengths.byteLength;
+    this.bytes -= knownBytes(v);
   }
 }
 

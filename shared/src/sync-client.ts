@@ -10,7 +10,7 @@
  */
 import { type ChunkIndex, type Source, chunkParts, chunkSource } from './chunk-index.ts';
 import { Conn, ConnectionLost, RemoteError, type Traffic, type WebSocketLike } from './conn.ts';
-import { KNOWN_MAX_DELTA, KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, knownKey, matchKnown } from './known.ts';
+import { KNOWN_MAX_DELTA, KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, fineIndex, knownKey, matchKnown } from './known.ts';
 import type { Run } from './matcher.ts';
 import { type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, hashLength } from './protocol.ts';
 import { type SendOutcome, type Sink, indexParts, receiveTarget, sendTarget } from './session.ts';
@@ -179,14 +179,19 @@ export async function planKnown(source: Source, params: ChunkParams, algo: numbe
     onProgress?.(0);
     index ??= await chunkSource(source, params, algo, onProgress);
     const { runs, uncovered } = matchKnown(index, known, hashLength(algo));
-    if (uncovered <= maxDelta) against = { known, copies: runs };
+    // refined against the known version's finer cut, a push against it sends what the three
+    // phases would, one round trip sooner
+    if (known.fine || uncovered <= maxDelta) against = { known, copies: runs };
   }
   return { index, against };
 }
 
-/** Keeps what a push sent as the version the server stored (files up to KNOWN_MAX_FILE). */
-export function remember(known: KnownVersions, key: string, out: SendOutcome, params: ChunkParams, algo: number) {
-  if (out.result.size <= KNOWN_MAX_FILE) known.set(key, { version: out.result.version, root: out.result.root.slice(), params, algo, lengths: out.lengths.slice(), hashes: out.hashes.slice() });
+/** Keeps what a push sent as the version the server stored, with its finer cut (files up to
+ *  KNOWN_MAX_FILE); after the Result, so the cut is not part of the push. */
+export async function remember(known: KnownVersions, key: string, out: SendOutcome, params: ChunkParams, algo: number, source: Source) {
+  if (out.result.size > KNOWN_MAX_FILE) return;
+  const fine = await fineIndex(source, DEFAULT_FINE, algo);
+  known.set(key, { version: out.result.version, root: out.result.root.slice(), params, algo, lengths: out.lengths.slice(), hashes: out.hashes.slice(), fine });
 }
 
 export interface PushOptions extends SyncOptions {
@@ -233,6 +238,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
         const parts = index ? indexParts(index) : chunkParts(source, params, algo, { sliceBytes: opts.sliceBytes, onProgress: (d) => opts.onProgress?.('chunking', d, source.size) });
         return sendTarget(conn, algo, { size: source.size, parts }, source, {
           copies: against?.copies,
+          basisFine: against?.known.fine,
           beforeTokens: async () => void (await conn.expect(Msg.Ready)),
           onListSent: () => opts.onProgress?.('checksums-sent'),
           onTokens: () => opts.onProgress?.('tokens-received'),
@@ -241,7 +247,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
       });
       opts.onProgress?.('committed');
       const tEnd = performance.now();
-      if (opts.known) remember(opts.known, key, out, params, algo);
+      if (opts.known) await remember(opts.known, key, out, params, algo, source);
       const wire = connection.socketBytes();
       // Client time: the session's own work, chunking and hashing included (not waiting for the server).
       client += tEnd - tOpen - connection.conn.waitedMs;
