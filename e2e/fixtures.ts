@@ -33,6 +33,8 @@ export interface ResultInfo {
   sent: number;
   delta: number;
   size: number;
+  /** an upload pushed against a version the page knew (one round trip), else undefined */
+  known?: number;
 }
 
 /** Waits for the newest transfer of `name` to finish well and reads its result. */
@@ -41,7 +43,8 @@ export async function result(page: Page, name: string, opts: { direction?: 'up' 
   await expect(c).toHaveAttribute('data-status', 'done', { timeout: opts.timeout ?? 60_000 });
   const r = c.getByTestId('result');
   const num = async (a: string) => Number(await r.getAttribute(`data-${a}`));
-  return { version: await num('version'), sent: await num('sent'), delta: await num('delta'), size: await num('size') };
+  const report = await r.getAttribute('data-report');
+  return { version: await num('version'), sent: await num('sent'), delta: await num('delta'), size: await num('size'), known: report ? JSON.parse(report).knownVersion : undefined };
 }
 
 /** Opens the page and waits until it has talked to the server. */

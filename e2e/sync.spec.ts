@@ -49,6 +49,9 @@ test('file button; an edited re-upload is a delta; plain and delta downloads ret
   const second = await result(page, 'report.doc');
   console.log(`edited re-upload of ${v2.length} bytes: ${second.delta} bytes of Delta Bytes, ${second.sent} bytes of protocol traffic in all`);
   expect(second.version).toBe(2);
+  // the page remembered version 1 and pushed the edit against it in one round trip
+  expect(first.known).toBeUndefined();
+  expect(second.known).toBe(1);
   expect(second.delta).toBeLessThan(v2.length / 20);
   expect((await server.storedBytes('report.doc', 2)).equals(v2)).toBe(true);
   await expect(card(page, 'report.doc')).toContainText('saved');

@@ -13,7 +13,7 @@ import { Conn, type Traffic, type WebSocketLike } from '../../shared/src/conn.ts
 import { DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION, hashLength } from '../../shared/src/protocol.ts';
 import { MemoryKnown, knownKey } from '../../shared/src/known.ts';
 import { indexParts, sendTarget } from '../../shared/src/session.ts';
-import { planKnown, remember } from '../../shared/src/sync-client.ts';
+import { againstKnown, planKnown, remember } from '../../shared/src/sync-client.ts';
 import { StrongHasher, webr2sync_block_hashes } from '../../shared/src/wasm.ts';
 import { BLOCK, DEDUP_ALGO, FILE_ALGO } from './baseline-server.ts';
 import { MsgConn, T, frame, json, literalFrame, parseJson, u32 } from './wire.ts';
@@ -149,9 +149,10 @@ async function dsyncSession(p: Prepared, ws: WebSocket, name: string): Promise<O
     const known = p.approach === 'dsync-known' ? knownVersions : null;
     const key = knownKey('bench', name);
     const { index, against } = known ? await planKnown(p.source, DEFAULT_PARAMS, algo, known.get(key), undefined, undefined, p.index) : { index: p.index, against: null };
-    await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo, size: p.size, basisVersion: 0, name, ...(against && { known: { version: against.known.version, root: against.known.root } }) });
+    const plan = againstKnown(against);
+    await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo, size: p.size, basisVersion: 0, name, ...plan.hello });
     const parts = index ? indexParts(index) : chunkParts(p.source, DEFAULT_PARAMS, algo);
-    const out = await sendTarget(conn, algo, { size: p.size, parts }, p.source, { beforeTokens: async () => void (await conn.expect(Msg.Ready)), copies: against?.copies });
+    const out = await sendTarget(conn, algo, { size: p.size, parts }, p.source, { beforeTokens: async () => void (await conn.expect(Msg.Ready)), ...plan.sender });
     const tEnd = performance.now();
     // after the Result, as push() does: outside the sync's time, inside the client's CPU time
     if (known) await remember(known, key, out, DEFAULT_PARAMS, algo, p.source);

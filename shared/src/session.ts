@@ -137,8 +137,8 @@ export interface SenderOptions {
   /** a known basis (Hello's `known`): the sender's own Match Tokens against it, ascending and
    *  disjoint; sent as Copies after the Checksum List, and the receiver sends none */
   copies?: Run[];
-  /** and the known basis cut finer, which the chunks sent are refined against (known.ts) */
-  basisFine?: { params: FineParams; lengths: Uint32Array; prefixes: Uint8Array };
+  /** and the known basis cut finer, the table the chunks sent are refined against (known.ts) */
+  basisHints?: BasisHints;
 }
 
 export interface SendOutcome {
@@ -190,8 +190,7 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
   let frontier = 0;
   let tokensDone = false;
   let resumeFrom = 0;
-  const hints = new BasisHints(algo);
-  if (opts.basisFine) hints.add({ type: Msg.BasisChecksums, offset: 0, fine: opts.basisFine.params, lengths: opts.basisFine.lengths, prefixes: opts.basisFine.prefixes });
+  const hints = opts.basisHints ?? new BasisHints(algo);
   const phase2 = (async () => {
     await opts.beforeTokens?.();
     if (opts.copies) return; // no Match Tokens come

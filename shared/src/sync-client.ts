@@ -10,7 +10,7 @@
  */
 import { type ChunkIndex, type Source, chunkParts, chunkSource } from './chunk-index.ts';
 import { Conn, ConnectionLost, RemoteError, type Traffic, type WebSocketLike } from './conn.ts';
-import { KNOWN_MAX_DELTA, KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, fineIndex, knownKey, matchKnown } from './known.ts';
+import { KNOWN_MAX_DELTA, KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, fineIndex, hintsOf, knownKey, matchKnown } from './known.ts';
 import type { Run } from './matcher.ts';
 import { type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, hashLength } from './protocol.ts';
 import { type SendOutcome, type Sink, indexParts, receiveTarget, sendTarget } from './session.ts';
@@ -186,11 +186,19 @@ export async function planKnown(source: Source, params: ChunkParams, algo: numbe
   return { index, against };
 }
 
+/** What a push against a known version adds to its Hello, and to its sender's options. */
+export function againstKnown(against: { known: KnownVersion; copies: Run[] } | null) {
+  if (!against) return { hello: {}, sender: {} };
+  const { known, copies } = against;
+  return { hello: { known: { version: known.version, root: known.root } }, sender: { copies, basisHints: known.fine && hintsOf(known.fine, known.algo) } };
+}
+
 /** Keeps what a push sent as the version the server stored, with its finer cut (files up to
  *  KNOWN_MAX_FILE); after the Result, so the cut is not part of the push. */
 export async function remember(known: KnownVersions, key: string, out: SendOutcome, params: ChunkParams, algo: number, source: Source) {
   if (out.result.size > KNOWN_MAX_FILE) return;
   const fine = await fineIndex(source, DEFAULT_FINE, algo);
+  hintsOf(fine, algo);
   known.set(key, { version: out.result.version, root: out.result.root.slice(), params, algo, lengths: out.lengths.slice(), hashes: out.hashes.slice(), fine });
 }
 
@@ -230,15 +238,14 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
       const tOpen = performance.now();
       const out = await connection.session(async (conn) => {
         conn.hashLen = hashLength(algo);
-        const knownRoot = against && { version: against.known.version, root: against.known.root };
-        await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params, algo, size: source.size, basisVersion: opts.basisVersion ?? 0, name: opts.name, ...(knownRoot && { known: knownRoot }) });
+        const plan = againstKnown(against);
+        await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params, algo, size: source.size, basisVersion: opts.basisVersion ?? 0, name: opts.name, ...plan.hello });
         // a retry chunks the file again: it may have changed, and the server's resumption of
         // the interrupted upload is decided by the list
         if (!index) opts.onProgress?.('chunking', 0, source.size);
         const parts = index ? indexParts(index) : chunkParts(source, params, algo, { sliceBytes: opts.sliceBytes, onProgress: (d) => opts.onProgress?.('chunking', d, source.size) });
         return sendTarget(conn, algo, { size: source.size, parts }, source, {
-          copies: against?.copies,
-          basisFine: against?.known.fine,
+          ...plan.sender,
           beforeTokens: async () => void (await conn.expect(Msg.Ready)),
           onListSent: () => opts.onProgress?.('checksums-sent'),
           onTokens: () => opts.onProgress?.('tokens-received'),

@@ -91,6 +91,12 @@ function Timing({ r }: { r: SyncReport }) {
           this device {formatDuration(r.timeMs.client)}
           {r.timeMs.server > 0 && <>, server {formatDuration(r.timeMs.server)}</>}, network {formatDuration(r.timeMs.network)}
         </dd>
+        {r.knownVersion !== undefined && (
+          <>
+            <dt>Round trips</dt>
+            <dd>one: matched against version {r.knownVersion}, which this page synced before</dd>
+          </>
+        )}
         {r.traffic.wire > 0 && (
           <>
             <dt>On the wire</dt>
