@@ -10,8 +10,8 @@
 import WebSocket from 'ws';
 import { type ChunkIndex, type Source, chunkParts, chunkSource, offsetsOf } from '../../shared/src/chunk-index.ts';
 import { Conn, type Traffic, type WebSocketLike } from '../../shared/src/conn.ts';
-import { DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION, hashLength } from '../../shared/src/protocol.ts';
-import { MemoryKnown, knownKey } from '../../shared/src/known.ts';
+import { DEFAULT_FINE, DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION, hashLength } from '../../shared/src/protocol.ts';
+import { type KnownVersion, MemoryKnown, fineIndex, knownKey } from '../../shared/src/known.ts';
 import { indexParts, sendTarget } from '../../shared/src/session.ts';
 import { againstKnown, planKnown, remember } from '../../shared/src/sync-client.ts';
 import { StrongHasher, webr2sync_block_hashes } from '../../shared/src/wasm.ts';
@@ -53,6 +53,8 @@ export interface Prepared {
   prepCpuMs: number;
   /** dedup; dsync when its index was precomputed (load harness) */
   index?: ChunkIndex;
+  /** dsync-known with a precomputed index: the finer cut it keeps after a push (load harness) */
+  fine?: KnownVersion['fine'];
   triples?: Uint32Array;
   root?: Uint8Array;
 }
@@ -71,6 +73,7 @@ export async function prepare(approach: Approach, source: Source, { hashes = fal
   const p: Prepared = { approach, source, size: source.size, prepMs: 0, prepCpuMs: 0 };
   if (isDsync(approach)) {
     if (hashes) p.index = await chunkSource(source, DEFAULT_PARAMS, dsyncAlgo(approach));
+    if (hashes && approach === 'dsync-known') p.fine = await fineIndex(source, DEFAULT_FINE, dsyncAlgo(approach));
   } else if (approach === 'dedup') p.index = await chunkSource(source, DEFAULT_PARAMS, DEDUP_ALGO);
   else {
     // webr2sync+: Adler-32 + SipHash per 8 KB block; both: a whole-file hash to verify with.
@@ -155,7 +158,7 @@ async function dsyncSession(p: Prepared, ws: WebSocket, name: string): Promise<O
     const out = await sendTarget(conn, algo, { size: p.size, parts }, p.source, { beforeTokens: async () => void (await conn.expect(Msg.Ready)), ...plan.sender });
     const tEnd = performance.now();
     // after the Result, as push() does: outside the sync's time, inside the client's CPU time
-    if (known) await remember(known, key, out, DEFAULT_PARAMS, algo, p.source);
+    if (known) await remember(known, key, out, DEFAULT_PARAMS, algo, p.source, p.fine);
     return {
       approach: p.approach,
       size: p.size,

@@ -409,8 +409,12 @@ test('hostile pushes against a known basis: refused with a clear code, nothing s
     const push = (extra: object, ...frames: Uint8Array[]) => raw(s.wsUrl, [hello('k', { size: b.length, ...extra }), ...frames]);
     const cases: [number, RegExp, object, Uint8Array[]][] = [
       [ErrorCode.UnexpectedMessage, /Copies/, {}, [...list, copies([1, n - 1, 1])]],
-      [ErrorCode.UnexpectedMessage, /Copies/, { known }, [list[0], copies([1, n - 1, 1])]],
-      [ErrorCode.UnexpectedMessage, /Copies/, { known }, [...list, verdict(ib.root), copies([1, n - 1, 1])]],
+      // before the chunks they cover are listed; after the Verdict that judged those chunks
+      [ErrorCode.Inconsistent, /beyond the 0 chunks listed/, { known }, [copies([1, n - 1, 1]), ...list]],
+      [ErrorCode.Inconsistent, /below the Verdict's/, { known }, [...list, verdict(ib.root), copies([1, n - 1, 1])]],
+      [ErrorCode.Inconsistent, /below the Verdict's 3/, { known }, [...list, encode({ type: Msg.Verdict, upTo: 3, root: null, failed: [] }, 32), copies([2, n - 2, 2])]],
+      // a Verdict that ends inside a run
+      [ErrorCode.Inconsistent, /ends inside token 0/, { known }, [...list, copies([1, n - 1, 1]), encode({ type: Msg.Verdict, upTo: 3, root: null, failed: [] }, 32)]],
       [ErrorCode.Inconsistent, /is empty, overlaps/, { known }, [...list, copies([1, 0, 1])]],
       [ErrorCode.Inconsistent, /is empty, overlaps/, { known }, [...list, copies([1, 2, 1], [2, 1, 2])]],
       [ErrorCode.Inconsistent, /is empty, overlaps/, { known }, [...list, copies([1, n, 1])]],

@@ -346,10 +346,11 @@ test('a client that knows the basis pushes against it in one round trip: random 
     assert.equal(rep.version, version);
     assert.deepEqual(await server.stored(name), Buffer.from(cur), `step ${step}`);
     assert.equal(rep.knownVersion, before, 'pushed against the version it knew');
-    // one Copies message (5 bytes, 12 per run), no Basis Checksums; the Delta Bytes refined
-    // against the known version's finer cut
+    // a Copies message or a few (5 bytes each, 12 per run: one before each Verdict), no Basis
+    // Checksums; the Delta Bytes refined against the known version's finer cut
     assert.equal(rep.traffic.basisChecksums, 0);
-    assert.equal((rep.traffic.matchTokens - 5) % 12, 0, `Copies of ${rep.traffic.matchTokens} bytes`);
+    const copies = rep.traffic.matchTokens;
+    assert.ok([1, 2, 3, 4].some((m) => copies >= 5 * m + 12 && (copies - 5 * m) % 12 === 0), `Copies of ${copies} bytes`);
     checkTraffic(rep);
     if (rep.refinedBytes > 0) refined++;
     assert.equal(known.get(knownKey(server.wsUrl, name))!.version, version, 'the pushed version is now the known one');

@@ -122,34 +122,76 @@ export class MemoryKnown implements KnownVersions {
 }
 
 /**
- * The target's chunks found in the known version by strong hash and length, merged into runs
- * of consecutive chunks (a chunk that continues the run before it is preferred to its first
- * occurrence elsewhere), and the target bytes left uncovered.
+ * Finds a target's chunks in a known version by strong hash and length as their hashes come,
+ * merged into runs of consecutive chunks (a chunk that continues the run before it is preferred
+ * to its first occurrence elsewhere). The run that reaches the last chunk fed may still grow:
+ * matching is final below `frontier`.
  */
-export function matchKnown(target: { lengths: Uint32Array; hashes: Uint8Array }, known: KnownVersion, H: number): { runs: Run[]; uncovered: number } {
-  const same = (ti: number, bi: number) => {
-    if (target.lengths[ti] !== known.lengths[bi]) return false;
-    for (let k = 0; k < H; k++) if (target.hashes[ti * H + k] !== known.hashes[bi * H + k]) return false;
-    return true;
-  };
-  // the first 6 bytes of a hash, as a number
-  const keyOf = (h: Uint8Array, i: number) => h[i * H] + h[i * H + 1] * 2 ** 8 + h[i * H + 2] * 2 ** 16 + h[i * H + 3] * 2 ** 24 + h[i * H + 4] * 2 ** 32 + h[i * H + 5] * 2 ** 40;
-  const first = new Map<number, number>();
-  for (let b = known.lengths.length - 1; b >= 0; b--) first.set(keyOf(known.hashes, b), b);
-  const runs: Run[] = [];
-  let uncovered = 0;
-  for (let i = 0; i < target.lengths.length; i++) {
-    const prev = runs[runs.length - 1];
-    if (prev && prev.first + prev.count === i) {
-      const next = prev.basisFirst + prev.count;
-      if (next < known.lengths.length && same(i, next)) {
-        prev.count++;
-        continue;
-      }
-    }
-    const b = first.get(keyOf(target.hashes, i));
-    if (b !== undefined && same(i, b)) runs.push({ first: i, count: 1, basisFirst: b });
-    else uncovered += target.lengths[i];
+export class KnownMatcher {
+  private first = new Map<number, number>();
+  private open: Run | null = null;
+  private next = 0; // target chunks below it are matched
+  /** target bytes fed and found nowhere in the known version */
+  uncovered = 0;
+
+  constructor(
+    private known: KnownVersion,
+    private H: number,
+  ) {
+    for (let b = known.lengths.length - 1; b >= 0; b--) this.first.set(this.keyOf(known.hashes, b), b);
   }
-  return { runs, uncovered };
+
+  // the first 6 bytes of a hash, as a number
+  private keyOf(h: Uint8Array, i: number) {
+    const o = i * this.H;
+    return h[o] + h[o + 1] * 2 ** 8 + h[o + 2] * 2 ** 16 + h[o + 3] * 2 ** 24 + h[o + 4] * 2 ** 32 + h[o + 5] * 2 ** 40;
+  }
+
+  /** Matches target chunks up to `n` (lengths and strong hashes of chunks [0, n) at least);
+   *  returns the runs that closed. */
+  feed(lengths: Uint32Array, hashes: Uint8Array, n: number): Run[] {
+    const { known, H } = this;
+    const same = (ti: number, bi: number) => {
+      if (lengths[ti] !== known.lengths[bi]) return false;
+      for (let k = 0; k < H; k++) if (hashes[ti * H + k] !== known.hashes[bi * H + k]) return false;
+      return true;
+    };
+    const closed: Run[] = [];
+    for (let i = this.next; i < n; i++) {
+      const o = this.open;
+      if (o) {
+        const b = o.basisFirst + o.count;
+        if (b < known.lengths.length && same(i, b)) {
+          o.count++;
+          continue;
+        }
+        closed.push(o);
+        this.open = null;
+      }
+      const b = this.first.get(this.keyOf(hashes, i));
+      if (b !== undefined && same(i, b)) this.open = { first: i, count: 1, basisFirst: b };
+      else this.uncovered += lengths[i];
+    }
+    this.next = Math.max(this.next, n);
+    return closed;
+  }
+
+  /** Matching is final below this chunk. */
+  get frontier(): number {
+    return this.open ? this.open.first : this.next;
+  }
+
+  /** The target is all fed: closes the last run. */
+  end(): Run[] {
+    const o = this.open;
+    this.open = null;
+    return o ? [o] : [];
+  }
+}
+
+/** A whole target's chunks found in the known version, and the bytes left uncovered. */
+export function matchKnown(target: { lengths: Uint32Array; hashes: Uint8Array }, known: KnownVersion, H: number): { runs: Run[]; uncovered: number } {
+  const m = new KnownMatcher(known, H);
+  const runs = [...m.feed(target.lengths, target.hashes, target.lengths.length), ...m.end()];
+  return { runs, uncovered: m.uncovered };
 }

@@ -25,8 +25,11 @@ import { type Conn, ConnectionLost } from './conn.ts';
 import { Matcher, type Run, type WeakList, matchRuns } from './matcher.ts';
 import { type ChunkParams, ErrorCode, type FineParams, Msg, ProtocolError, hashLength } from './protocol.ts';
 import { BasisCopies, BasisHints, COPY_WINDOW, MAX_REFINE_BYTES, fineCut } from './refine.ts';
+import { KnownMatcher, type KnownVersion } from './known.ts';
 import { StrongHasher, hash_chunks } from '../../wasm/pkg/dsync_wasm.js';
 
+/** The run hash of a token of this side's own (a known basis): never compared. */
+const NO_HASH = new Uint8Array(0);
 /** Entries per Checksums / Tokens message. */
 const BATCH = 8192;
 /** Largest payload of one Delta message the sender builds (a single chunk may exceed it). */
@@ -134,10 +137,11 @@ export interface SenderOptions {
   onListSent?: () => void;
   onTokens?: () => void;
   onDeltaSent?: () => void;
-  /** a known basis (Hello's `known`): the sender's own Match Tokens against it, ascending and
-   *  disjoint; sent as Copies after the Checksum List, and the receiver sends none */
-  copies?: Run[];
-  /** and the known basis cut finer, the table the chunks sent are refined against (known.ts) */
+  /** a known basis (Hello's `known`, known.ts): the sender finds its chunks there itself as
+   *  their hashes come and sends those Match Tokens as Copies, each part before the Verdict
+   *  that judges it; the receiver sends none */
+  known?: KnownVersion;
+  /** and the known basis cut finer, the table the chunks sent are refined against */
   basisHints?: BasisHints;
 }
 
@@ -191,9 +195,23 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
   let tokensDone = false;
   let resumeFrom = 0;
   const hints = opts.basisHints ?? new BasisHints(algo);
+  // A known basis: the Match Tokens are this side's own (confirmed), with the basis chunk each
+  // starts at, for the Copies.
+  const km = opts.known ? new KnownMatcher(opts.known, H) : null;
+  const basisFirsts: number[] = [];
+  const ok: boolean[] = []; // whether token k's run hash equals this side's, computed once per token
+  const addKnown = (runs: Run[]) => {
+    for (const r of runs) {
+      ok[firsts.length] = true;
+      firsts.push(r.first);
+      counts.push(r.count);
+      tokenHashes.push(NO_HASH);
+      basisFirsts.push(r.basisFirst);
+    }
+  };
   const phase2 = (async () => {
     await opts.beforeTokens?.();
-    if (opts.copies) return; // no Match Tokens come
+    if (km) return; // no Match Tokens come
     for (;;) {
       const m = await conn.expect(Msg.Tokens, Msg.TokensEnd, Msg.BasisChecksums);
       if (m.type === Msg.BasisChecksums) {
@@ -249,8 +267,6 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
   let t = 0; // the first token not judged yet
   let root: Uint8Array | null = null; // sent with the last Verdict
   let resumed = false;
-  // whether token k's run hash equals this side's, computed once per token
-  const ok: boolean[] = [];
   const confirmed = (k: number) => (ok[k] ??= equalBytes(runHash(algo, list.hashes, firsts[k], counts[k]), tokenHashes[k]));
   const splittable = (k: number) => counts[k] > 1 && list.offsets[firsts[k] + counts[k]] - list.offsets[firsts[k]] >= splitThreshold;
 
@@ -258,6 +274,7 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
   // round trip that comes after Tokens End, so that one strand reads at a time) and sends the
   // Verdict up to `end`. The last Verdict carries the root.
   const judge = async (end: number) => {
+    const t0 = t;
     let te = t;
     while (te < firsts.length && firsts[te] + counts[te] <= end) te++;
     const failed: Failed[] = [];
@@ -285,6 +302,12 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
       failed.sort((a, b) => a.token - b.token);
     }
     failedTokens += failed.length;
+    if (km) {
+      for (let k = t0; k < te; k += BATCH) {
+        const j = Math.min(te, k + BATCH);
+        await conn.send({ type: Msg.Copies, first: Uint32Array.from(firsts.slice(k, j)), count: Uint32Array.from(counts.slice(k, j)), basisFirst: Uint32Array.from(basisFirsts.slice(k, j)) });
+      }
+    }
     if (tokensDone && end === list.count) root = runHash(algo, list.hashes, 0, list.count);
     await conn.send({ type: Msg.Verdict, upTo: end, root, failed });
     upTo = end;
@@ -331,17 +354,6 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
     }
     if (indices.length) await conn.send({ type: Msg.Delta, indices: Uint32Array.from(indices), chunks });
     literalBytes += bytes;
-  };
-
-  // A known basis: the Copies stand for the Match Tokens, all final and confirmed at once.
-  const sendCopies = async (copies: Run[]) => {
-    for (let k = 0; k < copies.length; k += BATCH) {
-      const part = copies.slice(k, k + BATCH);
-      await conn.send({ type: Msg.Copies, first: Uint32Array.from(part, (r) => r.first), count: Uint32Array.from(part, (r) => r.count), basisFirst: Uint32Array.from(part, (r) => r.basisFirst) }, { wait: false });
-    }
-    for (const r of copies) list.marks.fill(1, r.first, r.first + r.count);
-    frontier = list.count;
-    tokensDone = true;
   };
 
   // The next part is asked for ahead and taken when it is there: a slow read of the file must
@@ -397,6 +409,10 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
         } else if (r) {
           const p = r.value;
           list.append(p.lengths, p.fastfps, p.hashes);
+          if (km) {
+            addKnown(km.feed(list.lengths, list.hashes, list.hashed));
+            frontier = km.frontier;
+          }
           for (let i = list.count - p.lengths.length; i < list.count; i += BATCH) {
             const j = Math.min(list.count, i + BATCH);
             await conn.send({ type: Msg.Checksums, fastfps: list.fastfps.subarray(i, j), lengths: list.lengths.subarray(i, j) }, { wait: false });
@@ -408,7 +424,12 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
           listDone = true;
           await conn.send({ type: Msg.ChecksumsEnd, count: list.count, size: target.size }, { wait: false });
           opts.onListSent?.();
-          if (opts.copies) await sendCopies(opts.copies);
+        }
+        if (km && partsDone && !tokensDone) {
+          addKnown(km.feed(list.lengths, list.hashes, list.count));
+          addKnown(km.end());
+          frontier = list.count;
+          tokensDone = true;
         }
         // asked for only now: taking the next part may hash this one's chunks (chunkParts)
         if (!partsDone)
@@ -442,7 +463,7 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
     throw new ProtocolError(ErrorCode.VerifyFailed, 'the receiver reports a different file than the one sent');
   }
   const resumedBytes = list.offsets[resumeFrom];
-  return { result, matchedBytes: target.size - literalBytes - resumedBytes, refinedBytes, literalBytes, resumedBytes, chunks: list.count, tokens: opts.copies?.length ?? firsts.length, failedTokens, lengths: list.lengths.subarray(0, list.count), hashes: list.hashes.subarray(0, list.count * H) };
+  return { result, matchedBytes: target.size - literalBytes - resumedBytes, refinedBytes, literalBytes, resumedBytes, chunks: list.count, tokens: firsts.length, failedTokens, lengths: list.lengths.subarray(0, list.count), hashes: list.hashes.subarray(0, list.count * H) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -507,8 +528,9 @@ export interface ReceiverOptions {
   /** at most this many basis bytes are refined per session (default MAX_REFINE_BYTES) */
   maxRefineBytes?: number;
   /** the sender holds the basis' chunk index (Hello's known version, which `basis` must be):
-   *  it sends its own Match Tokens as Copies after the Checksum List, and the receiver sends
-   *  none, no Basis Checksums and no Tokens End (docs/protocol.md §3, "A known basis") */
+   *  it sends its own Match Tokens as Copies, each before the Verdict that judges it, and the
+   *  receiver sends none, no Basis Checksums and no Tokens End (docs/protocol.md §3, "A known
+   *  basis") */
   known?: boolean;
 }
 
@@ -691,6 +713,7 @@ export async function receiveTarget(
     if (expectedSize !== undefined && size > expectedSize) throw bad(`Hello announced ${expectedSize} bytes, the Checksum List has more`);
     const from = runs.length;
     list.append(m.lengths, m.fastfps);
+    if (known) frontier = list.count; // a Verdict may judge every chunk listed
     if (!streamed || known) return;
     if (matcher) addRuns(matcher.feed(list.weak(), list.count));
     await sendTokens(from, await listGaps(matcher ? matcher.frontier : list.count, false));
@@ -703,7 +726,7 @@ export async function receiveTarget(
     ended = true;
     opts.onPhase?.('tokens');
     if (known) {
-      // the sender's Copies come next, then its Verdict
+      // the sender's last Copies and Verdicts come next
       frontier = list.count;
       tokensEnded = true;
       opts.onPhase?.('delta');
@@ -746,8 +769,8 @@ export async function receiveTarget(
       const count = m.count[k];
       const from = m.basisFirst[k];
       const prev = runs[runs.length - 1];
-      if (count === 0 || (prev && first < prev.first + prev.count) || first + count > list.count || from + count > b.lengths.length) {
-        throw bad(`copy ${runs.length} [${first}, +${count}) from basis chunk ${from} is empty, overlaps, or lies beyond the ${list.count} chunks or the basis' ${b.lengths.length}`);
+      if (count === 0 || (prev && first < prev.first + prev.count) || first < upTo || first + count > list.count || from + count > b.lengths.length) {
+        throw bad(`copy ${runs.length} [${first}, +${count}) from basis chunk ${from} is empty, overlaps, lies below the Verdict's ${upTo}, or beyond the ${list.count} chunks listed or the basis' ${b.lengths.length}`);
       }
       for (let j = 0; j < count; j++) {
         if (list.lengths[first + j] !== b.lengths[from + j] || list.fastfps[first + j] !== b.fastfps[from + j]) {
@@ -757,15 +780,13 @@ export async function receiveTarget(
       addRuns([{ first, count, basisFirst: from }]);
     }
   };
-  // The next message of one of `types`; Checksums (and Copies, before the first Verdict) that
-  // come first are taken in on the way.
+  // The next message of one of `types`; Checksums (and with a known basis Copies) that come
+  // first are taken in on the way.
   const next = async <T extends Message['type']>(...types: T[]): Promise<Extract<Message, { type: T }>> => {
     for (;;) {
-      const m: Message = !ended
-        ? await conn.expect<Message['type']>(Msg.Checksums, Msg.ChecksumsEnd, ...types)
-        : known && upTo === 0
-          ? await conn.expect<Message['type']>(Msg.Copies, ...types)
-          : await conn.expect(...types);
+      const also: Message['type'][] = ended ? [] : [Msg.Checksums, Msg.ChecksumsEnd];
+      if (known) also.push(Msg.Copies);
+      const m: Message = await conn.expect<Message['type']>(...also, ...types);
       if (m.type === Msg.Checksums) await onChecksums(m as Checksums);
       else if (m.type === Msg.ChecksumsEnd) await onChecksumsEnd(m as ChecksumsEnd);
       else if (m.type === Msg.Copies) onCopies(m as Copies);

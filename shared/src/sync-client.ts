@@ -11,7 +11,6 @@
 import { type ChunkIndex, type Source, chunkParts, chunkSource } from './chunk-index.ts';
 import { Conn, ConnectionLost, RemoteError, type Traffic, type WebSocketLike } from './conn.ts';
 import { KNOWN_MAX_DELTA, KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, fineIndex, hintsOf, knownKey, matchKnown } from './known.ts';
-import type { Run } from './matcher.ts';
 import { type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, hashLength } from './protocol.ts';
 import { type SendOutcome, type Sink, indexParts, receiveTarget, sendTarget } from './session.ts';
 
@@ -168,36 +167,32 @@ const ms = (t: number) => Math.round(t * 10) / 10;
 /** Delay before retry `attempt` (0, 1, …): 0.5 s doubling to 8 s, with jitter. */
 export const backoffMs = (attempt: number) => Math.min(8000, 500 * 2 ** attempt) * (0.75 + Math.random() / 2);
 
-/** A push's plan against a version of the file this client knows (known.ts): chunk the whole
- *  file first and find its chunks there; push against it (`against`) when little is new, else
- *  run the three phases on the index already made. Nothing known (or a large file, other
- *  chunking): neither, the three phases chunk as they send. */
+/** A push's plan against a version of the file this client knows (known.ts). Known with its
+ *  finer cut (one this client pushed), the push goes against it (`against`) and chunks as it
+ *  sends: refined against that cut, it sends what the three phases would, one round trip
+ *  sooner. Known without (a pulled one), the file is chunked first and pushed against it when
+ *  at most `maxDelta` bytes are not found there, else with the three phases on the index
+ *  already made (`index`). Nothing known, or other chunking: the three phases. */
 export async function planKnown(source: Source, params: ChunkParams, algo: number, known: KnownVersion | undefined, maxDelta = KNOWN_MAX_DELTA, onProgress?: (done: number) => void, made?: ChunkIndex) {
   let index: ChunkIndex | null = made ?? null;
-  let against: { known: KnownVersion; copies: Run[] } | null = null;
-  if (known && known.algo === algo && sameParams(known.params, params) && source.size <= KNOWN_MAX_FILE) {
-    onProgress?.(0);
-    index ??= await chunkSource(source, params, algo, onProgress);
-    const { runs, uncovered } = matchKnown(index, known, hashLength(algo));
-    // refined against the known version's finer cut, a push against it sends what the three
-    // phases would, one round trip sooner
-    if (known.fine || uncovered <= maxDelta) against = { known, copies: runs };
-  }
-  return { index, against };
+  if (!known || known.algo !== algo || !sameParams(known.params, params) || source.size > KNOWN_MAX_FILE) return { index, against: null };
+  if (known.fine) return { index, against: known };
+  onProgress?.(0);
+  index ??= await chunkSource(source, params, algo, onProgress);
+  return { index, against: matchKnown(index, known, hashLength(algo)).uncovered <= maxDelta ? known : null };
 }
 
 /** What a push against a known version adds to its Hello, and to its sender's options. */
-export function againstKnown(against: { known: KnownVersion; copies: Run[] } | null) {
-  if (!against) return { hello: {}, sender: {} };
-  const { known, copies } = against;
-  return { hello: { known: { version: known.version, root: known.root } }, sender: { copies, basisHints: known.fine && hintsOf(known.fine, known.algo) } };
+export function againstKnown(known: KnownVersion | null) {
+  if (!known) return { hello: {}, sender: {} };
+  return { hello: { known: { version: known.version, root: known.root } }, sender: { known, basisHints: known.fine && hintsOf(known.fine, known.algo) } };
 }
 
 /** Keeps what a push sent as the version the server stored, with its finer cut (files up to
- *  KNOWN_MAX_FILE); after the Result, so the cut is not part of the push. */
-export async function remember(known: KnownVersions, key: string, out: SendOutcome, params: ChunkParams, algo: number, source: Source) {
+ *  KNOWN_MAX_FILE; `made`: already cut); after the Result, so the cut is not part of the push. */
+export async function remember(known: KnownVersions, key: string, out: SendOutcome, params: ChunkParams, algo: number, source: Source, made?: KnownVersion['fine']) {
   if (out.result.size > KNOWN_MAX_FILE) return;
-  const fine = await fineIndex(source, DEFAULT_FINE, algo);
+  const fine = made ?? (await fineIndex(source, DEFAULT_FINE, algo));
   hintsOf(fine, algo);
   known.set(key, { version: out.result.version, root: out.result.root.slice(), params, algo, lengths: out.lengths.slice(), hashes: out.hashes.slice(), fine });
 }
@@ -272,7 +267,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
         traffic,
         timeMs: { client: ms(client), server: ms(server), network: ms(Math.max(0, total - client - server)), total: ms(total) },
         deflate: deflated(connection),
-        ...(against && { knownVersion: against.known.version }),
+        ...(against && { knownVersion: against.version }),
       };
     } catch (e) {
       if (opened) addTraffic(traffic, opened.c.conn.traffic, 0);
