@@ -27,8 +27,10 @@ export const isDsync = (a: Approach) => a === 'dsync' || a === 'dsync-known' || 
 /** The strong hash Dsync uses: the product default (BLAKE3), and SHA-1 in the paper-exact run. */
 export const dsyncAlgo = (a: Approach) => (a === 'dsync-paper' ? 1 : 3);
 /** What `dsync-known` clients remember: the last version each pushed of each name (the bench
- *  runs one server per approach, so the name is the key). */
-const knownVersions = new MemoryKnown(1 << 30);
+ *  runs one server per approach at a time, so the name is the key). */
+let knownVersions = new MemoryKnown(1 << 30);
+/** A new server (a new data directory) holds none of the versions remembered. */
+export const forgetKnown = () => void (knownVersions = new MemoryKnown(1 << 30));
 
 export interface Report {
   approach: Approach;

@@ -37,7 +37,7 @@ import { DEFAULT_PARAMS, hashLength } from '../../shared/src/protocol.ts';
 import { fileSource } from '../../server/src/store.ts';
 import { buildDatasets } from '../datasets/build.ts';
 import { median } from '../lib/common.ts';
-import { APPROACHES, type Approach, type Prepared, type Report, dsyncAlgo, isDsync, prepare, syncPrepared } from './clients.ts';
+import { APPROACHES, type Approach, type Prepared, type Report, dsyncAlgo, forgetKnown, isDsync, prepare, syncPrepared } from './clients.ts';
 import { ROOT, type ServerProc, type Shaping, Toxiproxy, describeShaping, log, startBaselines, startDsync, startRsyncd } from './procs.ts';
 import { writeReport } from './report.ts';
 
@@ -96,6 +96,7 @@ class Rig {
     const ds = await startDsync({ data: join(this.dataDir, 'dsync'), paperExact: false, cpu: '0', deflate });
     const dp = await startDsync({ data: join(this.dataDir, 'dsync-paper'), paperExact: true, cpu: '0', deflate });
     const bl = await startBaselines({ data: join(this.dataDir, 'baselines'), cpu: '0', deflate });
+    forgetKnown();
     for (const a of APPROACHES) this.servers.set(a, a === 'dsync-paper' ? dp : isDsync(a) ? ds : bl);
   }
   /** Where the approach's server keeps its files. */

@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { bufferSource } from '../../shared/src/chunk-index.ts';
 import { EDIT_KINDS, Rng, applyEdits } from '../../shared/src/testdata.ts';
 import { buildDatasets } from '../datasets/build.ts';
-import { APPROACHES, type Approach, type Prepared, isDsync, prepare, syncPrepared } from '../eval/clients.ts';
+import { APPROACHES, type Approach, type Prepared, forgetKnown, isDsync, prepare, syncPrepared } from '../eval/clients.ts';
 import { linePanels } from '../eval/svg.ts';
 import { ROOT, type ServerProc, type Shaping, Toxiproxy, cpuSeconds, describeShaping, log, rssBytes, startBaselines, startDsync } from '../eval/procs.ts';
 
@@ -92,6 +92,7 @@ async function trial(n: number, preps: Prepared[], tp: Toxiproxy | null): Promis
   const data = join(WORK, `data-${O.approach}`);
   rmSync(data, { recursive: true, force: true });
   const srv = await startServer(data);
+  forgetKnown();
   try {
     const url = tp && SHAPING ? `ws://127.0.0.1:${await tp.proxy('load', srv.port, SHAPING)}` : srv.url;
     // Seed every client's basis (unshaped, untimed), four uploads at a time.
@@ -223,7 +224,7 @@ async function main() {
       shaping: describeShaping(SHAPING) + (SHAPING ? ' per client connection (toxiproxy pinned to core 1)' : ''),
       transport: 'ws, permessage-deflate on',
       pinning: 'server process on core 0, all clients in one Node process on core 1 (taskset)',
-      precomputed: 'edited files, chunk indexes (dsync: with the chunks\' strong hashes, so its client neither chunks nor hashes during the timed run) / block hashes / file hashes computed before the timed run; latency = the session\'s wall time (connect to Result)',
+      precomputed: 'edited files, chunk indexes (dsync: with the chunks\' strong hashes, so its client neither chunks nor hashes during the timed run; dsync-known: and each version\'s finer cut, which its client keeps after a push) / block hashes / file hashes computed before the timed run; latency = the session\'s wall time (connect to Result)',
       pass: `no errors, server CPU ≤ ${O.cpuLimit}% of its core (mean over the run), p99 latency ≤ ${O.p99Bound} ms`,
     },
     maxClients: maxOk,
