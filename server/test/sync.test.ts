@@ -388,13 +388,22 @@ test('a known basis: refined like the three phases, limited without a finer cut,
   rep = await pushBytes(server, 'known/a.bin', small, { known: pulled });
   assert.equal(rep.knownVersion, 3);
   assert.deepEqual(await server.stored('known/a.bin'), Buffer.from(small));
-  // a root the server's version does not have, then a version it does not hold: UnknownBasis,
-  // then the three phases, and the version pushed is known from then on
+  // a root the server's version does not have, a version it does not hold (UnknownBasis), and a
+  // memory whose first two chunks are swapped (the Copies it makes are refused: Inconsistent):
+  // each time the three phases, and the version pushed is known from then on
   const key = knownKey(server.wsUrl, 'known/a.bin');
+  const swapped = (k: KnownVersion) => {
+    const hashes = k.hashes.slice();
+    hashes.set(k.hashes.subarray(0, 32), 32);
+    hashes.set(k.hashes.subarray(32, 64), 0);
+    const lengths = k.lengths.slice();
+    [lengths[0], lengths[1]] = [k.lengths[1], k.lengths[0]];
+    return { ...k, hashes, lengths };
+  };
   let cur = small;
-  for (const wrong of [(k: KnownVersion) => ({ ...k, root: k.root.map((x) => x ^ 1) }), (k: KnownVersion) => ({ ...k, version: 99 })]) {
+  for (const wrong of [(k: KnownVersion) => ({ ...k, root: k.root.map((x) => x ^ 1) }), (k: KnownVersion) => ({ ...k, version: 99 }), swapped]) {
     known.set(key, wrong(known.get(key)!));
-    cur = applyEdits(cur, r, { kind: 'cut', total: 256, maxFragment: 256 });
+    cur = applyEdits(cur, r, { kind: 'cut', total: 256, placement: [0, 0, 1], maxFragment: 256 });
     rep = await pushBytes(server, 'known/a.bin', cur, { known });
     assert.equal(rep.knownVersion, undefined);
     assert.deepEqual(await server.stored('known/a.bin'), Buffer.from(cur));

@@ -271,8 +271,9 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
       };
     } catch (e) {
       if (opened) addTraffic(traffic, opened.c.conn.traffic, 0);
-      // the server does not hold the version as this client knew it: forget it, run the three phases
-      if (against && e instanceof RemoteError && e.code === ErrorCode.UnknownBasis) {
+      // the server does not hold the version as this client knew it (or refused what this
+      // client took from it: a memory gone wrong): forget it, run the three phases
+      if (against && e instanceof RemoteError && (e.code === ErrorCode.UnknownBasis || e.code === ErrorCode.Inconsistent || e.code === ErrorCode.VerifyFailed)) {
         opts.known?.delete(key);
         against = null;
         attempt--;
