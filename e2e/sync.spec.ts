@@ -72,6 +72,18 @@ test('file button; an edited re-upload is a delta; plain and delta downloads ret
 
   await page.mouse.move(0, 0);
   await screenshotWholePage(page, path.join(root, 'docs/screenshot-desktop.png'));
+
+  // after a reload the page still knows version 2 (IndexedDB): the next edit takes one round trip
+  const v3 = insertAt(v2, 1_000_000, 'another edit, after a reload');
+  writeFileSync(file, v3);
+  await page.reload();
+  await expect(page.getByTestId('server-status')).toContainText(/Connected|Signed in/);
+  await page.getByTestId('file-input').setInputFiles(file);
+  const third = await result(page, 'report.doc');
+  expect(third.version).toBe(3);
+  expect(third.known).toBe(2);
+  expect(third.delta).toBeLessThan(v3.length / 20);
+  expect((await server.storedBytes('report.doc', 3)).equals(v3)).toBe(true);
 });
 
 test('a folder of several files keeps folder-relative names', async ({ page, server, dir }) => {

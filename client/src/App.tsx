@@ -32,9 +32,11 @@ export function App() {
   );
   const list = useSyncExternalStore(transfers.subscribe, transfers.snapshot);
   const maxFileSize = server.status === 'ok' ? server.maxFileSize : Number.POSITIVE_INFINITY;
+  const user = server.status === 'ok' ? server.user : '';
   useEffect(() => {
     transfers.maxFileSize = maxFileSize;
-  }, [transfers, maxFileSize]);
+    transfers.user = user;
+  }, [transfers, maxFileSize, user]);
 
   latest.current = {
     refresh,

@@ -49,6 +49,8 @@ export class Transfers {
   private nextId = 1;
   /** the server's limit (GET /api/config); larger uploads fail before they start */
   maxFileSize = Number.POSITIVE_INFINITY;
+  /** the signed-in user (GET /api/whoami): whose known versions the worker uses */
+  user = '';
 
   constructor(private readonly opts: TransfersOptions) {
     opts.worker.addEventListener('message', (ev: MessageEvent<FromWorker>) => void this.onMessage(ev.data));
@@ -64,7 +66,7 @@ export class Transfers {
   upload(files: { file: File; name: string }[]) {
     const fresh = files.map(({ file, name }): Transfer => {
       const id = this.nextId++;
-      this.requests.set(id, { kind: 'push', id, file, name, url: this.opts.url, retries: this.opts.retries ?? 2 });
+      this.requests.set(id, { kind: 'push', id, file, name, url: this.opts.url, retries: this.opts.retries ?? 2, user: this.user });
       return { id, direction: 'up', name, size: file.size, status: 'queued' };
     });
     this.add(fresh);
@@ -72,7 +74,7 @@ export class Transfers {
 
   download(name: string, version: number, size: number, basis: File | null) {
     const id = this.nextId++;
-    this.requests.set(id, { kind: 'pull', id, name, version, size, basis, url: this.opts.url });
+    this.requests.set(id, { kind: 'pull', id, name, version, size, basis, url: this.opts.url, user: this.user });
     this.add([{ id, direction: 'down', name, size, status: 'queued', version, basisName: basis?.name }]);
   }
 

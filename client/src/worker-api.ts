@@ -6,9 +6,9 @@ import type { Phase, SyncReport } from '../../shared/src/sync-client.ts';
 
 export type ToWorker =
   /** upload `file` as a new version of `name` */
-  | { kind: 'push'; id: number; file: File; name: string; url: string; retries: number }
+  | { kind: 'push'; id: number; file: File; name: string; url: string; retries: number; user: string }
   /** download `version` of `name`, as a delta of `basis` when one is given */
-  | { kind: 'pull'; id: number; name: string; version: number; size: number; basis: File | null; url: string }
+  | { kind: 'pull'; id: number; name: string; version: number; size: number; basis: File | null; url: string; user: string }
   | { kind: 'cancel'; id: number };
 
 /**

@@ -6,7 +6,7 @@
 import init from '../../wasm/pkg/dsync_wasm.js';
 import type { Source } from '../../shared/src/chunk-index.ts';
 import { ConnectionLost, RemoteError } from '../../shared/src/conn.ts';
-import { MemoryKnown } from '../../shared/src/known.ts';
+import { StoredKnown } from './known-store.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
 import type { Sink } from '../../shared/src/session.ts';
 import { Connection, type Phase, type WebSocketCtor, pull, push } from '../../shared/src/sync-client.ts';
@@ -126,9 +126,14 @@ function blobSink(onWritten: (bytes: number) => void): Sink & { blob(): Blob } {
 }
 
 const jobs = new Map<number, Job>();
-/** The versions this page pushed or pulled, so that the next edit of a file goes up in one
- *  round trip (shared/src/known.ts); kept for the page's lifetime. */
-const known = new MemoryKnown();
+/** The versions this browser pushed or pulled, per user, so that the next edit of a file goes
+ *  up in one round trip (shared/src/known.ts), after a reload too (known-store.ts). */
+const knowns = new Map<string, Promise<StoredKnown>>();
+const knownOf = (user: string) => {
+  let k = knowns.get(user);
+  if (!k) knowns.set(user, (k = StoredKnown.open(user || 'local')));
+  return k;
+};
 
 /** Sockets kept open between transfers: the server runs several sessions on one socket
  *  (docs/protocol.md §3), so a folder's files, or a re-sync after an edit, skip the TCP and
@@ -169,6 +174,7 @@ async function run(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job) {
 
 async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connection: (url: string) => Promise<Connection>) {
   const WebSocket = job.webSocket();
+  const known = await knownOf(m.user);
   const onProgress = (phase: Phase, done?: number, total?: number) => job.progress(phase, done, total);
   if (m.kind === 'push') {
     // Once the Checksum List is out, the reads left are the literal chunks' (in file order):

@@ -86,11 +86,15 @@ export function hintsOf(fine: NonNullable<KnownVersion['fine']>, algo: number): 
   return h;
 }
 
-/** Known versions in memory, the most recently used kept up to `maxBytes` of hashes and lengths. */
+/** Known versions in memory, the most recently used kept up to `maxBytes` of hashes and
+ *  lengths (`onEvict` hears of those dropped for room). */
 export class MemoryKnown implements KnownVersions {
   private entries = new Map<string, KnownVersion>();
   private bytes = 0;
-  constructor(private maxBytes = 64 << 20) {}
+  constructor(
+    private maxBytes = 64 << 20,
+    private onEvict?: (key: string) => void,
+  ) {}
 
   get(key: string): KnownVersion | undefined {
     const v = this.entries.get(key);
@@ -110,6 +114,7 @@ export class MemoryKnown implements KnownVersions {
     for (const k of this.entries.keys()) {
       if (this.bytes <= this.maxBytes) break;
       this.delete(k);
+      this.onEvict?.(k);
     }
   }
 

@@ -338,7 +338,9 @@ export async function pull(opts: PullOptions): Promise<SyncReport> {
       const sink: Sink = { ...opts.sink, commit: async (ix) => (await opts.sink.commit(ix), ready.version) };
       const out = await receiveTarget(conn, params, algo, basis, async () => ({ sink }), { limits, expectedSize: ready.size, refine: DEFAULT_FINE });
       opts.onProgress?.('committed');
-      if (opts.known && out.index.size <= KNOWN_MAX_FILE) opts.known.set(knownKey(opts.url, opts.name), { version: ready.version, root: out.index.root, params, algo, lengths: out.index.lengths, hashes: out.index.hashes });
+      // (a version this client pushed is known already, with its finer cut)
+      const key = knownKey(opts.url, opts.name);
+      if (opts.known && out.index.size <= KNOWN_MAX_FILE && opts.known.get(key)?.version !== ready.version) opts.known.set(key, { version: ready.version, root: out.index.root, params, algo, lengths: out.index.lengths, hashes: out.index.hashes });
       const tEnd = performance.now();
       const wire = connection.socketBytes();
       const total = tEnd - t0;
