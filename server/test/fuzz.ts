@@ -1,5 +1,6 @@
 // A fuzzer for the server's session state machine. It records what real clients send in a few
-// scenarios (push with and without a basis, identical, empty, other chunking, pull), then
+// scenarios (push with and without a basis, identical, empty, other chunking, against a known
+// version in one round trip, pull), then
 // replays those transcripts to the real session code and the real store with one or more
 // mutations each: dropped, replayed, swapped or foreign messages, fields out of range, lengths
 // that do not add up, garbled bytes, a wrong root, truncation. Invariants per case:
@@ -16,6 +17,7 @@ import { bufferSource } from '../../shared/src/chunk-index.ts';
 import { type Message, type Piece, decode, encode } from '../../shared/src/codec.ts';
 import type { WebSocketLike } from '../../shared/src/conn.ts';
 import { type ChunkParams, DEFAULT_PARAMS, ErrorCode, Msg } from '../../shared/src/protocol.ts';
+import { MemoryKnown } from '../../shared/src/known.ts';
 import { Rng, applyEdits, randomBytes, textBytes } from '../../shared/src/testdata.ts';
 import { pull, push } from '../../shared/src/sync-client.ts';
 import '../../shared/src/wasm.ts';
@@ -117,6 +119,17 @@ export class Fuzzer {
       await this.record(sc, target, params, algo, false);
       this.scenarios.push(sc);
     }
+    // a push against a known version: the client pushed the basis itself, and sends its own
+    // Copies, refined Delta Bytes (copies of the basis) and Verdicts without waiting
+    const known = new MemoryKnown();
+    const kb = mixed(150_000);
+    const kName = `s${this.scenarios.length}`;
+    await this.record({ label: 'known basis', name: kName, op: 'push', frames: [], hashLen: 0 }, kb, DEFAULT_PARAMS, 3, true, known);
+    const kt = applyEdits(kb, r, { kind: 'insert', total: 2000 });
+    const ksc: Scenario = { label: 'known basis', name: kName, op: 'push', frames: [], hashLen: 32, target: kt, basis: kb };
+    await this.record(ksc, kt, DEFAULT_PARAMS, 3, false, known);
+    assert.ok(ksc.frames.some((f) => f[0] === Msg.Copies), 'the known-basis transcript has Copies');
+    this.scenarios.push(ksc);
     // a pull: the client is the receiver (its local copy is an older file)
     const pullSc: Scenario = { label: 'pull', name: 's1', op: 'pull', frames: [], hashLen: 32, basis };
     await this.recordPull(pullSc, applyEdits(basis, r, { kind: 'cut', total: 200 }));
@@ -125,12 +138,12 @@ export class Fuzzer {
 
   /** Runs one real session between the client library and the server; records client frames.
    *  With `keep` the new version stays (setting up a basis), else it is removed again. */
-  private async record(sc: Scenario, bytes: Uint8Array, params: ChunkParams, algo: number, keep: boolean) {
+  private async record(sc: Scenario, bytes: Uint8Array, params: ChunkParams, algo: number, keep: boolean, known?: MemoryKnown) {
     const [c, s] = memPair();
     const session = runConnection(s, { bytesRead: 0, bytesWritten: 0 }, this.store, { ...this.cfg, idleTimeoutMs: 10_000 }, () => {});
     // slices of 16 KiB: a push sends its Checksum List in parts, and several Verdicts, each
     // followed by its Delta Bytes, come between them
-    const rep = await push(bufferSource(bytes), { url: 'mem', name: sc.name, params, algo, sliceBytes: 16 << 10, WebSocket: class { constructor() { queueMicrotask(() => c.emit('open', {})); return c; } } as any });
+    const rep = await push(bufferSource(bytes), { url: 'mem', name: sc.name, params, algo, sliceBytes: 16 << 10, known, WebSocket: class { constructor() { queueMicrotask(() => c.emit('open', {})); return c; } } as any });
     await session;
     sc.frames = c.sent;
     if (!keep) await this.dropVersion(sc.name, rep.version);
@@ -263,6 +276,7 @@ function foreign(r: Rng, H: number): Uint8Array {
     { type: Msg.Result, version: 1, size: r.int(1000), root: hash, micros: 0, wireIn: 0, wireOut: 0 },
     { type: Msg.Error, code: r.int(20), message: 'client error' },
     { type: Msg.Ready, version: 1, size: 0, maxMessage: 1 },
+    { type: Msg.Copies, first: Uint32Array.of(r.int(30)), count: Uint32Array.of(r.int(30)), basisFirst: Uint32Array.of(r.int(30)) },
   ];
   return encode(ms[r.int(ms.length)], H || 32);
 }
@@ -276,7 +290,7 @@ function fieldMutation(frame: Uint8Array, r: Rng, H: number): Uint8Array {
   }
   switch (m.type) {
     case Msg.Hello: {
-      const f = r.int(8);
+      const f = r.int(m.known ? 10 : 8);
       if (f === 0) m.version = r.int(4);
       else if (f === 1) m.op = r.int(4);
       else if (f === 2) m.params = { ...m.params, [(['min', 'avg', 'max', 'op', 'every'] as const)[r.int(5)]]: edge(r, m.params.min) % 70000 };
@@ -284,7 +298,16 @@ function fieldMutation(frame: Uint8Array, r: Rng, H: number): Uint8Array {
       else if (f === 4) m.size = edge(r, m.size);
       else if (f === 5) m.basisVersion = r.int(4);
       else if (f === 6) m.name = ['', '../x', 'a/../../b', 'CON', 'x\u0001y', 's0', 's1', 'other'][r.int(8)];
-      else m.name = m.name + '/sub';
+      else if (f === 7) m.name = m.name + '/sub';
+      else if (f === 8) m.known!.version = edge(r, m.known!.version) || 1;
+      else m.known!.root[r.int(m.known!.root.length)] ^= 1;
+      break;
+    }
+    case Msg.Copies: {
+      if (!m.first.length) break;
+      const i = r.int(m.first.length);
+      const a = [m.first, m.count, m.basisFirst][r.int(3)];
+      a[i] = edge(r, a[i]);
       break;
     }
     case Msg.Checksums: {
