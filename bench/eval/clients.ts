@@ -8,12 +8,11 @@
  * protocol part before compression, and wire bytes (the socket's, after permessage-deflate).
  */
 import WebSocket from 'ws';
-import { type ChunkIndex, type Source, chunkParts, chunkSource, offsetsOf } from '../../shared/src/chunk-index.ts';
+import { type ChunkIndex, type Source, chunkSource, offsetsOf } from '../../shared/src/chunk-index.ts';
 import { Conn, type Traffic, type WebSocketLike } from '../../shared/src/conn.ts';
-import { DEFAULT_FINE, DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION, hashLength } from '../../shared/src/protocol.ts';
+import { DEFAULT_FINE, DEFAULT_PARAMS, hashLength } from '../../shared/src/protocol.ts';
 import { type KnownVersion, MemoryKnown, fineIndex, knownKey } from '../../shared/src/known.ts';
-import { indexParts, sendTarget } from '../../shared/src/session.ts';
-import { againstKnown, planKnown, remember } from '../../shared/src/sync-client.ts';
+import { planKnown, pushSession, remember } from '../../shared/src/sync-client.ts';
 import { StrongHasher, webr2sync_block_hashes } from '../../shared/src/wasm.ts';
 import { BLOCK, DEDUP_ALGO, FILE_ALGO } from './baseline-server.ts';
 import { MsgConn, T, frame, json, literalFrame, parseJson, u32 } from './wire.ts';
@@ -141,23 +140,19 @@ export async function syncPrepared(p: Prepared, base: string, name: string, with
   return r;
 }
 
-/** Dsync's push, what shared/src/sync-client.ts push() does: Hello; chunking and hashing with
- *  the Checksum List going out a slice at a time (or a precomputed index's), Ready, Match
- *  Tokens, Verdicts and Delta Bytes as the server declares each part final; Result. */
+/** Dsync's push: the session of shared/src/sync-client.ts push() (`pushSession`), on an index
+ *  precomputed or made as it goes, against the version this client pushed before for
+ *  `dsync-known`. */
 async function dsyncSession(p: Prepared, ws: WebSocket, name: string): Promise<Omit<Report, 'connectMs'>> {
   const t0 = performance.now();
   const wire0 = socketBytes(ws);
   const conn = new Conn(ws as unknown as WebSocketLike);
   const algo = dsyncAlgo(p.approach);
-  conn.hashLen = hashLength(algo);
   try {
     const known = p.approach === 'dsync-known' ? knownVersions : null;
     const key = knownKey('bench', name);
-    const { index, against } = known ? await planKnown(p.source, DEFAULT_PARAMS, algo, known.get(key), undefined, undefined, p.index) : { index: p.index, against: null };
-    const plan = againstKnown(against);
-    await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo, size: p.size, basisVersion: 0, name, ...plan.hello });
-    const parts = index ? indexParts(index) : chunkParts(p.source, DEFAULT_PARAMS, algo);
-    const out = await sendTarget(conn, algo, { size: p.size, parts }, p.source, { beforeTokens: async () => void (await conn.expect(Msg.Ready)), ...plan.sender });
+    const { index, against } = known ? await planKnown(p.source, DEFAULT_PARAMS, algo, known.get(key), { index: p.index }) : { index: p.index, against: null };
+    const out = await pushSession(conn, p.source, { name, params: DEFAULT_PARAMS, algo, index, against });
     const tEnd = performance.now();
     // after the Result, as push() does: outside the sync's time, inside the client's CPU time
     if (known) await remember(known, key, out, DEFAULT_PARAMS, algo, p.source, p.fine);

@@ -7,7 +7,7 @@
 import { type ChunkIndex, type Source, chunkSource } from '../../shared/src/chunk-index.ts';
 import type { Hello } from '../../shared/src/codec.ts';
 import { Conn, ConnectionLost, RemoteError, type WebSocketLike } from '../../shared/src/conn.ts';
-import { DEFAULT_FINE, ErrorCode, Msg, Op, PROTOCOL_VERSION, ProtocolError, checkParams, hashLength } from '../../shared/src/protocol.ts';
+import { DEFAULT_FINE, ErrorCode, Msg, Op, PROTOCOL_VERSION, ProtocolError, checkParams, hashLength, sameParams } from '../../shared/src/protocol.ts';
 import { indexParts, receiveTarget, sendTarget } from '../../shared/src/session.ts';
 import type { ServerConfig } from './config.ts';
 import { validateName } from './names.ts';
@@ -22,9 +22,7 @@ export interface SessionLog {
 async function indexFor(store: Store, cfg: ServerConfig, hello: Hello, name: string, version: number, source: Source): Promise<ChunkIndex> {
   if (!cfg.paperExact) {
     const ix = await store.readIndex(name, version);
-    const p = ix.params;
-    const q = hello.params;
-    if (ix.algo === hello.algo && p.min === q.min && p.avg === q.avg && p.max === q.max && p.op === q.op && p.every === q.every) return ix;
+    if (ix.algo === hello.algo && sameParams(ix.params, hello.params)) return ix;
   }
   return chunkSource(source, hello.params, hello.algo);
 }

@@ -6,7 +6,6 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { deflateRawSync } from 'node:zlib';
 import WebSocket from 'ws';
 import { bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
 import { encode } from '../../shared/src/codec.ts';

@@ -134,7 +134,8 @@ export async function* chunkParts(source: Source, params: ChunkParams, algo: num
   }
 }
 
-function concat<T extends Uint8Array | Uint32Array>(parts: T[], C: { new (n: number): T }): T {
+/** The parts, one after another, in one array. */
+export function concat<T extends Uint8Array | Uint32Array>(parts: T[], C: { new (n: number): T }): T {
   const out = new C(parts.reduce((s, p) => s + p.length, 0));
   let o = 0;
   for (const p of parts) {

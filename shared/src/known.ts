@@ -10,7 +10,7 @@
  * file, refine.ts): the chunks it sends are then refined against them as against the server's
  * list, copies of the known version's bytes and literal pieces, still in one round trip.
  */
-import type { Source } from './chunk-index.ts';
+import { type Source, concat } from './chunk-index.ts';
 import type { Run } from './matcher.ts';
 import { type ChunkParams, type FineParams, Msg } from './protocol.ts';
 import { BasisHints, fineCut } from './refine.ts';
@@ -43,13 +43,7 @@ export async function fineIndex(source: Source, params: FineParams, algo: number
     lengths.push(c.lengths);
     prefixes.push(c.prefixes);
   }
-  const join = <T extends Uint8Array | Uint32Array>(parts: T[], C: new (n: number) => T): T => {
-    const out = new C(parts.reduce((s, p) => s + p.length, 0));
-    let at = 0;
-    for (const p of parts) (out.set(p as never, at), (at += p.length));
-    return out;
-  };
-  return { params, lengths: join(lengths, Uint32Array), prefixes: join(prefixes, Uint8Array) };
+  return { params, lengths: concat(lengths, Uint32Array), prefixes: concat(prefixes, Uint8Array) };
 }
 
 /** Where a client keeps its known versions, by `knownKey`. */
@@ -62,8 +56,8 @@ export interface KnownVersions {
 /** The key of a file on a server: its /sync URL and name. */
 export const knownKey = (url: string, name: string) => `${url}\n${name}`;
 
-/** Files larger than this are pushed as the paper's three phases: a known basis needs the whole
- *  file chunked before it sends, where the three phases send the list while they chunk. */
+/** Versions of files larger than this are not kept (their finer cut would take tens of MB of
+ *  memory: 12 bytes per 256): such files are pushed with the three phases. */
 export const KNOWN_MAX_FILE = 64 << 20;
 
 /** A push against a version known without its finer cut (a pulled one) sends every chunk it

@@ -117,6 +117,9 @@ export interface Limits {
 }
 export const DEFAULT_LIMITS: Limits = { maxNameBytes: 1024, maxEntriesPerMessage: 65536 };
 
+/** Whether two sets of chunk parameters cut the same chunks. */
+export const sameParams = (a: ChunkParams, b: ChunkParams) => a.min === b.min && a.avg === b.avg && a.max === b.max && a.op === b.op && a.every === b.every;
+
 /** Validates chunk parameters against the ranges the wasm chunker accepts. */
 export function checkParams(p: ChunkParams, maxChunk = 16 << 20): void {
   const bad = (why: string) => {

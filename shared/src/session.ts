@@ -576,8 +576,8 @@ export async function receiveTarget(
   const H = hashLength(algo);
   const { limits, expectedSize } = opts;
   const known = !!opts.known;
-  const streamed = typeof basisOrChoice !== 'function' && (!opts.wholeList || known);
-  if (known && (typeof basisOrChoice === 'function' || !basisOrChoice)) throw new Error('a known basis must be given');
+  const streamed = typeof basisOrChoice !== 'function' && !opts.wholeList;
+  if (known && !(streamed && basisOrChoice)) throw new Error('a known basis is given up front, and the list matched as it arrives');
   // the target's chunks as they arrive; marks: the basis chunk each copies, -1 for a literal
   const list = new GrowingList(H, -1);
   let ended = false; // ChecksumsEnd is in: list.count is the chunk count

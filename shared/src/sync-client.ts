@@ -11,8 +11,8 @@
 import { type ChunkIndex, type Source, chunkParts, chunkSource } from './chunk-index.ts';
 import { Conn, ConnectionLost, RemoteError, type Traffic, type WebSocketLike } from './conn.ts';
 import { KNOWN_MAX_DELTA, KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, fineIndex, hintsOf, knownKey, matchKnown } from './known.ts';
-import { type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, hashLength } from './protocol.ts';
-import { type SendOutcome, type Sink, indexParts, receiveTarget, sendTarget } from './session.ts';
+import { type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, hashLength, sameParams } from './protocol.ts';
+import { type SendOutcome, type SenderOptions, type Sink, indexParts, receiveTarget, sendTarget } from './session.ts';
 
 export type WebSocketCtor = new (url: string) => WebSocketLike;
 
@@ -173,19 +173,38 @@ export const backoffMs = (attempt: number) => Math.min(8000, 500 * 2 ** attempt)
  *  sooner. Known without (a pulled one), the file is chunked first and pushed against it when
  *  at most `maxDelta` bytes are not found there, else with the three phases on the index
  *  already made (`index`). Nothing known, or other chunking: the three phases. */
-export async function planKnown(source: Source, params: ChunkParams, algo: number, known: KnownVersion | undefined, maxDelta = KNOWN_MAX_DELTA, onProgress?: (done: number) => void, made?: ChunkIndex) {
-  let index: ChunkIndex | null = made ?? null;
+export async function planKnown(
+  source: Source,
+  params: ChunkParams,
+  algo: number,
+  known: KnownVersion | undefined,
+  o: { maxDelta?: number; onProgress?: (done: number) => void; index?: ChunkIndex } = {},
+): Promise<{ index: ChunkIndex | null; against: KnownVersion | null }> {
+  let index = o.index ?? null;
   if (!known || known.algo !== algo || !sameParams(known.params, params) || source.size > KNOWN_MAX_FILE) return { index, against: null };
   if (known.fine) return { index, against: known };
-  onProgress?.(0);
-  index ??= await chunkSource(source, params, algo, onProgress);
-  return { index, against: matchKnown(index, known, hashLength(algo)).uncovered <= maxDelta ? known : null };
+  o.onProgress?.(0);
+  index ??= await chunkSource(source, params, algo, o.onProgress);
+  return { index, against: matchKnown(index, known, hashLength(algo)).uncovered <= (o.maxDelta ?? KNOWN_MAX_DELTA) ? known : null };
 }
 
-/** What a push against a known version adds to its Hello, and to its sender's options. */
-export function againstKnown(known: KnownVersion | null) {
-  if (!known) return { hello: {}, sender: {} };
-  return { hello: { known: { version: known.version, root: known.root } }, sender: { known, basisHints: known.fine && hintsOf(known.fine, known.algo) } };
+/** One push session on an open connection: Hello (naming the known version pushed against, if
+ *  any), then the sender's side, over an index already made or the file chunked as it goes. */
+export async function pushSession(
+  conn: Conn,
+  source: Source,
+  o: { name: string; params: ChunkParams; algo: number; basisVersion?: number; index?: ChunkIndex | null; against?: KnownVersion | null; sliceBytes?: number; onChunked?: (done: number) => void; sender?: SenderOptions },
+): Promise<SendOutcome> {
+  const k = o.against;
+  conn.hashLen = hashLength(o.algo);
+  await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: o.params, algo: o.algo, size: source.size, basisVersion: o.basisVersion ?? 0, name: o.name, ...(k && { known: { version: k.version, root: k.root } }) });
+  const parts = o.index ? indexParts(o.index) : chunkParts(source, o.params, o.algo, { sliceBytes: o.sliceBytes, onProgress: o.onChunked });
+  return sendTarget(conn, o.algo, { size: source.size, parts }, source, {
+    ...o.sender,
+    ...(k && { known: k, basisHints: k.fine && hintsOf(k.fine, k.algo) }),
+    // a push may send Hello and its list before Ready: it is read before the Match Tokens
+    beforeTokens: async () => void (await conn.expect(Msg.Ready)),
+  });
 }
 
 /** Keeps what a push sent as the version the server stored, with its finer cut (files up to
@@ -219,7 +238,8 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
   const t0 = performance.now();
   const url = sessionUrl(opts.url, await worthDeflating(source));
   const key = knownKey(opts.url, opts.name);
-  let { index, against } = await planKnown(source, params, algo, opts.known?.get(key), opts.knownMaxDelta, (d) => opts.onProgress?.('chunking', d, source.size));
+  const chunked = (d: number) => opts.onProgress?.('chunking', d, source.size);
+  let { index, against } = await planKnown(source, params, algo, opts.known?.get(key), { maxDelta: opts.knownMaxDelta, onProgress: chunked });
   let client = performance.now() - t0;
   const traffic = { checksumList: 0, matchTokens: 0, basisChecksums: 0, delta: 0, control: 0, total: 0, wire: 0 };
   for (let attempt = 0; ; attempt++) {
@@ -232,19 +252,23 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
       const wire0 = connection.socketBytes();
       const tOpen = performance.now();
       const out = await connection.session(async (conn) => {
-        conn.hashLen = hashLength(algo);
-        const plan = againstKnown(against);
-        await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params, algo, size: source.size, basisVersion: opts.basisVersion ?? 0, name: opts.name, ...plan.hello });
         // a retry chunks the file again: it may have changed, and the server's resumption of
         // the interrupted upload is decided by the list
-        if (!index) opts.onProgress?.('chunking', 0, source.size);
-        const parts = index ? indexParts(index) : chunkParts(source, params, algo, { sliceBytes: opts.sliceBytes, onProgress: (d) => opts.onProgress?.('chunking', d, source.size) });
-        return sendTarget(conn, algo, { size: source.size, parts }, source, {
-          ...plan.sender,
-          beforeTokens: async () => void (await conn.expect(Msg.Ready)),
-          onListSent: () => opts.onProgress?.('checksums-sent'),
-          onTokens: () => opts.onProgress?.('tokens-received'),
-          onDeltaSent: () => opts.onProgress?.('delta-sent'),
+        if (!index) chunked(0);
+        return pushSession(conn, source, {
+          name: opts.name,
+          params,
+          algo,
+          basisVersion: opts.basisVersion,
+          index,
+          against,
+          sliceBytes: opts.sliceBytes,
+          onChunked: chunked,
+          sender: {
+            onListSent: () => opts.onProgress?.('checksums-sent'),
+            onTokens: () => opts.onProgress?.('tokens-received'),
+            onDeltaSent: () => opts.onProgress?.('delta-sent'),
+          },
         });
       });
       opts.onProgress?.('committed');
@@ -290,8 +314,6 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
     }
   }
 }
-
-const sameParams = (a: ChunkParams, b: ChunkParams) => a.min === b.min && a.avg === b.avg && a.max === b.max && a.op === b.op && a.every === b.every;
 
 function addTraffic(sum: Traffic & { wire: number }, t: Traffic, wire: number) {
   sum.checksumList += t.checksumList;
