@@ -14,7 +14,8 @@ export interface Child {
   kill(): Promise<void>;
 }
 
-export async function startChild(data: string, flags: string[] = []): Promise<Child> {
+/** `onLog`: each line the server logs (JSON, one per event), parsed. */
+export async function startChild(data: string, flags: string[] = [], onLog?: (e: Record<string, unknown>) => void): Promise<Child> {
   const child = spawn(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'serve', '--port', '0', '--host', '127.0.0.1', '--data', data, ...flags], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -27,7 +28,14 @@ export async function startChild(data: string, flags: string[] = []): Promise<Ch
     });
     child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${out}`)));
   });
-  child.stdout!.resume();
+  if (onLog) {
+    let rest = '';
+    child.stdout!.on('data', (d) => {
+      const lines = (rest + d).split('\n');
+      rest = lines.pop()!;
+      for (const l of lines) if (l.startsWith('{')) onLog(JSON.parse(l));
+    });
+  } else child.stdout!.resume();
   return {
     child,
     url,

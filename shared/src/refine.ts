@@ -281,3 +281,71 @@ export class BasisCopies {
     return this.bytes.subarray(c.offset - this.start, c.offset - this.start + c.length);
   }
 }
+
+/** Listed middle bytes (see `MiddleYield`) of which copies must come back... */
+const MIDDLE_PAYS = 16;
+/** ...over about this many of them lately (the tally is halved when it passes twice this); */
+const MIDDLE_WINDOW = 4 << 20;
+/** with too little paid back, every PROBE_GAPS-th gap's middle is listed still. */
+const PROBE_GAPS = 8;
+
+/**
+ * The receiver's side: whether to list the middle of a gap. A gap's first and last target
+ * chunks hold the old bytes on either side of an edit, and the basis bytes facing them are
+ * always listed (its *ends*). Its middle pays for scattered edits (every chunk dirty, most of
+ * its bytes old); for bytes written anew (a rewritten or inserted region, an encrypted file)
+ * it costs the receiver a finer cut of every byte and the sender a table of ~1 entry per 256
+ * bytes, and returns nothing. So the middles listed are tallied against the copies the
+ * sender's Delta Bytes made of them, as the Delta Bytes arrive; while the tally holds at
+ * least MIDDLE_WINDOW bytes and fewer than 1 in MIDDLE_PAYS of them came back as copies, only
+ * every PROBE_GAPS-th gap's middle is listed, and that gap's copies count as before. The
+ * answers come a round trip (and the sender's hashing) after the listing, so the middles of
+ * that much of the file are listed before the first decision: listing a middle that returns
+ * nothing costs ~5% of its bytes in Basis Checksums, leaving one out where edits are scattered
+ * costs most of its bytes in Delta Bytes.
+ */
+export class MiddleYield {
+  /** gaps with a middle listed and not passed by the rebuild yet, in target order */
+  private gaps: { a: number; b: number; from: number; to: number; bytes: number; copied: number }[] = [];
+  private head = 0;
+  /** middle bytes answered, and copied of them (lately: see MIDDLE_WINDOW) */
+  private listed = 0;
+  private copied = 0;
+  private skipped = 0;
+
+  /** Whether to list the middle of the next gap that has one. */
+  listMiddle(): boolean {
+    if (this.listed < MIDDLE_WINDOW || this.copied * MIDDLE_PAYS >= this.listed) return true;
+    return ++this.skipped % PROBE_GAPS === 0;
+  }
+
+  /** The middle of the gap of target chunks [a, b), basis bytes [from, to), was listed:
+   *  `bytes` of it (a long stretch is listed at both ends only). */
+  listedMiddle(a: number, b: number, from: number, to: number, bytes: number): void {
+    this.gaps.push({ a, b, from, to, bytes, copied: 0 });
+  }
+
+  /** A Delta chunk `j` copies basis bytes [offset, offset + length); the rebuild is at j. */
+  copy(j: number, offset: number, length: number): void {
+    this.reached(j);
+    const g = this.gaps[this.head];
+    if (g && g.a <= j) g.copied += Math.max(0, Math.min(offset + length, g.to) - Math.max(offset, g.from));
+  }
+
+  /** The rebuild is at target chunk `j`: the gaps below it are answered. */
+  reached(j: number): void {
+    while (this.head < this.gaps.length && this.gaps[this.head].b <= j) {
+      const g = this.gaps[this.head++];
+      this.listed += g.bytes;
+      this.copied += g.copied;
+      if (this.listed > 2 * MIDDLE_WINDOW) {
+        this.listed /= 2;
+        this.copied /= 2;
+      }
+    }
+    if (this.head > 1024 && 2 * this.head > this.gaps.length) {
+      this.gaps = this.gaps.slice(this.head);
+      this.head = 0;
+    }
+  }
+}

@@ -24,7 +24,7 @@ import { type Checksums, type ChecksumsEnd, type Copies, type Delta, type Failed
 import { type Conn, ConnectionLost } from './conn.ts';
 import { Matcher, type Run, type WeakList, matchRuns } from './matcher.ts';
 import { type ChunkParams, ErrorCode, type FineParams, Msg, ProtocolError, hashLength } from './protocol.ts';
-import { BasisCopies, BasisHints, COPY_WINDOW, MAX_REFINE_BYTES, fineCut } from './refine.ts';
+import { BasisCopies, BasisHints, COPY_WINDOW, MAX_REFINE_BYTES, MiddleYield, fineCut } from './refine.ts';
 import { KnownMatcher, type KnownVersion } from './known.ts';
 import { StrongHasher, hash_chunks } from '../../wasm/pkg/dsync_wasm.js';
 
@@ -385,14 +385,16 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
         continue;
       }
       if (cursor === upTo && root) break;
-      if (cursor === upTo && list.hashed >= frontier) {
-        // 2. a Verdict for the next part declared final (the whole list declared final
-        // before Tokens End: the last Verdict, with the root, comes once it is in; a large
-        // failed token, split after Tokens End), once its chunks are hashed
-        const wholeBeforeEnd = !tokensDone && listDone && frontier === list.count;
-        let end = frontier;
+      if (cursor === upTo) {
+        // 2. a Verdict for the next part declared final and hashed, up to the start of a
+        // token that goes on beyond it (the whole list declared final before Tokens End: the
+        // last Verdict, with the root, comes once it is in; a large failed token, split after
+        // Tokens End)
+        let end = Math.min(frontier, list.hashed);
+        for (let k = t; k < firsts.length && firsts[k] < end; k++) if (firsts[k] + counts[k] > end) end = firsts[k];
+        const wholeBeforeEnd = !tokensDone && listDone && end === list.count;
         if (!tokensDone) for (let k = t; k < firsts.length && firsts[k] < end; k++) if (splittable(k) && !confirmed(k)) end = firsts[k];
-        if ((end > upTo && !wholeBeforeEnd) || (tokensDone && !root)) {
+        if ((end > upTo && !wholeBeforeEnd) || (tokensDone && !root && end === list.count)) {
           await judge(end);
           continue;
         }
@@ -655,12 +657,25 @@ export async function receiveTarget(
     }
     stretches.length = 0;
   };
-  // The gap of target chunks [a, b) faces basis bytes [x, y).
+  // The gap of target chunks [a, b) faces basis bytes [x, y). Its ends, as many basis bytes
+  // as its first and last target chunks hold, are always listed; its middle while middles pay.
+  const middles = new MiddleYield();
   const listGap = (a: number, b: number, x: number, y: number) => {
     if (x < 0 || y <= x) return; // unknown, or runs out of order
+    const e1 = list.lengths[a];
+    const e2 = list.lengths[b - 1];
+    if (y - x <= e1 + e2) {
+      stretches.push([x, y]);
+      return;
+    }
+    if (!middles.listMiddle()) {
+      stretches.push([x, x + e1], [y - e2, y]);
+      return;
+    }
     const cap = 2 * (list.offsets[b] - list.offsets[a]) + (64 << 10);
     if (y - x <= cap) stretches.push([x, y]);
     else stretches.push([x, x + cap / 2], [y - cap / 2, y]);
+    middles.listedMiddle(a, b, x + e1, y - e2, Math.min(y - x, cap) - e1 - e2);
   };
   // Lists the gaps before the runs found so far and, once the list has ended, the last one;
   // returns how far the Match Tokens may declare final: not into a gap whose end is unknown.
@@ -884,6 +899,7 @@ export async function receiveTarget(
         literal = await next(Msg.Delta);
         li = 0;
         if (literal.indices.length === 0) throw bad('empty Delta message');
+        middles.reached(i);
       }
       // Take the consecutive literal chunks this message holds (up to 1 MiB) and write them as
       // one run: one wasm call hashes them four at a time (blake3_lanes.rs). A refined chunk is
@@ -916,6 +932,7 @@ export async function receiveTarget(
             } else {
               if (!basis) throw bad('a Delta chunk copies basis bytes, and there is no basis');
               run.set(await copiesOf().copy(p), o);
+              middles.copy(literal.indices[k], p.offset, p.length);
               refinedBytes += p.length;
             }
             o += p.length;

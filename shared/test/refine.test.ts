@@ -1,11 +1,12 @@
 // Property tests of the finer level (refine.ts): whatever the basis, the edit and the chunk
 // boundaries, a run of chunks refined against the receiver's Basis Checksums puts itself back
 // together exactly from its pieces and the basis bytes they copy; scattered edits leave most
-// of the bytes to copy; hostile Basis Checksums are refused.
+// of the bytes to copy; hostile Basis Checksums are refused; the receiver lists the middles of
+// gaps while they pay.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { BasisCopies, BasisHints, fineCut } from '../src/refine.ts';
+import { BasisCopies, BasisHints, MiddleYield, fineCut } from '../src/refine.ts';
 import { Msg, ProtocolError } from '../src/protocol.ts';
 import { PREFIX, type Piece } from '../src/codec.ts';
 import { EDIT_KINDS, Rng, applyEdits, textBytes } from '../src/testdata.ts';
@@ -115,4 +116,33 @@ test('one chunk listed many times: each lookup finds the repeat that continues t
   const { chunks, copied } = h.refine(target, [target.length]);
   assert.equal(copied, target.length);
   assert.deepEqual(chunks[0], [{ offset: 0, length: target.length }]);
+});
+
+test('the middles of gaps are listed while copies of them come back', () => {
+  const MiB = 1 << 20;
+  const y = new MiddleYield();
+  // gap g: target chunks [10g, 10g + 8), its middle basis bytes [g MiB + 8 KiB, (g + 1) MiB - 8 KiB)
+  const from = (g: number) => g * MiB + 8192;
+  const to = (g: number) => (g + 1) * MiB - 8192;
+  const list = (g: number) => y.listedMiddle(10 * g, 10 * g + 8, from(g), to(g), to(g) - from(g));
+  let g = 0;
+  // new bytes: 16 middles listed, none copied; the Delta Bytes have not come yet, so every
+  // middle is listed still
+  for (; g < 16; g++) {
+    assert.equal(y.listMiddle(), true);
+    list(g);
+  }
+  // the Delta Bytes of the first 16 gaps: copies of their ends only (outside the middles)
+  for (let k = 0; k < 16; k++) y.copy(10 * k + 1, from(k) - 4096, 4096);
+  y.reached(10 * 16);
+  // now only every 8th middle is listed
+  const decisions: boolean[] = [];
+  for (let k = 0; k < 24; k++) decisions.push(y.listMiddle());
+  assert.deepEqual(decisions.map((d, k) => (d ? k : -1)).filter((k) => k >= 0), [7, 15, 23]);
+  // a probed middle that pays (scattered edits: most of it copied) turns listing back on
+  list(g);
+  y.copy(10 * g + 2, from(g), to(g) - from(g) - 100_000);
+  y.reached(10 * g + 10);
+  g++;
+  for (let k = 0; k < 8; k++) assert.equal(y.listMiddle(), true);
 });
