@@ -3,7 +3,7 @@
  * The client builds one for its file while chunking; the server stores one per version so
  * that Phase 2 is index lookups only (docs/protocol.md, "Store").
  */
-import { DsyncChunker, StrongHasher } from '../../wasm/pkg/dsync_wasm.js';
+import { DsyncChunker, StrongHasher, wasm_memory } from '../../wasm/pkg/dsync_wasm.js';
 import { type ChunkParams, hashLength } from './protocol.ts';
 
 /** Random access to the bytes of a file (Node: a file handle; browser: a Blob). */
@@ -87,8 +87,10 @@ export const HASH_LAG = 8 << 20;
  * Checksum List, which holds no strong hash, so the list of a file of up to that size is out
  * before any of it is hashed, and the hashing fills the round trip the Match Tokens take. (A
  * slice's Delta Bytes wait for its hashes, so on a larger file they start HASH_LAG later.)
- * The next slice is read while this one is chunked (a file or Blob read runs off this thread),
- * into one of two buffers that are not allocated again per slice.
+ * The next slice is read while this one is chunked (a file or Blob read runs off this thread)
+ * straight into wasm memory, into room the chunker keeps for it (`DsyncChunker.stage`), where
+ * the source reads into the buffer it is given (a file); a source that returns bytes of its own
+ * (a Blob, a buffer) has them copied in.
  */
 export async function* chunkParts(source: Source, params: ChunkParams, algo: number, opts: { sliceBytes?: number; onProgress?: (done: number) => void } = {}): AsyncGenerator<ListPart> {
   const slice = opts.sliceBytes ?? READ_SLICE;
@@ -96,18 +98,39 @@ export async function* chunkParts(source: Source, params: ChunkParams, algo: num
   const none = new Uint32Array(0);
   const unhashed: { chunks: number; bytes: number }[] = [];
   let unhashedBytes = 0;
-  const bufs = [0, 1].map(() => takeBuffer(Math.min(slice, source.size)));
-  let k = 0;
-  const readAt = (off: number) => source.read(off, Math.min(slice, source.size - off), bufs[k++ & 1]);
-  let next: Promise<Uint8Array> | null = source.size > 0 ? readAt(0) : null;
+  const memory = wasm_memory() as WebAssembly.Memory;
+  // Reads a slice into room staged in wasm memory (`at`), or returns the source's own bytes
+  // (at -1). Chunking the slice before may grow the memory while the read runs: the view comes
+  // loose (the memory stays where it is), and the slice is read again into a fresh one.
+  const readAt = async (off: number): Promise<{ bytes: Uint8Array; at: number }> => {
+    const length = Math.min(slice, source.size - off);
+    const at = chunker.stage(length);
+    for (;;) {
+      const before = memory.buffer;
+      const read = source.read(off, length, new Uint8Array(before, at, length)).then(
+        (bytes) => ({ bytes, error: null }),
+        (error: unknown) => ({ bytes: null, error }),
+      );
+      const { bytes, error } = await read;
+      if (memory.buffer !== before) continue;
+      if (!bytes) throw error;
+      if (bytes.buffer === before && bytes.byteOffset === at) return { bytes, at };
+      chunker.unstage(at);
+      return { bytes, at: -1 };
+    }
+  };
+  let next: Promise<{ bytes: Uint8Array; at: number }> | null = source.size > 0 ? readAt(0) : null;
   try {
     for (let off = 0; off < source.size; off += slice) {
-      const bytes = await next!;
-      if (bytes.length !== Math.min(slice, source.size - off)) throw new Error('the file changed size while syncing');
+      const { bytes, at } = await next!;
+      next = null;
+      const length = bytes.length; // (staging the next slice may grow the memory: `bytes` comes loose)
+      if (length !== Math.min(slice, source.size - off)) throw new Error('the file changed size while syncing');
       next = off + slice < source.size ? readAt(off + slice) : null;
-      chunker.push(bytes); // copies the slice into wasm memory: its buffer is free again
+      if (at >= 0) chunker.push_staged(at, length);
+      else chunker.push(bytes); // copies the slice into wasm memory
       if (!next) chunker.finish(); // the last slice's part carries the last chunk
-      opts.onProgress?.(off + bytes.length);
+      opts.onProgress?.(off + length);
       const pairs = chunker.take_chunks();
       const n = pairs.length / 2;
       if (n) {
@@ -119,8 +142,8 @@ export async function* chunkParts(source: Source, params: ChunkParams, algo: num
         }
         yield { lengths, fastfps, hashes: new Uint8Array(0) };
       }
-      unhashed.push({ chunks: n, bytes: bytes.length });
-      unhashedBytes += bytes.length;
+      unhashed.push({ chunks: n, bytes: length });
+      unhashedBytes += length;
       while (unhashed.length && (unhashedBytes > HASH_LAG || !next)) {
         const u = unhashed.shift()!;
         unhashedBytes -= u.bytes;
@@ -128,8 +151,8 @@ export async function* chunkParts(source: Source, params: ChunkParams, algo: num
       }
     }
   } finally {
-    if (next) next.catch(() => {}); // a read still running after a failure keeps its buffers
-    else giveBuffers(bufs);
+    // a read still running after a failure writes into the chunker's memory: it ends first
+    if (next) await next.catch(() => {});
     chunker.free();
   }
 }

@@ -6,10 +6,10 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { blake3 } from '@noble/hashes/blake3';
 import '../src/wasm.ts';
-import { bufferSource, chunkSource, offsetsOf } from '../src/chunk-index.ts';
-import { Algo, FpOp } from '../src/protocol.ts';
+import { bufferSource, chunkParts, chunkSource, offsetsOf } from '../src/chunk-index.ts';
+import { Algo, DEFAULT_PARAMS, FpOp } from '../src/protocol.ts';
 import { randomBytes, textBytes } from '../src/testdata.ts';
-import { DsyncChunker, hash_chunks } from '../src/wasm.ts';
+import { DsyncChunker, hash_chunks, wasm_memory } from '../src/wasm.ts';
 
 interface Vector {
   input: { kind: string; seed: number; size: number };
@@ -95,4 +95,40 @@ test('hash_chunks (BLAKE3 four chunks at a time, wasm SIMD) equals @noble/hashes
       off += l;
     });
   }
+});
+
+test('slices read into wasm memory: the same index whatever the source does with the room it is given, and when the memory grows during a read', async () => {
+  const data = randomBytes(17n, 9 << 20);
+  const want = await chunkSource(bufferSource(data), DEFAULT_PARAMS, Algo.Blake3);
+  const memory = wasm_memory() as WebAssembly.Memory;
+  // reads into the room (a file does), growing the memory first on every other slice: the
+  // view it was given comes loose, and the slice is read again
+  const grown = new Set<number>();
+  const filling = {
+    size: data.length,
+    read: async (o: number, n: number, into?: Uint8Array) => {
+      if (!into) throw new Error('no room given');
+      if (!grown.has(o) && (o / (1 << 20)) % 2 === 0) {
+        grown.add(o);
+        memory.grow(1);
+      }
+      into.set(data.subarray(o, o + n));
+      return into.subarray(0, n);
+    },
+  };
+  const before = memory.buffer.byteLength;
+  for (const source of [filling, bufferSource(data)]) {
+    for (const sliceBytes of [1 << 20, 3 << 20]) {
+      const parts = { lengths: [] as number[], fastfps: [] as number[], hashes: [] as number[] };
+      for await (const p of chunkParts(source, DEFAULT_PARAMS, Algo.Blake3, { sliceBytes })) {
+        parts.lengths.push(...p.lengths);
+        parts.fastfps.push(...p.fastfps);
+        parts.hashes.push(...p.hashes);
+      }
+      assert.deepEqual(parts.lengths, [...want.lengths]);
+      assert.deepEqual(parts.fastfps, [...want.fastfps]);
+      assert.deepEqual(Buffer.from(parts.hashes), Buffer.from(want.hashes));
+    }
+  }
+  assert.ok(grown.size >= 4 && memory.buffer.byteLength > before, 'the memory grew during reads');
 });

@@ -34,6 +34,8 @@ pub struct DsyncChunker {
     /// Chunks cut and not hashed yet, in chunk order: bytes, where the first chunk starts in
     /// them, and the chunks' lengths.
     unhashed: VecDeque<(Vec<u8>, usize, Vec<u32>)>,
+    /// Rooms for slices being read (`stage`).
+    staged: Vec<Vec<u8>>,
 }
 
 #[wasm_bindgen]
@@ -43,7 +45,34 @@ impl DsyncChunker {
     pub fn new(min: u32, avg: u32, max: u32, op: u8, every: u32, strong: u8) -> Result<DsyncChunker, JsError> {
         let p = params(min, avg, max, op, every)?;
         let algo = if strong == 0 { None } else { Some(algo(strong)?) };
-        Ok(DsyncChunker { chunker: Chunker::new(p), chunks: Vec::new(), algo, unhashed: VecDeque::new() })
+        Ok(DsyncChunker { chunker: Chunker::new(p), chunks: Vec::new(), algo, unhashed: VecDeque::new(), staged: Vec::new() })
+    }
+
+    /// Room for the next slice, `len` bytes in wasm memory: its address there, for the caller to
+    /// read the slice into (a view of `wasm_memory()`, made again after anything that may grow
+    /// the memory) and hand over with `push_staged`, so the slice is not copied in again.
+    pub fn stage(&mut self, len: usize) -> usize {
+        let v: Vec<u8> = Vec::with_capacity(len);
+        let at = v.as_ptr() as usize;
+        self.staged.push(v);
+        at
+    }
+
+    /// `push` of the `len` bytes read into the room that `stage` returned at `at`.
+    pub fn push_staged(&mut self, at: usize, len: usize) -> Result<usize, JsError> {
+        let k = self.staged.iter().position(|v| v.as_ptr() as usize == at).ok_or_else(|| JsError::new("no such staged slice"))?;
+        let mut v = self.staged.swap_remove(k);
+        if len > v.capacity() {
+            return Err(JsError::new("a staged slice longer than its room"));
+        }
+        // SAFETY: the caller wrote `len` bytes there (u8 has no invalid values).
+        unsafe { v.set_len(len) };
+        Ok(self.push(v))
+    }
+
+    /// Gives back the room `stage` returned at `at` without pushing it.
+    pub fn unstage(&mut self, at: usize) {
+        self.staged.retain(|v| v.as_ptr() as usize != at);
     }
 
     /// Takes the slice (no copy beyond the one into wasm memory): the chunks that lie in it
@@ -109,6 +138,12 @@ impl DsyncChunker {
         }
         out
     }
+}
+
+/// The module's memory (a `WebAssembly.Memory`), for views of `DsyncChunker::stage` rooms.
+#[wasm_bindgen]
+pub fn wasm_memory() -> JsValue {
+    wasm_bindgen::memory()
 }
 
 /// Incremental strong hash (chunks being rebuilt, run hashes over chunk hashes).
