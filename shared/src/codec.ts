@@ -161,9 +161,10 @@ class Writer {
   buf: Uint8Array;
   view: DataView;
   pos = 0;
-  constructor(size: number) {
-    this.buf = new Uint8Array(size);
-    this.view = new DataView(this.buf.buffer);
+  /** `into`: where to write (at least `size` bytes; the frame is its first `size`) */
+  constructor(size: number, into?: Uint8Array) {
+    this.buf = into ? into.subarray(0, size) : new Uint8Array(size);
+    this.view = new DataView(this.buf.buffer, this.buf.byteOffset, size);
   }
   u8(v: number) {
     this.view.setUint8(this.pos, v);
@@ -249,7 +250,9 @@ function checkHash(h: Uint8Array, hashLen: number, what: string) {
 }
 
 /** Encodes a message into one binary frame. `hashLen` is H of the session's algorithm. */
-export function encode(m: Message, hashLen = 32): Uint8Array {
+/** Encodes a message as one frame. `room(size)`: a buffer of at least `size` bytes to write a
+ *  Delta message into (the frame is a view of it) instead of a new one. */
+export function encode(m: Message, hashLen = 32, room?: (size: number) => Uint8Array): Uint8Array {
   switch (m.type) {
     case Msg.Hello: {
       const name = utf8.encode(m.name);
@@ -366,7 +369,7 @@ export function encode(m: Message, hashLen = 32): Uint8Array {
         else for (const p of c) size += p instanceof Uint8Array ? 5 + p.length : 13;
         if (!(c instanceof Uint8Array)) size += 4;
       }
-      const w = new Writer(size);
+      const w = new Writer(size, room?.(size));
       w.u8(m.type);
       w.u32(n);
       for (let i = 0; i < n; i++) {

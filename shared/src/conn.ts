@@ -25,8 +25,9 @@ export interface WebSocketLike {
   /** the negotiated extensions, e.g. "permessage-deflate; …" (empty: none) */
   readonly extensions?: string;
   /** `compress`: `ws` only (a browser decides for itself): whether permessage-deflate, where
-   *  negotiated, compresses this message */
-  send(data: Uint8Array, options?: { compress?: boolean }): void;
+   *  negotiated, compresses this message; `done`: `ws` only, called once the frame has been
+   *  written out (or failed), after which its bytes are no longer read */
+  send(data: Uint8Array, options?: { compress?: boolean }, done?: (err?: Error) => void): void;
   close(code?: number, reason?: string): void;
   addEventListener(type: string, listener: (ev: any) => void): void;
   /** `ws` only: stop / restart reading from the socket */
@@ -72,6 +73,11 @@ function part(type: number): keyof Omit<Traffic, 'total'> {
   }
 }
 
+/** Delta frame buffers allocated at least this large (a Delta message holds up to 1 MiB of
+ *  chunk bytes, plus their headers), and kept for reuse at most so many. */
+const SPARE_FRAME = (1 << 20) + (64 << 10);
+const SPARE_FRAMES = 8;
+
 export interface ConnOptions {
   limits?: Limits;
   /** pause reading when this many received bytes wait to be processed (if the socket can) */
@@ -94,6 +100,10 @@ export class Conn {
   private limits: Limits;
   private maxQueued: number;
   private maxBuffered: number;
+  /** buffers of Delta frames that have been written out, for the next ones (a frame of 1 MiB
+   *  per message allocated anew drove full garbage collections on large pushes); a browser
+   *  never says when a frame has left, and allocates every frame */
+  private spareFrames: Uint8Array[] = [];
 
   constructor(
     readonly ws: WebSocketLike,
@@ -164,8 +174,7 @@ export class Conn {
       this.ws.resume!();
     }
     const m = decode(frame, this.hashLen, this.limits);
-    this.traffic[part(m.type)] += frame.length;
-    this.traffic.total += frame.length;
+    this.count(m.type, frame.length);
     if (m.type === Msg.Error) throw new RemoteError(m.code, m.message);
     return m;
   }
@@ -193,10 +202,27 @@ export class Conn {
       await new Promise((r) => setTimeout(r, 2));
     }
     if (this.closed) throw this.closed;
-    const frame = encode(m, this.hashLen);
-    this.traffic[part(m.type)] += frame.length;
-    this.traffic.total += frame.length;
-    this.ws.send(frame, { compress: m.type === Msg.Delta });
+    if (m.type !== Msg.Delta) {
+      const frame = encode(m, this.hashLen);
+      this.count(m.type, frame.length);
+      this.ws.send(frame, { compress: false });
+      return;
+    }
+    let room: Uint8Array | null = null;
+    const frame = encode(m, this.hashLen, (size) => {
+      const k = this.spareFrames.findIndex((b) => b.length >= size);
+      room = k >= 0 ? this.spareFrames.splice(k, 1)[0] : new Uint8Array(Math.max(size, SPARE_FRAME));
+      return room;
+    });
+    this.count(m.type, frame.length);
+    this.ws.send(frame, { compress: true }, () => {
+      if (room && this.spareFrames.length < SPARE_FRAMES) this.spareFrames.push(room);
+    });
+  }
+
+  private count(type: number, bytes: number) {
+    this.traffic[part(type)] += bytes;
+    this.traffic.total += bytes;
   }
 
   /** Sends an Error message (best effort) and closes. */
