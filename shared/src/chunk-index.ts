@@ -168,10 +168,11 @@ export function concat<T extends Uint8Array | Uint32Array>(parts: T[], C: { new 
   return out;
 }
 
-/** Read buffers kept for the next pass, largest first: allocating tens of MiB per sync costs
- *  page faults and garbage-collector work (it showed as client time in the 10 MB benchmark). */
+/** Read and frame buffers kept for the next pass, largest first: allocating tens of MiB per
+ *  sync costs page faults and garbage-collector work (it showed as client time in the 10 MB
+ *  benchmark, and as full collections on large pushes). */
 const spare: Uint8Array[] = [];
-const SPARE_BUFFERS = 4;
+const SPARE_BUFFERS = 8;
 
 /** A buffer of at least `size` bytes for `Source.read`'s `into`; hand it back with `giveBuffers`
  *  once no read into it is running. */

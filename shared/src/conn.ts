@@ -4,6 +4,7 @@
  * protocol part, applies send backpressure through `bufferedAmount` and, where the socket can
  * pause (`ws` on the server), receive backpressure on queued bytes.
  */
+import { giveBuffers, takeBuffer } from './chunk-index.ts';
 import { type Message, decode, encode } from './codec.ts';
 import { DEFAULT_LIMITS, ErrorCode, type Limits, Msg, ProtocolError } from './protocol.ts';
 
@@ -73,10 +74,9 @@ function part(type: number): keyof Omit<Traffic, 'total'> {
   }
 }
 
-/** Delta frame buffers allocated at least this large (a Delta message holds up to 1 MiB of
- *  chunk bytes, plus their headers), and kept for reuse at most so many. */
-const SPARE_FRAME = (1 << 20) + (64 << 10);
-const SPARE_FRAMES = 8;
+/** Delta frame buffers are taken at least this large: a Delta message holds up to 1 MiB of
+ *  chunk bytes, plus their headers. */
+const FRAME_ROOM = (1 << 20) + (64 << 10);
 
 export interface ConnOptions {
   limits?: Limits;
@@ -100,10 +100,6 @@ export class Conn {
   private limits: Limits;
   private maxQueued: number;
   private maxBuffered: number;
-  /** buffers of Delta frames that have been written out, for the next ones (a frame of 1 MiB
-   *  per message allocated anew drove full garbage collections on large pushes); a browser
-   *  never says when a frame has left, and allocates every frame */
-  private spareFrames: Uint8Array[] = [];
 
   constructor(
     readonly ws: WebSocketLike,
@@ -208,15 +204,14 @@ export class Conn {
       this.ws.send(frame, { compress: false });
       return;
     }
+    // A Delta frame is written into a buffer from the read-buffer pool, given back once `ws`
+    // says the frame has left (a frame of 1 MiB allocated per message drove full garbage
+    // collections on large pushes); a browser never says, and its frames are left to the GC.
     let room: Uint8Array | null = null;
-    const frame = encode(m, this.hashLen, (size) => {
-      const k = this.spareFrames.findIndex((b) => b.length >= size);
-      room = k >= 0 ? this.spareFrames.splice(k, 1)[0] : new Uint8Array(Math.max(size, SPARE_FRAME));
-      return room;
-    });
+    const frame = encode(m, this.hashLen, (size) => (room = takeBuffer(Math.max(size, FRAME_ROOM))));
     this.count(m.type, frame.length);
     this.ws.send(frame, { compress: true }, () => {
-      if (room && this.spareFrames.length < SPARE_FRAMES) this.spareFrames.push(room);
+      if (room) giveBuffers([room]);
     });
   }
 
