@@ -249,9 +249,9 @@ function checkHash(h: Uint8Array, hashLen: number, what: string) {
   if (h.length !== hashLen) throw new RangeError(`${what} must be ${hashLen} bytes, got ${h.length}`);
 }
 
-/** Encodes a message into one binary frame. `hashLen` is H of the session's algorithm. */
-/** Encodes a message as one frame. `room(size)`: a buffer of at least `size` bytes to write a
- *  Delta message into (the frame is a view of it) instead of a new one. */
+/** Encodes a message into one binary frame. `hashLen` is H of the session's algorithm;
+ *  `room(size)`: a buffer of at least `size` bytes to write a Delta message into (the frame is
+ *  a view of it) instead of a new one. */
 export function encode(m: Message, hashLen = 32, room?: (size: number) => Uint8Array): Uint8Array {
   switch (m.type) {
     case Msg.Hello: {

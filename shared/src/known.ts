@@ -10,7 +10,7 @@
  * file, refine.ts): the chunks it sends are then refined against them as against the server's
  * list, copies of the known version's bytes and literal pieces, still in one round trip.
  */
-import { type Source, concat } from './chunk-index.ts';
+import { type Source, concat, giveBuffers, takeBuffer } from './chunk-index.ts';
 import type { Run } from './matcher.ts';
 import { type ChunkParams, type FineParams, Msg } from './protocol.ts';
 import { BasisHints, fineCut } from './refine.ts';
@@ -38,11 +38,13 @@ const FINE_WINDOW = 4 << 20;
 export async function fineIndex(source: Source, params: FineParams, algo: number): Promise<NonNullable<KnownVersion['fine']>> {
   const lengths: Uint32Array[] = [];
   const prefixes: Uint8Array[] = [];
+  const buf = takeBuffer(Math.min(FINE_WINDOW, source.size));
   for (let o = 0; o < source.size; o += FINE_WINDOW) {
-    const c = fineCut(await source.read(o, Math.min(FINE_WINDOW, source.size - o)), params, algo);
+    const c = fineCut(await source.read(o, Math.min(FINE_WINDOW, source.size - o), buf), params, algo);
     lengths.push(c.lengths);
     prefixes.push(c.prefixes);
   }
+  giveBuffers([buf]); // (every read into it was awaited; on a failure it is left to the GC)
   return { params, lengths: concat(lengths, Uint32Array), prefixes: concat(prefixes, Uint8Array) };
 }
 

@@ -428,7 +428,7 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
           opts.onListSent?.();
         }
         if (km && partsDone && !tokensDone) {
-          addKnown(km.feed(list.lengths, list.hashes, list.count));
+          // every chunk is hashed and fed by now: the last run closes
           addKnown(km.end());
           frontier = list.count;
           tokensDone = true;
