@@ -20,6 +20,8 @@ import { Connection, pull, push } from '../shared/src/sync-client.ts';
 import { loadConfig } from '../server/src/config.ts';
 import { startServer } from '../server/src/server.ts';
 import { fileSource } from '../server/src/store.ts';
+import { OFF_THREAD_MIN } from '../shared/src/hash-pool.ts';
+import { nodeHashPool } from '../shared/src/hash-workers-node.ts';
 import { addUser } from '../server/src/auth.ts';
 import { type Args, num, parseArgs } from './args.ts';
 import { FileKnown } from './known.ts';
@@ -139,12 +141,15 @@ async function pushCmd(a: Args) {
     connections.set(u, opened);
     return opened;
   };
+  // hash workers for large files, started before the first push so they are up when it hashes
+  const sizes = await Promise.all(files.map(async (f) => (await fs.stat(f)).size));
+  const pool = sizes.some((s) => s >= OFF_THREAD_MIN) ? nodeHashPool() : null;
   try {
     for (const file of files) {
       const fh = await fs.open(file, 'r');
       try {
         const { size } = await fh.stat();
-        const report = await push(fileSource(fh, size), {
+        const report = await push(fileSource(fh, size, pool), {
           url,
           name: typeof a.flags.name === 'string' ? a.flags.name : path.basename(file),
           WebSocket: webSocket(a),
@@ -155,13 +160,14 @@ async function pushCmd(a: Args) {
           retries: num(a.flags, 'retries', 3),
           known: knownOf(a),
         });
-        console.log(JSON.stringify(report));
+        console.log(JSON.stringify({ ...report, hashWorkers: size >= OFF_THREAD_MIN ? (pool?.size ?? 0) : 0 }));
       } finally {
         await fh.close();
       }
     }
   } finally {
     for (const c of connections.values()) c.close();
+    pool?.close();
   }
 }
 
@@ -170,6 +176,8 @@ async function pullCmd(a: Args) {
   const outFile = a.flags.out;
   if (!name || typeof outFile !== 'string') throw new Error('dsync pull NAME --server URL --out FILE');
   const basisFh = typeof a.flags.basis === 'string' ? await fs.open(a.flags.basis, 'r') : null;
+  const basisSize = basisFh ? (await basisFh.stat()).size : 0;
+  const pool = basisSize >= OFF_THREAD_MIN ? nodeHashPool() : null;
   const tmp = `${outFile}.dsync-${process.pid}.tmp`;
   const out = await fs.open(tmp, 'w');
   let closed = false;
@@ -182,7 +190,7 @@ async function pullCmd(a: Args) {
       algo: typeof a.flags.algo === 'string' ? algoByName(a.flags.algo) : DEFAULT_ALGO,
       version: num(a.flags, 'version', 0),
       known: knownOf(a),
-      basis: basisFh ? fileSource(basisFh, (await basisFh.stat()).size) : null,
+      basis: basisFh ? fileSource(basisFh, basisSize, pool) : null,
       sink: {
         write: async (b) => void (await out.write(b)),
         commit: async () => {
@@ -203,6 +211,7 @@ async function pullCmd(a: Args) {
   } finally {
     if (!closed) await out.close().catch(() => {});
     await basisFh?.close();
+    pool?.close();
   }
 }
 

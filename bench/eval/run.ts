@@ -10,8 +10,11 @@
  * apart), as a page holds its socket open: the paper's setting. `--cold` times the opening
  * (TCP + upgrade, 2 round trips, the same for every approach) as part of every sync.
  *
- * Servers run pinned to core 0 (taskset), this client process to core 1 (scripts/bench.sh
- * starts it so); toxiproxy is not pinned. Every timed sync starts from the same basis: the
+ * Servers run pinned to core 0 (taskset); this client process and toxiproxy are not pinned, so
+ * the client may use a hash worker (hash-pool.ts) on the second core for files of 64 MiB and
+ * more, as a page or the CLI on a machine with more than one core does. dsync and dedup chunk
+ * large files through it; the webr2sync+ client hashes fixed blocks on its one thread (its
+ * time is the server's rolling search). Every timed sync starts from the same basis: the
  * basis is uploaded over an unshaped port before the first repetition and synced back (also
  * unshaped, untimed) after each.
  *
@@ -38,6 +41,8 @@ import { fileSource } from '../../server/src/store.ts';
 import { buildDatasets } from '../datasets/build.ts';
 import { median } from '../lib/common.ts';
 import { APPROACHES, type Approach, type Prepared, type Report, dsyncAlgo, forgetKnown, isDsync, prepare, syncPrepared } from './clients.ts';
+import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
+import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { ROOT, type ServerProc, type Shaping, Toxiproxy, describeShaping, log, startBaselines, startDsync, startRsyncd } from './procs.ts';
 import { writeReport } from './report.ts';
 
@@ -149,11 +154,15 @@ function warmPageCache(paths: string[]) {
   }
 }
 
+/** Hash workers for the client's large files (dsync and dedup chunk them with `chunkParts`),
+ *  started once: as many as the client's cores allow beyond its own thread (one here). */
+const hashPool = nodeHashPool();
+
 async function sourceOf(path: string): Promise<{ source: Source; close(): Promise<void> }> {
   const size = statSync(path).size;
   if (size <= 256 << 20) return { source: bufferSource(new Uint8Array(readFileSync(path))), close: async () => {} };
   const fh = await open(path, 'r');
-  return { source: fileSource(fh, size), close: () => fh.close() };
+  return { source: fileSource(fh, size, hashPool), close: () => fh.close() };
 }
 
 /** rsync the target onto a fresh copy of the basis, through the shaped port. */
@@ -231,7 +240,7 @@ async function main() {
     memGiB: Math.round(totalmem() / 2 ** 30),
     node: process.version,
     loadavgAtStart: loadavg().map((x) => Math.round(x * 100) / 100),
-    pinning: 'servers (dsync serve, baseline server, rsync daemon) on core 0, the benchmark client on core 1 (taskset); toxiproxy unpinned',
+    pinning: `servers (dsync serve, baseline server, rsync daemon) on core 0 (taskset); the benchmark client and toxiproxy unpinned; ${hashPool?.size ?? 0} hash worker thread(s) in the client for files of ${OFF_THREAD_MIN >> 20} MiB and more`,
     note: 'a shared 2-core machine: other engineers\' jobs may run at the same time (see loadavgAtStart)',
   };
   log(`datasets (${SECTIONS.includes('large') ? 'with' : 'without'} the 1 GiB file)`);

@@ -4,12 +4,13 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { test } from 'node:test';
 import { fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
 import { testServer } from '../../server/test/helpers.ts';
+import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 
 const root = new URL('../..', import.meta.url).pathname;
 
@@ -56,6 +57,32 @@ test('dsync push FILE... sends the files over one connection per compression set
     assert.deepEqual([(await one()).knownVersion, (await one()).knownVersion], [undefined, 4]);
   } finally {
     relay.close();
+    await s.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a file of OFF_THREAD_MIN bytes and more: the CLI hashes it in worker threads, and its edit goes up as a delta, stored exactly', async () => {
+  const s = await testServer();
+  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-cli-large-'));
+  try {
+    const file = path.join(dir, 'big.bin');
+    const bytes = fastRandomBytes(9, OFF_THREAD_MIN + (3 << 20) + 777);
+    writeFileSync(file, bytes);
+    const env = { ...process.env, DSYNC_CACHE_DIR: path.join(dir, 'known') };
+    const push = async () => JSON.parse((await promisify(execFile)(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'push', file, '--server', s.wsUrl, '--no-known'], { encoding: 'utf8', env, maxBuffer: 1 << 20 })).stdout);
+    const first = await push();
+    assert.equal(first.hashWorkers, Math.min(2, availableParallelism() - 1), 'one worker per spare core, at most 2');
+    assert.deepEqual(await s.stored('big.bin'), Buffer.from(bytes));
+    // 64 KiB rewritten in three places: a delta of a few chunks, every other chunk matched by
+    // the strong hashes the workers computed
+    for (const at of [5 << 20, 40 << 20, bytes.length - 70_000]) bytes.set(fastRandomBytes(at, 65_536), at);
+    writeFileSync(file, bytes);
+    const second = await push();
+    assert.equal(second.version, 2);
+    assert.ok(second.literalBytes < 1 << 20, `a delta (${second.literalBytes} literal bytes)`);
+    assert.deepEqual(await s.stored('big.bin'), Buffer.from(bytes));
+  } finally {
     await s.stop();
     rmSync(dir, { recursive: true, force: true });
   }

@@ -5,6 +5,7 @@
  */
 import init from '../../wasm/pkg/dsync_wasm.js';
 import type { Source } from '../../shared/src/chunk-index.ts';
+import { HashPool, type HashReply, type HashWorker, OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { ConnectionLost, RemoteError } from '../../shared/src/conn.ts';
 import { StoredKnown } from './known-store.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
@@ -59,10 +60,18 @@ class Job {
     };
   }
 
-  /** `blob` as a Source read in slices; `onRead(end)` sees how far each read reached. */
+  /** `blob` as a Source read in slices; `onRead(end)` sees how far each read reached. Its
+   *  chunks are hashed by hash workers where the device has cores for them. */
   source(blob: Blob, onRead?: (end: number) => void): Source {
+    const pool = blob.size >= OFF_THREAD_MIN ? hashPool() : null;
     return {
       size: blob.size,
+      ...(pool && {
+        hashRun: (offset: number, lengths: Uint32Array, algo: number) => {
+          if (this.cancelled) return Promise.reject(new Cancelled());
+          return pool.hash(blob, offset, lengths, algo);
+        },
+      }),
       read: async (offset, length) => {
         if (this.cancelled) throw new Cancelled();
         const bytes = new Uint8Array(await blob.slice(offset, offset + length).arrayBuffer());
@@ -122,6 +131,32 @@ function blobSink(onWritten: (bytes: number) => void): Sink & { blob(): Blob } {
       pending = [];
     },
     blob: () => result!,
+  };
+}
+
+/** Hash workers (shared/src/hash-pool.ts), started for the first large file: one per core
+ *  beyond this worker's own, at most 2; none on a single core. */
+let pool: HashPool | null | undefined;
+function hashPool(): HashPool | null {
+  if (pool !== undefined) return pool;
+  const n = Math.min(2, (navigator.hardwareConcurrency || 1) - 1);
+  try {
+    pool = n > 0 ? new HashPool(Array.from({ length: n }, webHashWorker)) : null;
+  } catch {
+    pool = null; // a browser without workers in workers: this thread hashes
+  }
+  return pool;
+}
+
+function webHashWorker(): HashWorker {
+  const w = new Worker(new URL('./hash-worker.ts', import.meta.url), { type: 'module' });
+  return {
+    post: (m) => w.postMessage(m),
+    listen(onReply, onFail) {
+      w.onmessage = (e: MessageEvent<HashReply>) => onReply(e.data);
+      w.onerror = (e) => onFail(new Error(e.message || 'the worker did not start'));
+    },
+    terminate: () => w.terminate(),
   };
 }
 

@@ -21,6 +21,7 @@ import { constants, promises as fs } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { type ChunkIndex, type Source } from '../../shared/src/chunk-index.ts';
+import type { HashPool } from '../../shared/src/hash-pool.ts';
 import { strong_hash } from '../../shared/src/wasm.ts';
 import { ErrorCode, ProtocolError, hashLength } from '../../shared/src/protocol.ts';
 import type { Held, Sink, SinkFor } from '../../shared/src/session.ts';
@@ -169,10 +170,12 @@ export function decodeVersion(buf: Buffer, self: string): { index: ChunkIndex; l
   }
 }
 
-/** A Source over an open file. */
-export function fileSource(fh: FileHandle, size: number): Source {
+/** A Source over an open file; with a hash pool, its chunks are hashed by the pool's workers,
+ *  which read the file through the same descriptor. */
+export function fileSource(fh: FileHandle, size: number, pool?: HashPool | null): Source {
   return {
     size,
+    ...(pool && { hashRun: (offset: number, lengths: Uint32Array, algo: number) => pool.hash({ fd: fh.fd }, offset, lengths, algo) }),
     async read(offset, length, into) {
       const buf = into && into.length >= length ? into : Buffer.allocUnsafe(length);
       let done = 0;

@@ -3,7 +3,8 @@
  * The client builds one for its file while chunking; the server stores one per version so
  * that Phase 2 is index lookups only (docs/protocol.md, "Store").
  */
-import { DsyncChunker, StrongHasher, wasm_memory } from '../../wasm/pkg/dsync_wasm.js';
+import { DsyncChunker, StrongHasher, hash_chunks, wasm_memory } from '../../wasm/pkg/dsync_wasm.js';
+import { HASH_AHEAD, OFF_THREAD_MIN } from './hash-pool.ts';
 import { type ChunkParams, hashLength } from './protocol.ts';
 
 /** Random access to the bytes of a file (Node: a file handle; browser: a Blob). */
@@ -12,6 +13,10 @@ export interface Source {
   /** Reads `length` bytes at `offset`; may read into `into` (at least `length` bytes) to spare
    *  an allocation, in which case the result is a view of it, valid until `into` is reused. */
   read(offset: number, length: number, into?: Uint8Array): Promise<Uint8Array>;
+  /** The strong hashes of the chunks with `lengths` starting at `offset`, computed off this
+   *  thread (a hash worker that reads the bytes itself: hash-pool.ts); absent, `chunkParts`
+   *  hashes on this thread. */
+  hashRun?(offset: number, lengths: Uint32Array, algo: number): Promise<Uint8Array>;
 }
 
 export interface ChunkIndex {
@@ -91,13 +96,21 @@ export const HASH_LAG = 8 << 20;
  * straight into wasm memory, into room the chunker keeps for it (`DsyncChunker.stage`), where
  * the source reads into the buffer it is given (a file); a source that returns bytes of its own
  * (a Blob, a buffer) has them copied in.
+ * A source with `hashRun` of at least OFF_THREAD_MIN bytes has each slice's chunks hashed off
+ * this thread as one run, while this one cuts the next slices; their hashes are yielded as they
+ * come back, in order, with at most HASH_AHEAD bytes out. A run the worker fails is hashed here.
  */
 export async function* chunkParts(source: Source, params: ChunkParams, algo: number, opts: { sliceBytes?: number; onProgress?: (done: number) => void } = {}): AsyncGenerator<ListPart> {
   const slice = opts.sliceBytes ?? READ_SLICE;
-  const chunker = new DsyncChunker(params.min, params.avg, params.max, params.op, params.every, algo);
+  const hashRun = source.hashRun && source.size >= OFF_THREAD_MIN ? source.hashRun.bind(source) : null;
+  // with hash workers, this thread only cuts: each slice's chunks go to a worker as one run
+  const chunker = new DsyncChunker(params.min, params.avg, params.max, params.op, params.every, hashRun ? 0 : algo);
   const none = new Uint32Array(0);
   const unhashed: { chunks: number; bytes: number }[] = [];
   let unhashedBytes = 0;
+  const runs: { hashes: Promise<Uint8Array>; done: boolean; bytes: number }[] = [];
+  let runBytes = 0;
+  let cutTo = 0;
   const memory = wasm_memory() as WebAssembly.Memory;
   // Reads a slice into room staged in wasm memory (`at`), or returns the source's own bytes
   // (at -1). Chunking the slice before may grow the memory while the read runs: the view comes
@@ -136,11 +149,32 @@ export async function* chunkParts(source: Source, params: ChunkParams, algo: num
       if (n) {
         const lengths = new Uint32Array(n);
         const fastfps = new Uint32Array(n);
+        let bytes = 0;
         for (let i = 0; i < n; i++) {
           lengths[i] = pairs[2 * i];
           fastfps[i] = pairs[2 * i + 1];
+          bytes += lengths[i];
+        }
+        if (hashRun) {
+          const at = cutTo;
+          // a worker that fails (or never starts) leaves its runs to this thread
+          const hashes = hashRun(at, lengths, algo).catch(() => hashHere(source, at, lengths, algo));
+          const run = { hashes, done: false, bytes };
+          run.hashes.then(() => (run.done = true), () => {}); // (awaited below; no unhandled rejection)
+          runs.push(run);
+          runBytes += bytes;
+          cutTo += bytes;
         }
         yield { lengths, fastfps, hashes: new Uint8Array(0) };
+      }
+      if (hashRun) {
+        // the runs hashed so far, in order; wait for the oldest while too many bytes are out
+        while (runs.length && (runs[0].done || runBytes > HASH_AHEAD || !next)) {
+          const run = runs.shift()!;
+          runBytes -= run.bytes;
+          yield { lengths: none, fastfps: none, hashes: await run.hashes };
+        }
+        continue;
       }
       unhashed.push({ chunks: n, bytes: length });
       unhashedBytes += length;
@@ -151,9 +185,26 @@ export async function* chunkParts(source: Source, params: ChunkParams, algo: num
       }
     }
   } finally {
-    // a read still running after a failure writes into the chunker's memory: it ends first
+    // a read still running after a failure writes into the chunker's memory (or, in a hash
+    // worker, reads from a file the caller may close next): it ends first
     if (next) await next.catch(() => {});
+    for (const r of runs) await r.hashes.catch(() => {});
     chunker.free();
+  }
+}
+
+/** The strong hashes of the chunks with `lengths` starting at `offset`, read and hashed on this
+ *  thread. */
+async function hashHere(source: Source, offset: number, lengths: Uint32Array, algo: number): Promise<Uint8Array> {
+  let length = 0;
+  for (let i = 0; i < lengths.length; i++) length += lengths[i];
+  const buf = takeBuffer(length);
+  try {
+    const bytes = await source.read(offset, length, buf);
+    if (bytes.length !== length) throw new Error('the file changed size while syncing');
+    return hash_chunks(algo, bytes, lengths);
+  } finally {
+    giveBuffers([buf]);
   }
 }
 

@@ -140,7 +140,49 @@ impl DsyncChunker {
     }
 }
 
-/// The module's memory (a `WebAssembly.Memory`), for views of `DsyncChunker::stage` rooms.
+/// Strong hashes of runs of consecutive chunks whose bytes are read straight into wasm memory:
+/// a hash worker (shared/src/hash-pool.ts) reads a run into `room` and hashes it with `hash`.
+#[wasm_bindgen]
+pub struct RunHasher {
+    algo: Algo,
+    room: Vec<u8>,
+}
+
+#[wasm_bindgen]
+impl RunHasher {
+    #[wasm_bindgen(constructor)]
+    pub fn new(algo_code: u8) -> Result<RunHasher, JsError> {
+        Ok(RunHasher { algo: algo(algo_code)?, room: Vec::new() })
+    }
+
+    /// Room for a run of `len` bytes: its address in `wasm_memory()`, valid until the next call
+    /// that may grow the memory (this one included). The room is reused from run to run.
+    pub fn room(&mut self, len: usize) -> usize {
+        self.room.clear();
+        self.room.reserve(len);
+        self.room.as_ptr() as usize
+    }
+
+    /// The strong hashes of chunks with the given lengths, which must add up to the `len` bytes
+    /// read into the room, concatenated.
+    pub fn hash(&mut self, len: usize, lengths: &[u32]) -> Result<Vec<u8>, JsError> {
+        if len > self.room.capacity() {
+            return Err(JsError::new("a run longer than its room"));
+        }
+        if lengths.iter().map(|&l| l as usize).sum::<usize>() != len {
+            return Err(JsError::new("chunk lengths do not add up to the run"));
+        }
+        // SAFETY: the caller wrote `len` bytes into the room (u8 has no invalid values).
+        unsafe { self.room.set_len(len) };
+        let mut out = Vec::with_capacity(lengths.len() * self.algo.len());
+        crate::strong::hash_consecutive(self.algo, &self.room, lengths, &mut out);
+        self.room.clear();
+        Ok(out)
+    }
+}
+
+/// The module's memory (a `WebAssembly.Memory`), for views of `DsyncChunker::stage` and
+/// `RunHasher::room` rooms.
 #[wasm_bindgen]
 pub fn wasm_memory() -> JsValue {
     wasm_bindgen::memory()

@@ -1,0 +1,19 @@
+/**
+ * A hash worker (shared/src/hash-pool.ts), started by the sync worker for large files: it reads
+ * runs of chunks from the File itself and returns their strong hashes.
+ */
+import init from '../../wasm/pkg/dsync_wasm.js';
+import { type HashReply, type HashRequest, serveHashes } from '../../shared/src/hash-pool.ts';
+
+const scope = self as unknown as Worker;
+const serve = serveHashes(
+  init(),
+  async (share, offset, into) => {
+    if (!(share instanceof Blob)) throw new Error('a page hash worker reads Files only');
+    const bytes = new Uint8Array(await share.slice(offset, offset + into.length).arrayBuffer());
+    into.set(bytes.subarray(0, into.length));
+    return bytes.length;
+  },
+  (r: HashReply) => scope.postMessage(r, 'hashes' in r ? [r.hashes.buffer] : []),
+);
+scope.onmessage = (e: MessageEvent<HashRequest>) => serve(e.data);

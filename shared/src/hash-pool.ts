@@ -1,0 +1,135 @@
+/**
+ * Hash workers: the strong hashes of a sender's chunks computed on other threads while this one
+ * cuts the file (FastCDC + FastFp). A worker reads the bytes of a run of chunks itself, from the
+ * same file (Node: the open file's descriptor, which worker threads share; browser: the File,
+ * a Blob, which a worker can read), so only chunk lengths and hashes cross between threads.
+ * Cutting is sequential; hashing a run needs only its chunks' lengths, so with one worker the
+ * two run side by side, and a 1 GiB file chunks and hashes in the time of the slower of the two
+ * (bench/results/README.md, "Hash workers").
+ *
+ * Platform glue: shared/src/hash-workers-node.ts (worker_threads) and client/src/hash-worker.ts
+ * (a Web Worker started by the sync worker).
+ */
+import { RunHasher, wasm_memory } from '../../wasm/pkg/dsync_wasm.js';
+
+/** What a worker opens to read the same bytes as the thread that cuts them. */
+export type Share = { fd: number } | Blob;
+
+export interface HashRequest {
+  id: number;
+  share: Share;
+  /** where the run's first chunk starts in the file */
+  offset: number;
+  /** the run's chunk lengths */
+  lengths: Uint32Array;
+  algo: number;
+}
+
+export type HashReply = { id: number; hashes: Uint8Array } | { id: number; error: string };
+
+/** One worker, as the pool sees it (a Node worker thread or a Web Worker, adapted). */
+export interface HashWorker {
+  post(m: HashRequest): void;
+  /** called with each reply, and with an Error once if the worker fails */
+  listen(onReply: (r: HashReply) => void, onFail: (e: Error) => void): void;
+  terminate(): void;
+}
+
+/** Smallest file whose chunks `chunkParts` hashes off its thread: below it, hashing costs less
+ *  than a worker takes to start (~50 ms of hashing against ~170 ms for a Node worker thread). */
+export const OFF_THREAD_MIN = 64 << 20;
+
+/** Bytes of runs a pool's caller may have out at once (`chunkParts` waits above this). */
+export const HASH_AHEAD = 32 << 20;
+
+/** Workers that hash runs of chunks, each run given to the one with the fewest bytes pending. */
+export class HashPool {
+  private nextId = 1;
+  private readonly waiting = new Map<number, { resolve(h: Uint8Array): void; reject(e: Error): void; worker: number; bytes: number }>();
+  private readonly pendingBytes: number[];
+  private failed: Error | null = null;
+
+  constructor(private readonly workers: HashWorker[]) {
+    if (!workers.length) throw new Error('a hash pool needs a worker');
+    this.pendingBytes = workers.map(() => 0);
+    workers.forEach((w, i) =>
+      w.listen(
+        (r) => {
+          const wait = this.waiting.get(r.id);
+          if (!wait) return;
+          this.waiting.delete(r.id);
+          this.pendingBytes[wait.worker] -= wait.bytes;
+          if ('error' in r) wait.reject(new Error(r.error));
+          else wait.resolve(r.hashes);
+        },
+        (e) => this.fail(new Error(`a hash worker failed: ${e.message}`), i),
+      ),
+    );
+  }
+
+  get size() {
+    return this.workers.length;
+  }
+
+  /** The strong hashes (`algo`) of the chunks with `lengths` starting at `offset` in `share`. */
+  hash(share: Share, offset: number, lengths: Uint32Array, algo: number): Promise<Uint8Array> {
+    if (this.failed) return Promise.reject(this.failed);
+    let bytes = 0;
+    for (let i = 0; i < lengths.length; i++) bytes += lengths[i];
+    let w = 0;
+    for (let i = 1; i < this.workers.length; i++) if (this.pendingBytes[i] < this.pendingBytes[w]) w = i;
+    const id = this.nextId++;
+    this.pendingBytes[w] += bytes;
+    return new Promise((resolve, reject) => {
+      this.waiting.set(id, { resolve, reject, worker: w, bytes });
+      this.workers[w].post({ id, share, offset, lengths, algo });
+    });
+  }
+
+  /** A failed worker fails what it had and every later request: the pool is spent. */
+  private fail(e: Error, worker: number) {
+    this.failed ??= e;
+    for (const [id, wait] of this.waiting) {
+      if (wait.worker !== worker) continue;
+      this.waiting.delete(id);
+      wait.reject(e);
+    }
+  }
+
+  close() {
+    for (const w of this.workers) w.terminate();
+    this.fail(new Error('the hash pool is closed'), -1);
+    for (const [id, wait] of this.waiting) {
+      this.waiting.delete(id);
+      wait.reject(new Error('the hash pool is closed'));
+    }
+  }
+}
+
+/**
+ * A worker's side: answers requests one at a time, reading each run straight into wasm memory
+ * (`read(share, offset, into)` fills `into` and returns how many bytes it read) and hashing it
+ * there. `ready` is the wasm module being loaded.
+ */
+export function serveHashes(ready: Promise<unknown>, read: (share: Share, offset: number, into: Uint8Array) => Promise<number>, reply: (r: HashReply) => void): (m: HashRequest) => void {
+  const hashers = new Map<number, RunHasher>();
+  let queue: Promise<unknown> = ready;
+  const one = async (m: HashRequest) => {
+    let length = 0;
+    for (let i = 0; i < m.lengths.length; i++) length += m.lengths[i];
+    let h = hashers.get(m.algo);
+    if (!h) hashers.set(m.algo, (h = new RunHasher(m.algo)));
+    const memory = wasm_memory() as WebAssembly.Memory;
+    const at = h.room(length);
+    // nothing else runs in this module while the read does, so the view stays put
+    const got = await read(m.share, m.offset, new Uint8Array(memory.buffer, at, length));
+    if (got !== length) throw new Error('the file changed size while syncing');
+    return h.hash(length, m.lengths);
+  };
+  return (m) => {
+    queue = queue.then(() => one(m)).then(
+      (hashes) => reply({ id: m.id, hashes }),
+      (e: unknown) => reply({ id: m.id, error: e instanceof Error ? e.message : String(e) }),
+    );
+  };
+}
