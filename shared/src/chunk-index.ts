@@ -113,9 +113,11 @@ export async function* chunkParts(source: Source, params: ChunkParams, algo: num
   let cutTo = 0;
   const memory = wasm_memory() as WebAssembly.Memory;
   // Reads a slice into room staged in wasm memory (`at`), or returns the source's own bytes
-  // (at -1). Chunking the slice before may grow the memory while the read runs: the view comes
-  // loose (the memory stays where it is), and the slice is read again into a fresh one.
-  const readAt = async (off: number): Promise<{ bytes: Uint8Array; at: number }> => {
+  // (at -1), with their length. Chunking the slice before may grow the memory while the read
+  // runs: the view comes loose (the memory stays where it is), and the slice is read again into
+  // a fresh one. The length is taken here, with the check: other work on this thread (another
+  // session, an in-process server) may grow the memory again before the caller resumes.
+  const readAt = async (off: number): Promise<{ bytes: Uint8Array; at: number; length: number }> => {
     const length = Math.min(slice, source.size - off);
     const at = chunker.stage(length);
     for (;;) {
@@ -127,17 +129,17 @@ export async function* chunkParts(source: Source, params: ChunkParams, algo: num
       const { bytes, error } = await read;
       if (memory.buffer !== before) continue;
       if (!bytes) throw error;
-      if (bytes.buffer === before && bytes.byteOffset === at) return { bytes, at };
+      if (bytes.buffer === before && bytes.byteOffset === at) return { bytes, at, length: bytes.length };
       chunker.unstage(at);
-      return { bytes, at: -1 };
+      return { bytes, at: -1, length: bytes.length };
     }
   };
-  let next: Promise<{ bytes: Uint8Array; at: number }> | null = source.size > 0 ? readAt(0) : null;
+  let next: Promise<{ bytes: Uint8Array; at: number; length: number }> | null = source.size > 0 ? readAt(0) : null;
   try {
     for (let off = 0; off < source.size; off += slice) {
-      const { bytes, at } = await next!;
+      // (a view of wasm memory may have come loose since: a staged slice is used by `at`)
+      const { bytes, at, length } = await next!;
       next = null;
-      const length = bytes.length; // (staging the next slice may grow the memory: `bytes` comes loose)
       if (length !== Math.min(slice, source.size - off)) throw new Error('the file changed size while syncing');
       next = off + slice < source.size ? readAt(off + slice) : null;
       if (at >= 0) chunker.push_staged(at, length);

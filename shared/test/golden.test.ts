@@ -132,3 +132,32 @@ test('slices read into wasm memory: the same index whatever the source does with
   }
   assert.ok(grown.size >= 4 && memory.buffer.byteLength > before, 'the memory grew during reads');
 });
+
+test('slices read into wasm memory: the same index when other work on the thread grows the memory while a finished read waits for the consumer', async () => {
+  const data = randomBytes(19n, 9 << 20);
+  const want = await chunkSource(bufferSource(data), DEFAULT_PARAMS, Algo.Blake3);
+  const memory = wasm_memory() as WebAssembly.Memory;
+  // a file-like source (reads into the room it is given)
+  const source = {
+    size: data.length,
+    read: async (o: number, n: number, into?: Uint8Array) => {
+      into!.set(data.subarray(o, o + n));
+      return into!.subarray(0, n);
+    },
+  };
+  const lengths: number[] = [];
+  const hashes: number[] = [];
+  let grown = 0;
+  for await (const p of chunkParts(source, DEFAULT_PARAMS, Algo.Blake3, { sliceBytes: 1 << 20 })) {
+    lengths.push(...p.lengths);
+    hashes.push(...p.hashes);
+    // the next slice's read finishes meanwhile; then something else on this thread (a second
+    // session, an in-process server) grows the memory before the generator resumes
+    await new Promise((r) => setTimeout(r, 2));
+    memory.grow(1);
+    grown++;
+  }
+  assert.ok(grown >= 9);
+  assert.deepEqual(lengths, [...want.lengths]);
+  assert.deepEqual(Buffer.from(hashes), Buffer.from(want.hashes));
+});
