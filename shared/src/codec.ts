@@ -187,6 +187,12 @@ class Writer {
     this.buf.set(b, this.pos);
     this.pos += b.length;
   }
+  /** `n` bytes of `b` from `from`, copied one by one: for the short fields of many entries,
+   *  where a view per entry would cost more than the copy (~400 k per 1 GiB push). */
+  bytesOf(b: Uint8Array, from: number, n: number) {
+    for (let k = 0; k < n; k++) this.buf[this.pos + k] = b[from + k];
+    this.pos += n;
+  }
   done(): Uint8Array {
     if (this.pos !== this.buf.length) throw new Error(`codec bug: wrote ${this.pos} of ${this.buf.length}`);
     return this.buf;
@@ -230,6 +236,12 @@ class Reader {
     const b = this.buf.subarray(this.pos, this.pos + n);
     this.pos += n;
     return b;
+  }
+  /** `n` bytes copied into `to` at `at` (Writer.bytesOf's counterpart). */
+  bytesInto(n: number, to: Uint8Array, at: number, what: string) {
+    this.need(n, what);
+    for (let k = 0; k < n; k++) to[at + k] = this.buf[this.pos + k];
+    this.pos += n;
   }
   count(max: number, what: string): number {
     const n = this.u32(what);
@@ -312,7 +324,7 @@ export function encode(m: Message, hashLen = 32, room?: (size: number) => Uint8A
       for (let i = 0; i < n; i++) {
         w.u32(m.first[i]);
         w.u32(m.count[i]);
-        w.bytes(m.hashes.subarray(i * hashLen, (i + 1) * hashLen));
+        w.bytesOf(m.hashes, i * hashLen, hashLen);
       }
       return w.done();
     }
@@ -424,7 +436,7 @@ export function encode(m: Message, hashLen = 32, room?: (size: number) => Uint8A
       w.u32(n);
       for (let i = 0; i < n; i++) {
         w.u32(m.lengths[i]);
-        w.bytes(m.prefixes.subarray(i * PREFIX, (i + 1) * PREFIX));
+        w.bytesOf(m.prefixes, i * PREFIX, PREFIX);
       }
       return w.done();
     }
@@ -521,7 +533,7 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
       for (let i = 0; i < n; i++) {
         first[i] = r.u32('first');
         count[i] = r.u32('count');
-        hashes.set(r.bytes(hashLen, 'hash'), i * hashLen);
+        r.bytesInto(hashLen, hashes, i * hashLen, 'hash');
       }
       m = { type, upTo, first, count, hashes };
       break;
@@ -618,7 +630,7 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
       const prefixes = new Uint8Array(n * PREFIX);
       for (let i = 0; i < n; i++) {
         lengths[i] = r.u32('length');
-        prefixes.set(r.bytes(PREFIX, 'prefix'), i * PREFIX);
+        r.bytesInto(PREFIX, prefixes, i * PREFIX, 'prefix');
       }
       m = { type, offset, fine, lengths, prefixes };
       break;

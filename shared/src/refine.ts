@@ -38,7 +38,7 @@ export function fineCut(bytes: Uint8Array, fine: FineParams, algo: number): { le
     const hashes = chunker.take_strong(n);
     const H = hashLength(algo);
     const prefixes = new Uint8Array(n * PREFIX);
-    for (let i = 0; i < n; i++) prefixes.set(hashes.subarray(i * H, i * H + PREFIX), i * PREFIX);
+    for (let i = 0; i < n; i++) for (let b = 0; b < PREFIX; b++) prefixes[i * PREFIX + b] = hashes[i * H + b];
     return { lengths, prefixes };
   } finally {
     chunker.free();
