@@ -35,7 +35,9 @@ const USAGE = `usage:
   dsync adduser NAME --users FILE [--password PASSWORD]
 push and pull take --token T (or DSYNC_TOKEN) when the server has accounts, and --retries N.
 push and pull remember the version they synced of each file (in $DSYNC_CACHE_DIR, else
-~/.cache/dsync/known), so the next push of a small change takes one round trip; --no-known: not.`;
+~/.cache/dsync/known), so the next push of a small change takes one round trip; --no-known: not.
+Files of 64 MiB and more are hashed by worker threads while the file is chunked, one per core
+beyond the first (at most 2; a push's report says how many in hashWorkers).`;
 
 const knownOf = (a: Args) => (a.flags['no-known'] ? undefined : new FileKnown());
 
