@@ -81,14 +81,17 @@ test('1 GB: a 256 MiB and a 1 GiB file sync without the tab growing with the fil
 ${rows.join('\n')}
 
 The page's main thread during each sync: long tasks (PerformanceObserver 'longtask'), the worst
-lateness of a 50 ms interval timer, and CPU time of the main thread and of the worker's thread
-(user + system, /proc) next to the machine's 1-minute load average when the sync ended:
+lateness of a 50 ms interval timer, and CPU time of the main thread and of the workers' threads
+(the sync worker and its hash worker; user + system, /proc) next to the machine's 1-minute load
+average when the sync ended:
 
 | file | long tasks (> 50 ms) | longest | total | worst timer delay | main thread CPU | worker CPU | load |
 |---|---|---|---|---|---|---|---|
 ${tasks.join('\n')}
 
-The worker reads the file in 4 MiB slices (chunking, and hashing up to 8 MiB behind, in wasm),
+The worker reads the file in 4 MiB slices and chunks them in wasm, handing each slice's chunks
+with their bytes to a hash worker (at most 16 MiB out; hashed up to 8 MiB behind on a one-core
+device),
 keeps the chunk index (about 40 bytes per 8 KiB chunk: 5 MiB for 1 GiB) and sends Delta Bytes
 in 1 MiB messages with send backpressure, so neither the tab nor the worker holds the file:
 the peaks for 1 GiB are those for 256 MiB. The page's main thread only renders progress (at most 10 updates a second

@@ -4,7 +4,8 @@
 //     (Runtime.getHeapUsage: the V8 heap, plus ArrayBuffer backing stores: file slices, wasm memory),
 //   - resident memory (VmRSS) of the browser's renderer processes (SystemInfo.getProcessInfo),
 //   - main-thread long tasks (PerformanceObserver 'longtask') and the worst timer delay,
-//   - CPU time of the renderer's main thread and of the sync worker's thread (/proc).
+//   - CPU time of the renderer's main thread and of the workers' threads (/proc): the sync
+//     worker and the hash worker it starts for large files.
 import { readFileSync, readdirSync } from 'node:fs';
 import type { Browser, CDPSession, Page } from '@playwright/test';
 
@@ -145,8 +146,9 @@ export class TabMetrics {
   }
 
   /**
-   * CPU time of the renderer's main thread and of its dedicated worker: the renderer process is
-   * the one with a DedicatedWorker thread, its main thread the one whose id is the process id.
+   * CPU time of the renderer's main thread and of its dedicated workers (the sync worker and its
+   * hash worker): the renderer process is the one with DedicatedWorker threads, its main thread
+   * the one whose id is the process id.
    */
   async threadCpu(): Promise<ThreadCpu> {
     const { processInfo } = await this.browserCdp.send('SystemInfo.getProcessInfo');

@@ -67,9 +67,11 @@ class Job {
     return {
       size: blob.size,
       ...(pool && {
-        hashRun: (offset: number, lengths: Uint32Array, algo: number) => {
+        // each read is a new buffer: the pieces' buffers are handed over, not copied
+        hashRun: (offset: number, lengths: Uint32Array, algo: number, pieces?: Uint8Array[]) => {
           if (this.cancelled) return Promise.reject(new Cancelled());
-          return pool.hash(blob, offset, lengths, algo);
+          const transfer = pieces ? [...new Set(pieces.map((p) => p.buffer as ArrayBuffer))] : [];
+          return pool.hash(pieces ? null : blob, offset, lengths, algo, pieces, transfer);
         },
       }),
       read: async (offset, length) => {
@@ -151,7 +153,7 @@ function hashPool(): HashPool | null {
 function webHashWorker(): HashWorker {
   const w = new Worker(new URL('./hash-worker.ts', import.meta.url), { type: 'module' });
   return {
-    post: (m) => w.postMessage(m),
+    post: (m, transfer) => w.postMessage(m, transfer),
     listen(onReply, onFail) {
       w.onmessage = (e: MessageEvent<HashReply>) => onReply(e.data);
       w.onerror = (e) => onFail(new Error(e.message || 'the worker did not start'));

@@ -14,9 +14,11 @@ export interface Source {
    *  an allocation, in which case the result is a view of it, valid until `into` is reused. */
   read(offset: number, length: number, into?: Uint8Array): Promise<Uint8Array>;
   /** The strong hashes of the chunks with `lengths` starting at `offset`, computed off this
-   *  thread (a hash worker that reads the bytes itself: hash-pool.ts); absent, `chunkParts`
-   *  hashes on this thread. */
-  hashRun?(offset: number, lengths: Uint32Array, algo: number): Promise<Uint8Array>;
+   *  thread (hash-pool.ts); absent, `chunkParts` hashes on this thread. `pieces`, when given,
+   *  are the run's bytes, one after another, read through `read` and not used by the caller
+   *  again (a source whose reads return new buffers may hand theirs over); else the worker
+   *  reads the run itself. */
+  hashRun?(offset: number, lengths: Uint32Array, algo: number, pieces?: Uint8Array[]): Promise<Uint8Array>;
 }
 
 export interface ChunkIndex {
@@ -99,6 +101,8 @@ export const HASH_LAG = 8 << 20;
  * A source with `hashRun` of at least OFF_THREAD_MIN bytes has each slice's chunks hashed off
  * this thread as one run, while this one cuts the next slices; their hashes are yielded as they
  * come back, in order, with at most HASH_AHEAD bytes out. A run the worker fails is hashed here.
+ * A source that returns bytes of its own gets each run with its bytes (`pieces`); one read into
+ * wasm memory gets offsets only, and its worker reads the run itself.
  */
 export async function* chunkParts(source: Source, params: ChunkParams, algo: number, opts: { sliceBytes?: number; onProgress?: (done: number) => void } = {}): AsyncGenerator<ListPart> {
   const slice = opts.sliceBytes ?? READ_SLICE;
@@ -111,6 +115,11 @@ export async function* chunkParts(source: Source, params: ChunkParams, algo: num
   const runs: { hashes: Promise<Uint8Array>; done: boolean; bytes: number }[] = [];
   let runBytes = 0;
   let cutTo = 0;
+  // With a source that returns bytes of its own (a Blob's slices), the bytes from `cutTo` on
+  // that were read already (where the last chunk of the slices before starts), so that a run
+  // goes to the worker with its bytes. Null once a slice was read into wasm memory (a file):
+  // the worker reads the run itself.
+  let carry: Uint8Array | null = new Uint8Array(0);
   const memory = wasm_memory() as WebAssembly.Memory;
   // Reads a slice into room staged in wasm memory (`at`), or returns the source's own bytes
   // (at -1), with their length. Chunking the slice before may grow the memory while the read
@@ -148,26 +157,41 @@ export async function* chunkParts(source: Source, params: ChunkParams, algo: num
       opts.onProgress?.(off + length);
       const pairs = chunker.take_chunks();
       const n = pairs.length / 2;
+      if (hashRun && carry && at >= 0) carry = null;
       if (n) {
         const lengths = new Uint32Array(n);
         const fastfps = new Uint32Array(n);
-        let bytes = 0;
+        let runLength = 0;
         for (let i = 0; i < n; i++) {
           lengths[i] = pairs[2 * i];
           fastfps[i] = pairs[2 * i + 1];
-          bytes += lengths[i];
+          runLength += lengths[i];
         }
         if (hashRun) {
-          const at = cutTo;
+          const from = cutTo;
+          let pieces: Uint8Array[] | undefined;
+          if (carry && runLength <= carry.length) {
+            // (the chunker may cut behind the slice it was given: it keeps bytes back)
+            pieces = [carry.slice(0, runLength)];
+            carry = concat([carry.subarray(runLength), bytes], Uint8Array);
+          } else if (carry) {
+            // the run: what was carried, then this slice up to its last cut; the rest is
+            // copied out first, as the source may hand this slice's buffer to the worker
+            const k = runLength - carry.length;
+            pieces = [carry, bytes.subarray(0, k)];
+            carry = bytes.slice(k);
+          }
           // a worker that fails (or never starts) leaves its runs to this thread
-          const hashes = hashRun(at, lengths, algo).catch(() => hashHere(source, at, lengths, algo));
-          const run = { hashes, done: false, bytes };
+          const hashes = hashRun(from, lengths, algo, pieces).catch(() => hashHere(source, from, lengths, algo));
+          const run = { hashes, done: false, bytes: runLength };
           run.hashes.then(() => (run.done = true), () => {}); // (awaited below; no unhandled rejection)
           runs.push(run);
-          runBytes += bytes;
-          cutTo += bytes;
+          runBytes += runLength;
+          cutTo += runLength;
         }
         yield { lengths, fastfps, hashes: new Uint8Array(0) };
+      } else if (hashRun && carry) {
+        carry = concat([carry, bytes], Uint8Array); // no chunk ended in this slice
       }
       if (hashRun) {
         // the runs hashed so far, in order; wait for the oldest while too many bytes are out

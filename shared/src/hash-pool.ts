@@ -1,8 +1,9 @@
 /**
  * Hash workers: the strong hashes of a sender's chunks computed on other threads while this one
- * cuts the file (FastCDC + FastFp). A worker reads the bytes of a run of chunks itself, from the
- * same file (Node: the open file's descriptor, which worker threads share; browser: the File,
- * a Blob, which a worker can read), so only chunk lengths and hashes cross between threads.
+ * cuts the file (FastCDC + FastFp). In Node a worker reads the bytes of a run of chunks itself,
+ * through the open file's descriptor (worker threads share them), so only chunk lengths and
+ * hashes cross between threads. In a page, where reading a File is costly, the thread that cut
+ * the slices hands their buffers over (transferred, not copied).
  * Cutting is sequential; hashing a run needs only its chunks' lengths, so with one worker the
  * two run side by side, and a 1 GiB file chunks and hashes in the time of the slower of the two
  * (bench/results/README.md, "Hash workers").
@@ -17,7 +18,11 @@ export type Share = { fd: number } | Blob;
 
 export interface HashRequest {
   id: number;
-  share: Share;
+  /** where the worker reads the run (absent when `pieces` are given) */
+  share: Share | null;
+  /** the run's bytes, when the caller has them (a page's Blob slices: reading them again
+   *  would cost more than handing them over) */
+  pieces?: Uint8Array[];
   /** where the run's first chunk starts in the file */
   offset: number;
   /** the run's chunk lengths */
@@ -29,7 +34,8 @@ export type HashReply = { id: number; hashes: Uint8Array } | { id: number; error
 
 /** One worker, as the pool sees it (a Node worker thread or a Web Worker, adapted). */
 export interface HashWorker {
-  post(m: HashRequest): void;
+  /** `transfer`: buffers handed over with the message (not copied) */
+  post(m: HashRequest, transfer: ArrayBuffer[]): void;
   /** called with each reply, and with an Error once if the worker fails */
   listen(onReply: (r: HashReply) => void, onFail: (e: Error) => void): void;
   terminate(): void;
@@ -40,7 +46,7 @@ export interface HashWorker {
 export const OFF_THREAD_MIN = 64 << 20;
 
 /** Bytes of runs a pool's caller may have out at once (`chunkParts` waits above this). */
-export const HASH_AHEAD = 32 << 20;
+export const HASH_AHEAD = 16 << 20;
 
 /** Workers that hash runs of chunks, each run given to the one with the fewest bytes pending. */
 export class HashPool {
@@ -71,8 +77,10 @@ export class HashPool {
     return this.workers.length;
   }
 
-  /** The strong hashes (`algo`) of the chunks with `lengths` starting at `offset` in `share`. */
-  hash(share: Share, offset: number, lengths: Uint32Array, algo: number): Promise<Uint8Array> {
+  /** The strong hashes (`algo`) of the chunks with `lengths` starting at `offset` in `share`,
+   *  or in `pieces` (the run's bytes, one after another) when given; `transfer`: buffers of the
+   *  pieces that are handed to the worker, which the caller must not use again. */
+  hash(share: Share | null, offset: number, lengths: Uint32Array, algo: number, pieces?: Uint8Array[], transfer: ArrayBuffer[] = []): Promise<Uint8Array> {
     if (this.failed) return Promise.reject(this.failed);
     let bytes = 0;
     for (let i = 0; i < lengths.length; i++) bytes += lengths[i];
@@ -82,7 +90,7 @@ export class HashPool {
     this.pendingBytes[w] += bytes;
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject, worker: w, bytes });
-      this.workers[w].post({ id, share, offset, lengths, algo });
+      this.workers[w].post({ id, share, offset, lengths, algo, ...(pieces && { pieces }) }, transfer);
     });
   }
 
@@ -121,9 +129,21 @@ export function serveHashes(ready: Promise<unknown>, read: (share: Share, offset
     if (!h) hashers.set(m.algo, (h = new RunHasher(m.algo)));
     const memory = wasm_memory() as WebAssembly.Memory;
     const at = h.room(length);
-    // nothing else runs in this module while the read does, so the view stays put
-    const got = await read(m.share, m.offset, new Uint8Array(memory.buffer, at, length));
-    if (got !== length) throw new Error('the file changed size while syncing');
+    const room = new Uint8Array(memory.buffer, at, length);
+    if (m.pieces) {
+      let o = 0;
+      for (const p of m.pieces) {
+        if (o + p.length > length) throw new Error('the pieces are longer than the chunks');
+        room.set(p, o);
+        o += p.length;
+      }
+      if (o !== length) throw new Error('the pieces are shorter than the chunks');
+    } else {
+      if (!m.share) throw new Error('a run with neither bytes nor a file');
+      // nothing else runs in this module while the read does, so the view stays put
+      const got = await read(m.share, m.offset, room);
+      if (got !== length) throw new Error('the file changed size while syncing');
+    }
     return h.hash(length, m.lengths);
   };
   return (m) => {

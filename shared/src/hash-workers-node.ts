@@ -25,9 +25,9 @@ export function nodeHashPool(size = defaultHashWorkers()): HashPool | null {
     let out = 0;
     w.unref();
     return {
-      post(m: HashRequest) {
+      post(m: HashRequest, transfer: ArrayBuffer[]) {
         if (out++ === 0) w.ref();
-        w.postMessage(m);
+        w.postMessage(m, transfer);
       },
       listen(onReply: (r: HashReply) => void, onFail: (e: Error) => void) {
         w.on('message', (r: HashReply) => {

@@ -67,6 +67,44 @@ test('two hash workers: the same list and hashes as one thread, for BLAKE3 and S
   }
 });
 
+test("a source whose reads are new buffers (a page's File) hands each run's bytes to the worker, which reads nothing", async () => {
+  const fh = await open(file, 'r');
+  const pool = nodeHashPool(1)!;
+  try {
+    const here = await listOf(fileSource(fh, size), Algo.Blake3);
+    // 40 000-byte slices: many end inside a chunk (up to 64 KiB), so runs span several slices
+    for (const sliceBytes of [undefined, 40_000]) {
+      let runs = 0;
+      let withBytes = 0;
+      let fromWorker = 0;
+      const own: Source = {
+        size,
+        read: async (o, n) => {
+          const b = new Uint8Array(n);
+          let done = 0;
+          while (done < n) done += (await fh.read(b, done, n - done, o + done)).bytesRead;
+          return b;
+        },
+        hashRun: (o, l, a, pieces) => {
+          runs++;
+          if (pieces) withBytes++;
+          const transfer = pieces ? [...new Set(pieces.map((p) => p.buffer as ArrayBuffer))] : [];
+          return pool.hash(null, o, l, a, pieces, transfer).then((h) => (fromWorker++, h));
+        },
+      };
+      const there = await listOf(own, Algo.Blake3, sliceBytes);
+      assert.ok(runs > 10);
+      assert.equal(withBytes, runs, 'every run came with its bytes');
+      assert.equal(fromWorker, runs, 'and was hashed by the worker');
+      assert.deepEqual(there.lengths, here.lengths);
+      assert.ok(there.hashes.equals(here.hashes));
+    }
+  } finally {
+    pool.close();
+    await fh.close();
+  }
+});
+
 test('a worker error fails its run only; a closed pool leaves the hashing to this thread', async () => {
   const fh = await open(file, 'r');
   const pool = nodeHashPool(1)!;
