@@ -3,13 +3,13 @@
 // run falls back to this thread; a worker's error fails that run only.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { type FileHandle, open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import '../src/wasm.ts';
 import { type Source, chunkParts } from '../src/chunk-index.ts';
-import { OFF_THREAD_MIN } from '../src/hash-pool.ts';
+import { type HashPool, OFF_THREAD_MIN } from '../src/hash-pool.ts';
 import { nodeHashPool } from '../src/hash-workers-node.ts';
 import { Algo, DEFAULT_PARAMS } from '../src/protocol.ts';
 import { fastRandomBytes, textBytes } from '../src/testdata.ts';
@@ -24,6 +24,18 @@ const data = fastRandomBytes(7, size);
 for (let o = 0; o + (1 << 20) <= size; o += 9 << 20) data.set(textBytes(o, 1 << 20), o);
 const file = join(dir, 'f.bin');
 writeFileSync(file, data);
+
+/** Runs `fn` with `path` open and a pool of `workers` hash workers, closing both after. */
+async function withPool(path: string, workers: number, fn: (fh: FileHandle, pool: HashPool) => Promise<void>) {
+  const fh = await open(path, 'r');
+  const pool = nodeHashPool(workers)!;
+  try {
+    await fn(fh, pool);
+  } finally {
+    pool.close();
+    await fh.close();
+  }
+}
 
 async function listOf(source: Source, algo: number, sliceBytes?: number) {
   const lengths: number[] = [];
@@ -40,9 +52,7 @@ async function listOf(source: Source, algo: number, sliceBytes?: number) {
 }
 
 test('two hash workers: the same list and hashes as one thread, for BLAKE3 and SHA-1, every run from a worker', async () => {
-  const fh = await open(file, 'r');
-  const pool = nodeHashPool(2)!;
-  try {
+  await withPool(file, 2, async (fh, pool) => {
     for (const [algo, sliceBytes] of [[Algo.Blake3, undefined], [Algo.Sha1, 1 << 20]] as const) {
       const here = await listOf(fileSource(fh, size), algo, sliceBytes);
       const pooled = fileSource(fh, size, pool);
@@ -61,16 +71,11 @@ test('two hash workers: the same list and hashes as one thread, for BLAKE3 and S
       assert.ok(there.hashes.equals(here.hashes), 'the same strong hashes in the same order');
       assert.equal(there.hashes.length, here.lengths.length * (algo === Algo.Sha1 ? 20 : 32));
     }
-  } finally {
-    pool.close();
-    await fh.close();
-  }
+  });
 });
 
 test("a source whose reads are new buffers (a page's File) hands each run's bytes to the worker, which reads nothing", async () => {
-  const fh = await open(file, 'r');
-  const pool = nodeHashPool(1)!;
-  try {
+  await withPool(file, 1, async (fh, pool) => {
     const here = await listOf(fileSource(fh, size), Algo.Blake3);
     // 40 000-byte slices: many end inside a chunk (up to 64 KiB), so runs span several slices
     for (const sliceBytes of [undefined, 40_000]) {
@@ -99,16 +104,11 @@ test("a source whose reads are new buffers (a page's File) hands each run's byte
       assert.deepEqual(there.lengths, here.lengths);
       assert.ok(there.hashes.equals(here.hashes));
     }
-  } finally {
-    pool.close();
-    await fh.close();
-  }
+  });
 });
 
 test('a worker error fails its run only; a closed pool leaves the hashing to this thread', async () => {
-  const fh = await open(file, 'r');
-  const pool = nodeHashPool(1)!;
-  try {
+  await withPool(file, 1, async (fh, pool) => {
     await assert.rejects(pool.hash({ fd: fh.fd }, size - 100, Uint32Array.of(8192), Algo.Blake3), /changed size/);
     const ok = await pool.hash({ fd: fh.fd }, 0, Uint32Array.of(100, 200), Algo.Blake3);
     assert.equal(ok.length, 64, 'the worker still answers');
@@ -118,18 +118,13 @@ test('a worker error fails its run only; a closed pool leaves the hashing to thi
     const fallback = await listOf(fileSource(fh, size, pool), Algo.Blake3);
     assert.ok(fallback.hashes.equals(here.hashes));
     assert.deepEqual(fallback.lengths, here.lengths);
-  } finally {
-    pool.close();
-    await fh.close();
-  }
+  });
 });
 
 test('a file that shrinks while it is chunked fails the list, with hash workers too', async () => {
   const small = join(dir, 'shrinks.bin');
   writeFileSync(small, data);
-  const fh = await open(small, 'r');
-  const pool = nodeHashPool(1)!;
-  try {
+  await withPool(small, 1, async (fh, pool) => {
     const source = fileSource(fh, size, pool);
     const shrinking: Source = {
       ...source,
@@ -139,8 +134,5 @@ test('a file that shrinks while it is chunked fails the list, with hash workers 
       },
     };
     await assert.rejects(listOf(shrinking, Algo.Blake3), /changed size/);
-  } finally {
-    pool.close();
-    await fh.close();
-  }
+  });
 });
