@@ -1,6 +1,7 @@
 /**
- * A hash worker (shared/src/hash-pool.ts), started by the sync worker for large files: it reads
- * runs of chunks from the File itself and returns their strong hashes.
+ * A hash worker (shared/src/hash-pool.ts), started by the sync worker for large files: it hashes
+ * the runs of chunks it is handed (the sync worker's slices of the File, transferred) and returns
+ * their strong hashes; a run that comes without its bytes it reads from the File itself.
  */
 import init from '../../wasm/pkg/dsync_wasm.js';
 import { type HashReply, type HashRequest, serveHashes } from '../../shared/src/hash-pool.ts';

@@ -3,4 +3,5 @@
 import { register } from 'tsx/esm/api';
 
 register();
-await import('./hash-workers-node.ts');
+const { serveHashesHere } = await import('./hash-workers-node.ts');
+serveHashesHere();

@@ -1,7 +1,7 @@
 /**
  * Hash workers in Node (worker_threads), for the CLI and the benchmark's client: see
- * hash-pool.ts. The main thread calls `nodeHashPool`; each worker runs this module too, entered
- * through hash-worker.mjs (Node 20 does not carry tsx's loader into worker threads).
+ * hash-pool.ts. The main thread calls `nodeHashPool`; each worker runs `serveHashesHere`, from
+ * hash-worker.mjs (Node 20 does not carry tsx's loader into worker threads).
  */
 import { read } from 'node:fs';
 import { availableParallelism } from 'node:os';
@@ -43,8 +43,10 @@ export function nodeHashPool(size = defaultHashWorkers()): HashPool | null {
   return new HashPool(workers);
 }
 
-if (!isMainThread && parentPort) {
+/** The worker's side, run by hash-worker.mjs in each worker thread. */
+export function serveHashesHere() {
   const port = parentPort;
+  if (isMainThread || !port) throw new Error('serveHashesHere runs in a worker thread');
   const readFd = (fd: number, offset: number, into: Uint8Array) =>
     new Promise<number>((resolve, reject) => read(fd, into, 0, into.length, offset, (e, n) => (e ? reject(e) : resolve(n))));
   const serve = serveHashes(
