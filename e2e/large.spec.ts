@@ -39,6 +39,15 @@ test('1 GB: a 256 MiB and a 1 GiB file sync without the tab growing with the fil
     const cpu1 = await metrics.threadCpu();
     expect(r.version).toBe(1);
     expect(await server.storedSha256(name, 1)).toBe(sha);
+    // With a core to spare, a hash worker did the hashing: a second worker thread busy for at
+    // least the time BLAKE3 takes at 8 GB/s, beyond any wasm (were its runs failing, it would
+    // idle while the sync worker hashed them itself: 0.03 s for 1 GiB in such a run).
+    if ((await page.evaluate(() => navigator.hardwareConcurrency)) > 1) {
+      const busy = [...cpu1.workers].map(([tid, c]) => c - (cpu0.workers.get(tid) ?? 0)).sort((a, b) => b - a);
+      console.log(`  worker threads' CPU: ${busy.map((b) => s(b * 1000)).join(', ')}`);
+      expect(busy.length).toBeGreaterThanOrEqual(2);
+      expect(busy[1]).toBeGreaterThan(size / 8e9);
+    }
     rmSync(file);
 
     const report = JSON.parse((await card(page, name).getByTestId('result').getAttribute('data-report'))!);

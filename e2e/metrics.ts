@@ -12,7 +12,10 @@ import type { Browser, CDPSession, Page } from '@playwright/test';
 /** CPU seconds (user + system) of the tab's renderer threads so far. */
 export interface ThreadCpu {
   main: number;
+  /** all dedicated workers together */
   worker: number;
+  /** each dedicated worker's thread, by thread id */
+  workers: Map<string, number>;
 }
 
 function statOf(pid: number, tid: string): { name: string; cpu: number } | null {
@@ -162,9 +165,13 @@ export class TabMetrics {
       const threads = tids.map((t) => ({ tid: t, ...statOf(p.id, t) }));
       const worker = threads.filter((t) => t.name?.startsWith('DedicatedWorker'));
       if (!worker.length) continue;
-      return { main: threads.find((t) => t.tid === String(p.id))?.cpu ?? 0, worker: worker.reduce((a, t) => a + (t.cpu ?? 0), 0) };
+      return {
+        main: threads.find((t) => t.tid === String(p.id))?.cpu ?? 0,
+        worker: worker.reduce((a, t) => a + (t.cpu ?? 0), 0),
+        workers: new Map(worker.map((t) => [t.tid, t.cpu ?? 0])),
+      };
     }
-    return { main: 0, worker: 0 };
+    return { main: 0, worker: 0, workers: new Map() };
   }
 
   /** Samples every `ms` until stop(), keeping the peaks. */
