@@ -67,11 +67,12 @@ class Job {
     return {
       size: blob.size,
       ...(pool && {
-        // each read is a new buffer: the pieces' buffers are handed over, not copied
+        // each read is a new buffer (so `chunkParts` always has the pieces): their buffers are
+        // handed over, not copied
         hashRun: (offset: number, lengths: Uint32Array, algo: number, pieces?: Uint8Array[]) => {
           if (this.cancelled) return Promise.reject(new Cancelled());
-          const transfer = pieces ? [...new Set(pieces.map((p) => p.buffer as ArrayBuffer))] : [];
-          return pool.hash(pieces ? null : blob, offset, lengths, algo, pieces, transfer);
+          if (!pieces) return Promise.reject(new Error('a run without its bytes'));
+          return pool.hash(null, offset, lengths, algo, pieces, [...new Set(pieces.map((p) => p.buffer as ArrayBuffer))]);
         },
       }),
       read: async (offset, length) => {

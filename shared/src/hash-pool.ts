@@ -13,12 +13,12 @@
  */
 import { RunHasher, wasm_memory } from '../../wasm/pkg/dsync_wasm.js';
 
-/** What a worker opens to read the same bytes as the thread that cuts them. */
-export type Share = { fd: number } | Blob;
+/** What a Node worker opens to read the same bytes as the thread that cuts them. */
+export type Share = { fd: number };
 
 export interface HashRequest {
   id: number;
-  /** where the worker reads the run (absent when `pieces` are given) */
+  /** where the worker reads the run (null when `pieces` are given) */
   share: Share | null;
   /** the run's bytes, when the caller has them (a page's Blob slices: reading them again
    *  would cost more than handing them over) */
@@ -106,20 +106,19 @@ export class HashPool {
 
   close() {
     for (const w of this.workers) w.terminate();
-    this.fail(new Error('the hash pool is closed'), -1);
-    for (const [id, wait] of this.waiting) {
-      this.waiting.delete(id);
-      wait.reject(new Error('the hash pool is closed'));
-    }
+    this.failed ??= new Error('the hash pool is closed');
+    for (const wait of this.waiting.values()) wait.reject(this.failed);
+    this.waiting.clear();
   }
 }
 
 /**
- * A worker's side: answers requests one at a time, reading each run straight into wasm memory
- * (`read(share, offset, into)` fills `into` and returns how many bytes it read) and hashing it
+ * A worker's side: answers requests one at a time, copying each run's pieces, or reading the
+ * run (`read(share, offset, into)` fills `into` and returns how many bytes it read; a page's
+ * worker is always handed the pieces and has none), straight into wasm memory and hashing it
  * there. `ready` is the wasm module being loaded.
  */
-export function serveHashes(ready: Promise<unknown>, read: (share: Share, offset: number, into: Uint8Array) => Promise<number>, reply: (r: HashReply) => void): (m: HashRequest) => void {
+export function serveHashes(ready: Promise<unknown>, read: ((share: Share, offset: number, into: Uint8Array) => Promise<number>) | null, reply: (r: HashReply) => void): (m: HashRequest) => void {
   const hashers = new Map<number, RunHasher>();
   let queue: Promise<unknown> = ready;
   const one = async (m: HashRequest) => {
@@ -139,7 +138,7 @@ export function serveHashes(ready: Promise<unknown>, read: (share: Share, offset
       }
       if (o !== length) throw new Error('the pieces are shorter than the chunks');
     } else {
-      if (!m.share) throw new Error('a run with neither bytes nor a file');
+      if (!m.share || !read) throw new Error('a run with neither bytes nor a file');
       // nothing else runs in this module while the read does, so the view stays put
       const got = await read(m.share, m.offset, room);
       if (got !== length) throw new Error('the file changed size while syncing');

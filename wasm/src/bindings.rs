@@ -169,15 +169,11 @@ impl RunHasher {
         if len > self.room.capacity() {
             return Err(JsError::new("a run longer than its room"));
         }
-        if lengths.iter().map(|&l| l as usize).sum::<usize>() != len {
-            return Err(JsError::new("chunk lengths do not add up to the run"));
-        }
         // SAFETY: the caller wrote `len` bytes into the room (u8 has no invalid values).
         unsafe { self.room.set_len(len) };
-        let mut out = Vec::with_capacity(lengths.len() * self.algo.len());
-        crate::strong::hash_consecutive(self.algo, &self.room, lengths, &mut out);
+        let out = hash_run(self.algo, &self.room, lengths);
         self.room.clear();
-        Ok(out)
+        out
     }
 }
 
@@ -242,7 +238,11 @@ pub fn webr2sync_match(basis: &[u8], block: u32, client: &[u32]) -> Vec<u32> {
 /// `data.length`), concatenated: one call for a whole run of chunks instead of one per chunk.
 #[wasm_bindgen]
 pub fn hash_chunks(algo_code: u8, data: &[u8], lengths: &[u32]) -> Result<Vec<u8>, JsError> {
-    let algo = algo(algo_code)?;
+    hash_run(algo(algo_code)?, data, lengths)
+}
+
+/// `hash_chunks` and `RunHasher::hash`: the lengths must add up to the data.
+fn hash_run(algo: Algo, data: &[u8], lengths: &[u32]) -> Result<Vec<u8>, JsError> {
     if lengths.iter().map(|&l| l as usize).sum::<usize>() != data.len() {
         return Err(JsError::new("chunk lengths do not add up to the data"));
     }
