@@ -10,6 +10,7 @@ import path from 'node:path';
 import WebSocket from 'ws';
 import { HASH_LAG, READ_SLICE, type Source } from '../../shared/src/chunk-index.ts';
 import { type KnownVersion, MemoryKnown, knownKey } from '../../shared/src/known.ts';
+import { decode } from '../../shared/src/codec.ts';
 import { Msg } from '../../shared/src/protocol.ts';
 import { push } from '../../shared/src/sync-client.ts';
 import { encodeVersion, fileSource } from '../src/store.ts';
@@ -168,28 +169,58 @@ test('refinement lists the middles of gaps while they pay: not for rewritten reg
     // scattered: 16 bytes inverted every 4 KiB of the first 32 MiB (every chunk there dirty)
     const scattered = base.slice();
     for (let o = 0; o < 32 << 20; o += 4096) for (let k = o; k < o + 16; k++) scattered[k] ^= 0xff;
-    // the order of the message types the client sends
+    // What the client sends: the order of the message types, and how far (in file bytes) the
+    // Checksum List and the Verdicts have come.
     let sent: number[] = [];
+    let listed: number[] = [0]; // file offset of each chunk listed so far
+    let judged = 0; // file bytes below the last Verdict
+    let wake = () => {};
     class Recording extends WebSocket {
       send(data: Uint8Array, ...rest: any[]) {
         sent.push(data[0]);
+        if (data[0] === Msg.Checksums || data[0] === Msg.Verdict) {
+          const m = decode(data);
+          if (m.type === Msg.Checksums) for (const n of m.lengths) listed.push(listed[listed.length - 1] + n);
+          if (m.type === Msg.Verdict) judged = listed[m.upTo];
+          wake();
+        }
         return (super.send as any)(data, ...rest);
       }
     }
-    const pushFile = async (name: string, bytes: Uint8Array) => {
+    // The file is chunked on only while the list sent is at most LEAD bytes ahead of the last
+    // Verdict (the Verdict waits for hashes HASH_LAG behind the list): how far the list runs
+    // ahead of the Delta Bytes depends on how fast each side runs on the machine (one CI
+    // machine listed 82 MiB before the first Delta Bytes came back: every middle facing the
+    // first 41 gaps). A disk slower than the network gives this order anywhere.
+    const LEAD = 24 << 20;
+    const paced = (src: Source): Source => ({
+      size: src.size,
+      async read(offset, length, into) {
+        // (the chunker's reads, beyond the list: not the Delta Bytes', nor the samples that
+        // choose deflate, read before the Hello)
+        while (sent.length && offset >= listed[listed.length - 1] && listed[listed.length - 1] > judged + LEAD) await new Promise<void>((r) => (wake = r));
+        return src.read(offset, length, into);
+      },
+    });
+    // (a first push, with no basis, is judged once its whole list is in, and a run of matches
+    // is not final while it goes on: the scattered edits end in one of 96 MiB; neither is paced)
+    const pushFile = async (name: string, bytes: Uint8Array, pace: boolean) => {
       writeFileSync(path.join(dir, name), bytes);
       const fh = await open(path.join(dir, name));
       sent = [];
+      listed = [0];
+      judged = 0;
       try {
-        return await push(fileSource(fh, bytes.length), { url: s.wsUrl, name, WebSocket: Recording as any });
+        const source = fileSource(fh, bytes.length);
+        return await push(pace ? paced(source) : source, { url: s.wsUrl, name, WebSocket: Recording as any });
       } finally {
         await fh.close();
       }
     };
     const rows: string[] = [];
     for (const [name, target] of [['rewritten', rewritten], ['scattered', scattered]] as const) {
-      await pushFile(name, base);
-      const rep = await pushFile(name, target);
+      await pushFile(name, base, false);
+      const rep = await pushFile(name, target, name === 'rewritten');
       // the server's log line for this push (it comes through a pipe)
       let log: Record<string, unknown> | undefined;
       while (!(log = pushes.find((e) => e.name === name && e.version === rep.version))) await new Promise((r) => setTimeout(r, 10));
@@ -198,8 +229,8 @@ test('refinement lists the middles of gaps while they pay: not for rewritten reg
       // and hashed, not after it (a Verdict judges what is final and hashed so far)
       assert.ok(sent.indexOf(Msg.Delta) >= 0 && sent.indexOf(Msg.Delta) < sent.indexOf(Msg.ChecksumsEnd), `${name}: first Delta at message ${sent.indexOf(Msg.Delta)}, Checksum List End at ${sent.indexOf(Msg.ChecksumsEnd)}`);
       if (name === 'rewritten') {
-        // the ends of each gap, the middles until the first ones have come back with nothing
-        // copied (a round trip and the sender's hashing behind: 12–22 MiB here), and every 8th
+        // the ends of each gap, the middles until the first 4 MiB of them have come back with
+        // nothing copied (with the list at most LEAD ahead: ~16 MiB of middles), and every 8th
         // middle after: not all the 64 MiB facing the gaps (as every middle was listed before)
         assert.ok((log.refineListed as number) < 40 << 20, rows.at(-1));
         assert.ok(rep.literalBytes < (64 << 20) + (2 << 20), rows.at(-1));
