@@ -5,6 +5,7 @@
  * /proc) and the functions with the most self time in the profile.
  *
  *   node --import tsx bench/eval/profile-server.ts --approach dsync [--basis F] [--target F] [--syncs 20] [--no-deflate] [--node-path DIR]
+ *   (TOP=N prints N functions instead of 15)
  *
  * `--node-path DIR` runs the server with NODE_PATH=DIR, e.g. to try ws' optional `bufferutil`
  * addon installed outside the project (npm install --prefix bench/tmp/bu bufferutil).
@@ -60,7 +61,7 @@ for (const n of prof.nodes) {
   self.set(k, (self.get(k) ?? 0) + (dt.get(n.id) ?? 0) / 1000);
 }
 console.log('self time, ms per sync (of 2 x syncs + 1):');
-for (const [k, v] of [...self].filter(([k]) => !k.startsWith('(idle)')).sort((x, y) => y[1] - x[1]).slice(0, 15)) {
+for (const [k, v] of [...self].filter(([k]) => !k.startsWith('(idle)')).sort((x, y) => y[1] - x[1]).slice(0, Number(process.env.TOP ?? 15))) {
   console.log(`${(v / (2 * syncs + 1)).toFixed(2).padStart(8)}  ${k}`);
 }
 rmSync(work, { recursive: true, force: true });

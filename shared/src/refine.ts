@@ -286,8 +286,10 @@ export class BasisCopies {
 const MIDDLE_PAYS = 16;
 /** ...over about this many of them lately (the tally is halved when it passes twice this); */
 const MIDDLE_WINDOW = 4 << 20;
-/** with too little paid back, every PROBE_GAPS-th gap's middle is listed still. */
+/** with too little paid back, the middle of one gap in PROBE_GAPS is listed still (a probe),
+ *  and that interval doubles with each probe up to PROBE_MAX gaps while the tally stays low */
 const PROBE_GAPS = 8;
+const PROBE_MAX = 128;
 
 /**
  * The receiver's side: whether to list the middle of a gap. A gap's first and last target
@@ -298,11 +300,15 @@ const PROBE_GAPS = 8;
  * bytes, and returns nothing. So the middles listed are tallied against the copies the
  * sender's Delta Bytes made of them, as the Delta Bytes arrive; while the tally holds at
  * least MIDDLE_WINDOW bytes and fewer than 1 in MIDDLE_PAYS of them came back as copies, only
- * every PROBE_GAPS-th gap's middle is listed, and that gap's copies count as before. The
- * answers come a round trip (and the sender's hashing) after the listing, so the middles of
- * that much of the file are listed before the first decision: listing a middle that returns
- * nothing costs ~5% of its bytes in Basis Checksums, leaving one out where edits are scattered
- * costs most of its bytes in Delta Bytes.
+ * probes are listed: the middle of the PROBE_GAPS-th gap, then of the 16th after it, the 32nd,
+ * up to every PROBE_MAX-th, whose copies count as before; once the tally says middles pay,
+ * every middle is listed again and the probes start over at PROBE_GAPS. The answers come a
+ * round trip (and the sender's hashing, and the Delta Bytes queued ahead of them) after the
+ * listing, so the middles of that much of the file are listed before the first decision:
+ * listing a middle that returns nothing costs ~5% of its bytes in Basis Checksums and the
+ * cutting of them on both sides, leaving one out where edits are scattered costs most of its
+ * bytes in Delta Bytes (holding the middles back to 8 MiB awaiting answers, until the first
+ * decision, cut the refined bytes of the test's scattered edits from 28.7 to 19.5 MB).
  */
 export class MiddleYield {
   /** gaps with a middle listed and not passed by the rebuild yet, in target order */
@@ -311,12 +317,21 @@ export class MiddleYield {
   /** middle bytes answered, and copied of them (lately: see MIDDLE_WINDOW) */
   private listed = 0;
   private copied = 0;
+  /** gaps since the last probe, and the gaps from one probe to the next */
   private skipped = 0;
+  private every = PROBE_GAPS;
 
   /** Whether to list the middle of the next gap that has one. */
   listMiddle(): boolean {
-    if (this.listed < MIDDLE_WINDOW || this.copied * MIDDLE_PAYS >= this.listed) return true;
-    return ++this.skipped % PROBE_GAPS === 0;
+    if (this.listed < MIDDLE_WINDOW || this.copied * MIDDLE_PAYS >= this.listed) {
+      this.skipped = 0;
+      this.every = PROBE_GAPS;
+      return true;
+    }
+    if (++this.skipped < this.every) return false;
+    this.skipped = 0;
+    this.every = Math.min(2 * this.every, PROBE_MAX);
+    return true;
   }
 
   /** The middle of the gap of target chunks [a, b), basis bytes [from, to), was listed:

@@ -132,17 +132,24 @@ test('the middles of gaps are listed while copies of them come back', () => {
     assert.equal(y.listMiddle(), true);
     list(g);
   }
-  // the Delta Bytes of the first 16 gaps: copies of their ends only (outside the middles)
-  for (let k = 0; k < 16; k++) y.copy(10 * k + 1, from(k) - 4096, 4096);
-  y.reached(10 * 16);
-  // now only every 8th middle is listed
+  // the Delta Bytes of those gaps: copies of their ends only (outside the middles)
+  for (let k = 0; k < g; k++) y.copy(10 * k + 1, from(k) - 4096, 4096);
+  y.reached(10 * g);
+  // now only probes are listed: the 8th middle, then one 16 gaps later, 32, 64, and every
+  // 128th from there on
   const decisions: boolean[] = [];
-  for (let k = 0; k < 24; k++) decisions.push(y.listMiddle());
-  assert.deepEqual(decisions.map((d, k) => (d ? k : -1)).filter((k) => k >= 0), [7, 15, 23]);
+  for (let k = 0; k < 400; k++) decisions.push(y.listMiddle());
+  assert.deepEqual(decisions.map((d, k) => (d ? k : -1)).filter((k) => k >= 0), [7, 23, 55, 119, 247, 375]);
   // a probed middle that pays (scattered edits: most of it copied) turns listing back on
   list(g);
   y.copy(10 * g + 2, from(g), to(g) - from(g) - 100_000);
   y.reached(10 * g + 10);
   g++;
   for (let k = 0; k < 8; k++) assert.equal(y.listMiddle(), true);
+  // and when middles stop paying again, the probes start over at every 8th
+  for (let k = 0; k < 16; k++, g++) list(g);
+  y.reached(10 * g);
+  const again: boolean[] = [];
+  for (let k = 0; k < 24; k++) again.push(y.listMiddle());
+  assert.deepEqual(again.map((d, k) => (d ? k : -1)).filter((k) => k >= 0), [7, 23]);
 });
