@@ -61,12 +61,22 @@ function stopper(child: ChildProcess) {
 }
 
 /** Dsync's server (`dsync serve`), paper-exact or not, in its own process. */
-export async function startDsync(opts: { data: string; paperExact: boolean; cpu: string | null; deflate?: boolean; env?: NodeJS.ProcessEnv; nodeArgs?: string[] }): Promise<ServerProc> {
+/** `onLog`: each JSON line the server logs (one per event), parsed. */
+export async function startDsync(opts: { data: string; paperExact: boolean; cpu: string | null; deflate?: boolean; env?: NodeJS.ProcessEnv; nodeArgs?: string[]; onLog?: (e: Record<string, unknown>) => void }): Promise<ServerProc> {
   const args = [...(opts.nodeArgs ?? []), 'bin/dsync.mjs', 'serve', '--host', '127.0.0.1', '--port', '0', '--data', opts.data];
   if (opts.paperExact) args.push('--paper-exact');
   if (opts.deflate === false) args.push('--no-deflate');
   const child = spawnPinned(opts.cpu, process.execPath, args, { env: opts.env });
   const m = await waitLine(child, /dsync server on http:\/\/[^:]+:(\d+)/, 'dsync serve');
+  const onLog = opts.onLog;
+  if (onLog) {
+    let rest = '';
+    child.stdout!.on('data', (d) => {
+      const lines = (rest + d).split('\n');
+      rest = lines.pop()!;
+      for (const l of lines) if (l.startsWith('{')) onLog(JSON.parse(l));
+    });
+  }
   return { pid: child.pid!, port: Number(m[1]), url: `ws://127.0.0.1:${m[1]}`, stop: stopper(child) };
 }
 
@@ -139,6 +149,9 @@ export class Toxiproxy {
       if (s.mbps) await this.call('POST', `/proxies/${name}/toxics`, { name: `bw-${stream}`, type: 'bandwidth', stream, toxicity: 1, attributes: { rate: Math.round((s.mbps * 1e6) / 8 / 1000) } });
     }
     return Number(String(p.listen).split(':').pop());
+  }
+  get pid(): number {
+    return this.child.pid!;
   }
   async stop() {
     await stopper(this.child)();
