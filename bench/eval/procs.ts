@@ -9,6 +9,7 @@ import { createServer } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { onLogLines } from '../../server/test/child.ts';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const log = (...xs: unknown[]) => console.error('[eval]', ...xs);
@@ -60,23 +61,15 @@ function stopper(child: ChildProcess) {
     });
 }
 
-/** Dsync's server (`dsync serve`), paper-exact or not, in its own process. */
-/** `onLog`: each JSON line the server logs (one per event), parsed. */
+/** Dsync's server (`dsync serve`), paper-exact or not, in its own process; `onLog`: each JSON
+ *  line it logs (one per event), parsed. */
 export async function startDsync(opts: { data: string; paperExact: boolean; cpu: string | null; deflate?: boolean; env?: NodeJS.ProcessEnv; nodeArgs?: string[]; onLog?: (e: Record<string, unknown>) => void }): Promise<ServerProc> {
   const args = [...(opts.nodeArgs ?? []), 'bin/dsync.mjs', 'serve', '--host', '127.0.0.1', '--port', '0', '--data', opts.data];
   if (opts.paperExact) args.push('--paper-exact');
   if (opts.deflate === false) args.push('--no-deflate');
   const child = spawnPinned(opts.cpu, process.execPath, args, { env: opts.env });
   const m = await waitLine(child, /dsync server on http:\/\/[^:]+:(\d+)/, 'dsync serve');
-  const onLog = opts.onLog;
-  if (onLog) {
-    let rest = '';
-    child.stdout!.on('data', (d) => {
-      const lines = (rest + d).split('\n');
-      rest = lines.pop()!;
-      for (const l of lines) if (l.startsWith('{')) onLog(JSON.parse(l));
-    });
-  }
+  if (opts.onLog) onLogLines(child, opts.onLog);
   return { pid: child.pid!, port: Number(m[1]), url: `ws://127.0.0.1:${m[1]}`, stop: stopper(child) };
 }
 

@@ -14,6 +14,16 @@ export interface Child {
   kill(): Promise<void>;
 }
 
+/** Calls `onLog` with each JSON line a server process writes to its stdout, parsed. */
+export function onLogLines(child: ChildProcess, onLog: (e: Record<string, unknown>) => void): void {
+  let rest = '';
+  child.stdout!.on('data', (d) => {
+    const lines = (rest + d).split('\n');
+    rest = lines.pop()!;
+    for (const l of lines) if (l.startsWith('{')) onLog(JSON.parse(l));
+  });
+}
+
 /** `onLog`: each line the server logs (JSON, one per event), parsed. */
 export async function startChild(data: string, flags: string[] = [], onLog?: (e: Record<string, unknown>) => void): Promise<Child> {
   const child = spawn(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'serve', '--port', '0', '--host', '127.0.0.1', '--data', data, ...flags], {
@@ -28,14 +38,8 @@ export async function startChild(data: string, flags: string[] = [], onLog?: (e:
     });
     child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${out}`)));
   });
-  if (onLog) {
-    let rest = '';
-    child.stdout!.on('data', (d) => {
-      const lines = (rest + d).split('\n');
-      rest = lines.pop()!;
-      for (const l of lines) if (l.startsWith('{')) onLog(JSON.parse(l));
-    });
-  } else child.stdout!.resume();
+  if (onLog) onLogLines(child, onLog);
+  else child.stdout!.resume();
   return {
     child,
     url,

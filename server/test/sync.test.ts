@@ -174,6 +174,7 @@ test('refinement lists the middles of gaps while they pay: not for rewritten reg
     let sent: number[] = [];
     let listed: number[] = [0]; // file offset of each chunk listed so far
     let judged = 0; // file bytes below the last Verdict
+    let until = 0; // the pacing's waits end here
     let wake = () => {};
     class Recording extends WebSocket {
       send(data: Uint8Array, ...rest: any[]) {
@@ -182,45 +183,58 @@ test('refinement lists the middles of gaps while they pay: not for rewritten reg
           const m = decode(data);
           if (m.type === Msg.Checksums) for (const n of m.lengths) listed.push(listed[listed.length - 1] + n);
           if (m.type === Msg.Verdict) judged = listed[m.upTo];
-          wake();
         }
+        wake();
         return (super.send as any)(data, ...rest);
       }
     }
-    // The file is chunked on only while the list sent is at most LEAD bytes ahead of the last
-    // Verdict (the Verdict waits for hashes HASH_LAG behind the list): how far the list runs
-    // ahead of the Delta Bytes depends on how fast each side runs on the machine (one CI
-    // machine listed 82 MiB before the first Delta Bytes came back: every middle facing the
-    // first 41 gaps). A disk slower than the network gives this order anywhere.
+    // How far the client's list runs ahead of its Delta Bytes depends on how fast each side
+    // runs on the machine (one CI machine listed 82 MiB before the first Delta Bytes came
+    // back: every middle facing the first 41 gaps). So the file is chunked on beyond LEAD
+    // bytes of list only while `onward()` (a disk slower than the network gives this order
+    // anywhere); the chunker's reads only, beyond the list: not the Delta Bytes', nor the
+    // samples that choose deflate, read before the Hello. After 20 s of waiting in all, the
+    // push goes on unpaced, for the assertions below to say what did not come.
     const LEAD = 24 << 20;
-    const paced = (src: Source): Source => ({
+    const paced = (src: Source, onward: () => boolean): Source => ({
       size: src.size,
       async read(offset, length, into) {
-        // (the chunker's reads, beyond the list: not the Delta Bytes', nor the samples that
-        // choose deflate, read before the Hello)
-        while (sent.length && offset >= listed[listed.length - 1] && listed[listed.length - 1] > judged + LEAD) await new Promise<void>((r) => (wake = r));
+        while (sent.length && offset >= listed[listed.length - 1] && listed[listed.length - 1] > LEAD && !onward() && Date.now() < until) {
+          await new Promise<void>((r) => {
+            wake = r;
+            setTimeout(r, 1000);
+          });
+        }
         return src.read(offset, length, into);
       },
     });
-    // (a first push, with no basis, is judged once its whole list is in, and a run of matches
-    // is not final while it goes on: the scattered edits end in one of 96 MiB; neither is paced)
-    const pushFile = async (name: string, bytes: Uint8Array, pace: boolean) => {
+    const pushFile = async (name: string, bytes: Uint8Array, onward?: () => boolean) => {
       writeFileSync(path.join(dir, name), bytes);
       const fh = await open(path.join(dir, name));
       sent = [];
       listed = [0];
       judged = 0;
+      until = Date.now() + 20_000;
       try {
         const source = fileSource(fh, bytes.length);
-        return await push(pace ? paced(source) : source, { url: s.wsUrl, name, WebSocket: Recording as any });
+        return await push(onward ? paced(source, onward) : source, { url: s.wsUrl, name, WebSocket: Recording as any });
       } finally {
         await fh.close();
       }
     };
+    // Rewritten: the list at most LEAD ahead of the last Verdict (which waits for hashes
+    // HASH_LAG behind the list). Scattered: the edits end in a run of matches 96 MiB long,
+    // which is not final (no Verdict passes its start) until the list ends; the list goes on
+    // beyond LEAD once the first Delta Bytes are out. (A first push, with no basis, is judged
+    // once its whole list is in: not paced.)
+    const onward = {
+      rewritten: () => listed[listed.length - 1] <= judged + LEAD,
+      scattered: () => sent.includes(Msg.Delta),
+    };
     const rows: string[] = [];
     for (const [name, target] of [['rewritten', rewritten], ['scattered', scattered]] as const) {
-      await pushFile(name, base, false);
-      const rep = await pushFile(name, target, name === 'rewritten');
+      await pushFile(name, base);
+      const rep = await pushFile(name, target, onward[name]);
       // the server's log line for this push (it comes through a pipe)
       let log: Record<string, unknown> | undefined;
       while (!(log = pushes.find((e) => e.name === name && e.version === rep.version))) await new Promise((r) => setTimeout(r, 10));
