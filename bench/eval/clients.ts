@@ -98,7 +98,7 @@ export async function prepare(approach: Approach, source: Source, { hashes = fal
   return p;
 }
 
-function openWs(url: string): Promise<WebSocket> {
+export function openWs(url: string): Promise<WebSocket> {
   const ws = new WebSocket(url, { maxPayload: 64 << 20 }); // permessage-deflate on (ws default)
   return new Promise((resolve, reject) => {
     ws.once('open', () => resolve(ws));

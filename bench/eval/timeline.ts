@@ -15,13 +15,13 @@
 import { rmSync, statSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
-import WebSocket from 'ws';
 import { fileSource } from '../../server/src/store.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
 import { Conn } from '../../shared/src/conn.ts';
 import { DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
 import { pushSession } from '../../shared/src/sync-client.ts';
+import { openWs } from './clients.ts';
 import { ROOT, Toxiproxy, cpuSeconds, startDsync } from './procs.ts';
 
 const argv = process.argv.slice(2);
@@ -40,9 +40,7 @@ const pool = statSync(target).size >= OFF_THREAD_MIN ? nodeHashPool() : null;
 try {
   const port = await tp.proxy('timeline', srv.port, shaping);
   const push = async (file: string, url: string) => {
-    const ws = new WebSocket(url + '/sync', { maxPayload: 64 << 20 });
-    await new Promise((r, j) => ws.once('open', r).once('error', j));
-    const conn = new Conn(ws as any);
+    const conn = new Conn((await openWs(url + '/sync')) as any);
     const fh = await open(file);
     const size = (await fh.stat()).size;
     const cpu0 = { client: process.cpuUsage(), server: cpuSeconds(srv.pid), proxy: cpuSeconds(tp.pid) };

@@ -72,7 +72,7 @@ class Job {
         hashRun: (offset: number, lengths: Uint32Array, algo: number, pieces?: Uint8Array[]) => {
           if (this.cancelled) return Promise.reject(new Cancelled());
           if (!pieces) return Promise.reject(new Error('a run without its bytes'));
-          return pool.hash(null, offset, lengths, algo, pieces, [...new Set(pieces.map((p) => p.buffer as ArrayBuffer))]);
+          return pool.hash(null, offset, lengths, algo, pieces, true);
         },
       }),
       read: async (offset, length) => {

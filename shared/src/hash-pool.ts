@@ -78,9 +78,9 @@ export class HashPool {
   }
 
   /** The strong hashes (`algo`) of the chunks with `lengths` starting at `offset` in `share`,
-   *  or in `pieces` (the run's bytes, one after another) when given; `transfer`: buffers of the
-   *  pieces that are handed to the worker, which the caller must not use again. */
-  hash(share: Share | null, offset: number, lengths: Uint32Array, algo: number, pieces?: Uint8Array[], transfer: ArrayBuffer[] = []): Promise<Uint8Array> {
+   *  or in `pieces` (the run's bytes, one after another) when given; `handOver`: the pieces'
+   *  buffers are transferred to the worker (not copied), and the caller must not use them again. */
+  hash(share: Share | null, offset: number, lengths: Uint32Array, algo: number, pieces?: Uint8Array[], handOver = false): Promise<Uint8Array> {
     if (this.failed) return Promise.reject(this.failed);
     let bytes = 0;
     for (let i = 0; i < lengths.length; i++) bytes += lengths[i];
@@ -90,6 +90,7 @@ export class HashPool {
     this.pendingBytes[w] += bytes;
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject, worker: w, bytes });
+      const transfer = handOver && pieces ? [...new Set(pieces.map((p) => p.buffer as ArrayBuffer))] : [];
       this.workers[w].post({ id, share, offset, lengths, algo, ...(pieces && { pieces }) }, transfer);
     });
   }

@@ -307,8 +307,7 @@ const PROBE_MAX = 128;
  * listing, so the middles of that much of the file are listed before the first decision:
  * listing a middle that returns nothing costs ~5% of its bytes in Basis Checksums and the
  * cutting of them on both sides, leaving one out where edits are scattered costs most of its
- * bytes in Delta Bytes (holding the middles back to 8 MiB awaiting answers, until the first
- * decision, cut the refined bytes of the test's scattered edits from 28.7 to 19.5 MB).
+ * bytes in Delta Bytes.
  */
 export class MiddleYield {
   /** gaps with a middle listed and not passed by the rebuild yet, in target order */
