@@ -25,6 +25,7 @@ import { nodeHashPool } from '../shared/src/hash-workers-node.ts';
 import { addUser } from '../server/src/auth.ts';
 import { type Args, num, parseArgs } from './args.ts';
 import { FileKnown } from './known.ts';
+import { setHeapGrowth } from '../shared/src/node-gc.ts';
 
 const USAGE = `usage:
   dsync chunk FILE [--min N --avg N --max N] [--op xor|add] [--every 8|16|32]
@@ -217,6 +218,7 @@ async function pullCmd(a: Args) {
   }
 }
 
+setHeapGrowth();
 const [cmd, ...rest] = process.argv.slice(2);
 const args = parseArgs(rest, ['no-deflate', 'no-refine', 'paper-exact', 'no-known']);
 const commands: Record<string, (a: Args) => Promise<void>> = { chunk, serve, push: pushCmd, pull: pullCmd, adduser };

@@ -22,6 +22,7 @@ import { type ChunkIndex, bufferSource, chunkSource, offsetsOf, runHash } from '
 import { DEFAULT_PARAMS, hashLength } from '../../shared/src/protocol.ts';
 import { StrongHasher, webr2sync_match } from '../../shared/src/wasm.ts';
 import { MsgConn, T, frame, json, parseJson, parseLiteral, u32At } from './wire.ts';
+import { setHeapGrowth } from '../../shared/src/node-gc.ts';
 
 /** WebR2sync+'s fixed block size (paper: 8 KB). */
 export const BLOCK = 8192;
@@ -226,6 +227,7 @@ export async function startBaselineServer(opts: { port: number; data: string; de
 }
 
 if (process.argv[1]?.endsWith('baseline-server.ts')) {
+  setHeapGrowth(); // as `dsync serve` runs
   const arg = (n: string, d: string) => (process.argv.includes(n) ? process.argv[process.argv.indexOf(n) + 1] : d);
   const s = await startBaselineServer({ port: Number(arg('--port', '0')), data: arg('--data', 'bench/tmp/baseline-data'), deflate: !process.argv.includes('--no-deflate') });
   console.log(`baseline server on ${s.url}`);

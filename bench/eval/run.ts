@@ -45,6 +45,9 @@ import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { ROOT, type ServerProc, type Shaping, Toxiproxy, describeShaping, log, startBaselines, startDsync, startRsyncd } from './procs.ts';
 import { writeReport } from './report.ts';
+import { setHeapGrowth } from '../../shared/src/node-gc.ts';
+
+setHeapGrowth(); // the clients of every approach run in this process, as the CLI runs
 
 const argv = process.argv.slice(2);
 const flag = (n: string) => argv.includes(n);

@@ -23,6 +23,9 @@ import { DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
 import { pushSession } from '../../shared/src/sync-client.ts';
 import { openWs } from './clients.ts';
 import { ROOT, Toxiproxy, cpuSeconds, startDsync } from './procs.ts';
+import { setHeapGrowth } from '../../shared/src/node-gc.ts';
+
+setHeapGrowth(); // as the CLI and the benchmark's client run
 
 const argv = process.argv.slice(2);
 const opt = (n: string, d: string) => (argv.includes(n) ? argv[argv.indexOf(n) + 1] : d);

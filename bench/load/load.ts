@@ -24,6 +24,9 @@ import { buildDatasets } from '../datasets/build.ts';
 import { APPROACHES, type Approach, type Prepared, forgetKnown, isDsync, prepare, syncPrepared } from '../eval/clients.ts';
 import { linePanels } from '../eval/svg.ts';
 import { ROOT, type ServerProc, type Shaping, Toxiproxy, cpuSeconds, describeShaping, log, rssBytes, startBaselines, startDsync } from '../eval/procs.ts';
+import { setHeapGrowth } from '../../shared/src/node-gc.ts';
+
+setHeapGrowth(); // the clients of every approach run in this process, as the CLI runs
 
 const argv = process.argv.slice(2);
 const opt = (n: string, d: string) => (argv.includes(n) ? argv[argv.indexOf(n) + 1] : d);
