@@ -307,6 +307,7 @@ async function main() {
       }
     }
   } finally {
+    await hashPool?.close();
     await tp.stop();
     await rsyncd?.stop();
     rmSync(join(WORK, 'rsyncd'), { recursive: true, force: true });
