@@ -18,7 +18,7 @@
  */
 import v8 from 'node:v8';
 
-export const HEAP_GROWING_PERCENT = 400;
+const HEAP_GROWING_PERCENT = 400;
 
 export function setHeapGrowth(): void {
   v8.setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
