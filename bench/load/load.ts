@@ -255,8 +255,7 @@ function writeSummary(OUT = join(ROOT, 'bench/results/load')) {
       // eslint-disable-next-line @typescript-eslint/no-explicit-any
       // what stopped the search: the failed trial just above the largest N that passed
       const next = d.trials.filter((t: any) => !t.pass && t.clients > d.maxClients).sort((a: any, b: any) => a.clients - b.clients)[0];
-      const cb = next ? next.clientBound : d.trials.some((t: any) => !t.pass && t.clientBound);
-      const by = !next ? 'nothing: no trial failed up to where the search stopped (`--max-clients`)' : cb ? 'the clients\' core (client-bound: a lower bound for the server)' : 'the server';
+      const by = !next ? 'nothing: no trial failed up to where the search stopped (`--max-clients`)' : next.clientBound ? 'the clients\' core (client-bound: a lower bound for the server)' : 'the server';
       md.push(`| ${d.setup.approach} | **${next ? '' : '≥ '}${d.maxClients}** | ${by} | ${d.setup.pass} | \`${d.command}\` | ${d.date} |`);
     }
     md.push('');
