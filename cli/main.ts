@@ -119,7 +119,7 @@ async function chunk(a: Args) {
 async function serve(a: Args) {
   const cfg = loadConfig(a.flags);
   const s = await startServer(cfg, (e) => console.log(JSON.stringify({ t: new Date().toISOString(), ...e })));
-  console.log(`dsync server on ${s.url} (data: ${path.resolve(cfg.data)}, permessage-deflate ${cfg.deflate ? 'on' : 'off'}${cfg.paperExact ? ', paper-exact' : ''})`);
+  console.log(`dsync server on ${s.url} (store: ${cfg.store.startsWith("s3://") ? cfg.store : path.resolve(cfg.store)}, permessage-deflate ${cfg.deflate ? 'on' : 'off'}${cfg.paperExact ? ', paper-exact' : ''})`);
   const stop = async () => {
     await s.close();
     process.exit(0);

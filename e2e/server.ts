@@ -6,7 +6,8 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Store } from '../server/src/store.ts';
+import { Repo } from '../server/src/store.ts';
+import { localBackend } from '../server/src/store/local.ts';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 
@@ -14,8 +15,8 @@ export class TestServer {
   private child: ChildProcess | null = null;
   url = '';
   readonly data = mkdtempSync(path.join(tmpdir(), 'dsync-e2e-'));
-  /** the single-user namespace's store (read-only use: paths and version numbers) */
-  readonly store = new Store(path.join(this.data, 'ns', 'local'));
+  /** the single-user namespace's store (read-only use: version numbers and bytes) */
+  readonly store = new Repo(localBackend(this.data)).ns('local');
   private port = 0;
 
   constructor(private flags: string[] = []) {}

@@ -5,8 +5,21 @@
 export interface ServerConfig {
   host: string;
   port: number;
-  /** data directory of the embedded store */
-  data: string;
+  /** the store: a local directory, or s3://BUCKET[/PREFIX] (docs/store.md); `--data` is an alias */
+  store: string;
+  /** the S3 endpoint URL for an s3:// store (empty: AWS) */
+  s3Endpoint: string;
+  /** versions kept per file, the latest always among them (0: every version) */
+  keepVersions: number;
+  /** days a version is kept, the latest always (0: forever) */
+  keepDays: number;
+  /** time between two background garbage collections (0: none; `dsync gc` runs one) */
+  gcIntervalMs: number;
+  /** an unreferenced object younger than this is never collected (uploads in progress) */
+  gcMinAgeMs: number;
+  /** the collector's commit window W: it waits this long between condemning and deleting,
+   *  and a commit completes its head swap within it (docs/store.md) */
+  gcWindowMs: number;
   /** permessage-deflate (RFC 7692) on the sync WebSocket */
   deflate: boolean;
   /** recompute the basis' chunks and hashes on every sync, as the paper's server does */
@@ -47,7 +60,13 @@ export interface ServerConfig {
 export const DEFAULTS: ServerConfig = {
   host: '0.0.0.0',
   port: 8080,
-  data: './data',
+  store: './data',
+  s3Endpoint: '',
+  keepVersions: 0,
+  keepDays: 0,
+  gcIntervalMs: 3_600_000,
+  gcMinAgeMs: 24 * 3_600_000,
+  gcWindowMs: 30_000,
   deflate: true,
   paperExact: false,
   maxMessage: 8 << 20,
@@ -74,6 +93,9 @@ const envName = (k: string) => 'DSYNC_' + kebab(k).replace(/-/g, '_').toUpperCas
 /** Builds the configuration from defaults, then environment variables, then flags. */
 export function loadConfig(flags: Record<string, string | boolean>, env = process.env): ServerConfig {
   const cfg: ServerConfig = { ...DEFAULTS };
+  // --data DIR is the older name of --store DIR
+  if (flags.data !== undefined && flags.store === undefined) flags = { ...flags, store: flags.data };
+  if (env.DSYNC_DATA !== undefined && env.DSYNC_STORE === undefined) env = { ...env, DSYNC_STORE: env.DSYNC_DATA };
   for (const key of Object.keys(DEFAULTS) as (keyof ServerConfig)[]) {
     let raw: string | boolean | undefined = env[envName(key)];
     if (flags[kebab(key)] !== undefined) raw = flags[kebab(key)];

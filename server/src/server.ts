@@ -8,13 +8,16 @@
  *   GET  /api/whoami                       {"user", "singleUser"}
  *   GET  /api/config                       chunking defaults and limits, for clients
  *   GET  /api/files                        [{name, latest, size, versions, mtime}]
- *   GET  /api/versions?name=N              [{version, size, mtime, root, algo}]
- *   GET  /api/download?name=N[&version=V]  the bytes of a version (latest by default)
+ *   GET  /api/versions?name=N              [{version, size, mtime, root, algo, change, client?}]
+ *   GET  /api/download?name=N[&version=V]  the bytes of a version (latest by default), verified
+ *   DELETE /api/files?name=N[&version=V]   {removed: [versions]}: one version, or the file
+ *   POST /api/files/move {from, to}        {moved: n}: a file, or a folder ("a/" to "b/")
+ *   POST /api/files/restore {name, version} {version}: a new version with those bytes
+ * (files-api.ts). Errors are {error}: 400 bad request, 404 no such file or version, 409 a
+ * name that exists or a stale basis, 500 a damaged store or a failing backend.
  *   GET  /api/metrics                      open connections, sessions, memory
  */
 import { existsSync } from 'node:fs';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import path from 'node:path';
@@ -25,8 +28,8 @@ import type { WebSocketLike } from '../../shared/src/conn.ts';
 import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, PROTOCOL_VERSION, ProtocolError } from '../../shared/src/protocol.ts';
 import { Auth, SESSION_COOKIE } from './auth.ts';
 import type { ServerConfig } from './config.ts';
-import { validateName } from './names.ts';
-import { Store } from './store.ts';
+import { filesApi } from './files-api.ts';
+import { type Repo, type Store, openStore } from './store.ts';
 import { runConnection } from './sync.ts';
 
 export interface RunningServer {
@@ -34,6 +37,7 @@ export interface RunningServer {
   port: number;
   /** the store of a user's namespace (`local` in single-user mode) */
   storeOf(user: string): Promise<Store>;
+  repo: Repo;
   close(): Promise<void>;
 }
 
@@ -41,13 +45,8 @@ type Req = express.Request & { user?: string };
 
 export async function startServer(cfg: ServerConfig, log: (e: Record<string, unknown>) => void = () => {}): Promise<RunningServer> {
   const auth = new Auth(cfg.users, cfg.allowedOrigins.split(',').filter(Boolean));
-  const stores = new Map<string, Promise<Store>>();
-  const storeOf = (user: string) => {
-    let s = stores.get(user);
-    if (!s) stores.set(user, (s = new Store(path.join(cfg.data, 'ns', user), cfg.resumeWindowMs).open()));
-    return s;
-  };
-  if (auth.singleUser) await storeOf('local'); // fail at start-up if the data directory is unusable
+  const repo = await openStore(cfg);
+  const storeOf = async (user: string) => repo.ns(user);
   const sessionsOf = new Map<string, number>();
   let connections = 0;
 
@@ -93,43 +92,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     const m = process.memoryUsage();
     res.json({ connections, sessions: Object.fromEntries(sessionsOf), rssBytes: m.rss, heapUsedBytes: m.heapUsed });
   });
-  const named = (fn: (req: Req, res: express.Response, store: Store, name: string) => Promise<void>) => async (req: Req, res: express.Response, next: express.NextFunction) => {
-    try {
-      const name = validateName(String(req.query.name ?? ''));
-      await fn(req, res, await storeOf(req.user!), name);
-    } catch (e) {
-      if (e instanceof ProtocolError) return void res.status(400).json({ error: e.message });
-      next(e);
-    }
-  };
-  app.get('/api/files', async (req: Req, res, next) => {
-    try {
-      res.json(await (await storeOf(req.user!)).list());
-    } catch (e) {
-      next(e);
-    }
-  });
-  app.get(
-    '/api/versions',
-    named(async (_req, res, store, name) => {
-      const v = await store.versions(name);
-      if (!v.length) return void res.status(404).json({ error: `${name} does not exist` });
-      res.json(v);
-    }),
-  );
-  app.get(
-    '/api/download',
-    named(async (req, res, store, name) => {
-      const version = req.query.version ? Number(req.query.version) : await store.latest(name);
-      if (!Number.isInteger(version) || version < 1 || !(await store.versionNumbers(name)).includes(version)) {
-        return void res.status(404).json({ error: `${name} has no version ${req.query.version ?? ''}`.trim() });
-      }
-      res.setHeader('Content-Disposition', `attachment; filename*=UTF-8''${encodeURIComponent(path.basename(name))}`);
-      res.setHeader('Content-Type', 'application/octet-stream');
-      res.setHeader('Content-Length', String((await store.readIndex(name, version)).size));
-      await pipeline(Readable.from(store.stream(name, version)), res);
-    }),
-  );
+  app.use('/api', filesApi(storeOf, log));
   if (existsSync(cfg.staticDir)) app.use(express.static(cfg.staticDir));
   app.use((err: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
     log({ error: 'http', message: err.message });
@@ -182,14 +145,14 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     url: `http://${host}:${port}`,
     port,
     storeOf,
+    repo,
     close: () =>
       new Promise<void>(async (resolve) => {
         for (const c of [...wss.clients, ...wssRaw.clients]) c.terminate();
-        for (const st of stores.values()) await (await st).dropSuspended();
         wss.close();
         wssRaw.close();
         server.closeAllConnections?.();
-        server.close(() => resolve());
+        server.close(() => void repo.close().then(resolve));
       }),
   };
 }

@@ -1,32 +1,41 @@
 /**
- * The embedded store: a local data directory holding every version of every file, each with
- * the chunk index computed when it was written (docs/protocol.md, "Store").
- *
- *   <root>/files/<encoded name>/name      the file's name (UTF-8)
- *   <root>/files/<encoded name>/v<N>.dat  the bytes version N added (its segment)
- *   <root>/files/<encoded name>/v<N>.idx  version N's chunk index and layout
- *   <root>/tmp/                           uploads in progress (emptied at start-up)
+ * The store (docs/store.md): every version of every file of every user, over one Backend (a
+ * local directory or S3-compatible object storage) that any number of server processes share.
+ * Immutable content objects (segments of Delta Bytes, content-addressed version indexes) and
+ * small heads changed by compare-and-swap: a commit IS the swap of the file head adding a
+ * version, so concurrent writers through different processes never lose one another's.
  *
  * A version references the chunks it shares with its basis instead of copying them: its
- * layout lists extents, each a piece of some version's segment (its own, holding the Delta
- * Bytes, or an earlier one's). Segments are written once and never change, so a sync costs
- * the server work in proportion to what changed, not to the file's size.
- *
- * A version exists once its .idx is in place; its segment is renamed in before it, and both
- * are fsynced first, so a crash at any point leaves every committed version intact and at
- * most an orphan segment or temporary file, which `open` removes.
+ * layout lists extents over segments. A sync costs the store work in proportion to what
+ * changed, not to the file's size.
  */
-import { createHash, randomBytes } from 'node:crypto';
-import { constants, promises as fs } from 'node:fs';
-import type { FileHandle } from 'node:fs/promises';
-import path from 'node:path';
-import { type ChunkIndex, type Source } from '../../shared/src/chunk-index.ts';
-import type { HashPool } from '../../shared/src/hash-pool.ts';
-import { strong_hash } from '../../shared/src/wasm.ts';
-import { ErrorCode, ProtocolError, hashLength } from '../../shared/src/protocol.ts';
-import type { Held, Sink, SinkFor } from '../../shared/src/session.ts';
-import { MIN_SHARED, sharedTraits, traitsOf } from './similarity.ts';
+import type { ChunkIndex } from '../../shared/src/chunk-index.ts';
+import { ErrorCode, ProtocolError } from '../../shared/src/protocol.ts';
 import type { ChunkParams } from '../../shared/src/protocol.ts';
+import type { Held, Sink, SinkFor } from '../../shared/src/session.ts';
+import type { ServerConfig } from './config.ts';
+import { MIN_SHARED, sharedTraits, traitsOf } from './similarity.ts';
+import { type Backend, NotFoundError } from './store/backend.ts';
+import { type FileHead, type Layout, type VersionEntry, decodeVersion, encodeVersion, jsonBody, parseFileHead, sha256hex } from './store/format.ts';
+import { GC_DEFAULTS, gcEpoch, guardCommit } from './store/gc.ts';
+import { updateHead } from './store/heads.ts';
+import { decodeName, fileHeadKey, indexKey, newSegmentId, nsPrefix, segmentKey, uploadsKey } from './store/keys.ts';
+import { localBackend } from './store/local.ts';
+import { VersionSource } from './store/source.ts';
+import { type UploadState, claimUpload, holdsUpload, suspendUpload } from './store/uploads.ts';
+
+export { VersionSource } from './store/source.ts';
+export { encodeName } from './store/keys.ts';
+export { fileSource } from './file-source.ts';
+export { decodeVersion, encodeVersion, type Layout, type Extent } from './store/format.ts';
+
+/** A segment holds at most this many Delta Bytes: an upload buffers one segment in memory,
+ *  and on S3 a segment is one PUT. */
+export const SEGMENT_BYTES = 8 << 20;
+/** Decoded version indexes kept per process (immutable: always valid), bytes of index. */
+const INDEX_CACHE_BYTES = 64 << 20;
+/** Similarity traits are re-read from the heads when older than this (other processes commit). */
+const TRAITS_REFRESH_MS = 30_000;
 
 export interface VersionInfo {
   version: number;
@@ -35,6 +44,9 @@ export interface VersionInfo {
   /** hex of the root hash and its algorithm */
   root: string;
   algo: number;
+  /** bytes this version added to the store */
+  change: number;
+  client?: string;
 }
 export interface FileInfo {
   name: string;
@@ -44,308 +56,265 @@ export interface FileInfo {
   mtime: string;
 }
 
-const INDEX_MAGIC = 0x58495344; // "DSIX" little-endian
-/** 1: the version's .dat holds all of its bytes (no layout); 2: a layout follows the hashes */
-const INDEX_FORMAT = 2;
-
-/** `length` bytes at `offset` of segment `seg` (an index into Layout.segments). */
-export interface Extent {
-  seg: number;
-  offset: number;
-  length: number;
+export interface StoreSettings {
+  /** how long an interrupted upload waits for its client to come back */
+  resumeWindowMs: number;
+  /** versions kept per file (0: all); the latest is always kept */
+  keepVersions: number;
+  /** days a version is kept (0: forever); the latest is always kept */
+  keepDays: number;
+  /** the garbage collector's commit window W (gc.ts) */
+  gcWindowMs: number;
 }
-/** Where a version's bytes are: its extents in file order, over segment files named relative
- *  to the namespace's files/ directory ("<encoded name>/v<N>.dat"). */
-export interface Layout {
-  segments: string[];
-  extents: Extent[];
-}
-const SEGMENT_PATH = /^[A-Za-z0-9_%-]+\/v[1-9][0-9]*\.dat$/;
+const DEFAULT_SETTINGS: StoreSettings = { resumeWindowMs: 600_000, keepVersions: 0, keepDays: 0, gcWindowMs: GC_DEFAULTS.windowMs };
 
-/** Maps a name to a directory name: [A-Za-z0-9_-] kept, every other byte as %XX; long names hashed. */
-export function encodeName(name: string): string {
-  let out = '';
-  for (const b of Buffer.from(name, 'utf8')) {
-    const c = String.fromCharCode(b);
-    out += /[A-Za-z0-9_-]/.test(c) ? c : '%' + b.toString(16).toUpperCase().padStart(2, '0');
-  }
-  return out.length <= 200 ? out : 'h-' + createHash('sha256').update(name).digest('hex');
-}
-
-/** Serialises the index and layout of one version (format in docs/protocol.md, "Store"). */
-export function encodeVersion(ix: ChunkIndex, layout: Layout): Buffer {
-  const H = hashLength(ix.algo);
-  const n = ix.lengths.length;
-  const head = 4 + 4 + 12 + 8 + 4 + H;
-  const body = n * (8 + H);
-  const segs = layout.segments.map((p) => Buffer.from(p, 'utf8'));
-  const lay = 4 + segs.reduce((a, b) => a + 2 + b.length, 0) + 4 + 20 * layout.extents.length;
-  const buf = Buffer.alloc(head + body + lay + H);
-  let o = buf.writeUInt32LE(INDEX_MAGIC, 0);
-  o = buf.writeUInt8(INDEX_FORMAT, o);
-  o = buf.writeUInt8(ix.algo, o);
-  o = buf.writeUInt8(ix.params.op, o);
-  o = buf.writeUInt8(ix.params.every, o);
-  o = buf.writeUInt32LE(ix.params.min, o);
-  o = buf.writeUInt32LE(ix.params.avg, o);
-  o = buf.writeUInt32LE(ix.params.max, o);
-  o = buf.writeBigUInt64LE(BigInt(ix.size), o);
-  o = buf.writeUInt32LE(n, o);
-  buf.set(ix.root, o);
-  o += H;
-  Buffer.from(ix.lengths.buffer, ix.lengths.byteOffset, 4 * n).copy(buf, o);
-  o += 4 * n;
-  Buffer.from(ix.fastfps.buffer, ix.fastfps.byteOffset, 4 * n).copy(buf, o);
-  o += 4 * n;
-  buf.set(ix.hashes, o);
-  o += n * H;
-  o = buf.writeUInt32LE(segs.length, o);
-  for (const p of segs) {
-    o = buf.writeUInt16LE(p.length, o);
-    o += p.copy(buf, o);
-  }
-  o = buf.writeUInt32LE(layout.extents.length, o);
-  for (const e of layout.extents) {
-    o = buf.writeUInt32LE(e.seg, o);
-    o = buf.writeBigUInt64LE(BigInt(e.offset), o);
-    o = buf.writeBigUInt64LE(BigInt(e.length), o);
-  }
-  // A trailing checksum: the hash of everything before it, so a damaged index is detected.
-  buf.set(strong_hash(ix.algo, buf.subarray(0, o)), o);
-  return buf;
-}
-
-/**
- * Parses a version's .idx. `self` is the version's own segment path, the whole layout of a
- * format-1 index (written before layouts existed: its .dat holds every byte).
- */
-export function decodeVersion(buf: Buffer, self: string): { index: ChunkIndex; layout: Layout } {
-  const corrupt = (why: string) => new ProtocolError(ErrorCode.Internal, `damaged chunk index: ${why}`);
-  if (buf.length < 32 || buf.readUInt32LE(0) !== INDEX_MAGIC || (buf[4] !== 1 && buf[4] !== 2)) throw corrupt('bad header');
-  const algo = buf[5];
-  const H = hashLength(algo);
-  const params = { op: buf[6], every: buf[7], min: buf.readUInt32LE(8), avg: buf.readUInt32LE(12), max: buf.readUInt32LE(16) };
-  const size = Number(buf.readBigUInt64LE(20));
-  const n = buf.readUInt32LE(28);
-  const head = 32 + H;
-  const body = head + n * (8 + H);
-  if (buf.length < body + H) throw corrupt('wrong length');
-  const end = buf.length - H;
-  if (!Buffer.from(strong_hash(algo, buf.subarray(0, end))).equals(buf.subarray(end))) throw corrupt('checksum mismatch');
-  const copy = (o: number, len: number) => new Uint8Array(buf.subarray(o, o + len));
-  const lengths = new Uint32Array(copy(head, 4 * n).buffer);
-  const fastfps = new Uint32Array(copy(head + 4 * n, 4 * n).buffer);
-  const index = { params, algo, size, lengths, fastfps, hashes: copy(head + 8 * n, n * H), root: copy(32, H) };
-  if (buf[4] === 1) {
-    if (end !== body) throw corrupt('wrong length');
-    return { index, layout: { segments: [self], extents: size ? [{ seg: 0, offset: 0, length: size }] : [] } };
-  }
-  // Format 2: the layout. Reads past the end throw RangeError: a truncated index.
-  try {
-    let o = body;
-    const segments: string[] = [];
-    const nSegs = buf.readUInt32LE(o);
-    o += 4;
-    for (let k = 0; k < nSegs; k++) {
-      const len = buf.readUInt16LE(o);
-      const p = buf.toString('utf8', o + 2, o + 2 + len);
-      if (!SEGMENT_PATH.test(p)) throw corrupt(`bad segment path ${JSON.stringify(p)}`);
-      segments.push(p);
-      o += 2 + len;
-    }
-    const nExtents = buf.readUInt32LE(o);
-    o += 4;
-    const extents: Extent[] = [];
-    let total = 0;
-    for (let k = 0; k < nExtents; k++, o += 20) {
-      const e = { seg: buf.readUInt32LE(o), offset: Number(buf.readBigUInt64LE(o + 4)), length: Number(buf.readBigUInt64LE(o + 12)) };
-      if (e.seg >= segments.length || e.length === 0) throw corrupt('bad extent');
-      extents.push(e);
-      total += e.length;
-    }
-    if (o !== end || total !== size) throw corrupt('the layout does not add up to the file');
-    return { index, layout: { segments, extents } };
-  } catch (e) {
-    throw e instanceof ProtocolError ? e : corrupt('truncated layout');
-  }
-}
-
-/** A Source over an open file; with a hash pool, its chunks are hashed by the pool's workers,
- *  which read the file through the same descriptor. */
-export function fileSource(fh: FileHandle, size: number, pool?: HashPool | null): Source {
-  return {
-    size,
-    ...(pool && { hashRun: (offset: number, lengths: Uint32Array, algo: number) => pool.hash({ fd: fh.fd }, offset, lengths, algo) }),
-    async read(offset, length, into) {
-      const buf = into && into.length >= length ? into : Buffer.allocUnsafe(length);
-      let done = 0;
-      while (done < length) {
-        const { bytesRead } = await fh.read(buf, done, length - done, offset + done);
-        if (bytesRead === 0) break;
-        done += bytesRead;
-      }
-      return new Uint8Array(buf.buffer, buf.byteOffset, done);
-    },
-  };
-}
-
-/**
- * A stored version's bytes, read through its layout. Segment files are opened on first use
- * and closed by `close`.
- */
-export class VersionSource implements Source {
-  readonly size: number;
-  /** the file offset where each extent starts, plus the size at the end */
-  private starts: Float64Array;
-  private handles = new Map<number, Promise<FileHandle>>();
+/** The whole store: a backend, the settings, and the caches every namespace shares. */
+export class Repo {
+  private namespaces = new Map<string, Store>();
+  private indexes = new Map<string, { index: ChunkIndex; layout: Layout; bytes: number }>();
+  private indexBytes = 0;
+  readonly settings: StoreSettings;
 
   constructor(
-    /** the namespace's files/ directory, which segment paths are relative to */
-    readonly filesDir: string,
-    readonly layout: Layout,
+    readonly backend: Backend,
+    settings: Partial<StoreSettings> = {},
   ) {
-    this.starts = new Float64Array(layout.extents.length + 1);
-    layout.extents.forEach((e, k) => (this.starts[k + 1] = this.starts[k] + e.length));
-    this.size = this.starts[layout.extents.length];
+    this.settings = { ...DEFAULT_SETTINGS, ...settings };
   }
 
-  /** The extents covering bytes [offset, offset + length) of this version, trimmed to it. */
-  slice(offset: number, length: number): { segment: string; offset: number; length: number }[] {
-    const out = [];
-    for (let k = this.extentAt(offset), pos = offset; pos < offset + length; k++) {
-      const e = this.layout.extents[k];
-      const skip = pos - this.starts[k];
-      const n = Math.min(e.length - skip, offset + length - pos);
-      out.push({ segment: this.layout.segments[e.seg], offset: e.offset + skip, length: n });
-      pos += n;
-    }
-    return out;
+  /** The files of one user. */
+  ns(user: string): Store {
+    let s = this.namespaces.get(user);
+    if (!s) this.namespaces.set(user, (s = new Store(this, user)));
+    return s;
   }
 
-  async read(offset: number, length: number, into?: Uint8Array): Promise<Uint8Array> {
-    length = Math.max(0, Math.min(length, this.size - offset));
-    const buf = into && into.length >= length ? into : Buffer.allocUnsafe(length);
-    let done = 0;
-    for (let k = this.extentAt(offset); done < length; k++) {
-      const e = this.layout.extents[k];
-      const skip = offset + done - this.starts[k];
-      const n = Math.min(e.length - skip, length - done);
-      const fh = await this.handle(e.seg);
-      for (let got = 0; got < n; ) {
-        const { bytesRead } = await fh.read(buf, done + got, n - got, e.offset + skip + got);
-        if (bytesRead === 0) throw new ProtocolError(ErrorCode.Internal, `segment ${this.layout.segments[e.seg]} is shorter than its layout says`);
-        got += bytesRead;
-      }
-      done += n;
+  /** A version index by id, verified against its key (content address). */
+  async readIndex(id: string, what: string): Promise<{ index: ChunkIndex; layout: Layout }> {
+    const hit = this.indexes.get(id);
+    if (hit) {
+      this.indexes.delete(id);
+      this.indexes.set(id, hit);
+      return hit;
     }
-    return new Uint8Array(buf.buffer, buf.byteOffset, length);
+    let body: Uint8Array;
+    try {
+      body = await this.backend.get(indexKey(id));
+    } catch (e) {
+      if (e instanceof NotFoundError) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${what}: its index ${id} is missing`);
+      throw e;
+    }
+    if (sha256hex(body) !== id) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${what}: its index ${id} does not match its hash`);
+    const v = { ...decodeVersion(Buffer.from(body.buffer, body.byteOffset, body.length)), bytes: body.length };
+    this.indexes.set(id, v);
+    this.indexBytes += v.bytes;
+    for (const [k, old] of this.indexes) {
+      if (this.indexBytes <= INDEX_CACHE_BYTES) break;
+      this.indexes.delete(k);
+      this.indexBytes -= old.bytes;
+    }
+    return v;
   }
 
   async close() {
-    const hs = [...this.handles.values()];
-    this.handles.clear();
-    for (const h of hs) await (await h.catch(() => null))?.close();
-  }
-
-  /** Index of the extent holding byte `offset` (binary search over `starts`). */
-  private extentAt(offset: number): number {
-    let lo = 0;
-    let hi = this.layout.extents.length - 1;
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >> 1;
-      if (this.starts[mid] <= offset) lo = mid;
-      else hi = mid - 1;
-    }
-    return lo;
-  }
-
-  private handle(seg: number): Promise<FileHandle> {
-    let h = this.handles.get(seg);
-    if (!h) this.handles.set(seg, (h = fs.open(path.join(this.filesDir, this.layout.segments[seg]), constants.O_RDONLY)));
-    return h;
+    await this.backend.close();
   }
 }
 
-/** Bytes gathered before a write to a new version's file. */
-const WRITE_BUFFER = 1 << 20;
-/** Bytes written between two background flushes of an upload's segment to disk. */
-const SYNC_EVERY = 32 << 20;
+/** Opens the store a server configuration names: `--store DIR` or `--store s3://BUCKET[/PREFIX]`. */
+export async function openStore(cfg: Pick<ServerConfig, 'store' | 's3Endpoint' | 'resumeWindowMs' | 'keepVersions' | 'keepDays' | 'gcWindowMs'>): Promise<Repo> {
+  let backend: Backend;
+  if (cfg.store.startsWith('s3://')) {
+    let mod: { s3Backend(url: string, endpoint: string | undefined): Promise<Backend> };
+    try {
+      mod = await import(['./store', 's3.ts'].join('/'));
+    } catch (e) {
+      throw new Error(`--store ${cfg.store}: the S3 backend is not available (${(e as Error).message})`);
+    }
+    backend = await mod.s3Backend(cfg.store, cfg.s3Endpoint || undefined);
+  } else backend = localBackend(cfg.store);
+  return new Repo(backend, { resumeWindowMs: cfg.resumeWindowMs, keepVersions: cfg.keepVersions, keepDays: cfg.keepDays, gcWindowMs: cfg.gcWindowMs });
+}
 
-/** Interrupted uploads kept for resuming, per namespace; the oldest is dropped beyond this. */
-const MAX_SUSPENDED = 32;
+const stale = (name: string, latest: number, expected: number) =>
+  new ProtocolError(ErrorCode.StaleBasis, `${name} is at version ${latest}, not ${expected}: sync again against the latest version`);
+const noVersion = (name: string, version: number) => new ProtocolError(ErrorCode.NotFound, `${name} has no version ${version}`);
 
+/** Drops the versions retention does not keep (never the latest). */
+export function applyRetention(versions: VersionEntry[], s: Pick<StoreSettings, 'keepVersions' | 'keepDays'>, now = Date.now()): VersionEntry[] {
+  let out = versions;
+  if (s.keepVersions > 0 && out.length > s.keepVersions) out = out.slice(out.length - s.keepVersions);
+  if (s.keepDays > 0) {
+    const cut = now - s.keepDays * 86_400_000;
+    out = out.filter((v, i) => i === out.length - 1 || Date.parse(v.mtime) >= cut);
+  }
+  return out;
+}
+
+/** One user's files (the namespace `ns/<user>/`). */
 export class Store {
-  private locks = new Map<string, Promise<void>>();
-  private suspended = new Map<string, { sink: Sink; held: Held; timer: NodeJS.Timeout }>();
-  /** similarity traits of each file's latest version, built on first use, kept on commit */
-  private traits: Map<string, { version: number; traits: Uint32Array }> | null = null;
+  readonly backend: Backend;
+  /** similarity traits of each file's latest version, by index id */
+  private traits: { at: number; map: Map<string, { index: string; traits: Uint32Array }> } | null = null;
 
-  /** `resumeWindowMs`: how long an interrupted upload waits for its client to come back. */
   constructor(
-    readonly root: string,
-    private resumeWindowMs = 600_000,
-  ) {}
+    readonly repo: Repo,
+    readonly user: string,
+  ) {
+    this.backend = repo.backend;
+  }
+
+  private headKey(name: string) {
+    return fileHeadKey(this.user, name);
+  }
+
+  /** The file head of `name`, or null. */
+  async head(name: string): Promise<FileHead | null> {
+    const key = this.headKey(name);
+    const got = await this.backend.getHead(key);
+    return got && parseFileHead(got.body, key);
+  }
+
+  /**
+   * Changes the head of `name` by compare-and-swap (see heads.ts). A new head's references
+   * are guarded against a running garbage collection (gc.ts, `guardCommit`): `refs` lists the
+   * content objects it adds, `epoch` is the gc epoch the operation began in.
+   */
+  private update<T>(name: string, change: (h: FileHead | null) => { head: FileHead | null; result: T; refs?: string[] } | Promise<{ head: FileHead | null; result: T; refs?: string[] }>, epoch?: number): Promise<T> {
+    const key = this.headKey(name);
+    return updateHead(this.backend, key, async (b) => {
+      const { head, result, refs } = await change(b && parseFileHead(b, key));
+      // half the window is the margin for the swap itself
+      const deadline = head && refs?.length ? (await guardCommit(this.repo, refs, epoch ?? 0, this.repo.settings.gcWindowMs)) - this.repo.settings.gcWindowMs / 2 : undefined;
+      return { body: head && jsonBody(head), result, deadline };
+    });
+  }
+
+  /** The keys of the content objects a version references. */
+  private async refsOf(entries: VersionEntry[]): Promise<string[]> {
+    const refs = new Set<string>();
+    for (const e of entries) {
+      refs.add(indexKey(e.index));
+      for (const s of (await this.repo.readIndex(e.index, this.user)).layout.segments) refs.add(segmentKey(s));
+    }
+    return [...refs];
+  }
+
+  async versionNumbers(name: string): Promise<number[]> {
+    return ((await this.head(name))?.versions ?? []).map((v) => v.version);
+  }
+
+  async latest(name: string): Promise<number> {
+    const vs = (await this.head(name))?.versions ?? [];
+    return vs.length ? vs[vs.length - 1].version : 0;
+  }
+
+  async versions(name: string): Promise<VersionInfo[]> {
+    return ((await this.head(name))?.versions ?? []).map(({ index: _, ...v }) => v);
+  }
+
+  /** Every file with at least one version, by name. */
+  async list(): Promise<FileInfo[]> {
+    const prefix = `${nsPrefix(this.user)}files/`;
+    const out: FileInfo[] = [];
+    for await (const e of this.backend.list(prefix)) {
+      const name = decodeName(e.key.slice(prefix.length));
+      if (name === null) continue;
+      let h: FileHead | null;
+      try {
+        h = await this.head(name);
+      } catch {
+        continue; // a damaged head hides its own file only (check reports it)
+      }
+      if (!h || h.name !== name || !h.versions.length) continue;
+      const last = h.versions[h.versions.length - 1];
+      out.push({ name, latest: last.version, size: last.size, versions: h.versions.length, mtime: last.mtime });
+    }
+    return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  private async entry(name: string, version: number): Promise<VersionEntry> {
+    const e = (await this.head(name))?.versions.find((v) => v.version === version);
+    if (!e) throw noVersion(name, version);
+    return e;
+  }
+
+  async readVersion(name: string, version: number): Promise<{ index: ChunkIndex; layout: Layout }> {
+    return this.repo.readIndex((await this.entry(name, version)).index, `${name} version ${version}`);
+  }
+
+  async readIndex(name: string, version: number): Promise<ChunkIndex> {
+    return (await this.readVersion(name, version)).index;
+  }
+
+  /** Opens a version for reading (verified reads; nothing held open). */
+  async openVersion(name: string, version: number): Promise<{ source: VersionSource; close: () => Promise<void> }> {
+    const { index, layout } = await this.readVersion(name, version);
+    return { source: new VersionSource(this.backend, layout, index, `${name} version ${version}`), close: async () => {} };
+  }
+
+  /** The bytes of a version, in verified pieces of up to `piece` bytes. */
+  async *stream(name: string, version: number, piece = 1 << 20): AsyncGenerator<Uint8Array> {
+    const { source } = await this.openVersion(name, version);
+    for (let o = 0; o < source.size; o += piece) yield await source.read(o, Math.min(piece, source.size - o));
+  }
+
+  /** The whole bytes of a version (for small files and tests; `stream` for the rest). */
+  async bytes(name: string, version: number): Promise<Buffer> {
+    const parts: Uint8Array[] = [];
+    for await (const p of this.stream(name, version)) parts.push(p);
+    return Buffer.concat(parts);
+  }
+
+  // ---- writing ------------------------------------------------------------------------------
 
   /**
    * The sink for a push of `name` built on `basisVersion`: an interrupted upload of the same
-   * target (same Checksum List, basis, chunking and algorithm) is resumed where it stopped, otherwise a
-   * new version is started (see `create`).
+   * target (same Checksum List, basis, chunking and algorithm), suspended through any server,
+   * is resumed where it stopped; otherwise a new version is started (see `create`).
    */
-  sinkFor(name: string, basisVersion: number, params: ChunkParams, algo: number, expectLatest?: number): SinkFor {
-    const keyOf = (digest: Uint8Array) => [this.resumePrefix(name, basisVersion), Buffer.from(digest).toString('hex'), params.min, params.avg, params.max, params.op, params.every, algo].join('\0');
+  sinkFor(name: string, basisVersion: number, params: ChunkParams, algo: number, expectLatest?: number, client?: string): SinkFor {
+    const match = (digest: Uint8Array) => [basisVersion, Buffer.from(digest).toString('hex'), params.min, params.avg, params.max, params.op, params.every, algo].join(':');
+    const key = uploadsKey(this.user, name);
     return async ({ digest }) => {
-      const kept = digest && this.suspended.get(keyOf(digest));
-      if (kept) {
-        this.suspended.delete(keyOf(digest));
-        clearTimeout(kept.timer);
-        return { sink: kept.sink, held: kept.held };
-      }
-      const sink = await this.create(name, expectLatest);
-      sink.suspend = async (held) => {
-        const key = keyOf(held.digest);
-        await sink.flush();
-        if (this.suspended.size >= MAX_SUSPENDED) {
-          const [oldKey, old] = this.suspended.entries().next().value!;
-          this.suspended.delete(oldKey);
-          clearTimeout(old.timer);
-          await old.sink.abort();
-        }
-        const timer = setTimeout(() => {
-          this.suspended.delete(key);
-          void sink.abort();
-        }, this.resumeWindowMs);
-        timer.unref();
-        this.suspended.set(key, { sink, held, timer });
+      const kept = digest && (await claimUpload(this.backend, key, match(digest)));
+      const sink = this.create(name, expectLatest, client, kept || undefined);
+      sink.suspend = async (held: Held) => {
+        const state = await sink.state();
+        await suspendUpload(this.backend, key, match(held.digest), Date.now() + this.repo.settings.resumeWindowMs, { ...state, count: held.count, hashes: held.hashes, digest: held.digest });
       };
-      return { sink };
+      return kept ? { sink, held: { digest: kept.digest, count: kept.count, hashes: kept.hashes } } : { sink };
     };
   }
 
   /** Whether an interrupted upload of `name` built on `basisVersion` waits to be resumed: a
    *  new push of it then matches only once its whole Checksum List is known (its digest
    *  decides whether it resumes). */
-  holdsResumable(name: string, basisVersion: number): boolean {
-    const prefix = this.resumePrefix(name, basisVersion) + '\0';
-    for (const key of this.suspended.keys()) if (key.startsWith(prefix)) return true;
-    return false;
-  }
-
-  private resumePrefix(name: string, basisVersion: number) {
-    return `${name}\0${basisVersion}`;
+  holdsResumable(name: string, basisVersion: number): Promise<boolean> {
+    return holdsUpload(this.backend, uploadsKey(this.user, name), `${basisVersion}:`);
   }
 
   /** The stored file most similar to a target with these chunk FastFps, if any is similar enough. */
   async similar(fastfps: Uint32Array): Promise<{ name: string; version: number } | null> {
     if (fastfps.length < MIN_SHARED) return null;
-    if (!this.traits) {
-      const all = new Map<string, { version: number; traits: Uint32Array }>();
-      for (const f of await this.list()) all.set(f.name, { version: f.latest, traits: traitsOf((await this.readIndex(f.name, f.latest)).fastfps) });
-      this.traits ??= all;
+    if (!this.traits || Date.now() - this.traits.at > TRAITS_REFRESH_MS) {
+      const old = this.traits?.map;
+      const map = new Map<string, { index: string; traits: Uint32Array }>();
+      for (const f of await this.list()) {
+        try {
+          const e = await this.entry(f.name, f.latest);
+          const had = old?.get(f.name);
+          map.set(f.name, had?.index === e.index ? had : { index: e.index, traits: traitsOf((await this.repo.readIndex(e.index, f.name)).index.fastfps) });
+        } catch {
+          // a damaged index is no basis; it breaks nothing else
+        }
+      }
+      this.traits = { at: Date.now(), map };
     }
     const want = traitsOf(fastfps);
     let best: string | null = null;
     let bestShared = MIN_SHARED - 1;
-    for (const [name, t] of this.traits) {
+    for (const [name, t] of this.traits.map) {
       const n = sharedTraits(want, t.traits);
       if (n > bestShared) {
         bestShared = n;
@@ -357,283 +326,158 @@ export class Store {
     return best && version ? { name: best, version } : null;
   }
 
-  /** Aborts every interrupted upload (server shutdown). */
-  async dropSuspended() {
-    for (const { sink, timer } of this.suspended.values()) {
-      clearTimeout(timer);
-      await sink.abort();
-    }
-    this.suspended.clear();
-  }
-
-  /** Creates the directories and removes what a crash left behind. */
-  async open(): Promise<this> {
-    await fs.mkdir(this.filesDir, { recursive: true });
-    await fs.rm(path.join(this.root, 'tmp'), { recursive: true, force: true });
-    await fs.mkdir(path.join(this.root, 'tmp'), { recursive: true });
-    for (const d of await fs.readdir(this.filesDir)) {
-      const dir = path.join(this.filesDir, d);
-      const names = new Set(await fs.readdir(dir));
-      for (const f of names) {
-        const m = /^v(\d+)\.(dat|idx)$/.exec(f);
-        // a segment whose commit did not reach its .idx; a format-1 .idx (renamed in before
-        // its .dat) whose .dat never came; temporary files
-        const orphan =
-          (m && m[2] === 'dat' && !names.has(`v${m[1]}.idx`)) ||
-          (m && m[2] === 'idx' && !names.has(`v${m[1]}.dat`) && (await indexFormat(path.join(dir, f))) === 1) ||
-          f.startsWith('.tmp');
-        if (orphan) await fs.rm(path.join(dir, f), { force: true });
-      }
-    }
-    return this;
-  }
-
-  private get filesDir() {
-    return path.join(this.root, 'files');
-  }
-
-  private dir(name: string) {
-    return path.join(this.filesDir, encodeName(name));
-  }
-
-  /** Version numbers of `name`, ascending (empty if it does not exist). */
-  async versionNumbers(name: string): Promise<number[]> {
-    let entries: string[];
-    try {
-      entries = await fs.readdir(this.dir(name));
-    } catch {
-      return [];
-    }
-    return entries
-      .map((f) => /^v(\d+)\.idx$/.exec(f))
-      .filter((m): m is RegExpExecArray => !!m)
-      .map((m) => Number(m[1]))
-      .sort((a, b) => a - b);
-  }
-
-  async latest(name: string): Promise<number> {
-    const v = await this.versionNumbers(name);
-    return v.length ? v[v.length - 1] : 0;
-  }
-
-  async versions(name: string): Promise<VersionInfo[]> {
-    const out: VersionInfo[] = [];
-    for (const v of await this.versionNumbers(name)) {
-      const st = await fs.stat(this.indexPath(name, v));
-      const ix = await this.readIndex(name, v);
-      out.push({ version: v, size: ix.size, mtime: st.mtime.toISOString(), root: Buffer.from(ix.root).toString('hex'), algo: ix.algo });
-    }
-    return out;
-  }
-
-  async list(): Promise<FileInfo[]> {
-    const out: FileInfo[] = [];
-    for (const d of (await fs.readdir(this.filesDir)).sort()) {
-      let name: string;
-      try {
-        name = await fs.readFile(path.join(this.filesDir, d, 'name'), 'utf8');
-      } catch {
-        continue;
-      }
-      const vs = await this.versionNumbers(name);
-      if (!vs.length) continue;
-      const latest = vs[vs.length - 1];
-      const st = await fs.stat(this.indexPath(name, latest));
-      out.push({ name, latest, size: (await this.readIndex(name, latest)).size, versions: vs.length, mtime: st.mtime.toISOString() });
-    }
-    return out.sort((a, b) => a.name.localeCompare(b.name));
-  }
-
-  /** The version's chunk index and layout file. */
-  indexPath(name: string, version: number) {
-    return path.join(this.dir(name), `v${version}.idx`);
-  }
-
-  async readVersion(name: string, version: number): Promise<{ index: ChunkIndex; layout: Layout }> {
-    return decodeVersion(await fs.readFile(this.indexPath(name, version)), `${encodeName(name)}/v${version}.dat`);
-  }
-
-  async readIndex(name: string, version: number): Promise<ChunkIndex> {
-    return (await this.readVersion(name, version)).index;
-  }
-
-  /** Opens a version for reading; `close` it when done. */
-  async openVersion(name: string, version: number): Promise<{ source: VersionSource; close: () => Promise<void> }> {
-    let layout: Layout;
-    try {
-      layout = (await this.readVersion(name, version)).layout;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw new ProtocolError(ErrorCode.NotFound, `${name} has no version ${version}`);
-      throw e;
-    }
-    const source = new VersionSource(this.filesDir, layout);
-    return { source, close: () => source.close() };
-  }
-
-  /** The bytes of a version, in pieces of up to `piece` bytes. */
-  async *stream(name: string, version: number, piece = 1 << 20): AsyncGenerator<Uint8Array> {
-    const { source, close } = await this.openVersion(name, version);
-    try {
-      for (let o = 0; o < source.size; o += piece) yield await source.read(o, Math.min(piece, source.size - o));
-    } finally {
-      await close();
-    }
-  }
-
-  /** The whole bytes of a version (for small files and tests; `stream` for the rest). */
-  async bytes(name: string, version: number): Promise<Buffer> {
-    const parts: Uint8Array[] = [];
-    for await (const p of this.stream(name, version)) parts.push(p);
-    return Buffer.concat(parts);
-  }
-
   /**
    * Starts writing a new version of `name`. `expectLatest`, if given, is the version the writer
    * built on: the commit fails with StaleBasis if another commit landed since. Written bytes go
-   * to the new version's segment; bytes copied from a stored version are referenced, not copied.
+   * to new segments; bytes copied from a stored version are referenced, not copied. `resume`:
+   * an interrupted upload's state to continue.
    */
-  async create(name: string, expectLatest?: number): Promise<Sink & { flush(): Promise<void> }> {
-    const tmp = path.join(this.root, 'tmp', `${Date.now()}-${randomBytes(6).toString('hex')}`);
-    const fh = await fs.open(tmp, 'wx');
-    let closed = false;
-    // segments[0] is the new version's own, named at commit when its number is known
-    const layout: Layout = { segments: [''], extents: [] };
-    const segIndex = new Map<string, number>();
-    let segSize = 0;
+  create(name: string, expectLatest?: number, client?: string, resume?: UploadState): Sink & { state(): Promise<Omit<UploadState, 'count' | 'hashes' | 'digest'>> } {
+    const backend = this.backend;
+    const layout: Layout = resume ? structuredClone(resume.layout) : { segments: [], extents: [] };
+    const own: string[] = resume ? [...resume.own] : [];
+    let written = resume?.written ?? 0;
+    const segIndex = new Map<string, number>(layout.segments.map((s, k) => [s, k]));
+    // the segment being filled: its index in layout.segments, its bytes so far
+    let cur = -1;
+    let buf = new Uint8Array(0);
+    // the gc epoch this upload began in (guardCommit)
+    const epoch = gcEpoch(this.repo);
+    epoch.catch(() => {}); // awaited, with its error, by the commit
+    let used = 0;
     const append = (seg: number, offset: number, length: number) => {
       const last = layout.extents[layout.extents.length - 1];
       if (last && last.seg === seg && last.offset + last.length === offset) last.length += length;
       else layout.extents.push({ seg, offset, length });
     };
-    // Chunks arrive a few KiB at a time; gather them into large writes (one system call and
-    // one promise per MiB instead of per chunk).
-    const buf = Buffer.allocUnsafe(WRITE_BUFFER);
-    let used = 0;
-    // Written bytes are flushed to disk in the background every SYNC_EVERY bytes, so that the
-    // commit's fsync does not find a large upload's every byte still to write.
-    let unsynced = 0;
-    let syncing: Promise<void> | null = null;
-    const writeAll = async (b: Uint8Array) => {
-      for (let done = 0; done < b.length; ) done += (await fh.write(b, done, b.length - done)).bytesWritten;
-      unsynced += b.length;
-      if (unsynced >= SYNC_EVERY && !syncing) {
-        unsynced = 0;
-        const p: Promise<void> = fh.datasync().finally(() => {
-          if (syncing === p) syncing = null;
-        });
-        p.catch(() => {}); // awaited, with its error, by the commit
-        syncing = p;
-      }
-    };
     const flush = async () => {
-      if (used) await writeAll(buf.subarray(0, used));
+      if (cur < 0 || used === 0) return;
+      await backend.putIfAbsent(segmentKey(layout.segments[cur]), buf.subarray(0, used));
+      cur = -1;
       used = 0;
     };
-    const close = async () => {
-      if (!closed) {
-        closed = true;
-        await fh.close();
+    const write = async (bytes: Uint8Array) => {
+      for (let o = 0; o < bytes.length; ) {
+        if (cur < 0) {
+          const id = newSegmentId();
+          own.push(id);
+          cur = layout.segments.push(id) - 1;
+          segIndex.set(id, cur);
+        }
+        const n = Math.min(bytes.length - o, SEGMENT_BYTES - used);
+        if (used + n > buf.length) {
+          const grown = new Uint8Array(Math.min(SEGMENT_BYTES, Math.max(64 << 10, 2 * buf.length, used + n)));
+          grown.set(buf.subarray(0, used));
+          buf = grown;
+        }
+        buf.set(bytes.subarray(o, o + n), used);
+        append(cur, used, n);
+        used += n;
+        written += n;
+        o += n;
+        if (used === SEGMENT_BYTES) await flush();
       }
     };
-    const write = async (bytes: Uint8Array) => {
-      if (!bytes.length) return;
-      append(0, segSize, bytes.length);
-      segSize += bytes.length;
-      if (used + bytes.length > WRITE_BUFFER) await flush();
-      if (bytes.length >= WRITE_BUFFER) return writeAll(bytes);
-      buf.set(bytes, used);
-      used += bytes.length;
+    const dropOwn = async () => {
+      for (const id of own) await backend.delete(segmentKey(id)).catch(() => {});
     };
     return {
       write,
       copy: async (from, offset, length) => {
-        if (!(from instanceof VersionSource) || from.filesDir !== this.filesDir) return write(await from.read(offset, length));
+        if (!(from instanceof VersionSource) || from.backend !== backend) return write(await from.read(offset, length));
         for (const piece of from.slice(offset, length)) {
           let seg = segIndex.get(piece.segment);
           if (seg === undefined) segIndex.set(piece.segment, (seg = layout.segments.push(piece.segment) - 1));
           append(seg, piece.offset, piece.length);
         }
       },
-      flush,
+      state: async () => {
+        await flush();
+        return { layout: structuredClone(layout), written, own: [...own] };
+      },
       commit: async (index) => {
         await flush();
-        await syncing;
-        await fh.sync();
-        await close();
-        return this.withLock(name, async () => {
-          const latest = await this.latest(name);
-          if (expectLatest !== undefined && latest !== expectLatest) {
-            throw new ProtocolError(ErrorCode.StaleBasis, `${name} is at version ${latest}, not ${expectLatest}: sync again against the latest version`);
+        const body = encodeVersion(index, layout);
+        const id = sha256hex(body);
+        const root = Buffer.from(index.root).toString('hex');
+        let indexWritten = false;
+        const { version, unchanged } = await this.update(name, async (h) => {
+          const vs = h?.versions ?? [];
+          const last = vs[vs.length - 1];
+          const latest = last?.version ?? 0;
+          if (expectLatest !== undefined && latest !== expectLatest) throw stale(name, latest, expectLatest);
+          if (last && last.root === root && last.algo === index.algo) return { head: null, result: { version: latest, unchanged: true } };
+          if (!indexWritten) {
+            await backend.putIfAbsent(indexKey(id), body);
+            indexWritten = true;
           }
-          const v = latest + 1;
-          const dir = this.dir(name);
-          if (latest === 0) {
-            await fs.mkdir(dir, { recursive: true });
-            await writeAtomic(path.join(dir, 'name'), Buffer.from(name, 'utf8'));
-          }
-          layout.segments[0] = `${encodeName(name)}/v${v}.dat`;
-          if (segSize) await fs.rename(tmp, path.join(dir, `v${v}.dat`));
-          else await fs.rm(tmp, { force: true });
-          await writeAtomic(this.indexPath(name, v), encodeVersion(index, layout));
-          await syncDir(dir);
-          this.traits?.set(name, { version: v, traits: traitsOf(index.fastfps) });
-          return v;
-        });
+          const next = h?.next ?? 1;
+          const entry: VersionEntry = { version: next, index: id, size: index.size, mtime: new Date().toISOString(), root, algo: index.algo, change: written, ...(client && { client }) };
+          const versions = applyRetention([...vs, entry], this.repo.settings);
+          const refs = [indexKey(id), ...layout.segments.map(segmentKey)];
+          return { head: { name, next: next + 1, versions }, result: { version: next, unchanged: false }, refs };
+        }, await epoch);
+        if (unchanged) await dropOwn();
+        else this.traits?.map.set(name, { index: id, traits: traitsOf(index.fastfps) });
+        return version;
       },
       abort: async () => {
-        await close();
-        await fs.rm(tmp, { force: true });
+        cur = -1;
+        used = 0;
+        await dropOwn();
       },
     };
   }
 
-  /** Runs `fn` with the per-name commit lock held (one process owns a data directory). */
-  private async withLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
-    const prev = this.locks.get(name) ?? Promise.resolve();
-    let release!: () => void;
-    const mine = new Promise<void>((r) => (release = r));
-    const chained = prev.then(() => mine);
-    this.locks.set(name, chained);
-    await prev;
-    try {
-      return await fn();
-    } finally {
-      release();
-      if (this.locks.get(name) === chained) this.locks.delete(name);
-    }
-  }
-}
+  // ---- metadata changes (no bytes move) -----------------------------------------------------
 
-/** Writes a file via a fsynced temporary and rename, so readers see the old or the new bytes. */
-async function writeAtomic(file: string, data: Buffer) {
-  const tmp = path.join(path.dirname(file), `.tmp-${randomBytes(6).toString('hex')}`);
-  const fh = await fs.open(tmp, 'wx');
-  try {
-    await fh.writeFile(data);
-    await fh.sync();
-  } finally {
-    await fh.close();
+  /** Removes one version, or the whole file (every version). Its version numbers are never
+   *  reused. Returns the versions removed. */
+  async remove(name: string, version?: number): Promise<number[]> {
+    return this.update(name, (h) => {
+      const vs = h?.versions ?? [];
+      const gone = version === undefined ? vs : vs.filter((v) => v.version === version);
+      if (!gone.length) throw version === undefined ? new ProtocolError(ErrorCode.NotFound, `${name} does not exist`) : noVersion(name, version);
+      return { head: { ...h!, versions: vs.filter((v) => !gone.includes(v)) }, result: gone.map((v) => v.version) };
+    });
   }
-  await fs.rename(tmp, file);
-}
 
-/** The format byte of an index file (0 if unreadable). */
-async function indexFormat(file: string): Promise<number> {
-  const fh = await fs.open(file, constants.O_RDONLY);
-  try {
-    const head = Buffer.alloc(5);
-    await fh.read(head, 0, 5, 0);
-    return head.readUInt32LE(0) === INDEX_MAGIC ? head[4] : 0;
-  } finally {
-    await fh.close();
+  /** Adds a new version of `name` with the bytes of `version` (the same index). */
+  async restore(name: string, version: number): Promise<number> {
+    const epoch = await gcEpoch(this.repo);
+    return this.update(
+      name,
+      async (h) => {
+        const old = h?.versions.find((v) => v.version === version);
+        if (!h || !old) throw noVersion(name, version);
+        const entry: VersionEntry = { ...old, version: h.next, mtime: new Date().toISOString(), change: 0 };
+        return { head: { ...h, next: h.next + 1, versions: applyRetention([...h.versions, entry], this.repo.settings) }, result: h.next, refs: await this.refsOf([old]) };
+      },
+      epoch,
+    );
   }
-}
 
-async function syncDir(dir: string) {
-  const fh = await fs.open(dir, constants.O_RDONLY);
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
+  /**
+   * Moves every version of `from` to `to`, which must not exist (or have no versions left):
+   * `to` gets them under new numbers (its own, never reused), then `from` is removed. A crash
+   * between the two leaves both names, never neither.
+   */
+  async rename(from: string, to: string): Promise<void> {
+    if (from === to) return;
+    const epoch = await gcEpoch(this.repo);
+    const src = await this.head(from);
+    if (!src?.versions.length) throw new ProtocolError(ErrorCode.NotFound, `${from} does not exist`);
+    const refs = await this.refsOf(src.versions);
+    await this.update(
+      to,
+      (h) => {
+        if (h?.versions.length) throw new ProtocolError(ErrorCode.Inconsistent, `${to} exists`);
+        let next = h?.next ?? 1;
+        const versions = src.versions.map((v) => ({ ...v, version: next++ }));
+        return { head: { name: to, next, versions }, result: undefined, refs };
+      },
+      epoch,
+    );
+    await this.update(from, (h) => ({ head: h && { ...h, versions: h.versions.filter((v) => !src.versions.some((s) => s.version === v.version)) }, result: undefined }));
   }
 }

@@ -165,7 +165,7 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
         // An interrupted upload of this name waiting to be resumed: match once the whole list
         // is in, whose digest says whether this push resumes it (not with a known basis: the
         // sender sends Copies, not its whole list first).
-        const wholeList = !known && store.holdsResumable(name, latest);
+        const wholeList = !known && (await store.holdsResumable(name, latest));
         const out = await receiveTarget(conn, hello.params, hello.algo, basis, sinkFor, {
           limits,
           resultExtra: extra,

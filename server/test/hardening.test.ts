@@ -1,7 +1,8 @@
 // Accounts, names, limits, concurrent writers, disconnects and resumed uploads, against a real
 // server on a loopback port.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { unreferenced } from '../src/store/gc.ts';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -163,14 +164,17 @@ test('concurrent writers: both stored as versions without a claim, one refused a
     assert.deepEqual([ra.version, rb.version].sort(), [2, 3]);
     assert.deepEqual(await s.stored('shared.doc', ra.version), Buffer.from(a));
     assert.deepEqual(await s.stored('shared.doc', rb.version), Buffer.from(b));
-    // both claim to edit version 3: exactly one wins, the other is told it is stale
-    const results = await Promise.allSettled([pushBytes(s, 'shared.doc', a, { basisVersion: 3 }), pushBytes(s, 'shared.doc', b, { basisVersion: 3 })]);
+    // both claim to edit version 3 (with new content: content equal to the latest would be
+    // unchanged, no commit): exactly one wins, the other is told it is stale
+    const a2 = applyEdits(a, new Rng(3), { kind: 'insert', total: 512 });
+    const b2 = applyEdits(b, new Rng(4), { kind: 'insert', total: 512 });
+    const results = await Promise.allSettled([pushBytes(s, 'shared.doc', a2, { basisVersion: 3 }), pushBytes(s, 'shared.doc', b2, { basisVersion: 3 })]);
     const won = results.filter((r) => r.status === 'fulfilled');
     const lost = results.filter((r) => r.status === 'rejected') as PromiseRejectedResult[];
     assert.equal(won.length, 1);
     assert.equal(lost.length, 1);
     assert.ok(lost[0].reason instanceof RemoteError && lost[0].reason.code === ErrorCode.StaleBasis);
-    const winner = results[0].status === 'fulfilled' ? a : b;
+    const winner = results[0].status === 'fulfilled' ? a2 : b2;
     assert.deepEqual(await s.stored('shared.doc'), Buffer.from(winner));
     assert.equal((await (await s.storeOf('local')).versionNumbers('shared.doc')).length, 4);
   } finally {
@@ -242,7 +246,7 @@ test('hostile Verdicts and Delta Bytes: each is refused as Inconsistent and noth
     const store = await s.storeOf('local');
     assert.equal(await store.latest('kept'), 1);
     assert.equal(await store.latest('new'), 0);
-    assert.deepEqual(readdirSync(path.join(s.data, 'ns/local/tmp')), []);
+    assert.deepEqual(await unreferenced(s.repo), [], 'nothing left behind but versions and resumable uploads');
   } finally {
     await s.stop();
   }
@@ -263,7 +267,7 @@ test('a client that disconnects mid-phase frees its session at once', async () =
     await new Promise((r) => setTimeout(r, 100));
     m = (await (await fetch(`${s.url}/api/metrics`)).json()) as { connections: number };
     assert.equal(m.connections, 0);
-    assert.deepEqual(readdirSync(path.join(s.data, 'ns/local/tmp')), []);
+    assert.deepEqual(await unreferenced(s.repo), [], 'nothing left behind but versions and resumable uploads');
   } finally {
     await s.stop();
   }
@@ -314,7 +318,7 @@ test('a connection cut mid-upload: the client retries and the server resumes wit
     const done = logs.find((e) => e.op === 'push' && e.version === 1)!;
     assert.ok((done.resumedChunks as number) > 50, JSON.stringify(logs));
     assert.equal(rep.version, 1);
-    assert.deepEqual(readdirSync(path.join(s.data, 'ns/local/tmp')), []);
+    assert.deepEqual(await unreferenced(s.repo), [], 'nothing left behind but versions and resumable uploads');
 
     // An edit of the stored file: the server matches its Checksum List as it arrives. The proxy
     // holds the client's bytes until the whole list is out, so that the list arrives before the
@@ -340,7 +344,7 @@ test('a connection cut mid-upload: the client retries and the server resumes wit
     const done2 = logs.find((e) => e.op === 'push' && e.version === 2)!;
     assert.ok((done2.resumedChunks as number) > 50, JSON.stringify(logs));
     assert.ok(rep2.literalBytes < 6_100_000, `literal ${rep2.literalBytes}`);
-    assert.deepEqual(readdirSync(path.join(s.data, 'ns/local/tmp')), []);
+    assert.deepEqual(await unreferenced(s.repo), [], 'nothing left behind but versions and resumable uploads');
   } finally {
     proxy.close();
     await s.stop();
@@ -445,7 +449,7 @@ test('hostile pushes against a known basis: refused with a clear code, nothing s
     assert.deepEqual(await s.stored('k'), Buffer.from(b));
     const store = await s.storeOf('local');
     assert.equal(await store.latest('k'), 2);
-    assert.deepEqual(readdirSync(path.join(s.data, 'ns/local/tmp')), []);
+    assert.deepEqual(await unreferenced(s.repo), [], 'nothing left behind but versions and resumable uploads');
   } finally {
     await s.stop();
   }

@@ -1,49 +1,58 @@
 // The store keeps what a version shares with its basis by reference: a small edit of a large
-// file costs a segment the size of the Delta Bytes, every version still reads back exactly,
-// and data directories written before layouts existed (format 1) still work.
+// file costs segments the size of the Delta Bytes, every version still reads back exactly; the
+// name → key mapping is injective; the local backend's heads are compare-and-swap.
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { strong_hash } from '../../shared/src/wasm.ts';
-import { hashLength } from '../../shared/src/protocol.ts';
 import { Rng, applyEdits, fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
-import { loadConfig } from '../src/config.ts';
-import { startServer } from '../src/server.ts';
-import { encodeName, encodeVersion, fileSource } from '../src/store.ts';
+import { fileSource } from '../src/store.ts';
 import { bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
 import { DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
 import { open } from 'node:fs/promises';
-import { download } from './trials.ts';
+import { decodeName, encodeName, fileHeadKey } from '../src/store/keys.ts';
+import { localBackend } from '../src/store/local.ts';
+import { createHash } from 'node:crypto';
+import { download, versionsOf } from './trials.ts';
 import { type TestServer, pullBytes, pushBytes, testServer } from './helpers.ts';
 
 let server: TestServer;
 before(async () => (server = await testServer()));
 after(() => server.stop());
 
-const segment = (name: string, v: number) => path.join(server.data, 'ns/local/files', encodeName(name), `v${v}.dat`);
+/** Bytes in every segment of the store. */
+async function segmentBytes(s: TestServer) {
+  let n = 0;
+  for await (const e of s.repo.backend.list('data/')) n += e.size;
+  return n;
+}
 
 test('a small edit of a large file stores only its Delta Bytes; every version reads back exactly', async () => {
   const r = new Rng(5);
   const versions = [fastRandomBytes(5, 8 << 20)];
+  const store = await server.storeOf('local');
   await pushBytes(server, 'big.bin', versions[0]);
-  assert.equal(statSync(segment('big.bin', 1)).size, 8 << 20);
+  assert.equal(await segmentBytes(server), 8 << 20);
   for (let k = 0; k < 6; k++) {
     const next = applyEdits(versions[versions.length - 1], r, { kind: (['cut', 'insert', 'inverse'] as const)[k % 3], total: 2048 });
+    const before = await segmentBytes(server);
     const report = await pushBytes(server, 'big.bin', next);
     versions.push(next);
     const v = versions.length;
+    assert.equal(report.version, v);
     // the new segment holds exactly the chunks sent as Delta Bytes (what refined chunks copy
     // from the basis included: the store keeps whole chunks)
     assert.ok(report.literalBytes > 0 && report.literalBytes < 1 << 20, `literal ${report.literalBytes}`);
-    assert.equal(statSync(segment('big.bin', v)).size, report.literalBytes + report.refinedBytes);
+    assert.equal((await segmentBytes(server)) - before, report.literalBytes + report.refinedBytes);
+    assert.equal((await store.versions('big.bin'))[v - 1].change, report.literalBytes + report.refinedBytes);
   }
-  // an identical re-push references everything and writes no segment
-  await pushBytes(server, 'big.bin', versions[versions.length - 1]);
-  assert.ok(!existsSync(segment('big.bin', versions.length + 1)));
-  versions.push(versions[versions.length - 1]);
-  const store = await server.storeOf('local');
+  // an identical re-push is unchanged: no new version, nothing stored
+  const before = await segmentBytes(server);
+  const same = await pushBytes(server, 'big.bin', versions[versions.length - 1]);
+  assert.equal(same.version, versions.length);
+  assert.equal(await segmentBytes(server), before);
+  assert.deepEqual(await versionsOf(server.url, 'big.bin'), versions.map((_, i) => i + 1));
   for (let v = 1; v <= versions.length; v++) {
     assert.deepEqual(await server.stored('big.bin', v), Buffer.from(versions[v - 1]), `version ${v}`);
     assert.equal((await store.versions('big.bin'))[v - 1].size, versions[v - 1].length);
@@ -58,50 +67,73 @@ test('a copy under a new name references the other file\'s segments', async () =
   const a = textBytes(8, 1 << 20);
   await pushBytes(server, 'orig.txt', a);
   const copy = applyEdits(a, new Rng(9), { kind: 'insert', total: 256 });
+  const before = await segmentBytes(server);
   const report = await pushBytes(server, 'orig (copy).txt', copy);
   assert.ok(report.literalBytes < 64 << 10);
-  assert.equal(statSync(segment('orig (copy).txt', 1)).size, report.literalBytes + report.refinedBytes);
+  assert.equal((await segmentBytes(server)) - before, report.literalBytes + report.refinedBytes);
   assert.deepEqual(await server.stored('orig (copy).txt'), Buffer.from(copy));
 });
 
-test('format-1 data (whole-file .dat, no layout) reads, serves as a basis, and crash leftovers are removed', async () => {
-  const data = mkdtempSync(path.join(tmpdir(), 'dsync-store-'));
-  const start = async () => {
-    const s = await startServer(loadConfig({ port: '0', host: '127.0.0.1', data }, {}));
-    return { ...s, wsUrl: s.url.replace('http', 'ws') + '/sync', store: await s.storeOf('local') };
-  };
+test('the name → key mapping is injective: a long name and the literal key of its old hash are two files', async () => {
+  const long = 'd/' + 'x'.repeat(250) + '.txt';
+  const old = 'h-' + createHash('sha256').update(long).digest('hex');
+  await pushBytes(server, long, textBytes(1, 5000));
+  await pushBytes(server, old, textBytes(2, 5000));
+  assert.deepEqual(await versionsOf(server.url, long), [1]);
+  assert.deepEqual(await versionsOf(server.url, old), [1]);
+  assert.deepEqual(await server.stored(long), Buffer.from(textBytes(1, 5000)));
+  assert.deepEqual(await server.stored(old), Buffer.from(textBytes(2, 5000)));
+  // every key decodes back to its name; a leaf is never a folder of another key
+  const r = new Rng(3);
+  for (let i = 0; i < 2000; i++) {
+    const name = Array.from({ length: 1 + r.int(700) }, () => String.fromCodePoint([0x61 + r.int(26), 0x2e, 0x2f, 0xe9, 0x1f600][r.int(5)])).join('');
+    const key = encodeName(name);
+    assert.equal(decodeName(key), name);
+    assert.ok(key.split('/').slice(0, -1).every((c) => c.length === 200 && !c.includes('.')) && key.endsWith('.f'));
+  }
+  assert.notEqual(fileHeadKey('u', 'a'), fileHeadKey('u', 'a/b').slice(0, fileHeadKey('u', 'a').length) + 'x');
+});
+
+test('local backend: put-if-absent writes once; a head changes only with its current tag', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-local-'));
   try {
-    // version 1 in the current format, its index then rewritten as format 1
-    let s = await start();
-    const v1 = textBytes(3, 300_000);
-    await pushBytes(s, 'old.txt', v1);
-    const { index } = await s.store.readVersion('old.txt', 1);
-    const H = hashLength(index.algo);
-    const full = encodeVersion(index, { segments: ['old%2Etxt/v1.dat'], extents: [{ seg: 0, offset: 0, length: v1.length }] });
-    const body = Buffer.from(full.subarray(0, 32 + H + index.lengths.length * (8 + H)));
-    body[4] = 1;
-    const dir = path.dirname(s.store.indexPath('old.txt', 1));
-    await s.close();
-    writeFileSync(path.join(dir, 'v1.idx'), Buffer.concat([body, strong_hash(index.algo, body)]));
-    // leftovers of an interrupted commit: a segment without its index (format 2), an index
-    // without its data (format 1)
-    writeFileSync(path.join(dir, 'v2.dat'), 'orphan segment');
-    writeFileSync(path.join(dir, 'v3.idx'), readFileSync(path.join(dir, 'v1.idx')));
-    s = await start();
-    try {
-      assert.ok(!existsSync(path.join(dir, 'v2.dat')) && !existsSync(path.join(dir, 'v3.idx')));
-      assert.deepEqual(await s.store.versionNumbers('old.txt'), [1]);
-      assert.deepEqual(await s.store.bytes('old.txt', 1), Buffer.from(v1));
-      const v2 = applyEdits(v1, new Rng(4), { kind: 'cut', total: 32 });
-      const report = await pushBytes(s, 'old.txt', v2);
-      assert.ok(report.literalBytes < 40_000);
-      assert.equal(statSync(path.join(dir, 'v2.dat')).size, report.literalBytes + report.refinedBytes);
-      assert.deepEqual(await s.store.bytes('old.txt', 2), Buffer.from(v2));
-    } finally {
-      await s.close();
-    }
+    const b = localBackend(dir);
+    assert.equal(await b.putIfAbsent('data/ab/x', Buffer.from('one')), true);
+    assert.equal(await b.putIfAbsent('data/ab/x', Buffer.from('two')), false);
+    assert.deepEqual(Buffer.from(await b.get('data/ab/x')), Buffer.from('one'));
+    assert.deepEqual(Buffer.from(await b.get('data/ab/x', { offset: 1, length: 5 })), Buffer.from('ne'));
+    assert.equal(await b.getHead('h'), null);
+    const t1 = await b.putHead('h', Buffer.from('1'), null);
+    assert.ok(t1);
+    assert.equal(await b.putHead('h', Buffer.from('x'), null), null);
+    const t2 = await b.putHead('h', Buffer.from('2'), t1);
+    assert.ok(t2);
+    // a stale tag loses, even though its generation was removed when t2 landed
+    assert.equal(await b.putHead('h', Buffer.from('stale'), t1), null);
+    const t3 = await b.putHead('h', Buffer.from('3'), t2);
+    assert.equal(await b.putHead('h', Buffer.from('stale'), t1), null);
+    assert.deepEqual(await b.getHead('h'), { body: Buffer.from('3'), tag: t3 });
+    // 20 writers racing on one head: every increment lands exactly once
+    await b.putHead('n', Buffer.from('0'), null);
+    await Promise.all(
+      Array.from({ length: 20 }, async () => {
+        for (;;) {
+          const cur = (await b.getHead('n'))!;
+          if (await b.putHead('n', Buffer.from(String(Number(Buffer.from(cur.body).toString()) + 1)), cur.tag)) return;
+        }
+      }),
+    );
+    assert.equal(Buffer.from((await b.getHead('n'))!.body).toString(), '20');
+    const keys = [];
+    for await (const e of b.list('')) keys.push(e.key);
+    assert.deepEqual(keys, ['data/ab/x', 'h', 'n']);
+    // a crash's temporary file is no key
+    writeFileSync(path.join(dir, 'data/ab/@tmp-dead'), 'x');
+    const again = [];
+    for await (const e of b.list('data/')) again.push(e.key);
+    assert.deepEqual(again, ['data/ab/x']);
   } finally {
-    rmSync(data, { recursive: true, force: true });
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 

@@ -1,0 +1,129 @@
+/**
+ * The REST routes over a user's files (server.ts mounts them under /api; the header there
+ * lists their shapes). Reads go through the store's verified sources: a damaged object is a
+ * clear error naming the file and version, and a download whose damage shows only after its
+ * headers went out is cut off (the client sees a truncated body and an error, never a crash).
+ */
+import path from 'node:path';
+import express from 'express';
+import { ErrorCode, ProtocolError } from '../../shared/src/protocol.ts';
+import { validateName } from './names.ts';
+import type { Store } from './store.ts';
+
+type Req = express.Request & { user?: string };
+type Handler = (req: Req, res: express.Response, store: Store) => Promise<void>;
+
+const STATUS: Partial<Record<number, number>> = { [ErrorCode.NotFound]: 404, [ErrorCode.StaleBasis]: 409, [ErrorCode.Inconsistent]: 409, [ErrorCode.Internal]: 500 };
+
+/** `version` from a query or body: a positive integer, or undefined when absent. */
+function versionOf(raw: unknown): number | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  const v = Number(raw);
+  if (!Number.isSafeInteger(v) || v < 1) throw new ProtocolError(ErrorCode.Malformed, `bad version ${JSON.stringify(raw)}`);
+  return v;
+}
+
+/** Resolves when `res` drains; rejects when the client goes away first. */
+function drained(res: express.Response): Promise<void> {
+  return new Promise((ok, fail) => {
+    const done = (e?: Error) => {
+      res.off('drain', onDrain);
+      res.off('close', onClose);
+      if (e) fail(e);
+      else ok();
+    };
+    const onDrain = () => done();
+    const onClose = () => done(new Error('the client went away'));
+    res.on('drain', onDrain);
+    res.on('close', onClose);
+  });
+}
+
+export function filesApi(storeOf: (user: string) => Promise<Store>, log: (e: Record<string, unknown>) => void): express.Router {
+  const r = express.Router();
+  const route = (fn: Handler) => async (req: Req, res: express.Response) => {
+    try {
+      await fn(req, res, await storeOf(req.user!));
+    } catch (e) {
+      const err = e as Error;
+      log({ error: 'http', path: req.path, message: err.message });
+      if (res.headersSent) return void res.destroy(err);
+      if (err instanceof ProtocolError) return void res.status(STATUS[err.code] ?? 400).json({ error: err.message });
+      res.status(500).json({ error: 'internal error' });
+    }
+  };
+  const nameOf = (raw: unknown) => validateName(typeof raw === 'string' ? raw : '');
+
+  r.get(
+    '/files',
+    route(async (_req, res, store) => void res.json(await store.list())),
+  );
+  r.get(
+    '/versions',
+    route(async (req, res, store) => {
+      const name = nameOf(req.query.name);
+      const v = await store.versions(name);
+      if (!v.length) throw new ProtocolError(ErrorCode.NotFound, `${name} does not exist`);
+      res.json(v);
+    }),
+  );
+  r.get(
+    '/download',
+    route(async (req, res, store) => {
+      const name = nameOf(req.query.name);
+      const version = versionOf(req.query.version) ?? (await store.latest(name));
+      if (!version) throw new ProtocolError(ErrorCode.NotFound, `${name} does not exist`);
+      const { source } = await store.openVersion(name, version);
+      // the first piece is read and verified before the headers: damage found there is a 500
+      const PIECE = 1 << 20;
+      let piece = await source.read(0, Math.min(PIECE, source.size));
+      res.setHeader('Content-Disposition', `attachment; filename*=UTF-8''${encodeURIComponent(path.basename(name))}`);
+      res.setHeader('Content-Type', 'application/octet-stream');
+      res.setHeader('Content-Length', String(source.size));
+      for (let o = 0; ; ) {
+        if (!res.write(piece)) await drained(res);
+        o += piece.length;
+        if (o >= source.size) break;
+        piece = await source.read(o, Math.min(PIECE, source.size - o));
+      }
+      res.end();
+    }),
+  );
+  r.delete(
+    '/files',
+    route(async (req, res, store) => {
+      const name = nameOf(req.query.name);
+      res.json({ removed: await store.remove(name, versionOf(req.query.version)) });
+    }),
+  );
+  r.post(
+    '/files/move',
+    express.json({ limit: '8kb' }),
+    route(async (req, res, store) => {
+      const { from, to } = (req.body ?? {}) as { from?: unknown; to?: unknown };
+      if (typeof from !== 'string' || typeof to !== 'string') throw new ProtocolError(ErrorCode.Malformed, 'move takes {from, to}');
+      if (from.endsWith('/') !== to.endsWith('/')) throw new ProtocolError(ErrorCode.Malformed, 'a folder moves to a folder: both end in "/", or neither');
+      if (!from.endsWith('/')) {
+        await store.rename(nameOf(from), nameOf(to));
+        return void res.json({ moved: 1 });
+      }
+      const src = nameOf(from.slice(0, -1)) + '/';
+      const dst = nameOf(to.slice(0, -1)) + '/';
+      const files = (await store.list()).filter((f) => f.name.startsWith(src));
+      if (!files.length) throw new ProtocolError(ErrorCode.NotFound, `no file under ${src}`);
+      for (const f of files) await store.rename(f.name, nameOf(dst + f.name.slice(src.length)));
+      res.json({ moved: files.length });
+    }),
+  );
+  r.post(
+    '/files/restore',
+    express.json({ limit: '8kb' }),
+    route(async (req, res, store) => {
+      const { name, version } = (req.body ?? {}) as { name?: unknown; version?: unknown };
+      const v = versionOf(version);
+      if (v === undefined) throw new ProtocolError(ErrorCode.Malformed, 'restore takes {name, version}');
+      res.json({ version: await store.restore(nameOf(name), v) });
+    }),
+  );
+  return r;
+}

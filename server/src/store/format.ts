@@ -1,0 +1,185 @@
+/**
+ * The bodies of the store's objects (docs/store.md, "Objects"): the version index (binary,
+ * content-addressed by its SHA-256) and the heads (JSON). Everything read is validated: a
+ * damaged or hostile object is a clear error, never a crash or a wrong answer.
+ */
+import { createHash } from 'node:crypto';
+import type { ChunkIndex } from '../../../shared/src/chunk-index.ts';
+import { ErrorCode, ProtocolError, hashLength } from '../../../shared/src/protocol.ts';
+import { INDEX_ID, SEGMENT_ID } from './keys.ts';
+
+const INDEX_MAGIC = 0x58495344; // "DSIX" little-endian
+const INDEX_FORMAT = 3;
+
+/** `length` bytes at `offset` of segment `seg` (an index into Layout.segments). */
+export interface Extent {
+  seg: number;
+  offset: number;
+  length: number;
+}
+/** Where a version's bytes are: its extents in file order, over segment ids (32 hex). */
+export interface Layout {
+  segments: string[];
+  extents: Extent[];
+}
+
+export const sha256hex = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
+
+const damaged = (why: string) => new ProtocolError(ErrorCode.Internal, `damaged store object: ${why}`);
+
+/** Serialises a version index: the chunk index and its layout. */
+export function encodeVersion(ix: ChunkIndex, layout: Layout): Buffer {
+  const H = hashLength(ix.algo);
+  const n = ix.lengths.length;
+  const buf = Buffer.alloc(32 + H + n * (8 + H) + 4 + 16 * layout.segments.length + 4 + 20 * layout.extents.length);
+  let o = buf.writeUInt32LE(INDEX_MAGIC, 0);
+  o = buf.writeUInt8(INDEX_FORMAT, o);
+  o = buf.writeUInt8(ix.algo, o);
+  o = buf.writeUInt8(ix.params.op, o);
+  o = buf.writeUInt8(ix.params.every, o);
+  o = buf.writeUInt32LE(ix.params.min, o);
+  o = buf.writeUInt32LE(ix.params.avg, o);
+  o = buf.writeUInt32LE(ix.params.max, o);
+  o = buf.writeBigUInt64LE(BigInt(ix.size), o);
+  o = buf.writeUInt32LE(n, o);
+  buf.set(ix.root, o);
+  o += H;
+  Buffer.from(ix.lengths.buffer, ix.lengths.byteOffset, 4 * n).copy(buf, o);
+  o += 4 * n;
+  Buffer.from(ix.fastfps.buffer, ix.fastfps.byteOffset, 4 * n).copy(buf, o);
+  o += 4 * n;
+  buf.set(ix.hashes, o);
+  o += n * H;
+  o = buf.writeUInt32LE(layout.segments.length, o);
+  for (const id of layout.segments) o += Buffer.from(id, 'hex').copy(buf, o);
+  o = buf.writeUInt32LE(layout.extents.length, o);
+  for (const e of layout.extents) {
+    o = buf.writeUInt32LE(e.seg, o);
+    o = buf.writeBigUInt64LE(BigInt(e.offset), o);
+    o = buf.writeBigUInt64LE(BigInt(e.length), o);
+  }
+  return buf;
+}
+
+/** Parses a version index (its SHA-256 is checked against its key by the caller). */
+export function decodeVersion(buf: Buffer): { index: ChunkIndex; layout: Layout } {
+  if (buf.length < 32 || buf.readUInt32LE(0) !== INDEX_MAGIC || buf[4] !== INDEX_FORMAT) throw damaged('version index: bad header');
+  try {
+    const algo = buf[5];
+    const H = hashLength(algo);
+    const params = { op: buf[6], every: buf[7], min: buf.readUInt32LE(8), avg: buf.readUInt32LE(12), max: buf.readUInt32LE(16) };
+    const size = Number(buf.readBigUInt64LE(20));
+    const n = buf.readUInt32LE(28);
+    let o = 32 + H;
+    if (buf.length < o + n * (8 + H)) throw damaged('version index: truncated');
+    const copy = (at: number, len: number) => new Uint8Array(buf.subarray(at, at + len));
+    const lengths = new Uint32Array(copy(o, 4 * n).buffer);
+    const fastfps = new Uint32Array(copy(o + 4 * n, 4 * n).buffer);
+    const hashes = copy(o + 8 * n, n * H);
+    o += n * (8 + H);
+    let sum = 0;
+    for (const l of lengths) sum += l;
+    if (sum !== size) throw damaged('version index: chunk lengths do not add up to the size');
+    const segments: string[] = [];
+    const nSegs = buf.readUInt32LE(o);
+    o += 4;
+    if (buf.length < o + 16 * nSegs) throw damaged('version index: truncated');
+    for (let k = 0; k < nSegs; k++, o += 16) segments.push(buf.toString('hex', o, o + 16));
+    const nExtents = buf.readUInt32LE(o);
+    o += 4;
+    if (buf.length !== o + 20 * nExtents) throw damaged('version index: wrong length');
+    const extents: Extent[] = [];
+    let total = 0;
+    for (let k = 0; k < nExtents; k++, o += 20) {
+      const e = { seg: buf.readUInt32LE(o), offset: Number(buf.readBigUInt64LE(o + 4)), length: Number(buf.readBigUInt64LE(o + 12)) };
+      if (e.seg >= segments.length || e.length === 0 || !Number.isSafeInteger(e.offset + e.length)) throw damaged('version index: bad extent');
+      extents.push(e);
+      total += e.length;
+    }
+    if (total !== size) throw damaged('version index: the layout does not add up to the file');
+    return { index: { params, algo, size, lengths, fastfps, hashes, root: copy(32, H) }, layout: { segments, extents } };
+  } catch (e) {
+    throw e instanceof ProtocolError && e.message.startsWith('damaged') ? e : damaged(`version index: ${(e as Error).message}`);
+  }
+}
+
+/** One live version in a file head. */
+export interface VersionEntry {
+  version: number;
+  /** the version index's id (SHA-256 hex of its body) */
+  index: string;
+  size: number;
+  /** commit time, ISO 8601 */
+  mtime: string;
+  /** hex of the root hash, and its algorithm */
+  root: string;
+  algo: number;
+  /** bytes this version added to the store (its own segments) */
+  change: number;
+  /** the client that pushed it, when it said */
+  client?: string;
+}
+
+/** A file head: the name, the next version number (never reused), the live versions. */
+export interface FileHead {
+  name: string;
+  next: number;
+  versions: VersionEntry[];
+}
+
+/** One interrupted upload kept for resuming (docs/store.md, "Uploads"). */
+export interface UploadEntry {
+  /** what a resuming push must match: basis version, list digest, chunking, algorithm */
+  key: string;
+  /** ms since the epoch after which the upload is dropped */
+  expires: number;
+  /** the id of the upload's state object (stored as a segment, uploads.ts) */
+  state: string;
+}
+export interface UploadsHead {
+  uploads: UploadEntry[];
+}
+
+const isInt = (x: unknown, min = 0): x is number => Number.isSafeInteger(x) && (x as number) >= min;
+const isStr = (x: unknown): x is string => typeof x === 'string';
+
+/** Whether `l` is a well-formed layout (segment ids, extents within them). */
+export function checkLayout(l: any): l is Layout {
+  return (
+    !!l && Array.isArray(l.segments) && l.segments.every((s: unknown) => isStr(s) && SEGMENT_ID.test(s)) &&
+    Array.isArray(l.extents) && l.extents.every((e: any) => e && isInt(e.seg) && e.seg < l.segments.length && isInt(e.offset) && isInt(e.length, 1))
+  );
+}
+
+export function parseFileHead(body: Uint8Array, key: string): FileHead {
+  let h: any;
+  try {
+    h = JSON.parse(Buffer.from(body).toString('utf8'));
+  } catch {
+    throw damaged(`${key}: not JSON`);
+  }
+  const ok =
+    h && isStr(h.name) && isInt(h.next, 1) && Array.isArray(h.versions) &&
+    h.versions.every((v: any, i: number) =>
+      v && isInt(v.version, 1) && v.version < h.next && (i === 0 || v.version > h.versions[i - 1].version) &&
+      isStr(v.index) && INDEX_ID.test(v.index) && isInt(v.size) && isStr(v.mtime) && isStr(v.root) && /^[0-9a-f]+$/.test(v.root) &&
+      isInt(v.algo) && isInt(v.change) && (v.client === undefined || isStr(v.client)));
+  if (!ok) throw damaged(`${key}: not a file head`);
+  return h as FileHead;
+}
+
+export function parseUploadsHead(body: Uint8Array, key: string): UploadsHead {
+  let h: any;
+  try {
+    h = JSON.parse(Buffer.from(body).toString('utf8'));
+  } catch {
+    throw damaged(`${key}: not JSON`);
+  }
+  const ok =
+    h && Array.isArray(h.uploads) &&
+    h.uploads.every((u: any) => u && isStr(u.key) && isInt(u.expires) && isStr(u.state) && SEGMENT_ID.test(u.state));
+  if (!ok) throw damaged(`${key}: not an uploads head`);
+  return h as UploadsHead;
+}
+
+export const jsonBody = (x: unknown) => Buffer.from(JSON.stringify(x), 'utf8');

@@ -1,0 +1,204 @@
+/**
+ * Garbage collection by mark and sweep (docs/store.md, "Garbage collection"): what no file
+ * head and no interrupted upload references is garbage.
+ */
+import type { Repo } from '../store.ts';
+import { parseFileHead, parseUploadsHead } from './format.ts';
+import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
+import { GC_STATE, INDEX_ID, SEGMENT_ID } from './keys.ts';
+import { sweepTemporaries } from './local.ts';
+import { uploadRefs } from './uploads.ts';
+
+export interface Marks {
+  indexes: Set<string>;
+  segments: Set<string>;
+  /** heads or objects that could not be read (they keep what they may reference: nothing is
+   *  swept while any is unreadable) */
+  unreadable: string[];
+}
+
+/** Every index and segment a file head or an upload references, in every namespace. */
+export async function mark(repo: Repo): Promise<Marks> {
+  const b = repo.backend;
+  const m: Marks = { indexes: new Set(), segments: new Set(), unreadable: [] };
+  for await (const e of b.list('ns/')) {
+    const kind = e.key.split('/')[2];
+    try {
+      const got = await b.getHead(e.key);
+      if (!got) continue;
+      if (kind === 'files') {
+        for (const v of parseFileHead(got.body, e.key).versions) {
+          if (m.indexes.has(v.index)) continue;
+          m.indexes.add(v.index);
+          for (const s of (await repo.readIndex(v.index, `${e.key} version ${v.version}`)).layout.segments) m.segments.add(s);
+        }
+      } else if (kind === 'uploads') {
+        for (const u of parseUploadsHead(got.body, e.key).uploads) for (const s of await uploadRefs(b, u.state)) m.segments.add(s);
+      }
+    } catch (err) {
+      m.unreadable.push(`${e.key}: ${(err as Error).message}`);
+    }
+  }
+  return m;
+}
+
+/** Content objects no head references (keys), given marks. */
+export async function unreferencedBy(repo: Repo, m: Marks): Promise<{ key: string; size: number; modified: number }[]> {
+  const out = [];
+  for await (const e of repo.backend.list('data/')) {
+    const id = e.key.split('/')[2];
+    if (!(SEGMENT_ID.test(id) && m.segments.has(id))) out.push(e);
+  }
+  for await (const e of repo.backend.list('index/')) {
+    const id = e.key.split('/')[2];
+    if (!(INDEX_ID.test(id) && m.indexes.has(id))) out.push(e);
+  }
+  return out;
+}
+
+/** The keys of content objects nothing references (tests; gc sweeps them). */
+export async function unreferenced(repo: Repo): Promise<string[]> {
+  return (await unreferencedBy(repo, await mark(repo))).map((e) => e.key);
+}
+
+// ---- the collector and its protocol with commits -------------------------------------------
+
+/** The gc/state head. */
+export interface GcState {
+  epoch: number;
+  phase: 'idle' | 'condemned' | 'deleting';
+  /** keys of the content objects condemned (phase condemned) or being deleted */
+  candidates: string[];
+  /** ms since the epoch when the phase began */
+  since: number;
+}
+
+export interface GcOptions {
+  /** a content object younger than this is never a candidate (uploads in progress) */
+  minAgeMs: number;
+  /** the commit window W: a commit completes its head swap within W of reading gc/state */
+  windowMs: number;
+  /** a non-idle state older than this belongs to a collector that died: taken over */
+  staleMs: number;
+  log?: (e: Record<string, unknown>) => void;
+}
+export const GC_DEFAULTS: GcOptions = { minAgeMs: 24 * 3_600_000, windowMs: 30_000, staleMs: 10 * 60_000 };
+
+export interface GcReport {
+  /** objects and bytes deleted */
+  deleted: number;
+  bytes: number;
+  /** candidates a commit rescued */
+  rescued: number;
+  /** temporary files of crashed writers removed (local directory) */
+  temporaries: number;
+  ms: number;
+  /** why nothing was collected, when so */
+  skipped?: string;
+}
+
+const IDLE: GcState = { epoch: 0, phase: 'idle', candidates: [], since: 0 };
+
+export function parseGcState(body: Uint8Array | null): GcState {
+  if (!body) return IDLE;
+  const s = JSON.parse(Buffer.from(body).toString('utf8'));
+  const ok = s && Number.isSafeInteger(s.epoch) && ['idle', 'condemned', 'deleting'].includes(s.phase) && Array.isArray(s.candidates) && s.candidates.every((k: unknown) => typeof k === 'string' && /^(data|index)\/[0-9a-f]{2}\/[0-9a-f]+$/.test(k)) && Number.isFinite(s.since);
+  if (!ok) throw new Error('damaged store object: gc/state');
+  return s as GcState;
+}
+
+export async function readGcState(repo: Repo): Promise<{ state: GcState; tag: string | null }> {
+  const got = await repo.backend.getHead(GC_STATE);
+  return { state: parseGcState(got?.body ?? null), tag: got?.tag ?? null };
+}
+
+const body = (s: GcState) => Buffer.from(JSON.stringify(s));
+
+/**
+ * One collection: mark, condemn the unreferenced objects older than minAgeMs, wait the commit
+ * window (commits that reference a condemned object rescue it), mark again, delete what is
+ * still unreferenced, and return to idle with the next epoch (docs/store.md, "Garbage
+ * collection"). Another collector's live state makes this one skip; a stale one is taken over.
+ */
+export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<GcReport> {
+  const o = { ...GC_DEFAULTS, ...opts };
+  const t0 = Date.now();
+  const report: GcReport = { deleted: 0, bytes: 0, rescued: 0, temporaries: 0, ms: 0 };
+  const b = repo.backend;
+  let { state, tag } = await readGcState(repo);
+  if (state.phase !== 'idle' && Date.now() - state.since < o.staleMs) return { ...report, skipped: `another collector is ${state.phase} (since ${new Date(state.since).toISOString()})` };
+  if (state.phase === 'deleting') {
+    // a collector died while deleting: its candidates were confirmed garbage, finish them
+    for (const k of state.candidates) await b.delete(k);
+    report.deleted += state.candidates.length;
+  }
+  const first = await mark(repo);
+  if (first.unreadable.length) return { ...report, ms: Date.now() - t0, skipped: `unreadable heads or indexes (run check): ${first.unreadable.slice(0, 3).join('; ')}` };
+  const now = Date.now();
+  const condemned = (await unreferencedBy(repo, first)).filter((e) => now - e.modified >= o.minAgeMs);
+  const sizes = new Map(condemned.map((e) => [e.key, e.size]));
+  const epoch = state.epoch;
+  tag = await b.putHead(GC_STATE, body({ epoch, phase: 'condemned', candidates: condemned.map((e) => e.key), since: Date.now() }), tag);
+  if (!tag) return { ...report, ms: Date.now() - t0, skipped: 'another collector started' };
+  o.log?.({ gc: 'condemned', epoch, candidates: condemned.length });
+  await new Promise((r) => setTimeout(r, o.windowMs));
+  const second = await mark(repo);
+  // the candidates left after rescues, minus what the second mark found referenced
+  for (;;) {
+    const cur = await readGcState(repo);
+    if (cur.state.phase !== 'condemned' || cur.state.epoch !== epoch) return { ...report, ms: Date.now() - t0, skipped: 'taken over by another collector' };
+    const doomed = second.unreadable.length ? [] : cur.state.candidates.filter((k) => !isMarked(second, k));
+    report.rescued = condemned.length - cur.state.candidates.length;
+    const t = await b.putHead(GC_STATE, body({ epoch, phase: 'deleting', candidates: doomed, since: Date.now() }), cur.tag);
+    if (!t) continue; // a rescue landed meanwhile
+    for (const k of doomed) {
+      await b.delete(k);
+      report.deleted++;
+      report.bytes += sizes.get(k) ?? 0;
+    }
+    tag = t;
+    break;
+  }
+  await b.putHead(GC_STATE, body({ epoch: epoch + 1, phase: 'idle', candidates: [], since: Date.now() }), tag);
+  if (b.where.startsWith('dir ')) report.temporaries = await sweepTemporaries(b.where.slice(4), o.minAgeMs);
+  report.ms = Date.now() - t0;
+  o.log?.({ gc: 'done', ...report });
+  return report;
+}
+
+function isMarked(m: Marks, key: string) {
+  const [kind, , id] = key.split('/');
+  return kind === 'data' ? m.segments.has(id) : m.indexes.has(id);
+}
+
+/** A commit's part of the protocol: the gc state a session started under. */
+export async function gcEpoch(repo: Repo): Promise<number> {
+  return (await readGcState(repo)).state.epoch;
+}
+
+/**
+ * Called by a commit just before its head swap, with the keys of every content object the new
+ * head references. Rescues condemned ones; refuses (retryable) while they are being deleted;
+ * checks they exist if a collection ran since the session began. Returns the time by which the
+ * head swap must land (else the caller calls again).
+ */
+export async function guardCommit(repo: Repo, refs: string[], startEpoch: number, windowMs = GC_DEFAULTS.windowMs): Promise<number> {
+  for (;;) {
+    const readAt = Date.now();
+    const { state, tag } = await readGcState(repo);
+    if (state.phase !== 'idle') {
+      const set = new Set(state.candidates);
+      const hit = refs.filter((k) => set.has(k));
+      if (hit.length && state.phase === 'deleting') throw new ProtocolError(ErrorCode.Internal, 'the store is collecting garbage this version needs; push again');
+      if (hit.length) {
+        const hits = new Set(hit);
+        const t = await repo.backend.putHead(GC_STATE, body({ ...state, candidates: state.candidates.filter((k) => !hits.has(k)) }), tag);
+        if (!t) continue; // the state moved: look again
+      }
+    }
+    if (state.epoch > startEpoch) {
+      for (const k of refs) if ((await repo.backend.size(k)) === null) throw new ProtocolError(ErrorCode.Internal, `the store collected ${k}, which this version needs; push again`);
+    }
+    return readAt + windowMs;
+  }
+}

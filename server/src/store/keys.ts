@@ -1,0 +1,64 @@
+/**
+ * The store's keys (docs/store.md, "Keys"). Every key is built here.
+ *
+ *   data/<2 hex>/<32 hex>                   a segment: Delta Bytes (random id)
+ *   index/<2 hex>/<64 hex>                  a version index (SHA-256 of its body)
+ *   ns/<user>/files/<encoded name>          a file head
+ *   ns/<user>/uploads/<encoded name>        the interrupted uploads of a name (resume state)
+ *   gc/state                                the garbage collector's head
+ *
+ * A name is encoded injectively: every byte outside [A-Za-z0-9_-] becomes %XX (upper-case
+ * hex), the result is cut into components of exactly NAME_COMPONENT characters (the last one
+ * shorter), and the last gets the suffix ".f". No encoded character is '.', so a leaf (".f")
+ * is never a folder of another name's key, and decoding (drop ".f", join the components,
+ * undo %XX) is unique.
+ */
+import { randomBytes } from 'node:crypto';
+
+export const NAME_COMPONENT = 200;
+const LEAF = '.f';
+
+export function encodeName(name: string): string {
+  let out = '';
+  for (const b of Buffer.from(name, 'utf8')) {
+    const c = String.fromCharCode(b);
+    out += /[A-Za-z0-9_-]/.test(c) ? c : '%' + b.toString(16).toUpperCase().padStart(2, '0');
+  }
+  const parts: string[] = [];
+  for (let o = 0; o < out.length || o === 0; o += NAME_COMPONENT) parts.push(out.slice(o, o + NAME_COMPONENT));
+  return parts.join('/') + LEAF;
+}
+
+/** The name an encoded key suffix stands for, or null when it is not one `encodeName` makes. */
+export function decodeName(encoded: string): string | null {
+  if (!encoded.endsWith(LEAF)) return null;
+  const parts = encoded.slice(0, -LEAF.length).split('/');
+  if (parts.slice(0, -1).some((p) => p.length !== NAME_COMPONENT) || parts[parts.length - 1].length > NAME_COMPONENT) return null;
+  const flat = parts.join('');
+  if (!/^(?:[A-Za-z0-9_-]|%[0-9A-F]{2})*$/.test(flat)) return null;
+  const bytes = Buffer.from(flat.replace(/%([0-9A-F]{2})/g, (_, h: string) => String.fromCharCode(parseInt(h, 16))), 'latin1');
+  const name = bytes.toString('utf8');
+  return encodeName(name) === encoded ? name : null;
+}
+
+/** A user (namespace) as a key component: the same byte encoding, no cut. */
+export function encodeUser(user: string): string {
+  let out = '';
+  for (const b of Buffer.from(user, 'utf8')) {
+    const c = String.fromCharCode(b);
+    out += /[A-Za-z0-9_-]/.test(c) ? c : '%' + b.toString(16).toUpperCase().padStart(2, '0');
+  }
+  if (!out || out.length > NAME_COMPONENT) throw new Error(`user name ${JSON.stringify(user)} is empty or too long`);
+  return out;
+}
+
+export const SEGMENT_ID = /^[0-9a-f]{32}$/;
+export const INDEX_ID = /^[0-9a-f]{64}$/;
+
+export const newSegmentId = () => randomBytes(16).toString('hex');
+export const segmentKey = (id: string) => `data/${id.slice(0, 2)}/${id}`;
+export const indexKey = (id: string) => `index/${id.slice(0, 2)}/${id}`;
+export const nsPrefix = (user: string) => `ns/${encodeUser(user)}/`;
+export const fileHeadKey = (user: string, name: string) => `${nsPrefix(user)}files/${encodeName(name)}`;
+export const uploadsKey = (user: string, name: string) => `${nsPrefix(user)}uploads/${encodeName(name)}`;
+export const GC_STATE = 'gc/state';

@@ -1,0 +1,235 @@
+/**
+ * The local-directory backend (docs/store.md, "Local directory"): safe for any number of
+ * processes on one machine and against SIGKILL at any point, without locks.
+ *
+ *   <root>/<key>               a content object, written once: temporary file, fsync, link()
+ *                              to its name (EEXIST: it exists), fsync of the directory
+ *   <root>/<key>@h/<gen>       a head: one file per generation, the highest is current; the
+ *                              tag is the generation, and a compare-and-swap creates
+ *                              generation tag+1 exclusively (link, EEXIST: someone else won)
+ *   <dir>/@tmp-<random>        a temporary file ('@' is in no key): a crash may leave one,
+ *                              which gc removes once it is old (`sweepTemporaries`)
+ *
+ * Old generations are removed by the writer of a newer one. A writer whose tag is stale may
+ * recreate a removed old generation; it then sees a higher one and removes its own, so a
+ * reader, who takes the highest, never sees it.
+ */
+import { randomBytes } from 'node:crypto';
+import { constants, promises as fs } from 'node:fs';
+import path from 'node:path';
+import { type Backend, type ListEntry, NotFoundError } from './backend.ts';
+
+const HEAD_DIR = '@h';
+const TEMP = '@tmp-';
+
+const code = (e: unknown) => (e as NodeJS.ErrnoException).code;
+
+export function localBackend(root: string): Backend {
+  root = path.resolve(root);
+  const file = (key: string) => path.join(root, key);
+  const headDir = (key: string) => file(key) + HEAD_DIR;
+
+  /** Writes `body` to a new temporary file in `dir` (created if missing), fsynced. */
+  const temp = async (dir: string, body: Uint8Array) => {
+    await fs.mkdir(dir, { recursive: true });
+    const tmp = path.join(dir, TEMP + randomBytes(8).toString('hex'));
+    const fh = await fs.open(tmp, 'wx');
+    try {
+      await fh.writeFile(body);
+      await fh.sync();
+    } catch (e) {
+      await fh.close();
+      await fs.rm(tmp, { force: true });
+      throw e;
+    }
+    await fh.close();
+    return tmp;
+  };
+  /** Links `tmp` to `target`; false when `target` exists. Removes `tmp` either way. */
+  const linkIn = async (tmp: string, target: string) => {
+    try {
+      await fs.link(tmp, target);
+      return true;
+    } catch (e) {
+      if (code(e) === 'EEXIST') return false;
+      throw e;
+    } finally {
+      await fs.rm(tmp, { force: true });
+    }
+  };
+  const generations = async (key: string): Promise<number[]> => {
+    try {
+      return (await fs.readdir(headDir(key)))
+        .filter((f) => /^[1-9][0-9]*$/.test(f))
+        .map(Number)
+        .sort((a, b) => b - a);
+    } catch (e) {
+      if (code(e) === 'ENOENT') return [];
+      throw e;
+    }
+  };
+
+  const backend: Backend = {
+    where: `dir ${root}`,
+
+    async putIfAbsent(key, body) {
+      const target = file(key);
+      const tmp = await temp(path.dirname(target), body);
+      const made = await linkIn(tmp, target);
+      if (made) await syncDir(path.dirname(target));
+      return made;
+    },
+
+    async get(key, range) {
+      let fh;
+      try {
+        fh = await fs.open(file(key), constants.O_RDONLY);
+      } catch (e) {
+        if (code(e) === 'ENOENT' || code(e) === 'ENOTDIR') throw new NotFoundError(key);
+        throw e;
+      }
+      try {
+        const offset = range?.offset ?? 0;
+        const length = range ? range.length : (await fh.stat()).size - offset;
+        const buf = Buffer.allocUnsafe(Math.max(0, length));
+        let done = 0;
+        while (done < buf.length) {
+          const { bytesRead } = await fh.read(buf, done, buf.length - done, offset + done);
+          if (bytesRead === 0) break;
+          done += bytesRead;
+        }
+        return buf.subarray(0, done);
+      } finally {
+        await fh.close();
+      }
+    },
+
+    async size(key) {
+      try {
+        const st = await fs.stat(file(key));
+        return st.isFile() ? st.size : null;
+      } catch (e) {
+        if (code(e) === 'ENOENT' || code(e) === 'ENOTDIR') return null;
+        throw e;
+      }
+    },
+
+    async getHead(key) {
+      // a generation may be removed between the listing and the read: list again
+      for (;;) {
+        const [gen] = await generations(key);
+        if (gen === undefined) return null;
+        try {
+          return { body: await fs.readFile(path.join(headDir(key), String(gen))), tag: String(gen) };
+        } catch (e) {
+          if (code(e) !== 'ENOENT') throw e;
+        }
+      }
+    },
+
+    async putHead(key, body, tag) {
+      const gen = tag === null ? 1 : Number(tag) + 1;
+      if (!Number.isSafeInteger(gen) || gen < 1) throw new Error(`bad head tag ${tag}`);
+      const dir = headDir(key);
+      const tmp = await temp(dir, body);
+      if (!(await linkIn(tmp, path.join(dir, String(gen))))) return null;
+      const gens = await generations(key);
+      if (gens[0] > gen) {
+        // a stale tag recreated a removed generation: it was never current
+        await fs.rm(path.join(dir, String(gen)), { force: true });
+        return null;
+      }
+      await syncDir(dir);
+      for (const g of gens) if (g < gen) await fs.rm(path.join(dir, String(g)), { force: true });
+      return String(gen);
+    },
+
+    async *list(prefix, opts = {}) {
+      // the deepest directory wholly inside the prefix, walked in key order
+      const slash = prefix.lastIndexOf('/');
+      const base = slash < 0 ? '' : prefix.slice(0, slash + 1);
+      const out: ListEntry[] = [];
+      const walk = async (rel: string): Promise<void> => {
+        let entries;
+        try {
+          entries = await fs.readdir(path.join(root, rel), { withFileTypes: true });
+        } catch (e) {
+          if (code(e) === 'ENOENT' || code(e) === 'ENOTDIR') return;
+          throw e;
+        }
+        for (const d of entries) {
+          if (d.name.startsWith(TEMP)) continue;
+          const key = rel + d.name;
+          if (d.isDirectory() && d.name.endsWith(HEAD_DIR)) {
+            const k = key.slice(0, -HEAD_DIR.length);
+            if (!k.startsWith(prefix)) continue;
+            const [gen] = await generations(k);
+            if (gen === undefined) continue;
+            const st = await fs.stat(path.join(root, key, String(gen))).catch(() => null);
+            if (st) out.push({ key: k, size: st.size, modified: st.mtimeMs });
+          } else if (d.isDirectory()) {
+            if (prefix.startsWith(key + '/') || (key + '/').startsWith(prefix)) await walk(key + '/');
+          } else if (d.isFile() && key.startsWith(prefix)) {
+            const st = await fs.stat(path.join(root, key)).catch(() => null);
+            if (st) out.push({ key, size: st.size, modified: st.mtimeMs });
+          }
+        }
+      };
+      await walk(base);
+      out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+      let n = 0;
+      for (const e of out) {
+        if (opts.after !== undefined && e.key <= opts.after) continue;
+        if (opts.limit !== undefined && n++ >= opts.limit) return;
+        yield e;
+      }
+    },
+
+    async delete(key) {
+      await fs.rm(file(key), { force: true });
+      await fs.rm(headDir(key), { recursive: true, force: true });
+    },
+
+    async close() {},
+  };
+  return backend;
+}
+
+/**
+ * Removes temporary files older than `olderThanMs` (left by a crash; a live writer's are
+ * seconds old). Returns how many. Used by gc, never at start-up: other processes may be
+ * writing.
+ */
+export async function sweepTemporaries(root: string, olderThanMs: number): Promise<number> {
+  let n = 0;
+  const walk = async (dir: string): Promise<void> => {
+    let entries;
+    try {
+      entries = await fs.readdir(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const d of entries) {
+      const p = path.join(dir, d.name);
+      if (d.isDirectory()) await walk(p);
+      else if (d.name.startsWith(TEMP)) {
+        const st = await fs.stat(p).catch(() => null);
+        if (st && Date.now() - st.mtimeMs >= olderThanMs) {
+          await fs.rm(p, { force: true });
+          n++;
+        }
+      }
+    }
+  };
+  await walk(path.resolve(root));
+  return n;
+}
+
+async function syncDir(dir: string) {
+  const fh = await fs.open(dir, constants.O_RDONLY);
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}

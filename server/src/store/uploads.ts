@@ -1,0 +1,87 @@
+/**
+ * Interrupted uploads kept for resuming through any server (docs/store.md, "Uploads"). A
+ * suspended upload's state (its layout so far and the hashes of the chunks it holds) is an
+ * immutable object next to the segments; the name's uploads head lists those states with the
+ * key a resuming push must match and an expiry. Resuming claims an entry by removing it from
+ * the head (compare-and-swap), so two servers never resume one upload twice.
+ */
+import type { Backend } from './backend.ts';
+import { type Layout, type UploadsHead, checkLayout, jsonBody, parseUploadsHead } from './format.ts';
+import { SEGMENT_ID, newSegmentId, segmentKey } from './keys.ts';
+import { updateHead } from './heads.ts';
+import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
+
+/** Interrupted uploads kept per name; the oldest is dropped beyond this. */
+export const MAX_SUSPENDED = 8;
+
+export interface UploadState {
+  layout: Layout;
+  /** bytes in the upload's own segments (the last is full up to here) */
+  written: number;
+  /** segment ids the upload wrote itself */
+  own: string[];
+  count: number;
+  hashes: Uint8Array;
+  digest: Uint8Array;
+}
+
+const parseHead = (b: Uint8Array | null, key: string): UploadsHead => (b ? parseUploadsHead(b, key) : { uploads: [] });
+
+/** Stores `state` and lists it under `match` until `expires`; returns the state objects dropped. */
+export async function suspendUpload(backend: Backend, headKey: string, match: string, expires: number, state: UploadState): Promise<void> {
+  const id = newSegmentId();
+  await backend.putIfAbsent(
+    segmentKey(id),
+    jsonBody({ layout: state.layout, written: state.written, own: state.own, count: state.count, hashes: Buffer.from(state.hashes).toString('hex'), digest: Buffer.from(state.digest).toString('hex') }),
+  );
+  const dropped: string[] = [];
+  await updateHead(backend, headKey, (b) => {
+    const h = parseHead(b, headKey);
+    dropped.length = 0;
+    const now = Date.now();
+    const keep = h.uploads.filter((u) => u.key !== match && u.expires > now);
+    while (keep.length >= MAX_SUSPENDED) dropped.push(keep.shift()!.state);
+    for (const u of h.uploads) if (!keep.includes(u)) dropped.push(u.state);
+    keep.push({ key: match, expires, state: id });
+    return { body: jsonBody({ uploads: keep }), result: undefined };
+  });
+  // best effort: gc collects what a crash here leaves
+  for (const d of dropped) await dropState(backend, d).catch(() => {});
+}
+
+/** Claims the upload listed under `match`, if any: removed from the head, its state returned. */
+export async function claimUpload(backend: Backend, headKey: string, match: string): Promise<UploadState | null> {
+  const id = await updateHead(backend, headKey, (b) => {
+    if (!b) return { body: null, result: null };
+    const h = parseHead(b, headKey);
+    const u = h.uploads.find((x) => x.key === match && x.expires > Date.now());
+    if (!u) return { body: null, result: null };
+    return { body: jsonBody({ uploads: h.uploads.filter((x) => x !== u) }), result: u.state };
+  });
+  if (!id) return null;
+  const raw = JSON.parse(Buffer.from(await backend.get(segmentKey(id))).toString('utf8'));
+  await backend.delete(segmentKey(id));
+  const ok = raw && checkLayout(raw.layout) && Number.isSafeInteger(raw.written) && Number.isSafeInteger(raw.count) && Array.isArray(raw.own) && raw.own.every((s: unknown) => typeof s === 'string' && SEGMENT_ID.test(s)) && typeof raw.hashes === 'string' && typeof raw.digest === 'string';
+  if (!ok) throw new ProtocolError(ErrorCode.Internal, `damaged store object: upload state ${id}`);
+  return { layout: raw.layout, written: raw.written, own: raw.own, count: raw.count, hashes: Buffer.from(raw.hashes, 'hex'), digest: Buffer.from(raw.digest, 'hex') };
+}
+
+/** Whether an unexpired upload whose match key starts with `prefix` is listed. */
+export async function holdsUpload(backend: Backend, headKey: string, prefix: string): Promise<boolean> {
+  const got = await backend.getHead(headKey);
+  if (!got) return false;
+  const now = Date.now();
+  return parseHead(got.body, headKey).uploads.some((u) => u.key.startsWith(prefix) && u.expires > now);
+}
+
+/** The segment ids an upload state object references (the state object itself included). */
+export async function uploadRefs(backend: Backend, stateId: string): Promise<string[]> {
+  const raw = JSON.parse(Buffer.from(await backend.get(segmentKey(stateId))).toString('utf8'));
+  return [stateId, ...(raw?.layout?.segments ?? [])];
+}
+
+async function dropState(backend: Backend, id: string) {
+  const raw = JSON.parse(Buffer.from(await backend.get(segmentKey(id))).toString('utf8'));
+  for (const s of raw.own ?? []) if (SEGMENT_ID.test(s)) await backend.delete(segmentKey(s));
+  await backend.delete(segmentKey(id));
+}
