@@ -30,6 +30,7 @@ import { Auth, SESSION_COOKIE } from './auth.ts';
 import type { ServerConfig } from './config.ts';
 import { filesApi } from './files-api.ts';
 import { type Repo, type Store, openStore } from './store.ts';
+import { runGc } from './store/gc.ts';
 import { runConnection } from './sync.ts';
 
 export interface RunningServer {
@@ -47,6 +48,15 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
   const auth = new Auth(cfg.users, cfg.allowedOrigins.split(',').filter(Boolean));
   const repo = await openStore(cfg);
   const storeOf = async (user: string) => repo.ns(user);
+  // background garbage collection; safe with other processes' commits and collectors (gc.ts)
+  let collecting: Promise<unknown> | null = null;
+  const gcTimer = cfg.gcIntervalMs
+    ? setInterval(() => {
+        collecting ??= runGc(repo, { minAgeMs: cfg.gcMinAgeMs, windowMs: cfg.gcWindowMs, log })
+          .catch((e) => log({ gc: 'failed', message: (e as Error).message }))
+          .finally(() => (collecting = null));
+      }, cfg.gcIntervalMs).unref()
+    : null;
   const sessionsOf = new Map<string, number>();
   let connections = 0;
 
@@ -148,6 +158,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     repo,
     close: () =>
       new Promise<void>(async (resolve) => {
+        if (gcTimer) clearInterval(gcTimer);
         for (const c of [...wss.clients, ...wssRaw.clients]) c.terminate();
         wss.close();
         wssRaw.close();

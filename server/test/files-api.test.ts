@@ -1,0 +1,127 @@
+// Delete, move, restore and retention through the REST API of a real server; an unchanged push
+// stores nothing; `dsync rm` plus gc returns the store to what the kept versions need.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Rng, applyEdits, fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
+import { runGc, unreferenced } from '../src/store/gc.ts';
+import { type TestServer, pushBytes, testServer } from './helpers.ts';
+import { download, versionsOf } from './trials.ts';
+
+const api = (s: TestServer, method: string, path: string, body?: unknown) =>
+  fetch(`${s.url}/api/${path}`, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });
+const q = encodeURIComponent;
+
+async function storedBytes(s: TestServer) {
+  let n = 0;
+  for await (const e of s.repo.backend.list('data/')) n += e.size;
+  for await (const e of s.repo.backend.list('index/')) n += e.size;
+  return n;
+}
+
+test('delete a version or a file, move a file or a folder, restore a version: metadata only', async () => {
+  const s = await testServer();
+  try {
+    const v1 = textBytes(1, 300_000);
+    const v2 = applyEdits(v1, new Rng(1), { kind: 'insert', total: 500 });
+    const v3 = applyEdits(v2, new Rng(2), { kind: 'cut', total: 500 });
+    for (const v of [v1, v2, v3]) await pushBytes(s, 'docs/a.txt', v);
+    await pushBytes(s, 'docs/sub/b.txt', textBytes(2, 1000));
+    // delete version 2: 1 and 3 stay; numbers are never reused
+    let res = await api(s, 'DELETE', `files?name=${q('docs/a.txt')}&version=2`);
+    assert.deepEqual(await res.json(), { removed: [2] });
+    assert.deepEqual(await versionsOf(s.url, 'docs/a.txt'), [1, 3]);
+    assert.equal((await api(s, 'DELETE', `files?name=${q('docs/a.txt')}&version=2`)).status, 404);
+    assert.equal((await api(s, 'GET', `download?name=${q('docs/a.txt')}&version=2`)).status, 404);
+    // restore version 1 as a new version (4), without moving bytes
+    const before = await storedBytes(s);
+    res = await api(s, 'POST', 'files/restore', { name: 'docs/a.txt', version: 1 });
+    assert.deepEqual(await res.json(), { version: 4 });
+    assert.equal(await storedBytes(s), before);
+    assert.ok((await download(s.url, 'docs/a.txt')).equals(v1));
+    const versions = (await (await api(s, 'GET', `versions?name=${q('docs/a.txt')}`)).json()) as { version: number; change: number; size: number }[];
+    assert.deepEqual(versions.map((v) => v.version), [1, 3, 4]);
+    assert.equal(versions[2].change, 0);
+    assert.equal(versions[0].change, v1.length);
+    // a push after the deletion gets the next number, 5
+    assert.equal((await pushBytes(s, 'docs/a.txt', v2)).version, 5);
+    // move a file; a move onto an existing name is refused
+    assert.equal((await api(s, 'POST', 'files/move', { from: 'docs/a.txt', to: 'docs/sub/b.txt' })).status, 409);
+    res = await api(s, 'POST', 'files/move', { from: 'docs/a.txt', to: 'docs/c.txt' });
+    assert.deepEqual(await res.json(), { moved: 1 });
+    assert.deepEqual(await versionsOf(s.url, 'docs/a.txt'), []);
+    assert.deepEqual(await versionsOf(s.url, 'docs/c.txt'), [1, 2, 3, 4]);
+    assert.ok((await download(s.url, 'docs/c.txt', 2)).equals(v3));
+    // move a folder
+    res = await api(s, 'POST', 'files/move', { from: 'docs/', to: 'archive/2026/' });
+    assert.deepEqual(await res.json(), { moved: 2 });
+    const files = (await (await api(s, 'GET', 'files')).json()) as { name: string; latest: number; versions: number }[];
+    assert.deepEqual(files.map((f) => [f.name, f.latest, f.versions]), [['archive/2026/c.txt', 4, 4], ['archive/2026/sub/b.txt', 1, 1]]);
+    assert.ok((await download(s.url, 'archive/2026/c.txt')).equals(v2));
+    // delete a whole file: gone from listings
+    res = await api(s, 'DELETE', `files?name=${q('archive/2026/sub/b.txt')}`);
+    assert.deepEqual(await res.json(), { removed: [1] });
+    assert.deepEqual(((await (await api(s, 'GET', 'files')).json()) as { name: string }[]).map((f) => f.name), ['archive/2026/c.txt']);
+    // bad requests
+    assert.equal((await api(s, 'DELETE', 'files?name=..')).status, 400);
+    assert.equal((await api(s, 'DELETE', `files?name=x&version=abc`)).status, 400);
+    assert.equal((await api(s, 'POST', 'files/restore', { name: 'archive/2026/c.txt', version: 99 })).status, 404);
+    assert.equal((await api(s, 'POST', 'files/move', { from: 'a/', to: 'b' })).status, 400);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('an unchanged push stores nothing; rm of every file plus gc leaves an empty store', async () => {
+  const s = await testServer();
+  try {
+    const a = fastRandomBytes(3, 2_000_000);
+    await pushBytes(s, 'a.bin', a);
+    const b = applyEdits(a, new Rng(3), { kind: 'insert', total: 5000 });
+    await pushBytes(s, 'a.bin', b);
+    await pushBytes(s, 'copy.bin', applyEdits(a, new Rng(4), { kind: 'cut', total: 5000 }));
+    const before = await storedBytes(s);
+    const same = await pushBytes(s, 'a.bin', b);
+    assert.equal(same.version, 2);
+    assert.equal(await storedBytes(s), before);
+    // version 1 of a.bin deleted: gc keeps what version 2 and copy.bin still reference
+    await api(s, 'DELETE', `files?name=a.bin&version=1`);
+    const r1 = await runGc(s.repo, { minAgeMs: 0, windowMs: 10 });
+    assert.equal(r1.deleted, 1, JSON.stringify(r1)); // version 1's index: its segment is shared
+    assert.ok((await download(s.url, 'a.bin', 2)).equals(b));
+    for (const name of ['a.bin', 'copy.bin']) assert.equal((await api(s, 'DELETE', `files?name=${name}`)).status, 200);
+    const r2 = await runGc(s.repo, { minAgeMs: 0, windowMs: 10 });
+    assert.ok(r2.bytes > 2_000_000, JSON.stringify(r2));
+    assert.equal(await storedBytes(s), 0);
+    assert.deepEqual(await unreferenced(s.repo), []);
+    // a gc with a minimum age keeps young objects
+    await pushBytes(s, 'young.bin', a);
+    await api(s, 'DELETE', `files?name=young.bin`);
+    assert.equal((await runGc(s.repo, { minAgeMs: 60_000, windowMs: 10 })).deleted, 0);
+    assert.ok((await storedBytes(s)) > 0);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('retention: --keep-versions and --keep-days drop old versions at commit, never the latest', async () => {
+  const s = await testServer({ 'keep-versions': '2' });
+  try {
+    let cur = textBytes(9, 50_000);
+    for (let k = 0; k < 5; k++) {
+      cur = applyEdits(cur, new Rng(k), { kind: 'insert', total: 100 });
+      await pushBytes(s, 'r.txt', cur);
+    }
+    assert.deepEqual(await versionsOf(s.url, 'r.txt'), [4, 5]);
+    assert.ok((await download(s.url, 'r.txt')).equals(cur));
+  } finally {
+    await s.stop();
+  }
+  const { applyRetention } = await import('../src/store.ts');
+  const day = 86_400_000;
+  const now = Date.parse('2026-01-10T00:00:00Z');
+  const v = (version: number, daysAgo: number) => ({ version, index: '0'.repeat(64), size: 1, mtime: new Date(now - daysAgo * day).toISOString(), root: 'aa', algo: 3, change: 1 });
+  const vs = [v(1, 9), v(2, 5), v(3, 1), v(4, 0.5)];
+  assert.deepEqual(applyRetention(vs, { keepVersions: 0, keepDays: 2 }, now).map((x) => x.version), [3, 4]);
+  assert.deepEqual(applyRetention([v(1, 9), v(2, 8)], { keepVersions: 0, keepDays: 2 }, now).map((x) => x.version), [2]);
+  assert.deepEqual(applyRetention(vs, { keepVersions: 3, keepDays: 0 }, now).map((x) => x.version), [2, 3, 4]);
+});
