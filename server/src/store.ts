@@ -249,8 +249,9 @@ export class Store {
 
   /** Opens a version for reading (verified reads; nothing held open). */
   async openVersion(name: string, version: number): Promise<{ source: VersionSource; close: () => Promise<void> }> {
+    const epoch = await gcEpoch(this.repo);
     const { index, layout } = await this.readVersion(name, version);
-    return { source: new VersionSource(this.backend, layout, index, `${name} version ${version}`), close: async () => {} };
+    return { source: new VersionSource(this.backend, layout, index, `${name} version ${version}`, epoch), close: async () => {} };
   }
 
   /** The bytes of a version, in verified pieces of up to `piece` bytes. */
@@ -341,9 +342,11 @@ export class Store {
     // the segment being filled: its index in layout.segments, its bytes so far
     let cur = -1;
     let buf = new Uint8Array(0);
-    // the gc epoch this upload began in (guardCommit)
+    // the gc epoch this upload began in, or the one its copied bytes were read in if older
+    // (guardCommit)
     const epoch = gcEpoch(this.repo);
     epoch.catch(() => {}); // awaited, with its error, by the commit
+    let copiedEpoch = Infinity;
     let used = 0;
     const append = (seg: number, offset: number, length: number) => {
       const last = layout.extents[layout.extents.length - 1];
@@ -385,6 +388,7 @@ export class Store {
       write,
       copy: async (from, offset, length) => {
         if (!(from instanceof VersionSource) || from.backend !== backend) return write(await from.read(offset, length));
+        copiedEpoch = Math.min(copiedEpoch, from.epoch);
         for (const piece of from.slice(offset, length)) {
           let seg = segIndex.get(piece.segment);
           if (seg === undefined) segIndex.set(piece.segment, (seg = layout.segments.push(piece.segment) - 1));
@@ -416,7 +420,7 @@ export class Store {
           const versions = applyRetention([...vs, entry], this.repo.settings);
           const refs = [indexKey(id), ...layout.segments.map(segmentKey)];
           return { head: { name, next: next + 1, versions }, result: { version: next, unchanged: false }, refs };
-        }, await epoch);
+        }, Math.min(await epoch, copiedEpoch));
         if (unchanged) await dropOwn();
         else this.traits?.map.set(name, { index: id, traits: traitsOf(index.fastfps) });
         return version;

@@ -4,6 +4,7 @@
  */
 import type { Repo } from '../store.ts';
 import { parseFileHead, parseUploadsHead } from './format.ts';
+import { randomBytes } from 'node:crypto';
 import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
 import { GC_STATE, INDEX_ID, SEGMENT_ID } from './keys.ts';
 import { sweepTemporaries } from './local.ts';
@@ -71,6 +72,8 @@ export interface GcState {
   candidates: string[];
   /** ms since the epoch when the phase began */
   since: number;
+  /** the collector that set the phase (random), so a slow one sees it was taken over */
+  owner?: string;
 }
 
 export interface GcOptions {
@@ -131,6 +134,9 @@ export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<
     // a collector died while deleting: its candidates were confirmed garbage, finish them
     for (const k of state.candidates) await b.delete(k);
     report.deleted += state.candidates.length;
+    tag = await b.putHead(GC_STATE, body({ epoch: state.epoch + 1, phase: 'idle', candidates: [], since: Date.now() }), tag);
+    if (!tag) return { ...report, ms: Date.now() - t0, skipped: 'another collector took over' };
+    state = { epoch: state.epoch + 1, phase: 'idle', candidates: [], since: Date.now() };
   }
   const first = await mark(repo);
   if (first.unreadable.length) return { ...report, ms: Date.now() - t0, skipped: `unreadable heads or indexes (run check): ${first.unreadable.slice(0, 3).join('; ')}` };
@@ -138,7 +144,8 @@ export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<
   const condemned = (await unreferencedBy(repo, first)).filter((e) => now - e.modified >= o.minAgeMs);
   const sizes = new Map(condemned.map((e) => [e.key, e.size]));
   const epoch = state.epoch;
-  tag = await b.putHead(GC_STATE, body({ epoch, phase: 'condemned', candidates: condemned.map((e) => e.key), since: Date.now() }), tag);
+  const owner = randomBytes(8).toString('hex');
+  tag = await b.putHead(GC_STATE, body({ epoch, phase: 'condemned', candidates: condemned.map((e) => e.key), since: Date.now(), owner }), tag);
   if (!tag) return { ...report, ms: Date.now() - t0, skipped: 'another collector started' };
   o.log?.({ gc: 'condemned', epoch, candidates: condemned.length });
   await new Promise((r) => setTimeout(r, o.windowMs));
@@ -146,10 +153,10 @@ export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<
   // the candidates left after rescues, minus what the second mark found referenced
   for (;;) {
     const cur = await readGcState(repo);
-    if (cur.state.phase !== 'condemned' || cur.state.epoch !== epoch) return { ...report, ms: Date.now() - t0, skipped: 'taken over by another collector' };
+    if (cur.state.phase !== 'condemned' || cur.state.owner !== owner) return { ...report, ms: Date.now() - t0, skipped: 'taken over by another collector' };
     const doomed = second.unreadable.length ? [] : cur.state.candidates.filter((k) => !isMarked(second, k));
     report.rescued = condemned.length - cur.state.candidates.length;
-    const t = await b.putHead(GC_STATE, body({ epoch, phase: 'deleting', candidates: doomed, since: Date.now() }), cur.tag);
+    const t = await b.putHead(GC_STATE, body({ epoch, phase: 'deleting', candidates: doomed, since: Date.now(), owner }), cur.tag);
     if (!t) continue; // a rescue landed meanwhile
     for (const k of doomed) {
       await b.delete(k);
@@ -159,7 +166,7 @@ export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<
     tag = t;
     break;
   }
-  await b.putHead(GC_STATE, body({ epoch: epoch + 1, phase: 'idle', candidates: [], since: Date.now() }), tag);
+  if (!(await b.putHead(GC_STATE, body({ epoch: epoch + 1, phase: 'idle', candidates: [], since: Date.now() }), tag))) return { ...report, ms: Date.now() - t0, skipped: 'taken over by another collector while deleting' };
   if (b.where.startsWith('dir ')) report.temporaries = await sweepTemporaries(b.where.slice(4), o.minAgeMs);
   report.ms = Date.now() - t0;
   o.log?.({ gc: 'done', ...report });

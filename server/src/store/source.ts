@@ -25,6 +25,9 @@ export class VersionSource implements Source {
     readonly index: ChunkIndex,
     /** "<name> version <V>", for errors */
     readonly what: string,
+    /** the gc epoch when the version's head was read (a commit referencing these bytes
+     *  checks they still exist if a collection ended since, gc.ts `guardCommit`) */
+    readonly epoch = 0,
   ) {
     this.starts = prefixSums(layout.extents.map((e) => e.length));
     this.size = this.starts[layout.extents.length];

@@ -1,0 +1,142 @@
+// Garbage collection against commits: a commit that references a condemned object rescues it;
+// one that would reference an object being deleted is refused, retryably; and SIGKILL trials
+// at random points of a collector and of commits, in separate processes, lose no byte of a
+// kept version.
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
+import { Repo } from '../src/store.ts';
+import { guardCommit, readGcState, runGc, unreferenced } from '../src/store/gc.ts';
+import { GC_STATE } from '../src/store/keys.ts';
+import { localBackend } from '../src/store/local.ts';
+import { type Child, startChild } from './child.ts';
+import { pushBytes, testServer } from './helpers.ts';
+import { download, versionsOf } from './trials.ts';
+
+test('a commit rescues the condemned objects it references; while they are deleted it is refused', async () => {
+  const s = await testServer({ 'gc-window-ms': '400' });
+  try {
+    const a = fastRandomBytes(1, 600_000);
+    await pushBytes(s, 'a.bin', a);
+    const store = await s.storeOf('local');
+    const { index, layout } = await store.readVersion('a.bin', 1);
+    // a session opens version 1 as its basis; then the file is removed, so its objects are
+    // garbage, and a collector condemns them and waits its window
+    const { source } = await store.openVersion('a.bin', 1);
+    await store.remove('a.bin');
+    const gc = runGc(s.repo, { minAgeMs: 0, windowMs: 300 });
+    for (let t = 0; (await readGcState(s.repo)).state.phase !== 'condemned'; t++) {
+      assert.ok(t < 200, 'the collector condemns');
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    // the session commits a version copying all of its basis: it rescues the segment
+    const sink = store.create('b.bin');
+    await sink.copy!(source, 0, source.size);
+    assert.equal(await sink.commit(index), 1);
+    const report = await gc;
+    // the segment, and the index (the same layout and chunks: the same content address)
+    assert.equal(report.rescued, 2, JSON.stringify(report));
+    assert.equal(report.deleted, 0, JSON.stringify(report));
+    assert.ok((await download(s.url, 'b.bin')).equals(a));
+    // a commit that needs an object in the deleting phase is refused with a retryable error
+    const key = `data/${layout.segments[0].slice(0, 2)}/${layout.segments[0]}`;
+    const cur = (await s.repo.backend.getHead(GC_STATE))!;
+    await s.repo.backend.putHead(GC_STATE, Buffer.from(JSON.stringify({ epoch: 5, phase: 'deleting', candidates: [key], since: Date.now() })), cur.tag);
+    await assert.rejects(guardCommit(s.repo, [key], 5), /collecting garbage this version needs; push again/);
+    // and once a collection ended since the session began, missing objects are found
+    await s.repo.backend.putHead(GC_STATE, Buffer.from(JSON.stringify({ epoch: 6, phase: 'idle', candidates: [], since: Date.now() })), (await s.repo.backend.getHead(GC_STATE))!.tag);
+    await assert.rejects(guardCommit(s.repo, ['data/00/00000000000000000000000000000000'], 5), /the store collected/);
+    assert.ok(await guardCommit(s.repo, [key], 5));
+  } finally {
+    await s.stop();
+  }
+});
+
+/** objects the collectors in child processes reported deleted */
+let collected = 0;
+function startGc(data: string): ChildProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', new URL('./gc-child.ts', import.meta.url).pathname, data, '30', '1500'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let rest = '';
+  child.stdout!.on('data', (d) => {
+    const lines = (rest + d).split('\n');
+    rest = lines.pop()!;
+    for (const l of lines) collected += (JSON.parse(l) as { deleted: number }).deleted;
+  });
+  return child;
+}
+async function kill(c: ChildProcess) {
+  if (c.exitCode === null && c.signalCode === null) {
+    const exited = new Promise((r) => c.once('exit', r));
+    c.kill('SIGKILL');
+    await exited;
+  }
+}
+
+test('SIGKILL trials at random points of gc and of commits lose no byte of a kept version', async () => {
+  const trials = Number(process.env.GC_KILL_TRIALS ?? 24);
+  const data = mkdtempSync(path.join(tmpdir(), 'dsync-gckill-'));
+  const r = new Rng(77);
+  const files = ['a.bin', 'b.bin', 'dir/c.bin'];
+  // what each confirmed version holds; versions are removed as they go, so gc has work
+  const confirmed = new Map<string, Map<number, Buffer>>(files.map((f) => [f, new Map()]));
+  let current = new Map(files.map((f, i) => [f, fastRandomBytes(10 + i, 300_000 + r.int(700_000))]));
+  const flags = ['--gc-window-ms', '30'];
+  let server: Child = await startChild(data, flags);
+  let gc = startGc(data);
+  let kills = 0;
+  try {
+    for (let t = 0; t < trials; t++) {
+      const next = new Map(files.map((f) => [f, applyEdits(current.get(f)!, r, { kind: (['cut', 'insert', 'inverse'] as const)[r.int(3)], total: [256, 16_384, 200_000][r.int(3)], maxFragment: 4096 })]));
+      const runs = files.map(async (f) => {
+        try {
+          const rep = await pushBytes(server, f, next.get(f)!);
+          confirmed.get(f)!.set(rep.version, Buffer.from(next.get(f)!));
+          // drop the oldest kept version but the latest (REST), making garbage
+          const vs = await versionsOf(server.url, f);
+          if (vs.length > 2) {
+            const res = await fetch(`${server.url}/api/files?name=${encodeURIComponent(f)}&version=${vs[0]}`, { method: 'DELETE' });
+            if (res.status === 200) confirmed.get(f)!.delete(vs[0]);
+          }
+        } catch {
+          // killed
+        }
+      });
+      // kill the collector, the server, or both, at a random moment
+      await new Promise((res) => setTimeout(res, r.int(300)));
+      const which = r.int(3);
+      if (which !== 1) await kill(gc);
+      if (which !== 0) await server.kill();
+      kills++;
+      await Promise.all(runs);
+      if (which !== 1) gc = startGc(data);
+      if (which !== 0) server = await startChild(data, flags);
+      // every kept version reads back exactly (through the verified REST download)
+      for (const f of files) {
+        const kept = await versionsOf(server.url, f);
+        for (const [v, bytes] of confirmed.get(f)!) {
+          if (!kept.includes(v)) continue; // a delete landed though its reply was lost
+          assert.ok((await download(server.url, f, v)).equals(bytes), `trial ${t}: ${f} v${v} lost bytes`);
+        }
+      }
+      current = next;
+    }
+    assert.ok(kills >= 20);
+    assert.ok(collected > 0, 'the collectors deleted garbage while commits ran');
+    // once everything stops, a collection leaves exactly what the kept versions need
+    await kill(gc);
+    await server.kill();
+    const repo = new Repo(localBackend(data));
+    let report;
+    for (let k = 0; (report = await runGc(repo, { minAgeMs: 0, windowMs: 10, staleMs: 0 })).skipped; k++) assert.ok(k < 3, JSON.stringify(report));
+    assert.deepEqual(await unreferenced(repo), []);
+    for (const f of files) for (const v of (await repo.ns('local').versionNumbers(f))) assert.ok((await repo.ns('local').bytes(f, v)).length > 0);
+  } finally {
+    await kill(gc);
+    await server.kill();
+    rmSync(data, { recursive: true, force: true });
+  }
+});
