@@ -22,6 +22,7 @@ import { updateHead } from './store/heads.ts';
 import { decodeName, fileHeadKey, indexKey, newSegmentId, nsPrefix, segmentKey, uploadsKey } from './store/keys.ts';
 import { localBackend } from './store/local.ts';
 import { VersionSource } from './store/source.ts';
+import { VerifiedRanges } from './store/verified.ts';
 import { type UploadState, claimUpload, holdsUpload, suspendUpload } from './store/uploads.ts';
 
 export { VersionSource } from './store/source.ts';
@@ -74,6 +75,8 @@ export class Repo {
   private indexes = new Map<string, { index: ChunkIndex; layout: Layout; bytes: number }>();
   private indexBytes = 0;
   readonly settings: StoreSettings;
+  /** segment ranges this process has verified (verified.ts) */
+  readonly verified = new VerifiedRanges();
 
   constructor(
     readonly backend: Backend,
@@ -135,6 +138,9 @@ export async function openStore(cfg: Pick<ServerConfig, 'store' | 's3Endpoint' |
   } else backend = localBackend(cfg.store);
   return new Repo(backend, { resumeWindowMs: cfg.resumeWindowMs, keepVersions: cfg.keepVersions, keepDays: cfg.keepDays, gcWindowMs: cfg.gcWindowMs });
 }
+
+/** Whether `e` reports a damaged or missing stored object (format.ts, source.ts). */
+export const isDamage = (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Internal && /^damaged store/.test(e.message);
 
 const stale = (name: string, latest: number, expected: number) =>
   new ProtocolError(ErrorCode.StaleBasis, `${name} is at version ${latest}, not ${expected}: sync again against the latest version`);
@@ -251,7 +257,7 @@ export class Store {
   async openVersion(name: string, version: number): Promise<{ source: VersionSource; close: () => Promise<void> }> {
     const epoch = await gcEpoch(this.repo);
     const { index, layout } = await this.readVersion(name, version);
-    return { source: new VersionSource(this.backend, layout, index, `${name} version ${version}`, epoch), close: async () => {} };
+    return { source: new VersionSource(this.backend, layout, index, `${name} version ${version}`, epoch, this.repo.verified), close: async () => {} };
   }
 
   /** The bytes of a version, in verified pieces of up to `piece` bytes. */
@@ -347,6 +353,8 @@ export class Store {
     const epoch = gcEpoch(this.repo);
     epoch.catch(() => {}); // awaited, with its error, by the commit
     let copiedEpoch = Infinity;
+    // stretches copied by reference: verified before the commit (a version never inherits damage)
+    const copies: { from: VersionSource; offset: number; length: number }[] = [];
     let used = 0;
     const append = (seg: number, offset: number, length: number) => {
       const last = layout.extents[layout.extents.length - 1];
@@ -356,6 +364,8 @@ export class Store {
     const flush = async () => {
       if (cur < 0 || used === 0) return;
       await backend.putIfAbsent(segmentKey(layout.segments[cur]), buf.subarray(0, used));
+      // written from bytes the receiver hashed: known good
+      this.repo.verified.add(layout.segments[cur], 0, used);
       cur = -1;
       used = 0;
     };
@@ -389,6 +399,7 @@ export class Store {
       copy: async (from, offset, length) => {
         if (!(from instanceof VersionSource) || from.backend !== backend) return write(await from.read(offset, length));
         copiedEpoch = Math.min(copiedEpoch, from.epoch);
+        copies.push({ from, offset, length });
         for (const piece of from.slice(offset, length)) {
           let seg = segIndex.get(piece.segment);
           if (seg === undefined) segIndex.set(piece.segment, (seg = layout.segments.push(piece.segment) - 1));
@@ -401,6 +412,7 @@ export class Store {
       },
       commit: async (index) => {
         await flush();
+        for (const c of copies) await c.from.verify(c.offset, c.length);
         const body = encodeVersion(index, layout);
         const id = sha256hex(body);
         const root = Buffer.from(index.root).toString('hex');
@@ -410,7 +422,11 @@ export class Store {
           const last = vs[vs.length - 1];
           const latest = last?.version ?? 0;
           if (expectLatest !== undefined && latest !== expectLatest) throw stale(name, latest, expectLatest);
-          if (last && last.root === root && last.algo === index.algo) return { head: null, result: { version: latest, unchanged: true } };
+          // the same content as the latest version is unchanged, unless that version's index
+          // is damaged: then this push stores a good one
+          if (last && last.root === root && last.algo === index.algo && (await this.repo.readIndex(last.index, name).then(() => true, (e) => !isDamage(e)))) {
+            return { head: null, result: { version: latest, unchanged: true } };
+          }
           if (!indexWritten) {
             await backend.putIfAbsent(indexKey(id), body);
             indexWritten = true;

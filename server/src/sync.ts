@@ -11,7 +11,7 @@ import { DEFAULT_FINE, ErrorCode, Msg, Op, PROTOCOL_VERSION, ProtocolError, chec
 import { indexParts, receiveTarget, sendTarget } from '../../shared/src/session.ts';
 import type { ServerConfig } from './config.ts';
 import { validateName } from './names.ts';
-import type { Store } from './store.ts';
+import { type Store, isDamage } from './store.ts';
 
 export interface SessionLog {
   (event: Record<string, unknown>): void;
@@ -27,12 +27,15 @@ async function indexFor(store: Store, cfg: ServerConfig, hello: Hello, name: str
   return chunkSource(source, hello.params, hello.algo);
 }
 
-/** A stored version to build on; a known version that is not stored is UnknownBasis. */
+/** A stored version to build on; a known version that is not stored is UnknownBasis. A
+ *  damaged latest version is no basis (null): the push then sends everything, and stores a
+ *  good version. */
 async function knownOrLatest(store: Store, name: string, version: number, known: boolean) {
   try {
     return await store.openVersion(name, version);
   } catch (e) {
     if (known && e instanceof ProtocolError && e.code === ErrorCode.NotFound) throw new ProtocolError(ErrorCode.UnknownBasis, `${name} has no version ${version}`);
+    if (!known && isDamage(e)) return null;
     throw e;
   }
 }

@@ -11,6 +11,7 @@ import { hash_chunks } from '../../../wasm/pkg/dsync_wasm.js';
 import { type Backend, NotFoundError } from './backend.ts';
 import type { Layout } from './format.ts';
 import { segmentKey } from './keys.ts';
+import type { VerifiedRanges } from './verified.ts';
 
 export class VersionSource implements Source {
   readonly size: number;
@@ -28,10 +29,23 @@ export class VersionSource implements Source {
     /** the gc epoch when the version's head was read (a commit referencing these bytes
      *  checks they still exist if a collection ended since, gc.ts `guardCommit`) */
     readonly epoch = 0,
+    /** where verified segment ranges are noted (the process's set) */
+    readonly verified?: VerifiedRanges,
   ) {
     this.starts = prefixSums(layout.extents.map((e) => e.length));
     this.size = this.starts[layout.extents.length];
     this.chunkStarts = prefixSums(index.lengths);
+  }
+
+  /**
+   * Makes sure bytes [offset, offset + length) (whole chunks) match their chunk hashes: reads
+   * and verifies the pieces not verified by this process before. Throws on damage.
+   */
+  async verify(offset: number, length: number): Promise<void> {
+    const STEP = 4 << 20;
+    const pieces = this.slice(offset, length);
+    if (this.verified && pieces.every((p) => this.verified!.has(p.segment, p.offset, p.offset + p.length))) return;
+    for (let o = offset; o < offset + length; o += STEP) await this.read(o, Math.min(STEP, offset + length - o));
   }
 
   /** The segment pieces holding bytes [offset, offset + length) of this version. */
@@ -63,6 +77,7 @@ export class VersionSource implements Source {
       while (k < c1 - c0 && equal(got.subarray(k * H, (k + 1) * H), want.subarray(k * H, (k + 1) * H))) k++;
       throw new ProtocolError(ErrorCode.Internal, `damaged store: ${this.what}, chunk ${c0 + k} (bytes ${this.chunkStarts[c0 + k]}..${this.chunkStarts[c0 + k + 1]}) does not match its hash`);
     }
+    if (this.verified) for (const p of this.slice(from, whole.length)) this.verified.add(p.segment, p.offset, p.offset + p.length);
     const part = whole.subarray(offset - from, offset - from + length);
     if (into && into.length >= length) {
       into.set(part);

@@ -1,0 +1,144 @@
+// Damaged and missing stored bytes, as a bad disk or an attacker would leave them: nothing
+// damaged is ever served, a new version never inherits damage, one damaged object affects only
+// what holds it, and `check` finds every problem, naming the file and version.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { RemoteError } from '../../shared/src/conn.ts';
+import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
+import { loadConfig } from '../src/config.ts';
+import { startServer } from '../src/server.ts';
+import { runCheck } from '../src/store/check.ts';
+import { indexKey, segmentKey } from '../src/store/keys.ts';
+import { pullBytes, pushBytes } from './helpers.ts';
+import { indexIdOf } from './store-helpers.ts';
+
+async function serve(data: string) {
+  const s = await startServer(loadConfig({ port: '0', host: '127.0.0.1', store: data }, {}));
+  return { ...s, wsUrl: s.url.replace('http', 'ws') + '/sync', store: await s.storeOf('local') };
+}
+
+/** A download's outcome: status and body, or the error reading the body ended with. */
+async function tryDownload(url: string, name: string, version?: number) {
+  const res = await fetch(`${url}/api/download?name=${encodeURIComponent(name)}${version ? `&version=${version}` : ''}`);
+  try {
+    return { status: res.status, body: Buffer.from(await res.arrayBuffer()) };
+  } catch (e) {
+    return { status: res.status, cut: (e as Error).message };
+  }
+}
+
+function flip(file: string, at: number) {
+  const b = readFileSync(file);
+  b[at] ^= 0x5a;
+  writeFileSync(file, b);
+}
+
+test('a flipped byte in a segment: never served (REST, pull), not inherited by a new version, found by check --read-data', async () => {
+  const data = mkdtempSync(path.join(tmpdir(), 'dsync-damage-'));
+  let s = await serve(data);
+  try {
+    const v1 = fastRandomBytes(1, 3_000_000);
+    const v2 = applyEdits(v1, new Rng(1), { kind: 'insert', total: 2000 });
+    await pushBytes(s, 'big.bin', v1);
+    await pushBytes(s, 'big.bin', v2);
+    const seg = (await s.store.readVersion('big.bin', 1)).layout.segments[0];
+    await s.close();
+    // one byte early in the file (inside the first piece a download reads) and one late
+    flip(path.join(data, segmentKey(seg)), 100);
+    flip(path.join(data, segmentKey(seg)), 2_500_000);
+    s = await serve(data);
+    for (const v of [1, 2]) {
+      const d = await tryDownload(s.url, 'big.bin', v);
+      assert.equal(d.status, 500, `version ${v}: ${JSON.stringify(d)}`);
+    }
+    const msg = (await (await fetch(`${s.url}/api/download?name=big.bin&version=2`)).json()) as { error: string };
+    assert.match(msg.error, /damaged store: big\.bin version 2, chunk 0/);
+    // a pull is refused with the same clear error, and the server lives on
+    await assert.rejects(pullBytes(s, 'big.bin', null), (e) => e instanceof RemoteError && /damaged store: big\.bin version 2/.test(e.message));
+    assert.equal((await fetch(`${s.url}/api/health`)).status, 200);
+    // a push built on the damaged version (copying its damaged chunks) stores nothing
+    const v3 = applyEdits(v2, new Rng(2), { kind: 'cut', total: 1000 });
+    await assert.rejects(pushBytes(s, 'big.bin', v3), /damaged store: big\.bin version 2/);
+    assert.deepEqual(await s.store.versionNumbers('big.bin'), [1, 2]);
+    // check finds it with --read-data only, naming both versions
+    assert.deepEqual((await runCheck(s.repo)).errors, []);
+    const full = await runCheck(s.repo, { readData: true });
+    assert.equal(full.errors.length, 2, full.errors.join('\n'));
+    assert.match(full.errors[0], /big\.bin version 1 .*chunk 0 /);
+    assert.match(full.errors[1], /big\.bin version 2 .*chunk 0 /);
+    // a late flip only: headers are out when it is found, and the response is cut off
+    await s.close();
+    flip(path.join(data, segmentKey(seg)), 100); // undo the early one
+    s = await serve(data);
+    const late = await tryDownload(s.url, 'big.bin', 1);
+    assert.equal(late.status, 200);
+    assert.ok(late.cut || late.body!.length < v1.length, 'the damaged download does not complete');
+    assert.equal((await fetch(`${s.url}/api/health`)).status, 200);
+  } finally {
+    await s.close();
+    rmSync(data, { recursive: true, force: true });
+  }
+});
+
+test('a truncated segment and a missing one: a clear error, the server lives on; check names them', async () => {
+  const data = mkdtempSync(path.join(tmpdir(), 'dsync-damage-'));
+  let s = await serve(data);
+  try {
+    await pushBytes(s, 'a.bin', fastRandomBytes(2, 3_000_000));
+    await pushBytes(s, 'b.bin', fastRandomBytes(3, 100_000));
+    const segA = (await s.store.readVersion('a.bin', 1)).layout.segments[0];
+    const segB = (await s.store.readVersion('b.bin', 1)).layout.segments[0];
+    await s.close();
+    truncateSync(path.join(data, segmentKey(segA)), 2_000_000);
+    rmSync(path.join(data, segmentKey(segB)));
+    s = await serve(data);
+    const a = await tryDownload(s.url, 'a.bin');
+    assert.ok(a.status === 200 && (a.cut || a.body!.length < 3_000_000), JSON.stringify(a.status));
+    const b = await fetch(`${s.url}/api/download?name=b.bin`);
+    assert.equal(b.status, 500);
+    assert.match(((await b.json()) as { error: string }).error, /damaged store: b\.bin version 1, segment .* is missing/);
+    for (let k = 0; k < 5; k++) assert.equal((await fetch(`${s.url}/api/health`)).status, 200);
+    const report = await runCheck(s.repo);
+    assert.equal(report.errors.length, 2, report.errors.join('\n'));
+    assert.ok(report.errors.some((e) => /a\.bin version 1 .*is 2000000 bytes, its layout needs 3000000/.test(e)));
+    assert.ok(report.errors.some((e) => /b\.bin version 1 .*missing/.test(e)));
+  } finally {
+    await s.close();
+    rmSync(data, { recursive: true, force: true });
+  }
+});
+
+test('a damaged index breaks only its own version: listing, unrelated pushes and similarity go on', async () => {
+  const data = mkdtempSync(path.join(tmpdir(), 'dsync-damage-'));
+  let s = await serve(data);
+  try {
+    const x = fastRandomBytes(4, 500_000);
+    await pushBytes(s, 'x.bin', x);
+    await pushBytes(s, 'y.bin', fastRandomBytes(5, 500_000));
+    const id = await indexIdOf(s.store, 'x.bin', 1);
+    await s.close();
+    flip(path.join(data, indexKey(id)), 50);
+    s = await serve(data);
+    const files = (await (await fetch(`${s.url}/api/files`)).json()) as { name: string }[];
+    assert.deepEqual(files.map((f) => f.name), ['x.bin', 'y.bin']);
+    const d = await fetch(`${s.url}/api/download?name=x.bin`);
+    assert.equal(d.status, 500);
+    assert.match(((await d.json()) as { error: string }).error, /damaged store: x\.bin version 1: its index .* does not match its hash/);
+    // a new name (the similarity search reads every latest index) still syncs
+    const z = applyEdits(fastRandomBytes(5, 500_000), new Rng(6), { kind: 'insert', total: 1000 });
+    const rep = await pushBytes(s, 'z.bin', z);
+    assert.equal(rep.version, 1);
+    assert.ok(rep.literalBytes < 100_000, `z.bin synced as a delta of y.bin: ${rep.literalBytes}`);
+    // x.bin itself can be pushed anew (no basis read)
+    assert.equal((await pushBytes(s, 'x.bin', x)).version, 2);
+    const report = await runCheck(s.repo);
+    assert.equal(report.errors.length, 1, report.errors.join('\n'));
+    assert.match(report.errors[0], /x\.bin version 1/);
+  } finally {
+    await s.close();
+    rmSync(data, { recursive: true, force: true });
+  }
+});
