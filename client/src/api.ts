@@ -22,7 +22,16 @@ export const api = {
   health: () => get<{ ok: boolean }>('/api/health'),
   whoami: () => get<{ user: string; singleUser: boolean }>('/api/whoami'),
   config: () => get<{ maxFileSize: number }>('/api/config'),
-  files: () => get<FileInfo[]>('/api/files'),
+  /** every file, following the listing's pages */
+  async files(): Promise<FileInfo[]> {
+    const out: FileInfo[] = [];
+    for (let cursor = ''; ; ) {
+      const page = await get<{ files: FileInfo[]; next: string | null }>(`/api/files?recursive=1&limit=10000&cursor=${encodeURIComponent(cursor)}`);
+      out.push(...page.files);
+      if (!page.next) return out;
+      cursor = page.next;
+    }
+  },
   versions: (name: string) => get<VersionInfo[]>(`/api/versions?name=${encodeURIComponent(name)}`),
   downloadUrl: (name: string, version: number) => `/api/download?name=${encodeURIComponent(name)}&version=${version}`,
   async login(name: string, password: string) {

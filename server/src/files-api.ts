@@ -11,6 +11,9 @@ import { validateName } from './names.ts';
 import type { Store } from './store.ts';
 
 type Req = express.Request & { user?: string };
+
+/** Entries per page of GET /api/files at most. */
+const MAX_PAGE = 10_000;
 type Handler = (req: Req, res: express.Response, store: Store) => Promise<void>;
 
 const STATUS: Partial<Record<number, number>> = { [ErrorCode.NotFound]: 404, [ErrorCode.StaleBasis]: 409, [ErrorCode.Inconsistent]: 409, [ErrorCode.Internal]: 500 };
@@ -56,7 +59,19 @@ export function filesApi(storeOf: (user: string) => Promise<Store>, log: (e: Rec
 
   r.get(
     '/files',
-    route(async (_req, res, store) => void res.json(await store.list())),
+    route(async (req, res, store) => {
+      // prefix: '' or a folder ending in '/'; recursive: every file below it, else one folder
+      const prefix = typeof req.query.prefix === 'string' ? req.query.prefix : '';
+      const folder = prefix ? nameOf(prefix.replace(/\/$/, '')) : '';
+      if (prefix && !prefix.endsWith('/')) throw new ProtocolError(ErrorCode.Malformed, 'prefix is a folder: it ends in "/"');
+      const cursor = typeof req.query.cursor === 'string' ? req.query.cursor : '';
+      const limit = req.query.limit === undefined ? 1000 : Number(req.query.limit);
+      if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE) throw new ProtocolError(ErrorCode.Malformed, `limit is 1 to ${MAX_PAGE}`);
+      if (req.query.recursive !== '1') return void res.json(await store.listFolder(folder, cursor, limit));
+      const all = (await store.list(folder)).filter((f) => f.name > cursor);
+      const files = all.slice(0, limit);
+      res.json({ files, folders: [], next: all.length > limit ? files[files.length - 1].name : null });
+    }),
   );
   r.get(
     '/versions',

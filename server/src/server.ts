@@ -7,7 +7,11 @@
  *   POST /api/login  {"name","password"}   sets the session cookie      POST /api/logout
  *   GET  /api/whoami                       {"user", "singleUser"}
  *   GET  /api/config                       chunking defaults and limits, for clients
- *   GET  /api/files                        [{name, latest, size, versions, mtime}]
+ *   GET  /api/files?prefix=P&cursor=C&limit=L[&recursive=1]
+ *        {files: [{name, latest, size, versions, mtime}], folders: ["P/sub/", …], next}
+ *        one folder P ('' or ending in '/'; one store read per page) in name order after C,
+ *        at most L (default 1000, at most 10 000) files and folders together; next: the
+ *        cursor of the next page or null. recursive=1: every file below P, no folders.
  *   GET  /api/versions?name=N              [{version, size, mtime, root, algo, change, client?}]
  *   GET  /api/download?name=N[&version=V]  the bytes of a version (latest by default), verified
  *   DELETE /api/files?name=N[&version=V]   {removed: [versions]}: one version, or the file

@@ -21,6 +21,7 @@ import { GC_DEFAULTS, gcEpoch, guardCommit } from './store/gc.ts';
 import { updateHead } from './store/heads.ts';
 import { decodeName, fileHeadKey, indexKey, newSegmentId, nsPrefix, segmentKey, uploadsKey } from './store/keys.ts';
 import { localBackend } from './store/local.ts';
+import { catalogKey, noteInCatalog, parseCatalog } from './store/catalog.ts';
 import { VersionSource } from './store/source.ts';
 import { VerifiedRanges } from './store/verified.ts';
 import { type UploadState, claimUpload, holdsUpload, suspendUpload } from './store/uploads.ts';
@@ -77,6 +78,8 @@ export class Repo {
   readonly settings: StoreSettings;
   /** segment ranges this process has verified (verified.ts) */
   readonly verified = new VerifiedRanges();
+  /** folders this process linked into their parents' catalogs (catalog.ts) */
+  readonly linked = new Set<string>();
 
   constructor(
     readonly backend: Backend,
@@ -186,14 +189,21 @@ export class Store {
    * are guarded against a running garbage collection (gc.ts, `guardCommit`): `refs` lists the
    * content objects it adds, `epoch` is the gc epoch the operation began in.
    */
-  private update<T>(name: string, change: (h: FileHead | null) => { head: FileHead | null; result: T; refs?: string[] } | Promise<{ head: FileHead | null; result: T; refs?: string[] }>, epoch?: number): Promise<T> {
+  private async update<T>(name: string, change: (h: FileHead | null) => { head: FileHead | null; result: T; refs?: string[] } | Promise<{ head: FileHead | null; result: T; refs?: string[] }>, epoch?: number): Promise<T> {
     const key = this.headKey(name);
-    return updateHead(this.backend, key, async (b) => {
-      const { head, result, refs } = await change(b && parseFileHead(b, key));
+    let written = null as FileHead | null;
+    const result = await updateHead(this.backend, key, async (b) => {
+      const old = b && parseFileHead(b, key);
+      const { head, result, refs } = await change(old);
+      if (head) head.seq = (old?.seq ?? 0) + 1;
+      written = head;
       // half the window is the margin for the swap itself
       const deadline = head && refs?.length ? (await guardCommit(this.repo, refs, epoch ?? 0, this.repo.settings.gcWindowMs)) - this.repo.settings.gcWindowMs / 2 : undefined;
       return { body: head && jsonBody(head), result, deadline };
     });
+    // the folder catalog follows; if this fails the head stands and gc repairs the catalog
+    if (written) await noteInCatalog(this.backend, this.user, written, this.repo.linked).catch(() => {});
+    return result;
   }
 
   /** The keys of the content objects a version references. */
@@ -219,24 +229,47 @@ export class Store {
     return ((await this.head(name))?.versions ?? []).map(({ index: _, ...v }) => v);
   }
 
-  /** Every file with at least one version, by name. */
-  async list(): Promise<FileInfo[]> {
-    const prefix = `${nsPrefix(this.user)}files/`;
+  /**
+   * One page of a folder's listing (one catalog read): its files and subfolders in name order
+   * after `cursor`, at most `limit` together, and the cursor of the next page (null: the last).
+   * `folder` is '' for the top or a folder name without a trailing '/'.
+   */
+  async listFolder(folder: string, cursor = '', limit = 1000): Promise<{ files: FileInfo[]; folders: string[]; next: string | null }> {
+    const key = catalogKey(this.user, folder);
+    const c = parseCatalog((await this.backend.getHead(key))?.body ?? null, key);
+    const prefix = folder ? folder + '/' : '';
+    const all: [string, FileInfo | null][] = [];
+    for (const [base, e] of Object.entries(c.files)) if (e.versions) all.push([prefix + base, { name: prefix + base, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime }]);
+    for (const f of Object.keys(c.folders)) all.push([prefix + f + '/', null]);
+    all.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    const page = all.filter(([n]) => n > cursor).slice(0, limit);
+    const more = all.length > 0 && page.length > 0 && page[page.length - 1][0] < all[all.length - 1][0];
+    return { files: page.flatMap(([, f]) => (f ? [f] : [])), folders: page.flatMap(([n, f]) => (f ? [] : [n])), next: more ? page[page.length - 1][0] : null };
+  }
+
+  /** Every file with at least one version under `folder` ('' for all), by name: one catalog
+   *  read per folder. */
+  async list(folder = ''): Promise<FileInfo[]> {
     const out: FileInfo[] = [];
-    for await (const e of this.backend.list(prefix)) {
-      const name = decodeName(e.key.slice(prefix.length));
-      if (name === null) continue;
-      let h: FileHead | null;
-      try {
-        h = await this.head(name);
-      } catch {
-        continue; // a damaged head hides its own file only (check reports it)
+    const walk = async (f: string) => {
+      let cursor = '';
+      for (;;) {
+        let page;
+        try {
+          page = await this.listFolder(f, cursor, 100_000);
+        } catch {
+          return; // a damaged catalog hides its own folder until gc rebuilds it
+        }
+        for (const x of [...page.files.map((e) => ({ n: e.name, e })), ...page.folders.map((n) => ({ n, e: null }))].sort((a, b) => (a.n < b.n ? -1 : 1))) {
+          if (x.e) out.push(x.e);
+          else await walk(x.n.slice(0, -1));
+        }
+        if (!page.next) return;
+        cursor = page.next;
       }
-      if (!h || h.name !== name || !h.versions.length) continue;
-      const last = h.versions[h.versions.length - 1];
-      out.push({ name, latest: last.version, size: last.size, versions: h.versions.length, mtime: last.mtime });
-    }
-    return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    };
+    await walk(folder);
+    return out;
   }
 
   private async entry(name: string, version: number): Promise<VersionEntry> {

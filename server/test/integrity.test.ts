@@ -122,7 +122,7 @@ test('a damaged index breaks only its own version: listing, unrelated pushes and
     await s.close();
     flip(path.join(data, indexKey(id)), 50);
     s = await serve(data);
-    const files = (await (await fetch(`${s.url}/api/files`)).json()) as { name: string }[];
+    const { files } = (await (await fetch(`${s.url}/api/files`)).json()) as { files: { name: string }[] };
     assert.deepEqual(files.map((f) => f.name), ['x.bin', 'y.bin']);
     const d = await fetch(`${s.url}/api/download?name=x.bin`);
     assert.equal(d.status, 500);

@@ -7,6 +7,7 @@
 import type { Repo } from '../store.ts';
 import { parseFileHead, parseUploadsHead } from './format.ts';
 import { parseGcState } from './gc.ts';
+import { parseCatalog } from './catalog.ts';
 import { GC_STATE, decodeName, segmentKey } from './keys.ts';
 import { VersionSource } from './source.ts';
 import { VerifiedRanges } from './verified.ts';
@@ -45,6 +46,10 @@ export async function runCheck(repo: Repo, opts: { readData?: boolean; log?: (li
       if (!got) continue;
       if (kind === 'uploads') {
         parseUploadsHead(got.body, e.key);
+        continue;
+      }
+      if (kind === 'folders') {
+        parseCatalog(got.body, e.key);
         continue;
       }
       if (kind !== 'files') throw new Error('not a key the store makes');

@@ -124,6 +124,8 @@ export interface VersionEntry {
 export interface FileHead {
   name: string;
   next: number;
+  /** incremented by every change of the head (folder catalogs keep the newest, catalog.ts) */
+  seq?: number;
   versions: VersionEntry[];
 }
 
@@ -159,7 +161,7 @@ export function parseFileHead(body: Uint8Array, key: string): FileHead {
     throw damaged(`${key}: not JSON`);
   }
   const ok =
-    h && isStr(h.name) && isInt(h.next, 1) && Array.isArray(h.versions) &&
+    h && isStr(h.name) && isInt(h.next, 1) && (h.seq === undefined || isInt(h.seq)) && Array.isArray(h.versions) &&
     h.versions.every((v: any, i: number) =>
       v && isInt(v.version, 1) && v.version < h.next && (i === 0 || v.version > h.versions[i - 1].version) &&
       isStr(v.index) && INDEX_ID.test(v.index) && isInt(v.size) && isStr(v.mtime) && isStr(v.root) && /^[0-9a-f]+$/.test(v.root) &&

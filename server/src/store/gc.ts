@@ -9,6 +9,7 @@ import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
 import { GC_STATE, INDEX_ID, SEGMENT_ID } from './keys.ts';
 import { sweepTemporaries } from './local.ts';
 import { uploadRefs } from './uploads.ts';
+import { type CatalogEntry, entryOf, repairCatalog, splitName } from './catalog.ts';
 
 export interface Marks {
   indexes: Set<string>;
@@ -16,19 +17,37 @@ export interface Marks {
   /** heads or objects that could not be read (they keep what they may reference: nothing is
    *  swept while any is unreadable) */
   unreadable: string[];
+  /** the folder catalogs as the file heads say they should be: user → folder → content */
+  catalogs: Map<string, Map<string, { files: Map<string, CatalogEntry>; folders: Set<string> }>>;
 }
 
 /** Every index and segment a file head or an upload references, in every namespace. */
 export async function mark(repo: Repo): Promise<Marks> {
   const b = repo.backend;
-  const m: Marks = { indexes: new Set(), segments: new Set(), unreadable: [] };
+  const m: Marks = { indexes: new Set(), segments: new Set(), unreadable: [], catalogs: new Map() };
+  const folderOf = (user: string, folder: string) => {
+    let u = m.catalogs.get(user);
+    if (!u) m.catalogs.set(user, (u = new Map()));
+    let f = u.get(folder);
+    if (!f) u.set(folder, (f = { files: new Map(), folders: new Set() }));
+    return f;
+  };
   for await (const e of b.list('ns/')) {
     const kind = e.key.split('/')[2];
     try {
       const got = await b.getHead(e.key);
       if (!got) continue;
       if (kind === 'files') {
-        for (const v of parseFileHead(got.body, e.key).versions) {
+        const head = parseFileHead(got.body, e.key);
+        const user = decodeURIComponent(e.key.split('/')[1]);
+        const [folder, base] = splitName(head.name);
+        folderOf(user, folder).files.set(base, entryOf(head));
+        if (head.versions.length) for (let f = folder; f; ) {
+          const [parent, sub] = splitName(f);
+          folderOf(user, parent).folders.add(sub);
+          f = parent;
+        }
+        for (const v of head.versions) {
           if (m.indexes.has(v.index)) continue;
           m.indexes.add(v.index);
           for (const s of (await repo.readIndex(v.index, `${e.key} version ${v.version}`)).layout.segments) m.segments.add(s);
@@ -95,6 +114,8 @@ export interface GcReport {
   rescued: number;
   /** temporary files of crashed writers removed (local directory) */
   temporaries: number;
+  /** folder catalogs brought up to their file heads */
+  catalogsRepaired: number;
   ms: number;
   /** why nothing was collected, when so */
   skipped?: string;
@@ -126,7 +147,7 @@ const body = (s: GcState) => Buffer.from(JSON.stringify(s));
 export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<GcReport> {
   const o = { ...GC_DEFAULTS, ...opts };
   const t0 = Date.now();
-  const report: GcReport = { deleted: 0, bytes: 0, rescued: 0, temporaries: 0, ms: 0 };
+  const report: GcReport = { deleted: 0, bytes: 0, rescued: 0, temporaries: 0, catalogsRepaired: 0, ms: 0 };
   const b = repo.backend;
   let { state, tag } = await readGcState(repo);
   if (state.phase !== 'idle' && Date.now() - state.since < o.staleMs) return { ...report, skipped: `another collector is ${state.phase} (since ${new Date(state.since).toISOString()})` };
@@ -139,6 +160,9 @@ export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<
     state = { epoch: state.epoch + 1, phase: 'idle', candidates: [], since: Date.now() };
   }
   const first = await mark(repo);
+  // the folder catalogs are brought up to the heads (a crash between a head swap and its
+  // catalog's leaves one behind)
+  for (const [user, folders] of first.catalogs) for (const [folder, c] of folders) if (await repairCatalog(b, user, folder, c.files, c.folders)) report.catalogsRepaired++;
   if (first.unreadable.length) return { ...report, ms: Date.now() - t0, skipped: `unreadable heads or indexes (run check): ${first.unreadable.slice(0, 3).join('; ')}` };
   const now = Date.now();
   const condemned = (await unreferencedBy(repo, first)).filter((e) => now - e.modified >= o.minAgeMs);

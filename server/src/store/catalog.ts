@@ -1,0 +1,120 @@
+/**
+ * Folder catalogs (docs/store.md, "Listing"): one head per folder, `ns/<user>/folders/<encoded
+ * folder>`, holding its files (name, latest, size, versions, mtime) and its subfolders, so a
+ * page of a listing reads one object. A catalog is a cache derived from the file heads: it is
+ * updated by compare-and-swap after each file head changes, merged by the head's `seq` (the
+ * newest state of a file wins whatever order updates land in), and repaired by gc from the
+ * heads (a crash between the two swaps leaves it behind until then).
+ */
+import type { Backend } from './backend.ts';
+import type { FileHead } from './format.ts';
+import { updateHead } from './heads.ts';
+import { encodeName, nsPrefix } from './keys.ts';
+import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
+
+export interface CatalogEntry {
+  /** the file head's seq this entry reflects */
+  seq: number;
+  latest: number;
+  size: number;
+  /** live versions; 0: deleted (kept so that an older update cannot bring the file back) */
+  versions: number;
+  mtime: string;
+}
+export interface Catalog {
+  /** by the file's last name component */
+  files: Record<string, CatalogEntry>;
+  /** subfolders by last component */
+  folders: Record<string, 1>;
+}
+
+/** The folder of a name ('' for the top) and its last component. */
+export function splitName(name: string): [string, string] {
+  const k = name.lastIndexOf('/');
+  return k < 0 ? ['', name] : [name.slice(0, k), name.slice(k + 1)];
+}
+
+export const catalogKey = (user: string, folder: string) => `${nsPrefix(user)}folders/${encodeName(folder)}`;
+
+export function parseCatalog(body: Uint8Array | null, key: string): Catalog {
+  if (!body) return { files: {}, folders: {} };
+  let c: any;
+  try {
+    c = JSON.parse(Buffer.from(body).toString('utf8'));
+  } catch {
+    c = null;
+  }
+  const ok =
+    c && typeof c.files === 'object' && typeof c.folders === 'object' &&
+    Object.values(c.files).every((e: any) => e && [e.seq, e.latest, e.size, e.versions].every((x) => Number.isSafeInteger(x) && x >= 0) && typeof e.mtime === 'string');
+  if (!ok) throw new ProtocolError(ErrorCode.Internal, `damaged store object: ${key}: not a folder catalog`);
+  return c as Catalog;
+}
+
+export function entryOf(head: FileHead): CatalogEntry {
+  const last = head.versions[head.versions.length - 1];
+  return { seq: head.seq ?? 0, latest: last?.version ?? 0, size: last?.size ?? 0, versions: head.versions.length, mtime: last?.mtime ?? '' };
+}
+
+const body = (c: Catalog) => Buffer.from(JSON.stringify(c));
+
+/** Notes a file head's new state in its folder's catalog; a new file's folder is linked into
+ *  its ancestors. `linked`: folders this process knows are linked already. */
+export async function noteInCatalog(backend: Backend, user: string, head: FileHead, linked: Set<string>): Promise<void> {
+  const [folder, base] = splitName(head.name);
+  const entry = entryOf(head);
+  const key = catalogKey(user, folder);
+  await updateHead(backend, key, (b) => {
+    const c = parseCatalog(b, key);
+    const had = c.files[base];
+    if (had && had.seq >= entry.seq) return { body: null, result: undefined };
+    c.files[base] = entry;
+    return { body: body(c), result: undefined };
+  });
+  if (entry.versions) await linkFolder(backend, user, folder, linked);
+}
+
+/** Makes `folder` a subfolder of its parent, and so on up to the top. */
+export async function linkFolder(backend: Backend, user: string, folder: string, linked: Set<string>): Promise<void> {
+  while (folder && !linked.has(user + '\0' + folder)) {
+    const [parent, base] = splitName(folder);
+    const key = catalogKey(user, parent);
+    await updateHead(backend, key, (b) => {
+      const c = parseCatalog(b, key);
+      if (c.folders[base]) return { body: null, result: undefined };
+      c.folders[base] = 1;
+      return { body: body(c), result: undefined };
+    });
+    linked.add(user + '\0' + folder);
+    folder = parent;
+  }
+}
+
+/** Brings a catalog up to the given entries (by seq) and subfolders (added, never removed: a
+ *  commit may be linking one right now). Returns whether it changed. */
+export async function repairCatalog(backend: Backend, user: string, folder: string, files: Map<string, CatalogEntry>, folders: Set<string>): Promise<boolean> {
+  const key = catalogKey(user, folder);
+  return updateHead(backend, key, (b) => {
+    let c: Catalog;
+    let changed = false;
+    try {
+      c = parseCatalog(b, key);
+    } catch {
+      c = { files: {}, folders: {} }; // damaged: rebuilt from the heads
+      changed = true;
+    }
+    for (const [base, e] of files) {
+      if ((c.files[base]?.seq ?? -1) < e.seq || (c.files[base]?.seq === e.seq && c.files[base].versions !== e.versions)) {
+        c.files[base] = e;
+        changed = true;
+      }
+    }
+    for (const f of folders) {
+      if (!c.folders[f]) {
+        c.folders[f] = 1;
+        changed = true;
+      }
+    }
+    return { body: changed ? body(c) : null, result: changed };
+  });
+}
