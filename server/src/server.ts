@@ -48,9 +48,10 @@ export interface RunningServer {
 
 type Req = express.Request & { user?: string };
 
-export async function startServer(cfg: ServerConfig, log: (e: Record<string, unknown>) => void = () => {}): Promise<RunningServer> {
+/** `repo`: a store opened by the caller (tests over a faulty backend); by default `cfg.store`'s. */
+export async function startServer(cfg: ServerConfig, log: (e: Record<string, unknown>) => void = () => {}, repo?: Repo): Promise<RunningServer> {
   const auth = new Auth(cfg.users, cfg.allowedOrigins.split(',').filter(Boolean));
-  const repo = await openStore(cfg);
+  repo ??= await openStore(cfg);
   const storeOf = async (user: string) => repo.ns(user);
   // background garbage collection; safe with other processes' commits and collectors (gc.ts)
   let collecting: Promise<unknown> | null = null;

@@ -396,7 +396,9 @@ export class Store {
     };
     const flush = async () => {
       if (cur < 0 || used === 0) return;
-      await backend.putIfAbsent(segmentKey(layout.segments[cur]), buf.subarray(0, used));
+      await backend.putIfAbsent(segmentKey(layout.segments[cur]), buf.subarray(0, used)).catch((e) => {
+        throw new ProtocolError(ErrorCode.Internal, `the store could not write (${(e as Error).message}); nothing was stored`);
+      });
       // written from bytes the receiver hashed: known good
       this.repo.verified.add(layout.segments[cur], 0, used);
       cur = -1;
@@ -461,7 +463,9 @@ export class Store {
             return { head: null, result: { version: latest, unchanged: true } };
           }
           if (!indexWritten) {
-            await backend.putIfAbsent(indexKey(id), body);
+            await backend.putIfAbsent(indexKey(id), body).catch((e) => {
+              throw new ProtocolError(ErrorCode.Internal, `the store could not write (${(e as Error).message}); nothing was stored`);
+            });
             indexWritten = true;
           }
           const next = h?.next ?? 1;

@@ -10,7 +10,12 @@ import { RemoteError } from '../../shared/src/conn.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
 import { loadConfig } from '../src/config.ts';
 import { startServer } from '../src/server.ts';
+import { Repo } from '../src/store.ts';
+import type { Backend } from '../src/store/backend.ts';
 import { runCheck } from '../src/store/check.ts';
+import { unreferenced } from '../src/store/gc.ts';
+import { localBackend } from '../src/store/local.ts';
+import { download } from './trials.ts';
 import { indexKey, segmentKey } from '../src/store/keys.ts';
 import { pullBytes, pushBytes } from './helpers.ts';
 import { indexIdOf } from './store-helpers.ts';
@@ -137,6 +142,40 @@ test('a damaged index breaks only its own version: listing, unrelated pushes and
     const report = await runCheck(s.repo);
     assert.equal(report.errors.length, 1, report.errors.join('\n'));
     assert.match(report.errors[0], /x\.bin version 1/);
+  } finally {
+    await s.close();
+    rmSync(data, { recursive: true, force: true });
+  }
+});
+
+test('a full disk mid-upload: the session ends at once with a clear error, nothing is left behind', async () => {
+  const data = mkdtempSync(path.join(tmpdir(), 'dsync-full-'));
+  // the real local directory, whose writes fail with ENOSPC once `room` bytes were put
+  const real = localBackend(data);
+  let room = Infinity;
+  const full: Backend = {
+    ...real,
+    async putIfAbsent(key, body) {
+      if (body.length > room) throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+      room -= body.length;
+      return real.putIfAbsent(key, body);
+    },
+  };
+  const repo = new Repo(full);
+  const s = await startServer(loadConfig({ port: '0', host: '127.0.0.1', store: data }, {}), () => {}, repo);
+  const srv = { ...s, wsUrl: s.url.replace('http', 'ws') + '/sync' };
+  try {
+    const a = fastRandomBytes(7, 1_000_000);
+    await pushBytes(srv, 'kept.bin', a);
+    room = 12 << 20; // one 8 MiB segment fits, the second does not
+    const t0 = performance.now();
+    await assert.rejects(pushBytes(srv, 'big.bin', fastRandomBytes(8, 30_000_000)), (e) => e instanceof RemoteError && /the store could not write \(ENOSPC: no space left on device, write\); nothing was stored/.test(e.message));
+    assert.ok(performance.now() - t0 < 20_000);
+    assert.deepEqual(await unreferenced(repo), [], 'the segment written before the disk filled is removed');
+    assert.deepEqual(await repo.ns('local').versionNumbers('big.bin'), []);
+    room = Infinity;
+    assert.ok((await download(s.url, 'kept.bin')).equals(a));
+    assert.equal((await pushBytes(srv, 'big.bin', fastRandomBytes(9, 100_000))).version, 1);
   } finally {
     await s.close();
     rmSync(data, { recursive: true, force: true });
