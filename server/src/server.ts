@@ -24,12 +24,11 @@
 import { existsSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import path from 'node:path';
 import express from 'express';
 import { WebSocketServer } from 'ws';
 import '../../shared/src/wasm.ts';
 import type { WebSocketLike } from '../../shared/src/conn.ts';
-import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, PROTOCOL_VERSION, ProtocolError } from '../../shared/src/protocol.ts';
+import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, PROTOCOL_VERSION } from '../../shared/src/protocol.ts';
 import { Auth, SESSION_COOKIE } from './auth.ts';
 import type { ServerConfig } from './config.ts';
 import { filesApi } from './files-api.ts';

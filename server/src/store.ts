@@ -13,20 +13,20 @@ import type { ChunkIndex } from '../../shared/src/chunk-index.ts';
 import { ErrorCode, ProtocolError } from '../../shared/src/protocol.ts';
 import type { ChunkParams } from '../../shared/src/protocol.ts';
 import type { Held, Sink, SinkFor } from '../../shared/src/session.ts';
-import type { ServerConfig } from './config.ts';
 import { MIN_SHARED, sharedTraits, traitsOf } from './similarity.ts';
-import { type Backend, NotFoundError } from './store/backend.ts';
-import { type FileHead, type Layout, type VersionEntry, decodeVersion, encodeVersion, jsonBody, parseFileHead, sha256hex } from './store/format.ts';
-import { GC_DEFAULTS, gcEpoch, guardCommit } from './store/gc.ts';
+import type { Backend } from './store/backend.ts';
+import type { Repo, StoreSettings } from './store/repo.ts';
+import { type FileHead, type Layout, type VersionEntry, encodeVersion, jsonBody, parseFileHead, sha256hex } from './store/format.ts';
+import { gcEpoch, guardCommit } from './store/gc.ts';
 import { updateHead } from './store/heads.ts';
-import { decodeName, fileHeadKey, indexKey, newSegmentId, nsPrefix, segmentKey, uploadsKey } from './store/keys.ts';
-import { localBackend } from './store/local.ts';
+import { fileHeadKey, indexKey, newSegmentId, segmentKey, uploadsKey } from './store/keys.ts';
 import { catalogKey, noteInCatalog, parseCatalog } from './store/catalog.ts';
 import { VersionSource } from './store/source.ts';
-import { VerifiedRanges } from './store/verified.ts';
+import { compact } from './store/compact.ts';
 import { type UploadState, claimUpload, holdsUpload, suspendUpload } from './store/uploads.ts';
 
 export { VersionSource } from './store/source.ts';
+export { Repo, openStore, type StoreSettings } from './store/repo.ts';
 export { encodeName } from './store/keys.ts';
 export { fileSource } from './file-source.ts';
 export { decodeVersion, encodeVersion, type Layout, type Extent } from './store/format.ts';
@@ -34,8 +34,6 @@ export { decodeVersion, encodeVersion, type Layout, type Extent } from './store/
 /** A segment holds at most this many Delta Bytes: an upload buffers one segment in memory,
  *  and on S3 a segment is one PUT. */
 export const SEGMENT_BYTES = 8 << 20;
-/** Decoded version indexes kept per process (immutable: always valid), bytes of index. */
-const INDEX_CACHE_BYTES = 64 << 20;
 /** Similarity traits are re-read from the heads when older than this (other processes commit). */
 const TRAITS_REFRESH_MS = 30_000;
 
@@ -56,90 +54,6 @@ export interface FileInfo {
   size: number;
   versions: number;
   mtime: string;
-}
-
-export interface StoreSettings {
-  /** how long an interrupted upload waits for its client to come back */
-  resumeWindowMs: number;
-  /** versions kept per file (0: all); the latest is always kept */
-  keepVersions: number;
-  /** days a version is kept (0: forever); the latest is always kept */
-  keepDays: number;
-  /** the garbage collector's commit window W (gc.ts) */
-  gcWindowMs: number;
-}
-const DEFAULT_SETTINGS: StoreSettings = { resumeWindowMs: 600_000, keepVersions: 0, keepDays: 0, gcWindowMs: GC_DEFAULTS.windowMs };
-
-/** The whole store: a backend, the settings, and the caches every namespace shares. */
-export class Repo {
-  private namespaces = new Map<string, Store>();
-  private indexes = new Map<string, { index: ChunkIndex; layout: Layout; bytes: number }>();
-  private indexBytes = 0;
-  readonly settings: StoreSettings;
-  /** segment ranges this process has verified (verified.ts) */
-  readonly verified = new VerifiedRanges();
-  /** folders this process linked into their parents' catalogs (catalog.ts) */
-  readonly linked = new Set<string>();
-
-  constructor(
-    readonly backend: Backend,
-    settings: Partial<StoreSettings> = {},
-  ) {
-    this.settings = { ...DEFAULT_SETTINGS, ...settings };
-  }
-
-  /** The files of one user. */
-  ns(user: string): Store {
-    let s = this.namespaces.get(user);
-    if (!s) this.namespaces.set(user, (s = new Store(this, user)));
-    return s;
-  }
-
-  /** A version index by id, verified against its key (content address). */
-  async readIndex(id: string, what: string): Promise<{ index: ChunkIndex; layout: Layout }> {
-    const hit = this.indexes.get(id);
-    if (hit) {
-      this.indexes.delete(id);
-      this.indexes.set(id, hit);
-      return hit;
-    }
-    let body: Uint8Array;
-    try {
-      body = await this.backend.get(indexKey(id));
-    } catch (e) {
-      if (e instanceof NotFoundError) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${what}: its index ${id} is missing`);
-      throw e;
-    }
-    if (sha256hex(body) !== id) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${what}: its index ${id} does not match its hash`);
-    const v = { ...decodeVersion(Buffer.from(body.buffer, body.byteOffset, body.length)), bytes: body.length };
-    this.indexes.set(id, v);
-    this.indexBytes += v.bytes;
-    for (const [k, old] of this.indexes) {
-      if (this.indexBytes <= INDEX_CACHE_BYTES) break;
-      this.indexes.delete(k);
-      this.indexBytes -= old.bytes;
-    }
-    return v;
-  }
-
-  async close() {
-    await this.backend.close();
-  }
-}
-
-/** Opens the store a server configuration names: `--store DIR` or `--store s3://BUCKET[/PREFIX]`. */
-export async function openStore(cfg: Pick<ServerConfig, 'store' | 's3Endpoint' | 'resumeWindowMs' | 'keepVersions' | 'keepDays' | 'gcWindowMs'>): Promise<Repo> {
-  let backend: Backend;
-  if (cfg.store.startsWith('s3://')) {
-    let mod: { s3Backend(url: string, endpoint: string | undefined): Promise<Backend> };
-    try {
-      mod = await import(['./store', 's3.ts'].join('/'));
-    } catch (e) {
-      throw new Error(`--store ${cfg.store}: the S3 backend is not available (${(e as Error).message})`);
-    }
-    backend = await mod.s3Backend(cfg.store, cfg.s3Endpoint || undefined);
-  } else backend = localBackend(cfg.store);
-  return new Repo(backend, { resumeWindowMs: cfg.resumeWindowMs, keepVersions: cfg.keepVersions, keepDays: cfg.keepDays, gcWindowMs: cfg.gcWindowMs });
 }
 
 /** Whether `e` reports a damaged or missing stored object (format.ts, source.ts). */
@@ -448,7 +362,10 @@ export class Store {
       commit: async (index) => {
         await flush();
         for (const c of copies) await c.from.verify(c.offset, c.length);
-        const body = encodeVersion(index, layout);
+        const final = await compact(backend, layout, index, SEGMENT_BYTES, own, this.repo.verified).catch((e) => {
+          throw e instanceof ProtocolError ? e : new ProtocolError(ErrorCode.Internal, `the store could not write (${(e as Error).message}); nothing was stored`);
+        });
+        const body = encodeVersion(index, final);
         const id = sha256hex(body);
         const root = Buffer.from(index.root).toString('hex');
         let indexWritten = false;
@@ -471,10 +388,12 @@ export class Store {
           const next = h?.next ?? 1;
           const entry: VersionEntry = { version: next, index: id, size: index.size, mtime: new Date().toISOString(), root, algo: index.algo, change: written, ...(client && { client }) };
           const versions = applyRetention([...vs, entry], this.repo.settings);
-          const refs = [indexKey(id), ...layout.segments.map(segmentKey)];
+          const refs = [indexKey(id), ...final.segments.map(segmentKey)];
           return { head: { name, next: next + 1, versions }, result: { version: next, unchanged: false }, refs };
         }, Math.min(await epoch, copiedEpoch));
         if (unchanged) await dropOwn();
+        // own segments compaction emptied (best effort: gc collects them otherwise)
+        else for (const s of own) if (!final.segments.includes(s)) await backend.delete(segmentKey(s)).catch(() => {});
         else this.traits?.map.set(name, { index: id, traits: traitsOf(index.fastfps) });
         return version;
       },

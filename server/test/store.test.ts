@@ -162,3 +162,27 @@ test('chunking a file through its handle (slices read ahead into two reused buff
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('a version made by 150 small edits references a bounded number of segments, and reads back exactly', async () => {
+  const { maxSegments } = await import('../src/store/compact.ts');
+  const { SEGMENT_BYTES } = await import('../src/store.ts');
+  const { unreferenced } = await import('../src/store/gc.ts');
+  const r = new Rng(150);
+  let cur = fastRandomBytes(150, 3 << 20);
+  const store = await server.storeOf('local');
+  await pushBytes(server, 'edited.bin', cur);
+  const kept = new Map<number, Uint8Array>();
+  let most = 0;
+  for (let k = 0; k < 150; k++) {
+    cur = applyEdits(cur, r, { kind: 'insert', total: 64, maxFragment: 64 });
+    const rep = await pushBytes(server, 'edited.bin', cur);
+    if (k % 25 === 0 || k === 149) kept.set(rep.version, cur);
+    most = Math.max(most, (await store.readVersion('edited.bin', rep.version)).layout.segments.length);
+  }
+  const limit = maxSegments(cur.length, SEGMENT_BYTES);
+  assert.ok(most <= limit && most > limit - 5, `at most ${most} segments, the limit is ${limit}`);
+  for (const [v, bytes] of kept) assert.deepEqual(await server.stored('edited.bin', v), Buffer.from(bytes), `version ${v}`);
+  // the small segments compaction replaced are gone (only whole-file versions reference them)
+  const stray = (await unreferenced(server.repo)).filter((k) => k.startsWith('data/'));
+  assert.deepEqual(stray, []);
+});

@@ -1,0 +1,102 @@
+/**
+ * The whole store: one backend, its settings, and the per-process caches every namespace
+ * shares (docs/store.md). `openStore` opens the one a server configuration names.
+ */
+import type { ChunkIndex } from '../../../shared/src/chunk-index.ts';
+import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
+import type { ServerConfig } from '../config.ts';
+import { Store } from '../store.ts';
+import { type Backend, NotFoundError } from './backend.ts';
+import { type Layout, decodeVersion, sha256hex } from './format.ts';
+import { GC_DEFAULTS } from './gc.ts';
+import { indexKey } from './keys.ts';
+import { localBackend } from './local.ts';
+import { VerifiedRanges } from './verified.ts';
+
+/** Decoded version indexes kept per process (immutable: always valid), bytes of index. */
+const INDEX_CACHE_BYTES = 64 << 20;
+
+export interface StoreSettings {
+  /** how long an interrupted upload waits for its client to come back */
+  resumeWindowMs: number;
+  /** versions kept per file (0: all); the latest is always kept */
+  keepVersions: number;
+  /** days a version is kept (0: forever); the latest is always kept */
+  keepDays: number;
+  /** the garbage collector's commit window W (gc.ts) */
+  gcWindowMs: number;
+}
+const DEFAULT_SETTINGS: StoreSettings = { resumeWindowMs: 600_000, keepVersions: 0, keepDays: 0, gcWindowMs: GC_DEFAULTS.windowMs };
+
+/** The whole store: a backend, the settings, and the caches every namespace shares. */
+export class Repo {
+  private namespaces = new Map<string, Store>();
+  private indexes = new Map<string, { index: ChunkIndex; layout: Layout; bytes: number }>();
+  private indexBytes = 0;
+  readonly settings: StoreSettings;
+  /** segment ranges this process has verified (verified.ts) */
+  readonly verified = new VerifiedRanges();
+  /** folders this process linked into their parents' catalogs (catalog.ts) */
+  readonly linked = new Set<string>();
+
+  constructor(
+    readonly backend: Backend,
+    settings: Partial<StoreSettings> = {},
+  ) {
+    this.settings = { ...DEFAULT_SETTINGS, ...settings };
+  }
+
+  /** The files of one user. */
+  ns(user: string): Store {
+    let s = this.namespaces.get(user);
+    if (!s) this.namespaces.set(user, (s = new Store(this, user)));
+    return s;
+  }
+
+  /** A version index by id, verified against its key (content address). */
+  async readIndex(id: string, what: string): Promise<{ index: ChunkIndex; layout: Layout }> {
+    const hit = this.indexes.get(id);
+    if (hit) {
+      this.indexes.delete(id);
+      this.indexes.set(id, hit);
+      return hit;
+    }
+    let body: Uint8Array;
+    try {
+      body = await this.backend.get(indexKey(id));
+    } catch (e) {
+      if (e instanceof NotFoundError) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${what}: its index ${id} is missing`);
+      throw e;
+    }
+    if (sha256hex(body) !== id) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${what}: its index ${id} does not match its hash`);
+    const v = { ...decodeVersion(Buffer.from(body.buffer, body.byteOffset, body.length)), bytes: body.length };
+    this.indexes.set(id, v);
+    this.indexBytes += v.bytes;
+    for (const [k, old] of this.indexes) {
+      if (this.indexBytes <= INDEX_CACHE_BYTES) break;
+      this.indexes.delete(k);
+      this.indexBytes -= old.bytes;
+    }
+    return v;
+  }
+
+  async close() {
+    await this.backend.close();
+  }
+}
+
+/** Opens the store a server configuration names: `--store DIR` or `--store s3://BUCKET[/PREFIX]`. */
+export async function openStore(cfg: Pick<ServerConfig, 'store' | 's3Endpoint' | 'resumeWindowMs' | 'keepVersions' | 'keepDays' | 'gcWindowMs'>): Promise<Repo> {
+  let backend: Backend;
+  if (cfg.store.startsWith('s3://')) {
+    let mod: { s3Backend(url: string, endpoint: string | undefined): Promise<Backend> };
+    try {
+      mod = await import(['./store', 's3.ts'].join('/'));
+    } catch (e) {
+      throw new Error(`--store ${cfg.store}: the S3 backend is not available (${(e as Error).message})`);
+    }
+    backend = await mod.s3Backend(cfg.store, cfg.s3Endpoint || undefined);
+  } else backend = localBackend(cfg.store);
+  return new Repo(backend, { resumeWindowMs: cfg.resumeWindowMs, keepVersions: cfg.keepVersions, keepDays: cfg.keepDays, gcWindowMs: cfg.gcWindowMs });
+}
+
