@@ -27,6 +27,8 @@ import { type UploadState, claimUpload, holdsUpload, suspendUpload } from './sto
 
 export { VersionSource } from './store/source.ts';
 export { Repo, openStore, type StoreSettings } from './store/repo.ts';
+export { runGc, type GcOptions, type GcReport } from './store/gc.ts';
+export { runCheck, type CheckReport } from './store/check.ts';
 export { encodeName } from './store/keys.ts';
 export { fileSource } from './file-source.ts';
 export { decodeVersion, encodeVersion, type Layout, type Extent } from './store/format.ts';

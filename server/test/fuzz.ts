@@ -11,7 +11,7 @@
 // The transport is an in-memory WebSocket pair so that 10^5 cases run in minutes; the real
 // `ws` transport is exercised by the other server tests.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { bufferSource } from '../../shared/src/chunk-index.ts';
 import { type Message, type Piece, decode, encode } from '../../shared/src/codec.ts';
