@@ -7,7 +7,7 @@
  */
 import type { ChunkIndex, Source } from '../../../shared/src/chunk-index.ts';
 import { ErrorCode, ProtocolError, hashLength } from '../../../shared/src/protocol.ts';
-import { hash_chunks } from '../../../wasm/pkg/dsync_wasm.js';
+import { hash_chunks } from '../../../shared/src/wasm.ts';
 import { type Backend, NotFoundError } from './backend.ts';
 import type { Layout } from './format.ts';
 import { segmentKey } from './keys.ts';
