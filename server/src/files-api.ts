@@ -124,7 +124,7 @@ export function filesApi(storeOf: (user: string) => Promise<Store>, log: (e: Rec
       }
       const src = nameOf(from.slice(0, -1)) + '/';
       const dst = nameOf(to.slice(0, -1)) + '/';
-      const files = (await store.list()).filter((f) => f.name.startsWith(src));
+      const files = await store.list(src.slice(0, -1));
       if (!files.length) throw new ProtocolError(ErrorCode.NotFound, `no file under ${src}`);
       for (const f of files) await store.rename(f.name, nameOf(dst + f.name.slice(src.length)));
       res.json({ moved: files.length });

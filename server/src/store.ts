@@ -20,7 +20,7 @@ import { type FileHead, type Layout, type VersionEntry, encodeVersion, jsonBody,
 import { gcEpoch, guardCommit } from './store/gc.ts';
 import { updateHead } from './store/heads.ts';
 import { fileHeadKey, indexKey, newSegmentId, segmentKey, uploadsKey } from './store/keys.ts';
-import { catalogKey, noteInCatalog, parseCatalog } from './store/catalog.ts';
+import { type CatalogEntry, catalogKey, noteInCatalog, parseCatalog } from './store/catalog.ts';
 import { VersionSource } from './store/source.ts';
 import { compact } from './store/compact.ts';
 import { type UploadState, claimUpload, holdsUpload, suspendUpload } from './store/uploads.ts';
@@ -145,46 +145,53 @@ export class Store {
     return ((await this.head(name))?.versions ?? []).map(({ index: _, ...v }) => v);
   }
 
+  /** A folder's catalog entries and subfolders, full names, in byte order of their names
+   * (a subfolder's name ends in '/'). */
+  private async folderEntries(folder: string): Promise<[string, CatalogEntry | null][]> {
+    const key = catalogKey(this.user, folder);
+    const c = parseCatalog((await this.backend.getHead(key))?.body ?? null, key);
+    const prefix = folder ? folder + '/' : '';
+    const all: [string, CatalogEntry | null][] = [];
+    for (const [base, e] of Object.entries(c.files)) if (e.versions) all.push([prefix + base, e]);
+    for (const f of Object.keys(c.folders)) all.push([prefix + f + '/', null]);
+    return all.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  }
+
   /**
    * One page of a folder's listing (one catalog read): its files and subfolders in name order
    * after `cursor`, at most `limit` together, and the cursor of the next page (null: the last).
    * `folder` is '' for the top or a folder name without a trailing '/'.
    */
   async listFolder(folder: string, cursor = '', limit = 1000): Promise<{ files: FileInfo[]; folders: string[]; next: string | null }> {
-    const key = catalogKey(this.user, folder);
-    const c = parseCatalog((await this.backend.getHead(key))?.body ?? null, key);
-    const prefix = folder ? folder + '/' : '';
-    const all: [string, FileInfo | null][] = [];
-    for (const [base, e] of Object.entries(c.files)) if (e.versions) all.push([prefix + base, { name: prefix + base, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime }]);
-    for (const f of Object.keys(c.folders)) all.push([prefix + f + '/', null]);
-    all.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    const all = await this.folderEntries(folder);
     const page = all.filter(([n]) => n > cursor).slice(0, limit);
-    const more = all.length > 0 && page.length > 0 && page[page.length - 1][0] < all[all.length - 1][0];
-    return { files: page.flatMap(([, f]) => (f ? [f] : [])), folders: page.flatMap(([n, f]) => (f ? [] : [n])), next: more ? page[page.length - 1][0] : null };
+    const more = page.length > 0 && page[page.length - 1][0] < all[all.length - 1][0];
+    return {
+      files: page.flatMap(([name, e]) => (e ? [{ name, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime }] : [])),
+      folders: page.flatMap(([n, e]) => (e ? [] : [n])),
+      next: more ? page[page.length - 1][0] : null,
+    };
   }
 
-  /** Every file with at least one version under `folder` ('' for all), by name: one catalog
-   *  read per folder. */
+  /** Visits every file under `folder` ('' for all) in name order: one catalog read per folder.
+   *  A damaged catalog hides its own folder until gc rebuilds it. */
+  private async walk(folder: string, visit: (name: string, e: CatalogEntry) => void): Promise<void> {
+    let all;
+    try {
+      all = await this.folderEntries(folder);
+    } catch {
+      return;
+    }
+    for (const [name, e] of all) {
+      if (e) visit(name, e);
+      else await this.walk(name.slice(0, -1), visit);
+    }
+  }
+
+  /** Every file with at least one version under `folder` ('' for all), by name. */
   async list(folder = ''): Promise<FileInfo[]> {
     const out: FileInfo[] = [];
-    const walk = async (f: string) => {
-      let cursor = '';
-      for (;;) {
-        let page;
-        try {
-          page = await this.listFolder(f, cursor, 100_000);
-        } catch {
-          return; // a damaged catalog hides its own folder until gc rebuilds it
-        }
-        for (const x of [...page.files.map((e) => ({ n: e.name, e })), ...page.folders.map((n) => ({ n, e: null }))].sort((a, b) => (a.n < b.n ? -1 : 1))) {
-          if (x.e) out.push(x.e);
-          else await walk(x.n.slice(0, -1));
-        }
-        if (!page.next) return;
-        cursor = page.next;
-      }
-    };
-    await walk(folder);
+    await this.walk(folder, (name, e) => out.push({ name, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime }));
     return out;
   }
 
@@ -256,13 +263,17 @@ export class Store {
     if (!this.traits || Date.now() - this.traits.at > TRAITS_REFRESH_MS) {
       const old = this.traits?.map;
       const map = new Map<string, { index: string; traits: Uint32Array }>();
-      for (const f of await this.list()) {
-        try {
-          const e = await this.entry(f.name, f.latest);
-          const had = old?.get(f.name);
-          map.set(f.name, had?.index === e.index ? had : { index: e.index, traits: traitsOf((await this.repo.readIndex(e.index, f.name)).index.fastfps) });
-        } catch {
-          // a damaged index is no basis; it breaks nothing else
+      const latest: [string, string][] = [];
+      await this.walk('', (name, e) => e.index && latest.push([name, e.index]));
+      for (const [name, index] of latest) {
+        const had = old?.get(name);
+        if (had?.index === index) map.set(name, had);
+        else {
+          try {
+            map.set(name, { index, traits: traitsOf((await this.repo.readIndex(index, name)).index.fastfps) });
+          } catch {
+            // a damaged index is no basis; it breaks nothing else
+          }
         }
       }
       this.traits = { at: Date.now(), map };

@@ -20,6 +20,8 @@ export interface CatalogEntry {
   /** live versions; 0: deleted (kept so that an older update cannot bring the file back) */
   versions: number;
   mtime: string;
+  /** the latest version's index id ('' when deleted): the similarity traits' key */
+  index?: string;
 }
 export interface Catalog {
   /** by the file's last name component */
@@ -46,14 +48,14 @@ export function parseCatalog(body: Uint8Array | null, key: string): Catalog {
   }
   const ok =
     c && typeof c.files === 'object' && typeof c.folders === 'object' &&
-    Object.values(c.files).every((e: any) => e && [e.seq, e.latest, e.size, e.versions].every((x) => Number.isSafeInteger(x) && x >= 0) && typeof e.mtime === 'string');
+    Object.values(c.files).every((e: any) => e && [e.seq, e.latest, e.size, e.versions].every((x) => Number.isSafeInteger(x) && x >= 0) && typeof e.mtime === 'string' && (e.index === undefined || (typeof e.index === 'string' && /^([0-9a-f]{64})?$/.test(e.index))));
   if (!ok) throw new ProtocolError(ErrorCode.Internal, `damaged store object: ${key}: not a folder catalog`);
   return c as Catalog;
 }
 
 export function entryOf(head: FileHead): CatalogEntry {
   const last = head.versions[head.versions.length - 1];
-  return { seq: head.seq ?? 0, latest: last?.version ?? 0, size: last?.size ?? 0, versions: head.versions.length, mtime: last?.mtime ?? '' };
+  return { seq: head.seq ?? 0, latest: last?.version ?? 0, size: last?.size ?? 0, versions: head.versions.length, mtime: last?.mtime ?? '', index: last?.index ?? '' };
 }
 
 const body = (c: Catalog) => Buffer.from(JSON.stringify(c));
