@@ -2,6 +2,7 @@
 // damaged is ever served, a new version never inherits damage, one damaged object affects only
 // what holds it, and `check` finds every problem, naming the file and version.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -178,6 +179,44 @@ test('a full disk mid-upload: the session ends at once with a clear error, nothi
     assert.equal((await pushBytes(srv, 'big.bin', fastRandomBytes(9, 100_000))).version, 1);
   } finally {
     await s.close();
+    rmSync(data, { recursive: true, force: true });
+  }
+});
+
+test('reads hold no segment open: 12 concurrent downloads of a fragmented version under a 100-descriptor limit', async () => {
+  const data = mkdtempSync(path.join(tmpdir(), 'dsync-fds-'));
+  // the server in a child process whose descriptor limit is 100 (the shell sets it, then execs)
+  const root = new URL('../..', import.meta.url).pathname;
+  const child = spawn('sh', ['-c', `ulimit -n 100 && exec "${process.execPath}" "${root}bin/dsync.mjs" serve --port 0 --host 127.0.0.1 --store "${data}"`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      child.stdout!.on('data', (d) => {
+        out += d;
+        const m = /dsync server on (http:\/\/[\d.]+:\d+)/.exec(out);
+        if (m) resolve(m[1]);
+      });
+      child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${out}`)));
+    });
+    const s = { url, wsUrl: url.replace('http', 'ws') + '/sync' };
+    // 100 small scattered edits: the latest version references dozens of segments
+    const r = new Rng(12);
+    let cur = fastRandomBytes(12, 2_000_000);
+    await pushBytes(s, 'frag.bin', cur);
+    for (let k = 0; k < 100; k++) {
+      cur = applyEdits(cur, r, { kind: 'insert', total: 64, maxFragment: 64 });
+      await pushBytes(s, 'frag.bin', cur);
+    }
+    const downloads = await Promise.all(Array.from({ length: 12 }, () => tryDownload(url, 'frag.bin')));
+    for (const d of downloads) {
+      assert.equal(d.status, 200);
+      assert.ok(d.body?.equals(cur), `a download ended ${d.cut ?? `with ${d.body?.length} bytes`}`);
+    }
+    const store = new Repo(localBackend(data)).ns('local');
+    const segs = (await store.readVersion('frag.bin', await store.latest('frag.bin'))).layout.segments.length;
+    assert.ok(segs > 30, `the version references ${segs} segments`);
+  } finally {
+    child.kill('SIGKILL');
     rmSync(data, { recursive: true, force: true });
   }
 });
