@@ -375,6 +375,17 @@ export class Store {
       commit: async (index) => {
         await flush();
         for (const c of copies) await c.from.verify(c.offset, c.length);
+        // an interrupted upload's segments (written by an earlier session, perhaps through
+        // another server) are read back against their chunk hashes once
+        if (resume?.own.length) {
+          const earlier = new Set(resume.own);
+          const src = new VersionSource(backend, layout, index, `the resumed upload of ${name}`, 0, this.repo.verified);
+          let pos = 0;
+          for (const e of layout.extents) {
+            if (earlier.has(layout.segments[e.seg])) await src.verify(pos, e.length);
+            pos += e.length;
+          }
+        }
         const final = await compact(backend, layout, index, SEGMENT_BYTES, own, this.repo.verified).catch((e) => {
           throw e instanceof ProtocolError ? e : new ProtocolError(ErrorCode.Internal, `the store could not write (${(e as Error).message}); nothing was stored`);
         });
