@@ -442,6 +442,15 @@ export class Store {
     });
   }
 
+  /** Applies retention (keepVersions, keepDays) to `name`; returns how many versions went. */
+  async retain(name: string): Promise<number> {
+    return this.update(name, (h) => {
+      const kept = h ? applyRetention(h.versions, this.repo.settings) : [];
+      if (!h || kept.length === h.versions.length) return { head: null, result: 0 };
+      return { head: { ...h, versions: kept }, result: h.versions.length - kept.length };
+    });
+  }
+
   /** Adds a new version of `name` with the bytes of `version` (the same index). */
   async restore(name: string, version: number): Promise<number> {
     const epoch = await gcEpoch(this.repo);

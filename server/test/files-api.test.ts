@@ -113,6 +113,16 @@ test('retention: --keep-versions and --keep-days drop old versions at commit, ne
     }
     assert.deepEqual(await versionsOf(s.url, 'r.txt'), [4, 5]);
     assert.ok((await download(s.url, 'r.txt')).equals(cur));
+    // a tighter setting applies at the next gc, to files no commit touched, and frees bytes
+    await pushBytes(s, 'other.txt', textBytes(10, 50_000));
+    await pushBytes(s, 'other.txt', textBytes(11, 50_000));
+    s.repo.settings.keepVersions = 1;
+    const report = await runGc(s.repo, { minAgeMs: 0, windowMs: 10 });
+    assert.equal(report.retired, 2, JSON.stringify(report));
+    assert.ok(report.bytes > 50_000, JSON.stringify(report));
+    assert.deepEqual(await versionsOf(s.url, 'r.txt'), [5]);
+    assert.deepEqual(await versionsOf(s.url, 'other.txt'), [2]);
+    assert.ok((await download(s.url, 'other.txt')).equals(textBytes(11, 50_000)));
   } finally {
     await s.stop();
   }

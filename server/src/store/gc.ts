@@ -6,7 +6,7 @@ import type { Repo } from '../store.ts';
 import { parseFileHead, parseUploadsHead } from './format.ts';
 import { randomBytes } from 'node:crypto';
 import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
-import { GC_STATE, INDEX_ID, SEGMENT_ID } from './keys.ts';
+import { GC_STATE, INDEX_ID, SEGMENT_ID, decodeName } from './keys.ts';
 import { sweepTemporaries } from './local.ts';
 import { uploadRefs } from './uploads.ts';
 import { type CatalogEntry, entryOf, repairCatalog, splitName } from './catalog.ts';
@@ -20,6 +20,9 @@ export interface Marks {
   /** the folder catalogs as the file heads say they should be: user → folder → content */
   catalogs: Map<string, Map<string, { files: Map<string, CatalogEntry>; folders: Set<string> }>>;
 }
+
+/** An upload whose expiry passed this long ago is no longer marked (clocks of servers differ). */
+const EXPIRY_MARGIN_MS = 3_600_000;
 
 /** Every index and segment a file head or an upload references, in every namespace. */
 export async function mark(repo: Repo): Promise<Marks> {
@@ -53,7 +56,9 @@ export async function mark(repo: Repo): Promise<Marks> {
           for (const s of (await repo.readIndex(v.index, `${e.key} version ${v.version}`)).layout.segments) m.segments.add(s);
         }
       } else if (kind === 'uploads') {
-        for (const u of parseUploadsHead(got.body, e.key).uploads) for (const s of await uploadRefs(b, u.state)) m.segments.add(s);
+        // an expired upload can no longer be claimed (with an hour's margin for clocks)
+        const live = parseUploadsHead(got.body, e.key).uploads.filter((u) => u.expires + EXPIRY_MARGIN_MS > Date.now());
+        for (const u of live) for (const s of await uploadRefs(b, u.state)) m.segments.add(s);
       }
     } catch (err) {
       m.unreadable.push(`${e.key}: ${(err as Error).message}`);
@@ -116,6 +121,8 @@ export interface GcReport {
   temporaries: number;
   /** folder catalogs brought up to their file heads */
   catalogsRepaired: number;
+  /** versions retention removed */
+  retired: number;
   ms: number;
   /** why nothing was collected, when so */
   skipped?: string;
@@ -147,7 +154,7 @@ const body = (s: GcState) => Buffer.from(JSON.stringify(s));
 export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<GcReport> {
   const o = { ...GC_DEFAULTS, ...opts };
   const t0 = Date.now();
-  const report: GcReport = { deleted: 0, bytes: 0, rescued: 0, temporaries: 0, catalogsRepaired: 0, ms: 0 };
+  const report: GcReport = { deleted: 0, bytes: 0, rescued: 0, temporaries: 0, catalogsRepaired: 0, retired: 0, ms: 0 };
   const b = repo.backend;
   let { state, tag } = await readGcState(repo);
   if (state.phase !== 'idle' && Date.now() - state.since < o.staleMs) return { ...report, skipped: `another collector is ${state.phase} (since ${new Date(state.since).toISOString()})` };
@@ -158,6 +165,14 @@ export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<
     tag = await b.putHead(GC_STATE, body({ epoch: state.epoch + 1, phase: 'idle', candidates: [], since: Date.now() }), tag);
     if (!tag) return { ...report, ms: Date.now() - t0, skipped: 'another collector took over' };
     state = { epoch: state.epoch + 1, phase: 'idle', candidates: [], since: Date.now() };
+  }
+  // retention applies to files no commit touched lately, too
+  if (repo.settings.keepVersions || repo.settings.keepDays) {
+    for await (const e of b.list('ns/')) {
+      const [, user, kind] = e.key.split('/');
+      const name = kind === 'files' ? decodeName(e.key.split('/').slice(3).join('/')) : null;
+      if (name !== null) report.retired += await repo.ns(decodeURIComponent(user)).retain(name).catch(() => 0);
+    }
   }
   const first = await mark(repo);
   // the folder catalogs are brought up to the heads (a crash between a head swap and its
