@@ -220,3 +220,28 @@ test('reads hold no segment open: 12 concurrent downloads of a fragmented versio
     rmSync(data, { recursive: true, force: true });
   }
 });
+
+test('gc goes on past a damaged index and keeps everything else', async () => {
+  const data = mkdtempSync(path.join(tmpdir(), 'dsync-damage-'));
+  let s = await serve(data);
+  try {
+    const keep = fastRandomBytes(20, 400_000);
+    await pushBytes(s, 'bad.bin', fastRandomBytes(21, 400_000));
+    await pushBytes(s, 'keep.bin', keep);
+    await pushBytes(s, 'gone.bin', fastRandomBytes(22, 400_000));
+    const id = await indexIdOf(s.store, 'bad.bin', 1);
+    await s.store.remove('gone.bin');
+    await s.close();
+    flip(path.join(data, indexKey(id)), 60);
+    s = await serve(data);
+    const { runGc } = await import('../src/store/gc.ts');
+    const report = await runGc(s.repo, { minAgeMs: 0, windowMs: 10 });
+    assert.equal(report.skipped, undefined, JSON.stringify(report));
+    // gone.bin's segment and index; bad.bin's segment, which no readable index names
+    assert.equal(report.deleted, 3, JSON.stringify(report));
+    assert.ok((await download(s.url, 'keep.bin')).equals(keep));
+  } finally {
+    await s.close();
+    rmSync(data, { recursive: true, force: true });
+  }
+});

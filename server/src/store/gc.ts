@@ -17,6 +17,8 @@ export interface Marks {
   /** heads or objects that could not be read (they keep what they may reference: nothing is
    *  swept while any is unreadable) */
   unreadable: string[];
+  /** version indexes that are damaged (their versions are lost; reported, not blocking) */
+  damaged: string[];
   /** the folder catalogs as the file heads say they should be: user → folder → content */
   catalogs: Map<string, Map<string, { files: Map<string, CatalogEntry>; folders: Set<string> }>>;
 }
@@ -27,7 +29,7 @@ const EXPIRY_MARGIN_MS = 3_600_000;
 /** Every index and segment a file head or an upload references, in every namespace. */
 export async function mark(repo: Repo): Promise<Marks> {
   const b = repo.backend;
-  const m: Marks = { indexes: new Set(), segments: new Set(), unreadable: [], catalogs: new Map() };
+  const m: Marks = { indexes: new Set(), segments: new Set(), unreadable: [], damaged: [], catalogs: new Map() };
   const folderOf = (user: string, folder: string) => {
     let u = m.catalogs.get(user);
     if (!u) m.catalogs.set(user, (u = new Map()));
@@ -53,7 +55,19 @@ export async function mark(repo: Repo): Promise<Marks> {
         for (const v of head.versions) {
           if (m.indexes.has(v.index)) continue;
           m.indexes.add(v.index);
-          for (const s of (await repo.readIndex(v.index, `${e.key} version ${v.version}`)).layout.segments) m.segments.add(s);
+          let layout;
+          const read = () => repo.readIndex(v.index, `${head.name} version ${v.version}`);
+          try {
+            // read twice before believing damage: a torn read must not free anything
+            layout = (await read().catch(read)).layout;
+          } catch (err) {
+            // an index that does not match its content address names no segments anyone can
+            // read: it does not stop the collection (check reports it); anything else does
+            if (!/does not match its hash|^damaged store object: version index/.test((err as Error).message)) throw err;
+            m.damaged.push((err as Error).message);
+            continue;
+          }
+          for (const s of layout.segments) m.segments.add(s);
         }
       } else if (kind === 'uploads') {
         // an expired upload can no longer be claimed (with an hour's margin for clocks)
