@@ -36,7 +36,7 @@ export { decodeVersion, encodeVersion, type Layout, type Extent } from './store/
 /** A segment holds at most this many Delta Bytes: an upload buffers one segment in memory,
  *  and on S3 a segment is one PUT. */
 export const SEGMENT_BYTES = 8 << 20;
-/** Similarity traits are re-read from the heads when older than this (other processes commit). */
+/** Similarity traits are brought up to the folder catalogs when older than this (other processes commit). */
 const TRAITS_REFRESH_MS = 30_000;
 
 export interface VersionInfo {

@@ -2,7 +2,7 @@
 // file costs segments the size of the Delta Bytes, every version still reads back exactly; the
 // name → key mapping is injective; the local backend's heads are compare-and-swap.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -132,6 +132,11 @@ test('local backend: put-if-absent writes once; a head changes only with its cur
     const again = [];
     for await (const e of b.list('data/')) again.push(e.key);
     assert.deepEqual(again, ['data/ab/x']);
+    // gc removes it once it is old, and leaves a live writer's young one
+    utimesSync(path.join(dir, 'data/ab/@tmp-dead'), new Date(Date.now() - 7200_000), new Date(Date.now() - 7200_000));
+    writeFileSync(path.join(dir, 'data/ab/@tmp-live'), 'y');
+    assert.equal(await b.sweepTemporaries(3600_000), 1);
+    assert.deepEqual(readdirSync(path.join(dir, 'data/ab')).sort(), ['@tmp-live', 'x']);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -7,7 +7,7 @@ import { parseFileHead, parseUploadsHead } from './format.ts';
 import { randomBytes } from 'node:crypto';
 import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
 import { GC_STATE, INDEX_ID, SEGMENT_ID, decodeName } from './keys.ts';
-import { sweepTemporaries } from './local.ts';
+import type { LocalBackend } from './local.ts';
 import { uploadRefs } from './uploads.ts';
 import { type CatalogEntry, entryOf, repairCatalog, splitName } from './catalog.ts';
 
@@ -220,7 +220,7 @@ export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<
     break;
   }
   if (!(await b.putHead(GC_STATE, body({ epoch: epoch + 1, phase: 'idle', candidates: [], since: Date.now() }), tag))) return { ...report, ms: Date.now() - t0, skipped: 'taken over by another collector while deleting' };
-  if (b.where.startsWith('dir ')) report.temporaries = await sweepTemporaries(b.where.slice(4), o.minAgeMs);
+  if ('sweepTemporaries' in b) report.temporaries = await (b as LocalBackend).sweepTemporaries(o.minAgeMs);
   report.ms = Date.now() - t0;
   o.log?.({ gc: 'done', ...report });
   return report;

@@ -24,7 +24,13 @@ const TEMP = '@tmp-';
 
 const code = (e: unknown) => (e as NodeJS.ErrnoException).code;
 
-export function localBackend(root: string): Backend {
+/** The local directory backend, which also removes what crashed writers left (gc calls it). */
+export interface LocalBackend extends Backend {
+  /** Removes temporary files older than `olderThanMs`; returns how many. */
+  sweepTemporaries(olderThanMs: number): Promise<number>;
+}
+
+export function localBackend(root: string): LocalBackend {
   root = path.resolve(root);
   const file = (key: string) => path.join(root, key);
   const headDir = (key: string) => file(key) + HEAD_DIR;
@@ -69,8 +75,9 @@ export function localBackend(root: string): Backend {
     }
   };
 
-  const backend: Backend = {
+  const backend: LocalBackend = {
     where: `dir ${root}`,
+    sweepTemporaries: (olderThanMs) => sweepTemporaries(root, olderThanMs),
 
     async putIfAbsent(key, body) {
       const target = file(key);
@@ -200,7 +207,7 @@ export function localBackend(root: string): Backend {
  * seconds old). Returns how many. Used by gc, never at start-up: other processes may be
  * writing.
  */
-export async function sweepTemporaries(root: string, olderThanMs: number): Promise<number> {
+async function sweepTemporaries(root: string, olderThanMs: number): Promise<number> {
   let n = 0;
   const walk = async (dir: string): Promise<void> => {
     let entries;
