@@ -140,7 +140,7 @@ test('listing: one store read per page, paged by name, folders first-class; gc r
   const s = await testServer();
   try {
     const store = await s.storeOf('local');
-    const names = ['top.txt', 'a/1.txt', 'a/2.txt', 'a/3.txt', 'a/b/deep.txt', 'z/last.txt'];
+    const names = ['top.txt', 'a/1.txt', 'a/2.txt', 'a/3.txt', 'a/b/deep.txt', 'z/last.txt', 'p/__proto__', 'p/constructor', '__proto__/x'];
     for (const [i, n] of names.entries()) await pushBytes(s, n, textBytes(i + 1, 2000 + i));
     // count the backend's reads while listing
     const b = s.repo.backend;
@@ -151,7 +151,7 @@ test('listing: one store read per page, paged by name, folders first-class; gc r
     const page = async (query: string) => (await (await api(s, 'GET', `files?${query}`)).json()) as { files: { name: string; latest: number; size: number }[]; folders: string[]; next: string | null };
     let p = await page('');
     assert.equal(reads, 1);
-    assert.deepEqual([p.files.map((f) => f.name), p.folders, p.next], [['top.txt'], ['a/', 'z/'], null]);
+    assert.deepEqual([p.files.map((f) => f.name), p.folders, p.next], [['top.txt'], ['__proto__/', 'a/', 'p/', 'z/'], null]);
     reads = 0;
     p = await page(`prefix=a/&limit=2`);
     assert.equal(reads, 1);
@@ -161,8 +161,8 @@ test('listing: one store read per page, paged by name, folders first-class; gc r
     b.getHead = getHead;
     b.get = get;
     p = await page('recursive=1');
-    assert.deepEqual(p.files.map((f) => f.name), ['a/1.txt', 'a/2.txt', 'a/3.txt', 'a/b/deep.txt', 'top.txt', 'z/last.txt']);
-    assert.equal(p.files[4].size, 2000);
+    assert.deepEqual(p.files.map((f) => f.name), ['__proto__/x', 'a/1.txt', 'a/2.txt', 'a/3.txt', 'a/b/deep.txt', 'p/__proto__', 'p/constructor', 'top.txt', 'z/last.txt']);
+    assert.equal(p.files[7].size, 2000);
     assert.equal((await api(s, 'GET', 'files?prefix=a')).status, 400);
     // a new version and a delete show at once
     await pushBytes(s, 'a/2.txt', textBytes(9, 3000));
@@ -181,7 +181,7 @@ test('listing: one store read per page, paged by name, folders first-class; gc r
     const report = await runGc(s.repo, { minAgeMs: 0, windowMs: 10 });
     assert.ok(report.catalogsRepaired >= 1, JSON.stringify(report));
     assert.deepEqual((await page('prefix=a/')).files.map((f) => f.name), ['a/2.txt']);
-    assert.deepEqual((await store.list()).map((f) => f.name), ['a/2.txt', 'a/b/deep.txt', 'top.txt', 'z/last.txt']);
+    assert.deepEqual((await store.list()).map((f) => f.name), ['__proto__/x', 'a/2.txt', 'a/b/deep.txt', 'p/__proto__', 'p/constructor', 'top.txt', 'z/last.txt']);
   } finally {
     await s.stop();
   }

@@ -38,8 +38,11 @@ export function splitName(name: string): [string, string] {
 
 export const catalogKey = (user: string, folder: string) => `${nsPrefix(user)}folders/${encodeName(folder)}`;
 
+/** An empty catalog. Its maps have no prototype: a file may be named "__proto__". */
+const empty = (): Catalog => ({ files: Object.create(null), folders: Object.create(null) });
+
 export function parseCatalog(body: Uint8Array | null, key: string): Catalog {
-  if (!body) return { files: {}, folders: {} };
+  if (!body) return empty();
   let c: any;
   try {
     c = JSON.parse(Buffer.from(body).toString('utf8'));
@@ -50,7 +53,10 @@ export function parseCatalog(body: Uint8Array | null, key: string): Catalog {
     c && typeof c.files === 'object' && typeof c.folders === 'object' &&
     Object.values(c.files).every((e: any) => e && [e.seq, e.latest, e.size, e.versions].every((x) => Number.isSafeInteger(x) && x >= 0) && typeof e.mtime === 'string' && (e.index === undefined || (typeof e.index === 'string' && /^([0-9a-f]{64})?$/.test(e.index))));
   if (!ok) throw new ProtocolError(ErrorCode.Internal, `damaged store object: ${key}: not a folder catalog`);
-  return c as Catalog;
+  const out = empty();
+  for (const [k, v] of Object.entries(c.files)) out.files[k] = v as CatalogEntry;
+  for (const k of Object.keys(c.folders)) out.folders[k] = 1;
+  return out;
 }
 
 export function entryOf(head: FileHead): CatalogEntry {
@@ -102,7 +108,7 @@ export async function repairCatalog(backend: Backend, user: string, folder: stri
     try {
       c = parseCatalog(b, key);
     } catch {
-      c = { files: {}, folders: {} }; // damaged: rebuilt from the heads
+      c = empty(); // damaged: rebuilt from the heads
       changed = true;
     }
     for (const [base, e] of files) {
