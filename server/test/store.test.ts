@@ -186,6 +186,9 @@ test('a version made by 150 small edits references a bounded number of segments,
   }
   const limit = maxSegments(cur.length, SEGMENT_BYTES);
   assert.ok(most <= limit && most > limit - 5, `at most ${most} segments, the limit is ${limit}`);
+  // compaction went down to half the slack
+  const now = (await store.readVersion('edited.bin', await store.latest('edited.bin'))).layout.segments.length;
+  assert.ok(now < limit, `${now} segments`);
   for (const [v, bytes] of kept) assert.deepEqual(await server.stored('edited.bin', v), Buffer.from(bytes), `version ${v}`);
   // the small segments compaction replaced are gone (only whole-file versions reference them)
   const stray = (await unreferenced(server.repo)).filter((k) => k.startsWith('data/'));

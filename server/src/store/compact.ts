@@ -17,12 +17,14 @@ export const FRAGMENT_SLACK = 64;
 export const maxSegments = (size: number, segmentBytes: number) => Math.ceil(size / segmentBytes) + FRAGMENT_SLACK;
 
 /**
- * Returns `layout` within the bound: the extents of the least-contributing segments are read
- * (verified against `index`) and written into new segments. `own` gets the new segment ids.
+ * Returns `layout` within the bound: beyond it, the extents of the least-contributing segments
+ * are read (verified against `index`) and written into new segments until the layout is down
+ * to half the slack. `own` gets the new segment ids.
  */
 export async function compact(backend: Backend, layout: Layout, index: ChunkIndex, segmentBytes: number, own: string[], verified: VerifiedRanges): Promise<Layout> {
-  const limit = maxSegments(index.size, segmentBytes);
-  if (layout.segments.length <= limit) return layout;
+  if (layout.segments.length <= maxSegments(index.size, segmentBytes)) return layout;
+  // down to half the slack, so that the next compactions are many commits away
+  const limit = Math.ceil(index.size / segmentBytes) + FRAGMENT_SLACK / 2;
   const contribution = new Array<number>(layout.segments.length).fill(0);
   for (const e of layout.extents) contribution[e.seg] += e.length;
   const order = contribution.map((c, seg) => ({ c, seg })).sort((a, b) => a.c - b.c);
