@@ -186,3 +186,18 @@ test('listing: one store read per page, paged by name, folders first-class; gc r
     await s.stop();
   }
 });
+
+test('the server collects in the background (--gc-interval-ms)', async () => {
+  const s = await testServer({ 'gc-interval-ms': '100', 'gc-min-age-ms': '0', 'gc-window-ms': '20' });
+  try {
+    await pushBytes(s, 'bg.bin', fastRandomBytes(30, 300_000));
+    assert.ok((await storedBytes(s)) > 300_000);
+    await api(s, 'DELETE', 'files?name=bg.bin');
+    for (let t = 0; (await storedBytes(s)) > 0; t++) {
+      assert.ok(t < 100, 'collected within 10 s');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } finally {
+    await s.stop();
+  }
+});
