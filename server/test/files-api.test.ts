@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Rng, applyEdits, fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
+import { runCheck } from '../src/store/check.ts';
 import { runGc, unreferenced } from '../src/store/gc.ts';
 import { type TestServer, pushBytes, testServer } from './helpers.ts';
 import { download, versionsOf } from './trials.ts';
@@ -178,7 +179,9 @@ test('listing: one store read per page, paged by name, folders first-class; gc r
     head.seq++;
     await b.putHead(key, Buffer.from(JSON.stringify(head)), cur.tag);
     assert.deepEqual((await page('prefix=a/')).files.map((f) => f.name), ['a/2.txt', 'a/3.txt']);
+    assert.deepEqual((await runCheck(s.repo)).errors, ['a/3.txt: the folder catalog lags its file head (gc repairs it)']);
     const report = await runGc(s.repo, { minAgeMs: 0, windowMs: 10 });
+    assert.deepEqual((await runCheck(s.repo)).errors, []);
     assert.ok(report.catalogsRepaired >= 1, JSON.stringify(report));
     assert.deepEqual((await page('prefix=a/')).files.map((f) => f.name), ['a/2.txt']);
     assert.deepEqual((await store.list()).map((f) => f.name), ['__proto__/x', 'a/2.txt', 'a/b/deep.txt', 'p/__proto__', 'p/constructor', 'top.txt', 'z/last.txt']);

@@ -1,13 +1,14 @@
 /**
  * `dsync check`: verifies a whole store, as `restic check [--read-data]` does (docs/store.md,
  * "Check"). Every head parses; every version's index exists and matches its content address;
- * every segment a layout references exists and is long enough; with `readData`, every byte of
- * every version is read and checked against its chunk's strong hash (each segment range once).
+ * every segment a layout references exists and is long enough; every folder catalog agrees
+ * with the file heads; with `readData`, every byte of every version is read and checked
+ * against its chunk's strong hash (each segment range once).
  */
 import type { Repo } from '../store.ts';
 import { parseFileHead, parseUploadsHead } from './format.ts';
 import { parseGcState } from './gc.ts';
-import { parseCatalog } from './catalog.ts';
+import { catalogKey, parseCatalog, splitName } from './catalog.ts';
 import { GC_STATE, decodeName, segmentKey } from './keys.ts';
 import { VersionSource } from './source.ts';
 import { VerifiedRanges } from './verified.ts';
@@ -33,6 +34,7 @@ export async function runCheck(repo: Repo, opts: { readData?: boolean; log?: (li
   const sizes = new Map<string, number | null>();
   const indexes = new Set<string>();
   const verified = new VerifiedRanges();
+  const expected = new Map<string, Map<string, { name: string; seq: number; versions: number }>>();
   try {
     parseGcState((await b.getHead(GC_STATE))?.body ?? null);
   } catch (e) {
@@ -56,6 +58,10 @@ export async function runCheck(repo: Repo, opts: { readData?: boolean; log?: (li
       const head = parseFileHead(got.body, e.key);
       if (decodeName(rest) !== head.name) throw new Error(`the head names ${JSON.stringify(head.name)}, its key another name`);
       report.files++;
+      const [folder, base] = splitName(head.name);
+      const fkey = catalogKey(decodeURIComponent(user), folder);
+      if (!expected.has(fkey)) expected.set(fkey, new Map());
+      expected.get(fkey)!.set(base, { name: head.name, seq: head.seq ?? 0, versions: head.versions.length });
       for (const v of head.versions) {
         report.versions++;
         const what = `${head.name} version ${v.version} (user ${decodeURIComponent(user)})`;
@@ -91,6 +97,20 @@ export async function runCheck(repo: Repo, opts: { readData?: boolean; log?: (li
       }
     } catch (err) {
       fail(`${e.key}: ${(err as Error).message}`);
+    }
+  }
+  // the folder catalogs agree with the file heads (a lagging one is repaired by gc)
+  for (const [fkey, files] of expected) {
+    let c;
+    try {
+      c = parseCatalog((await b.getHead(fkey))?.body ?? null, fkey);
+    } catch (err) {
+      fail(`${fkey}: ${(err as Error).message} (gc rebuilds it)`);
+      continue;
+    }
+    for (const [base, want] of files) {
+      const got = c.files[base];
+      if ((want.versions > 0 || got) && (!got || got.seq < want.seq || got.versions !== want.versions)) fail(`${want.name}: the folder catalog lags its file head (gc repairs it)`);
     }
   }
   return report;
