@@ -4,7 +4,7 @@
  * readings of a process' CPU time and memory from /proc.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -62,9 +62,22 @@ function stopper(child: ChildProcess) {
 }
 
 /** Dsync's server (`dsync serve`), paper-exact or not, in its own process; `onLog`: each JSON
- *  line it logs (one per event), parsed. */
-export async function startDsync(opts: { data: string; paperExact: boolean; cpu: string | null; deflate?: boolean; env?: NodeJS.ProcessEnv; nodeArgs?: string[]; onLog?: (e: Record<string, unknown>) => void }): Promise<ServerProc> {
-  const args = [...(opts.nodeArgs ?? []), 'bin/dsync.mjs', 'serve', '--host', '127.0.0.1', '--port', '0', '--data', opts.data];
+ *  line it logs (one per event), parsed. `store`: an s3:// store instead of the `data`
+ *  directory; `workers`: `--workers N` (N processes on one port). */
+export async function startDsync(opts: {
+  data: string;
+  paperExact: boolean;
+  cpu: string | null;
+  deflate?: boolean;
+  env?: NodeJS.ProcessEnv;
+  nodeArgs?: string[];
+  onLog?: (e: Record<string, unknown>) => void;
+  store?: { url: string; endpoint: string };
+  workers?: number;
+}): Promise<ServerProc> {
+  const where = opts.store ? ['--store', opts.store.url, '--s3-endpoint', opts.store.endpoint] : ['--data', opts.data];
+  const args = [...(opts.nodeArgs ?? []), 'bin/dsync.mjs', 'serve', '--host', '127.0.0.1', '--port', '0', ...where];
+  if (opts.workers !== undefined) args.push('--workers', String(opts.workers));
   if (opts.paperExact) args.push('--paper-exact');
   if (opts.deflate === false) args.push('--no-deflate');
   const child = spawnPinned(opts.cpu, process.execPath, args, { env: opts.env });
@@ -186,4 +199,39 @@ export function cpuSeconds(pid: number): number {
 export function rssBytes(pid: number): number {
   const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
   return m ? Number(m[1]) * 1024 : 0;
+}
+
+/** The `dsync serve` worker processes (server/src/cluster.ts) of a primary. */
+function workersOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) !== pid) continue;
+      if (readFileSync(`/proc/${d}/cmdline`, 'utf8').includes('dsync.mjs')) out.push(Number(d));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return out;
+}
+/** CPU seconds of a server and its live workers, plus those of workers that have exited
+ *  (the cutime and cstime of the primary). */
+export function serverCpuSeconds(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+  let s = (Number(rest[11]) + Number(rest[12]) + Number(rest[13]) + Number(rest[14])) / TICK;
+  for (const w of workersOf(pid)) {
+    try {
+      s += cpuSeconds(w);
+    } catch {
+      // exited between the listing and the reading
+    }
+  }
+  return s;
+}
+/** Resident memory of a server and its workers, in bytes. */
+export function serverRssBytes(pid: number): number {
+  return [pid, ...workersOf(pid)].reduce((sum, p) => sum + rssBytes(p), 0);
 }
