@@ -4,12 +4,12 @@
  * readings of a process' CPU time and memory from /proc.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { onLogLines } from '../../server/test/child.ts';
+import { onLogLines, workersOf } from '../../server/test/child.ts';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const log = (...xs: unknown[]) => console.error('[eval]', ...xs);
@@ -201,21 +201,6 @@ export function rssBytes(pid: number): number {
   return m ? Number(m[1]) * 1024 : 0;
 }
 
-/** The `dsync serve` worker processes (server/src/cluster.ts) of a primary. */
-function workersOf(pid: number): number[] {
-  const out: number[] = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) !== pid) continue;
-      if (readFileSync(`/proc/${d}/cmdline`, 'utf8').includes('dsync.mjs')) out.push(Number(d));
-    } catch {
-      // exited meanwhile
-    }
-  }
-  return out;
-}
 /** CPU seconds of a server and its live workers, plus those of workers that have exited
  *  (the cutime and cstime of the primary). */
 export function serverCpuSeconds(pid: number): number {

@@ -1,31 +1,12 @@
 // `dsync serve --workers N` as a user runs it: a real process tree on a loopback port.
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { get } from 'node:http';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { onLogLines } from './child.ts';
+import { startServe, workersOf } from './child.ts';
 
-const root = new URL('../..', import.meta.url).pathname;
-
-/** The pids of the live server processes whose parent is `pid` (not tsx's esbuild service). */
-function childrenOf(pid: number): number[] {
-  const out: number[] = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      const server = readFileSync(`/proc/${d}/cmdline`, 'utf8').includes('dsync.mjs');
-      if (Number(fields[1]) === pid && fields[0] !== 'Z' && server) out.push(Number(d));
-    } catch {
-      // exited meanwhile
-    }
-  }
-  return out;
-}
 const alive = (pid: number) => {
   try {
     process.kill(pid, 0);
@@ -43,23 +24,12 @@ async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 
   }
 }
 
-function serve(data: string, flags: string[]): { child: ChildProcess; url: Promise<string>; out: () => string; logs: Record<string, unknown>[] } {
-  const child = spawn(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'serve', '--port', '0', '--host', '127.0.0.1', '--data', data, ...flags], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
+async function serve(data: string, flags: string[]) {
   const logs: Record<string, unknown>[] = [];
-  child.stderr!.on('data', (d) => (out += d));
-  child.stdout!.on('data', (d) => (out += d));
-  onLogLines(child, (e) => logs.push(e));
-  const url = new Promise<string>((resolve, reject) => {
-    child.stdout!.on('data', () => {
-      const m = /dsync server on (http:\/\/[\d.]+:\d+)/.exec(out);
-      if (m) resolve(m[1]);
-    });
-    child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${out}`)));
-  });
-  return { child, url, out: () => out, logs };
+  const s = await startServe(['--data', data, ...flags], { onLog: (e) => logs.push(e) });
+  let later = '';
+  s.child.stdout!.on('data', (d) => (later += d));
+  return { ...s, logs, laterBanners: () => later.match(/dsync server on/g)?.length ?? 0 };
 }
 
 /** GET /api/health on a new connection each time (a kept-alive one would stay with one worker). */
@@ -75,13 +45,12 @@ const healthy = (url: string) =>
 
 test('--workers 2: two servers on one port; a dead worker is replaced; SIGTERM stops them all', async () => {
   const data = mkdtempSync(path.join(tmpdir(), 'dsync-cluster-'));
-  const s = serve(data, ['--workers', '2']);
+  const s = await serve(data, ['--workers', '2']);
   try {
-    const url = await s.url;
+    const url = s.url;
     const primary = s.child.pid!;
-    assert.equal(s.out().match(/dsync server on/g)!.length, 1, 'one banner, from the primary');
-    assert.match(s.out(), /\(2 workers\)/);
-    const workers = childrenOf(primary);
+    assert.match(s.banner, /\(2 workers\)$/, 'the primary announces the server once all workers listen');
+    const workers = workersOf(primary);
     assert.equal(workers.length, 2, `two worker processes: ${workers}`);
     for (let i = 0; i < 6; i++) assert.ok(await healthy(url));
 
@@ -90,12 +59,13 @@ test('--workers 2: two servers on one port; a dead worker is replaced; SIGTERM s
     process.kill(workers[0], 'SIGKILL');
     await until('the primary to see the death', () => s.logs.some((e) => e.event === 'worker-exit'));
     for (let i = 0; i < 6; i++) assert.ok(await healthy(url), 'the surviving worker serves');
-    await until('a replacement worker', () => childrenOf(primary).filter((p) => p !== workers[0]).length === 2);
+    await until('a replacement worker', () => workersOf(primary).filter((p) => p !== workers[0]).length === 2);
     const exit = s.logs.find((e) => e.event === 'worker-exit');
     assert.equal(exit?.pid, workers[0]);
     assert.equal(exit?.signal, 'SIGKILL');
 
-    const now = childrenOf(primary);
+    assert.equal(s.laterBanners(), 0, 'one banner: the workers print none');
+    const now = workersOf(primary);
     const code = new Promise((r) => s.child.once('exit', (c) => r(c)));
     s.child.kill('SIGTERM');
     assert.equal(await code, 0);
@@ -109,10 +79,9 @@ test('--workers 2: two servers on one port; a dead worker is replaced; SIGTERM s
 
 test('--workers: the workers exit when their primary is SIGKILLed; a bad count is refused', async () => {
   const data = mkdtempSync(path.join(tmpdir(), 'dsync-cluster-'));
-  const s = serve(data, ['--workers', '2']);
+  const s = await serve(data, ['--workers', '2']);
   try {
-    await s.url;
-    const workers = childrenOf(s.child.pid!);
+    const workers = workersOf(s.child.pid!);
     assert.equal(workers.length, 2);
     s.child.kill('SIGKILL');
     await until('orphaned workers to exit', () => workers.every((p) => !alive(p)), 15_000);
@@ -121,7 +90,6 @@ test('--workers: the workers exit when their primary is SIGKILLed; a bad count i
     rmSync(data, { recursive: true, force: true });
   }
   for (const bad of ['1.5', 'two', '-1']) {
-    const b = serve(data, ['--workers', bad]);
-    await assert.rejects(b.url, /workers/);
+    await assert.rejects(serve(data, ['--workers', bad]), /--workers must be/);
   }
 });
