@@ -34,6 +34,8 @@ async function pool<T>(items: T[], n: number, fn: (x: T) => Promise<unknown>) {
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
+/** A head as plain values (a backend may return its body as a Buffer or a Uint8Array). */
+const plain = (h: { body: Uint8Array; tag: string } | null) => h && { body: text(h.body), tag: h.tag };
 
 export function backendContract(label: string, open: BackendFactory) {
   describe(`Backend contract: ${label}`, () => {
@@ -95,8 +97,10 @@ export function backendContract(label: string, open: BackendFactory) {
         }
         await b.putIfAbsent('r/empty', new Uint8Array(0));
         assert.equal((await b.get('r/empty', { offset: 0, length: 10 })).length, 0);
+        // A bad range is the caller's bug, never a read from somewhere else.
         await assert.rejects(b.get('r/obj', { offset: -1, length: 5 }), RangeError);
         await assert.rejects(b.get('r/obj', { offset: 0, length: 1.5 }), RangeError);
+        await assert.rejects(b.get('r/obj', { offset: 0, length: -1 }), RangeError);
 
         const big = randomBytes(5 << 20);
         await b.putIfAbsent('r/big', big);
@@ -109,11 +113,11 @@ export function backendContract(label: string, open: BackendFactory) {
         const t1 = await b.putHead('heads/h', bytes('one'), null);
         assert.ok(t1);
         assert.equal(await b.putHead('heads/h', bytes('two'), null), null, 'a null tag on an existing head');
-        assert.deepEqual(await b.getHead('heads/h'), { body: bytes('one'), tag: t1 });
+        assert.deepEqual(plain(await b.getHead('heads/h')), { body: 'one', tag: t1 });
         const t2 = await b.putHead('heads/h', bytes('two'), t1);
         assert.ok(t2 && t2 !== t1);
         assert.equal(await b.putHead('heads/h', bytes('three'), t1), null, 'a stale tag');
-        assert.deepEqual(await b.getHead('heads/h'), { body: bytes('two'), tag: t2 });
+        assert.deepEqual(plain(await b.getHead('heads/h')), { body: 'two', tag: t2 });
         assert.equal(await b.putHead('heads/other', bytes('x'), t2), null, 'a tag on an absent head');
         assert.equal(await b.getHead('heads/other'), null);
         await b.delete('heads/h');
