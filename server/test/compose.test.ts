@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import YAML from 'yaml';
+import { pushBytes } from './helpers.ts';
 
 const root = new URL('../..', import.meta.url).pathname;
 const read = (f: string) => readFileSync(path.join(root, f), 'utf8');
@@ -95,6 +96,7 @@ test('Dockerfile: its COPY sources exist, wasm-bindgen is pinned as in Cargo.loc
     const script = check[3].replace('http://127.0.0.1:8080', url);
     const r = spawnSync(check[1], [check[2], script], { encoding: 'utf8' });
     assert.equal(r.status, 0, 'health check passes');
+    await pushBytes({ wsUrl: url.replace('http', 'ws') + '/sync' }, 'compose.bin', new Uint8Array(1000).fill(7));
     assert.ok(readdirSync(data).length > 0, 'the store lives in the volume');
   } finally {
     child.kill('SIGKILL');
