@@ -43,6 +43,7 @@ export function superviseWorkers(cfg: { workers: number; host: string }, log: (e
   if (cluster.isWorker || n === 1) return false;
 
   let stopping = false;
+  let failed = false;
   let announced = false;
   const listening = new Set<number>();
   /** per worker slot: consecutive deaths and the time its current worker started */
@@ -67,8 +68,14 @@ export function superviseWorkers(cfg: { workers: number; host: string }, log: (e
     const slot = slotOf.get(w)!;
     slotOf.delete(w);
     listening.delete(w.id);
+    if (!announced && !stopping) {
+      // A worker that cannot start (a bad setting, an unreachable store) has said why on
+      // stderr; the others would fail alike, so the command fails as one process would.
+      failed = true;
+      stop('SIGTERM');
+    }
     if (stopping) {
-      if (slotOf.size === 0) process.exit(0);
+      if (slotOf.size === 0) process.exit(failed ? 1 : 0);
       return;
     }
     const s = slots[slot];
@@ -83,7 +90,7 @@ export function superviseWorkers(cfg: { workers: number; host: string }, log: (e
     if (stopping) return;
     stopping = true;
     for (const w of slotOf.keys()) w.process.kill(sig);
-    if (slotOf.size === 0) process.exit(0);
+    if (slotOf.size === 0) process.exit(failed ? 1 : 0);
     setTimeout(() => {
       for (const w of slotOf.keys()) w.process.kill('SIGKILL');
     }, STOP_GRACE_MS).unref();

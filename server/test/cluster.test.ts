@@ -43,7 +43,7 @@ const healthy = (url: string) =>
     req.on('timeout', () => req.destroy());
   });
 
-test('--workers 2: two servers on one port; a dead worker is replaced; SIGTERM stops them all', async () => {
+test('--workers 2: two servers on one port; a dead worker is replaced; SIGTERM stops them all', { timeout: 60_000 }, async () => {
   const data = mkdtempSync(path.join(tmpdir(), 'dsync-cluster-'));
   const s = await serve(data, ['--workers', '2']);
   try {
@@ -77,7 +77,7 @@ test('--workers 2: two servers on one port; a dead worker is replaced; SIGTERM s
   }
 });
 
-test('--workers: the workers exit when their primary is SIGKILLed; a bad count is refused', async () => {
+test('--workers: the workers exit when their primary is SIGKILLed; a bad count or a worker that cannot start ends the command', { timeout: 60_000 }, async () => {
   const data = mkdtempSync(path.join(tmpdir(), 'dsync-cluster-'));
   const s = await serve(data, ['--workers', '2']);
   try {
@@ -85,11 +85,14 @@ test('--workers: the workers exit when their primary is SIGKILLed; a bad count i
     assert.equal(workers.length, 2);
     s.child.kill('SIGKILL');
     await until('orphaned workers to exit', () => workers.every((p) => !alive(p)), 15_000);
+
+    for (const bad of ['1.5', 'two', '-1']) {
+      await assert.rejects(serve(data, ['--workers', bad]), /--workers must be/);
+    }
+    // Workers that cannot start end the command with status 1 and their error, not a restart loop.
+    await assert.rejects(serve(data, ['--workers', '2', '--users', path.join(data, 'missing.json')]), /exited with 1: .*missing\.json/s);
   } finally {
     s.child.kill('SIGKILL');
     rmSync(data, { recursive: true, force: true });
-  }
-  for (const bad of ['1.5', 'two', '-1']) {
-    await assert.rejects(serve(data, ['--workers', bad]), /--workers must be/);
   }
 });
