@@ -23,13 +23,14 @@ import { fileSource } from '../server/src/store.ts';
 import { OFF_THREAD_MIN } from '../shared/src/hash-pool.ts';
 import { nodeHashPool } from '../shared/src/hash-workers-node.ts';
 import { addUser } from '../server/src/auth.ts';
+import { inWorker, superviseWorkers } from '../server/src/cluster.ts';
 import { type Args, num, parseArgs } from './args.ts';
 import { FileKnown } from './known.ts';
 import { setHeapGrowth } from '../shared/src/node-gc.ts';
 
 const USAGE = `usage:
   dsync chunk FILE [--min N --avg N --max N] [--op xor|add] [--every 8|16|32]
-  dsync serve [--port 8080] [--data ./data] [--host 0.0.0.0] [--no-deflate] [--no-refine] [--paper-exact]
+  dsync serve [--port 8080] [--data ./data] [--host 0.0.0.0] [--workers 1] [--no-deflate] [--no-refine] [--paper-exact]
   dsync push FILE... --server ws://HOST:PORT [--name NAME] [--basis-version V] [--algo blake3|sha256|sha1]
       (several files go over one connection, one report line each; --name takes one file)
   dsync pull NAME --server ws://HOST:PORT --out FILE [--version V] [--basis OLDFILE]
@@ -118,8 +119,10 @@ async function chunk(a: Args) {
 
 async function serve(a: Args) {
   const cfg = loadConfig(a.flags);
-  const s = await startServer(cfg, (e) => console.log(JSON.stringify({ t: new Date().toISOString(), ...e })));
-  console.log(`dsync server on ${s.url} (store: ${cfg.store.startsWith("s3://") ? cfg.store : path.resolve(cfg.store)}, permessage-deflate ${cfg.deflate ? 'on' : 'off'}${cfg.paperExact ? ', paper-exact' : ''})`);
+  const log = (e: Record<string, unknown>) => console.log(JSON.stringify({ t: new Date().toISOString(), ...e }));
+  if (superviseWorkers(cfg, log)) return; // --workers N: this process forks and supervises N servers
+  const s = await startServer(cfg, log);
+  if (!inWorker()) console.log(`dsync server on ${s.url} (store: ${cfg.store.startsWith("s3://") ? cfg.store : path.resolve(cfg.store)}, permessage-deflate ${cfg.deflate ? 'on' : 'off'}${cfg.paperExact ? ', paper-exact' : ''})`);
   const stop = async () => {
     await s.close();
     process.exit(0);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything Dsync needs on this machine, idempotently: the wasm toolchain, wasm-pack,
-# the wasm module, npm packages, the web client and (with `test`) Chromium and rsync.
+# the wasm module, npm packages, the web client and (with `test`) Chromium, rsync, HAProxy and
+# MinIO.
 # A second run skips what is done and takes seconds.
 #   scripts/setup.sh        # for running the app
 #   scripts/setup.sh test   # also what the tests need
@@ -62,11 +63,13 @@ if [ -f client/vite.config.ts ]; then
   fi
 fi
 
-# 6. For the tests: Chromium (Playwright cannot download browsers here) and rsync.
+# 6. For the tests: Chromium (Playwright cannot download browsers here), rsync, HAProxy (the
+#    load balancer of the end-to-end scale-out test) and MinIO (the S3 server of the tests).
 if [ "$MODE" = test ]; then
   missing=()
   [ -x /usr/bin/chromium ] || missing+=(chromium)
   command -v rsync >/dev/null || missing+=(rsync)
+  command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
   if [ ${#missing[@]} -gt 0 ]; then
     log "apt-get install ${missing[*]}"
     $SUDO apt-get update -qq >&2
@@ -77,6 +80,15 @@ if [ "$MODE" = test ]; then
     log "building the native tests"
     (cd wasm && cargo test --release --no-run -q >&2)
     echo "$want" > wasm/target/.dsync-test-stamp
+  fi
+  # MinIO from the Go module proxy, pinned so every machine tests against the same server
+  # (this is what `@latest` resolved to when it was chosen); about 5 minutes, once.
+  MINIO_MOD=github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c
+  # ~/go/bin/minio, where server/test/minio.ts looks (MINIO_BIN there overrides it).
+  if [ "$(go version -m "$HOME/go/bin/minio" 2>/dev/null | awk '$1 == "mod" { print $2 "@" $3 }')" != "$MINIO_MOD" ]; then
+    command -v go >/dev/null || { echo "Go is required to build MinIO for the tests: https://go.dev/dl" >&2; exit 1; }
+    log "go install $MINIO_MOD (about 5 minutes, once)"
+    GOBIN="$HOME/go/bin" go install "$MINIO_MOD" >&2
   fi
 fi
 log "ready"

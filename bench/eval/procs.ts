@@ -9,7 +9,7 @@ import { createServer } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { onLogLines } from '../../server/test/child.ts';
+import { onLogLines, workersOf } from '../../server/test/child.ts';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const log = (...xs: unknown[]) => console.error('[eval]', ...xs);
@@ -62,9 +62,22 @@ function stopper(child: ChildProcess) {
 }
 
 /** Dsync's server (`dsync serve`), paper-exact or not, in its own process; `onLog`: each JSON
- *  line it logs (one per event), parsed. */
-export async function startDsync(opts: { data: string; paperExact: boolean; cpu: string | null; deflate?: boolean; env?: NodeJS.ProcessEnv; nodeArgs?: string[]; onLog?: (e: Record<string, unknown>) => void }): Promise<ServerProc> {
-  const args = [...(opts.nodeArgs ?? []), 'bin/dsync.mjs', 'serve', '--host', '127.0.0.1', '--port', '0', '--data', opts.data];
+ *  line it logs (one per event), parsed. `store`: an s3:// store instead of the `data`
+ *  directory; `workers`: `--workers N` (N processes on one port). */
+export async function startDsync(opts: {
+  data: string;
+  paperExact: boolean;
+  cpu: string | null;
+  deflate?: boolean;
+  env?: NodeJS.ProcessEnv;
+  nodeArgs?: string[];
+  onLog?: (e: Record<string, unknown>) => void;
+  store?: { url: string; endpoint: string };
+  workers?: number;
+}): Promise<ServerProc> {
+  const where = opts.store ? ['--store', opts.store.url, '--s3-endpoint', opts.store.endpoint] : ['--data', opts.data];
+  const args = [...(opts.nodeArgs ?? []), 'bin/dsync.mjs', 'serve', '--host', '127.0.0.1', '--port', '0', ...where];
+  if (opts.workers !== undefined) args.push('--workers', String(opts.workers));
   if (opts.paperExact) args.push('--paper-exact');
   if (opts.deflate === false) args.push('--no-deflate');
   const child = spawnPinned(opts.cpu, process.execPath, args, { env: opts.env });
@@ -186,4 +199,24 @@ export function cpuSeconds(pid: number): number {
 export function rssBytes(pid: number): number {
   const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);
   return m ? Number(m[1]) * 1024 : 0;
+}
+
+/** CPU seconds of a server and its live workers, plus those of workers that have exited
+ *  (the cutime and cstime of the primary). */
+export function serverCpuSeconds(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+  let s = (Number(rest[11]) + Number(rest[12]) + Number(rest[13]) + Number(rest[14])) / TICK;
+  for (const w of workersOf(pid)) {
+    try {
+      s += cpuSeconds(w);
+    } catch {
+      // exited between the listing and the reading
+    }
+  }
+  return s;
+}
+/** Resident memory of a server and its workers, in bytes. */
+export function serverRssBytes(pid: number): number {
+  return [pid, ...workersOf(pid)].reduce((sum, p) => sum + rssBytes(p), 0);
 }

@@ -7,6 +7,7 @@
  *
  *   npm run load -- --clients N --interval 10 --duration 60 --approach dsync|dsync-paper|webr2sync+|dedup|full
  *                   [--find-max] [--p99-bound 1000] [--cpu-limit 80] [--edit 2048] [--size 10485760] [--shaping none|100m]
+ *                   [--workers N] [--store local|minio]
  *   npm run load -- --summary [DIR]   (rewrites DIR/summary.md from the result files there)
  *
  * So that clients do not steal the server's CPU unnoticed on a 2-core machine: the server is
@@ -14,7 +15,15 @@
  * files, chunk indexes, block hashes, file hashes) is computed before the timed run, and the
  * client process' own CPU use is measured and reported (a run whose client core is saturated
  * is flagged: its numbers then bound the server from below only).
+ *
+ * Scale-out (bench/load/scaleout.sh runs the three side by side): `--workers N` runs
+ * `dsync serve --workers N` pinned to cores 0..N-1; its CPU is the sum over the worker processes
+ * and the limit is --cpu-limit per worker. With N = 2 on a 2-core machine the second worker
+ * shares core 1 with the clients: the clients' CPU is reported, and the sum of both is what the
+ * machine gives. `--store minio` serves from a MinIO bucket (a fresh MinIO per trial, pinned to
+ * core 0 with the server, its CPU reported apart as the store's).
  */
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -23,7 +32,8 @@ import { EDIT_KINDS, Rng, applyEdits } from '../../shared/src/testdata.ts';
 import { buildDatasets } from '../datasets/build.ts';
 import { APPROACHES, type Approach, type Prepared, forgetKnown, isDsync, prepare, syncPrepared } from '../eval/clients.ts';
 import { linePanels } from '../eval/svg.ts';
-import { ROOT, type ServerProc, type Shaping, Toxiproxy, cpuSeconds, describeShaping, log, rssBytes, startBaselines, startDsync } from '../eval/procs.ts';
+import { ROOT, type ServerProc, type Shaping, Toxiproxy, cpuSeconds, describeShaping, log, serverCpuSeconds, serverRssBytes, startBaselines, startDsync } from '../eval/procs.ts';
+import { type Minio, startMinio } from '../../server/test/minio.ts';
 import { setHeapGrowth } from '../../shared/src/node-gc.ts';
 
 setHeapGrowth(); // the clients of every approach run in this process, as the CLI runs
@@ -43,7 +53,15 @@ const O = {
   variants: 4,
   shaping: opt('--shaping', 'none'),
   maxClients: Number(opt('--max-clients', '2000')),
+  workers: Number(opt('--workers', '1')),
+  store: opt('--store', 'local'),
 };
+if (!Number.isSafeInteger(O.workers) || O.workers < 1) throw new Error('--workers must be 1 or more');
+if (O.store !== 'local' && O.store !== 'minio') throw new Error('--store local|minio');
+if ((O.workers > 1 || O.store !== 'local') && !isDsync(O.approach)) throw new Error('--workers and --store are dsync settings');
+/** The server's setup in words, and in the result file's name. */
+const SERVER = `${O.workers === 1 ? '1 process' : `${O.workers} workers`}, ${O.store === 'local' ? 'local store' : 'MinIO store'}`;
+const SERVER_TAG = `${O.workers > 1 ? `-w${O.workers}` : ''}${O.store === 'minio' ? '-minio' : ''}`;
 if (!APPROACHES.includes(O.approach)) throw new Error(`--approach must be one of ${APPROACHES.join(', ')}`);
 const SHAPING: Shaping | null = O.shaping === '100m' ? { mbps: 100, rttMs: 30 } : O.shaping === 'none' ? null : (() => { throw new Error('--shaping none|100m'); })();
 const OUT = join(ROOT, 'bench/results/load');
@@ -67,11 +85,26 @@ async function precompute(): Promise<Prepared[]> {
   return Promise.all(files.map((f) => prepare(O.approach, bufferSource(f), { hashes: true })));
 }
 
-async function startServer(data: string): Promise<ServerProc> {
+async function startServer(data: string, minio: Minio | null): Promise<ServerProc> {
   // The session limit per user (default 64) would refuse clients of the single-user server.
-  const env = { DSYNC_MAX_SESSIONS_PER_USER: '1000000', DSYNC_MAX_CONNECTIONS: '1000000' };
-  if (isDsync(O.approach)) return startDsync({ data, paperExact: O.approach === 'dsync-paper', cpu: '0', env });
-  return startBaselines({ data, cpu: '0' });
+  const env = { DSYNC_MAX_SESSIONS_PER_USER: '1000000', DSYNC_MAX_CONNECTIONS: '1000000', ...minio?.env };
+  if (!isDsync(O.approach)) return startBaselines({ data, cpu: '0' });
+  return startDsync({
+    data,
+    paperExact: O.approach === 'dsync-paper',
+    cpu: O.workers > 1 ? `0-${O.workers - 1}` : '0',
+    env,
+    workers: O.workers,
+    store: minio ? { url: 's3://load', endpoint: minio.endpoint } : undefined,
+  });
+}
+
+/** A fresh MinIO for one trial, pinned to the server's core 0. */
+async function startStore(): Promise<Minio | null> {
+  if (O.store !== 'minio') return null;
+  const m = await startMinio();
+  execFileSync('taskset', ['-a', '-p', '-c', '0', String(m.process.pid)], { stdio: 'ignore' });
+  return m;
 }
 
 export interface Trial {
@@ -86,6 +119,8 @@ export interface Trial {
   latencyMs: { p50: number; p95: number; p99: number; max: number };
   serverCpuPct: { mean: number; max5s: number };
   serverRssMiB: { max: number; end: number };
+  /** MinIO's CPU over the run (--store minio) */
+  storeCpuPct?: number;
   clientCpuPct: number;
   clientBound: boolean;
   pass: boolean;
@@ -94,7 +129,8 @@ export interface Trial {
 async function trial(n: number, preps: Prepared[], tp: Toxiproxy | null): Promise<Trial> {
   const data = join(WORK, `data-${O.approach}`);
   rmSync(data, { recursive: true, force: true });
-  const srv = await startServer(data);
+  const minio = await startStore();
+  const srv = await startServer(data, minio);
   forgetKnown();
   try {
     const url = tp && SHAPING ? `ws://127.0.0.1:${await tp.proxy('load', srv.port, SHAPING)}` : srv.url;
@@ -109,7 +145,8 @@ async function trial(n: number, preps: Prepared[], tp: Toxiproxy | null): Promis
     let errorSample: string | undefined;
     const t0 = performance.now();
     const end = t0 + O.duration * 1000;
-    const cpu0 = cpuSeconds(srv.pid);
+    const cpu0 = serverCpuSeconds(srv.pid);
+    const store0 = minio ? cpuSeconds(minio.process.pid!) : 0;
     const me0 = process.cpuUsage();
     const windows: number[] = [];
     let rssMax = 0;
@@ -117,8 +154,8 @@ async function trial(n: number, preps: Prepared[], tp: Toxiproxy | null): Promis
     let wt = t0;
     const sampler = setInterval(() => {
       try {
-        rssMax = Math.max(rssMax, rssBytes(srv.pid));
-        const c = cpuSeconds(srv.pid);
+        rssMax = Math.max(rssMax, serverRssBytes(srv.pid));
+        const c = serverCpuSeconds(srv.pid);
         const t = performance.now();
         if (t - wt >= 5000) {
           windows.push((100 * (c - wc) * 1000) / (t - wt));
@@ -150,7 +187,8 @@ async function trial(n: number, preps: Prepared[], tp: Toxiproxy | null): Promis
     await Promise.all(Array.from({ length: n }, (_, i) => client(i)));
     clearInterval(sampler);
     const elapsed = (performance.now() - t0) / 1000;
-    const serverCpu = (100 * (cpuSeconds(srv.pid) - cpu0)) / elapsed;
+    const serverCpu = (100 * (serverCpuSeconds(srv.pid) - cpu0)) / elapsed;
+    const storeCpu = minio ? (100 * (cpuSeconds(minio.process.pid!) - store0)) / elapsed : undefined;
     const me = process.cpuUsage(me0);
     const clientCpu = (100 * (me.user + me.system)) / 1e6 / elapsed;
     const latencyMs = { p50: pct(lat, 50), p95: pct(lat, 95), p99: pct(lat, 99), max: pct(lat, 100) };
@@ -166,16 +204,18 @@ async function trial(n: number, preps: Prepared[], tp: Toxiproxy | null): Promis
       late,
       latencyMs,
       serverCpuPct: { mean: Math.round(serverCpu * 10) / 10, max5s: Math.round(Math.max(0, ...windows) * 10) / 10 },
-      serverRssMiB: { max: Math.round(rssMax / 2 ** 20), end: Math.round(rssBytes(srv.pid) / 2 ** 20) },
+      serverRssMiB: { max: Math.round(rssMax / 2 ** 20), end: Math.round(serverRssBytes(srv.pid) / 2 ** 20) },
+      storeCpuPct: storeCpu === undefined ? undefined : Math.round(storeCpu * 10) / 10,
       clientCpuPct: Math.round(clientCpu * 10) / 10,
       clientBound: clientCpu > 85,
       pass: false,
     };
-    t.pass = errors === 0 && serverCpu <= O.cpuLimit && latencyMs.p99 <= O.p99Bound;
-    log(`N=${n}: ${t.syncs} syncs, ${errors} errors, p50/p95/p99 ${latencyMs.p50}/${latencyMs.p95}/${latencyMs.p99} ms, server CPU ${t.serverCpuPct.mean}% (max 5 s ${t.serverCpuPct.max5s}%), RSS ≤ ${t.serverRssMiB.max} MiB, client CPU ${t.clientCpuPct}%${t.clientBound ? ' (client-bound!)' : ''} → ${t.pass ? 'pass' : 'fail'}`);
+    t.pass = errors === 0 && serverCpu <= O.cpuLimit * O.workers && latencyMs.p99 <= O.p99Bound;
+    log(`N=${n}: ${t.syncs} syncs, ${errors} errors, p50/p95/p99 ${latencyMs.p50}/${latencyMs.p95}/${latencyMs.p99} ms, server CPU ${t.serverCpuPct.mean}% (max 5 s ${t.serverCpuPct.max5s}%)${minio ? `, MinIO CPU ${t.storeCpuPct}%` : ''}, RSS ≤ ${t.serverRssMiB.max} MiB, client CPU ${t.clientCpuPct}%${t.clientBound ? ' (client-bound!)' : ''} → ${t.pass ? 'pass' : 'fail'}`);
     return t;
   } finally {
     await srv.stop();
+    await minio?.stop();
     rmSync(data, { recursive: true, force: true });
   }
 }
@@ -225,18 +265,22 @@ async function main() {
     machine: { cpu: cpus()[0]?.model, cores: cpus().length, memGiB: Math.round(totalmem() / 2 ** 30), node: process.version, loadavgAtStart: loadavg().map((x) => Math.round(x * 100) / 100) },
     setup: {
       approach: O.approach,
+      server: SERVER,
       file: `the ${O.size} B prefix of the 10 MB mixed benchmark file; each client syncs, in turn, ${O.variants} edited versions of it (paper generator: ${O.edit} B cut / insert / inverse)`,
       shaping: describeShaping(SHAPING) + (SHAPING ? ' per client connection (toxiproxy pinned to core 1)' : ''),
       transport: 'ws, permessage-deflate on',
-      pinning: 'server process on core 0, all clients in one Node process on core 1 (taskset)',
+      pinning:
+        O.workers > 1
+          ? `server workers on cores 0-${O.workers - 1}, all clients in one Node process on core 1 (taskset): the clients share core 1 with a worker`
+          : `server process on core 0${O.store === 'minio' ? ' with MinIO' : ''}, all clients in one Node process on core 1 (taskset)`,
       precomputed: 'edited files, chunk indexes (dsync: with the chunks\' strong hashes, so its client neither chunks nor hashes during the timed run; dsync-known: and each version\'s finer cut, which its client keeps after a push) / block hashes / file hashes computed before the timed run; latency = the session\'s wall time (connect to Result)',
-      pass: `no errors, server CPU ≤ ${O.cpuLimit}% of its core (mean over the run), p99 latency ≤ ${O.p99Bound} ms`,
+      pass: `no errors, server CPU ≤ ${O.cpuLimit}% of ${O.workers > 1 ? `each of its ${O.workers} cores` : 'its core'} (mean over the run), p99 latency ≤ ${O.p99Bound} ms`,
     },
     maxClients: maxOk,
     trials,
   };
   mkdirSync(OUT, { recursive: true });
-  const file = `${O.approach}${O.findMax ? '-find-max' : `-${O.clients}`}`;
+  const file = `${O.approach}${SERVER_TAG}${O.findMax ? '-find-max' : `-${O.clients}`}`;
   writeFileSync(join(OUT, `${file}.json`), JSON.stringify(doc, null, 1) + '\n');
   writeSummary();
   log(`wrote bench/results/load/${file}.json and summary.md`);
@@ -256,11 +300,11 @@ function writeSummary(OUT = join(ROOT, 'bench/results/load')) {
       // what stopped the search: the failed trial just above the largest N that passed
       const next = d.trials.filter((t: any) => !t.pass && t.clients > d.maxClients).sort((a: any, b: any) => a.clients - b.clients)[0];
       const by = !next ? 'nothing: no trial failed up to where the search stopped (`--max-clients`)' : next.clientBound ? 'the clients\' core (client-bound: a lower bound for the server)' : 'the server';
-      md.push(`| ${d.setup.approach} | **${next ? '' : '≥ '}${d.maxClients}** | ${by} | ${d.setup.pass} | \`${d.command}\` | ${d.date} |`);
+      md.push(`| ${d.setup.approach}${d.setup.server ? ` (${d.setup.server})` : ''} | **${next ? '' : '≥ '}${d.maxClients}** | ${by} | ${d.setup.pass} | \`${d.command}\` | ${d.date} |`);
     }
     md.push('');
   }
-  const maxOf = (a: string) => fm.find(({ d }) => d.setup.approach === a)?.d.maxClients as number | undefined;
+  const maxOf = (a: string) => fm.find(({ d }) => d.setup.approach === a && !d.setup.server?.match(/workers|MinIO/))?.d.maxClients as number | undefined;
   const [ds, w, dd] = [maxOf('dsync'), maxOf('webr2sync+'), maxOf('dedup')];
   if (ds && w && dd) {
     md.push('## Targets', '');
@@ -287,11 +331,20 @@ function writeSummary(OUT = join(ROOT, 'bench/results/load')) {
     );
     md.push('![Fig. 16](fig16-clients.svg)', '');
   }
+  // MinIO against the local store, from one fixed-N trial of each (bench/load/scaleout.sh).
+  const fixed = (tag: string) => docs.find(({ f }) => new RegExp(`^dsync${tag}-\\d+\\.json$`).test(f))?.d.trials[0] as Trial | undefined;
+  const [onLocal, onMinio] = [fixed(''), fixed('-minio')];
+  if (onLocal && onMinio && onLocal.clients === onMinio.clients) {
+    const perSync = (t: Trial) => (t.serverCpuPct.mean * t.durationS * 10) / t.syncs;
+    md.push('## MinIO against the local store', '', `${onLocal.clients} clients on each (same run of bench/load/scaleout.sh):`, '');
+    md.push(`- server CPU per sync: ${perSync(onMinio).toFixed(1)} ms on MinIO vs ${perSync(onLocal).toFixed(1)} ms local: **${(perSync(onMinio) / perSync(onLocal)).toFixed(2)}×** (MinIO's own CPU: ${onMinio.storeCpuPct}% over the run);`);
+    md.push(`- sync time p50 / p99: ${onMinio.latencyMs.p50} / ${onMinio.latencyMs.p99} ms on MinIO vs ${onLocal.latencyMs.p50} / ${onLocal.latencyMs.p99} ms local: **${(onMinio.latencyMs.p50 / onLocal.latencyMs.p50).toFixed(2)}×** at p50.`, '');
+  }
   md.push('## Trials', '', 'Server CPU per sync = server CPU time over the run / syncs completed: the measure least disturbed by other jobs on the machine (p99 latency is the most).', '');
-  md.push('| file | approach | N | syncs | errors | p50 / p95 / p99 ms | server CPU % (max 5 s) | server CPU ms per sync | server RSS MiB | client CPU % | pass |', '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+  md.push('| file | approach | N | syncs | errors | p50 / p95 / p99 ms | server CPU % (max 5 s) | server CPU ms per sync | server RSS MiB | MinIO CPU % | client CPU % | pass |', '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
   for (const { f, d } of docs)
     for (const t of d.trials as Trial[])
-      md.push(`| ${f} | ${t.approach} | ${t.clients} | ${t.syncs} | ${t.errors} | ${t.latencyMs.p50} / ${t.latencyMs.p95} / ${t.latencyMs.p99} | ${t.serverCpuPct.mean} (${t.serverCpuPct.max5s}) | ${((t.serverCpuPct.mean * t.durationS * 10) / t.syncs).toFixed(1)} | ${t.serverRssMiB.max} | ${t.clientCpuPct}${t.clientBound ? ' (client-bound)' : ''} | ${t.pass ? 'yes' : 'no'} |`);
+      md.push(`| ${f} | ${t.approach}${d.setup.server ? ` (${d.setup.server})` : ''} | ${t.clients} | ${t.syncs} | ${t.errors} | ${t.latencyMs.p50} / ${t.latencyMs.p95} / ${t.latencyMs.p99} | ${t.serverCpuPct.mean} (${t.serverCpuPct.max5s}) | ${((t.serverCpuPct.mean * t.durationS * 10) / t.syncs).toFixed(1)} | ${t.serverRssMiB.max} | ${t.storeCpuPct ?? ''} | ${t.clientCpuPct}${t.clientBound ? ' (client-bound)' : ''} | ${t.pass ? 'yes' : 'no'} |`);
   md.push('', '## Setup of each file', '');
   for (const { f, d } of docs) {
     md.push(`- **${f}**: \`${d.command}\` (${d.date}); machine ${d.machine.cpu}, ${d.machine.cores} cores, Node ${d.machine.node}, load average at start ${d.machine.loadavgAtStart.join(' / ')}; ${Object.entries(d.setup).map(([k, v]) => `${k}: ${v}`).join('; ')}.`);

@@ -55,6 +55,8 @@ export interface ServerConfig {
   maxInFlight: number;
   /** how long an interrupted upload is kept for its client to resume */
   resumeWindowMs: number;
+  /** server processes on one port (server/src/cluster.ts); 0: one per core */
+  workers: number;
 }
 
 export const DEFAULTS: ServerConfig = {
@@ -85,6 +87,7 @@ export const DEFAULTS: ServerConfig = {
   phaseTimeoutMs: 3_600_000,
   maxInFlight: 16 << 20,
   resumeWindowMs: 600_000,
+  workers: 1,
 };
 
 const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());

@@ -1,12 +1,14 @@
 // A server in a child process (so it can be SIGKILLed and its memory measured).
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 
 const root = new URL('../..', import.meta.url).pathname;
 
 export interface Child {
   child: ChildProcess;
+  /** the line that announced the server */
+  banner: string;
   url: string;
   wsUrl: string;
   /** resident and peak resident memory of the server process, bytes */
@@ -25,23 +27,38 @@ export function onLogLines(child: ChildProcess, onLog: (e: Record<string, unknow
 }
 
 /** `onLog`: each line the server logs (JSON, one per event), parsed. */
-export async function startChild(data: string, flags: string[] = [], onLog?: (e: Record<string, unknown>) => void): Promise<Child> {
-  const child = spawn(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'serve', '--port', '0', '--host', '127.0.0.1', '--data', data, ...flags], {
-    stdio: ['ignore', 'pipe', 'inherit'],
+export function startChild(data: string, flags: string[] = [], onLog?: (e: Record<string, unknown>) => void): Promise<Child> {
+  return startServe(['--data', data, ...flags], { onLog });
+}
+
+/** `dsync serve --port 0 --host 127.0.0.1 ARGS`, resolved once it prints its banner; rejected
+ *  with its output if it exits first. Its stderr is passed on to this process' stderr. */
+export async function startServe(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; onLog?: (e: Record<string, unknown>) => void } = {}): Promise<Child> {
+  const { onLog } = opts;
+  const child = spawn(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'serve', '--port', '0', '--host', '127.0.0.1', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: opts.env,
+    cwd: opts.cwd,
   });
-  const url = await new Promise<string>((resolve, reject) => {
+  let err = '';
+  child.stderr!.on('data', (d) => {
+    process.stderr.write(d);
+    err = (err + d).slice(-4000);
+  });
+  const [banner, url] = await new Promise<[string, string]>((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (d) => {
       out += d;
-      const m = /dsync server on (http:\/\/[\d.]+:\d+)/.exec(out);
-      if (m) resolve(m[1]);
+      const m = /dsync server on (http:\/\/[\d.]+:\d+)[^\n]*\n/.exec(out);
+      if (m) resolve([m[0].trim(), m[1]]);
     });
-    child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${out}`)));
+    child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${out}${err}`)));
   });
   if (onLog) onLogLines(child, onLog);
   else child.stdout!.resume();
   return {
     child,
+    banner,
     url,
     wsUrl: url.replace('http', 'ws') + '/sync',
     memory() {
@@ -57,4 +74,21 @@ export async function startChild(data: string, flags: string[] = [], onLog?: (e:
       }
     },
   };
+}
+
+/** The `dsync serve` processes whose parent is `pid`: the workers of `--workers N`
+ *  (server/src/cluster.ts), not tsx's esbuild service. */
+export function workersOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(ppid) === pid && state !== 'Z' && readFileSync(`/proc/${d}/cmdline`, 'utf8').includes('dsync.mjs')) out.push(Number(d));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return out;
 }
