@@ -34,7 +34,10 @@ export interface RunningServer {
   port: number;
   /** the store of a user's namespace (`local` in single-user mode) */
   storeOf(user: string): Promise<Store>;
-  close(): Promise<void>;
+  /** Stops listening and closes every connection: one between sessions at once, one in a
+   *  session when its session ends or after `graceMs` (default 0), whichever comes first.
+   *  Tells how many open sessions finished and how many were cut off. */
+  close(graceMs?: number): Promise<{ finished: number; abandoned: number }>;
 }
 
 type Req = express.Request & { user?: string };
@@ -50,6 +53,10 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
   if (auth.singleUser) await storeOf('local'); // fail at start-up if the data directory is unusable
   const sessionsOf = new Map<string, number>();
   let connections = 0;
+  // each open sync WebSocket, and whether it is in a session: a message since the last
+  // session's end (every session's end is logged with its `op`)
+  const open = new Map<import('ws').WebSocket, { busy: boolean }>();
+  let closing = false;
 
   const app = express();
   app.disable('x-powered-by');
@@ -168,7 +175,18 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     };
     socket.once('close', release);
     (url.searchParams.get('deflate') === '0' ? wssRaw : wss).handleUpgrade(req, socket, head, (ws) => {
-      void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, (e) => log({ user, ...e }), () => auth.identify(req) === user);
+      const state = { busy: false };
+      open.set(ws, state);
+      ws.on('message', () => (state.busy = true));
+      ws.once('close', () => open.delete(ws));
+      const sessionLog = (e: Record<string, unknown>) => {
+        if (e.op) {
+          state.busy = false;
+          if (closing) ws.close(1001, 'server stopping');
+        }
+        log({ user, ...e });
+      };
+      void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, sessionLog, () => auth.identify(req) === user);
     });
   });
 
@@ -182,14 +200,23 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     url: `http://${host}:${port}`,
     port,
     storeOf,
-    close: () =>
-      new Promise<void>(async (resolve) => {
-        for (const c of [...wss.clients, ...wssRaw.clients]) c.terminate();
-        for (const st of stores.values()) await (await st).dropSuspended();
-        wss.close();
-        wssRaw.close();
-        server.closeAllConnections?.();
-        server.close(() => resolve());
-      }),
+    async close(graceMs = 0) {
+      closing = true;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      for (const [ws, st] of open) if (!st.busy) ws.close(1001, 'server stopping');
+      const busy = () => [...open.values()].filter((st) => st.busy).length;
+      const inSession = busy();
+      const deadline = performance.now() + graceMs;
+      while (busy() && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      const abandoned = busy();
+      for (const c of [...wss.clients, ...wssRaw.clients]) c.terminate();
+      for (const st of stores.values()) await (await st).dropSuspended();
+      wss.close();
+      wssRaw.close();
+      server.closeAllConnections();
+      await closed;
+      return { finished: inSession - abandoned, abandoned };
+    },
   };
 }

@@ -19,6 +19,7 @@ test('docker-compose.yml: one server service with a data volume, and its command
   assert.ok(compose.volumes[volume] !== undefined, 'named volume declared');
   const cmd: string[] = svc.command;
   assert.equal(cmd[cmd.indexOf('--data') + 1], mount, 'the server writes to the mounted volume');
+  assert.equal(cmd[cmd.indexOf('--host') + 1], '0.0.0.0', 'in the container the server listens beyond loopback (its default), so the published port reaches it');
 
   // The Dockerfile's CMD is the same command, its COPY sources exist, and the pinned
   // wasm-bindgen CLI matches wasm/Cargo.lock.
