@@ -26,12 +26,22 @@ export function storeConfig(values: Values, extra: Record<string, string | undef
   }
 }
 
-/**
- * The store module's maintenance entry points (runGc, runCheck) and how it opens a store from
- * the settings, loaded when the command runs.
- */
-export async function storeModule(): Promise<{ openStore(cfg: ServerConfig): Promise<unknown>; runGc(store: unknown, opts: object): Promise<unknown>; runCheck(store: unknown, opts: { readData: boolean }): Promise<unknown> }> {
-  const m = (await import('../server/src/store.ts')) as Record<string, unknown>;
-  for (const fn of ['openStore', 'runGc', 'runCheck']) if (typeof m[fn] !== 'function') throw new Error(`this build's store has no ${fn}`);
-  return m as any;
+/** The store's modules that `gc` and `check` call, loaded when they run. */
+const MODULES = { openStore: '../server/src/store.ts', runGc: '../server/src/store/gc.ts', runCheck: '../server/src/store/check.ts' };
+
+/** One of the store's entry points: openStore(cfg), runGc(repo, opts), runCheck(repo, {readData}). */
+export async function storeFunction(name: keyof typeof MODULES): Promise<(...args: any[]) => Promise<any>> {
+  const m = await import(MODULES[name]).catch(() => ({}));
+  if (typeof m[name] !== 'function') throw new Error(`this build of the store has no ${name}`);
+  return m[name];
+}
+
+/** Opens the store of `cfg`, runs `fn` on it, closes it. */
+export async function withStore<T>(cfg: ServerConfig, fn: (repo: unknown) => Promise<T>): Promise<T> {
+  const repo = await (await storeFunction('openStore'))(cfg);
+  try {
+    return await fn(repo);
+  } finally {
+    await repo.close?.();
+  }
 }

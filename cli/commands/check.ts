@@ -1,7 +1,7 @@
 /** `dsync check`: verifies a store's structure, and with --read-data every byte of it. */
 import { type Command, EXIT_FAILED, EXIT_OK } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
-import { STORE_OPTS, storeConfig, storeModule } from '../store-options.ts';
+import { STORE_OPTS, storeConfig, storeFunction, withStore } from '../store-options.ts';
 
 export const command: Command = {
   usage: 'check [--store DIR|s3://BUCKET/PREFIX] [--s3-endpoint URL] [--read-data] [--json]',
@@ -16,8 +16,8 @@ Exit status: 0 the store is whole, 1 problems were found (they are listed), 2 a 
   positionals: [0, 0],
   async run(values) {
     const cfg = storeConfig(values);
-    const m = await storeModule();
-    const result = (await m.runCheck(await m.openStore(cfg), { readData: Boolean(values['read-data']) })) as { ok?: boolean; problems?: unknown[] } | null;
+    const runCheck = await storeFunction('runCheck');
+    const result = (await withStore(cfg, (repo) => runCheck(repo, { readData: Boolean(values['read-data']) }))) as { ok?: boolean; problems?: unknown[] } | null;
     if (humanOutput(values)) for (const [k, v] of Object.entries(result ?? {})) console.log(`${k}: ${typeof v === 'object' ? JSON.stringify(v) : v}`);
     else printJson(result);
     return result?.ok === false || result?.problems?.length ? EXIT_FAILED : EXIT_OK;
