@@ -4,6 +4,7 @@
  * are in cli/command.ts (0 ok, 1 failed, 2 a wrong command line). A closed stdout (`dsync
  * chunk big | head`) ends the process quietly.
  */
+import { readFileSync } from 'node:fs';
 import { setHeapGrowth } from '../shared/src/node-gc.ts';
 import { type Command, EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, nearest, parse, usage } from './command.ts';
 
@@ -29,7 +30,7 @@ ${Object.entries(COMMANDS)
   .map(([name, [summary]]) => `  ${name.padEnd(8)} ${summary}`)
   .join('\n')}
 
-dsync help COMMAND (or dsync COMMAND --help) shows a command's flags.
+dsync help COMMAND (or dsync COMMAND --help) shows a command's flags; dsync --version its version.
 Commands that talk to a server take --server URL (or DSYNC_SERVER) and --token T (or DSYNC_TOKEN).
 Exit status: 0 success, 1 something failed, 2 a wrong command line.
 `;
@@ -42,6 +43,10 @@ process.stdout.on('error', (e: NodeJS.ErrnoException) => {
 
 async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
+  if (name === '--version' || name === '-V') {
+    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+    return void console.log(`dsync ${pkg.version}`), EXIT_OK;
+  }
   if (!name || name === '--help' || name === '-h' || name === 'help') {
     const of = name === 'help' ? rest[0] : undefined;
     if (of && COMMANDS[of]) return void process.stdout.write(usage(of, (await COMMANDS[of][1]()).command)), EXIT_OK;

@@ -9,15 +9,15 @@ import { pull } from '../../shared/src/sync-client.ts';
 import { fileSource } from '../../server/src/store.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
-import { type Command, EXIT_FAILED, UsageError, intFlag, str } from '../command.ts';
-import { JSON_OPT, PROGRESS_MIN, humanOutput, printJson, progressBar, syncSummary } from '../output.ts';
+import { type Command, EXIT_FAILED, UsageError, type Values, intFlag, str } from '../command.ts';
+import { JSON_OPT, humanOutput, printJson, progressBar, syncSummary } from '../output.ts';
 import { SERVER_OPTS, api, syncUrl, webSocket } from '../remote.ts';
 import { SYNC_OPTS, algoOf, chunkParams, knownOf } from '../sync-options.ts';
 
 /** The size of the version to come, for the progress bar (0 when the server does not say). */
-async function sizeOf(values: Record<string, unknown>, name: string, version: number): Promise<number> {
+async function sizeOf(values: Values, name: string, version: number): Promise<number> {
   try {
-    const versions = await api<{ version: number; size: number }[]>(values as any, 'GET', `/api/versions?name=${encodeURIComponent(name)}`);
+    const versions = await api<{ version: number; size: number }[]>(values, 'GET', `/api/versions?name=${encodeURIComponent(name)}`);
     const v = version ? versions.find((x) => x.version === version) : versions.reduce((a, b) => (b.version > a.version ? b : a));
     return v?.size ?? 0;
   } catch {
@@ -77,7 +77,7 @@ Exit status: 0 pulled, 1 failed (or FILE exists), 2 a wrong command line.`,
         sink: {
           write: async (b) => {
             await out.write(b);
-            if ((written += b.length) >= PROGRESS_MIN) bar.update(written);
+            bar.update((written += b.length));
           },
           commit: async () => {
             await out.sync();

@@ -50,6 +50,7 @@ test('unknown commands, no command, and the overview', async () => {
   assert.equal(help.code, 0);
   for (const c of COMMANDS) assert.match(help.stdout, new RegExp(`^  ${c} `, 'm'), c);
   assert.equal((await dsync(['help', 'nope'])).code, 2);
+  assert.match((await dsync(['--version'])).stdout, /^dsync \d+\.\d+\.\d+\n$/);
 });
 
 test('every command has a full --help, the same as dsync help CMD, listing each of its flags', async () => {

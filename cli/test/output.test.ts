@@ -43,6 +43,7 @@ test('on a terminal: a progress bar for a large file and one human line per file
     // pull on a terminal: ← and received
     const pulled = await dsyncOnTerminal(['pull', 'big.txt', '--server', s.wsUrl, '--out', path.join(dir, 'copy.txt')], { env });
     assert.equal(pulled.code, 0, pulled.out);
+    assert.match(pulled.out, /big\.txt .*\d+% [\d.]+ [KMG]?B of 12 MB/, 'a bar for the pull too');
     assert.match(screen(pulled.out), /^big\.txt ← v4: [\d.]+ MB received of 12 MB/m);
   } finally {
     await s.stop();
