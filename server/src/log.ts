@@ -55,7 +55,7 @@ export function humanLine(e: Record<string, unknown>, now = new Date()): string 
   const who = e.user && e.user !== 'local' ? ` [${e.user}]` : '';
   const what = `${e.op ?? ''} ${e.name ?? ''}`.trim();
   let s: string;
-  if (e.error !== undefined) s = `${what || 'error'} failed: ${e.error}${e.message ? ` ${e.message}` : ''}`;
+  if (e.error !== undefined) s = what ? `${what} failed: ${e.error}${e.message ? ` ${e.message}` : ''}` : `error (${e.error})${e.message ? `: ${e.message}` : ''}`;
   else if (e.aborted !== undefined) s = `${what} abandoned: ${e.aborted}`;
   else if ((e.op === 'push' || e.op === 'pull') && typeof e.size === 'number') {
     const moved = Number(e.literalBytes ?? 0);
