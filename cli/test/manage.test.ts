@@ -2,7 +2,7 @@
 // what they change on the server, what they print (tables on a terminal, JSON lines when
 // piped), and their exit statuses.
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -111,7 +111,20 @@ test('gc and check run on a store directory, and check says whether it is whole'
     assert.equal(jsonLines(gc.stdout).length, 1);
     const check = await dsync(['check', '--data', s.data, '--read-data']);
     assert.equal(check.code, 0, check.stderr + check.stdout);
+    assert.deepEqual(jsonLines(check.stdout)[0].errors, []);
     assert.equal((await s.stored('a.bin')).toString(), 'b'.repeat(100_000), 'the kept version is whole');
+    // a flipped byte in a segment (the store's data/ objects): found by --read-data, status 1
+    const segments = readdirSync(path.join(s.data, 'data'), { recursive: true, withFileTypes: true }).filter((d) => d.isFile());
+    const seg = path.join(segments[0].parentPath ?? (segments[0] as any).path, segments[0].name);
+    const b = readFileSync(seg);
+    b[b.length >> 1] ^= 1;
+    writeFileSync(seg, b);
+    const bad = await dsync(['check', '--store', s.data, '--read-data']);
+    assert.equal(bad.code, 1, bad.stderr);
+    assert.ok(jsonLines(bad.stdout)[0].errors.length > 0);
+    const human = await dsyncOnTerminal(['check', '--store', s.data, '--read-data']);
+    assert.equal(human.code, 1);
+    assert.match(human.out, /: \d+ problems?\n/);
     assert.equal((await dsync(['gc', '--store', s.data, '--keep-versions', 'all'])).code, 2);
   } finally {
     await s.stop();
