@@ -22,7 +22,7 @@ import express from 'express';
 import { WebSocketServer } from 'ws';
 import '../../shared/src/wasm.ts';
 import type { WebSocketLike } from '../../shared/src/conn.ts';
-import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, PROTOCOL_VERSION, ProtocolError } from '../../shared/src/protocol.ts';
+import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, Msg, PROTOCOL_VERSION, ProtocolError } from '../../shared/src/protocol.ts';
 import { Auth, SESSION_COOKIE } from './auth.ts';
 import type { ServerConfig } from './config.ts';
 import { validateName } from './names.ts';
@@ -53,8 +53,8 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
   if (auth.singleUser) await storeOf('local'); // fail at start-up if the data directory is unusable
   const sessionsOf = new Map<string, number>();
   let connections = 0;
-  // each open sync WebSocket, and whether it is in a session: a message since the last
-  // session's end (every session's end is logged with its `op`)
+  // each open sync WebSocket, and whether it is in a session: from its Hello (a message's
+  // first byte is its type, docs/protocol.md §4) to the session's end, which is logged with its `op`
   const open = new Map<import('ws').WebSocket, { busy: boolean }>();
   let closing = false;
 
@@ -177,7 +177,10 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     (url.searchParams.get('deflate') === '0' ? wssRaw : wss).handleUpgrade(req, socket, head, (ws) => {
       const state = { busy: false };
       open.set(ws, state);
-      ws.on('message', () => (state.busy = true));
+      ws.on('message', (data: Buffer | ArrayBuffer | Buffer[]) => {
+        const first = Array.isArray(data) ? data[0] : data instanceof ArrayBuffer ? new Uint8Array(data) : data;
+        if (first[0] === Msg.Hello) state.busy = true;
+      });
       ws.once('close', () => open.delete(ws));
       const sessionLog = (e: Record<string, unknown>) => {
         if (e.op) {
