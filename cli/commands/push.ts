@@ -98,8 +98,9 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
       if (args.length !== 1 || entries.length !== 1 || entries[0].file !== args[0]) throw new UsageError('--name takes a single file');
       entries[0].name = asName;
     }
+    // the server keeps names in NFC (server/src/names.ts): "café" typed two ways is one name
     const byName = new Map<string, string[]>();
-    for (const e of entries) byName.set(e.name, [...(byName.get(e.name) ?? []), e.file]);
+    for (const e of entries) byName.set(e.name.normalize('NFC'), [...(byName.get(e.name.normalize('NFC')) ?? []), e.file]);
     const twice = [...byName].filter(([, files]) => files.length > 1);
     if (twice.length) throw new UsageError(`two files of one name, nothing sent:\n${twice.map(([n, files]) => `  ${n}: ${files.join(', ')}`).join('\n')}`);
 

@@ -57,7 +57,13 @@ test('two files of one name in one push are refused (status 2) before anything i
     const dirs = await dsync(['push', path.join(dir, 'x/photos'), path.join(dir, 'y/photos'), '--server', s.wsUrl], { env });
     assert.equal(dirs.code, 2);
     assert.match(dirs.stderr, /photos\/a\.jpg/);
-    assert.deepEqual(await stored('other.txt', 'notes.txt', 'photos/a.jpg'), [], 'nothing was sent, not even other.txt');
+    // one name written in two Unicode forms (the server keeps NFC) is one name too
+    writeFileSync(path.join(dir, 'd1', 'caf\u00e9.txt'), 'nfc');
+    writeFileSync(path.join(dir, 'd2', 'cafe\u0301.txt'), 'nfd');
+    const forms = await dsync(['push', path.join(dir, 'd1', 'caf\u00e9.txt'), path.join(dir, 'd2', 'cafe\u0301.txt'), '--server', s.wsUrl], { env });
+    assert.equal(forms.code, 2);
+    assert.match(forms.stderr, /two files of one name/);
+    assert.deepEqual(await stored('other.txt', 'notes.txt', 'photos/a.jpg', 'caf\u00e9.txt'), [], 'nothing was sent, not even other.txt');
   } finally {
     await done();
   }
