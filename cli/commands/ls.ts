@@ -37,6 +37,7 @@ JSON object per line: each file as GET /api/files gives it, and {"folder": "NAME
     do {
       const q = new URLSearchParams({ prefix, limit: String(PAGE), ...(cursor && { cursor }) });
       const page = await api<Page>(values, 'GET', `/api/files?${q}`);
+      if (!Array.isArray(page?.files) || !Array.isArray(page.folders)) throw new Error('the server does not list files by folder (GET /api/files?prefix=…): it needs an update');
       files.push(...page.files);
       folders.push(...page.folders.map((f) => (typeof f === 'string' ? f : f.name)));
       cursor = page.next;
