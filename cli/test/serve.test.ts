@@ -2,8 +2,8 @@
 // listening on this machine only by default, the warning when it listens beyond it with no
 // accounts, human or JSON log lines, and the goodbye after open sessions finish (bounded).
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -16,6 +16,19 @@ import { addUser } from '../../server/src/auth.ts';
 import { lanAddresses } from '../../server/src/log.ts';
 import { testServer } from '../../server/test/helpers.ts';
 import { DSYNC, dsync, jsonLines, screen } from './run.ts';
+
+/** The process whose parent is `pid` (from /proc: the 4th field of /proc/PID/stat). */
+function childOf(pid: number): number {
+  for (const d of readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) return Number(d);
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  throw new Error(`no child of ${pid}`);
+}
 
 interface Serve {
   child: ChildProcess;
@@ -44,8 +57,18 @@ async function serve(args: string[], terminal = false): Promise<Serve> {
     }, 20);
     void exited.then((c) => (clearInterval(t), reject(new Error(`serve exited ${c}: ${out}${err}`))));
   });
-  const pid = terminal ? Number(execFileSync('pgrep', ['-P', String(child.pid)], { encoding: 'utf8' }).trim().split('\n')[0]) : child.pid!;
+  const pid = terminal ? childOf(child.pid!) : child.pid!;
   return { child, pid, url, port: Number(new URL(url).port), out: () => out.replace(/\r/g, ''), err: () => err, exited };
+}
+
+/** Ends a server still running at the end of a test (and `script` around it). */
+function stop(s: Serve) {
+  try {
+    process.kill(s.pid, 'SIGKILL');
+  } catch {
+    // it has exited
+  }
+  s.child.kill('SIGKILL');
 }
 
 const reachable = (url: string) => fetch(url + '/api/health').then((r) => r.ok, () => false);
@@ -79,12 +102,12 @@ test('by default it listens on 127.0.0.1 only, says so, logs JSON when piped, an
     assert.equal((await dsync(['push', path.join(dir, 'a.txt'), '--server', s.url, '--no-known'])).code, 0);
     await until(() => s.out().includes('"op":"push"'), 'the log line');
     process.kill(s.pid, 'SIGINT');
-    assert.equal(await s.exited, 0);
+    assert.equal(await s.exited, 0, s.out() + s.err());
     const events = jsonLines(s.out().split('\n').slice(1).join('\n'));
     assert.deepEqual(events.map((e) => [e.op ?? e.stopped, e.name, e.version]), [['push', 'a.txt', 1], ['SIGINT', undefined, undefined]]);
     assert.deepEqual([events[1].finished, events[1].abandoned], [0, 0]);
   } finally {
-    s.child.kill('SIGKILL');
+    stop(s);
     rmSync(dir, { recursive: true, force: true });
   }
 });
@@ -109,11 +132,11 @@ test('on a terminal: the banner with the LAN address, a warning for --host 0.0.0
     assert.match(screen(s.out()), /^\d\d:\d\d:\d\d push a\.txt v1: 5 B, 5 B new \(nothing saved\) in \d+ ms$/m);
     assert.doesNotMatch(s.out(), /\{"t"/);
     process.kill(s.pid, 'SIGINT');
-    assert.equal(await s.exited, 0);
+    assert.equal(await s.exited, 0, s.out() + s.err());
     assert.match(s.out(), /SIGINT: stopping; open sessions get 10 s to finish/);
     assert.match(s.out(), /dsync server stopped\. Goodbye\.\n/);
   } finally {
-    s.child.kill('SIGKILL');
+    stop(s);
     rmSync(dir, { recursive: true, force: true });
   }
 });
@@ -128,17 +151,17 @@ test('--host 0.0.0.0 with accounts: no warning, accounts on; --log-format json o
     assert.match(s.out(), /accounts: +on \(.*users\.json\)/);
     assert.doesNotMatch(s.out(), /warning/);
   } finally {
-    s.child.kill('SIGKILL');
+    stop(s);
   }
   const j = await serve(['--data', path.join(dir, 'data'), '--log-format', 'json'], true);
   try {
     process.kill(j.pid, 'SIGTERM');
-    assert.equal(await j.exited, 0);
+    assert.equal(await j.exited, 0, j.out() + j.err());
     const [first, ...rest] = j.out().trim().split('\n');
     assert.match(first, /^dsync server on http:\/\/127\.0\.0\.1:\d+/);
     assert.deepEqual(jsonLines(rest.join('\n')).map((e) => e.stopped), ['SIGTERM']);
   } finally {
-    j.child.kill('SIGKILL');
+    stop(j);
     rmSync(dir, { recursive: true, force: true });
   }
 });
@@ -166,12 +189,12 @@ test('SIGINT during a push: the push finishes and is stored, then the server say
     const r = await pushing;
     assert.equal(r.code, 0, r.stderr);
     assert.equal(jsonLines(r.stdout)[0].version, 1);
-    assert.equal(await s.exited, 0);
+    assert.equal(await s.exited, 0, s.out() + s.err());
     const last = jsonLines(s.out().split('\n').slice(1).join('\n')).pop();
     assert.deepEqual([last.stopped, last.finished, last.abandoned], ['SIGINT', 1, 0]);
   } finally {
     relay.close();
-    s.child.kill('SIGKILL');
+    stop(s);
     rmSync(dir, { recursive: true, force: true });
   }
 });
@@ -199,7 +222,7 @@ test('a session that does not finish is abandoned after the grace period; one be
     process.kill(s.pid, 'SIGINT');
     assert.equal(await s.exited, 130);
   } finally {
-    s.child.kill('SIGKILL');
+    stop(s);
     rmSync(dir, { recursive: true, force: true });
   }
 });
