@@ -72,11 +72,6 @@ ${SHUTDOWN_GRACE_MS / 1000} s to finish (a second signal stops it at once).`,
     if (!LOG_FORMATS.includes(format)) throw new UsageError(`--log-format must be ${LOG_FORMATS.join(' or ')}`);
     const log = logger(format);
     const s = await startServer(cfg, log);
-    const where = String(cfg[STORE_KEY]);
-    const { text, warning } = banner(cfg, s.url, s.port, format, where.includes('://') ? where : path.resolve(where));
-    console.log(text);
-    if (warning) console.error(warning);
-
     let stopping = false;
     const stop = async (signal: string) => {
       if (stopping) process.exit(130);
@@ -89,6 +84,11 @@ ${SHUTDOWN_GRACE_MS / 1000} s to finish (a second signal stops it at once).`,
     };
     process.on('SIGINT', () => void stop('SIGINT'));
     process.on('SIGTERM', () => void stop('SIGTERM'));
+    // the banner only once the handlers are on: whoever waits for it may signal at once
+    const where = String(cfg[STORE_KEY]);
+    const { text, warning } = banner(cfg, s.url, s.port, format, where.includes('://') ? where : path.resolve(where));
+    console.log(text);
+    if (warning) console.error(warning);
     return new Promise<never>(() => {});
   },
 };
