@@ -26,14 +26,12 @@ export function storeConfig(values: Values, extra: Record<string, string | undef
   }
 }
 
-/** The store's modules that `gc` and `check` call, loaded when they run. */
-const MODULES = { openStore: '../server/src/store.ts', runGc: '../server/src/store/gc.ts', runCheck: '../server/src/store/check.ts' };
-
-/** One of the store's entry points: openStore(cfg), runGc(repo, opts), runCheck(repo, {readData}). */
-export async function storeFunction(name: keyof typeof MODULES): Promise<(...args: any[]) => Promise<any>> {
-  const m = await import(MODULES[name]).catch(() => ({}));
+/** One of the store's entry points (server/src/store.ts): openStore(cfg), runGc(repo, opts),
+ *  runCheck(repo, {readData}); loaded when the command runs. */
+export async function storeFunction(name: 'openStore' | 'runGc' | 'runCheck'): Promise<(...args: any[]) => Promise<any>> {
+  const m = (await import('../server/src/store.ts')) as Record<string, unknown>;
   if (typeof m[name] !== 'function') throw new Error(`this build of the store has no ${name}`);
-  return m[name];
+  return m[name] as (...args: any[]) => Promise<any>;
 }
 
 /** Opens the store of `cfg`, runs `fn` on it, closes it. */
