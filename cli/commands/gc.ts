@@ -33,6 +33,7 @@ themselves every --gc-interval-ms). Prints what it deleted.`,
     const cfg = storeConfig(values, { 'keep-versions': str(values, 'keep-versions'), 'keep-days': str(values, 'keep-days'), 'gc-min-age-ms': str(values, 'min-age-ms'), 'gc-window-ms': str(values, 'window-ms') });
     const runGc = await storeFunction('runGc');
     const c = cfg as unknown as Record<string, number>;
+    if (humanOutput(values)) console.error(`collecting: marks what the kept versions use, then waits the commit window (${formatDuration(c.gcWindowMs)}) before deleting`);
     const report: GcReport = await withStore(cfg, (repo) => runGc(repo, { minAgeMs: c.gcMinAgeMs, windowMs: c.gcWindowMs }));
     if (!humanOutput(values)) printJson(report);
     else if (report.skipped) console.log(`nothing collected: ${report.skipped}`);
