@@ -28,4 +28,4 @@ COPY --from=wasm /src/wasm/pkg wasm/pkg
 RUN npx vite build client
 EXPOSE 8080
 VOLUME /data
-CMD ["node", "bin/dsync.mjs", "serve", "--port", "8080", "--data", "/data"]
+CMD ["node", "bin/dsync.mjs", "serve", "--host", "0.0.0.0", "--port", "8080", "--data", "/data"]

@@ -1,237 +1,78 @@
 /**
- * The `dsync` command line:
- *   dsync chunk FILE [--min N --avg N --max N] [--op xor|add] [--every 8|16|32]
- *   dsync serve [--port 8080] [--data ./data] [--host 0.0.0.0] [--no-deflate] [--no-refine] [--paper-exact] [limits…]
- *   dsync push FILE... --server ws://HOST:PORT [--name NAME] [--basis-version V] [--algo blake3|sha256|sha1]
- *   dsync pull NAME --server URL --out FILE [--version V] [--basis OLDFILE]
- *   dsync adduser NAME --users FILE [--password PW]     prints the new user's token
- * push and pull take --token T (or the DSYNC_TOKEN environment variable) and --retries N.
- * Each keeps the chunk index of the version it pushed or pulled (cli/known.ts; --no-known: not),
- * so the next push of that file sends a small change in one round trip (docs/protocol.md §3).
+ * The `dsync` command line: `dsync COMMAND [ARGS…]`, one file per command in cli/commands/.
+ * `dsync --help` lists them, `dsync help CMD` and `dsync CMD --help` show one. Exit statuses
+ * are in cli/command.ts (0 ok, 1 failed, 2 a wrong command line). A closed stdout (`dsync
+ * chunk big | head`) ends the process quietly.
  */
-import { promises as fs } from 'node:fs';
-import path from 'node:path';
-import WebSocket from 'ws';
-import '../shared/src/wasm.ts';
-import { DsyncChunker } from '../shared/src/wasm.ts';
-import { READ_SLICE } from '../shared/src/chunk-index.ts';
-import { type ChunkParams, DEFAULT_ALGO, DEFAULT_PARAMS, FpOp, algoByName, checkParams } from '../shared/src/protocol.ts';
-import { Connection, pull, push } from '../shared/src/sync-client.ts';
-import { loadConfig } from '../server/src/config.ts';
-import { startServer } from '../server/src/server.ts';
-import { fileSource } from '../server/src/store.ts';
-import { OFF_THREAD_MIN } from '../shared/src/hash-pool.ts';
-import { nodeHashPool } from '../shared/src/hash-workers-node.ts';
-import { addUser } from '../server/src/auth.ts';
-import { inWorker, superviseWorkers } from '../server/src/cluster.ts';
-import { type Args, num, parseArgs } from './args.ts';
-import { FileKnown } from './known.ts';
+import { readFileSync } from 'node:fs';
 import { setHeapGrowth } from '../shared/src/node-gc.ts';
+import { type Command, EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, nearest, parse, usage } from './command.ts';
 
-const USAGE = `usage:
-  dsync chunk FILE [--min N --avg N --max N] [--op xor|add] [--every 8|16|32]
-  dsync serve [--port 8080] [--data ./data] [--host 0.0.0.0] [--workers 1] [--no-deflate] [--no-refine] [--paper-exact]
-  dsync push FILE... --server ws://HOST:PORT [--name NAME] [--basis-version V] [--algo blake3|sha256|sha1]
-      (several files go over one connection, one report line each; --name takes one file)
-  dsync pull NAME --server ws://HOST:PORT --out FILE [--version V] [--basis OLDFILE]
-  dsync adduser NAME --users FILE [--password PASSWORD]
-push and pull take --token T (or DSYNC_TOKEN) when the server has accounts, and --retries N.
-push and pull remember the version they synced of each file (in $DSYNC_CACHE_DIR, else
-~/.cache/dsync/known), so the next push of a small change takes one round trip; --no-known: not.
-Files of 64 MiB and more are hashed by worker threads while the file is chunked, one per core
-beyond the first (at most 2; a push's report says how many in hashWorkers).`;
+/** Each command's one-line summary and its module, loaded only when it runs. */
+const COMMANDS: Record<string, [summary: string, load: () => Promise<{ command: Command }>]> = {
+  push: ['upload files or folders, sending only what the server lacks', () => import('./commands/push.ts')],
+  pull: ['download a file, with only the changed chunks when given the old copy', () => import('./commands/pull.ts')],
+  ls: ['list the files and folders on the server', () => import('./commands/ls.ts')],
+  log: ['list the versions of a file', () => import('./commands/log.ts')],
+  mv: ['rename a file or folder on the server', () => import('./commands/mv.ts')],
+  rm: ['delete a file or one of its versions', () => import('./commands/rm.ts')],
+  restore: ['make an old version the latest again', () => import('./commands/restore.ts')],
+  serve: ['run the server', () => import('./commands/serve.ts')],
+  adduser: ['add an account to a users file and print its token', () => import('./commands/adduser.ts')],
+  gc: ["delete old versions and the chunks nothing refers to (a store's upkeep)", () => import('./commands/gc.ts')],
+  check: ["verify a store's indexes and chunks", () => import('./commands/check.ts')],
+  chunk: ["print a file's FastCDC chunks", () => import('./commands/chunk.ts')],
+};
 
-const knownOf = (a: Args) => (a.flags['no-known'] ? undefined : new FileKnown());
+const OVERVIEW = `usage: dsync COMMAND [ARGS…]
 
-function chunkParams(a: Args): ChunkParams {
-  const op = a.flags.op ?? 'xor';
-  if (op !== 'xor' && op !== 'add') throw new Error('--op must be xor or add');
-  const p = {
-    min: num(a.flags, 'min', DEFAULT_PARAMS.min),
-    avg: num(a.flags, 'avg', DEFAULT_PARAMS.avg),
-    max: num(a.flags, 'max', DEFAULT_PARAMS.max),
-    op: op === 'xor' ? FpOp.Xor : FpOp.Add,
-    every: num(a.flags, 'every', DEFAULT_PARAMS.every),
-  };
-  checkParams(p);
-  return p;
-}
+${Object.entries(COMMANDS)
+  .map(([name, [summary]]) => `  ${name.padEnd(8)} ${summary}`)
+  .join('\n')}
 
-/** ws://host:port/sync from whatever form the user gave (http://host:port, host:port, ws://…). */
-function syncUrl(server: string | boolean | undefined): string {
-  if (typeof server !== 'string') throw new Error('--server ws://HOST:PORT is required');
-  let u = server.includes('://') ? server : `ws://${server}`;
-  u = u.replace(/^http/, 'ws');
-  const url = new URL(u);
-  if (url.pathname === '/' || url.pathname === '') url.pathname = '/sync';
-  return url.toString();
-}
+dsync help COMMAND (or dsync COMMAND --help) shows a command's flags; dsync --version its version.
+Commands that talk to a server take --server URL (or DSYNC_SERVER) and --token T (or DSYNC_TOKEN).
+Exit status: 0 success, 1 something failed, 2 a wrong command line.
+`;
 
-/** The `ws` WebSocket, sending the bearer token on the upgrade when there is one. */
-function webSocket(a: Args): any {
-  const token = typeof a.flags.token === 'string' ? a.flags.token : process.env.DSYNC_TOKEN;
-  if (!token) return WebSocket;
-  return class extends WebSocket {
-    constructor(url: string) {
-      super(url, { headers: { Authorization: `Bearer ${token}` } });
-    }
-  };
-}
+// a reader that went away (`| head`) is not an error
+process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+  if (e.code === 'EPIPE') process.exit(EXIT_OK);
+  throw e;
+});
 
-async function adduser(a: Args) {
-  const name = a.positional[0];
-  if (!name || typeof a.flags.users !== 'string') throw new Error('dsync adduser NAME --users FILE [--password PW]');
-  const token = addUser(a.flags.users, name, typeof a.flags.password === 'string' ? a.flags.password : undefined);
-  console.log(token);
-}
-
-async function chunk(a: Args) {
-  const file = a.positional[0];
-  if (!file) throw new Error('dsync chunk FILE');
-  const p = chunkParams(a);
-  const fh = await fs.open(file, 'r');
-  const chunker = new DsyncChunker(p.min, p.avg, p.max, p.op, p.every, 0);
-  const buf = Buffer.allocUnsafe(READ_SLICE);
-  let offset = 0;
-  const out = async () => {
-    const pairs = chunker.take_chunks();
-    let s = '';
-    for (let i = 0; i < pairs.length; i += 2) {
-      s += `${offset} ${pairs[i]} ${pairs[i + 1].toString(16).padStart(8, '0')}\n`;
-      offset += pairs[i];
-    }
-    if (s && !process.stdout.write(s)) await new Promise((r) => process.stdout.once('drain', r));
-  };
-  try {
-    for (;;) {
-      const { bytesRead } = await fh.read(buf, 0, buf.length, null);
-      if (bytesRead === 0) break;
-      chunker.push(buf.subarray(0, bytesRead));
-      await out();
-    }
-    chunker.finish();
-    await out();
-  } finally {
-    chunker.free();
-    await fh.close();
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === '--version' || name === '-V') {
+    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+    return void console.log(`dsync ${pkg.version}`), EXIT_OK;
   }
-}
-
-async function serve(a: Args) {
-  const cfg = loadConfig(a.flags);
-  const log = (e: Record<string, unknown>) => console.log(JSON.stringify({ t: new Date().toISOString(), ...e }));
-  if (superviseWorkers(cfg, log)) return; // --workers N: this process forks and supervises N servers
-  const s = await startServer(cfg, log);
-  if (!inWorker()) console.log(`dsync server on ${s.url} (store: ${cfg.store.startsWith("s3://") ? cfg.store : path.resolve(cfg.store)}, permessage-deflate ${cfg.deflate ? 'on' : 'off'}${cfg.paperExact ? ', paper-exact' : ''})`);
-  const stop = async () => {
-    await s.close();
-    process.exit(0);
-  };
-  process.on('SIGINT', stop);
-  process.on('SIGTERM', stop);
-}
-
-async function pushCmd(a: Args) {
-  const files = a.positional;
-  if (!files.length) throw new Error('dsync push FILE... --server URL');
-  if (files.length > 1 && typeof a.flags.name === 'string') throw new Error('--name takes a single file');
-  const url = syncUrl(a.flags.server);
-  // One connection for all the files (two when some compress and some do not, as each kind
-  // runs on its own endpoint): each push is a session on it (docs/protocol.md §3); a push
-  // whose connection was lost retries on a new one, and the next file opens another.
-  const connections = new Map<string, Connection>();
-  const connectionTo = async (u: string) => {
-    const c = connections.get(u);
-    if (c?.usable) return c;
-    const opened = await Connection.open(u, webSocket(a));
-    connections.set(u, opened);
-    return opened;
-  };
-  // hash workers for large files, started before the first push so they are up when it hashes
-  const sizes = await Promise.all(files.map(async (f) => (await fs.stat(f)).size));
-  const pool = sizes.some((s) => s >= OFF_THREAD_MIN) ? nodeHashPool() : null;
-  try {
-    for (const file of files) {
-      const fh = await fs.open(file, 'r');
-      try {
-        const { size } = await fh.stat();
-        const report = await push(fileSource(fh, size, pool), {
-          url,
-          name: typeof a.flags.name === 'string' ? a.flags.name : path.basename(file),
-          WebSocket: webSocket(a),
-          connection: connectionTo,
-          params: chunkParams(a),
-          algo: typeof a.flags.algo === 'string' ? algoByName(a.flags.algo) : DEFAULT_ALGO,
-          basisVersion: num(a.flags, 'basis-version', 0),
-          retries: num(a.flags, 'retries', 3),
-          known: knownOf(a),
-        });
-        console.log(JSON.stringify({ ...report, hashWorkers: size >= OFF_THREAD_MIN ? (pool?.size ?? 0) : 0 }));
-      } finally {
-        await fh.close();
-      }
-    }
-  } finally {
-    for (const c of connections.values()) c.close();
-    pool?.close();
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    const of = name === 'help' ? rest[0] : undefined;
+    if (of && COMMANDS[of]) return void process.stdout.write(usage(of, (await COMMANDS[of][1]()).command)), EXIT_OK;
+    if (of) return void console.error(`dsync: no command ${of}\n\n${OVERVIEW}`), EXIT_USAGE;
+    process[name ? 'stdout' : 'stderr'].write(OVERVIEW);
+    return name ? EXIT_OK : EXIT_USAGE;
   }
-}
-
-async function pullCmd(a: Args) {
-  const name = a.positional[0];
-  const outFile = a.flags.out;
-  if (!name || typeof outFile !== 'string') throw new Error('dsync pull NAME --server URL --out FILE');
-  const basisFh = typeof a.flags.basis === 'string' ? await fs.open(a.flags.basis, 'r') : null;
-  const basisSize = basisFh ? (await basisFh.stat()).size : 0;
-  const pool = basisSize >= OFF_THREAD_MIN ? nodeHashPool() : null;
-  const tmp = `${outFile}.dsync-${process.pid}.tmp`;
-  const out = await fs.open(tmp, 'w');
-  let closed = false;
+  if (!COMMANDS[name]) {
+    const hint = nearest(name, Object.keys(COMMANDS));
+    console.error(`dsync: no command ${name}${hint ? ` (did you mean ${hint}?)` : ''}; dsync --help lists them`);
+    return EXIT_USAGE;
+  }
+  const cmd = (await COMMANDS[name][1]()).command;
   try {
-    const report = await pull({
-      url: syncUrl(a.flags.server),
-      name,
-      WebSocket: webSocket(a),
-      params: chunkParams(a),
-      algo: typeof a.flags.algo === 'string' ? algoByName(a.flags.algo) : DEFAULT_ALGO,
-      version: num(a.flags, 'version', 0),
-      known: knownOf(a),
-      basis: basisFh ? fileSource(basisFh, basisSize, pool) : null,
-      sink: {
-        write: async (b) => void (await out.write(b)),
-        commit: async () => {
-          await out.sync();
-          await out.close();
-          closed = true;
-          await fs.rename(tmp, outFile);
-          return 0;
-        },
-        abort: async () => {
-          if (!closed) await out.close();
-          closed = true;
-          await fs.rm(tmp, { force: true });
-        },
-      },
-    });
-    console.log(JSON.stringify(report));
-  } finally {
-    if (!closed) await out.close().catch(() => {});
-    await basisFh?.close();
-    pool?.close();
+    const { values, positionals, help } = parse(cmd, rest);
+    if (help) return void process.stdout.write(usage(name, cmd)), EXIT_OK;
+    return (await cmd.run(values, positionals)) ?? EXIT_OK;
+  } catch (e) {
+    if (e instanceof UsageError) {
+      console.error(`dsync ${name}: ${e.message}\nusage: dsync ${cmd.usage}\n(dsync ${name} --help for more)`);
+      return EXIT_USAGE;
+    }
+    console.error(`dsync ${name}: ${(e as Error).message}`);
+    return EXIT_FAILED;
   }
 }
 
 setHeapGrowth();
-const [cmd, ...rest] = process.argv.slice(2);
-const args = parseArgs(rest, ['no-deflate', 'no-refine', 'paper-exact', 'no-known']);
-const commands: Record<string, (a: Args) => Promise<void>> = { chunk, serve, push: pushCmd, pull: pullCmd, adduser };
-if (!cmd || !commands[cmd]) {
-  console.error(USAGE);
-  process.exit(cmd === '--help' || cmd === 'help' ? 0 : 2);
-}
-try {
-  await commands[cmd](args);
-} catch (e) {
-  console.error(`dsync ${cmd}: ${(e as Error).message}`);
-  process.exit(1);
-}
+process.exitCode = await main(process.argv.slice(2));

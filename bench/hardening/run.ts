@@ -4,16 +4,17 @@
 import { execSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
-import { parseArgs, num } from '../../cli/args.ts';
+import { parseArgs } from 'node:util';
 import { Rng } from '../../shared/src/testdata.ts';
 import { Fuzzer } from '../../server/test/fuzz.ts';
 import { holdConnections, killTrials } from '../../server/test/trials.ts';
 
-const a = parseArgs(process.argv.slice(2));
-const fuzzCases = num(a.flags, 'fuzz', 200_000);
-const kills = num(a.flags, 'kills', 50);
-const idle = num(a.flags, 'idle', 2000);
-const active = num(a.flags, 'active', 50);
+const { values: a } = parseArgs({ options: { fuzz: { type: 'string' }, kills: { type: 'string' }, idle: { type: 'string' }, active: { type: 'string' } }, strict: true });
+const num = (v: string | undefined, def: number) => (v === undefined ? def : Number(v));
+const fuzzCases = num(a.fuzz, 200_000);
+const kills = num(a.kills, 50);
+const idle = num(a.idle, 2000);
+const active = num(a.active, 50);
 const command = `node --import tsx bench/hardening/run.ts --fuzz ${fuzzCases} --kills ${kills} --idle ${idle} --active ${active}`;
 const out: string[] = [];
 const say = (s: string) => {

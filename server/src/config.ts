@@ -60,7 +60,7 @@ export interface ServerConfig {
 }
 
 export const DEFAULTS: ServerConfig = {
-  host: '0.0.0.0',
+  host: '127.0.0.1',
   port: 8080,
   store: './data',
   s3Endpoint: '',

@@ -28,7 +28,7 @@ import express from 'express';
 import { WebSocketServer } from 'ws';
 import '../../shared/src/wasm.ts';
 import type { WebSocketLike } from '../../shared/src/conn.ts';
-import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, PROTOCOL_VERSION } from '../../shared/src/protocol.ts';
+import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, Msg, PROTOCOL_VERSION } from '../../shared/src/protocol.ts';
 import { Auth, SESSION_COOKIE } from './auth.ts';
 import type { ServerConfig } from './config.ts';
 import { filesApi } from './files-api.ts';
@@ -42,7 +42,10 @@ export interface RunningServer {
   /** the store of a user's namespace (`local` in single-user mode) */
   storeOf(user: string): Promise<Store>;
   repo: Repo;
-  close(): Promise<void>;
+  /** Stops listening and closes every connection: one between sessions at once, one in a
+   *  session when its session ends or after `graceMs` (default 0), whichever comes first.
+   *  Tells how many open sessions finished and how many were cut off. */
+  close(graceMs?: number): Promise<{ finished: number; abandoned: number }>;
 }
 
 type Req = express.Request & { user?: string };
@@ -63,6 +66,10 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     : null;
   const sessionsOf = new Map<string, number>();
   let connections = 0;
+  // each open sync WebSocket, and whether it is in a session: from its Hello (a message's
+  // first byte is its type, docs/protocol.md §4) to the session's end, which is logged with its `op`
+  const open = new Map<import('ws').WebSocket, { busy: boolean }>();
+  let closing = false;
 
   const app = express();
   app.disable('x-powered-by');
@@ -145,7 +152,21 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     };
     socket.once('close', release);
     (url.searchParams.get('deflate') === '0' ? wssRaw : wss).handleUpgrade(req, socket, head, (ws) => {
-      void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, (e) => log({ user, ...e }), () => auth.identify(req) === user);
+      const state = { busy: false };
+      open.set(ws, state);
+      ws.on('message', (data: Buffer | ArrayBuffer | Buffer[]) => {
+        const first = Array.isArray(data) ? data[0] : data instanceof ArrayBuffer ? new Uint8Array(data) : data;
+        if (first[0] === Msg.Hello) state.busy = true;
+      });
+      ws.once('close', () => open.delete(ws));
+      const sessionLog = (e: Record<string, unknown>) => {
+        if (e.op) {
+          state.busy = false;
+          if (closing) ws.close(1001, 'server stopping');
+        }
+        log({ user, ...e });
+      };
+      void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, sessionLog, () => auth.identify(req) === user);
     });
   });
 
@@ -160,14 +181,25 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     port,
     storeOf,
     repo,
-    close: () =>
-      new Promise<void>(async (resolve) => {
-        if (gcTimer) clearInterval(gcTimer);
-        for (const c of [...wss.clients, ...wssRaw.clients]) c.terminate();
-        wss.close();
-        wssRaw.close();
-        server.closeAllConnections?.();
-        server.close(() => void repo.close().then(resolve));
-      }),
+    async close(graceMs = 0) {
+      closing = true;
+      if (gcTimer) clearInterval(gcTimer);
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      for (const [ws, st] of open) if (!st.busy) ws.close(1001, 'server stopping');
+      const busy = () => [...open.values()].filter((st) => st.busy).length;
+      const inSession = busy();
+      const deadline = performance.now() + graceMs;
+      while (busy() && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      const abandoned = busy();
+      for (const c of [...wss.clients, ...wssRaw.clients]) c.terminate();
+      wss.close();
+      wssRaw.close();
+      server.closeAllConnections();
+      await closed;
+      await collecting;
+      await repo.close();
+      return { finished: inSession - abandoned, abandoned };
+    },
   };
 }

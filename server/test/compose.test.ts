@@ -43,6 +43,7 @@ test('docker-compose.yml: MinIO, two Dsync servers on one bucket, HAProxy in fro
   assert.equal(dsync1.depends_on.minio.condition, 'service_healthy');
   assert.equal(dsync1.ports, undefined, 'the servers are reached through HAProxy only');
   const port = flag(cmd, '--port');
+  assert.equal(flag(cmd, '--host'), '0.0.0.0', 'in a container the server listens beyond loopback (its default), so HAProxy reaches it');
 
   // HAProxy: publishes :8080, and its configuration names both servers, with health checks.
   assert.deepEqual(haproxy.ports, ['8080:8080']);

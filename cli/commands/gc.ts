@@ -1,0 +1,42 @@
+/** `dsync gc`: removes what the kept versions no longer need from a store. */
+import { formatBytes, formatDuration } from '../../shared/src/units.ts';
+import { type Command, intFlag, str } from '../command.ts';
+import { JSON_OPT, humanOutput, printJson } from '../output.ts';
+import { STORE_OPTS, storeConfig, storeFunction, withStore } from '../store-options.ts';
+
+/** What runGc returns (server/src/store/gc.ts). */
+interface GcReport {
+  deleted: number;
+  bytes: number;
+  temporaries: number;
+  ms: number;
+  /** why nothing was collected, when so */
+  skipped?: string;
+}
+
+export const command: Command = {
+  usage: 'gc [--store DIR|s3://BUCKET/PREFIX] [--s3-endpoint URL] [--keep-versions N] [--keep-days N] [--min-age-ms N] [--window-ms N] [--json]',
+  about: `Deletes the versions the keep settings no longer keep, then the chunks and indexes no kept
+version refers to. Safe while servers run on the same store (they also collect by
+themselves every --gc-interval-ms). Prints what it deleted.`,
+  options: {
+    ...STORE_OPTS,
+    'keep-versions': { type: 'string', arg: 'N', help: 'versions kept of each file, 0: all (default: $DSYNC_KEEP_VERSIONS, else 0)' },
+    'keep-days': { type: 'string', arg: 'N', help: 'versions younger than N days are kept, 0: no limit (default: $DSYNC_KEEP_DAYS, else 0)' },
+    'min-age-ms': { type: 'string', arg: 'N', help: 'leave objects younger than this, uploads in progress (default: $DSYNC_GC_MIN_AGE_MS, else a day)' },
+    'window-ms': { type: 'string', arg: 'N', help: 'the commit window it waits before deleting (default: $DSYNC_GC_WINDOW_MS, else 30 s)' },
+    json: JSON_OPT,
+  },
+  positionals: [0, 0],
+  async run(values) {
+    for (const k of ['keep-versions', 'keep-days', 'min-age-ms', 'window-ms']) intFlag(values, k, 0);
+    const cfg = storeConfig(values, { 'keep-versions': str(values, 'keep-versions'), 'keep-days': str(values, 'keep-days'), 'gc-min-age-ms': str(values, 'min-age-ms'), 'gc-window-ms': str(values, 'window-ms') });
+    const runGc = await storeFunction('runGc');
+    const c = cfg as unknown as Record<string, number>;
+    if (humanOutput(values)) console.error(`collecting: marks what the kept versions use, then waits the commit window (${formatDuration(c.gcWindowMs)}) before deleting`);
+    const report: GcReport = await withStore(cfg, (repo) => runGc(repo, { minAgeMs: c.gcMinAgeMs, windowMs: c.gcWindowMs }));
+    if (!humanOutput(values)) printJson(report);
+    else if (report.skipped) console.log(`nothing collected: ${report.skipped}`);
+    else console.log(`deleted ${report.deleted} objects (${formatBytes(report.bytes)})${report.temporaries ? ` and ${report.temporaries} temporary files` : ''} in ${formatDuration(report.ms)}`);
+  },
+};

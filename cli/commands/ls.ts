@@ -1,0 +1,59 @@
+/** `dsync ls [PREFIX]`: the files and folders on the server, a folder at a time. */
+import { formatBytes } from '../../shared/src/units.ts';
+import type { Command } from '../command.ts';
+import { JSON_OPT, humanOutput, printJson, shortDate, table } from '../output.ts';
+import { SERVER_OPTS, api } from '../remote.ts';
+
+/** A file as GET /api/files lists it. */
+export interface FileEntry {
+  name: string;
+  latest: number;
+  size: number;
+  versions: number;
+  mtime: string | number;
+}
+
+interface Page {
+  files: FileEntry[];
+  folders: (string | { name: string })[];
+  next?: string | null;
+}
+
+/** Entries asked per request; the command follows `next` until the listing ends. */
+const PAGE = 1000;
+
+export const command: Command = {
+  usage: 'ls [FOLDER] --server URL [--json]',
+  about: `Lists the files and folders in FOLDER (default: the top), folders first. On a terminal a
+table of name, size, versions and when the latest was made; otherwise, or with --json, one
+JSON object per line: each file as GET /api/files gives it, and {"folder": "NAME/"} per folder.`,
+  options: { ...SERVER_OPTS, json: JSON_OPT },
+  positionals: [0, 1],
+  async run(values, [folder]) {
+    const prefix = folder ? folder.replace(/\/*$/, '/') : '';
+    const files: FileEntry[] = [];
+    const folders: string[] = [];
+    let cursor: string | null | undefined;
+    do {
+      const q = new URLSearchParams({ prefix, limit: String(PAGE), ...(cursor && { cursor }) });
+      const page = await api<Page>(values, 'GET', `/api/files?${q}`);
+      if (!Array.isArray(page?.files) || !Array.isArray(page.folders)) throw new Error('the server does not list files by folder (GET /api/files?prefix=…): it needs an update');
+      files.push(...page.files);
+      folders.push(...page.folders.map((f) => (typeof f === 'string' ? f : f.name)));
+      cursor = page.next;
+    } while (cursor);
+    const asFolder = (f: string) => (f.endsWith('/') ? f : f + '/');
+    if (!humanOutput(values)) {
+      for (const f of folders) printJson({ folder: asFolder(f) });
+      for (const f of files) printJson(f);
+      return;
+    }
+    if (!files.length && !folders.length) return void console.log(prefix ? `nothing in ${prefix}` : 'no files yet');
+    const rows = [
+      ...folders.map((f) => [asFolder(f).slice(prefix.length), '', '', '']),
+      ...files.map((f) => [f.name.slice(prefix.length), formatBytes(f.size), String(f.versions), shortDate(f.mtime)]),
+    ];
+    console.log(table(['NAME', 'SIZE', 'VERSIONS', 'MODIFIED'], rows, [1, 2]));
+    console.log(`${files.length} file${files.length === 1 ? '' : 's'}, ${formatBytes(files.reduce((a, f) => a + f.size, 0))}${folders.length ? `; ${folders.length} folder${folders.length === 1 ? '' : 's'}` : ''}`);
+  },
+};

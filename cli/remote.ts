@@ -1,0 +1,84 @@
+/**
+ * Talking to a server: its address from `--server` (or DSYNC_SERVER) in any of the forms people
+ * type, the bearer token from `--token` (or DSYNC_TOKEN), the sync WebSocket and the REST API.
+ */
+import WebSocket from 'ws';
+import { type Opts, UsageError, type Values, str } from './command.ts';
+
+export const SERVER_OPTS: Opts = {
+  server: { type: 'string', short: 's', arg: 'URL', help: 'the server: ws://HOST:PORT, http://HOST:PORT or HOST:PORT (default: $DSYNC_SERVER)' },
+  token: { type: 'string', arg: 'T', help: 'bearer token, when the server has accounts (default: $DSYNC_TOKEN)' },
+};
+
+function serverOf(values: Values): URL {
+  const s = str(values, 'server') ?? process.env.DSYNC_SERVER;
+  if (!s) throw new UsageError('--server URL is required (or set DSYNC_SERVER)');
+  try {
+    return new URL(s.includes('://') ? s : `ws://${s}`);
+  } catch {
+    throw new UsageError(`--server ${s} is not an address`);
+  }
+}
+
+/** ws://host:port/sync from whatever form the user gave (http://host:port, host:port, ws://…). */
+export function syncUrl(values: Values): string {
+  const url = serverOf(values);
+  url.protocol = url.protocol.replace(/^http/, 'ws');
+  if (url.pathname === '/' || url.pathname === '') url.pathname = '/sync';
+  return url.toString();
+}
+
+/** http://host:port of the server, for the REST API. */
+export function httpBase(values: Values): string {
+  const url = serverOf(values);
+  url.protocol = url.protocol.replace(/^ws/, 'http');
+  return url.origin;
+}
+
+const tokenOf = (values: Values) => str(values, 'token') ?? process.env.DSYNC_TOKEN;
+
+/** The `ws` WebSocket, sending the bearer token on the upgrade when there is one. */
+export function webSocket(values: Values): any {
+  const token = tokenOf(values);
+  if (!token) return WebSocket;
+  return class extends WebSocket {
+    constructor(url: string) {
+      super(url, { headers: { Authorization: `Bearer ${token}` } });
+    }
+  };
+}
+
+/** A refusal by the server's REST API, with its message. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Calls the REST API (`path` with its query); the parsed JSON answer. */
+export async function api<T = unknown>(values: Values, method: string, path: string, body?: unknown): Promise<T> {
+  const base = httpBase(values);
+  const token = tokenOf(values);
+  let res: Response;
+  try {
+    res = await fetch(base + path, {
+      method,
+      headers: { ...(token && { Authorization: `Bearer ${token}` }), ...(body !== undefined && { 'Content-Type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (e) {
+    throw new Error(`cannot reach ${base}: ${((e as Error).cause as Error | undefined)?.message ?? (e as Error).message}`);
+  }
+  const text = await res.text();
+  let json: any;
+  try {
+    json = text ? JSON.parse(text) : null;
+  } catch {
+    json = null;
+  }
+  if (!res.ok) throw new ApiError(res.status, json?.error ?? `${method} ${path}: HTTP ${res.status}`);
+  return json as T;
+}

@@ -1,0 +1,45 @@
+/**
+ * The store flags of `gc` and `check`, which open the store themselves (no server):
+ * `--store DIR|s3://BUCKET/PREFIX` (`--data` names it too) and `--s3-endpoint URL`, read as
+ * `dsync serve` reads them (DSYNC_STORE, DSYNC_S3_ENDPOINT from the environment otherwise).
+ */
+import { DEFAULTS, type ServerConfig, loadConfig } from '../server/src/config.ts';
+import { type Opts, UsageError, type Values, str } from './command.ts';
+
+export const STORE_OPTS: Opts = {
+  store: { type: 'string', arg: 'DIR|s3://BUCKET/PREFIX', help: 'the store (default: $DSYNC_STORE, else ./data)' },
+  data: { type: 'string', arg: 'DIR', help: 'same as --store' },
+  's3-endpoint': { type: 'string', arg: 'URL', help: 'the S3 endpoint of an s3:// store (default: $DSYNC_S3_ENDPOINT)' },
+};
+
+/** The server settings these flags (and the environment) give. */
+export function storeConfig(values: Values, extra: Record<string, string | undefined> = {}): ServerConfig {
+  if (values.store !== undefined && values.data !== undefined) throw new UsageError('--data and --store name the same setting');
+  const where = str(values, 'store') ?? str(values, 'data');
+  const key = 'store' in DEFAULTS ? 'store' : 'data';
+  const flags: Record<string, string> = {};
+  for (const [k, v] of Object.entries({ [key]: where, 's3-endpoint': str(values, 's3-endpoint'), ...extra })) if (v !== undefined) flags[k] = v;
+  try {
+    return loadConfig(flags);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+}
+
+/** One of the store's entry points (server/src/store.ts): openStore(cfg), runGc(repo, opts),
+ *  runCheck(repo, {readData}); loaded when the command runs. */
+export async function storeFunction(name: 'openStore' | 'runGc' | 'runCheck'): Promise<(...args: any[]) => Promise<any>> {
+  const m = (await import('../server/src/store.ts')) as Record<string, unknown>;
+  if (typeof m[name] !== 'function') throw new Error(`this build of the store has no ${name}`);
+  return m[name] as (...args: any[]) => Promise<any>;
+}
+
+/** Opens the store of `cfg`, runs `fn` on it, closes it. */
+export async function withStore<T>(cfg: ServerConfig, fn: (repo: unknown) => Promise<T>): Promise<T> {
+  const repo = await (await storeFunction('openStore'))(cfg);
+  try {
+    return await fn(repo);
+  } finally {
+    await repo.close?.();
+  }
+}

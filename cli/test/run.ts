@@ -1,0 +1,57 @@
+// Runs the real `bin/dsync.mjs` as a process: with pipes (stdout is not a terminal), or under
+// util-linux `script`, whose pseudo-terminal makes stdout and stderr terminals.
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+
+export const root = new URL('../..', import.meta.url).pathname;
+export const DSYNC = path.join(root, 'bin/dsync.mjs');
+
+export interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** `dsync ARGS…` with piped stdio; resolves when it exits. */
+export function dsync(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [DSYNC, ...args], { env: { ...process.env, ...opts.env }, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+
+/** `dsync ARGS…` on a terminal: what it printed there (stdout and stderr together), and its status. */
+export function dsyncOnTerminal(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): Promise<{ code: number | null; out: string }> {
+  const cmd = [process.execPath, DSYNC, ...args].map(quote).join(' ');
+  return new Promise((resolve, reject) => {
+    const child = spawn('script', ['-qefc', cmd, '/dev/null'], { env: { ...process.env, ...opts.env }, cwd: opts.cwd, stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (out += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, out: out.replace(/\r/g, '') }));
+  });
+}
+
+/** The JSON objects of output that must be nothing but JSON lines. */
+export const jsonLines = (s: string) =>
+  s
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
+
+/** Terminal output as the screen ends up showing it: per line, what follows the last return to
+ *  column 1, without escape sequences. */
+export const screen = (out: string) =>
+  out
+    .split('\n')
+    .map((l) => l.split('\x1B[1G').pop()!.replace(/\x1B(\[[0-9;?]*[A-Za-z]|[78])/g, ''))
+    .join('\n');
