@@ -11,6 +11,7 @@
  *   GET  /api/versions?name=N              [{version, size, mtime, root, algo}]
  *   GET  /api/download?name=N[&version=V]  the bytes of a version (latest by default)
  *   GET  /api/metrics                      open connections, sessions, memory
+ *   GET  /api/events                       live changes of the namespace (server/src/events.ts)
  */
 import { existsSync } from 'node:fs';
 import { Readable } from 'node:stream';
@@ -25,6 +26,7 @@ import type { WebSocketLike } from '../../shared/src/conn.ts';
 import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, PROTOCOL_VERSION, ProtocolError } from '../../shared/src/protocol.ts';
 import { Auth, SESSION_COOKIE } from './auth.ts';
 import type { ServerConfig } from './config.ts';
+import { Events } from './events.ts';
 import { validateName } from './names.ts';
 import { Store } from './store.ts';
 import { runConnection } from './sync.ts';
@@ -48,6 +50,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     return s;
   };
   if (auth.singleUser) await storeOf('local'); // fail at start-up if the data directory is unusable
+  const events = new Events(storeOf);
   const sessionsOf = new Map<string, number>();
   let connections = 0;
 
@@ -109,6 +112,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
       next(e);
     }
   });
+  app.get('/api/events', events.handler);
   app.get(
     '/api/versions',
     named(async (_req, res, store, name) => {
@@ -168,7 +172,10 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     };
     socket.once('close', release);
     (url.searchParams.get('deflate') === '0' ? wssRaw : wss).handleUpgrade(req, socket, head, (ws) => {
-      void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, (e) => log({ user, ...e }), () => auth.identify(req) === user);
+      void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, (e) => {
+        if (e.op === 'push' && typeof e.version === 'number') events.changed(user, { kind: 'commit', name: String(e.name), version: e.version });
+        log({ user, ...e });
+      }, () => auth.identify(req) === user);
     });
   });
 
@@ -185,6 +192,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     close: () =>
       new Promise<void>(async (resolve) => {
         for (const c of [...wss.clients, ...wssRaw.clients]) c.terminate();
+        events.close();
         for (const st of stores.values()) await (await st).dropSuspended();
         wss.close();
         wssRaw.close();
