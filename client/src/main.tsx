@@ -2,6 +2,7 @@ import { StrictMode } from 'react';
 import { createRoot } from 'react-dom/client';
 import { App } from './App.tsx';
 import './styles.css';
+import './browser.css';
 
 createRoot(document.getElementById('root')!).render(
   <StrictMode>

@@ -1,28 +1,78 @@
-import type { Transfer, Transfers } from '../transfers.ts';
+import { formatBytes, formatLeft } from '../format.ts';
+import { moved } from '../messages.ts';
+import { type Transfer, type Transfers, retriable } from '../transfers.ts';
 import { TransferCard } from './TransferCard.tsx';
 
-/** The transfers of this visit, newest first. */
+/** The transfers of this visit, newest first, under a summary of the whole batch. */
 export function TransferList({ list, transfers, maxFileSize }: { list: readonly Transfer[]; transfers: Transfers; maxFileSize: number }) {
   if (!list.length) return null;
   const running = list.filter((t) => t.status === 'running' || t.status === 'queued').length;
-  const finished = list.some((t) => t.status === 'done');
   return (
     <section className="panel" aria-labelledby="transfers-title">
       <div className="section-head">
         <h2 id="transfers-title">
           This visit{running > 0 && <span className="count"> · {running} in progress</span>}
         </h2>
-        {finished && (
-          <button className="button small quiet" onClick={() => transfers.clearDone()}>
-            Clear finished
-          </button>
-        )}
       </div>
+      <Batch list={list} transfers={transfers} />
       <ul className="cards">
         {list.map((t) => (
-          <TransferCard key={t.id} t={t} maxFileSize={maxFileSize} onRetry={() => transfers.retry(t.id)} onCancel={() => transfers.cancel(t.id)} />
+          <TransferCard
+            key={t.id}
+            t={t}
+            maxFileSize={maxFileSize}
+            online={transfers.online}
+            onRetry={() => transfers.retry(t.id)}
+            onCancel={() => transfers.cancel(t.id)}
+            onDismiss={() => transfers.dismiss(t.id)}
+          />
         ))}
       </ul>
     </section>
+  );
+}
+
+/** "12 of 50 · 38 MB of 120 MB · 20 s left", with retry-all and dismiss. */
+export function batchLine(list: readonly Transfer[], online: boolean): { line: string; failed: number; settled: number; fraction: number } {
+  const done = list.filter((t) => t.status === 'done').length;
+  const failed = list.filter((t) => t.status === 'failed').length;
+  const total = list.reduce((n, t) => n + t.size, 0);
+  const sofar = list.reduce((n, t) => n + (t.status === 'done' ? t.size : t.status === 'failed' ? 0 : moved(t)), 0);
+  const active = list.filter((t) => t.status === 'running' || t.status === 'queued');
+  const rate = list.reduce((n, t) => n + (t.status === 'running' ? (t.rate ?? 0) : 0), 0);
+  const parts = [`${done} of ${list.length}`, `${formatBytes(sofar)} of ${formatBytes(total)}`];
+  if (active.length && !online) parts.push('waiting for the server');
+  else if (active.length && rate > 0) parts.push(formatLeft((active.reduce((n, t) => n + t.size - moved(t), 0) / rate) * 1000));
+  if (failed) parts.push(`${failed} failed`);
+  return { line: parts.join(' · '), failed, settled: done + failed, fraction: total ? sofar / total : done / list.length };
+}
+
+function Batch({ list, transfers }: { list: readonly Transfer[]; transfers: Transfers }) {
+  if (list.length < 2) return null;
+  const b = batchLine(list, transfers.online);
+  const canRetry = list.some((t) => t.status === 'failed' && retriable(t));
+  return (
+    <div className="batch" data-testid="batch">
+      <div className="bar" role="progressbar" aria-label="All transfers" aria-valuemin={0} aria-valuemax={100} aria-valuenow={Math.floor(100 * b.fraction)} aria-valuetext={b.line}>
+        <span className="fill" style={{ transform: `scaleX(${b.fraction})` }} />
+      </div>
+      <div className="batch-row">
+        <p className="status-line" data-testid="batch-line">
+          {b.line}
+        </p>
+        <span className="batch-actions">
+          {canRetry && (
+            <button className="button small" onClick={() => transfers.retryAll()}>
+              Retry all
+            </button>
+          )}
+          {b.settled > 0 && (
+            <button className="button small quiet" onClick={() => transfers.dismiss()}>
+              Dismiss finished
+            </button>
+          )}
+        </span>
+      </div>
+    </div>
   );
 }
