@@ -51,6 +51,7 @@ export function App() {
         if (t.direction === 'down' && t.blobUrl) save(t.blobUrl, t.name);
       } else if (t.status === 'failed') {
         setAnnouncement(`${t.name}: ${t.failure?.kind === 'cancelled' ? 'cancelled' : t.retryWhenBack ? 'waiting for the server' : 'failed'}.`);
+        void refresh(); // a refusal may mean the sign-in ended: the page asks for it again
       }
     },
   };

@@ -1,4 +1,4 @@
-import { useEffect, useMemo, useState } from 'react';
+import { useEffect, useId, useMemo, useState } from 'react';
 import { type Folder, type FolderInfo, type ServerState, MAX_ENTRIES, api } from '../api.ts';
 import { exactTime, formatBytes, relativeTime } from '../format.ts';
 import { type Ask, AskDialog } from './Dialogs.tsx';
@@ -26,6 +26,7 @@ export function FileBrowser({ server, changes, onDeltaDownload }: Props) {
   const [ask, setAsk] = useState<Ask | null>(null);
   const [mine, setMine] = useState(0); // this page's own changes, seen before their event arrives
   const ok = server.status === 'ok';
+  const sortId = useId();
 
   useEffect(() => {
     if (!ok) return;
@@ -117,14 +118,14 @@ export function FileBrowser({ server, changes, onDeltaDownload }: Props) {
               <span className="visually-hidden">Search in {prefix || 'all files'}</span>
               <input type="search" placeholder={prefix ? `Search in ${crumbs[crumbs.length - 1]}` : 'Search'} value={search} onChange={(e) => (setSearch(e.currentTarget.value), setShown(SHOWN))} data-testid="search" />
             </label>
-            <label className="sort">
-              <span>Sort</span>
-              <select value={sort} onChange={(e) => setSort(e.currentTarget.value as Sort)} data-testid="sort">
+            <span className="sort">
+              <label htmlFor={sortId}>Sort by</label>
+              <select id={sortId} value={sort} onChange={(e) => setSort(e.currentTarget.value as Sort)} data-testid="sort">
                 <option value="name">Name</option>
                 <option value="size">Size</option>
                 <option value="modified">Modified</option>
               </select>
-            </label>
+            </span>
           </div>
         </>
       )}
