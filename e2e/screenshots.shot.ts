@@ -68,7 +68,7 @@ test.describe('phone', () => {
     await batch(page, await project(dir, 100, 12, 5_000_000), docs('screenshot-batch-phone.png'));
     await versions(page, dir);
     await page.getByRole('button', { name: 'Open folder Holiday 2026' }).click();
-    await page.getByTestId('breadcrumbs').scrollIntoViewIfNeeded();
+    await page.locator('#files-title').evaluate((el) => el.scrollIntoView({ block: 'start' }));
     await page.screenshot({ path: docs('screenshot-phone.png') });
     await page.getByRole('button', { name: 'All files' }).click();
     const row = page.locator('[data-testid=file-row][data-name="report.docx"]');

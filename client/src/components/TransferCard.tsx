@@ -26,7 +26,7 @@ export function TransferCard({ t, maxFileSize, online, onRetry, onCancel, onDism
           <span className="visually-hidden">{t.direction === 'up' ? 'Upload' : 'Download'}</span>
         </span>
         <span className="name">
-          {t.name}
+          <PathName name={t.name} />
           {t.version !== undefined && <span className="version-tag">v{t.version}</span>}
         </span>
         <span className="size">{formatBytes(t.size)}</span>
@@ -171,5 +171,27 @@ function Downloaded({ t, r }: { t: Transfer; r: SyncReport }) {
         </a>
       )}
     </div>
+  );
+}
+
+/** A folder-relative name, its folders muted, a line break allowed after each '/'. */
+function PathName({ name }: { name: string }) {
+  const cut = name.lastIndexOf('/') + 1;
+  if (!cut) return <>{name}</>;
+  return (
+    <>
+      <span className="dir">
+        {name
+          .slice(0, cut)
+          .split('/')
+          .slice(0, -1)
+          .map((part, i) => (
+            <span key={i}>
+              {part}/<wbr />
+            </span>
+          ))}
+      </span>
+      {name.slice(cut)}
+    </>
   );
 }

@@ -1,12 +1,21 @@
+import { useState } from 'react';
 import { formatBytes, formatLeft } from '../format.ts';
 import { moved } from '../messages.ts';
 import { type Transfer, type Transfers, retriable } from '../transfers.ts';
 import { TransferCard } from './TransferCard.tsx';
 
-/** The transfers of this visit, newest first, under a summary of the whole batch. */
+/** Cards shown before "Show all": a batch of hundreds stays a short page. */
+const CARDS = 8;
+
+/** The transfers of this visit under a summary of the whole batch: the running and failed ones
+ *  first, then the rest, newest first. */
 export function TransferList({ list, transfers, maxFileSize }: { list: readonly Transfer[]; transfers: Transfers; maxFileSize: number }) {
+  const [all, setAll] = useState(false);
   if (!list.length) return null;
   const running = list.filter((t) => t.status === 'running' || t.status === 'queued').length;
+  const first = (t: Transfer) => t.status === 'running' || t.status === 'failed';
+  const ordered = [...list.filter(first), ...list.filter((t) => !first(t))];
+  const shown = all ? ordered : ordered.slice(0, CARDS);
   return (
     <section className="panel" aria-labelledby="transfers-title">
       <div className="section-head">
@@ -16,7 +25,7 @@ export function TransferList({ list, transfers, maxFileSize }: { list: readonly 
       </div>
       <Batch list={list} transfers={transfers} />
       <ul className="cards">
-        {list.map((t) => (
+        {shown.map((t) => (
           <TransferCard
             key={t.id}
             t={t}
@@ -28,18 +37,25 @@ export function TransferList({ list, transfers, maxFileSize }: { list: readonly 
           />
         ))}
       </ul>
+      {ordered.length > shown.length && (
+        <button className="button small quiet more" onClick={() => setAll(true)}>
+          Show all {ordered.length}
+        </button>
+      )}
     </section>
   );
 }
 
 /** "12 of 50 · 38 MB of 120 MB · 20 s left", with retry-all and dismiss. */
-export function batchLine(list: readonly Transfer[], online: boolean): { line: string; failed: number; settled: number; fraction: number } {
+export function batchLine(list: readonly Transfer[], online: boolean, now = Date.now()): { line: string; failed: number; settled: number; fraction: number } {
   const done = list.filter((t) => t.status === 'done').length;
   const failed = list.filter((t) => t.status === 'failed').length;
   const total = list.reduce((n, t) => n + t.size, 0);
   const sofar = list.reduce((n, t) => n + (t.status === 'done' ? t.size : t.status === 'failed' ? 0 : moved(t)), 0);
   const active = list.filter((t) => t.status === 'running' || t.status === 'queued');
-  const rate = list.reduce((n, t) => n + (t.status === 'running' ? (t.rate ?? 0) : 0), 0);
+  // the batch's speed since its first transfer started
+  const started = Math.min(...list.map((t) => t.startedAt ?? now));
+  const rate = now - started >= 500 ? (1000 * sofar) / (now - started) : 0;
   const parts = [`${done} of ${list.length}`, `${formatBytes(sofar)} of ${formatBytes(total)}`];
   if (active.length && !online) parts.push('waiting for the server');
   else if (active.length && rate > 0) parts.push(formatLeft((active.reduce((n, t) => n + t.size - moved(t), 0) / rate) * 1000));
