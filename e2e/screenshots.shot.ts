@@ -58,6 +58,9 @@ test('desktop: batch, file browser, version history', async ({ page, server, dir
   await expect(row.getByTestId('version-row')).toHaveCount(3);
   await row.scrollIntoViewIfNeeded();
   await page.screenshot({ path: docs('screenshot-history.png') });
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await page.getByRole('button', { name: 'Restore report.docx version 1' }).click();
+  await page.screenshot({ path: docs('screenshot-dark.png') });
 });
 
 const { defaultBrowserType: _, ...pixel } = devices['Pixel 7'];
@@ -67,7 +70,8 @@ test.describe('phone', () => {
     await openPage(page, server.url);
     await batch(page, await project(dir, 100, 12, 5_000_000), docs('screenshot-batch-phone.png'));
     await versions(page, dir);
-    await page.getByRole('button', { name: 'Open folder Holiday 2026' }).click();
+    await page.getByRole('button', { name: 'Dismiss finished' }).tap();
+    await page.getByRole('button', { name: 'Open folder Holiday 2026' }).tap();
     await page.locator('#files-title').evaluate((el) => el.scrollIntoView({ block: 'start' }));
     await page.screenshot({ path: docs('screenshot-phone.png') });
     await page.getByRole('button', { name: 'All files' }).click();

@@ -2,7 +2,7 @@ import { useEffect, useId, useRef, useState } from 'react';
 
 /** What a dialog asks for: a confirmation, or a new name. */
 export type Ask =
-  | { kind: 'confirm'; title: string; body: string; action: string; run: () => Promise<unknown> }
+  | { kind: 'confirm'; title: string; body: string; action: string; danger?: boolean; run: () => Promise<unknown> }
   | { kind: 'rename'; title: string; label: string; value: string; action: string; run: (value: string) => Promise<unknown> };
 
 /**
@@ -51,7 +51,7 @@ export function AskDialog({ ask, onClose }: { ask: Ask; onClose: () => void }) {
           <button type="button" className="button" onClick={onClose}>
             Cancel
           </button>
-          <button className={`button ${ask.kind === 'confirm' ? 'danger' : 'primary'}`} disabled={busy || (ask.kind === 'rename' && (!value.trim() || value.trim() === ask.value))}>
+          <button className={`button ${ask.kind === 'confirm' && ask.danger ? 'danger' : 'primary'}`} disabled={busy || (ask.kind === 'rename' && (!value.trim() || value.trim() === ask.value))}>
             {ask.action}
           </button>
         </div>

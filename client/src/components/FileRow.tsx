@@ -37,6 +37,7 @@ export function FileRow({ file, actions }: { file: FileInfo; actions: RowActions
       title: `Delete ${baseName(file.name)}?`,
       body: `${file.name} and all of its ${file.versions === 1 ? 'one version' : `${file.versions} versions`} are deleted from the server. This cannot be undone.`,
       action: 'Delete',
+      danger: true,
       run: () => api.remove(file.name),
     });
   return (
@@ -96,6 +97,7 @@ function VersionRow({ file, v, latest, actions }: { file: FileInfo; v: VersionIn
       title: `Delete version ${v.version}?`,
       body: `Version ${v.version} of ${name} is deleted from the server; the other versions stay. This cannot be undone.`,
       action: 'Delete version',
+      danger: true,
       run: () => api.remove(name, v.version),
     });
   return (
