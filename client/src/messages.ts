@@ -95,6 +95,23 @@ export function progressLine(t: Transfer, online = true): string {
   return parts.join(' · ');
 }
 
+/** A batch in one line: "12 of 50 · 38 MB of 120 MB · 20 s left · 2 failed". */
+export function batchLine(list: readonly Transfer[], online: boolean, now = Date.now()): { line: string; failed: number; settled: number; fraction: number } {
+  const done = list.filter((t) => t.status === 'done').length;
+  const failed = list.filter((t) => t.status === 'failed').length;
+  const total = list.reduce((n, t) => n + t.size, 0);
+  const sofar = list.reduce((n, t) => n + (t.status === 'done' ? t.size : t.status === 'failed' ? 0 : moved(t)), 0);
+  const active = list.filter((t) => t.status === 'running' || t.status === 'queued');
+  // the batch's speed since its first transfer started
+  const started = Math.min(...list.map((t) => t.startedAt ?? now));
+  const rate = now - started >= 500 ? (1000 * sofar) / (now - started) : 0;
+  const parts = [`${done} of ${list.length}`, `${formatBytes(sofar)} of ${formatBytes(total)}`];
+  if (active.length && !online) parts.push('waiting for the server');
+  else if (active.length && rate > 0) parts.push(formatLeft((active.reduce((n, t) => n + t.size - moved(t), 0) / rate) * 1000));
+  if (failed) parts.push(`${failed} failed`);
+  return { line: parts.join(' · '), failed, settled: done + failed, fraction: total ? sofar / total : done / list.length };
+}
+
 /** One line saying what is happening now, in the protocol's words (shown under Details). */
 export function statusLine(t: Transfer): string {
   if (t.status === 'queued') return 'Waiting for its turn';

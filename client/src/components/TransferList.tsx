@@ -1,6 +1,5 @@
 import { useState } from 'react';
-import { formatBytes, formatLeft } from '../format.ts';
-import { moved } from '../messages.ts';
+import { batchLine } from '../messages.ts';
 import { type Transfer, type Transfers, retriable } from '../transfers.ts';
 import { TransferCard } from './TransferCard.tsx';
 
@@ -46,23 +45,7 @@ export function TransferList({ list, transfers, maxFileSize }: { list: readonly 
   );
 }
 
-/** "12 of 50 · 38 MB of 120 MB · 20 s left", with retry-all and dismiss. */
-export function batchLine(list: readonly Transfer[], online: boolean, now = Date.now()): { line: string; failed: number; settled: number; fraction: number } {
-  const done = list.filter((t) => t.status === 'done').length;
-  const failed = list.filter((t) => t.status === 'failed').length;
-  const total = list.reduce((n, t) => n + t.size, 0);
-  const sofar = list.reduce((n, t) => n + (t.status === 'done' ? t.size : t.status === 'failed' ? 0 : moved(t)), 0);
-  const active = list.filter((t) => t.status === 'running' || t.status === 'queued');
-  // the batch's speed since its first transfer started
-  const started = Math.min(...list.map((t) => t.startedAt ?? now));
-  const rate = now - started >= 500 ? (1000 * sofar) / (now - started) : 0;
-  const parts = [`${done} of ${list.length}`, `${formatBytes(sofar)} of ${formatBytes(total)}`];
-  if (active.length && !online) parts.push('waiting for the server');
-  else if (active.length && rate > 0) parts.push(formatLeft((active.reduce((n, t) => n + t.size - moved(t), 0) / rate) * 1000));
-  if (failed) parts.push(`${failed} failed`);
-  return { line: parts.join(' · '), failed, settled: done + failed, fraction: total ? sofar / total : done / list.length };
-}
-
+/** The summary over the cards, with retry-all and dismiss. */
 function Batch({ list, transfers }: { list: readonly Transfer[]; transfers: Transfers }) {
   if (list.length < 2) return null;
   const b = batchLine(list, transfers.online);
