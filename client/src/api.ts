@@ -1,23 +1,12 @@
 /** The server's REST API (server/src/server.ts), as the page uses it. */
+import type { FileInfo, VersionInfo as StoreVersion } from '../../server/src/store.ts';
 
-/** A file of the namespace: its latest version, and how many it has. */
-export interface FileInfo {
-  name: string;
-  latest: number;
-  size: number;
-  versions: number;
-  mtime: string;
-}
-/** One version of a file: `change` is the bytes it added to the store, `client` who made it. */
-export interface VersionInfo {
-  version: number;
-  size: number;
-  mtime: string;
-  root: string;
-  algo: number;
-  change?: number;
-  client?: string;
-}
+export type { FileInfo };
+
+/** One version of a file: `change` is the bytes it added to the store, `client` who made it
+ *  (when the server says). */
+export type VersionInfo = StoreVersion & { change?: number; client?: string };
+
 /** A folder: its full path ending in '/', and what the listing said of it. */
 export interface FolderInfo {
   path: string;

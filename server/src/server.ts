@@ -67,6 +67,11 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     req.user = user;
     next();
   });
+  // a rename, delete or restore that succeeded is announced to the user's open pages at once
+  app.use('/api/files', (req: Req, res, next) => {
+    if (req.method !== 'GET') res.on('finish', () => res.statusCode < 400 && events.changed(req.user!, { kind: 'changed' }));
+    next();
+  });
   app.post('/api/login', express.json({ limit: '4kb' }), (req, res) => {
     const { name, password } = (req.body ?? {}) as { name?: unknown; password?: unknown };
     const sid = typeof name === 'string' && typeof password === 'string' ? auth.login(name, password) : null;
