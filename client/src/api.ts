@@ -140,5 +140,12 @@ export async function probe(): Promise<ServerState> {
 /** The namespace's live changes (server/src/events.ts). */
 export const eventsUrl = '/api/events';
 
-/** ws(s)://this-host/sync */
-export const syncUrl = () => `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/sync`;
+/** This device, as a version's history names it: "Chrome on Android". */
+export function deviceLabel(ua = navigator.userAgent): string {
+  const browser = /Edg\//.test(ua) ? 'Edge' : /Firefox\//.test(ua) ? 'Firefox' : /Chrome\//.test(ua) ? 'Chrome' : /Safari\//.test(ua) ? 'Safari' : 'A browser';
+  const os = /Android/.test(ua) ? 'Android' : /iPhone|iPad/.test(ua) ? 'iOS' : /Mac OS X/.test(ua) ? 'macOS' : /Windows/.test(ua) ? 'Windows' : /Linux/.test(ua) ? 'Linux' : '';
+  return os ? `${browser} on ${os}` : browser;
+}
+
+/** ws(s)://this-host/sync?client=<this device>: the server records the label with each version. */
+export const syncUrl = () => `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/sync?client=${encodeURIComponent(deviceLabel())}`;

@@ -2,7 +2,7 @@
 // the grouping of a flat listing into folders.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { groupFlat } from '../src/api.ts';
+import { deviceLabel, groupFlat } from '../src/api.ts';
 import { formatBytes, formatLeft, savedPercent } from '../src/format.ts';
 import { batchLine, progressLine, statusLine } from '../src/messages.ts';
 import type { Transfer } from '../src/transfers.ts';
@@ -80,4 +80,12 @@ test('a flat listing grouped into the files and folders of one folder', () => {
   assert.deepEqual(groupFlat(all, ''), { files: [all[0], all[4]], folders: [{ path: 'p/', files: 3, size: 9, mtime: '2026-01-05' }] });
   assert.deepEqual(groupFlat(all, 'p/'), { files: [all[1], all[3]], folders: [{ path: 'p/q/', files: 1, size: 3, mtime: '2026-01-05' }] });
   assert.deepEqual(groupFlat(all, 'nope/'), { files: [], folders: [] });
+});
+
+test("the device label sent with each sync names the browser and the system", () => {
+  assert.equal(deviceLabel('Mozilla/5.0 (Linux; Android 14; Pixel 7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Mobile Safari/537.36'), 'Chrome on Android');
+  assert.equal(deviceLabel('Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1'), 'Safari on iOS');
+  assert.equal(deviceLabel('Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0.0.0 Safari/537.36 Edg/130.0.0.0'), 'Edge on Windows');
+  assert.equal(deviceLabel('Mozilla/5.0 (Macintosh; Intel Mac OS X 14.0; rv:130.0) Gecko/20100101 Firefox/130.0'), 'Firefox on macOS');
+  assert.equal(deviceLabel('curl/8'), 'A browser');
 });
