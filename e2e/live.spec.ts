@@ -129,3 +129,15 @@ test('the server stops and starts again: both pages say so, reconnect, and finis
   await expect(fileRow(b, 'while-away.txt')).toBeVisible({ timeout: LIVE_MS });
   expect((await server.storedBytes('while-away.txt', 1)).length).toBe(200_000);
 });
+
+test('a server that falls silent (frozen, its sockets open) is shown unreachable within the heartbeat, and connected again when it answers', async ({ page, server }) => {
+  await openPage(page, server.url);
+  server.freeze();
+  try {
+    // pings every 3 s; a stream silent for 8 s is dead
+    await expect(page.getByTestId('server-status')).toContainText('Server unreachable', { timeout: 12_000 });
+  } finally {
+    server.freeze(false);
+  }
+  await expect(page.getByTestId('server-status')).toContainText('Connected', { timeout: 10_000 });
+});

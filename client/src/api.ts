@@ -28,11 +28,16 @@ export class HttpError extends Error {
   }
 }
 
+/** A REST request unanswered this long fails. */
+const TIMEOUT_MS = 15_000;
+
 async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
   const res = await fetch(path, {
     method,
     credentials: 'same-origin',
     cache: 'no-store',
+    // a server that hangs is reported as one that does not answer, not waited for forever
+    signal: AbortSignal.timeout(TIMEOUT_MS),
     headers: body === undefined ? undefined : { 'content-type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
   });

@@ -1,4 +1,4 @@
-import { useEffect, useId, useMemo, useState } from 'react';
+import { useEffect, useId, useMemo, useRef, useState } from 'react';
 import { type Folder, type FolderInfo, type ServerState, MAX_ENTRIES, api } from '../api.ts';
 import { exactTime, formatBytes, relativeTime } from '../format.ts';
 import { type Ask, AskDialog } from './Dialogs.tsx';
@@ -14,6 +14,8 @@ interface Props {
 type Sort = 'name' | 'size' | 'modified';
 /** Rows shown at first, and added by each "Show more". */
 const SHOWN = 100;
+/** The list is read again at most this often while changes stream in. */
+const LOAD_MS = 300;
 
 /** The files on the server, folder by folder: breadcrumbs, search, sort, and pages of rows. */
 export function FileBrowser({ server, changes, onDeltaDownload }: Props) {
@@ -28,21 +30,34 @@ export function FileBrowser({ server, changes, onDeltaDownload }: Props) {
   const ok = server.status === 'ok';
   const sortId = useId();
 
+  // a new folder is read at once; changes at most every LOAD_MS (a batch of a thousand commits
+  // is a few reads, not a thousand), the last one always; a read answered late is dropped
+  const loaded = useRef({ at: 0, prefix: '' });
+  const shownPrefix = useRef(prefix);
+  shownPrefix.current = prefix;
+  const reads = useRef({ started: 0, applied: 0 });
   useEffect(() => {
     if (!ok) return;
-    let stale = false;
-    api.folder(prefix).then(
-      (l) => {
-        if (stale) return;
-        setListing(l);
-        setError('');
-      },
-      (e: Error) => !stale && setError(e.message),
-    );
-    return () => void (stale = true);
+    const wait = prefix === loaded.current.prefix ? Math.max(0, loaded.current.at + LOAD_MS - Date.now()) : 0;
+    const timer = setTimeout(() => {
+      loaded.current = { at: Date.now(), prefix };
+      const n = ++reads.current.started;
+      const current = () => shownPrefix.current === prefix && n > reads.current.applied;
+      api.folder(prefix).then(
+        (l) => {
+          if (!current()) return;
+          reads.current.applied = n;
+          setListing(l);
+          setError('');
+        },
+        (e: Error) => current() && setError(e.message),
+      );
+    }, wait);
+    return () => clearTimeout(timer);
   }, [ok, prefix, changes, mine]);
 
   const go = (p: string) => {
+    if (p !== prefix) setListing(null);
     setPrefix(p);
     setSearch('');
     setShown(SHOWN);
