@@ -27,6 +27,9 @@ test('two devices: a push, a rename and a delete on one show on the other within
   await a.getByTestId('folder-input').setInputFiles(path.join(dir, 'notes'));
   await result(a, 'notes/today.txt');
   await expect(folderRow(b, 'notes/')).toBeVisible({ timeout: LIVE_MS });
+  // said to screen readers on B (where it came from elsewhere), not on A
+  await expect(b.locator('p[role=status]')).toHaveText('notes/today.txt version 1 arrived from another device.');
+  await expect(a.locator('p[role=status]')).toHaveText(/notes\/today\.txt synced as version 1/);
   await b.getByRole('button', { name: 'Open folder notes' }).click();
   await expect(fileRow(b, 'notes/today.txt')).toBeVisible();
 

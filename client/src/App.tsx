@@ -16,8 +16,13 @@ import { useServer } from './use-server.ts';
 import type { Failure } from './worker-api.ts';
 
 export function App() {
-  const { state: server, changes, refresh } = useServer();
   const [announcement, setAnnouncement] = useState('');
+  // another device's commit is announced; this page's own are announced when they settle
+  const { state: server, changes, refresh } = useServer((c) => {
+    if (c.kind !== 'commit' || !c.name) return;
+    const ours = transfers.snapshot().some((t) => t.direction === 'up' && t.name === c.name && (t.status === 'running' || t.report?.version === c.version));
+    if (!ours) setAnnouncement(`${c.name} version ${c.version} arrived from another device.`);
+  });
 
   // The queue lives as long as the page; its callbacks reach the latest render through a ref.
   const latest = useRef({ refresh, onSettled: (_t: Transfer) => {} });
