@@ -4,6 +4,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Browser, Page } from '@playwright/test';
+import { pushBytes } from '../server/test/helpers.ts';
 import { content, insertAt } from './data.ts';
 import { card, expect, openPage, result, test } from './fixtures.ts';
 
@@ -143,4 +144,31 @@ test('a server that falls silent (frozen, its sockets open) is shown unreachable
     server.freeze(false);
   }
   await expect(page.getByTestId('server-status')).toContainText('Connected', { timeout: 10_000 });
+});
+
+test('a folder of 250 files: 100 rows at a time, sorted and searched over all of them, and a stream of commits read in a few requests', async ({ page, server }) => {
+  await openPage(page, server.url);
+  const reads: string[] = [];
+  page.on('request', (r) => r.url().includes('/api/files') && r.method() === 'GET' && reads.push(r.url()));
+  const target = { wsUrl: `${server.url.replace('http', 'ws')}/sync` };
+  const t0 = Date.now();
+  for (let i = 1; i <= 250; i++) await pushBytes(target, `many/file-${String(i).padStart(3, '0')}.txt`, new Uint8Array(i * 10).fill(i));
+  const seconds = (Date.now() - t0) / 1000;
+  await page.getByRole('button', { name: 'Open folder many' }).click();
+  const foot = page.getByTestId('list-foot');
+  await expect(foot).toContainText('Showing 100 of 250');
+  await expect(page.getByTestId('file-row')).toHaveCount(100);
+  await page.getByRole('button', { name: 'Show 100 more' }).click();
+  await expect(page.getByTestId('file-row')).toHaveCount(200);
+  await page.getByRole('button', { name: 'Show 50 more' }).click();
+  await expect(page.getByTestId('file-row')).toHaveCount(250);
+  await expect(foot).toHaveText('250 items');
+  // sorted over all 250, not just the rows shown
+  await page.getByTestId('sort').selectOption('size');
+  await expect(page.getByTestId('file-row').first()).toHaveAttribute('data-name', 'many/file-250.txt');
+  await page.getByTestId('search').fill('file-24');
+  await expect(page.getByTestId('file-row')).toHaveCount(10);
+  // 250 commits in `seconds` s: read at most every 300 ms, not 250 times
+  console.log(`250 commits in ${seconds.toFixed(1)} s; the page read the list ${reads.length} times meanwhile and after`);
+  expect(reads.length).toBeLessThanOrEqual(Math.ceil(seconds / 0.3) + 4);
 });
