@@ -101,3 +101,25 @@ test("a commit by another server process on the same store reaches this server's
     await first.stop();
   }
 });
+
+test('at most 16 open streams per user: the 17th is refused with 503 until one closes', async () => {
+  const server = await testServer();
+  try {
+    const open = await Promise.all(Array.from({ length: 16 }, () => subscribe(server.url)));
+    for (const s of open) await s.next((r) => r.event === 'ping', 2000);
+    const refused = await fetch(`${server.url}/api/events`);
+    assert.equal(refused.status, 503);
+    assert.match(((await refused.json()) as { error: string }).error, /too many/);
+    open.pop()!.stop();
+    let again: Awaited<ReturnType<typeof subscribe>> | null = null;
+    for (let i = 0; i < 50 && !again; i++) {
+      again = await subscribe(server.url).catch(() => null);
+      if (!again) await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.ok(again, 'a stream opens once another has closed');
+    again.stop();
+    for (const s of open) s.stop();
+  } finally {
+    await server.stop();
+  }
+});
