@@ -1,12 +1,12 @@
 // The page on a phone: a current Android profile (touch, mobile viewport 390 px wide), the CPU
 // throttled 4× through the DevTools protocol, opened by a LAN name over plain http (no secure
 // context, no crypto.subtle), files picked with the button (phones have no drag-and-drop), then
-// the layout checked at 390 and 360 px.
+// the layout and the file browser's controls checked at 390 and 360 px.
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { devices } from '@playwright/test';
 import { content, insertAt } from './data.ts';
-import { card, expect, openPage, result, root, screenshotWholePage, test } from './fixtures.ts';
+import { card, expect, openPage, result, test } from './fixtures.ts';
 import { WorkerTarget } from './metrics.ts';
 import { CHROMIUM_ARGS } from './playwright.config.ts';
 
@@ -58,14 +58,40 @@ test('phone: plain http by a LAN name (no crypto.subtle), CPU throttled 4×, fil
   expect(second.version).toBe(2);
   expect((await server.storedBytes('photo.jpg', 2)).equals(v2)).toBe(true);
 
-  // nothing overflows sideways, at 390 px and at 360 px, with the versions open
-  await page.getByTestId('file-row').getByRole('button').tap();
+  // the file browser's controls are there and big enough to tap: search, sort, and in the open
+  // version history Restore and Delete
+  await page.getByTestId('file-row').getByRole('button', { expanded: false }).tap();
   await expect(page.getByTestId('version-row')).toHaveCount(2);
-  for (const width of [390, 360]) {
-    await page.setViewportSize({ width, height: 800 });
-    expect(await page.evaluate(() => document.documentElement.scrollWidth), `page width at ${width} px`).toBeLessThanOrEqual(width);
-  }
-  await page.setViewportSize({ width: 390, height: 844 });
+  const controls = [
+    page.getByTestId('search'),
+    page.getByTestId('sort'),
+    page.getByRole('button', { name: 'Rename or move photo.jpg' }),
+    page.getByRole('button', { name: 'Restore photo.jpg version 1' }),
+    page.getByRole('button', { name: 'Delete photo.jpg version 1' }),
+  ];
+  for (const c of controls) expect((await c.boundingBox())!.height, await c.evaluate((el) => el.outerHTML.slice(0, 60))).toBeGreaterThanOrEqual(40);
+  await page.getByTestId('search').fill('pho');
+  await expect(page.getByTestId('file-row')).toHaveCount(1);
+
+  // nothing overflows sideways, at 390 px and at 360 px, with the versions open, and with the
+  // rename dialog open
+  const fits = async () => {
+    for (const width of [390, 360]) {
+      await page.setViewportSize({ width, height: 800 });
+      expect(await page.evaluate(() => document.documentElement.scrollWidth), `page width at ${width} px`).toBeLessThanOrEqual(width);
+    }
+    await page.setViewportSize({ width: 390, height: 844 });
+  };
+  await fits();
+  await page.getByRole('button', { name: 'Rename or move photo.jpg' }).tap();
+  const dialog = page.getByTestId('dialog');
+  await expect(dialog.getByRole('textbox')).toHaveValue('photo.jpg');
+  await page.setViewportSize({ width: 360, height: 800 });
+  const box = (await dialog.boundingBox())!;
+  expect(box.x).toBeGreaterThanOrEqual(0);
+  expect(box.x + box.width).toBeLessThanOrEqual(360);
+  await fits();
+  await dialog.getByRole('button', { name: 'Cancel' }).tap();
+  await expect(dialog).toHaveCount(0);
   await expect(card(page, 'photo.jpg')).toContainText('saved');
-  await screenshotWholePage(page, path.join(root, 'docs/screenshot-phone.png'));
 });

@@ -55,6 +55,11 @@ export class TestServer {
     await exited;
   }
 
+  /** Freezes the server (SIGSTOP): its sockets stay open and silent, as behind a dead link. */
+  freeze(frozen = true) {
+    this.child?.kill(frozen ? 'SIGSTOP' : 'SIGCONT');
+  }
+
   latest(name: string): Promise<number> {
     return this.store.latest(name);
   }

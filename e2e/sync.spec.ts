@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { content, insertAt, writePseudoRandomFile } from './data.ts';
-import { card, expect, openPage, result, root, screenshotWholePage, test } from './fixtures.ts';
+import { card, expect, openPage, result, root, test } from './fixtures.ts';
 import { TestServer } from './server.ts';
 
 test('first upload through the drop zone (real drag events with a DataTransfer)', async ({ page, server }) => {
@@ -70,9 +70,6 @@ test('file button; an edited re-upload is a delta; plain and delta downloads ret
   console.log(`delta download of ${down.size} bytes: ${down.sent} bytes transferred`);
   expect(down.sent).toBeLessThan(v2.length / 20);
 
-  await page.mouse.move(0, 0);
-  await screenshotWholePage(page, path.join(root, 'docs/screenshot-desktop.png'));
-
   // after a reload the page still knows version 2 (IndexedDB): the next edit takes one round trip
   const v3 = insertAt(v2, 1_000_000, 'another edit, after a reload');
   writeFileSync(file, v3);
@@ -106,7 +103,16 @@ test('a folder of several files keeps folder-relative names', async ({ page, ser
     expect((await result(page, `project/${n}`)).version).toBe(1);
     expect((await server.storedBytes(`project/${n}`, 1)).equals(b)).toBe(true);
   }
-  await expect(page.getByTestId('file-row')).toHaveCount(Object.keys(files).length);
+  // shown as folders: project/ at the top, then its files and its folders
+  await expect(page.getByTestId('folder-row')).toHaveCount(1);
+  await page.getByRole('button', { name: 'Open folder project' }).click();
+  await expect(page.getByTestId('folder-row')).toHaveText([/^assets/, /^src/]);
+  await expect(page.getByTestId('file-row')).toHaveText([/^empty\.txt/, /^README\.md/]);
+  await page.getByRole('button', { name: 'Open folder src' }).click();
+  await expect(page.getByTestId('breadcrumbs')).toHaveText(/All files\s*\/?\s*project\s*\/?\s*src/);
+  await expect(page.getByTestId('file-row')).toHaveText([/^main\.c/]);
+  await page.getByTestId('breadcrumbs').getByRole('button', { name: 'project' }).click();
+  await expect(page.getByTestId('folder-row')).toHaveCount(2);
 });
 
 test('keyboard only: pick a file, open its versions, with a visible focus ring', async ({ page, server, dir }) => {
@@ -129,7 +135,7 @@ test('keyboard only: pick a file, open its versions, with a visible focus ring',
   await expect(page.getByRole('link', { name: 'Download typed.txt version 1' })).toBeVisible();
 });
 
-test('the server stopped mid-sync: the page says so, the old version stays intact, a retry completes', async ({ page, server, dir }) => {
+test('the server stopped mid-sync: the page says so, the old version stays intact, it completes by itself when the server is back', async ({ page, server, dir }) => {
   const v1 = content(2_000_000);
   const file = path.join(dir, 'movie.mp4');
   writeFileSync(file, v1);
@@ -153,18 +159,18 @@ test('the server stopped mid-sync: the page says so, the old version stays intac
   expect(await server.latest('movie.mp4')).toBe(1);
   expect((await server.storedBytes('movie.mp4', 1)).equals(v1)).toBe(true);
 
-  // a file picked while the server is down: "cannot reach"
+  await expect(problem).toContainText('tried again by itself when the server is back');
+
+  // a file picked while the server is down waits for it
   const other = path.join(dir, 'other.txt');
   writeFileSync(other, content(10_000));
   await page.getByTestId('file-input').setInputFiles(other);
-  await expect(card(page, 'other.txt').getByTestId('problem')).toHaveAttribute('data-kind', 'unreachable', { timeout: 30_000 });
-  await expect(card(page, 'other.txt')).toContainText('Cannot reach the server');
+  await expect(card(page, 'other.txt')).toHaveAttribute('data-status', 'queued');
+  await expect(card(page, 'other.txt').getByTestId('status-line')).toHaveText('Waiting for the server · starts by itself when it is back');
 
-  // the server comes back; the page notices by itself, and both retries complete
+  // the server comes back; the page notices by itself, and both complete without a click
   await server.start();
   await expect(page.getByTestId('server-status')).toContainText('Connected', { timeout: 15_000 });
-  await card(page, 'movie.mp4').getByRole('button', { name: 'Retry' }).click();
-  await card(page, 'other.txt').getByRole('button', { name: 'Retry' }).click();
   expect((await result(page, 'other.txt')).version).toBe(1);
   expect((await result(page, 'movie.mp4', { timeout: 120_000 })).version).toBe(2);
   expect(await server.storedSha256('movie.mp4', 2)).toBe(sha);
@@ -198,8 +204,8 @@ test('a file over the server limit, sign-in, and a session that ends: clear mess
     await page.getByTestId('file-input').setInputFiles(file);
     const problem = card(page, 'big.bin').getByTestId('problem');
     await expect(problem).toHaveAttribute('data-kind', 'too-large');
-    await expect(problem).toContainText('Too large for this server: 49 KB');
-    await expect(problem).toContainText('up to 9.8 KB');
+    await expect(problem).toContainText('Too large for this server: 50 KB');
+    await expect(problem).toContainText('up to 10 KB');
     expect(await small.latest('big.bin')).toBe(0);
   } finally {
     await small.stop();

@@ -15,7 +15,7 @@ step "type check (tsc)"
 npx tsc --noEmit -p .
 
 step "Node tests (shared/, server/, cli/)"
-node --import tsx --test --test-reporter=spec --test-concurrency=1 shared/test/*.test.ts server/test/*.test.ts cli/test/*.test.ts
+node --import tsx --test --test-reporter=spec --test-concurrency=1 shared/test/*.test.ts server/test/*.test.ts cli/test/*.test.ts client/test/*.test.ts
 
 step "browser tests (Playwright, Chromium)"
 npx playwright test -c e2e/playwright.config.ts

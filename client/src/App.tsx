@@ -7,7 +7,7 @@ import { syncUrl } from './api.ts';
 import { DropZone } from './components/DropZone.tsx';
 import { Header } from './components/Header.tsx';
 import { Login } from './components/Login.tsx';
-import { ServerFiles } from './components/ServerFiles.tsx';
+import { FileBrowser } from './components/FileBrowser.tsx';
 import { TransferList } from './components/TransferList.tsx';
 import { type Picked, useWindowDrop } from './drop.ts';
 import { savedPercent } from './format.ts';
@@ -16,8 +16,13 @@ import { useServer } from './use-server.ts';
 import type { Failure } from './worker-api.ts';
 
 export function App() {
-  const { state: server, files, refresh } = useServer();
   const [announcement, setAnnouncement] = useState('');
+  // another device's commit is announced; this page's own are announced when they settle
+  const { state: server, changes, refresh } = useServer((c) => {
+    if (c.kind !== 'commit' || !c.name) return;
+    const ours = transfers.snapshot().some((t) => t.direction === 'up' && t.name === c.name && (t.status === 'running' || t.report?.version === c.version));
+    if (!ours) setAnnouncement(`${c.name} version ${c.version} arrived from another device.`);
+  });
 
   // The queue lives as long as the page; its callbacks reach the latest render through a ref.
   const latest = useRef({ refresh, onSettled: (_t: Transfer) => {} });
@@ -37,18 +42,21 @@ export function App() {
     transfers.maxFileSize = maxFileSize;
     transfers.user = user;
   }, [transfers, maxFileSize, user]);
+  // queued transfers wait while the server is away, and those that lost it go again on its return
+  const online = server.status !== 'unreachable';
+  useEffect(() => transfers.setOnline(online), [transfers, online]);
 
   latest.current = {
     refresh,
     onSettled: (t) => {
       if (t.status === 'done' && t.report) {
         const saved = savedPercent(t.report.traffic.total, t.report.size);
-        setAnnouncement(t.direction === 'up' ? `${t.name} synced as version ${t.report.version}, ${saved} saved.` : `${t.name} version ${t.version} downloaded, ${saved} saved.`);
+        const said = saved ? `${saved} saved` : 'nothing saved';
+        setAnnouncement(t.direction === 'up' ? `${t.name} synced as version ${t.report.version}, ${said}.` : `${t.name} version ${t.version} downloaded, ${said}.`);
         if (t.direction === 'down' && t.blobUrl) save(t.blobUrl, t.name);
-        if (t.direction === 'up') void refresh();
       } else if (t.status === 'failed') {
-        setAnnouncement(`${t.name}: ${t.failure?.kind === 'cancelled' ? 'cancelled' : 'failed'}.`);
-        void refresh();
+        setAnnouncement(`${t.name}: ${t.failure?.kind === 'cancelled' ? 'cancelled' : t.retryWhenBack ? 'waiting for the server' : 'failed'}.`);
+        void refresh(); // a refusal may mean the sign-in ended: the page asks for it again
       }
     },
   };
@@ -75,15 +83,14 @@ export function App() {
           <TransferList list={list} transfers={transfers} maxFileSize={maxFileSize} />
         </div>
         <div className="column">
-          <ServerFiles server={server} files={files} onRefresh={() => void refresh()} onDeltaDownload={(name, version, size, basis) => transfers.download(name, version, size, basis)} />
+          <FileBrowser server={server} changes={changes} onDeltaDownload={(name, version, size, basis) => transfers.download(name, version, size, basis)} />
         </div>
       </main>
       <p className="visually-hidden" role="status" aria-live="polite">
         {announcement}
       </p>
-      <div className={`drop-overlay${dragging ? ' show' : ''}`} aria-hidden="true">
-        <p>Drop to sync</p>
-      </div>
+      {/* a frame around the window only: it covers no control */}
+      <div className={`drop-overlay${dragging ? ' show' : ''}`} aria-hidden="true" />
     </div>
   );
 }

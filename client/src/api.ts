@@ -1,7 +1,23 @@
 /** The server's REST API (server/src/server.ts), as the page uses it. */
-import type { FileInfo, VersionInfo } from '../../server/src/store.ts';
+import type { FileInfo, VersionInfo as StoreVersion } from '../../server/src/store.ts';
 
-export type { FileInfo, VersionInfo };
+export type { FileInfo };
+
+/** One version of a file: `change` is the bytes it added to the store, `client` who made it
+ *  (when the server says). */
+export type VersionInfo = StoreVersion & { change?: number; client?: string };
+
+/** A folder: its full path ending in '/', and what the listing said of it. */
+export interface FolderInfo {
+  path: string;
+  files?: number;
+  size?: number;
+  mtime?: string;
+}
+export interface Folder {
+  files: FileInfo[];
+  folders: FolderInfo[];
+}
 
 export class HttpError extends Error {
   constructor(
@@ -12,28 +28,92 @@ export class HttpError extends Error {
   }
 }
 
-async function get<T>(path: string): Promise<T> {
-  const res = await fetch(path, { credentials: 'same-origin', cache: 'no-store' });
-  if (!res.ok) throw new HttpError(res.status, ((await res.json().catch(() => ({}))) as { error?: string }).error ?? res.statusText);
+/** A REST request unanswered this long fails. */
+const TIMEOUT_MS = 15_000;
+
+async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const res = await fetch(path, {
+    method,
+    credentials: 'same-origin',
+    cache: 'no-store',
+    // a server that hangs is reported as one that does not answer, not waited for forever
+    signal: AbortSignal.timeout(TIMEOUT_MS),
+    headers: body === undefined ? undefined : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!res.ok) {
+    const said = ((await res.json().catch(() => ({}))) as { error?: string }).error;
+    throw new HttpError(res.status, said ?? (res.status === 404 && method !== 'GET' ? 'this server does not offer that yet' : res.statusText));
+  }
   return res.json() as Promise<T>;
+}
+const get = <T>(path: string) => call<T>('GET', path);
+const q = encodeURIComponent;
+
+/** Entries fetched per request of a folder listing; a folder of more takes several. */
+const PAGE = 1000;
+/** A folder lists at most this many entries (the page shows them 100 at a time). */
+export const MAX_ENTRIES = 20 * PAGE;
+
+/**
+ * Every file and folder directly in `prefix` ('' or a path ending in '/'), through the server's
+ * paged listing. A server that answers with one flat array of every file is grouped here.
+ */
+async function folder(prefix: string): Promise<Folder & { truncated: boolean }> {
+  const out: Folder = { files: [], folders: [] };
+  let cursor: string | null = null;
+  do {
+    type Page = { files: FileInfo[]; folders: (string | (FolderInfo & { name?: string }))[]; next?: string | null };
+    const page: Page | FileInfo[] = await get(`/api/files?prefix=${q(prefix)}&limit=${PAGE}${cursor ? `&cursor=${q(cursor)}` : ''}`);
+    if (Array.isArray(page)) return { ...groupFlat(page, prefix), truncated: false };
+    out.files.push(...page.files);
+    for (const f of page.folders) out.folders.push(folderInfo(f, prefix));
+    cursor = page.next ?? null;
+  } while (cursor && out.files.length + out.folders.length < MAX_ENTRIES);
+  return { ...out, truncated: cursor !== null };
+}
+
+function folderInfo(f: string | (FolderInfo & { name?: string }), prefix: string): FolderInfo {
+  const o = typeof f === 'string' ? { path: f } : { ...f, path: f.path ?? f.name ?? '' };
+  let p = o.path.startsWith(prefix) ? o.path : prefix + o.path;
+  if (!p.endsWith('/')) p += '/';
+  return { ...o, path: p };
+}
+
+/** Groups a flat listing into the files and folders directly in `prefix`. */
+export function groupFlat(all: FileInfo[], prefix: string): Folder {
+  const files: FileInfo[] = [];
+  const folders = new Map<string, Required<FolderInfo>>();
+  for (const f of all) {
+    if (!f.name.startsWith(prefix)) continue;
+    const slash = f.name.indexOf('/', prefix.length);
+    if (slash < 0) {
+      files.push(f);
+      continue;
+    }
+    const path = f.name.slice(0, slash + 1);
+    const d = folders.get(path) ?? { path, files: 0, size: 0, mtime: f.mtime };
+    d.files++;
+    d.size += f.size;
+    if (f.mtime > d.mtime) d.mtime = f.mtime;
+    folders.set(path, d);
+  }
+  return { files, folders: [...folders.values()] };
 }
 
 export const api = {
   health: () => get<{ ok: boolean }>('/api/health'),
   whoami: () => get<{ user: string; singleUser: boolean }>('/api/whoami'),
   config: () => get<{ maxFileSize: number }>('/api/config'),
-  /** every file, following the listing's pages */
-  async files(): Promise<FileInfo[]> {
-    const out: FileInfo[] = [];
-    for (let cursor = ''; ; ) {
-      const page = await get<{ files: FileInfo[]; next: string | null }>(`/api/files?recursive=1&limit=10000&cursor=${encodeURIComponent(cursor)}`);
-      out.push(...page.files);
-      if (!page.next) return out;
-      cursor = page.next;
-    }
-  },
-  versions: (name: string) => get<VersionInfo[]>(`/api/versions?name=${encodeURIComponent(name)}`),
-  downloadUrl: (name: string, version: number) => `/api/download?name=${encodeURIComponent(name)}&version=${version}`,
+  folder,
+  versions: (name: string) => get<VersionInfo[]>(`/api/versions?name=${q(name)}`),
+  downloadUrl: (name: string, version: number) => `/api/download?name=${q(name)}&version=${version}`,
+  /** deletes a file (every version), or one version of it */
+  remove: (name: string, version?: number) => call<unknown>('DELETE', `/api/files?name=${q(name)}${version === undefined ? '' : `&version=${version}`}`),
+  /** renames a file, or a folder (both names ending in '/'): metadata only, no bytes move */
+  move: (from: string, to: string) => call<unknown>('POST', '/api/files/move', { from, to }),
+  /** makes an old version the new latest one; answers its number */
+  restore: (name: string, version: number) => call<{ version: number }>('POST', '/api/files/restore', { name, version }),
   async login(name: string, password: string) {
     const res = await fetch('/api/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name, password }) });
     if (!res.ok) throw new HttpError(res.status, res.status === 401 ? 'Wrong name or password.' : `Sign-in failed (HTTP ${res.status}).`);
@@ -62,5 +142,15 @@ export async function probe(): Promise<ServerState> {
   }
 }
 
-/** ws(s)://this-host/sync */
-export const syncUrl = () => `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/sync`;
+/** The namespace's live changes (server/src/events.ts). */
+export const eventsUrl = '/api/events';
+
+/** This device, as a version's history names it: "Chrome on Android". */
+export function deviceLabel(ua = navigator.userAgent): string {
+  const browser = /Edg\//.test(ua) ? 'Edge' : /Firefox\//.test(ua) ? 'Firefox' : /Chrome\//.test(ua) ? 'Chrome' : /Safari\//.test(ua) ? 'Safari' : 'A browser';
+  const os = /Android/.test(ua) ? 'Android' : /iPhone|iPad/.test(ua) ? 'iOS' : /Mac OS X/.test(ua) ? 'macOS' : /Windows/.test(ua) ? 'Windows' : /Linux/.test(ua) ? 'Linux' : '';
+  return os ? `${browser} on ${os}` : browser;
+}
+
+/** ws(s)://this-host/sync?client=<this device>: the server records the label with each version. */
+export const syncUrl = () => `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/sync?client=${encodeURIComponent(deviceLabel())}`;

@@ -1,17 +1,21 @@
-/** Formatting of sizes, durations, percentages and dates for the page. */
+/** Formatting of sizes, speeds, durations, percentages and dates for the page. */
 
-/** 1536 → "1.5 KB" (binary units, as file managers show them). */
+/** Decimal units, as the server's size flags and disk makers count: 1 000 000 → "1 MB", 1536 → "1.5 KB". */
 export function formatBytes(n: number): string {
-  if (n < 1024) return `${n} B`;
+  if (n < 1000) return `${n} B`;
   const units = ['KB', 'MB', 'GB', 'TB'];
-  let v = n / 1024;
+  let v = n / 1000;
   let i = 0;
-  while (v >= 1024 && i < units.length - 1) {
-    v /= 1024;
+  while (v >= 999.5 && i < units.length - 1) {
+    v /= 1000;
     i++;
   }
-  return `${v < 10 ? v.toFixed(1) : Math.round(v)} ${units[i]}`;
+  return `${v < 9.95 ? trim(v.toFixed(1)) : Math.round(v)} ${units[i]}`;
 }
+const trim = (s: string) => s.replace(/\.0$/, '');
+
+/** Bytes per second → "2.4 MB/s". */
+export const formatRate = (bytesPerSecond: number) => `${formatBytes(Math.round(bytesPerSecond))}/s`;
 
 /** 85 → "85 ms", 2345 → "2.3 s", 125000 → "2 min 5 s". */
 export function formatDuration(ms: number): string {
@@ -21,11 +25,23 @@ export function formatDuration(ms: number): string {
   return `${Math.floor(s / 60)} min ${s % 60} s`;
 }
 
-/** Share saved against a full transfer, floored so that "100%" is only ever exact. */
-export function savedPercent(sent: number, size: number): string {
-  if (size <= 0 || sent >= size) return '0%';
+/** Time left, coarse as people say it: "3 s left", "2 min left", "1 h 5 min left". */
+export function formatLeft(ms: number): string {
+  const s = Math.max(1, Math.ceil(ms / 1000));
+  if (s < 60) return `${s} s left`;
+  const m = Math.round(s / 60);
+  return m < 60 ? `${m} min left` : `${Math.floor(m / 60)} h ${m % 60} min left`;
+}
+
+/**
+ * What a transfer saved against sending the whole file: the share, floored so that "100%" is
+ * only ever exact, or null when it saved nothing (it cost as much as a full transfer, or more).
+ */
+export function savedPercent(sent: number, size: number): string | null {
+  if (size <= 0 || sent >= size) return null;
   const p = 100 * (1 - sent / size);
-  return p >= 99 ? `${Math.floor(p * 10) / 10}%` : `${Math.floor(p)}%`;
+  if (p < 0.1) return 'under 0.1%';
+  return p >= 99 || p < 10 ? `${Math.floor(p * 10) / 10}%` : `${Math.floor(p)}%`;
 }
 
 const rtf = new Intl.RelativeTimeFormat(undefined, { numeric: 'auto' });
@@ -40,3 +56,6 @@ export function relativeTime(iso: string, now = Date.now()): string {
   if (Math.abs(s) < 7 * 86_400) return rtf.format(Math.round(s / 86_400), 'day');
   return new Date(t).toLocaleDateString();
 }
+
+/** A full date and time for a tooltip. */
+export const exactTime = (iso: string) => new Date(iso).toLocaleString();

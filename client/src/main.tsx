@@ -2,6 +2,8 @@ import { StrictMode } from 'react';
 import { createRoot } from 'react-dom/client';
 import { App } from './App.tsx';
 import './styles.css';
+import './transfers.css';
+import './files.css';
 
 createRoot(document.getElementById('root')!).render(
   <StrictMode>

@@ -1,5 +1,5 @@
 /** What the page says about a transfer: its steps, where it is, and why it failed. */
-import { formatBytes } from './format.ts';
+import { formatBytes, formatLeft, formatRate } from './format.ts';
 import type { Transfer } from './transfers.ts';
 
 export interface StepInfo {
@@ -79,7 +79,40 @@ export function progress(t: Transfer): number {
 
 const pct = (t: Transfer) => `${Math.floor(100 * frac(t))}%`;
 
-/** One line saying what is happening now. */
+/** Bytes of the file dealt with so far (its share of the overall progress). */
+export const moved = (t: Transfer) => Math.round(progress(t) * t.size);
+
+/** The line people read: "42% · 1.3 MB of 3 MB · 2.1 MB/s · 1 s left". */
+export function progressLine(t: Transfer, online = true): string {
+  if (t.status === 'queued') return online ? 'Waiting for its turn' : 'Waiting for the server · starts by itself when it is back';
+  if (t.step === 'retrying') return statusLine(t);
+  const parts = [`${Math.floor(100 * progress(t))}%`, `${formatBytes(moved(t))} of ${formatBytes(t.size)}`];
+  if (t.rate && t.rate > 0) {
+    parts.push(formatRate(t.rate));
+    const left = ((t.size - moved(t)) / t.rate) * 1000;
+    if (left >= 1000) parts.push(formatLeft(left));
+  }
+  return parts.join(' · ');
+}
+
+/** A batch in one line: "12 of 50 · 38 MB of 120 MB · 20 s left · 2 failed". */
+export function batchLine(list: readonly Transfer[], online: boolean, now = Date.now()): { line: string; failed: number; settled: number; fraction: number } {
+  const done = list.filter((t) => t.status === 'done').length;
+  const failed = list.filter((t) => t.status === 'failed').length;
+  const total = list.reduce((n, t) => n + t.size, 0);
+  const sofar = list.reduce((n, t) => n + (t.status === 'done' ? t.size : t.status === 'failed' ? 0 : moved(t)), 0);
+  const active = list.filter((t) => t.status === 'running' || t.status === 'queued');
+  // the batch's speed since its first transfer started
+  const started = Math.min(...list.map((t) => t.startedAt ?? now));
+  const rate = now - started >= 500 ? (1000 * sofar) / (now - started) : 0;
+  const parts = [`${done} of ${list.length}`, `${formatBytes(sofar)} of ${formatBytes(total)}`];
+  if (active.length && !online) parts.push('waiting for the server');
+  else if (active.length && rate > 0) parts.push(formatLeft((active.reduce((n, t) => n + t.size - moved(t), 0) / rate) * 1000));
+  if (failed) parts.push(`${failed} failed`);
+  return { line: parts.join(' · '), failed, settled: done + failed, fraction: total ? sofar / total : done / list.length };
+}
+
+/** One line saying what is happening now, in the protocol's words (shown under Details). */
 export function statusLine(t: Transfer): string {
   if (t.status === 'queued') return 'Waiting for its turn';
   if (t.direction === 'down') {
@@ -102,8 +135,10 @@ export function statusLine(t: Transfer): string {
       return `Sending Delta Bytes · ${pct(t)} through the file`;
     case 'delta-sent':
       return 'Delta Bytes sent · the server verifies the file';
+    case 'committed':
+      return 'Committed · finishing';
     default:
-      return 'Starting';
+      return 'Connecting to the server';
   }
 }
 
@@ -120,11 +155,12 @@ export interface Problem {
 export function problem(t: Transfer, maxFileSize: number): Problem {
   const f = t.failure!;
   const intact = t.direction === 'up' ? ' Nothing was half-stored: the server keeps the version it had.' : '';
+  const again = t.retryWhenBack ? ' It is tried again by itself when the server is back.' : ' Check that it is running and that this device is on its network.';
   switch (f.kind) {
     case 'unreachable':
-      return { title: 'Cannot reach the server.', detail: `Check that it is running and that this device is on its network.${intact}`, retry: true };
+      return { title: 'Cannot reach the server.', detail: `${again.trim()}${intact}`, retry: true };
     case 'lost':
-      return { title: 'The connection to the server was lost.', detail: `Reconnecting did not help.${intact}`, retry: true };
+      return { title: 'The connection to the server was lost.', detail: `Reconnecting did not help.${again}${intact}`, retry: true };
     case 'refused':
       return { title: 'Permission refused.', detail: 'Your session has ended or this account may not do that: sign in again, then retry.', retry: true, signIn: true };
     case 'too-large':

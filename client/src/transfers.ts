@@ -5,7 +5,13 @@
  * thousands of sockets.
  */
 import type { SyncReport } from '../../shared/src/sync-client.ts';
+import { moved } from './messages.ts';
 import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
+
+/** A transfer that lost the server is tried again, by itself, at most this many times. */
+const AUTO_RETRIES = 5;
+/** ... this long after it failed, when the server already answers again. */
+const AUTO_RETRY_MS = 2000;
 
 export interface Transfer {
   id: number;
@@ -20,6 +26,12 @@ export interface Transfer {
   total?: number;
   report?: SyncReport;
   failure?: Failure;
+  /** when it last started running (ms since the epoch), and its average speed since, in bytes/s */
+  startedAt?: number;
+  rate?: number;
+  /** failed for want of the server: it is tried again when the server is back */
+  retryWhenBack?: boolean;
+  autoRetries?: number;
   /** down: the version fetched, the local copy it was rebuilt from, the result as an object URL */
   version?: number;
   basisName?: string;
@@ -51,6 +63,8 @@ export class Transfers {
   maxFileSize = Number.POSITIVE_INFINITY;
   /** the signed-in user (GET /api/whoami): whose known versions the worker uses */
   user = '';
+  /** whether the server answers; while it does not, queued transfers wait */
+  private reachable = true;
 
   constructor(private readonly opts: TransfersOptions) {
     opts.worker.addEventListener('message', (ev: MessageEvent<FromWorker>) => void this.onMessage(ev.data));
@@ -78,11 +92,34 @@ export class Transfers {
     this.add([{ id, direction: 'down', name, size, status: 'queued', version, basisName: basis?.name }]);
   }
 
-  retry(id: number) {
-    const t = this.get(id);
-    if (t?.status !== 'failed') return;
-    this.update(id, { status: 'queued', failure: undefined, step: undefined, done: undefined, total: undefined });
+  get online() {
+    return this.reachable;
+  }
+
+  /** The server answers again (or no longer): transfers that waited for it go by themselves. */
+  setOnline(on: boolean) {
+    if (on === this.reachable) return;
+    this.reachable = on;
+    if (on) for (const t of this.list) if (t.retryWhenBack) this.requeue(t.id, { autoRetries: (t.autoRetries ?? 0) + 1 });
+    this.emit();
     this.pump();
+  }
+
+  /** A person's retry: the automatic ones count again from zero. */
+  retry(id: number) {
+    if (this.get(id)?.status !== 'failed') return;
+    this.requeue(id, { autoRetries: 0 });
+    this.pump();
+  }
+
+  /** Retries every failed transfer that a retry can help. */
+  retryAll() {
+    for (const t of this.list) if (t.status === 'failed' && retriable(t)) this.requeue(t.id, { autoRetries: 0 });
+    this.pump();
+  }
+
+  private requeue(id: number, patch: Partial<Transfer>) {
+    this.update(id, { ...patch, status: 'queued', failure: undefined, retryWhenBack: undefined, step: undefined, done: undefined, total: undefined, rate: undefined });
   }
 
   cancel(id: number) {
@@ -91,10 +128,11 @@ export class Transfers {
     else if (t?.status === 'running') this.opts.worker.postMessage({ kind: 'cancel', id } satisfies ToWorker);
   }
 
-  /** Forgets the transfers that ended well. */
-  clearDone() {
-    for (const t of this.list) if (t.status === 'done') this.forget(t);
-    this.list = this.list.filter((t) => t.status !== 'done');
+  /** Forgets one transfer that has ended (well or not), or every one when no id is given. */
+  dismiss(id?: number) {
+    const gone = (t: Transfer) => (id === undefined || t.id === id) && (t.status === 'done' || t.status === 'failed');
+    for (const t of this.list) if (gone(t)) this.forget(t);
+    this.list = this.list.filter((t) => !gone(t));
     this.emit();
   }
 
@@ -108,12 +146,12 @@ export class Transfers {
     let running = this.list.filter((t) => t.status === 'running').length;
     const queued = this.list.filter((t) => t.status === 'queued').sort((a, b) => a.id - b.id);
     for (const t of queued) {
-      if (running >= (this.opts.parallel ?? 2)) break;
+      if (running >= (this.opts.parallel ?? 2) || !this.reachable) break;
       if (t.direction === 'up' && t.size > this.maxFileSize) {
         this.settle(t.id, { status: 'failed', failure: { kind: 'too-large', message: `the server accepts files up to ${this.maxFileSize} bytes` } });
         continue;
       }
-      this.update(t.id, { status: 'running', step: 'connecting' });
+      this.update(t.id, { status: 'running', step: 'connecting', startedAt: Date.now() });
       this.opts.worker.postMessage(this.requests.get(t.id)!);
       running++;
     }
@@ -121,7 +159,12 @@ export class Transfers {
 
   private async onMessage(m: FromWorker) {
     if (this.get(m.id)?.status !== 'running') return;
-    if (m.kind === 'progress') this.update(m.id, { step: m.step, done: m.done, total: m.total });
+    if (m.kind === 'progress') {
+      const t = { ...this.get(m.id)!, step: m.step, done: m.done, total: m.total };
+      const seconds = (Date.now() - (t.startedAt ?? Date.now())) / 1000;
+      // an average over half a second or more: steadier than the last interval's
+      this.update(m.id, { step: m.step, done: m.done, total: m.total, rate: seconds >= 0.5 ? moved(t) / seconds : undefined });
+    }
     else if (m.kind === 'done') this.settle(m.id, { status: 'done', step: 'committed', report: m.report, blobUrl: m.blob && URL.createObjectURL(m.blob) });
     else {
       let failure = m.failure;
@@ -131,6 +174,19 @@ export class Transfers {
   }
 
   private settle(id: number, patch: Partial<Transfer>) {
+    const t = this.get(id)!;
+    const kind = patch.failure?.kind;
+    if ((kind === 'unreachable' || kind === 'lost') && (t.autoRetries ?? 0) < AUTO_RETRIES) {
+      patch = { ...patch, retryWhenBack: true };
+      // the server may answer already (a restart quicker than the page noticed)
+      setTimeout(() => {
+        const now = this.get(id);
+        if (now?.retryWhenBack && this.reachable) {
+          this.requeue(id, { autoRetries: (now.autoRetries ?? 0) + 1 });
+          this.pump();
+        }
+      }, AUTO_RETRY_MS);
+    }
     this.update(id, patch);
     this.opts.onSettled?.(this.get(id)!);
     this.pump();
@@ -155,3 +211,6 @@ export class Transfers {
     for (const l of this.listeners) l();
   }
 }
+
+/** A retry can help: the file is readable and within the server's limit. */
+export const retriable = (t: Transfer) => t.failure?.kind !== 'too-large' && t.failure?.kind !== 'unreadable';

@@ -1,30 +1,94 @@
-/** The server as the page sees it: reachable or not, signed in or not, its limits and files. */
-import { useCallback, useEffect, useState } from 'react';
-import { type FileInfo, type ServerState, api, probe } from './api.ts';
+/**
+ * The server as the page sees it: reachable or not, signed in or not, its limits, and its live
+ * changes. While signed in, the page holds the namespace's event stream (GET /api/events): each
+ * change bumps `changes`, and a stream that errs or falls silent longer than STALE_MS (the
+ * server pings every 3 s) marks the server unreachable at once. Then the page probes it every
+ * second or so until it answers, and opens the stream again by itself.
+ */
+import { useCallback, useEffect, useRef, useState } from 'react';
+import { type ServerState, eventsUrl, probe } from './api.ts';
 
-/** While the server cannot be reached, it is looked at again this often. */
-const RECHECK_MS = 5000;
+/** A stream this long without a ping is dead, whatever the socket says. */
+const STALE_MS = 8000;
+/** Probes of an unreachable server: the first after this long, then up to RECHECK_MAX_MS apart. */
+const RECHECK_MS = 1000;
+const RECHECK_MAX_MS = 5000;
 
-export function useServer() {
+export interface Change {
+  kind: 'commit' | 'rename' | 'delete' | 'restore' | 'changed';
+  name?: string;
+  version?: number;
+  to?: string;
+}
+
+export function useServer(onChange?: (c: Change) => void) {
   const [state, setState] = useState<ServerState>({ status: 'checking' });
-  const [files, setFiles] = useState<FileInfo[] | null>(null);
+  /** bumped on every change of the namespace, and on every (re)connection of the stream */
+  const [changes, setChanges] = useState(0);
+  const handler = useRef(onChange);
+  handler.current = onChange;
 
   const refresh = useCallback(async (): Promise<ServerState> => {
     const s = await probe();
-    setState(s);
-    if (s.status === 'ok') setFiles(await api.files().catch(() => null));
-    else if (s.status === 'signin') setFiles(null);
+    setState((old) => (JSON.stringify(old) === JSON.stringify(s) ? old : s));
     return s;
   }, []);
 
   useEffect(() => {
     void refresh();
   }, [refresh]);
+
+  // unreachable: probe again, sooner at first
   useEffect(() => {
     if (state.status !== 'unreachable') return;
-    const timer = setInterval(() => void refresh(), RECHECK_MS);
-    return () => clearInterval(timer);
+    let delay = RECHECK_MS;
+    let timer: ReturnType<typeof setTimeout>;
+    const again = () => {
+      timer = setTimeout(async () => {
+        if ((await refresh()).status === 'unreachable') {
+          delay = Math.min(RECHECK_MAX_MS, delay * 1.5);
+          again();
+        }
+      }, delay);
+    };
+    again();
+    return () => clearTimeout(timer);
   }, [state.status, refresh]);
 
-  return { state, files, refresh };
+  // signed in: hold the event stream
+  useEffect(() => {
+    if (state.status !== 'ok') return;
+    const es = new EventSource(eventsUrl);
+    let seen = Date.now();
+    let down = false;
+    const lost = () => {
+      if (down) return;
+      down = true;
+      es.close();
+      setState({ status: 'unreachable' });
+      void refresh(); // a sign-in that ended answers 401 here, and the page says so
+    };
+    es.addEventListener('open', () => {
+      seen = Date.now();
+      setChanges((n) => n + 1); // whatever changed while the stream was away
+    });
+    es.addEventListener('ping', () => void (seen = Date.now()));
+    es.addEventListener('change', (ev) => {
+      seen = Date.now();
+      setChanges((n) => n + 1);
+      try {
+        handler.current?.(JSON.parse((ev as MessageEvent<string>).data) as Change);
+      } catch {
+        // a malformed event still made the page look again
+      }
+    });
+    es.addEventListener('error', lost);
+    const watchdog = setInterval(() => Date.now() - seen > STALE_MS && lost(), 1000);
+    return () => {
+      clearInterval(watchdog);
+      es.close();
+    };
+  }, [state.status, refresh]);
+
+  return { state, changes, refresh };
 }

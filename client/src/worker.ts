@@ -13,7 +13,17 @@ import type { Sink } from '../../shared/src/session.ts';
 import { Connection, type Phase, type WebSocketCtor, pull, push } from '../../shared/src/sync-client.ts';
 import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
 
-const ready = init();
+/** The wasm module, fetched from the server at start-up; a fetch that failed (the server was
+ *  away) is tried again by the next transfer, and that transfer's failure reads "unreachable". */
+class WasmUnavailable extends Error {}
+let ready: Promise<unknown> = init();
+ready.catch(() => {}); // handled by the next transfer
+const wasm = () =>
+  (ready = ready.catch(() =>
+    init().catch((e: Error) => {
+      throw new WasmUnavailable(`the sync module could not be loaded: ${e.message}`);
+    }),
+  ));
 const post = (m: FromWorker) => (self as unknown as Worker).postMessage(m);
 
 /** Progress with byte counts is posted at most this often per transfer. */
@@ -93,6 +103,7 @@ class Job {
     const message = e instanceof Error ? e.message : String(e);
     if (this.cancelled || e instanceof Cancelled) return { kind: 'cancelled', message: 'cancelled' };
     if (e instanceof ConnectionLost) return { kind: this.connected ? 'lost' : 'unreachable', message };
+    if (e instanceof WasmUnavailable) return { kind: 'unreachable', message };
     if (e instanceof RemoteError) {
       if (e.code === ErrorCode.Unauthorized) return { kind: 'refused', message };
       if (e.code === ErrorCode.LimitExceeded) return { kind: 'limit', message };
@@ -236,7 +247,7 @@ self.onmessage = async (ev: MessageEvent<ToWorker>) => {
   const job = new Job(m.id);
   jobs.set(m.id, job);
   try {
-    await ready;
+    await wasm();
     await run(m, job);
   } catch (e) {
     post({ kind: 'failed', id: m.id, failure: job.failure(e) });

@@ -20,6 +20,7 @@
  * (files-api.ts). Errors are {error}: 400 bad request, 404 no such file or version, 409 a
  * name that exists or a stale basis, 500 a damaged store or a failing backend.
  *   GET  /api/metrics                      open connections, sessions, memory
+ *   GET  /api/events                       live changes of the namespace (server/src/events.ts)
  */
 import { existsSync } from 'node:fs';
 import http from 'node:http';
@@ -34,6 +35,7 @@ import type { ServerConfig } from './config.ts';
 import { filesApi } from './files-api.ts';
 import { type Repo, type Store, openStore } from './store.ts';
 import { runGc } from './store/gc.ts';
+import { Events } from './events.ts';
 import { runConnection } from './sync.ts';
 
 export interface RunningServer {
@@ -64,6 +66,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
           .finally(() => (collecting = null));
       }, cfg.gcIntervalMs).unref()
     : null;
+  const events = new Events(storeOf);
   const sessionsOf = new Map<string, number>();
   let connections = 0;
   // each open sync WebSocket, and whether it is in a session: from its Hello (a message's
@@ -82,6 +85,11 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     const user = auth.identify(req);
     if (!user) return void res.status(401).json({ error: 'authentication required' });
     req.user = user;
+    next();
+  });
+  // a rename, delete or restore that succeeded is announced to the user's open pages at once
+  app.use('/api/files', (req: Req, res, next) => {
+    if (req.method !== 'GET') res.on('finish', () => res.statusCode < 400 && events.changed(req.user!, { kind: 'changed' }));
     next();
   });
   app.post('/api/login', express.json({ limit: '4kb' }), (req, res) => {
@@ -113,6 +121,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     const m = process.memoryUsage();
     res.json({ connections, sessions: Object.fromEntries(sessionsOf), rssBytes: m.rss, heapUsedBytes: m.heapUsed });
   });
+  app.get('/api/events', events.handler);
   app.use('/api', filesApi(storeOf, log));
   if (existsSync(cfg.staticDir)) app.use(express.static(cfg.staticDir));
   app.use((err: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
@@ -164,6 +173,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
           state.busy = false;
           if (closing) ws.close(1001, 'server stopping');
         }
+        if (e.op === 'push' && typeof e.version === 'number') events.changed(user, { kind: 'commit', name: String(e.name), version: e.version });
         log({ user, ...e });
       };
       void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, sessionLog, () => auth.identify(req) === user);
@@ -193,6 +203,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
       while (busy() && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       const abandoned = busy();
       for (const c of [...wss.clients, ...wssRaw.clients]) c.terminate();
+      events.close();
       wss.close();
       wssRaw.close();
       server.closeAllConnections();

@@ -9,6 +9,7 @@
  * layout lists extents over segments. A sync costs the store work in proportion to what
  * changed, not to the file's size.
  */
+import { createHash } from 'node:crypto';
 import type { ChunkIndex } from '../../shared/src/chunk-index.ts';
 import { ErrorCode, ProtocolError } from '../../shared/src/protocol.ts';
 import type { ChunkParams } from '../../shared/src/protocol.ts';
@@ -19,7 +20,7 @@ import type { Repo, StoreSettings } from './store/repo.ts';
 import { type FileHead, type Layout, type VersionEntry, encodeVersion, jsonBody, parseFileHead, sha256hex } from './store/format.ts';
 import { gcEpoch, guardCommit } from './store/gc.ts';
 import { updateHead } from './store/heads.ts';
-import { fileHeadKey, indexKey, newSegmentId, segmentKey, uploadsKey } from './store/keys.ts';
+import { fileHeadKey, indexKey, newSegmentId, nsPrefix, segmentKey, uploadsKey } from './store/keys.ts';
 import { type CatalogEntry, catalogKey, noteInCatalog, parseCatalog } from './store/catalog.ts';
 import { VersionSource } from './store/source.ts';
 import { compact } from './store/compact.ts';
@@ -193,6 +194,17 @@ export class Store {
     const out: FileInfo[] = [];
     await this.walk(folder, (name, e) => out.push({ name, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime }));
     return out;
+  }
+
+  /**
+   * A value that changes whenever a commit, rename or delete by any process changes this
+   * namespace's listing: a digest of its folder catalogs' keys, sizes and times, from one list
+   * of the catalogs (O(folders), no object read). The live-updates stream polls it.
+   */
+  async changeToken(): Promise<string> {
+    const h = createHash('sha256');
+    for await (const e of this.backend.list(`${nsPrefix(this.user)}folders/`)) h.update(`${e.key}\0${e.size}\0${e.modified}\n`);
+    return h.digest('hex');
   }
 
   private async entry(name: string, version: number): Promise<VersionEntry> {

@@ -8,7 +8,7 @@ export function DropZone({ onFiles, dragging }: { onFiles: (files: Picked[]) => 
         <path d="M24 30V10m0 0-8 8m8-8 8 8M10 30v6a2 2 0 0 0 2 2h24a2 2 0 0 0 2-2v-6" />
       </svg>
       <h2 id="drop-title">
-        <span className="if-pointer">Drop files or a folder anywhere on this page</span>
+        <span className="if-pointer">{dragging ? 'Drop to sync' : 'Drop files or a folder anywhere on this page'}</span>
         <span className="if-touch">Choose files to sync</span>
       </h2>
       <p className="hint">They are chunked on this device; only the parts the server lacks are uploaded.</p>

@@ -37,7 +37,7 @@ function ServerBadge({ server }: { server: ServerState }) {
     case 'checking':
       return <span className="badge">Connecting…</span>;
     case 'unreachable':
-      return <span className="badge bad">Server unreachable</span>;
+      return <span className="badge bad">Server unreachable · reconnecting</span>;
     case 'signin':
       return <span className="badge warn">Sign-in required</span>;
     case 'ok':

@@ -1,18 +1,22 @@
 import type { SyncReport } from '../../../shared/src/sync-client.ts';
 import { formatBytes, formatDuration, savedPercent } from '../format.ts';
-import { problem, progress, statusLine, steps } from '../messages.ts';
+import { problem, progress, progressLine, statusLine, steps } from '../messages.ts';
 import type { Transfer } from '../transfers.ts';
 import { TrafficChart } from './TrafficChart.tsx';
 
 interface Props {
   t: Transfer;
   maxFileSize: number;
+  /** the server answers (queued transfers wait for it otherwise) */
+  online: boolean;
   onRetry: () => void;
   onCancel: () => void;
+  onDismiss: () => void;
 }
 
-/** One upload or download: its steps while it runs, then its result or what went wrong. */
-export function TransferCard({ t, maxFileSize, onRetry, onCancel }: Props) {
+/** One upload or download: one line of progress while it runs, then its result or what went
+ *  wrong; the protocol's steps and traffic are under Details. */
+export function TransferCard({ t, maxFileSize, online, onRetry, onCancel, onDismiss }: Props) {
   const active = t.status === 'queued' || t.status === 'running';
   return (
     <li className={`card ${t.status}`} data-testid="transfer" data-name={t.name} data-direction={t.direction} data-status={t.status} data-step={t.step ?? ''}>
@@ -22,40 +26,55 @@ export function TransferCard({ t, maxFileSize, onRetry, onCancel }: Props) {
           <span className="visually-hidden">{t.direction === 'up' ? 'Upload' : 'Download'}</span>
         </span>
         <span className="name">
-          {t.name}
+          <PathName name={t.name} />
           {t.version !== undefined && <span className="version-tag">v{t.version}</span>}
         </span>
         <span className="size">{formatBytes(t.size)}</span>
-        {active && (
+        {active ? (
           <button className="button small quiet" onClick={onCancel} aria-label={`Cancel ${t.name}`}>
             Cancel
           </button>
+        ) : (
+          <button className="button small quiet icon" onClick={onDismiss} aria-label={`Dismiss ${t.name}`} title="Dismiss">
+            <span aria-hidden="true">×</span>
+          </button>
         )}
       </div>
-      {active && <Progress t={t} />}
+      {active && <Progress t={t} online={online} />}
       {t.status === 'failed' && <Failed t={t} maxFileSize={maxFileSize} onRetry={onRetry} />}
       {t.status === 'done' && t.report && (t.direction === 'up' ? <Uploaded r={t.report} /> : <Downloaded t={t} r={t.report} />)}
     </li>
   );
 }
 
-function Progress({ t }: { t: Transfer }) {
-  const line = statusLine(t);
+function Progress({ t, online }: { t: Transfer; online: boolean }) {
+  const line = progressLine(t, online);
   return (
     <div className="progress">
-      <div className="steps" role="progressbar" aria-label={`${t.name}: progress`} aria-valuemin={0} aria-valuemax={100} aria-valuenow={Math.round(100 * progress(t))} aria-valuetext={line}>
-        {steps(t).map((s) => (
-          <div key={s.label} className={`step ${s.state}`}>
-            <span className="track">
-              <span className={`fill${s.fill === null ? ' busy' : ''}`} style={s.fill === null ? undefined : { transform: `scaleX(${s.fill})` }} />
-            </span>
-            <span className="step-label">{s.label}</span>
-          </div>
-        ))}
+      <div className="bar" role="progressbar" aria-label={`${t.name}: progress`} aria-valuemin={0} aria-valuemax={100} aria-valuenow={Math.floor(100 * progress(t))} aria-valuetext={line}>
+        <span className="fill" style={{ transform: `scaleX(${progress(t)})` }} />
       </div>
       <p className="status-line" data-testid="status-line">
         {line}
       </p>
+      {t.status === 'running' && (
+        <details className="details">
+          <summary>Details</summary>
+          <div className="steps">
+            {steps(t).map((s) => (
+              <div key={s.label} className={`step ${s.state}`}>
+                <span className="track">
+                  <span className={`fill${s.fill === null ? ' busy' : ''}`} style={s.fill === null ? undefined : { transform: `scaleX(${s.fill})` }} />
+                </span>
+                <span className="step-label">{s.label}</span>
+              </div>
+            ))}
+          </div>
+          <p className="hint" data-testid="step-line">
+            {statusLine(t)}
+          </p>
+        </details>
+      )}
     </div>
   );
 }
@@ -77,10 +96,11 @@ function Failed({ t, maxFileSize, onRetry }: { t: Transfer; maxFileSize: number;
   );
 }
 
-function Timing({ r }: { r: SyncReport }) {
+function Details({ r, fullLabel }: { r: SyncReport; fullLabel: string }) {
   return (
     <details className="details">
       <summary>Details</summary>
+      <TrafficChart report={r} fullLabel={fullLabel} />
       <dl>
         <dt>Chunks</dt>
         <dd>
@@ -108,6 +128,13 @@ function Timing({ r }: { r: SyncReport }) {
   );
 }
 
+/** "· 99.8% saved" in the accent colour, or plainly that it saved nothing. */
+function Saved({ moved, size, full }: { moved: number; size: number; full: string }) {
+  const saved = savedPercent(moved, size);
+  if (saved) return <strong className="saved">{saved} saved</strong>;
+  return <span className="nothing-saved">nothing saved{moved > size ? `: ${formatBytes(moved - size)} more than a ${full}` : ''}</span>;
+}
+
 function Uploaded({ r }: { r: SyncReport }) {
   const sent = r.traffic.total;
   return (
@@ -115,7 +142,7 @@ function Uploaded({ r }: { r: SyncReport }) {
       <p className="summary">
         {r.matchedBytes > 0 ? (
           <>
-            <strong>{formatBytes(sent)}</strong> sent for {formatBytes(r.size)} · <strong className="saved">{savedPercent(sent, r.size)} saved</strong>
+            <strong>{formatBytes(sent)}</strong> sent for {formatBytes(r.size)} · <Saved moved={sent} size={r.size} full="full upload" />
           </>
         ) : (
           <>
@@ -124,8 +151,7 @@ function Uploaded({ r }: { r: SyncReport }) {
         )}{' '}
         · {formatDuration(r.timeMs.total)} · version {r.version}
       </p>
-      <TrafficChart report={r} fullLabel="Full upload" />
-      <Timing r={r} />
+      <Details r={r} fullLabel="Full upload" />
     </div>
   );
 }
@@ -135,15 +161,37 @@ function Downloaded({ t, r }: { t: Transfer; r: SyncReport }) {
   return (
     <div className="result" data-testid="result" data-version={r.version} data-sent={moved} data-delta={r.traffic.delta} data-size={r.size}>
       <p className="summary">
-        <strong>{formatBytes(moved)}</strong> transferred to rebuild {formatBytes(r.size)} from {t.basisName} · <strong className="saved">{savedPercent(moved, r.size)} saved</strong> ·{' '}
+        <strong>{formatBytes(moved)}</strong> transferred to rebuild {formatBytes(r.size)} from {t.basisName} · <Saved moved={moved} size={r.size} full="full download" /> ·{' '}
         {formatDuration(r.timeMs.total)}
       </p>
-      <TrafficChart report={r} fullLabel="Full download" />
+      <Details r={r} fullLabel="Full download" />
       {t.blobUrl && (
         <a className="button small" href={t.blobUrl} download={t.name.split('/').pop()} data-testid="save">
           Save again
         </a>
       )}
     </div>
+  );
+}
+
+/** A folder-relative name, its folders muted, a line break allowed after each '/'. */
+function PathName({ name }: { name: string }) {
+  const cut = name.lastIndexOf('/') + 1;
+  if (!cut) return <>{name}</>;
+  return (
+    <>
+      <span className="dir">
+        {name
+          .slice(0, cut)
+          .split('/')
+          .slice(0, -1)
+          .map((part, i) => (
+            <span key={i}>
+              {part}/<wbr />
+            </span>
+          ))}
+      </span>
+      {name.slice(cut)}
+    </>
   );
 }

@@ -1,0 +1,216 @@
+import { useEffect, useId, useMemo, useRef, useState } from 'react';
+import { type Folder, type FolderInfo, type ServerState, MAX_ENTRIES, api } from '../api.ts';
+import { exactTime, formatBytes, relativeTime } from '../format.ts';
+import { type Ask, AskDialog } from './Dialogs.tsx';
+import { FileRow, type RowActions } from './FileRow.tsx';
+
+interface Props {
+  server: ServerState;
+  /** bumped on every change of the namespace (the live stream) */
+  changes: number;
+  onDeltaDownload: RowActions['onDeltaDownload'];
+}
+
+type Sort = 'name' | 'size' | 'modified';
+/** Rows shown at first, and added by each "Show more". */
+const SHOWN = 100;
+/** The list is read again at most this often while changes stream in. */
+const LOAD_MS = 300;
+
+/** The files on the server, folder by folder: breadcrumbs, search, sort, and pages of rows. */
+export function FileBrowser({ server, changes, onDeltaDownload }: Props) {
+  const [prefix, setPrefix] = useState('');
+  const [listing, setListing] = useState<(Folder & { truncated: boolean }) | null>(null);
+  const [error, setError] = useState('');
+  const [search, setSearch] = useState('');
+  const [sort, setSort] = useState<Sort>('name');
+  const [shown, setShown] = useState(SHOWN);
+  const [ask, setAsk] = useState<Ask | null>(null);
+  const [mine, setMine] = useState(0); // this page's own changes, seen before their event arrives
+  const ok = server.status === 'ok';
+  const sortId = useId();
+
+  // a new folder is read at once; changes at most every LOAD_MS (a batch of a thousand commits
+  // is a few reads, not a thousand), the last one always; a read answered late is dropped
+  const loaded = useRef({ at: 0, prefix: '' });
+  const shownPrefix = useRef(prefix);
+  shownPrefix.current = prefix;
+  const reads = useRef({ started: 0, applied: 0 });
+  useEffect(() => {
+    if (!ok) return;
+    const wait = prefix === loaded.current.prefix ? Math.max(0, loaded.current.at + LOAD_MS - Date.now()) : 0;
+    const timer = setTimeout(() => {
+      loaded.current = { at: Date.now(), prefix };
+      const n = ++reads.current.started;
+      const current = () => shownPrefix.current === prefix && n > reads.current.applied;
+      api.folder(prefix).then(
+        (l) => {
+          if (!current()) return;
+          reads.current.applied = n;
+          setListing(l);
+          setError('');
+        },
+        (e: Error) => current() && setError(e.message),
+      );
+    }, wait);
+    return () => clearTimeout(timer);
+  }, [ok, prefix, changes, mine]);
+
+  const go = (p: string) => {
+    if (p !== prefix) setListing(null);
+    setPrefix(p);
+    setSearch('');
+    setShown(SHOWN);
+  };
+
+  const rows = useMemo(() => {
+    if (!listing) return null;
+    const needle = search.trim().toLowerCase();
+    const hit = (path: string) => !needle || path.slice(prefix.length).toLowerCase().includes(needle);
+    const by = <T,>(key: (x: T) => string | number, desc: boolean) => (a: T, b: T) => {
+      const ka = key(a);
+      const kb = key(b);
+      const c = typeof ka === 'number' ? ka - (kb as number) : ka.localeCompare(kb as string, undefined, { numeric: true });
+      return desc ? -c : c;
+    };
+    const folders = listing.folders.filter((f) => hit(f.path));
+    const files = listing.files.filter((f) => hit(f.name));
+    if (sort === 'name') {
+      folders.sort(by((f) => f.path, false));
+      files.sort(by((f) => f.name, false));
+    } else if (sort === 'size') {
+      folders.sort(by((f) => f.size ?? 0, true));
+      files.sort(by((f) => f.size, true));
+    } else {
+      folders.sort(by((f) => f.mtime ?? '', true));
+      files.sort(by((f) => f.mtime, true));
+    }
+    return { folders, files, total: folders.length + files.length };
+  }, [listing, search, sort, prefix]);
+
+  const actions: RowActions = {
+    onDeltaDownload,
+    changes: changes + mine,
+    ask: (a) =>
+      setAsk(
+        a.kind === 'confirm'
+          ? { ...a, run: () => a.run().then(() => setMine((n) => n + 1)) }
+          : { ...a, run: (v: string) => a.run(v).then(() => setMine((n) => n + 1)) },
+      ),
+  };
+
+  const crumbs = prefix ? prefix.slice(0, -1).split('/') : [];
+  return (
+    <section className="panel" aria-labelledby="files-title">
+      <div className="section-head">
+        <h2 id="files-title">On the server</h2>
+      </div>
+      {server.status === 'unreachable' && <p className="muted">The server cannot be reached right now; this page reconnects by itself.</p>}
+      {server.status === 'signin' && <p className="muted">Sign in to see your files.</p>}
+      {ok && (
+        <>
+          <nav aria-label="Folder" className="crumbs" data-testid="breadcrumbs">
+            <ol>
+              <li>
+                <button className="crumb" onClick={() => go('')} aria-current={prefix ? undefined : 'page'}>
+                  All files
+                </button>
+              </li>
+              {crumbs.map((c, i) => {
+                const to = crumbs.slice(0, i + 1).join('/') + '/';
+                return (
+                  <li key={to}>
+                    <button className="crumb" onClick={() => go(to)} aria-current={to === prefix ? 'page' : undefined}>
+                      {c}
+                    </button>
+                  </li>
+                );
+              })}
+            </ol>
+          </nav>
+          <div className="toolbar">
+            <label className="search">
+              <span className="visually-hidden">Search in {prefix || 'all files'}</span>
+              <input type="search" placeholder={prefix ? `Search in ${crumbs[crumbs.length - 1]}` : 'Search'} value={search} onChange={(e) => (setSearch(e.currentTarget.value), setShown(SHOWN))} data-testid="search" />
+            </label>
+            <span className="sort">
+              <label htmlFor={sortId}>Sort by</label>
+              <select id={sortId} value={sort} onChange={(e) => setSort(e.currentTarget.value as Sort)} data-testid="sort">
+                <option value="name">Name</option>
+                <option value="size">Size</option>
+                <option value="modified">Modified</option>
+              </select>
+            </span>
+          </div>
+        </>
+      )}
+      {error && <p className="form-error">The list could not be read: {error}</p>}
+      {ok && !rows && !error && <p className="muted">Loading…</p>}
+      {rows && rows.total === 0 && (
+        <p className="muted empty">
+          {search ? `Nothing here matches “${search}”.` : prefix ? 'This folder is empty now.' : 'Nothing here yet. Every file you sync appears here, with all its versions.'}
+        </p>
+      )}
+      {rows && rows.total > 0 && (
+        <>
+          <ul className="files" data-testid="files">
+            {rows.folders.slice(0, shown).map((f) => (
+              <FolderRow key={f.path} folder={f} onOpen={() => go(f.path)} ask={actions.ask} />
+            ))}
+            {rows.files.slice(0, Math.max(0, shown - rows.folders.length)).map((f) => (
+              <FileRow key={f.name} file={f} actions={actions} />
+            ))}
+          </ul>
+          <p className="muted list-foot" data-testid="list-foot">
+            {rows.total > shown ? `Showing ${shown} of ${rows.total.toLocaleString()}` : `${rows.total.toLocaleString()} item${rows.total === 1 ? '' : 's'}`}
+            {listing?.truncated && ` (the first ${MAX_ENTRIES.toLocaleString()} of this folder)`}
+            {rows.total > shown && (
+              <button className="button small" onClick={() => setShown(shown + SHOWN)}>
+                Show {Math.min(SHOWN, rows.total - shown)} more
+              </button>
+            )}
+          </p>
+        </>
+      )}
+      {ask && <AskDialog ask={ask} onClose={() => setAsk(null)} />}
+    </section>
+  );
+}
+
+function FolderRow({ folder, onOpen, ask }: { folder: FolderInfo; onOpen: () => void; ask: (a: Ask) => void }) {
+  const name = folder.path.slice(0, -1).split('/').pop()!;
+  const rename = () =>
+    ask({
+      kind: 'rename',
+      title: `Rename or move the folder ${name}`,
+      label: 'New folder path',
+      value: folder.path,
+      action: 'Rename',
+      run: (to) => api.move(folder.path, to.endsWith('/') ? to : `${to}/`),
+    });
+  return (
+    <li className="file folder" data-testid="folder-row" data-name={folder.path}>
+      <button className="file-head" onClick={onOpen} aria-label={`Open folder ${name}`}>
+        <svg className="folder-icon" viewBox="0 0 24 24" aria-hidden="true">
+          <path d="M3 6a1 1 0 0 1 1-1h5l2 2h9a1 1 0 0 1 1 1v10a1 1 0 0 1-1 1H4a1 1 0 0 1-1-1z" />
+        </svg>
+        <span className="name">{name}</span>
+        <span className="meta">
+          {folder.files !== undefined && `${folder.files} file${folder.files === 1 ? '' : 's'}`}
+          {folder.size !== undefined && ` · ${formatBytes(folder.size)}`}
+          {folder.mtime && (
+            <>
+              {' · '}
+              <time dateTime={folder.mtime} title={exactTime(folder.mtime)}>
+                {relativeTime(folder.mtime)}
+              </time>
+            </>
+          )}
+        </span>
+      </button>
+      <button className="button small quiet row-side" onClick={rename} aria-label={`Rename or move the folder ${name}`}>
+        Rename…
+      </button>
+    </li>
+  );
+}
