@@ -1,8 +1,12 @@
-// The backend contract (backend-contract.ts) against a real MinIO, and what only the S3
-// backend does: the s3:// URL, bucket creation, prefixes, credentials.
+// The backend contract (backend-contract.ts) against the local directory and a real MinIO, and
+// what only the S3 backend does: the s3:// URL, bucket creation, prefixes, credentials.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { localBackend } from '../src/store/local.ts';
 import { parseS3Url, s3Backend } from '../src/store/s3.ts';
 import { backendContract } from './backend-contract.ts';
 import { type Minio, startMinio } from './minio.ts';
@@ -15,6 +19,11 @@ after(() => minio?.stop());
 
 /** A bucket name no other test uses. */
 const freshBucket = () => `t-${randomBytes(6).toString('hex')}`;
+
+backendContract('local directory', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-backend-'));
+  return { backend: localBackend(dir), cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
+});
 
 // Each test gets a bucket of its own, created by s3Backend.
 backendContract('S3 (MinIO)', async () => ({

@@ -6,7 +6,10 @@
  *                              to its name (EEXIST: it exists), fsync of the directory
  *   <root>/<key>@h/<gen>       a head: one file per generation, the highest is current; the
  *                              tag is the generation, and a compare-and-swap creates
- *                              generation tag+1 exclusively (link, EEXIST: someone else won)
+ *                              generation tag+1 exclusively (link, EEXIST: someone else won).
+ *                              An empty generation is a tombstone: the head was deleted. It
+ *                              stays, so generations never restart and a writer holding a tag
+ *                              from before the delete cannot bring the head back.
  *   <dir>/@tmp-<random>        a temporary file ('@' is in no key): a crash may leave one,
  *                              which gc removes once it is old (`sweepTemporaries`)
  *
@@ -75,6 +78,26 @@ export function localBackend(root: string): LocalBackend {
     }
   };
 
+  const isTombstone = async (key: string, gen: number) => {
+    const st = await fs.stat(path.join(headDir(key), String(gen))).catch(() => null);
+    return st !== null && st.size === 0;
+  };
+  /** Creates generation `gen` of a head exclusively; the new tag, or null if another won. */
+  const writeGeneration = async (key: string, gen: number, body: Uint8Array): Promise<string | null> => {
+    const dir = headDir(key);
+    const tmp = await temp(dir, body);
+    if (!(await linkIn(tmp, path.join(dir, String(gen))))) return null;
+    const gens = await generations(key);
+    if (gens[0] > gen) {
+      // a stale tag recreated a removed generation: it was never current
+      await fs.rm(path.join(dir, String(gen)), { force: true });
+      return null;
+    }
+    await syncDir(dir);
+    for (const g of gens) if (g < gen) await fs.rm(path.join(dir, String(g)), { force: true });
+    return String(gen);
+  };
+
   const backend: LocalBackend = {
     where: `dir ${root}`,
     sweepTemporaries: (olderThanMs) => sweepTemporaries(root, olderThanMs),
@@ -96,6 +119,9 @@ export function localBackend(root: string): LocalBackend {
         throw e;
       }
       try {
+        if (range && !(Number.isSafeInteger(range.offset) && range.offset >= 0 && Number.isSafeInteger(range.length) && range.length >= 0)) {
+          throw new RangeError(`bad range ${range.offset}+${range.length} of ${key}`);
+        }
         const offset = range?.offset ?? 0;
         const length = range ? range.length : (await fh.stat()).size - offset;
         const buf = Buffer.allocUnsafe(Math.max(0, length));
@@ -127,7 +153,9 @@ export function localBackend(root: string): LocalBackend {
         const [gen] = await generations(key);
         if (gen === undefined) return null;
         try {
-          return { body: await fs.readFile(path.join(headDir(key), String(gen))), tag: String(gen) };
+          const body = await fs.readFile(path.join(headDir(key), String(gen)));
+          return body.length ? { body, tag: String(gen) } : null; // empty: a tombstone
+
         } catch (e) {
           if (code(e) !== 'ENOENT') throw e;
         }
@@ -135,21 +163,23 @@ export function localBackend(root: string): LocalBackend {
     },
 
     async putHead(key, body, tag) {
-      const gen = tag === null ? 1 : Number(tag) + 1;
-      if (!Number.isSafeInteger(gen) || gen < 1) throw new Error(`bad head tag ${tag}`);
-      const dir = headDir(key);
-      const tmp = await temp(dir, body);
-      if (!(await linkIn(tmp, path.join(dir, String(gen))))) return null;
-      const gens = await generations(key);
-      if (gens[0] > gen) {
-        // a stale tag recreated a removed generation: it was never current
-        await fs.rm(path.join(dir, String(gen)), { force: true });
-        return null;
+      if (!body.length) throw new Error('a head is never empty (an empty generation is a tombstone)');
+      let gen: number;
+      if (tag === null) {
+        // no head yet: one generation past a tombstone, or the first
+        const [top] = await generations(key);
+        if (top !== undefined && !(await isTombstone(key, top))) return null;
+        gen = (top ?? 0) + 1;
+      } else {
+        // only over the current generation: not over an absent head, a tombstone or an old one
+        const [top] = await generations(key);
+        if (top === undefined || String(top) !== tag || (await isTombstone(key, top))) return null;
+        gen = top + 1;
       }
-      await syncDir(dir);
-      for (const g of gens) if (g < gen) await fs.rm(path.join(dir, String(g)), { force: true });
-      return String(gen);
+      if (!Number.isSafeInteger(gen) || gen < 1) throw new Error(`bad head tag ${tag}`);
+      return writeGeneration(key, gen, body);
     },
+
 
     async *list(prefix, opts = {}) {
       // the deepest directory wholly inside the prefix, walked in key order
@@ -173,7 +203,7 @@ export function localBackend(root: string): LocalBackend {
             const [gen] = await generations(k);
             if (gen === undefined) continue;
             const st = await fs.stat(path.join(root, key, String(gen))).catch(() => null);
-            if (st) out.push({ key: k, size: st.size, modified: st.mtimeMs });
+            if (st && st.size > 0) out.push({ key: k, size: st.size, modified: st.mtimeMs }); // empty: a tombstone
           } else if (d.isDirectory()) {
             if (prefix.startsWith(key + '/') || (key + '/').startsWith(prefix)) await walk(key + '/');
           } else if (d.isFile() && key.startsWith(prefix)) {
@@ -194,7 +224,12 @@ export function localBackend(root: string): LocalBackend {
 
     async delete(key) {
       await fs.rm(file(key), { force: true });
-      await fs.rm(headDir(key), { recursive: true, force: true });
+      // a head: a tombstone generation above the current one (retried if a writer got there first)
+      for (;;) {
+        const [top] = await generations(key);
+        if (top === undefined || (await isTombstone(key, top))) return;
+        if (await writeGeneration(key, top + 1, new Uint8Array(0))) return;
+      }
     },
 
     async close() {},
