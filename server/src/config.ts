@@ -67,7 +67,7 @@ export const DEFAULTS: ServerConfig = {
   keepVersions: 0,
   keepDays: 0,
   gcIntervalMs: 3_600_000,
-  gcMinAgeMs: 24 * 3_600_000,
+  gcMinAgeMs: 3_600_000,
   gcWindowMs: 30_000,
   deflate: true,
   paperExact: false,

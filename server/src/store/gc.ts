@@ -2,6 +2,7 @@
  * Garbage collection by mark and sweep (docs/store.md, "Garbage collection"): what no file
  * head and no interrupted upload references is garbage.
  */
+import { DEFAULTS } from '../config.ts';
 import type { Repo } from '../store.ts';
 import { parseFileHead, parseUploadsHead } from './format.ts';
 import { randomBytes } from 'node:crypto';
@@ -123,7 +124,7 @@ export interface GcOptions {
   staleMs: number;
   log?: (e: Record<string, unknown>) => void;
 }
-export const GC_DEFAULTS: GcOptions = { minAgeMs: 24 * 3_600_000, windowMs: 30_000, staleMs: 10 * 60_000 };
+export const GC_DEFAULTS: GcOptions = { minAgeMs: DEFAULTS.gcMinAgeMs, windowMs: DEFAULTS.gcWindowMs, staleMs: 10 * 60_000 };
 
 export interface GcReport {
   /** objects and bytes deleted */
