@@ -14,7 +14,7 @@ import { mkdirSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { bufferSource } from '../../shared/src/chunk-index.ts';
-import { fileSource } from '../../server/src/store.ts';
+import { fileSource } from '../../shared/src/file-source.ts';
 import { type Approach, isDsync, prepare, syncPrepared } from './clients.ts';
 import { ROOT, cpuSeconds, startBaselines, startDsync } from './procs.ts';
 

@@ -37,7 +37,7 @@ import { join, resolve } from 'node:path';
 import { type ChunkIndex, type Source, bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
 import { matchRuns } from '../../shared/src/matcher.ts';
 import { DEFAULT_PARAMS, hashLength } from '../../shared/src/protocol.ts';
-import { fileSource } from '../../server/src/store.ts';
+import { fileSource } from '../../shared/src/file-source.ts';
 import { buildDatasets } from '../datasets/build.ts';
 import { median } from '../lib/common.ts';
 import { APPROACHES, type Approach, type Prepared, type Report, dsyncAlgo, forgetKnown, isDsync, prepare, syncPrepared } from './clients.ts';

@@ -6,7 +6,8 @@
  * Decoding is strict: an unknown type, a truncated field, a count above the limit, trailing
  * bytes or invalid UTF-8 throw a ProtocolError(Malformed); nothing is read out of bounds.
  */
-import { DEFAULT_LIMITS, ErrorCode, Msg, type ChunkParams, type FineParams, type Limits, ProtocolError, hashLength } from './protocol.ts';
+import { DEFAULT_LIMITS, type Limits } from './limits.ts';
+import { ErrorCode, Msg, type ChunkParams, type FineParams, ProtocolError, hashLength } from './protocol.ts';
 
 export interface Hello {
   type: typeof Msg.Hello;

@@ -1,0 +1,89 @@
+/**
+ * The Checksum List (paper §IV-D, Phase 1) as it grows during a session: each target chunk's
+ * length and FastFp, its offset, and room for its strong hash. The sender appends the parts
+ * it chunks; the receiver appends the Checksums messages that arrive.
+ */
+import { type ChunkIndex, type ListPart } from './chunk-index.ts';
+import { LIST_BATCH } from './limits.ts';
+import { hashLength } from './protocol.ts';
+import type { WeakList } from './matcher.ts';
+import { StrongHasher } from '../../wasm/pkg/dsync_wasm.js';
+
+type Growable = Uint32Array | Uint8Array | Float64Array | Int32Array;
+
+/** `a` copied into a new array of `size` elements, the new ones set to `fill`. */
+export function grown<T extends Growable>(a: T, size: number, fill = 0): T {
+  const b = new (a.constructor as { new (n: number): T })(size);
+  b.set(a as never);
+  if (fill) b.fill(fill as never, a.length);
+  return b;
+}
+
+export class ChecksumList {
+  count = 0;
+  /** chunks whose strong hashes are in `hashes` (a sender's hashes trail its chunks: ListPart) */
+  hashed = 0;
+  lengths = new Uint32Array(0);
+  fastfps = new Uint32Array(0);
+  hashes = new Uint8Array(0);
+  /** offsets[i]: where chunk i starts; offsets[count]: the size so far */
+  offsets = new Float64Array(1);
+
+  constructor(private H: number) {}
+
+  /** Chunks the arrays have room for; per-chunk arrays kept beside the list follow it. */
+  get capacity(): number {
+    return this.lengths.length;
+  }
+
+  get size(): number {
+    return this.offsets[this.count];
+  }
+
+  /** Appends chunks and, when given, strong hashes of the chunks after the last hashed. */
+  append(lengths: Uint32Array, fastfps: Uint32Array, hashes?: Uint8Array) {
+    const n = this.count;
+    const m = n + lengths.length;
+    if (m > this.lengths.length) {
+      const cap = Math.max(m, 2 * this.lengths.length, 1024);
+      this.lengths = grown(this.lengths, cap);
+      this.fastfps = grown(this.fastfps, cap);
+      this.hashes = grown(this.hashes, cap * this.H);
+      this.offsets = grown(this.offsets, cap + 1);
+    }
+    this.lengths.set(lengths, n);
+    this.fastfps.set(fastfps, n);
+    if (hashes?.length) {
+      if (this.hashed * this.H + hashes.length > m * this.H) throw new Error('strong hashes for chunks not in the list');
+      this.hashes.set(hashes, this.hashed * this.H);
+      this.hashed += hashes.length / this.H;
+    }
+    for (let i = n; i < m; i++) this.offsets[i + 1] = this.offsets[i] + this.lengths[i];
+    this.count = m;
+  }
+
+  /** The list so far (views, valid until the next append). */
+  weak(): WeakList {
+    return { lengths: this.lengths.subarray(0, this.count), fastfps: this.fastfps.subarray(0, this.count) };
+  }
+}
+
+/** The parts of a stored index, as many entries as one Checksums message carries. */
+export async function* indexParts(index: ChunkIndex): AsyncGenerator<ListPart> {
+  const H = hashLength(index.algo);
+  for (let i = 0; i < index.lengths.length; i += LIST_BATCH) {
+    const j = Math.min(index.lengths.length, i + LIST_BATCH);
+    yield { lengths: index.lengths.subarray(i, j), fastfps: index.fastfps.subarray(i, j), hashes: index.hashes.subarray(i * H, j * H) };
+  }
+}
+
+/** The strong hash of a Checksum List (lengths, then FastFps): what a resumed session must match. */
+export function listDigest(algo: number, list: WeakList): Uint8Array {
+  const hasher = new StrongHasher(algo);
+  try {
+    for (const a of [list.lengths, list.fastfps]) hasher.update(new Uint8Array(a.buffer, a.byteOffset, a.byteLength));
+    return hasher.digest();
+  } finally {
+    hasher.free();
+  }
+}
