@@ -24,7 +24,7 @@ import { ChecksumList, grown } from './checksum-list.ts';
 import { type ListPart, type Source, equalBytes, runHash } from './chunk-index.ts';
 import type { BasisChecksums, Failed, Piece, Result, Tokens, TokensEnd } from './codec.ts';
 import type { Conn } from './conn.ts';
-import { DELTA_MESSAGE_BYTES, LIST_BATCH, SPLIT_THRESHOLD } from './limits.ts';
+import { DELTA_MESSAGE_BYTES, LIST_BATCH, MAX_SPLIT_CHUNKS, SPLIT_THRESHOLD } from './limits.ts';
 import { KnownMatcher } from './matcher.ts';
 import { ErrorCode, Msg, ProtocolError, hashLength, inconsistent as bad } from './protocol.ts';
 import type { SendOutcome, SenderOptions, TargetList } from './session-options.ts';
@@ -179,9 +179,11 @@ class Sender {
     const t = this.tokens;
     return (t.ok[k] ??= equalBytes(runHash(this.algo, this.list.hashes, t.first[k], t.count[k]), t.hash[k]));
   }
+  /** A failed token is split when it is large (`splitThreshold`) and its Split Hashes fit in
+   *  one message (MAX_SPLIT_CHUNKS); else it is resent whole. */
   private splittable(k: number): boolean {
     const t = this.tokens;
-    return t.count[k] > 1 && this.list.offsets[t.end(k)] - this.list.offsets[t.first[k]] >= this.splitThreshold;
+    return t.count[k] > 1 && t.count[k] <= MAX_SPLIT_CHUNKS && this.list.offsets[t.end(k)] - this.list.offsets[t.first[k]] >= this.splitThreshold;
   }
 
   /**
@@ -354,21 +356,19 @@ class Sender {
   private async split(toSplit: number[]): Promise<Failed[]> {
     const { tokens: t, list, H } = this;
     const failed: Failed[] = [];
-    for (const request of [Uint32Array.from(toSplit)]) {
-      await this.conn.send({ type: Msg.SplitRequest, tokens: request });
-      for (const s of request) {
-        const m = await this.conn.expect(Msg.SplitHashes);
-        if (m.token !== s || m.hashes.length !== t.count[s] * H) throw bad(`Split Hashes for token ${m.token} do not answer the request`);
-        const bitmap = new Uint8Array(Math.ceil(t.count[s] / 8));
-        for (let j = 0; j < t.count[s]; j++) {
-          const i = t.first[s] + j;
-          if (equalBytes(list.hashes.subarray(i * H, (i + 1) * H), m.hashes.subarray(j * H, (j + 1) * H))) {
-            bitmap[j >> 3] |= 1 << (j & 7);
-            this.held[i] = 1;
-          }
+    await this.conn.send({ type: Msg.SplitRequest, tokens: Uint32Array.from(toSplit) });
+    for (const s of toSplit) {
+      const m = await this.conn.expect(Msg.SplitHashes);
+      if (m.token !== s || m.hashes.length !== t.count[s] * H) throw bad(`Split Hashes for token ${m.token} do not answer the request`);
+      const bitmap = new Uint8Array(Math.ceil(t.count[s] / 8));
+      for (let j = 0; j < t.count[s]; j++) {
+        const i = t.first[s] + j;
+        if (equalBytes(list.hashes.subarray(i * H, (i + 1) * H), m.hashes.subarray(j * H, (j + 1) * H))) {
+          bitmap[j >> 3] |= 1 << (j & 7);
+          this.held[i] = 1;
         }
-        failed.push({ token: s, bitmap });
       }
+      failed.push({ token: s, bitmap });
     }
     return failed;
   }
