@@ -34,6 +34,7 @@ import { closeSync, copyFileSync, mkdirSync, openSync, readFileSync, readSync, r
 import { open } from 'node:fs/promises';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { type ChunkIndex, type Source, bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
 import { matchRuns } from '../../shared/src/matcher.ts';
 import { DEFAULT_PARAMS, hashLength } from '../../shared/src/protocol.ts';
@@ -45,6 +46,7 @@ import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { ROOT, type ServerProc, type Shaping, Toxiproxy, describeShaping, log, startBaselines, startDsync, startRsyncd } from './procs.ts';
 import { writeReport } from './report.ts';
+import type { PairResult, RsyncRun } from './results.ts';
 import { setHeapGrowth } from '../../shared/src/node-gc.ts';
 
 setHeapGrowth(); // the clients of every approach run in this process, as the CLI runs
@@ -66,28 +68,6 @@ const WORK = join(ROOT, 'bench/tmp/eval');
 
 export const SHAPE_100M: Shaping = { mbps: 100, rttMs: 30 };
 export const SHAPE_1G: Shaping = { mbps: 1000, rttMs: 30 };
-
-export interface RsyncRun {
-  timeMs: number;
-  sent: number;
-  received: number;
-  literal: number;
-  matched: number;
-}
-export interface PairResult {
-  section: string;
-  pair: string;
-  basisSize: number;
-  targetSize: number;
-  shaping: string;
-  kind?: string;
-  modSize?: number;
-  ratio?: number;
-  runs: Record<string, Report[]>;
-  rsync?: RsyncRun[];
-  /** Fig. 11: Dsync's Match Tokens as sent (merged) and as one token per matched chunk */
-  merging?: Record<string, { tokens: number; matchedChunks: number; mergedTokenBytes: number; unmergedTokenBytes: number }>;
-}
 
 /** Servers and shaped proxies of one shaping, every approach. */
 class Rig {
@@ -316,4 +296,5 @@ async function main() {
   log(`done in ${Math.round((Date.now() - t0) / 1000)} s; results in ${OUT}`);
 }
 
-await main();
+// runs when started (npm run bench), not when imported
+if (import.meta.url === pathToFileURL(process.argv[1]).href) await main();

@@ -2,6 +2,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { onLogLines } from '../../shared/src/log-lines.ts';
 
 const root = new URL('../..', import.meta.url).pathname;
 
@@ -12,16 +13,6 @@ export interface Child {
   /** resident and peak resident memory of the server process, bytes */
   memory(): { rss: number; peak: number };
   kill(): Promise<void>;
-}
-
-/** Calls `onLog` with each JSON line a server process writes to its stdout, parsed. */
-export function onLogLines(child: ChildProcess, onLog: (e: Record<string, unknown>) => void): void {
-  let rest = '';
-  child.stdout!.on('data', (d) => {
-    const lines = (rest + d).split('\n');
-    rest = lines.pop()!;
-    for (const l of lines) if (l.startsWith('{')) onLog(JSON.parse(l));
-  });
 }
 
 /** `onLog`: each line the server logs (JSON, one per event), parsed. */
