@@ -9,7 +9,8 @@
  *
  * One loop reads every message in order: the rebuild asks for the next Verdict or Delta, and
  * the Checksums (and, with a known basis, Copies) that come first are handled on the way
- * (`next`, one handler per message). Its state (`ReceiverState`) is the phase it is in.
+ * (`next`, one handler per message). Its state (`ReceiverState`, session-options.ts) is the
+ * phase it is in.
  */
 import { giveBuffers, takeBuffer } from './buffers.ts';
 import { ChecksumList, grown, listDigest } from './checksum-list.ts';
@@ -20,17 +21,9 @@ import { COPY_STRETCH, DELTA_MESSAGE_BYTES, LIST_BATCH } from './limits.ts';
 import { type Run, WeakMatcher, matchRuns } from './matcher.ts';
 import { type ChunkParams, ErrorCode, Msg, ProtocolError, hashLength, inconsistent as bad } from './protocol.ts';
 import { BasisListing } from './refine.ts';
-import type { Basis, BasisChoice, ReceiveOutcome, ReceiverLimits, ReceiverOptions } from './session-options.ts';
+import type { Basis, BasisChoice, ReceiveOutcome, ReceiverLimits, ReceiverOptions, ReceiverState } from './session-options.ts';
 import type { Sink, SinkFor } from './sink.ts';
 import { hash_chunks } from '../../wasm/pkg/dsync_wasm.js';
-
-/**
- * The phase the receiver is in: taking the Checksum List (`checksums`, Phase 1, with Match
- * Tokens sent as it arrives when streamed); the list is in and the last Match Tokens are
- * being sent (`tokens`, Phase 2); Tokens End is sent and the rest is Verdicts and Delta Bytes
- * (`delta`, Phase 3).
- */
-export type ReceiverState = 'checksums' | 'tokens' | 'delta';
 
 /**
  * Runs the receiver's side: takes the Checksum List of a target chunked with `params`/`algo`,

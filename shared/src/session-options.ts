@@ -8,7 +8,6 @@ import type { Result } from './codec.ts';
 import type { KnownVersion } from './known.ts';
 import type { WeakList } from './matcher.ts';
 import type { FineParams } from './protocol.ts';
-import type { ReceiverState } from './receiver.ts';
 
 /** The target as its sender produces it: its size, and its Checksum List with each chunk's
  *  strong hash, in parts in chunk order (`chunkParts` while reading a file, or `indexParts`
@@ -52,6 +51,14 @@ export interface SendOutcome {
   lengths: Uint32Array;
   hashes: Uint8Array;
 }
+
+/**
+ * The phase the receiver is in: taking the Checksum List (`checksums`, Phase 1, with Match
+ * Tokens sent as it arrives when streamed); the list is in and the last Match Tokens are
+ * being sent (`tokens`, Phase 2); Tokens End is sent and the rest is Verdicts and Delta Bytes
+ * (`delta`, Phase 3).
+ */
+export type ReceiverState = 'checksums' | 'tokens' | 'delta';
 
 export interface ReceiverLimits {
   maxFileSize: number;
