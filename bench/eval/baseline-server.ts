@@ -20,7 +20,8 @@ import { join } from 'node:path';
 import { WebSocketServer } from 'ws';
 import { type ChunkIndex, bufferSource, chunkSource, offsetsOf, runHash } from '../../shared/src/chunk-index.ts';
 import { DEFAULT_PARAMS, hashLength } from '../../shared/src/protocol.ts';
-import { StrongHasher, webr2sync_match } from '../../shared/src/wasm.ts';
+import { StrongHasher } from '../../shared/src/wasm.ts';
+import { webr2sync_match } from '../lib/baselines.ts';
 import { MsgConn, T, frame, json, parseJson, parseLiteral, u32At } from './wire.ts';
 import { setHeapGrowth } from '../../shared/src/node-gc.ts';
 

@@ -13,7 +13,8 @@ import { Conn, type Traffic, type WebSocketLike } from '../../shared/src/conn.ts
 import { DEFAULT_FINE, DEFAULT_PARAMS, hashLength } from '../../shared/src/protocol.ts';
 import { type KnownVersion, MemoryKnown, fineIndex, knownKey } from '../../shared/src/known.ts';
 import { planKnown, pushSession, remember } from '../../shared/src/sync-client.ts';
-import { StrongHasher, webr2sync_block_hashes } from '../../shared/src/wasm.ts';
+import { StrongHasher } from '../../shared/src/wasm.ts';
+import { webr2sync_block_hashes } from '../lib/baselines.ts';
 import { BLOCK, DEDUP_ALGO, FILE_ALGO } from './baseline-server.ts';
 import { MsgConn, T, frame, json, literalFrame, parseJson, u32 } from './wire.ts';
 

@@ -41,7 +41,7 @@ import { DEFAULT_PARAMS, hashLength } from '../../shared/src/protocol.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { buildDatasets } from '../datasets/build.ts';
 import { median } from '../lib/common.ts';
-import { APPROACHES, type Approach, type Prepared, type Report, dsyncAlgo, forgetKnown, isDsync, prepare, syncPrepared } from './clients.ts';
+import { APPROACHES, type Approach, type Prepared, dsyncAlgo, forgetKnown, isDsync, prepare, syncPrepared } from './clients.ts';
 import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { ROOT, type ServerProc, type Shaping, Toxiproxy, describeShaping, log, startBaselines, startDsync, startRsyncd } from './procs.ts';
