@@ -5,7 +5,9 @@
  */
 import { type ChunkIndex, type ListPart } from './chunk-index.ts';
 import { LIST_BATCH } from './limits.ts';
-import { hashLength } from './protocol.ts';
+import type { Checksums } from './codec.ts';
+import { type ChunkParams, ErrorCode, ProtocolError, hashLength, inconsistent as bad } from './protocol.ts';
+import type { ReceiverLimits } from './session-options.ts';
 import type { WeakList } from './matcher.ts';
 import { StrongHasher } from '../../wasm/pkg/dsync_wasm.js';
 
@@ -86,4 +88,20 @@ export function listDigest(algo: number, list: WeakList): Uint8Array {
   } finally {
     hasher.free();
   }
+}
+
+/** Checks a Checksums message against the list so far before it is appended: lengths within
+ *  1..max, every chunk but the list's last at least `min` (FastCDC; this message's last chunk
+ *  is checked when the next one comes), the chunk and size limits, and the size Hello announced. */
+export function checkChecksums(list: ChecksumList, m: Checksums, params: ChunkParams, limits: ReceiverLimits, expectedSize?: number): void {
+  const n = m.lengths.length;
+  if (n === 0) throw bad('empty Checksums message');
+  if (list.count + n > limits.maxChunks) throw new ProtocolError(ErrorCode.LimitExceeded, `more than ${limits.maxChunks} chunks`);
+  for (const l of m.lengths) if (l === 0 || l > params.max) throw bad(`chunk length ${l} outside 1..${params.max}`);
+  if (list.count > 0 && list.lengths[list.count - 1] < params.min) throw bad(`chunk ${list.count - 1} is ${list.lengths[list.count - 1]} bytes, below min ${params.min}`);
+  for (let k = 0; k + 1 < n; k++) if (m.lengths[k] < params.min) throw bad(`chunk ${list.count + k} is ${m.lengths[k]} bytes, below min ${params.min}`);
+  let size = list.size;
+  for (const l of m.lengths) size += l;
+  if (size > limits.maxFileSize) throw new ProtocolError(ErrorCode.LimitExceeded, `file larger than the limit of ${limits.maxFileSize} bytes`);
+  if (expectedSize !== undefined && size > expectedSize) throw bad(`Hello announced ${expectedSize} bytes, the Checksum List has more`);
 }

@@ -13,7 +13,7 @@
  * phase it is in.
  */
 import { giveBuffers, takeBuffer } from './buffers.ts';
-import { ChecksumList, grown, listDigest } from './checksum-list.ts';
+import { ChecksumList, checkChecksums, grown, listDigest } from './checksum-list.ts';
 import { type ChunkIndex, equalBytes, offsetsOf, runHash } from './chunk-index.ts';
 import { type Checksums, type ChecksumsEnd, type Copies, type Delta, type Message, type SplitRequest, type Verdict, chunkLength } from './codec.ts';
 import { type Conn, ConnectionLost } from './conn.ts';
@@ -21,7 +21,7 @@ import { COPY_STRETCH, DELTA_MESSAGE_BYTES, LIST_BATCH } from './limits.ts';
 import { type Run, WeakMatcher, matchRuns } from './matcher.ts';
 import { type ChunkParams, ErrorCode, Msg, ProtocolError, hashLength, inconsistent as bad } from './protocol.ts';
 import { BasisListing } from './refine.ts';
-import type { Basis, BasisChoice, ReceiveOutcome, ReceiverLimits, ReceiverOptions, ReceiverState } from './session-options.ts';
+import type { Basis, BasisChoice, ReceiveOutcome, ReceiverOptions, ReceiverState } from './session-options.ts';
 import type { Sink, SinkFor } from './sink.ts';
 import { hash_chunks } from '../../wasm/pkg/dsync_wasm.js';
 
@@ -163,18 +163,8 @@ class Receiver {
 
   /** A part of the Checksum List, matched at once when streamed. */
   private async onChecksums(m: Checksums): Promise<void> {
-    const { list, params, opts } = this;
-    const { limits, expectedSize } = opts;
-    checkChecksums(m, params, list.count, limits);
-    // Every chunk but the list's last is at least `min` long (FastCDC): this message's last
-    // chunk is checked when the next one comes.
-    const n = m.lengths.length;
-    if (list.count > 0 && list.lengths[list.count - 1] < params.min) throw bad(`chunk ${list.count - 1} is ${list.lengths[list.count - 1]} bytes, below min ${params.min}`);
-    for (let k = 0; k + 1 < n; k++) if (m.lengths[k] < params.min) throw bad(`chunk ${list.count + k} is ${m.lengths[k]} bytes, below min ${params.min}`);
-    let size = list.size;
-    for (const l of m.lengths) size += l;
-    if (size > limits.maxFileSize) throw new ProtocolError(ErrorCode.LimitExceeded, `file larger than the limit of ${limits.maxFileSize} bytes`);
-    if (expectedSize !== undefined && size > expectedSize) throw bad(`Hello announced ${expectedSize} bytes, the Checksum List has more`);
+    const { list } = this;
+    checkChecksums(list, m, this.params, this.opts.limits, this.opts.expectedSize);
     const from = this.runs.length;
     list.append(m.lengths, m.fastfps);
     if (this.copyFrom.length < list.capacity) this.copyFrom = grown(this.copyFrom, list.capacity, -1);
@@ -466,15 +456,5 @@ class Receiver {
       tokens: this.runs.length,
       resumedChunks: this.resumeFrom,
     };
-  }
-}
-
-function checkChecksums(m: Checksums, params: ChunkParams, before: number, limits: ReceiverLimits) {
-  if (m.lengths.length === 0) throw bad('empty Checksums message');
-  if (before + m.lengths.length > limits.maxChunks) {
-    throw new ProtocolError(ErrorCode.LimitExceeded, `more than ${limits.maxChunks} chunks`);
-  }
-  for (const l of m.lengths) {
-    if (l === 0 || l > params.max) throw bad(`chunk length ${l} outside 1..${params.max}`);
   }
 }
