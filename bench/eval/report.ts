@@ -7,7 +7,8 @@ import { median } from '../lib/common.ts';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { APPROACHES, type Report } from './clients.ts';
+import type { Report } from '../approaches/approach.ts';
+import { APPROACHES } from '../approaches/index.ts';
 import type { PairResult, RsyncRun } from './results.ts';
 import { type BarGroup, linePanels, stackedBars } from './svg.ts';
 

@@ -1,5 +1,5 @@
 /** What the benchmark (run.ts) records per file pair and the report (report.ts) reads. */
-import type { Report } from './clients.ts';
+import type { Report } from '../approaches/approach.ts';
 
 export interface RsyncRun {
   timeMs: number;

@@ -37,11 +37,14 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { type ChunkIndex, type Source, bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
 import { matchRuns } from '../../shared/src/matcher.ts';
-import { DEFAULT_PARAMS, hashLength } from '../../shared/src/protocol.ts';
+import { Algo, DEFAULT_PARAMS, hashLength } from '../../shared/src/protocol.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { buildDatasets } from '../datasets/build.ts';
 import { median } from '../lib/common.ts';
-import { APPROACHES, type Approach, type Prepared, dsyncAlgo, forgetKnown, isDsync, prepare, syncPrepared } from './clients.ts';
+import type { Prepared } from '../approaches/approach.ts';
+import { forgetKnown } from '../approaches/dsync.ts';
+import { APPROACHES, approachOf, isDsync } from '../approaches/index.ts';
+import { prepare, syncPrepared } from './clients.ts';
 import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { ROOT, type ServerProc, type Shaping, Toxiproxy, describeShaping, log, startBaselines, startDsync, startRsyncd } from './procs.ts';
@@ -61,7 +64,7 @@ const SECTIONS = opt('--sections', QUICK ? 'synthetic,real' : 'synthetic,real,la
 const RSYNC = !flag('--no-rsync');
 const LARGE_DEFLATE = flag('--large-deflate');
 const WARM = !flag('--cold');
-const ONLY = opt('--approaches', APPROACHES.join(',')).split(',') as Approach[];
+const ONLY = opt('--approaches', APPROACHES.join(',')).split(',') as string[];
 // a smoke run (--quick) does not overwrite the real results
 const OUT = resolve(ROOT, opt('--out', QUICK ? 'bench/tmp/eval-quick' : 'bench/results/eval'));
 const WORK = join(ROOT, 'bench/tmp/eval');
@@ -71,7 +74,7 @@ export const SHAPE_1G: Shaping = { mbps: 1000, rttMs: 30 };
 
 /** Servers and shaped proxies of one shaping, every approach. */
 class Rig {
-  servers = new Map<Approach, ServerProc>();
+  servers = new Map<string, ServerProc>();
   shaped = new Map<string, number>();
   constructor(
     private tp: Toxiproxy,
@@ -85,19 +88,20 @@ class Rig {
     const dp = await startDsync({ data: join(this.dataDir, 'dsync-paper'), paperExact: true, cpu: '0', deflate });
     const bl = await startBaselines({ data: join(this.dataDir, 'baselines'), cpu: '0', deflate });
     forgetKnown();
-    for (const a of APPROACHES) this.servers.set(a, a === 'dsync-paper' ? dp : isDsync(a) ? ds : bl);
+    const byKind = { dsync: ds, 'dsync-paper': dp, baselines: bl };
+    for (const a of APPROACHES) this.servers.set(a, byKind[approachOf(a).server]);
   }
   /** Where the approach's server keeps its files. */
-  dataOf(a: Approach): string {
-    return join(this.dataDir, a === 'dsync-paper' ? a : isDsync(a) ? 'dsync' : 'baselines');
+  dataOf(a: string): string {
+    return join(this.dataDir, approachOf(a).server);
   }
   /** Puts the basis back as the server's copy of `name`, untimed: the baselines' server keeps
    *  nothing but the file, so a copy will do; Dsync's store gets it by a push (unshaped). */
-  async restore(a: Approach, name: string, basisPath: string, basisPrep: Prepared) {
+  async restore(a: string, name: string, basisPath: string, basisPrep: Prepared) {
     if (isDsync(a)) await syncPrepared(basisPrep, this.servers.get(a)!.url, name);
     else copyFileSync(basisPath, join(this.dataOf(a), encodeURIComponent(name)));
   }
-  async port(a: Approach | 'rsync', upstream: number, s: Shaping) {
+  async port(a: string, upstream: number, s: Shaping) {
     const key = `${a}-${s.mbps}-${s.rttMs}`;
     if (!this.shaped.has(key)) this.shaped.set(key, await this.tp.proxy(key.replace('+', 'p'), upstream, s));
     return this.shaped.get(key)!;
@@ -179,7 +183,7 @@ async function runPair(
   res: PairResult,
   basisPath: string,
   targetPath: string,
-  approaches: readonly Approach[],
+  approaches: readonly string[],
   reps: number,
   rsyncReps: number,
 ) {
@@ -249,8 +253,8 @@ async function main() {
         await runPair(rig, rsyncd, SHAPE_100M, res, ds.mixed, e.path, ONLY, REPS, REPS);
         const tb = bufferSource(readFileSync(e.path));
         res.merging = {
-          dsync: merging(basisIx.dsync, await chunkSource(tb, DEFAULT_PARAMS, dsyncAlgo('dsync'))),
-          'dsync-paper': merging(basisIx.paper, await chunkSource(tb, DEFAULT_PARAMS, dsyncAlgo('dsync-paper'))),
+          dsync: merging(basisIx.dsync, await chunkSource(tb, DEFAULT_PARAMS, Algo.Blake3)),
+          'dsync-paper': merging(basisIx.paper, await chunkSource(tb, DEFAULT_PARAMS, Algo.Sha1)),
         };
         results.push(res);
         save();

@@ -21,7 +21,10 @@ import { join } from 'node:path';
 import { bufferSource } from '../../shared/src/chunk-index.ts';
 import { EDIT_KINDS, Rng, applyEdits } from '../../shared/src/testdata.ts';
 import { buildDatasets } from '../datasets/build.ts';
-import { APPROACHES, type Approach, type Prepared, forgetKnown, isDsync, prepare, syncPrepared } from '../eval/clients.ts';
+import type { Prepared } from '../approaches/approach.ts';
+import { forgetKnown } from '../approaches/dsync.ts';
+import { APPROACHES, approachOf, isDsync } from '../approaches/index.ts';
+import { prepare, syncPrepared } from '../eval/clients.ts';
 import { linePanels } from '../eval/svg.ts';
 import { ROOT, type ServerProc, type Shaping, Toxiproxy, cpuSeconds, describeShaping, log, rssBytes, startBaselines, startDsync } from '../eval/procs.ts';
 import { setHeapGrowth } from '../../shared/src/node-gc.ts';
@@ -34,7 +37,7 @@ const O = {
   clients: Number(opt('--clients', '10')),
   interval: Number(opt('--interval', '10')),
   duration: Number(opt('--duration', '60')),
-  approach: opt('--approach', 'dsync') as Approach,
+  approach: opt('--approach', 'dsync') as string,
   findMax: argv.includes('--find-max'),
   p99Bound: Number(opt('--p99-bound', '1000')),
   cpuLimit: Number(opt('--cpu-limit', '80')),
@@ -70,12 +73,12 @@ async function precompute(): Promise<Prepared[]> {
 async function startServer(data: string): Promise<ServerProc> {
   // The session limit per user (default 64) would refuse clients of the single-user server.
   const env = { DSYNC_MAX_SESSIONS_PER_USER: '1000000', DSYNC_MAX_CONNECTIONS: '1000000' };
-  if (isDsync(O.approach)) return startDsync({ data, paperExact: O.approach === 'dsync-paper', cpu: '0', env });
+  if (isDsync(O.approach)) return startDsync({ data, paperExact: approachOf(O.approach).server === 'dsync-paper', cpu: '0', env });
   return startBaselines({ data, cpu: '0' });
 }
 
 export interface Trial {
-  approach: Approach;
+  approach: string;
   clients: number;
   intervalS: number;
   durationS: number;

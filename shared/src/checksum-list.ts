@@ -4,10 +4,9 @@
  * it chunks; the receiver appends the Checksums messages that arrive.
  */
 import { type ChunkIndex, type ListPart } from './chunk-index.ts';
-import { LIST_BATCH } from './limits.ts';
+import { LIST_BATCH, type ReceiverLimits } from './limits.ts';
 import type { Checksums } from './codec.ts';
 import { type ChunkParams, ErrorCode, ProtocolError, hashLength, inconsistent as bad } from './protocol.ts';
-import type { ReceiverLimits } from './session-options.ts';
 import type { WeakList } from './matcher.ts';
 import { StrongHasher } from '../../wasm/pkg/dsync_wasm.js';
 

@@ -42,6 +42,13 @@ export interface Limits {
   maxEntriesPerMessage: number;
 }
 
+/** Limits a receiver of a Checksum List enforces: the server's `--max-file-size` and
+ *  `--max-chunks` (MAX_FILE_SIZE, MAX_CHUNKS by default). */
+export interface ReceiverLimits {
+  maxFileSize: number;
+  maxChunks: number;
+}
+
 /** Longest file name in Hello, in UTF-8 bytes. */
 export const MAX_NAME_BYTES = 1024;
 /** Most entries in one message (chunks, tokens, hashes, failed tokens). 8192 (LIST_BATCH) is

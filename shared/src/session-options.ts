@@ -7,6 +7,7 @@ import type { ChunkIndex, ListPart, Source } from './chunk-index.ts';
 import type { Result } from './codec.ts';
 import type { KnownVersion } from './known.ts';
 import type { WeakList } from './matcher.ts';
+import type { ReceiverLimits } from './limits.ts';
 import type { FineParams } from './protocol.ts';
 
 /** The target as its sender produces it: its size, and its Checksum List with each chunk's
@@ -60,10 +61,6 @@ export interface SendOutcome {
  */
 export type ReceiverState = 'checksums' | 'tokens' | 'delta';
 
-export interface ReceiverLimits {
-  maxFileSize: number;
-  maxChunks: number;
-}
 
 export interface ReceiverOptions {
   limits: ReceiverLimits;
