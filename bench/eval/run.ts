@@ -20,12 +20,11 @@
  *
  * Warm starts, the same for every approach. Each approach first runs `--warmup` untimed syncs
  * of the pair (default 1) through the shaped port: V8 runs a wasm function's first call in its
- * baseline tier to the end, and the baselines' rolling search is one call per sync, so the
- * first sync of a 1 GiB pair ran it 2-3x slower (webr2sync+: 15.6 s against 8.4-9.3 s on 1%,
- * 36.6 s against 12.7-12.9 s on 30%). And before every sync the target, the basis and the
- * approach's server directory are read through (untimed), because this VM drops cached file
- * pages all the time (~20 MB/s with no memory pressure) and a cold 1 GiB read costs ~1.9 s of
- * CPU here: it fell on the first repetition of whichever approach read the target first. Dirty
+ * baseline tier to the end, and the baselines' rolling search is one call per sync, so an
+ * unwarmed first sync of a large pair runs it several times slower. And before every sync the
+ * target, the basis and the approach's server directory are read through (untimed), because
+ * this VM drops cached file pages all the time and a cold read of a large file costs seconds
+ * of CPU, which would fall on whichever approach read it first (bench/results/README.md). Dirty
  * pages are written out first (`sync`): the baselines' basis is put back by a file copy, whose
  * writeback would otherwise run during their next sync.
  */
