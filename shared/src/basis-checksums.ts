@@ -3,7 +3,7 @@
  * up by hash prefix and length, and the refinement of a run of chunks about to be sent into
  * literal bytes and copies of basis bytes.
  */
-import { type BasisChecksums, type Copy, PREFIX, type Piece } from './codec.ts';
+import { type BasisChecksums, type Copy, PREFIX, type Piece } from './messages.ts';
 import { MAX_BASIS_CHECKSUMS } from './limits.ts';
 import { ErrorCode, type FineParams, ProtocolError, checkParams, inconsistent as bad } from './protocol.ts';
 import { fineCut } from './refine.ts';

@@ -5,7 +5,7 @@
  */
 import { type ChunkIndex, type ListPart } from './chunk-index.ts';
 import { LIST_BATCH, type ReceiverLimits } from './limits.ts';
-import type { Checksums } from './codec.ts';
+import type { Checksums } from './messages.ts';
 import { type ChunkParams, ErrorCode, ProtocolError, hashLength, inconsistent as bad } from './protocol.ts';
 import type { WeakList } from './matcher.ts';
 import { StrongHasher } from '../../wasm/pkg/dsync_wasm.js';

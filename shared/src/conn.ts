@@ -5,7 +5,8 @@
  * pause (`ws` on the server), receive backpressure on queued bytes.
  */
 import { giveBuffers, takeBuffer } from './buffers.ts';
-import { type Message, decode, encode } from './codec.ts';
+import { decode, encode } from './codec.ts';
+import type { Message } from './messages.ts';
 import { DEFAULT_LIMITS, type Limits } from './limits.ts';
 import { ErrorCode, Msg, ProtocolError } from './protocol.ts';
 

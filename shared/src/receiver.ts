@@ -15,7 +15,7 @@
 import { giveBuffers, takeBuffer } from './buffers.ts';
 import { ChecksumList, checkChecksums, grown, listDigest } from './checksum-list.ts';
 import { type ChunkIndex, equalBytes, offsetsOf, runHash } from './chunk-index.ts';
-import { type Checksums, type ChecksumsEnd, type Copies, type Delta, type Message, type SplitRequest, type Verdict, chunkLength } from './codec.ts';
+import { type Checksums, type ChecksumsEnd, type Copies, type Delta, type Message, type SplitRequest, type Verdict, chunkLength } from './messages.ts';
 import { type Conn, ConnectionLost } from './conn.ts';
 import { COPY_STRETCH, DELTA_MESSAGE_BYTES, LIST_BATCH } from './limits.ts';
 import { type Run, WeakMatcher, matchRuns } from './matcher.ts';

@@ -13,7 +13,7 @@ import { DsyncChunker } from '../../wasm/pkg/dsync_wasm.js';
 import { giveBuffers, takeBuffer } from './buffers.ts';
 import type { ChecksumList } from './checksum-list.ts';
 import type { ChunkIndex, Source } from './chunk-index.ts';
-import { type BasisChecksums, type Copy, PREFIX } from './codec.ts';
+import { type BasisChecksums, type Copy, PREFIX } from './messages.ts';
 import { COPY_STRETCH, COPY_WINDOW, KEEP_LISTED, LIST_BATCH, MAX_REFINE_BYTES } from './limits.ts';
 import type { Run } from './matcher.ts';
 import { ErrorCode, type FineParams, Msg, ProtocolError, hashLength, inconsistent as bad } from './protocol.ts';

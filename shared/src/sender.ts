@@ -22,7 +22,7 @@ import { BasisChecksumTable } from './basis-checksums.ts';
 import { giveBuffers, takeBuffer } from './buffers.ts';
 import { ChecksumList, grown } from './checksum-list.ts';
 import { type ListPart, type Source, equalBytes, runHash } from './chunk-index.ts';
-import type { BasisChecksums, Failed, Piece, Result, Tokens, TokensEnd } from './codec.ts';
+import type { BasisChecksums, Failed, Piece, Result, Tokens, TokensEnd } from './messages.ts';
 import type { Conn } from './conn.ts';
 import { DELTA_MESSAGE_BYTES, LIST_BATCH, MAX_SPLIT_CHUNKS, SPLIT_THRESHOLD } from './limits.ts';
 import { KnownMatcher } from './matcher.ts';

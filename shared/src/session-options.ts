@@ -4,7 +4,7 @@
  */
 import type { BasisChecksumTable } from './basis-checksums.ts';
 import type { ChunkIndex, ListPart, Source } from './chunk-index.ts';
-import type { Result } from './codec.ts';
+import type { Result } from './messages.ts';
 import type { KnownVersion } from './known.ts';
 import type { WeakList } from './matcher.ts';
 import type { ReceiverLimits } from './limits.ts';

@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { type Message, encode } from '../src/codec.ts';
+import { encode } from '../src/codec.ts';
+import { type Message } from '../src/messages.ts';
 import { CHUNK_SIZE_RANGES, DELTA_MESSAGE_BYTES, LIST_BATCH, MAX_BASIS_CHECKSUMS, MAX_ENTRIES_PER_MESSAGE, MAX_MESSAGE, MAX_NAME_BYTES, MAX_REFINE_BYTES, MAX_SPLIT_CHUNKS, SPLIT_THRESHOLD } from '../src/limits.ts';
 import { DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, PROTOCOL_VERSION } from '../src/protocol.ts';
 

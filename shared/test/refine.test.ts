@@ -9,7 +9,7 @@ import fc from 'fast-check';
 import { BasisChecksumTable } from '../src/basis-checksums.ts';
 import { BasisCopies, MiddleYield, fineCut } from '../src/refine.ts';
 import { Msg, ProtocolError } from '../src/protocol.ts';
-import { PREFIX, type Piece } from '../src/codec.ts';
+import { PREFIX, type Piece } from '../src/messages.ts';
 import { EDIT_KINDS, Rng, applyEdits, textBytes } from '../src/testdata.ts';
 import '../src/wasm.ts';
 

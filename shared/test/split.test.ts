@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import '../src/wasm.ts';
 import { type ChunkIndex, bufferSource, chunkSource } from '../src/chunk-index.ts';
 import { indexParts } from '../src/checksum-list.ts';
-import type { Message } from '../src/codec.ts';
+import type { Message } from '../src/messages.ts';
 import { Conn } from '../src/conn.ts';
 import { MAX_SPLIT_CHUNKS } from '../src/limits.ts';
 import { Algo, Msg, hashLength } from '../src/protocol.ts';
