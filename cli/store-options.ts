@@ -3,7 +3,8 @@
  * `--store DIR|s3://BUCKET/PREFIX` (`--data` names it too) and `--s3-endpoint URL`, read as
  * `dsync serve` reads them (DSYNC_STORE, DSYNC_S3_ENDPOINT from the environment otherwise).
  */
-import { DEFAULTS, type ServerConfig, loadConfig } from '../server/src/config.ts';
+import { type ServerConfig, loadConfig } from '../server/src/config.ts';
+import { type Repo, openStore } from '../server/src/store.ts';
 import { type Opts, UsageError, type Values, str } from './command.ts';
 
 export const STORE_OPTS: Opts = {
@@ -16,9 +17,8 @@ export const STORE_OPTS: Opts = {
 export function storeConfig(values: Values, extra: Record<string, string | undefined> = {}): ServerConfig {
   if (values.store !== undefined && values.data !== undefined) throw new UsageError('--data and --store name the same setting');
   const where = str(values, 'store') ?? str(values, 'data');
-  const key = 'store' in DEFAULTS ? 'store' : 'data';
   const flags: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ [key]: where, 's3-endpoint': str(values, 's3-endpoint'), ...extra })) if (v !== undefined) flags[k] = v;
+  for (const [k, v] of Object.entries({ store: where, 's3-endpoint': str(values, 's3-endpoint'), ...extra })) if (v !== undefined) flags[k] = v;
   try {
     return loadConfig(flags);
   } catch (e) {
@@ -26,20 +26,12 @@ export function storeConfig(values: Values, extra: Record<string, string | undef
   }
 }
 
-/** One of the store's entry points (server/src/store.ts): openStore(cfg), runGc(repo, opts),
- *  runCheck(repo, {readData}); loaded when the command runs. */
-export async function storeFunction(name: 'openStore' | 'runGc' | 'runCheck'): Promise<(...args: any[]) => Promise<any>> {
-  const m = (await import('../server/src/store.ts')) as Record<string, unknown>;
-  if (typeof m[name] !== 'function') throw new Error(`this build of the store has no ${name}`);
-  return m[name] as (...args: any[]) => Promise<any>;
-}
-
 /** Opens the store of `cfg`, runs `fn` on it, closes it. */
-export async function withStore<T>(cfg: ServerConfig, fn: (repo: unknown) => Promise<T>): Promise<T> {
-  const repo = await (await storeFunction('openStore'))(cfg);
+export async function withStore<T>(cfg: ServerConfig, fn: (repo: Repo) => Promise<T>): Promise<T> {
+  const repo = await openStore(cfg);
   try {
     return await fn(repo);
   } finally {
-    await repo.close?.();
+    await repo.close();
   }
 }

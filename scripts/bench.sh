@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 log() { echo "[bench] $*" >&2; }
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-scripts/setup.sh >&2
+scripts/setup.sh bench >&2
 
 if ! command -v rsync >/dev/null || ! command -v taskset >/dev/null; then
   log "apt-get install rsync util-linux"

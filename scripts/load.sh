@@ -4,7 +4,7 @@
 #   npm run load -- --clients N --interval 10 --duration 60 --approach dsync [--find-max] …
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh >&2
+scripts/setup.sh bench >&2
 if [[ " $* " == *" --shaping 100m "* ]]; then
   export PATH="$PATH:/usr/local/go/bin"
   export TOXIPROXY="${TOXIPROXY:-$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin/server}"

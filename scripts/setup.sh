@@ -5,6 +5,7 @@
 # A second run skips what is done and takes seconds.
 #   scripts/setup.sh        # for running the app
 #   scripts/setup.sh test   # also what the tests need
+#   scripts/setup.sh bench  # also what the benchmark needs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -43,6 +44,17 @@ if [ "$(cat wasm/pkg/.stamp 2>/dev/null)" != "$want" ]; then
   log "wasm-pack build (toolchain: ${TOOLCHAIN:-default})"
   (cd wasm && RUSTUP_TOOLCHAIN=$TOOLCHAIN wasm-pack --quiet build --target web --release --no-pack >&2)
   echo "$want" > wasm/pkg/.stamp
+fi
+
+# 3b. For the benchmark and the tests (`setup.sh bench|test`; the type check covers bench/): the baselines' wasm module (bench/baselines/pkg),
+# which the page never loads.
+if [ "$MODE" = bench ] || [ "$MODE" = test ]; then
+  want=$(stamp_of bench/baselines/Cargo.toml bench/baselines/Cargo.lock bench/baselines/.cargo/config.toml bench/baselines/src/*.rs)
+  if [ "$(cat bench/baselines/pkg/.stamp 2>/dev/null)" != "$want" ]; then
+    log "wasm-pack build bench/baselines"
+    (cd bench/baselines && RUSTUP_TOOLCHAIN=$TOOLCHAIN wasm-pack --quiet build --target web --release --no-pack >&2)
+    echo "$want" > bench/baselines/pkg/.stamp
+  fi
 fi
 
 # 4. npm packages, reinstalled when package-lock.json changes.

@@ -8,13 +8,14 @@ scripts/setup.sh test
 t0=$(date +%s)
 step() { echo; echo "=== $* ($(( $(date +%s) - t0 )) s)"; }
 
-step "native tests (cargo test, wasm/)"
+step "native tests (cargo test, wasm/ and the benchmark's baselines)"
 (cd wasm && cargo test --release -q)
+(cd bench/baselines && cargo test --release -q)
 
 step "type check (tsc)"
 npx tsc --noEmit -p .
 
-step "Node tests (shared/, server/, cli/)"
+step "Node tests (shared/, server/, cli/; npm run test:fast runs the quick part)"
 node --import tsx --test --test-reporter=spec --test-concurrency=1 shared/test/*.test.ts server/test/*.test.ts cli/test/*.test.ts client/test/*.test.ts
 
 step "browser tests (Playwright, Chromium)"

@@ -14,13 +14,14 @@ import { mkdirSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { bufferSource } from '../../shared/src/chunk-index.ts';
-import { fileSource } from '../../server/src/store.ts';
-import { type Approach, isDsync, prepare, syncPrepared } from './clients.ts';
+import { fileSource } from '../../shared/src/file-source.ts';
+import { isDsync } from '../approaches/index.ts';
+import { prepare, syncPrepared } from './clients.ts';
 import { ROOT, cpuSeconds, startBaselines, startDsync } from './procs.ts';
 
 const argv = process.argv.slice(2);
 const opt = (n: string, d: string) => (argv.includes(n) ? argv[argv.indexOf(n) + 1] : d);
-const a = opt('--approach', 'dsync') as Approach;
+const a = opt('--approach', 'dsync') as string;
 const basis = opt('--basis', 'bench/tmp/datasets/mixed-10MB.bin');
 const target = opt('--target', 'bench/tmp/datasets/mixed-10MB.insert-2048.bin');
 const syncs = Number(opt('--syncs', '20'));

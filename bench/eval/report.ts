@@ -7,8 +7,9 @@ import { median } from '../lib/common.ts';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { APPROACHES, type Report } from './clients.ts';
-import type { PairResult, RsyncRun } from './run.ts';
+import type { Report } from '../approaches/approach.ts';
+import { APPROACHES } from '../approaches/index.ts';
+import type { PairResult, RsyncRun } from './results.ts';
 import { type BarGroup, linePanels, stackedBars } from './svg.ts';
 
 const DEFAULT_OUT = fileURLToPath(new URL('../results/eval/', import.meta.url));

@@ -20,12 +20,11 @@
  *
  * Warm starts, the same for every approach. Each approach first runs `--warmup` untimed syncs
  * of the pair (default 1) through the shaped port: V8 runs a wasm function's first call in its
- * baseline tier to the end, and the baselines' rolling search is one call per sync, so the
- * first sync of a 1 GiB pair ran it 2-3x slower (webr2sync+: 15.6 s against 8.4-9.3 s on 1%,
- * 36.6 s against 12.7-12.9 s on 30%). And before every sync the target, the basis and the
- * approach's server directory are read through (untimed), because this VM drops cached file
- * pages all the time (~20 MB/s with no memory pressure) and a cold 1 GiB read costs ~1.9 s of
- * CPU here: it fell on the first repetition of whichever approach read the target first. Dirty
+ * baseline tier to the end, and the baselines' rolling search is one call per sync, so an
+ * unwarmed first sync of a large pair runs it several times slower. And before every sync the
+ * target, the basis and the approach's server directory are read through (untimed), because
+ * this VM drops cached file pages all the time and a cold read of a large file costs seconds
+ * of CPU, which would fall on whichever approach read it first (bench/results/README.md). Dirty
  * pages are written out first (`sync`): the baselines' basis is put back by a file copy, whose
  * writeback would otherwise run during their next sync.
  */
@@ -34,17 +33,22 @@ import { closeSync, copyFileSync, mkdirSync, openSync, readFileSync, readSync, r
 import { open } from 'node:fs/promises';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { type ChunkIndex, type Source, bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
 import { matchRuns } from '../../shared/src/matcher.ts';
-import { DEFAULT_PARAMS, hashLength } from '../../shared/src/protocol.ts';
-import { fileSource } from '../../server/src/store.ts';
+import { Algo, DEFAULT_PARAMS, hashLength } from '../../shared/src/protocol.ts';
+import { fileSource } from '../../shared/src/file-source.ts';
 import { buildDatasets } from '../datasets/build.ts';
 import { median } from '../lib/common.ts';
-import { APPROACHES, type Approach, type Prepared, type Report, dsyncAlgo, forgetKnown, isDsync, prepare, syncPrepared } from './clients.ts';
+import type { Prepared } from '../approaches/approach.ts';
+import { forgetKnown } from '../approaches/dsync.ts';
+import { APPROACHES, approachOf, isDsync } from '../approaches/index.ts';
+import { prepare, syncPrepared } from './clients.ts';
 import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { ROOT, type ServerProc, type Shaping, Toxiproxy, describeShaping, log, startBaselines, startDsync, startRsyncd } from './procs.ts';
 import { writeReport } from './report.ts';
+import type { PairResult, RsyncRun } from './results.ts';
 import { setHeapGrowth } from '../../shared/src/node-gc.ts';
 
 setHeapGrowth(); // the clients of every approach run in this process, as the CLI runs
@@ -59,7 +63,7 @@ const SECTIONS = opt('--sections', QUICK ? 'synthetic,real' : 'synthetic,real,la
 const RSYNC = !flag('--no-rsync');
 const LARGE_DEFLATE = flag('--large-deflate');
 const WARM = !flag('--cold');
-const ONLY = opt('--approaches', APPROACHES.join(',')).split(',') as Approach[];
+const ONLY = opt('--approaches', APPROACHES.join(',')).split(',') as string[];
 // a smoke run (--quick) does not overwrite the real results
 const OUT = resolve(ROOT, opt('--out', QUICK ? 'bench/tmp/eval-quick' : 'bench/results/eval'));
 const WORK = join(ROOT, 'bench/tmp/eval');
@@ -67,31 +71,9 @@ const WORK = join(ROOT, 'bench/tmp/eval');
 export const SHAPE_100M: Shaping = { mbps: 100, rttMs: 30 };
 export const SHAPE_1G: Shaping = { mbps: 1000, rttMs: 30 };
 
-export interface RsyncRun {
-  timeMs: number;
-  sent: number;
-  received: number;
-  literal: number;
-  matched: number;
-}
-export interface PairResult {
-  section: string;
-  pair: string;
-  basisSize: number;
-  targetSize: number;
-  shaping: string;
-  kind?: string;
-  modSize?: number;
-  ratio?: number;
-  runs: Record<string, Report[]>;
-  rsync?: RsyncRun[];
-  /** Fig. 11: Dsync's Match Tokens as sent (merged) and as one token per matched chunk */
-  merging?: Record<string, { tokens: number; matchedChunks: number; mergedTokenBytes: number; unmergedTokenBytes: number }>;
-}
-
 /** Servers and shaped proxies of one shaping, every approach. */
 class Rig {
-  servers = new Map<Approach, ServerProc>();
+  servers = new Map<string, ServerProc>();
   shaped = new Map<string, number>();
   constructor(
     private tp: Toxiproxy,
@@ -105,19 +87,20 @@ class Rig {
     const dp = await startDsync({ data: join(this.dataDir, 'dsync-paper'), paperExact: true, cpu: '0', deflate });
     const bl = await startBaselines({ data: join(this.dataDir, 'baselines'), cpu: '0', deflate });
     forgetKnown();
-    for (const a of APPROACHES) this.servers.set(a, a === 'dsync-paper' ? dp : isDsync(a) ? ds : bl);
+    const byKind = { dsync: ds, 'dsync-paper': dp, baselines: bl };
+    for (const a of APPROACHES) this.servers.set(a, byKind[approachOf(a).server]);
   }
   /** Where the approach's server keeps its files. */
-  dataOf(a: Approach): string {
-    return join(this.dataDir, a === 'dsync-paper' ? a : isDsync(a) ? 'dsync' : 'baselines');
+  dataOf(a: string): string {
+    return join(this.dataDir, approachOf(a).server);
   }
   /** Puts the basis back as the server's copy of `name`, untimed: the baselines' server keeps
    *  nothing but the file, so a copy will do; Dsync's store gets it by a push (unshaped). */
-  async restore(a: Approach, name: string, basisPath: string, basisPrep: Prepared) {
+  async restore(a: string, name: string, basisPath: string, basisPrep: Prepared) {
     if (isDsync(a)) await syncPrepared(basisPrep, this.servers.get(a)!.url, name);
     else copyFileSync(basisPath, join(this.dataOf(a), encodeURIComponent(name)));
   }
-  async port(a: Approach | 'rsync', upstream: number, s: Shaping) {
+  async port(a: string, upstream: number, s: Shaping) {
     const key = `${a}-${s.mbps}-${s.rttMs}`;
     if (!this.shaped.has(key)) this.shaped.set(key, await this.tp.proxy(key.replace('+', 'p'), upstream, s));
     return this.shaped.get(key)!;
@@ -199,7 +182,7 @@ async function runPair(
   res: PairResult,
   basisPath: string,
   targetPath: string,
-  approaches: readonly Approach[],
+  approaches: readonly string[],
   reps: number,
   rsyncReps: number,
 ) {
@@ -269,8 +252,8 @@ async function main() {
         await runPair(rig, rsyncd, SHAPE_100M, res, ds.mixed, e.path, ONLY, REPS, REPS);
         const tb = bufferSource(readFileSync(e.path));
         res.merging = {
-          dsync: merging(basisIx.dsync, await chunkSource(tb, DEFAULT_PARAMS, dsyncAlgo('dsync'))),
-          'dsync-paper': merging(basisIx.paper, await chunkSource(tb, DEFAULT_PARAMS, dsyncAlgo('dsync-paper'))),
+          dsync: merging(basisIx.dsync, await chunkSource(tb, DEFAULT_PARAMS, Algo.Blake3)),
+          'dsync-paper': merging(basisIx.paper, await chunkSource(tb, DEFAULT_PARAMS, Algo.Sha1)),
         };
         results.push(res);
         save();
@@ -316,4 +299,5 @@ async function main() {
   log(`done in ${Math.round((Date.now() - t0) / 1000)} s; results in ${OUT}`);
 }
 
-await main();
+// runs when started (npm run bench), not when imported
+if (import.meta.url === pathToFileURL(process.argv[1]).href) await main();

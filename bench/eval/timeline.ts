@@ -15,7 +15,7 @@
 import { rmSync, statSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileSource } from '../../server/src/store.ts';
+import { fileSource } from '../../shared/src/file-source.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
 import { Conn } from '../../shared/src/conn.ts';

@@ -51,11 +51,13 @@ const MIME: Record<string, string> = {
   '.wasm': 'application/wasm',
 };
 
-/** Serves only the page, the wasm package and @noble/hashes' ESM build. */
+/** Serves only the page, the wasm packages (Dsync's and the baselines') and @noble/hashes' ESM
+ *  build. */
 function serve(): Promise<{ server: Server; origin: string }> {
   const mounts: [string, string][] = [
     ['/bench/browser/', join(ROOT, 'bench/browser')],
     ['/wasm/pkg/', join(ROOT, 'wasm/pkg')],
+    ['/bench/baselines/pkg/', join(ROOT, 'bench/baselines/pkg')],
     ['/noble/', join(ROOT, 'node_modules/@noble/hashes/esm')],
   ];
   const server = createServer((req, res) => {

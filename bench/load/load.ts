@@ -30,7 +30,10 @@ import { join } from 'node:path';
 import { bufferSource } from '../../shared/src/chunk-index.ts';
 import { EDIT_KINDS, Rng, applyEdits } from '../../shared/src/testdata.ts';
 import { buildDatasets } from '../datasets/build.ts';
-import { APPROACHES, type Approach, type Prepared, forgetKnown, isDsync, prepare, syncPrepared } from '../eval/clients.ts';
+import type { Prepared } from '../approaches/approach.ts';
+import { forgetKnown } from '../approaches/dsync.ts';
+import { APPROACHES, approachOf, isDsync } from '../approaches/index.ts';
+import { prepare, syncPrepared } from '../eval/clients.ts';
 import { linePanels } from '../eval/svg.ts';
 import { ROOT, type ServerProc, type Shaping, Toxiproxy, cpuSeconds, describeShaping, log, serverCpuSeconds, serverRssBytes, startBaselines, startDsync } from '../eval/procs.ts';
 import { type Minio, startMinio } from '../../server/test/minio.ts';
@@ -44,7 +47,7 @@ const O = {
   clients: Number(opt('--clients', '10')),
   interval: Number(opt('--interval', '10')),
   duration: Number(opt('--duration', '60')),
-  approach: opt('--approach', 'dsync') as Approach,
+  approach: opt('--approach', 'dsync') as string,
   findMax: argv.includes('--find-max'),
   p99Bound: Number(opt('--p99-bound', '1000')),
   cpuLimit: Number(opt('--cpu-limit', '80')),
@@ -91,7 +94,7 @@ async function startServer(data: string, minio: Minio | null): Promise<ServerPro
   if (!isDsync(O.approach)) return startBaselines({ data, cpu: '0' });
   return startDsync({
     data,
-    paperExact: O.approach === 'dsync-paper',
+    paperExact: approachOf(O.approach).server === 'dsync-paper',
     cpu: O.workers > 1 ? `0-${O.workers - 1}` : '0',
     env,
     workers: O.workers,
@@ -108,7 +111,7 @@ async function startStore(): Promise<Minio | null> {
 }
 
 export interface Trial {
-  approach: Approach;
+  approach: string;
   clients: number;
   intervalS: number;
   durationS: number;

@@ -3,18 +3,8 @@ import '../../shared/src/wasm.ts'; // --read-data hashes every chunk
 import { formatBytes } from '../../shared/src/units.ts';
 import { type Command, EXIT_FAILED, EXIT_OK } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
-import { STORE_OPTS, storeConfig, storeFunction, withStore } from '../store-options.ts';
-
-/** What runCheck returns (server/src/store/check.ts). */
-interface CheckReport {
-  files: number;
-  versions: number;
-  indexes: number;
-  segments: number;
-  bytesRead: number;
-  /** one line per problem */
-  errors: string[];
-}
+import { runCheck } from '../../server/src/store.ts';
+import { STORE_OPTS, storeConfig, withStore } from '../store-options.ts';
 
 export const command: Command = {
   usage: 'check [--store DIR|s3://BUCKET/PREFIX] [--s3-endpoint URL] [--read-data] [--json]',
@@ -30,8 +20,7 @@ Exit status: 0 the store is whole, 1 problems were found, 2 a wrong command line
   positionals: [0, 0],
   async run(values) {
     const cfg = storeConfig(values);
-    const runCheck = await storeFunction('runCheck');
-    const r: CheckReport = await withStore(cfg, (repo) => runCheck(repo, { readData: Boolean(values['read-data']) }));
+    const r = await withStore(cfg, (repo) => runCheck(repo, { readData: Boolean(values['read-data']) }));
     if (!humanOutput(values)) printJson(r);
     else {
       for (const e of r.errors) console.log(e);

@@ -2,17 +2,8 @@
 import { formatBytes, formatDuration } from '../../shared/src/units.ts';
 import { type Command, intFlag, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
-import { STORE_OPTS, storeConfig, storeFunction, withStore } from '../store-options.ts';
-
-/** What runGc returns (server/src/store/gc.ts). */
-interface GcReport {
-  deleted: number;
-  bytes: number;
-  temporaries: number;
-  ms: number;
-  /** why nothing was collected, when so */
-  skipped?: string;
-}
+import { runGc } from '../../server/src/store.ts';
+import { STORE_OPTS, storeConfig, withStore } from '../store-options.ts';
 
 export const command: Command = {
   usage: 'gc [--store DIR|s3://BUCKET/PREFIX] [--s3-endpoint URL] [--keep-versions N] [--keep-days N] [--min-age-ms N] [--window-ms N] [--json]',
@@ -31,10 +22,9 @@ themselves every --gc-interval-ms). Prints what it deleted.`,
   async run(values) {
     for (const k of ['keep-versions', 'keep-days', 'min-age-ms', 'window-ms']) intFlag(values, k, 0);
     const cfg = storeConfig(values, { 'keep-versions': str(values, 'keep-versions'), 'keep-days': str(values, 'keep-days'), 'gc-min-age-ms': str(values, 'min-age-ms'), 'gc-window-ms': str(values, 'window-ms') });
-    const runGc = await storeFunction('runGc');
     const c = cfg as unknown as Record<string, number>;
     if (humanOutput(values)) console.error(`collecting: marks what the kept versions use, then waits the commit window (${formatDuration(c.gcWindowMs)}) before deleting`);
-    const report: GcReport = await withStore(cfg, (repo) => runGc(repo, { minAgeMs: c.gcMinAgeMs, windowMs: c.gcWindowMs }));
+    const report = await withStore(cfg, (repo) => runGc(repo, { minAgeMs: c.gcMinAgeMs, windowMs: c.gcWindowMs }));
     if (!humanOutput(values)) printJson(report);
     else if (report.skipped) console.log(`nothing collected: ${report.skipped}`);
     else console.log(`deleted ${report.deleted} objects (${formatBytes(report.bytes)})${report.temporaries ? ` and ${report.temporaries} temporary files` : ''} in ${formatDuration(report.ms)}`);

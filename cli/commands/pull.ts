@@ -6,7 +6,7 @@
 import { existsSync, promises as fs } from 'node:fs';
 import '../../shared/src/wasm.ts';
 import { pull } from '../../shared/src/sync-client.ts';
-import { fileSource } from '../../server/src/store.ts';
+import { fileSource } from '../../shared/src/file-source.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
 import { type Command, EXIT_FAILED, UsageError, type Values, intFlag, str } from '../command.ts';

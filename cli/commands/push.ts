@@ -9,7 +9,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import '../../shared/src/wasm.ts';
 import { Connection, push } from '../../shared/src/sync-client.ts';
-import { fileSource } from '../../server/src/store.ts';
+import { fileSource } from '../../shared/src/file-source.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
 import { type Command, EXIT_FAILED, EXIT_OK, UsageError, intFlag, str } from '../command.ts';

@@ -9,7 +9,7 @@ import { HashPool, type HashReply, type HashWorker, OFF_THREAD_MIN } from '../..
 import { ConnectionLost, RemoteError } from '../../shared/src/conn.ts';
 import { StoredKnown } from './known-store.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
-import type { Sink } from '../../shared/src/session.ts';
+import type { Sink } from '../../shared/src/sink.ts';
 import { Connection, type Phase, type WebSocketCtor, pull, push } from '../../shared/src/sync-client.ts';
 import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
 

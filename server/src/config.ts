@@ -2,6 +2,8 @@
  * Server settings. Every limit is explicit, has a safe default, and can be set by a command
  * line flag (`dsync serve --max-file-size 1e9`) or an environment variable (DSYNC_MAX_FILE_SIZE).
  */
+import { MAX_CHUNKS, MAX_CHUNK_SIZE, MAX_FILE_SIZE, MAX_MESSAGE, MAX_REFINE_BYTES, SPLIT_THRESHOLD } from '../../shared/src/limits.ts';
+
 export interface ServerConfig {
   host: string;
   port: number;
@@ -71,13 +73,13 @@ export const DEFAULTS: ServerConfig = {
   gcWindowMs: 30_000,
   deflate: true,
   paperExact: false,
-  maxMessage: 8 << 20,
-  maxFileSize: 64 * 2 ** 30,
-  maxChunks: 16 << 20,
-  maxChunkSize: 4 << 20,
+  maxMessage: MAX_MESSAGE,
+  maxFileSize: MAX_FILE_SIZE,
+  maxChunks: MAX_CHUNKS,
+  maxChunkSize: MAX_CHUNK_SIZE,
   refine: true,
-  maxRefineBytes: 256 << 20,
-  splitThreshold: 800 * 1024,
+  maxRefineBytes: MAX_REFINE_BYTES,
+  splitThreshold: SPLIT_THRESHOLD,
   idleTimeoutMs: 120_000,
   staticDir: new URL('../../client/dist', import.meta.url).pathname,
   users: '',

@@ -1,8 +1,8 @@
 /**
  * Finding a basis for a file name the server has never seen (a renamed or "save as" copy):
- * RDC's similarity traits (Teodosiu et al., seed 003 §A3). Each file is summarised by
- * TRAITS min-hashes of its chunks' FastFp values; two files whose chunk sets overlap by a
- * fraction J share about J·TRAITS traits. The stored file sharing the most traits (at least
+ * the similarity traits of Remote Differential Compression (Teodosiu et al., MSR-TR-2006-157).
+ * Each file is summarised by TRAITS min-hashes of its chunks' FastFp values; two files whose
+ * chunk sets overlap by a fraction J share about J·TRAITS traits. The stored file sharing the most traits (at least
  * MIN_SHARED) becomes the basis, so the copy syncs as a delta of it.
  */
 export const TRAITS = 16;

@@ -13,7 +13,7 @@ import { createHash } from 'node:crypto';
 import type { ChunkIndex } from '../../shared/src/chunk-index.ts';
 import { ErrorCode, ProtocolError } from '../../shared/src/protocol.ts';
 import type { ChunkParams } from '../../shared/src/protocol.ts';
-import type { Held, Sink, SinkFor } from '../../shared/src/session.ts';
+import type { Held, Sink, SinkFor } from '../../shared/src/sink.ts';
 import { MIN_SHARED, sharedTraits, traitsOf } from './similarity.ts';
 import type { Backend } from './store/backend.ts';
 import type { Repo, StoreSettings } from './store/repo.ts';
@@ -31,7 +31,6 @@ export { Repo, openStore, type StoreSettings } from './store/repo.ts';
 export { runGc, type GcOptions, type GcReport } from './store/gc.ts';
 export { runCheck, type CheckReport } from './store/check.ts';
 export { encodeName } from './store/keys.ts';
-export { fileSource } from './file-source.ts';
 export { decodeVersion, encodeVersion, type Layout, type Extent } from './store/format.ts';
 
 /** A segment holds at most this many Delta Bytes: an upload buffers one segment in memory,

@@ -5,10 +5,12 @@
  * is stored unless the rebuilt file verified.
  */
 import { type ChunkIndex, type Source, chunkSource } from '../../shared/src/chunk-index.ts';
-import type { Hello } from '../../shared/src/codec.ts';
+import type { Hello } from '../../shared/src/messages.ts';
 import { Conn, ConnectionLost, RemoteError, type WebSocketLike } from '../../shared/src/conn.ts';
 import { DEFAULT_FINE, ErrorCode, Msg, Op, PROTOCOL_VERSION, ProtocolError, checkParams, hashLength, sameParams } from '../../shared/src/protocol.ts';
-import { indexParts, receiveTarget, sendTarget } from '../../shared/src/session.ts';
+import { indexParts } from '../../shared/src/checksum-list.ts';
+import { receiveTarget } from '../../shared/src/receiver.ts';
+import { sendTarget } from '../../shared/src/sender.ts';
 import type { ServerConfig } from './config.ts';
 import { validateName } from './names.ts';
 import { type Store, isDamage } from './store.ts';

@@ -1,7 +1,8 @@
 // A server in a child process (so it can be SIGKILLed and its memory measured).
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { onLogLines } from '../../shared/src/serve-process.ts';
 
 const root = new URL('../..', import.meta.url).pathname;
 
@@ -14,16 +15,6 @@ export interface Child {
   /** resident and peak resident memory of the server process, bytes */
   memory(): { rss: number; peak: number };
   kill(): Promise<void>;
-}
-
-/** Calls `onLog` with each JSON line a server process writes to its stdout, parsed. */
-export function onLogLines(child: ChildProcess, onLog: (e: Record<string, unknown>) => void): void {
-  let rest = '';
-  child.stdout!.on('data', (d) => {
-    const lines = (rest + d).split('\n');
-    rest = lines.pop()!;
-    for (const l of lines) if (l.startsWith('{')) onLog(JSON.parse(l));
-  });
 }
 
 /** `onLog`: each line the server logs (JSON, one per event), parsed. */
@@ -76,19 +67,3 @@ export async function startServe(args: string[], opts: { env?: NodeJS.ProcessEnv
   };
 }
 
-/** The `dsync serve` processes whose parent is `pid`: the workers of `--workers N`
- *  (server/src/cluster.ts), not tsx's esbuild service. */
-export function workersOf(pid: number): number[] {
-  const out: number[] = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(ppid) === pid && state !== 'Z' && readFileSync(`/proc/${d}/cmdline`, 'utf8').includes('dsync.mjs')) out.push(Number(d));
-    } catch {
-      // exited meanwhile
-    }
-  }
-  return out;
-}

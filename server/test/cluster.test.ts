@@ -5,7 +5,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { startServe, workersOf } from './child.ts';
+import { workersOf } from '../../shared/src/serve-process.ts';
+import { startServe } from './child.ts';
 
 const alive = (pid: number) => {
   try {

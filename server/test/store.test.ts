@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { Rng, applyEdits, fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
-import { fileSource } from '../src/store.ts';
+import { fileSource } from '../../shared/src/file-source.ts';
 import { bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
 import { DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
 import { open } from 'node:fs/promises';

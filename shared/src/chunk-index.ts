@@ -4,6 +4,7 @@
  * that Phase 2 is index lookups only (docs/protocol.md, "Store").
  */
 import { DsyncChunker, StrongHasher, hash_chunks, wasm_memory } from '../../wasm/pkg/dsync_wasm.js';
+import { giveBuffers, takeBuffer } from './buffers.ts';
 import { HASH_AHEAD, OFF_THREAD_MIN } from './hash-pool.ts';
 import { type ChunkParams, hashLength } from './protocol.ts';
 
@@ -55,8 +56,13 @@ export function runHash(algo: number, hashes: Uint8Array, first: number, count: 
   }
 }
 
-/** One step of chunking: the chunks completed by one slice of the source (the last one also
- *  holds the tail), with their FastFps and strong hashes. */
+/** Whether two hashes are equal, byte for byte. */
+export function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 /** A part of a Checksum List, in chunk order: chunks (their lengths and FastFp), strong hashes
  *  of the chunks after the last ones hashed, or both. The hashes may trail the chunks:
  *  `chunkParts` yields a slice's chunks before it hashes them. */
@@ -243,25 +249,6 @@ export function concat<T extends Uint8Array | Uint32Array>(parts: T[], C: { new 
     o += p.length;
   }
   return out;
-}
-
-/** Read and frame buffers kept for the next pass, largest first: allocating tens of MiB per
- *  sync costs page faults and garbage-collector work (it showed as client time in the 10 MB
- *  benchmark, and as full collections on large pushes). */
-const spare: Uint8Array[] = [];
-const SPARE_BUFFERS = 8;
-
-/** A buffer of at least `size` bytes for `Source.read`'s `into`; hand it back with `giveBuffers`
- *  once no read into it is running. */
-export function takeBuffer(size: number): Uint8Array {
-  for (let i = spare.length - 1; i >= 0; i--) if (spare[i].length >= size) return spare.splice(i, 1)[0];
-  return new Uint8Array(size);
-}
-
-export function giveBuffers(bufs: Uint8Array[]) {
-  spare.push(...bufs);
-  spare.sort((a, b) => b.length - a.length);
-  spare.length = Math.min(spare.length, SPARE_BUFFERS);
 }
 
 /** An in-memory Source (tests, benchmarks). */

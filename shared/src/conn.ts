@@ -4,9 +4,11 @@
  * protocol part, applies send backpressure through `bufferedAmount` and, where the socket can
  * pause (`ws` on the server), receive backpressure on queued bytes.
  */
-import { giveBuffers, takeBuffer } from './chunk-index.ts';
-import { type Message, decode, encode } from './codec.ts';
-import { DEFAULT_LIMITS, ErrorCode, type Limits, Msg, ProtocolError } from './protocol.ts';
+import { giveBuffers, takeBuffer } from './buffers.ts';
+import { decode, encode } from './codec.ts';
+import type { Message } from './messages.ts';
+import { DEFAULT_LIMITS, type Limits } from './limits.ts';
+import { ErrorCode, Msg, ProtocolError } from './protocol.ts';
 
 /** Payload bytes per protocol part, before compression, both directions. */
 export interface Traffic {

@@ -10,10 +10,11 @@
  * file, refine.ts): the chunks it sends are then refined against them as against the server's
  * list, copies of the known version's bytes and literal pieces, still in one round trip.
  */
-import { type Source, concat, giveBuffers, takeBuffer } from './chunk-index.ts';
-import type { Run } from './matcher.ts';
+import { giveBuffers, takeBuffer } from './buffers.ts';
+import { type Source, concat } from './chunk-index.ts';
 import { type ChunkParams, type FineParams, Msg } from './protocol.ts';
-import { BasisHints, fineCut } from './refine.ts';
+import { BasisChecksumTable } from './basis-checksums.ts';
+import { fineCut } from './refine.ts';
 
 /** What a client keeps of a version to push against it later. */
 export interface KnownVersion {
@@ -68,18 +69,19 @@ export const KNOWN_MAX_FILE = 64 << 20;
  *  30 ms RTT one round trip is worth about 375 KB of wire, and Delta Bytes deflate to about half. */
 export const KNOWN_MAX_DELTA = 768 << 10;
 
-const hintsMemo = new WeakMap<object, BasisHints>();
+const tables = new WeakMap<object, BasisChecksumTable>();
 
-/** A known version's finer cut as the table a sender refines against (refine.ts), made once per
- *  cut: ~5 ms per 10 MB, which a push made after its predecessor's Result need not wait for. */
-export function hintsOf(fine: NonNullable<KnownVersion['fine']>, algo: number): BasisHints {
-  let h = hintsMemo.get(fine);
-  if (!h) {
-    h = new BasisHints(algo);
-    h.add({ type: Msg.BasisChecksums, offset: 0, fine: fine.params, lengths: fine.lengths, prefixes: fine.prefixes });
-    hintsMemo.set(fine, h);
+/** A known version's finer cut as the table a sender refines against (basis-checksums.ts),
+ *  made once per cut: ~5 ms per 10 MB, which a push made after its predecessor's Result need
+ *  not wait for. */
+export function basisChecksumsOf(fine: NonNullable<KnownVersion['fine']>, algo: number): BasisChecksumTable {
+  let t = tables.get(fine);
+  if (!t) {
+    t = new BasisChecksumTable(algo);
+    t.add({ type: Msg.BasisChecksums, offset: 0, fine: fine.params, lengths: fine.lengths, prefixes: fine.prefixes });
+    tables.set(fine, t);
   }
-  return h;
+  return t;
 }
 
 /** Known versions in memory, the most recently used kept up to `maxBytes` of hashes and
@@ -120,79 +122,4 @@ export class MemoryKnown implements KnownVersions {
     this.entries.delete(key);
     this.bytes -= knownBytes(v);
   }
-}
-
-/**
- * Finds a target's chunks in a known version by strong hash and length as their hashes come,
- * merged into runs of consecutive chunks (a chunk that continues the run before it is preferred
- * to its first occurrence elsewhere). The run that reaches the last chunk fed may still grow:
- * matching is final below `frontier`.
- */
-export class KnownMatcher {
-  private first = new Map<number, number>();
-  private open: Run | null = null;
-  private next = 0; // target chunks below it are matched
-  /** target bytes fed and found nowhere in the known version */
-  uncovered = 0;
-
-  constructor(
-    private known: KnownVersion,
-    private H: number,
-  ) {
-    for (let b = known.lengths.length - 1; b >= 0; b--) this.first.set(this.keyOf(known.hashes, b), b);
-  }
-
-  // the first 6 bytes of a hash, as a number
-  private keyOf(h: Uint8Array, i: number) {
-    const o = i * this.H;
-    return h[o] + h[o + 1] * 2 ** 8 + h[o + 2] * 2 ** 16 + h[o + 3] * 2 ** 24 + h[o + 4] * 2 ** 32 + h[o + 5] * 2 ** 40;
-  }
-
-  /** Matches target chunks up to `n` (lengths and strong hashes of chunks [0, n) at least);
-   *  returns the runs that closed. */
-  feed(lengths: Uint32Array, hashes: Uint8Array, n: number): Run[] {
-    const { known, H } = this;
-    const same = (ti: number, bi: number) => {
-      if (lengths[ti] !== known.lengths[bi]) return false;
-      for (let k = 0; k < H; k++) if (hashes[ti * H + k] !== known.hashes[bi * H + k]) return false;
-      return true;
-    };
-    const closed: Run[] = [];
-    for (let i = this.next; i < n; i++) {
-      const o = this.open;
-      if (o) {
-        const b = o.basisFirst + o.count;
-        if (b < known.lengths.length && same(i, b)) {
-          o.count++;
-          continue;
-        }
-        closed.push(o);
-        this.open = null;
-      }
-      const b = this.first.get(this.keyOf(hashes, i));
-      if (b !== undefined && same(i, b)) this.open = { first: i, count: 1, basisFirst: b };
-      else this.uncovered += lengths[i];
-    }
-    this.next = Math.max(this.next, n);
-    return closed;
-  }
-
-  /** Matching is final below this chunk. */
-  get frontier(): number {
-    return this.open ? this.open.first : this.next;
-  }
-
-  /** The target is all fed: closes the last run. */
-  end(): Run[] {
-    const o = this.open;
-    this.open = null;
-    return o ? [o] : [];
-  }
-}
-
-/** A whole target's chunks found in the known version, and the bytes left uncovered. */
-export function matchKnown(target: { lengths: Uint32Array; hashes: Uint8Array }, known: KnownVersion, H: number): { runs: Run[]; uncovered: number } {
-  const m = new KnownMatcher(known, H);
-  const runs = [...m.feed(target.lengths, target.hashes, target.lengths.length), ...m.end()];
-  return { runs, uncovered: m.uncovered };
 }

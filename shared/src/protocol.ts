@@ -3,6 +3,8 @@
  * number here appears there with the same name.
  */
 
+import { CHUNK_SIZE_RANGES } from './limits.ts';
+
 export const PROTOCOL_VERSION = 5;
 
 /** Message type codes (the first byte of every binary frame). */
@@ -110,24 +112,23 @@ export class ProtocolError extends Error {
   }
 }
 
-/** Limits a receiver enforces while decoding; the server's are settings (server/src/config.ts). */
-export interface Limits {
-  maxNameBytes: number;
-  maxEntriesPerMessage: number;
-}
-export const DEFAULT_LIMITS: Limits = { maxNameBytes: 1024, maxEntriesPerMessage: 65536 };
+/** A message that contradicts the session so far (ErrorCode.Inconsistent). */
+export const inconsistent = (why: string) => new ProtocolError(ErrorCode.Inconsistent, why);
+
 
 /** Whether two sets of chunk parameters cut the same chunks. */
 export const sameParams = (a: ChunkParams, b: ChunkParams) => a.min === b.min && a.avg === b.avg && a.max === b.max && a.op === b.op && a.every === b.every;
 
-/** Validates chunk parameters against the ranges the wasm chunker accepts. */
-export function checkParams(p: ChunkParams, maxChunk = 16 << 20): void {
+/** Validates chunk parameters against the ranges the wasm chunker accepts (CHUNK_SIZE_RANGES),
+ *  `max` up to `maxChunk`. */
+export function checkParams(p: ChunkParams, maxChunk: number = CHUNK_SIZE_RANGES.max.to): void {
   const bad = (why: string) => {
     throw new ProtocolError(ErrorCode.BadParams, why);
   };
-  if (p.min < 64 || p.min > 1 << 20 || p.min % 32) bad(`min ${p.min} must be a multiple of 32 in 64..1048576`);
-  if (p.avg < 256 || p.avg > 4 << 20 || p.avg % 2) bad(`avg ${p.avg} must be even in 256..4194304`);
-  if (p.max < 1024 || p.max > maxChunk || p.max % 2) bad(`max ${p.max} must be even in 1024..${maxChunk}`);
+  const { min, avg, max } = CHUNK_SIZE_RANGES;
+  if (p.min < min.from || p.min > min.to || p.min % min.multipleOf) bad(`min ${p.min} must be a multiple of 32 in ${min.from}..${min.to}`);
+  if (p.avg < avg.from || p.avg > avg.to || p.avg % avg.multipleOf) bad(`avg ${p.avg} must be even in ${avg.from}..${avg.to}`);
+  if (p.max < max.from || p.max > maxChunk || p.max % max.multipleOf) bad(`max ${p.max} must be even in ${max.from}..${maxChunk}`);
   if (!(p.min < p.avg && p.avg < p.max)) bad('chunk sizes must satisfy min < avg < max');
   if (p.op !== FpOp.Xor && p.op !== FpOp.Add) bad(`FastFp op ${p.op} must be 0 (xor) or 1 (add)`);
   if (![8, 16, 32].includes(p.every)) bad(`FastFp distance ${p.every} must be 8, 16 or 32`);

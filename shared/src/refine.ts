@@ -10,20 +10,13 @@
  * Tokens. The root check at the end covers the copied bytes like any others.
  */
 import { DsyncChunker } from '../../wasm/pkg/dsync_wasm.js';
-import { type BasisChecksums, type Copy, PREFIX, type Piece } from './codec.ts';
-import { ErrorCode, type FineParams, ProtocolError, checkParams, hashLength } from './protocol.ts';
-
-/** Basis bytes a receiver lists in Basis Checksums per session, by default. */
-export const MAX_REFINE_BYTES = 256 << 20;
-/** Basis Checksums entries a sender keeps; more is an error (LimitExceeded). */
-export const MAX_HINTS = 1 << 22;
-/** The sender refines its Delta Bytes in windows of this size... */
-const WINDOW = 64 << 10;
-/** ...and after two windows without a single match (new bytes, not an edit of old ones), only
- *  every PROBE-th window and a run's last one, where the old bytes resume. */
-const PROBE = 8;
-
-const bad = (why: string) => new ProtocolError(ErrorCode.Inconsistent, why);
+import { giveBuffers, takeBuffer } from './buffers.ts';
+import type { ChecksumList } from './checksum-list.ts';
+import type { ChunkIndex, Source } from './chunk-index.ts';
+import { type BasisChecksums, type Copy, PREFIX } from './messages.ts';
+import { COPY_STRETCH, COPY_WINDOW, KEEP_LISTED, LIST_BATCH, MAX_REFINE_BYTES } from './limits.ts';
+import type { Run } from './matcher.ts';
+import { ErrorCode, type FineParams, Msg, ProtocolError, hashLength, inconsistent as bad } from './protocol.ts';
 
 /** Cuts `bytes` into finer chunks and returns their lengths and hash prefixes. */
 export function fineCut(bytes: Uint8Array, fine: FineParams, algo: number): { lengths: Uint32Array; prefixes: Uint8Array } {
@@ -44,193 +37,6 @@ export function fineCut(bytes: Uint8Array, fine: FineParams, algo: number): { le
     chunker.free();
   }
 }
-
-
-/**
- * The sender's side: the Basis Checksums received, looked up by hash prefix and length, and
- * the refinement of a run of chunks about to be sent.
- *
- * The listed chunks are kept one entry per distinct (prefix, length) — a *kind* — found
- * through an open-addressing table. A kind listed at several offsets (the same bytes repeated
- * in the basis: zeros, padding) keeps all of them in a list of its own, sorted when it
- * is searched. The table's hash is seeded per session, so a hostile receiver cannot choose
- * prefixes that all land in one probe sequence. Plain arrays, not typed ones: a 1 GiB push
- * lists ~400 k chunks, and typed arrays grown by doubling are memory outside the JavaScript
- * heap, whose growth made V8 run 2.4× as many full collections (the client's CPU time per 30%
- * sync rose by a second; bench/results/README.md).
- */
-export class BasisHints {
-  fine: FineParams | null = null;
-  count = 0;
-  private kinds = 0;
-  /** per kind: the prefix's two words, the length, the first offset listed */
-  private key0: number[] = [];
-  private key1: number[] = [];
-  private lengths: number[] = [];
-  private offsets: number[] = [];
-  /** per kind listed more than once: all its offsets (sorted while `sorted` says so) */
-  private more = new Map<number, { offsets: number[]; sorted: boolean }>();
-  /** kind + 1 per slot, 0 for an empty slot; a power of two, at most half full */
-  private slots: number[] = new Array(2048).fill(0);
-  private seedA = 1 | (Math.random() * 2 ** 32);
-  private seedB = 1 | (Math.random() * 2 ** 32);
-  private seedC = (Math.random() * 2 ** 32) | 0;
-
-  constructor(private algo: number) {}
-
-  private slot(k0: number, k1: number, length: number): number {
-    const h = Math.imul(k0 ^ this.seedC, this.seedA) ^ Math.imul(k1 + length, this.seedB);
-    return (h ^ (h >>> 15)) & (this.slots.length - 1);
-  }
-
-  /** The kind with this prefix and length, or -1. */
-  private kind(k0: number, k1: number, length: number): number {
-    const mask = this.slots.length - 1;
-    for (let i = this.slot(k0, k1, length); ; i = (i + 1) & mask) {
-      const e = this.slots[i] - 1;
-      if (e < 0) return -1;
-      if (this.key0[e] === k0 && this.key1[e] === k1 && this.lengths[e] === length) return e;
-    }
-  }
-
-  private insert(e: number): void {
-    const mask = this.slots.length - 1;
-    let i = this.slot(this.key0[e], this.key1[e], this.lengths[e]);
-    while (this.slots[i]) i = (i + 1) & mask;
-    this.slots[i] = e + 1;
-  }
-
-  add(m: BasisChecksums): void {
-    if (this.fine) {
-      if (m.fine.min !== this.fine.min || m.fine.avg !== this.fine.avg || m.fine.max !== this.fine.max) throw bad('Basis Checksums change their chunk sizes within a session');
-    } else {
-      // the rules of Hello's sizes (§2), up to 16 MiB
-      checkParams({ ...m.fine, op: 0, every: 16 });
-      this.fine = { ...m.fine };
-    }
-    if (this.count + m.lengths.length > MAX_HINTS) throw new ProtocolError(ErrorCode.LimitExceeded, `more than ${MAX_HINTS} Basis Checksums`);
-    const view = new DataView(m.prefixes.buffer, m.prefixes.byteOffset, m.prefixes.byteLength);
-    let offset = m.offset;
-    for (let k = 0; k < m.lengths.length; k++) {
-      const length = m.lengths[k];
-      if (length === 0 || length > m.fine.max) throw bad(`a Basis Checksums chunk of ${length} bytes, outside 1..${m.fine.max}`);
-      if (!Number.isSafeInteger(offset + length)) throw bad('Basis Checksums beyond 2^53 bytes');
-      this.count++;
-      const k0 = view.getUint32(k * PREFIX, true);
-      const k1 = view.getUint32(k * PREFIX + 4, true);
-      const e = this.kind(k0, k1, length);
-      if (e >= 0) {
-        const more = this.more.get(e);
-        if (!more) this.more.set(e, { offsets: [this.offsets[e], offset], sorted: this.offsets[e] < offset });
-        else {
-          more.sorted &&= more.offsets[more.offsets.length - 1] < offset;
-          more.offsets.push(offset);
-        }
-      } else this.newKind(k0, k1, length, offset);
-      offset += length;
-    }
-  }
-
-  private newKind(k0: number, k1: number, length: number, offset: number): void {
-    const e = this.kinds++;
-    this.key0.push(k0);
-    this.key1.push(k1);
-    this.lengths.push(length);
-    this.offsets.push(offset);
-    if (2 * this.kinds > this.slots.length) {
-      this.slots = new Array(2 * this.slots.length).fill(0);
-      for (let i = 0; i < this.kinds; i++) this.insert(i);
-    } else this.insert(e);
-  }
-
-  /** The basis offset of a listed chunk with this prefix and length, or -1; of several (the
-   *  same bytes repeated in the basis), the one at `near` or else the first after it (else the
-   *  last before it): the copy then continues the one before, and the receiver reads the basis
-   *  in order. */
-  private find(prefixes: DataView, k: number, length: number, near: number): number {
-    const e = this.kind(prefixes.getUint32(k * PREFIX, true), prefixes.getUint32(k * PREFIX + 4, true), length);
-    if (e < 0) return -1;
-    const more = this.more.get(e);
-    if (!more) return this.offsets[e]; // the usual case
-    if (!more.sorted) {
-      more.offsets.sort((x, y) => x - y);
-      more.sorted = true;
-    }
-    const o = more.offsets;
-    let lo = 0;
-    let hi = o.length; // the first offset >= near
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (o[mid] < near) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo < o.length ? o[lo] : o[o.length - 1];
-  }
-
-  /**
-   * Refines consecutive chunks whose bytes are `run`, chunk k ending at `ends[k]` (relative to
-   * the run): each becomes its bytes (nothing matched in it) or pieces — literal bytes (views
-   * of `run`) and copies of basis bytes, consecutive copies merged. Returns them with the
-   * bytes copied.
-   */
-  refine(run: Uint8Array, ends: number[]): { chunks: (Uint8Array | Piece[])[]; copied: number } {
-    const fine = this.fine!;
-    // Stretches of the run: [start, end) copied from basis offset `from`, or literal (-1).
-    const starts: number[] = [];
-    const froms: number[] = [];
-    let copied = 0;
-    const add = (start: number, from: number) => {
-      const n = starts.length;
-      if (n && (from < 0 ? froms[n - 1] < 0 : froms[n - 1] >= 0 && froms[n - 1] + start - starts[n - 1] === from)) return; // extends the last one
-      starts.push(start);
-      froms.push(from);
-    };
-    let dry = 0; // windows in a row without a match
-    let next = 0; // the basis offset after the last copy
-    for (let w = 0, nth = 0; w < run.length; w += WINDOW, nth++) {
-      const end = Math.min(run.length, w + WINDOW);
-      if (dry >= 2 && nth % PROBE && end < run.length) {
-        add(w, -1);
-        continue;
-      }
-      const { lengths, prefixes } = fineCut(run.subarray(w, end), fine, this.algo);
-      const view = new DataView(prefixes.buffer, prefixes.byteOffset, prefixes.byteLength);
-      let hit = false;
-      for (let k = 0, o = w; k < lengths.length; o += lengths[k++]) {
-        const n = starts.length - 1;
-        const from = this.find(view, k, lengths[k], n >= 0 && froms[n] >= 0 ? froms[n] + o - starts[n] : next);
-        if (from >= 0) {
-          next = from + lengths[k];
-          hit = true;
-          copied += lengths[k];
-        }
-        add(o, from);
-      }
-      dry = hit ? 0 : dry + 1;
-    }
-    starts.push(run.length);
-    // Cut the stretches at the chunks' ends.
-    const chunks: (Uint8Array | Piece[])[] = [];
-    let s = 0;
-    for (let k = 0, begin = 0; k < ends.length; begin = ends[k++]) {
-      const end = ends[k];
-      const pieces: Piece[] = [];
-      while (starts[s + 1] <= begin) s++;
-      for (let t = s; t < froms.length && starts[t] < end; t++) {
-        const a = Math.max(begin, starts[t]);
-        const b = Math.min(end, starts[t + 1]);
-        pieces.push(froms[t] < 0 ? run.subarray(a, b) : ({ offset: froms[t] + a - starts[t], length: b - a } satisfies Copy));
-      }
-      chunks.push(pieces.length === 1 && pieces[0] instanceof Uint8Array ? pieces[0] : pieces);
-    }
-    return { chunks, copied };
-  }
-}
-
-/** Bytes the receiver reads at once for the copies of refined chunks it does not hold. */
-export const COPY_WINDOW = 128 << 10;
-/** Listed basis bytes the receiver keeps for the copies to come, per session. */
-export const KEEP_LISTED = 16 << 20;
 
 /**
  * The receiver's side: the basis bytes that refined chunks copy. The stretches it listed in
@@ -360,6 +166,172 @@ export class MiddleYield {
     if (this.head > 1024 && 2 * this.head > this.gaps.length) {
       this.gaps = this.gaps.slice(this.head);
       this.head = 0;
+    }
+  }
+}
+
+/** The basis the receiver refines against: its chunk index and its bytes. */
+interface BasisBytes {
+  index: ChunkIndex;
+  source: Source;
+}
+
+/**
+ * The receiver's listing policy: before the Match Tokens that make a part of the target final,
+ * the Basis Checksums of the basis stretch between each two runs of that part (a *gap*), cut
+ * finer. A gap's ends are always listed; its middle while middles pay (`MiddleYield`); a gap
+ * much longer than the target chunks it faces (a cut) only at both ends. At most
+ * `maxBytes` basis bytes are listed per session. It also holds the basis bytes listed, for the
+ * copies the sender's refined chunks make of them (`BasisCopies`).
+ */
+export class BasisListing {
+  /** basis bytes listed so far */
+  listed = 0;
+  private left: number;
+  /** the first run whose gap before it is not listed yet */
+  private nextRun = 0;
+  /** target chunks below it are listed or covered by runs */
+  private listedTo = 0;
+  /** basis offset where the run before `listedTo` ends (-1: unknown) */
+  private prevEnd = 0;
+  /** basis stretches [from, to) to list, read together when they lie close */
+  private stretches: [number, number][] = [];
+  readonly middles = new MiddleYield();
+  private copies: BasisCopies | null = null;
+  /** what basis stretches are read into (as large as the largest read so far) */
+  private readBuffer: Uint8Array | null = null;
+  /** the window `BasisCopies` reads into */
+  private copyWindow: Uint8Array | null = null;
+
+  constructor(
+    private basis: BasisBytes,
+    /** byte offset of each basis chunk (offsetsOf), asked for when first needed */
+    private basisOffsets: () => Float64Array,
+    private send: (m: BasisChecksums) => Promise<void>,
+    private algo: number,
+    /** finer chunk sizes; absent, nothing is listed (the copies are still served) */
+    private fine: FineParams | undefined,
+    maxBytes = MAX_REFINE_BYTES,
+  ) {
+    this.left = maxBytes;
+  }
+
+  /** A resumed session starts its rebuild at chunk `from`: what lies before is not listed. */
+  resumeAt(from: number): void {
+    this.listedTo = from;
+    if (from) this.prevEnd = -1;
+  }
+
+  /** The bytes of a copy a refined chunk makes (a view, valid until the next call). */
+  copy(c: Copy): Promise<Uint8Array> {
+    return this.copiesOf().copy(c);
+  }
+
+  /** Buffers to hand back to the pool once no read into them runs. */
+  buffers(): Uint8Array[] {
+    return [this.readBuffer, this.copyWindow].filter((b): b is Uint8Array => !!b);
+  }
+
+  private copiesOf(): BasisCopies {
+    return (this.copies ??= new BasisCopies((o, n, into) => this.basis.source.read(o, n, into), this.basis.source.size, (this.copyWindow ??= takeBuffer(COPY_WINDOW))));
+  }
+
+  /** A buffer of at least n bytes for a basis stretch (a small edit reads a few KiB: a 4 MiB
+   *  buffer per session would cost an allocation per sync under load). */
+  private bufferFor(n: number): Uint8Array {
+    if (!this.readBuffer || this.readBuffer.length < n) {
+      if (this.readBuffer) giveBuffers([this.readBuffer]);
+      this.readBuffer = takeBuffer(n);
+    }
+    return this.readBuffer;
+  }
+
+  /**
+   * Lists the gaps before the runs found so far and, once the list has ended (`atEnd`), the
+   * last one; returns how far the Match Tokens may declare final: not into a gap whose end is
+   * unknown.
+   */
+  async listGaps(list: ChecksumList, runs: Run[], final: number, atEnd: boolean): Promise<number> {
+    if (!this.fine) return final;
+    const offsets = this.basisOffsets();
+    for (; this.nextRun < runs.length; this.nextRun++) {
+      const r = runs[this.nextRun];
+      if (r.first > this.listedTo) this.listGap(list, this.listedTo, r.first, this.prevEnd, offsets[r.basisFirst]);
+      this.listedTo = r.first + r.count;
+      this.prevEnd = offsets[r.basisFirst + r.count];
+    }
+    if (atEnd && list.count > this.listedTo) this.listGap(list, this.listedTo, list.count, this.prevEnd, offsets[this.basis.index.lengths.length]);
+    await this.listStretches();
+    if (!atEnd) return Math.min(final, this.listedTo);
+    this.listedTo = list.count;
+    return final;
+  }
+
+  /** The gap of target chunks [a, b) faces basis bytes [x, y). Its ends, as many basis bytes
+   *  as its first and last target chunks hold, are always listed; its middle while middles pay. */
+  private listGap(list: ChecksumList, a: number, b: number, x: number, y: number): void {
+    if (x < 0 || y <= x) return; // unknown, or runs out of order
+    const e1 = list.lengths[a];
+    const e2 = list.lengths[b - 1];
+    if (y - x <= e1 + e2) {
+      this.stretches.push([x, y]);
+      return;
+    }
+    if (!this.middles.listMiddle()) {
+      this.stretches.push([x, x + e1], [y - e2, y]);
+      return;
+    }
+    const cap = 2 * (list.offsets[b] - list.offsets[a]) + (64 << 10);
+    if (y - x <= cap) this.stretches.push([x, y]);
+    else this.stretches.push([x, x + cap / 2], [y - cap / 2, y]);
+    this.middles.listedMiddle(a, b, x + e1, y - e2, Math.min(y - x, cap) - e1 - e2);
+  }
+
+  /** Reads, cuts finer and sends the stretches gathered, reading close ones together (each
+   *  read of a stored version costs one file read per extent it crosses). */
+  private async listStretches(): Promise<void> {
+    const stretches = this.stretches;
+    const source = this.basis.source;
+    for (let s = 0; s < stretches.length && this.left > 0; ) {
+      // a hole between two stretches is read along when it is no longer than what the span
+      // lists so far (16 KiB at least): fewer reads, at most twice the bytes
+      let e = s + 1;
+      for (let listed = stretches[s][1] - stretches[s][0]; e < stretches.length; e++) {
+        const [p, q] = stretches[e];
+        const hole = p - stretches[e - 1][1];
+        if (hole < 0 || hole > Math.max(16 << 10, listed) || q - stretches[s][0] > COPY_STRETCH) break;
+        listed += q - p;
+      }
+      const from = stretches[s][0];
+      const length = stretches[e - 1][1] - from;
+      const span = length <= COPY_STRETCH ? await source.read(from, length, this.bufferFor(length)) : null;
+      if (span && span.length !== length) throw new ProtocolError(ErrorCode.Internal, 'the basis is shorter than its index');
+      for (; s < e && this.left > 0; s++) {
+        const [p, q] = stretches[s];
+        for (let o = p; o < q && this.left > 0; ) {
+          const len = Math.min(COPY_STRETCH, q - o, this.left);
+          const bytes = span ? span.subarray(o - from, o - from + len) : await source.read(o, len, this.bufferFor(len));
+          if (bytes.length !== len) throw new ProtocolError(ErrorCode.Internal, 'the basis is shorter than its index');
+          await this.sendCut(o, bytes);
+          this.listed += len;
+          this.left -= len;
+          o += len;
+        }
+      }
+    }
+    stretches.length = 0;
+  }
+
+  /** Cuts basis bytes at `offset` finer and sends them as Basis Checksums; keeps them for the
+   *  copies to come. */
+  private async sendCut(offset: number, bytes: Uint8Array): Promise<void> {
+    const fine = this.fine!;
+    const { lengths, prefixes } = fineCut(bytes, fine, this.algo);
+    this.copiesOf().keep(offset, bytes);
+    for (let k = 0, off = offset; k < lengths.length; k += LIST_BATCH) {
+      const end = Math.min(lengths.length, k + LIST_BATCH);
+      await this.send({ type: Msg.BasisChecksums, offset: off, fine, lengths: lengths.subarray(k, end), prefixes: prefixes.subarray(k * PREFIX, end * PREFIX) });
+      for (let t = k; t < end; t++) off += lengths[t];
     }
   }
 }

@@ -10,9 +10,14 @@
  */
 import { type ChunkIndex, type Source, chunkParts, chunkSource } from './chunk-index.ts';
 import { Conn, ConnectionLost, RemoteError, type Traffic, type WebSocketLike } from './conn.ts';
-import { KNOWN_MAX_DELTA, KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, fineIndex, hintsOf, knownKey, matchKnown } from './known.ts';
+import { KNOWN_MAX_DELTA, KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, basisChecksumsOf, fineIndex, knownKey } from './known.ts';
+import { matchKnown } from './matcher.ts';
 import { type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, hashLength, sameParams } from './protocol.ts';
-import { type SendOutcome, type SenderOptions, type Sink, indexParts, receiveTarget, sendTarget } from './session.ts';
+import { indexParts } from './checksum-list.ts';
+import { receiveTarget } from './receiver.ts';
+import { sendTarget } from './sender.ts';
+import type { SendOutcome, SenderOptions } from './session-options.ts';
+import type { Sink } from './sink.ts';
 
 export type WebSocketCtor = new (url: string) => WebSocketLike;
 
@@ -201,7 +206,7 @@ export async function pushSession(
   const parts = o.index ? indexParts(o.index) : chunkParts(source, o.params, o.algo, { sliceBytes: o.sliceBytes, onProgress: o.onChunked });
   return sendTarget(conn, o.algo, { size: source.size, parts }, source, {
     ...o.sender,
-    ...(k && { known: k, basisHints: k.fine && hintsOf(k.fine, k.algo) }),
+    ...(k && { known: k, basisChecksums: k.fine && basisChecksumsOf(k.fine, k.algo) }),
     // a push may send Hello and its list before Ready: it is read before the Match Tokens
     beforeTokens: async () => void (await conn.expect(Msg.Ready)),
   });
@@ -212,7 +217,7 @@ export async function pushSession(
 export async function remember(known: KnownVersions, key: string, out: SendOutcome, params: ChunkParams, algo: number, source: Source, made?: KnownVersion['fine']) {
   if (out.result.size > KNOWN_MAX_FILE) return;
   const fine = made ?? (await fineIndex(source, DEFAULT_FINE, algo));
-  hintsOf(fine, algo);
+  basisChecksumsOf(fine, algo);
   known.set(key, { version: out.result.version, root: out.result.root.slice(), params, algo, lengths: out.lengths.slice(), hashes: out.hashes.slice(), fine });
 }
 

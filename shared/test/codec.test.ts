@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { type Message, decode, encode } from '../src/codec.ts';
+import { decode, encode } from '../src/codec.ts';
+import { type Message } from '../src/messages.ts';
 import { ErrorCode, Msg, ProtocolError } from '../src/protocol.ts';
 
 const u32 = fc.integer({ min: 0, max: 0xffffffff });

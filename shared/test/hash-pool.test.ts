@@ -13,7 +13,7 @@ import { type HashPool, OFF_THREAD_MIN } from '../src/hash-pool.ts';
 import { nodeHashPool } from '../src/hash-workers-node.ts';
 import { Algo, DEFAULT_PARAMS } from '../src/protocol.ts';
 import { fastRandomBytes, textBytes } from '../src/testdata.ts';
-import { fileSource } from '../../server/src/store.ts';
+import { fileSource } from '../src/file-source.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'dsync-hashpool-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

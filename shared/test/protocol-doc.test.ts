@@ -1,10 +1,13 @@
-// docs/protocol.md and the codec agree: message type codes, each message's size formula, the
-// Hello field offsets, and the error codes.
+// docs/protocol.md and the code agree: message type codes, each message's size formula, the
+// Hello field offsets, the error codes, and the values the doc states (version, limits,
+// defaults, chunk-size ranges).
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { type Message, encode } from '../src/codec.ts';
-import { ErrorCode, Msg } from '../src/protocol.ts';
+import { encode } from '../src/codec.ts';
+import { type Message } from '../src/messages.ts';
+import { CHUNK_SIZE_RANGES, DELTA_MESSAGE_BYTES, LIST_BATCH, MAX_BASIS_CHECKSUMS, MAX_ENTRIES_PER_MESSAGE, MAX_MESSAGE, MAX_NAME_BYTES, MAX_REFINE_BYTES, MAX_SPLIT_CHUNKS, SPLIT_THRESHOLD } from '../src/limits.ts';
+import { DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, PROTOCOL_VERSION } from '../src/protocol.ts';
 
 const doc = readFileSync(new URL('../../docs/protocol.md', import.meta.url), 'utf8');
 const sections = doc.split(/^### /m).slice(1);
@@ -134,4 +137,32 @@ test('error code table', () => {
   for (const [name, code] of Object.entries(ErrorCode)) {
     assert.match(doc, new RegExp(`^\\| ${code} \\| ${name} \\|`, 'm'), name);
   }
+});
+
+/** A number as the doc writes it: groups of three digits apart (65 536), or in KiB / MiB. */
+const grouped = (n: number) => n.toLocaleString('en-US').replace(/,/g, ' ');
+const bytes = (n: number) => (n >= 1 << 20 && n % (1 << 20) === 0 ? `${n >> 20} MiB` : n >= 1024 && n % 1024 === 0 ? `${n >> 10} KiB` : String(n));
+
+test('the version the doc specifies is the one the code speaks', () => {
+  assert.match(doc, new RegExp(`^# The Dsync wire protocol, version ${PROTOCOL_VERSION}$`, 'm'));
+  assert.match(section('Hello'), new RegExp(`^\\| 1 \\| 1 \\| version \\| protocol version, \`${PROTOCOL_VERSION}\` \\|`, 'm'));
+});
+
+test('the limits and defaults the doc states are the code\'s', () => {
+  const says = (re: RegExp, what: string) => assert.match(doc, re, what);
+  says(new RegExp(`\`maxEntriesPerMessage\` \\(${grouped(MAX_ENTRIES_PER_MESSAGE)}\\); senders batch at ${grouped(LIST_BATCH)} entries`), 'entries per message, batch');
+  says(new RegExp(`at most ${bytes(DELTA_MESSAGE_BYTES)} of chunk bytes per Delta message`), 'Delta message size');
+  says(new RegExp(`\\| 34 \\| 2 \\| nameLen \\| ≤ ${MAX_NAME_BYTES} \\|`), 'name length');
+  says(new RegExp(`\`splitThreshold\` bytes \\(default ${bytes(SPLIT_THRESHOLD)}`), 'split threshold');
+  says(new RegExp(`more than \`maxEntriesPerMessage\` \\(${grouped(MAX_SPLIT_CHUNKS)}\\)\\s+chunks is never\\s+split`), 'split cap');
+  says(new RegExp(`n: the token's count, 2 … ${grouped(MAX_SPLIT_CHUNKS)}`), 'Split Hashes count');
+  says(new RegExp(`\`maxRefineBytes\` basis bytes per session\\s+\\(server default ${bytes(MAX_REFINE_BYTES)}`), 'refinement budget');
+  says(new RegExp(`more than 2\\^${Math.log2(MAX_BASIS_CHECKSUMS)} entries in a session`), 'Basis Checksums per session');
+  says(new RegExp(`\\(default ${bytes(MAX_MESSAGE)}\\); a larger frame closes the connection`), 'largest message');
+  says(new RegExp(`Defaults ${DEFAULT_PARAMS.min} / ${DEFAULT_PARAMS.avg} / ${DEFAULT_PARAMS.max}\\.`), 'chunk-size defaults');
+  says(new RegExp(`default min ${DEFAULT_FINE.min}, avg ${DEFAULT_FINE.avg}, max ${DEFAULT_FINE.max}`), 'finer chunk-size defaults');
+  const { min, avg, max } = CHUNK_SIZE_RANGES;
+  says(new RegExp(`\`min\` \\(multiple of ${min.multipleOf}, ${min.from}…${bytes(min.to)}\\), \`avg\` \\(even, ${avg.from}…${bytes(avg.to)}\\), \`max\` \\(even,\\s+${bytes(max.from)}…the server's \`maxChunkSize\`\\)`), 'chunk-size ranges');
+  assert.equal(avg.multipleOf, 2);
+  assert.equal(max.multipleOf, 2);
 });

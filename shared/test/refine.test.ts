@@ -6,16 +6,17 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { BasisCopies, BasisHints, MiddleYield, fineCut } from '../src/refine.ts';
+import { BasisChecksumTable } from '../src/basis-checksums.ts';
+import { BasisCopies, MiddleYield, fineCut } from '../src/refine.ts';
 import { Msg, ProtocolError } from '../src/protocol.ts';
-import { PREFIX, type Piece } from '../src/codec.ts';
+import { PREFIX, type Piece } from '../src/messages.ts';
 import { EDIT_KINDS, Rng, applyEdits, textBytes } from '../src/testdata.ts';
 import '../src/wasm.ts';
 
 const FINE = { min: 64, avg: 256, max: 1024 };
 
-function hintsFor(basis: Uint8Array, stretches: [number, number][]): BasisHints {
-  const hints = new BasisHints(3);
+function hintsFor(basis: Uint8Array, stretches: [number, number][]): BasisChecksumTable {
+  const hints = new BasisChecksumTable(3);
   for (const [p, q] of stretches) {
     const { lengths, prefixes } = fineCut(basis.subarray(p, q), FINE, 3);
     hints.add({ type: Msg.BasisChecksums, offset: p, fine: FINE, lengths, prefixes });
@@ -74,9 +75,9 @@ test('hostile Basis Checksums are refused', () => {
     [{ ...ok, lengths: Uint32Array.of(2000) }, /outside 1..1024/],
     [{ ...ok, offset: 2 ** 53 - 10 }, /beyond 2\^53/],
   ] as const) {
-    assert.throws(() => new BasisHints(3).add(m as any), (e: unknown) => e instanceof ProtocolError && why.test(e.message));
+    assert.throws(() => new BasisChecksumTable(3).add(m as any), (e: unknown) => e instanceof ProtocolError && why.test(e.message));
   }
-  const h = new BasisHints(3);
+  const h = new BasisChecksumTable(3);
   h.add(ok);
   assert.throws(() => h.add({ ...ok, fine: { min: 128, avg: 512, max: 2048 } }), /change their chunk sizes/);
 });
@@ -110,7 +111,7 @@ test('one chunk listed many times: each lookup finds the repeat that continues t
   const n = 1 << 18;
   const prefixes = new Uint8Array(n * PREFIX);
   for (let i = 0; i < n; i++) prefixes.set(zero.prefixes, i * PREFIX);
-  const h = new BasisHints(3);
+  const h = new BasisChecksumTable(3);
   h.add({ type: Msg.BasisChecksums, offset: 0, fine: FINE, lengths: new Uint32Array(n).fill(1024), prefixes });
   const target = new Uint8Array(4 << 20);
   const { chunks, copied } = h.refine(target, [target.length]);

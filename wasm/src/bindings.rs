@@ -215,25 +215,6 @@ pub fn strong_hash(algo_code: u8, data: &[u8]) -> Result<Vec<u8>, JsError> {
     Ok(crate::strong::hash(algo(algo_code)?, data))
 }
 
-/// Adler-32 of `data` (benchmarks and the WebR2sync+ baseline).
-#[wasm_bindgen]
-pub fn adler32(data: &[u8]) -> u32 {
-    crate::adler32::adler32(data)
-}
-
-/// WebR2sync+ baseline, client side: `[adler32, siphash_lo, siphash_hi]` per fixed block.
-#[wasm_bindgen]
-pub fn webr2sync_block_hashes(data: &[u8], block: u32) -> Vec<u32> {
-    crate::webr2sync::block_hashes(data, block as usize)
-}
-
-/// WebR2sync+ baseline, server side: `[client block, basis offset]` pairs of confirmed matches
-/// from a byte-by-byte rolling search, then the number of weak lookups as the last element.
-#[wasm_bindgen]
-pub fn webr2sync_match(basis: &[u8], block: u32, client: &[u32]) -> Vec<u32> {
-    crate::webr2sync::rolling_match(basis, block as usize, client)
-}
-
 /// Strong hashes of consecutive chunks of `data` with the given lengths (which must add up to
 /// `data.length`), concatenated: one call for a whole run of chunks instead of one per chunk.
 #[wasm_bindgen]

@@ -4,16 +4,14 @@
 //! - [`chunker`]: FastCDC 2020 cut points with the FastFp weak hash in the same pass, streaming.
 //! - [`strong`]: SHA-1 / SHA-256 / BLAKE3 and the run hash `H(h_1 || ... || h_n)`.
 //! - [`blake3_lanes`]: BLAKE3 of many chunks at once, four side by side (wasm SIMD).
-//! - [`adler32`]: rsync's weak hash, for the Table II comparison and the WebR2sync+ baseline.
-//! - [`webr2sync`]: the WebR2sync+ baseline (fixed blocks, rolling Adler-32 + SipHash).
 //! - [`bindings`]: the wasm-bindgen API used from JavaScript.
+//!
+//! The benchmark's baselines (Adler-32, WebR2sync+) are a crate of their own, bench/baselines.
 
-pub mod adler32;
 pub mod bindings;
 pub mod blake3_lanes;
 pub mod chunker;
 pub mod strong;
-pub mod webr2sync;
 pub mod tables;
 
 pub use chunker::{chunk_all, cut, Chunker, Cut, FpOp, Params};

@@ -10,7 +10,7 @@
 
 mod gen;
 
-use dsync_wasm::adler32::adler32;
+use dsync_baselines::adler32::adler32;
 use dsync_wasm::chunker::{chunk_all, Chunker, Cut, FpOp, Params};
 use dsync_wasm::strong::{self, Algo};
 use std::hint::black_box;

@@ -1,7 +1,9 @@
-/** A Source over an open local file (the CLI's files, benches). */
+/**
+ * A Source (chunk-index.ts) over an open file, for Node: the CLI, the server, the benchmark.
+ */
 import type { FileHandle } from 'node:fs/promises';
-import type { Source } from '../../shared/src/chunk-index.ts';
-import type { HashPool } from '../../shared/src/hash-pool.ts';
+import type { Source } from './chunk-index.ts';
+import type { HashPool } from './hash-pool.ts';
 
 /** A Source over an open file; with a hash pool, its chunks are hashed by the pool's workers,
  *  which read the file through the same descriptor. */

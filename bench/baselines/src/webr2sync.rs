@@ -1,7 +1,7 @@
 //! The WebR2sync+ baseline (paper §II, the main comparison): fixed-size blocks of the target
 //! with Adler-32 + SipHash on the client, and on the server an rsync-style byte-by-byte rolling
 //! Adler-32 search over the basis, confirmed with SipHash. Only the benchmark harness uses it;
-//! it lives here so it runs at the same (wasm) speed as Dsync's chunker.
+//! it is compiled to wasm so it runs at the same speed as Dsync's chunker.
 
 use std::collections::HashMap;
 use std::hash::Hasher as _;

@@ -1,0 +1,88 @@
+/**
+ * Every protocol limit and default in one place, with where its value comes from. The codec,
+ * the sender, the receiver, the server's settings (server/src/config.ts) and the clients read
+ * them from here.
+ */
+
+/** Entries per Checksums / Match Tokens / Copies / Basis Checksums message a side builds
+ *  (a receiver accepts up to `maxEntriesPerMessage`). */
+export const LIST_BATCH = 8192;
+
+/** Largest payload of one Delta message the sender builds (a single chunk may exceed it); the
+ *  receiver joins consecutive literal chunks into runs of at most this many bytes to hash them. */
+export const DELTA_MESSAGE_BYTES = 1 << 20;
+
+/** Largest stretch of basis bytes the receiver reads at once (a single chunk may exceed it). */
+export const COPY_STRETCH = 4 << 20;
+
+/** The paper's threshold (§IV-D, 800 KB): a failed merged run at least this large is split
+ *  before its chunks are resent. The server's `--split-threshold`. */
+export const SPLIT_THRESHOLD = 800 * 1024;
+
+/** Basis bytes a receiver lists in Basis Checksums per session, by default. The server's
+ *  `--max-refine-bytes`. */
+export const MAX_REFINE_BYTES = 256 << 20;
+
+/** Basis Checksums entries a sender keeps; more is an error (LimitExceeded). 2^22 entries of
+ *  ~256 bytes list 1 GiB, four times MAX_REFINE_BYTES. */
+export const MAX_BASIS_CHECKSUMS = 1 << 22;
+
+/** Bytes the receiver reads at once for the copies of refined chunks it does not hold. */
+export const COPY_WINDOW = 128 << 10;
+
+/** Listed basis bytes the receiver keeps for the copies to come, per session. */
+export const KEEP_LISTED = 16 << 20;
+
+// ---------------------------------------------------------------------------------------------
+// Decoding (docs/protocol.md §4): what a receiver of any message accepts
+
+/** Limits a receiver enforces while decoding; the server's are settings (server/src/config.ts). */
+export interface Limits {
+  maxNameBytes: number;
+  maxEntriesPerMessage: number;
+}
+
+/** Limits a receiver of a Checksum List enforces: the server's `--max-file-size` and
+ *  `--max-chunks` (MAX_FILE_SIZE, MAX_CHUNKS by default). */
+export interface ReceiverLimits {
+  maxFileSize: number;
+  maxChunks: number;
+}
+
+/** Longest file name in Hello, in UTF-8 bytes. */
+export const MAX_NAME_BYTES = 1024;
+/** Most entries in one message (chunks, tokens, hashes, failed tokens). 8192 (LIST_BATCH) is
+ *  what a side builds; the margin lets a peer batch differently. */
+export const MAX_ENTRIES_PER_MESSAGE = 65536;
+export const DEFAULT_LIMITS: Limits = { maxNameBytes: MAX_NAME_BYTES, maxEntriesPerMessage: MAX_ENTRIES_PER_MESSAGE };
+
+/** Chunks of one failed Match Token a sender splits at most: its Split Hashes carry one hash
+ *  per chunk, and a message holds at most MAX_ENTRIES_PER_MESSAGE entries. A longer failed
+ *  token is resent whole (docs/protocol.md §3). */
+export const MAX_SPLIT_CHUNKS = MAX_ENTRIES_PER_MESSAGE;
+
+// ---------------------------------------------------------------------------------------------
+// Chunk sizes (Hello's `min`, `avg`, `max`): the ranges the wasm chunker accepts. The Rust
+// chunker (wasm/src/chunker.rs, `Params::new`) is the source; shared/test/limits.test.ts checks
+// that these agree with it at every edge.
+
+export const CHUNK_SIZE_RANGES = {
+  /** a multiple of 32 (FastFp samples fall at the same chunk-relative positions) */
+  min: { from: 64, to: 1 << 20, multipleOf: 32 },
+  /** even (the cut-point search takes two bytes per step) */
+  avg: { from: 256, to: 4 << 20, multipleOf: 2 },
+  /** even; a server may allow less (`--max-chunk-size`) */
+  max: { from: 1024, to: 16 << 20, multipleOf: 2 },
+} as const;
+
+// ---------------------------------------------------------------------------------------------
+// The server's defaults (server/src/config.ts makes each a setting)
+
+/** Largest WebSocket message the server accepts, after inflation (Ready's maxMessage). */
+export const MAX_MESSAGE = 8 << 20;
+/** Largest file. */
+export const MAX_FILE_SIZE = 64 * 2 ** 30;
+/** Most chunks in one Checksum List. */
+export const MAX_CHUNKS = 16 << 20;
+/** Largest `max` chunk size a client may ask for. */
+export const MAX_CHUNK_SIZE = 4 << 20;

@@ -1,0 +1,442 @@
+/**
+ * The sender's side of a Dsync session (paper §IV-D, Fig. 8; docs/protocol.md §3). The sender
+ * holds the target (the new file): on a push the client sends, on a pull the server does.
+ *
+ *   Phase 1  sender -> receiver  Checksum List: FastFp + length per target chunk, a part at a
+ *                                time as the sender chunks its file
+ *   Phase 2  receiver -> sender  Match Tokens, each message saying below which chunk the
+ *                                matching is final; Basis Checksums before them (refine.ts)
+ *   Phase 3  sender -> receiver  for what is final: [Split Request <-> Split Hashes], Verdict,
+ *                                Delta Bytes; the last Verdict carries the root
+ *            receiver -> sender  Result
+ *
+ * The phases overlap: the Delta Bytes of the file's start go out while its end is still being
+ * chunked. One loop (`run`) does the work in this order of priority: send the next Delta
+ * message of what is judged while the socket takes it (the wire is what a large change waits
+ * for); judge the next part the receiver has declared final and send its Verdict; take the
+ * next part of the Checksum List (a client chunks and hashes its next slice here) and send it;
+ * else wait for room in the socket or for Match Tokens, which a second strand (`readTokens`)
+ * reads meanwhile, one handler per message.
+ */
+import { BasisChecksumTable } from './basis-checksums.ts';
+import { giveBuffers, takeBuffer } from './buffers.ts';
+import { ChecksumList, grown } from './checksum-list.ts';
+import { type ListPart, type Source, equalBytes, runHash } from './chunk-index.ts';
+import type { BasisChecksums, Failed, Piece, Result, Tokens, TokensEnd } from './messages.ts';
+import type { Conn } from './conn.ts';
+import { DELTA_MESSAGE_BYTES, LIST_BATCH, MAX_SPLIT_CHUNKS, SPLIT_THRESHOLD } from './limits.ts';
+import { KnownMatcher } from './matcher.ts';
+import { ErrorCode, Msg, ProtocolError, hashLength, inconsistent as bad } from './protocol.ts';
+import type { SendOutcome, SenderOptions, TargetList } from './session-options.ts';
+import { TokenList } from './token-list.ts';
+
+/** Runs the sender's side of Phases 1–3 for `target` (whose bytes `source` reads). */
+export async function sendTarget(conn: Conn, algo: number, target: TargetList, source: Source, opts: SenderOptions = {}): Promise<SendOutcome> {
+  return new Sender(conn, algo, target, source, opts).run();
+}
+
+/**
+ * Where the sender's Checksum List is: parts still coming (`listing`); every chunk listed and
+ * Checksum List End sent, strong hashes possibly still due (`listed`); every part taken
+ * (`complete`).
+ */
+export type ListState = 'listing' | 'listed' | 'complete';
+
+class Sender {
+  private readonly H: number;
+  private readonly list: ChecksumList;
+  /** per chunk: 1 once the receiver has it (a confirmed token, a split chunk, resumed) */
+  private held = new Uint8Array(0);
+  private listState: ListState = 'listing';
+  private tokensEnded = false;
+  private readonly tokens = new TokenList();
+  /** the receiver's matching is final below this chunk */
+  private frontier = 0;
+  /** chunks the receiver kept from an interrupted session (Tokens End) */
+  private resumeFrom = 0;
+  private resumed = false;
+  private readonly table: BasisChecksumTable;
+  private readonly known: KnownMatcher | null;
+  /** chunks below this are judged (a Verdict sent) */
+  private judgedTo = 0;
+  /** chunks below this are judged and sent: the Delta Bytes of [sentTo, judgedTo) are due */
+  private sentTo = 0;
+  /** the first token not judged yet */
+  private nextToken = 0;
+  /** sent with the last Verdict */
+  private root: Uint8Array | null = null;
+  private literalBytes = 0;
+  private refinedBytes = 0;
+  private failedTokens = 0;
+  private readonly splitThreshold: number;
+  private readonly maxMessage: number;
+  /** what a Delta message's chunks are read into, reused from message to message */
+  private deltaBuffer: Uint8Array | null = null;
+  /** the list's parts: the next one is asked for ahead and taken when it is there */
+  private readonly parts: AsyncIterator<ListPart>;
+  private asked: Promise<void> | null = null;
+  private got: IteratorResult<ListPart> | null = null;
+  private failure: unknown = null;
+  private wake: (() => void) | null = null;
+
+  constructor(
+    private conn: Conn,
+    private algo: number,
+    private target: TargetList,
+    private source: Source,
+    private opts: SenderOptions,
+  ) {
+    this.H = hashLength(algo);
+    this.list = new ChecksumList(this.H);
+    this.table = opts.basisChecksums ?? new BasisChecksumTable(algo);
+    this.known = opts.known ? new KnownMatcher(opts.known, this.H) : null;
+    this.splitThreshold = opts.splitThreshold ?? SPLIT_THRESHOLD;
+    this.maxMessage = opts.deltaMessageBytes ?? DELTA_MESSAGE_BYTES;
+    this.parts = target.parts[Symbol.asyncIterator]();
+  }
+
+  async run(): Promise<SendOutcome> {
+    const tokensRead = this.readTokens();
+    tokensRead.catch((e) => this.fail(e));
+    try {
+      await this.loop();
+      await tokensRead;
+    } finally {
+      // stops the chunking and frees its buffers (after a read still running, if one is)
+      if (this.listState !== 'complete') void this.parts.return?.(undefined)?.catch(() => {});
+      if (this.deltaBuffer) giveBuffers([this.deltaBuffer]); // every read into it was awaited
+    }
+    this.opts.onDeltaSent?.();
+    return this.finish(await this.conn.expect(Msg.Result));
+  }
+
+  private signal = () => {
+    const w = this.wake;
+    this.wake = null;
+    w?.();
+  };
+  private fail(e: unknown) {
+    this.failure ??= e;
+    this.signal();
+  }
+  /** Waits for a signal (a part, Match Tokens), or at most `ms` (room in the socket). */
+  private idle(ms?: number): Promise<void> {
+    return new Promise<void>((r) => {
+      this.wake = r;
+      if (ms) setTimeout(this.signal, ms);
+    });
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // The main loop
+
+  private async loop(): Promise<void> {
+    for (;;) {
+      if (this.failure) throw this.failure;
+      if (this.tokensEnded && !this.resumed) this.resume();
+      while (this.sentTo < this.judgedTo && this.held[this.sentTo]) this.sentTo++;
+      const due = this.sentTo < this.judgedTo;
+      // 1. Delta Bytes, while the socket takes them
+      if (due && this.conn.hasRoom()) {
+        await this.sendDelta();
+        continue;
+      }
+      if (!due && this.root) return;
+      // 2. a Verdict for the next part declared final and hashed
+      if (!due) {
+        const end = this.verdictEnd();
+        if (end !== null) {
+          await this.judge(end);
+          continue;
+        }
+      }
+      // 3. the next part of the Checksum List, or of its strong hashes
+      if (this.listState !== 'complete') {
+        const r = this.got;
+        this.got = null;
+        // (no await between finding no part and idling: a part that comes meanwhile signals
+        // no one)
+        if (r || this.listState === 'listing' && this.list.size >= this.target.size) await this.takePart(r);
+        if ((this.listState as ListState) !== 'complete') this.askNext();
+        if (!r) await this.idle(this.sentTo < this.judgedTo ? 2 : undefined);
+        continue;
+      }
+      // 4. wait for room in the socket, or for Match Tokens
+      await this.idle(due ? 2 : undefined);
+    }
+  }
+
+  /** The receiver kept chunks below `resumeFrom` from an interrupted session (no Verdict was
+   *  sent: every Tokens upTo was 0). */
+  private resume(): void {
+    this.resumed = true;
+    this.held.fill(1, 0, this.resumeFrom);
+    this.judgedTo = Math.max(this.judgedTo, this.resumeFrom);
+    this.sentTo = Math.max(this.sentTo, this.resumeFrom);
+  }
+
+  private confirmed(k: number): boolean {
+    const t = this.tokens;
+    return (t.ok[k] ??= equalBytes(runHash(this.algo, this.list.hashes, t.first[k], t.count[k]), t.hash[k]));
+  }
+  /** A failed token is split when it is large (`splitThreshold`) and its Split Hashes fit in
+   *  one message (MAX_SPLIT_CHUNKS); else it is resent whole. */
+  private splittable(k: number): boolean {
+    const t = this.tokens;
+    return t.count[k] > 1 && t.count[k] <= MAX_SPLIT_CHUNKS && this.list.offsets[t.end(k)] - this.list.offsets[t.first[k]] >= this.splitThreshold;
+  }
+
+  /**
+   * Where the next Verdict ends, or null for none now: the part declared final and hashed, up
+   * to the start of a token that goes on beyond it. The whole list declared final before Tokens
+   * End waits: the last Verdict, with the root, comes once Tokens End is in; so does a large
+   * failed token, split after Tokens End.
+   */
+  private verdictEnd(): number | null {
+    const { tokens: t, list } = this;
+    let end = Math.min(this.frontier, list.hashed);
+    for (let k = this.nextToken; k < t.length && t.first[k] < end; k++) if (t.end(k) > end) end = t.first[k];
+    const wholeBeforeEnd = !this.tokensEnded && this.listState !== 'listing' && end === list.count;
+    if (!this.tokensEnded) for (let k = this.nextToken; k < t.length && t.first[k] < end; k++) if (this.splittable(k) && !this.confirmed(k)) end = t.first[k];
+    if ((end > this.judgedTo && !wholeBeforeEnd) || (this.tokensEnded && !this.root && end === list.count)) return end;
+    return null;
+  }
+
+  /**
+   * Takes a part of the list and sends its chunks as Checksums (not waiting for the send buffer
+   * to drain: they are small, and the Match Tokens depend on them); ends the list once its
+   * chunks cover the file (before the last hashes are in). `r` null: no part is in.
+   */
+  private async takePart(r: IteratorResult<ListPart> | null): Promise<void> {
+    const { list, known } = this;
+    if (r?.done) {
+      if (list.hashed !== list.count) throw new Error(`strong hashes for ${list.hashed} of ${list.count} chunks`);
+    } else if (r) {
+      const p = r.value;
+      list.append(p.lengths, p.fastfps, p.hashes);
+      if (this.held.length < list.capacity) this.held = grown(this.held, list.capacity);
+      if (known) {
+        this.tokens.pushOwn(known.feed(list, list.hashed));
+        this.frontier = known.frontier;
+      }
+      for (let i = list.count - p.lengths.length; i < list.count; i += LIST_BATCH) {
+        const j = Math.min(list.count, i + LIST_BATCH);
+        await this.conn.send({ type: Msg.Checksums, fastfps: list.fastfps.subarray(i, j), lengths: list.lengths.subarray(i, j) }, { wait: false });
+      }
+    }
+    if (this.listState === 'listing' && (list.size >= this.target.size || r?.done)) {
+      if (list.size !== this.target.size) throw new Error('the file changed size while syncing');
+      this.listState = 'listed';
+      await this.conn.send({ type: Msg.ChecksumsEnd, count: list.count, size: this.target.size }, { wait: false });
+      this.opts.onListSent?.();
+    }
+    if (r?.done) this.listState = 'complete';
+    if (known && this.listState === 'complete' && !this.tokensEnded) {
+      // every chunk is hashed and fed by now: the last run closes
+      this.tokens.pushOwn(known.end());
+      this.frontier = list.count;
+      this.tokensEnded = true;
+    }
+  }
+
+  /** Asks for the next part, once the one before is taken (taking it may hash the chunks of
+   *  the one before: chunkParts). */
+  private askNext(): void {
+    this.asked ??= this.parts.next().then(
+      (x) => {
+        this.got = x;
+        this.asked = null;
+        this.signal();
+      },
+      (e) => this.fail(e),
+    );
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Phase 2: the receiver's messages, read by their own strand
+
+  private async readTokens(): Promise<void> {
+    await this.opts.beforeTokens?.();
+    if (this.known) return; // no Match Tokens come
+    for (;;) {
+      const m = await this.conn.expect(Msg.Tokens, Msg.TokensEnd, Msg.BasisChecksums);
+      switch (m.type) {
+        case Msg.BasisChecksums:
+          this.onBasisChecksums(m);
+          break;
+        case Msg.Tokens:
+          this.onTokens(m);
+          break;
+        case Msg.TokensEnd:
+          this.onTokensEnd(m);
+          this.opts.onTokens?.();
+          return;
+      }
+    }
+  }
+
+  private onBasisChecksums(m: BasisChecksums): void {
+    this.table.add(m);
+  }
+
+  /** Match Tokens, final below `upTo`. upTo 0: nothing final yet (a receiver that waits for
+   *  the whole list sends its tokens so, and Tokens End makes them final); otherwise the
+   *  tokens end at or below upTo. */
+  private onTokens(m: Tokens): void {
+    const { tokens: t, H, frontier } = this;
+    const n = this.list.count;
+    if ((m.upTo < frontier || m.upTo > n) && !(m.upTo === 0 && frontier === 0)) throw bad(`Match Tokens up to chunk ${m.upTo} go back from ${frontier} or beyond the ${n} chunks sent`);
+    for (let k = 0; k < m.first.length; k++) {
+      const first = m.first[k];
+      const count = m.count[k];
+      if (count === 0 || first < Math.max(t.lastEnd(), frontier) || first + count > n) {
+        throw bad(`token ${t.length} [${first}, +${count}) is empty, overlaps, lies below ${frontier} or beyond the ${n} chunks sent`);
+      }
+      t.push(first, count, m.hashes.subarray(k * H, (k + 1) * H));
+    }
+    const lastEnd = t.lastEnd();
+    if (m.upTo > 0 && lastEnd > m.upTo) throw bad(`Match Tokens up to chunk ${m.upTo} hold a token ending at ${lastEnd}`);
+    this.frontier = m.upTo;
+    this.signal();
+  }
+
+  private onTokensEnd(m: TokensEnd): void {
+    const { tokens: t } = this;
+    const n = this.list.count;
+    if (this.listState === 'listing') throw bad('Tokens End before the Checksum List ended');
+    if (m.count !== t.length) throw bad(`Tokens End says ${m.count} tokens, received ${t.length}`);
+    if (m.resumeFrom > n || (m.resumeFrom > 0 && (this.frontier > 0 || (t.length && t.first[0] < m.resumeFrom)))) {
+      throw bad(`resume from chunk ${m.resumeFrom} overlaps the tokens or exceeds ${n} chunks`);
+    }
+    this.resumeFrom = m.resumeFrom;
+    this.frontier = n;
+    this.tokensEnded = true;
+    this.signal();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Phase 3
+
+  /**
+   * Confirms each token below `end` by its run hash (splitting large failed ones, a round trip
+   * that comes after Tokens End, so that one strand reads at a time) and sends the Verdict up
+   * to `end`. The last Verdict carries the root.
+   */
+  private async judge(end: number): Promise<void> {
+    const { tokens: t, list } = this;
+    const from = this.nextToken;
+    let te = from;
+    while (te < t.length && t.end(te) <= end) te++;
+    const failed: Failed[] = [];
+    const toSplit: number[] = [];
+    for (let k = from; k < te; k++) {
+      if (this.confirmed(k)) this.held.fill(1, t.first[k], t.end(k));
+      else if (this.splittable(k)) toSplit.push(k);
+      else failed.push({ token: k, bitmap: null });
+    }
+    this.nextToken = te;
+    if (toSplit.length) {
+      failed.push(...(await this.split(toSplit)));
+      failed.sort((a, b) => a.token - b.token);
+    }
+    this.failedTokens += failed.length;
+    if (this.known) {
+      for (let k = from; k < te; k += LIST_BATCH) {
+        const j = Math.min(te, k + LIST_BATCH);
+        await this.conn.send({ type: Msg.Copies, first: Uint32Array.from(t.first.slice(k, j)), count: Uint32Array.from(t.count.slice(k, j)), basisFirst: Uint32Array.from(t.basisFirst.slice(k, j)) });
+      }
+    }
+    if (this.tokensEnded && end === list.count) this.root = runHash(this.algo, list.hashes, 0, list.count);
+    await this.conn.send({ type: Msg.Verdict, upTo: end, root: this.root, failed });
+    this.judgedTo = end;
+  }
+
+  /** Asks for the chunk hashes of failed tokens (Split Request) and marks the chunks that
+   *  match; returns their verdicts. */
+  private async split(toSplit: number[]): Promise<Failed[]> {
+    const { tokens: t, list, H } = this;
+    const failed: Failed[] = [];
+    await this.conn.send({ type: Msg.SplitRequest, tokens: Uint32Array.from(toSplit) });
+    for (const s of toSplit) {
+      const m = await this.conn.expect(Msg.SplitHashes);
+      if (m.token !== s || m.hashes.length !== t.count[s] * H) throw bad(`Split Hashes for token ${m.token} do not answer the request`);
+      const bitmap = new Uint8Array(Math.ceil(t.count[s] / 8));
+      for (let j = 0; j < t.count[s]; j++) {
+        const i = t.first[s] + j;
+        if (equalBytes(list.hashes.subarray(i * H, (i + 1) * H), m.hashes.subarray(j * H, (j + 1) * H))) {
+          bitmap[j >> 3] |= 1 << (j & 7);
+          this.held[i] = 1;
+        }
+      }
+      failed.push({ token: s, bitmap });
+    }
+    return failed;
+  }
+
+  /**
+   * Sends the next Delta message: the chunks the receiver lacks from `sentTo` on, below
+   * `judgedTo`, up to maxMessage bytes (at least one chunk), read in one go per run into one
+   * buffer, reused from message to message (the message is encoded, a copy, before `send`
+   * resolves). Chunks the receiver listed basis bytes for are refined (refine.ts).
+   */
+  private async sendDelta(): Promise<void> {
+    const { list, maxMessage } = this;
+    const indices: number[] = [];
+    const chunks: (Uint8Array | Piece[])[] = [];
+    let bytes = 0;
+    while (this.sentTo < this.judgedTo) {
+      const from = this.sentTo;
+      if (this.held[from]) {
+        this.sentTo++;
+        continue;
+      }
+      let j = from;
+      while (j < this.judgedTo && !this.held[j] && (bytes + list.offsets[j + 1] - list.offsets[from] <= maxMessage || (j === from && bytes === 0))) j++;
+      if (j === from) break; // this message is full
+      const length = list.offsets[j] - list.offsets[from];
+      if (!this.deltaBuffer || this.deltaBuffer.length < bytes + length) {
+        if (bytes) break; // (a single chunk above maxMessage goes alone)
+        if (this.deltaBuffer) giveBuffers([this.deltaBuffer]);
+        this.deltaBuffer = takeBuffer(Math.max(maxMessage, length));
+      }
+      const run = await this.source.read(list.offsets[from], length, this.deltaBuffer.subarray(bytes));
+      if (run.length !== length) throw new Error('the file changed size while syncing');
+      const ends: number[] = [];
+      for (let k = from; k < j; k++) {
+        indices.push(k);
+        ends.push(list.offsets[k + 1] - list.offsets[from]);
+      }
+      if (this.table.count) {
+        // copy what the receiver listed of its basis instead of sending it
+        const refined = this.table.refine(run, ends);
+        chunks.push(...refined.chunks);
+        this.refinedBytes += refined.copied;
+        this.literalBytes -= refined.copied;
+      } else for (let k = 0; k < ends.length; k++) chunks.push(run.subarray(k ? ends[k - 1] : 0, ends[k]));
+      bytes += length;
+      this.sentTo = j;
+    }
+    if (indices.length) await this.conn.send({ type: Msg.Delta, indices: Uint32Array.from(indices), chunks });
+    this.literalBytes += bytes;
+  }
+
+  private finish(result: Result): SendOutcome {
+    const { list, target } = this;
+    if (!equalBytes(result.root, this.root!) || result.size !== target.size) {
+      throw new ProtocolError(ErrorCode.VerifyFailed, 'the receiver reports a different file than the one sent');
+    }
+    const resumedBytes = list.offsets[this.resumeFrom];
+    return {
+      result,
+      matchedBytes: target.size - this.literalBytes - resumedBytes,
+      refinedBytes: this.refinedBytes,
+      literalBytes: this.literalBytes,
+      resumedBytes,
+      chunks: list.count,
+      tokens: this.tokens.length,
+      failedTokens: this.failedTokens,
+      lengths: list.lengths.subarray(0, list.count),
+      hashes: list.hashes.subarray(0, list.count * this.H),
+    };
+  }
+}

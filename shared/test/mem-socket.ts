@@ -1,0 +1,43 @@
+// An in-memory WebSocket pair for tests that play one side of a session by hand.
+import type { WebSocketLike } from '../src/conn.ts';
+
+type Listener = (ev: any) => void;
+
+/** One end of an in-memory WebSocket pair: frames arrive in order, asynchronously. */
+export class MemSocket implements WebSocketLike {
+  binaryType = 'arraybuffer';
+  bufferedAmount = 0;
+  readyState = 1;
+  peer!: MemSocket;
+  private listeners = new Map<string, Listener[]>();
+  addEventListener(type: string, l: Listener) {
+    this.listeners.set(type, [...(this.listeners.get(type) ?? []), l]);
+  }
+  emit(type: string, ev: unknown) {
+    for (const l of this.listeners.get(type) ?? []) l(ev);
+  }
+  send(data: Uint8Array) {
+    if (this.readyState !== 1) return;
+    const copy = data.slice();
+    setImmediate(() => this.peer.readyState === 1 && this.peer.emit('message', { data: copy.buffer }));
+  }
+  close(code = 1000) {
+    if (this.readyState !== 1) return;
+    this.readyState = 3;
+    setImmediate(() => {
+      this.emit('close', { code });
+      if (this.peer.readyState === 1) {
+        this.peer.readyState = 3;
+        this.peer.emit('close', { code });
+      }
+    });
+  }
+}
+
+export function memPair(): [MemSocket, MemSocket] {
+  const a = new MemSocket();
+  const b = new MemSocket();
+  a.peer = b;
+  b.peer = a;
+  return [a, b];
+}
