@@ -2,6 +2,7 @@
  * Talking to a server: its address from `--server` (or DSYNC_SERVER) in any of the forms people
  * type, the bearer token from `--token` (or DSYNC_TOKEN), the sync WebSocket and the REST API.
  */
+import { hostname } from 'node:os';
 import WebSocket from 'ws';
 import { type Opts, UsageError, type Values, str } from './command.ts';
 
@@ -25,6 +26,8 @@ export function syncUrl(values: Values): string {
   const url = serverOf(values);
   url.protocol = url.protocol.replace(/^http/, 'ws');
   if (url.pathname === '/' || url.pathname === '') url.pathname = '/sync';
+  // the label the server records with each version this client pushes (its history's "client")
+  if (!url.searchParams.has('client')) url.searchParams.set('client', `dsync on ${hostname()}`);
   return url.toString();
 }
 

@@ -36,7 +36,7 @@ import { filesApi } from './files-api.ts';
 import { type Repo, type Store, openStore } from './store.ts';
 import { runGc } from './store/gc.ts';
 import { Events } from './events.ts';
-import { runConnection } from './sync.ts';
+import { clientLabel, runConnection } from './sync.ts';
 
 export interface RunningServer {
   url: string;
@@ -176,7 +176,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
         if (e.op === 'push' && typeof e.version === 'number') events.changed(user, { kind: 'commit', name: String(e.name), version: e.version });
         log({ user, ...e });
       };
-      void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, sessionLog, () => auth.identify(req) === user);
+      void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, sessionLog, () => auth.identify(req) === user, clientLabel(url.searchParams.get('client')));
     });
   });
 

@@ -11,6 +11,7 @@ import { DEFAULT_FINE, ErrorCode, Msg, Op, PROTOCOL_VERSION, ProtocolError, chec
 import { indexParts } from '../../shared/src/checksum-list.ts';
 import { receiveTarget } from '../../shared/src/receiver.ts';
 import { sendTarget } from '../../shared/src/sender.ts';
+import { MAX_CLIENT_LABEL } from '../../shared/src/limits.ts';
 import type { ServerConfig } from './config.ts';
 import { validateName } from './names.ts';
 import { type Store, isDamage } from './store.ts';
@@ -67,7 +68,7 @@ export interface SocketCounters {
  * error ends the connection. `storeP` may still be opening: the connection queues messages
  * meanwhile.
  */
-export async function runConnection(ws: WebSocketLike, socket: SocketCounters, storeP: Store | Promise<Store>, cfg: ServerConfig, log: SessionLog, authorized: () => boolean = () => true): Promise<void> {
+export async function runConnection(ws: WebSocketLike, socket: SocketCounters, storeP: Store | Promise<Store>, cfg: ServerConfig, log: SessionLog, authorized: () => boolean = () => true, client?: string): Promise<void> {
   const conn = new Conn(ws, { maxQueuedBytes: Math.max(cfg.maxInFlight, cfg.maxMessage) });
   // Two clocks end a session that stalls: no message for idleTimeoutMs, or one phase lasting
   // longer than phaseTimeoutMs. Between sessions only the first runs, and closes quietly.
@@ -106,7 +107,7 @@ export async function runConnection(ws: WebSocketLike, socket: SocketCounters, s
         between = false;
         if (n > 0 && !authorized()) throw new ProtocolError(ErrorCode.Unauthorized, 'the sign-in this connection was opened with has ended; sign in again');
       };
-      if (!(await oneSession(conn, socket, store, cfg, log, phase, started))) break;
+      if (!(await oneSession(conn, socket, store, cfg, log, phase, started, client))) break;
       clearTimeout(phaseTimer);
     }
   } finally {
@@ -118,7 +119,7 @@ export async function runConnection(ws: WebSocketLike, socket: SocketCounters, s
 
 /** One session on the connection: Hello to Result. Returns false when the connection is over
  *  (closed by the client between sessions, or ended by an error). */
-async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg: ServerConfig, log: SessionLog, phase: (name: string) => void, started: () => void): Promise<boolean> {
+async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg: ServerConfig, log: SessionLog, phase: (name: string) => void, started: () => void, client?: string): Promise<boolean> {
   let t0 = 0; // the session's clock starts at its Hello: waiting for it is not its time
   const in0 = socket.bytesRead;
   const out0 = socket.bytesWritten;
@@ -166,7 +167,7 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
               return { index: await indexFor(store, cfg, h, like.name, like.version, opened.source), source: opened.source };
             };
         // A writer that named its basis must still be building on the latest at commit time.
-        const sinkFor = store.sinkFor(name, basisVersion, hello.params, hello.algo, hello.basisVersion !== 0 ? latest : undefined);
+        const sinkFor = store.sinkFor(name, basisVersion, hello.params, hello.algo, hello.basisVersion !== 0 ? latest : undefined, client);
         // An interrupted upload of this name waiting to be resumed: match once the whole list
         // is in, whose digest says whether this push resumes it (not with a known basis: the
         // sender sends Copies, not its whole list first).
@@ -218,4 +219,13 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
     }
     return false;
   }
+}
+
+/** The label a client gives itself on the upgrade (`/sync?client=…`, e.g. "Chrome on Android"),
+ *  as stored with the versions it pushes: printable, trimmed, at most MAX_CLIENT_LABEL
+ *  characters; anything else is no label. */
+export function clientLabel(raw: string | null): string | undefined {
+  const t = raw?.trim();
+  if (!t || t.length > MAX_CLIENT_LABEL || /[\u0000-\u001f\u007f-\u009f]/.test(t)) return undefined;
+  return t;
 }

@@ -204,3 +204,21 @@ test('the server collects in the background (--gc-interval-ms)', async () => {
     await s.stop();
   }
 });
+
+test('a version records the client that pushed it: the label from /sync?client=, printable and short, or none', async () => {
+  const s = await testServer();
+  try {
+    const at = (label: string) => ({ wsUrl: `${s.wsUrl}${s.wsUrl.includes('?') ? '&' : '?'}client=${q(label)}` });
+    await pushBytes(at('Chrome on Android'), 'c.txt', textBytes(3, 5000));
+    await pushBytes(at('x'.repeat(65)), 'c.txt', textBytes(4, 5000));
+    await pushBytes(at('bad\u0007label'), 'c.txt', textBytes(5, 5000));
+    await pushBytes(at('  dsync on box  '), 'c.txt', textBytes(6, 5000));
+    const versions = (await (await api(s, 'GET', `versions?name=c.txt`)).json()) as { version: number; client?: string }[];
+    assert.deepEqual(
+      versions.map((v) => v.client),
+      ['Chrome on Android', undefined, undefined, 'dsync on box'],
+    );
+  } finally {
+    await s.stop();
+  }
+});

@@ -54,6 +54,9 @@ export const MAX_NAME_BYTES = 1024;
 /** Most entries in one message (chunks, tokens, hashes, failed tokens). 8192 (LIST_BATCH) is
  *  what a side builds; the margin lets a peer batch differently. */
 export const MAX_ENTRIES_PER_MESSAGE = 65536;
+/** Longest label a client gives itself (`/sync?client=…`), kept with the versions it pushes:
+ *  room for "Chrome on Android" or "dsync on <hostname>", not for a payload. */
+export const MAX_CLIENT_LABEL = 64;
 export const DEFAULT_LIMITS: Limits = { maxNameBytes: MAX_NAME_BYTES, maxEntriesPerMessage: MAX_ENTRIES_PER_MESSAGE };
 
 /** Chunks of one failed Match Token a sender splits at most: its Split Hashes carry one hash

@@ -3,6 +3,7 @@
  * content-addressed by its SHA-256) and the heads (JSON). Everything read is validated: a
  * damaged or hostile object is a clear error, never a crash or a wrong answer.
  */
+import { MAX_CLIENT_LABEL } from '../../../shared/src/limits.ts';
 import { createHash } from 'node:crypto';
 import type { ChunkIndex } from '../../../shared/src/chunk-index.ts';
 import { ErrorCode, ProtocolError, hashLength } from '../../../shared/src/protocol.ts';
@@ -165,7 +166,7 @@ export function parseFileHead(body: Uint8Array, key: string): FileHead {
     h.versions.every((v: any, i: number) =>
       v && isInt(v.version, 1) && v.version < h.next && (i === 0 || v.version > h.versions[i - 1].version) &&
       isStr(v.index) && INDEX_ID.test(v.index) && isInt(v.size) && isStr(v.mtime) && isStr(v.root) && /^[0-9a-f]+$/.test(v.root) &&
-      isInt(v.algo) && isInt(v.change) && (v.client === undefined || isStr(v.client)));
+      isInt(v.algo) && isInt(v.change) && (v.client === undefined || (isStr(v.client) && v.client.length <= MAX_CLIENT_LABEL)));
   if (!ok) throw damaged(`${key}: not a file head`);
   return h as FileHead;
 }
