@@ -88,7 +88,7 @@ test('--workers: the workers exit when their primary is SIGKILLed; a bad count o
     await until('orphaned workers to exit', () => workers.every((p) => !alive(p)), 15_000);
 
     for (const bad of ['1.5', 'two', '-1']) {
-      await assert.rejects(serve(data, ['--workers', bad]), /--workers must be/);
+      await assert.rejects(serve(data, [`--workers=${bad}`]), /--workers must be/);
     }
     // Workers that cannot start end the command with status 1 and their error, not a restart loop.
     await assert.rejects(serve(data, ['--workers', '2', '--users', path.join(data, 'missing.json')]), /exited with 1: .*missing\.json/s);
