@@ -207,7 +207,8 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
       conn.close();
     } else {
       const code = err instanceof ProtocolError ? err.code : ErrorCode.Internal;
-      const message = err instanceof ProtocolError ? err.message : 'internal error; the previous version is intact';
+      const full = ['ENOSPC', 'EDQUOT'].includes((err as NodeJS.ErrnoException).code ?? '');
+      const message = err instanceof ProtocolError ? err.message : full ? "the server's disk is full; nothing was stored, the previous version is intact" : 'internal error; the previous version is intact';
       log({ op: hello?.op === Op.Pull ? 'pull' : 'push', name: hello?.name, error: code, message: err.message });
       conn.sendError(code, message);
     }
