@@ -68,8 +68,9 @@ async function precompute(): Promise<Prepared[]> {
 }
 
 async function startServer(data: string): Promise<ServerProc> {
-  // The session limit per user (default 64) would refuse clients of the single-user server.
-  const env = { DSYNC_MAX_SESSIONS_PER_USER: '1000000', DSYNC_MAX_CONNECTIONS: '1000000' };
+  // The session limits per user (default 64) and per address (32) would refuse the clients,
+  // all on 127.0.0.1, of the single-user server.
+  const env = { DSYNC_MAX_SESSIONS_PER_USER: '1000000', DSYNC_MAX_SESSIONS_PER_ADDRESS: '1000000', DSYNC_MAX_CONNECTIONS: '1000000' };
   if (isDsync(O.approach)) return startDsync({ data, paperExact: O.approach === 'dsync-paper', cpu: '0', env });
   return startBaselines({ data, cpu: '0' });
 }

@@ -42,6 +42,24 @@ export interface ServerConfig {
   maxInFlight: number;
   /** how long an interrupted upload is kept for its client to resume */
   resumeWindowMs: number;
+  /** comma-separated host names the server answers to besides its own (IP addresses,
+   *  localhost, the machine's name); a leading '.' allows a domain and its subdomains */
+  allowedHosts: string;
+  /** the TLS proxies in front whose X-Forwarded-Proto / X-Forwarded-For are believed: comma-
+   *  separated addresses or subnets, or `loopback`, `linklocal`, `uniquelocal` (express's
+   *  'trust proxy'); their https requests get the `Secure` session cookie. Empty: none */
+  trustProxy: string;
+  /** a new sync socket that sends no Hello for this long is closed (LimitExceeded) */
+  helloTimeoutMs: number;
+  /** open sync WebSockets from one client address */
+  maxSessionsPerAddress: number;
+  /** login attempts per client address, and per account name, before each must wait its
+   *  turn (1 s after the previous one, doubling) */
+  maxLoginAttempts: number;
+  /** the longest such wait */
+  loginBackoffMaxMs: number;
+  /** password hashes (scrypt, ~50 ms and 16 MiB each) computed at once */
+  maxLoginHashes: number;
 }
 
 export const DEFAULTS: ServerConfig = {
@@ -66,6 +84,13 @@ export const DEFAULTS: ServerConfig = {
   phaseTimeoutMs: 3_600_000,
   maxInFlight: 16 << 20,
   resumeWindowMs: 600_000,
+  allowedHosts: '',
+  trustProxy: '',
+  helloTimeoutMs: 5_000,
+  maxSessionsPerAddress: 32,
+  maxLoginAttempts: 5,
+  loginBackoffMaxMs: 30_000,
+  maxLoginHashes: 2,
 };
 
 const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());

@@ -10,7 +10,7 @@
  *   GET  /api/files                        [{name, latest, size, versions, mtime}]
  *   GET  /api/versions?name=N              [{version, size, mtime, root, algo}]
  *   GET  /api/download?name=N[&version=V]  the bytes of a version (latest by default)
- *   GET  /api/metrics                      open connections, sessions, memory
+ *   GET  /api/metrics                      the caller's open sync sockets, the server's memory
  */
 import { existsSync } from 'node:fs';
 import { Readable } from 'node:stream';
@@ -25,6 +25,7 @@ import type { WebSocketLike } from '../../shared/src/conn.ts';
 import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, PROTOCOL_VERSION, ProtocolError } from '../../shared/src/protocol.ts';
 import { Auth, SESSION_COOKIE } from './auth.ts';
 import type { ServerConfig } from './config.ts';
+import { HostCheck, SocketLimits, clientAddress } from './guard.ts';
 import { validateName } from './names.ts';
 import { Store } from './store.ts';
 import { runConnection } from './sync.ts';
@@ -40,7 +41,8 @@ export interface RunningServer {
 type Req = express.Request & { user?: string };
 
 export async function startServer(cfg: ServerConfig, log: (e: Record<string, unknown>) => void = () => {}): Promise<RunningServer> {
-  const auth = new Auth(cfg.users, cfg.allowedOrigins.split(',').filter(Boolean));
+  const auth = new Auth(cfg.users, cfg.allowedOrigins.split(',').filter(Boolean), cfg);
+  const hosts = new HostCheck(cfg.allowedHosts, cfg.host);
   const stores = new Map<string, Promise<Store>>();
   const storeOf = (user: string) => {
     let s = stores.get(user);
@@ -48,11 +50,17 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     return s;
   };
   if (auth.singleUser) await storeOf('local'); // fail at start-up if the data directory is unusable
-  const sessionsOf = new Map<string, number>();
-  let connections = 0;
+  const sockets = new SocketLimits(cfg);
 
   const app = express();
   app.disable('x-powered-by');
+  app.set('trust proxy', cfg.trustProxy === 'true' ? 'loopback' : cfg.trustProxy || false);
+  const trusted = app.get('trust proxy fn') as (addr: string, hop: number) => boolean;
+  app.use((req, res, next) => {
+    const why = hosts.refusal(req.headers.host);
+    if (why) return void res.status(403).json({ error: why });
+    next();
+  });
   app.get('/api/health', (_req, res) => {
     res.json({ ok: true, protocol: PROTOCOL_VERSION });
   });
@@ -64,16 +72,28 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     req.user = user;
     next();
   });
-  app.post('/api/login', express.json({ limit: '4kb' }), (req, res) => {
-    const { name, password } = (req.body ?? {}) as { name?: unknown; password?: unknown };
-    const sid = typeof name === 'string' && typeof password === 'string' ? auth.login(name, password) : null;
-    if (!sid) return void res.status(401).json({ error: 'wrong name or password' });
-    res.setHeader('Set-Cookie', `${SESSION_COOKIE}=${sid}; HttpOnly; SameSite=Strict; Path=/`);
-    res.json({ user: name });
+  // Secure behind a TLS proxy (--trust-proxy): the browser then sends it over https only
+  const cookieFlags = (req: express.Request) => `HttpOnly; SameSite=Strict; Path=/${req.secure ? '; Secure' : ''}`;
+  app.post('/api/login', express.json({ limit: '4kb' }), async (req, res, next) => {
+    try {
+      const { name, password } = (req.body ?? {}) as { name?: unknown; password?: unknown };
+      if (typeof name !== 'string' || typeof password !== 'string') return void res.status(400).json({ error: 'a name and a password are required' });
+      const out = await auth.login(name, password, req.ip ?? '');
+      if ('refused' in out && out.refused === 'busy') {
+        const s = Math.ceil(out.retryAfterMs / 1000);
+        res.setHeader('Retry-After', String(s));
+        return void res.status(429).json({ error: `too many login attempts; try again in ${s} s` });
+      }
+      if (!('sid' in out)) return void res.status(401).json({ error: 'wrong name or password' });
+      res.setHeader('Set-Cookie', `${SESSION_COOKIE}=${out.sid}; ${cookieFlags(req)}`);
+      res.json({ user: name });
+    } catch (e) {
+      next(e);
+    }
   });
   app.post('/api/logout', (req, res) => {
     auth.logout(req);
-    res.setHeader('Set-Cookie', `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`);
+    res.setHeader('Set-Cookie', `${SESSION_COOKIE}=; ${cookieFlags(req)}; Max-Age=0`);
     res.json({ ok: true });
   });
   app.get('/api/whoami', (req: Req, res) => {
@@ -89,9 +109,10 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
       deflate: cfg.deflate,
     });
   });
-  app.get('/api/metrics', (_req, res) => {
+  // the caller's own sockets only: no user learns another's name or activity
+  app.get('/api/metrics', (req: Req, res) => {
     const m = process.memoryUsage();
-    res.json({ connections, sessions: Object.fromEntries(sessionsOf), rssBytes: m.rss, heapUsedBytes: m.heapUsed });
+    res.json({ user: req.user, connections: sockets.of(req.user!), rssBytes: m.rss, heapUsedBytes: m.heapUsed });
   });
   const named = (fn: (req: Req, res: express.Response, store: Store, name: string) => Promise<void>) => async (req: Req, res: express.Response, next: express.NextFunction) => {
     try {
@@ -145,30 +166,23 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     perMessageDeflate: cfg.deflate ? { threshold: 256, serverMaxWindowBits: 15, concurrencyLimit: 4 } : false,
   });
   const wssRaw = new WebSocketServer({ noServer: true, maxPayload: cfg.maxMessage, perMessageDeflate: false });
-  const refuse = (socket: Socket, status: number, text: string) => {
-    socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+  const refuse = (socket: Socket, status: number, text: string, why = '') => {
+    socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(why)}\r\n\r\n${why}`);
   };
   server.on('upgrade', (req, socket: Socket, head) => {
     socket.on('error', () => socket.destroy());
     const url = new URL(req.url ?? '/', 'http://x');
     if (url.pathname !== '/sync') return refuse(socket, 404, 'Not Found');
+    const wrongHost = hosts.refusal(req.headers.host);
+    if (wrongHost) return refuse(socket, 403, 'Forbidden', wrongHost);
     if (!auth.originAllowed(req)) return refuse(socket, 403, 'Forbidden');
     const user = auth.identify(req);
     if (!user) return refuse(socket, 401, 'Unauthorized');
-    if (connections >= cfg.maxConnections || (sessionsOf.get(user) ?? 0) >= cfg.maxSessionsPerUser) {
-      return refuse(socket, 503, 'Service Unavailable');
-    }
-    connections++;
-    sessionsOf.set(user, (sessionsOf.get(user) ?? 0) + 1);
-    const release = () => {
-      connections--;
-      const n = (sessionsOf.get(user) ?? 1) - 1;
-      if (n) sessionsOf.set(user, n);
-      else sessionsOf.delete(user);
-    };
+    const release = sockets.admit(user, clientAddress(req, trusted));
+    if (typeof release === 'string') return refuse(socket, 503, 'Service Unavailable', release);
     socket.once('close', release);
     (url.searchParams.get('deflate') === '0' ? wssRaw : wss).handleUpgrade(req, socket, head, (ws) => {
-      void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, (e) => log({ user, ...e }), () => auth.identify(req) === user);
+      void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, (e) => log({ user, ...e }), () => auth.identify(req) === user, auth.ended(req));
     });
   });
 

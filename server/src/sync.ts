@@ -62,21 +62,27 @@ export interface SocketCounters {
  * error ends the connection. `storeP` may still be opening: the connection queues messages
  * meanwhile.
  */
-export async function runConnection(ws: WebSocketLike, socket: SocketCounters, storeP: Store | Promise<Store>, cfg: ServerConfig, log: SessionLog, authorized: () => boolean = () => true): Promise<void> {
+export async function runConnection(ws: WebSocketLike, socket: SocketCounters, storeP: Store | Promise<Store>, cfg: ServerConfig, log: SessionLog, authorized: () => boolean = () => true, signedOut?: AbortSignal): Promise<void> {
   const conn = new Conn(ws, { maxQueuedBytes: Math.max(cfg.maxInFlight, cfg.maxMessage) });
+  // a logout ends the login's sockets at once, a session under way included
+  const onSignOut = () => conn.sendError(ErrorCode.Unauthorized, 'signed out: the sign-in this connection was opened with has ended');
+  signedOut?.addEventListener('abort', onSignOut, { once: true });
   // Two clocks end a session that stalls: no message for idleTimeoutMs, or one phase lasting
   // longer than phaseTimeoutMs. Between sessions only the first runs, and closes quietly.
   let between = false;
   let idle: NodeJS.Timeout | undefined;
   let phaseTimer: NodeJS.Timeout | undefined;
   let over = false; // messages that arrive after the connection's end (a client still sending after an Error) arm nothing
+  let heard = false; // a new socket has helloTimeoutMs to send its first message
   const resetIdle = () => {
     clearTimeout(idle);
     if (over) return;
+    const ms = heard ? cfg.idleTimeoutMs : cfg.helloTimeoutMs;
+    heard = true;
     idle = setTimeout(() => {
       if (between) conn.close(1000, 'idle');
-      else conn.sendError(ErrorCode.LimitExceeded, `no message for ${cfg.idleTimeoutMs} ms`);
-    }, cfg.idleTimeoutMs);
+      else conn.sendError(ErrorCode.LimitExceeded, `no message for ${ms} ms`);
+    }, ms);
   };
   const phase = (name: string) => {
     clearTimeout(phaseTimer);
@@ -105,6 +111,7 @@ export async function runConnection(ws: WebSocketLike, socket: SocketCounters, s
       clearTimeout(phaseTimer);
     }
   } finally {
+    signedOut?.removeEventListener('abort', onSignOut);
     over = true;
     clearTimeout(idle);
     clearTimeout(phaseTimer);
