@@ -60,6 +60,11 @@ export interface ServerConfig {
   loginBackoffMaxMs: number;
   /** password hashes (scrypt, ~50 ms and 16 MiB each) computed at once */
   maxLoginHashes: number;
+  /** bytes all sync sessions together may hold in Checksum Lists (52 per chunk) and
+   *  refinement state (server/src/memory.ts) */
+  memoryBudget: number;
+  /** of which one session at most */
+  maxSessionMemory: number;
 }
 
 export const DEFAULTS: ServerConfig = {
@@ -91,6 +96,8 @@ export const DEFAULTS: ServerConfig = {
   maxLoginAttempts: 5,
   loginBackoffMaxMs: 30_000,
   maxLoginHashes: 2,
+  memoryBudget: 512 << 20,
+  maxSessionMemory: 256 << 20,
 };
 
 const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());

@@ -26,6 +26,7 @@ import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, PROTOCOL_VERSION, ProtocolErr
 import { Auth, SESSION_COOKIE } from './auth.ts';
 import type { ServerConfig } from './config.ts';
 import { HostCheck, SocketLimits, clientAddress } from './guard.ts';
+import { MemoryBudget } from './memory.ts';
 import { validateName } from './names.ts';
 import { Store } from './store.ts';
 import { runConnection } from './sync.ts';
@@ -51,6 +52,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
   };
   if (auth.singleUser) await storeOf('local'); // fail at start-up if the data directory is unusable
   const sockets = new SocketLimits(cfg);
+  const budget = new MemoryBudget(cfg.memoryBudget, cfg.maxSessionMemory);
 
   const app = express();
   app.disable('x-powered-by');
@@ -182,7 +184,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     if (typeof release === 'string') return refuse(socket, 503, 'Service Unavailable', release);
     socket.once('close', release);
     (url.searchParams.get('deflate') === '0' ? wssRaw : wss).handleUpgrade(req, socket, head, (ws) => {
-      void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, (e) => log({ user, ...e }), () => auth.identify(req) === user, auth.ended(req));
+      void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, (e) => log({ user, ...e }), { authorized: () => auth.identify(req) === user, signedOut: auth.ended(req), budget });
     });
   });
 

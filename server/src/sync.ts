@@ -10,6 +10,7 @@ import { Conn, ConnectionLost, RemoteError, type WebSocketLike } from '../../sha
 import { DEFAULT_FINE, ErrorCode, Msg, Op, PROTOCOL_VERSION, ProtocolError, checkParams, hashLength, sameParams } from '../../shared/src/protocol.ts';
 import { indexParts, receiveTarget, sendTarget } from '../../shared/src/session.ts';
 import type { ServerConfig } from './config.ts';
+import type { MemoryBudget } from './memory.ts';
 import { validateName } from './names.ts';
 import type { Store } from './store.ts';
 
@@ -62,7 +63,17 @@ export interface SocketCounters {
  * error ends the connection. `storeP` may still be opening: the connection queues messages
  * meanwhile.
  */
-export async function runConnection(ws: WebSocketLike, socket: SocketCounters, storeP: Store | Promise<Store>, cfg: ServerConfig, log: SessionLog, authorized: () => boolean = () => true, signedOut?: AbortSignal): Promise<void> {
+/** What a connection is held to besides `cfg`: whether its sign-in still holds (checked at
+ *  each later Hello), a signal that ends it at once (logout), the memory budget its sessions
+ *  take their share of. */
+export interface ConnectionGuards {
+  authorized?: () => boolean;
+  signedOut?: AbortSignal;
+  budget?: MemoryBudget;
+}
+
+export async function runConnection(ws: WebSocketLike, socket: SocketCounters, storeP: Store | Promise<Store>, cfg: ServerConfig, log: SessionLog, guards: ConnectionGuards = {}): Promise<void> {
+  const { authorized = () => true, signedOut, budget } = guards;
   const conn = new Conn(ws, { maxQueuedBytes: Math.max(cfg.maxInFlight, cfg.maxMessage) });
   // a logout ends the login's sockets at once, a session under way included
   const onSignOut = () => conn.sendError(ErrorCode.Unauthorized, 'signed out: the sign-in this connection was opened with has ended');
@@ -107,7 +118,12 @@ export async function runConnection(ws: WebSocketLike, socket: SocketCounters, s
         between = false;
         if (n > 0 && !authorized()) throw new ProtocolError(ErrorCode.Unauthorized, 'the sign-in this connection was opened with has ended; sign in again');
       };
-      if (!(await oneSession(conn, socket, store, cfg, log, phase, started))) break;
+      const share = budget?.share();
+      try {
+        if (!(await oneSession(conn, socket, store, cfg, log, phase, started, share?.take))) break;
+      } finally {
+        share?.release();
+      }
       clearTimeout(phaseTimer);
     }
   } finally {
@@ -120,7 +136,7 @@ export async function runConnection(ws: WebSocketLike, socket: SocketCounters, s
 
 /** One session on the connection: Hello to Result. Returns false when the connection is over
  *  (closed by the client between sessions, or ended by an error). */
-async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg: ServerConfig, log: SessionLog, phase: (name: string) => void, started: () => void): Promise<boolean> {
+async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg: ServerConfig, log: SessionLog, phase: (name: string) => void, started: () => void, reserve?: (bytes: number) => void): Promise<boolean> {
   let t0 = 0; // the session's clock starts at its Hello: waiting for it is not its time
   const in0 = socket.bytesRead;
   const out0 = socket.bytesWritten;
@@ -182,6 +198,7 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
           refine: cfg.refine && !cfg.paperExact ? DEFAULT_FINE : undefined,
           maxRefineBytes: cfg.maxRefineBytes,
           known: !!known,
+          reserve,
         });
         log({ op: 'push', name, version: out.version, known: known?.version, size: out.index.size, matchedBytes: out.matchedBytes, refinedBytes: out.refinedBytes, refineListed: out.refineListed, literalBytes: out.literalBytes, resumedChunks: out.resumedChunks, tokens: out.tokens, similarTo, ms: Math.round(performance.now() - t0) });
       } finally {
@@ -197,6 +214,7 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
         phase('checksums');
         const out = await sendTarget(conn, hello.algo, { size: target.size, parts: indexParts(target) }, opened.source, {
           splitThreshold: cfg.splitThreshold,
+          reserve,
           onListSent: () => phase('tokens'),
           onTokens: () => phase('delta'),
         });

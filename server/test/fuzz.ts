@@ -91,7 +91,7 @@ export class Fuzzer {
 
   async setup() {
     this.dir = mkdtempSync(path.join(process.platform === 'linux' ? '/dev/shm' : '/tmp', 'dsync-fuzz-'));
-    this.cfg = loadConfig({ data: this.dir, 'idle-timeout-ms': '15', 'max-chunks': '100000' }, {});
+    this.cfg = loadConfig({ data: this.dir, 'idle-timeout-ms': '15', 'hello-timeout-ms': '15', 'max-chunks': '100000' }, {});
     this.store = await new Store(path.join(this.dir, 'ns/local')).open();
     const r = new Rng(42);
     const mixed = (n: number) => {
@@ -140,7 +140,7 @@ export class Fuzzer {
    *  With `keep` the new version stays (setting up a basis), else it is removed again. */
   private async record(sc: Scenario, bytes: Uint8Array, params: ChunkParams, algo: number, keep: boolean, known?: MemoryKnown) {
     const [c, s] = memPair();
-    const session = runConnection(s, { bytesRead: 0, bytesWritten: 0 }, this.store, { ...this.cfg, idleTimeoutMs: 10_000 }, () => {});
+    const session = runConnection(s, { bytesRead: 0, bytesWritten: 0 }, this.store, { ...this.cfg, idleTimeoutMs: 10_000, helloTimeoutMs: 10_000 }, () => {});
     // slices of 16 KiB: a push sends its Checksum List in parts, and several Verdicts, each
     // followed by its Delta Bytes, come between them
     const rep = await push(bufferSource(bytes), { url: 'mem', name: sc.name, params, algo, sliceBytes: 16 << 10, known, WebSocket: class { constructor() { queueMicrotask(() => c.emit('open', {})); return c; } } as any });
@@ -151,7 +151,7 @@ export class Fuzzer {
 
   private async recordPull(sc: Scenario, local: Uint8Array) {
     const [c, s] = memPair();
-    const session = runConnection(s, { bytesRead: 0, bytesWritten: 0 }, this.store, { ...this.cfg, idleTimeoutMs: 10_000 }, () => {});
+    const session = runConnection(s, { bytesRead: 0, bytesWritten: 0 }, this.store, { ...this.cfg, idleTimeoutMs: 10_000, helloTimeoutMs: 10_000 }, () => {});
     await pull({
       url: 'mem',
       name: sc.name,

@@ -3,50 +3,22 @@
 // loopback port each time.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import WebSocket from 'ws';
 import { encode } from '../../shared/src/codec.ts';
-import { RemoteError } from '../../shared/src/conn.ts';
 import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION } from '../../shared/src/protocol.ts';
 import { fastRandomBytes } from '../../shared/src/testdata.ts';
 import { addUser } from '../src/auth.ts';
+import { errorAndClose, request, silentSockets } from './attacks.ts';
 import { pushBytes, testServer } from './helpers.ts';
-
-/** An HTTP request with any headers (Host included) from a chosen local address. */
-export function request(url: string, o: { method?: string; headers?: Record<string, string>; body?: unknown; localAddress?: string } = {}): Promise<{ status: number; headers: http.IncomingHttpHeaders; text: string }> {
-  return new Promise((resolve, reject) => {
-    const body = o.body === undefined ? undefined : JSON.stringify(o.body);
-    const req = http.request(url, { method: o.method ?? (body ? 'POST' : 'GET'), localAddress: o.localAddress, headers: { ...(body && { 'content-type': 'application/json' }), ...o.headers } }, (res) => {
-      let text = '';
-      res.on('data', (d) => (text += d));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, text }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
 
 /** A users file with alice and bob (passwords "alice-pw", "bob-pw"); returns it and their tokens. */
 function users() {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'dsync-users-'));
   const file = path.join(dir, 'users.json');
   return { file, alice: addUser(file, 'alice', 'alice-pw'), bob: addUser(file, 'bob', 'bob-pw'), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
-}
-
-/** The first Error message a socket gets (code and message) and its close code. */
-function errorAndClose(ws: WebSocket): Promise<{ error?: number; message?: string; close: number }> {
-  return new Promise((resolve) => {
-    let error: number | undefined;
-    let message: string | undefined;
-    ws.on('message', (d: Buffer) => {
-      if (d[0] === Msg.Error && error === undefined) ((error = d.readUInt16LE(1)), (message = d.subarray(5).toString()));
-    });
-    ws.on('close', (close) => resolve({ error, message, close }));
-    ws.on('error', () => {});
-  });
 }
 
 test('a text frame gets the Malformed Error (docs/protocol.md §1), first thing or mid-session', async () => {
@@ -138,24 +110,6 @@ test('Host names: a foreign Host is refused on REST and on the upgrade (DNS rebi
     await s.stop();
   }
 });
-
-/** Opens `n` sockets from `localAddress` that never send anything; resolves with the open ones
- *  and how many were refused (their HTTP status). */
-async function silentSockets(wsUrl: string, n: number, localAddress: string) {
-  const open: WebSocket[] = [];
-  const refused: number[] = [];
-  await Promise.all(
-    Array.from({ length: n }, () =>
-      new Promise<void>((resolve) => {
-        const ws = new WebSocket(wsUrl, { localAddress });
-        ws.on('open', () => (open.push(ws), resolve()));
-        ws.on('unexpected-response', (_q, res) => (refused.push(res.statusCode!), resolve()));
-        ws.on('error', () => resolve());
-      }),
-    ),
-  );
-  return { open, refused };
-}
 
 test('silent sockets: 300 from one address take only its share, a real push from another completes, and each is closed at the Hello deadline', async () => {
   const s = await testServer({ 'hello-timeout-ms': '1500' });

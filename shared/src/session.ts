@@ -24,7 +24,7 @@ import { type Checksums, type ChecksumsEnd, type Copies, type Delta, type Failed
 import { type Conn, ConnectionLost } from './conn.ts';
 import { Matcher, type Run, type WeakList, matchRuns } from './matcher.ts';
 import { type ChunkParams, ErrorCode, type FineParams, Msg, ProtocolError, hashLength } from './protocol.ts';
-import { BasisCopies, BasisHints, COPY_WINDOW, MAX_REFINE_BYTES, MiddleYield, fineCut } from './refine.ts';
+import { BasisCopies, BasisHints, COPY_WINDOW, KEEP_LISTED, MAX_REFINE_BYTES, MiddleYield, fineCut } from './refine.ts';
 import { KnownMatcher, type KnownVersion } from './known.ts';
 import { StrongHasher, hash_chunks } from '../../wasm/pkg/dsync_wasm.js';
 
@@ -50,10 +50,22 @@ function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
 // ---------------------------------------------------------------------------------------------
 // The Checksum List as it grows
 
+/** Capacity of a GrowingList, at least. */
+const LIST_MIN_CAPACITY = 1024;
+
+/** Bytes a GrowingList holds per chunk with strong hashes of H bytes: length 4, FastFp 4, the
+ *  strong hash H, offset 8, mark 4 (52 with BLAKE3; measured in bench/results/hostile.md). */
+export const listBytesPerChunk = (H: number) => 20 + H;
+
 /**
  * A Checksum List that grows as its parts are made or arrive, with each chunk's offset, room
  * for its strong hash and one mark per chunk (the sender: 1 once the receiver has the chunk;
- * the receiver: the basis chunk to copy, -1 for a literal).
+ * the receiver: the basis chunk to copy, -1 for a literal). `reserve` is told the bytes each
+ * growth adds, before they are allocated, and may refuse by throwing (a memory budget). The
+ * arrays are made `expected` chunks large at once when that is known (the receiver's estimate
+ * from Hello's size), else doubled when full: each growth leaves the old arrays to the garbage
+ * collector, which held them resident for a while (a list grown by a quarter at a time held
+ * 2.4× its size in RSS).
  */
 class GrowingList {
   count = 0;
@@ -68,6 +80,8 @@ class GrowingList {
   constructor(
     private H: number,
     private unmarked: number,
+    private reserve?: (bytes: number) => void,
+    private expected = 0,
   ) {}
 
   get size(): number {
@@ -78,7 +92,8 @@ class GrowingList {
     const n = this.count;
     const m = n + lengths.length;
     if (m > this.lengths.length) {
-      const cap = Math.max(m, 2 * this.lengths.length, 1024);
+      const cap = Math.max(m, 2 * this.lengths.length, this.expected, LIST_MIN_CAPACITY);
+      this.reserve?.((cap - this.lengths.length) * listBytesPerChunk(this.H));
       const grow = <T extends Uint32Array | Uint8Array | Float64Array | Int32Array>(a: T, size: number, C: { new (n: number): T }) => {
         const b = new C(size);
         b.set(a as never);
@@ -143,6 +158,8 @@ export interface SenderOptions {
   known?: KnownVersion;
   /** and the known basis cut finer, the table the chunks sent are refined against */
   basisHints?: BasisHints;
+  /** told the bytes the session's Checksum List is about to grow by; throws to refuse */
+  reserve?: (bytes: number) => void;
 }
 
 export interface SendOutcome {
@@ -175,7 +192,7 @@ export interface SendOutcome {
  */
 export async function sendTarget(conn: Conn, algo: number, target: TargetList, source: Source, opts: SenderOptions = {}): Promise<SendOutcome> {
   const H = hashLength(algo);
-  const list = new GrowingList(H, 0);
+  const list = new GrowingList(H, 0, opts.reserve);
   let listDone = false; // the whole Checksum List is sent (its strong hashes may still be due)
   let partsDone = false; // and every part of it is taken, hashes too
   let failure: unknown = null;
@@ -534,6 +551,9 @@ export interface ReceiverOptions {
    *  receiver sends none, no Basis Checksums and no Tokens End (docs/protocol.md §3, "A known
    *  basis") */
   known?: boolean;
+  /** told the bytes the session is about to hold (its Checksum List as it grows, the basis
+   *  bytes refinement keeps) before they are allocated; throws to refuse */
+  reserve?: (bytes: number) => void;
 }
 
 export interface ReceiveOutcome {
@@ -581,7 +601,9 @@ export async function receiveTarget(
   const streamed = typeof basisOrChoice !== 'function' && !opts.wholeList;
   if (known && !(streamed && basisOrChoice)) throw new Error('a known basis is given up front, and the list matched as it arrives');
   // the target's chunks as they arrive; marks: the basis chunk each copies, -1 for a literal
-  const list = new GrowingList(H, -1);
+  // sized once from Hello's size: FastCDC's chunks average a little above `avg` (~1.2× on random
+  // bytes), so the list rarely grows; a list may not exceed that size (Inconsistent)
+  const list = new GrowingList(H, -1, opts.reserve, expectedSize ? Math.min(limits.maxChunks, Math.ceil(expectedSize / params.avg)) : 0);
   let ended = false; // ChecksumsEnd is in: list.count is the chunk count
   let basis: Basis | null = streamed ? (basisOrChoice as Basis | null) : null;
   const matcher = streamed && basis && !known ? new Matcher(basis.index) : null;
@@ -608,7 +630,13 @@ export async function receiveTarget(
   let listedTo = 0; // target chunks below it are listed or covered by runs
   let prevEnd = 0; // basis offset where the run before `listedTo` ends (-1: unknown)
   let copies: BasisCopies | null = null; // the basis bytes refined chunks copy
-  const copiesOf = () => (copies ??= new BasisCopies((o, n, into) => basis!.source.read(o, n, into), basis!.source.size, (scratch[3] ??= takeBuffer(COPY_WINDOW))));
+  const copiesOf = () => {
+    if (!copies) {
+      opts.reserve?.(KEEP_LISTED + COPY_WINDOW);
+      copies = new BasisCopies((o, n, into) => basis!.source.read(o, n, into), basis!.source.size, (scratch[3] ??= takeBuffer(COPY_WINDOW)));
+    }
+    return copies;
+  };
   // The buffer basis stretches are read into, as large as the largest read so far (a small
   // edit reads a few KiB: a 4 MiB buffer per session cost an allocation per sync under load).
   const readBuffer = (n: number) => {
