@@ -14,6 +14,13 @@ export interface Child {
   kill(): Promise<void>;
 }
 
+/** Resident and peak resident memory of a process, bytes (Linux: /proc/PID/status). */
+export function processMemory(pid: number): { rss: number; peak: number } {
+  const st = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(st)![1]) * 1024;
+  return { rss: kb('VmRSS'), peak: kb('VmHWM') };
+}
+
 /** Calls `onLog` with each JSON line a server process writes to its stdout, parsed. */
 export function onLogLines(child: ChildProcess, onLog: (e: Record<string, unknown>) => void): void {
   let rest = '';
@@ -44,11 +51,7 @@ export async function startChild(data: string, flags: string[] = [], onLog?: (e:
     child,
     url,
     wsUrl: url.replace('http', 'ws') + '/sync',
-    memory() {
-      const st = readFileSync(`/proc/${child.pid}/status`, 'utf8');
-      const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(st)![1]) * 1024;
-      return { rss: kb('VmRSS'), peak: kb('VmHWM') };
-    },
+    memory: () => processMemory(child.pid!),
     async kill() {
       if (child.exitCode === null && child.signalCode === null) {
         const exited = new Promise((r) => child.once('exit', r));

@@ -1,10 +1,10 @@
 // A server process of its own (serve-child.ts), for tests and probes that measure it or give
 // it a data directory on a small tmpfs.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { onLogLines } from './child.ts';
+import { onLogLines, processMemory } from './child.ts';
 
 const root = new URL('../..', import.meta.url).pathname;
 
@@ -37,11 +37,7 @@ export async function ownServer(flags: string[], tmpfsBytes?: number): Promise<O
     url,
     wsUrl: url.replace('http', 'ws') + '/sync',
     logs,
-    memory() {
-      const st = readFileSync(`/proc/${child.pid}/status`, 'utf8');
-      const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(st)![1]) * 1024;
-      return { rss: kb('VmRSS'), peak: kb('VmHWM') };
-    },
+    memory: () => processMemory(child.pid!),
     async stop() {
       if (child.exitCode === null && child.signalCode === null) {
         const exited = new Promise((r) => child.once('exit', r));
