@@ -1,8 +1,8 @@
 /**
  * The server-wide memory budget for what sync sessions hold: their Checksum Lists as they grow
  * (session.ts `listBytesPerChunk`: 52 bytes per chunk with BLAKE3; the sender's list of a pull
- * too) and the basis bytes refinement keeps (refine.ts KEEP_LISTED + COPY_WINDOW, once per
- * session that refines). Each session takes a `Share`. A session that would hold more than
+ * too) and the basis bytes refinement keeps (the listed bytes, up to refine.ts KEEP_LISTED, and
+ * its COPY_WINDOW). Each session takes a `Share`. A session that would hold more than
  * `perSession` (--max-session-memory), or more than the budget (--memory-budget) has left, is
  * refused with LimitExceeded and ends; the others go on. A session's share is released when
  * it ends.

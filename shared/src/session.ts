@@ -630,9 +630,10 @@ export async function receiveTarget(
   let listedTo = 0; // target chunks below it are listed or covered by runs
   let prevEnd = 0; // basis offset where the run before `listedTo` ends (-1: unknown)
   let copies: BasisCopies | null = null; // the basis bytes refined chunks copy
+  let keptReserved = 0; // of the listed bytes BasisCopies keeps (at most KEEP_LISTED)
   const copiesOf = () => {
     if (!copies) {
-      opts.reserve?.(KEEP_LISTED + COPY_WINDOW);
+      opts.reserve?.(COPY_WINDOW);
       copies = new BasisCopies((o, n, into) => basis!.source.read(o, n, into), basis!.source.size, (scratch[3] ??= takeBuffer(COPY_WINDOW)));
     }
     return copies;
@@ -671,6 +672,11 @@ export async function receiveTarget(
           const bytes = span ? span.subarray(o - from, o - from + len) : await basis!.source.read(o, len, readBuffer(len));
           if (bytes.length !== len) throw new ProtocolError(ErrorCode.Internal, 'the basis is shorter than its index');
           const { lengths, prefixes } = fineCut(bytes, fine!, algo);
+          const keeps = Math.min(bytes.length, KEEP_LISTED - keptReserved);
+          if (keeps > 0) {
+            opts.reserve?.(keeps);
+            keptReserved += keeps;
+          }
           copiesOf().keep(o, bytes);
           for (let k = 0, off = o; k < lengths.length; k += BATCH) {
             const end = Math.min(lengths.length, k + BATCH);
