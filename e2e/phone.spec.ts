@@ -3,6 +3,7 @@
 // context, no crypto.subtle), files picked with the button (phones have no drag-and-drop), then
 // the layout and the file browser's controls checked at 390 and 360 px.
 import { writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import path from 'node:path';
 import { devices } from '@playwright/test';
 import { content, insertAt } from './data.ts';
@@ -10,7 +11,8 @@ import { card, expect, openPage, result, test } from './fixtures.ts';
 import { WorkerTarget } from './metrics.ts';
 import { CHROMIUM_ARGS } from './playwright.config.ts';
 
-const LAN_NAME = 'dsync-box.lan';
+// the computer's mDNS name, which the server answers to (server/src/guard.ts HostCheck)
+const LAN_NAME = `${hostname().toLowerCase()}.local`;
 
 const { defaultBrowserType: _, ...pixel } = devices['Pixel 7'];
 test.use({

@@ -89,8 +89,9 @@ async function precompute(): Promise<Prepared[]> {
 }
 
 async function startServer(data: string, minio: Minio | null): Promise<ServerProc> {
-  // The session limit per user (default 64) would refuse clients of the single-user server.
-  const env = { DSYNC_MAX_SESSIONS_PER_USER: '1000000', DSYNC_MAX_CONNECTIONS: '1000000', ...minio?.env };
+  // The session limits per user (default 64) and per address (32) would refuse the clients,
+  // all on 127.0.0.1, of the single-user server.
+  const env = { DSYNC_MAX_SESSIONS_PER_USER: '1000000', DSYNC_MAX_SESSIONS_PER_ADDRESS: '1000000', DSYNC_MAX_CONNECTIONS: '1000000', ...minio?.env };
   if (!isDsync(O.approach)) return startBaselines({ data, cpu: '0' });
   return startDsync({
     data,

@@ -10,10 +10,17 @@
  *
  * Users file: {"users": [{"name": "alice", "tokenSha256": "<hex>", "password": "scrypt$<salt b64>$<hash b64>"}]}
  * `dsync adduser NAME --users FILE [--password PW]` adds one and prints a new token.
+ *
+ * Logins: a password is checked with scrypt off the event loop (libuv's thread pool), at most
+ * `maxLoginHashes` at once (each takes ~50 ms of a core and 16 MiB; the pool's other threads
+ * stay free for the store's file I/O), and attempts per client address and per account name
+ * are limited with backoff (guard.ts `LoginLimiter`). Logout ends the login's open sync
+ * sockets at once (`ended`).
  */
-import { createHash, randomBytes, scryptSync, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, scrypt, scryptSync, timingSafeEqual } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
+import { LoginLimiter } from './guard.ts';
 
 export interface UserEntry {
   name: string;
@@ -34,12 +41,48 @@ function hashPassword(password: string): string {
   return `scrypt$${salt.toString('base64')}$${hash.toString('base64')}`;
 }
 
-function checkPassword(password: string, stored: string): boolean {
+/** Hashes waiting for their turn, per hash that may run (beyond: the login is refused as busy). */
+const QUEUED_PER_HASH = 32;
+
+/** Runs at most `limit` password checks at once, with a bounded queue behind them. */
+class HashLimit {
+  private running = 0;
+  private waiting: (() => void)[] = [];
+  constructor(private limit: number) {}
+
+  /** Whether a check may start or queue now. */
+  get hasRoom(): boolean {
+    return this.running < this.limit || this.waiting.length < this.limit * QUEUED_PER_HASH;
+  }
+
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.running >= this.limit) await new Promise<void>((r) => this.waiting.push(r));
+    else this.running++;
+    try {
+      return await fn();
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next(); // the slot passes on
+      else this.running--;
+    }
+  }
+}
+
+async function checkPassword(password: string, stored: string): Promise<boolean> {
   const [kind, salt, hash] = stored.split('$');
   if (kind !== 'scrypt' || !salt || !hash) return false;
   const want = Buffer.from(hash, 'base64');
-  const got = scryptSync(password, Buffer.from(salt, 'base64'), want.length, SCRYPT);
+  const got = await new Promise<Buffer>((resolve, reject) => scrypt(password, Buffer.from(salt, 'base64'), want.length, SCRYPT, (e, k) => (e ? reject(e) : resolve(k))));
   return timingSafeEqual(got, want);
+}
+
+/** How a login attempt ended. */
+export type LoginOutcome = { sid: string } | { refused: 'password' } | { refused: 'busy'; retryAfterMs: number };
+
+export interface LoginLimits {
+  maxLoginAttempts: number;
+  loginBackoffMaxMs: number;
+  maxLoginHashes: number;
 }
 
 function readUsers(file: string): UserEntry[] {
@@ -74,14 +117,20 @@ function cookie(req: IncomingMessage, name: string): string | undefined {
 
 export class Auth {
   private users: UserEntry[] | null;
-  private sessions = new Map<string, { user: string; expires: number }>();
+  /** logins: the user, the expiry, and what aborts when it ends */
+  private sessions = new Map<string, { user: string; expires: number; ended: AbortController }>();
+  private limiter: LoginLimiter;
+  private hashes: HashLimit;
 
   constructor(
     usersFile: string,
     private allowedOrigins: string[] = [],
+    limits: LoginLimits = { maxLoginAttempts: 5, loginBackoffMaxMs: 30_000, maxLoginHashes: 2 },
     private sessionTtlMs = 7 * 24 * 3600 * 1000,
   ) {
     this.users = usersFile ? readUsers(usersFile) : null;
+    this.limiter = new LoginLimiter(limits.maxLoginAttempts, limits.loginBackoffMaxMs);
+    this.hashes = new HashLimit(limits.maxLoginHashes);
   }
 
   get singleUser(): boolean {
@@ -102,24 +151,46 @@ export class Auth {
     const sid = cookie(req, SESSION_COOKIE);
     const s = sid ? this.sessions.get(sid) : undefined;
     if (s && s.expires > Date.now()) return s.user;
-    if (s) this.sessions.delete(sid!);
+    if (s) this.end(sid!);
     return null;
   }
 
-  /** Checks a name and password; returns a new session id, or null. */
-  login(name: string, password: string): string | null {
-    const u = this.users?.find((x) => x.name === name);
-    // hash even for unknown users, so timing does not reveal which names exist
-    const ok = checkPassword(password, u?.password ?? 'scrypt$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=');
-    if (!u?.password || !ok) return null;
-    const sid = randomBytes(24).toString('base64url');
-    this.sessions.set(sid, { user: u.name, expires: Date.now() + this.sessionTtlMs });
-    return sid;
+  /** Aborts when the login a request carries (its session cookie) ends: logout or expiry.
+   *  Undefined for a bearer token or single-user mode (nothing to end). */
+  ended(req: IncomingMessage): AbortSignal | undefined {
+    if (!this.users || req.headers.authorization?.startsWith('Bearer ')) return undefined;
+    const sid = cookie(req, SESSION_COOKIE);
+    return sid ? this.sessions.get(sid)?.ended.signal : undefined;
   }
 
+  /**
+   * Checks a name and password from a client address. Refused at once, with the time to wait,
+   * when that address or that name has made too many attempts lately or too many checks wait
+   * for their turn.
+   */
+  async login(name: string, password: string, address: string): Promise<LoginOutcome> {
+    const keys = [`address ${address}`, `name ${name.slice(0, 64)}`];
+    const wait = this.hashes.hasRoom ? this.limiter.admit(keys) : 1000;
+    if (wait) return { refused: 'busy', retryAfterMs: wait };
+    const u = this.users?.find((x) => x.name === name);
+    // hash even for unknown users, so timing does not reveal which names exist
+    const ok = await this.hashes.run(() => checkPassword(password, u?.password ?? 'scrypt$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA='));
+    if (!u?.password || !ok) return { refused: 'password' };
+    this.limiter.succeeded(keys);
+    const sid = randomBytes(24).toString('base64url');
+    this.sessions.set(sid, { user: u.name, expires: Date.now() + this.sessionTtlMs, ended: new AbortController() });
+    return { sid };
+  }
+
+  /** Ends the request's login; its open sync sockets are closed at once (`ended`). */
   logout(req: IncomingMessage) {
     const sid = cookie(req, SESSION_COOKIE);
-    if (sid) this.sessions.delete(sid);
+    if (sid) this.end(sid);
+  }
+
+  private end(sid: string) {
+    this.sessions.get(sid)?.ended.abort();
+    this.sessions.delete(sid);
   }
 
   /** Browser requests must come from this server's page (or an allowed origin). */

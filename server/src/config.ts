@@ -59,6 +59,29 @@ export interface ServerConfig {
   resumeWindowMs: number;
   /** server processes on one port (server/src/cluster.ts); 0: one per core */
   workers: number;
+  /** comma-separated host names the server answers to besides its own (IP addresses,
+   *  localhost, the machine's name); a leading '.' allows a domain and its subdomains */
+  allowedHosts: string;
+  /** the TLS proxies in front whose X-Forwarded-Proto / X-Forwarded-For are believed: comma-
+   *  separated addresses or subnets, or `loopback`, `linklocal`, `uniquelocal` (express's
+   *  'trust proxy'); their https requests get the `Secure` session cookie. Empty: none */
+  trustProxy: string;
+  /** a new sync socket that sends no Hello for this long is closed (LimitExceeded) */
+  helloTimeoutMs: number;
+  /** open sync WebSockets from one client address */
+  maxSessionsPerAddress: number;
+  /** login attempts per client address, and per account name, before each must wait its
+   *  turn (1 s after the previous one, doubling) */
+  maxLoginAttempts: number;
+  /** the longest such wait */
+  loginBackoffMaxMs: number;
+  /** password hashes (scrypt, ~50 ms and 16 MiB each) computed at once */
+  maxLoginHashes: number;
+  /** bytes all sync sessions together may hold in Checksum Lists (52 per chunk) and
+   *  refinement state (server/src/memory.ts) */
+  memoryBudget: number;
+  /** of which one session at most */
+  maxSessionMemory: number;
 }
 
 export const DEFAULTS: ServerConfig = {
@@ -90,6 +113,15 @@ export const DEFAULTS: ServerConfig = {
   maxInFlight: 16 << 20,
   resumeWindowMs: 600_000,
   workers: 1,
+  allowedHosts: '',
+  trustProxy: '',
+  helloTimeoutMs: 5_000,
+  maxSessionsPerAddress: 32,
+  maxLoginAttempts: 5,
+  loginBackoffMaxMs: 30_000,
+  maxLoginHashes: 2,
+  memoryBudget: 512 << 20,
+  maxSessionMemory: 256 << 20,
 };
 
 const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());

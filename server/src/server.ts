@@ -19,7 +19,7 @@
  *   POST /api/files/restore {name, version} {version}: a new version with those bytes
  * (files-api.ts). Errors are {error}: 400 bad request, 404 no such file or version, 409 a
  * name that exists or a stale basis, 500 a damaged store or a failing backend.
- *   GET  /api/metrics                      open connections, sessions, memory
+ *   GET  /api/metrics                      the caller's open sync sockets, the server's memory
  *   GET  /api/events                       live changes of the namespace (server/src/events.ts)
  */
 import { existsSync } from 'node:fs';
@@ -37,6 +37,8 @@ import { type Repo, type Store, openStore } from './store.ts';
 import { runGc } from './store/gc.ts';
 import { Events } from './events.ts';
 import { clientLabel, runConnection } from './sync.ts';
+import { HostCheck, SocketLimits, clientAddress } from './guard.ts';
+import { MemoryBudget } from './memory.ts';
 
 export interface RunningServer {
   url: string;
@@ -54,7 +56,8 @@ type Req = express.Request & { user?: string };
 
 /** `repo`: a store opened by the caller (tests over a faulty backend); by default `cfg.store`'s. */
 export async function startServer(cfg: ServerConfig, log: (e: Record<string, unknown>) => void = () => {}, repo?: Repo): Promise<RunningServer> {
-  const auth = new Auth(cfg.users, cfg.allowedOrigins.split(',').filter(Boolean));
+  const auth = new Auth(cfg.users, cfg.allowedOrigins.split(',').filter(Boolean), cfg);
+  const hosts = new HostCheck(cfg.allowedHosts, cfg.host);
   repo ??= await openStore(cfg);
   const storeOf = async (user: string) => repo.ns(user);
   // background garbage collection; safe with other processes' commits and collectors (gc.ts)
@@ -67,8 +70,8 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
       }, cfg.gcIntervalMs).unref()
     : null;
   const events = new Events(storeOf);
-  const sessionsOf = new Map<string, number>();
-  let connections = 0;
+  const sockets = new SocketLimits(cfg);
+  const budget = new MemoryBudget(cfg.memoryBudget, cfg.maxSessionMemory);
   // each open sync WebSocket, and whether it is in a session: from its Hello (a message's
   // first byte is its type, docs/protocol.md §4) to the session's end, which is logged with its `op`
   const open = new Map<import('ws').WebSocket, { busy: boolean }>();
@@ -76,6 +79,13 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
 
   const app = express();
   app.disable('x-powered-by');
+  app.set('trust proxy', cfg.trustProxy === 'true' ? 'loopback' : cfg.trustProxy || false);
+  const trusted = app.get('trust proxy fn') as (addr: string, hop: number) => boolean;
+  app.use((req, res, next) => {
+    const why = hosts.refusal(req.headers.host);
+    if (why) return void res.status(403).json({ error: why });
+    next();
+  });
   app.get('/api/health', (_req, res) => {
     res.json({ ok: true, protocol: PROTOCOL_VERSION });
   });
@@ -92,16 +102,28 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     if (req.method !== 'GET') res.on('finish', () => res.statusCode < 400 && events.changed(req.user!, { kind: 'changed' }));
     next();
   });
-  app.post('/api/login', express.json({ limit: '4kb' }), (req, res) => {
-    const { name, password } = (req.body ?? {}) as { name?: unknown; password?: unknown };
-    const sid = typeof name === 'string' && typeof password === 'string' ? auth.login(name, password) : null;
-    if (!sid) return void res.status(401).json({ error: 'wrong name or password' });
-    res.setHeader('Set-Cookie', `${SESSION_COOKIE}=${sid}; HttpOnly; SameSite=Strict; Path=/`);
-    res.json({ user: name });
+  // Secure behind a TLS proxy (--trust-proxy): the browser then sends it over https only
+  const cookieFlags = (req: express.Request) => `HttpOnly; SameSite=Strict; Path=/${req.secure ? '; Secure' : ''}`;
+  app.post('/api/login', express.json({ limit: '4kb' }), async (req, res, next) => {
+    try {
+      const { name, password } = (req.body ?? {}) as { name?: unknown; password?: unknown };
+      if (typeof name !== 'string' || typeof password !== 'string') return void res.status(400).json({ error: 'a name and a password are required' });
+      const out = await auth.login(name, password, req.ip ?? '');
+      if ('refused' in out && out.refused === 'busy') {
+        const s = Math.ceil(out.retryAfterMs / 1000);
+        res.setHeader('Retry-After', String(s));
+        return void res.status(429).json({ error: `too many login attempts; try again in ${s} s` });
+      }
+      if (!('sid' in out)) return void res.status(401).json({ error: 'wrong name or password' });
+      res.setHeader('Set-Cookie', `${SESSION_COOKIE}=${out.sid}; ${cookieFlags(req)}`);
+      res.json({ user: name });
+    } catch (e) {
+      next(e);
+    }
   });
   app.post('/api/logout', (req, res) => {
     auth.logout(req);
-    res.setHeader('Set-Cookie', `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`);
+    res.setHeader('Set-Cookie', `${SESSION_COOKIE}=; ${cookieFlags(req)}; Max-Age=0`);
     res.json({ ok: true });
   });
   app.get('/api/whoami', (req: Req, res) => {
@@ -117,9 +139,10 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
       deflate: cfg.deflate,
     });
   });
-  app.get('/api/metrics', (_req, res) => {
+  // the caller's own sockets only: no user learns another's name or activity
+  app.get('/api/metrics', (req: Req, res) => {
     const m = process.memoryUsage();
-    res.json({ connections, sessions: Object.fromEntries(sessionsOf), rssBytes: m.rss, heapUsedBytes: m.heapUsed });
+    res.json({ user: req.user, connections: sockets.of(req.user!), rssBytes: m.rss, heapUsedBytes: m.heapUsed });
   });
   app.get('/api/events', events.handler);
   app.use('/api', filesApi(storeOf, log));
@@ -138,27 +161,20 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     perMessageDeflate: cfg.deflate ? { threshold: 256, serverMaxWindowBits: 15, concurrencyLimit: 4 } : false,
   });
   const wssRaw = new WebSocketServer({ noServer: true, maxPayload: cfg.maxMessage, perMessageDeflate: false });
-  const refuse = (socket: Socket, status: number, text: string) => {
-    socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+  const refuse = (socket: Socket, status: number, text: string, why = '') => {
+    socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(why)}\r\n\r\n${why}`);
   };
   server.on('upgrade', (req, socket: Socket, head) => {
     socket.on('error', () => socket.destroy());
     const url = new URL(req.url ?? '/', 'http://x');
     if (url.pathname !== '/sync') return refuse(socket, 404, 'Not Found');
+    const wrongHost = hosts.refusal(req.headers.host);
+    if (wrongHost) return refuse(socket, 403, 'Forbidden', wrongHost);
     if (!auth.originAllowed(req)) return refuse(socket, 403, 'Forbidden');
     const user = auth.identify(req);
     if (!user) return refuse(socket, 401, 'Unauthorized');
-    if (connections >= cfg.maxConnections || (sessionsOf.get(user) ?? 0) >= cfg.maxSessionsPerUser) {
-      return refuse(socket, 503, 'Service Unavailable');
-    }
-    connections++;
-    sessionsOf.set(user, (sessionsOf.get(user) ?? 0) + 1);
-    const release = () => {
-      connections--;
-      const n = (sessionsOf.get(user) ?? 1) - 1;
-      if (n) sessionsOf.set(user, n);
-      else sessionsOf.delete(user);
-    };
+    const release = sockets.admit(user, clientAddress(req, trusted));
+    if (typeof release === 'string') return refuse(socket, 503, 'Service Unavailable', release);
     socket.once('close', release);
     (url.searchParams.get('deflate') === '0' ? wssRaw : wss).handleUpgrade(req, socket, head, (ws) => {
       const state = { busy: false };
@@ -176,7 +192,12 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
         if (e.op === 'push' && typeof e.version === 'number') events.changed(user, { kind: 'commit', name: String(e.name), version: e.version });
         log({ user, ...e });
       };
-      void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, sessionLog, () => auth.identify(req) === user, clientLabel(url.searchParams.get('client')));
+      void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, sessionLog, {
+        authorized: () => auth.identify(req) === user,
+        signedOut: auth.ended(req),
+        budget,
+        client: clientLabel(url.searchParams.get('client')),
+      });
     });
   });
 

@@ -1,6 +1,6 @@
 /**
  * The sync sessions of one connection on the server, one after another: each reads Hello, then
- * runs the receiver (push) or the sender (pull) of shared/src/session.ts against the store. An
+ * runs the receiver (push, shared/src/receiver.ts) or the sender (pull, shared/src/sender.ts) against the store. An
  * error ends its session and the connection, with an Error message carrying its code; nothing
  * is stored unless the rebuilt file verified.
  */
@@ -13,6 +13,7 @@ import { receiveTarget } from '../../shared/src/receiver.ts';
 import { sendTarget } from '../../shared/src/sender.ts';
 import { MAX_CLIENT_LABEL } from '../../shared/src/limits.ts';
 import type { ServerConfig } from './config.ts';
+import type { MemoryBudget } from './memory.ts';
 import { validateName } from './names.ts';
 import { type Store, isDamage } from './store.ts';
 
@@ -68,21 +69,39 @@ export interface SocketCounters {
  * error ends the connection. `storeP` may still be opening: the connection queues messages
  * meanwhile.
  */
-export async function runConnection(ws: WebSocketLike, socket: SocketCounters, storeP: Store | Promise<Store>, cfg: ServerConfig, log: SessionLog, authorized: () => boolean = () => true, client?: string): Promise<void> {
+/** What a connection is held to besides `cfg`: whether its sign-in still holds (checked at
+ *  each later Hello), a signal that ends it at once (logout), the memory budget its sessions
+ *  take their share of, the label it gave itself. */
+export interface ConnectionGuards {
+  authorized?: () => boolean;
+  signedOut?: AbortSignal;
+  budget?: MemoryBudget;
+  /** the client's label, kept with the versions it pushes (clientLabel) */
+  client?: string;
+}
+
+export async function runConnection(ws: WebSocketLike, socket: SocketCounters, storeP: Store | Promise<Store>, cfg: ServerConfig, log: SessionLog, guards: ConnectionGuards = {}): Promise<void> {
+  const { authorized = () => true, signedOut, budget, client } = guards;
   const conn = new Conn(ws, { maxQueuedBytes: Math.max(cfg.maxInFlight, cfg.maxMessage) });
+  // a logout ends the login's sockets at once, a session under way included
+  const onSignOut = () => conn.sendError(ErrorCode.Unauthorized, 'signed out: the sign-in this connection was opened with has ended');
+  signedOut?.addEventListener('abort', onSignOut, { once: true });
   // Two clocks end a session that stalls: no message for idleTimeoutMs, or one phase lasting
   // longer than phaseTimeoutMs. Between sessions only the first runs, and closes quietly.
   let between = false;
   let idle: NodeJS.Timeout | undefined;
   let phaseTimer: NodeJS.Timeout | undefined;
   let over = false; // messages that arrive after the connection's end (a client still sending after an Error) arm nothing
+  let heard = false; // a new socket has helloTimeoutMs to send its first message
   const resetIdle = () => {
     clearTimeout(idle);
     if (over) return;
+    const ms = heard ? cfg.idleTimeoutMs : cfg.helloTimeoutMs;
+    heard = true;
     idle = setTimeout(() => {
       if (between) conn.close(1000, 'idle');
-      else conn.sendError(ErrorCode.LimitExceeded, `no message for ${cfg.idleTimeoutMs} ms`);
-    }, cfg.idleTimeoutMs);
+      else conn.sendError(ErrorCode.LimitExceeded, `no message for ${ms} ms`);
+    }, ms);
   };
   const phase = (name: string) => {
     clearTimeout(phaseTimer);
@@ -107,10 +126,16 @@ export async function runConnection(ws: WebSocketLike, socket: SocketCounters, s
         between = false;
         if (n > 0 && !authorized()) throw new ProtocolError(ErrorCode.Unauthorized, 'the sign-in this connection was opened with has ended; sign in again');
       };
-      if (!(await oneSession(conn, socket, store, cfg, log, phase, started, client))) break;
+      const share = budget?.share();
+      try {
+        if (!(await oneSession(conn, socket, store, cfg, log, phase, started, share?.take, client))) break;
+      } finally {
+        share?.release();
+      }
       clearTimeout(phaseTimer);
     }
   } finally {
+    signedOut?.removeEventListener('abort', onSignOut);
     over = true;
     clearTimeout(idle);
     clearTimeout(phaseTimer);
@@ -119,7 +144,7 @@ export async function runConnection(ws: WebSocketLike, socket: SocketCounters, s
 
 /** One session on the connection: Hello to Result. Returns false when the connection is over
  *  (closed by the client between sessions, or ended by an error). */
-async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg: ServerConfig, log: SessionLog, phase: (name: string) => void, started: () => void, client?: string): Promise<boolean> {
+async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg: ServerConfig, log: SessionLog, phase: (name: string) => void, started: () => void, reserve?: (bytes: number) => void, client?: string): Promise<boolean> {
   let t0 = 0; // the session's clock starts at its Hello: waiting for it is not its time
   const in0 = socket.bytesRead;
   const out0 = socket.bytesWritten;
@@ -181,6 +206,7 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
           refine: cfg.refine && !cfg.paperExact ? DEFAULT_FINE : undefined,
           maxRefineBytes: cfg.maxRefineBytes,
           known: !!known,
+          reserve,
         });
         log({ op: 'push', name, version: out.version, known: known?.version, size: out.index.size, matchedBytes: out.matchedBytes, refinedBytes: out.refinedBytes, refineListed: out.refineListed, literalBytes: out.literalBytes, resumedChunks: out.resumedChunks, tokens: out.tokens, similarTo, ms: Math.round(performance.now() - t0) });
       } finally {
@@ -196,6 +222,7 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
         phase('checksums');
         const out = await sendTarget(conn, hello.algo, { size: target.size, parts: indexParts(target) }, opened.source, {
           splitThreshold: cfg.splitThreshold,
+          reserve,
           onListSent: () => phase('tokens'),
           onTokens: () => phase('delta'),
         });
@@ -213,7 +240,8 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
       conn.close();
     } else {
       const code = err instanceof ProtocolError ? err.code : ErrorCode.Internal;
-      const message = err instanceof ProtocolError ? err.message : 'internal error; the previous version is intact';
+      const full = ['ENOSPC', 'EDQUOT'].includes((err as NodeJS.ErrnoException).code ?? '');
+      const message = err instanceof ProtocolError ? err.message : full ? "the server's disk is full; nothing was stored, the previous version is intact" : 'internal error; the previous version is intact';
       log({ op: hello?.op === Op.Pull ? 'pull' : 'push', name: hello?.name, error: code, message: err.message });
       conn.sendError(code, message);
     }

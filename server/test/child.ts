@@ -17,6 +17,13 @@ export interface Child {
   kill(): Promise<void>;
 }
 
+/** Resident and peak resident memory of a process, bytes (Linux: /proc/PID/status). */
+export function processMemory(pid: number): { rss: number; peak: number } {
+  const st = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(st)![1]) * 1024;
+  return { rss: kb('VmRSS'), peak: kb('VmHWM') };
+}
+
 /** `onLog`: each line the server logs (JSON, one per event), parsed. */
 export function startChild(data: string, flags: string[] = [], onLog?: (e: Record<string, unknown>) => void): Promise<Child> {
   return startServe(['--data', data, ...flags], { onLog });
@@ -52,11 +59,7 @@ export async function startServe(args: string[], opts: { env?: NodeJS.ProcessEnv
     banner,
     url,
     wsUrl: url.replace('http', 'ws') + '/sync',
-    memory() {
-      const st = readFileSync(`/proc/${child.pid}/status`, 'utf8');
-      const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(st)![1]) * 1024;
-      return { rss: kb('VmRSS'), peak: kb('VmHWM') };
-    },
+    memory: () => processMemory(child.pid!),
     async kill() {
       if (child.exitCode === null && child.signalCode === null) {
         const exited = new Promise((r) => child.once('exit', r));

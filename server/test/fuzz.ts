@@ -96,7 +96,7 @@ export class Fuzzer {
 
   async setup() {
     this.dir = mkdtempSync(path.join(process.platform === 'linux' ? '/dev/shm' : '/tmp', 'dsync-fuzz-'));
-    this.cfg = loadConfig({ data: this.dir, 'idle-timeout-ms': '15', 'max-chunks': '100000' }, {});
+    this.cfg = loadConfig({ data: this.dir, 'idle-timeout-ms': '15', 'hello-timeout-ms': '15', 'max-chunks': '100000' }, {});
     // the real local directory; the keys each case writes are noted, to find what it leaves
     const real = localBackend(this.dir);
     this.store = new Repo({ ...real, putIfAbsent: (key, body) => (this.written.push(key), real.putIfAbsent(key, body)) }).ns('local');
@@ -147,7 +147,7 @@ export class Fuzzer {
    *  With `keep` the new version stays (setting up a basis), else it is removed again. */
   private async record(sc: Scenario, bytes: Uint8Array, params: ChunkParams, algo: number, keep: boolean, known?: MemoryKnown) {
     const [c, s] = memPair();
-    const session = runConnection(s, { bytesRead: 0, bytesWritten: 0 }, this.store, { ...this.cfg, idleTimeoutMs: 10_000 }, () => {});
+    const session = runConnection(s, { bytesRead: 0, bytesWritten: 0 }, this.store, { ...this.cfg, idleTimeoutMs: 10_000, helloTimeoutMs: 10_000 }, () => {});
     // slices of 16 KiB: a push sends its Checksum List in parts, and several Verdicts, each
     // followed by its Delta Bytes, come between them
     const before = await this.store.latest(sc.name);
@@ -160,7 +160,7 @@ export class Fuzzer {
 
   private async recordPull(sc: Scenario, local: Uint8Array) {
     const [c, s] = memPair();
-    const session = runConnection(s, { bytesRead: 0, bytesWritten: 0 }, this.store, { ...this.cfg, idleTimeoutMs: 10_000 }, () => {});
+    const session = runConnection(s, { bytesRead: 0, bytesWritten: 0 }, this.store, { ...this.cfg, idleTimeoutMs: 10_000, helloTimeoutMs: 10_000 }, () => {});
     await pull({
       url: 'mem',
       name: sc.name,

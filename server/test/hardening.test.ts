@@ -98,11 +98,12 @@ test('accounts: tokens, password sessions, namespaces, origins, no secrets in lo
     assert.equal((await raw(s.wsUrl, [], { cookie, Origin: 'http://evil.example' })).status, 403);
     assert.equal((await fetch(`${s.url}/api/files`, { headers: { cookie, Origin: 'http://evil.example' } })).status, 403);
     assert.equal((await fetch(`${s.url}/api/files`, { headers: { cookie, Origin: s.url } })).status, 200);
-    // a socket opened with that login serves sessions until the login ends (logout)
+    // a socket opened with that login serves sessions until the login ends (logout), which
+    // ends it at once with Unauthorized (hostile.test.ts: mid-session too)
     const open = await Connection.open(s.wsUrl, cookieWs as any);
     assert.equal((await pushBytes(s, 'mine.txt', data.subarray(1), { connection: open })).version, 2);
     assert.equal((await fetch(`${s.url}/api/logout`, { method: 'POST', headers: { cookie } })).status, 200);
-    await assert.rejects(pushBytes(s, 'mine.txt', data.subarray(2), { connection: open }), (e: Error) => e instanceof RemoteError && e.code === ErrorCode.Unauthorized);
+    await assert.rejects(open.conn.recv(), (e: Error) => e instanceof RemoteError && e.code === ErrorCode.Unauthorized);
     assert.equal(open.usable, false);
     assert.equal((await raw(s.wsUrl, [], { cookie })).status, 401);
     const all = logs.join('\n');
@@ -114,7 +115,7 @@ test('accounts: tokens, password sessions, namespaces, origins, no secrets in lo
 });
 
 test('limits: file size, chunk count, chunk size, sessions per user, idle time', async () => {
-  const s = await testServer({ 'max-file-size': '1000000', 'max-chunks': '20', 'max-message': String(1 << 20), 'max-sessions-per-user': '3', 'idle-timeout-ms': '400' });
+  const s = await testServer({ 'max-file-size': '1000000', 'max-chunks': '20', 'max-message': String(1 << 20), 'max-sessions-per-user': '3', 'idle-timeout-ms': '400', 'hello-timeout-ms': '400' });
   try {
     assert.equal((await raw(s.wsUrl, [hello('big', { size: 2_000_000 })])).error, ErrorCode.LimitExceeded);
     await assert.rejects(pushBytes(s, 'many', fastRandomBytes(1, 400_000), { params: { min: 64, avg: 256, max: 1024, op: 0, every: 16 } }), (e: Error) => e instanceof RemoteError && e.code === ErrorCode.LimitExceeded);

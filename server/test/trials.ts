@@ -81,7 +81,9 @@ export async function killTrials(trials: number, seed: number, log: (s: string) 
 
 export async function holdConnections(idle: number, active: number, log: (s: string) => void = console.log) {
   const data = mkdtempSync(path.join(tmpdir(), 'dsync-load-'));
-  const s = await startChild(data, ['--max-sessions-per-user', String(idle + active + 10)]);
+  // every socket comes from 127.0.0.1, and the idle ones never send a Hello
+  const most = String(idle + active + 10);
+  const s = await startChild(data, ['--max-sessions-per-user', most, '--max-sessions-per-address', most, '--hello-timeout-ms', '600000']);
   const sockets: WebSocket[] = [];
   try {
     const bases = Array.from({ length: active }, (_, i) => fastRandomBytes(1000 + i, 1_000_000));

@@ -20,6 +20,20 @@ export function grown<T extends Growable>(a: T, size: number, fill = 0): T {
   return b;
 }
 
+/** Capacity of a list, at least. */
+const LIST_MIN_CAPACITY = 1024;
+
+/** Bytes a session holds per listed chunk with strong hashes of H bytes: length 4, FastFp 4, the
+ *  strong hash H, offset 8, and the 4-byte per-chunk array a side keeps beside the list (52
+ *  with BLAKE3; measured in bench/results/hostile.md). */
+export const listBytesPerChunk = (H: number) => 20 + H;
+
+/**
+ * `reserve` is told the bytes each growth adds, before they are allocated, and may refuse by
+ * throwing (a memory budget). The arrays are made `expected` chunks large at once when that is
+ * known (the receiver's estimate from Hello's size), else doubled when full: each growth leaves
+ * the old arrays to the garbage collector, which holds them resident for a while.
+ */
 export class ChecksumList {
   count = 0;
   /** chunks whose strong hashes are in `hashes` (a sender's hashes trail its chunks: ListPart) */
@@ -30,7 +44,11 @@ export class ChecksumList {
   /** offsets[i]: where chunk i starts; offsets[count]: the size so far */
   offsets = new Float64Array(1);
 
-  constructor(private H: number) {}
+  constructor(
+    private H: number,
+    private reserve?: (bytes: number) => void,
+    private expected = 0,
+  ) {}
 
   /** Chunks the arrays have room for; per-chunk arrays kept beside the list follow it. */
   get capacity(): number {
@@ -46,7 +64,8 @@ export class ChecksumList {
     const n = this.count;
     const m = n + lengths.length;
     if (m > this.lengths.length) {
-      const cap = Math.max(m, 2 * this.lengths.length, 1024);
+      const cap = Math.max(m, 2 * this.lengths.length, this.expected, LIST_MIN_CAPACITY);
+      this.reserve?.((cap - this.lengths.length) * listBytesPerChunk(this.H));
       this.lengths = grown(this.lengths, cap);
       this.fastfps = grown(this.fastfps, cap);
       this.hashes = grown(this.hashes, cap * this.H);

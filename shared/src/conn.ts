@@ -97,6 +97,8 @@ export class Conn {
   private queue: Uint8Array[] = [];
   private queuedBytes = 0;
   private paused = false;
+  /** an Error was sent or close() called: incoming frames are dropped */
+  private ending = false;
   private waiter: ((v: void) => void) | null = null;
   private closed: Error | null = null;
   private limits: Limits;
@@ -112,12 +114,16 @@ export class Conn {
     this.maxBuffered = opts.maxBufferedBytes ?? 4 << 20;
     ws.binaryType = 'arraybuffer';
     ws.addEventListener('message', (ev: { data: unknown }) => {
+      if (this.ending) return; // after our Error or close, nothing more is read into memory
       const d = ev.data;
       if (typeof d === 'string') {
         this.fail(new ProtocolError(ErrorCode.Malformed, 'text frames are not part of the protocol'));
         return;
       }
       const frame = d instanceof ArrayBuffer ? new Uint8Array(d) : new Uint8Array(d as ArrayBufferLike);
+      // The peer's Error ends the session at once: a sender waiting for room to send (the peer
+      // stopped reading: it failed) must not wait for the socket to close before it knows.
+      if (frame[0] === Msg.Error && this.peerError(frame)) return;
       this.queue.push(frame);
       this.queuedBytes += frame.length;
       if (this.queuedBytes > this.maxQueued && this.ws.pause && !this.paused) {
@@ -155,6 +161,21 @@ export class Conn {
   private fail(e: Error) {
     if (!this.closed) this.closed = e;
     this.wake();
+  }
+
+  /** An Error frame from the peer: every later recv() and send() throws it (recv() after the
+   *  messages that came before it). False if the frame does not decode (recv() says so). */
+  private peerError(frame: Uint8Array): boolean {
+    let m: Message;
+    try {
+      m = decode(frame, this.hashLen, this.limits);
+    } catch {
+      return false;
+    }
+    if (m.type !== Msg.Error) return false;
+    this.count(m.type, frame.length);
+    this.fail(new RemoteError(m.code, m.message));
+    return true;
   }
 
   /** Receives the next message. An Error message from the peer throws RemoteError. */
@@ -222,17 +243,28 @@ export class Conn {
     this.traffic.total += bytes;
   }
 
-  /** Sends an Error message (best effort) and closes. */
+  /** Sends an Error message (best effort) and closes. The Error goes out even when this side
+   *  failed on what it received (a text frame, a frame that does not decode). */
   sendError(code: number, message: string) {
     try {
-      if (!this.closed && this.ws.readyState === 1) this.ws.send(encode({ type: Msg.Error, code, message }));
+      if (!this.ending && this.ws.readyState === 1) this.ws.send(encode({ type: Msg.Error, code, message }), { compress: false });
     } catch {
       /* the socket is already gone */
     }
     this.close(1000, 'error');
   }
 
+  /** Closes the socket. A socket paused for backpressure is read again (its frames dropped),
+   *  so that the peer's close frame, queued behind what it was sending, arrives and the close
+   *  handshake ends now instead of at the close timeout. */
   close(code = 1000, reason = '') {
+    this.ending = true;
+    this.queue.length = 0;
+    this.queuedBytes = 0;
+    if (this.paused) {
+      this.paused = false;
+      this.ws.resume?.();
+    }
     try {
       this.ws.close(code, reason);
     } catch {

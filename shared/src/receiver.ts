@@ -93,7 +93,10 @@ class Receiver {
     this.known = !!opts.known;
     this.streamed = typeof basisOrChoice !== 'function' && !opts.wholeList;
     if (this.known && !(this.streamed && basisOrChoice)) throw new Error('a known basis is given up front, and the list matched as it arrives');
-    this.list = new ChecksumList(this.H);
+    // sized once from Hello's size: FastCDC's chunks average a little above `avg`, so the list
+    // rarely grows
+    const { expectedSize, limits } = opts;
+    this.list = new ChecksumList(this.H, opts.reserve, expectedSize ? Math.min(limits.maxChunks, Math.ceil(expectedSize / params.avg)) : 0);
     this.basis = this.streamed ? (basisOrChoice as Basis | null) : null;
     this.matcher = this.streamed && this.basis && !this.known ? new WeakMatcher(this.basis.index) : null;
     if (this.basis) this.listFor(this.basis);
@@ -126,7 +129,7 @@ class Receiver {
   }
 
   private listFor(basis: Basis): void {
-    this.listing = new BasisListing(basis, () => this.basisOffsets(), (m) => this.conn.send(m), this.algo, this.opts.refine, this.opts.maxRefineBytes);
+    this.listing = new BasisListing(basis, () => this.basisOffsets(), (m) => this.conn.send(m), this.algo, this.opts.refine, this.opts.maxRefineBytes, this.opts.reserve);
   }
 
   private basisOffsets(): Float64Array {

@@ -202,6 +202,8 @@ export class BasisListing {
   private readBuffer: Uint8Array | null = null;
   /** the window `BasisCopies` reads into */
   private copyWindow: Uint8Array | null = null;
+  /** of the listed bytes `BasisCopies` keeps (at most KEEP_LISTED), those reserved */
+  private keptReserved = 0;
 
   constructor(
     private basis: BasisBytes,
@@ -212,6 +214,9 @@ export class BasisListing {
     /** finer chunk sizes; absent, nothing is listed (the copies are still served) */
     private fine: FineParams | undefined,
     maxBytes = MAX_REFINE_BYTES,
+    /** told the bytes the listing is about to keep (the copy window, the listed bytes up to
+     *  KEEP_LISTED); throws to refuse (a memory budget) */
+    private reserve?: (bytes: number) => void,
   ) {
     this.left = maxBytes;
   }
@@ -233,7 +238,11 @@ export class BasisListing {
   }
 
   private copiesOf(): BasisCopies {
-    return (this.copies ??= new BasisCopies((o, n, into) => this.basis.source.read(o, n, into), this.basis.source.size, (this.copyWindow ??= takeBuffer(COPY_WINDOW))));
+    if (!this.copies) {
+      this.reserve?.(COPY_WINDOW);
+      this.copies = new BasisCopies((o, n, into) => this.basis.source.read(o, n, into), this.basis.source.size, (this.copyWindow ??= takeBuffer(COPY_WINDOW)));
+    }
+    return this.copies;
   }
 
   /** A buffer of at least n bytes for a basis stretch (a small edit reads a few KiB: a 4 MiB
@@ -327,6 +336,11 @@ export class BasisListing {
   private async sendCut(offset: number, bytes: Uint8Array): Promise<void> {
     const fine = this.fine!;
     const { lengths, prefixes } = fineCut(bytes, fine, this.algo);
+    const keeps = Math.min(bytes.length, KEEP_LISTED - this.keptReserved);
+    if (keeps > 0) {
+      this.reserve?.(keeps);
+      this.keptReserved += keeps;
+    }
     this.copiesOf().keep(offset, bytes);
     for (let k = 0, off = offset; k < lengths.length; k += LIST_BATCH) {
       const end = Math.min(lengths.length, k + LIST_BATCH);

@@ -87,7 +87,7 @@ class Sender {
     private opts: SenderOptions,
   ) {
     this.H = hashLength(algo);
-    this.list = new ChecksumList(this.H);
+    this.list = new ChecksumList(this.H, opts.reserve);
     this.table = opts.basisChecksums ?? new BasisChecksumTable(algo);
     this.known = opts.known ? new KnownMatcher(opts.known, this.H) : null;
     this.splitThreshold = opts.splitThreshold ?? SPLIT_THRESHOLD;

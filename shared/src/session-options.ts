@@ -33,6 +33,9 @@ export interface SenderOptions {
   known?: KnownVersion;
   /** and the known basis cut finer, the Basis Checksums the chunks sent are refined against */
   basisChecksums?: BasisChecksumTable;
+  /** told the bytes the session's Checksum List is about to grow by; throws to refuse (a
+   *  memory budget, server/src/memory.ts) */
+  reserve?: (bytes: number) => void;
 }
 
 export interface SendOutcome {
@@ -83,6 +86,9 @@ export interface ReceiverOptions {
    *  receiver sends none, no Basis Checksums and no Tokens End (docs/protocol.md §3, "A known
    *  basis") */
   known?: boolean;
+  /** told the bytes the session is about to hold (its Checksum List as it grows, the basis
+   *  bytes refinement keeps) before they are allocated; throws to refuse (a memory budget) */
+  reserve?: (bytes: number) => void;
 }
 
 export interface ReceiveOutcome {

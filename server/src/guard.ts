@@ -1,0 +1,154 @@
+/**
+ * What the server checks before it does work for a request:
+ *   - `HostCheck`: the Host header names this server. A web page on a name its attacker
+ *     controls can point that name at this server's address (DNS rebinding); its requests then
+ *     carry the attacker's name as Host and as Origin, so the Origin check alone passes them.
+ *     Allowed, as Vite's `server.allowedHosts` does: IP addresses (no name can rebind to one),
+ *     `localhost` and `*.localhost`, the machine's host name (and `NAME.local`), the listen
+ *     address, and `--allowed-hosts` (a leading '.' allows a domain and its subdomains).
+ *   - `LoginLimiter`: login attempts per client address and per account name, with backoff.
+ *   - `SocketLimits`: open sync sockets, all together, per user and per client address.
+ *   - `clientAddress`: the client's address, through proxies `--trust-proxy` trusts.
+ */
+import type { IncomingMessage } from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+
+/** A Host header: a DNS name or IPv4 address, or a bracketed IPv6 address, then a port. */
+const HOST = /^(?:[a-z0-9-]+(?:\.[a-z0-9-]+)*\.?|\[[0-9a-f:.]+\])(?::\d{1,5})?$/i;
+
+export class HostCheck {
+  private names = new Set<string>();
+  private domains: string[] = [];
+
+  /** `allowed`: `--allowed-hosts`, comma-separated; `listenHost`: `--host`. */
+  constructor(allowed: string, listenHost: string) {
+    const host = os.hostname().toLowerCase();
+    for (const n of ['localhost', host, `${host}.local`, listenHost.toLowerCase()]) this.names.add(n);
+    for (const raw of allowed.split(',')) {
+      const entry = raw.trim().toLowerCase();
+      if (!entry) continue;
+      if (!HOST.test(entry.replace(/^\./, ''))) throw new Error(`--allowed-hosts: "${raw.trim()}" is not a host name`);
+      if (entry.startsWith('.')) this.domains.push(entry.slice(1));
+      else this.names.add(entry);
+    }
+  }
+
+  /** Why a request with this Host header is refused, or null when the name is this server's. */
+  refusal(hostHeader: string | undefined): string | null {
+    if (!hostHeader) return 'the request has no Host header';
+    if (!HOST.test(hostHeader)) return `the Host header "${hostHeader.slice(0, 100)}" is not a host name`;
+    const name = hostHeader.replace(/:\d+$/, '').replace(/^\[|\]$/g, '').replace(/\.$/, '').toLowerCase();
+    if (net.isIP(name) || name === 'localhost' || name.endsWith('.localhost') || this.names.has(name)) return null;
+    if (this.domains.some((d) => name === d || name.endsWith('.' + d))) return null;
+    return `this server does not answer to the name "${name}" (a page using it may be a DNS rebinding attack); if it is the server's name, start the server with --allowed-hosts ${name}`;
+  }
+}
+
+/** The first wait after `free` attempts; each further attempt doubles it, up to the maximum. */
+const FIRST_BACKOFF_MS = 1000;
+/** A key with no attempt for this long starts afresh. */
+const FORGET_MS = 15 * 60_000;
+/** Keys remembered at most (the oldest are forgotten first): bounds the limiter's memory. */
+const MAX_KEYS = 100_000;
+
+/**
+ * Login attempts per key (a client address, an account name). The first `free` attempts of a
+ * key are let through at once; after them each attempt must wait its turn: 1 s after the
+ * previous one, then 2 s, 4 s, … up to `maxBackoffMs`. An attempt is counted when it starts
+ * (so parallel attempts count too); a successful login forgets its keys. A person mistyping a
+ * password a few times is never held back for more than `maxBackoffMs`; a flood gets 429s.
+ */
+export class LoginLimiter {
+  private keys = new Map<string, { attempts: number; next: number; last: number }>();
+
+  constructor(
+    private free: number,
+    private maxBackoffMs: number,
+  ) {}
+
+  /** 0 if an attempt under these keys may start now (it is counted), else the milliseconds
+   *  until one may. */
+  admit(keys: string[], now = Date.now()): number {
+    this.forget(now);
+    let wait = 0;
+    for (const k of keys) wait = Math.max(wait, (this.keys.get(k)?.next ?? 0) - now);
+    if (wait > 0) return wait;
+    for (const k of keys) {
+      const r = this.keys.get(k) ?? { attempts: 0, next: 0, last: 0 };
+      r.attempts++;
+      r.last = now;
+      if (r.attempts >= this.free) r.next = now + Math.min(this.maxBackoffMs, FIRST_BACKOFF_MS * 2 ** (r.attempts - this.free));
+      this.keys.delete(k); // re-inserted last: the map stays in order of last attempt
+      this.keys.set(k, r);
+    }
+    return 0;
+  }
+
+  /** A login succeeded: its keys start afresh. */
+  succeeded(keys: string[]) {
+    for (const k of keys) this.keys.delete(k);
+  }
+
+  private forget(now: number) {
+    for (const [k, r] of this.keys) {
+      if (r.last > now - FORGET_MS && this.keys.size <= MAX_KEYS) break;
+      this.keys.delete(k);
+    }
+  }
+}
+
+/** Open sync sockets, all users together, per user and per client address. */
+export class SocketLimits {
+  private total = 0;
+  private perUser = new Map<string, number>();
+  private perAddress = new Map<string, number>();
+
+  constructor(private cfg: { maxConnections: number; maxSessionsPerUser: number; maxSessionsPerAddress: number }) {}
+
+  /** Counts a new socket and returns its release, or the reason it is refused. */
+  admit(user: string, address: string): (() => void) | string {
+    if (this.total >= this.cfg.maxConnections) return `the server holds its limit of ${this.cfg.maxConnections} sync connections`;
+    if ((this.perUser.get(user) ?? 0) >= this.cfg.maxSessionsPerUser) return `this user holds its limit of ${this.cfg.maxSessionsPerUser} sync connections`;
+    if ((this.perAddress.get(address) ?? 0) >= this.cfg.maxSessionsPerAddress) return `this address holds its limit of ${this.cfg.maxSessionsPerAddress} sync connections`;
+    this.total++;
+    bump(this.perUser, user, 1);
+    bump(this.perAddress, address, 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.total--;
+      bump(this.perUser, user, -1);
+      bump(this.perAddress, address, -1);
+    };
+  }
+
+  /** Open sync sockets of one user. */
+  of(user: string): number {
+    return this.perUser.get(user) ?? 0;
+  }
+}
+
+function bump(m: Map<string, number>, k: string, d: number) {
+  const n = (m.get(k) ?? 0) + d;
+  if (n) m.set(k, n);
+  else m.delete(k);
+}
+
+/**
+ * The client's address: the socket's peer, or, when that is a proxy `trust` accepts, the
+ * address it names in X-Forwarded-For (right to left, through every trusted hop), as express
+ * computes `req.ip` (`trust` is its compiled 'trust proxy fn').
+ */
+export function clientAddress(req: IncomingMessage, trust: (addr: string, hop: number) => boolean): string {
+  const forwarded = String(req.headers['x-forwarded-for'] ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .reverse();
+  const hops = [req.socket.remoteAddress ?? '', ...forwarded];
+  let i = 0;
+  while (i < hops.length - 1 && trust(hops[i], i)) i++;
+  return hops[i];
+}

@@ -1,0 +1,77 @@
+// Faults and exhaustion, with a real server process: a full disk (a data directory on a tmpfs of
+// a few MiB, mounted in a mount namespace of the server's own), Checksum Lists that would take
+// the server's memory.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { RemoteError } from '../../shared/src/conn.ts';
+import { ErrorCode } from '../../shared/src/protocol.ts';
+import { fastRandomBytes } from '../../shared/src/testdata.ts';
+import { sendChecksumList } from './attacks.ts';
+import { pushBytes } from './helpers.ts';
+import { ownServer } from './own-server.ts';
+
+test('a full disk: the push gets a clear Error within a second of the failure, even while the server is not reading its socket, and is not retried', async () => {
+  // 12 MiB of disk; the server pauses its socket once 1 MiB waits to be processed
+  const s = await ownServer(['--max-in-flight', String(1 << 20)], 12 << 20);
+  try {
+    const small = fastRandomBytes(1, 1_000_000);
+    assert.equal((await pushBytes(s, 'kept.bin', small)).version, 1);
+    const phases: string[] = [];
+    const t0 = Date.now();
+    const err = await pushBytes(s, 'big.bin', fastRandomBytes(2, 48 << 20), { retries: 3, onProgress: (p) => phases.push(p) }).then(
+      () => assert.fail('the push succeeded on a full disk'),
+      (e: Error) => e,
+    );
+    const failedAt = Date.now();
+    assert.ok(err instanceof RemoteError, `${err}`);
+    assert.equal(err.code, ErrorCode.Internal);
+    assert.match(err.message, /disk is full/);
+    assert.ok(!phases.includes('retrying'), 'a full disk is not retried');
+    const logged = s.logs.find((e) => e.op === 'push' && e.error === ErrorCode.Internal);
+    assert.ok(logged, JSON.stringify(s.logs));
+    assert.match(String(logged.message), /ENOSPC|no space/i);
+    const lag = failedAt - (logged.t as number);
+    assert.ok(lag < 1000, `the client knew ${lag} ms after the server failed (push took ${failedAt - t0} ms)`);
+    // the server still serves, and what it stored is intact
+    const res = await fetch(`${s.url}/api/download?name=kept.bin`);
+    assert.equal(res.status, 200);
+    assert.ok(Buffer.from(await res.arrayBuffer()).equals(small));
+  } finally {
+    await s.stop();
+  }
+});
+
+test('memory budget: Checksum Lists past a session\'s share, or past what the budget has left, are refused with LimitExceeded; memory stays bounded and is given back', async () => {
+  const MiB = 1 << 20;
+  const s = await ownServer(['--memory-budget', String(64 * MiB), '--max-session-memory', String(32 * MiB)]);
+  try {
+    const rss0 = s.memory().rss;
+    // 1 M chunks (52 MB at 52 bytes each) is past one session's 32 MiB
+    // (the server's log says which it refused: a refusal may come after the client is done)
+    const refusals = async (prefix: string, n: number) => {
+      const of = () => s.logs.filter((e) => String(e.name).startsWith(prefix) && e.error === ErrorCode.LimitExceeded);
+      for (let t = 0; t < 100 && of().length < n; t++) await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, 300));
+      return of().map((e) => String(e.message));
+    };
+    const big = await Promise.all(Array.from({ length: 6 }, (_, k) => sendChecksumList(s.wsUrl, 1 << 20, `big${k}`)));
+    const bigRefused = await refusals('big', 6);
+    assert.equal(bigRefused.length, 6, JSON.stringify(s.logs));
+    for (const m of bigRefused) assert.match(m, /its share of the server's memory \(32 MiB, --max-session-memory\)/);
+    big.forEach((a) => a.close());
+    // 400 k chunks (20.8 MB) fit a share; three such sessions at once do not fit 64 MiB
+    const mid = await Promise.all(Array.from({ length: 6 }, (_, k) => sendChecksumList(s.wsUrl, 400_000, `mid${k}`)));
+    const midRefused = await refusals('mid', 3);
+    assert.equal(midRefused.length, 3, JSON.stringify(s.logs));
+    for (const m of midRefused) assert.match(m, /memory for sessions is in use \(64 MiB, --memory-budget\)/);
+    const { peak } = s.memory();
+    assert.ok(peak - rss0 < 128 * MiB, `peak RSS ${(peak / MiB).toFixed(0)} MiB, from ${(rss0 / MiB).toFixed(0)} MiB`);
+    // the shares come back when those sessions end: a real push runs
+    mid.forEach((a) => a.close());
+    await new Promise((r) => setTimeout(r, 200));
+    const data = fastRandomBytes(3, 4_000_000);
+    assert.equal((await pushBytes(s, 'after.bin', data)).version, 1);
+  } finally {
+    await s.stop();
+  }
+});
