@@ -1,0 +1,23 @@
+// The README's settings table is the server's settings: every key of config.ts' DEFAULTS is a
+// row, no row names a setting that does not exist, and each number shown is the default.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { DEFAULTS } from '../src/config.ts';
+
+const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
+const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+
+test('README: the settings table lists every setting with its default, and nothing else', () => {
+  const rows = new Map<string, string>();
+  for (const m of readme.matchAll(/^\| `--([a-z0-9-]+)`(?: \/ `--no-[a-z0-9-]+`)? \| ([^|]+) \|/gm)) rows.set(m[1], m[2].trim());
+  const keys = Object.keys(DEFAULTS) as (keyof typeof DEFAULTS)[];
+  assert.deepEqual([...rows.keys()].sort(), keys.map(kebab).sort());
+  for (const k of keys) {
+    const shown = rows.get(kebab(k))!;
+    const def = DEFAULTS[k];
+    if (typeof def === 'number') assert.equal(Number(shown.replace(/\(.*\)/, '').replace(/ /g, '')), def, `--${kebab(k)}: README says ${shown}, the default is ${def}`);
+    if (typeof def === 'boolean') assert.equal(shown.startsWith('on'), def, `--${kebab(k)}`);
+    if (typeof def === 'string' && def && k !== 'staticDir') assert.ok(shown.includes(def), `--${kebab(k)}: README says ${shown}, the default is ${def}`);
+  }
+});
