@@ -75,4 +75,7 @@ async function main(argv: string[]): Promise<number> {
 }
 
 setHeapGrowth();
-process.exitCode = await main(process.argv.slice(2));
+const status = await main(process.argv.slice(2));
+process.exitCode = status;
+// a `serve --workers` worker that failed: its channel to the supervisor would keep it alive
+if (status !== EXIT_OK && process.connected) process.exit(status);
