@@ -39,17 +39,8 @@ export const SEGMENT_BYTES = 8 << 20;
 /** Similarity traits are brought up to the folder catalogs when older than this (other processes commit). */
 const TRAITS_REFRESH_MS = 30_000;
 
-export interface VersionInfo {
-  version: number;
-  size: number;
-  mtime: string;
-  /** hex of the root hash and its algorithm */
-  root: string;
-  algo: number;
-  /** bytes this version added to the store */
-  change: number;
-  client?: string;
-}
+/** A version as listings show it: its file head entry without the index id. */
+export type VersionInfo = Omit<VersionEntry, 'index'>;
 export interface FileInfo {
   name: string;
   latest: number;

@@ -16,7 +16,6 @@ import path from 'node:path';
 import { bufferSource } from '../../shared/src/chunk-index.ts';
 import { decode, encode } from '../../shared/src/codec.ts';
 import { type Message, type Piece } from '../../shared/src/messages.ts';
-import type { WebSocketLike } from '../../shared/src/conn.ts';
 import { type ChunkParams, DEFAULT_PARAMS, ErrorCode, Msg } from '../../shared/src/protocol.ts';
 import { MemoryKnown } from '../../shared/src/known.ts';
 import { Rng, applyEdits, randomBytes, textBytes } from '../../shared/src/testdata.ts';
@@ -27,51 +26,8 @@ import { Repo, type Store } from '../src/store.ts';
 import { localBackend } from '../src/store/local.ts';
 import { mark, runGc } from '../src/store/gc.ts';
 import { runConnection } from '../src/sync.ts';
+import { memPair } from '../../shared/test/mem-socket.ts';
 
-type Listener = (ev: any) => void;
-
-/** One end of an in-memory WebSocket pair: frames arrive in order, asynchronously. */
-class MemSocket implements WebSocketLike {
-  binaryType = 'arraybuffer';
-  bufferedAmount = 0;
-  readyState = 1;
-  peer!: MemSocket;
-  sent: Uint8Array[] = [];
-  private listeners = new Map<string, Listener[]>();
-  addEventListener(type: string, l: Listener) {
-    this.listeners.set(type, [...(this.listeners.get(type) ?? []), l]);
-  }
-  emit(type: string, ev: unknown) {
-    for (const l of this.listeners.get(type) ?? []) l(ev);
-  }
-  send(data: Uint8Array) {
-    if (this.readyState !== 1) return;
-    const copy = data.slice();
-    this.sent.push(copy);
-    setImmediate(() => this.peer.readyState === 1 && this.peer.emit('message', { data: copy.buffer }));
-  }
-  close(code = 1000) {
-    if (this.readyState !== 1) return;
-    this.readyState = 3;
-    setImmediate(() => {
-      this.emit('close', { code });
-      if (this.peer.readyState === 1) {
-        this.peer.readyState = 3;
-        this.peer.emit('close', { code });
-      }
-    });
-  }
-  pause() {}
-  resume() {}
-}
-
-function memPair(): [MemSocket, MemSocket] {
-  const a = new MemSocket();
-  const b = new MemSocket();
-  a.peer = b;
-  b.peer = a;
-  return [a, b];
-}
 
 interface Scenario {
   label: string;

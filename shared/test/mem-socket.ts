@@ -9,6 +9,8 @@ export class MemSocket implements WebSocketLike {
   bufferedAmount = 0;
   readyState = 1;
   peer!: MemSocket;
+  /** every frame this end sent, in order */
+  sent: Uint8Array[] = [];
   private listeners = new Map<string, Listener[]>();
   addEventListener(type: string, l: Listener) {
     this.listeners.set(type, [...(this.listeners.get(type) ?? []), l]);
@@ -19,6 +21,7 @@ export class MemSocket implements WebSocketLike {
   send(data: Uint8Array) {
     if (this.readyState !== 1) return;
     const copy = data.slice();
+    this.sent.push(copy);
     setImmediate(() => this.peer.readyState === 1 && this.peer.emit('message', { data: copy.buffer }));
   }
   close(code = 1000) {
@@ -32,6 +35,8 @@ export class MemSocket implements WebSocketLike {
       }
     });
   }
+  pause() {}
+  resume() {}
 }
 
 export function memPair(): [MemSocket, MemSocket] {

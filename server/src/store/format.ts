@@ -154,13 +154,17 @@ export function checkLayout(l: any): l is Layout {
   );
 }
 
-export function parseFileHead(body: Uint8Array, key: string): FileHead {
-  let h: any;
+/** A head's JSON body; damage if it is not JSON. */
+export function parseJson(body: Uint8Array, key: string): any {
   try {
-    h = JSON.parse(Buffer.from(body).toString('utf8'));
+    return JSON.parse(Buffer.from(body).toString('utf8'));
   } catch {
     throw damaged(`${key}: not JSON`);
   }
+}
+
+export function parseFileHead(body: Uint8Array, key: string): FileHead {
+  const h = parseJson(body, key);
   const ok =
     h && isStr(h.name) && isInt(h.next, 1) && (h.seq === undefined || isInt(h.seq)) && Array.isArray(h.versions) &&
     h.versions.every((v: any, i: number) =>
@@ -172,12 +176,7 @@ export function parseFileHead(body: Uint8Array, key: string): FileHead {
 }
 
 export function parseUploadsHead(body: Uint8Array, key: string): UploadsHead {
-  let h: any;
-  try {
-    h = JSON.parse(Buffer.from(body).toString('utf8'));
-  } catch {
-    throw damaged(`${key}: not JSON`);
-  }
+  const h = parseJson(body, key);
   const ok =
     h && Array.isArray(h.uploads) &&
     h.uploads.every((u: any) => u && isStr(u.key) && isInt(u.expires) && isStr(u.state) && SEGMENT_ID.test(u.state));

@@ -4,7 +4,7 @@
  */
 import { DEFAULTS } from '../config.ts';
 import type { Repo } from '../store.ts';
-import { parseFileHead, parseUploadsHead } from './format.ts';
+import { parseFileHead, parseJson, parseUploadsHead } from './format.ts';
 import { randomBytes } from 'node:crypto';
 import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
 import { GC_STATE, INDEX_ID, SEGMENT_ID, decodeName } from './keys.ts';
@@ -147,7 +147,7 @@ const IDLE: GcState = { epoch: 0, phase: 'idle', candidates: [], since: 0 };
 
 export function parseGcState(body: Uint8Array | null): GcState {
   if (!body) return IDLE;
-  const s = JSON.parse(Buffer.from(body).toString('utf8'));
+  const s = parseJson(body, GC_STATE);
   const ok = s && Number.isSafeInteger(s.epoch) && ['idle', 'condemned', 'deleting'].includes(s.phase) && Array.isArray(s.candidates) && s.candidates.every((k: unknown) => typeof k === 'string' && /^(data|index)\/[0-9a-f]{2}\/[0-9a-f]+$/.test(k)) && Number.isFinite(s.since);
   if (!ok) throw new Error('damaged store object: gc/state');
   return s as GcState;
