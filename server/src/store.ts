@@ -326,7 +326,7 @@ export class Store {
     const flush = async () => {
       if (cur < 0 || used === 0) return;
       await backend.putIfAbsent(segmentKey(layout.segments[cur]), buf.subarray(0, used)).catch((e) => {
-        throw new ProtocolError(ErrorCode.Internal, `the store could not write (${(e as Error).message}); nothing was stored`);
+        throw writeFailed(e);
       });
       // written from bytes the receiver hashed: known good
       this.repo.verified.add(layout.segments[cur], 0, used);
@@ -389,7 +389,7 @@ export class Store {
           }
         }
         const final = await compact(backend, layout, index, SEGMENT_BYTES, own, this.repo.verified).catch((e) => {
-          throw e instanceof ProtocolError ? e : new ProtocolError(ErrorCode.Internal, `the store could not write (${(e as Error).message}); nothing was stored`);
+          throw e instanceof ProtocolError ? e : writeFailed(e);
         });
         const body = encodeVersion(index, final);
         const id = sha256hex(body);
@@ -407,7 +407,7 @@ export class Store {
           }
           if (!indexWritten) {
             await backend.putIfAbsent(indexKey(id), body).catch((e) => {
-              throw new ProtocolError(ErrorCode.Internal, `the store could not write (${(e as Error).message}); nothing was stored`);
+              throw writeFailed(e);
             });
             indexWritten = true;
           }
@@ -491,4 +491,11 @@ export class Store {
     );
     await this.update(from, (h) => ({ head: h && { ...h, versions: h.versions.filter((v) => !src.versions.some((s) => s.version === v.version)) }, result: undefined }));
   }
+}
+
+/** The error a session ends with when the store cannot take its bytes: a full disk says so. */
+function writeFailed(e: unknown): ProtocolError {
+  const { code, message } = e as NodeJS.ErrnoException;
+  const full = code === 'ENOSPC' || code === 'EDQUOT';
+  return new ProtocolError(ErrorCode.Internal, `${full ? "the server's disk is full" : 'the store could not write'} (${message}); nothing was stored, the previous version is intact`);
 }

@@ -170,7 +170,7 @@ test('a full disk mid-upload: the session ends at once with a clear error, nothi
     await pushBytes(srv, 'kept.bin', a);
     room = 12 << 20; // one 8 MiB segment fits, the second does not
     const t0 = performance.now();
-    await assert.rejects(pushBytes(srv, 'big.bin', fastRandomBytes(8, 30_000_000)), (e) => e instanceof RemoteError && /the store could not write \(ENOSPC: no space left on device, write\); nothing was stored/.test(e.message));
+    await assert.rejects(pushBytes(srv, 'big.bin', fastRandomBytes(8, 30_000_000)), (e) => e instanceof RemoteError && /the server's disk is full \(ENOSPC: no space left on device, write\); nothing was stored/.test(e.message));
     assert.ok(performance.now() - t0 < 20_000);
     assert.deepEqual(await unreferenced(repo), [], 'the segment written before the disk filled is removed');
     assert.deepEqual(await repo.ns('local').versionNumbers('big.bin'), []);
