@@ -81,13 +81,15 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
   app.disable('x-powered-by');
   app.set('trust proxy', cfg.trustProxy === 'true' ? 'loopback' : cfg.trustProxy || false);
   const trusted = app.get('trust proxy fn') as (addr: string, hop: number) => boolean;
+  // health before the Host check: load balancers' checks often send no Host (HAProxy's), and
+  // the answer tells a rebinding page nothing
+  app.get('/api/health', (_req, res) => {
+    res.json({ ok: true, protocol: PROTOCOL_VERSION });
+  });
   app.use((req, res, next) => {
     const why = hosts.refusal(req.headers.host);
     if (why) return void res.status(403).json({ error: why });
     next();
-  });
-  app.get('/api/health', (_req, res) => {
-    res.json({ ok: true, protocol: PROTOCOL_VERSION });
   });
   app.use('/api', (req: Req, res, next) => {
     if (!auth.originAllowed(req)) return void res.status(403).json({ error: 'cross-origin request refused' });
