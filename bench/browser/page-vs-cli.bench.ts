@@ -104,7 +104,7 @@ test('page vs CLI: 1 GiB first upload and 30% edit, 256 MiB on the throttled pho
   }
   function row(what: string, size: number, pg: PageRun, cli: { ms: number }) {
     const line = `| ${what} | ${s(pg.ms)} (${rate(size, pg.ms)}) | ${s(cli.ms)} (${rate(size, cli.ms)}) | **${(cli.ms / pg.ms).toFixed(2)}** |`;
-    const mem = `| ${what} | ${mib(pg.peak.rss)} | ${mib(pg.peak.worker)} | ${pg.longTasks} | ${Math.round(pg.maxTimerLag)} ms | ${pg.report.fastPath ?? '-'} |`;
+    const mem = `| ${what} | ${mib(pg.peak.rss)} | ${mib(pg.peak.worker)} | ${pg.longTasks} | ${Math.round(pg.maxTimerLag)} ms | ${pg.report.runBytes ? `Delta Runs (${mib(pg.report.runBytes)})` : 'read in JS'} |`;
     console.log(`${line}\n  page memory/responsiveness: ${mem}`);
     rows.push(line);
     memRows.push(mem);
@@ -161,9 +161,9 @@ ${rows.join('\n')}
 
 The page during each sync (peaks over the renderer's RSS when the page had loaded; the sync
 worker's V8 heap + ArrayBuffer backing stores; main-thread long tasks > 50 ms and the worst
-lateness of a 50 ms timer; the path the worker's uploads took):
+lateness of a 50 ms timer; how many of the Delta Bytes went as Delta Runs of file slices):
 
-| sync | renderer RSS | sync worker heap + buffers | long tasks | worst timer delay | upload path |
+| sync | renderer RSS | sync worker heap + buffers | long tasks | worst timer delay | Delta Bytes as |
 |---|---|---|---|---|---|
 ${memRows.join('\n')}
 `,

@@ -380,18 +380,16 @@ class Sender {
    * resolves). Chunks the receiver listed basis bytes for are refined (refine.ts).
    */
   private async sendDelta(): Promise<void> {
+    // Refining reads the bytes into JavaScript: worth it once the receiver has listed at least
+    // a Delta message's worth of basis bytes (it can copy no more than it listed)
+    if (this.source.blobSlice && this.table.bytes < this.maxMessage) return this.sendDeltaRun();
     const { list, maxMessage } = this;
     const indices: number[] = [];
     const chunks: (Uint8Array | Piece[])[] = [];
     let bytes = 0;
     while (this.sentTo < this.judgedTo) {
+      const j = this.runEnd(bytes);
       const from = this.sentTo;
-      if (this.held[from]) {
-        this.sentTo++;
-        continue;
-      }
-      let j = from;
-      while (j < this.judgedTo && !this.held[j] && (bytes + list.offsets[j + 1] - list.offsets[from] <= maxMessage || (j === from && bytes === 0))) j++;
       if (j === from) break; // this message is full
       const length = list.offsets[j] - list.offsets[from];
       if (!this.deltaBuffer || this.deltaBuffer.length < bytes + length) {
@@ -417,6 +415,37 @@ class Sender {
       this.sentTo = j;
     }
     if (indices.length) await this.conn.send({ type: Msg.Delta, indices: Uint32Array.from(indices), chunks });
+    this.literalBytes += bytes;
+  }
+
+  /** Skips the held chunks from `sentTo` on; returns where the run of lacking chunks from
+   *  there ends in a message that holds `bytes` so far (`sentTo`: the message is full). */
+  private runEnd(bytes: number): number {
+    const { list, maxMessage } = this;
+    while (this.sentTo < this.judgedTo && this.held[this.sentTo]) this.sentTo++;
+    const from = this.sentTo;
+    let j = from;
+    while (j < this.judgedTo && !this.held[j] && (bytes + list.offsets[j + 1] - list.offsets[from] <= maxMessage || (j === from && bytes === 0))) j++;
+    return j;
+  }
+
+  /** Sends the next Delta message as a Delta Run: its runs of chunks go as slices of the
+   *  source, which the socket reads itself (conn.sendDeltaRun). */
+  private async sendDeltaRun(): Promise<void> {
+    const { list, source } = this;
+    const indices: number[] = [];
+    const parts: Blob[] = [];
+    let bytes = 0;
+    while (this.sentTo < this.judgedTo) {
+      const j = this.runEnd(bytes);
+      const from = this.sentTo;
+      if (j === from) break; // this message is full
+      for (let k = from; k < j; k++) indices.push(k);
+      parts.push(source.blobSlice!(list.offsets[from], list.offsets[j] - list.offsets[from]));
+      bytes += list.offsets[j] - list.offsets[from];
+      this.sentTo = j;
+    }
+    if (indices.length) await this.conn.sendDeltaRun(Uint32Array.from(indices), Uint32Array.from(indices, (k) => list.lengths[k]), parts);
     this.literalBytes += bytes;
   }
 
