@@ -53,6 +53,10 @@ test('1 GB: a 256 MiB and a 1 GiB file sync without the tab growing with the fil
 
     const report = JSON.parse((await card(page, name).getByTestId('result').getAttribute('data-report'))!);
     expect(report.deflate).toBe(false); // random bytes do not compress: no permessage-deflate
+    // the fast path: every literal byte went up in Delta Runs of File slices the browser read
+    // itself, none read into JavaScript and framed there (docs/protocol.md 0x0E)
+    expect(report.literalBytes).toBeGreaterThan(size / 2);
+    expect(report.runBytes).toBe(report.literalBytes);
     const b = metrics.baseline;
     const p = metrics.peak;
     peaks.push({ rss: p.rendererRss - b.rendererRss, worker: p.workerHeap + p.workerBuffers });
@@ -105,7 +109,8 @@ The worker reads the file in 4 MiB slices and chunks them in wasm, handing each 
 with their bytes to a hash worker (at most 16 MiB out; hashed up to 8 MiB behind on a one-core
 device),
 keeps the chunk index (about 40 bytes per 8 KiB chunk: 5 MiB for 1 GiB) and sends Delta Bytes
-in 1 MiB messages with send backpressure, so neither the tab nor the worker holds the file:
+in 1 MiB Delta Runs of File slices that the browser reads into the socket itself, with send
+backpressure, so neither the tab nor the worker holds the file:
 the peaks for 1 GiB are those for 256 MiB. The page's main thread only renders progress (at most 10 updates a second
 per transfer, drawn with compositor-only transforms): a few percent of one core over the sync.
 Long tasks and timer delays vary from run to run with the machine's load (this box is shared);

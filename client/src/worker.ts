@@ -85,6 +85,12 @@ class Job {
           return pool.hash(null, offset, lengths, algo, pieces, true);
         },
       }),
+      // the Delta Bytes go as slices of the file the socket reads itself (Delta Runs); how far
+      // they reach is how far the sending is
+      blobSlice: (offset, length) => {
+        onRead?.(offset + length);
+        return blob.slice(offset, offset + length);
+      },
       read: async (offset, length) => {
         if (this.cancelled) throw new Cancelled();
         const bytes = new Uint8Array(await blob.slice(offset, offset + length).arrayBuffer());

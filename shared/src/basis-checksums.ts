@@ -30,6 +30,8 @@ const PROBE = 8;
 export class BasisChecksumTable {
   fine: FineParams | null = null;
   count = 0;
+  /** basis bytes the entries list: the most that refinement can copy */
+  bytes = 0;
   private kinds = 0;
   /** per kind: the prefix's two words, the length, the first offset listed */
   private key0: number[] = [];
@@ -84,6 +86,7 @@ export class BasisChecksumTable {
       if (length === 0 || length > m.fine.max) throw bad(`a Basis Checksums chunk of ${length} bytes, outside 1..${m.fine.max}`);
       if (!Number.isSafeInteger(offset + length)) throw bad('Basis Checksums beyond 2^53 bytes');
       this.count++;
+      this.bytes += length;
       const k0 = view.getUint32(k * PREFIX, true);
       const k1 = view.getUint32(k * PREFIX + 4, true);
       const e = this.kind(k0, k1, length);

@@ -20,6 +20,9 @@ export interface Source {
    *  again (a source whose reads return new buffers may hand theirs over); else the worker
    *  reads the run itself. */
   hashRun?(offset: number, lengths: Uint32Array, algo: number, pieces?: Uint8Array[]): Promise<Uint8Array>;
+  /** `length` bytes at `offset` as a Blob the socket reads itself (a browser's File): the
+   *  sender then sends Delta Runs of such slices instead of reading the bytes. */
+  blobSlice?(offset: number, length: number): Blob;
 }
 
 export interface ChunkIndex {

@@ -223,6 +223,19 @@ export function encode(m: Message, hashLen = 32, room?: (size: number) => Uint8A
   }
 }
 
+/** The head of a Delta Run: type, n, then each chunk's index and length; the chunks' bytes
+ *  follow it one after another (a browser sends them as slices of the file, never read by JS). */
+export function deltaRunHead(indices: Uint32Array, lengths: Uint32Array): Uint8Array {
+  const w = new Writer(5 + 8 * indices.length);
+  w.u8(Msg.DeltaRun);
+  w.u32(indices.length);
+  for (let i = 0; i < indices.length; i++) {
+    w.u32(indices[i]);
+    w.u32(lengths[i]);
+  }
+  return w.done();
+}
+
 /**
  * Decodes one frame. Byte arrays in the result are views into `frame` (no copies).
  * Throws ProtocolError(Malformed) on any deviation from docs/protocol.md.
@@ -363,6 +376,22 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
         chunks.push(pieces);
       }
       m = { type, indices, chunks };
+      break;
+    }
+    case Msg.DeltaRun: {
+      // the chunks' indices and lengths first, then their bytes one after another: decoded
+      // into the Delta it carries
+      const n = r.count(maxN, 'delta count');
+      r.need(8 * n, 'delta run entries');
+      const indices = new Uint32Array(n);
+      const lengths = new Uint32Array(n);
+      for (let i = 0; i < n; i++) {
+        indices[i] = r.u32('index');
+        lengths[i] = r.u32('length');
+      }
+      const chunks: Uint8Array[] = [];
+      for (let i = 0; i < n; i++) chunks.push(r.bytes(lengths[i], 'chunk bytes'));
+      m = { type: Msg.Delta, indices, chunks };
       break;
     }
     case Msg.Copies: {

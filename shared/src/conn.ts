@@ -5,7 +5,7 @@
  * pause (`ws` on the server), receive backpressure on queued bytes.
  */
 import { giveBuffers, takeBuffer } from './buffers.ts';
-import { decode, encode } from './codec.ts';
+import { decode, deltaRunHead, encode } from './codec.ts';
 import type { Message } from './messages.ts';
 import { DEFAULT_LIMITS, type Limits } from './limits.ts';
 import { ErrorCode, Msg, ProtocolError } from './protocol.ts';
@@ -29,8 +29,9 @@ export interface WebSocketLike {
   readonly extensions?: string;
   /** `compress`: `ws` only (a browser decides for itself): whether permessage-deflate, where
    *  negotiated, compresses this message; `done`: `ws` only, called once the frame has been
-   *  written out (or failed), after which its bytes are no longer read */
-  send(data: Uint8Array, options?: { compress?: boolean }, done?: (err?: Error) => void): void;
+   *  written out (or failed), after which its bytes are no longer read; a Blob is read by the
+   *  socket (both send them in order with the other messages) */
+  send(data: Uint8Array | Blob, options?: { compress?: boolean }, done?: (err?: Error) => void): void;
   close(code?: number, reason?: string): void;
   addEventListener(type: string, listener: (ev: any) => void): void;
   /** `ws` only: stop / restart reading from the socket */
@@ -94,6 +95,8 @@ export class Conn {
   readonly traffic: Traffic = { checksumList: 0, matchTokens: 0, basisChecksums: 0, delta: 0, control: 0, total: 0 };
   /** milliseconds spent waiting in recv() — the rest of a session's time is work */
   waitedMs = 0;
+  /** chunk bytes sent in Delta Runs (sendDeltaRun) */
+  runBytes = 0;
   private queue: Uint8Array[] = [];
   private queuedBytes = 0;
   private paused = false;
@@ -104,6 +107,8 @@ export class Conn {
   private limits: Limits;
   private maxQueued: number;
   private maxBuffered: number;
+  /** a browser's (or Node's own) WebSocket, which sends Blobs; `ws` does not take them */
+  private readonly native: boolean;
 
   constructor(
     readonly ws: WebSocketLike,
@@ -112,6 +117,7 @@ export class Conn {
     this.limits = opts.limits ?? DEFAULT_LIMITS;
     this.maxQueued = opts.maxQueuedBytes ?? 16 << 20;
     this.maxBuffered = opts.maxBufferedBytes ?? 4 << 20;
+    this.native = typeof WebSocket === 'function' && ws instanceof WebSocket;
     ws.binaryType = 'arraybuffer';
     ws.addEventListener('message', (ev: { data: unknown }) => {
       if (this.ending) return; // after our Error or close, nothing more is read into memory
@@ -145,6 +151,7 @@ export class Conn {
   resetCounters() {
     for (const k of Object.keys(this.traffic) as (keyof Traffic)[]) this.traffic[k] = 0;
     this.waitedMs = 0;
+    this.runBytes = 0;
   }
 
   /** the socket is open and no error or close has been seen */
@@ -233,9 +240,35 @@ export class Conn {
     let room: Uint8Array | null = null;
     const frame = encode(m, this.hashLen, (size) => (room = takeBuffer(Math.max(size, FRAME_ROOM))));
     this.count(m.type, frame.length);
+    if (this.native) {
+      // Chromium sends a Blob's bytes from the browser's blob store; an ArrayBuffer it copies
+      // and hands on at about twice the CPU (bench/results/page-vs-cli.md). The Blob holds a
+      // copy: the buffer goes back at once.
+      this.ws.send(new Blob([frame as Uint8Array<ArrayBuffer>]));
+      if (room) giveBuffers([room]);
+      return;
+    }
     this.ws.send(frame, { compress: true }, () => {
       if (room) giveBuffers([room]);
     });
+  }
+
+  /**
+   * Sends a Delta Run (docs/protocol.md): chunks `indices` of `lengths`, whose bytes are
+   * `parts` one after another (slices of a file), after waiting like `send`. The socket reads
+   * the parts itself: their bytes never pass through JavaScript.
+   */
+  async sendDeltaRun(indices: Uint32Array, lengths: Uint32Array, parts: Blob[]): Promise<void> {
+    while (this.ws.bufferedAmount > this.maxBuffered) {
+      if (this.closed) throw this.closed;
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    if (this.closed) throw this.closed;
+    const head = deltaRunHead(indices, lengths) as Uint8Array<ArrayBuffer>;
+    const frame = new Blob([head, ...parts]);
+    this.count(Msg.Delta, frame.size);
+    this.runBytes += frame.size - head.length;
+    this.ws.send(frame);
   }
 
   private count(type: number, bytes: number) {

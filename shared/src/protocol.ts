@@ -5,7 +5,7 @@
 
 import { CHUNK_SIZE_RANGES } from './limits.ts';
 
-export const PROTOCOL_VERSION = 5;
+export const PROTOCOL_VERSION = 6;
 
 /** Message type codes (the first byte of every binary frame). */
 export const Msg = {
@@ -22,6 +22,7 @@ export const Msg = {
   Result: 0x0b,
   BasisChecksums: 0x0c,
   Copies: 0x0d,
+  DeltaRun: 0x0e,
   Error: 0x7f,
 } as const;
 export type MsgType = (typeof Msg)[keyof typeof Msg];

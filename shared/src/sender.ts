@@ -380,18 +380,25 @@ class Sender {
    * resolves). Chunks the receiver listed basis bytes for are refined (refine.ts).
    */
   private async sendDelta(): Promise<void> {
+    // Refining reads the bytes into JavaScript. Where the source can send slices unread (Delta
+    // Runs), it is worth it once the receiver has listed at least a Delta message's worth of
+    // basis bytes (it can copy no more than it listed), and then only for the chunks at the
+    // edges of a run of lacking ones, where an edit's old bytes may go on inside a chunk: the
+    // chunks inside such a run are new bytes and go as Delta Runs.
+    let edges: boolean | undefined;
+    if (this.source.blobSlice) {
+      if (this.table.bytes < this.maxMessage) return this.sendDeltaRun();
+      while (this.sentTo < this.judgedTo && this.held[this.sentTo]) this.sentTo++;
+      if (this.sentTo < this.judgedTo && !this.edge(this.sentTo)) return this.sendDeltaRun(false);
+      edges = true;
+    }
     const { list, maxMessage } = this;
     const indices: number[] = [];
     const chunks: (Uint8Array | Piece[])[] = [];
     let bytes = 0;
     while (this.sentTo < this.judgedTo) {
+      const j = this.runEnd(bytes, edges);
       const from = this.sentTo;
-      if (this.held[from]) {
-        this.sentTo++;
-        continue;
-      }
-      let j = from;
-      while (j < this.judgedTo && !this.held[j] && (bytes + list.offsets[j + 1] - list.offsets[from] <= maxMessage || (j === from && bytes === 0))) j++;
       if (j === from) break; // this message is full
       const length = list.offsets[j] - list.offsets[from];
       if (!this.deltaBuffer || this.deltaBuffer.length < bytes + length) {
@@ -417,6 +424,44 @@ class Sender {
       this.sentTo = j;
     }
     if (indices.length) await this.conn.send({ type: Msg.Delta, indices: Uint32Array.from(indices), chunks });
+    this.literalBytes += bytes;
+  }
+
+  /** Skips the held chunks from `sentTo` on; returns where the run of lacking chunks from
+   *  there (only edge chunks, or none, if `edges` is given) ends in a message that holds
+   *  `bytes` so far (`sentTo`: the message is full). */
+  private runEnd(bytes: number, edges?: boolean): number {
+    const { list, maxMessage } = this;
+    while (this.sentTo < this.judgedTo && this.held[this.sentTo]) this.sentTo++;
+    const from = this.sentTo;
+    let j = from;
+    while (j < this.judgedTo && !this.held[j] && (edges === undefined || this.edge(j) === edges) && (bytes + list.offsets[j + 1] - list.offsets[from] <= maxMessage || (j === from && bytes === 0))) j++;
+    return j;
+  }
+
+  /** Whether lacking chunk k is at an edge of its run of lacking chunks (or of what is judged). */
+  private edge(k: number): boolean {
+    return k === 0 || this.held[k - 1] === 1 || k + 1 >= this.judgedTo || this.held[k + 1] === 1;
+  }
+
+  /** Sends the next Delta message as a Delta Run: its runs of chunks (only those inside runs
+   *  of lacking chunks, with `edges` false) go as slices of the source, which the socket reads
+   *  itself (conn.sendDeltaRun). */
+  private async sendDeltaRun(edges?: boolean): Promise<void> {
+    const { list, source } = this;
+    const indices: number[] = [];
+    const parts: Blob[] = [];
+    let bytes = 0;
+    while (this.sentTo < this.judgedTo) {
+      const j = this.runEnd(bytes, edges);
+      const from = this.sentTo;
+      if (j === from) break; // this message is full
+      for (let k = from; k < j; k++) indices.push(k);
+      parts.push(source.blobSlice!(list.offsets[from], list.offsets[j] - list.offsets[from]));
+      bytes += list.offsets[j] - list.offsets[from];
+      this.sentTo = j;
+    }
+    if (indices.length) await this.conn.sendDeltaRun(Uint32Array.from(indices), Uint32Array.from(indices, (k) => list.lengths[k]), parts);
     this.literalBytes += bytes;
   }
 

@@ -61,6 +61,9 @@ export interface SyncReport {
   timeMs: { client: number; server: number; network: number; total: number };
   /** whether the socket compressed its messages (permessage-deflate) */
   deflate: boolean;
+  /** push: chunk bytes that went as Delta Runs of file slices the socket read itself (a
+   *  browser's file: the fast path, docs/protocol.md 0x0E); 0 where they were read and copied */
+  runBytes?: number;
   /** push: the version the client knew and sent its own Match Tokens against (one round trip,
    *  docs/protocol.md §3 "A known basis"); absent: the three phases ran */
   knownVersion?: number;
@@ -296,6 +299,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
         traffic,
         timeMs: { client: ms(client), server: ms(server), network: ms(Math.max(0, total - client - server)), total: ms(total) },
         deflate: deflated(connection),
+        runBytes: connection.conn.runBytes,
         ...(against && { knownVersion: against.version }),
       };
     } catch (e) {

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { decode, encode } from '../src/codec.ts';
+import { decode, deltaRunHead, encode } from '../src/codec.ts';
 import { type Message } from '../src/messages.ts';
 import { ErrorCode, Msg, ProtocolError } from '../src/protocol.ts';
 
@@ -170,4 +170,20 @@ test('counts larger than the limit are refused before allocating', () => {
   p[18] = 1; // a copy of 5 bytes for a chunk of 0xfffffff0
   new DataView(p.buffer).setUint32(27, 5, true);
   assert.throws(() => decode(p, H), /pieces of 5 bytes for a chunk of 4294967280/);
+});
+
+test('a Delta Run (head, then the chunks\' bytes one after another) decodes into the Delta it carries; a cut or extended one fails cleanly', () => {
+  const chunks = fc.array(fc.uint8Array({ maxLength: 40 }), { minLength: 1, maxLength: 12 });
+  fc.assert(
+    fc.property(chunks, fc.integer({ min: 0, max: 1000 }), (cs, first) => {
+      const indices = Uint32Array.from(cs, (_, i) => first + i);
+      const head = deltaRunHead(indices, Uint32Array.from(cs, (c) => c.length));
+      assert.equal(head.length, 5 + 8 * cs.length);
+      const frame = Uint8Array.from([...head, ...cs.flatMap((c) => [...c])]);
+      const m = decode(frame, H);
+      assert.deepEqual(m, { type: Msg.Delta, indices, chunks: cs });
+      for (const bad of [frame.subarray(0, frame.length - 1), Uint8Array.from([...frame, 0])]) assert.equal(mustFailCleanly(bad), false);
+    }),
+    { numRuns: 500 },
+  );
 });

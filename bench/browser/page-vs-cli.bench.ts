@@ -1,0 +1,172 @@
+// The page against the CLI on large files, same server build, one run (issue 25): a 1 GiB
+// pseudo-random file pushed first from the page (Chromium, file control) and then with
+// `dsync push`, then 30% of every MiB rewritten and both pushed again; then 256 MiB from the page
+// on the 4×-throttled phone profile, next to the CLI. Page and CLI alternate step by step, each
+// against its own server process (same build, own store), so the machine's load hits both alike.
+// Prints the page/CLI speed ratios and writes bench/results/page-vs-cli.md (OUT= elsewhere).
+//   npm run bench:page-vs-cli        (ROUNDS=n repeats the 1 GiB pair; GIB=0.25 for a quick run)
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { createReadStream, mkdirSync, writeFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { loadavg } from 'node:os';
+import path from 'node:path';
+import { devices } from '@playwright/test';
+import { writePseudoRandomFile } from '../../e2e/data.ts';
+import { card, expect, openPage, result, root, test } from '../../e2e/fixtures.ts';
+import { TabMetrics } from '../../e2e/metrics.ts';
+import { TestServer } from '../../e2e/server.ts';
+
+const MiB = 2 ** 20;
+const SIZE = Math.round(Number(process.env.GIB ?? 1) * 1024) * MiB;
+const ROUNDS = Number(process.env.ROUNDS ?? 1);
+const PHONE_SIZE = 256 * MiB;
+const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+const mib = (b: number) => `${(b / MiB).toFixed(0)} MiB`;
+const rate = (bytes: number, ms: number) => `${(bytes / MiB / (ms / 1000)).toFixed(0)} MiB/s`;
+
+/** Rewrites the first 30% of every MiB of `file` with other pseudo-random bytes; its SHA-256. */
+async function rewriteEveryMiB(file: string, size: number, seed: number): Promise<string> {
+  const part = new Uint8Array(Math.floor(0.3 * MiB));
+  const words = new Uint32Array(part.buffer, 0, part.length >> 2);
+  let x = seed;
+  const fh = await open(file, 'r+');
+  try {
+    for (let off = 0; off < size; off += MiB) {
+      for (let i = 0; i < words.length; i++) {
+        x ^= x << 13;
+        x ^= x >>> 17;
+        x ^= x << 5;
+        words[i] = x;
+      }
+      await fh.write(part, 0, Math.min(part.length, size - off), off);
+    }
+  } finally {
+    await fh.close();
+  }
+  const h = createHash('sha256');
+  for await (const b of createReadStream(file)) h.update(b);
+  return h.digest('hex');
+}
+
+/** `dsync push` of `file` as `name`: wall time from start to exit, and its JSON report. */
+function cliPush(server: TestServer, file: string, name: string, cache: string): Promise<{ ms: number; report: any }> {
+  const t0 = Date.now();
+  const child = spawn(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'push', file, '--server', server.url, '--name', name, '--json'], {
+    env: { ...process.env, DSYNC_CACHE_DIR: cache },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  return new Promise((resolve, reject) =>
+    child.on('exit', (code) => (code === 0 ? resolve({ ms: Date.now() - t0, report: JSON.parse(out.trim().split('\n').pop()!) }) : reject(new Error(`dsync push exited ${code}: ${out}`)))),
+  );
+}
+
+interface PageRun {
+  ms: number;
+  report: any;
+  peak: { rss: number; worker: number };
+  longTasks: number;
+  maxTimerLag: number;
+}
+
+test('page vs CLI: 1 GiB first upload and 30% edit, 256 MiB on the throttled phone', async ({ page, browser, server, dir }) => {
+  const cliServer = await new TestServer().start();
+  const cache = path.join(dir, 'cli-cache');
+  mkdirSync(cache);
+  const load = loadavg()[0];
+  const rows: string[] = [];
+  const memRows: string[] = [];
+
+  async function pageRun(p: typeof page, metrics: TabMetrics, file: string, name: string, version: number, sha: string, size: number): Promise<PageRun> {
+    metrics.peak = await metrics.sample();
+    await TabMetrics.responsiveness(p);
+    metrics.poll(250);
+    const t0 = Date.now();
+    await p.getByTestId('file-input').setInputFiles(file);
+    const r = await result(p, name, { timeout: 900_000 });
+    const ms = Date.now() - t0;
+    metrics.stop();
+    const { longTasks, maxTimerLag } = await TabMetrics.responsiveness(p);
+    expect(r.version).toBe(version);
+    expect(await server.storedSha256(name, version)).toBe(sha);
+    const report = JSON.parse((await card(p, name).getByTestId('result').getAttribute('data-report'))!);
+    const b = metrics.baseline;
+    const pk = metrics.peak;
+    return { ms, report, peak: { rss: pk.rendererRss - b.rendererRss, worker: pk.workerHeap + pk.workerBuffers }, longTasks: longTasks.length, maxTimerLag };
+  }
+  async function cliRun(file: string, name: string, version: number, sha: string) {
+    const r = await cliPush(cliServer, file, name, cache);
+    expect(r.report.version).toBe(version);
+    expect(await cliServer.storedSha256(name, version)).toBe(sha);
+    return r;
+  }
+  function row(what: string, size: number, pg: PageRun, cli: { ms: number }) {
+    const line = `| ${what} | ${s(pg.ms)} (${rate(size, pg.ms)}) | ${s(cli.ms)} (${rate(size, cli.ms)}) | **${(cli.ms / pg.ms).toFixed(2)}** |`;
+    const mem = `| ${what} | ${mib(pg.peak.rss)} | ${mib(pg.peak.worker)} | ${pg.longTasks} | ${Math.round(pg.maxTimerLag)} ms | ${pg.report.runBytes ? `Delta Runs (${mib(pg.report.runBytes)})` : 'read in JS'} |`;
+    console.log(`${line}\n  page memory/responsiveness: ${mem}`);
+    rows.push(line);
+    memRows.push(mem);
+  }
+
+  try {
+    await TabMetrics.prepare(page);
+    await openPage(page, server.url);
+    const metrics = await TabMetrics.attach(page, browser);
+    for (let round = 0; round < ROUNDS; round++) {
+      const name = `big-${round}.img`;
+      const file = path.join(dir, name);
+      const sha1 = await writePseudoRandomFile(file, SIZE, 0x9e3779b9 + round);
+      row(`${mib(SIZE)} first upload`, SIZE, await pageRun(page, metrics, file, name, 1, sha1, SIZE), await cliRun(file, name, 1, sha1));
+      const sha2 = await rewriteEveryMiB(file, SIZE, 0x2545f491 + round);
+      row(`${mib(SIZE)}, 30% of every MiB rewritten`, SIZE, await pageRun(page, metrics, file, name, 2, sha2, SIZE), await cliRun(file, name, 2, sha2));
+    }
+
+    await page.close(); // (the phone's metrics attach to the one sync worker left)
+    // The phone: Pixel 7 profile, the page's CPU throttled 4× (Chromium throttles pages, not workers).
+    const { defaultBrowserType: _, ...pixel } = devices['Pixel 7'];
+    const phoneContext = await browser.newContext({ ...pixel, viewport: { width: 390, height: 844 } });
+    const phone = await phoneContext.newPage();
+    await TabMetrics.prepare(phone);
+    await (await phoneContext.newCDPSession(phone)).send('Emulation.setCPUThrottlingRate', { rate: 4 });
+    await openPage(phone, server.url);
+    const phoneMetrics = await TabMetrics.attach(phone, browser);
+    const name = 'phone.img';
+    const file = path.join(dir, name);
+    const sha = await writePseudoRandomFile(file, PHONE_SIZE, 0x1234567);
+    row(`${mib(PHONE_SIZE)} first upload, phone profile (4× throttled)`, PHONE_SIZE, await pageRun(phone, phoneMetrics, file, name, 1, sha, PHONE_SIZE), await cliRun(file, name, 1, sha));
+    await phoneContext.close();
+  } finally {
+    await cliServer.stop();
+  }
+
+  const out = process.env.OUT ?? path.join(root, 'bench/results/page-vs-cli.md');
+  writeFileSync(
+    out,
+    `# The page against the CLI on large files
+
+- date: ${new Date().toISOString()}
+- command: \`npm run bench:page-vs-cli\` (bench/browser/page-vs-cli.bench.ts)
+- one build, two \`dsync serve\` processes on loopback (one for the page, one for the CLI, each
+  its own store); Debian's Chromium, headless, the file picked with the file control; the CLI
+  is \`dsync push FILE --json\`, timed from start to exit. Pseudo-random (incompressible) files;
+  the edit rewrites the first 30% of every MiB. Page and CLI alternate step by step on a 2-core
+  machine shared with other jobs (1-minute load average ${load.toFixed(1)} at the start).
+- speed ratio = CLI time / page time (1.0: the page as fast as the CLI).
+
+| sync | page | CLI | page / CLI speed |
+|---|---|---|---|
+${rows.join('\n')}
+
+The page during each sync (peaks over the renderer's RSS when the page had loaded; the sync
+worker's V8 heap + ArrayBuffer backing stores; main-thread long tasks > 50 ms and the worst
+lateness of a 50 ms timer; how many of the Delta Bytes went as Delta Runs of file slices):
+
+| sync | renderer RSS | sync worker heap + buffers | long tasks | worst timer delay | Delta Bytes as |
+|---|---|---|---|---|---|
+${memRows.join('\n')}
+`,
+  );
+  console.log(`wrote ${path.relative(root, out)}`);
+});

@@ -1,0 +1,88 @@
+// Delta Runs end to end (docs/protocol.md 0x0E): a client whose Source hands out Blob slices of
+// its file (as the page's worker does with a File) sends its Delta Bytes as Delta Runs, which
+// the socket reads itself; a real server on loopback stores exactly the file, a first push and
+// an edit (refined at the edges of its changes only), and a Delta Run that disagrees with the
+// Checksum List is refused.
+import assert from 'node:assert/strict';
+import { openAsBlob } from 'node:fs';
+import { open, writeFile } from 'node:fs/promises';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import WebSocket from 'ws';
+import type { Source } from '../../shared/src/chunk-index.ts';
+import { Conn } from '../../shared/src/conn.ts';
+import { fileSource } from '../../shared/src/file-source.ts';
+import { push } from '../../shared/src/sync-client.ts';
+import { fastRandomBytes } from '../../shared/src/testdata.ts';
+import { type TestServer, testServer } from './helpers.ts';
+
+let server: TestServer;
+const dir = mkdtempSync(path.join(tmpdir(), 'dsync-delta-run-'));
+before(async () => {
+  server = await testServer();
+});
+after(async () => {
+  await server.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Pushes `file` through a Source that reads it for chunking and slices it for Delta Bytes
+ *  (`slices` false: reads it for both, as the CLI does). */
+async function pushFile(file: string, name: string, slices = true) {
+  const fh = await open(file);
+  try {
+    const blob = await openAsBlob(file);
+    const source: Source = { ...fileSource(fh, blob.size), ...(slices && { blobSlice: (offset: number, length: number) => blob.slice(offset, offset + length) }) };
+    return await push(source, { url: server.wsUrl, name, WebSocket: WebSocket as any });
+  } finally {
+    await fh.close();
+  }
+}
+
+test('Delta Bytes from Blob slices: a first push and a 30%-per-MiB rewrite store exactly the file', async () => {
+  const MiB = 1 << 20;
+  const v1 = fastRandomBytes(7, 6 * MiB + 12345);
+  const file = path.join(dir, 'a.bin');
+  await writeFile(file, v1);
+  const r1 = await pushFile(file, 'a.bin');
+  await pushFile(file, 'read.bin', false);
+  assert.equal(r1.literalBytes, v1.length);
+  assert.equal(r1.runBytes, v1.length, 'every literal byte went as a Delta Run');
+  assert.deepEqual(new Uint8Array(await server.stored('a.bin', 1)), v1);
+
+  const v2 = v1.slice();
+  for (let o = 0; o < v2.length; o += MiB) v2.set(fastRandomBytes(o + 1, Math.min(0.3 * MiB, v2.length - o) | 0), o);
+  await writeFile(file, v2);
+  const r2 = await pushFile(file, 'a.bin');
+  const read = await pushFile(file, 'read.bin', false);
+  assert.equal(r2.version, 2);
+  assert.ok(r2.literalBytes > 0.3 * v1.length && r2.literalBytes < v1.length);
+  // the chunks at the edges of the rewritten stretches are read and refined (the old bytes go
+  // on inside them), the new ones between go as Delta Runs: nearly all the bytes, for nearly
+  // the Delta Bytes of refining every chunk (as the CLI does)
+  assert.ok(r2.runBytes! > 0.9 * r2.literalBytes && r2.runBytes! < r2.literalBytes, `${r2.runBytes} of ${r2.literalBytes} literal bytes in Delta Runs`);
+  assert.ok(r2.refinedBytes > 0.5 * read.refinedBytes, `refined ${r2.refinedBytes} B, reading every chunk ${read.refinedBytes} B`);
+  assert.ok(r2.traffic.delta < 1.01 * read.traffic.delta);
+  assert.deepEqual(new Uint8Array(await server.stored('a.bin', 2)), v2);
+});
+
+test('a Delta Run whose chunk length differs from the Checksum List is refused, and nothing is stored', async () => {
+  const file = path.join(dir, 'b.bin');
+  const bytes = fastRandomBytes(9, 200_000);
+  await writeFile(file, bytes);
+  const real = Conn.prototype.sendDeltaRun;
+  // the first run claims one byte more for its last chunk and carries it
+  Conn.prototype.sendDeltaRun = function (indices, lengths, parts) {
+    const l = lengths.slice();
+    l[l.length - 1]++;
+    return real.call(this, indices, l, [...parts, new Blob([new Uint8Array(1)])]);
+  };
+  try {
+    await assert.rejects(pushFile(file, 'b.bin'), /Delta chunk \d+ is \d+ bytes, the Checksum List says/);
+  } finally {
+    Conn.prototype.sendDeltaRun = real;
+  }
+  await assert.rejects(server.stored('b.bin'));
+});
