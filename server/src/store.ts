@@ -13,29 +13,27 @@ import { createHash } from 'node:crypto';
 import type { ChunkIndex } from '../../shared/src/chunk-index.ts';
 import { ErrorCode, ProtocolError } from '../../shared/src/protocol.ts';
 import type { ChunkParams } from '../../shared/src/protocol.ts';
-import type { Held, Sink, SinkFor } from '../../shared/src/sink.ts';
+import type { Held, SinkFor } from '../../shared/src/sink.ts';
 import { MIN_SHARED, sharedTraits, traitsOf } from './similarity.ts';
 import type { Backend } from './store/backend.ts';
-import type { Repo, StoreSettings } from './store/repo.ts';
-import { type FileHead, type Layout, type VersionEntry, encodeVersion, jsonBody, parseFileHead, sha256hex } from './store/format.ts';
+import type { Repo } from './store/repo.ts';
+import { type FileHead, type Layout, type VersionEntry, applyRetention, jsonBody, parseFileHead } from './store/format.ts';
 import { gcEpoch, guardCommit } from './store/gc.ts';
 import { updateHead } from './store/heads.ts';
-import { fileHeadKey, indexKey, newSegmentId, nsPrefix, segmentKey, uploadsKey } from './store/keys.ts';
+import { fileHeadKey, indexKey, nsPrefix, segmentKey, uploadsKey } from './store/keys.ts';
 import { type CatalogEntry, catalogKey, noteInCatalog, parseCatalog } from './store/catalog.ts';
 import { VersionSource } from './store/source.ts';
-import { compact } from './store/compact.ts';
 import { type UploadState, claimUpload, holdsUpload, suspendUpload } from './store/uploads.ts';
+import { type VersionSink, versionSink } from './store/writer.ts';
 
 export { VersionSource } from './store/source.ts';
+export { SEGMENT_BYTES } from './store/writer.ts';
 export { Repo, openStore, type StoreSettings } from './store/repo.ts';
 export { runGc, type GcOptions, type GcReport } from './store/gc.ts';
 export { runCheck, type CheckReport } from './store/check.ts';
 export { encodeName } from './store/keys.ts';
-export { decodeVersion, encodeVersion, type Layout, type Extent } from './store/format.ts';
+export { applyRetention, decodeVersion, encodeVersion, isDamage, type Layout, type Extent } from './store/format.ts';
 
-/** A segment holds at most this many Delta Bytes: an upload buffers one segment in memory,
- *  and on S3 a segment is one PUT. */
-export const SEGMENT_BYTES = 8 << 20;
 /** Similarity traits are brought up to the folder catalogs when older than this (other processes commit). */
 const TRAITS_REFRESH_MS = 30_000;
 
@@ -49,23 +47,8 @@ export interface FileInfo {
   mtime: string;
 }
 
-/** Whether `e` reports a damaged or missing stored object (format.ts, source.ts). */
-export const isDamage = (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Internal && /^damaged store/.test(e.message);
 
-const stale = (name: string, latest: number, expected: number) =>
-  new ProtocolError(ErrorCode.StaleBasis, `${name} is at version ${latest}, not ${expected}: sync again against the latest version`);
 const noVersion = (name: string, version: number) => new ProtocolError(ErrorCode.NotFound, `${name} has no version ${version}`);
-
-/** Drops the versions retention does not keep (never the latest). */
-export function applyRetention(versions: VersionEntry[], s: Pick<StoreSettings, 'keepVersions' | 'keepDays'>, now = Date.now()): VersionEntry[] {
-  let out = versions;
-  if (s.keepVersions > 0 && out.length > s.keepVersions) out = out.slice(out.length - s.keepVersions);
-  if (s.keepDays > 0) {
-    const cut = now - s.keepDays * 86_400_000;
-    out = out.filter((v, i) => i === out.length - 1 || Date.parse(v.mtime) >= cut);
-  }
-  return out;
-}
 
 /** One user's files (the namespace `ns/<user>/`). */
 export class Store {
@@ -92,11 +75,12 @@ export class Store {
   }
 
   /**
-   * Changes the head of `name` by compare-and-swap (see heads.ts). A new head's references
+   * Changes the head of `name` by compare-and-swap (see heads.ts): every commit, delete,
+   * rename and restore goes through here. A new head's references
    * are guarded against a running garbage collection (gc.ts, `guardCommit`): `refs` lists the
    * content objects it adds, `epoch` is the gc epoch the operation began in.
    */
-  private async update<T>(name: string, change: (h: FileHead | null) => { head: FileHead | null; result: T; refs?: string[] } | Promise<{ head: FileHead | null; result: T; refs?: string[] }>, epoch?: number): Promise<T> {
+  async changeHead<T>(name: string, change: (h: FileHead | null) => { head: FileHead | null; result: T; refs?: string[] } | Promise<{ head: FileHead | null; result: T; refs?: string[] }>, epoch?: number): Promise<T> {
     const key = this.headKey(name);
     let written = null as FileHead | null;
     const result = await updateHead(this.backend, key, async (b) => {
@@ -296,139 +280,17 @@ export class Store {
   }
 
   /**
-   * Starts writing a new version of `name`. `expectLatest`, if given, is the version the writer
-   * built on: the commit fails with StaleBasis if another commit landed since. Written bytes go
-   * to new segments; bytes copied from a stored version are referenced, not copied. `resume`:
-   * an interrupted upload's state to continue.
+   * Starts writing a new version of `name` (writer.ts). `expectLatest`, if given, is the
+   * version the writer built on: the commit fails with StaleBasis if another commit landed
+   * since. `resume`: an interrupted upload's state to continue.
    */
-  create(name: string, expectLatest?: number, client?: string, resume?: UploadState): Sink & { state(): Promise<Omit<UploadState, 'count' | 'hashes' | 'digest'>> } {
-    const backend = this.backend;
-    const layout: Layout = resume ? structuredClone(resume.layout) : { segments: [], extents: [] };
-    const own: string[] = resume ? [...resume.own] : [];
-    let written = resume?.written ?? 0;
-    const segIndex = new Map<string, number>(layout.segments.map((s, k) => [s, k]));
-    // the segment being filled: its index in layout.segments, its bytes so far
-    let cur = -1;
-    let buf = new Uint8Array(0);
-    // the gc epoch this upload began in, or the one its copied bytes were read in if older
-    // (guardCommit)
-    const epoch = gcEpoch(this.repo);
-    epoch.catch(() => {}); // awaited, with its error, by the commit
-    let copiedEpoch = Infinity;
-    // stretches copied by reference: verified before the commit (a version never inherits damage)
-    const copies: { from: VersionSource; offset: number; length: number }[] = [];
-    let used = 0;
-    const append = (seg: number, offset: number, length: number) => {
-      const last = layout.extents[layout.extents.length - 1];
-      if (last && last.seg === seg && last.offset + last.length === offset) last.length += length;
-      else layout.extents.push({ seg, offset, length });
-    };
-    const flush = async () => {
-      if (cur < 0 || used === 0) return;
-      await backend.putIfAbsent(segmentKey(layout.segments[cur]), buf.subarray(0, used)).catch((e) => {
-        throw writeFailed(e);
-      });
-      // written from bytes the receiver hashed: known good
-      this.repo.verified.add(layout.segments[cur], 0, used);
-      cur = -1;
-      used = 0;
-    };
-    const write = async (bytes: Uint8Array) => {
-      for (let o = 0; o < bytes.length; ) {
-        if (cur < 0) {
-          const id = newSegmentId();
-          own.push(id);
-          cur = layout.segments.push(id) - 1;
-          segIndex.set(id, cur);
-        }
-        const n = Math.min(bytes.length - o, SEGMENT_BYTES - used);
-        if (used + n > buf.length) {
-          const grown = new Uint8Array(Math.min(SEGMENT_BYTES, Math.max(64 << 10, 2 * buf.length, used + n)));
-          grown.set(buf.subarray(0, used));
-          buf = grown;
-        }
-        buf.set(bytes.subarray(o, o + n), used);
-        append(cur, used, n);
-        used += n;
-        written += n;
-        o += n;
-        if (used === SEGMENT_BYTES) await flush();
-      }
-    };
-    const dropOwn = async () => {
-      for (const id of own) await backend.delete(segmentKey(id)).catch(() => {});
-    };
-    return {
-      write,
-      copy: async (from, offset, length) => {
-        if (!(from instanceof VersionSource) || from.backend !== backend) return write(await from.read(offset, length));
-        copiedEpoch = Math.min(copiedEpoch, from.epoch);
-        copies.push({ from, offset, length });
-        for (const piece of from.slice(offset, length)) {
-          let seg = segIndex.get(piece.segment);
-          if (seg === undefined) segIndex.set(piece.segment, (seg = layout.segments.push(piece.segment) - 1));
-          append(seg, piece.offset, piece.length);
-        }
-      },
-      state: async () => {
-        await flush();
-        return { layout: structuredClone(layout), written, own: [...own] };
-      },
-      commit: async (index) => {
-        await flush();
-        for (const c of copies) await c.from.verify(c.offset, c.length);
-        // an interrupted upload's segments (written by an earlier session, perhaps through
-        // another server) are read back against their chunk hashes once
-        if (resume?.own.length) {
-          const earlier = new Set(resume.own);
-          const src = new VersionSource(backend, layout, index, `the resumed upload of ${name}`, 0, this.repo.verified);
-          let pos = 0;
-          for (const e of layout.extents) {
-            if (earlier.has(layout.segments[e.seg])) await src.verify(pos, e.length);
-            pos += e.length;
-          }
-        }
-        const final = await compact(backend, layout, index, SEGMENT_BYTES, own, this.repo.verified).catch((e) => {
-          throw e instanceof ProtocolError ? e : writeFailed(e);
-        });
-        const body = encodeVersion(index, final);
-        const id = sha256hex(body);
-        const root = Buffer.from(index.root).toString('hex');
-        let indexWritten = false;
-        const { version, unchanged } = await this.update(name, async (h) => {
-          const vs = h?.versions ?? [];
-          const last = vs[vs.length - 1];
-          const latest = last?.version ?? 0;
-          if (expectLatest !== undefined && latest !== expectLatest) throw stale(name, latest, expectLatest);
-          // the same content as the latest version is unchanged, unless that version's index
-          // is damaged: then this push stores a good one
-          if (last && last.root === root && last.algo === index.algo && (await this.repo.readIndex(last.index, name).then(() => true, (e) => !isDamage(e)))) {
-            return { head: null, result: { version: latest, unchanged: true } };
-          }
-          if (!indexWritten) {
-            await backend.putIfAbsent(indexKey(id), body).catch((e) => {
-              throw writeFailed(e);
-            });
-            indexWritten = true;
-          }
-          const next = h?.next ?? 1;
-          const entry: VersionEntry = { version: next, index: id, size: index.size, mtime: new Date().toISOString(), root, algo: index.algo, change: written, ...(client && { client }) };
-          const versions = applyRetention([...vs, entry], this.repo.settings);
-          const refs = [indexKey(id), ...final.segments.map(segmentKey)];
-          return { head: { name, next: next + 1, versions }, result: { version: next, unchanged: false }, refs };
-        }, Math.min(await epoch, copiedEpoch));
-        if (unchanged) await dropOwn();
-        // own segments compaction emptied (best effort: gc collects them otherwise)
-        else for (const s of own) if (!final.segments.includes(s)) await backend.delete(segmentKey(s)).catch(() => {});
-        else this.traits?.map.set(name, { index: id, traits: traitsOf(index.fastfps) });
-        return version;
-      },
-      abort: async () => {
-        cur = -1;
-        used = 0;
-        await dropOwn();
-      },
-    };
+  create(name: string, expectLatest?: number, client?: string, resume?: UploadState): VersionSink {
+    return versionSink(this, name, expectLatest, client, resume);
+  }
+
+  /** Records the similarity traits of `name`'s new latest version (its index `id`). */
+  noteTraits(name: string, id: string, fastfps: Uint32Array): void {
+    this.traits?.map.set(name, { index: id, traits: traitsOf(fastfps) });
   }
 
   // ---- metadata changes (no bytes move) -----------------------------------------------------
@@ -436,7 +298,7 @@ export class Store {
   /** Removes one version, or the whole file (every version). Its version numbers are never
    *  reused. Returns the versions removed. */
   async remove(name: string, version?: number): Promise<number[]> {
-    return this.update(name, (h) => {
+    return this.changeHead(name, (h) => {
       const vs = h?.versions ?? [];
       const gone = version === undefined ? vs : vs.filter((v) => v.version === version);
       if (!gone.length) throw version === undefined ? new ProtocolError(ErrorCode.NotFound, `${name} does not exist`) : noVersion(name, version);
@@ -446,7 +308,7 @@ export class Store {
 
   /** Applies retention (keepVersions, keepDays) to `name`; returns how many versions went. */
   async retain(name: string): Promise<number> {
-    return this.update(name, (h) => {
+    return this.changeHead(name, (h) => {
       const kept = h ? applyRetention(h.versions, this.repo.settings) : [];
       if (!h || kept.length === h.versions.length) return { head: null, result: 0 };
       return { head: { ...h, versions: kept }, result: h.versions.length - kept.length };
@@ -456,7 +318,7 @@ export class Store {
   /** Adds a new version of `name` with the bytes of `version` (the same index). */
   async restore(name: string, version: number): Promise<number> {
     const epoch = await gcEpoch(this.repo);
-    return this.update(
+    return this.changeHead(
       name,
       async (h) => {
         const old = h?.versions.find((v) => v.version === version);
@@ -479,7 +341,7 @@ export class Store {
     const src = await this.head(from);
     if (!src?.versions.length) throw new ProtocolError(ErrorCode.NotFound, `${from} does not exist`);
     const refs = await this.refsOf(src.versions);
-    await this.update(
+    await this.changeHead(
       to,
       (h) => {
         if (h?.versions.length) throw new ProtocolError(ErrorCode.Inconsistent, `${to} exists`);
@@ -489,13 +351,6 @@ export class Store {
       },
       epoch,
     );
-    await this.update(from, (h) => ({ head: h && { ...h, versions: h.versions.filter((v) => !src.versions.some((s) => s.version === v.version)) }, result: undefined }));
+    await this.changeHead(from, (h) => ({ head: h && { ...h, versions: h.versions.filter((v) => !src.versions.some((s) => s.version === v.version)) }, result: undefined }));
   }
-}
-
-/** The error a session ends with when the store cannot take its bytes: a full disk says so. */
-function writeFailed(e: unknown): ProtocolError {
-  const { code, message } = e as NodeJS.ErrnoException;
-  const full = code === 'ENOSPC' || code === 'EDQUOT';
-  return new ProtocolError(ErrorCode.Internal, `${full ? "the server's disk is full" : 'the store could not write'} (${message}); nothing was stored, the previous version is intact`);
 }

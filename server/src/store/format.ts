@@ -185,3 +185,17 @@ export function parseUploadsHead(body: Uint8Array, key: string): UploadsHead {
 }
 
 export const jsonBody = (x: unknown) => Buffer.from(JSON.stringify(x), 'utf8');
+
+/** Whether `e` reports a damaged or missing stored object (this module, source.ts). */
+export const isDamage = (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Internal && /^damaged store/.test(e.message);
+
+/** Drops the versions retention does not keep (never the latest). */
+export function applyRetention(versions: VersionEntry[], s: { keepVersions: number; keepDays: number }, now = Date.now()): VersionEntry[] {
+  let out = versions;
+  if (s.keepVersions > 0 && out.length > s.keepVersions) out = out.slice(out.length - s.keepVersions);
+  if (s.keepDays > 0) {
+    const cut = now - s.keepDays * 86_400_000;
+    out = out.filter((v, i) => i === out.length - 1 || Date.parse(v.mtime) >= cut);
+  }
+  return out;
+}

@@ -1,0 +1,175 @@
+/**
+ * Writing a new version (docs/store.md §4): the Sink a receiver rebuilds a target into. Delta
+ * Bytes go to new segments (SEGMENT_BYTES each at most); stretches copied from a stored version
+ * are referenced, not copied, and verified at commit; the commit is the swap of the file head
+ * (Store.changeHead), guarded against a running garbage collection.
+ */
+import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
+import type { Sink } from '../../../shared/src/sink.ts';
+import type { Backend } from './backend.ts';
+import type { Repo } from './repo.ts';
+import { compact } from './compact.ts';
+import { type FileHead, type Layout, type VersionEntry, applyRetention, encodeVersion, isDamage, sha256hex } from './format.ts';
+import { gcEpoch } from './gc.ts';
+import { indexKey, newSegmentId, segmentKey } from './keys.ts';
+import { VersionSource } from './source.ts';
+import type { UploadState } from './uploads.ts';
+
+/** A segment holds at most this many Delta Bytes: an upload buffers one segment in memory,
+ *  and on S3 a segment is one PUT. */
+export const SEGMENT_BYTES = 8 << 20;
+
+/** A new version's Sink, which can also say what it wrote so far (to suspend it). */
+export type VersionSink = Sink & { state(): Promise<Omit<UploadState, 'count' | 'hashes' | 'digest'>> };
+
+/** What writing a version needs of its Store (store.ts). */
+export interface VersionHost {
+  readonly backend: Backend;
+  readonly repo: Repo;
+  /** swaps the file head of `name` by compare-and-swap, guarding `refs` against gc */
+  changeHead<T>(name: string, change: (h: FileHead | null) => Promise<{ head: FileHead | null; result: T; refs?: string[] }>, epoch?: number): Promise<T>;
+  noteTraits(name: string, id: string, fastfps: Uint32Array): void;
+}
+
+/** Starts writing a new version of `name` into `store`; see Store.create. */
+export function versionSink(store: VersionHost, name: string, expectLatest?: number, client?: string, resume?: UploadState): VersionSink {
+  const backend = store.backend;
+  const layout: Layout = resume ? structuredClone(resume.layout) : { segments: [], extents: [] };
+  const own: string[] = resume ? [...resume.own] : [];
+  let written = resume?.written ?? 0;
+  const segIndex = new Map<string, number>(layout.segments.map((s, k) => [s, k]));
+  // the segment being filled: its index in layout.segments, its bytes so far
+  let cur = -1;
+  let buf = new Uint8Array(0);
+  // the gc epoch this upload began in, or the one its copied bytes were read in if older
+  // (guardCommit)
+  const epoch = gcEpoch(store.repo);
+  epoch.catch(() => {}); // awaited, with its error, by the commit
+  let copiedEpoch = Infinity;
+  // stretches copied by reference: verified before the commit (a version never inherits damage)
+  const copies: { from: VersionSource; offset: number; length: number }[] = [];
+  let used = 0;
+  const append = (seg: number, offset: number, length: number) => {
+    const last = layout.extents[layout.extents.length - 1];
+    if (last && last.seg === seg && last.offset + last.length === offset) last.length += length;
+    else layout.extents.push({ seg, offset, length });
+  };
+  const flush = async () => {
+    if (cur < 0 || used === 0) return;
+    await backend.putIfAbsent(segmentKey(layout.segments[cur]), buf.subarray(0, used)).catch((e) => {
+      throw writeFailed(e);
+    });
+    // written from bytes the receiver hashed: known good
+    store.repo.verified.add(layout.segments[cur], 0, used);
+    cur = -1;
+    used = 0;
+  };
+  const write = async (bytes: Uint8Array) => {
+    for (let o = 0; o < bytes.length; ) {
+      if (cur < 0) {
+        const id = newSegmentId();
+        own.push(id);
+        cur = layout.segments.push(id) - 1;
+        segIndex.set(id, cur);
+      }
+      const n = Math.min(bytes.length - o, SEGMENT_BYTES - used);
+      if (used + n > buf.length) {
+        const grown = new Uint8Array(Math.min(SEGMENT_BYTES, Math.max(64 << 10, 2 * buf.length, used + n)));
+        grown.set(buf.subarray(0, used));
+        buf = grown;
+      }
+      buf.set(bytes.subarray(o, o + n), used);
+      append(cur, used, n);
+      used += n;
+      written += n;
+      o += n;
+      if (used === SEGMENT_BYTES) await flush();
+    }
+  };
+  const dropOwn = async () => {
+    for (const id of own) await backend.delete(segmentKey(id)).catch(() => {});
+  };
+  return {
+    write,
+    copy: async (from, offset, length) => {
+      if (!(from instanceof VersionSource) || from.backend !== backend) return write(await from.read(offset, length));
+      copiedEpoch = Math.min(copiedEpoch, from.epoch);
+      copies.push({ from, offset, length });
+      for (const piece of from.slice(offset, length)) {
+        let seg = segIndex.get(piece.segment);
+        if (seg === undefined) segIndex.set(piece.segment, (seg = layout.segments.push(piece.segment) - 1));
+        append(seg, piece.offset, piece.length);
+      }
+    },
+    state: async () => {
+      await flush();
+      return { layout: structuredClone(layout), written, own: [...own] };
+    },
+    commit: async (index) => {
+      await flush();
+      for (const c of copies) await c.from.verify(c.offset, c.length);
+      // an interrupted upload's segments (written by an earlier session, perhaps through
+      // another server) are read back against their chunk hashes once
+      if (resume?.own.length) {
+        const earlier = new Set(resume.own);
+        const src = new VersionSource(backend, layout, index, `the resumed upload of ${name}`, 0, store.repo.verified);
+        let pos = 0;
+        for (const e of layout.extents) {
+          if (earlier.has(layout.segments[e.seg])) await src.verify(pos, e.length);
+          pos += e.length;
+        }
+      }
+      const final = await compact(backend, layout, index, SEGMENT_BYTES, own, store.repo.verified).catch((e) => {
+        throw e instanceof ProtocolError ? e : writeFailed(e);
+      });
+      const body = encodeVersion(index, final);
+      const id = sha256hex(body);
+      const root = Buffer.from(index.root).toString('hex');
+      let indexWritten = false;
+      const { version, unchanged } = await store.changeHead(name, async (h) => {
+        const vs = h?.versions ?? [];
+        const last = vs[vs.length - 1];
+        const latest = last?.version ?? 0;
+        if (expectLatest !== undefined && latest !== expectLatest) throw stale(name, latest, expectLatest);
+        // the same content as the latest version is unchanged, unless that version's index
+        // is damaged: then this push stores a good one
+        if (last && last.root === root && last.algo === index.algo && (await store.repo.readIndex(last.index, name).then(() => true, (e) => !isDamage(e)))) {
+          return { head: null, result: { version: latest, unchanged: true } };
+        }
+        if (!indexWritten) {
+          await backend.putIfAbsent(indexKey(id), body).catch((e) => {
+            throw writeFailed(e);
+          });
+          indexWritten = true;
+        }
+        const next = h?.next ?? 1;
+        const entry: VersionEntry = { version: next, index: id, size: index.size, mtime: new Date().toISOString(), root, algo: index.algo, change: written, ...(client && { client }) };
+        const versions = applyRetention([...vs, entry], store.repo.settings);
+        const refs = [indexKey(id), ...final.segments.map(segmentKey)];
+        return { head: { name, next: next + 1, versions }, result: { version: next, unchanged: false }, refs };
+      }, Math.min(await epoch, copiedEpoch));
+      if (unchanged) await dropOwn();
+      else {
+        // own segments compaction emptied (best effort: gc collects them otherwise)
+        for (const s of own) if (!final.segments.includes(s)) await backend.delete(segmentKey(s)).catch(() => {});
+        store.noteTraits(name, id, index.fastfps);
+      }
+      return version;
+    },
+    abort: async () => {
+      cur = -1;
+      used = 0;
+      await dropOwn();
+    },
+  };
+}
+
+const stale = (name: string, latest: number, expected: number) =>
+  new ProtocolError(ErrorCode.StaleBasis, `${name} is at version ${latest}, not ${expected}: sync again against the latest version`);
+
+/** The error a session ends with when the store cannot take its bytes: a full disk says so. */
+export function writeFailed(e: unknown): ProtocolError {
+  const { code, message } = e as NodeJS.ErrnoException;
+  const full = code === 'ENOSPC' || code === 'EDQUOT';
+  return new ProtocolError(ErrorCode.Internal, `${full ? "the server's disk is full" : 'the store could not write'} (${message}); nothing was stored, the previous version is intact`);
+}
