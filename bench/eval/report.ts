@@ -32,6 +32,11 @@ const med = (runs: Report[] | undefined, f: (r: Report) => number) => (runs?.len
 const T = (p: PairResult, a: string) => med(p.runs[a], (r) => r.timeMs.total);
 const rsyncT = (p: PairResult) => (p.rsync?.length ? median(p.rsync.map((r: RsyncRun) => r.timeMs)) : NaN);
 const rsyncB = (p: PairResult) => (p.rsync?.length ? p.rsync[0].sent + p.rsync[0].received : NaN);
+const rsyncZ = (p: PairResult) => p.floors?.rsyncZ ?? NaN;
+const zstdP = (p: PairResult) => p.floors?.zstdPatch ?? NaN;
+const W = (p: PairResult, a: string) => med(p.runs[a], (r) => r.traffic.wire);
+/** The floors' cells of a traffic table row: rsync -z and zstd --patch-from. */
+const floorCells = (p: PairResult) => `${bytes(rsyncZ(p))} | ${bytes(zstdP(p))}`;
 
 export function writeReport(doc: Doc, OUT = DEFAULT_OUT): void {
   const res: PairResult[] = doc.results;
@@ -137,12 +142,12 @@ export function writeReport(doc: Doc, OUT = DEFAULT_OUT): void {
     }
     // Traffic next to rsync
     md.push(`## Traffic on every 10 MB pair, next to rsync`, '');
-    md.push(`Bytes before compression (wire after permessage-deflate in parentheses); rsync: total bytes sent + received, no compression.`, '');
-    md.push(`| edit | size | ${APPROACHES.join(' | ')} | rsync |`, `|---|---:|${APPROACHES.map(() => '---:').join('|')}|---:|`);
+    md.push(`Bytes before compression (wire after permessage-deflate in parentheses); rsync: total bytes sent + received, without and with \`-z\`; zstd: the bytes of \`zstd -3 --long=27 --patch-from=BASIS TARGET\`, what a delta compressor holding both versions sends. Ratios to these floors: [traffic.md](traffic.md).`, '');
+    md.push(`| edit | size | ${APPROACHES.join(' | ')} | rsync | rsync -z | zstd --patch-from |`, `|---|---:|${APPROACHES.map(() => '---:').join('|')}|---:|---:|---:|`);
     for (const k of kinds)
       for (const s of sizes) {
         const p = pair(k, s);
-        if (p) md.push(`| ${k} | ${sizeLabel(s)} | ${APPROACHES.map((a) => `${bytes(med(p.runs[a], (r) => r.traffic.total))} (${bytes(med(p.runs[a], (r) => r.traffic.wire))})`).join(' | ')} | ${bytes(rsyncB(p))} |`);
+        if (p) md.push(`| ${k} | ${sizeLabel(s)} | ${APPROACHES.map((a) => `${bytes(med(p.runs[a], (r) => r.traffic.total))} (${bytes(med(p.runs[a], (r) => r.traffic.wire))})`).join(' | ')} | ${bytes(rsyncB(p))} | ${floorCells(p)} |`);
       }
     md.push('');
   }
@@ -150,15 +155,15 @@ export function writeReport(doc: Doc, OUT = DEFAULT_OUT): void {
   if (real.length) {
     md.push(`## Table III analogue: real version series (${doc.shaping.default})`, '');
     md.push(`Each row syncs one release onto the previous one (uncompressed npm tarballs; *npm-packed*: the same releases re-packed with a new mtime in every member header). Time: median; traffic before compression (wire).`, '');
-    md.push(`| series: pair | size | ${APPROACHES.map((a) => `${a} time`).join(' | ')} | rsync time | ${APPROACHES.map((a) => `${a} traffic`).join(' | ')} | rsync bytes |`);
-    md.push(`|---|---:|${APPROACHES.map(() => '---:').join('|')}|---:|${APPROACHES.map(() => '---:').join('|')}|---:|`);
-    for (const p of real) md.push(`| ${p.pair} | ${bytes(p.targetSize)} | ${APPROACHES.map((a) => secs(T(p, a))).join(' | ')} | ${secs(rsyncT(p))} | ${APPROACHES.map((a) => `${bytes(med(p.runs[a], (r) => r.traffic.total))} (${bytes(med(p.runs[a], (r) => r.traffic.wire))})`).join(' | ')} | ${bytes(rsyncB(p))} |`);
+    md.push(`| series: pair | size | ${APPROACHES.map((a) => `${a} time`).join(' | ')} | rsync time | ${APPROACHES.map((a) => `${a} traffic`).join(' | ')} | rsync bytes | rsync -z | zstd --patch-from |`);
+    md.push(`|---|---:|${APPROACHES.map(() => '---:').join('|')}|---:|${APPROACHES.map(() => '---:').join('|')}|---:|---:|---:|`);
+    for (const p of real) md.push(`| ${p.pair} | ${bytes(p.targetSize)} | ${APPROACHES.map((a) => secs(T(p, a))).join(' | ')} | ${secs(rsyncT(p))} | ${APPROACHES.map((a) => `${bytes(med(p.runs[a], (r) => r.traffic.total))} (${bytes(med(p.runs[a], (r) => r.traffic.wire))})`).join(' | ')} | ${bytes(rsyncB(p))} | ${floorCells(p)} |`);
     md.push('', 'Per series, summed over its pairs:', '');
-    md.push(`| series | ${APPROACHES.map((a) => `${a} time`).join(' | ')} | rsync time | ${APPROACHES.map((a) => `${a} traffic`).join(' | ')} | rsync bytes |`, `|---|${APPROACHES.map(() => '---:').join('|')}|---:|${APPROACHES.map(() => '---:').join('|')}|---:|`);
+    md.push(`| series | ${APPROACHES.map((a) => `${a} time`).join(' | ')} | rsync time | ${APPROACHES.map((a) => `${a} traffic`).join(' | ')} | rsync bytes | rsync -z | zstd --patch-from |`, `|---|${APPROACHES.map(() => '---:').join('|')}|---:|${APPROACHES.map(() => '---:').join('|')}|---:|---:|---:|`);
     for (const s of [...new Set(real.map((p) => p.pair.split(' ')[0]))]) {
       const ps = real.filter((p) => p.pair.split(' ')[0] === s);
       const sum = (f: (p: PairResult) => number) => ps.reduce((t, p) => t + f(p), 0);
-      md.push(`| ${s} | ${APPROACHES.map((a) => secs(sum((p) => T(p, a)))).join(' | ')} | ${secs(sum(rsyncT))} | ${APPROACHES.map((a) => bytes(sum((p) => med(p.runs[a], (r) => r.traffic.total)))).join(' | ')} | ${bytes(sum(rsyncB))} |`);
+      md.push(`| ${s} | ${APPROACHES.map((a) => secs(sum((p) => T(p, a)))).join(' | ')} | ${secs(sum(rsyncT))} | ${APPROACHES.map((a) => bytes(sum((p) => med(p.runs[a], (r) => r.traffic.total)))).join(' | ')} | ${bytes(sum(rsyncB))} | ${bytes(sum(rsyncZ))} | ${bytes(sum(zstdP))} |`);
     }
     md.push('');
   }
@@ -170,8 +175,8 @@ export function writeReport(doc: Doc, OUT = DEFAULT_OUT): void {
     for (const p of large) {
       md.push(`| ${p.pair} | ${APPROACHES.map((a) => `${secs(T(p, a))} (${(['client', 'server', 'network'] as const).map((n) => secs(med(p.runs[a], (r) => r.timeMs[n]))).join(' / ')})`).join(' | ')} | ${secs(rsyncT(p))} | ${x(T(p, 'webr2sync+') / T(p, 'dsync'))} | ${x(T(p, 'full') / T(p, 'dsync'))} |`);
     }
-    md.push('', `| case | ${APPROACHES.map((a) => `${a} traffic (wire)`).join(' | ')} | rsync bytes |`, `|---|${APPROACHES.map(() => '---:').join('|')}|---:|`);
-    for (const p of large) md.push(`| ${p.pair} | ${APPROACHES.map((a) => `${bytes(med(p.runs[a], (r) => r.traffic.total))} (${bytes(med(p.runs[a], (r) => r.traffic.wire))})`).join(' | ')} | ${bytes(rsyncB(p))} |`);
+    md.push('', `| case | ${APPROACHES.map((a) => `${a} traffic (wire)`).join(' | ')} | rsync bytes | rsync -z | zstd --patch-from |`, `|---|${APPROACHES.map(() => '---:').join('|')}|---:|---:|---:|`);
+    for (const p of large) md.push(`| ${p.pair} | ${APPROACHES.map((a) => `${bytes(med(p.runs[a], (r) => r.traffic.total))} (${bytes(med(p.runs[a], (r) => r.traffic.wire))})`).join(' | ')} | ${bytes(rsyncB(p))} | ${floorCells(p)} |`);
     md.push('');
     const groups: BarGroup[] = large.map((p) => ({
       label: p.pair,
@@ -188,6 +193,23 @@ export function writeReport(doc: Doc, OUT = DEFAULT_OUT): void {
   if (syn.length) md.push(...floorTable(syn), '');
   md.push(`Load (clients one server holds) is measured by \`npm run load\`: see [../load/](../load/).`, '');
   writeFileSync(join(OUT, 'summary.md'), md.join('\n'));
+  writeFileSync(join(OUT, 'traffic.md'), trafficReport(doc).join('\n'));
+}
+
+/**
+ * traffic.md: Dsync's wire bytes in its two modes — a client that pushed the basis itself
+ * (`dsync-known`) and another device (`dsync`) — next to the floors, on every pair: zstd's
+ * patch (the issue's target: kept basis ≤ 1.5× it) and rsync -z both directions (another
+ * device ≤ 1× it).
+ */
+export function trafficReport(doc: Doc): string[] {
+  const res: PairResult[] = doc.results;
+  const md = [`# Traffic: Dsync's wire bytes next to zstd --patch-from and rsync -z`, '', `- **Command:** \`${doc.command}\` (${doc.date})`];
+  md.push(`- Wire bytes: what the WebSocket carried (after permessage-deflate), median; *dsync-known*: the client pushed the basis itself; *dsync*: another device. rsync -z: bytes sent + received. zstd: \`zstd -3 --long=27 --patch-from=BASIS TARGET\`.`, '');
+  md.push('| section | pair | size | dsync-known | dsync | rsync -z | zstd --patch-from | dsync-known / zstd | dsync / rsync -z |', '|---|---|---:|---:|---:|---:|---:|---:|---:|');
+  for (const p of res) md.push(`| ${p.section} | ${p.pair} | ${bytes(p.targetSize)} | ${bytes(W(p, 'dsync-known'))} | ${bytes(W(p, 'dsync'))} | ${floorCells(p)} | ${x(W(p, 'dsync-known') / zstdP(p))} | ${x(W(p, 'dsync') / rsyncZ(p))} |`);
+  md.push('');
+  return md;
 }
 
 /** Round-trip time and bandwidth (bits per ms) of a shaping description (procs.ts describeShaping). */
