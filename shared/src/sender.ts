@@ -18,7 +18,7 @@
  * else wait for room in the socket or for Match Tokens, which a second strand (`readTokens`)
  * reads meanwhile, one handler per message.
  */
-import { BasisChecksumTable } from './basis-checksums.ts';
+import { BasisChecksumTable, type Refiner } from './basis-checksums.ts';
 import { giveBuffers, takeBuffer } from './buffers.ts';
 import { ChecksumList, grown } from './checksum-list.ts';
 import { type ListPart, type Source, equalBytes, runHash } from './chunk-index.ts';
@@ -55,7 +55,7 @@ class Sender {
   /** chunks the receiver kept from an interrupted session (Tokens End) */
   private resumeFrom = 0;
   private resumed = false;
-  private readonly table: BasisChecksumTable;
+  private readonly table: Refiner;
   private readonly known: KnownMatcher | null;
   /** chunks below this are judged (a Verdict sent) */
   private judgedTo = 0;
