@@ -7,10 +7,12 @@
  * only what it inserts.
  *
  * The kept bytes are indexed in blocks of BLOCK bytes at block-aligned offsets (a rolling hash
- * of each, first occurrence kept); the sender slides a window of BLOCK bytes over what it
- * sends and, on a block found, extends the match both ways byte by byte. After a copy it first
- * tries the alignment of the last copy (an edit that overwrote bytes in place resumes there)
- * with RESUME bytes. The receiver checks every copy's bounds and the root covers the bytes: a
+ * of each, blocks of one hash slot chained); the sender slides a window of BLOCK bytes over
+ * what it sends and, on a block found, extends the match both ways byte by byte. Of the blocks
+ * that match (bytes repeated in the file: text, padding), it takes the one nearest where the
+ * last copy would continue, so the copies follow the kept bytes in order, as the receiver
+ * reads its basis best. After a copy it first tries the alignment of the last copy (an edit
+ * that overwrote bytes in place resumes there) with RESUME bytes. The receiver checks every copy's bounds and the root covers the bytes: a
  * kept copy gone wrong costs a VerifyFailed and a retry, never a wrong file.
  */
 import { type Refiner, cutAtEnds } from './basis-checksums.ts';
@@ -21,6 +23,12 @@ import { inconsistent as bad } from './protocol.ts';
 export const BLOCK = 32;
 /** Bytes that must agree to resume at the last copy's alignment (a copy piece costs 13). */
 const RESUME = 16;
+/** Blocks of one hash slot looked at, at most, for the one nearest the last copy. */
+const CHAIN = 64;
+/** A block found farther than this from where the last copy would continue (the same bytes
+ *  repeated elsewhere) is taken only if those bytes are not within this distance of it, at
+ *  any offset (an edit shifted what follows by less). */
+const LOCAL = 1024;
 const P = 0x01000193; // the rolling hash's multiplier (FNV's prime)
 const POW = (() => {
   let x = 1;
@@ -42,8 +50,10 @@ function agree(a: Uint8Array, i: number, b: Uint8Array, j: number, max: number):
 }
 
 export class KeptBasis implements Refiner {
-  /** block number + 1 by hash slot, 0: empty */
-  private table: Int32Array | null = null;
+  /** by hash slot: the last block (number + 1) in it, 0: none */
+  private heads: Int32Array | null = null;
+  /** by block: the block before it in its slot (number + 1), 0: none */
+  private chain = new Int32Array(0);
   private shift = 0;
 
   constructor(readonly bytes: Uint8Array) {}
@@ -60,19 +70,36 @@ export class KeptBasis implements Refiner {
     return Math.imul(h, 0x9e3779b1) >>> this.shift;
   }
 
-  /** Indexes the kept bytes, once (~20 ms per 10 MB; 4 bytes of table per 16 kept bytes). */
-  private index(): Int32Array {
-    if (this.table) return this.table;
+  /** Indexes the kept bytes, once (~20 ms per 10 MB; 4 bytes of table per 8 kept bytes). */
+  index(): Int32Array {
+    if (this.heads) return this.heads;
     const blocks = Math.floor(this.bytes.length / BLOCK);
     let bits = 10;
     while (1 << bits < 2 * blocks) bits++;
     this.shift = 32 - bits;
-    const t = new Int32Array(1 << bits);
+    const heads = new Int32Array(1 << bits);
+    this.chain = new Int32Array(blocks);
     for (let k = 0; k < blocks; k++) {
       const s = this.slot(hashAt(this.bytes, k * BLOCK));
-      if (!t[s]) t[s] = k + 1;
+      this.chain[k] = heads[s];
+      heads[s] = k + 1;
     }
-    return (this.table = t);
+    return (this.heads = heads);
+  }
+
+  /** The kept offset of a block equal to `run[p, p + BLOCK)` with hash `h`, nearest `near`;
+   *  -1: none. */
+  private find(run: Uint8Array, p: number, h: number, near: number): number {
+    let best = -1;
+    for (let e = this.heads![this.slot(h)], n = 0; e && n < CHAIN; e = this.chain[e - 1], n++) {
+      const q = (e - 1) * BLOCK;
+      if ((best < 0 || Math.abs(q - near) < Math.abs(best - near)) && agree(run, p, this.bytes, q, BLOCK) === BLOCK) best = q;
+    }
+    if (best < 0 || Math.abs(best - near) <= LOCAL) return best;
+    for (let d = 0; d <= LOCAL; d++) {
+      for (const q of [near - d, near + d]) if (q >= 0 && q + BLOCK <= this.bytes.length && agree(run, p, this.bytes, q, BLOCK) === BLOCK) return q;
+    }
+    return best;
   }
 
   /**
@@ -81,7 +108,7 @@ export class KeptBasis implements Refiner {
    */
   refine(run: Uint8Array, ends: number[]): { chunks: (Uint8Array | Piece[])[]; copied: number } {
     const basis = this.bytes;
-    const table = this.index();
+    this.index();
     const n = run.length;
     const starts: number[] = [];
     const froms: number[] = [];
@@ -96,9 +123,8 @@ export class KeptBasis implements Refiner {
       if (q >= 0 && q + RESUME <= basis.length && agree(run, p, basis, q, RESUME) === RESUME) from = q;
       else if (p + BLOCK <= n) {
         if (hashed !== p) h = hashAt(run, p);
-        const e = table[this.slot(h)];
-        if (e && agree(run, p, basis, (e - 1) * BLOCK, BLOCK) === BLOCK) from = (e - 1) * BLOCK;
-        else if (p + BLOCK < n) {
+        from = this.find(run, p, h, Number.isNaN(delta) ? p : p + delta);
+        if (from < 0 && p + BLOCK < n) {
           h = (Math.imul(h - Math.imul(run[p], POW), P) + run[p + BLOCK]) | 0;
           hashed = p + 1;
         }

@@ -67,3 +67,20 @@ test('bytes not found in the kept basis go whole', () => {
 test('Basis Checksums in a push against a kept basis are refused', () => {
   assert.throws(() => new KeptBasis(new Uint8Array(10)).add({ type: Msg.BasisChecksums, offset: 0, fine: { min: 64, avg: 256, max: 1024 }, lengths: new Uint32Array(0), prefixes: new Uint8Array(0) }), ProtocolError);
 });
+
+test('bytes repeated across the kept basis are copied from where the edit left them, in order', () => {
+  // 200 sections, each the same 2 KB header before 20 KB of its own text (licence headers,
+  // boilerplate): a cut shifts what follows, and the header's bytes are found at every section
+  const header = textBytes(99, 2048);
+  const basis = Buffer.concat(Array.from({ length: 200 }, (_, i) => [header, textBytes(1000 + i, 20_000)]).flat());
+  const target = applyEdits(basis, new Rng(5), { kind: 'cut', total: 64 << 10, maxFragment: 256 });
+  const { chunks } = new KeptBasis(basis).refine(target, [target.length]);
+  let end = 0;
+  let far = 0;
+  for (const c of chunks) for (const p of c instanceof Uint8Array ? [c] : c) {
+    if (p instanceof Uint8Array) continue;
+    if (Math.abs(p.offset - end) > 4096) far++;
+    end = p.offset + p.length;
+  }
+  assert.equal(far, 0, `${far} copies jump away from where the one before ended`);
+});
