@@ -210,6 +210,8 @@ export function trafficReport(doc: Doc): string[] {
   md.push('| section | pair | size | dsync-kept | dsync-known | dsync | rsync -z | zstd --patch-from | dsync-kept / zstd | dsync-known / zstd | dsync / rsync -z |', '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const p of res) md.push(`| ${p.section} | ${p.pair} | ${bytes(p.targetSize)} | ${bytes(W(p, 'dsync-kept'))} | ${bytes(W(p, 'dsync-known'))} | ${bytes(W(p, 'dsync'))} | ${floorCells(p)} | ${x(W(p, 'dsync-kept') / zstdP(p))} | ${x(W(p, 'dsync-known') / zstdP(p))} | ${x(W(p, 'dsync') / rsyncZ(p))} |`);
   md.push('');
+  const met = (f: (p: PairResult) => number, limit: number) => `${res.filter((p) => f(p) <= limit).length} of ${res.filter((p) => Number.isFinite(f(p))).length}`;
+  md.push(`Issue 26's targets: a kept basis at most 1.5× zstd's patch on ${met((p) => W(p, 'dsync-kept') / zstdP(p), 1.5)} pairs (the chunk index alone: ${met((p) => W(p, 'dsync-known') / zstdP(p), 1.5)}); another device at or below rsync -z on ${met((p) => W(p, 'dsync') / rsyncZ(p), 1)}.`, '');
   return md;
 }
 

@@ -230,7 +230,9 @@ export async function remember(known: KnownVersions, key: string, out: SendOutco
     if (equalBytes(ix.hashes, v.hashes) && equalBytes(u8(ix.lengths), u8(v.lengths))) v.kept = bytes;
   }
   v.fine = made ?? (await fineIndex(from, DEFAULT_FINE, algo));
-  if (!v.kept) basisChecksumsOf(v.fine, algo);
+  // what the next push refines against, made now rather than during it
+  if (v.kept) keptBasisOf(v.kept).index();
+  else basisChecksumsOf(v.fine, algo);
   known.set(key, v);
 }
 
