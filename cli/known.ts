@@ -4,12 +4,17 @@
  * `$DSYNC_CACHE_DIR`, else `$XDG_CACHE_HOME/dsync/known`, else `~/.cache/dsync/known`. A file
  * that does not read back whole is ignored (and the push runs the three phases); the server's
  * root check covers the rest.
+ *
+ * With each pushed version of up to KNOWN_MAX_FILE bytes it keeps the version's bytes too (a
+ * kept basis, shared/src/kept.ts) in a `.kept` file beside it, up to `keepMax` bytes of them
+ * in all (`--keep-max`, default KEEP_MAX): the least recently used are dropped for room. The
+ * header records their SHA-256; kept bytes that do not read back to it are dropped, never used.
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
-import type { KnownVersion, KnownVersions } from '../shared/src/known.ts';
+import { KNOWN_MAX_FILE, type KnownVersion, type KnownVersions } from '../shared/src/known.ts';
 
 export function knownDir(env = process.env): string {
   if (env.DSYNC_CACHE_DIR) return env.DSYNC_CACHE_DIR;
@@ -17,12 +22,58 @@ export function knownDir(env = process.env): string {
 }
 
 const MAGIC = 'DSKN1';
+const KEPT = '.kept';
+
+/** Bytes of kept versions the CLI holds by default (decimal, as the CLI's sizes): a few
+ *  dozen files of some MB each, on a disk of hundreds of GB; --keep-max 0 keeps none. */
+export const KEEP_MAX = 1_000_000_000;
+
+const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
 
 export class FileKnown implements KnownVersions {
-  constructor(private dir = knownDir()) {}
+  constructor(
+    private dir = knownDir(),
+    private keepMax = KEEP_MAX,
+  ) {}
 
   private file(key: string) {
-    return path.join(this.dir, createHash('sha256').update(key).digest('hex'));
+    return path.join(this.dir, sha256(Buffer.from(key)));
+  }
+
+  keeps(size: number): boolean {
+    return size <= Math.min(this.keepMax, KNOWN_MAX_FILE);
+  }
+
+  /** The kept bytes of `file` if they read back to their recorded hash and size; else none,
+   *  and the file is dropped. */
+  private readKept(file: string, h: { sha256: string }, size: number): Uint8Array | undefined {
+    try {
+      const b = readFileSync(file + KEPT);
+      if (b.length === size && sha256(b) === h.sha256) {
+        const now = new Date();
+        utimesSync(file + KEPT, now, now); // recently used
+        return new Uint8Array(b.buffer, b.byteOffset, b.length);
+      }
+    } catch {
+      return undefined; // none kept (dropped for room, or never written)
+    }
+    rmSync(file + KEPT, { force: true });
+    return undefined;
+  }
+
+  /** Drops the least recently used kept files until `room` more bytes fit under keepMax. */
+  private makeRoom(room: number, except: string) {
+    const kept = readdirSync(this.dir)
+      .filter((f) => f.endsWith(KEPT) && path.join(this.dir, f) !== except)
+      .map((f) => ({ f: path.join(this.dir, f), st: statSync(path.join(this.dir, f), { throwIfNoEntry: false }) }))
+      .filter((k) => k.st)
+      .sort((a, b) => a.st!.mtimeMs - b.st!.mtimeMs);
+    let total = kept.reduce((t, k) => t + k.st!.size, 0);
+    for (const k of kept) {
+      if (total + room <= this.keepMax) break;
+      rmSync(k.f, { force: true });
+      total -= k.st!.size;
+    }
   }
 
   get(key: string): KnownVersion | undefined {
@@ -48,6 +99,7 @@ export class FileKnown implements KnownVersions {
       };
       const v: KnownVersion = { version: h.version, root: Buffer.from(h.root, 'hex'), params: h.params, algo: h.algo, lengths: u32(0, h.n), hashes: new Uint8Array(body.subarray(h.n * 4, h.n * (4 + h.H))) };
       if (h.fine) v.fine = { params: h.fine.params, lengths: u32(h.n * (4 + h.H), m), prefixes: new Uint8Array(body.subarray(h.n * (4 + h.H) + 4 * m)) };
+      if (h.kept) v.kept = this.readKept(this.file(key), h.kept, v.lengths.reduce((a, l) => a + l, 0));
       return v;
     } catch {
       return undefined;
@@ -57,12 +109,20 @@ export class FileKnown implements KnownVersions {
   set(key: string, v: KnownVersion) {
     const n = v.lengths.length;
     const fine = v.fine && { params: v.fine.params, n: v.fine.lengths.length };
-    const head = JSON.stringify({ magic: MAGIC, key, version: v.version, root: Buffer.from(v.root).toString('hex'), params: v.params, algo: v.algo, n, H: n ? v.hashes.length / n : 0, fine });
+    const keep = v.kept && this.keeps(v.kept.length) ? v.kept : undefined;
+    const kept = keep && { sha256: sha256(keep) };
+    const head = JSON.stringify({ magic: MAGIC, key, version: v.version, root: Buffer.from(v.root).toString('hex'), params: v.params, algo: v.algo, n, H: n ? v.hashes.length / n : 0, fine, kept });
     const bytes = (a: Uint8Array | Uint32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
     const to = this.file(key);
     const tmp = `${to}.${process.pid}.tmp`;
     try {
       mkdirSync(this.dir, { recursive: true });
+      rmSync(to + KEPT, { force: true }); // the previous version's bytes
+      if (keep) {
+        this.makeRoom(keep.length, to + KEPT);
+        writeFileSync(tmp, keep);
+        renameSync(tmp, to + KEPT);
+      }
       writeFileSync(tmp, Buffer.concat([Buffer.from(head + '\n'), bytes(v.lengths), v.hashes, ...(v.fine ? [bytes(v.fine.lengths), v.fine.prefixes] : [])]));
       renameSync(tmp, to);
     } catch {
@@ -72,5 +132,6 @@ export class FileKnown implements KnownVersions {
 
   delete(key: string) {
     rmSync(this.file(key), { force: true });
+    rmSync(this.file(key) + KEPT, { force: true });
   }
 }

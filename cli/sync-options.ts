@@ -1,7 +1,7 @@
 /** The chunking and hashing flags of `chunk`, `push` and `pull`, and what they give. */
 import { type ChunkParams, DEFAULT_ALGO, DEFAULT_PARAMS, FpOp, algoByName, checkParams } from '../shared/src/protocol.ts';
 import { type Opts, UsageError, type Values, intFlag, str } from './command.ts';
-import { FileKnown } from './known.ts';
+import { FileKnown, KEEP_MAX } from './known.ts';
 
 export const CHUNK_OPTS: Opts = {
   min: { type: 'string', arg: 'N', help: `smallest chunk, bytes (default ${DEFAULT_PARAMS.min})` },
@@ -16,6 +16,7 @@ export const SYNC_OPTS: Opts = {
   algo: { type: 'string', arg: 'blake3|sha256|sha1', help: 'strong hash (default blake3)' },
   retries: { type: 'string', arg: 'N', help: 'reconnect this many times after a lost connection (default 3)' },
   'no-known': { type: 'boolean', help: 'do not use or keep the chunk index of the version last synced' },
+  'keep-max': { type: 'string', arg: 'BYTES', help: `keep the bytes of the versions pushed last, up to this many in all, and send edits of them as byte-exact deltas (default ${KEEP_MAX}; 0: keep none)` },
 };
 
 export function chunkParams(values: Values): ChunkParams {
@@ -47,4 +48,4 @@ export function algoOf(values: Values): number {
 }
 
 /** The on-disk known versions (cli/known.ts), unless --no-known. */
-export const knownOf = (values: Values) => (values['no-known'] ? undefined : new FileKnown());
+export const knownOf = (values: Values) => (values['no-known'] ? undefined : new FileKnown(undefined, intFlag(values, 'keep-max', KEEP_MAX, 0)));

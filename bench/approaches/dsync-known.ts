@@ -16,5 +16,5 @@ export const dsyncKnown: Approach = {
     p.index = await chunkSource(p.source, DEFAULT_PARAMS, Algo.Blake3);
     p.fine = await fineIndex(p.source, DEFAULT_FINE, Algo.Blake3);
   },
-  session: (p, ws, name) => dsyncSession(p, ws, name, Algo.Blake3, true),
+  session: (p, ws, name) => dsyncSession(p, ws, name, Algo.Blake3, 'known'),
 };

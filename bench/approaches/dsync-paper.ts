@@ -13,5 +13,5 @@ export const dsyncPaper: Approach = {
   async prepare(p, { hashes }) {
     if (hashes) p.index = await chunkSource(p.source, DEFAULT_PARAMS, Algo.Sha1);
   },
-  session: (p, ws, name) => dsyncSession(p, ws, name, Algo.Sha1, false),
+  session: (p, ws, name) => dsyncSession(p, ws, name, Algo.Sha1, 'none'),
 };

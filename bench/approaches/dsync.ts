@@ -17,20 +17,30 @@ export const socketBytes = (ws: WebSocket) => {
   return s.bytesRead + s.bytesWritten;
 };
 
-/** What `dsync-known` clients remember: the last version each pushed of each name (the bench
- *  runs one server per approach at a time, so the name is the key). */
-let knownVersions = new MemoryKnown(1 << 30);
+/** What `dsync-known` and `dsync-kept` clients remember: the last version each pushed of each
+ *  name (the bench runs one server per approach at a time, so the name is the key), one memory
+ *  per approach; `dsync-kept`'s keeps the bytes too, as the CLI does. */
+const memories = new Map<string, MemoryKnown>();
+const memoryOf = (approach: string, kept: boolean) => {
+  if (!memories.has(approach)) memories.set(approach, new MemoryKnown(1 << 30, undefined, kept));
+  return memories.get(approach)!;
+};
 /** A new server (a new data directory) holds none of the versions remembered. */
-export const forgetKnown = () => void (knownVersions = new MemoryKnown(1 << 30));
+export const forgetKnown = () => memories.clear();
+
+/** How a Dsync client pushes: the three phases always, against the version it pushed before
+ *  (known by its chunk index and finer cut, as the page), or with that version's bytes kept (as
+ *  the CLI). */
+export type KnownMode = 'none' | 'known' | 'kept';
 
 /** Dsync's push on an index precomputed or made as it goes; with `known`, against the version
  *  this client pushed before. */
-export async function dsyncSession(p: Prepared, ws: WebSocket, name: string, algo: number, known: boolean): Promise<Omit<Report, 'connectMs'>> {
+export async function dsyncSession(p: Prepared, ws: WebSocket, name: string, algo: number, known: KnownMode): Promise<Omit<Report, 'connectMs'>> {
   const t0 = performance.now();
   const wire0 = socketBytes(ws);
   const conn = new Conn(ws as unknown as WebSocketLike);
   try {
-    const memory = known ? knownVersions : null;
+    const memory = known === 'none' ? null : memoryOf(p.approach, known === 'kept');
     const key = knownKey('bench', name);
     const { index, against } = memory ? await planKnown(p.source, DEFAULT_PARAMS, algo, memory.get(key), { index: p.index }) : { index: p.index, against: null };
     const out = await pushSession(conn, p.source, { name, params: DEFAULT_PARAMS, algo, index, against });
@@ -56,5 +66,5 @@ export const dsync: Approach = {
   async prepare(p, { hashes }) {
     if (hashes) p.index = await chunkSource(p.source, DEFAULT_PARAMS, Algo.Blake3);
   },
-  session: (p, ws, name) => dsyncSession(p, ws, name, Algo.Blake3, false),
+  session: (p, ws, name) => dsyncSession(p, ws, name, Algo.Blake3, 'none'),
 };

@@ -2,12 +2,13 @@
 import type { Approach } from './approach.ts';
 import { dedup } from './dedup.ts';
 import { dsync } from './dsync.ts';
+import { dsyncKept } from './dsync-kept.ts';
 import { dsyncKnown } from './dsync-known.ts';
 import { dsyncPaper } from './dsync-paper.ts';
 import { full } from './full.ts';
 import { webr2sync } from './webr2sync.ts';
 
-export const REGISTRY: readonly Approach[] = [dsync, dsyncKnown, dsyncPaper, webr2sync, dedup, full];
+export const REGISTRY: readonly Approach[] = [dsync, dsyncKnown, dsyncKept, dsyncPaper, webr2sync, dedup, full];
 export const APPROACHES: readonly string[] = REGISTRY.map((a) => a.name);
 
 /** The approach of this name (an unknown name is an error). */

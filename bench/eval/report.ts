@@ -32,6 +32,11 @@ const med = (runs: Report[] | undefined, f: (r: Report) => number) => (runs?.len
 const T = (p: PairResult, a: string) => med(p.runs[a], (r) => r.timeMs.total);
 const rsyncT = (p: PairResult) => (p.rsync?.length ? median(p.rsync.map((r: RsyncRun) => r.timeMs)) : NaN);
 const rsyncB = (p: PairResult) => (p.rsync?.length ? p.rsync[0].sent + p.rsync[0].received : NaN);
+const rsyncZ = (p: PairResult) => p.floors?.rsyncZ ?? NaN;
+const zstdP = (p: PairResult) => p.floors?.zstdPatch ?? NaN;
+const W = (p: PairResult, a: string) => med(p.runs[a], (r) => r.traffic.wire);
+/** The floors' cells of a traffic table row: rsync -z and zstd --patch-from. */
+const floorCells = (p: PairResult) => `${bytes(rsyncZ(p))} | ${bytes(zstdP(p))}`;
 
 export function writeReport(doc: Doc, OUT = DEFAULT_OUT): void {
   const res: PairResult[] = doc.results;
@@ -54,7 +59,7 @@ export function writeReport(doc: Doc, OUT = DEFAULT_OUT): void {
   );
   md.push(`- **Transport:** one WebSocket per sync (\`ws\`), permessage-deflate on for every approach on the 100 Mbps link, for the messages that carry the file's bytes (Dsync's Delta, the baselines' literal blocks and data; lists, tokens and control messages go uncompressed: they hold hashes, or are small), and off for the large files at 1 Gbps, where it would cap every approach at its ~45 MB/s; traffic is counted before compression (the paper's metric), *wire* is what the socket carried.`);
   md.push(`- **Repetitions:** ${doc.reps} per point; medians reported (rsync: ${doc.reps} on the 10 MB and real pairs, 1 on the large files).${doc.warmup ? ` Before them, ${doc.warmup} untimed sync${doc.warmup > 1 ? 's' : ''} of the same pair per approach (V8 runs a wasm function's first call in its baseline tier to the end: the baselines' rolling search is one call per sync); before every sync, dirty pages are written out (sync) and the files involved read into the page cache (this VM drops cached pages continuously, and a cold 1 GiB read costs ~1.9 s of CPU) — bench/eval/run.ts.` : ''}`);
-  md.push(`- **Approaches:** \`dsync\` (product server, defaults: BLAKE3, cached chunk index; protocol version 5, the three phases, as a client that does not hold the basis' chunk index runs them: where no Match Token covers the target, the server lists the basis bytes facing it in 64 / 256 / 1024-byte chunks — Basis Checksums — and the client sends its chunks there as copies of those bytes plus literal pieces, docs/protocol.md §3; its store writes only the Delta Bytes and refers to the basis for the rest, §8), \`dsync-known\` (the same server and client library, the client re-pushing a file it pushed itself — the basis, put back by this client after every run — as the product client does: with at most 768 KiB of the file not found in the version it knows, it sends its own Match Tokens, the Checksum List and the Delta Bytes in one round trip, docs/protocol.md §3 "A known basis"; otherwise the three phases, as \`dsync\`; not run on the 1 GiB file, above the 64 MiB it applies to), \`dsync-paper\` (\`--paper-exact\`: basis re-chunked every sync, SHA-1, no refinement), \`webr2sync+\` (fixed 8 KB blocks, Adler-32 + SipHash, server-side byte-by-byte rolling search in wasm), \`dedup\` (FastCDC + BLAKE3 on every chunk on both sides, server re-chunks the basis every sync), \`full\` (whole file) — the baselines' server rebuilds and rewrites the whole file, as the papers' servers do —, and \`rsync\` 3.x binary over an rsync daemon through the same shaped link (no \`-z\`; bytes = "Total bytes sent + received"; native C, and unlike every WebSocket server here it does not fsync the file it writes; its times include its own connection and handshake, which it cannot keep open between syncs).`);
+  md.push(`- **Approaches:** \`dsync\` (product server, defaults: BLAKE3, cached chunk index; protocol version 5, the three phases, as a client that does not hold the basis' chunk index runs them: where no Match Token covers the target, the server lists the basis bytes facing it in 64 / 256 / 1024-byte chunks — Basis Checksums — and the client sends its chunks there as copies of those bytes plus literal pieces, docs/protocol.md §3; its store writes only the Delta Bytes and refers to the basis for the rest, §8), \`dsync-known\` (the same server and client library, the client re-pushing a file it pushed itself — the basis, put back by this client after every run — as the product client does: with at most 768 KiB of the file not found in the version it knows, it sends its own Match Tokens, the Checksum List and the Delta Bytes in one round trip, docs/protocol.md §3 "A known basis"; otherwise the three phases, as \`dsync\`; not run on the 1 GiB file, above the 64 MiB it applies to), \`dsync-kept\` (as \`dsync-known\`, the client keeping the bytes of the version it pushed, as the CLI does: the chunks it sends are refined against them byte by byte, shared/src/kept.ts; checking and keeping them after the Result counts in its client CPU time), \`dsync-paper\` (\`--paper-exact\`: basis re-chunked every sync, SHA-1, no refinement), \`webr2sync+\` (fixed 8 KB blocks, Adler-32 + SipHash, server-side byte-by-byte rolling search in wasm), \`dedup\` (FastCDC + BLAKE3 on every chunk on both sides, server re-chunks the basis every sync), \`full\` (whole file) — the baselines' server rebuilds and rewrites the whole file, as the papers' servers do —, and \`rsync\` 3.x binary over an rsync daemon through the same shaped link (no \`-z\`; bytes = "Total bytes sent + received"; native C, and unlike every WebSocket server here it does not fsync the file it writes; its times include its own connection and handshake, which it cannot keep open between syncs).`);
   md.push(`- **Where the time goes:** [profile.md](profile.md) (CPU profiles of the servers).`);
   md.push(`- **Times:** *total* = wall time from the client's first computation (chunking / hashing the target) to the server's verified Result${doc.warm ? ' (the socket already open)' : ' (the socket opened in between)'}; *client* = the client process' CPU time over that span; *server* = the server's time working on the session (wall time minus time waiting for the client's messages, as Dsync's server reports it in Result; the baselines' server measures it the same way; disk writes and fsync included); *network* = total − client − server, floored at 0 (on the large files client and server work overlap in a pipeline, so the parts can add up to more than the total).`);
   md.push('');
@@ -137,12 +142,12 @@ export function writeReport(doc: Doc, OUT = DEFAULT_OUT): void {
     }
     // Traffic next to rsync
     md.push(`## Traffic on every 10 MB pair, next to rsync`, '');
-    md.push(`Bytes before compression (wire after permessage-deflate in parentheses); rsync: total bytes sent + received, no compression.`, '');
-    md.push(`| edit | size | ${APPROACHES.join(' | ')} | rsync |`, `|---|---:|${APPROACHES.map(() => '---:').join('|')}|---:|`);
+    md.push(`Bytes before compression (wire after permessage-deflate in parentheses); rsync: total bytes sent + received, without and with \`-z\`; zstd: the bytes of \`zstd -3 --long=27 --patch-from=BASIS TARGET\`, what a delta compressor holding both versions sends. Ratios to these floors: [traffic.md](traffic.md).`, '');
+    md.push(`| edit | size | ${APPROACHES.join(' | ')} | rsync | rsync -z | zstd --patch-from |`, `|---|---:|${APPROACHES.map(() => '---:').join('|')}|---:|---:|---:|`);
     for (const k of kinds)
       for (const s of sizes) {
         const p = pair(k, s);
-        if (p) md.push(`| ${k} | ${sizeLabel(s)} | ${APPROACHES.map((a) => `${bytes(med(p.runs[a], (r) => r.traffic.total))} (${bytes(med(p.runs[a], (r) => r.traffic.wire))})`).join(' | ')} | ${bytes(rsyncB(p))} |`);
+        if (p) md.push(`| ${k} | ${sizeLabel(s)} | ${APPROACHES.map((a) => `${bytes(med(p.runs[a], (r) => r.traffic.total))} (${bytes(med(p.runs[a], (r) => r.traffic.wire))})`).join(' | ')} | ${bytes(rsyncB(p))} | ${floorCells(p)} |`);
       }
     md.push('');
   }
@@ -150,15 +155,15 @@ export function writeReport(doc: Doc, OUT = DEFAULT_OUT): void {
   if (real.length) {
     md.push(`## Table III analogue: real version series (${doc.shaping.default})`, '');
     md.push(`Each row syncs one release onto the previous one (uncompressed npm tarballs; *npm-packed*: the same releases re-packed with a new mtime in every member header). Time: median; traffic before compression (wire).`, '');
-    md.push(`| series: pair | size | ${APPROACHES.map((a) => `${a} time`).join(' | ')} | rsync time | ${APPROACHES.map((a) => `${a} traffic`).join(' | ')} | rsync bytes |`);
-    md.push(`|---|---:|${APPROACHES.map(() => '---:').join('|')}|---:|${APPROACHES.map(() => '---:').join('|')}|---:|`);
-    for (const p of real) md.push(`| ${p.pair} | ${bytes(p.targetSize)} | ${APPROACHES.map((a) => secs(T(p, a))).join(' | ')} | ${secs(rsyncT(p))} | ${APPROACHES.map((a) => `${bytes(med(p.runs[a], (r) => r.traffic.total))} (${bytes(med(p.runs[a], (r) => r.traffic.wire))})`).join(' | ')} | ${bytes(rsyncB(p))} |`);
+    md.push(`| series: pair | size | ${APPROACHES.map((a) => `${a} time`).join(' | ')} | rsync time | ${APPROACHES.map((a) => `${a} traffic`).join(' | ')} | rsync bytes | rsync -z | zstd --patch-from |`);
+    md.push(`|---|---:|${APPROACHES.map(() => '---:').join('|')}|---:|${APPROACHES.map(() => '---:').join('|')}|---:|---:|---:|`);
+    for (const p of real) md.push(`| ${p.pair} | ${bytes(p.targetSize)} | ${APPROACHES.map((a) => secs(T(p, a))).join(' | ')} | ${secs(rsyncT(p))} | ${APPROACHES.map((a) => `${bytes(med(p.runs[a], (r) => r.traffic.total))} (${bytes(med(p.runs[a], (r) => r.traffic.wire))})`).join(' | ')} | ${bytes(rsyncB(p))} | ${floorCells(p)} |`);
     md.push('', 'Per series, summed over its pairs:', '');
-    md.push(`| series | ${APPROACHES.map((a) => `${a} time`).join(' | ')} | rsync time | ${APPROACHES.map((a) => `${a} traffic`).join(' | ')} | rsync bytes |`, `|---|${APPROACHES.map(() => '---:').join('|')}|---:|${APPROACHES.map(() => '---:').join('|')}|---:|`);
+    md.push(`| series | ${APPROACHES.map((a) => `${a} time`).join(' | ')} | rsync time | ${APPROACHES.map((a) => `${a} traffic`).join(' | ')} | rsync bytes | rsync -z | zstd --patch-from |`, `|---|${APPROACHES.map(() => '---:').join('|')}|---:|${APPROACHES.map(() => '---:').join('|')}|---:|---:|---:|`);
     for (const s of [...new Set(real.map((p) => p.pair.split(' ')[0]))]) {
       const ps = real.filter((p) => p.pair.split(' ')[0] === s);
       const sum = (f: (p: PairResult) => number) => ps.reduce((t, p) => t + f(p), 0);
-      md.push(`| ${s} | ${APPROACHES.map((a) => secs(sum((p) => T(p, a)))).join(' | ')} | ${secs(sum(rsyncT))} | ${APPROACHES.map((a) => bytes(sum((p) => med(p.runs[a], (r) => r.traffic.total)))).join(' | ')} | ${bytes(sum(rsyncB))} |`);
+      md.push(`| ${s} | ${APPROACHES.map((a) => secs(sum((p) => T(p, a)))).join(' | ')} | ${secs(sum(rsyncT))} | ${APPROACHES.map((a) => bytes(sum((p) => med(p.runs[a], (r) => r.traffic.total)))).join(' | ')} | ${bytes(sum(rsyncB))} | ${bytes(sum(rsyncZ))} | ${bytes(sum(zstdP))} |`);
     }
     md.push('');
   }
@@ -170,8 +175,8 @@ export function writeReport(doc: Doc, OUT = DEFAULT_OUT): void {
     for (const p of large) {
       md.push(`| ${p.pair} | ${APPROACHES.map((a) => `${secs(T(p, a))} (${(['client', 'server', 'network'] as const).map((n) => secs(med(p.runs[a], (r) => r.timeMs[n]))).join(' / ')})`).join(' | ')} | ${secs(rsyncT(p))} | ${x(T(p, 'webr2sync+') / T(p, 'dsync'))} | ${x(T(p, 'full') / T(p, 'dsync'))} |`);
     }
-    md.push('', `| case | ${APPROACHES.map((a) => `${a} traffic (wire)`).join(' | ')} | rsync bytes |`, `|---|${APPROACHES.map(() => '---:').join('|')}|---:|`);
-    for (const p of large) md.push(`| ${p.pair} | ${APPROACHES.map((a) => `${bytes(med(p.runs[a], (r) => r.traffic.total))} (${bytes(med(p.runs[a], (r) => r.traffic.wire))})`).join(' | ')} | ${bytes(rsyncB(p))} |`);
+    md.push('', `| case | ${APPROACHES.map((a) => `${a} traffic (wire)`).join(' | ')} | rsync bytes | rsync -z | zstd --patch-from |`, `|---|${APPROACHES.map(() => '---:').join('|')}|---:|---:|---:|`);
+    for (const p of large) md.push(`| ${p.pair} | ${APPROACHES.map((a) => `${bytes(med(p.runs[a], (r) => r.traffic.total))} (${bytes(med(p.runs[a], (r) => r.traffic.wire))})`).join(' | ')} | ${bytes(rsyncB(p))} | ${floorCells(p)} |`);
     md.push('');
     const groups: BarGroup[] = large.map((p) => ({
       label: p.pair,
@@ -188,6 +193,26 @@ export function writeReport(doc: Doc, OUT = DEFAULT_OUT): void {
   if (syn.length) md.push(...floorTable(syn), '');
   md.push(`Load (clients one server holds) is measured by \`npm run load\`: see [../load/](../load/).`, '');
   writeFileSync(join(OUT, 'summary.md'), md.join('\n'));
+  writeFileSync(join(OUT, 'traffic.md'), trafficReport(doc).join('\n'));
+}
+
+/**
+ * traffic.md: Dsync's wire bytes in its three modes — a client that pushed the basis itself
+ * and kept its bytes (`dsync-kept`, the CLI), one that kept its chunk index and finer cut
+ * (`dsync-known`, the page), another device (`dsync`) — next to the floors, on every pair:
+ * zstd's patch (issue 26's target: a kept basis ≤ 1.5× it) and rsync -z both directions
+ * (another device ≤ 1× it).
+ */
+export function trafficReport(doc: Doc): string[] {
+  const res: PairResult[] = doc.results;
+  const md = [`# Traffic: Dsync's wire bytes next to zstd --patch-from and rsync -z`, '', `- **Command:** \`${doc.command}\` (${doc.date})`];
+  md.push(`- Wire bytes: what the WebSocket carried (after permessage-deflate), median; *dsync-kept*: the client pushed the basis itself and kept its bytes (the CLI); *dsync-known*: it kept the basis's chunk index and finer cut (the page); *dsync*: another device. rsync -z: bytes sent + received. zstd: \`zstd -3 --long=27 --patch-from=BASIS TARGET\`.`, '');
+  md.push('| section | pair | size | dsync-kept | dsync-known | dsync | rsync -z | zstd --patch-from | dsync-kept / zstd | dsync-known / zstd | dsync / rsync -z |', '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  for (const p of res) md.push(`| ${p.section} | ${p.pair} | ${bytes(p.targetSize)} | ${bytes(W(p, 'dsync-kept'))} | ${bytes(W(p, 'dsync-known'))} | ${bytes(W(p, 'dsync'))} | ${floorCells(p)} | ${x(W(p, 'dsync-kept') / zstdP(p))} | ${x(W(p, 'dsync-known') / zstdP(p))} | ${x(W(p, 'dsync') / rsyncZ(p))} |`);
+  md.push('');
+  const met = (f: (p: PairResult) => number, limit: number) => `${res.filter((p) => f(p) <= limit).length} of ${res.filter((p) => Number.isFinite(f(p))).length}`;
+  md.push(`Issue 26's targets: a kept basis at most 1.5× zstd's patch on ${met((p) => W(p, 'dsync-kept') / zstdP(p), 1.5)} pairs (the chunk index alone: ${met((p) => W(p, 'dsync-known') / zstdP(p), 1.5)}); another device at or below rsync -z on ${met((p) => W(p, 'dsync') / rsyncZ(p), 1)}.`, '');
+  return md;
 }
 
 /** Round-trip time and bandwidth (bits per ms) of a shaping description (procs.ts describeShaping). */

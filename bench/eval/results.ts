@@ -19,6 +19,10 @@ export interface PairResult {
   ratio?: number;
   runs: Record<string, Report[]>;
   rsync?: RsyncRun[];
+  /** what a sync of the pair costs elsewhere, computed once per pair (run.ts `floors`): the
+   *  bytes of `zstd -3 --long=27 --patch-from=BASIS TARGET`, the delta a compressor holding both
+   *  versions sends; and `rsync -z`'s bytes sent + received (both directions) */
+  floors?: { zstdPatch: number; rsyncZ?: number };
   /** Fig. 11: Dsync's Match Tokens as sent (merged) and as one token per matched chunk */
   merging?: Record<string, { tokens: number; matchedChunks: number; mergedTokenBytes: number; unmergedTokenBytes: number }>;
 }

@@ -83,16 +83,19 @@ export class Fuzzer {
       this.scenarios.push(sc);
     }
     // a push against a known version: the client pushed the basis itself, and sends its own
-    // Copies, refined Delta Bytes (copies of the basis) and Verdicts without waiting
-    const known = new MemoryKnown();
-    const kb = mixed(150_000);
-    const kName = `s${this.scenarios.length}`;
-    await this.record({ label: 'known basis', name: kName, op: 'push', frames: [], hashLen: 0 }, kb, DEFAULT_PARAMS, 3, true, known);
-    const kt = applyEdits(kb, r, { kind: 'insert', total: 2000 });
-    const ksc: Scenario = { label: 'known basis', name: kName, op: 'push', frames: [], hashLen: 32, target: kt, basis: kb };
-    await this.record(ksc, kt, DEFAULT_PARAMS, 3, false, known);
-    assert.ok(ksc.frames.some((f) => f[0] === Msg.Copies), 'the known-basis transcript has Copies');
-    this.scenarios.push(ksc);
+    // Copies, refined Delta Bytes (copies of the basis) and Verdicts without waiting; refined
+    // against the basis cut finer, or (kept) against its bytes, byte by byte
+    for (const [label, keep] of [['known basis', false], ['kept basis', true]] as const) {
+      const known = new MemoryKnown(undefined, undefined, keep);
+      const kb = mixed(150_000);
+      const kName = `s${this.scenarios.length}`;
+      await this.record({ label, name: kName, op: 'push', frames: [], hashLen: 0 }, kb, DEFAULT_PARAMS, 3, true, known);
+      const kt = applyEdits(kb, r, { kind: 'insert', total: 2000 });
+      const ksc: Scenario = { label, name: kName, op: 'push', frames: [], hashLen: 32, target: kt, basis: kb };
+      await this.record(ksc, kt, DEFAULT_PARAMS, 3, false, known);
+      assert.ok(ksc.frames.some((f) => f[0] === Msg.Copies), `the ${label} transcript has Copies`);
+      this.scenarios.push(ksc);
+    }
     // a pull: the client is the receiver (its local copy is an older file)
     const pullSc: Scenario = { label: 'pull', name: 's1', op: 'pull', frames: [], hashLen: 32, basis };
     await this.recordPull(pullSc, applyEdits(basis, r, { kind: 'cut', total: 200 }));

@@ -407,14 +407,22 @@ test('hostile pushes against a known basis: refused with a clear code, nothing s
     assert.equal(n, ia.lengths.length);
     const known = { version: 1, root: ia.root };
     const list = [encode({ type: Msg.Checksums, fastfps: ib.fastfps, lengths: ib.lengths }), encode({ type: Msg.ChecksumsEnd, count: n, size: b.length })];
+    // chunk 0 alone: the chunks a Copies run covers need not be listed (the server takes them
+    // from the basis index)
+    const list0 = encode({ type: Msg.Checksums, fastfps: ib.fastfps.subarray(0, 1), lengths: ib.lengths.subarray(0, 1) });
     const copies = (...runs: [number, number, number][]) => encode({ type: Msg.Copies, first: Uint32Array.from(runs, (x) => x[0]), count: Uint32Array.from(runs, (x) => x[1]), basisFirst: Uint32Array.from(runs, (x) => x[2]) });
     const verdict = (root: Uint8Array) => encode({ type: Msg.Verdict, upTo: n, root, failed: [] }, 32);
     const first = encode({ type: Msg.Delta, indices: Uint32Array.of(0), chunks: [b.subarray(0, ib.lengths[0])] });
     const push = (extra: object, ...frames: Uint8Array[]) => raw(s.wsUrl, [hello('k', { size: b.length, ...extra }), ...frames]);
     const cases: [number, RegExp, object, Uint8Array[]][] = [
       [ErrorCode.UnexpectedMessage, /Copies/, {}, [...list, copies([1, n - 1, 1])]],
-      // before the chunks they cover are listed; after the Verdict that judged those chunks
-      [ErrorCode.Inconsistent, /beyond the 0 chunks listed/, { known }, [copies([1, n - 1, 1]), ...list]],
+      // starting beyond the chunks listed; after the Verdict that judged those chunks
+      [ErrorCode.Inconsistent, /starts beyond the 0 chunks listed/, { known }, [copies([1, n - 1, 1]), ...list]],
+      [ErrorCode.Inconsistent, /starts beyond the 1 chunks listed/, { known }, [list0, copies([2, n - 2, 2])]],
+      // listed by Copies and again by Checksums: the list goes on past the file's last, short chunk
+      [ErrorCode.Inconsistent, /below min/, { known }, [list0, copies([1, n - 1, 1]), encode({ type: Msg.Checksums, fastfps: ib.fastfps.subarray(1), lengths: ib.lengths.subarray(1) }), list[1]]],
+      // a client of the protocol version before (its Checksum List lists every chunk)
+      [ErrorCode.Version, /version/, { version: PROTOCOL_VERSION - 1 }, [...list]],
       [ErrorCode.Inconsistent, /below the Verdict's/, { known }, [...list, verdict(ib.root), copies([1, n - 1, 1])]],
       [ErrorCode.Inconsistent, /below the Verdict's 3/, { known }, [...list, encode({ type: Msg.Verdict, upTo: 3, root: null, failed: [] }, 32), copies([2, n - 2, 2])]],
       // a Verdict that ends inside a run
@@ -447,6 +455,16 @@ test('hostile pushes against a known basis: refused with a clear code, nothing s
     });
     ws.close();
     assert.equal(done.version, 2);
+    assert.deepEqual(await s.stored('k'), Buffer.from(b));
+    // and with only the chunk no run covers in the Checksum List, against version 1 again
+    const ws2 = await Connection.open(s.wsUrl, WebSocket as any);
+    const done2 = await ws2.session(async (conn) => {
+      for (const f of [hello('k', { size: b.length, known }), list0, copies([1, n - 1, 1]), list[1], verdict(ib.root), first]) conn.ws.send(f);
+      await conn.expect(Msg.Ready);
+      return conn.expect(Msg.Result);
+    });
+    ws2.close();
+    assert.deepEqual([done2.version, done2.size], [2, b.length], 'the same content as version 2: no new version');
     assert.deepEqual(await s.stored('k'), Buffer.from(b));
     const store = await s.storeOf('local');
     assert.equal(await store.latest('k'), 2);

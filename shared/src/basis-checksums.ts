@@ -27,11 +27,15 @@ const PROBE = 8;
  * the JavaScript heap, whose growth makes V8 run many more full collections
  * (bench/results/README.md).
  */
-export class BasisChecksumTable {
+export class BasisChecksumTable implements Refiner {
   fine: FineParams | null = null;
   count = 0;
   /** basis bytes the entries list: the most that refinement can copy */
   bytes = 0;
+
+  get copyable(): number {
+    return this.bytes;
+  }
   private kinds = 0;
   /** per kind: the prefix's two words, the length, the first offset listed */
   private key0: number[] = [];
@@ -179,22 +183,44 @@ export class BasisChecksumTable {
       }
       dry = hit ? 0 : dry + 1;
     }
-    starts.push(run.length);
-    // Cut the stretches at the chunks' ends.
-    const chunks: (Uint8Array | Piece[])[] = [];
-    let s = 0;
-    for (let k = 0, begin = 0; k < ends.length; begin = ends[k++]) {
-      const end = ends[k];
-      const pieces: Piece[] = [];
-      while (starts[s + 1] <= begin) s++;
-      for (let t = s; t < froms.length && starts[t] < end; t++) {
-        const a = Math.max(begin, starts[t]);
-        const b = Math.min(end, starts[t + 1]);
-        pieces.push(froms[t] < 0 ? run.subarray(a, b) : ({ offset: froms[t] + a - starts[t], length: b - a } satisfies Copy));
-      }
-      chunks.push(pieces.length === 1 && pieces[0] instanceof Uint8Array ? pieces[0] : pieces);
-    }
-    return { chunks, copied };
+    return { chunks: cutAtEnds(run, ends, starts, froms), copied };
   }
 }
 
+
+/**
+ * Cuts a run's stretches — `[starts[t], starts[t + 1])` copied from basis offset `froms[t]`, or
+ * literal where it is -1 — at the chunks' `ends` (relative to the run): each chunk becomes its
+ * bytes (all literal) or its pieces.
+ */
+export function cutAtEnds(run: Uint8Array, ends: number[], starts: number[], froms: number[]): (Uint8Array | Piece[])[] {
+  starts.push(run.length);
+  const chunks: (Uint8Array | Piece[])[] = [];
+  let s = 0;
+  for (let k = 0, begin = 0; k < ends.length; begin = ends[k++]) {
+    const end = ends[k];
+    const pieces: Piece[] = [];
+    while (starts[s + 1] <= begin) s++;
+    for (let t = s; t < froms.length && starts[t] < end; t++) {
+      const a = Math.max(begin, starts[t]);
+      const b = Math.min(end, starts[t + 1]);
+      pieces.push(froms[t] < 0 ? run.subarray(a, b) : ({ offset: froms[t] + a - starts[t], length: b - a } satisfies Copy));
+    }
+    chunks.push(pieces.length === 1 && pieces[0] instanceof Uint8Array ? pieces[0] : pieces);
+  }
+  starts.pop();
+  return chunks;
+}
+
+/** What a sender refines its Delta Bytes against: the Basis Checksums a receiver listed
+ *  (`BasisChecksumTable`), or the bytes of a kept basis (kept.ts). */
+export interface Refiner {
+  /** nothing to refine against while 0 */
+  readonly count: number;
+  /** basis bytes refinement can copy from (the most it can save) */
+  readonly copyable: number;
+  /** Basis Checksums from the receiver */
+  add(m: BasisChecksums): void;
+  /** see BasisChecksumTable.refine */
+  refine(run: Uint8Array, ends: number[]): { chunks: (Uint8Array | Piece[])[]; copied: number };
+}

@@ -111,7 +111,7 @@ export function listDigest(algo: number, list: WeakList): Uint8Array {
 /** Checks a Checksums message against the list so far before it is appended: lengths within
  *  1..max, every chunk but the list's last at least `min` (FastCDC; this message's last chunk
  *  is checked when the next one comes), the chunk and size limits, and the size Hello announced. */
-export function checkChecksums(list: ChecksumList, m: Checksums, params: ChunkParams, limits: ReceiverLimits, expectedSize?: number): void {
+export function checkChecksums(list: ChecksumList, m: Pick<Checksums, 'lengths' | 'fastfps'>, params: ChunkParams, limits: ReceiverLimits, expectedSize?: number): void {
   const n = m.lengths.length;
   if (n === 0) throw bad('empty Checksums message');
   if (list.count + n > limits.maxChunks) throw new ProtocolError(ErrorCode.LimitExceeded, `more than ${limits.maxChunks} chunks`);

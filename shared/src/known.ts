@@ -8,7 +8,10 @@
  *
  * A version the client pushed it also keeps cut finer (its own Basis Checksums of the whole
  * file, refine.ts): the chunks it sends are then refined against them as against the server's
- * list, copies of the known version's bytes and literal pieces, still in one round trip.
+ * list, copies of the known version's bytes and literal pieces, still in one round trip. A
+ * client whose store keeps bytes (`KnownVersions.keeps`) also keeps the version's bytes, checked
+ * against its chunk index before they are kept, and refines against them at byte granularity
+ * instead (kept.ts).
  */
 import { giveBuffers, takeBuffer } from './buffers.ts';
 import { type Source, concat } from './chunk-index.ts';
@@ -27,10 +30,12 @@ export interface KnownVersion {
   /** the version cut finer (refine.ts fineCut, in windows of FINE_WINDOW bytes): each finer
    *  chunk's length and the first 8 bytes of its strong hash, consecutive from offset 0 */
   fine?: { params: FineParams; lengths: Uint32Array; prefixes: Uint8Array };
+  /** the version's bytes (a kept basis, kept.ts), whose chunk index is the one above */
+  kept?: Uint8Array;
 }
 
 /** Bytes a known version takes in memory. */
-export const knownBytes = (v: KnownVersion) => v.hashes.byteLength + v.lengths.byteLength + (v.fine ? v.fine.lengths.byteLength + v.fine.prefixes.byteLength : 0);
+export const knownBytes = (v: KnownVersion) => v.hashes.byteLength + v.lengths.byteLength + (v.fine ? v.fine.lengths.byteLength + v.fine.prefixes.byteLength : 0) + (v.kept?.byteLength ?? 0);
 
 /** Bytes cut finer at once (the last finer chunk of each window ends at its end). */
 const FINE_WINDOW = 4 << 20;
@@ -54,6 +59,8 @@ export interface KnownVersions {
   get(key: string): KnownVersion | undefined;
   set(key: string, v: KnownVersion): void;
   delete(key: string): void;
+  /** whether a version of `size` bytes is kept with its bytes (absent: never) */
+  keeps?(size: number): boolean;
 }
 
 /** The key of a file on a server: its /sync URL and name. */
@@ -85,14 +92,19 @@ export function basisChecksumsOf(fine: NonNullable<KnownVersion['fine']>, algo: 
 }
 
 /** Known versions in memory, the most recently used kept up to `maxBytes` of hashes and
- *  lengths (`onEvict` hears of those dropped for room). */
+ *  lengths, and their bytes with `keepBytes` (`onEvict` hears of those dropped for room). */
 export class MemoryKnown implements KnownVersions {
   private entries = new Map<string, KnownVersion>();
   private bytes = 0;
   constructor(
     private maxBytes = 64 << 20,
     private onEvict?: (key: string) => void,
+    private keepBytes = false,
   ) {}
+
+  keeps(size: number): boolean {
+    return this.keepBytes && size <= this.maxBytes;
+  }
 
   get(key: string): KnownVersion | undefined {
     const v = this.entries.get(key);

@@ -167,11 +167,8 @@ class Receiver {
   /** A part of the Checksum List, matched at once when streamed. */
   private async onChecksums(m: Checksums): Promise<void> {
     const { list } = this;
-    checkChecksums(list, m, this.params, this.opts.limits, this.opts.expectedSize);
     const from = this.runs.length;
-    list.append(m.lengths, m.fastfps);
-    if (this.copyFrom.length < list.capacity) this.copyFrom = grown(this.copyFrom, list.capacity, -1);
-    if (this.known) this.frontier = list.count; // a Verdict may judge every chunk listed
+    this.appendList(m);
     if (!this.streamed || this.known) return;
     if (this.matcher) this.addRuns(this.matcher.feed(list.weak(), list.count));
     await this.sendTokens(from, await this.listGaps(this.matcher ? this.matcher.frontier : list.count, false));
@@ -226,9 +223,19 @@ class Receiver {
     }
   }
 
-  /** A known basis: the sender's own Match Tokens, checked against the basis index (the root
-   *  check at the end covers the bytes; lengths and FastFps must agree here, as a weak
-   *  match's do). */
+  /** Appends a part of the Checksum List (sent, or taken from the basis index for Copies). */
+  private appendList(m: Pick<Checksums, 'lengths' | 'fastfps'>): void {
+    const { list } = this;
+    checkChecksums(list, m, this.params, this.opts.limits, this.opts.expectedSize);
+    list.append(m.lengths, m.fastfps);
+    if (this.copyFrom.length < list.capacity) this.copyFrom = grown(this.copyFrom, list.capacity, -1);
+    if (this.known) this.frontier = list.count; // a Verdict may judge every chunk listed
+  }
+
+  /** A known basis: the sender's own Match Tokens. Chunks of a run beyond those listed so far
+   *  are listed by it, with the lengths and FastFps of the basis chunks; those listed before
+   *  it are checked against the basis index (the root check at the end covers the bytes;
+   *  lengths and FastFps must agree here, as a weak match's do). */
   private onCopies(m: Copies): void {
     const { list, runs } = this;
     const b = this.basis!.index;
@@ -237,9 +244,11 @@ class Receiver {
       const count = m.count[k];
       const from = m.basisFirst[k];
       const prev = runs[runs.length - 1];
-      if (count === 0 || (prev && first < prev.first + prev.count) || first < this.judgedTo || first + count > list.count || from + count > b.lengths.length) {
-        throw bad(`copy ${runs.length} [${first}, +${count}) from basis chunk ${from} is empty, overlaps, lies below the Verdict's ${this.judgedTo}, or beyond the ${list.count} chunks listed or the basis' ${b.lengths.length}`);
+      if (count === 0 || (prev && first < prev.first + prev.count) || first < this.judgedTo || first > list.count || from + count > b.lengths.length) {
+        throw bad(`copy ${runs.length} [${first}, +${count}) from basis chunk ${from} is empty, overlaps, lies below the Verdict's ${this.judgedTo}, starts beyond the ${list.count} chunks listed, or ends beyond the basis' ${b.lengths.length}`);
       }
+      const listed = Math.min(count, list.count - first);
+      if (listed < count) this.appendList({ lengths: b.lengths.subarray(from + listed, from + count), fastfps: b.fastfps.subarray(from + listed, from + count) });
       for (let j = 0; j < count; j++) {
         if (list.lengths[first + j] !== b.lengths[from + j] || list.fastfps[first + j] !== b.fastfps[from + j]) {
           throw bad(`copy ${runs.length}: target chunk ${first + j} differs from basis chunk ${from + j} in length or FastFp`);

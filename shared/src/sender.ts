@@ -18,7 +18,7 @@
  * else wait for room in the socket or for Match Tokens, which a second strand (`readTokens`)
  * reads meanwhile, one handler per message.
  */
-import { BasisChecksumTable } from './basis-checksums.ts';
+import { BasisChecksumTable, type Refiner } from './basis-checksums.ts';
 import { giveBuffers, takeBuffer } from './buffers.ts';
 import { ChecksumList, grown } from './checksum-list.ts';
 import { type ListPart, type Source, equalBytes, runHash } from './chunk-index.ts';
@@ -52,10 +52,14 @@ class Sender {
   private readonly tokens = new TokenList();
   /** the receiver's matching is final below this chunk */
   private frontier = 0;
+  /** against a known basis: the chunks listed (as Checksums or Copies), and the own Match
+   *  Tokens sent as Copies */
+  private listedTo = 0;
+  private copiesSent = 0;
   /** chunks the receiver kept from an interrupted session (Tokens End) */
   private resumeFrom = 0;
   private resumed = false;
-  private readonly table: BasisChecksumTable;
+  private readonly table: Refiner;
   private readonly known: KnownMatcher | null;
   /** chunks below this are judged (a Verdict sent) */
   private judgedTo = 0;
@@ -218,24 +222,55 @@ class Sender {
       if (known) {
         this.tokens.pushOwn(known.feed(list, list.hashed));
         this.frontier = known.frontier;
-      }
-      for (let i = list.count - p.lengths.length; i < list.count; i += LIST_BATCH) {
-        const j = Math.min(list.count, i + LIST_BATCH);
-        await this.conn.send({ type: Msg.Checksums, fastfps: list.fastfps.subarray(i, j), lengths: list.lengths.subarray(i, j) }, { wait: false });
-      }
+        await this.listKnown(known.frontier);
+      } else await this.sendChecksums(list.count - p.lengths.length, list.count);
     }
-    if (this.listState === 'listing' && (list.size >= this.target.size || r?.done)) {
+    // (against a known basis the list ends once every chunk is hashed and matched)
+    if (this.listState === 'listing' && (known ? r?.done : list.size >= this.target.size || r?.done)) {
       if (list.size !== this.target.size) throw new Error('the file changed size while syncing');
+      if (known) {
+        // every chunk is hashed and fed by now: the last run closes
+        this.tokens.pushOwn(known.end());
+        await this.listKnown(list.count);
+      }
       this.listState = 'listed';
       await this.conn.send({ type: Msg.ChecksumsEnd, count: list.count, size: this.target.size }, { wait: false });
       this.opts.onListSent?.();
     }
     if (r?.done) this.listState = 'complete';
     if (known && this.listState === 'complete' && !this.tokensEnded) {
-      // every chunk is hashed and fed by now: the last run closes
-      this.tokens.pushOwn(known.end());
       this.frontier = list.count;
       this.tokensEnded = true;
+    }
+  }
+
+  private async sendChecksums(from: number, to: number): Promise<void> {
+    const { list } = this;
+    for (let i = from; i < to; i += LIST_BATCH) {
+      const j = Math.min(to, i + LIST_BATCH);
+      await this.conn.send({ type: Msg.Checksums, fastfps: list.fastfps.subarray(i, j), lengths: list.lengths.subarray(i, j) }, { wait: false });
+    }
+  }
+
+  /**
+   * Against a known basis, lists the chunks below `upTo` (hashed, and matched for good): each
+   * run of them found in the basis as a Copies run, the receiver taking their lengths and
+   * FastFps from the basis index, and only the chunks between runs as Checksums.
+   */
+  private async listKnown(upTo: number): Promise<void> {
+    const t = this.tokens;
+    while (this.listedTo < upTo) {
+      const k = this.copiesSent;
+      const run = k < t.length && t.first[k] < upTo;
+      const next = run ? t.first[k] : upTo;
+      await this.sendChecksums(this.listedTo, next);
+      this.listedTo = next;
+      if (!run) break;
+      let j = k + 1;
+      while (j < t.length && j - k < LIST_BATCH && t.first[j] === t.end(j - 1)) j++; // runs that follow each other go in one message
+      await this.conn.send({ type: Msg.Copies, first: Uint32Array.from(t.first.slice(k, j)), count: Uint32Array.from(t.count.slice(k, j)), basisFirst: Uint32Array.from(t.basisFirst.slice(k, j)) }, { wait: false });
+      this.copiesSent = j;
+      this.listedTo = t.end(j - 1);
     }
   }
 
@@ -340,12 +375,6 @@ class Sender {
       failed.sort((a, b) => a.token - b.token);
     }
     this.failedTokens += failed.length;
-    if (this.known) {
-      for (let k = from; k < te; k += LIST_BATCH) {
-        const j = Math.min(te, k + LIST_BATCH);
-        await this.conn.send({ type: Msg.Copies, first: Uint32Array.from(t.first.slice(k, j)), count: Uint32Array.from(t.count.slice(k, j)), basisFirst: Uint32Array.from(t.basisFirst.slice(k, j)) });
-      }
-    }
     if (this.tokensEnded && end === list.count) this.root = runHash(this.algo, list.hashes, 0, list.count);
     await this.conn.send({ type: Msg.Verdict, upTo: end, root: this.root, failed });
     this.judgedTo = end;
@@ -387,7 +416,7 @@ class Sender {
     // chunks inside such a run are new bytes and go as Delta Runs.
     let edges: boolean | undefined;
     if (this.source.blobSlice) {
-      if (this.table.bytes < this.maxMessage) return this.sendDeltaRun();
+      if (this.table.copyable < this.maxMessage) return this.sendDeltaRun();
       while (this.sentTo < this.judgedTo && this.held[this.sentTo]) this.sentTo++;
       if (this.sentTo < this.judgedTo && !this.edge(this.sentTo)) return this.sendDeltaRun(false);
       edges = true;

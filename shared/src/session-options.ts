@@ -2,7 +2,7 @@
  * What the sender (sender.ts) and the receiver (receiver.ts) of a session are given and what
  * they return.
  */
-import type { BasisChecksumTable } from './basis-checksums.ts';
+import type { Refiner } from './basis-checksums.ts';
 import type { ChunkIndex, ListPart, Source } from './chunk-index.ts';
 import type { Result } from './messages.ts';
 import type { KnownVersion } from './known.ts';
@@ -31,8 +31,9 @@ export interface SenderOptions {
    *  their hashes come and sends those Match Tokens as Copies, each part before the Verdict
    *  that judges it; the receiver sends none */
   known?: KnownVersion;
-  /** and the known basis cut finer, the Basis Checksums the chunks sent are refined against */
-  basisChecksums?: BasisChecksumTable;
+  /** and what the chunks sent are refined against: the known basis cut finer (its Basis
+   *  Checksums) or its bytes kept (kept.ts) */
+  basisChecksums?: Refiner;
   /** told the bytes the session's Checksum List is about to grow by; throws to refuse (a
    *  memory budget, server/src/memory.ts) */
   reserve?: (bytes: number) => void;

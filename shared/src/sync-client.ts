@@ -8,9 +8,10 @@
  *   pull: ask for a version; with a local basis, the three phases run mirrored so only the
  *         changed chunks come down; the rebuilt file is verified before it is kept.
  */
-import { type ChunkIndex, type Source, chunkParts, chunkSource } from './chunk-index.ts';
+import { type ChunkIndex, type Source, bufferSource, chunkParts, chunkSource, equalBytes } from './chunk-index.ts';
 import { Conn, ConnectionLost, RemoteError, type Traffic, type WebSocketLike } from './conn.ts';
 import { KNOWN_MAX_DELTA, KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, basisChecksumsOf, fineIndex, knownKey } from './known.ts';
+import { keptBasisOf } from './kept.ts';
 import { matchKnown } from './matcher.ts';
 import { type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, hashLength, sameParams } from './protocol.ts';
 import { indexParts } from './checksum-list.ts';
@@ -190,7 +191,7 @@ export async function planKnown(
 ): Promise<{ index: ChunkIndex | null; against: KnownVersion | null }> {
   let index = o.index ?? null;
   if (!known || known.algo !== algo || !sameParams(known.params, params) || source.size > KNOWN_MAX_FILE) return { index, against: null };
-  if (known.fine) return { index, against: known };
+  if (known.fine || known.kept) return { index, against: known };
   o.onProgress?.(0);
   index ??= await chunkSource(source, params, algo, o.onProgress);
   return { index, against: matchKnown(index, known, hashLength(algo)).uncovered <= (o.maxDelta ?? KNOWN_MAX_DELTA) ? known : null };
@@ -209,19 +210,33 @@ export async function pushSession(
   const parts = o.index ? indexParts(o.index) : chunkParts(source, o.params, o.algo, { sliceBytes: o.sliceBytes, onProgress: o.onChunked });
   return sendTarget(conn, o.algo, { size: source.size, parts }, source, {
     ...o.sender,
-    ...(k && { known: k, basisChecksums: k.fine && basisChecksumsOf(k.fine, k.algo) }),
+    ...(k && { known: k, basisChecksums: k.kept ? keptBasisOf(k.kept) : k.fine && basisChecksumsOf(k.fine, k.algo) }),
     // a push may send Hello and its list before Ready: it is read before the Match Tokens
     beforeTokens: async () => void (await conn.expect(Msg.Ready)),
   });
 }
 
 /** Keeps what a push sent as the version the server stored, with its finer cut (files up to
- *  KNOWN_MAX_FILE; `made`: already cut); after the Result, so the cut is not part of the push. */
+ *  KNOWN_MAX_FILE; `made`: already cut) and, where the store keeps bytes, the bytes themselves
+ *  once their chunk index is found to be the one sent (the file may have changed since it was
+ *  read: then they are not kept); after the Result, so none of this is part of the push. */
 export async function remember(known: KnownVersions, key: string, out: SendOutcome, params: ChunkParams, algo: number, source: Source, made?: KnownVersion['fine']) {
-  if (out.result.size > KNOWN_MAX_FILE) return;
-  const fine = made ?? (await fineIndex(source, DEFAULT_FINE, algo));
-  basisChecksumsOf(fine, algo);
-  known.set(key, { version: out.result.version, root: out.result.root.slice(), params, algo, lengths: out.lengths.slice(), hashes: out.hashes.slice(), fine });
+  const size = out.result.size;
+  if (size > KNOWN_MAX_FILE) return;
+  const v: KnownVersion = { version: out.result.version, root: out.result.root.slice(), params, algo, lengths: out.lengths.slice(), hashes: out.hashes.slice() };
+  let from = source;
+  if (known.keeps?.(size) && source.size === size) {
+    const bytes = (await source.read(0, size, new Uint8Array(size))).slice();
+    from = bufferSource(bytes);
+    const ix = await chunkSource(from, params, algo);
+    const u8 = (a: Uint32Array) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+    if (equalBytes(ix.hashes, v.hashes) && equalBytes(u8(ix.lengths), u8(v.lengths))) v.kept = bytes;
+  }
+  v.fine = made ?? (await fineIndex(from, DEFAULT_FINE, algo));
+  // what the next push refines against, made now rather than during it
+  if (v.kept) keptBasisOf(v.kept).index();
+  else basisChecksumsOf(v.fine, algo);
+  known.set(key, v);
 }
 
 export interface PushOptions extends SyncOptions {
