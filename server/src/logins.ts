@@ -15,6 +15,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Backend } from './store/backend.ts';
 import { NotFoundError } from './store/backend.ts';
+import { SESSIONS_PREFIX, sessionKey } from './store/keys.ts';
 
 /** How stale a process' view of a login may be: the longest a logout on another process takes
  *  to reach this one, and, per login and process, at most one store read per period (a GET of
@@ -28,10 +29,9 @@ const MAX_UNKNOWN = 10_000;
 const MAX_OBJECT = 256;
 /** A session id: 24 random bytes, base64url. */
 const SESSION_ID = /^[A-Za-z0-9_-]{32}$/;
-const PREFIX = 'auth/sessions/';
 const KEY = /^auth\/sessions\/[0-9a-f]{64}$/;
 
-const keyOf = (sid: string) => PREFIX + createHash('sha256').update(sid).digest('hex');
+const keyOf = (sid: string) => sessionKey(createHash('sha256').update(sid).digest('hex'));
 
 interface Login {
   user: string;
@@ -202,7 +202,7 @@ export class Logins {
 
   /** Deletes expired (and unreadable) login objects, so that the prefix stays small. */
   private async sweepExpired() {
-    for await (const e of this.backend.list(PREFIX)) {
+    for await (const e of this.backend.list(SESSIONS_PREFIX)) {
       if (KEY.test(e.key)) await this.read(e.key);
       else this.log({ error: 'logins', key: e.key, message: 'not a key this server makes' });
     }

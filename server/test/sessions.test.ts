@@ -12,6 +12,8 @@ import WebSocket from 'ws';
 import { ErrorCode } from '../../shared/src/protocol.ts';
 import { addUser } from '../src/auth.ts';
 import { RECHECK_MS } from '../src/logins.ts';
+import { runCheck } from '../src/store/check.ts';
+import { runGc } from '../src/store/gc.ts';
 import { errorAndClose } from './attacks.ts';
 import { startServe } from './child.ts';
 import { testServer } from './helpers.ts';
@@ -120,7 +122,7 @@ test('two servers on one store directory: a login on one is known to the other; 
   }
 });
 
-test('login objects that are expired, damaged or not of a current user are refused and deleted; a valid one is honoured', async () => {
+test('login objects that are expired, damaged or not of a current user are refused and deleted; a valid one is honoured, and gc and check leave it', async () => {
   const t = setup();
   const s = await testServer({ users: t.users, data: t.data });
   try {
@@ -159,6 +161,12 @@ test('login objects that are expired, damaged or not of a current user are refus
       assert.equal((await call(`${s.url}/api/whoami`, { cookie: c })).status, 401);
     }
     assert.deepEqual(readdirSync(sessionDir(t.data)), [path.basename(good.file)]);
+    // gc and check leave logins alone: outside what they list
+    const gc = await runGc(s.repo, { minAgeMs: 0, windowMs: 10, staleMs: 0 });
+    assert.ok(!gc.skipped, JSON.stringify(gc));
+    assert.deepEqual((await runCheck(s.repo)).errors, []);
+    assert.ok(existsSync(good.file), 'gc keeps the login');
+    assert.equal((await call(`${s.url}/api/whoami`, { cookie: good.cookie })).status, 200);
   } finally {
     await s.stop();
     t.cleanup();
