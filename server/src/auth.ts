@@ -14,13 +14,16 @@
  * Logins: a password is checked with scrypt off the event loop (libuv's thread pool), at most
  * `maxLoginHashes` at once (each takes ~50 ms of a core and 16 MiB; the pool's other threads
  * stay free for the store's file I/O), and attempts per client address and per account name
- * are limited with backoff (guard.ts `LoginLimiter`). Logout ends the login's open sync
- * sockets at once (`ended`).
+ * are limited with backoff (guard.ts `LoginLimiter`); these limits count per process. Logins
+ * live in the store, shared by every process on it (logins.ts); logout ends the login's open
+ * sync sockets on this process at once and on the others within `RECHECK_MS` (`ended`).
  */
 import { createHash, randomBytes, scrypt, scryptSync, timingSafeEqual } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import { LoginLimiter } from './guard.ts';
+import { Logins } from './logins.ts';
+import type { Backend } from './store/backend.ts';
 
 export interface UserEntry {
   name: string;
@@ -117,18 +120,22 @@ function cookie(req: IncomingMessage, name: string): string | undefined {
 
 export class Auth {
   private users: UserEntry[] | null;
-  /** logins: the user, the expiry, and what aborts when it ends */
-  private sessions = new Map<string, { user: string; expires: number; ended: AbortController }>();
+  /** the page's logins, in the store (null in single-user mode) */
+  private sessions: Logins | null;
   private limiter: LoginLimiter;
   private hashes: HashLimit;
 
   constructor(
     usersFile: string,
+    /** where logins are kept: the store's backend */
+    backend: Backend,
     private allowedOrigins: string[] = [],
     limits: LoginLimits = { maxLoginAttempts: 5, loginBackoffMaxMs: 30_000, maxLoginHashes: 2 },
-    private sessionTtlMs = 7 * 24 * 3600 * 1000,
+    log: (e: Record<string, unknown>) => void = () => {},
+    sessionTtlMs = 7 * 24 * 3600 * 1000,
   ) {
-    this.users = usersFile ? readUsers(usersFile) : null;
+    const users = (this.users = usersFile ? readUsers(usersFile) : null);
+    this.sessions = users ? new Logins(backend, (name) => users.some((u) => u.name === name && u.password), sessionTtlMs, log) : null;
     this.limiter = new LoginLimiter(limits.maxLoginAttempts, limits.loginBackoffMaxMs);
     this.hashes = new HashLimit(limits.maxLoginHashes);
   }
@@ -137,30 +144,41 @@ export class Auth {
     return this.users === null;
   }
 
-  /** The user a request belongs to, or null if it does not authenticate. */
-  identify(req: IncomingMessage): string | null {
-    if (!this.users) return SINGLE_USER;
+  /** The user a request belongs to, or null if it does not authenticate. A session cookie
+   *  is checked against this process' view of the store's logins (re-read when stale). */
+  async identify(req: IncomingMessage): Promise<string | null> {
+    if (!this.sessions) return SINGLE_USER;
+    const byToken = this.bearer(req);
+    return byToken !== undefined ? byToken : this.sessions.user(cookie(req, SESSION_COOKIE) ?? '');
+  }
+
+  /** As `identify`, with this process' view of a login as it is, never reading the store:
+   *  for each message of an open socket (the sweep keeps the view of its login fresh). */
+  identifyCached(req: IncomingMessage): string | null {
+    if (!this.sessions) return SINGLE_USER;
+    const byToken = this.bearer(req);
+    return byToken !== undefined ? byToken : this.sessions.cachedUser(cookie(req, SESSION_COOKIE) ?? '');
+  }
+
+  /** A bearer token's user; null for a wrong token; undefined when there is none. */
+  private bearer(req: IncomingMessage): string | null | undefined {
     const auth = req.headers.authorization;
     if (auth?.startsWith('Bearer ')) {
       const digest = sha256(auth.slice(7).trim());
-      for (const u of this.users) {
+      for (const u of this.users ?? []) {
         if (u.tokenSha256 && u.tokenSha256.length === 64 && timingSafeEqual(Buffer.from(u.tokenSha256, 'hex'), digest)) return u.name;
       }
       return null;
     }
-    const sid = cookie(req, SESSION_COOKIE);
-    const s = sid ? this.sessions.get(sid) : undefined;
-    if (s && s.expires > Date.now()) return s.user;
-    if (s) this.end(sid!);
-    return null;
+    return undefined;
   }
 
-  /** Aborts when the login a request carries (its session cookie) ends: logout or expiry.
+  /** Aborts when the login a request carries (its session cookie) ends: logout (here or on
+   *  another process) or expiry; `socket` counts as the login's open socket until it closes.
    *  Undefined for a bearer token or single-user mode (nothing to end). */
-  ended(req: IncomingMessage): AbortSignal | undefined {
-    if (!this.users || req.headers.authorization?.startsWith('Bearer ')) return undefined;
-    const sid = cookie(req, SESSION_COOKIE);
-    return sid ? this.sessions.get(sid)?.ended.signal : undefined;
+  ended(req: IncomingMessage, socket: { once(event: 'close', fn: () => void): unknown }): AbortSignal | undefined {
+    if (!this.sessions || req.headers.authorization?.startsWith('Bearer ')) return undefined;
+    return this.sessions.watch(cookie(req, SESSION_COOKIE) ?? '', socket);
   }
 
   /**
@@ -177,20 +195,16 @@ export class Auth {
     const ok = await this.hashes.run(() => checkPassword(password, u?.password ?? 'scrypt$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA='));
     if (!u?.password || !ok) return { refused: 'password' };
     this.limiter.succeeded(keys);
-    const sid = randomBytes(24).toString('base64url');
-    this.sessions.set(sid, { user: u.name, expires: Date.now() + this.sessionTtlMs, ended: new AbortController() });
-    return { sid };
+    return { sid: await this.sessions!.create(u.name) };
   }
 
-  /** Ends the request's login; its open sync sockets are closed at once (`ended`). */
-  logout(req: IncomingMessage) {
-    const sid = cookie(req, SESSION_COOKIE);
-    if (sid) this.end(sid);
+  /** Ends the request's login on every process (`ended`). */
+  async logout(req: IncomingMessage) {
+    await this.sessions?.end(cookie(req, SESSION_COOKIE) ?? '');
   }
 
-  private end(sid: string) {
-    this.sessions.get(sid)?.ended.abort();
-    this.sessions.delete(sid);
+  close() {
+    this.sessions?.close();
   }
 
   /** Browser requests must come from this server's page (or an allowed origin). */

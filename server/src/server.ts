@@ -56,9 +56,16 @@ type Req = express.Request & { user?: string };
 
 /** `repo`: a store opened by the caller (tests over a faulty backend); by default `cfg.store`'s. */
 export async function startServer(cfg: ServerConfig, log: (e: Record<string, unknown>) => void = () => {}, repo?: Repo): Promise<RunningServer> {
-  const auth = new Auth(cfg.users, cfg.allowedOrigins.split(',').filter(Boolean), cfg);
-  const hosts = new HostCheck(cfg.allowedHosts, cfg.host);
+  const ours = !repo;
   repo ??= await openStore(cfg);
+  let auth: Auth;
+  try {
+    auth = new Auth(cfg.users, repo.backend, cfg.allowedOrigins.split(',').filter(Boolean), cfg, log);
+  } catch (e) {
+    if (ours) await repo.close(); // a bad users file: the process exits with nothing left open
+    throw e;
+  }
+  const hosts = new HostCheck(cfg.allowedHosts, cfg.host);
   const storeOf = async (user: string) => repo.ns(user);
   // background garbage collection; safe with other processes' commits and collectors (gc.ts)
   let collecting: Promise<unknown> | null = null;
@@ -94,10 +101,11 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
   app.use('/api', (req: Req, res, next) => {
     if (!auth.originAllowed(req)) return void res.status(403).json({ error: 'cross-origin request refused' });
     if (req.path === '/login') return next();
-    const user = auth.identify(req);
-    if (!user) return void res.status(401).json({ error: 'authentication required' });
-    req.user = user;
-    next();
+    auth.identify(req).then((user) => {
+      if (!user) return void res.status(401).json({ error: 'authentication required' });
+      req.user = user;
+      next();
+    }, next);
   });
   // a rename, delete or restore that succeeded is announced to the user's open pages at once
   app.use('/api/files', (req: Req, res, next) => {
@@ -123,10 +131,14 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
       next(e);
     }
   });
-  app.post('/api/logout', (req, res) => {
-    auth.logout(req);
-    res.setHeader('Set-Cookie', `${SESSION_COOKIE}=; ${cookieFlags(req)}; Max-Age=0`);
-    res.json({ ok: true });
+  app.post('/api/logout', async (req, res, next) => {
+    try {
+      await auth.logout(req);
+      res.setHeader('Set-Cookie', `${SESSION_COOKIE}=; ${cookieFlags(req)}; Max-Age=0`);
+      res.json({ ok: true });
+    } catch (e) {
+      next(e);
+    }
   });
   app.get('/api/whoami', (req: Req, res) => {
     res.json({ user: req.user, singleUser: auth.singleUser });
@@ -173,8 +185,15 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     const wrongHost = hosts.refusal(req.headers.host);
     if (wrongHost) return refuse(socket, 403, 'Forbidden', wrongHost);
     if (!auth.originAllowed(req)) return refuse(socket, 403, 'Forbidden');
-    const user = auth.identify(req);
-    if (!user) return refuse(socket, 401, 'Unauthorized');
+    auth.identify(req).then(
+      (user) => (user ? upgrade(req, socket, head, url, user) : refuse(socket, 401, 'Unauthorized')),
+      (e) => {
+        log({ error: 'upgrade', message: (e as Error).message });
+        refuse(socket, 503, 'Service Unavailable');
+      },
+    );
+  });
+  const upgrade = (req: http.IncomingMessage, socket: Socket, head: Buffer, url: URL, user: string) => {
     const release = sockets.admit(user, clientAddress(req, trusted));
     if (typeof release === 'string') return refuse(socket, 503, 'Service Unavailable', release);
     socket.once('close', release);
@@ -195,13 +214,13 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
         log({ user, ...e });
       };
       void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, sessionLog, {
-        authorized: () => auth.identify(req) === user,
-        signedOut: auth.ended(req),
+        authorized: () => auth.identifyCached(req) === user,
+        signedOut: auth.ended(req, ws),
         budget,
         client: clientLabel(url.searchParams.get('client')),
       });
     });
-  });
+  };
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -217,6 +236,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     async close(graceMs = 0) {
       closing = true;
       if (gcTimer) clearInterval(gcTimer);
+      auth.close();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
       for (const [ws, st] of open) if (!st.busy) ws.close(1001, 'server stopping');

@@ -6,6 +6,7 @@
  *   ns/<user>/files/<encoded name>          a file head
  *   ns/<user>/uploads/<encoded name>        the interrupted uploads of a name (resume state)
  *   gc/state                                the garbage collector's head
+ *   auth/sessions/<64 hex>                  a page login (SHA-256 of its session id; logins.ts)
  *
  * A name is encoded injectively: every byte outside [A-Za-z0-9_-] becomes %XX (upper-case
  * hex), the result is cut into components of exactly NAME_COMPONENT characters (the last one
@@ -58,6 +59,9 @@ export const INDEX_ID = /^[0-9a-f]{64}$/;
 export const newSegmentId = () => randomBytes(16).toString('hex');
 export const segmentKey = (id: string) => `data/${id.slice(0, 2)}/${id}`;
 export const indexKey = (id: string) => `index/${id.slice(0, 2)}/${id}`;
+/** Logins live outside what gc and check list (`ns/`, `data/`, `index/`). */
+export const SESSIONS_PREFIX = 'auth/sessions/';
+export const sessionKey = (digestHex: string) => SESSIONS_PREFIX + digestHex;
 export const nsPrefix = (user: string) => `ns/${encodeUser(user)}/`;
 export const fileHeadKey = (user: string, name: string) => `${nsPrefix(user)}files/${encodeName(name)}`;
 export const uploadsKey = (user: string, name: string) => `${nsPrefix(user)}uploads/${encodeName(name)}`;
