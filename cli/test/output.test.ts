@@ -32,7 +32,7 @@ test('on a terminal: a progress bar for a large file and one human line per file
     bytes.write('an edit in the middle', 6_000_000);
     writeFileSync(big, bytes);
     const second = await dsyncOnTerminal(['push', big, '--server', s.wsUrl], { env });
-    assert.match(screen(second.out), /^big\.txt → v2: [\d.]+ KB sent of 12 MB \(99(\.\d)?% saved\) in [\d.]+ m?s$/m);
+    assert.match(screen(second.out), /^big\.txt → v2: [\d.]+ K?B sent of 12 MB \(99(\.\d)?% saved\) in [\d.]+ m?s$/m);
     // --json on a terminal: the report, no bar
     bytes.write('another edit', 2_000_000);
     writeFileSync(big, bytes);
