@@ -340,7 +340,7 @@ function writeSummary(OUT = join(ROOT, 'bench/results/load')) {
   const [onLocal, onMinio] = [fixed(''), fixed('-minio')];
   if (onLocal && onMinio && onLocal.clients === onMinio.clients) {
     const perSync = (t: Trial) => (t.serverCpuPct.mean * t.durationS * 10) / t.syncs;
-    md.push('## MinIO against the local store', '', `${onLocal.clients} clients on each , one trial on each right after the other (bench/load/scaleout.sh runs both):`, '');
+    md.push('## MinIO against the local store', '', `${onLocal.clients} clients on each, one trial on each right after the other (bench/load/scaleout.sh runs both):`, '');
     md.push(`- server CPU per sync: ${perSync(onMinio).toFixed(1)} ms on MinIO vs ${perSync(onLocal).toFixed(1)} ms local: **${(perSync(onMinio) / perSync(onLocal)).toFixed(2)}×** (MinIO's own CPU: ${onMinio.storeCpuPct}% over the run);`);
     md.push(`- sync time p50 / p99: ${onMinio.latencyMs.p50} / ${onMinio.latencyMs.p99} ms on MinIO vs ${onLocal.latencyMs.p50} / ${onLocal.latencyMs.p99} ms local: **${(onMinio.latencyMs.p50 / onLocal.latencyMs.p50).toFixed(2)}×** at p50.`, '');
   }
