@@ -1,18 +1,8 @@
 /** Formatting of sizes, speeds, durations, percentages and dates for the page. */
 
-/** Decimal units, as the server's size flags and disk makers count: 1 000 000 → "1 MB", 1536 → "1.5 KB". */
-export function formatBytes(n: number): string {
-  if (n < 1000) return `${n} B`;
-  const units = ['KB', 'MB', 'GB', 'TB'];
-  let v = n / 1000;
-  let i = 0;
-  while (v >= 999.5 && i < units.length - 1) {
-    v /= 1000;
-    i++;
-  }
-  return `${v < 9.95 ? trim(v.toFixed(1)) : Math.round(v)} ${units[i]}`;
-}
-const trim = (s: string) => s.replace(/\.0$/, '');
+/** Decimal units, as the server's size flags count: one convention with the CLI (shared/src/units.ts). */
+import { formatBytes } from '../../shared/src/units.ts';
+export { formatBytes };
 
 /** Bytes per second → "2.4 MB/s". */
 export const formatRate = (bytesPerSecond: number) => `${formatBytes(Math.round(bytesPerSecond))}/s`;

@@ -8,13 +8,11 @@
  *
  * Changes come from two places, so that several server processes can serve one store:
  * - in this process, at once: `changed(user, change)` (the sync connection's commits, the REST
- *   endpoints' renames and deletes) and the store's own `onChange` emitter when it has one;
+ *   endpoints' renames and deletes);
  * - from other processes: while a namespace has subscribers, its store's change marker is
  *   read every pollMs, and a new marker is announced as kind "changed". The marker is the
- *   store's `changeToken()`, a cheap store-wide value that changes on every commit, rename and
- *   delete; a store without one is fingerprinted from its listing instead.
+ *   store's `changeToken()`, a cheap value that changes on every commit, rename and delete.
  */
-import { createHash } from 'node:crypto';
 import type express from 'express';
 
 export interface Change {
@@ -25,14 +23,10 @@ export interface Change {
   to?: string;
 }
 
-/** What events.ts uses of a store when the store offers it (both optional). */
+/** What events.ts uses of a store (Store.changeToken). */
 export interface ChangeHooks {
-  /** a store-wide marker that changes whenever any process commits, renames or deletes */
-  changeToken?(): Promise<string>;
-  /** in-process notification of this store's changes; returns the unsubscribe */
-  onChange?(listener: (c: Change) => void): () => void;
-  /** the fallback marker's source */
-  list(): Promise<unknown>;
+  /** a namespace-wide marker that changes whenever any process commits, renames or deletes */
+  changeToken(): Promise<string>;
 }
 
 export interface EventsOptions {
@@ -46,7 +40,6 @@ interface Namespace {
   subscribers: Set<express.Response>;
   timer: NodeJS.Timeout;
   token: string | null;
-  unwatch?: () => void;
 }
 
 export class Events {
@@ -106,7 +99,6 @@ export class Events {
     const existing = this.namespaces.get(user);
     if (existing) return existing;
     const ns: Namespace = { subscribers: new Set(), token: null, timer: setInterval(() => void this.poll(ns, store), this.pollMs) };
-    ns.unwatch = store.onChange?.((c) => this.send(ns, 'change', c));
     this.namespaces.set(user, ns);
     void this.poll(ns, store);
     this.heartbeat ??= setInterval(() => {
@@ -118,7 +110,7 @@ export class Events {
   private async poll(ns: Namespace, store: ChangeHooks) {
     let token: string;
     try {
-      token = store.changeToken ? await store.changeToken() : fingerprint(await store.list());
+      token = await store.changeToken();
     } catch {
       return; // the next poll tries again; the page keeps what it shows
     }
@@ -135,7 +127,6 @@ export class Events {
 
   private drop(user: string, ns: Namespace) {
     clearInterval(ns.timer);
-    ns.unwatch?.();
     this.namespaces.delete(user);
     if (!this.namespaces.size && this.heartbeat) {
       clearInterval(this.heartbeat);
@@ -149,7 +140,3 @@ export class Events {
   }
 }
 
-/** The fallback marker: a digest of the namespace's listing (cost in proportion to its files). */
-function fingerprint(listing: unknown): string {
-  return createHash('sha256').update(JSON.stringify(listing)).digest('hex');
-}
