@@ -8,6 +8,8 @@ export default defineConfig({
   testDir: '.',
   globalSetup: './global-setup.ts',
   timeout: 180_000,
+  // a hang fails the run instead of outlasting CI's limit
+  globalTimeout: 30 * 60_000,
   expect: { timeout: 15_000 },
   workers: 1,
   retries: 0,

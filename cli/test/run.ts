@@ -27,11 +27,18 @@ export function dsync(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: str
 
 const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
+/** Runs ARGV on a pseudo-terminal (util-linux `script`). The shell `script` starts execs ARGV, so
+ *  ARGV's process is the child of `script` whatever shell the environment names (signals sent to
+ *  it reach the program, not a shell waiting on it). */
+export function spawnOnTerminal(argv: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string } = {}) {
+  const cmd = 'exec ' + argv.map(quote).join(' ');
+  return spawn('script', ['-qefc', cmd, '/dev/null'], { env: { ...process.env, ...opts.env, SHELL: '/bin/sh' }, cwd: opts.cwd, stdio: ['pipe', 'pipe', 'pipe'] });
+}
+
 /** `dsync ARGS…` on a terminal: what it printed there (stdout and stderr together), and its status. */
 export function dsyncOnTerminal(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): Promise<{ code: number | null; out: string }> {
-  const cmd = [process.execPath, DSYNC, ...args].map(quote).join(' ');
   return new Promise((resolve, reject) => {
-    const child = spawn('script', ['-qefc', cmd, '/dev/null'], { env: { ...process.env, ...opts.env }, cwd: opts.cwd, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawnOnTerminal([process.execPath, DSYNC, ...args], opts);
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     child.stderr.on('data', (d) => (out += d));

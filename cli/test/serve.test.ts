@@ -15,7 +15,7 @@ import { textBytes } from '../../shared/src/testdata.ts';
 import { addUser } from '../../server/src/auth.ts';
 import { lanAddresses } from '../../server/src/log.ts';
 import { testServer } from '../../server/test/helpers.ts';
-import { DSYNC, dsync, jsonLines, screen } from './run.ts';
+import { DSYNC, dsync, jsonLines, screen, spawnOnTerminal } from './run.ts';
 
 /** The process whose parent is `pid` (from /proc: the 4th field of /proc/PID/stat). */
 function childOf(pid: number): number {
@@ -44,7 +44,7 @@ interface Serve {
 /** `dsync serve ARGS…` with piped output, or on a terminal (util-linux `script`). */
 async function serve(args: string[], terminal = false): Promise<Serve> {
   const argv = [process.execPath, DSYNC, 'serve', '--port', '0', ...args];
-  const child = terminal ? spawn('script', ['-qefc', argv.map((a) => `'${a}'`).join(' '), '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] }) : spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = terminal ? spawnOnTerminal(argv) : spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stdout!.on('data', (d) => (out += d));
