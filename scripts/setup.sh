@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 MODE=${1:-app}
 log() { echo "[setup] $*" >&2; }
-export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH:/usr/local/go/bin"
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 
 # Hash of the given files' contents, to decide whether a build step is stale.
