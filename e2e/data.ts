@@ -1,5 +1,6 @@
 // Test files: document-like content, edits, and large pseudo-random files written in slices.
 import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream } from 'node:fs';
 import { open } from 'node:fs/promises';
 
 const WORDS = ['delta', 'sync', 'chunk', 'the', 'server', 'browser', 'file', 'and', 'weak', 'strong', 'hash', 'version', 'match', 'token', 'basis', 'target'];
@@ -42,5 +43,31 @@ export async function writePseudoRandomFile(file: string, size: number, seed = 0
   } finally {
     await fh.close();
   }
+  return h.digest('hex');
+}
+
+const MiB = 1 << 20;
+
+/** Rewrites the first 30% of every MiB of `file` with other pseudo-random bytes; its SHA-256. */
+export async function rewriteEveryMiB(file: string, size: number, seed: number): Promise<string> {
+  const part = new Uint8Array(Math.floor(0.3 * MiB));
+  const words = new Uint32Array(part.buffer, 0, part.length >> 2);
+  let x = seed;
+  const fh = await open(file, 'r+');
+  try {
+    for (let off = 0; off < size; off += MiB) {
+      for (let i = 0; i < words.length; i++) {
+        x ^= x << 13;
+        x ^= x >>> 17;
+        x ^= x << 5;
+        words[i] = x;
+      }
+      await fh.write(part, 0, Math.min(part.length, size - off), off);
+    }
+  } finally {
+    await fh.close();
+  }
+  const h = createHash('sha256');
+  for await (const b of createReadStream(file)) h.update(b);
   return h.digest('hex');
 }

@@ -6,13 +6,11 @@
 // Prints the page/CLI speed ratios and writes bench/results/page-vs-cli.md (OUT= elsewhere).
 //   npm run bench:page-vs-cli        (ROUNDS=n repeats the 1 GiB pair; GIB=0.25 for a quick run)
 import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { createReadStream, mkdirSync, writeFileSync } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import path from 'node:path';
 import { devices } from '@playwright/test';
-import { writePseudoRandomFile } from '../../e2e/data.ts';
+import { rewriteEveryMiB, writePseudoRandomFile } from '../../e2e/data.ts';
 import { card, expect, openPage, result, root, test } from '../../e2e/fixtures.ts';
 import { TabMetrics } from '../../e2e/metrics.ts';
 import { TestServer } from '../../e2e/server.ts';
@@ -24,30 +22,6 @@ const PHONE_SIZE = 256 * MiB;
 const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 const mib = (b: number) => `${(b / MiB).toFixed(0)} MiB`;
 const rate = (bytes: number, ms: number) => `${(bytes / MiB / (ms / 1000)).toFixed(0)} MiB/s`;
-
-/** Rewrites the first 30% of every MiB of `file` with other pseudo-random bytes; its SHA-256. */
-async function rewriteEveryMiB(file: string, size: number, seed: number): Promise<string> {
-  const part = new Uint8Array(Math.floor(0.3 * MiB));
-  const words = new Uint32Array(part.buffer, 0, part.length >> 2);
-  let x = seed;
-  const fh = await open(file, 'r+');
-  try {
-    for (let off = 0; off < size; off += MiB) {
-      for (let i = 0; i < words.length; i++) {
-        x ^= x << 13;
-        x ^= x >>> 17;
-        x ^= x << 5;
-        words[i] = x;
-      }
-      await fh.write(part, 0, Math.min(part.length, size - off), off);
-    }
-  } finally {
-    await fh.close();
-  }
-  const h = createHash('sha256');
-  for await (const b of createReadStream(file)) h.update(b);
-  return h.digest('hex');
-}
 
 /** `dsync push` of `file` as `name`: wall time from start to exit, and its JSON report. */
 function cliPush(server: TestServer, file: string, name: string, cache: string): Promise<{ ms: number; report: any }> {

@@ -5,6 +5,7 @@
  */
 import init from '../../wasm/pkg/dsync_wasm.js';
 import type { Source } from '../../shared/src/chunk-index.ts';
+import { blobSource } from './blob-source.ts';
 import { HashPool, type HashReply, type HashWorker, OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { ConnectionLost, RemoteError } from '../../shared/src/conn.ts';
 import { StoredKnown } from './known-store.ts';
@@ -70,34 +71,15 @@ class Job {
     };
   }
 
-  /** `blob` as a Source read in slices; `onRead(end)` sees how far each read reached. Its
+  /** `file` as a Source (blob-source.ts); `onRead(end)` sees how far each read reached. Its
    *  chunks are hashed by hash workers where the device has cores for them. */
-  source(blob: Blob, onRead?: (end: number) => void): Source {
-    const pool = blob.size >= OFF_THREAD_MIN ? hashPool() : null;
-    return {
-      size: blob.size,
-      ...(pool && {
-        // each read is a new buffer (so `chunkParts` always has the pieces): their buffers are
-        // handed over, not copied
-        hashRun: (offset: number, lengths: Uint32Array, algo: number, pieces?: Uint8Array[]) => {
-          if (this.cancelled) return Promise.reject(new Cancelled());
-          if (!pieces) return Promise.reject(new Error('a run without its bytes'));
-          return pool.hash(null, offset, lengths, algo, pieces, true);
-        },
-      }),
-      // the Delta Bytes go as slices of the file the socket reads itself (Delta Runs); how far
-      // they reach is how far the sending is
-      blobSlice: (offset, length) => {
-        onRead?.(offset + length);
-        return blob.slice(offset, offset + length);
-      },
-      read: async (offset, length) => {
-        if (this.cancelled) throw new Cancelled();
-        const bytes = new Uint8Array(await blob.slice(offset, offset + length).arrayBuffer());
-        onRead?.(offset + bytes.length);
-        return bytes;
-      },
+  source(file: Blob, onRead?: (end: number) => void): Source {
+    const pool = file.size >= OFF_THREAD_MIN ? hashPool() : null;
+    const check = () => {
+      if (this.cancelled) throw new Cancelled();
     };
+    // each read is a new buffer: the run's buffers are handed over, not copied
+    return blobSource(file, { check, onRead, ...(pool && { hashRun: (offset, lengths, algo, pieces) => pool.hash(null, offset, lengths, algo, pieces, true) }) });
   }
 
   cancel() {
@@ -235,12 +217,12 @@ async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connect
     // Once the Checksum List is out, the reads left are the literal chunks' (in file order):
     // how far they have read is the progress.
     const source = job.source(m.file, (end) => {
-      if (job.step === 'tokens-received' || job.step === 'sending') job.progress('sending', end, m.file.size);
+      if (job.step === 'tokens-received' || job.step === 'sending') job.progress('sending', end, source.size);
     });
     const report = await push(source, { url: m.url, name: m.name, WebSocket, connection, retries: m.retries, onProgress, known });
     post({ kind: 'done', id: m.id, report });
   } else {
-    const basis = m.basis ? job.source(m.basis, (end) => job.progress('chunking', end, m.basis!.size)) : null;
+    const basis = m.basis ? job.source(m.basis, (end) => job.progress('chunking', end, basis!.size)) : null;
     const sink = blobSink((written) => job.progress('receiving', written, m.size));
     const report = await pull({ url: m.url, name: m.name, version: m.version, basis, WebSocket, connection, sink, onProgress, known });
     post({ kind: 'done', id: m.id, report, blob: sink.blob() });

@@ -30,6 +30,10 @@ import { ErrorCode, Msg, ProtocolError, hashLength, inconsistent as bad } from '
 import type { SendOutcome, SenderOptions, TargetList } from './session-options.ts';
 import { TokenList } from './token-list.ts';
 
+/** Runs of lacking chunks this long or longer are sent whole as Delta Runs, their edges unrefined
+ *  (`Sender.edge`). */
+const REFINE_RUN_MAX = 128 << 10;
+
 /** Runs the sender's side of Phases 1–3 for `target` (whose bytes `source` reads). */
 export async function sendTarget(conn: Conn, algo: number, target: TargetList, source: Source, opts: SenderOptions = {}): Promise<SendOutcome> {
   return new Sender(conn, algo, target, source, opts).run();
@@ -412,8 +416,9 @@ class Sender {
     // Refining reads the bytes into JavaScript. Where the source can send slices unread (Delta
     // Runs), it is worth it once the receiver has listed at least a Delta message's worth of
     // basis bytes (it can copy no more than it listed), and then only for the chunks at the
-    // edges of a run of lacking ones, where an edit's old bytes may go on inside a chunk: the
-    // chunks inside such a run are new bytes and go as Delta Runs.
+    // edges of a short run of lacking ones, where an edit's old bytes may go on inside a chunk:
+    // the chunks inside such a run are new bytes and go as Delta Runs, and so does a long run
+    // whole (`edge`).
     let edges: boolean | undefined;
     if (this.source.blobSlice) {
       if (this.table.copyable < this.maxMessage) return this.sendDeltaRun();
@@ -468,9 +473,19 @@ class Sender {
     return j;
   }
 
-  /** Whether lacking chunk k is at an edge of its run of lacking chunks (or of what is judged). */
+  /** Whether lacking chunk k is at an edge of its run of lacking chunks (or of what is judged),
+   *  and the run (as far as it is judged) is shorter than REFINE_RUN_MAX. In a longer run, the
+   *  old bytes its edge chunks may hold are a small part of it (about an average chunk at each
+   *  end), which refining would save at the cost of reading them apart (bench/results/page-vs-cli.md). */
   private edge(k: number): boolean {
-    return k === 0 || this.held[k - 1] === 1 || k + 1 >= this.judgedTo || this.held[k + 1] === 1;
+    const { held, judgedTo } = this;
+    if (!(k === 0 || held[k - 1] === 1 || k + 1 >= judgedTo || held[k + 1] === 1)) return false;
+    const off = this.list.offsets;
+    let a = k;
+    let b = k + 1;
+    while (a > 0 && !held[a - 1] && off[b] - off[a] < REFINE_RUN_MAX) a--;
+    while (b < judgedTo && !held[b] && off[b] - off[a] < REFINE_RUN_MAX) b++;
+    return off[b] - off[a] < REFINE_RUN_MAX;
   }
 
   /** Sends the next Delta message as a Delta Run: its runs of chunks (only those inside runs
