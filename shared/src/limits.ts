@@ -12,6 +12,11 @@ export const LIST_BATCH = 8192;
  *  receiver joins consecutive literal chunks into runs of at most this many bytes to hash them. */
 export const DELTA_MESSAGE_BYTES = 1 << 20;
 
+/** Largest payload of a Delta Run the sender builds (docs/protocol.md 0x0E): slices of a File
+ *  the browser reads itself, where each message costs a Blob and a read of its own whatever
+ *  its size (bench/results/page-vs-cli.md). At most MAX_MESSAGE. */
+export const DELTA_RUN_BYTES = 4 << 20;
+
 /** Largest stretch of basis bytes the receiver reads at once (a single chunk may exceed it). */
 export const COPY_STRETCH = 4 << 20;
 

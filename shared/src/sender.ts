@@ -24,7 +24,7 @@ import { ChecksumList, grown } from './checksum-list.ts';
 import { type ListPart, type Source, equalBytes, runHash } from './chunk-index.ts';
 import type { BasisChecksums, Failed, Piece, Result, Tokens, TokensEnd } from './messages.ts';
 import type { Conn } from './conn.ts';
-import { DELTA_MESSAGE_BYTES, LIST_BATCH, MAX_SPLIT_CHUNKS, SPLIT_THRESHOLD } from './limits.ts';
+import { DELTA_MESSAGE_BYTES, DELTA_RUN_BYTES, LIST_BATCH, MAX_SPLIT_CHUNKS, SPLIT_THRESHOLD } from './limits.ts';
 import { KnownMatcher } from './matcher.ts';
 import { ErrorCode, Msg, ProtocolError, hashLength, inconsistent as bad } from './protocol.ts';
 import type { SendOutcome, SenderOptions, TargetList } from './session-options.ts';
@@ -78,6 +78,8 @@ class Sender {
   private failedTokens = 0;
   private readonly splitThreshold: number;
   private readonly maxMessage: number;
+  /** the same for a Delta Run */
+  private readonly maxRun: number;
   /** what a Delta message's chunks are read into, reused from message to message */
   private deltaBuffer: Uint8Array | null = null;
   /** the list's parts: the next one is asked for ahead and taken when it is there */
@@ -100,6 +102,7 @@ class Sender {
     this.known = opts.known ? new KnownMatcher(opts.known, this.H) : null;
     this.splitThreshold = opts.splitThreshold ?? SPLIT_THRESHOLD;
     this.maxMessage = opts.deltaMessageBytes ?? DELTA_MESSAGE_BYTES;
+    this.maxRun = opts.deltaMessageBytes ?? DELTA_RUN_BYTES;
     this.parts = target.parts[Symbol.asyncIterator]();
   }
 
@@ -462,10 +465,10 @@ class Sender {
   }
 
   /** Skips the held chunks from `sentTo` on; returns where the run of lacking chunks from
-   *  there (only edge chunks, or none, if `edges` is given) ends in a message that holds
-   *  `bytes` so far (`sentTo`: the message is full). */
-  private runEnd(bytes: number, edges?: boolean): number {
-    const { list, maxMessage } = this;
+   *  there (only edge chunks, or none, if `edges` is given) ends in a message of at most
+   *  `maxMessage` bytes that holds `bytes` so far (`sentTo`: the message is full). */
+  private runEnd(bytes: number, edges?: boolean, maxMessage = this.maxMessage): number {
+    const { list } = this;
     while (this.sentTo < this.judgedTo && this.held[this.sentTo]) this.sentTo++;
     const from = this.sentTo;
     let j = from;
@@ -497,7 +500,7 @@ class Sender {
     const parts: Blob[] = [];
     let bytes = 0;
     while (this.sentTo < this.judgedTo) {
-      const j = this.runEnd(bytes, edges);
+      const j = this.runEnd(bytes, edges, this.maxRun);
       const from = this.sentTo;
       if (j === from) break; // this message is full
       for (let k = from; k < j; k++) indices.push(k);
