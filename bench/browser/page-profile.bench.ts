@@ -1,7 +1,8 @@
-// Where a large push's CPU goes, per thread: the page (every Chromium process) and the CLI,
+// Where a large push's CPU goes, per thread: the page (every process of its Chromium) and the CLI,
 // each against its own server process, for a first upload and a 30% edit of the same file.
 // CPU seconds (user + system) from /proc, grouped by process and thread name; prints a table.
-//   npx playwright test -c bench/browser/playwright.config.ts page-profile    (GIB=0.5 default)
+//   npm run bench:page-profile    (GIB=0.5 by default; PROFILE=/assets/worker adds the sync
+//   worker's V8 CPU profile, the functions with the most self time)
 import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';

@@ -76,8 +76,9 @@ test('page vs CLI: 1 GiB first upload and 30% edit, 256 MiB on the throttled pho
     expect(await cliServer.storedSha256(name, version)).toBe(sha);
     return r;
   }
-  function row(what: string, size: number, pg: PageRun, cli: { ms: number }) {
-    const line = `| ${what} | ${s(pg.ms)} (${rate(size, pg.ms)}) | ${s(cli.ms)} (${rate(size, cli.ms)}) | **${(cli.ms / pg.ms).toFixed(2)}** |`;
+  function row(what: string, size: number, pg: PageRun, cli: { ms: number; report: any }) {
+    const delta = (r: any) => `${(r.traffic.delta / MiB).toFixed(1)}`;
+    const line = `| ${what} | ${s(pg.ms)} (${rate(size, pg.ms)}) | ${s(cli.ms)} (${rate(size, cli.ms)}) | **${(cli.ms / pg.ms).toFixed(2)}** | ${delta(pg.report)} / ${delta(cli.report)} MiB |`;
     const mem = `| ${what} | ${mib(pg.peak.rss)} | ${mib(pg.peak.worker)} | ${pg.longTasks} | ${Math.round(pg.maxTimerLag)} ms | ${pg.report.runBytes ? `Delta Runs (${mib(pg.report.runBytes)})` : 'read in JS'} |`;
     console.log(`${line}\n  page memory/responsiveness: ${mem}`);
     rows.push(line);
@@ -129,8 +130,8 @@ test('page vs CLI: 1 GiB first upload and 30% edit, 256 MiB on the throttled pho
   machine shared with other jobs (1-minute load average ${load.toFixed(1)} at the start).
 - speed ratio = CLI time / page time (1.0: the page as fast as the CLI).
 
-| sync | page | CLI | page / CLI speed |
-|---|---|---|---|
+| sync | page | CLI | page / CLI speed | Delta Bytes, page / CLI |
+|---|---|---|---|---|
 ${rows.join('\n')}
 
 The page during each sync (peaks over the renderer's RSS when the page had loaded; the sync

@@ -31,6 +31,12 @@ class StreamReads {
     this.busy = true;
     try {
       if (!this.reader || offset !== this.pos) this.open();
+      // A stream reads on from the file it opened, changed or not; a slice read checks that the
+      // file is the one picked (its size and modification time), as every read of the Blob did
+      // before: one byte of it runs alongside each read, so a file changed while it is chunked
+      // fails the sync (NotReadableError) and is not read on.
+      const unchanged = length > 0 ? this.blob.slice(offset, offset + 1).arrayBuffer() : null;
+      unchanged?.catch(() => {}); // (awaited below)
       let buf = new ArrayBuffer(length);
       let got = 0;
       while (got < length) {
@@ -41,6 +47,7 @@ class StreamReads {
         }
         if (done) break;
       }
+      await unchanged;
       this.pos = offset + got;
       return new Uint8Array(buf, 0, got);
     } catch (e) {
@@ -80,10 +87,10 @@ export interface BlobSourceOptions {
 /** `file` as a Source; every read returns a new buffer, so its chunks go to `hashRun` with
  *  their bytes (handed over, not copied). */
 export function blobSource(file: Blob, o: BlobSourceOptions = {}): Source {
-  // Chromium asks the browser process for a File's size and modification time, a synchronous
-  // round trip and a stat, at each `File.size` and `File.slice`, where a Blob answers from
-  // memory: the file is sliced once, and every later slice is one of that Blob (whose reads
-  // fail if the file changes meanwhile, as the File's do).
+  // The file is sliced once, and every later slice is one of that Blob: a File may ask the
+  // browser process for its size and modification time at each `size` and `slice` (Chromium
+  // does where it holds no snapshot of them); the Blob's reads fail if the file changes
+  // meanwhile, as the File's do.
   const size = file.size;
   const blob = file.slice(0, size);
   const stream = typeof blob.stream === 'function' ? new StreamReads(blob) : null;

@@ -417,14 +417,13 @@ class Sender {
    */
   private async sendDelta(): Promise<void> {
     // Refining reads the bytes into JavaScript. Where the source can send slices unread (Delta
-    // Runs), it is worth it once the receiver has listed at least a Delta message's worth of
-    // basis bytes (it can copy no more than it listed), and then only for the chunks at the
-    // edges of a short run of lacking ones, where an edit's old bytes may go on inside a chunk:
-    // the chunks inside such a run are new bytes and go as Delta Runs, and so does a long run
-    // whole (`edge`).
+    // Runs), it is worth it once the receiver has listed basis bytes, and then only for the
+    // chunks at the edges of a short run of lacking ones, where an edit's old bytes may go on
+    // inside a chunk and are a large part of the run: the chunks inside such a run are new
+    // bytes and go as Delta Runs, and so does a long run whole (`edge`).
     let edges: boolean | undefined;
     if (this.source.blobSlice) {
-      if (this.table.copyable < this.maxMessage) return this.sendDeltaRun();
+      if (!this.table.count) return this.sendDeltaRun();
       while (this.sentTo < this.judgedTo && this.held[this.sentTo]) this.sentTo++;
       if (this.sentTo < this.judgedTo && !this.edge(this.sentTo)) return this.sendDeltaRun(false);
       edges = true;
