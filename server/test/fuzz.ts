@@ -252,7 +252,7 @@ function foreign(r: Rng, H: number): Uint8Array {
     { type: Msg.Result, version: 1, size: r.int(1000), root: hash, micros: 0, wireIn: 0, wireOut: 0 },
     { type: Msg.Error, code: r.int(20), message: 'client error' },
     { type: Msg.Ready, version: 1, size: 0, maxMessage: 1 },
-    { type: Msg.Copies, first: Uint32Array.of(r.int(30)), count: Uint32Array.of(r.int(30)), basisFirst: Uint32Array.of(r.int(30)) },
+    { type: Msg.Copies, listed: Uint32Array.of(1), fastfps: Uint32Array.of(r.int(2 ** 32)), lengths: Uint32Array.of(r.int(70_000)), count: Uint32Array.of(r.int(30)), basisFirst: Uint32Array.of(r.int(30)) },
   ];
   return encode(ms[r.int(ms.length)], H || 32);
 }
@@ -280,10 +280,15 @@ function fieldMutation(frame: Uint8Array, r: Rng, H: number): Uint8Array {
       break;
     }
     case Msg.Copies: {
-      if (!m.first.length) break;
-      const i = r.int(m.first.length);
-      const a = [m.first, m.count, m.basisFirst][r.int(3)];
-      a[i] = edge(r, a[i]);
+      if (!m.count.length) break;
+      const i = r.int(m.count.length);
+      const f = r.int(4);
+      // a run or a listed chunk changed; a run one chunk off (what a stale chunk index says)
+      if (f === 0) m.count[i] = edge(r, m.count[i]);
+      else if (f === 1) m.basisFirst[i] = edge(r, m.basisFirst[i]);
+      else if (f === 2) m.basisFirst[i] += r.int(2) ? 1 : -1;
+      else if (m.lengths.length) m.lengths[r.int(m.lengths.length)] = edge(r, m.lengths[0]);
+      else m.listed[i] = edge(r, m.listed[i]);
       break;
     }
     case Msg.Checksums: {
@@ -320,8 +325,10 @@ function fieldMutation(frame: Uint8Array, r: Rng, H: number): Uint8Array {
         if (d.length) d[r.int(d.length)] ^= 0xff;
         m.chunks[i] = d;
       } else if (f === 2) {
-        // a copy from elsewhere in the basis (or beyond it), or a changed literal piece
-        m.chunks[i] = (c as Piece[]).map((p) => (p instanceof Uint8Array ? p.map((x) => x ^ 1) : { ...p, offset: edge(r, p.offset) }));
+        // a copy from elsewhere in the basis (or beyond it), or a few bytes off (what kept bytes
+        // that are stale or damaged make), or a changed literal piece
+        const shift = r.int(2) ? 0 : r.int(9) - 4;
+        m.chunks[i] = (c as Piece[]).map((p) => (p instanceof Uint8Array ? p.map((x) => x ^ 1) : { ...p, offset: shift ? Math.max(0, p.offset + shift) : edge(r, p.offset) }));
       } else {
         m.indices = Uint32Array.from([...m.indices, m.indices[i]]);
         m.chunks = [...m.chunks, m.chunks[i]];

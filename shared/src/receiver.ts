@@ -143,7 +143,7 @@ class Receiver {
   private async next<T extends Message['type']>(...types: T[]): Promise<Extract<Message, { type: T }>> {
     for (;;) {
       const also: Message['type'][] = this.state === 'checksums' ? [Msg.Checksums, Msg.ChecksumsEnd] : [];
-      if (this.known) also.push(Msg.Copies);
+      if (this.known && this.state === 'checksums') also.push(Msg.Copies);
       const m: Message = await this.conn.expect<Message['type']>(...also, ...types);
       switch (m.type) {
         case Msg.Checksums:
@@ -232,28 +232,21 @@ class Receiver {
     if (this.known) this.frontier = list.count; // a Verdict may judge every chunk listed
   }
 
-  /** A known basis: the sender's own Match Tokens. Chunks of a run beyond those listed so far
-   *  are listed by it, with the lengths and FastFps of the basis chunks; those listed before
-   *  it are checked against the basis index (the root check at the end covers the bytes;
-   *  lengths and FastFps must agree here, as a weak match's do). */
+  /** A known basis: the sender's own Match Tokens, each after the chunks of the list before
+   *  it. A run lists its chunks with the lengths and FastFps of the basis chunks (the root check
+   *  at the end covers the bytes). */
   private onCopies(m: Copies): void {
     const { list, runs } = this;
     const b = this.basis!.index;
-    for (let k = 0; k < m.first.length; k++) {
-      const first = m.first[k];
+    for (let k = 0, at = 0; k < m.count.length; at += m.listed[k], k++) {
+      if (m.listed[k]) this.appendList({ lengths: m.lengths.subarray(at, at + m.listed[k]), fastfps: m.fastfps.subarray(at, at + m.listed[k]) });
+      const first = list.count;
       const count = m.count[k];
       const from = m.basisFirst[k];
-      const prev = runs[runs.length - 1];
-      if (count === 0 || (prev && first < prev.first + prev.count) || first < this.judgedTo || first > list.count || from + count > b.lengths.length) {
-        throw bad(`copy ${runs.length} [${first}, +${count}) from basis chunk ${from} is empty, overlaps, lies below the Verdict's ${this.judgedTo}, starts beyond the ${list.count} chunks listed, or ends beyond the basis' ${b.lengths.length}`);
+      if (count === 0 || from + count > b.lengths.length) {
+        throw bad(`copy ${runs.length} [${first}, +${count}) from basis chunk ${from} is empty or ends beyond the basis' ${b.lengths.length} chunks`);
       }
-      const listed = Math.min(count, list.count - first);
-      if (listed < count) this.appendList({ lengths: b.lengths.subarray(from + listed, from + count), fastfps: b.fastfps.subarray(from + listed, from + count) });
-      for (let j = 0; j < count; j++) {
-        if (list.lengths[first + j] !== b.lengths[from + j] || list.fastfps[first + j] !== b.fastfps[from + j]) {
-          throw bad(`copy ${runs.length}: target chunk ${first + j} differs from basis chunk ${from + j} in length or FastFp`);
-        }
-      }
+      this.appendList({ lengths: b.lengths.subarray(from, from + count), fastfps: b.fastfps.subarray(from, from + count) });
       this.addRuns([{ first, count, basisFirst: from }]);
     }
   }

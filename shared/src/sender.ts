@@ -255,22 +255,38 @@ class Sender {
   /**
    * Against a known basis, lists the chunks below `upTo` (hashed, and matched for good): each
    * run of them found in the basis as a Copies run, the receiver taking their lengths and
-   * FastFps from the basis index, and only the chunks between runs as Checksums.
+   * FastFps from the basis index, with the chunks before it that no run covers; the chunks
+   * after the last run as Checksums.
    */
   private async listKnown(upTo: number): Promise<void> {
-    const t = this.tokens;
-    while (this.listedTo < upTo) {
-      const k = this.copiesSent;
-      const run = k < t.length && t.first[k] < upTo;
-      const next = run ? t.first[k] : upTo;
-      await this.sendChecksums(this.listedTo, next);
-      this.listedTo = next;
-      if (!run) break;
-      let j = k + 1;
-      while (j < t.length && j - k < LIST_BATCH && t.first[j] === t.end(j - 1)) j++; // runs that follow each other go in one message
-      await this.conn.send({ type: Msg.Copies, first: Uint32Array.from(t.first.slice(k, j)), count: Uint32Array.from(t.count.slice(k, j)), basisFirst: Uint32Array.from(t.basisFirst.slice(k, j)) }, { wait: false });
-      this.copiesSent = j;
-      this.listedTo = t.end(j - 1);
+    const { tokens: t, list } = this;
+    const next = () => (this.copiesSent < t.length && t.first[this.copiesSent] < upTo ? t.first[this.copiesSent] : -1);
+    while (next() >= 0) {
+      // a long stretch without runs goes as Checksums, in batches
+      if (next() - this.listedTo >= LIST_BATCH) {
+        await this.sendChecksums(this.listedTo, next());
+        this.listedTo = next();
+      }
+      const from = this.listedTo;
+      const listed: number[] = [];
+      const count: number[] = [];
+      const basisFirst: number[] = [];
+      while (next() >= 0 && next() - from < LIST_BATCH && listed.length < LIST_BATCH) {
+        const k = this.copiesSent++;
+        listed.push(t.first[k] - this.listedTo);
+        count.push(t.count[k]);
+        basisFirst.push(t.basisFirst[k]);
+        this.listedTo = t.end(k);
+      }
+      const chunks: number[] = [];
+      for (let k = 0, at = from; k < listed.length; at += listed[k] + count[k], k++) for (let i = at; i < at + listed[k]; i++) chunks.push(i);
+      const fastfps = Uint32Array.from(chunks, (i) => list.fastfps[i]);
+      const lengths = Uint32Array.from(chunks, (i) => list.lengths[i]);
+      await this.conn.send({ type: Msg.Copies, listed: Uint32Array.from(listed), fastfps, lengths, count: Uint32Array.from(count), basisFirst: Uint32Array.from(basisFirst) }, { wait: false });
+    }
+    if (this.listedTo < upTo) {
+      await this.sendChecksums(this.listedTo, upTo);
+      this.listedTo = upTo;
     }
   }
 
