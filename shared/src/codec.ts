@@ -12,14 +12,12 @@
  * of chunks as signed varints relative to the entry before, so that an edit of a few bytes
  * costs a few bytes of framing.
  */
-import { DEFAULT_LIMITS, type Limits } from './limits.ts';
+import { COPY_END_MAX, DEFAULT_LIMITS, type Limits } from './limits.ts';
 import { Reader, Writer, malformed, unzigzag, varintSize, zigzag } from './frame-bytes.ts';
 import { type Hello, type Ready, type Checksums, type ChecksumsEnd, type Tokens, type TokensEnd, type SplitRequest, type SplitHashes, type Failed, type Verdict, type Piece, type Delta, type BasisChecksums, type Copies, type Result, type Message, PREFIX, chunkLength } from './messages.ts';
 import { Msg, type ChunkParams, type FineParams, ProtocolError, hashLength } from './protocol.ts';
 
 const utf8 = new TextEncoder();
-/** Where a copy piece ends, at most: so that its offset relative to the copy before fits a varint. */
-export const COPY_END_MAX = 2 ** 52;
 const utf8Strict = new TextDecoder('utf-8', { fatal: true });
 
 

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { encode } from '../src/codec.ts';
 import { type Message } from '../src/messages.ts';
-import { CHUNK_SIZE_RANGES, DELTA_MESSAGE_BYTES, LIST_BATCH, MAX_BASIS_CHECKSUMS, MAX_ENTRIES_PER_MESSAGE, MAX_MESSAGE, MAX_NAME_BYTES, MAX_REFINE_BYTES, MAX_SPLIT_CHUNKS, SPLIT_THRESHOLD } from '../src/limits.ts';
+import { CHUNK_SIZE_RANGES, COPY_END_MAX, DELTA_MESSAGE_BYTES, LIST_BATCH, MAX_BASIS_CHECKSUMS, MAX_ENTRIES_PER_MESSAGE, MAX_MESSAGE, MAX_NAME_BYTES, MAX_REFINE_BYTES, MAX_SPLIT_CHUNKS, SPLIT_THRESHOLD } from '../src/limits.ts';
 import { DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, PROTOCOL_VERSION } from '../src/protocol.ts';
 
 const doc = readFileSync(new URL('../../docs/protocol.md', import.meta.url), 'utf8');
@@ -194,6 +194,8 @@ test('the limits and defaults the doc states are the code\'s', () => {
   says(new RegExp(`\`maxRefineBytes\` basis bytes per session\\s+\\(server default ${bytes(MAX_REFINE_BYTES)}`), 'refinement budget');
   says(new RegExp(`more than 2\\^${Math.log2(MAX_BASIS_CHECKSUMS)} entries in a session`), 'Basis Checksums per session');
   says(new RegExp(`\\(default ${bytes(MAX_MESSAGE)}\\); a larger frame closes the connection`), 'largest message');
+  says(new RegExp(`a copy ends at or below\\s+2\\^${Math.log2(COPY_END_MAX)}`), 'where a copy ends');
+  says(new RegExp(`copy before offset 0 or ending beyond 2\\^${Math.log2(COPY_END_MAX)}`), 'where a copy ends, decoding');
   says(new RegExp(`Defaults ${DEFAULT_PARAMS.min} / ${DEFAULT_PARAMS.avg} / ${DEFAULT_PARAMS.max}\\.`), 'chunk-size defaults');
   says(new RegExp(`default min ${DEFAULT_FINE.min}, avg ${DEFAULT_FINE.avg}, max ${DEFAULT_FINE.max}`), 'finer chunk-size defaults');
   const { min, avg, max } = CHUNK_SIZE_RANGES;
