@@ -9,7 +9,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { test } from 'node:test';
 import { fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
-import { testServer } from '../../server/test/helpers.ts';
+import { testServer } from '../../harness/helpers.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 
 const root = new URL('../..', import.meta.url).pathname;

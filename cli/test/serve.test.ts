@@ -14,7 +14,7 @@ import { DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION } from '../../shared/src/prot
 import { textBytes } from '../../shared/src/testdata.ts';
 import { addUser } from '../../server/src/auth.ts';
 import { lanAddresses } from '../../server/src/log.ts';
-import { testServer } from '../../server/test/helpers.ts';
+import { testServer } from '../../harness/helpers.ts';
 import { DSYNC, dsync, jsonLines, screen, spawnOnTerminal } from './run.ts';
 
 /** The process whose parent is `pid` (from /proc: the 4th field of /proc/PID/stat). */

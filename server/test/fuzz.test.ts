@@ -1,4 +1,4 @@
-// Fuzzing in the test suite: the session state machine (server/test/fuzz.ts) and every decoder.
+// Fuzzing in the test suite: the session state machine (harness/fuzz.ts) and every decoder.
 // FUZZ_CASES sets the number of state-machine cases (default 20 000); bench/fuzz runs longer.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -12,7 +12,7 @@ import { Repo, decodeVersion, encodeVersion } from '../src/store.ts';
 import { sha256hex } from '../src/store/format.ts';
 import { indexKey } from '../src/store/keys.ts';
 import { localBackend } from '../src/store/local.ts';
-import { Fuzzer, mutate } from './fuzz.ts';
+import { Fuzzer, mutate } from '../../harness/fuzz.ts';
 
 const fuzzer = new Fuzzer();
 before(async () => {

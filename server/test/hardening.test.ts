@@ -16,7 +16,7 @@ import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION } from '../../shar
 import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
 import { addUser } from '../src/auth.ts';
 import { validateName } from '../src/names.ts';
-import { pullBytes, pushBytes, testServer } from './helpers.ts';
+import { pullBytes, pushBytes, testServer } from '../../harness/helpers.ts';
 
 const hello = (name: string, extra: Partial<Parameters<typeof encode>[0]> = {}) =>
   encode({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 10, basisVersion: 0, name, ...extra } as any);

@@ -11,7 +11,7 @@ import { MemoryKnown, knownKey } from '../../shared/src/known.ts';
 import { EDIT_KINDS, Rng, applyEdits, fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
 import { push } from '../../shared/src/sync-client.ts';
 import WebSocket from 'ws';
-import { type TestServer, pushBytes, testServer } from './helpers.ts';
+import { type TestServer, pushBytes, testServer } from '../../harness/helpers.ts';
 
 let server: TestServer;
 before(async () => {

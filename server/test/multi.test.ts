@@ -10,9 +10,9 @@ import { test } from 'node:test';
 import { RemoteError } from '../../shared/src/conn.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
-import { type Child, startChild } from './child.ts';
-import { pullBytes, pushBytes } from './helpers.ts';
-import { download, versionsOf } from './trials.ts';
+import { type Child, startChild } from '../../harness/child.ts';
+import { pullBytes, pushBytes } from '../../harness/helpers.ts';
+import { download, versionsOf } from '../../harness/trials.ts';
 
 async function two(data: string, flags: string[] = [], logs?: Record<string, unknown>[]): Promise<[Child, Child]> {
   return Promise.all([startChild(data, flags, logs && ((e) => logs.push(e))), startChild(data, flags, logs && ((e) => logs.push(e)))]);

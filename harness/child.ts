@@ -1,10 +1,12 @@
-// A server in a child process (so it can be SIGKILLed and its memory measured).
+// A server in a child process (harness: shared by the tests and bench/hostile/probe.ts): the
+// real `dsync serve` (bin/dsync.mjs) on a loopback port, so that a test can SIGKILL it, read its
+// log lines and measure its memory (/proc/PID/status).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { onLogLines } from '../../shared/src/serve-process.ts';
+import { onLogLines } from '../shared/src/serve-process.ts';
 
-const root = new URL('../..', import.meta.url).pathname;
+const root = new URL('..', import.meta.url).pathname;
 
 export interface Child {
   child: ChildProcess;
