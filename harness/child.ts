@@ -26,6 +26,15 @@ export function processMemory(pid: number): { rss: number; peak: number } {
   return { rss: kb('VmRSS'), peak: kb('VmHWM') };
 }
 
+/** SIGKILLs a child process, if it still runs, and waits until it has exited. */
+export async function killHard(child: ChildProcess): Promise<void> {
+  if (child.exitCode === null && child.signalCode === null) {
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await exited;
+  }
+}
+
 /** `onLog`: each line the server logs (JSON, one per event), parsed. */
 export function startChild(data: string, flags: string[] = [], onLog?: (e: Record<string, unknown>) => void): Promise<Child> {
   return startServe(['--data', data, ...flags], { onLog });
@@ -62,13 +71,7 @@ export async function startServe(args: string[], opts: { env?: NodeJS.ProcessEnv
     url,
     wsUrl: url.replace('http', 'ws') + '/sync',
     memory: () => processMemory(child.pid!),
-    async kill() {
-      if (child.exitCode === null && child.signalCode === null) {
-        const exited = new Promise((r) => child.once('exit', r));
-        child.kill('SIGKILL');
-        await exited;
-      }
-    },
+    kill: () => killHard(child),
   };
 }
 

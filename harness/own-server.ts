@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { onLogLines } from '../shared/src/serve-process.ts';
-import { processMemory } from './child.ts';
+import { killHard, processMemory } from './child.ts';
 
 const root = new URL('..', import.meta.url).pathname;
 
@@ -40,11 +40,7 @@ export async function ownServer(flags: string[], tmpfsBytes?: number): Promise<O
     logs,
     memory: () => processMemory(child.pid!),
     async stop() {
-      if (child.exitCode === null && child.signalCode === null) {
-        const exited = new Promise((r) => child.once('exit', r));
-        child.kill('SIGKILL');
-        await exited;
-      }
+      await killHard(child);
       rmSync(data, { recursive: true, force: true });
     },
   };
