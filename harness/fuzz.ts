@@ -22,7 +22,8 @@ import { Rng, applyEdits, randomBytes, textBytes } from '../shared/src/testdata.
 import { pull, push } from '../shared/src/sync-client.ts';
 import '../shared/src/wasm.ts';
 import { type ServerConfig, loadConfig } from '../server/src/config.ts';
-import { Repo, type Store } from '../server/src/store.ts';
+import type { Store } from '../server/src/store.ts';
+import { Repo } from '../server/src/store/repo.ts';
 import { localBackend } from '../server/src/store/local.ts';
 import { mark, runGc } from '../server/src/store/gc.ts';
 import { runConnection } from '../server/src/sync.ts';

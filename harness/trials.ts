@@ -4,7 +4,7 @@
 // unreferenced); many idle and active connections held at once; downloading a version over HTTP.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { Repo } from '../server/src/store.ts';
+import { Repo } from '../server/src/store/repo.ts';
 import { localBackend } from '../server/src/store/local.ts';
 import { runGc, unreferenced } from '../server/src/store/gc.ts';
 import { tmpdir } from 'node:os';

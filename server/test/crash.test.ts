@@ -3,7 +3,7 @@
 // start-up removes partial uploads, and the next sync works.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { Repo } from '../src/store.ts';
+import { Repo } from '../src/store/repo.ts';
 import { localBackend } from '../src/store/local.ts';
 import { runGc, unreferenced } from '../src/store/gc.ts';
 import { tmpdir } from 'node:os';

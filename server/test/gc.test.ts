@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
-import { Repo } from '../src/store.ts';
+import { Repo } from '../src/store/repo.ts';
 import { guardCommit, readGcState, runGc, unreferenced } from '../src/store/gc.ts';
 import { GC_STATE } from '../src/store/keys.ts';
 import { localBackend } from '../src/store/local.ts';

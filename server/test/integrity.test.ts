@@ -11,7 +11,7 @@ import { RemoteError } from '../../shared/src/conn.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
 import { loadConfig } from '../src/config.ts';
 import { startServer } from '../src/server.ts';
-import { Repo } from '../src/store.ts';
+import { Repo } from '../src/store/repo.ts';
 import type { Backend } from '../src/store/backend.ts';
 import { runCheck } from '../src/store/check.ts';
 import { unreferenced } from '../src/store/gc.ts';
