@@ -3,7 +3,6 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { unreferenced } from '../src/store/gc.ts';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -16,7 +15,8 @@ import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION } from '../../shar
 import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
 import { addUser } from '../src/auth.ts';
 import { validateName } from '../src/names.ts';
-import { pullBytes, pushBytes, testServer } from './helpers.ts';
+import { pullBytes, pushBytes, testServer } from '../../harness/helpers.ts';
+import { socketPipe } from '../../harness/pipe.ts';
 
 const hello = (name: string, extra: Partial<Parameters<typeof encode>[0]> = {}) =>
   encode({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 10, basisVersion: 0, name, ...extra } as any);
@@ -282,37 +282,13 @@ test('a connection cut mid-upload: the client retries and the server resumes wit
   // `hold` resolves.
   let cutOnce = false;
   let hold: Promise<void> | null = null;
-  const proxy = net.createServer((c) => {
-    const up = net.connect(s.port, '127.0.0.1');
-    let seen = 0;
-    c.on('data', (d) => {
-      const first = seen === 0;
-      seen += d.length;
-      if (!cutOnce && seen > 3_000_000) {
-        cutOnce = true;
-        c.destroy();
-        up.destroy();
-        return;
-      }
-      up.write(d);
-      if (first && hold) {
-        c.pause();
-        void hold.then(() => c.resume());
-      }
-    });
-    up.on('data', (d) => c.write(d));
-    c.on('error', () => up.destroy());
-    up.on('error', () => c.destroy());
-    c.on('close', () => up.destroy());
-    up.on('close', () => c.destroy());
-  });
-  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
-  const via = { wsUrl: `ws://127.0.0.1:${(proxy.address() as net.AddressInfo).port}/sync` };
+  const cut = (_n: number, seen: number) => !cutOnce && seen > 3_000_000 && (cutOnce = true);
+  const proxy = await socketPipe({ to: () => s.port, cut, hold: () => hold });
   try {
     const data = fastRandomBytes(11, 8_000_000);
     const phases: string[] = [];
     // 1 MiB slices: the list goes out in parts, with Verdicts and Delta Bytes between them
-    const rep = await pushBytes(via, 'resumed.bin', data, { retries: 3, sliceBytes: 1 << 20, onProgress: (p) => phases.push(p) });
+    const rep = await pushBytes(proxy, 'resumed.bin', data, { retries: 3, sliceBytes: 1 << 20, onProgress: (p) => phases.push(p) });
     assert.ok(cutOnce && phases.includes('retrying'));
     assert.deepEqual(await s.stored('resumed.bin'), Buffer.from(data));
     // the second session started from the chunks the first one had written
@@ -338,7 +314,7 @@ test('a connection cut mid-upload: the client retries and the server resumes wit
         listOut();
       }
     };
-    const rep2 = await pushBytes(via, 'resumed.bin', edited, { retries: 3, onProgress });
+    const rep2 = await pushBytes(proxy, 'resumed.bin', edited, { retries: 3, onProgress });
     assert.ok(cutOnce && phases2.includes('retrying'));
     assert.deepEqual(await s.stored('resumed.bin'), Buffer.from(edited));
     assert.equal(rep2.version, 2);

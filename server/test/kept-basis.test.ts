@@ -13,7 +13,7 @@ import { push } from '../../shared/src/sync-client.ts';
 import { LIST_BATCH } from '../../shared/src/limits.ts';
 import { DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
 import WebSocket from 'ws';
-import { type TestServer, pushBytes, testServer } from './helpers.ts';
+import { type TestServer, pushBytes, testServer } from '../../harness/helpers.ts';
 
 let server: TestServer;
 before(async () => {

@@ -18,8 +18,8 @@ import { push } from '../../shared/src/sync-client.ts';
 import { VersionSource, encodeVersion } from '../src/store.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { forgeIndex } from './store-helpers.ts';
-import { startChild } from './child.ts';
-import { type TestServer, pullBytes, pushBytes, testServer } from './helpers.ts';
+import { startChild } from '../../harness/child.ts';
+import { type TestServer, pullBytes, pushBytes, testServer } from '../../harness/helpers.ts';
 
 let server: TestServer;
 before(async () => {

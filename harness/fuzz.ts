@@ -1,9 +1,9 @@
-// A fuzzer for the server's session state machine. It records what real clients send in a few
-// scenarios (push with and without a basis, identical, empty, other chunking, against a known
-// version in one round trip, pull), then
-// replays those transcripts to the real session code and the real store with one or more
-// mutations each: dropped, replayed, swapped or foreign messages, fields out of range, lengths
-// that do not add up, garbled bytes, a wrong root, truncation. Invariants per case:
+// A fuzzer for the server's session state machine (harness: shared by server/test/fuzz.test.ts
+// and bench/hardening/run.ts). It records what real clients send in a few scenarios (push with
+// and without a basis, identical, empty, other chunking, against a known version in one round
+// trip, pull), then replays those transcripts to the real session code and the real store with
+// one or more mutations each: dropped, replayed, swapped or foreign messages, fields out of
+// range, lengths that do not add up, garbled bytes, a wrong root, truncation. Invariants per case:
 //   - the session ends (by Result, Error or its idle timeout) — no crash, no hang;
 //   - an Error carries a known code;
 //   - a stored new version is exactly the scenario's target; the basis stays intact;
@@ -13,20 +13,21 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { bufferSource } from '../../shared/src/chunk-index.ts';
-import { decode, encode } from '../../shared/src/codec.ts';
-import { type Message, type Piece } from '../../shared/src/messages.ts';
-import { type ChunkParams, DEFAULT_PARAMS, ErrorCode, Msg } from '../../shared/src/protocol.ts';
-import { MemoryKnown } from '../../shared/src/known.ts';
-import { Rng, applyEdits, randomBytes, textBytes } from '../../shared/src/testdata.ts';
-import { pull, push } from '../../shared/src/sync-client.ts';
-import '../../shared/src/wasm.ts';
-import { type ServerConfig, loadConfig } from '../src/config.ts';
-import { Repo, type Store } from '../src/store.ts';
-import { localBackend } from '../src/store/local.ts';
-import { mark, runGc } from '../src/store/gc.ts';
-import { runConnection } from '../src/sync.ts';
-import { memPair } from '../../shared/test/mem-socket.ts';
+import { bufferSource } from '../shared/src/chunk-index.ts';
+import { decode, encode } from '../shared/src/codec.ts';
+import { type Message, type Piece } from '../shared/src/messages.ts';
+import { type ChunkParams, DEFAULT_PARAMS, ErrorCode, Msg } from '../shared/src/protocol.ts';
+import { MemoryKnown } from '../shared/src/known.ts';
+import { Rng, applyEdits, randomBytes, textBytes } from '../shared/src/testdata.ts';
+import { pull, push } from '../shared/src/sync-client.ts';
+import '../shared/src/wasm.ts';
+import { type ServerConfig, loadConfig } from '../server/src/config.ts';
+import type { Store } from '../server/src/store.ts';
+import { Repo } from '../server/src/store/repo.ts';
+import { localBackend } from '../server/src/store/local.ts';
+import { mark, runGc } from '../server/src/store/gc.ts';
+import { runConnection } from '../server/src/sync.ts';
+import { memPair } from './mem-socket.ts';
 
 
 interface Scenario {
