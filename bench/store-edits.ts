@@ -14,7 +14,7 @@ import { Rng, applyEdits, fastRandomBytes } from '../shared/src/testdata.ts';
 import { loadConfig } from '../server/src/config.ts';
 import { startServer } from '../server/src/server.ts';
 import { runGc } from '../server/src/store/gc.ts';
-import { pullBytes, pushBytes } from '../server/test/helpers.ts';
+import { pullBytes, pushBytes } from '../harness/helpers.ts';
 import { arg, log, machine, writeResults } from './lib/common.ts';
 
 const edits = Number(arg('--edits', '200'));

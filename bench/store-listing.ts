@@ -12,7 +12,7 @@ import path from 'node:path';
 import { bufferSource, chunkSource } from '../shared/src/chunk-index.ts';
 import { DEFAULT_PARAMS } from '../shared/src/protocol.ts';
 import '../shared/src/wasm.ts';
-import { Repo } from '../server/src/store.ts';
+import { Repo } from '../server/src/store/repo.ts';
 import { localBackend } from '../server/src/store/local.ts';
 import { arg, log, machine, median, writeResults } from './lib/common.ts';
 

@@ -4,7 +4,7 @@
  * `dsync serve` reads them (DSYNC_STORE, DSYNC_S3_ENDPOINT from the environment otherwise).
  */
 import { type ServerConfig, loadConfig } from '../server/src/config.ts';
-import { type Repo, openStore } from '../server/src/store.ts';
+import { type Repo, openStore } from '../server/src/store/repo.ts';
 import { type Opts, UsageError, type Values, str } from './command.ts';
 
 export const STORE_OPTS: Opts = {

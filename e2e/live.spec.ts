@@ -4,7 +4,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Browser, Page } from '@playwright/test';
-import { pushBytes } from '../server/test/helpers.ts';
+import { pushBytes } from '../harness/helpers.ts';
 import { content, insertAt } from './data.ts';
 import { card, expect, openPage, result, test } from './fixtures.ts';
 

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Repo } from '../server/src/store.ts';
+import { Repo } from '../server/src/store/repo.ts';
 import { localBackend } from '../server/src/store/local.ts';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');

@@ -102,7 +102,7 @@ if [ "$MODE" = test ]; then
   # MinIO from the Go module proxy, pinned so every machine tests against the same server
   # (this is what `@latest` resolved to when it was chosen); about 5 minutes, once.
   MINIO_MOD=github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c
-  # ~/go/bin/minio, where server/test/minio.ts looks (MINIO_BIN there overrides it).
+  # ~/go/bin/minio, where harness/minio.ts looks (MINIO_BIN there overrides it).
   if [ "$(go version -m "$HOME/go/bin/minio" 2>/dev/null | awk '$1 == "mod" { print $2 "@" $3 }')" != "$MINIO_MOD" ]; then
     command -v go >/dev/null || { echo "Go is required to build MinIO for the tests: https://go.dev/dl" >&2; exit 1; }
     log "go install $MINIO_MOD (about 5 minutes, once)"

@@ -9,7 +9,7 @@ import { Conn, type WebSocketLike } from '../../shared/src/conn.ts';
 import { MemoryKnown, knownKey } from '../../shared/src/known.ts';
 import { Algo, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
 import { planKnown, pushSession, remember } from '../../shared/src/sync-client.ts';
-import type { Approach, Prepared, Report } from './approach.ts';
+import type { Approach, Prepared, Report, ServerKind } from './approach.ts';
 
 /** Bytes read and written on the socket so far (the wire, after permessage-deflate). */
 export const socketBytes = (ws: WebSocket) => {
@@ -60,11 +60,17 @@ export async function dsyncSession(p: Prepared, ws: WebSocket, name: string, alg
   }
 }
 
-export const dsync: Approach = {
-  name: 'dsync',
-  server: 'dsync',
-  async prepare(p, { hashes }) {
-    if (hashes) p.index = await chunkSource(p.source, DEFAULT_PARAMS, Algo.Blake3);
-  },
-  session: (p, ws, name) => dsyncSession(p, ws, name, Algo.Blake3, 'none'),
-};
+/** A Dsync approach that pushes with the three phases always, hashing with `algo`, against
+ *  `server` (dsync-paper.ts is this with SHA-1 and the paper-exact server). */
+export function threePhases(approach: string, server: ServerKind, algo: number): Approach {
+  return {
+    name: approach,
+    server,
+    async prepare(p, { hashes }) {
+      if (hashes) p.index = await chunkSource(p.source, DEFAULT_PARAMS, algo);
+    },
+    session: (p, ws, name) => dsyncSession(p, ws, name, algo, 'none'),
+  };
+}
+
+export const dsync: Approach = threePhases('dsync', 'dsync', Algo.Blake3);

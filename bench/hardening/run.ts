@@ -6,8 +6,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { Rng } from '../../shared/src/testdata.ts';
-import { Fuzzer } from '../../server/test/fuzz.ts';
-import { holdConnections, killTrials } from '../../server/test/trials.ts';
+import { Fuzzer } from '../../harness/fuzz.ts';
+import { holdConnections, killTrials } from '../../harness/trials.ts';
 
 const { values: a } = parseArgs({ options: { fuzz: { type: 'string' }, kills: { type: 'string' }, idle: { type: 'string' }, active: { type: 'string' } }, strict: true });
 const num = (v: string | undefined, def: number) => (v === undefined ? def : Number(v));
@@ -50,7 +50,7 @@ const md = `# Hardening measurements
 
 ## Session state-machine fuzzing
 
-${st.cases} mutated session transcripts (server/test/fuzz.ts: dropped, replayed, swapped, foreign and
+${st.cases} mutated session transcripts (harness/fuzz.ts: dropped, replayed, swapped, foreign and
 garbled messages, fields out of range, truncation) replayed to the real session code and store in
 ${fuzzS.toFixed(0)} s. No crash, no hang, no wrong file stored, no temporary file left behind.
 

@@ -19,9 +19,9 @@ import { RemoteError } from '../../shared/src/conn.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
 import { fastRandomBytes } from '../../shared/src/testdata.ts';
 import { addUser } from '../../server/src/auth.ts';
-import { errorAndClose, request, sendChecksumList, silentSockets } from '../../server/test/attacks.ts';
-import { processMemory } from '../../server/test/child.ts';
-import { pushBytes } from '../../server/test/helpers.ts';
+import { errorAndClose, request, sendChecksumList, silentSockets } from '../../harness/attacks.ts';
+import { processMemory } from '../../harness/child.ts';
+import { pushBytes } from '../../harness/helpers.ts';
 
 const root = new URL('../..', import.meta.url).pathname;
 const MiB = 2 ** 20;

@@ -36,7 +36,7 @@ import { APPROACHES, approachOf, isDsync } from '../approaches/index.ts';
 import { prepare, syncPrepared } from '../eval/clients.ts';
 import { linePanels } from '../eval/svg.ts';
 import { ROOT, type ServerProc, type Shaping, Toxiproxy, cpuSeconds, describeShaping, log, serverCpuSeconds, serverRssBytes, startBaselines, startDsync } from '../eval/procs.ts';
-import { type Minio, startMinio } from '../../server/test/minio.ts';
+import { type Minio, startMinio } from '../../harness/minio.ts';
 import { setHeapGrowth } from '../../shared/src/node-gc.ts';
 
 setHeapGrowth(); // the clients of every approach run in this process, as the CLI runs

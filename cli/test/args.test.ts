@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { DEFAULTS } from '../../server/src/config.ts';
-import { testServer } from '../../server/test/helpers.ts';
+import { testServer } from '../../harness/helpers.ts';
 import { dsync, jsonLines } from './run.ts';
 
 const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());

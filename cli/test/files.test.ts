@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { testServer } from '../../server/test/helpers.ts';
+import { testServer } from '../../harness/helpers.ts';
 import { dsync, jsonLines } from './run.ts';
 
 async function setup() {

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { test } from 'node:test';
 import { Rng, applyEdits, textBytes } from '../../shared/src/testdata.ts';
-import { testServer } from '../../server/test/helpers.ts';
+import { testServer } from '../../harness/helpers.ts';
 
 const root = new URL('../..', import.meta.url).pathname;
 

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { addUser } from '../../server/src/auth.ts';
-import { testServer } from '../../server/test/helpers.ts';
+import { testServer } from '../../harness/helpers.ts';
 import { dsync, dsyncOnTerminal, jsonLines } from './run.ts';
 
 test('ls, log, mv, restore and rm', async () => {

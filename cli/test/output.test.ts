@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
-import { testServer } from '../../server/test/helpers.ts';
+import { testServer } from '../../harness/helpers.ts';
 import { PROGRESS_MIN } from '../output.ts';
 import { DSYNC, dsync, dsyncOnTerminal, jsonLines, screen } from './run.ts';
 

@@ -3,13 +3,13 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { test } from 'node:test';
 import { fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
-import { testServer } from '../../server/test/helpers.ts';
+import { testServer } from '../../harness/helpers.ts';
+import { socketPipe } from '../../harness/pipe.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 
 const root = new URL('../..', import.meta.url).pathname;
@@ -17,15 +17,7 @@ const root = new URL('../..', import.meta.url).pathname;
 test('dsync push FILE... sends the files over one connection per compression setting and prints a report per file', async () => {
   const s = await testServer();
   const dir = mkdtempSync(path.join(tmpdir(), 'dsync-cli-push-'));
-  let connections = 0;
-  const relay = net.createServer((c) => {
-    connections++;
-    const up = net.connect(s.port, '127.0.0.1');
-    c.pipe(up).pipe(c);
-    c.on('error', () => up.destroy());
-    up.on('error', () => c.destroy());
-  });
-  await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r));
+  const relay = await socketPipe({ to: () => s.port });
   try {
     const files = [
       ['a.txt', textBytes(1, 300_000)],
@@ -33,7 +25,7 @@ test('dsync push FILE... sends the files over one connection per compression set
       ['c.bin', fastRandomBytes(3, 10)],
     ] as const;
     for (const [n, b] of files) writeFileSync(path.join(dir, n), b);
-    const port = (relay.address() as net.AddressInfo).port;
+    const { port } = relay;
     const env = { ...process.env, DSYNC_CACHE_DIR: path.join(dir, 'known') };
     const run = () => promisify(execFile)(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'push', ...files.map(([n]) => path.join(dir, n)), '--server', `ws://127.0.0.1:${port}`], { encoding: 'utf8', env });
     const reports = (await run()).stdout.trim().split('\n').map((l) => JSON.parse(l));
@@ -41,13 +33,13 @@ test('dsync push FILE... sends the files over one connection per compression set
     for (const [n, b] of files) assert.deepEqual(await s.stored(n), Buffer.from(b));
     // the random 200 kB do not compress: that push runs on the endpoint without deflate
     assert.deepEqual(reports.map((r) => r.deflate), [true, false, true]);
-    assert.equal(connections, 2, 'one connection with deflate (two files), one without');
+    assert.equal(relay.connections, 2, 'one connection with deflate (two files), one without');
     // again: the unchanged files are deltas with no Delta Bytes, over two new connections, each
     // pushed against the version the first run stored and remembered (one round trip); the
     // server stores nothing for unchanged content: the version stays 1
     const again = (await run()).stdout.trim().split('\n').map((l) => JSON.parse(l));
     assert.deepEqual(again.map((r) => [r.version, r.literalBytes, r.knownVersion]), files.map(() => [1, 0, 1]));
-    assert.equal(connections, 4);
+    assert.equal(relay.connections, 4);
     // a third run that forgot nothing but is told not to use it: the three phases
     const third = (await promisify(execFile)(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'push', path.join(dir, 'a.txt'), '--server', `ws://127.0.0.1:${port}`, '--no-known'], { encoding: 'utf8', env })).stdout;
     assert.equal(JSON.parse(third).knownVersion, undefined);

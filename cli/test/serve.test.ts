@@ -4,7 +4,6 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -14,7 +13,8 @@ import { DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION } from '../../shared/src/prot
 import { textBytes } from '../../shared/src/testdata.ts';
 import { addUser } from '../../server/src/auth.ts';
 import { lanAddresses } from '../../server/src/log.ts';
-import { testServer } from '../../server/test/helpers.ts';
+import { testServer } from '../../harness/helpers.ts';
+import { socketPipe } from '../../harness/pipe.ts';
 import { DSYNC, dsync, jsonLines, screen, spawnOnTerminal } from './run.ts';
 
 /** The process whose parent is `pid` (from /proc: the 4th field of /proc/PID/stat). */
@@ -170,21 +170,13 @@ test('SIGINT during a push: the push finishes and is stored, then the server say
   const dir = mkdtempSync(path.join(tmpdir(), 'dsync-serve-'));
   const s = await serve(['--data', path.join(dir, 'data')]);
   // a relay in front of the server counts the bytes going to it, to signal mid-upload
-  let toServer = 0;
-  const relay = net.createServer((c) => {
-    const up = net.connect(s.port, '127.0.0.1');
-    c.on('data', (d) => (toServer += d.length));
-    c.pipe(up).pipe(c);
-    c.on('error', () => up.destroy());
-    up.on('error', () => c.destroy());
-  });
-  await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r));
+  const relay = await socketPipe({ to: () => s.port });
   try {
     const file = path.join(dir, 'big.txt');
     writeFileSync(file, textBytes(8, 20_000_000));
-    const port = (relay.address() as net.AddressInfo).port;
+    const { port } = relay;
     const pushing = dsync(['push', file, '--server', `ws://127.0.0.1:${port}`, '--no-known', '--retries', '0']);
-    await until(() => toServer > 1_000_000, 'the upload to start');
+    await until(() => relay.fromClient > 1_000_000, 'the upload to start');
     process.kill(s.pid, 'SIGINT');
     const r = await pushing;
     assert.equal(r.code, 0, r.stderr);

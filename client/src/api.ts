@@ -57,48 +57,19 @@ export const MAX_ENTRIES = 20 * PAGE;
 
 /**
  * Every file and folder directly in `prefix` ('' or a path ending in '/'), through the server's
- * paged listing. A server that answers with one flat array of every file is grouped here.
+ * paged listing (server/src/files-api.ts: `{ files, folders, next }`, each folder its full path
+ * ending in '/').
  */
 async function folder(prefix: string): Promise<Folder & { truncated: boolean }> {
   const out: Folder = { files: [], folders: [] };
   let cursor: string | null = null;
   do {
-    type Page = { files: FileInfo[]; folders: (string | (FolderInfo & { name?: string }))[]; next?: string | null };
-    const page: Page | FileInfo[] = await get(`/api/files?prefix=${q(prefix)}&limit=${PAGE}${cursor ? `&cursor=${q(cursor)}` : ''}`);
-    if (Array.isArray(page)) return { ...groupFlat(page, prefix), truncated: false };
+    const page: { files: FileInfo[]; folders: string[]; next: string | null } = await get(`/api/files?prefix=${q(prefix)}&limit=${PAGE}${cursor ? `&cursor=${q(cursor)}` : ''}`);
     out.files.push(...page.files);
-    for (const f of page.folders) out.folders.push(folderInfo(f, prefix));
-    cursor = page.next ?? null;
+    for (const path of page.folders) out.folders.push({ path });
+    cursor = page.next;
   } while (cursor && out.files.length + out.folders.length < MAX_ENTRIES);
   return { ...out, truncated: cursor !== null };
-}
-
-function folderInfo(f: string | (FolderInfo & { name?: string }), prefix: string): FolderInfo {
-  const o = typeof f === 'string' ? { path: f } : { ...f, path: f.path ?? f.name ?? '' };
-  let p = o.path.startsWith(prefix) ? o.path : prefix + o.path;
-  if (!p.endsWith('/')) p += '/';
-  return { ...o, path: p };
-}
-
-/** Groups a flat listing into the files and folders directly in `prefix`. */
-export function groupFlat(all: FileInfo[], prefix: string): Folder {
-  const files: FileInfo[] = [];
-  const folders = new Map<string, Required<FolderInfo>>();
-  for (const f of all) {
-    if (!f.name.startsWith(prefix)) continue;
-    const slash = f.name.indexOf('/', prefix.length);
-    if (slash < 0) {
-      files.push(f);
-      continue;
-    }
-    const path = f.name.slice(0, slash + 1);
-    const d = folders.get(path) ?? { path, files: 0, size: 0, mtime: f.mtime };
-    d.files++;
-    d.size += f.size;
-    if (f.mtime > d.mtime) d.mtime = f.mtime;
-    folders.set(path, d);
-  }
-  return { files, folders: [...folders.values()] };
 }
 
 export const api = {

@@ -2,7 +2,7 @@
 // the grouping of a flat listing into folders.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { deviceLabel, groupFlat } from '../src/api.ts';
+import { deviceLabel } from '../src/api.ts';
 import { formatBytes, formatLeft, savedPercent } from '../src/format.ts';
 import { batchLine, progressLine, statusLine } from '../src/messages.ts';
 import type { Transfer } from '../src/transfers.ts';
@@ -72,14 +72,6 @@ test('the batch line counts files and bytes, the time left at the batch speed, a
   assert.equal(b.failed, 1);
   assert.equal(b.settled, 2);
   assert.equal(batchLine(list, false, now).line, '1 of 4 · 39 MB of 120 MB · waiting for the server · 1 failed');
-});
-
-test('a flat listing grouped into the files and folders of one folder', () => {
-  const f = (name: string, size: number, mtime: string) => ({ name, latest: 1, size, versions: 1, mtime });
-  const all = [f('a.txt', 1, '2026-01-01'), f('p/b.txt', 2, '2026-01-02'), f('p/q/c.txt', 3, '2026-01-05'), f('p/d.txt', 4, '2026-01-03'), f('pq.txt', 5, '2026-01-01')];
-  assert.deepEqual(groupFlat(all, ''), { files: [all[0], all[4]], folders: [{ path: 'p/', files: 3, size: 9, mtime: '2026-01-05' }] });
-  assert.deepEqual(groupFlat(all, 'p/'), { files: [all[1], all[3]], folders: [{ path: 'p/q/', files: 1, size: 3, mtime: '2026-01-05' }] });
-  assert.deepEqual(groupFlat(all, 'nope/'), { files: [], folders: [] });
 });
 
 test("the device label sent with each sync names the browser and the system", () => {

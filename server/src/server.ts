@@ -33,7 +33,8 @@ import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, Msg, PROTOCOL_VERSION } from 
 import { Auth, SESSION_COOKIE } from './auth.ts';
 import type { ServerConfig } from './config.ts';
 import { filesApi } from './files-api.ts';
-import { type Repo, type Store, openStore } from './store.ts';
+import type { Store } from './store.ts';
+import { type Repo, openStore } from './store/repo.ts';
 import { runGc } from './store/gc.ts';
 import { Events } from './events.ts';
 import { clientLabel, runConnection } from './sync.ts';

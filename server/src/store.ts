@@ -28,7 +28,6 @@ import { type VersionSink, versionSink } from './store/writer.ts';
 
 export { VersionSource } from './store/source.ts';
 export { SEGMENT_BYTES } from './store/writer.ts';
-export { Repo, openStore, type StoreSettings } from './store/repo.ts';
 export { runGc, type GcOptions, type GcReport } from './store/gc.ts';
 export { runCheck, type CheckReport } from './store/check.ts';
 export { encodeName } from './store/keys.ts';

@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { localBackend } from '../src/store/local.ts';
 import { parseS3Url, s3Backend } from '../src/store/s3.ts';
 import { backendContract } from './backend-contract.ts';
-import { type Minio, startMinio } from './minio.ts';
+import { type Minio, startMinio } from '../../harness/minio.ts';
 
 let minio: Minio;
 before(async () => {

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { workersOf } from '../../shared/src/serve-process.ts';
-import { startServe } from './child.ts';
+import { startServe } from '../../harness/child.ts';
 
 const alive = (pid: number) => {
   try {

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import YAML from 'yaml';
-import { pushBytes } from './helpers.ts';
+import { pushBytes } from '../../harness/helpers.ts';
 
 const root = new URL('../..', import.meta.url).pathname;
 const read = (f: string) => readFileSync(path.join(root, f), 'utf8');

@@ -3,19 +3,19 @@
 // start-up removes partial uploads, and the next sync works.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { Repo } from '../src/store.ts';
+import { Repo } from '../src/store/repo.ts';
 import { localBackend } from '../src/store/local.ts';
 import { runGc, unreferenced } from '../src/store/gc.ts';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
-import { startChild } from './child.ts';
-import { download, killTrials, versionsOf } from './trials.ts';
+import { startChild } from '../../harness/child.ts';
+import { download, killTrials, versionsOf } from '../../harness/trials.ts';
 import WebSocket from 'ws';
 import { type Source, bufferSource } from '../../shared/src/chunk-index.ts';
 import { type WebSocketCtor, push } from '../../shared/src/sync-client.ts';
-import { pushBytes } from './helpers.ts';
+import { pushBytes } from '../../harness/helpers.ts';
 
 test('SIGKILL mid-Phase 3 keeps the previous version and the next push works', async () => {
   const data = mkdtempSync(path.join(tmpdir(), 'dsync-crash-'));

@@ -16,7 +16,7 @@ import { Conn } from '../../shared/src/conn.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { push } from '../../shared/src/sync-client.ts';
 import { fastRandomBytes } from '../../shared/src/testdata.ts';
-import { type TestServer, testServer } from './helpers.ts';
+import { type TestServer, testServer } from '../../harness/helpers.ts';
 
 let server: TestServer;
 const dir = mkdtempSync(path.join(tmpdir(), 'dsync-delta-run-'));

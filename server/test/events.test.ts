@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
 import { startServer } from '../src/server.ts';
-import { pushBytes, testServer } from './helpers.ts';
+import { pushBytes, testServer } from '../../harness/helpers.ts';
 
 interface Received {
   event: string;

@@ -6,9 +6,9 @@ import { test } from 'node:test';
 import { RemoteError } from '../../shared/src/conn.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
 import { fastRandomBytes } from '../../shared/src/testdata.ts';
-import { sendChecksumList } from './attacks.ts';
-import { pushBytes } from './helpers.ts';
-import { ownServer } from './own-server.ts';
+import { sendChecksumList } from '../../harness/attacks.ts';
+import { pushBytes } from '../../harness/helpers.ts';
+import { ownServer } from '../../harness/own-server.ts';
 
 test('a full disk: the push gets a clear Error within a second of the failure, even while the server is not reading its socket, and is not retried', async () => {
   // 12 MiB of disk; the server pauses its socket once 1 MiB waits to be processed

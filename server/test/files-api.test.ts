@@ -5,8 +5,8 @@ import { test } from 'node:test';
 import { Rng, applyEdits, fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
 import { runCheck } from '../src/store/check.ts';
 import { runGc, unreferenced } from '../src/store/gc.ts';
-import { type TestServer, pushBytes, testServer } from './helpers.ts';
-import { download, versionsOf } from './trials.ts';
+import { type TestServer, pushBytes, testServer } from '../../harness/helpers.ts';
+import { download, versionsOf } from '../../harness/trials.ts';
 
 const api = (s: TestServer, method: string, path: string, body?: unknown) =>
   fetch(`${s.url}/api/${path}`, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });

@@ -1,4 +1,4 @@
-// Fuzzing in the test suite: the session state machine (server/test/fuzz.ts) and every decoder.
+// Fuzzing in the test suite: the session state machine (harness/fuzz.ts) and every decoder.
 // FUZZ_CASES sets the number of state-machine cases (default 20 000); bench/fuzz runs longer.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -8,11 +8,12 @@ import { Rng } from '../../shared/src/testdata.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Repo, decodeVersion, encodeVersion } from '../src/store.ts';
+import { decodeVersion, encodeVersion } from '../src/store.ts';
+import { Repo } from '../src/store/repo.ts';
 import { sha256hex } from '../src/store/format.ts';
 import { indexKey } from '../src/store/keys.ts';
 import { localBackend } from '../src/store/local.ts';
-import { Fuzzer, mutate } from './fuzz.ts';
+import { Fuzzer, mutate } from '../../harness/fuzz.ts';
 
 const fuzzer = new Fuzzer();
 before(async () => {

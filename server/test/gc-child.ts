@@ -1,6 +1,6 @@
 // A garbage collector in its own process, collecting over and over (so a SIGKILL lands at a
 // random point of it): node --import tsx gc-child.ts DIR WINDOW_MS STALE_MS
-import { Repo } from '../src/store.ts';
+import { Repo } from '../src/store/repo.ts';
 import { runGc } from '../src/store/gc.ts';
 import { localBackend } from '../src/store/local.ts';
 import '../../shared/src/wasm.ts';

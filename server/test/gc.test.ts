@@ -9,13 +9,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
-import { Repo } from '../src/store.ts';
+import { Repo } from '../src/store/repo.ts';
 import { guardCommit, readGcState, runGc, unreferenced } from '../src/store/gc.ts';
 import { GC_STATE } from '../src/store/keys.ts';
 import { localBackend } from '../src/store/local.ts';
-import { type Child, startChild } from './child.ts';
-import { pushBytes, testServer } from './helpers.ts';
-import { download, versionsOf } from './trials.ts';
+import { type Child, startChild } from '../../harness/child.ts';
+import { pushBytes, testServer } from '../../harness/helpers.ts';
+import { download, versionsOf } from '../../harness/trials.ts';
 
 test('a commit rescues the condemned objects it references; while they are deleted it is refused', async () => {
   const s = await testServer({ 'gc-window-ms': '400' });

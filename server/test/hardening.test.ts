@@ -3,7 +3,6 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { unreferenced } from '../src/store/gc.ts';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -16,7 +15,8 @@ import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION } from '../../shar
 import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
 import { addUser } from '../src/auth.ts';
 import { validateName } from '../src/names.ts';
-import { pullBytes, pushBytes, testServer } from './helpers.ts';
+import { pullBytes, pushBytes, testServer } from '../../harness/helpers.ts';
+import { socketPipe } from '../../harness/pipe.ts';
 
 const hello = (name: string, extra: Partial<Parameters<typeof encode>[0]> = {}) =>
   encode({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 10, basisVersion: 0, name, ...extra } as any);
@@ -282,37 +282,13 @@ test('a connection cut mid-upload: the client retries and the server resumes wit
   // `hold` resolves.
   let cutOnce = false;
   let hold: Promise<void> | null = null;
-  const proxy = net.createServer((c) => {
-    const up = net.connect(s.port, '127.0.0.1');
-    let seen = 0;
-    c.on('data', (d) => {
-      const first = seen === 0;
-      seen += d.length;
-      if (!cutOnce && seen > 3_000_000) {
-        cutOnce = true;
-        c.destroy();
-        up.destroy();
-        return;
-      }
-      up.write(d);
-      if (first && hold) {
-        c.pause();
-        void hold.then(() => c.resume());
-      }
-    });
-    up.on('data', (d) => c.write(d));
-    c.on('error', () => up.destroy());
-    up.on('error', () => c.destroy());
-    c.on('close', () => up.destroy());
-    up.on('close', () => c.destroy());
-  });
-  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
-  const via = { wsUrl: `ws://127.0.0.1:${(proxy.address() as net.AddressInfo).port}/sync` };
+  const cut = (_n: number, seen: number) => !cutOnce && seen > 3_000_000 && (cutOnce = true);
+  const proxy = await socketPipe({ to: () => s.port, cut, hold: () => hold });
   try {
     const data = fastRandomBytes(11, 8_000_000);
     const phases: string[] = [];
     // 1 MiB slices: the list goes out in parts, with Verdicts and Delta Bytes between them
-    const rep = await pushBytes(via, 'resumed.bin', data, { retries: 3, sliceBytes: 1 << 20, onProgress: (p) => phases.push(p) });
+    const rep = await pushBytes(proxy, 'resumed.bin', data, { retries: 3, sliceBytes: 1 << 20, onProgress: (p) => phases.push(p) });
     assert.ok(cutOnce && phases.includes('retrying'));
     assert.deepEqual(await s.stored('resumed.bin'), Buffer.from(data));
     // the second session started from the chunks the first one had written
@@ -338,7 +314,7 @@ test('a connection cut mid-upload: the client retries and the server resumes wit
         listOut();
       }
     };
-    const rep2 = await pushBytes(via, 'resumed.bin', edited, { retries: 3, onProgress });
+    const rep2 = await pushBytes(proxy, 'resumed.bin', edited, { retries: 3, onProgress });
     assert.ok(cutOnce && phases2.includes('retrying'));
     assert.deepEqual(await s.stored('resumed.bin'), Buffer.from(edited));
     assert.equal(rep2.version, 2);
@@ -407,39 +383,37 @@ test('hostile pushes against a known basis: refused with a clear code, nothing s
     assert.equal(n, ia.lengths.length);
     const known = { version: 1, root: ia.root };
     const list = [encode({ type: Msg.Checksums, fastfps: ib.fastfps, lengths: ib.lengths }), encode({ type: Msg.ChecksumsEnd, count: n, size: b.length })];
-    // chunk 0 alone: the chunks a Copies run covers need not be listed (the server takes them
-    // from the basis index)
+    // chunk 0 alone: the chunks a Copies run covers are not listed (the server takes them from
+    // the basis index)
     const list0 = encode({ type: Msg.Checksums, fastfps: ib.fastfps.subarray(0, 1), lengths: ib.lengths.subarray(0, 1) });
-    const copies = (...runs: [number, number, number][]) => encode({ type: Msg.Copies, first: Uint32Array.from(runs, (x) => x[0]), count: Uint32Array.from(runs, (x) => x[1]), basisFirst: Uint32Array.from(runs, (x) => x[2]) });
+    // Copies whose runs [listed, count, basisFirst] list b's chunks from `at` on before each run
+    const copies = (at: number, ...runs: [number, number, number][]) => {
+      const listed = runs.reduce((a, x) => a + x[0], 0);
+      return encode({ type: Msg.Copies, listed: Uint32Array.from(runs, (x) => x[0]), fastfps: ib.fastfps.slice(at, at + listed), lengths: ib.lengths.slice(at, at + listed), count: Uint32Array.from(runs, (x) => x[1]), basisFirst: Uint32Array.from(runs, (x) => x[2]) });
+    };
     const verdict = (root: Uint8Array) => encode({ type: Msg.Verdict, upTo: n, root, failed: [] }, 32);
     const first = encode({ type: Msg.Delta, indices: Uint32Array.of(0), chunks: [b.subarray(0, ib.lengths[0])] });
     const push = (extra: object, ...frames: Uint8Array[]) => raw(s.wsUrl, [hello('k', { size: b.length, ...extra }), ...frames]);
     const cases: [number, RegExp, object, Uint8Array[]][] = [
-      [ErrorCode.UnexpectedMessage, /Copies/, {}, [...list, copies([1, n - 1, 1])]],
-      // starting beyond the chunks listed; after the Verdict that judged those chunks
-      [ErrorCode.Inconsistent, /starts beyond the 0 chunks listed/, { known }, [copies([1, n - 1, 1]), ...list]],
-      [ErrorCode.Inconsistent, /starts beyond the 1 chunks listed/, { known }, [list0, copies([2, n - 2, 2])]],
+      [ErrorCode.UnexpectedMessage, /Copies/, {}, [list0, copies(1, [0, n - 1, 1])]],
+      // after the list's end
+      [ErrorCode.UnexpectedMessage, /Copies/, { known }, [...list, copies(n, [0, 1, 1])]],
       // listed by Copies and again by Checksums: the list goes on past the file's last, short chunk
-      [ErrorCode.Inconsistent, /below min/, { known }, [list0, copies([1, n - 1, 1]), encode({ type: Msg.Checksums, fastfps: ib.fastfps.subarray(1), lengths: ib.lengths.subarray(1) }), list[1]]],
-      // a client of the protocol version before (its Checksum List lists every chunk)
+      [ErrorCode.Inconsistent, /below min/, { known }, [list0, copies(1, [0, n - 1, 1]), encode({ type: Msg.Checksums, fastfps: ib.fastfps.subarray(1), lengths: ib.lengths.subarray(1) }), list[1]]],
+      // a client of the protocol version before (its Copies say where each run starts)
       [ErrorCode.Version, /version/, { version: PROTOCOL_VERSION - 1 }, [...list]],
-      [ErrorCode.Inconsistent, /below the Verdict's/, { known }, [...list, verdict(ib.root), copies([1, n - 1, 1])]],
-      [ErrorCode.Inconsistent, /below the Verdict's 3/, { known }, [...list, encode({ type: Msg.Verdict, upTo: 3, root: null, failed: [] }, 32), copies([2, n - 2, 2])]],
       // a Verdict that ends inside a run
-      [ErrorCode.Inconsistent, /ends inside token 0/, { known }, [...list, copies([1, n - 1, 1]), encode({ type: Msg.Verdict, upTo: 3, root: null, failed: [] }, 32)]],
-      [ErrorCode.Inconsistent, /is empty, overlaps/, { known }, [...list, copies([1, 0, 1])]],
-      [ErrorCode.Inconsistent, /is empty, overlaps/, { known }, [...list, copies([1, 2, 1], [2, 1, 2])]],
-      [ErrorCode.Inconsistent, /is empty, overlaps/, { known }, [...list, copies([1, n, 1])]],
-      [ErrorCode.Inconsistent, /is empty, overlaps/, { known }, [...list, copies([1, 1, n])]],
-      [ErrorCode.Inconsistent, /differs from basis chunk/, { known }, [...list, copies([1, 2, 2])]],
+      [ErrorCode.Inconsistent, /ends inside token 0/, { known }, [list0, copies(1, [0, n - 1, 1]), encode({ type: Msg.Verdict, upTo: 3, root: null, failed: [] }, 32)]],
+      [ErrorCode.Inconsistent, /is empty/, { known }, [list0, copies(1, [0, 0, 1])]],
+      [ErrorCode.Inconsistent, /ends beyond the basis/, { known }, [list0, copies(1, [0, n, 1])]],
+      [ErrorCode.Inconsistent, /ends beyond the basis/, { known }, [copies(0, [1, 1, n])]],
       [ErrorCode.UnknownBasis, /not the one the client knows/, { known: { version: 1, root: ib.root } }, []],
       [ErrorCode.UnknownBasis, /has no version 2/, { known: { version: 2, root: ia.root } }, []],
       [ErrorCode.Malformed, /with a push only/, { known, op: Op.Pull }, []],
-      [ErrorCode.Inconsistent, /differs from basis chunk 0/, { known }, [...list, copies([0, n, 0]), verdict(ib.root)]],
-      // chunk 0 claimed from the basis, with the basis' FastFp in the list (a FastFp may agree by
-      // chance): the root does not
-      [ErrorCode.VerifyFailed, /does not match/, { known }, [encode({ type: Msg.Checksums, fastfps: ia.fastfps, lengths: ib.lengths }), list[1], copies([0, n, 0]), verdict(ib.root)]],
-      [ErrorCode.VerifyFailed, /does not match/, { known }, [...list, copies([1, n - 1, 1]), verdict(ia.root), first]],
+      // chunk 0 claimed from the basis (the basis' length and FastFp, not the file's bytes): the
+      // root check refuses it
+      [ErrorCode.VerifyFailed, /does not match/, { known }, [copies(0, [0, n, 0]), list[1], verdict(ib.root)]],
+      [ErrorCode.VerifyFailed, /does not match/, { known }, [list0, copies(1, [0, n - 1, 1]), list[1], verdict(ia.root), first]],
     ];
     for (const [code, why, extra, frames] of cases) {
       const r = await push(extra, ...frames);
@@ -449,17 +423,17 @@ test('hostile pushes against a known basis: refused with a clear code, nothing s
     // the well-formed push of the same frames is stored
     const ws = await Connection.open(s.wsUrl, WebSocket as any);
     const done = await ws.session(async (conn) => {
-      for (const f of [hello('k', { size: b.length, known }), ...list, copies([1, n - 1, 1]), verdict(ib.root), first]) conn.ws.send(f);
+      for (const f of [hello('k', { size: b.length, known }), list0, copies(1, [0, n - 1, 1]), list[1], verdict(ib.root), first]) conn.ws.send(f);
       await conn.expect(Msg.Ready);
       return conn.expect(Msg.Result);
     });
     ws.close();
     assert.equal(done.version, 2);
     assert.deepEqual(await s.stored('k'), Buffer.from(b));
-    // and with only the chunk no run covers in the Checksum List, against version 1 again
+    // and with the chunk no run covers listed in the Copies, and two runs, against version 1 again
     const ws2 = await Connection.open(s.wsUrl, WebSocket as any);
     const done2 = await ws2.session(async (conn) => {
-      for (const f of [hello('k', { size: b.length, known }), list0, copies([1, n - 1, 1]), list[1], verdict(ib.root), first]) conn.ws.send(f);
+      for (const f of [hello('k', { size: b.length, known }), copies(0, [1, 1, 1], [0, n - 2, 2]), list[1], verdict(ib.root), first]) conn.ws.send(f);
       await conn.expect(Msg.Ready);
       return conn.expect(Msg.Result);
     });

@@ -11,8 +11,8 @@ import { encode } from '../../shared/src/codec.ts';
 import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION } from '../../shared/src/protocol.ts';
 import { fastRandomBytes } from '../../shared/src/testdata.ts';
 import { addUser } from '../src/auth.ts';
-import { errorAndClose, request, silentSockets } from './attacks.ts';
-import { pushBytes, testServer } from './helpers.ts';
+import { errorAndClose, request, silentSockets } from '../../harness/attacks.ts';
+import { pushBytes, testServer } from '../../harness/helpers.ts';
 
 /** A users file with alice and bob (passwords "alice-pw", "bob-pw"); returns it and their tokens. */
 function users() {

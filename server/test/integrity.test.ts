@@ -11,14 +11,14 @@ import { RemoteError } from '../../shared/src/conn.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
 import { loadConfig } from '../src/config.ts';
 import { startServer } from '../src/server.ts';
-import { Repo } from '../src/store.ts';
+import { Repo } from '../src/store/repo.ts';
 import type { Backend } from '../src/store/backend.ts';
 import { runCheck } from '../src/store/check.ts';
 import { unreferenced } from '../src/store/gc.ts';
 import { localBackend } from '../src/store/local.ts';
-import { download } from './trials.ts';
+import { download } from '../../harness/trials.ts';
 import { indexKey, segmentKey } from '../src/store/keys.ts';
-import { pullBytes, pushBytes } from './helpers.ts';
+import { pullBytes, pushBytes } from '../../harness/helpers.ts';
 import { indexIdOf } from './store-helpers.ts';
 
 async function serve(data: string) {

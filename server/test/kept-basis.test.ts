@@ -10,8 +10,10 @@ import { type Source, bufferSource } from '../../shared/src/chunk-index.ts';
 import { MemoryKnown, knownKey } from '../../shared/src/known.ts';
 import { EDIT_KINDS, Rng, applyEdits, fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
 import { push } from '../../shared/src/sync-client.ts';
+import { LIST_BATCH } from '../../shared/src/limits.ts';
+import { DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
 import WebSocket from 'ws';
-import { type TestServer, pushBytes, testServer } from './helpers.ts';
+import { type TestServer, pushBytes, testServer } from '../../harness/helpers.ts';
 
 let server: TestServer;
 before(async () => {
@@ -114,4 +116,31 @@ test('a file that changed after its push is not kept', async () => {
   assert.equal(k.version, rep.version);
   assert.equal(k.kept, undefined);
   assert.ok(k.fine, 'known still, with its finer cut');
+});
+
+test('a long new stretch, then many runs with chunks between them: the list goes as Checksums in batches and Copies that carry the chunks between runs, and the file is stored exactly', async () => {
+  // small chunks, so that the new stretch is more chunks than one message batches (LIST_BATCH)
+  const params = { ...DEFAULT_PARAMS, min: 64, avg: 256, max: 1024 };
+  const known = new MemoryKnown(1 << 30, undefined, true);
+  const v1 = fastRandomBytes(31, 4_500_000);
+  await pushBytes(server, 'kept/e.bin', v1, { known, params });
+  const v2 = v1.slice();
+  v2.set(fastRandomBytes(32, 3_300_000)); // ~10 000 new chunks
+  const r = new Rng(33);
+  for (let at = 3_400_000; at < v2.length; at += 2000 + r.int(8000)) v2[at] ^= 0xff;
+  const rep = await pushBytes(server, 'kept/e.bin', v2, { known, params, sliceBytes: 1 << 20 });
+  assert.equal(rep.knownVersion, 1, 'pushed against the kept version');
+  assert.deepEqual(await server.stored('kept/e.bin'), Buffer.from(v2));
+  assert.ok(rep.chunks > LIST_BATCH + 2000, `${rep.chunks} chunks`);
+  // the new stretch's chunks in the Checksum List (5–7 bytes each); the runs after it in
+  // Copies, a few bytes each with the changed chunk before each
+  assert.ok(rep.traffic.checksumList >= 5 * LIST_BATCH, `a list of ${rep.traffic.checksumList} bytes`);
+  assert.ok(rep.traffic.matchTokens < 20 * (rep.chunks - LIST_BATCH), `Copies of ${rep.traffic.matchTokens} bytes`);
+  // and the version after it, with a change in every slice, against it
+  const v3 = v2.slice();
+  for (let at = 100; at < v3.length; at += 300_000) v3[at] ^= 1;
+  const rep3 = await pushBytes(server, 'kept/e.bin', v3, { known, params, sliceBytes: 1 << 20 });
+  assert.equal(rep3.knownVersion, 2);
+  assert.deepEqual(await server.stored('kept/e.bin'), Buffer.from(v3));
+  assert.ok(rep3.traffic.checksumList + rep3.traffic.matchTokens < 2000, `list ${rep3.traffic.checksumList} B, Copies ${rep3.traffic.matchTokens} B for 14 small edits`);
 });

@@ -2,7 +2,7 @@
 // errors; its memory is printed (and recorded in bench/results/hardening.md).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { holdConnections } from './trials.ts';
+import { holdConnections } from '../../harness/trials.ts';
 
 test('2 000 open connections plus 50 active syncs', async () => {
   const { open, reports, metrics, after } = await holdConnections(2000, 50);

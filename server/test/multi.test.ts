@@ -3,16 +3,16 @@
 // other committed right after, and an upload cut off on one resumes on the other.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { RemoteError } from '../../shared/src/conn.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
-import { type Child, startChild } from './child.ts';
-import { pullBytes, pushBytes } from './helpers.ts';
-import { download, versionsOf } from './trials.ts';
+import { type Child, startChild } from '../../harness/child.ts';
+import { pullBytes, pushBytes } from '../../harness/helpers.ts';
+import { socketPipe } from '../../harness/pipe.ts';
+import { download, versionsOf } from '../../harness/trials.ts';
 
 async function two(data: string, flags: string[] = [], logs?: Record<string, unknown>[]): Promise<[Child, Child]> {
   return Promise.all([startChild(data, flags, logs && ((e) => logs.push(e))), startChild(data, flags, logs && ((e) => logs.push(e)))]);
@@ -61,33 +61,12 @@ test('an upload cut off on one process resumes on another', async () => {
   const logs: Record<string, unknown>[] = [];
   const servers = await two(data, [], logs);
   // a proxy that sends the first connection to server 0 and cuts it after 3 MB, later ones to server 1
-  let connections = 0;
-  const proxy = net.createServer((c) => {
-    const to = servers[Math.min(connections++, 1)];
-    const up = net.connect(Number(new URL(to.url).port), '127.0.0.1');
-    let seen = 0;
-    const first = connections === 1;
-    c.on('data', (d) => {
-      seen += d.length;
-      if (first && seen > 3_000_000) {
-        c.destroy();
-        up.destroy();
-        return;
-      }
-      up.write(d);
-    });
-    up.on('data', (d) => c.write(d));
-    c.on('error', () => up.destroy());
-    up.on('error', () => c.destroy());
-    c.on('close', () => up.destroy());
-    up.on('close', () => c.destroy());
-  });
-  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+  const proxy = await socketPipe({ to: (n) => Number(new URL(servers[Math.min(n, 1)].url).port), cut: (n, seen) => n === 0 && seen > 3_000_000 });
   try {
     const bytes = fastRandomBytes(11, 8_000_000);
-    const rep = await pushBytes({ wsUrl: `ws://127.0.0.1:${(proxy.address() as net.AddressInfo).port}/sync` }, 'resumed.bin', bytes, { retries: 3, sliceBytes: 1 << 20 });
+    const rep = await pushBytes(proxy, 'resumed.bin', bytes, { retries: 3, sliceBytes: 1 << 20 });
     assert.equal(rep.version, 1);
-    assert.ok(connections >= 2);
+    assert.ok(proxy.connections >= 2);
     assert.ok((await download(servers[0].url, 'resumed.bin')).equals(bytes));
     const done = logs.find((e) => e.op === 'push' && e.version === 1)!;
     assert.ok((done.resumedChunks as number) > 50, JSON.stringify(done));

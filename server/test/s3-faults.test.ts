@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import type { Backend } from '../src/store/backend.ts';
 import { s3Backend } from '../src/store/s3.ts';
-import { type Minio, startMinio } from './minio.ts';
+import { type Minio, startMinio } from '../../harness/minio.ts';
 
 interface Upstream {
   status: number;

@@ -8,9 +8,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { s3Backend } from '../src/store/s3.ts';
-import { type Child, startServe } from './child.ts';
-import { pullBytes, pushBytes } from './helpers.ts';
-import { freePort, type Minio, startMinio } from './minio.ts';
+import { type Child, startServe } from '../../harness/child.ts';
+import { pullBytes, pushBytes } from '../../harness/helpers.ts';
+import { freePort, type Minio, startMinio } from '../../harness/minio.ts';
 
 const root = new URL('../..', import.meta.url).pathname;
 const BUCKET = 'dsync';

@@ -14,9 +14,9 @@ import { addUser } from '../src/auth.ts';
 import { RECHECK_MS } from '../src/logins.ts';
 import { runCheck } from '../src/store/check.ts';
 import { runGc } from '../src/store/gc.ts';
-import { errorAndClose } from './attacks.ts';
-import { startServe } from './child.ts';
-import { testServer } from './helpers.ts';
+import { errorAndClose } from '../../harness/attacks.ts';
+import { startServe } from '../../harness/child.ts';
+import { testServer } from '../../harness/helpers.ts';
 
 /** One request on a connection of its own (a kept-alive one would stay with one worker). */
 function call(url: string, o: { method?: string; cookie?: string; body?: unknown } = {}) {

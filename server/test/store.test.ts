@@ -14,8 +14,8 @@ import { open } from 'node:fs/promises';
 import { decodeName, encodeName, fileHeadKey } from '../src/store/keys.ts';
 import { localBackend } from '../src/store/local.ts';
 import { createHash } from 'node:crypto';
-import { download, versionsOf } from './trials.ts';
-import { type TestServer, pullBytes, pushBytes, testServer } from './helpers.ts';
+import { download, versionsOf } from '../../harness/trials.ts';
+import { type TestServer, pullBytes, pushBytes, testServer } from '../../harness/helpers.ts';
 
 let server: TestServer;
 before(async () => (server = await testServer()));

@@ -18,8 +18,8 @@ import { push } from '../../shared/src/sync-client.ts';
 import { VersionSource, encodeVersion } from '../src/store.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { forgeIndex } from './store-helpers.ts';
-import { startChild } from './child.ts';
-import { type TestServer, pullBytes, pushBytes, testServer } from './helpers.ts';
+import { startChild } from '../../harness/child.ts';
+import { type TestServer, pullBytes, pushBytes, testServer } from '../../harness/helpers.ts';
 
 let server: TestServer;
 before(async () => {
@@ -46,19 +46,20 @@ function checkTraffic(rep: Awaited<ReturnType<typeof pushBytes>>, sliceBytes = R
   const t = rep.traffic;
   assert.equal(t.total, t.checksumList + t.matchTokens + t.basisChecksums + t.delta + t.control, 'traffic parts add up');
   assert.equal(rep.matchedBytes + rep.literalBytes, rep.size);
-  // Delta Bytes = literal bytes + 9 bytes per chunk + 5 per message; a refined chunk adds 4,
-  // and 5 per literal piece or 13 per copy, each at least one finer chunk (64 bytes) or the
-  // remainder at a chunk's ends
+  // Delta Bytes = literal bytes + at most 13 bytes per chunk (index, length and piece count, as
+  // varints) + 5 per message, and at most 13 per piece (its head and a copy's offset), each at
+  // least one finer chunk (64 bytes) or the remainder at a chunk's ends
   const messages = 1 + Math.ceil((rep.literalBytes + rep.refinedBytes) / (1 << 20)) + rep.chunks;
   const pieces = rep.refinedBytes ? 2 * Math.ceil((rep.literalBytes + rep.refinedBytes) / 64) + 2 * rep.chunks : 0;
   assert.ok(t.delta >= rep.literalBytes && t.delta <= rep.literalBytes + 13 * rep.chunks + 5 * messages + 13 * pieces, 'delta accounting');
   assert.ok(rep.refinedBytes <= rep.matchedBytes);
-  // the Checksum List: 8 bytes per chunk, 5 per Checksums message (one per slice read, and
-  // one for the tail), 13 for ChecksumsEnd
-  // (against a known basis only the chunks no Copies run covers, in a message per gap)
-  const lists = (t.checksumList - 8 * rep.chunks - 13) / 5;
-  if (known) assert.ok(t.checksumList >= 13 && t.checksumList <= 13 * (rep.chunks + 1), `Checksum List of ${t.checksumList} bytes`);
-  else assert.ok(Number.isInteger(lists) && lists >= Math.min(1, rep.chunks) && lists <= Math.ceil(rep.size / sliceBytes) + 1, `Checksum List of ${t.checksumList} bytes`);
+  // the Checksum List: a FastFp and a length (a varint of 1–3 bytes: chunks up to 64 KiB) per
+  // chunk, 2–4 bytes per Checksums message (one per slice read, and one for the tail), 13 for
+  // ChecksumsEnd (against a known basis only the chunks after a slice's last Copies run)
+  const entries = t.checksumList - 13;
+  const lists = Math.ceil(rep.size / sliceBytes) + 1;
+  if (known) assert.ok(t.checksumList >= 13 && t.checksumList <= 13 + 7 * rep.chunks + 4 * lists, `Checksum List of ${t.checksumList} bytes`);
+  else assert.ok(entries >= 5 * rep.chunks + 2 * Math.min(1, rep.chunks) && entries <= 7 * rep.chunks + 4 * lists, `Checksum List of ${t.checksumList} bytes`);
   assert.ok(t.wire > 0);
   for (const v of Object.values(rep.timeMs)) assert.ok(v >= 0);
 }
@@ -482,15 +483,14 @@ test('a client that knows the basis pushes against it in one round trip: random 
     assert.equal(rep.version, version);
     assert.deepEqual(await server.stored(name), Buffer.from(cur), `step ${step}`);
     assert.equal(rep.knownVersion, before, 'pushed against the version it knew');
-    // Copies messages (5 bytes each, 12 per run), no Basis Checksums; the chunks the runs cover
-    // are not in the Checksum List (8 bytes per chunk listed, 5 per message, 13 for its end):
-    // with most of the file in runs, the list is shorter than all chunks'; the Delta Bytes
+    // Copies messages (2–4 bytes each, 3–13 per run, and 5–7 per chunk listed before a run), no
+    // Basis Checksums; the chunks the runs cover are listed by no one: with most of the file in
+    // runs, the list and the Copies are shorter than all chunks' entries; the Delta Bytes
     // refined against the finer cut
     assert.equal(rep.traffic.basisChecksums, 0);
     const copies = rep.traffic.matchTokens;
-    const runs = (m: number) => (copies - 5 * m) / 12;
-    assert.ok(Array.from({ length: Math.floor(copies / 17) }, (_, i) => i + 1).some((m) => Number.isInteger(runs(m)) && runs(m) >= m), `Copies of ${copies} bytes`);
-    if (rep.literalBytes + rep.refinedBytes < rep.size / 2) assert.ok(rep.traffic.checksumList < 8 * rep.chunks, `a list of ${rep.traffic.checksumList} bytes for ${rep.chunks} chunks, most of the file in Copies runs`);
+    assert.ok(copies >= 2 + 3 && copies <= 4 + 20 * rep.chunks, `Copies of ${copies} bytes`);
+    if (rep.literalBytes + rep.refinedBytes < rep.size / 2) assert.ok(rep.traffic.checksumList + copies < 5 * rep.chunks, `a list of ${rep.traffic.checksumList} bytes and Copies of ${copies} for ${rep.chunks} chunks, most of the file in Copies runs`);
     checkTraffic(rep, READ_SLICE, true);
     if (rep.refinedBytes > 0) refined++;
     assert.equal(known.get(knownKey(server.wsUrl, name))!.version, version, 'the pushed version is now the known one');

@@ -1,7 +1,25 @@
 /**
- * The byte-level reader and writer the codec (codec.ts) builds and parses frames with.
+ * The byte-level reader and writer the codec (codec.ts) builds and parses frames with: fixed
+ * little-endian fields, and varints (LEB128: 7 bits a byte, low bits first, the high bit set
+ * on every byte but the last) of values up to 2^53 − 1, for lengths, counts and offsets that
+ * are mostly small.
  */
 import { ErrorCode, ProtocolError } from './protocol.ts';
+
+/** Bytes of the varint of `v` (0 ≤ v ≤ 2^53 − 1): at most 8. */
+export function varintSize(v: number): number {
+  let n = 1;
+  while (v >= 128) {
+    v = Math.floor(v / 128);
+    n++;
+  }
+  return n;
+}
+
+/** A signed value as an unsigned one for a varint, small magnitudes small: 0, −1, 1, −2 … →
+ *  0, 1, 2, 3 … */
+export const zigzag = (v: number): number => (v >= 0 ? 2 * v : -2 * v - 1);
+export const unzigzag = (z: number): number => (z % 2 === 0 ? z / 2 : -(z + 1) / 2);
 
 /** Writes little-endian fields into a frame of a known size. */
 export class Writer {
@@ -29,6 +47,14 @@ export class Writer {
     if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`u64 field out of range: ${v}`);
     this.view.setBigUint64(this.pos, BigInt(v), true);
     this.pos += 8;
+  }
+  varint(v: number) {
+    if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`varint out of range: ${v}`);
+    while (v >= 128) {
+      this.buf[this.pos++] = (v % 128) | 128;
+      v = Math.floor(v / 128);
+    }
+    this.buf[this.pos++] = v;
   }
   bytes(b: Uint8Array) {
     this.buf.set(b, this.pos);
@@ -79,6 +105,26 @@ export class Reader {
     this.pos += 8;
     if (v > BigInt(Number.MAX_SAFE_INTEGER)) throw malformed(`${what} exceeds 2^53-1`);
     return Number(v);
+  }
+  /** A varint of at most 8 bytes, ≤ 2^53 − 1, in its shortest form (else Malformed). */
+  varint(what: string): number {
+    let v = 0;
+    for (let k = 0, scale = 1; ; k++, scale *= 128) {
+      const b = this.u8(what);
+      v += (b & 127) * scale;
+      if (b < 128) {
+        if (k > 0 && b === 0) throw malformed(`${what}: a varint not in its shortest form`);
+        if (v > Number.MAX_SAFE_INTEGER) throw malformed(`${what} exceeds 2^53-1`);
+        return v;
+      }
+      if (k === 7) throw malformed(`${what}: a varint of more than 8 bytes`);
+    }
+  }
+  /** A varint count of at most `max`. */
+  varCount(max: number, what: string): number {
+    const n = this.varint(what);
+    if (n > max) throw malformed(`${what} ${n} exceeds the limit ${max}`);
+    return n;
   }
   bytes(n: number, what: string): Uint8Array {
     this.need(n, what);

@@ -62,6 +62,9 @@ export const MAX_ENTRIES_PER_MESSAGE = 65536;
 /** Longest label a client gives itself (`/sync?client=…`), kept with the versions it pushes:
  *  room for "Chrome on Android" or "dsync on <hostname>", not for a payload. */
 export const MAX_CLIENT_LABEL = 64;
+/** Where a copy piece of a Delta chunk ends, at most: an offset in a file (MAX_FILE_SIZE is far
+ *  below), and low enough that its offset relative to the copy before fits a varint (2^53). */
+export const COPY_END_MAX = 2 ** 52;
 export const DEFAULT_LIMITS: Limits = { maxNameBytes: MAX_NAME_BYTES, maxEntriesPerMessage: MAX_ENTRIES_PER_MESSAGE };
 
 /** Chunks of one failed Match Token a sender splits at most: its Split Hashes carry one hash

@@ -106,11 +106,15 @@ export interface BasisChecksums {
   /** the first 8 bytes of each chunk's strong hash, 8n bytes */
   prefixes: Uint8Array;
 }
-/** A push against a known basis: the sender's own Match Tokens, each saying that target chunks
- *  [first, first + count) are the known version's chunks [basisFirst, basisFirst + count). */
+/** A push against a known basis: the sender's own Match Tokens, each saying that the next
+ *  `count` target chunks are the known version's chunks [basisFirst, basisFirst + count), each
+ *  run after `listed` chunks of the Checksum List (their FastFps and lengths the next ones of
+ *  `fastfps` and `lengths`). */
 export interface Copies {
   type: typeof Msg.Copies;
-  first: Uint32Array;
+  listed: Uint32Array;
+  fastfps: Uint32Array;
+  lengths: Uint32Array;
   count: Uint32Array;
   basisFirst: Uint32Array;
 }

@@ -5,7 +5,7 @@
 
 import { CHUNK_SIZE_RANGES } from './limits.ts';
 
-export const PROTOCOL_VERSION = 6;
+export const PROTOCOL_VERSION = 7;
 
 /** Message type codes (the first byte of every binary frame). */
 export const Msg = {

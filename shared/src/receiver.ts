@@ -4,7 +4,7 @@
  * does. It takes the sender's Checksum List, matches it against the basis (matcher.ts) and
  * answers with Match Tokens, listing the basis stretches between them cut finer first (Basis
  * Checksums, refine.ts); it answers Split Requests, takes each Verdict and the Delta Bytes
- * below it, rebuilds target = basis + delta in order into a sink (sink.ts), verifies the root
+ * below it (delta-receiver.ts), rebuilds target = basis + delta in order into a sink (sink.ts), verifies the root
  * and commits, then sends the Result.
  *
  * One loop reads every message in order: the rebuild asks for the next Verdict or Delta, and
@@ -15,9 +15,10 @@
 import { giveBuffers, takeBuffer } from './buffers.ts';
 import { ChecksumList, checkChecksums, grown, listDigest } from './checksum-list.ts';
 import { type ChunkIndex, equalBytes, offsetsOf, runHash } from './chunk-index.ts';
-import { type Checksums, type ChecksumsEnd, type Copies, type Delta, type Message, type SplitRequest, type Verdict, chunkLength } from './messages.ts';
+import { DeltaReceiver } from './delta-receiver.ts';
+import type { Checksums, ChecksumsEnd, Copies, Message, SplitRequest, Verdict } from './messages.ts';
 import { type Conn, ConnectionLost } from './conn.ts';
-import { COPY_STRETCH, DELTA_MESSAGE_BYTES, LIST_BATCH } from './limits.ts';
+import { COPY_STRETCH, LIST_BATCH } from './limits.ts';
 import { type Run, WeakMatcher, matchRuns } from './matcher.ts';
 import { type ChunkParams, ErrorCode, Msg, ProtocolError, hashLength, inconsistent as bad } from './protocol.ts';
 import { BasisListing } from './refine.ts';
@@ -70,16 +71,11 @@ class Receiver {
   /** tokens below this may not be asked for again */
   private splitFrom = 0;
   private root: Uint8Array | null = null;
-  /** the Delta message being taken, and its next chunk */
-  private delta: Delta | null = null;
-  private deltaAt = 0;
+  /** Phase 3's Delta Bytes, taken message by message */
+  private readonly deltas = new DeltaReceiver();
   /** what contiguous basis stretches are read into */
   private stretchBuffer: Uint8Array | null = null;
-  /** what consecutive Delta chunks are joined into, to hash them in one call */
-  private joinBuffer: Uint8Array | null = null;
   private matchedBytes = 0;
-  private literalBytes = 0;
-  private refinedBytes = 0;
 
   constructor(
     private conn: Conn,
@@ -119,7 +115,8 @@ class Receiver {
       throw e;
     } finally {
       // no read into them is running: every read was awaited
-      giveBuffers([this.stretchBuffer, this.joinBuffer, ...(this.listing?.buffers() ?? [])].filter((b): b is Uint8Array => !!b));
+      giveBuffers([this.stretchBuffer, ...(this.listing?.buffers() ?? [])].filter((b): b is Uint8Array => !!b));
+      this.deltas.close();
     }
   }
 
@@ -143,7 +140,7 @@ class Receiver {
   private async next<T extends Message['type']>(...types: T[]): Promise<Extract<Message, { type: T }>> {
     for (;;) {
       const also: Message['type'][] = this.state === 'checksums' ? [Msg.Checksums, Msg.ChecksumsEnd] : [];
-      if (this.known) also.push(Msg.Copies);
+      if (this.known && this.state === 'checksums') also.push(Msg.Copies);
       const m: Message = await this.conn.expect<Message['type']>(...also, ...types);
       switch (m.type) {
         case Msg.Checksums:
@@ -232,28 +229,21 @@ class Receiver {
     if (this.known) this.frontier = list.count; // a Verdict may judge every chunk listed
   }
 
-  /** A known basis: the sender's own Match Tokens. Chunks of a run beyond those listed so far
-   *  are listed by it, with the lengths and FastFps of the basis chunks; those listed before
-   *  it are checked against the basis index (the root check at the end covers the bytes;
-   *  lengths and FastFps must agree here, as a weak match's do). */
+  /** A known basis: the sender's own Match Tokens, each after the chunks of the list before
+   *  it. A run lists its chunks with the lengths and FastFps of the basis chunks (the root check
+   *  at the end covers the bytes). */
   private onCopies(m: Copies): void {
     const { list, runs } = this;
     const b = this.basis!.index;
-    for (let k = 0; k < m.first.length; k++) {
-      const first = m.first[k];
+    for (let k = 0, at = 0; k < m.count.length; at += m.listed[k], k++) {
+      if (m.listed[k]) this.appendList({ lengths: m.lengths.subarray(at, at + m.listed[k]), fastfps: m.fastfps.subarray(at, at + m.listed[k]) });
+      const first = list.count;
       const count = m.count[k];
       const from = m.basisFirst[k];
-      const prev = runs[runs.length - 1];
-      if (count === 0 || (prev && first < prev.first + prev.count) || first < this.judgedTo || first > list.count || from + count > b.lengths.length) {
-        throw bad(`copy ${runs.length} [${first}, +${count}) from basis chunk ${from} is empty, overlaps, lies below the Verdict's ${this.judgedTo}, starts beyond the ${list.count} chunks listed, or ends beyond the basis' ${b.lengths.length}`);
+      if (count === 0 || from + count > b.lengths.length) {
+        throw bad(`copy ${runs.length} [${first}, +${count}) from basis chunk ${from} is empty or ends beyond the basis' ${b.lengths.length} chunks`);
       }
-      const listed = Math.min(count, list.count - first);
-      if (listed < count) this.appendList({ lengths: b.lengths.subarray(from + listed, from + count), fastfps: b.fastfps.subarray(from + listed, from + count) });
-      for (let j = 0; j < count; j++) {
-        if (list.lengths[first + j] !== b.lengths[from + j] || list.fastfps[first + j] !== b.fastfps[from + j]) {
-          throw bad(`copy ${runs.length}: target chunk ${first + j} differs from basis chunk ${from + j} in length or FastFp`);
-        }
-      }
+      this.appendList({ lengths: b.lengths.subarray(from, from + count), fastfps: b.fastfps.subarray(from, from + count) });
       this.addRuns([{ first, count, basisFirst: from }]);
     }
   }
@@ -342,8 +332,7 @@ class Receiver {
     for (;;) {
       const i = this.rebuiltTo;
       if (i >= this.judgedTo) {
-        const d = this.delta;
-        if (d && this.deltaAt !== d.indices.length) throw bad(`Delta Bytes carry chunk ${d.indices[this.deltaAt]}, not below the verdict's ${this.judgedTo}`);
+        this.deltas.checkTaken(this.judgedTo);
         if (this.root && i === this.list.count) return;
         await this.nextVerdict();
       } else if (this.copyFrom[i] >= 0) await this.copyStretch(i);
@@ -386,69 +375,24 @@ class Receiver {
     this.rebuiltTo = j;
   }
 
-  /**
-   * Takes the consecutive Delta chunks from chunk i on that the current Delta message holds
-   * (up to DELTA_MESSAGE_BYTES) and writes them as one run: one wasm call hashes them four at
-   * a time (blake3_lanes.rs). A refined chunk is put together from its pieces: literal bytes
-   * and copies of the basis.
-   */
+  /** Takes the Delta chunks from chunk i on that the current Delta message holds (the next
+   *  one, if it is taken; delta-receiver.ts) and writes them as one run: one wasm call hashes
+   *  them four at a time (blake3_lanes.rs). */
   private async takeDelta(i: number): Promise<void> {
-    if (!this.delta || this.deltaAt === this.delta.indices.length) {
-      this.delta = await this.next(Msg.Delta);
-      this.deltaAt = 0;
-      if (this.delta.indices.length === 0) throw bad('empty Delta message');
+    const { deltas } = this;
+    if (deltas.taken) {
+      deltas.open(await this.next(Msg.Delta));
       this.listing?.middles.reached(i);
     }
-    const { list, copyFrom } = this;
-    const d = this.delta;
-    const from = this.deltaAt;
-    let j = i;
-    let bytes = 0;
-    let whole = true; // every chunk is plain bytes
-    while (this.deltaAt < d.indices.length && d.indices[this.deltaAt] === j && j < this.judgedTo && copyFrom[j] < 0) {
-      const c = d.chunks[this.deltaAt];
-      const length = chunkLength(c);
-      if (j > i && bytes + length > DELTA_MESSAGE_BYTES) break;
-      if (length !== list.lengths[j]) throw bad(`Delta chunk ${j} is ${length} bytes, the Checksum List says ${list.lengths[j]}`);
-      if (!(c instanceof Uint8Array)) whole = false;
-      bytes += length;
-      this.deltaAt++;
-      j++;
-    }
-    if (j === i) throw bad(`Delta Bytes sent chunk ${d.indices[this.deltaAt]}, expected chunk ${i}`);
-    let run = d.chunks[from] as Uint8Array;
-    if (j - i > 1 || !whole) {
-      run = bytes <= DELTA_MESSAGE_BYTES ? (this.joinBuffer ??= takeBuffer(DELTA_MESSAGE_BYTES)).subarray(0, bytes) : new Uint8Array(bytes);
-      await this.join(d, from, this.deltaAt, run);
-    } else this.literalBytes += bytes;
-    await this.put(i, j, run);
-    this.rebuiltTo = j;
-  }
-
-  /** Puts the Delta chunks [from, to) of `d` one after another into `run`: literal pieces as
-   *  they are, copies from the basis. */
-  private async join(d: Delta, from: number, to: number, run: Uint8Array): Promise<void> {
-    let o = 0;
-    for (let k = from; k < to; k++) {
-      const c = d.chunks[k];
-      for (const p of c instanceof Uint8Array ? [c] : c) {
-        if (p instanceof Uint8Array) {
-          run.set(p, o);
-          this.literalBytes += p.length;
-        } else {
-          if (!this.listing) throw bad('a Delta chunk copies basis bytes, and there is no basis');
-          run.set(await this.listing.copy(p), o);
-          this.listing.middles.copy(d.indices[k], p.offset, p.length);
-          this.refinedBytes += p.length;
-        }
-        o += p.length;
-      }
-    }
+    const { end, run } = await deltas.take(i, this.list.lengths, (j) => j < this.judgedTo && this.copyFrom[j] < 0, this.listing);
+    await this.put(i, end, run);
+    this.rebuiltTo = end;
   }
 
   /** Verifies the root, commits and sends the Result. */
   private async commit(): Promise<ReceiveOutcome> {
     const { list, H, algo } = this;
+    const { literalBytes, refinedBytes } = this.deltas;
     const n = list.count;
     const hashes = list.hashes.slice(0, n * H);
     const index: ChunkIndex = { params: this.params, algo, size: list.size, lengths: list.lengths.slice(0, n), fastfps: list.fastfps.slice(0, n), hashes, root: runHash(algo, hashes, 0, n) };
@@ -461,10 +405,10 @@ class Receiver {
     return {
       index,
       version,
-      matchedBytes: this.matchedBytes + this.refinedBytes,
-      refinedBytes: this.refinedBytes,
+      matchedBytes: this.matchedBytes + refinedBytes,
+      refinedBytes,
       refineListed: this.listing?.listed ?? 0,
-      literalBytes: this.literalBytes,
+      literalBytes,
       tokens: this.runs.length,
       resumedChunks: this.resumeFrom,
     };

@@ -12,27 +12,23 @@
  *
  * The phases overlap: the Delta Bytes of the file's start go out while its end is still being
  * chunked. One loop (`run`) does the work in this order of priority: send the next Delta
- * message of what is judged while the socket takes it (the wire is what a large change waits
- * for); judge the next part the receiver has declared final and send its Verdict; take the
+ * message of what is judged while the socket takes it (delta-sender.ts; the wire is what a large
+ * change waits for); judge the next part the receiver has declared final and send its Verdict; take the
  * next part of the Checksum List (a client chunks and hashes its next slice here) and send it;
  * else wait for room in the socket or for Match Tokens, which a second strand (`readTokens`)
  * reads meanwhile, one handler per message.
  */
 import { BasisChecksumTable, type Refiner } from './basis-checksums.ts';
-import { giveBuffers, takeBuffer } from './buffers.ts';
 import { ChecksumList, grown } from './checksum-list.ts';
 import { type ListPart, type Source, equalBytes, runHash } from './chunk-index.ts';
-import type { BasisChecksums, Failed, Piece, Result, Tokens, TokensEnd } from './messages.ts';
+import { DeltaSender, type Judged } from './delta-sender.ts';
+import type { BasisChecksums, Failed, Result, Tokens, TokensEnd } from './messages.ts';
 import type { Conn } from './conn.ts';
 import { DELTA_MESSAGE_BYTES, DELTA_RUN_BYTES, LIST_BATCH, MAX_SPLIT_CHUNKS, SPLIT_THRESHOLD } from './limits.ts';
 import { KnownMatcher } from './matcher.ts';
 import { ErrorCode, Msg, ProtocolError, hashLength, inconsistent as bad } from './protocol.ts';
 import type { SendOutcome, SenderOptions, TargetList } from './session-options.ts';
 import { TokenList } from './token-list.ts';
-
-/** Runs of lacking chunks this long or longer are sent whole as Delta Runs, their edges unrefined
- *  (`Sender.edge`). */
-const REFINE_RUN_MAX = 128 << 10;
 
 /** Runs the sender's side of Phases 1–3 for `target` (whose bytes `source` reads). */
 export async function sendTarget(conn: Conn, algo: number, target: TargetList, source: Source, opts: SenderOptions = {}): Promise<SendOutcome> {
@@ -46,11 +42,11 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
  */
 export type ListState = 'listing' | 'listed' | 'complete';
 
-class Sender {
+class Sender implements Judged {
   private readonly H: number;
   private readonly list: ChecksumList;
   /** per chunk: 1 once the receiver has it (a confirmed token, a split chunk, resumed) */
-  private held = new Uint8Array(0);
+  held = new Uint8Array(0);
   private listState: ListState = 'listing';
   private tokensEnded = false;
   private readonly tokens = new TokenList();
@@ -66,22 +62,15 @@ class Sender {
   private readonly table: Refiner;
   private readonly known: KnownMatcher | null;
   /** chunks below this are judged (a Verdict sent) */
-  private judgedTo = 0;
-  /** chunks below this are judged and sent: the Delta Bytes of [sentTo, judgedTo) are due */
-  private sentTo = 0;
+  judgedTo = 0;
+  /** Phase 3's Delta Bytes of what is judged */
+  private readonly delta: DeltaSender;
   /** the first token not judged yet */
   private nextToken = 0;
   /** sent with the last Verdict */
   private root: Uint8Array | null = null;
-  private literalBytes = 0;
-  private refinedBytes = 0;
   private failedTokens = 0;
   private readonly splitThreshold: number;
-  private readonly maxMessage: number;
-  /** the same for a Delta Run */
-  private readonly maxRun: number;
-  /** what a Delta message's chunks are read into, reused from message to message */
-  private deltaBuffer: Uint8Array | null = null;
   /** the list's parts: the next one is asked for ahead and taken when it is there */
   private readonly parts: AsyncIterator<ListPart>;
   private asked: Promise<void> | null = null;
@@ -101,8 +90,7 @@ class Sender {
     this.table = opts.basisChecksums ?? new BasisChecksumTable(algo);
     this.known = opts.known ? new KnownMatcher(opts.known, this.H) : null;
     this.splitThreshold = opts.splitThreshold ?? SPLIT_THRESHOLD;
-    this.maxMessage = opts.deltaMessageBytes ?? DELTA_MESSAGE_BYTES;
-    this.maxRun = opts.deltaMessageBytes ?? DELTA_RUN_BYTES;
+    this.delta = new DeltaSender(conn, this.list, source, this.table, opts.deltaMessageBytes ?? DELTA_MESSAGE_BYTES, opts.deltaMessageBytes ?? DELTA_RUN_BYTES, this);
     this.parts = target.parts[Symbol.asyncIterator]();
   }
 
@@ -115,7 +103,7 @@ class Sender {
     } finally {
       // stops the chunking and frees its buffers (after a read still running, if one is)
       if (this.listState !== 'complete') void this.parts.return?.(undefined)?.catch(() => {});
-      if (this.deltaBuffer) giveBuffers([this.deltaBuffer]); // every read into it was awaited
+      this.delta.close(); // every read into its buffer was awaited
     }
     this.opts.onDeltaSent?.();
     return this.finish(await this.conn.expect(Msg.Result));
@@ -145,11 +133,10 @@ class Sender {
     for (;;) {
       if (this.failure) throw this.failure;
       if (this.tokensEnded && !this.resumed) this.resume();
-      while (this.sentTo < this.judgedTo && this.held[this.sentTo]) this.sentTo++;
-      const due = this.sentTo < this.judgedTo;
+      const due = this.delta.due();
       // 1. Delta Bytes, while the socket takes them
       if (due && this.conn.hasRoom()) {
-        await this.sendDelta();
+        await this.delta.send();
         continue;
       }
       if (!due && this.root) return;
@@ -169,7 +156,7 @@ class Sender {
         // no one)
         if (r || this.listState === 'listing' && this.list.size >= this.target.size) await this.takePart(r);
         if ((this.listState as ListState) !== 'complete') this.askNext();
-        if (!r) await this.idle(this.sentTo < this.judgedTo ? 2 : undefined);
+        if (!r) await this.idle(this.delta.sentTo < this.judgedTo ? 2 : undefined);
         continue;
       }
       // 4. wait for room in the socket, or for Match Tokens
@@ -183,7 +170,7 @@ class Sender {
     this.resumed = true;
     this.held.fill(1, 0, this.resumeFrom);
     this.judgedTo = Math.max(this.judgedTo, this.resumeFrom);
-    this.sentTo = Math.max(this.sentTo, this.resumeFrom);
+    this.delta.sentTo = Math.max(this.delta.sentTo, this.resumeFrom);
   }
 
   private confirmed(k: number): boolean {
@@ -262,22 +249,38 @@ class Sender {
   /**
    * Against a known basis, lists the chunks below `upTo` (hashed, and matched for good): each
    * run of them found in the basis as a Copies run, the receiver taking their lengths and
-   * FastFps from the basis index, and only the chunks between runs as Checksums.
+   * FastFps from the basis index, with the chunks before it that no run covers; the chunks
+   * after the last run as Checksums.
    */
   private async listKnown(upTo: number): Promise<void> {
-    const t = this.tokens;
-    while (this.listedTo < upTo) {
-      const k = this.copiesSent;
-      const run = k < t.length && t.first[k] < upTo;
-      const next = run ? t.first[k] : upTo;
-      await this.sendChecksums(this.listedTo, next);
-      this.listedTo = next;
-      if (!run) break;
-      let j = k + 1;
-      while (j < t.length && j - k < LIST_BATCH && t.first[j] === t.end(j - 1)) j++; // runs that follow each other go in one message
-      await this.conn.send({ type: Msg.Copies, first: Uint32Array.from(t.first.slice(k, j)), count: Uint32Array.from(t.count.slice(k, j)), basisFirst: Uint32Array.from(t.basisFirst.slice(k, j)) }, { wait: false });
-      this.copiesSent = j;
-      this.listedTo = t.end(j - 1);
+    const { tokens: t, list } = this;
+    const next = () => (this.copiesSent < t.length && t.first[this.copiesSent] < upTo ? t.first[this.copiesSent] : -1);
+    while (next() >= 0) {
+      // a long stretch without runs goes as Checksums, in batches
+      if (next() - this.listedTo >= LIST_BATCH) {
+        await this.sendChecksums(this.listedTo, next());
+        this.listedTo = next();
+      }
+      const from = this.listedTo;
+      const listed: number[] = [];
+      const count: number[] = [];
+      const basisFirst: number[] = [];
+      while (next() >= 0 && next() - from < LIST_BATCH && listed.length < LIST_BATCH) {
+        const k = this.copiesSent++;
+        listed.push(t.first[k] - this.listedTo);
+        count.push(t.count[k]);
+        basisFirst.push(t.basisFirst[k]);
+        this.listedTo = t.end(k);
+      }
+      const chunks: number[] = [];
+      for (let k = 0, at = from; k < listed.length; at += listed[k] + count[k], k++) for (let i = at; i < at + listed[k]; i++) chunks.push(i);
+      const fastfps = Uint32Array.from(chunks, (i) => list.fastfps[i]);
+      const lengths = Uint32Array.from(chunks, (i) => list.lengths[i]);
+      await this.conn.send({ type: Msg.Copies, listed: Uint32Array.from(listed), fastfps, lengths, count: Uint32Array.from(count), basisFirst: Uint32Array.from(basisFirst) }, { wait: false });
+    }
+    if (this.listedTo < upTo) {
+      await this.sendChecksums(this.listedTo, upTo);
+      this.listedTo = upTo;
     }
   }
 
@@ -357,7 +360,7 @@ class Sender {
   }
 
   // -------------------------------------------------------------------------------------------
-  // Phase 3
+  // Phase 3: the Verdicts (the Delta Bytes below them are delta-sender.ts's)
 
   /**
    * Confirms each token below `end` by its run hash (splitting large failed ones, a round trip
@@ -409,119 +412,18 @@ class Sender {
     return failed;
   }
 
-  /**
-   * Sends the next Delta message: the chunks the receiver lacks from `sentTo` on, below
-   * `judgedTo`, up to maxMessage bytes (at least one chunk), read in one go per run into one
-   * buffer, reused from message to message (the message is encoded, a copy, before `send`
-   * resolves). Chunks the receiver listed basis bytes for are refined (refine.ts).
-   */
-  private async sendDelta(): Promise<void> {
-    // Refining reads the bytes into JavaScript. Where the source can send slices unread (Delta
-    // Runs), it is worth it once the receiver has listed basis bytes, and then only for the
-    // chunks at the edges of a short run of lacking ones, where an edit's old bytes may go on
-    // inside a chunk and are a large part of the run: the chunks inside such a run are new
-    // bytes and go as Delta Runs, and so does a long run whole (`edge`).
-    let edges: boolean | undefined;
-    if (this.source.blobSlice) {
-      if (!this.table.count) return this.sendDeltaRun();
-      while (this.sentTo < this.judgedTo && this.held[this.sentTo]) this.sentTo++;
-      if (this.sentTo < this.judgedTo && !this.edge(this.sentTo)) return this.sendDeltaRun(false);
-      edges = true;
-    }
-    const { list, maxMessage } = this;
-    const indices: number[] = [];
-    const chunks: (Uint8Array | Piece[])[] = [];
-    let bytes = 0;
-    while (this.sentTo < this.judgedTo) {
-      const j = this.runEnd(bytes, edges);
-      const from = this.sentTo;
-      if (j === from) break; // this message is full
-      const length = list.offsets[j] - list.offsets[from];
-      if (!this.deltaBuffer || this.deltaBuffer.length < bytes + length) {
-        if (bytes) break; // (a single chunk above maxMessage goes alone)
-        if (this.deltaBuffer) giveBuffers([this.deltaBuffer]);
-        this.deltaBuffer = takeBuffer(Math.max(maxMessage, length));
-      }
-      const run = await this.source.read(list.offsets[from], length, this.deltaBuffer.subarray(bytes));
-      if (run.length !== length) throw new Error('the file changed size while syncing');
-      const ends: number[] = [];
-      for (let k = from; k < j; k++) {
-        indices.push(k);
-        ends.push(list.offsets[k + 1] - list.offsets[from]);
-      }
-      if (this.table.count) {
-        // copy what the receiver listed of its basis instead of sending it
-        const refined = this.table.refine(run, ends);
-        chunks.push(...refined.chunks);
-        this.refinedBytes += refined.copied;
-        this.literalBytes -= refined.copied;
-      } else for (let k = 0; k < ends.length; k++) chunks.push(run.subarray(k ? ends[k - 1] : 0, ends[k]));
-      bytes += length;
-      this.sentTo = j;
-    }
-    if (indices.length) await this.conn.send({ type: Msg.Delta, indices: Uint32Array.from(indices), chunks });
-    this.literalBytes += bytes;
-  }
-
-  /** Skips the held chunks from `sentTo` on; returns where the run of lacking chunks from
-   *  there (only edge chunks, or none, if `edges` is given) ends in a message of at most
-   *  `maxMessage` bytes that holds `bytes` so far (`sentTo`: the message is full). */
-  private runEnd(bytes: number, edges?: boolean, maxMessage = this.maxMessage): number {
-    const { list } = this;
-    while (this.sentTo < this.judgedTo && this.held[this.sentTo]) this.sentTo++;
-    const from = this.sentTo;
-    let j = from;
-    while (j < this.judgedTo && !this.held[j] && (edges === undefined || this.edge(j) === edges) && (bytes + list.offsets[j + 1] - list.offsets[from] <= maxMessage || (j === from && bytes === 0))) j++;
-    return j;
-  }
-
-  /** Whether lacking chunk k is at an edge of its run of lacking chunks (or of what is judged),
-   *  and the run (as far as it is judged) is shorter than REFINE_RUN_MAX. In a longer run, the
-   *  old bytes its edge chunks may hold are a small part of it (about an average chunk at each
-   *  end), which refining would save at the cost of reading them apart (bench/results/page-vs-cli.md). */
-  private edge(k: number): boolean {
-    const { held, judgedTo } = this;
-    if (!(k === 0 || held[k - 1] === 1 || k + 1 >= judgedTo || held[k + 1] === 1)) return false;
-    const off = this.list.offsets;
-    let a = k;
-    let b = k + 1;
-    while (a > 0 && !held[a - 1] && off[b] - off[a] < REFINE_RUN_MAX) a--;
-    while (b < judgedTo && !held[b] && off[b] - off[a] < REFINE_RUN_MAX) b++;
-    return off[b] - off[a] < REFINE_RUN_MAX;
-  }
-
-  /** Sends the next Delta message as a Delta Run: its runs of chunks (only those inside runs
-   *  of lacking chunks, with `edges` false) go as slices of the source, which the socket reads
-   *  itself (conn.sendDeltaRun). */
-  private async sendDeltaRun(edges?: boolean): Promise<void> {
-    const { list, source } = this;
-    const indices: number[] = [];
-    const parts: Blob[] = [];
-    let bytes = 0;
-    while (this.sentTo < this.judgedTo) {
-      const j = this.runEnd(bytes, edges, this.maxRun);
-      const from = this.sentTo;
-      if (j === from) break; // this message is full
-      for (let k = from; k < j; k++) indices.push(k);
-      parts.push(source.blobSlice!(list.offsets[from], list.offsets[j] - list.offsets[from]));
-      bytes += list.offsets[j] - list.offsets[from];
-      this.sentTo = j;
-    }
-    if (indices.length) await this.conn.sendDeltaRun(Uint32Array.from(indices), Uint32Array.from(indices, (k) => list.lengths[k]), parts);
-    this.literalBytes += bytes;
-  }
-
   private finish(result: Result): SendOutcome {
     const { list, target } = this;
+    const { literalBytes, refinedBytes } = this.delta;
     if (!equalBytes(result.root, this.root!) || result.size !== target.size) {
       throw new ProtocolError(ErrorCode.VerifyFailed, 'the receiver reports a different file than the one sent');
     }
     const resumedBytes = list.offsets[this.resumeFrom];
     return {
       result,
-      matchedBytes: target.size - this.literalBytes - resumedBytes,
-      refinedBytes: this.refinedBytes,
-      literalBytes: this.literalBytes,
+      matchedBytes: target.size - literalBytes - resumedBytes,
+      refinedBytes,
+      literalBytes,
       resumedBytes,
       chunks: list.count,
       tokens: this.tokens.length,

@@ -12,7 +12,7 @@ const u64 = fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER });
 const H = 32;
 const hash = fc.uint8Array({ minLength: H, maxLength: H });
 /** a piece of a refined Delta chunk: literal bytes or a copy of basis bytes (never empty) */
-const piece = fc.oneof(fc.uint8Array({ minLength: 1, maxLength: 50 }), fc.record({ offset: u64, length: fc.integer({ min: 1, max: 1 << 24 }) }));
+const piece = fc.oneof(fc.uint8Array({ minLength: 1, maxLength: 50 }), fc.record({ offset: fc.oneof(fc.nat(1 << 20), fc.integer({ min: 0, max: 2 ** 52 - (1 << 24) })), length: fc.integer({ min: 1, max: 1 << 24 }) }));
 const u32arr = (n: number) => fc.array(u32, { minLength: n, maxLength: n }).map((a) => Uint32Array.from(a));
 
 const message: fc.Arbitrary<Message> = fc.oneof(
@@ -39,7 +39,10 @@ const message: fc.Arbitrary<Message> = fc.oneof(
       known: fc.record({ version: fc.integer({ min: 1, max: 0xffffffff }), root: fc.uint8Array({ minLength: algo === 1 ? 20 : 32, maxLength: algo === 1 ? 20 : 32 }) }),
     }),
   ),
-  fc.nat(20).chain((n) => fc.record({ type: fc.constant(Msg.Copies), first: u32arr(n), count: u32arr(n), basisFirst: u32arr(n) })),
+  fc.array(fc.nat(4), { maxLength: 20 }).chain((listed) => {
+    const l = listed.reduce((a, x) => a + x, 0);
+    return fc.record({ type: fc.constant(Msg.Copies), listed: fc.constant(Uint32Array.from(listed)), fastfps: u32arr(l), lengths: u32arr(l), count: u32arr(listed.length), basisFirst: u32arr(listed.length) });
+  }),
   fc.record({ type: fc.constant(Msg.Ready), version: u32, size: u64, maxMessage: u32 }),
   fc.nat(50).chain((n) => fc.record({ type: fc.constant(Msg.Checksums), fastfps: u32arr(n), lengths: u32arr(n) })),
   fc.record({ type: fc.constant(Msg.ChecksumsEnd), count: u32, size: u64 }),
@@ -58,7 +61,7 @@ const message: fc.Arbitrary<Message> = fc.oneof(
   fc.nat(10).chain((n) =>
     fc.record({
       type: fc.constant(Msg.Delta),
-      indices: u32arr(n),
+      indices: fc.oneof(u32arr(n), fc.nat(1000).map((a) => Uint32Array.from({ length: n }, (_, i) => a + i))),
       chunks: fc.array(fc.oneof(fc.uint8Array({ maxLength: 300 }), fc.array(piece, { minLength: 1, maxLength: 6 })), { minLength: n, maxLength: n }),
     }),
   ),
@@ -151,25 +154,53 @@ test('random bytes never crash the decoder', () => {
 });
 
 test('counts larger than the limit are refused before allocating', () => {
-  const f = new Uint8Array(5);
-  f[0] = Msg.Checksums;
-  new DataView(f.buffer).setUint32(1, 0xffffffff, true);
-  assert.throws(() => decode(f, H), /exceeds the limit/);
-  const d = new Uint8Array(14);
-  d[0] = Msg.Delta;
-  new DataView(d.buffer).setUint32(1, 1, true);
-  new DataView(d.buffer).setUint32(9, 0xfffffff0, true);
-  assert.throws(() => decode(d, H), /truncated chunk bytes/);
-  // a refined chunk: a piece count above the limit, then pieces that do not add up
-  d[13] = 1;
-  const p = new Uint8Array(18 + 13);
-  p.set(d);
-  new DataView(p.buffer).setUint32(14, 0xffffffff, true);
-  assert.throws(() => decode(p, H), /piece count .* exceeds the limit/);
-  new DataView(p.buffer).setUint32(14, 1, true);
-  p[18] = 1; // a copy of 5 bytes for a chunk of 0xfffffff0
-  new DataView(p.buffer).setUint32(27, 5, true);
-  assert.throws(() => decode(p, H), /pieces of 5 bytes for a chunk of 4294967280/);
+  const frame = (...b: number[]) => Uint8Array.from(b);
+  // n = 0xffffffff as a varint
+  const big = [0xff, 0xff, 0xff, 0xff, 0x0f];
+  for (const type of [Msg.Checksums, Msg.Copies, Msg.Delta]) assert.throws(() => decode(frame(type, ...big), H), /exceeds the limit/);
+  assert.throws(() => decode(frame(Msg.Checksums, 0x80, 0x80, 0x01), H), /truncated checksums/);
+  // one Delta chunk: index 0, length 0xfffffff0, sent whole: its bytes are not there
+  const d = [Msg.Delta, 1, 0, 0xf0, 0xff, 0xff, 0xff, 0x0f];
+  assert.throws(() => decode(frame(...d, 0), H), /truncated chunk bytes/);
+  // refined: a piece count above the limit, a piece longer than the chunk, pieces that do not add up
+  assert.throws(() => decode(frame(...d, ...big), H), /piece count .* exceeds the limit/);
+  assert.throws(() => decode(frame(Msg.Delta, 1, 0, 4, 1, 2 * 5 + 1, 0), H), /a piece of 5 bytes in a chunk of 4/);
+  assert.throws(() => decode(frame(...d, 1, 2 * 5 + 1, 0), H), /pieces of 5 bytes for a chunk of 4294967280/);
+  assert.throws(() => decode(frame(Msg.Delta, 1, 0, 4, 1, 0, 0), H), /a piece of 0 bytes/);
+  // a copy before the start of the basis (−1 relative to 0), an index below 0
+  assert.throws(() => decode(frame(Msg.Delta, 1, 0, 4, 1, 2 * 4 + 1, 1), H), /copy offset -1 is negative/);
+  assert.throws(() => decode(frame(Msg.Delta, 1, 1, 0, 0), H), /index -1 is negative/);
+  // Copies whose listed chunks add up past the limit across runs
+  const copies = [Msg.Copies, 2, 0x80, 0x80, 0x02, ...new Array(5 * 32768).fill(1), 1, 0, 0x81, 0x80, 0x02];
+  assert.throws(() => decode(Uint8Array.from(copies), H), /chunks listed in Copies .* exceeds the limit/);
+});
+
+test('varints: the shortest form only, at most 8 bytes, at most 2^53 − 1', () => {
+  const n = (...b: number[]) => decode(Uint8Array.from([Msg.SplitRequest, 0, 0, 0, 0, Msg.Checksums].slice(5).concat([...b, 0, 0, 0, 0, 1])), H);
+  assert.deepEqual(Array.from((n(1) as { lengths: Uint32Array }).lengths), [1]);
+  assert.throws(() => n(0x81, 0x00), /shortest form/);
+  assert.throws(() => decode(Uint8Array.from([Msg.Checksums, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01]), H), /more than 8 bytes/);
+  // 2^53 in 8 bytes
+  assert.throws(() => decode(Uint8Array.from([Msg.Checksums, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10]), H), /exceeds 2\^53-1/);
+  fc.assert(
+    fc.property(fc.oneof(fc.nat(300), u32, u64), (v) => {
+      const m = { type: Msg.BasisChecksums, offset: 0, fine: { min: 0, avg: 0, max: 0 }, lengths: Uint32Array.of(v % 2 ** 32), prefixes: new Uint8Array(8) } as Message;
+      assert.deepEqual(norm(decode(encode(m, H), H)), norm(m));
+    }),
+  );
+});
+
+test('an edit costs a few bytes of framing: a copy that goes on where the last one ended, a short literal', () => {
+  // two chunks in pieces: a copy, 3 literal bytes, the copy going on; then a copy far away
+  const m: Message = { type: Msg.Delta, indices: Uint32Array.of(7, 8), chunks: [[{ offset: 1000, length: 100 }, Uint8Array.of(1, 2, 3), { offset: 1100, length: 50 }], [{ offset: 1150, length: 60 }]] };
+  const f = encode(m, H);
+  // type, n; chunk 7: index, length (2), pieces, copy (2 + 2), literal (1 + 3), copy (1 + 1);
+  // chunk 8: index (+0), length, pieces, copy (1 + 1)
+  assert.equal(f.length, 2 + (1 + 2 + 1 + 4 + 4 + 2) + (1 + 1 + 1 + 2));
+  assert.deepEqual(norm(decode(f, H)), norm(m));
+  const c: Message = { type: Msg.Copies, listed: Uint32Array.of(1, 0), fastfps: Uint32Array.of(0xdeadbeef), lengths: Uint32Array.of(9000), count: Uint32Array.of(40, 3), basisFirst: Uint32Array.of(100, 141) };
+  // type, n; run 0: listed 1, FastFp, length (2), count, basisFirst (+100, 2); run 1: 0, 3, +1
+  assert.equal(encode(c, H).length, 2 + (1 + 4 + 2 + 1 + 2) + 3);
 });
 
 test('a Delta Run (head, then the chunks\' bytes one after another) decodes into the Delta it carries; a cut or extended one fails cleanly', () => {

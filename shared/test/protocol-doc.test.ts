@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { encode } from '../src/codec.ts';
 import { type Message } from '../src/messages.ts';
-import { CHUNK_SIZE_RANGES, DELTA_MESSAGE_BYTES, LIST_BATCH, MAX_BASIS_CHECKSUMS, MAX_ENTRIES_PER_MESSAGE, MAX_MESSAGE, MAX_NAME_BYTES, MAX_REFINE_BYTES, MAX_SPLIT_CHUNKS, SPLIT_THRESHOLD } from '../src/limits.ts';
+import { CHUNK_SIZE_RANGES, COPY_END_MAX, DELTA_MESSAGE_BYTES, LIST_BATCH, MAX_BASIS_CHECKSUMS, MAX_ENTRIES_PER_MESSAGE, MAX_MESSAGE, MAX_NAME_BYTES, MAX_REFINE_BYTES, MAX_SPLIT_CHUNKS, SPLIT_THRESHOLD } from '../src/limits.ts';
 import { DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, PROTOCOL_VERSION } from '../src/protocol.ts';
 
 const doc = readFileSync(new URL('../../docs/protocol.md', import.meta.url), 'utf8');
@@ -41,9 +41,7 @@ test('documented sizes equal encoded sizes', () => {
   const cases: [string, Message, Record<string, number>][] = [
     ['Hello', { type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 9, basisVersion: 2, name }, { nameLen, k: 0, H }],
     ['Hello', { type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 9, basisVersion: 2, name, known: { version: 4, root: new Uint8Array(H) } }, { nameLen, k: 1, H }],
-    ['Copies', { type: Msg.Copies, first: new Uint32Array(n), count: new Uint32Array(n), basisFirst: new Uint32Array(n) }, { n }],
     ['Ready', { type: Msg.Ready, version: 1, size: 2, maxMessage: 3 }, {}],
-    ['Checksums', { type: Msg.Checksums, fastfps: new Uint32Array(n), lengths: new Uint32Array(n) }, { n }],
     ['ChecksumsEnd', { type: Msg.ChecksumsEnd, count: 1, size: 2 }, {}],
     ['Tokens', { type: Msg.Tokens, upTo: 5, first: new Uint32Array(n), count: new Uint32Array(n), hashes: new Uint8Array(n * H) }, { n, H }],
     ['TokensEnd', { type: Msg.TokensEnd, count: 3, resumeFrom: 0 }, {}],
@@ -51,7 +49,6 @@ test('documented sizes equal encoded sizes', () => {
     ['SplitHashes', { type: Msg.SplitHashes, token: 1, hashes: new Uint8Array(n * H) }, { n, H }],
     ['Result', { type: Msg.Result, version: 1, size: 2, root: new Uint8Array(H), micros: 3, wireIn: 4, wireOut: 5 }, { H }],
     ['Error', { type: Msg.Error, code: 4, message: 'naïve' }, { len: 6 }],
-    ['BasisChecksums', { type: Msg.BasisChecksums, offset: 9, fine: { min: 64, avg: 256, max: 1024 }, lengths: new Uint32Array(n), prefixes: new Uint8Array(8 * n) }, { n }],
   ];
   for (const [label, m, vars] of cases) assert.equal(encode(m, H).length, total(label, vars), label);
 });
@@ -76,32 +73,70 @@ test('Verdict: size formula and the offsets of its fixed fields', () => {
   }
 });
 
+/** The size of a varint as §4 defines it: 7 bits a byte. */
+const v = (x: number) => Math.max(1, Math.ceil(Math.log2(x + 1) / 7));
+const z = (d: number) => v(d >= 0 ? 2 * d : -2 * d - 1);
+const e = (length: number) => 4 + v(length);
+const sum = (a: ArrayLike<number>, f: (x: number) => number) => Array.from(a).reduce((t, x) => t + f(x), 0);
+/** A section's Total formula, as written. */
+const formula = (name: string) => /^Total: ([^.\n]+)\./m.exec(section(name))![1];
+
+test('varints: sizes and the zigzag order the doc gives', () => {
+  assert.match(doc, /1 byte\s+below 128, 2 below 16 384, 3 below 2\^21, at most 8/);
+  assert.deepEqual([0, 127, 128, 16383, 16384, 2 ** 21 - 1, 2 ** 21, 2 ** 53 - 1].map(v), [1, 1, 2, 2, 3, 3, 4, 8]);
+  const f = encode({ type: Msg.Checksums, fastfps: Uint32Array.of(0), lengths: Uint32Array.of(300) }, H);
+  // 300 = 0b10_0101100: 0xac (low 7 bits, high bit set), then 0x02
+  assert.deepEqual(Array.from(f.subarray(6)), [0xac, 0x02]);
+  // a Copies run at basis chunk 5 after one ending at 7: −2, zigzagged to 3
+  const c = encode({ type: Msg.Copies, listed: Uint32Array.of(0, 0), fastfps: new Uint32Array(0), lengths: new Uint32Array(0), count: Uint32Array.of(7, 1), basisFirst: Uint32Array.of(0, 5) }, H);
+  assert.deepEqual(Array.from(c), [Msg.Copies, 2, 0, 7, 0, 0, 1, 3]);
+});
+
+test('Checksums, Basis Checksums and Copies: the sizes the doc gives', () => {
+  const lengths = Uint32Array.of(5, 300, 70_000, 2 ** 32 - 1, 127, 128, 16_384);
+  const fastfps = new Uint32Array(lengths.length).fill(0xffffffff);
+  const n = lengths.length;
+  assert.equal(formula('Checksums'), '1 + v(n) + Σ e(length)');
+  assert.equal(encode({ type: Msg.Checksums, fastfps, lengths }, H).length, 1 + v(n) + sum(lengths, e));
+  assert.equal(formula('BasisChecksums'), '21 + v(n) + Σ(v(length) + 8)');
+  assert.equal(encode({ type: Msg.BasisChecksums, offset: 9, fine: { min: 64, avg: 256, max: 1024 }, lengths, prefixes: new Uint8Array(8 * n) }, H).length, 21 + v(n) + sum(lengths, (l) => v(l) + 8));
+  assert.equal(formula('Copies'), '1 + v(n) + Σ(v(listed) + Σ e(length) + v(count) + z(ΔbasisFirst))');
+  const listed = Uint32Array.of(3, 0, 4);
+  const count = Uint32Array.of(1, 200, 20_000);
+  const basisFirst = Uint32Array.of(1000, 0, 300_000);
+  const c = encode({ type: Msg.Copies, listed, fastfps, lengths, count, basisFirst }, H);
+  let size = 1 + v(3);
+  for (let k = 0, at = 0, end = 0; k < 3; at += listed[k], end = basisFirst[k] + count[k], k++) size += v(listed[k]) + sum(lengths.subarray(at, at + listed[k]), e) + v(count[k]) + z(basisFirst[k] - end);
+  assert.equal(c.length, size);
+});
+
 test('Delta: a chunk sent whole and a chunk sent in pieces', () => {
   const text = section('Delta');
-  assert.match(text, /^Total: 5 \+ Σ\(9 \+ length\) for chunks sent whole; a chunk sent in pieces takes 13 \+ Σ\(5 \+\s+literal length\) \+ 13 per copy instead\./m);
-  const whole = new Uint8Array(10);
+  assert.ok(text.includes('Total: 1 + v(n) + Σ(z(Δindex) + v(length) + 1 + length) for chunks sent whole; a chunk sent in\npieces takes z(Δindex) + v(length) + v(p) + Σ v(2 × length) + literal lengths + Σ z(Δoffset)\nover its copies instead.'), 'the Delta total');
+  assert.match(text, /^\| … \| v \| · \(p ≥ 1\) each piece: 2 × its length \(≥ 1\) \+ tag, tag `0` literal, `1` copy \|$/m);
+  const whole = new Uint8Array(200);
   const literal = new Uint8Array(7);
-  const f = encode({ type: Msg.Delta, indices: Uint32Array.of(3, 4), chunks: [whole, [{ offset: 0x0102, length: 5 }, literal]] }, H);
-  assert.equal(f.length, 5 + (9 + 10) + (13 + (5 + 7) + 13));
-  const dv = new DataView(f.buffer);
-  // the second chunk: index, length (5 + 7), kind 1, two pieces: a copy, then a literal
-  const at = 5 + 9 + 10;
-  assert.deepEqual([dv.getUint32(at, true), dv.getUint32(at + 4, true), f[at + 8], dv.getUint32(at + 9, true)], [4, 12, 1, 2]);
-  assert.deepEqual([f[at + 13], Number(dv.getBigUint64(at + 14, true)), dv.getUint32(at + 22, true)], [1, 0x0102, 5]);
-  assert.deepEqual([f[at + 26], dv.getUint32(at + 27, true)], [0, 7]);
+  // chunk 3 whole; chunk 4: a copy at 0x0102, literal bytes, a copy going on where it ended;
+  // chunk 9: a copy before the last one's end
+  const f = encode({ type: Msg.Delta, indices: Uint32Array.of(3, 4, 9), chunks: [whole, [{ offset: 0x0102, length: 5 }, literal, { offset: 0x0107, length: 300 }], [{ offset: 10, length: 4 }]] }, H);
+  const chunk4 = z(0) + v(312) + v(3) + v(2 * 5 + 1) + z(0x0102) + v(2 * 7) + 7 + v(2 * 300 + 1) + z(0);
+  assert.equal(f.length, 1 + v(3) + (z(3) + v(200) + 1 + 200) + chunk4 + (z(4) + v(4) + v(1) + v(2 * 4 + 1) + z(10 - 0x0107 - 300)));
+  // the second chunk's bytes: index +0, length 312, 3 pieces, copy of 5 at +0x0102 (zigzag 0x0204)
+  const at = 1 + 1 + 1 + 2 + 1 + 200;
+  assert.deepEqual(Array.from(f.subarray(at, at + 8)), [0, 0xb8, 0x02, 3, 11, 0x84, 0x04, 14]);
 });
 
 test('BasisChecksums field offsets', () => {
-  const rows = [...section('BasisChecksums').matchAll(/^\| (\d+(?: \+ 12k)?) \| (\d+) \| (.+?) \|$/gm)].map((r) => ({ off: r[1], field: r[3] }));
+  const rows = [...section('BasisChecksums').matchAll(/^\| (\d+) \| (\d+|v) \| (.+?) \|$/gm)].map((r) => ({ off: r[1], field: r[3] }));
   const f = encode({ type: Msg.BasisChecksums, offset: 0x0a0b, fine: { min: 64, avg: 256, max: 1024 }, lengths: Uint32Array.of(300, 200), prefixes: new Uint8Array(16).fill(9) }, H);
   const dv = new DataView(f.buffer);
-  const at = (field: string, k = 0) => Function('k', `return ${rows.find((r) => r.field.startsWith(field))!.off.replace('12k', '12 * k')};`)(k);
+  const at = (field: string) => +rows.find((r) => r.field.startsWith(field))!.off;
   assert.equal(f[at('type')], Msg.BasisChecksums);
   assert.equal(Number(dv.getBigUint64(at('offset'), true)), 0x0a0b);
   assert.deepEqual([dv.getUint32(at('fine min'), true), dv.getUint32(at('fine avg'), true), dv.getUint32(at('fine max'), true)], [64, 256, 1024]);
-  assert.equal(dv.getUint32(at('n'), true), 2);
-  assert.equal(dv.getUint32(at('length', 1), true), 200);
-  assert.equal(f[at('the first 8 bytes', 1)], 9);
+  assert.equal(f[at('n')], 2);
+  // entry 1: its length (200: 0xc8 0x01) after entry 0's (2 bytes) and prefix
+  assert.deepEqual(Array.from(f.subarray(at('n') + 1 + 10, at('n') + 1 + 13)), [0xc8, 0x01, 9]);
 });
 
 test('Hello field offsets', () => {
@@ -159,6 +194,8 @@ test('the limits and defaults the doc states are the code\'s', () => {
   says(new RegExp(`\`maxRefineBytes\` basis bytes per session\\s+\\(server default ${bytes(MAX_REFINE_BYTES)}`), 'refinement budget');
   says(new RegExp(`more than 2\\^${Math.log2(MAX_BASIS_CHECKSUMS)} entries in a session`), 'Basis Checksums per session');
   says(new RegExp(`\\(default ${bytes(MAX_MESSAGE)}\\); a larger frame closes the connection`), 'largest message');
+  says(new RegExp(`a copy ends at or below\\s+2\\^${Math.log2(COPY_END_MAX)}`), 'where a copy ends');
+  says(new RegExp(`copy before offset 0 or ending beyond 2\\^${Math.log2(COPY_END_MAX)}`), 'where a copy ends, decoding');
   says(new RegExp(`Defaults ${DEFAULT_PARAMS.min} / ${DEFAULT_PARAMS.avg} / ${DEFAULT_PARAMS.max}\\.`), 'chunk-size defaults');
   says(new RegExp(`default min ${DEFAULT_FINE.min}, avg ${DEFAULT_FINE.avg}, max ${DEFAULT_FINE.max}`), 'finer chunk-size defaults');
   const { min, avg, max } = CHUNK_SIZE_RANGES;

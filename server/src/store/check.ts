@@ -5,7 +5,7 @@
  * with the file heads; with `readData`, every byte of every version is read and checked
  * against its chunk's strong hash (each segment range once).
  */
-import type { Repo } from '../store.ts';
+import type { Repo } from './repo.ts';
 import { parseFileHead, parseUploadsHead } from './format.ts';
 import { parseGcState } from './gc.ts';
 import { catalogKey, parseCatalog, splitName } from './catalog.ts';

@@ -3,7 +3,7 @@
  * head and no interrupted upload references is garbage.
  */
 import { DEFAULTS } from '../config.ts';
-import type { Repo } from '../store.ts';
+import type { Repo } from './repo.ts';
 import { parseFileHead, parseJson, parseUploadsHead } from './format.ts';
 import { randomBytes } from 'node:crypto';
 import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';

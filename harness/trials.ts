@@ -1,14 +1,16 @@
-// Longer-running fault and load trials, used by the tests (small sizes) and by
-// bench/hardening.ts (the reported runs).
+// Longer-running fault and load trials (harness: shared by the tests, at small sizes, and by
+// bench/hardening/run.ts, the reported runs): concurrent pushes into a server SIGKILLed at a
+// random moment, restarted and checked (every version is one that was pushed, gc leaves nothing
+// unreferenced); many idle and active connections held at once; downloading a version over HTTP.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { Repo } from '../src/store.ts';
-import { localBackend } from '../src/store/local.ts';
-import { runGc, unreferenced } from '../src/store/gc.ts';
+import { Repo } from '../server/src/store/repo.ts';
+import { localBackend } from '../server/src/store/local.ts';
+import { runGc, unreferenced } from '../server/src/store/gc.ts';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import WebSocket from 'ws';
-import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
+import { Rng, applyEdits, fastRandomBytes } from '../shared/src/testdata.ts';
 import { startChild } from './child.ts';
 import { pushBytes } from './helpers.ts';
 

@@ -1,13 +1,13 @@
-// A server process of its own (serve-child.ts), for tests and probes that measure it or give
-// it a data directory on a small tmpfs.
+// A server process of its own (harness; serve-child.ts), for tests and probes that measure it
+// or give it a data directory on a small tmpfs (a full disk on purpose).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { onLogLines } from '../../shared/src/serve-process.ts';
-import { processMemory } from './child.ts';
+import { onLogLines } from '../shared/src/serve-process.ts';
+import { killHard, processMemory } from './child.ts';
 
-const root = new URL('../..', import.meta.url).pathname;
+const root = new URL('..', import.meta.url).pathname;
 
 export interface OwnServer {
   child: ChildProcess;
@@ -24,7 +24,7 @@ export interface OwnServer {
  *  root needed where user namespaces are allowed). */
 export async function ownServer(flags: string[], tmpfsBytes?: number): Promise<OwnServer> {
   const data = mkdtempSync(path.join(tmpdir(), 'dsync-own-'));
-  const node = [process.execPath, '--import', 'tsx', path.join(root, 'server/test/serve-child.ts'), '--port', '0', '--host', '127.0.0.1', '--data', data, ...flags];
+  const node = [process.execPath, '--import', 'tsx', path.join(root, 'harness/serve-child.ts'), '--port', '0', '--host', '127.0.0.1', '--data', data, ...flags];
   const child = tmpfsBytes
     ? spawn('unshare', ['-rm', 'sh', '-c', `mount -t tmpfs -o size=${tmpfsBytes} tmpfs "$0" && exec "$@"`, data, ...node], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] })
     : spawn(node[0], node.slice(1), { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
@@ -40,11 +40,7 @@ export async function ownServer(flags: string[], tmpfsBytes?: number): Promise<O
     logs,
     memory: () => processMemory(child.pid!),
     async stop() {
-      if (child.exitCode === null && child.signalCode === null) {
-        const exited = new Promise((r) => child.once('exit', r));
-        child.kill('SIGKILL');
-        await exited;
-      }
+      await killHard(child);
       rmSync(data, { recursive: true, force: true });
     },
   };

@@ -1,14 +1,15 @@
-// Test helpers: a real server on a loopback port with a temporary data directory, and push /
-// pull through the real client library over a real WebSocket.
+// A real server in this process (harness: shared by the tests, e2e/live.spec.ts and bench/):
+// on a loopback port the OS picks, with a temporary data directory removed on close, and push /
+// pull of bytes through the real client library over a real WebSocket.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import WebSocket from 'ws';
-import '../../shared/src/wasm.ts';
-import { bufferSource } from '../../shared/src/chunk-index.ts';
-import { type PullOptions, type PushOptions, pull, push } from '../../shared/src/sync-client.ts';
-import { type ServerConfig, loadConfig } from '../src/config.ts';
-import { type RunningServer, startServer } from '../src/server.ts';
+import '../shared/src/wasm.ts';
+import { bufferSource } from '../shared/src/chunk-index.ts';
+import { type PullOptions, type PushOptions, pull, push } from '../shared/src/sync-client.ts';
+import { type ServerConfig, loadConfig } from '../server/src/config.ts';
+import { type RunningServer, startServer } from '../server/src/server.ts';
 
 export interface TestServer extends RunningServer {
   data: string;

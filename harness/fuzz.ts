@@ -1,9 +1,9 @@
-// A fuzzer for the server's session state machine. It records what real clients send in a few
-// scenarios (push with and without a basis, identical, empty, other chunking, against a known
-// version in one round trip, pull), then
-// replays those transcripts to the real session code and the real store with one or more
-// mutations each: dropped, replayed, swapped or foreign messages, fields out of range, lengths
-// that do not add up, garbled bytes, a wrong root, truncation. Invariants per case:
+// A fuzzer for the server's session state machine (harness: shared by server/test/fuzz.test.ts
+// and bench/hardening/run.ts). It records what real clients send in a few scenarios (push with
+// and without a basis, identical, empty, other chunking, against a known version in one round
+// trip, pull), then replays those transcripts to the real session code and the real store with
+// one or more mutations each: dropped, replayed, swapped or foreign messages, fields out of
+// range, lengths that do not add up, garbled bytes, a wrong root, truncation. Invariants per case:
 //   - the session ends (by Result, Error or its idle timeout) — no crash, no hang;
 //   - an Error carries a known code;
 //   - a stored new version is exactly the scenario's target; the basis stays intact;
@@ -13,20 +13,21 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { bufferSource } from '../../shared/src/chunk-index.ts';
-import { decode, encode } from '../../shared/src/codec.ts';
-import { type Message, type Piece } from '../../shared/src/messages.ts';
-import { type ChunkParams, DEFAULT_PARAMS, ErrorCode, Msg } from '../../shared/src/protocol.ts';
-import { MemoryKnown } from '../../shared/src/known.ts';
-import { Rng, applyEdits, randomBytes, textBytes } from '../../shared/src/testdata.ts';
-import { pull, push } from '../../shared/src/sync-client.ts';
-import '../../shared/src/wasm.ts';
-import { type ServerConfig, loadConfig } from '../src/config.ts';
-import { Repo, type Store } from '../src/store.ts';
-import { localBackend } from '../src/store/local.ts';
-import { mark, runGc } from '../src/store/gc.ts';
-import { runConnection } from '../src/sync.ts';
-import { memPair } from '../../shared/test/mem-socket.ts';
+import { bufferSource } from '../shared/src/chunk-index.ts';
+import { decode, encode } from '../shared/src/codec.ts';
+import { type Message, type Piece } from '../shared/src/messages.ts';
+import { type ChunkParams, DEFAULT_PARAMS, ErrorCode, Msg } from '../shared/src/protocol.ts';
+import { MemoryKnown } from '../shared/src/known.ts';
+import { Rng, applyEdits, randomBytes, textBytes } from '../shared/src/testdata.ts';
+import { pull, push } from '../shared/src/sync-client.ts';
+import '../shared/src/wasm.ts';
+import { type ServerConfig, loadConfig } from '../server/src/config.ts';
+import type { Store } from '../server/src/store.ts';
+import { Repo } from '../server/src/store/repo.ts';
+import { localBackend } from '../server/src/store/local.ts';
+import { mark, runGc } from '../server/src/store/gc.ts';
+import { runConnection } from '../server/src/sync.ts';
+import { memPair } from './mem-socket.ts';
 
 
 interface Scenario {
@@ -252,7 +253,7 @@ function foreign(r: Rng, H: number): Uint8Array {
     { type: Msg.Result, version: 1, size: r.int(1000), root: hash, micros: 0, wireIn: 0, wireOut: 0 },
     { type: Msg.Error, code: r.int(20), message: 'client error' },
     { type: Msg.Ready, version: 1, size: 0, maxMessage: 1 },
-    { type: Msg.Copies, first: Uint32Array.of(r.int(30)), count: Uint32Array.of(r.int(30)), basisFirst: Uint32Array.of(r.int(30)) },
+    { type: Msg.Copies, listed: Uint32Array.of(1), fastfps: Uint32Array.of(r.int(2 ** 32)), lengths: Uint32Array.of(r.int(70_000)), count: Uint32Array.of(r.int(30)), basisFirst: Uint32Array.of(r.int(30)) },
   ];
   return encode(ms[r.int(ms.length)], H || 32);
 }
@@ -280,10 +281,15 @@ function fieldMutation(frame: Uint8Array, r: Rng, H: number): Uint8Array {
       break;
     }
     case Msg.Copies: {
-      if (!m.first.length) break;
-      const i = r.int(m.first.length);
-      const a = [m.first, m.count, m.basisFirst][r.int(3)];
-      a[i] = edge(r, a[i]);
+      if (!m.count.length) break;
+      const i = r.int(m.count.length);
+      const f = r.int(4);
+      // a run or a listed chunk changed; a run one chunk off (what a stale chunk index says)
+      if (f === 0) m.count[i] = edge(r, m.count[i]);
+      else if (f === 1) m.basisFirst[i] = edge(r, m.basisFirst[i]);
+      else if (f === 2) m.basisFirst[i] += r.int(2) ? 1 : -1;
+      else if (m.lengths.length) m.lengths[r.int(m.lengths.length)] = edge(r, m.lengths[0]);
+      else m.listed[i] = edge(r, m.listed[i]);
       break;
     }
     case Msg.Checksums: {
@@ -320,8 +326,10 @@ function fieldMutation(frame: Uint8Array, r: Rng, H: number): Uint8Array {
         if (d.length) d[r.int(d.length)] ^= 0xff;
         m.chunks[i] = d;
       } else if (f === 2) {
-        // a copy from elsewhere in the basis (or beyond it), or a changed literal piece
-        m.chunks[i] = (c as Piece[]).map((p) => (p instanceof Uint8Array ? p.map((x) => x ^ 1) : { ...p, offset: edge(r, p.offset) }));
+        // a copy from elsewhere in the basis (or beyond it), or a few bytes off (what kept bytes
+        // that are stale or damaged make), or a changed literal piece
+        const shift = r.int(2) ? 0 : r.int(9) - 4;
+        m.chunks[i] = (c as Piece[]).map((p) => (p instanceof Uint8Array ? p.map((x) => x ^ 1) : { ...p, offset: shift ? Math.max(0, p.offset + shift) : edge(r, p.offset) }));
       } else {
         m.indices = Uint32Array.from([...m.indices, m.indices[i]]);
         m.chunks = [...m.chunks, m.chunks[i]];

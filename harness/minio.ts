@@ -1,5 +1,6 @@
-// A real MinIO server for the tests (installed by `scripts/setup.sh test` as ~/go/bin/minio):
-// on a free loopback port, with a temporary data directory and random credentials.
+// A real MinIO server (harness: shared by the S3 tests and bench/load/load.ts; installed by
+// `scripts/setup.sh test` as ~/go/bin/minio, MINIO_BIN overrides it): on a free loopback port,
+// with a temporary data directory and random credentials, for `--s3-endpoint`.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';

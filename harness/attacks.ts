@@ -1,8 +1,11 @@
-// Hostile clients shared by the tests and bench/hostile/probe.ts.
+// Hostile clients (harness: shared by the tests and bench/hostile/probe.ts, not a test itself):
+// a Checksum List of the finest chunking sent as fast as the server takes it, sockets that
+// open and say nothing, plain HTTP requests with any method and headers, and reading the
+// Error and close a hostile message ends in.
 import http from 'node:http';
 import WebSocket from 'ws';
-import { encode } from '../../shared/src/codec.ts';
-import { Msg, Op, PROTOCOL_VERSION } from '../../shared/src/protocol.ts';
+import { encode } from '../shared/src/codec.ts';
+import { Msg, Op, PROTOCOL_VERSION } from '../shared/src/protocol.ts';
 
 /** The finest chunking a client may ask for (docs/protocol.md §2): the most chunks per byte. */
 export const FINEST = { min: 64, avg: 256, max: 1024, op: 0, every: 16 };

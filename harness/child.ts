@@ -1,10 +1,12 @@
-// A server in a child process (so it can be SIGKILLed and its memory measured).
+// A server in a child process (harness: shared by the tests and bench/hostile/probe.ts): the
+// real `dsync serve` (bin/dsync.mjs) on a loopback port, so that a test can SIGKILL it, read its
+// log lines and measure its memory (/proc/PID/status).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { onLogLines } from '../../shared/src/serve-process.ts';
+import { onLogLines } from '../shared/src/serve-process.ts';
 
-const root = new URL('../..', import.meta.url).pathname;
+const root = new URL('..', import.meta.url).pathname;
 
 export interface Child {
   child: ChildProcess;
@@ -22,6 +24,15 @@ export function processMemory(pid: number): { rss: number; peak: number } {
   const st = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(st)![1]) * 1024;
   return { rss: kb('VmRSS'), peak: kb('VmHWM') };
+}
+
+/** SIGKILLs a child process, if it still runs, and waits until it has exited. */
+export async function killHard(child: ChildProcess): Promise<void> {
+  if (child.exitCode === null && child.signalCode === null) {
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await exited;
+  }
 }
 
 /** `onLog`: each line the server logs (JSON, one per event), parsed. */
@@ -60,13 +71,7 @@ export async function startServe(args: string[], opts: { env?: NodeJS.ProcessEnv
     url,
     wsUrl: url.replace('http', 'ws') + '/sync',
     memory: () => processMemory(child.pid!),
-    async kill() {
-      if (child.exitCode === null && child.signalCode === null) {
-        const exited = new Promise((r) => child.once('exit', r));
-        child.kill('SIGKILL');
-        await exited;
-      }
-    },
+    kill: () => killHard(child),
   };
 }
 

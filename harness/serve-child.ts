@@ -1,9 +1,9 @@
-// A server process of its own for tests that need one (its data directory on a small tmpfs,
-// its memory measured). Flags as `dsync serve` takes them (`--key value`, or `--key` alone for
+// A server process of its own (harness; started by own-server.ts: its data directory on a
+// small tmpfs, its memory measured). Flags as `dsync serve` takes them (`--key value`, or `--key` alone for
 // true). It prints {"url": …} once listening, then one JSON line per log event with its time
 // (`t`, ms since the epoch).
-import { loadConfig } from '../src/config.ts';
-import { startServer } from '../src/server.ts';
+import { loadConfig } from '../server/src/config.ts';
+import { startServer } from '../server/src/server.ts';
 
 const flags: Record<string, string | boolean> = {};
 const argv = process.argv.slice(2);

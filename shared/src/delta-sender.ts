@@ -1,0 +1,169 @@
+/**
+ * Phase 3's sending (paper §IV-D; docs/protocol.md §3): the Delta Bytes, the target chunks the
+ * receiver lacks, in target order below the last Verdict sent. The sender (sender.ts) decides
+ * what is judged; this module decides how each Delta message is made and sends it:
+ *
+ * - as a Delta message: the chunks read into one buffer, reused from message to message, and
+ *   refined against the basis bytes the receiver listed (Basis Checksums, refine.ts), a piece
+ *   the receiver has going as a copy;
+ * - as a Delta Run: slices of the source that the socket reads itself (conn.sendDeltaRun),
+ *   never read into JavaScript. A source that can slice (`blobSlice`: the page's File) sends
+ *   so whatever refining would not pay for.
+ *
+ * A Delta message holds up to `maxMessage` bytes, a Delta Run up to `maxRun` (at least one
+ * chunk).
+ */
+import type { Refiner } from './basis-checksums.ts';
+import { giveBuffers, takeBuffer } from './buffers.ts';
+import type { ChecksumList } from './checksum-list.ts';
+import type { Source } from './chunk-index.ts';
+import type { Conn } from './conn.ts';
+import type { Piece } from './messages.ts';
+import { Msg } from './protocol.ts';
+
+/** Runs of lacking chunks this long or longer are sent whole as Delta Runs, their edges unrefined
+ *  (`DeltaSender.edge`). */
+const REFINE_RUN_MAX = 128 << 10;
+
+/** What the sender has judged: per chunk 1 once the receiver has it, and the chunk below which
+ *  a Verdict is sent. `held` may be replaced as the list grows; it is read through this view. */
+export interface Judged {
+  readonly held: Uint8Array;
+  readonly judgedTo: number;
+}
+
+export class DeltaSender {
+  /** chunks below this are judged and sent: the Delta Bytes of [sentTo, judgedTo) are due */
+  sentTo = 0;
+  /** bytes sent, and the part of them refined into copies */
+  literalBytes = 0;
+  refinedBytes = 0;
+  /** what a Delta message's chunks are read into, reused from message to message */
+  private buffer: Uint8Array | null = null;
+
+  constructor(
+    private readonly conn: Conn,
+    private readonly list: ChecksumList,
+    private readonly source: Source,
+    private readonly table: Refiner,
+    private readonly maxMessage: number,
+    private readonly maxRun: number,
+    private readonly judged: Judged,
+  ) {}
+
+  /** Skips the held chunks from `sentTo` on; whether Delta Bytes are due below `judgedTo`. */
+  due(): boolean {
+    const { held, judgedTo } = this.judged;
+    while (this.sentTo < judgedTo && held[this.sentTo]) this.sentTo++;
+    return this.sentTo < judgedTo;
+  }
+
+  /** Gives the message buffer back to the pool (every read into it was awaited). */
+  close(): void {
+    if (this.buffer) giveBuffers([this.buffer]);
+    this.buffer = null;
+  }
+
+  /**
+   * Sends the next Delta message: the chunks the receiver lacks from `sentTo` on, below
+   * `judgedTo`, up to maxMessage bytes (at least one chunk), read in one go per run into one
+   * buffer, reused from message to message (the message is encoded, a copy, before `send`
+   * resolves). Chunks the receiver listed basis bytes for are refined (refine.ts).
+   */
+  async send(): Promise<void> {
+    // Refining reads the bytes into JavaScript. Where the source can send slices unread (Delta
+    // Runs), it is worth it once the receiver has listed basis bytes, and then only for the
+    // chunks at the edges of a short run of lacking ones, where an edit's old bytes may go on
+    // inside a chunk and are a large part of the run: the chunks inside such a run are new
+    // bytes and go as Delta Runs, and so does a long run whole (`edge`).
+    let edges: boolean | undefined;
+    if (this.source.blobSlice) {
+      if (!this.table.count) return this.sendRun();
+      if (this.due() && !this.edge(this.sentTo)) return this.sendRun(false);
+      edges = true;
+    }
+    const { list, maxMessage } = this;
+    const indices: number[] = [];
+    const chunks: (Uint8Array | Piece[])[] = [];
+    let bytes = 0;
+    while (this.sentTo < this.judged.judgedTo) {
+      const j = this.runEnd(bytes, edges);
+      const from = this.sentTo;
+      if (j === from) break; // this message is full
+      const length = list.offsets[j] - list.offsets[from];
+      if (!this.buffer || this.buffer.length < bytes + length) {
+        if (bytes) break; // (a single chunk above maxMessage goes alone)
+        if (this.buffer) giveBuffers([this.buffer]);
+        this.buffer = takeBuffer(Math.max(maxMessage, length));
+      }
+      const run = await this.source.read(list.offsets[from], length, this.buffer.subarray(bytes));
+      if (run.length !== length) throw new Error('the file changed size while syncing');
+      const ends: number[] = [];
+      for (let k = from; k < j; k++) {
+        indices.push(k);
+        ends.push(list.offsets[k + 1] - list.offsets[from]);
+      }
+      if (this.table.count) {
+        // copy what the receiver listed of its basis instead of sending it
+        const refined = this.table.refine(run, ends);
+        chunks.push(...refined.chunks);
+        this.refinedBytes += refined.copied;
+        this.literalBytes -= refined.copied;
+      } else for (let k = 0; k < ends.length; k++) chunks.push(run.subarray(k ? ends[k - 1] : 0, ends[k]));
+      bytes += length;
+      this.sentTo = j;
+    }
+    if (indices.length) await this.conn.send({ type: Msg.Delta, indices: Uint32Array.from(indices), chunks });
+    this.literalBytes += bytes;
+  }
+
+  /** Skips the held chunks from `sentTo` on; returns where the run of lacking chunks from
+   *  there (only edge chunks, or none, if `edges` is given) ends in a message of at most
+   *  `maxMessage` bytes that holds `bytes` so far (`sentTo`: the message is full). */
+  private runEnd(bytes: number, edges?: boolean, maxMessage = this.maxMessage): number {
+    const { list } = this;
+    const { held, judgedTo } = this.judged;
+    this.due();
+    const from = this.sentTo;
+    let j = from;
+    while (j < judgedTo && !held[j] && (edges === undefined || this.edge(j) === edges) && (bytes + list.offsets[j + 1] - list.offsets[from] <= maxMessage || (j === from && bytes === 0))) j++;
+    return j;
+  }
+
+  /** Whether lacking chunk k is at an edge of its run of lacking chunks (or of what is judged),
+   *  and the run (as far as it is judged) is shorter than REFINE_RUN_MAX. In a longer run, the
+   *  old bytes its edge chunks may hold are a small part of it (about an average chunk at each
+   *  end), which refining would save at the cost of reading them apart
+   *  (bench/results/page-vs-cli.md). */
+  private edge(k: number): boolean {
+    const { held, judgedTo } = this.judged;
+    if (!(k === 0 || held[k - 1] === 1 || k + 1 >= judgedTo || held[k + 1] === 1)) return false;
+    const off = this.list.offsets;
+    let a = k;
+    let b = k + 1;
+    while (a > 0 && !held[a - 1] && off[b] - off[a] < REFINE_RUN_MAX) a--;
+    while (b < judgedTo && !held[b] && off[b] - off[a] < REFINE_RUN_MAX) b++;
+    return off[b] - off[a] < REFINE_RUN_MAX;
+  }
+
+  /** Sends the next Delta message as a Delta Run: its runs of chunks (only those inside runs
+   *  of lacking chunks, with `edges` false) go as slices of the source, which the socket reads
+   *  itself (conn.sendDeltaRun). */
+  private async sendRun(edges?: boolean): Promise<void> {
+    const { list, source } = this;
+    const indices: number[] = [];
+    const parts: Blob[] = [];
+    let bytes = 0;
+    while (this.sentTo < this.judged.judgedTo) {
+      const j = this.runEnd(bytes, edges, this.maxRun);
+      const from = this.sentTo;
+      if (j === from) break; // this message is full
+      for (let k = from; k < j; k++) indices.push(k);
+      parts.push(source.blobSlice!(list.offsets[from], list.offsets[j] - list.offsets[from]));
+      bytes += list.offsets[j] - list.offsets[from];
+      this.sentTo = j;
+    }
+    if (indices.length) await this.conn.sendDeltaRun(Uint32Array.from(indices), Uint32Array.from(indices, (k) => list.lengths[k]), parts);
+    this.literalBytes += bytes;
+  }
+}
