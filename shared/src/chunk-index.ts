@@ -132,8 +132,8 @@ export async function* chunkParts(source: Source, params: ChunkParams, algo: num
   const memory = wasm_memory() as WebAssembly.Memory;
   // Reads a slice into room staged in wasm memory (`at`), or returns the source's own bytes
   // (at -1), with their length. Chunking the slice before may grow the memory while the read
-  // runs: the view comes loose (the memory stays where it is), and the slice is read again into
-  // a fresh one. The length is taken here, with the check: other work on this thread (another
+  // runs: the view comes loose (the memory stays where it is), and a slice read into it is read
+  // again into a fresh one. The length is taken here, with the check: other work on this thread (another
   // session, an in-process server) may grow the memory again before the caller resumes.
   const readAt = async (off: number): Promise<{ bytes: Uint8Array; at: number; length: number }> => {
     const length = Math.min(slice, source.size - off);
@@ -145,7 +145,8 @@ export async function* chunkParts(source: Source, params: ChunkParams, algo: num
         (error: unknown) => ({ bytes: null, error }),
       );
       const { bytes, error } = await read;
-      if (memory.buffer !== before) continue;
+      // (bytes of the source's own are not in wasm memory: its growth leaves them as they are)
+      if (memory.buffer !== before && !(bytes && bytes.buffer !== before)) continue;
       if (!bytes) throw error;
       if (bytes.buffer === before && bytes.byteOffset === at) return { bytes, at, length: bytes.length };
       chunker.unstage(at);

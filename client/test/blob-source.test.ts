@@ -1,0 +1,90 @@
+// The page's Source over a picked file (client/src/blob-source.ts), on Node's file-backed Blobs
+// (`openAsBlob`), which read and check a file as the browser's do: a pass over the file goes
+// through one stream and chunks exactly as the file read directly does, other reads are slices,
+// and a file changed during a pass fails the next read.
+import assert from 'node:assert/strict';
+import { appendFileSync, mkdtempSync, openAsBlob, rmSync, writeFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, test } from 'node:test';
+import '../../shared/src/wasm.ts';
+import { chunkSource } from '../../shared/src/chunk-index.ts';
+import { fileSource } from '../../shared/src/file-source.ts';
+import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
+import { fastRandomBytes } from '../../shared/src/testdata.ts';
+import { blobSource } from '../src/blob-source.ts';
+
+const dir = mkdtempSync(path.join(tmpdir(), 'dsync-blob-source-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Runs `fn` with every `Blob.arrayBuffer` call's size recorded. */
+async function readsOf<T>(fn: () => Promise<T>): Promise<{ value: T; sizes: number[] }> {
+  const sizes: number[] = [];
+  const original = Blob.prototype.arrayBuffer;
+  Blob.prototype.arrayBuffer = function (this: Blob) {
+    sizes.push(this.size);
+    return original.call(this);
+  };
+  try {
+    return { value: await fn(), sizes };
+  } finally {
+    Blob.prototype.arrayBuffer = original;
+  }
+}
+
+test('a pass over the file goes through one stream and chunks as the file read directly; other reads are slices', async () => {
+  const bytes = fastRandomBytes(3, (20 << 20) + 4321);
+  const file = path.join(dir, 'a.bin');
+  writeFileSync(file, bytes);
+  const source = blobSource(await openAsBlob(file));
+  assert.equal(source.size, bytes.length);
+  const { value: index, sizes } = await readsOf(() => chunkSource(source, DEFAULT_PARAMS, DEFAULT_ALGO));
+  // the only slice reads of the pass are the one-byte checks that the file is unchanged
+  assert.ok(sizes.length >= 5, `${sizes.length} checks`);
+  assert.deepEqual([...new Set(sizes)], [1]);
+  const fh = await open(file);
+  try {
+    const direct = await chunkSource(fileSource(fh, bytes.length), DEFAULT_PARAMS, DEFAULT_ALGO);
+    assert.deepEqual(index.lengths, direct.lengths);
+    assert.deepEqual(index.hashes, direct.hashes);
+    assert.deepEqual(index.root, direct.root);
+  } finally {
+    await fh.close();
+  }
+  // reads elsewhere (a sample, chunks to refine) are slices, and so is one the stream passed
+  const { value: some, sizes: slices } = await readsOf(() => source.read(12_345, 70_000));
+  assert.deepEqual(some, bytes.subarray(12_345, 82_345));
+  assert.deepEqual(slices, [70_000]);
+  assert.deepEqual(await source.read(0, 1000), bytes.subarray(0, 1000));
+  // a new pass from the start streams again
+  const again = await readsOf(() => source.read(0, 4 << 20));
+  assert.deepEqual(again.value, bytes.subarray(0, 4 << 20));
+  assert.deepEqual(again.sizes, [1]);
+  const slice = await source.blobSlice!(100, 50).arrayBuffer();
+  assert.deepEqual(new Uint8Array(slice), bytes.subarray(100, 150));
+});
+
+test('a file changed during a pass fails the next read, streamed or not', async () => {
+  const file = path.join(dir, 'b.bin');
+  writeFileSync(file, fastRandomBytes(4, 12 << 20));
+  const source = blobSource(await openAsBlob(file));
+  await source.read(0, 4 << 20);
+  appendFileSync(file, 'an edit made while syncing');
+  await assert.rejects(source.read(4 << 20, 4 << 20), { name: 'NotReadableError' });
+  await assert.rejects(source.read(0, 1000), { name: 'NotReadableError' });
+});
+
+test('a cancelled transfer reads no more', async () => {
+  const file = path.join(dir, 'c.bin');
+  writeFileSync(file, fastRandomBytes(5, 2 << 20));
+  let cancelled = false;
+  const source = blobSource(await openAsBlob(file), {
+    check: () => {
+      if (cancelled) throw new Error('cancelled');
+    },
+  });
+  await source.read(0, 1 << 20);
+  cancelled = true;
+  await assert.rejects(source.read(1 << 20, 1 << 20), /cancelled/);
+});
