@@ -8,11 +8,9 @@ export type { FileInfo };
 export type VersionInfo = StoreVersion & { change?: number; client?: string };
 
 /** A folder: its full path ending in '/', and what the listing said of it. */
+/** A folder of the listing: its full path, ending in '/' (the server's listing names folders only). */
 export interface FolderInfo {
   path: string;
-  files?: number;
-  size?: number;
-  mtime?: string;
 }
 export interface Folder {
   files: FileInfo[];

@@ -1,6 +1,5 @@
 import { useEffect, useId, useMemo, useRef, useState } from 'react';
 import { type Folder, type FolderInfo, type ServerState, MAX_ENTRIES, api } from '../api.ts';
-import { exactTime, formatBytes, relativeTime } from '../format.ts';
 import { type Ask, AskDialog } from './Dialogs.tsx';
 import { FileRow, type RowActions } from './FileRow.tsx';
 
@@ -75,16 +74,11 @@ export function FileBrowser({ server, changes, onDeltaDownload }: Props) {
     };
     const folders = listing.folders.filter((f) => hit(f.path));
     const files = listing.files.filter((f) => hit(f.name));
-    if (sort === 'name') {
-      folders.sort(by((f) => f.path, false));
-      files.sort(by((f) => f.name, false));
-    } else if (sort === 'size') {
-      folders.sort(by((f) => f.size ?? 0, true));
-      files.sort(by((f) => f.size, true));
-    } else {
-      folders.sort(by((f) => f.mtime ?? '', true));
-      files.sort(by((f) => f.mtime, true));
-    }
+    // folders first, by name (the listing gives a folder its path only); files by the chosen key
+    folders.sort(by((f) => f.path, false));
+    if (sort === 'name') files.sort(by((f) => f.name, false));
+    else if (sort === 'size') files.sort(by((f) => f.size, true));
+    else files.sort(by((f) => f.mtime, true));
     return { folders, files, total: folders.length + files.length };
   }, [listing, search, sort, prefix]);
 
@@ -195,18 +189,6 @@ function FolderRow({ folder, onOpen, ask }: { folder: FolderInfo; onOpen: () => 
           <path d="M3 6a1 1 0 0 1 1-1h5l2 2h9a1 1 0 0 1 1 1v10a1 1 0 0 1-1 1H4a1 1 0 0 1-1-1z" />
         </svg>
         <span className="name">{name}</span>
-        <span className="meta">
-          {folder.files !== undefined && `${folder.files} file${folder.files === 1 ? '' : 's'}`}
-          {folder.size !== undefined && ` · ${formatBytes(folder.size)}`}
-          {folder.mtime && (
-            <>
-              {' · '}
-              <time dateTime={folder.mtime} title={exactTime(folder.mtime)}>
-                {relativeTime(folder.mtime)}
-              </time>
-            </>
-          )}
-        </span>
       </button>
       <button className="button small quiet row-side" onClick={rename} aria-label={`Rename or move the folder ${name}`}>
         Rename…
