@@ -1,0 +1,48 @@
+/**
+ * The sync worker's use of the page's kept basis (kept-store.ts): before a push, the kept bytes
+ * of the version the page knows of that file are read and checked against its chunk index
+ * (shared/src/known.ts chunksTo); only then does the push refine against them at byte
+ * granularity (shared/src/kept.ts), as the CLI does. Bytes that do not chunk to the index
+ * (damaged on disk, cut short) are dropped, never used. After a push or pull the synced bytes
+ * are kept in place of the old ones. The server verifies the root as always.
+ */
+import { bufferSource } from '../../shared/src/chunk-index.ts';
+import { KNOWN_MAX_FILE, type KnownVersions, chunksTo, knownKey } from '../../shared/src/known.ts';
+import type { SyncReport } from '../../shared/src/sync-client.ts';
+import { dropKept, readKept, writeKept } from './kept-store.ts';
+
+/** The known versions a sync of `name` runs with: those of `known`, with the kept bytes of the
+ *  version of `name` attached where they are kept and sound. Forgetting that version (the
+ *  server refused it) drops its kept bytes too. */
+export async function withKept(known: KnownVersions, scope: string, url: string, name: string): Promise<KnownVersions> {
+  const key = knownKey(url, name);
+  const v = known.get(key);
+  if (!v || v.lengths.length === 0) return known;
+  const size = v.lengths.reduce((a, l) => a + l, 0);
+  if (size > KNOWN_MAX_FILE) return known;
+  const bytes = await readKept(scope, key, v.version, size);
+  if (!bytes) return known;
+  if (!(await chunksTo(bufferSource(bytes), v))) {
+    await dropKept(scope, key);
+    return known;
+  }
+  return {
+    get: (k) => {
+      const w = known.get(k);
+      return k === key && w?.version === v.version ? { ...w, kept: bytes } : w;
+    },
+    set: (k, w) => known.set(k, w),
+    delete: (k) => {
+      known.delete(k);
+      if (k === key) void dropKept(scope, key);
+    },
+  };
+}
+
+/** Keeps the bytes of the version a sync of `name` stored or fetched (`file`, the pushed file
+ *  or the rebuilt one) when the page now knows that version, up to the cap. */
+export async function keepSynced(known: KnownVersions, scope: string, url: string, name: string, report: SyncReport, file: Blob): Promise<void> {
+  const key = knownKey(url, name);
+  if (known.get(key)?.version !== report.version || file.size !== report.size || !file.size) return;
+  await writeKept(scope, key, report.version, file);
+}
