@@ -96,6 +96,7 @@ test('a kept copy made stale by another client is dropped; the exact bytes are s
   execFileSync(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'push', other, '--server', `${server.url.replace('http', 'ws')}/sync`, '--no-known'], { env: { ...process.env, DSYNC_CACHE_DIR: path.join(dir, 'cache') } });
   expect(await server.latest('shared.txt')).toBe(2);
   await expect.poll(() => keptFiles(page)).toEqual([]);
+  await expect(page.getByTestId('kept-usage')).toHaveText('Nothing kept');
 
   const v3 = overwrite(v1, [1_500_000], 16);
   const rep = await pushFile(page, file, v3);
