@@ -69,9 +69,10 @@ export class DeltaSender {
     // Runs), it is worth it once the receiver has listed at least a Delta message's worth of
     // basis bytes (it can copy no more than it listed), and then only for the chunks at the
     // edges of a run of lacking ones, where an edit's old bytes may go on inside a chunk: the
-    // chunks inside such a run are new bytes and go as Delta Runs.
+    // chunks inside such a run are new bytes and go as Delta Runs. Against a kept basis every
+    // lacking chunk is refined: its bytes are all there to copy from.
     let edges: boolean | undefined;
-    if (this.source.blobSlice) {
+    if (this.source.blobSlice && !this.table.whole) {
       if (this.table.copyable < this.maxMessage) return this.sendRun();
       if (this.due() && !this.edge(this.sentTo)) return this.sendRun(false);
       edges = true;
