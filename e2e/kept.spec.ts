@@ -132,8 +132,7 @@ test('a damaged kept copy is dropped, never copied from; the exact bytes are sto
 test('the cap drops the least recently used copy and keeps none above it, on a 390 px phone', async ({ page, server, dir }) => {
   await page.setViewportSize({ width: 390, height: 844 });
   await openPage(page, server.url);
-  const a = content(6_000_000);
-  const b = content(6_000_000);
+  const [a, b, c] = [content(4_000_000), content(4_000_000), content(4_000_000)];
   await pushFile(page, path.join(dir, 'a.bin'), a);
   const settings = page.getByTestId('kept-settings');
   await settings.scrollIntoViewIfNeeded();
@@ -143,13 +142,17 @@ test('the cap drops the least recently used copy and keeps none above it, on a 3
   await expect(page.getByTestId('kept-clear')).toBeInViewport();
   expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
 
+  // 10 MB: a and b fit; a pushed again (an edit) is the most recently used, so c drops b
   await page.getByTestId('kept-max').selectOption('10000000');
   await pushFile(page, path.join(dir, 'b.bin'), b);
-  expect((await keptFiles(page)).map((k) => k.sha256)).toEqual([sha256(b)]);
-  await expect(page.getByTestId('kept-usage')).toHaveText('6 MB kept of 1 file');
+  const a2 = overwrite(a, [1_000_000], 8);
+  expect((await pushFile(page, path.join(dir, 'a.bin'), a2)).keptBasis).toBe(true);
+  await pushFile(page, path.join(dir, 'c.bin'), c);
+  expect((await keptFiles(page)).map((k) => k.sha256).sort()).toEqual([sha256(a2), sha256(c)].sort());
+  await expect(page.getByTestId('kept-usage')).toHaveText('8 MB kept of 2 files');
   // larger than the cap: not kept, and what is kept stays
-  await pushFile(page, path.join(dir, 'c.bin'), content(11_000_000));
-  expect((await keptFiles(page)).map((k) => k.sha256)).toEqual([sha256(b)]);
+  await pushFile(page, path.join(dir, 'd.bin'), content(11_000_000));
+  expect(await keptFiles(page)).toHaveLength(2);
   // a cap below what is kept drops it at once
   await page.getByTestId('kept-max').selectOption('0');
   await expect(page.getByTestId('kept-usage')).toHaveText('Nothing kept');

@@ -10,8 +10,10 @@
  * against the version's chunk index (known-store.ts), as without a kept basis.
  */
 const DIR = 'dsync-kept';
-/** when each kept file was last used or written (ms since the epoch), by name: the LRU order */
-const USED = 'used.json';
+/** The kept files' sizes and when each was last used or written (ms since the epoch), by name:
+ *  what the cap and the LRU order go by, without opening every file. Missing or unreadable, it
+ *  is made again from the folder. */
+const INDEX = 'index.json';
 /** the user's cap in bytes (decimal text); absent: automatic */
 const MAX = 'max';
 /** A kept file's name: 64 hex digits of SHA-256 of user, server and name, a dot, the version. */
@@ -22,6 +24,8 @@ export const KEEP_MAX = 1_000_000_000;
 /** …and at most this share of the origin's storage quota, so that kept copies never take the
  *  room the browser gives this site (a private window gets a small quota, and keeps little). */
 export const KEEP_QUOTA_SHARE = 0.1;
+
+type Index = Record<string, [size: number, used: number]>;
 
 let root: Promise<FileSystemDirectoryHandle | null> | undefined;
 
@@ -35,6 +39,14 @@ function folder(): Promise<FileSystemDirectoryHandle | null> {
     }
   })();
   return root;
+}
+
+/** Runs `f` on the kept folder holding its lock (Web Locks: one at a time across the page, its
+ *  sync worker and other tabs, so the index loses no change); undefined where there is no OPFS. */
+async function locked<T>(f: (d: FileSystemDirectoryHandle) => Promise<T>): Promise<T | undefined> {
+  const d = await folder();
+  if (!d) return undefined;
+  return navigator.locks ? navigator.locks.request(DIR, () => f(d)) : f(d);
 }
 
 /** The file name prefix of a known version's kept bytes: `key` is shared/src/known.ts knownKey. */
@@ -73,36 +85,42 @@ async function writeBytes(d: FileSystemDirectoryHandle, name: string, bytes: Uin
   }
 }
 
-async function readUsed(d: FileSystemDirectoryHandle): Promise<Record<string, number>> {
-  try {
-    const u = JSON.parse((await readText(d, USED)) ?? '{}');
-    return u && typeof u === 'object' ? u : {};
-  } catch {
-    return {}; // unreadable: every file counts as used when it was last written
-  }
-}
-
-async function markUsed(d: FileSystemDirectoryHandle, names: string[], dropped: string[] = []) {
-  const used = await readUsed(d);
-  for (const n of dropped) delete used[n];
-  for (const n of names) used[n] = Date.now();
-  await writeBytes(d, USED, new TextEncoder().encode(JSON.stringify(used))).catch(() => {});
-}
-
-/** The kept files, with their sizes and when each was last used, least recently used first. */
-async function listKept(d: FileSystemDirectoryHandle): Promise<{ name: string; size: number; used: number }[]> {
-  const used = await readUsed(d);
-  const out: { name: string; size: number; used: number }[] = [];
+/** The kept files in the folder itself, opened one by one (the index made again). */
+async function scan(d: FileSystemDirectoryHandle): Promise<Index> {
+  const ix: Index = {};
   for await (const [name, h] of entriesOf(d)) {
     if (h.kind !== 'file' || !KEPT_NAME.test(name)) continue;
     try {
       const f = await (h as FileSystemFileHandle).getFile();
-      out.push({ name, size: f.size, used: used[name] ?? f.lastModified });
+      ix[name] = [f.size, f.lastModified];
     } catch {
       /* being written by another tab, or gone */
     }
   }
-  return out.sort((a, b) => a.used - b.used);
+  return ix;
+}
+
+async function readIndex(d: FileSystemDirectoryHandle): Promise<Index> {
+  try {
+    const ix = JSON.parse((await readText(d, INDEX)) ?? 'null');
+    if (ix && typeof ix === 'object' && Object.entries(ix).every(([n, e]) => KEPT_NAME.test(n) && Array.isArray(e) && e.length === 2 && e.every(Number.isFinite))) return ix;
+  } catch {
+    /* unreadable: made again */
+  }
+  return scan(d);
+}
+
+const writeIndex = (d: FileSystemDirectoryHandle, ix: Index) => writeBytes(d, INDEX, new TextEncoder().encode(JSON.stringify(ix))).catch(() => {});
+
+/** Removes kept files and their index entries; a file already gone counts as removed. */
+async function remove(d: FileSystemDirectoryHandle, ix: Index, names: string[]) {
+  for (const n of names) {
+    const gone = await d.removeEntry(n).then(
+      () => true,
+      (e) => e instanceof DOMException && e.name === 'NotFoundError',
+    );
+    if (gone) delete ix[n];
+  }
 }
 
 /** The cap on kept bytes: the user's choice, or the automatic one (`auto`). */
@@ -119,13 +137,28 @@ export async function keptMax(): Promise<{ max: number; auto: boolean }> {
   return { max: Math.min(KEEP_MAX, Math.floor(quota * KEEP_QUOTA_SHARE)), auto: true };
 }
 
+/** Drops the least recently used kept files until `room` more bytes fit under `max`. */
+async function makeRoom(d: FileSystemDirectoryHandle, ix: Index, room: number, max: number) {
+  let total = Object.values(ix).reduce((t, [size]) => t + size, 0);
+  const lru = Object.entries(ix).sort((a, b) => a[1][1] - b[1][1]);
+  const out: string[] = [];
+  for (const [name, [size]] of lru) {
+    if (total + room <= max) break;
+    out.push(name);
+    total -= size;
+  }
+  await remove(d, ix, out);
+}
+
 /** Sets the cap (null: automatic; 0 keeps none) and drops what no longer fits. */
 export async function setKeptMax(max: number | null): Promise<void> {
-  const d = await folder();
-  if (!d) return;
-  if (max === null) await d.removeEntry(MAX).catch(() => {});
-  else await writeBytes(d, MAX, new TextEncoder().encode(String(max)));
-  await makeRoom(d, 0, (await keptMax()).max);
+  await locked(async (d) => {
+    if (max === null) await d.removeEntry(MAX).catch(() => {});
+    else await writeBytes(d, MAX, new TextEncoder().encode(String(max)));
+    const ix = await readIndex(d);
+    await makeRoom(d, ix, 0, (await keptMax()).max);
+    await writeIndex(d, ix);
+  });
 }
 
 export interface KeptUsage {
@@ -138,70 +171,61 @@ export interface KeptUsage {
 }
 
 export async function keptUsage(): Promise<KeptUsage> {
-  const d = await folder();
   const { max, auto } = await keptMax();
-  if (!d) return { available: false, bytes: 0, files: 0, max, auto };
-  const kept = await listKept(d);
-  return { available: true, bytes: kept.reduce((t, k) => t + k.size, 0), files: kept.length, max, auto };
+  const ix = await locked(readIndex);
+  if (!ix) return { available: false, bytes: 0, files: 0, max, auto };
+  const sizes = Object.values(ix).map(([size]) => size);
+  return { available: true, bytes: sizes.reduce((t, s) => t + s, 0), files: sizes.length, max, auto };
 }
 
 /** Drops every kept file (a file a sync is writing at that moment may stay). */
 export async function clearKept(): Promise<void> {
-  const d = await folder();
-  if (!d) return;
-  for (const k of await listKept(d)) await d.removeEntry(k.name).catch(() => {});
-  await d.removeEntry(USED).catch(() => {});
+  await locked(async (d) => {
+    const ix = await scan(d);
+    await remove(d, ix, Object.keys(ix));
+    await writeIndex(d, ix);
+  });
 }
 
 /** Drops the kept bytes of `key`'s versions below `below` (all: Infinity), e.g. when another
  *  device pushed a newer version: a kept copy is used only while it is the server's latest
  *  version as far as this page knows. */
 export async function dropKept(scope: string, key: string, below = Number.POSITIVE_INFINITY): Promise<void> {
-  const d = await folder();
-  if (!d) return;
   const prefix = await keptPrefix(scope, key);
-  const names: string[] = [];
-  for await (const [name] of entriesOf(d)) {
-    const m = KEPT_NAME.exec(name);
-    if (m && name.startsWith(prefix) && Number(m[2]) < below) names.push(name);
-  }
-  const gone: string[] = [];
-  for (const name of names) if (await d.removeEntry(name).then(() => true, () => false)) gone.push(name);
-  if (gone.length) await markUsed(d, [], gone);
+  await locked(async (d) => {
+    const ix = await readIndex(d);
+    const names = Object.keys(ix).filter((n) => n.startsWith(prefix) && Number(n.slice(prefix.length)) < below);
+    if (!names.length) return;
+    await remove(d, ix, names);
+    await writeIndex(d, ix);
+  });
 }
 
 /** The kept bytes of `key`'s version `version` when there are `size` of them (read whole: the
  *  kept basis refines against all of them); undefined: none kept. The caller checks them
  *  against the version's chunk index before using them. */
 export async function readKept(scope: string, key: string, version: number, size: number): Promise<Uint8Array | undefined> {
-  const d = await folder();
-  if (!d) return undefined;
   const name = (await keptPrefix(scope, key)) + version;
-  try {
-    const f = await (await d.getFileHandle(name)).getFile();
-    if (f.size !== size) throw new Error('cut short'); // an interrupted write, or damage
-    const bytes = new Uint8Array(await f.arrayBuffer());
-    await markUsed(d, [name]);
-    return bytes;
-  } catch (e) {
-    if (!(e instanceof DOMException && e.name === 'NotFoundError')) await dropKept(scope, key, version + 1);
-    return undefined;
-  }
-}
-
-/** Drops the least recently used kept files until `room` more bytes fit under `max`. */
-async function makeRoom(d: FileSystemDirectoryHandle, room: number, max: number) {
-  const kept = await listKept(d);
-  let total = kept.reduce((t, k) => t + k.size, 0);
-  const gone: string[] = [];
-  for (const k of kept) {
-    if (total + room <= max) break;
-    if (await d.removeEntry(k.name).then(() => true, () => false)) {
-      total -= k.size;
-      gone.push(k.name);
+  const file = await locked(async (d) => {
+    const ix = await readIndex(d);
+    if (!ix[name]) return undefined;
+    try {
+      const f = await (await d.getFileHandle(name)).getFile();
+      if (f.size !== size) throw new Error('cut short'); // an interrupted write, or damage
+      ix[name] = [f.size, Date.now()];
+      return f;
+    } catch {
+      await remove(d, ix, [name]);
+      return undefined;
+    } finally {
+      await writeIndex(d, ix);
     }
+  });
+  try {
+    return file && new Uint8Array(await file.arrayBuffer());
+  } catch {
+    return undefined; // removed since (Clear): none
   }
-  if (gone.length) await markUsed(d, [], gone);
 }
 
 /** Bytes copied per step: a slice of the file is read, then written, so memory stays bounded. */
@@ -214,31 +238,36 @@ const COPY_SLICE = 4 << 20;
  * copy that cannot be written only costs the next push its byte-level copies.
  */
 export async function writeKept(scope: string, key: string, version: number, file: Blob): Promise<boolean> {
-  const d = await folder();
-  if (!d) return false;
-  const name = (await keptPrefix(scope, key)) + version;
-  try {
-    await dropKept(scope, key);
-    const { max } = await keptMax();
-    if (file.size > max) return false;
-    await makeRoom(d, file.size, max);
-    const h = await d.getFileHandle(name, { create: true });
-    if (!('createSyncAccessHandle' in h)) throw new Error('no sync access handles here');
-    const a = await h.createSyncAccessHandle();
+  const prefix = await keptPrefix(scope, key);
+  const { max } = await keptMax();
+  const kept = await locked(async (d) => {
+    const ix = await readIndex(d);
+    const name = prefix + version;
     try {
-      a.truncate(0);
-      for (let o = 0; o < file.size; o += COPY_SLICE) {
-        const bytes = new Uint8Array(await file.slice(o, o + COPY_SLICE).arrayBuffer());
-        if (a.write(bytes, { at: o }) !== bytes.length) throw new Error('short write');
+      await remove(d, ix, Object.keys(ix).filter((n) => n.startsWith(prefix)));
+      if (file.size > max) return false;
+      await makeRoom(d, ix, file.size, max);
+      const h = await d.getFileHandle(name, { create: true });
+      if (!('createSyncAccessHandle' in h)) throw new Error('no sync access handles here');
+      const a = await h.createSyncAccessHandle();
+      try {
+        a.truncate(0);
+        for (let o = 0; o < file.size; o += COPY_SLICE) {
+          const bytes = new Uint8Array(await file.slice(o, o + COPY_SLICE).arrayBuffer());
+          if (a.write(bytes, { at: o }) !== bytes.length) throw new Error('short write');
+        }
+        a.flush();
+      } finally {
+        a.close();
       }
-      a.flush();
+      ix[name] = [file.size, Date.now()];
+      return true;
+    } catch {
+      await remove(d, ix, [name]); // quota, or the file went away: nothing half-kept
+      return false;
     } finally {
-      a.close();
+      await writeIndex(d, ix);
     }
-    await markUsed(d, [name]);
-    return true;
-  } catch {
-    await d.removeEntry(name).catch(() => {}); // quota, or the file went away: nothing half-kept
-    return false;
-  }
+  });
+  return kept ?? false;
 }
