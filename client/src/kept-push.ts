@@ -22,7 +22,7 @@ export async function withKept(known: KnownVersions, scope: string, url: string,
   if (size > KNOWN_MAX_FILE) return known;
   const bytes = await readKept(scope, key, v.version, size);
   if (!bytes) return known;
-  if (!(await chunksTo(bufferSource(bytes), v))) {
+  if (!(await chunksTo(bufferSource(bytes), v).catch(() => false))) {
     await dropKept(scope, key);
     return known;
   }

@@ -42,15 +42,20 @@ function folder(): Promise<FileSystemDirectoryHandle | null> {
 }
 
 /** Runs `f` on the kept folder holding its lock (Web Locks: one at a time across the page, its
- *  sync worker and other tabs, so the index loses no change); undefined where there is no OPFS. */
+ *  sync worker and other tabs, so the index loses no change); undefined where there is no OPFS
+ *  (then not even crypto.subtle may be there: a page on plain http) or `f` failed. */
 async function locked<T>(f: (d: FileSystemDirectoryHandle) => Promise<T>): Promise<T | undefined> {
   const d = await folder();
   if (!d) return undefined;
-  return navigator.locks ? navigator.locks.request(DIR, () => f(d)) : f(d);
+  try {
+    return await (navigator.locks ? navigator.locks.request(DIR, () => f(d)) : f(d));
+  } catch {
+    return undefined; // the store misbehaves: as if nothing were kept, the sync goes on
+  }
 }
 
 /** The file name prefix of a known version's kept bytes: `key` is shared/src/known.ts knownKey. */
-export async function keptPrefix(scope: string, key: string): Promise<string> {
+async function keptPrefix(scope: string, key: string): Promise<string> {
   const h = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(`${scope}\n${key}`)));
   return Array.from(h, (b) => b.toString(16).padStart(2, '0')).join('') + '.';
 }
@@ -191,8 +196,8 @@ export async function clearKept(): Promise<void> {
  *  device pushed a newer version: a kept copy is used only while it is the server's latest
  *  version as far as this page knows. */
 export async function dropKept(scope: string, key: string, below = Number.POSITIVE_INFINITY): Promise<void> {
-  const prefix = await keptPrefix(scope, key);
   await locked(async (d) => {
+    const prefix = await keptPrefix(scope, key);
     const ix = await readIndex(d);
     const names = Object.keys(ix).filter((n) => n.startsWith(prefix) && Number(n.slice(prefix.length)) < below);
     if (!names.length) return;
@@ -205,8 +210,8 @@ export async function dropKept(scope: string, key: string, below = Number.POSITI
  *  kept basis refines against all of them); undefined: none kept. The caller checks them
  *  against the version's chunk index before using them. */
 export async function readKept(scope: string, key: string, version: number, size: number): Promise<Uint8Array | undefined> {
-  const name = (await keptPrefix(scope, key)) + version;
   const file = await locked(async (d) => {
+    const name = (await keptPrefix(scope, key)) + version;
     const ix = await readIndex(d);
     if (!ix[name]) return undefined;
     try {
@@ -238,9 +243,9 @@ const COPY_SLICE = 4 << 20;
  * copy that cannot be written only costs the next push its byte-level copies.
  */
 export async function writeKept(scope: string, key: string, version: number, file: Blob): Promise<boolean> {
-  const prefix = await keptPrefix(scope, key);
   const { max } = await keptMax();
   const kept = await locked(async (d) => {
+    const prefix = await keptPrefix(scope, key);
     const ix = await readIndex(d);
     const name = prefix + version;
     try {
