@@ -43,10 +43,21 @@ function overwrite(b: Buffer, at: number[], n: number): Buffer {
   return c;
 }
 
+/** Pushes `bytes` as `file` from the page; its report once the sync is done and its bytes are
+ *  kept, or turned away (the page announces it on the kept store's channel). */
 async function pushFile(page: Page, file: string, bytes: Buffer): Promise<SyncReport> {
   writeFileSync(file, bytes);
+  const written = page.evaluate(
+    () =>
+      new Promise<void>((resolve) => {
+        const c = new BroadcastChannel('dsync-kept');
+        c.onmessage = (e) => e.data === 'written' && (c.close(), resolve());
+      }),
+  );
   await page.getByTestId('file-input').setInputFiles(file);
-  return report(page, path.basename(file));
+  const r = await report(page, path.basename(file));
+  await written;
+  return r;
 }
 
 test('an edit goes up as copies of the kept bytes; Clear empties them', async ({ page, server, dir }) => {

@@ -20,7 +20,6 @@ import type { Failure } from './worker-api.ts';
 
 export function App() {
   const [announcement, setAnnouncement] = useState('');
-  const [keptDropped, setKeptDropped] = useState(0);
   // another device's commit is announced; this page's own are announced when they settle
   const { state: server, changes, refresh } = useServer((c) => {
     if (c.kind !== 'commit' || !c.name) return;
@@ -28,7 +27,7 @@ export function App() {
     if (ours) return;
     setAnnouncement(`${c.name} version ${c.version} arrived from another device.`);
     // this page's kept copy of an older version is stale now: dropped, never pushed against
-    void dropKept(transfers.user || 'local', knownKey(syncUrl(), c.name), c.version).then(() => setKeptDropped((n) => n + 1));
+    void dropKept(transfers.user || 'local', knownKey(syncUrl(), c.name), c.version);
   });
 
   // The queue lives as long as the page; its callbacks reach the latest render through a ref.
@@ -88,7 +87,7 @@ export function App() {
         <div className="column">
           <DropZone onFiles={upload} dragging={dragging} />
           <TransferList list={list} transfers={transfers} maxFileSize={maxFileSize} />
-          <KeptSettings synced={list.filter((t) => t.status === 'done').length + keptDropped} />
+          <KeptSettings />
         </div>
         <div className="column">
           <FileBrowser server={server} changes={changes} onDeltaDownload={(name, version, size, basis) => transfers.download(name, version, size, basis)} />

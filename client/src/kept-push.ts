@@ -16,6 +16,7 @@ import { dropKept, readKept, writeKept } from './kept-store.ts';
  *  server refused it) drops its kept bytes too. */
 export async function withKept(known: KnownVersions, scope: string, url: string, name: string): Promise<KnownVersions> {
   const key = knownKey(url, name);
+  await writing.get(key);
   const v = known.get(key);
   if (!v || v.lengths.length === 0) return known;
   const size = v.lengths.reduce((a, l) => a + l, 0);
@@ -39,10 +40,17 @@ export async function withKept(known: KnownVersions, scope: string, url: string,
   };
 }
 
+/** Kept bytes being written, by knownKey: the next sync of that file waits for them. */
+const writing = new Map<string, Promise<unknown>>();
+
 /** Keeps the bytes of the version a sync of `name` stored or fetched (`file`, the pushed file
- *  or the rebuilt one) when the page now knows that version, up to the cap. */
+ *  or the rebuilt one) when the page now knows that version, up to the cap. Called once the
+ *  sync is reported done: the copy costs the sync no time. */
 export async function keepSynced(known: KnownVersions, scope: string, url: string, name: string, report: SyncReport, file: Blob): Promise<void> {
   const key = knownKey(url, name);
   if (known.get(key)?.version !== report.version || file.size !== report.size || !file.size) return;
-  await writeKept(scope, key, report.version, file);
+  const w = writeKept(scope, key, report.version, file);
+  writing.set(key, w);
+  await w;
+  if (writing.get(key) === w) writing.delete(key);
 }

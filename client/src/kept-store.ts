@@ -115,7 +115,22 @@ async function readIndex(d: FileSystemDirectoryHandle): Promise<Index> {
   return scan(d);
 }
 
-const writeIndex = (d: FileSystemDirectoryHandle, ix: Index) => writeBytes(d, INDEX, new TextEncoder().encode(JSON.stringify(ix))).catch(() => {});
+/** Where every page and worker of this origin hears that what is kept changed ('changed'), or
+ *  that a sync's bytes were written or turned away ('written'): components/KeptSettings.tsx. */
+export const KEPT_CHANNEL = DIR;
+let channel: BroadcastChannel | undefined;
+function announce(what: 'changed' | 'written') {
+  try {
+    (channel ??= new BroadcastChannel(KEPT_CHANNEL)).postMessage(what);
+  } catch {
+    /* no BroadcastChannel: the panel reads again when it is shown */
+  }
+}
+
+async function writeIndex(d: FileSystemDirectoryHandle, ix: Index) {
+  await writeBytes(d, INDEX, new TextEncoder().encode(JSON.stringify(ix))).catch(() => {});
+  announce('changed');
+}
 
 /** Removes kept files and their index entries; a file already gone counts as removed. */
 async function remove(d: FileSystemDirectoryHandle, ix: Index, names: string[]) {
@@ -274,5 +289,6 @@ export async function writeKept(scope: string, key: string, version: number, fil
       await writeIndex(d, ix);
     }
   });
+  announce('written');
   return kept ?? false;
 }

@@ -1,20 +1,26 @@
 import { useCallback, useEffect, useState } from 'react';
 import { formatBytes } from '../format.ts';
-import { type KeptUsage, clearKept, keptUsage, setKeptMax } from '../kept-store.ts';
+import { KEPT_CHANNEL, type KeptUsage, clearKept, keptUsage, setKeptMax } from '../kept-store.ts';
 
 /** The caps a user can pick besides the automatic one (decimal, as every size of the page). */
 const CAPS = [0, 10_000_000, 100_000_000, 1_000_000_000, 10_000_000_000];
 
 /**
  * What this browser keeps of the files it synced (kept-store.ts): how much, a cap, and Clear.
- * Read again whenever `synced` changes (a transfer ended). Shown only where the browser can
- * keep copies.
+ * Read again whenever the store announces a change (from the sync worker, or another tab).
+ * Shown only where the browser can keep copies.
  */
-export function KeptSettings({ synced }: { synced: number }) {
+export function KeptSettings() {
   const [usage, setUsage] = useState<KeptUsage | null>(null);
   const [busy, setBusy] = useState(false);
   const read = useCallback(() => keptUsage().then(setUsage, () => setUsage(null)), []);
-  useEffect(() => void read(), [read, synced]);
+  useEffect(() => {
+    void read();
+    if (typeof BroadcastChannel === 'undefined') return;
+    const c = new BroadcastChannel(KEPT_CHANNEL);
+    c.onmessage = () => void read();
+    return () => c.close();
+  }, [read]);
   if (!usage?.available) return null;
   const act = (f: () => Promise<void>) => async () => {
     setBusy(true);
