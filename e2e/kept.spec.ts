@@ -2,7 +2,8 @@
 // the bytes of a pushed version are kept in the Origin Private File System, an edit then goes
 // up as byte-exact copies of them; Clear empties them; a kept copy made stale by another
 // client's push, or damaged on disk, is dropped and the exact bytes are stored all the same;
-// the cap drops the least recently used; the control works on a 390 px phone.
+// the cap drops the least recently used; the control works on a 390 px phone; a delta download
+// keeps the bytes it fetched.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -11,6 +12,7 @@ import type { Page } from '@playwright/test';
 import { content } from './data.ts';
 import { expect, openPage, result, root, test } from './fixtures.ts';
 import type { SyncReport } from '../shared/src/sync-client.ts';
+import type { TestServer } from './server.ts';
 
 /** The kept files in the page's OPFS folder: name, size and SHA-256 (hex). */
 function keptFiles(page: Page): Promise<{ name: string; size: number; sha256: string }[]> {
@@ -25,6 +27,12 @@ function keptFiles(page: Page): Promise<{ name: string; size: number; sha256: st
     }
     return out.sort((a, b) => a.name.localeCompare(b.name));
   });
+}
+
+/** `dsync push` of `file` from another client (the CLI, no known versions). */
+function cliPush(server: TestServer, dir: string, file: string) {
+  const env = { ...process.env, DSYNC_CACHE_DIR: path.join(dir, 'cli-cache') };
+  execFileSync(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'push', file, '--server', `${server.url.replace('http', 'ws')}/sync`, '--no-known'], { env });
 }
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -43,17 +51,22 @@ function overwrite(b: Buffer, at: number[], n: number): Buffer {
   return c;
 }
 
-/** Pushes `bytes` as `file` from the page; its report once the sync is done and its bytes are
- *  kept, or turned away (the page announces it on the kept store's channel). */
-async function pushFile(page: Page, file: string, bytes: Buffer): Promise<SyncReport> {
-  writeFileSync(file, bytes);
-  const written = page.evaluate(
+/** Resolves when the page next writes (or turns away) the bytes of a sync. */
+function keptWritten(page: Page): Promise<void> {
+  return page.evaluate(
     () =>
       new Promise<void>((resolve) => {
         const c = new BroadcastChannel('dsync-kept');
         c.onmessage = (e) => e.data === 'written' && (c.close(), resolve());
       }),
   );
+}
+
+/** Pushes `bytes` as `file` from the page; its report once the sync is done and its bytes are
+ *  kept, or turned away (the page announces it on the kept store's channel). */
+async function pushFile(page: Page, file: string, bytes: Buffer): Promise<SyncReport> {
+  writeFileSync(file, bytes);
+  const written = keptWritten(page);
   await page.getByTestId('file-input').setInputFiles(file);
   const r = await report(page, path.basename(file));
   await written;
@@ -104,7 +117,7 @@ test('a kept copy made stale by another client is dropped; the exact bytes are s
   const other = path.join(dir, 'other', 'shared.txt');
   mkdirSync(path.dirname(other), { recursive: true });
   writeFileSync(other, overwrite(v1, [100_000], 64));
-  execFileSync(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'push', other, '--server', `${server.url.replace('http', 'ws')}/sync`, '--no-known'], { env: { ...process.env, DSYNC_CACHE_DIR: path.join(dir, 'cache') } });
+  cliPush(server, dir, other);
   expect(await server.latest('shared.txt')).toBe(2);
   await expect.poll(() => keptFiles(page)).toEqual([]);
   await expect(page.getByTestId('kept-usage')).toHaveText('Nothing kept');
@@ -115,6 +128,30 @@ test('a kept copy made stale by another client is dropped; the exact bytes are s
   expect(rep.keptBasis).toBeUndefined();
   expect((await server.storedBytes('shared.txt', 3)).equals(v3)).toBe(true);
   expect(await keptFiles(page)).toEqual([expect.objectContaining({ sha256: sha256(v3) })]);
+});
+
+test('a delta download keeps the fetched bytes: the next edit goes up as copies of them', async ({ page, server, dir }) => {
+  const v1 = content(3_000_000);
+  const v2 = overwrite(v1, [1_000_000], 64);
+  const file = path.join(dir, 'book.bin');
+  writeFileSync(file, v1);
+  cliPush(server, dir, file);
+  writeFileSync(file, v2);
+  cliPush(server, dir, file);
+  await openPage(page, server.url);
+  // version 2 rebuilt from the copy of version 1 on this device
+  writeFileSync(file, v1);
+  await page.getByTestId('file-row').filter({ hasText: 'book.bin' }).getByRole('button', { expanded: false }).click();
+  const written = keptWritten(page);
+  await Promise.all([page.waitForEvent('download'), page.locator('[data-testid=version-row][data-version="2"]').getByTestId('delta-basis').setInputFiles(file)]);
+  await written;
+  expect(await keptFiles(page)).toEqual([expect.objectContaining({ sha256: sha256(v2) })]);
+  const v3 = overwrite(v2, [2_000_000], 8);
+  const rep = await pushFile(page, file, v3);
+  expect(rep.knownVersion).toBe(2);
+  expect(rep.keptBasis).toBe(true);
+  expect(rep.literalBytes).toBeLessThanOrEqual(8);
+  expect((await server.storedBytes('book.bin', 3)).equals(v3)).toBe(true);
 });
 
 test('a damaged kept copy is dropped, never copied from; the exact bytes are stored', async ({ page, server, dir }) => {
