@@ -15,7 +15,6 @@ import { savedPercent } from './format.ts';
 import { type Transfer, Transfers } from './transfers.ts';
 import { useServer } from './use-server.ts';
 import { dropKept } from './kept-store.ts';
-import { knownKey } from '../../shared/src/known.ts';
 import type { Failure } from './worker-api.ts';
 
 export function App() {
@@ -27,7 +26,7 @@ export function App() {
     if (ours) return;
     setAnnouncement(`${c.name} version ${c.version} arrived from another device.`);
     // this page's kept copy of an older version is stale now: dropped, never pushed against
-    void dropKept(transfers.user || 'local', knownKey(syncUrl(), c.name), c.version);
+    void dropKept(transfers.user || 'local', syncUrl(), c.name, c.version);
   });
 
   // The queue lives as long as the page; its callbacks reach the latest render through a ref.

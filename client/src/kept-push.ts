@@ -21,10 +21,10 @@ export async function withKept(known: KnownVersions, scope: string, url: string,
   if (!v || v.lengths.length === 0) return known;
   const size = v.lengths.reduce((a, l) => a + l, 0);
   if (size > KNOWN_MAX_FILE) return known;
-  const bytes = await readKept(scope, key, v.version, size);
+  const bytes = await readKept(scope, url, name, v.version, size);
   if (!bytes) return known;
   if (!(await chunksTo(bufferSource(bytes), v).catch(() => false))) {
-    await dropKept(scope, key);
+    await dropKept(scope, url, name);
     return known;
   }
   return {
@@ -35,7 +35,7 @@ export async function withKept(known: KnownVersions, scope: string, url: string,
     set: (k, w) => known.set(k, w),
     delete: (k) => {
       known.delete(k);
-      if (k === key) void dropKept(scope, key);
+      if (k === key) void dropKept(scope, url, name);
     },
   };
 }
@@ -49,7 +49,7 @@ const writing = new Map<string, Promise<unknown>>();
 export async function keepSynced(known: KnownVersions, scope: string, url: string, name: string, report: SyncReport, file: Blob): Promise<void> {
   const key = knownKey(url, name);
   if (known.get(key)?.version !== report.version || file.size !== report.size || !file.size) return;
-  const w = writeKept(scope, key, report.version, file);
+  const w = writeKept(scope, url, name, report.version, file);
   writing.set(key, w);
   await w;
   if (writing.get(key) === w) writing.delete(key);

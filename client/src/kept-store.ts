@@ -9,6 +9,8 @@
  * has no OPFS (old browsers, some private windows) each of them does nothing: the page pushes
  * against the version's chunk index (known-store.ts), as without a kept basis.
  */
+import { KEEP_MAX } from '../../shared/src/limits.ts';
+
 const DIR = 'dsync-kept';
 /** The kept files' sizes and when each was last used or written (ms since the epoch), by name:
  *  what the cap and the LRU order go by, without opening every file. Missing or unreadable, it
@@ -19,10 +21,9 @@ const MAX = 'max';
 /** A kept file's name: 64 hex digits of SHA-256 of user, server and name, a dot, the version. */
 const KEPT_NAME = /^([0-9a-f]{64})\.(\d+)$/;
 
-/** The automatic cap: at most this many bytes (as the CLI's --keep-max default, cli/known.ts)… */
-export const KEEP_MAX = 1_000_000_000;
-/** …and at most this share of the origin's storage quota, so that kept copies never take the
- *  room the browser gives this site (a private window gets a small quota, and keeps little). */
+/** The automatic cap: KEEP_MAX (the CLI's --keep-max default), and at most this share of the
+ *  origin's storage quota, so that kept copies never take the room the browser gives this site
+ *  (a private window gets a small quota, and keeps little). */
 export const KEEP_QUOTA_SHARE = 0.1;
 
 type Index = Record<string, [size: number, used: number]>;
@@ -54,9 +55,10 @@ async function locked<T>(f: (d: FileSystemDirectoryHandle) => Promise<T>): Promi
   }
 }
 
-/** The file name prefix of a known version's kept bytes: `key` is shared/src/known.ts knownKey. */
-async function keptPrefix(scope: string, key: string): Promise<string> {
-  const h = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(`${scope}\n${key}`)));
+/** The file name prefix of the kept bytes of `name` on the server at `url` (its /sync URL) for
+ *  user `scope`. */
+async function keptPrefix(scope: string, url: string, name: string): Promise<string> {
+  const h = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(`${scope}\n${url}\n${name}`)));
   return Array.from(h, (b) => b.toString(16).padStart(2, '0')).join('') + '.';
 }
 
@@ -207,12 +209,12 @@ export async function clearKept(): Promise<void> {
   });
 }
 
-/** Drops the kept bytes of `key`'s versions below `below` (all: Infinity), e.g. when another
+/** Drops the kept bytes of `name`'s versions below `below` (all: Infinity), e.g. when another
  *  device pushed a newer version: a kept copy is used only while it is the server's latest
  *  version as far as this page knows. */
-export async function dropKept(scope: string, key: string, below = Number.POSITIVE_INFINITY): Promise<void> {
+export async function dropKept(scope: string, url: string, name: string, below = Number.POSITIVE_INFINITY): Promise<void> {
   await locked(async (d) => {
-    const prefix = await keptPrefix(scope, key);
+    const prefix = await keptPrefix(scope, url, name);
     const ix = await readIndex(d);
     const names = Object.keys(ix).filter((n) => n.startsWith(prefix) && Number(n.slice(prefix.length)) < below);
     if (!names.length) return;
@@ -221,21 +223,21 @@ export async function dropKept(scope: string, key: string, below = Number.POSITI
   });
 }
 
-/** The kept bytes of `key`'s version `version` when there are `size` of them (read whole: the
+/** The kept bytes of `name`'s version `version` when there are `size` of them (read whole: the
  *  kept basis refines against all of them); undefined: none kept. The caller checks them
  *  against the version's chunk index before using them. */
-export async function readKept(scope: string, key: string, version: number, size: number): Promise<Uint8Array | undefined> {
+export async function readKept(scope: string, url: string, name: string, version: number, size: number): Promise<Uint8Array | undefined> {
   const file = await locked(async (d) => {
-    const name = (await keptPrefix(scope, key)) + version;
+    const kept = (await keptPrefix(scope, url, name)) + version;
     const ix = await readIndex(d);
-    if (!ix[name]) return undefined;
+    if (!ix[kept]) return undefined;
     try {
-      const f = await (await d.getFileHandle(name)).getFile();
+      const f = await (await d.getFileHandle(kept)).getFile();
       if (f.size !== size) throw new Error('cut short'); // an interrupted write, or damage
-      ix[name] = [f.size, Date.now()];
+      ix[kept] = [f.size, Date.now()];
       return f;
     } catch {
-      await remove(d, ix, [name]);
+      await remove(d, ix, [kept]);
       return undefined;
     } finally {
       await writeIndex(d, ix);
@@ -252,22 +254,22 @@ export async function readKept(scope: string, key: string, version: number, size
 const COPY_SLICE = 4 << 20;
 
 /**
- * Keeps `file`'s bytes as those of `key`'s version `version`, in place of its other versions'
+ * Keeps `file`'s bytes as those of `name`'s version `version`, in place of its other versions'
  * (from the sync worker: a sync access handle, written a slice at a time as it is read). Not
  * kept when above the cap; others dropped for room, least recently used first. Best effort: a
  * copy that cannot be written only costs the next push its byte-level copies.
  */
-export async function writeKept(scope: string, key: string, version: number, file: Blob): Promise<boolean> {
+export async function writeKept(scope: string, url: string, name: string, version: number, file: Blob): Promise<boolean> {
   const { max } = await keptMax();
-  const kept = await locked(async (d) => {
-    const prefix = await keptPrefix(scope, key);
+  const done = await locked(async (d) => {
+    const prefix = await keptPrefix(scope, url, name);
     const ix = await readIndex(d);
-    const name = prefix + version;
+    const to = prefix + version;
     try {
       await remove(d, ix, Object.keys(ix).filter((n) => n.startsWith(prefix)));
       if (file.size > max) return false;
       await makeRoom(d, ix, file.size, max);
-      const h = await d.getFileHandle(name, { create: true });
+      const h = await d.getFileHandle(to, { create: true });
       if (!('createSyncAccessHandle' in h)) throw new Error('no sync access handles here');
       const a = await h.createSyncAccessHandle();
       try {
@@ -280,15 +282,15 @@ export async function writeKept(scope: string, key: string, version: number, fil
       } finally {
         a.close();
       }
-      ix[name] = [file.size, Date.now()];
+      ix[to] = [file.size, Date.now()];
       return true;
     } catch {
-      await remove(d, ix, [name]); // quota, or the file went away: nothing half-kept
+      await remove(d, ix, [to]); // quota, or the file went away: nothing half-kept
       return false;
     } finally {
       await writeIndex(d, ix);
     }
   });
   announce('written');
-  return kept ?? false;
+  return done ?? false;
 }
