@@ -63,16 +63,16 @@ test("a source that sends Delta Runs of file slices (the page's) refines every l
   const r = new Rng(31);
   const known = new MemoryKnown(1 << 30, undefined, true);
   const v1 = base(13);
-  await pushBytes(server, 'kept/e.bin', v1, { known });
+  await pushBytes(server, 'kept/slices.bin', v1, { known });
   // 128 KB of fragments of up to 256 bytes: most chunks lack, in runs, yet hold mostly old bytes
   const v2 = applyEdits(v1, r, { kind: 'inverse', total: 131_072, maxFragment: 256 });
   const blob = new Blob([v2 as BlobPart]);
   const source: Source = { ...bufferSource(v2), blobSlice: (o, n) => blob.slice(o, o + n) };
-  const rep = await push(source, { url: server.wsUrl, name: 'kept/e.bin', WebSocket: WebSocket as never, known });
+  const rep = await push(source, { url: server.wsUrl, name: 'kept/slices.bin', WebSocket: WebSocket as never, known });
   assert.equal(rep.keptBasis, true);
   assert.equal(rep.runBytes, 0, 'no chunk went unrefined as a Delta Run');
   assert.ok(rep.literalBytes <= 131_072 + 4096, `${rep.literalBytes} literal bytes for an edit of 131072`);
-  assert.deepEqual(await server.stored('kept/e.bin'), Buffer.from(v2));
+  assert.deepEqual(await server.stored('kept/slices.bin'), Buffer.from(v2));
 });
 
 test('kept bytes that are not the version are never trusted: refused by the root check, forgotten, pushed again', async () => {
