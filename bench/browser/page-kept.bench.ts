@@ -43,7 +43,7 @@ test('page kept basis vs chunk index only on the 10 MB pairs', async ({ page, se
         mkdirSync(sub, { recursive: true });
         await push(page, basis, sub, `${pair}.bin`);
         const r = await push(page, target, sub, `${pair}.bin`);
-        expect(r.kept).toBe(cap === 'auto');
+        expect(r.kept, pair).toBe(cap === 'auto');
         if (cap === 'auto') {
           const patch = execFileSync('zstd', ['-3', '--long=27', '-q', '-c', `--patch-from=${basis}`, target], { maxBuffer: 64 << 20 });
           rows.push({ pair, size: statSync(target).size, kept: r.wire, known: 0, zstd: patch.length });

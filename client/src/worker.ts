@@ -240,14 +240,16 @@ async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connect
       if (job.step === 'tokens-received' || job.step === 'sending') job.progress('sending', end, m.file.size);
     });
     const report = await push(source, { url: m.url, name: m.name, WebSocket, connection, retries: m.retries, onProgress, known: await withKept(known, scope, m.url, m.name) });
+    // the copy is made before the page hears of the Result: a file saved again at once (its
+    // File no longer readable) would leave nothing kept
+    await keepSynced(known, scope, m.url, m.name, report, m.file);
     post({ kind: 'done', id: m.id, report });
-    void keepSynced(known, scope, m.url, m.name, report, m.file);
   } else {
     const basis = m.basis ? job.source(m.basis, (end) => job.progress('chunking', end, m.basis!.size)) : null;
     const sink = blobSink((written) => job.progress('receiving', written, m.size));
     const report = await pull({ url: m.url, name: m.name, version: m.version, basis, WebSocket, connection, sink, onProgress, known });
+    await keepSynced(known, scope, m.url, m.name, report, sink.blob());
     post({ kind: 'done', id: m.id, report, blob: sink.blob() });
-    void keepSynced(known, scope, m.url, m.name, report, sink.blob());
   }
 }
 
