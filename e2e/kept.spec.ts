@@ -21,10 +21,13 @@ function keptFiles(page: Page): Promise<{ name: string; size: number; sha256: st
     const out: { name: string; size: number; sha256: string }[] = [];
     for await (const [name, h] of (d as unknown as { entries(): AsyncIterable<[string, FileSystemHandle]> }).entries()) {
       if (h.kind !== 'file' || !/\.\d+$/.test(name)) continue;
-      const f = await (h as FileSystemFileHandle).getFile().catch(() => null); // (removed meanwhile)
-      if (!f) continue;
-      const sha = new Uint8Array(await crypto.subtle.digest('SHA-256', await f.arrayBuffer()));
-      out.push({ name, size: f.size, sha256: Array.from(sha, (b) => b.toString(16).padStart(2, '0')).join('') });
+      try {
+        const f = await (h as FileSystemFileHandle).getFile();
+        const sha = new Uint8Array(await crypto.subtle.digest('SHA-256', await f.arrayBuffer()));
+        out.push({ name, size: f.size, sha256: Array.from(sha, (b) => b.toString(16).padStart(2, '0')).join('') });
+      } catch {
+        /* removed while it was read: not kept */
+      }
     }
     return out.sort((a, b) => a.name.localeCompare(b.name));
   });
