@@ -15,6 +15,7 @@ import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, uti
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { KNOWN_MAX_FILE, type KnownVersion, type KnownVersions } from '../shared/src/known.ts';
+import { KEEP_MAX } from '../shared/src/limits.ts';
 
 export function knownDir(env = process.env): string {
   if (env.DSYNC_CACHE_DIR) return env.DSYNC_CACHE_DIR;
@@ -24,9 +25,6 @@ export function knownDir(env = process.env): string {
 const MAGIC = 'DSKN1';
 const KEPT = '.kept';
 
-/** Bytes of kept versions the CLI holds by default (decimal, as the CLI's sizes): a few
- *  dozen files of some MB each, on a disk of hundreds of GB; --keep-max 0 keeps none. */
-export const KEEP_MAX = 1_000_000_000;
 
 const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
 

@@ -1,7 +1,8 @@
 /** The chunking and hashing flags of `chunk`, `push` and `pull`, and what they give. */
 import { type ChunkParams, DEFAULT_ALGO, DEFAULT_PARAMS, FpOp, algoByName, checkParams } from '../shared/src/protocol.ts';
 import { type Opts, UsageError, type Values, intFlag, str } from './command.ts';
-import { FileKnown, KEEP_MAX } from './known.ts';
+import { FileKnown } from './known.ts';
+import { KEEP_MAX } from '../shared/src/limits.ts';
 
 export const CHUNK_OPTS: Opts = {
   min: { type: 'string', arg: 'N', help: `smallest chunk, bytes (default ${DEFAULT_PARAMS.min})` },

@@ -6,6 +6,7 @@ import { useCallback, useEffect, useRef, useState, useSyncExternalStore } from '
 import { syncUrl } from './api.ts';
 import { DropZone } from './components/DropZone.tsx';
 import { Header } from './components/Header.tsx';
+import { KeptSettings } from './components/KeptSettings.tsx';
 import { Login } from './components/Login.tsx';
 import { FileBrowser } from './components/FileBrowser.tsx';
 import { TransferList } from './components/TransferList.tsx';
@@ -13,6 +14,7 @@ import { type Picked, useWindowDrop } from './drop.ts';
 import { savedPercent } from './format.ts';
 import { type Transfer, Transfers } from './transfers.ts';
 import { useServer } from './use-server.ts';
+import { dropKept } from './kept-store.ts';
 import type { Failure } from './worker-api.ts';
 
 export function App() {
@@ -21,7 +23,10 @@ export function App() {
   const { state: server, changes, refresh } = useServer((c) => {
     if (c.kind !== 'commit' || !c.name) return;
     const ours = transfers.snapshot().some((t) => t.direction === 'up' && t.name === c.name && (t.status === 'running' || t.report?.version === c.version));
-    if (!ours) setAnnouncement(`${c.name} version ${c.version} arrived from another device.`);
+    if (ours) return;
+    setAnnouncement(`${c.name} version ${c.version} arrived from another device.`);
+    // this page's kept copy of an older version is stale now: dropped, never pushed against
+    void dropKept(transfers.user || 'local', syncUrl(), c.name, c.version);
   });
 
   // The queue lives as long as the page; its callbacks reach the latest render through a ref.
@@ -81,6 +86,7 @@ export function App() {
         <div className="column">
           <DropZone onFiles={upload} dragging={dragging} />
           <TransferList list={list} transfers={transfers} maxFileSize={maxFileSize} />
+          <KeptSettings />
         </div>
         <div className="column">
           <FileBrowser server={server} changes={changes} onDeltaDownload={(name, version, size, basis) => transfers.download(name, version, size, basis)} />

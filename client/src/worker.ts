@@ -9,6 +9,7 @@ import { blobSource } from './blob-source.ts';
 import { HashPool, type HashReply, type HashWorker, OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { ConnectionLost, RemoteError } from '../../shared/src/conn.ts';
 import { StoredKnown } from './known-store.ts';
+import { keepSynced, withKept } from './kept-push.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
 import type { Sink } from '../../shared/src/sink.ts';
 import { Connection, type Phase, type WebSocketCtor, pull, push } from '../../shared/src/sync-client.ts';
@@ -212,6 +213,7 @@ async function run(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job) {
 async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connection: (url: string) => Promise<Connection>) {
   const WebSocket = job.webSocket();
   const known = await knownOf(m.user);
+  const scope = m.user || 'local';
   const onProgress = (phase: Phase, done?: number, total?: number) => job.progress(phase, done, total);
   if (m.kind === 'push') {
     // Once the Checksum List is out, the reads left are the literal chunks' (in file order):
@@ -219,12 +221,16 @@ async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connect
     const source = job.source(m.file, (end) => {
       if (job.step === 'tokens-received' || job.step === 'sending') job.progress('sending', end, source.size);
     });
-    const report = await push(source, { url: m.url, name: m.name, WebSocket, connection, retries: m.retries, onProgress, known });
+    const report = await push(source, { url: m.url, name: m.name, WebSocket, connection, retries: m.retries, onProgress, known: await withKept(known, scope, m.url, m.name) });
+    // the copy is made before the page hears of the Result: a file saved again at once (its
+    // File no longer readable) would leave nothing kept
+    await keepSynced(known, scope, m.url, m.name, report, m.file);
     post({ kind: 'done', id: m.id, report });
   } else {
     const basis = m.basis ? job.source(m.basis, (end) => job.progress('chunking', end, basis!.size)) : null;
     const sink = blobSink((written) => job.progress('receiving', written, m.size));
     const report = await pull({ url: m.url, name: m.name, version: m.version, basis, WebSocket, connection, sink, onProgress, known });
+    await keepSynced(known, scope, m.url, m.name, report, sink.blob());
     post({ kind: 'done', id: m.id, report, blob: sink.blob() });
   }
 }

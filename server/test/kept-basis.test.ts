@@ -3,7 +3,8 @@
 // granularity, in one round trip, and the server stores exactly the file; kept bytes that are
 // not the version (damaged, or another version's) are never trusted: the server's root check
 // refuses the push, the client forgets them and pushes again with the three phases; bytes that
-// changed after the push are not kept.
+// changed after the push are not kept; a source that sends file slices (the page's) refines
+// every lacking chunk against them.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { type Source, bufferSource } from '../../shared/src/chunk-index.ts';
@@ -56,6 +57,22 @@ test('edits go up as byte-exact copies of the kept bytes: fewer Delta Bytes than
     viaFine += b.traffic.delta;
   }
   assert.ok(viaKept < viaFine / 2, `Delta Bytes: ${viaKept} via the kept bytes, ${viaFine} via the finer cut`);
+});
+
+test("a source that sends Delta Runs of file slices (the page's) refines every lacking chunk against kept bytes", async () => {
+  const r = new Rng(31);
+  const known = new MemoryKnown(1 << 30, undefined, true);
+  const v1 = base(13);
+  await pushBytes(server, 'kept/slices.bin', v1, { known });
+  // 128 KB of fragments of up to 256 bytes: most chunks lack, in runs, yet hold mostly old bytes
+  const v2 = applyEdits(v1, r, { kind: 'inverse', total: 131_072, maxFragment: 256 });
+  const blob = new Blob([v2 as BlobPart]);
+  const source: Source = { ...bufferSource(v2), blobSlice: (o, n) => blob.slice(o, o + n) };
+  const rep = await push(source, { url: server.wsUrl, name: 'kept/slices.bin', WebSocket: WebSocket as never, known });
+  assert.equal(rep.keptBasis, true);
+  assert.equal(rep.runBytes, 0, 'no chunk went unrefined as a Delta Run');
+  assert.ok(rep.literalBytes <= 131_072 + 4096, `${rep.literalBytes} literal bytes for an edit of 131072`);
+  assert.deepEqual(await server.stored('kept/slices.bin'), Buffer.from(v2));
 });
 
 test('kept bytes that are not the version are never trusted: refused by the root check, forgotten, pushed again', async () => {

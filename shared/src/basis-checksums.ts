@@ -219,6 +219,9 @@ export interface Refiner {
   readonly count: number;
   /** basis bytes refinement can copy from (the most it can save) */
   readonly copyable: number;
+  /** it holds every byte of the basis (a kept basis), so chunks inside a run of lacking ones
+   *  may hold old bytes too (an edit in fragments) and are refined as well */
+  readonly whole?: boolean;
   /** Basis Checksums from the receiver */
   add(m: BasisChecksums): void;
   /** see BasisChecksumTable.refine */

@@ -75,9 +75,10 @@ export class DeltaSender {
     // Runs), it is worth it once the receiver has listed basis bytes, and then only for the
     // chunks at the edges of a short run of lacking ones, where an edit's old bytes may go on
     // inside a chunk and are a large part of the run: the chunks inside such a run are new
-    // bytes and go as Delta Runs, and so does a long run whole (`edge`).
+    // bytes and go as Delta Runs, and so does a long run whole (`edge`). Against a kept basis
+    // every lacking chunk is refined: its bytes are all there to copy from.
     let edges: boolean | undefined;
-    if (this.source.blobSlice) {
+    if (this.source.blobSlice && !this.table.whole) {
       if (!this.table.count) return this.sendRun();
       if (this.due() && !this.edge(this.sentTo)) return this.sendRun(false);
       edges = true;

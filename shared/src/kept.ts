@@ -66,6 +66,8 @@ export class KeptBasis implements Refiner {
     return this.bytes.length;
   }
 
+  readonly whole = true;
+
   add(m: BasisChecksums): void {
     throw bad(`Basis Checksums (at ${m.offset}) in a push against a known version`);
   }

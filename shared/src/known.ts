@@ -14,7 +14,7 @@
  * instead (kept.ts).
  */
 import { giveBuffers, takeBuffer } from './buffers.ts';
-import { type Source, concat } from './chunk-index.ts';
+import { type Source, chunkSource, concat, equalBytes } from './chunk-index.ts';
 import { type ChunkParams, type FineParams, Msg } from './protocol.ts';
 import { BasisChecksumTable } from './basis-checksums.ts';
 import { fineCut } from './refine.ts';
@@ -52,6 +52,15 @@ export async function fineIndex(source: Source, params: FineParams, algo: number
   }
   giveBuffers([buf]); // (every read into it was awaited; on a failure it is left to the GC)
   return { params, lengths: concat(lengths, Uint32Array), prefixes: concat(prefixes, Uint8Array) };
+}
+
+/** Whether `source`'s bytes chunk and hash to the chunk index of `v`: kept bytes are used, and
+ *  kept, only then (a file changed since it was pushed, or bytes damaged where they are kept,
+ *  do not). */
+export async function chunksTo(source: Source, v: KnownVersion): Promise<boolean> {
+  const ix = await chunkSource(source, v.params, v.algo);
+  const u8 = (a: Uint32Array) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+  return equalBytes(ix.hashes, v.hashes) && equalBytes(u8(ix.lengths), u8(v.lengths));
 }
 
 /** Where a client keeps its known versions, by `knownKey`. */

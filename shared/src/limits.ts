@@ -97,3 +97,9 @@ export const MAX_FILE_SIZE = 64 * 2 ** 30;
 export const MAX_CHUNKS = 16 << 20;
 /** Largest `max` chunk size a client may ask for. */
 export const MAX_CHUNK_SIZE = 4 << 20;
+
+/** Bytes of kept versions (shared/src/kept.ts) a client holds by default, in all (decimal, as
+ *  every size the user sees): a few dozen files of some MB each, on a disk of hundreds of GB.
+ *  The CLI's --keep-max default; the page's cap is the smaller of this and a share of its
+ *  quota (client/src/kept-store.ts). */
+export const KEEP_MAX = 1_000_000_000;

@@ -8,9 +8,9 @@
  *   pull: ask for a version; with a local basis, the three phases run mirrored so only the
  *         changed chunks come down; the rebuilt file is verified before it is kept.
  */
-import { type ChunkIndex, type Source, bufferSource, chunkParts, chunkSource, equalBytes } from './chunk-index.ts';
+import { type ChunkIndex, type Source, bufferSource, chunkParts, chunkSource } from './chunk-index.ts';
 import { Conn, ConnectionLost, RemoteError, type Traffic, type WebSocketLike } from './conn.ts';
-import { KNOWN_MAX_DELTA, KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, basisChecksumsOf, fineIndex, knownKey } from './known.ts';
+import { KNOWN_MAX_DELTA, KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, basisChecksumsOf, chunksTo, fineIndex, knownKey } from './known.ts';
 import { keptBasisOf } from './kept.ts';
 import { matchKnown } from './matcher.ts';
 import { type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, hashLength, sameParams } from './protocol.ts';
@@ -68,6 +68,9 @@ export interface SyncReport {
   /** push: the version the client knew and sent its own Match Tokens against (one round trip,
    *  docs/protocol.md §3 "A known basis"); absent: the three phases ran */
   knownVersion?: number;
+  /** push: the bytes of that version were kept here and the edit went as byte-exact copies of
+   *  them (kept.ts) */
+  keptBasis?: boolean;
 }
 
 /**
@@ -228,9 +231,7 @@ export async function remember(known: KnownVersions, key: string, out: SendOutco
   if (known.keeps?.(size) && source.size === size) {
     const bytes = (await source.read(0, size, new Uint8Array(size))).slice();
     from = bufferSource(bytes);
-    const ix = await chunkSource(from, params, algo);
-    const u8 = (a: Uint32Array) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
-    if (equalBytes(ix.hashes, v.hashes) && equalBytes(u8(ix.lengths), u8(v.lengths))) v.kept = bytes;
+    if (await chunksTo(from, v)) v.kept = bytes;
   }
   v.fine = made ?? (await fineIndex(from, DEFAULT_FINE, algo));
   // what the next push refines against, made now rather than during it
@@ -315,7 +316,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
         timeMs: { client: ms(client), server: ms(server), network: ms(Math.max(0, total - client - server)), total: ms(total) },
         deflate: deflated(connection),
         runBytes: connection.conn.runBytes,
-        ...(against && { knownVersion: against.version }),
+        ...(against && { knownVersion: against.version, ...(against.kept && { keptBasis: true }) }),
       };
     } catch (e) {
       if (opened) addTraffic(traffic, opened.c.conn.traffic, 0);

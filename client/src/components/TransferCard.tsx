@@ -114,7 +114,9 @@ function Details({ r, fullLabel }: { r: SyncReport; fullLabel: string }) {
         {r.knownVersion !== undefined && (
           <>
             <dt>Round trips</dt>
-            <dd>one: matched against version {r.knownVersion}, which this page synced before</dd>
+            <dd>
+              one: matched against version {r.knownVersion}, which this page synced before{r.keptBasis && ', byte by byte against its copy kept on this device'}
+            </dd>
           </>
         )}
         {r.traffic.wire > 0 && (
