@@ -30,12 +30,7 @@ export async function writePseudoRandomFile(file: string, size: number, seed = 0
   let x = seed >>> 0 || 1;
   try {
     for (let off = 0; off < size; off += SLICE) {
-      for (let i = 0; i < words.length; i++) {
-        x ^= x << 13;
-        x ^= x >>> 17;
-        x ^= x << 5;
-        words[i] = x;
-      }
+      x = xorshift(words, x);
       const n = Math.min(SLICE, size - off);
       h.update(bytes.subarray(0, n));
       await fh.write(bytes, 0, n, off);
@@ -48,6 +43,17 @@ export async function writePseudoRandomFile(file: string, size: number, seed = 0
 
 const MiB = 1 << 20;
 
+/** Fills `words` from the xorshift32 generator in state `x`; the new state. */
+function xorshift(words: Uint32Array, x: number): number {
+  for (let i = 0; i < words.length; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    words[i] = x;
+  }
+  return x;
+}
+
 /** Rewrites the first 30% of every MiB of `file` with other pseudo-random bytes; its SHA-256. */
 export async function rewriteEveryMiB(file: string, size: number, seed: number): Promise<string> {
   const part = new Uint8Array(Math.floor(0.3 * MiB));
@@ -56,12 +62,7 @@ export async function rewriteEveryMiB(file: string, size: number, seed: number):
   const fh = await open(file, 'r+');
   try {
     for (let off = 0; off < size; off += MiB) {
-      for (let i = 0; i < words.length; i++) {
-        x ^= x << 13;
-        x ^= x >>> 17;
-        x ^= x << 5;
-        words[i] = x;
-      }
+      x = xorshift(words, x);
       await fh.write(part, 0, Math.min(part.length, size - off), off);
     }
   } finally {
