@@ -15,9 +15,9 @@ step "native tests (cargo test, wasm/ and the benchmark's baselines)"
 step "type check (tsc)"
 npx tsc --noEmit -p .
 
-# Each test has 300 s: a hang fails the run with the test's name instead of outlasting CI.
+# Each test has 600 s (the longest, the session fuzzer, takes 1–3 min): a hang fails the run with the test's name instead of outlasting CI.
 step "Node tests (shared/, server/, cli/; npm run test:fast runs the quick part)"
-node --import tsx --test --test-reporter=spec --test-concurrency=1 --test-timeout=300000 shared/test/*.test.ts server/test/*.test.ts cli/test/*.test.ts client/test/*.test.ts
+node --import tsx --test --test-reporter=spec --test-concurrency=1 --test-timeout=600000 shared/test/*.test.ts server/test/*.test.ts cli/test/*.test.ts client/test/*.test.ts
 
 step "browser tests (Playwright, Chromium)"
 npx playwright test -c e2e/playwright.config.ts
