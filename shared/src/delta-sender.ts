@@ -23,11 +23,12 @@ import { Msg } from './protocol.ts';
 
 /** A run of lacking chunks this long or longer has no edge chunks (`DeltaSender.edge`). */
 const REFINE_RUN_MAX = 128 << 10;
-/** Inner chunks are refined while at least 1 in INNER_PAYS of their bytes refined lately came
- *  back as copies, or fewer than INNER_WINDOW bytes are tallied (the tally is halved when it
- *  passes twice this); */
+/** Inner chunks are refined while the receiver has listed basis bytes for at least 1 in
+ *  INNER_PAYS of the lacking bytes judged so far, and at least 1 in INNER_PAYS of the inner
+ *  bytes refined lately came back as copies, or fewer than INNER_WINDOW bytes are tallied (the
+ *  tally is halved when it passes twice this); */
 const INNER_PAYS = 8;
-const INNER_WINDOW = 1 << 20;
+const INNER_WINDOW = 512 << 10;
 /** while they do not pay, one Delta message of them is refined as a probe after each
  *  INNER_PROBE bytes of them sent as Delta Runs. */
 const INNER_PROBE = 32 << 20;
@@ -39,10 +40,12 @@ const INNER_PROBE = 32 << 20;
  * they face (refine.ts, `MiddleYield`): refined, a 1 MB change of 256-byte fragments costs a
  * third of its Delta Bytes sent whole (bench/results/page-kept.md). Where a region is written
  * anew, they hold only new bytes, and reading them into JavaScript costs about three times the
- * CPU of the browser reading the slices itself (bench/results/page-vs-cli.md). The receiver's
- * listing alone does not tell the two apart: a file rewritten whole is one gap, listed whole
- * while the receiver's tally is still empty. So the sender tallies the copies its refined
- * inner chunks make, as the receiver tallies the middles it lists.
+ * CPU of the browser reading the slices itself (bench/results/page-vs-cli.md). Where the
+ * receiver lists little against the lacking bytes (new bytes appended, middles no longer
+ * listed), refining cannot pay (`DeltaSender.listed`). Where it lists much, it still may not: a
+ * file rewritten whole is one gap, listed whole while the receiver's tally is still empty. So
+ * the sender also tallies the copies its refined inner chunks make, as the receiver tallies the
+ * middles it lists.
  */
 class InnerYield {
   private refined = 0;
@@ -85,6 +88,9 @@ export class DeltaSender {
   /** what a Delta message's chunks are read into, reused from message to message */
   private buffer: Uint8Array | null = null;
   private readonly inner = new InnerYield();
+  /** lacking bytes of the chunks below `lackingTo` (all judged) */
+  private lacking = 0;
+  private lackingTo = 0;
 
   constructor(
     private readonly conn: Conn,
@@ -127,7 +133,7 @@ export class DeltaSender {
     if (this.source.blobSlice && !this.table.whole) {
       if (!this.table.count) return this.sendRun();
       if (this.due() && !this.edge(this.sentTo)) {
-        if (!this.inner.pays()) return this.sendRun(false);
+        if (!this.listed() || !this.inner.pays()) return this.sendRun(false);
         inner = true;
       } else edges = true;
     }
@@ -166,6 +172,15 @@ export class DeltaSender {
     if (indices.length) await this.conn.send({ type: Msg.Delta, indices: Uint32Array.from(indices), chunks });
     this.literalBytes += bytes - copied;
     this.refinedBytes += copied;
+  }
+
+  /** Whether the receiver has listed basis bytes for at least 1 in INNER_PAYS of the lacking
+   *  bytes judged so far. */
+  private listed(): boolean {
+    const { held, judgedTo } = this.judged;
+    const off = this.list.offsets;
+    for (; this.lackingTo < judgedTo; this.lackingTo++) if (!held[this.lackingTo]) this.lacking += off[this.lackingTo + 1] - off[this.lackingTo];
+    return this.table.copyable * INNER_PAYS >= this.lacking;
   }
 
   /** Skips the held chunks from `sentTo` on; returns where the run of lacking chunks from
