@@ -70,7 +70,9 @@ test('1 GB: a 256 MiB and a 1 GiB file sync without the tab growing with the fil
 
   // An edit of the 256 MiB file the server holds (the first 30% of every MiB rewritten), after
   // the measured syncs: its long changed stretches go whole as Delta Runs too, not read and
-  // refined in JavaScript (a stretch a Verdict cuts short may be, as far as it is judged).
+  // refined in JavaScript, but for the first Delta message of them and a probe per 32 MiB,
+  // which show that refining them does not pay (InnerYield in shared/src/delta-sender.ts; a
+  // stretch a Verdict cuts short may be refined too, as far as it is judged).
   {
     const { file, name } = edited!;
     const size = 256 * MiB;
@@ -81,7 +83,7 @@ test('1 GB: a 256 MiB and a 1 GiB file sync without the tab growing with the fil
     const edit = JSON.parse((await card(page, name).getByTestId('result').getAttribute('data-report'))!);
     expect(edit.literalBytes).toBeGreaterThan(0.3 * size);
     expect(edit.literalBytes).toBeLessThan(0.4 * size);
-    expect(edit.runBytes).toBeGreaterThan(0.98 * edit.literalBytes);
+    expect(edit.runBytes).toBeGreaterThan(0.95 * edit.literalBytes);
     rmSync(file);
   }
 

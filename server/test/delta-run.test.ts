@@ -1,8 +1,9 @@
 // Delta Runs end to end (docs/protocol.md 0x0E): a client whose Source hands out Blob slices of
 // its file (as the page's worker does with a File) sends its Delta Bytes as Delta Runs, which
 // the socket reads itself; a real server on loopback stores exactly the file, a first push, an
-// edit of long stretches (sent whole) and one of small changes (refined at their edges), and a
-// Delta Run that disagrees with the Checksum List is refused.
+// edit of long stretches (sent whole once refining them is seen not to pay), one of small
+// changes (refined at their edges), one of scattered changes that dirty a long stretch (refined
+// whole, as the CLI does), and a Delta Run that disagrees with the Checksum List is refused.
 import assert from 'node:assert/strict';
 import { openAsBlob } from 'node:fs';
 import { open, writeFile } from 'node:fs/promises';
@@ -15,7 +16,7 @@ import type { Source } from '../../shared/src/chunk-index.ts';
 import { Conn } from '../../shared/src/conn.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { push } from '../../shared/src/sync-client.ts';
-import { fastRandomBytes } from '../../shared/src/testdata.ts';
+import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
 import { type TestServer, testServer } from '../../harness/helpers.ts';
 
 let server: TestServer;
@@ -43,7 +44,7 @@ async function pushFile(file: string, name: string, slices = true) {
 
 test('Delta Bytes from Blob slices: a first push and a 30%-per-MiB rewrite store exactly the file', async () => {
   const MiB = 1 << 20;
-  const v1 = fastRandomBytes(7, 6 * MiB + 12345);
+  const v1 = fastRandomBytes(7, 20 * MiB + 12345);
   const file = path.join(dir, 'a.bin');
   await writeFile(file, v1);
   const r1 = await pushFile(file, 'a.bin');
@@ -59,11 +60,12 @@ test('Delta Bytes from Blob slices: a first push and a 30%-per-MiB rewrite store
   const read = await pushFile(file, 'read.bin', false);
   assert.equal(r2.version, 2);
   assert.ok(r2.literalBytes > 0.3 * v1.length && r2.literalBytes < v1.length);
-  // each rewritten stretch (300 KiB) goes whole as Delta Runs, its edge chunks unrefined: the
-  // old bytes they hold are a few percent of the Delta Bytes of refining every chunk (as the
-  // CLI does), not worth reading them apart (but a stretch a Verdict cuts short is, as far as
-  // it is judged)
-  assert.ok(r2.runBytes! > 0.98 * r2.literalBytes, `${r2.runBytes} of ${r2.literalBytes} literal bytes in Delta Runs`);
+  // the rewritten stretches (300 KiB each) are refined until the first Delta message of them
+  // shows that few of their bytes come back as copies; the rest go whole as Delta Runs, their
+  // edge chunks unrefined: the old bytes they hold are a few percent of the Delta Bytes of refining every
+  // chunk (as the CLI does), not worth reading them apart (but a stretch a Verdict cuts short
+  // is, as far as it is judged)
+  assert.ok(r2.runBytes! > 0.8 * r2.literalBytes, `${r2.runBytes} of ${r2.literalBytes} literal bytes in Delta Runs`);
   assert.ok(r2.traffic.delta < 1.06 * read.traffic.delta, `Delta Bytes ${r2.traffic.delta} B, refining every chunk ${read.traffic.delta} B`);
   assert.deepEqual(new Uint8Array(await server.stored('a.bin', 2)), v2);
 
@@ -78,6 +80,24 @@ test('Delta Bytes from Blob slices: a first push and a 30%-per-MiB rewrite store
   assert.ok(r3.refinedBytes > 0.9 * read3.refinedBytes, `refined ${r3.refinedBytes} B, reading every chunk ${read3.refinedBytes} B`);
   assert.ok(r3.traffic.delta < 1.1 * read3.traffic.delta, `Delta Bytes ${r3.traffic.delta} B, refining every chunk ${read3.traffic.delta} B`);
   assert.deepEqual(new Uint8Array(await server.stored('a.bin', 3)), v3);
+});
+
+test('scattered edits that dirty a long stretch are refined from Blob slices, for the Delta Bytes of the CLI', async () => {
+  // 1 MiB cut out in fragments of at most 256 bytes, 70% of them in the first third: every
+  // chunk there is dirty, one run of lacking chunks megabytes long, most of its bytes old
+  const v1 = fastRandomBytes(11, 8 << 20);
+  const v2 = applyEdits(v1, new Rng(12), { kind: 'cut', total: 1 << 20 });
+  const file = path.join(dir, 'c.bin');
+  await writeFile(file, v1);
+  await pushFile(file, 'c.bin');
+  await pushFile(file, 'c-read.bin', false);
+  await writeFile(file, v2);
+  const r = await pushFile(file, 'c.bin');
+  const read = await pushFile(file, 'c-read.bin', false);
+  assert.ok(read.refinedBytes > read.literalBytes, `the CLI refined ${read.refinedBytes} B, sent ${read.literalBytes} B`);
+  assert.ok(r.refinedBytes > 0.95 * read.refinedBytes, `refined ${r.refinedBytes} B, reading every chunk ${read.refinedBytes} B`);
+  assert.ok(r.traffic.delta < 1.1 * read.traffic.delta, `Delta Bytes ${r.traffic.delta} B, refining every chunk ${read.traffic.delta} B`);
+  assert.deepEqual(new Uint8Array(await server.stored('c.bin', 2)), v2);
 });
 
 test('a Delta Run whose chunk length differs from the Checksum List is refused, and nothing is stored', async () => {

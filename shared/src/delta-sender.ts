@@ -8,7 +8,7 @@
  *   the receiver has going as a copy;
  * - as a Delta Run: slices of the source that the socket reads itself (conn.sendDeltaRun),
  *   never read into JavaScript. A source that can slice (`blobSlice`: the page's File) sends
- *   so whatever refining would not pay for.
+ *   so whatever refining does not pay for (`send`, `InnerYield`).
  *
  * A Delta message holds up to `maxMessage` bytes, a Delta Run up to `maxRun` (at least one
  * chunk).
@@ -21,9 +21,56 @@ import type { Conn } from './conn.ts';
 import type { Piece } from './messages.ts';
 import { Msg } from './protocol.ts';
 
-/** Runs of lacking chunks this long or longer are sent whole as Delta Runs, their edges unrefined
- *  (`DeltaSender.edge`). */
+/** A run of lacking chunks this long or longer has no edge chunks (`DeltaSender.edge`). */
 const REFINE_RUN_MAX = 128 << 10;
+/** Inner chunks are refined while the receiver has listed basis bytes for at least 1 in
+ *  INNER_PAYS of the lacking bytes judged so far, and at least 1 in INNER_PAYS of the inner
+ *  bytes refined lately came back as copies, or fewer than INNER_WINDOW bytes are tallied (the
+ *  tally is halved when it passes twice this); */
+const INNER_PAYS = 8;
+const INNER_WINDOW = 512 << 10;
+/** while they do not pay, one Delta message of them is refined as a probe after each
+ *  INNER_PROBE bytes of them sent as Delta Runs. */
+const INNER_PROBE = 32 << 20;
+
+/**
+ * Whether refining a source's *inner* chunks pays: the lacking chunks that are not edge chunks
+ * (`DeltaSender.edge`), which a source that can slice otherwise sends unread as Delta Runs.
+ * Where edits are scattered, most of their bytes are old and the receiver lists the basis bytes
+ * they face (refine.ts, `MiddleYield`): refined, a 1 MB change of 256-byte fragments costs a
+ * third of its Delta Bytes sent whole (bench/results/page-kept.md). Where a region is written
+ * anew, they hold only new bytes, and reading them into JavaScript costs about three times the
+ * CPU of the browser reading the slices itself (bench/results/page-vs-cli.md). Where the
+ * receiver lists little against the lacking bytes (new bytes appended, middles no longer
+ * listed), refining cannot pay (`DeltaSender.listed`). Where it lists much, it still may not: a
+ * file rewritten whole is one gap, listed whole while the receiver's tally is still empty. So
+ * the sender also tallies the copies its refined inner chunks make, as the receiver tallies the
+ * middles it lists.
+ */
+class InnerYield {
+  private refined = 0;
+  private copied = 0;
+  /** inner bytes sent as Delta Runs since the last refined ones */
+  private skipped = 0;
+
+  pays(): boolean {
+    return this.refined < INNER_WINDOW || this.copied * INNER_PAYS >= this.refined || this.skipped >= INNER_PROBE;
+  }
+
+  tally(refined: number, copied: number): void {
+    this.refined += refined;
+    this.copied += copied;
+    this.skipped = 0;
+    if (this.refined > 2 * INNER_WINDOW) {
+      this.refined /= 2;
+      this.copied /= 2;
+    }
+  }
+
+  skip(bytes: number): void {
+    this.skipped += bytes;
+  }
+}
 
 /** What the sender has judged: per chunk 1 once the receiver has it, and the chunk below which
  *  a Verdict is sent. `held` may be replaced as the list grows; it is read through this view. */
@@ -40,6 +87,10 @@ export class DeltaSender {
   refinedBytes = 0;
   /** what a Delta message's chunks are read into, reused from message to message */
   private buffer: Uint8Array | null = null;
+  private readonly inner = new InnerYield();
+  /** lacking bytes of the chunks below `lackingTo` (all judged) */
+  private lacking = 0;
+  private lackingTo = 0;
 
   constructor(
     private readonly conn: Conn,
@@ -72,21 +123,25 @@ export class DeltaSender {
    */
   async send(): Promise<void> {
     // Refining reads the bytes into JavaScript. Where the source can send slices unread (Delta
-    // Runs), it is worth it once the receiver has listed basis bytes, and then only for the
-    // chunks at the edges of a short run of lacking ones, where an edit's old bytes may go on
-    // inside a chunk and are a large part of the run: the chunks inside such a run are new
-    // bytes and go as Delta Runs, and so does a long run whole (`edge`). Against a kept basis
-    // every lacking chunk is refined: its bytes are all there to copy from.
+    // Runs), it is worth it once the receiver has listed basis bytes, for the chunks at the
+    // edges of a short run of lacking ones (`edge`), where an edit's old bytes may go on inside
+    // a chunk and are a large part of the run, and for the other lacking chunks while refining
+    // them pays (`InnerYield`); else those go as Delta Runs. Against a kept basis every lacking
+    // chunk is refined: its bytes are all there to copy from.
     let edges: boolean | undefined;
+    let inner = false;
     if (this.source.blobSlice && !this.table.whole) {
       if (!this.table.count) return this.sendRun();
-      if (this.due() && !this.edge(this.sentTo)) return this.sendRun(false);
-      edges = true;
+      if (this.due() && !this.edge(this.sentTo)) {
+        if (!this.listed() || !this.inner.pays()) return this.sendRun(false);
+        inner = true;
+      } else edges = true;
     }
     const { list, maxMessage } = this;
     const indices: number[] = [];
     const chunks: (Uint8Array | Piece[])[] = [];
     let bytes = 0;
+    let copied = 0;
     while (this.sentTo < this.judged.judgedTo) {
       const j = this.runEnd(bytes, edges);
       const from = this.sentTo;
@@ -108,14 +163,24 @@ export class DeltaSender {
         // copy what the receiver listed of its basis instead of sending it
         const refined = this.table.refine(run, ends);
         chunks.push(...refined.chunks);
-        this.refinedBytes += refined.copied;
-        this.literalBytes -= refined.copied;
+        copied += refined.copied;
       } else for (let k = 0; k < ends.length; k++) chunks.push(run.subarray(k ? ends[k - 1] : 0, ends[k]));
       bytes += length;
       this.sentTo = j;
     }
+    if (inner) this.inner.tally(bytes, copied);
     if (indices.length) await this.conn.send({ type: Msg.Delta, indices: Uint32Array.from(indices), chunks });
-    this.literalBytes += bytes;
+    this.literalBytes += bytes - copied;
+    this.refinedBytes += copied;
+  }
+
+  /** Whether the receiver has listed basis bytes for at least 1 in INNER_PAYS of the lacking
+   *  bytes judged so far. */
+  private listed(): boolean {
+    const { held, judgedTo } = this.judged;
+    const off = this.list.offsets;
+    for (; this.lackingTo < judgedTo; this.lackingTo++) if (!held[this.lackingTo]) this.lacking += off[this.lackingTo + 1] - off[this.lackingTo];
+    return this.table.copyable * INNER_PAYS >= this.lacking;
   }
 
   /** Skips the held chunks from `sentTo` on; returns where the run of lacking chunks from
@@ -134,8 +199,8 @@ export class DeltaSender {
   /** Whether lacking chunk k is at an edge of its run of lacking chunks (or of what is judged),
    *  and the run (as far as it is judged) is shorter than REFINE_RUN_MAX. In a longer run, the
    *  old bytes its edge chunks may hold are a small part of it (about an average chunk at each
-   *  end), which refining would save at the cost of reading them apart
-   *  (bench/results/page-vs-cli.md). */
+   *  end) unless edits are scattered all over it: its chunks are inner chunks, refined while
+   *  that pays (`InnerYield`). */
   private edge(k: number): boolean {
     const { held, judgedTo } = this.judged;
     if (!(k === 0 || held[k - 1] === 1 || k + 1 >= judgedTo || held[k + 1] === 1)) return false;
@@ -164,6 +229,7 @@ export class DeltaSender {
       bytes += list.offsets[j] - list.offsets[from];
       this.sentTo = j;
     }
+    if (edges === false) this.inner.skip(bytes);
     if (indices.length) await this.conn.sendDeltaRun(Uint32Array.from(indices), Uint32Array.from(indices, (k) => list.lengths[k]), parts);
     this.literalBytes += bytes;
   }
