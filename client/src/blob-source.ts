@@ -12,6 +12,11 @@ import type { Source } from '../../shared/src/chunk-index.ts';
 
 /** A read at offset 0 at least this long starts a stream (a pass over the whole file). */
 const STREAM_MIN = 1 << 20;
+/** A stream that hands over nothing for this long is given up for slice reads: Chromium's Blob
+ *  stream, opened again on a Blob whose earlier stream was cancelled or whose slices the socket
+ *  is reading, now and then never delivers (a push stalled after its commit in about 1 of 10
+ *  runs of bench/browser/page-kept.bench.ts). A local file delivers within milliseconds. */
+export const STREAM_STALL_MS = 3000;
 
 /** Reads of `blob` in order from one BYOB stream: `read` fills a new buffer of its own. */
 class StreamReads {
@@ -40,7 +45,7 @@ class StreamReads {
       let buf = new ArrayBuffer(length);
       let got = 0;
       while (got < length) {
-        const { value, done } = await this.reader!.read(new Uint8Array(buf, got, length - got));
+        const { value, done } = await this.next(new Uint8Array(buf, got, length - got));
         if (value) {
           buf = value.buffer as ArrayBuffer; // (the buffer read into is handed back in `value`)
           got += value.byteLength;
@@ -55,6 +60,23 @@ class StreamReads {
       throw e;
     } finally {
       this.busy = false;
+    }
+  }
+
+  /** The reader's next read, or an error once it has stalled: the stream is then given up and
+   *  this source reads by slices (the caller's fallback). */
+  private async next(view: Uint8Array): Promise<ReadableStreamReadResult<Uint8Array>> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const stalled = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        this.broken = true;
+        reject(new Error(`the file's stream delivered nothing in ${STREAM_STALL_MS} ms`));
+      }, STREAM_STALL_MS);
+    });
+    try {
+      return await Promise.race([this.reader!.read(view), stalled]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 

@@ -13,7 +13,7 @@ import { chunkSource } from '../../shared/src/chunk-index.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
 import { fastRandomBytes } from '../../shared/src/testdata.ts';
-import { blobSource } from '../src/blob-source.ts';
+import { STREAM_STALL_MS, blobSource } from '../src/blob-source.ts';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'dsync-blob-source-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -87,4 +87,30 @@ test('a cancelled transfer reads no more', async () => {
   await source.read(0, 1 << 20);
   cancelled = true;
   await assert.rejects(source.read(1 << 20, 1 << 20), /cancelled/);
+});
+
+test('a stream that delivers nothing is given up after STREAM_STALL_MS: the read completes by slices, and so do later passes', async () => {
+  const bytes = fastRandomBytes(5, (2 << 20) + 99);
+  let streams = 0;
+  // A Blob whose streams never deliver (as Chromium's now and then does): its slices are of its kind.
+  class StalledBlob extends Blob {
+    override slice(start?: number, end?: number): Blob {
+      return new StalledBlob([super.slice(start, end)]);
+    }
+    override stream(): ReadableStream<Uint8Array<ArrayBuffer>> {
+      streams++;
+      return new ReadableStream({ type: 'bytes', pull: () => new Promise(() => {}) }) as ReadableStream<Uint8Array<ArrayBuffer>>;
+    }
+  }
+  const source = blobSource(new StalledBlob([bytes as Uint8Array<ArrayBuffer>]));
+  const t0 = performance.now();
+  assert.deepEqual(await source.read(0, 2 << 20), bytes.subarray(0, 2 << 20));
+  const ms = performance.now() - t0;
+  assert.ok(ms >= STREAM_STALL_MS - 50 && ms < STREAM_STALL_MS + 2000, `gave up after ${ms} ms`);
+  assert.equal(streams, 1);
+  // the source reads by slices from then on: a new pass starts no stream and does not wait
+  const t1 = performance.now();
+  assert.deepEqual(await source.read(0, bytes.length), bytes);
+  assert.ok(performance.now() - t1 < STREAM_STALL_MS / 2);
+  assert.equal(streams, 1);
 });
