@@ -4,21 +4,12 @@
  * it chunks; the receiver appends the Checksums messages that arrive.
  */
 import { type ChunkIndex, type ListPart } from './chunk-index.ts';
+import { grown } from './buffers.ts';
 import { LIST_BATCH, type ReceiverLimits } from './limits.ts';
 import type { Checksums } from './messages.ts';
 import { type ChunkParams, ErrorCode, ProtocolError, hashLength, inconsistent as bad } from './protocol.ts';
 import type { WeakList } from './matcher.ts';
 import { StrongHasher } from '../../wasm/pkg/dsync_wasm.js';
-
-type Growable = Uint32Array | Uint8Array | Float64Array | Int32Array;
-
-/** `a` copied into a new array of `size` elements, the new ones set to `fill`. */
-export function grown<T extends Growable>(a: T, size: number, fill = 0): T {
-  const b = new (a.constructor as { new (n: number): T })(size);
-  b.set(a as never);
-  if (fill) b.fill(fill as never, a.length);
-  return b;
-}
 
 /** Capacity of a list, at least. */
 const LIST_MIN_CAPACITY = 1024;

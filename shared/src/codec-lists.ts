@@ -5,6 +5,7 @@
  * so that an edit of a few bytes costs a few bytes of framing (docs/protocol.md §4–§6).
  * Decoding is strict, as in codec.ts.
  */
+import { grown } from './buffers.ts';
 import { COPY_END_MAX } from './limits.ts';
 import { Reader, Writer, malformed, unzigzag, varintSize, zigzag } from './frame-bytes.ts';
 import { type BasisChecksums, type Copies, type Delta, type Piece, PREFIX, chunkLength } from './messages.ts';
@@ -143,8 +144,8 @@ export function decodeCopies(r: Reader, maxN: number): Copies {
     r.need(5 * l, 'listed chunks');
     if (at + l > lengths.length) {
       const size = Math.min(maxN, Math.max(2 * lengths.length, at + l, 64));
-      fastfps = grownTo(fastfps, size);
-      lengths = grownTo(lengths, size);
+      fastfps = grown(fastfps, size);
+      lengths = grown(lengths, size);
     }
     readList(r, l, fastfps, lengths, at);
     at += l;
@@ -220,8 +221,3 @@ function nonNegative(v: number, what: string): number {
   return v;
 }
 
-const grownTo = (a: Uint32Array, size: number) => {
-  const b = new Uint32Array(size);
-  b.set(a);
-  return b;
-};

@@ -51,24 +51,24 @@ class InnerYield {
   private refined = 0;
   private copied = 0;
   /** inner bytes sent as Delta Runs since the last refined ones */
-  private skipped = 0;
+  private unrefined = 0;
 
   pays(): boolean {
-    return this.refined < INNER_WINDOW || this.copied * INNER_PAYS >= this.refined || this.skipped >= INNER_PROBE;
+    return this.refined < INNER_WINDOW || this.copied * INNER_PAYS >= this.refined || this.unrefined >= INNER_PROBE;
   }
 
   tally(refined: number, copied: number): void {
     this.refined += refined;
     this.copied += copied;
-    this.skipped = 0;
+    this.unrefined = 0;
     if (this.refined > 2 * INNER_WINDOW) {
       this.refined /= 2;
       this.copied /= 2;
     }
   }
 
-  skip(bytes: number): void {
-    this.skipped += bytes;
+  sentWhole(bytes: number): void {
+    this.unrefined += bytes;
   }
 }
 
@@ -229,7 +229,7 @@ export class DeltaSender {
       bytes += list.offsets[j] - list.offsets[from];
       this.sentTo = j;
     }
-    if (edges === false) this.inner.skip(bytes);
+    if (edges === false) this.inner.sentWhole(bytes);
     if (indices.length) await this.conn.sendDeltaRun(Uint32Array.from(indices), Uint32Array.from(indices, (k) => list.lengths[k]), parts);
     this.literalBytes += bytes;
   }

@@ -13,7 +13,8 @@
  * phase it is in.
  */
 import { giveBuffers, takeBuffer } from './buffers.ts';
-import { ChecksumList, checkChecksums, grown, listDigest } from './checksum-list.ts';
+import { ChecksumList, checkChecksums, listDigest } from './checksum-list.ts';
+import { grown } from './buffers.ts';
 import { type ChunkIndex, equalBytes, offsetsOf, runHash } from './chunk-index.ts';
 import { DeltaReceiver } from './delta-receiver.ts';
 import type { Checksums, ChecksumsEnd, Copies, Message, SplitRequest, Verdict } from './messages.ts';

@@ -19,7 +19,8 @@
  * reads meanwhile, one handler per message.
  */
 import { BasisChecksumTable, type Refiner } from './basis-checksums.ts';
-import { ChecksumList, grown } from './checksum-list.ts';
+import { ChecksumList } from './checksum-list.ts';
+import { grown } from './buffers.ts';
 import { type ListPart, type Source, equalBytes, runHash } from './chunk-index.ts';
 import { DeltaSender, type Judged } from './delta-sender.ts';
 import type { BasisChecksums, Failed, Result, Tokens, TokensEnd } from './messages.ts';
