@@ -230,8 +230,9 @@ async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connect
     const basis = m.basis ? job.source(m.basis, (end) => job.progress('chunking', end, basis!.size)) : null;
     const sink = blobSink((written) => job.progress('receiving', written, m.size));
     const report = await pull({ url: m.url, name: m.name, version: m.version, basis, WebSocket, connection, sink, onProgress, known });
-    await keepSynced(known, scope, m.url, m.name, report, sink.blob());
-    post({ kind: 'done', id: m.id, report, blob: sink.blob() });
+    const blob = sink.blob();
+    await keepSynced(known, scope, m.url, m.name, report, blob);
+    post({ kind: 'done', id: m.id, report, blob });
   }
 }
 
