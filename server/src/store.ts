@@ -110,6 +110,7 @@ export class Store {
    */
   async changeHead<T>(name: string, change: (h: FileHead | null) => HeadChange<T> | Promise<HeadChange<T>>, hooks: { landed?: () => void } = {}): Promise<T> {
     const key = this.headKey(name);
+    let late = 0;
     for (let attempt = 0; ; attempt++) {
       const cur = await this.backend.getHead(key);
       const old = cur && parseFileHead(cur.body, key);
@@ -120,20 +121,21 @@ export class Store {
         if (adds) {
           if (adds.ours) hooks.landed?.();
           await this.confirm(key, adds);
+          if (adds.ours && old) await noteInCatalog(this.backend, this.user, old, this.repo.linked).catch(() => {});
         }
         return result;
       }
       head.seq = (old?.seq ?? 0) + 1;
       if (adds) {
         // the guard before the swap: rescues condemned references, brings their epochs up to
-        // date (recorded in the entries); the swap starts within half the commit window of it,
-        // so that it lands before the collector's second mark in all but a slow network (a
-        // margin: safety rests on the confirmation)
+        // date (recorded in the entries); the swap starts within half the commit window of it
+        // (a few tries), so that it lands before a collector's second mark in all but a slow
+        // network: a margin that makes withdrawals rare, safety rests on the confirmation
         const { refs, readAt } = await guardRefs(this.repo, adds.refs);
         adds.refs = refs;
         const known = knownAt(refs);
         for (const e of adds.entries) e.epoch = Number.isFinite(known) ? known : 0;
-        if (Date.now() > readAt + this.repo.settings.gcWindowMs / 2) continue;
+        if (Date.now() > readAt + this.repo.settings.gcWindowMs / 2 && late++ < 3) continue;
       }
       let tag: string | null;
       try {
