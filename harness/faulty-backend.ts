@@ -17,6 +17,8 @@ export interface Fault {
    *  caller gets what the same call made again returns (an SDK retry: a conditional put's second
    *  attempt is refused, its first having landed) */
   lost?: 'throw' | 'retry';
+  /** the call fails without reaching the backend (an error before anything was sent) */
+  fail?: boolean;
   /** calls it applies to before it is spent (default: every call) */
   times?: number;
 }
@@ -47,6 +49,7 @@ export class FaultyBackend implements Backend {
     const f = this.take(op, key);
     if (!f) return call();
     if (f.before) await sleep(f.before);
+    if (f.fail) throw new Error(`${op} ${key}: failed (injected)`);
     const out = await call();
     if (f.after) await sleep(f.after);
     if (f.lost === 'throw') throw new Error(`${op} ${key}: the answer was lost (injected)`);
