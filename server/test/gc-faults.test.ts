@@ -69,6 +69,7 @@ async function trial(make: () => Promise<{ server: Backend; collector: Backend; 
   const committed = new Map<string, Map<number, Buffer>>(FILES.map((f) => [f, new Map()]));
   const removing = new Map<string, Set<number>>(FILES.map((f) => [f, new Set()]));
   const failures: string[] = [];
+  let restores = 0;
   // the collector, looping until told to stop
   const reports: GcReport[] = [];
   const gcErrors: string[] = [];
@@ -104,6 +105,24 @@ async function trial(make: () => Promise<{ server: Backend; collector: Backend; 
                   await store.remove(f, latest).catch(() => {});
                 })()
               : null;
+            // and now and then an older version is restored while it is removed (a restore adds
+            // references too)
+            const older = [...committed.get(f)!.keys()].filter((v) => !removing.get(f)!.has(v));
+            const restorer = older.length && r.int(3) === 0
+              ? (async () => {
+                  const v = older[r.int(older.length)];
+                  removing.get(f)!.add(v);
+                  const gone = new Promise((res) => setTimeout(res, r.int(300))).then(() => store.remove(f, v)).catch(() => {});
+                  try {
+                    const restored = await store.restore(f, v);
+                    committed.get(f)!.set(restored, committed.get(f)!.get(v)!);
+                    restores++;
+                  } catch (e) {
+                    failures.push(`${sc.name}: restore ${f} v${v}: ${(e as Error).message}`);
+                  }
+                  await gone;
+                })()
+              : null;
             try {
               const rep = await pushBytes(srv, f, next.get(f)!);
               assert.ok(!committed.get(f)!.has(rep.version), `${f} v${rep.version} reported committed twice`);
@@ -112,6 +131,7 @@ async function trial(make: () => Promise<{ server: Backend; collector: Backend; 
               failures.push(`${sc.name}: ${f}: ${(e as Error).message}`);
             }
             await remover;
+            await restorer;
           }),
         );
         current = next;
@@ -158,8 +178,10 @@ async function trial(make: () => Promise<{ server: Backend; collector: Backend; 
     assert.deepEqual(await unreferenced(gcRepo), []);
     assert.deepEqual((await runCheck(gcRepo, { readData: true })).errors, []);
     const pushes = SCENARIOS.length * ROUNDS * FILES.length;
-    assert.ok(failures.length < pushes / 2, `${failures.length} of ${pushes} pushes failed`);
-    console.log(`${pushes} pushes: ${pushes - failures.length} committed, ${failures.length} failed; ${reports.length} collections deleted ${reports.reduce((a, x) => a + x.deleted, 0)} objects; faults applied: ${JSON.stringify(Object.fromEntries(commitFaults.hit))} (server), ${JSON.stringify(Object.fromEntries(gcFaults.hit))} (collector)`);
+    const failed = failures.filter((x) => !/: restore /.test(x)).length;
+    assert.ok(failed < pushes / 2, `${failed} of ${pushes} pushes failed`);
+    assert.ok(restores > 0, 'some restores committed');
+    console.log(`${pushes} pushes, ${failed} failed; ${restores} restores committed, ${failures.length - failed} failed; ${reports.length} collections deleted ${reports.reduce((a, x) => a + x.deleted, 0)} objects; faults applied: ${JSON.stringify(Object.fromEntries(commitFaults.hit))} (server), ${JSON.stringify(Object.fromEntries(gcFaults.hit))} (collector)`);
     for (const m of new Set(failures.map((x) => x.replace(/(data|index)\/[0-9a-f/]+/g, '…')))) console.log(`  failed: ${m}`);
   } finally {
     await s.close();
