@@ -169,8 +169,8 @@ const body = (s: GcState) => Buffer.from(JSON.stringify(s));
  */
 export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<GcReport> {
   const o = { ...GC_DEFAULTS, ...opts };
-  // a window as long as the stale age would let the next collector take every state over
   for (const k of ['minAgeMs', 'windowMs', 'staleMs'] as const) if (!Number.isSafeInteger(o[k]) || o[k] < 0) throw new RangeError(`gc: ${k} must be a whole number of milliseconds, got ${o[k]}`);
+  // a window as long as the stale age would let the next collector take every state over
   if (o.windowMs > MAX_GC_WINDOW_MS || (o.staleMs && o.windowMs >= o.staleMs)) throw new RangeError(`gc: the window (${o.windowMs} ms) must be at most ${MAX_GC_WINDOW_MS} ms and below the stale age (${o.staleMs} ms)`);
   const t0 = Date.now();
   const report: GcReport = { deleted: 0, bytes: 0, rescued: 0, temporaries: 0, catalogsRepaired: 0, retired: 0, ms: 0 };

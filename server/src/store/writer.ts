@@ -114,10 +114,8 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
     },
     state: async () => {
       await flush();
-      const known = new Map(copied);
-      addRef(known, '', await epoch);
-      if (resume) addRef(known, '', resumedEpoch);
-      return { layout: structuredClone(layout), written, own: [...own], epoch: knownAt(known) };
+      const known = Math.min(await epoch, resume ? resumedEpoch : Infinity, knownAt(copied));
+      return { layout: structuredClone(layout), written, own: [...own], epoch: known };
     },
     get landed() {
       return landed;
