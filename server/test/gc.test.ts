@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
 import { Repo } from '../src/store/repo.ts';
 import { guardRefs, readGcState, runGc, unreferenced } from '../src/store/gc.ts';
-import { GC_STATE, segmentKey } from '../src/store/keys.ts';
+import { GC_STATE, segmentKey, uploadsKey } from '../src/store/keys.ts';
 import { bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
 import { FaultyBackend } from '../../harness/faulty-backend.ts';
@@ -123,6 +123,25 @@ test('a head swap whose answer is lost is settled: found landed (one version, no
     faulty.faults = [];
     assert.deepEqual(await store.versionNumbers('f.bin'), [1, 2, 3]);
     for (let v = 1; v <= 3; v++) assert.ok((await store.bytes('f.bin', v)).equals(bytes[v - 1]));
+  } finally {
+    cleanup();
+  }
+});
+
+test('a session whose version landed never deletes or suspends what it wrote, whatever fails after', async () => {
+  const { store, cleanup } = faultyStore();
+  try {
+    const bytes = fastRandomBytes(31, 100_000);
+    const index = await chunkSource(bufferSource(bytes), DEFAULT_PARAMS, DEFAULT_ALGO);
+    const { sink } = await store.sinkFor('s.bin', 0, DEFAULT_PARAMS, DEFAULT_ALGO)({ digest: null });
+    await sink.write(bytes);
+    assert.equal(await sink.commit(index), 1);
+    // the connection is lost before the Result goes out: the receiver suspends the session, or
+    // aborts it
+    await sink.suspend!({ digest: new Uint8Array(32), count: index.lengths.length, hashes: index.hashes });
+    await sink.abort();
+    assert.equal(await store.backend.getHead(uploadsKey('local', 's.bin')), null, 'nothing suspended');
+    assert.ok((await store.bytes('s.bin', 1)).equals(bytes));
   } finally {
     cleanup();
   }
