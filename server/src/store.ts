@@ -135,7 +135,8 @@ export class Store {
         adds.refs = refs;
         const known = knownAt(refs);
         for (const e of adds.entries) e.epoch = Number.isFinite(known) ? known : 0;
-        if (Date.now() > readAt + this.repo.settings.gcWindowMs / 2 && late++ < 3) continue;
+        const w = this.repo.settings.gcWindowMs;
+        if (w > 0 && Date.now() > readAt + w / 2 && late++ < 3) continue;
       }
       let tag: string | null;
       try {
