@@ -28,6 +28,9 @@ test('a misspelt flag is exit status 2 with the nearest flag as a hint, and noth
     assert.equal((await dsync(['ls', '--force', '--server', '127.0.0.1:1'])).code, 2);
     // a value that is not a number, a flag without its value, a switch given a value
     assert.match((await dsync(['serve', '--max-file-size', 'lots'])).stderr, /--max-file-size must be a non-negative number/);
+    assert.match((await dsync(['serve', '--gc-window-ms', '300001'])).stderr, /--gc-window-ms must be a whole number of milliseconds from 0 to 300000/);
+    assert.match((await dsync(['serve', '--gc-min-age-ms', '0.5'])).stderr, /--gc-min-age-ms must be a whole number/);
+    assert.match((await dsync(['serve', '--gc-interval-ms', '3e9'])).stderr, /--gc-interval-ms must be a whole number of milliseconds from 0 to 2147483647/);
     assert.match((await dsync(['push', 'f', '--server'])).stderr, /--server needs a value/);
     assert.match((await dsync(['push', 'f', '--json=yes', '--server', 'x:1'])).stderr, /--json is a switch/);
     assert.equal((await dsync(['pull', 'a', 'b', '--out', 'x', '--server', 'x:1'])).code, 2, 'one NAME only');

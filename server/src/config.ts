@@ -19,8 +19,8 @@ export interface ServerConfig {
   gcIntervalMs: number;
   /** an unreferenced object younger than this is never collected (uploads in progress) */
   gcMinAgeMs: number;
-  /** the collector's commit window W: it waits this long between condemning and deleting,
-   *  and a commit completes its head swap within it (docs/store.md) */
+  /** the collector's commit window W: it waits this long between condemning and its second
+   *  mark, so that commits under way rescue what they reference (docs/store.md §8) */
   gcWindowMs: number;
   /** permessage-deflate (RFC 7692) on the sync WebSocket */
   deflate: boolean;
@@ -124,6 +124,14 @@ export const DEFAULTS: ServerConfig = {
   maxSessionMemory: 256 << 20,
 };
 
+/** The longest commit window: a collector's state older than 10 minutes is taken over as a dead
+ *  collector's (gc.ts), and the window with the second mark must end well before that. */
+export const MAX_GC_WINDOW_MS = 300_000;
+/** The longest time a timer can wait (Node's setTimeout and setInterval, 2^31 - 1 ms). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+/** Settings that must be whole numbers of milliseconds, and the largest each may be. */
+const WHOLE_MS: Partial<Record<keyof ServerConfig, number>> = { gcIntervalMs: MAX_TIMER_MS, gcMinAgeMs: Number.MAX_SAFE_INTEGER, gcWindowMs: MAX_GC_WINDOW_MS };
+
 const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
 const envName = (k: string) => 'DSYNC_' + kebab(k).replace(/-/g, '_').toUpperCase();
 
@@ -144,6 +152,8 @@ export function loadConfig(flags: Record<string, string | boolean>, env = proces
     else if (typeof def === 'number') {
       const n = Number(raw);
       if (!Number.isFinite(n) || n < 0) throw new Error(`--${kebab(key)} must be a non-negative number, got ${raw}`);
+      const max = WHOLE_MS[key];
+      if (max !== undefined && !(Number.isSafeInteger(n) && n <= max)) throw new Error(`--${kebab(key)} must be a whole number of milliseconds from 0 to ${max}, got ${raw}`);
       (cfg as any)[key] = n;
     } else (cfg as any)[key] = String(raw);
   }
