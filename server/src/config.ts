@@ -127,6 +127,11 @@ export const DEFAULTS: ServerConfig = {
 /** The longest commit window: a collector's state older than 10 minutes is taken over as a dead
  *  collector's (gc.ts), and the window with the second mark must end well before that. */
 export const MAX_GC_WINDOW_MS = 300_000;
+/** The shortest minimum age of an s3:// store's collection: an S3 request is refused once its
+ *  signature is 15 minutes old (SigV4), so a PUT held in the network can no longer land after
+ *  an object this old was collected; 5 minutes more for clocks (docs/store.md §8, "late
+ *  DELETEs"). A local directory has no requests in flight and takes any minimum age. */
+export const S3_MIN_GC_AGE_MS = 20 * 60_000;
 /** The longest time a timer can wait (Node's setTimeout and setInterval, 2^31 - 1 ms). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Settings that must be whole numbers of milliseconds, and the largest each may be. */
@@ -157,5 +162,6 @@ export function loadConfig(flags: Record<string, string | boolean>, env = proces
       (cfg as any)[key] = n;
     } else (cfg as any)[key] = String(raw);
   }
+  if (cfg.store.startsWith('s3://') && cfg.gcMinAgeMs < S3_MIN_GC_AGE_MS) throw new Error(`--gc-min-age-ms must be at least ${S3_MIN_GC_AGE_MS} on an s3:// store (a request held in the network may land up to 15 minutes late), got ${cfg.gcMinAgeMs}`);
   return cfg;
 }
