@@ -21,7 +21,7 @@ import { type FileHead, type Layout, type VersionEntry, applyRetention, jsonBody
 import { gcEpoch, guardCommit } from './store/gc.ts';
 import { updateHead } from './store/heads.ts';
 import { fileHeadKey, indexKey, nsPrefix, segmentKey, uploadsKey } from './store/keys.ts';
-import { type CatalogEntry, catalogKey, noteInCatalog, parseCatalog } from './store/catalog.ts';
+import { type CatalogEntry, catalogKey, keepFolder, noteInCatalog, parseCatalog, readCatalog } from './store/catalog.ts';
 import { VersionSource } from './store/source.ts';
 import { type UploadState, claimUpload, holdsUpload, suspendUpload } from './store/uploads.ts';
 import { type VersionSink, versionSink } from './store/writer.ts';
@@ -167,6 +167,66 @@ export class Store {
     const out: FileInfo[] = [];
     await this.walk(folder, (name, e) => out.push({ name, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime }));
     return out;
+  }
+
+  // ---- folders (catalog.ts: a folder is listed while it holds something or is kept) ---------
+
+  /** Every subfolder under `folder` ('' for all), full names ending in '/', parents before
+   *  their subfolders. */
+  async subfolders(folder = ''): Promise<string[]> {
+    const out: string[] = [];
+    const visit = async (f: string) => {
+      let c;
+      try {
+        c = await readCatalog(this.backend, this.user, f);
+      } catch {
+        return; // damaged: hidden until gc rebuilds it
+      }
+      for (const sub of Object.keys(c.folders).sort()) {
+        const name = (f ? f + '/' : '') + sub;
+        out.push(name + '/');
+        await visit(name);
+      }
+    };
+    await visit(folder);
+    return out;
+  }
+
+  /** Whether `folder` is listed: linked into its parent's catalog. */
+  async folderExists(folder: string): Promise<boolean> {
+    const [parent, base] = folder.includes('/') ? [folder.slice(0, folder.lastIndexOf('/')), folder.slice(folder.lastIndexOf('/') + 1)] : ['', folder];
+    return !!(await readCatalog(this.backend, this.user, parent)).folders[base];
+  }
+
+  /** Makes `folder` (and its parents) a listed folder even while empty: an empty folder made
+   *  on purpose. Making one that exists changes nothing but its being kept. */
+  async makeFolder(folder: string): Promise<void> {
+    await keepFolder(this.backend, this.user, folder, true, this.repo.linked);
+  }
+
+  /**
+   * Deletes `folder`: every file under it (as `remove` does, each file's every version) and
+   * every folder kept under it, so the folder leaves its parent's listing. Returns the names of
+   * the files removed. A file that lands in it meanwhile stays, and so does its folder.
+   */
+  async removeFolder(folder: string): Promise<string[]> {
+    if (!(await this.folderExists(folder))) throw new ProtocolError(ErrorCode.NotFound, `no folder ${folder}/`);
+    const files = await this.list(folder);
+    const folders = await this.subfolders(folder);
+    const removed: string[] = [];
+    for (const f of files) {
+      try {
+        await this.remove(f.name);
+        removed.push(f.name);
+      } catch (e) {
+        // removed by another client meanwhile
+        if (!(e instanceof ProtocolError && e.code === ErrorCode.NotFound)) throw e;
+      }
+    }
+    // the deepest first, so each goes empty before its parent is looked at
+    for (const f of [...folders].reverse()) await keepFolder(this.backend, this.user, f.slice(0, -1), false, this.repo.linked);
+    await keepFolder(this.backend, this.user, folder, false, this.repo.linked);
+    return removed;
   }
 
   /**
