@@ -16,9 +16,6 @@ export interface PipeOptions {
   /** read once a connection's first bytes are passed on: a promise to hold its further bytes
    *  until, or null */
   hold?: () => Promise<void> | null;
-  /** a slow link: the client's bytes pass at about this rate (bytes per second); read at each
-   *  piece, so a test may change it */
-  rate?: () => number;
 }
 
 export interface Pipe {
@@ -46,19 +43,6 @@ export async function socketPipe(o: PipeOptions): Promise<Pipe> {
       if (o.cut?.(n, seen)) {
         c.destroy();
         up.destroy();
-        return;
-      }
-      const rate = o.rate?.() ?? 0;
-      if (rate > 0) {
-        // hold the client's next bytes for as long as these take at the rate
-        held = true;
-        c.pause();
-        up.write(d);
-        setTimeout(() => {
-          held = false;
-          if (up.writableNeedDrain) return; // resumed on 'drain'
-          c.resume();
-        }, (d.length / rate) * 1000);
         return;
       }
       if (!up.write(d)) c.pause();
