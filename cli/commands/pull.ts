@@ -11,6 +11,8 @@ import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
 import '../../shared/src/wasm.ts';
 import { Connection, type SyncReport, pull } from '../../shared/src/sync-client.ts';
+import { RemoteError } from '../../shared/src/conn.ts';
+import { ErrorCode } from '../../shared/src/protocol.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
@@ -28,6 +30,12 @@ async function sizeOf(values: Values, name: string, version: number): Promise<nu
   } catch {
     return 0;
   }
+}
+
+/** Whether the server lists anything under `name/`. */
+async function isFolder(values: Values, name: string): Promise<boolean> {
+  const page = await api<{ files: unknown[]; folders: unknown[] }>(values, 'GET', `/api/files?${new URLSearchParams({ prefix: name.replace(/\/+$/, '') + '/', limit: '1' })}`).catch(() => null);
+  return !!page && page.files.length + page.folders.length > 0;
 }
 
 /** One pull of `name` into `outFile` (via a temporary file beside it, renamed over it once
@@ -176,7 +184,14 @@ Exit status: 0 pulled, 1 failed (or FILE exists), 2 a wrong command line.`,
       console.error(`dsync pull: ${outFile} exists; --force replaces it`);
       return EXIT_FAILED;
     }
-    const report = await pullOne(values, name, outFile, str(values, 'basis'), { version });
+    let report;
+    try {
+      report = await pullOne(values, name, outFile, str(values, 'basis'), { version });
+    } catch (e) {
+      // a folder named without its '/': say how to pull it
+      if (e instanceof RemoteError && e.code === ErrorCode.NotFound && !version && (await isFolder(values, name))) throw new UsageError(`${name} is a folder: pull ${name}/ --out DIR fetches every file in it`);
+      throw e;
+    }
     if (humanOutput(values)) console.log(syncSummary(report, 'pull'));
     else printJson(report);
   },

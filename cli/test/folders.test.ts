@@ -105,7 +105,11 @@ test('pull FOLDER/ --out DIR: every file to its path, empty folders made, and fi
     assert.equal((await t.run('push', 'src/proj')).code, 0);
     assert.equal((await t.api('POST', '/api/folders', { name: 'src/proj/empty' })).status, 200);
     const out = path.join(t.dir, 'copy');
-    let r = await t.run('pull', 'src/proj/', '--out', out);
+    // named without its '/', a folder is not taken for a missing file
+    let r = await t.run('pull', 'src/proj', '--out', out);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /src\/proj is a folder: pull src\/proj\/ --out DIR/);
+    r = await t.run('pull', 'src/proj/', '--out', out);
     assert.equal(r.code, 0, r.stderr);
     assert.deepEqual(readFileSync(path.join(out, 'big.txt')), Buffer.from(big));
     assert.equal(readFileSync(path.join(out, 'docs', 'small.txt'), 'utf8'), 'small\n');
