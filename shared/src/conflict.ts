@@ -9,15 +9,21 @@
  * the original (Dropbox's rule; Syncthing's `.sync-conflict-…` also keeps the extension last).
  * A conflict of a conflict copy replaces its marker instead of adding a second one, so copies do
  * not grow names like `a (conflict …) (conflict …).txt`. The name stays valid for the server
- * (server/src/names.ts): the device label is reduced to letters, digits, spaces, '-', '_' and
- * '.', at most DEVICE_LABEL_MAX characters, never ending in a dot or space.
+ * (server/src/names.ts): the device label is reduced to letters, digits, spaces, '-' and '_'
+ * (a dot becomes '-', so the label never looks like an extension), at most DEVICE_LABEL_MAX
+ * characters. An extension is what follows the last dot, when it is short and has no space.
  */
+import { MAX_COMPONENT_BYTES } from './limits.ts';
+
+const bytes = (s: string) => new TextEncoder().encode(s).length;
 
 /** Longest device label kept in a conflict name. */
 export const DEVICE_LABEL_MAX = 32;
 
 /** Extensions of two parts that loaders read as one (`x.tar.gz` stays `x (…).tar.gz`). */
 const DOUBLE = /\.tar\.(gz|bz2|xz|zst|lz4|lz|Z)$/i;
+/** An extension: a dot and up to 16 characters, none a space or a dot. */
+const EXTENSION = /\.[^. ]{1,16}$/;
 /** A marker made by conflictName, with the space before it. */
 const MARKER = / \(conflict from [^()/]*? \d{4}-\d{2}-\d{2} \d{4}(?: \d+)?\)/;
 
@@ -25,12 +31,13 @@ const MARKER = / \(conflict from [^()/]*? \d{4}-\d{2}-\d{2} \d{4}(?: \d+)?\)/;
 export function deviceLabel(device: string): string {
   const cleaned = device
     .normalize('NFC')
-    .replace(/[^\p{L}\p{N} ._-]+/gu, ' ')
+    .replace(/\./g, '-')
+    .replace(/[^\p{L}\p{N} _-]+/gu, ' ')
     .replace(/\s+/g, ' ')
     .trim()
     .slice(0, DEVICE_LABEL_MAX)
-    .replace(/[. ]+$/, '');
-  return cleaned || 'another device';
+    .trimEnd();
+  return /[\p{L}\p{N}]/u.test(cleaned) ? cleaned : 'another device';
 }
 
 /** `name` split into its folder prefix (with the '/'), its stem and its extension (with the dot). */
@@ -40,8 +47,8 @@ function splitName(name: string): [string, string, string] {
   const base = name.slice(slash + 1);
   const double = DOUBLE.exec(base);
   // a leading dot is part of the stem (".bashrc" has no extension)
-  const dot = double && double.index > 0 ? double.index : base.lastIndexOf('.');
-  return dot > 0 ? [dir, base.slice(0, dot), base.slice(dot)] : [dir, base, ''];
+  const ext = double ?? EXTENSION.exec(base);
+  return ext && ext.index > 0 ? [dir, base.slice(0, ext.index), base.slice(ext.index)] : [dir, base, ''];
 }
 
 /** The local time as `YYYY-MM-DD HHMM`. */
@@ -56,10 +63,13 @@ function stamp(when: Date): string {
  */
 export function conflictName(name: string, device: string, when: Date, taken: (candidate: string) => boolean = () => false): string {
   const [dir, stem, ext] = splitName(name);
-  const bare = stem.replace(MARKER, '');
-  const base = `${bare} (conflict from ${deviceLabel(device)} ${stamp(when)}`;
+  const marker = ` (conflict from ${deviceLabel(device)} ${stamp(when)}`;
   for (let n = 1; ; n++) {
-    const candidate = `${dir}${base}${n > 1 ? ` ${n}` : ''})${ext}`;
+    const tail = `${marker}${n > 1 ? ` ${n}` : ''})${ext}`;
+    // a long stem is shortened so the component stays within the server's limit
+    let bare = stem.replace(MARKER, '');
+    while (bytes(bare + tail) > MAX_COMPONENT_BYTES) bare = [...bare].slice(0, -1).join('');
+    const candidate = `${dir}${bare.trimEnd()}${tail}`;
     if (!taken(candidate)) return candidate;
   }
 }
