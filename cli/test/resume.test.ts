@@ -12,6 +12,7 @@ import { pushBytes, testServer } from '../../harness/helpers.ts';
 import { socketPipe } from '../../harness/pipe.ts';
 import { fastRandomBytes } from '../../shared/src/testdata.ts';
 import { DSYNC, jsonLines } from './run.ts';
+import { TestServer } from '../../e2e/server.ts';
 
 const SIZE = 96 << 20;
 
@@ -53,3 +54,40 @@ for (const [signal, existing] of [['SIGINT', false], ['SIGKILL', true]] as const
     }
   });
 }
+
+test('a server killed at half of an upload and started again: the push run again resumes from the last checkpoint', async () => {
+  const size = 128 << 20;
+  const server = await new TestServer().start();
+  const pipe = await socketPipe({ to: () => Number(new URL(server.url).port) });
+  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-resume-kill-'));
+  try {
+    const file = path.join(dir, 'big.bin');
+    const bytes = fastRandomBytes(7, size);
+    writeFileSync(file, bytes);
+    const env = { ...process.env, DSYNC_CACHE_DIR: path.join(dir, 'known') };
+    const run = () => spawn(process.execPath, [DSYNC, 'push', file, '--server', pipe.wsUrl, '--retries', '0'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const first = run();
+    const exited = new Promise((r) => first.on('close', r));
+    await new Promise<void>((r) => {
+      const t = setInterval(() => pipe.fromClient > size / 2 && (clearInterval(t), r()), 10);
+    });
+    await server.kill();
+    assert.equal(await exited, 1, 'the push failed with its server');
+    const firstSent = pipe.fromClient;
+    await server.start();
+    const second = run();
+    let out = '';
+    second.stdout.on('data', (d) => (out += d));
+    assert.equal(await new Promise((r) => second.on('close', r)), 0);
+    const sent = pipe.fromClient - firstSent;
+    // what was written past the last checkpoint is lost: 16 MiB, or an eighth of what came before
+    assert.ok(sent < 0.75 * size, `the second run sent ${sent} bytes of ${size}`);
+    assert.ok(jsonLines(out)[0].matchedBytes > 0.25 * size, out);
+    assert.equal(jsonLines(out)[0].version, 1);
+    assert.ok((await server.storedBytes('big.bin', 1)).equals(Buffer.from(bytes)), 'stored exactly');
+  } finally {
+    pipe.close();
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

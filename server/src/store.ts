@@ -23,7 +23,7 @@ import { updateHead } from './store/heads.ts';
 import { fileHeadKey, indexKey, nsPrefix, segmentKey, uploadsKey } from './store/keys.ts';
 import { type CatalogEntry, catalogKey, keepFolder, noteInCatalog, parseCatalog, readCatalog } from './store/catalog.ts';
 import { VersionSource } from './store/source.ts';
-import { type UploadState, claimUpload, holdsUpload, suspendUpload } from './store/uploads.ts';
+import { type UploadState, claimUpload, forgetUpload, holdsUpload, suspendUpload } from './store/uploads.ts';
 import { type VersionSink, versionSink } from './store/writer.ts';
 
 export { VersionSource } from './store/source.ts';
@@ -48,6 +48,30 @@ export interface FileInfo {
 
 
 const noVersion = (name: string, version: number) => new ProtocolError(ErrorCode.NotFound, `${name} has no version ${version}`);
+
+/**
+ * Gives `sink` checkpoints (Sink.checkpoint, docs/store.md §6): each lists the upload's state
+ * as a suspend does, in place of the one before, so that a server killed mid-upload leaves it
+ * resumable. The last checkpoint is unlisted before the sink commits or aborts: a state listed
+ * after the commit would, once expired, have its segments (now the version's) deleted; after an
+ * abort it would name segments the abort deletes. A commit whose checkpoint cannot be unlisted
+ * fails.
+ */
+function withCheckpoints(sink: VersionSink, list: (held: Held) => Promise<string>, forget: (at: { digest: Uint8Array; id: string }) => Promise<void>) {
+  let at: { digest: Uint8Array; id: string } | null = null;
+  const unlist = async () => {
+    if (at) await forget(at);
+    at = null;
+  };
+  sink.checkpoint = async (held) => {
+    at = { digest: held.digest.slice(), id: await list(held) };
+  };
+  const { commit, abort, suspend } = sink;
+  sink.commit = async (index) => (await unlist(), commit(index));
+  sink.abort = async () => (await unlist().catch(() => {}), abort());
+  // a suspend lists the state in place of the last checkpoint's (same key)
+  sink.suspend = async (held) => ((at = null), suspend!(held));
+}
 
 /** One user's files (the namespace `ns/<user>/`). */
 export class Store {
@@ -287,10 +311,12 @@ export class Store {
     return async ({ digest }) => {
       const kept = digest && (await claimUpload(this.backend, key, match(digest)));
       const sink = this.create(name, expectLatest, client, kept || undefined);
-      sink.suspend = async (held: Held) => {
+      const list = async (held: Held) => {
         const state = await sink.state();
-        await suspendUpload(this.backend, key, match(held.digest), Date.now() + this.repo.settings.resumeWindowMs, { ...state, count: held.count, hashes: held.hashes, digest: held.digest });
+        return suspendUpload(this.backend, key, match(held.digest), Date.now() + this.repo.settings.resumeWindowMs, { ...state, count: held.count, hashes: held.hashes, digest: held.digest });
       };
+      sink.suspend = async (held) => void (await list(held));
+      withCheckpoints(sink, list, (at) => forgetUpload(this.backend, key, match(at.digest), at.id));
       return kept ? { sink, held: { digest: kept.digest, count: kept.count, hashes: kept.hashes } } : { sink };
     };
   }
