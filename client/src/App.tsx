@@ -3,7 +3,7 @@
  * server's files. Transfers run in the sync worker (worker.ts) through the queue in transfers.ts.
  */
 import { useCallback, useEffect, useRef, useState, useSyncExternalStore } from 'react';
-import { syncUrl } from './api.ts';
+import { deviceLabel, syncUrl } from './api.ts';
 import { DropZone } from './components/DropZone.tsx';
 import { Header } from './components/Header.tsx';
 import { KeptSettings } from './components/KeptSettings.tsx';
@@ -36,6 +36,7 @@ export function App() {
       new Transfers({
         worker: new Worker(new URL('./worker.ts', import.meta.url), { type: 'module' }),
         url: syncUrl(),
+        device: deviceLabel(),
         diagnose: async (f: Failure): Promise<Failure> => ((await latest.current.refresh()).status === 'signin' ? { ...f, kind: 'refused' } : f),
         onSettled: (t) => latest.current.onSettled(t),
       }),

@@ -70,6 +70,20 @@ async function folder(prefix: string): Promise<Folder & { truncated: boolean }> 
   return { ...out, truncated: cursor !== null };
 }
 
+/** Every file and folder below `prefix` (a path ending in '/'), in name order: the server's
+ *  recursive listing, followed page by page. */
+async function tree(prefix: string): Promise<{ files: FileInfo[]; folders: string[] }> {
+  const out: { files: FileInfo[]; folders: string[] } = { files: [], folders: [] };
+  let cursor: string | null = null;
+  do {
+    const page: { files: FileInfo[]; folders: string[]; next: string | null } = await get(`/api/files?prefix=${q(prefix)}&recursive=1&limit=${PAGE}${cursor ? `&cursor=${q(cursor)}` : ''}`);
+    out.files.push(...page.files);
+    out.folders.push(...page.folders);
+    cursor = page.next;
+  } while (cursor);
+  return out;
+}
+
 export const api = {
   health: () => get<{ ok: boolean }>('/api/health'),
   whoami: () => get<{ user: string; singleUser: boolean }>('/api/whoami'),
@@ -79,6 +93,9 @@ export const api = {
   downloadUrl: (name: string, version: number) => `/api/download?name=${q(name)}&version=${version}`,
   /** deletes a file (every version), or one version of it */
   remove: (name: string, version?: number) => call<unknown>('DELETE', `/api/files?name=${q(name)}${version === undefined ? '' : `&version=${version}`}`),
+  tree,
+  /** deletes a folder (a path ending in '/'): every file under it, each with every version */
+  removeFolder: (path: string) => call<{ removed: string[] }>('DELETE', `/api/folders?name=${q(path)}`),
   /** renames a file, or a folder (both names ending in '/'): metadata only, no bytes move */
   move: (from: string, to: string) => call<unknown>('POST', '/api/files/move', { from, to }),
   /** makes an old version the new latest one; answers its number */

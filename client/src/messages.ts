@@ -1,6 +1,7 @@
 /** What the page says about a transfer: its steps, where it is, and why it failed. */
 import { formatBytes, formatLeft, formatRate } from './format.ts';
 import type { Transfer } from './transfers.ts';
+import type { Guard } from './worker-api.ts';
 
 export interface StepInfo {
   label: string;
@@ -177,3 +178,13 @@ export function problem(t: Transfer, maxFileSize: number): Problem {
       return { title: 'The sync failed.', detail: `${f.message}${intact}`, retry: true };
   }
 }
+
+/** What an upload that met a newer version did, in plain words (shared/src/guarded-push.ts). */
+export function guardLine(g: Guard, name: string): string {
+  const newer = g.server ? `version ${g.server.version}${g.server.client ? ` from ${g.server.client}` : ''}` : 'a newer version';
+  const had = g.known ? `the version ${g.known} this page knew` : 'none this page knew of';
+  if (g.kind === 'behind') return `Nothing sent: the server has ${newer}, and your file is still ${had}. Download it to get the newer one.`;
+  return `Conflict: the server has ${newer}, not ${had}. Your file was saved beside it as “${baseName(g.savedAs ?? '')}”; ${baseName(name)} stays the server's version.`;
+}
+
+const baseName = (n: string) => n.slice(n.lastIndexOf('/') + 1);

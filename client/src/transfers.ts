@@ -6,7 +6,7 @@
  */
 import type { SyncReport } from '../../shared/src/sync-client.ts';
 import { moved } from './messages.ts';
-import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
+import type { Failure, FromWorker, Guard, Step, ToWorker } from './worker-api.ts';
 
 /** A transfer that lost the server is tried again, by itself, at most this many times. */
 const AUTO_RETRIES = 5;
@@ -25,6 +25,8 @@ export interface Transfer {
   done?: number;
   total?: number;
   report?: SyncReport;
+  /** up: the server had a newer version (a conflict copy was made, or nothing was sent) */
+  guard?: Guard;
   failure?: Failure;
   /** when it last started running (ms since the epoch), and its average speed since, in bytes/s */
   startedAt?: number;
@@ -44,6 +46,8 @@ export interface TransfersOptions {
   worker: Worker;
   /** the sync endpoint, ws(s)://host/sync */
   url: string;
+  /** this device's label, in the name of a conflict copy an upload makes */
+  device: string;
   parallel?: number;
   /** reconnects of an upload after a lost connection before it fails */
   retries?: number;
@@ -80,7 +84,7 @@ export class Transfers {
   upload(files: { file: File; name: string }[]) {
     const fresh = files.map(({ file, name }): Transfer => {
       const id = this.nextId++;
-      this.requests.set(id, { kind: 'push', id, file, name, url: this.opts.url, retries: this.opts.retries ?? 2, user: this.user });
+      this.requests.set(id, { kind: 'push', id, file, name, url: this.opts.url, retries: this.opts.retries ?? 2, user: this.user, device: this.opts.device });
       return { id, direction: 'up', name, size: file.size, status: 'queued' };
     });
     this.add(fresh);
@@ -165,7 +169,7 @@ export class Transfers {
       // an average over half a second or more: steadier than the last interval's
       this.update(m.id, { step: m.step, done: m.done, total: m.total, rate: seconds >= 0.5 ? moved(t) / seconds : undefined });
     }
-    else if (m.kind === 'done') this.settle(m.id, { status: 'done', step: 'committed', report: m.report, blobUrl: m.blob && URL.createObjectURL(m.blob) });
+    else if (m.kind === 'done') this.settle(m.id, { status: 'done', step: 'committed', report: m.report, guard: m.guard, blobUrl: m.blob && URL.createObjectURL(m.blob) });
     else {
       let failure = m.failure;
       if (this.opts.diagnose && (failure.kind === 'unreachable' || failure.kind === 'lost')) failure = await this.opts.diagnose(failure);

@@ -9,10 +9,11 @@ import { blobSource } from './blob-source.ts';
 import { HashPool, type HashReply, type HashWorker, OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { ConnectionLost, RemoteError } from '../../shared/src/conn.ts';
 import { StoredKnown } from './known-store.ts';
+import { type LatestInfo, guardedPush } from '../../shared/src/guarded-push.ts';
 import { keepSynced, withKept } from './kept-push.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
 import type { Sink } from '../../shared/src/sink.ts';
-import { Connection, type Phase, type WebSocketCtor, pull, push } from '../../shared/src/sync-client.ts';
+import { Connection, type Phase, type WebSocketCtor, pull } from '../../shared/src/sync-client.ts';
 import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
 
 /** The wasm module, fetched from the server at start-up; a fetch that failed (the server was
@@ -163,6 +164,16 @@ function webHashWorker(): HashWorker {
   };
 }
 
+/** The server's latest version of `name` (GET /api/versions, with this page's sign-in). */
+async function latestOf(url: string, name: string): Promise<LatestInfo | null> {
+  const u = new URL(url);
+  u.protocol = u.protocol.replace(/^ws/, 'http');
+  const res = await fetch(`${u.origin}/api/versions?${new URLSearchParams({ name })}`);
+  if (!res.ok) return null;
+  const vs = (await res.json()) as LatestInfo[];
+  return vs.length ? vs[vs.length - 1] : null;
+}
+
 const jobs = new Map<number, Job>();
 /** The versions this browser pushed or pulled, per user, so that the next edit of a file goes
  *  up in one round trip (shared/src/known.ts), after a reload too (known-store.ts). */
@@ -221,11 +232,16 @@ async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connect
     const source = job.source(m.file, (end) => {
       if (job.step === 'tokens-received' || job.step === 'sending') job.progress('sending', end, source.size);
     });
-    const report = await push(source, { url: m.url, name: m.name, WebSocket, connection, retries: m.retries, onProgress, known: await withKept(known, scope, m.url, m.name) });
+    // against the version this page knows (or expecting no file): a newer version from
+    // another device is never reverted, the bytes go up as a conflict copy instead
+    const outcome = await guardedPush(source, { url: m.url, name: m.name, WebSocket, connection, retries: m.retries, onProgress, known: await withKept(known, scope, m.url, m.name), device: m.device, latestOf: (name) => latestOf(m.url, name) });
+    const server = outcome.kind === 'pushed' || !outcome.server ? undefined : { version: outcome.server.version, ...(outcome.server.client && { client: outcome.server.client }) };
+    if (outcome.kind === 'behind') return post({ kind: 'done', id: m.id, guard: { kind: 'behind', known: outcome.known, server } });
+    const report = outcome.report;
     // the copy is made before the page hears of the Result: a file saved again at once (its
     // File no longer readable) would leave nothing kept
-    await keepSynced(known, scope, m.url, m.name, report, m.file);
-    post({ kind: 'done', id: m.id, report });
+    await keepSynced(known, scope, m.url, report.name, report, m.file);
+    post({ kind: 'done', id: m.id, report, ...(outcome.kind === 'conflict' && { guard: { kind: 'conflict', known: outcome.known, server, savedAs: report.name } }) });
   } else {
     const basis = m.basis ? job.source(m.basis, (end) => job.progress('chunking', end, basis!.size)) : null;
     const sink = blobSink((written) => job.progress('receiving', written, m.size));

@@ -68,9 +68,11 @@ export function filesApi(storeOf: (user: string) => Promise<Store>, log: (e: Rec
       const limit = req.query.limit === undefined ? 1000 : Number(req.query.limit);
       if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE) throw new ProtocolError(ErrorCode.Malformed, `limit is 1 to ${MAX_PAGE}`);
       if (req.query.recursive !== '1') return void res.json(await store.listFolder(folder, cursor, limit));
-      const all = (await store.list(folder)).filter((f) => f.name > cursor);
-      const files = all.slice(0, limit);
-      res.json({ files, folders: [], next: all.length > limit ? files[files.length - 1].name : null });
+      // every file and folder below, in name order (a folder's name ends in '/'), paged together
+      const [files, folders] = await Promise.all([store.list(folder), store.subfolders(folder)]);
+      const all = [...files.map((f) => ({ key: f.name, f })), ...folders.map((key) => ({ key, f: null }))].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).filter((e) => e.key > cursor);
+      const page = all.slice(0, limit);
+      res.json({ files: page.flatMap((e) => (e.f ? [e.f] : [])), folders: page.flatMap((e) => (e.f ? [] : [e.key])), next: all.length > limit ? page[page.length - 1].key : null });
     }),
   );
   r.get(
@@ -109,6 +111,26 @@ export function filesApi(storeOf: (user: string) => Promise<Store>, log: (e: Rec
     route(async (req, res, store) => {
       const name = nameOf(req.query.name);
       res.json({ removed: await store.remove(name, versionOf(req.query.version)) });
+    }),
+  );
+  // folders: POST makes an empty folder that stays listed (and its parents); DELETE removes
+  // every file under one (each as DELETE /files does) and every folder kept under it
+  const folderOf = (raw: unknown) => nameOf(typeof raw === 'string' ? raw.replace(/\/$/, '') : '');
+  r.post(
+    '/folders',
+    express.json({ limit: '8kb' }),
+    route(async (req, res, store) => {
+      const folder = folderOf((req.body ?? {}).name);
+      if ((await store.head(folder))?.versions.length) throw new ProtocolError(ErrorCode.Inconsistent, `${folder} is a file`);
+      await store.makeFolder(folder);
+      res.json({ folder: folder + '/' });
+    }),
+  );
+  r.delete(
+    '/folders',
+    route(async (req, res, store) => {
+      const folder = folderOf(req.query.name);
+      res.json({ folder: folder + '/', removed: await store.removeFolder(folder) });
     }),
   );
   r.post(

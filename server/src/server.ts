@@ -11,12 +11,14 @@
  *        {files: [{name, latest, size, versions, mtime}], folders: ["P/sub/", …], next}
  *        one folder P ('' or ending in '/'; one store read per page) in name order after C,
  *        at most L (default 1000, at most 10 000) files and folders together; next: the
- *        cursor of the next page or null. recursive=1: every file below P, no folders.
+ *        cursor of the next page or null. recursive=1: every file and folder below P.
  *   GET  /api/versions?name=N              [{version, size, mtime, root, algo, change, client?}]
  *   GET  /api/download?name=N[&version=V]  the bytes of a version (latest by default), verified
  *   DELETE /api/files?name=N[&version=V]   {removed: [versions]}: one version, or the file
  *   POST /api/files/move {from, to}        {moved: n}: a file, or a folder ("a/" to "b/")
  *   POST /api/files/restore {name, version} {version}: a new version with those bytes
+ *   POST /api/folders {name}               {folder: "F/"}: an empty folder, listed while empty
+ *   DELETE /api/folders?name=F[/]          {folder, removed: [names]}: every file under F
  * (files-api.ts). Errors are {error}: 400 bad request, 404 no such file or version, 409 a
  * name that exists or a stale basis, 500 a damaged store or a failing backend.
  *   GET  /api/metrics                      the caller's open sync sockets, the server's memory
@@ -109,7 +111,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     }, next);
   });
   // a rename, delete or restore that succeeded is announced to the user's open pages at once
-  app.use('/api/files', (req: Req, res, next) => {
+  app.use(['/api/files', '/api/folders'], (req: Req, res, next) => {
     if (req.method !== 'GET') res.on('finish', () => res.statusCode < 400 && events.changed(req.user!, { kind: 'changed' }));
     next();
   });

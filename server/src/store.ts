@@ -21,9 +21,9 @@ import { type FileHead, type Layout, type VersionEntry, applyRetention, jsonBody
 import { GcRefusal, type Refs, addRef, guardRefs, knownAt } from './store/gc.ts';
 import { updateHead } from './store/heads.ts';
 import { fileHeadKey, indexKey, nsPrefix, segmentKey, uploadsKey } from './store/keys.ts';
-import { type CatalogEntry, catalogKey, noteInCatalog, parseCatalog } from './store/catalog.ts';
+import { type CatalogEntry, catalogKey, keepFolder, noteInCatalog, parseCatalog, readCatalog } from './store/catalog.ts';
 import { VersionSource } from './store/source.ts';
-import { type UploadState, claimUpload, holdsUpload, suspendUpload } from './store/uploads.ts';
+import { type UploadState, claimUpload, forgetUpload, holdsUpload, suspendUpload } from './store/uploads.ts';
 import { type VersionSink, versionSink } from './store/writer.ts';
 
 export { VersionSource } from './store/source.ts';
@@ -73,6 +73,30 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const sameEntry = (a: VersionEntry, b: VersionEntry) => a.version === b.version && a.index === b.index && a.mtime === b.mtime;
 
 const noVersion = (name: string, version: number) => new ProtocolError(ErrorCode.NotFound, `${name} has no version ${version}`);
+
+/**
+ * Gives `sink` checkpoints (Sink.checkpoint, docs/store.md §6): each lists the upload's state
+ * as a suspend does, in place of the one before, so that a server killed mid-upload leaves it
+ * resumable. The last checkpoint is unlisted before the sink commits or aborts: a state listed
+ * after the commit would, once expired, have its segments (now the version's) deleted; after an
+ * abort it would name segments the abort deletes. A commit whose checkpoint cannot be unlisted
+ * fails.
+ */
+function withCheckpoints(sink: VersionSink, list: (held: Held) => Promise<string>, forget: (at: { digest: Uint8Array; id: string }) => Promise<void>) {
+  let at: { digest: Uint8Array; id: string } | null = null;
+  const unlist = async () => {
+    if (at) await forget(at);
+    at = null;
+  };
+  sink.checkpoint = async (held) => {
+    at = { digest: held.digest.slice(), id: await list(held) };
+  };
+  const { commit, abort, suspend } = sink;
+  sink.commit = async (index) => (await unlist(), commit(index));
+  sink.abort = async () => (await unlist().catch(() => {}), abort());
+  // a suspend lists the state in place of the last checkpoint's (same key)
+  sink.suspend = async (held) => ((at = null), suspend!(held));
+}
 
 /** One user's files (the namespace `ns/<user>/`). */
 export class Store {
@@ -301,6 +325,66 @@ export class Store {
     return out;
   }
 
+  // ---- folders (catalog.ts: a folder is listed while it holds something or is kept) ---------
+
+  /** Every subfolder under `folder` ('' for all), full names ending in '/', parents before
+   *  their subfolders. */
+  async subfolders(folder = ''): Promise<string[]> {
+    const out: string[] = [];
+    const visit = async (f: string) => {
+      let c;
+      try {
+        c = await readCatalog(this.backend, this.user, f);
+      } catch {
+        return; // damaged: hidden until gc rebuilds it
+      }
+      for (const sub of Object.keys(c.folders).sort()) {
+        const name = (f ? f + '/' : '') + sub;
+        out.push(name + '/');
+        await visit(name);
+      }
+    };
+    await visit(folder);
+    return out;
+  }
+
+  /** Whether `folder` is listed: linked into its parent's catalog. */
+  async folderExists(folder: string): Promise<boolean> {
+    const [parent, base] = folder.includes('/') ? [folder.slice(0, folder.lastIndexOf('/')), folder.slice(folder.lastIndexOf('/') + 1)] : ['', folder];
+    return !!(await readCatalog(this.backend, this.user, parent)).folders[base];
+  }
+
+  /** Makes `folder` (and its parents) a listed folder even while empty: an empty folder made
+   *  on purpose. Making one that exists changes nothing but its being kept. */
+  async makeFolder(folder: string): Promise<void> {
+    await keepFolder(this.backend, this.user, folder, true, this.repo.linked);
+  }
+
+  /**
+   * Deletes `folder`: every file under it (as `remove` does, each file's every version) and
+   * every folder kept under it, so the folder leaves its parent's listing. Returns the names of
+   * the files removed. A file that lands in it meanwhile stays, and so does its folder.
+   */
+  async removeFolder(folder: string): Promise<string[]> {
+    if (!(await this.folderExists(folder))) throw new ProtocolError(ErrorCode.NotFound, `no folder ${folder}/`);
+    const files = await this.list(folder);
+    const folders = await this.subfolders(folder);
+    const removed: string[] = [];
+    for (const f of files) {
+      try {
+        await this.remove(f.name);
+        removed.push(f.name);
+      } catch (e) {
+        // removed by another client meanwhile
+        if (!(e instanceof ProtocolError && e.code === ErrorCode.NotFound)) throw e;
+      }
+    }
+    // the deepest first, so each goes empty before its parent is looked at
+    for (const f of [...folders].reverse()) await keepFolder(this.backend, this.user, f.slice(0, -1), false, this.repo.linked);
+    await keepFolder(this.backend, this.user, folder, false, this.repo.linked);
+    return removed;
+  }
+
   /**
    * A value that changes whenever a commit, rename or delete by any process changes this
    * namespace's listing: a digest of its folder catalogs' keys, sizes and times, from one list
@@ -360,12 +444,15 @@ export class Store {
     return async ({ digest }) => {
       const kept = digest && (await claimUpload(this.backend, key, match(digest)));
       const sink = this.create(name, expectLatest, client, kept || undefined);
-      sink.suspend = async (held: Held) => {
-        // a swap that landed (or may have) references the upload's segments: nothing to keep
-        if (sink.landed) return;
+      const list = async (held: Held) => {
         const state = await sink.state();
-        await suspendUpload(this.backend, key, match(held.digest), Date.now() + this.repo.settings.resumeWindowMs, { ...state, count: held.count, hashes: held.hashes, digest: held.digest });
+        return suspendUpload(this.backend, key, match(held.digest), Date.now() + this.repo.settings.resumeWindowMs, { ...state, count: held.count, hashes: held.hashes, digest: held.digest });
       };
+      sink.suspend = async (held) => {
+        // a swap that landed (or may have) references the upload's segments: nothing to keep
+        if (!sink.landed) await list(held);
+      };
+      withCheckpoints(sink, list, (at) => forgetUpload(this.backend, key, match(at.digest), at.id));
       return kept ? { sink, held: { digest: kept.digest, count: kept.count, hashes: kept.hashes } } : { sink };
     };
   }

@@ -7,7 +7,7 @@
 import { type ChunkIndex, type Source, chunkSource } from '../../shared/src/chunk-index.ts';
 import type { Hello } from '../../shared/src/messages.ts';
 import { Conn, ConnectionLost, RemoteError, type WebSocketLike } from '../../shared/src/conn.ts';
-import { DEFAULT_FINE, ErrorCode, Msg, Op, PROTOCOL_VERSION, ProtocolError, checkParams, hashLength, sameParams } from '../../shared/src/protocol.ts';
+import { BASIS_ABSENT, DEFAULT_FINE, ErrorCode, Msg, Op, PROTOCOL_VERSION, ProtocolError, checkParams, hashLength, sameParams } from '../../shared/src/protocol.ts';
 import { indexParts } from '../../shared/src/checksum-list.ts';
 import { receiveTarget } from '../../shared/src/receiver.ts';
 import { sendTarget } from '../../shared/src/sender.ts';
@@ -166,8 +166,10 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
     const limits = { maxFileSize: cfg.maxFileSize, maxChunks: cfg.maxChunks };
     if (hello.op === Op.Push) {
       const latest = await store.latest(name);
-      if (hello.basisVersion !== 0 && hello.basisVersion !== latest) {
-        throw new ProtocolError(ErrorCode.StaleBasis, `${name} is at version ${latest}, not ${hello.basisVersion}`);
+      // the version the client built on, if it names one (BASIS_ABSENT: none, the name is new)
+      const expect = hello.basisVersion === 0 ? undefined : hello.basisVersion === BASIS_ABSENT ? 0 : hello.basisVersion;
+      if (expect !== undefined && expect !== latest) {
+        throw new ProtocolError(ErrorCode.StaleBasis, expect ? `${name} is at version ${latest}, not ${expect}` : `${name} exists (version ${latest})`);
       }
       // The basis: the version the client knows (Hello's `known`: its Copies refer to it), else
       // the latest version of this name, or for a new name the most similar stored file,
@@ -192,7 +194,7 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
               return { index: await indexFor(store, cfg, h, like.name, like.version, opened.source), source: opened.source };
             };
         // A writer that named its basis must still be building on the latest at commit time.
-        const sinkFor = store.sinkFor(name, basisVersion, hello.params, hello.algo, hello.basisVersion !== 0 ? latest : undefined, client);
+        const sinkFor = store.sinkFor(name, basisVersion, hello.params, hello.algo, expect, client);
         // An interrupted upload of this name waiting to be resumed: match once the whole list
         // is in, whose digest says whether this push resumes it (not with a known basis: the
         // sender sends Copies, not its whole list first).

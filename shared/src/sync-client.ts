@@ -13,7 +13,7 @@ import { Conn, ConnectionLost, RemoteError, type Traffic, type WebSocketLike } f
 import { KNOWN_MAX_DELTA, KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, basisChecksumsOf, chunksTo, fineIndex, knownKey } from './known.ts';
 import { keptBasisOf } from './kept.ts';
 import { matchKnown } from './matcher.ts';
-import { type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, hashLength, sameParams } from './protocol.ts';
+import { BASIS_ABSENT, type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, hashLength, sameParams } from './protocol.ts';
 import { indexParts } from './checksum-list.ts';
 import { receiveTarget } from './receiver.ts';
 import { sendTarget } from './sender.ts';
@@ -225,8 +225,9 @@ export async function pushSession(
  *  read: then they are not kept); after the Result, so none of this is part of the push. */
 export async function remember(known: KnownVersions, key: string, out: SendOutcome, params: ChunkParams, algo: number, source: Source, made?: KnownVersion['fine']) {
   const size = out.result.size;
-  if (size > KNOWN_MAX_FILE) return;
   const v: KnownVersion = { version: out.result.version, root: out.result.root.slice(), params, algo, lengths: out.lengths.slice(), hashes: out.hashes.slice() };
+  // a larger file is remembered by its version and root only: the basis its next push names
+  if (size > KNOWN_MAX_FILE) return known.set(key, v);
   let from = source;
   if (known.keeps?.(size) && source.size === size) {
     const bytes = (await source.read(0, size, new Uint8Array(size))).slice();
@@ -244,6 +245,11 @@ export interface PushOptions extends SyncOptions {
   /** the version this edit was based on: if another version landed since, the server
    *  refuses with StaleBasis instead of storing it (0 or absent: no check) */
   basisVersion?: number;
+  /** what the client expects at the name, checked by the server before the push and again at
+   *  its commit (docs/protocol.md §7); a mismatch is a RemoteError with ErrorCode.StaleBasis
+   *  and stores nothing. `{ version: K }`: the latest version is K (as `basisVersion: K`);
+   *  'absent': the name has no version (a first push); undefined: `basisVersion` decides. */
+  expect?: { version: number } | 'absent';
   /** reconnect this many times after a lost connection (default 0); the server resumes an
    *  interrupted upload, so Delta Bytes it already wrote are not sent again */
   retries?: number;
@@ -262,6 +268,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
   const t0 = performance.now();
   const url = sessionUrl(opts.url, await worthDeflating(source));
   const key = knownKey(opts.url, opts.name);
+  const basisVersion = opts.expect === 'absent' ? BASIS_ABSENT : (opts.expect?.version ?? opts.basisVersion);
   const chunked = (d: number) => opts.onProgress?.('chunking', d, source.size);
   let { index, against } = await planKnown(source, params, algo, opts.known?.get(key), { maxDelta: opts.knownMaxDelta, onProgress: chunked });
   let client = performance.now() - t0;
@@ -283,7 +290,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
           name: opts.name,
           params,
           algo,
-          basisVersion: opts.basisVersion,
+          basisVersion,
           index,
           against,
           sliceBytes: opts.sliceBytes,
@@ -387,7 +394,7 @@ export async function pull(opts: PullOptions): Promise<SyncReport> {
       opts.onProgress?.('committed');
       // (a version this client pushed is known already, with its finer cut)
       const key = knownKey(opts.url, opts.name);
-      if (opts.known && out.index.size <= KNOWN_MAX_FILE && opts.known.get(key)?.version !== ready.version) opts.known.set(key, { version: ready.version, root: out.index.root, params, algo, lengths: out.index.lengths, hashes: out.index.hashes });
+      if (opts.known && opts.known.get(key)?.version !== ready.version) opts.known.set(key, { version: ready.version, root: out.index.root, params, algo, lengths: out.index.lengths, hashes: out.index.hashes });
       const tEnd = performance.now();
       const wire = connection.socketBytes();
       const total = tEnd - t0;

@@ -2,6 +2,7 @@ import { useEffect, useId, useMemo, useRef, useState } from 'react';
 import { type Folder, type FolderInfo, type ServerState, MAX_ENTRIES, api } from '../api.ts';
 import { type Ask, AskDialog } from './Dialogs.tsx';
 import { FileRow, type RowActions } from './FileRow.tsx';
+import { downloadFolder } from '../folder-zip.ts';
 
 interface Props {
   server: ServerState;
@@ -182,6 +183,23 @@ function FolderRow({ folder, onOpen, ask }: { folder: FolderInfo; onOpen: () => 
       action: 'Rename',
       run: (to) => api.move(folder.path, to.endsWith('/') ? to : `${to}/`),
     });
+  const remove = () =>
+    ask({
+      kind: 'confirm',
+      title: `Delete the folder ${name}?`,
+      body: `Every file in ${folder.path}, with all of its versions, is deleted from the server, and the folder with them. This cannot be undone.`,
+      action: 'Delete',
+      danger: true,
+      run: () => api.removeFolder(folder.path),
+    });
+  const [zipping, setZipping] = useState('');
+  const zip = () => {
+    setZipping('Zipping…');
+    downloadFolder(folder.path).then(
+      () => setZipping(''),
+      (e: Error) => setZipping(`The zip failed: ${e.message}`),
+    );
+  };
   return (
     <li className="file folder" data-testid="folder-row" data-name={folder.path}>
       <button className="file-head" onClick={onOpen} aria-label={`Open folder ${name}`}>
@@ -190,9 +208,22 @@ function FolderRow({ folder, onOpen, ask }: { folder: FolderInfo; onOpen: () => 
         </svg>
         <span className="name">{name}</span>
       </button>
-      <button className="button small quiet row-side" onClick={rename} aria-label={`Rename or move the folder ${name}`}>
-        Rename…
-      </button>
+      <span className="row-side">
+        {zipping && (
+          <span className="muted" role="status">
+            {zipping}
+          </span>
+        )}
+        <button className="button small quiet" onClick={zip} disabled={zipping === 'Zipping…'} aria-label={`Download the folder ${name} as a zip`} data-testid="folder-zip">
+          Zip
+        </button>
+        <button className="button small quiet" onClick={rename} aria-label={`Rename or move the folder ${name}`}>
+          Rename…
+        </button>
+        <button className="button small danger-quiet" onClick={remove} aria-label={`Delete the folder ${name}`} data-testid="folder-delete">
+          Delete…
+        </button>
+      </span>
     </li>
   );
 }

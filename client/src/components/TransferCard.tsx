@@ -1,6 +1,6 @@
 import type { SyncReport } from '../../../shared/src/sync-client.ts';
 import { formatBytes, formatDuration, savedPercent } from '../format.ts';
-import { problem, progress, progressLine, statusLine, steps } from '../messages.ts';
+import { guardLine, problem, progress, progressLine, statusLine, steps } from '../messages.ts';
 import type { Transfer } from '../transfers.ts';
 import { TrafficChart } from './TrafficChart.tsx';
 
@@ -42,6 +42,11 @@ export function TransferCard({ t, maxFileSize, online, onRetry, onCancel, onDism
       </div>
       {active && <Progress t={t} online={online} />}
       {t.status === 'failed' && <Failed t={t} maxFileSize={maxFileSize} onRetry={onRetry} />}
+      {t.status === 'done' && t.guard && (
+        <p className={`guard ${t.guard.kind}`} data-testid="guard" data-kind={t.guard.kind} data-saved-as={t.guard.savedAs} role="status">
+          {guardLine(t.guard, t.name)}
+        </p>
+      )}
       {t.status === 'done' && t.report && (t.direction === 'up' ? <Uploaded r={t.report} /> : <Downloaded t={t} r={t.report} />)}
     </li>
   );
