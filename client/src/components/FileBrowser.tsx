@@ -1,5 +1,6 @@
 import { useEffect, useId, useMemo, useRef, useState } from 'react';
 import { type Folder, type FolderInfo, type ServerState, MAX_ENTRIES, api } from '../api.ts';
+import { compareNames } from '../../../shared/src/natural.ts';
 import { type Ask, AskDialog } from './Dialogs.tsx';
 import { FileRow, type RowActions } from './FileRow.tsx';
 
@@ -69,7 +70,7 @@ export function FileBrowser({ server, changes, onDeltaDownload }: Props) {
     const by = <T,>(key: (x: T) => string | number, desc: boolean) => (a: T, b: T) => {
       const ka = key(a);
       const kb = key(b);
-      const c = typeof ka === 'number' ? ka - (kb as number) : ka.localeCompare(kb as string, undefined, { numeric: true });
+      const c = typeof ka === 'number' ? ka - (kb as number) : compareNames(ka, kb as string);
       return desc ? -c : c;
     };
     const folders = listing.folders.filter((f) => hit(f.path));

@@ -46,7 +46,8 @@ export function FileRow({ file, actions }: { file: FileInfo; actions: RowActions
         <span className="chevron" aria-hidden="true" />
         <span className="name">{baseName(file.name)}</span>
         <span className="meta">
-          {formatBytes(file.size)} · {file.versions} version{file.versions === 1 ? '' : 's'} ·{' '}
+          {formatBytes(file.size)} · v{file.latest}
+          {file.versions > 1 && ` (${file.versions} versions)`} ·{' '}
           <time dateTime={file.mtime} title={exactTime(file.mtime)}>
             {relativeTime(file.mtime)}
           </time>
@@ -109,6 +110,7 @@ function VersionRow({ file, v, latest, actions }: { file: FileInfo; v: VersionIn
         <time dateTime={v.mtime} title={exactTime(v.mtime)}>
           {relativeTime(v.mtime)}
         </time>
+        {v.restoredFrom !== undefined && <span className="restored"> · restored from v{v.restoredFrom}</span>}
         {v.client && <span className="client"> · from {v.client}</span>}
       </span>
       <span className="version-actions">

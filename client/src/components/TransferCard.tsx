@@ -142,7 +142,11 @@ function Uploaded({ r }: { r: SyncReport }) {
   return (
     <div className="result" data-testid="result" data-version={r.version} data-sent={sent} data-delta={r.traffic.delta} data-size={r.size} data-report={JSON.stringify(r)}>
       <p className="summary">
-        {r.matchedBytes > 0 ? (
+        {r.unchanged ? (
+          <>
+            <strong>Unchanged</strong> · the server has this content as version {r.version}, nothing stored
+          </>
+        ) : r.matchedBytes > 0 ? (
           <>
             <strong>{formatBytes(sent)}</strong> sent for {formatBytes(r.size)} · <Saved moved={sent} size={r.size} full="full upload" />
           </>
@@ -151,7 +155,8 @@ function Uploaded({ r }: { r: SyncReport }) {
             <strong>{formatBytes(sent)}</strong> sent · new content, nothing to reuse
           </>
         )}{' '}
-        · {formatDuration(r.timeMs.total)} · version {r.version}
+        · {formatDuration(r.timeMs.total)}
+        {!r.unchanged && <> · version {r.version}</>}
       </p>
       <Details r={r} fullLabel="Full upload" />
     </div>
