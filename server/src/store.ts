@@ -22,6 +22,7 @@ import { GcRefusal, type Refs, addRef, guardRefs, knownAt } from './store/gc.ts'
 import { updateHead } from './store/heads.ts';
 import { fileHeadKey, indexKey, nsPrefix, segmentKey, uploadsKey } from './store/keys.ts';
 import { type CatalogEntry, catalogKey, noteInCatalog, parseCatalog } from './store/catalog.ts';
+import { type SearchPage, searchNames } from './store/search.ts';
 import { VersionSource } from './store/source.ts';
 import { type UploadState, claimUpload, holdsUpload, suspendUpload } from './store/uploads.ts';
 import { type VersionSink, versionSink } from './store/writer.ts';
@@ -303,6 +304,11 @@ export class Store {
       if (e) visit(name, e);
       else await this.walk(name.slice(0, -1), visit);
     }
+  }
+
+  /** One page of the files whose path contains `query` (store/search.ts). */
+  search(query: string, cursor: string, limit: number, maxFolders: number): Promise<SearchPage> {
+    return searchNames((f) => this.folderEntries(f), query, cursor, limit, maxFolders);
   }
 
   /** Every file with at least one version under `folder` ('' for all), by name. */
