@@ -50,6 +50,10 @@ export function App() {
   // queued transfers wait while the server is away, and those that lost it go again on its return
   const online = server.status !== 'unreachable';
   useEffect(() => transfers.setOnline(online), [transfers, online]);
+  // queued transfers wait for a sign-in, and those refused for want of one go again after it
+  useEffect(() => {
+    if (server.status === 'ok' || server.status === 'signin') transfers.setSignedIn(server.status === 'ok');
+  }, [transfers, server.status]);
 
   latest.current = {
     refresh,

@@ -65,6 +65,9 @@ export class Transfers {
   user = '';
   /** whether the server answers; while it does not, queued transfers wait */
   private reachable = true;
+  /** whether the server has us signed in; while it does not, queued transfers wait, and those
+   *  it refused go by themselves once signed in */
+  private signedInNow = true;
 
   constructor(private readonly opts: TransfersOptions) {
     opts.worker.addEventListener('message', (ev: MessageEvent<FromWorker>) => void this.onMessage(ev.data));
@@ -103,6 +106,30 @@ export class Transfers {
     if (on) for (const t of this.list) if (t.retryWhenBack) this.requeue(t.id, { autoRetries: (t.autoRetries ?? 0) + 1 });
     this.emit();
     this.pump();
+  }
+
+  get signedIn() {
+    return this.signedInNow;
+  }
+
+  /** Signed in (or out): transfers refused for want of a sign-in go again by themselves. */
+  setSignedIn(on: boolean) {
+    if (on === this.signedInNow) return;
+    this.signedInNow = on;
+    if (on) for (const t of this.list) if (t.status === 'failed' && t.failure?.kind === 'refused') this.requeue(t.id, { autoRetries: 0 });
+    this.emit();
+    this.pump();
+  }
+
+  /** Cancels every queued and running transfer at once (a wrong drop of thousands of files):
+   *  the queued ones end here, the running ones close their sockets in the worker, where the
+   *  server drops what they sent (nothing is stored). */
+  cancelAll() {
+    const cancelled: Failure = { kind: 'cancelled', message: 'cancelled' };
+    const running = this.list.filter((t) => t.status === 'running');
+    this.list = this.list.map((t) => (t.status === 'queued' ? { ...t, status: 'failed', failure: cancelled, retryWhenBack: undefined } : t));
+    for (const t of running) this.opts.worker.postMessage({ kind: 'cancel', id: t.id } satisfies ToWorker);
+    this.emit();
   }
 
   /** A person's retry: the automatic ones count again from zero. */
@@ -146,7 +173,7 @@ export class Transfers {
     let running = this.list.filter((t) => t.status === 'running').length;
     const queued = this.list.filter((t) => t.status === 'queued').sort((a, b) => a.id - b.id);
     for (const t of queued) {
-      if (running >= (this.opts.parallel ?? 2) || !this.reachable) break;
+      if (running >= (this.opts.parallel ?? 2) || !this.reachable || !this.signedInNow) break;
       if (t.direction === 'up' && t.size > this.maxFileSize) {
         this.settle(t.id, { status: 'failed', failure: { kind: 'too-large', message: `the server accepts files up to ${this.maxFileSize} bytes` } });
         continue;
