@@ -8,6 +8,12 @@ import type { SyncReport } from '../../shared/src/sync-client.ts';
 import { moved } from './messages.ts';
 import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
 
+/** Files under this size run up to SMALL_PARALLEL at once (the `parallel` limit is for larger
+ *  ones): a small file's sync is mostly waiting on round trips and the server's commit, so a
+ *  folder of tiny files goes as fast as the CLI's one-after-another only when several overlap
+ *  (bench/results/tiny-files.md). */
+const SMALL_FILE = 1_000_000;
+const SMALL_PARALLEL = 6;
 /** A transfer that lost the server is tried again, by itself, at most this many times. */
 const AUTO_RETRIES = 5;
 /** ... this long after it failed, when the server already answers again. */
@@ -168,12 +174,13 @@ export class Transfers {
     this.requests.delete(t.id);
   }
 
-  /** Starts queued transfers, oldest first, while fewer than `parallel` run. */
+  /** Starts queued transfers, oldest first, while fewer than `parallel` run (SMALL_PARALLEL
+   *  for a small file). */
   private pump() {
     let running = this.list.filter((t) => t.status === 'running').length;
     const queued = this.list.filter((t) => t.status === 'queued').sort((a, b) => a.id - b.id);
     for (const t of queued) {
-      if (running >= (this.opts.parallel ?? 2) || !this.reachable || !this.signedInNow) break;
+      if (running >= (t.size < SMALL_FILE ? SMALL_PARALLEL : (this.opts.parallel ?? 2)) || !this.reachable || !this.signedInNow) break;
       if (t.direction === 'up' && t.size > this.maxFileSize) {
         this.settle(t.id, { status: 'failed', failure: { kind: 'too-large', message: `the server accepts files up to ${this.maxFileSize} bytes` } });
         continue;
