@@ -163,3 +163,49 @@ test('sign-in: too many tries says how long to wait; a file dropped while signed
     await guarded.stop();
   }
 });
+
+test('a reload during an upload: the page says what did not finish, and finishes one whose file handle it kept', async ({ page, server, dir }) => {
+  const big = path.join(dir, 'big.bin');
+  writeFileSync(big, content(60_000_000));
+  page.on('dialog', (d) => void d.accept()); // "leave the page?" while a sync runs
+  await openPage(page, server.url);
+  await page.getByTestId('file-input').setInputFiles(big);
+  await expect(card(page, 'big.bin')).toHaveAttribute('data-status', 'running');
+  await page.reload();
+  await expect(page.getByTestId('server-status')).toContainText('Connected');
+  const notice = page.getByTestId('unfinished');
+  await expect(notice).toContainText('1 upload did not finish when this page was last closed or reloaded');
+  await expect(notice).toContainText('big.bin (60 MB)');
+  await expect(notice).toContainText('Drop or choose them again');
+  expect(await server.latest('big.bin')).toBe(0);
+
+  // a handle kept for a dropped file (Chromium gives one; here a file of the page's own
+  // storage, the same kind of handle): Finish uploads it after the reload
+  const bytes = content(30_000);
+  await page.evaluate(async (b64) => {
+    const dir = await navigator.storage.getDirectory();
+    const h = await dir.getFileHandle('kept-by-handle.txt', { create: true });
+    const w = await h.createWritable();
+    await w.write(Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)));
+    await w.close();
+    const db = await new Promise<IDBDatabase>((ok) => (indexedDB.open('dsync-unfinished', 1).onsuccess = (e) => ok((e.target as IDBOpenDBRequest).result)));
+    const store = db.transaction('uploads', 'readwrite').objectStore('uploads');
+    const keys = await new Promise<IDBValidKey[]>((ok) => (store.getAllKeys().onsuccess = (e) => ok((e.target as IDBRequest<IDBValidKey[]>).result)));
+    const scope = String(keys[0]).split('\n')[0];
+    store.put({ name: 'kept-by-handle.txt', size: 30_000, at: Date.now(), handle: h }, `${scope}\nkept-by-handle.txt`);
+    await new Promise((ok) => (store.transaction.oncomplete = ok));
+  }, bytes.toString('base64'));
+  await page.reload();
+  await expect(notice).toContainText('2 uploads did not finish');
+  await expect(notice).toContainText('This browser kept access to 1 of them');
+  await notice.getByRole('button', { name: 'Finish it' }).click();
+  expect((await result(page, 'kept-by-handle.txt')).version).toBe(1);
+  expect((await server.storedBytes('kept-by-handle.txt', 1)).equals(bytes)).toBe(true);
+  await expect(notice).toContainText('1 upload did not finish');
+  await notice.getByRole('button', { name: 'Forget' }).click();
+  await expect(notice).toHaveCount(0);
+  await page.reload();
+  await expect(page.getByTestId('server-status')).toContainText('Connected');
+  await expect(page.getByTestId('file-row').first()).toBeVisible();
+  await expect(notice).toHaveCount(0);
+});

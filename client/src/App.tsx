@@ -15,6 +15,8 @@ import { savedPercent } from './format.ts';
 import { type Transfer, Transfers } from './transfers.ts';
 import { useServer } from './use-server.ts';
 import { dropKept } from './kept-store.ts';
+import { UnfinishedNotice } from './components/UnfinishedNotice.tsx';
+import { forgetUpload, rememberUploads } from './unfinished.ts';
 import type { Failure } from './worker-api.ts';
 
 export function App() {
@@ -38,6 +40,7 @@ export function App() {
         url: syncUrl(),
         diagnose: async (f: Failure): Promise<Failure> => ((await latest.current.refresh()).status === 'signin' ? { ...f, kind: 'refused' } : f),
         onSettled: (t) => latest.current.onSettled(t),
+        onCancelAll: (ts) => ts.forEach((t) => t.direction === 'up' && forgetUpload(syncUrl(), t.name)),
       }),
   );
   const list = useSyncExternalStore(transfers.subscribe, transfers.snapshot);
@@ -58,6 +61,8 @@ export function App() {
   latest.current = {
     refresh,
     onSettled: (t) => {
+      // an upload stored, or given up by the person (or unable to go), is no longer unfinished
+      if (t.direction === 'up' && (t.status === 'done' || ['cancelled', 'too-large', 'unreadable'].includes(t.failure?.kind ?? ''))) forgetUpload(syncUrl(), t.name);
       if (t.status === 'done' && t.report) {
         const saved = savedPercent(t.report.traffic.total, t.report.size);
         const said = saved ? `${saved} saved` : 'nothing saved';
@@ -79,7 +84,14 @@ export function App() {
     return () => window.removeEventListener('beforeunload', ask);
   }, [busy]);
 
-  const upload = useCallback((picked: Picked[]) => transfers.upload(picked), [transfers]);
+  const upload = useCallback(
+    (picked: Picked[]) => {
+      transfers.upload(picked);
+      const at = Date.now();
+      rememberUploads(syncUrl(), picked.map((p) => ({ name: p.name, size: p.file.size, at, ...(p.handle && { handle: p.handle }) })));
+    },
+    [transfers],
+  );
   const dragging = useWindowDrop(upload);
 
   return (
@@ -88,6 +100,7 @@ export function App() {
       {server.status === 'signin' && <Login onDone={() => void refresh()} />}
       <main className="layout">
         <div className="column">
+          {server.status === 'ok' && <UnfinishedNotice scope={syncUrl()} onFiles={upload} active={(name) => transfers.snapshot().some((t) => t.name === name && t.direction === 'up')} />}
           <DropZone onFiles={upload} dragging={dragging} />
           <TransferList list={list} transfers={transfers} maxFileSize={maxFileSize} />
           <KeptSettings />

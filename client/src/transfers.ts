@@ -57,6 +57,8 @@ export interface TransfersOptions {
   diagnose?: (f: Failure) => Promise<Failure>;
   /** called once per transfer that ends, for good or not */
   onSettled?: (t: Transfer) => void;
+  /** called once by Cancel all with the queued transfers it ended (not through onSettled) */
+  onCancelAll?: (ts: Transfer[]) => void;
 }
 
 export class Transfers {
@@ -133,6 +135,7 @@ export class Transfers {
   cancelAll() {
     const cancelled: Failure = { kind: 'cancelled', message: 'cancelled' };
     const running = this.list.filter((t) => t.status === 'running');
+    this.opts.onCancelAll?.(this.list.filter((t) => t.status === 'queued'));
     this.list = this.list.map((t) => (t.status === 'queued' ? { ...t, status: 'failed', failure: cancelled, retryWhenBack: undefined } : t));
     for (const t of running) this.opts.worker.postMessage({ kind: 'cancel', id: t.id } satisfies ToWorker);
     this.emit();
