@@ -4,6 +4,8 @@
  */
 import { hostname } from 'node:os';
 import WebSocket from 'ws';
+import { RemoteError } from '../shared/src/conn.ts';
+import { ErrorCode } from '../shared/src/protocol.ts';
 import { type Opts, UsageError, type Values, str } from './command.ts';
 
 export const SERVER_OPTS: Opts = {
@@ -61,7 +63,7 @@ export function tokenProblem(values: Values): string {
 /** An error in the user's words: a refused sign-in (REST 401, or the WebSocket upgrade's
  *  "Unexpected server response: 401") says what to do; the rest keep their message. */
 export function explain(e: unknown, values: Values): string {
-  if (e instanceof ApiError && e.status === 401) return tokenProblem(values);
+  if ((e instanceof ApiError && e.status === 401) || (e instanceof RemoteError && e.code === ErrorCode.Unauthorized)) return tokenProblem(values);
   const message = e instanceof Error ? e.message : String(e);
   if (/Unexpected server response: 401\b/.test(message)) return tokenProblem(values);
   return message;

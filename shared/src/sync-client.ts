@@ -95,7 +95,11 @@ export class Connection {
     const conn = new Conn(ws);
     return new Promise((resolve, reject) => {
       ws.addEventListener('open', () => resolve(new Connection(url, ws, conn)));
-      ws.addEventListener('error', (ev: { message?: string }) => reject(new ConnectionLost(`cannot connect to ${url}: ${ev.message ?? 'connection refused'}`)));
+      ws.addEventListener('error', (ev: { message?: string }) =>
+        // a refused sign-in (Node's ws names the status; a browser says nothing) is no lost
+        // connection: trying again cannot help
+        reject(/Unexpected server response: 401\b/.test(ev.message ?? '') ? new RemoteError(ErrorCode.Unauthorized, `${url}: authentication required`) : new ConnectionLost(`cannot connect to ${url}: ${ev.message ?? 'connection refused'}`)),
+      );
       ws.addEventListener('close', () => reject(new ConnectionLost(`cannot connect to ${url}`)));
     });
   }
