@@ -66,7 +66,7 @@ export function App() {
       if (t.status === 'done' && t.report) {
         const saved = savedPercent(t.report.traffic.total, t.report.size);
         const said = saved ? `${saved} saved` : 'nothing saved';
-        setAnnouncement(t.direction === 'up' ? `${t.name} synced as version ${t.report.version}, ${said}.` : `${t.name} version ${t.version} downloaded, ${said}.`);
+        setAnnouncement(t.direction === 'up' ? (t.report.unchanged ? `${t.name} is unchanged: the server has it as version ${t.report.version}.` : `${t.name} synced as version ${t.report.version}, ${said}.`) : `${t.name} version ${t.version} downloaded, ${said}.`);
         if (t.direction === 'down' && t.blobUrl) save(t.blobUrl, t.name);
       } else if (t.status === 'failed') {
         setAnnouncement(`${t.name}: ${t.failure?.kind === 'cancelled' ? 'cancelled' : t.retryWhenBack ? 'waiting for the server' : 'failed'}.`);
