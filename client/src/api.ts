@@ -1,6 +1,6 @@
 /** The server's REST API (server/src/server.ts), as the page uses it. */
 import type { FileInfo, VersionInfo as StoreVersion } from '../../server/src/store.ts';
-import { SEARCH_PAGE } from '../../shared/src/limits.ts';
+import { SEARCH_PAGE, SEARCH_REQUESTS } from '../../shared/src/limits.ts';
 
 export type { FileInfo };
 
@@ -73,16 +73,18 @@ async function folder(prefix: string): Promise<Folder & { truncated: boolean }> 
 
 /**
  * Files whose path contains `text`, in any folder (GET /api/search): pages from `cursor` until
- * `want` hits or the end, each request bounded by the server. `stop()` true ends it early.
+ * `want` hits, the end, or SEARCH_REQUESTS requests (each bounded by the server). `stop()`
+ * true ends it early.
  */
 async function search(text: string, cursor: string, want: number, stop: () => boolean): Promise<{ files: FileInfo[]; next: string | null }> {
   const files: FileInfo[] = [];
   let next: string | null = cursor;
+  let requests = 0;
   do {
     const page: { files: FileInfo[]; next: string | null } = await get(`/api/search?q=${q(text)}&limit=${Math.min(SEARCH_PAGE, want - files.length)}${next ? `&cursor=${q(next)}` : ''}`);
     files.push(...page.files);
     next = page.next;
-  } while (next !== null && files.length < want && !stop());
+  } while (next !== null && files.length < want && ++requests < SEARCH_REQUESTS && !stop());
   return { files, next };
 }
 

@@ -117,3 +117,8 @@ export const SEARCH_PAGE = 100;
 /** Folder catalogs one search request reads at most: a page ends there, hits or not, with a
  *  cursor to go on from, so a search over a huge namespace is many bounded requests. */
 export const SEARCH_FOLDERS = 200;
+
+/** Requests the page makes for one "Search" or "Search further" at most (each up to
+ *  SEARCH_FOLDERS catalogs): a search of a huge namespace with few hits pauses there, and the
+ *  person asks for more. */
+export const SEARCH_REQUESTS = 10;
