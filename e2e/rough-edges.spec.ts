@@ -8,6 +8,7 @@ import type { Page } from '@playwright/test';
 import { content } from './data.ts';
 import { card, expect, openPage, result, root, test } from './fixtures.ts';
 import { TestServer } from './server.ts';
+import { pushBytes } from '../harness/helpers.ts';
 
 const fileRow = (page: Page, name: string) => page.locator(`[data-testid=file-row][data-name="${name}"]`);
 
@@ -35,6 +36,16 @@ test('search finds a name in every folder, from the top or from inside a folder,
   // a hit opens like any file row: its history
   await fileRow(page, 'w/proj/bin/blob3mb.bin').getByRole('button', { expanded: false }).click();
   await expect(fileRow(page, 'w/proj/bin/blob3mb.bin').getByTestId('version-row')).toHaveCount(1);
+  // more than a page of hits: the first 100, then Search further
+  const target = { wsUrl: `${server.url.replace('http', 'ws')}/sync` };
+  for (let i = 0; i < 130; i++) await pushBytes(target, `many/hit-${String(i).padStart(3, '0')}.txt`, new Uint8Array([i]));
+  await page.getByTestId('search').fill('hit-');
+  await expect(page.getByTestId('list-foot')).toContainText('100 found in all files so far');
+  await expect(page.getByTestId('file-row')).toHaveCount(100);
+  await page.getByRole('button', { name: 'Search further' }).click();
+  await expect(page.getByTestId('list-foot')).toContainText('130 found in all files');
+  await expect(page.getByTestId('file-row')).toHaveCount(130);
+  await expect(page.getByRole('button', { name: 'Search further' })).toHaveCount(0);
   await page.getByTestId('search').fill('nothing-like-this');
   await expect(page.getByText('No file name in any folder contains')).toBeVisible();
   await page.getByTestId('search').fill('');

@@ -89,6 +89,7 @@ export function FileBrowser({ server, changes, onDeltaDownload }: Props) {
     if (!found || found.next === null || found.busy) return;
     const stale = () => searching.current !== found.text;
     setFound({ ...found, busy: true });
+    setShown(Math.max(shown, found.files.length) + SEARCH_PAGE);
     api.search(found.text, found.next, SEARCH_PAGE, stale).then(
       (r) => !stale() && setFound({ text: found.text, files: [...found.files, ...r.files], next: r.next, busy: false }),
       (e: Error) => !stale() && (setFound({ ...found, busy: false }), setError(e.message)),
