@@ -17,7 +17,7 @@ import { fileSource } from '../../shared/src/file-source.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
 import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, str } from '../command.ts';
-import { JSON_OPT, humanOutput, printJson, progressBar, syncSummary } from '../output.ts';
+import { JSON_OPT, humanOutput, printJson, progressBar, stdoutFile, syncSummary } from '../output.ts';
 import { SERVER_OPTS, api, syncUrl, webSocket } from '../remote.ts';
 import { SYNC_OPTS, algoOf, chunkParams, knownOf } from '../sync-options.ts';
 
@@ -39,7 +39,7 @@ async function isFolder(values: Values, name: string): Promise<boolean> {
 }
 
 /** One pull of `name` into `outFile` (via a temporary file beside it, renamed over it once
- *  verified), against `basisPath` if given. */
+ *  verified; `-`: stdout as it arrives), against `basisPath` if given. */
 async function pullOne(values: Values, name: string, outFile: string, basisPath: string | undefined, o: { version: number; connection?: (url: string) => Promise<Connection> }): Promise<SyncReport> {
   const human = humanOutput(values);
   const basisFh = basisPath ? await fs.open(basisPath, 'r') : null;
@@ -47,9 +47,10 @@ async function pullOne(values: Values, name: string, outFile: string, basisPath:
   const pool = basisSize >= OFF_THREAD_MIN ? nodeHashPool() : null;
   const bar = progressBar(name, human && process.stderr.isTTY ? await sizeOf(values, name, o.version) : 0, values);
   let written = 0;
+  const toStdout = outFile === '-';
   const tmp = `${outFile}.dsync-${process.pid}.tmp`;
-  const out = await fs.open(tmp, 'w');
-  let closed = false;
+  const out = toStdout ? stdoutFile() : await fs.open(tmp, 'w');
+  let closed = toStdout;
   try {
     const report = await pull({
       url: syncUrl(values),
@@ -67,6 +68,7 @@ async function pullOne(values: Values, name: string, outFile: string, basisPath:
           bar.update((written += b.length));
         },
         commit: async () => {
+          if (toStdout) return 0;
           await out.sync();
           await out.close();
           closed = true;
@@ -153,7 +155,8 @@ export const command: Command = {
   usage: 'pull NAME --server URL --out FILE [--version V] [--basis OLDFILE] [--force] [--json]\n       pull FOLDER/ --server URL --out DIR [--force] [--json]',
   about: `Fetches NAME (its latest version, or V) into FILE. With --basis, an older copy of the file,
 only the chunks it lacks come down. The file is verified before it replaces FILE; an existing
-FILE is replaced only with --force.
+FILE is replaced only with --force; FILE's folder must exist. --out - writes the file to
+stdout as it arrives (the report goes to stderr; if it fails verification the status is 1).
 A FOLDER/ (ending in "/") comes down whole into DIR: each file to its path under DIR, over one
 connection; a file DIR already has is replaced only with --force, and then only the chunks it
 lacks come down. Empty folders are made too.
@@ -162,7 +165,7 @@ with a progress bar for large files; otherwise, or with --json, its JSON report.
 Exit status: 0 pulled, 1 failed (or FILE exists), 2 a wrong command line.`,
   options: {
     ...SERVER_OPTS,
-    out: { type: 'string', short: 'o', arg: 'FILE', help: 'where the file (or the folder) goes (required)' },
+    out: { type: 'string', short: 'o', arg: 'FILE', help: 'where the file (or the folder) goes (required; - for stdout)' },
     version: { type: 'string', arg: 'V', help: 'the version to fetch (default: the latest)' },
     basis: { type: 'string', arg: 'OLDFILE', help: 'a local older copy: only the chunks it lacks come down' },
     force: { type: 'boolean', short: 'f', help: 'replace FILE (or files under DIR) if it exists' },
@@ -180,8 +183,13 @@ Exit status: 0 pulled, 1 failed (or FILE exists), 2 a wrong command line.`,
     }
     chunkParams(values);
     algoOf(values);
-    if (existsSync(outFile) && !values.force) {
+    const toStdout = outFile === '-';
+    if (!toStdout && existsSync(outFile) && !values.force) {
       console.error(`dsync pull: ${outFile} exists; --force replaces it`);
+      return EXIT_FAILED;
+    }
+    if (!toStdout && !existsSync(path.dirname(path.resolve(outFile)))) {
+      console.error(`dsync pull: the folder ${path.dirname(outFile)} does not exist; create it first (mkdir -p ${path.dirname(outFile)})`);
       return EXIT_FAILED;
     }
     let report;
@@ -192,7 +200,10 @@ Exit status: 0 pulled, 1 failed (or FILE exists), 2 a wrong command line.`,
       if (e instanceof RemoteError && e.code === ErrorCode.NotFound && !version && (await isFolder(values, name))) throw new UsageError(`${name} is a folder: pull ${name}/ --out DIR fetches every file in it`);
       throw e;
     }
-    if (humanOutput(values)) console.log(syncSummary(report, 'pull'));
+    // with --out - the file is stdout: the report goes to stderr
+    const human = humanOutput(values);
+    if (toStdout) console.error(human ? syncSummary(report, 'pull') : JSON.stringify(report));
+    else if (human) console.log(syncSummary(report, 'pull'));
     else printJson(report);
   },
 };

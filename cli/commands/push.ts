@@ -22,7 +22,7 @@ import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
 import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson, progressBar, syncSummary } from '../output.ts';
-import { SERVER_OPTS, api, syncUrl, webSocket } from '../remote.ts';
+import { SERVER_OPTS, api, explain, syncUrl, webSocket } from '../remote.ts';
 import { SYNC_OPTS, algoOf, chunkParams, knownOf } from '../sync-options.ts';
 
 interface Entry {
@@ -86,7 +86,7 @@ function outcomeJson(name: string, o: GuardedOutcome): Record<string, unknown> {
   return { ...o.report, conflict: { name, savedAs: o.report.name, knownVersion: o.known, server } };
 }
 
-const reason = (e: unknown) => ((e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file or directory' : (e as Error).message);
+const reason = (e: unknown, values: Values) => ((e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file or directory' : explain(e, values));
 
 export const command: Command = {
   usage: 'push FILE|DIR... --server URL [--name NAME] [--basis-version V | --force] [--json]',
@@ -132,7 +132,7 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
     let pushed = 0;
     const failed = (what: string, e: unknown) => {
       failures++;
-      console.error(`dsync push: ${what}: ${reason(e)}`);
+      console.error(`dsync push: ${what}: ${reason(e, values)}`);
     };
 
     const entries: Entry[] = [];

@@ -1,5 +1,6 @@
 /** The server's REST API (server/src/server.ts), as the page uses it. */
 import type { FileInfo, VersionInfo as StoreVersion } from '../../server/src/store.ts';
+import { SEARCH_PAGE, SEARCH_REQUESTS } from '../../shared/src/limits.ts';
 
 export type { FileInfo };
 
@@ -84,7 +85,37 @@ async function tree(prefix: string): Promise<{ files: FileInfo[]; folders: strin
   return out;
 }
 
+/**
+ * Files whose path contains `text`, in any folder (GET /api/search): pages from `cursor` until
+ * `want` hits, the end, or SEARCH_REQUESTS requests (each bounded by the server). `stop()`
+ * true ends it early.
+ */
+async function search(text: string, cursor: string, want: number, stop: () => boolean): Promise<{ files: FileInfo[]; next: string | null }> {
+  const files: FileInfo[] = [];
+  let next: string | null = cursor;
+  let requests = 0;
+  do {
+    const page: { files: FileInfo[]; next: string | null } = await get(`/api/search?q=${q(text)}&limit=${Math.min(SEARCH_PAGE, want - files.length)}${next ? `&cursor=${q(next)}` : ''}`);
+    files.push(...page.files);
+    next = page.next;
+  } while (next !== null && files.length < want && ++requests < SEARCH_REQUESTS && !stop());
+  return { files, next };
+}
+
+/** Why a sign-in failed, in words: a wrong password, too many tries (with the wait the server
+ *  asks for in Retry-After, seconds or a date), or the server's trouble. */
+export function signInFailure(status: number, retryAfter: string | null, now = Date.now()): string {
+  if (status === 401) return 'Wrong name or password.';
+  if (status === 429) {
+    const secs = retryAfter === null ? NaN : /^\d+$/.test(retryAfter.trim()) ? Number(retryAfter) : Math.ceil((Date.parse(retryAfter) - now) / 1000);
+    const wait = Number.isFinite(secs) && secs > 0 ? (secs < 60 ? `${secs} second${secs === 1 ? '' : 's'}` : `${Math.ceil(secs / 60)} minute${Math.ceil(secs / 60) === 1 ? '' : 's'}`) : 'a moment';
+    return `Too many sign-in attempts. Try again in ${wait}.`;
+  }
+  return status >= 500 ? `The server could not sign you in just now (HTTP ${status}); try again shortly.` : `Sign-in failed (HTTP ${status}).`;
+}
+
 export const api = {
+  search,
   health: () => get<{ ok: boolean }>('/api/health'),
   whoami: () => get<{ user: string; singleUser: boolean }>('/api/whoami'),
   config: () => get<{ maxFileSize: number }>('/api/config'),
@@ -102,7 +133,7 @@ export const api = {
   restore: (name: string, version: number) => call<{ version: number }>('POST', '/api/files/restore', { name, version }),
   async login(name: string, password: string) {
     const res = await fetch('/api/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name, password }) });
-    if (!res.ok) throw new HttpError(res.status, res.status === 401 ? 'Wrong name or password.' : `Sign-in failed (HTTP ${res.status}).`);
+    if (!res.ok) throw new HttpError(res.status, signInFailure(res.status, res.headers.get('Retry-After')));
   },
 };
 

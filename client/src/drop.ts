@@ -5,6 +5,8 @@ export interface Picked {
   file: File;
   /** the name to sync under: folder-relative path for files inside a dropped or picked folder */
   name: string;
+  /** a dropped file's handle, where the browser gives one (unfinished.ts keeps it) */
+  handle?: FileSystemFileHandle;
 }
 
 function entryFile(entry: FileSystemFileEntry): Promise<File> {
@@ -25,14 +27,25 @@ async function walk(entry: FileSystemEntry, out: Picked[]): Promise<void> {
   }
 }
 
+/** A dropped file's handle (Chromium), as `{handle}`, or nothing. Taken before the first await. */
+function handleOf(i: DataTransferItem): Promise<{ handle?: FileSystemFileHandle }> {
+  const get = (i as DataTransferItem & { getAsFileSystemHandle?: () => Promise<FileSystemHandle | null> }).getAsFileSystemHandle;
+  if (!get) return Promise.resolve({});
+  return get.call(i).then(
+    (h) => (h?.kind === 'file' ? { handle: h as FileSystemFileHandle } : {}),
+    () => ({}),
+  );
+}
+
 /** Every file in a drop, folders included. Entries must be taken before the first await. */
 export async function filesFromDrop(dt: DataTransfer): Promise<Picked[]> {
   const items = Array.from(dt.items ?? []).filter((i) => i.kind === 'file');
   if (!items.length) return Array.from(dt.files, (file) => ({ file, name: file.name }));
-  const taken = items.map((i) => ({ entry: i.webkitGetAsEntry?.() ?? null, file: i.getAsFile() }));
+  const taken = items.map((i) => ({ entry: i.webkitGetAsEntry?.() ?? null, file: i.getAsFile(), handle: handleOf(i) }));
   const out: Picked[] = [];
-  for (const { entry, file } of taken) {
-    if (entry) await walk(entry, out);
+  for (const { entry, file, handle } of taken) {
+    if (entry?.isFile && file) out.push({ file, name: file.name, ...(await handle) });
+    else if (entry) await walk(entry, out);
     else if (file) out.push({ file, name: file.name });
   }
   return out;

@@ -84,8 +84,10 @@ const pct = (t: Transfer) => `${Math.floor(100 * frac(t))}%`;
 export const moved = (t: Transfer) => Math.round(progress(t) * t.size);
 
 /** The line people read: "42% · 1.3 MB of 3 MB · 2.1 MB/s · 1 s left". */
-export function progressLine(t: Transfer, online = true): string {
-  if (t.status === 'queued') return online ? 'Waiting for its turn' : 'Waiting for the server · starts by itself when it is back';
+export function progressLine(t: Transfer, online = true, signedIn = true): string {
+  if (t.status === 'queued' && !online) return 'Waiting for the server · starts by itself when it is back';
+  if (t.status === 'queued' && !signedIn) return `Sign in to ${t.direction === 'up' ? 'upload' : 'download'} · starts by itself once you are signed in`;
+  if (t.status === 'queued') return 'Waiting for its turn';
   if (t.step === 'retrying') return statusLine(t);
   const parts = [`${Math.floor(100 * progress(t))}%`, `${formatBytes(moved(t))} of ${formatBytes(t.size)}`];
   if (t.rate && t.rate > 0) {
@@ -163,7 +165,7 @@ export function problem(t: Transfer, maxFileSize: number): Problem {
     case 'lost':
       return { title: 'The connection to the server was lost.', detail: `Reconnecting did not help.${again}${intact}`, retry: true };
     case 'refused':
-      return { title: 'Permission refused.', detail: 'Your session has ended or this account may not do that: sign in again, then retry.', retry: true, signIn: true };
+      return { title: `Sign in to ${t.direction === 'up' ? 'upload' : 'download'}.`, detail: 'The server needs you signed in (you were not, or your sign-in ended). This goes again by itself once you sign in.', retry: true, signIn: true };
     case 'too-large':
       return { title: `Too large for this server: ${formatBytes(t.size)}.`, detail: `The server accepts files up to ${formatBytes(maxFileSize)}.`, retry: false };
     case 'limit':

@@ -8,6 +8,12 @@ import type { SyncReport } from '../../shared/src/sync-client.ts';
 import { moved } from './messages.ts';
 import type { Failure, FromWorker, Guard, Step, ToWorker } from './worker-api.ts';
 
+/** Files under this size run up to SMALL_PARALLEL at once (the `parallel` limit is for larger
+ *  ones): a small file's sync is mostly waiting on round trips and the server's commit, so a
+ *  folder of tiny files goes as fast as the CLI's one-after-another only when several overlap
+ *  (bench/results/tiny-files.md). */
+const SMALL_FILE = 1_000_000;
+const SMALL_PARALLEL = 6;
 /** A transfer that lost the server is tried again, by itself, at most this many times. */
 const AUTO_RETRIES = 5;
 /** ... this long after it failed, when the server already answers again. */
@@ -55,6 +61,8 @@ export interface TransfersOptions {
   diagnose?: (f: Failure) => Promise<Failure>;
   /** called once per transfer that ends, for good or not */
   onSettled?: (t: Transfer) => void;
+  /** called once by Cancel all with the queued transfers it ended (not through onSettled) */
+  onCancelAll?: (ts: Transfer[]) => void;
 }
 
 export class Transfers {
@@ -69,6 +77,9 @@ export class Transfers {
   user = '';
   /** whether the server answers; while it does not, queued transfers wait */
   private reachable = true;
+  /** whether the server has us signed in; while it does not, queued transfers wait, and those
+   *  it refused go by themselves once signed in */
+  private signedInNow = true;
 
   constructor(private readonly opts: TransfersOptions) {
     opts.worker.addEventListener('message', (ev: MessageEvent<FromWorker>) => void this.onMessage(ev.data));
@@ -109,6 +120,31 @@ export class Transfers {
     this.pump();
   }
 
+  get signedIn() {
+    return this.signedInNow;
+  }
+
+  /** Signed in (or out): transfers refused for want of a sign-in go again by themselves. */
+  setSignedIn(on: boolean) {
+    if (on === this.signedInNow) return;
+    this.signedInNow = on;
+    if (on) for (const t of this.list) if (t.status === 'failed' && t.failure?.kind === 'refused') this.requeue(t.id, { autoRetries: 0 });
+    this.emit();
+    this.pump();
+  }
+
+  /** Cancels every queued and running transfer at once (a wrong drop of thousands of files):
+   *  the queued ones end here, the running ones close their sockets in the worker, where the
+   *  server drops what they sent (nothing is stored). */
+  cancelAll() {
+    const cancelled: Failure = { kind: 'cancelled', message: 'cancelled' };
+    const running = this.list.filter((t) => t.status === 'running');
+    this.opts.onCancelAll?.(this.list.filter((t) => t.status === 'queued'));
+    this.list = this.list.map((t) => (t.status === 'queued' ? { ...t, status: 'failed', failure: cancelled, retryWhenBack: undefined } : t));
+    for (const t of running) this.opts.worker.postMessage({ kind: 'cancel', id: t.id } satisfies ToWorker);
+    this.emit();
+  }
+
   /** A person's retry: the automatic ones count again from zero. */
   retry(id: number) {
     if (this.get(id)?.status !== 'failed') return;
@@ -145,12 +181,13 @@ export class Transfers {
     this.requests.delete(t.id);
   }
 
-  /** Starts queued transfers, oldest first, while fewer than `parallel` run. */
+  /** Starts queued transfers, oldest first, while fewer than `parallel` run (SMALL_PARALLEL
+   *  for a small file). */
   private pump() {
     let running = this.list.filter((t) => t.status === 'running').length;
     const queued = this.list.filter((t) => t.status === 'queued').sort((a, b) => a.id - b.id);
     for (const t of queued) {
-      if (running >= (this.opts.parallel ?? 2) || !this.reachable) break;
+      if (running >= (t.size < SMALL_FILE ? SMALL_PARALLEL : (this.opts.parallel ?? 2)) || !this.reachable || !this.signedInNow) break;
       if (t.direction === 'up' && t.size > this.maxFileSize) {
         this.settle(t.id, { status: 'failed', failure: { kind: 'too-large', message: `the server accepts files up to ${this.maxFileSize} bytes` } });
         continue;

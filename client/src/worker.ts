@@ -40,6 +40,10 @@ class Cancelled extends Error {
   }
 }
 
+/** The job each socket works for now (a pooled socket changes hands): a cancelled job's
+ *  socket sends nothing more. */
+const owner = new WeakMap<WebSocket, Job>();
+
 /** One running transfer: its sockets (to close on cancel) and where it has got to. */
 class Job {
   cancelled = false;
@@ -66,9 +70,15 @@ class Job {
       constructor(url: string) {
         if (job.cancelled) throw new Cancelled();
         super(url);
+        owner.set(this, job);
         job.sockets.add(this);
         this.addEventListener('open', () => (job.connected = true));
         this.addEventListener('close', () => job.sockets.delete(this));
+      }
+
+      send(data: string | ArrayBufferLike | Blob | ArrayBufferView) {
+        if (owner.get(this)?.cancelled) throw new Cancelled();
+        super.send(data as ArrayBufferView);
       }
     };
   }
@@ -77,16 +87,22 @@ class Job {
    *  chunks are hashed by hash workers where the device has cores for them. */
   source(file: Blob, onRead?: (end: number) => void): Source {
     const pool = file.size >= OFF_THREAD_MIN ? hashPool() : null;
+    // after a cancel a push reads no more, unless all it needed went out: then it is stored,
+    // and what follows (the copy kept of it) goes on
     const check = () => {
-      if (this.cancelled) throw new Cancelled();
+      if (this.cancelled && this.step !== 'delta-sent' && this.step !== 'committed') throw new Cancelled();
     };
     // each read is a new buffer: the run's buffers are handed over, not copied
     return blobSource(file, { check, onRead, ...(pool && { hashRun: (offset, lengths, algo, pieces) => pool.hash(null, offset, lengths, algo, pieces, true) }) });
   }
 
-  cancel() {
+  /** A pull's sockets close at once. A push's socket refuses its next message instead
+   *  (`refusing`): closing it would still send what is queued, and a push whose last messages
+   *  were queued is committed by the server; so a push either stops short of its commit
+   *  (cancelled, nothing stored) or had sent everything and ends as what it is, stored. */
+  cancel(push: boolean) {
     this.cancelled = true;
-    for (const ws of this.sockets) ws.close(1000, 'cancelled');
+    if (!push) for (const ws of this.sockets) ws.close(1000, 'cancelled');
   }
 
   failure(e: unknown): Failure {
@@ -175,6 +191,7 @@ async function latestOf(url: string, name: string): Promise<LatestInfo | null> {
 }
 
 const jobs = new Map<number, Job>();
+const kinds = new Map<number, 'push' | 'pull'>();
 /** The versions this browser pushed or pulled, per user, so that the next edit of a file goes
  *  up in one round trip (shared/src/known.ts), after a reload too (known-store.ts). */
 const knowns = new Map<string, Promise<StoredKnown>>();
@@ -198,7 +215,8 @@ async function takeConnection(url: string, job: Job): Promise<Connection> {
   const i = idle.findIndex((c) => c.url === url);
   if (i < 0) return Connection.open(url, job.webSocket());
   const [c] = idle.splice(i, 1);
-  job.sockets.add(c.ws as WebSocket); // a cancel closes it
+  job.sockets.add(c.ws as WebSocket); // a cancel closes it (a pull) or stops its sending (a push)
+  owner.set(c.ws as WebSocket, job);
   job.connected = true;
   return c;
 }
@@ -254,9 +272,10 @@ async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connect
 
 self.onmessage = async (ev: MessageEvent<ToWorker>) => {
   const m = ev.data;
-  if (m.kind === 'cancel') return jobs.get(m.id)?.cancel();
+  if (m.kind === 'cancel') return jobs.get(m.id)?.cancel(kinds.get(m.id) === 'push');
   const job = new Job(m.id);
   jobs.set(m.id, job);
+  kinds.set(m.id, m.kind);
   try {
     await wasm();
     await run(m, job);
@@ -264,5 +283,6 @@ self.onmessage = async (ev: MessageEvent<ToWorker>) => {
     post({ kind: 'failed', id: m.id, failure: job.failure(e) });
   } finally {
     jobs.delete(m.id);
+    kinds.delete(m.id);
   }
 };

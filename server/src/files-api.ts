@@ -6,6 +6,7 @@
  */
 import path from 'node:path';
 import express from 'express';
+import { MAX_NAME_BYTES, SEARCH_FOLDERS, SEARCH_PAGE } from '../../shared/src/limits.ts';
 import { ErrorCode, ProtocolError } from '../../shared/src/protocol.ts';
 import { validateName } from './names.ts';
 import type { Store } from './store.ts';
@@ -73,6 +74,19 @@ export function filesApi(storeOf: (user: string) => Promise<Store>, log: (e: Rec
       const all = [...files.map((f) => ({ key: f.name, f })), ...folders.map((key) => ({ key, f: null }))].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).filter((e) => e.key > cursor);
       const page = all.slice(0, limit);
       res.json({ files: page.flatMap((e) => (e.f ? [e.f] : [])), folders: page.flatMap((e) => (e.f ? [] : [e.key])), next: all.length > limit ? page[page.length - 1].key : null });
+    }),
+  );
+  r.get(
+    '/search',
+    route(async (req, res, store) => {
+      // q: a part of the path, matched case-insensitively; cursor: the page's `next` before
+      const q = typeof req.query.q === 'string' ? req.query.q.trim() : '';
+      const cursor = typeof req.query.cursor === 'string' ? req.query.cursor : '';
+      if (!q || Buffer.byteLength(q) > MAX_NAME_BYTES) throw new ProtocolError(ErrorCode.Malformed, `q is 1 to ${MAX_NAME_BYTES} bytes`);
+      if (Buffer.byteLength(cursor) > MAX_NAME_BYTES + 1) throw new ProtocolError(ErrorCode.Malformed, 'bad cursor');
+      const limit = req.query.limit === undefined ? SEARCH_PAGE : Number(req.query.limit);
+      if (!Number.isSafeInteger(limit) || limit < 1 || limit > SEARCH_PAGE) throw new ProtocolError(ErrorCode.Malformed, `limit is 1 to ${SEARCH_PAGE}`);
+      res.json(await store.search(q, cursor, limit, SEARCH_FOLDERS));
     }),
   );
   r.get(

@@ -12,6 +12,7 @@
  *        one folder P ('' or ending in '/'; one store read per page) in name order after C,
  *        at most L (default 1000, at most 10 000) files and folders together; next: the
  *        cursor of the next page or null. recursive=1: every file and folder below P.
+ *   GET  /api/search?q=Q[&cursor=C&limit=L] {files, next}: files whose path contains Q (store/search.ts)
  *   GET  /api/versions?name=N              [{version, size, mtime, root, algo, change, client?}]
  *   GET  /api/download?name=N[&version=V]  the bytes of a version (latest by default), verified
  *   DELETE /api/files?name=N[&version=V]   {removed: [versions]}: one version, or the file

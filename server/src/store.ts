@@ -22,6 +22,7 @@ import { GcRefusal, type Refs, addRef, guardRefs, knownAt } from './store/gc.ts'
 import { updateHead } from './store/heads.ts';
 import { fileHeadKey, indexKey, nsPrefix, segmentKey, uploadsKey } from './store/keys.ts';
 import { type CatalogEntry, catalogKey, keepFolder, noteInCatalog, parseCatalog, readCatalog } from './store/catalog.ts';
+import { type SearchPage, searchNames } from './store/search.ts';
 import { VersionSource } from './store/source.ts';
 import { type UploadState, claimUpload, forgetUpload, holdsUpload, suspendUpload } from './store/uploads.ts';
 import { type VersionSink, versionSink } from './store/writer.ts';
@@ -71,6 +72,17 @@ const backoffMs = (k: number) => Math.min(2000, 100 * 2 ** k) * (0.5 + Math.rand
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** The same version entry (a commit's index id is its own; a restore's or rename's is not). */
 const sameEntry = (a: VersionEntry, b: VersionEntry) => a.version === b.version && a.index === b.index && a.mtime === b.mtime;
+
+/** After a rename's renumbering (`to[i]` is `from[i]`), each `restoredFrom` names the new number
+ *  of its source, or goes when the source did not move with it. */
+function renumberRestored(from: VersionEntry[], to: VersionEntry[]): void {
+  for (const v of to) {
+    if (v.restoredFrom === undefined) continue;
+    const i = from.findIndex((f) => f.version === v.restoredFrom);
+    if (i < 0) delete v.restoredFrom;
+    else v.restoredFrom = to[i].version;
+  }
+}
 
 const noVersion = (name: string, version: number) => new ProtocolError(ErrorCode.NotFound, `${name} has no version ${version}`);
 
@@ -318,6 +330,11 @@ export class Store {
     }
   }
 
+  /** One page of the files whose path contains `query` (store/search.ts). */
+  search(query: string, cursor: string, limit: number, maxFolders: number): Promise<SearchPage> {
+    return searchNames((f) => this.folderEntries(f), query, cursor, limit, maxFolders);
+  }
+
   /** Every file with at least one version under `folder` ('' for all), by name. */
   async list(folder = ''): Promise<FileInfo[]> {
     const out: FileInfo[] = [];
@@ -541,7 +558,7 @@ export class Store {
     return this.changeHead(name, async (h) => {
       const old = h?.versions.find((v) => v.version === version);
       if (!h || !old) throw noVersion(name, version);
-      const entry: VersionEntry = { ...old, version: h.next, mtime: new Date().toISOString(), change: 0 };
+      const entry: VersionEntry = { ...old, version: h.next, mtime: new Date().toISOString(), change: 0, restoredFrom: version };
       const adds = { entries: [entry], refs: await this.refsOf([old]), ours: true };
       return { head: { ...h, next: h.next + 1, versions: applyRetention([...h.versions, entry], this.repo.settings) }, result: h.next, adds };
     });
@@ -561,6 +578,7 @@ export class Store {
       if (h?.versions.length) throw new ProtocolError(ErrorCode.Inconsistent, `${to} exists`);
       let next = h?.next ?? 1;
       const versions = src.versions.map((v) => ({ ...v, version: next++ }));
+      renumberRestored(src.versions, versions);
       return { head: { name: to, next, versions }, result: undefined, adds: { entries: versions, refs, ours: true } };
     });
     await this.changeHead(from, (h) => ({ head: h && { ...h, versions: h.versions.filter((v) => !src.versions.some((s) => s.version === v.version)) }, result: undefined }));

@@ -114,3 +114,18 @@ export const MAX_CHUNK_SIZE = 4 << 20;
  *  The CLI's --keep-max default; the page's cap is the smaller of this and a share of its
  *  quota (client/src/kept-store.ts). */
 export const KEEP_MAX = 1_000_000_000;
+
+// ---------------------------------------------------------------------------------------------
+// Searching a user's files by name (GET /api/search, server/src/store/search.ts)
+
+/** Hits per page of a search, at most (and the page's page size). */
+export const SEARCH_PAGE = 100;
+
+/** Folder catalogs one search request reads at most: a page ends there, hits or not, with a
+ *  cursor to go on from, so a search over a huge namespace is many bounded requests. */
+export const SEARCH_FOLDERS = 200;
+
+/** Requests the page makes for one "Search" or "Search further" at most (each up to
+ *  SEARCH_FOLDERS catalogs): a search of a huge namespace with few hits pauses there, and the
+ *  person asks for more. */
+export const SEARCH_REQUESTS = 10;

@@ -68,6 +68,9 @@ export interface SyncReport {
   /** push: the version the client knew and sent its own Match Tokens against (one round trip,
    *  docs/protocol.md §3 "A known basis"); absent: the three phases ran */
   knownVersion?: number;
+  /** push: the content equals the stored latest version: nothing was stored, `version` is that
+   *  version's number */
+  unchanged?: true;
   /** push: the bytes of that version were kept here and the edit went as byte-exact copies of
    *  them (kept.ts) */
   keptBasis?: boolean;
@@ -92,7 +95,11 @@ export class Connection {
     const conn = new Conn(ws);
     return new Promise((resolve, reject) => {
       ws.addEventListener('open', () => resolve(new Connection(url, ws, conn)));
-      ws.addEventListener('error', (ev: { message?: string }) => reject(new ConnectionLost(`cannot connect to ${url}: ${ev.message ?? 'connection refused'}`)));
+      ws.addEventListener('error', (ev: { message?: string }) =>
+        // a refused sign-in (Node's ws names the status; a browser says nothing) is no lost
+        // connection: trying again cannot help
+        reject(/Unexpected server response: 401\b/.test(ev.message ?? '') ? new RemoteError(ErrorCode.Unauthorized, `${url}: authentication required`) : new ConnectionLost(`cannot connect to ${url}: ${ev.message ?? 'connection refused'}`)),
+      );
       ws.addEventListener('close', () => reject(new ConnectionLost(`cannot connect to ${url}`)));
     });
   }
@@ -206,17 +213,21 @@ export async function pushSession(
   conn: Conn,
   source: Source,
   o: { name: string; params: ChunkParams; algo: number; basisVersion?: number; index?: ChunkIndex | null; against?: KnownVersion | null; sliceBytes?: number; onChunked?: (done: number) => void; sender?: SenderOptions },
-): Promise<SendOutcome> {
+): Promise<SendOutcome & { unchanged: boolean }> {
   const k = o.against;
+  let basisVersion = 0;
   conn.hashLen = hashLength(o.algo);
   await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: o.params, algo: o.algo, size: source.size, basisVersion: o.basisVersion ?? 0, name: o.name, ...(k && { known: { version: k.version, root: k.root } }) });
   const parts = o.index ? indexParts(o.index) : chunkParts(source, o.params, o.algo, { sliceBytes: o.sliceBytes, onProgress: o.onChunked });
-  return sendTarget(conn, o.algo, { size: source.size, parts }, source, {
+  const out = await sendTarget(conn, o.algo, { size: source.size, parts }, source, {
     ...o.sender,
     ...(k && { known: k, basisChecksums: k.kept ? keptBasisOf(k.kept) : k.fine && basisChecksumsOf(k.fine, k.algo) }),
     // a push may send Hello and its list before Ready: it is read before the Match Tokens
-    beforeTokens: async () => void (await conn.expect(Msg.Ready)),
+    beforeTokens: async () => void (basisVersion = (await conn.expect(Msg.Ready)).version),
   });
+  // a new version is numbered above every stored one, its basis too: a Result naming the basis
+  // or an older version stored nothing (docs/protocol.md §7, unchanged)
+  return { ...out, unchanged: basisVersion > 0 && out.result.version <= basisVersion };
 }
 
 /** Keeps what a push sent as the version the server stored, with its finer cut (files up to
@@ -323,6 +334,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
         timeMs: { client: ms(client), server: ms(server), network: ms(Math.max(0, total - client - server)), total: ms(total) },
         deflate: deflated(connection),
         runBytes: connection.conn.runBytes,
+        ...(out.unchanged && { unchanged: true }),
         ...(against && { knownVersion: against.version, ...(against.kept && { keptBasis: true }) }),
       };
     } catch (e) {

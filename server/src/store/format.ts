@@ -133,6 +133,8 @@ export interface VersionEntry {
   /** every content object this version references existed at a moment when gc/state's epoch
    *  was at least this (docs/store.md §8; absent: 0) */
   epoch?: number;
+  /** made by a restore: the number of the version whose bytes it has */
+  restoredFrom?: number;
 }
 
 /** A file head: the name, the next version number (never reused), the live versions. */
@@ -184,7 +186,8 @@ export function parseFileHead(body: Uint8Array, key: string): FileHead {
     h.versions.every((v: any, i: number) =>
       v && isInt(v.version, 1) && v.version < h.next && (i === 0 || v.version > h.versions[i - 1].version) &&
       isStr(v.index) && INDEX_ID.test(v.index) && isInt(v.size) && isStr(v.mtime) && isStr(v.root) && /^[0-9a-f]+$/.test(v.root) &&
-      isInt(v.algo) && isInt(v.change) && (v.epoch === undefined || isInt(v.epoch)) && (v.client === undefined || (isStr(v.client) && v.client.length <= MAX_CLIENT_LABEL)));
+      isInt(v.algo) && isInt(v.change) && (v.epoch === undefined || isInt(v.epoch)) && (v.client === undefined || (isStr(v.client) && v.client.length <= MAX_CLIENT_LABEL)) &&
+      (v.restoredFrom === undefined || (isInt(v.restoredFrom, 1) && v.restoredFrom < v.version)));
   if (!ok) throw damaged(`${key}: not a file head`);
   return h as FileHead;
 }
