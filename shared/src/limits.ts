@@ -103,3 +103,16 @@ export const MAX_CHUNK_SIZE = 4 << 20;
  *  The CLI's --keep-max default; the page's cap is the smaller of this and a share of its
  *  quota (client/src/kept-store.ts). */
 export const KEEP_MAX = 1_000_000_000;
+
+// ---------------------------------------------------------------------------------------------
+// The sync engine (shared/src/sync-engine.ts, docs/sync.md)
+
+/** The delete guard (`dsync sync --max-delete`): one pass deletes at most this share of the
+ *  folder's agreed files, on both sides together… */
+export const SYNC_MAX_DELETE_SHARE = 0.5;
+/** …or this many, whichever is more, so that small folders work. */
+export const SYNC_MAX_DELETE_MIN = 10;
+/** `--watch`: a pass starts this long after the last local change seen (editors save in bursts). */
+export const SYNC_SETTLE_MS = 200;
+/** `--watch`: a full pass at least this often, whatever the watcher and the live events said. */
+export const SYNC_RESCAN_MS = 30_000;
