@@ -51,6 +51,20 @@ export async function rootOf(file: string): Promise<{ hash: string } & Stat> {
   }
 }
 
+/** Removes `file` if it is a download's temporary file (`.NAME.dsync-tmp-PID`) left by a
+ *  process that is gone (killed mid-download). */
+async function dropStaleTemp(file: string) {
+  const pid = /\.dsync-tmp-(\d+)$/.exec(file)?.[1];
+  if (!pid || Number(pid) === process.pid) return;
+  try {
+    process.kill(Number(pid), 0);
+    return; // still running
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ESRCH') return;
+  }
+  await fs.rm(file, { force: true });
+}
+
 const ENOENT = (e: unknown) => (e as NodeJS.ErrnoException).code === 'ENOENT';
 
 export class NodeTree implements LocalTree {
@@ -84,7 +98,7 @@ export class NodeTree implements LocalTree {
         if (e.isDirectory()) {
           if (!this.ignored(key, true)) await walk(p + '/');
         } else if (this.ignored(key)) {
-          continue;
+          await dropStaleTemp(path.join(this.dir, ...p.split('/')));
         } else if (e.isSymbolicLink()) {
           skipped.push({ path: key, reason: 'a symbolic link: not followed' });
         } else if (!e.isFile()) {

@@ -127,8 +127,15 @@ JSON object per action and one per pass ({"pass": …}).`,
       signal: controller.signal,
       onAction: (d) => (human ? console.log(describe(d)) : printJson(d)),
     };
+    // in --watch, a skipped entry is noted once, not on every pass
+    const noted = new Set<string>();
+    const fresh = (r: SyncReport) => r.skipped.filter((s) => !noted.has(`${s.path}\0${s.reason}`));
     const report = (r: SyncReport) => {
-      for (const s of r.skipped) (human ? console.error(`dsync sync: skipped ${s.path}: ${s.reason}`) : printJson({ skipped: s.path, reason: s.reason }));
+      for (const s of fresh(r)) {
+        noted.add(`${s.path}\0${s.reason}`);
+        if (human) console.error(`dsync sync: skipped ${s.path}: ${s.reason}`);
+        else printJson({ skipped: s.path, reason: s.reason });
+      }
       if (r.guard) console.error(`dsync sync: stopped: this pass would delete ${r.guard.deletes} of ${r.guard.files} files, more than --max-delete allows (${r.guard.allowed}); nothing was changed. If these deletes are meant, run again with --max-delete ${r.guard.deletes}`);
       if (human) console.log(`${where}: ${summary(r)}`);
       else printJson({ pass: { agreed: r.agreed, passes: r.passes, actions: r.done.length, failed: r.done.filter((d) => d.error).length, skipped: r.skipped.length, ...(r.guard && { guard: r.guard }) } });
@@ -158,7 +165,7 @@ JSON object per action and one per pass ({"pass": …}).`,
         signal: controller.signal,
         pass: async () => {
           const r = await syncUntilStill(tree, remote, state, engine);
-          if (r.done.length || r.guard || r.skipped.some((s) => s.hold)) report(r);
+          if (r.done.length || r.guard || fresh(r).length) report(r);
           return r;
         },
         onError: (e, retryMs) => console.error(`dsync sync: ${e.message}; trying again in ${Math.round(retryMs / 100) / 10} s`),

@@ -13,8 +13,10 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSy
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
+import { spawn } from 'node:child_process';
 import { testServer } from '../../harness/helpers.ts';
-import { device, rng, serverOf, sha, treeOf } from './sync-world.ts';
+import { DSYNC } from './run.ts';
+import { device, rng, serverOf, treeOf } from './sync-world.ts';
 
 const STEPS = Number(process.env.SYNC_FUZZ_STEPS ?? 400);
 const SEEDS = Number(process.env.SYNC_FUZZ_SEEDS ?? 3);
@@ -100,7 +102,6 @@ async function run(seed: number) {
     const { latest, ever } = await serverOf(s);
     for (const d of devices) assert.deepEqual(treeOf(d.dir), latest, `${d.name}'s tree is the server's`);
     for (const h of held) assert.ok(ever.has(h), `content ${h} held at a finished sync is lost`);
-    void sha;
   } catch (e) {
     console.error(`sync convergence failed with SYNC_FUZZ_SEED=${seed}; last steps:\n${log.slice(-25).join('\n')}`);
     throw e;
@@ -114,3 +115,80 @@ for (let k = 0; k < SEEDS; k++) {
   const seed = FIRST + k;
   test(`three devices converge through random changes and cut-off syncs (seed ${seed}, ${STEPS} steps)`, { timeout: 20 * 60_000 }, () => run(seed));
 }
+
+const CLI_STEPS = Number(process.env.SYNC_FUZZ_CLI_STEPS ?? 30);
+
+/** `dsync sync DIR` as a child process; SIGKILLed after `killAfterMs` when given. */
+function cliSync(dir: string, env: NodeJS.ProcessEnv, name: string, killAfterMs?: number): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [DSYNC, 'sync', dir, '--device', name, '--max-delete', '100%'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (out += d));
+    const timer = killAfterMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+    child.on('error', reject);
+    child.on('close', (code) => (clearTimeout(timer), resolve({ code, out })));
+  });
+}
+
+test(`the real dsync sync converges, killed mid-transfer at random moments (seed ${FIRST}, ${CLI_STEPS} steps)`, { timeout: 20 * 60_000 }, async () => {
+  const r = rng(FIRST);
+  const s = await testServer();
+  const root = mkdtempSync(path.join(tmpdir(), 'dsync-converge-cli-'));
+  const devs = [0, 1].map((i) => ({ name: `dev${i}`, dir: path.join(root, `dev${i}`, 'proj'), env: { DSYNC_CACHE_DIR: path.join(root, `dev${i}`, 'cache'), DSYNC_SERVER: s.url } }));
+  for (const d of devs) mkdirSync(d.dir, { recursive: true });
+  const held = new Set<string>();
+  const log: string[] = [];
+  try {
+    for (let step = 0; step < CLI_STEPS; step++) {
+      const d = r.pick(devs);
+      const at = (p: string) => path.join(d.dir, ...p.split('/'));
+      const files = [...treeOf(d.dir).keys()];
+      const op = r.int(10);
+      if (op < 3) {
+        // files of up to 3 MB, so that a kill lands mid-transfer
+        const p = r.pick(NAMES);
+        mkdirSync(path.dirname(at(p)), { recursive: true });
+        writeFileSync(at(p), r.bytes(r.int(3) ? r.int(3000) : 1_000_000 + r.int(2_000_000)));
+        log.push(`${d.name} write ${p}`);
+      } else if (op < 4 && files.length) {
+        const p = r.pick(files);
+        appendFileSync(at(p), `+${step}`);
+        log.push(`${d.name} append ${p}`);
+      } else if (op < 5 && files.length) {
+        const p = r.pick(files);
+        rmSync(at(p));
+        log.push(`${d.name} delete ${p}`);
+      } else if (op < 6 && files.length) {
+        const p = r.pick(files);
+        const q = r.pick(NAMES);
+        if (!existsSync(at(q))) {
+          mkdirSync(path.dirname(at(q)), { recursive: true });
+          renameSync(at(p), at(q));
+          log.push(`${d.name} rename ${p} ${q}`);
+        }
+      } else if (op < 8) {
+        const ms = 300 + r.int(1500);
+        const res = await cliSync(d.dir, d.env, d.name, ms);
+        log.push(`${d.name} sync killed at ${ms} ms: ${res.code} (${res.out.split("\n").filter(Boolean).length} lines out)`);
+      } else {
+        const before = [...treeOf(d.dir).values()];
+        const res = await cliSync(d.dir, d.env, d.name);
+        log.push(`${d.name} sync: ${res.code}`);
+        assert.equal(res.code, 0, res.out);
+        for (const h of before) held.add(h);
+      }
+    }
+    if (process.env.SYNC_FUZZ_LOG) console.log(log.join("\n"));
+    for (let round = 0; round < 2; round++) for (const d of devs) assert.equal((await cliSync(d.dir, d.env, d.name)).code, 0);
+    const { latest, ever } = await serverOf(s);
+    for (const d of devs) assert.deepEqual(treeOf(d.dir), latest, `${d.name}'s tree is the server's`);
+    for (const h of held) assert.ok(ever.has(h), `content ${h} held at a finished sync is lost`);
+  } catch (e) {
+    console.error(`CLI sync convergence failed with SYNC_FUZZ_SEED=${FIRST}; last steps:\n${log.slice(-25).join('\n')}`);
+    throw e;
+  } finally {
+    await s.stop();
+    rmSync(root, { recursive: true, force: true });
+  }
+});
