@@ -138,7 +138,7 @@ JSON object per action and one per pass ({"pass": …}).`,
       }
       if (r.guard) console.error(`dsync sync: stopped: this pass would delete ${r.guard.deletes} of ${r.guard.files} files, more than --max-delete allows (${r.guard.allowed}); nothing was changed. If these deletes are meant, run again with --max-delete ${r.guard.deletes}`);
       if (human) console.log(`${where}: ${summary(r)}`);
-      else printJson({ pass: { agreed: r.agreed, passes: r.passes, actions: r.done.length, failed: r.done.filter((d) => d.error).length, skipped: r.skipped.length, ...(r.guard && { guard: r.guard }) } });
+      else printJson({ pass: { agreed: r.agreed, passes: r.passes, actions: r.done.length, hashed: r.hashed, failed: r.done.filter((d) => d.error).length, skipped: r.skipped.length, ...(r.guard && { guard: r.guard }) } });
     };
     const failedRun = (r: SyncReport) => !r.agreed || r.done.some((d) => d.error) || r.skipped.some((s) => s.hold);
 

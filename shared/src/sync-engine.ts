@@ -92,6 +92,8 @@ export type Done = Action & { error?: string; conflictCopy?: string; trash?: str
 
 export interface PassReport {
   done: Done[];
+  /** local files read to hash them (size or mtime not the agreed ones) */
+  hashed: number;
   skipped: Skipped[];
   /** the delete guard stopped the pass before it did anything */
   guard?: { deletes: number; allowed: number; files: number };
@@ -126,6 +128,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
   for (const p of [...listing.keys(), ...state.files.keys()]) if (heldFolders.some((f) => p.startsWith(f))) held.add(p);
 
   const localFiles = new Map<string, LocalFile & { stat: Stat }>();
+  let hashed = 0;
   for (const [p, st] of scan.files) {
     if (ignored(p)) continue;
     const s = state.files.get(p);
@@ -134,6 +137,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
       continue;
     }
     try {
+      hashed++;
       const h = await local.hash(p);
       localFiles.set(p, { size: h.size, mtimeMs: h.mtimeMs, hash: h.hash, stat: { size: h.size, mtimeMs: h.mtimeMs } });
       // the same content with a new mtime: not re-read next time
@@ -162,7 +166,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
   const actions = plan(localFiles, agreed, remoteFiles);
   const deletes = deletesOf(actions);
   const allowed = deleteAllowance(agreed.size, opts.maxDeleteShare, opts.maxDeleteMin);
-  if (deletes > allowed) return { done: [], skipped, guard: { deletes, allowed, files: agreed.size } };
+  if (deletes > allowed) return { done: [], hashed, skipped, guard: { deletes, allowed, files: agreed.size } };
 
   const done: Done[] = [];
   const taken = (c: string) => localFiles.has(c) || remoteFiles.has(c) || state.files.has(c);
@@ -185,7 +189,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
     }
   }
   await state.save();
-  return { done, skipped };
+  return { done, hashed, skipped };
 
   async function act(a: Action, d: Done) {
     const files = state.files;
@@ -279,6 +283,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
 /** What a whole sync did: every pass's actions, and whether the two sides now agree. */
 export interface SyncReport {
   done: Done[];
+  hashed: number;
   skipped: Skipped[];
   guard?: PassReport['guard'];
   /** the last pass found nothing to do and nothing failed */
@@ -289,14 +294,16 @@ export interface SyncReport {
 /** Passes until one has nothing to do (at most `maxPasses`). */
 export async function syncUntilStill(local: LocalTree, remote: RemoteFolder, state: SyncState, opts: EngineOptions, maxPasses = 4): Promise<SyncReport> {
   const done: Done[] = [];
-  let last: PassReport = { done: [], skipped: [] };
+  let last: PassReport = { done: [], hashed: 0, skipped: [] };
   let passes = 0;
+  let hashed = 0;
   while (passes < maxPasses && !opts.signal?.aborted) {
     passes++;
     last = await syncPass(local, remote, state, opts);
     done.push(...last.done);
+    hashed += last.hashed;
     if (last.guard || !last.done.length || last.done.every((d) => d.error)) break;
   }
   const agreed = !last.guard && !last.done.length;
-  return { done, skipped: last.skipped, ...(last.guard && { guard: last.guard }), agreed, passes };
+  return { done, hashed, skipped: last.skipped, ...(last.guard && { guard: last.guard }), agreed, passes };
 }
