@@ -82,6 +82,7 @@ export class NodeTree implements LocalTree {
   async scan() {
     this.ignored = await ignoreRules(this.dir);
     const files = new Map<string, Stat>();
+    const dirs = new Set<string>();
     const skipped: { path: string; reason: string; hold?: boolean }[] = [];
     this.onDisk.clear();
     const walk = async (rel: string) => {
@@ -96,7 +97,9 @@ export class NodeTree implements LocalTree {
         const p = rel + e.name;
         const key = p.normalize('NFC');
         if (e.isDirectory()) {
-          if (!this.ignored(key, true)) await walk(p + '/');
+          if (this.ignored(key, true)) continue;
+          dirs.add(key);
+          await walk(p + '/');
         } else if (this.ignored(key)) {
           await dropStaleTemp(path.join(this.dir, ...p.split('/')));
         } else if (e.isSymbolicLink()) {
@@ -117,7 +120,7 @@ export class NodeTree implements LocalTree {
       }
     };
     await walk('');
-    return { files, skipped };
+    return { files, dirs, skipped };
   }
 
   hash(p: string) {
@@ -134,7 +137,7 @@ export class NodeTree implements LocalTree {
     }
   }
 
-  async rename(from: string, to: string): Promise<void> {
+  async rename(from: string, to: string, prune: boolean): Promise<void> {
     const src = this.file(from);
     const dst = path.join(this.dir, ...to.split('/'));
     await fs.mkdir(path.dirname(dst), { recursive: true });
@@ -148,14 +151,29 @@ export class NodeTree implements LocalTree {
       await fs.rename(src, dst);
     }
     this.onDisk.delete(from);
-    await this.pruneUp(path.dirname(src));
+    if (prune) await this.pruneUp(path.dirname(src));
   }
 
-  async remove(p: string): Promise<void> {
+  async mkdir(p: string): Promise<void> {
+    await fs.mkdir(path.join(this.dir, ...p.split('/')), { recursive: true });
+  }
+
+  async rmdir(p: string): Promise<boolean> {
+    try {
+      await fs.rmdir(path.join(this.dir, ...(this.onDisk.get(p) ?? p).split('/')));
+      return true;
+    } catch (e) {
+      if (ENOENT(e)) return true;
+      if ((e as NodeJS.ErrnoException).code === 'ENOTEMPTY' || (e as NodeJS.ErrnoException).code === 'EEXIST') return false;
+      throw e;
+    }
+  }
+
+  async remove(p: string, prune: boolean): Promise<void> {
     const f = this.file(p);
     await fs.rm(f, { force: true });
     this.onDisk.delete(p);
-    await this.pruneUp(path.dirname(f));
+    if (prune) await this.pruneUp(path.dirname(f));
   }
 
   private async exists(f: string) {
@@ -199,6 +217,8 @@ export class HttpFolder implements RemoteFolder {
   private readonly url: string;
   private readonly WebSocket: any;
   private connections = new Map<string, Connection>();
+  /** the server refused to make a folder: it keeps no empty folders */
+  private noFolders = false;
 
   constructor(private readonly o: RemoteOptions) {
     this.url = syncUrl(o.values);
@@ -223,23 +243,32 @@ export class HttpFolder implements RemoteFolder {
     this.connections.clear();
   }
 
-  async list(): Promise<Map<string, RemoteFile>> {
+  async list(): Promise<{ files: Map<string, RemoteFile>; folders: Set<string> | null }> {
     const prefix = this.o.folder ? this.o.folder + '/' : '';
     const out = new Map<string, RemoteFile>();
+    let folders: Set<string> | null = new Set<string>();
+    const inTrash = (p: string) => !prefix && (p === TRASH || p.startsWith(TRASH + '/'));
     let cursor: string | null = '';
     do {
       const q: URLSearchParams = new URLSearchParams({ prefix, recursive: '1', limit: String(LIST_PAGE), ...(cursor && { cursor }) });
-      const page: { files: { name: string; latest: number; size: number }[]; next: string | null } = await api(this.o.values, 'GET', `/api/files?${q}`);
+      const page: { files: { name: string; latest: number; size: number }[]; folders?: unknown; next: string | null } = await api(this.o.values, 'GET', `/api/files?${q}`);
       if (!Array.isArray(page?.files)) throw new Error('the server does not list folders recursively: it needs an update');
       for (const f of page.files) {
         if (typeof f.name !== 'string' || !f.name.startsWith(prefix) || !Number.isSafeInteger(f.latest) || !Number.isSafeInteger(f.size)) throw new Error('the server sent a malformed listing');
         const p = f.name.slice(prefix.length);
-        if (!prefix && (p === TRASH || p.startsWith(TRASH + '/'))) continue;
-        out.set(p, { version: f.latest, size: f.size });
+        if (!inTrash(p)) out.set(p, { version: f.latest, size: f.size });
+      }
+      if (!Array.isArray(page.folders)) folders = null;
+      for (const d of folders ? (page.folders as unknown[]) : []) {
+        if (typeof d !== 'string' || !d.startsWith(prefix) || !d.endsWith('/') || d.length <= prefix.length + 1) throw new Error('the server sent a malformed listing');
+        const p = d.slice(prefix.length, -1);
+        if (!inTrash(p)) folders!.add(p);
       }
       cursor = page.next;
     } while (cursor);
-    return out;
+    // a server that lists no folders beside files in folders keeps no empty folders either
+    if (this.noFolders || (folders && !folders.size && [...out.keys()].some((p) => p.includes('/')))) folders = null;
+    return { files: out, folders };
   }
 
   private async versionList(p: string): Promise<{ version: number; root: string; algo: number }[]> {
@@ -331,6 +360,30 @@ export class HttpFolder implements RemoteFolder {
         if (!(e instanceof ApiError && e.status === 409) || n >= 100) throw e;
       }
     }
+  }
+
+  async makeFolder(p: string) {
+    try {
+      await api(this.o.values, 'POST', '/api/folders', { name: this.full(p) });
+      return true;
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 404)) throw e;
+      this.noFolders = true; // a server without empty folders
+      return false;
+    }
+  }
+
+  async removeFolder(p: string) {
+    // only while nothing is under it: DELETE /api/folders removes what is
+    const q = new URLSearchParams({ prefix: this.full(p) + '/', recursive: '1', limit: '1' });
+    const under = await api<{ files: unknown[]; folders?: unknown[] }>(this.o.values, 'GET', `/api/files?${q}`);
+    if (under.files.length || under.folders?.length) return false;
+    try {
+      await api(this.o.values, 'DELETE', `/api/folders?${new URLSearchParams({ name: this.full(p) })}`);
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 404)) throw e; // gone already
+    }
+    return true;
   }
 
   async removeVersion(p: string, version: number) {

@@ -33,6 +33,7 @@ const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 export class FileState implements SyncState {
   readonly file: string;
   files = new Map<string, Agreed>();
+  folders = new Set<string>();
   private readonly id: Record<string, string>;
 
   constructor(key: StateKey, dir = syncStateDir()) {
@@ -54,6 +55,7 @@ export class FileState implements SyncState {
       const [version, hash, size, mtimeMs] = e;
       if (Number.isSafeInteger(version) && version > 0 && typeof hash === 'string' && /^[0-9a-f]+$/.test(hash) && Number.isSafeInteger(size) && size >= 0 && typeof mtimeMs === 'number') this.files.set(p, { version, hash, size, mtimeMs });
     }
+    if (Array.isArray(j.folders)) for (const d of j.folders) if (typeof d === 'string' && d) this.folders.add(d);
   }
 
   async save(): Promise<void> {
@@ -61,7 +63,7 @@ export class FileState implements SyncState {
     for (const [p, a] of this.files) files[p] = [a.version, a.hash, a.size, a.mtimeMs];
     const tmp = `${this.file}.${process.pid}.tmp`;
     await fs.mkdir(path.dirname(this.file), { recursive: true });
-    await fs.writeFile(tmp, JSON.stringify({ magic: MAGIC, id: this.id, files }));
+    await fs.writeFile(tmp, JSON.stringify({ magic: MAGIC, id: this.id, files, folders: [...this.folders] }));
     await fs.rename(tmp, this.file);
   }
 }

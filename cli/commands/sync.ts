@@ -49,6 +49,16 @@ export function describe(d: Done): string {
         return `= ${d.path} (the same on both sides)`;
       case 'forget':
         return `- ${d.path} (deleted on both sides)`;
+      case 'mkdirLocal':
+        return `↓ ${d.path}/`;
+      case 'mkdirRemote':
+        return `↑ ${d.path}/`;
+      case 'rmdirLocal':
+        return `✕ ${d.path}/ (deleted here)`;
+      case 'rmdirRemote':
+        return `✕ ${d.path}/ (deleted on the server)`;
+      default:
+        return `${d.op} ${d.path}`;
     }
   })();
   if (d.error) return `${what}: failed: ${d.error}`;
@@ -123,7 +133,7 @@ JSON object per action and one per pass ({"pass": …}).`,
       device,
       maxDeleteShare: share,
       maxDeleteMin: min,
-      ignored: (p) => tree.ignored(p),
+      ignored: (p, dir) => tree.ignored(p, dir),
       signal: controller.signal,
       onAction: (d) => (human ? console.log(describe(d)) : printJson(d)),
     };

@@ -13,7 +13,7 @@
 import { conflictName } from './conflict.ts';
 import { RemoteError } from './conn.ts';
 import { ErrorCode } from './protocol.ts';
-import { type Action, type Agreed, type LocalFile, type RemoteFile, deleteAllowance, deletesOf, plan, rootsWanted } from './sync-plan.ts';
+import { type Action, type Agreed, type FolderAction, type LocalFile, type RemoteFile, deleteAllowance, deletesOf, plan, planFolders, rootsWanted } from './sync-plan.ts';
 
 /** An entry the engine leaves alone this pass. `hold`: what the server has there must not be
  *  read as deleted here (a file or folder, ending in '/', that could not be read). */
@@ -31,20 +31,25 @@ export interface Stat {
 /** The synced folder on this device. Paths are relative, '/'-separated, NFC. */
 export interface LocalTree {
   /** every regular file not ignored, with its size and mtime; what was skipped, and why */
-  scan(): Promise<{ files: Map<string, Stat>; skipped: Skipped[] }>;
+  scan(): Promise<{ files: Map<string, Stat>; dirs: Set<string>; skipped: Skipped[] }>;
   /** the content's root hash (hex), with the size and mtime the file had when it was opened */
   hash(path: string): Promise<{ hash: string } & Stat>;
   /** null when there is no file */
   stat(path: string): Promise<Stat | null>;
-  /** renames (making parent folders; a case-only rename works on case-insensitive systems) */
-  rename(from: string, to: string): Promise<void>;
-  /** removes a file, then its parent folders that this leaves empty */
-  remove(path: string): Promise<void>;
+  /** renames (making parent folders; a case-only rename works on case-insensitive systems);
+   *  `prune`: then removes the folders this leaves empty */
+  rename(from: string, to: string, prune: boolean): Promise<void>;
+  /** removes a file; `prune`: then the folders this leaves empty */
+  remove(path: string, prune: boolean): Promise<void>;
+  mkdir(path: string): Promise<void>;
+  /** removes a folder if it is empty; false if it is not */
+  rmdir(path: string): Promise<boolean>;
 }
 
 /** The synced folder on the server. Paths are relative to it. */
 export interface RemoteFolder {
-  list(): Promise<Map<string, RemoteFile>>;
+  /** the files, and the folders (null: this server does not keep empty folders) */
+  list(): Promise<{ files: Map<string, RemoteFile>; folders: Set<string> | null }>;
   /** the root (hex, default chunking) of `version`, or undefined when another chunking made it */
   root(path: string, version: number): Promise<string | undefined>;
   /** the live version numbers of `path` */
@@ -61,11 +66,17 @@ export interface RemoteFolder {
   remove(path: string): Promise<string>;
   /** removes one version (undoing an upload that landed on another device's new file) */
   removeVersion(path: string, version: number): Promise<void>;
+  /** makes an empty folder; false when the server keeps no empty folders */
+  makeFolder(path: string): Promise<boolean>;
+  /** removes a folder with nothing under it; false when something is */
+  removeFolder(path: string): Promise<boolean>;
 }
 
 /** The agreed state of one synced folder, kept by the caller (cli/sync-state.ts). */
 export interface SyncState {
   files: Map<string, Agreed>;
+  /** the folders agreed (empty or not) */
+  folders: Set<string>;
   save(): Promise<void>;
 }
 
@@ -80,7 +91,7 @@ export interface EngineOptions {
   /** …or this many, whichever is more */
   maxDeleteMin: number;
   /** paths the engine leaves alone on both sides (ignore rules) */
-  ignored?: (path: string) => boolean;
+  ignored?: (path: string, isDir?: boolean) => boolean;
   now?: () => Date;
   /** each action as it is done */
   onAction?: (done: Done) => void;
@@ -88,7 +99,7 @@ export interface EngineOptions {
 }
 
 /** One action carried out, or failed. */
-export type Done = Action & { error?: string; conflictCopy?: string; trash?: string; retry?: boolean };
+export type Done = (Action | FolderAction) & { error?: string; conflictCopy?: string; trash?: string; retry?: boolean };
 
 export interface PassReport {
   done: Done[];
@@ -112,6 +123,11 @@ export function agreedEntry(version: number, hash: string, st: Stat): Agreed {
   return { version, hash, size: st.size, mtimeMs: Date.now() - st.mtimeMs < RACY_MS ? -1 : st.mtimeMs };
 }
 
+/** The ops of file actions (sync-plan.ts Action). */
+const ACTS: Record<Action['op'], true> = { upload: true, download: true, deleteLocal: true, deleteRemote: true, moveRemote: true, moveLocal: true, conflict: true, record: true, forget: true };
+
+const isFileAction = (a: Action | FolderAction): a is Action => a.op in ACTS;
+
 const same = (a: Stat | null, b: Stat | null) => (a === null ? b === null : b !== null && a.size === b.size && a.mtimeMs === b.mtimeMs);
 
 const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
@@ -119,7 +135,7 @@ const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
 /** One pass: read both sides, plan, guard, act. */
 export async function syncPass(local: LocalTree, remote: RemoteFolder, state: SyncState, opts: EngineOptions): Promise<PassReport> {
   const ignored = opts.ignored ?? (() => false);
-  const [scan, listing] = await Promise.all([local.scan(), remote.list()]);
+  const [scan, { files: listing, folders: remoteFolders }] = await Promise.all([local.scan(), remote.list()]);
   const skipped = [...scan.skipped];
   // paths left out of this pass entirely (unreadable here): never read as deleted
   const held = new Set<string>();
@@ -168,14 +184,31 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
   const allowed = deleteAllowance(agreed.size, opts.maxDeleteShare, opts.maxDeleteMin);
   if (deletes > allowed) return { done: [], hashed, skipped, guard: { deletes, allowed, files: agreed.size } };
 
+  // folders empty on one side (where the server keeps empty folders); folders under a
+  // folder that could not be read are left alone
+  // where the server keeps no folders of its own, folders here follow their files: one left
+  // empty by a delete or move from the server goes too; elsewhere the folder plan decides
+  const prune = remoteFolders === null;
+  const inHeld = (d: string) => heldFolders.some((f) => (d + '/').startsWith(f));
+  const folderActions = remoteFolders
+    ? planFolders(
+        new Set([...scan.dirs].filter((d) => !inHeld(d))),
+        new Set([...state.folders].filter((d) => !inHeld(d) && !ignored(d, true))),
+        new Set([...remoteFolders].filter((d) => !inHeld(d) && !ignored(d, true))),
+        localFiles,
+        remoteFiles,
+      )
+    : [];
+
   const done: Done[] = [];
   const taken = (c: string) => localFiles.has(c) || remoteFiles.has(c) || state.files.has(c);
   let saved = Date.now();
-  for (const a of actions) {
+  for (const a of [...actions, ...folderActions]) {
     if (opts.signal?.aborted) break;
     const d: Done = { ...a };
     try {
-      await act(a, d);
+      if (isFileAction(a)) await act(a, d);
+      else if (!(await actFolder(a))) continue;
     } catch (e) {
       if (e instanceof RemoteError && e.code === ErrorCode.StaleBasis) d.retry = true; // the next pass sees the new version
       else if (e instanceof LocalChanged) d.retry = true;
@@ -222,7 +255,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
       case 'deleteLocal': {
         const l = localFiles.get(a.path)!;
         if (!same(await local.stat(a.path), l.stat)) throw new LocalChanged(`${a.path} changed`);
-        await local.remove(a.path);
+        await local.remove(a.path, prune);
         files.delete(a.path);
         return;
       }
@@ -244,7 +277,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
       case 'moveLocal': {
         const l = localFiles.get(a.from)!;
         if (!same(await local.stat(a.from), l.stat)) throw new LocalChanged(`${a.from} changed`);
-        await local.rename(a.from, a.to);
+        await local.rename(a.from, a.to, prune);
         const st = (await local.stat(a.to))!;
         files.set(a.to, agreedEntry(a.version, l.hash, st));
         files.delete(a.from);
@@ -256,7 +289,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
         const l = localFiles.get(a.path)!;
         if (!same(await local.stat(a.path), l.stat)) throw new LocalChanged(`${a.path} changed`);
         const copy = conflictName(a.path, opts.device, (opts.now ?? (() => new Date()))(), taken);
-        await local.rename(a.path, copy);
+        await local.rename(a.path, copy, false);
         localFiles.set(copy, l);
         d.conflictCopy = copy;
         const up = await remote.push(copy, 0);
@@ -266,6 +299,35 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
         files.set(a.path, agreedEntry(down.version, down.root, down));
         return;
       }
+    }
+  }
+
+  /** A folder action; false when it turned out to be nothing to report. */
+  async function actFolder(a: FolderAction): Promise<boolean> {
+    const folders = state.folders;
+    switch (a.op) {
+      case 'recordFolder':
+        folders.add(a.path);
+        return false;
+      case 'forgetFolder':
+        folders.delete(a.path);
+        return false;
+      case 'mkdirLocal':
+        await local.mkdir(a.path);
+        folders.add(a.path);
+        return true;
+      case 'mkdirRemote':
+        if (!(await remote.makeFolder(a.path))) return false;
+        folders.add(a.path);
+        return true;
+      case 'rmdirLocal':
+        // not empty (something landed, or files the rules ignore): kept here, and made on the
+        // server again by the next pass
+        folders.delete(a.path);
+        return local.rmdir(a.path);
+      case 'rmdirRemote':
+        folders.delete(a.path);
+        return remote.removeFolder(a.path);
     }
   }
 

@@ -148,3 +148,56 @@ export function deleteAllowance(files: number, share: number, min: number): numb
 
 /** The deletes among `actions`. */
 export const deletesOf = (actions: Action[]) => actions.filter((a) => a.op === 'deleteLocal' || a.op === 'deleteRemote').length;
+
+// ---- folders ---------------------------------------------------------------------------------
+
+/** What to do with a folder (a path without the trailing '/'). Folders that hold files follow
+ *  them; these actions are for the folders that are empty on one side. */
+export type FolderAction =
+  | { op: 'mkdirRemote'; path: string }
+  | { op: 'mkdirLocal'; path: string }
+  /** removed on the server: remove here when empty */
+  | { op: 'rmdirLocal'; path: string }
+  /** removed here: remove on the server when nothing is under it there */
+  | { op: 'rmdirRemote'; path: string }
+  | { op: 'recordFolder'; path: string }
+  | { op: 'forgetFolder'; path: string };
+
+/** Every folder above `p` ('a/b/c.txt' → 'a', 'a/b'). */
+export function parentsOf(p: string): string[] {
+  const parts = p.split('/');
+  return parts.slice(0, -1).map((_, i) => parts.slice(0, i + 1).join('/'));
+}
+
+/**
+ * The folder actions, from the folders here and on the server now (each with the folders that
+ * hold its files) and the folders agreed. Nothing is decided for a folder with a file under it
+ * on either side: the files' actions make or empty it. A folder made empty on one side is made
+ * on the other; one agreed and gone from one side is removed from the other (if it is still
+ * empty there when the action runs).
+ */
+export function planFolders(local: ReadonlySet<string>, agreed: ReadonlySet<string>, remote: ReadonlySet<string>, filesHere: Files<unknown>, filesThere: Files<unknown>): FolderAction[] {
+  const holding = new Set<string>();
+  for (const p of [...filesHere.keys(), ...filesThere.keys()]) for (const d of parentsOf(p)) holding.add(d);
+  const out: FolderAction[] = [];
+  const all = [...new Set([...local, ...agreed, ...remote])].sort();
+  for (const d of all) {
+    const l = local.has(d);
+    const r = remote.has(d);
+    const s = agreed.has(d);
+    if (l && r) {
+      if (!s) out.push({ op: 'recordFolder', path: d });
+    } else if (!l && !r) {
+      if (s) out.push({ op: 'forgetFolder', path: d });
+    } else if (holding.has(d)) {
+      continue; // its files decide
+    } else if (l) {
+      out.push(s ? { op: 'rmdirLocal', path: d } : { op: 'mkdirRemote', path: d });
+    } else {
+      out.push(s ? { op: 'rmdirRemote', path: d } : { op: 'mkdirLocal', path: d });
+    }
+  }
+  // removals deepest first, so that each folder is empty when its turn comes
+  const rm = out.filter((a) => a.op === 'rmdirLocal' || a.op === 'rmdirRemote').reverse();
+  return [...out.filter((a) => a.op !== 'rmdirLocal' && a.op !== 'rmdirRemote'), ...rm];
+}

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { type Action, type Agreed, type LocalFile, type RemoteFile, decide, deleteAllowance, plan, rootsWanted } from '../src/sync-plan.ts';
+import { type Action, type Agreed, type LocalFile, type RemoteFile, decide, deleteAllowance, parentsOf, plan, planFolders, rootsWanted } from '../src/sync-plan.ts';
 
 const S: Agreed = { version: 3, hash: 'aa', size: 2, mtimeMs: 1 };
 const L = (hash: string): LocalFile => ({ hash, size: 2, mtimeMs: 1 });
@@ -77,6 +77,24 @@ test('the delete guard allows a share of the files, or the minimum', () => {
   assert.equal(deleteAllowance(3, 0.5, 10), 10);
   assert.equal(deleteAllowance(1000, 0.5, 10), 500);
   assert.equal(deleteAllowance(1000, 0, 20), 20);
+});
+
+test('folders: an empty one is made or removed on the other side; one holding files follows them', () => {
+  const set = (...xs: string[]) => new Set(xs);
+  const none = new Map();
+  assert.deepEqual(parentsOf('a/b/c.txt'), ['a', 'a/b']);
+  // made here / made there / on both (recorded) / gone from both (forgotten)
+  assert.deepEqual(planFolders(set('e'), set(), set(), none, none), [{ op: 'mkdirRemote', path: 'e' }]);
+  assert.deepEqual(planFolders(set(), set(), set('e', 'e/f'), none, none), [{ op: 'mkdirLocal', path: 'e' }, { op: 'mkdirLocal', path: 'e/f' }]);
+  assert.deepEqual(planFolders(set('e'), set(), set('e'), none, none), [{ op: 'recordFolder', path: 'e' }]);
+  assert.deepEqual(planFolders(set(), set('e'), set(), none, none), [{ op: 'forgetFolder', path: 'e' }]);
+  assert.deepEqual(planFolders(set('e'), set('e'), set('e'), none, none), []);
+  // removed here / removed there: deepest first
+  assert.deepEqual(planFolders(set(), set('e', 'e/f'), set('e', 'e/f'), none, none), [{ op: 'rmdirRemote', path: 'e/f' }, { op: 'rmdirRemote', path: 'e' }]);
+  assert.deepEqual(planFolders(set('e', 'e/f'), set('e', 'e/f'), set(), none, none), [{ op: 'rmdirLocal', path: 'e/f' }, { op: 'rmdirLocal', path: 'e' }]);
+  // a folder with a file under it on either side: its files decide
+  assert.deepEqual(planFolders(set('d'), set(), set(), m({ 'd/x': L('aa') }), none), []);
+  assert.deepEqual(planFolders(set(), set('d'), set('d'), none, m({ 'd/x': R(1) })), []);
 });
 
 // ---- the property -------------------------------------------------------------------------
