@@ -211,6 +211,9 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
       else if (!(await actFolder(a))) continue;
     } catch (e) {
       if (e instanceof RemoteError && e.code === ErrorCode.StaleBasis) d.retry = true; // the next pass sees the new version
+      // the file changed while it was read (the server found the bytes not matching their
+      // list and stored nothing): the next pass reads it again
+      else if (e instanceof RemoteError && e.code === ErrorCode.VerifyFailed && (a.op === 'upload' || a.op === 'conflict')) d.retry = true;
       else if (e instanceof LocalChanged) d.retry = true;
       else d.error = message(e);
     }
