@@ -216,7 +216,9 @@ export interface RemoteOptions {
 export class HttpFolder implements RemoteFolder {
   private readonly url: string;
   private readonly WebSocket: any;
-  private connections = new Map<string, Connection>();
+  /** open connections not in use; a transfer takes one (or opens one) and gives it back */
+  private idle: Connection[] = [];
+  private all = new Set<Connection>();
   /** the server refused to make a folder: it keeps no empty folders */
   private noFolders = false;
 
@@ -230,17 +232,32 @@ export class HttpFolder implements RemoteFolder {
     return this.o.folder ? `${this.o.folder}/${p}` : p;
   }
 
-  private connection = async (u: string) => {
-    const c = this.connections.get(u);
-    if (c?.usable) return c;
-    const opened = await Connection.open(u, this.WebSocket);
-    this.connections.set(u, opened);
-    return opened;
-  };
+  /** Runs `fn` with a connection function of its own: transfers at once never share one. */
+  private async leased<T>(fn: (connection: (u: string) => Promise<Connection>) => Promise<T>): Promise<T> {
+    const mine: Connection[] = [];
+    const connection = async (u: string) => {
+      const own = mine.find((c) => c.url === u && c.usable);
+      if (own) return own;
+      const i = this.idle.findIndex((c) => c.url === u && c.usable);
+      const c = i >= 0 ? this.idle.splice(i, 1)[0] : await Connection.open(u, this.WebSocket);
+      this.all.add(c);
+      mine.push(c);
+      return c;
+    };
+    try {
+      return await fn(connection);
+    } finally {
+      for (const c of mine) {
+        if (c.usable) this.idle.push(c);
+        else this.all.delete(c); // closed by a failed session
+      }
+    }
+  }
 
   close() {
-    for (const c of this.connections.values()) c.close();
-    this.connections.clear();
+    for (const c of this.all) c.close();
+    this.all.clear();
+    this.idle = [];
   }
 
   async list(): Promise<{ files: Map<string, RemoteFile>; folders: Set<string> | null }> {
@@ -293,7 +310,7 @@ export class HttpFolder implements RemoteFolder {
     const fh = await fs.open(this.o.tree.file(p), 'r');
     try {
       const st = await fh.stat();
-      const r = await push(fileSource(fh, st.size), { url: this.url, name: this.full(p), WebSocket: this.WebSocket, connection: this.connection, basisVersion, retries: this.o.retries ?? 1, known: this.o.known });
+      const r = await this.leased((connection) => push(fileSource(fh, st.size), { url: this.url, name: this.full(p), WebSocket: this.WebSocket, connection, basisVersion, retries: this.o.retries ?? 1, known: this.o.known }));
       return { version: r.version, root: r.root, size: st.size, mtimeMs: st.mtimeMs };
     } finally {
       await fh.close();
@@ -309,12 +326,12 @@ export class HttpFolder implements RemoteFolder {
     let closed = false;
     try {
       const basisSize = basisFh ? (await basisFh.stat()).size : 0;
-      const r = await pull({
+      const r = await this.leased((connection) => pull({
         url: this.url,
         name: this.full(p),
         version,
         WebSocket: this.WebSocket,
-        connection: this.connection,
+        connection,
         known: this.o.known,
         basis: basisFh ? fileSource(basisFh, basisSize) : null,
         sink: {
@@ -327,7 +344,7 @@ export class HttpFolder implements RemoteFolder {
           },
           abort: async () => {},
         },
-      });
+      }));
       // replace the local file only while it is what the plan read
       if (!sameStat(await this.o.tree.stat(p), expect)) throw new LocalChanged(`${p} changed here during the download`);
       await fs.rename(tmp, target);

@@ -112,6 +112,9 @@ export const KEEP_MAX = 1_000_000_000;
 export const SYNC_MAX_DELETE_SHARE = 0.5;
 /** …or this many, whichever is more, so that small folders work. */
 export const SYNC_MAX_DELETE_MIN = 10;
+/** Uploads and downloads a pass runs at once: each waits mostly for the server's commit or
+ *  the network, so a few overlap well (a first sync of many small files). */
+export const SYNC_TRANSFERS = 4;
 /** `--watch`: a pass starts this long after the last local change seen (editors save in bursts). */
 export const SYNC_SETTLE_MS = 200;
 /** `--watch`: a full pass at least this often, whatever the watcher and the live events said. */

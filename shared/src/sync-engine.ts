@@ -12,6 +12,7 @@
  */
 import { conflictName } from './conflict.ts';
 import { RemoteError } from './conn.ts';
+import { SYNC_TRANSFERS } from './limits.ts';
 import { ErrorCode } from './protocol.ts';
 import { type Action, type Agreed, type FolderAction, type LocalFile, type RemoteFile, deleteAllowance, deletesOf, plan, planFolders, rootsWanted } from './sync-plan.ts';
 
@@ -96,6 +97,8 @@ export interface EngineOptions {
   /** each action as it is done */
   onAction?: (done: Done) => void;
   signal?: AbortSignal;
+  /** uploads and downloads at once (default SYNC_TRANSFERS) */
+  transfers?: number;
 }
 
 /** One action carried out, or failed. */
@@ -203,12 +206,13 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
   const done: Done[] = [];
   const taken = (c: string) => localFiles.has(c) || remoteFiles.has(c) || state.files.has(c);
   let saved = Date.now();
-  for (const a of [...actions, ...folderActions]) {
-    if (opts.signal?.aborted) break;
+  let saving: Promise<void> | null = null;
+  const one = async (a: Action | FolderAction) => {
+    if (opts.signal?.aborted) return;
     const d: Done = { ...a };
     try {
       if (isFileAction(a)) await act(a, d);
-      else if (!(await actFolder(a))) continue;
+      else if (!(await actFolder(a))) return;
     } catch (e) {
       if (e instanceof RemoteError && e.code === ErrorCode.StaleBasis) d.retry = true; // the next pass sees the new version
       // the file changed while it was read (the server found the bytes not matching their
@@ -219,11 +223,22 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
     }
     done.push(d);
     opts.onAction?.(d);
-    if (Date.now() - saved > 1000) {
-      await state.save();
-      saved = Date.now();
+    if (!saving && Date.now() - saved > 1000) {
+      saving = state.save().finally(() => ((saving = null), (saved = Date.now())));
+      await saving;
     }
-  }
+  };
+  // moves first, then the uploads and downloads (each its own path) several at a time, then
+  // the rest one by one: conflicts name their copies from what is taken, deletes come last
+  const transfer = (a: Action) => a.op === 'upload' || a.op === 'download';
+  const move = (a: Action) => a.op === 'moveRemote' || a.op === 'moveLocal';
+  for (const a of actions.filter(move)) await one(a);
+  const queue = actions.filter(transfer);
+  await Promise.all(Array.from({ length: Math.min(opts.transfers ?? SYNC_TRANSFERS, queue.length) }, async () => {
+    for (let a; (a = queue.shift()); ) await one(a);
+  }));
+  for (const a of [...actions.filter((x) => !move(x) && !transfer(x)), ...folderActions]) await one(a);
+  await saving;
   await state.save();
   return { done, hashed, skipped };
 
