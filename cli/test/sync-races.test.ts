@@ -153,3 +153,27 @@ test('a file rewritten while it is uploaded is never stored torn', { timeout: 30
     rmSync(root, { recursive: true, force: true });
   }
 });
+
+test('a lost state loses nothing: equal files are agreed again without a transfer, a different one becomes a conflict copy', async () => {
+  const s = await testServer();
+  const root = mkdtempSync(path.join(tmpdir(), 'dsync-sync-state-'));
+  const a = device(s, root, 'a');
+  try {
+    for (const n of ['x', 'y', 'z']) writeFileSync(path.join(a.dir, `${n}.txt`), `${n} content`);
+    await a.sync();
+    rmSync(path.join(a.cache, 'sync'), { recursive: true });
+    writeFileSync(path.join(a.dir, 'z.txt'), 'z changed while the state was lost');
+    const r = await a.sync();
+    assert.deepEqual(r.done.filter((d) => d.op === 'record').map((d) => d.path).sort(), ['x.txt', 'y.txt']);
+    const c = r.done.find((d) => d.op === 'conflict');
+    assert.equal(c?.path, 'z.txt');
+    assert.ok(!r.done.some((d) => d.op === 'upload' || d.op === 'download'));
+    assert.equal(readFileSync(path.join(a.dir, 'z.txt'), 'utf8'), 'z content');
+    assert.equal(readFileSync(path.join(a.dir, c.conflictCopy!), 'utf8'), 'z changed while the state was lost');
+    const store = await s.storeOf('local');
+    assert.deepEqual(await store.versionNumbers('proj/x.txt'), [1], 'no new version of an unchanged file');
+  } finally {
+    await s.stop();
+    rmSync(root, { recursive: true, force: true });
+  }
+});

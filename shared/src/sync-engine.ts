@@ -1,7 +1,8 @@
 /**
  * The sync engine (docs/sync.md): one pass reads the local tree, the state and the server's
- * listing, plans with sync-plan.ts, checks the delete guard and carries the plan out, one path
- * at a time; `syncUntilStill` runs passes until one finds nothing to do. All I/O is behind
+ * listing, plans with sync-plan.ts, checks the delete guard and carries the plan out (moves,
+ * then uploads and downloads a few at a time, then the rest); `syncUntilStill` runs passes until
+ * one finds nothing to do. All I/O is behind
  * `LocalTree` and `RemoteFolder`, which the CLI implements with node:fs and the delta push and
  * pull (cli/sync-io.ts), so the engine is the same wherever it runs.
  *
