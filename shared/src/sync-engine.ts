@@ -188,10 +188,9 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
   const allowed = deleteAllowance(agreed.size, opts.maxDeleteShare, opts.maxDeleteMin);
   if (deletes > allowed) return { done: [], hashed, skipped, guard: { deletes, allowed, files: agreed.size } };
 
-  // folders empty on one side (where the server keeps empty folders); folders under a
-  // folder that could not be read are left alone
-  // where the server keeps no folders of its own, folders here follow their files: one left
-  // empty by a delete or move from the server goes too; elsewhere the folder plan decides
+  // Where the server keeps folders, the folder plan makes and removes empty ones (none under a
+  // folder that could not be read); elsewhere folders here follow their files: one left empty
+  // by a delete or move from the server goes too.
   const prune = remoteFolders === null;
   const inHeld = (d: string) => heldFolders.some((f) => (d + '/').startsWith(f));
   const folderActions = remoteFolders
