@@ -179,7 +179,6 @@ test(`the real dsync sync converges, killed mid-transfer at random moments (seed
         for (const h of before) held.add(h);
       }
     }
-    if (process.env.SYNC_FUZZ_LOG) console.log(log.join("\n"));
     for (let round = 0; round < 2; round++) for (const d of devs) assert.equal((await cliSync(d.dir, d.env, d.name)).code, 0);
     const { latest, ever } = await serverOf(s);
     for (const d of devs) assert.deepEqual(treeOf(d.dir), latest, `${d.name}'s tree is the server's`);
