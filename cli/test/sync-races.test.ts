@@ -1,9 +1,10 @@
 // The sync engine's races, made to happen: another device's change landing between a pass's
 // listing and its action (the real server and I/O, with the other device's step injected just
-// before the action), and a file rewritten while it is being uploaded.
+// before the action), and a file rewritten while it is being uploaded; and its state: lost, and
+// trusted (an unchanged file is not read again).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -172,6 +173,31 @@ test('a lost state loses nothing: equal files are agreed again without a transfe
     assert.equal(readFileSync(path.join(a.dir, c.conflictCopy!), 'utf8'), 'z changed while the state was lost');
     const store = await s.storeOf('local');
     assert.deepEqual(await store.versionNumbers('proj/x.txt'), [1], 'no new version of an unchanged file');
+  } finally {
+    await s.stop();
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test('an unchanged folder is not read again: size and mtime match the state (a touched file is read, not sent)', async () => {
+  const s = await testServer();
+  const root = mkdtempSync(path.join(tmpdir(), 'dsync-sync-stat-'));
+  const a = device(s, root, 'a');
+  try {
+    for (let i = 0; i < 30; i++) writeFileSync(path.join(a.dir, `f${i}.txt`), `file ${i}`);
+    // read once, and again by the second pass while their mtimes are recent (RACY_MS)
+    assert.ok((await a.sync()).hashed >= 30);
+    // past RACY_MS, so that the recorded mtimes are trusted
+    await new Promise((r) => setTimeout(r, 2500));
+    await a.sync();
+    const still = await a.sync();
+    assert.equal(still.hashed, 0);
+    assert.deepEqual(still.done, []);
+    const f = path.join(a.dir, 'f3.txt');
+    utimesSync(f, new Date(), new Date(Date.now() - 60_000));
+    const touched = await a.sync();
+    assert.equal(touched.hashed, 1);
+    assert.deepEqual(touched.done, [], 'the same content is not sent');
   } finally {
     await s.stop();
     rmSync(root, { recursive: true, force: true });
