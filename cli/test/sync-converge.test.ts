@@ -6,7 +6,7 @@
 //   - every device's tree is the server's folder, file for file;
 //   - no content a device held when a sync began (and finished) is lost: it is the latest of
 //     some name, a conflict copy, or in some version's history (the trash included).
-// SYNC_FUZZ_STEPS steps per seed (default 400; `npm run test:fast` runs fewer), SYNC_FUZZ_SEEDS
+// SYNC_FUZZ_STEPS steps per seed (default 700; `npm run test:fast` runs fewer), SYNC_FUZZ_SEEDS
 // seeds (default 3) from SYNC_FUZZ_SEED (default: random, printed); a failure names its seed.
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, rmdirSync, truncateSync, appendFileSync, writeFileSync } from 'node:fs';
@@ -18,7 +18,7 @@ import { testServer } from '../../harness/helpers.ts';
 import { DSYNC } from './run.ts';
 import { device, rng, serverOf, treeOf } from './sync-world.ts';
 
-const STEPS = Number(process.env.SYNC_FUZZ_STEPS ?? 400);
+const STEPS = Number(process.env.SYNC_FUZZ_STEPS ?? 700);
 const SEEDS = Number(process.env.SYNC_FUZZ_SEEDS ?? 3);
 const FIRST = Number(process.env.SYNC_FUZZ_SEED ?? Math.floor(Math.random() * 1e9));
 
