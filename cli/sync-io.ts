@@ -289,12 +289,16 @@ export class HttpFolder implements RemoteFolder {
   }
 
   private async versionList(p: string): Promise<{ version: number; root: string; algo: number }[]> {
+    let list: unknown;
     try {
-      return await api(this.o.values, 'GET', `/api/versions?${new URLSearchParams({ name: this.full(p) })}`);
+      list = await api(this.o.values, 'GET', `/api/versions?${new URLSearchParams({ name: this.full(p) })}`);
     } catch (e) {
       if (e instanceof ApiError && e.status === 404) return [];
       throw e;
     }
+    const ok = (v: any) => Number.isSafeInteger(v?.version) && v.version > 0 && typeof v.root === 'string' && Number.isSafeInteger(v.algo);
+    if (!Array.isArray(list) || !list.every(ok)) throw new Error(`the server sent a malformed version list of ${p}`);
+    return list;
   }
 
   async root(p: string, version: number) {
