@@ -11,6 +11,7 @@ import { type Command, EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, nearest, pa
 
 /** Each command's one-line summary and its module, loaded only when it runs. */
 const COMMANDS: Record<string, [summary: string, load: () => Promise<{ command: Command }>]> = {
+  sync: ['keep a folder and a server folder the same, both ways (--watch: continuously)', () => import('./commands/sync.ts')],
   push: ['upload files or folders, sending only what the server lacks', () => import('./commands/push.ts')],
   pull: ['download a file, with only the changed chunks when given the old copy', () => import('./commands/pull.ts')],
   ls: ['list the files and folders on the server', () => import('./commands/ls.ts')],

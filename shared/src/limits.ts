@@ -129,3 +129,18 @@ export const SEARCH_FOLDERS = 200;
  *  SEARCH_FOLDERS catalogs): a search of a huge namespace with few hits pauses there, and the
  *  person asks for more. */
 export const SEARCH_REQUESTS = 10;
+
+// The sync engine (shared/src/sync-engine.ts, docs/sync.md)
+
+/** The delete guard (`dsync sync --max-delete`): one pass deletes at most this share of the
+ *  folder's agreed files, on both sides together… */
+export const SYNC_MAX_DELETE_SHARE = 0.5;
+/** …or this many, whichever is more, so that small folders work. */
+export const SYNC_MAX_DELETE_MIN = 10;
+/** Uploads and downloads a pass runs at once: each waits mostly for the server's commit or
+ *  the network, so a few overlap well (a first sync of many small files). */
+export const SYNC_TRANSFERS = 4;
+/** `--watch`: a pass starts this long after the last local change seen (editors save in bursts). */
+export const SYNC_SETTLE_MS = 200;
+/** `--watch`: a full pass at least this often, whatever the watcher and the live events said. */
+export const SYNC_RESCAN_MS = 30_000;

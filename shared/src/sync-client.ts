@@ -52,6 +52,8 @@ export interface SyncReport {
   name: string;
   version: number;
   size: number;
+  /** the version's root hash, hex (chunk-index.ts): what the sync engine names content by */
+  root: string;
   chunks: number;
   /** bytes the receiver took from the basis: covered by Match Tokens, or copied by refined chunks */
   matchedBytes: number;
@@ -180,6 +182,8 @@ export function sessionUrl(url: string, deflate: boolean): string {
 }
 
 const deflated = (c: Connection) => /permessage-deflate/.test(c.ws.extensions ?? '');
+
+const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
 
 const ms = (t: number) => Math.round(t * 10) / 10;
 
@@ -326,6 +330,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
         name: opts.name,
         version: out.result.version,
         size: source.size,
+        root: hex(out.result.root),
         chunks: out.chunks,
         matchedBytes: out.matchedBytes + out.resumedBytes,
         refinedBytes: out.refinedBytes,
@@ -415,6 +420,7 @@ export async function pull(opts: PullOptions): Promise<SyncReport> {
         name: opts.name,
         version: ready.version,
         size: out.index.size,
+        root: hex(out.index.root),
         chunks: out.index.lengths.length,
         matchedBytes: out.matchedBytes,
         refinedBytes: out.refinedBytes,
