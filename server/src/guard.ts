@@ -8,7 +8,8 @@
  *     address, and `--allowed-hosts` (a leading '.' allows a domain and its subdomains).
  *   - `LoginLimiter`: login attempts per client address and per account name, with backoff.
  *   - `SocketLimits`: open sync sockets, all together, per user and per client address.
- *   - `clientAddress`: the client's address, through proxies `--trust-proxy` trusts.
+ *   - `clientAddress`, `viaHttps`: the client's address and scheme, through proxies
+ *     `--trust-proxy` trusts.
  */
 import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
@@ -151,4 +152,12 @@ export function clientAddress(req: IncomingMessage, trust: (addr: string, hop: n
   let i = 0;
   while (i < hops.length - 1 && trust(hops[i], i)) i++;
   return hops[i];
+}
+
+/** Whether a request came over https: a TLS socket, or a trusted proxy's X-Forwarded-Proto
+ *  (its first value), as express computes `req.protocol`. */
+export function viaHttps(req: IncomingMessage, trust: (addr: string, hop: number) => boolean): boolean {
+  if ((req.socket as { encrypted?: boolean }).encrypted) return true;
+  if (!trust(req.socket.remoteAddress ?? '', 0)) return false;
+  return String(req.headers['x-forwarded-proto'] ?? '').split(',')[0].trim() === 'https';
 }
