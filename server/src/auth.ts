@@ -229,7 +229,7 @@ function cookies(req: IncomingMessage, name: string): string[] {
 /** Paths at which a cookie sent with a request to `path` may have been set: `path` and each
  *  of its prefixes ending before or at a '/' (RFC 6265 §5.1.4), and the page's /api and /sync. */
 function cookiePaths(path: string): string[] {
-  const out = new Set(['/api', '/api/', '/sync', '/sync/']);
+  const out = new Set(['/', '/api', '/api/', '/sync', '/sync/']);
   const p = path.split('?')[0].slice(0, 256);
   if (p.startsWith('/')) {
     for (let i = 1; i < p.length; i++) if (p[i] === '/') out.add(p.slice(0, i)).add(p.slice(0, i + 1));
@@ -414,8 +414,8 @@ export class Auth {
     if (signIn?.device) lines.push(`${prefix}${DEVICE_COOKIE}=${signIn.device}; ${flags}; Max-Age=${TRUST_MS / 1000}`);
     const paths = cookiePaths((req as { originalUrl?: string }).originalUrl ?? req.url ?? '/');
     for (const domain of ['', ...parentDomains(req.headers.host)]) {
-      // a sign-in keeps the host's own cookie at / that it has just set
-      for (const p of paths) if (p !== '/' || !signIn || domain) lines.push(`${SESSION_COOKIE}=; Path=${p}${domain ? `; Domain=${domain}` : ''}; Max-Age=0`);
+      // the host's own cookie at / is the first line's (set by a sign-in, removed otherwise)
+      for (const p of paths) if (p !== '/' || domain) lines.push(`${SESSION_COOKIE}=; Path=${p}${domain ? `; Domain=${domain}` : ''}; Max-Age=0`);
     }
     return lines;
   }

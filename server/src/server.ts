@@ -215,6 +215,8 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
   app.get('/api/events', (req: Req, res) => events.handler(req, res, auth.ended(req, res, req.user!)));
   app.use('/api', filesApi(storeOf, log));
   if (existsSync(cfg.staticDir)) app.use(express.static(cfg.staticDir));
+  // express' own 404 page would replace the security headers' CSP with its own
+  app.use((_req, res) => void res.status(404).json({ error: 'not found' }));
   app.use((err: Error & { status?: number; expose?: boolean }, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
     // a request the body parser refuses (413 too large, 400 not JSON) is the client's error
     if (err.status && err.status >= 400 && err.status < 500) return void res.status(err.status).json({ error: err.expose ? err.message : 'bad request' });
