@@ -4,6 +4,7 @@
 //   node --import tsx bench/hostile/flood.ts WS_URL TOKEN COUNT SOCKETS
 // Prints one JSON line: {"pushed", "failed", "errors", "ms"}.
 import WebSocket from 'ws';
+import '../../shared/src/wasm.ts';
 import { bufferSource } from '../../shared/src/chunk-index.ts';
 import { Connection, push } from '../../shared/src/sync-client.ts';
 import { fastRandomBytes } from '../../shared/src/testdata.ts';

@@ -42,7 +42,7 @@ import { type Repo, openStore } from './store/repo.ts';
 import { runGc } from './store/gc.ts';
 import { Events } from './events.ts';
 import { clientLabel, runConnection } from './sync.ts';
-import { HostCheck, SocketLimits, clientAddress, viaHttps } from './guard.ts';
+import { HostCheck, SocketLimits, Turns, clientAddress, viaHttps } from './guard.ts';
 import { MemoryBudget } from './memory.ts';
 
 export interface RunningServer {
@@ -117,6 +117,10 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     : null;
   const events = new Events(storeOf);
   const sockets = new SocketLimits(cfg);
+  // one user's sessions and store requests run a few at a time (single-user mode: one user,
+  // nobody to be fair to)
+  const turns = !auth.singleUser && cfg.maxRunningPerUser ? new Turns(cfg.maxRunningPerUser) : null;
+  const turn = turns ? (user: string) => turns.take(user) : undefined;
   const budget = new MemoryBudget(cfg.memoryBudget, cfg.maxSessionMemory);
   // each open sync WebSocket, and whether it is in a session: from its Hello (a message's
   // first byte is its type, docs/protocol.md §4) to the session's end, which is logged with its `op`
@@ -213,7 +217,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     res.json({ user: req.user, connections: sockets.of(req.user!), rssBytes: m.rss, heapUsedBytes: m.heapUsed });
   });
   app.get('/api/events', (req: Req, res) => events.handler(req, res, auth.ended(req, res, req.user!)));
-  app.use('/api', filesApi(storeOf, log));
+  app.use('/api', filesApi(storeOf, log, turn));
   if (existsSync(cfg.staticDir)) app.use(express.static(cfg.staticDir));
   // express' own 404 page would replace the security headers' CSP with its own
   app.use((_req, res) => void res.status(404).json({ error: 'not found' }));
@@ -277,6 +281,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
         authorized: () => auth.identifyCached(req) === user,
         signedOut: auth.ended(req, ws, user),
         budget,
+        turn: turn && (() => turn(user)),
         client: clientLabel(url.searchParams.get('client')),
       });
     });

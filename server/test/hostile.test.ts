@@ -520,3 +520,59 @@ test('passwords: new hashes cost scrypt N=2^15, r=8, p=3; a hash written before 
     u.cleanup();
   }
 });
+
+test('turns: one user\'s sessions beyond --max-running-per-user wait for their own, never another user\'s; REST requests too', async () => {
+  const u = users();
+  const s = await testServer({ users: u.file, 'max-running-per-user': '1' });
+  const as = (token: string) => class extends WebSocket {
+    constructor(url: string) {
+      super(url, { headers: { Authorization: `Bearer ${token}` } });
+    }
+  } as any;
+  try {
+    // alice's first session holds her one turn: Hello and part of a Checksum List, no more
+    const held = new WebSocket(s.wsUrl, { headers: { Authorization: `Bearer ${u.alice}` } });
+    await new Promise((r) => held.on('open', r));
+    held.send(encode({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 1 << 20, basisVersion: 0, name: 'slow.bin' }));
+    held.send(encode({ type: Msg.Checksums, fastfps: Uint32Array.of(1, 2), lengths: Uint32Array.of(4096, 4096) }));
+    await new Promise((r) => setTimeout(r, 200));
+    let second = false;
+    const waiting = pushBytes(s, 'a.bin', fastRandomBytes(1, 5000), { WebSocket: as(u.alice) }).then((r) => ((second = true), r));
+    const listing = request(`${s.url}/api/files`, { headers: { Authorization: `Bearer ${u.alice}` } });
+    // bob's push and listing run at once
+    const t0 = performance.now();
+    assert.equal((await pushBytes(s, 'b.bin', fastRandomBytes(2, 5000), { WebSocket: as(u.bob) })).version, 1);
+    assert.equal((await request(`${s.url}/api/files`, { headers: { Authorization: `Bearer ${u.bob}` } })).status, 200);
+    assert.ok(performance.now() - t0 < 5000);
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(second, false, "alice's second push waits for her first");
+    // her first ends: the second runs, then her listing
+    held.terminate();
+    assert.equal((await waiting).version, 1);
+    assert.equal((await listing).status, 200);
+  } finally {
+    await s.stop();
+    u.cleanup();
+  }
+});
+
+test('the per-address socket limit counts per user: one user holding it from an address leaves another user at that address their own', async () => {
+  const u = users();
+  const s = await testServer({ users: u.file, 'max-sessions-per-address': '4' });
+  try {
+    const open = (token: string) =>
+      new Promise<{ status: number; ws?: WebSocket }>((resolve) => {
+        const ws = new WebSocket(s.wsUrl, { headers: { Authorization: `Bearer ${token}` }, localAddress: '127.0.0.1' });
+        ws.on('unexpected-response', (_q, res) => resolve({ status: res.statusCode! }));
+        ws.on('open', () => resolve({ status: 101, ws }));
+      });
+    const alice = await Promise.all(Array.from({ length: 5 }, () => open(u.alice)));
+    assert.deepEqual(alice.map((a) => a.status).sort(), [101, 101, 101, 101, 503]);
+    const bob = await Promise.all(Array.from({ length: 4 }, () => open(u.bob)));
+    assert.deepEqual(bob.map((a) => a.status), [101, 101, 101, 101]);
+    [...alice, ...bob].forEach((a) => a.ws?.terminate());
+  } finally {
+    await s.stop();
+    u.cleanup();
+  }
+});
