@@ -128,7 +128,10 @@ export async function runConnection(ws: WebSocketLike, socket: SocketCounters, s
       const started = async () => {
         between = false;
         if (n > 0 && !authorized()) throw new ProtocolError(ErrorCode.Unauthorized, 'the sign-in this connection was opened with has ended; sign in again');
+        // waiting for a turn is not the client's silence
+        clearTimeout(idle);
         endTurn = await turn?.();
+        resetIdle();
       };
       const share = budget?.share();
       try {

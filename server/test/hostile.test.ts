@@ -245,6 +245,10 @@ function upgradeAnswer(wsUrl: string, headers: Record<string, string>) {
   });
 }
 
+/** `p`, or a failure after `ms` (what should end at once must not hang the test). */
+const within = <T,>(p: Promise<T>, ms: number, what: string) =>
+  Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms))]);
+
 const sessionOf = (r: { headers: http.IncomingHttpHeaders }) => (r.headers['set-cookie'] ?? [])[0].split(';')[0];
 
 test('cookie tossing: a request carrying the session cookie twice is refused and the planted copies removed, at the paths and domains a tosser can use; a logout then ends nobody\'s login', async () => {
@@ -408,7 +412,7 @@ test('logout ends the login\'s event streams at once; other logins keep theirs',
     await new Promise((r) => setTimeout(r, 100));
     const t0 = performance.now();
     assert.equal((await request(`${s.url}/api/logout`, { method: 'POST', headers: { cookie } })).status, 200);
-    await mine.ended;
+    await within(mine.ended, 5000, 'the stream ends');
     assert.ok(performance.now() - t0 < 1000, 'the stream ended at once');
     const still = await Promise.race([kept.ended.then(() => 'ended'), new Promise((r) => setTimeout(() => r('open'), 500))]);
     assert.equal(still, 'open');
@@ -436,10 +440,10 @@ test('the users file is read again when it changes: a removed user and a replace
     const file = JSON.parse(readFileSync(u.file, 'utf8'));
     writeFileSync(u.file, JSON.stringify({ users: file.users.filter((x: { name: string }) => x.name !== 'bob') }));
     const t0 = performance.now();
-    const e = await wsEnd;
+    const e = await within(wsEnd, 10_000, "bob's socket ends");
     assert.equal(e.error, ErrorCode.Unauthorized, JSON.stringify(e));
-    await byToken.ended;
-    await byCookie.ended;
+    await within(byToken.ended, 10_000, "bob's event stream (token) ends");
+    await within(byCookie.ended, 10_000, "bob's event stream (cookie) ends");
     assert.ok(performance.now() - t0 < 5000, `ended after ${(performance.now() - t0).toFixed(0)} ms`);
     for (const headers of [bobAuth, { cookie: bobCookie }, { Authorization: `Bearer ${u.alice}` }]) assert.equal((await request(`${s.url}/api/whoami`, { headers })).status, 401);
     assert.equal((await request(`${s.url}/api/whoami`, { headers: { Authorization: `Bearer ${newAlice}` } })).status, 200);
@@ -548,7 +552,7 @@ test('turns: one user\'s sessions beyond --max-running-per-user wait for their o
     assert.equal(second, false, "alice's second push waits for her first");
     // her first ends: the second runs, then her listing
     held.terminate();
-    assert.equal((await waiting).version, 1);
+    assert.equal((await within(waiting, 30_000, "alice's second push")).version, 1);
     assert.equal((await listing).status, 200);
   } finally {
     await s.stop();
