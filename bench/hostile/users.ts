@@ -139,7 +139,7 @@ async function logins() {
     let guesses = 0;
     const attacker = (async () => {
       for (let k = 0; !stop; k++) {
-        await login(s, 'bob', `guess-${k}`, `127.0.${10 + ((k >> 8) & 63)}.${(k & 255) + 1}`);
+        await login(s, 'bob', `guess-${k}`, `127.0.${10 + (Math.floor(k / 250) % 60)}.${(k % 250) + 1}`);
         guesses++;
         await sleep(50);
       }
