@@ -145,17 +145,20 @@ async function logins() {
       }
     })();
     await sleep(3000);
-    const stranger = await login(s, 'bob', 'bob-password-22', '127.0.0.9');
     let ok = 0;
+    let strangers = 0;
     const tries = 15;
     for (let k = 0; k < tries; k++) {
       ok += (await login(s, 'bob', 'bob-password-22', '127.0.0.2')).status === 200 ? 1 : 0;
+      // the same password from a new address: held back as the attacker is, unless it comes
+      // when the name's wait has just run out
+      strangers += (await login(s, 'bob', 'bob-password-22', `127.0.0.${100 + k}`)).status === 429 ? 1 : 0;
       await sleep(1000);
     }
     const fromDevice = device ? (await login(s, 'bob', 'bob-password-22', '127.0.0.3', { cookie: device })).status : 'no device cookie';
     stop = true;
     await attacker;
-    say(ok === tries && fromDevice === 200, `an attacker rotating addresses against bob's name (${guesses} guesses over ${tries + 3} s): bob's correct password from his usual address succeeded ${ok} of ${tries}; from a new address with his device cookie: ${fromDevice}; from a new address without: ${stranger.status}`);
+    say(ok === tries && fromDevice === 200, `an attacker rotating addresses against bob's name (${guesses} guesses over ${tries + 3} s): bob's correct password from his usual address succeeded ${ok} of ${tries}; from a new address with his device cookie: ${fromDevice}; from new addresses without it: refused ${strangers} of ${tries}`);
   });
   await withServer([], async (s) => {
     const flood = Array.from({ length: 100 }, (_, k) => login(s, `nobody${k}`, 'x', `127.0.3.${k + 1}`));
@@ -307,7 +310,7 @@ async function fairness() {
     for (let k = 0; k < 20; k++) busy.push(await bobList());
     listing = false;
     await lists;
-    say(pct(busy, 50) < 5 * Math.max(pct(quiet, 50), 10), `bob's listing: ${ms(pct(quiet, 50))} median alone; ${ms(pct(busy, 50))} median, ${ms(pct(busy, 99))} p99 while alice lists her folder 8 at a time`);
+    say(pct(busy, 50) < 100 && pct(busy, 99) < 1000, `bob's listing: ${ms(pct(quiet, 50))} median alone; ${ms(pct(busy, 50))} median, ${ms(pct(busy, 99))} p99 while alice lists her folder 8 at a time`);
   });
   await withServer([], async (s, u) => {
     // alice holds the per-address limit's 32 sockets from 127.0.0.1; bob pushes from there too

@@ -71,8 +71,9 @@ export interface ServerConfig {
   /** open sync WebSockets from one client address (counted per user: one user's never take
    *  another's share) */
   maxSessionsPerAddress: number;
-  /** sync sessions and REST requests of one user that run at once, with --users (the rest
-   *  wait their turn, so a flooding user competes with others with this many); 0: no limit */
+  /** sync sessions of one user that run at once with --users, and as many of their file
+   *  requests (the rest wait their turn, so a flooding user competes with others with this
+   *  many); 0: no limit */
   maxRunningPerUser: number;
   /** login attempts per client address, and per account name, before each must wait its
    *  turn (1 s after the previous one, doubling) */
@@ -121,7 +122,7 @@ export const DEFAULTS: ServerConfig = {
   trustProxy: '',
   helloTimeoutMs: 5_000,
   maxSessionsPerAddress: 32,
-  maxRunningPerUser: 4,
+  maxRunningPerUser: 2,
   maxLoginAttempts: 5,
   loginBackoffMaxMs: 30_000,
   maxLoginHashes: 2,

@@ -139,43 +139,40 @@ export class SocketLimits {
 }
 
 /**
- * Turns of work per user: at most `perUser` sync sessions and REST requests of one user run at
- * once; the rest wait, in order, for one of that user's to end. A user flooding the server
- * with sessions then competes with any other user's work with `perUser` of them, not with all
- * of them (the process' one thread, the store's reads, writes and fsyncs in libuv's pool), so
- * a heavy user slows mostly themselves. Sockets, messages and memory have their own limits
- * (SocketLimits, the memory budget); this bounds the work in progress.
+ * Turns of work per user: at most `perKey` pieces of work under one key (a user's sync
+ * sessions, or a user's file requests) run at once; the rest wait, in order, for one of that
+ * key's to end. A user flooding the server with sessions then competes with any other user's
+ * work with `perKey` of them, not with all of them (the process' one thread, the store's
+ * reads, writes and fsyncs in libuv's pool), so a heavy user slows mostly themselves; the
+ * flood itself goes no slower, as its commits to one folder no longer race each other. Sockets,
+ * messages and memory have their own limits (SocketLimits, the memory budget); this bounds the
+ * work in progress.
  */
 export class Turns {
   private running = new Map<string, number>();
   private waiting = new Map<string, (() => void)[]>();
 
-  constructor(private perUser: number) {}
+  constructor(private perKey: number) {}
 
-  /** Waits for a turn of `user`; returns its end (idempotent). */
-  async take(user: string): Promise<() => void> {
-    const n = this.running.get(user) ?? 0;
-    if (n < this.perUser) this.running.set(user, n + 1);
+  /** Waits for a turn under `key`; returns its end (idempotent). */
+  async take(key: string): Promise<() => void> {
+    const n = this.running.get(key) ?? 0;
+    if (n < this.perKey) this.running.set(key, n + 1);
     else {
-      const q = this.waiting.get(user) ?? [];
-      this.waiting.set(user, q);
+      const q = this.waiting.get(key) ?? [];
+      this.waiting.set(key, q);
       await new Promise<void>((r) => q.push(r)); // the turn passes on with its count
     }
     let ended = false;
     return () => {
       if (ended) return;
       ended = true;
-      const q = this.waiting.get(user);
+      const q = this.waiting.get(key);
       const next = q?.shift();
-      if (q && !q.length) this.waiting.delete(user);
+      if (q && !q.length) this.waiting.delete(key);
       if (next) next();
-      else bump(this.running, user, -1);
+      else bump(this.running, key, -1);
     };
-  }
-
-  /** Turns of `user` running and waiting (tests, metrics). */
-  of(user: string): { running: number; waiting: number } {
-    return { running: this.running.get(user) ?? 0, waiting: this.waiting.get(user)?.length ?? 0 };
   }
 }
 

@@ -117,10 +117,11 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     : null;
   const events = new Events(storeOf);
   const sockets = new SocketLimits(cfg);
-  // one user's sessions and store requests run a few at a time (single-user mode: one user,
+  // one user's sync sessions run a few at a time, and so do their file requests, apart, so
+  // that the page's listing never waits for its own uploads (single-user mode: one user,
   // nobody to be fair to)
   const turns = !auth.singleUser && cfg.maxRunningPerUser ? new Turns(cfg.maxRunningPerUser) : null;
-  const turn = turns ? (user: string) => turns.take(user) : undefined;
+  const turn = turns ? (user: string, work: 'sync' | 'files') => turns.take(`${work} ${user}`) : undefined;
   const budget = new MemoryBudget(cfg.memoryBudget, cfg.maxSessionMemory);
   // each open sync WebSocket, and whether it is in a session: from its Hello (a message's
   // first byte is its type, docs/protocol.md §4) to the session's end, which is logged with its `op`
@@ -217,7 +218,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     res.json({ user: req.user, connections: sockets.of(req.user!), rssBytes: m.rss, heapUsedBytes: m.heapUsed });
   });
   app.get('/api/events', (req: Req, res) => events.handler(req, res, auth.ended(req, res, req.user!)));
-  app.use('/api', filesApi(storeOf, log, turn));
+  app.use('/api', filesApi(storeOf, log, turn && ((user) => turn(user, 'files'))));
   if (existsSync(cfg.staticDir)) app.use(express.static(cfg.staticDir));
   // express' own 404 page would replace the security headers' CSP with its own
   app.use((_req, res) => void res.status(404).json({ error: 'not found' }));
@@ -281,7 +282,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
         authorized: () => auth.identifyCached(req) === user,
         signedOut: auth.ended(req, ws, user),
         budget,
-        turn: turn && (() => turn(user)),
+        turn: turn && (() => turn(user, 'sync')),
         client: clientLabel(url.searchParams.get('client')),
       });
     });

@@ -525,7 +525,7 @@ test('passwords: new hashes cost scrypt N=2^15, r=8, p=3; a hash written before 
   }
 });
 
-test('turns: one user\'s sessions beyond --max-running-per-user wait for their own, never another user\'s; REST requests too', async () => {
+test('turns: one user\'s sessions beyond --max-running-per-user wait for their own, never another user\'s; file requests take turns apart', async () => {
   const u = users();
   const s = await testServer({ users: u.file, 'max-running-per-user': '1' });
   const as = (token: string) => class extends WebSocket {
@@ -533,8 +533,10 @@ test('turns: one user\'s sessions beyond --max-running-per-user wait for their o
       super(url, { headers: { Authorization: `Bearer ${token}` } });
     }
   } as any;
+  const list = (token: string) => request(`${s.url}/api/files`, { headers: { Authorization: `Bearer ${token}` } });
   try {
-    // alice's first session holds her one turn: Hello and part of a Checksum List, no more
+    assert.equal((await pushBytes(s, 'big.bin', fastRandomBytes(3, 32 << 20), { WebSocket: as(u.alice) })).version, 1);
+    // alice's first session holds her one sync turn: Hello and part of a Checksum List, no more
     const held = new WebSocket(s.wsUrl, { headers: { Authorization: `Bearer ${u.alice}` } });
     await new Promise((r) => held.on('open', r));
     held.send(encode({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 1 << 20, basisVersion: 0, name: 'slow.bin' }));
@@ -542,18 +544,25 @@ test('turns: one user\'s sessions beyond --max-running-per-user wait for their o
     await new Promise((r) => setTimeout(r, 200));
     let second = false;
     const waiting = pushBytes(s, 'a.bin', fastRandomBytes(1, 5000), { WebSocket: as(u.alice) }).then((r) => ((second = true), r));
-    const listing = request(`${s.url}/api/files`, { headers: { Authorization: `Bearer ${u.alice}` } });
-    // bob's push and listing run at once
-    const t0 = performance.now();
-    assert.equal((await pushBytes(s, 'b.bin', fastRandomBytes(2, 5000), { WebSocket: as(u.bob) })).version, 1);
-    assert.equal((await request(`${s.url}/api/files`, { headers: { Authorization: `Bearer ${u.bob}` } })).status, 200);
-    assert.ok(performance.now() - t0 < 5000);
+    // her file requests do not wait for her sessions; bob's push runs at once
+    assert.equal((await within(list(u.alice), 5000, "alice's listing")).status, 200);
+    assert.equal((await within(pushBytes(s, 'b.bin', fastRandomBytes(2, 5000), { WebSocket: as(u.bob) }), 10_000, "bob's push")).version, 1);
     await new Promise((r) => setTimeout(r, 500));
     assert.equal(second, false, "alice's second push waits for her first");
-    // her first ends: the second runs, then her listing
     held.terminate();
     assert.equal((await within(waiting, 30_000, "alice's second push")).version, 1);
-    assert.equal((await listing).status, 200);
+
+    // a download alice does not read holds her one file turn: her listing waits, bob's does not
+    let listed = false;
+    const download = http.get(`${s.url}/api/download?name=big.bin`, { headers: { Authorization: `Bearer ${u.alice}` } }, (res) => res.pause());
+    download.on('error', () => {});
+    await new Promise((r) => setTimeout(r, 500));
+    const hers = list(u.alice).then((r) => ((listed = true), r));
+    assert.equal((await within(list(u.bob), 5000, "bob's listing")).status, 200);
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(listed, false, "alice's listing waits for her download");
+    download.destroy();
+    assert.equal((await within(hers, 10_000, "alice's listing after the download")).status, 200);
   } finally {
     await s.stop();
     u.cleanup();
