@@ -23,7 +23,8 @@ import { bufferSource } from '../../shared/src/chunk-index.ts';
 import { push } from '../../shared/src/sync-client.ts';
 import { fastRandomBytes } from '../../shared/src/testdata.ts';
 import { addUser } from '../../server/src/auth.ts';
-import { request } from '../../harness/attacks.ts';
+import { errorAndClose, request } from '../../harness/attacks.ts';
+import { ErrorCode } from '../../shared/src/protocol.ts';
 import { type Server, start } from './server.ts';
 
 const here = new URL('../..', import.meta.url).pathname;
@@ -99,11 +100,11 @@ async function cookies() {
     const files = await request(`${s.url}/api/files`, { headers: both });
     const clears = (files.headers['set-cookie'] ?? []).filter((c) => /Max-Age=0/.test(c)).map((c) => /Path=([^;]+)/.exec(c)?.[1]);
     say(files.status === 401 && clears.includes('/api') && clears.includes('/sync'), `her request with both cookies: ${files.status} ${files.text.slice(0, 90)}…; removals at ${clears.join(' ')}`);
-    const out = await request(`${s.url}/api/logout`, { method: 'POST', headers: both });
-    say(out.status === 401 && (await whoami(s, bob)) === 'bob' && (await whoami(s, alice)) === 'alice', `her logout with both: ${out.status}; afterwards bob's login is ${await whoami(s, bob)}'s, hers ${await whoami(s, alice)}'s (neither ended by her)`);
     const up = await upgrade(s, both);
     up.ws?.terminate();
     say(up.status === 401, `her sync socket with both cookies: ${up.status}`);
+    const out = await request(`${s.url}/api/logout`, { method: 'POST', headers: both });
+    say(out.status === 401 && (await whoami(s, bob)) === 'bob' && (await whoami(s, alice)) === 'alice', `her logout with both: ${out.status}; afterwards bob's login is ${await whoami(s, bob)}'s, hers ${await whoami(s, alice)}'s (neither ended by her)`);
     const again = await login(s, 'alice', 'alice-password-1', '127.0.0.1', both);
     const set = again.headers['set-cookie'] ?? [];
     say(again.status === 200 && set.some((c) => /Path=\/sync; Max-Age=0/.test(c)) && set.some((c) => /Path=\/api; Max-Age=0/.test(c)), `signing in again: ${again.status}, the new cookie at / and the planted ones removed (${set.length} Set-Cookie lines)`);
@@ -227,13 +228,15 @@ async function hardening() {
     say(pct(health, 100) < 250, `scrypt ${entry}: one wrong login ${ms(pct(one, 50))} (median of 5); 20 parallel wrong logins took ${ms(performance.now() - t0)}, /api/health meanwhile ${ms(pct(health, 50))} median, ${ms(pct(health, 100))} at most (${health.length} requests)`);
     // revocation: bob removed from the users file while his socket is open
     const bobWs = await upgrade(s, { Authorization: `Bearer ${u.bob}` });
-    const closed = new Promise<number>((r) => bobWs.ws?.on('close', () => r(performance.now())));
+    const ending = errorAndClose(bobWs.ws!);
+    const closed = ending.then(() => performance.now());
     const file = JSON.parse(readFileSync(u.file, 'utf8'));
     writeFileSync(u.file, JSON.stringify({ users: file.users.filter((x: { name: string }) => x.name !== 'bob') }));
     const t = performance.now();
     const gone = await Promise.race([closed, sleep(10_000).then(() => null)]);
     const refused = (await request(`${s.url}/api/whoami`, { headers: { Authorization: `Bearer ${u.bob}` } })).status;
-    say(gone !== null && refused === 401, `bob removed from the users file, no restart: his open socket ${gone === null ? 'still open after 10 s' : `closed after ${ms(gone - t)}`}; his token then gets ${refused}`);
+    const why = await ending;
+    say(gone !== null && why.error === ErrorCode.Unauthorized && refused === 401, `bob removed from the users file, no restart: his open socket ${gone === null ? 'still open after 10 s' : `closed after ${ms(gone - t)} with Error ${why.error} (${why.message})`}; his token then gets ${refused}`);
   });
   // dsync adduser
   const dir = mkdtempSync(path.join(tmpdir(), 'dsync-hostile-adduser-'));
