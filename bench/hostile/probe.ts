@@ -131,18 +131,20 @@ async function accounts() {
     const bobWs = new WebSocket(s.wsUrl, { headers: { Authorization: `Bearer ${bob}` } });
     bobWs.on('error', () => {});
     await new Promise((r) => bobWs.on('open', r));
-    const cookie = String(login.headers['set-cookie']).split(';')[0];
-    const m = await request(`${s.url}/api/metrics`, { headers: { cookie } });
+    // she signed in through the TLS proxy (a __Host- cookie): her requests come that way too
+    const cookie = String(login.headers['set-cookie']![0]).split(';')[0];
+    const viaTls = { cookie, 'X-Forwarded-Proto': 'https' };
+    const m = await request(`${s.url}/api/metrics`, { headers: viaTls });
     say(m.status === 200 && !m.text.includes('bob'), `alice's /api/metrics while bob is connected: ${m.text}`);
     bobWs.terminate();
-    say(/; Secure/.test(String(login.headers['set-cookie'])), `a login through the trusted proxy with X-Forwarded-Proto https: Set-Cookie ${String(login.headers['set-cookie']).replace(/=[^;]+/, '=…')}`);
+    say(/; Secure/.test(String(login.headers['set-cookie'])), `a login through the trusted proxy with X-Forwarded-Proto https: Set-Cookie ${String(login.headers['set-cookie']![0]).replace(/=[^;]+/, '=…')}`);
 
     // logout ends alice's open socket at once
-    const aliceWs = new WebSocket(s.wsUrl, { headers: { cookie } });
+    const aliceWs = new WebSocket(s.wsUrl, { headers: viaTls });
     await new Promise((r, j) => (aliceWs.on('open', r), aliceWs.on('unexpected-response', (_q, res) => j(new Error(`upgrade refused: ${res.statusCode}`)))));
     const ended = errorAndClose(aliceWs);
     const t = performance.now();
-    await request(`${s.url}/api/logout`, { method: 'POST', headers: { cookie } });
+    await request(`${s.url}/api/logout`, { method: 'POST', headers: viaTls });
     const e = await ended;
     say(e.error === ErrorCode.Unauthorized, `logout: alice's open socket gets Error ${e.error} (${e.message}) after ${(performance.now() - t).toFixed(0)} ms`);
   } finally {
