@@ -2,13 +2,14 @@
 // what they change on the server, what they print (tables on a terminal, JSON lines when
 // piped), and their exit statuses.
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { addUser } from '../../server/src/auth.ts';
 import { testServer } from '../../harness/helpers.ts';
-import { dsync, dsyncOnTerminal, jsonLines } from './run.ts';
+import { DSYNC, dsync, dsyncOnTerminal, jsonLines, spawnOnTerminal } from './run.ts';
 
 test('ls, log, mv, restore and rm', async () => {
   const s = await testServer();
@@ -130,6 +131,53 @@ test('gc and check run on a store directory, and check says whether it is whole'
     for (const bad of [['--window-ms', '300001'], ['--min-age-ms', '1.5'], ['--window-ms', '-1']]) assert.equal((await dsync(['gc', '--store', s.data, ...bad])).code, 2, bad.join(' '));
   } finally {
     await s.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('adduser: a password from a hidden prompt or stdin, never the command line; a weak one or an existing name (without --force) is refused', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-cli-adduser-'));
+  const file = path.join(dir, 'users.json');
+  const add = (args: string[], input?: string) => spawnSync(process.execPath, [DSYNC, 'adduser', ...args, '--users', file], { input, encoding: 'utf8' });
+  try {
+    const argv = add(['ann', '--password', 'plum-harbour-kettle-9']);
+    assert.equal(argv.status, 2);
+    assert.match(argv.stderr, /never taken on the command line.*--password-stdin/);
+    for (const [pw, why] of [['short', /at least 12/], ['my-name-is-ann!', /user name/], ['password2024!', /common/]] as const) {
+      const weak = add(['ann', '--password-stdin'], `${pw}\n`);
+      assert.equal(weak.status, 1, pw);
+      assert.match(weak.stderr, why);
+    }
+    assert.equal(existsSync(file), false, 'nothing written');
+    const good = add(['ann', '--password-stdin'], 'plum-harbour-kettle-9\n');
+    assert.equal(good.status, 0, good.stderr);
+    const token = good.stdout.trim();
+    assert.match(token, /^[A-Za-z0-9_-]{32}$/);
+    assert.equal(statSync(file).mode & 0o777, 0o600);
+    const again = add(['ann', '--password-stdin'], 'another-fine-phrase-3\n');
+    assert.equal(again.status, 1);
+    assert.match(again.stderr, /already has an account.*--force/);
+    const forced = add(['ann', '--password-stdin', '--force'], 'another-fine-phrase-3\n');
+    assert.equal(forced.status, 0, forced.stderr);
+    assert.notEqual(forced.stdout.trim(), token);
+    // on a terminal: asked twice, not echoed
+    const tty = spawnOnTerminal([process.execPath, DSYNC, 'adduser', 'bea', '--users', file, '--password']);
+    let out = '';
+    tty.stdout.on('data', (d) => {
+      out += d;
+      if (/password for bea: $/.test(out) || /again: $/.test(out)) tty.stdin.write('velvet-orbit-lantern-4\r');
+    });
+    const code = await new Promise((r) => tty.on('close', r));
+    assert.equal(code, 0, out);
+    assert.ok(!out.includes('velvet-orbit'), 'the password is not echoed');
+    const s = await testServer({ users: file });
+    try {
+      const login = await fetch(`${s.url}/api/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bea', password: 'velvet-orbit-lantern-4' }) });
+      assert.equal(login.status, 200);
+    } finally {
+      await s.stop();
+    }
+  } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -68,8 +68,13 @@ export interface ServerConfig {
   trustProxy: string;
   /** a new sync socket that sends no Hello for this long is closed (LimitExceeded) */
   helloTimeoutMs: number;
-  /** open sync WebSockets from one client address */
+  /** open sync WebSockets from one client address (counted per user: one user's never take
+   *  another's share) */
   maxSessionsPerAddress: number;
+  /** sync sessions of one user that run at once with --users, and as many of their file
+   *  requests (the rest wait their turn, so a flooding user competes with others with this
+   *  many); 0: no limit */
+  maxRunningPerUser: number;
   /** login attempts per client address, and per account name, before each must wait its
    *  turn (1 s after the previous one, doubling) */
   maxLoginAttempts: number;
@@ -117,6 +122,7 @@ export const DEFAULTS: ServerConfig = {
   trustProxy: '',
   helloTimeoutMs: 5_000,
   maxSessionsPerAddress: 32,
+  maxRunningPerUser: 2,
   maxLoginAttempts: 5,
   loginBackoffMaxMs: 30_000,
   maxLoginHashes: 2,

@@ -43,9 +43,11 @@ function drained(res: express.Response): Promise<void> {
   });
 }
 
-export function filesApi(storeOf: (user: string) => Promise<Store>, log: (e: Record<string, unknown>) => void): express.Router {
+/** `turn`: waits for one of the user's turns (guard.ts `Turns`) and returns its end. */
+export function filesApi(storeOf: (user: string) => Promise<Store>, log: (e: Record<string, unknown>) => void, turn?: (user: string) => Promise<() => void>): express.Router {
   const r = express.Router();
   const route = (fn: Handler) => async (req: Req, res: express.Response) => {
+    const endTurn = await turn?.(req.user!);
     try {
       await fn(req, res, await storeOf(req.user!));
     } catch (e) {
@@ -54,6 +56,8 @@ export function filesApi(storeOf: (user: string) => Promise<Store>, log: (e: Rec
       if (res.headersSent) return void res.destroy(err);
       if (err instanceof ProtocolError) return void res.status(STATUS[err.code] ?? 400).json({ error: err.message });
       res.status(500).json({ error: 'internal error' });
+    } finally {
+      endTurn?.();
     }
   };
   const nameOf = (raw: unknown) => validateName(typeof raw === 'string' ? raw : '');

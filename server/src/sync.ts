@@ -71,17 +71,19 @@ export interface SocketCounters {
  */
 /** What a connection is held to besides `cfg`: whether its sign-in still holds (checked at
  *  each later Hello), a signal that ends it at once (logout), the memory budget its sessions
- *  take their share of, the label it gave itself. */
+ *  take their share of, its user's turns (each session waits for one after its Hello), the
+ *  label it gave itself. */
 export interface ConnectionGuards {
   authorized?: () => boolean;
   signedOut?: AbortSignal;
   budget?: MemoryBudget;
+  turn?: () => Promise<() => void>;
   /** the client's label, kept with the versions it pushes (clientLabel) */
   client?: string;
 }
 
 export async function runConnection(ws: WebSocketLike, socket: SocketCounters, storeP: Store | Promise<Store>, cfg: ServerConfig, log: SessionLog, guards: ConnectionGuards = {}): Promise<void> {
-  const { authorized = () => true, signedOut, budget, client } = guards;
+  const { authorized = () => true, signedOut, budget, turn, client } = guards;
   const conn = new Conn(ws, { maxQueuedBytes: Math.max(cfg.maxInFlight, cfg.maxMessage) });
   // a logout ends the login's sockets at once, a session under way included
   const onSignOut = () => conn.sendError(ErrorCode.Unauthorized, 'signed out: the sign-in this connection was opened with has ended');
@@ -122,15 +124,21 @@ export async function runConnection(ws: WebSocketLike, socket: SocketCounters, s
       between = n > 0;
       // the sign-in the socket was opened with is checked again for every later session, so
       // a logout or an expired login also ends what an open socket may do
-      const started = () => {
+      let endTurn: (() => void) | undefined;
+      const started = async () => {
         between = false;
         if (n > 0 && !authorized()) throw new ProtocolError(ErrorCode.Unauthorized, 'the sign-in this connection was opened with has ended; sign in again');
+        // waiting for a turn is not the client's silence
+        clearTimeout(idle);
+        endTurn = await turn?.();
+        resetIdle();
       };
       const share = budget?.share();
       try {
         if (!(await oneSession(conn, socket, store, cfg, log, phase, started, share?.take, client))) break;
       } finally {
         share?.release();
+        endTurn?.();
       }
       clearTimeout(phaseTimer);
     }
@@ -144,7 +152,7 @@ export async function runConnection(ws: WebSocketLike, socket: SocketCounters, s
 
 /** One session on the connection: Hello to Result. Returns false when the connection is over
  *  (closed by the client between sessions, or ended by an error). */
-async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg: ServerConfig, log: SessionLog, phase: (name: string) => void, started: () => void, reserve?: (bytes: number) => void, client?: string): Promise<boolean> {
+async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg: ServerConfig, log: SessionLog, phase: (name: string) => void, started: () => Promise<void>, reserve?: (bytes: number) => void, client?: string): Promise<boolean> {
   let t0 = 0; // the session's clock starts at its Hello: waiting for it is not its time
   const in0 = socket.bytesRead;
   const out0 = socket.bytesWritten;
@@ -158,7 +166,7 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
     const h = (hello = await conn.expect(Msg.Hello));
     t0 = performance.now();
     conn.resetCounters();
-    started();
+    await started();
     phase('hello');
     checkHello(h, cfg);
     conn.hashLen = hashLength(hello.algo);

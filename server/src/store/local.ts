@@ -13,6 +13,8 @@
  *   <dir>/@tmp-<random>        a temporary file ('@' is in no key): a crash may leave one,
  *                              which gc removes once it is old (`sweepTemporaries`)
  *
+ * Files are created readable by the server's user only (0600), folders 0700.
+ *
  * Old generations are removed by the writer of a newer one. A writer whose tag is stale may
  * recreate a removed old generation; it then sees a higher one and removes its own, so a
  * reader, who takes the highest, never sees it.
@@ -40,9 +42,9 @@ export function localBackend(root: string): LocalBackend {
 
   /** Writes `body` to a new temporary file in `dir` (created if missing), fsynced. */
   const temp = async (dir: string, body: Uint8Array) => {
-    await fs.mkdir(dir, { recursive: true });
+    await fs.mkdir(dir, { recursive: true, mode: 0o700 });
     const tmp = path.join(dir, TEMP + randomBytes(8).toString('hex'));
-    const fh = await fs.open(tmp, 'wx');
+    const fh = await fs.open(tmp, 'wx', 0o600);
     try {
       await fh.writeFile(body);
       await fh.sync();
