@@ -30,6 +30,18 @@ export interface Backend {
    */
   get(key: string, range?: { offset: number; length: number }): Promise<Uint8Array>;
 
+  /** `get`, with the object's stamp (see `stamp`) as of the bytes returned. */
+  getStamped(key: string, range?: { offset: number; length: number }): Promise<{ body: Uint8Array; stamp: string | null }>;
+
+  /**
+   * A string that changes whenever the bytes of the object under `key` change, so that a
+   * cache of what was verified can tell it still holds (docs/store.md, "Integrity"); null
+   * when there is no object, or when no such string can be given now. S3: the ETag. Local
+   * directory: device, inode, size, modification and change times (ns), or null while the
+   * change time is too recent to tell a later write in the same timestamp tick apart.
+   */
+  stamp(key: string): Promise<string | null>;
+
   /** The object's size in bytes, or null when it does not exist. */
   size(key: string): Promise<number | null>;
 

@@ -31,7 +31,7 @@ const DEFAULT_SETTINGS: StoreSettings = { resumeWindowMs: 600_000, keepVersions:
 /** The whole store: a backend, the settings, and the caches every namespace shares. */
 export class Repo {
   private namespaces = new Map<string, Store>();
-  private indexes = new Map<string, { index: ChunkIndex; layout: Layout; bytes: number }>();
+  private indexes = new Map<string, { index: ChunkIndex; layout: Layout; bytes: number; stamp: string | null }>();
   private indexBytes = 0;
   readonly settings: StoreSettings;
   /** segment ranges this process has verified (verified.ts) */
@@ -61,15 +61,16 @@ export class Repo {
       this.indexes.set(id, hit);
       return hit;
     }
-    let body: Uint8Array;
+    let got;
     try {
-      body = await this.backend.get(indexKey(id));
+      got = await this.backend.getStamped(indexKey(id));
     } catch (e) {
       if (e instanceof NotFoundError) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${what}: its index ${id} is missing`);
       throw e;
     }
+    const body = got.body;
     if (sha256hex(body) !== id) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${what}: its index ${id} does not match its hash`);
-    const v = { ...decodeVersion(Buffer.from(body.buffer, body.byteOffset, body.length)), bytes: body.length };
+    const v = { ...decodeVersion(Buffer.from(body.buffer, body.byteOffset, body.length)), bytes: body.length, stamp: got.stamp };
     this.indexes.set(id, v);
     this.indexBytes += v.bytes;
     for (const [k, old] of this.indexes) {
@@ -78,6 +79,26 @@ export class Repo {
       this.indexBytes -= old.bytes;
     }
     return v;
+  }
+
+  /**
+   * Whether the stored index `id` matches its content address now (the cache answers for the
+   * id, not for the object on the store): its stamp is the one it was read under, else it is
+   * read again. For a commit that references it, or answers "unchanged" with it.
+   */
+  async indexIntact(id: string): Promise<boolean> {
+    const hit = this.indexes.get(id);
+    if (hit?.stamp && (await this.backend.stamp(indexKey(id))) === hit.stamp) return true;
+    let got;
+    try {
+      got = await this.backend.getStamped(indexKey(id));
+    } catch (e) {
+      if (e instanceof NotFoundError) return false;
+      throw e;
+    }
+    if (sha256hex(got.body) !== id) return false;
+    if (hit) hit.stamp = got.stamp;
+    return true;
   }
 
   async close() {

@@ -182,6 +182,45 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
     }
   }
 
+  /** A ranged (or whole) GetObject and the ETag it came with: an overwrite changes the ETag. */
+  async function getStamped(key: string, range?: { offset: number; length: number }): Promise<{ body: Uint8Array; stamp: string | null }> {
+    if (!range) {
+      const got = await getWhole(key);
+      if (!got) throw new NotFoundError(key);
+      return { body: got.body, stamp: got.tag };
+    }
+    const { offset, length } = range;
+    if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(length) || length < 0) {
+      throw new RangeError(`bad range ${offset}+${length} of ${key}`);
+    }
+    if (length === 0) {
+      if ((await size(key)) === null) throw new NotFoundError(key);
+      return { body: new Uint8Array(0), stamp: null };
+    }
+    let out;
+    try {
+      out = await client.send(new GetObjectCommand({ Bucket, Key: full(key), Range: `bytes=${offset}-${offset + length - 1}` }));
+    } catch (e) {
+      if (isNotFound(e)) throw new NotFoundError(key);
+      // 416: the object exists and ends at or before `offset`.
+      if (statusOf(e) === 416) return { body: new Uint8Array(0), stamp: null };
+      throw e;
+    }
+    const bytes = await bodyOf(out, key);
+    if (!out.ContentRange) {
+      // A server may answer a range with the whole object (RFC 9110 §14.2).
+      return { body: bytes.subarray(Math.min(offset, bytes.length), Math.min(offset + length, bytes.length)), stamp: out.ETag ?? null };
+    }
+    const m = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(out.ContentRange);
+    const [start, end] = m ? [Number(m[1]), Number(m[2])] : [NaN, NaN];
+    const total = m && m[3] !== '*' ? Number(m[3]) : NaN;
+    const want = Number.isFinite(total) ? Math.min(offset + length, total) - offset : length;
+    if (!m || start !== offset || end - start + 1 !== want || bytes.length !== want) {
+      throw new Error(`${where}: GetObject ${key} bytes=${offset}-${offset + length - 1} answered Content-Range ${out.ContentRange} with ${bytes.length} bytes`);
+    }
+    return { body: bytes, stamp: out.ETag ?? null };
+  }
+
   return {
     where,
 
@@ -195,41 +234,18 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
     },
 
     async get(key, range) {
-      if (!range) {
-        const got = await getWhole(key);
-        if (!got) throw new NotFoundError(key);
-        return got.body;
-      }
-      const { offset, length } = range;
-      if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(length) || length < 0) {
-        throw new RangeError(`bad range ${offset}+${length} of ${key}`);
-      }
-      if (length === 0) {
-        if ((await size(key)) === null) throw new NotFoundError(key);
-        return new Uint8Array(0);
-      }
-      let out;
+      return (await getStamped(key, range)).body;
+    },
+
+    getStamped,
+
+    async stamp(key) {
       try {
-        out = await client.send(new GetObjectCommand({ Bucket, Key: full(key), Range: `bytes=${offset}-${offset + length - 1}` }));
+        return (await client.send(new HeadObjectCommand({ Bucket, Key: full(key) }))).ETag ?? null;
       } catch (e) {
-        if (isNotFound(e)) throw new NotFoundError(key);
-        // 416: the object exists and ends at or before `offset`.
-        if (statusOf(e) === 416) return new Uint8Array(0);
+        if (isNotFound(e)) return null;
         throw e;
       }
-      const bytes = await bodyOf(out, key);
-      if (!out.ContentRange) {
-        // A server may answer a range with the whole object (RFC 9110 §14.2).
-        return bytes.subarray(Math.min(offset, bytes.length), Math.min(offset + length, bytes.length));
-      }
-      const m = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(out.ContentRange);
-      const [start, end] = m ? [Number(m[1]), Number(m[2])] : [NaN, NaN];
-      const total = m && m[3] !== '*' ? Number(m[3]) : NaN;
-      const want = Number.isFinite(total) ? Math.min(offset + length, total) - offset : length;
-      if (!m || start !== offset || end - start + 1 !== want || bytes.length !== want) {
-        throw new Error(`${where}: GetObject ${key} bytes=${offset}-${offset + length - 1} answered Content-Range ${out.ContentRange} with ${bytes.length} bytes`);
-      }
-      return bytes;
     },
 
     size,

@@ -9,7 +9,7 @@ import type { Sink } from '../../../shared/src/sink.ts';
 import type { Backend } from './backend.ts';
 import type { Repo } from './repo.ts';
 import { compact } from './compact.ts';
-import { type FileHead, type Layout, type VersionEntry, applyRetention, encodeVersion, isDamage, sha256hex } from './format.ts';
+import { type FileHead, type Layout, type VersionEntry, applyRetention, encodeVersion, sha256hex } from './format.ts';
 import { gcEpoch } from './gc.ts';
 import { indexKey, newSegmentId, segmentKey } from './keys.ts';
 import { VersionSource } from './source.ts';
@@ -59,8 +59,6 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
     await backend.putIfAbsent(segmentKey(layout.segments[cur]), buf.subarray(0, used)).catch((e) => {
       throw writeFailed(e);
     });
-    // written from bytes the receiver hashed: known good
-    store.repo.verified.add(layout.segments[cur], 0, used);
     cur = -1;
     used = 0;
   };
@@ -107,18 +105,41 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
     },
     commit: async (index) => {
       await flush();
-      for (const c of copies) await c.from.verify(c.offset, c.length);
-      // an interrupted upload's segments (written by an earlier session, perhaps through
-      // another server) are read back against their chunk hashes once
-      if (resume?.own.length) {
-        const earlier = new Set(resume.own);
+      // A version is only ever built from bytes verified for it: every copied stretch is
+      // verified now (source.ts `verify`: read, or a stamp shows it unchanged since this
+      // process read it)
+      const bySource = new Map<VersionSource, { offset: number; length: number }[]>();
+      for (const c of copies) {
+        const rs = bySource.get(c.from);
+        if (rs) rs.push(c);
+        else bySource.set(c.from, [c]);
+      }
+      for (const [src, ranges] of bySource) await src.verify(ranges);
+      // an interrupted upload's bytes (its own segments, written by an earlier session,
+      // perhaps through another server, and what it copied) are verified the same way
+      if (resume) {
+        const mine = new Set(own.slice(resume.own.length));
         const src = new VersionSource(backend, layout, index, `the resumed upload of ${name}`, 0, store.repo.verified);
+        const ranges = [];
         let pos = 0;
         for (const e of layout.extents) {
-          if (earlier.has(layout.segments[e.seg])) await src.verify(pos, e.length);
+          if (!mine.has(layout.segments[e.seg])) ranges.push({ offset: pos, length: e.length });
           pos += e.length;
         }
+        await src.verify(ranges);
       }
+      // The same content as the latest version is "unchanged" only when that version is known
+      // good for this commit: this push copied every byte of it (verified above) and its index
+      // is intact. Otherwise the pushed bytes are stored.
+      const known = new Map<string, Promise<boolean>>();
+      const latestGood = (last: VersionEntry) => {
+        let p = known.get(last.index);
+        if (!p) {
+          const whole = [...bySource].find(([src, ranges]) => src.id === last.index && covers(ranges, src.size));
+          known.set(last.index, (p = whole ? store.repo.indexIntact(last.index) : Promise.resolve(false)));
+        }
+        return p;
+      };
       const final = await compact(backend, layout, index, SEGMENT_BYTES, own, store.repo.verified).catch((e) => {
         throw e instanceof ProtocolError ? e : writeFailed(e);
       });
@@ -131,15 +152,20 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
         const last = vs[vs.length - 1];
         const latest = last?.version ?? 0;
         if (expectLatest !== undefined && latest !== expectLatest) throw stale(name, latest, expectLatest);
-        // the same content as the latest version is unchanged, unless that version's index
-        // is damaged: then this push stores a good one
-        if (last && last.root === root && last.algo === index.algo && (await store.repo.readIndex(last.index, name).then(() => true, (e) => !isDamage(e)))) {
+        if (last && last.root === root && last.algo === index.algo && (await latestGood(last))) {
           return { head: null, result: { version: latest, unchanged: true } };
         }
         if (!indexWritten) {
-          await backend.putIfAbsent(indexKey(id), body).catch((e) => {
-            throw writeFailed(e);
-          });
+          const put = () =>
+            backend.putIfAbsent(indexKey(id), body).catch((e) => {
+              throw writeFailed(e);
+            });
+          // an index with this body stored before (the same layout and chunks) is referenced
+          // only when intact; a damaged one is replaced
+          if (!(await put()) && !(await store.repo.indexIntact(id))) {
+            await backend.delete(indexKey(id));
+            await put();
+          }
           indexWritten = true;
         }
         const next = h?.next ?? 1;
@@ -162,6 +188,16 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
       await dropOwn();
     },
   };
+}
+
+/** Whether `ranges` together cover [0, size). */
+function covers(ranges: { offset: number; length: number }[], size: number): boolean {
+  let end = 0;
+  for (const r of [...ranges].sort((a, b) => a.offset - b.offset)) {
+    if (r.offset > end) return false;
+    end = Math.max(end, r.offset + r.length);
+  }
+  return end >= size;
 }
 
 const stale = (name: string, latest: number, expected: number) =>
