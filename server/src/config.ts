@@ -11,6 +11,13 @@ export interface ServerConfig {
   store: string;
   /** the S3 endpoint URL for an s3:// store (empty: AWS) */
   s3Endpoint: string;
+  /** the longest one store operation may take, the object store's retries included: then it
+   *  fails with a clear error (a frozen or unreachable store); an 8 MiB segment must be
+   *  written within it. 0: no limit */
+  storeTimeoutMs: number;
+  /** /api/health reads one small object of the store and answers 503 when that fails or takes
+   *  longer than this (its answer is reused for HEALTH_CACHE_MS) */
+  healthTimeoutMs: number;
   /** versions kept per file, the latest always among them (0: every version) */
   keepVersions: number;
   /** days a version is kept, the latest always (0: forever) */
@@ -89,6 +96,8 @@ export const DEFAULTS: ServerConfig = {
   port: 8080,
   store: './data',
   s3Endpoint: '',
+  storeTimeoutMs: 20_000,
+  healthTimeoutMs: 1_500,
   keepVersions: 0,
   keepDays: 0,
   gcIntervalMs: 3_600_000,
@@ -123,6 +132,10 @@ export const DEFAULTS: ServerConfig = {
   memoryBudget: 512 << 20,
   maxSessionMemory: 256 << 20,
 };
+
+/** How long /api/health reuses its last look at the store, so that frequent health checks
+ *  (every load balancer, every 2 s) cost the store at most one read per this period. */
+export const HEALTH_CACHE_MS = 1_000;
 
 const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
 const envName = (k: string) => 'DSYNC_' + kebab(k).replace(/-/g, '_').toUpperCase();

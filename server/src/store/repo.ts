@@ -6,7 +6,7 @@ import type { ChunkIndex } from '../../../shared/src/chunk-index.ts';
 import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
 import type { ServerConfig } from '../config.ts';
 import { Store } from '../store.ts';
-import { type Backend, NotFoundError } from './backend.ts';
+import { type Backend, NotFoundError, withTimeout } from './backend.ts';
 import { type Layout, decodeVersion, sha256hex } from './format.ts';
 import { GC_DEFAULTS } from './gc.ts';
 import { indexKey } from './keys.ts';
@@ -109,18 +109,19 @@ export class Repo {
 const S3_MODULE = './s3.ts';
 
 /** Opens the store a server configuration names: `--store DIR` or `--store s3://BUCKET[/PREFIX]`. */
-export async function openStore(cfg: Pick<ServerConfig, 'store' | 's3Endpoint' | 'resumeWindowMs' | 'keepVersions' | 'keepDays' | 'gcWindowMs'>): Promise<Repo> {
+export async function openStore(cfg: Pick<ServerConfig, 'store' | 's3Endpoint' | 'storeTimeoutMs' | 'resumeWindowMs' | 'keepVersions' | 'keepDays' | 'gcWindowMs'>): Promise<Repo> {
   let backend: Backend;
   if (cfg.store.startsWith('s3://')) {
-    let mod: { s3Backend(url: string, endpoint: string | undefined): Promise<Backend> };
+    let mod: { s3Backend(url: string, endpoint: string | undefined, env?: NodeJS.ProcessEnv, timeoutMs?: number): Promise<Backend> };
     try {
       // s3.ts (the S3 backend, with its client package) loads only for an s3:// store
       mod = await import(S3_MODULE);
     } catch (e) {
       throw new Error(`--store ${cfg.store}: the S3 backend is not available (${(e as Error).message})`);
     }
-    backend = await mod.s3Backend(cfg.store, cfg.s3Endpoint || undefined);
+    backend = await mod.s3Backend(cfg.store, cfg.s3Endpoint || undefined, process.env, cfg.storeTimeoutMs || undefined);
   } else backend = localBackend(cfg.store);
+  if (cfg.storeTimeoutMs) backend = withTimeout(backend, cfg.storeTimeoutMs);
   return new Repo(backend, { resumeWindowMs: cfg.resumeWindowMs, keepVersions: cfg.keepVersions, keepDays: cfg.keepDays, gcWindowMs: cfg.gcWindowMs });
 }
 

@@ -75,7 +75,7 @@ function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
 }
 
 /** Opens the bucket of an `s3://BUCKET[/PREFIX]` store, creating the bucket when missing. */
-export async function s3Backend(url: string, endpoint?: string, env: NodeJS.ProcessEnv = process.env): Promise<Backend> {
+export async function s3Backend(url: string, endpoint?: string, env: NodeJS.ProcessEnv = process.env, timeoutMs?: number): Promise<Backend> {
   const { bucket, prefix } = parseS3Url(url);
   if (endpoint) {
     const u = new URL(endpoint); // throws on a malformed URL
@@ -97,9 +97,12 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
   const where = `${url}${endpoint ? ` at ${endpoint}` : ''}`;
   const Bucket = bucket;
   const full = (key: string) => prefix + key;
+  // a request (with the SDK's retries) is abandoned after the store timeout, so that one a
+  // frozen store never answers frees its connection (backend.ts `withTimeout` reports it)
+  const bounded = () => (timeoutMs ? { abortSignal: AbortSignal.timeout(timeoutMs) } : {});
 
   try {
-    await client.send(new HeadBucketCommand({ Bucket }));
+    await client.send(new HeadBucketCommand({ Bucket }), bounded());
   } catch (e) {
     if (!isNotFound(e)) {
       client.destroy();
@@ -136,7 +139,7 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
   async function getWhole(key: string): Promise<{ body: Uint8Array; tag: string } | null> {
     let out;
     try {
-      out = await client.send(new GetObjectCommand({ Bucket, Key: full(key) }));
+      out = await client.send(new GetObjectCommand({ Bucket, Key: full(key) }), bounded());
     } catch (e) {
       if (isNotFound(e)) return null;
       throw e;
@@ -153,7 +156,7 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
    *  other bytes counts as refused. */
   async function putIf(key: string, body: Uint8Array, cond: { IfMatch?: string; IfNoneMatch?: string }): Promise<{ tag: string } | 'refused' | 'conflict'> {
     try {
-      const out = await client.send(new PutObjectCommand({ Bucket, Key: full(key), Body: body, ContentLength: body.length, ...cond }));
+      const out = await client.send(new PutObjectCommand({ Bucket, Key: full(key), Body: body, ContentLength: body.length, ...cond }), bounded());
       if (!out.ETag) throw new Error(`${where}: PutObject ${key} returned no ETag`);
       return { tag: out.ETag };
     } catch (e) {
@@ -172,7 +175,7 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
 
   async function size(key: string): Promise<number | null> {
     try {
-      const out = await client.send(new HeadObjectCommand({ Bucket, Key: full(key) }));
+      const out = await client.send(new HeadObjectCommand({ Bucket, Key: full(key) }), bounded());
       const n = out.ContentLength;
       if (n === undefined || !Number.isSafeInteger(n) || n < 0) throw new Error(`${where}: HeadObject ${key} returned Content-Length ${n}`);
       return n;
@@ -199,7 +202,7 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
     }
     let out;
     try {
-      out = await client.send(new GetObjectCommand({ Bucket, Key: full(key), Range: `bytes=${offset}-${offset + length - 1}` }));
+      out = await client.send(new GetObjectCommand({ Bucket, Key: full(key), Range: `bytes=${offset}-${offset + length - 1}` }), bounded());
     } catch (e) {
       if (isNotFound(e)) throw new NotFoundError(key);
       // 416: the object exists and ends at or before `offset`.
@@ -241,7 +244,7 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
 
     async stamp(key) {
       try {
-        return (await client.send(new HeadObjectCommand({ Bucket, Key: full(key) }))).ETag ?? null;
+        return (await client.send(new HeadObjectCommand({ Bucket, Key: full(key) }), bounded())).ETag ?? null;
       } catch (e) {
         if (isNotFound(e)) return null;
         throw e;
@@ -272,6 +275,7 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
             ContinuationToken: token,
             MaxKeys: Math.min(LIST_PAGE, limit - n),
           }),
+          bounded(),
         );
         for (const o of out.Contents ?? []) {
           const k = o.Key;
@@ -293,7 +297,7 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
 
     async delete(key) {
       try {
-        await client.send(new DeleteObjectCommand({ Bucket, Key: full(key) }));
+        await client.send(new DeleteObjectCommand({ Bucket, Key: full(key) }), bounded());
       } catch (e) {
         if (!isNotFound(e)) throw e;
       }
