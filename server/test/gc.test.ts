@@ -10,7 +10,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
 import { Repo } from '../src/store/repo.ts';
-import { guardCommit, readGcState, runGc, unreferenced } from '../src/store/gc.ts';
+import { GC_DEFAULTS, guardCommit, readGcState, runGc, unreferenced } from '../src/store/gc.ts';
 import { GC_STATE } from '../src/store/keys.ts';
 import { localBackend } from '../src/store/local.ts';
 import { type Child, startChild } from '../../harness/child.ts';
@@ -52,6 +52,42 @@ test('a commit rescues the condemned objects it references; while they are delet
     await assert.rejects(guardCommit(s.repo, ['data/00/00000000000000000000000000000000'], 5), /the store collected/);
     assert.ok(await guardCommit(s.repo, [key], 5));
   } finally {
+    await s.stop();
+  }
+});
+
+test('the lease: a collector that renews is not taken over; one SIGKILLed mid-run is, within staleMs', async () => {
+  const s = await testServer();
+  let child: ChildProcess | null = null;
+  try {
+    const keep = fastRandomBytes(51, 300_000);
+    await pushBytes(s, 'keep.bin', keep);
+    await pushBytes(s, 'gone.bin', fastRandomBytes(52, 300_000));
+    await (await s.storeOf('local')).remove('gone.bin');
+    const repo = new Repo(localBackend(s.data));
+    // a collector in its own process that sits in its commit window for a minute, renewing
+    // its lease every 2000 / 6 ms
+    child = spawn(process.execPath, ['--import', 'tsx', new URL('./gc-child.ts', import.meta.url).pathname, s.data, '60000', '2000'], { stdio: ['ignore', 'ignore', 'inherit'] });
+    for (let t = 0; (await readGcState(repo)).state.phase !== 'condemned'; t++) {
+      assert.ok(t < 600, 'the collector condemns');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    // alive: another collector watches its state change, and leaves it alone
+    const live = await runGc(repo, { minAgeMs: 0, windowMs: 10, staleMs: 2000 });
+    assert.match(live.skipped ?? '', /another collector is condemned/, JSON.stringify(live));
+    // killed: the next collector (default settings) takes over once renewals stopped
+    await kill(child);
+    const t0 = performance.now();
+    const report = await runGc(repo, { minAgeMs: 0, windowMs: 10 });
+    const took = performance.now() - t0;
+    assert.equal(report.skipped, undefined, JSON.stringify(report));
+    assert.equal(report.deleted, 2, JSON.stringify(report)); // gone.bin's segment and index
+    assert.ok(took < GC_DEFAULTS.staleMs + 10_000, `taken over after ${Math.round(took)} ms`);
+    assert.ok(GC_DEFAULTS.staleMs <= 60_000, `a killed collector blocks gc for ${GC_DEFAULTS.staleMs} ms at most`);
+    assert.deepEqual(await unreferenced(repo), []);
+    assert.ok((await download(s.url, 'keep.bin')).equals(keep));
+  } finally {
+    if (child) await kill(child);
     await s.stop();
   }
 });
@@ -131,7 +167,7 @@ test('SIGKILL trials at random points of gc and of commits lose no byte of a kep
     await server.kill();
     const repo = new Repo(localBackend(data));
     let report;
-    for (let k = 0; (report = await runGc(repo, { minAgeMs: 0, windowMs: 10, staleMs: 0 })).skipped; k++) assert.ok(k < 3, JSON.stringify(report));
+    for (let k = 0; (report = await runGc(repo, { minAgeMs: 0, windowMs: 10, staleMs: 1000 })).skipped; k++) assert.ok(k < 3, JSON.stringify(report));
     assert.deepEqual(await unreferenced(repo), []);
     for (const f of files) for (const v of (await repo.ns('local').versionNumbers(f))) assert.ok((await repo.ns('local').bytes(f, v)).length > 0);
   } finally {
