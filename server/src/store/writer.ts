@@ -9,7 +9,7 @@ import type { Sink } from '../../../shared/src/sink.ts';
 import type { Backend } from './backend.ts';
 import type { Repo } from './repo.ts';
 import { compact } from './compact.ts';
-import { type FileHead, type Layout, type VersionEntry, applyRetention, encodeVersion, sha256hex } from './format.ts';
+import { type FileHead, type Layout, type VersionEntry, applyRetention, encodeVersion, isDamage, sha256hex } from './format.ts';
 import { gcEpoch } from './gc.ts';
 import { indexKey, newSegmentId, segmentKey } from './keys.ts';
 import { VersionSource } from './source.ts';
@@ -129,16 +129,26 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
         await src.verify(ranges);
       }
       // The same content as the latest version is "unchanged" only when that version is known
-      // good for this commit: this push copied every byte of it (verified above) and its index
-      // is intact. Otherwise the pushed bytes are stored.
+      // good for this commit: its bytes verified (this push copied every one of them, verified
+      // above; else they are verified now) and its index intact. Otherwise the pushed bytes
+      // are stored.
       const known = new Map<string, Promise<boolean>>();
       const latestGood = (last: VersionEntry) => {
         let p = known.get(last.index);
-        if (!p) {
-          const whole = [...bySource].find(([src, ranges]) => src.id === last.index && covers(ranges, src.size));
-          known.set(last.index, (p = whole ? store.repo.indexIntact(last.index) : Promise.resolve(false)));
-        }
+        if (!p) known.set(last.index, (p = isGood(last)));
         return p;
+      };
+      const isGood = async (last: VersionEntry) => {
+        if (![...bySource].some(([src, ranges]) => src.id === last.index && covers(ranges, src.size))) {
+          try {
+            const { index: ix, layout: lay } = await store.repo.readIndex(last.index, `${name} version ${last.version}`);
+            await new VersionSource(backend, lay, ix, `${name} version ${last.version}`, 0, store.repo.verified, last.index).verify([{ offset: 0, length: ix.size }]);
+          } catch (e) {
+            if (isDamage(e)) return false;
+            throw e;
+          }
+        }
+        return store.repo.indexIntact(last.index);
       };
       const final = await compact(backend, layout, index, SEGMENT_BYTES, own, store.repo.verified).catch((e) => {
         throw e instanceof ProtocolError ? e : writeFailed(e);
