@@ -29,17 +29,21 @@ const code = (e: unknown) => (e as NodeJS.ErrnoException).code;
 
 /**
  * A file whose change time is younger than this gets no stamp. A write in place sets the
- * change time from the kernel's clock, truncated to the file system's tick (a jiffy on ext4,
- * XFS, btrfs and tmpfs; whole seconds, or 2 s on FAT, elsewhere), so a write landing in the
- * same tick as the stat that made a stamp could leave the stamp as it was. Once the change
- * time lies more than a tick before the stat, any later write gives a later one.
+ * change time from the kernel's clock, truncated to the file system's tick, so a write landing
+ * in the same tick as the stat that made a stamp could leave the stamp as it was. Once the
+ * change time lies more than a tick before the stat, any later write gives a later one. A
+ * change time with a sub-second part comes from a file system that keeps fine times (ext4,
+ * XFS, btrfs, tmpfs: a tick of one jiffy, 10 ms at most; exFAT 10 ms): RACY_FINE_MS. One in
+ * whole seconds may come from one that keeps seconds, or 2 s on FAT: RACY_MS.
  */
 export const RACY_MS = 3_000;
+export const RACY_FINE_MS = 100;
 
 /** A file's stamp (Backend.stamp): what any write, truncation or replacement changes. */
 function stampOf(st: BigIntStats, now: number): string | null {
   const ctimeMs = Number(st.ctimeNs / 1_000_000n);
-  if (!(ctimeMs <= now - RACY_MS)) return null;
+  const racy = st.ctimeNs % 1_000_000_000n !== 0n ? RACY_FINE_MS : RACY_MS;
+  if (!(ctimeMs <= now - racy)) return null;
   return `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
 }
 
