@@ -67,6 +67,15 @@ test('a frozen store: health says 503 within its bound, a listing fails with a c
     assert.equal(res.status, 500);
     assert.match(((await res.json()) as { error: string }).error, new RegExp(`the store did not answer within ${STORE_TIMEOUT_MS} ms .*try again`));
     assert.ok(ms >= STORE_TIMEOUT_MS - 100 && ms < STORE_TIMEOUT_MS + 3_000, `the listing failed after ${Math.round(ms)} ms`);
+    // a listing of keys (gc, check, the live-updates poll) too: each page's request
+    const t1 = performance.now();
+    await assert.rejects(
+      (async () => {
+        for await (const _ of s.repo.backend.list('ns/')) void _;
+      })(),
+      new RegExp(`the store did not answer within ${STORE_TIMEOUT_MS} ms \\(list `),
+    );
+    assert.ok(performance.now() - t1 < STORE_TIMEOUT_MS + 3_000);
   } finally {
     minio.process.kill('SIGCONT');
   }

@@ -95,9 +95,10 @@ export class StoreTimeoutError extends ProtocolError {
 /**
  * `backend` with a deadline on every operation (`--store-timeout-ms`): one that has not
  * settled after `ms` (the object store's own retries included) fails with StoreTimeoutError,
- * so a request to a frozen store ends with a clear error instead of hanging. A listing's
- * deadline applies to each step (each page). The operation itself may still land later, as
- * any request whose answer is lost may.
+ * so a request to a frozen store ends with a clear error instead of hanging. Listings are left
+ * alone: a local directory lists a whole prefix at once, which may take long in a big store
+ * (gc, check), and S3 bounds each page's request itself (s3.ts). The operation itself may
+ * still land later, as any request whose answer is lost may.
  */
 export function withTimeout<B extends Backend>(backend: B, ms: number): B {
   const limit = <T>(what: string, op: () => Promise<T>): Promise<T> => {
@@ -121,11 +122,5 @@ export function withTimeout<B extends Backend>(backend: B, ms: number): B {
     getHead: (key) => limit(`get ${key}`, () => backend.getHead(key)),
     putHead: (key, body, tag) => limit(`put ${key}`, () => backend.putHead(key, body, tag)),
     delete: (key) => limit(`delete ${key}`, () => backend.delete(key)),
-    list: (prefix, opts) => ({
-      [Symbol.asyncIterator]() {
-        const it = backend.list(prefix, opts)[Symbol.asyncIterator]();
-        return { next: () => limit(`list ${prefix}`, () => it.next()), return: async () => (await it.return?.()) ?? { done: true, value: undefined } };
-      },
-    }),
   };
 }

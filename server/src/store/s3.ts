@@ -29,7 +29,7 @@ import {
   S3ServiceException,
   type BucketLocationConstraint,
 } from '@aws-sdk/client-s3';
-import { NotFoundError, type Backend, type ListEntry } from './backend.ts';
+import { NotFoundError, StoreTimeoutError, type Backend, type ListEntry } from './backend.ts';
 
 /** A TCP connection to the object store is given up after this long. */
 const CONNECT_TIMEOUT_MS = 5_000;
@@ -267,16 +267,21 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
       let token: string | undefined;
       let n = 0;
       while (n < limit) {
-        const out = await client.send(
-          new ListObjectsV2Command({
-            Bucket,
-            Prefix: base,
-            StartAfter: token ? undefined : last,
-            ContinuationToken: token,
-            MaxKeys: Math.min(LIST_PAGE, limit - n),
-          }),
-          bounded(),
-        );
+        const out = await client
+          .send(
+            new ListObjectsV2Command({
+              Bucket,
+              Prefix: base,
+              StartAfter: token ? undefined : last,
+              ContinuationToken: token,
+              MaxKeys: Math.min(LIST_PAGE, limit - n),
+            }),
+            bounded(),
+          )
+          .catch((e) => {
+            // each page is bounded here (listings are not wrapped by withTimeout)
+            throw (e as Error).name === 'AbortError' && timeoutMs ? new StoreTimeoutError(`list ${base}`, timeoutMs) : e;
+          });
         for (const o of out.Contents ?? []) {
           const k = o.Key;
           if (k === undefined || !k.startsWith(base) || (last !== undefined && !(k > last))) {
