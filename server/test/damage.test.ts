@@ -128,8 +128,12 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
         const rep = await pushBytes(s, 'big.bin', v2);
         assert.equal(rep.version, 2);
         await assertGood(s, place, 'big.bin', 2, v2);
-        // and the damage stays found where it is
+        // and the damage stays found where it is: never served, never restored as a new version
         await assert.rejects(pullBytes(s, 'big.bin', null, { version: 1 }), /damaged store: big\.bin version 1/);
+        const restore = await fetch(`${s.url}/api/files/restore`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'big.bin', version: 1 }) });
+        assert.equal(restore.status, 500);
+        assert.match(((await restore.json()) as { error: string }).error, /damaged store: big\.bin version 1/);
+        assert.deepEqual(await s.store.versionNumbers('big.bin'), [1, 2]);
       } finally {
         await s.close();
         await place.cleanup();
