@@ -14,7 +14,7 @@ import { startServer } from '../src/server.ts';
 import type { Backend } from '../src/store/backend.ts';
 import { runCheck } from '../src/store/check.ts';
 import { segmentKey } from '../src/store/keys.ts';
-import { RACY_MS, localBackend } from '../src/store/local.ts';
+import { RACY_FINE_MS, RACY_MS, localBackend } from '../src/store/local.ts';
 import { Repo } from '../src/store/repo.ts';
 import { s3Backend } from '../src/store/s3.ts';
 import { pullBytes, pushBytes } from '../../harness/helpers.ts';
@@ -104,6 +104,34 @@ async function assertGood(s: Server, place: Place, name: string, version: number
     await repo.close();
   }
 }
+
+test('a local stamp: none while a write in the same timestamp tick could go unseen; any write in place changes it', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-stamp-'));
+  try {
+    const b = localBackend(dir);
+    const t0 = Date.now();
+    assert.equal(await b.putIfAbsent('seg/x', fastRandomBytes(35, 10_000)), true);
+    // changed a moment ago (well within RACY_FINE_MS, unless this machine stalled): no stamp,
+    // so nothing is trusted without a read
+    const fresh = [await b.stamp('seg/x'), (await b.getStamped('seg/x', { offset: 0, length: 100 })).stamp];
+    if (Date.now() - t0 < RACY_FINE_MS / 2) assert.deepEqual(fresh, [null, null]);
+    await sleep(RACY_MS + 200);
+    const before = await b.stamp('seg/x');
+    assert.ok(before);
+    assert.equal((await b.getStamped('seg/x', { offset: 0, length: 100 })).stamp, before);
+    // one byte written in place (same inode, same size): a new change time, so no stamp or
+    // another one, never the old
+    const fd = openSync(path.join(dir, 'seg/x'), 'r+');
+    writeSync(fd, Buffer.from([1]), 0, 1, 5000);
+    closeSync(fd);
+    assert.notEqual(await b.stamp('seg/x'), before);
+    await sleep(RACY_MS + 200);
+    const after = await b.stamp('seg/x');
+    assert.ok(after && after !== before);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
 
 for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPlace]] as const) {
   describe(`damage after verification (${label})`, () => {
