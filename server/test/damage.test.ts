@@ -8,6 +8,7 @@ import { closeSync, mkdtempSync, openSync, readSync, rmSync, writeSync } from 'n
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { MemoryKnown } from '../../shared/src/known.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
 import { loadConfig } from '../src/config.ts';
 import { startServer } from '../src/server.ts';
@@ -182,6 +183,25 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
         await assertGood(s, place, 'same.bin', 2, v1);
         // once the latest is good, the same bytes are unchanged again
         assert.equal((await pushBytes(s, 'same.bin', v1)).version, 2);
+      } finally {
+        await s.close();
+        await place.cleanup();
+      }
+    });
+
+    test('a damaged version the client knows: UnknownBasis, and the client pushes again without it, stored good', async () => {
+      const place = make();
+      const s = await serve(place);
+      try {
+        const known = new MemoryKnown();
+        const v1 = fastRandomBytes(36, 2_000_000);
+        await pushBytes(s, 'kn.bin', v1, { known });
+        await place.flip(segmentKey(await firstSegment(s, 'kn.bin', 1)), 1_500_000);
+        const v2 = applyEdits(v1, new Rng(36), { kind: 'insert', total: 500 });
+        const rep = await pushBytes(s, 'kn.bin', v2, { known });
+        assert.equal(rep.version, 2);
+        assert.equal(rep.knownVersion, undefined, 'pushed again without the known version');
+        await assertGood(s, place, 'kn.bin', 2, v2);
       } finally {
         await s.close();
         await place.cleanup();
