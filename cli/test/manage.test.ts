@@ -126,6 +126,8 @@ test('gc and check run on a store directory, and check says whether it is whole'
     assert.equal(human.code, 1);
     assert.match(human.out, /: \d+ problems?\n/);
     assert.equal((await dsync(['gc', '--store', s.data, '--keep-versions', 'all'])).code, 2);
+    // settings that cannot be made safe or do not fit a timer are refused
+    for (const bad of [['--window-ms', '300001'], ['--min-age-ms', '1.5'], ['--window-ms', '-1']]) assert.equal((await dsync(['gc', '--store', s.data, ...bad])).code, 2, bad.join(' '));
   } finally {
     await s.stop();
     rmSync(dir, { recursive: true, force: true });

@@ -56,6 +56,10 @@ export interface ReceiverLimits {
 
 /** Longest file name in Hello, in UTF-8 bytes. */
 export const MAX_NAME_BYTES = 1024;
+
+/** Longest component of a name (between '/'), in UTF-8 bytes: what common file systems allow
+ *  (ext4, APFS, NTFS: 255). */
+export const MAX_COMPONENT_BYTES = 255;
 /** Most entries in one message (chunks, tokens, hashes, failed tokens). 8192 (LIST_BATCH) is
  *  what a side builds; the margin lets a peer batch differently. */
 export const MAX_ENTRIES_PER_MESSAGE = 65536;

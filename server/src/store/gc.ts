@@ -2,7 +2,7 @@
  * Garbage collection by mark and sweep (docs/store.md, "Garbage collection"): what no file
  * head and no interrupted upload references is garbage.
  */
-import { DEFAULTS } from '../config.ts';
+import { DEFAULTS, MAX_GC_WINDOW_MS } from '../config.ts';
 import type { Repo } from './repo.ts';
 import { parseFileHead, parseJson, parseUploadsHead } from './format.ts';
 import { randomBytes } from 'node:crypto';
@@ -118,7 +118,8 @@ export interface GcState {
 export interface GcOptions {
   /** a content object younger than this is never a candidate (uploads in progress) */
   minAgeMs: number;
-  /** the commit window W: a commit completes its head swap within W of reading gc/state */
+  /** the commit window W between condemning and the second mark: a commit that reads the
+   *  state meanwhile rescues what it references (safety does not depend on it, §8) */
   windowMs: number;
   /** a collector renews its non-idle state every staleMs / 6 while it works; one left unchanged
    *  this long (by the observer's clock) belongs to a collector that stopped: taken over */
@@ -169,10 +170,13 @@ const body = (s: GcState) => Buffer.from(JSON.stringify(s));
  */
 export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<GcReport> {
   const o = { ...GC_DEFAULTS, ...opts };
+  for (const k of ['minAgeMs', 'windowMs', 'staleMs'] as const) if (!Number.isSafeInteger(o[k]) || o[k] < 0) throw new RangeError(`gc: ${k} must be a whole number of milliseconds, got ${o[k]}`);
+  // the collector renews its lease through the window, so the window need not be below staleMs
+  if (o.windowMs > MAX_GC_WINDOW_MS) throw new RangeError(`gc: the window (${o.windowMs} ms) must be at most ${MAX_GC_WINDOW_MS} ms`);
+  if (o.staleMs === 0) throw new RangeError('gc: staleMs must be positive');
   const t0 = Date.now();
   const report: GcReport = { deleted: 0, bytes: 0, rescued: 0, temporaries: 0, catalogsRepaired: 0, retired: 0, ms: 0 };
   const b = repo.backend;
-  if (!(o.staleMs > 0)) throw new Error(`gc: staleMs must be positive, got ${o.staleMs}`);
   let { state, tag } = await readGcState(repo);
   if (state.phase !== 'idle') {
     // Another collector holds the state while it renews it (Lease). One that stopped renewing
@@ -340,34 +344,65 @@ function isMarked(m: Marks, key: string) {
   return kind === 'data' ? m.segments.has(id) : m.indexes.has(id);
 }
 
-/** A commit's part of the protocol: the gc state a session started under. */
+/** The current gc epoch. A session reads it before it writes its first object: what it writes
+ *  is then known to exist at that epoch (docs/store.md §8). */
 export async function gcEpoch(repo: Repo): Promise<number> {
   return (await readGcState(repo)).state.epoch;
 }
 
 /**
- * Called by a commit just before its head swap, with the keys of every content object the new
- * head references. Rescues condemned ones; refuses (retryable) while they are being deleted;
- * checks they exist if a collection ran since the session began. Returns the time by which the
- * head swap must land (else the caller calls again).
+ * The content objects a head change adds references to, each with the epoch at which it is
+ * known to have existed: a moment when gc/state's epoch was at least that (docs/store.md §8).
  */
-export async function guardCommit(repo: Repo, refs: string[], startEpoch: number, windowMs = GC_DEFAULTS.windowMs): Promise<number> {
+export type Refs = Map<string, number>;
+
+/** Adds `key`, known at `epoch`, to `refs` (the lowest epoch wins). */
+export function addRef(refs: Refs, key: string, epoch: number): void {
+  const had = refs.get(key);
+  if (had === undefined || epoch < had) refs.set(key, epoch);
+}
+
+/** The epoch all of `refs` are known at (the lowest). */
+export function knownAt(refs: Refs): number {
+  let min = Infinity;
+  for (const e of refs.values()) min = Math.min(min, e);
+  return min;
+}
+
+/** A head change that adds references refused by the collector (retryable: nothing is lost). */
+export class GcRefusal extends ProtocolError {
+  constructor(why: string) {
+    super(ErrorCode.Internal, why);
+  }
+}
+
+/**
+ * A head change's part of the protocol with the collector (docs/store.md §8), run just before
+ * its swap and again once the swap has landed, before the change is reported done: reads
+ * gc/state; rescues the references that are condemned (compare-and-swap, serialised with the
+ * collector's swap to deleting); refuses (GcRefusal) when one is being deleted; and checks that
+ * each reference known only from an epoch before the state's still exists (refuses if not).
+ * Returns the references' epochs brought up to date (an object found to exist now is known at
+ * the state's epoch) and when the state was read.
+ */
+export async function guardRefs(repo: Repo, refs: Refs): Promise<{ refs: Refs; readAt: number }> {
   for (;;) {
     const readAt = Date.now();
     const { state, tag } = await readGcState(repo);
     if (state.phase !== 'idle') {
-      const set = new Set(state.candidates);
-      const hit = refs.filter((k) => set.has(k));
-      if (hit.length && state.phase === 'deleting') throw new ProtocolError(ErrorCode.Internal, 'the store is collecting garbage this version needs; push again');
-      if (hit.length) {
-        const hits = new Set(hit);
+      const hits = new Set(state.candidates.filter((k) => refs.has(k)));
+      if (hits.size && state.phase === 'deleting') throw new GcRefusal('the store is collecting garbage this version needs; push again');
+      if (hits.size) {
         const t = await repo.backend.putHead(GC_STATE, body({ ...state, candidates: state.candidates.filter((k) => !hits.has(k)) }), tag);
         if (!t) continue; // the state moved: look again
       }
     }
-    if (state.epoch > startEpoch) {
-      for (const k of refs) if ((await repo.backend.size(k)) === null) throw new ProtocolError(ErrorCode.Internal, `the store collected ${k}, which this version needs; push again`);
+    const now: Refs = new Map(refs);
+    for (const [k, e] of refs) {
+      if (e >= state.epoch) continue;
+      if ((await repo.backend.size(k)) === null) throw new GcRefusal(`the store collected ${k}, which this version needs; push again`);
+      now.set(k, state.epoch);
     }
-    return readAt + windowMs;
+    return { refs: now, readAt };
   }
 }

@@ -26,8 +26,8 @@ export class VersionSource implements Source {
     readonly index: ChunkIndex,
     /** "<name> version <V>", for errors */
     readonly what: string,
-    /** the gc epoch when the version's head was read (a commit referencing these bytes
-     *  checks they still exist if a collection ended since, gc.ts `guardCommit`) */
+    /** the gc epoch the version's objects are known at (its head entry's `epoch`): a commit
+     *  copying these bytes checks they still exist if a collection ended since (gc.ts `guardRefs`) */
     readonly epoch = 0,
     /** where verified segment ranges are noted (the process's set) */
     readonly verified?: VerifiedRanges,

@@ -20,6 +20,9 @@ export interface UploadState {
   written: number;
   /** segment ids the upload wrote itself */
   own: string[];
+  /** every object the layout references existed when gc/state's epoch was at least this
+   *  (docs/store.md §8; absent in older states: 0) */
+  epoch: number;
   count: number;
   hashes: Uint8Array;
   digest: Uint8Array;
@@ -32,7 +35,7 @@ export async function suspendUpload(backend: Backend, headKey: string, match: st
   const id = newSegmentId();
   await backend.putIfAbsent(
     segmentKey(id),
-    jsonBody({ layout: state.layout, written: state.written, own: state.own, count: state.count, hashes: Buffer.from(state.hashes).toString('hex'), digest: Buffer.from(state.digest).toString('hex') }),
+    jsonBody({ layout: state.layout, written: state.written, own: state.own, epoch: state.epoch, count: state.count, hashes: Buffer.from(state.hashes).toString('hex'), digest: Buffer.from(state.digest).toString('hex') }),
   );
   const dropped: string[] = [];
   await updateHead(backend, headKey, (b) => {
@@ -61,9 +64,9 @@ export async function claimUpload(backend: Backend, headKey: string, match: stri
   if (!id) return null;
   const raw = JSON.parse(Buffer.from(await backend.get(segmentKey(id))).toString('utf8'));
   await backend.delete(segmentKey(id));
-  const ok = raw && checkLayout(raw.layout) && Number.isSafeInteger(raw.written) && Number.isSafeInteger(raw.count) && Array.isArray(raw.own) && raw.own.every((s: unknown) => typeof s === 'string' && SEGMENT_ID.test(s)) && typeof raw.hashes === 'string' && typeof raw.digest === 'string';
+  const ok = raw && checkLayout(raw.layout) && (raw.epoch === undefined || (Number.isSafeInteger(raw.epoch) && raw.epoch >= 0)) && Number.isSafeInteger(raw.written) && Number.isSafeInteger(raw.count) && Array.isArray(raw.own) && raw.own.every((s: unknown) => typeof s === 'string' && SEGMENT_ID.test(s)) && typeof raw.hashes === 'string' && typeof raw.digest === 'string';
   if (!ok) throw new ProtocolError(ErrorCode.Internal, `damaged store object: upload state ${id}`);
-  return { layout: raw.layout, written: raw.written, own: raw.own, count: raw.count, hashes: Buffer.from(raw.hashes, 'hex'), digest: Buffer.from(raw.digest, 'hex') };
+  return { layout: raw.layout, written: raw.written, own: raw.own, epoch: raw.epoch ?? 0, count: raw.count, hashes: Buffer.from(raw.hashes, 'hex'), digest: Buffer.from(raw.digest, 'hex') };
 }
 
 /** Whether an unexpired upload whose match key starts with `prefix` is listed. */
