@@ -112,23 +112,31 @@ function faultyStore() {
 }
 
 test('a version copying from one whose objects a collection took, before that one was withdrawn, is refused', async () => {
-  const { repo, store, commit, cleanup } = faultyStore();
+  const { faulty, store, commit, cleanup } = faultyStore();
   try {
     const a = fastRandomBytes(3, 300_000);
     assert.equal(await commit('v.bin', a), 1);
-    // as if v1's swap had landed after a collection's second mark, and the collection deleted
-    // its segment and ended before v1's confirmation withdrew it
+    // a push opens v1 as its basis and copies all of it
     const { layout } = await store.readVersion('v.bin', 1);
-    await repo.backend.delete(segmentKey(layout.segments[0]));
-    const st = await readGcState(repo);
-    assert.ok(await repo.backend.putHead(GC_STATE, Buffer.from(JSON.stringify({ epoch: st.state.epoch + 1, phase: 'idle', candidates: [], since: Date.now() })), st.tag));
-    // a push opens v1 as its basis after that collection ended and copies all of it (this
-    // process wrote the segment, so the commit does not read it again): v1's epoch says its
-    // objects are known only from before, so the commit checks them
     const { source } = await store.openVersion('v.bin', 1);
     const sink = store.create('w.bin');
     await sink.copy!(source, 0, source.size);
-    await assert.rejects(sink.commit((await store.readVersion('v.bin', 1)).index), /the store collected data\/.*push again/);
+    // its commit verifies the copied bytes, then its guard reads the state, held up here; as
+    // if v1's swap had landed after a collection's second mark, that collection deletes v1's
+    // segment and ends meanwhile (before v1's confirmation withdrew it)
+    faulty.faults = [{ op: 'getHead', key: /^gc\/state$/, before: 3000, times: 1 }];
+    const committing = sink.commit((await store.readVersion('v.bin', 1)).index);
+    committing.catch(() => {});
+    for (let t = 0; !faulty.hit.get('getHead'); t++) {
+      assert.ok(t < 1000, 'the commit reaches its guard');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await faulty.inner.delete(segmentKey(layout.segments[0]));
+    const st = await faulty.inner.getHead(GC_STATE);
+    const epoch = st ? (JSON.parse(Buffer.from(st.body).toString()).epoch as number) : 0;
+    assert.ok(await faulty.inner.putHead(GC_STATE, Buffer.from(JSON.stringify({ epoch: epoch + 1, phase: 'idle', candidates: [], since: Date.now() })), st?.tag ?? null));
+    // v1's epoch says its objects are known only from before, so the commit checks them
+    await assert.rejects(committing, /the store collected data\/.*push again/);
     assert.deepEqual(await store.versionNumbers('w.bin'), []);
   } finally {
     cleanup();
