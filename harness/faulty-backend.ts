@@ -3,7 +3,7 @@
 // SDK retry would (harness: fault injection for the store's protocols, server/test/gc-faults.test.ts).
 import type { Backend, ListEntry } from '../server/src/store/backend.ts';
 
-export type Op = 'putIfAbsent' | 'get' | 'size' | 'getHead' | 'putHead' | 'list' | 'delete';
+export type Op = 'putIfAbsent' | 'get' | 'stamp' | 'size' | 'getHead' | 'putHead' | 'list' | 'delete';
 
 export interface Fault {
   op: Op;
@@ -62,6 +62,13 @@ export class FaultyBackend implements Backend {
   }
   get(key: string, range?: { offset: number; length: number }) {
     return this.run('get', key, () => this.inner.get(key, range));
+  }
+  /** (its faults are those of `get`) */
+  getStamped(key: string, range?: { offset: number; length: number }) {
+    return this.run('get', key, () => this.inner.getStamped(key, range));
+  }
+  stamp(key: string) {
+    return this.run('stamp', key, () => this.inner.stamp(key));
   }
   size(key: string) {
     return this.run('size', key, () => this.inner.size(key));

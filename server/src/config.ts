@@ -11,6 +11,13 @@ export interface ServerConfig {
   store: string;
   /** the S3 endpoint URL for an s3:// store (empty: AWS) */
   s3Endpoint: string;
+  /** the longest one store operation may take, the object store's retries included: then it
+   *  fails with a clear error (a frozen or unreachable store); an 8 MiB segment must be
+   *  written within it. 0: no limit */
+  storeTimeoutMs: number;
+  /** /api/health reads one small object of the store and answers 503 when that fails or takes
+   *  longer than this (its answer is reused for HEALTH_CACHE_MS) */
+  healthTimeoutMs: number;
   /** versions kept per file, the latest always among them (0: every version) */
   keepVersions: number;
   /** days a version is kept, the latest always (0: forever) */
@@ -94,6 +101,8 @@ export const DEFAULTS: ServerConfig = {
   port: 8080,
   store: './data',
   s3Endpoint: '',
+  storeTimeoutMs: 20_000,
+  healthTimeoutMs: 1_500,
   keepVersions: 0,
   keepDays: 0,
   gcIntervalMs: 3_600_000,
@@ -130,8 +139,10 @@ export const DEFAULTS: ServerConfig = {
   maxSessionMemory: 256 << 20,
 };
 
-/** The longest commit window: a collector's state older than 10 minutes is taken over as a dead
- *  collector's (gc.ts), and the window with the second mark must end well before that. */
+/** How long /api/health reuses its last look at the store, so that frequent health checks
+ *  (every load balancer, every 2 s) cost the store at most one read per this period. */
+export const HEALTH_CACHE_MS = 1_000;
+/** The longest commit window (a collector renews its lease through it, gc.ts). */
 export const MAX_GC_WINDOW_MS = 300_000;
 /** The shortest minimum age of an s3:// store's collection: an S3 request is refused once its
  *  signature is 15 minutes old (SigV4), so a PUT held in the network can no longer land after
@@ -141,7 +152,7 @@ export const S3_MIN_GC_AGE_MS = 20 * 60_000;
 /** The longest time a timer can wait (Node's setTimeout and setInterval, 2^31 - 1 ms). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Settings that must be whole numbers of milliseconds, and the largest each may be. */
-const WHOLE_MS: Partial<Record<keyof ServerConfig, number>> = { gcIntervalMs: MAX_TIMER_MS, gcMinAgeMs: Number.MAX_SAFE_INTEGER, gcWindowMs: MAX_GC_WINDOW_MS };
+const WHOLE_MS: Partial<Record<keyof ServerConfig, number>> = { gcIntervalMs: MAX_TIMER_MS, gcMinAgeMs: Number.MAX_SAFE_INTEGER, gcWindowMs: MAX_GC_WINDOW_MS, storeTimeoutMs: MAX_TIMER_MS, healthTimeoutMs: MAX_TIMER_MS };
 
 const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
 const envName = (k: string) => 'DSYNC_' + kebab(k).replace(/-/g, '_').toUpperCase();

@@ -3,7 +3,8 @@
  * three-phase protocol (permessage-deflate on by default). Every request and upgrade is
  * checked for origin and identity (server/src/auth.ts) and served from its user's namespace.
  *
- *   GET  /api/health                       {"ok":true,...} (no authentication)
+ *   GET  /api/health                       {"ok":true,...} (no authentication); 503 {"ok":false,
+ *        "error"} when the store fails or does not answer within healthTimeoutMs
  *   POST /api/login  {"name","password"}   sets the session cookie      POST /api/logout
  *   GET  /api/whoami                       {"user", "singleUser"}
  *   GET  /api/config                       chunking defaults and limits, for clients
@@ -38,11 +39,13 @@ import '../../shared/src/wasm.ts';
 import type { WebSocketLike } from '../../shared/src/conn.ts';
 import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, Msg, PROTOCOL_VERSION } from '../../shared/src/protocol.ts';
 import { Auth } from './auth.ts';
-import type { ServerConfig } from './config.ts';
+import { HEALTH_CACHE_MS, type ServerConfig } from './config.ts';
 import { filesApi } from './files-api.ts';
 import type { Store } from './store.ts';
 import { type Repo, openStore } from './store/repo.ts';
 import { runGc } from './store/gc.ts';
+import { StoreTimeoutError, withTimeout } from './store/backend.ts';
+import { GC_STATE } from './store/keys.ts';
 import { Events } from './events.ts';
 import { clientLabel, runConnection } from './sync.ts';
 import { HostCheck, SocketLimits, Turns, clientAddress, viaHttps } from './guard.ts';
@@ -136,9 +139,31 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     if (cfg.trustProxy && req.secure) res.setHeader('Strict-Transport-Security', HSTS);
     next();
   });
+
+  // The health check's look at the store: one small read (the gc state, a head every store
+  // has or lacks) within healthTimeoutMs, reused for HEALTH_CACHE_MS after it settles; while
+  // it runs, every check waits for it. Null: the store answers; else why not (for a load
+  // balancer: no detail of the store's whereabouts).
+  const probe = withTimeout(repo.backend, cfg.healthTimeoutMs);
+  let look: { until: number; trouble: Promise<string | null> } | null = null;
+  const storeTrouble = (): Promise<string | null> => {
+    if (look && performance.now() < look.until) return look.trouble;
+    const trouble = probe.getHead(GC_STATE).then(
+      () => null,
+      (e: Error) => {
+        log({ error: 'health', message: e.message });
+        return e instanceof StoreTimeoutError ? `the store did not answer within ${cfg.healthTimeoutMs} ms` : 'the store fails';
+      },
+    );
+    const mine = (look = { until: Infinity, trouble });
+    void trouble.then(() => (mine.until = performance.now() + HEALTH_CACHE_MS));
+    return trouble;
+  };
   // health before the Host check: load balancers' checks often send no Host (HAProxy's), and
   // the answer tells a rebinding page nothing
-  app.get('/api/health', (_req, res) => {
+  app.get('/api/health', async (_req, res) => {
+    const trouble = await storeTrouble();
+    if (trouble) return void res.status(503).json({ ok: false, protocol: PROTOCOL_VERSION, error: trouble });
     res.json({ ok: true, protocol: PROTOCOL_VERSION });
   });
   app.use((req, res, next) => {

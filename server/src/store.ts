@@ -432,7 +432,19 @@ export class Store {
     const entry = await this.entry(name, version);
     const what = `${name} version ${version}`;
     const { index, layout } = await this.repo.readIndex(entry.index, what);
-    return { source: new VersionSource(this.backend, layout, index, what, entry.epoch ?? 0, this.repo.verified), close: async () => {} };
+    return { source: new VersionSource(this.backend, layout, index, what, entry.epoch ?? 0, this.repo.verified, entry.index), close: async () => {} };
+  }
+
+  /**
+   * Opens a version as the basis of a push, verified whole first (read, or a stamp per segment
+   * showing it unchanged since this process read it: docs/store.md, "Integrity"), so that a
+   * damaged version is found before the push builds on it: then it is no basis, and the client
+   * sends those bytes. Damage is thrown (`isDamage`); the caller decides.
+   */
+  async openBasis(name: string, version: number): Promise<{ source: VersionSource; close: () => Promise<void> }> {
+    const opened = await this.openVersion(name, version);
+    await opened.source.verify([{ offset: 0, length: opened.source.size }]);
+    return opened;
   }
 
   /** The bytes of a version, in verified pieces of up to `piece` bytes. */
@@ -555,6 +567,9 @@ export class Store {
 
   /** Adds a new version of `name` with the bytes of `version` (the same index). */
   async restore(name: string, version: number): Promise<number> {
+    // a new version is built from bytes verified for it: the old version's, and its index
+    const { source } = await this.openBasis(name, version);
+    if (!(await this.repo.indexIntact(source.id!))) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${name} version ${version}: its index ${source.id} does not match its hash`);
     return this.changeHead(name, async (h) => {
       const old = h?.versions.find((v) => v.version === version);
       if (!h || !old) throw noVersion(name, version);

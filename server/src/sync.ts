@@ -31,14 +31,16 @@ async function indexFor(store: Store, cfg: ServerConfig, hello: Hello, name: str
   return chunkSource(source, hello.params, hello.algo);
 }
 
-/** A stored version to build on; a known version that is not stored is UnknownBasis. A
- *  damaged latest version is no basis (null): the push then sends everything, and stores a
- *  good version. */
+/** A stored version to build on, verified (Store.openBasis); a known version that is not
+ *  stored is UnknownBasis. A damaged version is no basis: a damaged latest one is none (null:
+ *  the push sends everything, and stores a good version), a damaged known one is UnknownBasis
+ *  (the client forgets it and pushes again without). */
 async function knownOrLatest(store: Store, name: string, version: number, known: boolean) {
   try {
-    return await store.openVersion(name, version);
+    return await store.openBasis(name, version);
   } catch (e) {
     if (known && e instanceof ProtocolError && e.code === ErrorCode.NotFound) throw new ProtocolError(ErrorCode.UnknownBasis, `${name} has no version ${version}`);
+    if (known && isDamage(e)) throw new ProtocolError(ErrorCode.UnknownBasis, `version ${version} of ${name} is damaged on the store: push without it`);
     if (!known && isDamage(e)) return null;
     throw e;
   }
@@ -197,8 +199,12 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
           : async (target: { fastfps: Uint32Array }) => {
               const like = await store.similar(target.fastfps);
               if (!like) return null;
+              opened = await store.openBasis(like.name, like.version).catch((e) => {
+                if (isDamage(e)) return null; // no basis
+                throw e;
+              });
+              if (!opened) return null;
               similarTo = like.name;
-              opened = await store.openVersion(like.name, like.version);
               return { index: await indexFor(store, cfg, h, like.name, like.version, opened.source), source: opened.source };
             };
         // A writer that named its basis must still be building on the latest at commit time.

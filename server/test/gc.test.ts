@@ -10,7 +10,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
 import { Repo } from '../src/store/repo.ts';
-import { guardRefs, readGcState, runGc, unreferenced } from '../src/store/gc.ts';
+import { GC_DEFAULTS, guardRefs, readGcState, runGc, unreferenced } from '../src/store/gc.ts';
 import { GC_STATE, segmentKey, uploadsKey } from '../src/store/keys.ts';
 import { bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
@@ -61,6 +61,42 @@ test('a commit rescues the condemned objects it references; while they are delet
   }
 });
 
+test('the lease: a collector that renews is not taken over; one SIGKILLed mid-run is, within staleMs', async () => {
+  const s = await testServer();
+  let child: ChildProcess | null = null;
+  try {
+    const keep = fastRandomBytes(51, 300_000);
+    await pushBytes(s, 'keep.bin', keep);
+    await pushBytes(s, 'gone.bin', fastRandomBytes(52, 300_000));
+    await (await s.storeOf('local')).remove('gone.bin');
+    const repo = new Repo(localBackend(s.data));
+    // a collector in its own process that sits in its commit window for a minute, renewing
+    // its lease every 2000 / 6 ms
+    child = spawn(process.execPath, ['--import', 'tsx', new URL('./gc-child.ts', import.meta.url).pathname, s.data, '60000', '2000'], { stdio: ['ignore', 'ignore', 'inherit'] });
+    for (let t = 0; (await readGcState(repo)).state.phase !== 'condemned'; t++) {
+      assert.ok(t < 600, 'the collector condemns');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    // alive: another collector watches its state change, and leaves it alone
+    const live = await runGc(repo, { minAgeMs: 0, windowMs: 10, staleMs: 2000 });
+    assert.match(live.skipped ?? '', /another collector is condemned/, JSON.stringify(live));
+    // killed: the next collector (default settings) takes over once renewals stopped
+    await kill(child);
+    const t0 = performance.now();
+    const report = await runGc(repo, { minAgeMs: 0, windowMs: 10 });
+    const took = performance.now() - t0;
+    assert.equal(report.skipped, undefined, JSON.stringify(report));
+    assert.equal(report.deleted, 2, JSON.stringify(report)); // gone.bin's segment and index
+    assert.ok(took < GC_DEFAULTS.staleMs + 10_000, `taken over after ${Math.round(took)} ms`);
+    assert.ok(GC_DEFAULTS.staleMs <= 60_000, `a killed collector blocks gc for ${GC_DEFAULTS.staleMs} ms at most`);
+    assert.deepEqual(await unreferenced(repo), []);
+    assert.ok((await download(s.url, 'keep.bin')).equals(keep));
+  } finally {
+    if (child) await kill(child);
+    await s.stop();
+  }
+});
+
 /** A store on a fresh local directory, through a FaultyBackend; and a version writer. */
 function faultyStore() {
   const dir = mkdtempSync(path.join(tmpdir(), 'dsync-gcunit-'));
@@ -76,23 +112,31 @@ function faultyStore() {
 }
 
 test('a version copying from one whose objects a collection took, before that one was withdrawn, is refused', async () => {
-  const { repo, store, commit, cleanup } = faultyStore();
+  const { faulty, store, commit, cleanup } = faultyStore();
   try {
     const a = fastRandomBytes(3, 300_000);
     assert.equal(await commit('v.bin', a), 1);
-    // as if v1's swap had landed after a collection's second mark, and the collection deleted
-    // its segment and ended before v1's confirmation withdrew it
+    // a push opens v1 as its basis and copies all of it
     const { layout } = await store.readVersion('v.bin', 1);
-    await repo.backend.delete(segmentKey(layout.segments[0]));
-    const st = await readGcState(repo);
-    assert.ok(await repo.backend.putHead(GC_STATE, Buffer.from(JSON.stringify({ epoch: st.state.epoch + 1, phase: 'idle', candidates: [], since: Date.now() })), st.tag));
-    // a push opens v1 as its basis after that collection ended and copies all of it (this
-    // process wrote the segment, so the commit does not read it again): v1's epoch says its
-    // objects are known only from before, so the commit checks them
     const { source } = await store.openVersion('v.bin', 1);
     const sink = store.create('w.bin');
     await sink.copy!(source, 0, source.size);
-    await assert.rejects(sink.commit((await store.readVersion('v.bin', 1)).index), /the store collected data\/.*push again/);
+    // its commit verifies the copied bytes, then its guard reads the state, held up here; as
+    // if v1's swap had landed after a collection's second mark, that collection deletes v1's
+    // segment and ends meanwhile (before v1's confirmation withdrew it)
+    faulty.faults = [{ op: 'getHead', key: /^gc\/state$/, before: 3000, times: 1 }];
+    const committing = sink.commit((await store.readVersion('v.bin', 1)).index);
+    committing.catch(() => {});
+    for (let t = 0; !faulty.hit.get('getHead'); t++) {
+      assert.ok(t < 1000, 'the commit reaches its guard');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await faulty.inner.delete(segmentKey(layout.segments[0]));
+    const st = await faulty.inner.getHead(GC_STATE);
+    const epoch = st ? (JSON.parse(Buffer.from(st.body).toString()).epoch as number) : 0;
+    assert.ok(await faulty.inner.putHead(GC_STATE, Buffer.from(JSON.stringify({ epoch: epoch + 1, phase: 'idle', candidates: [], since: Date.now() })), st?.tag ?? null));
+    // v1's epoch says its objects are known only from before, so the commit checks them
+    await assert.rejects(committing, /the store collected data\/.*push again/);
     assert.deepEqual(await store.versionNumbers('w.bin'), []);
   } finally {
     cleanup();
@@ -228,7 +272,7 @@ test('SIGKILL trials at random points of gc and of commits lose no byte of a kep
     await server.kill();
     const repo = new Repo(localBackend(data));
     let report;
-    for (let k = 0; (report = await runGc(repo, { minAgeMs: 0, windowMs: 10, staleMs: 0 })).skipped; k++) assert.ok(k < 3, JSON.stringify(report));
+    for (let k = 0; (report = await runGc(repo, { minAgeMs: 0, windowMs: 10, staleMs: 1000 })).skipped; k++) assert.ok(k < 3, JSON.stringify(report));
     assert.deepEqual(await unreferenced(repo), []);
     for (const f of files) for (const v of (await repo.ns('local').versionNumbers(f))) assert.ok((await repo.ns('local').bytes(f, v)).length > 0);
   } finally {

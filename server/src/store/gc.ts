@@ -109,7 +109,7 @@ export interface GcState {
   phase: 'idle' | 'condemned' | 'deleting';
   /** keys of the content objects condemned (phase condemned) or being deleted */
   candidates: string[];
-  /** ms since the epoch when the phase began */
+  /** ms since the epoch when the phase began or its collector last renewed it (Lease) */
   since: number;
   /** the collector that set the phase (random), so a slow one sees it was taken over */
   owner?: string;
@@ -121,11 +121,12 @@ export interface GcOptions {
   /** the commit window W between condemning and the second mark: a commit that reads the
    *  state meanwhile rescues what it references (safety does not depend on it, §8) */
   windowMs: number;
-  /** a non-idle state older than this belongs to a collector that died: taken over */
+  /** a collector renews its non-idle state every staleMs / 6 while it works; one left unchanged
+   *  this long (by the observer's clock) belongs to a collector that stopped: taken over */
   staleMs: number;
   log?: (e: Record<string, unknown>) => void;
 }
-export const GC_DEFAULTS: GcOptions = { minAgeMs: DEFAULTS.gcMinAgeMs, windowMs: DEFAULTS.gcWindowMs, staleMs: 10 * 60_000 };
+export const GC_DEFAULTS: GcOptions = { minAgeMs: DEFAULTS.gcMinAgeMs, windowMs: DEFAULTS.gcWindowMs, staleMs: 30_000 };
 
 export interface GcReport {
   /** objects and bytes deleted */
@@ -170,18 +171,39 @@ const body = (s: GcState) => Buffer.from(JSON.stringify(s));
 export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<GcReport> {
   const o = { ...GC_DEFAULTS, ...opts };
   for (const k of ['minAgeMs', 'windowMs', 'staleMs'] as const) if (!Number.isSafeInteger(o[k]) || o[k] < 0) throw new RangeError(`gc: ${k} must be a whole number of milliseconds, got ${o[k]}`);
-  // a window as long as the stale age would let the next collector take every state over
-  if (o.windowMs > MAX_GC_WINDOW_MS || (o.staleMs && o.windowMs >= o.staleMs)) throw new RangeError(`gc: the window (${o.windowMs} ms) must be at most ${MAX_GC_WINDOW_MS} ms and below the stale age (${o.staleMs} ms)`);
+  // the collector renews its lease through the window, so the window need not be below staleMs
+  if (o.windowMs > MAX_GC_WINDOW_MS) throw new RangeError(`gc: the window (${o.windowMs} ms) must be at most ${MAX_GC_WINDOW_MS} ms`);
+  if (o.staleMs === 0) throw new RangeError('gc: staleMs must be positive');
   const t0 = Date.now();
   const report: GcReport = { deleted: 0, bytes: 0, rescued: 0, temporaries: 0, catalogsRepaired: 0, retired: 0, ms: 0 };
   const b = repo.backend;
   let { state, tag } = await readGcState(repo);
-  if (state.phase !== 'idle' && Date.now() - state.since < o.staleMs) return { ...report, skipped: `another collector is ${state.phase} (since ${new Date(state.since).toISOString()})` };
+  if (state.phase !== 'idle') {
+    // Another collector holds the state while it renews it (Lease). One that stopped renewing
+    // is taken over once its state stayed unchanged for staleMs, by this process's clock only
+    // (servers' clocks differ).
+    const seen = tag;
+    await new Promise((r) => setTimeout(r, o.staleMs));
+    ({ state, tag } = await readGcState(repo));
+    if (state.phase !== 'idle' && tag !== seen) return { ...report, skipped: `another collector is ${state.phase} (since ${new Date(state.since).toISOString()})` };
+  }
   if (state.phase === 'deleting') {
-    // a collector died while deleting: its candidates were confirmed garbage, finish them
-    for (const k of state.candidates) await b.delete(k);
-    report.deleted += state.candidates.length;
-    tag = await b.putHead(GC_STATE, body({ epoch: state.epoch + 1, phase: 'idle', candidates: [], since: Date.now() }), tag);
+    // a collector stopped while deleting: its candidates were confirmed garbage; claim the
+    // state, finish them under a lease, return to idle
+    const owner = randomBytes(8).toString('hex');
+    tag = await b.putHead(GC_STATE, body({ ...state, since: Date.now(), owner }), tag);
+    if (!tag) return { ...report, ms: Date.now() - t0, skipped: 'another collector took over' };
+    const lease = new Lease(repo, owner, tag, o.staleMs);
+    try {
+      for (const k of state.candidates) {
+        if (!lease.held()) return { ...report, ms: Date.now() - t0, skipped: 'lost its lease while deleting' };
+        await b.delete(k);
+        report.deleted++;
+      }
+      tag = await lease.exclusive(() => b.putHead(GC_STATE, body({ epoch: state.epoch + 1, phase: 'idle', candidates: [], since: Date.now() }), lease.tag));
+    } finally {
+      lease.stop();
+    }
     if (!tag) return { ...report, ms: Date.now() - t0, skipped: 'another collector took over' };
     state = { epoch: state.epoch + 1, phase: 'idle', candidates: [], since: Date.now() };
   }
@@ -205,30 +227,116 @@ export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<
   const owner = randomBytes(8).toString('hex');
   tag = await b.putHead(GC_STATE, body({ epoch, phase: 'condemned', candidates: condemned.map((e) => e.key), since: Date.now(), owner }), tag);
   if (!tag) return { ...report, ms: Date.now() - t0, skipped: 'another collector started' };
-  o.log?.({ gc: 'condemned', epoch, candidates: condemned.length });
-  await new Promise((r) => setTimeout(r, o.windowMs));
-  const second = await mark(repo);
-  // the candidates left after rescues, minus what the second mark found referenced
-  for (;;) {
-    const cur = await readGcState(repo);
-    if (cur.state.phase !== 'condemned' || cur.state.owner !== owner) return { ...report, ms: Date.now() - t0, skipped: 'taken over by another collector' };
-    const doomed = second.unreadable.length ? [] : cur.state.candidates.filter((k) => !isMarked(second, k));
-    report.rescued = condemned.length - cur.state.candidates.length;
-    const t = await b.putHead(GC_STATE, body({ epoch, phase: 'deleting', candidates: doomed, since: Date.now(), owner }), cur.tag);
-    if (!t) continue; // a rescue landed meanwhile
+  const lease = new Lease(repo, owner, tag, o.staleMs);
+  try {
+    o.log?.({ gc: 'condemned', epoch, candidates: condemned.length });
+    await new Promise((r) => setTimeout(r, o.windowMs));
+    const second = await mark(repo);
+    // the candidates left after rescues, minus what the second mark found referenced
+    const doomed = await lease.exclusive(async () => {
+      for (;;) {
+        const cur = await readGcState(repo);
+        if (cur.state.phase !== 'condemned' || cur.state.owner !== owner) return null;
+        const doomed = second.unreadable.length ? [] : cur.state.candidates.filter((k) => !isMarked(second, k));
+        report.rescued = condemned.length - cur.state.candidates.length;
+        const t = await b.putHead(GC_STATE, body({ epoch, phase: 'deleting', candidates: doomed, since: Date.now(), owner }), cur.tag);
+        if (!t) continue; // a rescue landed meanwhile
+        lease.tag = t;
+        return doomed;
+      }
+    });
+    if (!doomed) return { ...report, ms: Date.now() - t0, skipped: 'taken over by another collector' };
     for (const k of doomed) {
+      // a collector that may have been taken over deletes nothing more
+      if (!lease.held()) return { ...report, ms: Date.now() - t0, skipped: 'lost its lease while deleting' };
       await b.delete(k);
       report.deleted++;
       report.bytes += sizes.get(k) ?? 0;
     }
-    tag = t;
-    break;
+    const done = await lease.exclusive(() => b.putHead(GC_STATE, body({ epoch: epoch + 1, phase: 'idle', candidates: [], since: Date.now() }), lease.tag));
+    if (!done) return { ...report, ms: Date.now() - t0, skipped: 'taken over by another collector while deleting' };
+  } finally {
+    lease.stop();
   }
-  if (!(await b.putHead(GC_STATE, body({ epoch: epoch + 1, phase: 'idle', candidates: [], since: Date.now() }), tag))) return { ...report, ms: Date.now() - t0, skipped: 'taken over by another collector while deleting' };
   if ('sweepTemporaries' in b) report.temporaries = await (b as LocalBackend).sweepTemporaries(o.minAgeMs);
   report.ms = Date.now() - t0;
   o.log?.({ gc: 'done', ...report });
   return report;
+}
+
+/**
+ * A collector's hold on gc/state while its state is not idle: every staleMs / 6 it renews the
+ * state's `since` by compare-and-swap (so the state's tag changes), and another collector
+ * takes over only a state it saw unchanged for staleMs. A renewal that finds the state no
+ * longer its own, or that has not landed for staleMs / 2, means the lease may be lost: the
+ * collector then deletes nothing more (`held`). The collector's own swaps of the state go
+ * through `exclusive`, one at a time with the renewals, and keep `tag` current.
+ */
+class Lease {
+  /** performance.now() when the last renewal that landed began */
+  private renewedAt = performance.now();
+  private lost = false;
+  private renewing = false;
+  private stopped = false;
+  private chain: Promise<unknown> = Promise.resolve();
+  private timer: NodeJS.Timeout;
+
+  constructor(
+    private repo: Repo,
+    private owner: string,
+    /** the state's current tag */
+    public tag: string,
+    private staleMs: number,
+  ) {
+    this.timer = setInterval(() => {
+      // one renewal at a time: a slow store does not pile them up
+      if (this.renewing) return;
+      this.renewing = true;
+      void this.exclusive(() => this.renew()).finally(() => (this.renewing = false));
+    }, staleMs / 6);
+    this.timer.unref();
+  }
+
+  /** Runs `fn` when no renewal or other swap of the state is under way. */
+  exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const p = this.chain.then(fn);
+    this.chain = p.catch(() => {});
+    return p;
+  }
+
+  /** Whether the state is still this collector's: no other collector can have taken it over
+   *  (it would have to see it unchanged for staleMs since the last renewal began). */
+  held(): boolean {
+    return !this.lost && performance.now() - this.renewedAt < this.staleMs / 2;
+  }
+
+  stop() {
+    this.stopped = true;
+    clearInterval(this.timer);
+  }
+
+  private async renew() {
+    if (this.stopped) return;
+    const began = performance.now();
+    try {
+      for (;;) {
+        const { state, tag } = await readGcState(this.repo);
+        if (state.phase === 'idle' || state.owner !== this.owner) {
+          this.lost = true;
+          return;
+        }
+        const t = await this.repo.backend.putHead(GC_STATE, body({ ...state, since: Date.now() }), tag);
+        if (t) {
+          this.tag = t;
+          this.renewedAt = began;
+          return;
+        }
+        // a commit's rescue landed: read again
+      }
+    } catch {
+      // the store failed: the lease runs out unless a later renewal lands
+    }
+  }
 }
 
 function isMarked(m: Marks, key: string) {

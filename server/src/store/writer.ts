@@ -69,8 +69,6 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
     await backend.putIfAbsent(segmentKey(layout.segments[cur]), buf.subarray(0, used)).catch((e) => {
       throw writeFailed(e);
     });
-    // written from bytes the receiver hashed: known good
-    store.repo.verified.add(layout.segments[cur], 0, used);
     cur = -1;
     used = 0;
   };
@@ -123,18 +121,51 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
     commit: async (index) => {
       await flush();
       const own0 = await epoch;
-      for (const c of copies) await c.from.verify(c.offset, c.length);
-      // an interrupted upload's segments (written by an earlier session, perhaps through
-      // another server) are read back against their chunk hashes once
-      if (resume?.own.length) {
-        const earlier = new Set(resume.own);
+      // A version is only ever built from bytes verified for it: every copied stretch is
+      // verified now (source.ts `verify`: read, or a stamp shows it unchanged since this
+      // process read it)
+      const bySource = new Map<VersionSource, { offset: number; length: number }[]>();
+      for (const c of copies) {
+        const rs = bySource.get(c.from);
+        if (rs) rs.push(c);
+        else bySource.set(c.from, [c]);
+      }
+      for (const [src, ranges] of bySource) await src.verify(ranges);
+      // an interrupted upload's bytes (its own segments, written by an earlier session,
+      // perhaps through another server, and what it copied) are verified the same way
+      if (resume) {
+        const thisSession = new Set(own.slice(resume.own.length));
         const src = new VersionSource(backend, layout, index, `the resumed upload of ${name}`, 0, store.repo.verified);
+        const ranges = [];
         let pos = 0;
         for (const e of layout.extents) {
-          if (earlier.has(layout.segments[e.seg])) await src.verify(pos, e.length);
+          if (!thisSession.has(layout.segments[e.seg])) ranges.push({ offset: pos, length: e.length });
           pos += e.length;
         }
+        await src.verify(ranges);
       }
+      // The same content as the latest version is "unchanged" only when that version is known
+      // good for this commit: its bytes verified (this push copied every one of them, verified
+      // above; else they are verified now) and its index intact. Otherwise the pushed bytes
+      // are stored.
+      const known = new Map<string, Promise<boolean>>();
+      const latestGood = (last: VersionEntry) => {
+        let p = known.get(last.index);
+        if (!p) known.set(last.index, (p = isGood(last)));
+        return p;
+      };
+      const isGood = async (last: VersionEntry) => {
+        if (![...bySource].some(([src, ranges]) => src.id === last.index && covers(ranges, src.size))) {
+          try {
+            const { index: ix, layout: lay } = await store.repo.readIndex(last.index, `${name} version ${last.version}`);
+            await new VersionSource(backend, lay, ix, `${name} version ${last.version}`, 0, store.repo.verified, last.index).verify([{ offset: 0, length: ix.size }]);
+          } catch (e) {
+            if (isDamage(e)) return false;
+            throw e;
+          }
+        }
+        return store.repo.indexIntact(last.index);
+      };
       const final = await compact(backend, layout, index, SEGMENT_BYTES, own, store.repo.verified).catch((e) => {
         throw e instanceof ProtocolError ? e : writeFailed(e);
       });
@@ -165,10 +196,9 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
           const last = vs[vs.length - 1];
           const latest = last?.version ?? 0;
           if (expectLatest !== undefined && latest !== expectLatest) throw stale(name, latest, expectLatest);
-          // the same content as the latest version is unchanged, unless that version's index
-          // is damaged: then this push stores a good one. The answer is that version, so it is
-          // confirmed as a commit's would be.
-          if (last && last.root === root && last.algo === index.algo && (await store.repo.readIndex(last.index, name).then(() => true, (e) => !isDamage(e)))) {
+          // the same content as a latest version known good is unchanged (latestGood). The
+          // answer is that version, so it is confirmed as a commit's would be.
+          if (last && last.root === root && last.algo === index.algo && (await latestGood(last))) {
             return { head: null, result: { version: latest, unchanged: true }, adds: { entries: [last], refs: await store.refsOf([last]), ours: false } };
           }
           if (!indexWritten) {
@@ -200,6 +230,16 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
       await dropOwn();
     },
   };
+}
+
+/** Whether `ranges` together cover [0, size). */
+function covers(ranges: { offset: number; length: number }[], size: number): boolean {
+  let end = 0;
+  for (const r of [...ranges].sort((a, b) => a.offset - b.offset)) {
+    if (r.offset > end) return false;
+    end = Math.max(end, r.offset + r.length);
+  }
+  return end >= size;
 }
 
 const stale = (name: string, latest: number, expected: number) =>
