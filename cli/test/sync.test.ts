@@ -51,14 +51,15 @@ test('two devices: files go both ways, a concurrent edit makes a conflict copy o
   try {
     a.write('report.txt', 'first\n');
     a.write('docs/notes.md', 'notes\n');
-    // an empty folder: made on the server where it keeps empty folders, else left alone
+    // an empty folder is made on the server, and on the other device
     mkdirSync(path.join(a.dir, 'empty'));
     const up = ok(await a.sync());
-    assert.deepEqual(up.filter((x) => x.op).map((x) => [x.op, x.path]).sort(), [['upload', 'docs/notes.md'], ['upload', 'report.txt']]);
+    assert.deepEqual(up.filter((x) => x.op).map((x) => [x.op, x.path]).sort(), [['mkdirRemote', 'empty'], ['upload', 'docs/notes.md'], ['upload', 'report.txt']]);
     assert.deepEqual(up.at(-1).pass.agreed, true);
     ok(await b.sync());
     assert.equal(b.read('report.txt'), 'first\n');
     assert.equal(b.read('docs/notes.md'), 'notes\n');
+    assert.deepEqual(readdirSync(path.join(b.dir, 'empty')), []);
 
     // both edit report.txt; a syncs first
     a.write('report.txt', 'first\nfrom a\n');
@@ -216,10 +217,13 @@ test('.dsyncignore and the default ignores; symbolic links and special files are
     assert.equal(spawnSync('ln', ['-s', 'real.txt', path.join(a.dir, 'link.txt')]).status, 0);
     assert.equal(spawnSync('mkfifo', [path.join(a.dir, 'pipe')]).status, 0);
     const r = ok(await a.sync());
-    assert.deepEqual(r.filter((x) => x.op).map((x) => x.path).sort(), ['.dsyncignore', 'keep.log', 'real.txt']);
+    // sub holds only an ignored file: the folder itself is synced (empty on the server), as
+    // Syncthing syncs a folder whose files it ignores; build/ is ignored whole
+    assert.deepEqual(r.filter((x) => x.op).map((x) => x.path).sort(), ['.dsyncignore', 'keep.log', 'real.txt', 'sub']);
     assert.deepEqual(r.filter((x) => x.skipped).map((x) => [x.skipped, x.reason]), [['link.txt', 'a symbolic link: not followed'], ['pipe', 'not a regular file']]);
     ok(await b.sync());
     assert.deepEqual([...treeOf(b.dir).keys()].sort(), ['.dsyncignore', 'keep.log', 'real.txt']);
+    assert.deepEqual(readdirSync(path.join(b.dir, 'sub')), []);
     // an ignored file on b is not deleted by the server lacking it, nor uploaded
     b.write('local.log', 'mine');
     ok(await b.sync());
