@@ -395,13 +395,15 @@ export class HttpFolder implements RemoteFolder {
   }
 
   async removeFolder(p: string) {
-    // only while nothing is under it: DELETE /api/folders removes what is
+    // only while nothing is under it: a subfolder is looked for here; a file, by the server
+    // (empty=1 removes no file, and refuses with 409 while one is there)
     const q = new URLSearchParams({ prefix: this.full(p) + '/', recursive: '1', limit: '1' });
     const under = await api<{ files: unknown[]; folders?: unknown[] }>(this.o.values, 'GET', `/api/files?${q}`);
     if (under.files.length || under.folders?.length) return false;
     try {
-      await api(this.o.values, 'DELETE', `/api/folders?${new URLSearchParams({ name: this.full(p) })}`);
+      await api(this.o.values, 'DELETE', `/api/folders?${new URLSearchParams({ name: this.full(p), empty: '1' })}`);
     } catch (e) {
+      if (e instanceof ApiError && e.status === 409) return false; // a file landed meanwhile
       if (!(e instanceof ApiError && e.status === 404)) throw e; // gone already
     }
     return true;

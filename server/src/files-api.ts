@@ -132,7 +132,8 @@ export function filesApi(storeOf: (user: string) => Promise<Store>, log: (e: Rec
     }),
   );
   // folders: POST makes an empty folder that stays listed (and its parents); DELETE removes
-  // every file under one (each as DELETE /files does) and every folder kept under it
+  // every file under one (each as DELETE /files does) and every folder kept under it; with
+  // empty=1 only a folder with no file under it (409 otherwise), removing no file
   const folderOf = (raw: unknown) => nameOf(typeof raw === 'string' ? raw.replace(/\/$/, '') : '');
   r.post(
     '/folders',
@@ -148,7 +149,8 @@ export function filesApi(storeOf: (user: string) => Promise<Store>, log: (e: Rec
     '/folders',
     route(async (req, res, store) => {
       const folder = folderOf(req.query.name);
-      res.json({ folder: folder + '/', removed: await store.removeFolder(folder) });
+      const emptyOnly = req.query.empty === '1';
+      res.json({ folder: folder + '/', removed: await store.removeFolder(folder, { emptyOnly }) });
     }),
   );
   r.post(

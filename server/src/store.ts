@@ -380,14 +380,19 @@ export class Store {
   /**
    * Deletes `folder`: every file under it (as `remove` does, each file's every version) and
    * every folder kept under it, so the folder leaves its parent's listing. Returns the names of
-   * the files removed. A file that lands in it meanwhile stays, and so does its folder.
+   * the files removed. A file that lands in it meanwhile stays, and so does its folder. With
+   * `emptyOnly`, only a folder with no file under it, and no file is removed.
    */
-  async removeFolder(folder: string): Promise<string[]> {
+  async removeFolder(folder: string, o: { emptyOnly?: boolean } = {}): Promise<string[]> {
     if (!(await this.folderExists(folder))) throw new ProtocolError(ErrorCode.NotFound, `no folder ${folder}/`);
     const files = await this.list(folder);
+    // emptyOnly (the sync engine's rmdir): a folder that holds a file is refused, and no file
+    // is ever removed; a file landing after this look relinks the folder (pruning is safe
+    // against writers, catalog.ts), so nothing another device writes meanwhile is lost
+    if (o.emptyOnly && files.length) throw new ProtocolError(ErrorCode.Inconsistent, `${folder}/ is not empty`);
     const folders = await this.subfolders(folder);
     const removed: string[] = [];
-    for (const f of files) {
+    for (const f of o.emptyOnly ? [] : files) {
       try {
         await this.remove(f.name);
         removed.push(f.name);

@@ -72,3 +72,31 @@ test('emptied folders leave the listing, and a folder a file lands in meanwhile 
     rmSync(data, { recursive: true, force: true });
   }
 });
+
+test('DELETE /api/folders?empty=1 removes an empty folder only, never a file, even one that lands after a listing', async () => {
+  const data = mkdtempSync(path.join(tmpdir(), 'dsync-folders-'));
+  const s = await startServer(loadConfig({ port: '0', host: '127.0.0.1', data }, {}));
+  const ws = { wsUrl: s.url.replace('http', 'ws') + '/sync' };
+  const top = async (): Promise<string[]> => (await (await fetch(`${s.url}/api/files?prefix=`)).json()).folders;
+  const del = (q: string) => fetch(`${s.url}/api/folders?${q}`, { method: 'DELETE' });
+  try {
+    const made = await fetch(`${s.url}/api/folders`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'k' }) });
+    assert.equal(made.status, 200);
+    assert.deepEqual(await top(), ['k/']);
+    // a file lands in the folder after the sync engine saw it empty: its rmdir is refused and
+    // the file keeps every version
+    await pushBytes(ws, 'k/late.txt', new TextEncoder().encode('late'));
+    const refused = await del('name=k&empty=1');
+    assert.equal(refused.status, 409, await refused.text());
+    const versions = await (await fetch(`${s.url}/api/versions?name=k/late.txt`)).json();
+    assert.equal(versions.length, 1);
+    assert.deepEqual(await top(), ['k/']);
+    // empty: it goes
+    assert.equal((await fetch(`${s.url}/api/files?name=k/late.txt`, { method: 'DELETE' })).status, 200);
+    assert.equal((await del('name=k&empty=1')).status, 200);
+    assert.deepEqual(await top(), []);
+  } finally {
+    await s.close();
+    rmSync(data, { recursive: true, force: true });
+  }
+});
