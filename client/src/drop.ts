@@ -11,6 +11,7 @@ function entryFile(entry: FileSystemFileEntry): Promise<File> {
   return new Promise((resolve, reject) => entry.file(resolve, reject));
 }
 
+/** The files under `entry`; a file inside a folder that cannot be read is left out (and logged). */
 async function walk(entry: FileSystemEntry, out: Picked[]): Promise<void> {
   if (entry.isFile) {
     out.push({ file: await entryFile(entry as FileSystemFileEntry), name: entry.fullPath.replace(/^\//, '') });
@@ -20,20 +21,38 @@ async function walk(entry: FileSystemEntry, out: Picked[]): Promise<void> {
       // readEntries answers in batches (100 in Chromium) until it returns none
       const batch = await new Promise<FileSystemEntry[]>((resolve, reject) => reader.readEntries(resolve, reject));
       if (!batch.length) break;
-      for (const e of batch) await walk(e, out);
+      for (const e of batch) {
+        if (e.isDirectory) await walk(e, out);
+        else await walk(e, out).catch((err) => console.warn(`dropped file ${e.fullPath} cannot be read:`, err));
+      }
     }
   }
 }
 
-/** Every file in a drop, folders included. Entries must be taken before the first await. */
+/**
+ * Every file in a drop, folders included. Entries must be taken before the first await. An
+ * entry that cannot be read (WebKit: `file()` of a DataTransfer a page built rejects with
+ * NotFoundError) falls back to the item's own File, as a browser without entries gives.
+ */
 export async function filesFromDrop(dt: DataTransfer): Promise<Picked[]> {
   const items = Array.from(dt.items ?? []).filter((i) => i.kind === 'file');
   if (!items.length) return Array.from(dt.files, (file) => ({ file, name: file.name }));
   const taken = items.map((i) => ({ entry: i.webkitGetAsEntry?.() ?? null, file: i.getAsFile() }));
   const out: Picked[] = [];
   for (const { entry, file } of taken) {
-    if (entry) await walk(entry, out);
-    else if (file) out.push({ file, name: file.name });
+    if (entry) {
+      const found: Picked[] = [];
+      try {
+        await walk(entry, found);
+        out.push(...found);
+        continue;
+      } catch (e) {
+        if (!file) throw e;
+        out.push(...found);
+        if (found.length) continue; // a folder read in part: what it gave
+      }
+    }
+    if (file) out.push({ file, name: file.name });
   }
   return out;
 }
@@ -71,7 +90,10 @@ export function useWindowDrop(onFiles: (files: Picked[]) => void): boolean {
       e.preventDefault();
       depth = 0;
       setDragging(false);
-      void filesFromDrop(e.dataTransfer).then((files) => files.length && onFiles(files));
+      filesFromDrop(e.dataTransfer).then(
+        (files) => files.length && onFiles(files),
+        (err) => console.warn('the drop cannot be read:', err),
+      );
     };
     window.addEventListener('dragenter', enter);
     window.addEventListener('dragover', over);

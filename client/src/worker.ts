@@ -97,6 +97,9 @@ class Job {
       if (e.code === ErrorCode.Unauthorized) return { kind: 'refused', message };
       if (e.code === ErrorCode.LimitExceeded) return { kind: 'limit', message };
       if (e.code === ErrorCode.StaleBasis) return { kind: 'stale', message };
+      // the bytes sent are not those chunked: the file changed on disk while it was read (a
+      // browser that does not refuse such reads, as Firefox with a file rewritten in place)
+      if (e.code === ErrorCode.VerifyFailed) return { kind: 'unreadable', message };
     }
     if (e instanceof DOMException && ['NotReadableError', 'NotFoundError', 'SecurityError', 'NotAllowedError'].includes(e.name)) return { kind: 'unreadable', message };
     return { kind: 'error', message };

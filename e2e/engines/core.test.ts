@@ -262,10 +262,12 @@ for (const engine of engines) {
       await writePseudoRandomFile(file, 256 << 20, 7);
       await openPage(page, server.url);
       await page.setInputFiles('[data-testid=file-input]', [file]);
-      await waitFor(page, 'chunking', (s) => !!document.querySelector(s), `${cardSelector('archive.tar', 'up')}[data-step=chunking]`);
-      // the same size, other bytes, written in place (as an editor saving over it)
+      // once it is chunked, while its Delta Bytes go: its last MiB, chunked but not yet sent,
+      // overwritten in place with other bytes (Chromium and WebKit refuse to read a file changed
+      // since it was picked; Firefox reads the new bytes, which the server then refuses to commit)
+      await waitFor(page, 'Delta Bytes to go', (s) => !!document.querySelector(s), `${cardSelector('archive.tar', 'up')}[data-step=sending]`, 60_000);
       const fh = await open(file, 'r+');
-      await fh.write(Buffer.alloc(1 << 20, 0x5a), 0, 1 << 20, 200 << 20);
+      await fh.write(Buffer.alloc(1 << 20, 0x5a), 0, 1 << 20, 255 << 20);
       await fh.close();
       const problem = await waitFor(
         page,

@@ -209,11 +209,18 @@ function webdriverPage(d: WebDriver): PageDriver {
       return r.value as never;
     },
     async setViewport(width, height) {
-      // the window's size less what its toolbar takes: set, measure, set again
+      // the window's size less what its toolbar takes; a resize lands a moment later
       const w = d.manage().window();
-      await w.setRect({ width, height });
-      const [iw, ih] = (await d.executeScript('return [innerWidth, innerHeight]')) as [number, number];
-      await w.setRect({ width: 2 * width - iw, height: 2 * height - ih });
+      let [dw, dh] = [0, 0];
+      for (let i = 0; i < 50; i++) {
+        await w.setRect({ width: width + dw, height: height + dh });
+        await new Promise((r) => setTimeout(r, 100));
+        const [iw, ih] = (await d.executeScript('return [innerWidth, innerHeight]')) as [number, number];
+        if (iw === width && ih === height) return;
+        const rect = await w.getRect();
+        [dw, dh] = [rect.width - iw, rect.height - ih];
+      }
+      throw new Error(`the viewport did not become ${width}×${height}`);
     },
     close: () => d.quit(),
   };
