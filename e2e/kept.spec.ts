@@ -10,7 +10,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Page } from '@playwright/test';
 import { content } from './data.ts';
-import { expect, openPage, result, root, test } from './fixtures.ts';
+import { expect, inSyncWorker, openPage, result, root, test } from './fixtures.ts';
 import type { SyncReport } from '../shared/src/sync-client.ts';
 import type { TestServer } from './server.ts';
 
@@ -212,22 +212,8 @@ test('the cap drops the least recently used copy and keeps none above it, on a 3
 });
 
 test('where a worker cannot open sync access handles (WebKitGTK: NotSupportedError), kept copies are written through writable streams', async ({ page, server, dir }) => {
-  // the sync worker started as a module that first makes its sync access handles refuse, as
-  // WebKitGTK's do, then imports the worker's own script
-  await page.addInitScript(() => {
-    const Real = window.Worker;
-    window.Worker = class extends Real {
-      constructor(url: string | URL, opts?: WorkerOptions) {
-        const u = new URL(String(url), location.href);
-        if (/\/assets\/worker-[^/]*\.js$/.test(u.pathname)) {
-          const module = (src: string) => URL.createObjectURL(new Blob([src], { type: 'text/javascript' }));
-          const refuse = module(`FileSystemFileHandle.prototype.createSyncAccessHandle = () => Promise.reject(new DOMException('not here', 'NotSupportedError'));`);
-          url = module(`import ${JSON.stringify(refuse)}; import ${JSON.stringify(u.href)};`);
-        }
-        super(url, opts);
-      }
-    };
-  });
+  // sync access handles refused in the sync worker, as WebKitGTK's are
+  await inSyncWorker(page, `FileSystemFileHandle.prototype.createSyncAccessHandle = () => Promise.reject(new DOMException('not here', 'NotSupportedError'));`);
   const file = path.join(dir, 'report.bin');
   const v1 = content(6_000_000);
   await openPage(page, server.url);

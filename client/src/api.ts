@@ -29,13 +29,21 @@ export class HttpError extends Error {
 /** A REST request unanswered this long fails. */
 const TIMEOUT_MS = 15_000;
 
+/** A signal that aborts after `ms` (AbortSignal.timeout, which Safari has only from 16). */
+function timeoutSignal(ms: number): AbortSignal {
+  if (typeof AbortSignal.timeout === 'function') return AbortSignal.timeout(ms);
+  const c = new AbortController();
+  setTimeout(() => c.abort(new DOMException('signal timed out', 'TimeoutError')), ms);
+  return c.signal;
+}
+
 async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
   const res = await fetch(path, {
     method,
     credentials: 'same-origin',
     cache: 'no-store',
     // a server that hangs is reported as one that does not answer, not waited for forever
-    signal: AbortSignal.timeout(TIMEOUT_MS),
+    signal: timeoutSignal(TIMEOUT_MS),
     headers: body === undefined ? undefined : { 'content-type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
   });

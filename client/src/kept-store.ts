@@ -164,7 +164,9 @@ function announce(what: 'changed' | 'written') {
 }
 
 async function writeIndex(d: FileSystemDirectoryHandle, ix: Index) {
-  await writeBytes(d, INDEX, new TextEncoder().encode(JSON.stringify(ix))).catch(() => {});
+  // not written (a page without writable streams: Safari before 26): removed, so that it is
+  // made again from the folder rather than read stale
+  await writeBytes(d, INDEX, new TextEncoder().encode(JSON.stringify(ix))).catch(() => d.removeEntry(INDEX).catch(() => {}));
   announce('changed');
 }
 
