@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything Dsync needs on this machine, idempotently: the wasm toolchain, wasm-pack,
-# the wasm module, npm packages, the web client and (with `test`) Chromium, rsync, HAProxy and
-# MinIO.
+# the wasm module, npm packages, the web client and (with `test`) Chromium, Firefox ESR,
+# WebKitGTK, rsync, HAProxy and MinIO.
 # A second run skips what is done and takes seconds.
 #   scripts/setup.sh        # for running the app
 #   scripts/setup.sh test   # also what the tests need
@@ -81,11 +81,16 @@ if [ -f client/vite.config.ts ]; then
   fi
 fi
 
-# 6. For the tests: Chromium (Playwright cannot download browsers here), rsync, HAProxy (the
-#    load balancer of the end-to-end scale-out test) and MinIO (the S3 server of the tests).
+# 6. For the tests: the three browser engines from Debian (Playwright cannot download browsers
+#    here): Chromium, Firefox ESR, and WebKitGTK's WebDriver (with its MiniBrowser) and Xvfb to
+#    run it in; rsync, HAProxy (the load balancer of the end-to-end scale-out test) and MinIO
+#    (the S3 server of the tests).
 if [ "$MODE" = test ]; then
   missing=()
   [ -x /usr/bin/chromium ] || missing+=(chromium)
+  [ -x /usr/bin/firefox-esr ] || missing+=(firefox-esr)
+  command -v WebKitWebDriver >/dev/null || missing+=(webkit2gtk-driver)
+  command -v Xvfb >/dev/null || missing+=(xvfb)
   command -v rsync >/dev/null || missing+=(rsync)
   command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
   if [ ${#missing[@]} -gt 0 ]; then
