@@ -43,6 +43,13 @@ want=$(stamp_of wasm/Cargo.toml wasm/Cargo.lock wasm/.cargo/config.toml wasm/src
 if [ "$(cat wasm/pkg/.stamp 2>/dev/null)" != "$want" ]; then
   log "wasm-pack build (toolchain: ${TOOLCHAIN:-default})"
   (cd wasm && RUSTUP_TOOLCHAIN=$TOOLCHAIN wasm-pack --quiet build --target web --release --no-pack >&2)
+  # the same module without wasm SIMD, which the page loads where the browser lacks it (Safari
+  # before 16.4: client/src/wasm-init.ts); one glue serves both
+  log "wasm-pack build without SIMD"
+  (cd wasm && RUSTUP_TOOLCHAIN=$TOOLCHAIN RUSTFLAGS="-C target-feature=-simd128" CARGO_TARGET_DIR=target/nosimd \
+    wasm-pack --quiet build --target web --release --no-pack --out-dir target/pkg-nosimd -- --no-default-features >&2)
+  cmp -s wasm/pkg/dsync_wasm.js wasm/target/pkg-nosimd/dsync_wasm.js || { echo "the wasm builds with and without SIMD differ in their glue" >&2; exit 1; }
+  cp wasm/target/pkg-nosimd/dsync_wasm_bg.wasm wasm/pkg/dsync_wasm_nosimd_bg.wasm
   echo "$want" > wasm/pkg/.stamp
 fi
 

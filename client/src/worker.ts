@@ -3,12 +3,12 @@
  * the page's main thread. Files are read in slices (Blob.slice), never whole; a downloaded file
  * is collected into Blobs, which the browser may keep on disk.
  */
-import init from '../../wasm/pkg/dsync_wasm.js';
 import type { Source } from '../../shared/src/chunk-index.ts';
 import { blobSource } from './blob-source.ts';
 import { HashPool, type HashReply, type HashWorker, OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { ConnectionLost, RemoteError } from '../../shared/src/conn.ts';
 import { StoredKnown } from './known-store.ts';
+import { initWasm } from './wasm-init.ts';
 import { keepSynced, withKept } from './kept-push.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
 import type { Sink } from '../../shared/src/sink.ts';
@@ -18,11 +18,11 @@ import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
 /** The wasm module, fetched from the server at start-up; a fetch that failed (the server was
  *  away) is tried again by the next transfer, and that transfer's failure reads "unreachable". */
 class WasmUnavailable extends Error {}
-let ready: Promise<unknown> = init();
+let ready: Promise<unknown> = initWasm();
 ready.catch(() => {}); // handled by the next transfer
 const wasm = () =>
   (ready = ready.catch(() =>
-    init().catch((e: Error) => {
+    initWasm().catch((e: Error) => {
       throw new WasmUnavailable(`the sync module could not be loaded: ${e.message}`);
     }),
   ));

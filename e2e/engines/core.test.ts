@@ -325,3 +325,49 @@ for (const engine of engines) {
     });
   });
 }
+
+// The page in a browser without wasm SIMD (Safari before 16.4), as WebKit with it turned off:
+// the sync worker and its hash workers load the module built without it (client/src/wasm-init.ts).
+if (engines.includes('webkit')) {
+  describe('webkit without wasm SIMD', () => {
+    let browser: EngineDriver;
+    before(async () => {
+      browser = await launch('webkit', { webkitEnv: { JSC_useWasmSIMD: '0' } });
+    });
+    after(() => browser?.close());
+
+    test('a sync, a large file hashed by the hash workers, and a delta re-sync, with the module built without SIMD', { timeout: 300_000 }, async () => {
+      const server = await new TestServer().start();
+      const dir = mkdtempSync(path.join(tmpdir(), 'dsync-engines-'));
+      const page = await browser.newPage();
+      try {
+        await openPage(page, server.url);
+        // the probe of client/src/wasm-init.ts: a function returning a v128 constant
+        const simd = await page.evaluate(() => WebAssembly.validate(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 22, 1, 20, 0, 253, 12, ...new Array(16).fill(0), 11])));
+        assert.equal(simd, false, 'wasm SIMD is off');
+        const v1 = content(4_000_000);
+        const file = path.join(dir, 'notes.bin');
+        writeFileSync(file, v1);
+        await page.setInputFiles('[data-testid=file-input]', [file]);
+        assert.equal((await result(page, 'notes.bin')).version, 1);
+        const v2 = insertAt(v1, 1_000_000, 'an edit');
+        writeFileSync(file, v2);
+        await page.setInputFiles('[data-testid=file-input]', [file]);
+        const second = await result(page, 'notes.bin');
+        assert.equal(second.report?.knownVersion, 1);
+        assert.ok(second.delta < v2.length / 20, `delta ${second.delta}`);
+        assert.ok((await server.storedBytes('notes.bin', 2)).equals(v2));
+        // 70 MB: its chunks' strong hashes come from the hash workers (OFF_THREAD_MIN)
+        const big = path.join(dir, 'big.bin');
+        const sha = await writePseudoRandomFile(big, 70 << 20, 3);
+        await page.setInputFiles('[data-testid=file-input]', [big]);
+        assert.equal((await result(page, 'big.bin', 'up', 180_000)).version, 1);
+        assert.equal(await server.storedSha256('big.bin', 1), sha);
+      } finally {
+        await page.close().catch(() => {});
+        await server.stop();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  });
+}

@@ -46,10 +46,12 @@ export const MINIBROWSER = process.env.MINIBROWSER ?? `/usr/lib/${process.arch =
 /** `fn(arg)` as a script: esbuild (tsx) names functions with a `__name` helper the page lacks. */
 const script = (fn: Function, arg: unknown) => `(() => { const __name = (f) => f; return (${fn.toString()})(${JSON.stringify(arg ?? null)}); })()`;
 
-export async function launch(engine: Engine): Promise<EngineDriver> {
+/** `webkitEnv`: more environment of WebKit's processes (JavaScriptCore reads options from it,
+ *  e.g. JSC_useWasmSIMD=0). */
+export async function launch(engine: Engine, o: { webkitEnv?: Record<string, string> } = {}): Promise<EngineDriver> {
   if (engine === 'chromium') return launchChromium();
   if (engine === 'firefox') return launchFirefox();
-  return launchWebKit();
+  return launchWebKit(o.webkitEnv);
 }
 
 async function launchChromium(): Promise<EngineDriver> {
@@ -140,7 +142,7 @@ function startProcess(cmd: string, args: string[], env: NodeJS.ProcessEnv, ready
  * WebKitGTK: an X server of its own (Xvfb, on the first free display) and WebKitWebDriver, which
  * starts a MiniBrowser in automation mode for each session. A session per page: a fresh profile.
  */
-async function launchWebKit(): Promise<EngineDriver> {
+async function launchWebKit(more: Record<string, string> = {}): Promise<EngineDriver> {
   const home = mkdtempSync(path.join(tmpdir(), 'dsync-webkit-'));
   // MiniBrowser's toolbar makes its window at least 447 px wide; this GTK style (read from
   // $XDG_CONFIG_HOME) shrinks the toolbar so a 390 px (phone) viewport fits. Pages are unstyled by it.
@@ -157,7 +159,7 @@ async function launchWebKit(): Promise<EngineDriver> {
     children.push(xvfb.child);
     const display = `:${/^(\d+)\n/m.exec(xvfb.out())![1]}`;
     const port = await freePort();
-    const env = { ...process.env, DISPLAY: display, XDG_CONFIG_HOME: home, HOME: home, NO_AT_BRIDGE: '1' };
+    const env = { ...process.env, ...more, DISPLAY: display, XDG_CONFIG_HOME: home, HOME: home, NO_AT_BRIDGE: '1' };
     const driver = spawn('WebKitWebDriver', [`--port=${port}`], { env, stdio: ['ignore', 'ignore', 'inherit'] });
     children.push(driver);
     const server = `http://127.0.0.1:${port}`;
