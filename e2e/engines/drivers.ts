@@ -211,16 +211,23 @@ function webdriverPage(d: WebDriver): PageDriver {
       return r.value as never;
     },
     async setViewport(width, height) {
-      // the window's size less what its toolbar takes; a resize lands a moment later
+      // the window's size less what its toolbar takes (never negative); a resize lands a
+      // moment later, so the viewport is measured until it settles
       const w = d.manage().window();
+      const inner = async () => (await d.executeScript('return [innerWidth, innerHeight]')) as [number, number];
       let [dw, dh] = [0, 0];
-      for (let i = 0; i < 50; i++) {
+      for (let i = 0; i < 20; i++) {
         await w.setRect({ width: width + dw, height: height + dh });
-        await new Promise((r) => setTimeout(r, 100));
-        const [iw, ih] = (await d.executeScript('return [innerWidth, innerHeight]')) as [number, number];
+        let [iw, ih] = await inner();
+        for (let j = 0; j < 20; j++) {
+          await new Promise((r) => setTimeout(r, 100));
+          const [iw2, ih2] = await inner();
+          if (iw2 === iw && ih2 === ih) break;
+          [iw, ih] = [iw2, ih2];
+        }
         if (iw === width && ih === height) return;
         const rect = await w.getRect();
-        [dw, dh] = [rect.width - iw, rect.height - ih];
+        [dw, dh] = [Math.max(0, rect.width - iw), Math.max(0, rect.height - ih)];
       }
       throw new Error(`the viewport did not become ${width}×${height}`);
     },
