@@ -277,21 +277,30 @@ for (const engine of engines) {
       await writePseudoRandomFile(file, 256 << 20, 7);
       await openPage(page, server.url);
       await page.setInputFiles('[data-testid=file-input]', [file]);
-      // its last MiB overwritten in place with other bytes: Chromium and WebKit refuse to read
-      // a file changed since it was picked, so while it is chunked will do; Firefox reads the
-      // new bytes, and only bytes hashed before and sent after show it (the server refuses to
-      // commit them), so there it is once the file is chunked, while its Delta Bytes go
-      const step = engine === 'firefox' ? 'sending' : 'chunking';
-      await waitFor(page, `the ${step} step`, (s) => !!document.querySelector(s), `${cardSelector('archive.tar', 'up')}[data-step=${step}]`, 60_000);
-      const fh = await open(file, 'r+');
-      await fh.write(Buffer.alloc(1 << 20, 0x5a), 0, 1 << 20, 255 << 20);
-      await fh.close();
+      // While it is chunked, the whole file is overwritten in place with other bytes. Chromium
+      // refuses to read a file changed since it was picked: its next read fails. Firefox and
+      // WebKit read the new bytes, so only bytes hashed before the change and sent after it
+      // show it (the server refuses to commit them): there the server is frozen (SIGSTOP) for a
+      // moment first, so that the page chunks ahead of what it can send. (Not in Chromium: with
+      // chunking done, a Delta Run of the changed file is never sent and the sync hangs until
+      // the server's idle timeout; a known defect of the page.)
+      await waitFor(page, 'chunking', (s) => !!document.querySelector(s), `${cardSelector('archive.tar', 'up')}[data-step=chunking]`, 60_000);
+      if (engine !== 'chromium') server.freeze();
+      try {
+        if (engine !== 'chromium') await new Promise((r) => setTimeout(r, 1000));
+        const fh = await open(file, 'r+');
+        const other = Buffer.alloc(16 << 20, 0x5a);
+        for (let at = 0; at < 256 << 20; at += other.length) await fh.write(other, 0, other.length, at);
+        await fh.close();
+      } finally {
+        server.freeze(false);
+      }
       const problem = await waitFor(
         page,
         'the sync to fail',
         (s) => {
           const card = document.querySelector(s);
-          if (card?.getAttribute('data-status') === 'done') return { kind: 'done', text: 'the sync ended before the file was overwritten' };
+          if (card?.getAttribute('data-status') === 'done') return { kind: 'done', text: 'the sync was committed' };
           const p = card?.querySelector('[data-testid=problem]');
           return p ? { kind: p.getAttribute('data-kind'), text: p.textContent } : null;
         },
