@@ -6,10 +6,12 @@
  */
 import { readFileSync } from 'node:fs';
 import { setHeapGrowth } from '../shared/src/node-gc.ts';
+import { explain } from './remote.ts';
 import { type Command, EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, nearest, parse, usage } from './command.ts';
 
 /** Each command's one-line summary and its module, loaded only when it runs. */
 const COMMANDS: Record<string, [summary: string, load: () => Promise<{ command: Command }>]> = {
+  sync: ['keep a folder and a server folder the same, both ways (--watch: continuously)', () => import('./commands/sync.ts')],
   push: ['upload files or folders, sending only what the server lacks', () => import('./commands/push.ts')],
   pull: ['download a file, with only the changed chunks when given the old copy', () => import('./commands/pull.ts')],
   ls: ['list the files and folders on the server', () => import('./commands/ls.ts')],
@@ -60,8 +62,9 @@ async function main(argv: string[]): Promise<number> {
     return EXIT_USAGE;
   }
   const cmd = (await COMMANDS[name][1]()).command;
+  let parsed: ReturnType<typeof parse> | undefined;
   try {
-    const { values, positionals, help } = parse(cmd, rest);
+    const { values, positionals, help } = (parsed = parse(cmd, rest));
     if (help) return void process.stdout.write(usage(name, cmd)), EXIT_OK;
     return (await cmd.run(values, positionals)) ?? EXIT_OK;
   } catch (e) {
@@ -69,7 +72,7 @@ async function main(argv: string[]): Promise<number> {
       console.error(`dsync ${name}: ${e.message}\nusage: dsync ${cmd.usage}\n(dsync ${name} --help for more)`);
       return EXIT_USAGE;
     }
-    console.error(`dsync ${name}: ${(e as Error).message}`);
+    console.error(`dsync ${name}: ${explain(e, parsed?.values ?? {})}`);
     return EXIT_FAILED;
   }
 }

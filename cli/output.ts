@@ -18,10 +18,12 @@ export const printJson = (x: unknown) => console.log(JSON.stringify(x));
 /** Bytes that crossed the network for a sync: the socket's count, else the messages'. */
 const sentBytes = (r: SyncReport) => r.traffic.wire || r.traffic.total;
 
-/** "report.pdf → v3: 23 KB sent of 20 MB (99.8% saved) in 0.15 s" (a pull: ←, received). */
+/** "report.pdf → v3: 23 KB sent of 20 MB (99.8% saved) in 0.15 s" (a pull: ←, received); a
+ *  push of the stored content: "report.pdf → v3: unchanged, nothing stored (…)". */
 export function syncSummary(r: SyncReport, dir: 'push' | 'pull'): string {
   const saved = savedPercent(sentBytes(r), r.size);
   const arrow = dir === 'push' ? `→ v${r.version}` : `← v${r.version}`;
+  if (r.unchanged) return `${r.name} ${arrow}: unchanged, nothing stored (${formatBytes(sentBytes(r))} sent to compare) in ${formatDuration(r.timeMs.total)}`;
   return `${r.name} ${arrow}: ${formatBytes(sentBytes(r))} ${dir === 'push' ? 'sent' : 'received'} of ${formatBytes(r.size)} (${saved ? `${saved} saved` : 'nothing saved'}) in ${formatDuration(r.timeMs.total)}`;
 }
 
@@ -37,6 +39,17 @@ export function shortDate(t: string | number): string {
   const d = new Date(t);
   const p = (n: number) => String(n).padStart(2, '0');
   return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}`;
+}
+
+/** A rate is shown once it has been measured over this long (before, it would read "0 B/s"). */
+const RATE_AFTER_S = 0.2;
+
+/** " · 2.4 MB/s · 5 s left", or nothing while no rate is known yet. */
+export function rateAndLeft(done: number, total: number, seconds: number): string {
+  if (done <= 0 || seconds < RATE_AFTER_S) return '';
+  const rate = done / seconds;
+  const left = Math.max(1, Math.ceil((total - done) / rate));
+  return ` · ${formatBytes(Math.round(rate))}/s · ${left < 60 ? `${left} s` : `${Math.floor(left / 60)} min ${left % 60} s`} left`;
 }
 
 /** Files at least this large get a progress bar on a terminal. */
@@ -60,7 +73,7 @@ export function progressBar(label: string, total: number, values: Values): Progr
   const bar = new cliProgress.SingleBar(
     {
       stream: process.stderr,
-      format: `${label} {bar} {percentage}% {done} of {size} · {speed} · {eta_formatted} left`,
+      format: `${label} {bar} {percentage}% {done} of {size}{rate}`,
       barsize: 24,
       clearOnComplete: true,
       hideCursor: true,
@@ -69,10 +82,20 @@ export function progressBar(label: string, total: number, values: Values): Progr
     },
     cliProgress.Presets.shades_classic,
   );
-  const payload = (done: number) => ({ done: formatBytes(done), size: formatBytes(total), speed: `${formatBytes(Math.round(done / Math.max(0.001, (performance.now() - t0) / 1000)))}/s` });
+  const payload = (done: number) => ({ done: formatBytes(done), size: formatBytes(total), rate: rateAndLeft(done, total, (performance.now() - t0) / 1000) });
   bar.start(total, 0, payload(0));
   return {
     update: (done) => bar.update(Math.min(done, total), payload(done)),
     stop: () => bar.stop(),
+  };
+}
+
+/** Stdout as the few calls of a file handle a pull writes through (`--out -`): each write
+ *  waits for the stream to take it. */
+export function stdoutFile(): { write(b: Uint8Array): Promise<unknown>; sync(): Promise<void>; close(): Promise<void> } {
+  return {
+    sync: async () => {},
+    write: (b) => new Promise<void>((ok, fail) => process.stdout.write(b, (e) => (e ? fail(e) : ok()))),
+    close: async () => {},
   };
 }

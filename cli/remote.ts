@@ -4,6 +4,8 @@
  */
 import { hostname } from 'node:os';
 import WebSocket from 'ws';
+import { RemoteError } from '../shared/src/conn.ts';
+import { ErrorCode } from '../shared/src/protocol.ts';
 import { type Opts, UsageError, type Values, str } from './command.ts';
 
 export const SERVER_OPTS: Opts = {
@@ -49,6 +51,22 @@ export function webSocket(values: Values): any {
       super(url, { headers: { Authorization: `Bearer ${token}` } });
     }
   };
+}
+
+/** What a refused sign-in means and what to do, by whether a token was given. */
+export function tokenProblem(values: Values): string {
+  return tokenOf(values)
+    ? 'the server refused the token (from --token or DSYNC_TOKEN): it is mistyped, or the account or its token is gone; ask for a current one (dsync adduser prints a new token) and try again'
+    : 'this server has accounts: give your token with --token T or DSYNC_TOKEN (dsync adduser prints one)';
+}
+
+/** An error in the user's words: a refused sign-in (REST 401, or the WebSocket upgrade's
+ *  "Unexpected server response: 401") says what to do; the rest keep their message. */
+export function explain(e: unknown, values: Values): string {
+  if ((e instanceof ApiError && e.status === 401) || (e instanceof RemoteError && e.code === ErrorCode.Unauthorized)) return tokenProblem(values);
+  const message = e instanceof Error ? e.message : String(e);
+  if (/Unexpected server response: 401\b/.test(message)) return tokenProblem(values);
+  return message;
 }
 
 /** A refusal by the server's REST API, with its message. */

@@ -82,7 +82,7 @@ test('folders, search, sort, and a version history whose Restore makes an old ve
   await expect(page.getByTestId('file-row')).toHaveText([/^plan\.txt/]);
   await expect(page.getByTestId('folder-row')).toHaveCount(0);
   await page.getByTestId('search').fill('zzz');
-  await expect(page.getByText('Nothing here matches')).toBeVisible();
+  await expect(page.getByText('No file name in any folder contains')).toBeVisible();
   await page.getByTestId('search').fill('');
   await page.getByRole('button', { name: 'Open folder photos' }).click();
   await page.getByRole('button', { name: 'Open folder 2025' }).click();

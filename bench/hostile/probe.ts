@@ -9,9 +9,7 @@
  *
  * "Another machine" is another loopback address (127.0.0.2, …): Linux routes all of 127/8.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import WebSocket from 'ws';
@@ -20,8 +18,8 @@ import { ErrorCode } from '../../shared/src/protocol.ts';
 import { fastRandomBytes } from '../../shared/src/testdata.ts';
 import { addUser } from '../../server/src/auth.ts';
 import { errorAndClose, request, sendChecksumList, silentSockets } from '../../harness/attacks.ts';
-import { processMemory } from '../../harness/child.ts';
 import { pushBytes } from '../../harness/helpers.ts';
+import { start } from './server.ts';
 
 const root = new URL('../..', import.meta.url).pathname;
 const MiB = 2 ** 20;
@@ -34,52 +32,6 @@ const say = (ok: boolean | null, what: string) => {
   console.log(line);
 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
-interface Server {
-  url: string;
-  wsUrl: string;
-  child: ChildProcess;
-  memory(): { rss: number; peak: number };
-  stop(): Promise<void>;
-}
-
-/** `scripts/start.sh --port P --data DIR …flags`, optionally on a tmpfs of `tmpfs` bytes. */
-async function start(flags: string[], tmpfs?: number): Promise<Server> {
-  const data = mkdtempSync(path.join(tmpdir(), 'dsync-probe-'));
-  const port = await freePort();
-  const args = ['--port', String(port), '--data', data, ...flags];
-  const child = tmpfs
-    ? spawn('unshare', ['-rm', 'sh', '-c', `mount -t tmpfs -o size=${tmpfs} tmpfs "$0" && exec scripts/start.sh "$@"`, data, ...args], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] })
-    : spawn('scripts/start.sh', args, { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
-  const url = `http://127.0.0.1:${port}`;
-  for (let t = 0; ; t++) {
-    if (child.exitCode !== null) throw new Error(`the server exited with ${child.exitCode}`);
-    if (await fetch(`${url}/api/health`).then((r) => r.ok, () => false)) break;
-    if (t > 600) throw new Error('the server did not start in 120 s');
-    await sleep(200);
-  }
-  return {
-    url,
-    wsUrl: `ws://127.0.0.1:${port}/sync`,
-    child,
-    memory: () => processMemory(child.pid!),
-    async stop() {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGTERM');
-      await Promise.race([exited, sleep(3000)]);
-      if (child.exitCode === null) child.kill('SIGKILL');
-      rmSync(data, { recursive: true, force: true });
-    },
-  };
-}
 
 async function singleUser() {
   say(null, '## `npm start` (single-user, defaults)');
@@ -179,18 +131,20 @@ async function accounts() {
     const bobWs = new WebSocket(s.wsUrl, { headers: { Authorization: `Bearer ${bob}` } });
     bobWs.on('error', () => {});
     await new Promise((r) => bobWs.on('open', r));
-    const cookie = String(login.headers['set-cookie']).split(';')[0];
-    const m = await request(`${s.url}/api/metrics`, { headers: { cookie } });
+    // she signed in through the TLS proxy (a __Host- cookie): her requests come that way too
+    const cookie = String(login.headers['set-cookie']![0]).split(';')[0];
+    const viaTls = { cookie, 'X-Forwarded-Proto': 'https' };
+    const m = await request(`${s.url}/api/metrics`, { headers: viaTls });
     say(m.status === 200 && !m.text.includes('bob'), `alice's /api/metrics while bob is connected: ${m.text}`);
     bobWs.terminate();
-    say(/; Secure/.test(String(login.headers['set-cookie'])), `a login through the trusted proxy with X-Forwarded-Proto https: Set-Cookie ${String(login.headers['set-cookie']).replace(/=[^;]+/, '=…')}`);
+    say(/; Secure/.test(String(login.headers['set-cookie'])), `a login through the trusted proxy with X-Forwarded-Proto https: Set-Cookie ${String(login.headers['set-cookie']![0]).replace(/=[^;]+/, '=…')}`);
 
     // logout ends alice's open socket at once
-    const aliceWs = new WebSocket(s.wsUrl, { headers: { cookie } });
+    const aliceWs = new WebSocket(s.wsUrl, { headers: viaTls });
     await new Promise((r, j) => (aliceWs.on('open', r), aliceWs.on('unexpected-response', (_q, res) => j(new Error(`upgrade refused: ${res.statusCode}`)))));
     const ended = errorAndClose(aliceWs);
     const t = performance.now();
-    await request(`${s.url}/api/logout`, { method: 'POST', headers: { cookie } });
+    await request(`${s.url}/api/logout`, { method: 'POST', headers: viaTls });
     const e = await ended;
     say(e.error === ErrorCode.Unauthorized, `logout: alice's open socket gets Error ${e.error} (${e.message}) after ${(performance.now() - t).toFixed(0)} ms`);
   } finally {

@@ -1,18 +1,82 @@
 /** `dsync adduser NAME --users FILE`: adds an account and prints its token. */
-import { addUser } from '../../server/src/auth.ts';
+import { addUser, passwordWeakness } from '../../server/src/auth.ts';
 import { type Command, UsageError, str } from '../command.ts';
 
+/** The longest password read (a line of stdin is cut off beyond). */
+const MAX_PASSWORD = 1024;
+
+/** Reads a line from the terminal without echoing it. */
+function askHidden(prompt: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const stdin = process.stdin;
+    let typed = '';
+    const done = () => {
+      stdin.off('data', onData);
+      stdin.setRawMode(false);
+      stdin.pause();
+      process.stderr.write('\n');
+    };
+    const onData = (chunk: string) => {
+      for (const c of chunk) {
+        if (c === '\r' || c === '\n') return void (done(), resolve(typed));
+        if (c === '\u0003' || c === '\u0004') return void (done(), reject(new Error('no password given')));
+        if (c === '\u007f' || c === '\b') typed = [...typed].slice(0, -1).join('');
+        else if (typed.length < MAX_PASSWORD) typed += c;
+      }
+    };
+    process.stderr.write(prompt);
+    stdin.setRawMode(true);
+    stdin.setEncoding('utf8');
+    stdin.on('data', onData);
+    stdin.resume();
+  });
+}
+
+/** The first line of stdin, without its line end. */
+async function stdinLine(): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of process.stdin as AsyncIterable<Buffer>) {
+    chunks.push(c);
+    size += c.length;
+    if (size > MAX_PASSWORD + 2) break;
+  }
+  return Buffer.concat(chunks).toString('utf8').split(/\r?\n/)[0];
+}
+
 export const command: Command = {
-  usage: 'adduser NAME --users FILE [--password PASSWORD]',
-  about: "Adds the user NAME to the users file (created if missing) and prints the new user's\ntoken (the file keeps only its SHA-256). Then run `dsync serve --users FILE`.",
+  usage: 'adduser NAME --users FILE [--password | --password-stdin] [--force]',
+  about:
+    "Adds the user NAME to the users file (created if missing) and prints the new user's\n" +
+    'token (the file keeps only its SHA-256). With a password the user can also sign in on the\n' +
+    'page: --password asks for it (twice, not shown), --password-stdin reads the first line of\n' +
+    'stdin; never on the command line, where the shell history and the process list keep it. A\n' +
+    'password has at least 12 characters and is not a common one. A running server reads the\n' +
+    'file again within seconds: no restart.',
   options: {
     users: { type: 'string', arg: 'FILE', help: 'the users file (required)' },
-    password: { type: 'string', arg: 'PASSWORD', help: "the user's password for the page's sign-in (none: token only)" },
+    password: { type: 'boolean', help: "ask for the user's password for the page's sign-in (none: token only)" },
+    'password-stdin': { type: 'boolean', help: 'read the password from the first line of stdin' },
+    force: { type: 'boolean', help: "replace an existing user's token and password" },
   },
-  positionals: [1, 1],
-  async run(values, [name]) {
+  positionals: [1, 2],
+  async run(values, [name, extra]) {
     const users = str(values, 'users');
     if (!users) throw new UsageError('--users FILE is required');
-    console.log(addUser(users, name, str(values, 'password')));
+    if (extra !== undefined) {
+      throw new UsageError(`unexpected argument: a password is never taken on the command line (the shell's history and the process list keep it); --password asks for it, --password-stdin reads it`);
+    }
+    let password: string | undefined;
+    if (values['password-stdin']) password = await stdinLine();
+    else if (values.password) {
+      if (!process.stdin.isTTY) throw new UsageError('--password asks on a terminal; use --password-stdin to read the password from a pipe');
+      password = await askHidden(`password for ${name}: `);
+      if ((await askHidden('again: ')) !== password) throw new Error('the two passwords differ; nothing was changed');
+    }
+    if (password !== undefined) {
+      const weak = passwordWeakness(password, name);
+      if (weak) throw new Error(`${weak}; nothing was changed`);
+    }
+    console.log(addUser(users, name, password, { replace: values.force === true }));
   },
 };

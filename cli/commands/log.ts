@@ -14,19 +14,21 @@ interface VersionEntry {
   /** bytes this version did not share with the one before */
   change?: number;
   client?: string;
+  /** made by a restore: the version whose bytes it has */
+  restoredFrom?: number;
 }
 
 export const command: Command = {
   usage: 'log NAME --server URL [--json]',
   about: `Lists the versions of NAME, newest first: its size, how many bytes changed from the
-version before, when it was made and by which client. On a terminal a table; otherwise, or
+version before, when it was made, and by which client or, for a restore, from which version. On a terminal a table; otherwise, or
 with --json, each version as GET /api/versions gives it, one per line.`,
   options: { ...SERVER_OPTS, json: JSON_OPT },
   positionals: [1, 1],
   async run(values, [name]) {
     const versions = (await api<VersionEntry[]>(values, 'GET', `/api/versions?name=${encodeURIComponent(name)}`)).sort((a, b) => b.version - a.version);
     if (!humanOutput(values)) return void versions.forEach(printJson);
-    const rows = versions.map((v) => [`v${v.version}`, formatBytes(v.size), v.change === undefined ? '' : formatBytes(v.change), shortDate(v.mtime), v.client ?? '']);
-    console.log(table(['VERSION', 'SIZE', 'CHANGED', 'MADE', 'CLIENT'], rows, [0, 1, 2]));
+    const rows = versions.map((v) => [`v${v.version}`, formatBytes(v.size), v.change === undefined ? '' : formatBytes(v.change), shortDate(v.mtime), [v.client, v.restoredFrom && `restored from v${v.restoredFrom}`].filter(Boolean).join(', ')]);
+    console.log(table(['VERSION', 'SIZE', 'CHANGED', 'MADE', 'FROM'], rows, [0, 1, 2]));
   },
 };

@@ -1,4 +1,6 @@
-/** `dsync ls [PREFIX]`: the files and folders on the server, a folder at a time. */
+/** `dsync ls [-R] [FOLDER]`: the files and folders on the server, a folder at a time or all
+ *  below it. */
+import { compareNames } from '../../shared/src/natural.ts';
 import { formatBytes } from '../../shared/src/units.ts';
 import type { Command } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson, shortDate, table } from '../output.ts';
@@ -23,11 +25,14 @@ interface Page {
 const PAGE = 1000;
 
 export const command: Command = {
-  usage: 'ls [FOLDER] --server URL [--json]',
-  about: `Lists the files and folders in FOLDER (default: the top), folders first. On a terminal a
-table of name, size, versions and when the latest was made; otherwise, or with --json, one
+  usage: 'ls [-R] [FOLDER] --server URL [--json]',
+  about: `Lists the files and folders in FOLDER (default: the top), folders first; with -R every
+file and folder below it, each by its path from FOLDER. On a terminal a
+table of name, size, the latest version's number, how many versions are kept and when the
+latest was made (numbers are never reused: a name keeps counting after deletes, and a file
+moved onto a name used before continues that name's numbers, so "v4" may have 1 version); otherwise, or with --json, one
 JSON object per line: each file as GET /api/files gives it, and {"folder": "NAME/"} per folder.`,
-  options: { ...SERVER_OPTS, json: JSON_OPT },
+  options: { ...SERVER_OPTS, recursive: { type: 'boolean', short: 'R', help: 'list every file and folder below FOLDER' }, json: JSON_OPT },
   positionals: [0, 1],
   async run(values, [folder]) {
     const prefix = folder ? folder.replace(/\/*$/, '/') : '';
@@ -35,7 +40,7 @@ JSON object per line: each file as GET /api/files gives it, and {"folder": "NAME
     const folders: string[] = [];
     let cursor: string | null | undefined;
     do {
-      const q = new URLSearchParams({ prefix, limit: String(PAGE), ...(cursor && { cursor }) });
+      const q = new URLSearchParams({ prefix, limit: String(PAGE), ...(cursor && { cursor }), ...(values.recursive && { recursive: '1' }) });
       const page = await api<Page>(values, 'GET', `/api/files?${q}`);
       if (!Array.isArray(page?.files) || !Array.isArray(page.folders)) throw new Error('the server does not list files by folder (GET /api/files?prefix=…): it needs an update');
       files.push(...page.files);
@@ -43,6 +48,8 @@ JSON object per line: each file as GET /api/files gives it, and {"folder": "NAME
       cursor = page.next;
     } while (cursor);
     const asFolder = (f: string) => (f.endsWith('/') ? f : f + '/');
+    folders.sort(compareNames);
+    files.sort((a, b) => compareNames(a.name, b.name));
     if (!humanOutput(values)) {
       for (const f of folders) printJson({ folder: asFolder(f) });
       for (const f of files) printJson(f);
@@ -50,10 +57,12 @@ JSON object per line: each file as GET /api/files gives it, and {"folder": "NAME
     }
     if (!files.length && !folders.length) return void console.log(prefix ? `nothing in ${prefix}` : 'no files yet');
     const rows = [
-      ...folders.map((f) => [asFolder(f).slice(prefix.length), '', '', '']),
-      ...files.map((f) => [f.name.slice(prefix.length), formatBytes(f.size), String(f.versions), shortDate(f.mtime)]),
+      ...folders.map((f) => [asFolder(f).slice(prefix.length), '', '', '', '']),
+      ...files.map((f) => [f.name.slice(prefix.length), formatBytes(f.size), `v${f.latest}`, String(f.versions), shortDate(f.mtime)]),
     ];
-    console.log(table(['NAME', 'SIZE', 'VERSIONS', 'MODIFIED'], rows, [1, 2]));
+    // a tree reads in name order, each folder just before what it holds
+    if (values.recursive) rows.sort((a, b) => compareNames(a[0], b[0]));
+    console.log(table(['NAME', 'SIZE', 'LATEST', 'VERSIONS', 'MODIFIED'], rows, [1, 2, 3]));
     console.log(`${files.length} file${files.length === 1 ? '' : 's'}, ${formatBytes(files.reduce((a, f) => a + f.size, 0))}${folders.length ? `; ${folders.length} folder${folders.length === 1 ? '' : 's'}` : ''}`);
   },
 };

@@ -2,15 +2,22 @@
  * `dsync pull NAME --out FILE`: fetches a version; with `--basis OLDFILE` only the chunks the
  * old copy lacks come down. The file is written beside FILE and renamed over it once it
  * verified; an existing FILE is replaced only with --force.
+ *
+ * `dsync pull FOLDER/ --out DIR`: every file under FOLDER, each to its path under DIR, over one
+ * connection; a file DIR already holds is replaced only with --force, and is then the basis of
+ * its own pull (only the chunks it lacks come down).
  */
 import { existsSync, promises as fs } from 'node:fs';
+import path from 'node:path';
 import '../../shared/src/wasm.ts';
-import { pull } from '../../shared/src/sync-client.ts';
+import { Connection, type SyncReport, pull } from '../../shared/src/sync-client.ts';
+import { RemoteError } from '../../shared/src/conn.ts';
+import { ErrorCode } from '../../shared/src/protocol.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
-import { type Command, EXIT_FAILED, UsageError, type Values, intFlag, str } from '../command.ts';
-import { JSON_OPT, humanOutput, printJson, progressBar, syncSummary } from '../output.ts';
+import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, str } from '../command.ts';
+import { JSON_OPT, humanOutput, printJson, progressBar, stdoutFile, syncSummary } from '../output.ts';
 import { SERVER_OPTS, api, syncUrl, webSocket } from '../remote.ts';
 import { SYNC_OPTS, algoOf, chunkParams, knownOf } from '../sync-options.ts';
 
@@ -25,20 +32,143 @@ async function sizeOf(values: Values, name: string, version: number): Promise<nu
   }
 }
 
+/** Whether the server lists anything under `name/`. */
+async function isFolder(values: Values, name: string): Promise<boolean> {
+  const page = await api<{ files: unknown[]; folders: unknown[] }>(values, 'GET', `/api/files?${new URLSearchParams({ prefix: name.replace(/\/+$/, '') + '/', limit: '1' })}`).catch(() => null);
+  return !!page && page.files.length + page.folders.length > 0;
+}
+
+/** One pull of `name` into `outFile` (via a temporary file beside it, renamed over it once
+ *  verified; `-`: stdout as it arrives), against `basisPath` if given. */
+async function pullOne(values: Values, name: string, outFile: string, basisPath: string | undefined, o: { version: number; connection?: (url: string) => Promise<Connection> }): Promise<SyncReport> {
+  const human = humanOutput(values);
+  const basisFh = basisPath ? await fs.open(basisPath, 'r') : null;
+  const basisSize = basisFh ? (await basisFh.stat()).size : 0;
+  const pool = basisSize >= OFF_THREAD_MIN ? nodeHashPool() : null;
+  const bar = progressBar(name, human && process.stderr.isTTY ? await sizeOf(values, name, o.version) : 0, values);
+  let written = 0;
+  const toStdout = outFile === '-';
+  const tmp = `${outFile}.dsync-${process.pid}.tmp`;
+  const out = toStdout ? stdoutFile() : await fs.open(tmp, 'w');
+  let closed = toStdout;
+  try {
+    const report = await pull({
+      url: syncUrl(values),
+      name,
+      WebSocket: webSocket(values),
+      connection: o.connection,
+      params: chunkParams(values),
+      algo: algoOf(values),
+      version: o.version,
+      known: knownOf(values),
+      basis: basisFh ? fileSource(basisFh, basisSize, pool) : null,
+      sink: {
+        write: async (b) => {
+          await out.write(b);
+          bar.update((written += b.length));
+        },
+        commit: async () => {
+          if (toStdout) return 0;
+          await out.sync();
+          await out.close();
+          closed = true;
+          await fs.rename(tmp, outFile);
+          return 0;
+        },
+        abort: async () => {
+          if (!closed) await out.close();
+          closed = true;
+          await fs.rm(tmp, { force: true });
+        },
+      },
+    });
+    bar.stop();
+    return report;
+  } finally {
+    bar.stop();
+    if (!closed) {
+      await out.close().catch(() => {});
+      await fs.rm(tmp, { force: true });
+    }
+    await basisFh?.close();
+    pool?.close();
+  }
+}
+
+/** `pull FOLDER/ --out DIR`: every file under FOLDER (GET /api/files?recursive=1), and its
+ *  empty folders, under DIR; one connection (one per compression setting). */
+async function pullFolder(values: Values, folder: string, dir: string): Promise<number> {
+  const human = humanOutput(values);
+  const prefix = folder.replace(/\/+$/, '') + '/';
+  const files: { name: string }[] = [];
+  const folders: string[] = [];
+  let cursor: string | null = null;
+  do {
+    const q = new URLSearchParams({ prefix, recursive: '1', limit: '10000', ...(cursor && { cursor }) });
+    const page: { files: { name: string }[]; folders: string[]; next: string | null } = await api(values, 'GET', `/api/files?${q}`);
+    files.push(...page.files);
+    folders.push(...page.folders);
+    cursor = page.next;
+  } while (cursor);
+  if (!files.length && !folders.length) {
+    console.error(`dsync pull: nothing under ${prefix} on the server`);
+    return EXIT_FAILED;
+  }
+  const local = (name: string) => path.join(dir, ...name.slice(prefix.length).split('/'));
+  const connections = new Map<string, Connection>();
+  const WebSocket = webSocket(values);
+  const connection = async (u: string) => {
+    const c = connections.get(u);
+    if (c?.usable) return c;
+    const opened = await Connection.open(u, WebSocket);
+    connections.set(u, opened);
+    return opened;
+  };
+  let failures = 0;
+  try {
+    for (const f of folders) await fs.mkdir(local(f), { recursive: true });
+    for (const { name } of files) {
+      const to = local(name);
+      try {
+        const exists = existsSync(to);
+        if (exists && !values.force) {
+          failures++;
+          console.error(`dsync pull: ${to} exists; --force replaces it`);
+          continue;
+        }
+        await fs.mkdir(path.dirname(to), { recursive: true });
+        const report = await pullOne(values, name, to, exists ? to : undefined, { version: 0, connection });
+        if (human) console.log(syncSummary(report, 'pull'));
+        else printJson({ ...report, path: to });
+      } catch (e) {
+        failures++;
+        console.error(`dsync pull: ${name}: ${(e as Error).message}`);
+      }
+    }
+  } finally {
+    for (const c of connections.values()) c.close();
+  }
+  return failures ? EXIT_FAILED : EXIT_OK;
+}
+
 export const command: Command = {
-  usage: 'pull NAME --server URL --out FILE [--version V] [--basis OLDFILE] [--force] [--json]',
+  usage: 'pull NAME --server URL --out FILE [--version V] [--basis OLDFILE] [--force] [--json]\n       pull FOLDER/ --server URL --out DIR [--force] [--json]',
   about: `Fetches NAME (its latest version, or V) into FILE. With --basis, an older copy of the file,
 only the chunks it lacks come down. The file is verified before it replaces FILE; an existing
-FILE is replaced only with --force.
+FILE is replaced only with --force; FILE's folder must exist. --out - writes the file to
+stdout as it arrives (the report goes to stderr; if it fails verification the status is 1).
+A FOLDER/ (ending in "/") comes down whole into DIR: each file to its path under DIR, over one
+connection; a file DIR already has is replaced only with --force, and then only the chunks it
+lacks come down. Empty folders are made too.
 Prints on a terminal "report.pdf ← v3: 23 KB received of 20 MB (99.8% saved) in 0.15 s",
 with a progress bar for large files; otherwise, or with --json, its JSON report.
 Exit status: 0 pulled, 1 failed (or FILE exists), 2 a wrong command line.`,
   options: {
     ...SERVER_OPTS,
-    out: { type: 'string', short: 'o', arg: 'FILE', help: 'where the file goes (required)' },
+    out: { type: 'string', short: 'o', arg: 'FILE', help: 'where the file (or the folder) goes (required; - for stdout)' },
     version: { type: 'string', arg: 'V', help: 'the version to fetch (default: the latest)' },
     basis: { type: 'string', arg: 'OLDFILE', help: 'a local older copy: only the chunks it lacks come down' },
-    force: { type: 'boolean', short: 'f', help: 'replace FILE if it exists' },
+    force: { type: 'boolean', short: 'f', help: 'replace FILE (or files under DIR) if it exists' },
     ...SYNC_OPTS,
     json: JSON_OPT,
   },
@@ -46,64 +176,34 @@ Exit status: 0 pulled, 1 failed (or FILE exists), 2 a wrong command line.`,
   async run(values, [name]) {
     const outFile = str(values, 'out');
     if (!outFile) throw new UsageError('--out FILE is required');
-    const url = syncUrl(values);
     const version = intFlag(values, 'version', 0);
-    const params = chunkParams(values);
-    const algo = algoOf(values);
-    if (existsSync(outFile) && !values.force) {
+    if (name.endsWith('/')) {
+      if (version || str(values, 'basis')) throw new UsageError('a folder pull takes the latest of each file, against the file under DIR: no --version or --basis');
+      return pullFolder(values, name, outFile);
+    }
+    chunkParams(values);
+    algoOf(values);
+    const toStdout = outFile === '-';
+    if (!toStdout && existsSync(outFile) && !values.force) {
       console.error(`dsync pull: ${outFile} exists; --force replaces it`);
       return EXIT_FAILED;
     }
-    const human = humanOutput(values);
-    const basisPath = str(values, 'basis');
-    const basisFh = basisPath ? await fs.open(basisPath, 'r') : null;
-    const basisSize = basisFh ? (await basisFh.stat()).size : 0;
-    const pool = basisSize >= OFF_THREAD_MIN ? nodeHashPool() : null;
-    const bar = progressBar(name, human && process.stderr.isTTY ? await sizeOf(values, name, version) : 0, values);
-    let written = 0;
-    const tmp = `${outFile}.dsync-${process.pid}.tmp`;
-    const out = await fs.open(tmp, 'w');
-    let closed = false;
-    try {
-      const report = await pull({
-        url,
-        name,
-        WebSocket: webSocket(values),
-        params,
-        algo,
-        version,
-        known: knownOf(values),
-        basis: basisFh ? fileSource(basisFh, basisSize, pool) : null,
-        sink: {
-          write: async (b) => {
-            await out.write(b);
-            bar.update((written += b.length));
-          },
-          commit: async () => {
-            await out.sync();
-            await out.close();
-            closed = true;
-            await fs.rename(tmp, outFile);
-            return 0;
-          },
-          abort: async () => {
-            if (!closed) await out.close();
-            closed = true;
-            await fs.rm(tmp, { force: true });
-          },
-        },
-      });
-      bar.stop();
-      if (human) console.log(syncSummary(report, 'pull'));
-      else printJson(report);
-    } finally {
-      bar.stop();
-      if (!closed) {
-        await out.close().catch(() => {});
-        await fs.rm(tmp, { force: true });
-      }
-      await basisFh?.close();
-      pool?.close();
+    if (!toStdout && !existsSync(path.dirname(path.resolve(outFile)))) {
+      console.error(`dsync pull: the folder ${path.dirname(outFile)} does not exist; create it first (mkdir -p ${path.dirname(outFile)})`);
+      return EXIT_FAILED;
     }
+    let report;
+    try {
+      report = await pullOne(values, name, outFile, str(values, 'basis'), { version });
+    } catch (e) {
+      // a folder named without its '/': say how to pull it
+      if (e instanceof RemoteError && e.code === ErrorCode.NotFound && !version && (await isFolder(values, name))) throw new UsageError(`${name} is a folder: pull ${name}/ --out DIR fetches every file in it`);
+      throw e;
+    }
+    // with --out - the file is stdout: the report goes to stderr
+    const human = humanOutput(values);
+    if (toStdout) console.error(human ? syncSummary(report, 'pull') : JSON.stringify(report));
+    else if (human) console.log(syncSummary(report, 'pull'));
+    else printJson(report);
   },
 };

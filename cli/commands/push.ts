@@ -1,20 +1,28 @@
 /**
- * `dsync push FILE|DIR...`: each file goes up as a new version, over one connection. A
- * directory goes up whole, each file named by its path from the directory's parent (`push
- * photos` stores `photos/a.jpg`), as the page's folder upload names them. Two files of one name
- * are refused before anything is sent; a file that cannot be read is reported and the rest
- * still go, and the exit status is 1.
+ * `dsync push FILE|DIR...`: each file goes up as a new version, over one connection. A file or
+ * directory is named by its path as typed when that path lies inside the current directory
+ * (`push proj/docs/a.txt` stores `proj/docs/a.txt`, `push photos` stores `photos/b.jpg`), else
+ * by its path from its parent (`push /tmp/x.txt` stores `x.txt`). Two files of one name are
+ * refused before anything is sent; a file that cannot be read is reported and the rest still
+ * go, and the exit status is 1.
+ *
+ * A push never puts an older copy over a newer version (shared/src/guarded-push.ts): each file
+ * goes against the version this client last pushed or pulled of it, or expects no file at its
+ * name; when another device moved it on, an unchanged file is not sent and an edited one goes
+ * up as a conflict copy beside it.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import '../../shared/src/wasm.ts';
-import { Connection, push } from '../../shared/src/sync-client.ts';
+import { hostname } from 'node:os';
+import { Connection, type SyncReport, push } from '../../shared/src/sync-client.ts';
+import { type GuardedOutcome, type LatestInfo, guardedPush } from '../../shared/src/guarded-push.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
-import { type Command, EXIT_FAILED, EXIT_OK, UsageError, intFlag, str } from '../command.ts';
+import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson, progressBar, syncSummary } from '../output.ts';
-import { SERVER_OPTS, syncUrl, webSocket } from '../remote.ts';
+import { SERVER_OPTS, api, explain, syncUrl, webSocket } from '../remote.ts';
 import { SYNC_OPTS, algoOf, chunkParams, knownOf } from '../sync-options.ts';
 
 interface Entry {
@@ -23,8 +31,9 @@ interface Entry {
   size: number;
 }
 
-/** The files under `dir` (symbolic links to directories are not followed). */
-async function walk(dir: string, base: string, out: Entry[], failed: (what: string, e: unknown) => void) {
+/** The files under `dir`, whose name on the server is `name` (symbolic links to directories
+ *  are not followed). */
+async function walk(dir: string, name: string, out: Entry[], failed: (what: string, e: unknown) => void) {
   let entries;
   try {
     entries = await fs.readdir(dir, { withFileTypes: true });
@@ -34,11 +43,11 @@ async function walk(dir: string, base: string, out: Entry[], failed: (what: stri
   entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   for (const d of entries) {
     const file = path.join(dir, d.name);
-    if (d.isDirectory()) await walk(file, base, out, failed);
+    if (d.isDirectory()) await walk(file, `${name}/${d.name}`, out, failed);
     else if (d.isFile() || d.isSymbolicLink()) {
       try {
         const st = await fs.stat(file);
-        if (st.isFile()) out.push({ file, name: path.relative(base, file).split(path.sep).join('/'), size: st.size });
+        if (st.isFile()) out.push({ file, name: `${name}/${d.name}`, size: st.size });
       } catch (e) {
         failed(file, e);
       }
@@ -46,17 +55,58 @@ async function walk(dir: string, base: string, out: Entry[], failed: (what: stri
   }
 }
 
-const reason = (e: unknown) => ((e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file or directory' : (e as Error).message);
+/** The name of a file or directory given as `arg`: its path as typed when inside the current
+ *  directory, else its path from its parent. */
+export function nameOf(arg: string, cwd = process.cwd()): string {
+  const rel = path.relative(cwd, path.resolve(cwd, arg));
+  const inside = rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel);
+  return (inside ? rel : path.basename(path.resolve(cwd, arg))).split(path.sep).join('/');
+}
+
+/** The server's latest version of `name`, as GET /api/versions lists it (null: none). */
+async function latestOf(values: Values, name: string): Promise<LatestInfo | null> {
+  const vs = await api<LatestInfo[]>(values, 'GET', `/api/versions?${new URLSearchParams({ name })}`).catch(() => []);
+  return vs.length ? vs[vs.length - 1] : null;
+}
+
+/** "v3 from laptop" */
+const serverVersion = (s: LatestInfo | null) => (s ? `v${s.version}${s.client ? ` from ${s.client}` : ''}` : 'a newer version');
+
+/** What a guarded push did, in words, for a terminal; its report for --json. */
+function outcomeLine(name: string, o: GuardedOutcome): string {
+  if (o.kind === 'pushed') return syncSummary(o.report, 'push');
+  if (o.kind === 'behind') return `${name}: server has a newer version (${serverVersion(o.server)}); nothing pushed (your copy is v${o.known}: pull to update it)`;
+  return `${name}: conflict: server has ${serverVersion(o.server)}; your copy saved as ${o.report.name}\n  ${syncSummary(o.report, 'push')}`;
+}
+
+function outcomeJson(name: string, o: GuardedOutcome): Record<string, unknown> {
+  const server = o.kind === 'pushed' ? undefined : o.server && { version: o.server.version, ...(o.server.client && { client: o.server.client }) };
+  if (o.kind === 'pushed') return { ...o.report };
+  if (o.kind === 'behind') return { name, pushed: false, behind: true, knownVersion: o.known, server };
+  return { ...o.report, conflict: { name, savedAs: o.report.name, knownVersion: o.known, server } };
+}
+
+const reason = (e: unknown, values: Values) => ((e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file or directory' : explain(e, values));
 
 export const command: Command = {
-  usage: 'push FILE|DIR... --server URL [--name NAME] [--basis-version V] [--json]',
+  usage: 'push FILE|DIR... --server URL [--name NAME] [--basis-version V | --force] [--json]',
   about: `Pushes each FILE as a new version of the file of its name on the server: only the bytes
-the server lacks go up. A DIR goes up whole, each file named by its path from DIR's parent
-(push photos stores photos/a.jpg). Several files share one connection. Two files of one name
-are refused before anything is sent. A file that cannot be read is reported and the rest
-still go. The version last pushed or pulled of each file is remembered (in $DSYNC_CACHE_DIR,
-else ~/.cache/dsync/known), so the next push of a small change takes one round trip.
-Files of 64 MiB and more are hashed by worker threads while they are chunked.
+the server lacks go up. A FILE or DIR inside the current directory is named by its path as
+typed (push proj/docs/a.txt stores proj/docs/a.txt; push photos stores photos/b.jpg); one
+outside it by its path from its parent (push /tmp/x.txt stores x.txt). Several files share
+one connection. Two files of one name are refused before anything is sent. A file that
+cannot be read is reported and the rest still go. The version last pushed or pulled of each
+file is remembered (in $DSYNC_CACHE_DIR, else ~/.cache/dsync/known), so the next push of a
+small change takes one round trip. Files of 64 MiB and more are hashed by worker threads
+while they are chunked.
+
+A push never puts an older copy over a newer version: each file goes against the version this
+client last pushed or pulled of it (or, never seen, expects no file at its name). When another
+device changed it since, a file unchanged here is not pushed ("server has a newer version
+(v3); nothing pushed": pull it), and an edited one goes up beside it as
+"name (conflict from HOST DATE).ext", the server's version keeping the name. --force pushes
+as a new version whatever the server has (the versions before stay in the history); so does
+--no-known, which remembers nothing to check against.
 
 Prints one line per file: on a terminal "report.pdf → v3: 23 KB sent of 20 MB (99.8% saved)
 in 0.15 s", with a progress bar for large files; otherwise, or with --json, its JSON report.
@@ -65,6 +115,7 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
     ...SERVER_OPTS,
     name: { type: 'string', arg: 'NAME', help: 'store the one FILE under this name' },
     'basis-version': { type: 'string', arg: 'V', help: 'refuse (StaleBasis) if the latest version is no longer V' },
+    force: { type: 'boolean', help: 'push as a new version even if the server has a version this client has not seen' },
     ...SYNC_OPTS,
     json: JSON_OPT,
   },
@@ -75,20 +126,21 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
     const algo = algoOf(values);
     const retries = intFlag(values, 'retries', 3);
     const basisVersion = intFlag(values, 'basis-version', 0);
+    if (basisVersion && values.force) throw new UsageError('--basis-version and --force contradict each other');
     const human = humanOutput(values);
     let failures = 0;
     let pushed = 0;
     const failed = (what: string, e: unknown) => {
       failures++;
-      console.error(`dsync push: ${what}: ${reason(e)}`);
+      console.error(`dsync push: ${what}: ${reason(e, values)}`);
     };
 
     const entries: Entry[] = [];
     for (const arg of args) {
       try {
         const st = await fs.stat(arg);
-        if (st.isDirectory()) await walk(arg, path.dirname(path.resolve(arg)), entries, failed);
-        else entries.push({ file: arg, name: path.basename(arg), size: st.size });
+        if (st.isDirectory()) await walk(arg, nameOf(arg), entries, failed);
+        else entries.push({ file: arg, name: nameOf(arg), size: st.size });
       } catch (e) {
         failed(arg, e);
       }
@@ -131,24 +183,30 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
         const { size } = await fh.stat();
         const bar = progressBar(name, size, values);
         try {
-          const report = await push(fileSource(fh, size, pool), {
+          const source = fileSource(fh, size, pool);
+          const opts = {
             url,
             name,
             WebSocket,
             connection: connectionTo,
             params,
             algo,
-            basisVersion,
             retries,
             known,
-            onProgress: (phase, done) => {
+            onProgress: (phase: string, done?: number) => {
               if (phase === 'chunking' && done !== undefined) bar.update(done);
             },
-          });
+          };
+          // an explicit basis, --force or nothing remembered: the push as asked; else guarded
+          const outcome: GuardedOutcome =
+            basisVersion || values.force || !known
+              ? { kind: 'pushed', report: await push(source, { ...opts, basisVersion }) }
+              : await guardedPush(source, { ...opts, device: hostname(), latestOf: (n) => latestOf(values, n) });
           bar.stop();
           pushed++;
-          if (human) console.log(syncSummary(report, 'push'));
-          else printJson({ ...report, hashWorkers: size >= OFF_THREAD_MIN ? (pool?.size ?? 0) : 0 });
+          const report: SyncReport | null = outcome.kind === 'behind' ? null : outcome.report;
+          if (human) console.log(outcomeLine(name, outcome));
+          else printJson({ ...outcomeJson(name, outcome), ...(report && { hashWorkers: size >= OFF_THREAD_MIN ? (pool?.size ?? 0) : 0 }) });
         } catch (e) {
           bar.stop();
           failed(name, e);

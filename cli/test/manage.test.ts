@@ -2,13 +2,14 @@
 // what they change on the server, what they print (tables on a terminal, JSON lines when
 // piped), and their exit statuses.
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { addUser } from '../../server/src/auth.ts';
 import { testServer } from '../../harness/helpers.ts';
-import { dsync, dsyncOnTerminal, jsonLines } from './run.ts';
+import { DSYNC, dsync, dsyncOnTerminal, jsonLines, spawnOnTerminal } from './run.ts';
 
 test('ls, log, mv, restore and rm', async () => {
   const s = await testServer();
@@ -34,16 +35,16 @@ test('ls, log, mv, restore and rm', async () => {
     assert.deepEqual(inPhotos.map((e) => [e.name, e.size]), [['photos/a.jpg', 1500], ['photos/b.jpg', 1]]);
     // on a terminal: a table, folders first, and a total
     const table = await dsyncOnTerminal(['ls'], { env });
-    assert.match(table.out, /^NAME +SIZE +VERSIONS +MODIFIED/m);
+    assert.match(table.out, /^NAME +SIZE +LATEST +VERSIONS +MODIFIED/m);
     assert.match(table.out, /^photos\/ /m);
-    assert.match(table.out, /^notes\.txt +20 B +2 +\d{4}-\d\d-\d\d \d\d:\d\d/m);
+    assert.match(table.out, /^notes\.txt +20 B +v2 +2 +\d{4}-\d\d-\d\d \d\d:\d\d/m);
     assert.match(table.out, /^1 file, 20 B; 1 folder$/m);
-    assert.match((await dsyncOnTerminal(['ls', 'photos/'], { env })).out, /^a\.jpg +1\.5 KB +1 /m);
+    assert.match((await dsyncOnTerminal(['ls', 'photos/'], { env })).out, /^a\.jpg +1\.5 KB +v1 +1 /m);
 
     // log: newest first
     const log = jsonLines((await run('log', 'notes.txt')).stdout);
     assert.deepEqual(log.map((v) => [v.version, v.size]), [[2, 20], [1, 11]]);
-    assert.match((await dsyncOnTerminal(['log', 'notes.txt'], { env })).out, /^VERSION +SIZE +CHANGED +MADE +CLIENT\n +v2 +20 B /m);
+    assert.match((await dsyncOnTerminal(['log', 'notes.txt'], { env })).out, /^VERSION +SIZE +CHANGED +MADE +FROM\n +v2 +20 B /m);
 
     // mv: a rename with its versions, no bytes sent
     const mv = await run('mv', 'notes.txt', 'docs/notes.txt');
@@ -88,7 +89,7 @@ test('with accounts: the REST commands send --token (or DSYNC_TOKEN) and fail wi
   try {
     const no = await dsync(['ls', '--server', s.url]);
     assert.equal(no.code, 1);
-    assert.match(no.stderr, /authentication required/);
+    assert.match(no.stderr, /this server has accounts: give your token/);
     assert.equal((await dsync(['ls', '--server', s.url, '--token', token])).code, 0);
     assert.equal((await dsync(['ls', '--server', s.url], { env: { DSYNC_TOKEN: token } })).code, 0);
   } finally {
@@ -126,8 +127,57 @@ test('gc and check run on a store directory, and check says whether it is whole'
     assert.equal(human.code, 1);
     assert.match(human.out, /: \d+ problems?\n/);
     assert.equal((await dsync(['gc', '--store', s.data, '--keep-versions', 'all'])).code, 2);
+    // settings that cannot be made safe or do not fit a timer are refused
+    for (const bad of [['--window-ms', '300001'], ['--min-age-ms', '1.5'], ['--window-ms', '-1']]) assert.equal((await dsync(['gc', '--store', s.data, ...bad])).code, 2, bad.join(' '));
   } finally {
     await s.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('adduser: a password from a hidden prompt or stdin, never the command line; a weak one or an existing name (without --force) is refused', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-cli-adduser-'));
+  const file = path.join(dir, 'users.json');
+  const add = (args: string[], input?: string) => spawnSync(process.execPath, [DSYNC, 'adduser', ...args, '--users', file], { input, encoding: 'utf8' });
+  try {
+    const argv = add(['ann', '--password', 'plum-harbour-kettle-9']);
+    assert.equal(argv.status, 2);
+    assert.match(argv.stderr, /never taken on the command line.*--password-stdin/);
+    for (const [pw, why] of [['short', /at least 12/], ['my-name-is-ann!', /user name/], ['password2024!', /common/]] as const) {
+      const weak = add(['ann', '--password-stdin'], `${pw}\n`);
+      assert.equal(weak.status, 1, pw);
+      assert.match(weak.stderr, why);
+    }
+    assert.equal(existsSync(file), false, 'nothing written');
+    const good = add(['ann', '--password-stdin'], 'plum-harbour-kettle-9\n');
+    assert.equal(good.status, 0, good.stderr);
+    const token = good.stdout.trim();
+    assert.match(token, /^[A-Za-z0-9_-]{32}$/);
+    assert.equal(statSync(file).mode & 0o777, 0o600);
+    const again = add(['ann', '--password-stdin'], 'another-fine-phrase-3\n');
+    assert.equal(again.status, 1);
+    assert.match(again.stderr, /already has an account.*--force/);
+    const forced = add(['ann', '--password-stdin', '--force'], 'another-fine-phrase-3\n');
+    assert.equal(forced.status, 0, forced.stderr);
+    assert.notEqual(forced.stdout.trim(), token);
+    // on a terminal: asked twice, not echoed
+    const tty = spawnOnTerminal([process.execPath, DSYNC, 'adduser', 'bea', '--users', file, '--password']);
+    let out = '';
+    tty.stdout.on('data', (d) => {
+      out += d;
+      if (/password for bea: $/.test(out) || /again: $/.test(out)) tty.stdin.write('velvet-orbit-lantern-4\r');
+    });
+    const code = await new Promise((r) => tty.on('close', r));
+    assert.equal(code, 0, out);
+    assert.ok(!out.includes('velvet-orbit'), 'the password is not echoed');
+    const s = await testServer({ users: file });
+    try {
+      const login = await fetch(`${s.url}/api/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'bea', password: 'velvet-orbit-lantern-4' }) });
+      assert.equal(login.status, 200);
+    } finally {
+      await s.stop();
+    }
+  } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -22,8 +22,9 @@ test('on a terminal: a progress bar for a large file and one human line per file
     writeFileSync(path.join(dir, 'small.bin'), fastRandomBytes(1, 5000));
     const first = await dsyncOnTerminal(['push', big, path.join(dir, 'small.bin'), '--server', s.wsUrl], { env });
     assert.equal(first.code, 0, first.out);
-    // the bar: the file's name, a percentage, bytes of the total, speed and time left
-    assert.match(first.out, /big\.txt .*\d+% [\d.]+ [KMG]?B of 12 MB · [\d.]+ [KMG]?B\/s · .* left/);
+    // the bar: the file's name, a percentage and bytes of the total (speed and time left once
+    // measured: words.test.ts)
+    assert.match(first.out, /big\.txt .*\d+% [\d.]+ [KMG]?B of 12 MB/);
     assert.match(screen(first.out), /^big\.txt → v1: [\d.]+ MB sent of 12 MB \((nothing saved|\d+(\.\d)?% saved)\) in [\d.]+ m?s$/m);
     assert.match(screen(first.out), /^small\.bin → v1: [\d.]+ KB sent of 5 KB \(nothing saved\) in [\d.]+ m?s$/m);
     assert.doesNotMatch(first.out, /\{"name"/);

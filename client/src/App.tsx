@@ -3,7 +3,7 @@
  * server's files. Transfers run in the sync worker (worker.ts) through the queue in transfers.ts.
  */
 import { useCallback, useEffect, useRef, useState, useSyncExternalStore } from 'react';
-import { syncUrl } from './api.ts';
+import { deviceLabel, syncUrl } from './api.ts';
 import { DropZone } from './components/DropZone.tsx';
 import { Header } from './components/Header.tsx';
 import { KeptSettings } from './components/KeptSettings.tsx';
@@ -15,6 +15,8 @@ import { savedPercent } from './format.ts';
 import { type Transfer, Transfers } from './transfers.ts';
 import { useServer } from './use-server.ts';
 import { dropKept } from './kept-store.ts';
+import { UnfinishedNotice } from './components/UnfinishedNotice.tsx';
+import { forgetUpload, rememberUploads } from './unfinished.ts';
 import type { Failure } from './worker-api.ts';
 
 export function App() {
@@ -36,8 +38,10 @@ export function App() {
       new Transfers({
         worker: new Worker(new URL('./worker.ts', import.meta.url), { type: 'module' }),
         url: syncUrl(),
+        device: deviceLabel(),
         diagnose: async (f: Failure): Promise<Failure> => ((await latest.current.refresh()).status === 'signin' ? { ...f, kind: 'refused' } : f),
         onSettled: (t) => latest.current.onSettled(t),
+        onCancelAll: (ts) => ts.forEach((t) => t.direction === 'up' && forgetUpload(syncUrl(), t.name)),
       }),
   );
   const list = useSyncExternalStore(transfers.subscribe, transfers.snapshot);
@@ -50,14 +54,20 @@ export function App() {
   // queued transfers wait while the server is away, and those that lost it go again on its return
   const online = server.status !== 'unreachable';
   useEffect(() => transfers.setOnline(online), [transfers, online]);
+  // queued transfers wait for a sign-in, and those refused for want of one go again after it
+  useEffect(() => {
+    if (server.status === 'ok' || server.status === 'signin') transfers.setSignedIn(server.status === 'ok');
+  }, [transfers, server.status]);
 
   latest.current = {
     refresh,
     onSettled: (t) => {
+      // an upload stored, or given up by the person (or unable to go), is no longer unfinished
+      if (t.direction === 'up' && (t.status === 'done' || ['cancelled', 'too-large', 'unreadable'].includes(t.failure?.kind ?? ''))) forgetUpload(syncUrl(), t.name);
       if (t.status === 'done' && t.report) {
         const saved = savedPercent(t.report.traffic.total, t.report.size);
         const said = saved ? `${saved} saved` : 'nothing saved';
-        setAnnouncement(t.direction === 'up' ? `${t.name} synced as version ${t.report.version}, ${said}.` : `${t.name} version ${t.version} downloaded, ${said}.`);
+        setAnnouncement(t.direction === 'up' ? (t.report.unchanged ? `${t.name} is unchanged: the server has it as version ${t.report.version}.` : `${t.name} synced as version ${t.report.version}, ${said}.`) : `${t.name} version ${t.version} downloaded, ${said}.`);
         if (t.direction === 'down' && t.blobUrl) save(t.blobUrl, t.name);
       } else if (t.status === 'failed') {
         setAnnouncement(`${t.name}: ${t.failure?.kind === 'cancelled' ? 'cancelled' : t.retryWhenBack ? 'waiting for the server' : 'failed'}.`);
@@ -75,7 +85,14 @@ export function App() {
     return () => window.removeEventListener('beforeunload', ask);
   }, [busy]);
 
-  const upload = useCallback((picked: Picked[]) => transfers.upload(picked), [transfers]);
+  const upload = useCallback(
+    (picked: Picked[]) => {
+      transfers.upload(picked);
+      const at = Date.now();
+      rememberUploads(syncUrl(), picked.map((p) => ({ name: p.name, size: p.file.size, at, ...(p.handle && { handle: p.handle }) })));
+    },
+    [transfers],
+  );
   const dragging = useWindowDrop(upload);
 
   return (
@@ -84,6 +101,7 @@ export function App() {
       {server.status === 'signin' && <Login onDone={() => void refresh()} />}
       <main className="layout">
         <div className="column">
+          {server.status === 'ok' && <UnfinishedNotice scope={syncUrl()} onFiles={upload} active={(name) => transfers.snapshot().some((t) => t.name === name && t.direction === 'up')} />}
           <DropZone onFiles={upload} dragging={dragging} />
           <TransferList list={list} transfers={transfers} maxFileSize={maxFileSize} />
           <KeptSettings />

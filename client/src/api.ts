@@ -1,5 +1,6 @@
 /** The server's REST API (server/src/server.ts), as the page uses it. */
 import type { FileInfo, VersionInfo as StoreVersion } from '../../server/src/store.ts';
+import { SEARCH_PAGE, SEARCH_REQUESTS } from '../../shared/src/limits.ts';
 
 export type { FileInfo };
 
@@ -78,7 +79,51 @@ async function folder(prefix: string): Promise<Folder & { truncated: boolean }> 
   return { ...out, truncated: cursor !== null };
 }
 
+/** Every file and folder below `prefix` (a path ending in '/'), in name order: the server's
+ *  recursive listing, followed page by page. */
+async function tree(prefix: string): Promise<{ files: FileInfo[]; folders: string[] }> {
+  const out: { files: FileInfo[]; folders: string[] } = { files: [], folders: [] };
+  let cursor: string | null = null;
+  do {
+    const page: { files: FileInfo[]; folders: string[]; next: string | null } = await get(`/api/files?prefix=${q(prefix)}&recursive=1&limit=${PAGE}${cursor ? `&cursor=${q(cursor)}` : ''}`);
+    out.files.push(...page.files);
+    out.folders.push(...page.folders);
+    cursor = page.next;
+  } while (cursor);
+  return out;
+}
+
+/**
+ * Files whose path contains `text`, in any folder (GET /api/search): pages from `cursor` until
+ * `want` hits, the end, or SEARCH_REQUESTS requests (each bounded by the server). `stop()`
+ * true ends it early.
+ */
+async function search(text: string, cursor: string, want: number, stop: () => boolean): Promise<{ files: FileInfo[]; next: string | null }> {
+  const files: FileInfo[] = [];
+  let next: string | null = cursor;
+  let requests = 0;
+  do {
+    const page: { files: FileInfo[]; next: string | null } = await get(`/api/search?q=${q(text)}&limit=${Math.min(SEARCH_PAGE, want - files.length)}${next ? `&cursor=${q(next)}` : ''}`);
+    files.push(...page.files);
+    next = page.next;
+  } while (next !== null && files.length < want && ++requests < SEARCH_REQUESTS && !stop());
+  return { files, next };
+}
+
+/** Why a sign-in failed, in words: a wrong password, too many tries (with the wait the server
+ *  asks for in Retry-After, seconds or a date), or the server's trouble. */
+export function signInFailure(status: number, retryAfter: string | null, now = Date.now()): string {
+  if (status === 401) return 'Wrong name or password.';
+  if (status === 429) {
+    const secs = retryAfter === null ? NaN : /^\d+$/.test(retryAfter.trim()) ? Number(retryAfter) : Math.ceil((Date.parse(retryAfter) - now) / 1000);
+    const wait = Number.isFinite(secs) && secs > 0 ? (secs < 60 ? `${secs} second${secs === 1 ? '' : 's'}` : `${Math.ceil(secs / 60)} minute${Math.ceil(secs / 60) === 1 ? '' : 's'}`) : 'a moment';
+    return `Too many sign-in attempts. Try again in ${wait}.`;
+  }
+  return status >= 500 ? `The server could not sign you in just now (HTTP ${status}); try again shortly.` : `Sign-in failed (HTTP ${status}).`;
+}
+
 export const api = {
+  search,
   health: () => get<{ ok: boolean }>('/api/health'),
   whoami: () => get<{ user: string; singleUser: boolean }>('/api/whoami'),
   config: () => get<{ maxFileSize: number }>('/api/config'),
@@ -87,13 +132,16 @@ export const api = {
   downloadUrl: (name: string, version: number) => `/api/download?name=${q(name)}&version=${version}`,
   /** deletes a file (every version), or one version of it */
   remove: (name: string, version?: number) => call<unknown>('DELETE', `/api/files?name=${q(name)}${version === undefined ? '' : `&version=${version}`}`),
+  tree,
+  /** deletes a folder (a path ending in '/'): every file under it, each with every version */
+  removeFolder: (path: string) => call<{ removed: string[] }>('DELETE', `/api/folders?name=${q(path)}`),
   /** renames a file, or a folder (both names ending in '/'): metadata only, no bytes move */
   move: (from: string, to: string) => call<unknown>('POST', '/api/files/move', { from, to }),
   /** makes an old version the new latest one; answers its number */
   restore: (name: string, version: number) => call<{ version: number }>('POST', '/api/files/restore', { name, version }),
   async login(name: string, password: string) {
     const res = await fetch('/api/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name, password }) });
-    if (!res.ok) throw new HttpError(res.status, res.status === 401 ? 'Wrong name or password.' : `Sign-in failed (HTTP ${res.status}).`);
+    if (!res.ok) throw new HttpError(res.status, signInFailure(res.status, res.headers.get('Retry-After')));
   },
 };
 

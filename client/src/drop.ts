@@ -5,6 +5,8 @@ export interface Picked {
   file: File;
   /** the name to sync under: folder-relative path for files inside a dropped or picked folder */
   name: string;
+  /** a dropped file's handle, where the browser gives one (unfinished.ts keeps it) */
+  handle?: FileSystemFileHandle;
 }
 
 function entryFile(entry: FileSystemFileEntry): Promise<File> {
@@ -29,30 +31,31 @@ async function walk(entry: FileSystemEntry, out: Picked[]): Promise<void> {
   }
 }
 
+/** A dropped file's handle (Chromium), as `{handle}`, or nothing. Taken before the first await. */
+function handleOf(i: DataTransferItem): Promise<{ handle?: FileSystemFileHandle }> {
+  const get = (i as DataTransferItem & { getAsFileSystemHandle?: () => Promise<FileSystemHandle | null> }).getAsFileSystemHandle;
+  if (!get) return Promise.resolve({});
+  return get.call(i).then(
+    (h) => (h?.kind === 'file' ? { handle: h as FileSystemFileHandle } : {}),
+    () => ({}),
+  );
+}
+
 /**
- * Every file in a drop, folders included. Entries must be taken before the first await. An
- * entry that cannot be read (WebKit: `file()` of a DataTransfer a page built rejects with
- * NotFoundError) falls back to the item's own File, as a browser without entries gives.
+ * Every file in a drop, folders included. Entries must be taken before the first await. A
+ * dropped file is the item's own File (WebKit cannot read the entry of a DataTransfer a page
+ * built: its `file()` rejects with NotFoundError); a folder that cannot be read gives what was
+ * read of it.
  */
 export async function filesFromDrop(dt: DataTransfer): Promise<Picked[]> {
   const items = Array.from(dt.items ?? []).filter((i) => i.kind === 'file');
   if (!items.length) return Array.from(dt.files, (file) => ({ file, name: file.name }));
-  const taken = items.map((i) => ({ entry: i.webkitGetAsEntry?.() ?? null, file: i.getAsFile() }));
+  const taken = items.map((i) => ({ entry: i.webkitGetAsEntry?.() ?? null, file: i.getAsFile(), handle: handleOf(i) }));
   const out: Picked[] = [];
-  for (const { entry, file } of taken) {
-    if (entry) {
-      const found: Picked[] = [];
-      try {
-        await walk(entry, found);
-        out.push(...found);
-        continue;
-      } catch (e) {
-        if (!file) throw e;
-        out.push(...found);
-        if (found.length) continue; // a folder read in part: what it gave
-      }
-    }
-    if (file) out.push({ file, name: file.name });
+  for (const { entry, file, handle } of taken) {
+    if (entry?.isFile && file) out.push({ file, name: file.name, ...(await handle) });
+    else if (entry) await walk(entry, out).catch((e) => console.warn(`dropped folder ${entry.fullPath} cannot be read:`, e));
+    else if (file) out.push({ file, name: file.name });
   }
   return out;
 }

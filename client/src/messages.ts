@@ -1,6 +1,7 @@
 /** What the page says about a transfer: its steps, where it is, and why it failed. */
 import { formatBytes, formatLeft, formatRate } from './format.ts';
 import type { Transfer } from './transfers.ts';
+import type { Guard } from './worker-api.ts';
 
 export interface StepInfo {
   label: string;
@@ -83,8 +84,10 @@ const pct = (t: Transfer) => `${Math.floor(100 * frac(t))}%`;
 export const moved = (t: Transfer) => Math.round(progress(t) * t.size);
 
 /** The line people read: "42% · 1.3 MB of 3 MB · 2.1 MB/s · 1 s left". */
-export function progressLine(t: Transfer, online = true): string {
-  if (t.status === 'queued') return online ? 'Waiting for its turn' : 'Waiting for the server · starts by itself when it is back';
+export function progressLine(t: Transfer, online = true, signedIn = true): string {
+  if (t.status === 'queued' && !online) return 'Waiting for the server · starts by itself when it is back';
+  if (t.status === 'queued' && !signedIn) return `Sign in to ${t.direction === 'up' ? 'upload' : 'download'} · starts by itself once you are signed in`;
+  if (t.status === 'queued') return 'Waiting for its turn';
   if (t.step === 'retrying') return statusLine(t);
   const parts = [`${Math.floor(100 * progress(t))}%`, `${formatBytes(moved(t))} of ${formatBytes(t.size)}`];
   if (t.rate && t.rate > 0) {
@@ -162,7 +165,7 @@ export function problem(t: Transfer, maxFileSize: number): Problem {
     case 'lost':
       return { title: 'The connection to the server was lost.', detail: `Reconnecting did not help.${again}${intact}`, retry: true };
     case 'refused':
-      return { title: 'Permission refused.', detail: 'Your session has ended or this account may not do that: sign in again, then retry.', retry: true, signIn: true };
+      return { title: `Sign in to ${t.direction === 'up' ? 'upload' : 'download'}.`, detail: 'The server needs you signed in (you were not, or your sign-in ended). This goes again by itself once you sign in.', retry: true, signIn: true };
     case 'too-large':
       return { title: `Too large for this server: ${formatBytes(t.size)}.`, detail: `The server accepts files up to ${formatBytes(maxFileSize)}.`, retry: false };
     case 'limit':
@@ -177,3 +180,13 @@ export function problem(t: Transfer, maxFileSize: number): Problem {
       return { title: 'The sync failed.', detail: `${f.message}${intact}`, retry: true };
   }
 }
+
+/** What an upload that met a newer version did, in plain words (shared/src/guarded-push.ts). */
+export function guardLine(g: Guard, name: string): string {
+  const newer = g.server ? `version ${g.server.version}${g.server.client ? ` from ${g.server.client}` : ''}` : 'a newer version';
+  const had = g.known ? `the version ${g.known} this page knew` : 'none this page knew of';
+  if (g.kind === 'behind') return `Nothing sent: the server has ${newer}, and your file is still ${had}. Download it to get the newer one.`;
+  return `Conflict: the server has ${newer}, not ${had}. Your file was saved beside it as “${baseName(g.savedAs ?? '')}”; ${baseName(name)} stays the server's version.`;
+}
+
+const baseName = (n: string) => n.slice(n.lastIndexOf('/') + 1);

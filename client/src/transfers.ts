@@ -6,8 +6,14 @@
  */
 import type { SyncReport } from '../../shared/src/sync-client.ts';
 import { moved } from './messages.ts';
-import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
+import type { Failure, FromWorker, Guard, Step, ToWorker } from './worker-api.ts';
 
+/** Files under this size run up to SMALL_PARALLEL at once (the `parallel` limit is for larger
+ *  ones): a small file's sync is mostly waiting on round trips and the server's commit, so a
+ *  folder of tiny files goes as fast as the CLI's one-after-another only when several overlap
+ *  (bench/results/tiny-files.md). */
+const SMALL_FILE = 1_000_000;
+const SMALL_PARALLEL = 6;
 /** A transfer that lost the server is tried again, by itself, at most this many times. */
 const AUTO_RETRIES = 5;
 /** ... this long after it failed, when the server already answers again. */
@@ -25,6 +31,8 @@ export interface Transfer {
   done?: number;
   total?: number;
   report?: SyncReport;
+  /** up: the server had a newer version (a conflict copy was made, or nothing was sent) */
+  guard?: Guard;
   failure?: Failure;
   /** when it last started running (ms since the epoch), and its average speed since, in bytes/s */
   startedAt?: number;
@@ -44,6 +52,8 @@ export interface TransfersOptions {
   worker: Worker;
   /** the sync endpoint, ws(s)://host/sync */
   url: string;
+  /** this device's label, in the name of a conflict copy an upload makes */
+  device: string;
   parallel?: number;
   /** reconnects of an upload after a lost connection before it fails */
   retries?: number;
@@ -51,6 +61,8 @@ export interface TransfersOptions {
   diagnose?: (f: Failure) => Promise<Failure>;
   /** called once per transfer that ends, for good or not */
   onSettled?: (t: Transfer) => void;
+  /** called once by Cancel all with the queued transfers it ended (not through onSettled) */
+  onCancelAll?: (ts: Transfer[]) => void;
 }
 
 export class Transfers {
@@ -65,6 +77,9 @@ export class Transfers {
   user = '';
   /** whether the server answers; while it does not, queued transfers wait */
   private reachable = true;
+  /** whether the server has us signed in; while it does not, queued transfers wait, and those
+   *  it refused go by themselves once signed in */
+  private signedInNow = true;
 
   constructor(private readonly opts: TransfersOptions) {
     opts.worker.addEventListener('message', (ev: MessageEvent<FromWorker>) => void this.onMessage(ev.data));
@@ -80,7 +95,7 @@ export class Transfers {
   upload(files: { file: File; name: string }[]) {
     const fresh = files.map(({ file, name }): Transfer => {
       const id = this.nextId++;
-      this.requests.set(id, { kind: 'push', id, file, name, url: this.opts.url, retries: this.opts.retries ?? 2, user: this.user });
+      this.requests.set(id, { kind: 'push', id, file, name, url: this.opts.url, retries: this.opts.retries ?? 2, user: this.user, device: this.opts.device });
       return { id, direction: 'up', name, size: file.size, status: 'queued' };
     });
     this.add(fresh);
@@ -103,6 +118,31 @@ export class Transfers {
     if (on) for (const t of this.list) if (t.retryWhenBack) this.requeue(t.id, { autoRetries: (t.autoRetries ?? 0) + 1 });
     this.emit();
     this.pump();
+  }
+
+  get signedIn() {
+    return this.signedInNow;
+  }
+
+  /** Signed in (or out): transfers refused for want of a sign-in go again by themselves. */
+  setSignedIn(on: boolean) {
+    if (on === this.signedInNow) return;
+    this.signedInNow = on;
+    if (on) for (const t of this.list) if (t.status === 'failed' && t.failure?.kind === 'refused') this.requeue(t.id, { autoRetries: 0 });
+    this.emit();
+    this.pump();
+  }
+
+  /** Cancels every queued and running transfer at once (a wrong drop of thousands of files):
+   *  the queued ones end here, the running ones close their sockets in the worker, where the
+   *  server drops what they sent (nothing is stored). */
+  cancelAll() {
+    const cancelled: Failure = { kind: 'cancelled', message: 'cancelled' };
+    const running = this.list.filter((t) => t.status === 'running');
+    this.opts.onCancelAll?.(this.list.filter((t) => t.status === 'queued'));
+    this.list = this.list.map((t) => (t.status === 'queued' ? { ...t, status: 'failed', failure: cancelled, retryWhenBack: undefined } : t));
+    for (const t of running) this.opts.worker.postMessage({ kind: 'cancel', id: t.id } satisfies ToWorker);
+    this.emit();
   }
 
   /** A person's retry: the automatic ones count again from zero. */
@@ -141,12 +181,13 @@ export class Transfers {
     this.requests.delete(t.id);
   }
 
-  /** Starts queued transfers, oldest first, while fewer than `parallel` run. */
+  /** Starts queued transfers, oldest first, while fewer than `parallel` run (SMALL_PARALLEL
+   *  for a small file). */
   private pump() {
     let running = this.list.filter((t) => t.status === 'running').length;
     const queued = this.list.filter((t) => t.status === 'queued').sort((a, b) => a.id - b.id);
     for (const t of queued) {
-      if (running >= (this.opts.parallel ?? 2) || !this.reachable) break;
+      if (running >= (t.size < SMALL_FILE ? SMALL_PARALLEL : (this.opts.parallel ?? 2)) || !this.reachable || !this.signedInNow) break;
       if (t.direction === 'up' && t.size > this.maxFileSize) {
         this.settle(t.id, { status: 'failed', failure: { kind: 'too-large', message: `the server accepts files up to ${this.maxFileSize} bytes` } });
         continue;
@@ -165,7 +206,7 @@ export class Transfers {
       // an average over half a second or more: steadier than the last interval's
       this.update(m.id, { step: m.step, done: m.done, total: m.total, rate: seconds >= 0.5 ? moved(t) / seconds : undefined });
     }
-    else if (m.kind === 'done') this.settle(m.id, { status: 'done', step: 'committed', report: m.report, blobUrl: m.blob && URL.createObjectURL(m.blob) });
+    else if (m.kind === 'done') this.settle(m.id, { status: 'done', step: 'committed', report: m.report, guard: m.guard, blobUrl: m.blob && URL.createObjectURL(m.blob) });
     else {
       let failure = m.failure;
       if (this.opts.diagnose && (failure.kind === 'unreachable' || failure.kind === 'lost')) failure = await this.opts.diagnose(failure);

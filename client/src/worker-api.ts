@@ -6,7 +6,7 @@ import type { Phase, SyncReport } from '../../shared/src/sync-client.ts';
 
 export type ToWorker =
   /** upload `file` as a new version of `name` */
-  | { kind: 'push'; id: number; file: File; name: string; url: string; retries: number; user: string }
+  | { kind: 'push'; id: number; file: File; name: string; url: string; retries: number; user: string; device: string }
   /** download `version` of `name`, as a delta of `basis` when one is given */
   | { kind: 'pull'; id: number; name: string; version: number; size: number; basis: File | null; url: string; user: string }
   | { kind: 'cancel'; id: number };
@@ -45,7 +45,18 @@ export interface Failure {
   message: string;
 }
 
+/** An upload that met a newer version on the server (shared/src/guarded-push.ts): `conflict`,
+ *  its bytes went up as `savedAs` and the server's version kept the name; `behind`, the file
+ *  was unchanged since the version the page knew (`known`) and nothing was sent. */
+export interface Guard {
+  kind: 'conflict' | 'behind';
+  known: number | null;
+  /** the server's latest version and who made it, when it could be asked */
+  server?: { version: number; client?: string };
+  savedAs?: string;
+}
+
 export type FromWorker =
   | { kind: 'progress'; id: number; step: Step; done?: number; total?: number }
-  | { kind: 'done'; id: number; report: SyncReport; blob?: Blob }
+  | { kind: 'done'; id: number; report?: SyncReport; blob?: Blob; guard?: Guard }
   | { kind: 'failed'; id: number; failure: Failure };

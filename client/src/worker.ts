@@ -9,10 +9,11 @@ import { HashPool, type HashReply, type HashWorker, OFF_THREAD_MIN } from '../..
 import { ConnectionLost, RemoteError } from '../../shared/src/conn.ts';
 import { StoredKnown } from './known-store.ts';
 import { initWasm } from './wasm-init.ts';
+import { type LatestInfo, guardedPush } from '../../shared/src/guarded-push.ts';
 import { keepSynced, withKept } from './kept-push.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
 import type { Sink } from '../../shared/src/sink.ts';
-import { Connection, type Phase, type WebSocketCtor, pull, push } from '../../shared/src/sync-client.ts';
+import { Connection, type Phase, type WebSocketCtor, pull } from '../../shared/src/sync-client.ts';
 import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
 
 /** The wasm module, fetched from the server at start-up; a fetch that failed (the server was
@@ -38,6 +39,10 @@ class Cancelled extends Error {
     super('cancelled');
   }
 }
+
+/** The job each socket works for now (a pooled socket changes hands): a cancelled job's
+ *  socket sends nothing more. */
+const owner = new WeakMap<WebSocket, Job>();
 
 /** One running transfer: its sockets (to close on cancel) and where it has got to. */
 class Job {
@@ -65,9 +70,15 @@ class Job {
       constructor(url: string) {
         if (job.cancelled) throw new Cancelled();
         super(url);
+        owner.set(this, job);
         job.sockets.add(this);
         this.addEventListener('open', () => (job.connected = true));
         this.addEventListener('close', () => job.sockets.delete(this));
+      }
+
+      send(data: string | ArrayBufferLike | Blob | ArrayBufferView) {
+        if (owner.get(this)?.cancelled) throw new Cancelled();
+        super.send(data as ArrayBufferView);
       }
     };
   }
@@ -76,16 +87,22 @@ class Job {
    *  chunks are hashed by hash workers where the device has cores for them. */
   source(file: Blob, onRead?: (end: number) => void): Source {
     const pool = file.size >= OFF_THREAD_MIN ? hashPool() : null;
+    // after a cancel a push reads no more, unless all it needed went out: then it is stored,
+    // and what follows (the copy kept of it) goes on
     const check = () => {
-      if (this.cancelled) throw new Cancelled();
+      if (this.cancelled && this.step !== 'delta-sent' && this.step !== 'committed') throw new Cancelled();
     };
     // each read is a new buffer: the run's buffers are handed over, not copied
     return blobSource(file, { check, onRead, ...(pool && { hashRun: (offset, lengths, algo, pieces) => pool.hash(null, offset, lengths, algo, pieces, true) }) });
   }
 
-  cancel() {
+  /** A pull's sockets close at once. A push's socket refuses its next message instead
+   *  (`refusing`): closing it would still send what is queued, and a push whose last messages
+   *  were queued is committed by the server; so a push either stops short of its commit
+   *  (cancelled, nothing stored) or had sent everything and ends as what it is, stored. */
+  cancel(push: boolean) {
     this.cancelled = true;
-    for (const ws of this.sockets) ws.close(1000, 'cancelled');
+    if (!push) for (const ws of this.sockets) ws.close(1000, 'cancelled');
   }
 
   failure(e: unknown): Failure {
@@ -166,7 +183,18 @@ function webHashWorker(): HashWorker {
   };
 }
 
+/** The server's latest version of `name` (GET /api/versions, with this page's sign-in). */
+async function latestOf(url: string, name: string): Promise<LatestInfo | null> {
+  const u = new URL(url);
+  u.protocol = u.protocol.replace(/^ws/, 'http');
+  const res = await fetch(`${u.origin}/api/versions?${new URLSearchParams({ name })}`);
+  if (!res.ok) return null;
+  const vs = (await res.json()) as LatestInfo[];
+  return vs.length ? vs[vs.length - 1] : null;
+}
+
 const jobs = new Map<number, Job>();
+const kinds = new Map<number, 'push' | 'pull'>();
 /** The versions this browser pushed or pulled, per user, so that the next edit of a file goes
  *  up in one round trip (shared/src/known.ts), after a reload too (known-store.ts). */
 const knowns = new Map<string, Promise<StoredKnown>>();
@@ -190,7 +218,8 @@ async function takeConnection(url: string, job: Job): Promise<Connection> {
   const i = idle.findIndex((c) => c.url === url);
   if (i < 0) return Connection.open(url, job.webSocket());
   const [c] = idle.splice(i, 1);
-  job.sockets.add(c.ws as WebSocket); // a cancel closes it
+  job.sockets.add(c.ws as WebSocket); // a cancel closes it (a pull) or stops its sending (a push)
+  owner.set(c.ws as WebSocket, job);
   job.connected = true;
   return c;
 }
@@ -224,11 +253,16 @@ async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connect
     const source = job.source(m.file, (end) => {
       if (job.step === 'tokens-received' || job.step === 'sending') job.progress('sending', end, source.size);
     });
-    const report = await push(source, { url: m.url, name: m.name, WebSocket, connection, retries: m.retries, onProgress, known: await withKept(known, scope, m.url, m.name) });
+    // against the version this page knows (or expecting no file): a newer version from
+    // another device is never reverted, the bytes go up as a conflict copy instead
+    const outcome = await guardedPush(source, { url: m.url, name: m.name, WebSocket, connection, retries: m.retries, onProgress, known: await withKept(known, scope, m.url, m.name), device: m.device, latestOf: (name) => latestOf(m.url, name) });
+    const server = outcome.kind === 'pushed' || !outcome.server ? undefined : { version: outcome.server.version, ...(outcome.server.client && { client: outcome.server.client }) };
+    if (outcome.kind === 'behind') return post({ kind: 'done', id: m.id, guard: { kind: 'behind', known: outcome.known, server } });
+    const report = outcome.report;
     // the copy is made before the page hears of the Result: a file saved again at once (its
     // File no longer readable) would leave nothing kept
-    await keepSynced(known, scope, m.url, m.name, report, m.file);
-    post({ kind: 'done', id: m.id, report });
+    await keepSynced(known, scope, m.url, report.name, report, m.file);
+    post({ kind: 'done', id: m.id, report, ...(outcome.kind === 'conflict' && { guard: { kind: 'conflict', known: outcome.known, server, savedAs: report.name } }) });
   } else {
     const basis = m.basis ? job.source(m.basis, (end) => job.progress('chunking', end, basis!.size)) : null;
     const sink = blobSink((written) => job.progress('receiving', written, m.size));
@@ -241,9 +275,10 @@ async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connect
 
 self.onmessage = async (ev: MessageEvent<ToWorker>) => {
   const m = ev.data;
-  if (m.kind === 'cancel') return jobs.get(m.id)?.cancel();
+  if (m.kind === 'cancel') return jobs.get(m.id)?.cancel(kinds.get(m.id) === 'push');
   const job = new Job(m.id);
   jobs.set(m.id, job);
+  kinds.set(m.id, m.kind);
   try {
     await wasm();
     await run(m, job);
@@ -251,5 +286,6 @@ self.onmessage = async (ev: MessageEvent<ToWorker>) => {
     post({ kind: 'failed', id: m.id, failure: job.failure(e) });
   } finally {
     jobs.delete(m.id);
+    kinds.delete(m.id);
   }
 };

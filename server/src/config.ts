@@ -11,6 +11,13 @@ export interface ServerConfig {
   store: string;
   /** the S3 endpoint URL for an s3:// store (empty: AWS) */
   s3Endpoint: string;
+  /** the longest one store operation may take, the object store's retries included: then it
+   *  fails with a clear error (a frozen or unreachable store); an 8 MiB segment must be
+   *  written within it. 0: no limit */
+  storeTimeoutMs: number;
+  /** /api/health reads one small object of the store and answers 503 when that fails or takes
+   *  longer than this (its answer is reused for HEALTH_CACHE_MS) */
+  healthTimeoutMs: number;
   /** versions kept per file, the latest always among them (0: every version) */
   keepVersions: number;
   /** days a version is kept, the latest always (0: forever) */
@@ -19,8 +26,8 @@ export interface ServerConfig {
   gcIntervalMs: number;
   /** an unreferenced object younger than this is never collected (uploads in progress) */
   gcMinAgeMs: number;
-  /** the collector's commit window W: it waits this long between condemning and deleting,
-   *  and a commit completes its head swap within it (docs/store.md) */
+  /** the collector's commit window W: it waits this long between condemning and its second
+   *  mark, so that commits under way rescue what they reference (docs/store.md §8) */
   gcWindowMs: number;
   /** permessage-deflate (RFC 7692) on the sync WebSocket */
   deflate: boolean;
@@ -68,8 +75,13 @@ export interface ServerConfig {
   trustProxy: string;
   /** a new sync socket that sends no Hello for this long is closed (LimitExceeded) */
   helloTimeoutMs: number;
-  /** open sync WebSockets from one client address */
+  /** open sync WebSockets from one client address (counted per user: one user's never take
+   *  another's share) */
   maxSessionsPerAddress: number;
+  /** sync sessions of one user that run at once with --users, and as many of their file
+   *  requests (the rest wait their turn, so a flooding user competes with others with this
+   *  many); 0: no limit */
+  maxRunningPerUser: number;
   /** login attempts per client address, and per account name, before each must wait its
    *  turn (1 s after the previous one, doubling) */
   maxLoginAttempts: number;
@@ -89,6 +101,8 @@ export const DEFAULTS: ServerConfig = {
   port: 8080,
   store: './data',
   s3Endpoint: '',
+  storeTimeoutMs: 20_000,
+  healthTimeoutMs: 1_500,
   keepVersions: 0,
   keepDays: 0,
   gcIntervalMs: 3_600_000,
@@ -117,12 +131,28 @@ export const DEFAULTS: ServerConfig = {
   trustProxy: '',
   helloTimeoutMs: 5_000,
   maxSessionsPerAddress: 32,
+  maxRunningPerUser: 2,
   maxLoginAttempts: 5,
   loginBackoffMaxMs: 30_000,
   maxLoginHashes: 2,
   memoryBudget: 512 << 20,
   maxSessionMemory: 256 << 20,
 };
+
+/** How long /api/health reuses its last look at the store, so that frequent health checks
+ *  (every load balancer, every 2 s) cost the store at most one read per this period. */
+export const HEALTH_CACHE_MS = 1_000;
+/** The longest commit window (a collector renews its lease through it, gc.ts). */
+export const MAX_GC_WINDOW_MS = 300_000;
+/** The shortest minimum age of an s3:// store's collection: an S3 request is refused once its
+ *  signature is 15 minutes old (SigV4), so a PUT held in the network can no longer land after
+ *  an object this old was collected; 5 minutes more for clocks (docs/store.md §8, "late
+ *  DELETEs"). A local directory has no requests in flight and takes any minimum age. */
+export const S3_MIN_GC_AGE_MS = 20 * 60_000;
+/** The longest time a timer can wait (Node's setTimeout and setInterval, 2^31 - 1 ms). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+/** Settings that must be whole numbers of milliseconds, and the largest each may be. */
+const WHOLE_MS: Partial<Record<keyof ServerConfig, number>> = { gcIntervalMs: MAX_TIMER_MS, gcMinAgeMs: Number.MAX_SAFE_INTEGER, gcWindowMs: MAX_GC_WINDOW_MS, storeTimeoutMs: MAX_TIMER_MS, healthTimeoutMs: MAX_TIMER_MS };
 
 const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
 const envName = (k: string) => 'DSYNC_' + kebab(k).replace(/-/g, '_').toUpperCase();
@@ -144,8 +174,11 @@ export function loadConfig(flags: Record<string, string | boolean>, env = proces
     else if (typeof def === 'number') {
       const n = Number(raw);
       if (!Number.isFinite(n) || n < 0) throw new Error(`--${kebab(key)} must be a non-negative number, got ${raw}`);
+      const max = WHOLE_MS[key];
+      if (max !== undefined && !(Number.isSafeInteger(n) && n <= max)) throw new Error(`--${kebab(key)} must be a whole number of milliseconds from 0 to ${max}, got ${raw}`);
       (cfg as any)[key] = n;
     } else (cfg as any)[key] = String(raw);
   }
+  if (cfg.store.startsWith('s3://') && cfg.gcMinAgeMs < S3_MIN_GC_AGE_MS) throw new Error(`--gc-min-age-ms must be at least ${S3_MIN_GC_AGE_MS} on an s3:// store (a request held in the network may land up to 15 minutes late), got ${cfg.gcMinAgeMs}`);
   return cfg;
 }

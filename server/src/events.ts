@@ -64,8 +64,9 @@ export class Events {
     if (ns) this.send(ns, 'change', change);
   }
 
-  /** The express handler of GET /api/events (after authentication: `req.user` is set). */
-  readonly handler = async (req: express.Request & { user?: string }, res: express.Response) => {
+  /** The express handler of GET /api/events (after authentication: `req.user` is set);
+   *  `signedOut` ends the stream (logout, a revoked account). */
+  readonly handler = async (req: express.Request & { user?: string }, res: express.Response, signedOut?: AbortSignal) => {
     const user = req.user!;
     let ns = this.namespaces.get(user);
     if (ns && ns.subscribers.size >= this.maxSubscribers) return void res.status(503).json({ error: 'too many open event streams' });
@@ -77,13 +78,15 @@ export class Events {
     } catch {
       return void res.end(); // the store cannot be opened: the page reconnects later
     }
-    if (res.destroyed) {
+    if (res.destroyed || signedOut?.aborted) {
+      if (!res.destroyed) res.end();
       if (!ns.subscribers.size) this.drop(user, ns);
       return;
     }
     ns.subscribers.add(res);
     req.socket.setNoDelay(true);
     res.on('close', () => this.leave(user, res));
+    signedOut?.addEventListener('abort', () => res.end(), { once: true });
   };
 
   /** Ends every stream (the server is closing). */

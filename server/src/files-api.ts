@@ -6,6 +6,7 @@
  */
 import path from 'node:path';
 import express from 'express';
+import { MAX_NAME_BYTES, SEARCH_FOLDERS, SEARCH_PAGE } from '../../shared/src/limits.ts';
 import { ErrorCode, ProtocolError } from '../../shared/src/protocol.ts';
 import { validateName } from './names.ts';
 import type { Store } from './store.ts';
@@ -42,9 +43,11 @@ function drained(res: express.Response): Promise<void> {
   });
 }
 
-export function filesApi(storeOf: (user: string) => Promise<Store>, log: (e: Record<string, unknown>) => void): express.Router {
+/** `turn`: waits for one of the user's turns (guard.ts `Turns`) and returns its end. */
+export function filesApi(storeOf: (user: string) => Promise<Store>, log: (e: Record<string, unknown>) => void, turn?: (user: string) => Promise<() => void>): express.Router {
   const r = express.Router();
   const route = (fn: Handler) => async (req: Req, res: express.Response) => {
+    const endTurn = await turn?.(req.user!);
     try {
       await fn(req, res, await storeOf(req.user!));
     } catch (e) {
@@ -53,6 +56,8 @@ export function filesApi(storeOf: (user: string) => Promise<Store>, log: (e: Rec
       if (res.headersSent) return void res.destroy(err);
       if (err instanceof ProtocolError) return void res.status(STATUS[err.code] ?? 400).json({ error: err.message });
       res.status(500).json({ error: 'internal error' });
+    } finally {
+      endTurn?.();
     }
   };
   const nameOf = (raw: unknown) => validateName(typeof raw === 'string' ? raw : '');
@@ -68,9 +73,24 @@ export function filesApi(storeOf: (user: string) => Promise<Store>, log: (e: Rec
       const limit = req.query.limit === undefined ? 1000 : Number(req.query.limit);
       if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE) throw new ProtocolError(ErrorCode.Malformed, `limit is 1 to ${MAX_PAGE}`);
       if (req.query.recursive !== '1') return void res.json(await store.listFolder(folder, cursor, limit));
-      const all = (await store.list(folder)).filter((f) => f.name > cursor);
-      const files = all.slice(0, limit);
-      res.json({ files, folders: [], next: all.length > limit ? files[files.length - 1].name : null });
+      // every file and folder below, in name order (a folder's name ends in '/'), paged together
+      const [files, folders] = await Promise.all([store.list(folder), store.subfolders(folder)]);
+      const all = [...files.map((f) => ({ key: f.name, f })), ...folders.map((key) => ({ key, f: null }))].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).filter((e) => e.key > cursor);
+      const page = all.slice(0, limit);
+      res.json({ files: page.flatMap((e) => (e.f ? [e.f] : [])), folders: page.flatMap((e) => (e.f ? [] : [e.key])), next: all.length > limit ? page[page.length - 1].key : null });
+    }),
+  );
+  r.get(
+    '/search',
+    route(async (req, res, store) => {
+      // q: a part of the path, matched case-insensitively; cursor: the page's `next` before
+      const q = typeof req.query.q === 'string' ? req.query.q.trim() : '';
+      const cursor = typeof req.query.cursor === 'string' ? req.query.cursor : '';
+      if (!q || Buffer.byteLength(q) > MAX_NAME_BYTES) throw new ProtocolError(ErrorCode.Malformed, `q is 1 to ${MAX_NAME_BYTES} bytes`);
+      if (Buffer.byteLength(cursor) > MAX_NAME_BYTES + 1) throw new ProtocolError(ErrorCode.Malformed, 'bad cursor');
+      const limit = req.query.limit === undefined ? SEARCH_PAGE : Number(req.query.limit);
+      if (!Number.isSafeInteger(limit) || limit < 1 || limit > SEARCH_PAGE) throw new ProtocolError(ErrorCode.Malformed, `limit is 1 to ${SEARCH_PAGE}`);
+      res.json(await store.search(q, cursor, limit, SEARCH_FOLDERS));
     }),
   );
   r.get(
@@ -109,6 +129,26 @@ export function filesApi(storeOf: (user: string) => Promise<Store>, log: (e: Rec
     route(async (req, res, store) => {
       const name = nameOf(req.query.name);
       res.json({ removed: await store.remove(name, versionOf(req.query.version)) });
+    }),
+  );
+  // folders: POST makes an empty folder that stays listed (and its parents); DELETE removes
+  // every file under one (each as DELETE /files does) and every folder kept under it
+  const folderOf = (raw: unknown) => nameOf(typeof raw === 'string' ? raw.replace(/\/$/, '') : '');
+  r.post(
+    '/folders',
+    express.json({ limit: '8kb' }),
+    route(async (req, res, store) => {
+      const folder = folderOf((req.body ?? {}).name);
+      if ((await store.head(folder))?.versions.length) throw new ProtocolError(ErrorCode.Inconsistent, `${folder} is a file`);
+      await store.makeFolder(folder);
+      res.json({ folder: folder + '/' });
+    }),
+  );
+  r.delete(
+    '/folders',
+    route(async (req, res, store) => {
+      const folder = folderOf(req.query.name);
+      res.json({ folder: folder + '/', removed: await store.removeFolder(folder) });
     }),
   );
   r.post(

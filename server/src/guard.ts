@@ -7,8 +7,10 @@
  *     `localhost` and `*.localhost`, the machine's host name (and `NAME.local`), the listen
  *     address, and `--allowed-hosts` (a leading '.' allows a domain and its subdomains).
  *   - `LoginLimiter`: login attempts per client address and per account name, with backoff.
- *   - `SocketLimits`: open sync sockets, all together, per user and per client address.
- *   - `clientAddress`: the client's address, through proxies `--trust-proxy` trusts.
+ *   - `SocketLimits`: open sync sockets, all together, per user and per user's client address.
+ *   - `Turns`: how many sync sessions and store requests of one user run at once.
+ *   - `clientAddress`, `viaHttps`: the client's address and scheme, through proxies
+ *     `--trust-proxy` trusts.
  */
 import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
@@ -98,7 +100,12 @@ export class LoginLimiter {
   }
 }
 
-/** Open sync sockets, all users together, per user and per client address. */
+/**
+ * Open sync sockets, all users together, per user and per client address. An address's count
+ * is kept per user (sockets are opened signed in): one user's sockets never take another's
+ * share, so people behind one NAT, or a proxy not named by --trust-proxy, do not lock each
+ * other out; in single-user mode, the one user, it is the address's.
+ */
 export class SocketLimits {
   private total = 0;
   private perUser = new Map<string, number>();
@@ -110,23 +117,62 @@ export class SocketLimits {
   admit(user: string, address: string): (() => void) | string {
     if (this.total >= this.cfg.maxConnections) return `the server holds its limit of ${this.cfg.maxConnections} sync connections`;
     if ((this.perUser.get(user) ?? 0) >= this.cfg.maxSessionsPerUser) return `this user holds its limit of ${this.cfg.maxSessionsPerUser} sync connections`;
-    if ((this.perAddress.get(address) ?? 0) >= this.cfg.maxSessionsPerAddress) return `this address holds its limit of ${this.cfg.maxSessionsPerAddress} sync connections`;
+    const at = `${user} ${address}`;
+    if ((this.perAddress.get(at) ?? 0) >= this.cfg.maxSessionsPerAddress) return `this address holds its limit of ${this.cfg.maxSessionsPerAddress} sync connections`;
     this.total++;
     bump(this.perUser, user, 1);
-    bump(this.perAddress, address, 1);
+    bump(this.perAddress, at, 1);
     let released = false;
     return () => {
       if (released) return;
       released = true;
       this.total--;
       bump(this.perUser, user, -1);
-      bump(this.perAddress, address, -1);
+      bump(this.perAddress, at, -1);
     };
   }
 
   /** Open sync sockets of one user. */
   of(user: string): number {
     return this.perUser.get(user) ?? 0;
+  }
+}
+
+/**
+ * Turns of work per user: at most `perKey` pieces of work under one key (a user's sync
+ * sessions, or a user's file requests) run at once; the rest wait, in order, for one of that
+ * key's to end. A user flooding the server with sessions then competes with any other user's
+ * work with `perKey` of them, not with all of them (the process' one thread, the store's
+ * reads, writes and fsyncs in libuv's pool), so a heavy user slows mostly themselves; the
+ * flood itself goes no slower, as its commits to one folder no longer race each other. Sockets,
+ * messages and memory have their own limits (SocketLimits, the memory budget); this bounds the
+ * work in progress.
+ */
+export class Turns {
+  private running = new Map<string, number>();
+  private waiting = new Map<string, (() => void)[]>();
+
+  constructor(private perKey: number) {}
+
+  /** Waits for a turn under `key`; returns its end (idempotent). */
+  async take(key: string): Promise<() => void> {
+    const n = this.running.get(key) ?? 0;
+    if (n < this.perKey) this.running.set(key, n + 1);
+    else {
+      const q = this.waiting.get(key) ?? [];
+      this.waiting.set(key, q);
+      await new Promise<void>((r) => q.push(r)); // the turn passes on with its count
+    }
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      const q = this.waiting.get(key);
+      const next = q?.shift();
+      if (q && !q.length) this.waiting.delete(key);
+      if (next) next();
+      else bump(this.running, key, -1);
+    };
   }
 }
 
@@ -151,4 +197,12 @@ export function clientAddress(req: IncomingMessage, trust: (addr: string, hop: n
   let i = 0;
   while (i < hops.length - 1 && trust(hops[i], i)) i++;
   return hops[i];
+}
+
+/** Whether a request came over https: a TLS socket, or a trusted proxy's X-Forwarded-Proto
+ *  (its first value), as express computes `req.protocol`. */
+export function viaHttps(req: IncomingMessage, trust: (addr: string, hop: number) => boolean): boolean {
+  if ((req.socket as { encrypted?: boolean }).encrypted) return true;
+  if (!trust(req.socket.remoteAddress ?? '', 0)) return false;
+  return String(req.headers['x-forwarded-proto'] ?? '').split(',')[0].trim() === 'https';
 }

@@ -104,6 +104,12 @@ export class Logins {
     await this.backend.delete(key);
   }
 
+  /** Ends at once every login this process knows whose name is no longer an account (the
+   *  users file changed); the store's objects of those logins are refused and deleted when read. */
+  revalidate() {
+    for (const [key, l] of [...this.known]) if (!this.isUser(l.user)) this.forget(key);
+  }
+
   close() {
     for (const t of this.timers) clearInterval(t);
   }

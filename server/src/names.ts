@@ -8,9 +8,9 @@
  * name over 1024 bytes (UTF-8).
  */
 import { ErrorCode, ProtocolError } from '../../shared/src/protocol.ts';
+import { MAX_COMPONENT_BYTES, MAX_NAME_BYTES } from '../../shared/src/limits.ts';
 
-export const MAX_NAME_BYTES = 1024;
-export const MAX_COMPONENT_BYTES = 255;
+export { MAX_COMPONENT_BYTES, MAX_NAME_BYTES };
 const RESERVED = /^(con|prn|aux|nul|com[1-9]|lpt[1-9])(\..*)?$/i;
 // C0 and C1 control characters and DEL
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;

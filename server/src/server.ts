@@ -3,7 +3,8 @@
  * three-phase protocol (permessage-deflate on by default). Every request and upgrade is
  * checked for origin and identity (server/src/auth.ts) and served from its user's namespace.
  *
- *   GET  /api/health                       {"ok":true,...} (no authentication)
+ *   GET  /api/health                       {"ok":true,...} (no authentication); 503 {"ok":false,
+ *        "error"} when the store fails or does not answer within healthTimeoutMs
  *   POST /api/login  {"name","password"}   sets the session cookie      POST /api/logout
  *   GET  /api/whoami                       {"user", "singleUser"}
  *   GET  /api/config                       chunking defaults and limits, for clients
@@ -11,16 +12,23 @@
  *        {files: [{name, latest, size, versions, mtime}], folders: ["P/sub/", …], next}
  *        one folder P ('' or ending in '/'; one store read per page) in name order after C,
  *        at most L (default 1000, at most 10 000) files and folders together; next: the
- *        cursor of the next page or null. recursive=1: every file below P, no folders.
+ *        cursor of the next page or null. recursive=1: every file and folder below P.
+ *   GET  /api/search?q=Q[&cursor=C&limit=L] {files, next}: files whose path contains Q (store/search.ts)
  *   GET  /api/versions?name=N              [{version, size, mtime, root, algo, change, client?}]
  *   GET  /api/download?name=N[&version=V]  the bytes of a version (latest by default), verified
  *   DELETE /api/files?name=N[&version=V]   {removed: [versions]}: one version, or the file
  *   POST /api/files/move {from, to}        {moved: n}: a file, or a folder ("a/" to "b/")
  *   POST /api/files/restore {name, version} {version}: a new version with those bytes
+ *   POST /api/folders {name}               {folder: "F/"}: an empty folder, listed while empty
+ *   DELETE /api/folders?name=F[/]          {folder, removed: [names]}: every file under F
  * (files-api.ts). Errors are {error}: 400 bad request, 404 no such file or version, 409 a
  * name that exists or a stale basis, 500 a damaged store or a failing backend.
- *   GET  /api/metrics                      the caller's open sync sockets, the server's memory
+ *   GET  /api/metrics                      the caller's open sync sockets (and in single-user
+ *                                          mode, where the user runs the server, its memory)
  *   GET  /api/events                       live changes of the namespace (server/src/events.ts)
+ * Every response carries SECURITY_HEADERS: no page may frame this one, no response is read
+ * as another type than it says or loaded by another site's page, and the page runs only its
+ * own scripts. docs/deploy.md, "What the server protects against", says what each is for.
  */
 import { existsSync } from 'node:fs';
 import http from 'node:http';
@@ -30,15 +38,17 @@ import { WebSocketServer } from 'ws';
 import '../../shared/src/wasm.ts';
 import type { WebSocketLike } from '../../shared/src/conn.ts';
 import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, Msg, PROTOCOL_VERSION } from '../../shared/src/protocol.ts';
-import { Auth, SESSION_COOKIE } from './auth.ts';
-import type { ServerConfig } from './config.ts';
+import { Auth } from './auth.ts';
+import { HEALTH_CACHE_MS, type ServerConfig } from './config.ts';
 import { filesApi } from './files-api.ts';
 import type { Store } from './store.ts';
 import { type Repo, openStore } from './store/repo.ts';
 import { runGc } from './store/gc.ts';
+import { StoreTimeoutError, withTimeout } from './store/backend.ts';
+import { GC_STATE } from './store/keys.ts';
 import { Events } from './events.ts';
 import { clientLabel, runConnection } from './sync.ts';
-import { HostCheck, SocketLimits, clientAddress } from './guard.ts';
+import { HostCheck, SocketLimits, Turns, clientAddress, viaHttps } from './guard.ts';
 import { MemoryBudget } from './memory.ts';
 
 export interface RunningServer {
@@ -55,13 +65,47 @@ export interface RunningServer {
 
 type Req = express.Request & { user?: string };
 
+/** What the page needs: its own scripts, styles, worker and WebSocket ('self' covers ws: and
+ *  wss: of its own host), WebAssembly compiled from its own fetched module ('wasm-unsafe-eval',
+ *  no eval of strings), the data: icon and blob: URLs of downloaded files; nothing may frame it. */
+export const PAGE_CSP = [
+  "default-src 'self'",
+  "script-src 'self' 'wasm-unsafe-eval'",
+  "style-src 'self'",
+  "img-src 'self' data: blob:",
+  "connect-src 'self'",
+  "worker-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+/** Headers of every response. */
+export const SECURITY_HEADERS: Record<string, string> = {
+  'Content-Security-Policy': PAGE_CSP,
+  // for browsers without CSP's frame-ancestors
+  'X-Frame-Options': 'DENY',
+  // a download is never run as a script or style because of what its bytes look like
+  'X-Content-Type-Options': 'nosniff',
+  // no other site's page may load a response (<script src>, <img>), not even to tell whether it exists
+  'Cross-Origin-Resource-Policy': 'same-origin',
+  'Referrer-Policy': 'no-referrer',
+};
+/** HSTS on https responses through a trusted proxy: a year, this host only. */
+const HSTS = 'max-age=31536000';
+
 /** `repo`: a store opened by the caller (tests over a faulty backend); by default `cfg.store`'s. */
 export async function startServer(cfg: ServerConfig, log: (e: Record<string, unknown>) => void = () => {}, repo?: Repo): Promise<RunningServer> {
   const ours = !repo;
   repo ??= await openStore(cfg);
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', cfg.trustProxy === 'true' ? 'loopback' : cfg.trustProxy || false);
+  const trusted = app.get('trust proxy fn') as (addr: string, hop: number) => boolean;
   let auth: Auth;
   try {
-    auth = new Auth(cfg.users, repo.backend, cfg.allowedOrigins.split(',').filter(Boolean), cfg, log);
+    auth = new Auth(cfg.users, repo.backend, (req) => viaHttps(req, trusted), cfg.allowedOrigins.split(',').filter(Boolean), cfg, log);
   } catch (e) {
     if (ours) await repo.close(); // a bad users file: the process exits with nothing left open
     throw e;
@@ -79,19 +123,47 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     : null;
   const events = new Events(storeOf);
   const sockets = new SocketLimits(cfg);
+  // one user's sync sessions run a few at a time, and so do their file requests, apart, so
+  // that the page's listing never waits for its own uploads (single-user mode: one user,
+  // nobody to be fair to)
+  const turns = !auth.singleUser && cfg.maxRunningPerUser ? new Turns(cfg.maxRunningPerUser) : null;
+  const turn = turns ? (user: string, work: 'sync' | 'files') => turns.take(`${work} ${user}`) : undefined;
   const budget = new MemoryBudget(cfg.memoryBudget, cfg.maxSessionMemory);
   // each open sync WebSocket, and whether it is in a session: from its Hello (a message's
   // first byte is its type, docs/protocol.md §4) to the session's end, which is logged with its `op`
   const open = new Map<import('ws').WebSocket, { busy: boolean }>();
   let closing = false;
 
-  const app = express();
-  app.disable('x-powered-by');
-  app.set('trust proxy', cfg.trustProxy === 'true' ? 'loopback' : cfg.trustProxy || false);
-  const trusted = app.get('trust proxy fn') as (addr: string, hop: number) => boolean;
+  app.use((req, res, next) => {
+    res.set(SECURITY_HEADERS);
+    if (cfg.trustProxy && req.secure) res.setHeader('Strict-Transport-Security', HSTS);
+    next();
+  });
+
+  // The health check's look at the store: one small read (the gc state, a head every store
+  // has or lacks) within healthTimeoutMs, reused for HEALTH_CACHE_MS after it settles; while
+  // it runs, every check waits for it. Null: the store answers; else why not (for a load
+  // balancer: no detail of the store's whereabouts).
+  const probe = withTimeout(repo.backend, cfg.healthTimeoutMs);
+  let look: { until: number; trouble: Promise<string | null> } | null = null;
+  const storeTrouble = (): Promise<string | null> => {
+    if (look && performance.now() < look.until) return look.trouble;
+    const trouble = probe.getHead(GC_STATE).then(
+      () => null,
+      (e: Error) => {
+        log({ error: 'health', message: e.message });
+        return e instanceof StoreTimeoutError ? `the store did not answer within ${cfg.healthTimeoutMs} ms` : 'the store fails';
+      },
+    );
+    const mine = (look = { until: Infinity, trouble });
+    void trouble.then(() => (mine.until = performance.now() + HEALTH_CACHE_MS));
+    return trouble;
+  };
   // health before the Host check: load balancers' checks often send no Host (HAProxy's), and
   // the answer tells a rebinding page nothing
-  app.get('/api/health', (_req, res) => {
+  app.get('/api/health', async (_req, res) => {
+    const trouble = await storeTrouble();
+    if (trouble) return void res.status(503).json({ ok: false, protocol: PROTOCOL_VERSION, error: trouble });
     res.json({ ok: true, protocol: PROTOCOL_VERSION });
   });
   app.use((req, res, next) => {
@@ -102,6 +174,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
   app.use('/api', (req: Req, res, next) => {
     if (!auth.originAllowed(req)) return void res.status(403).json({ error: 'cross-origin request refused' });
     if (req.path === '/login') return next();
+    if (auth.tossed(req)) return void refuseTossed(req, res);
     auth.identify(req).then((user) => {
       if (!user) return void res.status(401).json({ error: 'authentication required' });
       req.user = user;
@@ -109,24 +182,35 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     }, next);
   });
   // a rename, delete or restore that succeeded is announced to the user's open pages at once
-  app.use('/api/files', (req: Req, res, next) => {
+  app.use(['/api/files', '/api/folders'], (req: Req, res, next) => {
     if (req.method !== 'GET') res.on('finish', () => res.statusCode < 400 && events.changed(req.user!, { kind: 'changed' }));
     next();
   });
-  // Secure behind a TLS proxy (--trust-proxy): the browser then sends it over https only
-  const cookieFlags = (req: express.Request) => `HttpOnly; SameSite=Strict; Path=/${req.secure ? '; Secure' : ''}`;
+  const refuseTossed = (req: express.Request, res: express.Response) => {
+    log({ event: 'cookie-tossed', address: req.ip, path: req.path });
+    res.setHeader('Set-Cookie', auth.cookieLines(req));
+    res.status(401).json({ error: 'your browser sent two session cookies: another page on this host has set one to sign you in as someone else. They are removed now; sign in again' });
+  };
   app.post('/api/login', express.json({ limit: '4kb' }), async (req, res, next) => {
     try {
       const { name, password } = (req.body ?? {}) as { name?: unknown; password?: unknown };
       if (typeof name !== 'string' || typeof password !== 'string') return void res.status(400).json({ error: 'a name and a password are required' });
-      const out = await auth.login(name, password, req.ip ?? '');
+      const address = req.ip ?? '';
+      const out = await auth.login(name, password, address, auth.device(req));
+      // names only, never a password; a name is cut to what an account name may be
+      const who = { name: name.slice(0, 64), address };
       if ('refused' in out && out.refused === 'busy') {
         const s = Math.ceil(out.retryAfterMs / 1000);
+        log({ event: 'login-refused', ...who, reason: 'too many attempts', retryAfterS: s });
         res.setHeader('Retry-After', String(s));
         return void res.status(429).json({ error: `too many login attempts; try again in ${s} s` });
       }
-      if (!('sid' in out)) return void res.status(401).json({ error: 'wrong name or password' });
-      res.setHeader('Set-Cookie', `${SESSION_COOKIE}=${out.sid}; ${cookieFlags(req)}`);
+      if (!('sid' in out)) {
+        log({ event: 'login-refused', ...who, reason: 'wrong name or password' });
+        return void res.status(401).json({ error: 'wrong name or password' });
+      }
+      log({ event: 'login', user: name, address });
+      res.setHeader('Set-Cookie', auth.cookieLines(req, out));
       res.json({ user: name });
     } catch (e) {
       next(e);
@@ -135,7 +219,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
   app.post('/api/logout', async (req, res, next) => {
     try {
       await auth.logout(req);
-      res.setHeader('Set-Cookie', `${SESSION_COOKIE}=; ${cookieFlags(req)}; Max-Age=0`);
+      res.setHeader('Set-Cookie', auth.cookieLines(req));
       res.json({ ok: true });
     } catch (e) {
       next(e);
@@ -154,15 +238,21 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
       deflate: cfg.deflate,
     });
   });
-  // the caller's own sockets only: no user learns another's name or activity
+  // the caller's own sockets only: no user learns another's name or activity; the process'
+  // memory only in single-user mode, whose one user is the one who runs the server
   app.get('/api/metrics', (req: Req, res) => {
+    if (!auth.singleUser) return void res.json({ user: req.user, connections: sockets.of(req.user!) });
     const m = process.memoryUsage();
     res.json({ user: req.user, connections: sockets.of(req.user!), rssBytes: m.rss, heapUsedBytes: m.heapUsed });
   });
-  app.get('/api/events', events.handler);
-  app.use('/api', filesApi(storeOf, log));
+  app.get('/api/events', (req: Req, res) => events.handler(req, res, auth.ended(req, res, req.user!)));
+  app.use('/api', filesApi(storeOf, log, turn && ((user) => turn(user, 'files'))));
   if (existsSync(cfg.staticDir)) app.use(express.static(cfg.staticDir));
-  app.use((err: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+  // express' own 404 page would replace the security headers' CSP with its own
+  app.use((_req, res) => void res.status(404).json({ error: 'not found' }));
+  app.use((err: Error & { status?: number; expose?: boolean }, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
+    // a request the body parser refuses (413 too large, 400 not JSON) is the client's error
+    if (err.status && err.status >= 400 && err.status < 500) return void res.status(err.status).json({ error: err.expose ? err.message : 'bad request' });
     log({ error: 'http', message: err.message });
     res.status(500).json({ error: 'internal error' });
   });
@@ -176,8 +266,9 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     perMessageDeflate: cfg.deflate ? { threshold: 256, serverMaxWindowBits: 15, concurrencyLimit: 4 } : false,
   });
   const wssRaw = new WebSocketServer({ noServer: true, maxPayload: cfg.maxMessage, perMessageDeflate: false });
-  const refuse = (socket: Socket, status: number, text: string, why = '') => {
-    socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(why)}\r\n\r\n${why}`);
+  const refuse = (socket: Socket, status: number, text: string, why = '', cookies: string[] = []) => {
+    const set = cookies.map((c) => `Set-Cookie: ${c}\r\n`).join('');
+    socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\n${set}Content-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(why)}\r\n\r\n${why}`);
   };
   server.on('upgrade', (req, socket: Socket, head) => {
     socket.on('error', () => socket.destroy());
@@ -186,6 +277,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     const wrongHost = hosts.refusal(req.headers.host);
     if (wrongHost) return refuse(socket, 403, 'Forbidden', wrongHost);
     if (!auth.originAllowed(req)) return refuse(socket, 403, 'Forbidden');
+    if (auth.tossed(req)) return refuse(socket, 401, 'Unauthorized', 'two session cookies: sign in again', auth.cookieLines(req));
     auth.identify(req).then(
       (user) => (user ? upgrade(req, socket, head, url, user) : refuse(socket, 401, 'Unauthorized')),
       (e) => {
@@ -216,8 +308,9 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
       };
       void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, sessionLog, {
         authorized: () => auth.identifyCached(req) === user,
-        signedOut: auth.ended(req, ws),
+        signedOut: auth.ended(req, ws, user),
         budget,
+        turn: turn && (() => turn(user, 'sync')),
         client: clientLabel(url.searchParams.get('client')),
       });
     });

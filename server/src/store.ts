@@ -18,12 +18,13 @@ import { MIN_SHARED, sharedTraits, traitsOf } from './similarity.ts';
 import type { Backend } from './store/backend.ts';
 import type { Repo } from './store/repo.ts';
 import { type FileHead, type Layout, type VersionEntry, applyRetention, jsonBody, parseFileHead } from './store/format.ts';
-import { gcEpoch, guardCommit } from './store/gc.ts';
+import { GcRefusal, type Refs, addRef, guardRefs, knownAt } from './store/gc.ts';
 import { updateHead } from './store/heads.ts';
 import { fileHeadKey, indexKey, nsPrefix, segmentKey, uploadsKey } from './store/keys.ts';
-import { type CatalogEntry, catalogKey, noteInCatalog, parseCatalog } from './store/catalog.ts';
+import { type CatalogEntry, catalogKey, keepFolder, noteInCatalog, parseCatalog, readCatalog } from './store/catalog.ts';
+import { type SearchPage, searchNames } from './store/search.ts';
 import { VersionSource } from './store/source.ts';
-import { type UploadState, claimUpload, holdsUpload, suspendUpload } from './store/uploads.ts';
+import { type UploadState, claimUpload, forgetUpload, holdsUpload, suspendUpload } from './store/uploads.ts';
 import { type VersionSink, versionSink } from './store/writer.ts';
 
 export { VersionSource } from './store/source.ts';
@@ -37,7 +38,7 @@ export { applyRetention, decodeVersion, encodeVersion, isDamage, type Layout, ty
 const TRAITS_REFRESH_MS = 30_000;
 
 /** A version as listings show it: its file head entry without the index id. */
-export type VersionInfo = Omit<VersionEntry, 'index'>;
+export type VersionInfo = Omit<VersionEntry, 'index' | 'epoch'>;
 export interface FileInfo {
   name: string;
   latest: number;
@@ -47,7 +48,67 @@ export interface FileInfo {
 }
 
 
+/** What a head change decides, given the head it read (Store.changeHead). */
+export interface HeadChange<T> {
+  /** the new head; null: leave the head as it is */
+  head: FileHead | null;
+  result: T;
+  /** versions the change adds (or finds in the head and answers with) and the objects they
+   *  reference: guarded against gc and confirmed before the change is reported done */
+  adds?: Adds;
+}
+export interface Adds {
+  /** the entries, as they are (or go) in the head */
+  entries: VersionEntry[];
+  refs: Refs;
+  /** whether they are this change's own, withdrawn again when the confirmation fails (not: an
+   *  existing version an unchanged push answers with) */
+  ours: boolean;
+}
+
+/** Attempts to settle an unknown outcome, confirm versions or withdraw them, before giving up. */
+const SETTLE_ATTEMPTS = 5;
+const backoffMs = (k: number) => Math.min(2000, 100 * 2 ** k) * (0.5 + Math.random());
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** The same version entry (a commit's index id is its own; a restore's or rename's is not). */
+const sameEntry = (a: VersionEntry, b: VersionEntry) => a.version === b.version && a.index === b.index && a.mtime === b.mtime;
+
+/** After a rename's renumbering (`to[i]` is `from[i]`), each `restoredFrom` names the new number
+ *  of its source, or goes when the source did not move with it. */
+function renumberRestored(from: VersionEntry[], to: VersionEntry[]): void {
+  for (const v of to) {
+    if (v.restoredFrom === undefined) continue;
+    const i = from.findIndex((f) => f.version === v.restoredFrom);
+    if (i < 0) delete v.restoredFrom;
+    else v.restoredFrom = to[i].version;
+  }
+}
+
 const noVersion = (name: string, version: number) => new ProtocolError(ErrorCode.NotFound, `${name} has no version ${version}`);
+
+/**
+ * Gives `sink` checkpoints (Sink.checkpoint, docs/store.md §6): each lists the upload's state
+ * as a suspend does, in place of the one before, so that a server killed mid-upload leaves it
+ * resumable. The last checkpoint is unlisted before the sink commits or aborts: a state listed
+ * after the commit would, once expired, have its segments (now the version's) deleted; after an
+ * abort it would name segments the abort deletes. A commit whose checkpoint cannot be unlisted
+ * fails.
+ */
+function withCheckpoints(sink: VersionSink, list: (held: Held) => Promise<string>, forget: (at: { digest: Uint8Array; id: string }) => Promise<void>) {
+  let at: { digest: Uint8Array; id: string } | null = null;
+  const unlist = async () => {
+    if (at) await forget(at);
+    at = null;
+  };
+  sink.checkpoint = async (held) => {
+    at = { digest: held.digest.slice(), id: await list(held) };
+  };
+  const { commit, abort, suspend } = sink;
+  sink.commit = async (index) => (await unlist(), commit(index));
+  sink.abort = async () => (await unlist().catch(() => {}), abort());
+  // a suspend lists the state in place of the last checkpoint's (same key)
+  sink.suspend = async (held) => ((at = null), suspend!(held));
+}
 
 /** One user's files (the namespace `ns/<user>/`). */
 export class Store {
@@ -74,36 +135,143 @@ export class Store {
   }
 
   /**
-   * Changes the head of `name` by compare-and-swap (see heads.ts): every commit, delete,
-   * rename and restore goes through here. A new head's references
-   * are guarded against a running garbage collection (gc.ts, `guardCommit`): `refs` lists the
-   * content objects it adds, `epoch` is the gc epoch the operation began in.
+   * Changes the head of `name` by compare-and-swap, retried on conflict: every commit, delete,
+   * rename and restore goes through here. A change that adds versions (`adds`) is guarded
+   * against the garbage collector before its swap, and confirmed once the swap has landed,
+   * before this returns (docs/store.md §8): if a collection took what it references, the
+   * versions are withdrawn from the head again and this throws a retryable error. `hooks.landed`
+   * is called once such a swap landed or may have: from then on the objects it references may
+   * be referenced by a head (another change may even have copied them), so the caller never
+   * deletes them; gc collects them if they are not.
    */
-  async changeHead<T>(name: string, change: (h: FileHead | null) => { head: FileHead | null; result: T; refs?: string[] } | Promise<{ head: FileHead | null; result: T; refs?: string[] }>, epoch?: number): Promise<T> {
+  async changeHead<T>(name: string, change: (h: FileHead | null) => HeadChange<T> | Promise<HeadChange<T>>, hooks: { landed?: () => void } = {}): Promise<T> {
     const key = this.headKey(name);
-    let written = null as FileHead | null;
-    const result = await updateHead(this.backend, key, async (b) => {
-      const old = b && parseFileHead(b, key);
-      const { head, result, refs } = await change(old);
-      if (head) head.seq = (old?.seq ?? 0) + 1;
-      written = head;
-      // half the window is the margin for the swap itself
-      const deadline = head && refs?.length ? (await guardCommit(this.repo, refs, epoch ?? 0, this.repo.settings.gcWindowMs)) - this.repo.settings.gcWindowMs / 2 : undefined;
-      return { body: head && jsonBody(head), result, deadline };
-    });
-    // the folder catalog follows; if this fails the head stands and gc repairs the catalog
-    if (written) await noteInCatalog(this.backend, this.user, written, this.repo.linked).catch(() => {});
-    return result;
+    let late = 0;
+    for (let attempt = 0; ; attempt++) {
+      const cur = await this.backend.getHead(key);
+      const old = cur && parseFileHead(cur.body, key);
+      const { head, result, adds } = await change(old);
+      if (!head) {
+        // versions already in the head: an earlier attempt of this change landed unseen, or the
+        // answer is an existing version (an unchanged push)
+        if (adds) {
+          if (adds.ours) hooks.landed?.();
+          await this.confirm(key, adds);
+          if (adds.ours && old) await noteInCatalog(this.backend, this.user, old, this.repo.linked).catch(() => {});
+        }
+        return result;
+      }
+      head.seq = (old?.seq ?? 0) + 1;
+      if (adds) {
+        // the guard before the swap: rescues condemned references, brings their epochs up to
+        // date (recorded in the entries); the swap starts within half the commit window of it
+        // (a few tries), so that it lands before a collector's second mark in all but a slow
+        // network: a margin that makes withdrawals rare, safety rests on the confirmation
+        const { refs, readAt } = await guardRefs(this.repo, adds.refs);
+        adds.refs = refs;
+        const known = knownAt(refs);
+        for (const e of adds.entries) e.epoch = Number.isFinite(known) ? known : 0;
+        const w = this.repo.settings.gcWindowMs;
+        if (w > 0 && Date.now() > readAt + w / 2 && late++ < 3) continue;
+      }
+      let tag: string | null;
+      try {
+        tag = await this.backend.putHead(key, jsonBody(head), cur?.tag ?? null);
+      } catch (e) {
+        if (!adds) throw e;
+        hooks.landed?.();
+        const fate = await this.settle(name, key, cur?.tag ?? null, adds.entries);
+        if (fate === 'unknown') throw e;
+        if (fate === 'lost') continue;
+        tag = fate;
+      }
+      if (tag === null) {
+        // contention: back off a little, growing, so many writers of one name all land
+        if (attempt > 2) await sleep(Math.min(50, attempt * 2) * Math.random());
+        continue;
+      }
+      if (adds) {
+        hooks.landed?.();
+        await this.confirm(key, adds);
+      }
+      // the folder catalog follows; if this fails the head stands and gc repairs the catalog
+      await noteInCatalog(this.backend, this.user, head, this.repo.linked).catch(() => {});
+      return result;
+    }
   }
 
-  /** The keys of the content objects a version references. */
-  private async refsOf(entries: VersionEntry[]): Promise<string[]> {
-    const refs = new Set<string>();
-    for (const e of entries) {
-      refs.add(indexKey(e.index));
-      for (const s of (await this.repo.readIndex(e.index, this.user)).layout.segments) refs.add(segmentKey(s));
+  /**
+   * After a swap adding `entries` failed with an error (its outcome unknown: an answer lost, an
+   * SDK retry refused after its first attempt landed): its tag if it landed; 'lost' if it never
+   * can, because the head moved past the tag it was made against or this fenced it (rewrote
+   * the head against that tag, so the swap can no longer land); 'unknown' if the store cannot
+   * be reached to tell.
+   */
+  private async settle(name: string, key: string, tag: string | null, entries: VersionEntry[]): Promise<string | 'lost' | 'unknown'> {
+    for (let k = 0; k < SETTLE_ATTEMPTS; k++) {
+      try {
+        const cur = await this.backend.getHead(key);
+        const h = cur && parseFileHead(cur.body, key);
+        if (cur && entries.every((e) => h!.versions.some((v) => sameEntry(v, e)))) return cur.tag;
+        if ((cur?.tag ?? null) !== tag) return 'lost';
+        const fence: FileHead = h ? { ...h, seq: (h.seq ?? 0) + 1 } : { name, next: 1, seq: 1, versions: [] };
+        if ((await this.backend.putHead(key, jsonBody(fence), tag)) !== null) return 'lost';
+      } catch {
+        await sleep(backoffMs(k));
+      }
     }
-    return [...refs];
+    return 'unknown';
+  }
+
+  /**
+   * The confirmation of versions in the head (docs/store.md §8): the gc guard again, now that
+   * the head holds them. A refusal, or a store that cannot be asked, withdraws them from the
+   * head when they are this change's own, and throws a retryable error.
+   */
+  private async confirm(key: string, adds: Adds): Promise<void> {
+    let why: unknown;
+    for (let k = 0; k < SETTLE_ATTEMPTS; k++) {
+      try {
+        await guardRefs(this.repo, adds.refs);
+        return;
+      } catch (e) {
+        why = e;
+        if (e instanceof GcRefusal) break;
+        await sleep(backoffMs(k));
+      }
+    }
+    if (adds.ours) await this.withdraw(key, adds.entries);
+    throw why instanceof GcRefusal ? why : new ProtocolError(ErrorCode.Internal, `the store could not confirm the new version (${(why as Error).message}); push again`);
+  }
+
+  /** Removes `entries` from the head at `key` if it still holds them. */
+  private async withdraw(key: string, entries: VersionEntry[]): Promise<void> {
+    for (let k = 0; ; k++) {
+      try {
+        let written: FileHead | null = null;
+        await updateHead(this.backend, key, (b) => {
+          const h = b && parseFileHead(b, key);
+          const versions = h?.versions.filter((v) => !entries.some((e) => sameEntry(v, e)));
+          written = h && versions!.length !== h.versions.length ? { ...h, seq: (h.seq ?? 0) + 1, versions: versions! } : null;
+          return { body: written && jsonBody(written), result: undefined };
+        });
+        if (written) await noteInCatalog(this.backend, this.user, written, this.repo.linked).catch(() => {});
+        return;
+      } catch (e) {
+        if (k + 1 >= SETTLE_ATTEMPTS) throw new ProtocolError(ErrorCode.Internal, `the store failed while collecting garbage this version needs, and it could not be withdrawn (${(e as Error).message}); push again`);
+        await sleep(backoffMs(k));
+      }
+    }
+  }
+
+  /** The content objects `entries` reference, each known at its version's epoch. */
+  async refsOf(entries: VersionEntry[]): Promise<Refs> {
+    const refs: Refs = new Map();
+    for (const e of entries) {
+      addRef(refs, indexKey(e.index), e.epoch ?? 0);
+      for (const s of (await this.repo.readIndex(e.index, this.user)).layout.segments) addRef(refs, segmentKey(s), e.epoch ?? 0);
+    }
+    return refs;
   }
 
   async versionNumbers(name: string): Promise<number[]> {
@@ -116,7 +284,7 @@ export class Store {
   }
 
   async versions(name: string): Promise<VersionInfo[]> {
-    return ((await this.head(name))?.versions ?? []).map(({ index: _, ...v }) => v);
+    return ((await this.head(name))?.versions ?? []).map(({ index: _, epoch: __, ...v }) => v);
   }
 
   /** A folder's catalog entries and subfolders, full names, in byte order of their names
@@ -162,11 +330,76 @@ export class Store {
     }
   }
 
+  /** One page of the files whose path contains `query` (store/search.ts). */
+  search(query: string, cursor: string, limit: number, maxFolders: number): Promise<SearchPage> {
+    return searchNames((f) => this.folderEntries(f), query, cursor, limit, maxFolders);
+  }
+
   /** Every file with at least one version under `folder` ('' for all), by name. */
   async list(folder = ''): Promise<FileInfo[]> {
     const out: FileInfo[] = [];
     await this.walk(folder, (name, e) => out.push({ name, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime }));
     return out;
+  }
+
+  // ---- folders (catalog.ts: a folder is listed while it holds something or is kept) ---------
+
+  /** Every subfolder under `folder` ('' for all), full names ending in '/', parents before
+   *  their subfolders. */
+  async subfolders(folder = ''): Promise<string[]> {
+    const out: string[] = [];
+    const visit = async (f: string) => {
+      let c;
+      try {
+        c = await readCatalog(this.backend, this.user, f);
+      } catch {
+        return; // damaged: hidden until gc rebuilds it
+      }
+      for (const sub of Object.keys(c.folders).sort()) {
+        const name = (f ? f + '/' : '') + sub;
+        out.push(name + '/');
+        await visit(name);
+      }
+    };
+    await visit(folder);
+    return out;
+  }
+
+  /** Whether `folder` is listed: linked into its parent's catalog. */
+  async folderExists(folder: string): Promise<boolean> {
+    const [parent, base] = folder.includes('/') ? [folder.slice(0, folder.lastIndexOf('/')), folder.slice(folder.lastIndexOf('/') + 1)] : ['', folder];
+    return !!(await readCatalog(this.backend, this.user, parent)).folders[base];
+  }
+
+  /** Makes `folder` (and its parents) a listed folder even while empty: an empty folder made
+   *  on purpose. Making one that exists changes nothing but its being kept. */
+  async makeFolder(folder: string): Promise<void> {
+    await keepFolder(this.backend, this.user, folder, true, this.repo.linked);
+  }
+
+  /**
+   * Deletes `folder`: every file under it (as `remove` does, each file's every version) and
+   * every folder kept under it, so the folder leaves its parent's listing. Returns the names of
+   * the files removed. A file that lands in it meanwhile stays, and so does its folder.
+   */
+  async removeFolder(folder: string): Promise<string[]> {
+    if (!(await this.folderExists(folder))) throw new ProtocolError(ErrorCode.NotFound, `no folder ${folder}/`);
+    const files = await this.list(folder);
+    const folders = await this.subfolders(folder);
+    const removed: string[] = [];
+    for (const f of files) {
+      try {
+        await this.remove(f.name);
+        removed.push(f.name);
+      } catch (e) {
+        // removed by another client meanwhile
+        if (!(e instanceof ProtocolError && e.code === ErrorCode.NotFound)) throw e;
+      }
+    }
+    // the deepest first, so each goes empty before its parent is looked at
+    for (const f of [...folders].reverse()) await keepFolder(this.backend, this.user, f.slice(0, -1), false, this.repo.linked);
+    await keepFolder(this.backend, this.user, folder, false, this.repo.linked);
+    return removed;
   }
 
   /**
@@ -196,9 +429,22 @@ export class Store {
 
   /** Opens a version for reading (verified reads; nothing held open). */
   async openVersion(name: string, version: number): Promise<{ source: VersionSource; close: () => Promise<void> }> {
-    const epoch = await gcEpoch(this.repo);
-    const { index, layout } = await this.readVersion(name, version);
-    return { source: new VersionSource(this.backend, layout, index, `${name} version ${version}`, epoch, this.repo.verified), close: async () => {} };
+    const entry = await this.entry(name, version);
+    const what = `${name} version ${version}`;
+    const { index, layout } = await this.repo.readIndex(entry.index, what);
+    return { source: new VersionSource(this.backend, layout, index, what, entry.epoch ?? 0, this.repo.verified, entry.index), close: async () => {} };
+  }
+
+  /**
+   * Opens a version as the basis of a push, verified whole first (read, or a stamp per segment
+   * showing it unchanged since this process read it: docs/store.md, "Integrity"), so that a
+   * damaged version is found before the push builds on it: then it is no basis, and the client
+   * sends those bytes. Damage is thrown (`isDamage`); the caller decides.
+   */
+  async openBasis(name: string, version: number): Promise<{ source: VersionSource; close: () => Promise<void> }> {
+    const opened = await this.openVersion(name, version);
+    await opened.source.verify([{ offset: 0, length: opened.source.size }]);
+    return opened;
   }
 
   /** The bytes of a version, in verified pieces of up to `piece` bytes. */
@@ -227,10 +473,15 @@ export class Store {
     return async ({ digest }) => {
       const kept = digest && (await claimUpload(this.backend, key, match(digest)));
       const sink = this.create(name, expectLatest, client, kept || undefined);
-      sink.suspend = async (held: Held) => {
+      const list = async (held: Held) => {
         const state = await sink.state();
-        await suspendUpload(this.backend, key, match(held.digest), Date.now() + this.repo.settings.resumeWindowMs, { ...state, count: held.count, hashes: held.hashes, digest: held.digest });
+        return suspendUpload(this.backend, key, match(held.digest), Date.now() + this.repo.settings.resumeWindowMs, { ...state, count: held.count, hashes: held.hashes, digest: held.digest });
       };
+      sink.suspend = async (held) => {
+        // a swap that landed (or may have) references the upload's segments: nothing to keep
+        if (!sink.landed) await list(held);
+      };
+      withCheckpoints(sink, list, (at) => forgetUpload(this.backend, key, match(at.digest), at.id));
       return kept ? { sink, held: { digest: kept.digest, count: kept.count, hashes: kept.hashes } } : { sink };
     };
   }
@@ -316,17 +567,16 @@ export class Store {
 
   /** Adds a new version of `name` with the bytes of `version` (the same index). */
   async restore(name: string, version: number): Promise<number> {
-    const epoch = await gcEpoch(this.repo);
-    return this.changeHead(
-      name,
-      async (h) => {
-        const old = h?.versions.find((v) => v.version === version);
-        if (!h || !old) throw noVersion(name, version);
-        const entry: VersionEntry = { ...old, version: h.next, mtime: new Date().toISOString(), change: 0 };
-        return { head: { ...h, next: h.next + 1, versions: applyRetention([...h.versions, entry], this.repo.settings) }, result: h.next, refs: await this.refsOf([old]) };
-      },
-      epoch,
-    );
+    // a new version is built from bytes verified for it: the old version's, and its index
+    const { source } = await this.openBasis(name, version);
+    if (!(await this.repo.indexIntact(source.id!))) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${name} version ${version}: its index ${source.id} does not match its hash`);
+    return this.changeHead(name, async (h) => {
+      const old = h?.versions.find((v) => v.version === version);
+      if (!h || !old) throw noVersion(name, version);
+      const entry: VersionEntry = { ...old, version: h.next, mtime: new Date().toISOString(), change: 0, restoredFrom: version };
+      const adds = { entries: [entry], refs: await this.refsOf([old]), ours: true };
+      return { head: { ...h, next: h.next + 1, versions: applyRetention([...h.versions, entry], this.repo.settings) }, result: h.next, adds };
+    });
   }
 
   /**
@@ -336,20 +586,16 @@ export class Store {
    */
   async rename(from: string, to: string): Promise<void> {
     if (from === to) return;
-    const epoch = await gcEpoch(this.repo);
     const src = await this.head(from);
     if (!src?.versions.length) throw new ProtocolError(ErrorCode.NotFound, `${from} does not exist`);
     const refs = await this.refsOf(src.versions);
-    await this.changeHead(
-      to,
-      (h) => {
-        if (h?.versions.length) throw new ProtocolError(ErrorCode.Inconsistent, `${to} exists`);
-        let next = h?.next ?? 1;
-        const versions = src.versions.map((v) => ({ ...v, version: next++ }));
-        return { head: { name: to, next, versions }, result: undefined, refs };
-      },
-      epoch,
-    );
+    await this.changeHead(to, (h) => {
+      if (h?.versions.length) throw new ProtocolError(ErrorCode.Inconsistent, `${to} exists`);
+      let next = h?.next ?? 1;
+      const versions = src.versions.map((v) => ({ ...v, version: next++ }));
+      renumberRestored(src.versions, versions);
+      return { head: { name: to, next, versions }, result: undefined, adds: { entries: versions, refs, ours: true } };
+    });
     await this.changeHead(from, (h) => ({ head: h && { ...h, versions: h.versions.filter((v) => !src.versions.some((s) => s.version === v.version)) }, result: undefined }));
   }
 }

@@ -7,7 +7,7 @@
 import { type ChunkIndex, type Source, chunkSource } from '../../shared/src/chunk-index.ts';
 import type { Hello } from '../../shared/src/messages.ts';
 import { Conn, ConnectionLost, RemoteError, type WebSocketLike } from '../../shared/src/conn.ts';
-import { DEFAULT_FINE, ErrorCode, Msg, Op, PROTOCOL_VERSION, ProtocolError, checkParams, hashLength, sameParams } from '../../shared/src/protocol.ts';
+import { BASIS_ABSENT, DEFAULT_FINE, ErrorCode, Msg, Op, PROTOCOL_VERSION, ProtocolError, checkParams, hashLength, sameParams } from '../../shared/src/protocol.ts';
 import { indexParts } from '../../shared/src/checksum-list.ts';
 import { receiveTarget } from '../../shared/src/receiver.ts';
 import { sendTarget } from '../../shared/src/sender.ts';
@@ -31,14 +31,16 @@ async function indexFor(store: Store, cfg: ServerConfig, hello: Hello, name: str
   return chunkSource(source, hello.params, hello.algo);
 }
 
-/** A stored version to build on; a known version that is not stored is UnknownBasis. A
- *  damaged latest version is no basis (null): the push then sends everything, and stores a
- *  good version. */
+/** A stored version to build on, verified (Store.openBasis); a known version that is not
+ *  stored is UnknownBasis. A damaged version is no basis: a damaged latest one is none (null:
+ *  the push sends everything, and stores a good version), a damaged known one is UnknownBasis
+ *  (the client forgets it and pushes again without). */
 async function knownOrLatest(store: Store, name: string, version: number, known: boolean) {
   try {
-    return await store.openVersion(name, version);
+    return await store.openBasis(name, version);
   } catch (e) {
     if (known && e instanceof ProtocolError && e.code === ErrorCode.NotFound) throw new ProtocolError(ErrorCode.UnknownBasis, `${name} has no version ${version}`);
+    if (known && isDamage(e)) throw new ProtocolError(ErrorCode.UnknownBasis, `version ${version} of ${name} is damaged on the store: push without it`);
     if (!known && isDamage(e)) return null;
     throw e;
   }
@@ -71,17 +73,19 @@ export interface SocketCounters {
  */
 /** What a connection is held to besides `cfg`: whether its sign-in still holds (checked at
  *  each later Hello), a signal that ends it at once (logout), the memory budget its sessions
- *  take their share of, the label it gave itself. */
+ *  take their share of, its user's turns (each session waits for one after its Hello), the
+ *  label it gave itself. */
 export interface ConnectionGuards {
   authorized?: () => boolean;
   signedOut?: AbortSignal;
   budget?: MemoryBudget;
+  turn?: () => Promise<() => void>;
   /** the client's label, kept with the versions it pushes (clientLabel) */
   client?: string;
 }
 
 export async function runConnection(ws: WebSocketLike, socket: SocketCounters, storeP: Store | Promise<Store>, cfg: ServerConfig, log: SessionLog, guards: ConnectionGuards = {}): Promise<void> {
-  const { authorized = () => true, signedOut, budget, client } = guards;
+  const { authorized = () => true, signedOut, budget, turn, client } = guards;
   const conn = new Conn(ws, { maxQueuedBytes: Math.max(cfg.maxInFlight, cfg.maxMessage) });
   // a logout ends the login's sockets at once, a session under way included
   const onSignOut = () => conn.sendError(ErrorCode.Unauthorized, 'signed out: the sign-in this connection was opened with has ended');
@@ -122,15 +126,21 @@ export async function runConnection(ws: WebSocketLike, socket: SocketCounters, s
       between = n > 0;
       // the sign-in the socket was opened with is checked again for every later session, so
       // a logout or an expired login also ends what an open socket may do
-      const started = () => {
+      let endTurn: (() => void) | undefined;
+      const started = async () => {
         between = false;
         if (n > 0 && !authorized()) throw new ProtocolError(ErrorCode.Unauthorized, 'the sign-in this connection was opened with has ended; sign in again');
+        // waiting for a turn is not the client's silence
+        clearTimeout(idle);
+        endTurn = await turn?.();
+        resetIdle();
       };
       const share = budget?.share();
       try {
         if (!(await oneSession(conn, socket, store, cfg, log, phase, started, share?.take, client))) break;
       } finally {
         share?.release();
+        endTurn?.();
       }
       clearTimeout(phaseTimer);
     }
@@ -144,7 +154,7 @@ export async function runConnection(ws: WebSocketLike, socket: SocketCounters, s
 
 /** One session on the connection: Hello to Result. Returns false when the connection is over
  *  (closed by the client between sessions, or ended by an error). */
-async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg: ServerConfig, log: SessionLog, phase: (name: string) => void, started: () => void, reserve?: (bytes: number) => void, client?: string): Promise<boolean> {
+async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg: ServerConfig, log: SessionLog, phase: (name: string) => void, started: () => Promise<void>, reserve?: (bytes: number) => void, client?: string): Promise<boolean> {
   let t0 = 0; // the session's clock starts at its Hello: waiting for it is not its time
   const in0 = socket.bytesRead;
   const out0 = socket.bytesWritten;
@@ -158,7 +168,7 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
     const h = (hello = await conn.expect(Msg.Hello));
     t0 = performance.now();
     conn.resetCounters();
-    started();
+    await started();
     phase('hello');
     checkHello(h, cfg);
     conn.hashLen = hashLength(hello.algo);
@@ -166,8 +176,10 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
     const limits = { maxFileSize: cfg.maxFileSize, maxChunks: cfg.maxChunks };
     if (hello.op === Op.Push) {
       const latest = await store.latest(name);
-      if (hello.basisVersion !== 0 && hello.basisVersion !== latest) {
-        throw new ProtocolError(ErrorCode.StaleBasis, `${name} is at version ${latest}, not ${hello.basisVersion}`);
+      // the version the client built on, if it names one (BASIS_ABSENT: none, the name is new)
+      const expect = hello.basisVersion === 0 ? undefined : hello.basisVersion === BASIS_ABSENT ? 0 : hello.basisVersion;
+      if (expect !== undefined && expect !== latest) {
+        throw new ProtocolError(ErrorCode.StaleBasis, expect ? `${name} is at version ${latest}, not ${expect}` : `${name} exists (version ${latest})`);
       }
       // The basis: the version the client knows (Hello's `known`: its Copies refer to it), else
       // the latest version of this name, or for a new name the most similar stored file,
@@ -187,12 +199,16 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
           : async (target: { fastfps: Uint32Array }) => {
               const like = await store.similar(target.fastfps);
               if (!like) return null;
+              opened = await store.openBasis(like.name, like.version).catch((e) => {
+                if (isDamage(e)) return null; // no basis
+                throw e;
+              });
+              if (!opened) return null;
               similarTo = like.name;
-              opened = await store.openVersion(like.name, like.version);
               return { index: await indexFor(store, cfg, h, like.name, like.version, opened.source), source: opened.source };
             };
         // A writer that named its basis must still be building on the latest at commit time.
-        const sinkFor = store.sinkFor(name, basisVersion, hello.params, hello.algo, hello.basisVersion !== 0 ? latest : undefined, client);
+        const sinkFor = store.sinkFor(name, basisVersion, hello.params, hello.algo, expect, client);
         // An interrupted upload of this name waiting to be resumed: match once the whole list
         // is in, whose digest says whether this push resumes it (not with a known basis: the
         // sender sends Copies, not its whole list first).

@@ -55,6 +55,21 @@ export function backendContract(label: string, open: BackendFactory) {
         assert.equal(text(await b.get(odd)), 'odd');
       }));
 
+    test('stamps: a ranged read carries the stamp of its object; a removed object has none', () =>
+      withBackend(open, async (b) => {
+        const body = randomBytes(50_000);
+        assert.equal(await b.putIfAbsent('seg/s', body), true);
+        const st = await b.stamp('seg/s');
+        const got = await b.getStamped('seg/s', { offset: 1000, length: 2000 });
+        assert.deepEqual(Buffer.from(got.body), body.subarray(1000, 3000));
+        // null only where none can be given yet (a local file written a moment ago)
+        assert.equal(got.stamp, st);
+        assert.equal((await b.getStamped('seg/s')).stamp, st);
+        await b.delete('seg/s');
+        assert.equal(await b.stamp('seg/s'), null);
+        assert.equal(await b.stamp('nope/x'), null);
+      }));
+
     test('concurrent putIfAbsent of one key: exactly one wins, and its bytes are stored', () =>
       withBackend(open, async (b) => {
         for (let round = 0; round < 5; round++) {

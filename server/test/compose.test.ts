@@ -45,8 +45,10 @@ test('docker-compose.yml: MinIO, two Dsync servers on one bucket, HAProxy in fro
   const port = flag(cmd, '--port');
   assert.equal(flag(cmd, '--host'), '0.0.0.0', 'in a container the server listens beyond loopback (its default), so HAProxy reaches it');
 
-  // HAProxy: publishes :8080, and its configuration names both servers, with health checks.
-  assert.deepEqual(haproxy.ports, ['8080:8080']);
+  // HAProxy: publishes :8080 on this machine only (the servers have no accounts), and its
+  // configuration names both servers, with health checks.
+  assert.deepEqual(haproxy.ports, ['${DSYNC_PUBLISH:-127.0.0.1:8080}:8080']);
+  assert.equal(cmd.includes('--users'), false, 'without accounts, so published on loopback only');
   const [cfgFile, cfgMount] = haproxy.volumes[0].split(':');
   assert.equal(cfgMount, '/usr/local/etc/haproxy/haproxy.cfg');
   const cfg = read(cfgFile);

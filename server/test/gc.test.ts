@@ -10,8 +10,11 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
 import { Repo } from '../src/store/repo.ts';
-import { guardCommit, readGcState, runGc, unreferenced } from '../src/store/gc.ts';
-import { GC_STATE } from '../src/store/keys.ts';
+import { GC_DEFAULTS, guardRefs, readGcState, runGc, unreferenced } from '../src/store/gc.ts';
+import { GC_STATE, segmentKey, uploadsKey } from '../src/store/keys.ts';
+import { bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
+import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
+import { FaultyBackend } from '../../harness/faulty-backend.ts';
 import { localBackend } from '../src/store/local.ts';
 import { type Child, startChild } from '../../harness/child.ts';
 import { pushBytes, testServer } from '../../harness/helpers.ts';
@@ -38,23 +41,161 @@ test('a commit rescues the condemned objects it references; while they are delet
     await sink.copy!(source, 0, source.size);
     assert.equal(await sink.commit(index), 1);
     const report = await gc;
-    // the segment, and the index (the same layout and chunks: the same content address)
-    assert.equal(report.rescued, 2, JSON.stringify(report));
-    assert.equal(report.deleted, 0, JSON.stringify(report));
+    // the segment is rescued; a.bin's index is not (b.bin's index is a new object, though its
+    // layout and chunks are the same: an index carries a nonce)
+    assert.equal(report.rescued, 1, JSON.stringify(report));
+    assert.equal(report.deleted, 1, JSON.stringify(report));
     assert.ok((await download(s.url, 'b.bin')).equals(a));
     // a commit that needs an object in the deleting phase is refused with a retryable error
     const key = `data/${layout.segments[0].slice(0, 2)}/${layout.segments[0]}`;
     const cur = (await s.repo.backend.getHead(GC_STATE))!;
     await s.repo.backend.putHead(GC_STATE, Buffer.from(JSON.stringify({ epoch: 5, phase: 'deleting', candidates: [key], since: Date.now() })), cur.tag);
-    await assert.rejects(guardCommit(s.repo, [key], 5), /collecting garbage this version needs; push again/);
+    await assert.rejects(guardRefs(s.repo, new Map([[key, 5]])), /collecting garbage this version needs; push again/);
     // and once a collection ended since the session began, missing objects are found
     await s.repo.backend.putHead(GC_STATE, Buffer.from(JSON.stringify({ epoch: 6, phase: 'idle', candidates: [], since: Date.now() })), (await s.repo.backend.getHead(GC_STATE))!.tag);
-    await assert.rejects(guardCommit(s.repo, ['data/00/00000000000000000000000000000000'], 5), /the store collected/);
-    assert.ok(await guardCommit(s.repo, [key], 5));
+    await assert.rejects(guardRefs(s.repo, new Map([['data/00/00000000000000000000000000000000', 5]])), /the store collected/);
+    // an object found to exist is known at the current epoch from then on
+    assert.deepEqual((await guardRefs(s.repo, new Map([[key, 5]]))).refs, new Map([[key, 6]]));
   } finally {
     await s.stop();
   }
 });
+
+test('the lease: a collector that renews is not taken over; one SIGKILLed mid-run is, within staleMs', async () => {
+  const s = await testServer();
+  let child: ChildProcess | null = null;
+  try {
+    const keep = fastRandomBytes(51, 300_000);
+    await pushBytes(s, 'keep.bin', keep);
+    await pushBytes(s, 'gone.bin', fastRandomBytes(52, 300_000));
+    await (await s.storeOf('local')).remove('gone.bin');
+    const repo = new Repo(localBackend(s.data));
+    // a collector in its own process that sits in its commit window for a minute, renewing
+    // its lease every 2000 / 6 ms
+    child = spawn(process.execPath, ['--import', 'tsx', new URL('./gc-child.ts', import.meta.url).pathname, s.data, '60000', '2000'], { stdio: ['ignore', 'ignore', 'inherit'] });
+    for (let t = 0; (await readGcState(repo)).state.phase !== 'condemned'; t++) {
+      assert.ok(t < 600, 'the collector condemns');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    // alive: another collector watches its state change, and leaves it alone
+    const live = await runGc(repo, { minAgeMs: 0, windowMs: 10, staleMs: 2000 });
+    assert.match(live.skipped ?? '', /another collector is condemned/, JSON.stringify(live));
+    // killed: the next collector (default settings) takes over once renewals stopped
+    await kill(child);
+    const t0 = performance.now();
+    const report = await runGc(repo, { minAgeMs: 0, windowMs: 10 });
+    const took = performance.now() - t0;
+    assert.equal(report.skipped, undefined, JSON.stringify(report));
+    assert.equal(report.deleted, 2, JSON.stringify(report)); // gone.bin's segment and index
+    assert.ok(took < GC_DEFAULTS.staleMs + 10_000, `taken over after ${Math.round(took)} ms`);
+    assert.ok(GC_DEFAULTS.staleMs <= 60_000, `a killed collector blocks gc for ${GC_DEFAULTS.staleMs} ms at most`);
+    assert.deepEqual(await unreferenced(repo), []);
+    assert.ok((await download(s.url, 'keep.bin')).equals(keep));
+  } finally {
+    if (child) await kill(child);
+    await s.stop();
+  }
+});
+
+/** A store on a fresh local directory, through a FaultyBackend; and a version writer. */
+function faultyStore() {
+  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-gcunit-'));
+  const faulty = new FaultyBackend(localBackend(dir));
+  const repo = new Repo(faulty);
+  const store = repo.ns('local');
+  const commit = async (name: string, bytes: Uint8Array) => {
+    const sink = store.create(name);
+    await sink.write(bytes);
+    return sink.commit(await chunkSource(bufferSource(bytes), DEFAULT_PARAMS, DEFAULT_ALGO));
+  };
+  return { faulty, repo, store, commit, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+test('a version copying from one whose objects a collection took, before that one was withdrawn, is refused', async () => {
+  const { faulty, store, commit, cleanup } = faultyStore();
+  try {
+    const a = fastRandomBytes(3, 300_000);
+    assert.equal(await commit('v.bin', a), 1);
+    // a push opens v1 as its basis and copies all of it
+    const { layout } = await store.readVersion('v.bin', 1);
+    const { source } = await store.openVersion('v.bin', 1);
+    const sink = store.create('w.bin');
+    await sink.copy!(source, 0, source.size);
+    // its commit verifies the copied bytes, then its guard reads the state, held up here; as
+    // if v1's swap had landed after a collection's second mark, that collection deletes v1's
+    // segment and ends meanwhile (before v1's confirmation withdrew it)
+    faulty.faults = [{ op: 'getHead', key: /^gc\/state$/, before: 3000, times: 1 }];
+    const committing = sink.commit((await store.readVersion('v.bin', 1)).index);
+    committing.catch(() => {});
+    for (let t = 0; !faulty.hit.get('getHead'); t++) {
+      assert.ok(t < 1000, 'the commit reaches its guard');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await faulty.inner.delete(segmentKey(layout.segments[0]));
+    const st = await faulty.inner.getHead(GC_STATE);
+    const epoch = st ? (JSON.parse(Buffer.from(st.body).toString()).epoch as number) : 0;
+    assert.ok(await faulty.inner.putHead(GC_STATE, Buffer.from(JSON.stringify({ epoch: epoch + 1, phase: 'idle', candidates: [], since: Date.now() })), st?.tag ?? null));
+    // v1's epoch says its objects are known only from before, so the commit checks them
+    await assert.rejects(committing, /the store collected data\/.*push again/);
+    assert.deepEqual(await store.versionNumbers('w.bin'), []);
+  } finally {
+    cleanup();
+  }
+});
+
+test('a head swap whose answer is lost is settled: found landed (one version, not two), or fenced so that it never lands', async () => {
+  const { faulty, store, commit, cleanup } = faultyStore();
+  try {
+    const bytes = [1, 2, 3, 4].map((k) => fastRandomBytes(20 + k, 50_000));
+    // the swap fails before it reaches the store: the head is fenced (a new empty head), and
+    // the commit tried again lands
+    faulty.faults = [{ op: 'putHead', key: /\/files\//, fail: true, times: 1 }];
+    assert.equal(await commit('f.bin', bytes[0]), 1);
+    assert.equal((await store.head('f.bin'))!.seq, 2);
+    // the swap lands and its answer is lost (an error; then an SDK retry refused): the head
+    // holds this commit's index, so it is the version, confirmed
+    faulty.faults = [{ op: 'putHead', key: /\/files\//, lost: 'throw', times: 1 }];
+    assert.equal(await commit('f.bin', bytes[1]), 2);
+    faulty.faults = [{ op: 'putHead', key: /\/files\//, lost: 'retry', times: 1 }];
+    assert.equal(await commit('f.bin', bytes[2]), 3);
+    // a swap that cannot be settled (no head write goes through, not even a fence) fails, and
+    // leaves the objects it wrote in place (for all it knows the swap may still land)
+    faulty.faults = [{ op: 'putHead', key: /\/files\//, fail: true }];
+    const segmentsBefore = await count(store, 'data/');
+    await assert.rejects(commit('f.bin', bytes[3]), /failed \(injected\)/);
+    assert.ok((await count(store, 'data/')) > segmentsBefore);
+    faulty.faults = [];
+    assert.deepEqual(await store.versionNumbers('f.bin'), [1, 2, 3]);
+    for (let v = 1; v <= 3; v++) assert.ok((await store.bytes('f.bin', v)).equals(bytes[v - 1]));
+  } finally {
+    cleanup();
+  }
+});
+
+test('a session whose version landed never deletes or suspends what it wrote, whatever fails after', async () => {
+  const { store, cleanup } = faultyStore();
+  try {
+    const bytes = fastRandomBytes(31, 100_000);
+    const index = await chunkSource(bufferSource(bytes), DEFAULT_PARAMS, DEFAULT_ALGO);
+    const { sink } = await store.sinkFor('s.bin', 0, DEFAULT_PARAMS, DEFAULT_ALGO)({ digest: null });
+    await sink.write(bytes);
+    assert.equal(await sink.commit(index), 1);
+    // the connection is lost before the Result goes out: the receiver suspends the session, or
+    // aborts it
+    await sink.suspend!({ digest: new Uint8Array(32), count: index.lengths.length, hashes: index.hashes });
+    await sink.abort();
+    assert.equal(await store.backend.getHead(uploadsKey('local', 's.bin')), null, 'nothing suspended');
+    assert.ok((await store.bytes('s.bin', 1)).equals(bytes));
+  } finally {
+    cleanup();
+  }
+});
+
+async function count(store: { backend: { list(p: string): AsyncIterable<unknown> } }, prefix: string) {
+  let n = 0;
+  for await (const _ of store.backend.list(prefix)) n++;
+  return n;
+}
 
 /** objects the collectors in child processes reported deleted */
 let collected = 0;
@@ -131,7 +272,7 @@ test('SIGKILL trials at random points of gc and of commits lose no byte of a kep
     await server.kill();
     const repo = new Repo(localBackend(data));
     let report;
-    for (let k = 0; (report = await runGc(repo, { minAgeMs: 0, windowMs: 10, staleMs: 0 })).skipped; k++) assert.ok(k < 3, JSON.stringify(report));
+    for (let k = 0; (report = await runGc(repo, { minAgeMs: 0, windowMs: 10, staleMs: 1000 })).skipped; k++) assert.ok(k < 3, JSON.stringify(report));
     assert.deepEqual(await unreferenced(repo), []);
     for (const f of files) for (const v of (await repo.ns('local').versionNumbers(f))) assert.ok((await repo.ns('local').bytes(f, v)).length > 0);
   } finally {

@@ -162,13 +162,39 @@ test('login objects that are expired, damaged or not of a current user are refus
     }
     assert.deepEqual(readdirSync(sessionDir(t.data)), [path.basename(good.file)]);
     // gc and check leave logins alone: outside what they list
-    const gc = await runGc(s.repo, { minAgeMs: 0, windowMs: 10, staleMs: 0 });
+    const gc = await runGc(s.repo, { minAgeMs: 0, windowMs: 10, staleMs: 1000 });
     assert.ok(!gc.skipped, JSON.stringify(gc));
     assert.deepEqual((await runCheck(s.repo)).errors, []);
     assert.ok(existsSync(good.file), 'gc keeps the login');
     assert.equal((await call(`${s.url}/api/whoami`, { cookie: good.cookie })).status, 200);
   } finally {
     await s.stop();
+    t.cleanup();
+  }
+});
+
+test('two servers on one store directory: a logout on one ends the login\'s event streams on the other within the re-check interval', { timeout: 90_000 }, async () => {
+  const t = setup();
+  const a = await startServe(['--data', t.data, '--users', t.users]);
+  const b = await startServe(['--data', t.data, '--users', t.users]);
+  try {
+    const login = await call(`${a.url}/api/login`, { body: { name: 'alice', password: 'alice-pw' } });
+    const { ended } = await new Promise<{ ended: Promise<number> }>((resolve, reject) => {
+      http.get(`${b.url}/api/events`, { headers: { cookie: login.cookie } }, (res) => {
+        assert.equal(res.statusCode, 200);
+        res.resume();
+        resolve({ ended: new Promise<number>((r) => res.on('close', () => r(performance.now()))) });
+      }).on('error', reject);
+    });
+    await new Promise((r) => setTimeout(r, 200));
+    const t0 = performance.now();
+    assert.equal((await call(`${a.url}/api/logout`, { method: 'POST', cookie: login.cookie })).status, 200);
+    const at = await Promise.race([ended, new Promise<null>((r) => setTimeout(() => r(null), 4 * RECHECK_MS + 3000))]);
+    assert.ok(at !== null, 'the stream on the other server ended');
+    assert.ok(at - t0 < 2 * RECHECK_MS + 1500, `it ended ${(at - t0).toFixed(0)} ms after the logout`);
+  } finally {
+    await a.kill();
+    await b.kill();
     t.cleanup();
   }
 });

@@ -9,9 +9,10 @@ import { after, before, test } from 'node:test';
 import { Rng, applyEdits, fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
-import { DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
+import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
 import { open } from 'node:fs/promises';
 import { decodeName, encodeName, fileHeadKey } from '../src/store/keys.ts';
+import { decodeVersion, encodeVersion } from '../src/store/format.ts';
 import { localBackend } from '../src/store/local.ts';
 import { createHash } from 'node:crypto';
 import { download, versionsOf } from '../../harness/trials.ts';
@@ -154,7 +155,7 @@ test('chunking a file through its handle (slices read ahead into two reused buff
     const fh = await open(file, 'r');
     try {
       const a = await chunkSource(fileSource(fh, bytes.length), DEFAULT_PARAMS, 3);
-      const b = await chunkSource(bufferSource(bytes), DEFAULT_PARAMS, 3);
+      const b = await chunkSource(bufferSource(bytes), DEFAULT_PARAMS, DEFAULT_ALGO);
       assert.deepEqual(a.lengths, b.lengths);
       assert.deepEqual(a.fastfps, b.fastfps);
       assert.deepEqual(a.hashes, b.hashes);
@@ -193,4 +194,20 @@ test('a version made by 150 small edits references a bounded number of segments,
   // the small segments compaction replaced are gone (only whole-file versions reference them)
   const stray = (await unreferenced(server.repo)).filter((k) => k.startsWith('data/'));
   assert.deepEqual(stray, []);
+});
+
+test('version indexes: two of the same chunks and layout are two objects (a nonce); format 3 is still read', async () => {
+  const bytes = fastRandomBytes(44, 200_000);
+  const index = await chunkSource(bufferSource(bytes), DEFAULT_PARAMS, DEFAULT_ALGO);
+  const layout = { segments: ['0123456789abcdef0123456789abcdef'], extents: [{ seg: 0, offset: 0, length: bytes.length }] };
+  const a = encodeVersion(index, layout);
+  const b = encodeVersion(index, layout);
+  assert.equal(a[4], 4);
+  assert.notDeepEqual(a, b, 'each index body is its own, so each key is new');
+  assert.deepEqual(decodeVersion(a), decodeVersion(b));
+  // format 3: the same without the 16-byte nonce after the chunk count
+  const v3 = Buffer.concat([a.subarray(0, 32), a.subarray(48)]);
+  v3[4] = 3;
+  assert.deepEqual(decodeVersion(v3), decodeVersion(a));
+  assert.throws(() => decodeVersion(Buffer.concat([v3.subarray(0, 4), Buffer.from([5]), v3.subarray(5)])), /bad header/);
 });

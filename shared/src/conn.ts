@@ -154,6 +154,13 @@ export class Conn {
     this.runBytes = 0;
   }
 
+  /** What ended the connection (its close, a socket error, the peer's Error), or null. A side
+   *  waiting for room in the socket checks it: a browser's socket that closed keeps its unsent
+   *  bytes counted in `bufferedAmount`, so room never comes. */
+  get ended(): Error | null {
+    return this.closed;
+  }
+
   /** the socket is open and no error or close has been seen */
   get isOpen(): boolean {
     return !this.closed && this.ws.readyState === 1;

@@ -75,8 +75,9 @@ export interface KnownVersions {
 /** The key of a file on a server: its /sync URL and name. */
 export const knownKey = (url: string, name: string) => `${url}\n${name}`;
 
-/** Versions of files larger than this are not kept (their finer cut would take tens of MB of
- *  memory: 12 bytes per 256): such files are pushed with the three phases. */
+/** Versions of files larger than this are not pushed against (their finer cut would take
+ *  tens of MB of memory: 12 bytes per 256): such files are pushed with the three phases, and
+ *  their known version serves only as the basis a push names (guarded-push.ts). */
 export const KNOWN_MAX_FILE = 64 << 20;
 
 /** A push against a version known without its finer cut (a pulled one) sends every chunk it

@@ -17,6 +17,13 @@ export const DELTA_MESSAGE_BYTES = 1 << 20;
  *  its size (bench/results/page-vs-cli.md). At most MAX_MESSAGE. */
 export const DELTA_RUN_BYTES = 4 << 20;
 
+/** Bytes of target a receiver writes between two checkpoints of an upload (Sink.checkpoint,
+ *  docs/store.md §6), or an eighth of what it wrote before if more: what a server killed
+ *  mid-upload loses at most (16 MiB, or 1/9 of the upload), against an upload state object
+ *  written per step that lists every chunk so far (64 hex characters per 8 KiB chunk: the
+ *  objects of a 500 MB upload add up to about 5% of its bytes, written on the server only). */
+export const RESUME_CHECKPOINT_BYTES = 16 << 20;
+
 /** Largest stretch of basis bytes the receiver reads at once (a single chunk may exceed it). */
 export const COPY_STRETCH = 4 << 20;
 
@@ -56,6 +63,10 @@ export interface ReceiverLimits {
 
 /** Longest file name in Hello, in UTF-8 bytes. */
 export const MAX_NAME_BYTES = 1024;
+
+/** Longest component of a name (between '/'), in UTF-8 bytes: what common file systems allow
+ *  (ext4, APFS, NTFS: 255). */
+export const MAX_COMPONENT_BYTES = 255;
 /** Most entries in one message (chunks, tokens, hashes, failed tokens). 8192 (LIST_BATCH) is
  *  what a side builds; the margin lets a peer batch differently. */
 export const MAX_ENTRIES_PER_MESSAGE = 65536;
@@ -103,3 +114,33 @@ export const MAX_CHUNK_SIZE = 4 << 20;
  *  The CLI's --keep-max default; the page's cap is the smaller of this and a share of its
  *  quota (client/src/kept-store.ts). */
 export const KEEP_MAX = 1_000_000_000;
+
+// ---------------------------------------------------------------------------------------------
+// Searching a user's files by name (GET /api/search, server/src/store/search.ts)
+
+/** Hits per page of a search, at most (and the page's page size). */
+export const SEARCH_PAGE = 100;
+
+/** Folder catalogs one search request reads at most: a page ends there, hits or not, with a
+ *  cursor to go on from, so a search over a huge namespace is many bounded requests. */
+export const SEARCH_FOLDERS = 200;
+
+/** Requests the page makes for one "Search" or "Search further" at most (each up to
+ *  SEARCH_FOLDERS catalogs): a search of a huge namespace with few hits pauses there, and the
+ *  person asks for more. */
+export const SEARCH_REQUESTS = 10;
+
+// The sync engine (shared/src/sync-engine.ts, docs/sync.md)
+
+/** The delete guard (`dsync sync --max-delete`): one pass deletes at most this share of the
+ *  folder's agreed files, on both sides together… */
+export const SYNC_MAX_DELETE_SHARE = 0.5;
+/** …or this many, whichever is more, so that small folders work. */
+export const SYNC_MAX_DELETE_MIN = 10;
+/** Uploads and downloads a pass runs at once: each waits mostly for the server's commit or
+ *  the network, so a few overlap well (a first sync of many small files). */
+export const SYNC_TRANSFERS = 4;
+/** `--watch`: a pass starts this long after the last local change seen (editors save in bursts). */
+export const SYNC_SETTLE_MS = 200;
+/** `--watch`: a full pass at least this often, whatever the watcher and the live events said. */
+export const SYNC_RESCAN_MS = 30_000;

@@ -12,7 +12,8 @@ export interface Hello {
   algo: number;
   /** push: size of the client's file (the target); pull: size of the client's basis (0: none) */
   size: number;
-  /** push: the basis version the client expects to be latest (0: no check); pull: the version wanted (0: latest) */
+  /** push: the basis version the client expects to be latest (0: no check; BASIS_ABSENT: no
+   *  file at the name); pull: the version wanted (0: latest) */
   basisVersion: number;
   name: string;
   /** push: a version of this name whose chunk index the client holds, and that version's root:

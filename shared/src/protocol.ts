@@ -5,7 +5,11 @@
 
 import { CHUNK_SIZE_RANGES } from './limits.ts';
 
-export const PROTOCOL_VERSION = 7;
+export const PROTOCOL_VERSION = 8;
+
+/** Hello's `basisVersion` on a push that expects no file at its name (a first push): the
+ *  server refuses with StaleBasis when the name has a version (docs/protocol.md §7). */
+export const BASIS_ABSENT = 0xffffffff;
 
 /** Message type codes (the first byte of every binary frame). */
 export const Msg = {

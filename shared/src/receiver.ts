@@ -19,7 +19,7 @@ import { type ChunkIndex, equalBytes, offsetsOf, runHash } from './chunk-index.t
 import { DeltaReceiver } from './delta-receiver.ts';
 import type { Checksums, ChecksumsEnd, Copies, Message, SplitRequest, Verdict } from './messages.ts';
 import { type Conn, ConnectionLost } from './conn.ts';
-import { COPY_STRETCH, LIST_BATCH } from './limits.ts';
+import { COPY_STRETCH, LIST_BATCH, RESUME_CHECKPOINT_BYTES } from './limits.ts';
 import { type Run, WeakMatcher, matchRuns } from './matcher.ts';
 import { type ChunkParams, ErrorCode, Msg, ProtocolError, hashLength, inconsistent as bad } from './protocol.ts';
 import { BasisListing } from './refine.ts';
@@ -65,6 +65,10 @@ class Receiver {
   private written = 0;
   /** the rebuild's position: chunks [0, rebuiltTo) are written */
   private rebuiltTo = 0;
+  /** target bytes written when the last checkpoint was made (Sink.checkpoint) */
+  private checkpointed = 0;
+  /** a chunk index and the target offset where it begins, moved forward by offsetOf */
+  private offsetAt = { chunk: 0, offset: 0 };
   /** chunks [0, judgedTo) are judged */
   private judgedTo = 0;
   /** tokens [0, judgedTokens) are judged */
@@ -338,7 +342,21 @@ class Receiver {
         await this.nextVerdict();
       } else if (this.copyFrom[i] >= 0) await this.copyStretch(i);
       else await this.takeDelta(i);
+      if (this.sink!.checkpoint && this.state !== 'checksums' && this.offsetOf(this.written) >= this.checkpointed + Math.max(RESUME_CHECKPOINT_BYTES, this.checkpointed / 8)) await this.checkpoint();
     }
+  }
+
+  /** The target offset where chunk `i` begins. */
+  private offsetOf(i: number): number {
+    while (this.offsetAt.chunk < i) this.offsetAt.offset += this.list.lengths[this.offsetAt.chunk++];
+    return this.offsetAt.offset;
+  }
+
+  /** Records what is written so far, for a new session to resume (Sink.checkpoint). */
+  private async checkpoint(): Promise<void> {
+    const { list, written } = this;
+    this.checkpointed = this.offsetOf(written);
+    await this.sink!.checkpoint!({ digest: listDigest(this.algo, list.weak()), count: written, hashes: list.hashes.slice(0, written * this.H) });
   }
 
   /** Writes target chunks [i, j), whose bytes are `bytes`, hashing them in one wasm call. */

@@ -160,7 +160,9 @@ class Sender implements Judged {
         if (!r) await this.idle(this.delta.sentTo < this.judgedTo ? 2 : undefined);
         continue;
       }
-      // 4. wait for room in the socket, or for Match Tokens
+      // 4. wait for room in the socket (that room never comes once it has closed), or for
+      // Match Tokens
+      if (due && this.conn.ended) throw this.conn.ended;
       await this.idle(due ? 2 : undefined);
     }
   }

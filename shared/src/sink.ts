@@ -23,6 +23,11 @@ export interface Sink {
   /** Optional: called instead of abort when the connection is lost, with chunks [0, held)
    *  written, so that a new session for the same target can resume (see `SinkFor`). */
   suspend?(held: Held): Promise<void>;
+  /** Optional: records chunks [0, held) as written while the session goes on, so that a new
+   *  session can resume them even when this process dies before it could suspend (a server
+   *  killed mid-upload). The receiver calls it every RESUME_CHECKPOINT_BYTES once the whole
+   *  Checksum List is in; the sink forgets the record before it commits or aborts. */
+  checkpoint?(held: Held): Promise<void>;
 }
 
 /** What an interrupted receiver kept: the first `count` chunks, written, and their hashes. */

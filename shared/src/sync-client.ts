@@ -13,7 +13,7 @@ import { Conn, ConnectionLost, RemoteError, type Traffic, type WebSocketLike } f
 import { KNOWN_MAX_DELTA, KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, basisChecksumsOf, chunksTo, fineIndex, knownKey } from './known.ts';
 import { keptBasisOf } from './kept.ts';
 import { matchKnown } from './matcher.ts';
-import { type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, hashLength, sameParams } from './protocol.ts';
+import { BASIS_ABSENT, type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, hashLength, sameParams } from './protocol.ts';
 import { indexParts } from './checksum-list.ts';
 import { receiveTarget } from './receiver.ts';
 import { sendTarget } from './sender.ts';
@@ -52,6 +52,8 @@ export interface SyncReport {
   name: string;
   version: number;
   size: number;
+  /** the version's root hash, hex (chunk-index.ts): what the sync engine names content by */
+  root: string;
   chunks: number;
   /** bytes the receiver took from the basis: covered by Match Tokens, or copied by refined chunks */
   matchedBytes: number;
@@ -68,6 +70,9 @@ export interface SyncReport {
   /** push: the version the client knew and sent its own Match Tokens against (one round trip,
    *  docs/protocol.md §3 "A known basis"); absent: the three phases ran */
   knownVersion?: number;
+  /** push: the content equals the stored latest version: nothing was stored, `version` is that
+   *  version's number */
+  unchanged?: true;
   /** push: the bytes of that version were kept here and the edit went as byte-exact copies of
    *  them (kept.ts) */
   keptBasis?: boolean;
@@ -92,7 +97,11 @@ export class Connection {
     const conn = new Conn(ws);
     return new Promise((resolve, reject) => {
       ws.addEventListener('open', () => resolve(new Connection(url, ws, conn)));
-      ws.addEventListener('error', (ev: { message?: string }) => reject(new ConnectionLost(`cannot connect to ${url}: ${ev.message ?? 'connection refused'}`)));
+      ws.addEventListener('error', (ev: { message?: string }) =>
+        // a refused sign-in (Node's ws names the status; a browser says nothing) is no lost
+        // connection: trying again cannot help
+        reject(/Unexpected server response: 401\b/.test(ev.message ?? '') ? new RemoteError(ErrorCode.Unauthorized, `${url}: authentication required`) : new ConnectionLost(`cannot connect to ${url}: ${ev.message ?? 'connection refused'}`)),
+      );
       ws.addEventListener('close', () => reject(new ConnectionLost(`cannot connect to ${url}`)));
     });
   }
@@ -174,6 +183,8 @@ export function sessionUrl(url: string, deflate: boolean): string {
 
 const deflated = (c: Connection) => /permessage-deflate/.test(c.ws.extensions ?? '');
 
+const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+
 const ms = (t: number) => Math.round(t * 10) / 10;
 
 /** Delay before retry `attempt` (0, 1, …): 0.5 s doubling to 8 s, with jitter. */
@@ -206,17 +217,21 @@ export async function pushSession(
   conn: Conn,
   source: Source,
   o: { name: string; params: ChunkParams; algo: number; basisVersion?: number; index?: ChunkIndex | null; against?: KnownVersion | null; sliceBytes?: number; onChunked?: (done: number) => void; sender?: SenderOptions },
-): Promise<SendOutcome> {
+): Promise<SendOutcome & { unchanged: boolean }> {
   const k = o.against;
+  let basisVersion = 0;
   conn.hashLen = hashLength(o.algo);
   await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: o.params, algo: o.algo, size: source.size, basisVersion: o.basisVersion ?? 0, name: o.name, ...(k && { known: { version: k.version, root: k.root } }) });
   const parts = o.index ? indexParts(o.index) : chunkParts(source, o.params, o.algo, { sliceBytes: o.sliceBytes, onProgress: o.onChunked });
-  return sendTarget(conn, o.algo, { size: source.size, parts }, source, {
+  const out = await sendTarget(conn, o.algo, { size: source.size, parts }, source, {
     ...o.sender,
     ...(k && { known: k, basisChecksums: k.kept ? keptBasisOf(k.kept) : k.fine && basisChecksumsOf(k.fine, k.algo) }),
     // a push may send Hello and its list before Ready: it is read before the Match Tokens
-    beforeTokens: async () => void (await conn.expect(Msg.Ready)),
+    beforeTokens: async () => void (basisVersion = (await conn.expect(Msg.Ready)).version),
   });
+  // a new version is numbered above every stored one, its basis too: a Result naming the basis
+  // or an older version stored nothing (docs/protocol.md §7, unchanged)
+  return { ...out, unchanged: basisVersion > 0 && out.result.version <= basisVersion };
 }
 
 /** Keeps what a push sent as the version the server stored, with its finer cut (files up to
@@ -225,8 +240,9 @@ export async function pushSession(
  *  read: then they are not kept); after the Result, so none of this is part of the push. */
 export async function remember(known: KnownVersions, key: string, out: SendOutcome, params: ChunkParams, algo: number, source: Source, made?: KnownVersion['fine']) {
   const size = out.result.size;
-  if (size > KNOWN_MAX_FILE) return;
   const v: KnownVersion = { version: out.result.version, root: out.result.root.slice(), params, algo, lengths: out.lengths.slice(), hashes: out.hashes.slice() };
+  // a larger file is remembered by its version and root only: the basis its next push names
+  if (size > KNOWN_MAX_FILE) return known.set(key, v);
   let from = source;
   if (known.keeps?.(size) && source.size === size) {
     const bytes = (await source.read(0, size, new Uint8Array(size))).slice();
@@ -244,6 +260,11 @@ export interface PushOptions extends SyncOptions {
   /** the version this edit was based on: if another version landed since, the server
    *  refuses with StaleBasis instead of storing it (0 or absent: no check) */
   basisVersion?: number;
+  /** what the client expects at the name, checked by the server before the push and again at
+   *  its commit (docs/protocol.md §7); a mismatch is a RemoteError with ErrorCode.StaleBasis
+   *  and stores nothing. `{ version: K }`: the latest version is K (as `basisVersion: K`);
+   *  'absent': the name has no version (a first push); undefined: `basisVersion` decides. */
+  expect?: { version: number } | 'absent';
   /** reconnect this many times after a lost connection (default 0); the server resumes an
    *  interrupted upload, so Delta Bytes it already wrote are not sent again */
   retries?: number;
@@ -262,6 +283,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
   const t0 = performance.now();
   const url = sessionUrl(opts.url, await worthDeflating(source));
   const key = knownKey(opts.url, opts.name);
+  const basisVersion = opts.expect === 'absent' ? BASIS_ABSENT : (opts.expect?.version ?? opts.basisVersion);
   const chunked = (d: number) => opts.onProgress?.('chunking', d, source.size);
   let { index, against } = await planKnown(source, params, algo, opts.known?.get(key), { maxDelta: opts.knownMaxDelta, onProgress: chunked });
   let client = performance.now() - t0;
@@ -283,7 +305,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
           name: opts.name,
           params,
           algo,
-          basisVersion: opts.basisVersion,
+          basisVersion,
           index,
           against,
           sliceBytes: opts.sliceBytes,
@@ -308,6 +330,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
         name: opts.name,
         version: out.result.version,
         size: source.size,
+        root: hex(out.result.root),
         chunks: out.chunks,
         matchedBytes: out.matchedBytes + out.resumedBytes,
         refinedBytes: out.refinedBytes,
@@ -316,6 +339,7 @@ export async function push(source: Source, opts: PushOptions): Promise<SyncRepor
         timeMs: { client: ms(client), server: ms(server), network: ms(Math.max(0, total - client - server)), total: ms(total) },
         deflate: deflated(connection),
         runBytes: connection.conn.runBytes,
+        ...(out.unchanged && { unchanged: true }),
         ...(against && { knownVersion: against.version, ...(against.kept && { keptBasis: true }) }),
       };
     } catch (e) {
@@ -387,7 +411,7 @@ export async function pull(opts: PullOptions): Promise<SyncReport> {
       opts.onProgress?.('committed');
       // (a version this client pushed is known already, with its finer cut)
       const key = knownKey(opts.url, opts.name);
-      if (opts.known && out.index.size <= KNOWN_MAX_FILE && opts.known.get(key)?.version !== ready.version) opts.known.set(key, { version: ready.version, root: out.index.root, params, algo, lengths: out.index.lengths, hashes: out.index.hashes });
+      if (opts.known && opts.known.get(key)?.version !== ready.version) opts.known.set(key, { version: ready.version, root: out.index.root, params, algo, lengths: out.index.lengths, hashes: out.index.hashes });
       const tEnd = performance.now();
       const wire = connection.socketBytes();
       const total = tEnd - t0;
@@ -396,6 +420,7 @@ export async function pull(opts: PullOptions): Promise<SyncReport> {
         name: opts.name,
         version: ready.version,
         size: out.index.size,
+        root: hex(out.index.root),
         chunks: out.index.lengths.length,
         matchedBytes: out.matchedBytes,
         refinedBytes: out.refinedBytes,

@@ -1,7 +1,10 @@
 import { useEffect, useId, useMemo, useRef, useState } from 'react';
-import { type Folder, type FolderInfo, type ServerState, MAX_ENTRIES, api } from '../api.ts';
+import { type FileInfo, type Folder, type FolderInfo, type ServerState, MAX_ENTRIES, api } from '../api.ts';
+import { SEARCH_PAGE } from '../../../shared/src/limits.ts';
+import { compareNames } from '../../../shared/src/natural.ts';
 import { type Ask, AskDialog } from './Dialogs.tsx';
 import { FileRow, type RowActions } from './FileRow.tsx';
+import { downloadFolder } from '../folder-zip.ts';
 
 interface Props {
   server: ServerState;
@@ -15,6 +18,16 @@ type Sort = 'name' | 'size' | 'modified';
 const SHOWN = 100;
 /** The list is read again at most this often while changes stream in. */
 const LOAD_MS = 300;
+/** A search starts once typing pauses this long. */
+const SEARCH_MS = 250;
+
+/** A search of all files (GET /api/search): the hits so far, and where the next page starts. */
+interface Found {
+  text: string;
+  files: FileInfo[];
+  next: string | null;
+  busy: boolean;
+}
 
 /** The files on the server, folder by folder: breadcrumbs, search, sort, and pages of rows. */
 export function FileBrowser({ server, changes, onDeltaDownload }: Props) {
@@ -26,6 +39,7 @@ export function FileBrowser({ server, changes, onDeltaDownload }: Props) {
   const [shown, setShown] = useState(SHOWN);
   const [ask, setAsk] = useState<Ask | null>(null);
   const [mine, setMine] = useState(0); // this page's own changes, seen before their event arrives
+  const [found, setFound] = useState<Found | null>(null);
   const ok = server.status === 'ok';
   const sortId = useId();
 
@@ -55,6 +69,34 @@ export function FileBrowser({ server, changes, onDeltaDownload }: Props) {
     return () => clearTimeout(timer);
   }, [ok, prefix, changes, mine]);
 
+  // a search looks in every folder; typed text is searched once typing pauses, and again after
+  // changes; an answer to older text is dropped
+  const text = search.trim();
+  const searching = useRef('');
+  searching.current = text;
+  useEffect(() => {
+    if (!ok || !text) return void setFound(null);
+    setFound((f) => (f && f.text === text ? { ...f, busy: true } : { text, files: [], next: null, busy: true }));
+    const timer = setTimeout(() => {
+      const stale = () => searching.current !== text;
+      api.search(text, '', SEARCH_PAGE, stale).then(
+        (r) => !stale() && (setFound({ text, ...r, busy: false }), setError('')),
+        (e: Error) => !stale() && (setFound(null), setError(e.message)),
+      );
+    }, SEARCH_MS);
+    return () => clearTimeout(timer);
+  }, [ok, text, changes, mine]);
+  const more = () => {
+    if (!found || found.next === null || found.busy) return;
+    const stale = () => searching.current !== found.text;
+    setFound({ ...found, busy: true });
+    setShown(Math.max(shown, found.files.length) + SEARCH_PAGE);
+    api.search(found.text, found.next, SEARCH_PAGE, stale).then(
+      (r) => !stale() && setFound({ text: found.text, files: [...found.files, ...r.files], next: r.next, busy: false }),
+      (e: Error) => !stale() && (setFound({ ...found, busy: false }), setError(e.message)),
+    );
+  };
+
   const go = (p: string) => {
     if (p !== prefix) setListing(null);
     setPrefix(p);
@@ -63,24 +105,28 @@ export function FileBrowser({ server, changes, onDeltaDownload }: Props) {
   };
 
   const rows = useMemo(() => {
-    if (!listing) return null;
-    const needle = search.trim().toLowerCase();
-    const hit = (path: string) => !needle || path.slice(prefix.length).toLowerCase().includes(needle);
     const by = <T,>(key: (x: T) => string | number, desc: boolean) => (a: T, b: T) => {
       const ka = key(a);
       const kb = key(b);
-      const c = typeof ka === 'number' ? ka - (kb as number) : ka.localeCompare(kb as string, undefined, { numeric: true });
+      const c = typeof ka === 'number' ? ka - (kb as number) : compareNames(ka, kb as string);
       return desc ? -c : c;
     };
-    const folders = listing.folders.filter((f) => hit(f.path));
-    const files = listing.files.filter((f) => hit(f.name));
+    if (found) {
+      const files = found.files.slice();
+      if (sort === 'size') files.sort(by((f) => f.size, true));
+      else if (sort === 'modified') files.sort(by((f) => f.mtime, true));
+      return { folders: [] as FolderInfo[], files, total: files.length };
+    }
+    if (!listing) return null;
+    const folders = listing.folders.slice();
+    const files = listing.files.slice();
     // folders first, by name (the listing gives a folder its path only); files by the chosen key
     folders.sort(by((f) => f.path, false));
     if (sort === 'name') files.sort(by((f) => f.name, false));
     else if (sort === 'size') files.sort(by((f) => f.size, true));
     else files.sort(by((f) => f.mtime, true));
     return { folders, files, total: folders.length + files.length };
-  }, [listing, search, sort, prefix]);
+  }, [listing, found, sort]);
 
   const actions: RowActions = {
     onDeltaDownload,
@@ -124,8 +170,8 @@ export function FileBrowser({ server, changes, onDeltaDownload }: Props) {
           </nav>
           <div className="toolbar">
             <label className="search">
-              <span className="visually-hidden">Search in {prefix || 'all files'}</span>
-              <input type="search" placeholder={prefix ? `Search in ${crumbs[crumbs.length - 1]}` : 'Search'} value={search} onChange={(e) => (setSearch(e.currentTarget.value), setShown(SHOWN))} data-testid="search" />
+              <span className="visually-hidden">Search all files by name</span>
+              <input type="search" placeholder="Search all files" value={search} onChange={(e) => (setSearch(e.currentTarget.value), setShown(SHOWN))} data-testid="search" />
             </label>
             <span className="sort">
               <label htmlFor={sortId}>Sort by</label>
@@ -139,10 +185,10 @@ export function FileBrowser({ server, changes, onDeltaDownload }: Props) {
         </>
       )}
       {error && <p className="form-error">The list could not be read: {error}</p>}
-      {ok && !rows && !error && <p className="muted">Loading…</p>}
-      {rows && rows.total === 0 && (
+      {ok && (!rows || found?.busy) && !error && <p className="muted" data-testid="loading">{found ? 'Searching all files…' : 'Loading…'}</p>}
+      {rows && rows.total === 0 && !found?.busy && (
         <p className="muted empty">
-          {search ? `Nothing here matches “${search}”.` : prefix ? 'This folder is empty now.' : 'Nothing here yet. Every file you sync appears here, with all its versions.'}
+          {found ? `No file name in any folder contains “${found.text}”.` : prefix ? 'This folder is empty now.' : 'Nothing here yet. Every file you sync appears here, with all its versions.'}
         </p>
       )}
       {rows && rows.total > 0 && (
@@ -152,12 +198,18 @@ export function FileBrowser({ server, changes, onDeltaDownload }: Props) {
               <FolderRow key={f.path} folder={f} onOpen={() => go(f.path)} ask={actions.ask} />
             ))}
             {rows.files.slice(0, Math.max(0, shown - rows.folders.length)).map((f) => (
-              <FileRow key={f.name} file={f} actions={actions} />
+              <FileRow key={f.name} file={f} actions={actions} withFolder={!!found} />
             ))}
           </ul>
           <p className="muted list-foot" data-testid="list-foot">
-            {rows.total > shown ? `Showing ${shown} of ${rows.total.toLocaleString()}` : `${rows.total.toLocaleString()} item${rows.total === 1 ? '' : 's'}`}
-            {listing?.truncated && ` (the first ${MAX_ENTRIES.toLocaleString()} of this folder)`}
+            {found && `${rows.total.toLocaleString()} found in all files${found.next !== null ? ' so far' : ''}`}
+            {found && found.next !== null && (
+              <button className="button small" onClick={more} disabled={found.busy}>
+                Search further
+              </button>
+            )}
+            {!found && (rows.total > shown ? `Showing ${shown} of ${rows.total.toLocaleString()}` : `${rows.total.toLocaleString()} item${rows.total === 1 ? '' : 's'}`)}
+            {!found && listing?.truncated && ` (the first ${MAX_ENTRIES.toLocaleString()} of this folder)`}
             {rows.total > shown && (
               <button className="button small" onClick={() => setShown(shown + SHOWN)}>
                 Show {Math.min(SHOWN, rows.total - shown)} more
@@ -182,6 +234,23 @@ function FolderRow({ folder, onOpen, ask }: { folder: FolderInfo; onOpen: () => 
       action: 'Rename',
       run: (to) => api.move(folder.path, to.endsWith('/') ? to : `${to}/`),
     });
+  const remove = () =>
+    ask({
+      kind: 'confirm',
+      title: `Delete the folder ${name}?`,
+      body: `Every file in ${folder.path}, with all of its versions, is deleted from the server, and the folder with them. This cannot be undone.`,
+      action: 'Delete',
+      danger: true,
+      run: () => api.removeFolder(folder.path),
+    });
+  const [zipping, setZipping] = useState('');
+  const zip = () => {
+    setZipping('Zipping…');
+    downloadFolder(folder.path).then(
+      () => setZipping(''),
+      (e: Error) => setZipping(`The zip failed: ${e.message}`),
+    );
+  };
   return (
     <li className="file folder" data-testid="folder-row" data-name={folder.path}>
       <button className="file-head" onClick={onOpen} aria-label={`Open folder ${name}`}>
@@ -190,9 +259,22 @@ function FolderRow({ folder, onOpen, ask }: { folder: FolderInfo; onOpen: () => 
         </svg>
         <span className="name">{name}</span>
       </button>
-      <button className="button small quiet row-side" onClick={rename} aria-label={`Rename or move the folder ${name}`}>
-        Rename…
-      </button>
+      <span className="row-side">
+        {zipping && (
+          <span className="muted" role="status">
+            {zipping}
+          </span>
+        )}
+        <button className="button small quiet" onClick={zip} disabled={zipping === 'Zipping…'} aria-label={`Download the folder ${name} as a zip`} data-testid="folder-zip">
+          Zip
+        </button>
+        <button className="button small quiet" onClick={rename} aria-label={`Rename or move the folder ${name}`}>
+          Rename…
+        </button>
+        <button className="button small danger-quiet" onClick={remove} aria-label={`Delete the folder ${name}`} data-testid="folder-delete">
+          Delete…
+        </button>
+      </span>
     </li>
   );
 }

@@ -14,8 +14,10 @@ export interface RowActions {
 
 const baseName = (path: string) => path.replace(/\/$/, '').split('/').pop()!;
 
-/** A file: its name and latest version; opened, its actions and its version history. */
-export function FileRow({ file, actions }: { file: FileInfo; actions: RowActions }) {
+/** A file: its name and latest version; opened, its actions and its version history.
+ *  `withFolder`: its folder is shown too (a search of all files). */
+export function FileRow({ file, actions, withFolder }: { file: FileInfo; actions: RowActions; withFolder?: boolean }) {
+  const folder = file.name.slice(0, file.name.lastIndexOf('/') + 1);
   const [open, setOpen] = useState(false);
   const [versions, setVersions] = useState<VersionInfo[] | null>(null);
   const panel = useId();
@@ -44,9 +46,18 @@ export function FileRow({ file, actions }: { file: FileInfo; actions: RowActions
     <li className="file" data-testid="file-row" data-name={file.name}>
       <button className="file-head" aria-expanded={open} aria-controls={panel} onClick={() => setOpen(!open)}>
         <span className="chevron" aria-hidden="true" />
-        <span className="name">{baseName(file.name)}</span>
+        <span className="name">
+          {baseName(file.name)}
+          {withFolder && (
+            <span className="in-folder" data-testid="in-folder">
+              {' '}
+              in {folder || 'All files'}
+            </span>
+          )}
+        </span>
         <span className="meta">
-          {formatBytes(file.size)} · {file.versions} version{file.versions === 1 ? '' : 's'} ·{' '}
+          {formatBytes(file.size)} · v{file.latest}
+          {file.versions > 1 && ` (${file.versions} versions)`} ·{' '}
           <time dateTime={file.mtime} title={exactTime(file.mtime)}>
             {relativeTime(file.mtime)}
           </time>
@@ -109,6 +120,7 @@ function VersionRow({ file, v, latest, actions }: { file: FileInfo; v: VersionIn
         <time dateTime={v.mtime} title={exactTime(v.mtime)}>
           {relativeTime(v.mtime)}
         </time>
+        {v.restoredFrom !== undefined && <span className="restored"> · restored from v{v.restoredFrom}</span>}
         {v.client && <span className="client"> · from {v.client}</span>}
       </span>
       <span className="version-actions">

@@ -41,7 +41,7 @@ export function KeptSettings() {
         </span>
       </div>
       <p className="hint">
-        The last version synced of each file stays in this browser's storage, so that the next edit sends only its own bytes. Up to {formatBytes(usage.max)}; the least recently used go first.
+        The last version synced of each file stays in this browser's storage, so that the next edit sends only its own bytes. {usage.max > 0 ? `Up to ${formatBytes(usage.max)}; the least recently used go first.` : 'Set to keep nothing: every edit runs the three phases.'}
       </p>
       <div className="kept-actions">
         <label>

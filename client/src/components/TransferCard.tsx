@@ -1,6 +1,6 @@
 import type { SyncReport } from '../../../shared/src/sync-client.ts';
 import { formatBytes, formatDuration, savedPercent } from '../format.ts';
-import { problem, progress, progressLine, statusLine, steps } from '../messages.ts';
+import { guardLine, problem, progress, progressLine, statusLine, steps } from '../messages.ts';
 import type { Transfer } from '../transfers.ts';
 import { TrafficChart } from './TrafficChart.tsx';
 
@@ -9,6 +9,8 @@ interface Props {
   maxFileSize: number;
   /** the server answers (queued transfers wait for it otherwise) */
   online: boolean;
+  /** the server has us signed in (queued transfers wait for it otherwise) */
+  signedIn?: boolean;
   onRetry: () => void;
   onCancel: () => void;
   onDismiss: () => void;
@@ -16,7 +18,7 @@ interface Props {
 
 /** One upload or download: one line of progress while it runs, then its result or what went
  *  wrong; the protocol's steps and traffic are under Details. */
-export function TransferCard({ t, maxFileSize, online, onRetry, onCancel, onDismiss }: Props) {
+export function TransferCard({ t, maxFileSize, online, signedIn = true, onRetry, onCancel, onDismiss }: Props) {
   const active = t.status === 'queued' || t.status === 'running';
   return (
     <li className={`card ${t.status}`} data-testid="transfer" data-name={t.name} data-direction={t.direction} data-status={t.status} data-step={t.step ?? ''}>
@@ -40,15 +42,20 @@ export function TransferCard({ t, maxFileSize, online, onRetry, onCancel, onDism
           </button>
         )}
       </div>
-      {active && <Progress t={t} online={online} />}
+      {active && <Progress t={t} online={online} signedIn={signedIn} />}
       {t.status === 'failed' && <Failed t={t} maxFileSize={maxFileSize} onRetry={onRetry} />}
+      {t.status === 'done' && t.guard && (
+        <p className={`guard ${t.guard.kind}`} data-testid="guard" data-kind={t.guard.kind} data-saved-as={t.guard.savedAs} role="status">
+          {guardLine(t.guard, t.name)}
+        </p>
+      )}
       {t.status === 'done' && t.report && (t.direction === 'up' ? <Uploaded r={t.report} /> : <Downloaded t={t} r={t.report} />)}
     </li>
   );
 }
 
-function Progress({ t, online }: { t: Transfer; online: boolean }) {
-  const line = progressLine(t, online);
+function Progress({ t, online, signedIn }: { t: Transfer; online: boolean; signedIn: boolean }) {
+  const line = progressLine(t, online, signedIn);
   return (
     <div className="progress">
       <div className="bar" role="progressbar" aria-label={`${t.name}: progress`} aria-valuemin={0} aria-valuemax={100} aria-valuenow={Math.floor(100 * progress(t))} aria-valuetext={line}>
@@ -142,7 +149,11 @@ function Uploaded({ r }: { r: SyncReport }) {
   return (
     <div className="result" data-testid="result" data-version={r.version} data-sent={sent} data-delta={r.traffic.delta} data-size={r.size} data-report={JSON.stringify(r)}>
       <p className="summary">
-        {r.matchedBytes > 0 ? (
+        {r.unchanged ? (
+          <>
+            <strong>Unchanged</strong> · the server has this content as version {r.version}, nothing stored
+          </>
+        ) : r.matchedBytes > 0 ? (
           <>
             <strong>{formatBytes(sent)}</strong> sent for {formatBytes(r.size)} · <Saved moved={sent} size={r.size} full="full upload" />
           </>
@@ -151,7 +162,8 @@ function Uploaded({ r }: { r: SyncReport }) {
             <strong>{formatBytes(sent)}</strong> sent · new content, nothing to reuse
           </>
         )}{' '}
-        · {formatDuration(r.timeMs.total)} · version {r.version}
+        · {formatDuration(r.timeMs.total)}
+        {!r.unchanged && <> · version {r.version}</>}
       </p>
       <Details r={r} fullLabel="Full upload" />
     </div>

@@ -30,6 +30,7 @@ export function TransferList({ list, transfers, maxFileSize }: { list: readonly 
             t={t}
             maxFileSize={maxFileSize}
             online={transfers.online}
+            signedIn={transfers.signedIn}
             onRetry={() => transfers.retry(t.id)}
             onCancel={() => transfers.cancel(t.id)}
             onDismiss={() => transfers.dismiss(t.id)}
@@ -60,6 +61,11 @@ function Batch({ list, transfers }: { list: readonly Transfer[]; transfers: Tran
           {b.line}
         </p>
         <span className="batch-actions">
+          {b.settled < list.length && (
+            <button className="button small quiet" onClick={() => transfers.cancelAll()}>
+              Cancel all
+            </button>
+          )}
           {canRetry && (
             <button className="button small" onClick={() => transfers.retryAll()}>
               Retry all

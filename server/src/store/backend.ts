@@ -12,6 +12,8 @@
  * - heads, small objects changed only by compare-and-swap (`putHead` with the tag that
  *   `getHead` returned), so two processes on one store never lose each other's update.
  */
+import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
+
 export interface Backend {
   /** A short description for logs: "dir /srv/dsync", "s3://bucket/prefix at http://…". */
   readonly where: string;
@@ -29,6 +31,18 @@ export interface Backend {
    * is shorter; the caller decides whether that is damage.
    */
   get(key: string, range?: { offset: number; length: number }): Promise<Uint8Array>;
+
+  /** `get`, with the object's stamp (see `stamp`) as of the bytes returned. */
+  getStamped(key: string, range?: { offset: number; length: number }): Promise<{ body: Uint8Array; stamp: string | null }>;
+
+  /**
+   * A string that changes whenever the bytes of the object under `key` change, so that a
+   * cache of what was verified can tell it still holds (docs/store.md, "Integrity"); null
+   * when there is no object, or when no such string can be given now. S3: the ETag. Local
+   * directory: device, inode, size, modification and change times (ns), or null while the
+   * change time is too recent to tell a later write in the same timestamp tick apart.
+   */
+  stamp(key: string): Promise<string | null>;
 
   /** The object's size in bytes, or null when it does not exist. */
   size(key: string): Promise<number | null>;
@@ -67,4 +81,46 @@ export class NotFoundError extends Error {
     super(`no object ${key}`);
     this.name = 'NotFoundError';
   }
+}
+
+/** A store operation that took longer than the store timeout: a frozen or unreachable store.
+ *  Its message is for the client (a session's Error, a REST 500). */
+export class StoreTimeoutError extends ProtocolError {
+  constructor(what: string, ms: number) {
+    super(ErrorCode.Internal, `the store did not answer within ${ms} ms (${what}); nothing is lost, try again`);
+    this.name = 'StoreTimeoutError';
+  }
+}
+
+/**
+ * `backend` with a deadline on every operation (`--store-timeout-ms`): one that has not
+ * settled after `ms` (the object store's own retries included) fails with StoreTimeoutError,
+ * so a request to a frozen store ends with a clear error instead of hanging. Listings are left
+ * alone: a local directory lists a whole prefix at once, which may take long in a big store
+ * (gc, check), and S3 bounds each page's request itself (s3.ts). The operation itself may
+ * still land later, as any request whose answer is lost may.
+ */
+export function withTimeout<B extends Backend>(backend: B, ms: number): B {
+  const limit = <T>(what: string, op: () => Promise<T>): Promise<T> => {
+    const t0 = performance.now();
+    const p = op();
+    let timer: NodeJS.Timeout;
+    const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new StoreTimeoutError(what, ms)), ms)));
+    // a failure at the deadline is the deadline's (S3 abandons its request then, s3.ts)
+    const settled = p.catch((e) => {
+      throw performance.now() - t0 >= ms ? new StoreTimeoutError(what, ms) : e;
+    });
+    return Promise.race([settled, late]).finally(() => clearTimeout(timer));
+  };
+  return {
+    ...backend,
+    putIfAbsent: (key, body) => limit(`put ${key}`, () => backend.putIfAbsent(key, body)),
+    get: (key, range) => limit(`get ${key}`, () => backend.get(key, range)),
+    getStamped: (key, range) => limit(`get ${key}`, () => backend.getStamped(key, range)),
+    stamp: (key) => limit(`stamp ${key}`, () => backend.stamp(key)),
+    size: (key) => limit(`size ${key}`, () => backend.size(key)),
+    getHead: (key) => limit(`get ${key}`, () => backend.getHead(key)),
+    putHead: (key, body, tag) => limit(`put ${key}`, () => backend.putHead(key, body, tag)),
+    delete: (key) => limit(`delete ${key}`, () => backend.delete(key)),
+  };
 }

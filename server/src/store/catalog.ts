@@ -5,6 +5,15 @@
  * updated by compare-and-swap after each file head changes, merged by the head's `seq` (the
  * newest state of a file wins whatever order updates land in), and repaired by gc from the
  * heads (a crash between the two swaps leaves it behind until then).
+ *
+ * A folder is listed while it is linked into its parent's catalog. It is linked when a file
+ * or subfolder lands in it, or when it is made on purpose (`kept`: an empty folder a user or
+ * the sync engine created, store.ts `makeFolder`). It is unlinked when its last live file and
+ * subfolder go and it is not kept (`pruneFolder`): the folder's own catalog is first marked
+ * `gone` by compare-and-swap, then the link is removed from the parent. A writer that lands in
+ * a `gone` catalog clears the mark and links the folder again, whatever its process believed
+ * linked; the pruner reads the catalog once more after unlinking and links it back if anything
+ * landed meanwhile. Every link a writer needs is so made by it or by the pruner.
  */
 import type { Backend } from './backend.ts';
 import type { FileHead } from './format.ts';
@@ -28,6 +37,11 @@ export interface Catalog {
   files: Record<string, CatalogEntry>;
   /** subfolders by last component */
   folders: Record<string, 1>;
+  /** made on purpose: listed while empty (store.ts makeFolder) */
+  kept?: true;
+  /** unlinked from its parent (or being unlinked) since it went empty: a writer landing here
+   *  links it again */
+  gone?: true;
 }
 
 /** The folder of a name ('' for the top) and its last component. */
@@ -56,6 +70,8 @@ export function parseCatalog(body: Uint8Array | null, key: string): Catalog {
   const out = empty();
   for (const [k, v] of Object.entries(c.files)) out.files[k] = v as CatalogEntry;
   for (const k of Object.keys(c.folders)) out.folders[k] = 1;
+  if (c.kept === true) out.kept = true;
+  if (c.gone === true) out.gone = true;
   return out;
 }
 
@@ -66,36 +82,103 @@ export function entryOf(head: FileHead): CatalogEntry {
 
 const body = (c: Catalog) => Buffer.from(JSON.stringify(c));
 
+/** Whether a catalog lists nothing: no live file, no subfolder, not kept. */
+const isEmpty = (c: Catalog) => !c.kept && !Object.keys(c.folders).length && !Object.values(c.files).some((e) => e.versions > 0);
+
+const linkKey = (user: string, folder: string) => user + '\0' + folder;
+
 /** Notes a file head's new state in its folder's catalog; a new file's folder is linked into
- *  its ancestors. `linked`: folders this process knows are linked already. */
+ *  its ancestors, and a folder its last file left is unlinked (`pruneFolder`). `linked`:
+ *  folders this process knows are linked already. */
 export async function noteInCatalog(backend: Backend, user: string, head: FileHead, linked: Set<string>): Promise<void> {
   const [folder, base] = splitName(head.name);
   const entry = entryOf(head);
   const key = catalogKey(user, folder);
-  await updateHead(backend, key, (b) => {
+  const wasGone = await updateHead(backend, key, (b) => {
     const c = parseCatalog(b, key);
     const had = c.files[base];
-    if (had && had.seq >= entry.seq) return { body: null, result: undefined };
+    if (had && had.seq >= entry.seq) return { body: null, result: false };
     c.files[base] = entry;
-    return { body: body(c), result: undefined };
+    const gone = !!c.gone && entry.versions > 0;
+    if (gone) delete c.gone;
+    return { body: body(c), result: gone };
   });
-  if (entry.versions) await linkFolder(backend, user, folder, linked);
+  if (entry.versions) await linkFolder(backend, user, folder, linked, wasGone);
+  else await pruneFolder(backend, user, folder, linked);
 }
 
-/** Makes `folder` a subfolder of its parent, and so on up to the top. */
-export async function linkFolder(backend: Backend, user: string, folder: string, linked: Set<string>): Promise<void> {
-  while (folder && !linked.has(user + '\0' + folder)) {
+/** Makes `folder` a subfolder of its parent, and so on up to the top. `force`: link it even
+ *  if this process believes it linked (its catalog was `gone`). */
+export async function linkFolder(backend: Backend, user: string, folder: string, linked: Set<string>, force = false): Promise<void> {
+  while (folder && (force || !linked.has(linkKey(user, folder)))) {
     const [parent, base] = splitName(folder);
     const key = catalogKey(user, parent);
-    await updateHead(backend, key, (b) => {
+    // a parent that was itself unlinked is linked again in turn
+    force = await updateHead(backend, key, (b) => {
       const c = parseCatalog(b, key);
-      if (c.folders[base]) return { body: null, result: undefined };
+      if (c.folders[base] && !c.gone) return { body: null, result: false };
       c.folders[base] = 1;
-      return { body: body(c), result: undefined };
+      const gone = !!c.gone;
+      delete c.gone;
+      return { body: body(c), result: gone };
     });
-    linked.add(user + '\0' + folder);
+    linked.add(linkKey(user, folder));
     folder = parent;
   }
+}
+
+/** Unlinks `folder` from its parent if it is empty and not kept, then its parent likewise
+ *  (see the module comment for why this is safe against writers landing meanwhile). */
+export async function pruneFolder(backend: Backend, user: string, folder: string, linked: Set<string>): Promise<void> {
+  while (folder) {
+    const key = catalogKey(user, folder);
+    const marked = await updateHead(backend, key, (b) => {
+      const c = parseCatalog(b, key);
+      if (!isEmpty(c)) return { body: null, result: false };
+      // (already gone: unlinked again, e.g. after gc's repair linked it from an old view)
+      if (c.gone) return { body: null, result: true };
+      c.gone = true;
+      return { body: body(c), result: true };
+    });
+    if (!marked) return;
+    const [parent, base] = splitName(folder);
+    const pkey = catalogKey(user, parent);
+    await updateHead(backend, pkey, (b) => {
+      const c = parseCatalog(b, pkey);
+      if (!c.folders[base]) return { body: null, result: undefined };
+      delete c.folders[base];
+      return { body: body(c), result: undefined };
+    });
+    linked.delete(linkKey(user, folder));
+    // something landed between the mark and the unlink: its writer may have found the link
+    // still there, so the link is made again here
+    const now = parseCatalog((await backend.getHead(key))?.body ?? null, key);
+    if (!now.gone || !isEmpty(now)) return linkFolder(backend, user, folder, linked, true);
+    folder = parent;
+  }
+}
+
+/** Marks `folder` kept (listed while empty) and links it; `kept` false unmarks it and prunes
+ *  it if it is empty. */
+export async function keepFolder(backend: Backend, user: string, folder: string, kept: boolean, linked: Set<string>): Promise<void> {
+  const key = catalogKey(user, folder);
+  const wasGone = await updateHead(backend, key, (b) => {
+    const c = parseCatalog(b, key);
+    if (!!c.kept === kept && !(kept && c.gone)) return { body: null, result: false };
+    const gone = kept && !!c.gone;
+    if (kept) c.kept = true;
+    else delete c.kept;
+    if (gone) delete c.gone;
+    return { body: body(c), result: gone };
+  });
+  if (kept) await linkFolder(backend, user, folder, linked, wasGone || !linked.has(linkKey(user, folder)));
+  else await pruneFolder(backend, user, folder, linked);
+}
+
+/** A folder's catalog ('' for the top). */
+export async function readCatalog(backend: Backend, user: string, folder: string): Promise<Catalog> {
+  const key = catalogKey(user, folder);
+  return parseCatalog((await backend.getHead(key))?.body ?? null, key);
 }
 
 /** Brings a catalog up to the given entries (by seq) and subfolders (added, never removed: a

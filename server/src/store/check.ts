@@ -86,9 +86,10 @@ export async function runCheck(repo: Repo, opts: { readData?: boolean; log?: (li
           if (opts.readData) {
             const before = new Map<string, number>();
             const src = new VersionSource(b, layout, index, what, 0, verified);
-            const need = src.slice(0, src.size).filter((p) => !verified.has(p.segment, p.offset, p.offset + p.length));
+            const need = src.slice(0, src.size).filter((p) => verified.covered(p.segment, p.offset, p.offset + p.length) === undefined);
             for (const p of need) before.set(p.segment, (before.get(p.segment) ?? 0) + p.length);
-            await src.verify(0, src.size);
+            // each segment range once in this pass
+            await src.verify([{ offset: 0, length: src.size }], false);
             for (const n of before.values()) report.bytesRead += n;
           }
         } catch (err) {

@@ -56,7 +56,6 @@ export async function compact(backend: Backend, layout: Layout, index: ChunkInde
   const put = async () => {
     if (!used) return;
     await backend.putIfAbsent(segmentKey(id), buf.subarray(0, used));
-    verified.add(id, 0, used);
     buf = new Uint8Array(Math.min(segmentBytes, Math.max(1, bytes)));
     used = 0;
   };

@@ -4,13 +4,16 @@
  * damaged or hostile object is a clear error, never a crash or a wrong answer.
  */
 import { MAX_CLIENT_LABEL } from '../../../shared/src/limits.ts';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { ChunkIndex } from '../../../shared/src/chunk-index.ts';
 import { ErrorCode, ProtocolError, hashLength } from '../../../shared/src/protocol.ts';
 import { INDEX_ID, SEGMENT_ID } from './keys.ts';
 
 const INDEX_MAGIC = 0x58495344; // "DSIX" little-endian
-const INDEX_FORMAT = 3;
+/** Format 4 carries a random nonce, so that no two commits write the same index key (format 3,
+ *  without it, is still read). */
+const INDEX_FORMAT = 4;
+const NONCE_BYTES = 16;
 
 /** `length` bytes at `offset` of segment `seg` (an index into Layout.segments). */
 export interface Extent {
@@ -28,11 +31,15 @@ export const sha256hex = (b: Uint8Array) => createHash('sha256').update(b).diges
 
 const damaged = (why: string) => new ProtocolError(ErrorCode.Internal, `damaged store object: ${why}`);
 
-/** Serialises a version index: the chunk index and its layout. */
+/**
+ * Serialises a version index: the chunk index and its layout, with a random nonce: every
+ * commit's index is a new object under a new key, never one that exists or existed (a late
+ * DELETE of a collected index can then never hit a live one, docs/store.md §8).
+ */
 export function encodeVersion(ix: ChunkIndex, layout: Layout): Buffer {
   const H = hashLength(ix.algo);
   const n = ix.lengths.length;
-  const buf = Buffer.alloc(32 + H + n * (8 + H) + 4 + 16 * layout.segments.length + 4 + 20 * layout.extents.length);
+  const buf = Buffer.alloc(32 + NONCE_BYTES + H + n * (8 + H) + 4 + 16 * layout.segments.length + 4 + 20 * layout.extents.length);
   let o = buf.writeUInt32LE(INDEX_MAGIC, 0);
   o = buf.writeUInt8(INDEX_FORMAT, o);
   o = buf.writeUInt8(ix.algo, o);
@@ -43,6 +50,8 @@ export function encodeVersion(ix: ChunkIndex, layout: Layout): Buffer {
   o = buf.writeUInt32LE(ix.params.max, o);
   o = buf.writeBigUInt64LE(BigInt(ix.size), o);
   o = buf.writeUInt32LE(n, o);
+  buf.set(randomBytes(NONCE_BYTES), o);
+  o += NONCE_BYTES;
   buf.set(ix.root, o);
   o += H;
   Buffer.from(ix.lengths.buffer, ix.lengths.byteOffset, 4 * n).copy(buf, o);
@@ -62,16 +71,18 @@ export function encodeVersion(ix: ChunkIndex, layout: Layout): Buffer {
   return buf;
 }
 
-/** Parses a version index (its SHA-256 is checked against its key by the caller). */
+/** Parses a version index, format 4 or 3 (its SHA-256 is checked against its key by the caller). */
 export function decodeVersion(buf: Buffer): { index: ChunkIndex; layout: Layout } {
-  if (buf.length < 32 || buf.readUInt32LE(0) !== INDEX_MAGIC || buf[4] !== INDEX_FORMAT) throw damaged('version index: bad header');
+  if (buf.length < 32 || buf.readUInt32LE(0) !== INDEX_MAGIC || (buf[4] !== INDEX_FORMAT && buf[4] !== 3)) throw damaged('version index: bad header');
+  // the root follows the nonce in format 4, the chunk count in format 3
+  const rootAt = buf[4] === INDEX_FORMAT ? 32 + NONCE_BYTES : 32;
   try {
     const algo = buf[5];
     const H = hashLength(algo);
     const params = { op: buf[6], every: buf[7], min: buf.readUInt32LE(8), avg: buf.readUInt32LE(12), max: buf.readUInt32LE(16) };
     const size = Number(buf.readBigUInt64LE(20));
     const n = buf.readUInt32LE(28);
-    let o = 32 + H;
+    let o = rootAt + H;
     if (buf.length < o + n * (8 + H)) throw damaged('version index: truncated');
     const copy = (at: number, len: number) => new Uint8Array(buf.subarray(at, at + len));
     const lengths = new Uint32Array(copy(o, 4 * n).buffer);
@@ -98,7 +109,7 @@ export function decodeVersion(buf: Buffer): { index: ChunkIndex; layout: Layout 
       total += e.length;
     }
     if (total !== size) throw damaged('version index: the layout does not add up to the file');
-    return { index: { params, algo, size, lengths, fastfps, hashes, root: copy(32, H) }, layout: { segments, extents } };
+    return { index: { params, algo, size, lengths, fastfps, hashes, root: copy(rootAt, H) }, layout: { segments, extents } };
   } catch (e) {
     throw e instanceof ProtocolError && e.message.startsWith('damaged') ? e : damaged(`version index: ${(e as Error).message}`);
   }
@@ -119,6 +130,11 @@ export interface VersionEntry {
   change: number;
   /** the client that pushed it, when it said */
   client?: string;
+  /** every content object this version references existed at a moment when gc/state's epoch
+   *  was at least this (docs/store.md §8; absent: 0) */
+  epoch?: number;
+  /** made by a restore: the number of the version whose bytes it has */
+  restoredFrom?: number;
 }
 
 /** A file head: the name, the next version number (never reused), the live versions. */
@@ -170,7 +186,8 @@ export function parseFileHead(body: Uint8Array, key: string): FileHead {
     h.versions.every((v: any, i: number) =>
       v && isInt(v.version, 1) && v.version < h.next && (i === 0 || v.version > h.versions[i - 1].version) &&
       isStr(v.index) && INDEX_ID.test(v.index) && isInt(v.size) && isStr(v.mtime) && isStr(v.root) && /^[0-9a-f]+$/.test(v.root) &&
-      isInt(v.algo) && isInt(v.change) && (v.client === undefined || (isStr(v.client) && v.client.length <= MAX_CLIENT_LABEL)));
+      isInt(v.algo) && isInt(v.change) && (v.epoch === undefined || isInt(v.epoch)) && (v.client === undefined || (isStr(v.client) && v.client.length <= MAX_CLIENT_LABEL)) &&
+      (v.restoredFrom === undefined || (isInt(v.restoredFrom, 1) && v.restoredFrom < v.version)));
   if (!ok) throw damaged(`${key}: not a file head`);
   return h as FileHead;
 }

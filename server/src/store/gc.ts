@@ -2,7 +2,7 @@
  * Garbage collection by mark and sweep (docs/store.md, "Garbage collection"): what no file
  * head and no interrupted upload references is garbage.
  */
-import { DEFAULTS } from '../config.ts';
+import { DEFAULTS, MAX_GC_WINDOW_MS } from '../config.ts';
 import type { Repo } from './repo.ts';
 import { parseFileHead, parseJson, parseUploadsHead } from './format.ts';
 import { randomBytes } from 'node:crypto';
@@ -109,7 +109,7 @@ export interface GcState {
   phase: 'idle' | 'condemned' | 'deleting';
   /** keys of the content objects condemned (phase condemned) or being deleted */
   candidates: string[];
-  /** ms since the epoch when the phase began */
+  /** ms since the epoch when the phase began or its collector last renewed it (Lease) */
   since: number;
   /** the collector that set the phase (random), so a slow one sees it was taken over */
   owner?: string;
@@ -118,13 +118,15 @@ export interface GcState {
 export interface GcOptions {
   /** a content object younger than this is never a candidate (uploads in progress) */
   minAgeMs: number;
-  /** the commit window W: a commit completes its head swap within W of reading gc/state */
+  /** the commit window W between condemning and the second mark: a commit that reads the
+   *  state meanwhile rescues what it references (safety does not depend on it, §8) */
   windowMs: number;
-  /** a non-idle state older than this belongs to a collector that died: taken over */
+  /** a collector renews its non-idle state every staleMs / 6 while it works; one left unchanged
+   *  this long (by the observer's clock) belongs to a collector that stopped: taken over */
   staleMs: number;
   log?: (e: Record<string, unknown>) => void;
 }
-export const GC_DEFAULTS: GcOptions = { minAgeMs: DEFAULTS.gcMinAgeMs, windowMs: DEFAULTS.gcWindowMs, staleMs: 10 * 60_000 };
+export const GC_DEFAULTS: GcOptions = { minAgeMs: DEFAULTS.gcMinAgeMs, windowMs: DEFAULTS.gcWindowMs, staleMs: 30_000 };
 
 export interface GcReport {
   /** objects and bytes deleted */
@@ -168,16 +170,40 @@ const body = (s: GcState) => Buffer.from(JSON.stringify(s));
  */
 export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<GcReport> {
   const o = { ...GC_DEFAULTS, ...opts };
+  for (const k of ['minAgeMs', 'windowMs', 'staleMs'] as const) if (!Number.isSafeInteger(o[k]) || o[k] < 0) throw new RangeError(`gc: ${k} must be a whole number of milliseconds, got ${o[k]}`);
+  // the collector renews its lease through the window, so the window need not be below staleMs
+  if (o.windowMs > MAX_GC_WINDOW_MS) throw new RangeError(`gc: the window (${o.windowMs} ms) must be at most ${MAX_GC_WINDOW_MS} ms`);
+  if (o.staleMs === 0) throw new RangeError('gc: staleMs must be positive');
   const t0 = Date.now();
   const report: GcReport = { deleted: 0, bytes: 0, rescued: 0, temporaries: 0, catalogsRepaired: 0, retired: 0, ms: 0 };
   const b = repo.backend;
   let { state, tag } = await readGcState(repo);
-  if (state.phase !== 'idle' && Date.now() - state.since < o.staleMs) return { ...report, skipped: `another collector is ${state.phase} (since ${new Date(state.since).toISOString()})` };
+  if (state.phase !== 'idle') {
+    // Another collector holds the state while it renews it (Lease). One that stopped renewing
+    // is taken over once its state stayed unchanged for staleMs, by this process's clock only
+    // (servers' clocks differ).
+    const seen = tag;
+    await new Promise((r) => setTimeout(r, o.staleMs));
+    ({ state, tag } = await readGcState(repo));
+    if (state.phase !== 'idle' && tag !== seen) return { ...report, skipped: `another collector is ${state.phase} (since ${new Date(state.since).toISOString()})` };
+  }
   if (state.phase === 'deleting') {
-    // a collector died while deleting: its candidates were confirmed garbage, finish them
-    for (const k of state.candidates) await b.delete(k);
-    report.deleted += state.candidates.length;
-    tag = await b.putHead(GC_STATE, body({ epoch: state.epoch + 1, phase: 'idle', candidates: [], since: Date.now() }), tag);
+    // a collector stopped while deleting: its candidates were confirmed garbage; claim the
+    // state, finish them under a lease, return to idle
+    const owner = randomBytes(8).toString('hex');
+    tag = await b.putHead(GC_STATE, body({ ...state, since: Date.now(), owner }), tag);
+    if (!tag) return { ...report, ms: Date.now() - t0, skipped: 'another collector took over' };
+    const lease = new Lease(repo, owner, tag, o.staleMs);
+    try {
+      for (const k of state.candidates) {
+        if (!lease.held()) return { ...report, ms: Date.now() - t0, skipped: 'lost its lease while deleting' };
+        await b.delete(k);
+        report.deleted++;
+      }
+      tag = await lease.exclusive(() => b.putHead(GC_STATE, body({ epoch: state.epoch + 1, phase: 'idle', candidates: [], since: Date.now() }), lease.tag));
+    } finally {
+      lease.stop();
+    }
     if (!tag) return { ...report, ms: Date.now() - t0, skipped: 'another collector took over' };
     state = { epoch: state.epoch + 1, phase: 'idle', candidates: [], since: Date.now() };
   }
@@ -201,30 +227,116 @@ export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<
   const owner = randomBytes(8).toString('hex');
   tag = await b.putHead(GC_STATE, body({ epoch, phase: 'condemned', candidates: condemned.map((e) => e.key), since: Date.now(), owner }), tag);
   if (!tag) return { ...report, ms: Date.now() - t0, skipped: 'another collector started' };
-  o.log?.({ gc: 'condemned', epoch, candidates: condemned.length });
-  await new Promise((r) => setTimeout(r, o.windowMs));
-  const second = await mark(repo);
-  // the candidates left after rescues, minus what the second mark found referenced
-  for (;;) {
-    const cur = await readGcState(repo);
-    if (cur.state.phase !== 'condemned' || cur.state.owner !== owner) return { ...report, ms: Date.now() - t0, skipped: 'taken over by another collector' };
-    const doomed = second.unreadable.length ? [] : cur.state.candidates.filter((k) => !isMarked(second, k));
-    report.rescued = condemned.length - cur.state.candidates.length;
-    const t = await b.putHead(GC_STATE, body({ epoch, phase: 'deleting', candidates: doomed, since: Date.now(), owner }), cur.tag);
-    if (!t) continue; // a rescue landed meanwhile
+  const lease = new Lease(repo, owner, tag, o.staleMs);
+  try {
+    o.log?.({ gc: 'condemned', epoch, candidates: condemned.length });
+    await new Promise((r) => setTimeout(r, o.windowMs));
+    const second = await mark(repo);
+    // the candidates left after rescues, minus what the second mark found referenced
+    const doomed = await lease.exclusive(async () => {
+      for (;;) {
+        const cur = await readGcState(repo);
+        if (cur.state.phase !== 'condemned' || cur.state.owner !== owner) return null;
+        const doomed = second.unreadable.length ? [] : cur.state.candidates.filter((k) => !isMarked(second, k));
+        report.rescued = condemned.length - cur.state.candidates.length;
+        const t = await b.putHead(GC_STATE, body({ epoch, phase: 'deleting', candidates: doomed, since: Date.now(), owner }), cur.tag);
+        if (!t) continue; // a rescue landed meanwhile
+        lease.tag = t;
+        return doomed;
+      }
+    });
+    if (!doomed) return { ...report, ms: Date.now() - t0, skipped: 'taken over by another collector' };
     for (const k of doomed) {
+      // a collector that may have been taken over deletes nothing more
+      if (!lease.held()) return { ...report, ms: Date.now() - t0, skipped: 'lost its lease while deleting' };
       await b.delete(k);
       report.deleted++;
       report.bytes += sizes.get(k) ?? 0;
     }
-    tag = t;
-    break;
+    const done = await lease.exclusive(() => b.putHead(GC_STATE, body({ epoch: epoch + 1, phase: 'idle', candidates: [], since: Date.now() }), lease.tag));
+    if (!done) return { ...report, ms: Date.now() - t0, skipped: 'taken over by another collector while deleting' };
+  } finally {
+    lease.stop();
   }
-  if (!(await b.putHead(GC_STATE, body({ epoch: epoch + 1, phase: 'idle', candidates: [], since: Date.now() }), tag))) return { ...report, ms: Date.now() - t0, skipped: 'taken over by another collector while deleting' };
   if ('sweepTemporaries' in b) report.temporaries = await (b as LocalBackend).sweepTemporaries(o.minAgeMs);
   report.ms = Date.now() - t0;
   o.log?.({ gc: 'done', ...report });
   return report;
+}
+
+/**
+ * A collector's hold on gc/state while its state is not idle: every staleMs / 6 it renews the
+ * state's `since` by compare-and-swap (so the state's tag changes), and another collector
+ * takes over only a state it saw unchanged for staleMs. A renewal that finds the state no
+ * longer its own, or that has not landed for staleMs / 2, means the lease may be lost: the
+ * collector then deletes nothing more (`held`). The collector's own swaps of the state go
+ * through `exclusive`, one at a time with the renewals, and keep `tag` current.
+ */
+class Lease {
+  /** performance.now() when the last renewal that landed began */
+  private renewedAt = performance.now();
+  private lost = false;
+  private renewing = false;
+  private stopped = false;
+  private chain: Promise<unknown> = Promise.resolve();
+  private timer: NodeJS.Timeout;
+
+  constructor(
+    private repo: Repo,
+    private owner: string,
+    /** the state's current tag */
+    public tag: string,
+    private staleMs: number,
+  ) {
+    this.timer = setInterval(() => {
+      // one renewal at a time: a slow store does not pile them up
+      if (this.renewing) return;
+      this.renewing = true;
+      void this.exclusive(() => this.renew()).finally(() => (this.renewing = false));
+    }, staleMs / 6);
+    this.timer.unref();
+  }
+
+  /** Runs `fn` when no renewal or other swap of the state is under way. */
+  exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const p = this.chain.then(fn);
+    this.chain = p.catch(() => {});
+    return p;
+  }
+
+  /** Whether the state is still this collector's: no other collector can have taken it over
+   *  (it would have to see it unchanged for staleMs since the last renewal began). */
+  held(): boolean {
+    return !this.lost && performance.now() - this.renewedAt < this.staleMs / 2;
+  }
+
+  stop() {
+    this.stopped = true;
+    clearInterval(this.timer);
+  }
+
+  private async renew() {
+    if (this.stopped) return;
+    const began = performance.now();
+    try {
+      for (;;) {
+        const { state, tag } = await readGcState(this.repo);
+        if (state.phase === 'idle' || state.owner !== this.owner) {
+          this.lost = true;
+          return;
+        }
+        const t = await this.repo.backend.putHead(GC_STATE, body({ ...state, since: Date.now() }), tag);
+        if (t) {
+          this.tag = t;
+          this.renewedAt = began;
+          return;
+        }
+        // a commit's rescue landed: read again
+      }
+    } catch {
+      // the store failed: the lease runs out unless a later renewal lands
+    }
+  }
 }
 
 function isMarked(m: Marks, key: string) {
@@ -232,34 +344,65 @@ function isMarked(m: Marks, key: string) {
   return kind === 'data' ? m.segments.has(id) : m.indexes.has(id);
 }
 
-/** A commit's part of the protocol: the gc state a session started under. */
+/** The current gc epoch. A session reads it before it writes its first object: what it writes
+ *  is then known to exist at that epoch (docs/store.md §8). */
 export async function gcEpoch(repo: Repo): Promise<number> {
   return (await readGcState(repo)).state.epoch;
 }
 
 /**
- * Called by a commit just before its head swap, with the keys of every content object the new
- * head references. Rescues condemned ones; refuses (retryable) while they are being deleted;
- * checks they exist if a collection ran since the session began. Returns the time by which the
- * head swap must land (else the caller calls again).
+ * The content objects a head change adds references to, each with the epoch at which it is
+ * known to have existed: a moment when gc/state's epoch was at least that (docs/store.md §8).
  */
-export async function guardCommit(repo: Repo, refs: string[], startEpoch: number, windowMs = GC_DEFAULTS.windowMs): Promise<number> {
+export type Refs = Map<string, number>;
+
+/** Adds `key`, known at `epoch`, to `refs` (the lowest epoch wins). */
+export function addRef(refs: Refs, key: string, epoch: number): void {
+  const had = refs.get(key);
+  if (had === undefined || epoch < had) refs.set(key, epoch);
+}
+
+/** The epoch all of `refs` are known at (the lowest). */
+export function knownAt(refs: Refs): number {
+  let min = Infinity;
+  for (const e of refs.values()) min = Math.min(min, e);
+  return min;
+}
+
+/** A head change that adds references refused by the collector (retryable: nothing is lost). */
+export class GcRefusal extends ProtocolError {
+  constructor(why: string) {
+    super(ErrorCode.Internal, why);
+  }
+}
+
+/**
+ * A head change's part of the protocol with the collector (docs/store.md §8), run just before
+ * its swap and again once the swap has landed, before the change is reported done: reads
+ * gc/state; rescues the references that are condemned (compare-and-swap, serialised with the
+ * collector's swap to deleting); refuses (GcRefusal) when one is being deleted; and checks that
+ * each reference known only from an epoch before the state's still exists (refuses if not).
+ * Returns the references' epochs brought up to date (an object found to exist now is known at
+ * the state's epoch) and when the state was read.
+ */
+export async function guardRefs(repo: Repo, refs: Refs): Promise<{ refs: Refs; readAt: number }> {
   for (;;) {
     const readAt = Date.now();
     const { state, tag } = await readGcState(repo);
     if (state.phase !== 'idle') {
-      const set = new Set(state.candidates);
-      const hit = refs.filter((k) => set.has(k));
-      if (hit.length && state.phase === 'deleting') throw new ProtocolError(ErrorCode.Internal, 'the store is collecting garbage this version needs; push again');
-      if (hit.length) {
-        const hits = new Set(hit);
+      const hits = new Set(state.candidates.filter((k) => refs.has(k)));
+      if (hits.size && state.phase === 'deleting') throw new GcRefusal('the store is collecting garbage this version needs; push again');
+      if (hits.size) {
         const t = await repo.backend.putHead(GC_STATE, body({ ...state, candidates: state.candidates.filter((k) => !hits.has(k)) }), tag);
         if (!t) continue; // the state moved: look again
       }
     }
-    if (state.epoch > startEpoch) {
-      for (const k of refs) if ((await repo.backend.size(k)) === null) throw new ProtocolError(ErrorCode.Internal, `the store collected ${k}, which this version needs; push again`);
+    const now: Refs = new Map(refs);
+    for (const [k, e] of refs) {
+      if (e >= state.epoch) continue;
+      if ((await repo.backend.size(k)) === null) throw new GcRefusal(`the store collected ${k}, which this version needs; push again`);
+      now.set(k, state.epoch);
     }
-    return readAt + windowMs;
+    return { refs: now, readAt };
   }
 }

@@ -9,17 +9,13 @@ import type { Backend } from './backend.ts';
 export interface Change<T> {
   body: Uint8Array | null;
   result: T;
-  /** the swap must start before this time (ms since the epoch), else `change` is asked again
-   *  (the garbage collector's commit window, gc.ts) */
-  deadline?: number;
 }
 
 export async function updateHead<T>(backend: Backend, key: string, change: (body: Uint8Array | null) => Change<T> | Promise<Change<T>>): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     const cur = await backend.getHead(key);
-    const { body, result, deadline } = await change(cur?.body ?? null);
+    const { body, result } = await change(cur?.body ?? null);
     if (body === null) return result;
-    if (deadline !== undefined && Date.now() > deadline) continue;
     if ((await backend.putHead(key, body, cur?.tag ?? null)) !== null) return result;
     // contention: back off a little, growing, so many writers of one name all land
     if (attempt > 2) await new Promise((r) => setTimeout(r, Math.min(50, attempt * 2) * Math.random()));

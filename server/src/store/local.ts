@@ -13,12 +13,14 @@
  *   <dir>/@tmp-<random>        a temporary file ('@' is in no key): a crash may leave one,
  *                              which gc removes once it is old (`sweepTemporaries`)
  *
+ * Files are created readable by the server's user only (0600), folders 0700.
+ *
  * Old generations are removed by the writer of a newer one. A writer whose tag is stale may
  * recreate a removed old generation; it then sees a higher one and removes its own, so a
  * reader, who takes the highest, never sees it.
  */
 import { randomBytes } from 'node:crypto';
-import { constants, promises as fs } from 'node:fs';
+import { type BigIntStats, constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { type Backend, type ListEntry, NotFoundError } from './backend.ts';
 
@@ -26,6 +28,26 @@ const HEAD_DIR = '@h';
 const TEMP = '@tmp-';
 
 const code = (e: unknown) => (e as NodeJS.ErrnoException).code;
+
+/**
+ * A file whose change time is younger than this gets no stamp. A write in place sets the
+ * change time from the kernel's clock, truncated to the file system's tick, so a write landing
+ * in the same tick as the stat that made a stamp could leave the stamp as it was. Once the
+ * change time lies more than a tick before the stat, any later write gives a later one. A
+ * change time with a sub-second part comes from a file system that keeps fine times (ext4,
+ * XFS, btrfs, tmpfs: a tick of one jiffy, 10 ms at most; exFAT 10 ms): RACY_FINE_MS. One in
+ * whole seconds may come from one that keeps seconds, or 2 s on FAT: RACY_MS.
+ */
+export const RACY_MS = 3_000;
+export const RACY_FINE_MS = 100;
+
+/** A file's stamp (Backend.stamp): what any write, truncation or replacement changes. */
+function stampOf(st: BigIntStats, now: number): string | null {
+  const ctimeMs = Number(st.ctimeNs / 1_000_000n);
+  const racy = st.ctimeNs % 1_000_000_000n !== 0n ? RACY_FINE_MS : RACY_MS;
+  if (!(ctimeMs <= now - racy)) return null;
+  return `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+}
 
 /** The local directory backend, which also removes what crashed writers left (gc calls it). */
 export interface LocalBackend extends Backend {
@@ -40,9 +62,9 @@ export function localBackend(root: string): LocalBackend {
 
   /** Writes `body` to a new temporary file in `dir` (created if missing), fsynced. */
   const temp = async (dir: string, body: Uint8Array) => {
-    await fs.mkdir(dir, { recursive: true });
+    await fs.mkdir(dir, { recursive: true, mode: 0o700 });
     const tmp = path.join(dir, TEMP + randomBytes(8).toString('hex'));
-    const fh = await fs.open(tmp, 'wx');
+    const fh = await fs.open(tmp, 'wx', 0o600);
     try {
       await fh.writeFile(body);
       await fh.sync();
@@ -111,6 +133,10 @@ export function localBackend(root: string): LocalBackend {
     },
 
     async get(key, range) {
+      return (await backend.getStamped(key, range)).body;
+    },
+
+    async getStamped(key, range) {
       let fh;
       try {
         fh = await fs.open(file(key), constants.O_RDONLY);
@@ -122,8 +148,12 @@ export function localBackend(root: string): LocalBackend {
         if (range && !(Number.isSafeInteger(range.offset) && range.offset >= 0 && Number.isSafeInteger(range.length) && range.length >= 0)) {
           throw new RangeError(`bad range ${range.offset}+${range.length} of ${key}`);
         }
+        // the stamp is taken before the read: a write after it changes the stamp (or the
+        // bytes read fail their hash), never the other way round
+        const now = Date.now();
+        const st = await fh.stat({ bigint: true });
         const offset = range?.offset ?? 0;
-        const length = range ? range.length : (await fh.stat()).size - offset;
+        const length = range ? range.length : Number(st.size) - offset;
         const buf = Buffer.allocUnsafe(Math.max(0, length));
         let done = 0;
         while (done < buf.length) {
@@ -131,9 +161,20 @@ export function localBackend(root: string): LocalBackend {
           if (bytesRead === 0) break;
           done += bytesRead;
         }
-        return buf.subarray(0, done);
+        return { body: buf.subarray(0, done), stamp: stampOf(st, now) };
       } finally {
         await fh.close();
+      }
+    },
+
+    async stamp(key) {
+      const now = Date.now();
+      try {
+        const st = await fs.stat(file(key), { bigint: true });
+        return st.isFile() ? stampOf(st, now) : null;
+      } catch (e) {
+        if (code(e) === 'ENOENT' || code(e) === 'ENOTDIR') return null;
+        throw e;
       }
     },
 

@@ -6,7 +6,7 @@ import type { ChunkIndex } from '../../../shared/src/chunk-index.ts';
 import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
 import type { ServerConfig } from '../config.ts';
 import { Store } from '../store.ts';
-import { type Backend, NotFoundError } from './backend.ts';
+import { type Backend, NotFoundError, withTimeout } from './backend.ts';
 import { type Layout, decodeVersion, sha256hex } from './format.ts';
 import { GC_DEFAULTS } from './gc.ts';
 import { indexKey } from './keys.ts';
@@ -31,7 +31,7 @@ const DEFAULT_SETTINGS: StoreSettings = { resumeWindowMs: 600_000, keepVersions:
 /** The whole store: a backend, the settings, and the caches every namespace shares. */
 export class Repo {
   private namespaces = new Map<string, Store>();
-  private indexes = new Map<string, { index: ChunkIndex; layout: Layout; bytes: number }>();
+  private indexes = new Map<string, { index: ChunkIndex; layout: Layout; bytes: number; stamp: string | null }>();
   private indexBytes = 0;
   readonly settings: StoreSettings;
   /** segment ranges this process has verified (verified.ts) */
@@ -61,15 +61,16 @@ export class Repo {
       this.indexes.set(id, hit);
       return hit;
     }
-    let body: Uint8Array;
+    let got;
     try {
-      body = await this.backend.get(indexKey(id));
+      got = await this.backend.getStamped(indexKey(id));
     } catch (e) {
       if (e instanceof NotFoundError) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${what}: its index ${id} is missing`);
       throw e;
     }
+    const body = got.body;
     if (sha256hex(body) !== id) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${what}: its index ${id} does not match its hash`);
-    const v = { ...decodeVersion(Buffer.from(body.buffer, body.byteOffset, body.length)), bytes: body.length };
+    const v = { ...decodeVersion(Buffer.from(body.buffer, body.byteOffset, body.length)), bytes: body.length, stamp: got.stamp };
     this.indexes.set(id, v);
     this.indexBytes += v.bytes;
     for (const [k, old] of this.indexes) {
@@ -80,6 +81,26 @@ export class Repo {
     return v;
   }
 
+  /**
+   * Whether the stored index `id` matches its content address now (the cache answers for the
+   * id, not for the object on the store): its stamp is the one it was read under, else it is
+   * read again. For a commit that references it, or answers "unchanged" with it.
+   */
+  async indexIntact(id: string): Promise<boolean> {
+    const hit = this.indexes.get(id);
+    if (hit?.stamp && (await this.backend.stamp(indexKey(id))) === hit.stamp) return true;
+    let got;
+    try {
+      got = await this.backend.getStamped(indexKey(id));
+    } catch (e) {
+      if (e instanceof NotFoundError) return false;
+      throw e;
+    }
+    if (sha256hex(got.body) !== id) return false;
+    if (hit) hit.stamp = got.stamp;
+    return true;
+  }
+
   async close() {
     await this.backend.close();
   }
@@ -88,18 +109,19 @@ export class Repo {
 const S3_MODULE = './s3.ts';
 
 /** Opens the store a server configuration names: `--store DIR` or `--store s3://BUCKET[/PREFIX]`. */
-export async function openStore(cfg: Pick<ServerConfig, 'store' | 's3Endpoint' | 'resumeWindowMs' | 'keepVersions' | 'keepDays' | 'gcWindowMs'>): Promise<Repo> {
+export async function openStore(cfg: Pick<ServerConfig, 'store' | 's3Endpoint' | 'storeTimeoutMs' | 'resumeWindowMs' | 'keepVersions' | 'keepDays' | 'gcWindowMs'>): Promise<Repo> {
   let backend: Backend;
   if (cfg.store.startsWith('s3://')) {
-    let mod: { s3Backend(url: string, endpoint: string | undefined): Promise<Backend> };
+    let mod: { s3Backend(url: string, endpoint: string | undefined, env?: NodeJS.ProcessEnv, timeoutMs?: number): Promise<Backend> };
     try {
       // s3.ts (the S3 backend, with its client package) loads only for an s3:// store
       mod = await import(S3_MODULE);
     } catch (e) {
       throw new Error(`--store ${cfg.store}: the S3 backend is not available (${(e as Error).message})`);
     }
-    backend = await mod.s3Backend(cfg.store, cfg.s3Endpoint || undefined);
+    backend = await mod.s3Backend(cfg.store, cfg.s3Endpoint || undefined, process.env, cfg.storeTimeoutMs || undefined);
   } else backend = localBackend(cfg.store);
+  if (cfg.storeTimeoutMs) backend = withTimeout(backend, cfg.storeTimeoutMs);
   return new Repo(backend, { resumeWindowMs: cfg.resumeWindowMs, keepVersions: cfg.keepVersions, keepDays: cfg.keepDays, gcWindowMs: cfg.gcWindowMs });
 }
 

@@ -29,7 +29,7 @@ import {
   S3ServiceException,
   type BucketLocationConstraint,
 } from '@aws-sdk/client-s3';
-import { NotFoundError, type Backend, type ListEntry } from './backend.ts';
+import { NotFoundError, StoreTimeoutError, type Backend, type ListEntry } from './backend.ts';
 
 /** A TCP connection to the object store is given up after this long. */
 const CONNECT_TIMEOUT_MS = 5_000;
@@ -75,7 +75,7 @@ function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
 }
 
 /** Opens the bucket of an `s3://BUCKET[/PREFIX]` store, creating the bucket when missing. */
-export async function s3Backend(url: string, endpoint?: string, env: NodeJS.ProcessEnv = process.env): Promise<Backend> {
+export async function s3Backend(url: string, endpoint?: string, env: NodeJS.ProcessEnv = process.env, timeoutMs?: number): Promise<Backend> {
   const { bucket, prefix } = parseS3Url(url);
   if (endpoint) {
     const u = new URL(endpoint); // throws on a malformed URL
@@ -97,9 +97,12 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
   const where = `${url}${endpoint ? ` at ${endpoint}` : ''}`;
   const Bucket = bucket;
   const full = (key: string) => prefix + key;
+  // a request (with the SDK's retries) is abandoned after the store timeout, so that one a
+  // frozen store never answers frees its connection (backend.ts `withTimeout` reports it)
+  const bounded = () => (timeoutMs ? { abortSignal: AbortSignal.timeout(timeoutMs) } : {});
 
   try {
-    await client.send(new HeadBucketCommand({ Bucket }));
+    await client.send(new HeadBucketCommand({ Bucket }), bounded());
   } catch (e) {
     if (!isNotFound(e)) {
       client.destroy();
@@ -136,7 +139,7 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
   async function getWhole(key: string): Promise<{ body: Uint8Array; tag: string } | null> {
     let out;
     try {
-      out = await client.send(new GetObjectCommand({ Bucket, Key: full(key) }));
+      out = await client.send(new GetObjectCommand({ Bucket, Key: full(key) }), bounded());
     } catch (e) {
       if (isNotFound(e)) return null;
       throw e;
@@ -153,7 +156,7 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
    *  other bytes counts as refused. */
   async function putIf(key: string, body: Uint8Array, cond: { IfMatch?: string; IfNoneMatch?: string }): Promise<{ tag: string } | 'refused' | 'conflict'> {
     try {
-      const out = await client.send(new PutObjectCommand({ Bucket, Key: full(key), Body: body, ContentLength: body.length, ...cond }));
+      const out = await client.send(new PutObjectCommand({ Bucket, Key: full(key), Body: body, ContentLength: body.length, ...cond }), bounded());
       if (!out.ETag) throw new Error(`${where}: PutObject ${key} returned no ETag`);
       return { tag: out.ETag };
     } catch (e) {
@@ -172,7 +175,7 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
 
   async function size(key: string): Promise<number | null> {
     try {
-      const out = await client.send(new HeadObjectCommand({ Bucket, Key: full(key) }));
+      const out = await client.send(new HeadObjectCommand({ Bucket, Key: full(key) }), bounded());
       const n = out.ContentLength;
       if (n === undefined || !Number.isSafeInteger(n) || n < 0) throw new Error(`${where}: HeadObject ${key} returned Content-Length ${n}`);
       return n;
@@ -180,6 +183,45 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
       if (isNotFound(e)) return null;
       throw e;
     }
+  }
+
+  /** A ranged (or whole) GetObject and the ETag it came with: an overwrite changes the ETag. */
+  async function getStamped(key: string, range?: { offset: number; length: number }): Promise<{ body: Uint8Array; stamp: string | null }> {
+    if (!range) {
+      const got = await getWhole(key);
+      if (!got) throw new NotFoundError(key);
+      return { body: got.body, stamp: got.tag };
+    }
+    const { offset, length } = range;
+    if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(length) || length < 0) {
+      throw new RangeError(`bad range ${offset}+${length} of ${key}`);
+    }
+    if (length === 0) {
+      if ((await size(key)) === null) throw new NotFoundError(key);
+      return { body: new Uint8Array(0), stamp: null };
+    }
+    let out;
+    try {
+      out = await client.send(new GetObjectCommand({ Bucket, Key: full(key), Range: `bytes=${offset}-${offset + length - 1}` }), bounded());
+    } catch (e) {
+      if (isNotFound(e)) throw new NotFoundError(key);
+      // 416: the object exists and ends at or before `offset`.
+      if (statusOf(e) === 416) return { body: new Uint8Array(0), stamp: null };
+      throw e;
+    }
+    const bytes = await bodyOf(out, key);
+    if (!out.ContentRange) {
+      // A server may answer a range with the whole object (RFC 9110 §14.2).
+      return { body: bytes.subarray(Math.min(offset, bytes.length), Math.min(offset + length, bytes.length)), stamp: out.ETag ?? null };
+    }
+    const m = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(out.ContentRange);
+    const [start, end] = m ? [Number(m[1]), Number(m[2])] : [NaN, NaN];
+    const total = m && m[3] !== '*' ? Number(m[3]) : NaN;
+    const want = Number.isFinite(total) ? Math.min(offset + length, total) - offset : length;
+    if (!m || start !== offset || end - start + 1 !== want || bytes.length !== want) {
+      throw new Error(`${where}: GetObject ${key} bytes=${offset}-${offset + length - 1} answered Content-Range ${out.ContentRange} with ${bytes.length} bytes`);
+    }
+    return { body: bytes, stamp: out.ETag ?? null };
   }
 
   return {
@@ -195,41 +237,18 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
     },
 
     async get(key, range) {
-      if (!range) {
-        const got = await getWhole(key);
-        if (!got) throw new NotFoundError(key);
-        return got.body;
-      }
-      const { offset, length } = range;
-      if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(length) || length < 0) {
-        throw new RangeError(`bad range ${offset}+${length} of ${key}`);
-      }
-      if (length === 0) {
-        if ((await size(key)) === null) throw new NotFoundError(key);
-        return new Uint8Array(0);
-      }
-      let out;
+      return (await getStamped(key, range)).body;
+    },
+
+    getStamped,
+
+    async stamp(key) {
       try {
-        out = await client.send(new GetObjectCommand({ Bucket, Key: full(key), Range: `bytes=${offset}-${offset + length - 1}` }));
+        return (await client.send(new HeadObjectCommand({ Bucket, Key: full(key) }), bounded())).ETag ?? null;
       } catch (e) {
-        if (isNotFound(e)) throw new NotFoundError(key);
-        // 416: the object exists and ends at or before `offset`.
-        if (statusOf(e) === 416) return new Uint8Array(0);
+        if (isNotFound(e)) return null;
         throw e;
       }
-      const bytes = await bodyOf(out, key);
-      if (!out.ContentRange) {
-        // A server may answer a range with the whole object (RFC 9110 §14.2).
-        return bytes.subarray(Math.min(offset, bytes.length), Math.min(offset + length, bytes.length));
-      }
-      const m = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(out.ContentRange);
-      const [start, end] = m ? [Number(m[1]), Number(m[2])] : [NaN, NaN];
-      const total = m && m[3] !== '*' ? Number(m[3]) : NaN;
-      const want = Number.isFinite(total) ? Math.min(offset + length, total) - offset : length;
-      if (!m || start !== offset || end - start + 1 !== want || bytes.length !== want) {
-        throw new Error(`${where}: GetObject ${key} bytes=${offset}-${offset + length - 1} answered Content-Range ${out.ContentRange} with ${bytes.length} bytes`);
-      }
-      return bytes;
     },
 
     size,
@@ -248,15 +267,21 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
       let token: string | undefined;
       let n = 0;
       while (n < limit) {
-        const out = await client.send(
-          new ListObjectsV2Command({
-            Bucket,
-            Prefix: base,
-            StartAfter: token ? undefined : last,
-            ContinuationToken: token,
-            MaxKeys: Math.min(LIST_PAGE, limit - n),
-          }),
-        );
+        const out = await client
+          .send(
+            new ListObjectsV2Command({
+              Bucket,
+              Prefix: base,
+              StartAfter: token ? undefined : last,
+              ContinuationToken: token,
+              MaxKeys: Math.min(LIST_PAGE, limit - n),
+            }),
+            bounded(),
+          )
+          .catch((e) => {
+            // each page is bounded here (listings are not wrapped by withTimeout)
+            throw (e as Error).name === 'AbortError' && timeoutMs ? new StoreTimeoutError(`list ${base}`, timeoutMs) : e;
+          });
         for (const o of out.Contents ?? []) {
           const k = o.Key;
           if (k === undefined || !k.startsWith(base) || (last !== undefined && !(k > last))) {
@@ -277,7 +302,7 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
 
     async delete(key) {
       try {
-        await client.send(new DeleteObjectCommand({ Bucket, Key: full(key) }));
+        await client.send(new DeleteObjectCommand({ Bucket, Key: full(key) }), bounded());
       } catch (e) {
         if (!isNotFound(e)) throw e;
       }

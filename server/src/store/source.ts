@@ -26,11 +26,13 @@ export class VersionSource implements Source {
     readonly index: ChunkIndex,
     /** "<name> version <V>", for errors */
     readonly what: string,
-    /** the gc epoch when the version's head was read (a commit referencing these bytes
-     *  checks they still exist if a collection ended since, gc.ts `guardCommit`) */
+    /** the gc epoch the version's objects are known at (its head entry's `epoch`): a commit
+     *  copying these bytes checks they still exist if a collection ended since (gc.ts `guardRefs`) */
     readonly epoch = 0,
     /** where verified segment ranges are noted (the process's set) */
     readonly verified?: VerifiedRanges,
+    /** the version index's id, when the source is a stored version */
+    readonly id?: string,
   ) {
     this.starts = prefixSums(layout.extents.map((e) => e.length));
     this.size = this.starts[layout.extents.length];
@@ -38,24 +40,51 @@ export class VersionSource implements Source {
   }
 
   /**
-   * Makes sure bytes [offset, offset + length) (whole chunks) match their chunk hashes: reads
-   * and verifies the pieces not verified by this process before. Throws on damage.
+   * Makes sure the stretches `ranges` (whole chunks) of this version match their chunk hashes
+   * now: a segment whose pieces this process verified before counts only while its stamp is
+   * still the one they were verified under (one stamp per segment: a stat, or an S3 HEAD);
+   * everything else is read and verified. `recheck` false trusts the ranges noted without
+   * asking for stamps (one pass of `check`, which notes its own). Throws on damage.
    */
-  async verify(offset: number, length: number): Promise<void> {
+  async verify(ranges: { offset: number; length: number }[], recheck = true): Promise<void> {
     const STEP = 4 << 20;
-    const pieces = this.slice(offset, length);
-    if (this.verified && pieces.every((p) => this.verified!.has(p.segment, p.offset, p.offset + p.length))) return;
-    for (let o = offset; o < offset + length; o += STEP) await this.read(o, Math.min(STEP, offset + length - o));
+    const pieces = ranges.flatMap((r) => this.slice(r.offset, r.length));
+    const bySegment = new Map<string, Piece[]>();
+    for (const p of pieces) {
+      const ps = bySegment.get(p.segment);
+      if (ps) ps.push(p);
+      else bySegment.set(p.segment, [p]);
+    }
+    const good = new Set<string>();
+    const v = this.verified;
+    if (v) {
+      await inParallel([...bySegment], STAMP_CHECKS, async ([segment, ps]) => {
+        const stamps = new Set(ps.map((p) => v.covered(segment, p.offset, p.offset + p.length)));
+        if (stamps.size !== 1 || stamps.has(undefined)) return;
+        const [stamp] = stamps;
+        if (!recheck || (stamp !== null && (await this.backend.stamp(segmentKey(segment))) === stamp)) good.add(segment);
+      });
+    }
+    // the rest, as file stretches in order (merged), read in steps
+    const todo = pieces.filter((p) => !good.has(p.segment)).sort((a, b) => a.at - b.at);
+    const spans: [number, number][] = [];
+    for (const p of todo) {
+      const last = spans[spans.length - 1];
+      if (last && p.at <= last[1]) last[1] = Math.max(last[1], p.at + p.length);
+      else spans.push([p.at, p.at + p.length]);
+    }
+    for (const [from, to] of spans) for (let o = from; o < to; o += STEP) await this.read(o, Math.min(STEP, to - o));
   }
 
-  /** The segment pieces holding bytes [offset, offset + length) of this version. */
-  slice(offset: number, length: number): { segment: string; offset: number; length: number }[] {
+  /** The segment pieces holding bytes [offset, offset + length) of this version (`at`: where
+   *  each starts in the file). */
+  slice(offset: number, length: number): Piece[] {
     const out = [];
     for (let k = findStart(this.starts, offset), pos = offset; pos < offset + length; k++) {
       const e = this.layout.extents[k];
       const skip = pos - this.starts[k];
       const n = Math.min(e.length - skip, offset + length - pos);
-      out.push({ segment: this.layout.segments[e.seg], offset: e.offset + skip, length: n });
+      out.push({ segment: this.layout.segments[e.seg], offset: e.offset + skip, length: n, at: pos });
       pos += n;
     }
     return out;
@@ -68,7 +97,7 @@ export class VersionSource implements Source {
     const c0 = findStart(this.chunkStarts, offset);
     const c1 = findStart(this.chunkStarts, offset + length - 1) + 1;
     const from = this.chunkStarts[c0];
-    const whole = await this.readRaw(from, this.chunkStarts[c1] - from);
+    const { bytes: whole, stamped } = await this.readRaw(from, this.chunkStarts[c1] - from);
     const H = hashLength(this.index.algo);
     const got = hash_chunks(this.index.algo, whole, this.index.lengths.subarray(c0, c1));
     const want = this.index.hashes.subarray(c0 * H, c1 * H);
@@ -77,7 +106,7 @@ export class VersionSource implements Source {
       while (k < c1 - c0 && equal(got.subarray(k * H, (k + 1) * H), want.subarray(k * H, (k + 1) * H))) k++;
       throw new ProtocolError(ErrorCode.Internal, `damaged store: ${this.what}, chunk ${c0 + k} (bytes ${this.chunkStarts[c0 + k]}..${this.chunkStarts[c0 + k + 1]}) does not match its hash`);
     }
-    if (this.verified) for (const p of this.slice(from, whole.length)) this.verified.add(p.segment, p.offset, p.offset + p.length);
+    if (this.verified) for (const { p, stamp } of stamped) this.verified.add(p.segment, stamp, p.offset, p.offset + p.length);
     const part = whole.subarray(offset - from, offset - from + length);
     if (into && into.length >= length) {
       into.set(part);
@@ -86,30 +115,55 @@ export class VersionSource implements Source {
     return part;
   }
 
-  /** Bytes [offset, offset + length) through the layout, unverified. */
-  private async readRaw(offset: number, length: number): Promise<Uint8Array> {
+  /** Bytes [offset, offset + length) through the layout, unverified, with each piece's stamp. */
+  private async readRaw(offset: number, length: number): Promise<{ bytes: Uint8Array; stamped: { p: Piece; stamp: string | null }[] }> {
     const pieces = this.slice(offset, length);
-    if (pieces.length === 1) return this.get(pieces[0]);
+    const stamped: { p: Piece; stamp: string | null }[] = [];
+    if (pieces.length === 1) {
+      const got = await this.get(pieces[0]);
+      return { bytes: got.body, stamped: [{ p: pieces[0], stamp: got.stamp }] };
+    }
     const buf = new Uint8Array(length);
     let o = 0;
     for (const p of pieces) {
-      buf.set(await this.get(p), o);
+      const got = await this.get(p);
+      buf.set(got.body, o);
+      stamped.push({ p, stamp: got.stamp });
       o += p.length;
     }
-    return buf;
+    return { bytes: buf, stamped };
   }
 
-  private async get(p: { segment: string; offset: number; length: number }): Promise<Uint8Array> {
-    let b: Uint8Array;
+  private async get(p: Piece): Promise<{ body: Uint8Array; stamp: string | null }> {
+    let got;
     try {
-      b = await this.backend.get(segmentKey(p.segment), { offset: p.offset, length: p.length });
+      got = await this.backend.getStamped(segmentKey(p.segment), { offset: p.offset, length: p.length });
     } catch (e) {
       if (e instanceof NotFoundError) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${this.what}, segment ${p.segment} is missing`);
       throw e;
     }
-    if (b.length !== p.length) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${this.what}, segment ${p.segment} is shorter than its layout says`);
-    return b;
+    if (got.body.length !== p.length) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${this.what}, segment ${p.segment} is shorter than its layout says`);
+    return got;
   }
+}
+
+/** Segment stamps asked for at once by `verify`. */
+const STAMP_CHECKS = 8;
+
+export interface Piece {
+  segment: string;
+  /** where in the segment */
+  offset: number;
+  length: number;
+  /** where in the file */
+  at: number;
+}
+
+async function inParallel<T>(items: T[], n: number, fn: (x: T) => Promise<void>): Promise<void> {
+  let i = 0;
+  await Promise.all(Array.from({ length: Math.min(n, items.length) }, async () => {
+    while (i < items.length) await fn(items[i++]);
+  }));
 }
 
 function prefixSums(lengths: ArrayLike<number>): Float64Array {

@@ -20,6 +20,9 @@ export interface UploadState {
   written: number;
   /** segment ids the upload wrote itself */
   own: string[];
+  /** every object the layout references existed when gc/state's epoch was at least this
+   *  (docs/store.md §8; absent in older states: 0) */
+  epoch: number;
   count: number;
   hashes: Uint8Array;
   digest: Uint8Array;
@@ -27,12 +30,14 @@ export interface UploadState {
 
 const parseHead = (b: Uint8Array | null, key: string): UploadsHead => (b ? parseUploadsHead(b, key) : { uploads: [] });
 
-/** Stores `state` and lists it under `match` until `expires`; returns the state objects dropped. */
-export async function suspendUpload(backend: Backend, headKey: string, match: string, expires: number, state: UploadState): Promise<void> {
+/** Stores `state` and lists it under `match` until `expires`, in place of an earlier state
+ *  listed there (a checkpoint of the same upload, whose segments this state keeps); returns
+ *  the id of the state object. */
+export async function suspendUpload(backend: Backend, headKey: string, match: string, expires: number, state: UploadState): Promise<string> {
   const id = newSegmentId();
   await backend.putIfAbsent(
     segmentKey(id),
-    jsonBody({ layout: state.layout, written: state.written, own: state.own, count: state.count, hashes: Buffer.from(state.hashes).toString('hex'), digest: Buffer.from(state.digest).toString('hex') }),
+    jsonBody({ layout: state.layout, written: state.written, own: state.own, epoch: state.epoch, count: state.count, hashes: Buffer.from(state.hashes).toString('hex'), digest: Buffer.from(state.digest).toString('hex') }),
   );
   const dropped: string[] = [];
   await updateHead(backend, headKey, (b) => {
@@ -45,8 +50,22 @@ export async function suspendUpload(backend: Backend, headKey: string, match: st
     keep.push({ key: match, expires, state: id });
     return { body: jsonBody({ uploads: keep }), result: undefined };
   });
-  // best effort: gc collects what a crash here leaves
-  for (const d of dropped) await dropState(backend, d).catch(() => {});
+  // best effort: gc collects what a crash here leaves. A dropped state's segments that this
+  // state lists are this upload's (an earlier checkpoint of it) and stay
+  const keep = new Set(state.own);
+  for (const d of dropped) await dropState(backend, d, keep).catch(() => {});
+  return id;
+}
+
+/** Unlists the state `stateId` listed under `match` (a checkpoint of an upload that now
+ *  commits or aborts) and deletes that object, not its segments: the upload goes on with them. */
+export async function forgetUpload(backend: Backend, headKey: string, match: string, stateId: string): Promise<void> {
+  await updateHead(backend, headKey, (b) => {
+    const h = parseHead(b, headKey);
+    const left = h.uploads.filter((u) => !(u.key === match && u.state === stateId));
+    return { body: left.length === h.uploads.length ? null : jsonBody({ uploads: left }), result: undefined };
+  });
+  await backend.delete(segmentKey(stateId));
 }
 
 /** Claims the upload listed under `match`, if any: removed from the head, its state returned. */
@@ -61,9 +80,9 @@ export async function claimUpload(backend: Backend, headKey: string, match: stri
   if (!id) return null;
   const raw = JSON.parse(Buffer.from(await backend.get(segmentKey(id))).toString('utf8'));
   await backend.delete(segmentKey(id));
-  const ok = raw && checkLayout(raw.layout) && Number.isSafeInteger(raw.written) && Number.isSafeInteger(raw.count) && Array.isArray(raw.own) && raw.own.every((s: unknown) => typeof s === 'string' && SEGMENT_ID.test(s)) && typeof raw.hashes === 'string' && typeof raw.digest === 'string';
+  const ok = raw && checkLayout(raw.layout) && (raw.epoch === undefined || (Number.isSafeInteger(raw.epoch) && raw.epoch >= 0)) && Number.isSafeInteger(raw.written) && Number.isSafeInteger(raw.count) && Array.isArray(raw.own) && raw.own.every((s: unknown) => typeof s === 'string' && SEGMENT_ID.test(s)) && typeof raw.hashes === 'string' && typeof raw.digest === 'string';
   if (!ok) throw new ProtocolError(ErrorCode.Internal, `damaged store object: upload state ${id}`);
-  return { layout: raw.layout, written: raw.written, own: raw.own, count: raw.count, hashes: Buffer.from(raw.hashes, 'hex'), digest: Buffer.from(raw.digest, 'hex') };
+  return { layout: raw.layout, written: raw.written, own: raw.own, epoch: raw.epoch ?? 0, count: raw.count, hashes: Buffer.from(raw.hashes, 'hex'), digest: Buffer.from(raw.digest, 'hex') };
 }
 
 /** Whether an unexpired upload whose match key starts with `prefix` is listed. */
@@ -80,8 +99,8 @@ export async function uploadRefs(backend: Backend, stateId: string): Promise<str
   return [stateId, ...(raw?.layout?.segments ?? [])];
 }
 
-async function dropState(backend: Backend, id: string) {
+async function dropState(backend: Backend, id: string, keep: Set<string> = new Set()) {
   const raw = JSON.parse(Buffer.from(await backend.get(segmentKey(id))).toString('utf8'));
-  for (const s of raw.own ?? []) if (SEGMENT_ID.test(s)) await backend.delete(segmentKey(s));
+  for (const s of raw.own ?? []) if (SEGMENT_ID.test(s) && !keep.has(s)) await backend.delete(segmentKey(s));
   await backend.delete(segmentKey(id));
 }

@@ -10,24 +10,29 @@ import type { Backend } from './backend.ts';
 import type { Repo } from './repo.ts';
 import { compact } from './compact.ts';
 import { type FileHead, type Layout, type VersionEntry, applyRetention, encodeVersion, isDamage, sha256hex } from './format.ts';
-import { gcEpoch } from './gc.ts';
+import { type Refs, addRef, gcEpoch, knownAt } from './gc.ts';
 import { indexKey, newSegmentId, segmentKey } from './keys.ts';
 import { VersionSource } from './source.ts';
 import type { UploadState } from './uploads.ts';
+import type { HeadChange } from '../store.ts';
 
 /** A segment holds at most this many Delta Bytes: an upload buffers one segment in memory,
  *  and on S3 a segment is one PUT. */
 export const SEGMENT_BYTES = 8 << 20;
 
-/** A new version's Sink, which can also say what it wrote so far (to suspend it). */
-export type VersionSink = Sink & { state(): Promise<Omit<UploadState, 'count' | 'hashes' | 'digest'>> };
+/** A new version's Sink, which can also say what it wrote so far (to suspend it), and whether
+ *  a head swap adding it landed or may have (then its objects are never deleted by it). */
+export type VersionSink = Sink & { state(): Promise<Omit<UploadState, 'count' | 'hashes' | 'digest'>>; readonly landed: boolean };
 
 /** What writing a version needs of its Store (store.ts). */
 export interface VersionHost {
   readonly backend: Backend;
   readonly repo: Repo;
-  /** swaps the file head of `name` by compare-and-swap, guarding `refs` against gc */
-  changeHead<T>(name: string, change: (h: FileHead | null) => Promise<{ head: FileHead | null; result: T; refs?: string[] }>, epoch?: number): Promise<T>;
+  /** swaps the file head of `name` by compare-and-swap; versions it adds are guarded against
+   *  gc and confirmed (Store.changeHead) */
+  changeHead<T>(name: string, change: (h: FileHead | null) => Promise<HeadChange<T>>, hooks?: { landed?: () => void }): Promise<T>;
+  /** the content objects versions reference, each known at its version's epoch */
+  refsOf(entries: VersionEntry[]): Promise<Refs>;
   noteTraits(name: string, id: string, fastfps: Uint32Array): void;
 }
 
@@ -41,11 +46,15 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
   // the segment being filled: its index in layout.segments, its bytes so far
   let cur = -1;
   let buf = new Uint8Array(0);
-  // the gc epoch this upload began in, or the one its copied bytes were read in if older
-  // (guardCommit)
+  // the gc epoch read before this upload writes its first object: every object it writes is
+  // known to exist at it (docs/store.md §8); a resumed upload's earlier objects, and the
+  // objects copies reference, are known at the epochs they came with
   const epoch = gcEpoch(store.repo);
-  epoch.catch(() => {}); // awaited, with its error, by the commit
-  let copiedEpoch = Infinity;
+  epoch.catch(() => {}); // awaited, with its error, before the first write
+  const resumedEpoch = resume?.epoch ?? 0;
+  const copied: Refs = new Map();
+  // a head swap adding this version landed, or may have: its objects are never deleted here
+  let landed = false;
   // stretches copied by reference: verified before the commit (a version never inherits damage)
   const copies: { from: VersionSource; offset: number; length: number }[] = [];
   let used = 0;
@@ -56,11 +65,10 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
   };
   const flush = async () => {
     if (cur < 0 || used === 0) return;
+    await epoch;
     await backend.putIfAbsent(segmentKey(layout.segments[cur]), buf.subarray(0, used)).catch((e) => {
       throw writeFailed(e);
     });
-    // written from bytes the receiver hashed: known good
-    store.repo.verified.add(layout.segments[cur], 0, used);
     cur = -1;
     used = 0;
   };
@@ -87,15 +95,16 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
     }
   };
   const dropOwn = async () => {
+    if (landed) return;
     for (const id of own) await backend.delete(segmentKey(id)).catch(() => {});
   };
   return {
     write,
     copy: async (from, offset, length) => {
       if (!(from instanceof VersionSource) || from.backend !== backend) return write(await from.read(offset, length));
-      copiedEpoch = Math.min(copiedEpoch, from.epoch);
       copies.push({ from, offset, length });
       for (const piece of from.slice(offset, length)) {
+        addRef(copied, segmentKey(piece.segment), from.epoch);
         let seg = segIndex.get(piece.segment);
         if (seg === undefined) segIndex.set(piece.segment, (seg = layout.segments.push(piece.segment) - 1));
         append(seg, piece.offset, piece.length);
@@ -103,54 +112,113 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
     },
     state: async () => {
       await flush();
-      return { layout: structuredClone(layout), written, own: [...own] };
+      const known = Math.min(await epoch, resume ? resumedEpoch : Infinity, knownAt(copied));
+      return { layout: structuredClone(layout), written, own: [...own], epoch: known };
+    },
+    get landed() {
+      return landed;
     },
     commit: async (index) => {
       await flush();
-      for (const c of copies) await c.from.verify(c.offset, c.length);
-      // an interrupted upload's segments (written by an earlier session, perhaps through
-      // another server) are read back against their chunk hashes once
-      if (resume?.own.length) {
-        const earlier = new Set(resume.own);
+      const own0 = await epoch;
+      // A version is only ever built from bytes verified for it: every copied stretch is
+      // verified now (source.ts `verify`: read, or a stamp shows it unchanged since this
+      // process read it)
+      const bySource = new Map<VersionSource, { offset: number; length: number }[]>();
+      for (const c of copies) {
+        const rs = bySource.get(c.from);
+        if (rs) rs.push(c);
+        else bySource.set(c.from, [c]);
+      }
+      for (const [src, ranges] of bySource) await src.verify(ranges);
+      // an interrupted upload's bytes (its own segments, written by an earlier session,
+      // perhaps through another server, and what it copied) are verified the same way
+      if (resume) {
+        const thisSession = new Set(own.slice(resume.own.length));
         const src = new VersionSource(backend, layout, index, `the resumed upload of ${name}`, 0, store.repo.verified);
+        const ranges = [];
         let pos = 0;
         for (const e of layout.extents) {
-          if (earlier.has(layout.segments[e.seg])) await src.verify(pos, e.length);
+          if (!thisSession.has(layout.segments[e.seg])) ranges.push({ offset: pos, length: e.length });
           pos += e.length;
         }
+        await src.verify(ranges);
       }
+      // The same content as the latest version is "unchanged" only when that version is known
+      // good for this commit: its bytes verified (this push copied every one of them, verified
+      // above; else they are verified now) and its index intact. Otherwise the pushed bytes
+      // are stored.
+      const known = new Map<string, Promise<boolean>>();
+      const latestGood = (last: VersionEntry) => {
+        let p = known.get(last.index);
+        if (!p) known.set(last.index, (p = isGood(last)));
+        return p;
+      };
+      const isGood = async (last: VersionEntry) => {
+        if (![...bySource].some(([src, ranges]) => src.id === last.index && covers(ranges, src.size))) {
+          try {
+            const { index: ix, layout: lay } = await store.repo.readIndex(last.index, `${name} version ${last.version}`);
+            await new VersionSource(backend, lay, ix, `${name} version ${last.version}`, 0, store.repo.verified, last.index).verify([{ offset: 0, length: ix.size }]);
+          } catch (e) {
+            if (isDamage(e)) return false;
+            throw e;
+          }
+        }
+        return store.repo.indexIntact(last.index);
+      };
       const final = await compact(backend, layout, index, SEGMENT_BYTES, own, store.repo.verified).catch((e) => {
         throw e instanceof ProtocolError ? e : writeFailed(e);
       });
       const body = encodeVersion(index, final);
       const id = sha256hex(body);
       const root = Buffer.from(index.root).toString('hex');
+      // what the version references, each known at an epoch: its own objects at the one read
+      // before they were written, a resumed upload's at the one it was suspended with, copies
+      // at their versions'
+      const refs: Refs = new Map([[indexKey(id), own0]]);
+      const mine = new Set(own);
+      const earlier = new Set(resume?.layout.segments ?? []);
+      for (const s of final.segments) {
+        const key = segmentKey(s);
+        if (earlier.has(s)) addRef(refs, key, resumedEpoch);
+        if (copied.has(key)) addRef(refs, key, copied.get(key)!);
+        if (mine.has(s) && !earlier.has(s)) addRef(refs, key, own0);
+        if (!refs.has(key)) addRef(refs, key, 0);
+      }
       let indexWritten = false;
-      const { version, unchanged } = await store.changeHead(name, async (h) => {
-        const vs = h?.versions ?? [];
-        const last = vs[vs.length - 1];
-        const latest = last?.version ?? 0;
-        if (expectLatest !== undefined && latest !== expectLatest) throw stale(name, latest, expectLatest);
-        // the same content as the latest version is unchanged, unless that version's index
-        // is damaged: then this push stores a good one
-        if (last && last.root === root && last.algo === index.algo && (await store.repo.readIndex(last.index, name).then(() => true, (e) => !isDamage(e)))) {
-          return { head: null, result: { version: latest, unchanged: true } };
-        }
-        if (!indexWritten) {
-          await backend.putIfAbsent(indexKey(id), body).catch((e) => {
-            throw writeFailed(e);
-          });
-          indexWritten = true;
-        }
-        const next = h?.next ?? 1;
-        const entry: VersionEntry = { version: next, index: id, size: index.size, mtime: new Date().toISOString(), root, algo: index.algo, change: written, ...(client && { client }) };
-        const versions = applyRetention([...vs, entry], store.repo.settings);
-        const refs = [indexKey(id), ...final.segments.map(segmentKey)];
-        return { head: { name, next: next + 1, versions }, result: { version: next, unchanged: false }, refs };
-      }, Math.min(await epoch, copiedEpoch));
+      const { version, unchanged } = await store.changeHead(
+        name,
+        async (h): Promise<HeadChange<{ version: number; unchanged: boolean }>> => {
+          const vs = h?.versions ?? [];
+          // an earlier attempt whose answer was lost landed (the index id is this commit's own)
+          const there = vs.find((v) => v.index === id);
+          if (there) return { head: null, result: { version: there.version, unchanged: false }, adds: { entries: [there], refs, ours: true } };
+          const last = vs[vs.length - 1];
+          const latest = last?.version ?? 0;
+          if (expectLatest !== undefined && latest !== expectLatest) throw stale(name, latest, expectLatest);
+          // the same content as a latest version known good is unchanged (latestGood). The
+          // answer is that version, so it is confirmed as a commit's would be.
+          if (last && last.root === root && last.algo === index.algo && (await latestGood(last))) {
+            return { head: null, result: { version: latest, unchanged: true }, adds: { entries: [last], refs: await store.refsOf([last]), ours: false } };
+          }
+          if (!indexWritten) {
+            // a new key (the index carries a nonce): false only when a retry of this put landed
+            await backend.putIfAbsent(indexKey(id), body).catch((e) => {
+              throw writeFailed(e);
+            });
+            indexWritten = true;
+          }
+          const next = h?.next ?? 1;
+          const entry: VersionEntry = { version: next, index: id, size: index.size, mtime: new Date().toISOString(), root, algo: index.algo, change: written, ...(client && { client }) };
+          const versions = applyRetention([...vs, entry], store.repo.settings);
+          return { head: { name, next: next + 1, versions }, result: { version: next, unchanged: false }, adds: { entries: [entry], refs, ours: true } };
+        },
+        { landed: () => (landed = true) },
+      );
       if (unchanged) await dropOwn();
       else {
-        // own segments compaction emptied (best effort: gc collects them otherwise)
+        // own segments compaction emptied (best effort: gc collects them otherwise); no head
+        // ever referenced them
         for (const s of own) if (!final.segments.includes(s)) await backend.delete(segmentKey(s)).catch(() => {});
         store.noteTraits(name, id, index.fastfps);
       }
@@ -162,6 +230,16 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
       await dropOwn();
     },
   };
+}
+
+/** Whether `ranges` together cover [0, size). */
+function covers(ranges: { offset: number; length: number }[], size: number): boolean {
+  let end = 0;
+  for (const r of [...ranges].sort((a, b) => a.offset - b.offset)) {
+    if (r.offset > end) return false;
+    end = Math.max(end, r.offset + r.length);
+  }
+  return end >= size;
 }
 
 const stale = (name: string, latest: number, expected: number) =>

@@ -1,0 +1,189 @@
+/**
+ * `dsync sync DIR`: keeps DIR on this device and FOLDER on the server the same, both ways
+ * (shared/src/sync-engine.ts; docs/sync.md). Without --watch one reconciliation; with it, a
+ * pass after every local change (fs.watch), every change on the server (the live events) and
+ * every SYNC_RESCAN_MS, until interrupted.
+ */
+import { mkdirSync, statSync } from 'node:fs';
+import { hostname } from 'node:os';
+import path from 'node:path';
+import { SYNC_MAX_DELETE_MIN, SYNC_MAX_DELETE_SHARE } from '../../shared/src/limits.ts';
+import { type Done, type EngineOptions, type SyncReport, syncUntilStill } from '../../shared/src/sync-engine.ts';
+import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, str } from '../command.ts';
+import { JSON_OPT, humanOutput, printJson } from '../output.ts';
+import { SERVER_OPTS, httpBase } from '../remote.ts';
+import { HttpFolder, NodeTree } from '../sync-io.ts';
+import { FileState } from '../sync-state.ts';
+import { knownOf } from '../sync-options.ts';
+import { watchFolder } from '../sync-watch.ts';
+
+/** `--max-delete`: "N%" of the folder's files, or a count N. */
+export function maxDeleteOf(values: Values): { share: number; min: number } {
+  const v = str(values, 'max-delete');
+  if (v === undefined) return { share: SYNC_MAX_DELETE_SHARE, min: SYNC_MAX_DELETE_MIN };
+  const pct = /^(\d{1,3})%$/.exec(v);
+  if (pct && Number(pct[1]) <= 100) return { share: Number(pct[1]) / 100, min: 0 };
+  if (/^\d+$/.test(v)) return { share: 0, min: Number(v) };
+  throw new UsageError(`--max-delete takes a share such as 50% or a count such as 20, got ${v}`);
+}
+
+/** One action as a line for people. */
+export function describe(d: Done): string {
+  const what = (() => {
+    switch (d.op) {
+      case 'upload':
+        return `↑ ${d.path}`;
+      case 'download':
+        return `↓ ${d.path}`;
+      case 'deleteLocal':
+        return `✕ ${d.path} (deleted here: it was deleted on the server)`;
+      case 'deleteRemote':
+        return `✕ ${d.path} (deleted on the server${d.trash ? `; kept as ${d.trash}` : ''})`;
+      case 'moveRemote':
+        return `→ ${d.from} → ${d.to} (renamed on the server)`;
+      case 'moveLocal':
+        return `→ ${d.from} → ${d.to} (renamed here)`;
+      case 'conflict':
+        return `! ${d.path}: changed on both sides; the server's version keeps the name, this device's is ${d.conflictCopy ?? 'a conflict copy'}`;
+      case 'record':
+        return `= ${d.path} (the same on both sides)`;
+      case 'forget':
+        return `- ${d.path} (deleted on both sides)`;
+      case 'mkdirLocal':
+        return `↓ ${d.path}/`;
+      case 'mkdirRemote':
+        return `↑ ${d.path}/`;
+      case 'rmdirLocal':
+        return `✕ ${d.path}/ (deleted here)`;
+      case 'rmdirRemote':
+        return `✕ ${d.path}/ (deleted on the server)`;
+      default:
+        return `${d.op} ${d.path}`;
+    }
+  })();
+  if (d.error) return `${what}: failed: ${d.error}`;
+  if (d.retry) return `${what}: changed meanwhile, again on the next pass`;
+  return what;
+}
+
+/** The counts of a report for the summary line. */
+function summary(r: SyncReport): string {
+  const n = (op: Done['op']) => r.done.filter((d) => d.op === op && !d.error && !d.retry).length;
+  const parts = [
+    [n('upload'), 'up'],
+    [n('download'), 'down'],
+    [n('moveRemote') + n('moveLocal'), 'renamed'],
+    [n('deleteRemote') + n('deleteLocal'), 'deleted'],
+    [n('conflict'), 'conflict'],
+    [r.done.filter((d) => d.error).length, 'failed'],
+  ].filter(([c]) => c) as [number, string][];
+  return `${parts.length ? parts.map(([c, w]) => `${c} ${w}`).join(', ') : 'nothing to do'}; ${r.agreed ? 'in sync' : 'NOT in sync'}`;
+}
+
+export const command: Command = {
+  usage: 'sync DIR --server URL [--remote FOLDER] [--watch] [--device NAME] [--max-delete N%|N] [--json]',
+  about: `Keeps DIR on this device and FOLDER on the server (default: DIR's name) the same, both
+ways: new and changed files go up and come down as deltas, renames are done as renames, and
+deletes are done on the other side (a file deleted on the server is kept, with its history,
+in .dsync-trash/). A file changed on both sides is a conflict: the server's version keeps the
+name and this device's goes up beside it as "NAME (conflict from DEVICE DATE).EXT".
+A change beats a delete. A pass that would delete more than --max-delete of the folder's files
+stops and deletes nothing. Ignored: the patterns in DIR/.dsyncignore (gitignore syntax) and
+temporary files (*.tmp, ~$*, .DS_Store, *.swp, .#*, …). What was last agreed with the server
+is kept in $DSYNC_CACHE_DIR/sync (else ~/.cache/dsync/sync). More: docs/sync.md.
+
+Without --watch: passes until both sides agree; prints what it did and exits 0 when they do,
+1 when something failed or the delete guard stopped it. With --watch: stays running; a local
+change goes up within about a second, a change on the server comes down as it happens, and a
+lost server is waited for. On a terminal one line per action; otherwise, or with --json, one
+JSON object per action and one per pass ({"pass": …}).`,
+  options: {
+    ...SERVER_OPTS,
+    remote: { type: 'string', short: 'r', arg: 'FOLDER', help: "the folder on the server (default: DIR's name; '' or / for the top)" },
+    watch: { type: 'boolean', short: 'w', help: 'keep running and sync every change as it happens' },
+    device: { type: 'string', arg: 'NAME', help: "this device's name in conflict copies (default: the host name)" },
+    'max-delete': { type: 'string', arg: 'N%|N', help: `a pass deletes at most this share or count of the folder's files (default ${SYNC_MAX_DELETE_SHARE * 100}%, at least ${SYNC_MAX_DELETE_MIN})` },
+    retries: { type: 'string', arg: 'N', help: 'reconnect this many times after a lost connection during one transfer (default 1)' },
+    json: JSON_OPT,
+  },
+  positionals: [1, 1],
+  async run(values, [dirArg]) {
+    const dir = path.resolve(dirArg);
+    const given = str(values, 'remote');
+    const folder = (given ?? path.basename(dir)).normalize('NFC').replace(/^\/+|\/+$/g, '');
+    if (folder.split('/').some((c) => c === '' || c === '.' || c === '..') && folder !== '') throw new UsageError(`--remote ${given}: not a folder name`);
+    const { share, min } = maxDeleteOf(values);
+    const retries = intFlag(values, 'retries', 1);
+    const device = str(values, 'device') ?? hostname();
+    const human = humanOutput(values);
+    try {
+      mkdirSync(dir, { recursive: true });
+      if (!statSync(dir).isDirectory()) throw new Error('not a folder');
+    } catch (e) {
+      console.error(`dsync sync: ${dirArg}: ${(e as Error).message}`);
+      return EXIT_FAILED;
+    }
+    const server = httpBase(values);
+    const tree = new NodeTree(dir);
+    const remote = new HttpFolder({ values, folder, tree, device, known: knownOf(values), retries });
+    const state = new FileState({ server, token: str(values, 'token') ?? process.env.DSYNC_TOKEN, folder, dir });
+    const where = `${dirArg} ⇄ ${server}/${folder}`;
+    const controller = new AbortController();
+    const engine: EngineOptions = {
+      device,
+      maxDeleteShare: share,
+      maxDeleteMin: min,
+      ignored: (p, dir) => tree.ignored(p, dir),
+      signal: controller.signal,
+      onAction: (d) => (human ? console.log(describe(d)) : printJson(d)),
+    };
+    // in --watch, a skipped entry is noted once, not on every pass
+    const noted = new Set<string>();
+    const fresh = (r: SyncReport) => r.skipped.filter((s) => !noted.has(`${s.path}\0${s.reason}`));
+    const report = (r: SyncReport) => {
+      for (const s of fresh(r)) {
+        noted.add(`${s.path}\0${s.reason}`);
+        if (human) console.error(`dsync sync: skipped ${s.path}: ${s.reason}`);
+        else printJson({ skipped: s.path, reason: s.reason });
+      }
+      if (r.guard) console.error(`dsync sync: stopped: this pass would delete ${r.guard.deletes} of ${r.guard.files} files, more than --max-delete allows (${r.guard.allowed}); nothing was changed. If these deletes are meant, run again with --max-delete ${r.guard.deletes}`);
+      if (human) console.log(`${where}: ${summary(r)}`);
+      else printJson({ pass: { agreed: r.agreed, passes: r.passes, actions: r.done.length, hashed: r.hashed, failed: r.done.filter((d) => d.error).length, skipped: r.skipped.length, ...(r.guard && { guard: r.guard }) } });
+    };
+    const failedRun = (r: SyncReport) => !r.agreed || r.done.some((d) => d.error) || r.skipped.some((s) => s.hold);
+
+    if (!values.watch) {
+      try {
+        const r = await syncUntilStill(tree, remote, state, engine);
+        report(r);
+        return failedRun(r) ? EXIT_FAILED : EXIT_OK;
+      } catch (e) {
+        console.error(`dsync sync: ${(e as Error).message}`);
+        return EXIT_FAILED;
+      } finally {
+        remote.close();
+      }
+    }
+    const stop = () => controller.abort();
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    try {
+      await watchFolder({
+        values,
+        dir,
+        ignored: (p) => tree.ignored(p),
+        signal: controller.signal,
+        pass: async () => {
+          const r = await syncUntilStill(tree, remote, state, engine);
+          if (r.done.length || r.guard || fresh(r).length) report(r);
+          return r;
+        },
+        onError: (e, retryMs) => console.error(`dsync sync: ${e.message}; trying again in ${Math.round(retryMs / 100) / 10} s`),
+        onReady: () => (human ? console.log(`${where}: watching (Ctrl-C stops)`) : printJson({ watching: dir, folder })),
+      });
+    } finally {
+      remote.close();
+    }
+    return EXIT_OK;
+  },
+};

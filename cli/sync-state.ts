@@ -1,0 +1,69 @@
+/**
+ * The sync engine's state on disk (docs/sync.md, "State"): one JSON file per synced folder, in
+ * `$DSYNC_CACHE_DIR/sync`, else `$XDG_CACHE_HOME/dsync/sync`, else `~/.cache/dsync/sync`, named
+ * by a hash of the server, the user (a hash of the token), the server folder and the local
+ * folder. Written whole to a temporary file and renamed over the old one, so a crash leaves the
+ * old state or the new, never a torn one. A state that does not read back is an empty one: the
+ * next pass compares contents (equal ones are recorded, different ones become conflict copies),
+ * so nothing is lost, only time.
+ */
+import { createHash } from 'node:crypto';
+import { promises as fs, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import path from 'node:path';
+import type { Agreed } from '../shared/src/sync-plan.ts';
+import type { SyncState } from '../shared/src/sync-engine.ts';
+
+const MAGIC = 'dsync-sync-state-1';
+
+export function syncStateDir(env = process.env): string {
+  if (env.DSYNC_CACHE_DIR) return path.join(env.DSYNC_CACHE_DIR, 'sync');
+  return path.join(env.XDG_CACHE_HOME || path.join(homedir(), '.cache'), 'dsync', 'sync');
+}
+
+export interface StateKey {
+  server: string;
+  token?: string;
+  folder: string;
+  dir: string;
+}
+
+const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
+
+export class FileState implements SyncState {
+  readonly file: string;
+  files = new Map<string, Agreed>();
+  folders = new Set<string>();
+  private readonly id: Record<string, string>;
+
+  constructor(key: StateKey, dir = syncStateDir()) {
+    this.id = { server: key.server, user: key.token ? sha256(key.token).slice(0, 16) : '', folder: key.folder, dir: path.resolve(key.dir) };
+    this.file = path.join(dir, sha256(JSON.stringify(this.id)) + '.json');
+    this.load();
+  }
+
+  private load() {
+    let j: any;
+    try {
+      j = JSON.parse(readFileSync(this.file, 'utf8'));
+    } catch {
+      return;
+    }
+    if (j?.magic !== MAGIC || JSON.stringify(j.id) !== JSON.stringify(this.id) || typeof j.files !== 'object' || !j.files) return;
+    for (const [p, e] of Object.entries(j.files)) {
+      if (!Array.isArray(e) || e.length !== 4) continue;
+      const [version, hash, size, mtimeMs] = e;
+      if (Number.isSafeInteger(version) && version > 0 && typeof hash === 'string' && /^[0-9a-f]+$/.test(hash) && Number.isSafeInteger(size) && size >= 0 && typeof mtimeMs === 'number') this.files.set(p, { version, hash, size, mtimeMs });
+    }
+    if (Array.isArray(j.folders)) for (const d of j.folders) if (typeof d === 'string' && d) this.folders.add(d);
+  }
+
+  async save(): Promise<void> {
+    const files: Record<string, [number, string, number, number]> = {};
+    for (const [p, a] of this.files) files[p] = [a.version, a.hash, a.size, a.mtimeMs];
+    const tmp = `${this.file}.${process.pid}.tmp`;
+    await fs.mkdir(path.dirname(this.file), { recursive: true });
+    await fs.writeFile(tmp, JSON.stringify({ magic: MAGIC, id: this.id, files, folders: [...this.folders] }));
+    await fs.rename(tmp, this.file);
+  }
+}

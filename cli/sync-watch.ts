@@ -1,0 +1,141 @@
+/**
+ * `dsync sync --watch`: runs sync passes one at a time, each as soon as there may be something
+ * to do:
+ *   - a local change: fs.watch on the folder, recursive (inotify on Linux, FSEvents on macOS,
+ *     ReadDirectoryChangesW on Windows), a pass SYNC_SETTLE_MS after the last event;
+ *   - a change on the server: the live events (GET /api/events, server-sent events);
+ *   - every SYNC_RESCAN_MS, whatever the two said (a watcher can miss events: a folder made
+ *     while its parent was being added, a network file system, an overflowed queue).
+ * A pass that fails (the server away) is tried again with backoff; the event stream reconnects
+ * with backoff too, and a reconnected stream starts a pass (changes may have been missed).
+ */
+import { type FSWatcher, watch } from 'node:fs';
+import path from 'node:path';
+import { SYNC_RESCAN_MS, SYNC_SETTLE_MS } from '../shared/src/limits.ts';
+import { backoffMs } from '../shared/src/sync-client.ts';
+import type { Values } from './command.ts';
+import { httpBase } from './remote.ts';
+import { str } from './command.ts';
+
+export interface WatchOptions {
+  values: Values;
+  dir: string;
+  ignored: (p: string) => boolean;
+  signal: AbortSignal;
+  pass: () => Promise<unknown>;
+  onError: (e: Error, retryMs: number) => void;
+  onReady: () => void;
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+  });
+
+/** Runs until `signal` aborts. */
+export async function watchFolder(o: WatchOptions): Promise<void> {
+  let timer: NodeJS.Timeout | null = null;
+  let running = false;
+  let again = false;
+  let failures = 0;
+  let wake: (() => void) | null = null;
+  const finished = new Promise<void>((resolve) => (wake = resolve));
+
+  const schedule = (ms: number) => {
+    if (o.signal.aborted) return;
+    if (running) return void (again = true);
+    if (timer) clearTimeout(timer);
+    timer = setTimeout(run, ms);
+  };
+  const run = async () => {
+    timer = null;
+    if (o.signal.aborted) return;
+    running = true;
+    again = false;
+    let retry = 0;
+    try {
+      await o.pass();
+      failures = 0;
+    } catch (e) {
+      retry = backoffMs(failures++);
+      o.onError(e as Error, retry);
+    } finally {
+      running = false;
+    }
+    if (retry) schedule(retry);
+    else if (again) schedule(SYNC_SETTLE_MS);
+  };
+
+  let watcher: FSWatcher | null = null;
+  try {
+    watcher = watch(o.dir, { recursive: true }, (_event, file) => {
+      const p = file ? file.toString().split(path.sep).join('/') : null;
+      if (p && o.ignored(p)) return;
+      schedule(SYNC_SETTLE_MS);
+    });
+    watcher.on('error', () => {
+      // the rescan still finds the changes
+    });
+  } catch {
+    // no recursive watching here: the rescan finds the changes
+  }
+  const rescan = setInterval(() => schedule(0), SYNC_RESCAN_MS);
+  void listen(o, () => schedule(0));
+  o.signal.addEventListener('abort', () => wake?.(), { once: true });
+  schedule(0);
+  o.onReady();
+  await finished;
+  watcher?.close();
+  clearInterval(rescan);
+  if (timer) clearTimeout(timer);
+  while (running) await new Promise((r) => setTimeout(r, 50));
+}
+
+/** A live-events stream with nothing received for this long is taken as lost (the server pings
+ *  every 3 s, server/src/events.ts). */
+const EVENTS_IDLE_MS = 15_000;
+
+/** Follows GET /api/events, calling `changed` on every change event and on every (re)connect. */
+async function listen(o: WatchOptions, changed: () => void): Promise<void> {
+  const base = httpBase(o.values);
+  const token = str(o.values, 'token') ?? process.env.DSYNC_TOKEN;
+  for (let attempt = 0; !o.signal.aborted; ) {
+    // the server pings every few seconds: a stream silent for EVENTS_IDLE_MS is dead (a
+    // network gone without a word) and is opened again
+    const stream = new AbortController();
+    const stop = () => stream.abort();
+    o.signal.addEventListener('abort', stop, { once: true });
+    let idle = setTimeout(stop, EVENTS_IDLE_MS);
+    try {
+      const res = await fetch(`${base}/api/events`, { headers: token ? { Authorization: `Bearer ${token}` } : {}, signal: stream.signal });
+      if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
+      attempt = 0;
+      changed(); // changes made while the stream was down
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = '';
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        clearTimeout(idle);
+        idle = setTimeout(stop, EVENTS_IDLE_MS);
+        buf += value;
+        // a bounded buffer: events are small; a stream that never ends one is cut
+        if (buf.length > 1 << 20) throw new Error('an event too long');
+        let end;
+        while ((end = buf.indexOf('\n\n')) >= 0) {
+          const ev = buf.slice(0, end);
+          buf = buf.slice(end + 2);
+          if (/^event: change$/m.test(ev)) changed();
+        }
+      }
+    } catch {
+      // the server away: try again
+    } finally {
+      clearTimeout(idle);
+      o.signal.removeEventListener('abort', stop);
+    }
+    if (o.signal.aborted) return;
+    await sleep(backoffMs(attempt++), o.signal);
+  }
+}

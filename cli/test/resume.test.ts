@@ -1,0 +1,93 @@
+// Resume across processes: a `dsync push` killed at about half of a large file (SIGINT as
+// Ctrl-C sends it, and SIGKILL), then the same push by a new process, sends only what the
+// server lacks. The real CLI as a child process, a real server on a loopback port, and a TCP
+// pipe in front of it that counts the bytes from the client.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { pushBytes, testServer } from '../../harness/helpers.ts';
+import { socketPipe } from '../../harness/pipe.ts';
+import { fastRandomBytes } from '../../shared/src/testdata.ts';
+import { DSYNC, jsonLines } from './run.ts';
+import { TestServer } from '../../e2e/server.ts';
+
+const SIZE = 96 << 20;
+
+for (const [signal, existing] of [['SIGINT', false], ['SIGKILL', true]] as const) {
+  test(`a push killed by ${signal} at half of ${SIZE >> 20} MiB (${existing ? 'a new version of a stored file' : 'a new file'}): run again, it sends less than 60% of the file`, async () => {
+    const logs: Record<string, unknown>[] = [];
+    const s = await testServer({}, (e) => void (e.op === 'push' && logs.push(e)));
+    const pipe = await socketPipe({ to: () => s.port });
+    const dir = mkdtempSync(path.join(tmpdir(), 'dsync-resume-'));
+    try {
+      const file = path.join(dir, 'big.bin');
+      writeFileSync(file, fastRandomBytes(5, SIZE));
+      if (existing) await pushBytes(s, 'big.bin', fastRandomBytes(6, 1 << 20));
+      const env = { ...process.env, DSYNC_CACHE_DIR: path.join(dir, 'known') };
+      const run = () => spawn(process.execPath, [DSYNC, 'push', file, '--server', pipe.wsUrl, '--force'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const first = run();
+      const exited = new Promise((r) => first.on('close', r));
+      await new Promise<void>((r) => {
+        const t = setInterval(() => pipe.fromClient > SIZE / 2 && (clearInterval(t), r()), 10);
+      });
+      first.kill(signal);
+      await exited;
+      const firstSent = pipe.fromClient;
+      assert.ok(firstSent < SIZE, 'killed before the end');
+      const second = run();
+      let out = '';
+      second.stdout.on('data', (d) => (out += d));
+      const code = await new Promise((r) => second.on('close', r));
+      assert.equal(code, 0);
+      const sent = pipe.fromClient - firstSent;
+      assert.ok(sent < 0.6 * SIZE, `the second run sent ${sent} bytes of ${SIZE}`);
+      assert.equal(jsonLines(out)[0].version, existing ? 2 : 1);
+      assert.ok((logs[logs.length - 1].resumedChunks as number) > 0, JSON.stringify(logs));
+      assert.ok((await s.stored('big.bin')).equals(Buffer.from(fastRandomBytes(5, SIZE))), 'stored exactly');
+    } finally {
+      pipe.close();
+      await s.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+test('a server killed at half of an upload and started again: the push run again resumes from the last checkpoint', async () => {
+  const size = 128 << 20;
+  const server = await new TestServer().start();
+  const pipe = await socketPipe({ to: () => Number(new URL(server.url).port) });
+  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-resume-kill-'));
+  try {
+    const file = path.join(dir, 'big.bin');
+    const bytes = fastRandomBytes(7, size);
+    writeFileSync(file, bytes);
+    const env = { ...process.env, DSYNC_CACHE_DIR: path.join(dir, 'known') };
+    const run = () => spawn(process.execPath, [DSYNC, 'push', file, '--server', pipe.wsUrl, '--retries', '0'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const first = run();
+    const exited = new Promise((r) => first.on('close', r));
+    await new Promise<void>((r) => {
+      const t = setInterval(() => pipe.fromClient > size / 2 && (clearInterval(t), r()), 10);
+    });
+    await server.kill();
+    assert.equal(await exited, 1, 'the push failed with its server');
+    const firstSent = pipe.fromClient;
+    await server.start();
+    const second = run();
+    let out = '';
+    second.stdout.on('data', (d) => (out += d));
+    assert.equal(await new Promise((r) => second.on('close', r)), 0);
+    const sent = pipe.fromClient - firstSent;
+    // what was written past the last checkpoint is lost: 16 MiB, or an eighth of what came before
+    assert.ok(sent < 0.75 * size, `the second run sent ${sent} bytes of ${size}`);
+    assert.ok(jsonLines(out)[0].matchedBytes > 0.25 * size, out);
+    assert.equal(jsonLines(out)[0].version, 1);
+    assert.ok((await server.storedBytes('big.bin', 1)).equals(Buffer.from(bytes)), 'stored exactly');
+  } finally {
+    pipe.close();
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

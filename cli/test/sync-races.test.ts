@@ -1,0 +1,205 @@
+// The sync engine's races, made to happen: another device's change landing between a pass's
+// listing and its action (the real server and I/O, with the other device's step injected just
+// before the action), and a file rewritten while it is being uploaded; and its state: lost, and
+// trusted (an unchanged file is not read again).
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { testServer } from '../../harness/helpers.ts';
+import { FileKnown } from '../known.ts';
+import { HttpFolder, NodeTree } from '../sync-io.ts';
+import { FileState } from '../sync-state.ts';
+import { syncUntilStill } from '../../shared/src/sync-engine.ts';
+import { device, serverOf, treeOf } from './sync-world.ts';
+
+/** A device whose server folder runs `before(op, path)` ahead of each push and pull. */
+function hooked(s: { url: string }, root: string, name: string, before: (op: 'push' | 'pull', p: string) => Promise<void>) {
+  const d = device(s, root, name);
+  return {
+    ...d,
+    async syncHooked() {
+      const tree = new NodeTree(d.dir);
+      const remote = new HttpFolder({ values: { server: s.url }, folder: 'proj', tree, device: name, known: new FileKnown(path.join(d.cache, 'known')) });
+      const push = remote.push.bind(remote);
+      const pull = remote.pull.bind(remote);
+      remote.push = async (p, basis) => (await before('push', p), push(p, basis));
+      remote.pull = async (p, v, expect, basis) => (await before('pull', p), pull(p, v, expect, basis));
+      const state = new FileState({ server: s.url, folder: 'proj', dir: d.dir }, path.join(d.cache, 'sync'));
+      try {
+        return await syncUntilStill(tree, remote, state, { device: name, maxDeleteShare: 1, maxDeleteMin: 0, ignored: (p, dir) => tree.ignored(p, dir) });
+      } finally {
+        remote.close();
+      }
+    },
+  };
+}
+
+test('races: an edit landing before an upload, a first file made twice at once, a local save during a download', async () => {
+  const s = await testServer();
+  const root = mkdtempSync(path.join(tmpdir(), 'dsync-sync-races-'));
+  const b = device(s, root, 'b');
+  let inject: ((op: 'push' | 'pull', p: string) => Promise<void>) | null = null;
+  const a = hooked(s, root, 'a', async (op, p) => {
+    const f = inject;
+    inject = null;
+    await f?.(op, p);
+  });
+  const put = (dir: string, p: string, body: string) => writeFileSync(path.join(dir, p), body);
+  try {
+    put(a.dir, 'doc.txt', 'base');
+    await a.syncHooked();
+    await b.sync();
+
+    // 1. a's edit goes up against v1, but b's edit lands first: StaleBasis, then a conflict copy
+    put(a.dir, 'doc.txt', 'edit from a');
+    put(b.dir, 'doc.txt', 'edit from b');
+    inject = async () => void (await b.sync());
+    const r1 = await a.syncHooked();
+    assert.ok(r1.done.some((d) => d.op === 'upload' && d.retry), 'the stale upload is retried as a conflict');
+    const c1 = r1.done.find((d) => d.op === 'conflict');
+    assert.ok(c1?.conflictCopy, JSON.stringify(r1.done));
+    await b.sync();
+    for (const dir of [a.dir, b.dir]) {
+      assert.equal(readFileSync(path.join(dir, 'doc.txt'), 'utf8'), 'edit from b');
+      assert.equal(readFileSync(path.join(dir, c1.conflictCopy!), 'utf8'), 'edit from a');
+    }
+
+    // 2. a new name made on both at once: the listing showed none, b's lands under a's push
+    put(a.dir, 'new.txt', 'new from a');
+    put(b.dir, 'new.txt', 'new from b');
+    inject = async () => void (await b.sync());
+    const r2 = await a.syncHooked();
+    assert.ok(r2.done.some((d) => d.op === 'upload' && d.path === 'new.txt' && d.retry), JSON.stringify(r2.done));
+    const c2 = r2.done.find((d) => d.op === 'conflict' && d.path === 'new.txt');
+    assert.ok(c2?.conflictCopy, JSON.stringify(r2.done));
+    await b.sync();
+    for (const dir of [a.dir, b.dir]) {
+      assert.equal(readFileSync(path.join(dir, 'new.txt'), 'utf8'), 'new from b', "the first device's file keeps the name");
+      assert.equal(readFileSync(path.join(dir, c2.conflictCopy!), 'utf8'), 'new from a');
+    }
+
+    // 3. a saves doc.txt while b's edit is coming down: the save is not overwritten
+    put(b.dir, 'doc.txt', 'second edit from b');
+    await b.sync();
+    inject = async (op) => {
+      assert.equal(op, 'pull');
+      put(a.dir, 'doc.txt', 'saved on a during the download');
+    };
+    const r3 = await a.syncHooked();
+    assert.ok(r3.done.some((d) => d.op === 'download' && d.retry), JSON.stringify(r3.done));
+    const c3 = r3.done.find((d) => d.op === 'conflict' && d.path === 'doc.txt');
+    assert.ok(c3?.conflictCopy);
+    assert.equal(readFileSync(path.join(a.dir, c3.conflictCopy!), 'utf8'), 'saved on a during the download');
+    assert.equal(readFileSync(path.join(a.dir, 'doc.txt'), 'utf8'), 'second edit from b');
+    await b.sync();
+    const { latest } = await serverOf(s);
+    assert.deepEqual(treeOf(a.dir), latest);
+    assert.deepEqual(treeOf(b.dir), latest);
+  } finally {
+    await s.stop();
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test('a file rewritten while it is uploaded is never stored torn', { timeout: 300_000 }, async () => {
+  const s = await testServer();
+  const root = mkdtempSync(path.join(tmpdir(), 'dsync-sync-torn-'));
+  const a = device(s, root, 'a');
+  const file = path.join(a.dir, 'big.bin');
+  const SIZE = 6 << 20;
+  // a writer rewriting the file in place, 1 MiB at a time, each round with one byte value
+  const writer = spawn(
+    process.execPath,
+    [
+      '-e',
+      `const fs = require('fs'); const f = process.argv[1]; const size = ${SIZE};
+       fs.writeFileSync(f, Buffer.alloc(size, 0));
+       for (let round = 1; round <= 60; round++) {
+         const fd = fs.openSync(f, 'r+');
+         for (let o = 0; o < size; o += 1 << 20) fs.writeSync(fd, Buffer.alloc(1 << 20, round), 0, 1 << 20, o);
+         fs.closeSync(fd);
+         const t = Date.now(); while (Date.now() - t < 20);
+       }`,
+      file,
+    ],
+    { stdio: 'inherit' },
+  );
+  const done = new Promise((r) => writer.once('exit', r));
+  try {
+    let running = true;
+    void done.then(() => (running = false));
+    let retried = 0;
+    while (running) {
+      const r = await a.sync();
+      assert.deepEqual(r.done.filter((d) => d.error), [], 'a file changing while read is no error: it is read again');
+      retried += r.done.filter((d) => d.retry).length;
+    }
+    for (let i = 0; i < 2; i++) await a.sync();
+    const store = await s.storeOf('local');
+    const versions = await store.versionNumbers('proj/big.bin');
+    // uploads met the writer: refused (the bytes did not match their list) or stored whole
+    assert.ok(retried + versions.length >= 2, `${retried} retried, ${versions.length} stored`);
+    for (const v of versions) {
+      const bytes = await store.bytes('proj/big.bin', v);
+      assert.equal(bytes.length, SIZE, `v${v}'s size`);
+      assert.ok(bytes.every((x) => x === bytes[0]), `v${v} is torn: it mixes two writes`);
+    }
+    assert.equal((await s.stored('proj/big.bin'))[0], 60, 'the last write is the latest version');
+  } finally {
+    writer.kill('SIGKILL');
+    await s.stop();
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test('a lost state loses nothing: equal files are agreed again without a transfer, a different one becomes a conflict copy', async () => {
+  const s = await testServer();
+  const root = mkdtempSync(path.join(tmpdir(), 'dsync-sync-state-'));
+  const a = device(s, root, 'a');
+  try {
+    for (const n of ['x', 'y', 'z']) writeFileSync(path.join(a.dir, `${n}.txt`), `${n} content`);
+    await a.sync();
+    rmSync(path.join(a.cache, 'sync'), { recursive: true });
+    writeFileSync(path.join(a.dir, 'z.txt'), 'z changed while the state was lost');
+    const r = await a.sync();
+    assert.deepEqual(r.done.filter((d) => d.op === 'record').map((d) => d.path).sort(), ['x.txt', 'y.txt']);
+    const c = r.done.find((d) => d.op === 'conflict');
+    assert.equal(c?.path, 'z.txt');
+    assert.ok(!r.done.some((d) => d.op === 'upload' || d.op === 'download'));
+    assert.equal(readFileSync(path.join(a.dir, 'z.txt'), 'utf8'), 'z content');
+    assert.equal(readFileSync(path.join(a.dir, c.conflictCopy!), 'utf8'), 'z changed while the state was lost');
+    const store = await s.storeOf('local');
+    assert.deepEqual(await store.versionNumbers('proj/x.txt'), [1], 'no new version of an unchanged file');
+  } finally {
+    await s.stop();
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test('an unchanged folder is not read again: size and mtime match the state (a touched file is read, not sent)', async () => {
+  const s = await testServer();
+  const root = mkdtempSync(path.join(tmpdir(), 'dsync-sync-stat-'));
+  const a = device(s, root, 'a');
+  try {
+    for (let i = 0; i < 30; i++) writeFileSync(path.join(a.dir, `f${i}.txt`), `file ${i}`);
+    // read once, and again by the second pass while their mtimes are recent (RACY_MS)
+    assert.ok((await a.sync()).hashed >= 30);
+    // past RACY_MS, so that the recorded mtimes are trusted
+    await new Promise((r) => setTimeout(r, 2500));
+    await a.sync();
+    const still = await a.sync();
+    assert.equal(still.hashed, 0);
+    assert.deepEqual(still.done, []);
+    const f = path.join(a.dir, 'f3.txt');
+    utimesSync(f, new Date(), new Date(Date.now() - 60_000));
+    const touched = await a.sync();
+    assert.equal(touched.hashed, 1);
+    assert.deepEqual(touched.done, [], 'the same content is not sent');
+  } finally {
+    await s.stop();
+    rmSync(root, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,43 @@
+// Checkpoints of an upload (Sink.checkpoint, docs/store.md §6) against a real server on a
+// loopback port: a committed upload that made checkpoints leaves nothing behind but its
+// version; a connection cut after checkpoints suspends in place of the last one and resumes;
+// and no checkpoint's segments are deleted while its upload goes on.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { pushBytes, testServer } from '../../harness/helpers.ts';
+import { socketPipe } from '../../harness/pipe.ts';
+import { fastRandomBytes } from '../../shared/src/testdata.ts';
+import { unreferenced } from '../src/store/gc.ts';
+import { uploadsKey } from '../src/store/keys.ts';
+import { RESUME_CHECKPOINT_BYTES } from '../../shared/src/limits.ts';
+
+test('an upload checkpointed on its way commits with nothing left listed or unreferenced, and a cut one resumes from its suspend', async () => {
+  const logs: Record<string, unknown>[] = [];
+  const s = await testServer({}, (e) => void (e.op === 'push' && logs.push(e)));
+  const store = await s.storeOf('local');
+  const uploads = async (name: string) => JSON.parse(Buffer.from((await store.backend.getHead(uploadsKey('local', name)))?.body ?? '{"uploads":[]}').toString()).uploads as unknown[];
+  // cuts connection `cut.n` once it has passed `cut.at` bytes
+  const cut = { n: -1, at: 0 };
+  const pipe = await socketPipe({ to: () => s.port, cut: (n, seen) => n === cut.n && seen > cut.at });
+  try {
+    // three checkpoints on the way (16, 32, 48 MiB), then the commit
+    const a = fastRandomBytes(1, 3 * RESUME_CHECKPOINT_BYTES + (5 << 20));
+    assert.equal((await pushBytes(pipe, 'a.bin', a)).version, 1);
+    assert.deepEqual(await uploads('a.bin'), [], 'the last checkpoint is unlisted before the commit');
+    assert.ok((await s.stored('a.bin')).equals(Buffer.from(a)));
+    assert.deepEqual(await unreferenced(s.repo), [], 'nothing left behind');
+
+    // cut after two checkpoints; the retry resumes from what the suspend listed
+    const b = fastRandomBytes(2, 3 * RESUME_CHECKPOINT_BYTES);
+    Object.assign(cut, { n: pipe.connections, at: 2.5 * RESUME_CHECKPOINT_BYTES });
+    const rep = await pushBytes(pipe, 'b.bin', b, { retries: 3 });
+    assert.equal(rep.version, 1);
+    assert.ok((logs[logs.length - 1].resumedChunks as number) > 0, JSON.stringify(logs[logs.length - 1]));
+    assert.ok((await s.stored('b.bin')).equals(Buffer.from(b)), 'stored exactly: no checkpoint dropped a segment the upload still used');
+    assert.deepEqual(await uploads('b.bin'), []);
+    assert.deepEqual(await unreferenced(s.repo), [], 'nothing left behind');
+  } finally {
+    pipe.close();
+    await s.stop();
+  }
+});
