@@ -56,7 +56,8 @@ export async function openPage(page: Page, url: string) {
 /**
  * Runs `prelude` (script text) in the page's sync worker before the worker's own script: the
  * worker is started as a module that imports a module of `prelude`, then the worker's script.
- * For taking away what some browsers lack. Call before the page opens.
+ * For taking away what some browsers lack. Call before the page opens, in a context that
+ * bypasses the page's CSP (`test.use({ bypassCSP: true })`: worker-src 'self' refuses blob: URLs).
  */
 export async function inSyncWorker(page: Page, prelude: string) {
   await page.addInitScript((prelude) => {

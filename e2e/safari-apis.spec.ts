@@ -7,6 +7,9 @@ import path from 'node:path';
 import { content } from './data.ts';
 import { expect, inSyncWorker, openPage, result, test } from './fixtures.ts';
 
+// the page's CSP (worker-src 'self') refuses the blob: module that inSyncWorker starts
+test.use({ bypassCSP: true });
+
 const noTimeout = 'delete AbortSignal.timeout;';
 const noByob = `{ const get = ReadableStream.prototype.getReader; ReadableStream.prototype.getReader = function (o) { if (o && o.mode === 'byob') throw new TypeError('no BYOB readers here'); return get.call(this, o); }; }`;
 
