@@ -54,6 +54,28 @@ export async function openPage(page: Page, url: string) {
 }
 
 /**
+ * Runs `prelude` (script text) in the page's sync worker before the worker's own script: the
+ * worker is started as a module that imports a module of `prelude`, then the worker's script.
+ * For taking away what some browsers lack. Call before the page opens, in a context that
+ * bypasses the page's CSP (`test.use({ bypassCSP: true })`: worker-src 'self' refuses blob: URLs).
+ */
+export async function inSyncWorker(page: Page, prelude: string) {
+  await page.addInitScript((prelude) => {
+    const Real = window.Worker;
+    window.Worker = class extends Real {
+      constructor(url: string | URL, opts?: WorkerOptions) {
+        const u = new URL(String(url), location.href);
+        if (/\/assets\/worker-[^/]*\.js$/.test(u.pathname)) {
+          const module = (src: string) => URL.createObjectURL(new Blob([src], { type: 'text/javascript' }));
+          url = module(`import ${JSON.stringify(module(prelude))}; import ${JSON.stringify(u.href)};`);
+        }
+        super(url, opts);
+      }
+    };
+  }, prelude);
+}
+
+/**
  * A screenshot of the whole page at the current width. (Playwright's fullPage option resizes
  * the emulated screen while capturing, which turns a touch profile's media queries off.)
  */

@@ -3,14 +3,14 @@
 // up as byte-exact copies of them; Clear empties them; a kept copy made stale by another
 // client's push, or damaged on disk, is dropped and the exact bytes are stored all the same;
 // the cap drops the least recently used; the control works on a 390 px phone; a delta download
-// keeps the bytes it fetched.
+// keeps the bytes it fetched; where a worker has no sync access handles, writable streams keep them.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Page } from '@playwright/test';
 import { content } from './data.ts';
-import { expect, openPage, result, root, test } from './fixtures.ts';
+import { expect, inSyncWorker, openPage, result, root, test } from './fixtures.ts';
 import type { SyncReport } from '../shared/src/sync-client.ts';
 import type { TestServer } from './server.ts';
 
@@ -213,4 +213,26 @@ test('the cap drops the least recently used copy and keeps none above it, on a 3
   await page.getByTestId('kept-max').selectOption('0');
   await expect(page.getByTestId('kept-usage')).toHaveText('Nothing kept');
   expect(await keptFiles(page)).toEqual([]);
+});
+
+test.describe(() => {
+  // the page's CSP (worker-src 'self') refuses the blob: module that inSyncWorker starts
+  test.use({ bypassCSP: true });
+
+  test('where a worker cannot open sync access handles (WebKitGTK: NotSupportedError), kept copies are written through writable streams', async ({ page, server, dir }) => {
+    // sync access handles refused in the sync worker, as WebKitGTK's are
+    await inSyncWorker(page, `FileSystemFileHandle.prototype.createSyncAccessHandle = () => Promise.reject(new DOMException('not here', 'NotSupportedError'));`);
+    const file = path.join(dir, 'report.bin');
+    const v1 = content(6_000_000);
+    await openPage(page, server.url);
+    await pushFile(page, file, v1);
+    expect(await keptFiles(page)).toEqual([expect.objectContaining({ size: v1.length, sha256: sha256(v1) })]);
+    await expect(page.getByTestId('kept-usage')).toHaveText('6 MB kept of 1 file');
+    const v2 = overwrite(v1, [1_000_000, 5_000_000], 8);
+    const rep = await pushFile(page, file, v2);
+    expect(rep.keptBasis).toBe(true);
+    expect(rep.literalBytes).toBeLessThanOrEqual(16);
+    expect((await server.storedBytes('report.bin', 2)).equals(v2)).toBe(true);
+    expect(await keptFiles(page)).toEqual([expect.objectContaining({ sha256: sha256(v2) })]);
+  });
 });

@@ -6,6 +6,8 @@ export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic',
 
 export default defineConfig({
   testDir: '.',
+  // the core flows in every engine run under node:test (engines/core.test.ts)
+  testIgnore: 'engines/**',
   globalSetup: './global-setup.ts',
   timeout: 180_000,
   // a hang fails the run instead of outlasting CI's limit

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything Dsync needs on this machine, idempotently: the wasm toolchain, wasm-pack,
-# the wasm module, npm packages, the web client and (with `test`) Chromium, rsync, HAProxy and
-# MinIO.
+# the wasm module, npm packages, the web client and (with `test`) Chromium, Firefox ESR,
+# WebKitGTK, rsync, HAProxy and MinIO.
 # A second run skips what is done and takes seconds.
 #   scripts/setup.sh        # for running the app
 #   scripts/setup.sh test   # also what the tests need
@@ -43,6 +43,13 @@ want=$(stamp_of wasm/Cargo.toml wasm/Cargo.lock wasm/.cargo/config.toml wasm/src
 if [ "$(cat wasm/pkg/.stamp 2>/dev/null)" != "$want" ]; then
   log "wasm-pack build (toolchain: ${TOOLCHAIN:-default})"
   (cd wasm && RUSTUP_TOOLCHAIN=$TOOLCHAIN wasm-pack --quiet build --target web --release --no-pack >&2)
+  # the same module without wasm SIMD, which the page loads where the browser lacks it (Safari
+  # before 16.4: client/src/wasm-init.ts); one glue serves both
+  log "wasm-pack build without SIMD"
+  (cd wasm && RUSTUP_TOOLCHAIN=$TOOLCHAIN RUSTFLAGS="-C target-feature=-simd128" CARGO_TARGET_DIR=target/nosimd \
+    wasm-pack --quiet build --target web --release --no-pack --out-dir target/pkg-nosimd -- --no-default-features >&2)
+  cmp -s wasm/pkg/dsync_wasm.js wasm/target/pkg-nosimd/dsync_wasm.js || { echo "the wasm builds with and without SIMD differ in their glue" >&2; exit 1; }
+  cp wasm/target/pkg-nosimd/dsync_wasm_bg.wasm wasm/pkg/dsync_wasm_nosimd_bg.wasm
   echo "$want" > wasm/pkg/.stamp
 fi
 
@@ -81,11 +88,16 @@ if [ -f client/vite.config.ts ]; then
   fi
 fi
 
-# 6. For the tests: Chromium (Playwright cannot download browsers here), rsync, HAProxy (the
-#    load balancer of the end-to-end scale-out test) and MinIO (the S3 server of the tests).
+# 6. For the tests: the three browser engines from Debian (Playwright cannot download browsers
+#    here): Chromium, Firefox ESR, and WebKitGTK's WebDriver (with its MiniBrowser) and Xvfb to
+#    run it in; rsync, HAProxy (the load balancer of the end-to-end scale-out test) and MinIO
+#    (the S3 server of the tests).
 if [ "$MODE" = test ]; then
   missing=()
   [ -x /usr/bin/chromium ] || missing+=(chromium)
+  [ -x /usr/bin/firefox-esr ] || missing+=(firefox-esr)
+  command -v WebKitWebDriver >/dev/null || missing+=(webkit2gtk-driver)
+  command -v Xvfb >/dev/null || missing+=(xvfb)
   command -v rsync >/dev/null || missing+=(rsync)
   command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
   if [ ${#missing[@]} -gt 0 ]; then

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up (idempotently) and runs every test: native Rust, type checks, Node unit and
-# integration tests against real servers on loopback ports, and Playwright in Chromium.
+# integration tests against real servers on loopback ports, Playwright in Chromium, and the
+# page's core flows in Chromium, Firefox and WebKit (e2e/engines).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
@@ -21,4 +22,7 @@ node --import tsx --test --test-reporter=spec --test-concurrency=1 --test-timeou
 
 step "browser tests (Playwright, Chromium)"
 npx playwright test -c e2e/playwright.config.ts
+
+step "browser tests in every engine: the core flows in Chromium, Firefox ESR and WebKitGTK"
+node --import tsx --test --test-reporter=spec --test-concurrency=1 --test-timeout=600000 e2e/engines/core.test.ts
 step "all tests passed"

@@ -30,13 +30,21 @@ export class HttpError extends Error {
 /** A REST request unanswered this long fails. */
 const TIMEOUT_MS = 15_000;
 
+/** A signal that aborts after `ms` (AbortSignal.timeout, which Safari has only from 16). */
+function timeoutSignal(ms: number): AbortSignal {
+  if (typeof AbortSignal.timeout === 'function') return AbortSignal.timeout(ms);
+  const c = new AbortController();
+  setTimeout(() => c.abort(new DOMException('signal timed out', 'TimeoutError')), ms);
+  return c.signal;
+}
+
 async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
   const res = await fetch(path, {
     method,
     credentials: 'same-origin',
     cache: 'no-store',
     // a server that hangs is reported as one that does not answer, not waited for forever
-    signal: AbortSignal.timeout(TIMEOUT_MS),
+    signal: timeoutSignal(TIMEOUT_MS),
     headers: body === undefined ? undefined : { 'content-type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
@@ -162,10 +170,22 @@ export async function probe(): Promise<ServerState> {
 /** The namespace's live changes (server/src/events.ts). */
 export const eventsUrl = '/api/events';
 
-/** This device, as a version's history names it: "Chrome on Android". */
+/** This device, as a version's history names it: "Chrome on Android", "Safari on iPhone",
+ *  "WebKit on Linux". Safari is Apple's browser only: the WebKit browsers of other systems
+ *  (Epiphany, MiniBrowser) say "Safari" in their user agent too, and are named by their engine.
+ *  On an iPhone or iPad every browser is WebKit, named by its own token (CriOS is Chrome). */
 export function deviceLabel(ua = navigator.userAgent): string {
-  const browser = /Edg\//.test(ua) ? 'Edge' : /Firefox\//.test(ua) ? 'Firefox' : /Chrome\//.test(ua) ? 'Chrome' : /Safari\//.test(ua) ? 'Safari' : 'A browser';
-  const os = /Android/.test(ua) ? 'Android' : /iPhone|iPad/.test(ua) ? 'iOS' : /Mac OS X/.test(ua) ? 'macOS' : /Windows/.test(ua) ? 'Windows' : /Linux/.test(ua) ? 'Linux' : '';
+  const os = /Android/.test(ua) ? 'Android' : /iPhone|iPod/.test(ua) ? 'iPhone' : /iPad/.test(ua) ? 'iPad' : /Mac OS X/.test(ua) ? 'macOS' : /Windows/.test(ua) ? 'Windows' : /CrOS/.test(ua) ? 'ChromeOS' : /Linux/.test(ua) ? 'Linux' : '';
+  const apple = os === 'iPhone' || os === 'iPad' || os === 'macOS';
+  const browser = /Edg(e|A|iOS)?\//.test(ua)
+    ? 'Edge'
+    : /Firefox\/|FxiOS\//.test(ua)
+      ? 'Firefox'
+      : /Chrome\/|CriOS\//.test(ua)
+        ? 'Chrome'
+        : /AppleWebKit\//.test(ua)
+          ? apple && /Safari\//.test(ua) ? 'Safari' : 'WebKit'
+          : 'A browser';
   return os ? `${browser} on ${os}` : browser;
 }
 

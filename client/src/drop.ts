@@ -13,6 +13,7 @@ function entryFile(entry: FileSystemFileEntry): Promise<File> {
   return new Promise((resolve, reject) => entry.file(resolve, reject));
 }
 
+/** The files under `entry`; a file inside a folder that cannot be read is left out (and logged). */
 async function walk(entry: FileSystemEntry, out: Picked[]): Promise<void> {
   if (entry.isFile) {
     out.push({ file: await entryFile(entry as FileSystemFileEntry), name: entry.fullPath.replace(/^\//, '') });
@@ -22,7 +23,10 @@ async function walk(entry: FileSystemEntry, out: Picked[]): Promise<void> {
       // readEntries answers in batches (100 in Chromium) until it returns none
       const batch = await new Promise<FileSystemEntry[]>((resolve, reject) => reader.readEntries(resolve, reject));
       if (!batch.length) break;
-      for (const e of batch) await walk(e, out);
+      for (const e of batch) {
+        if (e.isDirectory) await walk(e, out);
+        else await walk(e, out).catch((err) => console.warn(`dropped file ${e.fullPath} cannot be read:`, err));
+      }
     }
   }
 }
@@ -37,7 +41,12 @@ function handleOf(i: DataTransferItem): Promise<{ handle?: FileSystemFileHandle 
   );
 }
 
-/** Every file in a drop, folders included. Entries must be taken before the first await. */
+/**
+ * Every file in a drop, folders included. Entries must be taken before the first await. A
+ * dropped file is the item's own File (WebKit cannot read the entry of a DataTransfer a page
+ * built: its `file()` rejects with NotFoundError); a folder that cannot be read gives what was
+ * read of it.
+ */
 export async function filesFromDrop(dt: DataTransfer): Promise<Picked[]> {
   const items = Array.from(dt.items ?? []).filter((i) => i.kind === 'file');
   if (!items.length) return Array.from(dt.files, (file) => ({ file, name: file.name }));
@@ -45,7 +54,7 @@ export async function filesFromDrop(dt: DataTransfer): Promise<Picked[]> {
   const out: Picked[] = [];
   for (const { entry, file, handle } of taken) {
     if (entry?.isFile && file) out.push({ file, name: file.name, ...(await handle) });
-    else if (entry) await walk(entry, out);
+    else if (entry) await walk(entry, out).catch((e) => console.warn(`dropped folder ${entry.fullPath} cannot be read:`, e));
     else if (file) out.push({ file, name: file.name });
   }
   return out;
@@ -84,7 +93,10 @@ export function useWindowDrop(onFiles: (files: Picked[]) => void): boolean {
       e.preventDefault();
       depth = 0;
       setDragging(false);
-      void filesFromDrop(e.dataTransfer).then((files) => files.length && onFiles(files));
+      filesFromDrop(e.dataTransfer).then(
+        (files) => files.length && onFiles(files),
+        (err) => console.warn('the drop cannot be read:', err),
+      );
     };
     window.addEventListener('dragenter', enter);
     window.addEventListener('dragover', over);

@@ -3,10 +3,10 @@
  * the runs of chunks it is handed (the sync worker's slices of the File, transferred) and returns
  * their strong hashes.
  */
-import init from '../../wasm/pkg/dsync_wasm.js';
+import { initWasm } from './wasm-init.ts';
 import { type HashReply, type HashRequest, serveHashes } from '../../shared/src/hash-pool.ts';
 
 const scope = self as unknown as Worker;
 // every run comes with its bytes: the sync worker read them from the File already
-const serve = serveHashes(init(), null, (r: HashReply) => scope.postMessage(r, 'hashes' in r ? [r.hashes.buffer] : []));
+const serve = serveHashes(initWasm(), null, (r: HashReply) => scope.postMessage(r, 'hashes' in r ? [r.hashes.buffer] : []));
 scope.onmessage = (e: MessageEvent<HashRequest>) => serve(e.data);

@@ -73,23 +73,57 @@ async function readText(d: FileSystemDirectoryHandle, name: string): Promise<str
   }
 }
 
-/** Writes a small file whole (a worker has sync access handles; the page, writable streams). */
-async function writeBytes(d: FileSystemDirectoryHandle, name: string, bytes: Uint8Array) {
-  const h = await d.getFileHandle(name, { create: true });
+interface Writer {
+  write(bytes: Uint8Array): Promise<void>;
+  /** the bytes written are the file's */
+  close(): Promise<void>;
+  /** stops; what was written may be lost */
+  abort(): Promise<void>;
+}
+
+/**
+ * Writes `h` from its start: through a sync access handle where there is one (a worker, but not
+ * WebKitGTK's, which throws NotSupportedError), else through a writable stream (the page; it
+ * writes a copy the file becomes on close).
+ */
+async function writer(h: FileSystemFileHandle): Promise<Writer> {
   if ('createSyncAccessHandle' in h) {
-    const a = await h.createSyncAccessHandle();
+    let a: FileSystemSyncAccessHandle | undefined;
     try {
+      a = await h.createSyncAccessHandle();
       a.truncate(0);
-      a.write(bytes, { at: 0 });
-      a.flush();
-    } finally {
-      a.close();
+      const sah = a;
+      let at = 0;
+      return {
+        write: async (b) => {
+          if (sah.write(b, { at }) !== b.length) throw new Error('short write');
+          at += b.length;
+        },
+        close: async () => {
+          sah.flush();
+          sah.close();
+        },
+        abort: async () => sah.close(),
+      };
+    } catch (e) {
+      a?.close();
+      if (!(e instanceof DOMException && e.name === 'NotSupportedError')) throw e;
     }
-  } else {
-    const w = await (h as FileSystemFileHandle).createWritable();
-    await w.write(bytes as BufferSource);
-    await w.close();
   }
+  const w = await h.createWritable();
+  return { write: (b) => w.write(b as BufferSource), close: () => w.close(), abort: () => w.abort() };
+}
+
+/** Writes a small file whole. */
+async function writeBytes(d: FileSystemDirectoryHandle, name: string, bytes: Uint8Array) {
+  const w = await writer(await d.getFileHandle(name, { create: true }));
+  try {
+    await w.write(bytes);
+  } catch (e) {
+    await w.abort().catch(() => {});
+    throw e;
+  }
+  await w.close();
 }
 
 /** The kept files in the folder itself, opened one by one (the index made again). */
@@ -130,7 +164,9 @@ function announce(what: 'changed' | 'written') {
 }
 
 async function writeIndex(d: FileSystemDirectoryHandle, ix: Index) {
-  await writeBytes(d, INDEX, new TextEncoder().encode(JSON.stringify(ix))).catch(() => {});
+  // not written (a page without writable streams: Safari before 26): removed, so that it is
+  // made again from the folder rather than read stale
+  await writeBytes(d, INDEX, new TextEncoder().encode(JSON.stringify(ix))).catch(() => d.removeEntry(INDEX).catch(() => {}));
   announce('changed');
 }
 
@@ -255,7 +291,7 @@ const COPY_SLICE = 4 << 20;
 
 /**
  * Keeps `file`'s bytes as those of `name`'s version `version`, in place of its other versions'
- * (from the sync worker: a sync access handle, written a slice at a time as it is read). Not
+ * (from the sync worker, written a slice at a time as it is read: `writer`). Not
  * kept when above the cap; others dropped for room, least recently used first. Best effort: a
  * copy that cannot be written only costs the next push its byte-level copies.
  */
@@ -269,19 +305,14 @@ export async function writeKept(scope: string, url: string, name: string, versio
       await remove(d, ix, Object.keys(ix).filter((n) => n.startsWith(prefix)));
       if (file.size > max) return false;
       await makeRoom(d, ix, file.size, max);
-      const h = await d.getFileHandle(to, { create: true });
-      if (!('createSyncAccessHandle' in h)) throw new Error('no sync access handles here');
-      const a = await h.createSyncAccessHandle();
+      const w = await writer(await d.getFileHandle(to, { create: true }));
       try {
-        a.truncate(0);
-        for (let o = 0; o < file.size; o += COPY_SLICE) {
-          const bytes = new Uint8Array(await file.slice(o, o + COPY_SLICE).arrayBuffer());
-          if (a.write(bytes, { at: o }) !== bytes.length) throw new Error('short write');
-        }
-        a.flush();
-      } finally {
-        a.close();
+        for (let o = 0; o < file.size; o += COPY_SLICE) await w.write(new Uint8Array(await file.slice(o, o + COPY_SLICE).arrayBuffer()));
+      } catch (e) {
+        await w.abort().catch(() => {});
+        throw e;
       }
+      await w.close();
       ix[to] = [file.size, Date.now()];
       return true;
     } catch {

@@ -3,12 +3,12 @@
  * the page's main thread. Files are read in slices (Blob.slice), never whole; a downloaded file
  * is collected into Blobs, which the browser may keep on disk.
  */
-import init from '../../wasm/pkg/dsync_wasm.js';
 import type { Source } from '../../shared/src/chunk-index.ts';
 import { blobSource } from './blob-source.ts';
 import { HashPool, type HashReply, type HashWorker, OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 import { ConnectionLost, RemoteError } from '../../shared/src/conn.ts';
 import { StoredKnown } from './known-store.ts';
+import { initWasm } from './wasm-init.ts';
 import { type LatestInfo, guardedPush } from '../../shared/src/guarded-push.ts';
 import { keepSynced, withKept } from './kept-push.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
@@ -19,11 +19,11 @@ import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
 /** The wasm module, fetched from the server at start-up; a fetch that failed (the server was
  *  away) is tried again by the next transfer, and that transfer's failure reads "unreachable". */
 class WasmUnavailable extends Error {}
-let ready: Promise<unknown> = init();
+let ready: Promise<unknown> = initWasm();
 ready.catch(() => {}); // handled by the next transfer
 const wasm = () =>
   (ready = ready.catch(() =>
-    init().catch((e: Error) => {
+    initWasm().catch((e: Error) => {
       throw new WasmUnavailable(`the sync module could not be loaded: ${e.message}`);
     }),
   ));
@@ -114,6 +114,9 @@ class Job {
       if (e.code === ErrorCode.Unauthorized) return { kind: 'refused', message };
       if (e.code === ErrorCode.LimitExceeded) return { kind: 'limit', message };
       if (e.code === ErrorCode.StaleBasis) return { kind: 'stale', message };
+      // the bytes sent are not those chunked: the file changed on disk while it was read (a
+      // browser that does not refuse such reads, as Firefox with a file rewritten in place)
+      if (e.code === ErrorCode.VerifyFailed) return { kind: 'unreadable', message };
     }
     if (e instanceof DOMException && ['NotReadableError', 'NotFoundError', 'SecurityError', 'NotAllowedError'].includes(e.name)) return { kind: 'unreadable', message };
     return { kind: 'error', message };

@@ -43,8 +43,9 @@ const SCHEDULE: [[usize; 16]; 7] = {
     s
 };
 
-/// One 32-bit word of each of the four lanes: a wasm v128, or a plain array natively (tests).
-#[cfg(target_arch = "wasm32")]
+/// One 32-bit word of each of the four lanes: a wasm v128, or a plain array natively (tests)
+/// and in the build without SIMD (browsers before it: scripts/setup.sh).
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod v {
     use core::arch::wasm32::*;
     pub type V = v128;
@@ -109,7 +110,7 @@ mod v {
         out
     }
 }
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 mod v {
     pub type V = [u32; 4];
     #[inline(always)]
