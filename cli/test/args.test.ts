@@ -6,11 +6,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { DEFAULTS } from '../../server/src/config.ts';
+import { DEFAULTS, kebab } from '../../server/src/config.ts';
 import { testServer } from '../../harness/helpers.ts';
 import { dsync, jsonLines } from './run.ts';
 
-const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
 const COMMANDS = ['push', 'pull', 'ls', 'log', 'mv', 'rm', 'restore', 'serve', 'adduser', 'gc', 'check', 'chunk'];
 
 test('a misspelt flag is exit status 2 with the nearest flag as a hint, and nothing runs', async () => {

@@ -3,9 +3,8 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { DEFAULTS } from '../src/config.ts';
+import { DEFAULTS, kebab } from '../src/config.ts';
 
-const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
 const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
 
 test('README: the settings table lists every setting with its default, and nothing else', () => {
