@@ -98,7 +98,7 @@ outside it by its path from its parent (push /tmp/x.txt stores x.txt). Several f
 one connection. Two files of one name are refused before anything is sent. A file that
 cannot be read is reported and the rest still go. The version last pushed or pulled of each
 file is remembered (in $DSYNC_CACHE_DIR, else ~/.cache/dsync/known), so the next push of a
-small change takes one round trip. Files of 64 MiB and more are hashed by worker threads
+small change takes one round trip. Files of ${OFF_THREAD_MIN >> 20} MiB and more are hashed by worker threads
 while they are chunked.
 
 A push never puts an older copy over a newer version: each file goes against the version this
