@@ -14,6 +14,7 @@ import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../shared/src/protocol.ts';
 import { Connection, pull, push } from '../shared/src/sync-client.ts';
 import { LocalChanged, type LocalTree, type RemoteFolder, type Stat } from '../shared/src/sync-engine.ts';
 import type { RemoteFile } from '../shared/src/sync-plan.ts';
+import { SYNC_RETRIES } from '../shared/src/limits.ts';
 import type { Values } from './command.ts';
 import { ApiError, api, syncUrl, webSocket } from './remote.ts';
 
@@ -209,6 +210,7 @@ export interface RemoteOptions {
   tree: NodeTree;
   device: string;
   known?: KnownVersions;
+  /** reconnects of one transfer after a lost connection (default SYNC_RETRIES) */
   retries?: number;
   now?: () => Date;
 }
@@ -314,7 +316,7 @@ export class HttpFolder implements RemoteFolder {
     const fh = await fs.open(this.o.tree.file(p), 'r');
     try {
       const st = await fh.stat();
-      const r = await this.leased((connection) => push(fileSource(fh, st.size), { url: this.url, name: this.full(p), WebSocket: this.WebSocket, connection, expect: basisVersion ? { version: basisVersion } : 'absent', retries: this.o.retries ?? 1, known: this.o.known }));
+      const r = await this.leased((connection) => push(fileSource(fh, st.size), { url: this.url, name: this.full(p), WebSocket: this.WebSocket, connection, expect: basisVersion ? { version: basisVersion } : 'absent', retries: this.o.retries ?? SYNC_RETRIES, known: this.o.known }));
       return { version: r.version, root: r.root, size: st.size, mtimeMs: st.mtimeMs };
     } finally {
       await fh.close();

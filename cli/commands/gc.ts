@@ -2,6 +2,7 @@
 import { formatBytes, formatDuration } from '../../shared/src/units.ts';
 import { type Command, intFlag, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
+import { DEFAULTS, MAX_GC_WINDOW_MS, S3_MIN_GC_AGE_MS } from '../../server/src/config.ts';
 import { runGc } from '../../server/src/store.ts';
 import { STORE_OPTS, storeConfig, withStore } from '../store-options.ts';
 
@@ -12,10 +13,10 @@ version refers to. Safe while servers run on the same store (they also collect b
 themselves every --gc-interval-ms). Prints what it deleted.`,
   options: {
     ...STORE_OPTS,
-    'keep-versions': { type: 'string', arg: 'N', help: 'versions kept of each file, 0: all (default: $DSYNC_KEEP_VERSIONS, else 0)' },
-    'keep-days': { type: 'string', arg: 'N', help: 'versions younger than N days are kept, 0: no limit (default: $DSYNC_KEEP_DAYS, else 0)' },
-    'min-age-ms': { type: 'string', arg: 'N', help: 'leave objects younger than this, uploads in progress; 0: none (default: $DSYNC_GC_MIN_AGE_MS, else an hour)' },
-    'window-ms': { type: 'string', arg: 'N', help: 'the commit window it waits before its second mark, 0 to 300000 (default: $DSYNC_GC_WINDOW_MS, else 30 s)' },
+    'keep-versions': { type: 'string', arg: 'N', help: `versions kept of each file, 0: all (default: $DSYNC_KEEP_VERSIONS, else ${DEFAULTS.keepVersions})` },
+    'keep-days': { type: 'string', arg: 'N', help: `versions younger than N days are kept, 0: no limit (default: $DSYNC_KEEP_DAYS, else ${DEFAULTS.keepDays})` },
+    'min-age-ms': { type: 'string', arg: 'N', help: `leave objects younger than this, uploads in progress; 0: none, at least ${S3_MIN_GC_AGE_MS} on an s3:// store (default: $DSYNC_GC_MIN_AGE_MS, else ${DEFAULTS.gcMinAgeMs})` },
+    'window-ms': { type: 'string', arg: 'N', help: `the commit window it waits before its second mark, 0 to ${MAX_GC_WINDOW_MS} (default: $DSYNC_GC_WINDOW_MS, else ${DEFAULTS.gcWindowMs})` },
     json: JSON_OPT,
   },
   positionals: [0, 0],

@@ -19,6 +19,7 @@ import { Connection, type SyncReport, push } from '../../shared/src/sync-client.
 import { type GuardedOutcome, type LatestInfo, guardedPush } from '../../shared/src/guarded-push.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
+import { PUSH_RETRIES } from '../../shared/src/limits.ts';
 import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
 import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson, progressBar, syncSummary } from '../output.ts';
@@ -97,7 +98,7 @@ outside it by its path from its parent (push /tmp/x.txt stores x.txt). Several f
 one connection. Two files of one name are refused before anything is sent. A file that
 cannot be read is reported and the rest still go. The version last pushed or pulled of each
 file is remembered (in $DSYNC_CACHE_DIR, else ~/.cache/dsync/known), so the next push of a
-small change takes one round trip. Files of 64 MiB and more are hashed by worker threads
+small change takes one round trip. Files of ${OFF_THREAD_MIN >> 20} MiB and more are hashed by worker threads
 while they are chunked.
 
 A push never puts an older copy over a newer version: each file goes against the version this
@@ -116,6 +117,7 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
     name: { type: 'string', arg: 'NAME', help: 'store the one FILE under this name' },
     'basis-version': { type: 'string', arg: 'V', help: 'refuse (StaleBasis) if the latest version is no longer V' },
     force: { type: 'boolean', help: 'push as a new version even if the server has a version this client has not seen' },
+    retries: { type: 'string', arg: 'N', help: `reconnect this many times after a lost connection (default ${PUSH_RETRIES})` },
     ...SYNC_OPTS,
     json: JSON_OPT,
   },
@@ -124,7 +126,7 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
     const url = syncUrl(values);
     const params = chunkParams(values);
     const algo = algoOf(values);
-    const retries = intFlag(values, 'retries', 3);
+    const retries = intFlag(values, 'retries', PUSH_RETRIES);
     const basisVersion = intFlag(values, 'basis-version', 0);
     if (basisVersion && values.force) throw new UsageError('--basis-version and --force contradict each other');
     const human = humanOutput(values);

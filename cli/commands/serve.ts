@@ -5,17 +5,14 @@
  * environment. Plus --log-format and --data, the store's other name.
  */
 import path from 'node:path';
-import { DEFAULTS, type ServerConfig, loadConfig } from '../../server/src/config.ts';
+import { DEFAULTS, STORE_ALIAS, type ServerConfig, kebab, loadConfig } from '../../server/src/config.ts';
 import { LOG_FORMATS, type LogFormat, SHUTDOWN_GRACE_MS, banner, goodbye, logger } from '../../server/src/log.ts';
 import { inWorker, superviseWorkers } from '../../server/src/cluster.ts';
 import { startServer } from '../../server/src/server.ts';
 import { type Command, type Opts, UsageError, type Values, str } from '../command.ts';
 
-const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
-
-/** The config key of the store's location, and its other name. */
+/** The config key of the store's location. */
 const STORE_KEY = 'store';
-const STORE_ALIAS = 'data';
 
 /** One flag per setting: `--max-file-size N`; `--paper-exact` and `--no-paper-exact`. */
 function settingFlags(): Opts {
@@ -41,17 +38,14 @@ function settings(values: Values): Record<string, string | boolean> {
     if (values[`no-${flag}`]) flags[flag] = false;
   }
   const alias = str(values, STORE_ALIAS);
-  if (alias !== undefined) {
-    if (values[kebab(STORE_KEY)] !== undefined) throw new UsageError(`--${STORE_ALIAS} and --${kebab(STORE_KEY)} name the same setting`);
-    flags[kebab(STORE_KEY)] = alias;
-  }
+  if (alias !== undefined) flags[STORE_ALIAS] = alias;
   return flags;
 }
 
 export const command: Command = {
-  usage: 'serve [--port 8080] [--host 127.0.0.1] [--store DIR] [--users FILE] [--log-format human|json] [settings…]',
+  usage: `serve [--port ${DEFAULTS.port}] [--host ${DEFAULTS.host}] [--store DIR] [--users FILE] [--log-format human|json] [settings…]`,
   about: `Runs the server: the page at http://HOST:PORT/, the sync WebSocket at /sync, the REST API
-at /api. It listens on this machine only (127.0.0.1) unless --host says otherwise: --host
+at /api. It listens on this machine only (${DEFAULTS.host}) unless --host says otherwise: --host
 0.0.0.0 lets a phone on your network in, and warns when there are no accounts (--users).
 Every setting below also reads DSYNC_<NAME> from the environment (DSYNC_MAX_FILE_SIZE); sizes
 are in bytes (1e9 is 1 GB). Logs one line per sync: human on a terminal, JSON objects

@@ -7,7 +7,7 @@
 import { mkdirSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import path from 'node:path';
-import { SYNC_MAX_DELETE_MIN, SYNC_MAX_DELETE_SHARE } from '../../shared/src/limits.ts';
+import { SYNC_MAX_DELETE_MIN, SYNC_MAX_DELETE_SHARE, SYNC_RETRIES } from '../../shared/src/limits.ts';
 import { type Done, type EngineOptions, type SyncReport, syncUntilStill } from '../../shared/src/sync-engine.ts';
 import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
@@ -103,7 +103,7 @@ JSON object per action and one per pass ({"pass": …}).`,
     watch: { type: 'boolean', short: 'w', help: 'keep running and sync every change as it happens' },
     device: { type: 'string', arg: 'NAME', help: "this device's name in conflict copies (default: the host name)" },
     'max-delete': { type: 'string', arg: 'N%|N', help: `a pass deletes at most this share or count of the folder's files (default ${SYNC_MAX_DELETE_SHARE * 100}%, at least ${SYNC_MAX_DELETE_MIN})` },
-    retries: { type: 'string', arg: 'N', help: 'reconnect this many times after a lost connection during one transfer (default 1)' },
+    retries: { type: 'string', arg: 'N', help: `reconnect this many times after a lost connection during one transfer (default ${SYNC_RETRIES})` },
     json: JSON_OPT,
   },
   positionals: [1, 1],
@@ -113,7 +113,7 @@ JSON object per action and one per pass ({"pass": …}).`,
     const folder = (given ?? path.basename(dir)).normalize('NFC').replace(/^\/+|\/+$/g, '');
     if (folder.split('/').some((c) => c === '' || c === '.' || c === '..') && folder !== '') throw new UsageError(`--remote ${given}: not a folder name`);
     const { share, min } = maxDeleteOf(values);
-    const retries = intFlag(values, 'retries', 1);
+    const retries = intFlag(values, 'retries', SYNC_RETRIES);
     const device = str(values, 'device') ?? hostname();
     const human = humanOutput(values);
     try {

@@ -6,11 +6,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { DEFAULTS } from '../../server/src/config.ts';
+import { DEFAULTS, kebab } from '../../server/src/config.ts';
 import { testServer } from '../../harness/helpers.ts';
 import { dsync, jsonLines } from './run.ts';
 
-const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
 const COMMANDS = ['push', 'pull', 'ls', 'log', 'mv', 'rm', 'restore', 'serve', 'adduser', 'gc', 'check', 'chunk'];
 
 test('a misspelt flag is exit status 2 with the nearest flag as a hint, and nothing runs', async () => {
@@ -37,6 +36,9 @@ test('a misspelt flag is exit status 2 with the nearest flag as a hint, and noth
     assert.match((await dsync(['push', 'f', '--json=yes', '--server', 'x:1'])).stderr, /--json is a switch/);
     assert.equal((await dsync(['pull', 'a', 'b', '--out', 'x', '--server', 'x:1'])).code, 2, 'one NAME only');
     assert.equal((await dsync(['serve', '--data', dir, '--store', dir])).code, 2, '--data and --store name one setting');
+    const both = await dsync(['check', '--data', dir, '--store', dir]);
+    assert.equal(both.code, 2, 'check: --data and --store name one setting');
+    assert.match(both.stderr, /--data and --store name the same setting/);
     assert.equal((await dsync(['serve', '--deflate', '--no-deflate'])).code, 2);
     assert.equal((await dsync(['serve', '--log-format', 'xml', '--port', '0', '--data', dir])).code, 2);
   } finally {

@@ -5,6 +5,7 @@
  * thousands of sockets.
  */
 import type { SyncReport } from '../../shared/src/sync-client.ts';
+import { PAGE_RETRIES } from '../../shared/src/limits.ts';
 import { moved } from './messages.ts';
 import type { Failure, FromWorker, Guard, Step, ToWorker } from './worker-api.ts';
 
@@ -55,7 +56,7 @@ export interface TransfersOptions {
   /** this device's label, in the name of a conflict copy an upload makes */
   device: string;
   parallel?: number;
-  /** reconnects of an upload after a lost connection before it fails */
+  /** reconnects of an upload after a lost connection before it fails (default PAGE_RETRIES) */
   retries?: number;
   /** a second look at a connection failure (e.g. the server now says "sign in") */
   diagnose?: (f: Failure) => Promise<Failure>;
@@ -95,7 +96,7 @@ export class Transfers {
   upload(files: { file: File; name: string }[]) {
     const fresh = files.map(({ file, name }): Transfer => {
       const id = this.nextId++;
-      this.requests.set(id, { kind: 'push', id, file, name, url: this.opts.url, retries: this.opts.retries ?? 2, user: this.user, device: this.opts.device });
+      this.requests.set(id, { kind: 'push', id, file, name, url: this.opts.url, retries: this.opts.retries ?? PAGE_RETRIES, user: this.user, device: this.opts.device });
       return { id, direction: 'up', name, size: file.size, status: 'queued' };
     });
     this.add(fresh);

@@ -33,6 +33,7 @@ import { createHash, randomBytes, scrypt, scryptSync, timingSafeEqual } from 'no
 import { existsSync, readFileSync, renameSync, unwatchFile, watchFile, writeFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
+import { DEFAULTS } from './config.ts';
 import { LoginLimiter } from './guard.ts';
 import { Logins } from './logins.ts';
 import type { Backend } from './store/backend.ts';
@@ -266,7 +267,7 @@ export class Auth {
     /** whether a request came over https (directly or through a trusted proxy) */
     private isHttps: (req: IncomingMessage) => boolean,
     private allowedOrigins: string[] = [],
-    limits: LoginLimits = { maxLoginAttempts: 5, loginBackoffMaxMs: 30_000, maxLoginHashes: 2 },
+    limits: LoginLimits = DEFAULTS,
     private log: (e: Record<string, unknown>) => void = () => {},
     sessionTtlMs = 7 * 24 * 3600 * 1000,
   ) {

@@ -2,7 +2,7 @@
  * Server settings. Every limit is explicit, has a safe default, and can be set by a command
  * line flag (`dsync serve --max-file-size 1e9`) or an environment variable (DSYNC_MAX_FILE_SIZE).
  */
-import { MAX_CHUNKS, MAX_CHUNK_SIZE, MAX_FILE_SIZE, MAX_MESSAGE, MAX_REFINE_BYTES, SPLIT_THRESHOLD } from '../../shared/src/limits.ts';
+import { MAX_CHUNKS, MAX_CHUNK_SIZE, MAX_FILE_SIZE, MAX_IN_FLIGHT, MAX_MESSAGE, MAX_REFINE_BYTES, SPLIT_THRESHOLD } from '../../shared/src/limits.ts';
 
 export interface ServerConfig {
   host: string;
@@ -124,7 +124,7 @@ export const DEFAULTS: ServerConfig = {
   maxConnections: 10_000,
   maxSessionsPerUser: 64,
   phaseTimeoutMs: 3_600_000,
-  maxInFlight: 16 << 20,
+  maxInFlight: MAX_IN_FLIGHT,
   resumeWindowMs: 600_000,
   workers: 1,
   allowedHosts: '',
@@ -154,15 +154,23 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Settings that must be whole numbers of milliseconds, and the largest each may be. */
 const WHOLE_MS: Partial<Record<keyof ServerConfig, number>> = { gcIntervalMs: MAX_TIMER_MS, gcMinAgeMs: Number.MAX_SAFE_INTEGER, gcWindowMs: MAX_GC_WINDOW_MS, storeTimeoutMs: MAX_TIMER_MS, healthTimeoutMs: MAX_TIMER_MS };
 
-const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
+/** A setting's flag name: maxFileSize is --max-file-size. */
+export const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
 const envName = (k: string) => 'DSYNC_' + kebab(k).replace(/-/g, '_').toUpperCase();
 
-/** Builds the configuration from defaults, then environment variables, then flags. */
+/** The store's other name: `--data DIR` (DSYNC_DATA) is `--store DIR`. */
+export const STORE_ALIAS = 'data';
+
+/** Builds the configuration from defaults, then environment variables, then flags (keys in
+ *  kebab case, and STORE_ALIAS). */
 export function loadConfig(flags: Record<string, string | boolean>, env = process.env): ServerConfig {
   const cfg: ServerConfig = { ...DEFAULTS };
-  // --data DIR is the older name of --store DIR
-  if (flags.data !== undefined && flags.store === undefined) flags = { ...flags, store: flags.data };
-  if (env.DSYNC_DATA !== undefined && env.DSYNC_STORE === undefined) env = { ...env, DSYNC_STORE: env.DSYNC_DATA };
+  if (flags[STORE_ALIAS] !== undefined) {
+    if (flags.store !== undefined) throw new Error(`--${STORE_ALIAS} and --store name the same setting`);
+    flags = { ...flags, store: flags[STORE_ALIAS] };
+  }
+  const envAlias = envName(STORE_ALIAS);
+  if (env[envAlias] !== undefined && env.DSYNC_STORE === undefined) env = { ...env, DSYNC_STORE: env[envAlias] };
   for (const key of Object.keys(DEFAULTS) as (keyof ServerConfig)[]) {
     let raw: string | boolean | undefined = env[envName(key)];
     if (flags[kebab(key)] !== undefined) raw = flags[kebab(key)];

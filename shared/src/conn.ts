@@ -7,7 +7,7 @@
 import { giveBuffers, takeBuffer } from './buffers.ts';
 import { decode, deltaRunHead, encode } from './codec.ts';
 import type { Message } from './messages.ts';
-import { DEFAULT_LIMITS, type Limits } from './limits.ts';
+import { DEFAULT_LIMITS, type Limits, MAX_IN_FLIGHT } from './limits.ts';
 import { ErrorCode, Msg, ProtocolError } from './protocol.ts';
 
 /** Payload bytes per protocol part, before compression, both directions. */
@@ -83,7 +83,8 @@ const FRAME_ROOM = (1 << 20) + (64 << 10);
 
 export interface ConnOptions {
   limits?: Limits;
-  /** pause reading when this many received bytes wait to be processed (if the socket can) */
+  /** pause reading when this many received bytes wait to be processed (if the socket can;
+   *  default MAX_IN_FLIGHT) */
   maxQueuedBytes?: number;
   /** wait before sending while the socket buffers more than this */
   maxBufferedBytes?: number;
@@ -115,7 +116,7 @@ export class Conn {
     opts: ConnOptions = {},
   ) {
     this.limits = opts.limits ?? DEFAULT_LIMITS;
-    this.maxQueued = opts.maxQueuedBytes ?? 16 << 20;
+    this.maxQueued = opts.maxQueuedBytes ?? MAX_IN_FLIGHT;
     this.maxBuffered = opts.maxBufferedBytes ?? 4 << 20;
     this.native = typeof WebSocket === 'function' && ws instanceof WebSocket;
     ws.binaryType = 'arraybuffer';

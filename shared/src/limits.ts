@@ -108,6 +108,9 @@ export const MAX_FILE_SIZE = 64 * 2 ** 30;
 export const MAX_CHUNKS = 16 << 20;
 /** Largest `max` chunk size a client may ask for. */
 export const MAX_CHUNK_SIZE = 4 << 20;
+/** Received bytes a session may hold unprocessed before its side stops reading the socket
+ *  (the server's `--max-in-flight`; a client's connection holds as much). */
+export const MAX_IN_FLIGHT = 16 << 20;
 
 /** Bytes of kept versions (shared/src/kept.ts) a client holds by default, in all (decimal, as
  *  every size the user sees): a few dozen files of some MB each, on a disk of hundreds of GB.
@@ -129,6 +132,18 @@ export const SEARCH_FOLDERS = 200;
  *  SEARCH_FOLDERS catalogs): a search of a huge namespace with few hits pauses there, and the
  *  person asks for more. */
 export const SEARCH_REQUESTS = 10;
+
+// ---------------------------------------------------------------------------------------------
+// Reconnecting: a push whose connection is lost runs again on a new one, resuming what the
+// server kept (shared/src/sync-client.ts; the library itself retries only when asked)
+
+/** `dsync push --retries`: reconnections of one push (docs/protocol.md §3). */
+export const PUSH_RETRIES = 3;
+/** The page's reconnections of one transfer (client/src/transfers.ts), before the transfer
+ *  fails and waits for the server to answer again. */
+export const PAGE_RETRIES = 2;
+/** `dsync sync --retries`: reconnections of one transfer of a pass (the next pass tries again). */
+export const SYNC_RETRIES = 1;
 
 // The sync engine (shared/src/sync-engine.ts, docs/sync.md)
 

@@ -4,11 +4,10 @@
  */
 import type { ChunkIndex } from '../../../shared/src/chunk-index.ts';
 import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
-import type { ServerConfig } from '../config.ts';
+import { DEFAULTS, type ServerConfig } from '../config.ts';
 import { Store } from '../store.ts';
 import { type Backend, NotFoundError, withTimeout } from './backend.ts';
 import { type Layout, decodeVersion, sha256hex } from './format.ts';
-import { GC_DEFAULTS } from './gc.ts';
 import { indexKey } from './keys.ts';
 import { localBackend } from './local.ts';
 import { VerifiedRanges } from './verified.ts';
@@ -26,7 +25,7 @@ export interface StoreSettings {
   /** the garbage collector's commit window W (gc.ts) */
   gcWindowMs: number;
 }
-const DEFAULT_SETTINGS: StoreSettings = { resumeWindowMs: 600_000, keepVersions: 0, keepDays: 0, gcWindowMs: GC_DEFAULTS.windowMs };
+const DEFAULT_SETTINGS: StoreSettings = { resumeWindowMs: DEFAULTS.resumeWindowMs, keepVersions: DEFAULTS.keepVersions, keepDays: DEFAULTS.keepDays, gcWindowMs: DEFAULTS.gcWindowMs };
 
 /** The whole store: a backend, the settings, and the caches every namespace shares. */
 export class Repo {
