@@ -30,7 +30,7 @@ export class HttpError extends Error {
 /** A REST request unanswered this long fails. */
 const TIMEOUT_MS = 15_000;
 
-async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+export async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
   const res = await fetch(path, {
     method,
     credentials: 'same-origin',
