@@ -465,3 +465,16 @@ export class FolderSync {
     this.timer = setTimeout(() => this.request(), this.status.watch === 'observer' && s.state === 'in-sync' ? OBSERVED_POLL_MS : POLL_MS);
   }
 }
+
+/** The page's messages to the worker about the folder sync (one folder per worker). */
+export type FolderToWorker =
+  | { kind: 'folder-start'; handle: Dir; url: string; user: string; device: string }
+  /** the server changed (the page's live events): a pass */
+  | { kind: 'folder-pass' }
+  | { kind: 'folder-allow-deletes' }
+  | { kind: 'folder-stop' };
+
+/** The worker's message to the page: where the folder sync is. */
+export type FolderFromWorker = { kind: 'folder'; status: FolderStatus };
+
+export const isFolderMessage = (m: { kind: string }): m is FolderToWorker => m.kind.startsWith('folder-');
