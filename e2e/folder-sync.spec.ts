@@ -1,0 +1,132 @@
+// The page's folder sync (client/src/folder-sync.ts) in headless Chromium against a real server,
+// with the real CLI's `dsync sync` as the other device. Playwright cannot drive the native
+// folder picker, so the test's picker hands the page a folder of its own storage (OPFS: the same
+// kind of FileSystemDirectoryHandle); everything after the pick is the page's own code.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Page } from '@playwright/test';
+import { expect, openPage, root, test } from './fixtures.ts';
+
+/** The picked folder: OPFS `proj`. */
+async function stubPicker(page: Page) {
+  await page.addInitScript(() => {
+    (window as unknown as { showDirectoryPicker: () => Promise<FileSystemDirectoryHandle> }).showDirectoryPicker = async () => (await navigator.storage.getDirectory()).getDirectoryHandle('proj', { create: true });
+  });
+}
+
+/** Writes (text) or deletes (null) `p` in the page's picked folder. */
+async function put(page: Page, p: string, text: string | null) {
+  await page.evaluate(
+    async ([p, text]) => {
+      let d = await (await navigator.storage.getDirectory()).getDirectoryHandle('proj', { create: true });
+      const parts = p!.split('/');
+      const name = parts.pop()!;
+      for (const c of parts) d = await d.getDirectoryHandle(c, { create: true });
+      if (text === null) return d.removeEntry(name);
+      const w = await (await d.getFileHandle(name, { create: true })).createWritable();
+      await w.write(text);
+      await w.close();
+    },
+    [p, text],
+  );
+}
+
+/** The picked folder's files and their text. */
+function tree(page: Page): Promise<Record<string, string>> {
+  return page.evaluate(async () => {
+    const out: Record<string, string> = {};
+    const walk = async (d: FileSystemDirectoryHandle, rel: string) => {
+      for await (const e of (d as unknown as { values(): AsyncIterable<FileSystemFileHandle | FileSystemDirectoryHandle> }).values()) {
+        if (e.kind === 'directory') await walk(e, rel + e.name + '/');
+        else out[rel + e.name] = await (await e.getFile()).text();
+      }
+    };
+    const top = await navigator.storage.getDirectory();
+    await walk(await top.getDirectoryHandle('proj', { create: true }), '');
+    return out;
+  });
+}
+
+function cliTree(dir: string, rel = ''): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const e of readdirSync(path.join(dir, rel), { withFileTypes: true })) {
+    if (e.isDirectory()) Object.assign(out, cliTree(dir, rel + e.name + '/'));
+    else out[rel + e.name] = readFileSync(path.join(dir, rel, e.name), 'utf8');
+  }
+  return out;
+}
+
+test('a picked folder and `dsync sync` on another device: edits both ways, a conflict copy on both, deletes', async ({ page, server, dir }) => {
+  const laptop = path.join(dir, 'laptop', 'proj');
+  mkdirSync(path.join(laptop, 'docs'), { recursive: true });
+  const cli = () => execFileSync(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'sync', laptop, '--server', `${server.url.replace('http', 'ws')}/sync`, '--device', 'laptop'], { env: { ...process.env, DSYNC_CACHE_DIR: path.join(dir, 'cli-cache') } });
+  const local = (p: string, text: string | null) => (text === null ? rmSync(path.join(laptop, p)) : writeFileSync(path.join(laptop, p), text));
+  const onServer = async (p: string) => {
+    const v = await server.latest(`proj/${p}`);
+    return v ? (await server.storedBytes(`proj/${p}`, v)).toString() : null;
+  };
+
+  // the laptop has two files; the page's folder one of its own
+  local('a.txt', 'a from the laptop');
+  local('docs/b.txt', 'b from the laptop');
+  cli();
+  await stubPicker(page);
+  await openPage(page, server.url);
+  await put(page, 'c.txt', 'c from the page');
+
+  const panel = page.getByTestId('folder-sync');
+  await panel.getByTestId('folder-sync-pick').click();
+  await expect(panel.getByTestId('folder-sync-folder')).toHaveAttribute('data-folder', 'proj');
+  await expect.poll(() => tree(page)).toEqual({ 'a.txt': 'a from the laptop', 'docs/b.txt': 'b from the laptop', 'c.txt': 'c from the page' });
+  await expect(panel.getByTestId('folder-sync-state')).toHaveAttribute('data-state', 'in-sync');
+  expect(await onServer('c.txt')).toBe('c from the page');
+
+  // an edit in the page's folder goes up (found by the observer or the poll); the laptop gets it
+  await put(page, 'a.txt', 'a edited in the page');
+  await expect.poll(() => onServer('a.txt')).toBe('a edited in the page');
+  cli();
+  expect(readFileSync(path.join(laptop, 'a.txt'), 'utf8')).toBe('a edited in the page');
+
+  // an edit on the laptop comes down to the page (the server's live event starts a pass)
+  local('c.txt', 'c edited on the laptop');
+  cli();
+  await expect.poll(async () => (await tree(page))['c.txt']).toBe('c edited on the laptop');
+
+  // both edit docs/b.txt while the page is closed: the laptop's lands first; the page, back
+  // (its folder remembered, the permission kept), keeps the server's version at the name and
+  // puts its own beside it as a conflict copy, which the laptop then gets too
+  await page.goto(`${server.url}/api/health`); // the same origin, without the app
+  await put(page, 'docs/b.txt', 'b edited in the page');
+  local('docs/b.txt', 'b edited on the laptop');
+  cli();
+  await openPage(page, server.url);
+  await expect(panel.getByTestId('folder-sync-conflicts')).toContainText('docs/b (conflict from Chrome on Linux');
+  const copy = (await panel.getByTestId('folder-sync-conflicts').locator('li').first().textContent())!;
+  expect(copy).toMatch(/^docs\/b \(conflict from Chrome on Linux \d{4}-\d{2}-\d{2} \d{4}\)\.txt$/);
+  await expect.poll(async () => (await tree(page))['docs/b.txt']).toBe('b edited on the laptop');
+  expect((await tree(page))[copy]).toBe('b edited in the page');
+  expect(await onServer(copy)).toBe('b edited in the page');
+  cli();
+  expect(readFileSync(path.join(laptop, 'docs/b.txt'), 'utf8')).toBe('b edited on the laptop');
+  expect(readFileSync(path.join(laptop, copy), 'utf8')).toBe('b edited in the page');
+
+  // a delete on either side deletes on the other (into the server's trash)
+  await put(page, 'c.txt', null);
+  await expect.poll(() => onServer('c.txt')).toBeNull();
+  local('a.txt', null);
+  cli();
+  expect(existsSync(path.join(laptop, 'c.txt'))).toBe(false);
+  await expect.poll(async () => Object.keys(await tree(page)).sort()).toEqual(['docs/b.txt', copy].sort());
+  expect(cliTree(laptop)).toEqual(await tree(page));
+  await expect(panel.getByTestId('folder-sync-recent')).toContainText('✕ a.txt (here)');
+});
+
+test('without the File System Access API the option says why', async ({ page, server }) => {
+  await page.addInitScript(() => {
+    for (const o of [window, Window.prototype]) delete (o as unknown as { showDirectoryPicker?: unknown }).showDirectoryPicker;
+  });
+  await openPage(page, server.url);
+  await expect(page.getByTestId('folder-sync-pick')).toBeDisabled();
+  await expect(page.getByTestId('folder-sync-unsupported')).toContainText('This browser cannot keep a folder in sync: it has no File System Access API; use Chrome or Edge on a computer, or dsync sync.');
+});
