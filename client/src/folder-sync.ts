@@ -55,6 +55,24 @@ type Dir = FileSystemDirectoryHandle;
 type Entry = FileSystemFileHandle | FileSystemDirectoryHandle;
 const entries = (d: Dir) => (d as unknown as { values(): AsyncIterable<Entry> }).values();
 
+/** The suffix of a download's temporary file (ignored: `*.dsync-tmp-*`). */
+const TEMP = '.dsync-tmp-page';
+
+/** A temporary file not written for this long is left over (no tab writes it now). */
+const STALE_TEMP_MS = 3600_000;
+
+/** Moves a file: FileSystemHandle.move where the browser has it, else a copy and then the
+ *  original (in `from`, named `old`) removed. */
+async function moveHandle(h: FileSystemFileHandle, dst: Dir, name: string, from?: Dir, old?: string) {
+  const move = (h as unknown as { move?: (d: Dir, n: string) => Promise<void> }).move;
+  if (move) return move.call(h, dst, name);
+  const copy = await dst.getFileHandle(name, { create: true });
+  const w = await copy.createWritable();
+  await w.write(await h.getFile());
+  await w.close();
+  await (from ?? dst).removeEntry(old ?? h.name);
+}
+
 /** The picked folder. Paths are '/'-separated, NFC (a name on disk in another form keeps it). */
 export class HandleTree implements LocalTree {
   private onDisk = new Map<string, string>();
@@ -119,7 +137,9 @@ export class HandleTree implements LocalTree {
           dirs.add(key);
           await walk(e, p + '/');
         } else if (ignored(key)) {
-          continue;
+          // a download's temporary file left by a tab closed mid-download
+          const at = e.name.endsWith(TEMP) ? (await e.getFile().catch(() => null))?.lastModified : undefined;
+          if (at !== undefined && Date.now() - at > STALE_TEMP_MS) await d.removeEntry(e.name).catch(() => {});
         } else if (files.has(key)) {
           skipped.push({ path: key, reason: 'two names on disk for one name (Unicode forms)', hold: true });
         } else {
@@ -153,27 +173,42 @@ export class HandleTree implements LocalTree {
     }
   }
 
-  /** Writes `data` as the file `p`, replacing it only while it still has the stat `expect`
-   *  (null: no file). createWritable writes to a file of the browser's own beside it and puts
-   *  it in place at close(), so the file is never seen half written; abort() discards it. */
-  async write(p: string, data: Blob, expect: Stat | null): Promise<Stat> {
-    if (!sameStat(await this.stat(p), expect)) throw new LocalChanged(`${p} changed here during the download`);
-    const h = await this.fileHandle(p, true);
-    // a new file exists, empty, from here on: that is the file expected at close()
-    const before = expect ?? (await this.stat(p));
-    const w = await h.createWritable({ keepExistingData: false });
-    try {
-      await w.write(data);
-    } catch (e) {
-      await w.abort().catch(() => {});
-      throw e;
-    }
-    if (!sameStat(await this.stat(p), before)) {
-      await w.abort().catch(() => {});
-      throw new LocalChanged(`${p} changed here during the download`);
-    }
-    await w.close();
-    return (await this.stat(p))!;
+  /**
+   * A writer of the file `p` that replaces it at `commit` only while it still has the stat
+   * `expect` (null: no file), else LocalChanged. An existing file is written with createWritable,
+   * which writes to a file of the browser's own beside it and puts it in place at close(): the
+   * file is never seen half written, and abort() leaves it as it was. A new file is written
+   * under a temporary name (`.NAME.dsync-tmp-page`, which the ignore rules leave alone) and
+   * moved to its name once complete.
+   */
+  async writer(p: string, expect: Stat | null) {
+    const { parents, name } = this.split(p);
+    const dir = await this.dir(parents, true);
+    const tmpName = `.${name}${TEMP}`;
+    const target = expect ? await dir.getFileHandle(name) : await dir.getFileHandle(tmpName, { create: true });
+    const w = await target.createWritable({ keepExistingData: false });
+    let open = true;
+    const discard = async () => {
+      if (open) await w.abort().catch(() => {});
+      open = false;
+      if (!expect) await dir.removeEntry(tmpName).catch(() => {});
+    };
+    return {
+      write: (b: Uint8Array) => w.write(b as Uint8Array<ArrayBuffer>),
+      abort: discard,
+      commit: async (): Promise<Stat> => {
+        try {
+          if (!sameStat(await this.stat(p), expect)) throw new LocalChanged(`${p} changed here during the download`);
+          await w.close();
+          open = false;
+          if (!expect) await moveHandle(target, dir, name);
+          return (await this.stat(p))!;
+        } catch (e) {
+          await discard();
+          throw e;
+        }
+      },
+    };
   }
 
   async rename(from: string, to: string, prune: boolean): Promise<void> {
@@ -182,8 +217,8 @@ export class HandleTree implements LocalTree {
     const dst = await this.dir(parts, true);
     if (from.toLowerCase() === to.toLowerCase()) {
       // a case-only rename: through a name of its own, so that case-insensitive systems see it
-      const tmp = [...parts, `${name}.dsync-tmp-page`].join('/');
-      await this.moveFile(from, dst, `${name}.dsync-tmp-page`);
+      const tmp = [...parts, `${name}${TEMP}`].join('/');
+      await this.moveFile(from, dst, `${name}${TEMP}`);
       await this.moveFile(tmp, dst, name);
     } else {
       if (await this.stat(to)) throw new Error(`${to} exists here`);
@@ -193,17 +228,10 @@ export class HandleTree implements LocalTree {
     if (prune) await this.pruneUp(this.split(from).parents);
   }
 
-  /** FileSystemHandle.move where the browser has it; else a copy, then the original removed. */
   private async moveFile(from: string, dst: Dir, name: string) {
-    const h = await this.fileHandle(from);
-    const move = (h as unknown as { move?: (d: Dir, n: string) => Promise<void> }).move;
-    if (move) return move.call(h, dst, name);
-    const copy = await dst.getFileHandle(name, { create: true });
-    const w = await copy.createWritable();
-    await w.write(await h.getFile());
-    await w.close();
     const { parents, name: old } = this.split(from);
-    await (await this.dir(parents)).removeEntry(old);
+    const src = await this.dir(parents);
+    await moveHandle(await src.getFileHandle(old), dst, name, src, old);
   }
 
   async remove(p: string, prune: boolean): Promise<void> {
@@ -264,30 +292,25 @@ export class PageFolder extends ApiFolder {
 
   async pull(p: string, version: number, expect: Stat | null, basis?: string) {
     const basisFile = basis ? await this.tree.file(basis).catch(() => null) : null;
-    const parts: Uint8Array[] = [];
-    let blob = null as Blob | null;
-    const r = await this.leased((connection) =>
-      pull({
-        url: this.a.url,
-        name: this.full(p),
-        version,
-        WebSocket: this.a.WebSocket,
-        connection,
-        known: this.known,
-        basis: basisFile ? blobSource(basisFile) : null,
-        sink: {
-          write: async (b) => void parts.push(b.slice()), // the session may reuse its buffer
-          commit: async () => {
-            blob = new Blob(parts as BlobPart[]);
-            parts.length = 0;
-            return 0;
-          },
-          abort: async () => void (parts.length = 0),
-        },
-      }),
-    );
-    const st = await this.tree.write(p, blob!, expect);
-    return { version: r.version, root: r.root, ...st };
+    const out = await this.tree.writer(p, expect);
+    let st: Stat | null = null;
+    try {
+      const r = await this.leased((connection) =>
+        pull({
+          url: this.a.url,
+          name: this.full(p),
+          version,
+          WebSocket: this.a.WebSocket,
+          connection,
+          known: this.known,
+          basis: basisFile ? blobSource(basisFile) : null,
+          sink: { write: out.write, commit: async () => ((st = await out.commit()), 0), abort: out.abort },
+        }),
+      );
+      return { version: r.version, root: r.root, ...st! };
+    } finally {
+      if (!st) await out.abort();
+    }
   }
 }
 
@@ -301,8 +324,10 @@ function request<T>(r: IDBRequest<T>): Promise<T> {
   });
 }
 
-/** The agreed state of one synced folder in IndexedDB, keyed by user, server and folder. A
- *  record that does not read back is an empty state (docs/sync.md: nothing is lost, only time). */
+/** The agreed state of one synced folder in IndexedDB, keyed by user, server and folder, with
+ *  the local folder's handle: a state agreed with another local folder of the same name (its
+ *  files would read as deleted here) is not used. A record that does not read back is an empty
+ *  state (docs/sync.md: nothing is lost, only time). */
 export class StoredState implements SyncState {
   files = new Map<string, Agreed>();
   folders = new Set<string>();
@@ -310,14 +335,16 @@ export class StoredState implements SyncState {
   private constructor(
     private readonly db: IDBDatabase,
     private readonly key: string,
+    private readonly handle: Dir,
   ) {}
 
-  static async open(key: string): Promise<StoredState> {
+  static async open(key: string, handle: Dir): Promise<StoredState> {
     const r = indexedDB.open(DB, 1);
     r.onupgradeneeded = () => r.result.createObjectStore(STORE);
     const db = await request(r);
-    const s = new StoredState(db, key);
-    const j = (await request(db.transaction(STORE, 'readonly').objectStore(STORE).get(key))) as { files?: unknown; folders?: unknown } | undefined;
+    const s = new StoredState(db, key, handle);
+    const j = (await request(db.transaction(STORE, 'readonly').objectStore(STORE).get(key))) as { files?: unknown; folders?: unknown; handle?: Dir } | undefined;
+    if (!j?.handle || !(await j.handle.isSameEntry(handle).catch(() => false))) return s;
     if (Array.isArray(j?.files))
       for (const e of j.files) {
         if (!Array.isArray(e) || e.length !== 5) continue;
@@ -331,7 +358,7 @@ export class StoredState implements SyncState {
   async save(): Promise<void> {
     const files = [...this.files].map(([p, a]) => [p, a.version, a.hash, a.size, a.mtimeMs]);
     const tx = this.db.transaction(STORE, 'readwrite');
-    tx.objectStore(STORE).put({ files, folders: [...this.folders] }, this.key);
+    tx.objectStore(STORE).put({ files, folders: [...this.folders], handle: this.handle }, this.key);
     await new Promise<void>((ok, fail) => {
       tx.oncomplete = () => ok();
       tx.onerror = () => fail(tx.error);
@@ -370,7 +397,7 @@ export class FolderSync {
     const folder = o.handle.name;
     this.tree = new HandleTree(o.handle);
     this.remote = new PageFolder(this.tree, folder, o.url, o.known);
-    this.state = StoredState.open(`${o.user || 'local'}\n${new URL(o.url).host}\n${folder}`);
+    this.state = StoredState.open(`${o.user || 'local'}\n${new URL(o.url).host}\n${folder}`, o.handle);
     this.status = { folder, state: 'syncing', recent: [], conflicts: [], skipped: [], watch: 'polling' };
     void this.observe();
     this.request();
