@@ -32,14 +32,31 @@ async function put(page: Page, p: string, text: string | null) {
   );
 }
 
-/** The picked folder's files and their text. */
-function tree(page: Page): Promise<Record<string, string>> {
+/** The picked folder's files and their text (read while the page's sync may be writing: a
+ *  listing that meets an entry removed meanwhile is read again). */
+async function tree(page: Page): Promise<Record<string, string>> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await readTree(page);
+    } catch (e) {
+      if (attempt >= 20 || !String(e).includes('NotFoundError')) throw e;
+      await page.waitForTimeout(100);
+    }
+  }
+}
+
+function readTree(page: Page): Promise<Record<string, string>> {
   return page.evaluate(async () => {
     const out: Record<string, string> = {};
     const walk = async (d: FileSystemDirectoryHandle, rel: string) => {
       for await (const e of (d as unknown as { values(): AsyncIterable<FileSystemFileHandle | FileSystemDirectoryHandle> }).values()) {
         if (e.kind === 'directory') await walk(e, rel + e.name + '/');
-        else out[rel + e.name] = await (await e.getFile()).text();
+        // (a download's temporary file, moved into place while this reads, is not listed, nor
+        // a file deleted while this reads)
+        else if (!e.name.includes('.dsync-tmp-')) {
+          const text = await e.getFile().then((f) => f.text(), () => null);
+          if (text !== null) out[rel + e.name] = text;
+        }
       }
     };
     const top = await navigator.storage.getDirectory();
@@ -129,4 +146,36 @@ test('without the File System Access API the option says why', async ({ page, se
   await openPage(page, server.url);
   await expect(page.getByTestId('folder-sync-pick')).toBeDisabled();
   await expect(page.getByTestId('folder-sync-unsupported')).toContainText('This browser cannot keep a folder in sync: it has no File System Access API; use Chrome or Edge on a computer, or dsync sync.');
+});
+
+test('the delete guard stops a pass that would delete most of the folder, until allowed once', async ({ page, server, dir }) => {
+  const laptop = path.join(dir, 'laptop', 'proj');
+  mkdirSync(laptop, { recursive: true });
+  const cli = (...flags: string[]) => execFileSync(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'sync', laptop, '--server', `${server.url.replace('http', 'ws')}/sync`, '--device', 'laptop', ...flags], { env: { ...process.env, DSYNC_CACHE_DIR: path.join(dir, 'cli-cache') } });
+  const names = Array.from({ length: 12 }, (_, i) => `f${i}.txt`);
+  for (const n of names) writeFileSync(path.join(laptop, n), `file ${n}`);
+  cli();
+  await stubPicker(page);
+  await openPage(page, server.url);
+  const panel = page.getByTestId('folder-sync');
+  await panel.getByTestId('folder-sync-pick').click();
+  await expect.poll(async () => Object.keys(await tree(page)).length).toBe(12);
+  await expect(panel.getByTestId('folder-sync-state')).toHaveAttribute('data-state', 'in-sync');
+
+  // while the page is closed, the laptop deletes 11 of the 12 (its own guard allowed with
+  // --max-delete); the guard counts per pass, so an open page would see them as they come
+  await page.goto(`${server.url}/api/health`);
+  for (const n of names.slice(1)) rmSync(path.join(laptop, n));
+  cli('--max-delete', '100%');
+  await openPage(page, server.url);
+  await expect(panel.getByTestId('folder-sync-state')).toHaveAttribute('data-state', 'guard');
+  await expect(panel.getByTestId('folder-sync-guard')).toContainText('This pass would delete 11 of 12 files');
+  // polls go on, and delete nothing
+  await page.waitForTimeout(3000);
+  expect(Object.keys(await tree(page)).length).toBe(12);
+  await expect(panel.getByTestId('folder-sync-state')).toHaveAttribute('data-state', 'guard');
+
+  await panel.getByTestId('folder-sync-allow').click();
+  await expect.poll(async () => Object.keys(await tree(page))).toEqual(['f0.txt']);
+  await expect(panel.getByTestId('folder-sync-state')).toHaveAttribute('data-state', 'in-sync');
 });
