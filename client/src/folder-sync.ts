@@ -286,8 +286,15 @@ export class PageFolder extends ApiFolder {
 
   async push(p: string, basisVersion: number) {
     const f = await this.tree.file(p);
-    const r = await this.leased((connection) => push(blobSource(f), { url: this.a.url, name: this.full(p), WebSocket: this.a.WebSocket, connection, expect: basisVersion ? { version: basisVersion } : 'absent', retries: 1, known: this.known }));
-    return { version: r.version, root: r.root, size: f.size, mtimeMs: f.lastModified };
+    try {
+      const r = await this.leased((connection) => push(blobSource(f), { url: this.a.url, name: this.full(p), WebSocket: this.a.WebSocket, connection, expect: basisVersion ? { version: basisVersion } : 'absent', retries: 1, known: this.known }));
+      return { version: r.version, root: r.root, size: f.size, mtimeMs: f.lastModified };
+    } catch (e) {
+      // the file changed on disk while it was read (a File's reads then fail): the next pass
+      // reads it again
+      if (named(e, 'NotReadableError')) throw new LocalChanged(`${p} changed here during the upload`);
+      throw e;
+    }
   }
 
   async pull(p: string, version: number, expect: Stat | null, basis?: string) {
