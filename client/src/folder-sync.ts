@@ -406,6 +406,7 @@ export class FolderSync {
     this.remote = new PageFolder(this.tree, folder, o.url, o.known);
     this.state = StoredState.open(`${o.user || 'local'}\n${new URL(o.url).host}\n${folder}`, o.handle);
     this.status = { folder, state: 'syncing', recent: [], conflicts: [], skipped: [], watch: 'polling' };
+    o.post({ ...this.status });
     void this.observe();
     this.request();
   }
@@ -462,12 +463,6 @@ export class FolderSync {
     try {
       do {
         this.again = false;
-        // a pass stopped by the delete guard stays stopped until it is allowed, or the deletes
-        // are gone (each poll checks again)
-        if (s.state !== 'guard' || this.allowOnce) {
-          s.state = 'syncing';
-          this.o.post({ ...s });
-        }
         const allow = this.allowOnce;
         this.allowOnce = false;
         const r = await syncUntilStill(this.tree, this.remote, await this.state, {
@@ -476,6 +471,8 @@ export class FolderSync {
           maxDeleteMin: allow ? Number.MAX_SAFE_INTEGER : MAX_DELETE_MIN,
           signal: this.abort.signal,
           onAction: (d) => {
+            // (a pass that finds nothing to do leaves the state as it was: a poll does not flicker)
+            if (s.state !== 'guard') s.state = 'syncing';
             s.recent = [...s.recent, d].slice(-RECENT);
             if (d.conflictCopy) s.conflicts = [...s.conflicts, d.conflictCopy];
             this.o.post({ ...s });
@@ -486,7 +483,6 @@ export class FolderSync {
         const failed = r.done.filter((d) => d.error);
         s.error = failed.length ? `${'path' in failed[0] ? failed[0].path : failed[0].from}: ${failed[0].error}` : undefined;
         s.state = r.guard ? 'guard' : failed.length ? 'error' : r.agreed ? 'in-sync' : 'syncing';
-        if (!r.agreed && !r.guard && !failed.length) this.again = true; // more to do
       } while (this.again && !this.stopped);
     } catch (e) {
       s.state = 'error';
@@ -496,6 +492,7 @@ export class FolderSync {
     }
     if (this.stopped) return;
     this.o.post({ ...s });
+    // what is left (a file changing as it was read, the server away) is tried by the next poll
     this.timer = setTimeout(() => this.request(), this.status.watch === 'observer' && s.state === 'in-sync' ? OBSERVED_POLL_MS : POLL_MS);
   }
 }
