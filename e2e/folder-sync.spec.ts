@@ -179,3 +179,22 @@ test('the delete guard stops a pass that would delete most of the folder, until 
   await expect.poll(async () => Object.keys(await tree(page))).toEqual(['f0.txt']);
   await expect(panel.getByTestId('folder-sync-state')).toHaveAttribute('data-state', 'in-sync');
 });
+
+test('a second tab syncing the same folder waits until the first one closes', async ({ page, context, server }) => {
+  await stubPicker(page);
+  await openPage(page, server.url);
+  await put(page, 'one.txt', 'from the first tab');
+  await page.getByTestId('folder-sync-pick').click();
+  await expect.poll(() => server.latest('proj/one.txt')).toBe(1);
+
+  // the second tab resumes the remembered folder on its own, and waits for the first
+  const second = await context.newPage();
+  await openPage(second, server.url);
+  await expect(second.getByTestId('folder-sync-state')).toHaveAttribute('data-state', 'waiting');
+  // the first tab closes: the second takes over, and syncs what changes from then on
+  await page.close();
+  await expect(second.getByTestId('folder-sync-state')).toHaveAttribute('data-state', 'in-sync');
+  await put(second, 'two.txt', 'after the first tab closed');
+  await expect.poll(() => server.latest('proj/two.txt')).toBe(1);
+  expect((await server.storedBytes('proj/two.txt', 1)).toString()).toBe('after the first tab closed');
+});

@@ -32,7 +32,8 @@ const RECENT = 20;
 /** What the page shows of the folder sync (`FromWorker` kind 'folder'). */
 export interface FolderStatus {
   folder: string;
-  state: 'syncing' | 'in-sync' | 'error' | 'guard';
+  /** waiting: another tab of this browser syncs this folder (it takes over when that one ends) */
+  state: 'syncing' | 'in-sync' | 'error' | 'guard' | 'waiting';
   /** the last actions, newest last */
   recent: Done[];
   /** conflict copies made since the sync started */
@@ -399,16 +400,45 @@ export class FolderSync {
   private settle: ReturnType<typeof setTimeout> | undefined;
   private observer: { disconnect(): void } | null = null;
   private readonly abort = new AbortController();
+  /** this tab holds the folder's lock: its passes run */
+  private holding = false;
+  private unlock: (() => void) | null = null;
 
   constructor(private readonly o: FolderSyncOptions) {
     const folder = o.handle.name;
     this.tree = new HandleTree(o.handle);
     this.remote = new PageFolder(this.tree, folder, o.url, o.known);
-    this.state = StoredState.open(`${o.user || 'local'}\n${new URL(o.url).host}\n${folder}`, o.handle);
+    const key = `${o.user || 'local'}\n${new URL(o.url).host}\n${folder}`;
+    this.state = StoredState.open(key, o.handle);
     this.status = { folder, state: 'syncing', recent: [], conflicts: [], skipped: [], watch: 'polling' };
     o.post({ ...this.status });
     void this.observe();
-    this.request();
+    this.hold(`dsync-folder-sync\n${key}`);
+  }
+
+  /** Passes run only while this tab holds the folder's Web Lock: two tabs syncing one folder
+   *  would each keep a state of their own. The lock goes with the worker (a closed tab). */
+  private hold(name: string) {
+    const locks = (navigator as Navigator & { locks?: LockManager }).locks;
+    if (!locks) {
+      this.holding = true;
+      return this.request();
+    }
+    const held = (lock: Lock | null): Promise<void> | null => {
+      if (!lock) return null;
+      if (this.stopped) return Promise.resolve();
+      this.holding = true;
+      this.status.state = 'syncing';
+      this.request();
+      return new Promise<void>((resolve) => (this.unlock = resolve));
+    };
+    void locks.request(name, { ifAvailable: true }, (lock) => {
+      if (lock) return held(lock);
+      this.status.state = 'waiting';
+      this.o.post({ ...this.status });
+      void locks.request(name, { signal: this.abort.signal }, held).catch(() => {});
+      return null;
+    });
   }
 
   /** FileSystemObserver where the browser has one; polling stays as the safety net, and is all
@@ -436,7 +466,7 @@ export class FolderSync {
 
   /** a pass now, or after the running one */
   request() {
-    if (this.stopped) return;
+    if (this.stopped || !this.holding) return;
     if (this.running) return void (this.again = true);
     void this.run();
   }
@@ -454,6 +484,7 @@ export class FolderSync {
     clearTimeout(this.settle);
     this.observer?.disconnect();
     this.remote.close();
+    this.unlock?.();
   }
 
   private async run() {

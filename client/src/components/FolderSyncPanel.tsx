@@ -43,7 +43,7 @@ const what = (d: Done) => {
   return `${sign[d.op] ?? '·'} ${name}${where}${outcome}`;
 };
 
-const STATE_TEXT: Record<FolderStatus['state'], string> = { syncing: 'Syncing…', 'in-sync': 'In sync', error: 'Error', guard: 'Stopped: too many deletes' };
+const STATE_TEXT: Record<FolderStatus['state'], string> = { syncing: 'Syncing…', 'in-sync': 'In sync', error: 'Error', guard: 'Stopped: too many deletes', waiting: 'Waiting: another tab of this browser syncs this folder' };
 
 /**
  * "Sync a folder…" (client/src/folder-sync.ts): picks a folder on this device and keeps it the
