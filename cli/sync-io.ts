@@ -5,39 +5,25 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import ignore from 'ignore';
 import '../shared/src/wasm.ts';
 import { chunkSource } from '../shared/src/chunk-index.ts';
 import { fileSource } from '../shared/src/file-source.ts';
 import type { KnownVersions } from '../shared/src/known.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../shared/src/protocol.ts';
-import { Connection, pull, push } from '../shared/src/sync-client.ts';
-import { LocalChanged, type LocalTree, type RemoteFolder, type Stat } from '../shared/src/sync-engine.ts';
-import type { RemoteFile } from '../shared/src/sync-plan.ts';
+import { pull, push } from '../shared/src/sync-client.ts';
+import { LocalChanged, type LocalTree, type Stat } from '../shared/src/sync-engine.ts';
+import { ApiFolder, IGNORE_FILE, ignoreMatcher, sameStat } from '../shared/src/sync-remote.ts';
 import { SYNC_RETRIES } from '../shared/src/limits.ts';
 import type { Values } from './command.ts';
 import { ApiError, api, syncUrl, webSocket } from './remote.ts';
 
-/** The folder on the server that holds what sync deletes, with its history (docs/sync.md). */
-export const TRASH = '.dsync-trash';
-
-/** The ignore file in a synced folder (gitignore syntax). */
-export const IGNORE_FILE = '.dsyncignore';
-
-/** Always ignored: temporary files of editors and systems, and the engine's own. */
-export const DEFAULT_IGNORES = ['.DS_Store', 'Thumbs.db', 'desktop.ini', '*.tmp', '*.swp', '*.swo', '*~', '~$*', '.#*', '.~lock.*#', '*.dsync-tmp-*', `/${TRASH}/`];
+export { DEFAULT_IGNORES, IGNORE_FILE, TRASH } from '../shared/src/sync-remote.ts';
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 
 /** The ignore rules of a folder: the defaults and its .dsyncignore (read again each pass). */
 export async function ignoreRules(dir: string): Promise<(p: string, isDir?: boolean) => boolean> {
-  const ig = ignore().add(DEFAULT_IGNORES);
-  try {
-    ig.add(await fs.readFile(path.join(dir, IGNORE_FILE), 'utf8'));
-  } catch {
-    // no ignore file
-  }
-  return (p, isDir) => ig.ignores(isDir ? p + '/' : p);
+  return ignoreMatcher(await fs.readFile(path.join(dir, IGNORE_FILE), 'utf8').catch(() => null));
 }
 
 /** The root hash of a file's content as the protocol computes it with the default chunking. */
@@ -200,9 +186,6 @@ export class NodeTree implements LocalTree {
   }
 }
 
-/** Files per page of the server's recursive listing. */
-const LIST_PAGE = 5000;
-
 export interface RemoteOptions {
   values: Values;
   /** the server folder, '' for the top */
@@ -215,108 +198,17 @@ export interface RemoteOptions {
   now?: () => Date;
 }
 
-export class HttpFolder implements RemoteFolder {
-  private readonly url: string;
-  private readonly WebSocket: any;
-  /** open connections not in use; a transfer takes one (or opens one) and gives it back */
-  private idle: Connection[] = [];
-  private all = new Set<Connection>();
-  /** the server refused to make a folder: it keeps no empty folders */
-  private noFolders = false;
-
+/** The server folder (shared/src/sync-remote.ts) with the local files on node:fs. */
+export class HttpFolder extends ApiFolder {
   constructor(private readonly o: RemoteOptions) {
-    this.url = syncUrl(o.values);
-    this.WebSocket = webSocket(o.values);
-  }
-
-  /** the name on the server of a path in the folder */
-  full(p: string) {
-    return this.o.folder ? `${this.o.folder}/${p}` : p;
-  }
-
-  /** Runs `fn` with a connection function of its own: transfers at once never share one. */
-  private async leased<T>(fn: (connection: (u: string) => Promise<Connection>) => Promise<T>): Promise<T> {
-    const mine: Connection[] = [];
-    const connection = async (u: string) => {
-      const own = mine.find((c) => c.url === u && c.usable);
-      if (own) return own;
-      const i = this.idle.findIndex((c) => c.url === u && c.usable);
-      const c = i >= 0 ? this.idle.splice(i, 1)[0] : await Connection.open(u, this.WebSocket);
-      this.all.add(c);
-      mine.push(c);
-      return c;
-    };
-    try {
-      return await fn(connection);
-    } finally {
-      for (const c of mine) {
-        if (c.usable) this.idle.push(c);
-        else this.all.delete(c); // closed by a failed session
-      }
-    }
-  }
-
-  close() {
-    for (const c of this.all) c.close();
-    this.all.clear();
-    this.idle = [];
-  }
-
-  async list(): Promise<{ files: Map<string, RemoteFile>; folders: Set<string> | null }> {
-    const prefix = this.o.folder ? this.o.folder + '/' : '';
-    const out = new Map<string, RemoteFile>();
-    let folders: Set<string> | null = new Set<string>();
-    const inTrash = (p: string) => !prefix && (p === TRASH || p.startsWith(TRASH + '/'));
-    let cursor: string | null = '';
-    do {
-      const q: URLSearchParams = new URLSearchParams({ prefix, recursive: '1', limit: String(LIST_PAGE), ...(cursor && { cursor }) });
-      const page: { files: { name: string; latest: number; size: number }[]; folders?: unknown; next: string | null } = await api(this.o.values, 'GET', `/api/files?${q}`);
-      if (!Array.isArray(page?.files)) throw new Error('the server does not list folders recursively: it needs an update');
-      for (const f of page.files) {
-        if (typeof f.name !== 'string' || !f.name.startsWith(prefix) || !Number.isSafeInteger(f.latest) || !Number.isSafeInteger(f.size)) throw new Error('the server sent a malformed listing');
-        const p = f.name.slice(prefix.length);
-        if (!inTrash(p)) out.set(p, { version: f.latest, size: f.size });
-      }
-      if (!Array.isArray(page.folders)) folders = null;
-      for (const d of folders ? (page.folders as unknown[]) : []) {
-        if (typeof d !== 'string' || !d.startsWith(prefix) || !d.endsWith('/') || d.length <= prefix.length + 1) throw new Error('the server sent a malformed listing');
-        const p = d.slice(prefix.length, -1);
-        if (!inTrash(p)) folders!.add(p);
-      }
-      cursor = page.next;
-    } while (cursor);
-    // a server that lists no folders beside files in folders keeps no empty folders either
-    if (this.noFolders || (folders && !folders.size && [...out.keys()].some((p) => p.includes('/')))) folders = null;
-    return { files: out, folders };
-  }
-
-  private async versionList(p: string): Promise<{ version: number; root: string; algo: number }[]> {
-    let list: unknown;
-    try {
-      list = await api(this.o.values, 'GET', `/api/versions?${new URLSearchParams({ name: this.full(p) })}`);
-    } catch (e) {
-      if (e instanceof ApiError && e.status === 404) return [];
-      throw e;
-    }
-    const ok = (v: any) => Number.isSafeInteger(v?.version) && v.version > 0 && typeof v.root === 'string' && Number.isSafeInteger(v.algo);
-    if (!Array.isArray(list) || !list.every(ok)) throw new Error(`the server sent a malformed version list of ${p}`);
-    return list;
-  }
-
-  async root(p: string, version: number) {
-    const v = (await this.versionList(p)).find((x) => x.version === version);
-    return v && v.algo === DEFAULT_ALGO ? v.root : undefined;
-  }
-
-  async versions(p: string) {
-    return (await this.versionList(p)).map((v) => v.version).sort((a, b) => a - b);
+    super({ call: (method, p, body) => api(o.values, method, p, body), statusOf: (e) => (e instanceof ApiError ? e.status : undefined), folder: o.folder, url: syncUrl(o.values), WebSocket: webSocket(o.values), now: o.now });
   }
 
   async push(p: string, basisVersion: number) {
     const fh = await fs.open(this.o.tree.file(p), 'r');
     try {
       const st = await fh.stat();
-      const r = await this.leased((connection) => push(fileSource(fh, st.size), { url: this.url, name: this.full(p), WebSocket: this.WebSocket, connection, expect: basisVersion ? { version: basisVersion } : 'absent', retries: this.o.retries ?? SYNC_RETRIES, known: this.o.known }));
+      const r = await this.leased((connection) => push(fileSource(fh, st.size), { url: this.a.url, name: this.full(p), WebSocket: this.a.WebSocket, connection, expect: basisVersion ? { version: basisVersion } : 'absent', retries: this.o.retries ?? SYNC_RETRIES, known: this.o.known }));
       return { version: r.version, root: r.root, size: st.size, mtimeMs: st.mtimeMs };
     } finally {
       await fh.close();
@@ -333,10 +225,10 @@ export class HttpFolder implements RemoteFolder {
     try {
       const basisSize = basisFh ? (await basisFh.stat()).size : 0;
       const r = await this.leased((connection) => pull({
-        url: this.url,
+        url: this.a.url,
         name: this.full(p),
         version,
-        WebSocket: this.WebSocket,
+        WebSocket: this.a.WebSocket,
         connection,
         known: this.o.known,
         basis: basisFh ? fileSource(basisFh, basisSize) : null,
@@ -362,54 +254,4 @@ export class HttpFolder implements RemoteFolder {
       await basisFh?.close();
     }
   }
-
-  async move(from: string, to: string) {
-    await api(this.o.values, 'POST', '/api/files/move', { from: this.full(from), to: this.full(to) });
-    const vs = await this.versions(to);
-    return vs[vs.length - 1];
-  }
-
-  async remove(p: string) {
-    const when = (this.o.now ?? (() => new Date()))();
-    const q = (n: number) => String(n).padStart(2, '0');
-    const stamp = `${when.getFullYear()}-${q(when.getMonth() + 1)}-${q(when.getDate())} ${q(when.getHours())}${q(when.getMinutes())}${q(when.getSeconds())}`;
-    for (let n = 1; ; n++) {
-      const to = `${TRASH}/${stamp}${n > 1 ? ` ${n}` : ''}/${this.full(p)}`;
-      try {
-        await api(this.o.values, 'POST', '/api/files/move', { from: this.full(p), to });
-        return to;
-      } catch (e) {
-        // the same name deleted twice in one second: the next slot
-        if (!(e instanceof ApiError && e.status === 409) || n >= 100) throw e;
-      }
-    }
-  }
-
-  async makeFolder(p: string) {
-    try {
-      await api(this.o.values, 'POST', '/api/folders', { name: this.full(p) });
-      return true;
-    } catch (e) {
-      if (!(e instanceof ApiError && e.status === 404)) throw e;
-      this.noFolders = true; // a server without empty folders
-      return false;
-    }
-  }
-
-  async removeFolder(p: string) {
-    // only while nothing is under it: a subfolder is looked for here; a file, by the server
-    // (empty=1 removes no file, and refuses with 409 while one is there)
-    const q = new URLSearchParams({ prefix: this.full(p) + '/', recursive: '1', limit: '1' });
-    const under = await api<{ files: unknown[]; folders?: unknown[] }>(this.o.values, 'GET', `/api/files?${q}`);
-    if (under.files.length || under.folders?.length) return false;
-    try {
-      await api(this.o.values, 'DELETE', `/api/folders?${new URLSearchParams({ name: this.full(p), empty: '1' })}`);
-    } catch (e) {
-      if (e instanceof ApiError && e.status === 409) return false; // a file landed meanwhile
-      if (!(e instanceof ApiError && e.status === 404)) throw e; // gone already
-    }
-    return true;
-  }
 }
-
-const sameStat = (a: Stat | null, b: Stat | null) => (a === null ? b === null : b !== null && a.size === b.size && a.mtimeMs === b.mtimeMs);

@@ -7,6 +7,7 @@ import { deviceLabel, syncUrl } from './api.ts';
 import { DropZone } from './components/DropZone.tsx';
 import { Header } from './components/Header.tsx';
 import { KeptSettings } from './components/KeptSettings.tsx';
+import { FolderSyncPanel } from './components/FolderSyncPanel.tsx';
 import { Login } from './components/Login.tsx';
 import { FileBrowser } from './components/FileBrowser.tsx';
 import { TransferList } from './components/TransferList.tsx';
@@ -105,6 +106,7 @@ export function App() {
           <DropZone onFiles={upload} dragging={dragging} />
           <TransferList list={list} transfers={transfers} maxFileSize={maxFileSize} />
           <KeptSettings />
+          {server.status === 'ok' && <FolderSyncPanel user={user} changes={changes} />}
         </div>
         <div className="column">
           <FileBrowser server={server} changes={changes} onDeltaDownload={(name, version, size, basis) => transfers.download(name, version, size, basis)} />

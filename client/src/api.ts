@@ -38,7 +38,7 @@ function timeoutSignal(ms: number): AbortSignal {
   return c.signal;
 }
 
-async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+export async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
   const res = await fetch(path, {
     method,
     credentials: 'same-origin',

@@ -15,6 +15,7 @@ import { ErrorCode } from '../../shared/src/protocol.ts';
 import type { Sink } from '../../shared/src/sink.ts';
 import { Connection, type Phase, type WebSocketCtor, pull } from '../../shared/src/sync-client.ts';
 import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
+import { FolderSync, type FolderFromWorker, type FolderToWorker, isFolderMessage } from './folder-sync.ts';
 
 /** The wasm module, fetched from the server at start-up; a fetch that failed (the server was
  *  away) is tried again by the next transfer, and that transfer's failure reads "unreachable". */
@@ -273,8 +274,31 @@ async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connect
   }
 }
 
-self.onmessage = async (ev: MessageEvent<ToWorker>) => {
+/** The folder this worker keeps in sync (folder-sync.ts), if any. */
+let folder: FolderSync | null = null;
+
+async function folderMessage(m: FolderToWorker) {
+  const tell = (status: FolderFromWorker['status']) => (self as unknown as Worker).postMessage({ kind: 'folder', status } satisfies FolderFromWorker);
+  if (m.kind === 'folder-start') {
+    folder?.stop();
+    folder = null;
+    try {
+      await wasm();
+    } catch (e) {
+      return tell({ folder: m.handle.name, state: 'error', error: (e as Error).message, recent: [], conflicts: [], skipped: [], watch: 'polling' });
+    }
+    folder = new FolderSync({ handle: m.handle, url: m.url, user: m.user, device: m.device, known: await knownOf(m.user), post: tell });
+  } else if (m.kind === 'folder-pass') folder?.request();
+  else if (m.kind === 'folder-allow-deletes') folder?.allowDeletes();
+  else {
+    folder?.stop();
+    folder = null;
+  }
+}
+
+self.onmessage = async (ev: MessageEvent<ToWorker | FolderToWorker>) => {
   const m = ev.data;
+  if (isFolderMessage(m)) return folderMessage(m);
   if (m.kind === 'cancel') return jobs.get(m.id)?.cancel(kinds.get(m.id) === 'push');
   const job = new Job(m.id);
   jobs.set(m.id, job);

@@ -4,7 +4,8 @@
  * then uploads and downloads a few at a time, then the rest); `syncUntilStill` runs passes until
  * one finds nothing to do. All I/O is behind
  * `LocalTree` and `RemoteFolder`, which the CLI implements with node:fs and the delta push and
- * pull (cli/sync-io.ts), so the engine is the same wherever it runs.
+ * pull (cli/sync-io.ts) and the page's worker with the File System Access API
+ * (client/src/folder-sync.ts), so the engine is the same wherever it runs.
  *
  * Nothing is lost: an upload is made against the version it was based on (StaleBasis when the
  * server moved on: the next pass makes it a conflict); a download replaces the local file only

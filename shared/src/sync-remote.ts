@@ -1,0 +1,199 @@
+/**
+ * The server side of the sync engine (shared/src/sync-engine.ts `RemoteFolder`), the part that
+ * is the same in the CLI and the page: the REST calls (the recursive listing, versions, moves,
+ * the trash, folders), the ignore rules, and a pool of connections for the delta push and pull.
+ * Reading and writing local files is each side's own (cli/sync-io.ts `HttpFolder`,
+ * client/src/folder-sync.ts `PageFolder`).
+ */
+import ignore from 'ignore';
+import { DEFAULT_ALGO } from './protocol.ts';
+import { Connection, type WebSocketCtor } from './sync-client.ts';
+import type { RemoteFolder, Stat } from './sync-engine.ts';
+import type { RemoteFile } from './sync-plan.ts';
+
+/** The folder on the server that holds what sync deletes, with its history (docs/sync.md). */
+export const TRASH = '.dsync-trash';
+
+/** The ignore file in a synced folder (gitignore syntax). */
+export const IGNORE_FILE = '.dsyncignore';
+
+/** Always ignored: temporary files of editors and systems, and the engine's own. */
+export const DEFAULT_IGNORES = ['.DS_Store', 'Thumbs.db', 'desktop.ini', '*.tmp', '*.swp', '*.swo', '*~', '~$*', '.#*', '.~lock.*#', '*.dsync-tmp-*', `/${TRASH}/`];
+
+/** The ignore rules: the defaults and the text of the folder's .dsyncignore, if any. */
+export function ignoreMatcher(text: string | null): (p: string, isDir?: boolean) => boolean {
+  const ig = ignore().add(DEFAULT_IGNORES);
+  if (text !== null) ig.add(text);
+  return (p, isDir) => ig.ignores(isDir ? p + '/' : p);
+}
+
+/** A REST call to the server: the parsed JSON answer; a refusal throws an error that
+ *  `statusOf` reads the HTTP status from. */
+export type ApiCall = <T = unknown>(method: string, path: string, body?: unknown) => Promise<T>;
+
+/** Files per page of the server's recursive listing. */
+const LIST_PAGE = 5000;
+
+export interface ApiFolderOptions {
+  call: ApiCall;
+  /** the HTTP status of an error `call` threw, undefined for any other error */
+  statusOf: (e: unknown) => number | undefined;
+  /** the server folder, '' for the top */
+  folder: string;
+  /** the /sync URL and the WebSocket constructor of the delta push and pull */
+  url: string;
+  WebSocket: WebSocketCtor;
+  now?: () => Date;
+}
+
+export abstract class ApiFolder implements RemoteFolder {
+  /** open connections not in use; a transfer takes one (or opens one) and gives it back */
+  private idle: Connection[] = [];
+  private all = new Set<Connection>();
+  /** the server refused to make a folder: it keeps no empty folders */
+  private noFolders = false;
+
+  constructor(protected readonly a: ApiFolderOptions) {}
+
+  abstract push(path: string, basisVersion: number): Promise<{ version: number; root: string } & Stat>;
+  abstract pull(path: string, version: number, expect: Stat | null, basis?: string): Promise<{ version: number; root: string } & Stat>;
+
+  /** the name on the server of a path in the folder */
+  full(p: string) {
+    return this.a.folder ? `${this.a.folder}/${p}` : p;
+  }
+
+  private status(e: unknown) {
+    return this.a.statusOf(e);
+  }
+
+  /** Runs `fn` with a connection function of its own: transfers at once never share one. */
+  protected async leased<T>(fn: (connection: (u: string) => Promise<Connection>) => Promise<T>): Promise<T> {
+    const mine: Connection[] = [];
+    const connection = async (u: string) => {
+      const own = mine.find((c) => c.url === u && c.usable);
+      if (own) return own;
+      const i = this.idle.findIndex((c) => c.url === u && c.usable);
+      const c = i >= 0 ? this.idle.splice(i, 1)[0] : await Connection.open(u, this.a.WebSocket);
+      this.all.add(c);
+      mine.push(c);
+      return c;
+    };
+    try {
+      return await fn(connection);
+    } finally {
+      for (const c of mine) {
+        if (c.usable) this.idle.push(c);
+        else this.all.delete(c); // closed by a failed session
+      }
+    }
+  }
+
+  close() {
+    for (const c of this.all) c.close();
+    this.all.clear();
+    this.idle = [];
+  }
+
+  async list(): Promise<{ files: Map<string, RemoteFile>; folders: Set<string> | null }> {
+    const prefix = this.a.folder ? this.a.folder + '/' : '';
+    const out = new Map<string, RemoteFile>();
+    let folders: Set<string> | null = new Set<string>();
+    const inTrash = (p: string) => !prefix && (p === TRASH || p.startsWith(TRASH + '/'));
+    let cursor: string | null = '';
+    do {
+      const q: URLSearchParams = new URLSearchParams({ prefix, recursive: '1', limit: String(LIST_PAGE), ...(cursor && { cursor }) });
+      const page: { files: { name: string; latest: number; size: number }[]; folders?: unknown; next: string | null } = await this.a.call('GET', `/api/files?${q}`);
+      if (!Array.isArray(page?.files)) throw new Error('the server does not list folders recursively: it needs an update');
+      for (const f of page.files) {
+        if (typeof f.name !== 'string' || !f.name.startsWith(prefix) || !Number.isSafeInteger(f.latest) || !Number.isSafeInteger(f.size)) throw new Error('the server sent a malformed listing');
+        const p = f.name.slice(prefix.length);
+        if (!inTrash(p)) out.set(p, { version: f.latest, size: f.size });
+      }
+      if (!Array.isArray(page.folders)) folders = null;
+      for (const d of folders ? (page.folders as unknown[]) : []) {
+        if (typeof d !== 'string' || !d.startsWith(prefix) || !d.endsWith('/') || d.length <= prefix.length + 1) throw new Error('the server sent a malformed listing');
+        const p = d.slice(prefix.length, -1);
+        if (!inTrash(p)) folders!.add(p);
+      }
+      if (page.next !== null && typeof page.next !== 'string') throw new Error('the server sent a malformed listing');
+      cursor = page.next;
+    } while (cursor);
+    // a server that lists no folders beside files in folders keeps no empty folders either
+    if (this.noFolders || (folders && !folders.size && [...out.keys()].some((p) => p.includes('/')))) folders = null;
+    return { files: out, folders };
+  }
+
+  private async versionList(p: string): Promise<{ version: number; root: string; algo: number }[]> {
+    let list: unknown;
+    try {
+      list = await this.a.call('GET', `/api/versions?${new URLSearchParams({ name: this.full(p) })}`);
+    } catch (e) {
+      if (this.status(e) === 404) return [];
+      throw e;
+    }
+    const ok = (v: any) => Number.isSafeInteger(v?.version) && v.version > 0 && typeof v.root === 'string' && Number.isSafeInteger(v.algo);
+    if (!Array.isArray(list) || !list.every(ok)) throw new Error(`the server sent a malformed version list of ${p}`);
+    return list;
+  }
+
+  async root(p: string, version: number) {
+    const v = (await this.versionList(p)).find((x) => x.version === version);
+    return v && v.algo === DEFAULT_ALGO ? v.root : undefined;
+  }
+
+  async versions(p: string) {
+    return (await this.versionList(p)).map((v) => v.version).sort((a, b) => a - b);
+  }
+
+  async move(from: string, to: string) {
+    await this.a.call('POST', '/api/files/move', { from: this.full(from), to: this.full(to) });
+    const vs = await this.versions(to);
+    return vs[vs.length - 1];
+  }
+
+  async remove(p: string) {
+    const when = (this.a.now ?? (() => new Date()))();
+    const q = (n: number) => String(n).padStart(2, '0');
+    const stamp = `${when.getFullYear()}-${q(when.getMonth() + 1)}-${q(when.getDate())} ${q(when.getHours())}${q(when.getMinutes())}${q(when.getSeconds())}`;
+    for (let n = 1; ; n++) {
+      const to = `${TRASH}/${stamp}${n > 1 ? ` ${n}` : ''}/${this.full(p)}`;
+      try {
+        await this.a.call('POST', '/api/files/move', { from: this.full(p), to });
+        return to;
+      } catch (e) {
+        // the same name deleted twice in one second: the next slot
+        if (this.status(e) !== 409 || n >= 100) throw e;
+      }
+    }
+  }
+
+  async makeFolder(p: string) {
+    try {
+      await this.a.call('POST', '/api/folders', { name: this.full(p) });
+      return true;
+    } catch (e) {
+      if (this.status(e) !== 404) throw e;
+      this.noFolders = true; // a server without empty folders
+      return false;
+    }
+  }
+
+  async removeFolder(p: string) {
+    // only while nothing is under it: a subfolder is looked for here; a file, by the server
+    // (empty=1 removes no file, and refuses with 409 while one is there)
+    const q = new URLSearchParams({ prefix: this.full(p) + '/', recursive: '1', limit: '1' });
+    const under = await this.a.call<{ files: unknown[]; folders?: unknown[] }>('GET', `/api/files?${q}`);
+    if (!Array.isArray(under?.files)) throw new Error('the server sent a malformed listing');
+    if (under.files.length || under.folders?.length) return false;
+    try {
+      await this.a.call('DELETE', `/api/folders?${new URLSearchParams({ name: this.full(p), empty: '1' })}`);
+    } catch (e) {
+      if (this.status(e) === 409) return false; // a file landed meanwhile
+      if (this.status(e) !== 404) throw e; // gone already
+    }
+    return true;
+  }
+}
+
+export const sameStat = (a: Stat | null, b: Stat | null) => (a === null ? b === null : b !== null && a.size === b.size && a.mtimeMs === b.mtimeMs);
