@@ -184,9 +184,9 @@ export function problem(t: Transfer, maxFileSize: number): Problem {
 /** What an upload that met a newer version did, in plain words (shared/src/guarded-push.ts). */
 export function guardLine(g: Guard, name: string): string {
   const newer = g.server ? `version ${g.server.version}${g.server.client ? ` from ${g.server.client}` : ''}` : 'a newer version';
-  const had = g.known ? `the version ${g.known} this page knew` : 'none this page knew of';
-  if (g.kind === 'behind') return `Nothing sent: the server has ${newer}, and your file is still ${had}. Download it to get the newer one.`;
-  return `Conflict: the server has ${newer}, not ${had}. Your file was saved beside it as “${baseName(g.savedAs ?? '')}”; ${baseName(name)} stays the server's version.`;
+  if (g.kind === 'behind') return `Nothing sent: the server has ${newer}, and your file is still the version ${g.known} this page knew. Download it to get the newer one.`;
+  const had = g.known ? `not the version ${g.known} this page knew` : 'and this page knew no version of it';
+  return `Conflict: the server has ${newer}, ${had}. Your file was saved beside it as “${baseName(g.savedAs ?? '')}”; ${baseName(name)} stays the server's version.`;
 }
 
 const baseName = (n: string) => n.slice(n.lastIndexOf('/') + 1);

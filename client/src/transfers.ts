@@ -194,7 +194,9 @@ export class Transfers {
         continue;
       }
       this.update(t.id, { status: 'running', step: 'connecting', startedAt: Date.now() });
-      this.opts.worker.postMessage(this.requests.get(t.id)!);
+      // whose known versions it goes against: the user signed in now, not when it was queued
+      // (a file dropped while signed out goes after the sign-in)
+      this.opts.worker.postMessage({ ...this.requests.get(t.id)!, user: this.user });
       running++;
     }
   }

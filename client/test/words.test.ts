@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { compareNames } from '../../shared/src/natural.ts';
 import { signInFailure } from '../src/api.ts';
-import { problem, progressLine } from '../src/messages.ts';
+import { guardLine, problem, progressLine } from '../src/messages.ts';
 import type { Transfer } from '../src/transfers.ts';
 
 test('a sign-in held back says how long to wait, from Retry-After', () => {
@@ -37,4 +37,11 @@ test('names sort naturally: digits as numbers', () => {
   // a total order: different names never compare equal
   assert.notEqual(compareNames('a', 'A'), 0);
   assert.equal(compareNames('same', 'same'), 0);
+});
+
+test('a conflict says what the page knew, in words, also when it knew no version', () => {
+  const server = { version: 3, client: 'dsync on laptop' };
+  assert.equal(guardLine({ kind: 'conflict', known: 2, server, savedAs: 'd/r (conflict from x 2026-11-26 1530).txt' }, 'd/r.txt'), 'Conflict: the server has version 3 from dsync on laptop, not the version 2 this page knew. Your file was saved beside it as “r (conflict from x 2026-11-26 1530).txt”; r.txt stays the server\'s version.');
+  assert.match(guardLine({ kind: 'conflict', known: null, server, savedAs: 'r (c).txt' }, 'r.txt'), /^Conflict: the server has version 3 from dsync on laptop, and this page knew no version of it\./);
+  assert.equal(guardLine({ kind: 'behind', known: 2, server }, 'r.txt'), 'Nothing sent: the server has version 3 from dsync on laptop, and your file is still the version 2 this page knew. Download it to get the newer one.');
 });
