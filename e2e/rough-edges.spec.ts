@@ -140,7 +140,7 @@ test('an unchanged file says "unchanged"; "Keep up to: Nothing" says it keeps no
 
 test('sign-in: too many tries says how long to wait; a file dropped while signed out waits for the sign-in and then goes', async ({ page, dir }) => {
   const usersFile = path.join(dir, 'users.json');
-  execFileSync(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'adduser', 'ann', '--users', usersFile, '--password', 'pw-ann-123']);
+  execFileSync(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'adduser', 'ann', '--users', usersFile, '--password-stdin'], { input: 'quiet-meadow-7142\n' });
   const guarded = await new TestServer(['--users', usersFile]).start();
   try {
     await page.goto(guarded.url);
@@ -165,7 +165,7 @@ test('sign-in: too many tries says how long to wait; a file dropped while signed
 
     // signed in (once the wait is over): the file goes by itself
     await expect(async () => {
-      await page.getByLabel('Password').fill('pw-ann-123');
+      await page.getByLabel('Password').fill('quiet-meadow-7142');
       await page.getByRole('button', { name: 'Sign in' }).click();
       await expect(page.getByTestId('server-status')).toContainText('Signed in as ann', { timeout: 2000 });
     }).toPass({ timeout: 60_000 });
