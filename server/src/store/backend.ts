@@ -100,15 +100,20 @@ export class StoreTimeoutError extends ProtocolError {
  * (gc, check), and S3 bounds each page's request itself (s3.ts). The operation itself may
  * still land later, as any request whose answer is lost may.
  */
+/** How much earlier than asked a timer may fire, as performance.now() measures it. */
+const TIMER_SLACK_MS = 5;
+
 export function withTimeout<B extends Backend>(backend: B, ms: number): B {
   const limit = <T>(what: string, op: () => Promise<T>): Promise<T> => {
     const t0 = performance.now();
     const p = op();
     let timer: NodeJS.Timeout;
     const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new StoreTimeoutError(what, ms)), ms)));
-    // a failure at the deadline is the deadline's (S3 abandons its request then, s3.ts)
+    // a failure at the deadline is the deadline's: S3 abandons its request then (s3.ts), by a
+    // timer of its own that may fire a little before this one
     const settled = p.catch((e) => {
-      throw performance.now() - t0 >= ms ? new StoreTimeoutError(what, ms) : e;
+      const aborted = ['AbortError', 'TimeoutError'].includes((e as Error)?.name);
+      throw aborted || performance.now() - t0 >= ms - TIMER_SLACK_MS ? new StoreTimeoutError(what, ms) : e;
     });
     return Promise.race([settled, late]).finally(() => clearTimeout(timer));
   };

@@ -280,7 +280,7 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
           )
           .catch((e) => {
             // each page is bounded here (listings are not wrapped by withTimeout)
-            throw (e as Error).name === 'AbortError' && timeoutMs ? new StoreTimeoutError(`list ${base}`, timeoutMs) : e;
+            throw ['AbortError', 'TimeoutError'].includes((e as Error).name) && timeoutMs ? new StoreTimeoutError(`list ${base}`, timeoutMs) : e;
           });
         for (const o of out.Contents ?? []) {
           const k = o.Key;
