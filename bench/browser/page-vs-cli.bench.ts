@@ -8,7 +8,6 @@
 // Prints the page/CLI speed ratios and writes bench/results/page-vs-cli.md (OUT= elsewhere).
 //   npm run bench:page-vs-cli        (ROUNDS=n repeats the 1 GiB pair; GIB=0.25 for a quick run;
 //                                     EDITS=0.01,0.1,0.3 the random edits' fractions, EDITS= none)
-import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import path from 'node:path';
@@ -17,6 +16,7 @@ import { randomEdits, rewriteEveryMiB, writePseudoRandomFile } from '../../e2e/d
 import { card, expect, openPage, result, root, test } from '../../e2e/fixtures.ts';
 import { TabMetrics } from '../../e2e/metrics.ts';
 import { TestServer } from '../../e2e/server.ts';
+import { cliPush } from './cli-push.ts';
 
 const MiB = 2 ** 20;
 const SIZE = Math.round(Number(process.env.GIB ?? 1) * 1024) * MiB;
@@ -26,20 +26,6 @@ const PHONE_SIZE = 256 * MiB;
 const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 const mib = (b: number) => `${(b / MiB).toFixed(0)} MiB`;
 const rate = (bytes: number, ms: number) => `${(bytes / MiB / (ms / 1000)).toFixed(0)} MiB/s`;
-
-/** `dsync push` of `file` as `name`: wall time from start to exit, and its JSON report. */
-function cliPush(server: TestServer, file: string, name: string, cache: string): Promise<{ ms: number; report: any }> {
-  const t0 = Date.now();
-  const child = spawn(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'push', file, '--server', server.url, '--name', name, '--json'], {
-    env: { ...process.env, DSYNC_CACHE_DIR: cache },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  return new Promise((resolve, reject) =>
-    child.on('exit', (code) => (code === 0 ? resolve({ ms: Date.now() - t0, report: JSON.parse(out.trim().split('\n').pop()!) }) : reject(new Error(`dsync push exited ${code}: ${out}`)))),
-  );
-}
 
 interface PageRun {
   ms: number;
