@@ -2,11 +2,12 @@
 // each against its own server process, for a first upload and a 30% edit of the same file.
 // CPU seconds (user + system) from /proc, grouped by process and thread name; prints a table.
 //   npm run bench:page-profile    (GIB=0.5 by default; PROFILE=/assets/worker adds the sync
-//   worker's V8 CPU profile, the functions with the most self time)
+//   worker's V8 CPU profile, the functions with the most self time; RANDOM_EDIT=0.1 makes the
+//   edit random edits of 10% of the file, `randomEdits` in e2e/data.ts, instead of 30% of every MiB)
 import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { rewriteEveryMiB, writePseudoRandomFile } from '../../e2e/data.ts';
+import { randomEdits, rewriteEveryMiB, writePseudoRandomFile } from '../../e2e/data.ts';
 import { openPage, result, root, test } from '../../e2e/fixtures.ts';
 import { WorkerTarget } from '../../e2e/metrics.ts';
 import { TestServer } from '../../e2e/server.ts';
@@ -14,6 +15,7 @@ import { TestServer } from '../../e2e/server.ts';
 
 const MiB = 2 ** 20;
 const SIZE = Math.round(Number(process.env.GIB ?? 0.5) * 1024) * MiB;
+const RANDOM_EDIT = Number(process.env.RANDOM_EDIT ?? 0);
 
 type Cpu = Map<string, number>;
 
@@ -91,8 +93,8 @@ test('page and CLI, per-thread CPU of a first upload and a 30% edit', async ({ p
     await openPage(page, server.url);
     const file = path.join(dir, 'big.img');
     await writePseudoRandomFile(file, SIZE, 0x9e3779b9);
-    for (const [step, version] of [['first upload', 1], ['30% edit', 2]] as const) {
-      if (version === 2) await rewriteEveryMiB(file, SIZE, 0x2545f491);
+    for (const [step, version] of [['first upload', 1], [RANDOM_EDIT ? `random edits of ${RANDOM_EDIT * 100}%` : '30% edit', 2]] as const) {
+      if (version === 2) await (RANDOM_EDIT ? randomEdits(file, RANDOM_EDIT, 0x6a09e667) : rewriteEveryMiB(file, SIZE, 0x2545f491));
       pids = await ours();
       let a = cpuOf(pageSide);
       const worker = process.env.PROFILE ? await WorkerTarget.attach(await browser.newBrowserCDPSession(), process.env.PROFILE) : null;

@@ -1,41 +1,31 @@
 // The page against the CLI on large files, same server build, one run (issue 25): a 1 GiB
 // pseudo-random file pushed first from the page (Chromium, file control) and then with
-// `dsync push`, then 30% of every MiB rewritten and both pushed again; then 256 MiB from the page
+// `dsync push`, then 30% of every MiB rewritten and both pushed again, then random edits (offsets
+// and lengths at random: `randomEdits` in e2e/data.ts) of 1%, 10% and 30% of the file, each pushed
+// by both in turn; then 256 MiB from the page
 // on the 4×-throttled phone profile, next to the CLI. Page and CLI alternate step by step, each
 // against its own server process (same build, own store), so the machine's load hits both alike.
 // Prints the page/CLI speed ratios and writes bench/results/page-vs-cli.md (OUT= elsewhere).
-//   npm run bench:page-vs-cli        (ROUNDS=n repeats the 1 GiB pair; GIB=0.25 for a quick run)
-import { spawn } from 'node:child_process';
+//   npm run bench:page-vs-cli        (ROUNDS=n repeats the 1 GiB pair; GIB=0.25 for a quick run;
+//                                     EDITS=0.01,0.1,0.3 the random edits' fractions, EDITS= none)
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import path from 'node:path';
 import { devices } from '@playwright/test';
-import { rewriteEveryMiB, writePseudoRandomFile } from '../../e2e/data.ts';
+import { randomEdits, rewriteEveryMiB, writePseudoRandomFile } from '../../e2e/data.ts';
 import { card, expect, openPage, result, root, test } from '../../e2e/fixtures.ts';
 import { TabMetrics } from '../../e2e/metrics.ts';
 import { TestServer } from '../../e2e/server.ts';
+import { cliPush } from './cli-push.ts';
 
 const MiB = 2 ** 20;
 const SIZE = Math.round(Number(process.env.GIB ?? 1) * 1024) * MiB;
 const ROUNDS = Number(process.env.ROUNDS ?? 1);
+const EDITS = (process.env.EDITS ?? '0.01,0.1,0.3').split(',').filter(Boolean).map(Number);
 const PHONE_SIZE = 256 * MiB;
 const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 const mib = (b: number) => `${(b / MiB).toFixed(0)} MiB`;
 const rate = (bytes: number, ms: number) => `${(bytes / MiB / (ms / 1000)).toFixed(0)} MiB/s`;
-
-/** `dsync push` of `file` as `name`: wall time from start to exit, and its JSON report. */
-function cliPush(server: TestServer, file: string, name: string, cache: string): Promise<{ ms: number; report: any }> {
-  const t0 = Date.now();
-  const child = spawn(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'push', file, '--server', server.url, '--name', name, '--json'], {
-    env: { ...process.env, DSYNC_CACHE_DIR: cache },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  return new Promise((resolve, reject) =>
-    child.on('exit', (code) => (code === 0 ? resolve({ ms: Date.now() - t0, report: JSON.parse(out.trim().split('\n').pop()!) }) : reject(new Error(`dsync push exited ${code}: ${out}`)))),
-  );
-}
 
 interface PageRun {
   ms: number;
@@ -45,7 +35,7 @@ interface PageRun {
   maxTimerLag: number;
 }
 
-test('page vs CLI: 1 GiB first upload and 30% edit, 256 MiB on the throttled phone', async ({ page, browser, server, dir }) => {
+test('page vs CLI: 1 GiB first upload, 30% edit and random edits, 256 MiB on the throttled phone', async ({ page, browser, server, dir }) => {
   const cliServer = await new TestServer().start();
   const cache = path.join(dir, 'cli-cache');
   mkdirSync(cache);
@@ -96,6 +86,13 @@ test('page vs CLI: 1 GiB first upload and 30% edit, 256 MiB on the throttled pho
       row(`${mib(SIZE)} first upload`, SIZE, await pageRun(page, metrics, file, name, 1, sha1, SIZE), await cliRun(file, name, 1, sha1));
       const sha2 = await rewriteEveryMiB(file, SIZE, 0x2545f491 + round);
       row(`${mib(SIZE)}, 30% of every MiB rewritten`, SIZE, await pageRun(page, metrics, file, name, 2, sha2, SIZE), await cliRun(file, name, 2, sha2));
+      let version = 2;
+      for (const [i, fraction] of EDITS.entries()) {
+        const e = await randomEdits(file, fraction, 0x6a09e667 + 16 * round + i);
+        version++;
+        const what = `${mib(e.size)}, random edits of ${Math.round(fraction * 100)}% (${e.overwrites} overwrites, ${e.inserts} inserts, ${e.deletes} deletes; ${mib(e.editBytes)})`;
+        row(what, e.size, await pageRun(page, metrics, file, name, version, e.sha256, e.size), await cliRun(file, name, version, e.sha256));
+      }
     }
 
     await page.close(); // (the phone's metrics attach to the one sync worker left)
@@ -126,7 +123,10 @@ test('page vs CLI: 1 GiB first upload and 30% edit, 256 MiB on the throttled pho
 - one build, two \`dsync serve\` processes on loopback (one for the page, one for the CLI, each
   its own store); Debian's Chromium, headless, the file picked with the file control; the CLI
   is \`dsync push FILE --json\`, timed from start to exit. Pseudo-random (incompressible) files;
-  the edit rewrites the first 30% of every MiB. Page and CLI alternate step by step on a 2-core
+  the aligned edit rewrites the first 30% of every MiB; each random edit (\`randomEdits\` in
+  e2e/data.ts, seeded) applies, to the version before, overwrites, inserts and deletes with equal
+  odds at offsets uniform over the file, of lengths log-uniform from 1 B to 1 MiB, until their
+  lengths add up to the given share of the file. Page and CLI alternate step by step on a 2-core
   machine shared with other jobs (1-minute load average ${load.toFixed(1)} at the start).
 - speed ratio = CLI time / page time (1.0: the page as fast as the CLI).
 

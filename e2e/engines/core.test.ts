@@ -32,7 +32,7 @@ import { promisify } from 'node:util';
 import { content, insertAt, writePseudoRandomFile } from '../data.ts';
 import globalSetup from '../global-setup.ts';
 import { TestServer } from '../server.ts';
-import { ENGINES, type Engine, type EngineDriver, type PageDriver, launch } from './drivers.ts';
+import { ENGINES, type Engine, type EngineDriver, type PageDriver, cardSelector, launch, openPage, result, waitFor } from './drivers.ts';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const engines = (process.env.DSYNC_ENGINES ?? ENGINES.join(',')).split(',').filter(Boolean) as Engine[];
@@ -43,60 +43,6 @@ globalSetup(); // the built page, not older than its sources
 const LABEL: Record<Engine, string> = { chromium: 'Chrome on Linux', firefox: 'Firefox on Linux', webkit: 'WebKit on Linux' };
 
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
-
-/** Polls `fn(arg)` in the page until it returns something truthy; that value. */
-async function waitFor<A, R>(page: PageDriver, what: string, fn: (arg: A) => R | Promise<R>, arg?: A, timeout = 30_000): Promise<NonNullable<R>> {
-  const t0 = Date.now();
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await page.evaluate(fn, arg);
-      if (v) return v as NonNullable<R>;
-      last = v;
-    } catch (e) {
-      last = e; // a navigation in between: try again
-    }
-    if (Date.now() - t0 > timeout) throw new Error(`timed out after ${timeout} ms waiting for ${what} (last: ${last})`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-async function openPage(page: PageDriver, url: string) {
-  await page.goto(url);
-  await waitFor(page, 'the page to reach the server', () => /Connected|Signed in/.test(document.querySelector('[data-testid=server-status]')?.textContent ?? ''));
-}
-
-const cardSelector = (name: string, direction: 'up' | 'down') => `[data-testid=transfer][data-name="${name}"][data-direction=${direction}]`;
-
-interface Result {
-  version: number;
-  sent: number;
-  delta: number;
-  size: number;
-  report: { knownVersion?: number; keptBasis?: boolean; literalBytes?: number } | null;
-}
-
-/** Waits for the newest transfer of `name` to end; its result, or an error saying why it failed. */
-async function result(page: PageDriver, name: string, direction: 'up' | 'down' = 'up', timeout = 60_000): Promise<Result> {
-  const r = await waitFor(
-    page,
-    `the ${direction === 'up' ? 'upload' : 'download'} of ${name} to end`,
-    ({ sel }) => {
-      const card = document.querySelector(sel);
-      const status = card?.getAttribute('data-status');
-      if (status === 'failed') return { failed: card!.querySelector('[data-testid=problem]')?.textContent ?? '?' };
-      if (status !== 'done') return null;
-      const r = card!.querySelector('[data-testid=result]')!;
-      const n = (a: string) => Number(r.getAttribute(`data-${a}`));
-      const report = r.getAttribute('data-report');
-      return { version: n('version'), sent: n('sent'), delta: n('delta'), size: n('size'), report: report ? JSON.parse(report) : null };
-    },
-    { sel: cardSelector(name, direction) },
-    timeout,
-  );
-  if ('failed' in r) throw new Error(`${name}: ${r.failed}`);
-  return r;
-}
 
 /** The text of the first element at `sel` ('' when there is none). */
 const textOf = (page: PageDriver, sel: string) => page.evaluate((s) => document.querySelector(s)?.textContent ?? '', sel);

@@ -234,3 +234,58 @@ function webdriverPage(d: WebDriver): PageDriver {
     close: () => d.quit(),
   };
 }
+
+/** Polls `fn(arg)` in the page until it returns something truthy; that value. */
+export async function waitFor<A, R>(page: PageDriver, what: string, fn: (arg: A) => R | Promise<R>, arg?: A, timeout = 30_000): Promise<NonNullable<R>> {
+  const t0 = Date.now();
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await page.evaluate(fn, arg);
+      if (v) return v as NonNullable<R>;
+      last = v;
+    } catch (e) {
+      last = e; // a navigation in between: try again
+    }
+    if (Date.now() - t0 > timeout) throw new Error(`timed out after ${timeout} ms waiting for ${what} (last: ${last})`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Opens the page at `url` and waits until it has talked to the server. */
+export async function openPage(page: PageDriver, url: string) {
+  await page.goto(url);
+  await waitFor(page, 'the page to reach the server', () => /Connected|Signed in/.test(document.querySelector('[data-testid=server-status]')?.textContent ?? ''));
+}
+
+export const cardSelector = (name: string, direction: 'up' | 'down') => `[data-testid=transfer][data-name="${name}"][data-direction=${direction}]`;
+
+export interface Result {
+  version: number;
+  sent: number;
+  delta: number;
+  size: number;
+  report: { knownVersion?: number; keptBasis?: boolean; literalBytes?: number } | null;
+}
+
+/** Waits for the newest transfer of `name` to end; its result, or an error saying why it failed. */
+export async function result(page: PageDriver, name: string, direction: 'up' | 'down' = 'up', timeout = 60_000): Promise<Result> {
+  const r = await waitFor(
+    page,
+    `the ${direction === 'up' ? 'upload' : 'download'} of ${name} to end`,
+    ({ sel }) => {
+      const card = document.querySelector(sel);
+      const status = card?.getAttribute('data-status');
+      if (status === 'failed') return { failed: card!.querySelector('[data-testid=problem]')?.textContent ?? '?' };
+      if (status !== 'done') return null;
+      const r = card!.querySelector('[data-testid=result]')!;
+      const n = (a: string) => Number(r.getAttribute(`data-${a}`));
+      const report = r.getAttribute('data-report');
+      return { version: n('version'), sent: n('sent'), delta: n('delta'), size: n('size'), report: report ? JSON.parse(report) : null };
+    },
+    { sel: cardSelector(name, direction) },
+    timeout,
+  );
+  if ('failed' in r) throw new Error(`${name}: ${r.failed}`);
+  return r;
+}
