@@ -19,19 +19,11 @@ import { fastRandomBytes } from '../../shared/src/testdata.ts';
 import { addUser } from '../../server/src/auth.ts';
 import { errorAndClose, request, sendChecksumList, silentSockets } from '../../harness/attacks.ts';
 import { pushBytes } from '../../harness/helpers.ts';
-import { start } from './server.ts';
+import { checklist, sleep, start } from './server.ts';
 
 const root = new URL('../..', import.meta.url).pathname;
 const MiB = 2 ** 20;
-const lines: string[] = [];
-let failures = 0;
-const say = (ok: boolean | null, what: string) => {
-  if (ok === false) failures++;
-  const line = `${ok === null ? '    ' : ok ? 'PASS' : 'FAIL'}  ${what}`;
-  lines.push(line);
-  console.log(line);
-};
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const { lines, say, failures } = checklist();
 
 async function singleUser() {
   say(null, '## `npm start` (single-user, defaults)');
@@ -180,7 +172,7 @@ for (const part of [singleUser, accounts, fullDisk]) {
 const md = [
   '# Hostile and faulty conditions (issue 23): the probe',
   '',
-  `\`${command}\` — ${started.toISOString()}, ${failures ? `${failures} FAILED` : 'all passed'}. Servers started by \`scripts/start.sh\` (the README's quick start) on free loopback ports; "another address" is another loopback address.`,
+  `\`${command}\` — ${started.toISOString()}, ${failures() ? `${failures()} FAILED` : 'all passed'}. Servers started by \`scripts/start.sh\` (the README's quick start) on free loopback ports; "another address" is another loopback address.`,
   '',
   '```',
   ...lines,
@@ -192,4 +184,4 @@ const md = [
   '',
 ];
 writeFileSync(path.join(root, 'bench/results/hostile.md'), md.join('\n'));
-process.exit(failures ? 1 : 0);
+process.exit(failures() ? 1 : 0);

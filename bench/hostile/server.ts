@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { processMemory } from '../../harness/child.ts';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function freePort(): Promise<number> {
   const s = net.createServer();
@@ -57,5 +57,20 @@ export async function start(flags: string[], tmpfs?: number, root = new URL('../
       rmSync(data, { recursive: true, force: true });
     },
   };
+}
+
+
+/** The printed checklist of a probe: each check a line, PASS or FAIL (null: a note), kept for
+ *  the results file; `failures()` counts the FAILs. */
+export function checklist() {
+  const lines: string[] = [];
+  let failures = 0;
+  const say = (ok: boolean | null, what: string) => {
+    if (ok === false) failures++;
+    const line = `${ok === null ? '    ' : ok ? 'PASS' : 'FAIL'}  ${what}`;
+    lines.push(line);
+    console.log(line);
+  };
+  return { lines, say, failures: () => failures };
 }
 

@@ -25,22 +25,14 @@ import { fastRandomBytes } from '../../shared/src/testdata.ts';
 import { addUser } from '../../server/src/auth.ts';
 import { errorAndClose, request } from '../../harness/attacks.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
-import { type Server, start } from './server.ts';
+import { type Server, checklist, sleep, start } from './server.ts';
 
 const here = new URL('../..', import.meta.url).pathname;
 const { values: args } = parseArgs({ options: { root: { type: 'string' }, only: { type: 'string' }, out: { type: 'string' } }, strict: true });
 const root = path.resolve(args.root ?? here);
 const only = args.only?.split(',');
 const out = args.out ?? path.join(here, 'bench/results/hostile-users.md');
-const lines: string[] = [];
-let failures = 0;
-const say = (ok: boolean | null, what: string) => {
-  if (ok === false) failures++;
-  const line = `${ok === null ? '    ' : ok ? 'PASS' : 'FAIL'}  ${what}`;
-  lines.push(line);
-  console.log(line);
-};
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const { lines, say, failures } = checklist();
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
@@ -337,7 +329,7 @@ for (const part of [cookies, headers, logins, events, hardening, fairness]) {
 const md = [
   '# What one user, or one page on the same host, can do to another (issue 32)',
   '',
-  `\`${command}\` — ${started.toISOString()}, the servers of ${root === here ? 'this checkout' : root} (${rev}), ${failures ? `${failures} FAILED` : 'all passed'}. Servers started by \`scripts/start.sh\` (the README's quick start) with \`--users\` and \`--trust-proxy loopback\`, on free loopback ports; 2 cores shared with other work.`,
+  `\`${command}\` — ${started.toISOString()}, the servers of ${root === here ? 'this checkout' : root} (${rev}), ${failures() ? `${failures()} FAILED` : 'all passed'}. Servers started by \`scripts/start.sh\` (the README's quick start) with \`--users\` and \`--trust-proxy loopback\`, on free loopback ports; 2 cores shared with other work.`,
   '',
   '```',
   ...lines,
@@ -345,4 +337,4 @@ const md = [
   '',
 ];
 writeFileSync(out, md.join('\n'));
-process.exit(failures ? 1 : 0);
+process.exit(failures() ? 1 : 0);
