@@ -74,7 +74,7 @@ export function filesApi(storeOf: (user: string) => Promise<Store>, log: (e: Rec
       if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE) throw new ProtocolError(ErrorCode.Malformed, `limit is 1 to ${MAX_PAGE}`);
       if (req.query.recursive !== '1') return void res.json(await store.listFolder(folder, cursor, limit));
       // every file and folder below, in name order (a folder's name ends in '/'), paged together
-      const [files, folders] = await Promise.all([store.list(folder), store.subfolders(folder)]);
+      const { files, folders } = await store.tree(folder);
       const all = [...files.map((f) => ({ key: f.name, f })), ...folders.map((key) => ({ key, f: null }))].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).filter((e) => e.key > cursor);
       const page = all.slice(0, limit);
       res.json({ files: page.flatMap((e) => (e.f ? [e.f] : [])), folders: page.flatMap((e) => (e.f ? [] : [e.key])), next: all.length > limit ? page[page.length - 1].key : null });

@@ -315,9 +315,10 @@ export class Store {
     };
   }
 
-  /** Visits every file under `folder` ('' for all) in name order: one catalog read per folder.
-   *  A damaged catalog hides its own folder until gc rebuilds it. */
-  private async walk(folder: string, visit: (name: string, e: CatalogEntry) => void): Promise<void> {
+  /** Visits every file and subfolder (its name ending in '/', before what it holds) under
+   *  `folder` ('' for all) in name order: one catalog read per folder. A damaged catalog hides
+   *  its own folder until gc rebuilds it. */
+  private async walk(folder: string, visit: (name: string, e: CatalogEntry | null) => void): Promise<void> {
     let all;
     try {
       all = await this.folderEntries(folder);
@@ -325,8 +326,8 @@ export class Store {
       return;
     }
     for (const [name, e] of all) {
-      if (e) visit(name, e);
-      else await this.walk(name.slice(0, -1), visit);
+      visit(name, e);
+      if (!e) await this.walk(name.slice(0, -1), visit);
     }
   }
 
@@ -337,9 +338,16 @@ export class Store {
 
   /** Every file with at least one version under `folder` ('' for all), by name. */
   async list(folder = ''): Promise<FileInfo[]> {
-    const out: FileInfo[] = [];
-    await this.walk(folder, (name, e) => out.push({ name, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime }));
-    return out;
+    return (await this.tree(folder)).files;
+  }
+
+  /** Every file and every subfolder (full names ending in '/', parents first) under `folder`,
+   *  in one walk of the catalogs. */
+  async tree(folder = ''): Promise<{ files: FileInfo[]; folders: string[] }> {
+    const files: FileInfo[] = [];
+    const folders: string[] = [];
+    await this.walk(folder, (name, e) => (e ? files.push({ name, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime }) : folders.push(name)));
+    return { files, folders };
   }
 
   // ---- folders (catalog.ts: a folder is listed while it holds something or is kept) ---------
@@ -347,22 +355,7 @@ export class Store {
   /** Every subfolder under `folder` ('' for all), full names ending in '/', parents before
    *  their subfolders. */
   async subfolders(folder = ''): Promise<string[]> {
-    const out: string[] = [];
-    const visit = async (f: string) => {
-      let c;
-      try {
-        c = await readCatalog(this.backend, this.user, f);
-      } catch {
-        return; // damaged: hidden until gc rebuilds it
-      }
-      for (const sub of Object.keys(c.folders).sort()) {
-        const name = (f ? f + '/' : '') + sub;
-        out.push(name + '/');
-        await visit(name);
-      }
-    };
-    await visit(folder);
-    return out;
+    return (await this.tree(folder)).folders;
   }
 
   /** Whether `folder` is listed: linked into its parent's catalog. */
@@ -385,12 +378,11 @@ export class Store {
    */
   async removeFolder(folder: string, o: { emptyOnly?: boolean } = {}): Promise<string[]> {
     if (!(await this.folderExists(folder))) throw new ProtocolError(ErrorCode.NotFound, `no folder ${folder}/`);
-    const files = await this.list(folder);
+    const { files, folders } = await this.tree(folder);
     // emptyOnly (the sync engine's rmdir): a folder that holds a file is refused, and no file
     // is ever removed; a file landing after this look relinks the folder (pruning is safe
     // against writers, catalog.ts), so nothing another device writes meanwhile is lost
     if (o.emptyOnly && files.length) throw new ProtocolError(ErrorCode.Inconsistent, `${folder}/ is not empty`);
-    const folders = await this.subfolders(folder);
     const removed: string[] = [];
     for (const f of o.emptyOnly ? [] : files) {
       try {
@@ -505,7 +497,7 @@ export class Store {
       const old = this.traits?.map;
       const map = new Map<string, { index: string; traits: Uint32Array }>();
       const latest: [string, string][] = [];
-      await this.walk('', (name, e) => e.index && latest.push([name, e.index]));
+      await this.walk('', (name, e) => e?.index && latest.push([name, e.index]));
       for (const [name, index] of latest) {
         const had = old?.get(name);
         if (had?.index === index) map.set(name, had);
