@@ -110,13 +110,14 @@ test('a file rewritten while it is uploaded is never stored torn', { timeout: 30
   const a = device(s, root, 'a');
   const file = path.join(a.dir, 'big.bin');
   const SIZE = 6 << 20;
-  // a writer rewriting the file in place, 1 MiB at a time, each round with one byte value
+  // the file exists whole before any sync can see it; then a writer rewrites it in place,
+  // 1 MiB at a time, each round with one byte value
+  writeFileSync(file, Buffer.alloc(SIZE, 0));
   const writer = spawn(
     process.execPath,
     [
       '-e',
       `const fs = require('fs'); const f = process.argv[1]; const size = ${SIZE};
-       fs.writeFileSync(f, Buffer.alloc(size, 0));
        for (let round = 1; round <= 60; round++) {
          const fd = fs.openSync(f, 'r+');
          for (let o = 0; o < size; o += 1 << 20) fs.writeSync(fd, Buffer.alloc(1 << 20, round), 0, 1 << 20, o);
