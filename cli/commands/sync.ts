@@ -4,7 +4,7 @@
  * pass after every local change (fs.watch), every change on the server (the live events) and
  * every SYNC_RESCAN_MS, until interrupted.
  */
-import { mkdirSync, statSync } from 'node:fs';
+import { mkdirSync, realpathSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { SYNC_MAX_DELETE_MIN, SYNC_MAX_DELETE_SHARE, SYNC_RETRIES } from '../../shared/src/limits.ts';
@@ -13,7 +13,8 @@ import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, s
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
 import { SERVER_OPTS, httpBase } from '../remote.ts';
 import { HttpFolder, NodeTree } from '../sync-io.ts';
-import { FileState } from '../sync-state.ts';
+import { lockFolder } from '../sync-lock.ts';
+import { FileState, syncStateDir } from '../sync-state.ts';
 import { knownOf } from '../sync-options.ts';
 import { watchFolder } from '../sync-watch.ts';
 
@@ -116,74 +117,84 @@ JSON object per action and one per pass ({"pass": …}).`,
     const retries = intFlag(values, 'retries', SYNC_RETRIES);
     const device = str(values, 'device') ?? hostname();
     const human = humanOutput(values);
+    let unlock: () => void;
     try {
       mkdirSync(dir, { recursive: true });
       if (!statSync(dir).isDirectory()) throw new Error('not a folder');
+      unlock = lockFolder(realpathSync(dir), syncStateDir());
     } catch (e) {
       console.error(`dsync sync: ${dirArg}: ${(e as Error).message}`);
       return EXIT_FAILED;
     }
-    const server = httpBase(values);
-    const tree = new NodeTree(dir);
-    const remote = new HttpFolder({ values, folder, tree, device, known: knownOf(values), retries });
-    const state = new FileState({ server, token: str(values, 'token') ?? process.env.DSYNC_TOKEN, folder, dir });
-    const where = `${dirArg} ⇄ ${server}/${folder}`;
-    const controller = new AbortController();
-    const engine: EngineOptions = {
-      device,
-      maxDeleteShare: share,
-      maxDeleteMin: min,
-      ignored: (p, dir) => tree.ignored(p, dir),
-      signal: controller.signal,
-      onAction: (d) => (human ? console.log(describe(d)) : printJson(d)),
-    };
-    // in --watch, a skipped entry is noted once, not on every pass
-    const noted = new Set<string>();
-    const fresh = (r: SyncReport) => r.skipped.filter((s) => !noted.has(`${s.path}\0${s.reason}`));
-    const report = (r: SyncReport) => {
-      for (const s of fresh(r)) {
-        noted.add(`${s.path}\0${s.reason}`);
-        if (human) console.error(`dsync sync: skipped ${s.path}: ${s.reason}`);
-        else printJson({ skipped: s.path, reason: s.reason });
-      }
-      if (r.guard) console.error(`dsync sync: stopped: this pass would delete ${r.guard.deletes} of ${r.guard.files} files, more than --max-delete allows (${r.guard.allowed}); nothing was changed. If these deletes are meant, run again with --max-delete ${r.guard.deletes}`);
-      if (human) console.log(`${where}: ${summary(r)}`);
-      else printJson({ pass: { agreed: r.agreed, passes: r.passes, actions: r.done.length, hashed: r.hashed, failed: r.done.filter((d) => d.error).length, skipped: r.skipped.length, ...(r.guard && { guard: r.guard }) } });
-    };
-    const failedRun = (r: SyncReport) => !r.agreed || r.done.some((d) => d.error) || r.skipped.some((s) => s.hold);
+    try {
+      return await syncDir();
+    } finally {
+      unlock();
+    }
 
-    if (!values.watch) {
+    async function syncDir(): Promise<number> {
+      const server = httpBase(values);
+      const tree = new NodeTree(dir);
+      const remote = new HttpFolder({ values, folder, tree, device, known: knownOf(values), retries });
+      const state = new FileState({ server, token: str(values, 'token') ?? process.env.DSYNC_TOKEN, folder, dir });
+      const where = `${dirArg} ⇄ ${server}/${folder}`;
+      const controller = new AbortController();
+      const engine: EngineOptions = {
+        device,
+        maxDeleteShare: share,
+        maxDeleteMin: min,
+        ignored: (p, dir) => tree.ignored(p, dir),
+        signal: controller.signal,
+        onAction: (d) => (human ? console.log(describe(d)) : printJson(d)),
+      };
+      // in --watch, a skipped entry is noted once, not on every pass
+      const noted = new Set<string>();
+      const fresh = (r: SyncReport) => r.skipped.filter((s) => !noted.has(`${s.path}\0${s.reason}`));
+      const report = (r: SyncReport) => {
+        for (const s of fresh(r)) {
+          noted.add(`${s.path}\0${s.reason}`);
+          if (human) console.error(`dsync sync: skipped ${s.path}: ${s.reason}`);
+          else printJson({ skipped: s.path, reason: s.reason });
+        }
+        if (r.guard) console.error(`dsync sync: stopped: this pass would delete ${r.guard.deletes} of ${r.guard.files} files, more than --max-delete allows (${r.guard.allowed}); nothing was changed. If these deletes are meant, run again with --max-delete ${r.guard.deletes}`);
+        if (human) console.log(`${where}: ${summary(r)}`);
+        else printJson({ pass: { agreed: r.agreed, passes: r.passes, actions: r.done.length, hashed: r.hashed, failed: r.done.filter((d) => d.error).length, skipped: r.skipped.length, ...(r.guard && { guard: r.guard }) } });
+      };
+      const failedRun = (r: SyncReport) => !r.agreed || r.done.some((d) => d.error) || r.skipped.some((s) => s.hold);
+
+      if (!values.watch) {
+        try {
+          const r = await syncUntilStill(tree, remote, state, engine);
+          report(r);
+          return failedRun(r) ? EXIT_FAILED : EXIT_OK;
+        } catch (e) {
+          console.error(`dsync sync: ${(e as Error).message}`);
+          return EXIT_FAILED;
+        } finally {
+          remote.close();
+        }
+      }
+      const stop = () => controller.abort();
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
       try {
-        const r = await syncUntilStill(tree, remote, state, engine);
-        report(r);
-        return failedRun(r) ? EXIT_FAILED : EXIT_OK;
-      } catch (e) {
-        console.error(`dsync sync: ${(e as Error).message}`);
-        return EXIT_FAILED;
+        await watchFolder({
+          values,
+          dir,
+          ignored: (p) => tree.ignored(p),
+          signal: controller.signal,
+          pass: async () => {
+            const r = await syncUntilStill(tree, remote, state, engine);
+            if (r.done.length || r.guard || fresh(r).length) report(r);
+            return r;
+          },
+          onError: (e, retryMs) => console.error(`dsync sync: ${e.message}; trying again in ${Math.round(retryMs / 100) / 10} s`),
+          onReady: () => (human ? console.log(`${where}: watching (Ctrl-C stops)`) : printJson({ watching: dir, folder })),
+        });
       } finally {
         remote.close();
       }
+      return EXIT_OK;
     }
-    const stop = () => controller.abort();
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-    try {
-      await watchFolder({
-        values,
-        dir,
-        ignored: (p) => tree.ignored(p),
-        signal: controller.signal,
-        pass: async () => {
-          const r = await syncUntilStill(tree, remote, state, engine);
-          if (r.done.length || r.guard || fresh(r).length) report(r);
-          return r;
-        },
-        onError: (e, retryMs) => console.error(`dsync sync: ${e.message}; trying again in ${Math.round(retryMs / 100) / 10} s`),
-        onReady: () => (human ? console.log(`${where}: watching (Ctrl-C stops)`) : printJson({ watching: dir, folder })),
-      });
-    } finally {
-      remote.close();
-    }
-    return EXIT_OK;
   },
 };

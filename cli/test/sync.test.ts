@@ -2,7 +2,7 @@
 // own) and the real CLI against a real server, one test per rule of docs/sync.md.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -346,5 +346,34 @@ test('--watch: a local save goes up and a change on the server comes down, acros
     await server.kill();
     done();
     rmSync(data, { recursive: true, force: true });
+  }
+});
+
+test('one sync per folder: a second one is refused while the first runs, and a killed one does not hold the folder', { timeout: 120_000 }, async () => {
+  const s = await testServer();
+  const { devs: [a], done } = devices(s.url, 1);
+  const w = watching(a, 'dev0');
+  try {
+    await until('watching', () => w.lines.some((l) => l.watching));
+    a.write('x.txt', 'x');
+    const refused = await a.sync();
+    assert.equal(refused.code, 1, refused.stdout + refused.stderr);
+    assert.match(refused.stderr, new RegExp(`another dsync sync \\(pid ${w.child.pid}\\) is syncing`));
+    // the same folder named through a symbolic link is the same folder
+    const link = path.join(path.dirname(a.dir), 'link');
+    symlinkSync(a.dir, link);
+    const viaLink = await dsync(['sync', link, '--remote', 'proj', '--device', 'dev0'], { env: a.env });
+    assert.equal(viaLink.code, 1, viaLink.stdout + viaLink.stderr);
+    assert.match(viaLink.stderr, /another dsync sync/);
+    w.child.kill('SIGKILL');
+    await new Promise((r) => w.child.once('exit', r));
+    const lines = ok(await a.sync());
+    assert.ok(lines.some((l) => l.pass?.agreed), JSON.stringify(lines));
+    // a sync that ended released the folder
+    ok(await a.sync());
+  } finally {
+    w.child.kill('SIGKILL');
+    await s.stop();
+    done();
   }
 });
