@@ -8,6 +8,7 @@
  * server (the page forwards its live events), and by polling every POLL_MS.
  */
 import { chunkSource } from '../../shared/src/chunk-index.ts';
+import { SYNC_MAX_DELETE_MIN, SYNC_MAX_DELETE_SHARE, SYNC_RESCAN_MS, SYNC_SETTLE_MS } from '../../shared/src/limits.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
 import type { KnownVersions } from '../../shared/src/known.ts';
 import { pull, push } from '../../shared/src/sync-client.ts';
@@ -17,15 +18,10 @@ import { ApiFolder, IGNORE_FILE, ignoreMatcher, sameStat } from '../../shared/sr
 import { HttpError, call } from './api.ts';
 import { blobSource } from './blob-source.ts';
 
-/** A pass at least this often whatever the watchers said (a FileSystemObserver that works:
- *  OBSERVED_POLL_MS, as the CLI's rescan). */
+/** A pass at least this often whatever the watchers said; with a FileSystemObserver that
+ *  works, every SYNC_RESCAN_MS, as the CLI's --watch. Changes reported within SYNC_SETTLE_MS of
+ *  each other are one pass; the delete guard has the CLI's defaults (docs/sync.md). */
 export const POLL_MS = 2500;
-const OBSERVED_POLL_MS = 30_000;
-/** Changes reported within this long of each other are one pass. */
-const SETTLE_MS = 200;
-/** The delete guard's defaults, as the CLI's (docs/sync.md). */
-const MAX_DELETE_SHARE = 0.5;
-const MAX_DELETE_MIN = 10;
 /** Actions the panel is shown. */
 const RECENT = 20;
 
@@ -461,7 +457,7 @@ export class FolderSync {
   /** a pass after the burst of changes settles */
   soon() {
     clearTimeout(this.settle);
-    this.settle = setTimeout(() => this.request(), SETTLE_MS);
+    this.settle = setTimeout(() => this.request(), SYNC_SETTLE_MS);
   }
 
   /** a pass now, or after the running one */
@@ -498,8 +494,8 @@ export class FolderSync {
         this.allowOnce = false;
         const r = await syncUntilStill(this.tree, this.remote, await this.state, {
           device: this.o.device,
-          maxDeleteShare: allow ? 1 : MAX_DELETE_SHARE,
-          maxDeleteMin: allow ? Number.MAX_SAFE_INTEGER : MAX_DELETE_MIN,
+          maxDeleteShare: allow ? 1 : SYNC_MAX_DELETE_SHARE,
+          maxDeleteMin: allow ? Number.MAX_SAFE_INTEGER : SYNC_MAX_DELETE_MIN,
           signal: this.abort.signal,
           onAction: (d) => {
             // (a pass that finds nothing to do leaves the state as it was: a poll does not flicker)
@@ -524,7 +520,7 @@ export class FolderSync {
     if (this.stopped) return;
     this.o.post({ ...s });
     // what is left (a file changing as it was read, the server away) is tried by the next poll
-    this.timer = setTimeout(() => this.request(), this.status.watch === 'observer' && s.state === 'in-sync' ? OBSERVED_POLL_MS : POLL_MS);
+    this.timer = setTimeout(() => this.request(), this.status.watch === 'observer' && s.state === 'in-sync' ? SYNC_RESCAN_MS : POLL_MS);
   }
 }
 
