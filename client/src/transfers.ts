@@ -6,7 +6,6 @@
  */
 import type { SyncReport } from '../../shared/src/sync-client.ts';
 import { PAGE_RETRIES } from '../../shared/src/limits.ts';
-import { moved } from './messages.ts';
 import type { Failure, FromWorker, Guard, Step, ToWorker } from './worker-api.ts';
 
 /** Files under this size run up to SMALL_PARALLEL at once (the `parallel` limit is for larger
@@ -255,6 +254,38 @@ export class Transfers {
     for (const l of this.listeners) l();
   }
 }
+
+/** How far the step under way is by its byte count, 0..1 (0 for a step without one). */
+export const stepFraction = (t: Transfer) => (t.total ? Math.min(1, (t.done ?? 0) / t.total) : 0);
+
+/** Overall progress 0..1: chunking and sending Delta Bytes take the time; the rest is short. */
+export function progress(t: Transfer): number {
+  if (t.status === 'done') return 1;
+  if (t.status === 'queued') return 0;
+  const frac = stepFraction(t);
+  if (t.direction === 'down') return t.step === 'receiving' ? 0.5 + 0.5 * frac : t.step === 'chunking' ? 0.5 * frac : 0;
+  switch (t.step) {
+    case 'chunking':
+      return 0.45 * frac;
+    case 'connecting':
+    case 'retrying':
+      return 0;
+    case 'checksums-sent':
+      return 0.48;
+    case 'tokens-received':
+      return 0.5;
+    case 'sending':
+      return 0.5 + 0.47 * frac;
+    case 'delta-sent':
+    case 'committed':
+      return 0.98;
+    default:
+      return 0;
+  }
+}
+
+/** Bytes of the file dealt with so far (its share of the overall progress). */
+export const moved = (t: Transfer) => Math.round(progress(t) * t.size);
 
 /** A retry can help: the file is readable and within the server's limit. */
 export const retriable = (t: Transfer) => t.failure?.kind !== 'too-large' && t.failure?.kind !== 'unreadable';
