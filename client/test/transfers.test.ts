@@ -59,6 +59,7 @@ test('the queue: at most `parallel` large transfers run, oldest first, small one
 
   // small files overlap more; a large one waits for its turn behind them, and they behind it
   transfers.upload(Array.from({ length: 8 }, (_, k) => ({ file: file(1000), name: `s${k}` })));
+  assert.deepEqual(transfers.snapshot().map((t) => t.name).slice(6, 10), ['s6', 's7', 'a', 'b'], 'a later drop shows above');
   assert.deepEqual(worker.started().slice(4), [5, 6, 7, 8]);
   transfers.download('big', 1, LARGE, null);
   transfers.upload([{ file: file(1000), name: 'late' }]);
