@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pushBytes, testServer } from '../harness/helpers.ts';
 import { socketPipe } from '../harness/pipe.ts';
-import { fastRandomBytes } from '../shared/src/testdata.ts';
+import { fastRandomBytes } from '../harness/testdata.ts';
 import { TestServer } from '../e2e/server.ts';
 
 const size = Number(process.argv[2] ?? 500) << 20;

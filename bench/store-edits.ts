@@ -10,7 +10,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Rng, applyEdits, fastRandomBytes } from '../shared/src/testdata.ts';
+import { Rng, applyEdits, fastRandomBytes } from '../harness/testdata.ts';
 import { loadConfig } from '../server/src/config.ts';
 import { startServer } from '../server/src/server.ts';
 import { runGc } from '../server/src/store/gc.ts';

@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Rng, applyEdits, fastRandomBytes } from '../shared/src/testdata.ts';
+import { Rng, applyEdits, fastRandomBytes } from '../harness/testdata.ts';
 import { loadConfig } from '../server/src/config.ts';
 import { startServer } from '../server/src/server.ts';
 import type { Backend } from '../server/src/store/backend.ts';

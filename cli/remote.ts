@@ -60,13 +60,11 @@ export function tokenProblem(values: Values): string {
     : 'this server has accounts: give your token with --token T or DSYNC_TOKEN (dsync adduser prints one)';
 }
 
-/** An error in the user's words: a refused sign-in (REST 401, or the WebSocket upgrade's
- *  "Unexpected server response: 401") says what to do; the rest keep their message. */
+/** An error in the user's words: a refused sign-in (REST 401, or the WebSocket upgrade's 401,
+ *  which Connection.open reports as Unauthorized) says what to do; the rest keep their message. */
 export function explain(e: unknown, values: Values): string {
   if ((e instanceof ApiError && e.status === 401) || (e instanceof RemoteError && e.code === ErrorCode.Unauthorized)) return tokenProblem(values);
-  const message = e instanceof Error ? e.message : String(e);
-  if (/Unexpected server response: 401\b/.test(message)) return tokenProblem(values);
-  return message;
+  return e instanceof Error ? e.message : String(e);
 }
 
 /** A refusal by the server's REST API, with its message. */

@@ -4,7 +4,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { onLogLines } from '../shared/src/serve-process.ts';
+import { onLogLines } from './serve-process.ts';
 
 const root = new URL('..', import.meta.url).pathname;
 

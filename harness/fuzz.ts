@@ -18,7 +18,7 @@ import { decode, encode } from '../shared/src/codec.ts';
 import { type Message, type Piece } from '../shared/src/messages.ts';
 import { type ChunkParams, DEFAULT_PARAMS, ErrorCode, Msg } from '../shared/src/protocol.ts';
 import { MemoryKnown } from '../shared/src/known.ts';
-import { Rng, applyEdits, randomBytes, textBytes } from '../shared/src/testdata.ts';
+import { Rng, applyEdits, randomBytes, textBytes } from './testdata.ts';
 import { pull, push } from '../shared/src/sync-client.ts';
 import '../shared/src/wasm.ts';
 import { type ServerConfig, loadConfig } from '../server/src/config.ts';

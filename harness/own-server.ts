@@ -4,7 +4,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { onLogLines } from '../shared/src/serve-process.ts';
+import { onLogLines } from './serve-process.ts';
 import { killHard, processMemory } from './child.ts';
 
 const root = new URL('..', import.meta.url).pathname;

@@ -10,7 +10,7 @@ import { runGc, unreferenced } from '../server/src/store/gc.ts';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import WebSocket from 'ws';
-import { Rng, applyEdits, fastRandomBytes } from '../shared/src/testdata.ts';
+import { Rng, applyEdits, fastRandomBytes } from './testdata.ts';
 import { startChild } from './child.ts';
 import { pushBytes } from './helpers.ts';
 

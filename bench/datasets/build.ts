@@ -1,7 +1,7 @@
 /**
  * Builds the evaluation datasets from bench/datasets/sources.json into bench/tmp/datasets/,
  * reproducibly: packages come from the npm registry by pinned version (`npm pack`, cached in
- * bench/tmp/npm/), the edits from the paper's generator (shared/src/testdata.ts) with fixed
+ * bench/tmp/npm/), the edits from the paper's generator (harness/testdata.ts) with fixed
  * seeds. Every output's sha256 is compared with bench/datasets/manifest.json (written on the
  * first build, or with --write-manifest).
  *
@@ -13,7 +13,7 @@ import { createReadStream, existsSync, mkdirSync, readFileSync, readdirSync, rmS
 import { open } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { EDIT_KINDS, type EditKind, Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
+import { EDIT_KINDS, type EditKind, Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const TMP = join(ROOT, 'bench/tmp');

@@ -9,7 +9,7 @@ import { createServer } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { onLogLines, workersOf } from '../../shared/src/serve-process.ts';
+import { onLogLines, workersOf } from '../../harness/serve-process.ts';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const log = (...xs: unknown[]) => console.error('[eval]', ...xs);

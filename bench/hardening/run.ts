@@ -5,7 +5,7 @@ import { execSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
-import { Rng } from '../../shared/src/testdata.ts';
+import { Rng } from '../../harness/testdata.ts';
 import { Fuzzer } from '../../harness/fuzz.ts';
 import { holdConnections, killTrials } from '../../harness/trials.ts';
 

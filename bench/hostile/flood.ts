@@ -7,7 +7,7 @@ import WebSocket from 'ws';
 import '../../shared/src/wasm.ts';
 import { bufferSource } from '../../shared/src/chunk-index.ts';
 import { Connection, push } from '../../shared/src/sync-client.ts';
-import { fastRandomBytes } from '../../shared/src/testdata.ts';
+import { fastRandomBytes } from '../../harness/testdata.ts';
 
 const [url, token, count, sockets] = process.argv.slice(2);
 const total = Number(count);

@@ -15,7 +15,7 @@ import path from 'node:path';
 import WebSocket from 'ws';
 import { RemoteError } from '../../shared/src/conn.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
-import { fastRandomBytes } from '../../shared/src/testdata.ts';
+import { fastRandomBytes } from '../../harness/testdata.ts';
 import { addUser } from '../../server/src/auth.ts';
 import { errorAndClose, request, sendChecksumList, silentSockets } from '../../harness/attacks.ts';
 import { pushBytes } from '../../harness/helpers.ts';

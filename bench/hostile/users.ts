@@ -21,7 +21,7 @@ import YAML from 'yaml';
 import '../../shared/src/wasm.ts';
 import { bufferSource } from '../../shared/src/chunk-index.ts';
 import { push } from '../../shared/src/sync-client.ts';
-import { fastRandomBytes } from '../../shared/src/testdata.ts';
+import { fastRandomBytes } from '../../harness/testdata.ts';
 import { addUser } from '../../server/src/auth.ts';
 import { errorAndClose, request } from '../../harness/attacks.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';

@@ -28,7 +28,7 @@ import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { bufferSource } from '../../shared/src/chunk-index.ts';
-import { EDIT_KINDS, Rng, applyEdits } from '../../shared/src/testdata.ts';
+import { EDIT_KINDS, Rng, applyEdits } from '../../harness/testdata.ts';
 import { buildDatasets } from '../datasets/build.ts';
 import type { Prepared } from '../approaches/approach.ts';
 import { forgetKnown } from '../approaches/dsync.ts';

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
+import { fastRandomBytes, textBytes } from '../../harness/testdata.ts';
 
 const root = new URL('../..', import.meta.url).pathname;
 const oracleBin = path.join(root, 'wasm/target/release/examples/fastcdc_cuts');

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { testServer } from '../../harness/helpers.ts';
 import { dsync, jsonLines } from './run.ts';
-import { textBytes } from '../../shared/src/testdata.ts';
+import { textBytes } from '../../harness/testdata.ts';
 
 async function setup() {
   const s = await testServer();

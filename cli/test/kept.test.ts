@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { test } from 'node:test';
-import { Rng, applyEdits, textBytes } from '../../shared/src/testdata.ts';
+import { Rng, applyEdits, textBytes } from '../../harness/testdata.ts';
 import { testServer } from '../../harness/helpers.ts';
 
 const root = new URL('../..', import.meta.url).pathname;

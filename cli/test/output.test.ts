@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
+import { fastRandomBytes, textBytes } from '../../harness/testdata.ts';
 import { testServer } from '../../harness/helpers.ts';
 import { PROGRESS_MIN } from '../output.ts';
 import { DSYNC, dsync, dsyncOnTerminal, jsonLines, screen } from './run.ts';

@@ -7,7 +7,7 @@ import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { test } from 'node:test';
-import { fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
+import { fastRandomBytes, textBytes } from '../../harness/testdata.ts';
 import { testServer } from '../../harness/helpers.ts';
 import { socketPipe } from '../../harness/pipe.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { pushBytes, testServer } from '../../harness/helpers.ts';
 import { socketPipe } from '../../harness/pipe.ts';
-import { fastRandomBytes } from '../../shared/src/testdata.ts';
+import { fastRandomBytes } from '../../harness/testdata.ts';
 import { DSYNC, jsonLines } from './run.ts';
 import { TestServer } from '../../e2e/server.ts';
 

@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import WebSocket from 'ws';
 import { encode } from '../../shared/src/codec.ts';
 import { DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION } from '../../shared/src/protocol.ts';
-import { textBytes } from '../../shared/src/testdata.ts';
+import { textBytes } from '../../harness/testdata.ts';
 import { addUser } from '../../server/src/auth.ts';
 import { lanAddresses } from '../../server/src/log.ts';
 import { testServer } from '../../harness/helpers.ts';

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { addUser } from '../../server/src/auth.ts';
 import { testServer } from '../../harness/helpers.ts';
-import { fastRandomBytes } from '../../shared/src/testdata.ts';
+import { fastRandomBytes } from '../../harness/testdata.ts';
 import { PROGRESS_MIN, rateAndLeft } from '../output.ts';
 import { dsync, dsyncOnTerminal, jsonLines, screen } from './run.ts';
 

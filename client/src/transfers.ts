@@ -6,19 +6,18 @@
  */
 import type { SyncReport } from '../../shared/src/sync-client.ts';
 import { PAGE_RETRIES } from '../../shared/src/limits.ts';
-import { moved } from './messages.ts';
 import type { Failure, FromWorker, Guard, Step, ToWorker } from './worker-api.ts';
 
 /** Files under this size run up to SMALL_PARALLEL at once (the `parallel` limit is for larger
  *  ones): a small file's sync is mostly waiting on round trips and the server's commit, so a
  *  folder of tiny files goes as fast as the CLI's one-after-another only when several overlap
  *  (bench/results/tiny-files.md). */
-const SMALL_FILE = 1_000_000;
-const SMALL_PARALLEL = 6;
+export const SMALL_FILE = 1_000_000;
+export const SMALL_PARALLEL = 6;
 /** A transfer that lost the server is tried again, by itself, at most this many times. */
-const AUTO_RETRIES = 5;
+export const AUTO_RETRIES = 5;
 /** ... this long after it failed, when the server already answers again. */
-const AUTO_RETRY_MS = 2000;
+export const AUTO_RETRY_MS = 2000;
 
 export interface Transfer {
   id: number;
@@ -209,31 +208,36 @@ export class Transfers {
       // an average over half a second or more: steadier than the last interval's
       this.update(m.id, { step: m.step, done: m.done, total: m.total, rate: seconds >= 0.5 ? moved(t) / seconds : undefined });
     }
-    else if (m.kind === 'done') this.settle(m.id, { status: 'done', step: 'committed', report: m.report, guard: m.guard, blobUrl: m.blob && URL.createObjectURL(m.blob) });
-    else {
+    else if (m.kind === 'done') {
+      this.settle(m.id, { status: 'done', step: 'committed', report: m.report, guard: m.guard, blobUrl: m.blob && URL.createObjectURL(m.blob) });
+      this.pump();
+    } else {
       let failure = m.failure;
       if (this.opts.diagnose && (failure.kind === 'unreachable' || failure.kind === 'lost')) failure = await this.opts.diagnose(failure);
       this.settle(m.id, { status: 'failed', failure });
+      this.pump();
     }
   }
 
+  /** Ends a transfer (`patch` says how) and tells onSettled; one that lost the server is
+   *  marked to go again when it is back. The caller starts what may run next (`pump`). */
   private settle(id: number, patch: Partial<Transfer>) {
-    const t = this.get(id)!;
     const kind = patch.failure?.kind;
-    if ((kind === 'unreachable' || kind === 'lost') && (t.autoRetries ?? 0) < AUTO_RETRIES) {
-      patch = { ...patch, retryWhenBack: true };
-      // the server may answer already (a restart quicker than the page noticed)
+    const again = (kind === 'unreachable' || kind === 'lost') && (this.get(id)!.autoRetries ?? 0) < AUTO_RETRIES;
+    this.update(id, again ? { ...patch, retryWhenBack: true } : patch);
+    const ended = this.get(id)!;
+    if (again) {
+      // the server may answer already (a restart quicker than the page noticed). Every change
+      // of a transfer makes a new object: one that changed since (tried again on the server's
+      // return, and maybe failed anew with a timer of its own) is no longer this failure's.
       setTimeout(() => {
-        const now = this.get(id);
-        if (now?.retryWhenBack && this.reachable) {
-          this.requeue(id, { autoRetries: (now.autoRetries ?? 0) + 1 });
+        if (this.get(id) === ended && this.reachable) {
+          this.requeue(id, { autoRetries: (ended.autoRetries ?? 0) + 1 });
           this.pump();
         }
       }, AUTO_RETRY_MS);
     }
-    this.update(id, patch);
-    this.opts.onSettled?.(this.get(id)!);
-    this.pump();
+    this.opts.onSettled?.(ended);
   }
 
   private get(id: number) {
@@ -255,6 +259,38 @@ export class Transfers {
     for (const l of this.listeners) l();
   }
 }
+
+/** How far the step under way is by its byte count, 0..1 (0 for a step without one). */
+export const stepFraction = (t: Transfer) => (t.total ? Math.min(1, (t.done ?? 0) / t.total) : 0);
+
+/** Overall progress 0..1: chunking and sending Delta Bytes take the time; the rest is short. */
+export function progress(t: Transfer): number {
+  if (t.status === 'done') return 1;
+  if (t.status === 'queued') return 0;
+  const frac = stepFraction(t);
+  if (t.direction === 'down') return t.step === 'receiving' ? 0.5 + 0.5 * frac : t.step === 'chunking' ? 0.5 * frac : 0;
+  switch (t.step) {
+    case 'chunking':
+      return 0.45 * frac;
+    case 'connecting':
+    case 'retrying':
+      return 0;
+    case 'checksums-sent':
+      return 0.48;
+    case 'tokens-received':
+      return 0.5;
+    case 'sending':
+      return 0.5 + 0.47 * frac;
+    case 'delta-sent':
+    case 'committed':
+      return 0.98;
+    default:
+      return 0;
+  }
+}
+
+/** Bytes of the file dealt with so far (its share of the overall progress). */
+export const moved = (t: Transfer) => Math.round(progress(t) * t.size);
 
 /** A retry can help: the file is readable and within the server's limit. */
 export const retriable = (t: Transfer) => t.failure?.kind !== 'too-large' && t.failure?.kind !== 'unreadable';

@@ -12,7 +12,7 @@ import '../../shared/src/wasm.ts';
 import { chunkSource } from '../../shared/src/chunk-index.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
-import { fastRandomBytes } from '../../shared/src/testdata.ts';
+import { fastRandomBytes } from '../../harness/testdata.ts';
 import { STREAM_STALL_MS, blobSource } from '../src/blob-source.ts';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'dsync-blob-source-'));

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { deviceLabel } from '../src/api.ts';
 import { formatBytes, formatLeft, savedPercent } from '../src/format.ts';
-import { batchLine, progressLine, statusLine } from '../src/messages.ts';
+import { batchLine, progressLine, statusLine } from '../src/transfer-text.ts';
 import type { Transfer } from '../src/transfers.ts';
 
 test('sizes are decimal, one convention: 1 000 000 bytes is 1 MB', () => {

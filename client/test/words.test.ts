@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { compareNames } from '../../shared/src/natural.ts';
 import { signInFailure } from '../src/api.ts';
-import { guardLine, problem, progressLine } from '../src/messages.ts';
+import { guardLine, problem, progressLine } from '../src/transfer-text.ts';
 import type { Transfer } from '../src/transfers.ts';
 
 test('a sign-in held back says how long to wait, from Retry-After', () => {

@@ -32,7 +32,7 @@ export { SEGMENT_BYTES } from './store/writer.ts';
 export { runGc, type GcOptions, type GcReport } from './store/gc.ts';
 export { runCheck, type CheckReport } from './store/check.ts';
 export { encodeName } from './store/keys.ts';
-export { applyRetention, decodeVersion, encodeVersion, isDamage, type Layout, type Extent } from './store/format.ts';
+export { applyRetention, decodeVersion, encodeVersion, type Layout, type Extent } from './store/format.ts';
 
 /** Similarity traits are brought up to the folder catalogs when older than this (other processes commit). */
 const TRAITS_REFRESH_MS = 30_000;

@@ -15,7 +15,8 @@ import { MAX_CLIENT_LABEL } from '../../shared/src/limits.ts';
 import type { ServerConfig } from './config.ts';
 import type { MemoryBudget } from './memory.ts';
 import { validateName } from './names.ts';
-import { type Store, isDamage } from './store.ts';
+import type { Store } from './store.ts';
+import { DamageError, WriteFailed, isDiskFull } from './store/errors.ts';
 
 export interface SessionLog {
   (event: Record<string, unknown>): void;
@@ -40,8 +41,8 @@ async function knownOrLatest(store: Store, name: string, version: number, known:
     return await store.openBasis(name, version);
   } catch (e) {
     if (known && e instanceof ProtocolError && e.code === ErrorCode.NotFound) throw new ProtocolError(ErrorCode.UnknownBasis, `${name} has no version ${version}`);
-    if (known && isDamage(e)) throw new ProtocolError(ErrorCode.UnknownBasis, `version ${version} of ${name} is damaged on the store: push without it`);
-    if (!known && isDamage(e)) return null;
+    if (known && e instanceof DamageError) throw new ProtocolError(ErrorCode.UnknownBasis, `version ${version} of ${name} is damaged on the store: push without it`);
+    if (!known && e instanceof DamageError) return null;
     throw e;
   }
 }
@@ -200,7 +201,7 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
               const like = await store.similar(target.fastfps);
               if (!like) return null;
               opened = await store.openBasis(like.name, like.version).catch((e) => {
-                if (isDamage(e)) return null; // no basis
+                if (e instanceof DamageError) return null; // no basis
                 throw e;
               });
               if (!opened) return null;
@@ -256,8 +257,7 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
       conn.close();
     } else {
       const code = err instanceof ProtocolError ? err.code : ErrorCode.Internal;
-      const full = ['ENOSPC', 'EDQUOT'].includes((err as NodeJS.ErrnoException).code ?? '');
-      const message = err instanceof ProtocolError ? err.message : full ? "the server's disk is full; nothing was stored, the previous version is intact" : 'internal error; the previous version is intact';
+      const message = err instanceof ProtocolError ? err.message : isDiskFull(err) ? new WriteFailed(err).message : 'internal error; the previous version is intact';
       log({ op: hello?.op === Op.Pull ? 'pull' : 'push', name: hello?.name, error: code, message: err.message });
       conn.sendError(code, message);
     }

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { pushBytes, testServer } from '../../harness/helpers.ts';
 import { socketPipe } from '../../harness/pipe.ts';
-import { fastRandomBytes } from '../../shared/src/testdata.ts';
+import { fastRandomBytes } from '../../harness/testdata.ts';
 import { unreferenced } from '../src/store/gc.ts';
 import { uploadsKey } from '../src/store/keys.ts';
 import { RESUME_CHECKPOINT_BYTES } from '../../shared/src/limits.ts';

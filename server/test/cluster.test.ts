@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { workersOf } from '../../shared/src/serve-process.ts';
+import { workersOf } from '../../harness/serve-process.ts';
 import { startServe } from '../../harness/child.ts';
 
 const alive = (pid: number) => {

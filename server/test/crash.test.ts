@@ -9,7 +9,7 @@ import { runGc, unreferenced } from '../src/store/gc.ts';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
+import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { startChild } from '../../harness/child.ts';
 import { download, killTrials, versionsOf } from '../../harness/trials.ts';
 import WebSocket from 'ws';

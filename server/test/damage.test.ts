@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { MemoryKnown } from '../../shared/src/known.ts';
-import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
+import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { loadConfig } from '../src/config.ts';
 import { startServer } from '../src/server.ts';
 import type { Backend } from '../src/store/backend.ts';

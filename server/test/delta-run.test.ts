@@ -16,7 +16,7 @@ import type { Source } from '../../shared/src/chunk-index.ts';
 import { Conn } from '../../shared/src/conn.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { push } from '../../shared/src/sync-client.ts';
-import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
+import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { type TestServer, testServer } from '../../harness/helpers.ts';
 
 let server: TestServer;

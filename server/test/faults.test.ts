@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { RemoteError } from '../../shared/src/conn.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
-import { fastRandomBytes } from '../../shared/src/testdata.ts';
+import { fastRandomBytes } from '../../harness/testdata.ts';
 import { sendChecksumList } from '../../harness/attacks.ts';
 import { pushBytes } from '../../harness/helpers.ts';
 import { ownServer } from '../../harness/own-server.ts';

@@ -2,7 +2,7 @@
 // stores nothing; `dsync rm` plus gc returns the store to what the kept versions need.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Rng, applyEdits, fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
+import { Rng, applyEdits, fastRandomBytes, textBytes } from '../../harness/testdata.ts';
 import { runCheck } from '../src/store/check.ts';
 import { runGc, unreferenced } from '../src/store/gc.ts';
 import { type TestServer, pushBytes, testServer } from '../../harness/helpers.ts';

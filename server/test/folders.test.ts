@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
 import { startServer } from '../src/server.ts';
 import { pushBytes } from '../../harness/helpers.ts';
-import { Rng } from '../../shared/src/testdata.ts';
+import { Rng } from '../../harness/testdata.ts';
 
 test('emptied folders leave the listing, and a folder a file lands in meanwhile stays listed', async () => {
   const data = mkdtempSync(path.join(tmpdir(), 'dsync-folders-'));

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { decode } from '../../shared/src/codec.ts';
 import { ProtocolError } from '../../shared/src/protocol.ts';
-import { Rng } from '../../shared/src/testdata.ts';
+import { Rng } from '../../harness/testdata.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';

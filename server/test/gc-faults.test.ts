@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
+import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { loadConfig } from '../src/config.ts';
 import { startServer } from '../src/server.ts';
 import type { Backend } from '../src/store/backend.ts';

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
+import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { Repo } from '../src/store/repo.ts';
 import { GC_DEFAULTS, guardRefs, readGcState, runGc, unreferenced } from '../src/store/gc.ts';
 import { GC_STATE, segmentKey, uploadsKey } from '../src/store/keys.ts';

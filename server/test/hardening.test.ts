@@ -12,7 +12,7 @@ import { encode } from '../../shared/src/codec.ts';
 import { RemoteError } from '../../shared/src/conn.ts';
 import { Connection } from '../../shared/src/sync-client.ts';
 import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION } from '../../shared/src/protocol.ts';
-import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
+import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { addUser } from '../src/auth.ts';
 import { validateName } from '../src/names.ts';
 import { pullBytes, pushBytes, testServer } from '../../harness/helpers.ts';

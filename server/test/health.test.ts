@@ -3,7 +3,7 @@
 // instead of hanging, and everything works again once the store is back.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { fastRandomBytes } from '../../shared/src/testdata.ts';
+import { fastRandomBytes } from '../../harness/testdata.ts';
 import { HEALTH_CACHE_MS, loadConfig } from '../src/config.ts';
 import { type RunningServer, startServer } from '../src/server.ts';
 import { pullBytes, pushBytes } from '../../harness/helpers.ts';

@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import WebSocket from 'ws';
 import { encode } from '../../shared/src/codec.ts';
 import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION } from '../../shared/src/protocol.ts';
-import { fastRandomBytes } from '../../shared/src/testdata.ts';
+import { fastRandomBytes } from '../../harness/testdata.ts';
 import { addUser, passwordWeakness } from '../src/auth.ts';
 import { errorAndClose, request, silentSockets } from '../../harness/attacks.ts';
 import { pushBytes, testServer } from '../../harness/helpers.ts';

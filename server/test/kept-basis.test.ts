@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { type Source, bufferSource } from '../../shared/src/chunk-index.ts';
 import { MemoryKnown, knownKey } from '../../shared/src/known.ts';
-import { EDIT_KINDS, Rng, applyEdits, fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
+import { EDIT_KINDS, Rng, applyEdits, fastRandomBytes, textBytes } from '../../harness/testdata.ts';
 import { push } from '../../shared/src/sync-client.ts';
 import { LIST_BATCH } from '../../shared/src/limits.ts';
 import { DEFAULT_PARAMS } from '../../shared/src/protocol.ts';

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { RemoteError } from '../../shared/src/conn.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
-import { Rng, applyEdits, fastRandomBytes } from '../../shared/src/testdata.ts';
+import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { type Child, startChild } from '../../harness/child.ts';
 import { pullBytes, pushBytes } from '../../harness/helpers.ts';
 import { socketPipe } from '../../harness/pipe.ts';

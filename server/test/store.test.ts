@@ -6,7 +6,7 @@ import { mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { Rng, applyEdits, fastRandomBytes, textBytes } from '../../shared/src/testdata.ts';
+import { Rng, applyEdits, fastRandomBytes, textBytes } from '../../harness/testdata.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';

@@ -2,7 +2,7 @@
 // library over a real WebSocket, real files in a real store. Hundreds of random edit scripts.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { EDIT_KINDS, type EditKind, Rng, applyEdits, fastRandomBytes, randomBytes, textBytes } from '../../shared/src/testdata.ts';
+import { EDIT_KINDS, type EditKind, Rng, applyEdits, fastRandomBytes, randomBytes, textBytes } from '../../harness/testdata.ts';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

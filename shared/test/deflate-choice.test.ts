@@ -6,7 +6,7 @@ import { deflateRawSync } from 'node:zlib';
 import fc from 'fast-check';
 import { bufferSource } from '../src/chunk-index.ts';
 import { sessionUrl, worthDeflating } from '../src/sync-client.ts';
-import { fastRandomBytes, textBytes } from '../src/testdata.ts';
+import { fastRandomBytes, textBytes } from '../../harness/testdata.ts';
 
 test('random bytes and deflated bytes are not worth deflating; text, zeros, binaries with structure are', async () => {
   const text = textBytes(1, 4 << 20);

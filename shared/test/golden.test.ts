@@ -8,7 +8,7 @@ import { blake3 } from '@noble/hashes/blake3';
 import '../src/wasm.ts';
 import { bufferSource, chunkParts, chunkSource, offsetsOf } from '../src/chunk-index.ts';
 import { Algo, DEFAULT_PARAMS, FpOp } from '../src/protocol.ts';
-import { randomBytes, textBytes } from '../src/testdata.ts';
+import { randomBytes, textBytes } from '../../harness/testdata.ts';
 import { DsyncChunker, hash_chunks, wasm_memory } from '../src/wasm.ts';
 
 interface Vector {

@@ -12,7 +12,7 @@ import { type Source, chunkParts } from '../src/chunk-index.ts';
 import { type HashPool, OFF_THREAD_MIN } from '../src/hash-pool.ts';
 import { nodeHashPool } from '../src/hash-workers-node.ts';
 import { Algo, DEFAULT_PARAMS } from '../src/protocol.ts';
-import { fastRandomBytes, textBytes } from '../src/testdata.ts';
+import { fastRandomBytes, textBytes } from '../../harness/testdata.ts';
 import { fileSource } from '../src/file-source.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'dsync-hashpool-'));

@@ -9,7 +9,7 @@ import { KeptBasis, keptBasisOf } from '../src/kept.ts';
 import { BasisCopies } from '../src/refine.ts';
 import { Msg, ProtocolError } from '../src/protocol.ts';
 import type { Piece } from '../src/messages.ts';
-import { EDIT_KINDS, Rng, applyEdits, randomBytes, textBytes } from '../src/testdata.ts';
+import { EDIT_KINDS, Rng, applyEdits, randomBytes, textBytes } from '../../harness/testdata.ts';
 
 async function rebuild(basis: Uint8Array, chunks: (Uint8Array | Piece[])[]): Promise<Uint8Array> {
   const copies = new BasisCopies(async (o, n) => basis.slice(o, o + n), basis.length, new Uint8Array(128 << 10));

@@ -10,7 +10,7 @@ import { BasisChecksumTable } from '../src/basis-checksums.ts';
 import { BasisCopies, MiddleYield, fineCut } from '../src/refine.ts';
 import { Msg, ProtocolError } from '../src/protocol.ts';
 import { PREFIX, type Piece } from '../src/messages.ts';
-import { EDIT_KINDS, Rng, applyEdits, textBytes } from '../src/testdata.ts';
+import { EDIT_KINDS, Rng, applyEdits, textBytes } from '../../harness/testdata.ts';
 import '../src/wasm.ts';
 
 const FINE = { min: 64, avg: 256, max: 1024 };

@@ -11,7 +11,7 @@ import { Conn } from '../src/conn.ts';
 import { MAX_SPLIT_CHUNKS } from '../src/limits.ts';
 import { Algo, Msg, hashLength } from '../src/protocol.ts';
 import { sendTarget } from '../src/sender.ts';
-import { fastRandomBytes } from '../src/testdata.ts';
+import { fastRandomBytes } from '../../harness/testdata.ts';
 import { memPair } from '../../harness/mem-socket.ts';
 
 const params = { min: 64, avg: 256, max: 1024, op: 0, every: 16 };

@@ -1,7 +1,7 @@
 import type { SyncReport } from '../../../shared/src/sync-client.ts';
 import { formatBytes, formatDuration, savedPercent } from '../format.ts';
-import { guardLine, problem, progress, progressLine, statusLine, steps } from '../messages.ts';
-import type { Transfer } from '../transfers.ts';
+import { guardLine, problem, progressLine, statusLine, steps } from '../transfer-text.ts';
+import { type Transfer, progress } from '../transfers.ts';
 import { TrafficChart } from './TrafficChart.tsx';
 
 interface Props {

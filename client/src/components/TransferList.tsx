@@ -1,5 +1,5 @@
 import { useState } from 'react';
-import { batchLine } from '../messages.ts';
+import { batchLine } from '../transfer-text.ts';
 import { type Transfer, type Transfers, retriable } from '../transfers.ts';
 import { TransferCard } from './TransferCard.tsx';
 

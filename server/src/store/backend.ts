@@ -66,6 +66,10 @@ export interface Backend {
 
   /** Releases connections and handles. */
   close(): Promise<void>;
+
+  /** Removes what crashed writers left that is older than `olderThanMs` (temporary files of a
+   *  local directory; gc calls it); returns how many. Absent where writes leave nothing (S3). */
+  sweepTemporaries?(olderThanMs: number): Promise<number>;
 }
 
 export interface ListEntry {

@@ -19,7 +19,7 @@ import type { Backend } from './backend.ts';
 import type { FileHead } from './format.ts';
 import { updateHead } from './heads.ts';
 import { encodeName, nsPrefix } from './keys.ts';
-import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
+import { damagedObject } from './errors.ts';
 
 export interface CatalogEntry {
   /** the file head's seq this entry reflects */
@@ -66,7 +66,7 @@ export function parseCatalog(body: Uint8Array | null, key: string): Catalog {
   const ok =
     c && typeof c.files === 'object' && typeof c.folders === 'object' &&
     Object.values(c.files).every((e: any) => e && [e.seq, e.latest, e.size, e.versions].every((x) => Number.isSafeInteger(x) && x >= 0) && typeof e.mtime === 'string' && (e.index === undefined || (typeof e.index === 'string' && /^([0-9a-f]{64})?$/.test(e.index))));
-  if (!ok) throw new ProtocolError(ErrorCode.Internal, `damaged store object: ${key}: not a folder catalog`);
+  if (!ok) throw damagedObject(`${key}: not a folder catalog`);
   const out = empty();
   for (const [k, v] of Object.entries(c.files)) out.files[k] = v as CatalogEntry;
   for (const k of Object.keys(c.folders)) out.folders[k] = 1;

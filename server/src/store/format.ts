@@ -6,7 +6,8 @@
 import { MAX_CLIENT_LABEL } from '../../../shared/src/limits.ts';
 import { createHash, randomBytes } from 'node:crypto';
 import type { ChunkIndex } from '../../../shared/src/chunk-index.ts';
-import { ErrorCode, ProtocolError, hashLength } from '../../../shared/src/protocol.ts';
+import { hashLength } from '../../../shared/src/protocol.ts';
+import { DamageError, damagedObject } from './errors.ts';
 import { INDEX_ID, SEGMENT_ID } from './keys.ts';
 
 const INDEX_MAGIC = 0x58495344; // "DSIX" little-endian
@@ -28,8 +29,6 @@ export interface Layout {
 }
 
 export const sha256hex = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
-
-const damaged = (why: string) => new ProtocolError(ErrorCode.Internal, `damaged store object: ${why}`);
 
 /**
  * Serialises a version index: the chunk index and its layout, with a random nonce: every
@@ -73,7 +72,7 @@ export function encodeVersion(ix: ChunkIndex, layout: Layout): Buffer {
 
 /** Parses a version index, format 4 or 3 (its SHA-256 is checked against its key by the caller). */
 export function decodeVersion(buf: Buffer): { index: ChunkIndex; layout: Layout } {
-  if (buf.length < 32 || buf.readUInt32LE(0) !== INDEX_MAGIC || (buf[4] !== INDEX_FORMAT && buf[4] !== 3)) throw damaged('version index: bad header');
+  if (buf.length < 32 || buf.readUInt32LE(0) !== INDEX_MAGIC || (buf[4] !== INDEX_FORMAT && buf[4] !== 3)) throw damagedObject('version index: bad header');
   // the root follows the nonce in format 4, the chunk count in format 3
   const rootAt = buf[4] === INDEX_FORMAT ? 32 + NONCE_BYTES : 32;
   try {
@@ -83,7 +82,7 @@ export function decodeVersion(buf: Buffer): { index: ChunkIndex; layout: Layout 
     const size = Number(buf.readBigUInt64LE(20));
     const n = buf.readUInt32LE(28);
     let o = rootAt + H;
-    if (buf.length < o + n * (8 + H)) throw damaged('version index: truncated');
+    if (buf.length < o + n * (8 + H)) throw damagedObject('version index: truncated');
     const copy = (at: number, len: number) => new Uint8Array(buf.subarray(at, at + len));
     const lengths = new Uint32Array(copy(o, 4 * n).buffer);
     const fastfps = new Uint32Array(copy(o + 4 * n, 4 * n).buffer);
@@ -91,27 +90,27 @@ export function decodeVersion(buf: Buffer): { index: ChunkIndex; layout: Layout 
     o += n * (8 + H);
     let sum = 0;
     for (const l of lengths) sum += l;
-    if (sum !== size) throw damaged('version index: chunk lengths do not add up to the size');
+    if (sum !== size) throw damagedObject('version index: chunk lengths do not add up to the size');
     const segments: string[] = [];
     const nSegs = buf.readUInt32LE(o);
     o += 4;
-    if (buf.length < o + 16 * nSegs) throw damaged('version index: truncated');
+    if (buf.length < o + 16 * nSegs) throw damagedObject('version index: truncated');
     for (let k = 0; k < nSegs; k++, o += 16) segments.push(buf.toString('hex', o, o + 16));
     const nExtents = buf.readUInt32LE(o);
     o += 4;
-    if (buf.length !== o + 20 * nExtents) throw damaged('version index: wrong length');
+    if (buf.length !== o + 20 * nExtents) throw damagedObject('version index: wrong length');
     const extents: Extent[] = [];
     let total = 0;
     for (let k = 0; k < nExtents; k++, o += 20) {
       const e = { seg: buf.readUInt32LE(o), offset: Number(buf.readBigUInt64LE(o + 4)), length: Number(buf.readBigUInt64LE(o + 12)) };
-      if (e.seg >= segments.length || e.length === 0 || !Number.isSafeInteger(e.offset + e.length)) throw damaged('version index: bad extent');
+      if (e.seg >= segments.length || e.length === 0 || !Number.isSafeInteger(e.offset + e.length)) throw damagedObject('version index: bad extent');
       extents.push(e);
       total += e.length;
     }
-    if (total !== size) throw damaged('version index: the layout does not add up to the file');
+    if (total !== size) throw damagedObject('version index: the layout does not add up to the file');
     return { index: { params, algo, size, lengths, fastfps, hashes, root: copy(rootAt, H) }, layout: { segments, extents } };
   } catch (e) {
-    throw e instanceof ProtocolError && e.message.startsWith('damaged') ? e : damaged(`version index: ${(e as Error).message}`);
+    throw e instanceof DamageError ? e : damagedObject(`version index: ${(e as Error).message}`);
   }
 }
 
@@ -175,7 +174,7 @@ export function parseJson(body: Uint8Array, key: string): any {
   try {
     return JSON.parse(Buffer.from(body).toString('utf8'));
   } catch {
-    throw damaged(`${key}: not JSON`);
+    throw damagedObject(`${key}: not JSON`);
   }
 }
 
@@ -188,7 +187,7 @@ export function parseFileHead(body: Uint8Array, key: string): FileHead {
       isStr(v.index) && INDEX_ID.test(v.index) && isInt(v.size) && isStr(v.mtime) && isStr(v.root) && /^[0-9a-f]+$/.test(v.root) &&
       isInt(v.algo) && isInt(v.change) && (v.epoch === undefined || isInt(v.epoch)) && (v.client === undefined || (isStr(v.client) && v.client.length <= MAX_CLIENT_LABEL)) &&
       (v.restoredFrom === undefined || (isInt(v.restoredFrom, 1) && v.restoredFrom < v.version)));
-  if (!ok) throw damaged(`${key}: not a file head`);
+  if (!ok) throw damagedObject(`${key}: not a file head`);
   return h as FileHead;
 }
 
@@ -197,14 +196,11 @@ export function parseUploadsHead(body: Uint8Array, key: string): UploadsHead {
   const ok =
     h && Array.isArray(h.uploads) &&
     h.uploads.every((u: any) => u && isStr(u.key) && isInt(u.expires) && isStr(u.state) && SEGMENT_ID.test(u.state));
-  if (!ok) throw damaged(`${key}: not an uploads head`);
+  if (!ok) throw damagedObject(`${key}: not an uploads head`);
   return h as UploadsHead;
 }
 
 export const jsonBody = (x: unknown) => Buffer.from(JSON.stringify(x), 'utf8');
-
-/** Whether `e` reports a damaged or missing stored object (this module, source.ts). */
-export const isDamage = (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Internal && /^damaged store/.test(e.message);
 
 /** Drops the versions retention does not keep (never the latest). */
 export function applyRetention(versions: VersionEntry[], s: { keepVersions: number; keepDays: number }, now = Date.now()): VersionEntry[] {

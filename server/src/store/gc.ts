@@ -8,7 +8,7 @@ import { parseFileHead, parseJson, parseUploadsHead } from './format.ts';
 import { randomBytes } from 'node:crypto';
 import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
 import { GC_STATE, INDEX_ID, SEGMENT_ID, decodeName } from './keys.ts';
-import type { LocalBackend } from './local.ts';
+import { DamageError, damagedObject } from './errors.ts';
 import { uploadRefs } from './uploads.ts';
 import { type CatalogEntry, entryOf, repairCatalog, splitName } from './catalog.ts';
 
@@ -63,8 +63,8 @@ export async function mark(repo: Repo): Promise<Marks> {
             layout = (await read().catch(read)).layout;
           } catch (err) {
             // an index that does not match its content address names no segments anyone can
-            // read: it does not stop the collection (check reports it); anything else does
-            if (!/does not match its hash|^damaged store object: version index/.test((err as Error).message)) throw err;
+            // read: it does not stop the collection (check reports it); a missing one does
+            if (!(err instanceof DamageError) || err.missing) throw err;
             m.damaged.push((err as Error).message);
             continue;
           }
@@ -151,7 +151,7 @@ export function parseGcState(body: Uint8Array | null): GcState {
   if (!body) return IDLE;
   const s = parseJson(body, GC_STATE);
   const ok = s && Number.isSafeInteger(s.epoch) && ['idle', 'condemned', 'deleting'].includes(s.phase) && Array.isArray(s.candidates) && s.candidates.every((k: unknown) => typeof k === 'string' && /^(data|index)\/[0-9a-f]{2}\/[0-9a-f]+$/.test(k)) && Number.isFinite(s.since);
-  if (!ok) throw new Error('damaged store object: gc/state');
+  if (!ok) throw damagedObject(GC_STATE);
   return s as GcState;
 }
 
@@ -258,7 +258,7 @@ export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<
   } finally {
     lease.stop();
   }
-  if ('sweepTemporaries' in b) report.temporaries = await (b as LocalBackend).sweepTemporaries(o.minAgeMs);
+  report.temporaries = (await b.sweepTemporaries?.(o.minAgeMs)) ?? 0;
   report.ms = Date.now() - t0;
   o.log?.({ gc: 'done', ...report });
   return report;

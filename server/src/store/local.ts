@@ -49,9 +49,8 @@ function stampOf(st: BigIntStats, now: number): string | null {
   return `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
 }
 
-/** The local directory backend, which also removes what crashed writers left (gc calls it). */
+/** The local directory backend, which removes what crashed writers left (gc calls it). */
 export interface LocalBackend extends Backend {
-  /** Removes temporary files older than `olderThanMs`; returns how many. */
   sweepTemporaries(olderThanMs: number): Promise<number>;
 }
 

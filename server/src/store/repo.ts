@@ -3,10 +3,10 @@
  * shares (docs/store.md). `openStore` opens the one a server configuration names.
  */
 import type { ChunkIndex } from '../../../shared/src/chunk-index.ts';
-import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
 import { DEFAULTS, type ServerConfig } from '../config.ts';
 import { Store } from '../store.ts';
 import { type Backend, NotFoundError, withTimeout } from './backend.ts';
+import { DamageError } from './errors.ts';
 import { type Layout, decodeVersion, sha256hex } from './format.ts';
 import { indexKey } from './keys.ts';
 import { localBackend } from './local.ts';
@@ -64,11 +64,11 @@ export class Repo {
     try {
       got = await this.backend.getStamped(indexKey(id));
     } catch (e) {
-      if (e instanceof NotFoundError) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${what}: its index ${id} is missing`);
+      if (e instanceof NotFoundError) throw new DamageError(`damaged store: ${what}: its index ${id} is missing`, true);
       throw e;
     }
     const body = got.body;
-    if (sha256hex(body) !== id) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${what}: its index ${id} does not match its hash`);
+    if (sha256hex(body) !== id) throw new DamageError(`damaged store: ${what}: its index ${id} does not match its hash`);
     const v = { ...decodeVersion(Buffer.from(body.buffer, body.byteOffset, body.length)), bytes: body.length, stamp: got.stamp };
     this.indexes.set(id, v);
     this.indexBytes += v.bytes;

@@ -1,14 +1,15 @@
 /**
  * A stored version's bytes, read through its layout and verified: every read is widened to
  * whole chunks, and each chunk's strong hash is checked against the version index before a
- * byte of it is returned (docs/store.md, "Reading"). Damage is a ProtocolError naming the
+ * byte of it is returned (docs/store.md, "Reading"). Damage is a DamageError (errors.ts) naming the
  * file and version, never data. Segments are read by ranged gets, one at a time, so a read
  * holds no open object between calls.
  */
 import type { ChunkIndex, Source } from '../../../shared/src/chunk-index.ts';
-import { ErrorCode, ProtocolError, hashLength } from '../../../shared/src/protocol.ts';
+import { hashLength } from '../../../shared/src/protocol.ts';
 import { hash_chunks } from '../../../shared/src/wasm.ts';
 import { type Backend, NotFoundError } from './backend.ts';
+import { DamageError } from './errors.ts';
 import type { Layout } from './format.ts';
 import { segmentKey } from './keys.ts';
 import type { VerifiedRanges } from './verified.ts';
@@ -104,7 +105,7 @@ export class VersionSource implements Source {
     if (!equal(got, want)) {
       let k = 0;
       while (k < c1 - c0 && equal(got.subarray(k * H, (k + 1) * H), want.subarray(k * H, (k + 1) * H))) k++;
-      throw new ProtocolError(ErrorCode.Internal, `damaged store: ${this.what}, chunk ${c0 + k} (bytes ${this.chunkStarts[c0 + k]}..${this.chunkStarts[c0 + k + 1]}) does not match its hash`);
+      throw new DamageError(`damaged store: ${this.what}, chunk ${c0 + k} (bytes ${this.chunkStarts[c0 + k]}..${this.chunkStarts[c0 + k + 1]}) does not match its hash`);
     }
     if (this.verified) for (const { p, stamp } of stamped) this.verified.add(p.segment, stamp, p.offset, p.offset + p.length);
     const part = whole.subarray(offset - from, offset - from + length);
@@ -139,10 +140,10 @@ export class VersionSource implements Source {
     try {
       got = await this.backend.getStamped(segmentKey(p.segment), { offset: p.offset, length: p.length });
     } catch (e) {
-      if (e instanceof NotFoundError) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${this.what}, segment ${p.segment} is missing`);
+      if (e instanceof NotFoundError) throw new DamageError(`damaged store: ${this.what}, segment ${p.segment} is missing`, true);
       throw e;
     }
-    if (got.body.length !== p.length) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${this.what}, segment ${p.segment} is shorter than its layout says`);
+    if (got.body.length !== p.length) throw new DamageError(`damaged store: ${this.what}, segment ${p.segment} is shorter than its layout says`);
     return got;
   }
 }

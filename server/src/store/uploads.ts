@@ -9,7 +9,7 @@ import type { Backend } from './backend.ts';
 import { type Layout, type UploadsHead, checkLayout, jsonBody, parseUploadsHead } from './format.ts';
 import { SEGMENT_ID, newSegmentId, segmentKey } from './keys.ts';
 import { updateHead } from './heads.ts';
-import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
+import { damagedObject } from './errors.ts';
 
 /** Interrupted uploads kept per name; the oldest is dropped beyond this. */
 export const MAX_SUSPENDED = 8;
@@ -81,7 +81,7 @@ export async function claimUpload(backend: Backend, headKey: string, match: stri
   const raw = JSON.parse(Buffer.from(await backend.get(segmentKey(id))).toString('utf8'));
   await backend.delete(segmentKey(id));
   const ok = raw && checkLayout(raw.layout) && (raw.epoch === undefined || (Number.isSafeInteger(raw.epoch) && raw.epoch >= 0)) && Number.isSafeInteger(raw.written) && Number.isSafeInteger(raw.count) && Array.isArray(raw.own) && raw.own.every((s: unknown) => typeof s === 'string' && SEGMENT_ID.test(s)) && typeof raw.hashes === 'string' && typeof raw.digest === 'string';
-  if (!ok) throw new ProtocolError(ErrorCode.Internal, `damaged store object: upload state ${id}`);
+  if (!ok) throw damagedObject(`upload state ${id}`);
   return { layout: raw.layout, written: raw.written, own: raw.own, epoch: raw.epoch ?? 0, count: raw.count, hashes: Buffer.from(raw.hashes, 'hex'), digest: Buffer.from(raw.digest, 'hex') };
 }
 

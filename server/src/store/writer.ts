@@ -9,7 +9,8 @@ import type { Sink } from '../../../shared/src/sink.ts';
 import type { Backend } from './backend.ts';
 import type { Repo } from './repo.ts';
 import { compact } from './compact.ts';
-import { type FileHead, type Layout, type VersionEntry, applyRetention, encodeVersion, isDamage, sha256hex } from './format.ts';
+import { DamageError, WriteFailed } from './errors.ts';
+import { type FileHead, type Layout, type VersionEntry, applyRetention, encodeVersion, sha256hex } from './format.ts';
 import { type Refs, addRef, gcEpoch, knownAt } from './gc.ts';
 import { indexKey, newSegmentId, segmentKey } from './keys.ts';
 import { VersionSource } from './source.ts';
@@ -67,7 +68,7 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
     if (cur < 0 || used === 0) return;
     await epoch;
     await backend.putIfAbsent(segmentKey(layout.segments[cur]), buf.subarray(0, used)).catch((e) => {
-      throw writeFailed(e);
+      throw new WriteFailed(e);
     });
     cur = -1;
     used = 0;
@@ -160,14 +161,14 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
             const { index: ix, layout: lay } = await store.repo.readIndex(last.index, `${name} version ${last.version}`);
             await new VersionSource(backend, lay, ix, `${name} version ${last.version}`, 0, store.repo.verified, last.index).verify([{ offset: 0, length: ix.size }]);
           } catch (e) {
-            if (isDamage(e)) return false;
+            if (e instanceof DamageError) return false;
             throw e;
           }
         }
         return store.repo.indexIntact(last.index);
       };
       const final = await compact(backend, layout, index, SEGMENT_BYTES, own, store.repo.verified).catch((e) => {
-        throw e instanceof ProtocolError ? e : writeFailed(e);
+        throw e instanceof ProtocolError ? e : new WriteFailed(e);
       });
       const body = encodeVersion(index, final);
       const id = sha256hex(body);
@@ -204,7 +205,7 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
           if (!indexWritten) {
             // a new key (the index carries a nonce): false only when a retry of this put landed
             await backend.putIfAbsent(indexKey(id), body).catch((e) => {
-              throw writeFailed(e);
+              throw new WriteFailed(e);
             });
             indexWritten = true;
           }
@@ -244,10 +245,3 @@ function covers(ranges: { offset: number; length: number }[], size: number): boo
 
 const stale = (name: string, latest: number, expected: number) =>
   new ProtocolError(ErrorCode.StaleBasis, `${name} is at version ${latest}, not ${expected}: sync again against the latest version`);
-
-/** The error a session ends with when the store cannot take its bytes: a full disk says so. */
-export function writeFailed(e: unknown): ProtocolError {
-  const { code, message } = e as NodeJS.ErrnoException;
-  const full = code === 'ENOSPC' || code === 'EDQUOT';
-  return new ProtocolError(ErrorCode.Internal, `${full ? "the server's disk is full" : 'the store could not write'} (${message}); nothing was stored, the previous version is intact`);
-}

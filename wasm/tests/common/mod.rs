@@ -1,5 +1,5 @@
 //! Deterministic inputs shared by the native tests and the golden-vector generator. The same
-//! generators exist in JavaScript (`shared/src/testdata.ts`) so that golden vectors can be
+//! generators exist in JavaScript (`harness/testdata.ts`) so that golden vectors can be
 //! checked against the wasm build without storing the inputs.
 #![allow(dead_code)]
 

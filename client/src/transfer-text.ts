@@ -1,6 +1,11 @@
-/** What the page says about a transfer: its steps, where it is, and why it failed. */
+/**
+ * What the page says about a transfer, in words: its steps, the progress and batch lines, the
+ * status line in the protocol's words, why it failed and what a guarded upload did. Only text
+ * (and the step list it is shown as): how far a transfer is, and everything else it does, is
+ * the transfer model's (transfers.ts).
+ */
 import { formatBytes, formatLeft, formatRate } from './format.ts';
-import type { Transfer } from './transfers.ts';
+import { type Transfer, moved, progress, stepFraction } from './transfers.ts';
 import type { Guard } from './worker-api.ts';
 
 export interface StepInfo {
@@ -39,8 +44,6 @@ function activeStep(t: Transfer): number {
   }
 }
 
-const frac = (t: Transfer) => (t.total ? Math.min(1, (t.done ?? 0) / t.total) : 0);
-
 /** Steps with a byte count to show: chunking, sending Delta Bytes, receiving. */
 const measured = (t: Transfer) => t.step === 'chunking' || t.step === 'sending' || t.step === 'receiving';
 
@@ -48,40 +51,12 @@ export function steps(t: Transfer): StepInfo[] {
   const at = t.status === 'queued' ? -1 : activeStep(t);
   return (t.direction === 'up' ? UP : DOWN).map((label, i): StepInfo => {
     if (i < at) return { label, state: 'done', fill: 1 };
-    if (i === at && t.status === 'running') return { label, state: 'active', fill: measured(t) ? frac(t) : null };
+    if (i === at && t.status === 'running') return { label, state: 'active', fill: measured(t) ? stepFraction(t) : null };
     return { label, state: 'todo', fill: 0 };
   });
 }
 
-/** Overall progress 0..1: chunking and sending Delta Bytes take the time; the rest is short. */
-export function progress(t: Transfer): number {
-  if (t.status === 'done') return 1;
-  if (t.status === 'queued') return 0;
-  if (t.direction === 'down') return t.step === 'receiving' ? 0.5 + 0.5 * frac(t) : t.step === 'chunking' ? 0.5 * frac(t) : 0;
-  switch (t.step) {
-    case 'chunking':
-      return 0.45 * frac(t);
-    case 'connecting':
-    case 'retrying':
-      return 0;
-    case 'checksums-sent':
-      return 0.48;
-    case 'tokens-received':
-      return 0.5;
-    case 'sending':
-      return 0.5 + 0.47 * frac(t);
-    case 'delta-sent':
-    case 'committed':
-      return 0.98;
-    default:
-      return 0;
-  }
-}
-
-const pct = (t: Transfer) => `${Math.floor(100 * frac(t))}%`;
-
-/** Bytes of the file dealt with so far (its share of the overall progress). */
-export const moved = (t: Transfer) => Math.round(progress(t) * t.size);
+const pct = (t: Transfer) => `${Math.floor(100 * stepFraction(t))}%`;
 
 /** The line people read: "42% · 1.3 MB of 3 MB · 2.1 MB/s · 1 s left". */
 export function progressLine(t: Transfer, online = true, signedIn = true): string {
