@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything Dsync needs on this machine, idempotently: the wasm toolchain, wasm-pack,
 # the wasm module, npm packages, the web client and (with `test`) Chromium, Firefox ESR,
-# WebKitGTK, rsync, HAProxy and MinIO.
+# WebKitGTK, rsync, HAProxy, MinIO and versitygw.
 # A second run skips what is done and takes seconds.
 #   scripts/setup.sh        # for running the app
 #   scripts/setup.sh test   # also what the tests need
@@ -90,8 +90,8 @@ fi
 
 # 6. For the tests: the three browser engines from Debian (Playwright cannot download browsers
 #    here): Chromium, Firefox ESR, and WebKitGTK's WebDriver (with its MiniBrowser) and Xvfb to
-#    run it in; rsync, HAProxy (the load balancer of the end-to-end scale-out test) and MinIO
-#    (the S3 server of the tests).
+#    run it in; rsync, HAProxy (the load balancer of the end-to-end scale-out test), MinIO
+#    (the S3 server of the tests) and versitygw (a second one for the backend contract).
 if [ "$MODE" = test ]; then
   missing=()
   [ -x /usr/bin/chromium ] || missing+=(chromium)
@@ -119,6 +119,13 @@ if [ "$MODE" = test ]; then
     command -v go >/dev/null || { echo "Go is required to build MinIO for the tests: https://go.dev/dl" >&2; exit 1; }
     log "go install $MINIO_MOD (about 5 minutes, once)"
     GOBIN="$HOME/go/bin" go install "$MINIO_MOD" >&2
+  fi
+  # versitygw, a second S3 server with conditional writes, for the backend contract suite
+  VERSITYGW=v1.8.0
+  if [ "$(go version -m "$HOME/go/bin/versitygw" 2>/dev/null | awk '$1 == "mod" { print $2 "@" $3 }')" != "github.com/versity/versitygw@$VERSITYGW" ]; then
+    command -v go >/dev/null || { echo "Go is required to build versitygw for the tests: https://go.dev/dl" >&2; exit 1; }
+    log "go install github.com/versity/versitygw/cmd/versitygw@$VERSITYGW (about 3 minutes, once)"
+    GOBIN="$HOME/go/bin" go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW" >&2
   fi
 fi
 log "ready"

@@ -36,7 +36,7 @@ import { APPROACHES, approachOf, isDsync } from '../approaches/index.ts';
 import { prepare, syncPrepared } from '../eval/clients.ts';
 import { linePanels } from '../eval/svg.ts';
 import { ROOT, type ServerProc, type Shaping, Toxiproxy, cpuSeconds, describeShaping, log, serverCpuSeconds, serverRssBytes, startBaselines, startDsync } from '../eval/procs.ts';
-import { type Minio, startMinio } from '../../harness/minio.ts';
+import { type S3Server, startMinio } from '../../harness/minio.ts';
 import { setHeapGrowth } from '../../shared/src/node-gc.ts';
 
 setHeapGrowth(); // the clients of every approach run in this process, as the CLI runs
@@ -88,7 +88,7 @@ async function precompute(): Promise<Prepared[]> {
   return Promise.all(files.map((f) => prepare(O.approach, bufferSource(f), { hashes: true })));
 }
 
-async function startServer(data: string, minio: Minio | null): Promise<ServerProc> {
+async function startServer(data: string, minio: S3Server | null): Promise<ServerProc> {
   // The session limits per user (default 64) and per address (32) would refuse the clients,
   // all on 127.0.0.1, of the single-user server.
   const env = { DSYNC_MAX_SESSIONS_PER_USER: '1000000', DSYNC_MAX_SESSIONS_PER_ADDRESS: '1000000', DSYNC_MAX_CONNECTIONS: '1000000', ...minio?.env };
@@ -104,7 +104,7 @@ async function startServer(data: string, minio: Minio | null): Promise<ServerPro
 }
 
 /** A fresh MinIO for one trial, pinned to the server's core 0. */
-async function startStore(): Promise<Minio | null> {
+async function startStore(): Promise<S3Server | null> {
   if (O.store !== 'minio') return null;
   const m = await startMinio();
   execFileSync('taskset', ['-a', '-p', '-c', '0', String(m.process.pid)], { stdio: 'ignore' });

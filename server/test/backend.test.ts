@@ -1,5 +1,6 @@
-// The backend contract (backend-contract.ts) against the local directory and a real MinIO, and
-// what only the S3 backend does: the s3:// URL, bucket creation, prefixes, credentials.
+// The backend contract (backend-contract.ts) against the local directory and two real S3
+// servers, MinIO and versitygw (so that conditional writes and listings are not MinIO's alone),
+// and what only the S3 backend does: the s3:// URL, bucket creation, prefixes, credentials.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -9,13 +10,14 @@ import { after, before, describe, test } from 'node:test';
 import { localBackend } from '../src/store/local.ts';
 import { parseS3Url, s3Backend } from '../src/store/s3.ts';
 import { backendContract } from './backend-contract.ts';
-import { type Minio, startMinio } from '../../harness/minio.ts';
+import { type S3Server, startMinio, startVersitygw } from '../../harness/minio.ts';
 
-let minio: Minio;
+let minio: S3Server;
+let versitygw: S3Server;
 before(async () => {
-  minio = await startMinio();
+  [minio, versitygw] = await Promise.all([startMinio(), startVersitygw()]);
 });
-after(() => minio?.stop());
+after(() => Promise.all([minio?.stop(), versitygw?.stop()]));
 
 /** A bucket name no other test uses. */
 const freshBucket = () => `t-${randomBytes(6).toString('hex')}`;
@@ -28,6 +30,11 @@ backendContract('local directory', async () => {
 // Each test gets a bucket of its own, created by s3Backend.
 backendContract('S3 (MinIO)', async () => ({
   backend: await s3Backend(`s3://${freshBucket()}/store`, minio.endpoint, minio.env),
+  cleanup: async () => {},
+}));
+
+backendContract('S3 (versitygw)', async () => ({
+  backend: await s3Backend(`s3://${freshBucket()}/store`, versitygw.endpoint, versitygw.env),
   cleanup: async () => {},
 }));
 

@@ -19,7 +19,7 @@ import { RACY_FINE_MS, RACY_MS, localBackend } from '../src/store/local.ts';
 import { Repo } from '../src/store/repo.ts';
 import { s3Backend } from '../src/store/s3.ts';
 import { pullBytes, pushBytes } from '../../harness/helpers.ts';
-import { type Minio, startMinio } from '../../harness/minio.ts';
+import { type S3Server, startMinio } from '../../harness/minio.ts';
 
 /** Where a store lives, how to open it (as a server process would) and how to damage it. */
 interface Place {
@@ -53,7 +53,7 @@ function localPlace(): Place {
   };
 }
 
-let minio: Minio;
+let minio: S3Server;
 let buckets = 0;
 function minioPlace(): Place {
   const url = `s3://damage-${process.pid}-${buckets++}/store`;

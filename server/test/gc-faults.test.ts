@@ -24,7 +24,7 @@ import { Repo } from '../src/store/repo.ts';
 import { s3Backend } from '../src/store/s3.ts';
 import { type Fault, FaultyBackend } from '../../harness/faulty-backend.ts';
 import { pushBytes } from '../../harness/helpers.ts';
-import { type Minio, startMinio } from '../../harness/minio.ts';
+import { type S3Server, startMinio } from '../../harness/minio.ts';
 
 const FILE_HEAD = /^ns\/[^/]+\/files\//;
 const GC_STATE = /^gc\/state$/;
@@ -250,7 +250,7 @@ async function holdingProxy(target: string, hold: (method: string, path: string)
 }
 
 describe('gc under delays and lost answers', () => {
-  let minio: Minio;
+  let minio: S3Server;
   before(async () => (minio = await startMinio()));
   after(() => minio?.stop());
 

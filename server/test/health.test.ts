@@ -7,12 +7,12 @@ import { fastRandomBytes } from '../../harness/testdata.ts';
 import { HEALTH_CACHE_MS, loadConfig } from '../src/config.ts';
 import { type RunningServer, startServer } from '../src/server.ts';
 import { pullBytes, pushBytes } from '../../harness/helpers.ts';
-import { type Minio, startMinio } from '../../harness/minio.ts';
+import { type S3Server, startMinio } from '../../harness/minio.ts';
 
 const STORE_TIMEOUT_MS = 3_000;
 const HEALTH_TIMEOUT_MS = 1_000;
 
-let minio: Minio;
+let minio: S3Server;
 let s: RunningServer & { wsUrl: string };
 before(async () => {
   minio = await startMinio();

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, test } from 'node:test';
 import type { Backend } from '../src/store/backend.ts';
 import { s3Backend } from '../src/store/s3.ts';
-import { type Minio, startMinio } from '../../harness/minio.ts';
+import { type S3Server, startMinio } from '../../harness/minio.ts';
 
 interface Upstream {
   status: number;
@@ -19,7 +19,7 @@ interface Upstream {
  *  (changed or not), or 'drop' to close the connection without answering. */
 type Tamper = (req: IncomingMessage, up: Upstream) => Upstream | 'drop';
 
-let minio: Minio;
+let minio: S3Server;
 let proxyUrl: string;
 let tamper: Tamper | null = null;
 const proxy = createServer((req, res) => {

@@ -10,7 +10,7 @@ import { after, before, test } from 'node:test';
 import { s3Backend } from '../src/store/s3.ts';
 import { type Child, startServe } from '../../harness/child.ts';
 import { pullBytes, pushBytes } from '../../harness/helpers.ts';
-import { freePort, type Minio, startMinio } from '../../harness/minio.ts';
+import { freePort, type S3Server, startMinio } from '../../harness/minio.ts';
 
 const root = new URL('../..', import.meta.url).pathname;
 const BUCKET = 'dsync';
@@ -22,7 +22,7 @@ interface Server extends Child {
   stop(): Promise<void>;
 }
 
-async function startServer(minio: Minio): Promise<Server> {
+async function startServer(minio: S3Server): Promise<Server> {
   const cwd = mkdtempSync(path.join(tmpdir(), 'dsync-scaleout-'));
   const logs: Record<string, unknown>[] = [];
   const s = await startServe(['--store', `s3://${BUCKET}`, '--s3-endpoint', minio.endpoint], {
@@ -70,7 +70,7 @@ async function startHaproxy(servers: Server[]): Promise<{ wsUrl: string; stop():
   };
 }
 
-let minio: Minio;
+let minio: S3Server;
 let servers: Server[] = [];
 let lb: { wsUrl: string; stop(): Promise<void> };
 
