@@ -24,11 +24,12 @@ function askHidden(prompt: string): Promise<string> {
         else if (typed.length < MAX_PASSWORD) typed += c;
       }
     };
-    process.stderr.write(prompt);
+    // echo is off before the prompt shows: what is typed right after it is never echoed
     stdin.setRawMode(true);
     stdin.setEncoding('utf8');
     stdin.on('data', onData);
     stdin.resume();
+    process.stderr.write(prompt);
   });
 }
 
