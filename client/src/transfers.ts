@@ -294,3 +294,11 @@ export const moved = (t: Transfer) => Math.round(progress(t) * t.size);
 
 /** A retry can help: the file is readable and within the server's limit. */
 export const retriable = (t: Transfer) => t.failure?.kind !== 'too-large' && t.failure?.kind !== 'unreadable';
+
+/** The order of the page's cards: what is under way or waiting to go and what failed first,
+ *  newest first, then the finished ones, newest first; so the newest drop is always on top,
+ *  however many failures wait for a retry. */
+export function cardOrder(list: readonly Transfer[]): Transfer[] {
+  const open = (t: Transfer) => t.status !== 'done';
+  return [...list.filter(open), ...list.filter((t) => !open(t))];
+}

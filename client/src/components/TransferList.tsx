@@ -1,19 +1,17 @@
 import { useState } from 'react';
 import { batchLine } from '../transfer-text.ts';
-import { type Transfer, type Transfers, retriable } from '../transfers.ts';
+import { type Transfer, type Transfers, cardOrder, retriable } from '../transfers.ts';
 import { TransferCard } from './TransferCard.tsx';
 
 /** Cards shown before "Show all": a batch of hundreds stays a short page. */
 const CARDS = 8;
 
-/** The transfers of this visit under a summary of the whole batch: the running and failed ones
- *  first, then the rest, newest first. */
+/** The transfers of this visit under a summary of the whole batch (cardOrder). */
 export function TransferList({ list, transfers, maxFileSize }: { list: readonly Transfer[]; transfers: Transfers; maxFileSize: number }) {
   const [all, setAll] = useState(false);
   if (!list.length) return null;
   const running = list.filter((t) => t.status === 'running' || t.status === 'queued').length;
-  const first = (t: Transfer) => t.status === 'running' || t.status === 'failed';
-  const ordered = [...list.filter(first), ...list.filter((t) => !first(t))];
+  const ordered = cardOrder(list);
   const shown = all ? ordered : ordered.slice(0, CARDS);
   return (
     <section className="panel" aria-labelledby="transfers-title">
