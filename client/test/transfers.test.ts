@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { resolveObjectURL } from 'node:buffer';
 import { test } from 'node:test';
 import { PAGE_RETRIES } from '../../shared/src/limits.ts';
-import { AUTO_RETRIES, AUTO_RETRY_MS, SMALL_FILE, SMALL_PARALLEL, type Transfer, Transfers, type TransfersOptions, moved, retriable } from '../src/transfers.ts';
+import { AUTO_RETRIES, AUTO_RETRY_MS, SMALL_FILE, SMALL_PARALLEL, type Transfer, Transfers, type TransfersOptions, cardOrder, moved, retriable } from '../src/transfers.ts';
 import type { Failure, FromWorker, ToWorker } from '../src/worker-api.ts';
 
 /** The sync worker's side of the protocol: what the page asked, and answers the test gives. */
@@ -251,4 +251,12 @@ test('subscribers hear of every change, and a snapshot is a new list only when s
   worker.answer({ kind: 'done', id: 1 });
   assert.equal(heard, n);
   assert.notEqual(transfers.snapshot(), s1);
+});
+
+test('cards: the newest drop is on top however many failures wait, then the other open ones, then the finished', () => {
+  const t = (id: number, status: Transfer['status']): Transfer => ({ id, direction: 'up', name: `f${id}`, size: 1, status });
+  // the model's list is newest first: nine failures, a finished one, then a new drop
+  const list = [t(12, 'queued'), t(11, 'done'), t(10, 'running'), ...Array.from({ length: 9 }, (_, i) => t(9 - i, 'failed'))];
+  const ids = cardOrder(list).map((x) => x.id);
+  assert.deepEqual(ids, [12, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 11]);
 });
