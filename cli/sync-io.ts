@@ -3,6 +3,7 @@
  * the server folder through the REST API (listing, versions, moves, the trash) and the delta
  * push and pull (shared/src/sync-client.ts) on shared connections.
  */
+import { bytesToHex as hex } from '@noble/hashes/utils';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import '../shared/src/wasm.ts';
@@ -11,15 +12,14 @@ import { fileSource } from '../shared/src/file-source.ts';
 import type { KnownVersions } from '../shared/src/known.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../shared/src/protocol.ts';
 import { pull, push } from '../shared/src/sync-client.ts';
-import { LocalChanged, type LocalTree, type Stat } from '../shared/src/sync-engine.ts';
-import { ApiFolder, IGNORE_FILE, ignoreMatcher, sameStat } from '../shared/src/sync-remote.ts';
+import { LocalChanged, type LocalTree, type Stat, sameStat } from '../shared/src/sync-engine.ts';
+import { ApiFolder, IGNORE_FILE, ignoreMatcher } from '../shared/src/sync-remote.ts';
 import { SYNC_RETRIES } from '../shared/src/limits.ts';
 import type { Values } from './command.ts';
 import { ApiError, api, syncUrl, webSocket } from './remote.ts';
 
 export { DEFAULT_IGNORES, IGNORE_FILE, TRASH } from '../shared/src/sync-remote.ts';
 
-const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 
 /** The ignore rules of a folder: the defaults and its .dsyncignore (read again each pass). */
 export async function ignoreRules(dir: string): Promise<(p: string, isDir?: boolean) => boolean> {

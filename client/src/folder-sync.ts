@@ -7,14 +7,15 @@
  * when the folder changes (FileSystemObserver where the browser has it), at every change on the
  * server (the page forwards its live events), and by polling every POLL_MS.
  */
+import { bytesToHex as hex } from '@noble/hashes/utils';
 import { chunkSource } from '../../shared/src/chunk-index.ts';
 import { SYNC_MAX_DELETE_MIN, SYNC_MAX_DELETE_SHARE, SYNC_RESCAN_MS, SYNC_SETTLE_MS } from '../../shared/src/limits.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
 import type { KnownVersions } from '../../shared/src/known.ts';
 import { pull, push } from '../../shared/src/sync-client.ts';
-import { type Done, LocalChanged, type LocalTree, type Skipped, type Stat, type SyncState, syncUntilStill } from '../../shared/src/sync-engine.ts';
+import { type Done, LocalChanged, type LocalTree, type Skipped, type Stat, type SyncState, sameStat, syncUntilStill } from '../../shared/src/sync-engine.ts';
 import type { Agreed } from '../../shared/src/sync-plan.ts';
-import { ApiFolder, IGNORE_FILE, ignoreMatcher, sameStat } from '../../shared/src/sync-remote.ts';
+import { ApiFolder, IGNORE_FILE, ignoreMatcher } from '../../shared/src/sync-remote.ts';
 import { HttpError, call } from './api.ts';
 import { blobSource } from './blob-source.ts';
 
@@ -41,7 +42,6 @@ export interface FolderStatus {
   watch: 'observer' | 'polling';
 }
 
-const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
 
 const named = (e: unknown, ...names: string[]) => e instanceof DOMException && names.includes(e.name);
 

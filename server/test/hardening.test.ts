@@ -221,7 +221,7 @@ test('hostile Verdicts and Delta Bytes: each is refused as Inconsistent and noth
       ['kept', a, [verdict(5)], /goes beyond the Match Tokens' 0/, false],
       ['kept', a, [verdict(na, true)], /root comes with the last verdict/, false],
       ['new', b, [verdict(2)], /goes beyond the Match Tokens' 0/, false],
-      ['kept', a, [encode({ type: Msg.SplitRequest, tokens: Uint32Array.of(0) })], /Split Request comes after Tokens End/, false],
+      ['kept', a, [encode({ type: Msg.SplitRequest, tokens: Uint32Array.of(0) })], /SplitRequest comes after TokensEnd/, false],
       ['new', b, [encode({ type: Msg.Verdict, upTo: 2, root: null, failed: [{ token: 0, bitmap: null }] }, 32)], /verdict for token 0 out of order or range/],
     ];
     // refined chunks (docs/protocol.md §3): copies of basis bytes that do not exist, or that

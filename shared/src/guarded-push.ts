@@ -10,6 +10,7 @@
  *     under a conflict name beside it (conflict.ts), and the server's version keeps the name.
  * Nothing is lost either way: both contents stay on the server.
  */
+import { bytesToHex as hex } from '@noble/hashes/utils';
 import { type Source, chunkSource, equalBytes } from './chunk-index.ts';
 import { RemoteError } from './conn.ts';
 import { conflictName } from './conflict.ts';
@@ -49,7 +50,6 @@ export interface GuardedOptions extends Omit<PushOptions, 'expect' | 'basisVersi
 }
 
 const isStale = (e: unknown) => e instanceof RemoteError && e.code === ErrorCode.StaleBasis;
-const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
 
 /** Pushes `source` as `opts.name` against the version this client knows of it (see above). */
 export async function guardedPush(source: Source, opts: GuardedOptions): Promise<GuardedOutcome> {

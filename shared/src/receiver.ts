@@ -179,7 +179,7 @@ class Receiver {
   private async onChecksumsEnd(m: ChecksumsEnd): Promise<void> {
     const { list, opts } = this;
     if (m.count !== list.count || m.size !== list.size) {
-      throw bad(`Checksum List End says ${m.count} chunks / ${m.size} bytes, the list has ${list.count} / ${list.size}`);
+      throw bad(`ChecksumsEnd says ${m.count} chunks / ${m.size} bytes, the list has ${list.count} / ${list.size}`);
     }
     if (opts.expectedSize !== undefined && list.size !== opts.expectedSize) throw bad(`Hello announced ${opts.expectedSize} bytes, the Checksum List has ${list.size}`);
     this.enter('tokens');
@@ -296,7 +296,7 @@ class Receiver {
 
   /** Sends the chunk hashes of each token asked for. */
   private async onSplitRequest(m: SplitRequest): Promise<void> {
-    if (this.state !== 'delta') throw bad('a Split Request comes after Tokens End');
+    if (this.state !== 'delta') throw bad('a SplitRequest comes after TokensEnd');
     const { runs, H } = this;
     for (const t of m.tokens) {
       if (t < Math.max(this.splitFrom, this.judgedTokens) || t >= runs.length) throw bad(`split request for token ${t} out of order or range`);

@@ -8,6 +8,7 @@
  *   pull: ask for a version; with a local basis, the three phases run mirrored so only the
  *         changed chunks come down; the rebuilt file is verified before it is kept.
  */
+import { bytesToHex as hex } from '@noble/hashes/utils';
 import { type ChunkIndex, type Source, bufferSource, chunkParts, chunkSource } from './chunk-index.ts';
 import { Conn, ConnectionLost, RemoteError, type Traffic, type WebSocketLike } from './conn.ts';
 import { KNOWN_MAX_DELTA, KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, basisChecksumsOf, chunksTo, fineIndex, knownKey } from './known.ts';
@@ -183,7 +184,6 @@ export function sessionUrl(url: string, deflate: boolean): string {
 
 const deflated = (c: Connection) => /permessage-deflate/.test(c.ws.extensions ?? '');
 
-const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
 
 const ms = (t: number) => Math.round(t * 10) / 10;
 

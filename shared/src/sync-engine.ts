@@ -132,7 +132,8 @@ const ACTS: Record<Action['op'], true> = { upload: true, download: true, deleteL
 
 const isFileAction = (a: Action | FolderAction): a is Action => a.op in ACTS;
 
-const same = (a: Stat | null, b: Stat | null) => (a === null ? b === null : b !== null && a.size === b.size && a.mtimeMs === b.mtimeMs);
+/** Whether two looks at a file saw it unchanged (size and modification time). */
+export const sameStat = (a: Stat | null, b: Stat | null) => (a === null ? b === null : b !== null && a.size === b.size && a.mtimeMs === b.mtimeMs);
 
 const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
@@ -268,7 +269,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
       }
       case 'deleteLocal': {
         const l = localFiles.get(a.path)!;
-        if (!same(await local.stat(a.path), l.stat)) throw new LocalChanged(`${a.path} changed`);
+        if (!sameStat(await local.stat(a.path), l.stat)) throw new LocalChanged(`${a.path} changed`);
         await local.remove(a.path, prune);
         files.delete(a.path);
         return;
@@ -290,7 +291,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
       }
       case 'moveLocal': {
         const l = localFiles.get(a.from)!;
-        if (!same(await local.stat(a.from), l.stat)) throw new LocalChanged(`${a.from} changed`);
+        if (!sameStat(await local.stat(a.from), l.stat)) throw new LocalChanged(`${a.from} changed`);
         await local.rename(a.from, a.to, prune);
         const st = (await local.stat(a.to))!;
         files.set(a.to, agreedEntry(a.version, l.hash, st));
@@ -301,7 +302,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
         // the server's version keeps the name; this device's bytes go up beside it, then the
         // name gets the server's version with them as basis
         const l = localFiles.get(a.path)!;
-        if (!same(await local.stat(a.path), l.stat)) throw new LocalChanged(`${a.path} changed`);
+        if (!sameStat(await local.stat(a.path), l.stat)) throw new LocalChanged(`${a.path} changed`);
         const copy = conflictName(a.path, opts.device, (opts.now ?? (() => new Date()))(), taken);
         await local.rename(a.path, copy, false);
         localFiles.set(copy, l);

@@ -196,4 +196,3 @@ export abstract class ApiFolder implements RemoteFolder {
   }
 }
 
-export const sameStat = (a: Stat | null, b: Stat | null) => (a === null ? b === null : b !== null && a.size === b.size && a.mtimeMs === b.mtimeMs);
