@@ -38,7 +38,7 @@ export { applyRetention, decodeVersion, encodeVersion, type Layout, type Extent 
 const TRAITS_REFRESH_MS = 30_000;
 
 /** A version as listings show it: its file head entry without the index id. */
-export type VersionInfo = Omit<VersionEntry, 'index' | 'epoch'>;
+export type VersionInfo = Omit<VersionEntry, 'index' | 'epoch' | 'repack'>;
 export interface FileInfo {
   name: string;
   latest: number;
@@ -284,7 +284,7 @@ export class Store {
   }
 
   async versions(name: string): Promise<VersionInfo[]> {
-    return ((await this.head(name))?.versions ?? []).map(({ index: _, epoch: __, ...v }) => v);
+    return ((await this.head(name))?.versions ?? []).map(({ index: _, epoch: __, repack: ___, ...v }) => v);
   }
 
   /** A folder's catalog entries and subfolders, full names, in byte order of their names
