@@ -72,6 +72,9 @@ const backoffMs = (k: number) => Math.min(2000, 100 * 2 ** k) * (0.5 + Math.rand
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** The same version entry (a commit's index id is its own; a restore's or rename's is not). */
 const sameEntry = (a: VersionEntry, b: VersionEntry) => a.version === b.version && a.index === b.index && a.mtime === b.mtime;
+/** The same version once its swap landed: a head never gives a number twice, and a repack may
+ *  have given the entry another index of the same bytes (store/repack.ts). */
+const sameVersion = (a: VersionEntry, b: VersionEntry) => a.version === b.version && a.mtime === b.mtime && a.root === b.root;
 
 /** After a rename's renumbering (`to[i]` is `from[i]`), each `restoredFrom` names the new number
  *  of its source, or goes when the source did not move with it. */
@@ -244,14 +247,14 @@ export class Store {
     throw why instanceof GcRefusal ? why : new ProtocolError(ErrorCode.Internal, `the store could not confirm the new version (${(why as Error).message}); push again`);
   }
 
-  /** Removes `entries` from the head at `key` if it still holds them. */
+  /** Removes `entries` (whose swap landed) from the head at `key` if it still holds them. */
   private async withdraw(key: string, entries: VersionEntry[]): Promise<void> {
     for (let k = 0; ; k++) {
       try {
         let written: FileHead | null = null;
         await updateHead(this.backend, key, (b) => {
           const h = b && parseFileHead(b, key);
-          const versions = h?.versions.filter((v) => !entries.some((e) => sameEntry(v, e)));
+          const versions = h?.versions.filter((v) => !entries.some((e) => sameVersion(v, e)));
           written = h && versions!.length !== h.versions.length ? { ...h, seq: (h.seq ?? 0) + 1, versions: versions! } : null;
           return { body: written && jsonBody(written), result: undefined };
         });

@@ -158,6 +158,9 @@ export interface GcReport {
    *  how many segments (the next collection deletes those); why it stopped, if it did */
   repacked: number;
   repackedSegments: number;
+  /** versions the repack changed: given their new index, or a repack under way finished or
+   *  dropped (each leaves garbage for the next collection) */
+  repackedVersions: number;
   repackFailed?: string;
   ms: number;
   /** why nothing was collected, when so */
@@ -195,7 +198,7 @@ export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<
   if (o.staleMs === 0) throw new RangeError('gc: staleMs must be positive');
   if (!Number.isSafeInteger(o.repackPercent) || o.repackPercent < 1 || o.repackPercent > 100) throw new RangeError(`gc: repackPercent must be a whole number from 1 to 100, got ${o.repackPercent}`);
   const t0 = Date.now();
-  const report: GcReport = { deleted: 0, bytes: 0, rescued: 0, temporaries: 0, catalogsRepaired: 0, retired: 0, repacked: 0, repackedSegments: 0, ms: 0 };
+  const report: GcReport = { deleted: 0, bytes: 0, rescued: 0, temporaries: 0, catalogsRepaired: 0, retired: 0, repacked: 0, repackedSegments: 0, repackedVersions: 0, ms: 0 };
   const b = repo.backend;
   let { state, tag } = await readGcState(repo);
   if (state.phase !== 'idle') {
@@ -285,6 +288,7 @@ export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<
     const r = await repack(repo, o.repackPercent, o.log);
     report.repacked = r.bytes;
     report.repackedSegments = r.segments;
+    report.repackedVersions = r.versions + r.resolved + r.dropped;
   } catch (err) {
     report.repackFailed = (err as Error).message;
     o.log?.({ gc: 'repack failed', message: report.repackFailed });
