@@ -70,11 +70,9 @@ export interface Adds {
 const SETTLE_ATTEMPTS = 5;
 const backoffMs = (k: number) => Math.min(2000, 100 * 2 ** k) * (0.5 + Math.random());
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-/** The same version entry (a commit's index id is its own; a restore's or rename's is not). */
-const sameEntry = (a: VersionEntry, b: VersionEntry) => a.version === b.version && a.index === b.index && a.mtime === b.mtime;
-/** The same version once its swap landed: a head never gives a number twice, and a repack may
- *  have given the entry another index of the same bytes (store/repack.ts). */
-const sameVersion = (a: VersionEntry, b: VersionEntry) => a.version === b.version && a.mtime === b.mtime && a.root === b.root;
+/** The same version, also once a repack gave the entry another index of the same bytes
+ *  (store/repack.ts): a head gives a number once, and the commit time and root are this entry's. */
+const sameVersion = (a: VersionEntry, b: VersionEntry) => a.version === b.version && a.mtime === b.mtime && a.root === b.root && a.algo === b.algo;
 
 /** After a rename's renumbering (`to[i]` is `from[i]`), each `restoredFrom` names the new number
  *  of its source, or goes when the source did not move with it. */
@@ -215,7 +213,7 @@ export class Store {
       try {
         const cur = await this.backend.getHead(key);
         const h = cur && parseFileHead(cur.body, key);
-        if (cur && entries.every((e) => h!.versions.some((v) => sameEntry(v, e)))) return cur.tag;
+        if (cur && entries.every((e) => h!.versions.some((v) => sameVersion(v, e)))) return cur.tag;
         if ((cur?.tag ?? null) !== tag) return 'lost';
         const fence: FileHead = h ? { ...h, seq: (h.seq ?? 0) + 1 } : { name, next: 1, seq: 1, versions: [] };
         if ((await this.backend.putHead(key, jsonBody(fence), tag)) !== null) return 'lost';
@@ -247,7 +245,7 @@ export class Store {
     throw why instanceof GcRefusal ? why : new ProtocolError(ErrorCode.Internal, `the store could not confirm the new version (${(why as Error).message}); push again`);
   }
 
-  /** Removes `entries` (whose swap landed) from the head at `key` if it still holds them. */
+  /** Removes `entries` from the head at `key` if it still holds them. */
   private async withdraw(key: string, entries: VersionEntry[]): Promise<void> {
     for (let k = 0; ; k++) {
       try {
