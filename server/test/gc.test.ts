@@ -346,3 +346,78 @@ test('a collector SIGKILLed at each step of a repack: no kept version lost or re
     }
   }
 });
+
+/** A store with f.bin v2 holding two thirds of v1's segment, v1 removed: a segment 35% dead. */
+async function sparseFile() {
+  const s = await testServer({ 'gc-interval-ms': '0' });
+  const a = fastRandomBytes(7, 1_000_000);
+  await pushBytes(s, 'f.bin', a);
+  const b = Buffer.concat([a.subarray(0, 300_000), a.subarray(650_000)]);
+  await pushBytes(s, 'f.bin', b);
+  const store = await s.storeOf('local');
+  await store.remove('f.bin', 1);
+  return { s, store, b };
+}
+
+test("a repack whose swap lands after a whole collection took its new objects is dropped: the version keeps its index and bytes", async () => {
+  const { s, store, b } = await sparseFile();
+  try {
+    const before = (await store.head('f.bin'))!.versions[0].index;
+    // the repacking collector's first file head write (its new index beside the old) is held
+    // in transit while another collector runs a whole collection, which finds the repack's new
+    // segment and index unreferenced (minimum age 0) and deletes them
+    let other: Awaited<ReturnType<typeof runGc>> | null = null;
+    const slow = new FaultyBackend(localBackend(s.data));
+    const held = slow.putHead.bind(slow);
+    let once = true;
+    slow.putHead = async (key, body, tag) => {
+      if (once && key.includes('/files/')) {
+        once = false;
+        other = await runGc(new Repo(localBackend(s.data)), { minAgeMs: 0, windowMs: 10, repackPercent: 100 });
+      }
+      return held(key, body, tag);
+    };
+    const report = await runGc(new Repo(slow), { minAgeMs: 0, windowMs: 10 });
+    assert.ok(report.repacked > 600_000, JSON.stringify(report));
+    assert.ok(other && (other as { deleted: number }).deleted >= 2, `the other collection deleted the new objects: ${JSON.stringify(other)}`);
+    // the confirmation found them gone: the repack was dropped, the version is untouched
+    const v = (await store.head('f.bin'))!.versions[0];
+    assert.equal(v.index, before);
+    assert.equal(v.repack, undefined);
+    assert.ok((await download(s.url, 'f.bin', 2)).equals(b));
+    assert.deepEqual((await runCheck(s.repo, { readData: true })).errors, []);
+    // with no one in the way, the next repack swaps a new index in, and the one after deletes the old segment
+    const next = await runGc(s.repo, { minAgeMs: 0, windowMs: 10 });
+    assert.ok(next.repackedVersions === 1 && (await store.head('f.bin'))!.versions[0].index !== before, JSON.stringify(next));
+    const last = await runGc(s.repo, { minAgeMs: 0, windowMs: 10 });
+    assert.ok(last.bytes >= 1_000_000, JSON.stringify(last));
+    assert.ok((await download(s.url, 'f.bin', 2)).equals(b));
+    assert.deepEqual((await runCheck(s.repo, { readData: true })).errors, []);
+    assert.deepEqual(await unreferenced(s.repo), []);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('a push copying from the index a repack replaced, whose old segment a collection then deleted, is refused retryably; a new push commits', async () => {
+  const { s, store, b } = await sparseFile();
+  try {
+    // a push opens v2 as its basis (the index before the repack) and copies all of it
+    const { source, close } = await store.openVersion('f.bin', 2);
+    const sink = store.create('g.bin');
+    await sink.copy!(source, 0, source.size);
+    const index = (await store.readVersion('f.bin', 2)).index;
+    await close();
+    // the repack swaps a new index in; the next collection deletes the old segment
+    assert.equal((await runGc(s.repo, { minAgeMs: 0, windowMs: 10 })).repackedVersions, 1);
+    assert.ok((await runGc(s.repo, { minAgeMs: 0, windowMs: 10 })).bytes >= 1_000_000);
+    // the push's commit finds its basis' segment gone after a collection: "push again", not damage
+    await assert.rejects(sink.commit(index), (e: Error) => /push again/.test(e.message) && !/damaged/.test(e.message));
+    assert.deepEqual(await store.versionNumbers('g.bin'), []);
+    await pushBytes(s, 'g.bin', b);
+    assert.ok((await download(s.url, 'g.bin')).equals(b));
+    assert.ok((await download(s.url, 'f.bin', 2)).equals(b));
+  } finally {
+    await s.stop();
+  }
+});
