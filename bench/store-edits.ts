@@ -79,15 +79,27 @@ try {
   const { errors: problems } = await runCheck(s.repo, { readData: true });
   if (problems.length) throw new Error(`check --read-data: ${problems.join('; ')}`);
   if (!(await pullBytes(srv, "doc.bin", null)).bytes.equals(cur)) throw new Error('the latest version reads back wrong after the repack');
-  // what the kept versions need: the latest version's bytes (its segments at 100% use), its
-  // index and the heads (the other file's bytes and index are counted apart)
+  // what the kept versions need: the bytes their layouts reference (each segment's ranges
+  // merged: every segment 100% live), every index and every head
   const needed = async () => {
+    const ranges = new Map<string, [number, number][]>();
+    for (const f of ['doc.bin', 'other.bin']) {
+      for (const v of await store.versionNumbers(f)) {
+        const { layout } = await store.readVersion(f, v);
+        for (const e of layout.extents) {
+          const id = layout.segments[e.seg];
+          if (!ranges.has(id)) ranges.set(id, []);
+          ranges.get(id)!.push([e.offset, e.offset + e.length]);
+        }
+      }
+    }
     let n = 0;
-    const layouts = [(await store.readVersion('doc.bin', latest)).layout, (await store.readVersion('other.bin', await store.latest('other.bin'))).layout];
-    n += (await store.head('doc.bin'))!.versions[0].size + (await store.head('other.bin'))!.versions.at(-1)!.size;
-    for await (const e of s.repo.backend.list('index/')) n += e.size;
-    for await (const e of s.repo.backend.list('ns/')) n += e.size;
-    return { n, segments: layouts.reduce((a, l) => a + new Set(l.segments).size, 0) };
+    for (const rs of ranges.values()) {
+      let end = 0;
+      for (const [a, z] of rs.sort((x, y) => x[0] - y[0])) if (z > end) (n += z - Math.max(a, end)), (end = z);
+    }
+    for (const p of ['index/', 'ns/']) for await (const e of s.repo.backend.list(p)) n += e.size;
+    return { n, segments: ranges.size };
   };
   const need = await needed();
   await store.remove('doc.bin');
@@ -118,8 +130,8 @@ ${mb(end.bytes)} MB.
 The repack (segments at least ${repackPercent}% dead): ${mb(report.repacked)} MB copied out of
 ${report.repackedSegments} segments by the first collection; the second (${secondMs.toFixed(0)} ms) deleted ${second.deleted}
 objects, ${mb(second.bytes)} MB (and repacked ${mb(second.repacked)} MB more). "Need" counts the
-bytes of the two kept files' latest versions, every index and every head (${need.segments} segments
-referenced). \`check --read-data\` found no problem afterwards, and the latest version read
+bytes the kept versions of both files reference (each segment's referenced ranges merged, as if
+every segment were 100% live: ${need.segments} segments), every index and every head. \`check --read-data\` found no problem afterwards, and the latest version read
 back byte-exact.
 `;
   writeResults('store-edits', `${edits} small edits of a ${mib} MiB file, and gc`, machine(), md, { edits, mib, repackPercent, segs, first, last, kept, repacked, need, empty, gc: report, second, gcMs, secondMs, syncMs });
