@@ -239,6 +239,88 @@ async function trial(make: () => Promise<{ server: Backend; collector: Backend; 
   }
 }
 
+/** Faults on one step of a repack (repack.ts), set when the collector reaches `at` (`start`:
+ *  from the beginning); `other`: another collector runs a whole collection there. */
+const REPACK_CASES: { name: string; at: 'start' | 'written' | 'pending' | 'confirmed'; faults: Fault[]; other?: boolean }[] = [
+  { name: 'its new segments and index land late', at: 'start', faults: [{ op: 'putIfAbsent', key: SEGMENT, before: 400 }, { op: 'putIfAbsent', key: INDEX, before: 400 }] },
+  { name: 'another collection runs before its new index goes beside the old', at: 'written', faults: [], other: true },
+  { name: 'its new index beside the old lands late and the answer is lost', at: 'written', faults: [{ op: 'putHead', key: FILE_HEAD, before: 400, lost: 'throw', times: 1 }] },
+  { name: 'its new index beside the old lands, the answer is lost and the SDK retry refused', at: 'written', faults: [{ op: 'putHead', key: FILE_HEAD, lost: 'retry', times: 1 }] },
+  { name: 'another collection runs while its new index is beside the old', at: 'pending', faults: [], other: true },
+  { name: "its confirmation's gc/state reads fail", at: 'pending', faults: [{ op: 'getHead', key: GC_STATE, fail: true }] },
+  { name: 'its confirmation reads gc/state late, while another collection runs', at: 'pending', faults: [{ op: 'getHead', key: GC_STATE, after: 400, times: 2 }], other: true },
+  { name: 'the swap-in lands late and its answer is lost', at: 'confirmed', faults: [{ op: 'putHead', key: FILE_HEAD, before: 400, lost: 'throw', times: 1 }] },
+  { name: 'the swap-in lands, its answer is lost and the SDK retry refused', at: 'confirmed', faults: [{ op: 'putHead', key: FILE_HEAD, lost: 'retry', times: 1 }] },
+  { name: 'the swap-in fails', at: 'confirmed', faults: [{ op: 'putHead', key: FILE_HEAD, fail: true }] },
+];
+
+/**
+ * Each step of a repack under faults, with a push building on the version being repacked at
+ * that step: no version is lost or reads back wrong, the collections after it finish or drop
+ * the repack, and the store ends with exactly what the kept versions need.
+ */
+async function repackTrial(make: () => Promise<{ server: Backend; collector: Backend; other: Backend; cleanup: () => Promise<void> }>) {
+  for (const c of REPACK_CASES) {
+    const { server, collector, other, cleanup } = await make();
+    const repo = new Repo(server, { gcWindowMs: 200 });
+    const faulty = new FaultyBackend(collector);
+    const gcRepo = new Repo(faulty);
+    const otherRepo = new Repo(other);
+    const dir = mkdtempSync(path.join(tmpdir(), 'dsync-repackfaults-'));
+    const s = await startServer(loadConfig({ port: '0', host: '127.0.0.1', store: dir, 'gc-interval-ms': '0' }, {}), () => {}, repo);
+    const srv = { wsUrl: s.url.replace('http', 'ws') + '/sync' };
+    const store = repo.ns('local');
+    try {
+      // f.bin v2 holds two thirds of v1's segment; v1 removed: the segment is 35% dead
+      const a = fastRandomBytes(21, 1_000_000);
+      await pushBytes(srv, 'f.bin', a);
+      const b = Buffer.concat([a.subarray(0, 300_000), a.subarray(650_000)]);
+      await pushBytes(srv, 'f.bin', b);
+      await store.remove('f.bin', 1);
+      const before = (await store.head('f.bin'))!.versions[0].index;
+      const c3 = Buffer.concat([b.subarray(0, 500_000), Buffer.from('edit'), b.subarray(500_000)]);
+      let pushed = 0;
+      let reached = false;
+      const atStep = async () => {
+        reached = true;
+        faulty.faults = c.faults.map((f) => ({ ...f }));
+        if (c.other) assert.equal((await runGc(otherRepo, { minAgeMs: 0, windowMs: 10, repackPercent: 100 })).skipped, undefined);
+        pushed = (await pushBytes(srv, 'f.bin', c3)).version;
+      };
+      if (c.at === 'start') faulty.faults = c.faults.map((f) => ({ ...f }));
+      repackHooks.step = async (step) => {
+        if (step === c.at || (c.at === 'start' && step === 'written')) await atStep();
+      };
+      const report = await runGc(gcRepo, { minAgeMs: 0, windowMs: 10, staleMs: 5000 });
+      repackHooks.step = undefined;
+      faulty.faults = [];
+      assert.ok(reached, `${c.name}: the repack reached its step (${JSON.stringify(report)})`);
+      assert.ok(report.repacked > 600_000 || report.repackFailed, `${c.name}: ${JSON.stringify(report)}`);
+      assert.ok(faulty.hit.size > 0 || c.faults.length === 0, `${c.name}: the faults applied`);
+      assert.ok((await store.bytes('f.bin', 2)).equals(b), `${c.name}: v2 reads back exactly`);
+      assert.ok((await store.bytes('f.bin', pushed)).equals(c3), `${c.name}: the push built on it reads back exactly`);
+      let r;
+      for (let k = 0; (r = await runGc(gcRepo, { minAgeMs: 0, windowMs: 10, staleMs: 5000 })).skipped || r.repackedVersions; k++) assert.ok(k < 4, `${c.name}: ${JSON.stringify(r)}`);
+      const head = (await store.head('f.bin'))!;
+      assert.deepEqual(head.versions.filter((v) => v.repack), [], `${c.name}: no repack left under way`);
+      assert.notEqual(head.versions[0].index, before, `${c.name}: v2 repacked in the end`);
+      assert.ok((await store.bytes('f.bin', 2)).equals(b), `${c.name}: v2 reads back exactly in the end`);
+      assert.ok((await store.bytes('f.bin', pushed)).equals(c3), `${c.name}: the push built on it reads back exactly in the end`);
+      assert.deepEqual(await unreferenced(gcRepo), [], c.name);
+      assert.deepEqual((await runCheck(gcRepo, { readData: true })).errors, [], c.name);
+      console.log(`${c.name}: first collection ${JSON.stringify({ repacked: report.repacked, versions: report.repackedVersions, failed: report.repackFailed ?? null })}; faults applied ${JSON.stringify(Object.fromEntries(faulty.hit))}`);
+    } finally {
+      repackHooks.step = undefined;
+      await s.close();
+      await repo.close();
+      await gcRepo.close();
+      await otherRepo.close();
+      rmSync(dir, { recursive: true, force: true });
+      await cleanup();
+    }
+  }
+}
+
 /**
  * An HTTP proxy in front of MinIO that holds chosen requests in transit: it cuts the client's
  * connection at once, so the S3 SDK sends the request again (and that attempt passes), and
@@ -292,6 +374,20 @@ describe('gc under delays and lost answers', () => {
       const dir = mkdtempSync(path.join(tmpdir(), 'dsync-gcfaults-store-'));
       return { server: localBackend(dir), collector: localBackend(dir), cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
     }, 11);
+  });
+
+  test('the steps of a repack, on a local directory', { timeout: 600_000 }, async () => {
+    await repackTrial(async () => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'dsync-repackfaults-store-'));
+      return { server: localBackend(dir), collector: localBackend(dir), other: localBackend(dir), cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
+    });
+  });
+
+  test('the steps of a repack, on MinIO', { timeout: 600_000 }, async () => {
+    await repackTrial(async () => {
+      const url = `s3://gcr-${randomBytes(6).toString('hex')}/store`;
+      return { server: await s3Backend(url, minio.endpoint, minio.env), collector: await s3Backend(url, minio.endpoint, minio.env), other: await s3Backend(url, minio.endpoint, minio.env), cleanup: async () => {} };
+    });
   });
 
   test('on MinIO', { timeout: 600_000 }, async () => {
