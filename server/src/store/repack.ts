@@ -43,12 +43,13 @@ export const repackHooks: { step?: (step: 'written' | 'pending' | 'confirmed') =
 
 /**
  * Repacks every segment at least `deadPercent` % of whose bytes no version references (1–99;
- * 100: none). First finishes repacks a stopped collector left under way.
+ * 100: none). First finishes the repacks a stopped collector left under way (whatever
+ * `deadPercent` is).
  */
 export async function repack(repo: Repo, deadPercent: number, log?: (e: Record<string, unknown>) => void): Promise<RepackReport> {
   const report: RepackReport = { bytes: 0, segments: 0, versions: 0, resolved: 0, dropped: 0 };
-  if (!(deadPercent >= 1 && deadPercent < 100)) return report;
   const b = repo.backend;
+  const planning = deadPercent >= 1 && deadPercent < 100;
   // 1. the file heads, every version's layout, the live bytes of every segment
   const heads: { key: string; user: string; head: FileHead }[] = [];
   const live = new Map<string, [number, number][]>();
@@ -59,7 +60,7 @@ export async function repack(repo: Repo, deadPercent: number, log?: (e: Record<s
     const got = await b.getHead(e.key);
     if (!got) continue;
     if (kind === 'uploads') {
-      for (const u of parseUploadsHead(got.body, e.key).uploads) {
+      if (planning) for (const u of parseUploadsHead(got.body, e.key).uploads) {
         try {
           for (const s of await uploadRefs(b, u.state)) pinned.add(s);
         } catch (err) {
@@ -76,7 +77,7 @@ export async function repack(repo: Repo, deadPercent: number, log?: (e: Record<s
       for (const v of head.versions) if (v.repack) for (const s of (await repo.readIndex(v.repack.index, head.name).catch(() => null))?.layout.segments ?? []) pinned.add(s);
     }
     heads.push({ key: e.key, user, head });
-    for (const v of head.versions) {
+    if (planning) for (const v of head.versions) {
       const { layout } = await repo.readIndex(v.index, `${head.name} version ${v.version}`);
       for (const x of layout.extents) {
         const id = layout.segments[x.seg];
@@ -86,6 +87,7 @@ export async function repack(repo: Repo, deadPercent: number, log?: (e: Record<s
       }
     }
   }
+  if (!planning) return report;
   // 2. the segments mostly dead
   const sparse = new Set<string>();
   for await (const e of b.list('data/')) {
