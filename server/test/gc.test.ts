@@ -198,15 +198,20 @@ async function count(store: { backend: { list(p: string): AsyncIterable<unknown>
   return n;
 }
 
-/** objects the collectors in child processes reported deleted */
+/** objects the collectors in child processes reported deleted, and bytes they repacked */
 let collected = 0;
+let repacked = 0;
 function startGc(data: string): ChildProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', new URL('./gc-child.ts', import.meta.url).pathname, data, '30', '1500'], { stdio: ['ignore', 'pipe', 'inherit'] });
   let rest = '';
   child.stdout!.on('data', (d) => {
     const lines = (rest + d).split('\n');
     rest = lines.pop()!;
-    for (const l of lines) collected += (JSON.parse(l) as { deleted: number }).deleted;
+    for (const l of lines) {
+      const r = JSON.parse(l) as { deleted: number; repacked: number };
+      collected += r.deleted;
+      repacked += r.repacked;
+    }
   });
   return child;
 }
@@ -268,6 +273,7 @@ test('SIGKILL trials at random points of gc and of commits lose no byte of a kep
     }
     assert.ok(kills >= 20);
     assert.ok(collected > 0, 'the collectors deleted garbage while commits ran');
+    assert.ok(repacked > 0, 'the collectors repacked segments while commits ran');
     // once everything stops, collections (until one repacks nothing more) leave exactly what the kept versions need
     await kill(gc);
     await server.kill();
