@@ -91,6 +91,7 @@ async function trial(make: () => Promise<{ server: Backend; collector: Backend; 
   const committed = new Map<string, Map<number, Buffer>>(FILES.map((f) => [f, new Map()]));
   const removing = new Map<string, Set<number>>(FILES.map((f) => [f, new Set()]));
   const failures: string[] = [];
+  const twice: string[] = [];
   let restores = 0;
   // the collector, looping until told to stop
   const reports: GcReport[] = [];
@@ -159,7 +160,10 @@ async function trial(make: () => Promise<{ server: Backend; collector: Backend; 
               : null;
             try {
               const rep = await pushBytes(srv, f, next.get(f)!);
-              assert.ok(!committed.get(f)!.has(rep.version), `${f} v${rep.version} reported committed twice`);
+              // a number reported twice holds the same bytes (a push of the latest's content is
+              // answered "unchanged" with it: a file cut down to nothing stays empty)
+              const had = committed.get(f)!.get(rep.version);
+              if (had && !had.equals(next.get(f)!)) twice.push(`${sc.name}: ${f} v${rep.version} reported committed twice, with other bytes`);
               committed.get(f)!.set(rep.version, Buffer.from(next.get(f)!));
             } catch (e) {
               failures.push(`${sc.name}: ${f}: ${(e as Error).message}`);
@@ -202,6 +206,7 @@ async function trial(make: () => Promise<{ server: Backend; collector: Backend; 
       }
     }
     assert.deepEqual(gcErrors, []);
+    assert.deepEqual(twice, []);
     assert.ok(reports.some((x) => x.deleted > 0), 'the collector deleted garbage while pushes ran');
     assert.ok(reports.some((x) => x.repacked > 0), 'the collector repacked segments while pushes ran');
     let n = 0;
