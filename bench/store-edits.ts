@@ -3,15 +3,18 @@
  * 10 MB file through a real server (loopback WebSocket, local directory store). Reports the
  * time to pull the latest version (whole, no basis) against the first, the bytes stored,
  * then removes every version but the latest and collects (bytes reclaimed, time taken, and the
- * p99 of syncs of another file running meanwhile), and finally removes everything and collects.
+ * p99 of syncs of another file running meanwhile; the collection repacks the segments mostly
+ * dead, and a second collection deletes what that left), checks the store with --read-data,
+ * and finally removes everything and collects.
  * Usage (from the repository root):
- *   node --import tsx bench/store-edits.ts [--edits 200] [--mib 10] [--window-ms 2000]
+ *   node --import tsx bench/store-edits.ts [--edits 200] [--mib 10] [--window-ms 2000] [--repack-percent 20]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Rng, applyEdits, fastRandomBytes } from '../harness/testdata.ts';
-import { loadConfig } from '../server/src/config.ts';
+import { DEFAULTS, loadConfig } from '../server/src/config.ts';
+import { runCheck } from '../server/src/store/check.ts';
 import { startServer } from '../server/src/server.ts';
 import { runGc } from '../server/src/store/gc.ts';
 import { pullBytes, pushBytes } from '../harness/helpers.ts';
@@ -20,6 +23,7 @@ import { arg, log, machine, writeResults } from './lib/common.ts';
 const edits = Number(arg('--edits', '200'));
 const mib = Number(arg('--mib', '10'));
 const windowMs = Number(arg('--window-ms', '2000'));
+const repackPercent = Number(arg('--repack-percent', String(DEFAULTS.gcRepackPercent)));
 const dir = mkdtempSync(path.join(tmpdir(), 'dsync-edits-'));
 const s = await startServer(loadConfig({ port: '0', host: '127.0.0.1', store: dir, 'gc-interval-ms': '0' }, {}));
 const srv = { wsUrl: s.url.replace('http', 'ws') + '/sync' };
@@ -55,7 +59,7 @@ try {
   const syncMs: number[] = [];
   let collecting = true;
   const t0 = performance.now();
-  const gc = runGc(s.repo, { minAgeMs: 0, windowMs }).finally(() => (collecting = false));
+  const gc = runGc(s.repo, { minAgeMs: 0, windowMs, repackPercent }).finally(() => (collecting = false));
   while (collecting) {
     other = applyEdits(other, r, { kind: 'insert', total: 256 });
     const t = performance.now();
@@ -67,6 +71,37 @@ try {
   syncMs.sort((a, b) => a - b);
   const p99 = syncMs[Math.min(syncMs.length - 1, Math.floor(syncMs.length * 0.99))];
   const kept = await stored();
+  // the second collection deletes what the repack left unreferenced
+  const t1 = performance.now();
+  const second = await runGc(s.repo, { minAgeMs: 0, windowMs, repackPercent });
+  const secondMs = performance.now() - t1;
+  const repacked = await stored();
+  const { errors: problems } = await runCheck(s.repo, { readData: true });
+  if (problems.length) throw new Error(`check --read-data: ${problems.join('; ')}`);
+  if (!(await pullBytes(srv, "doc.bin", null)).bytes.equals(cur)) throw new Error('the latest version reads back wrong after the repack');
+  // what the kept versions need: the bytes their layouts reference (each segment's ranges
+  // merged: every segment 100% live), every index and every head
+  const needed = async () => {
+    const ranges = new Map<string, [number, number][]>();
+    for (const f of ['doc.bin', 'other.bin']) {
+      for (const v of await store.versionNumbers(f)) {
+        const { layout } = await store.readVersion(f, v);
+        for (const e of layout.extents) {
+          const id = layout.segments[e.seg];
+          if (!ranges.has(id)) ranges.set(id, []);
+          ranges.get(id)!.push([e.offset, e.offset + e.length]);
+        }
+      }
+    }
+    let n = 0;
+    for (const rs of ranges.values()) {
+      let end = 0;
+      for (const [a, z] of rs.sort((x, y) => x[0] - y[0])) if (z > end) (n += z - Math.max(a, end)), (end = z);
+    }
+    for (const p of ['index/', 'ns/']) for await (const e of s.repo.backend.list(p)) n += e.size;
+    return { n, segments: ranges.size };
+  };
+  const need = await needed();
   await store.remove('doc.bin');
   await store.remove('other.bin');
   const end = await runGc(s.repo, { minAgeMs: 0, windowMs: 10 });
@@ -82,7 +117,8 @@ ceil(size / 8 MiB) + 64).
 |---|---|---|
 | after the first version | ${mb(first.bytes)} MB | ${first.pullMs.toFixed(0)} ms |
 | after ${edits} edits (${edits + 1} versions) | ${mb(last.bytes)} MB | ${last.pullMs.toFixed(0)} ms |
-| every version but the latest removed, gc | ${mb(kept)} MB | |
+| every version but the latest removed, gc (repacks) | ${mb(kept)} MB | |
+| a second gc (deletes what the repack left) | ${mb(repacked)} MB: **${(repacked / need.n).toFixed(2)}×** the ${mb(need.n)} MB the kept versions need | |
 | everything removed, gc | ${mb(empty)} MB (heads of deleted files: their version numbers stay used) | |
 
 Garbage collection of the ${edits} removed versions (commit window ${windowMs} ms, which it
@@ -90,8 +126,15 @@ waits once): ${report.deleted} objects, ${mb(report.bytes)} MB reclaimed in ${gc
 ${syncMs.length} syncs of a 1 MiB file ran meanwhile, p99 ${p99.toFixed(0)} ms (median
 ${syncMs[Math.floor(syncMs.length / 2)].toFixed(0)} ms). The final collection reclaimed
 ${mb(end.bytes)} MB.
+
+The repack (segments at least ${repackPercent}% dead): ${mb(report.repacked)} MB copied out of
+${report.repackedSegments} segments by the first collection; the second (${secondMs.toFixed(0)} ms) deleted ${second.deleted}
+objects, ${mb(second.bytes)} MB (and repacked ${mb(second.repacked)} MB more). "Need" counts the
+bytes the kept versions of both files reference (each segment's referenced ranges merged, as if
+every segment were 100% live: ${need.segments} segments), every index and every head. \`check --read-data\` found no problem afterwards, and the latest version read
+back byte-exact.
 `;
-  writeResults('store-edits', `${edits} small edits of a ${mib} MiB file, and gc`, machine(), md, { edits, mib, segs, first, last, kept, empty, gc: report, gcMs, syncMs });
+  writeResults('store-edits', `${edits} small edits of a ${mib} MiB file, and gc`, machine(), md, { edits, mib, repackPercent, segs, first, last, kept, repacked, need, empty, gc: report, second, gcMs, secondMs, syncMs });
 } finally {
   await s.close();
   rmSync(dir, { recursive: true, force: true });

@@ -35,7 +35,7 @@ const EXPECTED: Record<string, Record<string, string | number>> = {
   push: { ...SYNC, retries: PUSH_RETRIES },
   pull: SYNC,
   sync: { retries: SYNC_RETRIES, 'max-delete': `${SYNC_MAX_DELETE_SHARE * 100}%` },
-  gc: { ...STORE, 'keep-versions': DEFAULTS.keepVersions, 'keep-days': DEFAULTS.keepDays, 'min-age-ms': DEFAULTS.gcMinAgeMs, 'window-ms': DEFAULTS.gcWindowMs },
+  gc: { ...STORE, 'keep-versions': DEFAULTS.keepVersions, 'keep-days': DEFAULTS.keepDays, 'min-age-ms': DEFAULTS.gcMinAgeMs, 'window-ms': DEFAULTS.gcWindowMs, 'repack-percent': DEFAULTS.gcRepackPercent },
   check: STORE,
   serve: Object.fromEntries(
     Object.entries(DEFAULTS).map(([k, v]) => [kebab(k), typeof v === 'boolean' ? (v ? 'on' : 'off') : v === '' ? '(none)' : v]),
@@ -72,7 +72,7 @@ test('the default a help text states, given as the flag, is what the code does w
     else assert.deepEqual(loadConfig({ [kebab(key)]: says }, {}), none, `--${kebab(key)} ${says}`);
   }
   const gc = commands.get('gc')!.options;
-  const gcKeys: Record<string, keyof ServerConfig> = { store: 'store', 'keep-versions': 'keepVersions', 'keep-days': 'keepDays', 'min-age-ms': 'gcMinAgeMs', 'window-ms': 'gcWindowMs' };
+  const gcKeys: Record<string, keyof ServerConfig> = { store: 'store', 'keep-versions': 'keepVersions', 'keep-days': 'keepDays', 'min-age-ms': 'gcMinAgeMs', 'window-ms': 'gcWindowMs', 'repack-percent': 'gcRepackPercent' };
   for (const [flag, key] of Object.entries(gcKeys)) assert.equal(String(none[key]), stated(gc[flag].help), `gc --${flag}`);
 });
 

@@ -2,6 +2,7 @@
 // what they change on the server, what they print (tables on a terminal, JSON lines when
 // piped), and their exit statuses.
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -98,6 +99,32 @@ test('with accounts: the REST commands send --token (or DSYNC_TOKEN) and fail wi
   }
 });
 
+test('gc repacks a segment mostly dead and says how much; the next gc deletes the old one', async () => {
+  const s = await testServer();
+  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-cli-repack-'));
+  try {
+    const env = { DSYNC_CACHE_DIR: path.join(dir, 'known') };
+    const a = randomBytes(1_000_000);
+    writeFileSync(path.join(dir, 'a.bin'), a);
+    assert.equal((await dsync(['push', path.join(dir, 'a.bin'), '--server', s.url], { env })).code, 0);
+    // a third cut from the middle: version 2 copies the rest of version 1's segment
+    const b = Buffer.concat([a.subarray(0, 300_000), a.subarray(650_000)]);
+    writeFileSync(path.join(dir, 'a.bin'), b);
+    assert.equal((await dsync(['push', path.join(dir, 'a.bin'), '--server', s.url], { env })).code, 0);
+    const gc = await dsyncOnTerminal(['gc', '--store', s.data, '--keep-versions', '1', '--min-age-ms', '0', '--window-ms', '50']);
+    assert.equal(gc.code, 0, gc.out);
+    assert.match(gc.out, /repacked \d+(\.\d+)? KB out of 1 mostly dead segments \(the next collection deletes them\)/);
+    const next = await dsync(['gc', '--store', s.data, '--min-age-ms', '0', '--window-ms', '50']);
+    const report = jsonLines(next.stdout)[0];
+    assert.ok(report.bytes >= 1_000_000 && report.repacked === 0, JSON.stringify(report));
+    assert.deepEqual(jsonLines((await dsync(['check', '--store', s.data, '--read-data'])).stdout)[0].errors, []);
+    assert.ok((await s.stored('a.bin')).equals(b), 'the kept version is whole');
+  } finally {
+    await s.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('gc and check run on a store directory, and check says whether it is whole', async () => {
   const s = await testServer();
   const dir = mkdtempSync(path.join(tmpdir(), 'dsync-cli-gc-'));
@@ -128,7 +155,7 @@ test('gc and check run on a store directory, and check says whether it is whole'
     assert.match(human.out, /: \d+ problems?\n/);
     assert.equal((await dsync(['gc', '--store', s.data, '--keep-versions', 'all'])).code, 2);
     // settings that cannot be made safe or do not fit a timer are refused
-    for (const bad of [['--window-ms', '300001'], ['--min-age-ms', '1.5'], ['--window-ms', '-1']]) assert.equal((await dsync(['gc', '--store', s.data, ...bad])).code, 2, bad.join(' '));
+    for (const bad of [['--window-ms', '300001'], ['--min-age-ms', '1.5'], ['--window-ms', '-1'], ['--repack-percent', '0'], ['--repack-percent', '101'], ['--repack-percent', '2.5']]) assert.equal((await dsync(['gc', '--store', s.data, ...bad])).code, 2, bad.join(' '));
   } finally {
     await s.stop();
     rmSync(dir, { recursive: true, force: true });

@@ -29,6 +29,11 @@ export interface ServerConfig {
   /** the collector's commit window W: it waits this long between condemning and its second
    *  mark, so that commits under way rescue what they reference (docs/store.md §8) */
   gcWindowMs: number;
+  /** after each collection, a segment with at least this percent of its bytes referenced by no
+   *  kept version has its live bytes copied into new segments (docs/store.md §10, "Repacking"),
+   *  so that the store keeps at most about 100 / (100 - this) times what the kept versions need;
+   *  1 to 100, 100: never */
+  gcRepackPercent: number;
   /** permessage-deflate (RFC 7692) on the sync WebSocket */
   deflate: boolean;
   /** recompute the basis' chunks and hashes on every sync, as the paper's server does */
@@ -108,6 +113,7 @@ export const DEFAULTS: ServerConfig = {
   gcIntervalMs: 3_600_000,
   gcMinAgeMs: 3_600_000,
   gcWindowMs: 30_000,
+  gcRepackPercent: 20,
   deflate: true,
   paperExact: false,
   maxMessage: MAX_MESSAGE,
@@ -187,6 +193,7 @@ export function loadConfig(flags: Record<string, string | boolean>, env = proces
       (cfg as any)[key] = n;
     } else (cfg as any)[key] = String(raw);
   }
+  if (!(Number.isSafeInteger(cfg.gcRepackPercent) && cfg.gcRepackPercent >= 1 && cfg.gcRepackPercent <= 100)) throw new Error(`--gc-repack-percent must be a whole number from 1 to 100, got ${cfg.gcRepackPercent}`);
   if (cfg.store.startsWith('s3://') && cfg.gcMinAgeMs < S3_MIN_GC_AGE_MS) throw new Error(`--gc-min-age-ms must be at least ${S3_MIN_GC_AGE_MS} on an s3:// store (a request held in the network may land up to 15 minutes late), got ${cfg.gcMinAgeMs}`);
   return cfg;
 }

@@ -116,7 +116,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
   let collecting: Promise<unknown> | null = null;
   const gcTimer = cfg.gcIntervalMs
     ? setInterval(() => {
-        collecting ??= runGc(repo, { minAgeMs: cfg.gcMinAgeMs, windowMs: cfg.gcWindowMs, log })
+        collecting ??= runGc(repo, { minAgeMs: cfg.gcMinAgeMs, windowMs: cfg.gcWindowMs, repackPercent: cfg.gcRepackPercent, log })
           .catch((e) => log({ gc: 'failed', message: (e as Error).message }))
           .finally(() => (collecting = null));
       }, cfg.gcIntervalMs).unref()

@@ -38,7 +38,7 @@ export { applyRetention, decodeVersion, encodeVersion, type Layout, type Extent 
 const TRAITS_REFRESH_MS = 30_000;
 
 /** A version as listings show it: its file head entry without the index id. */
-export type VersionInfo = Omit<VersionEntry, 'index' | 'epoch'>;
+export type VersionInfo = Omit<VersionEntry, 'index' | 'epoch' | 'repack'>;
 export interface FileInfo {
   name: string;
   latest: number;
@@ -70,8 +70,9 @@ export interface Adds {
 const SETTLE_ATTEMPTS = 5;
 const backoffMs = (k: number) => Math.min(2000, 100 * 2 ** k) * (0.5 + Math.random());
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-/** The same version entry (a commit's index id is its own; a restore's or rename's is not). */
-const sameEntry = (a: VersionEntry, b: VersionEntry) => a.version === b.version && a.index === b.index && a.mtime === b.mtime;
+/** The same version, also once a repack gave the entry another index of the same bytes
+ *  (store/repack.ts): a head gives a number once, and the commit time and root are this entry's. */
+const sameVersion = (a: VersionEntry, b: VersionEntry) => a.version === b.version && a.mtime === b.mtime && a.root === b.root && a.algo === b.algo;
 
 /** After a rename's renumbering (`to[i]` is `from[i]`), each `restoredFrom` names the new number
  *  of its source, or goes when the source did not move with it. */
@@ -212,7 +213,7 @@ export class Store {
       try {
         const cur = await this.backend.getHead(key);
         const h = cur && parseFileHead(cur.body, key);
-        if (cur && entries.every((e) => h!.versions.some((v) => sameEntry(v, e)))) return cur.tag;
+        if (cur && entries.every((e) => h!.versions.some((v) => sameVersion(v, e)))) return cur.tag;
         if ((cur?.tag ?? null) !== tag) return 'lost';
         const fence: FileHead = h ? { ...h, seq: (h.seq ?? 0) + 1 } : { name, next: 1, seq: 1, versions: [] };
         if ((await this.backend.putHead(key, jsonBody(fence), tag)) !== null) return 'lost';
@@ -251,7 +252,7 @@ export class Store {
         let written: FileHead | null = null;
         await updateHead(this.backend, key, (b) => {
           const h = b && parseFileHead(b, key);
-          const versions = h?.versions.filter((v) => !entries.some((e) => sameEntry(v, e)));
+          const versions = h?.versions.filter((v) => !entries.some((e) => sameVersion(v, e)));
           written = h && versions!.length !== h.versions.length ? { ...h, seq: (h.seq ?? 0) + 1, versions: versions! } : null;
           return { body: written && jsonBody(written), result: undefined };
         });
@@ -284,7 +285,7 @@ export class Store {
   }
 
   async versions(name: string): Promise<VersionInfo[]> {
-    return ((await this.head(name))?.versions ?? []).map(({ index: _, epoch: __, ...v }) => v);
+    return ((await this.head(name))?.versions ?? []).map(({ index: _, epoch: __, repack: ___, ...v }) => v);
   }
 
   /** A folder's catalog entries and subfolders, full names, in byte order of their names

@@ -4,7 +4,8 @@
 // to lose a write's answer after it landed (an SDK retry), while a collector loops with a minimum
 // age of 0 and a short window, and versions the pushes build on are removed under them. Every
 // push reported committed reads back byte for byte after it all; a failed push leaves no version;
-// gc never finds a head it cannot read.
+// gc never finds a head it cannot read. The collector repacks mostly dead segments as it goes
+// (repack.ts), under faults of its own in one scenario.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -20,6 +21,7 @@ import type { Backend } from '../src/store/backend.ts';
 import { runCheck } from '../src/store/check.ts';
 import { type GcReport, runGc, unreferenced } from '../src/store/gc.ts';
 import { localBackend } from '../src/store/local.ts';
+import { repackHooks } from '../src/store/repack.ts';
 import { Repo } from '../src/store/repo.ts';
 import { s3Backend } from '../src/store/s3.ts';
 import { type Fault, FaultyBackend } from '../../harness/faulty-backend.ts';
@@ -37,6 +39,11 @@ interface Scenario {
   name: string;
   commit: (ms: number) => Fault[];
   gc: (ms: number) => Fault[];
+  /** the collector pauses up to this many ms between the steps of each repack (repack.ts) */
+  repackPause?: (ms: number) => number;
+  /** each round first removes every version of each file but the latest two (segments go
+   *  mostly dead, so the collector repacks them while the pushes copy from them) */
+  prune?: boolean;
 }
 const none = () => [];
 const SCENARIOS: Scenario[] = [
@@ -49,6 +56,19 @@ const SCENARIOS: Scenario[] = [
     name: 'a collector paused at each change of its state, with slow marks and deletes, against late head writes',
     commit: (ms) => [{ op: 'putHead', key: FILE_HEAD, before: ms / 2 }],
     gc: (ms) => [{ op: 'putHead', key: GC_STATE, before: ms }, { op: 'delete', key: ANY, before: ms / 4 }, { op: 'list', key: /^ns\//, before: ms / 4 }],
+  },
+  {
+    name: "a repack's segment, index and file head writes land late, head answers are lost, and the collector pauses between its steps",
+    commit: (ms) => [{ op: 'putHead', key: FILE_HEAD, before: ms / 2 }],
+    gc: (ms) => [
+      { op: 'putIfAbsent', key: SEGMENT, before: ms },
+      { op: 'putIfAbsent', key: INDEX, before: ms },
+      { op: 'putHead', key: FILE_HEAD, before: ms, lost: 'throw' },
+      { op: 'putHead', key: FILE_HEAD, before: ms / 2, lost: 'retry' },
+      { op: 'getHead', key: GC_STATE, after: ms / 2 },
+    ],
+    repackPause: (ms) => ms,
+    prune: true,
   },
 ];
 
@@ -71,6 +91,7 @@ async function trial(make: () => Promise<{ server: Backend; collector: Backend; 
   const committed = new Map<string, Map<number, Buffer>>(FILES.map((f) => [f, new Map()]));
   const removing = new Map<string, Set<number>>(FILES.map((f) => [f, new Set()]));
   const failures: string[] = [];
+  const twice: string[] = [];
   let restores = 0;
   // the collector, looping until told to stop
   const reports: GcReport[] = [];
@@ -79,7 +100,7 @@ async function trial(make: () => Promise<{ server: Backend; collector: Backend; 
   const collector = (async () => {
     while (collecting) {
       try {
-        reports.push(await runGc(gcRepo, { minAgeMs: 0, windowMs: 50 + r.int(150), staleMs: 10_000 }));
+        reports.push(await runGc(gcRepo, { minAgeMs: 0, windowMs: 50 + r.int(150), staleMs: 10_000, repackPercent: 5 }));
       } catch (e) {
         gcErrors.push((e as Error).message);
       }
@@ -94,6 +115,17 @@ async function trial(make: () => Promise<{ server: Backend; collector: Backend; 
         const ms = 200 + r.int(1000);
         commitFaults.faults = sc.commit(ms).map((f) => ({ times: 2, ...f }));
         gcFaults.faults = sc.gc(ms).map((f) => ({ times: 2, ...f }));
+        const pause = sc.repackPause?.(ms);
+        if (sc.prune) {
+          for (const f of FILES) {
+            const vs = await store.versionNumbers(f);
+            for (const v of vs.slice(0, -2)) {
+              removing.get(f)!.add(v);
+              await store.remove(f, v).catch(() => {});
+            }
+          }
+        }
+        repackHooks.step = pause ? () => new Promise((res) => setTimeout(res, r.int(pause))) : undefined;
         const next = new Map(FILES.map((f) => [f, applyEdits(current.get(f)!, r, { kind: (['cut', 'insert', 'inverse'] as const)[r.int(3)], total: [256, 16_384, 100_000][r.int(3)], maxFragment: 4096 })]));
         await Promise.all(
           FILES.map(async (f) => {
@@ -128,7 +160,10 @@ async function trial(make: () => Promise<{ server: Backend; collector: Backend; 
               : null;
             try {
               const rep = await pushBytes(srv, f, next.get(f)!);
-              assert.ok(!committed.get(f)!.has(rep.version), `${f} v${rep.version} reported committed twice`);
+              // a number reported twice holds the same bytes (a push of the latest's content is
+              // answered "unchanged" with it: a file cut down to nothing stays empty)
+              const had = committed.get(f)!.get(rep.version);
+              if (had && !had.equals(next.get(f)!)) twice.push(`${sc.name}: ${f} v${rep.version} reported committed twice, with other bytes`);
               committed.get(f)!.set(rep.version, Buffer.from(next.get(f)!));
             } catch (e) {
               failures.push(`${sc.name}: ${f}: ${(e as Error).message}`);
@@ -157,6 +192,7 @@ async function trial(make: () => Promise<{ server: Backend; collector: Backend; 
     await collector;
     commitFaults.faults = [];
     gcFaults.faults = [];
+    repackHooks.step = undefined;
   }
   try {
     // a collection may find a version whose objects it took before the version's commit
@@ -170,12 +206,14 @@ async function trial(make: () => Promise<{ server: Backend; collector: Backend; 
       }
     }
     assert.deepEqual(gcErrors, []);
+    assert.deepEqual(twice, []);
     assert.ok(reports.some((x) => x.deleted > 0), 'the collector deleted garbage while pushes ran');
+    assert.ok(reports.some((x) => x.repacked > 0), 'the collector repacked segments while pushes ran');
     let n = 0;
     for (const f of FILES) {
       const kept = await store.versionNumbers(f);
       // a failed push left no version; no push committed two
-      for (const v of kept) assert.ok(committed.get(f)!.has(v), `${f} v${v} is in the head, but no push reported it committed`);
+      for (const v of kept) assert.ok(committed.get(f)!.has(v), `${f} v${v} is in the head, but no push reported it committed (${failures.filter((x) => x.includes(f)).join(" / ")})`);
       for (const [v, bytes] of committed.get(f)!) {
         if (!kept.includes(v)) {
           assert.ok(removing.get(f)!.has(v), `${f} v${v} was reported committed and is gone`);
@@ -186,16 +224,16 @@ async function trial(make: () => Promise<{ server: Backend; collector: Backend; 
       }
     }
     assert.ok(n >= FILES.length, `${n} committed versions kept`);
-    // once it all stops, a collection leaves exactly what the kept versions need, and check
+    // once it all stops, collections (until one repacks nothing more) leave exactly what the kept versions need, and check
     // finds nothing wrong
     let report;
-    for (let k = 0; (report = await runGc(gcRepo, { minAgeMs: 0, windowMs: 10, staleMs: 1000 })).skipped; k++) assert.ok(k < 3, JSON.stringify(report));
+    for (let k = 0; (report = await runGc(gcRepo, { minAgeMs: 0, windowMs: 10, staleMs: 1000 })).skipped || report.repackedVersions; k++) assert.ok(k < 4, JSON.stringify(report));
     assert.deepEqual(await unreferenced(gcRepo), []);
     assert.deepEqual((await runCheck(gcRepo, { readData: true })).errors, []);
     const pushes = SCENARIOS.length * ROUNDS * FILES.length;
     const failed = failures.filter((x) => !/: restore /.test(x)).length;
     assert.ok(failed < pushes / 2, `${failed} of ${pushes} pushes failed`);
-    console.log(`${pushes} pushes, ${failed} failed; ${restores} restores committed, ${failures.length - failed} failed; ${reports.length} collections deleted ${reports.reduce((a, x) => a + x.deleted, 0)} objects; faults applied: ${JSON.stringify(Object.fromEntries(commitFaults.hit))} (server), ${JSON.stringify(Object.fromEntries(gcFaults.hit))} (collector)`);
+    console.log(`${pushes} pushes, ${failed} failed; ${restores} restores committed, ${failures.length - failed} failed; ${reports.length} collections deleted ${reports.reduce((a, x) => a + x.deleted, 0)} objects and repacked ${reports.reduce((a, x) => a + x.repacked, 0)} bytes out of ${reports.reduce((a, x) => a + x.repackedSegments, 0)} segments (${reports.filter((x) => x.repackFailed).length} repacks stopped by a fault); faults applied: ${JSON.stringify(Object.fromEntries(commitFaults.hit))} (server), ${JSON.stringify(Object.fromEntries(gcFaults.hit))} (collector)`);
     for (const m of new Set(failures.map((x) => x.replace(/(data|index)\/[0-9a-f/]+/g, '…')))) console.log(`  failed: ${m}`);
   } finally {
     await s.close();
@@ -203,6 +241,88 @@ async function trial(make: () => Promise<{ server: Backend; collector: Backend; 
     await gcRepo.close();
     rmSync(dir, { recursive: true, force: true });
     await cleanup();
+  }
+}
+
+/** Faults on one step of a repack (repack.ts), set when the collector reaches `at` (`start`:
+ *  from the beginning); `other`: another collector runs a whole collection there. */
+const REPACK_CASES: { name: string; at: 'start' | 'written' | 'pending' | 'confirmed'; faults: Fault[]; other?: boolean }[] = [
+  { name: 'its new segments and index land late', at: 'start', faults: [{ op: 'putIfAbsent', key: SEGMENT, before: 400 }, { op: 'putIfAbsent', key: INDEX, before: 400 }] },
+  { name: 'another collection runs before its new index goes beside the old', at: 'written', faults: [], other: true },
+  { name: 'its new index beside the old lands late and the answer is lost', at: 'written', faults: [{ op: 'putHead', key: FILE_HEAD, before: 400, lost: 'throw', times: 1 }] },
+  { name: 'its new index beside the old lands, the answer is lost and the SDK retry refused', at: 'written', faults: [{ op: 'putHead', key: FILE_HEAD, lost: 'retry', times: 1 }] },
+  { name: 'another collection runs while its new index is beside the old', at: 'pending', faults: [], other: true },
+  { name: "its confirmation's gc/state reads fail", at: 'pending', faults: [{ op: 'getHead', key: GC_STATE, fail: true }] },
+  { name: 'its confirmation reads gc/state late, while another collection runs', at: 'pending', faults: [{ op: 'getHead', key: GC_STATE, after: 400, times: 2 }], other: true },
+  { name: 'the swap-in lands late and its answer is lost', at: 'confirmed', faults: [{ op: 'putHead', key: FILE_HEAD, before: 400, lost: 'throw', times: 1 }] },
+  { name: 'the swap-in lands, its answer is lost and the SDK retry refused', at: 'confirmed', faults: [{ op: 'putHead', key: FILE_HEAD, lost: 'retry', times: 1 }] },
+  { name: 'the swap-in fails', at: 'confirmed', faults: [{ op: 'putHead', key: FILE_HEAD, fail: true }] },
+];
+
+/**
+ * Each step of a repack under faults, with a push building on the version being repacked at
+ * that step: no version is lost or reads back wrong, the collections after it finish or drop
+ * the repack, and the store ends with exactly what the kept versions need.
+ */
+async function repackTrial(make: () => Promise<{ server: Backend; collector: Backend; other: Backend; cleanup: () => Promise<void> }>) {
+  for (const c of REPACK_CASES) {
+    const { server, collector, other, cleanup } = await make();
+    const repo = new Repo(server, { gcWindowMs: 200 });
+    const faulty = new FaultyBackend(collector);
+    const gcRepo = new Repo(faulty);
+    const otherRepo = new Repo(other);
+    const dir = mkdtempSync(path.join(tmpdir(), 'dsync-repackfaults-'));
+    const s = await startServer(loadConfig({ port: '0', host: '127.0.0.1', store: dir, 'gc-interval-ms': '0' }, {}), () => {}, repo);
+    const srv = { wsUrl: s.url.replace('http', 'ws') + '/sync' };
+    const store = repo.ns('local');
+    try {
+      // f.bin v2 holds two thirds of v1's segment; v1 removed: the segment is 35% dead
+      const a = fastRandomBytes(21, 1_000_000);
+      await pushBytes(srv, 'f.bin', a);
+      const b = Buffer.concat([a.subarray(0, 300_000), a.subarray(650_000)]);
+      await pushBytes(srv, 'f.bin', b);
+      await store.remove('f.bin', 1);
+      const before = (await store.head('f.bin'))!.versions[0].index;
+      const c3 = Buffer.concat([b.subarray(0, 500_000), Buffer.from('edit'), b.subarray(500_000)]);
+      let pushed = 0;
+      let reached = false;
+      const atStep = async () => {
+        reached = true;
+        faulty.faults = c.faults.map((f) => ({ ...f }));
+        if (c.other) assert.equal((await runGc(otherRepo, { minAgeMs: 0, windowMs: 10, repackPercent: 100 })).skipped, undefined);
+        pushed = (await pushBytes(srv, 'f.bin', c3)).version;
+      };
+      if (c.at === 'start') faulty.faults = c.faults.map((f) => ({ ...f }));
+      repackHooks.step = async (step) => {
+        if (step === c.at || (c.at === 'start' && step === 'written')) await atStep();
+      };
+      const report = await runGc(gcRepo, { minAgeMs: 0, windowMs: 10, staleMs: 5000 });
+      repackHooks.step = undefined;
+      faulty.faults = [];
+      assert.ok(reached, `${c.name}: the repack reached its step (${JSON.stringify(report)})`);
+      assert.ok(report.repacked > 600_000 || report.repackFailed, `${c.name}: ${JSON.stringify(report)}`);
+      assert.ok(faulty.hit.size > 0 || c.faults.length === 0, `${c.name}: the faults applied`);
+      assert.ok((await store.bytes('f.bin', 2)).equals(b), `${c.name}: v2 reads back exactly`);
+      assert.ok((await store.bytes('f.bin', pushed)).equals(c3), `${c.name}: the push built on it reads back exactly`);
+      let r;
+      for (let k = 0; (r = await runGc(gcRepo, { minAgeMs: 0, windowMs: 10, staleMs: 5000 })).skipped || r.repackedVersions; k++) assert.ok(k < 4, `${c.name}: ${JSON.stringify(r)}`);
+      const head = (await store.head('f.bin'))!;
+      assert.deepEqual(head.versions.filter((v) => v.repack), [], `${c.name}: no repack left under way`);
+      assert.notEqual(head.versions[0].index, before, `${c.name}: v2 repacked in the end`);
+      assert.ok((await store.bytes('f.bin', 2)).equals(b), `${c.name}: v2 reads back exactly in the end`);
+      assert.ok((await store.bytes('f.bin', pushed)).equals(c3), `${c.name}: the push built on it reads back exactly in the end`);
+      assert.deepEqual(await unreferenced(gcRepo), [], c.name);
+      assert.deepEqual((await runCheck(gcRepo, { readData: true })).errors, [], c.name);
+      console.log(`${c.name}: first collection ${JSON.stringify({ repacked: report.repacked, versions: report.repackedVersions, failed: report.repackFailed ?? null })}; faults applied ${JSON.stringify(Object.fromEntries(faulty.hit))}`);
+    } finally {
+      repackHooks.step = undefined;
+      await s.close();
+      await repo.close();
+      await gcRepo.close();
+      await otherRepo.close();
+      rmSync(dir, { recursive: true, force: true });
+      await cleanup();
+    }
   }
 }
 
@@ -259,6 +379,20 @@ describe('gc under delays and lost answers', () => {
       const dir = mkdtempSync(path.join(tmpdir(), 'dsync-gcfaults-store-'));
       return { server: localBackend(dir), collector: localBackend(dir), cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
     }, 11);
+  });
+
+  test('the steps of a repack, on a local directory', { timeout: 600_000 }, async () => {
+    await repackTrial(async () => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'dsync-repackfaults-store-'));
+      return { server: localBackend(dir), collector: localBackend(dir), other: localBackend(dir), cleanup: async () => rmSync(dir, { recursive: true, force: true }) };
+    });
+  });
+
+  test('the steps of a repack, on MinIO', { timeout: 600_000 }, async () => {
+    await repackTrial(async () => {
+      const url = `s3://gcr-${randomBytes(6).toString('hex')}/store`;
+      return { server: await s3Backend(url, minio.endpoint, minio.env), collector: await s3Backend(url, minio.endpoint, minio.env), other: await s3Backend(url, minio.endpoint, minio.env), cleanup: async () => {} };
+    });
   });
 
   test('on MinIO', { timeout: 600_000 }, async () => {

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { Repo } from '../src/store/repo.ts';
+import { runCheck } from '../src/store/check.ts';
 import { GC_DEFAULTS, guardRefs, readGcState, runGc, unreferenced } from '../src/store/gc.ts';
 import { GC_STATE, segmentKey, uploadsKey } from '../src/store/keys.ts';
 import { bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
@@ -197,15 +198,20 @@ async function count(store: { backend: { list(p: string): AsyncIterable<unknown>
   return n;
 }
 
-/** objects the collectors in child processes reported deleted */
+/** objects the collectors in child processes reported deleted, and bytes they repacked */
 let collected = 0;
+let repacked = 0;
 function startGc(data: string): ChildProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', new URL('./gc-child.ts', import.meta.url).pathname, data, '30', '1500'], { stdio: ['ignore', 'pipe', 'inherit'] });
   let rest = '';
   child.stdout!.on('data', (d) => {
     const lines = (rest + d).split('\n');
     rest = lines.pop()!;
-    for (const l of lines) collected += (JSON.parse(l) as { deleted: number }).deleted;
+    for (const l of lines) {
+      const r = JSON.parse(l) as { deleted: number; repacked: number };
+      collected += r.deleted;
+      repacked += r.repacked;
+    }
   });
   return child;
 }
@@ -267,17 +273,157 @@ test('SIGKILL trials at random points of gc and of commits lose no byte of a kep
     }
     assert.ok(kills >= 20);
     assert.ok(collected > 0, 'the collectors deleted garbage while commits ran');
-    // once everything stops, a collection leaves exactly what the kept versions need
+    assert.ok(repacked > 0, 'the collectors repacked segments while commits ran');
+    // once everything stops, collections (until one repacks nothing more) leave exactly what the kept versions need
     await kill(gc);
     await server.kill();
     const repo = new Repo(localBackend(data));
     let report;
-    for (let k = 0; (report = await runGc(repo, { minAgeMs: 0, windowMs: 10, staleMs: 1000 })).skipped; k++) assert.ok(k < 3, JSON.stringify(report));
+    for (let k = 0; (report = await runGc(repo, { minAgeMs: 0, windowMs: 10, staleMs: 1000 })).skipped || report.repackedVersions; k++) assert.ok(k < 4, JSON.stringify(report));
     assert.deepEqual(await unreferenced(repo), []);
     for (const f of files) for (const v of (await repo.ns('local').versionNumbers(f))) assert.ok((await repo.ns('local').bytes(f, v)).length > 0);
   } finally {
     await kill(gc);
     await server.kill();
     rmSync(data, { recursive: true, force: true });
+  }
+});
+
+test('a collector SIGKILLed at each step of a repack: no kept version lost or read back wrong; the next collector finishes or drops the repack', { timeout: 600_000 }, async () => {
+  for (const step of ['written', 'pending', 'confirmed'] as const) {
+    const s = await testServer({ 'gc-interval-ms': '0' });
+    let child: ChildProcess | null = null;
+    try {
+      // a file edited a dozen times, every version but the latest removed: the segments of the
+      // first version are mostly dead
+      const r = new Rng(31);
+      let cur = fastRandomBytes(4, 3_000_000);
+      await pushBytes(s, 'f.bin', cur);
+      for (let k = 0; k < 12; k++) {
+        cur = applyEdits(cur, r, { kind: 'insert', total: 150_000, maxFragment: 30_000 });
+        await pushBytes(s, 'f.bin', cur);
+      }
+      const store = await s.storeOf('local');
+      const latest = await store.latest('f.bin');
+      for (const v of await store.versionNumbers('f.bin')) if (v !== latest) await store.remove('f.bin', v);
+      child = spawn(process.execPath, ['--import', 'tsx', new URL('./gc-child.ts', import.meta.url).pathname, s.data, '30', '1500'], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, REPACK_STOP_AT: step } });
+      let out = '';
+      await new Promise<void>((res, rej) => {
+        child!.stdout!.on('data', (d) => (out += d) && out.includes(`at ${step}\n`) && res());
+        child!.once('exit', () => rej(new Error(`the collector exited before ${step}: ${out}`)));
+      });
+      const pending = (await store.head('f.bin'))!.versions.filter((v) => v.repack).length;
+      assert.equal(pending, step === 'written' ? 0 : 1, `at ${step}, a repack is under way in the head: ${pending}`);
+      // while it is stopped, a push builds on the version being repacked (its old index)
+      const next = applyEdits(cur, r, { kind: 'cut', total: 4096, maxFragment: 1024 });
+      const pushed = (await pushBytes(s, 'f.bin', next)).version;
+      await kill(child);
+      // the next collectors finish or drop the repack, and delete what it left
+      let report;
+      for (let k = 0; (report = await runGc(s.repo, { minAgeMs: 0, windowMs: 10, staleMs: 1000 })).skipped || report.repackedVersions; k++) assert.ok(k < 4, JSON.stringify(report));
+      assert.equal(report.repackFailed, undefined);
+      assert.ok((await download(s.url, 'f.bin', latest)).equals(cur), `${step}: the repacked version reads back exactly`);
+      assert.ok((await download(s.url, 'f.bin', pushed)).equals(next), `${step}: the version built on it reads back exactly`);
+      assert.deepEqual((await store.head('f.bin'))!.versions.filter((v) => v.repack), [], 'no repack left under way');
+      assert.deepEqual(await unreferenced(s.repo), []);
+      assert.deepEqual((await runCheck(s.repo, { readData: true })).errors, []);
+      // the space kept is within what the threshold allows (a segment at most 20% dead)
+      let stored = 0;
+      for await (const e of s.repo.backend.list('data/')) stored += e.size;
+      // the bytes the kept versions reference, each segment's ranges merged
+      const ranges = new Map<string, [number, number][]>();
+      for (const v of await store.versionNumbers('f.bin')) {
+        const { layout } = await store.readVersion('f.bin', v);
+        for (const e of layout.extents) {
+          const id = layout.segments[e.seg];
+          if (!ranges.has(id)) ranges.set(id, []);
+          ranges.get(id)!.push([e.offset, e.offset + e.length]);
+        }
+      }
+      let liveBytes = 0;
+      for (const rs of ranges.values()) {
+        let end = 0;
+        for (const [a, z] of rs.sort((x, y) => x[0] - y[0])) if (z > end) (liveBytes += z - Math.max(a, end)), (end = z);
+      }
+      assert.ok(stored <= 1.3 * liveBytes, `${step}: ${stored} bytes stored for ${liveBytes} live`);
+    } finally {
+      if (child) await kill(child);
+      await s.stop();
+    }
+  }
+});
+
+/** A store with f.bin v2 holding two thirds of v1's segment, v1 removed: a segment 35% dead. */
+async function sparseFile() {
+  const s = await testServer({ 'gc-interval-ms': '0' });
+  const a = fastRandomBytes(7, 1_000_000);
+  await pushBytes(s, 'f.bin', a);
+  const b = Buffer.concat([a.subarray(0, 300_000), a.subarray(650_000)]);
+  await pushBytes(s, 'f.bin', b);
+  const store = await s.storeOf('local');
+  await store.remove('f.bin', 1);
+  return { s, store, b };
+}
+
+test("a repack whose swap lands after a whole collection took its new objects is dropped: the version keeps its index and bytes", async () => {
+  const { s, store, b } = await sparseFile();
+  try {
+    const before = (await store.head('f.bin'))!.versions[0].index;
+    // the repacking collector's first file head write (its new index beside the old) is held
+    // in transit while another collector runs a whole collection, which finds the repack's new
+    // segment and index unreferenced (minimum age 0) and deletes them
+    let other: Awaited<ReturnType<typeof runGc>> | null = null;
+    const slow = new FaultyBackend(localBackend(s.data));
+    const held = slow.putHead.bind(slow);
+    let once = true;
+    slow.putHead = async (key, body, tag) => {
+      if (once && key.includes('/files/')) {
+        once = false;
+        other = await runGc(new Repo(localBackend(s.data)), { minAgeMs: 0, windowMs: 10, repackPercent: 100 });
+      }
+      return held(key, body, tag);
+    };
+    const report = await runGc(new Repo(slow), { minAgeMs: 0, windowMs: 10 });
+    assert.ok(report.repacked > 600_000, JSON.stringify(report));
+    assert.ok(other && (other as { deleted: number }).deleted >= 2, `the other collection deleted the new objects: ${JSON.stringify(other)}`);
+    // the confirmation found them gone: the repack was dropped, the version is untouched
+    const v = (await store.head('f.bin'))!.versions[0];
+    assert.equal(v.index, before);
+    assert.equal(v.repack, undefined);
+    assert.ok((await download(s.url, 'f.bin', 2)).equals(b));
+    assert.deepEqual((await runCheck(s.repo, { readData: true })).errors, []);
+    // with no one in the way, the next repack swaps a new index in, and the one after deletes the old segment
+    const next = await runGc(s.repo, { minAgeMs: 0, windowMs: 10 });
+    assert.ok(next.repackedVersions === 1 && (await store.head('f.bin'))!.versions[0].index !== before, JSON.stringify(next));
+    const last = await runGc(s.repo, { minAgeMs: 0, windowMs: 10 });
+    assert.ok(last.bytes >= 1_000_000, JSON.stringify(last));
+    assert.ok((await download(s.url, 'f.bin', 2)).equals(b));
+    assert.deepEqual((await runCheck(s.repo, { readData: true })).errors, []);
+    assert.deepEqual(await unreferenced(s.repo), []);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('a push copying from the index a repack replaced, whose old segment a collection then deleted, is refused retryably; a new push commits', async () => {
+  const { s, store, b } = await sparseFile();
+  try {
+    // a push opens v2 as its basis (the index before the repack) and copies all of it
+    const { source, close } = await store.openVersion('f.bin', 2);
+    const sink = store.create('g.bin');
+    await sink.copy!(source, 0, source.size);
+    const index = (await store.readVersion('f.bin', 2)).index;
+    await close();
+    // the repack swaps a new index in; the next collection deletes the old segment
+    assert.equal((await runGc(s.repo, { minAgeMs: 0, windowMs: 10 })).repackedVersions, 1);
+    assert.ok((await runGc(s.repo, { minAgeMs: 0, windowMs: 10 })).bytes >= 1_000_000);
+    // the push's commit finds its basis' segment gone after a collection: "push again", not damage
+    await assert.rejects(sink.commit(index), (e: Error) => /push again/.test(e.message) && !/damaged/.test(e.message));
+    assert.deepEqual(await store.versionNumbers('g.bin'), []);
+    await pushBytes(s, 'g.bin', b);
+    assert.ok((await download(s.url, 'g.bin')).equals(b));
+    assert.ok((await download(s.url, 'f.bin', 2)).equals(b));
+  } finally {
+    await s.stop();
   }
 });

@@ -134,6 +134,10 @@ export interface VersionEntry {
   epoch?: number;
   /** made by a restore: the number of the version whose bytes it has */
   restoredFrom?: number;
+  /** a repack under way (docs/store.md §10, "Repacking"): another index of the same bytes, in
+   *  other segments, and the epoch its objects are known at. Readers never use it; gc marks
+   *  it; it becomes `index` only once confirmed against gc (repack.ts) */
+  repack?: { index: string; epoch: number };
 }
 
 /** A file head: the name, the next version number (never reused), the live versions. */
@@ -186,7 +190,8 @@ export function parseFileHead(body: Uint8Array, key: string): FileHead {
       v && isInt(v.version, 1) && v.version < h.next && (i === 0 || v.version > h.versions[i - 1].version) &&
       isStr(v.index) && INDEX_ID.test(v.index) && isInt(v.size) && isStr(v.mtime) && isStr(v.root) && /^[0-9a-f]+$/.test(v.root) &&
       isInt(v.algo) && isInt(v.change) && (v.epoch === undefined || isInt(v.epoch)) && (v.client === undefined || (isStr(v.client) && v.client.length <= MAX_CLIENT_LABEL)) &&
-      (v.restoredFrom === undefined || (isInt(v.restoredFrom, 1) && v.restoredFrom < v.version)));
+      (v.restoredFrom === undefined || (isInt(v.restoredFrom, 1) && v.restoredFrom < v.version)) &&
+      (v.repack === undefined || (v.repack && isStr(v.repack.index) && INDEX_ID.test(v.repack.index) && isInt(v.repack.epoch) && Object.keys(v.repack).length === 2)));
   if (!ok) throw damagedObject(`${key}: not a file head`);
   return h as FileHead;
 }

@@ -10,6 +10,7 @@ import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
 import { GC_STATE, INDEX_ID, SEGMENT_ID, decodeName } from './keys.ts';
 import { DamageError, damagedObject } from './errors.ts';
 import { uploadRefs } from './uploads.ts';
+import { repack } from './repack.ts';
 import { type CatalogEntry, entryOf, repairCatalog, splitName } from './catalog.ts';
 
 export interface Marks {
@@ -54,6 +55,16 @@ export async function mark(repo: Repo): Promise<Marks> {
           f = parent;
         }
         for (const v of head.versions) {
+          if (v.repack && !m.indexes.has(v.repack.index)) {
+            // a repack under way (repack.ts): its objects are kept until it is finished or
+            // dropped; an index of it that is missing or damaged is never used (dropped)
+            m.indexes.add(v.repack.index);
+            try {
+              for (const s of (await repo.readIndex(v.repack.index, `${head.name} version ${v.version} (repacked)`)).layout.segments) m.segments.add(s);
+            } catch (err) {
+              if (!(err instanceof DamageError)) throw err;
+            }
+          }
           if (m.indexes.has(v.index)) continue;
           m.indexes.add(v.index);
           let layout;
@@ -124,9 +135,12 @@ export interface GcOptions {
   /** a collector renews its non-idle state every staleMs / 6 while it works; one left unchanged
    *  this long (by the observer's clock) belongs to a collector that stopped: taken over */
   staleMs: number;
+  /** after a collection, segments with at least this percent of their bytes dead are repacked
+   *  (repack.ts; 100: never) */
+  repackPercent: number;
   log?: (e: Record<string, unknown>) => void;
 }
-export const GC_DEFAULTS: GcOptions = { minAgeMs: DEFAULTS.gcMinAgeMs, windowMs: DEFAULTS.gcWindowMs, staleMs: 30_000 };
+export const GC_DEFAULTS: GcOptions = { minAgeMs: DEFAULTS.gcMinAgeMs, windowMs: DEFAULTS.gcWindowMs, staleMs: 30_000, repackPercent: DEFAULTS.gcRepackPercent };
 
 export interface GcReport {
   /** objects and bytes deleted */
@@ -140,6 +154,14 @@ export interface GcReport {
   catalogsRepaired: number;
   /** versions retention removed */
   retired: number;
+  /** the repack after the collection: live bytes copied out of mostly dead segments, and from
+   *  how many segments (the next collection deletes those); why it stopped, if it did */
+  repacked: number;
+  repackedSegments: number;
+  /** versions the repack changed: given their new index, or a repack under way finished or
+   *  dropped (each leaves garbage for the next collection) */
+  repackedVersions: number;
+  repackFailed?: string;
   ms: number;
   /** why nothing was collected, when so */
   skipped?: string;
@@ -174,8 +196,9 @@ export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<
   // the collector renews its lease through the window, so the window need not be below staleMs
   if (o.windowMs > MAX_GC_WINDOW_MS) throw new RangeError(`gc: the window (${o.windowMs} ms) must be at most ${MAX_GC_WINDOW_MS} ms`);
   if (o.staleMs === 0) throw new RangeError('gc: staleMs must be positive');
+  if (!Number.isSafeInteger(o.repackPercent) || o.repackPercent < 1 || o.repackPercent > 100) throw new RangeError(`gc: repackPercent must be a whole number from 1 to 100, got ${o.repackPercent}`);
   const t0 = Date.now();
-  const report: GcReport = { deleted: 0, bytes: 0, rescued: 0, temporaries: 0, catalogsRepaired: 0, retired: 0, ms: 0 };
+  const report: GcReport = { deleted: 0, bytes: 0, rescued: 0, temporaries: 0, catalogsRepaired: 0, retired: 0, repacked: 0, repackedSegments: 0, repackedVersions: 0, ms: 0 };
   const b = repo.backend;
   let { state, tag } = await readGcState(repo);
   if (state.phase !== 'idle') {
@@ -259,6 +282,17 @@ export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<
     lease.stop();
   }
   report.temporaries = (await b.sweepTemporaries?.(o.minAgeMs)) ?? 0;
+  // after the sweep, so that what the repack leaves unreferenced stays until the next
+  // collection: reads and pushes that began on the old indexes have a whole interval
+  try {
+    const r = await repack(repo, o.repackPercent, o.log);
+    report.repacked = r.bytes;
+    report.repackedSegments = r.segments;
+    report.repackedVersions = r.versions + r.resolved + r.dropped;
+  } catch (err) {
+    report.repackFailed = (err as Error).message;
+    o.log?.({ gc: 'repack failed', message: report.repackFailed });
+  }
   report.ms = Date.now() - t0;
   o.log?.({ gc: 'done', ...report });
   return report;

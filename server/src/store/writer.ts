@@ -11,7 +11,7 @@ import type { Repo } from './repo.ts';
 import { compact } from './compact.ts';
 import { DamageError, WriteFailed } from './errors.ts';
 import { type FileHead, type Layout, type VersionEntry, applyRetention, encodeVersion, sha256hex } from './format.ts';
-import { type Refs, addRef, gcEpoch, knownAt } from './gc.ts';
+import { GcRefusal, type Refs, addRef, gcEpoch, knownAt } from './gc.ts';
 import { indexKey, newSegmentId, segmentKey } from './keys.ts';
 import { VersionSource } from './source.ts';
 import type { UploadState } from './uploads.ts';
@@ -131,7 +131,14 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
         if (rs) rs.push(c);
         else bySource.set(c.from, [c]);
       }
-      for (const [src, ranges] of bySource) await src.verify(ranges);
+      for (const [src, ranges] of bySource) {
+        await src.verify(ranges).catch(async (e) => {
+          // a segment of the basis gone since a collection ended: collected (the basis was
+          // removed, or repacked, meanwhile), not damage; the client pushes again
+          if (e instanceof DamageError && e.missing && (await gcEpoch(store.repo)) > src.epoch) throw new GcRefusal(`the store collected a segment of the version this push copies from; push again`);
+          throw e;
+        });
+      }
       // an interrupted upload's bytes (its own segments, written by an earlier session,
       // perhaps through another server, and what it copied) are verified the same way
       if (resume) {
