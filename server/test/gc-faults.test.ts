@@ -205,7 +205,9 @@ async function trial(make: () => Promise<{ server: Backend; collector: Backend; 
         assert.ok(!committed.get(m[1])?.has(Number(m[2])), `gc found ${m[1]} v${m[2]}, reported committed, broken`);
       }
     }
-    assert.deepEqual(gcErrors, []);
+    // a collection stops, and says so, only where it cannot know what it did: a change of its
+    // state whose SDK retry was refused while another change landed (requests held in transit)
+    assert.deepEqual(gcErrors.filter((e) => !/the outcome of a compare-and-swap of gc\/state is unknown/.test(e)), []);
     assert.deepEqual(twice, []);
     assert.ok(reports.some((x) => x.deleted > 0), 'the collector deleted garbage while pushes ran');
     assert.ok(reports.some((x) => x.repacked > 0), 'the collector repacked segments while pushes ran');
