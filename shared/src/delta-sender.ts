@@ -3,10 +3,10 @@
  * receiver lacks, in target order below the last Verdict sent. The sender (sender.ts) decides
  * what is judged; this module decides how each Delta message is made and sends it:
  *
- * - as a Delta message: the chunks read into one buffer, reused from message to message (the
- *   message's runs of chunks read at once, not one after another), and refined against the
- *   basis bytes the receiver listed (Basis Checksums, refine.ts), a piece the receiver has going
- *   as a copy;
+ * - as a Delta message: the chunks read into one buffer, reused from message to message (from
+ *   a source that can slice, the message's runs read at once), and refined against the basis
+ *   bytes the receiver listed (Basis Checksums, refine.ts), a piece the receiver has going as a
+ *   copy;
  * - as a Delta Run: slices of the source that the socket reads itself (conn.sendDeltaRun),
  *   never read into JavaScript. A source that can slice (`blobSlice`: the page's File) sends
  *   so whatever refining does not pay for (`send`, `InnerYield`).
@@ -140,35 +140,12 @@ export class DeltaSender {
     }
     const { list, maxMessage } = this;
     const off = list.offsets;
-    // the message's runs of lacking chunks, [from, to) each, at `at` in the buffer
-    const runs: { from: number; to: number; at: number }[] = [];
-    let bytes = 0;
-    while (this.sentTo < this.judged.judgedTo) {
-      const j = this.runEnd(bytes, short);
-      const from = this.sentTo;
-      if (j === from) break; // this message is full
-      const length = off[j] - off[from];
-      if (!this.buffer || this.buffer.length < bytes + length) {
-        if (bytes) break; // (a single chunk above maxMessage goes alone)
-        if (this.buffer) giveBuffers([this.buffer]);
-        this.buffer = takeBuffer(Math.max(maxMessage, length));
-      }
-      runs.push({ from, to: j, at: bytes });
-      bytes += length;
-      this.sentTo = j;
-    }
-    // the runs are read at once (each read is a round trip to the browser's file reading, or a
-    // file system call), into their places in the buffer; every read is awaited, failed or not,
-    // before the buffer can be reused or given back
-    const buffer = this.buffer!;
-    const reads = await Promise.allSettled(runs.map((r) => this.source.read(off[r.from], off[r.to] - off[r.from], buffer.subarray(r.at))));
     const indices: number[] = [];
     const chunks: (Uint8Array | Piece[])[] = [];
+    let bytes = 0;
     let copied = 0;
-    for (const [i, { from, to }] of runs.entries()) {
-      const read = reads[i];
-      if (read.status === 'rejected') throw read.reason;
-      const run = read.value;
+    /** Takes run [from, to) of lacking chunks, read. */
+    const take = (from: number, to: number, run: Uint8Array) => {
       if (run.length !== off[to] - off[from]) throw new Error('the file changed size while syncing');
       const ends: number[] = [];
       for (let k = from; k < to; k++) {
@@ -181,6 +158,35 @@ export class DeltaSender {
         chunks.push(...refined.chunks);
         copied += refined.copied;
       } else for (let k = 0; k < ends.length; k++) chunks.push(run.subarray(k ? ends[k - 1] : 0, ends[k]));
+    };
+    // Each run is read into its place in the buffer. From a source that can slice (the page's
+    // File) the message's runs are read at once: each read is a round trip to the browser
+    // process. Others read each run in turn (a file read answers at once), refined against the
+    // Basis Checksums in by then. Every read is awaited, failed or not, before the buffer can
+    // be reused or given back.
+    const together = this.source.blobSlice !== undefined;
+    const reads: { from: number; to: number; read: Promise<Uint8Array> }[] = [];
+    while (this.sentTo < this.judged.judgedTo) {
+      const j = this.runEnd(bytes, short);
+      const from = this.sentTo;
+      if (j === from) break; // this message is full
+      const length = off[j] - off[from];
+      if (!this.buffer || this.buffer.length < bytes + length) {
+        if (bytes) break; // (a single chunk above maxMessage goes alone)
+        if (this.buffer) giveBuffers([this.buffer]);
+        this.buffer = takeBuffer(Math.max(maxMessage, length));
+      }
+      const read = this.source.read(off[from], length, this.buffer.subarray(bytes));
+      if (together) reads.push({ from, to: j, read });
+      else take(from, j, await read);
+      bytes += length;
+      this.sentTo = j;
+    }
+    const settled = await Promise.allSettled(reads.map((r) => r.read));
+    for (const [i, { from, to }] of reads.entries()) {
+      const s = settled[i];
+      if (s.status === 'rejected') throw s.reason;
+      take(from, to, s.value);
     }
     if (inner) this.inner.tally(bytes, copied);
     if (indices.length) await this.conn.send({ type: Msg.Delta, indices: Uint32Array.from(indices), chunks });
