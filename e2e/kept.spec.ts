@@ -3,14 +3,16 @@
 // up as byte-exact copies of them; Clear empties them; a kept copy made stale by another
 // client's push, or damaged on disk, is dropped and the exact bytes are stored all the same;
 // the cap drops the least recently used; the control works on a 390 px phone; a delta download
-// keeps the bytes it fetched; where a worker has no sync access handles, writable streams keep them.
+// keeps the bytes it fetched; where a worker has no sync access handles, writable streams keep them;
+// a file above KNOWN_MAX_FILE (never pushed against) is not kept.
 import { execFileSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Page } from '@playwright/test';
 import { content } from './data.ts';
 import { expect, inSyncWorker, openPage, result, root, test } from './fixtures.ts';
+import { KNOWN_MAX_FILE } from '../shared/src/known.ts';
 import type { SyncReport } from '../shared/src/sync-client.ts';
 import type { TestServer } from './server.ts';
 
@@ -235,4 +237,20 @@ test.describe(() => {
     expect((await server.storedBytes('report.bin', 2)).equals(v2)).toBe(true);
     expect(await keptFiles(page)).toEqual([expect.objectContaining({ sha256: sha256(v2) })]);
   });
+});
+
+test('a file above KNOWN_MAX_FILE is not kept (never pushed against), and the copy of its smaller version is dropped', async ({ page, server, dir }) => {
+  const file = path.join(dir, 'grows.bin');
+  const v1 = content(1_000_000);
+  await openPage(page, server.url);
+  await pushFile(page, file, v1);
+  expect(await keptFiles(page)).toEqual([expect.objectContaining({ size: v1.length, sha256: sha256(v1) })]);
+  // grown past KNOWN_MAX_FILE: known by its version only; its bytes would be written and never read
+  const v2 = Buffer.concat([v1, randomBytes(KNOWN_MAX_FILE)]);
+  writeFileSync(file, v2);
+  await page.getByTestId('file-input').setInputFiles(file);
+  await expect(page.locator('[data-testid=transfer][data-name="grows.bin"][data-status=done]')).toHaveCount(2, { timeout: 120_000 });
+  expect((await report(page, 'grows.bin')).version).toBe(2);
+  expect(await server.storedSha256('grows.bin', 2)).toBe(sha256(v2));
+  expect(await keptFiles(page)).toEqual([]);
 });

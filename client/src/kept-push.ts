@@ -46,11 +46,14 @@ const writing = new Map<string, Promise<unknown>>();
 
 /** Keeps the bytes of the version a sync of `name` stored or fetched (`file`, the pushed file
  *  or the rebuilt one) when the page now knows that version, up to the cap: after the Result,
- *  a copy of 4 MiB slices (~100 ms per 10 MB here) before the sync is reported done. */
+ *  a copy of 4 MiB slices (~100 ms per 10 MB here) before the sync is reported done. A file
+ *  above KNOWN_MAX_FILE is known by its version only and never pushed against (`withKept`), so
+ *  its bytes are not kept (the copies of its older versions are dropped): a 256 MiB upload
+ *  spent about as long again writing them (bench/results/page-vs-cli.md, the phone row). */
 export async function keepSynced(known: KnownVersions, scope: string, url: string, name: string, report: SyncReport, file: Blob): Promise<void> {
   const key = knownKey(url, name);
   if (known.get(key)?.version !== report.version || file.size !== report.size || !file.size) return;
-  const w = writeKept(scope, url, name, report.version, file);
+  const w = file.size > KNOWN_MAX_FILE ? dropKept(scope, url, name) : writeKept(scope, url, name, report.version, file);
   writing.set(key, w);
   await w;
   if (writing.get(key) === w) writing.delete(key);

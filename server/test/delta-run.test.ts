@@ -2,7 +2,7 @@
 // its file (as the page's worker does with a File) sends its Delta Bytes as Delta Runs, which
 // the socket reads itself; a real server on loopback stores exactly the file, a first push, an
 // edit of long stretches (sent whole once refining them is seen not to pay), one of small
-// changes (refined at their edges), one of scattered changes that dirty a long stretch (refined
+// changes (each short stretch refined whole), one of scattered changes that dirty a long stretch (refined
 // whole, as the CLI does), and a Delta Run that disagrees with the Checksum List is refused.
 import assert from 'node:assert/strict';
 import { openAsBlob } from 'node:fs';
@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import WebSocket from 'ws';
-import type { Source } from '../../shared/src/chunk-index.ts';
+import { READ_SLICE, type Source } from '../../shared/src/chunk-index.ts';
 import { Conn } from '../../shared/src/conn.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { push } from '../../shared/src/sync-client.ts';
@@ -36,7 +36,14 @@ async function pushFile(file: string, name: string, slices = true) {
   try {
     const blob = await openAsBlob(file);
     const source: Source = { ...fileSource(fh, blob.size), ...(slices && { blobSlice: (offset: number, length: number) => blob.slice(offset, offset + length) }) };
-    return await push(source, { url: server.wsUrl, name, WebSocket: WebSocket as any });
+    // the reads besides chunking's (which go in READ_SLICE steps from the start): the sender's
+    let deltaReads = 0;
+    const read = source.read;
+    source.read = (offset, length, into) => {
+      if (offset % READ_SLICE) deltaReads++;
+      return read(offset, length, into);
+    };
+    return { ...(await push(source, { url: server.wsUrl, name, WebSocket: WebSocket as any })), deltaReads };
   } finally {
     await fh.close();
   }
@@ -69,8 +76,9 @@ test('Delta Bytes from Blob slices: a first push and a 30%-per-MiB rewrite store
   assert.ok(r2.traffic.delta < 1.06 * read.traffic.delta, `Delta Bytes ${r2.traffic.delta} B, refining every chunk ${read.traffic.delta} B`);
   assert.deepEqual(new Uint8Array(await server.stored('a.bin', 2)), v2);
 
-  // small edits (64 bytes every 64 KiB): each short run of lacking chunks is read and refined
-  // at its edges, for the Delta Bytes of refining every chunk
+  // small edits (64 bytes every 64 KiB): each short run of lacking chunks is read whole (one
+  // read per run, the message's reads at once) and refined, for the Delta Bytes of refining
+  // every chunk; none goes as a Delta Run
   const v3 = v2.slice();
   for (let o = 100_000; o < v3.length; o += MiB / 16) v3.set(fastRandomBytes(o + 2, 64), o);
   await writeFile(file, v3);
@@ -79,7 +87,22 @@ test('Delta Bytes from Blob slices: a first push and a 30%-per-MiB rewrite store
   assert.equal(r3.version, 3);
   assert.ok(r3.refinedBytes > 0.9 * read3.refinedBytes, `refined ${r3.refinedBytes} B, reading every chunk ${read3.refinedBytes} B`);
   assert.ok(r3.traffic.delta < 1.1 * read3.traffic.delta, `Delta Bytes ${r3.traffic.delta} B, refining every chunk ${read3.traffic.delta} B`);
+  assert.equal(r3.runBytes, 0, 'no Delta Run');
   assert.deepEqual(new Uint8Array(await server.stored('a.bin', 3)), v3);
+
+  // rewrites of 40 KB every 512 KiB: runs of several lacking chunks, each shorter than 128 KiB,
+  // read whole (one read each, not its edges apart) and sent in Delta messages of several runs
+  const v4 = v3.slice();
+  let edits = 0;
+  for (let o = 200_000; o + 40_000 < v4.length; o += MiB / 2, edits++) v4.set(fastRandomBytes(o + 3, 40_000), o);
+  await writeFile(file, v4);
+  const r4 = await pushFile(file, 'a.bin');
+  const read4 = await pushFile(file, 'read.bin', false);
+  assert.equal(r4.runBytes, 0, `${r4.runBytes} B in Delta Runs`);
+  // (a Verdict may end between two chunks of a run: a few runs are read in two parts)
+  assert.ok(r4.deltaReads <= edits * 1.2, `${r4.deltaReads} reads for ${edits} changed stretches`);
+  assert.ok(r4.traffic.delta <= read4.traffic.delta * 1.01, `Delta Bytes ${r4.traffic.delta} B, refining every chunk ${read4.traffic.delta} B`);
+  assert.deepEqual(new Uint8Array(await server.stored('a.bin', 4)), v4);
 });
 
 test('scattered edits that dirty a long stretch are refined from Blob slices, for the Delta Bytes of the CLI', async () => {

@@ -3,9 +3,10 @@
  * receiver lacks, in target order below the last Verdict sent. The sender (sender.ts) decides
  * what is judged; this module decides how each Delta message is made and sends it:
  *
- * - as a Delta message: the chunks read into one buffer, reused from message to message, and
- *   refined against the basis bytes the receiver listed (Basis Checksums, refine.ts), a piece
- *   the receiver has going as a copy;
+ * - as a Delta message: the chunks read into one buffer, reused from message to message (from
+ *   a source that can slice, the message's runs read at once), and refined against the basis
+ *   bytes the receiver listed (Basis Checksums, refine.ts), a piece the receiver has going as a
+ *   copy;
  * - as a Delta Run: slices of the source that the socket reads itself (conn.sendDeltaRun),
  *   never read into JavaScript. A source that can slice (`blobSlice`: the page's File) sends
  *   so whatever refining does not pay for (`send`, `InnerYield`).
@@ -21,7 +22,7 @@ import type { Conn } from './conn.ts';
 import type { Piece } from './messages.ts';
 import { Msg } from './protocol.ts';
 
-/** A run of lacking chunks this long or longer has no edge chunks (`DeltaSender.edge`). */
+/** A run of lacking chunks shorter than this is short (`DeltaSender.short`). */
 const REFINE_RUN_MAX = 128 << 10;
 /** Inner chunks are refined while the receiver has listed basis bytes for at least 1 in
  *  INNER_PAYS of the lacking bytes judged so far, and at least 1 in INNER_PAYS of the inner
@@ -34,8 +35,8 @@ const INNER_WINDOW = 512 << 10;
 const INNER_PROBE = 32 << 20;
 
 /**
- * Whether refining a source's *inner* chunks pays: the lacking chunks that are not edge chunks
- * (`DeltaSender.edge`), which a source that can slice otherwise sends unread as Delta Runs.
+ * Whether refining a source's *inner* chunks pays: the chunks of long runs of lacking ones (not
+ * `DeltaSender.short`), which a source that can slice otherwise sends unread as Delta Runs.
  * Where edits are scattered, most of their bytes are old and the receiver lists the basis bytes
  * they face (refine.ts, `MiddleYield`): refined, a 1 MB change of 256-byte fragments costs a
  * third of its Delta Bytes sent whole (bench/results/page-kept.md). Where a region is written
@@ -123,41 +124,33 @@ export class DeltaSender {
    */
   async send(): Promise<void> {
     // Refining reads the bytes into JavaScript. Where the source can send slices unread (Delta
-    // Runs), it is worth it once the receiver has listed basis bytes, for the chunks at the
-    // edges of a short run of lacking ones (`edge`), where an edit's old bytes may go on inside
-    // a chunk and are a large part of the run, and for the other lacking chunks while refining
-    // them pays (`InnerYield`); else those go as Delta Runs. Against a kept basis every lacking
-    // chunk is refined: its bytes are all there to copy from.
-    let edges: boolean | undefined;
+    // Runs), it is worth it once the receiver has listed basis bytes, for the chunks of a short
+    // run of lacking ones (`short`), where an edit's old bytes may go on inside a chunk and are
+    // a large part of the run, and for the chunks of long runs while refining them pays
+    // (`InnerYield`); else those go as Delta Runs. Against a kept basis every lacking chunk is
+    // refined: its bytes are all there to copy from.
+    let short: boolean | undefined;
     let inner = false;
     if (this.source.blobSlice && !this.table.whole) {
       if (!this.table.count) return this.sendRun();
-      if (this.due() && !this.edge(this.sentTo)) {
+      if (this.due() && !this.short(this.sentTo)) {
         if (!this.listed() || !this.inner.pays()) return this.sendRun(false);
         inner = true;
-      } else edges = true;
+      } else short = true;
     }
     const { list, maxMessage } = this;
+    const off = list.offsets;
     const indices: number[] = [];
     const chunks: (Uint8Array | Piece[])[] = [];
     let bytes = 0;
     let copied = 0;
-    while (this.sentTo < this.judged.judgedTo) {
-      const j = this.runEnd(bytes, edges);
-      const from = this.sentTo;
-      if (j === from) break; // this message is full
-      const length = list.offsets[j] - list.offsets[from];
-      if (!this.buffer || this.buffer.length < bytes + length) {
-        if (bytes) break; // (a single chunk above maxMessage goes alone)
-        if (this.buffer) giveBuffers([this.buffer]);
-        this.buffer = takeBuffer(Math.max(maxMessage, length));
-      }
-      const run = await this.source.read(list.offsets[from], length, this.buffer.subarray(bytes));
-      if (run.length !== length) throw new Error('the file changed size while syncing');
+    /** Takes run [from, to) of lacking chunks, read. */
+    const take = (from: number, to: number, run: Uint8Array) => {
+      if (run.length !== off[to] - off[from]) throw new Error('the file changed size while syncing');
       const ends: number[] = [];
-      for (let k = from; k < j; k++) {
+      for (let k = from; k < to; k++) {
         indices.push(k);
-        ends.push(list.offsets[k + 1] - list.offsets[from]);
+        ends.push(off[k + 1] - off[from]);
       }
       if (this.table.count) {
         // copy what the receiver listed of its basis instead of sending it
@@ -165,8 +158,35 @@ export class DeltaSender {
         chunks.push(...refined.chunks);
         copied += refined.copied;
       } else for (let k = 0; k < ends.length; k++) chunks.push(run.subarray(k ? ends[k - 1] : 0, ends[k]));
+    };
+    // Each run is read into its place in the buffer. From a source that can slice (the page's
+    // File) the message's runs are read at once: each read is a round trip to the browser
+    // process. Others read each run in turn (a file read answers at once), refined against the
+    // Basis Checksums in by then. Every read is awaited, failed or not, before the buffer can
+    // be reused or given back.
+    const together = this.source.blobSlice !== undefined;
+    const reads: { from: number; to: number; read: Promise<Uint8Array> }[] = [];
+    while (this.sentTo < this.judged.judgedTo) {
+      const j = this.runEnd(bytes, short);
+      const from = this.sentTo;
+      if (j === from) break; // this message is full
+      const length = off[j] - off[from];
+      if (!this.buffer || this.buffer.length < bytes + length) {
+        if (bytes) break; // (a single chunk above maxMessage goes alone)
+        if (this.buffer) giveBuffers([this.buffer]);
+        this.buffer = takeBuffer(Math.max(maxMessage, length));
+      }
+      const read = this.source.read(off[from], length, this.buffer.subarray(bytes));
+      if (together) reads.push({ from, to: j, read });
+      else take(from, j, await read);
       bytes += length;
       this.sentTo = j;
+    }
+    const settled = await Promise.allSettled(reads.map((r) => r.read));
+    for (const [i, { from, to }] of reads.entries()) {
+      const s = settled[i];
+      if (s.status === 'rejected') throw s.reason;
+      take(from, to, s.value);
     }
     if (inner) this.inner.tally(bytes, copied);
     if (indices.length) await this.conn.send({ type: Msg.Delta, indices: Uint32Array.from(indices), chunks });
@@ -184,26 +204,27 @@ export class DeltaSender {
   }
 
   /** Skips the held chunks from `sentTo` on; returns where the run of lacking chunks from
-   *  there (only edge chunks, or none, if `edges` is given) ends in a message of at most
-   *  `maxMessage` bytes that holds `bytes` so far (`sentTo`: the message is full). */
-  private runEnd(bytes: number, edges?: boolean, maxMessage = this.maxMessage): number {
+   *  there (only a short run, or only a long one, if `short` is given) ends in a message of at
+   *  most `maxMessage` bytes that holds `bytes` so far (`sentTo`: the message is full). */
+  private runEnd(bytes: number, short?: boolean, maxMessage = this.maxMessage): number {
     const { list } = this;
     const { held, judgedTo } = this.judged;
     this.due();
     const from = this.sentTo;
+    if (from < judgedTo && short !== undefined && this.short(from) !== short) return from;
     let j = from;
-    while (j < judgedTo && !held[j] && (edges === undefined || this.edge(j) === edges) && (bytes + list.offsets[j + 1] - list.offsets[from] <= maxMessage || (j === from && bytes === 0))) j++;
+    while (j < judgedTo && !held[j] && (bytes + list.offsets[j + 1] - list.offsets[from] <= maxMessage || (j === from && bytes === 0))) j++;
     return j;
   }
 
-  /** Whether lacking chunk k is at an edge of its run of lacking chunks (or of what is judged),
-   *  and the run (as far as it is judged) is shorter than REFINE_RUN_MAX. In a longer run, the
-   *  old bytes its edge chunks may hold are a small part of it (about an average chunk at each
-   *  end) unless edits are scattered all over it: its chunks are inner chunks, refined while
-   *  that pays (`InnerYield`). */
-  private edge(k: number): boolean {
+  /** Whether lacking chunk k is in a short run of lacking chunks: one (as far as it is judged)
+   *  shorter than REFINE_RUN_MAX. A short run is refined whole, one read for all its chunks: an
+   *  edit's old bytes may go on inside its chunks and are a large part of it. In a longer run,
+   *  the old bytes its edge chunks may hold are a small part of it (about an average chunk at
+   *  each end) unless edits are scattered all over it: its chunks are inner chunks, refined
+   *  while that pays (`InnerYield`). */
+  private short(k: number): boolean {
     const { held, judgedTo } = this.judged;
-    if (!(k === 0 || held[k - 1] === 1 || k + 1 >= judgedTo || held[k + 1] === 1)) return false;
     const off = this.list.offsets;
     let a = k;
     let b = k + 1;
@@ -212,16 +233,16 @@ export class DeltaSender {
     return off[b] - off[a] < REFINE_RUN_MAX;
   }
 
-  /** Sends the next Delta message as a Delta Run: its runs of chunks (only those inside runs
-   *  of lacking chunks, with `edges` false) go as slices of the source, which the socket reads
-   *  itself (conn.sendDeltaRun). */
-  private async sendRun(edges?: boolean): Promise<void> {
+  /** Sends the next Delta message as a Delta Run: its runs of chunks (only long runs, with
+   *  `short` false) go as slices of the source, which the socket reads itself
+   *  (conn.sendDeltaRun). */
+  private async sendRun(short?: boolean): Promise<void> {
     const { list, source } = this;
     const indices: number[] = [];
     const parts: Blob[] = [];
     let bytes = 0;
     while (this.sentTo < this.judged.judgedTo) {
-      const j = this.runEnd(bytes, edges, this.maxRun);
+      const j = this.runEnd(bytes, short, this.maxRun);
       const from = this.sentTo;
       if (j === from) break; // this message is full
       for (let k = from; k < j; k++) indices.push(k);
@@ -229,7 +250,7 @@ export class DeltaSender {
       bytes += list.offsets[j] - list.offsets[from];
       this.sentTo = j;
     }
-    if (edges === false) this.inner.sentWhole(bytes);
+    if (short === false) this.inner.sentWhole(bytes);
     if (indices.length) await this.conn.sendDeltaRun(Uint32Array.from(indices), Uint32Array.from(indices, (k) => list.lengths[k]), parts);
     this.literalBytes += bytes;
   }
