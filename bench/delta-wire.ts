@@ -8,7 +8,7 @@ import path from 'node:path';
 import WebSocket from 'ws';
 import { fileSource } from '../shared/src/file-source.ts';
 import { push } from '../shared/src/sync-client.ts';
-import { Rng, applyEdits, fastRandomBytes } from '../shared/src/testdata.ts';
+import { Rng, applyEdits, fastRandomBytes } from '../harness/testdata.ts';
 import { testServer } from '../harness/helpers.ts';
 
 const server = await testServer();
