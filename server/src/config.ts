@@ -143,7 +143,7 @@ export const DEFAULTS: ServerConfig = {
   maxLoginHashes: 2,
   memoryBudget: 512 << 20,
   maxSessionMemory: 256 << 20,
-  maxSessions: 64,
+  maxSessions: 8,
   maxLoad: 0.9,
 };
 
