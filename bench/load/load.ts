@@ -123,6 +123,18 @@ async function startStore(): Promise<Minio | null> {
   return m;
 }
 
+/** Runs `fn` again while the server refuses it as busy, after the seconds each refusal names. */
+async function whenAdmitted<T>(fn: () => Promise<T>): Promise<T> {
+  for (;;) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (!(e instanceof RemoteError && e.code === ErrorCode.Busy)) throw e;
+      await sleep(busyRetryS(e.message) * 1000 * (1 + Math.random() / 2));
+    }
+  }
+}
+
 export interface Trial {
   approach: string;
   clients: number;
@@ -154,7 +166,7 @@ async function trial(n: number, preps: Prepared[], tp: Toxiproxy | null): Promis
     const url = tp && SHAPING ? `ws://127.0.0.1:${await tp.proxy('load', srv.port, SHAPING)}` : srv.url;
     // Seed every client's basis (unshaped, untimed), four uploads at a time.
     log(`N=${n}: seeding ${n} files of ${O.size} B`);
-    for (let i = 0; i < n; i += 4) await Promise.all(Array.from({ length: Math.min(4, n - i) }, (_, k) => syncPrepared(preps[0], srv.url, `c${i + k}`, false)));
+    for (let i = 0; i < n; i += 4) await Promise.all(Array.from({ length: Math.min(4, n - i) }, (_, k) => whenAdmitted(() => syncPrepared(preps[0], srv.url, `c${i + k}`, false))));
     await sleep(500);
     log(`N=${n}: ${O.duration} s of syncs every ${O.interval} s per client`);
     const lat: number[] = [];
