@@ -86,7 +86,8 @@ test('a session on an open connection is refused as busy too, and the connection
 });
 
 test('dsync push waits for a busy server, says so, and pushes once admitted', async () => {
-  const s = await testServer({ 'max-sessions': '1' });
+  const logs: Record<string, unknown>[] = [];
+  const s = await testServer({ 'max-sessions': '1' }, (e) => logs.push(e));
   const dir = mkdtempSync(path.join(os.tmpdir(), 'dsync-busy-'));
   try {
     const file = path.join(dir, 'f.bin');
@@ -94,8 +95,11 @@ test('dsync push waits for a busy server, says so, and pushes once admitted', as
     writeFileSync(file, bytes);
     const held = await heldSession(s.wsUrl, 'held.bin');
     const run = dsync(['push', file, '--server', s.wsUrl, '--name', 'f.bin', '--no-known']);
-    // the push is refused at least once before the place frees
-    await new Promise((r) => setTimeout(r, 1500));
+    // the place frees once the CLI's push was refused
+    for (const t0 = performance.now(); !logs.some((e) => e.name === 'f.bin' && e.error === ErrorCode.Busy); ) {
+      assert.ok(performance.now() - t0 < 60_000, 'the CLI was never refused');
+      await new Promise((r) => setTimeout(r, 20));
+    }
     held.terminate();
     const out = await run;
     assert.equal(out.code, 0, out.stderr);
