@@ -129,7 +129,8 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
   const turns = !auth.singleUser && cfg.maxRunningPerUser ? new Turns(cfg.maxRunningPerUser) : null;
   const turn = turns ? (user: string, work: 'sync' | 'files') => turns.take(`${work} ${user}`) : undefined;
   const budget = new MemoryBudget(cfg.memoryBudget, cfg.maxSessionMemory);
-  // sync sessions at work at once, all users together: past it a new one is refused as busy
+  // sync sessions at work at once, all users together: past --max-sessions, or with the thread
+  // saturated (--max-load), a new one is refused as busy
   const admission = new Admission(cfg.maxSessions, cfg.maxLoad);
   // each open sync WebSocket, and whether it is in a session (between its start and end hooks)
   const open = new Map<import('ws').WebSocket, { busy: boolean }>();
