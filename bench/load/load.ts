@@ -2,12 +2,19 @@
  * Multi-client load harness (the paper's Fig. 16 setup): N clients, each re-syncing an edited
  * file every `interval` seconds, against one server process; reports the server's CPU
  * utilisation and memory (from /proc/<pid>/stat and /status), sync latency p50/p95/p99 and
- * errors. `--find-max` searches the largest N the server sustains with CPU ≤ --cpu-limit and
- * p99 ≤ --p99-bound.
+ * errors. `--find-max` searches the largest N the server sustains with CPU ≤ --cpu-limit,
+ * p99 ≤ --p99-bound and no session refused.
+ *
+ * Past capacity the server refuses sessions as busy (`--max-sessions`, its default unless given
+ * here): a refused client waits the seconds the refusal names (and up to half as much again,
+ * as the client library does) and tries the same sync again, until the run ends. A trial
+ * reports the refusals apart from errors, and latency over the admitted syncs only (a refused
+ * attempt's wait is not a sync's time): run fixed-N trials at 2× and 5× the --find-max result
+ * to see the server hold its p99 and memory past capacity.
  *
  *   npm run load -- --clients N --interval 10 --duration 60 --approach dsync|dsync-paper|webr2sync+|dedup|full
  *                   [--find-max] [--p99-bound 1000] [--cpu-limit 80] [--edit 2048] [--size 10485760] [--shaping none|100m]
- *                   [--workers N] [--store local|minio]
+ *                   [--workers N] [--store local|minio] [--max-sessions N]
  *   npm run load -- --summary [DIR]   (rewrites DIR/summary.md from the result files there)
  *
  * So that clients do not steal the server's CPU unnoticed on a 2-core machine: the server is
@@ -38,6 +45,9 @@ import { linePanels } from '../eval/svg.ts';
 import { ROOT, type ServerProc, type Shaping, Toxiproxy, cpuSeconds, describeShaping, log, serverCpuSeconds, serverRssBytes, startBaselines, startDsync } from '../eval/procs.ts';
 import { type S3Server, startMinio } from '../../harness/minio.ts';
 import { setHeapGrowth } from '../../shared/src/node-gc.ts';
+import { RemoteError } from '../../shared/src/conn.ts';
+import { ErrorCode, busyRetryS } from '../../shared/src/protocol.ts';
+import { DEFAULTS } from '../../server/src/config.ts';
 
 setHeapGrowth(); // the clients of every approach run in this process, as the CLI runs
 
@@ -58,6 +68,8 @@ const O = {
   maxClients: Number(opt('--max-clients', '2000')),
   workers: Number(opt('--workers', '1')),
   store: opt('--store', 'local'),
+  /** the server's --max-sessions; '' its default */
+  maxSessions: opt('--max-sessions', ''),
 };
 if (!Number.isSafeInteger(O.workers) || O.workers < 1) throw new Error('--workers must be 1 or more');
 if (O.store !== 'local' && O.store !== 'minio') throw new Error('--store local|minio');
@@ -91,7 +103,7 @@ async function precompute(): Promise<Prepared[]> {
 async function startServer(data: string, minio: S3Server | null): Promise<ServerProc> {
   // The session limits per user (default 64) and per address (32) would refuse the clients,
   // all on 127.0.0.1, of the single-user server.
-  const env = { DSYNC_MAX_SESSIONS_PER_USER: '1000000', DSYNC_MAX_SESSIONS_PER_ADDRESS: '1000000', DSYNC_MAX_CONNECTIONS: '1000000', ...minio?.env };
+  const env = { DSYNC_MAX_SESSIONS_PER_USER: '1000000', DSYNC_MAX_SESSIONS_PER_ADDRESS: '1000000', DSYNC_MAX_CONNECTIONS: '1000000', ...(O.maxSessions && { DSYNC_MAX_SESSIONS: O.maxSessions }), ...minio?.env };
   if (!isDsync(O.approach)) return startBaselines({ data, cpu: '0' });
   return startDsync({
     data,
@@ -111,6 +123,18 @@ async function startStore(): Promise<S3Server | null> {
   return m;
 }
 
+/** Runs `fn` again while the server refuses it as busy, after the seconds each refusal names. */
+async function whenAdmitted<T>(fn: () => Promise<T>): Promise<T> {
+  for (;;) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (!(e instanceof RemoteError && e.code === ErrorCode.Busy)) throw e;
+      await sleep(busyRetryS(e.message) * 1000 * (1 + Math.random() / 2));
+    }
+  }
+}
+
 export interface Trial {
   approach: string;
   clients: number;
@@ -119,6 +143,8 @@ export interface Trial {
   syncs: number;
   errors: number;
   errorSample?: string;
+  /** attempts the server refused as busy (each tried again after the seconds it named) */
+  refused?: number;
   late: number;
   latencyMs: { p50: number; p95: number; p99: number; max: number };
   serverCpuPct: { mean: number; max5s: number };
@@ -140,11 +166,12 @@ async function trial(n: number, preps: Prepared[], tp: Toxiproxy | null): Promis
     const url = tp && SHAPING ? `ws://127.0.0.1:${await tp.proxy('load', srv.port, SHAPING)}` : srv.url;
     // Seed every client's basis (unshaped, untimed), four uploads at a time.
     log(`N=${n}: seeding ${n} files of ${O.size} B`);
-    for (let i = 0; i < n; i += 4) await Promise.all(Array.from({ length: Math.min(4, n - i) }, (_, k) => syncPrepared(preps[0], srv.url, `c${i + k}`, false)));
+    for (let i = 0; i < n; i += 4) await Promise.all(Array.from({ length: Math.min(4, n - i) }, (_, k) => whenAdmitted(() => syncPrepared(preps[0], srv.url, `c${i + k}`, false))));
     await sleep(500);
     log(`N=${n}: ${O.duration} s of syncs every ${O.interval} s per client`);
     const lat: number[] = [];
     let errors = 0;
+    let refused = 0;
     let late = 0;
     let errorSample: string | undefined;
     const t0 = performance.now();
@@ -178,12 +205,24 @@ async function trial(n: number, preps: Prepared[], tp: Toxiproxy | null): Promis
         if (next >= end) return;
         if (wait > 0) await sleep(wait);
         else if (k > 0) late++;
-        try {
-          const r = await syncPrepared(preps[1 + (k % O.variants)], url, `c${i}`, false);
-          lat.push(r.timeMs.total);
-        } catch (e) {
-          errors++;
-          errorSample ??= (e as Error).message;
+        for (;;) {
+          try {
+            const r = await syncPrepared(preps[1 + (k % O.variants)], url, `c${i}`, false);
+            lat.push(r.timeMs.total);
+          } catch (e) {
+            if (e instanceof RemoteError && e.code === ErrorCode.Busy) {
+              refused++;
+              const wait = busyRetryS(e.message) * 1000 * (1 + Math.random() / 2);
+              if (performance.now() + wait < end) {
+                await sleep(wait);
+                continue;
+              }
+            } else {
+              errors++;
+              errorSample ??= (e as Error).message;
+            }
+          }
+          break;
         }
         next += O.interval * 1000;
       }
@@ -205,6 +244,7 @@ async function trial(n: number, preps: Prepared[], tp: Toxiproxy | null): Promis
       syncs: lat.length,
       errors,
       errorSample,
+      refused,
       late,
       latencyMs,
       serverCpuPct: { mean: Math.round(serverCpu * 10) / 10, max5s: Math.round(Math.max(0, ...windows) * 10) / 10 },
@@ -214,8 +254,8 @@ async function trial(n: number, preps: Prepared[], tp: Toxiproxy | null): Promis
       clientBound: clientCpu > 85,
       pass: false,
     };
-    t.pass = errors === 0 && serverCpu <= O.cpuLimit * O.workers && latencyMs.p99 <= O.p99Bound;
-    log(`N=${n}: ${t.syncs} syncs, ${errors} errors, p50/p95/p99 ${latencyMs.p50}/${latencyMs.p95}/${latencyMs.p99} ms, server CPU ${t.serverCpuPct.mean}% (max 5 s ${t.serverCpuPct.max5s}%)${minio ? `, MinIO CPU ${t.storeCpuPct}%` : ''}, RSS ≤ ${t.serverRssMiB.max} MiB, client CPU ${t.clientCpuPct}%${t.clientBound ? ' (client-bound!)' : ''} → ${t.pass ? 'pass' : 'fail'}`);
+    t.pass = errors === 0 && refused === 0 && serverCpu <= O.cpuLimit * O.workers && latencyMs.p99 <= O.p99Bound;
+    log(`N=${n}: ${t.syncs} syncs, ${errors} errors, ${refused} refused as busy, p50/p95/p99 ${latencyMs.p50}/${latencyMs.p95}/${latencyMs.p99} ms, server CPU ${t.serverCpuPct.mean}% (max 5 s ${t.serverCpuPct.max5s}%)${minio ? `, MinIO CPU ${t.storeCpuPct}%` : ''}, RSS ≤ ${t.serverRssMiB.max} MiB, client CPU ${t.clientCpuPct}%${t.clientBound ? ' (client-bound!)' : ''} → ${t.pass ? 'pass' : 'fail'}`);
     return t;
   } finally {
     await srv.stop();
@@ -278,13 +318,14 @@ async function main() {
           ? `server workers on cores 0-${O.workers - 1}, all clients in one Node process on core 1 (taskset): the clients share core 1 with a worker`
           : `server process on core 0${O.store === 'minio' ? ' with MinIO' : ''}, all clients in one Node process on core 1 (taskset)`,
       precomputed: 'edited files, chunk indexes (dsync: with the chunks\' strong hashes, so its client neither chunks nor hashes during the timed run; dsync-known: and each version\'s finer cut, which its client keeps after a push) / block hashes / file hashes computed before the timed run; latency = the session\'s wall time (connect to Result)',
-      pass: `no errors, server CPU ≤ ${O.cpuLimit}% of ${O.workers > 1 ? `each of its ${O.workers} cores` : 'its core'} (mean over the run), p99 latency ≤ ${O.p99Bound} ms`,
+      maxSessions: O.maxSessions || `the default (${DEFAULTS.maxSessions})`,
+      pass: `no errors, no session refused, server CPU ≤ ${O.cpuLimit}% of ${O.workers > 1 ? `each of its ${O.workers} cores` : 'its core'} (mean over the run), p99 latency ≤ ${O.p99Bound} ms`,
     },
     maxClients: maxOk,
     trials,
   };
   mkdirSync(OUT, { recursive: true });
-  const file = `${O.approach}${SERVER_TAG}${O.findMax ? '-find-max' : `-${O.clients}`}`;
+  const file = `${O.approach}${SERVER_TAG}${O.findMax ? '-find-max' : `-${O.clients}`}${O.interval === 10 ? '' : `-every${O.interval}s`}`;
   writeFileSync(join(OUT, `${file}.json`), JSON.stringify(doc, null, 1) + '\n');
   writeSummary();
   log(`wrote bench/results/load/${file}.json and summary.md`);
@@ -345,10 +386,10 @@ function writeSummary(OUT = join(ROOT, 'bench/results/load')) {
     md.push(`- sync time p50 / p99: ${onMinio.latencyMs.p50} / ${onMinio.latencyMs.p99} ms on MinIO vs ${onLocal.latencyMs.p50} / ${onLocal.latencyMs.p99} ms local: **${(onMinio.latencyMs.p50 / onLocal.latencyMs.p50).toFixed(2)}×** at p50.`, '');
   }
   md.push('## Trials', '', 'Server CPU per sync = server CPU time over the run / syncs completed: the measure least disturbed by other jobs on the machine (p99 latency is the most).', '');
-  md.push('| file | approach | N | syncs | errors | p50 / p95 / p99 ms | server CPU % (max 5 s) | server CPU ms per sync | server RSS MiB | MinIO CPU % | client CPU % | pass |', '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+  md.push('| file | approach | N | syncs | errors | refused (busy) | p50 / p95 / p99 ms | server CPU % (max 5 s) | server CPU ms per sync | server RSS MiB | MinIO CPU % | client CPU % | pass |', '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
   for (const { f, d } of docs)
     for (const t of d.trials as Trial[])
-      md.push(`| ${f} | ${t.approach}${d.setup.server ? ` (${d.setup.server})` : ''} | ${t.clients} | ${t.syncs} | ${t.errors} | ${t.latencyMs.p50} / ${t.latencyMs.p95} / ${t.latencyMs.p99} | ${t.serverCpuPct.mean} (${t.serverCpuPct.max5s}) | ${((t.serverCpuPct.mean * t.durationS * 10) / t.syncs).toFixed(1)} | ${t.serverRssMiB.max} | ${t.storeCpuPct ?? ''} | ${t.clientCpuPct}${t.clientBound ? ' (client-bound)' : ''} | ${t.pass ? 'yes' : 'no'} |`);
+      md.push(`| ${f} | ${t.approach}${d.setup.server ? ` (${d.setup.server})` : ''} | ${t.clients} | ${t.syncs} | ${t.errors} | ${t.refused ?? ''} | ${t.latencyMs.p50} / ${t.latencyMs.p95} / ${t.latencyMs.p99} | ${t.serverCpuPct.mean} (${t.serverCpuPct.max5s}) | ${((t.serverCpuPct.mean * t.durationS * 10) / t.syncs).toFixed(1)} | ${t.serverRssMiB.max} | ${t.storeCpuPct ?? ''} | ${t.clientCpuPct}${t.clientBound ? ' (client-bound)' : ''} | ${t.pass ? 'yes' : 'no'} |`);
   md.push('', '## Setup of each file', '');
   for (const { f, d } of docs) {
     md.push(`- **${f}**: \`${d.command}\` (${d.date}); machine ${d.machine.cpu}, ${d.machine.cores} cores, Node ${d.machine.node}, load average at start ${d.machine.loadavgAtStart.join(' / ')}; ${Object.entries(d.setup).map(([k, v]) => `${k}: ${v}`).join('; ')}.`);

@@ -62,6 +62,7 @@ async function pullOne(values: Values, name: string, outFile: string, basisPath:
       version: o.version,
       known: knownOf(values),
       basis: basisFh ? fileSource(basisFh, basisSize, pool) : null,
+      onProgress: (phase, seconds) => phase === 'busy' && console.error(`dsync pull: ${name}: the server is busy; trying again in ${seconds} s`),
       sink: {
         write: async (b) => {
           await out.write(b);

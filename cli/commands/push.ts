@@ -197,6 +197,7 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
             known,
             onProgress: (phase: string, done?: number) => {
               if (phase === 'chunking' && done !== undefined) bar.update(done);
+              if (phase === 'busy') console.error(`dsync push: ${name}: the server is busy; trying again in ${done} s`);
             },
           };
           // an explicit basis, --force or nothing remembered: the push as asked; else guarded

@@ -29,6 +29,7 @@ function activeStep(t: Transfer): number {
     case undefined:
     case 'connecting':
     case 'retrying':
+    case 'busy':
     case 'chunking':
       return 0;
     case 'checksums-sent':
@@ -63,7 +64,7 @@ export function progressLine(t: Transfer, online = true, signedIn = true): strin
   if (t.status === 'queued' && !online) return 'Waiting for the server · starts by itself when it is back';
   if (t.status === 'queued' && !signedIn) return `Sign in to ${t.direction === 'up' ? 'upload' : 'download'} · starts by itself once you are signed in`;
   if (t.status === 'queued') return 'Waiting for its turn';
-  if (t.step === 'retrying') return statusLine(t);
+  if (t.step === 'retrying' || t.step === 'busy') return statusLine(t);
   const parts = [`${Math.floor(100 * progress(t))}%`, `${formatBytes(moved(t))} of ${formatBytes(t.size)}`];
   if (t.rate && t.rate > 0) {
     parts.push(formatRate(t.rate));
@@ -96,6 +97,7 @@ export function statusLine(t: Transfer): string {
   if (t.direction === 'down') {
     if (t.step === 'receiving') return `Receiving changes · ${formatBytes(t.done ?? 0)} of ${formatBytes(t.size)} rebuilt`;
     if (t.step === 'chunking') return `Chunking your copy · ${pct(t)}`;
+    if (t.step === 'busy') return `The server is busy · trying again in ${t.done} s`;
     return 'Connecting';
   }
   switch (t.step) {
@@ -105,6 +107,8 @@ export function statusLine(t: Transfer): string {
       return 'Connecting to the server';
     case 'retrying':
       return `Connection lost — reconnecting (attempt ${t.done} of ${t.total})`;
+    case 'busy':
+      return `The server is busy · trying again in ${t.done} s`;
     case 'checksums-sent':
       return 'Checksum List sent · waiting for Match Tokens';
     case 'tokens-received':

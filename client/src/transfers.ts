@@ -274,6 +274,7 @@ export function progress(t: Transfer): number {
       return 0.45 * frac;
     case 'connecting':
     case 'retrying':
+    case 'busy':
       return 0;
     case 'checksums-sent':
       return 0.48;

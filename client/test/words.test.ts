@@ -31,6 +31,11 @@ test('an upload waiting for a sign-in says so; a refused one says to sign in, no
   assert.equal(problem(t({ direction: 'down', status: 'failed', failure: { kind: 'refused', message: '' } }), 1e9).title, 'Sign in to download.');
 });
 
+test('a transfer a busy server refused says it waits and when it tries again, up and down', () => {
+  assert.equal(progressLine(t({ status: 'running', step: 'busy', done: 3 })), 'The server is busy · trying again in 3 s');
+  assert.equal(progressLine(t({ status: 'running', direction: 'down', step: 'busy', done: 1 })), 'The server is busy · trying again in 1 s');
+});
+
 test('names sort naturally: digits as numbers', () => {
   assert.deepEqual(['f100', 'f10', 'f2', 'f1', 'F3', 'a'].sort(compareNames), ['a', 'f1', 'f2', 'F3', 'f10', 'f100']);
   assert.deepEqual(['x/10/a', 'x/9/a', 'x/9b'].sort(compareNames), ['x/9/a', 'x/9b', 'x/10/a']);

@@ -99,6 +99,12 @@ export interface ServerConfig {
   memoryBudget: number;
   /** of which one session at most */
   maxSessionMemory: number;
+  /** sync sessions that run at once in this process, all users together; a session past it
+   *  is refused with Busy and told when to try again (guard.ts Admission). 0: no limit */
+  maxSessions: number;
+  /** a new sync session is refused as busy while the process' thread was busy more than this
+   *  share of the last moments (event-loop utilisation; guard.ts Admission). 0 or 1: never */
+  maxLoad: number;
 }
 
 export const DEFAULTS: ServerConfig = {
@@ -143,6 +149,8 @@ export const DEFAULTS: ServerConfig = {
   maxLoginHashes: 2,
   memoryBudget: 512 << 20,
   maxSessionMemory: 256 << 20,
+  maxSessions: 64,
+  maxLoad: 0.9,
 };
 
 /** How long /api/health reuses its last look at the store, so that frequent health checks
@@ -194,6 +202,7 @@ export function loadConfig(flags: Record<string, string | boolean>, env = proces
     } else (cfg as any)[key] = String(raw);
   }
   if (!(Number.isSafeInteger(cfg.gcRepackPercent) && cfg.gcRepackPercent >= 1 && cfg.gcRepackPercent <= 100)) throw new Error(`--gc-repack-percent must be a whole number from 1 to 100, got ${cfg.gcRepackPercent}`);
+  if (cfg.maxLoad > 1) throw new Error(`--max-load is a share of the time, from 0 to 1, got ${cfg.maxLoad}`);
   if (cfg.store.startsWith('s3://') && cfg.gcMinAgeMs < S3_MIN_GC_AGE_MS) throw new Error(`--gc-min-age-ms must be at least ${S3_MIN_GC_AGE_MS} on an s3:// store (a request held in the network may land up to 15 minutes late), got ${cfg.gcMinAgeMs}`);
   return cfg;
 }

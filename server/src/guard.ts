@@ -13,6 +13,7 @@
  *     `--trust-proxy` trusts.
  */
 import type { IncomingMessage } from 'node:http';
+import { performance } from 'node:perf_hooks';
 import net from 'node:net';
 import os from 'node:os';
 
@@ -175,6 +176,77 @@ export class Turns {
     };
   }
 }
+
+/**
+ * Admission of sync sessions, all users together, in this process. A session works on the
+ * process' one thread and waits on the store; past what the process can serve, each admitted
+ * session would only take longer (and hold its memory longer) without more of them finishing
+ * per second, until all time out. So a new session is refused (Busy, with the seconds to wait)
+ * when `max` already run, or when the thread is saturated: busy more than `maxLoad` of the
+ * last moments (event-loop utilisation, sampled every LOAD_SAMPLE_MS) while MIN_RUNNING or
+ * more sessions run. The admitted ones keep near their unloaded speed; the refused ones come
+ * back when a place is likely free. While sessions mostly wait on a store far away, the
+ * thread is idle and up to `max` run.
+ */
+export class Admission {
+  running = 0;
+  /** sessions refused so far */
+  refused = 0;
+  /** a running mean of a session's wall time, ms */
+  private meanMs = 0;
+  /** the thread's recent utilisation, 0..1 */
+  private load = 0;
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    readonly max: number,
+    readonly maxLoad: number,
+  ) {
+    if (maxLoad > 0 && maxLoad < 1) {
+      let last = performance.eventLoopUtilization();
+      this.timer = setInterval(() => {
+        const now = performance.eventLoopUtilization();
+        // half the weight on the last sample: a burst of work counts at once, a pause soon
+        this.load = (this.load + performance.eventLoopUtilization(now, last).utilization) / 2;
+        last = now;
+      }, LOAD_SAMPLE_MS).unref();
+    }
+  }
+
+  /** A place for a new session (its end, idempotent), or the whole seconds to wait. */
+  enter(): (() => void) | number {
+    const full = this.max > 0 && this.running >= this.max;
+    const saturated = this.timer !== null && this.running >= MIN_RUNNING && this.load > this.maxLoad;
+    if (full || saturated) {
+      this.refused++;
+      return this.retryAfterS();
+    }
+    this.running++;
+    const t0 = performance.now();
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      this.running--;
+      this.meanMs += (performance.now() - t0 - this.meanMs) / 16;
+    };
+  }
+
+  /** When a place is likely free again: a session's mean time, in whole seconds, at least 1.
+   *  Refused clients wait this long and more (each adds its own share of jitter). */
+  retryAfterS(): number {
+    return Math.min(60, Math.max(1, Math.ceil(this.meanMs / 1000)));
+  }
+
+  close() {
+    if (this.timer) clearInterval(this.timer);
+  }
+}
+/** How often Admission samples the thread's utilisation. */
+const LOAD_SAMPLE_MS = 50;
+/** Sessions that run whatever the thread's load: a busy thread with fewer is busy with
+ *  something else (a collection, file requests), which refusing sessions would not relieve. */
+const MIN_RUNNING = 2;
 
 function bump(m: Map<string, number>, k: string, d: number) {
   const n = (m.get(k) ?? 0) + d;

@@ -37,7 +37,7 @@ import express from 'express';
 import { WebSocketServer } from 'ws';
 import '../../shared/src/wasm.ts';
 import type { WebSocketLike } from '../../shared/src/conn.ts';
-import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, Msg, PROTOCOL_VERSION } from '../../shared/src/protocol.ts';
+import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, ErrorCode, PROTOCOL_VERSION, ProtocolError, busyMessage } from '../../shared/src/protocol.ts';
 import { Auth } from './auth.ts';
 import { HEALTH_CACHE_MS, type ServerConfig } from './config.ts';
 import { filesApi } from './files-api.ts';
@@ -47,8 +47,8 @@ import { runGc } from './store/gc.ts';
 import { StoreTimeoutError, withTimeout } from './store/backend.ts';
 import { GC_STATE } from './store/keys.ts';
 import { Events } from './events.ts';
-import { clientLabel, runConnection } from './sync.ts';
-import { HostCheck, SocketLimits, Turns, clientAddress, viaHttps } from './guard.ts';
+import { type SessionHooks, clientLabel, runConnection } from './sync.ts';
+import { Admission, HostCheck, SocketLimits, Turns, clientAddress, viaHttps } from './guard.ts';
 import { MemoryBudget } from './memory.ts';
 
 export interface RunningServer {
@@ -129,8 +129,10 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
   const turns = !auth.singleUser && cfg.maxRunningPerUser ? new Turns(cfg.maxRunningPerUser) : null;
   const turn = turns ? (user: string, work: 'sync' | 'files') => turns.take(`${work} ${user}`) : undefined;
   const budget = new MemoryBudget(cfg.memoryBudget, cfg.maxSessionMemory);
-  // each open sync WebSocket, and whether it is in a session: from its Hello (a message's
-  // first byte is its type, docs/protocol.md §4) to the session's end, which is logged with its `op`
+  // sync sessions at work at once, all users together: past --max-sessions, or with the thread
+  // saturated (--max-load), a new one is refused as busy
+  const admission = new Admission(cfg.maxSessions, cfg.maxLoad);
+  // each open sync WebSocket, and whether it is in a session (between its start and end hooks)
   const open = new Map<import('ws').WebSocket, { busy: boolean }>();
   let closing = false;
 
@@ -293,25 +295,30 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     (url.searchParams.get('deflate') === '0' ? wssRaw : wss).handleUpgrade(req, socket, head, (ws) => {
       const state = { busy: false };
       open.set(ws, state);
-      ws.on('message', (data: Buffer | ArrayBuffer | Buffer[]) => {
-        const first = Array.isArray(data) ? data[0] : data instanceof ArrayBuffer ? new Uint8Array(data) : data;
-        if (first[0] === Msg.Hello) state.busy = true;
-      });
       ws.once('close', () => open.delete(ws));
-      const sessionLog = (e: Record<string, unknown>) => {
-        if (e.op) {
+      let leave: (() => void) | undefined;
+      const hooks: SessionHooks = {
+        start: () => {
+          state.busy = true;
+          const place = admission.enter();
+          if (typeof place === 'number') throw new ProtocolError(ErrorCode.Busy, busyMessage(place));
+          leave = place;
+        },
+        end: (ended) => {
+          leave?.();
+          leave = undefined;
           state.busy = false;
           if (closing) ws.close(1001, 'server stopping');
-        }
-        if (e.op === 'push' && typeof e.version === 'number') events.changed(user, { kind: 'commit', name: String(e.name), version: e.version });
-        log({ user, ...e });
+          if (ended.op === 'push' && ended.version !== undefined) events.changed(user, { kind: 'commit', name: ended.name, version: ended.version });
+        },
       };
-      void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, sessionLog, {
+      void runConnection(ws as unknown as WebSocketLike, socket, storeOf(user), cfg, (e) => log({ user, ...e }), {
         authorized: () => auth.identifyCached(req) === user,
         signedOut: auth.ended(req, ws, user),
         budget,
         turn: turn && (() => turn(user, 'sync')),
         client: clientLabel(url.searchParams.get('client')),
+        hooks,
       });
     });
   };
@@ -341,6 +348,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
       const abandoned = busy();
       for (const c of [...wss.clients, ...wssRaw.clients]) c.terminate();
       events.close();
+      admission.close();
       wss.close();
       wssRaw.close();
       server.closeAllConnections();

@@ -65,17 +65,10 @@ export interface SocketCounters {
   readonly bytesWritten: number;
 }
 
-/**
- * Runs the sessions of one connection, one after another: after a session's Result the client
- * may send the next Hello on the same WebSocket (docs/protocol.md §3), so a page syncing a
- * folder, or re-syncing an edited file, pays for the TCP and WebSocket handshakes once. An
- * error ends the connection. `storeP` may still be opening: the connection queues messages
- * meanwhile.
- */
-/** What a connection is held to besides `cfg`: whether its sign-in still holds (checked at
- *  each later Hello), a signal that ends it at once (logout), the memory budget its sessions
- *  take their share of, its user's turns (each session waits for one after its Hello), the
- *  label it gave itself. */
+/** What a connection is held to besides `cfg`, and what it tells: whether its sign-in still
+ *  holds (checked at each later Hello), a signal that ends it at once (logout), the memory
+ *  budget its sessions take their share of, its user's turns (each session waits for one after
+ *  its Hello), the label it gave itself, and the hooks of each session's start and end. */
 export interface ConnectionGuards {
   authorized?: () => boolean;
   signedOut?: AbortSignal;
@@ -83,10 +76,51 @@ export interface ConnectionGuards {
   turn?: () => Promise<() => void>;
   /** the client's label, kept with the versions it pushes (clientLabel) */
   client?: string;
+  hooks?: SessionHooks;
 }
 
+/** A session's start and end, as the server around the connection sees them. */
+export interface SessionHooks {
+  /** A session starts: its Hello is in (and its user's turn taken). Throwing a ProtocolError
+   *  refuses it (admission: Busy); nothing else of it runs, and `end` still follows. */
+  start?(hello: Hello): void;
+  /** The session that started is over, however it ended (`end` of what `start` began). */
+  end?(ended: SessionEnd): void;
+}
+
+/** How a session ended: its operation and name (from its Hello), and the version a push
+ *  committed or found unchanged. */
+export interface SessionEnd {
+  op: 'push' | 'pull';
+  name: string;
+  version?: number;
+}
+
+/** What one session runs with: the connection's parts, and the session's own hooks. */
+interface SessionContext {
+  conn: Conn;
+  socket: SocketCounters;
+  store: Store;
+  cfg: ServerConfig;
+  log: SessionLog;
+  client?: string;
+  /** arms the phase clock for the named phase */
+  phase: (name: string) => void;
+  /** the session's Hello is in: waits for its turn, then calls the start hook (which may refuse) */
+  started: (hello: Hello) => Promise<void>;
+  /** counts bytes against the session's memory share (memory.ts), or throws LimitExceeded */
+  reserve?: (bytes: number) => void;
+}
+
+/**
+ * Runs the sessions of one connection, one after another: after a session's Result the client
+ * may send the next Hello on the same WebSocket (docs/protocol.md §3), so a page syncing a
+ * folder, or re-syncing an edited file, pays for the TCP and WebSocket handshakes once. An
+ * error ends the connection. `storeP` may still be opening: the connection queues messages
+ * meanwhile.
+ */
 export async function runConnection(ws: WebSocketLike, socket: SocketCounters, storeP: Store | Promise<Store>, cfg: ServerConfig, log: SessionLog, guards: ConnectionGuards = {}): Promise<void> {
-  const { authorized = () => true, signedOut, budget, turn, client } = guards;
+  const { authorized = () => true, signedOut, budget, turn, client, hooks } = guards;
   const conn = new Conn(ws, { maxQueuedBytes: Math.max(cfg.maxInFlight, cfg.maxMessage) });
   // a logout ends the login's sockets at once, a session under way included
   const onSignOut = () => conn.sendError(ErrorCode.Unauthorized, 'signed out: the sign-in this connection was opened with has ended');
@@ -125,25 +159,31 @@ export async function runConnection(ws: WebSocketLike, socket: SocketCounters, s
     }
     for (let n = 0; ; n++) {
       between = n > 0;
-      // the sign-in the socket was opened with is checked again for every later session, so
-      // a logout or an expired login also ends what an open socket may do
       let endTurn: (() => void) | undefined;
-      const started = async () => {
+      let began: Hello | undefined;
+      const started = async (hello: Hello) => {
         between = false;
+        // the sign-in the socket was opened with is checked again for every later session, so
+        // a logout or an expired login also ends what an open socket may do
         if (n > 0 && !authorized()) throw new ProtocolError(ErrorCode.Unauthorized, 'the sign-in this connection was opened with has ended; sign in again');
         // waiting for a turn is not the client's silence
         clearTimeout(idle);
         endTurn = await turn?.();
         resetIdle();
+        began = hello;
+        hooks?.start?.(hello);
       };
       const share = budget?.share();
+      let ended: Ended = { more: false };
       try {
-        if (!(await oneSession(conn, socket, store, cfg, log, phase, started, share?.take, client))) break;
+        ended = await oneSession({ conn, socket, store, cfg, log, client, phase, started, reserve: share?.take });
       } finally {
         share?.release();
         endTurn?.();
+        if (began) hooks?.end?.({ op: began.op === Op.Pull ? 'pull' : 'push', name: began.name, version: ended.version });
       }
       clearTimeout(phaseTimer);
+      if (!ended.more) break;
     }
   } finally {
     signedOut?.removeEventListener('abort', onSignOut);
@@ -153,9 +193,16 @@ export async function runConnection(ws: WebSocketLike, socket: SocketCounters, s
   }
 }
 
-/** One session on the connection: Hello to Result. Returns false when the connection is over
- *  (closed by the client between sessions, or ended by an error). */
-async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg: ServerConfig, log: SessionLog, phase: (name: string) => void, started: () => Promise<void>, reserve?: (bytes: number) => void, client?: string): Promise<boolean> {
+/** How one session ended: whether the connection goes on (false: closed by the client between
+ *  sessions, or ended by an error), and the version a push committed or found unchanged. */
+interface Ended {
+  more: boolean;
+  version?: number;
+}
+
+/** One session on the connection: Hello to Result. */
+async function oneSession(s: SessionContext): Promise<Ended> {
+  const { conn, socket, store, cfg, log, phase, reserve, client } = s;
   let t0 = 0; // the session's clock starts at its Hello: waiting for it is not its time
   const in0 = socket.bytesRead;
   const out0 = socket.bytesWritten;
@@ -165,11 +212,12 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
     wireOut: socket.bytesWritten - out0,
   });
   let hello: Hello | undefined;
+  let committed: number | undefined;
   try {
     const h = (hello = await conn.expect(Msg.Hello));
     t0 = performance.now();
     conn.resetCounters();
-    await started();
+    await s.started(h);
     phase('hello');
     checkHello(h, cfg);
     conn.hashLen = hashLength(hello.algo);
@@ -225,6 +273,7 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
           known: !!known,
           reserve,
         });
+        committed = out.version;
         log({ op: 'push', name, version: out.version, known: known?.version, size: out.index.size, matchedBytes: out.matchedBytes, refinedBytes: out.refinedBytes, refineListed: out.refineListed, literalBytes: out.literalBytes, resumedChunks: out.resumedChunks, tokens: out.tokens, similarTo, ms: Math.round(performance.now() - t0) });
       } finally {
         await opened?.close();
@@ -248,7 +297,7 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
         await opened.close();
       }
     }
-    return true;
+    return { more: true, version: committed };
   } catch (e) {
     const err = e as Error;
     if (err instanceof ConnectionLost || err instanceof RemoteError) {
@@ -261,7 +310,7 @@ async function oneSession(conn: Conn, socket: SocketCounters, store: Store, cfg:
       log({ op: hello?.op === Op.Pull ? 'pull' : 'push', name: hello?.name, error: code, message: err.message });
       conn.sendError(code, message);
     }
-    return false;
+    return { more: false };
   }
 }
 

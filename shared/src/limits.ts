@@ -144,6 +144,9 @@ export const PUSH_RETRIES = 3;
 export const PAGE_RETRIES = 2;
 /** `dsync sync --retries`: reconnections of one transfer of a pass (the next pass tries again). */
 export const SYNC_RETRIES = 1;
+/** How long a push or pull waits in all for a busy server (ErrorCode.Busy: each refusal names
+ *  the seconds to wait) before it fails with the server's "busy" (sync-client.ts). */
+export const BUSY_WAIT_MS = 5 * 60_000;
 
 // The sync engine (shared/src/sync-engine.ts, docs/sync.md)
 

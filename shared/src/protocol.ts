@@ -104,7 +104,19 @@ export const ErrorCode = {
   /** The version a push's Hello says the client knows is not stored, or its root differs: the
    *  client forgets it and pushes without (docs/protocol.md §3, "A known basis"). */
   UnknownBasis: 13,
+  /** The server runs as many sessions as it may (`--max-sessions`): nothing was done; the
+   *  message says when to try again (busyMessage), and clients do (docs/protocol.md §6). */
+  Busy: 14,
 } as const;
+
+/** The Busy error's message: the whole seconds to wait before trying again, in the one form
+ *  clients read back (busyRetryS). */
+export const busyMessage = (seconds: number) => `the server is busy; retry in ${seconds} s`;
+/** The seconds a Busy error's message asks the client to wait (at least 1; 1 if it names none). */
+export function busyRetryS(message: string): number {
+  const m = /retry in (\d{1,6}) s$/.exec(message);
+  return m ? Math.max(1, Number(m[1])) : 1;
+}
 
 /** An error with a wire code; thrown by the codec and the state machines. */
 export class ProtocolError extends Error {

@@ -14,10 +14,11 @@ import { Conn, ConnectionLost, RemoteError, type Traffic, type WebSocketLike } f
 import { KNOWN_MAX_DELTA, KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, basisChecksumsOf, chunksTo, fineIndex, knownKey } from './known.ts';
 import { keptBasisOf } from './kept.ts';
 import { matchKnown } from './matcher.ts';
-import { BASIS_ABSENT, type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, hashLength, sameParams } from './protocol.ts';
+import { BASIS_ABSENT, type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, busyRetryS, hashLength, sameParams } from './protocol.ts';
 import { indexParts } from './checksum-list.ts';
 import { receiveTarget } from './receiver.ts';
 import { sendTarget } from './sender.ts';
+import { BUSY_WAIT_MS } from './limits.ts';
 import type { SendOutcome, SenderOptions } from './session-options.ts';
 import type { Sink } from './sink.ts';
 
@@ -25,7 +26,7 @@ export type WebSocketCtor = new (url: string) => WebSocketLike;
 
 /** The phases a progress callback reports, in order (a push's Delta Bytes start to flow
  *  during 'chunking'). */
-export type Phase = 'connecting' | 'chunking' | 'checksums-sent' | 'tokens-received' | 'delta-sent' | 'committed' | 'retrying';
+export type Phase = 'connecting' | 'chunking' | 'checksums-sent' | 'tokens-received' | 'delta-sent' | 'committed' | 'retrying' | 'busy';
 
 export interface SyncOptions {
   /** ws:// or wss:// URL of the server's /sync endpoint; a session whose bytes do not
@@ -46,6 +47,10 @@ export interface SyncOptions {
    *  against it in one round trip when few of its bytes changed; each version pushed or pulled
    *  is kept there. Absent: every push runs the three phases. */
   known?: KnownVersions;
+  /** how long to wait in all for a busy server, which names the seconds to wait at each
+   *  refusal (ErrorCode.Busy; progress 'busy' with those seconds), before failing with its
+   *  "busy" (default BUSY_WAIT_MS; 0: fail at the first) */
+  busyWaitMs?: number;
 }
 
 /** What one sync did; printed by `dsync push` as its last line. */
@@ -276,8 +281,37 @@ export interface PushOptions extends SyncOptions {
   knownMaxDelta?: number;
 }
 
-/** Pushes `source` to the server as a new version of `opts.name`. */
-export async function push(source: Source, opts: PushOptions): Promise<SyncReport> {
+/**
+ * Runs a session, again while the server refuses it as busy: each refusal names the seconds to
+ * wait (docs/protocol.md §6), waited with up to half as much again of jitter so that the
+ * clients a busy server refused together do not come back together; after `busyWaitMs` in all
+ * the refusal is thrown. The refused connection is closed (as after any Error), so the next
+ * try opens a new one.
+ */
+async function whileBusy<T>(opts: SyncOptions, run: () => Promise<T>): Promise<T> {
+  let waited = 0;
+  for (;;) {
+    try {
+      return await run();
+    } catch (e) {
+      if (!(e instanceof RemoteError && e.code === ErrorCode.Busy)) throw e;
+      const s = busyRetryS(e.message);
+      const ms = s * 1000 * (1 + Math.random() / 2);
+      if (waited + ms > (opts.busyWaitMs ?? BUSY_WAIT_MS)) throw e;
+      opts.onProgress?.('busy', s);
+      await new Promise((r) => setTimeout(r, ms));
+      waited += ms;
+    }
+  }
+}
+
+/** Pushes `source` to the server as a new version of `opts.name`; a busy server is waited for
+ *  (whileBusy). */
+export function push(source: Source, opts: PushOptions): Promise<SyncReport> {
+  return whileBusy(opts, () => pushOnce(source, opts));
+}
+
+async function pushOnce(source: Source, opts: PushOptions): Promise<SyncReport> {
   const params = opts.params ?? DEFAULT_PARAMS;
   const algo = opts.algo ?? DEFAULT_ALGO;
   const t0 = performance.now();
@@ -383,8 +417,13 @@ export interface PullOptions extends SyncOptions {
   sink: Sink;
 }
 
-/** Pulls a version; with a basis, only the chunks the basis lacks are transferred. */
-export async function pull(opts: PullOptions): Promise<SyncReport> {
+/** Pulls a version; with a basis, only the chunks the basis lacks are transferred. A busy
+ *  server is waited for (whileBusy). */
+export function pull(opts: PullOptions): Promise<SyncReport> {
+  return whileBusy(opts, () => pullOnce(opts));
+}
+
+async function pullOnce(opts: PullOptions): Promise<SyncReport> {
   const params = opts.params ?? DEFAULT_PARAMS;
   const algo = opts.algo ?? DEFAULT_ALGO;
   const t0 = performance.now();

@@ -1,0 +1,136 @@
+// Admission past capacity (--max-sessions, guard.ts Admission): a real server on a loopback
+// port that runs one session at a time refuses the next with Busy and the seconds to wait, the
+// client library and the CLI wait that long and try again, and once the place is free a push
+// is admitted and stored byte-exact.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import WebSocket from 'ws';
+import { encode } from '../../shared/src/codec.ts';
+import { RemoteError } from '../../shared/src/conn.ts';
+import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, busyRetryS } from '../../shared/src/protocol.ts';
+import { fastRandomBytes } from '../../harness/testdata.ts';
+import { pushBytes, testServer } from '../../harness/helpers.ts';
+import { dsync } from '../../cli/test/run.ts';
+
+/** A push session that holds its place: Hello, then silence once Ready is in. */
+async function heldSession(wsUrl: string, name: string): Promise<WebSocket> {
+  const ws = new WebSocket(wsUrl);
+  await new Promise((r, j) => (ws.on('open', r), ws.on('error', j)));
+  const ready = new Promise<void>((resolve, reject) =>
+    ws.on('message', (d: Buffer) => (d[0] === Msg.Ready ? resolve() : reject(new Error(`held session got message ${d[0]}: ${d.subarray(5).toString()}`)))),
+  );
+  ws.send(encode({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 1 << 20, basisVersion: 0, name }));
+  await ready;
+  return ws;
+}
+
+const closed = (ws: WebSocket) => new Promise((r) => (ws.readyState === WebSocket.CLOSED ? r(null) : ws.once('close', r)));
+
+test('past --max-sessions a new session is refused as busy with the seconds to wait; the library waits, tries again and is admitted once a place is free', async () => {
+  const s = await testServer({ 'max-sessions': '1' });
+  try {
+    const held = await heldSession(s.wsUrl, 'held.bin');
+    // refused at once when told not to wait: Busy, with "retry in N s", nothing stored
+    const refused = await pushBytes(s, 'a.bin', fastRandomBytes(1, 50_000), { busyWaitMs: 0 }).then(
+      () => assert.fail('a push past --max-sessions was admitted'),
+      (e) => e,
+    );
+    assert.ok(refused instanceof RemoteError, String(refused));
+    assert.equal(refused.code, ErrorCode.Busy);
+    assert.match(refused.message, /busy; retry in \d+ s$/);
+    assert.ok(busyRetryS(refused.message) >= 1);
+    assert.equal(await (await s.storeOf('local')).latest('a.bin'), 0);
+
+    // the library waits while busy; the place frees up while it waits: admitted and stored
+    const bytes = fastRandomBytes(2, 300_000);
+    const busy: number[] = [];
+    const t0 = performance.now();
+    const waiting = pushBytes(s, 'a.bin', bytes, { onProgress: (phase, secs) => phase === 'busy' && busy.push(secs!) });
+    while (!busy.length) await new Promise((r) => setTimeout(r, 20));
+    held.terminate();
+    await closed(held);
+    const r = await waiting;
+    assert.equal(r.version, 1);
+    assert.ok(busy.every((x) => x >= 1), String(busy));
+    assert.ok(performance.now() - t0 >= 1000 * busy[0], 'the client waited the seconds it was told');
+    assert.ok(Buffer.from(bytes).equals(await s.stored('a.bin')), 'stored byte-exact');
+
+    // a free server admits at once again, and the held session's name was never stored
+    assert.equal((await pushBytes(s, 'b.bin', fastRandomBytes(3, 10_000), { busyWaitMs: 0 })).version, 1);
+    assert.equal(await (await s.storeOf('local')).latest('held.bin'), 0);
+  } finally {
+    await s.stop();
+  }
+});
+
+test('a session on an open connection is refused as busy too, and the connection closes', async () => {
+  const s = await testServer({ 'max-sessions': '1' });
+  try {
+    // a connection opened while the server was free; then another session takes the one place
+    const ws = new WebSocket(s.wsUrl);
+    await new Promise((r) => ws.on('open', r));
+    const held = await heldSession(s.wsUrl, 'held.bin');
+    const error = new Promise<{ code: number; message: string }>((resolve) => ws.on('message', (d: Buffer) => d[0] === Msg.Error && resolve({ code: d.readUInt16LE(1), message: d.subarray(5).toString() })));
+    ws.send(encode({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Pull, params: DEFAULT_PARAMS, algo: 3, size: 0, basisVersion: 0, name: 'x.bin' }));
+    const e = await error;
+    assert.equal(e.code, ErrorCode.Busy);
+    assert.match(e.message, /retry in \d+ s$/);
+    await closed(ws);
+    held.terminate();
+  } finally {
+    await s.stop();
+  }
+});
+
+test('dsync push waits for a busy server, says so, and pushes once admitted', async () => {
+  const logs: Record<string, unknown>[] = [];
+  const s = await testServer({ 'max-sessions': '1' }, (e) => logs.push(e));
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'dsync-busy-'));
+  try {
+    const file = path.join(dir, 'f.bin');
+    const bytes = fastRandomBytes(4, 200_000);
+    writeFileSync(file, bytes);
+    const held = await heldSession(s.wsUrl, 'held.bin');
+    const run = dsync(['push', file, '--server', s.wsUrl, '--name', 'f.bin', '--no-known']);
+    // the place frees once the CLI's push was refused
+    for (const t0 = performance.now(); !logs.some((e) => e.name === 'f.bin' && e.error === ErrorCode.Busy); ) {
+      assert.ok(performance.now() - t0 < 60_000, 'the CLI was never refused');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    held.terminate();
+    const out = await run;
+    assert.equal(out.code, 0, out.stderr);
+    assert.match(out.stderr, /f\.bin: the server is busy; trying again in \d+ s/);
+    assert.ok(Buffer.from(bytes).equals(await s.stored('f.bin')));
+  } finally {
+    await s.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('with the thread saturated (--max-load) and two sessions running, a new session is refused as busy; once the load is gone it is admitted', async () => {
+  const s = await testServer({ 'max-sessions': '0', 'max-load': '0.5' });
+  try {
+    const held = [await heldSession(s.wsUrl, 'a.bin'), await heldSession(s.wsUrl, 'b.bin')];
+    const ws = new WebSocket(s.wsUrl);
+    await new Promise((r) => ws.on('open', r));
+    const reply = new Promise<number>((resolve) => ws.on('message', (d: Buffer) => resolve(d[0] === Msg.Error ? d.readUInt16LE(1) : -d[0])));
+    // this process is the server's: keep its thread busy ~97% of the time for 600 ms
+    for (let end = performance.now() + 600; performance.now() < end; ) {
+      for (const t = performance.now() + 30; performance.now() < t; );
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    ws.send(encode({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 1 << 20, basisVersion: 0, name: 'c.bin' }));
+    assert.equal(await reply, ErrorCode.Busy);
+    await closed(ws);
+    // the thread idle again: admitted at once, with the two sessions still running
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal((await pushBytes(s, 'd.bin', fastRandomBytes(5, 10_000), { busyWaitMs: 0 })).version, 1);
+    for (const h of held) h.terminate();
+  } finally {
+    await s.stop();
+  }
+});
