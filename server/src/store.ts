@@ -19,7 +19,7 @@ import type { Backend } from './store/backend.ts';
 import type { Repo } from './store/repo.ts';
 import { type FileHead, type Layout, type VersionEntry, applyRetention, jsonBody, parseFileHead } from './store/format.ts';
 import { GcRefusal, type Refs, addRef, guardRefs, knownAt } from './store/gc.ts';
-import { updateHead } from './store/heads.ts';
+import { guessHead, readHead, updateHead, writeHead } from './store/heads.ts';
 import { fileHeadKey, indexKey, nsPrefix, segmentKey, uploadsKey } from './store/keys.ts';
 import { type CatalogEntry, catalogKey, keepFolder, noteInCatalog, parseCatalog, readCatalog } from './store/catalog.ts';
 import { type SearchPage, searchNames } from './store/search.ts';
@@ -130,7 +130,7 @@ export class Store {
   /** The file head of `name`, or null. */
   async head(name: string): Promise<FileHead | null> {
     const key = this.headKey(name);
-    const got = await this.backend.getHead(key);
+    const got = await readHead(this.backend, key);
     return got && parseFileHead(got.body, key);
   }
 
@@ -148,9 +148,21 @@ export class Store {
     const key = this.headKey(name);
     let late = 0;
     for (let attempt = 0; ; attempt++) {
-      const cur = await this.backend.getHead(key);
+      // the first attempt starts from the head as this process last read or wrote it (a
+      // session reads it when it starts): the swap lands only if it is still current. A
+      // change decided from it that writes nothing, or refuses, is decided again from a read.
+      const guess = attempt === 0 ? guessHead(this.backend, key) : null;
+      const cur = guess ?? (await readHead(this.backend, key));
       const old = cur && parseFileHead(cur.body, key);
-      const { head, result, adds } = await change(old);
+      let decided;
+      try {
+        decided = await change(old);
+      } catch (e) {
+        if (guess) continue;
+        throw e;
+      }
+      const { head, result, adds } = decided;
+      if (!head && guess) continue;
       if (!head) {
         // versions already in the head: an earlier attempt of this change landed unseen, or the
         // answer is an existing version (an unchanged push)
@@ -176,7 +188,7 @@ export class Store {
       }
       let tag: string | null;
       try {
-        tag = await this.backend.putHead(key, jsonBody(head), cur?.tag ?? null);
+        tag = await writeHead(this.backend, key, jsonBody(head), cur?.tag ?? null);
       } catch (e) {
         if (!adds) throw e;
         hooks.landed?.();
@@ -210,12 +222,12 @@ export class Store {
   private async settle(name: string, key: string, tag: string | null, entries: VersionEntry[]): Promise<string | 'lost' | 'unknown'> {
     for (let k = 0; k < SETTLE_ATTEMPTS; k++) {
       try {
-        const cur = await this.backend.getHead(key);
+        const cur = await readHead(this.backend, key);
         const h = cur && parseFileHead(cur.body, key);
         if (cur && entries.every((e) => h!.versions.some((v) => sameEntry(v, e)))) return cur.tag;
         if ((cur?.tag ?? null) !== tag) return 'lost';
         const fence: FileHead = h ? { ...h, seq: (h.seq ?? 0) + 1 } : { name, next: 1, seq: 1, versions: [] };
-        if ((await this.backend.putHead(key, jsonBody(fence), tag)) !== null) return 'lost';
+        if ((await writeHead(this.backend, key, jsonBody(fence), tag)) !== null) return 'lost';
       } catch {
         await sleep(backoffMs(k));
       }
@@ -410,23 +422,24 @@ export class Store {
     return h.digest('hex');
   }
 
-  private async entry(name: string, version: number): Promise<VersionEntry> {
-    const e = (await this.head(name))?.versions.find((v) => v.version === version);
+  /** The head entry of a version; `head`: the file head as this session read it (else read). */
+  private async entry(name: string, version: number, head?: FileHead | null): Promise<VersionEntry> {
+    const e = (head === undefined ? await this.head(name) : head)?.versions.find((v) => v.version === version);
     if (!e) throw noVersion(name, version);
     return e;
   }
 
-  async readVersion(name: string, version: number): Promise<{ index: ChunkIndex; layout: Layout }> {
-    return this.repo.readIndex((await this.entry(name, version)).index, `${name} version ${version}`);
+  async readVersion(name: string, version: number, head?: FileHead | null): Promise<{ index: ChunkIndex; layout: Layout }> {
+    return this.repo.readIndex((await this.entry(name, version, head)).index, `${name} version ${version}`);
   }
 
-  async readIndex(name: string, version: number): Promise<ChunkIndex> {
-    return (await this.readVersion(name, version)).index;
+  async readIndex(name: string, version: number, head?: FileHead | null): Promise<ChunkIndex> {
+    return (await this.readVersion(name, version, head)).index;
   }
 
   /** Opens a version for reading (verified reads; nothing held open). */
-  async openVersion(name: string, version: number): Promise<{ source: VersionSource; close: () => Promise<void> }> {
-    const entry = await this.entry(name, version);
+  async openVersion(name: string, version: number, head?: FileHead | null): Promise<{ source: VersionSource; close: () => Promise<void> }> {
+    const entry = await this.entry(name, version, head);
     const what = `${name} version ${version}`;
     const { index, layout } = await this.repo.readIndex(entry.index, what);
     return { source: new VersionSource(this.backend, layout, index, what, entry.epoch ?? 0, this.repo.verified, entry.index), close: async () => {} };
@@ -438,8 +451,8 @@ export class Store {
    * damaged version is found before the push builds on it: then it is no basis, and the client
    * sends those bytes. Damage is thrown (`isDamage`); the caller decides.
    */
-  async openBasis(name: string, version: number): Promise<{ source: VersionSource; close: () => Promise<void> }> {
-    const opened = await this.openVersion(name, version);
+  async openBasis(name: string, version: number, head?: FileHead | null): Promise<{ source: VersionSource; close: () => Promise<void> }> {
+    const opened = await this.openVersion(name, version, head);
     await opened.source.verify([{ offset: 0, length: opened.source.size }]);
     return opened;
   }

@@ -72,12 +72,26 @@ export class Repo {
     const v = { ...decodeVersion(Buffer.from(body.buffer, body.byteOffset, body.length)), bytes: body.length, stamp: got.stamp };
     this.indexes.set(id, v);
     this.indexBytes += v.bytes;
+    this.trimIndexes();
+    return v;
+  }
+
+  /** Notes the index this process just encoded and put under `id` (its content address), so
+   *  that the next sync of the file reads nothing to have it. Its stamp is unknown: whether
+   *  the stored object is intact is still asked of the store (`indexIntact`). */
+  noteIndex(id: string, index: ChunkIndex, layout: Layout, bytes: number): void {
+    if (this.indexes.has(id)) return;
+    this.indexes.set(id, { index, layout, bytes, stamp: null });
+    this.indexBytes += bytes;
+    this.trimIndexes();
+  }
+
+  private trimIndexes() {
     for (const [k, old] of this.indexes) {
       if (this.indexBytes <= INDEX_CACHE_BYTES) break;
       this.indexes.delete(k);
       this.indexBytes -= old.bytes;
     }
-    return v;
   }
 
   /**

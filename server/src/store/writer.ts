@@ -221,6 +221,7 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
         // ever referenced them
         for (const s of own) if (!final.segments.includes(s)) await backend.delete(segmentKey(s)).catch(() => {});
         store.noteTraits(name, id, index.fastfps);
+        store.repo.noteIndex(id, index, final, body.length);
       }
       return version;
     },
