@@ -439,10 +439,16 @@ export class Store {
 
   /** Opens a version for reading (verified reads; nothing held open). */
   async openVersion(name: string, version: number, head?: FileHead | null): Promise<{ source: VersionSource; close: () => Promise<void> }> {
+    return this.open(name, version, head, false);
+  }
+
+  /** A version's source; `asBasis`: reads of segments this process wrote come from memory
+   *  (Repo.written; a basis' reads feed refined chunks, which a version stores whole). */
+  private async open(name: string, version: number, head: FileHead | null | undefined, asBasis: boolean): Promise<{ source: VersionSource; close: () => Promise<void> }> {
     const entry = await this.entry(name, version, head);
     const what = `${name} version ${version}`;
     const { index, layout } = await this.repo.readIndex(entry.index, what);
-    return { source: new VersionSource(this.backend, layout, index, what, entry.epoch ?? 0, this.repo.verified, entry.index), close: async () => {} };
+    return { source: new VersionSource(this.backend, layout, index, what, entry.epoch ?? 0, this.repo.verified, entry.index, asBasis ? this.repo.written : undefined), close: async () => {} };
   }
 
   /**
@@ -452,7 +458,7 @@ export class Store {
    * sends those bytes. Damage is thrown (`isDamage`); the caller decides.
    */
   async openBasis(name: string, version: number, head?: FileHead | null): Promise<{ source: VersionSource; close: () => Promise<void> }> {
-    const opened = await this.openVersion(name, version, head);
+    const opened = await this.open(name, version, head, true);
     await opened.source.verify([{ offset: 0, length: opened.source.size }]);
     return opened;
   }

@@ -10,10 +10,12 @@ import { type Backend, NotFoundError, withTimeout } from './backend.ts';
 import { type Layout, decodeVersion, sha256hex } from './format.ts';
 import { indexKey } from './keys.ts';
 import { localBackend } from './local.ts';
-import { VerifiedRanges } from './verified.ts';
+import { SegmentBytes, VerifiedRanges } from './verified.ts';
 
 /** Decoded version indexes kept per process (immutable: always valid), bytes of index. */
 const INDEX_CACHE_BYTES = 64 << 20;
+/** Bytes of segments this process wrote, kept for the next syncs' reads (verified.ts). */
+const SEGMENT_CACHE_BYTES = 32 << 20;
 
 export interface StoreSettings {
   /** how long an interrupted upload waits for its client to come back */
@@ -35,6 +37,8 @@ export class Repo {
   readonly settings: StoreSettings;
   /** segment ranges this process has verified (verified.ts) */
   readonly verified = new VerifiedRanges();
+  /** bytes of segments this process wrote (verified.ts) */
+  readonly written = new SegmentBytes(SEGMENT_CACHE_BYTES);
   /** folders this process linked into their parents' catalogs (catalog.ts) */
   readonly linked = new Set<string>();
 

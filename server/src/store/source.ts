@@ -11,7 +11,7 @@ import { hash_chunks } from '../../../shared/src/wasm.ts';
 import { type Backend, NotFoundError } from './backend.ts';
 import type { Layout } from './format.ts';
 import { segmentKey } from './keys.ts';
-import type { VerifiedRanges } from './verified.ts';
+import type { SegmentBytes, VerifiedRanges } from './verified.ts';
 
 export class VersionSource implements Source {
   readonly size: number;
@@ -33,6 +33,8 @@ export class VersionSource implements Source {
     readonly verified?: VerifiedRanges,
     /** the version index's id, when the source is a stored version */
     readonly id?: string,
+    /** bytes of segments this process wrote, read from memory (never to verify the store) */
+    readonly written?: SegmentBytes,
   ) {
     this.starts = prefixSums(layout.extents.map((e) => e.length));
     this.size = this.starts[layout.extents.length];
@@ -73,7 +75,7 @@ export class VersionSource implements Source {
       if (last && p.at <= last[1]) last[1] = Math.max(last[1], p.at + p.length);
       else spans.push([p.at, p.at + p.length]);
     }
-    for (const [from, to] of spans) for (let o = from; o < to; o += STEP) await this.read(o, Math.min(STEP, to - o));
+    for (const [from, to] of spans) for (let o = from; o < to; o += STEP) await this.readChecked(o, Math.min(STEP, to - o), undefined, true);
   }
 
   /** The segment pieces holding bytes [offset, offset + length) of this version (`at`: where
@@ -90,14 +92,19 @@ export class VersionSource implements Source {
     return out;
   }
 
-  async read(offset: number, length: number, into?: Uint8Array): Promise<Uint8Array> {
+  read(offset: number, length: number, into?: Uint8Array): Promise<Uint8Array> {
+    return this.readChecked(offset, length, into, false);
+  }
+
+  /** `read`; `fromStore`: every byte from the store (to verify it), none from memory. */
+  private async readChecked(offset: number, length: number, into: Uint8Array | undefined, fromStore: boolean): Promise<Uint8Array> {
     length = Math.max(0, Math.min(length, this.size - offset));
     if (length === 0) return new Uint8Array(0);
     // widen to whole chunks, read, verify, hand out the asked part
     const c0 = findStart(this.chunkStarts, offset);
     const c1 = findStart(this.chunkStarts, offset + length - 1) + 1;
     const from = this.chunkStarts[c0];
-    const { bytes: whole, stamped } = await this.readRaw(from, this.chunkStarts[c1] - from);
+    const { bytes: whole, stamped } = await this.readRaw(from, this.chunkStarts[c1] - from, fromStore);
     const H = hashLength(this.index.algo);
     const got = hash_chunks(this.index.algo, whole, this.index.lengths.subarray(c0, c1));
     const want = this.index.hashes.subarray(c0 * H, c1 * H);
@@ -116,19 +123,23 @@ export class VersionSource implements Source {
   }
 
   /** Bytes [offset, offset + length) through the layout, unverified, with each piece's stamp. */
-  private async readRaw(offset: number, length: number): Promise<{ bytes: Uint8Array; stamped: { p: Piece; stamp: string | null }[] }> {
+  /** Bytes [offset, offset + length) through the layout, unverified, with the stamp of each
+   *  piece read from the store (pieces read from memory have none: they verify nothing there). */
+  private async readRaw(offset: number, length: number, fromStore: boolean): Promise<{ bytes: Uint8Array; stamped: { p: Piece; stamp: string | null }[] }> {
     const pieces = this.slice(offset, length);
     const stamped: { p: Piece; stamp: string | null }[] = [];
-    if (pieces.length === 1) {
-      const got = await this.get(pieces[0]);
-      return { bytes: got.body, stamped: [{ p: pieces[0], stamp: got.stamp }] };
-    }
+    const one = async (p: Piece) => {
+      const kept = fromStore ? null : (this.written?.get(p.segment, p.offset, p.length) ?? null);
+      if (kept) return kept;
+      const got = await this.get(p);
+      stamped.push({ p, stamp: got.stamp });
+      return got.body;
+    };
+    if (pieces.length === 1) return { bytes: await one(pieces[0]), stamped };
     const buf = new Uint8Array(length);
     let o = 0;
     for (const p of pieces) {
-      const got = await this.get(p);
-      buf.set(got.body, o);
-      stamped.push({ p, stamp: got.stamp });
+      buf.set(await one(p), o);
       o += p.length;
     }
     return { bytes: buf, stamped };

@@ -69,6 +69,8 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
     await backend.putIfAbsent(segmentKey(layout.segments[cur]), buf.subarray(0, used)).catch((e) => {
       throw writeFailed(e);
     });
+    // kept for the next syncs' reads (a copy: the buffer is filled again)
+    store.repo.written.add(layout.segments[cur], buf.slice(0, used));
     cur = -1;
     used = 0;
   };
