@@ -3,7 +3,7 @@
 // real MinIO in one run: store requests by kind, bytes the store writes (against the Delta
 // Bytes the server received), bytes read, and the server's CPU time (and MinIO's).
 //
-//   node --import tsx bench/store-cost.ts [--syncs 20] [--gap-ms 0] [--out bench/results/store-cost.md]
+//   node --import tsx bench/store-cost.ts [--syncs 20] [--gap-ms 0] [--s3-clients 300] [--out FILE]
 //
 // The server runs in a child process of its own (this file with --serve): the client's work
 // (chunking and hashing 10 MB per sync) stays in this process, so the server's CPU time
@@ -29,6 +29,7 @@ const { values } = parseArgs({
     out: { type: 'string', default: '' },
     label: { type: 'string', default: '' },
     serve: { type: 'string' },
+    's3-clients': { type: 'string', default: '300' },
     endpoint: { type: 'string' },
   },
 });
@@ -192,10 +193,90 @@ function report(runs: Run[]): string {
   return [...out, '', ...detail].join('\n');
 }
 
+/**
+ * The S3 client's own cost: client CPU per request (this process, requests one at a time) for
+ * the requests a sync makes (HEAD, a ranged GET of 40 KB, a conditional PUT of 40 KB), with
+ * the AWS SDK as s3.ts configures it, the SDK with checksums only when required, and a bare
+ * SigV4 client (@smithy/signature-v4, the SDK's own signer, over node:http with a keep-alive
+ * agent: what a light client such as aws4fetch does).
+ */
+async function s3Clients(endpoint: string, env: NodeJS.ProcessEnv, n: number): Promise<string> {
+  const { S3Client, HeadObjectCommand, GetObjectCommand, PutObjectCommand, CreateBucketCommand } = await import('@aws-sdk/client-s3');
+  const { SignatureV4 } = await import('@smithy/signature-v4');
+  const { createHash, createHmac, randomBytes } = await import('node:crypto');
+  const Bucket = 's3-clients';
+  const credentials = { accessKeyId: env.AWS_ACCESS_KEY_ID!, secretAccessKey: env.AWS_SECRET_ACCESS_KEY! };
+  const sdk = (tuned: boolean) =>
+    new S3Client({ region: 'us-east-1', endpoint, forcePathStyle: true, credentials, ...(tuned && { requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED' }) });
+  const setup = sdk(false);
+  await setup.send(new CreateBucketCommand({ Bucket }));
+  const body = randomBytes(40_000);
+  await setup.send(new PutObjectCommand({ Bucket, Key: 'obj', Body: body }));
+  class Sha256 {
+    private h;
+    constructor(secret?: Uint8Array | string) {
+      this.h = secret ? createHmac('sha256', secret) : createHash('sha256');
+    }
+    update(d: Uint8Array | string) {
+      this.h.update(d);
+    }
+    async digest() {
+      return new Uint8Array(this.h.digest());
+    }
+  }
+  const signer = new SignatureV4({ service: 's3', region: 'us-east-1', credentials, sha256: Sha256 as never });
+  const agent = new http.Agent({ keepAlive: true });
+  const u = new URL(endpoint);
+  const raw = async (method: string, key: string, headers: Record<string, string>, data?: Uint8Array) => {
+    const req = await signer.sign({ method, protocol: 'http:', hostname: u.hostname, port: Number(u.port), path: `/${Bucket}/${key}`, query: {}, headers: { host: u.host, 'x-amz-content-sha256': 'UNSIGNED-PAYLOAD', ...headers, ...(data && { 'content-length': String(data.length) }) } });
+    return new Promise<number>((resolve, reject) => {
+      const r = http.request({ agent, method, host: u.hostname, port: u.port, path: req.path, headers: req.headers }, (res) => {
+        const parts: Buffer[] = [];
+        res.on('data', (d) => parts.push(d));
+        res.on('end', () => (Buffer.concat(parts).length, resolve(res.statusCode!)));
+      });
+      r.on('error', reject);
+      r.end(data);
+    });
+  };
+  type Ops = Record<'HEAD' | 'GET 40 KB range' | 'PUT 40 KB if-none-match', (k: number) => Promise<unknown>>;
+  const viaSdk = (c: InstanceType<typeof S3Client>): Ops => ({
+    HEAD: () => c.send(new HeadObjectCommand({ Bucket, Key: 'obj' })),
+    'GET 40 KB range': async () => (await c.send(new GetObjectCommand({ Bucket, Key: 'obj', Range: 'bytes=0-39999' }))).Body!.transformToByteArray(),
+    'PUT 40 KB if-none-match': (k) => c.send(new PutObjectCommand({ Bucket, Key: `p/${Math.random()}-${k}`, Body: body, IfNoneMatch: '*' })),
+  });
+  const clients: [string, Ops][] = [
+    ['AWS SDK as configured (default checksums)', viaSdk(sdk(false))],
+    ['AWS SDK, checksums when required', viaSdk(sdk(true))],
+    ['bare SigV4 over node:http (keep-alive)', { HEAD: () => raw('HEAD', 'obj', {}), 'GET 40 KB range': () => raw('GET', 'obj', { range: 'bytes=0-39999' }), 'PUT 40 KB if-none-match': (k) => raw('PUT', `q/${Math.random()}-${k}`, { 'if-none-match': '*' }, body) }],
+  ];
+  const rows: string[] = ['| client | ' + Object.keys(clients[0][1]).join(' | ') + ' |', '|---|---|---|---|'];
+  const results = new Map<string, string[]>();
+  // two rounds, alternating clients; the second round is reported (warm JIT and sockets)
+  for (let round = 0; round < 2; round++) {
+    for (const [name, ops] of clients) {
+      const cells: string[] = [];
+      for (const [, op] of Object.entries(ops)) {
+        for (let k = 0; k < 20; k++) await op(k);
+        const c0 = process.cpuUsage();
+        const t0 = performance.now();
+        for (let k = 0; k < n; k++) await op(k);
+        const c = process.cpuUsage(c0);
+        cells.push(`${((c.user + c.system) / 1000 / n).toFixed(2)} ms CPU (${((performance.now() - t0) / n).toFixed(1)} ms wall)`);
+      }
+      results.set(name, cells);
+    }
+  }
+  for (const [name, cells] of results) rows.push(`| ${name} | ${cells.join(' | ')} |`);
+  agent.destroy();
+  return `Client CPU per request (this process; ${n} requests of each kind, one at a time, after a warm-up round):\n\n${rows.join('\n')}`;
+}
+
 if (values.serve) await serve(values.serve);
 else {
   const { startMinio } = await import('../harness/minio.ts');
   const runs: Run[] = [];
+  let clientsTable = '';
   const dir = mkdtempSync(path.join(tmpdir(), 'dsync-store-cost-'));
   try {
     runs.push(await measure('local directory', dir, {}, undefined, undefined));
@@ -205,10 +286,11 @@ else {
   const minio = await startMinio();
   try {
     runs.push(await measure('MinIO', 's3://store-cost/store', minio.env, minio.endpoint, minio.process.pid));
+    if (Number(values['s3-clients'])) clientsTable = await s3Clients(minio.endpoint, minio.env, Number(values['s3-clients']));
   } finally {
     await minio.stop();
   }
-  const table = report(runs);
+  const table = report(runs) + (clientsTable ? `\n\n${clientsTable}` : '');
   console.log(table);
   if (values.out) writeFileSync(values.out, `${values.label ? `### ${values.label}\n\n` : ''}${table}\n`);
 }

@@ -54,11 +54,16 @@ export async function writeHead(backend: Backend, key: string, body: Uint8Array,
   return t;
 }
 
-export async function updateHead<T>(backend: Backend, key: string, change: (body: Uint8Array | null) => Change<T> | Promise<Change<T>>): Promise<T> {
+/**
+ * `guess`: the first attempt starts from this process's last view of the head, when it has one
+ * (no read); a change it does not write, or refuses, is decided again from a read, and so is
+ * one whose write failed with an unknown outcome. Only for changes that may be applied twice
+ * (a catalog's merge by seq): a write against a stale tag that an S3 client retried reports
+ * an unknown outcome, though it never lands.
+ */
+export async function updateHead<T>(backend: Backend, key: string, change: (body: Uint8Array | null) => Change<T> | Promise<Change<T>>, o: { guess?: boolean } = {}): Promise<T> {
   for (let attempt = 0; ; attempt++) {
-    // the first attempt starts from this process's last view of the head, when it has one
-    // (no read); a change it does not write, or refuses, is decided again from a read
-    const guess = attempt === 0 ? guessHead(backend, key) : null;
+    const guess = o.guess && attempt === 0 ? guessHead(backend, key) : null;
     const cur = guess ?? (await readHead(backend, key));
     let out: Change<T>;
     try {
@@ -71,7 +76,14 @@ export async function updateHead<T>(backend: Backend, key: string, change: (body
       if (guess) continue;
       return out.result;
     }
-    if ((await writeHead(backend, key, out.body, cur?.tag ?? null)) !== null) return out.result;
+    let landed;
+    try {
+      landed = (await writeHead(backend, key, out.body, cur?.tag ?? null)) !== null;
+    } catch (e) {
+      if (guess) continue;
+      throw e;
+    }
+    if (landed) return out.result;
     // contention: back off a little, growing, so many writers of one name all land
     if (attempt > 2) await new Promise((r) => setTimeout(r, Math.min(50, attempt * 2) * Math.random()));
   }
