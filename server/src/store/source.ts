@@ -128,12 +128,31 @@ export class VersionSource implements Source {
   private async readRaw(offset: number, length: number, fromStore: boolean): Promise<{ bytes: Uint8Array; stamped: { p: Piece; stamp: string | null }[] }> {
     const pieces = this.slice(offset, length);
     const stamped: { p: Piece; stamp: string | null }[] = [];
+    // pieces of one segment close together are fetched in one ranged read (a refined chunk's
+    // pieces alternate between the bytes a sync sent and its basis' segments)
+    const spans = new Map<string, { lo: number; hi: number; need: number; got?: Promise<{ body: Uint8Array; stamp: string | null }> }>();
+    for (const p of pieces) {
+      const sp = spans.get(p.segment);
+      if (!sp) spans.set(p.segment, { lo: p.offset, hi: p.offset + p.length, need: p.length });
+      else {
+        sp.lo = Math.min(sp.lo, p.offset);
+        sp.hi = Math.max(sp.hi, p.offset + p.length);
+        sp.need += p.length;
+      }
+    }
     const one = async (p: Piece) => {
       const kept = fromStore ? null : (this.written?.get(p.segment, p.offset, p.length) ?? null);
       if (kept) return kept;
-      const got = await this.get(p);
+      const sp = spans.get(p.segment)!;
+      if (sp.hi - sp.lo > sp.need + COALESCE_GAP || sp.need === p.length) {
+        const got = await this.get(p);
+        stamped.push({ p, stamp: got.stamp });
+        return got.body;
+      }
+      const whole = { segment: p.segment, offset: sp.lo, length: sp.hi - sp.lo, at: -1 };
+      const got = await (sp.got ??= this.get(whole));
       stamped.push({ p, stamp: got.stamp });
-      return got.body;
+      return got.body.subarray(p.offset - sp.lo, p.offset - sp.lo + p.length);
     };
     if (pieces.length === 1) return { bytes: await one(pieces[0]), stamped };
     const buf = new Uint8Array(length);
@@ -157,6 +176,10 @@ export class VersionSource implements Source {
     return got;
   }
 }
+
+/** Pieces of one segment within a read are fetched together when this many bytes between
+ *  them, at most, are fetched in vain. */
+const COALESCE_GAP = 64 << 10;
 
 /** Segment stamps asked for at once by `verify`. */
 const STAMP_CHECKS = 8;
