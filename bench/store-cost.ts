@@ -3,7 +3,7 @@
 // real MinIO in one run: store requests by kind, bytes the store writes (against the Delta
 // Bytes the server received), bytes read, and the server's CPU time (and MinIO's).
 //
-//   node --import tsx bench/store-cost.ts [--syncs 20] [--gap-ms 0] [--s3-clients 300] [--out FILE]
+//   node --import tsx bench/store-cost.ts [--syncs 20] [--gap-ms 0] [--s3-clients 300] [--prof DIR] [--out FILE]
 //
 // The server runs in a child process of its own (this file with --serve): the client's work
 // (chunking and hashing 10 MB per sync) stays in this process, so the server's CPU time
@@ -30,6 +30,8 @@ const { values } = parseArgs({
     label: { type: 'string', default: '' },
     serve: { type: 'string' },
     's3-clients': { type: 'string', default: '300' },
+    /** writes a V8 CPU profile of each server process into this folder */
+    prof: { type: 'string' },
     endpoint: { type: 'string' },
   },
 });
@@ -123,7 +125,7 @@ async function measure(label: string, spec: string, env: NodeJS.ProcessEnv, endp
   const SYNCS = Number(values.syncs);
   const GAP_MS = Number(values['gap-ms']);
   const child: ChildProcess = fork(fileURLToPath(import.meta.url), ['--serve', spec, ...(endpoint ? ['--endpoint', endpoint] : [])], {
-    execArgv: ['--import', 'tsx'],
+    execArgv: ['--import', 'tsx', ...(values.prof ? ['--cpu-prof', '--cpu-prof-dir', values.prof] : [])],
     env: { ...process.env, ...env },
   });
   const next = () => new Promise<any>((resolve) => child.once('message', resolve));

@@ -233,9 +233,10 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
   return {
     where,
 
-    async putIfAbsent(key, body) {
+    async putIfAbsent(key, body, stamped) {
       for (let i = 0; ; i++) {
         const r = await putIf(key, body, { IfNoneMatch: '*' });
+        if (typeof r === 'object') stamped?.(r.tag);
         if (r !== 'conflict') return r !== 'refused';
         if (i === CONFLICT_RETRIES) throw new Error(`${where}: PutObject ${key}: ConditionalRequestConflict ${i + 1} times`);
         await new Promise((r) => setTimeout(r, 20 * 2 ** i * (0.5 + Math.random())));

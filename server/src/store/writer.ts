@@ -71,11 +71,14 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
   const flush = async () => {
     if (cur < 0 || used === 0) return;
     await epoch;
-    await backend.putIfAbsent(segmentKey(layout.segments[cur]), buf.subarray(0, used)).catch((e) => {
+    const id = layout.segments[cur];
+    // the bytes put are the ones the receiver hashed: verified under the stamp the put
+    // returns (S3: its ETag), for the next syncs' commits that copy from them
+    await backend.putIfAbsent(segmentKey(id), buf.subarray(0, used), (stamp) => store.repo.verified.add(id, stamp, 0, used)).catch((e) => {
       throw writeFailed(e);
     });
     // kept for the next syncs' reads (a copy: the buffer is filled again)
-    store.repo.written.add(layout.segments[cur], buf.slice(0, used));
+    store.repo.written.add(id, buf.slice(0, used));
     cur = -1;
     used = 0;
   };
