@@ -19,7 +19,7 @@ import type { Backend } from './store/backend.ts';
 import type { Repo } from './store/repo.ts';
 import { type FileHead, type Layout, type VersionEntry, applyRetention, jsonBody, parseFileHead } from './store/format.ts';
 import { GcRefusal, type Refs, addRef, guardRefs, knownAt } from './store/gc.ts';
-import { guessHead, readHead, updateHead, writeHead } from './store/heads.ts';
+import { updateHead } from './store/heads.ts';
 import { fileHeadKey, indexKey, nsPrefix, segmentKey, uploadsKey } from './store/keys.ts';
 import { type CatalogEntry, catalogKey, keepFolder, noteInCatalog, parseCatalog, readCatalog } from './store/catalog.ts';
 import { type SearchPage, searchNames } from './store/search.ts';
@@ -130,7 +130,7 @@ export class Store {
   /** The file head of `name`, or null. */
   async head(name: string): Promise<FileHead | null> {
     const key = this.headKey(name);
-    const got = await readHead(this.backend, key);
+    const got = await this.backend.getHead(key);
     return got && parseFileHead(got.body, key);
   }
 
@@ -148,21 +148,9 @@ export class Store {
     const key = this.headKey(name);
     let late = 0;
     for (let attempt = 0; ; attempt++) {
-      // the first attempt starts from the head as this process last read or wrote it (a
-      // session reads it when it starts): the swap lands only if it is still current. A
-      // change decided from it that writes nothing, or refuses, is decided again from a read.
-      const guess = attempt === 0 ? guessHead(this.backend, key) : null;
-      const cur = guess ?? (await readHead(this.backend, key));
+      const cur = await this.backend.getHead(key);
       const old = cur && parseFileHead(cur.body, key);
-      let decided;
-      try {
-        decided = await change(old);
-      } catch (e) {
-        if (guess) continue;
-        throw e;
-      }
-      const { head, result, adds } = decided;
-      if (!head && guess) continue;
+      const { head, result, adds } = await change(old);
       if (!head) {
         // versions already in the head: an earlier attempt of this change landed unseen, or the
         // answer is an existing version (an unchanged push)
@@ -188,7 +176,7 @@ export class Store {
       }
       let tag: string | null;
       try {
-        tag = await writeHead(this.backend, key, jsonBody(head), cur?.tag ?? null);
+        tag = await this.backend.putHead(key, jsonBody(head), cur?.tag ?? null);
       } catch (e) {
         if (!adds) throw e;
         hooks.landed?.();
@@ -222,12 +210,12 @@ export class Store {
   private async settle(name: string, key: string, tag: string | null, entries: VersionEntry[]): Promise<string | 'lost' | 'unknown'> {
     for (let k = 0; k < SETTLE_ATTEMPTS; k++) {
       try {
-        const cur = await readHead(this.backend, key);
+        const cur = await this.backend.getHead(key);
         const h = cur && parseFileHead(cur.body, key);
         if (cur && entries.every((e) => h!.versions.some((v) => sameEntry(v, e)))) return cur.tag;
         if ((cur?.tag ?? null) !== tag) return 'lost';
         const fence: FileHead = h ? { ...h, seq: (h.seq ?? 0) + 1 } : { name, next: 1, seq: 1, versions: [] };
-        if ((await writeHead(this.backend, key, jsonBody(fence), tag)) !== null) return 'lost';
+        if ((await this.backend.putHead(key, jsonBody(fence), tag)) !== null) return 'lost';
       } catch {
         await sleep(backoffMs(k));
       }

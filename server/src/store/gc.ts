@@ -157,9 +157,7 @@ export function parseGcState(body: Uint8Array | null): GcState {
 
 export async function readGcState(repo: Repo): Promise<{ state: GcState; tag: string | null }> {
   const got = await repo.backend.getHead(GC_STATE);
-  const state = parseGcState(got?.body ?? null);
-  repo.epochSeen = Math.max(repo.epochSeen ?? 0, state.epoch);
-  return { state, tag: got?.tag ?? null };
+  return { state: parseGcState(got?.body ?? null), tag: got?.tag ?? null };
 }
 
 const body = (s: GcState) => Buffer.from(JSON.stringify(s));
@@ -346,11 +344,10 @@ function isMarked(m: Marks, key: string) {
   return kind === 'data' ? m.segments.has(id) : m.indexes.has(id);
 }
 
-/** A gc epoch the state has reached: the highest this process has read (epochs only grow),
- *  else the current one. A session takes it before it writes its first object: what it writes
+/** The current gc epoch. A session reads it before it writes its first object: what it writes
  *  is then known to exist at that epoch (docs/store.md §8). */
 export async function gcEpoch(repo: Repo): Promise<number> {
-  return repo.epochSeen ?? (await readGcState(repo)).state.epoch;
+  return (await readGcState(repo)).state.epoch;
 }
 
 /**

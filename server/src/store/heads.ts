@@ -12,12 +12,13 @@ export interface Change<T> {
 }
 
 /** Heads this process read or wrote last, per backend: guesses of a head's current body and
- *  tag, for the first compare-and-swap of a change (docs/store.md §12). */
+ *  tag, for the first compare-and-swap of a change that may apply twice (`updateHead` with
+ *  `guess`: the folder catalogs; docs/store.md §12). */
 const GUESSES = 4096;
 const guesses = new WeakMap<Backend, Map<string, { body: Uint8Array; tag: string }>>();
 
 /** Notes the head at `key` as read or written by this process (null: none there, or unknown). */
-export function noteHead(backend: Backend, key: string, got: { body: Uint8Array; tag: string } | null): void {
+function noteHead(backend: Backend, key: string, got: { body: Uint8Array; tag: string } | null): void {
   let m = guesses.get(backend);
   if (!m) guesses.set(backend, (m = new Map()));
   m.delete(key);
@@ -32,19 +33,19 @@ export function noteHead(backend: Backend, key: string, got: { body: Uint8Array;
  * still current, so a change made from it is right whenever it lands; a change that decides
  * not to write, or throws, must be decided again from a fresh read.
  */
-export function guessHead(backend: Backend, key: string): { body: Uint8Array; tag: string } | null {
+function guessHead(backend: Backend, key: string): { body: Uint8Array; tag: string } | null {
   return guesses.get(backend)?.get(key) ?? null;
 }
 
 /** `backend.getHead`, noted as this process's latest view of the head. */
-export async function readHead(backend: Backend, key: string): Promise<{ body: Uint8Array; tag: string } | null> {
+async function readHead(backend: Backend, key: string): Promise<{ body: Uint8Array; tag: string } | null> {
   const got = await backend.getHead(key);
   noteHead(backend, key, got);
   return got;
 }
 
 /** `backend.putHead`, noted when it lands (forgotten when it does not, or fails). */
-export async function writeHead(backend: Backend, key: string, body: Uint8Array, tag: string | null): Promise<string | null> {
+async function writeHead(backend: Backend, key: string, body: Uint8Array, tag: string | null): Promise<string | null> {
   let t: string | null = null;
   try {
     t = await backend.putHead(key, body, tag);

@@ -39,8 +39,6 @@ export class Repo {
   readonly verified = new VerifiedRanges();
   /** bytes of segments this process wrote (verified.ts) */
   readonly written = new SegmentBytes(SEGMENT_CACHE_BYTES);
-  /** the highest gc epoch this process has read in gc/state (gc.ts `gcEpoch`), if any */
-  epochSeen: number | undefined;
   /** folders this process linked into their parents' catalogs (catalog.ts) */
   readonly linked = new Set<string>();
 
