@@ -51,6 +51,8 @@ interface Snap {
   written: Record<string, number>;
   read: number;
   cpuUs: number;
+  /** of which in the kernel */
+  sysUs: number;
   pushes: { literalBytes: number; refinedBytes: number; version: number }[];
 }
 
@@ -62,6 +64,7 @@ async function serve(spec: string) {
   let read = 0;
   let pushes: Snap['pushes'] = [];
   let cpu0 = 0;
+  let sys0 = 0;
   const bump = (m: Record<string, number>, k: string, n = 1) => (m[k] = (m[k] ?? 0) + n);
   // every HTTP request the S3 client makes (before the SDK loads http)
   const orig = http.request;
@@ -100,8 +103,9 @@ async function serve(spec: string) {
   process.on('message', (m: string) => {
     if (m === 'snap') {
       const u = process.cpuUsage();
-      const snap: Snap = { ops: { ...ops }, http: { ...httpCounts }, written: { ...written }, read, cpuUs: u.user + u.system - cpu0, pushes };
+      const snap: Snap = { ops: { ...ops }, http: { ...httpCounts }, written: { ...written }, read, cpuUs: u.user + u.system - cpu0, sysUs: u.system - sys0, pushes };
       cpu0 = u.user + u.system;
+      sys0 = u.system;
       for (const o of [ops, httpCounts, written]) for (const k of Object.keys(o)) delete o[k];
       read = 0;
       pushes = [];
@@ -189,7 +193,7 @@ function report(runs: Run[]): string {
         keys(f)
           .map((k) => `${k} ${mean(ps.map((p) => f(p)[k] ?? 0)).toFixed(1)}`)
           .join(', ');
-      detail.push(`- ${label}, ${name}: store ops: ${by((p) => p.ops)}${label.includes('MinIO') ? `; HTTP: ${by((p) => p.http)}` : ''}`);
+      detail.push(`- ${label}, ${name}: server CPU ${cpu.toFixed(1)} ms, of which kernel ${mean(ps.map((p) => p.sysUs / 1000)).toFixed(1)} ms; store ops: ${by((p) => p.ops)}${label.includes('MinIO') ? `; HTTP: ${by((p) => p.http)}` : ''}`);
     }
   }
   return [...out, '', ...detail].join('\n');
