@@ -574,11 +574,19 @@ export class Store {
     // a new version is built from bytes verified for it: the old version's, and its index
     const { source } = await this.openBasis(name, version);
     if (!(await this.repo.indexIntact(source.id!))) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${name} version ${version}: its index ${source.id} does not match its hash`);
+    // the entries this restore's attempts tried: one whose swap landed though its answer said
+    // otherwise (an SDK retry refused after its first attempt landed) is found, and confirmed
+    const tried: VersionEntry[] = [];
+    let refs: Refs | null = null;
     return this.changeHead(name, async (h) => {
+      const landed = h?.versions.find((v) => tried.some((t) => sameEntry(v, t)));
+      if (landed) return { head: null, result: landed.version, adds: { entries: [landed], refs: refs!, ours: true } };
       const old = h?.versions.find((v) => v.version === version);
       if (!h || !old) throw noVersion(name, version);
       const entry: VersionEntry = { ...old, version: h.next, mtime: new Date().toISOString(), change: 0, restoredFrom: version };
-      const adds = { entries: [entry], refs: await this.refsOf([old]), ours: true };
+      tried.push(entry);
+      refs ??= await this.refsOf([old]);
+      const adds = { entries: [entry], refs, ours: true };
       return { head: { ...h, next: h.next + 1, versions: applyRetention([...h.versions, entry], this.repo.settings) }, result: h.next, adds };
     });
   }
