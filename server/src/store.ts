@@ -411,36 +411,43 @@ export class Store {
     return h.digest('hex');
   }
 
-  private async entry(name: string, version: number): Promise<VersionEntry> {
-    const e = (await this.head(name))?.versions.find((v) => v.version === version);
+  /** The head entry of a version; `head`: the file head as this session read it (else read). */
+  private async entry(name: string, version: number, head?: FileHead | null): Promise<VersionEntry> {
+    const e = (head === undefined ? await this.head(name) : head)?.versions.find((v) => v.version === version);
     if (!e) throw noVersion(name, version);
     return e;
   }
 
-  async readVersion(name: string, version: number): Promise<{ index: ChunkIndex; layout: Layout }> {
-    return this.repo.readIndex((await this.entry(name, version)).index, `${name} version ${version}`);
+  async readVersion(name: string, version: number, head?: FileHead | null): Promise<{ index: ChunkIndex; layout: Layout }> {
+    return this.repo.readIndex((await this.entry(name, version, head)).index, `${name} version ${version}`);
   }
 
-  async readIndex(name: string, version: number): Promise<ChunkIndex> {
-    return (await this.readVersion(name, version)).index;
+  async readIndex(name: string, version: number, head?: FileHead | null): Promise<ChunkIndex> {
+    return (await this.readVersion(name, version, head)).index;
   }
 
   /** Opens a version for reading (verified reads; nothing held open). */
-  async openVersion(name: string, version: number): Promise<{ source: VersionSource; close: () => Promise<void> }> {
-    const entry = await this.entry(name, version);
+  async openVersion(name: string, version: number, head?: FileHead | null): Promise<{ source: VersionSource; close: () => Promise<void> }> {
+    return this.open(name, version, head, false);
+  }
+
+  /** A version's source; `asBasis`: reads of segments this process wrote come from memory
+   *  (Repo.written; a basis' reads feed refined chunks, which a version stores whole). */
+  private async open(name: string, version: number, head: FileHead | null | undefined, asBasis: boolean): Promise<{ source: VersionSource; close: () => Promise<void> }> {
+    const entry = await this.entry(name, version, head);
     const what = `${name} version ${version}`;
     const { index, layout } = await this.repo.readIndex(entry.index, what);
-    return { source: new VersionSource(this.backend, layout, index, what, entry.epoch ?? 0, this.repo.verified, entry.index), close: async () => {} };
+    return { source: new VersionSource(this.backend, layout, index, what, entry.epoch ?? 0, this.repo.verified, entry.index, asBasis ? this.repo.written : undefined), close: async () => {} };
   }
 
   /**
    * Opens a version as the basis of a push, verified whole first (read, or a stamp per segment
    * showing it unchanged since this process read it: docs/store.md, "Integrity"), so that a
    * damaged version is found before the push builds on it: then it is no basis, and the client
-   * sends those bytes. Damage is thrown (`isDamage`); the caller decides.
+   * sends those bytes. Damage is thrown (a `DamageError`); the caller decides.
    */
-  async openBasis(name: string, version: number): Promise<{ source: VersionSource; close: () => Promise<void> }> {
-    const opened = await this.openVersion(name, version);
+  async openBasis(name: string, version: number, head?: FileHead | null): Promise<{ source: VersionSource; close: () => Promise<void> }> {
+    const opened = await this.open(name, version, head, true);
     await opened.source.verify([{ offset: 0, length: opened.source.size }]);
     return opened;
   }
@@ -568,11 +575,19 @@ export class Store {
     // a new version is built from bytes verified for it: the old version's, and its index
     const { source } = await this.openBasis(name, version);
     if (!(await this.repo.indexIntact(source.id!))) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${name} version ${version}: its index ${source.id} does not match its hash`);
+    // the entries this restore's attempts tried: one whose swap landed though its answer said
+    // otherwise (an SDK retry refused after its first attempt landed) is found, and confirmed
+    const tried: VersionEntry[] = [];
+    let refs: Refs | null = null;
     return this.changeHead(name, async (h) => {
+      const landed = h?.versions.find((v) => tried.some((t) => sameVersion(v, t)));
+      if (landed) return { head: null, result: landed.version, adds: { entries: [landed], refs: refs!, ours: true } };
       const old = h?.versions.find((v) => v.version === version);
       if (!h || !old) throw noVersion(name, version);
       const entry: VersionEntry = { ...old, version: h.next, mtime: new Date().toISOString(), change: 0, restoredFrom: version };
-      const adds = { entries: [entry], refs: await this.refsOf([old]), ours: true };
+      tried.push(entry);
+      refs ??= await this.refsOf([old]);
+      const adds = { entries: [entry], refs, ours: true };
       return { head: { ...h, next: h.next + 1, versions: applyRetention([...h.versions, entry], this.repo.settings) }, result: h.next, adds };
     });
   }

@@ -17,6 +17,7 @@ import type { MemoryBudget } from './memory.ts';
 import { validateName } from './names.ts';
 import type { Store } from './store.ts';
 import { DamageError, WriteFailed, isDiskFull } from './store/errors.ts';
+import type { FileHead } from './store/format.ts';
 
 export interface SessionLog {
   (event: Record<string, unknown>): void;
@@ -24,9 +25,9 @@ export interface SessionLog {
 
 /** Basis or target index for a stored version: the cached one, or recomputed when the
  *  session's chunking differs or the server runs paper-exact. */
-async function indexFor(store: Store, cfg: ServerConfig, hello: Hello, name: string, version: number, source: Source): Promise<ChunkIndex> {
+async function indexFor(store: Store, cfg: ServerConfig, hello: Hello, name: string, version: number, source: Source, head?: FileHead | null): Promise<ChunkIndex> {
   if (!cfg.paperExact) {
-    const ix = await store.readIndex(name, version);
+    const ix = await store.readIndex(name, version, head);
     if (ix.algo === hello.algo && sameParams(ix.params, hello.params)) return ix;
   }
   return chunkSource(source, hello.params, hello.algo);
@@ -36,9 +37,9 @@ async function indexFor(store: Store, cfg: ServerConfig, hello: Hello, name: str
  *  stored is UnknownBasis. A damaged version is no basis: a damaged latest one is none (null:
  *  the push sends everything, and stores a good version), a damaged known one is UnknownBasis
  *  (the client forgets it and pushes again without). */
-async function knownOrLatest(store: Store, name: string, version: number, known: boolean) {
+async function knownOrLatest(store: Store, name: string, version: number, known: boolean, head: FileHead | null) {
   try {
-    return await store.openBasis(name, version);
+    return await store.openBasis(name, version, head);
   } catch (e) {
     if (known && e instanceof ProtocolError && e.code === ErrorCode.NotFound) throw new ProtocolError(ErrorCode.UnknownBasis, `${name} has no version ${version}`);
     if (known && e instanceof DamageError) throw new ProtocolError(ErrorCode.UnknownBasis, `version ${version} of ${name} is damaged on the store: push without it`);
@@ -224,7 +225,9 @@ async function oneSession(s: SessionContext): Promise<Ended> {
     const name = hello.name;
     const limits = { maxFileSize: cfg.maxFileSize, maxChunks: cfg.maxChunks };
     if (hello.op === Op.Push) {
-      const latest = await store.latest(name);
+      // the file head, read once: the latest version and the basis' entry come from it
+      const head = await store.head(name);
+      const latest = head?.versions.at(-1)?.version ?? 0;
       // the version the client built on, if it names one (BASIS_ABSENT: none, the name is new)
       const expect = hello.basisVersion === 0 ? undefined : hello.basisVersion === BASIS_ABSENT ? 0 : hello.basisVersion;
       if (expect !== undefined && expect !== latest) {
@@ -235,16 +238,16 @@ async function oneSession(s: SessionContext): Promise<Ended> {
       // picked from the Checksum List (see similarity.ts).
       const known = hello.known;
       const basisVersion = known?.version ?? latest;
-      let opened = basisVersion ? await knownOrLatest(store, name, basisVersion, !!known) : null;
+      let opened = basisVersion ? await knownOrLatest(store, name, basisVersion, !!known, head) : null;
       try {
-        const knownIndex = known && (await indexFor(store, cfg, hello, name, known.version, opened!.source));
+        const knownIndex = known && (await indexFor(store, cfg, hello, name, known.version, opened!.source, head));
         if (knownIndex && !Buffer.from(knownIndex.root).equals(known.root)) {
           throw new ProtocolError(ErrorCode.UnknownBasis, `version ${known.version} of ${name} is not the one the client knows`);
         }
         await conn.send({ type: Msg.Ready, version: basisVersion, size: opened?.source.size ?? 0, maxMessage: cfg.maxMessage });
         let similarTo: string | undefined;
         const basis = opened
-          ? { index: knownIndex || (await indexFor(store, cfg, hello, name, latest, opened.source)), source: opened.source }
+          ? { index: knownIndex || (await indexFor(store, cfg, hello, name, latest, opened.source, head)), source: opened.source }
           : async (target: { fastfps: Uint32Array }) => {
               const like = await store.similar(target.fastfps);
               if (!like) return null;

@@ -12,6 +12,9 @@ import { DELTA_MESSAGE_BYTES } from './limits.ts';
 import { inconsistent as bad } from './protocol.ts';
 import type { BasisListing } from './refine.ts';
 
+/** Where a run's pieces copied from the basis lie in it (sink.ts BasisSpans). */
+type Spans = { at: number; offset: number; length: number }[];
+
 export class DeltaReceiver {
   /** the literal bytes taken, and the bytes copied from the basis for refined chunks */
   literalBytes = 0;
@@ -45,7 +48,7 @@ export class DeltaReceiver {
    * `lacking` (judged, and not copied from the basis), up to DELTA_MESSAGE_BYTES, each as long
    * as `lengths` says; returns where they end and their bytes in one run.
    */
-  async take(i: number, lengths: Uint32Array, lacking: (j: number) => boolean, listing: BasisListing | null): Promise<{ end: number; run: Uint8Array }> {
+  async take(i: number, lengths: Uint32Array, lacking: (j: number) => boolean, listing: BasisListing | null): Promise<{ end: number; run: Uint8Array; spans: Spans }> {
     const d = this.delta!;
     const from = this.at;
     let j = i;
@@ -63,11 +66,12 @@ export class DeltaReceiver {
     }
     if (j === i) throw bad(`Delta Bytes sent chunk ${d.indices[this.at]}, expected chunk ${i}`);
     let run = d.chunks[from] as Uint8Array;
+    const spans: Spans = [];
     if (j - i > 1 || !whole) {
       run = bytes <= DELTA_MESSAGE_BYTES ? (this.joinBuffer ??= takeBuffer(DELTA_MESSAGE_BYTES)).subarray(0, bytes) : new Uint8Array(bytes);
-      await this.join(d, from, this.at, run, listing);
+      await this.join(d, from, this.at, run, listing, spans);
     } else this.literalBytes += bytes;
-    return { end: j, run };
+    return { end: j, run, spans };
   }
 
   /** Gives the join buffer back to the pool (no read into it is running). */
@@ -78,7 +82,7 @@ export class DeltaReceiver {
 
   /** Puts the Delta chunks [from, to) of `d` one after another into `run`: literal pieces as
    *  they are, copies from the basis. */
-  private async join(d: Delta, from: number, to: number, run: Uint8Array, listing: BasisListing | null): Promise<void> {
+  private async join(d: Delta, from: number, to: number, run: Uint8Array, listing: BasisListing | null, spans: Spans): Promise<void> {
     let o = 0;
     for (let k = from; k < to; k++) {
       const c = d.chunks[k];
@@ -89,6 +93,7 @@ export class DeltaReceiver {
         } else {
           if (!listing) throw bad('a Delta chunk copies basis bytes, and there is no basis');
           run.set(await listing.copy(p), o);
+          spans.push({ at: o, offset: p.offset, length: p.length });
           listing.middles.copy(d.indices[k], p.offset, p.length);
           this.refinedBytes += p.length;
         }

@@ -24,7 +24,7 @@ import { type Run, WeakMatcher, matchRuns } from './matcher.ts';
 import { type ChunkParams, ErrorCode, Msg, ProtocolError, hashLength, inconsistent as bad } from './protocol.ts';
 import { BasisListing } from './refine.ts';
 import type { Basis, BasisChoice, ReceiveOutcome, ReceiverOptions, ReceiverState } from './session-options.ts';
-import type { Sink, SinkFor } from './sink.ts';
+import type { BasisSpans, Sink, SinkFor } from './sink.ts';
 import { hash_chunks } from '../../wasm/pkg/dsync_wasm.js';
 
 /**
@@ -360,9 +360,9 @@ class Receiver {
   }
 
   /** Writes target chunks [i, j), whose bytes are `bytes`, hashing them in one wasm call. */
-  private async put(i: number, j: number, bytes: Uint8Array): Promise<void> {
+  private async put(i: number, j: number, bytes: Uint8Array, basis?: BasisSpans): Promise<void> {
     this.list.hashes.set(hash_chunks(this.algo, bytes, this.list.lengths.subarray(i, j)), i * this.H);
-    await this.sink!.write(bytes);
+    await this.sink!.write(bytes, basis);
     this.written = j;
   }
 
@@ -403,8 +403,9 @@ class Receiver {
       deltas.open(await this.next(Msg.Delta));
       this.listing?.middles.reached(i);
     }
-    const { end, run } = await deltas.take(i, this.list.lengths, (j) => j < this.judgedTo && this.copyFrom[j] < 0, this.listing);
-    await this.put(i, end, run);
+    const { end, run, spans } = await deltas.take(i, this.list.lengths, (j) => j < this.judgedTo && this.copyFrom[j] < 0, this.listing);
+    // a refined chunk's copied pieces: a sink that copies by reference stores them so
+    await this.put(i, end, run, spans.length && this.basis ? { from: this.basis.source, spans } : undefined);
     this.rebuiltTo = end;
   }
 

@@ -6,8 +6,10 @@ import type { ChunkIndex, Source } from './chunk-index.ts';
 
 /** Where the receiver writes the rebuilt target. */
 export interface Sink {
-  /** Appends bytes: a view of a buffer the receiver reuses once the promise resolves. */
-  write(bytes: Uint8Array): Promise<void>;
+  /** Appends bytes: a view of a buffer the receiver reuses once the promise resolves.
+   *  `basis`: stretches of them that are copies of basis bytes (the pieces of refined chunks),
+   *  which a sink that copies by reference (`copy`) may store so. */
+  write(bytes: Uint8Array, basis?: BasisSpans): Promise<void>;
   /**
    * Optional: appends `length` bytes of `from` at `offset` (a stretch of the basis) without
    * the receiver reading them, e.g. by reference. A sink offers this only where the basis'
@@ -28,6 +30,13 @@ export interface Sink {
    *  killed mid-upload). The receiver calls it every RESUME_CHECKPOINT_BYTES once the whole
    *  Checksum List is in; the sink forgets the record before it commits or aborts. */
   checkpoint?(held: Held): Promise<void>;
+}
+
+/** Stretches of a write's bytes that equal bytes of the basis `from`: bytes [at, at + length)
+ *  of the write are bytes [offset, offset + length) of the basis; ascending, disjoint. */
+export interface BasisSpans {
+  from: Source;
+  spans: { at: number; offset: number; length: number }[];
 }
 
 /** What an interrupted receiver kept: the first `count` chunks, written, and their hashes. */

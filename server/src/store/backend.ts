@@ -21,9 +21,11 @@ export interface Backend {
   /**
    * Writes a content object unless one exists under `key`. Returns false (and writes
    * nothing) when it exists. The object is durable once the promise resolves, and a reader
-   * sees either no object or all of `body`, never a part.
+   * sees either no object or all of `body`, never a part. `stamped`, when given, is told the
+   * stamp (see `stamp`) of the object written, if the write tells it (S3: the ETag the PUT
+   * returns; a local file written a moment ago has none, its change time being too recent).
    */
-  putIfAbsent(key: string, body: Uint8Array): Promise<boolean>;
+  putIfAbsent(key: string, body: Uint8Array, stamped?: (stamp: string) => void): Promise<boolean>;
 
   /**
    * Bytes [offset, offset + length) of an object (the whole object without a range). Throws
@@ -123,7 +125,7 @@ export function withTimeout<B extends Backend>(backend: B, ms: number): B {
   };
   return {
     ...backend,
-    putIfAbsent: (key, body) => limit(`put ${key}`, () => backend.putIfAbsent(key, body)),
+    putIfAbsent: (key, body, stamped) => limit(`put ${key}`, () => backend.putIfAbsent(key, body, stamped)),
     get: (key, range) => limit(`get ${key}`, () => backend.get(key, range)),
     getStamped: (key, range) => limit(`get ${key}`, () => backend.getStamped(key, range)),
     stamp: (key) => limit(`stamp ${key}`, () => backend.stamp(key)),

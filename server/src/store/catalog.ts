@@ -102,7 +102,7 @@ export async function noteInCatalog(backend: Backend, user: string, head: FileHe
     const gone = !!c.gone && entry.versions > 0;
     if (gone) delete c.gone;
     return { body: body(c), result: gone };
-  });
+  }, { guess: true });
   if (entry.versions) await linkFolder(backend, user, folder, linked, wasGone);
   else await pruneFolder(backend, user, folder, linked);
 }

@@ -11,12 +11,80 @@ export interface Change<T> {
   result: T;
 }
 
-export async function updateHead<T>(backend: Backend, key: string, change: (body: Uint8Array | null) => Change<T> | Promise<Change<T>>): Promise<T> {
+/** Heads this process read or wrote last, per backend: guesses of a head's current body and
+ *  tag, for the first compare-and-swap of a change that may apply twice (`updateHead` with
+ *  `guess`: the folder catalogs; docs/store.md §12). */
+const GUESSES = 4096;
+const guesses = new WeakMap<Backend, Map<string, { body: Uint8Array; tag: string }>>();
+
+/** Notes the head at `key` as read or written by this process (null: none there, or unknown). */
+function noteHead(backend: Backend, key: string, got: { body: Uint8Array; tag: string } | null): void {
+  let m = guesses.get(backend);
+  if (!m) guesses.set(backend, (m = new Map()));
+  m.delete(key);
+  if (!got) return;
+  m.set(key, got);
+  if (m.size > GUESSES) m.delete(m.keys().next().value!);
+}
+
+/**
+ * The head at `key` as this process last read or wrote it, or null. Only a guess: another
+ * process may have changed it since. A compare-and-swap against its tag lands only if it is
+ * still current, so a change made from it is right whenever it lands; a change that decides
+ * not to write, or throws, must be decided again from a fresh read.
+ */
+function guessHead(backend: Backend, key: string): { body: Uint8Array; tag: string } | null {
+  return guesses.get(backend)?.get(key) ?? null;
+}
+
+/** `backend.getHead`, noted as this process's latest view of the head. */
+async function readHead(backend: Backend, key: string): Promise<{ body: Uint8Array; tag: string } | null> {
+  const got = await backend.getHead(key);
+  noteHead(backend, key, got);
+  return got;
+}
+
+/** `backend.putHead`, noted when it lands (forgotten when it does not, or fails). */
+async function writeHead(backend: Backend, key: string, body: Uint8Array, tag: string | null): Promise<string | null> {
+  let t: string | null = null;
+  try {
+    t = await backend.putHead(key, body, tag);
+  } finally {
+    noteHead(backend, key, t === null ? null : { body, tag: t });
+  }
+  return t;
+}
+
+/**
+ * `guess`: the first attempt starts from this process's last view of the head, when it has one
+ * (no read); a change it does not write, or refuses, is decided again from a read, and so is
+ * one whose write failed with an unknown outcome. Only for changes that may be applied twice
+ * (a catalog's merge by seq): a write against a stale tag that an S3 client retried reports
+ * an unknown outcome, though it never lands.
+ */
+export async function updateHead<T>(backend: Backend, key: string, change: (body: Uint8Array | null) => Change<T> | Promise<Change<T>>, o: { guess?: boolean } = {}): Promise<T> {
   for (let attempt = 0; ; attempt++) {
-    const cur = await backend.getHead(key);
-    const { body, result } = await change(cur?.body ?? null);
-    if (body === null) return result;
-    if ((await backend.putHead(key, body, cur?.tag ?? null)) !== null) return result;
+    const guess = o.guess && attempt === 0 ? guessHead(backend, key) : null;
+    const cur = guess ?? (await readHead(backend, key));
+    let out: Change<T>;
+    try {
+      out = await change(cur?.body ?? null);
+    } catch (e) {
+      if (guess) continue;
+      throw e;
+    }
+    if (out.body === null) {
+      if (guess) continue;
+      return out.result;
+    }
+    let landed;
+    try {
+      landed = (await writeHead(backend, key, out.body, cur?.tag ?? null)) !== null;
+    } catch (e) {
+      if (guess) continue;
+      throw e;
+    }
+    if (landed) return out.result;
     // contention: back off a little, growing, so many writers of one name all land
     if (attempt > 2) await new Promise((r) => setTimeout(r, Math.min(50, attempt * 2) * Math.random()));
   }

@@ -10,10 +10,12 @@ import { DamageError } from './errors.ts';
 import { type Layout, decodeVersion, sha256hex } from './format.ts';
 import { indexKey } from './keys.ts';
 import { localBackend } from './local.ts';
-import { VerifiedRanges } from './verified.ts';
+import { SegmentBytes, VerifiedRanges } from './verified.ts';
 
 /** Decoded version indexes kept per process (immutable: always valid), bytes of index. */
 const INDEX_CACHE_BYTES = 64 << 20;
+/** Bytes of segments this process wrote, kept for the next syncs' reads (verified.ts). */
+const SEGMENT_CACHE_BYTES = 32 << 20;
 
 export interface StoreSettings {
   /** how long an interrupted upload waits for its client to come back */
@@ -35,6 +37,8 @@ export class Repo {
   readonly settings: StoreSettings;
   /** segment ranges this process has verified (verified.ts) */
   readonly verified = new VerifiedRanges();
+  /** bytes of segments this process wrote (verified.ts) */
+  readonly written = new SegmentBytes(SEGMENT_CACHE_BYTES);
   /** folders this process linked into their parents' catalogs (catalog.ts) */
   readonly linked = new Set<string>();
 
@@ -72,12 +76,26 @@ export class Repo {
     const v = { ...decodeVersion(Buffer.from(body.buffer, body.byteOffset, body.length)), bytes: body.length, stamp: got.stamp };
     this.indexes.set(id, v);
     this.indexBytes += v.bytes;
+    this.trimIndexes();
+    return v;
+  }
+
+  /** Notes the index this process just encoded and put under `id` (its content address), so
+   *  that the next sync of the file reads nothing to have it. Its stamp is unknown: whether
+   *  the stored object is intact is still asked of the store (`indexIntact`). */
+  noteIndex(id: string, index: ChunkIndex, layout: Layout, bytes: number): void {
+    if (this.indexes.has(id)) return;
+    this.indexes.set(id, { index, layout, bytes, stamp: null });
+    this.indexBytes += bytes;
+    this.trimIndexes();
+  }
+
+  private trimIndexes() {
     for (const [k, old] of this.indexes) {
       if (this.indexBytes <= INDEX_CACHE_BYTES) break;
       this.indexes.delete(k);
       this.indexBytes -= old.bytes;
     }
-    return v;
   }
 
   /**

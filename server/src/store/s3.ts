@@ -92,6 +92,12 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
         ? { accessKeyId: env.AWS_ACCESS_KEY_ID, secretAccessKey: env.AWS_SECRET_ACCESS_KEY, sessionToken: env.AWS_SESSION_TOKEN || undefined }
         : undefined,
     maxAttempts: MAX_ATTEMPTS,
+    // checksums only where S3 requires them: every byte read is checked by its reader (chunk
+    // hashes, content addresses, parsed heads), and a body sent is signed with its SHA-256
+    // (SigV4 of a byte body), which the server checks; the SDK's default CRC32 of every
+    // request and response adds CPU per request (bench/results/store-cost.md)
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
     requestHandler: { connectionTimeout: CONNECT_TIMEOUT_MS, socketTimeout: IDLE_TIMEOUT_MS },
   });
   const where = `${url}${endpoint ? ` at ${endpoint}` : ''}`;
@@ -227,9 +233,10 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
   return {
     where,
 
-    async putIfAbsent(key, body) {
+    async putIfAbsent(key, body, stamped) {
       for (let i = 0; ; i++) {
         const r = await putIf(key, body, { IfNoneMatch: '*' });
+        if (typeof r === 'object') stamped?.(r.tag);
         if (r !== 'conflict') return r !== 'refused';
         if (i === CONFLICT_RETRIES) throw new Error(`${where}: PutObject ${key}: ConditionalRequestConflict ${i + 1} times`);
         await new Promise((r) => setTimeout(r, 20 * 2 ** i * (0.5 + Math.random())));

@@ -12,7 +12,7 @@ import { type Backend, NotFoundError } from './backend.ts';
 import { DamageError } from './errors.ts';
 import type { Layout } from './format.ts';
 import { segmentKey } from './keys.ts';
-import type { VerifiedRanges } from './verified.ts';
+import type { SegmentBytes, VerifiedRanges } from './verified.ts';
 
 export class VersionSource implements Source {
   readonly size: number;
@@ -34,6 +34,8 @@ export class VersionSource implements Source {
     readonly verified?: VerifiedRanges,
     /** the version index's id, when the source is a stored version */
     readonly id?: string,
+    /** bytes of segments this process wrote, read from memory (never to verify the store) */
+    readonly written?: SegmentBytes,
   ) {
     this.starts = prefixSums(layout.extents.map((e) => e.length));
     this.size = this.starts[layout.extents.length];
@@ -74,7 +76,7 @@ export class VersionSource implements Source {
       if (last && p.at <= last[1]) last[1] = Math.max(last[1], p.at + p.length);
       else spans.push([p.at, p.at + p.length]);
     }
-    for (const [from, to] of spans) for (let o = from; o < to; o += STEP) await this.read(o, Math.min(STEP, to - o));
+    for (const [from, to] of spans) for (let o = from; o < to; o += STEP) await this.readChecked(o, Math.min(STEP, to - o), undefined, true);
   }
 
   /** The segment pieces holding bytes [offset, offset + length) of this version (`at`: where
@@ -91,14 +93,19 @@ export class VersionSource implements Source {
     return out;
   }
 
-  async read(offset: number, length: number, into?: Uint8Array): Promise<Uint8Array> {
+  read(offset: number, length: number, into?: Uint8Array): Promise<Uint8Array> {
+    return this.readChecked(offset, length, into, false);
+  }
+
+  /** `read`; `fromStore`: every byte from the store (to verify it), none from memory. */
+  private async readChecked(offset: number, length: number, into: Uint8Array | undefined, fromStore: boolean): Promise<Uint8Array> {
     length = Math.max(0, Math.min(length, this.size - offset));
     if (length === 0) return new Uint8Array(0);
     // widen to whole chunks, read, verify, hand out the asked part
     const c0 = findStart(this.chunkStarts, offset);
     const c1 = findStart(this.chunkStarts, offset + length - 1) + 1;
     const from = this.chunkStarts[c0];
-    const { bytes: whole, stamped } = await this.readRaw(from, this.chunkStarts[c1] - from);
+    const { bytes: whole, stamped } = await this.readRaw(from, this.chunkStarts[c1] - from, fromStore);
     const H = hashLength(this.index.algo);
     const got = hash_chunks(this.index.algo, whole, this.index.lengths.subarray(c0, c1));
     const want = this.index.hashes.subarray(c0 * H, c1 * H);
@@ -117,19 +124,42 @@ export class VersionSource implements Source {
   }
 
   /** Bytes [offset, offset + length) through the layout, unverified, with each piece's stamp. */
-  private async readRaw(offset: number, length: number): Promise<{ bytes: Uint8Array; stamped: { p: Piece; stamp: string | null }[] }> {
+  /** Bytes [offset, offset + length) through the layout, unverified, with the stamp of each
+   *  piece read from the store (pieces read from memory have none: they verify nothing there). */
+  private async readRaw(offset: number, length: number, fromStore: boolean): Promise<{ bytes: Uint8Array; stamped: { p: Piece; stamp: string | null }[] }> {
     const pieces = this.slice(offset, length);
     const stamped: { p: Piece; stamp: string | null }[] = [];
-    if (pieces.length === 1) {
-      const got = await this.get(pieces[0]);
-      return { bytes: got.body, stamped: [{ p: pieces[0], stamp: got.stamp }] };
+    // pieces of one segment close together are fetched in one ranged read (a refined chunk's
+    // pieces alternate between the bytes a sync sent and its basis' segments)
+    const spans = new Map<string, { lo: number; hi: number; need: number; got?: Promise<{ body: Uint8Array; stamp: string | null }> }>();
+    for (const p of pieces) {
+      const sp = spans.get(p.segment);
+      if (!sp) spans.set(p.segment, { lo: p.offset, hi: p.offset + p.length, need: p.length });
+      else {
+        sp.lo = Math.min(sp.lo, p.offset);
+        sp.hi = Math.max(sp.hi, p.offset + p.length);
+        sp.need += p.length;
+      }
     }
+    const one = async (p: Piece) => {
+      const kept = fromStore ? null : (this.written?.get(p.segment, p.offset, p.length) ?? null);
+      if (kept) return kept;
+      const sp = spans.get(p.segment)!;
+      if (sp.hi - sp.lo > sp.need + COALESCE_GAP || sp.need === p.length) {
+        const got = await this.get(p);
+        stamped.push({ p, stamp: got.stamp });
+        return got.body;
+      }
+      const whole = { segment: p.segment, offset: sp.lo, length: sp.hi - sp.lo, at: -1 };
+      const got = await (sp.got ??= this.get(whole));
+      stamped.push({ p, stamp: got.stamp });
+      return got.body.subarray(p.offset - sp.lo, p.offset - sp.lo + p.length);
+    };
+    if (pieces.length === 1) return { bytes: await one(pieces[0]), stamped };
     const buf = new Uint8Array(length);
     let o = 0;
     for (const p of pieces) {
-      const got = await this.get(p);
-      buf.set(got.body, o);
-      stamped.push({ p, stamp: got.stamp });
+      buf.set(await one(p), o);
       o += p.length;
     }
     return { bytes: buf, stamped };
@@ -147,6 +177,10 @@ export class VersionSource implements Source {
     return got;
   }
 }
+
+/** Pieces of one segment within a read are fetched together when this many bytes between
+ *  them, at most, are fetched in vain. */
+const COALESCE_GAP = 64 << 10;
 
 /** Segment stamps asked for at once by `verify`. */
 const STAMP_CHECKS = 8;

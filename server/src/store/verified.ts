@@ -39,3 +39,45 @@ export class VerifiedRanges {
     return s?.ranges.some((r) => r[0] <= start && end <= r[1]) ? s.stamp : undefined;
   }
 }
+
+/**
+ * Bytes of segments this process wrote, kept in memory (least recently used dropped beyond
+ * `maxBytes`), so that the next sync's reads of them (a refined chunk's basis bytes, the
+ * listing of basis checksums) ask nothing of the store. A segment id is never written twice,
+ * and every read through a VersionSource checks its chunk hashes, so these bytes are always
+ * right for what they are read for. They never count as verifying the store's copy: a commit
+ * referencing a segment verifies the stored object (VersionSource.verify reads the store).
+ */
+export class SegmentBytes {
+  private segments = new Map<string, Uint8Array>();
+  private bytes = 0;
+
+  constructor(private maxBytes: number) {}
+
+  add(segment: string, body: Uint8Array) {
+    if (body.length > this.maxBytes) return;
+    this.drop(segment);
+    this.segments.set(segment, body);
+    this.bytes += body.length;
+    for (const [k, b] of this.segments) {
+      if (this.bytes <= this.maxBytes) break;
+      this.segments.delete(k);
+      this.bytes -= b.length;
+    }
+  }
+
+  /** Bytes [offset, offset + length) of `segment`, or null when not kept (or shorter). */
+  get(segment: string, offset: number, length: number): Uint8Array | null {
+    const b = this.segments.get(segment);
+    if (!b || offset + length > b.length) return null;
+    this.segments.delete(segment);
+    this.segments.set(segment, b);
+    return b.subarray(offset, offset + length);
+  }
+
+  drop(segment: string) {
+    const b = this.segments.get(segment);
+    if (b) this.bytes -= b.length;
+    this.segments.delete(segment);
+  }
+}

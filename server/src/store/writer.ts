@@ -5,6 +5,7 @@
  * (Store.changeHead), guarded against a running garbage collection.
  */
 import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
+import type { Source } from '../../../shared/src/chunk-index.ts';
 import type { Sink } from '../../../shared/src/sink.ts';
 import type { Backend } from './backend.ts';
 import type { Repo } from './repo.ts';
@@ -20,6 +21,10 @@ import type { HeadChange } from '../store.ts';
 /** A segment holds at most this many Delta Bytes: an upload buffers one segment in memory,
  *  and on S3 a segment is one PUT. */
 export const SEGMENT_BYTES = 8 << 20;
+
+/** A refined chunk's basis piece shorter than this is stored as bytes, not by reference: an
+ *  extent costs 20 bytes of index and a ranged read of its own. */
+const MIN_REFERENCED = 256;
 
 /** A new version's Sink, which can also say what it wrote so far (to suspend it), and whether
  *  a head swap adding it landed or may have (then its objects are never deleted by it). */
@@ -67,9 +72,14 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
   const flush = async () => {
     if (cur < 0 || used === 0) return;
     await epoch;
-    await backend.putIfAbsent(segmentKey(layout.segments[cur]), buf.subarray(0, used)).catch((e) => {
+    const id = layout.segments[cur];
+    // the bytes put are the ones the receiver hashed: verified under the stamp the put
+    // returns (S3: its ETag), for the next syncs' commits that copy from them
+    await backend.putIfAbsent(segmentKey(id), buf.subarray(0, used), (stamp) => store.repo.verified.add(id, stamp, 0, used)).catch((e) => {
       throw new WriteFailed(e);
     });
+    // kept for the next syncs' reads (a copy: the buffer is filled again)
+    store.repo.written.add(id, buf.slice(0, used));
     cur = -1;
     used = 0;
   };
@@ -99,18 +109,31 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
     if (landed) return;
     for (const id of own) await backend.delete(segmentKey(id)).catch(() => {});
   };
+  const copy = async (from: Source, offset: number, length: number) => {
+    if (!(from instanceof VersionSource) || from.backend !== backend) return write(await from.read(offset, length));
+    copies.push({ from, offset, length });
+    for (const piece of from.slice(offset, length)) {
+      addRef(copied, segmentKey(piece.segment), from.epoch);
+      let seg = segIndex.get(piece.segment);
+      if (seg === undefined) segIndex.set(piece.segment, (seg = layout.segments.push(piece.segment) - 1));
+      append(seg, piece.offset, piece.length);
+    }
+  };
   return {
-    write,
-    copy: async (from, offset, length) => {
-      if (!(from instanceof VersionSource) || from.backend !== backend) return write(await from.read(offset, length));
-      copies.push({ from, offset, length });
-      for (const piece of from.slice(offset, length)) {
-        addRef(copied, segmentKey(piece.segment), from.epoch);
-        let seg = segIndex.get(piece.segment);
-        if (seg === undefined) segIndex.set(piece.segment, (seg = layout.segments.push(piece.segment) - 1));
-        append(seg, piece.offset, piece.length);
+    // the basis pieces of refined chunks are stored by reference, as copies are (verified at
+    // commit): a version's own segments hold only the bytes the client sent
+    write: async (bytes, basis) => {
+      if (!basis || !(basis.from instanceof VersionSource) || basis.from.backend !== backend) return write(bytes);
+      let o = 0;
+      for (const s of basis.spans) {
+        if (s.length < MIN_REFERENCED) continue;
+        if (s.at > o) await write(bytes.subarray(o, s.at));
+        await copy(basis.from, s.offset, s.length);
+        o = s.at + s.length;
       }
+      if (o < bytes.length) await write(bytes.subarray(o));
     },
+    copy,
     state: async () => {
       await flush();
       const known = Math.min(await epoch, resume ? resumedEpoch : Infinity, knownAt(copied));
@@ -229,6 +252,7 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
         // ever referenced them
         for (const s of own) if (!final.segments.includes(s)) await backend.delete(segmentKey(s)).catch(() => {});
         store.noteTraits(name, id, index.fastfps);
+        store.repo.noteIndex(id, index, final, body.length);
       }
       return version;
     },
