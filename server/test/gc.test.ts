@@ -294,13 +294,14 @@ test('a collector SIGKILLed at each step of a repack: no kept version lost or re
     const s = await testServer({ 'gc-interval-ms': '0' });
     let child: ChildProcess | null = null;
     try {
-      // a file edited a dozen times, every version but the latest removed: the segments of the
-      // first version are mostly dead
+      // a file cut a dozen times, every version but the latest removed: the segments of the
+      // first version are mostly dead (a version stores only the bytes its push sent, so only
+      // bytes no kept version holds any longer are dead)
       const r = new Rng(31);
       let cur = fastRandomBytes(4, 3_000_000);
       await pushBytes(s, 'f.bin', cur);
       for (let k = 0; k < 12; k++) {
-        cur = applyEdits(cur, r, { kind: 'insert', total: 150_000, maxFragment: 30_000 });
+        cur = applyEdits(cur, r, { kind: 'cut', total: 150_000, maxFragment: 30_000 });
         await pushBytes(s, 'f.bin', cur);
       }
       const store = await s.storeOf('local');
@@ -311,6 +312,7 @@ test('a collector SIGKILLed at each step of a repack: no kept version lost or re
       await new Promise<void>((res, rej) => {
         child!.stdout!.on('data', (d) => (out += d) && out.includes(`at ${step}\n`) && res());
         child!.once('exit', () => rej(new Error(`the collector exited before ${step}: ${out}`)));
+        setTimeout(() => rej(new Error(`the collector did not reach ${step} in 120 s (nothing to repack?): ${out.slice(-2000)}`)), 120_000).unref();
       });
       const pending = (await store.head('f.bin'))!.versions.filter((v) => v.repack).length;
       assert.equal(pending, step === 'written' ? 0 : 1, `at ${step}, a repack is under way in the head: ${pending}`);
