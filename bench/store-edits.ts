@@ -18,6 +18,7 @@ import { runCheck } from '../server/src/store/check.ts';
 import { startServer } from '../server/src/server.ts';
 import { runGc } from '../server/src/store/gc.ts';
 import { pullBytes, pushBytes } from '../harness/helpers.ts';
+import { referencedBytes } from '../harness/trials.ts';
 import { arg, log, machine, writeResults } from './lib/common.ts';
 
 const edits = Number(arg('--edits', '200'));
@@ -82,24 +83,10 @@ try {
   // what the kept versions need: the bytes their layouts reference (each segment's ranges
   // merged: every segment 100% live), every index and every head
   const needed = async () => {
-    const ranges = new Map<string, [number, number][]>();
-    for (const f of ['doc.bin', 'other.bin']) {
-      for (const v of await store.versionNumbers(f)) {
-        const { layout } = await store.readVersion(f, v);
-        for (const e of layout.extents) {
-          const id = layout.segments[e.seg];
-          if (!ranges.has(id)) ranges.set(id, []);
-          ranges.get(id)!.push([e.offset, e.offset + e.length]);
-        }
-      }
-    }
-    let n = 0;
-    for (const rs of ranges.values()) {
-      let end = 0;
-      for (const [a, z] of rs.sort((x, y) => x[0] - y[0])) if (z > end) (n += z - Math.max(a, end)), (end = z);
-    }
+    const referenced = await referencedBytes(store, ['doc.bin', 'other.bin']);
+    let n = referenced.bytes;
     for (const p of ['index/', 'ns/']) for await (const e of s.repo.backend.list(p)) n += e.size;
-    return { n, segments: ranges.size };
+    return { n, segments: referenced.segments };
   };
   const need = await needed();
   await store.remove('doc.bin');

@@ -13,6 +13,7 @@ import WebSocket from 'ws';
 import { Rng, applyEdits, fastRandomBytes } from './testdata.ts';
 import { startChild } from './child.ts';
 import { pushBytes } from './helpers.ts';
+import type { Store } from '../server/src/store.ts';
 
 export async function download(url: string, name: string, version?: number): Promise<Buffer> {
   const res = await fetch(`${url}/api/download?name=${encodeURIComponent(name)}${version ? `&version=${version}` : ''}`);
@@ -121,3 +122,25 @@ export async function holdConnections(idle: number, active: number, log: (s: str
   }
 }
 
+
+/** The segment bytes the kept versions of `names` reference, each segment's ranges merged (a
+ *  repacked store holds at most its dead share more), and how many segments hold them. */
+export async function referencedBytes(store: Store, names: string[]): Promise<{ bytes: number; segments: number }> {
+  const ranges = new Map<string, [number, number][]>();
+  for (const f of names) {
+    for (const v of await store.versionNumbers(f)) {
+      const { layout } = await store.readVersion(f, v);
+      for (const e of layout.extents) {
+        const id = layout.segments[e.seg];
+        if (!ranges.has(id)) ranges.set(id, []);
+        ranges.get(id)!.push([e.offset, e.offset + e.length]);
+      }
+    }
+  }
+  let bytes = 0;
+  for (const rs of ranges.values()) {
+    let end = 0;
+    for (const [a, z] of rs.sort((x, y) => x[0] - y[0])) if (z > end) (bytes += z - Math.max(a, end)), (end = z);
+  }
+  return { bytes, segments: ranges.size };
+}

@@ -19,7 +19,7 @@ import { FaultyBackend } from '../../harness/faulty-backend.ts';
 import { localBackend } from '../src/store/local.ts';
 import { type Child, startChild } from '../../harness/child.ts';
 import { pushBytes, testServer } from '../../harness/helpers.ts';
-import { download, versionsOf } from '../../harness/trials.ts';
+import { download, referencedBytes, versionsOf } from '../../harness/trials.ts';
 
 test('a commit rescues the condemned objects it references; while they are deleted it is refused', async () => {
   const s = await testServer({ 'gc-window-ms': '400' });
@@ -332,21 +332,7 @@ test('a collector SIGKILLed at each step of a repack: no kept version lost or re
       // the space kept is within what the threshold allows (a segment at most 20% dead)
       let stored = 0;
       for await (const e of s.repo.backend.list('data/')) stored += e.size;
-      // the bytes the kept versions reference, each segment's ranges merged
-      const ranges = new Map<string, [number, number][]>();
-      for (const v of await store.versionNumbers('f.bin')) {
-        const { layout } = await store.readVersion('f.bin', v);
-        for (const e of layout.extents) {
-          const id = layout.segments[e.seg];
-          if (!ranges.has(id)) ranges.set(id, []);
-          ranges.get(id)!.push([e.offset, e.offset + e.length]);
-        }
-      }
-      let liveBytes = 0;
-      for (const rs of ranges.values()) {
-        let end = 0;
-        for (const [a, z] of rs.sort((x, y) => x[0] - y[0])) if (z > end) (liveBytes += z - Math.max(a, end)), (end = z);
-      }
+      const liveBytes = (await referencedBytes(store, ['f.bin'])).bytes;
       assert.ok(stored <= 1.3 * liveBytes, `${step}: ${stored} bytes stored for ${liveBytes} live`);
     } finally {
       if (child) await kill(child);
