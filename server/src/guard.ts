@@ -190,8 +190,6 @@ export class Turns {
  */
 export class Admission {
   running = 0;
-  /** sessions refused so far */
-  refused = 0;
   /** a running mean of a session's wall time, ms */
   private meanMs = 0;
   /** the thread's recent utilisation, 0..1 */
@@ -217,10 +215,7 @@ export class Admission {
   enter(): (() => void) | number {
     const full = this.max > 0 && this.running >= this.max;
     const saturated = this.timer !== null && this.running >= MIN_RUNNING && this.load > this.maxLoad;
-    if (full || saturated) {
-      this.refused++;
-      return this.retryAfterS();
-    }
+    if (full || saturated) return this.retryAfterS();
     this.running++;
     const t0 = performance.now();
     let ended = false;
