@@ -179,7 +179,7 @@ test('chunking a file through its handle (slices read ahead into two reused buff
 
 test('a version made by 150 small edits references a bounded number of segments, and reads back exactly', async () => {
   const { maxSegments } = await import('../src/store/compact.ts');
-  const { SEGMENT_BYTES } = await import('../src/store.ts');
+  const { SEGMENT_BYTES } = await import('../src/store/format.ts');
   const { unreferenced } = await import('../src/store/gc.ts');
   const r = new Rng(150);
   let cur = fastRandomBytes(150, 3 << 20);

@@ -11,16 +11,12 @@ import type { Backend } from './backend.ts';
 import type { Repo } from './repo.ts';
 import { compact } from './compact.ts';
 import { DamageError, WriteFailed } from './errors.ts';
-import { type FileHead, type Layout, type VersionEntry, applyRetention, encodeVersion, sha256hex } from './format.ts';
-import { GcRefusal, type Refs, addRef, gcEpoch, knownAt } from './gc.ts';
+import { type FileHead, type Layout, SEGMENT_BYTES, type VersionEntry, applyRetention, encodeVersion, sha256hex } from './format.ts';
+import { GcRefusal, type Refs, addRef, gcEpoch, knownAt } from './gc-state.ts';
 import { indexKey, newSegmentId, segmentKey } from './keys.ts';
 import { VersionSource } from './source.ts';
 import type { UploadState } from './uploads.ts';
-import type { HeadChange } from '../store.ts';
-
-/** A segment holds at most this many Delta Bytes: an upload buffers one segment in memory,
- *  and on S3 a segment is one PUT. */
-export const SEGMENT_BYTES = 8 << 20;
+import type { HeadChange } from './commit.ts';
 
 /** A refined chunk's basis piece shorter than this is stored as bytes, not by reference: an
  *  extent costs 20 bytes of index and a ranged read of its own. */
