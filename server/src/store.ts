@@ -17,7 +17,7 @@ import type { Held, SinkFor } from '../../shared/src/sink.ts';
 import { MIN_SHARED, sharedTraits, traitsOf } from './similarity.ts';
 import type { Backend } from './store/backend.ts';
 import type { Repo } from './store/repo.ts';
-import { type HeadChange, changeHead, sameVersion } from './store/commit.ts';
+import { type HeadChange, type SeenHead, changeHead, sameVersion } from './store/commit.ts';
 import { type FileHead, type Layout, type VersionEntry, applyRetention, parseFileHead } from './store/format.ts';
 import { type Refs, addRef } from './store/gc-state.ts';
 import { fileHeadKey, indexKey, nsPrefix, segmentKey, uploadsKey } from './store/keys.ts';
@@ -92,14 +92,19 @@ export class Store {
 
   /** The file head of `name`, or null. */
   async head(name: string): Promise<FileHead | null> {
+    return (await this.headSeen(name)).head;
+  }
+
+  /** The file head of `name` and its tag (for a later change to start from, `changeHead`). */
+  async headSeen(name: string): Promise<SeenHead> {
     const key = fileHeadKey(this.user, name);
     const got = await this.backend.getHead(key);
-    return got && parseFileHead(got.body, key);
+    return { head: got && parseFileHead(got.body, key), tag: got?.tag ?? null };
   }
 
   /** Changes the head of `name` by compare-and-swap (commit.ts `changeHead`: versions it adds
    *  are guarded against gc and confirmed before this returns). */
-  changeHead<T>(name: string, change: (h: FileHead | null) => HeadChange<T> | Promise<HeadChange<T>>, hooks: { landed?: () => void } = {}): Promise<T> {
+  changeHead<T>(name: string, change: (h: FileHead | null) => HeadChange<T> | Promise<HeadChange<T>>, hooks: { landed?: () => void; seen?: SeenHead } = {}): Promise<T> {
     return changeHead(this.repo, this.user, name, change, hooks);
   }
 
@@ -279,14 +284,16 @@ export class Store {
   }
 
   /**
-   * Opens a version as the basis of a push, verified whole first (read, or a stamp per segment
-   * showing it unchanged since this process read it: docs/store.md, "Integrity"), so that a
-   * damaged version is found before the push builds on it: then it is no basis, and the client
-   * sends those bytes. Damage is thrown (a `DamageError`); the caller decides.
+   * Opens a version to build on, verified whole first (read, or a stamp per segment showing it
+   * unchanged since this process read it: docs/store.md §9), so that a damaged version is
+   * found before anything is built on it. Damage is thrown (a `DamageError`); the caller
+   * decides. `asked: false` (a push's basis): what this process verified before counts without
+   * asking the segments' stamps, since the push's commit verifies every stretch it copies, after
+   * every read (damage found only there fails the push, which the client sends again, §4).
    */
-  async openBasis(name: string, version: number, head?: FileHead | null): Promise<{ source: VersionSource; close: () => Promise<void> }> {
+  async openBasis(name: string, version: number, head?: FileHead | null, o: { asked?: boolean } = {}): Promise<{ source: VersionSource; close: () => Promise<void> }> {
     const opened = await this.open(name, version, head, true);
-    await opened.source.verify([{ offset: 0, length: opened.source.size }]);
+    await opened.source.verify([{ offset: 0, length: opened.source.size }], o.asked ?? true);
     return opened;
   }
 
@@ -308,14 +315,15 @@ export class Store {
   /**
    * The sink for a push of `name` built on `basisVersion`: an interrupted upload of the same
    * target (same Checksum List, basis, chunking and algorithm), suspended through any server,
-   * is resumed where it stopped; otherwise a new version is started (see `create`).
+   * is resumed where it stopped; otherwise a new version is started (see `create`). `seen`: the
+   * file head as the session read it, for the commit's swap to start from.
    */
-  sinkFor(name: string, basisVersion: number, params: ChunkParams, algo: number, expectLatest?: number, client?: string): SinkFor {
+  sinkFor(name: string, basisVersion: number, params: ChunkParams, algo: number, expectLatest?: number, client?: string, seen?: SeenHead): SinkFor {
     const match = (digest: Uint8Array) => [basisVersion, Buffer.from(digest).toString('hex'), params.min, params.avg, params.max, params.op, params.every, algo].join(':');
     const key = uploadsKey(this.user, name);
     return async ({ digest }) => {
       const kept = digest && (await claimUpload(this.backend, key, match(digest)));
-      const sink = this.create(name, expectLatest, client, kept || undefined);
+      const sink = this.create(name, expectLatest, client, kept || undefined, seen);
       const list = async (held: Held) => {
         const state = await sink.state();
         return suspendUpload(this.backend, key, match(held.digest), Date.now() + this.repo.settings.resumeWindowMs, { ...state, count: held.count, hashes: held.hashes, digest: held.digest });
@@ -375,10 +383,11 @@ export class Store {
   /**
    * Starts writing a new version of `name` (writer.ts). `expectLatest`, if given, is the
    * version the writer built on: the commit fails with StaleBasis if another commit landed
-   * since. `resume`: an interrupted upload's state to continue.
+   * since. `resume`: an interrupted upload's state to continue. `seen`: the file head as the
+   * caller read it (the commit's swap starts from it, `changeHead`).
    */
-  create(name: string, expectLatest?: number, client?: string, resume?: UploadState): VersionSink {
-    return versionSink(this, name, expectLatest, client, resume);
+  create(name: string, expectLatest?: number, client?: string, resume?: UploadState, seen?: SeenHead): VersionSink {
+    return versionSink(this, name, expectLatest, client, resume, seen);
   }
 
   /** Records the similarity traits of `name`'s new latest version (its index `id`). */

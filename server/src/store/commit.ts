@@ -30,6 +30,12 @@ export interface Adds {
   ours: boolean;
 }
 
+/** A file head as a session read it, with its tag (null: no head then). */
+export interface SeenHead {
+  head: FileHead | null;
+  tag: string | null;
+}
+
 /** Attempts to settle an unknown outcome, confirm versions or withdraw them, before giving up. */
 const SETTLE_ATTEMPTS = 5;
 const backoffMs = (k: number) => Math.min(2000, 100 * 2 ** k) * (0.5 + Math.random());
@@ -46,15 +52,37 @@ export const sameVersion = (a: VersionEntry, b: VersionEntry) => a.version === b
  * retryable error. `hooks.landed` is called once such a swap landed or may have: from then on
  * the objects it references may be referenced by a head (another change may even have copied
  * them), so the caller never deletes them; gc collects them if they are not.
+ *
+ * `seen`: the head as the caller read it (a push session, at its start). The first attempt
+ * starts from it instead of a read: its compare-and-swap lands only if the head is still the
+ * one seen, so a change made from it is right whenever it lands (docs/store.md §4). A change
+ * that decides from it not to write, or throws, is decided again from a read.
  */
-export async function changeHead<T>(repo: Repo, user: string, name: string, change: (h: FileHead | null) => HeadChange<T> | Promise<HeadChange<T>>, hooks: { landed?: () => void } = {}): Promise<T> {
+export async function changeHead<T>(repo: Repo, user: string, name: string, change: (h: FileHead | null) => HeadChange<T> | Promise<HeadChange<T>>, hooks: { landed?: () => void; seen?: SeenHead } = {}): Promise<T> {
   const key = fileHeadKey(user, name);
   const backend = repo.backend;
   let late = 0;
   for (let attempt = 0; ; attempt++) {
-    const cur = await backend.getHead(key);
-    const old = cur && parseFileHead(cur.body, key);
-    const { head, result, adds } = await change(old);
+    const guess = attempt === 0 ? hooks.seen : undefined;
+    let cur: { tag: string } | null;
+    let old: FileHead | null;
+    if (guess) {
+      cur = guess.tag === null ? null : { tag: guess.tag };
+      old = guess.head;
+    } else {
+      const got = await backend.getHead(key);
+      cur = got;
+      old = got && parseFileHead(got.body, key);
+    }
+    let decided: HeadChange<T>;
+    try {
+      decided = await change(old);
+    } catch (e) {
+      if (guess) continue;
+      throw e;
+    }
+    const { head, result, adds } = decided;
+    if (!head && guess) continue;
     if (!head) {
       // versions already in the head: an earlier attempt of this change landed unseen, or the
       // answer is an existing version (an unchanged push)

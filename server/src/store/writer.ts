@@ -16,7 +16,7 @@ import { GcRefusal, type Refs, addRef, gcEpoch, knownAt } from './gc-state.ts';
 import { indexKey, newSegmentId, segmentKey } from './keys.ts';
 import { VersionSource } from './source.ts';
 import type { UploadState } from './uploads.ts';
-import type { HeadChange } from './commit.ts';
+import type { HeadChange, SeenHead } from './commit.ts';
 
 /** A refined chunk's basis piece shorter than this is stored as bytes, not by reference: an
  *  extent costs 20 bytes of index and a ranged read of its own. */
@@ -32,14 +32,14 @@ export interface VersionHost {
   readonly repo: Repo;
   /** swaps the file head of `name` by compare-and-swap; versions it adds are guarded against
    *  gc and confirmed (Store.changeHead) */
-  changeHead<T>(name: string, change: (h: FileHead | null) => Promise<HeadChange<T>>, hooks?: { landed?: () => void }): Promise<T>;
+  changeHead<T>(name: string, change: (h: FileHead | null) => Promise<HeadChange<T>>, hooks?: { landed?: () => void; seen?: SeenHead }): Promise<T>;
   /** the content objects versions reference, each known at its version's epoch */
   refsOf(entries: VersionEntry[]): Promise<Refs>;
   noteTraits(name: string, id: string, fastfps: Uint32Array): void;
 }
 
 /** Starts writing a new version of `name` into `store`; see Store.create. */
-export function versionSink(store: VersionHost, name: string, expectLatest?: number, client?: string, resume?: UploadState): VersionSink {
+export function versionSink(store: VersionHost, name: string, expectLatest?: number, client?: string, resume?: UploadState, seen?: SeenHead): VersionSink {
   const backend = store.backend;
   const layout: Layout = resume ? structuredClone(resume.layout) : { segments: [], extents: [] };
   const own: string[] = resume ? [...resume.own] : [];
@@ -240,7 +240,7 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
           const versions = applyRetention([...vs, entry], store.repo.settings);
           return { head: { name, next: next + 1, versions }, result: { version: next, unchanged: false }, adds: { entries: [entry], refs, ours: true } };
         },
-        { landed: () => (landed = true) },
+        { landed: () => (landed = true), seen },
       );
       if (unchanged) await dropOwn();
       else {
