@@ -96,14 +96,15 @@ export async function changeHead<T>(repo: Repo, user: string, name: string, chan
     head.seq = (old?.seq ?? 0) + 1;
     if (adds) {
       // the guard before the swap: rescues condemned references, brings their epochs up to
-      // date (recorded in the entries); the swap starts within half the commit window of it
-      // (a few tries), so that it lands before a collector's second mark in all but a slow
-      // network: a margin that makes withdrawals rare, safety rests on the confirmation
-      const { refs, readAt } = await guardRefs(repo, adds.refs);
+      // date (recorded in the entries); the swap starts within half the commit window of the
+      // state it read (a few tries; a state this process read less than W/4 ago will do), so
+      // that it lands before a collector's second mark in all but a slow network: a margin
+      // that makes withdrawals rare, safety rests on the confirmation (a new read, always)
+      const w = repo.settings.gcWindowMs;
+      const { refs, readAt } = await guardRefs(repo, adds.refs, { maxAgeMs: w / 4 });
       adds.refs = refs;
       const known = knownAt(refs);
       for (const e of adds.entries) e.epoch = Number.isFinite(known) ? known : 0;
-      const w = repo.settings.gcWindowMs;
       if (w > 0 && Date.now() > readAt + w / 2 && late++ < 3) continue;
     }
     let tag: string | null;

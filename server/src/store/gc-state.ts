@@ -7,6 +7,7 @@ import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
 import { damagedObject } from './errors.ts';
 import { parseJson } from './format.ts';
 import { GC_STATE, isContentKey } from './keys.ts';
+import type { Backend } from './backend.ts';
 import type { Repo } from './repo.ts';
 
 /** The gc/state head. */
@@ -33,15 +34,40 @@ export function parseGcState(body: Uint8Array | null): GcState {
 
 export const gcStateBody = (s: GcState) => Buffer.from(JSON.stringify(s));
 
-export async function readGcState(repo: Repo): Promise<{ state: GcState; tag: string | null }> {
-  const got = await repo.backend.getHead(GC_STATE);
-  return { state: parseGcState(got?.body ?? null), tag: got?.tag ?? null };
+/** gc/state as read, its tag, and when the read was sent (Date.now()). */
+export interface SeenGcState {
+  state: GcState;
+  tag: string | null;
+  readAt: number;
 }
 
-/** The current gc epoch. A session reads it before it writes its first object: what it writes
- *  is then known to exist at that epoch (docs/store.md §8). */
-export async function gcEpoch(repo: Repo): Promise<number> {
-  return (await readGcState(repo)).state.epoch;
+/** gc/state as this process last read it, per backend (`recentGcState`). */
+const lastRead = new WeakMap<Backend, SeenGcState>();
+
+export async function readGcState(repo: Repo): Promise<SeenGcState> {
+  const readAt = Date.now();
+  const got = await repo.backend.getHead(GC_STATE);
+  const seen = { state: parseGcState(got?.body ?? null), tag: got?.tag ?? null, readAt };
+  lastRead.set(repo.backend, seen);
+  return seen;
+}
+
+/**
+ * gc/state as this process read it less than `maxAgeMs` ago (any session's read, the last
+ * confirmation's most often), else as read now. For what a state read some time ago answers
+ * as well as one read now (docs/store.md §8): the epoch before a session's first write, and
+ * the guard before a swap, which must start within W/2 of the state it read anyway.
+ */
+export async function recentGcState(repo: Repo, maxAgeMs: number): Promise<SeenGcState> {
+  const seen = lastRead.get(repo.backend);
+  return seen && Date.now() - seen.readAt < maxAgeMs ? seen : readGcState(repo);
+}
+
+/** The gc epoch, as read now or (`maxAgeMs`) less than that long ago. A session takes it before
+ *  it writes its first object: what it writes is then known to exist at that epoch (epochs
+ *  only grow, so any read before the write will do; docs/store.md §8). */
+export async function gcEpoch(repo: Repo, maxAgeMs = 0): Promise<number> {
+  return (await recentGcState(repo, maxAgeMs)).state.epoch;
 }
 
 /**
@@ -77,14 +103,16 @@ export class GcRefusal extends ProtocolError {
  * collector's swap to deleting); refuses (GcRefusal) when one is being deleted; and checks that
  * each reference known only from an epoch before the state's still exists (refuses if not).
  * Returns the references' epochs brought up to date (an object found to exist now is known at
- * the state's epoch) and when the state was read.
+ * the state's epoch) and when the state was read. `maxAgeMs` (the guard before a swap, never
+ * the confirmation): a state this process read less than that long ago will do, unless it
+ * names one of the references (then the state is read again before anything is decided).
  */
-export async function guardRefs(repo: Repo, refs: Refs): Promise<{ refs: Refs; readAt: number }> {
-  for (;;) {
-    const readAt = Date.now();
-    const { state, tag } = await readGcState(repo);
+export async function guardRefs(repo: Repo, refs: Refs, o: { maxAgeMs?: number } = {}): Promise<{ refs: Refs; readAt: number }> {
+  for (let recent = !!o.maxAgeMs; ; recent = false) {
+    const { state, tag, readAt } = recent ? await recentGcState(repo, o.maxAgeMs!) : await readGcState(repo);
     if (state.phase !== 'idle') {
       const hits = new Set(state.candidates.filter((k) => refs.has(k)));
+      if (hits.size && recent) continue;
       if (hits.size && state.phase === 'deleting') throw new GcRefusal('the store is collecting garbage this version needs; push again');
       if (hits.size) {
         const t = await repo.backend.putHead(GC_STATE, gcStateBody({ ...state, candidates: state.candidates.filter((k) => !hits.has(k)) }), tag);

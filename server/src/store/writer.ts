@@ -48,10 +48,11 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
   // the segment being filled: its index in layout.segments, its bytes so far
   let cur = -1;
   let buf = new Uint8Array(0);
-  // the gc epoch read before this upload writes its first object: every object it writes is
-  // known to exist at it (docs/store.md §8); a resumed upload's earlier objects, and the
-  // objects copies reference, are known at the epochs they came with
-  const epoch = gcEpoch(store.repo);
+  // the gc epoch read before this upload writes its first object (this process's read of
+  // less than W/4 ago will do): every object it writes is known to exist at it (docs/store.md
+  // §8); a resumed upload's earlier objects, and the objects copies reference, are known at the
+  // epochs they came with
+  const epoch = gcEpoch(store.repo, store.repo.settings.gcWindowMs / 4);
   epoch.catch(() => {}); // awaited, with its error, before the first write
   const resumedEpoch = resume?.epoch ?? 0;
   const copied: Refs = new Map();
