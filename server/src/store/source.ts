@@ -69,7 +69,8 @@ export class VersionSource implements Source {
         const [stamp] = stamps;
         if (!recheck) return void good.add(segment);
         if (stamp !== null && (await this.backend.stamp(segmentKey(segment))) === stamp) good.add(segment);
-        // what was verified under another stamp no longer counts, even unasked (recheck false)
+        // its stamp changed (or it had none): what was verified of it counts no more, not even
+        // for a verify that asks no stamps (a push's basis, Store.openBasis)
         else v.forget(segment);
       });
     }
