@@ -64,6 +64,45 @@ test('a commit rescues the condemned objects it references; while they are delet
   }
 });
 
+test('the guard before a swap takes a gc/state this process read moments ago; the confirmation reads it anew and withdraws what it must', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-gc-seen-'));
+  try {
+    // the file heads and gc/state of one local directory, counting this process's gc/state reads
+    const real = localBackend(dir);
+    let stateReads = 0;
+    const counted = new Proxy(real, {
+      get(t, p) {
+        if (p === 'getHead') return (key: string) => ((stateReads += key === GC_STATE ? 1 : 0), t.getHead(key));
+        const v = Reflect.get(t, p, t);
+        return typeof v === 'function' ? v.bind(t) : v;
+      },
+    });
+    // W = 60 s: a state read less than 15 s ago serves the epoch and the guard before a swap
+    const repo = new Repo(counted, { gcWindowMs: 60_000 });
+    const store = new Store(repo, 'local');
+    const bytes = fastRandomBytes(3, 300_000);
+    const first = store.create('a.bin');
+    await first.write(bytes);
+    assert.equal(await first.commit(await chunkSource(bufferSource(bytes), DEFAULT_PARAMS, DEFAULT_ALGO)), 1);
+    const { index, layout } = await store.readVersion('a.bin', 1);
+    const { source } = await store.openVersion('a.bin', 1);
+    // another process's collection is deleting a.bin's segment (this process last saw gc/state
+    // idle, at version 1's confirmation)
+    const segment = segmentKey(layout.segments[0]);
+    assert.ok(await real.putHead(GC_STATE, Buffer.from(JSON.stringify({ epoch: 0, phase: 'deleting', candidates: [segment], since: Date.now() })), null));
+    // a commit copying that segment: its guard before the swap decides from the state seen
+    // moments ago, its confirmation reads the state anew, refuses, and withdraws the version
+    stateReads = 0;
+    const sink = store.create('b.bin');
+    await sink.copy!(source, 0, source.size);
+    await assert.rejects(sink.commit(index), /collecting garbage this version needs; push again/);
+    assert.equal(stateReads, 1, 'gc/state read once: by the confirmation');
+    assert.deepEqual(await store.versionNumbers('b.bin'), [], 'the version is withdrawn');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('the lease: a collector that renews is not taken over; one SIGKILLed mid-run is, within staleMs', async () => {
   const s = await testServer();
   let child: ChildProcess | null = null;
