@@ -88,7 +88,11 @@ test('a commit starts from the file head its session read: when another commit l
   const commit = async (bytes: Uint8Array, o: { expect?: number; seen?: Awaited<ReturnType<typeof store.headSeen>> } = {}) => {
     const sink = store.create('seen.bin', o.expect, undefined, undefined, o.seen);
     await sink.write(bytes);
-    return sink.commit(await chunkSource(bufferSource(bytes), DEFAULT_PARAMS, DEFAULT_ALGO));
+    // as the receiver does: a failed commit aborts (its own segments go)
+    return sink.commit(await chunkSource(bufferSource(bytes), DEFAULT_PARAMS, DEFAULT_ALGO)).catch(async (e) => {
+      await sink.abort();
+      throw e;
+    });
   };
   const [a, b, c, d] = [41, 42, 43, 44].map((seed) => fastRandomBytes(seed, 50_000));
   assert.equal(await commit(a), 1);
