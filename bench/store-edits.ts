@@ -91,7 +91,7 @@ try {
   const need = await needed();
   await store.remove('doc.bin');
   await store.remove('other.bin');
-  const end = await runGc(s.repo, { minAgeMs: 0, windowMs: 10 });
+  const end = await runGc(s.repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20 });
   const empty = await stored();
   const mb = (b: number) => (b / 1e6).toFixed(2);
   const md = `

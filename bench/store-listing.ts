@@ -12,6 +12,7 @@ import path from 'node:path';
 import { bufferSource, chunkSource } from '../shared/src/chunk-index.ts';
 import { DEFAULT_PARAMS } from '../shared/src/protocol.ts';
 import '../shared/src/wasm.ts';
+import { Store } from '../server/src/store.ts';
 import { Repo } from '../server/src/store/repo.ts';
 import { localBackend } from '../server/src/store/local.ts';
 import { arg, log, machine, median, writeResults } from './lib/common.ts';
@@ -21,7 +22,7 @@ const folders = Number(arg('--folders', '100'));
 const reps = Number(arg('--reps', '3'));
 const dir = mkdtempSync(path.join(arg('--dir', '/dev/shm'), 'dsync-listing-'));
 const repo = new Repo(localBackend(dir));
-const store = repo.ns('bench');
+const store = new Store(repo, 'bench');
 try {
   const t0 = performance.now();
   const body = new Uint8Array(100).fill(7);

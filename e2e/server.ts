@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Store } from '../server/src/store.ts';
 import { Repo } from '../server/src/store/repo.ts';
 import { localBackend } from '../server/src/store/local.ts';
 
@@ -16,7 +17,7 @@ export class TestServer {
   url = '';
   readonly data = mkdtempSync(path.join(tmpdir(), 'dsync-e2e-'));
   /** the single-user namespace's store (read-only use: version numbers and bytes) */
-  readonly store = new Repo(localBackend(this.data)).ns('local');
+  readonly store = new Store(new Repo(localBackend(this.data)), 'local');
   private port = 0;
 
   constructor(private flags: string[] = []) {}

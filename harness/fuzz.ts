@@ -22,7 +22,7 @@ import { Rng, applyEdits, randomBytes, textBytes } from './testdata.ts';
 import { pull, push } from '../shared/src/sync-client.ts';
 import '../shared/src/wasm.ts';
 import { type ServerConfig, loadConfig } from '../server/src/config.ts';
-import type { Store } from '../server/src/store.ts';
+import { Store } from '../server/src/store.ts';
 import { Repo } from '../server/src/store/repo.ts';
 import { localBackend } from '../server/src/store/local.ts';
 import { mark, runGc } from '../server/src/store/gc.ts';
@@ -56,7 +56,7 @@ export class Fuzzer {
     this.cfg = loadConfig({ data: this.dir, 'idle-timeout-ms': '15', 'hello-timeout-ms': '15', 'max-chunks': '100000' }, {});
     // the real local directory; the keys each case writes are noted, to find what it leaves
     const real = localBackend(this.dir);
-    this.store = new Repo({ ...real, putIfAbsent: (key, body) => (this.written.push(key), real.putIfAbsent(key, body)) }).ns('local');
+    this.store = new Store(new Repo({ ...real, putIfAbsent: (key, body) => (this.written.push(key), real.putIfAbsent(key, body)) }), 'local');
     const r = new Rng(42);
     const mixed = (n: number) => {
       const a = textBytes(r.next64(), n >> 1);
@@ -136,7 +136,7 @@ export class Fuzzer {
     // and collect its objects at once (nothing else runs here), so that what an aborted upload
     // leaves stands out
     await this.store.remove(name, v);
-    await runGc(this.store.repo, { minAgeMs: 0, windowMs: 0 });
+    await runGc(this.store.repo, { minAgeMs: 0, windowMs: 0, repackPercent: 20 });
   }
 
   /** Runs one mutated replay and checks the invariants. */

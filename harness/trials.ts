@@ -59,7 +59,7 @@ export async function killTrials(trials: number, seed: number, log: (s: string) 
       s = await startChild(data);
       // gc (with commits running in the restarted server) leaves only what versions reference
       const repo = new Repo(localBackend(data));
-      await runGc(repo, { minAgeMs: 0, windowMs: 10 });
+      await runGc(repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20 });
       assert.deepEqual(await unreferenced(repo), [], 'gc collected what the killed uploads left');
       for (const f of files) {
         for (const v of await versionsOf(s.url, f)) {

@@ -3,7 +3,7 @@ import '../../shared/src/wasm.ts'; // --read-data hashes every chunk
 import { formatBytes } from '../../shared/src/units.ts';
 import { type Command, EXIT_FAILED, EXIT_OK } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
-import { runCheck } from '../../server/src/store.ts';
+import { runCheck } from '../../server/src/store/check.ts';
 import { STORE_OPTS, storeConfig, withStore } from '../store-options.ts';
 
 export const command: Command = {

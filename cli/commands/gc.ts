@@ -3,7 +3,7 @@ import { formatBytes, formatDuration } from '../../shared/src/units.ts';
 import { type Command, intFlag, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
 import { DEFAULTS, MAX_GC_WINDOW_MS, S3_MIN_GC_AGE_MS } from '../../server/src/config.ts';
-import { runGc } from '../../server/src/store.ts';
+import { runGc } from '../../server/src/store/gc.ts';
 import { STORE_OPTS, storeConfig, withStore } from '../store-options.ts';
 
 export const command: Command = {

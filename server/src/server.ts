@@ -41,7 +41,7 @@ import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, ErrorCode, PROTOCOL_VERSION, 
 import { Auth } from './auth.ts';
 import { HEALTH_CACHE_MS, type ServerConfig } from './config.ts';
 import { filesApi } from './files-api.ts';
-import type { Store } from './store.ts';
+import { Store } from './store.ts';
 import { type Repo, openStore } from './store/repo.ts';
 import { runGc } from './store/gc.ts';
 import { StoreTimeoutError, withTimeout } from './store/backend.ts';
@@ -111,7 +111,13 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     throw e;
   }
   const hosts = new HostCheck(cfg.allowedHosts, cfg.host);
-  const storeOf = async (user: string) => repo.ns(user);
+  // one Store a user, kept for its caches (similarity traits)
+  const stores = new Map<string, Store>();
+  const storeOf = async (user: string) => {
+    let s = stores.get(user);
+    if (!s) stores.set(user, (s = new Store(repo, user)));
+    return s;
+  };
   // background garbage collection; safe with other processes' commits and collectors (gc.ts)
   let collecting: Promise<unknown> | null = null;
   const gcTimer = cfg.gcIntervalMs

@@ -17,22 +17,15 @@ import type { Held, SinkFor } from '../../shared/src/sink.ts';
 import { MIN_SHARED, sharedTraits, traitsOf } from './similarity.ts';
 import type { Backend } from './store/backend.ts';
 import type { Repo } from './store/repo.ts';
-import { type FileHead, type Layout, type VersionEntry, applyRetention, jsonBody, parseFileHead } from './store/format.ts';
-import { GcRefusal, type Refs, addRef, guardRefs, knownAt } from './store/gc.ts';
-import { updateHead } from './store/heads.ts';
+import { type HeadChange, type SeenHead, changeHead, sameVersion } from './store/commit.ts';
+import { type FileHead, type Layout, type VersionEntry, applyRetention, parseFileHead } from './store/format.ts';
+import { type Refs, addRef } from './store/gc-state.ts';
 import { fileHeadKey, indexKey, nsPrefix, segmentKey, uploadsKey } from './store/keys.ts';
 import { type CatalogEntry, catalogKey, keepFolder, noteInCatalog, parseCatalog, readCatalog } from './store/catalog.ts';
 import { type SearchPage, searchNames } from './store/search.ts';
 import { VersionSource } from './store/source.ts';
 import { type UploadState, claimUpload, forgetUpload, holdsUpload, suspendUpload } from './store/uploads.ts';
 import { type VersionSink, versionSink } from './store/writer.ts';
-
-export { VersionSource } from './store/source.ts';
-export { SEGMENT_BYTES } from './store/writer.ts';
-export { runGc, type GcOptions, type GcReport } from './store/gc.ts';
-export { runCheck, type CheckReport } from './store/check.ts';
-export { encodeName } from './store/keys.ts';
-export { applyRetention, decodeVersion, encodeVersion, type Layout, type Extent } from './store/format.ts';
 
 /** Similarity traits are brought up to the folder catalogs when older than this (other processes commit). */
 const TRAITS_REFRESH_MS = 30_000;
@@ -46,33 +39,6 @@ export interface FileInfo {
   versions: number;
   mtime: string;
 }
-
-
-/** What a head change decides, given the head it read (Store.changeHead). */
-export interface HeadChange<T> {
-  /** the new head; null: leave the head as it is */
-  head: FileHead | null;
-  result: T;
-  /** versions the change adds (or finds in the head and answers with) and the objects they
-   *  reference: guarded against gc and confirmed before the change is reported done */
-  adds?: Adds;
-}
-export interface Adds {
-  /** the entries, as they are (or go) in the head */
-  entries: VersionEntry[];
-  refs: Refs;
-  /** whether they are this change's own, withdrawn again when the confirmation fails (not: an
-   *  existing version an unchanged push answers with) */
-  ours: boolean;
-}
-
-/** Attempts to settle an unknown outcome, confirm versions or withdraw them, before giving up. */
-const SETTLE_ATTEMPTS = 5;
-const backoffMs = (k: number) => Math.min(2000, 100 * 2 ** k) * (0.5 + Math.random());
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-/** The same version, also once a repack gave the entry another index of the same bytes
- *  (store/repack.ts): a head gives a number once, and the commit time and root are this entry's. */
-const sameVersion = (a: VersionEntry, b: VersionEntry) => a.version === b.version && a.mtime === b.mtime && a.root === b.root && a.algo === b.algo;
 
 /** After a rename's renumbering (`to[i]` is `from[i]`), each `restoredFrom` names the new number
  *  of its source, or goes when the source did not move with it. */
@@ -124,145 +90,22 @@ export class Store {
     this.backend = repo.backend;
   }
 
-  private headKey(name: string) {
-    return fileHeadKey(this.user, name);
-  }
-
   /** The file head of `name`, or null. */
   async head(name: string): Promise<FileHead | null> {
-    const key = this.headKey(name);
+    return (await this.headSeen(name)).head;
+  }
+
+  /** The file head of `name` and its tag (for a later change to start from, `changeHead`). */
+  async headSeen(name: string): Promise<SeenHead> {
+    const key = fileHeadKey(this.user, name);
     const got = await this.backend.getHead(key);
-    return got && parseFileHead(got.body, key);
+    return { head: got && parseFileHead(got.body, key), tag: got?.tag ?? null };
   }
 
-  /**
-   * Changes the head of `name` by compare-and-swap, retried on conflict: every commit, delete,
-   * rename and restore goes through here. A change that adds versions (`adds`) is guarded
-   * against the garbage collector before its swap, and confirmed once the swap has landed,
-   * before this returns (docs/store.md §8): if a collection took what it references, the
-   * versions are withdrawn from the head again and this throws a retryable error. `hooks.landed`
-   * is called once such a swap landed or may have: from then on the objects it references may
-   * be referenced by a head (another change may even have copied them), so the caller never
-   * deletes them; gc collects them if they are not.
-   */
-  async changeHead<T>(name: string, change: (h: FileHead | null) => HeadChange<T> | Promise<HeadChange<T>>, hooks: { landed?: () => void } = {}): Promise<T> {
-    const key = this.headKey(name);
-    let late = 0;
-    for (let attempt = 0; ; attempt++) {
-      const cur = await this.backend.getHead(key);
-      const old = cur && parseFileHead(cur.body, key);
-      const { head, result, adds } = await change(old);
-      if (!head) {
-        // versions already in the head: an earlier attempt of this change landed unseen, or the
-        // answer is an existing version (an unchanged push)
-        if (adds) {
-          if (adds.ours) hooks.landed?.();
-          await this.confirm(key, adds);
-          if (adds.ours && old) await noteInCatalog(this.backend, this.user, old, this.repo.linked).catch(() => {});
-        }
-        return result;
-      }
-      head.seq = (old?.seq ?? 0) + 1;
-      if (adds) {
-        // the guard before the swap: rescues condemned references, brings their epochs up to
-        // date (recorded in the entries); the swap starts within half the commit window of it
-        // (a few tries), so that it lands before a collector's second mark in all but a slow
-        // network: a margin that makes withdrawals rare, safety rests on the confirmation
-        const { refs, readAt } = await guardRefs(this.repo, adds.refs);
-        adds.refs = refs;
-        const known = knownAt(refs);
-        for (const e of adds.entries) e.epoch = Number.isFinite(known) ? known : 0;
-        const w = this.repo.settings.gcWindowMs;
-        if (w > 0 && Date.now() > readAt + w / 2 && late++ < 3) continue;
-      }
-      let tag: string | null;
-      try {
-        tag = await this.backend.putHead(key, jsonBody(head), cur?.tag ?? null);
-      } catch (e) {
-        if (!adds) throw e;
-        hooks.landed?.();
-        const fate = await this.settle(name, key, cur?.tag ?? null, adds.entries);
-        if (fate === 'unknown') throw e;
-        if (fate === 'lost') continue;
-        tag = fate;
-      }
-      if (tag === null) {
-        // contention: back off a little, growing, so many writers of one name all land
-        if (attempt > 2) await sleep(Math.min(50, attempt * 2) * Math.random());
-        continue;
-      }
-      if (adds) {
-        hooks.landed?.();
-        await this.confirm(key, adds);
-      }
-      // the folder catalog follows; if this fails the head stands and gc repairs the catalog
-      await noteInCatalog(this.backend, this.user, head, this.repo.linked).catch(() => {});
-      return result;
-    }
-  }
-
-  /**
-   * After a swap adding `entries` failed with an error (its outcome unknown: an answer lost, an
-   * SDK retry refused after its first attempt landed): its tag if it landed; 'lost' if it never
-   * can, because the head moved past the tag it was made against or this fenced it (rewrote
-   * the head against that tag, so the swap can no longer land); 'unknown' if the store cannot
-   * be reached to tell.
-   */
-  private async settle(name: string, key: string, tag: string | null, entries: VersionEntry[]): Promise<string | 'lost' | 'unknown'> {
-    for (let k = 0; k < SETTLE_ATTEMPTS; k++) {
-      try {
-        const cur = await this.backend.getHead(key);
-        const h = cur && parseFileHead(cur.body, key);
-        if (cur && entries.every((e) => h!.versions.some((v) => sameVersion(v, e)))) return cur.tag;
-        if ((cur?.tag ?? null) !== tag) return 'lost';
-        const fence: FileHead = h ? { ...h, seq: (h.seq ?? 0) + 1 } : { name, next: 1, seq: 1, versions: [] };
-        if ((await this.backend.putHead(key, jsonBody(fence), tag)) !== null) return 'lost';
-      } catch {
-        await sleep(backoffMs(k));
-      }
-    }
-    return 'unknown';
-  }
-
-  /**
-   * The confirmation of versions in the head (docs/store.md §8): the gc guard again, now that
-   * the head holds them. A refusal, or a store that cannot be asked, withdraws them from the
-   * head when they are this change's own, and throws a retryable error.
-   */
-  private async confirm(key: string, adds: Adds): Promise<void> {
-    let why: unknown;
-    for (let k = 0; k < SETTLE_ATTEMPTS; k++) {
-      try {
-        await guardRefs(this.repo, adds.refs);
-        return;
-      } catch (e) {
-        why = e;
-        if (e instanceof GcRefusal) break;
-        await sleep(backoffMs(k));
-      }
-    }
-    if (adds.ours) await this.withdraw(key, adds.entries);
-    throw why instanceof GcRefusal ? why : new ProtocolError(ErrorCode.Internal, `the store could not confirm the new version (${(why as Error).message}); push again`);
-  }
-
-  /** Removes `entries` from the head at `key` if it still holds them. */
-  private async withdraw(key: string, entries: VersionEntry[]): Promise<void> {
-    for (let k = 0; ; k++) {
-      try {
-        let written: FileHead | null = null;
-        await updateHead(this.backend, key, (b) => {
-          const h = b && parseFileHead(b, key);
-          const versions = h?.versions.filter((v) => !entries.some((e) => sameVersion(v, e)));
-          written = h && versions!.length !== h.versions.length ? { ...h, seq: (h.seq ?? 0) + 1, versions: versions! } : null;
-          return { body: written && jsonBody(written), result: undefined };
-        });
-        if (written) await noteInCatalog(this.backend, this.user, written, this.repo.linked).catch(() => {});
-        return;
-      } catch (e) {
-        if (k + 1 >= SETTLE_ATTEMPTS) throw new ProtocolError(ErrorCode.Internal, `the store failed while collecting garbage this version needs, and it could not be withdrawn (${(e as Error).message}); push again`);
-        await sleep(backoffMs(k));
-      }
-    }
+  /** Changes the head of `name` by compare-and-swap (commit.ts `changeHead`: versions it adds
+   *  are guarded against gc and confirmed before this returns). */
+  changeHead<T>(name: string, change: (h: FileHead | null) => HeadChange<T> | Promise<HeadChange<T>>, hooks: { landed?: () => void; seen?: SeenHead } = {}): Promise<T> {
+    return changeHead(this.repo, this.user, name, change, hooks);
   }
 
   /** The content objects `entries` reference, each known at its version's epoch. */
@@ -441,14 +284,16 @@ export class Store {
   }
 
   /**
-   * Opens a version as the basis of a push, verified whole first (read, or a stamp per segment
-   * showing it unchanged since this process read it: docs/store.md, "Integrity"), so that a
-   * damaged version is found before the push builds on it: then it is no basis, and the client
-   * sends those bytes. Damage is thrown (a `DamageError`); the caller decides.
+   * Opens a version to build on, verified whole first (read, or a stamp per segment showing it
+   * unchanged since this process read it: docs/store.md §9), so that a damaged version is
+   * found before anything is built on it. Damage is thrown (a `DamageError`); the caller
+   * decides. `asked: false` (a push's basis): what this process verified before counts without
+   * asking the segments' stamps, since the push's commit verifies every stretch it copies, after
+   * every read (damage found only there fails the push, which the client sends again, §4).
    */
-  async openBasis(name: string, version: number, head?: FileHead | null): Promise<{ source: VersionSource; close: () => Promise<void> }> {
+  async openBasis(name: string, version: number, head?: FileHead | null, o: { asked?: boolean } = {}): Promise<{ source: VersionSource; close: () => Promise<void> }> {
     const opened = await this.open(name, version, head, true);
-    await opened.source.verify([{ offset: 0, length: opened.source.size }]);
+    await opened.source.verify([{ offset: 0, length: opened.source.size }], o.asked ?? true);
     return opened;
   }
 
@@ -470,14 +315,15 @@ export class Store {
   /**
    * The sink for a push of `name` built on `basisVersion`: an interrupted upload of the same
    * target (same Checksum List, basis, chunking and algorithm), suspended through any server,
-   * is resumed where it stopped; otherwise a new version is started (see `create`).
+   * is resumed where it stopped; otherwise a new version is started (see `create`). `seen`: the
+   * file head as the session read it, for the commit's swap to start from.
    */
-  sinkFor(name: string, basisVersion: number, params: ChunkParams, algo: number, expectLatest?: number, client?: string): SinkFor {
+  sinkFor(name: string, basisVersion: number, params: ChunkParams, algo: number, expectLatest?: number, client?: string, seen?: SeenHead): SinkFor {
     const match = (digest: Uint8Array) => [basisVersion, Buffer.from(digest).toString('hex'), params.min, params.avg, params.max, params.op, params.every, algo].join(':');
     const key = uploadsKey(this.user, name);
     return async ({ digest }) => {
       const kept = digest && (await claimUpload(this.backend, key, match(digest)));
-      const sink = this.create(name, expectLatest, client, kept || undefined);
+      const sink = this.create(name, expectLatest, client, kept || undefined, seen);
       const list = async (held: Held) => {
         const state = await sink.state();
         return suspendUpload(this.backend, key, match(held.digest), Date.now() + this.repo.settings.resumeWindowMs, { ...state, count: held.count, hashes: held.hashes, digest: held.digest });
@@ -537,10 +383,11 @@ export class Store {
   /**
    * Starts writing a new version of `name` (writer.ts). `expectLatest`, if given, is the
    * version the writer built on: the commit fails with StaleBasis if another commit landed
-   * since. `resume`: an interrupted upload's state to continue.
+   * since. `resume`: an interrupted upload's state to continue. `seen`: the file head as the
+   * caller read it (the commit's swap starts from it, `changeHead`).
    */
-  create(name: string, expectLatest?: number, client?: string, resume?: UploadState): VersionSink {
-    return versionSink(this, name, expectLatest, client, resume);
+  create(name: string, expectLatest?: number, client?: string, resume?: UploadState, seen?: SeenHead): VersionSink {
+    return versionSink(this, name, expectLatest, client, resume, seen);
   }
 
   /** Records the similarity traits of `name`'s new latest version (its index `id`). */

@@ -39,7 +39,7 @@ async function indexFor(store: Store, cfg: ServerConfig, hello: Hello, name: str
  *  (the client forgets it and pushes again without). */
 async function knownOrLatest(store: Store, name: string, version: number, known: boolean, head: FileHead | null) {
   try {
-    return await store.openBasis(name, version, head);
+    return await store.openBasis(name, version, head, { asked: false });
   } catch (e) {
     if (known && e instanceof ProtocolError && e.code === ErrorCode.NotFound) throw new ProtocolError(ErrorCode.UnknownBasis, `${name} has no version ${version}`);
     if (known && e instanceof DamageError) throw new ProtocolError(ErrorCode.UnknownBasis, `version ${version} of ${name} is damaged on the store: push without it`);
@@ -225,8 +225,10 @@ async function oneSession(s: SessionContext): Promise<Ended> {
     const name = hello.name;
     const limits = { maxFileSize: cfg.maxFileSize, maxChunks: cfg.maxChunks };
     if (hello.op === Op.Push) {
-      // the file head, read once: the latest version and the basis' entry come from it
-      const head = await store.head(name);
+      // the file head, read once: the latest version, the basis' entry and the commit's
+      // compare-and-swap come from it
+      const seen = await store.headSeen(name);
+      const head = seen.head;
       const latest = head?.versions.at(-1)?.version ?? 0;
       // the version the client built on, if it names one (BASIS_ABSENT: none, the name is new)
       const expect = hello.basisVersion === 0 ? undefined : hello.basisVersion === BASIS_ABSENT ? 0 : hello.basisVersion;
@@ -251,7 +253,7 @@ async function oneSession(s: SessionContext): Promise<Ended> {
           : async (target: { fastfps: Uint32Array }) => {
               const like = await store.similar(target.fastfps);
               if (!like) return null;
-              opened = await store.openBasis(like.name, like.version).catch((e) => {
+              opened = await store.openBasis(like.name, like.version, undefined, { asked: false }).catch((e) => {
                 if (e instanceof DamageError) return null; // no basis
                 throw e;
               });
@@ -260,7 +262,7 @@ async function oneSession(s: SessionContext): Promise<Ended> {
               return { index: await indexFor(store, cfg, h, like.name, like.version, opened.source), source: opened.source };
             };
         // A writer that named its basis must still be building on the latest at commit time.
-        const sinkFor = store.sinkFor(name, basisVersion, hello.params, hello.algo, expect, client);
+        const sinkFor = store.sinkFor(name, basisVersion, hello.params, hello.algo, expect, client, seen);
         // An interrupted upload of this name waiting to be resumed: match once the whole list
         // is in, whose digest says whether this push resumes it (not with a known basis: the
         // sender sends Copies, not its whole list first).
@@ -275,6 +277,13 @@ async function oneSession(s: SessionContext): Promise<Ended> {
           maxRefineBytes: cfg.maxRefineBytes,
           known: !!known,
           reserve,
+        }).catch((e) => {
+          // damage of the basis found by a read or the commit's verification (the basis was
+          // opened trusting what this process verified before): nothing was stored; the
+          // client pushes again, and the next session finds the damage when it opens the basis
+          // (this process forgot what it had verified of the damaged segment)
+          if (e instanceof DamageError && opened && e.version === opened.source.id) throw new ProtocolError(ErrorCode.UnknownBasis, `${e.message}; the version this push builds on is damaged on the store: push again without it`);
+          throw e;
         });
         committed = out.version;
         log({ op: 'push', name, version: out.version, known: known?.version, size: out.index.size, matchedBytes: out.matchedBytes, refinedBytes: out.refinedBytes, refineListed: out.refineListed, literalBytes: out.literalBytes, resumedChunks: out.resumedChunks, tokens: out.tokens, similarTo, ms: Math.round(performance.now() - t0) });

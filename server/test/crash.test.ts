@@ -54,7 +54,7 @@ test('SIGKILL mid-Phase 3 keeps the previous version and the next push works', a
       s = await startChild(data);
       assert.deepEqual(await versionsOf(s.url, 'big.bin'), [1]);
       const repo = new Repo(localBackend(data));
-      await runGc(repo, { minAgeMs: 0, windowMs: 10 });
+      await runGc(repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20 });
       assert.deepEqual(await unreferenced(repo), []);
       assert.deepEqual(await download(s.url, 'big.bin'), Buffer.from(v1));
     }

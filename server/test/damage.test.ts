@@ -208,6 +208,57 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       }
     });
 
+    test('a byte flipped in a segment between the basis open and the commit: no new version references it, and the push sends the good bytes again', async () => {
+      const place = make();
+      // the flip happens when the push puts its first segment: after the server opened the
+      // basis and read what it needed of it, before the commit verifies what it copies
+      const real = await place.open();
+      let beforeSegmentPut: (() => Promise<void>) | null = null;
+      const backend = new Proxy(real, {
+        get(t, p) {
+          if (p === 'putIfAbsent') {
+            return async (key: string, body: Uint8Array, stamped?: (stamp: string) => void) => {
+              const hook = key.startsWith('data/') ? beforeSegmentPut : null;
+              beforeSegmentPut = null;
+              await hook?.();
+              return t.putIfAbsent(key, body, stamped);
+            };
+          }
+          const v = Reflect.get(t, p, t);
+          return typeof v === 'function' ? v.bind(t) : v;
+        },
+      });
+      const started = await startServer(loadConfig({ port: '0', host: '127.0.0.1', store: '/nonexistent' }, {}), () => {}, new Repo(backend));
+      const s = { ...started, wsUrl: started.url.replace('http', 'ws') + '/sync', store: await started.storeOf('local') };
+      try {
+        const v1 = fastRandomBytes(37, 2_000_000);
+        await pushBytes(s, 'mid.bin', v1);
+        await sleep(place.settleMs);
+        // the server verifies every byte of version 1: the next push's basis opens from that
+        assert.ok((await pullBytes(s, 'mid.bin', null)).bytes.equals(v1));
+        const seg = await firstSegment(s, 'mid.bin', 1);
+        let flipped = false;
+        beforeSegmentPut = async () => {
+          await place.flip(segmentKey(seg), 1_000_000);
+          flipped = true;
+        };
+        const v2 = applyEdits(v1, new Rng(37), { kind: 'insert', total: 2000 });
+        const rep = await pushBytes(s, 'mid.bin', v2);
+        assert.ok(flipped, 'the segment was damaged during the push');
+        assert.equal(rep.version, 2);
+        assert.ok(rep.literalBytes >= v2.length - 100_000, `pushed again without the damaged basis: ${rep.literalBytes} bytes sent`);
+        assert.deepEqual(await s.store.versionNumbers('mid.bin'), [1, 2], 'the commit that found the damage added no version');
+        assert.ok(!(await s.store.readVersion('mid.bin', 2)).layout.segments.includes(seg), 'version 2 does not reference the damaged segment');
+        await assertGood(s, place, 'mid.bin', 2, v2);
+        // and the good bytes of the damaged version are stored again when pushed
+        assert.equal((await pushBytes(s, 'mid.bin', v1)).version, 3);
+        await assertGood(s, place, 'mid.bin', 3, v1);
+      } finally {
+        await s.close();
+        await place.cleanup();
+      }
+    });
+
     test('after a restart, a damaged latest version is no basis: pushes of other and of edited content commit', async () => {
       const place = make();
       let s = await serve(place);

@@ -86,18 +86,18 @@ test('an unchanged push stores nothing; rm of every file plus gc leaves an empty
     assert.equal(await storedBytes(s), before);
     // version 1 of a.bin deleted: gc keeps what version 2 and copy.bin still reference
     await api(s, 'DELETE', `files?name=a.bin&version=1`);
-    const r1 = await runGc(s.repo, { minAgeMs: 0, windowMs: 10 });
+    const r1 = await runGc(s.repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20 });
     assert.equal(r1.deleted, 1, JSON.stringify(r1)); // version 1's index: its segment is shared
     assert.ok((await download(s.url, 'a.bin', 2)).equals(b));
     for (const name of ['a.bin', 'copy.bin']) assert.equal((await api(s, 'DELETE', `files?name=${name}`)).status, 200);
-    const r2 = await runGc(s.repo, { minAgeMs: 0, windowMs: 10 });
+    const r2 = await runGc(s.repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20 });
     assert.ok(r2.bytes > 2_000_000, JSON.stringify(r2));
     assert.equal(await storedBytes(s), 0);
     assert.deepEqual(await unreferenced(s.repo), []);
     // a gc with a minimum age keeps young objects
     await pushBytes(s, 'young.bin', a);
     await api(s, 'DELETE', `files?name=young.bin`);
-    assert.equal((await runGc(s.repo, { minAgeMs: 60_000, windowMs: 10 })).deleted, 0);
+    assert.equal((await runGc(s.repo, { minAgeMs: 60_000, windowMs: 10, repackPercent: 20 })).deleted, 0);
     assert.ok((await storedBytes(s)) > 0);
   } finally {
     await s.stop();
@@ -118,7 +118,7 @@ test('retention: --keep-versions and --keep-days drop old versions at commit, ne
     await pushBytes(s, 'other.txt', textBytes(10, 50_000));
     await pushBytes(s, 'other.txt', textBytes(11, 50_000));
     s.repo.settings.keepVersions = 1;
-    const report = await runGc(s.repo, { minAgeMs: 0, windowMs: 10 });
+    const report = await runGc(s.repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20 });
     assert.equal(report.retired, 2, JSON.stringify(report));
     assert.ok(report.bytes > 50_000, JSON.stringify(report));
     assert.deepEqual(await versionsOf(s.url, 'r.txt'), [5]);
@@ -127,7 +127,7 @@ test('retention: --keep-versions and --keep-days drop old versions at commit, ne
   } finally {
     await s.stop();
   }
-  const { applyRetention } = await import('../src/store.ts');
+  const { applyRetention } = await import('../src/store/format.ts');
   const day = 86_400_000;
   const now = Date.parse('2026-01-10T00:00:00Z');
   const v = (version: number, daysAgo: number) => ({ version, index: '0'.repeat(64), size: 1, mtime: new Date(now - daysAgo * day).toISOString(), root: 'aa', algo: 3, change: 1 });
@@ -180,7 +180,7 @@ test('listing: one store read per page, paged by name, folders first-class; gc r
     await b.putHead(key, Buffer.from(JSON.stringify(head)), cur.tag);
     assert.deepEqual((await page('prefix=a/')).files.map((f) => f.name), ['a/2.txt', 'a/3.txt']);
     assert.deepEqual((await runCheck(s.repo)).errors, ['a/3.txt: the folder catalog lags its file head (gc repairs it)']);
-    const report = await runGc(s.repo, { minAgeMs: 0, windowMs: 10 });
+    const report = await runGc(s.repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20 });
     assert.deepEqual((await runCheck(s.repo)).errors, []);
     assert.ok(report.catalogsRepaired >= 1, JSON.stringify(report));
     assert.deepEqual((await page('prefix=a/')).files.map((f) => f.name), ['a/2.txt']);

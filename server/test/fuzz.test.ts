@@ -8,7 +8,7 @@ import { Rng } from '../../harness/testdata.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { decodeVersion, encodeVersion } from '../src/store.ts';
+import { decodeVersion, encodeVersion } from '../src/store/format.ts';
 import { Repo } from '../src/store/repo.ts';
 import { sha256hex } from '../src/store/format.ts';
 import { indexKey } from '../src/store/keys.ts';

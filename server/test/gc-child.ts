@@ -18,6 +18,6 @@ if (stopAt)
   };
 const repo = new Repo(localBackend(dir));
 for (;;) {
-  const r = await runGc(repo, { minAgeMs: 0, windowMs: Number(windowMs), staleMs: Number(staleMs) });
+  const r = await runGc(repo, { minAgeMs: 0, windowMs: Number(windowMs), repackPercent: 20, staleMs: Number(staleMs) });
   process.stdout.write(JSON.stringify(r) + '\n');
 }

@@ -22,6 +22,7 @@ import { runCheck } from '../src/store/check.ts';
 import { type GcReport, runGc, unreferenced } from '../src/store/gc.ts';
 import { localBackend } from '../src/store/local.ts';
 import { repackHooks } from '../src/store/repack.ts';
+import { Store } from '../src/store.ts';
 import { Repo } from '../src/store/repo.ts';
 import { s3Backend } from '../src/store/s3.ts';
 import { type Fault, FaultyBackend } from '../../harness/faulty-backend.ts';
@@ -85,7 +86,7 @@ async function trial(make: () => Promise<{ server: Backend; collector: Backend; 
   const dir = mkdtempSync(path.join(tmpdir(), 'dsync-gcfaults-'));
   const s = await startServer(loadConfig({ port: '0', host: '127.0.0.1', store: dir, 'gc-interval-ms': '0' }, {}), () => {}, repo);
   const srv = { wsUrl: s.url.replace('http', 'ws') + '/sync' };
-  const store = repo.ns('local');
+  const store = new Store(repo, 'local');
   const r = new Rng(seed);
   // what each push reported committed; versions a removal was tried on; pushes that failed
   const committed = new Map<string, Map<number, Buffer>>(FILES.map((f) => [f, new Map()]));
@@ -229,7 +230,7 @@ async function trial(make: () => Promise<{ server: Backend; collector: Backend; 
     // once it all stops, collections (until one repacks nothing more) leave exactly what the kept versions need, and check
     // finds nothing wrong
     let report;
-    for (let k = 0; (report = await runGc(gcRepo, { minAgeMs: 0, windowMs: 10, staleMs: 1000 })).skipped || report.repackedVersions; k++) assert.ok(k < 4, JSON.stringify(report));
+    for (let k = 0; (report = await runGc(gcRepo, { minAgeMs: 0, windowMs: 10, repackPercent: 20, staleMs: 1000 })).skipped || report.repackedVersions; k++) assert.ok(k < 4, JSON.stringify(report));
     assert.deepEqual(await unreferenced(gcRepo), []);
     assert.deepEqual((await runCheck(gcRepo, { readData: true })).errors, []);
     const pushes = SCENARIOS.length * ROUNDS * FILES.length;
@@ -276,7 +277,7 @@ async function repackTrial(make: () => Promise<{ server: Backend; collector: Bac
     const dir = mkdtempSync(path.join(tmpdir(), 'dsync-repackfaults-'));
     const s = await startServer(loadConfig({ port: '0', host: '127.0.0.1', store: dir, 'gc-interval-ms': '0' }, {}), () => {}, repo);
     const srv = { wsUrl: s.url.replace('http', 'ws') + '/sync' };
-    const store = repo.ns('local');
+    const store = new Store(repo, 'local');
     try {
       // f.bin v2 holds two thirds of v1's segment; v1 removed: the segment is 35% dead
       const a = fastRandomBytes(21, 1_000_000);
@@ -298,7 +299,7 @@ async function repackTrial(make: () => Promise<{ server: Backend; collector: Bac
       repackHooks.step = async (step) => {
         if (step === c.at || (c.at === 'start' && step === 'written')) await atStep();
       };
-      const report = await runGc(gcRepo, { minAgeMs: 0, windowMs: 10, staleMs: 5000 });
+      const report = await runGc(gcRepo, { minAgeMs: 0, windowMs: 10, repackPercent: 20, staleMs: 5000 });
       repackHooks.step = undefined;
       faulty.faults = [];
       assert.ok(reached, `${c.name}: the repack reached its step (${JSON.stringify(report)})`);
@@ -307,7 +308,7 @@ async function repackTrial(make: () => Promise<{ server: Backend; collector: Bac
       assert.ok((await store.bytes('f.bin', 2)).equals(b), `${c.name}: v2 reads back exactly`);
       assert.ok((await store.bytes('f.bin', pushed)).equals(c3), `${c.name}: the push built on it reads back exactly`);
       let r;
-      for (let k = 0; (r = await runGc(gcRepo, { minAgeMs: 0, windowMs: 10, staleMs: 5000 })).skipped || r.repackedVersions; k++) assert.ok(k < 4, `${c.name}: ${JSON.stringify(r)}`);
+      for (let k = 0; (r = await runGc(gcRepo, { minAgeMs: 0, windowMs: 10, repackPercent: 20, staleMs: 5000 })).skipped || r.repackedVersions; k++) assert.ok(k < 4, `${c.name}: ${JSON.stringify(r)}`);
       const head = (await store.head('f.bin'))!;
       assert.deepEqual(head.versions.filter((v) => v.repack), [], `${c.name}: no repack left under way`);
       assert.notEqual(head.versions[0].index, before, `${c.name}: v2 repacked in the end`);

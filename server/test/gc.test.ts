@@ -9,9 +9,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
+import { Store } from '../src/store.ts';
 import { Repo } from '../src/store/repo.ts';
 import { runCheck } from '../src/store/check.ts';
-import { GC_DEFAULTS, guardRefs, readGcState, runGc, unreferenced } from '../src/store/gc.ts';
+import { GC_STALE_MS, runGc, unreferenced } from '../src/store/gc.ts';
+import { guardRefs, readGcState } from '../src/store/gc-state.ts';
 import { GC_STATE, segmentKey, uploadsKey } from '../src/store/keys.ts';
 import { bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
@@ -32,7 +34,7 @@ test('a commit rescues the condemned objects it references; while they are delet
     // garbage, and a collector condemns them and waits its window
     const { source } = await store.openVersion('a.bin', 1);
     await store.remove('a.bin');
-    const gc = runGc(s.repo, { minAgeMs: 0, windowMs: 300 });
+    const gc = runGc(s.repo, { minAgeMs: 0, windowMs: 300, repackPercent: 20 });
     for (let t = 0; (await readGcState(s.repo)).state.phase !== 'condemned'; t++) {
       assert.ok(t < 200, 'the collector condemns');
       await new Promise((r) => setTimeout(r, 5));
@@ -62,6 +64,45 @@ test('a commit rescues the condemned objects it references; while they are delet
   }
 });
 
+test('the guard before a swap takes a gc/state this process read moments ago; the confirmation reads it anew and withdraws what it must', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-gc-seen-'));
+  try {
+    // the file heads and gc/state of one local directory, counting this process's gc/state reads
+    const real = localBackend(dir);
+    let stateReads = 0;
+    const counted = new Proxy(real, {
+      get(t, p) {
+        if (p === 'getHead') return (key: string) => ((stateReads += key === GC_STATE ? 1 : 0), t.getHead(key));
+        const v = Reflect.get(t, p, t);
+        return typeof v === 'function' ? v.bind(t) : v;
+      },
+    });
+    // W = 60 s: a state read less than 15 s ago serves the epoch and the guard before a swap
+    const repo = new Repo(counted, { gcWindowMs: 60_000 });
+    const store = new Store(repo, 'local');
+    const bytes = fastRandomBytes(3, 300_000);
+    const first = store.create('a.bin');
+    await first.write(bytes);
+    assert.equal(await first.commit(await chunkSource(bufferSource(bytes), DEFAULT_PARAMS, DEFAULT_ALGO)), 1);
+    const { index, layout } = await store.readVersion('a.bin', 1);
+    const { source } = await store.openVersion('a.bin', 1);
+    // another process's collection is deleting a.bin's segment (this process last saw gc/state
+    // idle, at version 1's confirmation)
+    const segment = segmentKey(layout.segments[0]);
+    assert.ok(await real.putHead(GC_STATE, Buffer.from(JSON.stringify({ epoch: 0, phase: 'deleting', candidates: [segment], since: Date.now() })), null));
+    // a commit copying that segment: its guard before the swap decides from the state seen
+    // moments ago, its confirmation reads the state anew, refuses, and withdraws the version
+    stateReads = 0;
+    const sink = store.create('b.bin');
+    await sink.copy!(source, 0, source.size);
+    await assert.rejects(sink.commit(index), /collecting garbage this version needs; push again/);
+    assert.equal(stateReads, 1, 'gc/state read once: by the confirmation');
+    assert.deepEqual(await store.versionNumbers('b.bin'), [], 'the version is withdrawn');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('the lease: a collector that renews is not taken over; one SIGKILLed mid-run is, within staleMs', async () => {
   const s = await testServer();
   let child: ChildProcess | null = null;
@@ -79,17 +120,17 @@ test('the lease: a collector that renews is not taken over; one SIGKILLed mid-ru
       await new Promise((r) => setTimeout(r, 50));
     }
     // alive: another collector watches its state change, and leaves it alone
-    const live = await runGc(repo, { minAgeMs: 0, windowMs: 10, staleMs: 2000 });
+    const live = await runGc(repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20, staleMs: 2000 });
     assert.match(live.skipped ?? '', /another collector is condemned/, JSON.stringify(live));
     // killed: the next collector (default settings) takes over once renewals stopped
     await kill(child);
     const t0 = performance.now();
-    const report = await runGc(repo, { minAgeMs: 0, windowMs: 10 });
+    const report = await runGc(repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20 });
     const took = performance.now() - t0;
     assert.equal(report.skipped, undefined, JSON.stringify(report));
     assert.equal(report.deleted, 2, JSON.stringify(report)); // gone.bin's segment and index
-    assert.ok(took < GC_DEFAULTS.staleMs + 10_000, `taken over after ${Math.round(took)} ms`);
-    assert.ok(GC_DEFAULTS.staleMs <= 60_000, `a killed collector blocks gc for ${GC_DEFAULTS.staleMs} ms at most`);
+    assert.ok(took < GC_STALE_MS + 10_000, `taken over after ${Math.round(took)} ms`);
+    assert.ok(GC_STALE_MS <= 60_000, `a killed collector blocks gc for ${GC_STALE_MS} ms at most`);
     assert.deepEqual(await unreferenced(repo), []);
     assert.ok((await download(s.url, 'keep.bin')).equals(keep));
   } finally {
@@ -103,7 +144,7 @@ function faultyStore() {
   const dir = mkdtempSync(path.join(tmpdir(), 'dsync-gcunit-'));
   const faulty = new FaultyBackend(localBackend(dir));
   const repo = new Repo(faulty);
-  const store = repo.ns('local');
+  const store = new Store(repo, 'local');
   const commit = async (name: string, bytes: Uint8Array) => {
     const sink = store.create(name);
     await sink.write(bytes);
@@ -279,9 +320,9 @@ test('SIGKILL trials at random points of gc and of commits lose no byte of a kep
     await server.kill();
     const repo = new Repo(localBackend(data));
     let report;
-    for (let k = 0; (report = await runGc(repo, { minAgeMs: 0, windowMs: 10, staleMs: 1000 })).skipped || report.repackedVersions; k++) assert.ok(k < 4, JSON.stringify(report));
+    for (let k = 0; (report = await runGc(repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20, staleMs: 1000 })).skipped || report.repackedVersions; k++) assert.ok(k < 4, JSON.stringify(report));
     assert.deepEqual(await unreferenced(repo), []);
-    for (const f of files) for (const v of (await repo.ns('local').versionNumbers(f))) assert.ok((await repo.ns('local').bytes(f, v)).length > 0);
+    for (const f of files) for (const v of (await new Store(repo, 'local').versionNumbers(f))) assert.ok((await new Store(repo, 'local').bytes(f, v)).length > 0);
   } finally {
     await kill(gc);
     await server.kill();
@@ -322,7 +363,7 @@ test('a collector SIGKILLed at each step of a repack: no kept version lost or re
       await kill(child);
       // the next collectors finish or drop the repack, and delete what it left
       let report;
-      for (let k = 0; (report = await runGc(s.repo, { minAgeMs: 0, windowMs: 10, staleMs: 1000 })).skipped || report.repackedVersions; k++) assert.ok(k < 4, JSON.stringify(report));
+      for (let k = 0; (report = await runGc(s.repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20, staleMs: 1000 })).skipped || report.repackedVersions; k++) assert.ok(k < 4, JSON.stringify(report));
       assert.equal(report.repackFailed, undefined);
       assert.ok((await download(s.url, 'f.bin', latest)).equals(cur), `${step}: the repacked version reads back exactly`);
       assert.ok((await download(s.url, 'f.bin', pushed)).equals(next), `${step}: the version built on it reads back exactly`);
@@ -371,7 +412,7 @@ test("a repack whose swap lands after a whole collection took its new objects is
       }
       return held(key, body, tag);
     };
-    const report = await runGc(new Repo(slow), { minAgeMs: 0, windowMs: 10 });
+    const report = await runGc(new Repo(slow), { minAgeMs: 0, windowMs: 10, repackPercent: 20 });
     assert.ok(report.repacked > 600_000, JSON.stringify(report));
     assert.ok(other && (other as { deleted: number }).deleted >= 2, `the other collection deleted the new objects: ${JSON.stringify(other)}`);
     // the confirmation found them gone: the repack was dropped, the version is untouched
@@ -381,9 +422,9 @@ test("a repack whose swap lands after a whole collection took its new objects is
     assert.ok((await download(s.url, 'f.bin', 2)).equals(b));
     assert.deepEqual((await runCheck(s.repo, { readData: true })).errors, []);
     // with no one in the way, the next repack swaps a new index in, and the one after deletes the old segment
-    const next = await runGc(s.repo, { minAgeMs: 0, windowMs: 10 });
+    const next = await runGc(s.repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20 });
     assert.ok(next.repackedVersions === 1 && (await store.head('f.bin'))!.versions[0].index !== before, JSON.stringify(next));
-    const last = await runGc(s.repo, { minAgeMs: 0, windowMs: 10 });
+    const last = await runGc(s.repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20 });
     assert.ok(last.bytes >= 1_000_000, JSON.stringify(last));
     assert.ok((await download(s.url, 'f.bin', 2)).equals(b));
     assert.deepEqual((await runCheck(s.repo, { readData: true })).errors, []);
@@ -403,8 +444,8 @@ test('a push copying from the index a repack replaced, whose old segment a colle
     const index = (await store.readVersion('f.bin', 2)).index;
     await close();
     // the repack swaps a new index in; the next collection deletes the old segment
-    assert.equal((await runGc(s.repo, { minAgeMs: 0, windowMs: 10 })).repackedVersions, 1);
-    assert.ok((await runGc(s.repo, { minAgeMs: 0, windowMs: 10 })).bytes >= 1_000_000);
+    assert.equal((await runGc(s.repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20 })).repackedVersions, 1);
+    assert.ok((await runGc(s.repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20 })).bytes >= 1_000_000);
     // the push's commit finds its basis' segment gone after a collection: "push again", not damage
     await assert.rejects(sink.commit(index), (e: Error) => /push again/.test(e.message) && !/damaged/.test(e.message));
     assert.deepEqual(await store.versionNumbers('g.bin'), []);

@@ -11,6 +11,7 @@ import { RemoteError } from '../../shared/src/conn.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { loadConfig } from '../src/config.ts';
 import { startServer } from '../src/server.ts';
+import { Store } from '../src/store.ts';
 import { Repo } from '../src/store/repo.ts';
 import type { Backend } from '../src/store/backend.ts';
 import { runCheck } from '../src/store/check.ts';
@@ -177,7 +178,7 @@ test('a full disk mid-upload: the session ends at once with a clear error, nothi
     await assert.rejects(pushBytes(srv, 'big.bin', fastRandomBytes(8, 30_000_000)), (e) => e instanceof RemoteError && /the server's disk is full \(ENOSPC: no space left on device, write\); nothing was stored/.test(e.message));
     assert.ok(performance.now() - t0 < 20_000);
     assert.deepEqual(await unreferenced(repo), [], 'the segment written before the disk filled is removed');
-    assert.deepEqual(await repo.ns('local').versionNumbers('big.bin'), []);
+    assert.deepEqual(await new Store(repo, 'local').versionNumbers('big.bin'), []);
     room = Infinity;
     assert.ok((await download(s.url, 'kept.bin')).equals(a));
     assert.equal((await pushBytes(srv, 'big.bin', fastRandomBytes(9, 100_000))).version, 1);
@@ -216,7 +217,7 @@ test('reads hold no segment open: 12 concurrent downloads of a fragmented versio
       assert.equal(d.status, 200);
       assert.ok(d.body?.equals(cur), `a download ended ${d.cut ?? `with ${d.body?.length} bytes`}`);
     }
-    const store = new Repo(localBackend(data)).ns('local');
+    const store = new Store(new Repo(localBackend(data)), 'local');
     const segs = (await store.readVersion('frag.bin', await store.latest('frag.bin'))).layout.segments.length;
     assert.ok(segs > 30, `the version references ${segs} segments`);
   } finally {
@@ -239,7 +240,7 @@ test('gc goes on past a damaged index and keeps everything else', async () => {
     flip(path.join(data, indexKey(id)), 60);
     s = await serve(data);
     const { runGc } = await import('../src/store/gc.ts');
-    const report = await runGc(s.repo, { minAgeMs: 0, windowMs: 10 });
+    const report = await runGc(s.repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20 });
     assert.equal(report.skipped, undefined, JSON.stringify(report));
     // gone.bin's segment and index; bad.bin's segment, which no readable index names
     assert.equal(report.deleted, 3, JSON.stringify(report));

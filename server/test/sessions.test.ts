@@ -162,7 +162,7 @@ test('login objects that are expired, damaged or not of a current user are refus
     }
     assert.deepEqual(readdirSync(sessionDir(t.data)), [path.basename(good.file)]);
     // gc and check leave logins alone: outside what they list
-    const gc = await runGc(s.repo, { minAgeMs: 0, windowMs: 10, staleMs: 1000 });
+    const gc = await runGc(s.repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20, staleMs: 1000 });
     assert.ok(!gc.skipped, JSON.stringify(gc));
     assert.deepEqual((await runCheck(s.repo)).errors, []);
     assert.ok(existsSync(good.file), 'gc keeps the login');

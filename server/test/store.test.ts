@@ -83,6 +83,31 @@ test('a copy under a new name references the other file\'s segments', async () =
   assert.deepEqual(await server.stored('orig (copy).txt'), Buffer.from(copy));
 });
 
+test('a commit starts from the file head its session read: when another commit landed since, it reads the head again (a new number, or StaleBasis)', async () => {
+  const store = await server.storeOf('local');
+  const commit = async (bytes: Uint8Array, o: { expect?: number; seen?: Awaited<ReturnType<typeof store.headSeen>> } = {}) => {
+    const sink = store.create('seen.bin', o.expect, undefined, undefined, o.seen);
+    await sink.write(bytes);
+    // as the receiver does: a failed commit aborts (its own segments go)
+    return sink.commit(await chunkSource(bufferSource(bytes), DEFAULT_PARAMS, DEFAULT_ALGO)).catch(async (e) => {
+      await sink.abort();
+      throw e;
+    });
+  };
+  const [a, b, c, d] = [41, 42, 43, 44].map((seed) => fastRandomBytes(seed, 50_000));
+  assert.equal(await commit(a), 1);
+  // two sessions read the head at version 1; one commits, then the other
+  const seen = await store.headSeen('seen.bin');
+  assert.equal(await commit(b, { seen }), 2);
+  assert.equal(await commit(c, { seen }), 3, 'the stale head is read again: the next number, nothing lost');
+  // a writer that built on version 3 and saw it: another commit lands first, so StaleBasis
+  const seen3 = await store.headSeen('seen.bin');
+  assert.equal(await commit(a), 4);
+  await assert.rejects(commit(d, { expect: 3, seen: seen3 }), /is at version 4, not 3/);
+  assert.deepEqual(await store.versionNumbers('seen.bin'), [1, 2, 3, 4]);
+  for (const [v, bytes] of [[1, a], [2, b], [3, c], [4, a]] as const) assert.ok((await store.bytes('seen.bin', v)).equals(bytes), `version ${v} reads back`);
+});
+
 test('the name → key mapping is injective: a long name and the literal key of its old hash are two files', async () => {
   const long = 'd/' + 'x'.repeat(250) + '.txt';
   const old = 'h-' + createHash('sha256').update(long).digest('hex');
@@ -179,7 +204,7 @@ test('chunking a file through its handle (slices read ahead into two reused buff
 
 test('a version made by 150 small edits references a bounded number of segments, and reads back exactly', async () => {
   const { maxSegments } = await import('../src/store/compact.ts');
-  const { SEGMENT_BYTES } = await import('../src/store.ts');
+  const { SEGMENT_BYTES } = await import('../src/store/format.ts');
   const { unreferenced } = await import('../src/store/gc.ts');
   const r = new Rng(150);
   let cur = fastRandomBytes(150, 3 << 20);

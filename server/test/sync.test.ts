@@ -15,7 +15,8 @@ import { type KnownVersion, MemoryKnown, knownKey } from '../../shared/src/known
 import { decode } from '../../shared/src/codec.ts';
 import { Msg, hashLength } from '../../shared/src/protocol.ts';
 import { push } from '../../shared/src/sync-client.ts';
-import { VersionSource, encodeVersion } from '../src/store.ts';
+import { encodeVersion } from '../src/store/format.ts';
+import { VersionSource } from '../src/store/source.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { forgeIndex } from './store-helpers.ts';
 import { startChild } from '../../harness/child.ts';

@@ -144,6 +144,11 @@ export const PUSH_RETRIES = 3;
 export const PAGE_RETRIES = 2;
 /** `dsync sync --retries`: reconnections of one transfer of a pass (the next pass tries again). */
 export const SYNC_RETRIES = 1;
+/** Pushes again after the server found the stored version a push built on damaged (UnknownBasis
+ *  without a known version, docs/store.md §4): the next session finds the damage when it opens
+ *  the basis, and sends everything; each server process that had verified those bytes before
+ *  learns of the damage at one push's commit. */
+export const DAMAGED_BASIS_RETRIES = 4;
 /** How long a push or pull waits in all for a busy server (ErrorCode.Busy: each refusal names
  *  the seconds to wait) before it fails with the server's "busy" (sync-client.ts). */
 export const BUSY_WAIT_MS = 5 * 60_000;

@@ -18,7 +18,7 @@ import { BASIS_ABSENT, type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PAR
 import { indexParts } from './checksum-list.ts';
 import { receiveTarget } from './receiver.ts';
 import { sendTarget } from './sender.ts';
-import { BUSY_WAIT_MS } from './limits.ts';
+import { BUSY_WAIT_MS, DAMAGED_BASIS_RETRIES } from './limits.ts';
 import type { SendOutcome, SenderOptions } from './session-options.ts';
 import type { Sink } from './sink.ts';
 
@@ -322,6 +322,7 @@ async function pushOnce(source: Source, opts: PushOptions): Promise<SyncReport> 
   let { index, against } = await planKnown(source, params, algo, opts.known?.get(key), { maxDelta: opts.knownMaxDelta, onProgress: chunked });
   let client = performance.now() - t0;
   const traffic = { checksumList: 0, matchTokens: 0, basisChecksums: 0, delta: 0, control: 0, total: 0, wire: 0 };
+  let damagedBasis = 0;
   for (let attempt = 0; ; attempt++) {
     opts.onProgress?.('connecting');
     let opened: { c: Connection; own: boolean } | null = null;
@@ -383,6 +384,13 @@ async function pushOnce(source: Source, opts: PushOptions): Promise<SyncReport> 
       if (against && e instanceof RemoteError && (e.code === ErrorCode.UnknownBasis || e.code === ErrorCode.Inconsistent || e.code === ErrorCode.VerifyFailed)) {
         opts.known?.delete(key);
         against = null;
+        attempt--;
+        continue;
+      }
+      // the stored version the server built on (the latest, or a similar file) proved damaged
+      // by the push's reads or its commit: nothing was stored; the next session finds the
+      // damage when it opens the basis, and the push sends everything (docs/store.md §4)
+      if (!against && e instanceof RemoteError && e.code === ErrorCode.UnknownBasis && damagedBasis++ < DAMAGED_BASIS_RETRIES) {
         attempt--;
         continue;
       }

@@ -16,15 +16,6 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 const PRODUCT = ['server/src', 'client/src', 'shared/src', 'cli', 'bin'];
 const SOURCE = /\.(ts|tsx|mts|mjs)$/;
 
-/**
- * The one cycle allowed, because it is known and being taken apart: the store's files import
- * one another (`Repo` builds `Store`, Store reaches gc, check and the writer, which take a Repo).
- * The repack (repack.ts) joined it: gc runs it, and it takes gc's guard (guardRefs, addRef) and
- * the writer's SEGMENT_BYTES. #33 item 1 makes it one way (the guard in a file of its own below
- * both); until then a cycle among these files (or some of them) passes, and any other fails.
- */
-const KNOWN_STORE_CYCLE = new Set(['server/src/store.ts', 'server/src/store/repo.ts', 'server/src/store/gc.ts', 'server/src/store/check.ts', 'server/src/store/writer.ts', 'server/src/store/repack.ts']);
-
 /** Source files under `dirs` (relative to `root`), test folders left out. */
 function sourceFiles(root: string, dirs: string[]): string[] {
   const out: string[] = [];
@@ -116,11 +107,11 @@ test('the cycle finder sees type-only imports, re-exports and a file importing i
   }
 });
 
-test('no import cycle in the product\'s source, type-only imports included (the store\'s known one aside, #33 item 1)', () => {
+test('no import cycle in the product\'s source, type-only imports included', () => {
   const graph = importGraph(ROOT, sourceFiles(ROOT, PRODUCT));
   assert.ok(graph.size > 100, `${graph.size} files read`);
-  const unknown = cycles(graph).filter((c) => !c.every((f) => KNOWN_STORE_CYCLE.has(f)));
-  assert.deepEqual(unknown, [], `import cycles:\n${unknown.map((c) => c.join(' ↔ ')).join('\n')}`);
+  const found = cycles(graph);
+  assert.deepEqual(found, [], `import cycles:\n${found.map((c) => c.join(' ↔ ')).join('\n')}`);
 });
 
 test('the product imports no test-only code, and shared/src imports nothing of the server, the page or the CLI', () => {

@@ -7,9 +7,9 @@
  */
 import type { Repo } from './repo.ts';
 import { parseFileHead, parseUploadsHead } from './format.ts';
-import { parseGcState } from './gc.ts';
+import { parseGcState } from './gc-state.ts';
 import { catalogKey, parseCatalog, splitName } from './catalog.ts';
-import { GC_STATE, decodeName, segmentKey } from './keys.ts';
+import { GC_STATE, parseNsKey, segmentKey } from './keys.ts';
 import { VersionSource } from './source.ts';
 import { VerifiedRanges } from './verified.ts';
 
@@ -41,9 +41,8 @@ export async function runCheck(repo: Repo, opts: { readData?: boolean; log?: (li
     fail(`gc/state: ${(e as Error).message}`);
   }
   for await (const e of b.list('ns/')) {
-    const [, user, kind] = e.key.split('/');
-    const rest = e.key.split('/').slice(3).join('/');
     try {
+      const { user, kind, name } = parseNsKey(e.key);
       const got = await b.getHead(e.key);
       if (!got) continue;
       if (kind === 'uploads') {
@@ -56,15 +55,15 @@ export async function runCheck(repo: Repo, opts: { readData?: boolean; log?: (li
       }
       if (kind !== 'files') throw new Error('not a key the store makes');
       const head = parseFileHead(got.body, e.key);
-      if (decodeName(rest) !== head.name) throw new Error(`the head names ${JSON.stringify(head.name)}, its key another name`);
+      if (name !== head.name) throw new Error(`the head names ${JSON.stringify(head.name)}, its key another name`);
       report.files++;
       const [folder, base] = splitName(head.name);
-      const fkey = catalogKey(decodeURIComponent(user), folder);
+      const fkey = catalogKey(user, folder);
       if (!expected.has(fkey)) expected.set(fkey, new Map());
       expected.get(fkey)!.set(base, { name: head.name, seq: head.seq ?? 0, versions: head.versions.length });
       for (const v of head.versions) {
         report.versions++;
-        const what = `${head.name} version ${v.version} (user ${decodeURIComponent(user)})`;
+        const what = `${head.name} version ${v.version} (user ${user})`;
         try {
           const { index, layout } = await repo.readIndex(v.index, what);
           if (!indexes.has(v.index)) {

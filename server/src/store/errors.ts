@@ -18,6 +18,9 @@ export class DamageError extends ProtocolError {
     /** the object is absent rather than wrong (a missing index stops a collection, a damaged
      *  one does not: docs/store.md, "Garbage collection") */
     readonly missing = false,
+    /** the id of the version index whose bytes are damaged, when a version's read found it
+     *  (source.ts): a push session tells its basis' damage from any other */
+    readonly version?: string,
   ) {
     super(ErrorCode.Internal, message);
     this.name = 'DamageError';

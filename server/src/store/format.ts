@@ -16,6 +16,10 @@ const INDEX_MAGIC = 0x58495344; // "DSIX" little-endian
 const INDEX_FORMAT = 4;
 const NONCE_BYTES = 16;
 
+/** A segment holds at most this many Delta Bytes: an upload buffers one segment in memory,
+ *  and on S3 a segment is one PUT. */
+export const SEGMENT_BYTES = 8 << 20;
+
 /** `length` bytes at `offset` of segment `seg` (an index into Layout.segments). */
 export interface Extent {
   seg: number;

@@ -2,13 +2,13 @@
  * Garbage collection by mark and sweep (docs/store.md, "Garbage collection"): what no file
  * head and no interrupted upload references is garbage.
  */
-import { DEFAULTS, MAX_GC_WINDOW_MS } from '../config.ts';
-import type { Repo } from './repo.ts';
-import { parseFileHead, parseJson, parseUploadsHead } from './format.ts';
 import { randomBytes } from 'node:crypto';
-import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
-import { GC_STATE, INDEX_ID, SEGMENT_ID, decodeName } from './keys.ts';
-import { DamageError, damagedObject } from './errors.ts';
+import { Store } from '../store.ts';
+import type { Repo } from './repo.ts';
+import { parseFileHead, parseUploadsHead } from './format.ts';
+import { GC_STATE, parseContentKey, parseNsKey } from './keys.ts';
+import { DamageError } from './errors.ts';
+import { type GcState, gcStateBody as body, readGcState } from './gc-state.ts';
 import { uploadRefs } from './uploads.ts';
 import { repack } from './repack.ts';
 import { type CatalogEntry, entryOf, repairCatalog, splitName } from './catalog.ts';
@@ -40,13 +40,12 @@ export async function mark(repo: Repo): Promise<Marks> {
     return f;
   };
   for await (const e of b.list('ns/')) {
-    const kind = e.key.split('/')[2];
     try {
+      const { user, kind } = parseNsKey(e.key);
       const got = await b.getHead(e.key);
       if (!got) continue;
       if (kind === 'files') {
         const head = parseFileHead(got.body, e.key);
-        const user = decodeURIComponent(e.key.split('/')[1]);
         const [folder, base] = splitName(head.name);
         folderOf(user, folder).files.set(base, entryOf(head));
         if (head.versions.length) for (let f = folder; f; ) {
@@ -97,12 +96,12 @@ export async function mark(repo: Repo): Promise<Marks> {
 export async function unreferencedBy(repo: Repo, m: Marks): Promise<{ key: string; size: number; modified: number }[]> {
   const out = [];
   for await (const e of repo.backend.list('data/')) {
-    const id = e.key.split('/')[2];
-    if (!(SEGMENT_ID.test(id) && m.segments.has(id))) out.push(e);
+    const c = parseContentKey(e.key);
+    if (!(c?.kind === 'segment' && m.segments.has(c.id))) out.push(e);
   }
   for await (const e of repo.backend.list('index/')) {
-    const id = e.key.split('/')[2];
-    if (!(INDEX_ID.test(id) && m.indexes.has(id))) out.push(e);
+    const c = parseContentKey(e.key);
+    if (!(c?.kind === 'index' && m.indexes.has(c.id))) out.push(e);
   }
   return out;
 }
@@ -114,18 +113,10 @@ export async function unreferenced(repo: Repo): Promise<string[]> {
 
 // ---- the collector and its protocol with commits -------------------------------------------
 
-/** The gc/state head. */
-export interface GcState {
-  epoch: number;
-  phase: 'idle' | 'condemned' | 'deleting';
-  /** keys of the content objects condemned (phase condemned) or being deleted */
-  candidates: string[];
-  /** ms since the epoch when the phase began or its collector last renewed it (Lease) */
-  since: number;
-  /** the collector that set the phase (random), so a slow one sees it was taken over */
-  owner?: string;
-}
+/** How long a collector's non-idle state may stay unchanged before another takes it over. */
+export const GC_STALE_MS = 30_000;
 
+/** A collection's settings: the server's and `dsync gc`'s (server/src/config.ts). */
 export interface GcOptions {
   /** a content object younger than this is never a candidate (uploads in progress) */
   minAgeMs: number;
@@ -134,13 +125,12 @@ export interface GcOptions {
   windowMs: number;
   /** a collector renews its non-idle state every staleMs / 6 while it works; one left unchanged
    *  this long (by the observer's clock) belongs to a collector that stopped: taken over */
-  staleMs: number;
+  staleMs?: number;
   /** after a collection, segments with at least this percent of their bytes dead are repacked
    *  (repack.ts; 100: never) */
   repackPercent: number;
   log?: (e: Record<string, unknown>) => void;
 }
-export const GC_DEFAULTS: GcOptions = { minAgeMs: DEFAULTS.gcMinAgeMs, windowMs: DEFAULTS.gcWindowMs, staleMs: 30_000, repackPercent: DEFAULTS.gcRepackPercent };
 
 export interface GcReport {
   /** objects and bytes deleted */
@@ -167,34 +157,16 @@ export interface GcReport {
   skipped?: string;
 }
 
-const IDLE: GcState = { epoch: 0, phase: 'idle', candidates: [], since: 0 };
-
-export function parseGcState(body: Uint8Array | null): GcState {
-  if (!body) return IDLE;
-  const s = parseJson(body, GC_STATE);
-  const ok = s && Number.isSafeInteger(s.epoch) && ['idle', 'condemned', 'deleting'].includes(s.phase) && Array.isArray(s.candidates) && s.candidates.every((k: unknown) => typeof k === 'string' && /^(data|index)\/[0-9a-f]{2}\/[0-9a-f]+$/.test(k)) && Number.isFinite(s.since);
-  if (!ok) throw damagedObject(GC_STATE);
-  return s as GcState;
-}
-
-export async function readGcState(repo: Repo): Promise<{ state: GcState; tag: string | null }> {
-  const got = await repo.backend.getHead(GC_STATE);
-  return { state: parseGcState(got?.body ?? null), tag: got?.tag ?? null };
-}
-
-const body = (s: GcState) => Buffer.from(JSON.stringify(s));
-
 /**
  * One collection: mark, condemn the unreferenced objects older than minAgeMs, wait the commit
  * window (commits that reference a condemned object rescue it), mark again, delete what is
  * still unreferenced, and return to idle with the next epoch (docs/store.md, "Garbage
  * collection"). Another collector's live state makes this one skip; a stale one is taken over.
  */
-export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<GcReport> {
-  const o = { ...GC_DEFAULTS, ...opts };
-  for (const k of ['minAgeMs', 'windowMs', 'staleMs'] as const) if (!Number.isSafeInteger(o[k]) || o[k] < 0) throw new RangeError(`gc: ${k} must be a whole number of milliseconds, got ${o[k]}`);
+export async function runGc(repo: Repo, opts: GcOptions): Promise<GcReport> {
+  const o = { staleMs: GC_STALE_MS, ...opts };
   // the collector renews its lease through the window, so the window need not be below staleMs
-  if (o.windowMs > MAX_GC_WINDOW_MS) throw new RangeError(`gc: the window (${o.windowMs} ms) must be at most ${MAX_GC_WINDOW_MS} ms`);
+  for (const k of ['minAgeMs', 'windowMs', 'staleMs'] as const) if (!Number.isSafeInteger(o[k]) || o[k] < 0) throw new RangeError(`gc: ${k} must be a whole number of milliseconds, got ${o[k]}`);
   if (o.staleMs === 0) throw new RangeError('gc: staleMs must be positive');
   if (!Number.isSafeInteger(o.repackPercent) || o.repackPercent < 1 || o.repackPercent > 100) throw new RangeError(`gc: repackPercent must be a whole number from 1 to 100, got ${o.repackPercent}`);
   const t0 = Date.now();
@@ -233,9 +205,8 @@ export async function runGc(repo: Repo, opts: Partial<GcOptions> = {}): Promise<
   // retention applies to files no commit touched lately, too
   if (repo.settings.keepVersions || repo.settings.keepDays) {
     for await (const e of b.list('ns/')) {
-      const [, user, kind] = e.key.split('/');
-      const name = kind === 'files' ? decodeName(e.key.split('/').slice(3).join('/')) : null;
-      if (name !== null) report.retired += await repo.ns(decodeURIComponent(user)).retain(name).catch(() => 0);
+      const { user, kind, name } = parseNsKey(e.key);
+      if (kind === 'files' && name !== null) report.retired += await new Store(repo, user).retain(name).catch(() => 0);
     }
   }
   const first = await mark(repo);
@@ -374,69 +345,6 @@ class Lease {
 }
 
 function isMarked(m: Marks, key: string) {
-  const [kind, , id] = key.split('/');
-  return kind === 'data' ? m.segments.has(id) : m.indexes.has(id);
-}
-
-/** The current gc epoch. A session reads it before it writes its first object: what it writes
- *  is then known to exist at that epoch (docs/store.md §8). */
-export async function gcEpoch(repo: Repo): Promise<number> {
-  return (await readGcState(repo)).state.epoch;
-}
-
-/**
- * The content objects a head change adds references to, each with the epoch at which it is
- * known to have existed: a moment when gc/state's epoch was at least that (docs/store.md §8).
- */
-export type Refs = Map<string, number>;
-
-/** Adds `key`, known at `epoch`, to `refs` (the lowest epoch wins). */
-export function addRef(refs: Refs, key: string, epoch: number): void {
-  const had = refs.get(key);
-  if (had === undefined || epoch < had) refs.set(key, epoch);
-}
-
-/** The epoch all of `refs` are known at (the lowest). */
-export function knownAt(refs: Refs): number {
-  let min = Infinity;
-  for (const e of refs.values()) min = Math.min(min, e);
-  return min;
-}
-
-/** A head change that adds references refused by the collector (retryable: nothing is lost). */
-export class GcRefusal extends ProtocolError {
-  constructor(why: string) {
-    super(ErrorCode.Internal, why);
-  }
-}
-
-/**
- * A head change's part of the protocol with the collector (docs/store.md §8), run just before
- * its swap and again once the swap has landed, before the change is reported done: reads
- * gc/state; rescues the references that are condemned (compare-and-swap, serialised with the
- * collector's swap to deleting); refuses (GcRefusal) when one is being deleted; and checks that
- * each reference known only from an epoch before the state's still exists (refuses if not).
- * Returns the references' epochs brought up to date (an object found to exist now is known at
- * the state's epoch) and when the state was read.
- */
-export async function guardRefs(repo: Repo, refs: Refs): Promise<{ refs: Refs; readAt: number }> {
-  for (;;) {
-    const readAt = Date.now();
-    const { state, tag } = await readGcState(repo);
-    if (state.phase !== 'idle') {
-      const hits = new Set(state.candidates.filter((k) => refs.has(k)));
-      if (hits.size && state.phase === 'deleting') throw new GcRefusal('the store is collecting garbage this version needs; push again');
-      if (hits.size) {
-        const t = await repo.backend.putHead(GC_STATE, body({ ...state, candidates: state.candidates.filter((k) => !hits.has(k)) }), tag);
-        if (!t) continue; // the state moved: look again
-      }
-    }
-    const now: Refs = new Map(refs);
-    for (const [k, e] of refs) {
-      if (e >= state.epoch) continue;
-      if ((await repo.backend.size(k)) === null) throw new GcRefusal(`the store collected ${k}, which this version needs; push again`);
-      now.set(k, state.epoch);
-    }
-    return { refs: now, readAt };
-  }
+  const c = parseContentKey(key);
+  return c?.kind === 'segment' ? m.segments.has(c.id) : c?.kind === 'index' && m.indexes.has(c.id);
 }

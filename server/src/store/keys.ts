@@ -66,3 +66,25 @@ export const nsPrefix = (user: string) => `ns/${encodeUser(user)}/`;
 export const fileHeadKey = (user: string, name: string) => `${nsPrefix(user)}files/${encodeName(name)}`;
 export const uploadsKey = (user: string, name: string) => `${nsPrefix(user)}uploads/${encodeName(name)}`;
 export const GC_STATE = 'gc/state';
+
+/** A user's name from its key component (`encodeUser`'s inverse; throws on a malformed one). */
+export const decodeUser = (encoded: string) => decodeURIComponent(encoded);
+
+/** A key under `ns/`: its user, its kind (files, uploads, folders) and, for a key whose rest is
+ *  an encoded name, the name (else null). */
+export function parseNsKey(key: string): { user: string; kind: string; name: string | null } {
+  const [, user, kind, ...rest] = key.split('/');
+  return { user: decodeUser(user), kind, name: decodeName(rest.join('/')) };
+}
+
+/** The id of the content object at `key` (`data/…` a segment, `index/…` a version index), or
+ *  null when `key` is not one `segmentKey` or `indexKey` makes. */
+export function parseContentKey(key: string): { kind: 'segment' | 'index'; id: string } | null {
+  const id = key.slice(key.lastIndexOf('/') + 1);
+  if (SEGMENT_ID.test(id) && key === segmentKey(id)) return { kind: 'segment', id };
+  if (INDEX_ID.test(id) && key === indexKey(id)) return { kind: 'index', id };
+  return null;
+}
+
+/** Whether `key` is under `data/` or `index/` in the shape gc/state's candidates have. */
+export const isContentKey = (key: string) => /^(data|index)\/[0-9a-f]{2}\/[0-9a-f]+$/.test(key);

@@ -11,14 +11,13 @@
  */
 import { NotFoundError } from './backend.ts';
 import { DamageError } from './errors.ts';
-import { type FileHead, type Layout, type VersionEntry, encodeVersion, jsonBody, parseFileHead, parseUploadsHead, sha256hex } from './format.ts';
-import { GcRefusal, type Refs, addRef, gcEpoch, guardRefs, knownAt } from './gc.ts';
+import { type FileHead, type Layout, SEGMENT_BYTES, type VersionEntry, encodeVersion, jsonBody, parseFileHead, parseUploadsHead, sha256hex } from './format.ts';
+import { GcRefusal, type Refs, addRef, gcEpoch, guardRefs, knownAt } from './gc-state.ts';
 import { updateHead } from './heads.ts';
-import { SEGMENT_ID, indexKey, newSegmentId, segmentKey } from './keys.ts';
+import { indexKey, newSegmentId, parseContentKey, parseNsKey, segmentKey } from './keys.ts';
 import type { Repo } from './repo.ts';
 import { VersionSource } from './source.ts';
 import { uploadRefs } from './uploads.ts';
-import { SEGMENT_BYTES } from './writer.ts';
 import { noteInCatalog } from './catalog.ts';
 
 export interface RepackReport {
@@ -56,7 +55,7 @@ export async function repack(repo: Repo, deadPercent: number, log?: (e: Record<s
   /** segments nothing may move: those of uploads, and of repacks under way */
   const pinned = new Set<string>();
   for await (const e of b.list('ns/')) {
-    const kind = e.key.split('/')[2];
+    const { user, kind } = parseNsKey(e.key);
     const got = await b.getHead(e.key);
     if (!got) continue;
     if (kind === 'uploads') {
@@ -71,7 +70,6 @@ export async function repack(repo: Repo, deadPercent: number, log?: (e: Record<s
     }
     if (kind !== 'files') continue;
     let head = parseFileHead(got.body, e.key);
-    const user = decodeURIComponent(e.key.split('/')[1]);
     if (head.versions.some((v) => v.repack)) {
       head = (await resolve(repo, e.key, user, report)) ?? head;
       for (const v of head.versions) if (v.repack) for (const s of (await repo.readIndex(v.repack.index, head.name).catch(() => null))?.layout.segments ?? []) pinned.add(s);
@@ -91,9 +89,10 @@ export async function repack(repo: Repo, deadPercent: number, log?: (e: Record<s
   // 2. the segments mostly dead
   const sparse = new Set<string>();
   for await (const e of b.list('data/')) {
-    const id = e.key.split('/')[2];
+    const c = parseContentKey(e.key);
+    const id = c?.kind === 'segment' ? c.id : '';
     const r = live.get(id);
-    if (!SEGMENT_ID.test(id) || !r || pinned.has(id)) continue;
+    if (!r || pinned.has(id)) continue;
     const used = covered(r);
     if ((e.size - used) * 100 >= deadPercent * e.size) sparse.add(id);
   }

@@ -4,7 +4,6 @@
  */
 import type { ChunkIndex } from '../../../shared/src/chunk-index.ts';
 import { DEFAULTS, type ServerConfig } from '../config.ts';
-import { Store } from '../store.ts';
 import { type Backend, NotFoundError, withTimeout } from './backend.ts';
 import { DamageError } from './errors.ts';
 import { type Layout, decodeVersion, sha256hex } from './format.ts';
@@ -31,7 +30,6 @@ const DEFAULT_SETTINGS: StoreSettings = { resumeWindowMs: DEFAULTS.resumeWindowM
 
 /** The whole store: a backend, the settings, and the caches every namespace shares. */
 export class Repo {
-  private namespaces = new Map<string, Store>();
   private indexes = new Map<string, { index: ChunkIndex; layout: Layout; bytes: number; stamp: string | null }>();
   private indexBytes = 0;
   readonly settings: StoreSettings;
@@ -47,13 +45,6 @@ export class Repo {
     settings: Partial<StoreSettings> = {},
   ) {
     this.settings = { ...DEFAULT_SETTINGS, ...settings };
-  }
-
-  /** The files of one user. */
-  ns(user: string): Store {
-    let s = this.namespaces.get(user);
-    if (!s) this.namespaces.set(user, (s = new Store(this, user)));
-    return s;
   }
 
   /** A version index by id, verified against its key (content address). */

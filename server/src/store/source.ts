@@ -47,7 +47,9 @@ export class VersionSource implements Source {
    * now: a segment whose pieces this process verified before counts only while its stamp is
    * still the one they were verified under (one stamp per segment: a stat, or an S3 HEAD);
    * everything else is read and verified. `recheck` false trusts the ranges noted without
-   * asking for stamps (one pass of `check`, which notes its own). Throws on damage.
+   * asking for stamps (one pass of `check`, which notes its own; a push's basis, whose
+   * commit verifies what it copies). Throws on damage, and forgets what was verified of a
+   * segment whose stamp changed or whose bytes are damaged.
    */
   async verify(ranges: { offset: number; length: number }[], recheck = true): Promise<void> {
     const STEP = 4 << 20;
@@ -65,7 +67,11 @@ export class VersionSource implements Source {
         const stamps = new Set(ps.map((p) => v.covered(segment, p.offset, p.offset + p.length)));
         if (stamps.size !== 1 || stamps.has(undefined)) return;
         const [stamp] = stamps;
-        if (!recheck || (stamp !== null && (await this.backend.stamp(segmentKey(segment))) === stamp)) good.add(segment);
+        if (!recheck) return void good.add(segment);
+        if (stamp !== null && (await this.backend.stamp(segmentKey(segment))) === stamp) good.add(segment);
+        // its stamp changed (or it had none): what was verified of it counts no more, not even
+        // for a verify that asks no stamps (a push's basis, Store.openBasis)
+        else v.forget(segment);
       });
     }
     // the rest, as file stretches in order (merged), read in steps
@@ -110,9 +116,12 @@ export class VersionSource implements Source {
     const got = hash_chunks(this.index.algo, whole, this.index.lengths.subarray(c0, c1));
     const want = this.index.hashes.subarray(c0 * H, c1 * H);
     if (!equal(got, want)) {
+      // nothing verified of these segments counts any more (a basis opened without asking
+      // their stamps, Store.openBasis, reads them)
+      for (const { p } of stamped) this.verified?.forget(p.segment);
       let k = 0;
       while (k < c1 - c0 && equal(got.subarray(k * H, (k + 1) * H), want.subarray(k * H, (k + 1) * H))) k++;
-      throw new DamageError(`damaged store: ${this.what}, chunk ${c0 + k} (bytes ${this.chunkStarts[c0 + k]}..${this.chunkStarts[c0 + k + 1]}) does not match its hash`);
+      throw new DamageError(`damaged store: ${this.what}, chunk ${c0 + k} (bytes ${this.chunkStarts[c0 + k]}..${this.chunkStarts[c0 + k + 1]}) does not match its hash`, false, this.id);
     }
     if (this.verified) for (const { p, stamp } of stamped) this.verified.add(p.segment, stamp, p.offset, p.offset + p.length);
     const part = whole.subarray(offset - from, offset - from + length);
@@ -170,10 +179,10 @@ export class VersionSource implements Source {
     try {
       got = await this.backend.getStamped(segmentKey(p.segment), { offset: p.offset, length: p.length });
     } catch (e) {
-      if (e instanceof NotFoundError) throw new DamageError(`damaged store: ${this.what}, segment ${p.segment} is missing`, true);
+      if (e instanceof NotFoundError) throw new DamageError(`damaged store: ${this.what}, segment ${p.segment} is missing`, true, this.id);
       throw e;
     }
-    if (got.body.length !== p.length) throw new DamageError(`damaged store: ${this.what}, segment ${p.segment} is shorter than its layout says`);
+    if (got.body.length !== p.length) throw new DamageError(`damaged store: ${this.what}, segment ${p.segment} is shorter than its layout says`, false, this.id);
     return got;
   }
 }

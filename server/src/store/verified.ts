@@ -32,6 +32,11 @@ export class VerifiedRanges {
     if (this.segments.size > MAX_SEGMENTS) this.segments.delete(this.segments.keys().next().value!);
   }
 
+  /** Forgets what was verified of `segment` (its stamp changed, or its bytes are damaged). */
+  forget(segment: string) {
+    this.segments.delete(segment);
+  }
+
   /** The stamp [start, end) of `segment` was verified under (null: verified without one), or
    *  undefined when it was not verified. */
   covered(segment: string, start: number, end: number): string | null | undefined {

@@ -11,16 +11,12 @@ import type { Backend } from './backend.ts';
 import type { Repo } from './repo.ts';
 import { compact } from './compact.ts';
 import { DamageError, WriteFailed } from './errors.ts';
-import { type FileHead, type Layout, type VersionEntry, applyRetention, encodeVersion, sha256hex } from './format.ts';
-import { GcRefusal, type Refs, addRef, gcEpoch, knownAt } from './gc.ts';
+import { type FileHead, type Layout, SEGMENT_BYTES, type VersionEntry, applyRetention, encodeVersion, sha256hex } from './format.ts';
+import { GcRefusal, type Refs, addRef, gcEpoch, knownAt } from './gc-state.ts';
 import { indexKey, newSegmentId, segmentKey } from './keys.ts';
 import { VersionSource } from './source.ts';
 import type { UploadState } from './uploads.ts';
-import type { HeadChange } from '../store.ts';
-
-/** A segment holds at most this many Delta Bytes: an upload buffers one segment in memory,
- *  and on S3 a segment is one PUT. */
-export const SEGMENT_BYTES = 8 << 20;
+import type { HeadChange, SeenHead } from './commit.ts';
 
 /** A refined chunk's basis piece shorter than this is stored as bytes, not by reference: an
  *  extent costs 20 bytes of index and a ranged read of its own. */
@@ -36,14 +32,14 @@ export interface VersionHost {
   readonly repo: Repo;
   /** swaps the file head of `name` by compare-and-swap; versions it adds are guarded against
    *  gc and confirmed (Store.changeHead) */
-  changeHead<T>(name: string, change: (h: FileHead | null) => Promise<HeadChange<T>>, hooks?: { landed?: () => void }): Promise<T>;
+  changeHead<T>(name: string, change: (h: FileHead | null) => Promise<HeadChange<T>>, hooks?: { landed?: () => void; seen?: SeenHead }): Promise<T>;
   /** the content objects versions reference, each known at its version's epoch */
   refsOf(entries: VersionEntry[]): Promise<Refs>;
   noteTraits(name: string, id: string, fastfps: Uint32Array): void;
 }
 
 /** Starts writing a new version of `name` into `store`; see Store.create. */
-export function versionSink(store: VersionHost, name: string, expectLatest?: number, client?: string, resume?: UploadState): VersionSink {
+export function versionSink(store: VersionHost, name: string, expectLatest?: number, client?: string, resume?: UploadState, seen?: SeenHead): VersionSink {
   const backend = store.backend;
   const layout: Layout = resume ? structuredClone(resume.layout) : { segments: [], extents: [] };
   const own: string[] = resume ? [...resume.own] : [];
@@ -52,10 +48,11 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
   // the segment being filled: its index in layout.segments, its bytes so far
   let cur = -1;
   let buf = new Uint8Array(0);
-  // the gc epoch read before this upload writes its first object: every object it writes is
-  // known to exist at it (docs/store.md §8); a resumed upload's earlier objects, and the
-  // objects copies reference, are known at the epochs they came with
-  const epoch = gcEpoch(store.repo);
+  // the gc epoch read before this upload writes its first object (this process's read of
+  // less than W/4 ago will do): every object it writes is known to exist at it (docs/store.md
+  // §8); a resumed upload's earlier objects, and the objects copies reference, are known at the
+  // epochs they came with
+  const epoch = gcEpoch(store.repo, store.repo.settings.gcWindowMs / 4);
   epoch.catch(() => {}); // awaited, with its error, before the first write
   const resumedEpoch = resume?.epoch ?? 0;
   const copied: Refs = new Map();
@@ -244,7 +241,7 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
           const versions = applyRetention([...vs, entry], store.repo.settings);
           return { head: { name, next: next + 1, versions }, result: { version: next, unchanged: false }, adds: { entries: [entry], refs, ours: true } };
         },
-        { landed: () => (landed = true) },
+        { landed: () => (landed = true), seen },
       );
       if (unchanged) await dropOwn();
       else {

@@ -1,0 +1,198 @@
+/**
+ * A change of a file head (docs/store.md §4, §8): compare-and-swap, retried on conflict. Every
+ * commit, delete, rename, restore and retention goes through `changeHead`; a change that adds
+ * versions is guarded against the garbage collector before its swap and confirmed once the
+ * swap has landed, before it is reported done (withdrawn again when the confirmation fails).
+ */
+import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
+import { noteInCatalog } from './catalog.ts';
+import { type FileHead, type VersionEntry, jsonBody, parseFileHead } from './format.ts';
+import { GcRefusal, type Refs, guardRefs, knownAt } from './gc-state.ts';
+import { updateHead } from './heads.ts';
+import { fileHeadKey } from './keys.ts';
+import type { Repo } from './repo.ts';
+
+/** What a head change decides, given the head it read (`changeHead`). */
+export interface HeadChange<T> {
+  /** the new head; null: leave the head as it is */
+  head: FileHead | null;
+  result: T;
+  /** versions the change adds (or finds in the head and answers with) and the objects they
+   *  reference: guarded against gc and confirmed before the change is reported done */
+  adds?: Adds;
+}
+export interface Adds {
+  /** the entries, as they are (or go) in the head */
+  entries: VersionEntry[];
+  refs: Refs;
+  /** whether they are this change's own, withdrawn again when the confirmation fails (not: an
+   *  existing version an unchanged push answers with) */
+  ours: boolean;
+}
+
+/** A file head as a session read it, with its tag (null: no head then). */
+export interface SeenHead {
+  head: FileHead | null;
+  tag: string | null;
+}
+
+/** Attempts to settle an unknown outcome, confirm versions or withdraw them, before giving up. */
+const SETTLE_ATTEMPTS = 5;
+const backoffMs = (k: number) => Math.min(2000, 100 * 2 ** k) * (0.5 + Math.random());
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** The same version, also once a repack gave the entry another index of the same bytes
+ *  (store/repack.ts): a head gives a number once, and the commit time and root are this entry's. */
+export const sameVersion = (a: VersionEntry, b: VersionEntry) => a.version === b.version && a.mtime === b.mtime && a.root === b.root && a.algo === b.algo;
+
+/**
+ * Changes the head of `user`'s file `name` by compare-and-swap, retried on conflict. A change
+ * that adds versions (`adds`) is guarded against the garbage collector before its swap, and
+ * confirmed once the swap has landed, before this returns (docs/store.md §8): if a collection
+ * took what it references, the versions are withdrawn from the head again and this throws a
+ * retryable error. `hooks.landed` is called once such a swap landed or may have: from then on
+ * the objects it references may be referenced by a head (another change may even have copied
+ * them), so the caller never deletes them; gc collects them if they are not.
+ *
+ * `seen`: the head as the caller read it (a push session, at its start). The first attempt
+ * starts from it instead of a read: its compare-and-swap lands only if the head is still the
+ * one seen, so a change made from it is right whenever it lands (docs/store.md §4). A change
+ * that decides from it not to write, or throws, is decided again from a read.
+ */
+export async function changeHead<T>(repo: Repo, user: string, name: string, change: (h: FileHead | null) => HeadChange<T> | Promise<HeadChange<T>>, hooks: { landed?: () => void; seen?: SeenHead } = {}): Promise<T> {
+  const key = fileHeadKey(user, name);
+  const backend = repo.backend;
+  let late = 0;
+  for (let attempt = 0; ; attempt++) {
+    const guess = attempt === 0 ? hooks.seen : undefined;
+    let cur: { tag: string } | null;
+    let old: FileHead | null;
+    if (guess) {
+      cur = guess.tag === null ? null : { tag: guess.tag };
+      old = guess.head;
+    } else {
+      const got = await backend.getHead(key);
+      cur = got;
+      old = got && parseFileHead(got.body, key);
+    }
+    let decided: HeadChange<T>;
+    try {
+      decided = await change(old);
+    } catch (e) {
+      if (guess) continue;
+      throw e;
+    }
+    const { head, result, adds } = decided;
+    if (!head && guess) continue;
+    if (!head) {
+      // versions already in the head: an earlier attempt of this change landed unseen, or the
+      // answer is an existing version (an unchanged push)
+      if (adds) {
+        if (adds.ours) hooks.landed?.();
+        await confirm(repo, user, key, adds);
+        if (adds.ours && old) await noteInCatalog(backend, user, old, repo.linked).catch(() => {});
+      }
+      return result;
+    }
+    head.seq = (old?.seq ?? 0) + 1;
+    if (adds) {
+      // the guard before the swap: rescues condemned references, brings their epochs up to
+      // date (recorded in the entries); the swap starts within half the commit window of the
+      // state it read (a few tries; a state this process read less than W/4 ago will do), so
+      // that it lands before a collector's second mark in all but a slow network: a margin
+      // that makes withdrawals rare, safety rests on the confirmation (a new read, always)
+      const w = repo.settings.gcWindowMs;
+      const { refs, readAt } = await guardRefs(repo, adds.refs, { maxAgeMs: w / 4 });
+      adds.refs = refs;
+      const known = knownAt(refs);
+      for (const e of adds.entries) e.epoch = Number.isFinite(known) ? known : 0;
+      if (w > 0 && Date.now() > readAt + w / 2 && late++ < 3) continue;
+    }
+    let tag: string | null;
+    try {
+      tag = await backend.putHead(key, jsonBody(head), cur?.tag ?? null);
+    } catch (e) {
+      if (!adds) throw e;
+      hooks.landed?.();
+      const fate = await settle(repo, name, key, cur?.tag ?? null, adds.entries);
+      if (fate === 'unknown') throw e;
+      if (fate === 'lost') continue;
+      tag = fate;
+    }
+    if (tag === null) {
+      // contention: back off a little, growing, so many writers of one name all land
+      if (attempt > 2) await sleep(Math.min(50, attempt * 2) * Math.random());
+      continue;
+    }
+    if (adds) {
+      hooks.landed?.();
+      await confirm(repo, user, key, adds);
+    }
+    // the folder catalog follows; if this fails the head stands and gc repairs the catalog
+    await noteInCatalog(backend, user, head, repo.linked).catch(() => {});
+    return result;
+  }
+}
+
+/**
+ * After a swap adding `entries` failed with an error (its outcome unknown: an answer lost, an
+ * SDK retry refused after its first attempt landed): its tag if it landed; 'lost' if it never
+ * can, because the head moved past the tag it was made against or this fenced it (rewrote
+ * the head against that tag, so the swap can no longer land); 'unknown' if the store cannot
+ * be reached to tell.
+ */
+async function settle(repo: Repo, name: string, key: string, tag: string | null, entries: VersionEntry[]): Promise<string | 'lost' | 'unknown'> {
+  for (let k = 0; k < SETTLE_ATTEMPTS; k++) {
+    try {
+      const cur = await repo.backend.getHead(key);
+      const h = cur && parseFileHead(cur.body, key);
+      if (cur && entries.every((e) => h!.versions.some((v) => sameVersion(v, e)))) return cur.tag;
+      if ((cur?.tag ?? null) !== tag) return 'lost';
+      const fence: FileHead = h ? { ...h, seq: (h.seq ?? 0) + 1 } : { name, next: 1, seq: 1, versions: [] };
+      if ((await repo.backend.putHead(key, jsonBody(fence), tag)) !== null) return 'lost';
+    } catch {
+      await sleep(backoffMs(k));
+    }
+  }
+  return 'unknown';
+}
+
+/**
+ * The confirmation of versions in the head (docs/store.md §8): the gc guard again, now that
+ * the head holds them. A refusal, or a store that cannot be asked, withdraws them from the
+ * head when they are this change's own, and throws a retryable error.
+ */
+async function confirm(repo: Repo, user: string, key: string, adds: Adds): Promise<void> {
+  let why: unknown;
+  for (let k = 0; k < SETTLE_ATTEMPTS; k++) {
+    try {
+      await guardRefs(repo, adds.refs);
+      return;
+    } catch (e) {
+      why = e;
+      if (e instanceof GcRefusal) break;
+      await sleep(backoffMs(k));
+    }
+  }
+  if (adds.ours) await withdraw(repo, user, key, adds.entries);
+  throw why instanceof GcRefusal ? why : new ProtocolError(ErrorCode.Internal, `the store could not confirm the new version (${(why as Error).message}); push again`);
+}
+
+/** Removes `entries` from the head at `key` if it still holds them. */
+async function withdraw(repo: Repo, user: string, key: string, entries: VersionEntry[]): Promise<void> {
+  for (let k = 0; ; k++) {
+    try {
+      let written: FileHead | null = null;
+      await updateHead(repo.backend, key, (b) => {
+        const h = b && parseFileHead(b, key);
+        const versions = h?.versions.filter((v) => !entries.some((e) => sameVersion(v, e)));
+        written = h && versions!.length !== h.versions.length ? { ...h, seq: (h.seq ?? 0) + 1, versions: versions! } : null;
+        return { body: written && jsonBody(written), result: undefined };
+      });
+      if (written) await noteInCatalog(repo.backend, user, written, repo.linked).catch(() => {});
+      return;
+    } catch (e) {
+      if (k + 1 >= SETTLE_ATTEMPTS) throw new ProtocolError(ErrorCode.Internal, `the store failed while collecting garbage this version needs, and it could not be withdrawn (${(e as Error).message}); push again`);
+      await sleep(backoffMs(k));
+    }
+  }
+}
