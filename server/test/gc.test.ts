@@ -64,6 +64,27 @@ test('a commit rescues the condemned objects it references; while they are delet
   }
 });
 
+test("keys under data/ and index/ the store never makes are not its own: gc leaves them, and goes on collecting", async () => {
+  const s = await testServer({});
+  try {
+    await pushBytes(s, 'a.bin', fastRandomBytes(2, 300_000));
+    const store = await s.storeOf('local');
+    const { layout } = await store.readVersion('a.bin', 1);
+    await store.remove('a.bin');
+    const foreign = ['data/ab/NOTES', 'data/README', `index/00/${'0'.repeat(63)}`, `data/${layout.segments[0].slice(0, 2)}/${layout.segments[0]}x`];
+    for (const k of foreign) assert.ok(await s.repo.backend.putIfAbsent(k, Buffer.from('not the store\'s')));
+    for (let i = 0; i < 2; i++) {
+      const report = await runGc(s.repo, { minAgeMs: 0, windowMs: 0, repackPercent: 20 });
+      assert.equal(report.skipped, undefined, JSON.stringify(report));
+      assert.equal(report.deleted, i === 0 ? 2 : 0, `collection ${i + 1}: a.bin's segment and index, then nothing: ${JSON.stringify(report)}`);
+    }
+    for (const k of foreign) assert.equal((await s.repo.backend.get(k)).toString(), "not the store's", k);
+    assert.equal((await readGcState(s.repo)).state.phase, 'idle');
+  } finally {
+    await s.stop();
+  }
+});
+
 test('the guard before a swap takes a gc/state this process read moments ago; the confirmation reads it anew and withdraws what it must', async () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'dsync-gc-seen-'));
   try {

@@ -92,16 +92,17 @@ export async function mark(repo: Repo): Promise<Marks> {
   return m;
 }
 
-/** Content objects no head references (keys), given marks. */
+/** Content objects no head references (keys), given marks. A key under `data/` or `index/`
+ *  that the store never makes (`parseContentKey`) is not the store's: it is left alone. */
 export async function unreferencedBy(repo: Repo, m: Marks): Promise<{ key: string; size: number; modified: number }[]> {
   const out = [];
   for await (const e of repo.backend.list('data/')) {
     const c = parseContentKey(e.key);
-    if (!(c?.kind === 'segment' && m.segments.has(c.id))) out.push(e);
+    if (c?.kind === 'segment' && !m.segments.has(c.id)) out.push(e);
   }
   for await (const e of repo.backend.list('index/')) {
     const c = parseContentKey(e.key);
-    if (!(c?.kind === 'index' && m.indexes.has(c.id))) out.push(e);
+    if (c?.kind === 'index' && !m.indexes.has(c.id)) out.push(e);
   }
   return out;
 }
