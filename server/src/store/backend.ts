@@ -98,6 +98,15 @@ export class StoreTimeoutError extends ProtocolError {
   }
 }
 
+/** A compare-and-swap of a head whose outcome cannot be known: an S3 client's retry was refused
+ *  while the head holds other bytes, so the first attempt may or may not have landed (s3.ts). */
+export class UnknownOutcome extends Error {
+  constructor(where: string, key: string) {
+    super(`${where}: the outcome of a compare-and-swap of ${key} is unknown (a retried write was refused, and the head holds other bytes)`);
+    this.name = 'UnknownOutcome';
+  }
+}
+
 /**
  * `backend` with a deadline on every operation (`--store-timeout-ms`): one that has not
  * settled after `ms` (the object store's own retries included) fails with StoreTimeoutError,

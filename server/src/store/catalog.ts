@@ -102,7 +102,7 @@ export async function noteInCatalog(backend: Backend, user: string, head: FileHe
     const gone = !!c.gone && entry.versions > 0;
     if (gone) delete c.gone;
     return { body: body(c), result: gone };
-  }, { guess: true });
+  }, { guess: true, merge: true });
   if (entry.versions) await linkFolder(backend, user, folder, linked, wasGone);
   else await pruneFolder(backend, user, folder, linked);
 }
@@ -121,7 +121,7 @@ export async function linkFolder(backend: Backend, user: string, folder: string,
       const gone = !!c.gone;
       delete c.gone;
       return { body: body(c), result: gone };
-    });
+    }, { merge: true });
     linked.add(linkKey(user, folder));
     folder = parent;
   }
@@ -139,7 +139,7 @@ export async function pruneFolder(backend: Backend, user: string, folder: string
       if (c.gone) return { body: null, result: true };
       c.gone = true;
       return { body: body(c), result: true };
-    });
+    }, { merge: true });
     if (!marked) return;
     const [parent, base] = splitName(folder);
     const pkey = catalogKey(user, parent);
@@ -148,7 +148,7 @@ export async function pruneFolder(backend: Backend, user: string, folder: string
       if (!c.folders[base]) return { body: null, result: undefined };
       delete c.folders[base];
       return { body: body(c), result: undefined };
-    });
+    }, { merge: true });
     linked.delete(linkKey(user, folder));
     // something landed between the mark and the unlink: its writer may have found the link
     // still there, so the link is made again here
@@ -170,7 +170,7 @@ export async function keepFolder(backend: Backend, user: string, folder: string,
     else delete c.kept;
     if (gone) delete c.gone;
     return { body: body(c), result: gone };
-  });
+  }, { merge: true });
   if (kept) await linkFolder(backend, user, folder, linked, wasGone || !linked.has(linkKey(user, folder)));
   else await pruneFolder(backend, user, folder, linked);
 }
@@ -207,5 +207,5 @@ export async function repairCatalog(backend: Backend, user: string, folder: stri
       }
     }
     return { body: changed ? body(c) : null, result: changed };
-  });
+  }, { merge: true });
 }

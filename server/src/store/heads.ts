@@ -1,5 +1,8 @@
 /** Changing a head by compare-and-swap, retried until it lands (docs/store.md, "Heads"). */
-import type { Backend } from './backend.ts';
+import { type Backend, UnknownOutcome } from './backend.ts';
+
+/** Unknown outcomes of one merge's writes decided again before it fails (`updateHead`). */
+const MERGE_UNKNOWN = 3;
 
 /**
  * Reads the head at `key`, asks `change` for its new body (null: leave it as it is) and a
@@ -56,13 +59,17 @@ async function writeHead(backend: Backend, key: string, body: Uint8Array, tag: s
 }
 
 /**
- * `guess`: the first attempt starts from this process's last view of the head, when it has one
- * (no read); a change it does not write, or refuses, is decided again from a read, and so is
- * one whose write failed with an unknown outcome. Only for changes that may be applied twice
- * (a catalog's merge by seq): a write against a stale tag that an S3 client retried reports
- * an unknown outcome, though it never lands.
+ * Both options are only for changes that may be applied twice (a folder catalog's merge by
+ * seq, recomputed from the body read):
+ * - `guess`: the first attempt starts from this process's last view of the head, when it has
+ *   one (no read); a change it does not write, or refuses, is decided again from a read, and so
+ *   is one whose write failed (a write against a stale tag that an S3 client retried reports
+ *   an unknown outcome, though it never lands);
+ * - `merge`: a write whose outcome is unknown (UnknownOutcome: it may have landed) is decided
+ *   again from a read, up to MERGE_UNKNOWN times: if it landed, the read shows it.
  */
-export async function updateHead<T>(backend: Backend, key: string, change: (body: Uint8Array | null) => Change<T> | Promise<Change<T>>, o: { guess?: boolean } = {}): Promise<T> {
+export async function updateHead<T>(backend: Backend, key: string, change: (body: Uint8Array | null) => Change<T> | Promise<Change<T>>, o: { guess?: boolean; merge?: boolean } = {}): Promise<T> {
+  let unknown = 0;
   for (let attempt = 0; ; attempt++) {
     const guess = o.guess && attempt === 0 ? guessHead(backend, key) : null;
     const cur = guess ?? (await readHead(backend, key));
@@ -81,7 +88,7 @@ export async function updateHead<T>(backend: Backend, key: string, change: (body
     try {
       landed = (await writeHead(backend, key, out.body, cur?.tag ?? null)) !== null;
     } catch (e) {
-      if (guess) continue;
+      if (guess || (o.merge && e instanceof UnknownOutcome && ++unknown <= MERGE_UNKNOWN)) continue;
       throw e;
     }
     if (landed) return out.result;

@@ -29,7 +29,7 @@ import {
   S3ServiceException,
   type BucketLocationConstraint,
 } from '@aws-sdk/client-s3';
-import { NotFoundError, StoreTimeoutError, type Backend, type ListEntry } from './backend.ts';
+import { NotFoundError, StoreTimeoutError, UnknownOutcome, type Backend, type ListEntry } from './backend.ts';
 
 /** A TCP connection to the object store is given up after this long. */
 const CONNECT_TIMEOUT_MS = 5_000;
@@ -172,7 +172,7 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
         const now = await getWhole(key);
         if (now && equalBytes(now.body, body)) return { tag: now.tag };
         if (cond.IfMatch) {
-          throw new Error(`${where}: the outcome of a compare-and-swap of ${key} is unknown (a retried write was refused, and the head holds other bytes)`);
+          throw new UnknownOutcome(where, key);
         }
       }
       return status === 409 ? 'conflict' : 'refused';
