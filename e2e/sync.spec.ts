@@ -4,6 +4,7 @@
 // a 1 GiB file: large.spec.ts.
 import { execFileSync } from 'node:child_process';
 import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import path from 'node:path';
 import { content, insertAt, writePseudoRandomFile } from './data.ts';
 import { card, expect, openPage, result, root, test } from './fixtures.ts';
@@ -191,6 +192,42 @@ test('cancelled, or changed on disk while syncing: nothing is stored, and the pa
   await card(page, 'archive.tar').and(page.locator('[data-step=chunking]')).waitFor();
   appendFileSync(file, 'an edit made while syncing');
   await expect(card(page, 'archive.tar').getByTestId('problem')).toHaveAttribute('data-kind', 'unreadable');
+  await expect(card(page, 'archive.tar')).toContainText('This file cannot be read');
+  expect(await server.latest('archive.tar')).toBe(0);
+});
+
+test('changed on disk after it is chunked and before its Delta Runs are sent: the page says it cannot be read, nothing is stored', async ({ page, server, dir }) => {
+  // The whole file is chunked and its list sent while the server is frozen (SIGSTOP), so no
+  // Match Token has come back and no Delta Run has gone out; then the file is overwritten in
+  // place and the server thawed. Chromium's socket cannot read the Delta Runs' slices of the
+  // changed file: it fails and closes, with their bytes still counted in bufferedAmount. The
+  // sender must not wait for room that never comes (shared/src/sender.ts, conn.ended): the
+  // push is retried, its chunking read refused, and the card says why.
+  const file = path.join(dir, 'archive.tar');
+  const size = 128 << 20;
+  await writePseudoRandomFile(file, size, 11);
+  await openPage(page, server.url);
+  await page.getByTestId('file-input').setInputFiles(file);
+  // frozen once chunking is under way (the session started on the server), the file large
+  // enough that chunking outlasts this look at the page
+  await page.waitForFunction(() => {
+    const c = document.querySelector('[data-testid=transfer][data-name="archive.tar"][data-step=chunking]');
+    return !!c && !/ 0 B of /.test(c.querySelector('[role=progressbar]')?.getAttribute('aria-valuetext') ?? ' 0 B of ');
+  }, null, { timeout: 60_000, polling: 'raf' });
+  server.freeze();
+  try {
+    await card(page, 'archive.tar').and(page.locator('[data-step=checksums-sent]')).waitFor({ timeout: 60_000 });
+    // the last strong hashes are read after the list ends: give them time to finish
+    await new Promise((r) => setTimeout(r, 3000));
+    const fh = await open(file, 'r+');
+    const other = Buffer.alloc(8 << 20, 0x5a);
+    for (let at = 0; at < size; at += other.length) await fh.write(other, 0, other.length, at);
+    await fh.close();
+  } finally {
+    server.freeze(false);
+  }
+  // well within the server's idle timeout, which a hung sync would wait for
+  await expect(card(page, 'archive.tar').getByTestId('problem')).toHaveAttribute('data-kind', 'unreadable', { timeout: 30_000 });
   await expect(card(page, 'archive.tar')).toContainText('This file cannot be read');
   expect(await server.latest('archive.tar')).toBe(0);
 });
