@@ -9,6 +9,10 @@ import path from 'node:path';
 import { content, insertAt, writePseudoRandomFile } from './data.ts';
 import { card, expect, openPage, result, root, test } from './fixtures.ts';
 import { TestServer } from './server.ts';
+import WebSocket from 'ws';
+import { encode } from '../shared/src/codec.ts';
+import { DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION } from '../shared/src/protocol.ts';
+import { pushBytes } from '../harness/helpers.ts';
 
 test('first upload through the drop zone (real drag events with a DataTransfer)', async ({ page, server }) => {
   const files = { 'dropped.bin': content(1_500_000), 'notes.txt': content(40_000) };
@@ -230,6 +234,33 @@ test('changed on disk after it is chunked and before its Delta Runs are sent: th
   await expect(card(page, 'archive.tar').getByTestId('problem')).toHaveAttribute('data-kind', 'unreadable', { timeout: 30_000 });
   await expect(card(page, 'archive.tar')).toContainText('This file cannot be read');
   expect(await server.latest('archive.tar')).toBe(0);
+});
+
+test('past capacity the listing is refused (503, Retry-After): the page waits the seconds named and shows the files once a place is free', async ({ page }) => {
+  const busy = await new TestServer(['--max-sessions', '1']).start();
+  try {
+    const target = { wsUrl: `${busy.url.replace('http', 'ws')}/sync` };
+    await pushBytes(target, 'notes/doc.txt', new Uint8Array(content(5000)));
+    // a push session that holds the one place: Hello, then silence once Ready is in
+    const held = new WebSocket(target.wsUrl);
+    await new Promise((r, j) => (held.on('open', r), held.on('error', j)));
+    const ready = new Promise((r) => held.on('message', (d: Buffer) => d[0] === Msg.Ready && r(null)));
+    held.send(encode({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 1 << 20, basisVersion: 0, name: 'held.bin' }));
+    await ready;
+    const refused = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/files' && r.status() === 503);
+    await openPage(page, busy.url);
+    const r = await refused;
+    expect(Number(r.headers()['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect((await r.json()).error).toMatch(/^the server is busy; retry in \d+ s$/);
+    // while the place stays held the page keeps waiting and asking again: "Loading…", never an error
+    await page.waitForTimeout(1500);
+    await expect(page.getByTestId('loading')).toBeVisible();
+    await expect(page.locator('.form-error')).toHaveCount(0);
+    held.terminate();
+    await expect(page.locator('[data-testid=folder-row][data-name="notes/"]')).toBeVisible({ timeout: 30_000 });
+  } finally {
+    await busy.stop();
+  }
 });
 
 test('a file over the server limit, sign-in, and a session that ends: clear messages', async ({ page, dir }) => {
