@@ -25,6 +25,8 @@ const edits = Number(arg('--edits', '200'));
 const mib = Number(arg('--mib', '10'));
 const windowMs = Number(arg('--window-ms', '2000'));
 const repackPercent = Number(arg('--repack-percent', String(DEFAULTS.gcRepackPercent)));
+// the machine and its load as the run starts (writeResults adds the load as it ends)
+const mach = machine();
 const dir = mkdtempSync(path.join(tmpdir(), 'dsync-edits-'));
 const s = await startServer(loadConfig({ port: '0', host: '127.0.0.1', store: dir, 'gc-interval-ms': '0' }, {}));
 const srv = { wsUrl: s.url.replace('http', 'ws') + '/sync' };
@@ -121,7 +123,7 @@ bytes the kept versions of both files reference (each segment's referenced range
 every segment were 100% live: ${need.segments} segments), every index and every head. \`check --read-data\` found no problem afterwards, and the latest version read
 back byte-exact.
 `;
-  writeResults('store-edits', `${edits} small edits of a ${mib} MiB file, and gc`, machine(), md, { edits, mib, repackPercent, segs, first, last, kept, repacked, need, empty, gc: report, second, gcMs, secondMs, syncMs });
+  writeResults('store-edits', `${edits} small edits of a ${mib} MiB file, and gc`, mach, md, { edits, mib, repackPercent, segs, first, last, kept, repacked, need, empty, gc: report, second, gcMs, secondMs, syncMs });
 } finally {
   await s.close();
   rmSync(dir, { recursive: true, force: true });

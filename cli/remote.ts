@@ -4,6 +4,7 @@
  */
 import { hostname } from 'node:os';
 import WebSocket from 'ws';
+import { fetchWhileBusy } from '../shared/src/busy.ts';
 import { RemoteError } from '../shared/src/conn.ts';
 import { ErrorCode } from '../shared/src/protocol.ts';
 import { type Opts, UsageError, type Values, str } from './command.ts';
@@ -77,17 +78,22 @@ export class ApiError extends Error {
   }
 }
 
-/** Calls the REST API (`path` with its query); the parsed JSON answer. */
+/** Calls the REST API (`path` with its query); the parsed JSON answer. A busy server (503 with
+ *  Retry-After) is waited for and asked again (shared/src/busy.ts). */
 export async function api<T = unknown>(values: Values, method: string, path: string, body?: unknown): Promise<T> {
   const base = httpBase(values);
   const token = tokenOf(values);
   let res: Response;
   try {
-    res = await fetch(base + path, {
-      method,
-      headers: { ...(token && { Authorization: `Bearer ${token}` }), ...(body !== undefined && { 'Content-Type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    res = await fetchWhileBusy(
+      () =>
+        fetch(base + path, {
+          method,
+          headers: { ...(token && { Authorization: `Bearer ${token}` }), ...(body !== undefined && { 'Content-Type': 'application/json' }) },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        }),
+      { onBusy: (s) => console.error(`dsync: the server is busy; trying again in ${s} s`) },
+    );
   } catch (e) {
     throw new Error(`cannot reach ${base}: ${((e as Error).cause as Error | undefined)?.message ?? (e as Error).message}`);
   }

@@ -4,10 +4,15 @@
 // a 1 GiB file: large.spec.ts.
 import { execFileSync } from 'node:child_process';
 import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import path from 'node:path';
 import { content, insertAt, writePseudoRandomFile } from './data.ts';
 import { card, expect, openPage, result, root, test } from './fixtures.ts';
 import { TestServer } from './server.ts';
+import WebSocket from 'ws';
+import { encode } from '../shared/src/codec.ts';
+import { DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION } from '../shared/src/protocol.ts';
+import { pushBytes } from '../harness/helpers.ts';
 
 test('first upload through the drop zone (real drag events with a DataTransfer)', async ({ page, server }) => {
   const files = { 'dropped.bin': content(1_500_000), 'notes.txt': content(40_000) };
@@ -193,6 +198,69 @@ test('cancelled, or changed on disk while syncing: nothing is stored, and the pa
   await expect(card(page, 'archive.tar').getByTestId('problem')).toHaveAttribute('data-kind', 'unreadable');
   await expect(card(page, 'archive.tar')).toContainText('This file cannot be read');
   expect(await server.latest('archive.tar')).toBe(0);
+});
+
+test('changed on disk after it is chunked and before its Delta Runs are sent: the page says it cannot be read, nothing is stored', async ({ page, server, dir }) => {
+  // The whole file is chunked and its list sent while the server is frozen (SIGSTOP), so no
+  // Match Token has come back and no Delta Run has gone out; then the file is overwritten in
+  // place and the server thawed. Chromium's socket cannot read the Delta Runs' slices of the
+  // changed file: it fails and closes, with their bytes still counted in bufferedAmount. The
+  // sender must not wait for room that never comes (shared/src/sender.ts, conn.ended): the
+  // push is retried, its chunking read refused, and the card says why.
+  const file = path.join(dir, 'archive.tar');
+  const size = 128 << 20;
+  await writePseudoRandomFile(file, size, 11);
+  await openPage(page, server.url);
+  await page.getByTestId('file-input').setInputFiles(file);
+  // frozen once chunking is under way (the session started on the server), the file large
+  // enough that chunking outlasts this look at the page
+  await page.waitForFunction(() => {
+    const c = document.querySelector('[data-testid=transfer][data-name="archive.tar"][data-step=chunking]');
+    return !!c && !/ 0 B of /.test(c.querySelector('[role=progressbar]')?.getAttribute('aria-valuetext') ?? ' 0 B of ');
+  }, null, { timeout: 60_000, polling: 'raf' });
+  server.freeze();
+  try {
+    await card(page, 'archive.tar').and(page.locator('[data-step=checksums-sent]')).waitFor({ timeout: 60_000 });
+    // the last strong hashes are read after the list ends: give them time to finish
+    await new Promise((r) => setTimeout(r, 3000));
+    const fh = await open(file, 'r+');
+    const other = Buffer.alloc(8 << 20, 0x5a);
+    for (let at = 0; at < size; at += other.length) await fh.write(other, 0, other.length, at);
+    await fh.close();
+  } finally {
+    server.freeze(false);
+  }
+  // well within the server's idle timeout, which a hung sync would wait for
+  await expect(card(page, 'archive.tar').getByTestId('problem')).toHaveAttribute('data-kind', 'unreadable', { timeout: 30_000 });
+  await expect(card(page, 'archive.tar')).toContainText('This file cannot be read');
+  expect(await server.latest('archive.tar')).toBe(0);
+});
+
+test('past capacity the listing is refused (503, Retry-After): the page waits the seconds named and shows the files once a place is free', async ({ page }) => {
+  const busy = await new TestServer(['--max-sessions', '1']).start();
+  try {
+    const target = { wsUrl: `${busy.url.replace('http', 'ws')}/sync` };
+    await pushBytes(target, 'notes/doc.txt', new Uint8Array(content(5000)));
+    // a push session that holds the one place: Hello, then silence once Ready is in
+    const held = new WebSocket(target.wsUrl);
+    await new Promise((r, j) => (held.on('open', r), held.on('error', j)));
+    const ready = new Promise((r) => held.on('message', (d: Buffer) => d[0] === Msg.Ready && r(null)));
+    held.send(encode({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 1 << 20, basisVersion: 0, name: 'held.bin' }));
+    await ready;
+    const refused = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/files' && r.status() === 503);
+    await openPage(page, busy.url);
+    const r = await refused;
+    expect(Number(r.headers()['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect((await r.json()).error).toMatch(/^the server is busy; retry in \d+ s$/);
+    // while the place stays held the page keeps waiting and asking again: "Loading…", never an error
+    await page.waitForTimeout(1500);
+    await expect(page.getByTestId('loading')).toBeVisible();
+    await expect(page.locator('.form-error')).toHaveCount(0);
+    held.terminate();
+    await expect(page.locator('[data-testid=folder-row][data-name="notes/"]')).toBeVisible({ timeout: 30_000 });
+  } finally {
+    await busy.stop();
+  }
 });
 
 test('a file over the server limit, sign-in, and a session that ends: clear messages', async ({ page, dir }) => {

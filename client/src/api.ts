@@ -1,5 +1,6 @@
 /** The server's REST API (server/src/server.ts), as the page uses it. */
 import type { FileInfo, VersionInfo as StoreVersion } from '../../server/src/store.ts';
+import { fetchWhileBusy } from '../../shared/src/busy.ts';
 import { SEARCH_PAGE, SEARCH_REQUESTS } from '../../shared/src/limits.ts';
 
 export type { FileInfo };
@@ -38,16 +39,20 @@ function timeoutSignal(ms: number): AbortSignal {
   return c.signal;
 }
 
+/** A REST request; a busy server (503 with Retry-After) is waited for and asked again
+ *  (shared/src/busy.ts). */
 export async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
-  const res = await fetch(path, {
-    method,
-    credentials: 'same-origin',
-    cache: 'no-store',
-    // a server that hangs is reported as one that does not answer, not waited for forever
-    signal: timeoutSignal(TIMEOUT_MS),
-    headers: body === undefined ? undefined : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
+  const res = await fetchWhileBusy(() =>
+    fetch(path, {
+      method,
+      credentials: 'same-origin',
+      cache: 'no-store',
+      // a server that hangs is reported as one that does not answer, not waited for forever
+      signal: timeoutSignal(TIMEOUT_MS),
+      headers: body === undefined ? undefined : { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    }),
+  );
   if (!res.ok) {
     const said = ((await res.json().catch(() => ({}))) as { error?: string }).error;
     throw new HttpError(res.status, said ?? (res.status === 404 && method !== 'GET' ? 'this server does not offer that yet' : res.statusText));

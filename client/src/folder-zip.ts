@@ -1,12 +1,13 @@
 /**
  * A folder from the server as one zip, made in the page: client-zip (2.6 kB gzipped, streams,
  * Zip64) reads each file's verified download (GET /api/download) as the archive reaches it,
- * one at a time, and stores its bytes as they are (no compression: the page never holds more
+ * one at a time (each waiting for a busy server, shared/src/busy.ts), and stores its bytes as they are (no compression: the page never holds more
  * than what the browser buffers of the archive Blob). Chosen over fflate's Zip, which is as
  * fast (both are bound by CRC-32: 52–122 MB/s in Node on this machine) but takes bytes pushed
  * in callbacks rather than a fetch Response.
  */
 import { downloadZip } from 'client-zip';
+import { fetchWhileBusy } from '../../shared/src/busy.ts';
 import { api } from './api.ts';
 
 /** The zip of everything under `path` (ending in '/'): each file by its path in the folder,
@@ -17,7 +18,7 @@ export async function folderZip(path: string): Promise<Blob> {
   async function* entries() {
     for (const f of folders) yield { name: rel(f), lastModified: new Date() };
     for (const f of files) {
-      const res = await fetch(api.downloadUrl(f.name, f.latest));
+      const res = await fetchWhileBusy(() => fetch(api.downloadUrl(f.name, f.latest)));
       if (!res.ok) throw new Error(`${f.name}: HTTP ${res.status}`);
       yield { name: rel(f.name), input: res, lastModified: new Date(f.mtime), size: f.size };
     }

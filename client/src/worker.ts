@@ -14,6 +14,7 @@ import { keepSynced, withKept } from './kept-push.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
 import type { Sink } from '../../shared/src/sink.ts';
 import { Connection, type Phase, type WebSocketCtor, pull } from '../../shared/src/sync-client.ts';
+import { fetchWhileBusy } from '../../shared/src/busy.ts';
 import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
 import { FolderSync, type FolderFromWorker, type FolderToWorker, isFolderMessage } from './folder-sync.ts';
 
@@ -188,7 +189,7 @@ function webHashWorker(): HashWorker {
 async function latestOf(url: string, name: string): Promise<LatestInfo | null> {
   const u = new URL(url);
   u.protocol = u.protocol.replace(/^ws/, 'http');
-  const res = await fetch(`${u.origin}/api/versions?${new URLSearchParams({ name })}`);
+  const res = await fetchWhileBusy(() => fetch(`${u.origin}/api/versions?${new URLSearchParams({ name })}`));
   if (!res.ok) return null;
   const vs = (await res.json()) as LatestInfo[];
   return vs.length ? vs[vs.length - 1] : null;

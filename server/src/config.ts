@@ -99,10 +99,11 @@ export interface ServerConfig {
   memoryBudget: number;
   /** of which one session at most */
   maxSessionMemory: number;
-  /** sync sessions that run at once in this process, all users together; a session past it
-   *  is refused with Busy and told when to try again (guard.ts Admission). 0: no limit */
+  /** sync sessions and file requests that run at once in this process, all users together;
+   *  one past it is refused as busy (Busy; HTTP 503 with Retry-After) and told when to try
+   *  again (guard.ts Admission). 0: no limit */
   maxSessions: number;
-  /** a new sync session is refused as busy while the process' thread was busy more than this
+  /** a new sync session or file request is refused as busy while the process' thread was busy more than this
    *  share of the last moments (event-loop utilisation; guard.ts Admission). 0 or 1: never */
   maxLoad: number;
 }

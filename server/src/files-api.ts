@@ -7,7 +7,7 @@
 import path from 'node:path';
 import express from 'express';
 import { MAX_NAME_BYTES, SEARCH_FOLDERS, SEARCH_PAGE } from '../../shared/src/limits.ts';
-import { ErrorCode, ProtocolError } from '../../shared/src/protocol.ts';
+import { ErrorCode, ProtocolError, busyMessage } from '../../shared/src/protocol.ts';
 import { validateName } from './names.ts';
 import type { Store } from './store.ts';
 
@@ -43,11 +43,26 @@ function drained(res: express.Response): Promise<void> {
   });
 }
 
-/** `turn`: waits for one of the user's turns (guard.ts `Turns`) and returns its end. */
-export function filesApi(storeOf: (user: string) => Promise<Store>, log: (e: Record<string, unknown>) => void, turn?: (user: string) => Promise<() => void>): express.Router {
+/** `turn`: waits for one of the user's turns (guard.ts `Turns`) and returns its end.
+ *  `enter`: a place among the work the process runs (guard.ts `Admission`: its end), or the
+ *  seconds to wait when it is past capacity; the request is then refused with 503 and
+ *  Retry-After, having done nothing. */
+export function filesApi(
+  storeOf: (user: string) => Promise<Store>,
+  log: (e: Record<string, unknown>) => void,
+  turn?: (user: string) => Promise<() => void>,
+  enter: () => (() => void) | number = () => () => {},
+): express.Router {
   const r = express.Router();
   const route = (fn: Handler) => async (req: Req, res: express.Response) => {
     const endTurn = await turn?.(req.user!);
+    const place = enter();
+    if (typeof place === 'number') {
+      endTurn?.();
+      log({ error: 'busy', path: req.path, retryAfterS: place });
+      res.setHeader('Retry-After', String(place));
+      return void res.status(503).json({ error: busyMessage(place) });
+    }
     try {
       await fn(req, res, await storeOf(req.user!));
     } catch (e) {
@@ -57,6 +72,7 @@ export function filesApi(storeOf: (user: string) => Promise<Store>, log: (e: Rec
       if (err instanceof ProtocolError) return void res.status(STATUS[err.code] ?? 400).json({ error: err.message });
       res.status(500).json({ error: 'internal error' });
     } finally {
+      place();
       endTurn?.();
     }
   };

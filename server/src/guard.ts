@@ -178,19 +178,20 @@ export class Turns {
 }
 
 /**
- * Admission of sync sessions, all users together, in this process. A session works on the
- * process' one thread and waits on the store; past what the process can serve, each admitted
- * session would only take longer (and hold its memory longer) without more of them finishing
- * per second, until all time out. So a new session is refused (Busy, with the seconds to wait)
- * when `max` already run, or when the thread is saturated: busy more than `maxLoad` of the
- * last moments (event-loop utilisation, sampled every LOAD_SAMPLE_MS) while MIN_RUNNING or
- * more sessions run. The admitted ones keep near their unloaded speed; the refused ones come
- * back when a place is likely free. While sessions mostly wait on a store far away, the
+ * Admission of work, all users together, in this process: sync sessions and the file requests
+ * that do store work (files-api.ts), each one place. A piece of work runs on the process' one
+ * thread and waits on the store; past what the process can serve, each admitted one would
+ * only take longer (and hold its memory longer) without more of them finishing per second,
+ * until all time out. So new work is refused (Busy, or 503 with Retry-After, with the seconds
+ * to wait) when `max` pieces already run, or when the thread is saturated: busy more than
+ * `maxLoad` of the last moments (event-loop utilisation, sampled every LOAD_SAMPLE_MS) while
+ * MIN_RUNNING or more run. The admitted ones keep near their unloaded speed; the refused ones
+ * come back when a place is likely free. While work mostly waits on a store far away, the
  * thread is idle and up to `max` run.
  */
 export class Admission {
   running = 0;
-  /** a running mean of a session's wall time, ms */
+  /** a running mean of a piece of work's wall time, ms */
   private meanMs = 0;
   /** the thread's recent utilisation, 0..1 */
   private load = 0;
@@ -211,7 +212,7 @@ export class Admission {
     }
   }
 
-  /** A place for a new session (its end, idempotent), or the whole seconds to wait. */
+  /** A place for new work (its end, idempotent), or the whole seconds to wait. */
   enter(): (() => void) | number {
     const full = this.max > 0 && this.running >= this.max;
     const saturated = this.timer !== null && this.running >= MIN_RUNNING && this.load > this.maxLoad;
@@ -227,7 +228,7 @@ export class Admission {
     };
   }
 
-  /** When a place is likely free again: a session's mean time, in whole seconds, at least 1.
+  /** When a place is likely free again: the mean time of a piece of work, in whole seconds, at least 1.
    *  Refused clients wait this long and more (each adds its own share of jitter). */
   retryAfterS(): number {
     return Math.min(60, Math.max(1, Math.ceil(this.meanMs / 1000)));
@@ -239,8 +240,8 @@ export class Admission {
 }
 /** How often Admission samples the thread's utilisation. */
 const LOAD_SAMPLE_MS = 50;
-/** Sessions that run whatever the thread's load: a busy thread with fewer is busy with
- *  something else (a collection, file requests), which refusing sessions would not relieve. */
+/** Pieces of work that run whatever the thread's load: a busy thread with fewer is busy with
+ *  something else (a collection, a hash of a sign-in), which refusing work would not relieve. */
 const MIN_RUNNING = 2;
 
 function bump(m: Map<string, number>, k: string, d: number) {

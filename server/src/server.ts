@@ -22,7 +22,8 @@
  *   POST /api/folders {name}               {folder: "F/"}: an empty folder, listed while empty
  *   DELETE /api/folders?name=F[/]          {folder, removed: [names]}: every file under F
  * (files-api.ts). Errors are {error}: 400 bad request, 404 no such file or version, 409 a
- * name that exists or a stale basis, 500 a damaged store or a failing backend.
+ * name that exists or a stale basis, 500 a damaged store or a failing backend, 503 with
+ * Retry-After "the server is busy; retry in N s" past capacity (guard.ts Admission).
  *   GET  /api/metrics                      the caller's open sync sockets (and in single-user
  *                                          mode, where the user runs the server, its memory)
  *   GET  /api/events                       live changes of the namespace (server/src/events.ts)
@@ -135,8 +136,9 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
   const turns = !auth.singleUser && cfg.maxRunningPerUser ? new Turns(cfg.maxRunningPerUser) : null;
   const turn = turns ? (user: string, work: 'sync' | 'files') => turns.take(`${work} ${user}`) : undefined;
   const budget = new MemoryBudget(cfg.memoryBudget, cfg.maxSessionMemory);
-  // sync sessions at work at once, all users together: past --max-sessions, or with the thread
-  // saturated (--max-load), a new one is refused as busy
+  // sync sessions and file requests at work at once, all users together: past --max-sessions,
+  // or with the thread saturated (--max-load), a new one is refused as busy (docs/deploy.md
+  // says which requests count and why)
   const admission = new Admission(cfg.maxSessions, cfg.maxLoad);
   // each open sync WebSocket, and whether it is in a session (between its start and end hooks)
   const open = new Map<import('ws').WebSocket, { busy: boolean }>();
@@ -254,7 +256,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     res.json({ user: req.user, connections: sockets.of(req.user!), rssBytes: m.rss, heapUsedBytes: m.heapUsed });
   });
   app.get('/api/events', (req: Req, res) => events.handler(req, res, auth.ended(req, res, req.user!)));
-  app.use('/api', filesApi(storeOf, log, turn && ((user) => turn(user, 'files'))));
+  app.use('/api', filesApi(storeOf, log, turn && ((user) => turn(user, 'files')), () => admission.enter()));
   if (existsSync(cfg.staticDir)) app.use(express.static(cfg.staticDir));
   // express' own 404 page would replace the security headers' CSP with its own
   app.use((_req, res) => void res.status(404).json({ error: 'not found' }));

@@ -1,13 +1,15 @@
 // Admission past capacity (--max-sessions, guard.ts Admission): a real server on a loopback
-// port that runs one session at a time refuses the next with Busy and the seconds to wait, the
-// client library and the CLI wait that long and try again, and once the place is free a push
-// is admitted and stored byte-exact.
+// port that runs one session at a time refuses the next with Busy and the seconds to wait, and
+// a file request (a download, a listing) with 503 and Retry-After; the client library and the
+// CLI wait that long and try again, and once the place is free a push is admitted and stored
+// byte-exact, a download and a folder pull served byte-exact.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import WebSocket from 'ws';
+import { fetchWhileBusy, retryAfterS } from '../../shared/src/busy.ts';
 import { encode } from '../../shared/src/codec.ts';
 import { RemoteError } from '../../shared/src/conn.ts';
 import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, busyRetryS } from '../../shared/src/protocol.ts';
@@ -132,5 +134,90 @@ test('with the thread saturated (--max-load) and two sessions running, a new ses
     for (const h of held) h.terminate();
   } finally {
     await s.stop();
+  }
+});
+
+test('past --max-sessions a file request is refused with 503, Retry-After and "busy; retry in N s", having done nothing; health and the event stream still answer; the clients\' wait gets the download once the place is free', async () => {
+  const s = await testServer({ 'max-sessions': '1' });
+  try {
+    const bytes = fastRandomBytes(6, 2_500_000);
+    await pushBytes(s, 'dir/a.bin', bytes);
+    const held = await heldSession(s.wsUrl, 'held.bin');
+    const get = (p: string, init?: RequestInit) => fetch(s.url + p, init);
+
+    const refused = await get('/api/download?name=dir%2Fa.bin');
+    assert.equal(refused.status, 503);
+    const after = refused.headers.get('Retry-After');
+    assert.match(after ?? '', /^\d+$/);
+    assert.ok(Number(after) >= 1);
+    assert.deepEqual(await refused.json(), { error: `the server is busy; retry in ${after} s` });
+    assert.equal(retryAfterS(refused), Number(after));
+    for (const [method, p] of [
+      ['GET', '/api/files?prefix=dir%2F'],
+      ['GET', '/api/versions?name=dir%2Fa.bin'],
+      ['GET', '/api/search?q=a'],
+      ['DELETE', '/api/files?name=dir%2Fa.bin'],
+    ]) {
+      const r = await get(p, { method });
+      assert.equal(r.status, 503, `${method} ${p}`);
+      assert.match(r.headers.get('Retry-After') ?? '', /^\d+$/);
+      assert.match(((await r.json()) as { error: string }).error, /^the server is busy; retry in \d+ s$/);
+    }
+    assert.equal(await (await s.storeOf('local')).latest('dir/a.bin'), 1, 'the refused delete did nothing');
+
+    // outside the count: the health check, who am I, the event stream
+    const health = await get('/api/health');
+    assert.equal(health.status, 200, await health.text());
+    assert.equal((await get('/api/whoami')).status, 200);
+    const stream = new AbortController();
+    const events = await get('/api/events', { signal: stream.signal });
+    assert.equal(events.status, 200);
+    stream.abort();
+
+    // the clients' wait (shared/src/busy.ts): refused, told the seconds, then served once the place is free
+    const waits: number[] = [];
+    const t0 = performance.now();
+    const waiting = fetchWhileBusy(() => get('/api/download?name=dir%2Fa.bin'), { onBusy: (secs) => waits.push(secs) });
+    while (!waits.length) await new Promise((r) => setTimeout(r, 20));
+    held.terminate();
+    await closed(held);
+    const served = await waiting;
+    assert.equal(served.status, 200);
+    assert.ok(Buffer.from(bytes).equals(Buffer.from(await served.arrayBuffer())), 'downloaded byte-exact');
+    assert.ok(performance.now() - t0 >= 1000 * waits[0], 'the client waited the seconds it was told');
+
+    // a wait of 0 answers the refusal itself
+    const again = await heldSession(s.wsUrl, 'held.bin');
+    const r = await fetchWhileBusy(() => get('/api/files'), { busyWaitMs: 0 });
+    assert.equal(r.status, 503);
+    again.terminate();
+  } finally {
+    await s.stop();
+  }
+});
+
+test('dsync pull of a folder waits for a busy server (its listing and its sessions), says so, and pulls once admitted', async () => {
+  const logs: Record<string, unknown>[] = [];
+  const s = await testServer({ 'max-sessions': '1' }, (e) => logs.push(e));
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'dsync-busy-'));
+  try {
+    const files = { 'docs/x.bin': fastRandomBytes(7, 300_000), 'docs/sub/y.bin': fastRandomBytes(8, 40_000) };
+    for (const [name, b] of Object.entries(files)) await pushBytes(s, name, b);
+    const held = await heldSession(s.wsUrl, 'held.bin');
+    const out = path.join(dir, 'out');
+    const run = dsync(['pull', 'docs/', '--server', s.url, '--out', out]);
+    // the place frees once the CLI's listing was refused
+    for (const t0 = performance.now(); !logs.some((e) => e.error === 'busy' && e.path === '/files'); ) {
+      assert.ok(performance.now() - t0 < 60_000, 'the CLI was never refused');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    held.terminate();
+    const ran = await run;
+    assert.equal(ran.code, 0, ran.stderr);
+    assert.match(ran.stderr, /the server is busy; trying again in \d+ s/);
+    for (const [name, b] of Object.entries(files)) assert.ok(Buffer.from(b).equals(readFileSync(path.join(out, name.slice('docs/'.length)))), name);
+  } finally {
+    await s.stop();
+    rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -18,7 +18,8 @@ import { BASIS_ABSENT, type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PAR
 import { indexParts } from './checksum-list.ts';
 import { receiveTarget } from './receiver.ts';
 import { sendTarget } from './sender.ts';
-import { BUSY_WAIT_MS, DAMAGED_BASIS_RETRIES } from './limits.ts';
+import { DAMAGED_BASIS_RETRIES } from './limits.ts';
+import { whileBusy as waitWhileBusy } from './busy.ts';
 import type { SendOutcome, SenderOptions } from './session-options.ts';
 import type { Sink } from './sink.ts';
 
@@ -281,28 +282,11 @@ export interface PushOptions extends SyncOptions {
   knownMaxDelta?: number;
 }
 
-/**
- * Runs a session, again while the server refuses it as busy: each refusal names the seconds to
- * wait (docs/protocol.md §6), waited with up to half as much again of jitter so that the
- * clients a busy server refused together do not come back together; after `busyWaitMs` in all
- * the refusal is thrown. The refused connection is closed (as after any Error), so the next
- * try opens a new one.
- */
-async function whileBusy<T>(opts: SyncOptions, run: () => Promise<T>): Promise<T> {
-  let waited = 0;
-  for (;;) {
-    try {
-      return await run();
-    } catch (e) {
-      if (!(e instanceof RemoteError && e.code === ErrorCode.Busy)) throw e;
-      const s = busyRetryS(e.message);
-      const ms = s * 1000 * (1 + Math.random() / 2);
-      if (waited + ms > (opts.busyWaitMs ?? BUSY_WAIT_MS)) throw e;
-      opts.onProgress?.('busy', s);
-      await new Promise((r) => setTimeout(r, ms));
-      waited += ms;
-    }
-  }
+/** Runs a session, again while the server refuses it as busy (busy.ts whileBusy). The refused
+ *  connection is closed (as after any Error), so the next try opens a new one. */
+function whileBusy<T>(opts: SyncOptions, run: () => Promise<T>): Promise<T> {
+  const busyS = (e: unknown) => (e instanceof RemoteError && e.code === ErrorCode.Busy ? busyRetryS(e.message) : null);
+  return waitWhileBusy(run, busyS, { busyWaitMs: opts.busyWaitMs, onBusy: (s) => opts.onProgress?.('busy', s) });
 }
 
 /** Pushes `source` to the server as a new version of `opts.name`; a busy server is waited for
