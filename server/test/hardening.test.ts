@@ -9,8 +9,7 @@ import { test } from 'node:test';
 import WebSocket from 'ws';
 import { bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
 import { encode } from '../../shared/src/codec.ts';
-import { RemoteError } from '../../shared/src/conn.ts';
-import { Connection } from '../../shared/src/sync-client.ts';
+import { Conn, RemoteError } from '../../shared/src/conn.ts';
 import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION } from '../../shared/src/protocol.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { addUser } from '../src/auth.ts';
@@ -100,10 +99,10 @@ test('accounts: tokens, password sessions, namespaces, origins, no secrets in lo
     assert.equal((await fetch(`${s.url}/api/files`, { headers: { cookie, Origin: s.url } })).status, 200);
     // a socket opened with that login serves sessions until the login ends (logout), which
     // ends it at once with Unauthorized (hostile.test.ts: mid-session too)
-    const open = await Connection.open(s.wsUrl, cookieWs as any);
+    const open = await Conn.open(s.wsUrl, cookieWs as any);
     assert.equal((await pushBytes(s, 'mine.txt', data.subarray(1), { connection: open })).version, 2);
     assert.equal((await fetch(`${s.url}/api/logout`, { method: 'POST', headers: { cookie } })).status, 200);
-    await assert.rejects(open.conn.recv(), (e: Error) => e instanceof RemoteError && e.code === ErrorCode.Unauthorized);
+    await assert.rejects(open.recv(), (e: Error) => e instanceof RemoteError && e.code === ErrorCode.Unauthorized);
     assert.equal(open.usable, false);
     assert.equal((await raw(s.wsUrl, [], { cookie })).status, 401);
     const all = logs.join('\n');
@@ -334,7 +333,7 @@ test('several sessions on one connection: pushes and a pull share a socket; an e
     const r = new Rng(11);
     const v1 = fastRandomBytes(3, 600_000);
     const v2 = applyEdits(v1, r, { kind: 'insert', total: 2000 });
-    const connection = await Connection.open(s.wsUrl, WebSocket as any);
+    const connection = await Conn.open(s.wsUrl, WebSocket as any);
     const sockets = async () => ((await (await fetch(`${s.url}/api/metrics`)).json()) as { connections: number }).connections;
     const a = await pushBytes(s, 'keep/a.bin', v1, { connection });
     const b = await pushBytes(s, 'keep/a.bin', v2, { connection });
@@ -354,7 +353,7 @@ test('several sessions on one connection: pushes and a pull share a socket; an e
     // a push handed the closed connection opens its own
     assert.equal((await pushBytes(s, 'keep/b.bin', v2, { connection })).version, 2);
     // idle between sessions: the server closes quietly (1000, no Error message)
-    const idle = await Connection.open(s.wsUrl, WebSocket as any);
+    const idle = await Conn.open(s.wsUrl, WebSocket as any);
     await pushBytes(s, 'keep/c.bin', v1, { connection: idle });
     const closed = await new Promise<{ code: number; errors: number }>((resolve) => {
       let errors = 0;
@@ -421,7 +420,7 @@ test('hostile pushes against a known basis: refused with a clear code, nothing s
       assert.match(r.message!, why);
     }
     // the well-formed push of the same frames is stored
-    const ws = await Connection.open(s.wsUrl, WebSocket as any);
+    const ws = await Conn.open(s.wsUrl, WebSocket as any);
     const done = await ws.session(async (conn) => {
       for (const f of [hello('k', { size: b.length, known }), list0, copies(1, [0, n - 1, 1]), list[1], verdict(ib.root), first]) conn.ws.send(f);
       await conn.expect(Msg.Ready);
@@ -431,7 +430,7 @@ test('hostile pushes against a known basis: refused with a clear code, nothing s
     assert.equal(done.version, 2);
     assert.deepEqual(await s.stored('k'), Buffer.from(b));
     // and with the chunk no run covers listed in the Copies, and two runs, against version 1 again
-    const ws2 = await Connection.open(s.wsUrl, WebSocket as any);
+    const ws2 = await Conn.open(s.wsUrl, WebSocket as any);
     const done2 = await ws2.session(async (conn) => {
       for (const f of [hello('k', { size: b.length, known }), copies(0, [1, 1, 1], [0, n - 2, 2]), list[1], verdict(ib.root), first]) conn.ws.send(f);
       await conn.expect(Msg.Ready);
