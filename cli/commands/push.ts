@@ -197,7 +197,7 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
           // an explicit basis, --force or nothing remembered: the push as asked; else guarded
           const outcome: GuardedOutcome =
             basisVersion || values.force || !known
-              ? { kind: 'pushed', report: await push(source, { ...opts, basisVersion }) }
+              ? { kind: 'pushed', report: await push(source, { ...opts, ...(basisVersion && { expect: { version: basisVersion } }) }) }
               : await guardedPush(source, { ...opts, device: hostname(), latestOf: (n) => latestOf(values, n) });
           bar.stop();
           pushed++;

@@ -168,7 +168,7 @@ test('concurrent writers: both stored as versions without a claim, one refused a
     // unchanged, no commit): exactly one wins, the other is told it is stale
     const a2 = applyEdits(a, new Rng(3), { kind: 'insert', total: 512 });
     const b2 = applyEdits(b, new Rng(4), { kind: 'insert', total: 512 });
-    const results = await Promise.allSettled([pushBytes(s, 'shared.doc', a2, { basisVersion: 3 }), pushBytes(s, 'shared.doc', b2, { basisVersion: 3 })]);
+    const results = await Promise.allSettled([pushBytes(s, 'shared.doc', a2, { expect: { version: 3 } }), pushBytes(s, 'shared.doc', b2, { expect: { version: 3 } })]);
     const won = results.filter((r) => r.status === 'fulfilled');
     const lost = results.filter((r) => r.status === 'rejected') as PromiseRejectedResult[];
     assert.equal(won.length, 1);

@@ -172,7 +172,8 @@ export async function pushSession(
   o: { name: string; params: ChunkParams; algo: number; basisVersion?: number; index?: ChunkIndex | null; against?: KnownVersion | null; sliceBytes?: number; onChunked?: (done: number) => void; sender?: SenderOptions },
 ): Promise<SendOutcome & { unchanged: boolean }> {
   const k = o.against;
-  let basisVersion = 0;
+  /** Ready's version: the basis the server builds on (0: none) */
+  let basis = 0;
   conn.hashLen = hashLength(o.algo);
   await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: o.params, algo: o.algo, size: source.size, basisVersion: o.basisVersion ?? 0, name: o.name, ...(k && { known: { version: k.version, root: k.root } }) });
   const parts = o.index ? indexParts(o.index) : chunkParts(source, o.params, o.algo, { sliceBytes: o.sliceBytes, onProgress: o.onChunked });
@@ -180,11 +181,11 @@ export async function pushSession(
     ...o.sender,
     ...(k && { known: k, basisChecksums: k.kept ? keptBasisOf(k.kept) : k.fine && basisChecksumsOf(k.fine, k.algo) }),
     // a push may send Hello and its list before Ready: it is read before the Match Tokens
-    beforeTokens: async () => void (basisVersion = (await conn.expect(Msg.Ready)).version),
+    beforeTokens: async () => void (basis = (await conn.expect(Msg.Ready)).version),
   });
   // a new version is numbered above every stored one, its basis too: a Result naming the basis
   // or an older version stored nothing (docs/protocol.md §7, unchanged)
-  return { ...out, unchanged: basisVersion > 0 && out.result.version <= basisVersion };
+  return { ...out, unchanged: basis > 0 && out.result.version <= basis };
 }
 
 /** Keeps what a push sent as the version the server stored, with its finer cut (files up to
@@ -210,13 +211,11 @@ export async function remember(known: KnownVersions, key: string, out: SendOutco
 }
 
 export interface PushOptions extends SyncOptions {
-  /** the version this edit was based on: if another version landed since, the server
-   *  refuses with StaleBasis instead of storing it (0 or absent: no check) */
-  basisVersion?: number;
   /** what the client expects at the name, checked by the server before the push and again at
-   *  its commit (docs/protocol.md §7); a mismatch is a RemoteError with ErrorCode.StaleBasis
-   *  and stores nothing. `{ version: K }`: the latest version is K (as `basisVersion: K`);
-   *  'absent': the name has no version (a first push); undefined: `basisVersion` decides. */
+   *  its commit (Hello's `basisVersion`, docs/protocol.md §7); a mismatch is a RemoteError
+   *  with ErrorCode.StaleBasis and stores nothing. `{ version: K }`: the latest version is K,
+   *  the version this edit was based on; 'absent': the name has no version (a first push);
+   *  undefined: no check. */
   expect?: { version: number } | 'absent';
   /** reconnect this many times after a lost connection (default 0); the server resumes an
    *  interrupted upload, so Delta Bytes it already wrote are not sent again */
@@ -265,7 +264,7 @@ async function pushOnce(source: Source, opts: PushOptions): Promise<SyncReport> 
   const t0 = performance.now();
   const url = sessionUrl(opts.url, await worthDeflating(source));
   const key = knownKey(opts.url, opts.name);
-  const basisVersion = opts.expect === 'absent' ? BASIS_ABSENT : (opts.expect?.version ?? opts.basisVersion);
+  const basisVersion = opts.expect === 'absent' ? BASIS_ABSENT : (opts.expect?.version ?? 0);
   const chunked = (d: number) => opts.onProgress?.('chunking', d, source.size);
   let { index, against } = await planKnown(source, params, algo, opts.known?.get(key), { maxDelta: opts.knownMaxDelta, onProgress: chunked });
   let client = performance.now() - t0;
