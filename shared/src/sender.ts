@@ -92,7 +92,7 @@ class Sender implements Judged {
   constructor(
     protected conn: Conn,
     private algo: number,
-    protected target: TargetList,
+    private target: TargetList,
     source: Source,
     protected opts: SenderOptions,
   ) {
@@ -119,7 +119,7 @@ class Sender implements Judged {
     return this.finish(await this.conn.expect(Msg.Result));
   }
 
-  protected signal = () => {
+  private signal = () => {
     const w = this.wake;
     this.wake = null;
     w?.();

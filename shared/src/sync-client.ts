@@ -38,7 +38,7 @@ export interface SyncOptions {
   WebSocket: WebSocketCtor;
   /** an open connection to run the session on, or where to take one to the session's URL
    *  (with or without `?deflate=0`) and give it back after (a `ConnectionPool`,
-   *  connection-pool.ts); a ConnectionLost taking one throws counts as a failed attempt, like
+   *  connection-pool.ts); a ConnectionLost from taking one counts as a failed attempt, like
    *  one of the session's own. Without one, or when the given one has closed, the session
    *  opens its own and closes it at the end. */
   connection?: Conn | Connections;
