@@ -10,6 +10,8 @@ import WebSocket from 'ws';
 import { bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
 import { encode } from '../../shared/src/codec.ts';
 import { Conn, RemoteError } from '../../shared/src/conn.ts';
+import { ConnectionPool } from '../../shared/src/connection-pool.ts';
+import { sessionUrl } from '../../shared/src/sync-client.ts';
 import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION } from '../../shared/src/protocol.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { addUser } from '../src/auth.ts';
@@ -363,6 +365,44 @@ test('several sessions on one connection: pushes and a pull share a socket; an e
     assert.deepEqual(closed, { code: 1000, errors: 0 });
     assert.equal(idle.usable, false);
   } finally {
+    await s.stop();
+  }
+});
+
+test('a connection pool: sessions one after another share a socket, transfers at once never do, a closed one is dropped, at most keepIdle stay', async () => {
+  const s = await testServer();
+  const pool = new ConnectionPool(WebSocket as any, 1);
+  try {
+    const sockets = async () => ((await (await fetch(`${s.url}/api/metrics`)).json()) as { connections: number }).connections;
+    // random bytes do not compress: their sessions run on the no-compression endpoint
+    const v1 = fastRandomBytes(4, 200_000);
+    const raw = sessionUrl(s.wsUrl, false);
+    await pushBytes(s, 'pool/a.bin', v1, { connection: pool });
+    await pushBytes(s, 'pool/b.bin', v1, { connection: pool });
+    await pullBytes(s, 'pool/a.bin', null, { connection: pool });
+    assert.equal(await sockets(), 1, 'three sessions, one socket');
+    // two at once take two sockets; given back, one is kept (keepIdle 1) and the other closed
+    const [a, b] = await Promise.all([pool.take(raw), pool.take(raw)]);
+    assert.notEqual(a, b);
+    pool.give(a);
+    pool.give(b);
+    assert.equal(b.usable, false, 'the second one given back closes');
+    assert.equal(await pool.take(raw), a, 'the idle one is taken again');
+    // a session that fails closes its connection: the pool drops it and opens a new one
+    await assert.rejects(a.session(async (conn) => conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 1, basisVersion: 0, name: '../bad' }).then(() => conn.recv())), (e: Error) => e instanceof RemoteError && e.code === ErrorCode.BadName);
+    pool.give(a);
+    assert.equal((await pushBytes(s, 'pool/c.bin', v1, { connection: pool })).version, 1);
+    assert.equal(a.usable, false);
+    // another URL (the endpoint that compresses) is a socket of its own
+    const deflating = await pool.take(s.wsUrl);
+    assert.equal(deflating.url, s.wsUrl);
+    assert.equal(await sockets(), 2);
+    pool.give(deflating);
+    pool.close();
+    assert.equal(deflating.usable, false);
+    assert.deepEqual(await s.stored('pool/c.bin'), Buffer.from(v1));
+  } finally {
+    pool.close();
     await s.stop();
   }
 });
