@@ -62,7 +62,7 @@ export function tokenProblem(values: Values): string {
 }
 
 /** An error in the user's words: a refused sign-in (REST 401, or the WebSocket upgrade's 401,
- *  which Connection.open reports as Unauthorized) says what to do; the rest keep their message. */
+ *  which Conn.open reports as Unauthorized) says what to do; the rest keep their message. */
 export function explain(e: unknown, values: Values): string {
   if ((e instanceof ApiError && e.status === 401) || (e instanceof RemoteError && e.code === ErrorCode.Unauthorized)) return tokenProblem(values);
   return e instanceof Error ? e.message : String(e);

@@ -208,7 +208,7 @@ export class HttpFolder extends ApiFolder {
     const fh = await fs.open(this.o.tree.file(p), 'r');
     try {
       const st = await fh.stat();
-      const r = await this.leased((connection) => push(fileSource(fh, st.size), { url: this.a.url, name: this.full(p), WebSocket: this.a.WebSocket, connection, expect: basisVersion ? { version: basisVersion } : 'absent', retries: this.o.retries ?? SYNC_RETRIES, known: this.o.known }));
+      const r = await push(fileSource(fh, st.size), { url: this.a.url, name: this.full(p), WebSocket: this.a.WebSocket, connection: this.connections, expect: basisVersion ? { version: basisVersion } : 'absent', retries: this.o.retries ?? SYNC_RETRIES, known: this.o.known });
       return { version: r.version, root: r.root, size: st.size, mtimeMs: st.mtimeMs };
     } finally {
       await fh.close();
@@ -224,12 +224,12 @@ export class HttpFolder extends ApiFolder {
     let closed = false;
     try {
       const basisSize = basisFh ? (await basisFh.stat()).size : 0;
-      const r = await this.leased((connection) => pull({
+      const r = await pull({
         url: this.a.url,
         name: this.full(p),
         version,
         WebSocket: this.a.WebSocket,
-        connection,
+        connection: this.connections,
         known: this.o.known,
         basis: basisFh ? fileSource(basisFh, basisSize) : null,
         sink: {
@@ -242,7 +242,7 @@ export class HttpFolder extends ApiFolder {
           },
           abort: async () => {},
         },
-      }));
+      });
       // replace the local file only while it is what the plan read
       if (!sameStat(await this.o.tree.stat(p), expect)) throw new LocalChanged(`${p} changed here during the download`);
       await fs.rename(tmp, target);

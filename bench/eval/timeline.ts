@@ -56,7 +56,7 @@ try {
         params: DEFAULT_PARAMS,
         algo: 3,
         onChunked: (d) => void (d === size && mark('chunked')),
-        sender: { onListSent: () => mark('list end'), onTokens: () => mark('tokens end'), onDeltaSent: () => mark('delta sent') },
+        sender: { onPhase: (p) => mark({ tokens: 'list end', delta: 'tokens end', result: 'delta sent' }[p]) },
       });
       mark('result');
       const c = process.cpuUsage(cpu0.client);

@@ -6,7 +6,8 @@
 import WebSocket from 'ws';
 import '../../shared/src/wasm.ts';
 import { bufferSource } from '../../shared/src/chunk-index.ts';
-import { Connection, push } from '../../shared/src/sync-client.ts';
+import { push } from '../../shared/src/sync-client.ts';
+import { ConnectionPool } from '../../shared/src/connection-pool.ts';
 import { fastRandomBytes } from '../../harness/testdata.ts';
 
 const [url, token, count, sockets] = process.argv.slice(2);
@@ -23,11 +24,11 @@ const errors = new Map<string, number>();
 const t0 = performance.now();
 await Promise.all(
   Array.from({ length: Number(sockets) }, async (_, w) => {
-    let c: Connection | undefined;
+    const connection = new ConnectionPool(WS, 1);
     while (next < total) {
       const i = next++;
       try {
-        await push(bufferSource(fastRandomBytes(i + 1, 100)), { url, name: `flood/f${String(i).padStart(5, '0')}.bin`, WebSocket: WS, connection: async (u) => (c?.usable && c.url === u ? c : (c = await Connection.open(u, WS))) });
+        await push(bufferSource(fastRandomBytes(i + 1, 100)), { url, name: `flood/f${String(i).padStart(5, '0')}.bin`, WebSocket: WS, connection });
         pushed++;
       } catch (e) {
         const m = (e as Error).message.slice(0, 80);

@@ -10,7 +10,8 @@
 import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
 import '../../shared/src/wasm.ts';
-import { Connection, type SyncReport, pull } from '../../shared/src/sync-client.ts';
+import { type SyncReport, pull } from '../../shared/src/sync-client.ts';
+import { ConnectionPool } from '../../shared/src/connection-pool.ts';
 import { RemoteError } from '../../shared/src/conn.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
@@ -40,7 +41,7 @@ async function isFolder(values: Values, name: string): Promise<boolean> {
 
 /** One pull of `name` into `outFile` (via a temporary file beside it, renamed over it once
  *  verified; `-`: stdout as it arrives), against `basisPath` if given. */
-async function pullOne(values: Values, name: string, outFile: string, basisPath: string | undefined, o: { version: number; connection?: (url: string) => Promise<Connection> }): Promise<SyncReport> {
+async function pullOne(values: Values, name: string, outFile: string, basisPath: string | undefined, o: { version: number; connection?: ConnectionPool }): Promise<SyncReport> {
   const human = humanOutput(values);
   const basisFh = basisPath ? await fs.open(basisPath, 'r') : null;
   const basisSize = basisFh ? (await basisFh.stat()).size : 0;
@@ -116,15 +117,7 @@ async function pullFolder(values: Values, folder: string, dir: string): Promise<
     return EXIT_FAILED;
   }
   const local = (name: string) => path.join(dir, ...name.slice(prefix.length).split('/'));
-  const connections = new Map<string, Connection>();
-  const WebSocket = webSocket(values);
-  const connection = async (u: string) => {
-    const c = connections.get(u);
-    if (c?.usable) return c;
-    const opened = await Connection.open(u, WebSocket);
-    connections.set(u, opened);
-    return opened;
-  };
+  const connections = new ConnectionPool(webSocket(values));
   let failures = 0;
   try {
     for (const f of folders) await fs.mkdir(local(f), { recursive: true });
@@ -138,7 +131,7 @@ async function pullFolder(values: Values, folder: string, dir: string): Promise<
           continue;
         }
         await fs.mkdir(path.dirname(to), { recursive: true });
-        const report = await pullOne(values, name, to, exists ? to : undefined, { version: 0, connection });
+        const report = await pullOne(values, name, to, exists ? to : undefined, { version: 0, connection: connections });
         if (human) console.log(syncSummary(report, 'pull'));
         else printJson({ ...report, path: to });
       } catch (e) {
@@ -147,7 +140,7 @@ async function pullFolder(values: Values, folder: string, dir: string): Promise<
       }
     }
   } finally {
-    for (const c of connections.values()) c.close();
+    connections.close();
   }
   return failures ? EXIT_FAILED : EXIT_OK;
 }

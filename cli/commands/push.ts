@@ -15,7 +15,8 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import '../../shared/src/wasm.ts';
 import { hostname } from 'node:os';
-import { Connection, type SyncReport, push } from '../../shared/src/sync-client.ts';
+import { type SyncReport, push } from '../../shared/src/sync-client.ts';
+import { ConnectionPool } from '../../shared/src/connection-pool.ts';
 import { type GuardedOutcome, type LatestInfo, guardedPush } from '../../shared/src/guarded-push.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
@@ -162,14 +163,7 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
     // runs on its own endpoint): each push is a session on it (docs/protocol.md §3); a push
     // whose connection was lost retries on a new one, and the next file opens another.
     const WebSocket = webSocket(values);
-    const connections = new Map<string, Connection>();
-    const connectionTo = async (u: string) => {
-      const c = connections.get(u);
-      if (c?.usable) return c;
-      const opened = await Connection.open(u, WebSocket);
-      connections.set(u, opened);
-      return opened;
-    };
+    const connections = new ConnectionPool(WebSocket);
     // hash workers for large files, started before the first push so they are up when it hashes
     const pool = entries.some((e) => e.size >= OFF_THREAD_MIN) ? nodeHashPool() : null;
     const known = knownOf(values);
@@ -190,7 +184,7 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
             url,
             name,
             WebSocket,
-            connection: connectionTo,
+            connection: connections,
             params,
             algo,
             retries,
@@ -203,7 +197,7 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
           // an explicit basis, --force or nothing remembered: the push as asked; else guarded
           const outcome: GuardedOutcome =
             basisVersion || values.force || !known
-              ? { kind: 'pushed', report: await push(source, { ...opts, basisVersion }) }
+              ? { kind: 'pushed', report: await push(source, { ...opts, ...(basisVersion && { expect: { version: basisVersion } }) }) }
               : await guardedPush(source, { ...opts, device: hostname(), latestOf: (n) => latestOf(values, n) });
           bar.stop();
           pushed++;
@@ -218,7 +212,7 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
         }
       }
     } finally {
-      for (const c of connections.values()) c.close();
+      connections.close();
       pool?.close();
     }
     if (failures && human) console.error(`dsync push: ${pushed} pushed, ${failures} failed`);

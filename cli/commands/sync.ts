@@ -8,7 +8,7 @@ import { mkdirSync, realpathSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { SYNC_MAX_DELETE_MIN, SYNC_MAX_DELETE_SHARE, SYNC_RETRIES } from '../../shared/src/limits.ts';
-import { type Done, type EngineOptions, type SyncReport, syncUntilStill } from '../../shared/src/sync-engine.ts';
+import { type Done, type EngineOptions, type FolderSyncReport, syncUntilStill } from '../../shared/src/sync-engine.ts';
 import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
 import { SERVER_OPTS, httpBase } from '../remote.ts';
@@ -68,7 +68,7 @@ export function describe(d: Done): string {
 }
 
 /** The counts of a report for the summary line. */
-function summary(r: SyncReport): string {
+function summary(r: FolderSyncReport): string {
   const n = (op: Done['op']) => r.done.filter((d) => d.op === op && !d.error && !d.retry).length;
   const parts = [
     [n('upload'), 'up'],
@@ -149,8 +149,8 @@ JSON object per action and one per pass ({"pass": …}).`,
       };
       // in --watch, a skipped entry is noted once, not on every pass
       const noted = new Set<string>();
-      const fresh = (r: SyncReport) => r.skipped.filter((s) => !noted.has(`${s.path}\0${s.reason}`));
-      const report = (r: SyncReport) => {
+      const fresh = (r: FolderSyncReport) => r.skipped.filter((s) => !noted.has(`${s.path}\0${s.reason}`));
+      const report = (r: FolderSyncReport) => {
         for (const s of fresh(r)) {
           noted.add(`${s.path}\0${s.reason}`);
           if (human) console.error(`dsync sync: skipped ${s.path}: ${s.reason}`);
@@ -160,7 +160,7 @@ JSON object per action and one per pass ({"pass": …}).`,
         if (human) console.log(`${where}: ${summary(r)}`);
         else printJson({ pass: { agreed: r.agreed, passes: r.passes, actions: r.done.length, hashed: r.hashed, failed: r.done.filter((d) => d.error).length, skipped: r.skipped.length, ...(r.guard && { guard: r.guard }) } });
       };
-      const failedRun = (r: SyncReport) => !r.agreed || r.done.some((d) => d.error) || r.skipped.some((s) => s.hold);
+      const failedRun = (r: FolderSyncReport) => !r.agreed || r.done.some((d) => d.error) || r.skipped.some((s) => s.hold);
 
       if (!values.watch) {
         try {

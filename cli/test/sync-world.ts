@@ -7,14 +7,14 @@ import path from 'node:path';
 import { FileKnown } from '../known.ts';
 import { HttpFolder, NodeTree } from '../sync-io.ts';
 import { FileState } from '../sync-state.ts';
-import { type EngineOptions, type SyncReport, syncUntilStill } from '../../shared/src/sync-engine.ts';
+import { type EngineOptions, type FolderSyncReport, syncUntilStill } from '../../shared/src/sync-engine.ts';
 import type { TestServer } from '../../harness/helpers.ts';
 
 export interface Device {
   name: string;
   dir: string;
   cache: string;
-  sync(o?: Partial<EngineOptions> & { interruptAfterMs?: number }): Promise<SyncReport>;
+  sync(o?: Partial<EngineOptions> & { interruptAfterMs?: number }): Promise<FolderSyncReport>;
 }
 
 export function device(s: { url: string }, root: string, name: string, folder = 'proj'): Device {

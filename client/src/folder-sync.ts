@@ -284,7 +284,7 @@ export class PageFolder extends ApiFolder {
   async push(p: string, basisVersion: number) {
     const f = await this.tree.file(p);
     try {
-      const r = await this.leased((connection) => push(blobSource(f), { url: this.a.url, name: this.full(p), WebSocket: this.a.WebSocket, connection, expect: basisVersion ? { version: basisVersion } : 'absent', retries: 1, known: this.known }));
+      const r = await push(blobSource(f), { url: this.a.url, name: this.full(p), WebSocket: this.a.WebSocket, connection: this.connections, expect: basisVersion ? { version: basisVersion } : 'absent', retries: 1, known: this.known });
       return { version: r.version, root: r.root, size: f.size, mtimeMs: f.lastModified };
     } catch (e) {
       // the file changed on disk while it was read (a File's reads then fail): the next pass
@@ -299,18 +299,16 @@ export class PageFolder extends ApiFolder {
     const out = await this.tree.writer(p, expect);
     let st: Stat | null = null;
     try {
-      const r = await this.leased((connection) =>
-        pull({
-          url: this.a.url,
-          name: this.full(p),
-          version,
-          WebSocket: this.a.WebSocket,
-          connection,
-          known: this.known,
-          basis: basisFile ? blobSource(basisFile) : null,
-          sink: { write: out.write, commit: async () => ((st = await out.commit()), 0), abort: out.abort },
-        }),
-      );
+      const r = await pull({
+        url: this.a.url,
+        name: this.full(p),
+        version,
+        WebSocket: this.a.WebSocket,
+        connection: this.connections,
+        known: this.known,
+        basis: basisFile ? blobSource(basisFile) : null,
+        sink: { write: out.write, commit: async () => ((st = await out.commit()), 0), abort: out.abort },
+      });
       return { version: r.version, root: r.root, ...st! };
     } finally {
       if (!st) await out.abort();

@@ -2,7 +2,7 @@
  * Messages between the page and the sync worker (client/src/worker.ts). One worker runs every
  * transfer of the page; each request carries an id, and every answer names the request's id.
  */
-import type { Phase, SyncReport } from '../../shared/src/sync-client.ts';
+import type { Progress, SyncReport } from '../../shared/src/sync-client.ts';
 
 export type ToWorker =
   /** upload `file` as a new version of `name` */
@@ -17,7 +17,7 @@ export type ToWorker =
  * `receiving` (a pull: bytes of the rebuilt file so far). `chunking` and `retrying` also carry
  * done/total (bytes chunked; attempt of retries).
  */
-export type Step = Phase | 'sending' | 'receiving';
+export type Step = Progress | 'sending' | 'receiving';
 
 /** Why a transfer failed, as far as the worker can tell. */
 export type FailureKind =

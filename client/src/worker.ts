@@ -6,14 +6,15 @@
 import type { Source } from '../../shared/src/chunk-index.ts';
 import { blobSource } from './blob-source.ts';
 import { HashPool, type HashReply, type HashWorker, OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
-import { ConnectionLost, RemoteError } from '../../shared/src/conn.ts';
+import { type Conn, ConnectionLost, RemoteError, type WebSocketCtor } from '../../shared/src/conn.ts';
+import { ConnectionPool, type Connections } from '../../shared/src/connection-pool.ts';
 import { StoredKnown } from './known-store.ts';
 import { initWasm } from './wasm-init.ts';
 import { type LatestInfo, guardedPush } from '../../shared/src/guarded-push.ts';
 import { keepSynced, withKept } from './kept-push.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
 import type { Sink } from '../../shared/src/sink.ts';
-import { Connection, type Phase, type WebSocketCtor, pull } from '../../shared/src/sync-client.ts';
+import { type Progress, pull } from '../../shared/src/sync-client.ts';
 import { fetchWhileBusy } from '../../shared/src/busy.ts';
 import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
 import { FolderSync, type FolderFromWorker, type FolderToWorker, isFolderMessage } from './folder-sync.ts';
@@ -206,49 +207,37 @@ const knownOf = (user: string) => {
   return k;
 };
 
-/** Sockets kept open between transfers: the server runs several sessions on one socket
- *  (docs/protocol.md §3), so a folder's files, or a re-sync after an edit, skip the TCP and
- *  WebSocket handshakes (two round trips). The server closes one left idle. */
-const idle: Connection[] = [];
+/** Sockets kept open between transfers (connection-pool.ts): a folder's files, or a re-sync
+ *  after an edit, skip the TCP and WebSocket handshakes. The server closes one left idle. */
 const KEEP_IDLE = 2;
+const connections = new ConnectionPool(WebSocket, KEEP_IDLE);
 
-/** An open connection for `job`: an idle one to `url`, or a new one. A new one that cannot be
- *  opened throws the sync client's own ConnectionLost, so its retries and messages apply
- *  unchanged. Idle sockets to the other endpoint (with or without deflate) stay pooled. */
-async function takeConnection(url: string, job: Job): Promise<Connection> {
-  for (let i = idle.length - 1; i >= 0; i--) if (!idle[i].usable) idle.splice(i, 1)[0].close();
-  const i = idle.findIndex((c) => c.url === url);
-  if (i < 0) return Connection.open(url, job.webSocket());
-  const [c] = idle.splice(i, 1);
-  job.sockets.add(c.ws as WebSocket); // a cancel closes it (a pull) or stops its sending (a push)
-  owner.set(c.ws as WebSocket, job);
-  job.connected = true;
-  return c;
-}
-
-function giveBack(c: Connection | undefined, job: Job) {
-  if (!c) return;
-  job.sockets.delete(c.ws as WebSocket);
-  if (c.usable && !job.cancelled && idle.length < KEEP_IDLE) idle.push(c);
-  else c.close();
+/** The pool's connections as `job` takes them: a new one is opened with the job's WebSocket
+ *  (a failure to open throws the sync client's own ConnectionLost, so its retries and messages
+ *  apply unchanged); each is the job's while taken (a cancel closes it, for a pull, or stops
+ *  its sending, for a push) and is kept for the next job unless this one was cancelled. */
+function connectionsOf(job: Job): Connections {
+  return {
+    take: async (url) => {
+      const c = await connections.take(url, job.webSocket());
+      job.sockets.add(c.ws as WebSocket);
+      owner.set(c.ws as WebSocket, job);
+      job.connected = true;
+      return c;
+    },
+    give: (c: Conn) => {
+      job.sockets.delete(c.ws as WebSocket);
+      connections.give(c, !job.cancelled);
+    },
+  };
 }
 
 async function run(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job) {
-  let taken: Connection | undefined;
-  // taken when the session starts (a push chunks its file during the session)
-  const connection = async (url: string) => (taken = await takeConnection(url, job));
-  try {
-    await runOn(m, job, connection);
-  } finally {
-    giveBack(taken, job);
-  }
-}
-
-async function runOn(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job, connection: (url: string) => Promise<Connection>) {
   const WebSocket = job.webSocket();
+  const connection = connectionsOf(job);
   const known = await knownOf(m.user);
   const scope = m.user || 'local';
-  const onProgress = (phase: Phase, done?: number, total?: number) => job.progress(phase, done, total);
+  const onProgress = (progress: Progress, done?: number, total?: number) => job.progress(progress, done, total);
   if (m.kind === 'push') {
     // Once the Checksum List is out, the reads left are the literal chunks' (in file order):
     // how far they have read is the progress.

@@ -301,8 +301,8 @@ async function oneSession(s: SessionContext): Promise<Ended> {
         const out = await sendTarget(conn, hello.algo, { size: target.size, parts: indexParts(target) }, opened.source, {
           splitThreshold: cfg.splitThreshold,
           reserve,
-          onListSent: () => phase('tokens'),
-          onTokens: () => phase('delta'),
+          // (the wait for the Result stays on the Delta phase's clock)
+          onPhase: (p) => void (p !== 'result' && phase(p)),
         });
         log({ op: 'pull', name, version, size: target.size, literalBytes: out.literalBytes, ms: Math.round(performance.now() - t0) });
       } finally {

@@ -9,8 +9,9 @@ import { test } from 'node:test';
 import WebSocket from 'ws';
 import { bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
 import { encode } from '../../shared/src/codec.ts';
-import { RemoteError } from '../../shared/src/conn.ts';
-import { Connection } from '../../shared/src/sync-client.ts';
+import { Conn, RemoteError } from '../../shared/src/conn.ts';
+import { ConnectionPool } from '../../shared/src/connection-pool.ts';
+import { sessionUrl } from '../../shared/src/sync-client.ts';
 import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION } from '../../shared/src/protocol.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { addUser } from '../src/auth.ts';
@@ -100,10 +101,10 @@ test('accounts: tokens, password sessions, namespaces, origins, no secrets in lo
     assert.equal((await fetch(`${s.url}/api/files`, { headers: { cookie, Origin: s.url } })).status, 200);
     // a socket opened with that login serves sessions until the login ends (logout), which
     // ends it at once with Unauthorized (hostile.test.ts: mid-session too)
-    const open = await Connection.open(s.wsUrl, cookieWs as any);
+    const open = await Conn.open(s.wsUrl, cookieWs as any);
     assert.equal((await pushBytes(s, 'mine.txt', data.subarray(1), { connection: open })).version, 2);
     assert.equal((await fetch(`${s.url}/api/logout`, { method: 'POST', headers: { cookie } })).status, 200);
-    await assert.rejects(open.conn.recv(), (e: Error) => e instanceof RemoteError && e.code === ErrorCode.Unauthorized);
+    await assert.rejects(open.recv(), (e: Error) => e instanceof RemoteError && e.code === ErrorCode.Unauthorized);
     assert.equal(open.usable, false);
     assert.equal((await raw(s.wsUrl, [], { cookie })).status, 401);
     const all = logs.join('\n');
@@ -169,7 +170,7 @@ test('concurrent writers: both stored as versions without a claim, one refused a
     // unchanged, no commit): exactly one wins, the other is told it is stale
     const a2 = applyEdits(a, new Rng(3), { kind: 'insert', total: 512 });
     const b2 = applyEdits(b, new Rng(4), { kind: 'insert', total: 512 });
-    const results = await Promise.allSettled([pushBytes(s, 'shared.doc', a2, { basisVersion: 3 }), pushBytes(s, 'shared.doc', b2, { basisVersion: 3 })]);
+    const results = await Promise.allSettled([pushBytes(s, 'shared.doc', a2, { expect: { version: 3 } }), pushBytes(s, 'shared.doc', b2, { expect: { version: 3 } })]);
     const won = results.filter((r) => r.status === 'fulfilled');
     const lost = results.filter((r) => r.status === 'rejected') as PromiseRejectedResult[];
     assert.equal(won.length, 1);
@@ -334,7 +335,7 @@ test('several sessions on one connection: pushes and a pull share a socket; an e
     const r = new Rng(11);
     const v1 = fastRandomBytes(3, 600_000);
     const v2 = applyEdits(v1, r, { kind: 'insert', total: 2000 });
-    const connection = await Connection.open(s.wsUrl, WebSocket as any);
+    const connection = await Conn.open(s.wsUrl, WebSocket as any);
     const sockets = async () => ((await (await fetch(`${s.url}/api/metrics`)).json()) as { connections: number }).connections;
     const a = await pushBytes(s, 'keep/a.bin', v1, { connection });
     const b = await pushBytes(s, 'keep/a.bin', v2, { connection });
@@ -354,7 +355,7 @@ test('several sessions on one connection: pushes and a pull share a socket; an e
     // a push handed the closed connection opens its own
     assert.equal((await pushBytes(s, 'keep/b.bin', v2, { connection })).version, 2);
     // idle between sessions: the server closes quietly (1000, no Error message)
-    const idle = await Connection.open(s.wsUrl, WebSocket as any);
+    const idle = await Conn.open(s.wsUrl, WebSocket as any);
     await pushBytes(s, 'keep/c.bin', v1, { connection: idle });
     const closed = await new Promise<{ code: number; errors: number }>((resolve) => {
       let errors = 0;
@@ -364,6 +365,46 @@ test('several sessions on one connection: pushes and a pull share a socket; an e
     assert.deepEqual(closed, { code: 1000, errors: 0 });
     assert.equal(idle.usable, false);
   } finally {
+    await s.stop();
+  }
+});
+
+test('a connection pool: sessions one after another share a socket, transfers at once never do, a closed one is dropped, at most keepIdle stay', async () => {
+  const s = await testServer();
+  const pool = new ConnectionPool(WebSocket as any, 1);
+  try {
+    const sockets = async () => ((await (await fetch(`${s.url}/api/metrics`)).json()) as { connections: number }).connections;
+    // random bytes do not compress: their sessions run on the no-compression endpoint
+    const v1 = fastRandomBytes(4, 200_000);
+    const raw = sessionUrl(s.wsUrl, false);
+    await pushBytes(s, 'pool/a.bin', v1, { connection: pool });
+    await pushBytes(s, 'pool/b.bin', v1, { connection: pool });
+    await pullBytes(s, 'pool/a.bin', v1, { connection: pool });
+    assert.equal(await sockets(), 1, 'three sessions, one socket');
+    // two at once take two sockets; given back, one is kept (keepIdle 1) and the other closed
+    const [a, b] = await Promise.all([pool.take(raw), pool.take(raw)]);
+    assert.notEqual(a, b);
+    pool.give(a);
+    pool.give(b);
+    assert.equal(b.usable, false, 'the second one given back closes');
+    assert.equal(await pool.take(raw), a, 'the idle one is taken again');
+    // a session that fails closes its connection: the pool drops it and opens a new one
+    await assert.rejects(a.session(async (conn) => conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 1, basisVersion: 0, name: '../bad' }).then(() => conn.recv())), (e: Error) => e instanceof RemoteError && e.code === ErrorCode.BadName);
+    pool.give(a);
+    assert.equal((await pushBytes(s, 'pool/c.bin', v1, { connection: pool })).version, 1);
+    assert.equal(a.usable, false);
+    // another URL (the endpoint that compresses) is a socket of its own
+    const deflating = await pool.take(s.wsUrl);
+    assert.equal(deflating.url, s.wsUrl);
+    // (the server counts a closed socket until it has seen its close)
+    for (let t = 0; (await sockets()) !== 2 && t < 100; t++) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(await sockets(), 2);
+    pool.give(deflating);
+    pool.close();
+    assert.equal(deflating.usable, false);
+    assert.deepEqual(await s.stored('pool/c.bin'), Buffer.from(v1));
+  } finally {
+    pool.close();
     await s.stop();
   }
 });
@@ -421,7 +462,7 @@ test('hostile pushes against a known basis: refused with a clear code, nothing s
       assert.match(r.message!, why);
     }
     // the well-formed push of the same frames is stored
-    const ws = await Connection.open(s.wsUrl, WebSocket as any);
+    const ws = await Conn.open(s.wsUrl, WebSocket as any);
     const done = await ws.session(async (conn) => {
       for (const f of [hello('k', { size: b.length, known }), list0, copies(1, [0, n - 1, 1]), list[1], verdict(ib.root), first]) conn.ws.send(f);
       await conn.expect(Msg.Ready);
@@ -431,7 +472,7 @@ test('hostile pushes against a known basis: refused with a clear code, nothing s
     assert.equal(done.version, 2);
     assert.deepEqual(await s.stored('k'), Buffer.from(b));
     // and with the chunk no run covers listed in the Copies, and two runs, against version 1 again
-    const ws2 = await Connection.open(s.wsUrl, WebSocket as any);
+    const ws2 = await Conn.open(s.wsUrl, WebSocket as any);
     const done2 = await ws2.session(async (conn) => {
       for (const f of [hello('k', { size: b.length, known }), copies(0, [1, 1, 1], [0, n - 2, 2]), list[1], verdict(ib.root), first]) conn.ws.send(f);
       await conn.expect(Msg.Ready);

@@ -39,7 +39,7 @@ test('two processes, one store: concurrent pushes of one name all land, each rea
     const latest = 17;
     const c1 = applyEdits(edits[0], r, { kind: 'cut', total: 300 });
     const c2 = applyEdits(edits[1], r, { kind: 'cut', total: 300 });
-    const results = await Promise.allSettled([pushBytes(a, 'one.bin', c1, { basisVersion: latest }), pushBytes(b, 'one.bin', c2, { basisVersion: latest })]);
+    const results = await Promise.allSettled([pushBytes(a, 'one.bin', c1, { expect: { version: latest } }), pushBytes(b, 'one.bin', c2, { expect: { version: latest } })]);
     assert.equal(results.filter((x) => x.status === 'fulfilled').length, 1, JSON.stringify(results.map((x) => x.status)));
     const lost = results.find((x) => x.status === 'rejected') as PromiseRejectedResult;
     assert.ok(lost.reason instanceof RemoteError && lost.reason.code === ErrorCode.StaleBasis, String(lost.reason));

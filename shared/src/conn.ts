@@ -3,6 +3,10 @@
  * have the same event API). It encodes and decodes frames with the codec, counts traffic per
  * protocol part, applies send backpressure through `bufferedAmount` and, where the socket can
  * pause (`ws` on the server), receive backpressure on queued bytes.
+ *
+ * Sessions run on it one after another (the server waits for the next Hello after a Result,
+ * docs/protocol.md §3): a client opens one (`Conn.open`) and runs each of its sessions in
+ * `session`; connection-pool.ts keeps open ones between sessions.
  */
 import { giveBuffers, takeBuffer } from './buffers.ts';
 import { decode, deltaRunHead, encode } from './codec.ts';
@@ -20,6 +24,8 @@ export interface Traffic {
   control: number;
   total: number;
 }
+
+export type WebSocketCtor = new (url: string) => WebSocketLike;
 
 export interface WebSocketLike {
   binaryType: string;
@@ -91,6 +97,8 @@ export interface ConnOptions {
 }
 
 export class Conn {
+  /** the URL a client opened it to (`Conn.open`); '' for a socket the server took */
+  url = '';
   /** digest length of the session's strong hash; set once Hello is known */
   hashLen = 32;
   readonly traffic: Traffic = { checksumList: 0, matchTokens: 0, basisChecksums: 0, delta: 0, control: 0, total: 0 };
@@ -110,6 +118,25 @@ export class Conn {
   private maxBuffered: number;
   /** a browser's (or Node's own) WebSocket, which sends Blobs; `ws` does not take them */
   private readonly native: boolean;
+  /** a session runs on it (`session`) */
+  private inSession = false;
+
+  /** Opens a connection to `url` (the server's /sync endpoint, or its `?deflate=0`). A refused
+   *  sign-in is a RemoteError (Unauthorized), any other failure ConnectionLost. */
+  static open(url: string, WebSocket: WebSocketCtor): Promise<Conn> {
+    const ws = new WebSocket(url);
+    const conn = new Conn(ws);
+    conn.url = url;
+    return new Promise((resolve, reject) => {
+      ws.addEventListener('open', () => resolve(conn));
+      ws.addEventListener('error', (ev: { message?: string }) =>
+        // a refused sign-in (Node's ws names the status; a browser says nothing) is no lost
+        // connection: trying again cannot help
+        reject(/Unexpected server response: 401\b/.test(ev.message ?? '') ? new RemoteError(ErrorCode.Unauthorized, `${url}: authentication required`) : new ConnectionLost(`cannot connect to ${url}: ${ev.message ?? 'connection refused'}`)),
+      );
+      ws.addEventListener('close', () => reject(new ConnectionLost(`cannot connect to ${url}`)));
+    });
+  }
 
   constructor(
     readonly ws: WebSocketLike,
@@ -145,6 +172,34 @@ export class Conn {
     ws.addEventListener('error', (ev: { message?: string; error?: Error }) => {
       this.fail(new ConnectionLost(`connection error: ${ev.message ?? ev.error?.message ?? 'unknown'}`));
     });
+  }
+
+  /** Open, and not running a session: it can take the next. An error, a lost socket or the
+   *  server's idle timeout closes it. */
+  get usable(): boolean {
+    return !this.inSession && this.isOpen;
+  }
+
+  /** Runs `fn` as one session on this connection, with `traffic` and `waitedMs` counted from
+   *  zero; a session that fails closes it (the server ends the connection on an error too). */
+  async session<T>(fn: (conn: Conn) => Promise<T>): Promise<T> {
+    if (!this.usable) throw new ConnectionLost('the connection is closed or busy');
+    this.inSession = true;
+    this.resetCounters();
+    try {
+      return await fn(this);
+    } catch (e) {
+      this.close(1000, 'done');
+      throw e;
+    } finally {
+      this.inSession = false;
+    }
+  }
+
+  /** Bytes the socket sent and received, where the runtime exposes them (Node's `ws`). */
+  socketBytes(): number | null {
+    const s = (this.ws as unknown as { _socket?: { bytesRead: number; bytesWritten: number } })._socket;
+    return s ? s.bytesRead + s.bytesWritten : null;
   }
 
   /** Zeroes `traffic` and `waitedMs`, so that they count one session of a connection that

@@ -82,7 +82,7 @@ export interface Judged {
 
 export class DeltaSender {
   /** chunks below this are judged and sent: the Delta Bytes of [sentTo, judgedTo) are due */
-  sentTo = 0;
+  private sentTo = 0;
   /** bytes sent, and the part of them refined into copies */
   literalBytes = 0;
   refinedBytes = 0;

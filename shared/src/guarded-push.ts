@@ -39,7 +39,7 @@ export type GuardedOutcome =
   /** the server's version stays at the name; the bytes went up as `report.name` */
   | { kind: 'conflict'; report: SyncReport; known: number | null; server: LatestInfo | null };
 
-export interface GuardedOptions extends Omit<PushOptions, 'expect' | 'basisVersion'> {
+export interface GuardedOptions extends Omit<PushOptions, 'expect'> {
   /** this device's label, in a conflict copy's name */
   device: string;
   /** the time in a conflict copy's name (default now) */

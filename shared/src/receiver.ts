@@ -9,8 +9,8 @@
  *
  * One loop reads every message in order: the rebuild asks for the next Verdict or Delta, and
  * the Checksums (and, with a known basis, Copies) that come first are handled on the way
- * (`next`, one handler per message). Its state (`ReceiverState`, session-options.ts) is the
- * phase it is in.
+ * (`next`, one handler per message). Its state is the phase it is in (`Phase`,
+ * session-options.ts).
  */
 import { giveBuffers, takeBuffer } from './buffers.ts';
 import { ChecksumList, checkChecksums, listDigest } from './checksum-list.ts';
@@ -23,7 +23,7 @@ import { COPY_STRETCH, LIST_BATCH, RESUME_CHECKPOINT_BYTES } from './limits.ts';
 import { type Run, WeakMatcher, matchRuns } from './matcher.ts';
 import { type ChunkParams, ErrorCode, Msg, ProtocolError, hashLength, inconsistent as bad } from './protocol.ts';
 import { BasisListing } from './refine.ts';
-import type { Basis, BasisChoice, ReceiveOutcome, ReceiverOptions, ReceiverState } from './session-options.ts';
+import type { Basis, BasisChoice, Phase, ReceiveOutcome, ReceiverOptions } from './session-options.ts';
 import type { BasisSpans, Sink, SinkFor } from './sink.ts';
 import { hash_chunks } from '../../wasm/pkg/dsync_wasm.js';
 
@@ -45,7 +45,7 @@ class Receiver {
   private readonly known: boolean;
   /** matched as the list arrives */
   private readonly streamed: boolean;
-  private state: ReceiverState = 'checksums';
+  private state: Exclude<Phase, 'result'> = 'checksums';
   /** the target's chunks as they arrive */
   private readonly list: ChecksumList;
   /** per chunk: the basis chunk it copies, -1 for one sent as Delta Bytes */
@@ -125,7 +125,7 @@ class Receiver {
     }
   }
 
-  private enter(state: ReceiverState): void {
+  private enter(state: Exclude<Phase, 'result'>): void {
     this.state = state;
     this.opts.onPhase?.(state);
   }

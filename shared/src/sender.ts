@@ -15,8 +15,14 @@
  * message of what is judged while the socket takes it (delta-sender.ts; the wire is what a large
  * change waits for); judge the next part the receiver has declared final and send its Verdict; take the
  * next part of the Checksum List (a client chunks and hashes its next slice here) and send it;
- * else wait for room in the socket or for Match Tokens, which a second strand (`readTokens`)
+ * else wait for room in the socket or for Match Tokens, which a second strand (`readReceiver`)
  * reads meanwhile, one handler per message.
+ *
+ * The sender's state (`SenderState`, as ws's receiver names its own) is where its Checksum
+ * List is; beside it, `tokensEnded` says that the matching is final for the whole list, and
+ * `root` that the last Verdict is sent. Against a known basis (docs/protocol.md §3, "A known
+ * basis") the sender finds its Match Tokens itself: `KnownBasisSender` lists them as Copies and
+ * reads no Match Tokens; the rest is the same.
  */
 import { BasisChecksumTable, type Refiner } from './basis-checksums.ts';
 import { ChecksumList } from './checksum-list.ts';
@@ -29,39 +35,43 @@ import { DELTA_MESSAGE_BYTES, DELTA_RUN_BYTES, LIST_BATCH, MAX_SPLIT_CHUNKS, SPL
 import { KnownMatcher } from './matcher.ts';
 import { ErrorCode, Msg, ProtocolError, hashLength, inconsistent as bad } from './protocol.ts';
 import type { SendOutcome, SenderOptions, TargetList } from './session-options.ts';
-import { TokenList } from './token-list.ts';
+import type { KnownVersion } from './known.ts';
+import { MatchTokens } from './match-tokens.ts';
 
-/** Runs the sender's side of Phases 1–3 for `target` (whose bytes `source` reads). */
+/** Runs the sender's side of Phases 1–3 for `target` (whose bytes `source` reads); against a
+ *  known basis (`opts.known`) its variant, `KnownBasisSender`. */
 export async function sendTarget(conn: Conn, algo: number, target: TargetList, source: Source, opts: SenderOptions = {}): Promise<SendOutcome> {
-  return new Sender(conn, algo, target, source, opts).run();
+  const sender = opts.known ? new KnownBasisSender(conn, algo, target, source, opts, opts.known) : new Sender(conn, algo, target, source, opts);
+  return sender.run();
 }
 
 /**
- * Where the sender's Checksum List is: parts still coming (`listing`); every chunk listed and
- * Checksum List End sent, strong hashes possibly still due (`listed`); every part taken
- * (`complete`).
+ * The sender's states, in order:
+ *   LISTING  Phase 1: the Checksum List goes out a part at a time as the file is chunked
+ *   LISTED   every chunk is listed and Checksums End is sent; strong hashes may still be due
+ *   HASHED   every part is taken: what is left is Verdicts and Delta Bytes
  */
-export type ListState = 'listing' | 'listed' | 'complete';
+const LISTING = 'listing';
+const LISTED = 'listed';
+const HASHED = 'hashed';
+type SenderState = typeof LISTING | typeof LISTED | typeof HASHED;
 
 class Sender implements Judged {
-  private readonly H: number;
-  private readonly list: ChecksumList;
+  protected readonly H: number;
+  protected readonly list: ChecksumList;
   /** per chunk: 1 once the receiver has it (a confirmed token, a split chunk, resumed) */
   held = new Uint8Array(0);
-  private listState: ListState = 'listing';
-  private tokensEnded = false;
-  private readonly tokens = new TokenList();
-  /** the receiver's matching is final below this chunk */
-  private frontier = 0;
-  /** against a known basis: the chunks listed (as Checksums or Copies), and the own Match
-   *  Tokens sent as Copies */
-  private listedTo = 0;
-  private copiesSent = 0;
+  protected state: SenderState = LISTING;
+  /** the matching is final for the whole list (Tokens End; against a known basis, every
+   *  chunk matched) */
+  protected tokensEnded = false;
+  protected readonly tokens = new MatchTokens();
+  /** the matching is final below this chunk */
+  protected frontier = 0;
   /** chunks the receiver kept from an interrupted session (Tokens End) */
   private resumeFrom = 0;
   private resumed = false;
   private readonly table: Refiner;
-  private readonly known: KnownMatcher | null;
   /** chunks below this are judged (a Verdict sent) */
   judgedTo = 0;
   /** Phase 3's Delta Bytes of what is judged */
@@ -80,33 +90,32 @@ class Sender implements Judged {
   private wake: (() => void) | null = null;
 
   constructor(
-    private conn: Conn,
+    protected conn: Conn,
     private algo: number,
     private target: TargetList,
-    private source: Source,
-    private opts: SenderOptions,
+    source: Source,
+    protected opts: SenderOptions,
   ) {
     this.H = hashLength(algo);
     this.list = new ChecksumList(this.H, opts.reserve);
     this.table = opts.basisChecksums ?? new BasisChecksumTable(algo);
-    this.known = opts.known ? new KnownMatcher(opts.known, this.H) : null;
     this.splitThreshold = opts.splitThreshold ?? SPLIT_THRESHOLD;
     this.delta = new DeltaSender(conn, this.list, source, this.table, opts.deltaMessageBytes ?? DELTA_MESSAGE_BYTES, opts.deltaMessageBytes ?? DELTA_RUN_BYTES, this);
     this.parts = target.parts[Symbol.asyncIterator]();
   }
 
   async run(): Promise<SendOutcome> {
-    const tokensRead = this.readTokens();
-    tokensRead.catch((e) => this.fail(e));
+    const receiverRead = this.readReceiver();
+    receiverRead.catch((e) => this.fail(e));
     try {
       await this.loop();
-      await tokensRead;
+      await receiverRead;
     } finally {
       // stops the chunking and frees its buffers (after a read still running, if one is)
-      if (this.listState !== 'complete') void this.parts.return?.(undefined)?.catch(() => {});
+      if (this.state !== HASHED) void this.parts.return?.(undefined)?.catch(() => {});
       this.delta.close(); // every read into its buffer was awaited
     }
-    this.opts.onDeltaSent?.();
+    this.opts.onPhase?.('result');
     return this.finish(await this.conn.expect(Msg.Result));
   }
 
@@ -150,14 +159,14 @@ class Sender implements Judged {
         }
       }
       // 3. the next part of the Checksum List, or of its strong hashes
-      if (this.listState !== 'complete') {
+      if (this.state !== HASHED) {
         const r = this.got;
         this.got = null;
         // (no await between finding no part and idling: a part that comes meanwhile signals
         // no one)
-        if (r || this.listState === 'listing' && this.list.size >= this.target.size) await this.takePart(r);
-        if ((this.listState as ListState) !== 'complete') this.askNext();
-        if (!r) await this.idle(this.delta.sentTo < this.judgedTo ? 2 : undefined);
+        if (r || (this.state === LISTING && this.list.size >= this.target.size)) await this.takePart(r);
+        if ((this.state as SenderState) !== HASHED) this.askNext();
+        if (!r) await this.idle(due ? 2 : undefined);
         continue;
       }
       // 4. wait for room in the socket (that room never comes once it has closed), or for
@@ -173,7 +182,6 @@ class Sender implements Judged {
     this.resumed = true;
     this.held.fill(1, 0, this.resumeFrom);
     this.judgedTo = Math.max(this.judgedTo, this.resumeFrom);
-    this.delta.sentTo = Math.max(this.delta.sentTo, this.resumeFrom);
   }
 
   private confirmed(k: number): boolean {
@@ -197,93 +205,60 @@ class Sender implements Judged {
     const { tokens: t, list } = this;
     let end = Math.min(this.frontier, list.hashed);
     for (let k = this.nextToken; k < t.length && t.first[k] < end; k++) if (t.end(k) > end) end = t.first[k];
-    const wholeBeforeEnd = !this.tokensEnded && this.listState !== 'listing' && end === list.count;
+    const wholeBeforeEnd = !this.tokensEnded && this.state !== LISTING && end === list.count;
     if (!this.tokensEnded) for (let k = this.nextToken; k < t.length && t.first[k] < end; k++) if (this.splittable(k) && !this.confirmed(k)) end = t.first[k];
     if ((end > this.judgedTo && !wholeBeforeEnd) || (this.tokensEnded && !this.root && end === list.count)) return end;
     return null;
   }
 
   /**
-   * Takes a part of the list and sends its chunks as Checksums (not waiting for the send buffer
-   * to drain: they are small, and the Match Tokens depend on them); ends the list once its
-   * chunks cover the file (before the last hashes are in). `r` null: no part is in.
+   * Takes a part of the list and lists its chunks (`listPart`); ends the list once its chunks
+   * cover the file (`covered`), before the last hashes are in. `r` null: no part is in.
    */
   private async takePart(r: IteratorResult<ListPart> | null): Promise<void> {
-    const { list, known } = this;
+    const { list } = this;
     if (r?.done) {
       if (list.hashed !== list.count) throw new Error(`strong hashes for ${list.hashed} of ${list.count} chunks`);
     } else if (r) {
       const p = r.value;
       list.append(p.lengths, p.fastfps, p.hashes);
       if (this.held.length < list.capacity) this.held = grown(this.held, list.capacity);
-      if (known) {
-        this.tokens.pushOwn(known.feed(list, list.hashed));
-        this.frontier = known.frontier;
-        await this.listKnown(known.frontier);
-      } else await this.sendChecksums(list.count - p.lengths.length, list.count);
+      await this.listPart(list.count - p.lengths.length);
     }
-    // (against a known basis the list ends once every chunk is hashed and matched)
-    if (this.listState === 'listing' && (known ? r?.done : list.size >= this.target.size || r?.done)) {
+    if (this.state === LISTING && this.covered(r)) {
       if (list.size !== this.target.size) throw new Error('the file changed size while syncing');
-      if (known) {
-        // every chunk is hashed and fed by now: the last run closes
-        this.tokens.pushOwn(known.end());
-        await this.listKnown(list.count);
-      }
-      this.listState = 'listed';
+      await this.endList();
+      this.state = LISTED;
       await this.conn.send({ type: Msg.ChecksumsEnd, count: list.count, size: this.target.size }, { wait: false });
-      this.opts.onListSent?.();
+      this.opts.onPhase?.('tokens');
     }
-    if (r?.done) this.listState = 'complete';
-    if (known && this.listState === 'complete' && !this.tokensEnded) {
-      this.frontier = list.count;
-      this.tokensEnded = true;
-    }
+    if (r?.done) this.enterHashed();
   }
 
-  private async sendChecksums(from: number, to: number): Promise<void> {
+  /** Lists the chunks appended from `from` on: as Checksums, not waiting for the send buffer
+   *  to drain (they are small, and the Match Tokens depend on them). */
+  protected async listPart(from: number): Promise<void> {
+    await this.sendChecksums(from, this.list.count);
+  }
+
+  /** Whether the list is whole once part `r` is taken: its chunks cover the file. */
+  protected covered(r: IteratorResult<ListPart> | null): boolean {
+    return this.list.size >= this.target.size || !!r?.done;
+  }
+
+  /** Lists what is left before Checksums End: nothing (the chunks went out with their parts). */
+  protected async endList(): Promise<void> {}
+
+  /** Every part is taken. */
+  protected enterHashed(): void {
+    this.state = HASHED;
+  }
+
+  protected async sendChecksums(from: number, to: number): Promise<void> {
     const { list } = this;
     for (let i = from; i < to; i += LIST_BATCH) {
       const j = Math.min(to, i + LIST_BATCH);
       await this.conn.send({ type: Msg.Checksums, fastfps: list.fastfps.subarray(i, j), lengths: list.lengths.subarray(i, j) }, { wait: false });
-    }
-  }
-
-  /**
-   * Against a known basis, lists the chunks below `upTo` (hashed, and matched for good): each
-   * run of them found in the basis as a Copies run, the receiver taking their lengths and
-   * FastFps from the basis index, with the chunks before it that no run covers; the chunks
-   * after the last run as Checksums.
-   */
-  private async listKnown(upTo: number): Promise<void> {
-    const { tokens: t, list } = this;
-    const next = () => (this.copiesSent < t.length && t.first[this.copiesSent] < upTo ? t.first[this.copiesSent] : -1);
-    while (next() >= 0) {
-      // a long stretch without runs goes as Checksums, in batches
-      if (next() - this.listedTo >= LIST_BATCH) {
-        await this.sendChecksums(this.listedTo, next());
-        this.listedTo = next();
-      }
-      const from = this.listedTo;
-      const listed: number[] = [];
-      const count: number[] = [];
-      const basisFirst: number[] = [];
-      while (next() >= 0 && next() - from < LIST_BATCH && listed.length < LIST_BATCH) {
-        const k = this.copiesSent++;
-        listed.push(t.first[k] - this.listedTo);
-        count.push(t.count[k]);
-        basisFirst.push(t.basisFirst[k]);
-        this.listedTo = t.end(k);
-      }
-      const chunks: number[] = [];
-      for (let k = 0, at = from; k < listed.length; at += listed[k] + count[k], k++) for (let i = at; i < at + listed[k]; i++) chunks.push(i);
-      const fastfps = Uint32Array.from(chunks, (i) => list.fastfps[i]);
-      const lengths = Uint32Array.from(chunks, (i) => list.lengths[i]);
-      await this.conn.send({ type: Msg.Copies, listed: Uint32Array.from(listed), fastfps, lengths, count: Uint32Array.from(count), basisFirst: Uint32Array.from(basisFirst) }, { wait: false });
-    }
-    if (this.listedTo < upTo) {
-      await this.sendChecksums(this.listedTo, upTo);
-      this.listedTo = upTo;
     }
   }
 
@@ -301,11 +276,10 @@ class Sender implements Judged {
   }
 
   // -------------------------------------------------------------------------------------------
-  // Phase 2: the receiver's messages, read by their own strand
+  // Phase 2: the receiver's messages, read by their own strand, one handler per message
 
-  private async readTokens(): Promise<void> {
+  protected async readReceiver(): Promise<void> {
     await this.opts.beforeTokens?.();
-    if (this.known) return; // no Match Tokens come
     for (;;) {
       const m = await this.conn.expect(Msg.Tokens, Msg.TokensEnd, Msg.BasisChecksums);
       switch (m.type) {
@@ -317,7 +291,7 @@ class Sender implements Judged {
           break;
         case Msg.TokensEnd:
           this.onTokensEnd(m);
-          this.opts.onTokens?.();
+          this.opts.onPhase?.('delta');
           return;
       }
     }
@@ -351,7 +325,7 @@ class Sender implements Judged {
   private onTokensEnd(m: TokensEnd): void {
     const { tokens: t } = this;
     const n = this.list.count;
-    if (this.listState === 'listing') throw bad('Tokens End before the Checksum List ended');
+    if (this.state === LISTING) throw bad('Tokens End before the Checksum List ended');
     if (m.count !== t.length) throw bad(`Tokens End says ${m.count} tokens, received ${t.length}`);
     if (m.resumeFrom > n || (m.resumeFrom > 0 && (this.frontier > 0 || (t.length && t.first[0] < m.resumeFrom)))) {
       throw bad(`resume from chunk ${m.resumeFrom} overlaps the tokens or exceeds ${n} chunks`);
@@ -434,5 +408,95 @@ class Sender implements Judged {
       lengths: list.lengths.subarray(0, list.count),
       hashes: list.hashes.subarray(0, list.count * this.H),
     };
+  }
+}
+
+/**
+ * The sender against a known basis (Hello's `known`; docs/protocol.md §3, "A known basis"): it
+ * finds its chunks in the basis' index itself as their hashes come (`KnownMatcher`) and sends
+ * those Match Tokens as Copies among the Checksums, each part before the Verdict that judges
+ * it. The receiver sends no Match Tokens, no Basis Checksums and no Tokens End: the list ends
+ * once every chunk is hashed and matched, and the matching is final with it.
+ */
+class KnownBasisSender extends Sender {
+  private readonly matcher: KnownMatcher;
+  /** the chunks listed (as Checksums or Copies) */
+  private listedTo = 0;
+  /** the Match Tokens listed as Copies */
+  private tokensListed = 0;
+
+  constructor(conn: Conn, algo: number, target: TargetList, source: Source, opts: SenderOptions, known: KnownVersion) {
+    super(conn, algo, target, source, opts);
+    this.matcher = new KnownMatcher(known, this.H);
+  }
+
+  /** Matches the chunks hashed so far and lists those matched for good. */
+  protected override async listPart(): Promise<void> {
+    const { matcher, list } = this;
+    this.tokens.pushOwn(matcher.feed(list, list.hashed));
+    this.frontier = matcher.frontier;
+    await this.listKnown(matcher.frontier);
+  }
+
+  /** Every chunk is hashed and matched (the parts are done). */
+  protected override covered(r: IteratorResult<ListPart> | null): boolean {
+    return !!r?.done;
+  }
+
+  /** Every chunk is hashed and fed by now: the last run closes. */
+  protected override async endList(): Promise<void> {
+    this.tokens.pushOwn(this.matcher.end());
+    await this.listKnown(this.list.count);
+  }
+
+  protected override enterHashed(): void {
+    super.enterHashed();
+    if (!this.tokensEnded) {
+      this.frontier = this.list.count;
+      this.tokensEnded = true;
+    }
+  }
+
+  /** No Match Tokens come: only Ready, on a push (`beforeTokens`). */
+  protected override async readReceiver(): Promise<void> {
+    await this.opts.beforeTokens?.();
+  }
+
+  /**
+   * Lists the chunks below `upTo` (hashed, and matched for good): each
+   * run of them found in the basis as a Copies run, the receiver taking their lengths and
+   * FastFps from the basis index, with the chunks before it that no run covers; the chunks
+   * after the last run as Checksums.
+   */
+  private async listKnown(upTo: number): Promise<void> {
+    const { tokens: t, list } = this;
+    const next = () => (this.tokensListed < t.length && t.first[this.tokensListed] < upTo ? t.first[this.tokensListed] : -1);
+    while (next() >= 0) {
+      // a long stretch without runs goes as Checksums, in batches
+      if (next() - this.listedTo >= LIST_BATCH) {
+        await this.sendChecksums(this.listedTo, next());
+        this.listedTo = next();
+      }
+      const from = this.listedTo;
+      const listed: number[] = [];
+      const count: number[] = [];
+      const basisFirst: number[] = [];
+      while (next() >= 0 && next() - from < LIST_BATCH && listed.length < LIST_BATCH) {
+        const k = this.tokensListed++;
+        listed.push(t.first[k] - this.listedTo);
+        count.push(t.count[k]);
+        basisFirst.push(t.basisFirst[k]);
+        this.listedTo = t.end(k);
+      }
+      const chunks: number[] = [];
+      for (let k = 0, at = from; k < listed.length; at += listed[k] + count[k], k++) for (let i = at; i < at + listed[k]; i++) chunks.push(i);
+      const fastfps = Uint32Array.from(chunks, (i) => list.fastfps[i]);
+      const lengths = Uint32Array.from(chunks, (i) => list.lengths[i]);
+      await this.conn.send({ type: Msg.Copies, listed: Uint32Array.from(listed), fastfps, lengths, count: Uint32Array.from(count), basisFirst: Uint32Array.from(basisFirst) }, { wait: false });
+    }
+    if (this.listedTo < upTo) {
+      await this.sendChecksums(this.listedTo, upTo);
+      this.listedTo = upTo;
+    }
   }
 }

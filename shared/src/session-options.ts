@@ -23,10 +23,10 @@ export interface SenderOptions {
   deltaMessageBytes?: number;
   /** awaited before the first Match Tokens are read (a push reads Ready here) */
   beforeTokens?: () => Promise<void> | void;
-  /** called once the whole Checksum List is sent */
-  onListSent?: () => void;
-  onTokens?: () => void;
-  onDeltaSent?: () => void;
+  /** called as this side enters each phase after the first: `tokens` once the whole Checksum
+   *  List is sent, `delta` once Tokens End is in (not against a known basis), `result` once
+   *  every Delta Bytes message is sent */
+  onPhase?: (p: Exclude<Phase, 'checksums'>) => void;
   /** a known basis (Hello's `known`, known.ts): the sender finds its chunks there itself as
    *  their hashes come and sends those Match Tokens as Copies, each part before the Verdict
    *  that judges it; the receiver sends none */
@@ -58,12 +58,13 @@ export interface SendOutcome {
 }
 
 /**
- * The phase the receiver is in: taking the Checksum List (`checksums`, Phase 1, with Match
- * Tokens sent as it arrives when streamed); the list is in and the last Match Tokens are
- * being sent (`tokens`, Phase 2); Tokens End is sent and the rest is Verdicts and Delta Bytes
- * (`delta`, Phase 3).
+ * The phases of a session (docs/protocol.md §3), as both sides name them: the Checksum List
+ * (`checksums`, Phase 1, with Match Tokens sent as it arrives when streamed); the list is
+ * whole and the last Match Tokens go out (`tokens`, Phase 2); Tokens End is sent and the rest
+ * is Verdicts and Delta Bytes (`delta`, Phase 3); every Delta Bytes message is sent and the
+ * Result is due (`result`, the sender's only).
  */
-export type ReceiverState = 'checksums' | 'tokens' | 'delta';
+export type Phase = 'checksums' | 'tokens' | 'delta' | 'result';
 
 
 export interface ReceiverOptions {
@@ -75,8 +76,8 @@ export interface ReceiverOptions {
   wholeList?: boolean;
   /** fills the Result's timing and wire fields */
   resultExtra?: () => Pick<Result, 'micros' | 'wireIn' | 'wireOut'>;
-  /** called as each state is entered (the server times the phases) */
-  onPhase?: (p: ReceiverState) => void;
+  /** called as each phase is entered (the server times the phases) */
+  onPhase?: (p: Exclude<Phase, 'result'>) => void;
   /** finer chunk sizes to refine the basis stretches no Match Token covers with (Basis
    *  Checksums, refine.ts); absent: no refinement */
   refine?: FineParams;

@@ -10,7 +10,8 @@
  */
 import { bytesToHex as hex } from '@noble/hashes/utils';
 import { type ChunkIndex, type Source, bufferSource, chunkParts, chunkSource } from './chunk-index.ts';
-import { Conn, ConnectionLost, RemoteError, type Traffic, type WebSocketLike } from './conn.ts';
+import { Conn, ConnectionLost, RemoteError, type Traffic, type WebSocketCtor } from './conn.ts';
+import type { Connections } from './connection-pool.ts';
 import { KNOWN_MAX_DELTA, KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, basisChecksumsOf, chunksTo, fineIndex, knownKey } from './known.ts';
 import { keptBasisOf } from './kept.ts';
 import { matchKnown } from './matcher.ts';
@@ -20,14 +21,15 @@ import { receiveTarget } from './receiver.ts';
 import { sendTarget } from './sender.ts';
 import { DAMAGED_BASIS_RETRIES } from './limits.ts';
 import { whileBusy as waitWhileBusy } from './busy.ts';
-import type { SendOutcome, SenderOptions } from './session-options.ts';
+import type { Phase, SendOutcome, SenderOptions } from './session-options.ts';
 import type { Sink } from './sink.ts';
 
-export type WebSocketCtor = new (url: string) => WebSocketLike;
+/** What a progress callback reports, in order (a push's Delta Bytes start to flow during
+ *  'chunking'); the middle three are the ends of the sender's phases (`PROGRESS_OF`). */
+export type Progress = 'connecting' | 'chunking' | 'checksums-sent' | 'tokens-received' | 'delta-sent' | 'committed' | 'retrying' | 'busy';
 
-/** The phases a progress callback reports, in order (a push's Delta Bytes start to flow
- *  during 'chunking'). */
-export type Phase = 'connecting' | 'chunking' | 'checksums-sent' | 'tokens-received' | 'delta-sent' | 'committed' | 'retrying' | 'busy';
+/** The progress the sender's entering a phase reports. */
+const PROGRESS_OF: Record<Exclude<Phase, 'checksums'>, Progress> = { tokens: 'checksums-sent', delta: 'tokens-received', result: 'delta-sent' };
 
 export interface SyncOptions {
   /** ws:// or wss:// URL of the server's /sync endpoint; a session whose bytes do not
@@ -35,15 +37,15 @@ export interface SyncOptions {
   url: string;
   name: string;
   WebSocket: WebSocketCtor;
-  /** an open connection to run the session on (see `Connection`), or a function giving one
-   *  to the given URL (the session's, with or without `?deflate=0`) when the session starts;
-   *  a ConnectionLost it throws counts as a failed attempt, like one of the
-   *  session's own. Without one, or when it has closed, the session opens its own and closes
-   *  it at the end. The caller keeps what it gave. */
-  connection?: Connection | ((url: string) => Promise<Connection | undefined>);
+  /** an open connection to run the session on, or where to take one to the session's URL
+   *  (with or without `?deflate=0`) and give it back after (a `ConnectionPool`,
+   *  connection-pool.ts); a ConnectionLost from taking one counts as a failed attempt, like
+   *  one of the session's own. Without one, or when the given one has closed, the session
+   *  opens its own and closes it at the end. */
+  connection?: Conn | Connections;
   params?: ChunkParams;
   algo?: number;
-  onProgress?: (phase: Phase, done?: number, total?: number) => void;
+  onProgress?: (progress: Progress, done?: number, total?: number) => void;
   /** versions this client pushed or pulled before (known.ts): a file found there is pushed
    *  against it in one round trip when few of its bytes changed; each version pushed or pulled
    *  is kept there. Absent: every push runs the three phases. */
@@ -85,73 +87,19 @@ export interface SyncReport {
   keptBasis?: boolean;
 }
 
-/**
- * One WebSocket to the server's /sync endpoint. Sessions run on it one after another (the
- * server waits for the next Hello after a Result, docs/protocol.md §3), so a folder, or a file
- * re-synced after an edit, pays for the TCP and WebSocket handshakes once. An error, a lost
- * socket or the server's idle timeout closes it; `usable` then turns false.
- */
-export class Connection {
-  private busy = false;
-  private constructor(
-    readonly url: string,
-    readonly ws: WebSocketLike,
-    readonly conn: Conn,
-  ) {}
-
-  static open(url: string, WebSocket: WebSocketCtor): Promise<Connection> {
-    const ws = new WebSocket(url);
-    const conn = new Conn(ws);
-    return new Promise((resolve, reject) => {
-      ws.addEventListener('open', () => resolve(new Connection(url, ws, conn)));
-      ws.addEventListener('error', (ev: { message?: string }) =>
-        // a refused sign-in (Node's ws names the status; a browser says nothing) is no lost
-        // connection: trying again cannot help
-        reject(/Unexpected server response: 401\b/.test(ev.message ?? '') ? new RemoteError(ErrorCode.Unauthorized, `${url}: authentication required`) : new ConnectionLost(`cannot connect to ${url}: ${ev.message ?? 'connection refused'}`)),
-      );
-      ws.addEventListener('close', () => reject(new ConnectionLost(`cannot connect to ${url}`)));
-    });
+/** The connection of one session to `url`, and what to do with it after: the given one while
+ *  it can take a session (kept open), else one from the given pool (given back), else one of
+ *  its own (closed). */
+async function connectionFor(opts: SyncOptions, url: string): Promise<{ conn: Conn; release: () => void }> {
+  const given = opts.connection;
+  if (given instanceof Conn) {
+    if (given.usable) return { conn: given, release: () => {} };
+  } else if (given) {
+    const conn = await given.take(url);
+    return { conn, release: () => given.give(conn) };
   }
-
-  /** open, and not running a session */
-  get usable(): boolean {
-    return !this.busy && this.conn.isOpen;
-  }
-
-  /** Bytes the socket sent and received, where the runtime exposes them (Node's `ws`). */
-  socketBytes(): number | null {
-    const s = (this.ws as unknown as { _socket?: { bytesRead: number; bytesWritten: number } })._socket;
-    return s ? s.bytesRead + s.bytesWritten : null;
-  }
-
-  /** Runs `fn` as one session on this connection, with the Conn's traffic and waiting time
-   *  counted from zero; a session that fails closes it (the server ends the connection on an
-   *  error too). */
-  async session<T>(fn: (conn: Conn) => Promise<T>): Promise<T> {
-    if (!this.usable) throw new ConnectionLost('the connection is closed or busy');
-    this.busy = true;
-    this.conn.resetCounters();
-    try {
-      return await fn(this.conn);
-    } catch (e) {
-      this.close();
-      throw e;
-    } finally {
-      this.busy = false;
-    }
-  }
-
-  close() {
-    this.conn.close(1000, 'done');
-  }
-}
-
-/** The given connection if it can take a session, else a new one to `url` that the caller
- *  must close. */
-async function connectionFor(opts: SyncOptions, url: string): Promise<{ c: Connection; own: boolean }> {
-  const given = typeof opts.connection === 'function' ? await opts.connection(url) : opts.connection;
-  if (given?.usable) return { c: given, own: false };
-  return { c: await Connection.open(url, opts.WebSocket), own: true };
+  const conn = await Conn.open(url, opts.WebSocket);
+  return { conn, release: () => conn.close(1000, 'done') };
 }
 
 /** Bytes per sample, and samples per file, of `worthDeflating`'s estimate. */
@@ -188,7 +136,7 @@ export function sessionUrl(url: string, deflate: boolean): string {
   return u.toString();
 }
 
-const deflated = (c: Connection) => /permessage-deflate/.test(c.ws.extensions ?? '');
+const deflated = (c: Conn) => /permessage-deflate/.test(c.ws.extensions ?? '');
 
 
 const ms = (t: number) => Math.round(t * 10) / 10;
@@ -225,7 +173,8 @@ export async function pushSession(
   o: { name: string; params: ChunkParams; algo: number; basisVersion?: number; index?: ChunkIndex | null; against?: KnownVersion | null; sliceBytes?: number; onChunked?: (done: number) => void; sender?: SenderOptions },
 ): Promise<SendOutcome & { unchanged: boolean }> {
   const k = o.against;
-  let basisVersion = 0;
+  /** Ready's version: the basis the server builds on (0: none) */
+  let basis = 0;
   conn.hashLen = hashLength(o.algo);
   await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: o.params, algo: o.algo, size: source.size, basisVersion: o.basisVersion ?? 0, name: o.name, ...(k && { known: { version: k.version, root: k.root } }) });
   const parts = o.index ? indexParts(o.index) : chunkParts(source, o.params, o.algo, { sliceBytes: o.sliceBytes, onProgress: o.onChunked });
@@ -233,11 +182,11 @@ export async function pushSession(
     ...o.sender,
     ...(k && { known: k, basisChecksums: k.kept ? keptBasisOf(k.kept) : k.fine && basisChecksumsOf(k.fine, k.algo) }),
     // a push may send Hello and its list before Ready: it is read before the Match Tokens
-    beforeTokens: async () => void (basisVersion = (await conn.expect(Msg.Ready)).version),
+    beforeTokens: async () => void (basis = (await conn.expect(Msg.Ready)).version),
   });
   // a new version is numbered above every stored one, its basis too: a Result naming the basis
   // or an older version stored nothing (docs/protocol.md §7, unchanged)
-  return { ...out, unchanged: basisVersion > 0 && out.result.version <= basisVersion };
+  return { ...out, unchanged: basis > 0 && out.result.version <= basis };
 }
 
 /** Keeps what a push sent as the version the server stored, with its finer cut (files up to
@@ -263,13 +212,11 @@ export async function remember(known: KnownVersions, key: string, out: SendOutco
 }
 
 export interface PushOptions extends SyncOptions {
-  /** the version this edit was based on: if another version landed since, the server
-   *  refuses with StaleBasis instead of storing it (0 or absent: no check) */
-  basisVersion?: number;
   /** what the client expects at the name, checked by the server before the push and again at
-   *  its commit (docs/protocol.md §7); a mismatch is a RemoteError with ErrorCode.StaleBasis
-   *  and stores nothing. `{ version: K }`: the latest version is K (as `basisVersion: K`);
-   *  'absent': the name has no version (a first push); undefined: `basisVersion` decides. */
+   *  its commit (Hello's `basisVersion`, docs/protocol.md §7); a mismatch is a RemoteError
+   *  with ErrorCode.StaleBasis and stores nothing. `{ version: K }`: the latest version is K,
+   *  the version this edit was based on; 'absent': the name has no version (a first push);
+   *  undefined: no check. */
   expect?: { version: number } | 'absent';
   /** reconnect this many times after a lost connection (default 0); the server resumes an
    *  interrupted upload, so Delta Bytes it already wrote are not sent again */
@@ -301,22 +248,23 @@ async function pushOnce(source: Source, opts: PushOptions): Promise<SyncReport> 
   const t0 = performance.now();
   const url = sessionUrl(opts.url, await worthDeflating(source));
   const key = knownKey(opts.url, opts.name);
-  const basisVersion = opts.expect === 'absent' ? BASIS_ABSENT : (opts.expect?.version ?? opts.basisVersion);
+  const basisVersion = opts.expect === 'absent' ? BASIS_ABSENT : (opts.expect?.version ?? 0);
   const chunked = (d: number) => opts.onProgress?.('chunking', d, source.size);
   let { index, against } = await planKnown(source, params, algo, opts.known?.get(key), { maxDelta: opts.knownMaxDelta, onProgress: chunked });
   let client = performance.now() - t0;
   const traffic = { checksumList: 0, matchTokens: 0, basisChecksums: 0, delta: 0, control: 0, total: 0, wire: 0 };
+  /** reconnects after a lost connection; sessions again after a damaged basis */
+  let reconnects = 0;
   let damagedBasis = 0;
-  for (let attempt = 0; ; attempt++) {
+  for (;;) {
     opts.onProgress?.('connecting');
-    let opened: { c: Connection; own: boolean } | null = null;
+    let taken: { conn: Conn; release: () => void } | null = null;
     try {
-      // a retry never reuses the connection that was lost
-      opened = await connectionFor(attempt === 0 ? opts : { ...opts, connection: undefined }, url);
-      const connection = opened.c;
-      const wire0 = connection.socketBytes();
+      taken = await connectionFor(opts, url);
+      const c = taken.conn;
+      const wire0 = c.socketBytes();
       const tOpen = performance.now();
-      const out = await connection.session(async (conn) => {
+      const out = await c.session(async (conn) => {
         // a retry chunks the file again: it may have changed, and the server's resumption of
         // the interrupted upload is decided by the list
         if (!index) chunked(0);
@@ -329,20 +277,16 @@ async function pushOnce(source: Source, opts: PushOptions): Promise<SyncReport> 
           against,
           sliceBytes: opts.sliceBytes,
           onChunked: chunked,
-          sender: {
-            onListSent: () => opts.onProgress?.('checksums-sent'),
-            onTokens: () => opts.onProgress?.('tokens-received'),
-            onDeltaSent: () => opts.onProgress?.('delta-sent'),
-          },
+          sender: { onPhase: (p) => opts.onProgress?.(PROGRESS_OF[p]) },
         });
       });
       opts.onProgress?.('committed');
       const tEnd = performance.now();
       if (opts.known) await remember(opts.known, key, out, params, algo, source);
-      const wire = connection.socketBytes();
+      const wire = c.socketBytes();
       // Client time: the session's own work, chunking and hashing included (not waiting for the server).
-      client += tEnd - tOpen - connection.conn.waitedMs;
-      addTraffic(traffic, connection.conn.traffic, wire !== null && wire0 !== null ? wire - wire0 : out.result.wireIn + out.result.wireOut);
+      client += tEnd - tOpen - c.waitedMs;
+      addTraffic(traffic, c.traffic, wire !== null && wire0 !== null ? wire - wire0 : out.result.wireIn + out.result.wireOut);
       const total = tEnd - t0;
       const server = out.result.micros / 1000;
       return {
@@ -356,38 +300,61 @@ async function pushOnce(source: Source, opts: PushOptions): Promise<SyncReport> 
         literalBytes: out.literalBytes,
         traffic,
         timeMs: { client: ms(client), server: ms(server), network: ms(Math.max(0, total - client - server)), total: ms(total) },
-        deflate: deflated(connection),
-        runBytes: connection.conn.runBytes,
+        deflate: deflated(c),
+        runBytes: c.runBytes,
         ...(out.unchanged && { unchanged: true }),
         ...(against && { knownVersion: against.version, ...(against.kept && { keptBasis: true }) }),
       };
     } catch (e) {
-      if (opened) addTraffic(traffic, opened.c.conn.traffic, 0);
-      // the server does not hold the version as this client knew it (or refused what this
-      // client took from it: a memory gone wrong): forget it, run the three phases
-      if (against && e instanceof RemoteError && (e.code === ErrorCode.UnknownBasis || e.code === ErrorCode.Inconsistent || e.code === ErrorCode.VerifyFailed)) {
-        opts.known?.delete(key);
-        against = null;
-        attempt--;
-        continue;
+      if (taken) addTraffic(traffic, taken.conn.traffic, 0);
+      switch (afterFailure(e, { known: against !== null, damagedBasis, reconnects, retries: opts.retries ?? 0 })) {
+        case 'without-known':
+          opts.known?.delete(key);
+          against = null;
+          break;
+        case 'again':
+          damagedBasis++;
+          break;
+        case 'reconnect':
+          // the next session chunks the file again (it may have changed) and runs the three phases
+          index = null;
+          against = null;
+          opts.onProgress?.('retrying', reconnects + 1, opts.retries);
+          await new Promise((r) => setTimeout(r, backoffMs(reconnects++)));
+          break;
+        case 'fail':
+          throw e;
       }
-      // the stored version the server built on (the latest, or a similar file) proved damaged
-      // by the push's reads or its commit: nothing was stored; the next session finds the
-      // damage when it opens the basis, and the push sends everything (docs/store.md §4)
-      if (!against && e instanceof RemoteError && e.code === ErrorCode.UnknownBasis && damagedBasis++ < DAMAGED_BASIS_RETRIES) {
-        attempt--;
-        continue;
-      }
-      // a retry chunks the file again (it may have changed) and runs the three phases
-      index = null;
-      against = null;
-      if (!(e instanceof ConnectionLost) || attempt >= (opts.retries ?? 0)) throw e;
-      opts.onProgress?.('retrying', attempt + 1, opts.retries);
-      await new Promise((r) => setTimeout(r, backoffMs(attempt)));
     } finally {
-      if (opened?.own) opened.c.close();
+      taken?.release();
     }
   }
+}
+
+/** What a push does after a failed session. */
+type NextStep = 'without-known' | 'again' | 'reconnect' | 'fail';
+
+/**
+ * The step after a failed push session:
+ * - `without-known`: the server does not hold the known version pushed against as this client
+ *   knew it (UnknownBasis), or refused what this client took from it (Inconsistent,
+ *   VerifyFailed: a memory gone wrong): forget it and push again with the three phases (the
+ *   known-basis fallback, docs/protocol.md §3 "A known basis");
+ * - `again`: the stored version the server built on (the latest, or a similar file) proved
+ *   damaged by the push's reads or its commit (UnknownBasis without a known version): nothing
+ *   was stored, the next session finds the damage when it opens the basis and the push sends
+ *   everything (docs/store.md §4); at most DAMAGED_BASIS_RETRIES times;
+ * - `reconnect`: the connection was lost; after `backoffMs`, up to `retries` times (the server
+ *   resumes the interrupted upload);
+ * - `fail`: anything else.
+ */
+function afterFailure(e: unknown, o: { known: boolean; damagedBasis: number; reconnects: number; retries: number }): NextStep {
+  if (e instanceof RemoteError) {
+    if (o.known && (e.code === ErrorCode.UnknownBasis || e.code === ErrorCode.Inconsistent || e.code === ErrorCode.VerifyFailed)) return 'without-known';
+    if (!o.known && e.code === ErrorCode.UnknownBasis && o.damagedBasis < DAMAGED_BASIS_RETRIES) return 'again';
+  }
+  if (e instanceof ConnectionLost && o.reconnects < o.retries) return 'reconnect';
+  return 'fail';
 }
 
 function addTraffic(sum: Traffic & { wire: number }, t: Traffic, wire: number) {
@@ -427,11 +394,11 @@ async function pullOnce(opts: PullOptions): Promise<SyncReport> {
   // The old copy tells how well the new one compresses; without one, compress.
   const url = sessionUrl(opts.url, !opts.basis || (await worthDeflating(opts.basis)));
   const tChunked = performance.now();
-  const { c: connection, own } = await connectionFor(opts, url);
-  const wire0 = connection.socketBytes();
+  const { conn: c, release } = await connectionFor(opts, url);
+  const wire0 = c.socketBytes();
   const tOpen = performance.now();
   try {
-    return await connection.session(async (conn) => {
+    return await c.session(async (conn) => {
       conn.hashLen = hashLength(algo);
       await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Pull, params, algo, size: opts.basis?.size ?? 0, basisVersion: opts.version ?? 0, name: opts.name });
       const ready = await conn.expect(Msg.Ready);
@@ -444,7 +411,7 @@ async function pullOnce(opts: PullOptions): Promise<SyncReport> {
       const key = knownKey(opts.url, opts.name);
       if (opts.known && opts.known.get(key)?.version !== ready.version) opts.known.set(key, { version: ready.version, root: out.index.root, params, algo, lengths: out.index.lengths, hashes: out.index.hashes });
       const tEnd = performance.now();
-      const wire = connection.socketBytes();
+      const wire = c.socketBytes();
       const total = tEnd - t0;
       const client = tChunked - t0 + (tEnd - tOpen - (conn.waitedMs - waitedBefore));
       return {
@@ -458,11 +425,11 @@ async function pullOnce(opts: PullOptions): Promise<SyncReport> {
         literalBytes: out.literalBytes,
         traffic: { ...conn.traffic, wire: wire !== null && wire0 !== null ? wire - wire0 : 0 },
         timeMs: { client: ms(client), server: 0, network: ms(Math.max(0, total - client)), total: ms(total) },
-        deflate: deflated(connection),
+        deflate: deflated(c),
       };
     });
   } finally {
-    await connection.conn.drain();
-    if (own) connection.close();
+    await c.drain();
+    release();
   }
 }

@@ -347,7 +347,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
 }
 
 /** What a whole sync did: every pass's actions, and whether the two sides now agree. */
-export interface SyncReport {
+export interface FolderSyncReport {
   done: Done[];
   hashed: number;
   skipped: Skipped[];
@@ -358,7 +358,7 @@ export interface SyncReport {
 }
 
 /** Passes until one has nothing to do (at most `maxPasses`). */
-export async function syncUntilStill(local: LocalTree, remote: RemoteFolder, state: SyncState, opts: EngineOptions, maxPasses = 4): Promise<SyncReport> {
+export async function syncUntilStill(local: LocalTree, remote: RemoteFolder, state: SyncState, opts: EngineOptions, maxPasses = 4): Promise<FolderSyncReport> {
   const done: Done[] = [];
   let last: PassReport = { done: [], hashed: 0, skipped: [] };
   let passes = 0;

@@ -1,13 +1,15 @@
 /**
  * The server side of the sync engine (shared/src/sync-engine.ts `RemoteFolder`), the part that
  * is the same in the CLI and the page: the REST calls (the recursive listing, versions, moves,
- * the trash, folders), the ignore rules, and a pool of connections for the delta push and pull.
+ * the trash, folders), the ignore rules, and the connections of the delta push and pull (a
+ * `ConnectionPool`).
  * Reading and writing local files is each side's own (cli/sync-io.ts `HttpFolder`,
  * client/src/folder-sync.ts `PageFolder`).
  */
 import ignore from 'ignore';
 import { DEFAULT_ALGO } from './protocol.ts';
-import { Connection, type WebSocketCtor } from './sync-client.ts';
+import type { WebSocketCtor } from './conn.ts';
+import { ConnectionPool } from './connection-pool.ts';
 import type { RemoteFolder, Stat } from './sync-engine.ts';
 import type { RemoteFile } from './sync-plan.ts';
 
@@ -47,13 +49,15 @@ export interface ApiFolderOptions {
 }
 
 export abstract class ApiFolder implements RemoteFolder {
-  /** open connections not in use; a transfer takes one (or opens one) and gives it back */
-  private idle: Connection[] = [];
-  private all = new Set<Connection>();
+  /** the connections of the transfers: each session takes one (or opens one) and gives it
+   *  back, so transfers at once never share one */
+  protected readonly connections: ConnectionPool;
   /** the server refused to make a folder: it keeps no empty folders */
   private noFolders = false;
 
-  constructor(protected readonly a: ApiFolderOptions) {}
+  constructor(protected readonly a: ApiFolderOptions) {
+    this.connections = new ConnectionPool(a.WebSocket);
+  }
 
   abstract push(path: string, basisVersion: number): Promise<{ version: number; root: string } & Stat>;
   abstract pull(path: string, version: number, expect: Stat | null, basis?: string): Promise<{ version: number; root: string } & Stat>;
@@ -67,32 +71,8 @@ export abstract class ApiFolder implements RemoteFolder {
     return this.a.statusOf(e);
   }
 
-  /** Runs `fn` with a connection function of its own: transfers at once never share one. */
-  protected async leased<T>(fn: (connection: (u: string) => Promise<Connection>) => Promise<T>): Promise<T> {
-    const mine: Connection[] = [];
-    const connection = async (u: string) => {
-      const own = mine.find((c) => c.url === u && c.usable);
-      if (own) return own;
-      const i = this.idle.findIndex((c) => c.url === u && c.usable);
-      const c = i >= 0 ? this.idle.splice(i, 1)[0] : await Connection.open(u, this.a.WebSocket);
-      this.all.add(c);
-      mine.push(c);
-      return c;
-    };
-    try {
-      return await fn(connection);
-    } finally {
-      for (const c of mine) {
-        if (c.usable) this.idle.push(c);
-        else this.all.delete(c); // closed by a failed session
-      }
-    }
-  }
-
   close() {
-    for (const c of this.all) c.close();
-    this.all.clear();
-    this.idle = [];
+    this.connections.close();
   }
 
   async list(): Promise<{ files: Map<string, RemoteFile>; folders: Set<string> | null }> {

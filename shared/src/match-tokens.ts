@@ -5,7 +5,7 @@ import type { Run } from './matcher.ts';
 const NO_HASH = new Uint8Array(0);
 
 /** The Match Tokens received (or, with a known basis, found), in order. */
-export class TokenList {
+export class MatchTokens {
   first: number[] = [];
   count: number[] = [];
   /** the receiver's run hash of each (NO_HASH for this side's own) */

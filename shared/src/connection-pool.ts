@@ -1,0 +1,55 @@
+/**
+ * Socket reuse, in one place: open connections to the server's /sync endpoints, kept between
+ * sessions. The server runs sessions one after another on one socket (docs/protocol.md §3), so
+ * a folder's files, or a file pushed again after an edit, skip the TCP and WebSocket handshakes
+ * (two round trips). A session takes a connection to its URL (an idle one, else a new one) and
+ * gives it back; one that closed meanwhile (an error, a lost socket, the server's idle timeout)
+ * is dropped. A taken connection is the taker's alone: sessions at once never share one.
+ */
+import { Conn, type WebSocketCtor } from './conn.ts';
+
+/** Where the sync client takes a session's connection from and gives it back to. */
+export interface Connections {
+  take(url: string): Promise<Conn>;
+  give(conn: Conn): void;
+}
+
+export class ConnectionPool implements Connections {
+  private idle: Conn[] = [];
+  private readonly all = new Set<Conn>();
+
+  /** `keepIdle`: at most this many idle connections are kept; one given back beyond closes. */
+  constructor(
+    private readonly WebSocket: WebSocketCtor,
+    private readonly keepIdle = Infinity,
+  ) {}
+
+  /** An idle open connection to `url`, else a new one (opened with `WebSocket`). */
+  async take(url: string, WebSocket = this.WebSocket): Promise<Conn> {
+    for (const c of this.idle) if (!c.usable) this.drop(c);
+    const i = this.idle.findIndex((c) => c.url === url);
+    if (i >= 0) return this.idle.splice(i, 1)[0];
+    const c = await Conn.open(url, WebSocket);
+    this.all.add(c);
+    return c;
+  }
+
+  /** Keeps `conn` for the next session while it is open (and `keep`), else closes it. */
+  give(conn: Conn, keep = true): void {
+    if (keep && conn.usable && this.idle.length < this.keepIdle) this.idle.push(conn);
+    else this.drop(conn);
+  }
+
+  /** Closes every connection, idle or taken. */
+  close(): void {
+    for (const c of this.all) c.close(1000, 'done');
+    this.all.clear();
+    this.idle = [];
+  }
+
+  private drop(conn: Conn): void {
+    this.idle = this.idle.filter((c) => c !== conn);
+    this.all.delete(conn);
+    conn.close(1000, 'done');
+  }
+}
