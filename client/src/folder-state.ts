@@ -5,16 +5,10 @@
 import type { SyncState } from '../../shared/src/sync-engine.ts';
 import type { Agreed } from '../../shared/src/sync-plan.ts';
 import type { Dir } from './handle-tree.ts';
+import { request } from './idb.ts';
 
 const DB = 'dsync-folder-sync';
 const STORE = 'state';
-
-function request<T>(r: IDBRequest<T>): Promise<T> {
-  return new Promise((resolve, reject) => {
-    r.onsuccess = () => resolve(r.result);
-    r.onerror = () => reject(r.error);
-  });
-}
 
 /** The agreed state of one synced folder in IndexedDB, keyed by user, server and folder, with
  *  the local folder's handle: a state agreed with another local folder of the same name (its

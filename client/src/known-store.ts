@@ -5,16 +5,10 @@
  * opened (a private window may refuse it), they are kept in memory for the page's lifetime.
  */
 import { type KnownVersion, type KnownVersions, MemoryKnown } from '../../shared/src/known.ts';
+import { request } from './idb.ts';
 
 const DB = 'dsync-known';
 const STORE = 'versions';
-
-function request<T>(r: IDBRequest<T>): Promise<T> {
-  return new Promise((resolve, reject) => {
-    r.onsuccess = () => resolve(r.result);
-    r.onerror = () => reject(r.error);
-  });
-}
 
 function openDb(): Promise<IDBDatabase> {
   const r = indexedDB.open(DB, 1);

@@ -6,6 +6,8 @@
  * cannot be re-read after a reload); the page then offers to finish those, after the browser
  * grants read access again. Where IndexedDB cannot be opened, nothing is remembered.
  */
+import { request } from './idb.ts';
+
 export interface Unfinished {
   name: string;
   size: number;
@@ -16,13 +18,6 @@ export interface Unfinished {
 
 const DB = 'dsync-unfinished';
 const STORE = 'uploads';
-
-function request<T>(r: IDBRequest<T>): Promise<T> {
-  return new Promise((resolve, reject) => {
-    r.onsuccess = () => resolve(r.result);
-    r.onerror = () => reject(r.error);
-  });
-}
 
 let db: Promise<IDBDatabase | null> | null = null;
 function openDb(): Promise<IDBDatabase | null> {
