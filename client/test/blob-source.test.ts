@@ -13,7 +13,7 @@ import { chunkSource } from '../../shared/src/chunk-index.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
 import { fastRandomBytes } from '../../harness/testdata.ts';
-import { STREAM_STALL_MS, blobSource } from '../src/blob-source.ts';
+import { NEAR_GAP, STREAM_STALL_MS, blobSource } from '../src/blob-source.ts';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'dsync-blob-source-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -63,6 +63,43 @@ test('a pass over the file goes through one stream and chunks as the file read d
   assert.deepEqual(again.sizes, [1]);
   const slice = await source.blobSlice!(100, 50).arrayBuffer();
   assert.deepEqual(new Uint8Array(slice), bytes.subarray(100, 150));
+});
+
+test('reads that follow one another closely go through one stream, skipping the bytes between; others are slices', async () => {
+  const bytes = fastRandomBytes(6, (12 << 20) + 777);
+  const file = path.join(dir, 'near.bin');
+  writeFileSync(file, bytes);
+  const source = blobSource(await openAsBlob(file));
+  // a sender's reads of scattered short stretches, in file order, several asked for at once
+  const reads: [number, number][] = [];
+  for (let at = 1000, k = 0; at < bytes.length - 70_000; k++) {
+    const length = 1 + ((k * 7919) % 60_000);
+    reads.push([at, length]);
+    at += length + ((k * 104_729) % (NEAR_GAP / 2));
+  }
+  const { value: got, sizes } = await readsOf(() => Promise.all(reads.map(([at, length]) => source.read(at, length))));
+  for (const [i, [at, length]] of reads.entries()) assert.deepEqual(got[i], bytes.subarray(at, at + length), `read ${i}`);
+  // the first is a slice; the stream opened by the second checks the file once per 4 MiB
+  assert.equal(sizes[0], reads[0][1]);
+  assert.deepEqual([...new Set(sizes.slice(1))], [1]);
+  assert.ok(sizes.length <= 2 + Math.ceil(bytes.length / (4 << 20)), `${sizes.length} slice reads for ${reads.length} reads`);
+  // one far beyond, or before, the last read is a slice
+  const far = await readsOf(() => source.read(reads.at(-1)![0] - 5000, 100));
+  assert.deepEqual(far.value, bytes.subarray(reads.at(-1)![0] - 5000, reads.at(-1)![0] - 4900));
+  assert.deepEqual(far.sizes, [100]);
+});
+
+test('a file changed while near reads stream fails them', async () => {
+  const file = path.join(dir, 'near-changed.bin');
+  writeFileSync(file, fastRandomBytes(7, 12 << 20));
+  const source = blobSource(await openAsBlob(file));
+  await source.read(100, 1000);
+  await source.read(5000, 1000);
+  appendFileSync(file, 'an edit made while syncing');
+  // reads on, each near the one before: the stream checks the file within 4 MiB
+  await assert.rejects(async () => {
+    for (let at = 6000 + (512 << 10); at < (12 << 20) - 1000; at += 512 << 10) await source.read(at, 1000);
+  }, { name: 'NotReadableError' });
 });
 
 test('a file changed during a pass fails the next read, streamed or not', async () => {
