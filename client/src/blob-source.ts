@@ -19,9 +19,12 @@ const STREAM_MIN = 1 << 20;
  *  goes through the second stream, which reads the bytes between and drops them: reading 1 MiB
  *  more costs the browser about what a slice read's round trip costs. */
 export const NEAR_GAP = 1 << 20;
-/** A stream's reads check that the file is unchanged (a one-byte slice read) at its first
- *  read and then once per this many bytes it passes. */
-const CHECK_EVERY = 4 << 20;
+/** The second stream's reads check that the file is unchanged (a one-byte slice read, a round
+ *  trip) at its first read and then once per this many bytes it passes; the pass's, at each
+ *  read (READ_SLICE). A file changed after its chunks were read fails the push anyway: the
+ *  receiver verifies every chunk's strong hash (VerifyFailed, which the page reports as the
+ *  file unreadable). */
+const NEAR_CHECK_EVERY = 16 << 20;
 /** The skipped bytes are read into a scratch buffer of at most this size. */
 const SKIP_BUFFER = 256 << 10;
 /** A stream that hands over nothing for this long is given up for slice reads: Chromium's Blob
@@ -45,6 +48,7 @@ class StreamReads {
   constructor(
     private readonly blob: Blob,
     private readonly gap = 0,
+    private readonly checkEvery = 0,
   ) {}
 
   /** whether a read of `length` at `offset` is the stream's (it continues it, or starts one) */
@@ -63,9 +67,9 @@ class StreamReads {
       if (!this.reader || offset < this.pos || offset - this.pos > this.gap) this.open(offset);
       // A stream reads on from the file it opened, changed or not; a slice read checks that the
       // file is the one picked (its size and modification time), as every read of the Blob did
-      // before: one byte of it runs alongside a read at least every CHECK_EVERY bytes, so a file
-      // changed while it is read fails the read (NotReadableError) and is not read on.
-      const check = length > 0 && (this.checked < 0 || offset + length - this.checked >= CHECK_EVERY);
+      // before: one byte of it runs alongside a read at least every `checkEvery` bytes, so a
+      // file changed while it is read fails a read (NotReadableError) and is not read on.
+      const check = length > 0 && (this.checked < 0 || offset - this.checked >= this.checkEvery);
       const unchanged = check ? this.blob.slice(offset, offset + 1).arrayBuffer() : null;
       unchanged?.catch(() => {}); // (awaited below)
       if (check) this.checked = offset;
@@ -157,7 +161,7 @@ export function blobSource(file: Blob, o: BlobSourceOptions = {}): Source {
   const streams = typeof blob.stream === 'function';
   const pass = streams ? new StreamReads(blob) : null;
   // reads near one another (not the pass's), one at a time in the order they are asked for
-  const near = streams ? new StreamReads(blob, NEAR_GAP) : null;
+  const near = streams ? new StreamReads(blob, NEAR_GAP, NEAR_CHECK_EVERY) : null;
   let nearQueue: Promise<unknown> = Promise.resolve();
   /** where the last read that was not the pass's ends (-1: none yet) */
   let lastEnd = -1;
