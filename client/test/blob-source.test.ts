@@ -13,7 +13,7 @@ import { chunkSource } from '../../shared/src/chunk-index.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
 import { fastRandomBytes } from '../../harness/testdata.ts';
-import { NEAR_GAP, STREAM_STALL_MS, blobSource } from '../src/blob-source.ts';
+import { DENSE_GAP, NEAR_GAP, STREAM_STALL_MS, blobSource } from '../src/blob-source.ts';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'dsync-blob-source-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -65,40 +65,51 @@ test('a pass over the file goes through one stream and chunks as the file read d
   assert.deepEqual(new Uint8Array(slice), bytes.subarray(100, 150));
 });
 
-test('reads that follow one another closely go through one stream, skipping the bytes between; others are slices', async () => {
+test('reads that follow one another closely go through one stream, skipping the bytes between, once they are dense; others are slices', async () => {
   const bytes = fastRandomBytes(6, (12 << 20) + 777);
   const file = path.join(dir, 'near.bin');
   writeFileSync(file, bytes);
   const source = blobSource(await openAsBlob(file));
-  // a sender's reads of scattered short stretches, in file order, several asked for at once
+  // a sender's reads of scattered short stretches, in file order, several asked for at once,
+  // the gaps between them a quarter of DENSE_GAP on average
   const reads: [number, number][] = [];
   for (let at = 1000, k = 0; at < bytes.length - 70_000; k++) {
     const length = 1 + ((k * 7919) % 60_000);
     reads.push([at, length]);
-    at += length + ((k * 104_729) % (NEAR_GAP / 2));
+    at += length + ((k * 104_729) % (DENSE_GAP / 2));
   }
   const { value: got, sizes } = await readsOf(() => Promise.all(reads.map(([at, length]) => source.read(at, length))));
   for (const [i, [at, length]] of reads.entries()) assert.deepEqual(got[i], bytes.subarray(at, at + length), `read ${i}`);
-  // the first is a slice; the stream opened by the second checks the file once per 16 MiB
-  assert.equal(sizes[0], reads[0][1]);
-  assert.deepEqual([...new Set(sizes.slice(1))], [1]);
-  assert.ok(sizes.length <= 2 + Math.ceil(bytes.length / (16 << 20)), `${sizes.length} slice reads for ${reads.length} reads`);
-  // one far beyond, or before, the last read is a slice
-  const far = await readsOf(() => source.read(reads.at(-1)![0] - 5000, 100));
-  assert.deepEqual(far.value, bytes.subarray(reads.at(-1)![0] - 5000, reads.at(-1)![0] - 4900));
-  assert.deepEqual(far.sizes, [100]);
+  // the first few are slices, until the gaps average DENSE_GAP; then one stream, which checks
+  // the file at its first read and once per 16 MiB
+  const slices = sizes.filter((n) => n > 1).length;
+  assert.ok(slices >= 1 && slices <= 8, `${slices} of ${reads.length} reads as slices`);
+  assert.ok(sizes.length - slices <= 1 + Math.ceil(bytes.length / (16 << 20)), `${sizes.length - slices} checks`);
+  // one before the last read is a slice
+  const back = await readsOf(() => source.read(reads.at(-1)![0] - 5000, 100));
+  assert.deepEqual(back.value, bytes.subarray(reads.at(-1)![0] - 5000, reads.at(-1)![0] - 4900));
+  assert.deepEqual(back.sizes, [100]);
+  // sparse reads, each near the one before but the gaps above DENSE_GAP, are slices
+  const fresh = blobSource(await openAsBlob(file));
+  const sparse = await readsOf(async () => {
+    for (let at = 0; at < bytes.length - 1000; at += (3 * NEAR_GAP) / 4 + 1000) assert.deepEqual(await fresh.read(at, 1000), bytes.subarray(at, at + 1000));
+  });
+  assert.deepEqual([...new Set(sparse.sizes)], [1000]);
 });
 
 test('a file changed while near reads stream fails them', async () => {
   const file = path.join(dir, 'near-changed.bin');
   writeFileSync(file, fastRandomBytes(7, 40 << 20));
   const source = blobSource(await openAsBlob(file));
-  await source.read(100, 1000);
-  await source.read(5000, 1000);
+  let at = 0;
+  const dense = await readsOf(async () => {
+    for (; at < 4 << 20; at += 100_000) await source.read(at, 1000);
+  });
+  assert.ok(dense.sizes.filter((n) => n === 1000).length < 10, 'the reads stream');
   appendFileSync(file, 'an edit made while syncing');
   // reads on, each near the one before: the stream checks the file within 16 MiB
   await assert.rejects(async () => {
-    for (let at = 6000 + (512 << 10); at < (40 << 20) - 1000; at += 512 << 10) await source.read(at, 1000);
+    for (; at < (40 << 20) - 1000; at += 100_000) await source.read(at, 1000);
   }, { name: 'NotReadableError' });
 });
 
