@@ -31,7 +31,8 @@ const DENSE_WEIGHT = 1 / 8;
  *  receiver verifies every chunk's strong hash (VerifyFailed, which the page reports as the
  *  file unreadable). */
 const NEAR_CHECK_EVERY = 16 << 20;
-/** The skipped bytes are read into a scratch buffer of at most this size. */
+/** The second stream's bytes are read into a scratch buffer of this size (the skipped ones
+ *  dropped, a read's copied into the buffer it is asked to fill). */
 const SKIP_BUFFER = 256 << 10;
 /** A stream that hands over nothing for this long is given up for slice reads: Chromium's Blob
  *  stream, opened again on a Blob whose earlier stream was cancelled or whose slices the socket
@@ -67,7 +68,9 @@ class StreamReads {
     return !this.broken;
   }
 
-  async read(offset: number, length: number): Promise<Uint8Array> {
+  /** Reads `length` bytes at `offset` into a new buffer, or into `into` (at least `length`
+   *  bytes; the bytes pass through the scratch buffer, as a BYOB read takes its buffer away). */
+  async read(offset: number, length: number, into?: Uint8Array): Promise<Uint8Array> {
     this.busy = true;
     try {
       if (!this.reader || offset < this.pos || offset - this.pos > this.gap) this.open(offset);
@@ -81,14 +84,27 @@ class StreamReads {
       if (check) this.checked = offset;
       let done = false;
       while (this.pos < offset && !done) {
-        const n = Math.min(offset - this.pos, SKIP_BUFFER);
-        if (!this.scratch || this.scratch.byteLength < n) this.scratch = new ArrayBuffer(Math.min(SKIP_BUFFER, this.gap));
-        const r = await this.next(new Uint8Array(this.scratch, 0, n));
+        const r = await this.next(this.scratchView(offset - this.pos));
         if (r.value) {
           this.scratch = r.value.buffer as ArrayBuffer;
           this.pos += r.value.byteLength;
         }
         done = r.done;
+      }
+      if (into) {
+        let got = 0;
+        while (got < length && !done) {
+          const r = await this.next(this.scratchView(length - got));
+          if (r.value) {
+            this.scratch = r.value.buffer as ArrayBuffer;
+            into.set(r.value, got);
+            got += r.value.byteLength;
+          }
+          done = r.done;
+        }
+        await unchanged;
+        this.pos += got;
+        return into.subarray(0, got);
       }
       let buf = new ArrayBuffer(length);
       let got = 0;
@@ -105,10 +121,17 @@ class StreamReads {
       return new Uint8Array(buf, 0, got);
     } catch (e) {
       this.close();
+      this.scratch = null; // (a read that failed may have taken it away)
       throw e;
     } finally {
       this.busy = false;
     }
+  }
+
+  /** The scratch buffer, up to `n` bytes of it. */
+  private scratchView(n: number): Uint8Array {
+    this.scratch ??= new ArrayBuffer(SKIP_BUFFER);
+    return new Uint8Array(this.scratch, 0, Math.min(n, SKIP_BUFFER));
   }
 
   /** The reader's next read, or an error once it has stalled: the stream is then given up and
@@ -189,7 +212,7 @@ export function blobSource(file: Blob, o: BlobSourceOptions = {}): Source {
       onRead?.(offset + length);
       return blob.slice(offset, offset + length);
     },
-    read: async (offset, length) => {
+    read: async (offset, length, into) => {
       check?.();
       let bytes: Uint8Array | null = null;
       if (pass?.takes(offset, length)) bytes = await pass.read(offset, length).catch(() => null);
@@ -198,7 +221,7 @@ export function blobSource(file: Blob, o: BlobSourceOptions = {}): Source {
         gap += ((follows ? offset - lastEnd : NEAR_GAP) - gap) * DENSE_WEIGHT;
         lastEnd = offset + length;
         if (follows && gap <= DENSE_GAP && near?.usable) {
-          const read = nearQueue.then(() => (near.usable ? near.read(offset, length) : null));
+          const read = nearQueue.then(() => (near.usable ? near.read(offset, length, into && into.length >= length ? into : undefined) : null));
           nearQueue = read.catch(() => {});
           bytes = await read.catch(() => null);
         }
