@@ -5,62 +5,133 @@
  * (`Blob.stream()`, read into buffers of this module's own with a BYOB reader), which the
  * browser fills ahead through one pipe. Slice reads (`slice(a, b).arrayBuffer()`) cost the
  * browser process a round trip each and about twice the CPU per byte at 4 MiB (256 MiB: 0.5 s
- * against 0.2–0.3 s in Chromium, bench/results/page-vs-cli.md); they serve the other reads
- * (the chunks a sender refines, a sample, a read the stream has passed).
+ * against 0.2–0.3 s in Chromium, bench/results/page-vs-cli.md); they serve a read on its own
+ * (a sample, a read the stream has passed). Reads that follow one another closely (the chunks
+ * a sender refines, thousands of short stretches on a scattered edit) go through a second
+ * stream, opened where they start, that skips the bytes between them: one pipe instead of a
+ * round trip per stretch.
  */
 import type { Source } from '../../shared/src/chunk-index.ts';
 
 /** A read at offset 0 at least this long starts a stream (a pass over the whole file). */
 const STREAM_MIN = 1 << 20;
+/** A read that starts at most this far after the end of the read before it (not the pass's)
+ *  goes through the second stream, which reads the bytes between and drops them, while such
+ *  reads are dense: the gaps before them average at most DENSE_GAP (an average over the last
+ *  eight or so, `DENSE_WEIGHT`). Where they are sparser, a slice read per stretch costs the
+ *  browser less than streaming the gaps and opening the stream again after each far read
+ *  (bench/results/page-vs-cli.md: random edits of 30% of 1 GiB, ~3 500 reads, gain; of 10%,
+ *  ~1 000 reads, lose). */
+export const NEAR_GAP = 1 << 20;
+export const DENSE_GAP = 512 << 10;
+const DENSE_WEIGHT = 1 / 8;
+/** The second stream's reads check that the file is unchanged (a one-byte slice read, a round
+ *  trip) at its first read and then once per this many bytes it passes; the pass's, at each
+ *  read (READ_SLICE). A file changed after its chunks were read fails the push anyway: the
+ *  receiver verifies every chunk's strong hash (VerifyFailed, which the page reports as the
+ *  file unreadable). */
+const NEAR_CHECK_EVERY = 16 << 20;
+/** The second stream's bytes are read into a scratch buffer of this size (the skipped ones
+ *  dropped, a read's copied into the buffer it is asked to fill). */
+const SKIP_BUFFER = 256 << 10;
 /** A stream that hands over nothing for this long is given up for slice reads: Chromium's Blob
  *  stream, opened again on a Blob whose earlier stream was cancelled or whose slices the socket
  *  is reading, now and then never delivers (a push stalled after its commit in about 1 of 10
  *  runs of bench/browser/page-kept.bench.ts). A local file delivers within milliseconds. */
 export const STREAM_STALL_MS = 3000;
 
-/** Reads of `blob` in order from one BYOB stream: `read` fills a new buffer of its own. */
+/** Reads of `blob` in order from one BYOB stream: `read` fills a new buffer of its own. A read
+ *  that starts beyond where the stream is skips the bytes between; one before it, or more than
+ *  `gap` beyond, opens the stream anew where it starts. */
 class StreamReads {
   private reader: ReadableStreamBYOBReader | null = null;
   private pos = 0;
+  /** where the file was last checked unchanged (-1: not since the stream opened) */
+  private checked = -1;
   private busy = false;
   private broken = false;
+  private scratch: ArrayBuffer | null = null;
 
-  constructor(private readonly blob: Blob) {}
+  constructor(
+    private readonly blob: Blob,
+    private readonly gap = 0,
+    private readonly checkEvery = 0,
+  ) {}
 
   /** whether a read of `length` at `offset` is the stream's (it continues it, or starts one) */
   takes(offset: number, length: number): boolean {
     return !this.busy && !this.broken && ((this.reader !== null && offset === this.pos) || (offset === 0 && length >= STREAM_MIN));
   }
 
-  async read(offset: number, length: number): Promise<Uint8Array> {
+  /** whether the stream can serve reads (none stalled or failed to open) */
+  get usable(): boolean {
+    return !this.broken;
+  }
+
+  /** Reads `length` bytes at `offset` into a new buffer, or into `into` (at least `length`
+   *  bytes; the bytes pass through the scratch buffer, as a BYOB read takes its buffer away). */
+  async read(offset: number, length: number, into?: Uint8Array): Promise<Uint8Array> {
     this.busy = true;
     try {
-      if (!this.reader || offset !== this.pos) this.open();
+      if (!this.reader || offset < this.pos || offset - this.pos > this.gap) this.open(offset);
       // A stream reads on from the file it opened, changed or not; a slice read checks that the
       // file is the one picked (its size and modification time), as every read of the Blob did
-      // before: one byte of it runs alongside each read, so a file changed while it is chunked
-      // fails the sync (NotReadableError) and is not read on.
-      const unchanged = length > 0 ? this.blob.slice(offset, offset + 1).arrayBuffer() : null;
+      // before: one byte of it runs alongside a read at least every `checkEvery` bytes, so a
+      // file changed while it is read fails a read (NotReadableError) and is not read on.
+      const check = length > 0 && (this.checked < 0 || offset - this.checked >= this.checkEvery);
+      const unchanged = check ? this.blob.slice(offset, offset + 1).arrayBuffer() : null;
       unchanged?.catch(() => {}); // (awaited below)
+      if (check) this.checked = offset;
+      let done = false;
+      while (this.pos < offset && !done) {
+        const r = await this.next(this.scratchView(offset - this.pos));
+        if (r.value) {
+          this.scratch = r.value.buffer as ArrayBuffer;
+          this.pos += r.value.byteLength;
+        }
+        done = r.done;
+      }
+      if (into) {
+        let got = 0;
+        while (got < length && !done) {
+          const r = await this.next(this.scratchView(length - got));
+          if (r.value) {
+            this.scratch = r.value.buffer as ArrayBuffer;
+            into.set(r.value, got);
+            got += r.value.byteLength;
+          }
+          done = r.done;
+        }
+        await unchanged;
+        this.pos += got;
+        return into.subarray(0, got);
+      }
       let buf = new ArrayBuffer(length);
       let got = 0;
-      while (got < length) {
-        const { value, done } = await this.next(new Uint8Array(buf, got, length - got));
-        if (value) {
-          buf = value.buffer as ArrayBuffer; // (the buffer read into is handed back in `value`)
-          got += value.byteLength;
+      while (got < length && !done) {
+        const r = await this.next(new Uint8Array(buf, got, length - got));
+        if (r.value) {
+          buf = r.value.buffer as ArrayBuffer; // (the buffer read into is handed back in `value`)
+          got += r.value.byteLength;
         }
-        if (done) break;
+        done = r.done;
       }
       await unchanged;
-      this.pos = offset + got;
+      this.pos += got;
       return new Uint8Array(buf, 0, got);
     } catch (e) {
       this.close();
+      this.scratch = null; // (a read that failed may have taken it away)
       throw e;
     } finally {
       this.busy = false;
     }
+  }
+
+  /** The scratch buffer, up to `n` bytes of it. */
+  private scratchView(n: number): Uint8Array {
+    this.scratch ??= new ArrayBuffer(SKIP_BUFFER);
+    return new Uint8Array(this.scratch, 0, Math.min(n, SKIP_BUFFER));
   }
 
   /** The reader's next read, or an error once it has stalled: the stream is then given up and
@@ -80,11 +151,12 @@ class StreamReads {
     }
   }
 
-  private open() {
+  private open(offset: number) {
     this.close();
-    this.pos = 0;
+    this.pos = offset;
+    this.checked = -1;
     try {
-      this.reader = this.blob.stream().getReader({ mode: 'byob' });
+      this.reader = (offset ? this.blob.slice(offset) : this.blob).stream().getReader({ mode: 'byob' });
     } catch {
       this.broken = true; // a browser whose Blob streams have no BYOB reader: slices only
       throw new Error('no BYOB reader');
@@ -115,7 +187,15 @@ export function blobSource(file: Blob, o: BlobSourceOptions = {}): Source {
   // meanwhile, as the File's do.
   const size = file.size;
   const blob = file.slice(0, size);
-  const stream = typeof blob.stream === 'function' ? new StreamReads(blob) : null;
+  const streams = typeof blob.stream === 'function';
+  const pass = streams ? new StreamReads(blob) : null;
+  // reads near one another (not the pass's), one at a time in the order they are asked for
+  const near = streams ? new StreamReads(blob, NEAR_GAP, NEAR_CHECK_EVERY) : null;
+  let nearQueue: Promise<unknown> = Promise.resolve();
+  /** where the last read that was not the pass's ends (-1: none yet), and the average gap
+   *  before such reads (a read that does not follow counts as NEAR_GAP) */
+  let lastEnd = -1;
+  let gap = NEAR_GAP;
   const { hashRun, check, onRead } = o;
   return {
     size,
@@ -132,10 +212,20 @@ export function blobSource(file: Blob, o: BlobSourceOptions = {}): Source {
       onRead?.(offset + length);
       return blob.slice(offset, offset + length);
     },
-    read: async (offset, length) => {
+    read: async (offset, length, into) => {
       check?.();
       let bytes: Uint8Array | null = null;
-      if (stream?.takes(offset, length)) bytes = await stream.read(offset, length).catch(() => null);
+      if (pass?.takes(offset, length)) bytes = await pass.read(offset, length).catch(() => null);
+      else {
+        const follows = lastEnd >= 0 && offset >= lastEnd && offset - lastEnd <= NEAR_GAP;
+        gap += ((follows ? offset - lastEnd : NEAR_GAP) - gap) * DENSE_WEIGHT;
+        lastEnd = offset + length;
+        if (follows && gap <= DENSE_GAP && near?.usable) {
+          const read = nearQueue.then(() => (near.usable ? near.read(offset, length, into && into.length >= length ? into : undefined) : null));
+          nearQueue = read.catch(() => {});
+          bytes = await read.catch(() => null);
+        }
+      }
       bytes ??= new Uint8Array(await blob.slice(offset, offset + length).arrayBuffer());
       onRead?.(offset + bytes.length);
       return bytes;

@@ -13,7 +13,7 @@ import { chunkSource } from '../../shared/src/chunk-index.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
 import { fastRandomBytes } from '../../harness/testdata.ts';
-import { STREAM_STALL_MS, blobSource } from '../src/blob-source.ts';
+import { DENSE_GAP, NEAR_GAP, STREAM_STALL_MS, blobSource } from '../src/blob-source.ts';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'dsync-blob-source-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -63,6 +63,57 @@ test('a pass over the file goes through one stream and chunks as the file read d
   assert.deepEqual(again.sizes, [1]);
   const slice = await source.blobSlice!(100, 50).arrayBuffer();
   assert.deepEqual(new Uint8Array(slice), bytes.subarray(100, 150));
+});
+
+test('reads that follow one another closely go through one stream, skipping the bytes between, once they are dense; others are slices', async () => {
+  const bytes = fastRandomBytes(6, (12 << 20) + 777);
+  const file = path.join(dir, 'near.bin');
+  writeFileSync(file, bytes);
+  const source = blobSource(await openAsBlob(file));
+  // a sender's reads of scattered short stretches, in file order, several asked for at once,
+  // the gaps between them a quarter of DENSE_GAP on average
+  const reads: [number, number][] = [];
+  for (let at = 1000, k = 0; at < bytes.length - 70_000; k++) {
+    const length = 1 + ((k * 7919) % 60_000);
+    reads.push([at, length]);
+    at += length + ((k * 104_729) % (DENSE_GAP / 2));
+  }
+  // (every other read into a buffer of its caller's, as a sender's into its message buffer)
+  const intos = reads.map(([, length], i) => (i % 2 ? new Uint8Array(length + 10) : undefined));
+  const { value: got, sizes } = await readsOf(() => Promise.all(reads.map(([at, length], i) => source.read(at, length, intos[i]))));
+  for (const [i, [at, length]] of reads.entries()) assert.deepEqual(got[i], bytes.subarray(at, at + length), `read ${i}`);
+  assert.ok(got.filter((g, i) => intos[i] && g.buffer === intos[i]!.buffer).length > reads.length / 3, 'streamed reads fill the buffer given');
+  // the first few are slices, until the gaps average DENSE_GAP; then one stream, which checks
+  // the file at its first read and once per 16 MiB
+  const slices = sizes.filter((n) => n > 1).length;
+  assert.ok(slices >= 1 && slices <= 8, `${slices} of ${reads.length} reads as slices`);
+  assert.ok(sizes.length - slices <= 1 + Math.ceil(bytes.length / (16 << 20)), `${sizes.length - slices} checks`);
+  // one before the last read is a slice
+  const back = await readsOf(() => source.read(reads.at(-1)![0] - 5000, 100));
+  assert.deepEqual(back.value, bytes.subarray(reads.at(-1)![0] - 5000, reads.at(-1)![0] - 4900));
+  assert.deepEqual(back.sizes, [100]);
+  // sparse reads, each near the one before but the gaps above DENSE_GAP, are slices
+  const fresh = blobSource(await openAsBlob(file));
+  const sparse = await readsOf(async () => {
+    for (let at = 0; at < bytes.length - 1000; at += (3 * NEAR_GAP) / 4 + 1000) assert.deepEqual(await fresh.read(at, 1000), bytes.subarray(at, at + 1000));
+  });
+  assert.deepEqual([...new Set(sparse.sizes)], [1000]);
+});
+
+test('a file changed while near reads stream fails them', async () => {
+  const file = path.join(dir, 'near-changed.bin');
+  writeFileSync(file, fastRandomBytes(7, 40 << 20));
+  const source = blobSource(await openAsBlob(file));
+  let at = 0;
+  const dense = await readsOf(async () => {
+    for (; at < 4 << 20; at += 100_000) await source.read(at, 1000);
+  });
+  assert.ok(dense.sizes.filter((n) => n === 1000).length < 10, 'the reads stream');
+  appendFileSync(file, 'an edit made while syncing');
+  // reads on, each near the one before: the stream checks the file within 16 MiB
+  await assert.rejects(async () => {
+    for (; at < (40 << 20) - 1000; at += 100_000) await source.read(at, 1000);
+  }, { name: 'NotReadableError' });
 });
 
 test('a file changed during a pass fails the next read, streamed or not', async () => {

@@ -15,6 +15,7 @@ import WebSocket from 'ws';
 import { READ_SLICE, type Source } from '../../shared/src/chunk-index.ts';
 import { Conn } from '../../shared/src/conn.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
+import { Msg } from '../../shared/src/protocol.ts';
 import { push } from '../../shared/src/sync-client.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { type TestServer, testServer } from '../../harness/helpers.ts';
@@ -43,7 +44,15 @@ async function pushFile(file: string, name: string, slices = true) {
       if (offset % READ_SLICE) deltaReads++;
       return read(offset, length, into);
     };
-    return { ...(await push(source, { url: server.wsUrl, name, WebSocket: WebSocket as any })), deltaReads };
+    // the messages that carry Delta Bytes: Delta messages and Delta Runs (sent as Blobs)
+    let deltaMessages = 0;
+    class CountingSocket extends WebSocket {
+      override send(data: any, ...rest: any[]) {
+        if (data instanceof Blob || (data instanceof Uint8Array && data[0] === Msg.Delta)) deltaMessages++;
+        return (super.send as any)(data, ...rest);
+      }
+    }
+    return { ...(await push(source, { url: server.wsUrl, name, WebSocket: CountingSocket as any })), deltaReads, deltaMessages };
   } finally {
     await fh.close();
   }
@@ -103,6 +112,31 @@ test('Delta Bytes from Blob slices: a first push and a 30%-per-MiB rewrite store
   assert.ok(r4.deltaReads <= edits * 1.2, `${r4.deltaReads} reads for ${edits} changed stretches`);
   assert.ok(r4.traffic.delta <= read4.traffic.delta * 1.01, `Delta Bytes ${r4.traffic.delta} B, refining every chunk ${read4.traffic.delta} B`);
   assert.deepEqual(new Uint8Array(await server.stored('a.bin', 4)), v4);
+});
+
+test('a long stretch between short ones goes in their Delta message whole, once refining long ones does not pay', async () => {
+  // per MiB: a 30 KB rewrite (a short run of lacking chunks) and a 300 KB one (a long run)
+  const MiB = 1 << 20;
+  const v1 = fastRandomBytes(21, 24 * MiB);
+  const file = path.join(dir, 'd.bin');
+  await writeFile(file, v1);
+  await pushFile(file, 'd.bin');
+  await pushFile(file, 'd-read.bin', false);
+  const v2 = v1.slice();
+  let stretches = 0;
+  for (let o = 0; o < v2.length; o += MiB, stretches += 2) {
+    v2.set(fastRandomBytes(o + 5, 30_000), o + 100_000);
+    v2.set(fastRandomBytes(o + 6, 300_000), o + 500_000);
+  }
+  await writeFile(file, v2);
+  const r = await pushFile(file, 'd.bin');
+  const read = await pushFile(file, 'd-read.bin', false);
+  assert.deepEqual(new Uint8Array(await server.stored('d.bin', 2)), v2);
+  // a message per stretch (a Delta message of the short run, a Delta Run of the long one, as
+  // before) is 44 here; full messages of 1 MiB (the CLI's) are about 10, and the first long
+  // runs are refined in messages of their own while refining them may pay (17)
+  assert.ok(r.deltaMessages <= 24, `${r.deltaMessages} messages for ${stretches} changed stretches (the CLI: ${read.deltaMessages})`);
+  assert.ok(r.traffic.delta < 1.05 * read.traffic.delta, `Delta Bytes ${r.traffic.delta} B, refining every chunk ${read.traffic.delta} B`);
 });
 
 test('scattered edits that dirty a long stretch are refined from Blob slices, for the Delta Bytes of the CLI', async () => {

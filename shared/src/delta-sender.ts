@@ -144,15 +144,15 @@ export class DeltaSender {
     const chunks: (Uint8Array | Piece[])[] = [];
     let bytes = 0;
     let copied = 0;
-    /** Takes run [from, to) of lacking chunks, read. */
-    const take = (from: number, to: number, run: Uint8Array) => {
+    /** Takes run [from, to) of lacking chunks, read (`whole`: unrefined). */
+    const take = (from: number, to: number, run: Uint8Array, whole = false) => {
       if (run.length !== off[to] - off[from]) throw new Error('the file changed size while syncing');
       const ends: number[] = [];
       for (let k = from; k < to; k++) {
         indices.push(k);
         ends.push(off[k + 1] - off[from]);
       }
-      if (this.table.count) {
+      if (this.table.count && !whole) {
         // copy what the receiver listed of its basis instead of sending it
         const refined = this.table.refine(run, ends);
         chunks.push(...refined.chunks);
@@ -165,10 +165,23 @@ export class DeltaSender {
     // Basis Checksums in by then. Every read is awaited, failed or not, before the buffer can
     // be reused or given back.
     const together = this.source.blobSlice !== undefined;
-    const reads: { from: number; to: number; read: Promise<Uint8Array> }[] = [];
+    const reads: { from: number; to: number; whole: boolean; read: Promise<Uint8Array> }[] = [];
+    let wholeBytes = 0;
     while (this.sentTo < this.judged.judgedTo) {
-      const j = this.runEnd(bytes, short);
+      let j = this.runEnd(bytes, short);
       const from = this.sentTo;
+      // A message of short runs from a source that can slice also takes a long run between
+      // them that fits in it whole, unrefined (as a Delta Run would send it): where edits are
+      // many and scattered, short and long runs alternate, and each message, Delta Run or
+      // Delta message, costs the browser a Blob and the socket a send.
+      let whole = false;
+      if (j === from && short && together && !(this.listed() && this.inner.pays())) {
+        const e = this.runEnd(bytes);
+        if (e > from && (this.judged.held[e] || e === this.judged.judgedTo)) {
+          j = e;
+          whole = true;
+        }
+      }
       if (j === from) break; // this message is full
       const length = off[j] - off[from];
       if (!this.buffer || this.buffer.length < bytes + length) {
@@ -177,18 +190,20 @@ export class DeltaSender {
         this.buffer = takeBuffer(Math.max(maxMessage, length));
       }
       const read = this.source.read(off[from], length, this.buffer.subarray(bytes));
-      if (together) reads.push({ from, to: j, read });
+      if (together) reads.push({ from, to: j, whole, read });
       else take(from, j, await read);
+      if (whole) wholeBytes += length;
       bytes += length;
       this.sentTo = j;
     }
     const settled = await Promise.allSettled(reads.map((r) => r.read));
-    for (const [i, { from, to }] of reads.entries()) {
+    for (const [i, { from, to, whole }] of reads.entries()) {
       const s = settled[i];
       if (s.status === 'rejected') throw s.reason;
-      take(from, to, s.value);
+      take(from, to, s.value, whole);
     }
     if (inner) this.inner.tally(bytes, copied);
+    if (wholeBytes) this.inner.sentWhole(wholeBytes);
     if (indices.length) await this.conn.send({ type: Msg.Delta, indices: Uint32Array.from(indices), chunks });
     this.literalBytes += bytes - copied;
     this.refinedBytes += copied;
