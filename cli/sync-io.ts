@@ -201,14 +201,14 @@ export interface RemoteOptions {
 /** The server folder (shared/src/sync-remote.ts) with the local files on node:fs. */
 export class HttpFolder extends ApiFolder {
   constructor(private readonly o: RemoteOptions) {
-    super({ call: (method, p, body) => api(o.values, method, p, body), statusOf: (e) => (e instanceof ApiError ? e.status : undefined), folder: o.folder, url: syncUrl(o.values), WebSocket: webSocket(o.values), now: o.now });
+    super({ call: (method, p, body) => api(o.values, method, p, body), statusOf: (e) => (e instanceof ApiError ? e.status : undefined), folder: o.folder, url: syncUrl(o.values), WebSocket: webSocket(o.values), known: o.known, now: o.now });
   }
 
   async push(p: string, basisVersion: number) {
     const fh = await fs.open(this.o.tree.file(p), 'r');
     try {
       const st = await fh.stat();
-      const r = await push(fileSource(fh, st.size), { url: this.a.url, name: this.full(p), WebSocket: this.a.WebSocket, connection: this.connections, expect: basisVersion ? { version: basisVersion } : 'absent', retries: this.o.retries ?? SYNC_RETRIES, known: this.o.known });
+      const r = await push(fileSource(fh, st.size), this.pushOptions(p, basisVersion, this.o.retries ?? SYNC_RETRIES));
       return { version: r.version, root: r.root, size: st.size, mtimeMs: st.mtimeMs };
     } finally {
       await fh.close();
@@ -224,25 +224,21 @@ export class HttpFolder extends ApiFolder {
     let closed = false;
     try {
       const basisSize = basisFh ? (await basisFh.stat()).size : 0;
-      const r = await pull({
-        url: this.a.url,
-        name: this.full(p),
-        version,
-        WebSocket: this.a.WebSocket,
-        connection: this.connections,
-        known: this.o.known,
-        basis: basisFh ? fileSource(basisFh, basisSize) : null,
-        sink: {
-          write: async (b) => void (await out.write(b)),
-          commit: async () => {
-            await out.sync();
-            await out.close();
-            closed = true;
-            return 0;
+      const r = await pull(
+        this.pullOptions(p, version, {
+          basis: basisFh ? fileSource(basisFh, basisSize) : null,
+          sink: {
+            write: async (b) => void (await out.write(b)),
+            commit: async () => {
+              await out.sync();
+              await out.close();
+              closed = true;
+              return 0;
+            },
+            abort: async () => {},
           },
-          abort: async () => {},
-        },
-      });
+        }),
+      );
       // replace the local file only while it is what the plan read
       if (!sameStat(await this.o.tree.stat(p), expect)) throw new LocalChanged(`${p} changed here during the download`);
       await fs.rename(tmp, target);

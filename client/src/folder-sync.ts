@@ -47,15 +47,15 @@ export class PageFolder extends ApiFolder {
     private readonly tree: HandleTree,
     folder: string,
     url: string,
-    private readonly known: KnownVersions,
+    known: KnownVersions,
   ) {
-    super({ call, statusOf: (e) => (e instanceof HttpError ? e.status : undefined), folder, url, WebSocket });
+    super({ call, statusOf: (e) => (e instanceof HttpError ? e.status : undefined), folder, url, WebSocket, known });
   }
 
   async push(p: string, basisVersion: number) {
     const f = await this.tree.file(p);
     try {
-      const r = await push(blobSource(f), { url: this.a.url, name: this.full(p), WebSocket: this.a.WebSocket, connection: this.connections, expect: basisVersion ? { version: basisVersion } : 'absent', retries: 1, known: this.known });
+      const r = await push(blobSource(f), this.pushOptions(p, basisVersion, 1));
       return { version: r.version, root: r.root, size: f.size, mtimeMs: f.lastModified };
     } catch (e) {
       // the file changed on disk while it was read (a File's reads then fail): the next pass
@@ -70,16 +70,12 @@ export class PageFolder extends ApiFolder {
     const out = await this.tree.writer(p, expect);
     let st: Stat | null = null;
     try {
-      const r = await pull({
-        url: this.a.url,
-        name: this.full(p),
-        version,
-        WebSocket: this.a.WebSocket,
-        connection: this.connections,
-        known: this.known,
-        basis: basisFile ? blobSource(basisFile) : null,
-        sink: { write: out.write, commit: async () => ((st = await out.commit()), 0), abort: out.abort },
-      });
+      const r = await pull(
+        this.pullOptions(p, version, {
+          basis: basisFile ? blobSource(basisFile) : null,
+          sink: { write: out.write, commit: async () => ((st = await out.commit()), 0), abort: out.abort },
+        }),
+      );
       return { version: r.version, root: r.root, ...st! };
     } finally {
       if (!st) await out.abort();

@@ -9,6 +9,8 @@
 import ignore from 'ignore';
 import { DEFAULT_ALGO } from './protocol.ts';
 import type { WebSocketCtor } from './conn.ts';
+import type { KnownVersions } from './known.ts';
+import type { PullOptions, PushOptions } from './sync-client.ts';
 import { ConnectionPool } from './connection-pool.ts';
 import type { RemoteFolder, Stat } from './sync-engine.ts';
 import type { RemoteFile } from './sync-plan.ts';
@@ -45,6 +47,8 @@ export interface ApiFolderOptions {
   /** the /sync URL and the WebSocket constructor of the delta push and pull */
   url: string;
   WebSocket: WebSocketCtor;
+  /** the versions this device knows (a push against one sends only what changed) */
+  known?: KnownVersions;
   now?: () => Date;
 }
 
@@ -65,6 +69,22 @@ export abstract class ApiFolder implements RemoteFolder {
   /** the name on the server of a path in the folder */
   full(p: string) {
     return this.a.folder ? `${this.a.folder}/${p}` : p;
+  }
+
+  /** A delta push of `p` over this folder's connections, checked against `basisVersion` (0: the
+   *  name must not exist). */
+  protected pushOptions(p: string, basisVersion: number, retries: number): PushOptions {
+    return { ...this.session(p), expect: basisVersion ? { version: basisVersion } : 'absent', retries };
+  }
+
+  /** A delta pull of version `version` of `p` over this folder's connections (basis and sink:
+   *  the caller's). */
+  protected pullOptions(p: string, version: number, rest: Pick<PullOptions, 'basis' | 'sink'>): PullOptions {
+    return { ...this.session(p), version, ...rest };
+  }
+
+  private session(p: string) {
+    return { url: this.a.url, name: this.full(p), WebSocket: this.a.WebSocket, connection: this.connections, known: this.a.known };
   }
 
   private status(e: unknown) {
