@@ -70,6 +70,10 @@ export class FaultyBackend implements Backend {
   stamp(key: string) {
     return this.run('stamp', key, () => this.inner.stamp(key));
   }
+  /** (its faults are those of `stamp`, matched against the prefix) */
+  stamps(prefix: string, keys: string[]) {
+    return this.run('stamp', prefix, () => this.inner.stamps(prefix, keys));
+  }
   size(key: string) {
     return this.run('size', key, () => this.inner.size(key));
   }

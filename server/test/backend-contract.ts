@@ -70,6 +70,35 @@ export function backendContract(label: string, open: BackendFactory) {
         assert.equal(await b.stamp('nope/x'), null);
       }));
 
+    test('stamps of keys under one prefix: each as `stamp` gives it, in order, whatever the listing holds', () =>
+      withBackend(open, async (b) => {
+        for (const k of ['seg/fa-1', 'seg/fa-2', 'seg/fa-3', 'seg/fb-1', 'seg/f']) assert.equal(await b.putIfAbsent(k, randomBytes(100)), true);
+        const one = async (keys: string[]) => Promise.all(keys.map((k) => b.stamp(k)));
+        const asked = ['seg/fa-3', 'seg/fa-1', 'seg/fa-9'];
+        await new Promise((r) => setTimeout(r, 200)); // a local file gets its stamp once past the racy time
+        const want = await one(asked);
+        assert.equal(want[2], null);
+        assert.notEqual(want[0], want[1]);
+        assert.deepEqual(await b.stamps('seg/fa-', asked), want);
+        assert.deepEqual(await b.stamps('seg/fa-', ['seg/fa-2']), await one(['seg/fa-2']));
+        assert.deepEqual(await b.stamps('seg/fa-', []), []);
+        // an object removed, or replaced, is told as `stamp` tells it
+        await b.delete('seg/fa-1');
+        await b.delete('seg/fa-3');
+        assert.equal(await b.putIfAbsent('seg/fa-3', randomBytes(100)), true);
+        await new Promise((r) => setTimeout(r, 200));
+        const now = await b.stamps('seg/fa-', asked);
+        assert.deepEqual(now, await one(asked));
+        assert.equal(now[1], null);
+        assert.notEqual(now[0], want[0]);
+        // beyond one listing page (1 000 keys): the keys past it are asked one by one
+        const many = Array.from({ length: 1002 }, (_, k) => `seg/m-${String(k).padStart(4, '0')}`);
+        await pool(many, 32, (k) => b.putIfAbsent(k, bytes(k)));
+        const tail = [many[3], many[1000], many[1001], 'seg/m-9999'];
+        assert.deepEqual(await b.stamps('seg/m-', tail), await one(tail));
+        assert.equal((await b.stamps('seg/m-', tail))[3], null);
+      }));
+
     test('concurrent putIfAbsent of one key: exactly one wins, and its bytes are stored', () =>
       withBackend(open, async (b) => {
         for (let round = 0; round < 5; round++) {

@@ -46,6 +46,11 @@ export interface Backend {
    */
   stamp(key: string): Promise<string | null>;
 
+  /** `stamp` of each of `keys`, all under `prefix`, in order. S3 lists the prefix (one request
+   *  for up to 1 000 objects, a HEAD each for the rest of a longer listing) when more than one
+   *  key is asked; a local directory stats each. */
+  stamps(prefix: string, keys: string[]): Promise<(string | null)[]>;
+
   /** The object's size in bytes, or null when it does not exist. */
   size(key: string): Promise<number | null>;
 
@@ -79,6 +84,12 @@ export interface ListEntry {
   size: number;
   /** milliseconds since the epoch */
   modified: number;
+}
+
+/** Writes a new content object (a segment) under a key no other object may hold; an object
+ *  already there (an id taken) fails the write rather than being referenced. */
+export async function putNew(backend: Backend, key: string, body: Uint8Array, stamped?: (stamp: string) => void): Promise<void> {
+  if (!(await backend.putIfAbsent(key, body, stamped))) throw new Error(`${key} exists already`);
 }
 
 /** No object under the key. */
@@ -138,6 +149,7 @@ export function withTimeout<B extends Backend>(backend: B, ms: number): B {
     get: (key, range) => limit(`get ${key}`, () => backend.get(key, range)),
     getStamped: (key, range) => limit(`get ${key}`, () => backend.getStamped(key, range)),
     stamp: (key) => limit(`stamp ${key}`, () => backend.stamp(key)),
+    stamps: (prefix, keys) => limit(`stamps ${prefix}`, () => backend.stamps(prefix, keys)),
     size: (key) => limit(`size ${key}`, () => backend.size(key)),
     getHead: (key) => limit(`get ${key}`, () => backend.getHead(key)),
     putHead: (key, body, tag) => limit(`put ${key}`, () => backend.putHead(key, body, tag)),

@@ -5,7 +5,7 @@
  * edited many times does not make its reads touch ever more objects.
  */
 import type { ChunkIndex } from '../../../shared/src/chunk-index.ts';
-import type { Backend } from './backend.ts';
+import { type Backend, putNew } from './backend.ts';
 import type { Extent, Layout } from './format.ts';
 import { newSegmentId, segmentKey } from './keys.ts';
 import { VersionSource } from './source.ts';
@@ -19,9 +19,9 @@ export const maxSegments = (size: number, segmentBytes: number) => Math.ceil(siz
 /**
  * Returns `layout` within the bound: beyond it, the extents of the least-contributing segments
  * are read (verified against `index`) and written into new segments until the layout is down
- * to half the slack. `own` gets the new segment ids.
+ * to half the slack. `own` gets the new segment ids, in `family`.
  */
-export async function compact(backend: Backend, layout: Layout, index: ChunkIndex, segmentBytes: number, own: string[], verified: VerifiedRanges): Promise<Layout> {
+export async function compact(backend: Backend, layout: Layout, index: ChunkIndex, segmentBytes: number, own: string[], verified: VerifiedRanges, family: string): Promise<Layout> {
   if (layout.segments.length <= maxSegments(index.size, segmentBytes)) return layout;
   // down to half the slack, so that the next compactions are many commits away
   const limit = Math.ceil(index.size / segmentBytes) + FRAGMENT_SLACK / 2;
@@ -55,7 +55,7 @@ export async function compact(backend: Backend, layout: Layout, index: ChunkInde
   let id = '';
   const put = async () => {
     if (!used) return;
-    await backend.putIfAbsent(segmentKey(id), buf.subarray(0, used));
+    await putNew(backend, segmentKey(id), buf.subarray(0, used));
     buf = new Uint8Array(Math.min(segmentBytes, Math.max(1, bytes)));
     used = 0;
   };
@@ -66,7 +66,7 @@ export async function compact(backend: Backend, layout: Layout, index: ChunkInde
       const data = await src.read(pos, e.length);
       for (let o = 0; o < data.length; ) {
         if (!used) {
-          id = newSegmentId();
+          id = newSegmentId(family);
           own.push(id);
         }
         const n = Math.min(data.length - o, segmentBytes - used);

@@ -14,7 +14,7 @@
  * is never a folder of another name's key, and decoding (drop ".f", join the components,
  * undo %XX) is unique.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 
 export const NAME_COMPONENT = 200;
 const LEAF = '.f';
@@ -56,8 +56,16 @@ export function encodeUser(user: string): string {
 export const SEGMENT_ID = /^[0-9a-f]{32}$/;
 export const INDEX_ID = /^[0-9a-f]{64}$/;
 
-export const newSegmentId = () => randomBytes(16).toString('hex');
+/** Hex digits at the start of a segment id that the segments written for one file share: its
+ *  **family**, so that a commit asks the stamps of a file's segments with one listing of their
+ *  common prefix (docs/store.md §2, §9). The rest of the id is random (96 bits). */
+export const FAMILY_HEX = 8;
+export const segmentFamily = (user: string, name: string) => createHash('sha256').update(`${user}\0${name}`).digest('hex').slice(0, FAMILY_HEX);
+/** A new segment id: random, in `family` when one is given. */
+export const newSegmentId = (family = '') => family + randomBytes(16).toString('hex').slice(family.length);
 export const segmentKey = (id: string) => `data/${id.slice(0, 2)}/${id}`;
+/** The key prefix the segments of `id`'s family share. */
+export const familyPrefix = (id: string) => segmentKey(id).slice(0, 'data/00/'.length + FAMILY_HEX);
 export const indexKey = (id: string) => `index/${id.slice(0, 2)}/${id}`;
 /** Logins live outside what gc and check list (`ns/`, `data/`, `index/`). */
 export const SESSIONS_PREFIX = 'auth/sessions/';

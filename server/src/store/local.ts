@@ -40,6 +40,8 @@ const code = (e: unknown) => (e as NodeJS.ErrnoException).code;
  */
 export const RACY_MS = 3_000;
 export const RACY_FINE_MS = 100;
+/** Stats `stamps` runs at once. */
+const STAMPS_AT_ONCE = 8;
 
 /** A file's stamp (Backend.stamp): what any write, truncation or replacement changes. */
 function stampOf(st: BigIntStats, now: number): string | null {
@@ -58,6 +60,16 @@ export function localBackend(root: string): LocalBackend {
   root = path.resolve(root);
   const file = (key: string) => path.join(root, key);
   const headDir = (key: string) => file(key) + HEAD_DIR;
+  const stamp = async (key: string): Promise<string | null> => {
+    const now = Date.now();
+    try {
+      const st = await fs.stat(file(key), { bigint: true });
+      return st.isFile() ? stampOf(st, now) : null;
+    } catch (e) {
+      if (code(e) === 'ENOENT' || code(e) === 'ENOTDIR') return null;
+      throw e;
+    }
+  };
 
   /** Writes `body` to a new temporary file in `dir` (created if missing), fsynced. */
   const temp = async (dir: string, body: Uint8Array) => {
@@ -166,15 +178,12 @@ export function localBackend(root: string): LocalBackend {
       }
     },
 
-    async stamp(key) {
-      const now = Date.now();
-      try {
-        const st = await fs.stat(file(key), { bigint: true });
-        return st.isFile() ? stampOf(st, now) : null;
-      } catch (e) {
-        if (code(e) === 'ENOENT' || code(e) === 'ENOTDIR') return null;
-        throw e;
-      }
+    stamp,
+
+    async stamps(prefix, keys) {
+      const out: (string | null)[] = [];
+      for (let k = 0; k < keys.length; k += STAMPS_AT_ONCE) out.push(...(await Promise.all(keys.slice(k, k + STAMPS_AT_ONCE).map(stamp))));
+      return out;
     },
 
     async size(key) {

@@ -191,6 +191,16 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
     }
   }
 
+  /** The object's ETag (a HEAD), or null when it does not exist. */
+  async function stamp(key: string): Promise<string | null> {
+    try {
+      return (await client.send(new HeadObjectCommand({ Bucket, Key: full(key) }), bounded())).ETag ?? null;
+    } catch (e) {
+      if (isNotFound(e)) return null;
+      throw e;
+    }
+  }
+
   /** A ranged (or whole) GetObject and the ETag it came with: an overwrite changes the ETag. */
   async function getStamped(key: string, range?: { offset: number; length: number }): Promise<{ body: Uint8Array; stamp: string | null }> {
     if (!range) {
@@ -249,13 +259,29 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
 
     getStamped,
 
-    async stamp(key) {
-      try {
-        return (await client.send(new HeadObjectCommand({ Bucket, Key: full(key) }), bounded())).ETag ?? null;
-      } catch (e) {
-        if (isNotFound(e)) return null;
-        throw e;
+    stamp,
+
+    async stamps(pre, keys) {
+      if (keys.length < 2) return Promise.all(keys.map(stamp));
+      const base = full(pre);
+      const out = await client.send(new ListObjectsV2Command({ Bucket, Prefix: base, MaxKeys: LIST_PAGE }), bounded());
+      const listed = new Map<string, string | undefined>();
+      let last = '';
+      for (const o of out.Contents ?? []) {
+        const k = o.Key;
+        if (k === undefined || !k.startsWith(base) || !(k > last)) throw new Error(`${where}: ListObjectsV2 ${base} returned ${k} after ${last} (out of order or outside the prefix)`);
+        last = k;
+        listed.set(k.slice(prefix.length), typeof o.ETag === 'string' && o.ETag !== '' ? o.ETag : undefined);
       }
+      // a key not listed is absent unless the listing goes on; one listed without an ETag is asked
+      return Promise.all(
+        keys.map(async (k) => {
+          if (!k.startsWith(pre)) throw new RangeError(`${k} is not under ${pre}`);
+          const tag = listed.get(k);
+          if (tag !== undefined) return tag;
+          return listed.has(k) || out.IsTruncated ? stamp(k) : null;
+        }),
+      );
     },
 
     size,

@@ -11,7 +11,7 @@ import { hash_chunks } from '../../../shared/src/wasm.ts';
 import { type Backend, NotFoundError } from './backend.ts';
 import { DamageError } from './errors.ts';
 import type { Layout } from './format.ts';
-import { segmentKey } from './keys.ts';
+import { familyPrefix, segmentKey } from './keys.ts';
 import type { SegmentBytes, VerifiedRanges } from './verified.ts';
 
 export class VersionSource implements Source {
@@ -45,7 +45,8 @@ export class VersionSource implements Source {
   /**
    * Makes sure the stretches `ranges` (whole chunks) of this version match their chunk hashes
    * now: a segment whose pieces this process verified before counts only while its stamp is
-   * still the one they were verified under (one stamp per segment: a stat, or an S3 HEAD);
+   * still the one they were verified under (`Backend.stamps`: a stat per segment, or on S3
+   * one listing per segment family);
    * everything else is read and verified. `recheck` false trusts the ranges noted without
    * asking for stamps (one pass of `check`, which notes its own; a push's basis, whose
    * commit verifies what it copies). Throws on damage, and forgets what was verified of a
@@ -63,15 +64,29 @@ export class VersionSource implements Source {
     const good = new Set<string>();
     const v = this.verified;
     if (v) {
-      await inParallel([...bySegment], STAMP_CHECKS, async ([segment, ps]) => {
+      // segments whose pieces were all verified under one stamp; asked by family (keys.ts)
+      const asked = new Map<string, { segment: string; stamp: string }[]>();
+      for (const [segment, ps] of bySegment) {
         const stamps = new Set(ps.map((p) => v.covered(segment, p.offset, p.offset + p.length)));
-        if (stamps.size !== 1 || stamps.has(undefined)) return;
-        const [stamp] = stamps;
-        if (!recheck) return void good.add(segment);
-        if (stamp !== null && (await this.backend.stamp(segmentKey(segment))) === stamp) good.add(segment);
-        // its stamp changed (or it had none): what was verified of it counts no more, not even
-        // for a verify that asks no stamps (a push's basis, Store.openBasis)
-        else v.forget(segment);
+        if (stamps.size !== 1 || stamps.has(undefined)) continue;
+        const [stamp] = stamps as Set<string | null>;
+        if (!recheck) good.add(segment);
+        // one verified without a stamp counts no more, not even for a verify that asks no
+        // stamps (a push's basis, Store.openBasis)
+        else if (stamp === null) v.forget(segment);
+        else {
+          const family = familyPrefix(segment);
+          const f = asked.get(family);
+          if (f) f.push({ segment, stamp });
+          else asked.set(family, [{ segment, stamp }]);
+        }
+      }
+      await inParallel([...asked], STAMP_CHECKS, async ([family, segs]) => {
+        const now = await this.backend.stamps(family, segs.map((s) => segmentKey(s.segment)));
+        segs.forEach((s, k) => {
+          if (now[k] === s.stamp) good.add(s.segment);
+          else v.forget(s.segment); // its stamp changed: what was verified of it counts no more
+        });
       });
     }
     // the rest, as file stretches in order (merged), read in steps
@@ -191,7 +206,7 @@ export class VersionSource implements Source {
  *  them, at most, are fetched in vain. */
 const COALESCE_GAP = 64 << 10;
 
-/** Segment stamps asked for at once by `verify`. */
+/** Families whose segment stamps `verify` asks for at once. */
 const STAMP_CHECKS = 8;
 
 export interface Piece {

@@ -7,13 +7,13 @@
 import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
 import type { Source } from '../../../shared/src/chunk-index.ts';
 import type { Sink } from '../../../shared/src/sink.ts';
-import type { Backend } from './backend.ts';
+import { type Backend, putNew } from './backend.ts';
 import type { Repo } from './repo.ts';
 import { compact } from './compact.ts';
 import { DamageError, WriteFailed } from './errors.ts';
 import { type FileHead, type Layout, SEGMENT_BYTES, type VersionEntry, applyRetention, encodeVersion, sha256hex } from './format.ts';
 import { GcRefusal, type Refs, addRef, gcEpoch, knownAt } from './gc-state.ts';
-import { indexKey, newSegmentId, segmentKey } from './keys.ts';
+import { indexKey, newSegmentId, segmentFamily, segmentKey } from './keys.ts';
 import { VersionSource } from './source.ts';
 import type { UploadState } from './uploads.ts';
 import type { HeadChange, SeenHead } from './commit.ts';
@@ -30,6 +30,7 @@ export type VersionSink = Sink & { state(): Promise<Omit<UploadState, 'count' | 
 export interface VersionHost {
   readonly backend: Backend;
   readonly repo: Repo;
+  readonly user: string;
   /** swaps the file head of `name` by compare-and-swap; versions it adds are guarded against
    *  gc and confirmed (Store.changeHead) */
   changeHead<T>(name: string, change: (h: FileHead | null) => Promise<HeadChange<T>>, hooks?: { landed?: () => void; seen?: SeenHead }): Promise<T>;
@@ -45,6 +46,8 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
   const own: string[] = resume ? [...resume.own] : [];
   let written = resume?.written ?? 0;
   const segIndex = new Map<string, number>(layout.segments.map((s, k) => [s, k]));
+  // the file's segments share a family (keys.ts): a commit asks their stamps together
+  const family = segmentFamily(store.user, name);
   // the segment being filled: its index in layout.segments, its bytes so far
   let cur = -1;
   let buf = new Uint8Array(0);
@@ -72,7 +75,7 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
     const id = layout.segments[cur];
     // the bytes put are the ones the receiver hashed: verified under the stamp the put
     // returns (S3: its ETag), for the next syncs' commits that copy from them
-    await backend.putIfAbsent(segmentKey(id), buf.subarray(0, used), (stamp) => store.repo.verified.add(id, stamp, 0, used)).catch((e) => {
+    await putNew(backend, segmentKey(id), buf.subarray(0, used), (stamp) => store.repo.verified.add(id, stamp, 0, used)).catch((e) => {
       throw new WriteFailed(e);
     });
     // kept for the next syncs' reads (a copy: the buffer is filled again)
@@ -83,7 +86,7 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
   const write = async (bytes: Uint8Array) => {
     for (let o = 0; o < bytes.length; ) {
       if (cur < 0) {
-        const id = newSegmentId();
+        const id = newSegmentId(family);
         own.push(id);
         cur = layout.segments.push(id) - 1;
         segIndex.set(id, cur);
@@ -194,7 +197,7 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
         }
         return store.repo.indexIntact(last.index);
       };
-      const final = await compact(backend, layout, index, SEGMENT_BYTES, own, store.repo.verified).catch((e) => {
+      const final = await compact(backend, layout, index, SEGMENT_BYTES, own, store.repo.verified, family).catch((e) => {
         throw e instanceof ProtocolError ? e : new WriteFailed(e);
       });
       const body = encodeVersion(index, final);
