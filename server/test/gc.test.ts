@@ -14,7 +14,7 @@ import { Repo } from '../src/store/repo.ts';
 import { runCheck } from '../src/store/check.ts';
 import { GC_STALE_MS, runGc, unreferenced } from '../src/store/gc.ts';
 import { guardRefs, readGcState } from '../src/store/gc-state.ts';
-import { GC_STATE, segmentKey, uploadsKey } from '../src/store/keys.ts';
+import { GC_STATE, segmentFamily, segmentKey, uploadsKey } from '../src/store/keys.ts';
 import { bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
 import { FaultyBackend } from '../../harness/faulty-backend.ts';
@@ -348,6 +348,33 @@ test('SIGKILL trials at random points of gc and of commits lose no byte of a kep
     await kill(gc);
     await server.kill();
     rmSync(data, { recursive: true, force: true });
+  }
+});
+
+test("a file's segments share its family, its pushes' and a repack's (one listing asks their stamps on S3)", async () => {
+  const s = await testServer({ 'gc-interval-ms': '0' });
+  try {
+    const r = new Rng(33);
+    let cur = fastRandomBytes(6, 3_000_000);
+    await pushBytes(s, 'fam.bin', cur);
+    for (let k = 0; k < 12; k++) {
+      cur = applyEdits(cur, r, { kind: 'cut', total: 150_000, maxFragment: 30_000 });
+      await pushBytes(s, 'fam.bin', cur);
+    }
+    const store = await s.storeOf('local');
+    const family = segmentFamily('local', 'fam.bin');
+    const latest = await store.latest('fam.bin');
+    const before = (await store.readVersion('fam.bin', latest)).layout.segments;
+    assert.ok(before.length > 1 && before.every((id) => id.startsWith(family)), `${family}: ${before.join(' ')}`);
+    for (const v of await store.versionNumbers('fam.bin')) if (v !== latest) await store.remove('fam.bin', v);
+    let report;
+    for (let k = 0; (report = await runGc(s.repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20 })).skipped || report.repackedVersions; k++) assert.ok(k < 4, JSON.stringify(report));
+    const after = (await store.readVersion('fam.bin', latest)).layout.segments;
+    assert.ok(after.some((id) => !before.includes(id)), 'the repack wrote new segments');
+    assert.ok(after.every((id) => id.startsWith(family)), `${family}: ${after.join(' ')}`);
+    assert.ok((await download(s.url, 'fam.bin', latest)).equals(cur));
+  } finally {
+    await s.stop();
   }
 });
 

@@ -9,12 +9,12 @@
  * ever see an index whose objects were confirmed; the old segments become unreferenced, and
  * the next collection deletes them like any other garbage.
  */
-import { NotFoundError } from './backend.ts';
+import { NotFoundError, putNew } from './backend.ts';
 import { DamageError } from './errors.ts';
 import { type FileHead, type Layout, SEGMENT_BYTES, type VersionEntry, encodeVersion, jsonBody, parseFileHead, parseUploadsHead, sha256hex } from './format.ts';
 import { GcRefusal, type Refs, addRef, gcEpoch, guardRefs, knownAt } from './gc-state.ts';
 import { updateHead } from './heads.ts';
-import { indexKey, newSegmentId, parseContentKey, parseNsKey, segmentKey } from './keys.ts';
+import { indexKey, newSegmentId, parseContentKey, parseNsKey, segmentFamily, segmentKey } from './keys.ts';
 import type { Repo } from './repo.ts';
 import { VersionSource } from './source.ts';
 import { uploadRefs } from './uploads.ts';
@@ -106,6 +106,7 @@ export async function repack(repo: Repo, deadPercent: number, log?: (e: Record<s
   const out = new NewSegments(repo);
   for (const { key, user, head } of heads) {
     const plans: Plan[] = [];
+    out.family = segmentFamily(user, head.name);
     for (const v of head.versions) {
       if (v.repack) continue;
       const what = `${head.name} version ${v.version}`;
@@ -161,16 +162,18 @@ function covered(intervals: [number, number][]): number {
   return n;
 }
 
-/** Segments the repack fills, one at a time, put when full. */
+/** Segments the repack fills, one at a time, put when full; in the family of the file whose
+ *  versions they hold (keys.ts; a segment is put before the next file's bytes come). */
 class NewSegments {
   ids: string[] = [];
+  family = '';
   private buf = new Uint8Array(SEGMENT_BYTES);
   private used = 0;
   constructor(private repo: Repo) {}
 
   /** Appends `bytes` (at most what fits), returns where they went. */
   async add(bytes: Uint8Array): Promise<{ id: string; offset: number; n: number }> {
-    if (!this.used) this.ids.push(newSegmentId());
+    if (!this.used) this.ids.push(newSegmentId(this.family));
     const n = Math.min(bytes.length, SEGMENT_BYTES - this.used);
     this.buf.set(bytes.subarray(0, n), this.used);
     const at = { id: this.ids[this.ids.length - 1], offset: this.used, n };
@@ -182,7 +185,7 @@ class NewSegments {
   /** Puts the segment being filled (a version's index is written only after its bytes are). */
   async flush(): Promise<void> {
     if (!this.used) return;
-    await this.repo.backend.putIfAbsent(segmentKey(this.ids[this.ids.length - 1]), this.buf.slice(0, this.used));
+    await putNew(this.repo.backend, segmentKey(this.ids[this.ids.length - 1]), this.buf.slice(0, this.used));
     this.used = 0;
   }
 }
