@@ -73,9 +73,14 @@ export function localBackend(root: string): LocalBackend {
 
   /** Writes `body` to a new temporary file in `dir` (created if missing), fsynced. */
   const temp = async (dir: string, body: Uint8Array) => {
-    await fs.mkdir(dir, { recursive: true, mode: 0o700 });
     const tmp = path.join(dir, TEMP + randomBytes(8).toString('hex'));
-    const fh = await fs.open(tmp, 'wx', 0o600);
+    // the directory is made only when the open finds it missing (most exist: one system call
+    // less per put)
+    const fh = await fs.open(tmp, 'wx', 0o600).catch(async (e) => {
+      if (code(e) !== 'ENOENT') throw e;
+      await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+      return fs.open(tmp, 'wx', 0o600);
+    });
     try {
       await fh.writeFile(body);
       await fh.sync();
