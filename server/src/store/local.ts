@@ -86,7 +86,7 @@ export function localBackend(root: string): LocalBackend {
       await fh.sync();
     } catch (e) {
       await fh.close();
-      await fs.rm(tmp, { force: true });
+      await unlinkFile(tmp);
       throw e;
     }
     await fh.close();
@@ -101,7 +101,7 @@ export function localBackend(root: string): LocalBackend {
       if (code(e) === 'EEXIST') return false;
       throw e;
     } finally {
-      await fs.rm(tmp, { force: true });
+      await unlinkFile(tmp);
     }
   };
   const generations = async (key: string): Promise<number[]> => {
@@ -128,11 +128,11 @@ export function localBackend(root: string): LocalBackend {
     const gens = await generations(key);
     if (gens[0] > gen) {
       // a stale tag recreated a removed generation: it was never current
-      await fs.rm(path.join(dir, String(gen)), { force: true });
+      await unlinkFile(path.join(dir, String(gen)));
       return null;
     }
     await syncDir(dir);
-    for (const g of gens) if (g < gen) await fs.rm(path.join(dir, String(g)), { force: true });
+    for (const g of gens) if (g < gen) await unlinkFile(path.join(dir, String(g)));
     return String(gen);
   };
 
@@ -319,6 +319,15 @@ async function sweepTemporaries(root: string, olderThanMs: number): Promise<numb
   };
   await walk(path.resolve(root));
   return n;
+}
+
+/** Removes a file the store made, if it is there (one system call: fs.rm stats first). */
+async function unlinkFile(file: string) {
+  try {
+    await fs.unlink(file);
+  } catch (e) {
+    if (code(e) !== 'ENOENT') throw e;
+  }
 }
 
 async function syncDir(dir: string) {
