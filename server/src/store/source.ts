@@ -237,8 +237,8 @@ export class VersionSource implements Source {
  *  them, at most, are fetched in vain. */
 const COALESCE_GAP = 64 << 10;
 
-/** A verify's ranged read of one segment is at most this long (its reads of a long stretch
- *  go in steps of 4 MiB, each planned on its own). */
+/** The ranged reads a verify plans for all its stretches hold at most this many bytes in all
+ *  (pieces past it are fetched as each read plans them, as `read` does). */
 const PLAN_BYTES = 1 << 20;
 
 /** A ranged read of a segment planned for several pieces: [lo, hi), the bytes of the pieces
