@@ -3,7 +3,7 @@
 // real MinIO in one run: store requests by kind, bytes the store writes (against the Delta
 // Bytes the server received), bytes read, and the server's CPU time (and MinIO's).
 //
-//   node --import tsx bench/store-cost.ts [--syncs 20] [--gap-ms 0] [--s3-clients 300] [--prof DIR] [--out FILE]
+//   node --import tsx bench/store-cost.ts [--syncs 20] [--gap-ms 0] [--s3-clients 300] [--prof DIR] [--memory] [--out FILE]
 //
 // The server runs in a child process of its own (this file with --serve): the client's work
 // (chunking and hashing 10 MB per sync) stays in this process, so the server's CPU time
@@ -33,6 +33,8 @@ const { values } = parseArgs({
     /** writes a V8 CPU profile of each server process into this folder */
     prof: { type: 'string' },
     endpoint: { type: 'string' },
+    /** also measures a store in the server's memory (the floor: a store that costs nothing) */
+    memory: { type: 'boolean', default: false },
   },
 });
 
@@ -80,6 +82,7 @@ async function serve(spec: string) {
   type Backend = import('../server/src/store/backend.ts').Backend;
   let backend: Backend;
   if (spec.startsWith('s3://')) backend = await (await import('../server/src/store/s3.ts')).s3Backend(spec, values.endpoint!, process.env);
+  else if (spec === 'memory') backend = memoryBackend();
   else backend = localBackend(spec);
   const counted = new Proxy(backend, {
     get(target, key, recv) {
@@ -113,6 +116,64 @@ async function serve(spec: string) {
     } else if (m === 'stop') void s.close().then(() => process.exit(0));
   });
   process.send!({ url: s.url });
+}
+
+/**
+ * A store in this process' memory, for `--memory`: what a sync costs the server with a store
+ * that costs (almost) nothing, the floor under the other two. Never a store for data: nothing
+ * is durable; stamps and tags are write counters.
+ */
+function memoryBackend(): import('../server/src/store/backend.ts').Backend {
+  const objects = new Map<string, { body: Uint8Array; gen: number }>();
+  let gen = 0;
+  const slice = (b: Uint8Array, range?: { offset: number; length: number }) => (range ? b.subarray(range.offset, range.offset + range.length) : b);
+  const notFound = async (key: string) => new (await import('../server/src/store/backend.ts')).NotFoundError(key);
+  return {
+    where: 'memory',
+    async putIfAbsent(key, body) {
+      if (objects.has(key)) return false;
+      objects.set(key, { body: Uint8Array.from(body), gen: ++gen });
+      return true;
+    },
+    async get(key, range) {
+      const o = objects.get(key);
+      if (!o) throw await notFound(key);
+      return slice(o.body, range);
+    },
+    async getStamped(key, range) {
+      const o = objects.get(key);
+      if (!o) throw await notFound(key);
+      return { body: slice(o.body, range), stamp: String(o.gen) };
+    },
+    async stamp(key) {
+      const o = objects.get(key);
+      return o ? String(o.gen) : null;
+    },
+    async stamps(_prefix, keys) {
+      return keys.map((k) => (objects.has(k) ? String(objects.get(k)!.gen) : null));
+    },
+    async size(key) {
+      return objects.get(key)?.body.length ?? null;
+    },
+    async getHead(key) {
+      const o = objects.get(key);
+      return o ? { body: o.body, tag: String(o.gen) } : null;
+    },
+    async putHead(key, body, tag) {
+      const o = objects.get(key);
+      if ((o ? String(o.gen) : null) !== tag) return null;
+      objects.set(key, { body: Uint8Array.from(body), gen: ++gen });
+      return String(gen);
+    },
+    async *list(prefix, opts = {}) {
+      const keys = [...objects.keys()].filter((k) => k.startsWith(prefix) && (opts.after === undefined || k > opts.after)).sort();
+      for (const k of keys.slice(0, opts.limit ?? keys.length)) yield { key: k, size: objects.get(k)!.body.length, modified: Date.now() };
+    },
+    async delete(key) {
+      objects.delete(key);
+    },
+    async close() {},
+  };
 }
 
 // ---- the client and the report (this process) ----------------------------------------------
@@ -202,7 +263,8 @@ function report(runs: Run[]): string {
 /**
  * The S3 client's own cost: client CPU per request (this process, requests one at a time) for
  * the requests a sync makes (HEAD, a ranged GET of 40 KB, a conditional PUT of 40 KB), with
- * the AWS SDK with its default checksums, with checksums only when required (as s3.ts), and a bare
+ * the AWS SDK with its default checksums, with checksums only when required, also without the
+ * request steps s3.ts leaves out, and a bare
  * SigV4 client (@smithy/signature-v4, the SDK's own signer, over node:http with a keep-alive
  * agent: what a light client such as aws4fetch does).
  */
@@ -212,8 +274,11 @@ async function s3Clients(endpoint: string, env: NodeJS.ProcessEnv, n: number): P
   const { createHash, createHmac, randomBytes } = await import('node:crypto');
   const Bucket = 's3-clients';
   const credentials = { accessKeyId: env.AWS_ACCESS_KEY_ID!, secretAccessKey: env.AWS_SECRET_ACCESS_KEY! };
-  const sdk = (tuned: boolean) =>
-    new S3Client({ region: 'us-east-1', endpoint, forcePathStyle: true, credentials, ...(tuned && { requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED' }) });
+  const sdk = (tuned: boolean, lean = false) => {
+    const c = new S3Client({ region: 'us-east-1', endpoint, forcePathStyle: true, credentials, ...(tuned && { requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED' }) });
+    if (lean) for (const step of ['getUserAgentMiddleware', 'recursionDetectionMiddleware', 'loggerMiddleware']) c.middlewareStack.remove(step);
+    return c;
+  };
   const setup = sdk(false);
   await setup.send(new CreateBucketCommand({ Bucket }));
   const body = randomBytes(40_000);
@@ -253,7 +318,8 @@ async function s3Clients(endpoint: string, env: NodeJS.ProcessEnv, n: number): P
   });
   const clients: [string, Ops][] = [
     ['AWS SDK, default checksums', viaSdk(sdk(false))],
-    ['AWS SDK, checksums when required (s3.ts)', viaSdk(sdk(true))],
+    ['AWS SDK, checksums when required', viaSdk(sdk(true))],
+    ['AWS SDK, checksums when required, without the User-Agent, recursion-detection and logger steps (s3.ts)', viaSdk(sdk(true, true))],
     ['bare SigV4 over node:http (keep-alive)', { HEAD: () => raw('HEAD', 'obj', {}), 'GET 40 KB range': () => raw('GET', 'obj', { range: 'bytes=0-39999' }), 'PUT 40 KB if-none-match': (k) => raw('PUT', `q/${Math.random()}-${k}`, { 'if-none-match': '*' }, body) }],
   ];
   const rows: string[] = ['| client | ' + Object.keys(clients[0][1]).join(' | ') + ' |', '|---|---|---|---|'];
@@ -285,6 +351,7 @@ else {
   let clientsTable = '';
   const dir = mkdtempSync(path.join(tmpdir(), 'dsync-store-cost-'));
   try {
+    if (values.memory) runs.push(await measure('in memory (no store cost)', 'memory', {}, undefined, undefined));
     runs.push(await measure('local directory', dir, {}, undefined, undefined));
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -11,7 +11,11 @@ import { fileSource } from '../../shared/src/file-source.ts';
 import { bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
 import { open } from 'node:fs/promises';
-import { decodeName, encodeName, fileHeadKey, segmentFamily } from '../src/store/keys.ts';
+import { decodeName, encodeName, fileHeadKey, newSegmentId, segmentFamily, segmentKey } from '../src/store/keys.ts';
+import { VersionSource } from '../src/store/source.ts';
+import { DamageError } from '../src/store/errors.ts';
+import { hash_chunks } from '../../shared/src/wasm.ts';
+import { runHash } from '../../shared/src/chunk-index.ts';
 import { decodeVersion, encodeVersion } from '../src/store/format.ts';
 import { localBackend } from '../src/store/local.ts';
 import { createHash } from 'node:crypto';
@@ -246,4 +250,46 @@ test('version indexes: two of the same chunks and layout are two objects (a nonc
   v3[4] = 3;
   assert.deepEqual(decodeVersion(v3), decodeVersion(a));
   assert.throws(() => decodeVersion(Buffer.concat([v3.subarray(0, 4), Buffer.from([5]), v3.subarray(5)])), /bad header/);
+});
+
+test('a verification fetches a segment whose pieces lie in several of its stretches once, and still finds damage in any of them', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-plan-'));
+  try {
+    const local = localBackend(dir);
+    const gets: string[] = [];
+    const backend: typeof local = { ...local, getStamped: (key, range) => (gets.push(key), local.getStamped(key, range)) };
+    // a file of an old segment A and a small one B (as a small edit writes), B's pieces inside
+    // two chunks far apart: [A 0..50000) [B 0..1000) [A 50000..150000) [B 1000..2000) [A 150000..200000)
+    const a = fastRandomBytes(31, 200_000);
+    const b = fastRandomBytes(32, 2_000);
+    const [idA, idB] = [newSegmentId(), newSegmentId()];
+    await local.putIfAbsent(segmentKey(idA), a);
+    await local.putIfAbsent(segmentKey(idB), b);
+    const extents = [
+      { seg: 0, offset: 0, length: 50_000 },
+      { seg: 1, offset: 0, length: 1_000 },
+      { seg: 0, offset: 50_000, length: 100_000 },
+      { seg: 1, offset: 1_000, length: 1_000 },
+      { seg: 0, offset: 150_000, length: 50_000 },
+    ];
+    const file = Buffer.concat([a.subarray(0, 50_000), b.subarray(0, 1_000), a.subarray(50_000, 150_000), b.subarray(1_000), a.subarray(150_000)]);
+    const lengths = new Uint32Array([40_000, 20_000, 80_000, 20_000, 42_000]);
+    const hashes = hash_chunks(DEFAULT_ALGO, file, lengths);
+    const index = { params: DEFAULT_PARAMS, algo: DEFAULT_ALGO, size: file.length, lengths, fastfps: new Uint32Array(5), hashes, root: runHash(DEFAULT_ALGO, hashes, 0, 5) };
+    const source = () => new VersionSource(backend, { segments: [idA, idB], extents }, index, 'plan');
+    const stretches = [{ offset: 50_000, length: 1_000 }, { offset: 151_000, length: 1_000 }];
+    await source().verify(stretches);
+    // chunks 1 and 3: A's pieces of each (more than 64 KiB apart) and B once
+    assert.deepEqual(gets.filter((k) => k === segmentKey(idB)).length, 1);
+    assert.equal(gets.length, 3);
+    // a byte of B that only the second stretch reads, changed in place
+    const damaged = Uint8Array.from(b);
+    damaged[1_500] ^= 1;
+    writeFileSync(path.join(dir, segmentKey(idB)), damaged);
+    await assert.rejects(source().verify(stretches), (e) => e instanceof DamageError && /chunk 3 /.test(e.message));
+    await assert.rejects(source().verify([stretches[1]]), DamageError);
+    await source().verify([stretches[0]]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -73,15 +73,20 @@ export function localBackend(root: string): LocalBackend {
 
   /** Writes `body` to a new temporary file in `dir` (created if missing), fsynced. */
   const temp = async (dir: string, body: Uint8Array) => {
-    await fs.mkdir(dir, { recursive: true, mode: 0o700 });
     const tmp = path.join(dir, TEMP + randomBytes(8).toString('hex'));
-    const fh = await fs.open(tmp, 'wx', 0o600);
+    // the directory is made only when the open finds it missing (most exist: one system call
+    // less per put)
+    const fh = await fs.open(tmp, 'wx', 0o600).catch(async (e) => {
+      if (code(e) !== 'ENOENT') throw e;
+      await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+      return fs.open(tmp, 'wx', 0o600);
+    });
     try {
       await fh.writeFile(body);
       await fh.sync();
     } catch (e) {
       await fh.close();
-      await fs.rm(tmp, { force: true });
+      await unlinkFile(tmp);
       throw e;
     }
     await fh.close();
@@ -96,7 +101,7 @@ export function localBackend(root: string): LocalBackend {
       if (code(e) === 'EEXIST') return false;
       throw e;
     } finally {
-      await fs.rm(tmp, { force: true });
+      await unlinkFile(tmp);
     }
   };
   const generations = async (key: string): Promise<number[]> => {
@@ -123,11 +128,11 @@ export function localBackend(root: string): LocalBackend {
     const gens = await generations(key);
     if (gens[0] > gen) {
       // a stale tag recreated a removed generation: it was never current
-      await fs.rm(path.join(dir, String(gen)), { force: true });
+      await unlinkFile(path.join(dir, String(gen)));
       return null;
     }
     await syncDir(dir);
-    for (const g of gens) if (g < gen) await fs.rm(path.join(dir, String(g)), { force: true });
+    for (const g of gens) if (g < gen) await unlinkFile(path.join(dir, String(g)));
     return String(gen);
   };
 
@@ -314,6 +319,15 @@ async function sweepTemporaries(root: string, olderThanMs: number): Promise<numb
   };
   await walk(path.resolve(root));
   return n;
+}
+
+/** Removes a file the store made, if it is there (one system call: fs.rm stats first). */
+async function unlinkFile(file: string) {
+  try {
+    await fs.unlink(file);
+  } catch (e) {
+    if (code(e) !== 'ENOENT') throw e;
+  }
 }
 
 async function syncDir(dir: string) {

@@ -100,6 +100,10 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
     responseChecksumValidation: 'WHEN_REQUIRED',
     requestHandler: { connectionTimeout: CONNECT_TIMEOUT_MS, socketTimeout: IDLE_TIMEOUT_MS },
   });
+  // steps of every request that this store has no use for: the User-Agent header (metrics
+  // for AWS), the trace header a Lambda function passes on (recursion detection) and the log
+  // of each request to a logger (none is given): each costs CPU per request
+  for (const step of ['getUserAgentMiddleware', 'recursionDetectionMiddleware', 'loggerMiddleware']) client.middlewareStack.remove(step);
   const where = `${url}${endpoint ? ` at ${endpoint}` : ''}`;
   const Bucket = bucket;
   const full = (key: string) => prefix + key;

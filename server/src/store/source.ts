@@ -97,7 +97,43 @@ export class VersionSource implements Source {
       if (last && p.at <= last[1]) last[1] = Math.max(last[1], p.at + p.length);
       else spans.push([p.at, p.at + p.length]);
     }
-    for (const [from, to] of spans) for (let o = from; o < to; o += STEP) await this.readChecked(o, Math.min(STEP, to - o), undefined, true);
+    // the reads, widened to whole chunks, planned together: a segment's pieces close together
+    // are fetched by one ranged read for the whole verify (a small edit's stretches each hold a
+    // piece of the segment the previous sync wrote)
+    const steps: [number, number][] = [];
+    for (const [from, to] of spans) for (let o = from; o < to; o += STEP) steps.push([o, Math.min(STEP, to - o)]);
+    const plan = this.plan(steps.flatMap(([o, n]) => this.slice(...this.widen(o, n))), PLAN_BYTES);
+    for (const [o, n] of steps) await this.readChecked(o, n, undefined, true, plan);
+  }
+
+  /** [offset, offset + length) widened to whole chunks, as [from, length]. */
+  private widen(offset: number, length: number): [number, number] {
+    const c0 = findStart(this.chunkStarts, offset);
+    const c1 = findStart(this.chunkStarts, offset + length - 1) + 1;
+    return [this.chunkStarts[c0], this.chunkStarts[c1] - this.chunkStarts[c0]];
+  }
+
+  /** Ranged reads for `pieces`: per segment, the stretch from its first piece to its last,
+   *  fetched once when it holds more than one piece and at most COALESCE_GAP of it is fetched
+   *  in vain; such stretches of at most `maxBytes` in all. */
+  private plan(pieces: Piece[], maxBytes: number): Map<string, Span> {
+    const spans = new Map<string, Span>();
+    for (const p of pieces) {
+      const sp = spans.get(p.segment);
+      if (!sp) spans.set(p.segment, { lo: p.offset, hi: p.offset + p.length, need: p.length, pieces: 1 });
+      else {
+        sp.lo = Math.min(sp.lo, p.offset);
+        sp.hi = Math.max(sp.hi, p.offset + p.length);
+        sp.need += p.length;
+        sp.pieces++;
+      }
+    }
+    let bytes = 0;
+    for (const [segment, sp] of spans) {
+      if (sp.pieces === 1 || sp.hi - sp.lo > sp.need + COALESCE_GAP || bytes + sp.hi - sp.lo > maxBytes) spans.delete(segment);
+      else bytes += sp.hi - sp.lo;
+    }
+    return spans;
   }
 
   /** The segment pieces holding bytes [offset, offset + length) of this version (`at`: where
@@ -118,15 +154,16 @@ export class VersionSource implements Source {
     return this.readChecked(offset, length, into, false);
   }
 
-  /** `read`; `fromStore`: every byte from the store (to verify it), none from memory. */
-  private async readChecked(offset: number, length: number, into: Uint8Array | undefined, fromStore: boolean): Promise<Uint8Array> {
+  /** `read`; `fromStore`: every byte from the store (to verify it), none from memory; `plan`:
+   *  the ranged reads of segments planned for several calls (`verify`), else planned here. */
+  private async readChecked(offset: number, length: number, into: Uint8Array | undefined, fromStore: boolean, plan?: Map<string, Span>): Promise<Uint8Array> {
     length = Math.max(0, Math.min(length, this.size - offset));
     if (length === 0) return new Uint8Array(0);
     // widen to whole chunks, read, verify, hand out the asked part
     const c0 = findStart(this.chunkStarts, offset);
     const c1 = findStart(this.chunkStarts, offset + length - 1) + 1;
     const from = this.chunkStarts[c0];
-    const { bytes: whole, stamped } = await this.readRaw(from, this.chunkStarts[c1] - from, fromStore);
+    const { bytes: whole, stamped } = await this.readRaw(from, this.chunkStarts[c1] - from, fromStore, plan);
     const H = hashLength(this.index.algo);
     const got = hash_chunks(this.index.algo, whole, this.index.lengths.subarray(c0, c1));
     const want = this.index.hashes.subarray(c0 * H, c1 * H);
@@ -147,37 +184,31 @@ export class VersionSource implements Source {
     return part;
   }
 
-  /** Bytes [offset, offset + length) through the layout, unverified, with each piece's stamp. */
   /** Bytes [offset, offset + length) through the layout, unverified, with the stamp of each
    *  piece read from the store (pieces read from memory have none: they verify nothing there). */
-  private async readRaw(offset: number, length: number, fromStore: boolean): Promise<{ bytes: Uint8Array; stamped: { p: Piece; stamp: string | null }[] }> {
+  private async readRaw(offset: number, length: number, fromStore: boolean, plan?: Map<string, Span>): Promise<{ bytes: Uint8Array; stamped: { p: Piece; stamp: string | null }[] }> {
     const pieces = this.slice(offset, length);
     const stamped: { p: Piece; stamp: string | null }[] = [];
     // pieces of one segment close together are fetched in one ranged read (a refined chunk's
     // pieces alternate between the bytes a sync sent and its basis' segments)
-    const spans = new Map<string, { lo: number; hi: number; need: number; got?: Promise<{ body: Uint8Array; stamp: string | null }> }>();
-    for (const p of pieces) {
-      const sp = spans.get(p.segment);
-      if (!sp) spans.set(p.segment, { lo: p.offset, hi: p.offset + p.length, need: p.length });
-      else {
-        sp.lo = Math.min(sp.lo, p.offset);
-        sp.hi = Math.max(sp.hi, p.offset + p.length);
-        sp.need += p.length;
-      }
-    }
+    // (or in the read planned for several calls, whose bytes go once its last piece is used)
+    const own = this.plan(pieces, Infinity);
     const one = async (p: Piece) => {
       const kept = fromStore ? null : (this.written?.get(p.segment, p.offset, p.length) ?? null);
       if (kept) return kept;
-      const sp = spans.get(p.segment)!;
-      if (sp.hi - sp.lo > sp.need + COALESCE_GAP || sp.need === p.length) {
+      const planned = plan?.get(p.segment);
+      const sp = planned && planned.lo <= p.offset && p.offset + p.length <= planned.hi ? planned : own.get(p.segment);
+      if (!sp) {
         const got = await this.get(p);
         stamped.push({ p, stamp: got.stamp });
         return got.body;
       }
       const whole = { segment: p.segment, offset: sp.lo, length: sp.hi - sp.lo, at: -1 };
-      const got = await (sp.got ??= this.get(whole));
-      stamped.push({ p, stamp: got.stamp });
-      return got.body.subarray(p.offset - sp.lo, p.offset - sp.lo + p.length);
+      const got = sp.got ?? (sp.got = this.get(whole));
+      if (sp === planned && --sp.pieces === 0) plan!.delete(p.segment);
+      const { body, stamp } = await got;
+      stamped.push({ p, stamp });
+      return body.subarray(p.offset - sp.lo, p.offset - sp.lo + p.length);
     };
     if (pieces.length === 1) return { bytes: await one(pieces[0]), stamped };
     const buf = new Uint8Array(length);
@@ -205,6 +236,20 @@ export class VersionSource implements Source {
 /** Pieces of one segment within a read are fetched together when this many bytes between
  *  them, at most, are fetched in vain. */
 const COALESCE_GAP = 64 << 10;
+
+/** The ranged reads a verify plans for all its stretches hold at most this many bytes in all
+ *  (pieces past it are fetched as each read plans them, as `read` does). */
+const PLAN_BYTES = 1 << 20;
+
+/** A ranged read of a segment planned for several pieces: [lo, hi), the bytes of the pieces
+ *  in it, how many, and the read once started. */
+interface Span {
+  lo: number;
+  hi: number;
+  need: number;
+  pieces: number;
+  got?: Promise<{ body: Uint8Array; stamp: string | null }>;
+}
 
 /** Families whose segment stamps `verify` asks for at once. */
 const STAMP_CHECKS = 8;
