@@ -7,14 +7,18 @@
  *
  * Past capacity the server refuses sessions as busy (`--max-sessions`, its default unless given
  * here): a refused client waits the seconds the refusal names (and up to half as much again,
- * as the client library does) and tries the same sync again, until the run ends. A trial
+ * as the client library does) and tries the same sync again; one whose wait ends after the run
+ * syncs no more in it. A trial
  * reports the refusals apart from errors, and latency over the admitted syncs only (a refused
  * attempt's wait is not a sync's time): run fixed-N trials at 2× and 5× the --find-max result
  * to see the server hold its p99 and memory past capacity.
  *
  *   npm run load -- --clients N --interval 10 --duration 60 --approach dsync|dsync-paper|webr2sync+|dedup|full
  *                   [--find-max] [--p99-bound 1000] [--cpu-limit 80] [--edit 2048] [--size 10485760] [--shaping none|100m]
- *                   [--workers N] [--store local|minio] [--max-sessions N]
+ *                   [--workers N] [--store local|minio] [--max-sessions N] [--set SETTING=VALUE …] [--out DIR]
+ *
+ * `--set max-queue-ms=0.5` gives the server a setting (its DSYNC_ variable; repeat for more);
+ * `--out DIR` writes the result file and DIR/summary.md there instead of bench/results/load.
  *   npm run load -- --summary [DIR]   (rewrites DIR/summary.md from the result files there)
  *
  * So that clients do not steal the server's CPU unnoticed on a 2-core machine: the server is
@@ -70,7 +74,11 @@ const O = {
   store: opt('--store', 'local'),
   /** the server's --max-sessions; '' its default */
   maxSessions: opt('--max-sessions', ''),
+  /** server settings, `--set name=value` (repeatable) */
+  settings: argv.flatMap((a, i) => (a === '--set' ? [argv[i + 1] ?? ''] : [])),
+  out: opt('--out', 'bench/results/load'),
 };
+for (const s of O.settings) if (!/^[a-z][a-z0-9-]*=./.test(s)) throw new Error(`--set takes SETTING=VALUE (a server flag without its dashes), got "${s}"`);
 if (!Number.isSafeInteger(O.workers) || O.workers < 1) throw new Error('--workers must be 1 or more');
 if (O.store !== 'local' && O.store !== 'minio') throw new Error('--store local|minio');
 if ((O.workers > 1 || O.store !== 'local') && !isDsync(O.approach)) throw new Error('--workers and --store are dsync settings');
@@ -79,7 +87,7 @@ const SERVER = `${O.workers === 1 ? '1 process' : `${O.workers} workers`}, ${O.s
 const SERVER_TAG = `${O.workers > 1 ? `-w${O.workers}` : ''}${O.store === 'minio' ? '-minio' : ''}`;
 if (!APPROACHES.includes(O.approach)) throw new Error(`--approach must be one of ${APPROACHES.join(', ')}`);
 const SHAPING: Shaping | null = O.shaping === '100m' ? { mbps: 100, rttMs: 30 } : O.shaping === 'none' ? null : (() => { throw new Error('--shaping none|100m'); })();
-const OUT = join(ROOT, 'bench/results/load');
+const OUT = join(ROOT, O.out);
 const WORK = join(ROOT, 'bench/tmp/load');
 const command = `npm run load -- ${argv.join(' ')}`;
 
@@ -103,7 +111,7 @@ async function precompute(): Promise<Prepared[]> {
 async function startServer(data: string, minio: S3Server | null): Promise<ServerProc> {
   // The session limits per user (default 64) and per address (32) would refuse the clients,
   // all on 127.0.0.1, of the single-user server.
-  const env = { DSYNC_MAX_SESSIONS_PER_USER: '1000000', DSYNC_MAX_SESSIONS_PER_ADDRESS: '1000000', DSYNC_MAX_CONNECTIONS: '1000000', ...(O.maxSessions && { DSYNC_MAX_SESSIONS: O.maxSessions }), ...minio?.env };
+  const env = { DSYNC_MAX_SESSIONS_PER_USER: '1000000', DSYNC_MAX_SESSIONS_PER_ADDRESS: '1000000', DSYNC_MAX_CONNECTIONS: '1000000', ...(O.maxSessions && { DSYNC_MAX_SESSIONS: O.maxSessions }), ...settingsEnv(), ...minio?.env };
   if (!isDsync(O.approach)) return startBaselines({ data, cpu: '0' });
   return startDsync({
     data,
@@ -113,6 +121,11 @@ async function startServer(data: string, minio: S3Server | null): Promise<Server
     workers: O.workers,
     store: minio ? { url: 's3://load', endpoint: minio.endpoint } : undefined,
   });
+}
+
+/** `--set` as the server's DSYNC_ environment variables. */
+function settingsEnv(): Record<string, string> {
+  return Object.fromEntries(O.settings.map((s) => ['DSYNC_' + s.slice(0, s.indexOf('=')).replace(/-/g, '_').toUpperCase(), s.slice(s.indexOf('=') + 1)]));
 }
 
 /** A fresh MinIO for one trial, pinned to the server's core 0. */
@@ -217,6 +230,7 @@ async function trial(n: number, preps: Prepared[], tp: Toxiproxy | null): Promis
                 await sleep(wait);
                 continue;
               }
+              return; // still waiting at the end, as a real client would be
             } else {
               errors++;
               errorSample ??= (e as Error).message;
@@ -319,6 +333,7 @@ async function main() {
           : `server process on core 0${O.store === 'minio' ? ' with MinIO' : ''}, all clients in one Node process on core 1 (taskset)`,
       precomputed: 'edited files, chunk indexes (dsync: with the chunks\' strong hashes, so its client neither chunks nor hashes during the timed run; dsync-known: and each version\'s finer cut, which its client keeps after a push) / block hashes / file hashes computed before the timed run; latency = the session\'s wall time (connect to Result)',
       maxSessions: O.maxSessions || `the default (${DEFAULTS.maxSessions})`,
+      ...(O.settings.length && { settings: O.settings.join(' ') }),
       pass: `no errors, no session refused, server CPU ≤ ${O.cpuLimit}% of ${O.workers > 1 ? `each of its ${O.workers} cores` : 'its core'} (mean over the run), p99 latency ≤ ${O.p99Bound} ms`,
     },
     maxClients: maxOk,
@@ -328,11 +343,11 @@ async function main() {
   const file = `${O.approach}${SERVER_TAG}${O.findMax ? '-find-max' : `-${O.clients}`}${O.interval === 10 ? '' : `-every${O.interval}s`}`;
   writeFileSync(join(OUT, `${file}.json`), JSON.stringify(doc, null, 1) + '\n');
   writeSummary();
-  log(`wrote bench/results/load/${file}.json and summary.md`);
+  log(`wrote ${O.out}/${file}.json and summary.md`);
 }
 
 /** bench/results/load/summary.md from every result file there. */
-function writeSummary(OUT = join(ROOT, 'bench/results/load')) {
+function writeSummary(OUT = join(ROOT, O.out)) {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const docs = readdirSync(OUT).filter((f) => f.endsWith('.json')).sort().map((f) => ({ f, d: JSON.parse(readFileSync(join(OUT, f), 'utf8')) as any }));
   const md = ['# Load: clients one server holds (paper Fig. 16)', ''];
