@@ -218,7 +218,9 @@ export class Admission {
   private reached = false;
   /** the probes' times in this interval, and when the probe out now left (null: none out) */
   private probed = { sum: 0, n: 0 };
-  private probeSent: number | null = null;
+  /** the probe out now: when its wait counts from (null: none out); the next: when it is late */
+  private probeFrom: number | null = null;
+  private probeLate = Infinity;
   private probeTimer: NodeJS.Timeout | null = null;
   private timer: NodeJS.Timeout;
   /** the seconds a refusal names, beyond a piece of work's mean time */
@@ -238,7 +240,7 @@ export class Admission {
     if (maxQueueMs > 0) this.probe();
     this.timer = setInterval(() => {
       if (maxQueueMs > 0) {
-        const out = this.probeSent === null ? 0 : performance.now() - this.probeSent;
+        const out = Math.max(0, performance.now() - (this.probeFrom ?? this.probeLate));
         const queueMs = Math.max(out, this.probed.n ? this.probed.sum / this.probed.n : 0);
         this.probed = { sum: 0, n: 0 };
         if (queueMs > maxQueueMs) this.limit = Math.min(top, Math.max(MIN_RUNNING, Math.floor(Math.min(this.limit, this.peak) * 0.75)));
@@ -253,14 +255,18 @@ export class Admission {
     }, QUEUE_INTERVAL_MS).unref();
   }
 
-  /** Sends the next probe through libuv's threads and back to this thread. */
+  /** Sends the next probe through libuv's threads and back to this thread. Its wait counts
+   *  from when it went, or from when its timer was late if it was (a thread held by one long
+   *  task delays the timer, not a probe's round trip). */
   private probe() {
-    const sent = (this.probeSent = performance.now());
+    const from = (this.probeFrom = Math.min(performance.now(), this.probeLate));
     stat(PROBE_PATH, () => {
-      this.probed.sum += performance.now() - sent;
+      this.probed.sum += performance.now() - from;
       this.probed.n++;
-      this.probeSent = null;
-      if (!this.closed) this.probeTimer = setTimeout(() => this.probe(), PROBE_MS).unref();
+      this.probeFrom = null;
+      if (this.closed) return;
+      this.probeLate = performance.now() + PROBE_MS + TIMER_SLACK_MS;
+      this.probeTimer = setTimeout(() => this.probe(), PROBE_MS).unref();
     });
   }
 
@@ -305,6 +311,8 @@ const QUEUE_INTERVAL_MS = 100;
 /** How often, at most, the probe goes out, and where (a path every file system has). */
 const PROBE_MS = 10;
 const PROBE_PATH = path.parse(process.cwd()).root;
+/** How late a timer may fire on an idle thread (millisecond granularity). */
+const TIMER_SLACK_MS = 1;
 /** Pieces of work the limit always allows: the threads busy with fewer are busy with something
  *  else (a collection, a hash of a sign-in), which refusing work would not relieve. */
 const MIN_RUNNING = 2;
