@@ -37,7 +37,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { bufferSource } from '../../shared/src/chunk-index.ts';
 import { EDIT_KINDS, Rng, applyEdits } from '../../harness/testdata.ts';
 import { buildDatasets } from '../datasets/build.ts';
@@ -87,7 +87,7 @@ const SERVER = `${O.workers === 1 ? '1 process' : `${O.workers} workers`}, ${O.s
 const SERVER_TAG = `${O.workers > 1 ? `-w${O.workers}` : ''}${O.store === 'minio' ? '-minio' : ''}`;
 if (!APPROACHES.includes(O.approach)) throw new Error(`--approach must be one of ${APPROACHES.join(', ')}`);
 const SHAPING: Shaping | null = O.shaping === '100m' ? { mbps: 100, rttMs: 30 } : O.shaping === 'none' ? null : (() => { throw new Error('--shaping none|100m'); })();
-const OUT = join(ROOT, O.out);
+const OUT = resolve(ROOT, O.out);
 const WORK = join(ROOT, 'bench/tmp/load');
 const command = `npm run load -- ${argv.join(' ')}`;
 
@@ -347,7 +347,7 @@ async function main() {
 }
 
 /** bench/results/load/summary.md from every result file there. */
-function writeSummary(OUT = join(ROOT, O.out)) {
+function writeSummary(OUT = resolve(ROOT, O.out)) {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const docs = readdirSync(OUT).filter((f) => f.endsWith('.json')).sort().map((f) => ({ f, d: JSON.parse(readFileSync(join(OUT, f), 'utf8')) as any }));
   const md = ['# Load: clients one server holds (paper Fig. 16)', ''];
