@@ -17,7 +17,7 @@
  *                   [--find-max] [--p99-bound 1000] [--cpu-limit 80] [--edit 2048] [--size 10485760] [--shaping none|100m]
  *                   [--workers N] [--store local|minio] [--max-sessions N] [--set SETTING=VALUE …] [--out DIR]
  *
- * `--set max-queue-ms=0.5` gives the server a setting (its DSYNC_ variable; repeat for more);
+ * `--set max-load=0.8` gives the server a setting (its DSYNC_ variable; repeat for more);
  * `--out DIR` writes the result file and DIR/summary.md there instead of bench/results/load.
  *   npm run load -- --summary [DIR]   (rewrites DIR/summary.md from the result files there)
  *

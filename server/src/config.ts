@@ -103,10 +103,9 @@ export interface ServerConfig {
    *  one past it is refused as busy (Busy; HTTP 503 with Retry-After) and told when to try
    *  again (guard.ts Admission). 0: no limit */
   maxSessions: number;
-  /** how long ready work may wait for the process' thread and its file-system threads: while
-   *  a probe of both waited longer than this (mean over 100 ms), fewer sessions and file
-   *  requests are admitted, and more while it waits less (guard.ts Admission). 0: no such limit */
-  maxQueueMs: number;
+  /** a new sync session or file request is refused as busy while the process' thread was busy more than this
+   *  share of the last moments (event-loop utilisation; guard.ts Admission). 0 or 1: never */
+  maxLoad: number;
 }
 
 export const DEFAULTS: ServerConfig = {
@@ -152,7 +151,7 @@ export const DEFAULTS: ServerConfig = {
   memoryBudget: 512 << 20,
   maxSessionMemory: 256 << 20,
   maxSessions: 64,
-  maxQueueMs: 1,
+  maxLoad: 0.9,
 };
 
 /** How long /api/health reuses its last look at the store, so that frequent health checks
@@ -204,6 +203,7 @@ export function loadConfig(flags: Record<string, string | boolean>, env = proces
     } else (cfg as any)[key] = String(raw);
   }
   if (!(Number.isSafeInteger(cfg.gcRepackPercent) && cfg.gcRepackPercent >= 1 && cfg.gcRepackPercent <= 100)) throw new Error(`--gc-repack-percent must be a whole number from 1 to 100, got ${cfg.gcRepackPercent}`);
+  if (cfg.maxLoad > 1) throw new Error(`--max-load is a share of the time, from 0 to 1, got ${cfg.maxLoad}`);
   if (cfg.store.startsWith('s3://') && cfg.gcMinAgeMs < S3_MIN_GC_AGE_MS) throw new Error(`--gc-min-age-ms must be at least ${S3_MIN_GC_AGE_MS} on an s3:// store (a request held in the network may land up to 15 minutes late), got ${cfg.gcMinAgeMs}`);
   return cfg;
 }

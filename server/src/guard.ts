@@ -16,8 +16,6 @@ import type { IncomingMessage } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import net from 'node:net';
 import os from 'node:os';
-import { stat } from 'node:fs';
-import path from 'node:path';
 
 /** A Host header: a DNS name or IPv4 address, or a bracketed IPv6 address, then a port. */
 const HOST = /^(?:[a-z0-9-]+(?:\.[a-z0-9-]+)*\.?|\[[0-9a-f:.]+\])(?::\d{1,5})?$/i;
@@ -182,105 +180,44 @@ export class Turns {
 /**
  * Admission of work, all users together, in this process: sync sessions and the file requests
  * that do store work (files-api.ts), each one place. A piece of work runs on the process' one
- * thread and on libuv's threads (the store's file operations and fsyncs, permessage-deflate),
- * and waits on the store and on its client; past what those threads can serve, each admitted
- * piece only waits longer for the others (and holds its memory longer) without more of them
- * finishing per second. So new work is refused (Busy, or 503 with Retry-After, with the seconds
- * to wait) when `limit` pieces already run, and `limit` follows the threads' queue:
- *
- *   - a probe (a stat of the file system's root, every PROBE_MS) goes through both queues, as
- *     a session's file operation does: its time is how long ready work waits there;
- *   - every QUEUE_INTERVAL_MS its mean (or the age of a probe still out, if longer) is compared
- *     with `maxQueueMs`; above it (a queue formed), the limit falls to three quarters of what
- *     ran in that interval (at least MIN_RUNNING), so the work admitted next waits for fewer;
- *   - at or below it, and the limit was reached (work was refused, or as much ran as it
- *     allows), the limit grows by one, up to `max`.
- *
- * Work waiting for its client's bytes (a phone uploading for minutes) or for a store far away
- * queues nowhere: it holds a place but the limit grows past it, so only work that competes for
- * the threads is held back. `max` bounds all admitted work whatever the threads do (memory,
- * sockets, the store's connections).
- *
- * A refusal costs the thread too (a WebSocket handshake and a Hello, ~2 ms, a tenth of a small
- * sync): refused clients coming back every second would take the thread from the admitted
- * work. So the seconds a refusal names follow the refusals: about as many seconds as work was
- * refused per piece admitted in the last seconds (at least a piece of work's mean time, at
- * most MAX_RETRY_S), the time the places take to serve those refused before them.
+ * thread and waits on the store; past what the process can serve, each admitted one would
+ * only take longer (and hold its memory longer) without more of them finishing per second,
+ * until all time out. So new work is refused (Busy, or 503 with Retry-After, with the seconds
+ * to wait) when `max` pieces already run, or when the thread is saturated: busy more than
+ * `maxLoad` of the last moments (event-loop utilisation, sampled every LOAD_SAMPLE_MS) while
+ * MIN_RUNNING or more run. The admitted ones keep near their unloaded speed; the refused ones
+ * come back when a place is likely free. While work mostly waits on a store far away, the
+ * thread is idle and up to `max` run.
  */
 export class Admission {
   running = 0;
-  /** how many pieces of work may run now, MIN_RUNNING..max (or max, if lower) */
-  limit: number;
   /** a running mean of a piece of work's wall time, ms */
   private meanMs = 0;
-  /** the most pieces of work running at once in this interval, and whether the limit was reached */
-  private peak = 0;
-  private reached = false;
-  /** the probes' times in this interval, and when the probe out now left (null: none out) */
-  private probed = { sum: 0, n: 0 };
-  /** the probe out now: when its wait counts from (null: none out); the next: when it is late */
-  private probeFrom: number | null = null;
-  private probeLate = Infinity;
-  private probeTimer: NodeJS.Timeout | null = null;
-  private timer: NodeJS.Timeout;
-  /** the seconds a refusal names, beyond a piece of work's mean time */
-  private retryS = 1;
-  /** work admitted and refused since the last look at them, and the ticks until the next */
-  private admitted = 0;
-  private refused = 0;
-  private ticks = 0;
-  private closed = false;
+  /** the thread's recent utilisation, 0..1 */
+  private load = 0;
+  private timer: NodeJS.Timeout | null = null;
 
   constructor(
     readonly max: number,
-    readonly maxQueueMs: number,
+    readonly maxLoad: number,
   ) {
-    const top = max > 0 ? max : Infinity;
-    this.limit = top;
-    if (maxQueueMs > 0) this.probe();
-    this.timer = setInterval(() => {
-      if (maxQueueMs > 0) {
-        const out = Math.max(0, performance.now() - (this.probeFrom ?? this.probeLate));
-        const queueMs = Math.max(out, this.probed.n ? this.probed.sum / this.probed.n : 0);
-        this.probed = { sum: 0, n: 0 };
-        if (queueMs > maxQueueMs) this.limit = Math.min(top, Math.max(MIN_RUNNING, Math.floor(Math.min(this.limit, this.peak) * 0.75)));
-        else if (this.reached) this.limit = Math.min(top, this.limit + 1);
-        this.peak = this.running;
-        this.reached = this.running >= this.limit;
-      }
-      if (++this.ticks < 1000 / QUEUE_INTERVAL_MS) return;
-      // (the mean with the last: one second's burst moves it halfway)
-      this.retryS = (this.retryS + Math.min(MAX_RETRY_S, Math.max(1, this.refused / Math.max(1, this.admitted)))) / 2;
-      this.ticks = this.admitted = this.refused = 0;
-    }, QUEUE_INTERVAL_MS).unref();
-  }
-
-  /** Sends the next probe through libuv's threads and back to this thread. Its wait counts
-   *  from when it went, or from when its timer was late if it was (a thread held by one long
-   *  task delays the timer, not a probe's round trip). */
-  private probe() {
-    const from = (this.probeFrom = Math.min(performance.now(), this.probeLate));
-    stat(PROBE_PATH, () => {
-      this.probed.sum += performance.now() - from;
-      this.probed.n++;
-      this.probeFrom = null;
-      if (this.closed) return;
-      this.probeLate = performance.now() + PROBE_MS + TIMER_SLACK_MS;
-      this.probeTimer = setTimeout(() => this.probe(), PROBE_MS).unref();
-    });
+    if (maxLoad > 0 && maxLoad < 1) {
+      let last = performance.eventLoopUtilization();
+      this.timer = setInterval(() => {
+        const now = performance.eventLoopUtilization();
+        // half the weight on the last sample: a burst of work counts at once, a pause soon
+        this.load = (this.load + performance.eventLoopUtilization(now, last).utilization) / 2;
+        last = now;
+      }, LOAD_SAMPLE_MS).unref();
+    }
   }
 
   /** A place for new work (its end, idempotent), or the whole seconds to wait. */
   enter(): (() => void) | number {
-    if (this.running >= this.limit) {
-      this.reached = true;
-      this.refused++;
-      return this.retryAfterS();
-    }
+    const full = this.max > 0 && this.running >= this.max;
+    const saturated = this.timer !== null && this.running >= MIN_RUNNING && this.load > this.maxLoad;
+    if (full || saturated) return this.retryAfterS();
     this.running++;
-    this.admitted++;
-    this.peak = Math.max(this.peak, this.running);
-    if (this.running >= this.limit) this.reached = true;
     const t0 = performance.now();
     let ended = false;
     return () => {
@@ -291,30 +228,20 @@ export class Admission {
     };
   }
 
-  /** When a place is likely free again, in whole seconds: the mean time of a piece of work, or
-   *  longer while more is refused than admitted; 1 to MAX_RETRY_S. Refused clients wait this
-   *  long and more (each adds its own share of jitter). */
+  /** When a place is likely free again: the mean time of a piece of work, in whole seconds, at least 1.
+   *  Refused clients wait this long and more (each adds its own share of jitter). */
   retryAfterS(): number {
-    return Math.min(MAX_RETRY_S, Math.max(1, Math.ceil(this.meanMs / 1000), Math.round(this.retryS)));
+    return Math.min(60, Math.max(1, Math.ceil(this.meanMs / 1000)));
   }
 
   close() {
-    this.closed = true;
-    clearInterval(this.timer);
-    if (this.probeTimer) clearTimeout(this.probeTimer);
+    if (this.timer) clearInterval(this.timer);
   }
 }
-/** The longest wait a refusal names. */
-const MAX_RETRY_S = 60;
-/** How often Admission looks at the queue and moves its limit. */
-const QUEUE_INTERVAL_MS = 100;
-/** How often, at most, the probe goes out, and where (a path every file system has). */
-const PROBE_MS = 10;
-const PROBE_PATH = path.parse(process.cwd()).root;
-/** How late a timer may fire on an idle thread (millisecond granularity). */
-const TIMER_SLACK_MS = 1;
-/** Pieces of work the limit always allows: the threads busy with fewer are busy with something
- *  else (a collection, a hash of a sign-in), which refusing work would not relieve. */
+/** How often Admission samples the thread's utilisation. */
+const LOAD_SAMPLE_MS = 50;
+/** Pieces of work that run whatever the thread's load: a busy thread with fewer is busy with
+ *  something else (a collection, a hash of a sign-in), which refusing work would not relieve. */
 const MIN_RUNNING = 2;
 
 function bump(m: Map<string, number>, k: string, d: number) {

@@ -137,9 +137,9 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
   const turn = turns ? (user: string, work: 'sync' | 'files') => turns.take(`${work} ${user}`) : undefined;
   const budget = new MemoryBudget(cfg.memoryBudget, cfg.maxSessionMemory);
   // sync sessions and file requests at work at once, all users together: past --max-sessions,
-  // or past what the process serves without a queue (--max-queue-ms), a new one is refused
-  // as busy (docs/deploy.md says which requests count and why)
-  const admission = new Admission(cfg.maxSessions, cfg.maxQueueMs);
+  // or with the thread saturated (--max-load), a new one is refused as busy (docs/deploy.md
+  // says which requests count and why)
+  const admission = new Admission(cfg.maxSessions, cfg.maxLoad);
   // each open sync WebSocket, and whether it is in a session (between its start and end hooks)
   const open = new Map<import('ws').WebSocket, { busy: boolean }>();
   let closing = false;
