@@ -351,16 +351,25 @@ test('SIGKILL trials at random points of gc and of commits lose no byte of a kep
   }
 });
 
+/** Pushes a 3 MB file and a dozen versions of it, each cut by 150 KB; returns the last (and
+ *  the edits' generator, for more). With
+ *  every version but the latest removed, the first version's segments are mostly dead (a
+ *  version stores only the bytes its push sent). */
+async function pushCuts(s: Awaited<ReturnType<typeof testServer>>, name: string, seed: number, fileSeed: number): Promise<{ cur: Uint8Array; r: Rng }> {
+  const r = new Rng(seed);
+  let cur = fastRandomBytes(fileSeed, 3_000_000);
+  await pushBytes(s, name, cur);
+  for (let k = 0; k < 12; k++) {
+    cur = applyEdits(cur, r, { kind: 'cut', total: 150_000, maxFragment: 30_000 });
+    await pushBytes(s, name, cur);
+  }
+  return { cur, r };
+}
+
 test("a file's segments share its family, its pushes' and a repack's (one listing asks their stamps on S3)", async () => {
   const s = await testServer({ 'gc-interval-ms': '0' });
   try {
-    const r = new Rng(33);
-    let cur = fastRandomBytes(6, 3_000_000);
-    await pushBytes(s, 'fam.bin', cur);
-    for (let k = 0; k < 12; k++) {
-      cur = applyEdits(cur, r, { kind: 'cut', total: 150_000, maxFragment: 30_000 });
-      await pushBytes(s, 'fam.bin', cur);
-    }
+    const { cur } = await pushCuts(s, 'fam.bin', 33, 6);
     const store = await s.storeOf('local');
     const family = segmentFamily('local', 'fam.bin');
     const latest = await store.latest('fam.bin');
@@ -384,15 +393,8 @@ test('a collector SIGKILLed at each step of a repack: no kept version lost or re
     let child: ChildProcess | null = null;
     try {
       // a file cut a dozen times, every version but the latest removed: the segments of the
-      // first version are mostly dead (a version stores only the bytes its push sent, so only
-      // bytes no kept version holds any longer are dead)
-      const r = new Rng(31);
-      let cur = fastRandomBytes(4, 3_000_000);
-      await pushBytes(s, 'f.bin', cur);
-      for (let k = 0; k < 12; k++) {
-        cur = applyEdits(cur, r, { kind: 'cut', total: 150_000, maxFragment: 30_000 });
-        await pushBytes(s, 'f.bin', cur);
-      }
+      // first version are mostly dead
+      const { cur, r } = await pushCuts(s, 'f.bin', 31, 4);
       const store = await s.storeOf('local');
       const latest = await store.latest('f.bin');
       for (const v of await store.versionNumbers('f.bin')) if (v !== latest) await store.remove('f.bin', v);

@@ -102,15 +102,19 @@ export class VersionSource implements Source {
     // piece of the segment the previous sync wrote)
     const steps: [number, number][] = [];
     for (const [from, to] of spans) for (let o = from; o < to; o += STEP) steps.push([o, Math.min(STEP, to - o)]);
-    const plan = this.plan(steps.flatMap(([o, n]) => this.slice(...this.widen(o, n))), PLAN_BYTES);
+    const plan = this.plan(
+      steps.flatMap(([o, n]) => {
+        const [c0, c1] = this.chunksOf(o, n);
+        return this.slice(this.chunkStarts[c0], this.chunkStarts[c1] - this.chunkStarts[c0]);
+      }),
+      PLAN_BYTES,
+    );
     for (const [o, n] of steps) await this.readChecked(o, n, undefined, true, plan);
   }
 
-  /** [offset, offset + length) widened to whole chunks, as [from, length]. */
-  private widen(offset: number, length: number): [number, number] {
-    const c0 = findStart(this.chunkStarts, offset);
-    const c1 = findStart(this.chunkStarts, offset + length - 1) + 1;
-    return [this.chunkStarts[c0], this.chunkStarts[c1] - this.chunkStarts[c0]];
+  /** The chunks [c0, c1) holding bytes [offset, offset + length) (length > 0). */
+  private chunksOf(offset: number, length: number): [number, number] {
+    return [findStart(this.chunkStarts, offset), findStart(this.chunkStarts, offset + length - 1) + 1];
   }
 
   /** Ranged reads for `pieces`: per segment, the stretch from its first piece to its last,
@@ -160,8 +164,7 @@ export class VersionSource implements Source {
     length = Math.max(0, Math.min(length, this.size - offset));
     if (length === 0) return new Uint8Array(0);
     // widen to whole chunks, read, verify, hand out the asked part
-    const c0 = findStart(this.chunkStarts, offset);
-    const c1 = findStart(this.chunkStarts, offset + length - 1) + 1;
+    const [c0, c1] = this.chunksOf(offset, length);
     const from = this.chunkStarts[c0];
     const { bytes: whole, stamped } = await this.readRaw(from, this.chunkStarts[c1] - from, fromStore, plan);
     const H = hashLength(this.index.algo);
