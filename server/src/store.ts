@@ -284,17 +284,38 @@ export class Store {
   }
 
   /**
-   * Opens a version to build on, verified whole first (read, or a stamp per segment showing it
+   * Opens a version to build on, verified whole (read, or a stamp per segment showing it
    * unchanged since this process read it: docs/store.md §9), so that a damaged version is
    * found before anything is built on it. Damage is thrown (a `DamageError`); the caller
    * decides. `asked: false` (a push's basis): what this process verified before counts without
    * asking the segments' stamps, since the push's commit verifies every stretch it copies, after
    * every read (damage found only there fails the push, which the client sends again, §4).
+   * `meanwhile` (a push's basis): the verification runs while the session does (`verified`,
+   * which the commit awaits; `close` stops it), except for a version a read of this process
+   * found damaged, verified first (§4 step 0).
    */
-  async openBasis(name: string, version: number, head?: FileHead | null, o: { asked?: boolean } = {}): Promise<{ source: VersionSource; close: () => Promise<void> }> {
-    const opened = await this.open(name, version, head, true);
-    await opened.source.verify([{ offset: 0, length: opened.source.size }], o.asked ?? true);
-    return opened;
+  async openBasis(name: string, version: number, head?: FileHead | null, o: { asked?: boolean; meanwhile?: boolean } = {}): Promise<{ source: VersionSource; verified: Promise<void>; close: () => Promise<void> }> {
+    const { source } = await this.open(name, version, head, true);
+    const whole = [{ offset: 0, length: source.size }];
+    const stop = new AbortController();
+    const verify = async () => {
+      await source.verify(whole, o.asked ?? true, stop.signal);
+      this.repo.verified.noteWhole(source.id!);
+    };
+    if (!o.meanwhile || this.repo.verified.foundDamaged(source.id!)) {
+      await verify();
+      return { source, verified: Promise.resolve(), close: async () => {} };
+    }
+    const verified = verify();
+    verified.catch(() => {}); // (awaited by the commit, or by close)
+    return {
+      source,
+      verified,
+      close: async () => {
+        stop.abort();
+        await verified.catch(() => {});
+      },
+    };
   }
 
   /** The bytes of a version, in verified pieces of up to `piece` bytes. */

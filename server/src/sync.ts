@@ -33,13 +33,15 @@ async function indexFor(store: Store, cfg: ServerConfig, hello: Hello, name: str
   return chunkSource(source, hello.params, hello.algo);
 }
 
-/** A stored version to build on, verified (Store.openBasis); a known version that is not
- *  stored is UnknownBasis. A damaged version is no basis: a damaged latest one is none (null:
- *  the push sends everything, and stores a good version), a damaged known one is UnknownBasis
- *  (the client forgets it and pushes again without). */
+/** A stored version to build on, verified while the session runs (Store.openBasis
+ *  `meanwhile`: the Match Tokens need only its index; the commit waits for the verification)
+ *  or, when this process found damage in it before, first; a known version that is not stored
+ *  is UnknownBasis. A damaged version is no basis: a damaged latest one is none (null: the push
+ *  sends everything, and stores a good version), a damaged known one is UnknownBasis (the
+ *  client forgets it and pushes again without). */
 async function knownOrLatest(store: Store, name: string, version: number, known: boolean, head: FileHead | null) {
   try {
-    return await store.openBasis(name, version, head, { asked: false });
+    return await store.openBasis(name, version, head, { asked: false, meanwhile: true });
   } catch (e) {
     if (known && e instanceof ProtocolError && e.code === ErrorCode.NotFound) throw new ProtocolError(ErrorCode.UnknownBasis, `${name} has no version ${version}`);
     if (known && e instanceof DamageError) throw new ProtocolError(ErrorCode.UnknownBasis, `version ${version} of ${name} is damaged on the store: push without it`);
@@ -249,7 +251,7 @@ async function oneSession(s: SessionContext): Promise<Ended> {
         await conn.send({ type: Msg.Ready, version: basisVersion, size: opened?.source.size ?? 0, maxMessage: cfg.maxMessage });
         let similarTo: string | undefined;
         const basis = opened
-          ? { index: knownIndex || (await indexFor(store, cfg, hello, name, latest, opened.source, head)), source: opened.source }
+          ? { index: knownIndex || (await indexFor(store, cfg, hello, name, latest, opened.source, head)), source: opened.source, verified: opened.verified }
           : async (target: { fastfps: Uint32Array }) => {
               const like = await store.similar(target.fastfps);
               if (!like) return null;
@@ -278,10 +280,10 @@ async function oneSession(s: SessionContext): Promise<Ended> {
           known: !!known,
           reserve,
         }).catch((e) => {
-          // damage of the basis found by a read or the commit's verification (the basis was
-          // opened trusting what this process verified before): nothing was stored; the
-          // client pushes again, and the next session finds the damage when it opens the basis
-          // (this process forgot what it had verified of the damaged segment)
+          // damage of the basis found by its verification, a read or the commit's verification:
+          // nothing was stored; the client pushes again, and the next session through this
+          // process verifies the basis before building on it (the read noted it damaged) and
+          // finds the damage there
           if (e instanceof DamageError && opened && e.version === opened.source.id) throw new ProtocolError(ErrorCode.UnknownBasis, `${e.message}; the version this push builds on is damaged on the store: push again without it`);
           throw e;
         });

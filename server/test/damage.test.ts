@@ -17,6 +17,7 @@ import { runCheck } from '../src/store/check.ts';
 import { segmentKey } from '../src/store/keys.ts';
 import { RACY_FINE_MS, RACY_MS, localBackend } from '../src/store/local.ts';
 import { Repo } from '../src/store/repo.ts';
+import { Store } from '../src/store.ts';
 import { s3Backend } from '../src/store/s3.ts';
 import { pullBytes, pushBytes } from '../../harness/helpers.ts';
 import { type S3Server, startMinio } from '../../harness/minio.ts';
@@ -254,6 +255,70 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
         assert.equal((await pushBytes(s, 'mid.bin', v1)).version, 3);
         await assertGood(s, place, 'mid.bin', 3, v1);
       } finally {
+        await s.close();
+        await place.cleanup();
+      }
+    });
+
+    test('a push basis verified while its session runs: damage found there is its error, and the process verifies that version first from then on', async () => {
+      const place = make();
+      let s = await serve(place);
+      try {
+        const v1 = fastRandomBytes(38, 3_000_000);
+        await pushBytes(s, 'bg.bin', v1);
+        await s.close();
+        await place.flip(segmentKey(await firstSegment(s, 'bg.bin', 1)), 2_000_000);
+        // a fresh process: nothing of version 1 verified, so the whole of it is read
+        s = await serve(place);
+        const opened = await s.store.openBasis('bg.bin', 1, undefined, { asked: false, meanwhile: true });
+        await assert.rejects(opened.verified, /damaged store: bg\.bin version 1, chunk \d+/);
+        await opened.close();
+        // noted damaged: the next open verifies before it returns, so the version is no basis
+        await assert.rejects(s.store.openBasis('bg.bin', 1, undefined, { asked: false, meanwhile: true }), /damaged store: bg\.bin version 1/);
+        // and a push of an edit ends in a good version, sent whole
+        const edit = applyEdits(v1, new Rng(38), { kind: 'insert', total: 1000 });
+        const rep = await pushBytes(s, 'bg.bin', edit);
+        assert.equal(rep.version, 2);
+        assert.ok(rep.literalBytes >= edit.length - 100_000, `the damaged version was no basis: ${rep.literalBytes} bytes sent`);
+        await assertGood(s, place, 'bg.bin', 2, edit);
+      } finally {
+        await s.close();
+        await place.cleanup();
+      }
+    });
+
+    test('a basis verified meanwhile stops reading when its session closes it', async () => {
+      const place = make();
+      const s = await serve(place);
+      const real = await place.open();
+      try {
+        await pushBytes(s, 'long.bin', fastRandomBytes(39, 20_000_000));
+        // a fresh process over a store whose reads take 100 ms each: the verification reads the
+        // 20 MB in five steps of 4 MiB
+        let reads = 0;
+        const slow = new Proxy(real, {
+          get(t, p) {
+            if (p === 'getStamped') {
+              return async (key: string, range?: { offset: number; length: number }) => {
+                reads++;
+                await sleep(100);
+                return t.getStamped(key, range);
+              };
+            }
+            const v = Reflect.get(t, p, t);
+            return typeof v === 'function' ? v.bind(t) : v;
+          },
+        });
+        const store = new Store(new Repo(slow), 'local');
+        const opened = await store.openBasis('long.bin', 1, undefined, { asked: false, meanwhile: true });
+        await opened.close();
+        const atClose = reads;
+        await assert.rejects(opened.verified, { name: 'AbortError' });
+        await sleep(500);
+        assert.equal(reads, atClose, 'no read after the close');
+        assert.ok(atClose <= 2, `the verification stopped at its first step (${atClose} reads)`);
+      } finally {
+        await real.close();
         await s.close();
         await place.cleanup();
       }

@@ -419,6 +419,7 @@ class Receiver {
     if (!equalBytes(index.root, this.root!)) {
       throw new ProtocolError(ErrorCode.VerifyFailed, 'the rebuilt file does not match the sender\'s root hash; nothing was stored');
     }
+    await this.basis?.verified;
     const version = await this.sink!.commit(index);
     const extra = this.opts.resultExtra?.() ?? { micros: 0, wireIn: 0, wireOut: 0 };
     await this.conn.send({ type: Msg.Result, version, size: index.size, root: index.root, ...extra });

@@ -111,6 +111,9 @@ export interface ReceiveOutcome {
 export interface Basis {
   index: ChunkIndex;
   source: Source;
+  /** the basis' bytes being verified while the session runs (a server's stored version):
+   *  the commit waits for it, and fails with its error */
+  verified?: Promise<void>;
 }
 
 /** A basis given up front, none (null: everything is sent), or chosen once the whole

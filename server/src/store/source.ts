@@ -50,9 +50,9 @@ export class VersionSource implements Source {
    * everything else is read and verified. `recheck` false trusts the ranges noted without
    * asking for stamps (one pass of `check`, which notes its own; a push's basis, whose
    * commit verifies what it copies). Throws on damage, and forgets what was verified of a
-   * segment whose stamp changed or whose bytes are damaged.
+   * segment whose stamp changed or whose bytes are damaged. `signal` stops it between reads.
    */
-  async verify(ranges: { offset: number; length: number }[], recheck = true): Promise<void> {
+  async verify(ranges: { offset: number; length: number }[], recheck = true, signal?: AbortSignal): Promise<void> {
     const STEP = 4 << 20;
     const pieces = ranges.flatMap((r) => this.slice(r.offset, r.length));
     const bySegment = new Map<string, Piece[]>();
@@ -109,7 +109,10 @@ export class VersionSource implements Source {
       }),
       PLAN_BYTES,
     );
-    for (const [o, n] of steps) await this.readChecked(o, n, undefined, true, plan);
+    for (const [o, n] of steps) {
+      signal?.throwIfAborted();
+      await this.readChecked(o, n, undefined, true, plan);
+    }
   }
 
   /** The chunks [c0, c1) holding bytes [offset, offset + length) (length > 0). */
@@ -176,7 +179,7 @@ export class VersionSource implements Source {
       for (const { p } of stamped) this.verified?.forget(p.segment);
       let k = 0;
       while (k < c1 - c0 && equal(got.subarray(k * H, (k + 1) * H), want.subarray(k * H, (k + 1) * H))) k++;
-      throw new DamageError(`damaged store: ${this.what}, chunk ${c0 + k} (bytes ${this.chunkStarts[c0 + k]}..${this.chunkStarts[c0 + k + 1]}) does not match its hash`, false, this.id);
+      throw this.damage(new DamageError(`damaged store: ${this.what}, chunk ${c0 + k} (bytes ${this.chunkStarts[c0 + k]}..${this.chunkStarts[c0 + k + 1]}) does not match its hash`, false, this.id));
     }
     if (this.verified) for (const { p, stamp } of stamped) this.verified.add(p.segment, stamp, p.offset, p.offset + p.length);
     const part = whole.subarray(offset - from, offset - from + length);
@@ -228,11 +231,17 @@ export class VersionSource implements Source {
     try {
       got = await this.backend.getStamped(segmentKey(p.segment), { offset: p.offset, length: p.length });
     } catch (e) {
-      if (e instanceof NotFoundError) throw new DamageError(`damaged store: ${this.what}, segment ${p.segment} is missing`, true, this.id);
+      if (e instanceof NotFoundError) throw this.damage(new DamageError(`damaged store: ${this.what}, segment ${p.segment} is missing`, true, this.id));
       throw e;
     }
-    if (got.body.length !== p.length) throw new DamageError(`damaged store: ${this.what}, segment ${p.segment} is shorter than its layout says`, false, this.id);
+    if (got.body.length !== p.length) throw this.damage(new DamageError(`damaged store: ${this.what}, segment ${p.segment} is shorter than its layout says`, false, this.id));
     return got;
+  }
+
+  /** Notes the damage found in this version (VerifiedRanges.noteDamaged) and returns it. */
+  private damage(e: DamageError): DamageError {
+    if (this.id) this.verified?.noteDamaged(this.id);
+    return e;
   }
 }
 

@@ -7,10 +7,31 @@
  * segments go.
  */
 const MAX_SEGMENTS = 4096;
+/** Versions found damaged that are remembered (oldest forgotten first). */
+const MAX_DAMAGED = 1024;
 
 export class VerifiedRanges {
   /** per segment: the stamp, and sorted, disjoint [start, end) ranges verified under it */
   private segments = new Map<string, { stamp: string | null; ranges: [number, number][] }>();
+  /** versions (index ids) a read of this process found damaged, until one verifies whole */
+  private damaged = new Set<string>();
+
+  /** Notes that a read of `version` (its index id) found damage. */
+  noteDamaged(version: string) {
+    this.damaged.delete(version);
+    this.damaged.add(version);
+    if (this.damaged.size > MAX_DAMAGED) this.damaged.delete(this.damaged.values().next().value!);
+  }
+
+  /** Notes that `version` verified whole: whatever was damaged in it is good again. */
+  noteWhole(version: string) {
+    this.damaged.delete(version);
+  }
+
+  /** Whether a read of `version` found damage since it last verified whole. */
+  foundDamaged(version: string): boolean {
+    return this.damaged.has(version);
+  }
 
   /** Notes [start, end) of `segment` verified, read under `stamp` (null: none could be had;
    *  a new stamp drops what was verified under another). */
