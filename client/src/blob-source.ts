@@ -11,7 +11,8 @@
  * stream, opened where they start, that skips the bytes between them: one pipe instead of a
  * round trip per stretch.
  */
-import type { Source } from '../../shared/src/chunk-index.ts';
+import { READ_SLICE, type Source } from '../../shared/src/chunk-index.ts';
+import { PASS_LEAD } from '../../shared/src/limits.ts';
 
 /** A read at offset 0 at least this long starts a stream (a pass over the whole file). */
 const STREAM_MIN = 1 << 20;
@@ -61,6 +62,11 @@ class StreamReads {
   /** whether a read of `length` at `offset` is the stream's (it continues it, or starts one) */
   takes(offset: number, length: number): boolean {
     return !this.busy && !this.broken && ((this.reader !== null && offset === this.pos) || (offset === 0 && length >= STREAM_MIN));
+  }
+
+  /** where the stream has read to */
+  get at(): number {
+    return this.pos;
   }
 
   /** whether the stream can serve reads (none stalled or failed to open) */
@@ -169,6 +175,63 @@ class StreamReads {
   }
 }
 
+/** The pass's last bytes kept for reads behind it (`Recent`): as far as the sender lets the
+ *  list run ahead of them (PASS_LEAD), plus the slices the pass reads ahead of the list. */
+export const RECENT_BYTES = PASS_LEAD + 2 * READ_SLICE;
+
+/**
+ * The last `max` bytes the pass read, in a ring, kept once a read the ring could serve is asked
+ * for while the pass runs (a sender refining Delta chunks against the receiver's Basis
+ * Checksums reads them: otherwise a round trip to the browser process each, thousands on a
+ * scattered edit). The sender keeps the list within PASS_LEAD of its Delta Bytes and its Match
+ * Tokens (sender.ts `ahead`), so such reads fall within the ring (bench/results/page-vs-cli.md).
+ * The bytes are the ones the pass read and hashed; a file changed since fails where the socket
+ * reads its Delta Runs, or at the receiver's check of every chunk's hash.
+ */
+export class Recent {
+  /** file bytes [end - held, end), each at its offset modulo the ring's size */
+  private ring: Uint8Array | null = null;
+  private end = 0;
+  private held = 0;
+  /** whether slices are kept (from the first read the window could serve) */
+  private on = false;
+
+  constructor(private readonly max: number) {}
+
+  /** Keeps a copy of the pass's slice at `offset` (the pass hands its buffers on), once on. */
+  keep(offset: number, bytes: Uint8Array): void {
+    if (!this.on || !this.max) return;
+    if (offset !== this.end) this.held = 0; // a new pass
+    this.ring ??= new Uint8Array(this.max);
+    const from = bytes.length > this.max ? bytes.subarray(bytes.length - this.max) : bytes;
+    const at = (offset + bytes.length - from.length) % this.max;
+    const first = Math.min(from.length, this.max - at);
+    this.ring.set(from.subarray(0, first), at);
+    this.ring.set(from.subarray(first), 0);
+    this.end = offset + bytes.length;
+    this.held = Math.min(this.max, this.held + bytes.length);
+  }
+
+  /** Whether bytes [offset, offset + length) are kept; turns keeping on. */
+  holds(offset: number, length: number): boolean {
+    this.on = true;
+    return offset >= this.end - this.held && offset + length <= this.end;
+  }
+
+  /** Bytes [offset, offset + length) if kept (into `into` when it is long enough), else null;
+   *  turns keeping on. */
+  read(offset: number, length: number, into?: Uint8Array): Uint8Array | null {
+    if (!this.holds(offset, length)) return null;
+    const out = into && into.length >= length ? into.subarray(0, length) : new Uint8Array(length);
+    if (!length) return out;
+    const at = offset % this.max;
+    const first = Math.min(length, this.max - at);
+    out.set(this.ring!.subarray(at, at + first));
+    out.set(this.ring!.subarray(0, length - first), first);
+    return out;
+  }
+}
+
 export interface BlobSourceOptions {
   /** hashes a run of chunks off this thread, handed the run's bytes (hash-pool.ts) */
   hashRun?: (offset: number, lengths: Uint32Array, algo: number, pieces: Uint8Array[]) => Promise<Uint8Array>;
@@ -192,6 +255,7 @@ export function blobSource(file: Blob, o: BlobSourceOptions = {}): Source {
   // reads near one another (not the pass's), one at a time in the order they are asked for
   const near = streams ? new StreamReads(blob, NEAR_GAP, NEAR_CHECK_EVERY) : null;
   let nearQueue: Promise<unknown> = Promise.resolve();
+  const recent = pass ? new Recent(Math.min(RECENT_BYTES, size)) : null;
   /** where the last read that was not the pass's ends (-1: none yet), and the average gap
    *  before such reads (a read that does not follow counts as NEAR_GAP) */
   let lastEnd = -1;
@@ -212,11 +276,18 @@ export function blobSource(file: Blob, o: BlobSourceOptions = {}): Source {
       onRead?.(offset + length);
       return blob.slice(offset, offset + length);
     },
+    // (the pass's last bytes are kept once such reads come while it runs: a sample read
+    // before it keeps nothing)
+    holds: (offset, length) => !!pass?.at && recent!.holds(offset, length),
     read: async (offset, length, into) => {
       check?.();
       let bytes: Uint8Array | null = null;
-      if (pass?.takes(offset, length)) bytes = await pass.read(offset, length).catch(() => null);
-      else {
+      if (pass?.takes(offset, length)) {
+        bytes = await pass.read(offset, length).catch(() => null);
+        if (bytes) recent!.keep(offset, bytes);
+      } else if (pass?.at && (bytes = recent!.read(offset, length, into))) {
+        // (served from the pass's last slices)
+      } else {
         const follows = lastEnd >= 0 && offset >= lastEnd && offset - lastEnd <= NEAR_GAP;
         gap += ((follows ? offset - lastEnd : NEAR_GAP) - gap) * DENSE_WEIGHT;
         lastEnd = offset + length;

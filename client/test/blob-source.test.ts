@@ -9,11 +9,14 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 import '../../shared/src/wasm.ts';
-import { chunkSource } from '../../shared/src/chunk-index.ts';
+import { READ_SLICE, chunkSource } from '../../shared/src/chunk-index.ts';
 import { fileSource } from '../../shared/src/file-source.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
-import { fastRandomBytes } from '../../harness/testdata.ts';
-import { DENSE_GAP, NEAR_GAP, STREAM_STALL_MS, blobSource } from '../src/blob-source.ts';
+import WebSocket from 'ws';
+import { push } from '../../shared/src/sync-client.ts';
+import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
+import { testServer } from '../../harness/helpers.ts';
+import { DENSE_GAP, NEAR_GAP, RECENT_BYTES, STREAM_STALL_MS, blobSource } from '../src/blob-source.ts';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'dsync-blob-source-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -164,4 +167,76 @@ test('a stream that delivers nothing is given up after STREAM_STALL_MS: the read
   assert.deepEqual(await source.read(0, bytes.length), bytes);
   assert.ok(performance.now() - t1 < STREAM_STALL_MS / 2);
   assert.equal(streams, 1);
+});
+
+test("the pass's last RECENT_BYTES serve reads behind it from memory once one is asked for while it runs; older ones are slices", async () => {
+  const bytes = fastRandomBytes(11, RECENT_BYTES + (13 << 20) + 777);
+  const file = path.join(dir, 'recent.bin');
+  writeFileSync(file, bytes);
+  const source = blobSource(await openAsBlob(file));
+  // a sample read before the pass keeps nothing
+  assert.equal(source.holds!(0, 1000), false);
+  assert.deepEqual(await source.read(5000, 100), bytes.subarray(5000, 5100));
+  // the pass, as chunking reads it; a read behind it is asked for after its first slice
+  await source.read(0, READ_SLICE);
+  assert.equal(source.holds!(100, 1000), false, 'the slice before the first such read is not kept');
+  for (let at = READ_SLICE; at < bytes.length; at += READ_SLICE) await source.read(at, Math.min(READ_SLICE, bytes.length - at));
+  const from = bytes.length - RECENT_BYTES;
+  const rng = new Rng(11);
+  // reads anywhere in the last RECENT_BYTES, across the ring's end too, come from memory
+  const ringEnd = from + (RECENT_BYTES - (from % RECENT_BYTES));
+  const cases = [[from, 1000], [bytes.length - 10, 10], [ringEnd - 500, 1000], [from, RECENT_BYTES]];
+  for (let k = 0; k < 200; k++) {
+    const length = 1 + rng.int(200_000);
+    cases.push([from + rng.int(RECENT_BYTES - length), length]);
+  }
+  const { sizes } = await readsOf(async () => {
+    for (const [offset, length] of cases) {
+      assert.equal(source.holds!(offset, length), true, `holds ${offset} +${length}`);
+      const into = new Uint8Array(length + 7);
+      assert.deepEqual(await source.read(offset, length, into), bytes.subarray(offset, offset + length), `read ${offset} +${length}`);
+    }
+  });
+  assert.deepEqual(sizes, [], 'no slice read');
+  // older bytes are not held, and are read as slices
+  assert.equal(source.holds!(from - 1, 100), false);
+  const old = await readsOf(() => source.read(from - 1, 100));
+  assert.deepEqual(old.value, bytes.subarray(from - 1, from + 99));
+  assert.deepEqual(old.sizes, [100]);
+});
+
+test('a push from a Blob source completes where its list is held back for the ring: an unchanged file (one long run) and scattered edits, refined from memory', async () => {
+  const server = await testServer();
+  try {
+    const v1 = fastRandomBytes(12, 80 << 20);
+    const file = path.join(dir, 'held.bin');
+    const pushOf = async (content: Uint8Array) => {
+      writeFileSync(file, content);
+      const source = blobSource(await openAsBlob(file));
+      // the sender's reads (not the pass's, which go in READ_SLICE steps from the start) of
+      // bytes the source does not hold: each a slice read
+      const missed: number[] = [];
+      const read = source.read;
+      source.read = (offset, length, into) => {
+        if (offset % READ_SLICE && !source.holds!(offset, length)) missed.push(offset);
+        return read(offset, length, into);
+      };
+      return { value: await push(source, { url: server.wsUrl, name: 'held.bin', WebSocket: WebSocket as any }), missed };
+    };
+    assert.equal((await pushOf(v1)).value.version, 1);
+    // the same bytes: the Match Tokens' frontier stays at the start of the one run until the
+    // list ends, so a list held back for it would wait forever
+    assert.equal((await pushOf(v1)).value.version, 1);
+    // edits of up to 256 bytes, ~470 over the file: short runs of lacking chunks, each refined
+    // against the receiver's Basis Checksums from the bytes the pass kept
+    const v2 = applyEdits(v1, new Rng(12), { kind: 'inverse', total: 60_000, placement: [1 / 3, 1 / 3, 1 / 3] });
+    const { value: r, missed } = await pushOf(v2);
+    assert.equal(r.version, 2);
+    assert.ok(Buffer.from(await server.stored('held.bin', 2)).equals(v2));
+    assert.ok(r.refinedBytes > 1_000_000, `refined ${r.refinedBytes}`);
+    // (the samples that decide on deflate, read before the pass, are 8)
+    assert.ok(missed.length <= 8 + 2, `${missed.length} reads of bytes not held: ${missed.slice(0, 20)}`);
+  } finally {
+    await server.stop();
+  }
 });

@@ -23,6 +23,10 @@ export interface Source {
   /** `length` bytes at `offset` as a Blob the socket reads itself (a browser's File): the
    *  sender then sends Delta Runs of such slices instead of reading the bytes. */
   blobSlice?(offset: number, length: number): Blob;
+  /** Whether a read of `length` bytes at `offset` is answered without a round trip to another
+   *  process (a source that can slice: what it keeps of the bytes it read last); absent: every
+   *  read is. */
+  holds?(offset: number, length: number): boolean;
 }
 
 export interface ChunkIndex {

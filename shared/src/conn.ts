@@ -86,6 +86,9 @@ function part(type: number): keyof Omit<Traffic, 'total'> {
 /** Delta frame buffers are taken at least this large: a Delta message holds up to 1 MiB of
  *  chunk bytes, plus their headers. */
 const FRAME_ROOM = (1 << 20) + (64 << 10);
+/** The time constant of `Conn.wireRate`'s average, and how much time it needs to tell. */
+const RATE_TAU_MS = 1000;
+const RATE_MIN_MS = 50;
 
 export interface ConnOptions {
   limits?: Limits;
@@ -102,6 +105,11 @@ export class Conn {
   /** digest length of the session's strong hash; set once Hello is known */
   hashLen = 32;
   readonly traffic: Traffic = { checksumList: 0, matchTokens: 0, basisChecksums: 0, delta: 0, control: 0, total: 0 };
+  /** bytes handed to the socket, and `wireRate`'s state */
+  private sentBytes = 0;
+  private rateSample: { t: number; drained: number; buffered: number } | null = null;
+  private fullMs = 0;
+  private drainedWhileFull = 0;
   /** milliseconds spent waiting in recv() — the rest of a session's time is work */
   waitedMs = 0;
   /** chunk bytes sent in Delta Runs (sendDeltaRun) */
@@ -280,13 +288,35 @@ export class Conn {
 
   /** Whether the socket's send buffer has room: a `send` now would not wait. */
   hasRoom(): boolean {
-    return this.ws.bufferedAmount <= this.maxBuffered;
+    const buffered = this.ws.bufferedAmount;
+    this.sampleRate(buffered);
+    return buffered <= this.maxBuffered;
+  }
+
+  /** The rate (bytes per ms) at which the socket has sent what it buffered, over about the last
+   *  second (RATE_TAU_MS, decaying) of the times it held bytes throughout (between two `hasRoom`
+   *  that found it not empty: the wire's, or the peer's, pace, not the sender's); null until it
+   *  held bytes for RATE_MIN_MS. */
+  wireRate(): number | null {
+    return this.fullMs >= RATE_MIN_MS ? this.drainedWhileFull / this.fullMs : null;
+  }
+
+  private sampleRate(buffered: number) {
+    const t = performance.now();
+    const drained = this.sentBytes - buffered;
+    const last = this.rateSample;
+    if (last && last.buffered > 0 && buffered > 0 && t > last.t) {
+      const d = Math.exp(-(t - last.t) / RATE_TAU_MS);
+      this.fullMs = this.fullMs * d + (t - last.t);
+      this.drainedWhileFull = this.drainedWhileFull * d + (drained - last.drained);
+    }
+    this.rateSample = { t, drained, buffered };
   }
 
   /** Sends a message, first waiting while the socket's send buffer is full (`wait: false`: a
    *  small message that must not queue behind the flow control of the large ones). */
   async send(m: Message, { wait = true } = {}): Promise<void> {
-    while (wait && this.ws.bufferedAmount > this.maxBuffered) {
+    while (wait && !this.hasRoom()) {
       if (this.closed) throw this.closed;
       await new Promise((r) => setTimeout(r, 2));
     }
@@ -296,6 +326,7 @@ export class Conn {
       this.count(m.type, frame.length);
       // Basis Checksums repeat where the basis does (tar padding, runs of one byte): deflated,
       // a tarball's list shrinks by a fifth (bench/results/delta-compression.md)
+      this.sentBytes += frame.length;
       this.ws.send(frame, { compress: m.type === Msg.BasisChecksums });
       return;
     }
@@ -309,10 +340,12 @@ export class Conn {
       // Chromium sends a Blob's bytes from the browser's blob store; an ArrayBuffer it copies
       // and hands on at about twice the CPU (bench/results/page-vs-cli.md). The Blob holds a
       // copy: the buffer goes back at once.
+      this.sentBytes += frame.length;
       this.ws.send(new Blob([frame as Uint8Array<ArrayBuffer>]));
       if (room) giveBuffers([room]);
       return;
     }
+    this.sentBytes += frame.length;
     this.ws.send(frame, { compress: true }, () => {
       if (room) giveBuffers([room]);
     });
@@ -324,7 +357,7 @@ export class Conn {
    * the parts itself: their bytes never pass through JavaScript.
    */
   async sendDeltaRun(indices: Uint32Array, lengths: Uint32Array, parts: Blob[]): Promise<void> {
-    while (this.ws.bufferedAmount > this.maxBuffered) {
+    while (!this.hasRoom()) {
       if (this.closed) throw this.closed;
       await new Promise((r) => setTimeout(r, 2));
     }
@@ -333,6 +366,7 @@ export class Conn {
     const frame = new Blob([head, ...parts]);
     this.count(Msg.Delta, frame.size);
     this.runBytes += frame.size - head.length;
+    this.sentBytes += frame.size;
     this.ws.send(frame);
   }
 

@@ -24,6 +24,12 @@ import { Msg } from './protocol.ts';
 
 /** A run of lacking chunks shorter than this is short (`DeltaSender.short`). */
 const REFINE_RUN_MAX = 128 << 10;
+/** A wire slower than this (bytes per ms: 8 MiB/s, `Conn.wireRate`) takes longer to send
+ *  what refining a short run saves than the browser takes to read the run: a read costs the sync
+ *  worker ~0.9 ms and the browser's IO threads about as much (CPU the chunking shares), and
+ *  saves ~13 KB (random edits of 10% of 1 GiB: 19 MB refined into copies over ~1 500 short
+ *  runs; bench/results/page-vs-cli.md). */
+const SLOW_WIRE = 8 << 10;
 /** Inner chunks are refined while the receiver has listed basis bytes for at least 1 in
  *  INNER_PAYS of the lacking bytes judged so far, and at least 1 in INNER_PAYS of the inner
  *  bytes refined lately came back as copies, or fewer than INNER_WINDOW bytes are tallied (the
@@ -103,6 +109,11 @@ export class DeltaSender {
     private readonly judged: Judged,
   ) {}
 
+  /** The target offset the Delta Bytes are sent up to. */
+  sentOffset(): number {
+    return this.list.offsets[this.sentTo];
+  }
+
   /** Skips the held chunks from `sentTo` on; whether Delta Bytes are due below `judgedTo`. */
   due(): boolean {
     const { held, judgedTo } = this.judged;
@@ -134,9 +145,10 @@ export class DeltaSender {
     if (this.source.blobSlice && !this.table.whole) {
       if (!this.table.count) return this.sendRun();
       if (this.due() && !this.short(this.sentTo)) {
-        if (!this.listed() || !this.inner.pays()) return this.sendRun(false);
+        if (!this.listed() || !this.inner.pays() || !this.cheap(this.sentTo)) return this.sendRun(false);
         inner = true;
-      } else short = true;
+      } else if (!this.cheap(this.sentTo)) return this.sendRun(true, (k) => this.cheap(k));
+      else short = true;
     }
     const { list, maxMessage } = this;
     const off = list.offsets;
@@ -248,10 +260,22 @@ export class DeltaSender {
     return off[b] - off[a] < REFINE_RUN_MAX;
   }
 
+  /**
+   * Whether refining the run at lacking chunk k is cheap where its bytes must be read: a
+   * source that can slice sends a run it cannot read without a round trip to another
+   * process (the browser's: ~1 ms each, thousands on a scattered edit, which hold up the
+   * chunking of the file) unrefined in a Delta Run, unless the wire is slow (`SLOW_WIRE`):
+   * then the bytes refining saves cost more than the read.
+   */
+  private cheap(k: number): boolean {
+    const off = this.list.offsets;
+    return !this.source.holds || this.source.holds(off[k], off[k + 1] - off[k]) || (this.conn.wireRate() ?? Infinity) < SLOW_WIRE;
+  }
+
   /** Sends the next Delta message as a Delta Run: its runs of chunks (only long runs, with
-   *  `short` false) go as slices of the source, which the socket reads itself
-   *  (conn.sendDeltaRun). */
-  private async sendRun(short?: boolean): Promise<void> {
+   *  `short` false; only short ones, with `short` true) go as slices of the source, which the
+   *  socket reads itself (conn.sendDeltaRun), up to a run that `stop` says goes otherwise. */
+  private async sendRun(short?: boolean, stop?: (k: number) => boolean): Promise<void> {
     const { list, source } = this;
     const indices: number[] = [];
     const parts: Blob[] = [];
@@ -259,7 +283,7 @@ export class DeltaSender {
     while (this.sentTo < this.judged.judgedTo) {
       const j = this.runEnd(bytes, short, this.maxRun);
       const from = this.sentTo;
-      if (j === from) break; // this message is full
+      if (j === from || (bytes && stop?.(from))) break; // this message is full, or it ends here
       for (let k = from; k < j; k++) indices.push(k);
       parts.push(source.blobSlice!(list.offsets[from], list.offsets[j] - list.offsets[from]));
       bytes += list.offsets[j] - list.offsets[from];

@@ -167,3 +167,9 @@ export const SYNC_TRANSFERS = 4;
 export const SYNC_SETTLE_MS = 200;
 /** `--watch`: a full pass at least this often, whatever the watcher and the live events said. */
 export const SYNC_RESCAN_MS = 30_000;
+
+/** How far the list may run ahead of the Delta Bytes that wait for room in the socket, or of
+ *  the Match Tokens, where the source keeps the bytes it read last (the page's File: the reads
+ *  of refined chunks behind the list come from memory, client/src/blob-source.ts RECENT_BYTES;
+ *  shared/src/sender.ts `ahead`). */
+export const PASS_LEAD = 24 << 20;

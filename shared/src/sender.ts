@@ -31,7 +31,7 @@ import { type ListPart, type Source, equalBytes, runHash } from './chunk-index.t
 import { DeltaSender, type Judged } from './delta-sender.ts';
 import type { BasisChecksums, Failed, Result, Tokens, TokensEnd } from './messages.ts';
 import type { Conn } from './conn.ts';
-import { DELTA_MESSAGE_BYTES, DELTA_RUN_BYTES, LIST_BATCH, MAX_SPLIT_CHUNKS, SPLIT_THRESHOLD } from './limits.ts';
+import { DELTA_MESSAGE_BYTES, DELTA_RUN_BYTES, LIST_BATCH, MAX_SPLIT_CHUNKS, PASS_LEAD, SPLIT_THRESHOLD } from './limits.ts';
 import { KnownMatcher } from './matcher.ts';
 import { ErrorCode, Msg, ProtocolError, hashLength, inconsistent as bad } from './protocol.ts';
 import type { SendOutcome, SenderOptions, TargetList } from './session-options.ts';
@@ -53,6 +53,8 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
  */
 const LISTING = 'listing';
 const LISTED = 'listed';
+/** A Match Tokens frontier still this long (ms) no longer holds the list back (`ahead`). */
+const FRONTIER_STILL_MS = 100;
 const HASHED = 'hashed';
 type SenderState = typeof LISTING | typeof LISTED | typeof HASHED;
 
@@ -66,8 +68,9 @@ class Sender implements Judged {
    *  chunk matched) */
   protected tokensEnded = false;
   protected readonly tokens = new MatchTokens();
-  /** the matching is final below this chunk */
+  /** the matching is final below this chunk, and when it last moved (performance.now()) */
   protected frontier = 0;
+  private frontierMoved = -Infinity;
   /** chunks the receiver kept from an interrupted session (Tokens End) */
   private resumeFrom = 0;
   private resumed = false;
@@ -82,6 +85,7 @@ class Sender implements Judged {
   private root: Uint8Array | null = null;
   private failedTokens = 0;
   private readonly splitThreshold: number;
+  private readonly source: Source;
   /** the list's parts: the next one is asked for ahead and taken when it is there */
   private readonly parts: AsyncIterator<ListPart>;
   private asked: Promise<void> | null = null;
@@ -100,6 +104,7 @@ class Sender implements Judged {
     this.list = new ChecksumList(this.H, opts.reserve);
     this.table = opts.basisChecksums ?? new BasisChecksumTable(algo);
     this.splitThreshold = opts.splitThreshold ?? SPLIT_THRESHOLD;
+    this.source = source;
     this.delta = new DeltaSender(conn, this.list, source, this.table, opts.deltaMessageBytes ?? DELTA_MESSAGE_BYTES, opts.deltaMessageBytes ?? DELTA_RUN_BYTES, this);
     this.parts = target.parts[Symbol.asyncIterator]();
   }
@@ -158,8 +163,10 @@ class Sender implements Judged {
           continue;
         }
       }
-      // 3. the next part of the Checksum List, or of its strong hashes
-      if (this.state !== HASHED) {
+      // 3. the next part of the Checksum List, or of its strong hashes (unless the list is
+      // far enough ahead, `ahead`)
+      const held = this.ahead(due);
+      if (this.state !== HASHED && !held) {
         const r = this.got;
         this.got = null;
         // (no await between finding no part and idling: a part that comes meanwhile signals
@@ -172,8 +179,24 @@ class Sender implements Judged {
       // 4. wait for room in the socket (that room never comes once it has closed), or for
       // Match Tokens
       if (due && this.conn.ended) throw this.conn.ended;
-      await this.idle(due ? 2 : undefined);
+      await this.idle(due ? 2 : held ? FRONTIER_STILL_MS : undefined);
     }
+  }
+
+  /**
+   * Whether the list is far enough ahead that, from a source that keeps the bytes it read last
+   * (`holds`: the page's File), taking its next part (and reading the file on) would let bytes
+   * go before the Delta reads that need them (each then a round trip to the browser): while
+   * the file is still read (LISTING) and Delta Bytes more than
+   * PASS_LEAD behind the list wait for room in the socket (they always go out), or while the
+   * Match Tokens trail it by more than PASS_LEAD and still move (a frontier still for
+   * FRONTIER_STILL_MS may wait for more of the list: a long run or gap; the hold then ends).
+   */
+  private ahead(due: boolean): boolean {
+    if (!this.source.holds || this.state !== LISTING) return false;
+    const { size, offsets } = this.list;
+    if (due && size - this.delta.sentOffset() > PASS_LEAD) return true;
+    return size - offsets[this.frontier] > PASS_LEAD && performance.now() - this.frontierMoved < FRONTIER_STILL_MS;
   }
 
   /** The receiver kept chunks below `resumeFrom` from an interrupted session (no Verdict was
@@ -318,6 +341,7 @@ class Sender implements Judged {
     }
     const lastEnd = t.lastEnd();
     if (m.upTo > 0 && lastEnd > m.upTo) throw bad(`Match Tokens up to chunk ${m.upTo} hold a token ending at ${lastEnd}`);
+    if (m.upTo > this.frontier) this.frontierMoved = performance.now();
     this.frontier = m.upTo;
     this.signal();
   }
