@@ -17,7 +17,7 @@ import type { Held, SinkFor } from '../../shared/src/sink.ts';
 import { MIN_SHARED, sharedTraits, traitsOf } from './similarity.ts';
 import type { Backend } from './store/backend.ts';
 import type { Repo } from './store/repo.ts';
-import { guessHead, readHead } from './store/heads.ts';
+import { guessHead, noteHead, readHead } from './store/heads.ts';
 import { type HeadChange, type SeenHead, changeHead, sameVersion } from './store/commit.ts';
 import { type FileHead, type Layout, type VersionEntry, applyRetention, parseFileHead } from './store/format.ts';
 import { type Refs, addRef } from './store/gc-state.ts';
@@ -115,6 +115,11 @@ export class Store {
     const got = guessHead(this.backend, key);
     if (!got) return this.headSeen(name);
     return { head: parseFileHead(got.body, key), tag: got.tag, guessed: true };
+  }
+
+  /** Forgets this process's guess of the file head of `name` (`headGuess`): the next push reads it. */
+  forgetHead(name: string): void {
+    noteHead(this.backend, fileHeadKey(this.user, name), null);
   }
 
   /** Changes the head of `name` by compare-and-swap (commit.ts `changeHead`: versions it adds

@@ -246,7 +246,13 @@ async function oneSession(s: SessionContext): Promise<Ended> {
       // the latest version of this name, or for a new name the most similar stored file,
       // picked from the Checksum List (see similarity.ts).
       const basisVersion = known?.version ?? latest;
-      let opened = basisVersion ? await knownOrLatest(store, name, basisVersion, !!known, head) : null;
+      // a session from a guess that fails leaves no guess behind: the client's next try (the
+      // guess may be what made it fail: a known version removed meanwhile) reads the head
+      const unguess = (e: unknown): never => {
+        if (seen.guessed) store.forgetHead(name);
+        throw e;
+      };
+      let opened = basisVersion ? await knownOrLatest(store, name, basisVersion, !!known, head).catch(unguess) : null;
       try {
         const knownIndex = known && (await indexFor(store, cfg, hello, name, known.version, opened!.source, head));
         if (knownIndex && !Buffer.from(knownIndex.root).equals(known.root)) {
@@ -293,6 +299,8 @@ async function oneSession(s: SessionContext): Promise<Ended> {
         });
         committed = out.version;
         log({ op: 'push', name, version: out.version, known: known?.version, size: out.index.size, matchedBytes: out.matchedBytes, refinedBytes: out.refinedBytes, refineListed: out.refineListed, literalBytes: out.literalBytes, resumedChunks: out.resumedChunks, tokens: out.tokens, similarTo, ms: Math.round(performance.now() - t0) });
+      } catch (e) {
+        unguess(e);
       } finally {
         await opened?.close();
       }

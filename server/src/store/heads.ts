@@ -19,7 +19,7 @@ export interface Change<T> {
  *  catalogs; `guessHead`: a push session's file head; docs/store.md §12). At most GUESSES heads
  *  and GUESS_BYTES of bodies per backend, the oldest noted forgotten first. */
 const GUESSES = 4096;
-const GUESS_BYTES = 32 << 20;
+const GUESS_BYTES = 64 << 20;
 const guesses = new WeakMap<Backend, { bytes: number; m: Map<string, { body: Uint8Array; tag: string }> }>();
 
 /** Notes the head at `key` as read or written by this process (null: none there, or unknown). */
@@ -31,7 +31,7 @@ export function noteHead(backend: Backend, key: string, got: { body: Uint8Array;
     g.bytes -= had.body.length;
     g.m.delete(key);
   }
-  if (!got || got.body.length > GUESS_BYTES / 64) return;
+  if (!got || got.body.length > GUESS_BYTES / 4) return;
   g.m.set(key, got);
   g.bytes += got.body.length;
   while (g.m.size > GUESSES || g.bytes > GUESS_BYTES) {
