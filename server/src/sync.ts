@@ -18,6 +18,7 @@ import { validateName } from './names.ts';
 import type { Store } from './store.ts';
 import { DamageError, WriteFailed, isDiskFull } from './store/errors.ts';
 import type { FileHead } from './store/format.ts';
+import { GcRefusal } from './store/gc-state.ts';
 
 export interface SessionLog {
   (event: Record<string, unknown>): void;
@@ -246,10 +247,17 @@ async function oneSession(s: SessionContext): Promise<Ended> {
       // the latest version of this name, or for a new name the most similar stored file,
       // picked from the Checksum List (see similarity.ts).
       const basisVersion = known?.version ?? latest;
-      // a session from a guess that fails leaves no guess behind: the client's next try (the
-      // guess may be what made it fail: a known version removed meanwhile) reads the head
-      const unguess = (e: unknown): never => {
-        if (seen.guessed) store.forgetHead(name);
+      // a session from a guess that fails leaves no guess behind: the client's next try reads
+      // the head. A refusal because a collection took what the push copies from is decided
+      // again from a read: a known version removed since the guess is UnknownBasis, as a read
+      // at Hello would have answered (the client pushes again without it)
+      const unguess = async (e: unknown): Promise<never> => {
+        if (!seen.guessed) throw e;
+        store.forgetHead(name);
+        if (known && e instanceof GcRefusal) {
+          const now = await store.head(name).catch(() => undefined);
+          if (now !== undefined && !now?.versions.some((v) => v.version === known.version)) throw new ProtocolError(ErrorCode.UnknownBasis, `${name} has no version ${known.version} (removed meanwhile): push again without it`);
+        }
         throw e;
       };
       let opened = basisVersion ? await knownOrLatest(store, name, basisVersion, !!known, head).catch(unguess) : null;
@@ -300,7 +308,7 @@ async function oneSession(s: SessionContext): Promise<Ended> {
         committed = out.version;
         log({ op: 'push', name, version: out.version, known: known?.version, size: out.index.size, matchedBytes: out.matchedBytes, refinedBytes: out.refinedBytes, refineListed: out.refineListed, literalBytes: out.literalBytes, resumedChunks: out.resumedChunks, tokens: out.tokens, similarTo, ms: Math.round(performance.now() - t0) });
       } catch (e) {
-        unguess(e);
+        await unguess(e);
       } finally {
         await opened?.close();
       }
