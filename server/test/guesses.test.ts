@@ -2,9 +2,10 @@
 // directory and on a real MinIO, with two servers (two processes' views: a backend each) on one
 // store: a push against a known version starts from the head its server last read or wrote,
 // which the other server may have changed since. Every push still lands as the next version,
-// byte-exact, a stale basis is refused as before, an unchanged push is found unchanged, a push
-// reads no file head its server holds current, and an upload cut off on one server resumes on
-// the other although that one holds a stale head of the name.
+// byte-exact, a stale basis is refused as before, a push of the latest bytes stores nothing, a
+// known version removed and collected meanwhile is UnknownBasis, a push reads no file head its
+// server holds current, and an upload cut off on one server resumes on the other although that
+// one holds a stale head of the name.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -95,7 +96,8 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
         const bytes: Uint8Array[] = [cur];
         assert.equal((await pushBytes(proxy, name, cur, { known })).version, 1);
         // through b (which has never seen the head), then alternating: each server's guess is
-        // the head as of its own last push, one version behind
+        // the head as of its own last push, two versions behind, without the version the client
+        // knows: a guess that would refuse is never believed, the head is read
         for (let v = 2; v <= 7; v++) {
           route = v % 2 === 0 ? b : a;
           cur = applyEdits(cur, r, { kind: 'insert', total: 2048, maxFragment: 2048 });
