@@ -3,7 +3,7 @@
 // real MinIO in one run: store requests by kind, bytes the store writes (against the Delta
 // Bytes the server received), bytes read, and the server's CPU time (and MinIO's).
 //
-//   node --import tsx bench/store-cost.ts [--syncs 20] [--gap-ms 0] [--s3-clients 300] [--prof DIR] [--memory] [--out FILE]
+//   node --import tsx bench/store-cost.ts [--syncs 20] [--gap-ms 0] [--s3-clients 300] [--prof DIR] [--memory] [--known] [--out FILE]
 //
 // The server runs in a child process of its own (this file with --serve): the client's work
 // (chunking and hashing 10 MB per sync) stays in this process, so the server's CPU time
@@ -12,6 +12,8 @@
 // Requests: every call of the Backend interface, counted by a wrapper around the real backend,
 // by operation and by kind of key; on MinIO also every HTTP request the S3 client sends, by
 // method and status (http.request wrapped in the child), which includes the client's retries.
+// --known: every push goes against the version the client knows (Hello's `known`, as the CLI
+// and the page push a file they pushed or pulled before), not with the three phases.
 // --gap-ms: the pause between two syncs (a local file changed less than 100 ms ago has no
 // stamp, docs/store.md §1).
 import { type ChildProcess, fork } from 'node:child_process';
@@ -35,6 +37,9 @@ const { values } = parseArgs({
     endpoint: { type: 'string' },
     /** also measures a store in the server's memory (the floor: a store that costs nothing) */
     memory: { type: 'boolean', default: false },
+    /** pushes against the version the client knows (Hello's `known`, as the CLI and the page
+     *  do for a file they pushed or pulled before) instead of with the three phases */
+    known: { type: 'boolean', default: false },
   },
 });
 
@@ -187,6 +192,8 @@ function procCpuMs(pid: number): number {
 async function measure(label: string, spec: string, env: NodeJS.ProcessEnv, endpoint: string | undefined, minioPid: number | undefined) {
   const { Rng, applyEdits, fastRandomBytes } = await import('../harness/testdata.ts');
   const { pushBytes } = await import('../harness/helpers.ts');
+  const { MemoryKnown } = await import('../shared/src/known.ts');
+  const opts = values.known ? { known: new MemoryKnown() } : {};
   const SYNCS = Number(values.syncs);
   const GAP_MS = Number(values['gap-ms']);
   const child: ChildProcess = fork(fileURLToPath(import.meta.url), ['--serve', spec, ...(endpoint ? ['--endpoint', endpoint] : [])], {
@@ -205,14 +212,14 @@ async function measure(label: string, spec: string, env: NodeJS.ProcessEnv, endp
   try {
     const r = new Rng(7);
     let cur = fastRandomBytes(7, 10_000_000);
-    await pushBytes(server, 'f.bin', cur);
+    await pushBytes(server, 'f.bin', cur, opts);
     await sleep(3_500);
     const per: (Snap & { minioMs: number })[] = [];
     for (let k = 0; k < SYNCS; k++) {
       cur = applyEdits(cur, r, { kind: 'insert', total: 2048, maxFragment: 2048 });
       await snap();
       const m0 = minioPid ? procCpuMs(minioPid) : 0;
-      await pushBytes(server, 'f.bin', cur);
+      await pushBytes(server, 'f.bin', cur, opts);
       await sleep(50); // reads whose counting is still on its way
       per.push({ ...(await snap()), minioMs: minioPid ? procCpuMs(minioPid) - m0 : 0 });
       if (GAP_MS) await sleep(GAP_MS);

@@ -17,6 +17,7 @@ import type { Held, SinkFor } from '../../shared/src/sink.ts';
 import { MIN_SHARED, sharedTraits, traitsOf } from './similarity.ts';
 import type { Backend } from './store/backend.ts';
 import type { Repo } from './store/repo.ts';
+import { guessHead, noteHead, readHead } from './store/heads.ts';
 import { type HeadChange, type SeenHead, changeHead, sameVersion } from './store/commit.ts';
 import { type FileHead, type Layout, type VersionEntry, applyRetention, parseFileHead } from './store/format.ts';
 import { type Refs, addRef } from './store/gc-state.ts';
@@ -24,7 +25,7 @@ import { fileHeadKey, indexKey, nsPrefix, segmentKey, uploadsKey } from './store
 import { type CatalogEntry, catalogKey, keepFolder, noteInCatalog, parseCatalog, readCatalog } from './store/catalog.ts';
 import { type SearchPage, searchNames } from './store/search.ts';
 import { VersionSource } from './store/source.ts';
-import { type UploadState, claimUpload, forgetUpload, holdsUpload, suspendUpload } from './store/uploads.ts';
+import { type UploadState, carryMark, claimUpload, forgetUpload, holdsUpload, markUploads, mayHoldUploads, suspendUpload } from './store/uploads.ts';
 import { type VersionSink, versionSink } from './store/writer.ts';
 
 /** Similarity traits are brought up to the folder catalogs when older than this (other processes commit). */
@@ -98,8 +99,27 @@ export class Store {
   /** The file head of `name` and its tag (for a later change to start from, `changeHead`). */
   async headSeen(name: string): Promise<SeenHead> {
     const key = fileHeadKey(this.user, name);
-    const got = await this.backend.getHead(key);
+    const got = await readHead(this.backend, key);
     return { head: got && parseFileHead(got.body, key), tag: got?.tag ?? null };
+  }
+
+  /**
+   * The file head of `name` as this process last read or wrote it (`guessed`), else read: only
+   * for a push session to start from (docs/store.md §4 step 0, §12). Another process may have
+   * changed the head since; the commit's compare-and-swap lands only if it did not, and every
+   * decision the session makes from a guess to refuse, or to write nothing, is made again from
+   * a read. Never an answer to a reader.
+   */
+  async headGuess(name: string): Promise<SeenHead> {
+    const key = fileHeadKey(this.user, name);
+    const got = guessHead(this.backend, key);
+    if (!got) return this.headSeen(name);
+    return { head: parseFileHead(got.body, key), tag: got.tag, guessed: true };
+  }
+
+  /** Forgets this process's guess of the file head of `name` (`headGuess`): the next push reads it. */
+  forgetHead(name: string): void {
+    noteHead(this.backend, fileHeadKey(this.user, name), null);
   }
 
   /** Changes the head of `name` by compare-and-swap (commit.ts `changeHead`: versions it adds
@@ -347,7 +367,11 @@ export class Store {
       const sink = this.create(name, expectLatest, client, kept || undefined, seen);
       const list = async (held: Held) => {
         const state = await sink.state();
-        return suspendUpload(this.backend, key, match(held.digest), Date.now() + this.repo.settings.resumeWindowMs, { ...state, count: held.count, hashes: held.hashes, digest: held.digest });
+        const window = this.repo.settings.resumeWindowMs;
+        const expires = Date.now() + window;
+        // the file head is marked first: a listed upload's head is marked (docs/store.md §6)
+        await markUploads(this.backend, fileHeadKey(this.user, name), expires, window);
+        return suspendUpload(this.backend, key, match(held.digest), expires, { ...state, count: held.count, hashes: held.hashes, digest: held.digest });
       };
       sink.suspend = async (held) => {
         // a swap that landed (or may have) references the upload's segments: nothing to keep
@@ -360,9 +384,10 @@ export class Store {
 
   /** Whether an interrupted upload of `name` built on `basisVersion` waits to be resumed: a
    *  new push of it then matches only once its whole Checksum List is known (its digest
-   *  decides whether it resumes). */
-  holdsResumable(name: string, basisVersion: number): Promise<boolean> {
-    return holdsUpload(this.backend, uploadsKey(this.user, name), `${basisVersion}:`);
+   *  decides whether it resumes). `head`: the file head as the session has it; the uploads head
+   *  is read only when it is marked as possibly holding one, or there is none (docs/store.md §6). */
+  async holdsResumable(name: string, basisVersion: number, head: FileHead | null): Promise<boolean> {
+    return mayHoldUploads(head) && holdsUpload(this.backend, uploadsKey(this.user, name), `${basisVersion}:`);
   }
 
   /** The stored file most similar to a target with these chunk FastFps, if any is similar enough. */
@@ -475,7 +500,7 @@ export class Store {
       let next = h?.next ?? 1;
       const versions = src.versions.map((v) => ({ ...v, version: next++ }));
       renumberRestored(src.versions, versions);
-      return { head: { name: to, next, versions }, result: undefined, adds: { entries: versions, refs, ours: true } };
+      return { head: { ...carryMark(h), name: to, next, versions }, result: undefined, adds: { entries: versions, refs, ours: true } };
     });
     await this.changeHead(from, (h) => ({ head: h && { ...h, versions: h.versions.filter((v) => !src.versions.some((s) => s.version === v.version)) }, result: undefined }));
   }

@@ -18,6 +18,7 @@ import { validateName } from './names.ts';
 import type { Store } from './store.ts';
 import { DamageError, WriteFailed, isDiskFull } from './store/errors.ts';
 import type { FileHead } from './store/format.ts';
+import { GcRefusal } from './store/gc-state.ts';
 
 export interface SessionLog {
   (event: Record<string, unknown>): void;
@@ -227,22 +228,41 @@ async function oneSession(s: SessionContext): Promise<Ended> {
     const name = hello.name;
     const limits = { maxFileSize: cfg.maxFileSize, maxChunks: cfg.maxChunks };
     if (hello.op === Op.Push) {
-      // the file head, read once: the latest version, the basis' entry and the commit's
-      // compare-and-swap come from it
-      const seen = await store.headSeen(name);
-      const head = seen.head;
-      const latest = head?.versions.at(-1)?.version ?? 0;
       // the version the client built on, if it names one (BASIS_ABSENT: none, the name is new)
       const expect = hello.basisVersion === 0 ? undefined : hello.basisVersion === BASIS_ABSENT ? 0 : hello.basisVersion;
+      const known = hello.known;
+      // the file head, once: the latest version, the basis' entry and the commit's
+      // compare-and-swap come from it. A push against a known version starts from the head as
+      // this process last read or wrote it, when it has one (a guess, docs/store.md §4 step 0):
+      // the swap lands only if it is still current, and a refusal decided from a guess is
+      // decided again from a read. A push with the three phases reads it: whether an
+      // interrupted upload of the name may wait to be resumed comes from it (§6)
+      const refuses = (h: FileHead | null) => (expect !== undefined && expect !== (h?.versions.at(-1)?.version ?? 0)) || (!!known && !h?.versions.some((v) => v.version === known.version));
+      let seen = known ? await store.headGuess(name) : await store.headSeen(name);
+      if (seen.guessed && refuses(seen.head)) seen = await store.headSeen(name);
+      const head = seen.head;
+      const latest = head?.versions.at(-1)?.version ?? 0;
       if (expect !== undefined && expect !== latest) {
         throw new ProtocolError(ErrorCode.StaleBasis, expect ? `${name} is at version ${latest}, not ${expect}` : `${name} exists (version ${latest})`);
       }
       // The basis: the version the client knows (Hello's `known`: its Copies refer to it), else
       // the latest version of this name, or for a new name the most similar stored file,
       // picked from the Checksum List (see similarity.ts).
-      const known = hello.known;
       const basisVersion = known?.version ?? latest;
-      let opened = basisVersion ? await knownOrLatest(store, name, basisVersion, !!known, head) : null;
+      // a session from a guess that fails leaves no guess behind: the client's next try reads
+      // the head. A refusal because a collection took what the push copies from is decided
+      // again from a read: a known version removed since the guess is UnknownBasis, as a read
+      // at Hello would have answered (the client pushes again without it)
+      const unguess = async (e: unknown): Promise<never> => {
+        if (!seen.guessed) throw e;
+        store.forgetHead(name);
+        if (known && e instanceof GcRefusal) {
+          const now = await store.head(name).catch(() => undefined);
+          if (now !== undefined && !now?.versions.some((v) => v.version === known.version)) throw new ProtocolError(ErrorCode.UnknownBasis, `${name} has no version ${known.version} (removed meanwhile): push again without it`);
+        }
+        throw e;
+      };
+      let opened = basisVersion ? await knownOrLatest(store, name, basisVersion, !!known, head).catch(unguess) : null;
       try {
         const knownIndex = known && (await indexFor(store, cfg, hello, name, known.version, opened!.source, head));
         if (knownIndex && !Buffer.from(knownIndex.root).equals(known.root)) {
@@ -268,7 +288,7 @@ async function oneSession(s: SessionContext): Promise<Ended> {
         // An interrupted upload of this name waiting to be resumed: match once the whole list
         // is in, whose digest says whether this push resumes it (not with a known basis: the
         // sender sends Copies, not its whole list first).
-        const wholeList = !known && (await store.holdsResumable(name, latest));
+        const wholeList = !known && (await store.holdsResumable(name, latest, head));
         const out = await receiveTarget(conn, hello.params, hello.algo, basis, sinkFor, {
           limits,
           resultExtra: extra,
@@ -289,6 +309,8 @@ async function oneSession(s: SessionContext): Promise<Ended> {
         });
         committed = out.version;
         log({ op: 'push', name, version: out.version, known: known?.version, size: out.index.size, matchedBytes: out.matchedBytes, refinedBytes: out.refinedBytes, refineListed: out.refineListed, literalBytes: out.literalBytes, resumedChunks: out.resumedChunks, tokens: out.tokens, similarTo, ms: Math.round(performance.now() - t0) });
+      } catch (e) {
+        await unguess(e);
       } finally {
         await opened?.close();
       }

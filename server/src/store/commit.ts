@@ -8,7 +8,7 @@ import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
 import { noteInCatalog } from './catalog.ts';
 import { type FileHead, type VersionEntry, jsonBody, parseFileHead } from './format.ts';
 import { GcRefusal, type Refs, guardRefs, knownAt } from './gc-state.ts';
-import { updateHead } from './heads.ts';
+import { readHead, updateHead, writeHead } from './heads.ts';
 import { fileHeadKey } from './keys.ts';
 import type { Repo } from './repo.ts';
 
@@ -34,6 +34,8 @@ export interface Adds {
 export interface SeenHead {
   head: FileHead | null;
   tag: string | null;
+  /** not read for this session: the head as this process last read or wrote it (a guess) */
+  guessed?: boolean;
 }
 
 /** Attempts to settle an unknown outcome, confirm versions or withdraw them, before giving up. */
@@ -70,7 +72,7 @@ export async function changeHead<T>(repo: Repo, user: string, name: string, chan
       cur = guess.tag === null ? null : { tag: guess.tag };
       old = guess.head;
     } else {
-      const got = await backend.getHead(key);
+      const got = await readHead(backend, key);
       cur = got;
       old = got && parseFileHead(got.body, key);
     }
@@ -109,7 +111,7 @@ export async function changeHead<T>(repo: Repo, user: string, name: string, chan
     }
     let tag: string | null;
     try {
-      tag = await backend.putHead(key, jsonBody(head), cur?.tag ?? null);
+      tag = await writeHead(backend, key, jsonBody(head), cur?.tag ?? null);
     } catch (e) {
       if (!adds) throw e;
       hooks.landed?.();
@@ -143,12 +145,12 @@ export async function changeHead<T>(repo: Repo, user: string, name: string, chan
 async function settle(repo: Repo, name: string, key: string, tag: string | null, entries: VersionEntry[]): Promise<string | 'lost' | 'unknown'> {
   for (let k = 0; k < SETTLE_ATTEMPTS; k++) {
     try {
-      const cur = await repo.backend.getHead(key);
+      const cur = await readHead(repo.backend, key);
       const h = cur && parseFileHead(cur.body, key);
       if (cur && entries.every((e) => h!.versions.some((v) => sameVersion(v, e)))) return cur.tag;
       if ((cur?.tag ?? null) !== tag) return 'lost';
       const fence: FileHead = h ? { ...h, seq: (h.seq ?? 0) + 1 } : { name, next: 1, seq: 1, versions: [] };
-      if ((await repo.backend.putHead(key, jsonBody(fence), tag)) !== null) return 'lost';
+      if ((await writeHead(repo.backend, key, jsonBody(fence), tag)) !== null) return 'lost';
     } catch {
       await sleep(backoffMs(k));
     }

@@ -151,6 +151,9 @@ export interface FileHead {
   /** incremented by every change of the head (folder catalogs keep the newest, catalog.ts) */
   seq?: number;
   versions: VersionEntry[];
+  /** an interrupted upload of this name may be listed in its uploads head until about this
+   *  time (ms since the epoch; docs/store.md §6): a push reads the uploads head only then */
+  uploads?: number;
 }
 
 /** One interrupted upload kept for resuming (docs/store.md, "Uploads"). */
@@ -189,7 +192,7 @@ export function parseJson(body: Uint8Array, key: string): any {
 export function parseFileHead(body: Uint8Array, key: string): FileHead {
   const h = parseJson(body, key);
   const ok =
-    h && isStr(h.name) && isInt(h.next, 1) && (h.seq === undefined || isInt(h.seq)) && Array.isArray(h.versions) &&
+    h && isStr(h.name) && isInt(h.next, 1) && (h.seq === undefined || isInt(h.seq)) && (h.uploads === undefined || isInt(h.uploads)) && Array.isArray(h.versions) &&
     h.versions.every((v: any, i: number) =>
       v && isInt(v.version, 1) && v.version < h.next && (i === 0 || v.version > h.versions[i - 1].version) &&
       isStr(v.index) && INDEX_ID.test(v.index) && isInt(v.size) && isStr(v.mtime) && isStr(v.root) && /^[0-9a-f]+$/.test(v.root) &&

@@ -9,7 +9,7 @@ import { parseFileHead, parseUploadsHead } from './format.ts';
 import { GC_STATE, parseContentKey, parseNsKey } from './keys.ts';
 import { DamageError } from './errors.ts';
 import { type GcState, gcStateBody as body, readGcState } from './gc-state.ts';
-import { uploadRefs } from './uploads.ts';
+import { CLOCK_MARGIN_MS, uploadRefs } from './uploads.ts';
 import { repack } from './repack.ts';
 import { type CatalogEntry, entryOf, repairCatalog, splitName } from './catalog.ts';
 
@@ -25,8 +25,6 @@ export interface Marks {
   catalogs: Map<string, Map<string, { files: Map<string, CatalogEntry>; folders: Set<string> }>>;
 }
 
-/** An upload whose expiry passed this long ago is no longer marked (clocks of servers differ). */
-const EXPIRY_MARGIN_MS = 3_600_000;
 
 /** Every index and segment a file head or an upload references, in every namespace. */
 export async function mark(repo: Repo): Promise<Marks> {
@@ -82,7 +80,7 @@ export async function mark(repo: Repo): Promise<Marks> {
         }
       } else if (kind === 'uploads') {
         // an expired upload can no longer be claimed (with an hour's margin for clocks)
-        const live = parseUploadsHead(got.body, e.key).uploads.filter((u) => u.expires + EXPIRY_MARGIN_MS > Date.now());
+        const live = parseUploadsHead(got.body, e.key).uploads.filter((u) => u.expires + CLOCK_MARGIN_MS > Date.now());
         for (const u of live) for (const s of await uploadRefs(b, u.state)) m.segments.add(s);
       }
     } catch (err) {

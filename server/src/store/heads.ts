@@ -15,40 +15,51 @@ export interface Change<T> {
 }
 
 /** Heads this process read or wrote last, per backend: guesses of a head's current body and
- *  tag, for the first compare-and-swap of a change that may apply twice (`updateHead` with
- *  `guess`: the folder catalogs; docs/store.md §12). */
+ *  tag, for the first compare-and-swap of a change (`updateHead` with `guess`: the folder
+ *  catalogs; `guessHead`: a push session's file head; docs/store.md §12). At most GUESSES heads
+ *  and GUESS_BYTES of bodies per backend, the oldest noted forgotten first. */
 const GUESSES = 4096;
-const guesses = new WeakMap<Backend, Map<string, { body: Uint8Array; tag: string }>>();
+const GUESS_BYTES = 64 << 20;
+const guesses = new WeakMap<Backend, { bytes: number; m: Map<string, { body: Uint8Array; tag: string }> }>();
 
 /** Notes the head at `key` as read or written by this process (null: none there, or unknown). */
-function noteHead(backend: Backend, key: string, got: { body: Uint8Array; tag: string } | null): void {
-  let m = guesses.get(backend);
-  if (!m) guesses.set(backend, (m = new Map()));
-  m.delete(key);
-  if (!got) return;
-  m.set(key, got);
-  if (m.size > GUESSES) m.delete(m.keys().next().value!);
+export function noteHead(backend: Backend, key: string, got: { body: Uint8Array; tag: string } | null): void {
+  let g = guesses.get(backend);
+  if (!g) guesses.set(backend, (g = { bytes: 0, m: new Map() }));
+  const had = g.m.get(key);
+  if (had) {
+    g.bytes -= had.body.length;
+    g.m.delete(key);
+  }
+  if (!got || got.body.length > GUESS_BYTES / 4) return;
+  g.m.set(key, got);
+  g.bytes += got.body.length;
+  while (g.m.size > GUESSES || g.bytes > GUESS_BYTES) {
+    const [k, v] = g.m.entries().next().value!;
+    g.m.delete(k);
+    g.bytes -= v.body.length;
+  }
 }
 
 /**
  * The head at `key` as this process last read or wrote it, or null. Only a guess: another
  * process may have changed it since. A compare-and-swap against its tag lands only if it is
  * still current, so a change made from it is right whenever it lands; a change that decides
- * not to write, or throws, must be decided again from a fresh read.
+ * not to write, or throws, must be decided again from a fresh read. Never an answer to a reader.
  */
-function guessHead(backend: Backend, key: string): { body: Uint8Array; tag: string } | null {
-  return guesses.get(backend)?.get(key) ?? null;
+export function guessHead(backend: Backend, key: string): { body: Uint8Array; tag: string } | null {
+  return guesses.get(backend)?.m.get(key) ?? null;
 }
 
 /** `backend.getHead`, noted as this process's latest view of the head. */
-async function readHead(backend: Backend, key: string): Promise<{ body: Uint8Array; tag: string } | null> {
+export async function readHead(backend: Backend, key: string): Promise<{ body: Uint8Array; tag: string } | null> {
   const got = await backend.getHead(key);
   noteHead(backend, key, got);
   return got;
 }
 
 /** `backend.putHead`, noted when it lands (forgotten when it does not, or fails). */
-async function writeHead(backend: Backend, key: string, body: Uint8Array, tag: string | null): Promise<string | null> {
+export async function writeHead(backend: Backend, key: string, body: Uint8Array, tag: string | null): Promise<string | null> {
   let t: string | null = null;
   try {
     t = await backend.putHead(key, body, tag);

@@ -6,13 +6,46 @@
  * the head (compare-and-swap), so two servers never resume one upload twice.
  */
 import type { Backend } from './backend.ts';
-import { type Layout, type UploadsHead, checkLayout, jsonBody, parseUploadsHead } from './format.ts';
+import { type FileHead, type Layout, type UploadsHead, checkLayout, jsonBody, parseFileHead, parseUploadsHead } from './format.ts';
 import { SEGMENT_ID, newSegmentId, segmentKey } from './keys.ts';
 import { updateHead } from './heads.ts';
 import { damagedObject } from './errors.ts';
 
 /** Interrupted uploads kept per name; the oldest is dropped beyond this. */
 export const MAX_SUSPENDED = 8;
+
+/** How far servers' clocks may differ, for the times of uploads: an upload's expiry and a file
+ *  head's `uploads` mark are taken as passed only this long after they pass here. */
+export const CLOCK_MARGIN_MS = 3_600_000;
+
+/** Whether an interrupted upload of the name may be listed in its uploads head, as far as its
+ *  file head `h` tells (docs/store.md §6): no head, or a head marked until a time not yet
+ *  (within the clock margin) passed. */
+export const mayHoldUploads = (h: FileHead | null, now = Date.now()) => !h || (h.uploads ?? 0) + CLOCK_MARGIN_MS > now;
+
+/** The `uploads` mark of `h` for a new head made from it: kept while it may still hold. */
+export const carryMark = (h: FileHead | null): { uploads?: number } => (h?.uploads !== undefined && h.uploads + CLOCK_MARGIN_MS > Date.now() ? { uploads: h.uploads } : {});
+
+/**
+ * Marks the file head at `fileKey`, if there is one, as possibly holding an upload listed until
+ * `expires` (`uploads`, docs/store.md §6); the mark runs a resume window past it, so that the
+ * checkpoints of one upload seldom write it again. A mark is written before the upload is
+ * listed, so a listed upload's head is always marked at least until its expiry. It keeps `seq`
+ * (listings show nothing of it; a mark only grows, so the head's body never repeats). A name
+ * with no head is not marked: a push of it reads the uploads head anyway.
+ */
+export async function markUploads(backend: Backend, fileKey: string, expires: number, windowMs: number): Promise<void> {
+  await updateHead(
+    backend,
+    fileKey,
+    (b) => {
+      const h = b && parseFileHead(b, fileKey);
+      if (!h || (h.uploads ?? 0) >= expires) return { body: null, result: undefined };
+      return { body: jsonBody({ ...h, uploads: expires + windowMs }), result: undefined };
+    },
+    { guess: true },
+  );
+}
 
 export interface UploadState {
   layout: Layout;

@@ -15,7 +15,7 @@ import { type FileHead, type Layout, SEGMENT_BYTES, type VersionEntry, applyRete
 import { GcRefusal, type Refs, addRef, gcEpoch, knownAt } from './gc-state.ts';
 import { indexKey, newSegmentId, segmentFamily, segmentKey } from './keys.ts';
 import { VersionSource } from './source.ts';
-import type { UploadState } from './uploads.ts';
+import { type UploadState, carryMark } from './uploads.ts';
 import type { HeadChange, SeenHead } from './commit.ts';
 
 /** A refined chunk's basis piece shorter than this is stored as bytes, not by reference: an
@@ -242,7 +242,7 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
           const next = h?.next ?? 1;
           const entry: VersionEntry = { version: next, index: id, size: index.size, mtime: new Date().toISOString(), root, algo: index.algo, change: written, ...(client && { client }) };
           const versions = applyRetention([...vs, entry], store.repo.settings);
-          return { head: { name, next: next + 1, versions }, result: { version: next, unchanged: false }, adds: { entries: [entry], refs, ours: true } };
+          return { head: { ...carryMark(h), name, next: next + 1, versions }, result: { version: next, unchanged: false }, adds: { entries: [entry], refs, ours: true } };
         },
         { landed: () => (landed = true), seen },
       );
