@@ -175,6 +175,9 @@ test('local backend: put-if-absent writes once; a head changes only with its cur
     writeFileSync(path.join(dir, 'data/ab/@tmp-live'), 'y');
     assert.equal(await b.sweepTemporaries(3600_000), 1);
     assert.deepEqual(readdirSync(path.join(dir, 'data/ab')).sort(), ['@tmp-live', 'x']);
+    // whatever gc's min age: a collection with min age 0 must not take a writer's file
+    assert.equal(await b.sweepTemporaries(0), 0);
+    assert.deepEqual(readdirSync(path.join(dir, 'data/ab')).sort(), ['@tmp-live', 'x']);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -291,12 +291,17 @@ export function localBackend(root: string): LocalBackend {
   return backend;
 }
 
+/** A temporary file younger than this is never swept, whatever gc's min age: a live writer's
+ *  is seconds old, but a write may stall (a slow or frozen disk) and must fail on its own, not
+ *  because a collection with a small min age took its file. */
+export const TEMP_SWEEP_MIN_MS = 10 * 60_000;
+
 /**
- * Removes temporary files older than `olderThanMs` (left by a crash; a live writer's are
- * seconds old). Returns how many. Used by gc, never at start-up: other processes may be
- * writing.
+ * Removes temporary files older than `olderThanMs`, and than TEMP_SWEEP_MIN_MS (left by a
+ * crash). Returns how many. Used by gc, never at start-up: other processes may be writing.
  */
 async function sweepTemporaries(root: string, olderThanMs: number): Promise<number> {
+  olderThanMs = Math.max(olderThanMs, TEMP_SWEEP_MIN_MS);
   let n = 0;
   const walk = async (dir: string): Promise<void> => {
     let entries;
