@@ -30,6 +30,8 @@ const REFINE_RUN_MAX = 128 << 10;
  *  saves ~13 KB (random edits of 10% of 1 GiB: 19 MB refined into copies over ~1 500 short
  *  runs; bench/results/page-vs-cli.md). */
 const SLOW_WIRE = 8 << 10;
+/** `readsBehind` looks back this many bytes sent. */
+const READS_SEEN = 64 << 20;
 /** Inner chunks are refined while the receiver has listed basis bytes for at least 1 in
  *  INNER_PAYS of the lacking bytes judged so far, and at least 1 in INNER_PAYS of the inner
  *  bytes refined lately came back as copies, or fewer than INNER_WINDOW bytes are tallied (the
@@ -89,6 +91,8 @@ export interface Judged {
 export class DeltaSender {
   /** chunks below this are judged and sent: the Delta Bytes of [sentTo, judgedTo) are due */
   private sentTo = 0;
+  /** where the last run that would be read to be refined starts (`cheap`; -1: none yet) */
+  private readAt = -1;
   /** bytes sent, and the part of them refined into copies */
   literalBytes = 0;
   refinedBytes = 0;
@@ -112,6 +116,13 @@ export class DeltaSender {
   /** The target offset the Delta Bytes are sent up to. */
   sentOffset(): number {
     return this.list.offsets[this.sentTo];
+  }
+
+  /** Whether runs that would be read to be refined came within the last READS_SEEN bytes sent:
+   *  the reads behind the list are in use (a scattered edit), so holding the list near them
+   *  pays (sender.ts `ahead`). */
+  readsBehind(): boolean {
+    return this.readAt >= 0 && this.sentOffset() - this.readAt < READS_SEEN;
   }
 
   /** Skips the held chunks from `sentTo` on; whether Delta Bytes are due below `judgedTo`. */
@@ -269,6 +280,7 @@ export class DeltaSender {
    */
   private cheap(k: number): boolean {
     const off = this.list.offsets;
+    this.readAt = off[k];
     return !this.source.holds || this.source.holds(off[k], off[k + 1] - off[k]) || (this.conn.wireRate() ?? Infinity) < SLOW_WIRE;
   }
 

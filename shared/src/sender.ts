@@ -187,13 +187,15 @@ class Sender implements Judged {
    * Whether the list is far enough ahead that, from a source that keeps the bytes it read last
    * (`holds`: the page's File), taking its next part (and reading the file on) would let bytes
    * go before the Delta reads that need them (each then a round trip to the browser): while
-   * the file is still read (LISTING) and Delta Bytes more than
+   * the file is still read (LISTING), the Delta Bytes lately held runs to read for refining
+   * (`DeltaSender.readsBehind`: not where every changed stretch is long, sent unread), and Delta
+   * Bytes more than
    * PASS_LEAD behind the list wait for room in the socket (they always go out), or while the
    * Match Tokens trail it by more than PASS_LEAD and still move (a frontier still for
    * FRONTIER_STILL_MS may wait for more of the list: a long run or gap; the hold then ends).
    */
   private ahead(due: boolean): boolean {
-    if (!this.source.holds || this.state !== LISTING) return false;
+    if (!this.source.holds || this.state !== LISTING || !this.delta.readsBehind()) return false;
     const { size, offsets } = this.list;
     if (due && size - this.delta.sentOffset() > PASS_LEAD) return true;
     return size - offsets[this.frontier] > PASS_LEAD && performance.now() - this.frontierMoved < FRONTIER_STILL_MS;
