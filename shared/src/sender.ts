@@ -53,10 +53,11 @@ export async function sendTarget(conn: Conn, algo: number, target: TargetList, s
  */
 const LISTING = 'listing';
 const LISTED = 'listed';
-/** A Match Tokens frontier still this long (ms) no longer holds the list back (`ahead`). */
-const FRONTIER_STILL_MS = 100;
 const HASHED = 'hashed';
 type SenderState = typeof LISTING | typeof LISTED | typeof HASHED;
+
+/** A Match Tokens frontier still this long (ms) no longer holds the list back (`ahead`). */
+const FRONTIER_STILL_MS = 100;
 
 class Sender implements Judged {
   protected readonly H: number;
