@@ -240,3 +240,33 @@ test('a push from a Blob source completes where its list is held back for the ri
     await server.stop();
   }
 });
+
+test('where Blob streams have no BYOB reader (WebKitGTK, Safari before 26.4) nothing is kept: the push completes, unheld, its short runs sent whole on a fast wire', async () => {
+  const server = await testServer();
+  try {
+    /** a Blob whose stream is a default one (no BYOB reader) */
+    class PlainStreamBlob extends Blob {
+      override slice(start?: number, end?: number): Blob {
+        return new PlainStreamBlob([super.slice(start, end)]);
+      }
+      override stream(): ReadableStream<Uint8Array<ArrayBuffer>> {
+        const inner = super.stream().getReader();
+        return new ReadableStream({ pull: async (c) => {
+          const r = await inner.read();
+          if (r.done) c.close();
+          else c.enqueue(r.value);
+        } }) as ReadableStream<Uint8Array<ArrayBuffer>>;
+      }
+    }
+    const v1 = fastRandomBytes(13, 40 << 20);
+    const v2 = applyEdits(v1, new Rng(13), { kind: 'inverse', total: 30_000, placement: [1 / 3, 1 / 3, 1 / 3] });
+    const pushOf = (content: Uint8Array) => push(blobSource(new PlainStreamBlob([content as Uint8Array<ArrayBuffer>])), { url: server.wsUrl, name: 'plain.bin', WebSocket: WebSocket as any });
+    assert.equal((await pushOf(v1)).version, 1);
+    const r = await pushOf(v2);
+    assert.equal(r.version, 2);
+    assert.ok(Buffer.from(await server.stored('plain.bin', 2)).equals(v2));
+    assert.equal(r.refinedBytes, 0, 'nothing held, a fast wire: short runs whole');
+  } finally {
+    await server.stop();
+  }
+});

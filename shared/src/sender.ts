@@ -198,6 +198,8 @@ class Sender implements Judged {
   private ahead(due: boolean): boolean {
     if (!this.source.holds || this.state !== LISTING || !this.delta.readsBehind()) return false;
     const { size, offsets } = this.list;
+    // (a source that keeps nothing, as one whose pass cannot stream, is not held for)
+    if (!size || !this.source.holds(size - 1, 1)) return false;
     if (due && size - this.delta.sentOffset() > PASS_LEAD) return true;
     return size - offsets[this.frontier] > PASS_LEAD && performance.now() - this.frontierMoved < FRONTIER_STILL_MS;
   }
