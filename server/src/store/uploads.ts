@@ -24,7 +24,7 @@ export const CLOCK_MARGIN_MS = 3_600_000;
 export const mayHoldUploads = (h: FileHead | null, now = Date.now()) => !h || (h.uploads ?? 0) + CLOCK_MARGIN_MS > now;
 
 /** The `uploads` mark of `h` for a new head made from it: kept while it may still hold. */
-export const carryMark = (h: FileHead | null): { uploads?: number } => (h?.uploads !== undefined && h.uploads + CLOCK_MARGIN_MS > Date.now() ? { uploads: h.uploads } : {});
+export const carryMark = (h: FileHead | null): { uploads?: number } => (h?.uploads !== undefined && mayHoldUploads(h) ? { uploads: h.uploads } : {});
 
 /**
  * Marks the file head at `fileKey`, if there is one, as possibly holding an upload listed until
