@@ -26,12 +26,14 @@ const STREAM_MIN = 1 << 20;
 export const NEAR_GAP = 1 << 20;
 export const DENSE_GAP = 512 << 10;
 const DENSE_WEIGHT = 1 / 8;
-/** The second stream's reads check that the file is unchanged (a one-byte slice read, a round
- *  trip) at its first read and then once per this many bytes it passes; the pass's, at each
- *  read (READ_SLICE). A file changed after its chunks were read fails the push anyway: the
- *  receiver verifies every chunk's strong hash (VerifyFailed, which the page reports as the
- *  file unreadable). */
-const NEAR_CHECK_EVERY = 16 << 20;
+/** A stream's reads check that the file is unchanged (a one-byte slice read, a round trip) at
+ *  its first read, then once per this many bytes it passes, and at a read that reaches the
+ *  file's end: a file changed while the pass reads it fails that check at the latest (a changed
+ *  file's reads fail with NotReadableError), so no push is built from a torn read, and a change
+ *  is found within this many bytes. A file changed after its chunks were read fails the push
+ *  anyway: the receiver verifies every chunk's strong hash (VerifyFailed, which the page
+ *  reports as the file unreadable), and the socket's reads of Delta Runs fail. */
+const CHECK_EVERY = 16 << 20;
 /** The second stream's bytes are read into a scratch buffer of this size (the skipped ones
  *  dropped, a read's copied into the buffer it is asked to fill). */
 const SKIP_BUFFER = 256 << 10;
@@ -56,7 +58,6 @@ class StreamReads {
   constructor(
     private readonly blob: Blob,
     private readonly gap = 0,
-    private readonly checkEvery = 0,
   ) {}
 
   /** whether a read of `length` at `offset` is the stream's (it continues it, or starts one) */
@@ -82,9 +83,9 @@ class StreamReads {
       if (!this.reader || offset < this.pos || offset - this.pos > this.gap) this.open(offset);
       // A stream reads on from the file it opened, changed or not; a slice read checks that the
       // file is the one picked (its size and modification time), as every read of the Blob did
-      // before: one byte of it runs alongside a read at least every `checkEvery` bytes, so a
+      // before: one byte of it runs alongside a read at least every CHECK_EVERY bytes, so a
       // file changed while it is read fails a read (NotReadableError) and is not read on.
-      const check = length > 0 && (this.checked < 0 || offset - this.checked >= this.checkEvery);
+      const check = length > 0 && (this.checked < 0 || offset - this.checked >= CHECK_EVERY || offset + length >= this.blob.size);
       const unchanged = check ? this.blob.slice(offset, offset + 1).arrayBuffer() : null;
       unchanged?.catch(() => {}); // (awaited below)
       if (check) this.checked = offset;
@@ -253,7 +254,7 @@ export function blobSource(file: Blob, o: BlobSourceOptions = {}): Source {
   const streams = typeof blob.stream === 'function';
   const pass = streams ? new StreamReads(blob) : null;
   // reads near one another (not the pass's), one at a time in the order they are asked for
-  const near = streams ? new StreamReads(blob, NEAR_GAP, NEAR_CHECK_EVERY) : null;
+  const near = streams ? new StreamReads(blob, NEAR_GAP) : null;
   let nearQueue: Promise<unknown> = Promise.resolve();
   const recent = pass ? new Recent(Math.min(RECENT_BYTES, size)) : null;
   /** where the last read that was not the pass's ends (-1: none yet), and the average gap
