@@ -2,15 +2,18 @@
 // boundaries, a run of chunks refined against the receiver's Basis Checksums puts itself back
 // together exactly from its pieces and the basis bytes they copy; scattered edits leave most
 // of the bytes to copy; hostile Basis Checksums are refused; the receiver lists the middles of
-// gaps while they pay.
+// gaps while they pay, reading several basis stretches at once and listing them in order.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { BasisChecksumTable } from '../src/basis-checksums.ts';
-import { BasisCopies, MiddleYield, fineCut } from '../src/refine.ts';
-import { Msg, ProtocolError } from '../src/protocol.ts';
-import { PREFIX, type Piece } from '../src/messages.ts';
-import { EDIT_KINDS, Rng, applyEdits, textBytes } from '../../harness/testdata.ts';
+import { BasisCopies, BasisListing, MiddleYield, fineCut } from '../src/refine.ts';
+import { ChecksumList } from '../src/checksum-list.ts';
+import { type Source, chunkSource, offsetsOf } from '../src/chunk-index.ts';
+import { matchRuns } from '../src/matcher.ts';
+import { DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, Msg, ProtocolError, hashLength } from '../src/protocol.ts';
+import { type BasisChecksums, PREFIX, type Piece } from '../src/messages.ts';
+import { EDIT_KINDS, Rng, applyEdits, fastRandomBytes, textBytes } from '../../harness/testdata.ts';
 import '../src/wasm.ts';
 
 const FINE = { min: 64, avg: 256, max: 1024 };
@@ -153,4 +156,48 @@ test('the middles of gaps are listed while copies of them come back', () => {
   const again: boolean[] = [];
   for (let k = 0; k < 24; k++) again.push(y.listMiddle());
   assert.deepEqual(again.map((d, k) => (d ? k : -1)).filter((k) => k >= 0), [7, 23]);
+});
+
+test('a listing reads several basis stretches at once and lists them in order, as one read at a time would', async () => {
+  const rng = new Rng(31);
+  const basis = fastRandomBytes(31, 6 << 20);
+  const target = applyEdits(basis, rng, { kind: 'inverse', total: 40_000, placement: [1 / 3, 1 / 3, 1 / 3] });
+  const memory = (bytes: Uint8Array): Source => ({ size: bytes.length, read: async (o, n) => bytes.slice(o, o + n) });
+  const index = await chunkSource(memory(basis), DEFAULT_PARAMS, DEFAULT_ALGO);
+  const t = await chunkSource(memory(target), DEFAULT_PARAMS, DEFAULT_ALGO);
+  const list = new ChecksumList(hashLength(DEFAULT_ALGO));
+  list.append(t.lengths, t.fastfps);
+  const runs = matchRuns(list.weak(), index);
+  /** the Basis Checksums a listing sends over `source`, and the most reads it had running */
+  const listed = async (source: Source) => {
+    let running = 0;
+    let most = 0;
+    const counted: Source = {
+      size: source.size,
+      read: async (o, n, into) => {
+        most = Math.max(most, ++running);
+        try {
+          return await source.read(o, n, into);
+        } finally {
+          running--;
+        }
+      },
+    };
+    const sent: BasisChecksums[] = [];
+    const listing = new BasisListing({ index, source: counted }, () => offsetsOf(index.lengths), async (m) => void sent.push(m), DEFAULT_ALGO, DEFAULT_FINE);
+    // the list's runs come in parts, as the Checksums messages do
+    for (let r = 1; r <= runs.length; r += 7) await listing.listGaps(list, runs.slice(0, r), list.count, false);
+    await listing.listGaps(list, runs, list.count, true);
+    return { sent, most };
+  };
+  // reads answered after random delays, so they end out of order
+  const slow: Source = { size: basis.length, read: async (o, n) => {
+    await new Promise((r) => setTimeout(r, rng.int(5)));
+    return basis.slice(o, o + n);
+  } };
+  const one = await listed({ size: basis.length, read: async (o, n) => basis.slice(o, o + n) });
+  const many = await listed(slow);
+  assert.ok(one.sent.length > 50, `${one.sent.length} Basis Checksums`);
+  assert.ok(many.most > 1 && many.most <= 8, `${many.most} reads at once`);
+  assert.deepEqual(many.sent, one.sent);
 });
