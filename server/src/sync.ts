@@ -253,14 +253,17 @@ async function oneSession(s: SessionContext): Promise<Ended> {
       const basisVersion = known?.version ?? latest;
       // a session from a guess that fails leaves no guess behind: the client's next try reads
       // the head. A refusal because a collection took what the push copies from is decided
-      // again from a read: a known version removed since the guess is UnknownBasis, as a read
-      // at Hello would have answered (the client pushes again without it)
+      // again from a read: a basis removed since the guess is UnknownBasis, as a read at Hello
+      // would have answered for a known version (the client pushes again without it) and as
+      // for a basis found damaged (the client pushes again, reading the head)
       const unguess = async (e: unknown): Promise<never> => {
         if (!seen.guessed) throw e;
         store.forgetHead(name);
-        if (known && e instanceof GcRefusal) {
+        if (basisVersion && e instanceof GcRefusal) {
           const now = await store.head(name).catch(() => undefined);
-          if (now !== undefined && !now?.versions.some((v) => v.version === known.version)) throw new ProtocolError(ErrorCode.UnknownBasis, `${name} has no version ${known.version} (removed meanwhile): push again without it`);
+          if (now !== undefined && !now?.versions.some((v) => v.version === basisVersion)) {
+            throw new ProtocolError(ErrorCode.UnknownBasis, known ? `${name} has no version ${basisVersion} (removed meanwhile): push again without it` : `${name} has no version ${basisVersion} (removed meanwhile), which this push built on: push again`);
+          }
         }
         throw e;
       };

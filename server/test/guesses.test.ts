@@ -257,6 +257,37 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       }
     });
 
+    test('the latest version removed and collected through the other server: a push with the three phases from the stale guess still lands, byte-exact, as the next version', async (t) => {
+      const place = make();
+      const [a, b] = [await serve(place), await serve(place)];
+      const name = 'gone3.bin';
+      try {
+        const v1 = fastRandomBytes(43, 1_500_000);
+        await pushBytes(a, name, v1);
+        const v2 = applyEdits(v1, new Rng(43), { kind: 'insert', total: 2048 });
+        assert.equal((await pushBytes(a, name, v2)).version, 2);
+        // b removes the file and collects what it referenced; a's guess still holds 1 and 2
+        await b.store.remove(name);
+        const gc = await runGc(b.repo, { minAgeMs: 0, windowMs: 0, repackPercent: 20 });
+        assert.ok(gc.deleted > 0, JSON.stringify(gc));
+        // built on 2 from a's guess: what it copies is gone. Found missing when the basis is
+        // opened, there is no basis (every byte goes); found at the commit's verification or
+        // guard, the push is refused (UnknownBasis) and the client pushes again, from a read.
+        // Either way the swap on the guess is refused and decided from a read: version 3
+        const v3 = applyEdits(v2, new Rng(44), { kind: 'insert', total: 2048 });
+        const rep = await pushBytes(a, name, v3);
+        assert.equal(rep.version, 3);
+        assert.ok((await pullBytes(b, name, null)).bytes.equals(v3));
+        assert.deepEqual(await b.store.versionNumbers(name), [3]);
+        const report = await runCheck(new Repo(await place.open()), { readData: true });
+        assert.deepEqual(report.errors, []);
+        t.diagnostic(`a's sessions of the push: ${JSON.stringify(a.logs.filter((e) => e.op === 'push' && e.name === name).slice(2).map((e) => e.error ?? `version ${e.version}`))}`);
+      } finally {
+        for (const s of [a, b]) await s.close();
+        place.cleanup();
+      }
+    });
+
     test('stale guesses while retention drops versions and a collector loops: every push reported committed is kept as retention says, byte-exact; a refused one is retried and lands', async (t) => {
       const place = make();
       const flags = { 'keep-versions': '1' };
