@@ -87,8 +87,8 @@ export function App() {
   }, [busy]);
 
   const upload = useCallback(
-    (picked: Picked[]) => {
-      transfers.upload(picked);
+    (picked: Picked[], resume = false) => {
+      transfers.upload(picked, resume);
       const at = Date.now();
       rememberUploads(syncUrl(), picked.map((p) => ({ name: p.name, size: p.file.size, at, ...(p.handle && { handle: p.handle }) })));
     },
@@ -102,7 +102,7 @@ export function App() {
       {server.status === 'signin' && <Login onDone={() => void refresh()} />}
       <main className="layout">
         <div className="column">
-          {server.status === 'ok' && <UnfinishedNotice scope={syncUrl()} onFiles={upload} active={(name) => transfers.snapshot().some((t) => t.name === name && t.direction === 'up')} />}
+          {server.status === 'ok' && <UnfinishedNotice scope={syncUrl()} onFiles={(p) => upload(p, true)} active={(name) => transfers.snapshot().some((t) => t.name === name && t.direction === 'up')} />}
           <DropZone onFiles={upload} dragging={dragging} />
           <TransferList list={list} transfers={transfers} maxFileSize={maxFileSize} />
           <KeptSettings />

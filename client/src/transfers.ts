@@ -91,11 +91,12 @@ export class Transfers {
   };
   readonly snapshot = () => this.list;
 
-  /** Queues uploads; they show in the order given, above earlier transfers. */
-  upload(files: { file: File; name: string }[]) {
+  /** Queues uploads; they show in the order given, above earlier transfers. `resume`: earlier
+   *  uploads of these files were cut off (unfinished.ts), so the server may hold them. */
+  upload(files: { file: File; name: string }[], resume = false) {
     const fresh = files.map(({ file, name }): Transfer => {
       const id = this.nextId++;
-      this.requests.set(id, { kind: 'push', id, file, name, url: this.opts.url, retries: this.opts.retries ?? PAGE_RETRIES, user: this.user, device: this.opts.device });
+      this.requests.set(id, { kind: 'push', id, file, name, url: this.opts.url, retries: this.opts.retries ?? PAGE_RETRIES, user: this.user, device: this.opts.device, ...(resume && { resume }) });
       return { id, direction: 'up', name, size: file.size, status: 'queued' };
     });
     this.add(fresh);
@@ -223,6 +224,10 @@ export class Transfers {
    *  marked to go again when it is back. The caller starts what may run next (`pump`). */
   private settle(id: number, patch: Partial<Transfer>) {
     const kind = patch.failure?.kind;
+    // an upload whose connection broke may wait on the server to be resumed: every later try
+    // of it says so (Hello's resume flag)
+    const req = this.requests.get(id);
+    if (kind === 'lost' && req?.kind === 'push') req.resume = true;
     const again = (kind === 'unreachable' || kind === 'lost') && (this.get(id)!.autoRetries ?? 0) < AUTO_RETRIES;
     this.update(id, again ? { ...patch, retryWhenBack: true } : patch);
     const ended = this.get(id)!;

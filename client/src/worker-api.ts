@@ -5,8 +5,9 @@
 import type { Progress, SyncReport } from '../../shared/src/sync-client.ts';
 
 export type ToWorker =
-  /** upload `file` as a new version of `name` */
-  | { kind: 'push'; id: number; file: File; name: string; url: string; retries: number; user: string; device: string }
+  /** upload `file` as a new version of `name`; `resume`: an earlier try of it was cut off (the
+   *  server may hold its interrupted upload: Hello's resume flag) */
+  | { kind: 'push'; id: number; file: File; name: string; url: string; retries: number; user: string; device: string; resume?: boolean }
   /** download `version` of `name`, as a delta of `basis` when one is given */
   | { kind: 'pull'; id: number; name: string; version: number; size: number; basis: File | null; url: string; user: string }
   | { kind: 'cancel'; id: number };

@@ -136,6 +136,27 @@ test(`a lost connection goes again by itself when the server is back, at most ${
   assert.equal(worker.started().length, AUTO_RETRIES + 2);
 });
 
+test("an upload whose connection broke says at every later try that it may resume (Hello's resume flag); a new one, or one that never reached the server, does not; uploads asked to be finished say so from the first", () => {
+  const { worker, transfers } = setup();
+  const pushes = () => worker.asked.filter((m): m is Extract<ToWorker, { kind: 'push' }> => m.kind === 'push');
+  transfers.upload([{ file: file(10), name: 'a' }]);
+  assert.equal(pushes()[0].resume, undefined);
+  worker.answer({ kind: 'failed', id: 1, failure: { kind: 'unreachable', message: 'no server' } });
+  transfers.setOnline(false);
+  transfers.setOnline(true);
+  assert.equal(pushes().length, 2);
+  assert.equal(pushes()[1].resume, undefined, 'nothing of it reached the server');
+  worker.answer({ kind: 'failed', id: 1, failure: lost });
+  transfers.setOnline(false);
+  transfers.setOnline(true);
+  assert.equal(pushes()[2].resume, true, 'the server may hold what it sent');
+  worker.answer({ kind: 'failed', id: 1, failure: { kind: 'error', message: 'x' } });
+  transfers.retry(1);
+  assert.equal(pushes()[3].resume, true, "a person's retry too");
+  transfers.upload([{ file: file(10), name: 'b' }], true);
+  assert.deepEqual([pushes().at(-1)!.name, pushes().at(-1)!.resume], ['b', true]);
+});
+
 test('a lost transfer goes again AUTO_RETRY_MS after its failure when the server answers already, and waits while it does not', async () => {
   const { worker, transfers, get } = setup();
   transfers.upload([{ file: file(10), name: 'a' }]);

@@ -55,6 +55,7 @@ function checkHello(h: Hello, cfg: ServerConfig) {
   if (h.version !== PROTOCOL_VERSION) throw new ProtocolError(ErrorCode.Version, `protocol version ${h.version} is not supported (server speaks ${PROTOCOL_VERSION})`);
   if (h.op !== Op.Push && h.op !== Op.Pull) throw new ProtocolError(ErrorCode.Malformed, `unknown operation ${h.op}`);
   if (h.known && h.op !== Op.Push) throw new ProtocolError(ErrorCode.Malformed, 'a known version comes with a push only');
+  if (h.resume && (h.op !== Op.Push || h.known)) throw new ProtocolError(ErrorCode.Malformed, 'the resume flag comes with a push with the three phases only');
   checkParams(h.params, cfg.maxChunkSize);
   hashLength(h.algo);
   h.name = validateName(h.name);
@@ -232,13 +233,14 @@ async function oneSession(s: SessionContext): Promise<Ended> {
       const expect = hello.basisVersion === 0 ? undefined : hello.basisVersion === BASIS_ABSENT ? 0 : hello.basisVersion;
       const known = hello.known;
       // the file head, once: the latest version, the basis' entry and the commit's
-      // compare-and-swap come from it. A push against a known version starts from the head as
-      // this process last read or wrote it, when it has one (a guess, docs/store.md §4 step 0):
-      // the swap lands only if it is still current, and a refusal decided from a guess is
-      // decided again from a read. A push with the three phases reads it: whether an
-      // interrupted upload of the name may wait to be resumed comes from it (§6)
+      // compare-and-swap come from it. A push starts from the head as this process last read
+      // or wrote it, when it has one (a guess, docs/store.md §4 step 0): the swap lands only if
+      // it is still current, and a refusal decided from a guess is decided again from a read.
+      // A push that may resume an interrupted upload (Hello's resume flag) reads it: whether
+      // one may wait comes from its mark (§6), which a guess from before it would not show
+      const resume = !!hello.resume;
       const refuses = (h: FileHead | null) => (expect !== undefined && expect !== (h?.versions.at(-1)?.version ?? 0)) || (!!known && !h?.versions.some((v) => v.version === known.version));
-      let seen = known ? await store.headGuess(name) : await store.headSeen(name);
+      let seen = resume ? await store.headSeen(name) : await store.headGuess(name);
       if (seen.guessed && refuses(seen.head)) seen = await store.headSeen(name);
       const head = seen.head;
       const latest = head?.versions.at(-1)?.version ?? 0;
@@ -251,14 +253,17 @@ async function oneSession(s: SessionContext): Promise<Ended> {
       const basisVersion = known?.version ?? latest;
       // a session from a guess that fails leaves no guess behind: the client's next try reads
       // the head. A refusal because a collection took what the push copies from is decided
-      // again from a read: a known version removed since the guess is UnknownBasis, as a read
-      // at Hello would have answered (the client pushes again without it)
+      // again from a read: a basis removed since the guess is UnknownBasis, as a read at Hello
+      // would have answered for a known version (the client pushes again without it) and as
+      // for a basis found damaged (the client pushes again, reading the head)
       const unguess = async (e: unknown): Promise<never> => {
         if (!seen.guessed) throw e;
         store.forgetHead(name);
-        if (known && e instanceof GcRefusal) {
+        if (basisVersion && e instanceof GcRefusal) {
           const now = await store.head(name).catch(() => undefined);
-          if (now !== undefined && !now?.versions.some((v) => v.version === known.version)) throw new ProtocolError(ErrorCode.UnknownBasis, `${name} has no version ${known.version} (removed meanwhile): push again without it`);
+          if (now !== undefined && !now?.versions.some((v) => v.version === basisVersion)) {
+            throw new ProtocolError(ErrorCode.UnknownBasis, known ? `${name} has no version ${basisVersion} (removed meanwhile): push again without it` : `${name} has no version ${basisVersion} (removed meanwhile), which this push built on: push again`);
+          }
         }
         throw e;
       };
@@ -285,10 +290,11 @@ async function oneSession(s: SessionContext): Promise<Ended> {
             };
         // A writer that named its basis must still be building on the latest at commit time.
         const sinkFor = store.sinkFor(name, basisVersion, hello.params, hello.algo, expect, client, seen);
-        // An interrupted upload of this name waiting to be resumed: match once the whole list
-        // is in, whose digest says whether this push resumes it (not with a known basis: the
-        // sender sends Copies, not its whole list first).
-        const wholeList = !known && (await store.holdsResumable(name, latest, head));
+        // An interrupted upload of this name waiting to be resumed, for a push that may resume
+        // one (never one with a known basis: its sender sends Copies, not its whole list
+        // first): match once the whole list is in, whose digest says whether this push resumes
+        // it. A push that may not looks for none: one it misses costs only bytes sent again.
+        const wholeList = resume && (await store.holdsResumable(name, latest, head));
         const out = await receiveTarget(conn, hello.params, hello.algo, basis, sinkFor, {
           limits,
           resultExtra: extra,
@@ -308,7 +314,7 @@ async function oneSession(s: SessionContext): Promise<Ended> {
           throw e;
         });
         committed = out.version;
-        log({ op: 'push', name, version: out.version, known: known?.version, size: out.index.size, matchedBytes: out.matchedBytes, refinedBytes: out.refinedBytes, refineListed: out.refineListed, literalBytes: out.literalBytes, resumedChunks: out.resumedChunks, tokens: out.tokens, similarTo, ms: Math.round(performance.now() - t0) });
+        log({ op: 'push', name, version: out.version, known: known?.version, resume, guessed: seen.guessed, size: out.index.size, matchedBytes: out.matchedBytes, refinedBytes: out.refinedBytes, refineListed: out.refineListed, literalBytes: out.literalBytes, resumedChunks: out.resumedChunks, tokens: out.tokens, similarTo, ms: Math.round(performance.now() - t0) });
       } catch (e) {
         await unguess(e);
       } finally {

@@ -11,7 +11,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { RemoteError } from '../../shared/src/conn.ts';
+import { ConnectionLost, RemoteError } from '../../shared/src/conn.ts';
+import { RESUME_MIN_FILE } from '../../shared/src/limits.ts';
 import { MemoryKnown, knownKey } from '../../shared/src/known.ts';
 import { ErrorCode } from '../../shared/src/protocol.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
@@ -24,7 +25,7 @@ import type { Backend } from '../src/store/backend.ts';
 import { parseFileHead } from '../src/store/format.ts';
 import { runCheck } from '../src/store/check.ts';
 import { runGc } from '../src/store/gc.ts';
-import { fileHeadKey } from '../src/store/keys.ts';
+import { fileHeadKey, uploadsKey } from '../src/store/keys.ts';
 import { localBackend } from '../src/store/local.ts';
 import { Repo } from '../src/store/repo.ts';
 import { s3Backend } from '../src/store/s3.ts';
@@ -199,16 +200,24 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
         assert.equal(rep.version, 2);
         const done = b.logs.find((e) => e.op === 'push' && e.version === 2)!;
         assert.ok((done.resumedChunks as number) > 50, JSON.stringify(b.logs));
+        assert.equal(done.resume, true, 'the retry said it may resume');
+        assert.ok(rep.literalBytes < 6_000_000, `literal ${rep.literalBytes}: less than the edit, part of which went before the cut`);
         assert.ok((b.reads.uploads ?? 0) > uploads0, 'b read the uploads head: the head it read was marked');
         assert.ok((await pullBytes(a, name, null)).bytes.equals(edited));
         // the mark a's suspend wrote stays in the head (it runs out with the upload's window)
         const got = (await (await place.open()).getHead(fileHeadKey('local', name)))!;
         assert.ok((parseFileHead(got.body, name).uploads ?? 0) > Date.now());
-        // a push with the three phases reads the head (never a guess) and, marked, the uploads head
-        const reads0 = { ...b.reads };
-        assert.equal((await pushBytes(b, name, applyEdits(edited, new Rng(3), { kind: 'insert', total: 500 }))).version, 3);
+        // a push with the three phases that may resume reads the head (never a guess) and,
+        // marked, the uploads head; one that may not starts from b's guess and reads neither
+        let reads0 = { ...b.reads };
+        const v3 = applyEdits(edited, new Rng(3), { kind: 'insert', total: 500 });
+        assert.equal((await pushBytes(b, name, v3, { resume: true })).version, 3);
         assert.equal((b.reads.files ?? 0) - (reads0.files ?? 0), 1);
         assert.equal((b.reads.uploads ?? 0) - (reads0.uploads ?? 0), 1);
+        reads0 = { ...b.reads };
+        assert.equal((await pushBytes(b, name, applyEdits(v3, new Rng(4), { kind: 'insert', total: 500 }))).version, 4);
+        assert.equal((b.reads.files ?? 0) - (reads0.files ?? 0), 0);
+        assert.equal((b.reads.uploads ?? 0) - (reads0.uploads ?? 0), 0);
       } finally {
         proxy.close();
         for (const s of [a, b]) await s.close();
@@ -242,6 +251,37 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
         assert.ok(a.logs.some((e) => e.op === 'push' && e.error === ErrorCode.UnknownBasis), JSON.stringify(a.logs.slice(-3)));
         assert.ok((await pullBytes(b, name, null)).bytes.equals(v3));
         assert.deepEqual(await b.store.versionNumbers(name), [3]);
+      } finally {
+        for (const s of [a, b]) await s.close();
+        place.cleanup();
+      }
+    });
+
+    test('the latest version removed and collected through the other server: a push with the three phases from the stale guess still lands, byte-exact, as the next version', async (t) => {
+      const place = make();
+      const [a, b] = [await serve(place), await serve(place)];
+      const name = 'gone3.bin';
+      try {
+        const v1 = fastRandomBytes(43, 1_500_000);
+        await pushBytes(a, name, v1);
+        const v2 = applyEdits(v1, new Rng(43), { kind: 'insert', total: 2048 });
+        assert.equal((await pushBytes(a, name, v2)).version, 2);
+        // b removes the file and collects what it referenced; a's guess still holds 1 and 2
+        await b.store.remove(name);
+        const gc = await runGc(b.repo, { minAgeMs: 0, windowMs: 0, repackPercent: 20 });
+        assert.ok(gc.deleted > 0, JSON.stringify(gc));
+        // built on 2 from a's guess: what it copies is gone. Found missing when the basis is
+        // opened, there is no basis (every byte goes); found at the commit's verification or
+        // guard, the push is refused (UnknownBasis) and the client pushes again, from a read.
+        // Either way the swap on the guess is refused and decided from a read: version 3
+        const v3 = applyEdits(v2, new Rng(44), { kind: 'insert', total: 2048 });
+        const rep = await pushBytes(a, name, v3);
+        assert.equal(rep.version, 3);
+        assert.ok((await pullBytes(b, name, null)).bytes.equals(v3));
+        assert.deepEqual(await b.store.versionNumbers(name), [3]);
+        const report = await runCheck(new Repo(await place.open()), { readData: true });
+        assert.deepEqual(report.errors, []);
+        t.diagnostic(`a's sessions of the push: ${JSON.stringify(a.logs.filter((e) => e.op === 'push' && e.name === name).slice(2).map((e) => e.error ?? `version ${e.version}`))}`);
       } finally {
         for (const s of [a, b]) await s.close();
         place.cleanup();
@@ -317,17 +357,156 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       }
     });
 
-    test('a push with the three phases of a head that no upload marked reads no uploads head', async () => {
+    test('a push with the three phases that may resume, of a head that no upload marked, reads the file head and no uploads head', async () => {
       const place = make();
       const a = await serve(place);
       try {
         const data = fastRandomBytes(21, 1_000_000);
         await pushBytes(a, 'plain.bin', data);
         const reads0 = { ...a.reads };
-        assert.equal((await pushBytes(a, 'plain.bin', applyEdits(data, new Rng(21), { kind: 'insert', total: 300 }))).version, 2);
+        assert.equal((await pushBytes(a, 'plain.bin', applyEdits(data, new Rng(21), { kind: 'insert', total: 300 }), { resume: true })).version, 2);
         assert.equal((a.reads.files ?? 0) - (reads0.files ?? 0), 1);
         assert.equal((a.reads.uploads ?? 0) - (reads0.uploads ?? 0), 0);
       } finally {
+        await a.close();
+        place.cleanup();
+      }
+    });
+
+    test('a push with the three phases that may not resume starts from its server\'s guess: no head read while it is current; stale (the other server committed), every push lands as the next version, byte-exact, a stale claim is refused, the latest bytes store nothing', async () => {
+      const place = make();
+      const [a, b] = [await serve(place), await serve(place)];
+      const name = 'three/phases.bin';
+      const fileReads = (s: typeof a, since: Record<string, number>) => (s.reads.files ?? 0) - (since.files ?? 0);
+      const lastPush = (s: typeof a) => s.logs.filter((e) => e.op === 'push' && e.version !== undefined).at(-1)!;
+      try {
+        const r = new Rng(61);
+        const edit = (from: Uint8Array) => applyEdits(from, r, { kind: 'insert', total: 2048, maxFragment: 2048 });
+        let cur = fastRandomBytes(61, 2_000_000);
+        const bytes: Uint8Array[] = [cur];
+        assert.equal((await pushBytes(a, name, cur, { expect: 'absent' })).version, 1);
+        // a's guess is the head of its own commit: its next push reads no file or uploads head
+        let reads0 = { ...a.reads };
+        cur = edit(cur);
+        assert.equal((await pushBytes(a, name, cur, { expect: { version: 1 } })).version, 2);
+        bytes.push(cur);
+        assert.equal(fileReads(a, reads0), 0, 'no file head read: the guess is current');
+        assert.equal((a.reads.uploads ?? 0) - (reads0.uploads ?? 0), 0, 'no uploads head read');
+        assert.deepEqual([lastPush(a).resume, lastPush(a).guessed], [false, true]);
+        // b commits 3 (its first push of the name: no guess, it reads the head)
+        cur = edit(cur);
+        assert.equal((await pushBytes(b, name, cur)).version, 3);
+        bytes.push(cur);
+        // a's guess says 2 is the latest. No claim: the session builds on 2, its swap is refused
+        // (the head moved), the head is read once, and the push lands as 4
+        reads0 = { ...a.reads };
+        cur = edit(cur);
+        assert.equal((await pushBytes(a, name, cur)).version, 4);
+        bytes.push(cur);
+        assert.equal(fileReads(a, reads0), 1, 'the refused swap read the head');
+        // b's guess says 3, and the client claims 4: a guess that would refuse is never
+        // believed, b reads the head at Hello, and the push lands as 5
+        cur = edit(cur);
+        assert.equal((await pushBytes(b, name, cur, { expect: { version: 4 } })).version, 5);
+        bytes.push(cur);
+        // a's guess says 4 and the latest is 5: a client that claims 4 is refused at the swap
+        // (StaleBasis), nothing stored, as when the head is read at the session's start
+        await assert.rejects(pushBytes(a, name, edit(bytes[3]), { expect: { version: 4 } }), isStale);
+        assert.deepEqual(await a.store.versionNumbers(name), [1, 2, 3, 4, 5]);
+        // a commits 6 (its guess was forgotten at the refusal: it reads), b commits 7; the bytes
+        // of 7 pushed through a, whose guess says 6: decided from the guess as a new version,
+        // the swap is refused, a read shows 7 with these bytes: nothing stored, 7 answered
+        cur = edit(cur);
+        assert.equal((await pushBytes(a, name, cur)).version, 6);
+        bytes.push(cur);
+        cur = edit(cur);
+        assert.equal((await pushBytes(b, name, cur)).version, 7);
+        bytes.push(cur);
+        assert.equal((await pushBytes(a, name, cur)).version, 7);
+        assert.deepEqual(await a.store.versionNumbers(name), [1, 2, 3, 4, 5, 6, 7]);
+        for (const [i, want] of bytes.entries()) {
+          for (const s of [a, b]) assert.ok((await pullBytes(s, name, null, { version: i + 1 })).bytes.equals(want), `version ${i + 1} through ${s === a ? 'a' : 'b'}`);
+        }
+        const report = await runCheck(new Repo(await place.open()), { readData: true });
+        assert.deepEqual(report.errors, []);
+      } finally {
+        for (const s of [a, b]) await s.close();
+        place.cleanup();
+      }
+    });
+
+    test(`a push cut off and run again: of ${RESUME_MIN_FILE >> 20} MiB and more it says it may resume, and resumes; smaller, it starts from the guess and sends every byte again, storing the same bytes; told an earlier push was cut off, it resumes`, async () => {
+      const place = make();
+      const a = await serve(place);
+      // cuts connection `cut.n` once it has passed `cut.at` bytes
+      const cut = { n: -1, at: 0 };
+      const proxy = await socketPipe({ to: () => a.port, cut: (n, seen) => n === cut.n && seen > cut.at });
+      // the uploads listed for a name, read through a backend of its own (not counted as a's)
+      const plain = await place.open();
+      const listed = async (name: string) => JSON.parse(Buffer.from((await plain.getHead(uploadsKey('local', name)))?.body ?? '{"uploads":[]}').toString()).uploads.length as number;
+      const cutOff = async (name: string, bytes: Uint8Array, at: number) => {
+        const had = await listed(name);
+        Object.assign(cut, { n: proxy.connections, at });
+        await assert.rejects(pushBytes(proxy, name, bytes), (e: Error) => e instanceof ConnectionLost, 'no retries: the push fails');
+        // the server notices the lost connection and suspends the upload
+        for (let t = 0; (await listed(name)) === had; t++) {
+          assert.ok(t < 500, 'the upload is suspended');
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      };
+      /** pushes through the proxy; returns its report, the bytes the client sent and the server's log */
+      const pushed = async (name: string, bytes: Uint8Array, o: { resume?: boolean } = {}) => {
+        const sent0 = proxy.fromClient;
+        const rep = await pushBytes(proxy, name, bytes, o);
+        return { rep, sent: proxy.fromClient - sent0, log: a.logs.filter((e) => e.op === 'push' && e.version === rep.version).at(-1)! };
+      };
+      try {
+        // a new file just above RESUME_MIN_FILE, cut after 10 MB (before its first checkpoint):
+        // run again, a new push (as `dsync push` run again), it says it may resume and sends
+        // what the server lacks
+        const big = fastRandomBytes(71, RESUME_MIN_FILE + (1 << 20));
+        await cutOff('big.bin', big, 10_000_000);
+        const again = await pushed('big.bin', big);
+        assert.equal(again.rep.version, 1);
+        assert.equal(again.log.resume, true);
+        assert.ok((again.log.resumedChunks as number) > 0, JSON.stringify(again.log));
+        assert.ok(again.sent < 0.6 * big.length, `the second run sent ${again.sent} of ${big.length} bytes`);
+        assert.ok((await pullBytes(a, 'big.bin', null)).bytes.equals(big));
+
+        // an edit of a small file cut off (its whole list went first: one slice) and run again:
+        // the new push says it may not resume, starts from a's guess, reads no uploads head and
+        // sends every byte again; the version is the same as a resumed one would be, and the
+        // upload it missed waits listed until its window ends (gc then collects its objects)
+        const small = fastRandomBytes(72, 3_000_000);
+        assert.equal((await pushBytes(a, 'small.bin', small)).version, 1);
+        const edited = small.slice();
+        edited.set(fastRandomBytes(73, 2_000_000), 500_000);
+        await cutOff('small.bin', edited, 1_500_000);
+        const uploads0 = a.reads.uploads ?? 0;
+        const whole = await pushed('small.bin', edited);
+        assert.equal(whole.rep.version, 2);
+        assert.equal(whole.log.resume, false);
+        assert.ok(!whole.log.resumedChunks, JSON.stringify(whole.log));
+        assert.equal((a.reads.uploads ?? 0) - uploads0, 0, 'no uploads head read');
+        assert.ok(whole.sent > 2_000_000, `sent ${whole.sent}: the edit again, whole`);
+        assert.ok((await pullBytes(a, 'small.bin', null)).bytes.equals(edited));
+        assert.equal(await listed('small.bin'), 1, 'the missed upload stays listed');
+
+        // the same, when the caller says an earlier push was cut off (the page's unfinished
+        // uploads): it may resume, and does
+        const edited2 = edited.slice();
+        edited2.set(fastRandomBytes(74, 2_000_000), 500_000);
+        await cutOff('small.bin', edited2, 1_500_000);
+        const resumed = await pushed('small.bin', edited2, { resume: true });
+        assert.equal(resumed.rep.version, 3);
+        assert.equal(resumed.log.resume, true);
+        assert.ok((resumed.log.resumedChunks as number) > 0, JSON.stringify(resumed.log));
+        assert.ok(resumed.sent < 2_000_000, `sent ${resumed.sent}: less than the edit`);
+        assert.ok((await pullBytes(a, 'small.bin', null)).bytes.equals(edited2));
+        const report = await runCheck(new Repo(await place.open()), { readData: true });
+        assert.deepEqual(report.errors, []);
+      } finally {
+        proxy.close();
         await a.close();
         place.cleanup();
       }

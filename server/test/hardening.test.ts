@@ -451,6 +451,9 @@ test('hostile pushes against a known basis: refused with a clear code, nothing s
       [ErrorCode.UnknownBasis, /not the one the client knows/, { known: { version: 1, root: ib.root } }, []],
       [ErrorCode.UnknownBasis, /has no version 2/, { known: { version: 2, root: ia.root } }, []],
       [ErrorCode.Malformed, /with a push only/, { known, op: Op.Pull }, []],
+      // Hello's resume flag: a push with the three phases only
+      [ErrorCode.Malformed, /three phases only/, { known, resume: true }, []],
+      [ErrorCode.Malformed, /three phases only/, { op: Op.Pull, resume: true }, []],
       // chunk 0 claimed from the basis (the basis' length and FastFp, not the file's bytes): the
       // root check refuses it
       [ErrorCode.VerifyFailed, /does not match/, { known }, [copies(0, [0, n, 0]), list[1], verdict(ib.root)]],
@@ -460,6 +463,14 @@ test('hostile pushes against a known basis: refused with a clear code, nothing s
       const r = await push(extra, ...frames);
       assert.equal(r.error, code, `${why}: ${JSON.stringify(r)}`);
       assert.match(r.message!, why);
+    }
+    // a Hello flag bit this version gives no meaning (byte 34: flags, docs/protocol.md §4)
+    for (const flags of [0x02, 0x80, 0xff]) {
+      const f = hello('k', { size: b.length, resume: true });
+      f[34] = flags;
+      const r = await raw(s.wsUrl, [f, ...list]);
+      assert.equal(r.error, ErrorCode.Malformed, JSON.stringify(r));
+      assert.match(r.message!, /unknown Hello flags/);
     }
     // the well-formed push of the same frames is stored
     const ws = await Conn.open(s.wsUrl, WebSocket as any);

@@ -14,7 +14,7 @@ import { DEFAULT_LIMITS, type Limits } from './limits.ts';
 import { Reader, Writer, malformed, varintSize } from './frame-bytes.ts';
 import { decodeBasisChecksums, decodeCopies, decodeDelta, encodeBasisChecksums, encodeCopies, encodeDelta, listSize, readList, writeList } from './codec-lists.ts';
 import { type Failed, type Message } from './messages.ts';
-import { Msg, ProtocolError, hashLength } from './protocol.ts';
+import { HelloFlag, Msg, ProtocolError, hashLength } from './protocol.ts';
 
 const utf8 = new TextEncoder();
 const utf8Strict = new TextDecoder('utf-8', { fatal: true });
@@ -31,7 +31,7 @@ export function encode(m: Message, hashLen = 32, room?: (size: number) => Uint8A
     case Msg.Hello: {
       const name = utf8.encode(m.name);
       if (m.known) checkHash(m.known.root, hashLength(m.algo), 'known root');
-      const w = new Writer(1 + 2 + 12 + 3 + 8 + 4 + 4 + 2 + name.length + (m.known ? m.known.root.length : 0));
+      const w = new Writer(1 + 2 + 12 + 3 + 8 + 4 + 4 + 1 + 2 + name.length + (m.known ? m.known.root.length : 0));
       w.u8(m.type);
       w.u8(m.version);
       w.u8(m.op);
@@ -44,6 +44,7 @@ export function encode(m: Message, hashLen = 32, room?: (size: number) => Uint8A
       w.u64(m.size);
       w.u32(m.basisVersion);
       w.u32(m.known?.version ?? 0);
+      w.u8(m.resume ? HelloFlag.Resume : 0);
       w.u16(name.length);
       w.bytes(name);
       if (m.known) w.bytes(m.known.root);
@@ -198,6 +199,8 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
       const size = r.u64('size');
       const basisVersion = r.u32('basis version');
       const knownVersion = r.u32('known version');
+      const flags = r.u8('flags');
+      if (flags & ~HelloFlag.Resume) throw malformed(`unknown Hello flags 0x${flags.toString(16).padStart(2, '0')}`);
       const nameLen = r.u16('name length');
       if (nameLen > limits.maxNameBytes) throw malformed(`name of ${nameLen} bytes exceeds ${limits.maxNameBytes}`);
       let name: string;
@@ -208,6 +211,7 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
         throw malformed('name is not valid UTF-8');
       }
       m = { type, version, op, params, algo, size, basisVersion, name };
+      if (flags & HelloFlag.Resume) m.resume = true;
       if (knownVersion) {
         if (algo < 1 || algo > 3) throw malformed(`a known version's root in a Hello of unknown algorithm ${algo}`);
         m.known = { version: knownVersion, root: r.bytes(hashLength(algo), 'known root') };

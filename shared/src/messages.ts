@@ -20,6 +20,11 @@ export interface Hello {
    *  the client sends its own Match Tokens against it (Copies) without waiting for the
    *  server's (docs/protocol.md §3, "A known basis"); absent: none */
   known?: { version: number; root: Uint8Array };
+  /** push with the three phases: this push may resume an interrupted upload of the name (a
+   *  retry after a lost connection, or a file large enough that resuming matters): the server
+   *  reads the file head and looks for one (docs/protocol.md §3 "Resuming"); absent or false:
+   *  it looks for none (Hello's `flags`, bit HelloFlag.Resume) */
+  resume?: boolean;
 }
 export interface Ready {
   type: typeof Msg.Ready;

@@ -5,11 +5,18 @@
 
 import { CHUNK_SIZE_RANGES } from './limits.ts';
 
-export const PROTOCOL_VERSION = 8;
+export const PROTOCOL_VERSION = 9;
 
 /** Hello's `basisVersion` on a push that expects no file at its name (a first push): the
  *  server refuses with StaleBasis when the name has a version (docs/protocol.md §7). */
 export const BASIS_ABSENT = 0xffffffff;
+
+/** Bits of Hello's `flags` (docs/protocol.md §4); any other bit set is Malformed. */
+export const HelloFlag = {
+  /** push, three phases only: an interrupted upload of this name may wait for this push to
+   *  resume it (docs/protocol.md §3 "Resuming"); without it the server looks for none */
+  Resume: 0x01,
+} as const;
 
 /** Message type codes (the first byte of every binary frame). */
 export const Msg = {

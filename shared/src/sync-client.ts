@@ -19,7 +19,7 @@ import { BASIS_ABSENT, type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PAR
 import { indexParts } from './checksum-list.ts';
 import { receiveTarget } from './receiver.ts';
 import { sendTarget } from './sender.ts';
-import { DAMAGED_BASIS_RETRIES } from './limits.ts';
+import { DAMAGED_BASIS_RETRIES, RESUME_MIN_FILE } from './limits.ts';
 import { whileBusy as waitWhileBusy } from './busy.ts';
 import type { Phase, SendOutcome, SenderOptions } from './session-options.ts';
 import type { Sink } from './sink.ts';
@@ -144,6 +144,14 @@ const ms = (t: number) => Math.round(t * 10) / 10;
 /** Delay before retry `attempt` (0, 1, …): 0.5 s doubling to 8 s, with jitter. */
 export const backoffMs = (attempt: number) => Math.min(8000, 500 * 2 ** attempt) * (0.75 + Math.random() / 2);
 
+/** Whether a push with the three phases says it may resume an interrupted upload of its name
+ *  (Hello's resume flag, docs/protocol.md §3 "Resuming"): a retry after a lost connection,
+ *  whose upload the server may hold; and a file of RESUME_MIN_FILE and more on every try, so
+ *  that a push run again after its client or server was killed resumes. A smaller one starts
+ *  from the server's guess of the file head; an upload of it that waits is missed, and its
+ *  bytes (under RESUME_MIN_FILE) are sent again. */
+export const mayResume = (size: number, reconnects: number) => reconnects > 0 || size >= RESUME_MIN_FILE;
+
 /** A push's plan against a version of the file this client knows (known.ts). Known with its
  *  finer cut (one this client pushed), the push goes against it (`against`) and chunks as it
  *  sends: refined against that cut, it sends what the three phases would, one round trip
@@ -166,17 +174,18 @@ export async function planKnown(
 }
 
 /** One push session on an open connection: Hello (naming the known version pushed against, if
- *  any), then the sender's side, over an index already made or the file chunked as it goes. */
+ *  any, or with the three phases saying whether it may resume an interrupted upload), then the
+ *  sender's side, over an index already made or the file chunked as it goes. */
 export async function pushSession(
   conn: Conn,
   source: Source,
-  o: { name: string; params: ChunkParams; algo: number; basisVersion?: number; index?: ChunkIndex | null; against?: KnownVersion | null; sliceBytes?: number; onChunked?: (done: number) => void; sender?: SenderOptions },
+  o: { name: string; params: ChunkParams; algo: number; basisVersion?: number; index?: ChunkIndex | null; against?: KnownVersion | null; resume?: boolean; sliceBytes?: number; onChunked?: (done: number) => void; sender?: SenderOptions },
 ): Promise<SendOutcome & { unchanged: boolean }> {
   const k = o.against;
   /** Ready's version: the basis the server builds on (0: none) */
   let basis = 0;
   conn.hashLen = hashLength(o.algo);
-  await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: o.params, algo: o.algo, size: source.size, basisVersion: o.basisVersion ?? 0, name: o.name, ...(k && { known: { version: k.version, root: k.root } }) });
+  await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: o.params, algo: o.algo, size: source.size, basisVersion: o.basisVersion ?? 0, name: o.name, ...(k ? { known: { version: k.version, root: k.root } } : o.resume && { resume: true }) });
   const parts = o.index ? indexParts(o.index) : chunkParts(source, o.params, o.algo, { sliceBytes: o.sliceBytes, onProgress: o.onChunked });
   const out = await sendTarget(conn, o.algo, { size: source.size, parts }, source, {
     ...o.sender,
@@ -221,6 +230,10 @@ export interface PushOptions extends SyncOptions {
   /** reconnect this many times after a lost connection (default 0); the server resumes an
    *  interrupted upload, so Delta Bytes it already wrote are not sent again */
   retries?: number;
+  /** an earlier push of this file to this name was cut off (the page's uploads it did not see
+   *  finish): the first try too says it may resume (Hello's resume flag), as every try does
+   *  after a lost connection and for a file of RESUME_MIN_FILE and more (`mayResume`) */
+  resume?: boolean;
   /** bytes of the file read, chunked and hashed per step, whose part of the Checksum List
    *  then goes out (default chunk-index.ts READ_SLICE, 4 MiB); two slices are held in memory */
   sliceBytes?: number;
@@ -275,6 +288,7 @@ async function pushOnce(source: Source, opts: PushOptions): Promise<SyncReport> 
           basisVersion,
           index,
           against,
+          resume: !!opts.resume || mayResume(source.size, reconnects),
           sliceBytes: opts.sliceBytes,
           onChunked: chunked,
           sender: { onPhase: (p) => opts.onProgress?.(PROGRESS_OF[p]) },

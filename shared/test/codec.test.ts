@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { decode, deltaRunHead, encode } from '../src/codec.ts';
 import { type Message } from '../src/messages.ts';
-import { ErrorCode, Msg, ProtocolError } from '../src/protocol.ts';
+import { ErrorCode, HelloFlag, Msg, ProtocolError } from '../src/protocol.ts';
 
 const u32 = fc.integer({ min: 0, max: 0xffffffff });
 const u64 = fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER });
@@ -25,7 +25,8 @@ const message: fc.Arbitrary<Message> = fc.oneof(
     size: u64,
     basisVersion: u32,
     name: fc.string({ unit: 'grapheme', maxLength: 60 }),
-  }),
+    resume: fc.constant(true),
+  }, { requiredKeys: ['type', 'version', 'op', 'params', 'algo', 'size', 'basisVersion', 'name'] }),
   fc.constantFrom(1, 2, 3).chain((algo) =>
     fc.record({
       type: fc.constant(Msg.Hello),
@@ -141,6 +142,24 @@ test('garbled frames decode to a valid message or fail with Malformed', () => {
       }
     }),
     { numRuns: 3000 },
+  );
+});
+
+test("Hello's flags: Resume round-trips at its offset, every other bit is Malformed", () => {
+  const hello = { type: Msg.Hello, version: 9, op: 1, params: { min: 2048, avg: 8192, max: 65536, op: 0, every: 16 }, algo: 3, size: 5, basisVersion: 0, name: 'a/b' } as const;
+  const FLAGS = 34;
+  assert.equal(encode(hello)[FLAGS], 0);
+  assert.equal((decode(encode(hello)) as { resume?: boolean }).resume, undefined);
+  const f = encode({ ...hello, resume: true });
+  assert.equal(f[FLAGS], HelloFlag.Resume);
+  assert.equal((decode(f) as { resume?: boolean }).resume, true);
+  fc.assert(
+    fc.property(fc.integer({ min: 0, max: 255 }), (flags) => {
+      const g = encode(hello).slice();
+      g[FLAGS] = flags;
+      if (flags & ~HelloFlag.Resume) assert.throws(() => decode(g), (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Malformed && /flags/.test(e.message));
+      else assert.equal((decode(g) as { resume?: boolean }).resume, flags ? true : undefined);
+    }),
   );
 });
 

@@ -6,8 +6,8 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { encode } from '../src/codec.ts';
 import { type Message } from '../src/messages.ts';
-import { CHUNK_SIZE_RANGES, COPY_END_MAX, DELTA_MESSAGE_BYTES, LIST_BATCH, MAX_BASIS_CHECKSUMS, MAX_ENTRIES_PER_MESSAGE, MAX_MESSAGE, MAX_NAME_BYTES, MAX_REFINE_BYTES, MAX_SPLIT_CHUNKS, SPLIT_THRESHOLD } from '../src/limits.ts';
-import { DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, PROTOCOL_VERSION } from '../src/protocol.ts';
+import { CHUNK_SIZE_RANGES, COPY_END_MAX, DELTA_MESSAGE_BYTES, LIST_BATCH, MAX_BASIS_CHECKSUMS, MAX_ENTRIES_PER_MESSAGE, MAX_MESSAGE, MAX_NAME_BYTES, MAX_REFINE_BYTES, MAX_SPLIT_CHUNKS, RESUME_MIN_FILE, SPLIT_THRESHOLD } from '../src/limits.ts';
+import { DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, HelloFlag, Msg, PROTOCOL_VERSION } from '../src/protocol.ts';
 
 const doc = readFileSync(new URL('../../docs/protocol.md', import.meta.url), 'utf8');
 const sections = doc.split(/^### /m).slice(1);
@@ -40,6 +40,7 @@ test('documented sizes equal encoded sizes', () => {
   const n = 7;
   const cases: [string, Message, Record<string, number>][] = [
     ['Hello', { type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 9, basisVersion: 2, name }, { nameLen, k: 0, H }],
+    ['Hello', { type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 9, basisVersion: 2, name, resume: true }, { nameLen, k: 0, H }],
     ['Hello', { type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 9, basisVersion: 2, name, known: { version: 4, root: new Uint8Array(H) } }, { nameLen, k: 1, H }],
     ['Ready', { type: Msg.Ready, version: 1, size: 2, maxMessage: 3 }, {}],
     ['ChecksumsEnd', { type: Msg.ChecksumsEnd, count: 1, size: 2 }, {}],
@@ -158,10 +159,14 @@ test('Hello field offsets', () => {
   assert.equal(dv.getUint16(at('nameLen'), true), 1);
   assert.equal(String.fromCharCode(f[at('name')]), 'n');
   assert.equal(dv.getUint32(at('known'), true), 0);
+  assert.equal(f[at('flags')], 0);
+  const resume = encode({ type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 1, basisVersion: 0, name: 'n', resume: true }, H);
+  assert.equal(resume[at('flags')], HelloFlag.Resume);
+  assert.match(section('Hello'), new RegExp(`^\\| ${at('flags')} \\| 1 \\| flags \\| bit 0 \\(\`0x0${HelloFlag.Resume}\`, \`Resume\`\\)`, 'm'));
   const root = new Uint8Array(H).fill(9);
   const g = encode({ type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 1, basisVersion: 0, name: 'n', known: { version: 0x66, root } }, H);
   assert.equal(new DataView(g.buffer).getUint32(at('known'), true), 0x66);
-  assert.match(section('Hello'), /^\| 36 \+ nameLen \| H \| root \|/m);
+  assert.match(section('Hello'), /^\| 37 \+ nameLen \| H \| root \|/m);
   assert.deepEqual(g.subarray(at('name') + 1), root);
   for (let i = 1; i < rows.length; i++) {
     if (rows[i - 1].size !== 'nameLen') assert.equal(rows[i].off, rows[i - 1].off + Number(rows[i - 1].size), `offset of ${rows[i].field}`);
@@ -187,7 +192,8 @@ test('the limits and defaults the doc states are the code\'s', () => {
   const says = (re: RegExp, what: string) => assert.match(doc, re, what);
   says(new RegExp(`\`maxEntriesPerMessage\` \\(${grouped(MAX_ENTRIES_PER_MESSAGE)}\\); senders batch at ${grouped(LIST_BATCH)} entries`), 'entries per message, batch');
   says(new RegExp(`at most ${bytes(DELTA_MESSAGE_BYTES)} of chunk bytes per Delta message`), 'Delta message size');
-  says(new RegExp(`\\| 34 \\| 2 \\| nameLen \\| ≤ ${MAX_NAME_BYTES} \\|`), 'name length');
+  says(new RegExp(`\\| 35 \\| 2 \\| nameLen \\| ≤ ${MAX_NAME_BYTES} \\|`), 'name length');
+  says(new RegExp(`files? of \`RESUME_MIN_FILE\` \\(${bytes(RESUME_MIN_FILE)}\\)`), 'the smallest file a push says may resume');
   says(new RegExp(`\`splitThreshold\` bytes \\(default ${bytes(SPLIT_THRESHOLD)}`), 'split threshold');
   says(new RegExp(`more than \`maxEntriesPerMessage\` \\(${grouped(MAX_SPLIT_CHUNKS)}\\)\\s+chunks is never\\s+split`), 'split cap');
   says(new RegExp(`n: the token's count, 2 … ${grouped(MAX_SPLIT_CHUNKS)}`), 'Split Hashes count');
