@@ -270,7 +270,8 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     res.status(500).json({ error: 'internal error' });
   });
 
-  const server = http.createServer({ headersTimeout: cfg.headTimeoutMs }, app);
+  // Node checks the head timeout of open connections at this interval (by default every 30 s)
+  const server = http.createServer({ headersTimeout: cfg.headTimeoutMs, connectionsCheckingInterval: Math.max(100, Math.min(cfg.headTimeoutMs, 30_000)) }, app);
   // /sync with permessage-deflate (unless --no-deflate), and /sync?deflate=0 without it, for
   // a client whose file does not compress (docs/protocol.md §1)
   const wss = new WebSocketServer({
