@@ -15,10 +15,11 @@
  * the primary. The hint is a hint only: it chooses a process, and nothing else reads it.
  *
  * The hand-over (the socket sent to the worker, the bytes read put back in front of it) is the
- * pattern of @socket.io/sticky, written out here because that package does not fit: it routes
- * by Engine.IO session ids, waits for one chunk with no bound on time or size, passes it as
- * text, and leaves the socket reading while it is sent on, so that bytes arriving meanwhile
- * (a request body right behind its head) are lost.
+ * pattern of @socket.io/sticky, written out here because that package does not fit: it needs a
+ * Socket.IO server and routes by its session ids, relays plain HTTP requests through the
+ * primary, waits for a first chunk with no bound on time or size, passes it on as text, and
+ * leaves the socket reading while it is sent on, so that bytes arriving meanwhile (a request
+ * body right behind its head) are lost.
  *
  * Every worker is a whole server: the store is shared through the backend (safe for several
  * processes, docs/store.md), while what a server keeps in memory is its own: the counts behind
