@@ -73,8 +73,12 @@ interface Handed {
 export function takeConnections(server: http.Server): Promise<number> {
   process.on('message', (m: Handed, socket: unknown) => {
     if (m?.dsync !== 'connection' || !(socket instanceof net.Socket)) return;
-    socket.unshift(Buffer.from(m.head, 'base64'));
-    server.emit('connection', socket);
+    try {
+      socket.unshift(Buffer.from(m.head, 'base64'));
+      server.emit('connection', socket);
+    } catch {
+      socket.destroy(); // a socket that closed on its way here
+    }
   });
   // Node's HTTP server starts tracking its connections (the head and request timeouts,
   // closeIdleConnections, closeAllConnections) when it listens; this one never does itself

@@ -115,7 +115,7 @@ const servedBy = (logs: Record<string, unknown>[], name: string, op = 'push') =>
 
 /** Writes `parts` to a new connection, `gapMs` apart, and resolves to all it reads until the
  *  server closes it (or rejects after `ms`). */
-function raw(url: string, parts: (string | Buffer)[], gapMs = 0, ms = 20_000): Promise<{ text: string; ms: number }> {
+function raw(url: string, parts: (string | Buffer)[], gapMs = 0, ms = 20_000, end = false): Promise<{ text: string; ms: number }> {
   const { hostname, port } = new URL(url);
   const t0 = performance.now();
   return new Promise((resolve, reject) => {
@@ -137,6 +137,7 @@ function raw(url: string, parts: (string | Buffer)[], gapMs = 0, ms = 20_000): P
         c.write(p);
         if (gapMs) await new Promise((r) => setTimeout(r, gapMs));
       }
+      if (end) c.end();
     });
   });
 }
@@ -250,6 +251,12 @@ test('--workers 2: a garbage, oversized or slow request line is closed; the othe
     // a hint on a request that is not a WebSocket upgrade is routed and refused as one
     const noUpgrade = await raw(s.url, [`GET /sync?route=00000001 HTTP/1.1\r\nHost: ${new URL(s.url).host}\r\nConnection: close\r\n\r\n`]);
     assert.match(noUpgrade.text, /^HTTP\/1\.1 (400|404|426) /);
+
+    // a whole request, and the client's end of the connection right behind it
+    for (let i = 0; i < 10; i++) {
+      const ended = await raw(s.url, [`GET /api/health HTTP/1.1\r\nHost: ${new URL(s.url).host}\r\n\r\n`], 0, 10_000, true);
+      assert.match(ended.text, /^HTTP\/1\.1 200 [^]*"ok":true/);
+    }
 
     await pushBytes(s, name, textBytes(9, 10_000));
     assert.deepEqual(new Set(servedBy(s.logs, name)).size, 1, 'the file stays on its worker');
