@@ -67,8 +67,10 @@ interface Handed {
 /**
  * In a worker: `server` takes the connections the primary hands it (startServer's `listen`).
  * Each is given to the HTTP server as a new connection with the bytes the primary read put
- * back in front of the rest, so that its parser reads the request whole. Resolves to the
- * primary's port.
+ * back into its stream (unshift), so that its parser reads the request whole: Node's HTTP
+ * server hands the socket's handle to its parser, which reads later bytes from it directly,
+ * and the stream's 'data' (the bytes put back) to the same parser on the next tick, before any
+ * I/O can bring more. Resolves to the primary's port.
  */
 export function takeConnections(server: http.Server): Promise<number> {
   process.on('message', (m: Handed, socket: unknown) => {

@@ -113,8 +113,8 @@ const byParity = (parity: number, n: number) => {
 /** Each push's serving worker, from the log lines (`worker`: its pid), in order. */
 const servedBy = (logs: Record<string, unknown>[], name: string, op = 'push') => logs.filter((e) => e.op === op && e.name === name && e.version !== undefined).map((e) => e.worker as number);
 
-/** Writes `parts` to a new connection, `gapMs` apart, and resolves to all it reads until the
- *  server closes it (or rejects after `ms`). */
+/** Writes `parts` to a new connection, `gapMs` apart (then ends its side, with `end`), and
+ *  resolves to all it reads until the server closes it (or rejects after `ms`). */
 function raw(url: string, parts: (string | Buffer)[], gapMs = 0, ms = 20_000, end = false): Promise<{ text: string; ms: number }> {
   const { hostname, port } = new URL(url);
   const t0 = performance.now();
