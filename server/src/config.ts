@@ -176,6 +176,9 @@ export const S3_MIN_GC_AGE_MS = 20 * 60_000;
 export const MAX_HEAD_BYTES = http.maxHeaderSize;
 /** The longest head timeout: Node's default request timeout, which it must not exceed. */
 const MAX_HEAD_TIMEOUT_MS = 300_000;
+/** How often Node's HTTP server looks for connections past the head timeout: as often as the
+ *  timeout is long, within 0.1 s and Node's default of 30 s. */
+export const headCheckIntervalMs = (cfg: Pick<ServerConfig, 'headTimeoutMs'>) => Math.max(100, Math.min(cfg.headTimeoutMs, 30_000));
 /** The longest time a timer can wait (Node's setTimeout and setInterval, 2^31 - 1 ms). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Settings that must be whole numbers of milliseconds, and the largest each may be. */

@@ -40,7 +40,7 @@ import '../../shared/src/wasm.ts';
 import type { WebSocketLike } from '../../shared/src/conn.ts';
 import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, ErrorCode, PROTOCOL_VERSION, ProtocolError, busyMessage } from '../../shared/src/protocol.ts';
 import { Auth } from './auth.ts';
-import { HEALTH_CACHE_MS, type ServerConfig } from './config.ts';
+import { HEALTH_CACHE_MS, type ServerConfig, headCheckIntervalMs } from './config.ts';
 import { filesApi } from './files-api.ts';
 import { Store } from './store.ts';
 import { type Repo, openStore } from './store/repo.ts';
@@ -270,8 +270,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     res.status(500).json({ error: 'internal error' });
   });
 
-  // Node checks the head timeout of open connections at this interval (by default every 30 s)
-  const server = http.createServer({ headersTimeout: cfg.headTimeoutMs, connectionsCheckingInterval: Math.max(100, Math.min(cfg.headTimeoutMs, 30_000)) }, app);
+  const server = http.createServer({ headersTimeout: cfg.headTimeoutMs, connectionsCheckingInterval: headCheckIntervalMs(cfg) }, app);
   // /sync with permessage-deflate (unless --no-deflate), and /sync?deflate=0 without it, for
   // a client whose file does not compress (docs/protocol.md §1)
   const wss = new WebSocketServer({
