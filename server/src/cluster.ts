@@ -76,6 +76,12 @@ export function takeConnections(server: http.Server): Promise<number> {
   process.on('message', (m: Handed, socket: unknown) => {
     if (m?.dsync !== 'connection' || !(socket instanceof net.Socket)) return;
     try {
+      // as a server sets up a connection it accepts itself: an HTTP server's allow half-open
+      // ones (a client may end its side after its request and still read the answer) and
+      // send without Nagle's delay
+      const own = server as unknown as { allowHalfOpen: boolean; noDelay: boolean };
+      socket.allowHalfOpen = own.allowHalfOpen;
+      if (own.noDelay) socket.setNoDelay(true);
       socket.unshift(Buffer.from(m.head, 'base64'));
       server.emit('connection', socket);
     } catch {

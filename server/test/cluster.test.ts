@@ -252,10 +252,12 @@ test('--workers 2: a garbage, oversized or slow request line is closed; the othe
     const noUpgrade = await raw(s.url, [`GET /sync?route=00000001 HTTP/1.1\r\nHost: ${new URL(s.url).host}\r\nConnection: close\r\n\r\n`]);
     assert.match(noUpgrade.text, /^HTTP\/1\.1 (400|404|426) /);
 
-    // a whole request, and the client's end of the connection right behind it
-    for (let i = 0; i < 10; i++) {
+    // a whole request with the client's end of the connection right behind it, which may come
+    // before the socket reaches its worker: answered, or dropped unanswered (Node's HTTP server
+    // drops a request whose client ended before its answer), never a worker lost
+    for (let i = 0; i < 20; i++) {
       const ended = await raw(s.url, [`GET /api/health HTTP/1.1\r\nHost: ${new URL(s.url).host}\r\n\r\n`], 0, 10_000, true);
-      assert.match(ended.text, /^HTTP\/1\.1 200 [^]*"ok":true/);
+      assert.match(ended.text, /^(HTTP\/1\.1 200 [^]*"ok":true[^]*)?$/);
     }
 
     await pushBytes(s, name, textBytes(9, 10_000));
