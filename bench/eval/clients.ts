@@ -12,6 +12,7 @@ import WebSocket from 'ws';
 import type { Source } from '../../shared/src/chunk-index.ts';
 import type { Prepared, Report } from '../approaches/approach.ts';
 import { approachOf } from '../approaches/index.ts';
+import { withRoute } from '../../shared/src/route.ts';
 
 const r1 = (x: number) => Math.round(x * 10) / 10;
 const cpuMs = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1000;
@@ -36,7 +37,8 @@ export function openWs(url: string): Promise<WebSocket> {
   });
 }
 /**
- * One sync of a prepared target to `base` (ws://host:port; Dsync's path /sync is added).
+ * One sync of a prepared target to `base` (ws://host:port; Dsync's path /sync is added, with
+ * the file's routing hint, as the sync client sends it: shared/src/route.ts).
  * `withPrep` adds the preparation to client and total time (benchmark), or leaves it out
  * (load harness, where it was done before the timed run). `warm`: the WebSocket is opened
  * before the sync starts, as a page holds its socket open (the paper's setting); its opening
@@ -46,7 +48,7 @@ export async function syncPrepared(p: Prepared, base: string, name: string, with
   const approach = approachOf(p.approach);
   const c0 = process.cpuUsage();
   const tc = performance.now();
-  const ws = await openWs(approach.server === 'baselines' ? base : base + '/sync');
+  const ws = await openWs(approach.server === 'baselines' ? base : withRoute(base + '/sync', name));
   const connectMs = performance.now() - tc;
   const r: Report = { ...(await approach.session(p, ws, name)), connectMs };
   if (!warm) r.timeMs.total += connectMs;

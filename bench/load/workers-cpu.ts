@@ -6,7 +6,10 @@
  * system calls per sync of all of them together (strace -c, attached after the warm-up: its
  * own cost makes that run's CPU figures meaningless).
  *
- *   node --import tsx bench/load/workers-cpu.ts [--syncs 40] [--strace]
+ *   node --import tsx bench/load/workers-cpu.ts [--syncs 40] [--strace] [--interleave]
+ *
+ * `--interleave`: instead, two workers and one process, both on core 0, one after the other
+ * twice, so that a machine whose load drifts over the run weighs on both alike.
  *
  * The client runs in this process: pin it away from the server (taskset -c 1).
  */
@@ -21,6 +24,7 @@ import { ROOT, cpuSeconds, startDsync } from '../eval/procs.ts';
 const argv = process.argv.slice(2);
 const syncs = Number(argv.includes('--syncs') ? argv[argv.indexOf('--syncs') + 1] : '40');
 const trace = argv.includes('--strace');
+const interleave = argv.includes('--interleave');
 const ds = await buildDatasets({ large: false });
 const pb = await prepare('dsync', bufferSource(new Uint8Array(readFileSync(ds.mixed))));
 const pt = await prepare('dsync', bufferSource(new Uint8Array(readFileSync(editPath('insert', 2048)))));
@@ -34,7 +38,10 @@ const children = (pid: number) => {
   }
 };
 
-for (const [label, workers, cpu] of [['one process, core 0', 1, '0'], ['2 workers, cores 0-1', 2, '0-1'], ['2 workers, both on core 0', 2, '0']] as const) {
+const one = ['one process, core 0', 1, '0'] as const;
+const twoOnOne = ['2 workers, both on core 0', 2, '0'] as const;
+const runs = interleave ? [twoOnOne, one, twoOnOne, one] : [one, ['2 workers, cores 0-1', 2, '0-1'] as const, twoOnOne];
+for (const [label, workers, cpu] of runs) {
   rmSync(work, { recursive: true, force: true });
   mkdirSync(work, { recursive: true });
   const srv = await startDsync({ data: join(work, 'data'), paperExact: false, cpu, ...(workers > 1 && { workers }) });

@@ -7,7 +7,7 @@
 import path from 'node:path';
 import { DEFAULTS, STORE_ALIAS, type ServerConfig, kebab, loadConfig } from '../../server/src/config.ts';
 import { LOG_FORMATS, type LogFormat, SHUTDOWN_GRACE_MS, banner, goodbye, logger } from '../../server/src/log.ts';
-import { inWorker, superviseWorkers } from '../../server/src/cluster.ts';
+import { inWorker, superviseWorkers, takeConnections, workerReady } from '../../server/src/cluster.ts';
 import { startServer } from '../../server/src/server.ts';
 import { type Command, type Opts, UsageError, type Values, str } from '../command.ts';
 
@@ -65,10 +65,12 @@ ${SHUTDOWN_GRACE_MS / 1000} s to finish (a second signal stops it at once).`,
     }
     const format = (str(values, 'log-format') ?? (process.stdout.isTTY ? 'human' : 'json')) as LogFormat;
     if (!LOG_FORMATS.includes(format)) throw new UsageError(`--log-format must be ${LOG_FORMATS.join(' or ')}`);
-    const log = logger(format);
-    // --workers N: this process forks N servers on the port and supervises them (cluster.ts)
-    if (superviseWorkers(cfg, log)) return new Promise<never>(() => {});
-    const s = await startServer(cfg, log);
+    const lines = logger(format);
+    // --workers N: this process forks N servers, hands them the port's connections and
+    // supervises them (cluster.ts); a worker's lines say which process served
+    if (await superviseWorkers(cfg, lines)) return new Promise<never>(() => {});
+    const log = inWorker() ? (e: Record<string, unknown>) => lines({ ...e, worker: process.pid }) : lines;
+    const s = await startServer(cfg, log, undefined, inWorker() ? takeConnections : undefined);
     let stopping = false;
     const stop = async (signal: string) => {
       if (stopping) process.exit(130);
@@ -81,7 +83,10 @@ ${SHUTDOWN_GRACE_MS / 1000} s to finish (a second signal stops it at once).`,
     };
     process.on('SIGINT', () => void stop('SIGINT'));
     process.on('SIGTERM', () => void stop('SIGTERM'));
-    if (inWorker()) return new Promise<never>(() => {}); // the supervisor prints the banner
+    if (inWorker()) {
+      workerReady(); // the supervisor prints the banner once every worker serves
+      return new Promise<never>(() => {});
+    }
     // the banner only once the handlers are on: whoever waits for it may signal at once
     const where = String(cfg[STORE_KEY]);
     const { text, warning } = banner(cfg, s.url, s.port, format, where.includes('://') ? where : path.resolve(where));

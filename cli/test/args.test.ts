@@ -32,6 +32,8 @@ test('a misspelt flag is exit status 2 with the nearest flag as a hint, and noth
     // a PUT held in the network may land 15 minutes late on S3: shorter ages cannot be made safe
     for (const cmd of [['serve', '--store', 's3://b', '--gc-min-age-ms', '60000'], ['gc', '--store', 's3://b/p', '--min-age-ms', '0']]) assert.match((await dsync(cmd)).stderr, /--gc-min-age-ms must be at least 1200000 on an s3:\/\/ store/, cmd.join(' '));
     assert.match((await dsync(['serve', '--gc-interval-ms', '3e9'])).stderr, /--gc-interval-ms must be a whole number of milliseconds from 0 to 2147483647/);
+    assert.match((await dsync(['serve', '--head-timeout-ms', '300001'])).stderr, /--head-timeout-ms must be a whole number of milliseconds from 0 to 300000/);
+    assert.match((await dsync(['serve', '--head-timeout-ms', '0'])).stderr, /--head-timeout-ms must be at least 1/);
     assert.match((await dsync(['push', 'f', '--server'])).stderr, /--server needs a value/);
     assert.match((await dsync(['push', 'f', '--json=yes', '--server', 'x:1'])).stderr, /--json is a switch/);
     assert.equal((await dsync(['pull', 'a', 'b', '--out', 'x', '--server', 'x:1'])).code, 2, 'one NAME only');

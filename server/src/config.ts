@@ -2,6 +2,7 @@
  * Server settings. Every limit is explicit, has a safe default, and can be set by a command
  * line flag (`dsync serve --max-file-size 1e9`) or an environment variable (DSYNC_MAX_FILE_SIZE).
  */
+import http from 'node:http';
 import { MAX_CHUNKS, MAX_CHUNK_SIZE, MAX_FILE_SIZE, MAX_IN_FLIGHT, MAX_MESSAGE, MAX_REFINE_BYTES, SPLIT_THRESHOLD } from '../../shared/src/limits.ts';
 
 export interface ServerConfig {
@@ -80,6 +81,10 @@ export interface ServerConfig {
   trustProxy: string;
   /** a new sync socket that sends no Hello for this long is closed (LimitExceeded) */
   helloTimeoutMs: number;
+  /** a new connection whose request head (its request line and headers) has not come in
+   *  within this long is closed; with --workers, the first process waits this long at most
+   *  for a request line to route (cluster.ts). 1 to 300 000 */
+  headTimeoutMs: number;
   /** open sync WebSockets from one client address (counted per user: one user's never take
    *  another's share) */
   maxSessionsPerAddress: number;
@@ -143,6 +148,7 @@ export const DEFAULTS: ServerConfig = {
   allowedHosts: '',
   trustProxy: '',
   helloTimeoutMs: 5_000,
+  headTimeoutMs: 10_000,
   maxSessionsPerAddress: 32,
   maxRunningPerUser: 2,
   maxLoginAttempts: 5,
@@ -164,10 +170,19 @@ export const MAX_GC_WINDOW_MS = 300_000;
  *  an object this old was collected; 5 minutes more for clocks (docs/store.md §8, "late
  *  DELETEs"). A local directory has no requests in flight and takes any minimum age. */
 export const S3_MIN_GC_AGE_MS = 20 * 60_000;
+/** The longest request head, in bytes: Node's HTTP parser's limit (16 KiB, `node
+ *  --max-http-header-size`); with --workers, the first process reads at most this much of a
+ *  new connection for its request line (cluster.ts). */
+export const MAX_HEAD_BYTES = http.maxHeaderSize;
+/** The longest head timeout: Node's default request timeout, which it must not exceed. */
+const MAX_HEAD_TIMEOUT_MS = 300_000;
+/** How often Node's HTTP server looks for connections past the head timeout: as often as the
+ *  timeout is long, within 0.1 s and Node's default of 30 s. */
+export const headCheckIntervalMs = (cfg: Pick<ServerConfig, 'headTimeoutMs'>) => Math.max(100, Math.min(cfg.headTimeoutMs, 30_000));
 /** The longest time a timer can wait (Node's setTimeout and setInterval, 2^31 - 1 ms). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Settings that must be whole numbers of milliseconds, and the largest each may be. */
-const WHOLE_MS: Partial<Record<keyof ServerConfig, number>> = { gcIntervalMs: MAX_TIMER_MS, gcMinAgeMs: Number.MAX_SAFE_INTEGER, gcWindowMs: MAX_GC_WINDOW_MS, storeTimeoutMs: MAX_TIMER_MS, healthTimeoutMs: MAX_TIMER_MS };
+const WHOLE_MS: Partial<Record<keyof ServerConfig, number>> = { gcIntervalMs: MAX_TIMER_MS, gcMinAgeMs: Number.MAX_SAFE_INTEGER, gcWindowMs: MAX_GC_WINDOW_MS, storeTimeoutMs: MAX_TIMER_MS, healthTimeoutMs: MAX_TIMER_MS, headTimeoutMs: MAX_HEAD_TIMEOUT_MS };
 
 /** A setting's flag name: maxFileSize is --max-file-size. */
 export const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());
@@ -203,6 +218,7 @@ export function loadConfig(flags: Record<string, string | boolean>, env = proces
     } else (cfg as any)[key] = String(raw);
   }
   if (!(Number.isSafeInteger(cfg.gcRepackPercent) && cfg.gcRepackPercent >= 1 && cfg.gcRepackPercent <= 100)) throw new Error(`--gc-repack-percent must be a whole number from 1 to 100, got ${cfg.gcRepackPercent}`);
+  if (cfg.headTimeoutMs < 1) throw new Error(`--head-timeout-ms must be at least 1, got ${cfg.headTimeoutMs}`);
   if (cfg.maxLoad > 1) throw new Error(`--max-load is a share of the time, from 0 to 1, got ${cfg.maxLoad}`);
   if (cfg.store.startsWith('s3://') && cfg.gcMinAgeMs < S3_MIN_GC_AGE_MS) throw new Error(`--gc-min-age-ms must be at least ${S3_MIN_GC_AGE_MS} on an s3:// store (a request held in the network may land up to 15 minutes late), got ${cfg.gcMinAgeMs}`);
   return cfg;

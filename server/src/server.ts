@@ -40,7 +40,7 @@ import '../../shared/src/wasm.ts';
 import type { WebSocketLike } from '../../shared/src/conn.ts';
 import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, ErrorCode, PROTOCOL_VERSION, ProtocolError, busyMessage } from '../../shared/src/protocol.ts';
 import { Auth } from './auth.ts';
-import { HEALTH_CACHE_MS, type ServerConfig } from './config.ts';
+import { HEALTH_CACHE_MS, type ServerConfig, headCheckIntervalMs } from './config.ts';
 import { filesApi } from './files-api.ts';
 import { Store } from './store.ts';
 import { type Repo, openStore } from './store/repo.ts';
@@ -96,8 +96,11 @@ export const SECURITY_HEADERS: Record<string, string> = {
 /** HSTS on https responses through a trusted proxy: a year, this host only. */
 const HSTS = 'max-age=31536000';
 
-/** `repo`: a store opened by the caller (tests over a faulty backend); by default `cfg.store`'s. */
-export async function startServer(cfg: ServerConfig, log: (e: Record<string, unknown>) => void = () => {}, repo?: Repo): Promise<RunningServer> {
+/** `repo`: a store opened by the caller (tests over a faulty backend); by default `cfg.store`'s.
+ *  `listen`: how the HTTP server takes its connections, resolving to the port they come to
+ *  (a worker of `--workers N`: from its primary, cluster.ts); by default it listens on
+ *  `cfg.port` at `cfg.host`. */
+export async function startServer(cfg: ServerConfig, log: (e: Record<string, unknown>) => void = () => {}, repo?: Repo, listen?: (server: http.Server) => Promise<number>): Promise<RunningServer> {
   const ours = !repo;
   repo ??= await openStore(cfg);
   const app = express();
@@ -267,7 +270,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     res.status(500).json({ error: 'internal error' });
   });
 
-  const server = http.createServer(app);
+  const server = http.createServer({ headersTimeout: cfg.headTimeoutMs, connectionsCheckingInterval: headCheckIntervalMs(cfg) }, app);
   // /sync with permessage-deflate (unless --no-deflate), and /sync?deflate=0 without it, for
   // a client whose file does not compress (docs/protocol.md §1)
   const wss = new WebSocketServer({
@@ -331,11 +334,12 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     });
   };
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(cfg.port, cfg.host, () => resolve());
-  });
-  const port = (server.address() as AddressInfo).port;
+  const port = listen
+    ? await listen(server)
+    : await new Promise<number>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(cfg.port, cfg.host, () => resolve((server.address() as AddressInfo).port));
+      });
   const host = cfg.host === '0.0.0.0' || cfg.host === '::' ? '127.0.0.1' : cfg.host;
   return {
     url: `http://${host}:${port}`,

@@ -409,6 +409,31 @@ test('a connection pool: sessions one after another share a socket, transfers at
   }
 });
 
+test("a connection pool and routing hints: a session takes an idle socket opened with its file's hint first, else one opened for another file", async () => {
+  const s = await testServer();
+  const pool = new ConnectionPool(WebSocket as any, 2);
+  try {
+    const url = (name: string) => sessionUrl(s.wsUrl, true, name);
+    const [a, b] = await Promise.all([pool.take(url('a')), pool.take(url('b'))]);
+    assert.equal(a.url, url('a'));
+    pool.give(a);
+    pool.give(b);
+    assert.equal(await pool.take(url('b')), b);
+    assert.equal(await pool.take(url('a')), a);
+    pool.give(b);
+    assert.equal(await pool.take(url('c')), b, 'another file: the idle socket of the same endpoint');
+    const raw = await pool.take(sessionUrl(s.wsUrl, false, 'a'));
+    assert.ok(raw !== a && raw !== b, 'the other endpoint: a socket of its own');
+    // the sessions of several files run one after another on one socket
+    pool.give(a);
+    for (const name of ['x/1.txt', 'x/2.txt', 'x/3.txt']) await pushBytes(s, name, new TextEncoder().encode(name), { connection: pool });
+    assert.equal(await pool.take(url('d')), a);
+  } finally {
+    pool.close();
+    await s.stop();
+  }
+});
+
 test('hostile pushes against a known basis: refused with a clear code, nothing stored', async () => {
   const s = await testServer();
   try {

@@ -5,8 +5,13 @@
  * (two round trips). A session takes a connection to its URL (an idle one, else a new one) and
  * gives it back; one that closed meanwhile (an error, a lost socket, the server's idle timeout)
  * is dropped. A taken connection is the taker's alone: sessions at once never share one.
+ *
+ * A session's URL carries its file's routing hint (route.ts): an idle connection opened with
+ * the same hint is taken first, else one opened for another file (its sessions then go where
+ * that file's go: a folder's files keep to one connection, and so to one server process).
  */
 import { Conn, type WebSocketCtor } from './conn.ts';
+import { sameEndpoint } from './route.ts';
 
 /** Where the sync client takes a session's connection from and gives it back to. */
 export interface Connections {
@@ -24,10 +29,12 @@ export class ConnectionPool implements Connections {
     private readonly keepIdle = Infinity,
   ) {}
 
-  /** An idle open connection to `url`, else a new one (opened with `WebSocket`). */
+  /** An idle open connection to `url` (with its hint, else with another), else a new one
+   *  (opened with `WebSocket`). */
   async take(url: string, WebSocket = this.WebSocket): Promise<Conn> {
     for (const c of this.idle) if (!c.usable) this.drop(c);
-    const i = this.idle.findIndex((c) => c.url === url);
+    let i = this.idle.findIndex((c) => c.url === url);
+    if (i < 0) i = this.idle.findIndex((c) => sameEndpoint(c.url, url));
     if (i >= 0) return this.idle.splice(i, 1)[0];
     const c = await Conn.open(url, WebSocket);
     this.all.add(c);

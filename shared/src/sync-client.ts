@@ -18,6 +18,7 @@ import { matchKnown } from './matcher.ts';
 import { BASIS_ABSENT, type ChunkParams, DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, busyRetryS, hashLength, sameParams } from './protocol.ts';
 import { indexParts } from './checksum-list.ts';
 import { receiveTarget } from './receiver.ts';
+import { withRoute } from './route.ts';
 import { sendTarget } from './sender.ts';
 import { DAMAGED_BASIS_RETRIES, RESUME_MIN_FILE } from './limits.ts';
 import { whileBusy as waitWhileBusy } from './busy.ts';
@@ -128,8 +129,10 @@ export async function worthDeflating(source: Source): Promise<boolean> {
   return n === 0 || bits < 7.9;
 }
 
-/** The URL of a session: the /sync endpoint, or its no-compression variant. */
-export function sessionUrl(url: string, deflate: boolean): string {
+/** The URL of a session: the /sync endpoint, or its no-compression variant; with the routing
+ *  hint of the file `name` (route.ts) when given. */
+export function sessionUrl(url: string, deflate: boolean, name?: string): string {
+  if (name !== undefined) url = withRoute(url, name);
   if (deflate) return url;
   const u = new URL(url);
   u.searchParams.set('deflate', '0');
@@ -259,7 +262,7 @@ async function pushOnce(source: Source, opts: PushOptions): Promise<SyncReport> 
   const params = opts.params ?? DEFAULT_PARAMS;
   const algo = opts.algo ?? DEFAULT_ALGO;
   const t0 = performance.now();
-  const url = sessionUrl(opts.url, await worthDeflating(source));
+  const url = sessionUrl(opts.url, await worthDeflating(source), opts.name);
   const key = knownKey(opts.url, opts.name);
   const basisVersion = opts.expect === 'absent' ? BASIS_ABSENT : (opts.expect?.version ?? 0);
   const chunked = (d: number) => opts.onProgress?.('chunking', d, source.size);
@@ -406,7 +409,7 @@ async function pullOnce(opts: PullOptions): Promise<SyncReport> {
     basis = { index: await chunkSource(opts.basis, params, algo), source: opts.basis };
   }
   // The old copy tells how well the new one compresses; without one, compress.
-  const url = sessionUrl(opts.url, !opts.basis || (await worthDeflating(opts.basis)));
+  const url = sessionUrl(opts.url, !opts.basis || (await worthDeflating(opts.basis)), opts.name);
   const tChunked = performance.now();
   const { conn: c, release } = await connectionFor(opts, url);
   const wire0 = c.socketBytes();

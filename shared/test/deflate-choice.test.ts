@@ -2,10 +2,12 @@
 // worthDeflating), and the URL of the endpoint without it.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { createHash } from 'node:crypto';
 import { deflateRawSync } from 'node:zlib';
 import fc from 'fast-check';
 import { bufferSource } from '../src/chunk-index.ts';
 import { sessionUrl, worthDeflating } from '../src/sync-client.ts';
+import { routeOf, sameEndpoint } from '../src/route.ts';
 import { fastRandomBytes, textBytes } from '../../harness/testdata.ts';
 
 test('random bytes and deflated bytes are not worth deflating; text, zeros, binaries with structure are', async () => {
@@ -56,4 +58,15 @@ test('sessionUrl adds deflate=0 and keeps the rest of the URL', () => {
   assert.equal(sessionUrl('ws://h:1/sync', false), 'ws://h:1/sync?deflate=0');
   assert.equal(sessionUrl('wss://h/sync?token=a', false), 'wss://h/sync?token=a&deflate=0');
   assert.equal(sessionUrl('ws://h:1/sync?deflate=0', false), 'ws://h:1/sync?deflate=0');
+});
+
+test("sessionUrl with a file's name adds its routing hint: the first 8 hex digits of the name's SHA-256", () => {
+  const hint = (name: string) => createHash('sha256').update(name, 'utf8').digest('hex').slice(0, 8);
+  assert.equal(routeOf('docs/Übersicht.pdf'), hint('docs/Übersicht.pdf'));
+  assert.equal(sessionUrl('ws://h:1/sync?client=x', true, 'a.txt'), `ws://h:1/sync?client=x&route=${hint('a.txt')}`);
+  assert.equal(sessionUrl('ws://h:1/sync', false, 'a.txt'), `ws://h:1/sync?route=${hint('a.txt')}&deflate=0`);
+  assert.notEqual(routeOf('a.txt'), routeOf('b.txt'));
+  assert.ok(sameEndpoint(sessionUrl('ws://h:1/sync', true, 'a'), sessionUrl('ws://h:1/sync', true, 'b')));
+  assert.ok(!sameEndpoint(sessionUrl('ws://h:1/sync', true, 'a'), sessionUrl('ws://h:1/sync', false, 'a')));
+  assert.ok(!sameEndpoint('ws://h:1/sync', 'ws://h:2/sync'));
 });
