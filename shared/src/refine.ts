@@ -301,7 +301,8 @@ export class BasisListing {
 
   /** Reads, cuts finer and sends the stretches gathered, reading close ones together (each
    *  read of a stored version costs one file read per extent it crosses). Up to
-   *  READS_AT_ONCE reads of at most COPY_STRETCH bytes in all run at once, answered in order. */
+   *  READS_AT_ONCE reads run at once, answered in order, holding at most COPY_STRETCH bytes in
+   *  all with the one answered (a single longer stretch is read in pieces, as before). */
   private async listStretches(): Promise<void> {
     const stretches = this.stretches;
     const source = this.basis.source;
@@ -342,7 +343,6 @@ export class BasisListing {
         readAhead(g);
         const { s: s0, e, from, length, read } = groups[g];
         const span = read ? await read : null;
-        if (read) ahead -= length;
         if (span && span.length !== length) throw new ProtocolError(ErrorCode.Internal, 'the basis is shorter than its index');
         if (!read) next = Math.max(next, g + 1); // (a group too long to read at once, in pieces)
         for (let s = s0; s < e && this.left > 0; s++) {
@@ -357,6 +357,7 @@ export class BasisListing {
             o += len;
           }
         }
+        if (read) ahead -= length; // (its bytes are let go: the reads ahead may take their room)
       }
     } finally {
       stretches.length = 0;
