@@ -111,7 +111,7 @@ export class Fuzzer {
     // slices of 16 KiB: a push sends its Checksum List in parts, and several Verdicts, each
     // followed by its Delta Bytes, come between them
     const before = await this.store.latest(sc.name);
-    const rep = await push(bufferSource(bytes), { url: 'mem', name: sc.name, params, algo, sliceBytes: 16 << 10, known, WebSocket: class { constructor() { queueMicrotask(() => c.emit('open', {})); return c; } } as any });
+    const rep = await push(bufferSource(bytes), { url: 'ws://fuzz.invalid/sync', name: sc.name, params, algo, sliceBytes: 16 << 10, known, WebSocket: class { constructor() { queueMicrotask(() => c.emit('open', {})); return c; } } as any });
     await session;
     sc.frames = c.sent;
     // (an identical push is no new version: nothing to remove)
@@ -122,7 +122,7 @@ export class Fuzzer {
     const [c, s] = memPair();
     const session = runConnection(s, { bytesRead: 0, bytesWritten: 0 }, this.store, { ...this.cfg, idleTimeoutMs: 10_000, helloTimeoutMs: 10_000 }, () => {});
     await pull({
-      url: 'mem',
+      url: 'ws://fuzz.invalid/sync',
       name: sc.name,
       basis: bufferSource(local),
       sink: { write: async () => {}, commit: async () => 0, abort: async () => {} },
