@@ -326,7 +326,7 @@ export class BasisListing {
     }
     // the reads ahead of the one answered: each waits on the store and, on a busy server, for
     // its turn on the event loop (a basis' verification hashes between them); one at a time, a
-    // scattered edit's ~1 500 reads made the Match Tokens trail the list by seconds
+    // scattered edit's thousands of reads hold the Match Tokens seconds behind the list
     // (bench/results/page-vs-cli.md)
     let next = 0;
     let ahead = 0;
