@@ -22,6 +22,7 @@
 import { randomBytes } from 'node:crypto';
 import fsc, { type BigIntStats, constants, promises as fs } from 'node:fs';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { type Backend, type ListEntry, NotFoundError } from './backend.ts';
 
 const HEAD_DIR = '@h';
@@ -43,12 +44,12 @@ export const RACY_FINE_MS = 100;
 /** Stats `stamps` runs at once. */
 const STAMPS_AT_ONCE = 8;
 
-/** A file's stamp (Backend.stamp): what any write, truncation or replacement changes. */
-/** A callback-style fs call as a promise. */
-function call<T>(f: (cb: (e: NodeJS.ErrnoException | null, v: T) => void) => void): Promise<T> {
-  return new Promise((resolve, reject) => f((e, v) => (e ? reject(e) : resolve(v))));
-}
+/** Descriptor calls (`getStamped`). */
+const openFd = promisify(fsc.open);
+const fstatFd = promisify(fsc.fstat);
+const readFd = promisify(fsc.read);
 
+/** A file's stamp (Backend.stamp): what any write, truncation or replacement changes. */
 function stampOf(st: BigIntStats, now: number): string | null {
   const ctimeMs = Number(st.ctimeNs / 1_000_000n);
   const racy = st.ctimeNs % 1_000_000_000n !== 0n ? RACY_FINE_MS : RACY_MS;
@@ -166,7 +167,7 @@ export function localBackend(root: string): LocalBackend {
       // edit's listing reads thousands of stretches); the close is not waited for
       let fd: number;
       try {
-        fd = await call<number>((cb) => fsc.open(file(key), constants.O_RDONLY, cb));
+        fd = await openFd(file(key), constants.O_RDONLY);
       } catch (e) {
         if (code(e) === 'ENOENT' || code(e) === 'ENOTDIR') throw new NotFoundError(key);
         throw e;
@@ -175,13 +176,13 @@ export function localBackend(root: string): LocalBackend {
         // the stamp is taken before the read: a write after it changes the stamp (or the
         // bytes read fail their hash), never the other way round
         const now = Date.now();
-        const st = await call<BigIntStats>((cb) => fsc.fstat(fd, { bigint: true }, cb as never));
+        const st = await fstatFd(fd, { bigint: true });
         const offset = range?.offset ?? 0;
         const length = range ? range.length : Number(st.size) - offset;
         const buf = Buffer.allocUnsafe(Math.max(0, length));
         let done = 0;
         while (done < buf.length) {
-          const bytesRead = await call<number>((cb) => fsc.read(fd, buf, done, buf.length - done, offset + done, cb));
+          const { bytesRead } = await readFd(fd, buf, done, buf.length - done, offset + done);
           if (bytesRead === 0) break;
           done += bytesRead;
         }
