@@ -93,7 +93,9 @@ test('an edit goes up as copies of the kept bytes; Clear empties them', async ({
   const viaKept = await pushFile(page, file, v2);
   expect(viaKept.knownVersion).toBe(1);
   expect(viaKept.keptBasis).toBe(true);
-  expect(viaKept.literalBytes).toBeLessThanOrEqual(3 * 8);
+  // each edit's 8 bytes; where a message splits a run of chunks within 6 bytes of an edit, the
+  // 1–5 bytes between are cheaper sent than copied (kept.ts EDGE)
+  expect(viaKept.literalBytes).toBeLessThanOrEqual(3 * (8 + 2 * 5));
   expect((await server.storedBytes('mixed.bin', 2)).equals(v2)).toBe(true);
   expect(await keptFiles(page)).toEqual([expect.objectContaining({ sha256: sha256(v2) })]);
 

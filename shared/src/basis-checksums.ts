@@ -146,9 +146,10 @@ export class BasisChecksumTable implements Refiner {
    * Refines consecutive chunks whose bytes are `run`, chunk k ending at `ends[k]` (relative to
    * the run): each becomes its bytes (nothing matched in it) or pieces — literal bytes (views
    * of `run`) and copies of basis bytes, consecutive copies merged. Returns them with the
-   * bytes copied.
+   * bytes copied. `at` is the run's offset in the file: of equal basis chunks, the first
+   * copy takes the one nearest it.
    */
-  refine(run: Uint8Array, ends: number[]): { chunks: (Uint8Array | Piece[])[]; copied: number } {
+  refine(run: Uint8Array, ends: number[], at: number): { chunks: (Uint8Array | Piece[])[]; copied: number } {
     const fine = this.fine!;
     // Stretches of the run: [start, end) copied from basis offset `from`, or literal (-1).
     const starts: number[] = [];
@@ -161,7 +162,7 @@ export class BasisChecksumTable implements Refiner {
       froms.push(from);
     };
     let dry = 0; // windows in a row without a match
-    let next = 0; // the basis offset after the last copy
+    let next = at; // the basis offset after the last copy
     for (let w = 0, nth = 0; w < run.length; w += WINDOW, nth++) {
       const end = Math.min(run.length, w + WINDOW);
       if (dry >= 2 && nth % PROBE && end < run.length) {
@@ -225,5 +226,5 @@ export interface Refiner {
   /** Basis Checksums from the receiver */
   add(m: BasisChecksums): void;
   /** see BasisChecksumTable.refine */
-  refine(run: Uint8Array, ends: number[]): { chunks: (Uint8Array | Piece[])[]; copied: number };
+  refine(run: Uint8Array, ends: number[], at: number): { chunks: (Uint8Array | Piece[])[]; copied: number };
 }

@@ -177,7 +177,7 @@ export class DeltaSender {
       }
       if (this.table.count && !whole) {
         // copy what the receiver listed of its basis instead of sending it
-        const refined = this.table.refine(run, ends);
+        const refined = this.table.refine(run, ends, off[from]);
         chunks.push(...refined.chunks);
         copied += refined.copied;
       } else for (let k = 0; k < ends.length; k++) chunks.push(run.subarray(k ? ends[k - 1] : 0, ends[k]));

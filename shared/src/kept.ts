@@ -11,9 +11,11 @@
  * what it sends and, on a block found, extends the match both ways byte by byte. Of the blocks
  * that match (bytes repeated in the file: text, padding), it takes the one nearest where the
  * last copy would continue, so the copies follow the kept bytes in order, as the receiver
- * reads its basis best. After a copy it first tries the alignment of the last copy (an edit
- * that overwrote bytes in place resumes there) with RESUME bytes. The receiver checks every copy's bounds and the root covers the bytes: a
- * kept copy gone wrong costs a VerifyFailed and a retry, never a wrong file.
+ * reads its basis best. At each offset it first tries the alignment of the last copy (an edit
+ * that overwrote bytes in place resumes there) with RESUME bytes; a run starts aligned with
+ * the kept bytes at its own offset in the file. The receiver checks every copy's bounds and
+ * the root covers the bytes: a kept copy gone wrong costs a VerifyFailed and a retry, never a
+ * wrong file.
  */
 import { type Refiner, cutAtEnds } from './basis-checksums.ts';
 import type { BasisChecksums, Piece } from './messages.ts';
@@ -21,8 +23,11 @@ import { inconsistent as bad } from './protocol.ts';
 
 /** Bytes per indexed block of the kept basis: the shortest match found anywhere. */
 export const BLOCK = 32;
-/** Bytes that must agree to resume at the last copy's alignment (a copy piece costs 13). */
+/** Bytes that must agree to resume at the last copy's alignment. */
 const RESUME = 16;
+/** Bytes that agree at a run's edge, fewer than RESUME, that are copied, not sent: a copy piece
+ *  costs 2–6 bytes (docs/protocol.md §4 Delta). */
+const EDGE = 6;
 /** Blocks of one hash slot looked at, at most, for the one nearest the last copy. */
 const CHAIN = 64;
 /** A block found farther than this from where the last copy would continue (the same bytes
@@ -110,9 +115,11 @@ export class KeptBasis implements Refiner {
 
   /**
    * Refines consecutive chunks whose bytes are `run`, chunk k ending at `ends[k]` (relative to
-   * the run), against the kept bytes: each becomes its bytes or its pieces.
+   * the run), against the kept bytes: each becomes its bytes or its pieces. `at` is the run's
+   * offset in the file: the run starts aligned with the kept bytes there (an edit in place)
+   * until a copy says otherwise.
    */
-  refine(run: Uint8Array, ends: number[]): { chunks: (Uint8Array | Piece[])[]; copied: number } {
+  refine(run: Uint8Array, ends: number[], at: number): { chunks: (Uint8Array | Piece[])[]; copied: number } {
     const basis = this.bytes;
     this.index();
     const n = run.length;
@@ -120,16 +127,20 @@ export class KeptBasis implements Refiner {
     const froms: number[] = [];
     let copied = 0;
     let lit = 0; // where the literal bytes not sent yet begin
-    let delta = NaN; // basis offset − run offset of the last copy
+    let delta = at; // basis offset − run offset of the last copy
     let h = 0;
     let hashed = -1; // the run offset `h` is the hash of a block at
-    for (let p = 0; p + RESUME <= n; ) {
+    // Where the run starts or ends within RESUME bytes of an edit, the bytes between agree at
+    // `delta` for fewer than RESUME: EDGE of them are copied all the same (cheaper than sent).
+    for (let p = 0; p < n; ) {
       let from = -1;
       const q = p + delta;
-      if (q >= 0 && q + RESUME <= basis.length && agree(run, p, basis, q, RESUME) === RESUME) from = q;
+      const need = p === 0 || n - p < RESUME ? EDGE : RESUME;
+      const k = q >= 0 ? agree(run, p, basis, q, Math.min(RESUME, n - p, basis.length - q)) : 0;
+      if (k >= need && (k === RESUME || k === n - p || p === 0)) from = q;
       else if (p + BLOCK <= n) {
         if (hashed !== p) h = hashAt(run, p);
-        from = this.find(run, p, h, Number.isNaN(delta) ? p : p + delta);
+        from = this.find(run, p, h, p + delta);
         if (from < 0 && p + BLOCK < n) {
           h = (Math.imul(h - Math.imul(run[p], POW), P) + run[p + BLOCK]) | 0;
           hashed = p + 1;

@@ -1,7 +1,8 @@
 // Property tests of a kept basis (kept.ts): whatever the kept bytes, the edit and the chunk
 // boundaries, a run refined against them puts itself back together exactly from its pieces;
-// an edit costs about its own bytes in literals; nothing found leaves the run whole; Basis
-// Checksums in a push against a kept basis are refused.
+// an edit costs about its own bytes in literals, and an edit in place exactly its own bytes;
+// nothing found leaves the run whole; Basis Checksums in a push against a kept basis are
+// refused.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
@@ -28,7 +29,7 @@ test('a run refined against a kept basis rebuilds exactly from its pieces', asyn
       const target = size ? applyEdits(basis, r, { kind, total: Math.min(total, size), maxFragment: 256 }) : randomBytes(seed + 1, 1 + r.int(500));
       if (!target.length) return;
       const ends = [...new Set([...cuts.map((c) => 1 + (c % target.length)), target.length])].sort((x, y) => x - y);
-      const { chunks, copied } = new KeptBasis(basis).refine(target, ends);
+      const { chunks, copied } = new KeptBasis(basis).refine(target, ends, 0);
       assert.equal(chunks.length, ends.length);
       for (let k = 0; k < ends.length; k++) {
         const c = chunks[k];
@@ -47,19 +48,40 @@ test('an edit costs about its own bytes: scattered fragments, an insertion, a de
   const basis = textBytes(7, 1 << 20);
   for (const kind of EDIT_KINDS) {
     const target = applyEdits(basis, new Rng(11), { kind, total: 16 << 10, maxFragment: 256 });
-    const { chunks } = keptBasisOf(basis).refine(target, [target.length]);
+    const { chunks } = keptBasisOf(basis).refine(target, [target.length], 0);
     const lit = literal(chunks);
     // the bytes inserted or overwritten (a deletion inserts none), and hardly more
     assert.ok(lit <= (kind === 'cut' ? 1 << 10 : (16 << 10) + 1024), `${kind}: ${lit} literal bytes for 16 KiB of edits`);
   }
   const moved = Buffer.concat([basis.subarray(600_000, 700_000), basis.subarray(0, 600_000), basis.subarray(700_000)]);
-  assert.equal(literal(new KeptBasis(basis).refine(moved, [moved.length]).chunks), 0, 'a moved block is copied from where it was');
+  assert.equal(literal(new KeptBasis(basis).refine(moved, [moved.length], 0).chunks), 0, 'a moved block is copied from where it was');
+});
+
+test('a run of a file edited in place costs the bytes of the edit alone, wherever it starts and wherever the edit lies in it', () => {
+  // the run starts aligned with the kept bytes at its offset, so its first bytes are copied
+  // from there, not from a repeat of them elsewhere (text repeats its words); the bytes before
+  // and after the edit are copied down to EDGE (6) of them at the run's edges
+  const EDGE = 6;
+  const bases = [textBytes(21, 1 << 20), randomBytes(22, 1 << 20)];
+  fc.assert(
+    fc.property(fc.nat(1), fc.nat(), fc.integer({ min: 2 * EDGE + 8, max: 20_000 }), fc.nat(), (b, a0, length, d0) => {
+      const basis = bases[b];
+      const at = a0 % (basis.length - length);
+      const d = EDGE + (d0 % (length - 2 * EDGE - 8 + 1));
+      const run = basis.slice(at, at + length);
+      for (let i = d; i < d + 8; i++) run[i] ^= 0xa5;
+      const { chunks, copied } = new KeptBasis(basis).refine(run, [length], at);
+      assert.equal(literal(chunks), 8, `run at ${at}, ${length} bytes, edit at ${d}`);
+      assert.equal(copied, length - 8);
+    }),
+    { numRuns: 300 },
+  );
 });
 
 test('bytes not found in the kept basis go whole', () => {
   const basis = randomBytes(3, 100_000);
   const target = randomBytes(4, 50_000);
-  const { chunks, copied } = new KeptBasis(basis).refine(target, [20_000, 50_000]);
+  const { chunks, copied } = new KeptBasis(basis).refine(target, [20_000, 50_000], 0);
   assert.equal(copied, 0);
   assert.ok(chunks.every((c) => c instanceof Uint8Array));
 });
@@ -74,7 +96,7 @@ test('bytes repeated across the kept basis are copied from where the edit left t
   const header = textBytes(99, 2048);
   const basis = Buffer.concat(Array.from({ length: 200 }, (_, i) => [header, textBytes(1000 + i, 20_000)]).flat());
   const target = applyEdits(basis, new Rng(5), { kind: 'cut', total: 64 << 10, maxFragment: 256 });
-  const { chunks } = new KeptBasis(basis).refine(target, [target.length]);
+  const { chunks } = new KeptBasis(basis).refine(target, [target.length], 0);
   let end = 0;
   let far = 0;
   for (const c of chunks) for (const p of c instanceof Uint8Array ? [c] : c) {

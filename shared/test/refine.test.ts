@@ -45,7 +45,7 @@ test('a refined run rebuilds exactly from its pieces', async () => {
       const stretches: [number, number][] = r.int(2) ? [[0, basis.length]] : [[0, r.int(basis.length)], [r.int(basis.length), basis.length]].filter(([p, q]) => q > p) as [number, number][];
       const hints = hintsFor(basis, stretches);
       const ends = [...new Set([...cuts.map((c) => 1 + (c % target.length)), target.length])].sort((x, y) => x - y);
-      const { chunks, copied } = hints.refine(target, ends);
+      const { chunks, copied } = hints.refine(target, ends, 0);
       assert.equal(chunks.length, ends.length);
       for (let k = 0; k < ends.length; k++) {
         const c = chunks[k];
@@ -63,7 +63,7 @@ test('a refined run rebuilds exactly from its pieces', async () => {
 test('scattered small edits leave most bytes to copy', () => {
   const basis = textBytes(9, 1 << 20);
   const target = applyEdits(basis, new Rng(4), { kind: 'insert', total: 16_384, maxFragment: 256, placement: [0, 1, 0] });
-  const { copied } = hintsFor(basis, [[0, basis.length]]).refine(target, [target.length]);
+  const { copied } = hintsFor(basis, [[0, basis.length]]).refine(target, [target.length], 0);
   // about 128 fragments of at most 256 bytes spread over the middle third (350 KB, every 8 KB
   // chunk of it dirty): each leaves its own bytes and one or two finer chunks to send
   const literal = target.length - copied;
@@ -92,7 +92,7 @@ test('bytes repeated in the basis are copied in order, however they were listed'
   const basis = new Uint8Array(Buffer.concat(parts));
   const third = Math.floor(basis.length / 3);
   for (const stretches of [[[0, basis.length]], [[2 * third, basis.length], [third, 2 * third], [0, third]]] as [number, number][][]) {
-    const { chunks, copied } = hintsFor(basis, stretches).refine(basis, [basis.length]);
+    const { chunks, copied } = hintsFor(basis, stretches).refine(basis, [basis.length], 0);
     assert.deepEqual(await rebuild(basis, chunks), Buffer.from(basis));
     // the copies go forward through the basis (the receiver reads it in order), each from the
     // repeat at or after the end of the one before
@@ -117,7 +117,7 @@ test('one chunk listed many times: each lookup finds the repeat that continues t
   const h = new BasisChecksumTable(3);
   h.add({ type: Msg.BasisChecksums, offset: 0, fine: FINE, lengths: new Uint32Array(n).fill(1024), prefixes });
   const target = new Uint8Array(4 << 20);
-  const { chunks, copied } = h.refine(target, [target.length]);
+  const { chunks, copied } = h.refine(target, [target.length], 0);
   assert.equal(copied, target.length);
   assert.deepEqual(chunks[0], [{ offset: 0, length: target.length }]);
 });
