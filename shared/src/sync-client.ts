@@ -282,8 +282,8 @@ async function pushOnce(source: Source, opts: PushOptions, cutOff: boolean | und
   let noted = false;
   for (;;) {
     // an upload that can leave a checkpoint (the three phases, RESUME_MIN_FILE and more) is
-    // noted before its first byte goes out; the note ends at a Result (any push's: an upload
-    // cut off before it is no longer worth resuming)
+    // noted before its first byte goes out; the note ends at the Result of any push of the
+    // file (an upload cut off before it built on an older version)
     if (uploads && !noted && !against && source.size >= RESUME_MIN_FILE) {
       uploads.begin(key);
       noted = true;
