@@ -1,9 +1,9 @@
 // What a sync costs the store (issue #30, "Then lean"): per sync of a small edit (one 2 KB
-// insertion into a 10 MB file), through one server process, on the local directory and on a
+// insertion into a 10 MB file, or one of --size bytes), through one server process, on the local directory and on a
 // real MinIO in one run: store requests by kind, bytes the store writes (against the Delta
 // Bytes the server received), bytes read, and the server's CPU time (and MinIO's).
 //
-//   node --import tsx bench/store-cost.ts [--syncs 20] [--gap-ms 0] [--s3-clients 300] [--prof DIR] [--memory] [--known] [--out FILE]
+//   node --import tsx bench/store-cost.ts [--syncs 20] [--gap-ms 0] [--size 10000000] [--s3-clients 300] [--prof DIR] [--memory] [--known | --cli] [--out FILE]
 //
 // The server runs in a child process of its own (this file with --serve): the client's work
 // (chunking and hashing 10 MB per sync) stays in this process, so the server's CPU time
@@ -14,6 +14,10 @@
 // method and status (http.request wrapped in the child), which includes the client's retries.
 // --known: every push goes against the version the client knows (Hello's `known`, as the CLI
 // and the page push a file they pushed or pulled before), not with the three phases.
+// --cli: the client keeps what `dsync push` keeps (cli/known.ts, in a temporary folder): the
+// versions it pushed, and its record of uploads not seen commit, which tells whether a push
+// says it may resume (docs/protocol.md §3 "Resuming"); a file above KNOWN_MAX_FILE (64 MiB)
+// is then pushed with the three phases, a smaller one against the version it knows.
 // --gap-ms: the pause between two syncs (a local file changed less than 100 ms ago has no
 // stamp, docs/store.md §1).
 import { type ChildProcess, fork } from 'node:child_process';
@@ -40,6 +44,10 @@ const { values } = parseArgs({
     /** pushes against the version the client knows (Hello's `known`, as the CLI and the page
      *  do for a file they pushed or pulled before) instead of with the three phases */
     known: { type: 'boolean', default: false },
+    /** the client keeps what `dsync push` keeps (cli/known.ts, in a temporary folder) */
+    cli: { type: 'boolean', default: false },
+    /** bytes of the file edited */
+    size: { type: 'string', default: '10000000' },
   },
 });
 
@@ -60,7 +68,8 @@ interface Snap {
   cpuUs: number;
   /** of which in the kernel */
   sysUs: number;
-  pushes: { literalBytes: number; refinedBytes: number; version: number }[];
+  /** the pushes the server logged; `resume`: Hello said it may resume */
+  pushes: { literalBytes: number; refinedBytes: number; version: number; resume: boolean }[];
 }
 
 // ---- the server (child process) ------------------------------------------------------------
@@ -105,7 +114,7 @@ async function serve(spec: string) {
   }) as Backend;
   const repo = new Repo(counted);
   const log = (e: Record<string, unknown>) => {
-    if (e.op === 'push') pushes.push({ literalBytes: Number(e.literalBytes), refinedBytes: Number(e.refinedBytes), version: Number(e.version) });
+    if (e.op === 'push') pushes.push({ literalBytes: Number(e.literalBytes), refinedBytes: Number(e.refinedBytes), version: Number(e.version), resume: e.resume === true });
   };
   const s = await startServer(loadConfig({ port: '0', host: '127.0.0.1', store: '/nonexistent', 'gc-interval-ms': '0' }, {}), log, repo);
   process.on('message', (m: string) => {
@@ -193,7 +202,9 @@ async function measure(label: string, spec: string, env: NodeJS.ProcessEnv, endp
   const { Rng, applyEdits, fastRandomBytes } = await import('../harness/testdata.ts');
   const { pushBytes } = await import('../harness/helpers.ts');
   const { MemoryKnown } = await import('../shared/src/known.ts');
-  const opts = values.known ? { known: new MemoryKnown() } : {};
+  const { FileKnown } = await import('../cli/known.ts');
+  const cacheDir = mkdtempSync(path.join(tmpdir(), 'dsync-store-cost-known-'));
+  const opts = values.cli ? { known: new FileKnown(cacheDir) } : values.known ? { known: new MemoryKnown() } : {};
   const SYNCS = Number(values.syncs);
   const GAP_MS = Number(values['gap-ms']);
   const child: ChildProcess = fork(fileURLToPath(import.meta.url), ['--serve', spec, ...(endpoint ? ['--endpoint', endpoint] : [])], {
@@ -211,7 +222,7 @@ async function measure(label: string, spec: string, env: NodeJS.ProcessEnv, endp
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
   try {
     const r = new Rng(7);
-    let cur = fastRandomBytes(7, 10_000_000);
+    let cur = fastRandomBytes(7, Number(values.size));
     await pushBytes(server, 'f.bin', cur, opts);
     await sleep(3_500);
     const per: (Snap & { minioMs: number })[] = [];
@@ -228,6 +239,7 @@ async function measure(label: string, spec: string, env: NodeJS.ProcessEnv, endp
   } finally {
     child.send('stop');
     await new Promise((r) => child.once('exit', r));
+    rmSync(cacheDir, { recursive: true, force: true });
   }
 }
 
@@ -261,7 +273,8 @@ function report(runs: Run[]): string {
         keys(f)
           .map((k) => `${k} ${mean(ps.map((p) => f(p)[k] ?? 0)).toFixed(1)}`)
           .join(', ');
-      detail.push(`- ${label}, ${name}: server CPU ${cpu.toFixed(1)} ms, of which kernel ${mean(ps.map((p) => p.sysUs / 1000)).toFixed(1)} ms; store ops: ${by((p) => p.ops)}${label.includes('MinIO') ? `; HTTP: ${by((p) => p.http)}` : ''}`);
+      const resumed = ps.reduce((a, p) => a + p.pushes.filter((x) => x.resume).length, 0);
+      detail.push(`- ${label}, ${name}: server CPU ${cpu.toFixed(1)} ms, of which kernel ${mean(ps.map((p) => p.sysUs / 1000)).toFixed(1)} ms; pushes that said they may resume ${resumed} of ${ps.length}; store ops: ${by((p) => p.ops)}${label.includes('MinIO') ? `; HTTP: ${by((p) => p.http)}` : ''}`);
     }
   }
   return [...out, '', ...detail].join('\n');
@@ -352,6 +365,7 @@ async function s3Clients(endpoint: string, env: NodeJS.ProcessEnv, n: number): P
 }
 
 if (values.serve) await serve(values.serve);
+else if (values.known && values.cli) throw new Error('--known and --cli contradict each other: --cli keeps known versions as dsync push does');
 else {
   const { startMinio } = await import('../harness/minio.ts');
   const runs: Run[] = [];

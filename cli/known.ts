@@ -9,12 +9,20 @@
  * kept basis, shared/src/kept.ts) in a `.kept` file beside it, up to `keepMax` bytes of them
  * in all (`--keep-max`, default KEEP_MAX): the least recently used are dropped for room. The
  * header records their SHA-256; kept bytes that do not read back to it are dropped, never used.
+ *
+ * Beside them it keeps the record of uploads begun and not seen commit (`uploads`,
+ * shared/src/known.ts UploadRecord): an `.upload` file per server and name, written before the
+ * first byte of an upload that can leave a checkpoint goes out and removed at its Result. It
+ * outlives a killed `dsync` (Ctrl-C, SIGKILL) and a lost connection, so the push run again says
+ * it may resume; a push that finds none does not (one store request less on S3). A record that
+ * cannot be read leaves the push to decide by the file's size; one that cannot be written costs
+ * the bytes sent again if that upload is cut off.
  */
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
-import { KNOWN_MAX_FILE, type KnownVersion, type KnownVersions } from '../shared/src/known.ts';
+import { KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, type UploadRecord } from '../shared/src/known.ts';
 import { KEEP_MAX } from '../shared/src/limits.ts';
 
 export function knownDir(env = process.env): string {
@@ -24,7 +32,7 @@ export function knownDir(env = process.env): string {
 
 const MAGIC = 'DSKN1';
 const KEPT = '.kept';
-
+const UPLOAD = '.upload';
 
 const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
 
@@ -41,6 +49,33 @@ export class FileKnown implements KnownVersions {
   keeps(size: number): boolean {
     return size <= Math.min(this.keepMax, KNOWN_MAX_FILE);
   }
+
+  /** Uploads begun and not seen commit: the file `<key's hash>.upload` is there (its content,
+   *  a JSON line, is for a person reading the folder). */
+  readonly uploads: UploadRecord = {
+    cutOff: (key) => {
+      try {
+        return statSync(this.file(key) + UPLOAD, { throwIfNoEntry: false }) !== undefined;
+      } catch {
+        return undefined; // the folder cannot be read: decide by size
+      }
+    },
+    begin: (key) => {
+      try {
+        mkdirSync(this.dir, { recursive: true });
+        writeFileSync(this.file(key) + UPLOAD, JSON.stringify({ magic: 'DSUP1', key, began: new Date().toISOString() }) + '\n');
+      } catch {
+        // not noted: if this upload is cut off, the push run again sends its bytes again
+      }
+    },
+    end: (key) => {
+      try {
+        rmSync(this.file(key) + UPLOAD, { force: true });
+      } catch {
+        // left: the next push of this file says it may resume, one store request more
+      }
+    },
+  };
 
   /** The kept bytes of `file` if they read back to their recorded hash and size; else none,
    *  and the file is dropped. */

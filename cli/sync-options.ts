@@ -19,7 +19,7 @@ export const CHUNK_OPTS: Opts = {
 export const SYNC_OPTS: Opts = {
   ...CHUNK_OPTS,
   algo: { type: 'string', arg: 'blake3|sha256|sha1', help: `strong hash (default ${ALGO_NAMES[DEFAULT_ALGO]})` },
-  'no-known': { type: 'boolean', help: 'do not use or keep the chunk index of the version last synced' },
+  'no-known': { type: 'boolean', help: 'do not use or keep the chunk index of the version last synced, nor the record of uploads not seen stored' },
   'keep-max': { type: 'string', arg: 'BYTES', help: `keep the bytes of the versions pushed last, up to this many in all, and send edits of them as byte-exact deltas (0: keep none; default ${KEEP_MAX})` },
 };
 

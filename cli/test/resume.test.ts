@@ -1,23 +1,33 @@
 // Resume across processes: a `dsync push` killed at about half of a large file (SIGINT as
 // Ctrl-C sends it, and SIGKILL), then the same push by a new process, sends only what the
-// server lacks. The real CLI as a child process, a real server on a loopback port, and a TCP
-// pipe in front of it that counts the bytes from the client.
+// server lacks: told so by its record of uploads not seen commit (cli/known.ts), or, with
+// --no-known (no record), by the file's size. A push whose record has no such upload does not
+// say it may resume (one store request less). The real CLI as a child process, a real server
+// on a loopback port, and a TCP pipe in front of it that counts the bytes from the client.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { pushBytes, testServer } from '../../harness/helpers.ts';
 import { socketPipe } from '../../harness/pipe.ts';
 import { fastRandomBytes } from '../../harness/testdata.ts';
-import { DSYNC, jsonLines } from './run.ts';
+import { DSYNC, dsync, jsonLines } from './run.ts';
 import { TestServer } from '../../e2e/server.ts';
+import { KNOWN_MAX_FILE } from '../../shared/src/known.ts';
 
 const SIZE = 96 << 20;
 
-for (const [signal, existing] of [['SIGINT', false], ['SIGKILL', true]] as const) {
-  test(`a push killed by ${signal} at half of ${SIZE >> 20} MiB (${existing ? 'a new version of a stored file' : 'a new file'}): run again, it sends less than 60% of the file`, async () => {
+/** The records of uploads not seen commit in a cache folder (cli/known.ts). */
+const records = (dir: string) => (existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.upload')) : []);
+
+for (const [signal, existing, noKnown] of [
+  ['SIGINT', false, false],
+  ['SIGKILL', true, false],
+  ['SIGKILL', false, true],
+] as const) {
+  test(`a push killed by ${signal} at half of ${SIZE >> 20} MiB (${existing ? 'a new version of a stored file' : 'a new file'}${noKnown ? ', --no-known: no record, the size rule' : ''}): run again, it says it may resume and sends less than 60% of the file`, async () => {
     const logs: Record<string, unknown>[] = [];
     const s = await testServer({}, (e) => void (e.op === 'push' && logs.push(e)));
     const pipe = await socketPipe({ to: () => s.port });
@@ -26,8 +36,9 @@ for (const [signal, existing] of [['SIGINT', false], ['SIGKILL', true]] as const
       const file = path.join(dir, 'big.bin');
       writeFileSync(file, fastRandomBytes(5, SIZE));
       if (existing) await pushBytes(s, 'big.bin', fastRandomBytes(6, 1 << 20));
-      const env = { ...process.env, DSYNC_CACHE_DIR: path.join(dir, 'known') };
-      const run = () => spawn(process.execPath, [DSYNC, 'push', file, '--server', pipe.wsUrl, '--force'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const cache = path.join(dir, 'known');
+      const env = { ...process.env, DSYNC_CACHE_DIR: cache };
+      const run = () => spawn(process.execPath, [DSYNC, 'push', file, '--server', pipe.wsUrl, noKnown ? '--no-known' : '--force'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
       const first = run();
       const exited = new Promise((r) => first.on('close', r));
       await new Promise<void>((r) => {
@@ -37,6 +48,9 @@ for (const [signal, existing] of [['SIGINT', false], ['SIGKILL', true]] as const
       await exited;
       const firstSent = pipe.fromClient;
       assert.ok(firstSent < SIZE, 'killed before the end');
+      // the killed upload is on record, under its server and name (none kept with --no-known)
+      assert.equal(records(cache).length, noKnown ? 0 : 1, 'the record of the upload');
+      if (!noKnown) assert.match(JSON.parse(readFileSync(path.join(cache, records(cache)[0]), 'utf8')).key, /^ws:\/\/127\.0\.0\.1:\d+\/sync.*\nbig\.bin$/s);
       const second = run();
       let out = '';
       second.stdout.on('data', (d) => (out += d));
@@ -45,7 +59,9 @@ for (const [signal, existing] of [['SIGINT', false], ['SIGKILL', true]] as const
       const sent = pipe.fromClient - firstSent;
       assert.ok(sent < 0.6 * SIZE, `the second run sent ${sent} bytes of ${SIZE}`);
       assert.equal(jsonLines(out)[0].version, existing ? 2 : 1);
+      assert.equal(logs[logs.length - 1].resume, true, 'the second run says it may resume');
       assert.ok((logs[logs.length - 1].resumedChunks as number) > 0, JSON.stringify(logs));
+      assert.deepEqual(records(cache), [], 'the record ends at the commit');
       assert.ok((await s.stored('big.bin')).equals(Buffer.from(fastRandomBytes(5, SIZE))), 'stored exactly');
     } finally {
       pipe.close();
@@ -88,6 +104,39 @@ test('a server killed at half of an upload and started again: the push run again
   } finally {
     pipe.close();
     await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test(`pushes of a file of ${(KNOWN_MAX_FILE >> 20) + 1} MiB (above KNOWN_MAX_FILE: the three phases) that were not cut off: the next does not say it may resume, and a small edit goes as its changed bytes`, async () => {
+  const logs: Record<string, unknown>[] = [];
+  const s = await testServer({}, (e) => void (e.op === 'push' && logs.push(e)));
+  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-resume-none-'));
+  try {
+    const file = path.join(dir, 'big.bin');
+    const cache = path.join(dir, 'known');
+    const bytes = fastRandomBytes(9, KNOWN_MAX_FILE + (1 << 20));
+    writeFileSync(file, bytes);
+    const run = async () => {
+      const r = await dsync(['push', file, '--server', s.wsUrl, '--json'], { env: { DSYNC_CACHE_DIR: cache } });
+      assert.equal(r.code, 0, r.stderr);
+      return jsonLines(r.stdout)[0];
+    };
+    assert.equal((await run()).version, 1);
+    assert.equal(logs.at(-1)!.resume, false, 'nothing on record: the first push does not say it may resume');
+    assert.deepEqual(records(cache), [], 'the record ends at the commit');
+    // a small edit: 2 KB in the middle
+    bytes.set(fastRandomBytes(10, 2048), bytes.length >> 1);
+    writeFileSync(file, bytes);
+    const rep = await run();
+    assert.equal(rep.version, 2);
+    assert.equal(rep.knownVersion, undefined, 'the three phases');
+    assert.ok(rep.literalBytes < 64 << 10, JSON.stringify(rep));
+    assert.equal(logs.at(-1)!.resume, false, 'the second push does not say it may resume');
+    assert.deepEqual(records(cache), []);
+    assert.ok((await s.stored('big.bin')).equals(Buffer.from(bytes)), 'stored exactly');
+  } finally {
+    await s.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 });

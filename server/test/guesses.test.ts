@@ -435,7 +435,7 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       }
     });
 
-    test(`a push cut off and run again: of ${RESUME_MIN_FILE >> 20} MiB and more it says it may resume, and resumes; smaller, it starts from the guess and sends every byte again, storing the same bytes; told an earlier push was cut off, it resumes`, async () => {
+    test(`a push cut off and run again by a client that keeps no record of its uploads: of ${RESUME_MIN_FILE >> 20} MiB and more it says it may resume, and resumes; smaller, it starts from the guess and sends every byte again, storing the same bytes; told an earlier push was cut off, it resumes`, async () => {
       const place = make();
       const a = await serve(place);
       // cuts connection `cut.n` once it has passed `cut.at` bytes
@@ -462,8 +462,8 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       };
       try {
         // a new file just above RESUME_MIN_FILE, cut after 10 MB (before its first checkpoint):
-        // run again, a new push (as `dsync push` run again), it says it may resume and sends
-        // what the server lacks
+        // run again, a new push without a record (as `dsync push --no-known` run again), it says
+        // it may resume and sends what the server lacks
         const big = fastRandomBytes(71, RESUME_MIN_FILE + (1 << 20));
         await cutOff('big.bin', big, 10_000_000);
         const again = await pushed('big.bin', big);

@@ -70,6 +70,30 @@ export interface KnownVersions {
   delete(key: string): void;
   /** whether a version of `size` bytes is kept with its bytes (absent: never) */
   keeps?(size: number): boolean;
+  /** the client's record of the uploads it began and has not seen commit (absent: it keeps
+   *  none, and a push decides whether it may resume by the file's size, sync-client.ts
+   *  `mayResume`) */
+  uploads?: UploadRecord;
+}
+
+/**
+ * Uploads a client began and has not seen commit, by `knownKey`: what tells a push run again
+ * that an earlier upload of its file to its server was cut off (by a lost connection, a killed
+ * client or a killed server), so that its Hello says it may resume (docs/protocol.md §3
+ * "Resuming"), and that no upload was, so that it does not (one store request less on S3,
+ * docs/store.md §4). A push notes only uploads that can leave a checkpoint (files of
+ * RESUME_MIN_FILE and more, with the three phases); a missed note costs the bytes sent again,
+ * never a version.
+ */
+export interface UploadRecord {
+  /** whether an upload of `key` was noted begun and not ended; undefined: the record cannot be
+   *  read (the push then decides by the file's size) */
+  cutOff(key: string): boolean | undefined;
+  /** notes an upload of `key` begun; called before its first byte goes out, and kept through a
+   *  killed process */
+  begin(key: string): void;
+  /** notes the upload of `key` ended: the server committed it (or found it unchanged) */
+  end(key: string): void;
 }
 
 /** The key of a file on a server: its /sync URL and name. */

@@ -24,13 +24,15 @@ export const DELTA_RUN_BYTES = 4 << 20;
  *  objects of a 500 MB upload add up to about 5% of its bytes, written on the server only). */
 export const RESUME_CHECKPOINT_BYTES = 16 << 20;
 
-/** The smallest file the client library pushes with Hello's resume flag on its first try
- *  (docs/protocol.md §3 "Resuming"; a retry after a lost connection always sets it): an upload
- *  of a smaller file leaves nothing behind a server that was killed (its first checkpoint is
- *  at RESUME_CHECKPOINT_BYTES), so only one whose client died, which its server suspended, can
- *  wait for a re-run, and a re-run without the flag sends its bytes again: under 16 MiB. A
- *  push without the flag starts from the server's guess of the file head (one request less on
- *  S3, docs/store.md §4). */
+/** The smallest upload a client notes in its record of uploads not seen commit (shared/src/
+ *  known.ts UploadRecord), so that the push run again after it was cut off says it may resume
+ *  (Hello's resume flag, docs/protocol.md §3 "Resuming"; a retry after a lost connection
+ *  always does); and, for a client that keeps no record, the smallest file pushed with the flag
+ *  on its first try. An upload of a smaller file leaves nothing behind a server that was
+ *  killed (its first checkpoint is at RESUME_CHECKPOINT_BYTES), so only one whose client died,
+ *  which its server suspended, can wait for a re-run, and a re-run without the flag sends its
+ *  bytes again: under 16 MiB. A push without the flag starts from the server's guess of the
+ *  file head (one request less on S3, docs/store.md §4). */
 export const RESUME_MIN_FILE = RESUME_CHECKPOINT_BYTES;
 
 /** Largest stretch of basis bytes the receiver reads at once (a single chunk may exceed it). */

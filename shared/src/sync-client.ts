@@ -149,11 +149,14 @@ export const backoffMs = (attempt: number) => Math.min(8000, 500 * 2 ** attempt)
 
 /** Whether a push with the three phases says it may resume an interrupted upload of its name
  *  (Hello's resume flag, docs/protocol.md §3 "Resuming"): a retry after a lost connection,
- *  whose upload the server may hold; and a file of RESUME_MIN_FILE and more on every try, so
- *  that a push run again after its client or server was killed resumes. A smaller one starts
- *  from the server's guess of the file head; an upload of it that waits is missed, and its
- *  bytes (under RESUME_MIN_FILE) are sent again. */
-export const mayResume = (size: number, reconnects: number) => reconnects > 0 || size >= RESUME_MIN_FILE;
+ *  whose upload the server may hold; a push whose caller's record says an earlier upload of
+ *  the file to this server was cut off (`cutOff` true: known.ts UploadRecord, or
+ *  PushOptions.resume), so that a push run again after its client or server was killed
+ *  resumes; and, where the caller keeps no record (`cutOff` undefined), a file of
+ *  RESUME_MIN_FILE and more on every try, for the same reason. Any other push starts from the
+ *  server's guess of the file head (one store request less); an upload of its file that waits
+ *  is missed, and its bytes are sent again. */
+export const mayResume = (size: number, reconnects: number, cutOff: boolean | undefined) => reconnects > 0 || (cutOff ?? size >= RESUME_MIN_FILE);
 
 /** A push's plan against a version of the file this client knows (known.ts). Known with its
  *  finer cut (one this client pushed), the push goes against it (`against`) and chunks as it
@@ -235,7 +238,8 @@ export interface PushOptions extends SyncOptions {
   retries?: number;
   /** an earlier push of this file to this name was cut off (the page's uploads it did not see
    *  finish): the first try too says it may resume (Hello's resume flag), as every try does
-   *  after a lost connection and for a file of RESUME_MIN_FILE and more (`mayResume`) */
+   *  after a lost connection (`mayResume`). Absent, the record of `known.uploads` tells, and
+   *  without one a file of RESUME_MIN_FILE and more says it may resume on every try. */
   resume?: boolean;
   /** bytes of the file read, chunked and hashed per step, whose part of the Checksum List
    *  then goes out (default chunk-index.ts READ_SLICE, 4 MiB); two slices are held in memory */
@@ -253,12 +257,14 @@ function whileBusy<T>(opts: SyncOptions, run: () => Promise<T>): Promise<T> {
 }
 
 /** Pushes `source` to the server as a new version of `opts.name`; a busy server is waited for
- *  (whileBusy). */
+ *  (whileBusy). Whether an earlier upload of it was cut off is read before this one is noted
+ *  begun (`known.uploads`). */
 export function push(source: Source, opts: PushOptions): Promise<SyncReport> {
-  return whileBusy(opts, () => pushOnce(source, opts));
+  const cutOff = opts.resume || opts.known?.uploads?.cutOff(knownKey(opts.url, opts.name));
+  return whileBusy(opts, () => pushOnce(source, opts, cutOff));
 }
 
-async function pushOnce(source: Source, opts: PushOptions): Promise<SyncReport> {
+async function pushOnce(source: Source, opts: PushOptions, cutOff: boolean | undefined): Promise<SyncReport> {
   const params = opts.params ?? DEFAULT_PARAMS;
   const algo = opts.algo ?? DEFAULT_ALGO;
   const t0 = performance.now();
@@ -272,7 +278,16 @@ async function pushOnce(source: Source, opts: PushOptions): Promise<SyncReport> 
   /** reconnects after a lost connection; sessions again after a damaged basis */
   let reconnects = 0;
   let damagedBasis = 0;
+  const uploads = opts.known?.uploads;
+  let noted = false;
   for (;;) {
+    // an upload that can leave a checkpoint (the three phases, RESUME_MIN_FILE and more) is
+    // noted before its first byte goes out; the note ends at the Result of any push of the
+    // file (an upload cut off before it built on an older version)
+    if (uploads && !noted && !against && source.size >= RESUME_MIN_FILE) {
+      uploads.begin(key);
+      noted = true;
+    }
     opts.onProgress?.('connecting');
     let taken: { conn: Conn; release: () => void } | null = null;
     try {
@@ -291,7 +306,7 @@ async function pushOnce(source: Source, opts: PushOptions): Promise<SyncReport> 
           basisVersion,
           index,
           against,
-          resume: !!opts.resume || mayResume(source.size, reconnects),
+          resume: mayResume(source.size, reconnects, cutOff),
           sliceBytes: opts.sliceBytes,
           onChunked: chunked,
           sender: { onPhase: (p) => opts.onProgress?.(PROGRESS_OF[p]) },
@@ -299,6 +314,7 @@ async function pushOnce(source: Source, opts: PushOptions): Promise<SyncReport> 
       });
       opts.onProgress?.('committed');
       const tEnd = performance.now();
+      uploads?.end(key);
       if (opts.known) await remember(opts.known, key, out, params, algo, source);
       const wire = c.socketBytes();
       // Client time: the session's own work, chunking and hashing included (not waiting for the server).
