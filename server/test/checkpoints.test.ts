@@ -1,7 +1,8 @@
 // Checkpoints of an upload (Sink.checkpoint, docs/store.md §6) against a real server on a
 // loopback port: a committed upload that made checkpoints leaves nothing behind but its
 // version; a connection cut after checkpoints suspends in place of the last one and resumes;
-// and no checkpoint's segments are deleted while its upload goes on.
+// a small edit of a large file makes none (a checkpoint saves a resume the literal bytes
+// received, not the copies); and no checkpoint's segments are deleted while its upload goes on.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { pushBytes, testServer } from '../../harness/helpers.ts';
@@ -10,6 +11,31 @@ import { fastRandomBytes } from '../../harness/testdata.ts';
 import { unreferenced } from '../src/store/gc.ts';
 import { uploadsKey } from '../src/store/keys.ts';
 import { RESUME_CHECKPOINT_BYTES } from '../../shared/src/limits.ts';
+
+test('a small edit of a file of several checkpoints makes none; a first upload of it makes one per RESUME_CHECKPOINT_BYTES', async () => {
+  const s = await testServer({});
+  const store = await s.storeOf('local');
+  const key = uploadsKey('local', 'c.bin');
+  let writes = 0;
+  const putHead = store.backend.putHead.bind(store.backend);
+  store.backend.putHead = (k, body, tag) => ((writes += k === key ? 1 : 0), putHead(k, body, tag));
+  try {
+    const a = fastRandomBytes(3, 3 * RESUME_CHECKPOINT_BYTES + (5 << 20));
+    assert.equal((await pushBytes(s, 'c.bin', a)).version, 1);
+    // three checkpoints listed, the last one unlisted before the commit
+    assert.equal(writes, 4, 'uploads head writes of the first upload');
+    writes = 0;
+    const b = Buffer.from(a);
+    b.set(fastRandomBytes(4, 2048), 20 << 20);
+    const rep = await pushBytes(s, 'c.bin', b);
+    assert.equal(rep.version, 2);
+    assert.ok(rep.literalBytes < 64 << 10, `${rep.literalBytes} literal bytes`);
+    assert.equal(writes, 0, 'uploads head writes of a 2 KB edit');
+    assert.ok((await s.stored('c.bin')).equals(b));
+  } finally {
+    await s.stop();
+  }
+});
 
 test('an upload checkpointed on its way commits with nothing left listed or unreferenced, and a cut one resumes from its suspend', async () => {
   const logs: Record<string, unknown>[] = [];

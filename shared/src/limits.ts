@@ -17,11 +17,12 @@ export const DELTA_MESSAGE_BYTES = 1 << 20;
  *  its size (bench/results/page-vs-cli.md). At most MAX_MESSAGE. */
 export const DELTA_RUN_BYTES = 4 << 20;
 
-/** Bytes of target a receiver writes between two checkpoints of an upload (Sink.checkpoint,
- *  docs/store.md §6), or an eighth of what it wrote before if more: what a server killed
- *  mid-upload loses at most (16 MiB, or 1/9 of the upload), against an upload state object
- *  written per step that lists every chunk so far (64 hex characters per 8 KiB chunk: the
- *  objects of a 500 MB upload add up to about 5% of its bytes, written on the server only). */
+/** Literal Delta Bytes a receiver takes between two checkpoints of an upload (Sink.checkpoint,
+ *  docs/store.md §6; the copies a resumed session finds in the basis again), which are also
+ *  an eighth of the target apart: what a server killed mid-upload makes its client send again
+ *  at most (16 MiB, or 1/9 of the upload), against an upload state object written per step
+ *  that lists every chunk so far (64 hex characters per 8 KiB chunk: the objects of a 500 MB
+ *  upload add up to about 5% of its bytes, written on the server only). */
 export const RESUME_CHECKPOINT_BYTES = 16 << 20;
 
 /** The smallest upload a client notes in its record of uploads not seen commit (shared/src/

@@ -65,8 +65,9 @@ class Receiver {
   private written = 0;
   /** the rebuild's position: chunks [0, rebuiltTo) are written */
   private rebuiltTo = 0;
-  /** target bytes written when the last checkpoint was made (Sink.checkpoint) */
-  private checkpointed = 0;
+  /** target bytes written, and literal Delta Bytes received, when the last checkpoint was
+   *  made (Sink.checkpoint) */
+  private checkpointed = { target: 0, literal: 0 };
   /** a chunk index and the target offset where it begins, moved forward by offsetOf */
   private offsetAt = { chunk: 0, offset: 0 };
   /** chunks [0, judgedTo) are judged */
@@ -342,7 +343,7 @@ class Receiver {
         await this.nextVerdict();
       } else if (this.copyFrom[i] >= 0) await this.copyStretch(i);
       else await this.takeDelta(i);
-      if (this.sink!.checkpoint && this.state !== 'checksums' && this.offsetOf(this.written) >= this.checkpointed + Math.max(RESUME_CHECKPOINT_BYTES, this.checkpointed / 8)) await this.checkpoint();
+      if (this.checkpointDue()) await this.checkpoint();
     }
   }
 
@@ -352,10 +353,23 @@ class Receiver {
     return this.offsetAt.offset;
   }
 
+  /**
+   * A checkpoint saves a resumed session the literal bytes received since the one before (the
+   * copies are found in the basis again), so one is due after RESUME_CHECKPOINT_BYTES of them:
+   * a small edit of a large file makes none. Its state lists every chunk written, so they are
+   * also spaced by an eighth of the target written: what they write in all stays within a few
+   * times the last one.
+   */
+  private checkpointDue(): boolean {
+    if (!this.sink!.checkpoint || this.state === 'checksums') return false;
+    const { target, literal } = this.checkpointed;
+    return this.deltas.literalBytes >= literal + RESUME_CHECKPOINT_BYTES && this.offsetOf(this.written) >= target + target / 8;
+  }
+
   /** Records what is written so far, for a new session to resume (Sink.checkpoint). */
   private async checkpoint(): Promise<void> {
     const { list, written } = this;
-    this.checkpointed = this.offsetOf(written);
+    this.checkpointed = { target: this.offsetOf(written), literal: this.deltas.literalBytes };
     await this.sink!.checkpoint!({ digest: listDigest(this.algo, list.weak()), count: written, hashes: list.hashes.slice(0, written * this.H) });
   }
 
