@@ -131,7 +131,8 @@ export class KeptBasis implements Refiner {
     let h = 0;
     let hashed = -1; // the run offset `h` is the hash of a block at
     // Where the run starts or ends within RESUME bytes of an edit, the bytes between agree at
-    // `delta` for fewer than RESUME: EDGE of them are copied all the same (cheaper than sent).
+    // `delta` for fewer than RESUME: from EDGE of them on they are copied all the same (a copy
+    // is cheaper than their bytes).
     for (let p = 0; p < n; ) {
       let from = -1;
       const q = p + delta;
