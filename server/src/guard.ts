@@ -181,43 +181,86 @@ export class Turns {
  * Admission of work, all users together, in this process: sync sessions and the file requests
  * that do store work (files-api.ts), each one place. A piece of work runs on the process' one
  * thread and waits on the store; past what the process can serve, each admitted one would
- * only take longer (and hold its memory longer) without more of them finishing per second,
- * until all time out. So new work is refused (Busy, or 503 with Retry-After, with the seconds
- * to wait) when `max` pieces already run, or when the thread is saturated: busy more than
- * `maxLoad` of the last moments (event-loop utilisation, sampled every LOAD_SAMPLE_MS) while
- * MIN_RUNNING or more run. The admitted ones keep near their unloaded speed; the refused ones
- * come back when a place is likely free. While work mostly waits on a store far away, the
- * thread is idle and up to `max` run.
+ * only take longer (and hold its memory longer) without more of them finishing per second.
+ * So at most `limit` pieces run at once, and `limit` follows the thread's saturation, sampled
+ * every LOAD_SAMPLE_MS:
+ *
+ *   - saturated by its own work (the thread busy more than `maxLoad` of the sample, by
+ *     event-loop utilisation, AND the process using that share of a core's time itself, by its
+ *     CPU time, with MIN_RUNNING or more running): the limit halves, to half of the most that
+ *     ran (never below MIN_RUNNING), so the work admitted next shares the thread with few others;
+ *   - otherwise it grows by one; while the thread was mostly idle (busy less than half of
+ *     `maxLoad`) and the limit held nothing back, it doubles, up to `max`.
+ *
+ * A thread busy while the process gets little CPU time is one the machine's other processes
+ * starve: refusing work would not relieve it, so the limit does not fall (only `max` holds).
+ * Work waiting on its client (a phone uploading for minutes) or on a store far away leaves the
+ * thread idle, so the limit grows past it. Past the limit, new work is refused (Busy, or 503
+ * with Retry-After, with the seconds to wait), except while the thread was mostly idle: then
+ * up to `limit` pieces wait, in order, up to `maxWaitMs` for a place (one that ends, or the
+ * limit growing), so a burst at low load (a page asking for a dozen downloads at once) is
+ * served, not refused. Past capacity the thread is never idle, nothing waits, and the admitted
+ * work keeps near its unloaded speed. `max` bounds all admitted work whatever the thread does
+ * (memory, sockets, the store's connections).
  */
 export class Admission {
   running = 0;
+  /** how many pieces of work may run now: MIN_RUNNING..max (or max, if lower) */
+  limit: number;
   /** a running mean of a piece of work's wall time, ms */
   private meanMs = 0;
-  /** the thread's recent utilisation, 0..1 */
-  private load = 0;
+  /** whether the last sample found the thread mostly idle (busy less than half of `maxLoad`) */
+  private room = true;
+  /** the most pieces of work running at once since the last sample */
+  private peak = 0;
+  private waiting: { resolve: (place: (() => void) | number) => void; timer: NodeJS.Timeout }[] = [];
   private timer: NodeJS.Timeout | null = null;
+  private readonly top: number;
 
   constructor(
     readonly max: number,
     readonly maxLoad: number,
+    readonly maxWaitMs: number,
   ) {
+    this.top = max > 0 ? max : Infinity;
+    this.limit = this.top;
     if (maxLoad > 0 && maxLoad < 1) {
-      let last = performance.eventLoopUtilization();
+      let elu = performance.eventLoopUtilization();
+      let cpu = process.cpuUsage();
+      let t = performance.now();
       this.timer = setInterval(() => {
-        const now = performance.eventLoopUtilization();
-        // half the weight on the last sample: a burst of work counts at once, a pause soon
-        this.load = (this.load + performance.eventLoopUtilization(now, last).utilization) / 2;
-        last = now;
+        const [elu1, cpu1, t1] = [performance.eventLoopUtilization(), process.cpuUsage(), performance.now()];
+        const busy = performance.eventLoopUtilization(elu1, elu).utilization;
+        const used = (cpu1.user - cpu.user + cpu1.system - cpu.system) / 1000 / Math.max(1, t1 - t);
+        [elu, cpu, t] = [elu1, cpu1, t1];
+        this.room = busy < maxLoad / 2;
+        if (busy > maxLoad && used > maxLoad && this.peak >= MIN_RUNNING) this.limit = Math.min(this.top, Math.max(MIN_RUNNING, Math.floor(Math.min(this.limit, this.peak) / 2)));
+        else this.limit = Math.min(this.top, this.room && this.peak < this.limit ? this.limit * 2 : this.limit + 1);
+        this.peak = this.running;
+        this.admitWaiting();
       }, LOAD_SAMPLE_MS).unref();
     }
   }
 
   /** A place for new work (its end, idempotent), or the whole seconds to wait. */
-  enter(): (() => void) | number {
-    const full = this.max > 0 && this.running >= this.max;
-    const saturated = this.timer !== null && this.running >= MIN_RUNNING && this.load > this.maxLoad;
-    if (full || saturated) return this.retryAfterS();
+  async enter(): Promise<(() => void) | number> {
+    if (this.running < this.limit && !this.waiting.length) return this.take();
+    if (!this.room || this.maxWaitMs <= 0 || this.waiting.length >= this.limit) return this.retryAfterS();
+    return new Promise((resolve) => {
+      const w = {
+        resolve,
+        timer: setTimeout(() => {
+          this.waiting.splice(this.waiting.indexOf(w), 1);
+          resolve(this.retryAfterS());
+        }, this.maxWaitMs),
+      };
+      this.waiting.push(w);
+    });
+  }
+
+  private take(): () => void {
     this.running++;
+    this.peak = Math.max(this.peak, this.running);
     const t0 = performance.now();
     let ended = false;
     return () => {
@@ -225,7 +268,16 @@ export class Admission {
       ended = true;
       this.running--;
       this.meanMs += (performance.now() - t0 - this.meanMs) / 16;
+      this.admitWaiting();
     };
+  }
+
+  private admitWaiting() {
+    while (this.running < this.limit && this.waiting.length) {
+      const w = this.waiting.shift()!;
+      clearTimeout(w.timer);
+      w.resolve(this.take());
+    }
   }
 
   /** When a place is likely free again: the mean time of a piece of work, in whole seconds, at least 1.
@@ -236,12 +288,16 @@ export class Admission {
 
   close() {
     if (this.timer) clearInterval(this.timer);
+    for (const w of this.waiting.splice(0)) {
+      clearTimeout(w.timer);
+      w.resolve(this.retryAfterS());
+    }
   }
 }
-/** How often Admission samples the thread's utilisation. */
+/** How often Admission samples the thread's utilisation and moves its limit. */
 const LOAD_SAMPLE_MS = 50;
-/** Pieces of work that run whatever the thread's load: a busy thread with fewer is busy with
- *  something else (a collection, a hash of a sign-in), which refusing work would not relieve. */
+/** Pieces of work the limit always allows: a busy thread with fewer is busy with something
+ *  else (a collection, a hash of a sign-in), which refusing work would not relieve. */
 const MIN_RUNNING = 2;
 
 function bump(m: Map<string, number>, k: string, d: number) {
