@@ -209,6 +209,9 @@ export class Admission {
   limit: number;
   /** a running mean of a piece of work's wall time, ms */
   private meanMs = 0;
+  /** the thread's recent utilisation, and the process' CPU time per wall time, 0..1 */
+  private busy = 0;
+  private used = 0;
   /** whether the last sample found the thread mostly idle (busy less than half of `maxLoad`) */
   private room = true;
   /** the most pieces of work running at once since the last sample */
@@ -230,12 +233,19 @@ export class Admission {
       let t = performance.now();
       this.timer = setInterval(() => {
         const [elu1, cpu1, t1] = [performance.eventLoopUtilization(), process.cpuUsage(), performance.now()];
-        const busy = performance.eventLoopUtilization(elu1, elu).utilization;
-        const used = (cpu1.user - cpu.user + cpu1.system - cpu.system) / 1000 / Math.max(1, t1 - t);
+        // half the weight on the last sample: saturation counts from the third sample of it,
+        // so a burst arriving together (a page's downloads, a folder's pushes) is admitted
+        // together
+        const busy = (this.busy = (this.busy + performance.eventLoopUtilization(elu1, elu).utilization) / 2);
+        const used = (this.used = (this.used + (cpu1.user - cpu.user + cpu1.system - cpu.system) / 1000 / Math.max(1, t1 - t)) / 2);
         [elu, cpu, t] = [elu1, cpu1, t1];
         this.room = busy < maxLoad / 2;
-        if (busy > maxLoad && used > maxLoad && this.peak >= MIN_RUNNING) this.limit = Math.min(this.top, Math.max(MIN_RUNNING, Math.floor(Math.min(this.limit, this.peak) / 2)));
-        else this.limit = Math.min(this.top, this.room && this.peak < this.limit ? this.limit * 2 : this.limit + 1);
+        // the least the limit falls to: MIN_RUNNING when the process used most of the
+        // thread's busy time itself, STARVED_MIN_RUNNING when other processes took it
+        const least = used > maxLoad / 2 ? MIN_RUNNING : STARVED_MIN_RUNNING;
+        if (busy > maxLoad) {
+          if (this.peak >= MIN_RUNNING) this.limit = Math.min(this.limit, Math.max(least, Math.floor(this.peak / 2)));
+        } else this.limit = Math.min(this.top, this.room && this.peak < this.limit ? this.limit * 2 : this.limit + 1);
         this.peak = this.running;
         this.admitWaiting();
       }, LOAD_SAMPLE_MS).unref();
@@ -299,6 +309,10 @@ const LOAD_SAMPLE_MS = 50;
 /** Pieces of work the limit always allows: a busy thread with fewer is busy with something
  *  else (a collection, a hash of a sign-in), which refusing work would not relieve. */
 const MIN_RUNNING = 2;
+/** What the limit falls to at least while the thread is held up but the process itself gets
+ *  little CPU time (the machine's other processes, or a store on the same core, take it): a
+ *  burst a page or a client makes (a dozen downloads, a folder's pushes) is still admitted. */
+const STARVED_MIN_RUNNING = 16;
 
 function bump(m: Map<string, number>, k: string, d: number) {
   const n = (m.get(k) ?? 0) + d;
