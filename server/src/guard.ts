@@ -182,26 +182,28 @@ export class Turns {
  * that do store work (files-api.ts), each one place. A piece of work runs on the process' one
  * thread and waits on the store; past what the process can serve, each admitted one would
  * only take longer (and hold its memory longer) without more of them finishing per second.
- * So at most `limit` pieces run at once, and `limit` follows the thread's saturation, sampled
- * every LOAD_SAMPLE_MS:
+ * So at most `limit` pieces run at once, and `limit` follows the thread's saturation. Every
+ * LOAD_SAMPLE_MS it looks at the thread's recent utilisation (event-loop utilisation) and the
+ * process' recent CPU time per wall time, each a running mean with half the weight on the last
+ * sample (so saturation counts from its third sample: a burst arriving together, a page's
+ * downloads or a folder's pushes, is admitted together):
  *
- *   - saturated by its own work (the thread busy more than `maxLoad` of the sample, by
- *     event-loop utilisation, AND the process using that share of a core's time itself, by its
- *     CPU time, with MIN_RUNNING or more running): the limit halves, to half of the most that
- *     ran (never below MIN_RUNNING), so the work admitted next shares the thread with few others;
- *   - otherwise it grows by one; while the thread was mostly idle (busy less than half of
- *     `maxLoad`) and the limit held nothing back, it doubles, up to `max`.
+ *   - the thread busy more than `maxLoad`, with MIN_RUNNING or more running: the limit halves
+ *     (from the most that ran, if fewer), so the work admitted next shares the thread with few others;
+ *     never below MIN_RUNNING while the process used the thread's time itself (its CPU time
+ *     above half of `maxLoad`), and never below STARVED_MIN_RUNNING while it did not (the
+ *     machine's other processes took the time: refusing work would not relieve them);
+ *   - otherwise, when the limit was reached, it grows by one, or doubles while the thread was
+ *     mostly idle (busy less than half of `maxLoad`), up to `max`; a thread mostly idle with
+ *     the limit not reached admits at least STARVED_MIN_RUNNING again (where it starts).
  *
- * A thread busy while the process gets little CPU time is one the machine's other processes
- * starve: refusing work would not relieve it, so the limit does not fall (only `max` holds).
  * Work waiting on its client (a phone uploading for minutes) or on a store far away leaves the
  * thread idle, so the limit grows past it. Past the limit, new work is refused (Busy, or 503
- * with Retry-After, with the seconds to wait), except while the thread was mostly idle: then
- * up to `limit` pieces wait, in order, up to `maxWaitMs` for a place (one that ends, or the
- * limit growing), so a burst at low load (a page asking for a dozen downloads at once) is
- * served, not refused. Past capacity the thread is never idle, nothing waits, and the admitted
- * work keeps near its unloaded speed. `max` bounds all admitted work whatever the thread does
- * (memory, sockets, the store's connections).
+ * with Retry-After, with the seconds to wait), except while the thread is mostly idle: then up
+ * to `limit` pieces wait, in order, up to `maxWaitMs` for a place (one that ends, or the limit
+ * growing), so a burst at low load is served, not refused. Past capacity the thread is never
+ * idle, nothing waits, and the admitted work keeps near its unloaded speed. `max` bounds all
+ * admitted work whatever the thread does (memory, sockets, the store's connections).
  */
 export class Admission {
   running = 0;
@@ -219,6 +221,8 @@ export class Admission {
   private waiting: { resolve: (place: (() => void) | number) => void; timer: NodeJS.Timeout }[] = [];
   private timer: NodeJS.Timeout | null = null;
   private readonly top: number;
+  /** the limit of a thread with room, until work reaches it */
+  private readonly resting: number;
 
   constructor(
     readonly max: number,
@@ -226,8 +230,10 @@ export class Admission {
     readonly maxWaitMs: number,
   ) {
     this.top = max > 0 ? max : Infinity;
+    this.resting = Math.min(this.top, STARVED_MIN_RUNNING);
     this.limit = this.top;
     if (maxLoad > 0 && maxLoad < 1) {
+      this.limit = this.resting;
       let elu = performance.eventLoopUtilization();
       let cpu = process.cpuUsage();
       let t = performance.now();
@@ -244,8 +250,9 @@ export class Admission {
         // thread's busy time itself, STARVED_MIN_RUNNING when other processes took it
         const least = used > maxLoad / 2 ? MIN_RUNNING : STARVED_MIN_RUNNING;
         if (busy > maxLoad) {
-          if (this.peak >= MIN_RUNNING) this.limit = Math.min(this.limit, Math.max(least, Math.floor(this.peak / 2)));
-        } else this.limit = Math.min(this.top, this.room && this.peak < this.limit ? this.limit * 2 : this.limit + 1);
+          if (this.peak >= MIN_RUNNING) this.limit = Math.min(this.limit, Math.max(least, Math.floor(Math.min(this.limit, this.peak) / 2)));
+        } else if (this.peak >= this.limit) this.limit = Math.min(this.top, this.room ? this.limit * 2 : this.limit + 1);
+        else if (this.room) this.limit = Math.max(this.limit, this.resting);
         this.peak = this.running;
         this.admitWaiting();
       }, LOAD_SAMPLE_MS).unref();
@@ -310,8 +317,10 @@ const LOAD_SAMPLE_MS = 50;
  *  else (a collection, a hash of a sign-in), which refusing work would not relieve. */
 const MIN_RUNNING = 2;
 /** What the limit falls to at least while the thread is held up but the process itself gets
- *  little CPU time (the machine's other processes, or a store on the same core, take it): a
- *  burst a page or a client makes (a dozen downloads, a folder's pushes) is still admitted. */
+ *  little CPU time (the machine's other processes take it), and where it starts and rests
+ *  while the thread has room: a burst a page or a client makes (a dozen downloads, a folder's
+ *  pushes) is admitted together, on a loaded machine too, and a sudden flood of sessions
+ *  starts with no more than this many at once. */
 const STARVED_MIN_RUNNING = 16;
 
 function bump(m: Map<string, number>, k: string, d: number) {
