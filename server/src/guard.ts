@@ -191,11 +191,11 @@ export class Turns {
  *   - the thread busy more than `maxLoad`, with MIN_RUNNING or more running: the limit halves
  *     (from the most that ran, if fewer), so the work admitted next shares the thread with few others;
  *     never below MIN_RUNNING while the process used the thread's time itself (its CPU time
- *     above half of `maxLoad`), and never below STARVED_MIN_RUNNING while it did not (the
+ *     above half of `maxLoad`), and never below BURST_RUNNING while it did not (the
  *     machine's other processes took the time: refusing work would not relieve them);
  *   - otherwise, when the limit was reached, it grows by one, or doubles while the thread was
  *     mostly idle (busy less than half of `maxLoad`), up to `max`; a thread mostly idle with
- *     the limit not reached admits at least STARVED_MIN_RUNNING again (where it starts).
+ *     the limit not reached admits at least BURST_RUNNING again (where it starts).
  *
  * Work waiting on its client (a phone uploading for minutes) or on a store far away leaves the
  * thread idle, so the limit grows past it. Past the limit, new work is refused (Busy, or 503
@@ -230,7 +230,7 @@ export class Admission {
     readonly maxWaitMs: number,
   ) {
     this.top = max > 0 ? max : Infinity;
-    this.resting = Math.min(this.top, STARVED_MIN_RUNNING);
+    this.resting = Math.min(this.top, BURST_RUNNING);
     this.limit = this.top;
     if (maxLoad > 0 && maxLoad < 1) {
       this.limit = this.resting;
@@ -247,8 +247,8 @@ export class Admission {
         [elu, cpu, t] = [elu1, cpu1, t1];
         this.room = busy < maxLoad / 2;
         // the least the limit falls to: MIN_RUNNING when the process used most of the
-        // thread's busy time itself, STARVED_MIN_RUNNING when other processes took it
-        const least = used > maxLoad / 2 ? MIN_RUNNING : STARVED_MIN_RUNNING;
+        // thread's busy time itself, BURST_RUNNING when other processes took it
+        const least = used > maxLoad / 2 ? MIN_RUNNING : BURST_RUNNING;
         if (busy > maxLoad) {
           if (this.peak >= MIN_RUNNING) this.limit = Math.min(this.limit, Math.max(least, Math.floor(Math.min(this.limit, this.peak) / 2)));
         } else if (this.peak >= this.limit) this.limit = Math.min(this.top, this.room ? this.limit * 2 : this.limit + 1);
@@ -316,12 +316,11 @@ const LOAD_SAMPLE_MS = 50;
 /** Pieces of work the limit always allows: a busy thread with fewer is busy with something
  *  else (a collection, a hash of a sign-in), which refusing work would not relieve. */
 const MIN_RUNNING = 2;
-/** What the limit falls to at least while the thread is held up but the process itself gets
- *  little CPU time (the machine's other processes take it), and where it starts and rests
- *  while the thread has room: a burst a page or a client makes (a dozen downloads, a folder's
- *  pushes) is admitted together, on a loaded machine too, and a sudden flood of sessions
- *  starts with no more than this many at once. */
-const STARVED_MIN_RUNNING = 16;
+/** A burst a page or a client makes (a dozen downloads, a folder's pushes), admitted together:
+ *  where the limit starts and rests while the thread has room, and the least it falls to while
+ *  the thread is held up but the process itself gets little CPU time (the machine's other
+ *  processes take it). A sudden flood of sessions starts with no more than this many at once. */
+const BURST_RUNNING = 16;
 
 function bump(m: Map<string, number>, k: string, d: number) {
   const n = (m.get(k) ?? 0) + d;
