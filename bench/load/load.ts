@@ -160,6 +160,8 @@ export interface Trial {
   refused?: number;
   late: number;
   latencyMs: { p50: number; p95: number; p99: number; max: number };
+  /** each second of the run: syncs that ended in it, their p50 / p99 / max ms, and refusals */
+  perSecond?: { s: number; syncs: number; p50: number; p99: number; max: number; refused: number }[];
   serverCpuPct: { mean: number; max5s: number };
   serverRssMiB: { max: number; end: number };
   /** MinIO's CPU over the run (--store minio) */
@@ -183,6 +185,8 @@ async function trial(n: number, preps: Prepared[], tp: Toxiproxy | null): Promis
     await sleep(500);
     log(`N=${n}: ${O.duration} s of syncs every ${O.interval} s per client`);
     const lat: number[] = [];
+    const bySecond: { lat: number[]; refused: number }[] = [];
+    const second = () => (bySecond[Math.floor((performance.now() - t0) / 1000)] ??= { lat: [], refused: 0 });
     let errors = 0;
     let refused = 0;
     let late = 0;
@@ -222,9 +226,11 @@ async function trial(n: number, preps: Prepared[], tp: Toxiproxy | null): Promis
           try {
             const r = await syncPrepared(preps[1 + (k % O.variants)], url, `c${i}`, false);
             lat.push(r.timeMs.total);
+            second().lat.push(r.timeMs.total);
           } catch (e) {
             if (e instanceof RemoteError && e.code === ErrorCode.Busy) {
               refused++;
+              second().refused++;
               const wait = busyRetryS(e.message) * 1000 * (1 + Math.random() / 2);
               if (performance.now() + wait < end) {
                 await sleep(wait);
@@ -261,6 +267,7 @@ async function trial(n: number, preps: Prepared[], tp: Toxiproxy | null): Promis
       refused,
       late,
       latencyMs,
+      perSecond: Array.from(bySecond, (b, s) => ({ s, syncs: b?.lat.length ?? 0, p50: Math.round(pct(b?.lat ?? [], 50)), p99: Math.round(pct(b?.lat ?? [], 99)), max: Math.round(pct(b?.lat ?? [], 100)), refused: b?.refused ?? 0 })),
       serverCpuPct: { mean: Math.round(serverCpu * 10) / 10, max5s: Math.round(Math.max(0, ...windows) * 10) / 10 },
       serverRssMiB: { max: Math.round(rssMax / 2 ** 20), end: Math.round(serverRssBytes(srv.pid) / 2 ** 20) },
       storeCpuPct: storeCpu === undefined ? undefined : Math.round(storeCpu * 10) / 10,

@@ -111,6 +111,10 @@ export interface ServerConfig {
   /** a new sync session or file request is refused as busy while the process' thread was busy more than this
    *  share of the last moments (event-loop utilisation; guard.ts Admission). 0 or 1: never */
   maxLoad: number;
+  /** how long a new sync session or file request past the admitted work's limit waits for a
+   *  place before it is refused as busy (none while the thread is saturated; guard.ts
+   *  Admission), ms. 0: refused at once */
+  maxAdmissionWaitMs: number;
 }
 
 export const DEFAULTS: ServerConfig = {
@@ -158,6 +162,7 @@ export const DEFAULTS: ServerConfig = {
   maxSessionMemory: 256 << 20,
   maxSessions: 64,
   maxLoad: 0.9,
+  maxAdmissionWaitMs: 1000,
 };
 
 /** How long /api/health reuses its last look at the store, so that frequent health checks
@@ -182,7 +187,7 @@ export const headCheckIntervalMs = (cfg: Pick<ServerConfig, 'headTimeoutMs'>) =>
 /** The longest time a timer can wait (Node's setTimeout and setInterval, 2^31 - 1 ms). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Settings that must be whole numbers of milliseconds, and the largest each may be. */
-const WHOLE_MS: Partial<Record<keyof ServerConfig, number>> = { gcIntervalMs: MAX_TIMER_MS, gcMinAgeMs: Number.MAX_SAFE_INTEGER, gcWindowMs: MAX_GC_WINDOW_MS, storeTimeoutMs: MAX_TIMER_MS, healthTimeoutMs: MAX_TIMER_MS, headTimeoutMs: MAX_HEAD_TIMEOUT_MS };
+const WHOLE_MS: Partial<Record<keyof ServerConfig, number>> = { gcIntervalMs: MAX_TIMER_MS, gcMinAgeMs: Number.MAX_SAFE_INTEGER, gcWindowMs: MAX_GC_WINDOW_MS, storeTimeoutMs: MAX_TIMER_MS, healthTimeoutMs: MAX_TIMER_MS, headTimeoutMs: MAX_HEAD_TIMEOUT_MS, maxAdmissionWaitMs: MAX_TIMER_MS };
 
 /** A setting's flag name: maxFileSize is --max-file-size. */
 export const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());

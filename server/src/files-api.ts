@@ -51,12 +51,12 @@ export function filesApi(
   storeOf: (user: string) => Promise<Store>,
   log: (e: Record<string, unknown>) => void,
   turn?: (user: string) => Promise<() => void>,
-  enter: () => (() => void) | number = () => () => {},
+  enter: () => Promise<(() => void) | number> = async () => () => {},
 ): express.Router {
   const r = express.Router();
   const route = (fn: Handler) => async (req: Req, res: express.Response) => {
     const endTurn = await turn?.(req.user!);
-    const place = enter();
+    const place = await enter();
     if (typeof place === 'number') {
       endTurn?.();
       log({ error: 'busy', path: req.path, retryAfterS: place });

@@ -181,43 +181,103 @@ export class Turns {
  * Admission of work, all users together, in this process: sync sessions and the file requests
  * that do store work (files-api.ts), each one place. A piece of work runs on the process' one
  * thread and waits on the store; past what the process can serve, each admitted one would
- * only take longer (and hold its memory longer) without more of them finishing per second,
- * until all time out. So new work is refused (Busy, or 503 with Retry-After, with the seconds
- * to wait) when `max` pieces already run, or when the thread is saturated: busy more than
- * `maxLoad` of the last moments (event-loop utilisation, sampled every LOAD_SAMPLE_MS) while
- * MIN_RUNNING or more run. The admitted ones keep near their unloaded speed; the refused ones
- * come back when a place is likely free. While work mostly waits on a store far away, the
- * thread is idle and up to `max` run.
+ * only take longer (and hold its memory longer) without more of them finishing per second.
+ * So at most `limit` pieces run at once, and `limit` follows the thread's saturation. Every
+ * LOAD_SAMPLE_MS it looks at the thread's recent utilisation (event-loop utilisation) and the
+ * process' recent CPU time per wall time, each a running mean with half the weight on the last
+ * sample (so saturation counts from its third sample: a burst arriving together, a page's
+ * downloads or a folder's pushes, is admitted together):
+ *
+ *   - the thread busy more than `maxLoad`, with MIN_RUNNING or more running: the limit halves
+ *     (from the most that ran, if fewer), so the work admitted next shares the thread with few others;
+ *     never below MIN_RUNNING while the process used the thread's time itself (its CPU time
+ *     above half of `maxLoad`), and never below BURST_RUNNING while it did not (the
+ *     machine's other processes took the time: refusing work would not relieve them);
+ *   - otherwise, when the limit was reached, it grows by one, or doubles while the thread was
+ *     mostly idle (busy less than half of `maxLoad`), up to `max`; a thread mostly idle with
+ *     the limit not reached admits at least BURST_RUNNING again (where it starts).
+ *
+ * Work waiting on its client (a phone uploading for minutes) or on a store far away leaves the
+ * thread idle, so the limit grows past it. Past the limit, new work is refused (Busy, or 503
+ * with Retry-After, with the seconds to wait), except while the thread is mostly idle: then up
+ * to `limit` pieces wait, in order, up to `maxWaitMs` for a place (one that ends, or the limit
+ * growing), so a burst at low load is served, not refused. Past capacity the thread is never
+ * idle, nothing waits, and the admitted work keeps near its unloaded speed. `max` bounds all
+ * admitted work whatever the thread does (memory, sockets, the store's connections).
  */
 export class Admission {
   running = 0;
+  /** how many pieces of work may run now: MIN_RUNNING..max (or max, if lower) */
+  limit: number;
   /** a running mean of a piece of work's wall time, ms */
   private meanMs = 0;
-  /** the thread's recent utilisation, 0..1 */
-  private load = 0;
+  /** the thread's recent utilisation, and the process' CPU time per wall time, 0..1 */
+  private busy = 0;
+  private used = 0;
+  /** whether the last sample found the thread mostly idle (busy less than half of `maxLoad`) */
+  private room = true;
+  /** the most pieces of work running at once since the last sample */
+  private peak = 0;
+  private waiting: { resolve: (place: (() => void) | number) => void; timer: NodeJS.Timeout }[] = [];
   private timer: NodeJS.Timeout | null = null;
+  private readonly top: number;
+  /** the limit of a thread with room, until work reaches it */
+  private readonly resting: number;
 
   constructor(
     readonly max: number,
     readonly maxLoad: number,
+    readonly maxWaitMs: number,
   ) {
+    this.top = max > 0 ? max : Infinity;
+    this.resting = Math.min(this.top, BURST_RUNNING);
+    this.limit = this.top;
     if (maxLoad > 0 && maxLoad < 1) {
-      let last = performance.eventLoopUtilization();
+      this.limit = this.resting;
+      let elu = performance.eventLoopUtilization();
+      let cpu = process.cpuUsage();
+      let t = performance.now();
       this.timer = setInterval(() => {
-        const now = performance.eventLoopUtilization();
-        // half the weight on the last sample: a burst of work counts at once, a pause soon
-        this.load = (this.load + performance.eventLoopUtilization(now, last).utilization) / 2;
-        last = now;
+        const [elu1, cpu1, t1] = [performance.eventLoopUtilization(), process.cpuUsage(), performance.now()];
+        // half the weight on the last sample: saturation counts from the third sample of it,
+        // so a burst arriving together (a page's downloads, a folder's pushes) is admitted
+        // together
+        const busy = (this.busy = (this.busy + performance.eventLoopUtilization(elu1, elu).utilization) / 2);
+        const used = (this.used = (this.used + (cpu1.user - cpu.user + cpu1.system - cpu.system) / 1000 / Math.max(1, t1 - t)) / 2);
+        [elu, cpu, t] = [elu1, cpu1, t1];
+        this.room = busy < maxLoad / 2;
+        // the least the limit falls to: MIN_RUNNING when the process used most of the
+        // thread's busy time itself, BURST_RUNNING when other processes took it
+        const least = used > maxLoad / 2 ? MIN_RUNNING : BURST_RUNNING;
+        if (busy > maxLoad) {
+          if (this.peak >= MIN_RUNNING) this.limit = Math.min(this.limit, Math.max(least, Math.floor(Math.min(this.limit, this.peak) / 2)));
+        } else if (this.peak >= this.limit) this.limit = Math.min(this.top, this.room ? this.limit * 2 : this.limit + 1);
+        else if (this.room) this.limit = Math.max(this.limit, this.resting);
+        this.peak = this.running;
+        this.admitWaiting();
       }, LOAD_SAMPLE_MS).unref();
     }
   }
 
   /** A place for new work (its end, idempotent), or the whole seconds to wait. */
-  enter(): (() => void) | number {
-    const full = this.max > 0 && this.running >= this.max;
-    const saturated = this.timer !== null && this.running >= MIN_RUNNING && this.load > this.maxLoad;
-    if (full || saturated) return this.retryAfterS();
+  async enter(): Promise<(() => void) | number> {
+    if (this.running < this.limit && !this.waiting.length) return this.take();
+    if (!this.room || this.maxWaitMs <= 0 || this.waiting.length >= this.limit) return this.retryAfterS();
+    return new Promise((resolve) => {
+      const w = {
+        resolve,
+        timer: setTimeout(() => {
+          this.waiting.splice(this.waiting.indexOf(w), 1);
+          resolve(this.retryAfterS());
+        }, this.maxWaitMs),
+      };
+      this.waiting.push(w);
+    });
+  }
+
+  private take(): () => void {
     this.running++;
+    this.peak = Math.max(this.peak, this.running);
     const t0 = performance.now();
     let ended = false;
     return () => {
@@ -225,7 +285,16 @@ export class Admission {
       ended = true;
       this.running--;
       this.meanMs += (performance.now() - t0 - this.meanMs) / 16;
+      this.admitWaiting();
     };
+  }
+
+  private admitWaiting() {
+    while (this.running < this.limit && this.waiting.length) {
+      const w = this.waiting.shift()!;
+      clearTimeout(w.timer);
+      w.resolve(this.take());
+    }
   }
 
   /** When a place is likely free again: the mean time of a piece of work, in whole seconds, at least 1.
@@ -236,13 +305,22 @@ export class Admission {
 
   close() {
     if (this.timer) clearInterval(this.timer);
+    for (const w of this.waiting.splice(0)) {
+      clearTimeout(w.timer);
+      w.resolve(this.retryAfterS());
+    }
   }
 }
-/** How often Admission samples the thread's utilisation. */
+/** How often Admission samples the thread's utilisation and moves its limit. */
 const LOAD_SAMPLE_MS = 50;
-/** Pieces of work that run whatever the thread's load: a busy thread with fewer is busy with
- *  something else (a collection, a hash of a sign-in), which refusing work would not relieve. */
+/** Pieces of work the limit always allows: a busy thread with fewer is busy with something
+ *  else (a collection, a hash of a sign-in), which refusing work would not relieve. */
 const MIN_RUNNING = 2;
+/** A burst a page or a client makes (a dozen downloads, a folder's pushes), admitted together:
+ *  where the limit starts and rests while the thread has room, and the least it falls to while
+ *  the thread is held up but the process itself gets little CPU time (the machine's other
+ *  processes take it). A sudden flood of sessions starts with no more than this many at once. */
+const BURST_RUNNING = 16;
 
 function bump(m: Map<string, number>, k: string, d: number) {
   const n = (m.get(k) ?? 0) + d;

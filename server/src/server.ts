@@ -142,7 +142,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
   // sync sessions and file requests at work at once, all users together: past --max-sessions,
   // or with the thread saturated (--max-load), a new one is refused as busy (docs/deploy.md
   // says which requests count and why)
-  const admission = new Admission(cfg.maxSessions, cfg.maxLoad);
+  const admission = new Admission(cfg.maxSessions, cfg.maxLoad, cfg.maxAdmissionWaitMs);
   // each open sync WebSocket, and whether it is in a session (between its start and end hooks)
   const open = new Map<import('ws').WebSocket, { busy: boolean }>();
   let closing = false;
@@ -309,9 +309,9 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
       ws.once('close', () => open.delete(ws));
       let leave: (() => void) | undefined;
       const hooks: SessionHooks = {
-        start: () => {
+        start: async () => {
           state.busy = true;
-          const place = admission.enter();
+          const place = await admission.enter();
           if (typeof place === 'number') throw new ProtocolError(ErrorCode.Busy, busyMessage(place));
           leave = place;
         },

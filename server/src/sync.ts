@@ -88,7 +88,7 @@ export interface ConnectionGuards {
 export interface SessionHooks {
   /** A session starts: its Hello is in (and its user's turn taken). Throwing a ProtocolError
    *  refuses it (admission: Busy); nothing else of it runs, and `end` still follows. */
-  start?(hello: Hello): void;
+  start?(hello: Hello): void | Promise<void>;
   /** The session that started is over, however it ended (`end` of what `start` began). */
   end?(ended: SessionEnd): void;
 }
@@ -176,7 +176,7 @@ export async function runConnection(ws: WebSocketLike, socket: SocketCounters, s
         endTurn = await turn?.();
         resetIdle();
         began = hello;
-        hooks?.start?.(hello);
+        await hooks?.start?.(hello);
       };
       const share = budget?.share();
       let ended: Ended = { more: false };

@@ -113,8 +113,8 @@ test('dsync push waits for a busy server, says so, and pushes once admitted', as
   }
 });
 
-test('with the thread saturated (--max-load) and two sessions running, a new session is refused as busy; once the load is gone it is admitted', async () => {
-  const s = await testServer({ 'max-sessions': '0', 'max-load': '0.5' });
+test('with the thread saturated (--max-load) and two sessions running, a new session is refused as busy at once (no wait for a place); once the load is gone it is admitted', async () => {
+  const s = await testServer({ 'max-sessions': '0', 'max-load': '0.5', 'max-admission-wait-ms': '600000' });
   try {
     const held = [await heldSession(s.wsUrl, 'a.bin'), await heldSession(s.wsUrl, 'b.bin')];
     const ws = new WebSocket(s.wsUrl);
@@ -125,8 +125,10 @@ test('with the thread saturated (--max-load) and two sessions running, a new ses
       for (const t = performance.now() + 30; performance.now() < t; );
       await new Promise((r) => setTimeout(r, 1));
     }
+    const t0 = performance.now();
     ws.send(encode({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 1 << 20, basisVersion: 0, name: 'c.bin' }));
     assert.equal(await reply, ErrorCode.Busy);
+    assert.ok(performance.now() - t0 < 60_000, 'refused at once, not after --max-admission-wait-ms');
     await closed(ws);
     // the thread idle again: admitted at once, with the two sessions still running
     await new Promise((r) => setTimeout(r, 500));
@@ -134,6 +136,59 @@ test('with the thread saturated (--max-load) and two sessions running, a new ses
     for (const h of held) h.terminate();
   } finally {
     await s.stop();
+  }
+});
+
+test('a thread held up while the process gets no CPU time (the machine\'s other processes starve it) refuses nothing: a session with two running is admitted', async () => {
+  const s = await testServer({ 'max-sessions': '0', 'max-load': '0.5', 'max-admission-wait-ms': '0' });
+  try {
+    const held = [await heldSession(s.wsUrl, 'a.bin'), await heldSession(s.wsUrl, 'b.bin')];
+    const ws = new WebSocket(s.wsUrl);
+    await new Promise((r) => ws.on('open', r));
+    const reply = new Promise<number>((resolve) => ws.on('message', (d: Buffer) => resolve(d[0] === Msg.Error ? d.readUInt16LE(1) : -d[0])));
+    // the thread blocked ~97% of the time for 600 ms, as by a starved core, using no CPU itself
+    const blocker = new Int32Array(new SharedArrayBuffer(4));
+    for (let end = performance.now() + 600; performance.now() < end; ) {
+      Atomics.wait(blocker, 0, 0, 30);
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    ws.send(encode({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 1 << 20, basisVersion: 0, name: 'c.bin' }));
+    assert.equal(await reply, -Msg.Ready, 'admitted: Ready, not Busy');
+    for (const h of [...held, ws]) h.terminate();
+  } finally {
+    await s.stop();
+  }
+});
+
+test('past the limit, on a thread with room, a session waits (--max-admission-wait-ms) for a place instead of being refused: admitted and stored once one frees; with no wait it is refused at once', async () => {
+  const s = await testServer({ 'max-sessions': '1', 'max-admission-wait-ms': '20000' });
+  try {
+    const held = await heldSession(s.wsUrl, 'held.bin');
+    const bytes = fastRandomBytes(7, 200_000);
+    const busy: number[] = [];
+    const waiting = pushBytes(s, 'w.bin', bytes, { busyWaitMs: 0, onProgress: (phase, secs) => phase === 'busy' && busy.push(secs!) });
+    await new Promise((r) => setTimeout(r, 500));
+    held.terminate();
+    await closed(held);
+    assert.equal((await waiting).version, 1);
+    assert.deepEqual(busy, [], 'never refused');
+    assert.ok(Buffer.from(bytes).equals(await s.stored('w.bin')), 'stored byte-exact');
+  } finally {
+    await s.stop();
+  }
+  const t = await testServer({ 'max-sessions': '1', 'max-admission-wait-ms': '0' });
+  try {
+    const held = await heldSession(t.wsUrl, 'held.bin');
+    const t0 = performance.now();
+    const refused = await pushBytes(t, 'r.bin', fastRandomBytes(8, 10_000), { busyWaitMs: 0 }).then(
+      () => assert.fail('admitted past --max-sessions'),
+      (e) => e,
+    );
+    assert.equal((refused as RemoteError).code, ErrorCode.Busy);
+    assert.ok(performance.now() - t0 < 5_000);
+    held.terminate();
+  } finally {
+    await t.stop();
   }
 });
 
