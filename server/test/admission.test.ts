@@ -31,6 +31,21 @@ async function heldSession(wsUrl: string, name: string): Promise<WebSocket> {
 
 const closed = (ws: WebSocket) => new Promise((r) => (ws.readyState === WebSocket.CLOSED ? r(null) : ws.once('close', r)));
 
+/** A connection whose push of `c.bin` starts once `hold` has held the server's thread for
+ *  600 ms (~97% of the time, 30 ms at a stretch): resolves with the Hello's answer, its error
+ *  code, or minus the type of any other message (-Msg.Ready: admitted). */
+async function helloAfter(wsUrl: string, hold: () => void): Promise<{ ws: WebSocket; answer: number }> {
+  const ws = new WebSocket(wsUrl);
+  await new Promise((r) => ws.on('open', r));
+  const reply = new Promise<number>((resolve) => ws.on('message', (d: Buffer) => resolve(d[0] === Msg.Error ? d.readUInt16LE(1) : -d[0])));
+  for (let end = performance.now() + 600; performance.now() < end; ) {
+    hold();
+    await new Promise((r) => setTimeout(r, 1));
+  }
+  ws.send(encode({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 1 << 20, basisVersion: 0, name: 'c.bin' }));
+  return { ws, answer: await reply };
+}
+
 test('past --max-sessions a new session is refused as busy with the seconds to wait; the library waits, tries again and is admitted once a place is free', async () => {
   const s = await testServer({ 'max-sessions': '1' });
   try {
@@ -117,17 +132,12 @@ test('with the thread saturated (--max-load) and two sessions running, a new ses
   const s = await testServer({ 'max-sessions': '0', 'max-load': '0.5', 'max-admission-wait-ms': '600000' });
   try {
     const held = [await heldSession(s.wsUrl, 'a.bin'), await heldSession(s.wsUrl, 'b.bin')];
-    const ws = new WebSocket(s.wsUrl);
-    await new Promise((r) => ws.on('open', r));
-    const reply = new Promise<number>((resolve) => ws.on('message', (d: Buffer) => resolve(d[0] === Msg.Error ? d.readUInt16LE(1) : -d[0])));
-    // this process is the server's: keep its thread busy ~97% of the time for 600 ms
-    for (let end = performance.now() + 600; performance.now() < end; ) {
-      for (const t = performance.now() + 30; performance.now() < t; );
-      await new Promise((r) => setTimeout(r, 1));
-    }
+    // this process is the server's: its thread kept busy, with CPU time of its own
     const t0 = performance.now();
-    ws.send(encode({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 1 << 20, basisVersion: 0, name: 'c.bin' }));
-    assert.equal(await reply, ErrorCode.Busy);
+    const { ws, answer } = await helloAfter(s.wsUrl, () => {
+      for (const t = performance.now() + 30; performance.now() < t; );
+    });
+    assert.equal(answer, ErrorCode.Busy);
     assert.ok(performance.now() - t0 < 60_000, 'refused at once, not after --max-admission-wait-ms');
     await closed(ws);
     // the thread idle again: admitted at once, with the two sessions still running
@@ -143,17 +153,10 @@ test('a thread held up while the process gets no CPU time (the machine\'s other 
   const s = await testServer({ 'max-sessions': '0', 'max-load': '0.5', 'max-admission-wait-ms': '0' });
   try {
     const held = [await heldSession(s.wsUrl, 'a.bin'), await heldSession(s.wsUrl, 'b.bin')];
-    const ws = new WebSocket(s.wsUrl);
-    await new Promise((r) => ws.on('open', r));
-    const reply = new Promise<number>((resolve) => ws.on('message', (d: Buffer) => resolve(d[0] === Msg.Error ? d.readUInt16LE(1) : -d[0])));
-    // the thread blocked ~97% of the time for 600 ms, as by a starved core, using no CPU itself
+    // the thread blocked as by a starved core, using no CPU itself
     const blocker = new Int32Array(new SharedArrayBuffer(4));
-    for (let end = performance.now() + 600; performance.now() < end; ) {
-      Atomics.wait(blocker, 0, 0, 30);
-      await new Promise((r) => setTimeout(r, 1));
-    }
-    ws.send(encode({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 1 << 20, basisVersion: 0, name: 'c.bin' }));
-    assert.equal(await reply, -Msg.Ready, 'admitted: Ready, not Busy');
+    const { ws, answer } = await helloAfter(s.wsUrl, () => Atomics.wait(blocker, 0, 0, 30));
+    assert.equal(answer, -Msg.Ready, 'admitted: Ready, not Busy');
     for (const h of [...held, ws]) h.terminate();
   } finally {
     await s.stop();

@@ -21,7 +21,8 @@ export interface Hello {
    *  server's (docs/protocol.md §3, "A known basis"); absent: none */
   known?: { version: number; root: Uint8Array };
   /** push with the three phases: this push may resume an interrupted upload of the name (a
-   *  retry after a lost connection, or a file large enough that resuming matters): the server
+   *  retry after a lost connection, an upload the client's record says was cut off, or, with
+   *  no record, a file large enough that resuming matters: sync-client.ts `mayResume`): the server
    *  reads the file head and looks for one (docs/protocol.md §3 "Resuming"); absent or false:
    *  it looks for none (Hello's `flags`, bit HelloFlag.Resume) */
   resume?: boolean;
