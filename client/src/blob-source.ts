@@ -11,6 +11,7 @@
  * stream, opened where they start, that skips the bytes between them: one pipe instead of a
  * round trip per stretch.
  */
+import { takeBuffer } from '../../shared/src/buffers.ts';
 import { READ_SLICE, type Source } from '../../shared/src/chunk-index.ts';
 import { PASS_LEAD } from '../../shared/src/limits.ts';
 
@@ -75,7 +76,7 @@ class StreamReads {
     return !this.broken;
   }
 
-  /** Reads `length` bytes at `offset` into a new buffer, or into `into` (at least `length`
+  /** Reads `length` bytes at `offset` into a buffer of its own (buffers.ts), or into `into` (at least `length`
    *  bytes; the bytes pass through the scratch buffer, as a BYOB read takes its buffer away). */
   async read(offset: number, length: number, into?: Uint8Array): Promise<Uint8Array> {
     this.busy = true;
@@ -113,7 +114,8 @@ class StreamReads {
         this.pos += got;
         return into.subarray(0, got);
       }
-      let buf = new ArrayBuffer(length);
+      // (a buffer the hash worker handed back, buffers.ts: fresh memory costs page faults)
+      let buf = takeBuffer(length).buffer as ArrayBuffer;
       let got = 0;
       while (got < length && !done) {
         const r = await this.next(new Uint8Array(buf, got, length - got));

@@ -4,9 +4,9 @@
  * their strong hashes.
  */
 import { initWasm } from './wasm-init.ts';
-import { type HashReply, type HashRequest, serveHashes } from '../../shared/src/hash-pool.ts';
+import { type HashReply, type HashRequest, replyTransfer, serveHashes } from '../../shared/src/hash-pool.ts';
 
 const scope = self as unknown as Worker;
 // every run comes with its bytes: the sync worker read them from the File already
-const serve = serveHashes(initWasm(), null, (r: HashReply) => scope.postMessage(r, 'hashes' in r ? [r.hashes.buffer] : []));
+const serve = serveHashes(initWasm(), null, (r: HashReply) => scope.postMessage(r, replyTransfer(r)));
 scope.onmessage = (e: MessageEvent<HashRequest>) => serve(e.data);

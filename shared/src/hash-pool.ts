@@ -12,6 +12,7 @@
  * (a Web Worker started by the sync worker).
  */
 import { RunHasher, wasm_memory } from '../../wasm/pkg/dsync_wasm.js';
+import { giveBuffers } from './buffers.ts';
 
 /** What a Node worker opens to read the same bytes as the thread that cuts them. */
 export type Share = { fd: number };
@@ -30,7 +31,15 @@ export interface HashRequest {
   algo: number;
 }
 
-export type HashReply = { id: number; hashes: Uint8Array } | { id: number; error: string };
+/** A run's strong hashes, with the buffers of its pieces handed back (`spent`, transferred):
+ *  the caller reads its next slices into them (buffers.ts) instead of into fresh memory, whose
+ *  first touch costs page faults (bench/results/page-vs-cli.md). */
+export type HashReply = { id: number; hashes: Uint8Array; spent?: ArrayBuffer[] } | { id: number; error: string };
+
+/** What a reply transfers: the hashes' buffer and the pieces' buffers handed back. */
+export function replyTransfer(r: HashReply): ArrayBuffer[] {
+  return 'hashes' in r ? [r.hashes.buffer as ArrayBuffer, ...(r.spent ?? [])] : [];
+}
 
 /** One worker, as the pool sees it (a Node worker thread or a Web Worker, adapted). */
 export interface HashWorker {
@@ -66,7 +75,10 @@ export class HashPool {
           this.waiting.delete(r.id);
           this.pendingBytes[wait.worker] -= wait.bytes;
           if ('error' in r) wait.reject(new Error(r.error));
-          else wait.resolve(r.hashes);
+          else {
+            if (r.spent) giveBuffers(r.spent.map((b) => new Uint8Array(b)));
+            wait.resolve(r.hashes);
+          }
         },
         (e) => this.fail(new Error(`a hash worker failed: ${e.message}`), i),
       ),
@@ -144,11 +156,11 @@ export function serveHashes(ready: Promise<unknown>, read: ((share: Share, offse
       const got = await read(m.share, m.offset, room);
       if (got !== length) throw new Error('the file changed size while syncing');
     }
-    return h.hash(length, m.lengths);
+    return { hashes: h.hash(length, m.lengths) as Uint8Array, spent: m.pieces && [...new Set(m.pieces.map((p) => p.buffer as ArrayBuffer))] };
   };
   return (m) => {
     queue = queue.then(() => one(m)).then(
-      (hashes) => reply({ id: m.id, hashes }),
+      ({ hashes, spent }) => reply({ id: m.id, hashes, ...(spent && { spent }) }),
       (e: unknown) => reply({ id: m.id, error: e instanceof Error ? e.message : String(e) }),
     );
   };

@@ -7,7 +7,7 @@ import { read } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { Worker, isMainThread, parentPort } from 'node:worker_threads';
 import { loadWasm } from './wasm.ts';
-import { HashPool, type HashReply, type HashRequest, serveHashes } from './hash-pool.ts';
+import { HashPool, type HashReply, type HashRequest, replyTransfer, serveHashes } from './hash-pool.ts';
 
 /** Hash workers this process may use: one per core beyond this thread's own, at most 2 (the
  *  cut on this thread keeps up with about two; cores a `taskset` withholds do not count). */
@@ -56,7 +56,7 @@ export function serveHashesHere() {
       for (let n; done < into.length && (n = await readFd(share.fd, offset + done, into.subarray(done))); ) done += n;
       return done;
     },
-    (r) => port.postMessage(r, 'hashes' in r ? [r.hashes.buffer as ArrayBuffer] : []),
+    (r) => port.postMessage(r, replyTransfer(r)),
   );
   port.on('message', serve);
 }
