@@ -11,7 +11,7 @@
  * stream, opened where they start, that skips the bytes between them: one pipe instead of a
  * round trip per stretch.
  */
-import { takeBuffer } from '../../shared/src/buffers.ts';
+import { giveBuffers, takeBuffer } from '../../shared/src/buffers.ts';
 import { READ_SLICE, type Source } from '../../shared/src/chunk-index.ts';
 import { PASS_LEAD } from '../../shared/src/limits.ts';
 
@@ -183,61 +183,81 @@ class StreamReads {
 export const RECENT_BYTES = PASS_LEAD + 2 * READ_SLICE;
 
 /**
- * The last `max` bytes the pass read, in a ring, kept once a read the ring could serve is asked
- * for while the pass runs (a sender refining Delta chunks against the receiver's Basis
- * Checksums reads them: otherwise a round trip to the browser process each, thousands on a
- * scattered edit). The sender keeps the list within PASS_LEAD of its Delta Bytes and its Match
- * Tokens (sender.ts `ahead`), so such reads fall within the ring (bench/results/page-vs-cli.md).
- * The bytes are the ones the pass read and hashed; a file changed since fails where the socket
- * reads its Delta Runs, or at the receiver's check of every chunk's hash.
+ * The pass's last `max` bytes, kept once a read they could serve is asked for while the pass
+ * runs (a sender refining Delta chunks against the receiver's Basis Checksums reads them:
+ * otherwise a round trip to the browser process each, thousands on a scattered edit). The
+ * sender keeps the list within PASS_LEAD of its Delta Bytes and its Match Tokens (sender.ts
+ * `ahead`), so such reads fall within them (bench/results/page-vs-cli.md).
+ * They are the pass's own buffers, not a copy: a buffer handed to a hash worker comes back with
+ * its run's hashes (`handBack`), before any Delta read of its chunks can be due (a Verdict waits
+ * for their hashes); one dropped goes back to the pool (buffers.ts). The bytes are the ones the
+ * pass read and hashed; a file changed since fails where the socket reads its Delta Runs, or at
+ * the receiver's check of every chunk's hash.
  */
 export class Recent {
-  /** file bytes [end - held, end), each at its offset modulo the ring's size */
-  private ring: Uint8Array | null = null;
+  /** the pass's slices, oldest first; `bytes` is detached (shorter than `length`) while a
+   *  hash worker has its buffer */
+  private slots: { offset: number; length: number; bytes: Uint8Array }[] = [];
   private end = 0;
+  /** bytes in `slots` */
   private held = 0;
-  /** whether slices are kept (from the first read the window could serve) */
+  /** whether slices are kept (from the first read they could serve) */
   private on = false;
 
   constructor(private readonly max: number) {}
 
-  /** Keeps a copy of the pass's slice at `offset` (the pass hands its buffers on), once on. */
+  /** Keeps the pass's slice at `offset` (its buffer, not a copy), once on. */
   keep(offset: number, bytes: Uint8Array): void {
     if (!this.on || !this.max) return;
-    if (offset !== this.end) this.held = 0; // a new pass
-    this.ring ??= new Uint8Array(this.max);
-    const from = bytes.length > this.max ? bytes.subarray(bytes.length - this.max) : bytes;
-    const at = (offset + bytes.length - from.length) % this.max;
-    const first = Math.min(from.length, this.max - at);
-    this.ring.set(from.subarray(0, first), at);
-    this.ring.set(from.subarray(first), 0);
+    if (offset !== this.end) this.drop(this.slots.length); // a new pass
+    this.slots.push({ offset, length: bytes.length, bytes });
     this.end = offset + bytes.length;
-    this.held = Math.min(this.max, this.held + bytes.length);
+    this.held += bytes.length;
+    while (this.slots.length > 1 && this.held - this.slots[0].length >= this.max) this.drop(1);
   }
 
-  /** Whether bytes [offset, offset + length) are kept; turns keeping on. */
+  /** A buffer a hash worker handed back, whose first byte is at `offset` in the file: kept if
+   *  it is a slice's, else false. */
+  handBack(offset: number, buffer: ArrayBuffer): boolean {
+    const s = this.slots.find((x) => x.offset === offset);
+    if (!s || s.bytes.length === s.length || buffer.byteLength < s.length) return false;
+    s.bytes = new Uint8Array(buffer, 0, s.length);
+    return true;
+  }
+
+  private drop(n: number) {
+    for (const s of this.slots.splice(0, n)) {
+      this.held -= s.length;
+      if (s.bytes.length === s.length) giveBuffers([new Uint8Array(s.bytes.buffer)]);
+    }
+  }
+
+  /** Whether bytes [offset, offset + length) are kept (or with a hash worker); turns keeping on. */
   holds(offset: number, length: number): boolean {
     this.on = true;
-    return offset >= this.end - this.held && offset + length <= this.end;
+    return offset >= this.end - Math.min(this.held, this.max) && offset + length <= this.end;
   }
 
   /** Bytes [offset, offset + length) if kept (into `into` when it is long enough), else null;
    *  turns keeping on. */
   read(offset: number, length: number, into?: Uint8Array): Uint8Array | null {
     if (!this.holds(offset, length)) return null;
+    const slots = this.slots.filter((s) => s.offset < offset + length && s.offset + s.length > offset);
+    if (slots.some((s) => s.bytes.length !== s.length)) return null;
     const out = into && into.length >= length ? into.subarray(0, length) : new Uint8Array(length);
-    if (!length) return out;
-    const at = offset % this.max;
-    const first = Math.min(length, this.max - at);
-    out.set(this.ring!.subarray(at, at + first));
-    out.set(this.ring!.subarray(0, length - first), first);
+    for (const s of slots) {
+      const a = Math.max(offset, s.offset);
+      const b = Math.min(offset + length, s.offset + s.length);
+      out.set(s.bytes.subarray(a - s.offset, b - s.offset), a - offset);
+    }
     return out;
   }
 }
 
 export interface BlobSourceOptions {
-  /** hashes a run of chunks off this thread, handed the run's bytes (hash-pool.ts) */
-  hashRun?: (offset: number, lengths: Uint32Array, algo: number, pieces: Uint8Array[]) => Promise<Uint8Array>;
+  /** hashes a run of chunks off this thread, handed the run's bytes (hash-pool.ts); `onSpent`
+   *  gets the pieces' buffers back (one per buffer, in the order the pieces first use them) */
+  hashRun?: (offset: number, lengths: Uint32Array, algo: number, pieces: Uint8Array[], onSpent: (buffers: ArrayBuffer[]) => void) => Promise<Uint8Array>;
   /** throws once the transfer is cancelled */
   check?: () => void;
   /** sees how far each read (or slice handed to the socket) reaches */
@@ -270,7 +290,16 @@ export function blobSource(file: Blob, o: BlobSourceOptions = {}): Source {
       hashRun: (offset: number, lengths: Uint32Array, algo: number, pieces?: Uint8Array[]) => {
         check?.();
         if (!pieces) return Promise.reject(new Error('a run without its bytes'));
-        return hashRun(offset, lengths, algo, pieces);
+        // where each buffer's first byte is in the file (taken before they are handed over):
+        // the pass's slices come back to those kept (`Recent`), others go to the pool
+        const starts = new Map<ArrayBufferLike, number>();
+        let at = offset;
+        for (const p of pieces) {
+          if (!starts.has(p.buffer)) starts.set(p.buffer, at - p.byteOffset);
+          at += p.length;
+        }
+        const where = [...starts.values()];
+        return hashRun(offset, lengths, algo, pieces, (spent) => spent.forEach((b, i) => recent?.handBack(where[i], b) || giveBuffers([new Uint8Array(b)])));
       },
     }),
     // the Delta Bytes go as slices of the file the socket reads itself (Delta Runs); how far

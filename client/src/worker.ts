@@ -32,8 +32,11 @@ const wasm = () =>
   ));
 const post = (m: FromWorker) => (self as unknown as Worker).postMessage(m);
 
-/** Progress with byte counts is posted at most this often per transfer. */
-const PROGRESS_EVERY_MS = 100;
+/** Progress with byte counts is posted at most this often per transfer: each post re-renders
+ *  the page's card, ~5 ms of its main thread on this machine and four times that on a phone's
+ *  CPU; at 10 per second that was a twentieth of a core taken from the chunking on a 1 GiB push
+ *  (bench/results/page-vs-cli.md). */
+const PROGRESS_EVERY_MS = 250;
 /** A download is gathered in memory up to this much, then turned into a Blob part. */
 const BLOB_PART_BYTES = 8 << 20;
 
@@ -96,7 +99,7 @@ class Job {
       if (this.cancelled && this.step !== 'delta-sent' && this.step !== 'committed') throw new Cancelled();
     };
     // each read is a new buffer: the run's buffers are handed over, not copied
-    return blobSource(file, { check, onRead, ...(pool && { hashRun: (offset, lengths, algo, pieces) => pool.hash(null, offset, lengths, algo, pieces, true) }) });
+    return blobSource(file, { check, onRead, ...(pool && { hashRun: (offset, lengths, algo, pieces, onSpent) => pool.hash(null, offset, lengths, algo, pieces, true, onSpent) }) });
   }
 
   /** A pull's sockets close at once. A push's socket refuses its next message instead

@@ -16,6 +16,8 @@ import WebSocket from 'ws';
 import { push } from '../../shared/src/sync-client.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { testServer } from '../../harness/helpers.ts';
+import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
+import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
 import { DENSE_GAP, NEAR_GAP, RECENT_BYTES, STREAM_STALL_MS, blobSource } from '../src/blob-source.ts';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'dsync-blob-source-'));
@@ -184,9 +186,9 @@ test("the pass's last RECENT_BYTES serve reads behind it from memory once one is
   for (let at = READ_SLICE; at < bytes.length; at += READ_SLICE) await source.read(at, Math.min(READ_SLICE, bytes.length - at));
   const from = bytes.length - RECENT_BYTES;
   const rng = new Rng(11);
-  // reads anywhere in the last RECENT_BYTES, across the ring's end too, come from memory
-  const ringEnd = from + (RECENT_BYTES - (from % RECENT_BYTES));
-  const cases = [[from, 1000], [bytes.length - 10, 10], [ringEnd - 500, 1000], [from, RECENT_BYTES]];
+  // reads anywhere in the last RECENT_BYTES, across the pass's slices too, come from memory
+  const sliceEnd = from + (READ_SLICE - (from % READ_SLICE));
+  const cases = [[from, 1000], [bytes.length - 10, 10], [sliceEnd - 500, 1000], [from, RECENT_BYTES]];
   for (let k = 0; k < 200; k++) {
     const length = 1 + rng.int(200_000);
     cases.push([from + rng.int(RECENT_BYTES - length), length]);
@@ -206,7 +208,54 @@ test("the pass's last RECENT_BYTES serve reads behind it from memory once one is
   assert.deepEqual(old.sizes, [100]);
 });
 
-test('a push from a Blob source completes where its list is held back for the ring: an unchanged file (one long run) and scattered edits, refined from memory', async () => {
+test("with a hash worker, the pass's slices come back with their hashes and serve the reads behind it from memory", async () => {
+  const bytes = fastRandomBytes(13, OFF_THREAD_MIN + (9 << 20) + 4321);
+  const file = path.join(dir, 'handed.bin');
+  writeFileSync(file, bytes);
+  const pool = nodeHashPool(1)!;
+  try {
+    let handedOver = 0;
+    const source = blobSource(await openAsBlob(file), {
+      hashRun: (offset, lengths, algo, pieces, onSpent) => {
+        handedOver++;
+        return pool.hash(null, offset, lengths, algo, pieces, true, onSpent);
+      },
+    });
+    // a read behind the pass is asked for after its first slice (as a sender's would be)
+    const read = source.read;
+    source.read = async (offset, length, into) => {
+      const r = await read(offset, length, into);
+      if (offset === 0) source.holds!(0, 1);
+      return r;
+    };
+    const index = await chunkSource(source, DEFAULT_PARAMS, DEFAULT_ALGO);
+    const fh = await open(file, 'r');
+    try {
+      const here = await chunkSource(fileSource(fh, bytes.length), DEFAULT_PARAMS, DEFAULT_ALGO);
+      assert.deepEqual(index.lengths, here.lengths);
+      assert.deepEqual(index.hashes, here.hashes);
+    } finally {
+      await fh.close();
+    }
+    assert.ok(handedOver > 10, `${handedOver} runs handed over`);
+    // the last RECENT_BYTES, each slice's buffer back from the worker: no slice read
+    const from = bytes.length - RECENT_BYTES;
+    const rng = new Rng(13);
+    const { sizes } = await readsOf(async () => {
+      for (let k = 0; k < 100; k++) {
+        const length = 1 + rng.int(READ_SLICE + 1000);
+        const offset = from + rng.int(RECENT_BYTES - length);
+        assert.equal(source.holds!(offset, length), true);
+        assert.deepEqual(await source.read(offset, length), bytes.subarray(offset, offset + length), `read ${offset} +${length}`);
+      }
+    });
+    assert.deepEqual(sizes, [], 'no slice read');
+  } finally {
+    pool.close();
+  }
+});
+
+test('a push from a Blob source completes where its list is held back for the bytes kept: an unchanged file (one long run) and scattered edits, refined from memory', async () => {
   const server = await testServer();
   try {
     const v1 = fastRandomBytes(12, 80 << 20);

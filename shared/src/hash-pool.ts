@@ -36,6 +36,8 @@ export interface HashRequest {
  *  first touch costs page faults (bench/results/page-vs-cli.md). */
 export type HashReply = { id: number; hashes: Uint8Array; spent?: ArrayBuffer[] } | { id: number; error: string };
 
+const giveAll = (buffers: ArrayBuffer[]) => giveBuffers(buffers.map((b) => new Uint8Array(b)));
+
 /** What a reply transfers: the hashes' buffer and the pieces' buffers handed back. */
 export function replyTransfer(r: HashReply): ArrayBuffer[] {
   return 'hashes' in r ? [r.hashes.buffer as ArrayBuffer, ...(r.spent ?? [])] : [];
@@ -60,7 +62,7 @@ export const HASH_AHEAD = 16 << 20;
 /** Workers that hash runs of chunks, each run given to the one with the fewest bytes pending. */
 export class HashPool {
   private nextId = 1;
-  private readonly waiting = new Map<number, { resolve(h: Uint8Array): void; reject(e: Error): void; worker: number; bytes: number }>();
+  private readonly waiting = new Map<number, { resolve(h: Uint8Array): void; reject(e: Error): void; worker: number; bytes: number; onSpent?: (buffers: ArrayBuffer[]) => void }>();
   private readonly pendingBytes: number[];
   private failed: Error | null = null;
 
@@ -76,7 +78,7 @@ export class HashPool {
           this.pendingBytes[wait.worker] -= wait.bytes;
           if ('error' in r) wait.reject(new Error(r.error));
           else {
-            if (r.spent) giveBuffers(r.spent.map((b) => new Uint8Array(b)));
+            if (r.spent) (wait.onSpent ?? giveAll)(r.spent);
             wait.resolve(r.hashes);
           }
         },
@@ -91,8 +93,10 @@ export class HashPool {
 
   /** The strong hashes (`algo`) of the chunks with `lengths` starting at `offset` in `share`,
    *  or in `pieces` (the run's bytes, one after another) when given; `handOver`: the pieces'
-   *  buffers are transferred to the worker (not copied), and the caller must not use them again. */
-  hash(share: Share | null, offset: number, lengths: Uint32Array, algo: number, pieces?: Uint8Array[], handOver = false): Promise<Uint8Array> {
+   *  buffers are transferred to the worker (not copied), and the caller must not use them again;
+   *  they come back to `onSpent` (one per buffer, in the order the pieces first use them), else
+   *  to the pool (buffers.ts). */
+  hash(share: Share | null, offset: number, lengths: Uint32Array, algo: number, pieces?: Uint8Array[], handOver = false, onSpent?: (buffers: ArrayBuffer[]) => void): Promise<Uint8Array> {
     if (this.failed) return Promise.reject(this.failed);
     let bytes = 0;
     for (let i = 0; i < lengths.length; i++) bytes += lengths[i];
@@ -101,7 +105,7 @@ export class HashPool {
     const id = this.nextId++;
     this.pendingBytes[w] += bytes;
     return new Promise((resolve, reject) => {
-      this.waiting.set(id, { resolve, reject, worker: w, bytes });
+      this.waiting.set(id, { resolve, reject, worker: w, bytes, onSpent });
       const transfer = handOver && pieces ? [...new Set(pieces.map((p) => p.buffer as ArrayBuffer))] : [];
       this.workers[w].post({ id, share, offset, lengths, algo, ...(pieces && { pieces }) }, transfer);
     });
