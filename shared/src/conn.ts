@@ -109,6 +109,8 @@ export class Conn {
   private sentBytes = 0;
   private rateSample: { t: number; drained: number; buffered: number } | null = null;
   private fullMs = 0;
+  /** when `hasRoom` last found no room (performance.now()) */
+  private lastFull = -Infinity;
   private drainedWhileFull = 0;
   /** milliseconds spent waiting in recv() — the rest of a session's time is work */
   waitedMs = 0;
@@ -290,7 +292,14 @@ export class Conn {
   hasRoom(): boolean {
     const buffered = this.ws.bufferedAmount;
     this.sampleRate(buffered);
-    return buffered <= this.maxBuffered;
+    if (buffered <= this.maxBuffered) return true;
+    this.lastFull = performance.now();
+    return false;
+  }
+
+  /** Whether `hasRoom` found the send buffer full within the last `ms`. */
+  fullWithin(ms: number): boolean {
+    return performance.now() - this.lastFull <= ms;
   }
 
   /** The rate (bytes per ms) at which the socket has sent what it buffered, over about the last

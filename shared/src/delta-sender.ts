@@ -30,6 +30,9 @@ const REFINE_RUN_MAX = 128 << 10;
  *  saves ~13 KB (random edits of 10% of 1 GiB: 19 MB refined into copies over ~1 500 short
  *  runs; bench/results/page-vs-cli.md). */
 const SLOW_WIRE = 8 << 10;
+/** The socket found full this recently (ms) makes the Delta Bytes' pace the wire's
+ *  (`missCosts`). */
+const FULL_LATELY_MS = 1000;
 /** `readsBehind` looks back this many bytes sent. */
 const READS_SEEN = 64 << 20;
 /** Inner chunks are refined while the receiver has listed basis bytes for at least 1 in
@@ -123,6 +126,23 @@ export class DeltaSender {
    *  pays (sender.ts `ahead`). */
   readsBehind(): boolean {
     return this.readAt >= 0 && this.sentOffset() - this.readAt < READS_SEEN;
+  }
+
+  /**
+   * Whether a run of lacking chunks that the source no longer holds costs time, so that
+   * holding the list back for the Match Tokens pays (sender.ts `ahead`): on a slow wire such a
+   * run is read to be refined, a round trip (`cheap`); on a fast one it goes whole, unread, and
+   * its bytes cost time only while the Delta Bytes fill the socket. Where they do not (edits
+   * scattered sparsely over a large file, on a fast wire) the few runs sent whole cost less than
+   * the list held waiting for the receiver (bench/results/page-vs-cli.md).
+   */
+  missCosts(): boolean {
+    return this.slowWire() || this.conn.fullWithin(FULL_LATELY_MS);
+  }
+
+  /** Whether the socket drains slower than SLOW_WIRE (`Conn.wireRate`). */
+  private slowWire(): boolean {
+    return (this.conn.wireRate() ?? Infinity) < SLOW_WIRE;
   }
 
   /** Skips the held chunks from `sentTo` on; whether Delta Bytes are due below `judgedTo`. */
@@ -281,7 +301,7 @@ export class DeltaSender {
   private cheap(k: number): boolean {
     const off = this.list.offsets;
     this.readAt = off[k];
-    return !this.source.holds || this.source.holds(off[k], off[k + 1] - off[k]) || (this.conn.wireRate() ?? Infinity) < SLOW_WIRE;
+    return !this.source.holds || this.source.holds(off[k], off[k + 1] - off[k]) || this.slowWire();
   }
 
   /** Sends the next Delta message as a Delta Run: its runs of chunks (only long runs, with

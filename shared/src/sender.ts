@@ -193,7 +193,8 @@ class Sender implements Judged {
    * Bytes more than
    * PASS_LEAD behind the list wait for room in the socket (they always go out), or while the
    * Match Tokens trail it by more than PASS_LEAD and still move (a frontier still for
-   * FRONTIER_STILL_MS may wait for more of the list: a long run or gap; the hold then ends).
+   * FRONTIER_STILL_MS may wait for more of the list: a long run or gap; the hold then ends),
+   * where a run the source no longer holds would cost time (`DeltaSender.missCosts`).
    */
   private ahead(due: boolean): boolean {
     if (!this.source.holds || this.state !== LISTING || !this.delta.readsBehind()) return false;
@@ -201,6 +202,7 @@ class Sender implements Judged {
     // (a source that keeps nothing, as one whose pass cannot stream, is not held for)
     if (!size || !this.source.holds(size - 1, 1)) return false;
     if (due && size - this.delta.sentOffset() > PASS_LEAD) return true;
+    if (!this.delta.missCosts()) return false;
     return size - offsets[this.frontier] > PASS_LEAD && performance.now() - this.frontierMoved < FRONTIER_STILL_MS;
   }
 
