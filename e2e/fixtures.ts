@@ -47,6 +47,41 @@ export async function result(page: Page, name: string, opts: { direction?: 'up' 
   return { version: await num('version'), sent: await num('sent'), delta: await num('delta'), size: await num('size'), known: report ? JSON.parse(report).knownVersion : undefined };
 }
 
+/**
+ * Watches for the next transfer of `name` to end (its card's status done or failed, seen by a
+ * MutationObserver in the page as it changes); the function returned gives the page's clock
+ * (`Date.now()`, the machine's) at that moment once it has. Benchmarks time a transfer to it:
+ * `result`'s assertion polls the page every 500 ms after its first 270 ms (Playwright's
+ * backoff), which would add up to half a second to the time measured.
+ */
+export async function watchEnd(page: Page, name: string, direction: 'up' | 'down' = 'up'): Promise<() => Promise<number>> {
+  const key = `${direction}:${name}`;
+  await page.evaluate(
+    ({ key, selector }) => {
+      const w = window as unknown as { endedAt?: Map<string, number> };
+      const ended = (w.endedAt ??= new Map());
+      ended.delete(key);
+      const before = new Set(document.querySelectorAll(selector));
+      const seen = () => {
+        for (const c of document.querySelectorAll(selector))
+          if (!before.has(c) && /^(done|failed)$/.test(c.getAttribute('data-status') ?? '')) {
+            ended.set(key, Date.now());
+            observer.disconnect();
+            return;
+          }
+      };
+      const observer = new MutationObserver(seen);
+      observer.observe(document.body, { subtree: true, childList: true, attributes: true, attributeFilter: ['data-status'] });
+    },
+    { key, selector: `[data-testid=transfer][data-name="${name}"][data-direction=${direction}]` },
+  );
+  return async () => {
+    const at = await page.evaluate((k) => (window as unknown as { endedAt: Map<string, number> }).endedAt.get(k), key);
+    if (at === undefined) throw new Error(`no end of ${key} was seen`);
+    return at;
+  };
+}
+
 /** Opens the page and waits until it has talked to the server. */
 export async function openPage(page: Page, url: string) {
   await page.goto(url);
