@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { randomEdits, rewriteEveryMiB, writePseudoRandomFile } from '../../e2e/data.ts';
-import { openPage, result, root, test } from '../../e2e/fixtures.ts';
+import { openPage, result, root, test, watchEnd } from '../../e2e/fixtures.ts';
 import { WorkerTarget } from '../../e2e/metrics.ts';
 import { TestServer } from '../../e2e/server.ts';
 
@@ -103,10 +103,11 @@ test('page and CLI, per-thread CPU of a first upload and a 30% edit', async ({ p
         await worker.call('Profiler.setSamplingInterval', { interval: 200 });
         await worker.call('Profiler.start');
       }
+      const ended = await watchEnd(page, 'big.img');
       let t0 = Date.now();
       await page.getByTestId('file-input').setInputFiles(file);
       await result(page, 'big.img', { timeout: 900_000 });
-      const ms = Date.now() - t0;
+      const ms = (await ended()) - t0;
       pids = new Set([...pids, ...(await ours())]);
       print(`page ${step}`, ms, diff(a, cpuOf(pageSide)));
       if (worker) topFunctions((await worker.call('Profiler.stop')).profile as never);
