@@ -3,7 +3,9 @@
 // CPU seconds (user + system) from /proc, grouped by process and thread name; prints a table.
 //   npm run bench:page-profile    (GIB=0.5 by default; PROFILE=/assets/worker adds the sync
 //   worker's V8 CPU profile, the functions with the most self time; RANDOM_EDIT=0.1 makes the
-//   edit random edits of 10% of the file, `randomEdits` in e2e/data.ts, instead of 30% of every MiB)
+//   edit random edits of 10% of the file, `randomEdits` in e2e/data.ts, instead of 30% of every MiB;
+//   RANDOM_EDIT=0.01,0.1,0.3 one after another; SEQUENCE=1 after the 30% rewrite, with the seeds
+//   of bench:page-vs-cli, as it pushes them)
 import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
@@ -15,7 +17,7 @@ import { TestServer } from '../../e2e/server.ts';
 
 const MiB = 2 ** 20;
 const SIZE = Math.round(Number(process.env.GIB ?? 0.5) * 1024) * MiB;
-const RANDOM_EDIT = Number(process.env.RANDOM_EDIT ?? 0);
+const RANDOM_EDITS = (process.env.RANDOM_EDIT ?? '').split(',').filter(Boolean).map(Number);
 
 type Cpu = Map<string, number>;
 
@@ -93,8 +95,12 @@ test('page and CLI, per-thread CPU of a first upload and a 30% edit', async ({ p
     await openPage(page, server.url);
     const file = path.join(dir, 'big.img');
     await writePseudoRandomFile(file, SIZE, 0x9e3779b9);
-    for (const [step, version] of [['first upload', 1], [RANDOM_EDIT ? `random edits of ${RANDOM_EDIT * 100}%` : '30% edit', 2]] as const) {
-      if (version === 2) await (RANDOM_EDIT ? randomEdits(file, RANDOM_EDIT, 0x6a09e667) : rewriteEveryMiB(file, SIZE, 0x2545f491));
+    // (the random edits in turn, with bench:page-vs-cli's seeds; after the 30% rewrite too with SEQUENCE=1)
+    const edits: [string, () => Promise<unknown>][] = [['first upload', async () => {}]];
+    if (!RANDOM_EDITS.length || process.env.SEQUENCE) edits.push(['30% edit', () => rewriteEveryMiB(file, SIZE, 0x2545f491)]);
+    RANDOM_EDITS.forEach((f, i) => edits.push([`random edits of ${f * 100}%`, () => randomEdits(file, f, 0x6a09e667 + (process.env.SEQUENCE ? i : 0))]));
+    for (const [step, edit] of edits) {
+      await edit();
       pids = await ours();
       let a = cpuOf(pageSide);
       const worker = process.env.PROFILE ? await WorkerTarget.attach(await browser.newBrowserCDPSession(), process.env.PROFILE) : null;
