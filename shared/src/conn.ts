@@ -86,6 +86,12 @@ function part(type: number): keyof Omit<Traffic, 'total'> {
 /** Delta frame buffers are taken at least this large: a Delta message holds up to 1 MiB of
  *  chunk bytes, plus their headers. */
 const FRAME_ROOM = (1 << 20) + (64 << 10);
+/** A browser's Delta frame of at least this many bytes is sent as a Blob, a shorter one as an
+ *  ArrayBuffer: Chromium's CPU per 256 MiB sent in frames of 8 / 32 / 64 / 128 / 256 KiB and
+ *  1 MiB, ArrayBuffer 4.6 / 3.0 / 2.8 / 2.7 / 2.5 / 4.0 s, Blob 18.7 / 5.4 / 3.1 / 2.4 / 2.1 /
+ *  1.6 s (bench/results/page-vs-cli.md). */
+const BLOB_FRAME_MIN = 64 << 10;
+
 /** The time constant of `Conn.wireRate`'s average, and how much time it needs to tell. */
 const RATE_TAU_MS = 1000;
 const RATE_MIN_MS = 50;
@@ -346,11 +352,12 @@ export class Conn {
     const frame = encode(m, this.hashLen, (size) => (room = takeBuffer(Math.max(size, FRAME_ROOM))));
     this.count(m.type, frame.length);
     if (this.native) {
-      // Chromium sends a Blob's bytes from the browser's blob store; an ArrayBuffer it copies
-      // and hands on at about twice the CPU (bench/results/page-vs-cli.md). The Blob holds a
-      // copy: the buffer goes back at once.
+      // Chromium sends a large frame at less CPU as a Blob (its bytes handed on from the
+      // browser's blob store) than as an ArrayBuffer, and a small one at less as an ArrayBuffer
+      // (a Blob costs a fixed ~0.4 ms more; BLOB_FRAME_MIN, bench/results/page-vs-cli.md). Either
+      // holds a copy: the buffer goes back at once.
       this.sentBytes += frame.length;
-      this.ws.send(new Blob([frame as Uint8Array<ArrayBuffer>]));
+      this.ws.send(frame.length < BLOB_FRAME_MIN ? frame : new Blob([frame as Uint8Array<ArrayBuffer>]));
       if (room) giveBuffers([room]);
       return;
     }
