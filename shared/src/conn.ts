@@ -88,8 +88,8 @@ function part(type: number): keyof Omit<Traffic, 'total'> {
 const FRAME_ROOM = (1 << 20) + (64 << 10);
 /** A browser's Delta frame of at least this many bytes is sent as a Blob, a shorter one as an
  *  ArrayBuffer: Chromium's CPU per 256 MiB sent in frames of 8 / 32 / 64 / 128 / 256 KiB and
- *  1 MiB, ArrayBuffer 4.6 / 3.0 / 2.8 / 2.7 / 2.5 / 4.0 s, Blob 18.7 / 5.4 / 3.1 / 2.4 / 2.1 /
- *  1.6 s (bench/results/page-vs-cli.md). */
+ *  1 MiB, ArrayBuffer 4.4 / 2.6 / 2.6 / 2.4 / 2.3 / 3.8 s, Blob 17.1 / 5.0 / 3.0 / 2.1 / 1.8 /
+ *  1.4 s (`npm run bench:ws-send`, bench/results/page-vs-cli.md). */
 const BLOB_FRAME_MIN = 64 << 10;
 
 /** The time constant of `Conn.wireRate`'s average, and how much time it needs to tell. */

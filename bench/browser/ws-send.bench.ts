@@ -1,0 +1,73 @@
+// What sending over a WebSocket costs a browser, by how a frame is handed over: `send(ArrayBuffer)`
+// or `send(new Blob([frame]))`, in frames of 8 KiB to 1 MiB, from a worker to a `ws` sink on
+// loopback (no permessage-deflate), at most 16 MiB buffered. Wall time in the worker and CPU
+// seconds of every process of this Chromium (/proc), per 256 MiB sent; each way twice,
+// interleaved. Sets BLOB_FRAME_MIN in shared/src/conn.ts.
+//   npm run bench:ws-send
+import { readFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { WebSocketServer } from 'ws';
+import { test } from '../../e2e/fixtures.ts';
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+/** CPU seconds (user + system) of the processes with these ids. */
+function cpu(pids: Set<number>): number {
+  let s = 0;
+  for (const p of pids) {
+    try {
+      const st = readFileSync(`/proc/${p}/stat`, 'utf8');
+      const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+      s += (Number(f[11]) + Number(f[12])) / 100;
+    } catch {}
+  }
+  return s;
+}
+
+// the worker: sends `total` bytes in frames of `size`, as `mode` says, then a text frame the
+// sink answers once it has everything before it
+const WORKER = `onmessage = async ({ data: m }) => {
+  const ws = new WebSocket(m.url);
+  await new Promise((r) => (ws.onopen = r));
+  const frame = new Uint8Array(m.size);
+  for (let i = 0; i < frame.length; i += 4096) frame[i] = i;
+  const t = performance.now();
+  for (let sent = 0; sent < m.total; sent += m.size) {
+    while (ws.bufferedAmount > (16 << 20)) await new Promise((r) => setTimeout(r, 2));
+    ws.send(m.mode === 'ArrayBuffer' ? frame : new Blob([frame]));
+  }
+  await new Promise((r) => { ws.onmessage = r; ws.send('end'); });
+  postMessage(performance.now() - t);
+  ws.close();
+};`;
+
+test('a WebSocket frame sent as an ArrayBuffer or as a Blob', async ({ page, browser }) => {
+  const sink = new WebSocketServer({ port: 0, host: '127.0.0.1', perMessageDeflate: false });
+  sink.on('connection', (ws) => ws.on('message', (_d, binary) => binary || ws.send('ok')));
+  await new Promise((r) => sink.on('listening', r));
+  const url = `ws://127.0.0.1:${(sink.address() as AddressInfo).port}`;
+  try {
+    await page.setContent('<p>ws-send</p>');
+    await page.evaluate((src) => {
+      const w = new Worker(URL.createObjectURL(new Blob([src], { type: 'text/javascript' })));
+      (window as unknown as { run: unknown }).run = (m: unknown) => new Promise((res) => ((w.onmessage = (e) => res(e.data)), w.postMessage(m)));
+    }, WORKER);
+    const cdp = await browser.newBrowserCDPSession();
+    const pids = new Set((await cdp.send('SystemInfo.getProcessInfo')).processInfo.map((p) => p.id));
+    const rows = new Map<string, string[]>();
+    for (const round of [0, 1])
+      for (const size of [8 * KiB, 32 * KiB, 64 * KiB, 128 * KiB, 256 * KiB, MiB])
+        for (const mode of ['ArrayBuffer', 'Blob']) {
+          const total = size < 64 * KiB ? 32 * MiB : 128 * MiB;
+          const c0 = cpu(pids);
+          const ms = (await page.evaluate((m) => (window as unknown as { run(m: unknown): Promise<number> }).run(m), { url, size, mode, total })) as number;
+          const per = (x: number) => (x * (256 * MiB)) / total;
+          const label = `${size / KiB} KiB frames, ${mode}`;
+          rows.set(label, [...(rows.get(label) ?? []), `${Math.round(per(ms))} ms, ${per(cpu(pids) - c0).toFixed(2)} s`]);
+          if (round === 1) console.log(`| ${label} | ${rows.get(label)!.join(' · ')} |`);
+        }
+  } finally {
+    sink.close();
+  }
+});
