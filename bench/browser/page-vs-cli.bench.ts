@@ -124,8 +124,9 @@ test('page vs CLI: 1 GiB first upload, 30% edit and random edits, 256 MiB on the
 - date: ${new Date().toISOString()}
 - command: \`npm run bench:page-vs-cli\` (bench/browser/page-vs-cli.bench.ts)
 - one build, two \`dsync serve\` processes on loopback (one for the page, one for the CLI, each
-  its own store); Debian's Chromium, headless, the file picked with the file control; the CLI
-  is \`dsync push FILE --json\`, timed from start to exit. Pseudo-random (incompressible) files;
+  its own store); Debian's Chromium, headless, the file picked with the file control and timed
+  to its card showing the result (\`watchEnd\` in e2e/fixtures.ts); the CLI is
+  \`dsync push FILE --json\`, timed from start to exit. Pseudo-random (incompressible) files;
   the aligned edit rewrites the first 30% of every MiB; each random edit (\`randomEdits\` in
   e2e/data.ts, seeded) applies, to the version before, overwrites, inserts and deletes with equal
   odds at offsets uniform over the file, of lengths log-uniform from 1 B to 1 MiB, until their

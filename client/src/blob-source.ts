@@ -264,7 +264,7 @@ export interface BlobSourceOptions {
   onRead?: (end: number) => void;
 }
 
-/** `file` as a Source; every read returns a new buffer, so its chunks go to `hashRun` with
+/** `file` as a Source; every read returns a buffer of its own, so its chunks go to `hashRun` with
  *  their bytes (handed over, not copied). */
 export function blobSource(file: Blob, o: BlobSourceOptions = {}): Source {
   // The file is sliced once, and every later slice is one of that Blob: a File may ask the

@@ -98,7 +98,7 @@ class Job {
     const check = () => {
       if (this.cancelled && this.step !== 'delta-sent' && this.step !== 'committed') throw new Cancelled();
     };
-    // each read is a new buffer: the run's buffers are handed over, not copied
+    // each read is a buffer of its own: the run's buffers are handed over, not copied, and come back
     return blobSource(file, { check, onRead, ...(pool && { hashRun: (offset, lengths, algo, pieces, onSpent) => pool.hash(null, offset, lengths, algo, pieces, true, onSpent) }) });
   }
 
