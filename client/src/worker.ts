@@ -58,12 +58,18 @@ class Job {
   step: Step = 'connecting';
   readonly sockets = new Set<WebSocket>();
   private lastPost = 0;
+  /** whether this step's progress has been posted with bytes done */
+  private moved = false;
 
   constructor(readonly id: number) {}
 
+  /** Posts a step's progress: a new step, its first bytes done and its end at once, the bytes
+   *  between at most every PROGRESS_EVERY_MS. */
   progress(step: Step, done?: number, total?: number) {
     const now = performance.now();
-    if (step === this.step && done !== undefined && done !== total && now - this.lastPost < PROGRESS_EVERY_MS) return;
+    if (step === this.step && done !== undefined && done !== total && (this.moved || !done) && now - this.lastPost < PROGRESS_EVERY_MS) return;
+    if (step !== this.step) this.moved = false;
+    if (done) this.moved = true;
     this.step = step;
     this.lastPost = now;
     post({ kind: 'progress', id: this.id, step, done, total });
