@@ -4,25 +4,13 @@
 // and the per-call cost of slices and Blobs. Wall time in the worker and CPU seconds of every
 // process of this Chromium (/proc), per 256 MiB; each way twice, interleaved.
 //   npm run bench:blob-read
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from '../../e2e/fixtures.ts';
+import { cpu } from './proc-cpu.ts';
 
 const MiB = 2 ** 20;
 const SIZE = 256 * MiB;
-
-/** CPU seconds (user + system) of the processes with these ids. */
-function cpu(pids: Set<number>): number {
-  let s = 0;
-  for (const p of pids) {
-    try {
-      const st = readFileSync(`/proc/${p}/stat`, 'utf8');
-      const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
-      s += (Number(f[11]) + Number(f[12])) / 100;
-    } catch {}
-  }
-  return s;
-}
 
 // the worker: reads its Blob (a slice of the File) as `mode` says, or times `slice` and `new Blob`
 const WORKER = `let b;

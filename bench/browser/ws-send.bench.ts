@@ -4,26 +4,13 @@
 // seconds of every process of this Chromium (/proc), per 256 MiB sent; each way twice,
 // interleaved. Sets BLOB_FRAME_MIN in shared/src/conn.ts.
 //   npm run bench:ws-send
-import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer } from 'ws';
 import { test } from '../../e2e/fixtures.ts';
+import { cpu } from './proc-cpu.ts';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
-
-/** CPU seconds (user + system) of the processes with these ids. */
-function cpu(pids: Set<number>): number {
-  let s = 0;
-  for (const p of pids) {
-    try {
-      const st = readFileSync(`/proc/${p}/stat`, 'utf8');
-      const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
-      s += (Number(f[11]) + Number(f[12])) / 100;
-    } catch {}
-  }
-  return s;
-}
 
 // the worker: sends `total` bytes in frames of `size`, as `mode` says, then a text frame the
 // sink answers once it has everything before it

@@ -13,6 +13,7 @@
  */
 import { giveBuffers, takeBuffer } from '../../shared/src/buffers.ts';
 import { READ_SLICE, type Source } from '../../shared/src/chunk-index.ts';
+import { pieceBuffers } from '../../shared/src/hash-pool.ts';
 import { PASS_LEAD } from '../../shared/src/limits.ts';
 
 /** A read at offset 0 at least this long starts a stream (a pass over the whole file). */
@@ -292,13 +293,13 @@ export function blobSource(file: Blob, o: BlobSourceOptions = {}): Source {
         if (!pieces) return Promise.reject(new Error('a run without its bytes'));
         // where each buffer's first byte is in the file (taken before they are handed over):
         // the pass's slices come back to those kept (`Recent`), others go to the pool
-        const starts = new Map<ArrayBufferLike, number>();
+        const starts: number[] = [];
         let at = offset;
         for (const p of pieces) {
-          if (!starts.has(p.buffer)) starts.set(p.buffer, at - p.byteOffset);
+          starts.push(at - p.byteOffset);
           at += p.length;
         }
-        const where = [...starts.values()];
+        const where = pieceBuffers(pieces).map((b) => starts[pieces.findIndex((p) => p.buffer === b)]);
         return hashRun(offset, lengths, algo, pieces, (spent) => spent.forEach((b, i) => recent?.handBack(where[i], b) || giveBuffers([new Uint8Array(b)])));
       },
     }),

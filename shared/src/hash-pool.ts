@@ -38,6 +38,12 @@ export type HashReply = { id: number; hashes: Uint8Array; spent?: ArrayBuffer[] 
 
 const giveAll = (buffers: ArrayBuffer[]) => giveBuffers(buffers.map((b) => new Uint8Array(b)));
 
+/** The buffers `pieces` lie in, each once, in the order the pieces first use them: what a run
+ *  hands over, and what comes back in `spent`. */
+export function pieceBuffers(pieces: Uint8Array[]): ArrayBuffer[] {
+  return [...new Set(pieces.map((p) => p.buffer as ArrayBuffer))];
+}
+
 /** What a reply transfers: the hashes' buffer and the pieces' buffers handed back. */
 export function replyTransfer(r: HashReply): ArrayBuffer[] {
   return 'hashes' in r ? [r.hashes.buffer as ArrayBuffer, ...(r.spent ?? [])] : [];
@@ -106,7 +112,7 @@ export class HashPool {
     this.pendingBytes[w] += bytes;
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject, worker: w, bytes, onSpent });
-      const transfer = handOver && pieces ? [...new Set(pieces.map((p) => p.buffer as ArrayBuffer))] : [];
+      const transfer = handOver && pieces ? pieceBuffers(pieces) : [];
       this.workers[w].post({ id, share, offset, lengths, algo, ...(pieces && { pieces }) }, transfer);
     });
   }
@@ -160,7 +166,7 @@ export function serveHashes(ready: Promise<unknown>, read: ((share: Share, offse
       const got = await read(m.share, m.offset, room);
       if (got !== length) throw new Error('the file changed size while syncing');
     }
-    return { hashes: h.hash(length, m.lengths) as Uint8Array, spent: m.pieces && [...new Set(m.pieces.map((p) => p.buffer as ArrayBuffer))] };
+    return { hashes: h.hash(length, m.lengths) as Uint8Array, spent: m.pieces && pieceBuffers(m.pieces) };
   };
   return (m) => {
     queue = queue.then(() => one(m)).then(
