@@ -28,13 +28,14 @@ export async function put(page: Page, p: string, text: string | null) {
 }
 
 /** The picked folder's files and their text (read while the page's sync may be writing: a
- *  listing that meets an entry removed meanwhile is read again). */
+ *  listing that meets an entry removed meanwhile, or a file replaced between its snapshot and
+ *  the read of its bytes, is read again). */
 export async function tree(page: Page): Promise<Record<string, string>> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await readTree(page);
     } catch (e) {
-      if (attempt >= 20 || !String(e).includes('NotFoundError')) throw e;
+      if (attempt >= 20 || !/NotFoundError|NotReadableError/.test(String(e))) throw e;
       await page.waitForTimeout(100);
     }
   }
