@@ -103,6 +103,7 @@ const HSTS = 'max-age=31536000';
 export async function startServer(cfg: ServerConfig, log: (e: Record<string, unknown>) => void = () => {}, repo?: Repo, listen?: (server: http.Server) => Promise<number>): Promise<RunningServer> {
   const ours = !repo;
   repo ??= await openStore(cfg);
+  repo.log = log;
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', cfg.trustProxy === 'true' ? 'loopback' : cfg.trustProxy || false);

@@ -209,34 +209,82 @@ test('chunking a file through its handle (slices read ahead into two reused buff
   }
 });
 
-test('a version made by 150 small edits references a bounded number of segments, and reads back exactly', async () => {
+test('a file edited 150 times: commits are answered before their compaction, which keeps every version within the bound of segments; a push and a collection while one waits lose nothing', async () => {
   const { maxSegments } = await import('../src/store/compact.ts');
-  const { SEGMENT_BYTES } = await import('../src/store/format.ts');
-  const { unreferenced } = await import('../src/store/gc.ts');
+  const { repackHooks } = await import('../src/store/repack.ts');
+  const { runCheck } = await import('../src/store/check.ts');
+  const { runGc, unreferenced } = await import('../src/store/gc.ts');
   const r = new Rng(150);
   let cur = fastRandomBytes(150, 3 << 20);
   const store = await server.storeOf('local');
-  await pushBytes(server, 'edited.bin', cur);
-  const kept = new Map<number, Uint8Array>();
-  let most = 0;
-  for (let k = 0; k < 150; k++) {
+  const segments = async (v: number) => (await store.readVersion('edited.bin', v)).layout.segments;
+  const push = async () => {
     cur = applyEdits(cur, r, { kind: 'insert', total: 64, maxFragment: 64 });
-    const rep = await pushBytes(server, 'edited.bin', cur);
-    if (k % 25 === 0 || k === 149) kept.set(rep.version, cur);
-    most = Math.max(most, (await store.readVersion('edited.bin', rep.version)).layout.segments.length);
+    return (await pushBytes(server, 'edited.bin', cur)).version;
+  };
+  const compactions: Record<string, unknown>[] = [];
+  server.repo.log = (e) => void (e.event === 'compacted' && compactions.push(e));
+  // the first compaction waits between writing its segments and index and swapping them in
+  let waiting = false;
+  let release = () => {};
+  const held = new Promise<void>((go) => (release = go));
+  repackHooks.step = async (step) => {
+    if (step !== 'written' || waiting) return;
+    waiting = true;
+    await held;
+  };
+  try {
+    await pushBytes(server, 'edited.bin', cur);
+    const limit = maxSegments(cur.length);
+    const kept = new Map<number, Uint8Array>();
+    let most = 0;
+    for (let k = 0; k < 150; k++) {
+      const v = await push();
+      if (k % 25 === 0 || k === 149) kept.set(v, cur);
+      if ((await segments(v)).length > limit && !waiting) {
+        // the commit beyond the bound was answered; its compaction has begun and now waits
+        for (let t = 0; !waiting; t++) {
+          assert.ok(t < 500, 'the compaction starts');
+          await new Promise((go) => setTimeout(go, 10));
+        }
+        // a push building on the version being compacted is answered meanwhile, and a
+        // collection deletes the waiting compaction's new objects, which nothing references yet
+        kept.set(v, cur);
+        const next = await push();
+        kept.set(next, cur);
+        assert.ok((await segments(next)).length > limit);
+        const gc = await runGc(server.repo, { minAgeMs: 0, windowMs: 10, repackPercent: 100 });
+        assert.ok(gc.deleted > 0, JSON.stringify(gc));
+        release();
+        await server.repo.idle();
+        // the waiting compaction's confirmation refused (the version keeps its old index); the
+        // one queued behind it compacted both versions
+        assert.deepEqual(compactions.map((e) => e.versions), [0, 2]);
+        for (const x of [v, next]) assert.ok((await segments(x)).length < limit, `version ${x}`);
+      }
+      await server.repo.idle();
+      most = Math.max(most, (await segments(v)).length);
+    }
+    assert.ok(most <= limit && most > limit - 5, `at most ${most} segments, the limit is ${limit}`);
+    assert.ok(compactions.length >= 3, JSON.stringify(compactions));
+    // compaction went down to half the slack
+    const now = await segments(await store.latest('edited.bin'));
+    assert.ok(now.length < limit, `${now.length} segments`);
+    // the segments compaction wrote are in the file's family, as its pushes' are
+    const family = segmentFamily('local', 'edited.bin');
+    assert.ok(now.every((id) => id.startsWith(family)), `${family}: ${now.join(' ')}`);
+    for (const [v, bytes] of kept) assert.deepEqual(await server.stored('edited.bin', v), Buffer.from(bytes), `version ${v}`);
+    // what compaction replaced is garbage, which the next collection deletes; what is kept is whole
+    assert.ok((await unreferenced(server.repo)).some((k) => k.startsWith('data/')));
+    await runGc(server.repo, { minAgeMs: 0, windowMs: 10, repackPercent: 100 });
+    assert.deepEqual(await unreferenced(server.repo), []);
+    assert.deepEqual((await runCheck(server.repo, { readData: true })).errors, []);
+    for (const [v, bytes] of kept) assert.deepEqual(await server.stored('edited.bin', v), Buffer.from(bytes), `version ${v}`);
+  } finally {
+    repackHooks.step = undefined;
+    release();
+    server.repo.log = () => {};
   }
-  const limit = maxSegments(cur.length, SEGMENT_BYTES);
-  assert.ok(most <= limit && most > limit - 5, `at most ${most} segments, the limit is ${limit}`);
-  // compaction went down to half the slack
-  const now = (await store.readVersion('edited.bin', await store.latest('edited.bin'))).layout.segments;
-  assert.ok(now.length < limit, `${now.length} segments`);
-  // the segments compaction wrote are in the file's family, as its pushes' are
-  const family = segmentFamily('local', 'edited.bin');
-  assert.ok(now.every((id) => id.startsWith(family)), `${family}: ${now.join(' ')}`);
-  for (const [v, bytes] of kept) assert.deepEqual(await server.stored('edited.bin', v), Buffer.from(bytes), `version ${v}`);
-  // the small segments compaction replaced are gone (only whole-file versions reference them)
-  const stray = (await unreferenced(server.repo)).filter((k) => k.startsWith('data/'));
-  assert.deepEqual(stray, []);
 });
 
 test('version indexes: two of the same chunks and layout are two objects (a nonce); format 3 is still read', async () => {

@@ -46,7 +46,7 @@ export const repackHooks: { step?: (step: 'written' | 'pending' | 'confirmed') =
  * `deadPercent` is).
  */
 export async function repack(repo: Repo, deadPercent: number, log?: (e: Record<string, unknown>) => void): Promise<RepackReport> {
-  const report: RepackReport = { bytes: 0, segments: 0, versions: 0, resolved: 0, dropped: 0 };
+  const report = emptyReport();
   const b = repo.backend;
   const planning = deadPercent >= 1 && deadPercent < 100;
   // 1. the file heads, every version's layout, the live bytes of every segment
@@ -98,47 +98,67 @@ export async function repack(repo: Repo, deadPercent: number, log?: (e: Record<s
   }
   if (!sparse.size) return report;
   log?.({ gc: 'repacking', segments: sparse.size });
-  // 3. new segments and indexes, then each file head in two steps. Everything written is
-  // known at the epoch read before the first write (§8).
-  const epoch = await gcEpoch(repo);
-  const moved = new Map<string, { id: string; offset: number }>(); // "seg:offset:length" → where it went
-  const from = new Set<string>();
-  const out = new NewSegments(repo);
-  for (const { key, user, head } of heads) {
-    const plans: Plan[] = [];
-    out.family = segmentFamily(user, head.name);
-    for (const v of head.versions) {
-      if (v.repack) continue;
-      const what = `${head.name} version ${v.version}`;
-      const { index, layout } = await repo.readIndex(v.index, what);
-      if (!layout.segments.some((s) => sparse.has(s))) continue;
-      const src = new VersionSource(b, layout, index, what, v.epoch ?? 0, repo.verified, v.index);
-      let next: Layout;
-      try {
-        next = await relayout(src, sparse, moved, from, out, report);
-      } catch (err) {
-        // damage is not copied: the version keeps its index (check reports it)
-        if (!(err instanceof DamageError)) throw err;
-        log?.({ gc: 'repack skipped', version: what, message: err.message });
-        continue;
-      }
-      await out.flush();
-      const body = encodeVersion(index, next);
-      const id = sha256hex(body);
-      await b.putIfAbsent(indexKey(id), body);
-      const refs: Refs = new Map([[indexKey(id), epoch]]);
-      const mine = new Set(out.ids);
-      for (const s of next.segments) addRef(refs, segmentKey(s), mine.has(s) ? epoch : (v.epoch ?? 0));
-      plans.push({ entry: v, id, refs });
-    }
-    if (!plans.length) continue;
-    await repackHooks.step?.('written');
-    const done = await swapIn(repo, key, user, plans, report);
-    report.versions += done;
-  }
-  await out.flush();
-  report.segments = from.size;
+  // 3. new segments and indexes, then each file head in two steps
+  const run = await newRun(repo);
+  for (const { key, user, head } of heads) report.versions += await repackHead(repo, key, user, head, (layout) => (layout.segments.some((s) => sparse.has(s)) ? sparse : null), run, report, log);
+  report.segments = run.from.size;
   return report;
+}
+
+/** One run of repacks: new segments filled in turn, each piece moved once. */
+export interface RepackRun {
+  /** the gc epoch read before the first write: everything the run writes is known at it (§8) */
+  epoch: number;
+  /** "seg:offset:length" → where that piece went */
+  moved: Map<string, { id: string; offset: number }>;
+  /** segments whose bytes were moved out */
+  from: Set<string>;
+  out: NewSegments;
+}
+
+export const newRun = async (repo: Repo): Promise<RepackRun> => ({ epoch: await gcEpoch(repo), moved: new Map(), from: new Set(), out: new NewSegments(repo) });
+
+export const emptyReport = (): RepackReport => ({ bytes: 0, segments: 0, versions: 0, resolved: 0, dropped: 0 });
+
+/**
+ * Repacks the versions of the file head at `key` that `pick` names segments to move out of
+ * (null: none): new segments and a new index of each, then both steps of the swap. Versions
+ * with a repack under way are left alone; a damaged one keeps its index. Returns how many
+ * versions got their new index.
+ */
+export async function repackHead(repo: Repo, key: string, user: string, head: FileHead, pick: (layout: Layout, size: number) => Set<string> | null, run: RepackRun, report: RepackReport, log?: (e: Record<string, unknown>) => void): Promise<number> {
+  const b = repo.backend;
+  const plans: Plan[] = [];
+  run.out.family = segmentFamily(user, head.name);
+  for (const v of head.versions) {
+    if (v.repack) continue;
+    const what = `${head.name} version ${v.version}`;
+    const { index, layout } = await repo.readIndex(v.index, what);
+    const moving = pick(layout, index.size);
+    if (!moving) continue;
+    const src = new VersionSource(b, layout, index, what, v.epoch ?? 0, repo.verified, v.index);
+    let next: Layout;
+    try {
+      next = await relayout(src, moving, run.moved, run.from, run.out, report);
+    } catch (err) {
+      // damage is not copied: the version keeps its index (check reports it)
+      if (!(err instanceof DamageError)) throw err;
+      log?.({ gc: 'repack skipped', version: what, message: err.message });
+      continue;
+    }
+    // a version's index is written only after its bytes are
+    await run.out.flush();
+    const body = encodeVersion(index, next);
+    const id = sha256hex(body);
+    await b.putIfAbsent(indexKey(id), body);
+    const refs: Refs = new Map([[indexKey(id), run.epoch]]);
+    const mine = new Set(run.out.ids);
+    for (const s of next.segments) addRef(refs, segmentKey(s), mine.has(s) ? run.epoch : (v.epoch ?? 0));
+    plans.push({ entry: v, id, refs });
+  }
+  if (!plans.length) return 0;
+  await repackHooks.step?.('written');
+  return swapIn(repo, key, user, plans, report);
 }
 
 interface Plan {

@@ -39,6 +39,12 @@ export class Repo {
   readonly written = new SegmentBytes(SEGMENT_CACHE_BYTES);
   /** folders this process linked into their parents' catalogs (catalog.ts) */
   readonly linked = new Set<string>();
+  /** where work done after an answer reports (the server's log) */
+  log: (e: Record<string, unknown>) => void = () => {};
+  /** work done after an answer, one task at a time (`later`) */
+  private work: Promise<void> = Promise.resolve();
+  private waiting = new Set<string>();
+  private closing = false;
 
   constructor(
     readonly backend: Backend,
@@ -109,7 +115,33 @@ export class Repo {
     return true;
   }
 
+  /**
+   * Runs `task` after the work before it, one task at a time in this process (a file's
+   * compaction, compact.ts): at most one waits per `key`, a closing store starts none. Its
+   * failure is logged; the store is as safe as when it began (the task's own guarantee).
+   */
+  later(key: string, task: (log: (e: Record<string, unknown>) => void) => Promise<unknown>): void {
+    if (this.closing || this.waiting.has(key)) return;
+    this.waiting.add(key);
+    this.work = this.work.then(async () => {
+      this.waiting.delete(key);
+      if (this.closing) return;
+      await task(this.log).catch((e) => this.log({ error: 'later', task: key, message: (e as Error).message }));
+    });
+  }
+
+  /** Settles once the work `later` was given has run. */
+  async idle(): Promise<void> {
+    for (let w = this.work; ; w = this.work) {
+      await w;
+      if (w === this.work) return;
+    }
+  }
+
+  /** Waits for the task running (`later`; those waiting are dropped), then closes the backend. */
   async close() {
+    this.closing = true;
+    await this.work;
     await this.backend.close();
   }
 }

@@ -9,7 +9,7 @@ import type { Source } from '../../../shared/src/chunk-index.ts';
 import type { Sink } from '../../../shared/src/sink.ts';
 import { type Backend, putNew } from './backend.ts';
 import type { Repo } from './repo.ts';
-import { compact } from './compact.ts';
+import { compactFile, maxSegments } from './compact.ts';
 import { DamageError, WriteFailed } from './errors.ts';
 import { type FileHead, type Layout, SEGMENT_BYTES, type VersionEntry, applyRetention, encodeVersion, sha256hex } from './format.ts';
 import { GcRefusal, type Refs, addRef, gcEpoch, knownAt } from './gc-state.ts';
@@ -197,10 +197,7 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
         }
         return store.repo.indexIntact(last.index);
       };
-      const final = await compact(backend, layout, index, SEGMENT_BYTES, own, store.repo.verified, family).catch((e) => {
-        throw e instanceof ProtocolError ? e : new WriteFailed(e);
-      });
-      const body = encodeVersion(index, final);
+      const body = encodeVersion(index, layout);
       const id = sha256hex(body);
       const root = Buffer.from(index.root).toString('hex');
       // what the version references, each known at an epoch: its own objects at the one read
@@ -209,7 +206,7 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
       const refs: Refs = new Map([[indexKey(id), own0]]);
       const mine = new Set(own);
       const earlier = new Set(resume?.layout.segments ?? []);
-      for (const s of final.segments) {
+      for (const s of layout.segments) {
         const key = segmentKey(s);
         if (earlier.has(s)) addRef(refs, key, resumedEpoch);
         if (copied.has(key)) addRef(refs, key, copied.get(key)!);
@@ -248,11 +245,10 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
       );
       if (unchanged) await dropOwn();
       else {
-        // own segments compaction emptied (best effort: gc collects them otherwise); no head
-        // ever referenced them
-        for (const s of own) if (!final.segments.includes(s)) await backend.delete(segmentKey(s)).catch(() => {});
         store.noteTraits(name, id, index.fastfps);
-        store.repo.noteIndex(id, index, final, body.length);
+        store.repo.noteIndex(id, index, layout, body.length);
+        // beyond the bound of segments a version reads (compact.ts): compacted after the answer
+        if (layout.segments.length > maxSegments(index.size)) store.repo.later(`compact ${store.user} ${name}`, (log) => compactFile(store.repo, store.user, name, log));
       }
       return version;
     },
