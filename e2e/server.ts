@@ -22,6 +22,11 @@ export class TestServer {
 
   constructor(private flags: string[] = []) {}
 
+  /** the server process's id (0 before it starts) */
+  get pid(): number {
+    return this.child?.pid ?? 0;
+  }
+
   async start(): Promise<this> {
     const child = spawn(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'serve', '--host', '127.0.0.1', '--port', String(this.port), '--data', this.data, ...this.flags], {
       stdio: ['ignore', 'pipe', 'inherit'],

@@ -17,6 +17,7 @@ import { card, expect, openPage, result, root, test, watchEnd } from '../../e2e/
 import { TabMetrics } from '../../e2e/metrics.ts';
 import { TestServer } from '../../e2e/server.ts';
 import { cliPush } from './cli-push.ts';
+import { settle } from './proc-cpu.ts';
 
 const MiB = 2 ** 20;
 const SIZE = Math.round(Number(process.env.GIB ?? 1) * 1024) * MiB;
@@ -42,8 +43,15 @@ test('page vs CLI: 1 GiB first upload, 30% edit and random edits, 256 MiB on the
   const load = loadavg()[0];
   const rows: string[] = [];
   const memRows: string[] = [];
+  // each sync starts once both servers are idle: one's work after an answer (a compaction of
+  // the file's segments, docs/store.md §10) does not land on the other's sync
+  const quiet = async () => {
+    const ms = await settle(new Set([server.pid, cliServer.pid]));
+    if (ms > 300) console.log(`  (the servers were busy for ${ms} ms before this sync)`);
+  };
 
   async function pageRun(p: typeof page, metrics: TabMetrics, file: string, name: string, version: number, sha: string, size: number): Promise<PageRun> {
+    await quiet();
     metrics.peak = await metrics.sample();
     await TabMetrics.responsiveness(p);
     metrics.poll(250);
@@ -64,6 +72,7 @@ test('page vs CLI: 1 GiB first upload, 30% edit and random edits, 256 MiB on the
     return { ms, report, peak: { rss: pk.rendererRss - b.rendererRss, worker: pk.workerHeap + pk.workerBuffers }, longTasks: longTasks.length, maxTimerLag };
   }
   async function cliRun(file: string, name: string, version: number, sha: string) {
+    await quiet();
     const r = await cliPush(cliServer, file, name, cache);
     expect(r.report.version).toBe(version);
     expect(await cliServer.storedSha256(name, version)).toBe(sha);
@@ -124,7 +133,8 @@ test('page vs CLI: 1 GiB first upload, 30% edit and random edits, 256 MiB on the
 - date: ${new Date().toISOString()}
 - command: \`npm run bench:page-vs-cli\` (bench/browser/page-vs-cli.bench.ts)
 - one build, two \`dsync serve\` processes on loopback (one for the page, one for the CLI, each
-  its own store); Debian's Chromium, headless, the file picked with the file control and timed
+  its own store), each sync started once both are idle (\`settle\`: the other's compaction after
+  an answer, docs/store.md §10, lands on no sync); Debian's Chromium, headless, the file picked with the file control and timed
   to its card showing the result (\`watchEnd\` in e2e/fixtures.ts); the CLI is
   \`dsync push FILE --json\`, timed from start to exit. Pseudo-random (incompressible) files;
   the aligned edit rewrites the first 30% of every MiB; each random edit (\`randomEdits\` in

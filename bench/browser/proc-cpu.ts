@@ -14,3 +14,19 @@ export function cpu(pids: Set<number>): number {
   }
   return s;
 }
+
+/**
+ * Waits until the processes with these ids are idle: at most `maxCpu` CPU seconds over a
+ * quarter second (their work after an answer, such as a store's compaction, done), or `limitMs`
+ * passed. Returns how long it waited.
+ */
+export async function settle(pids: Set<number>, maxCpu = 0.02, limitMs = 30_000): Promise<number> {
+  const t0 = Date.now();
+  for (let c = cpu(pids); Date.now() - t0 < limitMs; ) {
+    await new Promise((r) => setTimeout(r, 250));
+    const now = cpu(pids);
+    if (now - c <= maxCpu) break;
+    c = now;
+  }
+  return Date.now() - t0;
+}
