@@ -27,7 +27,10 @@ test('a full disk: the push gets a clear Error within a second of the failure, e
     assert.equal(err.code, ErrorCode.Internal);
     assert.match(err.message, /disk is full/);
     assert.ok(!phases.includes('retrying'), 'a full disk is not retried');
-    const logged = s.logs.find((e) => e.op === 'push' && e.error === ErrorCode.Internal);
+    // (the server's log line comes through its stdout, which may be read after its Error)
+    const find = () => s.logs.find((e) => e.op === 'push' && e.error === ErrorCode.Internal);
+    for (let t = 0; t < 100 && !find(); t++) await new Promise((r) => setTimeout(r, 20));
+    const logged = find();
     assert.ok(logged, JSON.stringify(s.logs));
     assert.match(String(logged.message), /ENOSPC|no space/i);
     const lag = failedAt - (logged.t as number);
