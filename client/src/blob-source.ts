@@ -293,13 +293,13 @@ export function blobSource(file: Blob, o: BlobSourceOptions = {}): Source {
         if (!pieces) return Promise.reject(new Error('a run without its bytes'));
         // where each buffer's first byte is in the file (taken before they are handed over):
         // the pass's slices come back to those kept (`Recent`), others go to the pool
-        const starts: number[] = [];
+        const starts = new Map<ArrayBufferLike, number>();
         let at = offset;
         for (const p of pieces) {
-          starts.push(at - p.byteOffset);
+          if (!starts.has(p.buffer)) starts.set(p.buffer, at - p.byteOffset);
           at += p.length;
         }
-        const where = pieceBuffers(pieces).map((b) => starts[pieces.findIndex((p) => p.buffer === b)]);
+        const where = pieceBuffers(pieces).map((b) => starts.get(b)!);
         return hashRun(offset, lengths, algo, pieces, (spent) => spent.forEach((b, i) => recent?.handBack(where[i], b) || giveBuffers([new Uint8Array(b)])));
       },
     }),

@@ -15,16 +15,16 @@ import type { Repo } from './repo.ts';
 /** Segments a version may reference beyond the fewest its size needs. */
 export const FRAGMENT_SLACK = 64;
 
-export const maxSegments = (size: number, segmentBytes = SEGMENT_BYTES) => Math.ceil(size / segmentBytes) + FRAGMENT_SLACK;
+export const maxSegments = (size: number) => Math.ceil(size / SEGMENT_BYTES) + FRAGMENT_SLACK;
 
 /**
  * The segments whose bytes move so that `layout` (of a version of `size` bytes) is down to
  * half the slack, so that the next compactions are many commits away: the least-contributing
  * first. Null within the bound.
  */
-export function fragments(layout: Layout, size: number, segmentBytes = SEGMENT_BYTES): Set<string> | null {
-  if (layout.segments.length <= maxSegments(size, segmentBytes)) return null;
-  const limit = Math.ceil(size / segmentBytes) + FRAGMENT_SLACK / 2;
+export function fragments(layout: Layout, size: number): Set<string> | null {
+  if (layout.segments.length <= maxSegments(size)) return null;
+  const limit = Math.ceil(size / SEGMENT_BYTES) + FRAGMENT_SLACK / 2;
   const contribution = new Array<number>(layout.segments.length).fill(0);
   for (const e of layout.extents) contribution[e.seg] += e.length;
   const order = contribution.map((c, seg) => ({ c, seg })).sort((a, b) => a.c - b.c);
@@ -32,7 +32,7 @@ export function fragments(layout: Layout, size: number, segmentBytes = SEGMENT_B
   const moved = new Set<string>();
   let bytes = 0;
   for (const { c, seg } of order) {
-    if (layout.segments.length - moved.size + Math.ceil(bytes / segmentBytes) <= limit) break;
+    if (layout.segments.length - moved.size + Math.ceil(bytes / SEGMENT_BYTES) <= limit) break;
     moved.add(layout.segments[seg]);
     bytes += c;
   }
@@ -46,7 +46,7 @@ export async function compactFile(repo: Repo, user: string, name: string, log?: 
   const got = await repo.backend.getHead(key);
   if (!got) return 0;
   const report = emptyReport();
-  const n = await repackHead(repo, key, user, parseFileHead(got.body, key), (layout, size) => fragments(layout, size), await newRun(repo), report, log);
+  const n = await repackHead(repo, key, user, parseFileHead(got.body, key), fragments, await newRun(repo), report, log);
   log?.({ event: 'compacted', user, name, versions: n, bytes: report.bytes, dropped: report.dropped });
   return n;
 }
