@@ -82,6 +82,19 @@ test('ls, log, mv, restore and rm', async () => {
   }
 });
 
+test('a new token never starts with "-": `--token TOKEN` reads it as the value, not as an option', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-cli-tokens-'));
+  try {
+    const users = path.join(dir, 'users.json');
+    // one in 64 base64url tokens would start with '-': 500 draws miss that with odds under 1e-3
+    const tokens = Array.from({ length: 500 }, () => addUser(users, 'ann', undefined, { replace: true }));
+    assert.deepEqual(tokens.filter((t) => t.startsWith('-')), []);
+    assert.equal(new Set(tokens).size, 500);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('with accounts: the REST commands send --token (or DSYNC_TOKEN) and fail with status 1 without it', async () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'dsync-cli-manage-'));
   const users = path.join(dir, 'users.json');

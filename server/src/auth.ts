@@ -197,6 +197,15 @@ function readUsers(file: string): UserEntry[] {
   return users;
 }
 
+/** A new token: 24 random bytes in base64url, never starting with '-' (`dsync … --token TOKEN`
+ *  would read such a token as an option). */
+function newToken(): string {
+  for (;;) {
+    const t = randomBytes(24).toString('base64url');
+    if (t[0] !== '-') return t;
+  }
+}
+
 /**
  * Adds a user to a users file (created if missing, readable by its owner only, replaced whole
  * so that a server reading it never sees half of it); returns the new token. An existing user
@@ -207,7 +216,7 @@ export function addUser(file: string, name: string, password?: string, { replace
   const all = existsSync(file) ? readUsers(file) : [];
   if (!replace && all.some((u) => u.name === name)) throw new Error(`${name} already has an account in ${file}; --force replaces its token and password`);
   const users = all.filter((u) => u.name !== name);
-  const token = randomBytes(24).toString('base64url');
+  const token = newToken();
   const entry: UserEntry = { name, tokenSha256: sha256(token).toString('hex') };
   if (password) entry.password = hashPassword(password);
   users.push(entry);
