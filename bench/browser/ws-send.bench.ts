@@ -2,10 +2,14 @@
 // or `send(new Blob([frame]))`, in frames of 8 KiB to 1 MiB, from a worker to a `ws` sink on
 // loopback (no permessage-deflate), at most 16 MiB buffered. Wall time in the worker and CPU
 // seconds of every process of this Chromium (/proc), per 256 MiB sent; each way twice,
-// interleaved. Sets BLOB_FRAME_MIN in shared/src/conn.ts.
+// interleaved. Sets BLOB_FRAME_MIN in shared/src/conn.ts. Then 1 MiB frames built as a Delta
+// message would be if its literal pieces went as slices of a picked file: a Blob of a 16-byte
+// header and a file slice per piece, pieces of 8 KiB to 1 MiB (against `new Blob([frame])`).
 //   npm run bench:ws-send
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import { WebSocketServer } from 'ws';
+import { writePseudoRandomFile } from '../../e2e/data.ts';
 import { test } from '../../e2e/fixtures.ts';
 import { cpu } from './proc-cpu.ts';
 
@@ -19,41 +23,52 @@ const WORKER = `onmessage = async ({ data: m }) => {
   await new Promise((r) => (ws.onopen = r));
   const frame = new Uint8Array(m.size);
   for (let i = 0; i < frame.length; i += 4096) frame[i] = i;
+  const head = new Uint8Array(16);
+  let at = 0;
   const t = performance.now();
   for (let sent = 0; sent < m.total; sent += m.size) {
     while (ws.bufferedAmount > (16 << 20)) await new Promise((r) => setTimeout(r, 2));
-    ws.send(m.mode === 'ArrayBuffer' ? frame : new Blob([frame]));
+    if (m.mode === 'file slices') {
+      const parts = [];
+      for (let i = 0; i < m.size / m.piece; i++, at = (at + m.piece) % (m.file.size - m.piece)) parts.push(head, m.file.slice(at, at + m.piece));
+      ws.send(new Blob(parts));
+    } else ws.send(m.mode === 'ArrayBuffer' ? frame : new Blob([frame]));
   }
   await new Promise((r) => { ws.onmessage = r; ws.send('end'); });
   postMessage(performance.now() - t);
   ws.close();
 };`;
 
-test('a WebSocket frame sent as an ArrayBuffer or as a Blob', async ({ page, browser }) => {
+test('a WebSocket frame sent as an ArrayBuffer or as a Blob', async ({ page, browser, dir }) => {
   const sink = new WebSocketServer({ port: 0, host: '127.0.0.1', perMessageDeflate: false });
   sink.on('connection', (ws) => ws.on('message', (_d, binary) => binary || ws.send('ok')));
   await new Promise((r) => sink.on('listening', r));
   const url = `ws://127.0.0.1:${(sink.address() as AddressInfo).port}`;
   try {
-    await page.setContent('<p>ws-send</p>');
+    const picked = path.join(dir, 'picked.bin');
+    await writePseudoRandomFile(picked, 64 * MiB, 7);
+    await page.setContent('<input type="file">');
+    await page.locator('input').setInputFiles(picked);
     await page.evaluate((src) => {
       const w = new Worker(URL.createObjectURL(new Blob([src], { type: 'text/javascript' })));
-      (window as unknown as { run: unknown }).run = (m: unknown) => new Promise((res) => ((w.onmessage = (e) => res(e.data)), w.postMessage(m)));
+      const file = document.querySelector('input')!.files![0];
+      (window as unknown as { run: unknown }).run = (m: object) => new Promise((res) => ((w.onmessage = (e) => res(e.data)), w.postMessage({ ...m, file })));
     }, WORKER);
     const cdp = await browser.newBrowserCDPSession();
     const pids = new Set((await cdp.send('SystemInfo.getProcessInfo')).processInfo.map((p) => p.id));
     const rows = new Map<string, string[]>();
+    const measure = async (label: string, round: number, m: { size: number; mode: string; total: number; piece?: number }) => {
+      const c0 = cpu(pids);
+      const ms = (await page.evaluate((m) => (window as unknown as { run(m: object): Promise<number> }).run(m), { url, ...m })) as number;
+      const per = (x: number) => (x * (256 * MiB)) / m.total;
+      rows.set(label, [...(rows.get(label) ?? []), `${Math.round(per(ms))} ms, ${per(cpu(pids) - c0).toFixed(2)} s`]);
+      if (round === 1) console.log(`| ${label} | ${rows.get(label)!.join(' · ')} |`);
+    };
     for (const round of [0, 1])
       for (const size of [8 * KiB, 32 * KiB, 64 * KiB, 128 * KiB, 256 * KiB, MiB])
-        for (const mode of ['ArrayBuffer', 'Blob']) {
-          const total = size < 64 * KiB ? 32 * MiB : 128 * MiB;
-          const c0 = cpu(pids);
-          const ms = (await page.evaluate((m) => (window as unknown as { run(m: unknown): Promise<number> }).run(m), { url, size, mode, total })) as number;
-          const per = (x: number) => (x * (256 * MiB)) / total;
-          const label = `${size / KiB} KiB frames, ${mode}`;
-          rows.set(label, [...(rows.get(label) ?? []), `${Math.round(per(ms))} ms, ${per(cpu(pids) - c0).toFixed(2)} s`]);
-          if (round === 1) console.log(`| ${label} | ${rows.get(label)!.join(' · ')} |`);
-        }
+        for (const mode of ['ArrayBuffer', 'Blob']) await measure(`${size / KiB} KiB frames, ${mode}`, round, { size, mode, total: size < 64 * KiB ? 32 * MiB : 128 * MiB });
+    for (const round of [0, 1])
+      for (const piece of [8 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB]) await measure(`1 MiB frames, file slices of ${piece / KiB} KiB`, round, { size: MiB, mode: 'file slices', piece, total: piece < 64 * KiB ? 32 * MiB : 128 * MiB });
   } finally {
     sink.close();
   }
