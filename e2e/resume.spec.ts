@@ -14,9 +14,12 @@ test('an upload interrupted by a server restart resumes from what the server had
   const sha = await writePseudoRandomFile(file, size);
   await openPage(page, server.url);
   await page.getByTestId('file-input').setInputFiles(file);
-  // a checkpoint of the upload is listed (the name's uploads head): kill the server then
+  // a checkpoint of the upload is listed (a generation of the name's uploads head, `<key>@h/<n>`,
+  // server/src/store/local.ts; its folder and temporary file come before it): kill the server then
   const uploads = path.join(server.data, 'ns', 'local', 'uploads');
-  await expect.poll(() => existsSync(uploads) && readdirSync(uploads).length > 0, { timeout: 60_000, intervals: [20] }).toBe(true);
+  const listed = () => existsSync(uploads) && readdirSync(uploads).some((h) => h.endsWith('@h') && readdirSync(path.join(uploads, h)).some((g) => /^\d+$/.test(g)));
+  await expect.poll(listed, { timeout: 60_000, intervals: [20] }).toBe(true);
+  const atKill = JSON.stringify(readdirSync(uploads).map((h) => [h, readdirSync(path.join(uploads, h))]));
   await server.kill();
   await expect(page.getByTestId('server-status')).toContainText('Server unreachable', { timeout: 30_000 });
   await server.start();
@@ -25,6 +28,6 @@ test('an upload interrupted by a server restart resumes from what the server had
   const report = JSON.parse((await card(page, 'film.bin').getByTestId('result').getAttribute('data-report'))!);
   // the chunks the server had written by its first checkpoint (16 MiB) were not sent again by
   // the attempt that stored the file (the report's traffic counts every attempt)
-  expect(report.literalBytes).toBeLessThan(size - (8 << 20));
+  expect(report.literalBytes, `uploads at the kill: ${atKill}; the server's log:\n${server.log.join('\n')}`).toBeLessThan(size - (8 << 20));
   expect(await server.storedSha256('film.bin', 1)).toBe(sha);
 });

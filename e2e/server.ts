@@ -11,6 +11,8 @@ import { Repo } from '../server/src/store/repo.ts';
 import { localBackend } from '../server/src/store/local.ts';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+/** Log lines a TestServer keeps. */
+const LOG_LINES = 200;
 
 export class TestServer {
   private child: ChildProcess | null = null;
@@ -19,6 +21,8 @@ export class TestServer {
   /** the single-user namespace's store (read-only use: version numbers and bytes) */
   readonly store = new Store(new Repo(localBackend(this.data)), 'local');
   private port = 0;
+  /** the server's last log lines, across restarts */
+  readonly log: string[] = [];
 
   constructor(private flags: string[] = []) {}
 
@@ -47,7 +51,14 @@ export class TestServer {
       child.stdout!.on('data', onData);
       child.once('exit', onExit);
     });
-    child.stdout!.resume();
+    // (its log lines are kept, the last LOG_LINES of them, for a test's message on failure)
+    let rest = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      const lines = (rest + d).split('\n');
+      rest = lines.pop()!;
+      this.log.push(...lines);
+      this.log.splice(0, this.log.length - LOG_LINES);
+    });
     this.port = Number(new URL(this.url).port); // a restart keeps the address the page uses
     return this;
   }
