@@ -28,6 +28,6 @@ test('an upload interrupted by a server restart resumes from what the server had
   const report = JSON.parse((await card(page, 'film.bin').getByTestId('result').getAttribute('data-report'))!);
   // the chunks the server had written by its first checkpoint (16 MiB) were not sent again by
   // the attempt that stored the file (the report's traffic counts every attempt)
-  expect(report.literalBytes, `uploads at the kill: ${atKill}; the server's log:\n${server.log.join('\n')}`).toBeLessThan(size - (8 << 20));
+  expect(report.literalBytes, `uploads at the kill: ${atKill}; the server's log:\n${server.log.map((e) => JSON.stringify(e)).join('\n')}`).toBeLessThan(size - (8 << 20));
   expect(await server.storedSha256('film.bin', 1)).toBe(sha);
 });

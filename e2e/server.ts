@@ -7,11 +7,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Store } from '../server/src/store.ts';
+import { onLogLines } from '../harness/serve-process.ts';
 import { Repo } from '../server/src/store/repo.ts';
 import { localBackend } from '../server/src/store/local.ts';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
-/** Log lines a TestServer keeps. */
+/** Log events a TestServer keeps. */
 const LOG_LINES = 200;
 
 export class TestServer {
@@ -21,8 +22,8 @@ export class TestServer {
   /** the single-user namespace's store (read-only use: version numbers and bytes) */
   readonly store = new Store(new Repo(localBackend(this.data)), 'local');
   private port = 0;
-  /** the server's last log lines, across restarts */
-  readonly log: string[] = [];
+  /** the server's last log events, across restarts */
+  readonly log: Record<string, unknown>[] = [];
 
   constructor(private flags: string[] = []) {}
 
@@ -51,13 +52,10 @@ export class TestServer {
       child.stdout!.on('data', onData);
       child.once('exit', onExit);
     });
-    // (its log lines are kept, the last LOG_LINES of them, for a test's message on failure)
-    let rest = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      const lines = (rest + d).split('\n');
-      rest = lines.pop()!;
-      this.log.push(...lines);
-      this.log.splice(0, this.log.length - LOG_LINES);
+    // (its log events are kept, the last LOG_LINES of them, for a test's message on failure)
+    onLogLines(child, (e) => {
+      this.log.push(e);
+      if (this.log.length > LOG_LINES) this.log.shift();
     });
     this.port = Number(new URL(this.url).port); // a restart keeps the address the page uses
     return this;
