@@ -16,6 +16,7 @@ import { HttpError, call } from './api.ts';
 import { blobSource } from './blob-source.ts';
 import { type Dir, HandleTree, named } from './handle-tree.ts';
 import { StoredState } from './folder-state.ts';
+import { PageSocket } from './worker-socket.ts';
 
 /** A pass at least this often whatever the watchers said; with a FileSystemObserver that
  *  works, every SYNC_RESCAN_MS, as the CLI's --watch. Changes reported within SYNC_SETTLE_MS of
@@ -49,7 +50,7 @@ export class PageFolder extends ApiFolder {
     url: string,
     known: KnownVersions,
   ) {
-    super({ call, statusOf: (e) => (e instanceof HttpError ? e.status : undefined), folder, url, WebSocket, known });
+    super({ call, statusOf: (e) => (e instanceof HttpError ? e.status : undefined), folder, url, WebSocket: PageSocket, known });
   }
 
   async push(p: string, basisVersion: number) {

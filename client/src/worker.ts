@@ -1,6 +1,6 @@
 /**
- * The sync worker: chunking, hashing (the wasm module) and the WebSocket sessions run here, off
- * the page's main thread. Files are read in slices (Blob.slice), never whole; a downloaded file
+ * The sync worker: chunking, hashing (the wasm module) and the sessions run here, off the page's
+ * main thread; their sockets run in a worker of their own where one starts (worker-socket.ts). Files are read in slices (Blob.slice), never whole; a downloaded file
  * is collected into Blobs, which the browser may keep on disk.
  */
 import type { Source } from '../../shared/src/chunk-index.ts';
@@ -17,6 +17,7 @@ import type { Sink } from '../../shared/src/sink.ts';
 import { type Progress, pull } from '../../shared/src/sync-client.ts';
 import { fetchWhileBusy } from '../../shared/src/busy.ts';
 import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
+import { PageSocket, type PageSocketLike } from './worker-socket.ts';
 import { FolderSync, type FolderFromWorker, type FolderToWorker, isFolderMessage } from './folder-sync.ts';
 
 /** The wasm module, fetched from the server at start-up; a fetch that failed (the server was
@@ -48,7 +49,7 @@ class Cancelled extends Error {
 
 /** The job each socket works for now (a pooled socket changes hands): a cancelled job's
  *  socket sends nothing more. */
-const owner = new WeakMap<WebSocket, Job>();
+const owner = new WeakMap<PageSocketLike, Job>();
 
 /** One running transfer: its sockets (to close on cancel) and where it has got to. */
 class Job {
@@ -56,7 +57,7 @@ class Job {
   /** a socket of this job has opened: a later loss is "lost", not "unreachable" */
   connected = false;
   step: Step = 'connecting';
-  readonly sockets = new Set<WebSocket>();
+  readonly sockets = new Set<PageSocketLike>();
   private lastPost = 0;
   /** whether this step's progress has been posted with bytes done */
   private moved = false;
@@ -75,24 +76,24 @@ class Job {
     post({ kind: 'progress', id: this.id, step, done, total });
   }
 
-  /** The WebSocket constructor this job hands the sync client: it tracks the job's sockets. */
+  /** The WebSocket constructor this job hands the sync client: it tracks the job's sockets,
+   *  and a cancelled job's socket refuses to send. */
   webSocket(): WebSocketCtor {
     const job = this;
-    return class extends WebSocket {
-      constructor(url: string) {
-        if (job.cancelled) throw new Cancelled();
-        super(url);
-        owner.set(this, job);
-        job.sockets.add(this);
-        this.addEventListener('open', () => (job.connected = true));
-        this.addEventListener('close', () => job.sockets.delete(this));
-      }
-
-      send(data: string | ArrayBufferLike | Blob | ArrayBufferView) {
-        if (owner.get(this)?.cancelled) throw new Cancelled();
-        super.send(data as ArrayBufferView);
-      }
-    };
+    return function JobSocket(url: string) {
+      if (job.cancelled) throw new Cancelled();
+      const ws = new PageSocket(url);
+      owner.set(ws, job);
+      job.sockets.add(ws);
+      ws.addEventListener('open', () => (job.connected = true));
+      ws.addEventListener('close', () => job.sockets.delete(ws));
+      const send = ws.send.bind(ws);
+      ws.send = (data: Uint8Array | Blob) => {
+        if (owner.get(ws)?.cancelled) throw new Cancelled();
+        send(data);
+      };
+      return ws;
+    } as unknown as WebSocketCtor;
   }
 
   /** `file` as a Source (blob-source.ts); `onRead(end)` sees how far each read reached. Its
@@ -219,7 +220,7 @@ const knownOf = (user: string) => {
 /** Sockets kept open between transfers (connection-pool.ts): a folder's files, or a re-sync
  *  after an edit, skip the TCP and WebSocket handshakes. The server closes one left idle. */
 const KEEP_IDLE = 2;
-const connections = new ConnectionPool(WebSocket, KEEP_IDLE);
+const connections = new ConnectionPool(PageSocket, KEEP_IDLE);
 
 /** The pool's connections as `job` takes them: a new one is opened with the job's WebSocket
  *  (a failure to open throws the sync client's own ConnectionLost, so its retries and messages
@@ -229,13 +230,13 @@ function connectionsOf(job: Job): Connections {
   return {
     take: async (url) => {
       const c = await connections.take(url, job.webSocket());
-      job.sockets.add(c.ws as WebSocket);
-      owner.set(c.ws as WebSocket, job);
+      job.sockets.add(c.ws as PageSocketLike);
+      owner.set(c.ws as PageSocketLike, job);
       job.connected = true;
       return c;
     },
     give: (c: Conn) => {
-      job.sockets.delete(c.ws as WebSocket);
+      job.sockets.delete(c.ws as PageSocketLike);
       connections.give(c, !job.cancelled);
     },
   };

@@ -40,6 +40,9 @@ export interface WebSocketLike {
   send(data: Uint8Array | Blob, options?: { compress?: boolean }, done?: (err?: Error) => void): void;
   close(code?: number, reason?: string): void;
   addEventListener(type: string, listener: (ev: any) => void): void;
+  /** a socket that sends Blobs as a browser's own does, in another thread
+   *  (client/src/worker-socket.ts) */
+  readonly takesBlobs?: boolean;
   /** `ws` only: stop / restart reading from the socket */
   pause?: () => void;
   resume?: () => void;
@@ -132,7 +135,8 @@ export class Conn {
   private limits: Limits;
   private maxQueued: number;
   private maxBuffered: number;
-  /** a browser's (or Node's own) WebSocket, which sends Blobs; `ws` does not take them */
+  /** a browser's (or Node's own) WebSocket, or one in another thread, which sends Blobs; `ws`
+   *  does not take them */
   private readonly native: boolean;
   /** a session runs on it (`session`) */
   private inSession = false;
@@ -161,7 +165,7 @@ export class Conn {
     this.limits = opts.limits ?? DEFAULT_LIMITS;
     this.maxQueued = opts.maxQueuedBytes ?? MAX_IN_FLIGHT;
     this.maxBuffered = opts.maxBufferedBytes ?? 4 << 20;
-    this.native = typeof WebSocket === 'function' && ws instanceof WebSocket;
+    this.native = (typeof WebSocket === 'function' && ws instanceof WebSocket) || ws.takesBlobs === true;
     ws.binaryType = 'arraybuffer';
     ws.addEventListener('message', (ev: { data: unknown }) => {
       if (this.ending) return; // after our Error or close, nothing more is read into memory
