@@ -4,6 +4,7 @@
  * the thread that owns it turns its event loop; in the sync worker those turns wait for the
  * chunking, so the socket stood still while the file was chunked. Here nothing else runs.
  */
+import { DrainRate } from '../../shared/src/drain-rate.ts';
 import type { FromSocket, ToSocket } from './worker-socket.ts';
 
 const scope = self as unknown as Worker;
@@ -17,13 +18,17 @@ interface Socket {
   /** bytes taken from the sync worker */
   got: number;
   reporting: boolean;
+  /** the rate it sends at, sampled at each report */
+  drain: DrainRate;
 }
 const sockets = new Map<number, Socket>();
 
-/** Reports the bytes `s` took and still holds, again every REPORT_MS while it holds some. */
+/** Reports the bytes `s` took and still holds, and the rate it sends at, again every REPORT_MS
+ *  while it holds some. */
 function report(id: number, s: Socket) {
   const buffered = s.ws.bufferedAmount;
-  post({ ev: 'sent', id, got: s.got, buffered });
+  s.drain.see(s.got, buffered);
+  post({ ev: 'sent', id, got: s.got, buffered, rate: s.drain.rate() });
   s.reporting = buffered > 0 && sockets.has(id);
   if (s.reporting) setTimeout(() => report(id, s), REPORT_MS);
 }
@@ -40,7 +45,7 @@ scope.onmessage = (e: MessageEvent<ToSocket>) => {
       return;
     }
     ws.binaryType = 'arraybuffer';
-    const s: Socket = { ws, got: 0, reporting: false };
+    const s: Socket = { ws, got: 0, reporting: false, drain: new DrainRate() };
     sockets.set(m.id, s);
     ws.onopen = () => post({ ev: 'open', id: m.id, extensions: ws.extensions });
     ws.onmessage = (ev: MessageEvent<ArrayBuffer | string>) => post({ ev: 'message', id: m.id, data: ev.data }, typeof ev.data === 'string' ? [] : [ev.data]);

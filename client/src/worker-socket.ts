@@ -19,8 +19,9 @@ export type FromSocket =
   | { ev: 'message'; id: number; data: ArrayBuffer | string }
   | { ev: 'error'; id: number; message?: string }
   | { ev: 'close'; id: number; code: number; reason: string }
-  /** the socket has taken `got` bytes in all and holds `buffered` of them unsent */
-  | { ev: 'sent'; id: number; got: number; buffered: number };
+  /** the socket has taken `got` bytes in all and holds `buffered` of them unsent; it sends at
+   *  `rate` (bytes per ms, drain-rate.ts; null: it cannot tell yet) */
+  | { ev: 'sent'; id: number; got: number; buffered: number; rate: number | null };
 
 /** The socket worker, started with the first socket; null where it cannot start (a browser
  *  without workers in workers) or failed to. */
@@ -58,6 +59,7 @@ export class WorkerSocket implements WebSocketLike {
   private posted = 0;
   private got = 0;
   private buffered = 0;
+  private rate: number | null = null;
   private readonly listeners = new Map<string, ((ev: unknown) => void)[]>();
 
   constructor(url: string, private readonly worker: Worker) {
@@ -66,9 +68,15 @@ export class WorkerSocket implements WebSocketLike {
   }
 
   /** Bytes sent and not yet on the wire: those on their way to the socket worker, and those its
-   *  socket holds (as last reported). */
+   *  socket holds (as last reported, up to socket-worker.ts REPORT_MS and a thread's turn ago). */
   get bufferedAmount(): number {
     return this.posted - this.got + this.buffered;
+  }
+
+  /** The rate its socket sends at, as the socket worker measured it (`Conn.wireRate`: this
+   *  side's `bufferedAmount` lags, and a burst that left at once looked like a slow wire). */
+  wireRate(): number | null {
+    return this.rate;
   }
 
   send(data: Uint8Array | Blob): void {
@@ -99,6 +107,7 @@ export class WorkerSocket implements WebSocketLike {
       case 'sent':
         this.got = m.got;
         this.buffered = m.buffered;
+        this.rate = m.rate;
         return;
       case 'open':
         if (this.readyState === 0) this.readyState = 1;

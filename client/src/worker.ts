@@ -1,7 +1,8 @@
 /**
  * The sync worker: chunking, hashing (the wasm module) and the sessions run here, off the page's
- * main thread; their sockets run in a worker of their own where one starts (worker-socket.ts). Files are read in slices (Blob.slice), never whole; a downloaded file
- * is collected into Blobs, which the browser may keep on disk.
+ * main thread; their sockets run in a worker of their own where one starts (worker-socket.ts).
+ * Files are read in slices (Blob.slice), never whole; a downloaded file is collected into
+ * Blobs, which the browser may keep on disk.
  */
 import type { Source } from '../../shared/src/chunk-index.ts';
 import { blobSource } from './blob-source.ts';

@@ -10,6 +10,7 @@
  */
 import { giveBuffers, takeBuffer } from './buffers.ts';
 import { decode, deltaRunHead, encode } from './codec.ts';
+import { DrainRate } from './drain-rate.ts';
 import type { Message } from './messages.ts';
 import { DEFAULT_LIMITS, type Limits, MAX_IN_FLIGHT } from './limits.ts';
 import { ErrorCode, Msg, ProtocolError } from './protocol.ts';
@@ -43,6 +44,8 @@ export interface WebSocketLike {
   /** a socket that sends Blobs as a browser's own does, in another thread
    *  (client/src/worker-socket.ts) */
   readonly takesBlobs?: boolean;
+  /** such a socket's own `DrainRate` (drain-rate.ts), as its thread last saw it */
+  wireRate?(): number | null;
   /** `ws` only: stop / restart reading from the socket */
   pause?: () => void;
   resume?: () => void;
@@ -95,9 +98,6 @@ const FRAME_ROOM = (1 << 20) + (64 << 10);
  *  1.4 s (`npm run bench:ws-send`, bench/results/page-vs-cli.md). */
 const BLOB_FRAME_MIN = 64 << 10;
 
-/** The time constant of `Conn.wireRate`'s average, and how much time it needs to tell. */
-const RATE_TAU_MS = 1000;
-const RATE_MIN_MS = 50;
 
 export interface ConnOptions {
   limits?: Limits;
@@ -114,13 +114,11 @@ export class Conn {
   /** digest length of the session's strong hash; set once Hello is known */
   hashLen = 32;
   readonly traffic: Traffic = { checksumList: 0, matchTokens: 0, basisChecksums: 0, delta: 0, control: 0, total: 0 };
-  /** bytes handed to the socket, and `wireRate`'s state */
+  /** bytes handed to the socket, and the rate it sends them at (`wireRate`) */
   private sentBytes = 0;
-  private rateSample: { t: number; drained: number; buffered: number } | null = null;
-  private fullMs = 0;
+  private readonly sendRate = new DrainRate();
   /** when `hasRoom` last found no room (performance.now()) */
   private lastFull = -Infinity;
-  private drainedWhileFull = 0;
   /** milliseconds spent waiting in recv() — the rest of a session's time is work */
   waitedMs = 0;
   /** chunk bytes sent in Delta Runs (sendDeltaRun) */
@@ -301,7 +299,7 @@ export class Conn {
   /** Whether the socket's send buffer has room: a `send` now would not wait. */
   hasRoom(): boolean {
     const buffered = this.ws.bufferedAmount;
-    this.sampleRate(buffered);
+    this.sendRate.see(this.sentBytes, buffered);
     if (buffered <= this.maxBuffered) return true;
     this.lastFull = performance.now();
     return false;
@@ -312,24 +310,11 @@ export class Conn {
     return performance.now() - this.lastFull <= ms;
   }
 
-  /** The rate (bytes per ms) at which the socket has sent what it buffered, over about the last
-   *  second (RATE_TAU_MS, decaying) of the times it held bytes throughout (between two `hasRoom`
-   *  that found it not empty: the wire's, or the peer's, pace, not the sender's); null until it
-   *  held bytes for RATE_MIN_MS. */
+  /** The rate (bytes per ms) at which the socket has sent what it buffered (drain-rate.ts), as
+   *  `hasRoom` saw it, or as a socket in another thread saw it itself (`WebSocketLike.wireRate`:
+   *  there `bufferedAmount` lags what the socket holds); null until it can tell. */
   wireRate(): number | null {
-    return this.fullMs >= RATE_MIN_MS ? this.drainedWhileFull / this.fullMs : null;
-  }
-
-  private sampleRate(buffered: number) {
-    const t = performance.now();
-    const drained = this.sentBytes - buffered;
-    const last = this.rateSample;
-    if (last && last.buffered > 0 && buffered > 0 && t > last.t) {
-      const d = Math.exp(-(t - last.t) / RATE_TAU_MS);
-      this.fullMs = this.fullMs * d + (t - last.t);
-      this.drainedWhileFull = this.drainedWhileFull * d + (drained - last.drained);
-    }
-    this.rateSample = { t, drained, buffered };
+    return this.ws.wireRate ? this.ws.wireRate() : this.sendRate.rate();
   }
 
   /** Sends a message, first waiting while the socket's send buffer is full (`wait: false`: a
