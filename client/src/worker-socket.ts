@@ -52,8 +52,6 @@ export class WorkerSocket implements WebSocketLike {
   binaryType = 'arraybuffer';
   readyState = 0;
   extensions = '';
-  /** it sends Blobs, as the browser's own socket (shared/src/conn.ts) */
-  readonly takesBlobs = true;
   private readonly id = nextId++;
   /** bytes handed over, and what the socket worker last reported of them */
   private posted = 0;

@@ -41,10 +41,8 @@ export interface WebSocketLike {
   send(data: Uint8Array | Blob, options?: { compress?: boolean }, done?: (err?: Error) => void): void;
   close(code?: number, reason?: string): void;
   addEventListener(type: string, listener: (ev: any) => void): void;
-  /** a socket that sends Blobs as a browser's own does, in another thread
-   *  (client/src/worker-socket.ts) */
-  readonly takesBlobs?: boolean;
-  /** such a socket's own `DrainRate` (drain-rate.ts), as its thread last saw it */
+  /** a browser's socket run in another thread (client/src/worker-socket.ts): the rate it sends
+   *  at, its own `DrainRate` (drain-rate.ts) as that thread last saw it; it sends Blobs */
   wireRate?(): number | null;
   /** `ws` only: stop / restart reading from the socket */
   pause?: () => void;
@@ -97,7 +95,6 @@ const FRAME_ROOM = (1 << 20) + (64 << 10);
  *  1 MiB, ArrayBuffer 4.4 / 2.6 / 2.6 / 2.4 / 2.3 / 3.8 s, Blob 17.1 / 5.0 / 3.0 / 2.1 / 1.8 /
  *  1.4 s (`npm run bench:ws-send`, bench/results/page-vs-cli.md). */
 const BLOB_FRAME_MIN = 64 << 10;
-
 
 export interface ConnOptions {
   limits?: Limits;
@@ -163,7 +160,7 @@ export class Conn {
     this.limits = opts.limits ?? DEFAULT_LIMITS;
     this.maxQueued = opts.maxQueuedBytes ?? MAX_IN_FLIGHT;
     this.maxBuffered = opts.maxBufferedBytes ?? 4 << 20;
-    this.native = (typeof WebSocket === 'function' && ws instanceof WebSocket) || ws.takesBlobs === true;
+    this.native = (typeof WebSocket === 'function' && ws instanceof WebSocket) || ws.wireRate !== undefined;
     ws.binaryType = 'arraybuffer';
     ws.addEventListener('message', (ev: { data: unknown }) => {
       if (this.ending) return; // after our Error or close, nothing more is read into memory
