@@ -19,6 +19,9 @@ export interface ServerConfig {
   /** /api/health reads one small object of the store and answers 503 when that fails or takes
    *  longer than this (its answer is reused for HEALTH_CACHE_MS) */
   healthTimeoutMs: number;
+  /** /api/health also writes one small object (its own probe head) and answers 503 when that
+   *  fails or takes longer than this (its answer is reused for HEALTH_WRITE_CACHE_MS) */
+  healthWriteTimeoutMs: number;
   /** versions kept per file, the latest always among them (0: every version) */
   keepVersions: number;
   /** days a version is kept, the latest always (0: forever) */
@@ -124,6 +127,7 @@ export const DEFAULTS: ServerConfig = {
   s3Endpoint: '',
   storeTimeoutMs: 20_000,
   healthTimeoutMs: 1_500,
+  healthWriteTimeoutMs: 1_500,
   keepVersions: 0,
   keepDays: 0,
   gcIntervalMs: 3_600_000,
@@ -168,6 +172,9 @@ export const DEFAULTS: ServerConfig = {
 /** How long /api/health reuses its last look at the store, so that frequent health checks
  *  (every load balancer, every 2 s) cost the store at most one read per this period. */
 export const HEALTH_CACHE_MS = 1_000;
+/** How long /api/health reuses its last write to the store: one small PUT per this period and
+ *  server (on S3, 17 280 a day), and a store that stops taking writes is seen within it. */
+export const HEALTH_WRITE_CACHE_MS = 5_000;
 /** The longest commit window (a collector renews its lease through it, gc.ts). */
 export const MAX_GC_WINDOW_MS = 300_000;
 /** The shortest minimum age of an s3:// store's collection: an S3 request is refused once its
@@ -187,7 +194,7 @@ export const headCheckIntervalMs = (cfg: Pick<ServerConfig, 'headTimeoutMs'>) =>
 /** The longest time a timer can wait (Node's setTimeout and setInterval, 2^31 - 1 ms). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Settings that must be whole numbers of milliseconds, and the largest each may be. */
-const WHOLE_MS: Partial<Record<keyof ServerConfig, number>> = { gcIntervalMs: MAX_TIMER_MS, gcMinAgeMs: Number.MAX_SAFE_INTEGER, gcWindowMs: MAX_GC_WINDOW_MS, storeTimeoutMs: MAX_TIMER_MS, healthTimeoutMs: MAX_TIMER_MS, headTimeoutMs: MAX_HEAD_TIMEOUT_MS, maxAdmissionWaitMs: MAX_TIMER_MS };
+const WHOLE_MS: Partial<Record<keyof ServerConfig, number>> = { gcIntervalMs: MAX_TIMER_MS, gcMinAgeMs: Number.MAX_SAFE_INTEGER, gcWindowMs: MAX_GC_WINDOW_MS, storeTimeoutMs: MAX_TIMER_MS, healthTimeoutMs: MAX_TIMER_MS, healthWriteTimeoutMs: MAX_TIMER_MS, headTimeoutMs: MAX_HEAD_TIMEOUT_MS, maxAdmissionWaitMs: MAX_TIMER_MS };
 
 /** A setting's flag name: maxFileSize is --max-file-size. */
 export const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());

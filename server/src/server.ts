@@ -4,7 +4,8 @@
  * checked for origin and identity (server/src/auth.ts) and served from its user's namespace.
  *
  *   GET  /api/health                       {"ok":true,...} (no authentication); 503 {"ok":false,
- *        "error"} when the store fails or does not answer within healthTimeoutMs
+ *        "error"} when the store fails a small read within healthTimeoutMs or a small write
+ *        within healthWriteTimeoutMs
  *   POST /api/login  {"name","password"}   sets the session cookie      POST /api/logout
  *   GET  /api/whoami                       {"user", "singleUser"}
  *   GET  /api/config                       chunking defaults and limits, for clients
@@ -40,13 +41,14 @@ import '../../shared/src/wasm.ts';
 import type { WebSocketLike } from '../../shared/src/conn.ts';
 import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, ErrorCode, PROTOCOL_VERSION, ProtocolError, busyMessage } from '../../shared/src/protocol.ts';
 import { Auth } from './auth.ts';
-import { HEALTH_CACHE_MS, type ServerConfig, headCheckIntervalMs } from './config.ts';
+import { HEALTH_CACHE_MS, HEALTH_WRITE_CACHE_MS, type ServerConfig, headCheckIntervalMs } from './config.ts';
 import { filesApi } from './files-api.ts';
 import { Store } from './store.ts';
 import { type Repo, openStore } from './store/repo.ts';
 import { runGc } from './store/gc.ts';
+import { MARK_REPAIR_INTERVAL_MS, MARK_SETTLE_MS, repairMarked } from './store/journal.ts';
 import { StoreTimeoutError, withTimeout } from './store/backend.ts';
-import { GC_STATE } from './store/keys.ts';
+import { GC_STATE, healthKey } from './store/keys.ts';
 import { Events } from './events.ts';
 import { type SessionHooks, clientLabel, runConnection } from './sync.ts';
 import { Admission, HostCheck, SocketLimits, Turns, clientAddress, viaHttps } from './guard.ts';
@@ -132,6 +134,20 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
           .finally(() => (collecting = null));
       }, cfg.gcIntervalMs).unref()
     : null;
+  // the marks of head changes a killed process left unlisted (store/journal.ts): noted in
+  // their folder catalogs when this server starts, then every minute (those old enough that
+  // their change is no longer under way)
+  let marking: Promise<unknown> | null = null;
+  const noteMarks = (minAgeMs: number) => {
+    marking ??= repairMarked(repo, { minAgeMs, log })
+      .then(
+        (r) => r.noted && log({ event: 'catalogs repaired', ...r }),
+        (e) => log({ error: 'journal', message: (e as Error).message }),
+      )
+      .finally(() => (marking = null));
+  };
+  noteMarks(0);
+  const markTimer = setInterval(() => noteMarks(MARK_SETTLE_MS), MARK_REPAIR_INTERVAL_MS).unref();
   const events = new Events(storeOf);
   const sockets = new SocketLimits(cfg);
   // one user's sync sessions run a few at a time, and so do their file requests, apart, so
@@ -154,24 +170,49 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     next();
   });
 
-  // The health check's look at the store: one small read (the gc state, a head every store
-  // has or lacks) within healthTimeoutMs, reused for HEALTH_CACHE_MS after it settles; while
-  // it runs, every check waits for it. Null: the store answers; else why not (for a load
+  // The health check's looks at the store (docs/deploy.md): one small read (the gc state, a
+  // head every store has or lacks) within healthTimeoutMs, reused for HEALTH_CACHE_MS, and one
+  // small write (this server's own probe head, `healthKey`) within healthWriteTimeoutMs,
+  // reused for HEALTH_WRITE_CACHE_MS: a store that answers reads while every write fails or
+  // hangs (a full disk, a read-only mount, a frozen write path) is not healthy. While a look
+  // runs, every check waits for it. Null: the store answers; else why not (for a load
   // balancer: no detail of the store's whereabouts).
-  const probe = withTimeout(repo.backend, cfg.healthTimeoutMs);
-  let look: { until: number; trouble: Promise<string | null> } | null = null;
-  const storeTrouble = (): Promise<string | null> => {
-    if (look && performance.now() < look.until) return look.trouble;
-    const trouble = probe.getHead(GC_STATE).then(
-      () => null,
-      (e: Error) => {
-        log({ error: 'health', message: e.message });
-        return e instanceof StoreTimeoutError ? `the store did not answer within ${cfg.healthTimeoutMs} ms` : 'the store fails';
-      },
-    );
-    const mine = (look = { until: Infinity, trouble });
-    void trouble.then(() => (mine.until = performance.now() + HEALTH_CACHE_MS));
-    return trouble;
+  const reader = withTimeout(repo.backend, cfg.healthTimeoutMs);
+  const writer = withTimeout(repo.backend, cfg.healthWriteTimeoutMs);
+  const cached = (cacheMs: number, run: () => Promise<unknown>, timeoutMs: number, failing: string) => {
+    let look: { until: number; trouble: Promise<string | null> } | null = null;
+    return (): Promise<string | null> => {
+      if (look && performance.now() < look.until) return look.trouble;
+      const trouble = run().then(
+        () => null,
+        (e: Error) => {
+          log({ error: 'health', message: e.message });
+          return e instanceof StoreTimeoutError ? `the store did not answer within ${timeoutMs} ms` : failing;
+        },
+      );
+      const mine = (look = { until: Infinity, trouble });
+      void trouble.then(() => (mine.until = performance.now() + cacheMs));
+      return trouble;
+    };
+  };
+  // the probe head's tag as this process last wrote it: the next write swaps it in one request
+  let probeTag: string | null = null;
+  const writeProbe = async () => {
+    const key = healthKey(port);
+    const body = Buffer.from(JSON.stringify({ at: new Date().toISOString() }));
+    // another process on this host and port (a --workers sibling) may have swapped it since
+    for (let k = 0; k < 3; k++) {
+      const tag = await writer.putHead(key, body, probeTag);
+      if (tag !== null) return void (probeTag = tag);
+      probeTag = (await writer.getHead(key))?.tag ?? null;
+    }
+    throw new Error(`the health probe head ${key} changed under every write`);
+  };
+  const readTrouble = cached(HEALTH_CACHE_MS, () => reader.getHead(GC_STATE), cfg.healthTimeoutMs, 'the store fails');
+  const writeTrouble = cached(HEALTH_WRITE_CACHE_MS, writeProbe, cfg.healthWriteTimeoutMs, 'the store cannot write');
+  const storeTrouble = async (): Promise<string | null> => {
+    const [r, w] = await Promise.all([readTrouble(), writeTrouble()]);
+    return r ?? (w && (w.startsWith('the store did not') ? w.replace('answer', 'finish a write') : w));
   };
   // health before the Host check: load balancers' checks often send no Host (HAProxy's), and
   // the answer tells a rebinding page nothing
@@ -350,6 +391,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     async close(graceMs = 0) {
       closing = true;
       if (gcTimer) clearInterval(gcTimer);
+      clearInterval(markTimer);
       auth.close();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
@@ -367,6 +409,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
       server.closeAllConnections();
       await closed;
       await collecting;
+      await marking;
       await repo.close();
       return { finished: inSession - abandoned, abandoned };
     },

@@ -122,6 +122,17 @@ export class Store {
     noteHead(this.backend, fileHeadKey(this.user, name), null);
   }
 
+  /**
+   * Notes `head` (as just read from the store) in its folder's catalog if the catalog lags it:
+   * a push refused because the name exists, or is at another version, than the client's
+   * listing said, repairs at once a catalog a killed server left behind (docs/store.md §11),
+   * instead of the client meeting the refusal again until a repair pass. One catalog read
+   * when it does not lag.
+   */
+  async noteListed(head: FileHead): Promise<void> {
+    await noteInCatalog(this.backend, this.user, head, this.repo.linked);
+  }
+
   /** Changes the head of `name` by compare-and-swap (commit.ts `changeHead`: versions it adds
    *  are guarded against gc and confirmed before this returns). */
   changeHead<T>(name: string, change: (h: FileHead | null) => HeadChange<T> | Promise<HeadChange<T>>, hooks: { landed?: () => void; seen?: SeenHead } = {}): Promise<T> {

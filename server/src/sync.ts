@@ -245,6 +245,8 @@ async function oneSession(s: SessionContext): Promise<Ended> {
       const head = seen.head;
       const latest = head?.versions.at(-1)?.version ?? 0;
       if (expect !== undefined && expect !== latest) {
+        // the client's listing may lag the head (a server killed before its catalog's note)
+        if (head) await store.noteListed(head).catch(() => {});
         throw new ProtocolError(ErrorCode.StaleBasis, expect ? `${name} is at version ${latest}, not ${expect}` : `${name} exists (version ${latest})`);
       }
       // The basis: the version the client knows (Hello's `known`: its Copies refer to it), else

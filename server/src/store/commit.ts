@@ -10,6 +10,7 @@ import { type FileHead, type VersionEntry, jsonBody, parseFileHead } from './for
 import { GcRefusal, type Refs, guardRefs, knownAt } from './gc-state.ts';
 import { readHead, updateHead, writeHead } from './heads.ts';
 import { fileHeadKey } from './keys.ts';
+import { dropMark, putMark } from './journal.ts';
 import type { Repo } from './repo.ts';
 
 /** What a head change decides, given the head it read (`changeHead`). */
@@ -63,76 +64,110 @@ export const sameVersion = (a: VersionEntry, b: VersionEntry) => a.version === b
 export async function changeHead<T>(repo: Repo, user: string, name: string, change: (h: FileHead | null) => HeadChange<T> | Promise<HeadChange<T>>, hooks: { landed?: () => void; seen?: SeenHead } = {}): Promise<T> {
   const key = fileHeadKey(user, name);
   const backend = repo.backend;
-  let late = 0;
-  for (let attempt = 0; ; attempt++) {
-    const guess = attempt === 0 ? hooks.seen : undefined;
-    let cur: { tag: string } | null;
-    let old: FileHead | null;
-    if (guess) {
-      cur = guess.tag === null ? null : { tag: guess.tag };
-      old = guess.head;
-    } else {
-      const got = await readHead(backend, key);
-      cur = got;
-      old = got && parseFileHead(got.body, key);
-    }
-    let decided: HeadChange<T>;
-    try {
-      decided = await change(old);
-    } catch (e) {
-      if (guess) continue;
-      throw e;
-    }
-    const { head, result, adds } = decided;
-    if (!head && guess) continue;
-    if (!head) {
-      // versions already in the head: an earlier attempt of this change landed unseen, or the
-      // answer is an existing version (an unchanged push)
-      if (adds) {
-        if (adds.ours) hooks.landed?.();
-        await confirm(repo, user, key, adds);
-        if (adds.ours && old) await noteInCatalog(backend, user, old, repo.linked).catch(() => {});
+  // the change's mark (journal.ts), written while the change is decided and awaited before its
+  // swap: a process killed between the swap and the catalog's note leaves it, and the next
+  // server to start (or any server's pass a minute later) notes the head in its catalog
+  const mark = putMark(backend, user, name);
+  mark.catch(() => {}); // awaited, with its error, before the first swap
+  // whether a swap of this change may have landed while its catalog has not noted it: then
+  // the mark stays
+  let unlisted = false;
+  try {
+    let late = 0;
+    for (let attempt = 0; ; attempt++) {
+      const guess = attempt === 0 ? hooks.seen : undefined;
+      let cur: { tag: string } | null;
+      let old: FileHead | null;
+      if (guess) {
+        cur = guess.tag === null ? null : { tag: guess.tag };
+        old = guess.head;
+      } else {
+        const got = await readHead(backend, key);
+        cur = got;
+        old = got && parseFileHead(got.body, key);
       }
+      let decided: HeadChange<T>;
+      try {
+        decided = await change(old);
+      } catch (e) {
+        if (guess) continue;
+        throw e;
+      }
+      const { head, result, adds } = decided;
+      if (!head && guess) continue;
+      if (!head) {
+        // versions already in the head: an earlier attempt of this change landed unseen, or the
+        // answer is an existing version (an unchanged push)
+        if (adds) {
+          if (adds.ours) hooks.landed?.();
+          await confirm(repo, user, key, adds);
+          if (adds.ours && old && (await noted(repo, user, old))) unlisted = false;
+        }
+        return result;
+      }
+      head.seq = (old?.seq ?? 0) + 1;
+      if (adds) {
+        // the guard before the swap: rescues condemned references, brings their epochs up to
+        // date (recorded in the entries); the swap starts within half the commit window of the
+        // state it read (a few tries; a state this process read less than W/4 ago will do), so
+        // that it lands before a collector's second mark in all but a slow network: a margin
+        // that makes withdrawals rare, safety rests on the confirmation (a new read, always)
+        const w = repo.settings.gcWindowMs;
+        const { refs, readAt } = await guardRefs(repo, adds.refs, { maxAgeMs: w / 4 });
+        adds.refs = refs;
+        const known = knownAt(refs);
+        for (const e of adds.entries) e.epoch = Number.isFinite(known) ? known : 0;
+        if (w > 0 && Date.now() > readAt + w / 2 && late++ < 3) continue;
+      }
+      await mark;
+      let tag: string | null;
+      unlisted = true;
+      try {
+        tag = await writeHead(backend, key, jsonBody(head), cur?.tag ?? null);
+      } catch (e) {
+        if (!adds) throw e;
+        hooks.landed?.();
+        const fate = await settle(repo, name, key, cur?.tag ?? null, adds.entries);
+        if (fate === 'unknown') throw e;
+        if (fate === 'lost') {
+          unlisted = false;
+          continue;
+        }
+        tag = fate;
+      }
+      if (tag === null) {
+        unlisted = false;
+        // contention: back off a little, growing, so many writers of one name all land
+        if (attempt > 2) await sleep(Math.min(50, attempt * 2) * Math.random());
+        continue;
+      }
+      if (adds) {
+        hooks.landed?.();
+        await confirm(repo, user, key, adds);
+      }
+      dieHere(name);
+      // the folder catalog follows; if this fails the head stands, and the mark stays for the
+      // next pass over the marks (journal.ts) to note it
+      if (await noted(repo, user, head)) unlisted = false;
       return result;
     }
-    head.seq = (old?.seq ?? 0) + 1;
-    if (adds) {
-      // the guard before the swap: rescues condemned references, brings their epochs up to
-      // date (recorded in the entries); the swap starts within half the commit window of the
-      // state it read (a few tries; a state this process read less than W/4 ago will do), so
-      // that it lands before a collector's second mark in all but a slow network: a margin
-      // that makes withdrawals rare, safety rests on the confirmation (a new read, always)
-      const w = repo.settings.gcWindowMs;
-      const { refs, readAt } = await guardRefs(repo, adds.refs, { maxAgeMs: w / 4 });
-      adds.refs = refs;
-      const known = knownAt(refs);
-      for (const e of adds.entries) e.epoch = Number.isFinite(known) ? known : 0;
-      if (w > 0 && Date.now() > readAt + w / 2 && late++ < 3) continue;
-    }
-    let tag: string | null;
-    try {
-      tag = await writeHead(backend, key, jsonBody(head), cur?.tag ?? null);
-    } catch (e) {
-      if (!adds) throw e;
-      hooks.landed?.();
-      const fate = await settle(repo, name, key, cur?.tag ?? null, adds.entries);
-      if (fate === 'unknown') throw e;
-      if (fate === 'lost') continue;
-      tag = fate;
-    }
-    if (tag === null) {
-      // contention: back off a little, growing, so many writers of one name all land
-      if (attempt > 2) await sleep(Math.min(50, attempt * 2) * Math.random());
-      continue;
-    }
-    if (adds) {
-      hooks.landed?.();
-      await confirm(repo, user, key, adds);
-    }
-    // the folder catalog follows; if this fails the head stands and gc repairs the catalog
-    await noteInCatalog(backend, user, head, repo.linked).catch(() => {});
-    return result;
+  } finally {
+    if (!unlisted) mark.then((k) => dropMark(backend, k), () => {});
   }
+}
+
+/** Notes `head` in its folder's catalog; whether that worked. */
+const noted = (repo: Repo, user: string, head: FileHead) =>
+  noteInCatalog(repo.backend, user, head, repo.linked).then(
+    () => true,
+    () => false,
+  );
+
+/** A test hook (server/test/catalog-repair.test.ts): a process whose DSYNC_TEST_DIE_BEFORE_CATALOG
+ *  names this file kills itself (SIGKILL) between a head swap and its catalog's note, as a
+ *  crash or a power cut there would. */
+function dieHere(name: string) {
+  if (process.env.DSYNC_TEST_DIE_BEFORE_CATALOG === name) process.kill(process.pid, 'SIGKILL');
 }
 
 /**

@@ -6,6 +6,8 @@
  *   ns/<user>/files/<encoded name>          a file head
  *   ns/<user>/uploads/<encoded name>        the interrupted uploads of a name (resume state)
  *   gc/state                                the garbage collector's head
+ *   health/<32 hex>                         a server's health probe head (server.ts)
+ *   journal/<32 hex>                        a head change's mark, until its catalog is noted (commit.ts)
  *   auth/sessions/<64 hex>                  a page login (SHA-256 of its session id; logins.ts)
  *
  * A name is encoded injectively: every byte outside [A-Za-z0-9_-] becomes %XX (upper-case
@@ -15,6 +17,7 @@
  * undo %XX) is unique.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 
 export const NAME_COMPONENT = 200;
 const LEAF = '.f';
@@ -74,6 +77,10 @@ export const nsPrefix = (user: string) => `ns/${encodeUser(user)}/`;
 export const fileHeadKey = (user: string, name: string) => `${nsPrefix(user)}files/${encodeName(name)}`;
 export const uploadsKey = (user: string, name: string) => `${nsPrefix(user)}uploads/${encodeName(name)}`;
 export const GC_STATE = 'gc/state';
+/** The head /api/health writes to know the store takes writes: one per host, address and port
+ *  (a restarted server writes its own again; --workers siblings share it), outside what gc and
+ *  check list. */
+export const healthKey = (port: number) => `health/${createHash('sha256').update(`${hostname()}\0${port}`).digest('hex').slice(0, 32)}`;
 
 /** A user's name from its key component (`encodeUser`'s inverse; throws on a malformed one). */
 export const decodeUser = (encoded: string) => decodeURIComponent(encoded);

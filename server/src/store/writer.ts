@@ -15,6 +15,7 @@ import { type FileHead, type Layout, SEGMENT_BYTES, type VersionEntry, applyRete
 import { GcRefusal, type Refs, addRef, gcEpoch, knownAt } from './gc-state.ts';
 import { indexKey, newSegmentId, segmentFamily, segmentKey } from './keys.ts';
 import { VersionSource } from './source.ts';
+import { noteInCatalog } from './catalog.ts';
 import { type UploadState, carryMark } from './uploads.ts';
 import type { HeadChange, SeenHead } from './commit.ts';
 
@@ -223,7 +224,11 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
           if (there) return { head: null, result: { version: there.version, unchanged: false }, adds: { entries: [there], refs, ours: true } };
           const last = vs[vs.length - 1];
           const latest = last?.version ?? 0;
-          if (expectLatest !== undefined && latest !== expectLatest) throw stale(name, latest, expectLatest);
+          if (expectLatest !== undefined && latest !== expectLatest) {
+            // the client's listing may lag the head (a server killed before its catalog's note)
+            if (h) await noteInCatalog(backend, store.user, h, store.repo.linked).catch(() => {});
+            throw stale(name, latest, expectLatest);
+          }
           // the same content as a latest version known good is unchanged (latestGood). The
           // answer is that version, so it is confirmed as a commit's would be.
           if (last && last.root === root && last.algo === index.algo && (await latestGood(last))) {

@@ -1,0 +1,150 @@
+// Two `dsync serve` processes on ONE MinIO bucket, pushes of three names at once spread over
+// both (the real guarded push: a stale basis becomes a conflict copy), from fixed seeds; then,
+// before any gc has run, every version a client was told is stored is read back byte-exact
+// through the servers, and `dsync check --read-data` on the bucket is clean (issue 44: "a
+// version reported committed cannot be read").
+//
+// STRESS_ROUNDS (default 120) and STRESS_SEEDS (default "1,2"; comma-separated) size the run.
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import WebSocket from 'ws';
+import '../../shared/src/wasm.ts';
+import { bufferSource } from '../../shared/src/chunk-index.ts';
+import { type LatestInfo, guardedPush } from '../../shared/src/guarded-push.ts';
+import { MemoryKnown } from '../../shared/src/known.ts';
+import { type Child, startServe } from '../../harness/child.ts';
+import { pullBytes } from '../../harness/helpers.ts';
+import { type S3Server, startMinio } from '../../harness/minio.ts';
+import { Rng, fastRandomBytes } from '../../harness/testdata.ts';
+import { dsync } from '../../cli/test/run.ts';
+
+const ROUNDS = Number(process.env.STRESS_ROUNDS ?? 120);
+const SEEDS = (process.env.STRESS_SEEDS ?? '1,2').split(',').map(Number);
+const NAMES = ['name0', 'name1', 'name2'];
+const DEVICES = 3;
+
+let minio: S3Server;
+const cwds: string[] = [];
+
+before(async () => {
+  minio = await startMinio();
+});
+after(async () => {
+  await minio?.stop();
+  for (const d of cwds) rmSync(d, { recursive: true, force: true });
+});
+
+async function startServer(bucket: string): Promise<Child> {
+  const cwd = mkdtempSync(path.join(tmpdir(), 'dsync-stress-'));
+  cwds.push(cwd);
+  return startServe(['--store', `s3://${bucket}`, '--s3-endpoint', minio.endpoint], { cwd, env: { ...process.env, ...minio.env } });
+}
+
+const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
+
+/** A device: its own copy of each name, and the versions it pushed or pulled (per server URL, as
+ *  the CLI keeps them). */
+interface Device {
+  label: string;
+  known: MemoryKnown;
+  copy: Map<string, Uint8Array>;
+}
+
+function edit(data: Uint8Array, rng: Rng): Uint8Array {
+  const at = rng.int(data.length + 1);
+  const n = 1 + rng.int(4096);
+  const fresh = fastRandomBytes(Number(rng.next64() & 0xffffffn), n);
+  const kind = rng.int(3);
+  if (kind === 0) return Buffer.concat([data.subarray(0, at), fresh, data.subarray(at)]);
+  if (kind === 1) return Buffer.concat([data.subarray(0, at), fresh, data.subarray(Math.min(data.length, at + n))]);
+  return Buffer.concat([data.subarray(0, at), data.subarray(Math.min(data.length, at + n))]);
+}
+
+for (const seed of SEEDS) {
+  test(`two servers on one bucket, seed ${seed}: every version a push reported reads back byte-exact, and check --read-data is clean`, { timeout: 1_800_000 }, async () => {
+    const bucket = `stress${seed}`;
+    const servers = [await startServer(bucket), await startServer(bucket)];
+    try {
+      const rng = new Rng(seed);
+      const devices: Device[] = Array.from({ length: DEVICES }, (_, i) => ({ label: `dev${i}`, known: new MemoryKnown(), copy: new Map() }));
+      /** every version a client was told is stored: `name\nversion` → sha256 of its bytes */
+      const told = new Map<string, { name: string; version: number; sha: string; size: number; via: number }>();
+      const failures: string[] = [];
+      const pushErrors: string[] = [];
+      const tell = (name: string, version: number, bytes: Uint8Array, via: number) => {
+        const k = `${name}\n${version}`;
+        const had = told.get(k);
+        if (had && had.sha !== sha(bytes)) failures.push(`${name} version ${version} was reported for two different contents`);
+        told.set(k, { name, version, sha: sha(bytes), size: bytes.length, via });
+      };
+      const latestOf = (url: string) => async (name: string): Promise<LatestInfo | null> => {
+        const res = await fetch(`${url}/api/versions?${new URLSearchParams({ name })}`);
+        if (res.status === 404) return null;
+        const vs = (await res.json()) as LatestInfo[];
+        return vs.length ? vs[vs.length - 1] : null;
+      };
+      let conflicts = 0;
+      let unchanged = 0;
+      for (let round = 0; round < ROUNDS; round++) {
+        // a device sometimes brings its copy of a name up to the server's latest (a pull)
+        for (const d of devices) {
+          for (const name of NAMES) {
+            if (rng.next() >= 0.25) continue;
+            const s = servers[rng.int(2)];
+            const basis = d.copy.get(name) ?? null;
+            try {
+              const { bytes } = await pullBytes(s, name, basis, { known: d.known });
+              d.copy.set(name, bytes);
+            } catch (e) {
+              if (!/does not exist/.test((e as Error).message)) pushErrors.push(`round ${round}: pull ${name}: ${(e as Error).message}`);
+            }
+          }
+        }
+        // three names pushed at once, each by a device through either server
+        await Promise.all(
+          NAMES.map(async (name) => {
+            const d = devices[rng.int(DEVICES)];
+            const via = rng.int(2);
+            const s = servers[via];
+            const had = d.copy.get(name);
+            const bytes = !had ? fastRandomBytes(Number(rng.next64() & 0xffffffn), 16_384 + rng.int(400_000)) : rng.next() < 0.1 ? had : edit(had, rng);
+            d.copy.set(name, bytes);
+            try {
+              const o = await guardedPush(bufferSource(bytes), { url: s.wsUrl, name, WebSocket: WebSocket as any, known: d.known, device: d.label, latestOf: latestOf(s.url) });
+              if (o.kind === 'behind') return;
+              if (o.kind === 'conflict') conflicts++;
+              if (o.report.unchanged) unchanged++;
+              tell(o.report.name, o.report.version, bytes, via);
+            } catch (e) {
+              pushErrors.push(`round ${round}: push ${name} via server ${via}: ${(e as Error).message}`);
+            }
+          }),
+        );
+      }
+      // every version told, read back through the server that did not store it, then the other
+      for (const t of told.values()) {
+        for (const via of [1 - t.via, t.via]) {
+          try {
+            const { bytes } = await pullBytes(servers[via], t.name, null, { version: t.version });
+            if (sha(bytes) !== t.sha) failures.push(`${t.name} version ${t.version} through server ${via}: other bytes (${bytes.length} of ${t.size})`);
+          } catch (e) {
+            failures.push(`${t.name} version ${t.version} through server ${via}: ${(e as Error).message}`);
+          }
+        }
+      }
+      console.log(`seed ${seed}: ${ROUNDS} rounds, ${told.size} versions told (${conflicts} conflict copies, ${unchanged} unchanged), ${pushErrors.length} push errors`);
+      for (const e of pushErrors) console.log(`  ${e}`);
+      assert.deepEqual(failures, [], `seed ${seed}: versions reported stored that do not read back`);
+      assert.ok(conflicts > 0, 'some pushes became conflict copies');
+      const check = await dsync(['check', '--read-data', '--store', `s3://${bucket}`, '--s3-endpoint', minio.endpoint, '--json'], { env: minio.env });
+      assert.equal(check.code, 0, `dsync check --read-data: ${check.stdout}${check.stderr}`);
+      assert.deepEqual(pushErrors, [], `seed ${seed}: pushes that failed`);
+    } finally {
+      for (const s of servers) await s.kill();
+    }
+  });
+}
