@@ -17,6 +17,28 @@ type Req = express.Request & { user?: string };
 const MAX_PAGE = 10_000;
 type Handler = (req: Req, res: express.Response, store: Store) => Promise<void>;
 
+/**
+ * A listing or search the store could not answer whole (the routes: server.ts header): a read
+ * failed or timed out. The request fails with 503 and this reason (no Retry-After: not the
+ * server's capacity), never with an empty or partial page a client would read as deletions.
+ */
+class StoreFailed extends Error {
+  constructor(cause: unknown) {
+    super(`the store failed: ${(cause as Error)?.message ?? String(cause)}`);
+    this.name = 'StoreFailed';
+  }
+}
+
+/** `read()`, whose failure is the store's (StoreFailed), except a refusal of the request itself. */
+async function whole<T>(read: () => Promise<T>): Promise<T> {
+  try {
+    return await read();
+  } catch (e) {
+    if (e instanceof ProtocolError && (e.code === ErrorCode.Malformed || e.code === ErrorCode.BadName || e.code === ErrorCode.NotFound)) throw e;
+    throw new StoreFailed(e);
+  }
+}
+
 const STATUS: Partial<Record<number, number>> = { [ErrorCode.NotFound]: 404, [ErrorCode.StaleBasis]: 409, [ErrorCode.Inconsistent]: 409, [ErrorCode.Internal]: 500 };
 
 /** `version` from a query or body: a positive integer, or undefined when absent. */
@@ -69,6 +91,7 @@ export function filesApi(
       const err = e as Error;
       log({ error: 'http', path: req.path, message: err.message });
       if (res.headersSent) return void res.destroy(err);
+      if (err instanceof StoreFailed) return void res.status(503).json({ error: err.message });
       if (err instanceof ProtocolError) return void res.status(STATUS[err.code] ?? 400).json({ error: err.message });
       res.status(500).json({ error: 'internal error' });
     } finally {
@@ -77,6 +100,15 @@ export function filesApi(
     }
   };
   const nameOf = (raw: unknown) => validateName(typeof raw === 'string' ? raw : '');
+  /** Collects the stored names a listing leaves out (store.ts `Refused`) and logs them once
+   *  for the request, by folder. */
+  const refusals = (req: Req) => {
+    const by = new Map<string, string[]>();
+    return {
+      refused: (folder: string, name: string) => void (by.get(folder) ?? by.set(folder, []).get(folder)!).push(name),
+      report: () => by.size && log({ warning: 'stored names refused', user: req.user, path: req.path, folders: Object.fromEntries(by) }),
+    };
+  };
 
   r.get(
     '/files',
@@ -88,12 +120,19 @@ export function filesApi(
       const cursor = typeof req.query.cursor === 'string' ? req.query.cursor : '';
       const limit = req.query.limit === undefined ? 1000 : Number(req.query.limit);
       if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE) throw new ProtocolError(ErrorCode.Malformed, `limit is 1 to ${MAX_PAGE}`);
-      if (req.query.recursive !== '1') return void res.json(await store.listFolder(folder, cursor, limit));
+      // every page is whole (complete: true) or the request fails (StoreFailed, 503)
+      const r = refusals(req);
+      if (req.query.recursive !== '1') {
+        const page = await whole(() => store.listFolder(folder, cursor, limit, r.refused));
+        r.report();
+        return void res.json({ ...page, complete: true });
+      }
       // every file and folder below, in name order (a folder's name ends in '/'), paged together
-      const { files, folders } = await store.tree(folder);
+      const { files, folders } = await whole(() => store.tree(folder, r.refused));
+      r.report();
       const all = [...files.map((f) => ({ key: f.name, f })), ...folders.map((key) => ({ key, f: null }))].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).filter((e) => e.key > cursor);
       const page = all.slice(0, limit);
-      res.json({ files: page.flatMap((e) => (e.f ? [e.f] : [])), folders: page.flatMap((e) => (e.f ? [] : [e.key])), next: all.length > limit ? page[page.length - 1].key : null });
+      res.json({ files: page.flatMap((e) => (e.f ? [e.f] : [])), folders: page.flatMap((e) => (e.f ? [] : [e.key])), next: all.length > limit ? page[page.length - 1].key : null, complete: true });
     }),
   );
   r.get(
@@ -106,7 +145,10 @@ export function filesApi(
       if (Buffer.byteLength(cursor) > MAX_NAME_BYTES + 1) throw new ProtocolError(ErrorCode.Malformed, 'bad cursor');
       const limit = req.query.limit === undefined ? SEARCH_PAGE : Number(req.query.limit);
       if (!Number.isSafeInteger(limit) || limit < 1 || limit > SEARCH_PAGE) throw new ProtocolError(ErrorCode.Malformed, `limit is 1 to ${SEARCH_PAGE}`);
-      res.json(await store.search(q, cursor, limit, SEARCH_FOLDERS));
+      const r = refusals(req);
+      const page = await whole(() => store.search(q, cursor, limit, SEARCH_FOLDERS, r.refused));
+      r.report();
+      res.json(page);
     }),
   );
   r.get(
@@ -143,8 +185,9 @@ export function filesApi(
   r.delete(
     '/files',
     route(async (req, res, store) => {
+      // latest=V: only while the file's latest version is V (409 otherwise), checked in the swap
       const name = nameOf(req.query.name);
-      res.json({ removed: await store.remove(name, versionOf(req.query.version)) });
+      res.json({ removed: await store.remove(name, versionOf(req.query.version), versionOf(req.query.latest)) });
     }),
   );
   // folders: POST makes an empty folder that stays listed (and its parents); DELETE removes
@@ -156,7 +199,8 @@ export function filesApi(
     express.json({ limit: '8kb' }),
     route(async (req, res, store) => {
       const folder = folderOf((req.body ?? {}).name);
-      if ((await store.head(folder))?.versions.length) throw new ProtocolError(ErrorCode.Inconsistent, `${folder} is a file`);
+      const clash = await store.typeClash(folder, 'folder');
+      if (clash) throw new ProtocolError(ErrorCode.Inconsistent, clash);
       await store.makeFolder(folder);
       res.json({ folder: folder + '/' });
     }),
@@ -173,11 +217,14 @@ export function filesApi(
     '/files/move',
     express.json({ limit: '8kb' }),
     route(async (req, res, store) => {
-      const { from, to } = (req.body ?? {}) as { from?: unknown; to?: unknown };
+      const { from, to, version } = (req.body ?? {}) as { from?: unknown; to?: unknown; version?: unknown };
       if (typeof from !== 'string' || typeof to !== 'string') throw new ProtocolError(ErrorCode.Malformed, 'move takes {from, to}');
       if (from.endsWith('/') !== to.endsWith('/')) throw new ProtocolError(ErrorCode.Malformed, 'a folder moves to a folder: both end in "/", or neither');
+      // version: a file moves only while its latest version is that one (409 otherwise)
+      const expect = version === undefined ? undefined : versionOf(version);
+      if (expect !== undefined && from.endsWith('/')) throw new ProtocolError(ErrorCode.Malformed, 'version is for a file move');
       if (!from.endsWith('/')) {
-        await store.rename(nameOf(from), nameOf(to));
+        await store.rename(nameOf(from), nameOf(to), expect);
         return void res.json({ moved: 1 });
       }
       const src = nameOf(from.slice(0, -1)) + '/';

@@ -10,21 +10,30 @@
  *   GET  /api/whoami                       {"user", "singleUser"}
  *   GET  /api/config                       chunking defaults and limits, for clients
  *   GET  /api/files?prefix=P&cursor=C&limit=L[&recursive=1]
- *        {files: [{name, latest, size, versions, mtime}], folders: ["P/sub/", …], next}
+ *        {files: [{name, latest, size, versions, mtime}], folders: ["P/sub/", …], next, complete: true}
  *        one folder P ('' or ending in '/'; one store read per page) in name order after C,
  *        at most L (default 1000, at most 10 000) files and folders together; next: the
- *        cursor of the next page or null. recursive=1: every file and folder below P.
- *   GET  /api/search?q=Q[&cursor=C&limit=L] {files, next}: files whose path contains Q (store/search.ts)
+ *        cursor of the next page or null. recursive=1: every file and folder below P. A page is
+ *        whole (complete: true) or the request fails with 503 {error: "the store failed: …"};
+ *        a stored name the server would refuse is left out (and logged).
+ *   GET  /api/search?q=Q[&cursor=C&limit=L] {files, next}: files whose path contains Q
+ *        (store/search.ts); 503 "the store failed: …" when a catalog cannot be read
  *   GET  /api/versions?name=N              [{version, size, mtime, root, algo, change, client?}]
  *   GET  /api/download?name=N[&version=V]  the bytes of a version (latest by default), verified
- *   DELETE /api/files?name=N[&version=V]   {removed: [versions]}: one version, or the file
- *   POST /api/files/move {from, to}        {moved: n}: a file, or a folder ("a/" to "b/")
+ *   DELETE /api/files?name=N[&version=V][&latest=L] {removed: [versions]}: one version, or the
+ *        file; latest=L: only while its latest version is L (409 otherwise, checked in the swap)
+ *   POST /api/files/move {from, to[, version]} {moved: n}: a file, or a folder ("a/" to "b/");
+ *        version: the file moves only while its latest version is that (409 otherwise); `to`
+ *        must not exist, be a folder that lists something, or lie under a file (409)
  *   POST /api/files/restore {name, version} {version}: a new version with those bytes
  *   POST /api/folders {name}               {folder: "F/"}: an empty folder, listed while empty
+ *        (409 when F or a parent of it is a file)
  *   DELETE /api/folders?name=F[/]          {folder, removed: [names]}: every file under F
  * (files-api.ts). Errors are {error}: 400 bad request, 404 no such file or version, 409 a
- * name that exists or a stale basis, 500 a damaged store or a failing backend, 503 with
- * Retry-After "the server is busy; retry in N s" past capacity (guard.ts Admission).
+ * name that exists, a file where a folder is (or the reverse) or a stale basis, 500 a damaged
+ * store or a failing backend, 503 "the store failed: …" for a listing the store could not
+ * answer whole, 503 with Retry-After "the server is busy; retry in N s" past capacity
+ * (guard.ts Admission).
  *   GET  /api/metrics                      the caller's open sync sockets (and in single-user
  *                                          mode, where the user runs the server, its memory)
  *   GET  /api/events                       live changes of the namespace (server/src/events.ts)

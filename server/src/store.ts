@@ -21,15 +21,30 @@ import { guessHead, noteHead, readHead } from './store/heads.ts';
 import { type HeadChange, type SeenHead, changeHead, sameVersion } from './store/commit.ts';
 import { type FileHead, type Layout, type VersionEntry, applyRetention, parseFileHead } from './store/format.ts';
 import { type Refs, addRef } from './store/gc-state.ts';
-import { fileHeadKey, indexKey, nsPrefix, segmentKey, uploadsKey } from './store/keys.ts';
-import { type CatalogEntry, catalogKey, keepFolder, noteInCatalog, parseCatalog, readCatalog } from './store/catalog.ts';
+import { encodeName, fileHeadKey, indexKey, nsPrefix, parseNsKey, segmentKey, uploadsKey } from './store/keys.ts';
+import { type Catalog, type CatalogEntry, catalogKey, entryOf, keepFolder, parseCatalog, readCatalog, repairCatalog } from './store/catalog.ts';
+import { DamageError } from './store/errors.ts';
+import { validateName } from './names.ts';
 import { type SearchPage, searchNames } from './store/search.ts';
 import { VersionSource } from './store/source.ts';
 import { type UploadState, carryMark, claimUpload, forgetUpload, holdsUpload, markUploads, mayHoldUploads, suspendUpload } from './store/uploads.ts';
-import { type VersionSink, versionSink } from './store/writer.ts';
+import { type VersionSink, stale, versionSink } from './store/writer.ts';
 
 /** Similarity traits are brought up to the folder catalogs when older than this (other processes commit). */
 const TRAITS_REFRESH_MS = 30_000;
+
+/** Told each name a listing leaves out because the server would refuse it (`folder`: the
+ *  catalog that held it, '' the top; `name`: the full name as stored). */
+export type Refused = (folder: string, name: string) => void;
+
+/** Whether `name` is one the server accepts from a client as it is (validateName, no change). */
+function isValidName(name: string): boolean {
+  try {
+    return validateName(name) === name;
+  } catch {
+    return false;
+  }
+}
 
 /** A version as listings show it: its file head entry without the index id. */
 export type VersionInfo = Omit<VersionEntry, 'index' | 'epoch' | 'repack'>;
@@ -162,25 +177,80 @@ export class Store {
     return ((await this.head(name))?.versions ?? []).map(({ index: _, epoch: __, repack: ___, ...v }) => v);
   }
 
-  /** A folder's catalog entries and subfolders, full names, in byte order of their names
-   * (a subfolder's name ends in '/'). */
-  private async folderEntries(folder: string): Promise<[string, CatalogEntry | null][]> {
+  /**
+   * A folder's catalog entries and subfolders, full names, in byte order of their names (a
+   * subfolder's name ends in '/'). Every read either succeeds or throws: a store that fails
+   * fails the listing (never an empty folder, docs/store.md §11). A catalog that does not parse
+   * is rebuilt from the file heads on the spot (`rebuildCatalog`). A name the server would
+   * refuse from a client (validateName, or a component holding '/') is left out and told to
+   * `refused`: a damaged or tampered store never lists a name no client could send.
+   */
+  private async folderEntries(folder: string, refused?: Refused): Promise<[string, CatalogEntry | null][]> {
     const key = catalogKey(this.user, folder);
-    const c = parseCatalog((await this.backend.getHead(key))?.body ?? null, key);
+    let c: Catalog;
+    try {
+      c = parseCatalog((await this.backend.getHead(key))?.body ?? null, key);
+    } catch (e) {
+      if (!(e instanceof DamageError)) throw e;
+      c = await this.rebuildCatalog(folder);
+    }
     const prefix = folder ? folder + '/' : '';
     const all: [string, CatalogEntry | null][] = [];
-    for (const [base, e] of Object.entries(c.files)) if (e.versions) all.push([prefix + base, e]);
-    for (const f of Object.keys(c.folders)) all.push([prefix + f + '/', null]);
+    const ok = (base: string) => {
+      if (!base.includes('/') && isValidName(prefix + base)) return true;
+      refused?.(folder, prefix + base);
+      return false;
+    };
+    for (const [base, e] of Object.entries(c.files)) if (e.versions && ok(base)) all.push([prefix + base, e]);
+    for (const f of Object.keys(c.folders)) if (ok(f)) all.push([prefix + f + '/', null]);
     return all.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  }
+
+  /**
+   * Rebuilds the damaged catalog of `folder` from the file heads under it (one listing of their
+   * keys, a read of each) and the catalogs of its subfolders, as gc's repair does
+   * (catalog.ts `repairCatalog`, by compare-and-swap, merged by `seq`), and returns it. A head
+   * or subfolder catalog that cannot be read fails the rebuild: a listing is never partial.
+   * The rebuilt catalog loses its own `kept` mark (as gc's rebuild does).
+   */
+  private async rebuildCatalog(folder: string): Promise<Catalog> {
+    const prefix = folder ? folder + '/' : '';
+    // the keys of every name under `prefix` share the encoding of `prefix` (keys.ts: encoded
+    // bytes cut into components; the leaf suffix is dropped for a prefix)
+    const under = (kind: string) => `${nsPrefix(this.user)}${kind}/${prefix ? encodeName(prefix).slice(0, -2) : ''}`;
+    const files = new Map<string, CatalogEntry>();
+    const folders = new Set<string>();
+    for await (const e of this.backend.list(under('files'))) {
+      const { name } = parseNsKey(e.key);
+      if (name === null || !name.startsWith(prefix)) continue;
+      const got = await this.backend.getHead(e.key);
+      if (!got) continue;
+      const head = parseFileHead(got.body, e.key);
+      const rest = name.slice(prefix.length);
+      const k = rest.indexOf('/');
+      if (k < 0) files.set(rest, entryOf(head));
+      else if (head.versions.length) folders.add(rest.slice(0, k));
+    }
+    // kept (empty) subfolders: their own catalogs say so
+    for await (const e of this.backend.list(under('folders'))) {
+      const { name } = parseNsKey(e.key);
+      if (name === null || !name.startsWith(prefix) || name === folder) continue;
+      const sub = parseCatalog((await this.backend.getHead(e.key))?.body ?? null, e.key);
+      const lists = sub.kept || Object.keys(sub.folders).length || Object.values(sub.files).some((f) => f.versions > 0);
+      if (lists && !sub.gone) folders.add(name.slice(prefix.length).split('/')[0]);
+    }
+    await repairCatalog(this.backend, this.user, folder, files, folders);
+    return readCatalog(this.backend, this.user, folder);
   }
 
   /**
    * One page of a folder's listing (one catalog read): its files and subfolders in name order
    * after `cursor`, at most `limit` together, and the cursor of the next page (null: the last).
-   * `folder` is '' for the top or a folder name without a trailing '/'.
+   * `folder` is '' for the top or a folder name without a trailing '/'. `refused`: told each
+   * stored name left out (`folderEntries`).
    */
-  async listFolder(folder: string, cursor = '', limit = 1000): Promise<{ files: FileInfo[]; folders: string[]; next: string | null }> {
-    const all = await this.folderEntries(folder);
+  async listFolder(folder: string, cursor = '', limit = 1000, refused?: Refused): Promise<{ files: FileInfo[]; folders: string[]; next: string | null }> {
+    const all = await this.folderEntries(folder, refused);
     const page = all.filter(([n]) => n > cursor).slice(0, limit);
     const more = page.length > 0 && page[page.length - 1][0] < all[all.length - 1][0];
     return {
@@ -191,24 +261,18 @@ export class Store {
   }
 
   /** Visits every file and subfolder (its name ending in '/', before what it holds) under
-   *  `folder` ('' for all) in name order: one catalog read per folder. A damaged catalog hides
-   *  its own folder until gc rebuilds it. */
-  private async walk(folder: string, visit: (name: string, e: CatalogEntry | null) => void): Promise<void> {
-    let all;
-    try {
-      all = await this.folderEntries(folder);
-    } catch {
-      return;
-    }
-    for (const [name, e] of all) {
+   *  `folder` ('' for all) in name order: one catalog read per folder. A catalog that cannot
+   *  be read fails the walk (`folderEntries`). */
+  private async walk(folder: string, visit: (name: string, e: CatalogEntry | null) => void, refused?: Refused): Promise<void> {
+    for (const [name, e] of await this.folderEntries(folder, refused)) {
       visit(name, e);
-      if (!e) await this.walk(name.slice(0, -1), visit);
+      if (!e) await this.walk(name.slice(0, -1), visit, refused);
     }
   }
 
   /** One page of the files whose path contains `query` (store/search.ts). */
-  search(query: string, cursor: string, limit: number, maxFolders: number): Promise<SearchPage> {
-    return searchNames((f) => this.folderEntries(f), query, cursor, limit, maxFolders);
+  search(query: string, cursor: string, limit: number, maxFolders: number, refused?: Refused): Promise<SearchPage> {
+    return searchNames((f) => this.folderEntries(f, refused), query, cursor, limit, maxFolders);
   }
 
   /** Every file with at least one version under `folder` ('' for all), by name. */
@@ -217,11 +281,11 @@ export class Store {
   }
 
   /** Every file and every subfolder (full names ending in '/', parents first) under `folder`,
-   *  in one walk of the catalogs. */
-  async tree(folder = ''): Promise<{ files: FileInfo[]; folders: string[] }> {
+   *  in one walk of the catalogs; fails when any catalog cannot be read. */
+  async tree(folder = '', refused?: Refused): Promise<{ files: FileInfo[]; folders: string[] }> {
     const files: FileInfo[] = [];
     const folders: string[] = [];
-    await this.walk(folder, (name, e) => (e ? files.push({ name, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime }) : folders.push(name)));
+    await this.walk(folder, (name, e) => (e ? files.push({ name, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime }) : folders.push(name)), refused);
     return { files, folders };
   }
 
@@ -408,7 +472,11 @@ export class Store {
       const old = this.traits?.map;
       const map = new Map<string, { index: string; traits: Uint32Array }>();
       const latest: [string, string][] = [];
-      await this.walk('', (name, e) => e?.index && latest.push([name, e.index]));
+      try {
+        await this.walk('', (name, e) => e?.index && latest.push([name, e.index]));
+      } catch {
+        return null; // a catalog that cannot be read now: this push goes without a similar basis
+      }
       for (const [name, index] of latest) {
         const had = old?.get(name);
         if (had?.index === index) map.set(name, had);
@@ -455,10 +523,13 @@ export class Store {
   // ---- metadata changes (no bytes move) -----------------------------------------------------
 
   /** Removes one version, or the whole file (every version). Its version numbers are never
-   *  reused. Returns the versions removed. */
-  async remove(name: string, version?: number): Promise<number[]> {
+   *  reused. Returns the versions removed. `latest` (compare-and-swap): only while the file's
+   *  latest version is that one, checked in the swap (StaleBasis otherwise). */
+  async remove(name: string, version?: number, latest?: number): Promise<number[]> {
     return this.changeHead(name, (h) => {
       const vs = h?.versions ?? [];
+      const last = vs[vs.length - 1]?.version;
+      if (latest !== undefined && last !== undefined && last !== latest) throw stale(name, last, latest);
       const gone = version === undefined ? vs : vs.filter((v) => v.version === version);
       if (!gone.length) throw version === undefined ? new ProtocolError(ErrorCode.NotFound, `${name} does not exist`) : noVersion(name, version);
       return { head: { ...h!, versions: vs.filter((v) => !gone.includes(v)) }, result: gone.map((v) => v.version) };
@@ -497,22 +568,82 @@ export class Store {
   }
 
   /**
-   * Moves every version of `from` to `to`, which must not exist (or have no versions left):
-   * `to` gets them under new numbers (its own, never reused), then `from` is removed. A crash
-   * between the two leaves both names, never neither.
+   * Moves every version of `from` to `to`, which must not exist (or have no versions left) and
+   * must not clash with a folder or file (`typeClash`): `to` gets them under new numbers (its
+   * own, never reused), then `from` is removed. A crash between the two leaves both names,
+   * never neither.
+   *
+   * `expect` (compare-and-swap: POST /api/files/move with `version`): the move happens only while the
+   * latest version of `from` is `expect`. It is checked in the swap that removes them from
+   * `from`, the one that decides the move: a version another device pushed to `from` before it
+   * refuses the move (StaleBasis) and `to`'s copy is withdrawn again, so that the pushed version
+   * stays where it was pushed and no name is left holding an unchecked copy; a version pushed
+   * after it finds `from` moved.
    */
-  async rename(from: string, to: string): Promise<void> {
-    if (from === to) return;
+  async rename(from: string, to: string, expect?: number): Promise<void> {
+    const latestOf = (h: FileHead | null) => h?.versions[h.versions.length - 1]?.version ?? 0;
+    const check = (h: FileHead | null) => {
+      if (expect !== undefined && h?.versions.length && latestOf(h) !== expect) throw stale(from, latestOf(h), expect);
+    };
+    if (from === to) {
+      const h = await this.head(from);
+      if (!h?.versions.length) throw new ProtocolError(ErrorCode.NotFound, `${from} does not exist`);
+      return check(h);
+    }
     const src = await this.head(from);
     if (!src?.versions.length) throw new ProtocolError(ErrorCode.NotFound, `${from} does not exist`);
+    check(src);
     const refs = await this.refsOf(src.versions);
-    await this.changeHead(to, (h) => {
+    let copied: VersionEntry[] = [];
+    await this.changeHead(to, async (h) => {
       if (h?.versions.length) throw new ProtocolError(ErrorCode.Inconsistent, `${to} exists`);
+      const clash = await this.typeClash(to, 'file');
+      if (clash) throw new ProtocolError(ErrorCode.Inconsistent, clash);
       let next = h?.next ?? 1;
       const versions = src.versions.map((v) => ({ ...v, version: next++ }));
       renumberRestored(src.versions, versions);
+      copied = versions;
       return { head: { ...carryMark(h), name: to, next, versions }, result: undefined, adds: { entries: versions, refs, ours: true } };
     });
-    await this.changeHead(from, (h) => ({ head: h && { ...h, versions: h.versions.filter((v) => !src.versions.some((s) => s.version === v.version)) }, result: undefined }));
+    try {
+      await this.changeHead(from, (h) => {
+        if (!h?.versions.length) throw new ProtocolError(ErrorCode.NotFound, `${from} does not exist`);
+        check(h);
+        return { head: { ...h, versions: h.versions.filter((v) => !src.versions.some((s) => s.version === v.version)) }, result: undefined };
+      });
+    } catch (e) {
+      // refused (the latest moved on, or `from` went meanwhile): the copy goes again; a store
+      // failure leaves both names, never neither
+      if (!(e instanceof ProtocolError && (e.code === ErrorCode.StaleBasis || e.code === ErrorCode.NotFound))) throw e;
+      await this.changeHead(to, (h) => {
+        const versions = h?.versions.filter((v) => !copied.some((c) => sameVersion(v, c))) ?? [];
+        return { head: h && versions.length !== h.versions.length ? { ...h, versions } : null, result: undefined };
+      });
+      throw e;
+    }
+  }
+
+  /**
+   * Why `name` cannot be a file (`as: 'file'`) or a folder (`as: 'folder'`) now, or null
+   * (docs/store.md §11, "Files and folders"): a parent of it is a file with a version, or, for a
+   * file, the folder `name/` lists something (a file, a subfolder, or kept); for a folder, the
+   * file `name` has a version. Reads the heads of its parents and its own catalog (or head):
+   * checked before a swap that makes a new name, not within it (no swap spans two heads).
+   */
+  async typeClash(name: string, as: 'file' | 'folder'): Promise<string | null> {
+    for (let k = name.indexOf('/'); k >= 0; k = name.indexOf('/', k + 1)) {
+      const parent = name.slice(0, k);
+      if ((await this.head(parent))?.versions.length) return `${parent} is a file`;
+    }
+    if (as === 'folder') return (await this.head(name))?.versions.length ? `${name} is a file` : null;
+    let lists: boolean;
+    try {
+      const c = await readCatalog(this.backend, this.user, name);
+      lists = !!c.kept || Object.keys(c.folders).length > 0 || Object.values(c.files).some((e) => e.versions > 0);
+    } catch (e) {
+      if (!(e instanceof DamageError)) throw e;
+      lists = (await this.folderEntries(name)).length > 0;
+    }
+    return lists ? `${name} is a folder` : null;
   }
 }

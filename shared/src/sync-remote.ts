@@ -103,8 +103,11 @@ export abstract class ApiFolder implements RemoteFolder {
     let cursor: string | null = '';
     do {
       const q: URLSearchParams = new URLSearchParams({ prefix, recursive: '1', limit: String(LIST_PAGE), ...(cursor && { cursor }) });
-      const page: { files: { name: string; latest: number; size: number }[]; folders?: unknown; next: string | null } = await this.a.call('GET', `/api/files?${q}`);
+      const page: { files: { name: string; latest: number; size: number }[]; folders?: unknown; next: string | null; complete?: unknown } = await this.a.call('GET', `/api/files?${q}`);
       if (!Array.isArray(page?.files)) throw new Error('the server does not list folders recursively: it needs an update');
+      // a page the server does not vouch for as whole is no listing: files it lacks would read
+      // as deleted on the server (a server of an earlier version sends none)
+      if (page.complete !== true) throw new Error("the server's listing is not whole (no \"complete\" mark): nothing is planned from it; the server may need an update");
       for (const f of page.files) {
         if (typeof f.name !== 'string' || !f.name.startsWith(prefix) || !Number.isSafeInteger(f.latest) || !Number.isSafeInteger(f.size)) throw new Error('the server sent a malformed listing');
         const p = f.name.slice(prefix.length);

@@ -6,7 +6,8 @@
  * comes first (the catalogs down to the cursor are read again and not counted, and a page
  * reads on until it gets past the cursor);
  * its `next` is the last name looked at, from which the next page goes on (null: the walk is
- * over). The work of a request is bounded whatever the namespace holds.
+ * over). The work of a request is bounded whatever the namespace holds. A catalog that cannot
+ * be read fails the search (GET /api/search answers 503), never hides its folder's hits.
  */
 import type { CatalogEntry } from './catalog.ts';
 
@@ -44,13 +45,8 @@ export async function searchNames(entries: Entries, query: string, cursor: strin
       if (read >= maxFolders && last !== cursor) return false;
       read++;
     }
-    let all;
-    try {
-      all = await entries(folder);
-    } catch {
-      return true; // a damaged catalog hides its own folder until gc rebuilds it
-    }
-    for (const [name, e] of all) {
+    // a catalog that cannot be read fails the search: an outage is never "no hits"
+    for (const [name, e] of await entries(folder)) {
       if (e) {
         if (name <= cursor) continue;
         if (files.length >= limit) return false;

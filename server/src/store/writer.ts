@@ -38,6 +38,8 @@ export interface VersionHost {
   /** the content objects versions reference, each known at its version's epoch */
   refsOf(entries: VersionEntry[]): Promise<Refs>;
   noteTraits(name: string, id: string, fastfps: Uint32Array): void;
+  /** why `name` cannot be a file now (a parent is a file, or `name/` is a folder), or null */
+  typeClash?(name: string, as: 'file'): Promise<string | null>;
 }
 
 /** Starts writing a new version of `name` into `store`; see Store.create. */
@@ -229,6 +231,9 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
             if (h) await noteInCatalog(backend, store.user, h, store.repo.linked).catch(() => {});
             throw stale(name, latest, expectLatest);
           }
+          // a new name: not a file beside a folder of the same name, nor under a file (C4)
+          const clash = vs.length ? null : await store.typeClash?.(name, 'file');
+          if (clash) throw new ProtocolError(ErrorCode.Inconsistent, clash);
           // the same content as a latest version known good is unchanged (latestGood). The
           // answer is that version, so it is confirmed as a commit's would be.
           if (last && last.root === root && last.algo === index.algo && (await latestGood(last))) {
@@ -275,5 +280,5 @@ function covers(ranges: { offset: number; length: number }[], size: number): boo
   return end >= size;
 }
 
-const stale = (name: string, latest: number, expected: number) =>
+export const stale = (name: string, latest: number, expected: number) =>
   new ProtocolError(ErrorCode.StaleBasis, `${name} is at version ${latest}, not ${expected}: sync again against the latest version`);
