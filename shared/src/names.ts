@@ -54,24 +54,33 @@ export function validateName(raw: string): string {
   return name;
 }
 
-/** The normalised name, or null when `raw` is not a valid name (for clients, which skip such a
- *  name with a note instead of failing). Anything but a string is invalid too. */
-export function checkedName(raw: unknown): string | null {
-  if (typeof raw !== 'string') return null;
-  try {
-    return validateName(raw);
-  } catch {
-    return null;
-  }
-}
+/** Characters Windows refuses in a file name (a ':' would also name a drive or a stream). */
+const NOT_ON_WINDOWS = /[:<>"|?*]/;
 
-/** Why `raw` is not a valid name (the message validateName throws), or null when it is. */
-export function nameProblem(raw: unknown): string | null {
+/** Why `raw` is not a valid name (the message validateName throws), or null when it is.
+ *  `windows`: also refuses what a Windows file system cannot hold (':' and `<>"|?*`, which
+ *  make drive letters and streams; reserved device names and trailing dots and spaces are
+ *  refused everywhere already). */
+export function nameProblem(raw: unknown, o: { windows?: boolean } = {}): string | null {
   if (typeof raw !== 'string') return 'invalid file name: not a string';
   try {
-    validateName(raw);
+    const name = validateName(raw);
+    if (o.windows && NOT_ON_WINDOWS.test(name)) return 'invalid file name here: Windows cannot hold : < > " | ? *';
     return null;
   } catch (e) {
     return (e as Error).message;
   }
+}
+
+/** The normalised name, or null when `raw` is not a valid name (for clients, which skip such a
+ *  name with a note instead of failing); `windows` as for nameProblem. */
+export function checkedName(raw: unknown, o: { windows?: boolean } = {}): string | null {
+  return nameProblem(raw, o) === null ? (raw as string).normalize('NFC') : null;
+}
+
+/** A name as text safe to print: quoted, with control characters escaped (a hostile name
+ *  cannot move the cursor or clear a terminal). */
+export function shownName(raw: unknown): string {
+  if (typeof raw !== 'string') return String(raw);
+  return `"${raw.replace(/["\\\u0000-\u001f\u007f-\u009f]/g, (c) => (c === '"' || c === '\\' ? '\\' + c : `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`))}"`;
 }
