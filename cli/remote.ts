@@ -91,7 +91,7 @@ const warnOnce = (text: string) => {
 export function tokenOf(values: Values): string | undefined {
   const given = str(values, 'token');
   if (given !== undefined) warnOnce('--token shows the token to everyone who can list processes on this machine; dsync login stores it in a file only you can read');
-  const token = given ?? process.env.DSYNC_TOKEN ?? storedTokens()[httpBase(values)];
+  const token = given ?? (process.env.DSYNC_TOKEN || undefined) ?? storedTokens()[httpBase(values)];
   if (token) checkTls(values);
   return token || undefined;
 }

@@ -128,7 +128,7 @@ async function pullFolder(values: Values, folder: string, dir: string): Promise<
   await fs.mkdir(dir, { recursive: true }); // DIR itself as the user named it (a link or not)
   // every listed name checked before it becomes a path (the rule of `dsync sync`)
   const unlisted: Skipped[] = [];
-  const fits = (name: string) => listedNameFits(name, { windows: process.platform === 'win32' }, unlisted) && name.length > prefix.length;
+  const fits = (name: string) => listedNameFits(name, name.slice(prefix.length), { windows: process.platform === 'win32' }, unlisted) && name.length > prefix.length;
   const rel = (name: string) => name.slice(prefix.length);
   const connections = new ConnectionPool(webSocket(values));
   let failures = 0;

@@ -37,11 +37,12 @@ export function ignoreMatcher(text: string | null): (p: string, isDir?: boolean)
  * the server itself would refuse (a `..` or empty component, an absolute path, a backslash,
  * NUL or a control character, a reserved device name…), one not in the NFC form the server
  * keeps, or one this device's file system cannot hold (`windows`), is never written: it is
- * noted in `skipped` and left out of the listing. True when `full` may be used.
+ * noted in `skipped` (by `rel`, its path below the synced folder, quoted and escaped) and left
+ * out of the listing. True when `full` may be used.
  */
-export function listedNameFits(full: string, o: { windows?: boolean }, skipped: Skipped[]): boolean {
+export function listedNameFits(full: string, rel: string, o: { windows?: boolean }, skipped: Skipped[]): boolean {
   const why = nameProblem(full, o) ?? (full.normalize('NFC') === full ? null : 'not in the NFC form the server keeps');
-  if (why !== null) skipped.push({ path: shownName(full), reason: `the server listed an invalid name (${why.replace(/^invalid file name: /, '')}): not written here` });
+  if (why !== null) skipped.push({ path: shownName(rel), reason: `the server listed an invalid name (${why.replace(/^invalid file name: /, '')}): not written here` });
   return why === null;
 }
 
@@ -115,7 +116,7 @@ export abstract class ApiFolder implements RemoteFolder {
     const prefix = this.a.folder ? this.a.folder + '/' : '';
     const out = new Map<string, RemoteFile>();
     const skipped: Skipped[] = [];
-    const fits = (full: string) => listedNameFits(full, this.a, skipped);
+    const fits = (full: string) => listedNameFits(full, full.slice(prefix.length), this.a, skipped);
     let folders: Set<string> | null = new Set<string>();
     const inTrash = (p: string) => !prefix && (p === TRASH || p.startsWith(TRASH + '/'));
     let cursor: string | null = '';
