@@ -58,7 +58,8 @@ export function storedTokens(): Record<string, string> {
   try {
     text = readFileSync(tokensFile(), 'utf8');
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return {};
+    // none stored, or none this user can read (a command run as another user): none to use
+    if (['ENOENT', 'ENOTDIR', 'EACCES', 'EPERM'].includes((e as NodeJS.ErrnoException).code ?? '')) return {};
     throw e;
   }
   let json: unknown;
