@@ -20,6 +20,8 @@ const COMMANDS: Record<string, [summary: string, load: () => Promise<{ command: 
   rm: ['delete a file or one of its versions', () => import('./commands/rm.ts')],
   restore: ['make an old version the latest again', () => import('./commands/restore.ts')],
   serve: ['run the server', () => import('./commands/serve.ts')],
+  login: ['store the token for a server in a file only you can read', () => import('./commands/login.ts').then((m) => ({ command: m.login }))],
+  logout: ['remove the token stored for a server', () => import('./commands/login.ts').then((m) => ({ command: m.logout }))],
   adduser: ['add an account to a users file and print its token', () => import('./commands/adduser.ts')],
   gc: ["delete old versions and the chunks nothing refers to (a store's upkeep)", () => import('./commands/gc.ts')],
   check: ["verify a store's indexes and chunks", () => import('./commands/check.ts')],
@@ -33,7 +35,8 @@ ${Object.entries(COMMANDS)
   .join('\n')}
 
 dsync help COMMAND (or dsync COMMAND --help) shows a command's flags; dsync --version its version.
-Commands that talk to a server take --server URL (or DSYNC_SERVER) and --token T (or DSYNC_TOKEN).
+Commands that talk to a server take --server URL (or DSYNC_SERVER) and --token T (or DSYNC_TOKEN,
+or the token dsync login stored for that server; --token shows in the process list).
 Exit status: 0 success, 1 something failed, 2 a wrong command line.
 `;
 

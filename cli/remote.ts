@@ -1,8 +1,12 @@
 /**
  * Talking to a server: its address from `--server` (or DSYNC_SERVER) in any of the forms people
- * type, the bearer token from `--token` (or DSYNC_TOKEN), the sync WebSocket and the REST API.
+ * type, the bearer token from `--token` (or DSYNC_TOKEN, or the one `dsync login` stored for the
+ * server, cli/commands/login.ts), the sync WebSocket and the REST API. A token on its way to a
+ * host that is not this machine over plain http/ws gets a warning (`--require-tls` refuses).
  */
-import { hostname } from 'node:os';
+import { readFileSync } from 'node:fs';
+import { homedir, hostname } from 'node:os';
+import path from 'node:path';
 import WebSocket from 'ws';
 import { fetchWhileBusy } from '../shared/src/busy.ts';
 import { RemoteError } from '../shared/src/conn.ts';
@@ -11,7 +15,8 @@ import { type Opts, UsageError, type Values, str } from './command.ts';
 
 export const SERVER_OPTS: Opts = {
   server: { type: 'string', short: 's', arg: 'URL', help: 'the server: ws://HOST:PORT, http://HOST:PORT or HOST:PORT (default: $DSYNC_SERVER)' },
-  token: { type: 'string', arg: 'T', help: 'bearer token, when the server has accounts (default: $DSYNC_TOKEN)' },
+  token: { type: 'string', arg: 'T', help: 'bearer token, when the server has accounts (default: $DSYNC_TOKEN, else the one dsync login stored); visible in the process list' },
+  'require-tls': { type: 'boolean', help: 'refuse to send a token over plain http/ws to a host other than this machine' },
 };
 
 function serverOf(values: Values): URL {
@@ -41,7 +46,66 @@ export function httpBase(values: Values): string {
   return url.origin;
 }
 
-const tokenOf = (values: Values) => str(values, 'token') ?? process.env.DSYNC_TOKEN;
+/** The file of the tokens `dsync login` stored, by server (readable by the user only). */
+export function tokensFile(): string {
+  const base = process.env.XDG_CONFIG_HOME || path.join(homedir(), '.config');
+  return path.join(base, 'dsync', 'tokens.json');
+}
+
+/** The stored tokens, by server origin (http://host:port); none when there is no file. */
+export function storedTokens(): Record<string, string> {
+  let text;
+  try {
+    text = readFileSync(tokensFile(), 'utf8');
+  } catch (e) {
+    // none stored, or none this user can read (a command run as another user): none to use
+    if (['ENOENT', 'ENOTDIR', 'EACCES', 'EPERM'].includes((e as NodeJS.ErrnoException).code ?? '')) return {};
+    throw e;
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new Error(`${tokensFile()} is damaged (not JSON): dsync login again, or delete it`);
+  }
+  if (!json || typeof json !== 'object' || Array.isArray(json) || !Object.values(json).every((t) => typeof t === 'string')) throw new Error(`${tokensFile()} is damaged: dsync login again, or delete it`);
+  return json as Record<string, string>;
+}
+
+/** Whether `host` (a URL's hostname) is this machine. */
+export function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h.endsWith('.localhost') || /^127\.\d+\.\d+\.\d+$/.test(h) || h === '::1' || h === '::ffff:127.0.0.1' || h === '::ffff:7f00:1';
+}
+
+/** Warnings already printed in this process (each is said once). */
+const warned = new Set<string>();
+const warnOnce = (text: string) => {
+  if (warned.has(text)) return;
+  warned.add(text);
+  console.error(`dsync: warning: ${text}`);
+};
+
+/** The bearer token for the server: --token, DSYNC_TOKEN, or the one `dsync login` stored for
+ *  it. Warns that --token shows in the process list, and that a token over plain http/ws to
+ *  another machine can be read on the way (with --require-tls: refuses). */
+export function tokenOf(values: Values): string | undefined {
+  const given = str(values, 'token');
+  if (given !== undefined) warnOnce('--token shows the token to everyone who can list processes on this machine; dsync login stores it in a file only you can read');
+  const token = given ?? (process.env.DSYNC_TOKEN || undefined) ?? storedTokens()[httpBase(values)];
+  if (token) checkTls(values);
+  return token || undefined;
+}
+
+/** A token is about to go to the server: over plain http/ws to a host that is not this machine
+ *  it is readable on the way: a warning, or with --require-tls a refusal. */
+export function checkTls(values: Values) {
+  const url = serverOf(values);
+  if (/^(https|wss):$/.test(url.protocol) || isLoopback(url.hostname)) return;
+  const what = `the token would go to ${url.host} over plain ${url.protocol.replace(':', '')}, readable by anyone on the way`;
+  if (values['require-tls']) throw new Error(`${what}: refused (--require-tls); use https:// or wss://`);
+  warnOnce(`${what}; use https:// or wss:// (--require-tls refuses)`);
+}
 
 /** The `ws` WebSocket, sending the bearer token on the upgrade when there is one. */
 export function webSocket(values: Values): any {

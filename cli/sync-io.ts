@@ -16,6 +16,8 @@ import { LocalChanged, type LocalTree, type Stat, sameStat } from '../shared/src
 import { ApiFolder, IGNORE_FILE, ignoreMatcher } from '../shared/src/sync-remote.ts';
 import { SYNC_RETRIES } from '../shared/src/limits.ts';
 import type { Values } from './command.ts';
+import { NotContained, checkParents, checkTarget, insideFolder, openNoFollow, tempName, tempPid } from './contained.ts';
+import { walkFolder } from './walk.ts';
 import { ApiError, api, syncUrl, webSocket } from './remote.ts';
 
 export { DEFAULT_IGNORES, IGNORE_FILE, TRASH } from '../shared/src/sync-remote.ts';
@@ -28,7 +30,7 @@ export async function ignoreRules(dir: string): Promise<(p: string, isDir?: bool
 
 /** The root hash of a file's content as the protocol computes it with the default chunking. */
 export async function rootOf(file: string): Promise<{ hash: string } & Stat> {
-  const fh = await fs.open(file, 'r');
+  const fh = await openNoFollow(file);
   try {
     const st = await fh.stat();
     const index = await chunkSource(fileSource(fh, st.size), DEFAULT_PARAMS, DEFAULT_ALGO);
@@ -38,13 +40,13 @@ export async function rootOf(file: string): Promise<{ hash: string } & Stat> {
   }
 }
 
-/** Removes `file` if it is a download's temporary file (`.NAME.dsync-tmp-PID`) left by a
+/** Removes `file` if it is a download's temporary file (contained.ts tempName) left by a
  *  process that is gone (killed mid-download). */
 async function dropStaleTemp(file: string) {
-  const pid = /\.dsync-tmp-(\d+)$/.exec(file)?.[1];
-  if (!pid || Number(pid) === process.pid) return;
+  const pid = tempPid(file);
+  if (pid === undefined || pid === process.pid) return;
   try {
-    process.kill(Number(pid), 0);
+    process.kill(pid, 0);
     return; // still running
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ESRCH') return;
@@ -54,6 +56,8 @@ async function dropStaleTemp(file: string) {
 
 const ENOENT = (e: unknown) => (e as NodeJS.ErrnoException).code === 'ENOENT';
 
+/** The local folder. Every write, rename and delete stays inside it and passes through no
+ *  symbolic link (cli/contained.ts); the scan follows no link (cli/walk.ts). */
 export class NodeTree implements LocalTree {
   /** the name each path has on disk (a name not in NFC keeps its own form there) */
   private onDisk = new Map<string, string>();
@@ -61,62 +65,36 @@ export class NodeTree implements LocalTree {
 
   constructor(readonly dir: string) {}
 
-  /** where `p` is on disk */
+  /** the path of `p` below the folder as it is on disk ('/'-separated) */
+  rel(p: string): string {
+    return this.onDisk.get(p) ?? p;
+  }
+
+  /** where `p` is on disk (refused when it is not a path inside the folder) */
   file(p: string): string {
-    return path.join(this.dir, ...(this.onDisk.get(p) ?? p).split('/'));
+    return insideFolder(this.dir, this.rel(p));
   }
 
   async scan() {
     this.ignored = await ignoreRules(this.dir);
-    const files = new Map<string, Stat>();
-    const dirs = new Set<string>();
-    const skipped: { path: string; reason: string; hold?: boolean }[] = [];
+    const w = await walkFolder(this.dir, { ignored: this.ignored, onIgnoredFile: dropStaleTemp });
     this.onDisk.clear();
-    const walk = async (rel: string) => {
-      let entries;
-      try {
-        entries = await fs.readdir(path.join(this.dir, ...rel.split('/').filter(Boolean)), { withFileTypes: true });
-      } catch (e) {
-        if (!rel) throw e; // the synced folder itself
-        return void skipped.push({ path: rel, reason: `cannot read the folder: ${(e as Error).message}`, hold: true });
-      }
-      for (const e of entries) {
-        const p = rel + e.name;
-        const key = p.normalize('NFC');
-        if (e.isDirectory()) {
-          if (this.ignored(key, true)) continue;
-          dirs.add(key);
-          await walk(p + '/');
-        } else if (this.ignored(key)) {
-          await dropStaleTemp(path.join(this.dir, ...p.split('/')));
-        } else if (e.isSymbolicLink()) {
-          skipped.push({ path: key, reason: 'a symbolic link: not followed' });
-        } else if (!e.isFile()) {
-          skipped.push({ path: key, reason: 'not a regular file' });
-        } else if (files.has(key)) {
-          skipped.push({ path: key, reason: 'two names on disk for one name (Unicode forms)', hold: true });
-        } else {
-          try {
-            const st = await fs.lstat(path.join(this.dir, ...p.split('/')));
-            files.set(key, { size: st.size, mtimeMs: st.mtimeMs });
-            if (key !== p) this.onDisk.set(key, p);
-          } catch (err) {
-            if (!ENOENT(err)) skipped.push({ path: key, reason: `cannot read: ${(err as Error).message}`, hold: true });
-          }
-        }
-      }
-    };
-    await walk('');
-    return { files, dirs, skipped };
+    const files = new Map<string, Stat>();
+    for (const [key, f] of w.files) {
+      files.set(key, { size: f.size, mtimeMs: f.mtimeMs });
+      if (key !== f.rel) this.onDisk.set(key, f.rel);
+    }
+    return { files, dirs: w.dirs, skipped: w.skipped };
   }
 
-  hash(p: string) {
+  async hash(p: string) {
+    await checkParents(this.dir, this.rel(p));
     return rootOf(this.file(p));
   }
 
   async stat(p: string): Promise<Stat | null> {
     try {
-      const st = await fs.lstat(this.file(p));
+      const st = await fs.lstat(await checkParents(this.dir, this.rel(p)));
       return st.isFile() ? { size: st.size, mtimeMs: st.mtimeMs } : null;
     } catch (e) {
       if (ENOENT(e)) return null;
@@ -125,16 +103,21 @@ export class NodeTree implements LocalTree {
   }
 
   async rename(from: string, to: string, prune: boolean): Promise<void> {
-    const src = this.file(from);
-    const dst = path.join(this.dir, ...to.split('/'));
-    await fs.mkdir(path.dirname(dst), { recursive: true });
+    const src = await checkParents(this.dir, this.rel(from));
+    await checkTarget(src, from);
+    const dst = await checkParents(this.dir, to, true);
     if (from.toLowerCase() === to.toLowerCase()) {
       // a case-only rename: through a name of its own, so that case-insensitive systems see it
-      const tmp = `${dst}.dsync-tmp-${process.pid}`;
+      const tmp = path.join(path.dirname(dst), tempName());
+      await checkParents(this.dir, this.rel(from));
       await fs.rename(src, tmp);
+      await checkParents(this.dir, to);
       await fs.rename(tmp, dst);
     } else {
       if (await this.exists(dst)) throw new Error(`${to} exists here`);
+      // again right before the act: no link put in the way since
+      await checkParents(this.dir, this.rel(from));
+      await checkParents(this.dir, to);
       await fs.rename(src, dst);
     }
     this.onDisk.delete(from);
@@ -142,23 +125,31 @@ export class NodeTree implements LocalTree {
   }
 
   async mkdir(p: string): Promise<void> {
-    await fs.mkdir(path.join(this.dir, ...p.split('/')), { recursive: true });
+    const full = await checkParents(this.dir, p, true);
+    try {
+      await fs.mkdir(full);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      if (!(await fs.lstat(full)).isDirectory()) throw new NotContained(`${p} is not a folder here`);
+    }
   }
 
   async rmdir(p: string): Promise<boolean> {
     try {
-      await fs.rmdir(path.join(this.dir, ...(this.onDisk.get(p) ?? p).split('/')));
+      const full = await checkParents(this.dir, this.rel(p));
+      if ((await fs.lstat(full)).isSymbolicLink()) return false; // a link where the folder was: held, kept
+      await fs.rmdir(full);
       return true;
     } catch (e) {
       if (ENOENT(e)) return true;
-      if ((e as NodeJS.ErrnoException).code === 'ENOTEMPTY' || (e as NodeJS.ErrnoException).code === 'EEXIST') return false;
+      if ((e as NodeJS.ErrnoException).code === 'ENOTEMPTY' || (e as NodeJS.ErrnoException).code === 'EEXIST' || (e as NodeJS.ErrnoException).code === 'ENOTDIR') return false;
       throw e;
     }
   }
 
   async remove(p: string, prune: boolean): Promise<void> {
-    const f = this.file(p);
-    await fs.rm(f, { force: true });
+    const f = await checkParents(this.dir, this.rel(p));
+    if (await checkTarget(f, p)) await fs.unlink(f);
     this.onDisk.delete(p);
     if (prune) await this.pruneUp(path.dirname(f));
   }
@@ -201,11 +192,13 @@ export interface RemoteOptions {
 /** The server folder (shared/src/sync-remote.ts) with the local files on node:fs. */
 export class HttpFolder extends ApiFolder {
   constructor(private readonly o: RemoteOptions) {
-    super({ call: (method, p, body) => api(o.values, method, p, body), statusOf: (e) => (e instanceof ApiError ? e.status : undefined), folder: o.folder, url: syncUrl(o.values), WebSocket: webSocket(o.values), known: o.known, now: o.now });
+    super({ call: (method, p, body) => api(o.values, method, p, body), statusOf: (e) => (e instanceof ApiError ? e.status : undefined), folder: o.folder, url: syncUrl(o.values), WebSocket: webSocket(o.values), known: o.known, now: o.now, windows: process.platform === 'win32' });
   }
 
   async push(p: string, basisVersion: number) {
-    const fh = await fs.open(this.o.tree.file(p), 'r');
+    const tree = this.o.tree;
+    await checkParents(tree.dir, tree.rel(p));
+    const fh = await openNoFollow(tree.file(p));
     try {
       const st = await fh.stat();
       const r = await push(fileSource(fh, st.size), this.pushOptions(p, basisVersion, this.o.retries ?? SYNC_RETRIES));
@@ -216,11 +209,13 @@ export class HttpFolder extends ApiFolder {
   }
 
   async pull(p: string, version: number, expect: Stat | null, basis?: string) {
-    const target = path.join(this.o.tree.dir, ...p.split('/'));
-    await fs.mkdir(path.dirname(target), { recursive: true });
-    const tmp = path.join(path.dirname(target), `.${path.basename(target)}.dsync-tmp-${process.pid}`);
-    const basisFh = basis ? await fs.open(this.o.tree.file(basis), 'r').catch(() => null) : null;
-    const out = await fs.open(tmp, 'w');
+    const tree = this.o.tree;
+    // the file and its temporary file inside the folder, through no link (cli/contained.ts)
+    const target = await checkParents(tree.dir, tree.rel(p), true);
+    const tmp = path.join(path.dirname(target), tempName());
+    insideFolder(tree.dir, path.relative(tree.dir, tmp).split(path.sep).join('/'));
+    const basisFh = basis ? await openNoFollow(tree.file(basis)).catch(() => null) : null;
+    const out = await fs.open(tmp, 'wx');
     let closed = false;
     try {
       const basisSize = basisFh ? (await basisFh.stat()).size : 0;
@@ -240,7 +235,10 @@ export class HttpFolder extends ApiFolder {
         }),
       );
       // replace the local file only while it is what the plan read
-      if (!sameStat(await this.o.tree.stat(p), expect)) throw new LocalChanged(`${p} changed here during the download`);
+      if (!sameStat(await tree.stat(p), expect)) throw new LocalChanged(`${p} changed here during the download`);
+      // again right before the rename: no link put in the way since, no folder or link at the name
+      await checkParents(tree.dir, tree.rel(p));
+      await checkTarget(target, p);
       await fs.rename(tmp, target);
       const st = await fs.stat(target);
       return { version: r.version, root: r.root, size: st.size, mtimeMs: st.mtimeMs };

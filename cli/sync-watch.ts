@@ -14,8 +14,7 @@ import path from 'node:path';
 import { SYNC_RESCAN_MS, SYNC_SETTLE_MS } from '../shared/src/limits.ts';
 import { backoffMs } from '../shared/src/sync-client.ts';
 import type { Values } from './command.ts';
-import { httpBase } from './remote.ts';
-import { str } from './command.ts';
+import { httpBase, tokenOf } from './remote.ts';
 
 export interface WatchOptions {
   values: Values;
@@ -99,7 +98,7 @@ const EVENTS_IDLE_MS = 15_000;
 /** Follows GET /api/events, calling `changed` on every change event and on every (re)connect. */
 async function listen(o: WatchOptions, changed: () => void): Promise<void> {
   const base = httpBase(o.values);
-  const token = str(o.values, 'token') ?? process.env.DSYNC_TOKEN;
+  const token = tokenOf(o.values);
   for (let attempt = 0; !o.signal.aborted; ) {
     // the server pings every few seconds: a stream silent for EVENTS_IDLE_MS is dead (a
     // network gone without a word) and is opened again

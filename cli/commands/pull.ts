@@ -5,7 +5,9 @@
  *
  * `dsync pull FOLDER/ --out DIR`: every file under FOLDER, each to its path under DIR, over one
  * connection; a file DIR already holds is replaced only with --force, and is then the basis of
- * its own pull (only the chunks it lacks come down).
+ * its own pull (only the chunks it lacks come down). Each name the server lists is checked
+ * before it becomes a path, and nothing is written through a symbolic link or outside DIR
+ * (cli/contained.ts, the rule of `dsync sync`; docs/sync.md "Containment"), --force too.
  */
 import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -21,6 +23,9 @@ import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, s
 import { JSON_OPT, humanOutput, printJson, progressBar, stdoutFile, syncSummary } from '../output.ts';
 import { SERVER_OPTS, api, syncUrl, webSocket } from '../remote.ts';
 import { SYNC_OPTS, algoOf, chunkParams, knownOf } from '../sync-options.ts';
+import { checkParents, checkTarget, openNoFollow, tempName } from '../contained.ts';
+import { listedNameFits } from '../../shared/src/sync-remote.ts';
+import type { Skipped } from '../../shared/src/sync-engine.ts';
 
 /** The size of the version to come, for the progress bar (0 when the server does not say). */
 async function sizeOf(values: Values, name: string, version: number): Promise<number> {
@@ -40,17 +45,19 @@ async function isFolder(values: Values, name: string): Promise<boolean> {
 }
 
 /** One pull of `name` into `outFile` (via a temporary file beside it, renamed over it once
- *  verified; `-`: stdout as it arrives), against `basisPath` if given. */
-async function pullOne(values: Values, name: string, outFile: string, basisPath: string | undefined, o: { version: number; connection?: ConnectionPool }): Promise<SyncReport> {
+ *  verified; `-`: stdout as it arrives), against `basisPath` if given. `check`: runs right
+ *  before the rename (a folder pull checks again that no link is in the way). */
+async function pullOne(values: Values, name: string, outFile: string, basisPath: string | undefined, o: { version: number; connection?: ConnectionPool; check?: () => Promise<unknown> }): Promise<SyncReport> {
   const human = humanOutput(values);
-  const basisFh = basisPath ? await fs.open(basisPath, 'r') : null;
+  const basisFh = basisPath ? await (o.check ? openNoFollow(basisPath) : fs.open(basisPath, 'r')) : null;
   const basisSize = basisFh ? (await basisFh.stat()).size : 0;
   const pool = basisSize >= OFF_THREAD_MIN ? nodeHashPool() : null;
   const bar = progressBar(name, human && process.stderr.isTTY ? await sizeOf(values, name, o.version) : 0, values);
   let written = 0;
   const toStdout = outFile === '-';
-  const tmp = `${outFile}.dsync-${process.pid}.tmp`;
-  const out = toStdout ? stdoutFile() : await fs.open(tmp, 'w');
+  // a short temporary name, so that it fits beside any name (contained.ts tempName)
+  const tmp = path.join(path.dirname(outFile), tempName());
+  const out = toStdout ? stdoutFile() : await fs.open(tmp, 'wx');
   let closed = toStdout;
   try {
     const report = await pull({
@@ -74,6 +81,7 @@ async function pullOne(values: Values, name: string, outFile: string, basisPath:
           await out.sync();
           await out.close();
           closed = true;
+          await o.check?.();
           await fs.rename(tmp, outFile);
           return 0;
         },
@@ -108,6 +116,7 @@ async function pullFolder(values: Values, folder: string, dir: string): Promise<
   do {
     const q = new URLSearchParams({ prefix, recursive: '1', limit: '10000', ...(cursor && { cursor }) });
     const page: { files: { name: string }[]; folders: string[]; next: string | null } = await api(values, 'GET', `/api/files?${q}`);
+    if (!Array.isArray(page?.files) || !Array.isArray(page.folders) || (page.next !== null && typeof page.next !== 'string')) throw new Error('the server sent a malformed listing');
     files.push(...page.files);
     folders.push(...page.folders);
     cursor = page.next;
@@ -116,31 +125,58 @@ async function pullFolder(values: Values, folder: string, dir: string): Promise<
     console.error(`dsync pull: nothing under ${prefix} on the server`);
     return EXIT_FAILED;
   }
-  const local = (name: string) => path.join(dir, ...name.slice(prefix.length).split('/'));
+  await fs.mkdir(dir, { recursive: true }); // DIR itself as the user named it (a link or not)
+  // every listed name checked before it becomes a path (the rule of `dsync sync`)
+  const unlisted: Skipped[] = [];
+  const fits = (name: string) => listedNameFits(name, name.slice(prefix.length), { windows: process.platform === 'win32' }, unlisted) && name.length > prefix.length;
+  const rel = (name: string) => name.slice(prefix.length);
   const connections = new ConnectionPool(webSocket(values));
   let failures = 0;
+  const failed = (what: string, e: unknown) => {
+    failures++;
+    console.error(`dsync pull: ${what}: ${(e as Error).message}`);
+  };
   try {
-    for (const f of folders) await fs.mkdir(local(f), { recursive: true });
-    for (const { name } of files) {
-      const to = local(name);
+    for (const f of folders) {
+      if (typeof f !== 'string' || !f.startsWith(prefix) || !f.endsWith('/') || !fits(f.slice(0, -1))) continue;
       try {
-        const exists = existsSync(to);
+        const full = await checkParents(dir, rel(f.slice(0, -1)), true);
+        await fs.mkdir(full).catch((e) => {
+          if (e.code !== 'EEXIST') throw e;
+        });
+        if (!(await fs.lstat(full)).isDirectory()) throw new Error(`${full} is not a folder`);
+      } catch (e) {
+        failed(f, e);
+      }
+    }
+    for (const { name } of files) {
+      if (typeof name !== 'string' || !name.startsWith(prefix) || !fits(name)) continue;
+      try {
+        const to = await checkParents(dir, rel(name), true);
+        // a link at the name is refused even with --force: it is not replaced, nor written through
+        const exists = await checkTarget(to, rel(name));
         if (exists && !values.force) {
           failures++;
           console.error(`dsync pull: ${to} exists; --force replaces it`);
           continue;
         }
-        await fs.mkdir(path.dirname(to), { recursive: true });
-        const report = await pullOne(values, name, to, exists ? to : undefined, { version: 0, connection: connections });
+        const check = async () => {
+          await checkParents(dir, rel(name));
+          await checkTarget(to, rel(name));
+        };
+        const report = await pullOne(values, name, to, exists ? to : undefined, { version: 0, connection: connections, check });
         if (human) console.log(syncSummary(report, 'pull'));
         else printJson({ ...report, path: to });
       } catch (e) {
-        failures++;
-        console.error(`dsync pull: ${name}: ${(e as Error).message}`);
+        failed(name, e);
       }
     }
   } finally {
     connections.close();
+  }
+  for (const s of unlisted) {
+    failures++;
+    console.error(`dsync pull: skipped ${s.path}: ${s.reason}`);
   }
   return failures ? EXIT_FAILED : EXIT_OK;
 }

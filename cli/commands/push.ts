@@ -26,34 +26,35 @@ import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, s
 import { JSON_OPT, humanOutput, printJson, progressBar, syncSummary } from '../output.ts';
 import { SERVER_OPTS, api, explain, syncUrl, webSocket } from '../remote.ts';
 import { SYNC_OPTS, algoOf, chunkParams, knownOf } from '../sync-options.ts';
+import { openNoFollow } from '../contained.ts';
+import { walkFolder } from '../walk.ts';
 
 interface Entry {
   file: string;
   name: string;
   size: number;
+  /** found by walking a folder: opened without following a link */
+  noFollow?: boolean;
 }
 
-/** The files under `dir`, whose name on the server is `name` (symbolic links to directories
- *  are not followed). */
+/** The files under `dir`, whose name on the server is `name`, by the walk of `dsync sync`
+ *  (cli/walk.ts): links are never followed (a link to ~/.ssh/id_ed25519 is not uploaded), nor
+ *  mount points; they and special files are skipped with a note. A folder that cannot be
+ *  read, or a second name on disk for one name, is a failure. */
 async function walk(dir: string, name: string, out: Entry[], failed: (what: string, e: unknown) => void) {
-  let entries;
+  let w;
   try {
-    entries = await fs.readdir(dir, { withFileTypes: true });
+    w = await walkFolder(dir);
   } catch (e) {
     return failed(dir, e);
   }
-  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  for (const d of entries) {
-    const file = path.join(dir, d.name);
-    if (d.isDirectory()) await walk(file, `${name}/${d.name}`, out, failed);
-    else if (d.isFile() || d.isSymbolicLink()) {
-      try {
-        const st = await fs.stat(file);
-        if (st.isFile()) out.push({ file, name: `${name}/${d.name}`, size: st.size });
-      } catch (e) {
-        failed(file, e);
-      }
-    }
+  for (const f of w.files.values()) out.push({ file: path.join(dir, ...f.rel.split('/')), name: `${name}/${f.rel}`, size: f.size, noFollow: true });
+  for (const s of w.skipped) {
+    // a link or folder is noted once (the walk holds it as a file and as a folder)
+    if (s.path.endsWith('/') && w.skipped.some((t) => t.path === s.path.slice(0, -1))) continue;
+    const where = path.join(dir, ...s.path.split('/').filter(Boolean));
+    if (/^(a symbolic link|a mount point|not a regular file)/.test(s.reason)) console.error(`dsync push: skipped ${where}: ${s.reason}`);
+    else failed(where, new Error(s.reason));
   }
 }
 
@@ -97,7 +98,8 @@ the server lacks go up. A FILE or DIR inside the current directory is named by i
 typed (push proj/docs/a.txt stores proj/docs/a.txt; push photos stores photos/b.jpg); one
 outside it by its path from its parent (push /tmp/x.txt stores x.txt). Several files share
 one connection. Two files of one name are refused before anything is sent. A file that
-cannot be read is reported and the rest still go. The version last pushed or pulled of each
+cannot be read is reported and the rest still go. In a DIR, symbolic links (to files or
+folders) and mount points are never followed: they are skipped with a note. The version last pushed or pulled of each
 file is remembered (in $DSYNC_CACHE_DIR, else ~/.cache/dsync/known), so the next push of a
 small change takes one round trip. Files of ${OFF_THREAD_MIN >> 20} MiB and more are hashed by worker threads
 while they are chunked.
@@ -168,10 +170,10 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
     const pool = entries.some((e) => e.size >= OFF_THREAD_MIN) ? nodeHashPool() : null;
     const known = knownOf(values);
     try {
-      for (const { file, name } of entries) {
+      for (const { file, name, noFollow } of entries) {
         let fh;
         try {
-          fh = await fs.open(file, 'r');
+          fh = await (noFollow ? openNoFollow(file) : fs.open(file, 'r'));
         } catch (e) {
           failed(file, e);
           continue;

@@ -11,7 +11,7 @@ import { SYNC_MAX_DELETE_MIN, SYNC_MAX_DELETE_SHARE, SYNC_RETRIES } from '../../
 import { type Done, type EngineOptions, type FolderSyncReport, syncUntilStill } from '../../shared/src/sync-engine.ts';
 import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
-import { SERVER_OPTS, httpBase } from '../remote.ts';
+import { SERVER_OPTS, httpBase, tokenOf } from '../remote.ts';
 import { HttpFolder, NodeTree } from '../sync-io.ts';
 import { lockFolder } from '../sync-lock.ts';
 import { FileState, syncStateDir } from '../sync-state.ts';
@@ -136,7 +136,7 @@ JSON object per action and one per pass ({"pass": …}).`,
       const server = httpBase(values);
       const tree = new NodeTree(dir);
       const remote = new HttpFolder({ values, folder, tree, device, known: knownOf(values), retries });
-      const state = new FileState({ server, token: str(values, 'token') ?? process.env.DSYNC_TOKEN, folder, dir });
+      const state = new FileState({ server, token: tokenOf(values), folder, dir });
       const where = `${dirArg} ⇄ ${server}/${folder}`;
       const controller = new AbortController();
       const engine: EngineOptions = {

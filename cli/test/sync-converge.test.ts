@@ -26,8 +26,8 @@ const NAMES = ['a.txt', 'b.bin', 'c', 'd1/e.txt', 'd1/f.txt', 'd2/g.md', 'd1/d3/
 const FOLDERS = ['d1', 'd2', 'd1/d3', 'd4'];
 
 /** The contents a sync of `dir` holds: every file but a download's temporary file that a killed
- *  sync left (`.NAME.dsync-tmp-PID`, never synced; a later pass removes it). */
-const syncedContents = (dir: string) => [...treeOf(dir)].filter(([p]) => !/\.dsync-tmp-\d+$/.test(p)).map(([, h]) => h);
+ *  sync left (`.dsync-tmp-PID-RAND`, never synced; a later pass removes it). */
+const syncedContents = (dir: string) => [...treeOf(dir)].filter(([p]) => !/\.dsync-tmp-\d+(-[0-9a-f]+)?$/.test(p)).map(([, h]) => h);
 
 async function run(seed: number) {
   const r = rng(seed);

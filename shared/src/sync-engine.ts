@@ -51,8 +51,9 @@ export interface LocalTree {
 
 /** The synced folder on the server. Paths are relative to it. */
 export interface RemoteFolder {
-  /** the files, and the folders (null: this server does not keep empty folders) */
-  list(): Promise<{ files: Map<string, RemoteFile>; folders: Set<string> | null }>;
+  /** the files, and the folders (null: this server does not keep empty folders); `skipped`:
+   *  listed names that may not become paths here (sync-remote.ts listedNameFits) */
+  list(): Promise<{ files: Map<string, RemoteFile>; folders: Set<string> | null; skipped?: Skipped[] }>;
   /** the root (hex, default chunking) of `version`, or undefined when another chunking made it */
   root(path: string, version: number): Promise<string | undefined>;
   /** the live version numbers of `path` */
@@ -140,8 +141,8 @@ const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
 /** One pass: read both sides, plan, guard, act. */
 export async function syncPass(local: LocalTree, remote: RemoteFolder, state: SyncState, opts: EngineOptions): Promise<PassReport> {
   const ignored = opts.ignored ?? (() => false);
-  const [scan, { files: listing, folders: remoteFolders }] = await Promise.all([local.scan(), remote.list()]);
-  const skipped = [...scan.skipped];
+  const [scan, { files: listing, folders: remoteFolders, skipped: unlisted = [] }] = await Promise.all([local.scan(), remote.list()]);
+  const skipped = [...scan.skipped, ...unlisted];
   // paths left out of this pass entirely (unreadable here): never read as deleted
   const held = new Set<string>();
   const heldFolders = scan.skipped.filter((s) => s.hold && s.path.endsWith('/')).map((s) => s.path);

@@ -12,7 +12,8 @@ import type { WebSocketCtor } from './conn.ts';
 import type { KnownVersions } from './known.ts';
 import type { PullOptions, PushOptions } from './sync-client.ts';
 import { ConnectionPool } from './connection-pool.ts';
-import type { RemoteFolder, Stat } from './sync-engine.ts';
+import type { RemoteFolder, Skipped, Stat } from './sync-engine.ts';
+import { nameProblem, shownName } from './names.ts';
 import type { RemoteFile } from './sync-plan.ts';
 
 /** The folder on the server that holds what sync deletes, with its history (docs/sync.md). */
@@ -29,6 +30,20 @@ export function ignoreMatcher(text: string | null): (p: string, isDir?: boolean)
   const ig = ignore().add(DEFAULT_IGNORES);
   if (text !== null) ig.add(text);
   return (p, isDir) => ig.ignores(isDir ? p + '/' : p);
+}
+
+/**
+ * Containment (docs/sync.md): whether a name the server listed may become a path here. A name
+ * the server itself would refuse (a `..` or empty component, an absolute path, a backslash,
+ * NUL or a control character, a reserved device name…), one not in the NFC form the server
+ * keeps, or one this device's file system cannot hold (`windows`), is never written: it is
+ * noted in `skipped` (by `rel`, its path below the synced folder, quoted and escaped) and left
+ * out of the listing. True when `full` may be used.
+ */
+export function listedNameFits(full: string, rel: string, o: { windows?: boolean }, skipped: Skipped[]): boolean {
+  const why = nameProblem(full, o) ?? (full.normalize('NFC') === full ? null : 'not in the NFC form the server keeps');
+  if (why !== null) skipped.push({ path: shownName(rel), reason: `the server listed an invalid name (${why.replace(/^invalid file name: /, '')}): not written here` });
+  return why === null;
 }
 
 /** A REST call to the server: the parsed JSON answer; a refusal throws an error that
@@ -50,6 +65,8 @@ export interface ApiFolderOptions {
   /** the versions this device knows (a push against one sends only what changed) */
   known?: KnownVersions;
   now?: () => Date;
+  /** the local file system is Windows': names it cannot hold are skipped (listedNameFits) */
+  windows?: boolean;
 }
 
 export abstract class ApiFolder implements RemoteFolder {
@@ -95,9 +112,11 @@ export abstract class ApiFolder implements RemoteFolder {
     this.connections.close();
   }
 
-  async list(): Promise<{ files: Map<string, RemoteFile>; folders: Set<string> | null }> {
+  async list(): Promise<{ files: Map<string, RemoteFile>; folders: Set<string> | null; skipped: Skipped[] }> {
     const prefix = this.a.folder ? this.a.folder + '/' : '';
     const out = new Map<string, RemoteFile>();
+    const skipped: Skipped[] = [];
+    const fits = (full: string) => listedNameFits(full, full.slice(prefix.length), this.a, skipped);
     let folders: Set<string> | null = new Set<string>();
     const inTrash = (p: string) => !prefix && (p === TRASH || p.startsWith(TRASH + '/'));
     let cursor: string | null = '';
@@ -111,20 +130,20 @@ export abstract class ApiFolder implements RemoteFolder {
       for (const f of page.files) {
         if (typeof f.name !== 'string' || !f.name.startsWith(prefix) || !Number.isSafeInteger(f.latest) || !Number.isSafeInteger(f.size)) throw new Error('the server sent a malformed listing');
         const p = f.name.slice(prefix.length);
-        if (!inTrash(p)) out.set(p, { version: f.latest, size: f.size });
+        if (!inTrash(p) && fits(f.name)) out.set(p, { version: f.latest, size: f.size });
       }
       if (!Array.isArray(page.folders)) folders = null;
       for (const d of folders ? (page.folders as unknown[]) : []) {
         if (typeof d !== 'string' || !d.startsWith(prefix) || !d.endsWith('/') || d.length <= prefix.length + 1) throw new Error('the server sent a malformed listing');
         const p = d.slice(prefix.length, -1);
-        if (!inTrash(p)) folders!.add(p);
+        if (!inTrash(p) && fits(d.slice(0, -1))) folders!.add(p);
       }
       if (page.next !== null && typeof page.next !== 'string') throw new Error('the server sent a malformed listing');
       cursor = page.next;
     } while (cursor);
     // a server that lists no folders beside files in folders keeps no empty folders either
     if (this.noFolders || (folders && !folders.size && [...out.keys()].some((p) => p.includes('/')))) folders = null;
-    return { files: out, folders };
+    return { files: out, folders, skipped };
   }
 
   private async versionList(p: string): Promise<{ version: number; root: string; algo: number }[]> {
