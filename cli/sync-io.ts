@@ -12,7 +12,8 @@ import { fileSource } from '../shared/src/file-source.ts';
 import type { KnownVersions } from '../shared/src/known.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../shared/src/protocol.ts';
 import { pull, push } from '../shared/src/sync-client.ts';
-import { LocalChanged, type LocalTree, type Stat, sameStat } from '../shared/src/sync-engine.ts';
+import { type Expected, type LocalTree, type Stat, verifyLocal } from '../shared/src/sync-engine.ts';
+import type { Expect } from '../shared/src/sync-plan.ts';
 import { ApiFolder, IGNORE_FILE, ignoreMatcher } from '../shared/src/sync-remote.ts';
 import { SYNC_RETRIES } from '../shared/src/limits.ts';
 import type { Values } from './command.ts';
@@ -204,19 +205,20 @@ export class HttpFolder extends ApiFolder {
     super({ call: (method, p, body) => api(o.values, method, p, body), statusOf: (e) => (e instanceof ApiError ? e.status : undefined), folder: o.folder, url: syncUrl(o.values), WebSocket: webSocket(o.values), known: o.known, now: o.now });
   }
 
-  async push(p: string, basisVersion: number) {
+  async push(p: string, expect: Expect) {
     const fh = await fs.open(this.o.tree.file(p), 'r');
     try {
       const st = await fh.stat();
-      const r = await push(fileSource(fh, st.size), this.pushOptions(p, basisVersion, this.o.retries ?? SYNC_RETRIES));
+      const r = await push(fileSource(fh, st.size), this.pushOptions(p, expect, this.o.retries ?? SYNC_RETRIES));
       return { version: r.version, root: r.root, size: st.size, mtimeMs: st.mtimeMs };
     } finally {
       await fh.close();
     }
   }
 
-  async pull(p: string, version: number, expect: Stat | null, basis?: string) {
-    const target = path.join(this.o.tree.dir, ...p.split('/'));
+  async pull(p: string, version: number, expect: Expected | null, basis?: string) {
+    // the name on disk where the file is there (a name not in NFC keeps its own form)
+    const target = this.o.tree.file(p);
     await fs.mkdir(path.dirname(target), { recursive: true });
     const tmp = path.join(path.dirname(target), `.${path.basename(target)}.dsync-tmp-${process.pid}`);
     const basisFh = basis ? await fs.open(this.o.tree.file(basis), 'r').catch(() => null) : null;
@@ -239,8 +241,8 @@ export class HttpFolder extends ApiFolder {
           },
         }),
       );
-      // replace the local file only while it is what the plan read
-      if (!sameStat(await this.o.tree.stat(p), expect)) throw new LocalChanged(`${p} changed here during the download`);
+      // replace the local file only while it is what the plan read (its content too)
+      await verifyLocal(this.o.tree, p, expect);
       await fs.rename(tmp, target);
       const st = await fs.stat(target);
       return { version: r.version, root: r.root, size: st.size, mtimeMs: st.mtimeMs };
