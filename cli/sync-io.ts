@@ -4,7 +4,7 @@
  * push and pull (shared/src/sync-client.ts) on shared connections.
  */
 import { bytesToHex as hex } from '@noble/hashes/utils';
-import { promises as fs } from 'node:fs';
+import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
 import '../shared/src/wasm.ts';
 import { chunkSource } from '../shared/src/chunk-index.ts';
@@ -14,7 +14,9 @@ import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../shared/src/protocol.ts';
 import { pull, push } from '../shared/src/sync-client.ts';
 import { type Expected, type LocalTree, type Stat, verifyLocal } from '../shared/src/sync-engine.ts';
 import type { Expect } from '../shared/src/sync-plan.ts';
-import { ApiFolder, IGNORE_FILE, ignoreMatcher } from '../shared/src/sync-remote.ts';
+import { ApiFolder, IGNORE_FILE, ignoreMatcher, ignoredByDefault } from '../shared/src/sync-remote.ts';
+import { conflictName } from '../shared/src/conflict.ts';
+import { hostname } from 'node:os';
 import { SYNC_RETRIES } from '../shared/src/limits.ts';
 import type { Values } from './command.ts';
 import { ApiError, api, syncUrl, webSocket } from './remote.ts';
@@ -58,7 +60,11 @@ const ENOENT = (e: unknown) => (e as NodeJS.ErrnoException).code === 'ENOENT';
 export class NodeTree implements LocalTree {
   /** the name each path has on disk (a name not in NFC keeps its own form there) */
   private onDisk = new Map<string, string>();
+  /** whether this folder's file system finds a name whatever its case (probed once) */
+  private caseless: boolean | undefined;
   ignored: (p: string, isDir?: boolean) => boolean = () => false;
+  /** this device's name, in the conflict name of a second Unicode form of one name */
+  device = hostname();
 
   constructor(readonly dir: string) {}
 
@@ -67,11 +73,34 @@ export class NodeTree implements LocalTree {
     return path.join(this.dir, ...(this.onDisk.get(p) ?? p).split('/'));
   }
 
+  fold(p: string): string {
+    return this.caseless === false ? p.normalize('NFC') : p.normalize('NFC').toLowerCase();
+  }
+
+  /** Whether the folder's file system ignores case: a probe file (a temporary name the rules
+   *  ignore) is made and looked up in the other case. Unknown (a read-only folder): assumed. */
+  private async probeCase(): Promise<boolean> {
+    const name = `.Dsync-Case.dsync-tmp-${process.pid}`;
+    const f = path.join(this.dir, name);
+    try {
+      await fs.writeFile(f, '', { flag: 'wx' });
+    } catch {
+      return process.platform === 'darwin' || process.platform === 'win32';
+    }
+    try {
+      return await this.exists(path.join(this.dir, name.toLowerCase()));
+    } finally {
+      await fs.rm(f, { force: true });
+    }
+  }
+
   async scan() {
     this.ignored = await ignoreRules(this.dir);
+    this.caseless ??= await this.probeCase();
     const files = new Map<string, Stat>();
     const dirs = new Set<string>();
     const skipped: { path: string; reason: string; hold?: boolean }[] = [];
+    let hidden = 0;
     this.onDisk.clear();
     const walk = async (rel: string) => {
       let entries;
@@ -85,17 +114,34 @@ export class NodeTree implements LocalTree {
         const p = rel + e.name;
         const key = p.normalize('NFC');
         if (e.isDirectory()) {
-          if (this.ignored(key, true)) continue;
+          if (this.ignored(key, true)) {
+            if (!ignoredByDefault(key, true)) hidden++;
+            continue;
+          }
           dirs.add(key);
           await walk(p + '/');
         } else if (this.ignored(key)) {
+          if (!ignoredByDefault(key) && key !== IGNORE_FILE) hidden++;
           await dropStaleTemp(path.join(this.dir, ...p.split('/')));
         } else if (e.isSymbolicLink()) {
           skipped.push({ path: key, reason: 'a symbolic link: not followed' });
         } else if (!e.isFile()) {
           skipped.push({ path: key, reason: 'not a regular file' });
         } else if (files.has(key)) {
-          skipped.push({ path: key, reason: 'two names on disk for one name (Unicode forms)', hold: true });
+          // a second Unicode form of one name: it cannot sync under that name (the server holds
+          // NFC names), so it takes a conflict name of its own here, and goes up as that
+          const base = (c: string) => c.slice(c.lastIndexOf('/') + 1);
+          const raw = (c: string) => path.join(this.dir, ...rel.split('/').filter(Boolean), base(c));
+          const copy = conflictName(key, this.device, new Date(), (c) => files.has(c) || existsSync(raw(c)));
+          try {
+            await fs.rename(path.join(this.dir, ...p.split('/')), raw(copy));
+            const st = await fs.lstat(raw(copy));
+            files.set(copy, { size: st.size, mtimeMs: st.mtimeMs });
+            if (rel + base(copy) !== copy) this.onDisk.set(copy, rel + base(copy));
+            skipped.push({ path: key, reason: `two names on disk for one name (Unicode forms): the second is renamed to ${copy}` });
+          } catch (err) {
+            skipped.push({ path: key, reason: `two names on disk for one name (Unicode forms), and the second cannot be renamed: ${(err as Error).message}`, hold: true });
+          }
         } else {
           try {
             const st = await fs.lstat(path.join(this.dir, ...p.split('/')));
@@ -108,7 +154,7 @@ export class NodeTree implements LocalTree {
       }
     };
     await walk('');
-    return { files, dirs, skipped };
+    return { files, dirs, skipped, hidden };
   }
 
   hash(p: string) {

@@ -20,6 +20,9 @@ import { SYNC_REFUSALS, SYNC_TRANSFERS } from './limits.ts';
 import { ErrorCode } from './protocol.ts';
 import { type Action, type Agreed, type Expect, type FolderAction, type LocalFile, type RemoteFile, deleteAllowance, deletesOf, plan, planFolders, rootsWanted } from './sync-plan.ts';
 
+/** The ignore file in a synced folder (gitignore syntax): this device's own, never synced. */
+export const IGNORE_FILE = '.dsyncignore';
+
 /** An entry the engine leaves alone this pass. `hold`: what the server has there must not be
  *  read as deleted here (a file or folder, ending in '/', that could not be read). */
 export interface Skipped {
@@ -35,8 +38,9 @@ export interface Stat {
 
 /** The synced folder on this device. Paths are relative, '/'-separated, NFC. */
 export interface LocalTree {
-  /** every regular file not ignored, with its size and mtime; what was skipped, and why */
-  scan(): Promise<{ files: Map<string, Stat>; dirs: Set<string>; skipped: Skipped[] }>;
+  /** every regular file not ignored, with its size and mtime; what was skipped, and why;
+   *  `hidden`: how many files and folders the folder's own ignore rules hide (not the defaults) */
+  scan(): Promise<{ files: Map<string, Stat>; dirs: Set<string>; skipped: Skipped[]; hidden?: number }>;
   /** the content's root hash (hex), with the size and mtime the file had when it was opened */
   hash(path: string): Promise<{ hash: string } & Stat>;
   /** null when there is no file */
@@ -147,6 +151,8 @@ export interface PassReport {
   /** local files read to hash them (size or mtime not the agreed ones) */
   hashed: number;
   skipped: Skipped[];
+  /** local files and folders the folder's own ignore rules hide */
+  hidden: number;
   /** the delete guard stopped the pass before it did anything. `deletes` counts files and
    *  folders, `allowed` is of the agreed `files` and `folders`; `errors`: entries this pass
    *  could not read on either side (deletes may then come from what was not seen, and a higher
@@ -219,7 +225,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
     }
   }
   // files synced before that the ignore rules hide now: said, never taken for deletes
-  const hidden = [...state.files.keys()].filter((p) => ignored(p) && !held.has(p)).sort();
+  const hidden = [...state.files.keys()].filter((p) => p !== IGNORE_FILE && ignored(p) && !held.has(p)).sort();
   if (hidden.length) skipped.push({ path: hidden[0] + (hidden.length > 1 ? ` and ${hidden.length - 1} more` : ''), reason: `synced before, hidden now by the ignore rules: changes to ${hidden.length > 1 ? 'them' : 'it'} no longer sync either way` });
   const remoteFiles = new Map([...listing].filter(([p]) => !ignored(p)));
   for (const p of held) {
@@ -253,7 +259,8 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
   const deletes = deletesOf([...actions, ...folderActions]);
   const allowed = deleteAllowance(agreed.size + agreedFolders.size, opts.maxDeleteShare, opts.maxDeleteMin);
   const errors = skipped.filter((s) => s.hold || s.reason.startsWith('cannot read')).length + unreadable;
-  if (deletes > allowed) return { done: [], hashed, skipped, guard: { deletes, allowed, files: agreed.size, folders: agreedFolders.size, errors } };
+  const hiddenHere = scan.hidden ?? 0;
+  if (deletes > allowed) return { done: [], hashed, skipped, hidden: hiddenHere, guard: { deletes, allowed, files: agreed.size, folders: agreedFolders.size, errors } };
 
   const done: Done[] = [];
   // names taken for conflict copies: on either side, as this file system finds names
@@ -334,7 +341,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
   for (const a of [...actions.filter((x) => !first(x) && !del(x) && !transfer(x)), ...folderActions]) await one(a);
   await saving;
   await state.save();
-  return { done, hashed, skipped };
+  return { done, hashed, skipped, hidden: hiddenHere };
 
   /** what the plan read of a local file, for verifyLocal */
   function expected(p: string): Expected {
@@ -473,8 +480,10 @@ export interface FolderSyncReport {
   done: Done[];
   hashed: number;
   skipped: Skipped[];
+  /** local files and folders the folder's own ignore rules hide (the last pass) */
+  hidden: number;
   guard?: PassReport['guard'];
-  /** the last pass found nothing to do and nothing failed */
+  /** the last pass found nothing to do, nothing failed and nothing was held */
   agreed: boolean;
   passes: number;
 }
@@ -482,7 +491,7 @@ export interface FolderSyncReport {
 /** Passes until one has nothing to do (at most `maxPasses`). */
 export async function syncUntilStill(local: LocalTree, remote: RemoteFolder, state: SyncState, opts: EngineOptions, maxPasses = 4): Promise<FolderSyncReport> {
   const done: Done[] = [];
-  let last: PassReport = { done: [], hashed: 0, skipped: [] };
+  let last: PassReport = { done: [], hashed: 0, skipped: [], hidden: 0 };
   let passes = 0;
   let hashed = 0;
   while (passes < maxPasses && !opts.signal?.aborted) {
@@ -494,5 +503,5 @@ export async function syncUntilStill(local: LocalTree, remote: RemoteFolder, sta
   }
   // a pass that left something out (held: unreadable here) has not made the two sides agree
   const agreed = !last.guard && !last.done.length && !last.skipped.some((s) => s.hold);
-  return { done, hashed, skipped: last.skipped, ...(last.guard && { guard: last.guard }), agreed, passes };
+  return { done, hashed, skipped: last.skipped, hidden: last.hidden, ...(last.guard && { guard: last.guard }), agreed, passes };
 }

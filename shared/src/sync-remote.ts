@@ -12,24 +12,28 @@ import type { WebSocketCtor } from './conn.ts';
 import type { KnownVersions } from './known.ts';
 import type { PullOptions, PushOptions } from './sync-client.ts';
 import { ConnectionPool } from './connection-pool.ts';
-import { type Expected, type RemoteFolder, RemoteChanged, type Stat } from './sync-engine.ts';
+import { type Expected, IGNORE_FILE, type RemoteFolder, RemoteChanged, type Stat } from './sync-engine.ts';
 import type { Expect, RemoteFile } from './sync-plan.ts';
 
 /** The folder on the server that holds what sync deletes, with its history (docs/sync.md). */
 export const TRASH = '.dsync-trash';
 
-/** The ignore file in a synced folder (gitignore syntax). */
-export const IGNORE_FILE = '.dsyncignore';
+export { IGNORE_FILE } from './sync-engine.ts';
 
 /** Always ignored: temporary files of editors and systems, and the engine's own. */
 export const DEFAULT_IGNORES = ['.DS_Store', 'Thumbs.db', 'desktop.ini', '*.tmp', '*.swp', '*.swo', '*~', '~$*', '.#*', '.~lock.*#', '*.dsync-tmp-*', `/${TRASH}/`];
 
-/** The ignore rules: the defaults and the text of the folder's .dsyncignore, if any. */
+/** The ignore rules: the defaults and the text of the folder's .dsyncignore, if any. The
+ *  .dsyncignore itself is this device's own and never synced (Syncthing's rule: one device's
+ *  rules cannot silence another's files), whatever its text says. */
 export function ignoreMatcher(text: string | null): (p: string, isDir?: boolean) => boolean {
   const ig = ignore().add(DEFAULT_IGNORES);
   if (text !== null) ig.add(text);
-  return (p, isDir) => ig.ignores(isDir ? p + '/' : p);
+  return (p, isDir) => (!isDir && p === IGNORE_FILE) || ig.ignores(isDir ? p + '/' : p);
 }
+
+/** The defaults alone: what the ignore rules hide beyond them is the user's rules' doing. */
+export const ignoredByDefault = ignoreMatcher(null);
 
 /** A REST call to the server: the parsed JSON answer; a refusal throws an error that
  *  `statusOf` reads the HTTP status from. */
