@@ -199,7 +199,7 @@ test('the delete guard stops a pass that would delete too much, and deletes noth
   }
 });
 
-test('.dsyncignore (this device's own, never synced) and the default ignores; symbolic links and special files are skipped with a note', async () => {
+test(".dsyncignore (this device's own, never synced) and the default ignores; symbolic links and special files are skipped with a note", async () => {
   const s = await testServer();
   const { devs: [a, b], done } = devices(s.url);
   try {
