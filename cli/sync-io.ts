@@ -4,7 +4,7 @@
  * push and pull (shared/src/sync-client.ts) on shared connections.
  */
 import { bytesToHex as hex } from '@noble/hashes/utils';
-import { promises as fs } from 'node:fs';
+import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
 import '../shared/src/wasm.ts';
 import { chunkSource } from '../shared/src/chunk-index.ts';
@@ -12,8 +12,11 @@ import { fileSource } from '../shared/src/file-source.ts';
 import type { KnownVersions } from '../shared/src/known.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../shared/src/protocol.ts';
 import { pull, push } from '../shared/src/sync-client.ts';
-import { LocalChanged, type LocalTree, type Stat, sameStat } from '../shared/src/sync-engine.ts';
-import { ApiFolder, IGNORE_FILE, ignoreMatcher } from '../shared/src/sync-remote.ts';
+import { type Expected, type LocalTree, type Stat, verifyLocal } from '../shared/src/sync-engine.ts';
+import type { Expect } from '../shared/src/sync-plan.ts';
+import { ApiFolder, IGNORE_FILE, ignoreMatcher, ignoredByDefault } from '../shared/src/sync-remote.ts';
+import { conflictName } from '../shared/src/conflict.ts';
+import { hostname } from 'node:os';
 import { SYNC_RETRIES } from '../shared/src/limits.ts';
 import type { Values } from './command.ts';
 import { NotContained, checkParents, checkTarget, insideFolder, openNoFollow, tempName, tempPid } from './contained.ts';
@@ -61,7 +64,11 @@ const ENOENT = (e: unknown) => (e as NodeJS.ErrnoException).code === 'ENOENT';
 export class NodeTree implements LocalTree {
   /** the name each path has on disk (a name not in NFC keeps its own form there) */
   private onDisk = new Map<string, string>();
+  /** whether this folder's file system finds a name whatever its case (probed once) */
+  private caseless: boolean | undefined;
   ignored: (p: string, isDir?: boolean) => boolean = () => false;
+  /** this device's name, in the conflict name of a second Unicode form of one name */
+  device = hostname();
 
   constructor(readonly dir: string) {}
 
@@ -75,16 +82,62 @@ export class NodeTree implements LocalTree {
     return insideFolder(this.dir, this.rel(p));
   }
 
+  fold(p: string): string {
+    return this.caseless === false ? p.normalize('NFC') : p.normalize('NFC').toLowerCase();
+  }
+
+  /** Whether the folder's file system ignores case: a probe file (a temporary name the rules
+   *  ignore) is made and looked up in the other case. Unknown (a read-only folder): assumed. */
+  private async probeCase(): Promise<boolean> {
+    const name = `.Dsync-Case.dsync-tmp-${process.pid}`;
+    const f = path.join(this.dir, name);
+    try {
+      await fs.writeFile(f, '', { flag: 'wx' });
+    } catch {
+      return process.platform === 'darwin' || process.platform === 'win32';
+    }
+    try {
+      return await this.exists(path.join(this.dir, name.toLowerCase()));
+    } finally {
+      await fs.rm(f, { force: true });
+    }
+  }
+
   async scan() {
     this.ignored = await ignoreRules(this.dir);
-    const w = await walkFolder(this.dir, { ignored: this.ignored, onIgnoredFile: dropStaleTemp });
+    this.caseless ??= await this.probeCase();
+    let hidden = 0;
+    const w = await walkFolder(this.dir, {
+      ignored: this.ignored,
+      onIgnoredFile: dropStaleTemp,
+      // what the folder's own rules hide (the defaults and the rules file are not counted)
+      onIgnored: (key, isDir) => void (!ignoredByDefault(key, isDir) && !(key === IGNORE_FILE && !isDir) && hidden++),
+    });
     this.onDisk.clear();
     const files = new Map<string, Stat>();
+    const skipped = [...w.skipped];
     for (const [key, f] of w.files) {
       files.set(key, { size: f.size, mtimeMs: f.mtimeMs });
       if (key !== f.rel) this.onDisk.set(key, f.rel);
     }
-    return { files, dirs: w.dirs, skipped: w.skipped };
+    // a second Unicode form of one name: it cannot sync under that name (the server holds NFC
+    // names), so it takes a conflict name of its own here, and goes up as that
+    for (const t of w.twins) {
+      const folder = t.rel.includes('/') ? t.rel.slice(0, t.rel.lastIndexOf('/') + 1) : '';
+      const base = (c: string) => c.slice(c.lastIndexOf('/') + 1);
+      const copy = conflictName(t.key, this.device, new Date(), (c) => files.has(c) || existsSync(path.join(this.dir, ...(folder + base(c)).split('/'))));
+      try {
+        await checkParents(this.dir, folder + base(copy));
+        await fs.rename(insideFolder(this.dir, t.rel), insideFolder(this.dir, folder + base(copy)));
+        const st = await fs.lstat(insideFolder(this.dir, folder + base(copy)));
+        files.set(copy, { size: st.size, mtimeMs: st.mtimeMs });
+        if (folder + base(copy) !== copy) this.onDisk.set(copy, folder + base(copy));
+        skipped.push({ path: t.key, reason: `two names on disk for one name (Unicode forms): the second is renamed to ${copy}` });
+      } catch (err) {
+        skipped.push({ path: t.key, reason: `two names on disk for one name (Unicode forms), and the second cannot be renamed: ${(err as Error).message}`, hold: true });
+      }
+    }
+    return { files, dirs: w.dirs, skipped, hidden };
   }
 
   async hash(p: string) {
@@ -195,22 +248,23 @@ export class HttpFolder extends ApiFolder {
     super({ call: (method, p, body) => api(o.values, method, p, body), statusOf: (e) => (e instanceof ApiError ? e.status : undefined), folder: o.folder, url: syncUrl(o.values), WebSocket: webSocket(o.values), known: o.known, now: o.now, windows: process.platform === 'win32' });
   }
 
-  async push(p: string, basisVersion: number) {
+  async push(p: string, expect: Expect) {
     const tree = this.o.tree;
     await checkParents(tree.dir, tree.rel(p));
     const fh = await openNoFollow(tree.file(p));
     try {
       const st = await fh.stat();
-      const r = await push(fileSource(fh, st.size), this.pushOptions(p, basisVersion, this.o.retries ?? SYNC_RETRIES));
+      const r = await push(fileSource(fh, st.size), this.pushOptions(p, expect, this.o.retries ?? SYNC_RETRIES));
       return { version: r.version, root: r.root, size: st.size, mtimeMs: st.mtimeMs };
     } finally {
       await fh.close();
     }
   }
 
-  async pull(p: string, version: number, expect: Stat | null, basis?: string) {
+  async pull(p: string, version: number, expect: Expected | null, basis?: string) {
     const tree = this.o.tree;
-    // the file and its temporary file inside the folder, through no link (cli/contained.ts)
+    // the file (under its name on disk) and its temporary file inside the folder, through no
+    // link (cli/contained.ts)
     const target = await checkParents(tree.dir, tree.rel(p), true);
     const tmp = path.join(path.dirname(target), tempName());
     insideFolder(tree.dir, path.relative(tree.dir, tmp).split(path.sep).join('/'));
@@ -234,8 +288,8 @@ export class HttpFolder extends ApiFolder {
           },
         }),
       );
-      // replace the local file only while it is what the plan read
-      if (!sameStat(await tree.stat(p), expect)) throw new LocalChanged(`${p} changed here during the download`);
+      // replace the local file only while it is what the plan read (its content too)
+      await verifyLocal(tree, p, expect);
       // again right before the rename: no link put in the way since, no folder or link at the name
       await checkParents(tree.dir, tree.rel(p));
       await checkTarget(target, p);

@@ -2,13 +2,13 @@
  * The sync engine's state on disk (docs/sync.md, "State"): one JSON file per synced folder, in
  * `$DSYNC_CACHE_DIR/sync`, else `$XDG_CACHE_HOME/dsync/sync`, else `~/.cache/dsync/sync`, named
  * by a hash of the server, the user (a hash of the token), the server folder and the local
- * folder. Written whole to a temporary file and renamed over the old one, so a crash leaves the
+ * folder (its real path, as the lock's: one folder reached through a link is one state). Written whole to a temporary file and renamed over the old one, so a crash leaves the
  * old state or the new, never a torn one. A state that does not read back is an empty one: the
  * next pass compares contents (equal ones are recorded, different ones become conflict copies),
  * so nothing is lost, only time.
  */
 import { createHash } from 'node:crypto';
-import { promises as fs, readFileSync } from 'node:fs';
+import { promises as fs, readFileSync, realpathSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import type { Agreed } from '../shared/src/sync-plan.ts';
@@ -37,25 +37,37 @@ export class FileState implements SyncState {
   private readonly id: Record<string, string>;
 
   constructor(key: StateKey, dir = syncStateDir()) {
-    this.id = { server: key.server, user: key.token ? sha256(key.token).slice(0, 16) : '', folder: key.folder, dir: path.resolve(key.dir) };
+    const user = key.token ? sha256(key.token).slice(0, 16) : '';
+    let real = path.resolve(key.dir);
+    try {
+      real = realpathSync(real);
+    } catch {
+      // not there (yet): its path as given
+    }
+    this.id = { server: key.server, user, folder: key.folder, dir: real };
     this.file = path.join(dir, sha256(JSON.stringify(this.id)) + '.json');
-    this.load();
+    // a state saved under the folder's path as given (before states were keyed by the real
+    // path) is read when there is none under the real one; the next save moves it
+    const old = { ...this.id, dir: path.resolve(key.dir) };
+    if (!this.load(this.file, this.id) && old.dir !== real) this.load(path.join(dir, sha256(JSON.stringify(old)) + '.json'), old);
   }
 
-  private load() {
+  /** Reads the state in `file` saved under `id`; false when there is none to read. */
+  private load(file: string, id: Record<string, string>): boolean {
     let j: any;
     try {
-      j = JSON.parse(readFileSync(this.file, 'utf8'));
+      j = JSON.parse(readFileSync(file, 'utf8'));
     } catch {
-      return;
+      return false;
     }
-    if (j?.magic !== MAGIC || JSON.stringify(j.id) !== JSON.stringify(this.id) || typeof j.files !== 'object' || !j.files) return;
+    if (j?.magic !== MAGIC || JSON.stringify(j.id) !== JSON.stringify(id) || typeof j.files !== 'object' || !j.files) return false;
     for (const [p, e] of Object.entries(j.files)) {
       if (!Array.isArray(e) || e.length !== 4) continue;
       const [version, hash, size, mtimeMs] = e;
       if (Number.isSafeInteger(version) && version > 0 && typeof hash === 'string' && /^[0-9a-f]+$/.test(hash) && Number.isSafeInteger(size) && size >= 0 && typeof mtimeMs === 'number') this.files.set(p, { version, hash, size, mtimeMs });
     }
     if (Array.isArray(j.folders)) for (const d of j.folders) if (typeof d === 'string' && d) this.folders.add(d);
+    return true;
   }
 
   async save(): Promise<void> {

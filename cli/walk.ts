@@ -20,6 +20,9 @@ export interface Walked {
   /** the folders, by NFC name */
   dirs: Set<string>;
   skipped: Skipped[];
+  /** a second name on disk for one NFC name (another Unicode form): by NFC name and path on
+   *  disk; the caller decides (NodeTree.scan renames it aside; push DIR skips it) */
+  twins: (Stat & { key: string; rel: string })[];
 }
 
 export interface WalkOptions {
@@ -27,6 +30,8 @@ export interface WalkOptions {
   ignored?: (p: string, isDir?: boolean) => boolean;
   /** an ignored file, by its path on disk (e.g. to drop a stale temporary file) */
   onIgnoredFile?: (file: string) => Promise<void>;
+  /** every entry `ignored` left out (NFC name; isDir for a folder) */
+  onIgnored?: (p: string, isDir: boolean) => void;
 }
 
 /** Both the file and the folder reading of `p` held, with one reason. */
@@ -37,6 +42,7 @@ export async function walkFolder(top: string, o: WalkOptions = {}): Promise<Walk
   const files = new Map<string, Stat & { rel: string }>();
   const dirs = new Set<string>();
   const skipped: Skipped[] = [];
+  const twins: Walked['twins'] = [];
   const device = (await fs.stat(top)).dev;
   const disk = (rel: string) => path.join(top, ...rel.split('/').filter(Boolean));
   const walk = async (rel: string) => {
@@ -52,7 +58,10 @@ export async function walkFolder(top: string, o: WalkOptions = {}): Promise<Walk
       const p = rel + e.name;
       const key = p.normalize('NFC');
       if (e.isDirectory()) {
-        if (ignored(key, true)) continue;
+        if (ignored(key, true)) {
+          o.onIgnored?.(key, true);
+          continue;
+        }
         let st;
         try {
           st = await fs.lstat(disk(p));
@@ -71,15 +80,15 @@ export async function walkFolder(top: string, o: WalkOptions = {}): Promise<Walk
       } else if (e.isSymbolicLink()) {
         if (!ignored(key) && !ignored(key, true)) holdBoth(skipped, key, 'a symbolic link: not followed');
       } else if (ignored(key)) {
+        o.onIgnored?.(key, false);
         if (e.isFile()) await o.onIgnoredFile?.(disk(p));
       } else if (!e.isFile()) {
         skipped.push({ path: key, reason: 'not a regular file', hold: true });
-      } else if (files.has(key)) {
-        skipped.push({ path: key, reason: 'two names on disk for one name (Unicode forms)', hold: true });
       } else {
         try {
           const st = await fs.lstat(disk(p));
-          if (st.isFile()) files.set(key, { size: st.size, mtimeMs: st.mtimeMs, rel: p });
+          if (st.isFile() && files.has(key)) twins.push({ key, rel: p, size: st.size, mtimeMs: st.mtimeMs });
+          else if (st.isFile()) files.set(key, { size: st.size, mtimeMs: st.mtimeMs, rel: p });
           else skipped.push({ path: key, reason: 'changed while read', hold: true });
         } catch (err) {
           if ((err as NodeJS.ErrnoException).code !== 'ENOENT') skipped.push({ path: key, reason: `cannot read: ${(err as Error).message}`, hold: true });
@@ -88,5 +97,5 @@ export async function walkFolder(top: string, o: WalkOptions = {}): Promise<Walk
     }
   };
   await walk('');
-  return { files, dirs, skipped };
+  return { files, dirs, skipped, twins };
 }

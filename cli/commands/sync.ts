@@ -50,6 +50,12 @@ export function describe(d: Done): string {
         return `= ${d.path} (the same on both sides)`;
       case 'forget':
         return `- ${d.path} (deleted on both sides)`;
+      case 'asideLocal':
+        return `! ${d.path}: a folder on the server has this name; this device's file is ${d.conflictCopy ?? 'a conflict copy'}`;
+      case 'asideRemote':
+        return d.why === 'case'
+          ? `! ${d.path}: this file system holds it and another name as one; the server's file is ${d.conflictCopy ?? 'a conflict copy'}`
+          : `! ${d.path}: a folder here has this name; the server's file is ${d.conflictCopy ?? 'a conflict copy'}`;
       case 'mkdirLocal':
         return `↓ ${d.path}/`;
       case 'mkdirRemote':
@@ -75,10 +81,21 @@ function summary(r: FolderSyncReport): string {
     [n('download'), 'down'],
     [n('moveRemote') + n('moveLocal'), 'renamed'],
     [n('deleteRemote') + n('deleteLocal'), 'deleted'],
-    [n('conflict'), 'conflict'],
+    [n('conflict') + n('asideLocal') + n('asideRemote'), 'conflict'],
     [r.done.filter((d) => d.error).length, 'failed'],
   ].filter(([c]) => c) as [number, string][];
-  return `${parts.length ? parts.map(([c, w]) => `${c} ${w}`).join(', ') : 'nothing to do'}; ${r.agreed ? 'in sync' : 'NOT in sync'}`;
+  const hidden = r.hidden ? `; ${r.hidden} hidden by .dsyncignore` : '';
+  return `${parts.length ? parts.map(([c, w]) => `${c} ${w}`).join(', ') : 'nothing to do'}${hidden}; ${r.agreed ? 'in sync' : 'NOT in sync'}`;
+}
+
+/** What the delete guard says when it stops a pass. Raising the limit is suggested only when
+ *  everything was read: deletes planned from a pass that could not read some entries may come
+ *  from what was not read. */
+export function guardMessage(g: NonNullable<FolderSyncReport['guard']>): string {
+  const of = `${g.files} file${g.files === 1 ? '' : 's'}${g.folders ? ` and ${g.folders} folder${g.folders === 1 ? '' : 's'}` : ''}`;
+  const head = `dsync sync: stopped: this pass would delete ${g.deletes} of ${of}, more than --max-delete allows (${g.allowed}); nothing was changed.`;
+  if (g.errors) return `${head} ${g.errors} entr${g.errors === 1 ? 'y' : 'ies'} could not be read in this pass (above): deletes planned without them may be wrong, so fix that first and run again; do not raise --max-delete for it`;
+  return `${head} If these deletes are meant, run again with --max-delete ${g.deletes}`;
 }
 
 export const command: Command = {
@@ -88,9 +105,11 @@ ways: new and changed files go up and come down as deltas, renames are done as r
 deletes are done on the other side (a file deleted on the server is kept, with its history,
 in .dsync-trash/). A file changed on both sides is a conflict: the server's version keeps the
 name and this device's goes up beside it as "NAME (conflict from DEVICE DATE).EXT".
-A change beats a delete. A pass that would delete more than --max-delete of the folder's files
-stops and deletes nothing. Ignored: the patterns in DIR/.dsyncignore (gitignore syntax) and
-temporary files (*.tmp, ~$*, .DS_Store, *.swp, .#*, …). What was last agreed with the server
+A change beats a delete. The delete guard: a pass that would delete (files and folders, on both
+sides together) more than half of what was agreed, and more than 10, stops and deletes nothing
+(--max-delete sets the limit); a pass that deletes 10 or fewer always goes ahead. Ignored: the
+patterns in DIR/.dsyncignore (gitignore syntax; the file is this device's own and is not
+synced) and temporary files (*.tmp, ~$*, .DS_Store, *.swp, .#*, …). What was last agreed with the server
 is kept in $DSYNC_CACHE_DIR/sync (else ~/.cache/dsync/sync). More: docs/sync.md.
 
 Without --watch: passes until both sides agree; prints what it did and exits 0 when they do,
@@ -103,7 +122,7 @@ JSON object per action and one per pass ({"pass": …}).`,
     remote: { type: 'string', short: 'r', arg: 'FOLDER', help: "the folder on the server (default: DIR's name; '' or / for the top)" },
     watch: { type: 'boolean', short: 'w', help: 'keep running and sync every change as it happens' },
     device: { type: 'string', arg: 'NAME', help: "this device's name in conflict copies (default: the host name)" },
-    'max-delete': { type: 'string', arg: 'N%|N', help: `a pass deletes at most this share or count of the folder's files (default ${SYNC_MAX_DELETE_SHARE * 100}%, at least ${SYNC_MAX_DELETE_MIN})` },
+    'max-delete': { type: 'string', arg: 'N%|N', help: `a pass deletes at most this share or count of the folder's agreed files and folders (default ${SYNC_MAX_DELETE_SHARE * 100}%, but always up to ${SYNC_MAX_DELETE_MIN})` },
     retries: { type: 'string', arg: 'N', help: `reconnect this many times after a lost connection during one transfer (default ${SYNC_RETRIES})` },
     json: JSON_OPT,
   },
@@ -135,6 +154,7 @@ JSON object per action and one per pass ({"pass": …}).`,
     async function syncDir(): Promise<number> {
       const server = httpBase(values);
       const tree = new NodeTree(dir);
+      tree.device = device;
       const remote = new HttpFolder({ values, folder, tree, device, known: knownOf(values), retries });
       const state = new FileState({ server, token: tokenOf(values), folder, dir });
       const where = `${dirArg} ⇄ ${server}/${folder}`;
@@ -156,9 +176,9 @@ JSON object per action and one per pass ({"pass": …}).`,
           if (human) console.error(`dsync sync: skipped ${s.path}: ${s.reason}`);
           else printJson({ skipped: s.path, reason: s.reason });
         }
-        if (r.guard) console.error(`dsync sync: stopped: this pass would delete ${r.guard.deletes} of ${r.guard.files} files, more than --max-delete allows (${r.guard.allowed}); nothing was changed. If these deletes are meant, run again with --max-delete ${r.guard.deletes}`);
+        if (r.guard) console.error(guardMessage(r.guard));
         if (human) console.log(`${where}: ${summary(r)}`);
-        else printJson({ pass: { agreed: r.agreed, passes: r.passes, actions: r.done.length, hashed: r.hashed, failed: r.done.filter((d) => d.error).length, skipped: r.skipped.length, ...(r.guard && { guard: r.guard }) } });
+        else printJson({ pass: { agreed: r.agreed, passes: r.passes, actions: r.done.length, hashed: r.hashed, failed: r.done.filter((d) => d.error).length, skipped: r.skipped.length, hidden: r.hidden, ...(r.guard && { guard: r.guard }) } });
       };
       const failedRun = (r: FolderSyncReport) => !r.agreed || r.done.some((d) => d.error) || r.skipped.some((s) => s.hold);
 

@@ -199,7 +199,7 @@ test('the delete guard stops a pass that would delete too much, and deletes noth
   }
 });
 
-test('.dsyncignore and the default ignores; symbolic links and special files are skipped with a note', async () => {
+test(".dsyncignore (this device's own, never synced) and the default ignores; symbolic links and special files are skipped with a note", async () => {
   const s = await testServer();
   const { devs: [a, b], done } = devices(s.url);
   try {
@@ -222,12 +222,15 @@ test('.dsyncignore and the default ignores; symbolic links and special files are
     const r = jsonLines(held.stdout);
     // sub holds only an ignored file: the folder itself is synced (empty on the server), as
     // Syncthing syncs a folder whose files it ignores; build/ is ignored whole
-    assert.deepEqual(r.filter((x) => x.op).map((x) => x.path).sort(), ['.dsyncignore', 'keep.log', 'real.txt', 'sub']);
+    assert.deepEqual(r.filter((x) => x.op).map((x) => x.path).sort(), ['keep.log', 'real.txt', 'sub']);
+    // app.log and build/ are what the folder's own rules hide (the defaults are not counted)
+    assert.equal(r.at(-1).pass.hidden, 2);
     assert.deepEqual(r.filter((x) => x.skipped).map((x) => [x.skipped, x.reason]), [['link.txt/', 'a symbolic link: not followed'], ['link.txt', 'a symbolic link: not followed'], ['pipe', 'not a regular file']]);
     ok(await b.sync());
-    assert.deepEqual([...treeOf(b.dir).keys()].sort(), ['.dsyncignore', 'keep.log', 'real.txt']);
+    assert.deepEqual([...treeOf(b.dir).keys()].sort(), ['keep.log', 'real.txt']);
     assert.deepEqual(readdirSync(path.join(b.dir, 'sub')), []);
-    // an ignored file on b is not deleted by the server lacking it, nor uploaded
+    // an ignored file on b (by b's own rules) is not deleted by the server lacking it, nor uploaded
+    b.write('.dsyncignore', '*.log\n!keep.log\n');
     b.write('local.log', 'mine');
     ok(await b.sync());
     assert.ok(existsSync(path.join(b.dir, 'local.log')));

@@ -10,7 +10,8 @@
 import { SYNC_MAX_DELETE_MIN, SYNC_MAX_DELETE_SHARE, SYNC_RESCAN_MS, SYNC_SETTLE_MS } from '../../shared/src/limits.ts';
 import type { KnownVersions } from '../../shared/src/known.ts';
 import { pull, push } from '../../shared/src/sync-client.ts';
-import { type Done, LocalChanged, type Skipped, type Stat, syncUntilStill } from '../../shared/src/sync-engine.ts';
+import { type Done, type Expected, LocalChanged, type Skipped, type Stat, syncUntilStill, verifyLocal } from '../../shared/src/sync-engine.ts';
+import type { Expect } from '../../shared/src/sync-plan.ts';
 import { ApiFolder } from '../../shared/src/sync-remote.ts';
 import { HttpError, call } from './api.ts';
 import { blobSource } from './blob-source.ts';
@@ -53,10 +54,10 @@ export class PageFolder extends ApiFolder {
     super({ call, statusOf: (e) => (e instanceof HttpError ? e.status : undefined), folder, url, WebSocket: PageSocket, known });
   }
 
-  async push(p: string, basisVersion: number) {
+  async push(p: string, expect: Expect) {
     const f = await this.tree.file(p);
     try {
-      const r = await push(blobSource(f), this.pushOptions(p, basisVersion, 1));
+      const r = await push(blobSource(f), this.pushOptions(p, expect, 1));
       return { version: r.version, root: r.root, size: f.size, mtimeMs: f.lastModified };
     } catch (e) {
       // the file changed on disk while it was read (a File's reads then fail): the next pass
@@ -66,7 +67,7 @@ export class PageFolder extends ApiFolder {
     }
   }
 
-  async pull(p: string, version: number, expect: Stat | null, basis?: string) {
+  async pull(p: string, version: number, expect: Expected | null, basis?: string) {
     const basisFile = basis ? await this.tree.file(basis).catch(() => null) : null;
     const out = await this.tree.writer(p, expect);
     let st: Stat | null = null;
@@ -74,7 +75,12 @@ export class PageFolder extends ApiFolder {
       const r = await pull(
         this.pullOptions(p, version, {
           basis: basisFile ? blobSource(basisFile) : null,
-          sink: { write: out.write, commit: async () => ((st = await out.commit()), 0), abort: out.abort },
+          sink: {
+            write: out.write,
+            // the local file is replaced only while its content is what the plan read
+            commit: async () => (await verifyLocal(this.tree, p, expect), (st = await out.commit()), 0),
+            abort: out.abort,
+          },
         }),
       );
       return { version: r.version, root: r.root, ...st! };

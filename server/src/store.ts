@@ -22,7 +22,7 @@ import { type HeadChange, type SeenHead, changeHead, sameVersion } from './store
 import { type FileHead, type Layout, type VersionEntry, applyRetention, parseFileHead } from './store/format.ts';
 import { type Refs, addRef } from './store/gc-state.ts';
 import { encodeName, fileHeadKey, indexKey, nsPrefix, parseNsKey, segmentKey, uploadsKey } from './store/keys.ts';
-import { type Catalog, type CatalogEntry, catalogKey, entryOf, keepFolder, parseCatalog, readCatalog, repairCatalog } from './store/catalog.ts';
+import { type Catalog, type CatalogEntry, catalogKey, entryOf, keepFolder, noteInCatalog, parseCatalog, readCatalog, repairCatalog } from './store/catalog.ts';
 import { DamageError } from './store/errors.ts';
 import { validateName } from './names.ts';
 import { type SearchPage, searchNames } from './store/search.ts';

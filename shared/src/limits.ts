@@ -185,3 +185,7 @@ export const SYNC_RESCAN_MS = 30_000;
  *  of refined chunks behind the list come from memory, client/src/blob-source.ts RECENT_BYTES;
  *  shared/src/sender.ts `ahead`). */
 export const PASS_LEAD = 24 << 20;
+/** The sync engine sends one upload that the server refuses (StaleBasis) against the same
+ *  listing at most this many times in a row; then the pass says why and what to do, and does
+ *  not send it again until either side changes (a listing missing a file the server holds). */
+export const SYNC_REFUSALS = 3;

@@ -7,16 +7,21 @@
  * pull (cli/sync-io.ts) and the page's worker with the File System Access API
  * (client/src/folder-sync.ts), so the engine is the same wherever it runs.
  *
- * Nothing is lost: an upload is made against the version it was based on (StaleBasis when the
- * server moved on: the next pass makes it a conflict); a download replaces the local file only
- * while it is still what was read (else the next pass sees a local change); a delete on the
- * server moves the file into the trash folder with its history; a conflict keeps both.
+ * Nothing is lost: every change on the server names what it expects there (`Expect`: a
+ * version, or no file) and is refused when the server moved on (the next pass decides again);
+ * a download, a local delete and a conflict rename first check the local file against the hash
+ * the plan read (`verifyLocal`: size and mtime are not enough, `cp -p` keeps both), and a
+ * mismatch is a local change for the next pass; a delete on the server moves the file into the
+ * pass's trash folder with its history; a conflict keeps both.
  */
 import { conflictName } from './conflict.ts';
 import { RemoteError } from './conn.ts';
-import { SYNC_TRANSFERS } from './limits.ts';
+import { SYNC_REFUSALS, SYNC_TRANSFERS } from './limits.ts';
 import { ErrorCode } from './protocol.ts';
-import { type Action, type Agreed, type FolderAction, type LocalFile, type RemoteFile, deleteAllowance, deletesOf, plan, planFolders, rootsWanted } from './sync-plan.ts';
+import { type Action, type Agreed, type Expect, type FolderAction, type LocalFile, type RemoteFile, deleteAllowance, deletesOf, plan, planFolders, rootsWanted } from './sync-plan.ts';
+
+/** The ignore file in a synced folder (gitignore syntax): this device's own, never synced. */
+export const IGNORE_FILE = '.dsyncignore';
 
 /** An entry the engine leaves alone this pass. `hold`: what the server has there must not be
  *  read as deleted here (a file or folder, ending in '/', that could not be read). */
@@ -33,8 +38,9 @@ export interface Stat {
 
 /** The synced folder on this device. Paths are relative, '/'-separated, NFC. */
 export interface LocalTree {
-  /** every regular file not ignored, with its size and mtime; what was skipped, and why */
-  scan(): Promise<{ files: Map<string, Stat>; dirs: Set<string>; skipped: Skipped[] }>;
+  /** every regular file not ignored, with its size and mtime; what was skipped, and why;
+   *  `hidden`: how many files and folders the folder's own ignore rules hide (not the defaults) */
+  scan(): Promise<{ files: Map<string, Stat>; dirs: Set<string>; skipped: Skipped[]; hidden?: number }>;
   /** the content's root hash (hex), with the size and mtime the file had when it was opened */
   hash(path: string): Promise<{ hash: string } & Stat>;
   /** null when there is no file */
@@ -47,6 +53,15 @@ export interface LocalTree {
   mkdir(path: string): Promise<void>;
   /** removes a folder if it is empty; false if it is not */
   rmdir(path: string): Promise<boolean>;
+  /** the key under which this file system finds a name (lower case where it ignores case);
+   *  without it, the engine takes the file system to ignore case (macOS and Windows do) */
+  fold?(path: string): string;
+}
+
+/** What the plan read of a local file: a download, a delete or a rename aside goes ahead only
+ *  while the file still has this stat and this content (null: no file). */
+export interface Expected extends Stat {
+  hash: string;
 }
 
 /** The synced folder on the server. Paths are relative to it. */
@@ -58,17 +73,19 @@ export interface RemoteFolder {
   root(path: string, version: number): Promise<string | undefined>;
   /** the live version numbers of `path` */
   versions(path: string): Promise<number[]>;
-  /** pushes the local file against `basisVersion` (0: a new name, which the server refuses
-   *  when another device made it meanwhile); RemoteError StaleBasis when the server's latest
-   *  is another version (or, for a new name, any version) */
-  push(path: string, basisVersion: number): Promise<{ version: number; root: string } & Stat>;
+  /** pushes the local file over `expect` (a version, or no file at the name); RemoteError
+   *  StaleBasis when the server holds something else */
+  push(path: string, expect: Expect): Promise<{ version: number; root: string } & Stat>;
   /** pulls `version` into the local `path` (with `basis`, a local file, as basis), replacing
-   *  it only while it still has the stat `expect` (null: no file); LocalChanged otherwise */
-  pull(path: string, version: number, expect: Stat | null, basis?: string): Promise<{ version: number; root: string } & Stat>;
-  /** a server-side rename; the new name's latest version */
-  move(from: string, to: string): Promise<number>;
-  /** deletes `path` there, keeping its versions (the trash folder); where it went */
-  remove(path: string): Promise<string>;
+   *  it only while `verifyLocal(expect)` holds (null: no file); LocalChanged otherwise */
+  pull(path: string, version: number, expect: Expected | null, basis?: string): Promise<{ version: number; root: string } & Stat>;
+  /** a server-side rename while `from`'s latest is `expect`; `to`'s latest then (its root where
+   *  the default chunking made it); RemoteChanged when the server holds another version */
+  move(from: string, to: string, expect: { version: number }): Promise<{ version: number; root?: string }>;
+  /** deletes `path` there while its latest is `expect`, keeping its versions under the trash
+   *  folder `.dsync-trash/STAMP/` (one stamp per pass); where it went; RemoteChanged when the
+   *  server holds another version */
+  remove(path: string, expect: { version: number }, trashStamp: string): Promise<string>;
   /** makes an empty folder; false when the server keeps no empty folders */
   makeFolder(path: string): Promise<boolean>;
   /** removes a folder with nothing under it; false when something is */
@@ -83,8 +100,32 @@ export interface SyncState {
   save(): Promise<void>;
 }
 
-/** A download found the local file changed since it was read. */
+/** A download, delete or rename found the local file changed since it was read. */
 export class LocalChanged extends Error {}
+
+/** A change on the server found another version there than the one it expected. */
+export class RemoteChanged extends Error {}
+
+/**
+ * Throws LocalChanged unless the local `path` is still what the plan read: no file for null,
+ * else the same size and mtime and the same content hash. The hash is read again because size
+ * and mtime say too little (`cp -p`, a restore, an editor that keeps the time): this check
+ * stands before every action that would destroy local bytes.
+ */
+export async function verifyLocal(tree: Pick<LocalTree, 'stat' | 'hash'>, path: string, expect: Expected | null): Promise<void> {
+  const st = await tree.stat(path);
+  if (!sameStat(st, expect)) throw new LocalChanged(`${path} changed here`);
+  if (expect && (await tree.hash(path)).hash !== expect.hash) throw new LocalChanged(`${path} changed here (same size and time, other content)`);
+}
+
+/** The trash folder's stamp for deletes at `when` (local time): `YYYY-MM-DD HHMMSS`. */
+export function trashStamp(when: Date): string {
+  const q = (n: number) => String(n).padStart(2, '0');
+  return `${when.getFullYear()}-${q(when.getMonth() + 1)}-${q(when.getDate())} ${q(when.getHours())}${q(when.getMinutes())}${q(when.getSeconds())}`;
+}
+
+/** The key of a name on a file system that ignores case and Unicode form. */
+export const foldCase = (p: string) => p.normalize('NFC').toLowerCase();
 
 export interface EngineOptions {
   /** this device's name, in conflict copies' names */
@@ -111,8 +152,13 @@ export interface PassReport {
   /** local files read to hash them (size or mtime not the agreed ones) */
   hashed: number;
   skipped: Skipped[];
-  /** the delete guard stopped the pass before it did anything */
-  guard?: { deletes: number; allowed: number; files: number };
+  /** local files and folders the folder's own ignore rules hide */
+  hidden: number;
+  /** the delete guard stopped the pass before it did anything. `deletes` counts files and
+   *  folders, `allowed` is of the agreed `files` and `folders`; `errors`: entries this pass
+   *  could not read on either side (deletes may then come from what was not seen, and a higher
+   *  limit is no answer) */
+  guard?: { deletes: number; allowed: number; files: number; folders: number; errors: number };
 }
 
 /**
@@ -129,18 +175,26 @@ export function agreedEntry(version: number, hash: string, st: Stat): Agreed {
 }
 
 /** The ops of file actions (sync-plan.ts Action). */
-const ACTS: Record<Action['op'], true> = { upload: true, download: true, deleteLocal: true, deleteRemote: true, moveRemote: true, moveLocal: true, conflict: true, record: true, forget: true };
+const ACTS: Record<Action['op'], true> = { upload: true, download: true, deleteLocal: true, deleteRemote: true, moveRemote: true, moveLocal: true, conflict: true, record: true, forget: true, asideLocal: true, asideRemote: true };
 
 const isFileAction = (a: Action | FolderAction): a is Action => a.op in ACTS;
+
+/** The path an action is about (a move: where it starts). */
+const pathOf = (a: Action | FolderAction) => ('path' in a ? a.path : a.from);
 
 /** Whether two looks at a file saw it unchanged (size and modification time). */
 export const sameStat = (a: Stat | null, b: Stat | null) => (a === null ? b === null : b !== null && a.size === b.size && a.mtimeMs === b.mtimeMs);
 
 const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
+/** The uploads the server refused in a row, per state (one state lives through a --watch): by
+ *  path, expectation and content, so that a change on either side starts the count again. */
+const refusals = new WeakMap<SyncState, Map<string, { n: number; why: string }>>();
+
 /** One pass: read both sides, plan, guard, act. */
 export async function syncPass(local: LocalTree, remote: RemoteFolder, state: SyncState, opts: EngineOptions): Promise<PassReport> {
   const ignored = opts.ignored ?? (() => false);
+  const now = opts.now ?? (() => new Date());
   const [scan, { files: listing, folders: remoteFolders, skipped: unlisted = [] }] = await Promise.all([local.scan(), remote.list()]);
   const skipped = [...scan.skipped, ...unlisted];
   // paths left out of this pass entirely (unreadable here): never read as deleted
@@ -151,6 +205,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
 
   const localFiles = new Map<string, LocalFile & { stat: Stat }>();
   let hashed = 0;
+  let unreadable = 0;
   for (const [p, st] of scan.files) {
     if (ignored(p)) continue;
     const s = state.files.get(p);
@@ -170,6 +225,9 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
       skipped.push({ path: p, reason: `cannot read: ${message(e)}` });
     }
   }
+  // files synced before that the ignore rules hide now: said, never taken for deletes
+  const hidden = [...state.files.keys()].filter((p) => p !== IGNORE_FILE && ignored(p) && !held.has(p)).sort();
+  if (hidden.length) skipped.push({ path: hidden[0] + (hidden.length > 1 ? ` and ${hidden.length - 1} more` : ''), reason: `synced before, hidden now by the ignore rules: changes to ${hidden.length > 1 ? 'them' : 'it'} no longer sync either way` });
   const remoteFiles = new Map([...listing].filter(([p]) => !ignored(p)));
   for (const p of held) {
     localFiles.delete(p);
@@ -182,47 +240,86 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
       remoteFiles.set(p, { ...r, root: await remote.root(p, r.version) });
     } catch {
       // unknown root: treated as different content (a conflict copy rather than a loss)
+      unreadable++;
     }
   }
 
-  const actions = plan(localFiles, agreed, remoteFiles);
-  const deletes = deletesOf(actions);
-  const allowed = deleteAllowance(agreed.size, opts.maxDeleteShare, opts.maxDeleteMin);
-  if (deletes > allowed) return { done: [], hashed, skipped, guard: { deletes, allowed, files: agreed.size } };
+  const inHeld = (d: string) => heldFolders.some((f) => (d + '/').startsWith(f));
+  const dirsHere = new Set([...scan.dirs].filter((d) => !inHeld(d) && !ignored(d, true)));
+  const dirsThere = remoteFolders && new Set([...remoteFolders].filter((d) => !inHeld(d) && !ignored(d, true)));
+  const agreedFolders = new Set([...state.folders].filter((d) => !inHeld(d) && !ignored(d, true)));
+  const fold = local.fold ? (p: string) => local.fold!(p) : foldCase;
+  const actions = plan(localFiles, agreed, remoteFiles, { dirsHere, dirsThere, fold });
 
   // Where the server keeps folders, the folder plan makes and removes empty ones (none under a
   // folder that could not be read); elsewhere folders here follow their files: one left empty
   // by a delete or move from the server goes too.
   const prune = remoteFolders === null;
-  const inHeld = (d: string) => heldFolders.some((f) => (d + '/').startsWith(f));
-  const folderActions = remoteFolders
-    ? planFolders(
-        new Set([...scan.dirs].filter((d) => !inHeld(d))),
-        new Set([...state.folders].filter((d) => !inHeld(d) && !ignored(d, true))),
-        new Set([...remoteFolders].filter((d) => !inHeld(d) && !ignored(d, true))),
-        localFiles,
-        remoteFiles,
-      )
-    : [];
+  const folderActions = dirsThere ? planFolders(dirsHere, agreedFolders, dirsThere, localFiles, remoteFiles) : [];
+
+  const deletes = deletesOf([...actions, ...folderActions]);
+  const allowed = deleteAllowance(agreed.size + agreedFolders.size, opts.maxDeleteShare, opts.maxDeleteMin);
+  const errors = skipped.filter((s) => s.hold || s.reason.startsWith('cannot read')).length + unreadable;
+  const hiddenHere = scan.hidden ?? 0;
+  if (deletes > allowed) return { done: [], hashed, skipped, hidden: hiddenHere, guard: { deletes, allowed, files: agreed.size, folders: agreedFolders.size, errors } };
 
   const done: Done[] = [];
-  const taken = (c: string) => localFiles.has(c) || remoteFiles.has(c) || state.files.has(c);
+  // names taken for conflict copies: on either side, as this file system finds names
+  const takenKeys = new Set([...localFiles.keys(), ...remoteFiles.keys(), ...state.files.keys()].map(fold));
+  const taken = (c: string) => takenKeys.has(fold(c));
+  const copyName = (p: string) => {
+    const c = conflictName(p, opts.device, now(), taken);
+    takenKeys.add(fold(c));
+    return c;
+  };
+  // every delete of this pass on the server goes under one trash folder
+  const stamp = trashStamp(now());
+  const refused = refusals.get(state) ?? new Map<string, { n: number; why: string }>();
+  refusals.set(state, refused);
+  /** paths whose clearing (a move aside or a delete before a folder comes) did not happen: no
+   *  transfer goes under them this pass */
+  const blocked: string[] = [];
   let saved = Date.now();
   let saving: Promise<void> | null = null;
   const one = async (a: Action | FolderAction) => {
     if (opts.signal?.aborted) return;
     const d: Done = { ...a };
+    const p = pathOf(a);
+    const refusalKey = a.op === 'upload' ? `${a.path}\0${JSON.stringify(a.expect)}\0${localFiles.get(a.path)?.hash}` : '';
+    const before = refused.get(refusalKey);
     try {
-      if (isFileAction(a)) await act(a, d);
-      else if (!(await actFolder(a))) return;
+      if (blocked.some((b) => p.startsWith(b + '/'))) d.retry = true; // its folder is not clear yet
+      else if (before && before.n >= SYNC_REFUSALS) d.error = before.why;
+      else {
+        if (isFileAction(a)) await act(a, d);
+        else if (!(await actFolder(a))) return;
+        if (refusalKey) refused.delete(refusalKey);
+      }
     } catch (e) {
-      if (e instanceof RemoteError && e.code === ErrorCode.StaleBasis) d.retry = true; // the next pass sees the new version
+      if (e instanceof RemoteError && e.code === ErrorCode.StaleBasis) {
+        // the next pass sees the new version; an upload refused again and again against the
+        // same listing means the listing lacks what the server holds: said, and not sent again
+        d.retry = true;
+        if (refusalKey) {
+          const n = (before?.n ?? 0) + 1;
+          const expect = a.op === 'upload' && a.expect !== 'absent' ? `its version ${a.expect.version}` : 'no file there';
+          const why = `the server refused this upload ${n} times (${message(e)}) while its listing shows ${expect}: the server's listing is missing what it holds. Not sent again until either side changes; \`dsync check\` names the file, and the server's gc repairs its listing`;
+          refused.set(refusalKey, { n, why });
+          if (n >= SYNC_REFUSALS) (d.retry = false), (d.error = why);
+        }
+      }
       // the file changed while it was read (the server found the bytes not matching their
       // list and stored nothing): the next pass reads it again
-      else if (e instanceof RemoteError && e.code === ErrorCode.VerifyFailed && (a.op === 'upload' || a.op === 'conflict')) d.retry = true;
-      else if (e instanceof LocalChanged) d.retry = true;
+      else if (e instanceof RemoteError && e.code === ErrorCode.VerifyFailed && (a.op === 'upload' || a.op === 'conflict' || a.op === 'asideLocal')) d.retry = true;
+      else if (e instanceof LocalChanged) {
+        // the next pass reads the file again, whatever its size and mtime say
+        d.retry = true;
+        const s = state.files.get(p);
+        if (s) state.files.set(p, { ...s, mtimeMs: -1 });
+      } else if (e instanceof RemoteChanged) d.retry = true;
       else d.error = message(e);
     }
+    if ((d.retry || d.error) && (a.op === 'asideLocal' || a.op === 'asideRemote' || a.op === 'deleteLocal' || a.op === 'deleteRemote')) blocked.push(p);
     done.push(d);
     opts.onAction?.(d);
     if (!saving && Date.now() - saved > 1000) {
@@ -230,19 +327,28 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
       await saving;
     }
   };
-  // moves first, then the uploads and downloads (each its own path) several at a time, then
-  // the rest one by one: conflicts name their copies from what is taken, deletes come last
+  // moves and moves aside first (a file out of a folder's way), then the deletes (the same),
+  // then the uploads and downloads (each its own path) several at a time, then the rest one by
+  // one: conflicts name their copies from what is taken
   const transfer = (a: Action) => a.op === 'upload' || a.op === 'download';
-  const move = (a: Action) => a.op === 'moveRemote' || a.op === 'moveLocal';
-  for (const a of actions.filter(move)) await one(a);
+  const first = (a: Action) => a.op === 'moveRemote' || a.op === 'moveLocal' || a.op === 'asideLocal' || a.op === 'asideRemote';
+  const del = (a: Action) => a.op === 'deleteLocal' || a.op === 'deleteRemote';
+  for (const a of actions.filter(first)) await one(a);
+  for (const a of actions.filter(del)) await one(a);
   const queue = actions.filter(transfer);
   await Promise.all(Array.from({ length: Math.min(opts.transfers ?? SYNC_TRANSFERS, queue.length) }, async () => {
     for (let a; (a = queue.shift()); ) await one(a);
   }));
-  for (const a of [...actions.filter((x) => !move(x) && !transfer(x)), ...folderActions]) await one(a);
+  for (const a of [...actions.filter((x) => !first(x) && !del(x) && !transfer(x)), ...folderActions]) await one(a);
   await saving;
   await state.save();
-  return { done, hashed, skipped };
+  return { done, hashed, skipped, hidden: hiddenHere };
+
+  /** what the plan read of a local file, for verifyLocal */
+  function expected(p: string): Expected {
+    const l = localFiles.get(p)!;
+    return { ...l.stat, hash: l.hash };
+  }
 
   async function act(a: Action, d: Done) {
     const files = state.files;
@@ -258,19 +364,18 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
       case 'upload': {
         // StaleBasis (another device's version landed first, or made this new name at the same
         // time) is retried: the next pass finds the conflict
-        const r = await remote.push(a.path, a.basisVersion);
+        const r = await remote.push(a.path, a.expect);
         files.set(a.path, agreedEntry(r.version, r.root, r));
         return;
       }
       case 'download': {
-        const l = localFiles.get(a.path);
-        const r = await remote.pull(a.path, a.version, l?.stat ?? null, l && a.path);
+        const l = localFiles.has(a.path);
+        const r = await remote.pull(a.path, a.version, l ? expected(a.path) : null, l ? a.path : undefined);
         files.set(a.path, agreedEntry(r.version, r.root, r));
         return;
       }
       case 'deleteLocal': {
-        const l = localFiles.get(a.path)!;
-        if (!sameStat(await local.stat(a.path), l.stat)) throw new LocalChanged(`${a.path} changed`);
+        await verifyLocal(local, a.path, expected(a.path));
         await local.remove(a.path, prune);
         files.delete(a.path);
         return;
@@ -278,21 +383,24 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
       case 'deleteRemote': {
         const vs = await remote.versions(a.path);
         // a version landed since the listing: modify beats delete (the next pass downloads it)
-        if (vs[vs.length - 1] !== a.version) throw new LocalChanged(`${a.path} changed on the server`);
-        d.trash = await remote.remove(a.path);
+        if (vs[vs.length - 1] !== a.version) throw new RemoteChanged(`${a.path} changed on the server`);
+        d.trash = await remote.remove(a.path, { version: a.version }, stamp);
         files.delete(a.path);
         return;
       }
       case 'moveRemote': {
-        const version = await remote.move(a.from, a.to);
         const l = localFiles.get(a.to)!;
-        files.set(a.to, agreedEntry(version, l.hash, l.stat));
+        const moved = await remote.move(a.from, a.to, { version: a.version });
         files.delete(a.from);
+        // recorded only as verified: the moved file's latest is the version the local content
+        // is (another device's edit that landed before the move is compared by the next pass)
+        if (moved.version === a.version && moved.root === l.hash) files.set(a.to, agreedEntry(moved.version, l.hash, l.stat));
+        else d.retry = true;
         return;
       }
       case 'moveLocal': {
         const l = localFiles.get(a.from)!;
-        if (!sameStat(await local.stat(a.from), l.stat)) throw new LocalChanged(`${a.from} changed`);
+        await verifyLocal(local, a.from, expected(a.from));
         await local.rename(a.from, a.to, prune);
         const st = (await local.stat(a.to))!;
         files.set(a.to, agreedEntry(a.version, l.hash, st));
@@ -302,19 +410,40 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
       case 'conflict': {
         // the server's version keeps the name; this device's bytes go up beside it, then the
         // name gets the server's version with them as basis
-        const l = localFiles.get(a.path)!;
-        if (!sameStat(await local.stat(a.path), l.stat)) throw new LocalChanged(`${a.path} changed`);
-        const copy = conflictName(a.path, opts.device, (opts.now ?? (() => new Date()))(), taken);
-        await local.rename(a.path, copy, false);
-        localFiles.set(copy, l);
-        d.conflictCopy = copy;
-        const up = await remote.push(copy, 0);
-        files.set(copy, agreedEntry(up.version, up.root, up));
+        const copy = await asideHere(a.path, d);
         const down = await remote.pull(a.path, a.version, null, copy);
         files.set(a.path, agreedEntry(down.version, down.root, down));
         return;
       }
+      case 'asideLocal':
+        // a folder on the server has the name: this device's file goes beside it
+        await asideHere(a.path, d);
+        files.delete(a.path);
+        return;
+      case 'asideRemote': {
+        // a folder (or a name this file system holds as another) has the name here: the
+        // server's file goes beside it there, with its history, and comes down next pass
+        const to = copyName(a.path);
+        await remote.move(a.path, to, { version: a.version });
+        d.conflictCopy = to;
+        files.delete(a.path);
+        return;
+      }
     }
+  }
+
+  /** Renames the local file `p` to a conflict name (while it is what the plan read) and pushes
+   *  it there as a new file; the copy's name. */
+  async function asideHere(p: string, d: Done): Promise<string> {
+    const l = localFiles.get(p)!;
+    await verifyLocal(local, p, expected(p));
+    const copy = copyName(p);
+    await local.rename(p, copy, false);
+    localFiles.set(copy, l);
+    d.conflictCopy = copy;
+    const up = await remote.push(copy, 'absent');
+    state.files.set(copy, agreedEntry(up.version, up.root, up));
+    return copy;
   }
 
   /** A folder action; false when it turned out to be nothing to report. */
@@ -352,8 +481,10 @@ export interface FolderSyncReport {
   done: Done[];
   hashed: number;
   skipped: Skipped[];
+  /** local files and folders the folder's own ignore rules hide (the last pass) */
+  hidden: number;
   guard?: PassReport['guard'];
-  /** the last pass found nothing to do and nothing failed */
+  /** the last pass found nothing to do, nothing failed and nothing was held */
   agreed: boolean;
   passes: number;
 }
@@ -361,7 +492,7 @@ export interface FolderSyncReport {
 /** Passes until one has nothing to do (at most `maxPasses`). */
 export async function syncUntilStill(local: LocalTree, remote: RemoteFolder, state: SyncState, opts: EngineOptions, maxPasses = 4): Promise<FolderSyncReport> {
   const done: Done[] = [];
-  let last: PassReport = { done: [], hashed: 0, skipped: [] };
+  let last: PassReport = { done: [], hashed: 0, skipped: [], hidden: 0 };
   let passes = 0;
   let hashed = 0;
   while (passes < maxPasses && !opts.signal?.aborted) {
@@ -371,6 +502,7 @@ export async function syncUntilStill(local: LocalTree, remote: RemoteFolder, sta
     hashed += last.hashed;
     if (last.guard || !last.done.length || last.done.every((d) => d.error)) break;
   }
-  const agreed = !last.guard && !last.done.length;
-  return { done, hashed, skipped: last.skipped, ...(last.guard && { guard: last.guard }), agreed, passes };
+  // a pass that left something out (held: unreadable here) has not made the two sides agree
+  const agreed = !last.guard && !last.done.length && !last.skipped.some((s) => s.hold);
+  return { done, hashed, skipped: last.skipped, hidden: last.hidden, ...(last.guard && { guard: last.guard }), agreed, passes };
 }

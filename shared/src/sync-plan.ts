@@ -17,7 +17,19 @@
  * record when the contents are the same, else conflict. Renames are found first (a path gone
  * on one side, unchanged on the other, and a new path of the same content on the first side)
  * and done as moves on the other side, never as delete and upload.
+ *
+ * Types: a path that is a file on one side and a folder on the other (or on the server both)
+ * is decided before the table. The folder keeps the name: the file is deleted where it was
+ * agreed and unchanged (the other side replaced it by a folder), else it is moved aside to a
+ * conflict name on its own side (`asideLocal`, `asideRemote`) and goes across as a new file.
+ *
+ * Case and normalisation: names that the local file system holds as one (`Shape.fold`) are
+ * decided before the table too: one keeps the name (the one here, else the agreed one, else
+ * the first), every other one on the server is moved aside there to a conflict name.
  */
+
+/** What a change on the server expects at the name: its latest version, or no file there. */
+export type Expect = { version: number } | 'absent';
 
 /** A file in the local tree now; `hash` is its content's root hash (hex). */
 export interface LocalFile {
@@ -43,14 +55,14 @@ export interface Agreed {
 }
 
 export type Action =
-  /** push the local file; basisVersion 0: the server has no such file (a new name) */
-  | { op: 'upload'; path: string; basisVersion: number }
+  /** push the local file over the server's `expect` (a version, or no file: a new name) */
+  | { op: 'upload'; path: string; expect: Expect }
   /** pull the server's `version` over the local file (its basis, when there is one) */
   | { op: 'download'; path: string; version: number }
   | { op: 'deleteLocal'; path: string }
   | { op: 'deleteRemote'; path: string; version: number }
-  /** a local rename, done on the server */
-  | { op: 'moveRemote'; from: string; to: string }
+  /** a local rename, done on the server while `from`'s latest is still `version` */
+  | { op: 'moveRemote'; from: string; to: string; version: number }
   /** a rename on the server, done here */
   | { op: 'moveLocal'; from: string; to: string; version: number }
   /** both changed: the server's `version` keeps the name, the local bytes go up as a conflict copy */
@@ -58,7 +70,30 @@ export type Action =
   /** both hold the same content: note it as agreed */
   | { op: 'record'; path: string; version: number }
   /** gone on both sides */
-  | { op: 'forget'; path: string };
+  | { op: 'forget'; path: string }
+  /** the local file is where the server has a folder: it goes to a conflict name here, and up */
+  | { op: 'asideLocal'; path: string }
+  /** the server's file `version` is where this device has a folder, or is a name this device's
+   *  file system holds as another (`why`): it goes to a conflict name on the server */
+  | { op: 'asideRemote'; path: string; version: number; why: 'folder' | 'case' };
+
+/** What a pass knows of the two sides' folders and of the local file system's names. */
+export interface Shape {
+  /** folders here (the parents of local files are added) */
+  dirsHere?: ReadonlySet<string>;
+  /** folders on the server (the parents of its files are added) */
+  dirsThere?: ReadonlySet<string> | null;
+  /** the key under which the local file system finds a name: two names with one key are one
+   *  file here (a case-insensitive system: lower case) */
+  fold?: (p: string) => string;
+}
+
+/** Every folder of `files` (their parents) and `dirs`. */
+function foldersOf(files: Iterable<string>, dirs: Iterable<string> | null | undefined): Set<string> {
+  const out = new Set(dirs ?? []);
+  for (const p of files) for (const d of parentsOf(p)) out.add(d);
+  return out;
+}
 
 export type Files<T> = ReadonlyMap<string, T>;
 
@@ -84,7 +119,7 @@ export function rootsWanted(local: Files<LocalFile>, state: Files<Agreed>, remot
 }
 
 /** The actions that bring the two sides together, at most one per path (a move names two). */
-export function plan(local: Files<LocalFile>, state: Files<Agreed>, remote: Files<RemoteFile>): Action[] {
+export function plan(local: Files<LocalFile>, state: Files<Agreed>, remote: Files<RemoteFile>, shape: Shape = {}): Action[] {
   const actions: Action[] = [];
   const done = new Set<string>();
 
@@ -96,7 +131,7 @@ export function plan(local: Files<LocalFile>, state: Files<Agreed>, remote: File
     if (local.has(p) || remote.get(p)?.version !== s.version) continue;
     const to = newLocal.find((q) => !done.has(q) && local.get(q)!.hash === s.hash);
     if (to === undefined) continue;
-    actions.push({ op: 'moveRemote', from: p, to });
+    actions.push({ op: 'moveRemote', from: p, to, version: s.version });
     done.add(p).add(to);
   }
   // Renames on the server: an agreed path gone there and unchanged here, and a new server path
@@ -111,13 +146,54 @@ export function plan(local: Files<LocalFile>, state: Files<Agreed>, remote: File
     done.add(p).add(to);
   }
 
+  // Names this file system holds as one: one keeps it, the others on the server move aside.
+  if (shape.fold) {
+    const groups = new Map<string, string[]>();
+    for (const p of [...new Set([...local.keys(), ...remote.keys()])].sort()) {
+      if (done.has(p)) continue;
+      const k = shape.fold(p);
+      const g = groups.get(k);
+      if (g) g.push(p);
+      else groups.set(k, [p]);
+    }
+    for (const names of groups.values()) {
+      if (names.length < 2) continue;
+      const keep = names.find((p) => local.has(p)) ?? names.find((p) => state.has(p) && remote.has(p)) ?? names[0];
+      for (const p of names) {
+        if (p === keep || !remote.has(p) || local.has(p)) continue;
+        actions.push({ op: 'asideRemote', path: p, version: remote.get(p)!.version, why: 'case' });
+        done.add(p);
+      }
+    }
+  }
+
+  // Types: a file where the other side (or the server itself) has a folder.
+  const dirsHere = foldersOf(local.keys(), shape.dirsHere);
+  const dirsThere = foldersOf(remote.keys(), shape.dirsThere);
   const paths = new Set([...local.keys(), ...state.keys(), ...remote.keys()]);
   for (const p of [...paths].sort()) {
     if (done.has(p)) continue;
-    const a = decide(p, local.get(p), state.get(p), remote.get(p));
+    const a = decideType(p, local.get(p), state.get(p), remote.get(p), dirsHere.has(p), dirsThere.has(p)) ?? decide(p, local.get(p), state.get(p), remote.get(p));
     if (a) actions.push(a);
   }
   return actions;
+}
+
+/**
+ * The type rows of the table, for a path that is a folder here (`dirHere`) or on the server
+ * (`dirThere`); null when no file meets a folder there. The folder keeps the name:
+ *
+ *   file on the server, folder here:  agreed and unchanged there → delete there; else aside there
+ *   file on the server and a folder there too (an older server): aside there
+ *   file here, folder on the server:  agreed and unchanged here → delete here; else aside here
+ */
+export function decideType(path: string, l: LocalFile | undefined, s: Agreed | undefined, r: RemoteFile | undefined, dirHere: boolean, dirThere: boolean): Action | null {
+  if (r && (dirHere || dirThere)) {
+    if (s && !l && !dirThere && r.version === s.version) return { op: 'deleteRemote', path, version: r.version };
+    return { op: 'asideRemote', path, version: r.version, why: 'folder' };
+  }
+  if (l && dirThere) return s && l.hash === s.hash ? { op: 'deleteLocal', path } : { op: 'asideLocal', path };
+  return null;
 }
 
 /** One path's cell of the decision table. */
@@ -125,7 +201,7 @@ export function decide(path: string, l: LocalFile | undefined, s: Agreed | undef
   const same = () => l !== undefined && r?.root !== undefined && l.hash === r.root;
   if (!s) {
     if (l && r) return same() ? { op: 'record', path, version: r.version } : { op: 'conflict', path, version: r.version };
-    if (l) return { op: 'upload', path, basisVersion: 0 };
+    if (l) return { op: 'upload', path, expect: 'absent' };
     if (r) return { op: 'download', path, version: r.version };
     return null;
   }
@@ -133,9 +209,9 @@ export function decide(path: string, l: LocalFile | undefined, s: Agreed | undef
   const remoteChanged = r !== undefined && r.version !== s.version;
   if (!l && !r) return { op: 'forget', path };
   if (!l) return remoteChanged ? { op: 'download', path, version: r!.version } : { op: 'deleteRemote', path, version: r!.version };
-  if (!r) return localChanged ? { op: 'upload', path, basisVersion: 0 } : { op: 'deleteLocal', path };
+  if (!r) return localChanged ? { op: 'upload', path, expect: 'absent' } : { op: 'deleteLocal', path };
   if (localChanged && remoteChanged) return same() ? { op: 'record', path, version: r.version } : { op: 'conflict', path, version: r.version };
-  if (localChanged) return { op: 'upload', path, basisVersion: s.version };
+  if (localChanged) return { op: 'upload', path, expect: { version: s.version } };
   if (remoteChanged) return { op: 'download', path, version: r.version };
   return null;
 }
@@ -146,8 +222,8 @@ export function deleteAllowance(files: number, share: number, min: number): numb
   return Math.max(min, Math.floor(files * share));
 }
 
-/** The deletes among `actions`. */
-export const deletesOf = (actions: Action[]) => actions.filter((a) => a.op === 'deleteLocal' || a.op === 'deleteRemote').length;
+/** The deletes among `actions`: files, and folders (a folder removed on either side). */
+export const deletesOf = (actions: readonly (Action | FolderAction)[]) => actions.filter((a) => a.op === 'deleteLocal' || a.op === 'deleteRemote' || a.op === 'rmdirLocal' || a.op === 'rmdirRemote').length;
 
 // ---- folders ---------------------------------------------------------------------------------
 

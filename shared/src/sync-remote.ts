@@ -12,24 +12,25 @@ import type { WebSocketCtor } from './conn.ts';
 import type { KnownVersions } from './known.ts';
 import type { PullOptions, PushOptions } from './sync-client.ts';
 import { ConnectionPool } from './connection-pool.ts';
-import type { RemoteFolder, Skipped, Stat } from './sync-engine.ts';
+import { type Expected, IGNORE_FILE, type RemoteFolder, RemoteChanged, type Skipped, type Stat } from './sync-engine.ts';
 import { nameProblem, shownName } from './names.ts';
-import type { RemoteFile } from './sync-plan.ts';
+import type { Expect, RemoteFile } from './sync-plan.ts';
 
 /** The folder on the server that holds what sync deletes, with its history (docs/sync.md). */
 export const TRASH = '.dsync-trash';
 
-/** The ignore file in a synced folder (gitignore syntax). */
-export const IGNORE_FILE = '.dsyncignore';
+export { IGNORE_FILE } from './sync-engine.ts';
 
 /** Always ignored: temporary files of editors and systems, and the engine's own. */
 export const DEFAULT_IGNORES = ['.DS_Store', 'Thumbs.db', 'desktop.ini', '*.tmp', '*.swp', '*.swo', '*~', '~$*', '.#*', '.~lock.*#', '*.dsync-tmp-*', `/${TRASH}/`];
 
-/** The ignore rules: the defaults and the text of the folder's .dsyncignore, if any. */
+/** The ignore rules: the defaults and the text of the folder's .dsyncignore, if any. The
+ *  .dsyncignore itself is this device's own and never synced (Syncthing's rule: one device's
+ *  rules cannot silence another's files), whatever its text says. */
 export function ignoreMatcher(text: string | null): (p: string, isDir?: boolean) => boolean {
   const ig = ignore().add(DEFAULT_IGNORES);
   if (text !== null) ig.add(text);
-  return (p, isDir) => ig.ignores(isDir ? p + '/' : p);
+  return (p, isDir) => (!isDir && p === IGNORE_FILE) || ig.ignores(isDir ? p + '/' : p);
 }
 
 /**
@@ -45,6 +46,9 @@ export function listedNameFits(full: string, rel: string, o: { windows?: boolean
   if (why !== null) skipped.push({ path: shownName(rel), reason: `the server listed an invalid name (${why.replace(/^invalid file name: /, '')}): not written here` });
   return why === null;
 }
+
+/** The defaults alone: what the ignore rules hide beyond them is the user's rules' doing. */
+export const ignoredByDefault = ignoreMatcher(null);
 
 /** A REST call to the server: the parsed JSON answer; a refusal throws an error that
  *  `statusOf` reads the HTTP status from. */
@@ -80,18 +84,18 @@ export abstract class ApiFolder implements RemoteFolder {
     this.connections = new ConnectionPool(a.WebSocket);
   }
 
-  abstract push(path: string, basisVersion: number): Promise<{ version: number; root: string } & Stat>;
-  abstract pull(path: string, version: number, expect: Stat | null, basis?: string): Promise<{ version: number; root: string } & Stat>;
+  abstract push(path: string, expect: Expect): Promise<{ version: number; root: string } & Stat>;
+  abstract pull(path: string, version: number, expect: Expected | null, basis?: string): Promise<{ version: number; root: string } & Stat>;
 
   /** the name on the server of a path in the folder */
   full(p: string) {
     return this.a.folder ? `${this.a.folder}/${p}` : p;
   }
 
-  /** A delta push of `p` over this folder's connections, checked against `basisVersion` (0: the
-   *  name must not exist). */
-  protected pushOptions(p: string, basisVersion: number, retries: number): PushOptions {
-    return { ...this.session(p), expect: basisVersion ? { version: basisVersion } : 'absent', retries };
+  /** A delta push of `p` over this folder's connections, checked by the server against
+   *  `expect` (a version, or no file at the name). */
+  protected pushOptions(p: string, expect: Expect, retries: number): PushOptions {
+    return { ...this.session(p), expect, retries };
   }
 
   /** A delta pull of version `version` of `p` over this folder's connections (basis and sink:
@@ -168,25 +172,45 @@ export abstract class ApiFolder implements RemoteFolder {
     return (await this.versionList(p)).map((v) => v.version).sort((a, b) => a - b);
   }
 
-  async move(from: string, to: string) {
-    await this.a.call('POST', '/api/files/move', { from: this.full(from), to: this.full(to) });
-    const vs = await this.versions(to);
-    return vs[vs.length - 1];
+  /** The latest version of `p` and its root (where the default chunking made it). */
+  private async latest(p: string): Promise<{ version: number; root?: string }> {
+    const vs = await this.versionList(p);
+    const last = vs.reduce((a, b) => (b.version > a.version ? b : a), vs[0]);
+    if (!last) throw new RemoteChanged(`${p} is gone from the server`);
+    return { version: last.version, ...(last.algo === DEFAULT_ALGO && { root: last.root }) };
   }
 
-  async remove(p: string) {
-    const when = (this.a.now ?? (() => new Date()))();
-    const q = (n: number) => String(n).padStart(2, '0');
-    const stamp = `${when.getFullYear()}-${q(when.getMonth() + 1)}-${q(when.getDate())} ${q(when.getHours())}${q(when.getMinutes())}${q(when.getSeconds())}`;
+  /** POST /api/files/move with the expected version (compare-and-swap, docs/protocol.md): a
+   *  refusal (409) because the latest is another version is RemoteChanged; one because `to`
+   *  exists is the caller's (`taken`). */
+  private async moveExpecting(from: string, to: string, expect: { version: number }, taken: (e: unknown) => Promise<void>) {
+    try {
+      await this.a.call('POST', '/api/files/move', { from: this.full(from), to, version: expect.version });
+    } catch (e) {
+      if (this.status(e) !== 409) throw e;
+      const now = await this.versions(from);
+      if (now[now.length - 1] !== expect.version) throw new RemoteChanged(`${from} changed on the server`);
+      await taken(e);
+    }
+  }
+
+  async move(from: string, to: string, expect: { version: number }) {
+    await this.moveExpecting(from, this.full(to), expect, async (e) => {
+      throw e;
+    });
+    return this.latest(to);
+  }
+
+  async remove(p: string, expect: { version: number }, trashStamp: string) {
     for (let n = 1; ; n++) {
-      const to = `${TRASH}/${stamp}${n > 1 ? ` ${n}` : ''}/${this.full(p)}`;
-      try {
-        await this.a.call('POST', '/api/files/move', { from: this.full(p), to });
-        return to;
-      } catch (e) {
-        // the same name deleted twice in one second: the next slot
-        if (this.status(e) !== 409 || n >= 100) throw e;
-      }
+      const to = `${TRASH}/${trashStamp}${n > 1 ? ` ${n}` : ''}/${this.full(p)}`;
+      let free = true;
+      await this.moveExpecting(p, to, expect, async (e) => {
+        // the same name deleted twice under one stamp: the next slot
+        if (n >= 100) throw e;
+        free = false;
+      });
+      if (free) return to;
     }
   }
 

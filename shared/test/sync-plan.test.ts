@@ -16,16 +16,16 @@ test('every cell of the decision table', () => {
     ['unchanged / unchanged', L('aa'), S, R(3), null],
     ['unchanged / changed', L('aa'), S, R(4), { op: 'download', path: 'p', version: 4 }],
     ['unchanged / deleted', L('aa'), S, undefined, { op: 'deleteLocal', path: 'p' }],
-    ['changed / unchanged', L('bb'), S, R(3), { op: 'upload', path: 'p', basisVersion: 3 }],
+    ['changed / unchanged', L('bb'), S, R(3), { op: 'upload', path: 'p', expect: { version: 3 } }],
     ['changed / changed', L('bb'), S, R(4, 'cc'), { op: 'conflict', path: 'p', version: 4 }],
     ['changed / changed the same way', L('bb'), S, R(4, 'bb'), { op: 'record', path: 'p', version: 4 }],
     ['changed / changed, root unknown', L('bb'), S, R(4), { op: 'conflict', path: 'p', version: 4 }],
-    ['changed / deleted: modify beats delete', L('bb'), S, undefined, { op: 'upload', path: 'p', basisVersion: 0 }],
+    ['changed / deleted: modify beats delete', L('bb'), S, undefined, { op: 'upload', path: 'p', expect: 'absent' }],
     ['deleted / unchanged', undefined, S, R(3), { op: 'deleteRemote', path: 'p', version: 3 }],
     ['deleted / changed: modify beats delete', undefined, S, R(4), { op: 'download', path: 'p', version: 4 }],
     ['deleted / deleted', undefined, S, undefined, { op: 'forget', path: 'p' }],
     // nothing agreed
-    ['new here', L('bb'), undefined, undefined, { op: 'upload', path: 'p', basisVersion: 0 }],
+    ['new here', L('bb'), undefined, undefined, { op: 'upload', path: 'p', expect: 'absent' }],
     ['new there', undefined, undefined, R(1), { op: 'download', path: 'p', version: 1 }],
     ['new on both, same', L('bb'), undefined, R(1, 'bb'), { op: 'record', path: 'p', version: 1 }],
     ['new on both, different', L('bb'), undefined, R(1, 'cc'), { op: 'conflict', path: 'p', version: 1 }],
@@ -38,26 +38,26 @@ const m = <T>(o: Record<string, T>) => new Map(Object.entries(o));
 
 test('a rename on this device is a move on the server, and a rename there a move here', () => {
   // here: a.txt → b.txt, unchanged on the server
-  assert.deepEqual(plan(m({ 'b.txt': L('aa') }), m({ 'a.txt': S }), m({ 'a.txt': R(3) })), [{ op: 'moveRemote', from: 'a.txt', to: 'b.txt' }]);
+  assert.deepEqual(plan(m({ 'b.txt': L('aa') }), m({ 'a.txt': S }), m({ 'a.txt': R(3) })), [{ op: 'moveRemote', from: 'a.txt', to: 'b.txt', version: 3 }]);
   // there: a.txt → d/b.txt, unchanged here
   assert.deepEqual(plan(m({ 'a.txt': L('aa') }), m({ 'a.txt': S }), m({ 'd/b.txt': R(1, 'aa') })), [{ op: 'moveLocal', from: 'a.txt', to: 'd/b.txt', version: 1 }]);
   // case only
-  assert.deepEqual(plan(m({ 'A.txt': L('aa') }), m({ 'a.txt': S }), m({ 'a.txt': R(3) })), [{ op: 'moveRemote', from: 'a.txt', to: 'A.txt' }]);
+  assert.deepEqual(plan(m({ 'A.txt': L('aa') }), m({ 'a.txt': S }), m({ 'a.txt': R(3) })), [{ op: 'moveRemote', from: 'a.txt', to: 'A.txt', version: 3 }]);
   // renamed here while edited there: not a rename (the edit comes down at the old name, the
   // renamed copy goes up): nothing is lost
   assert.deepEqual(plan(m({ 'b.txt': L('aa') }), m({ 'a.txt': S }), m({ 'a.txt': R(4) })), [
     { op: 'download', path: 'a.txt', version: 4 },
-    { op: 'upload', path: 'b.txt', basisVersion: 0 },
+    { op: 'upload', path: 'b.txt', expect: 'absent' },
   ]);
   // renamed and edited here: a delete and a new file
   assert.deepEqual(plan(m({ 'b.txt': L('bb') }), m({ 'a.txt': S }), m({ 'a.txt': R(3) })), [
     { op: 'deleteRemote', path: 'a.txt', version: 3 },
-    { op: 'upload', path: 'b.txt', basisVersion: 0 },
+    { op: 'upload', path: 'b.txt', expect: 'absent' },
   ]);
   // renamed there, edited here: the edit goes up at the old name (modify beats delete), the
   // renamed file comes down
   assert.deepEqual(plan(m({ 'a.txt': L('bb') }), m({ 'a.txt': S }), m({ 'b.txt': R(1, 'aa') })), [
-    { op: 'upload', path: 'a.txt', basisVersion: 0 },
+    { op: 'upload', path: 'a.txt', expect: 'absent' },
     { op: 'download', path: 'b.txt', version: 1 },
   ]);
 });
@@ -181,4 +181,49 @@ test('property: a planned pass makes both sides equal and keeps every change', (
     }),
     { numRuns: 3000 },
   );
+});
+
+test('the type rows: a file where the other side (or the server too) has a folder; the folder keeps the name', () => {
+  const set = (...xs: string[]) => new Set(xs);
+  // here a folder x (x/y new) where the file x was agreed and is unchanged there: deleted there
+  assert.deepEqual(plan(m({ 'x/y': L('bb') }), m({ x: S }), m({ x: R(3) })), [
+    { op: 'deleteRemote', path: 'x', version: 3 },
+    { op: 'upload', path: 'x/y', expect: 'absent' },
+  ]);
+  // …but edited there: the server's file goes aside there (it comes down as a conflict copy)
+  assert.deepEqual(plan(m({ 'x/y': L('bb') }), m({ x: S }), m({ x: R(4) })), [
+    { op: 'asideRemote', path: 'x', version: 4, why: 'folder' },
+    { op: 'upload', path: 'x/y', expect: 'absent' },
+  ]);
+  // an empty folder here where the server has a new file
+  assert.deepEqual(plan(m({}), m({}), m({ x: R(1) }), { dirsHere: set('x') }), [{ op: 'asideRemote', path: 'x', version: 1, why: 'folder' }]);
+  // there a folder x where the file x was agreed and is unchanged here: deleted here
+  assert.deepEqual(plan(m({ x: L('aa') }), m({ x: S }), m({ 'x/y': R(1) })), [
+    { op: 'deleteLocal', path: 'x' },
+    { op: 'download', path: 'x/y', version: 1 },
+  ]);
+  // …but edited here: this device's file goes aside here, and up
+  assert.deepEqual(plan(m({ x: L('bb') }), m({ x: S }), m({ 'x/y': R(1) })), [
+    { op: 'asideLocal', path: 'x' },
+    { op: 'download', path: 'x/y', version: 1 },
+  ]);
+  // an empty folder on the server where this device has a new file
+  assert.deepEqual(plan(m({ x: L('bb') }), m({}), m({}), { dirsThere: set('x') }), [{ op: 'asideLocal', path: 'x' }]);
+  // a server holding a file x and files under x/ (an older server): the file goes aside there
+  assert.deepEqual(plan(m({ 'x/y': L('aa') }), m({ 'x/y': S }), m({ x: R(1), 'x/y': R(3) })), [{ op: 'asideRemote', path: 'x', version: 1, why: 'folder' }]);
+});
+
+test('the case rows: names this file system holds as one; the one here keeps the name, the others move aside there', () => {
+  const fold = (p: string) => p.toLowerCase();
+  // two new names on the server: the first keeps it
+  assert.deepEqual(plan(m({}), m({}), m({ 'A.txt': R(1), 'a.txt': R(2) }), { fold }), [
+    { op: 'asideRemote', path: 'a.txt', version: 2, why: 'case' },
+    { op: 'download', path: 'A.txt', version: 1 },
+  ]);
+  // a file here and a new name on the server that this file system finds as it
+  assert.deepEqual(plan(m({ 'a.txt': L('aa') }), m({ 'a.txt': S }), m({ 'a.txt': R(3), 'A.txt': R(1) }), { fold }), [{ op: 'asideRemote', path: 'A.txt', version: 1, why: 'case' }]);
+  // a file system that tells case apart: both come down
+  assert.deepEqual(plan(m({}), m({}), m({ 'A.txt': R(1), 'a.txt': R(2) })).map((a) => a.op), ['download', 'download']);
+  // a case-only rename here is still a rename
+  assert.deepEqual(plan(m({ 'A.txt': L('aa') }), m({ 'a.txt': S }), m({ 'a.txt': R(3) }), { fold }), [{ op: 'moveRemote', from: 'a.txt', to: 'A.txt', version: 3 }]);
 });
