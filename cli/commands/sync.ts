@@ -90,7 +90,9 @@ in .dsync-trash/). A file changed on both sides is a conflict: the server's vers
 name and this device's goes up beside it as "NAME (conflict from DEVICE DATE).EXT".
 A change beats a delete. A pass that would delete more than --max-delete of the folder's files
 stops and deletes nothing. Ignored: the patterns in DIR/.dsyncignore (gitignore syntax) and
-temporary files (*.tmp, ~$*, .DS_Store, *.swp, .#*, …). What was last agreed with the server
+temporary files (*.tmp, ~$*, .DS_Store, *.swp, .#*, …). Links and mount points are never
+followed: what the server has there is held, never deleted (exit 1), and a name the server
+lists is never written outside DIR or through a link. What was last agreed with the server
 is kept in $DSYNC_CACHE_DIR/sync (else ~/.cache/dsync/sync). More: docs/sync.md.
 
 Without --watch: passes until both sides agree; prints what it did and exits 0 when they do,
