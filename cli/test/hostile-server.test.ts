@@ -1,12 +1,12 @@
 // A hostile server (docs/sync.md "Containment"): a real Dsync server behind a small real
 // HTTP/WebSocket proxy that lists names no honest server would (`../x`, `a/../../x`, `/etc/x`,
 // `a\..\x`, a name with NUL, `../.bashrc`, folders `../made-dir/`), as a compromised server,
-// a man in the middle on plain http or a damaged store could. Each hostile name stands for a real file on the server:
-// the proxy renames it in the listing and back in each session's Hello, so a client that took
-// the name would really get bytes to write there. Beside them, honest names that meet a
-// symbolic link here and two names that differ only by case. `dsync sync DIR` and `dsync pull
-// FOLDER/ --out DIR --force` must write nothing outside the folder (the folders around it are
-// compared byte for byte) and lose nothing inside it.
+// a man in the middle on plain http or a damaged store could. Each hostile name stands for a
+// real file on the server: the proxy renames it in the listing and back in each session's
+// Hello, so a client that took the name would really get bytes to write there. Beside them,
+// honest names that meet a symbolic link here and two names that differ only by case. `dsync
+// sync DIR` and `dsync pull FOLDER/ --out DIR --force` must write nothing outside the folder
+// (the folders around it are compared byte for byte) and lose nothing inside it.
 import assert from 'node:assert/strict';
 import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
