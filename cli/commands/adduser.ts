@@ -5,8 +5,8 @@ import { type Command, UsageError, str } from '../command.ts';
 /** The longest password read (a line of stdin is cut off beyond). */
 const MAX_PASSWORD = 1024;
 
-/** Reads a line from the terminal without echoing it. */
-function askHidden(prompt: string): Promise<string> {
+/** Reads a line from the terminal without echoing it (a password here, a token in dsync login). */
+export function askHidden(prompt: string, what = 'password'): Promise<string> {
   return new Promise((resolve, reject) => {
     const stdin = process.stdin;
     let typed = '';
@@ -19,7 +19,7 @@ function askHidden(prompt: string): Promise<string> {
     const onData = (chunk: string) => {
       for (const c of chunk) {
         if (c === '\r' || c === '\n') return void (done(), resolve(typed));
-        if (c === '\u0003' || c === '\u0004') return void (done(), reject(new Error('no password given')));
+        if (c === '\u0003' || c === '\u0004') return void (done(), reject(new Error(`no ${what} given`)));
         if (c === '\u007f' || c === '\b') typed = [...typed].slice(0, -1).join('');
         else if (typed.length < MAX_PASSWORD) typed += c;
       }
@@ -34,7 +34,7 @@ function askHidden(prompt: string): Promise<string> {
 }
 
 /** The first line of stdin, without its line end. */
-async function stdinLine(): Promise<string> {
+export async function stdinLine(): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const c of process.stdin as AsyncIterable<Buffer>) {

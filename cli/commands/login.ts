@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, str } from '../command.ts';
+import { askHidden, stdinLine } from './adduser.ts';
 import { ApiError, SERVER_OPTS, api, checkTls, httpBase, storedTokens, tokensFile } from '../remote.ts';
 
 /** Writes the tokens: a file of mode 0600, in place by a rename (never half-written). */
@@ -27,22 +28,11 @@ async function saveTokens(tokens: Record<string, string>) {
   }
 }
 
-/** The token piped on stdin (its first line), or typed after a prompt. */
-async function readToken(): Promise<string> {
-  if (process.stdin.isTTY) process.stderr.write('token: ');
-  let text = '';
-  for await (const chunk of process.stdin) {
-    text += chunk;
-    if (text.includes('\n')) break;
-  }
-  return text.split(/\r?\n/)[0].trim();
-}
-
 export const login: Command = {
   usage: 'login --server URL [--token T]',
   about: `Stores the token for a server, so that commands to it need neither --token nor
 DSYNC_TOKEN (which stay first when given). Without --token the token is read from stdin
-(echo "$TOKEN" | dsync login -s URL, or typed at the prompt), so it never shows in the
+(echo "$TOKEN" | dsync login -s URL, or typed at a prompt that does not echo it), so it never shows in the
 process list. The server is asked once with it; a token it refuses is not stored.
 The file is $XDG_CONFIG_HOME/dsync/tokens.json (else ~/.config/dsync/tokens.json), readable
 only by you (mode 0600). dsync logout -s URL removes it.
@@ -51,7 +41,7 @@ Exit status: 0 stored, 1 refused or failed, 2 a wrong command line.`,
   positionals: [0, 0],
   async run(values: Values) {
     const server = httpBase(values);
-    const token = str(values, 'token') ?? (await readToken());
+    const token = (str(values, 'token') ?? (process.stdin.isTTY ? await askHidden('token: ', 'token') : await stdinLine())).trim();
     if (!token) throw new UsageError('no token given (--token T, or on stdin)');
     if (/\s/.test(token)) throw new UsageError('a token has no spaces');
     // the token read from stdin goes as DSYNC_TOKEN would (not as --token, which is warned about)

@@ -109,7 +109,10 @@ A change beats a delete. The delete guard: a pass that would delete (files and f
 sides together) more than half of what was agreed, and more than 10, stops and deletes nothing
 (--max-delete sets the limit); a pass that deletes 10 or fewer always goes ahead. Ignored: the
 patterns in DIR/.dsyncignore (gitignore syntax; the file is this device's own and is not
-synced) and temporary files (*.tmp, ~$*, .DS_Store, *.swp, .#*, …). What was last agreed with the server
+synced) and temporary files (*.tmp, ~$*, .DS_Store, *.swp, .#*, …). Links and mount points are
+never followed: what the server has at their paths is held, never deleted nor downloaded into
+them (exit 1 while it has something there), and a name the server lists is never written
+outside DIR or through a link. What was last agreed with the server
 is kept in $DSYNC_CACHE_DIR/sync (else ~/.cache/dsync/sync). More: docs/sync.md.
 
 Without --watch: passes until both sides agree; prints what it did and exits 0 when they do,

@@ -1,12 +1,12 @@
 // A hostile server (docs/sync.md "Containment"): a real Dsync server behind a small real
 // HTTP/WebSocket proxy that lists names no honest server would (`../x`, `a/../../x`, `/etc/x`,
-// `a\..\x`, a name with NUL, `../.bashrc`), as a compromised server, a man in the middle on
-// plain http or a damaged store could. Each hostile name stands for a real file on the server:
-// the proxy renames it in the listing and back in each session's Hello, so a client that took
-// the name would really get bytes to write there. Beside them, honest names that meet a
-// symbolic link here and two names that differ only by case. `dsync sync DIR` and `dsync pull
-// FOLDER/ --out DIR --force` must write nothing outside the folder (the folders around it are
-// compared byte for byte) and lose nothing inside it.
+// `a\..\x`, a name with NUL, `../.bashrc`, folders `../made-dir/`), as a compromised server,
+// a man in the middle on plain http or a damaged store could. Each hostile name stands for a
+// real file on the server: the proxy renames it in the listing and back in each session's
+// Hello, so a client that took the name would really get bytes to write there. Beside them,
+// honest names that meet a symbolic link here and two names that differ only by case. `dsync
+// sync DIR` and `dsync pull FOLDER/ --out DIR --force` must write nothing outside the folder
+// (the folders around it are compared byte for byte) and lose nothing inside it.
 import assert from 'node:assert/strict';
 import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -30,6 +30,8 @@ const HOSTILE: Record<string, string> = {
   '../.bashrc': 'h6',
   '../../../../../../../../../../../../tmp/dsync-hostile-x': 'h7',
 };
+/** folders listed below `proj/` that lead outside it */
+const HOSTILE_FOLDERS = ['../made-dir', 'a/../../made-dir2'];
 const toReal = new Map(Object.entries(HOSTILE).map(([h, r]) => [`proj/${h}`, `proj/${r}`]));
 const toHostile = new Map([...toReal].map(([h, r]) => [r, h]));
 
@@ -52,6 +54,8 @@ async function hostileProxy(s: TestServer) {
       r.on('end', () => {
         const page = JSON.parse(Buffer.concat(parts).toString('utf8'));
         for (const f of page.files ?? []) if (toHostile.has(f.name)) f.name = toHostile.get(f.name);
+        // and folders that would be made outside
+        if (url.searchParams.get('prefix') === 'proj/' && Array.isArray(page.folders)) page.folders.push(...HOSTILE_FOLDERS.map((d) => `proj/${d}/`));
         const body = JSON.stringify(page);
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
         res.end(body);
@@ -151,7 +155,7 @@ test('a hostile server: sync and pull FOLDER/ --force write nothing outside the 
     // dsync sync: the invalid names are skipped with a note, nothing goes through the link
     const lines = sync.stdout.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l));
     const skipped = lines.filter((l) => l.skipped).map((l) => l.skipped);
-    for (const h of Object.keys(HOSTILE)) assert.ok(skipped.includes(JSON.stringify(h)), `${JSON.stringify(h)} skipped: ${sync.stdout}${sync.stderr}`);
+    for (const h of [...Object.keys(HOSTILE), ...HOSTILE_FOLDERS]) assert.ok(skipped.includes(JSON.stringify(h)), `${JSON.stringify(h)} skipped: ${sync.stdout}${sync.stderr}`);
     assert.ok(lines.some((l) => l.skipped === 'lnk/' && /symbolic link/.test(l.reason)), sync.stdout);
     const synced = snapshot(dir);
     assert.equal(synced.get('local.txt'), Buffer.from('local work\n').toString('base64'), 'the local file is kept');
@@ -166,7 +170,7 @@ test('a hostile server: sync and pull FOLDER/ --force write nothing outside the 
 
     // dsync pull FOLDER/ --out DIR --force: the same rule, --force too
     assert.equal(pull.code, 1, 'skipped names fail the pull: ' + pull.stdout + pull.stderr);
-    for (const h of Object.keys(HOSTILE)) assert.ok(pull.stderr.includes(`skipped ${JSON.stringify(h)}`), pull.stderr);
+    for (const h of [...Object.keys(HOSTILE), ...HOSTILE_FOLDERS]) assert.ok(pull.stderr.includes(`skipped ${JSON.stringify(h)}`), pull.stderr);
     assert.match(pull.stderr, /lnk is a symbolic link: nothing is written through it/);
     const got = snapshot(pulled);
     assert.equal(got.get('local.txt'), Buffer.from('local work\n').toString('base64'));

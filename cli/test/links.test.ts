@@ -2,14 +2,16 @@
 // synced", "Containment"), with the real CLI on two devices against a real server: a folder
 // moved to another disk and replaced by a link deletes nothing anywhere; a `cfg -> ../.config`
 // link gets nothing written into its target; `dsync push DIR` does not upload what a link in it
-// points to; a name of 255 bytes downloads (its temporary name does not grow with it).
+// points to; a mount point where a synced folder was deletes nothing; a name of 255 bytes
+// downloads (its temporary name does not grow with it).
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { testServer } from '../../harness/helpers.ts';
-import { dsync, jsonLines } from './run.ts';
+import { DSYNC, dsync, jsonLines } from './run.ts';
 import { treeOf } from './sync-world.ts';
 
 function devices(url: string, n = 2) {
@@ -143,6 +145,37 @@ test('a name of 255 bytes downloads: the temporary name does not grow with it', 
     assert.ok(r.some((l) => l.op === 'download' && l.path === `deep/${long}`), JSON.stringify(r));
     assert.equal(readFileSync(path.join(b.dir, 'deep', long), 'utf8'), 'long name');
     assert.deepEqual(readdirSync(path.join(b.dir, 'deep')), [long], 'no temporary file left');
+  } finally {
+    done();
+    await s.stop();
+  }
+});
+
+test('a mount point where a synced folder was is held: nothing under it is deleted on the server', { timeout: 300_000 }, async () => {
+  const s = await testServer();
+  const { devs: [a], done } = devices(s.url, 1);
+  try {
+    for (let i = 0; i < 4; i++) a.write(`disk/f${i}.txt`, `file ${i}`);
+    a.write('top.txt', 'top');
+    ok(await a.sync());
+    // an empty disk mounted over disk/ (tmpfs, in a mount namespace of the sync's own, so
+    // nothing stays mounted): what the server has there must not read as deleted
+    const argv = [process.execPath, DSYNC, 'sync', a.dir, '--device', 'dev0', '--json'];
+    // (not spawnSync: the server runs in this process)
+    const r = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+      const child = spawn('unshare', ['-rm', 'sh', '-c', `mount -t tmpfs tmpfs "$0" && exec "$@"`, path.join(a.dir, 'disk'), ...argv], { env: { ...process.env, ...a.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d) => (stdout += d));
+      child.stderr.on('data', (d) => (stderr += d));
+      child.on('error', reject);
+      child.on('close', (status) => resolve({ status, stdout, stderr }));
+    });
+    assert.equal(r.status, 1, r.stdout + r.stderr);
+    const lines = jsonLines(r.stdout);
+    assert.ok(lines.some((l) => l.skipped === 'disk/' && /mount point/.test(l.reason)), r.stdout + r.stderr);
+    assert.deepEqual(lines.filter((l) => l.op), [], 'nothing done');
+    assert.deepEqual(await serverFiles(s.url), ['proj/disk/f0.txt', 'proj/disk/f1.txt', 'proj/disk/f2.txt', 'proj/disk/f3.txt', 'proj/top.txt']);
   } finally {
     done();
     await s.stop();
