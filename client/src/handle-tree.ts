@@ -19,8 +19,11 @@ export type Dir = FileSystemDirectoryHandle;
 type Entry = FileSystemFileHandle | FileSystemDirectoryHandle;
 const entries = (d: Dir) => (d as unknown as { values(): AsyncIterable<Entry> }).values();
 
-/** The suffix of a download's temporary file (ignored: `*.dsync-tmp-*`). */
-const TEMP = '.dsync-tmp-page';
+/** The start of a temporary file's name (ignored: `*.dsync-tmp-*`): short and of a fixed
+ *  length, so that it fits beside any name the server accepts. */
+const TEMP = '.dsync-tmp-page-';
+/** A new temporary name in the folder it is used in. */
+const tempName = () => TEMP + Array.from(crypto.getRandomValues(new Uint8Array(4)), (b) => b.toString(16).padStart(2, '0')).join('');
 
 /** A temporary file not written for this long is left over (no tab writes it now). */
 const STALE_TEMP_MS = 3600_000;
@@ -102,7 +105,7 @@ export class HandleTree implements LocalTree {
           await walk(e, p + '/');
         } else if (ignored(key)) {
           // a download's temporary file left by a tab closed mid-download
-          const at = e.name.endsWith(TEMP) ? (await e.getFile().catch(() => null))?.lastModified : undefined;
+          const at = e.name.startsWith(TEMP) ? (await e.getFile().catch(() => null))?.lastModified : undefined;
           if (at !== undefined && Date.now() - at > STALE_TEMP_MS) await d.removeEntry(e.name).catch(() => {});
         } else if (files.has(key)) {
           skipped.push({ path: key, reason: 'two names on disk for one name (Unicode forms)', hold: true });
@@ -142,13 +145,13 @@ export class HandleTree implements LocalTree {
    * `expect` (null: no file), else LocalChanged. An existing file is written with createWritable,
    * which writes to a file of the browser's own beside it and puts it in place at close(): the
    * file is never seen half written, and abort() leaves it as it was. A new file is written
-   * under a temporary name (`.NAME.dsync-tmp-page`, which the ignore rules leave alone) and
+   * under a temporary name (`.dsync-tmp-page-RAND`, which the ignore rules leave alone) and
    * moved to its name once complete.
    */
   async writer(p: string, expect: Stat | null) {
     const { parents, name } = this.split(p);
     const dir = await this.dir(parents, true);
-    const tmpName = `.${name}${TEMP}`;
+    const tmpName = tempName();
     const target = expect ? await dir.getFileHandle(name) : await dir.getFileHandle(tmpName, { create: true });
     const w = await target.createWritable({ keepExistingData: false });
     let open = true;
@@ -181,8 +184,9 @@ export class HandleTree implements LocalTree {
     const dst = await this.dir(parts, true);
     if (from.toLowerCase() === to.toLowerCase()) {
       // a case-only rename: through a name of its own, so that case-insensitive systems see it
-      const tmp = [...parts, `${name}${TEMP}`].join('/');
-      await this.moveFile(from, dst, `${name}${TEMP}`);
+      const tmpName = tempName();
+      const tmp = [...parts, tmpName].join('/');
+      await this.moveFile(from, dst, tmpName);
       await this.moveFile(tmp, dst, name);
     } else {
       if (await this.stat(to)) throw new Error(`${to} exists here`);
