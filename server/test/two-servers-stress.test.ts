@@ -70,7 +70,7 @@ for (const seed of SEEDS) {
     const servers = [await startServer(bucket), await startServer(bucket)];
     try {
       const rng = new Rng(seed);
-      const devices: Device[] = Array.from({ length: DEVICES }, (_, i) => ({ label: `dev${i}`, known: new MemoryKnown(), copy: new Map() }));
+      const devices: Device[] = Array.from({ length: DEVICES }, (_, i) => ({ label: `dev${i}`, known: new MemoryKnown(64 << 20, undefined, true), copy: new Map() }));
       /** every version a client was told is stored: `name\nversion` → sha256 of its bytes */
       const told = new Map<string, { name: string; version: number; sha: string; size: number; via: number }>();
       const failures: string[] = [];
@@ -104,17 +104,23 @@ for (const seed of SEEDS) {
             }
           }
         }
-        // three names pushed at once, each by a device through either server
+        // three names pushed at once, each by one or two devices through either server (a
+        // conflict copy's name carries the minute: each push has its own, so the copies' names
+        // never collide)
+        const pushes = NAMES.flatMap((name) => (rng.next() < 0.3 ? [name, name] : [name]));
         await Promise.all(
-          NAMES.map(async (name) => {
-            const d = devices[rng.int(DEVICES)];
+          pushes.map(async (name, i) => {
+            const d = devices[(rng.int(DEVICES) + i) % DEVICES];
             const via = rng.int(2);
             const s = servers[via];
             const had = d.copy.get(name);
-            const bytes = !had ? fastRandomBytes(Number(rng.next64() & 0xffffffn), 16_384 + rng.int(400_000)) : rng.next() < 0.1 ? had : edit(had, rng);
+            // mostly small files; now and then one over a segment (8 MiB), whose first segment
+            // is put before the commit
+            const size = rng.next() < 0.05 ? (9 << 20) + rng.int(1 << 20) : 16_384 + rng.int(400_000);
+            const bytes = !had ? fastRandomBytes(Number(rng.next64() & 0xffffffn), size) : rng.next() < 0.1 ? had : edit(had, rng);
             d.copy.set(name, bytes);
             try {
-              const o = await guardedPush(bufferSource(bytes), { url: s.wsUrl, name, WebSocket: WebSocket as any, known: d.known, device: d.label, latestOf: latestOf(s.url) });
+              const o = await guardedPush(bufferSource(bytes), { url: s.wsUrl, name, WebSocket: WebSocket as any, known: d.known, device: d.label, latestOf: latestOf(s.url), now: new Date(Date.UTC(2026, 0, 1) + (round * 8 + i) * 60_000) });
               if (o.kind === 'behind') return;
               if (o.kind === 'conflict') conflicts++;
               if (o.report.unchanged) unchanged++;
