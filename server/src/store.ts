@@ -440,13 +440,16 @@ export class Store {
     return async ({ digest }) => {
       const kept = digest && (await claimUpload(this.backend, key, match(digest)));
       const sink = this.create(name, expectLatest, client, kept || undefined, seen);
+      // the state this upload listed last (a checkpoint's): the next listing replaces it, and
+      // only it (another upload of the same target lists its own under the same key)
+      let listed: string | undefined;
       const list = async (held: Held) => {
         const state = await sink.state();
         const window = this.repo.settings.resumeWindowMs;
         const expires = Date.now() + window;
         // the file head is marked first: a listed upload's head is marked (docs/store.md §6)
         await markUploads(this.backend, fileHeadKey(this.user, name), expires, window);
-        return suspendUpload(this.backend, key, match(held.digest), expires, { ...state, count: held.count, hashes: held.hashes, digest: held.digest });
+        return (listed = await suspendUpload(this.backend, key, match(held.digest), expires, { ...state, count: held.count, hashes: held.hashes, digest: held.digest }, listed));
       };
       sink.suspend = async (held) => {
         // a swap that landed (or may have) references the upload's segments: nothing to keep

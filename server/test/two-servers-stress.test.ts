@@ -64,13 +64,37 @@ function edit(data: Uint8Array, rng: Rng): Uint8Array {
   return Buffer.concat([data.subarray(0, at), data.subarray(Math.min(data.length, at + n))]);
 }
 
+test('the same large file pushed through both servers at once (two devices, one target): the version reported reads back, check --read-data is clean', { timeout: 600_000 }, async () => {
+  // each upload lists checkpoints (past RESUME_CHECKPOINT_BYTES of Delta Bytes) under the same
+  // key (basis, Checksum List digest, chunking): one's listing once dropped the other's state
+  // and deleted that running upload's segments, which it then committed (issue 44)
+  const bucket = 'twins';
+  const servers = [await startServer(bucket), await startServer(bucket)];
+  try {
+    const bytes = fastRandomBytes(44, (40 << 20) + 12_345);
+    const outcomes = await Promise.allSettled(servers.map((s, i) => guardedPush(bufferSource(bytes), { url: s.wsUrl, name: 'twin.bin', WebSocket: WebSocket as any, device: `dev${i}`, known: new MemoryKnown(), latestOf: async () => null })));
+    const told = outcomes.flatMap((o) => (o.status === 'fulfilled' && o.value.kind !== 'behind' ? [o.value.report] : []));
+    assert.ok(told.length > 0, `no push was reported: ${outcomes.map((o) => (o.status === 'rejected' ? (o.reason as Error).message : o.value.kind)).join('; ')}`);
+    for (const r of told) {
+      for (const s of servers) {
+        const { bytes: got } = await pullBytes(s, r.name, null, { version: r.version });
+        assert.equal(sha(got), sha(bytes), `${r.name} version ${r.version} through ${s.url}`);
+      }
+    }
+    const check = await dsync(['check', '--read-data', '--store', `s3://${bucket}`, '--s3-endpoint', minio.endpoint, '--json'], { env: minio.env });
+    assert.equal(check.code, 0, `dsync check --read-data: ${check.stdout}${check.stderr}`);
+  } finally {
+    for (const s of servers) await s.kill();
+  }
+});
+
 for (const seed of SEEDS) {
   test(`two servers on one bucket, seed ${seed}: every version a push reported reads back byte-exact, and check --read-data is clean`, { timeout: 1_800_000 }, async () => {
     const bucket = `stress${seed}`;
     const servers = [await startServer(bucket), await startServer(bucket)];
     try {
       const rng = new Rng(seed);
-      const devices: Device[] = Array.from({ length: DEVICES }, (_, i) => ({ label: `dev${i}`, known: new MemoryKnown(), copy: new Map() }));
+      const devices: Device[] = Array.from({ length: DEVICES }, (_, i) => ({ label: `dev${i}`, known: new MemoryKnown(64 << 20, undefined, true), copy: new Map() }));
       /** every version a client was told is stored: `name\nversion` → sha256 of its bytes */
       const told = new Map<string, { name: string; version: number; sha: string; size: number; via: number }>();
       const failures: string[] = [];
@@ -104,17 +128,34 @@ for (const seed of SEEDS) {
             }
           }
         }
-        // three names pushed at once, each by a device through either server
+        // three names pushed at once, each by one or two devices through either server (a
+        // conflict copy's name carries the minute: each push has its own, so the copies' names
+        // never collide)
+        const pushes: { name: string; device?: Device; via?: number }[] = NAMES.flatMap((name) => (rng.next() < 0.3 ? [{ name }, { name }] : [{ name }]));
+        // now and then two devices push one large new file, the same bytes, at once, one
+        // through each server: each upload lists checkpoints under the same key (issue 44's
+        // lost segments)
+        if (rng.next() < 0.03) {
+          const twin = `twin${round}.bin`;
+          const big = fastRandomBytes(Number(rng.next64() & 0xffffffn), (17 << 20) + rng.int(4 << 20));
+          for (const [via, device] of devices.slice(0, 2).entries()) {
+            device.copy.set(twin, big);
+            pushes.push({ name: twin, device, via });
+          }
+        }
         await Promise.all(
-          NAMES.map(async (name) => {
-            const d = devices[rng.int(DEVICES)];
-            const via = rng.int(2);
+          pushes.map(async ({ name, device, via: given }, i) => {
+            const d = device ?? devices[(rng.int(DEVICES) + i) % DEVICES];
+            const via = given ?? rng.int(2);
             const s = servers[via];
             const had = d.copy.get(name);
-            const bytes = !had ? fastRandomBytes(Number(rng.next64() & 0xffffffn), 16_384 + rng.int(400_000)) : rng.next() < 0.1 ? had : edit(had, rng);
+            // mostly small files; now and then one over a segment (8 MiB), whose first segment
+            // is put before the commit
+            const size = rng.next() < 0.05 ? (9 << 20) + rng.int(1 << 20) : 16_384 + rng.int(400_000);
+            const bytes = device ? had! : !had ? fastRandomBytes(Number(rng.next64() & 0xffffffn), size) : rng.next() < 0.1 ? had : edit(had, rng);
             d.copy.set(name, bytes);
             try {
-              const o = await guardedPush(bufferSource(bytes), { url: s.wsUrl, name, WebSocket: WebSocket as any, known: d.known, device: d.label, latestOf: latestOf(s.url) });
+              const o = await guardedPush(bufferSource(bytes), { url: s.wsUrl, name, WebSocket: WebSocket as any, known: d.known, device: d.label, latestOf: latestOf(s.url), now: new Date(Date.UTC(2026, 0, 1) + (round * 8 + i) * 60_000) });
               if (o.kind === 'behind') return;
               if (o.kind === 'conflict') conflicts++;
               if (o.report.unchanged) unchanged++;

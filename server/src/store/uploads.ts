@@ -63,10 +63,18 @@ export interface UploadState {
 
 const parseHead = (b: Uint8Array | null, key: string): UploadsHead => (b ? parseUploadsHead(b, key) : { uploads: [] });
 
-/** Stores `state` and lists it under `match` until `expires`, in place of an earlier state
- *  listed there (a checkpoint of the same upload, whose segments this state keeps); returns
- *  the id of the state object. */
-export async function suspendUpload(backend: Backend, headKey: string, match: string, expires: number, state: UploadState): Promise<string> {
+/**
+ * Stores `state` and lists it under `match` until `expires`, in place of `replaces` (the state
+ * this same upload listed last: a checkpoint's, whose segments this state keeps); returns the
+ * id of the state object. Other entries stay, even under the same `match`: another upload of
+ * the same target (another device pushing the same bytes on the same basis, through this or
+ * another server) lists its own, and may still be running. Entries past their expiry, and the
+ * oldest beyond MAX_SUSPENDED, are unlisted; their state objects are deleted, never their
+ * segments: an upload whose checkpoint is unlisted may still be running (or may have been
+ * claimed and committed meanwhile), so a segment it wrote may be, or may become, a version's.
+ * gc collects the segments nothing references (docs/store.md §6).
+ */
+export async function suspendUpload(backend: Backend, headKey: string, match: string, expires: number, state: UploadState, replaces?: string): Promise<string> {
   const id = newSegmentId();
   await backend.putIfAbsent(
     segmentKey(id),
@@ -77,16 +85,14 @@ export async function suspendUpload(backend: Backend, headKey: string, match: st
     const h = parseHead(b, headKey);
     dropped.length = 0;
     const now = Date.now();
-    const keep = h.uploads.filter((u) => u.key !== match && u.expires > now);
+    const keep = h.uploads.filter((u) => u.state !== replaces && u.expires > now);
     while (keep.length >= MAX_SUSPENDED) dropped.push(keep.shift()!.state);
     for (const u of h.uploads) if (!keep.includes(u)) dropped.push(u.state);
     keep.push({ key: match, expires, state: id });
     return { body: jsonBody({ uploads: keep }), result: undefined };
   });
-  // best effort: gc collects what a crash here leaves. A dropped state's segments that this
-  // state lists are this upload's (an earlier checkpoint of it) and stay
-  const keep = new Set(state.own);
-  for (const d of dropped) await dropState(backend, d, keep).catch(() => {});
+  // best effort: gc collects what a crash here leaves
+  for (const d of dropped) await backend.delete(segmentKey(d)).catch(() => {});
   return id;
 }
 
@@ -130,10 +136,4 @@ export async function holdsUpload(backend: Backend, headKey: string, prefix: str
 export async function uploadRefs(backend: Backend, stateId: string): Promise<string[]> {
   const raw = JSON.parse(Buffer.from(await backend.get(segmentKey(stateId))).toString('utf8'));
   return [stateId, ...(raw?.layout?.segments ?? [])];
-}
-
-async function dropState(backend: Backend, id: string, keep: Set<string> = new Set()) {
-  const raw = JSON.parse(Buffer.from(await backend.get(segmentKey(id))).toString('utf8'));
-  for (const s of raw.own ?? []) if (SEGMENT_ID.test(s) && !keep.has(s)) await backend.delete(segmentKey(s));
-  await backend.delete(segmentKey(id));
 }

@@ -108,9 +108,15 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
       if (used === SEGMENT_BYTES) await flush();
     }
   };
+  // own segments [0, shared) may be referenced by something besides this upload: a resumed
+  // upload's earlier ones (its state was listed, so another resuming push may have claimed
+  // it too), and those an uploads head listed (a checkpoint or a suspend: a push of the same
+  // target through any server may claim it and commit them while this one goes on). This
+  // upload never deletes those; gc collects them once nothing references them
+  let shared = resume ? resume.own.length : 0;
   const dropOwn = async () => {
     if (landed) return;
-    for (const id of own) await backend.delete(segmentKey(id)).catch(() => {});
+    for (const id of own.slice(shared)) await backend.delete(segmentKey(id)).catch(() => {});
   };
   const copy = async (from: Source, offset: number, length: number) => {
     if (!(from instanceof VersionSource) || from.backend !== backend) return write(await from.read(offset, length));
@@ -139,6 +145,8 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
     copy,
     state: async () => {
       await flush();
+      // the state goes into an uploads head: its segments may be claimed from there
+      shared = own.length;
       const known = Math.min(await epoch, resume ? resumedEpoch : Infinity, knownAt(copied));
       return { layout: structuredClone(layout), written, own: [...own], epoch: known };
     },
