@@ -7,6 +7,8 @@
 // folder is as it was.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -254,6 +256,38 @@ test('a local store with an unreadable catalog file: the pass fails and deletes 
     allThere(d);
     assert.deepEqual(await serverFiles(s), ONE_EACH);
   } finally {
+    await s.stop();
+    d.done();
+  }
+});
+
+test('a listing page without the "complete" mark (an older server in an outage: an empty 200) is refused, and nothing is deleted', { timeout: 300_000 }, async () => {
+  const s: TestServer = await testServer();
+  // a loopback proxy in front of the real server that answers the listing as a server of an
+  // earlier version did when a catalog read failed: 200, no files, no mark
+  const proxy = createServer(async (req, res) => {
+    if (req.url!.startsWith('/api/files?')) {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      return void res.end(JSON.stringify({ files: [], folders: [], next: null }));
+    }
+    const up = await fetch(s.url + req.url, { method: req.method, headers: req.headers as Record<string, string> });
+    res.writeHead(up.status, Object.fromEntries(up.headers));
+    res.end(Buffer.from(await up.arrayBuffer()));
+  });
+  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+  const via = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+  const d = device(s.url);
+  try {
+    ok(await d.sync());
+    const r = await dsync(['sync', d.dir, '--device', 'dev0'], { env: { ...d.env, DSYNC_SERVER: via } });
+    assert.notEqual(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stderr, /the server's listing is not whole/);
+    assert.ok(!jsonLines(r.stdout).some((l) => l.op), r.stdout);
+    allThere(d);
+    assert.deepEqual(await serverFiles(s), ONE_EACH);
+  } finally {
+    proxy.closeAllConnections();
+    await new Promise((r) => proxy.close(r));
     await s.stop();
     d.done();
   }
