@@ -8,6 +8,7 @@ import path from 'node:path';
 import express from 'express';
 import { MAX_NAME_BYTES, SEARCH_FOLDERS, SEARCH_PAGE } from '../../shared/src/limits.ts';
 import { ErrorCode, ProtocolError, busyMessage } from '../../shared/src/protocol.ts';
+import { TRASH } from '../../shared/src/sync-remote.ts';
 import { validateName } from './names.ts';
 import type { Store } from './store.ts';
 
@@ -241,9 +242,39 @@ export function filesApi(
     route(async (req, res, store) => {
       const { name, version } = (req.body ?? {}) as { name?: unknown; version?: unknown };
       const v = versionOf(version);
-      if (v === undefined) throw new ProtocolError(ErrorCode.Malformed, 'restore takes {name, version}');
+      if (v === undefined && typeof name === 'string' && name.startsWith(TRASH + '/')) return void res.json(await fromTrash(store, name));
+      if (v === undefined) throw new ProtocolError(ErrorCode.Malformed, 'restore takes {name, version}, or {name} of a file or folder in the trash');
       res.json({ version: await store.restore(nameOf(name), v) });
     }),
   );
+  /**
+   * Puts a file or a folder of the trash (`.dsync-trash/STAMP/PATH`, a folder's ending in '/';
+   * `.dsync-trash/STAMP/` restores the whole stamp) back at PATH, each file with its history
+   * (a move checked against the latest version it had when listed). A file whose name is taken
+   * again (or that changed meanwhile) stays in the trash and is told in `skipped`, never
+   * overwritten.
+   */
+  const fromTrash = async (store: Store, raw: string) => {
+    const folder = raw.endsWith('/');
+    const name = nameOf(folder ? raw.slice(0, -1) : raw);
+    const parts = name.split('/');
+    if (parts.length < (folder ? 2 : 3)) throw new ProtocolError(ErrorCode.Malformed, `restore from the trash takes ${TRASH}/STAMP/PATH`);
+    const base = parts.slice(0, 2).join('/') + '/';
+    const files = folder ? await whole(() => store.list(name)) : (await store.latest(name)) ? [{ name, latest: await store.latest(name) }] : [];
+    if (!files.length) throw new ProtocolError(ErrorCode.NotFound, `nothing in the trash at ${raw}`);
+    const restored: string[] = [];
+    const skipped: { name: string; why: string }[] = [];
+    for (const f of files) {
+      const to = f.name.slice(base.length);
+      try {
+        await store.rename(f.name, to, f.latest);
+        restored.push(to);
+      } catch (e) {
+        if (!(e instanceof ProtocolError) || e.code === ErrorCode.Internal) throw e;
+        skipped.push({ name: f.name, why: e.message });
+      }
+    }
+    return { restored, skipped };
+  };
   return r;
 }

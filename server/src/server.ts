@@ -24,7 +24,9 @@
  *   POST /api/files/move {from, to[, version]} {moved: n}: a file, or a folder ("a/" to "b/");
  *        version: the file moves only while its latest version is that (409 otherwise); `to`
  *        must not exist, be a folder that lists something, or lie under a file (409)
- *   POST /api/files/restore {name, version} {version}: a new version with those bytes
+ *   POST /api/files/restore {name, version} {version}: a new version with those bytes;
+ *        {name} of a file or folder in the trash (".dsync-trash/STAMP/PATH[/]"): {restored,
+ *        skipped}: each file back at PATH with its history, unless that name is taken again
  *   POST /api/folders {name}               {folder: "F/"}: an empty folder, listed while empty
  *        (409 when F or a parent of it is a file)
  *   DELETE /api/folders?name=F[/]          {folder, removed: [names]}: every file under F
