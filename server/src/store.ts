@@ -198,9 +198,10 @@ export class Store {
   /**
    * Rebuilds the damaged catalog of `folder` from the file heads under it (one listing of their
    * keys, a read of each) and the catalogs of its subfolders, as gc's repair does
-   * (catalog.ts `repairCatalog`, by compare-and-swap, merged by `seq`), and returns it. A head
-   * or subfolder catalog that cannot be read fails the rebuild: a listing is never partial.
-   * The rebuilt catalog loses its own `kept` mark (as gc's rebuild does).
+   * (catalog.ts `repairCatalog`, by compare-and-swap, merged by `seq`), and returns it. A file
+   * head that cannot be read or parsed fails the rebuild (and so the listing): a file left out
+   * would read as deleted to a syncing device. The rebuilt catalog loses its own `kept` mark
+   * (as gc's rebuild does).
    */
   private async rebuildCatalog(folder: string): Promise<Catalog> {
     const prefix = folder ? folder + '/' : '';
