@@ -7,7 +7,7 @@
 // folder is as it was.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:http';
+import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -210,6 +210,54 @@ test('MinIO: a folder catalog overwritten with garbage through the S3 API is reb
     assert.deepEqual(await serverFiles(s), { ...ONE_EACH, 'after.txt': 1 });
   } finally {
     await s.close();
+    await minio.stop();
+    d.done();
+  }
+});
+
+test('MinIO: the reads of one folder catalog fail (the store answers 500): the pass fails and deletes nothing; once they read, all is as before', { timeout: 300_000 }, async () => {
+  const minio = await startMinio();
+  // a loopback proxy in front of MinIO that answers 500 to every read of proj/sub's catalog
+  // while `failing` is set, and passes everything else on as it is
+  let failing = false;
+  const target = new URL(minio.endpoint);
+  const proxy = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      if (failing && req.method === 'GET' && decodeURIComponent(req.url!).includes(`folders/${encodeName('proj/sub')}`)) {
+        res.writeHead(500, { 'Content-Type': 'application/xml' });
+        return void res.end('<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>We encountered an internal error.</Message></Error>');
+      }
+      // the Host header is passed on as it is: the request's signature covers it
+      const up = request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (ur) => {
+        res.writeHead(ur.statusCode!, ur.headers);
+        ur.pipe(res);
+      });
+      up.on('error', () => res.destroy());
+      up.end(Buffer.concat(chunks));
+    });
+  });
+  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+  const s = await minioServer({ ...minio, endpoint: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}` }, 'unreadable');
+  const d = device(s.url);
+  try {
+    ok(await d.sync());
+    failing = true;
+    d.write('during.txt', 'made while a catalog could not be read\n');
+    const r = await d.sync();
+    assert.notEqual(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stderr, /the store failed/);
+    assert.ok(!jsonLines(r.stdout).some((l) => l.op && l.op !== 'upload'), r.stdout);
+    allThere(d, { 'during.txt': 'made while a catalog could not be read\n' });
+    failing = false;
+    ok(await d.sync());
+    allThere(d, { 'during.txt': 'made while a catalog could not be read\n' });
+    assert.deepEqual(await serverFiles(s), { ...ONE_EACH, 'during.txt': 1 });
+  } finally {
+    await s.close();
+    proxy.closeAllConnections();
+    await new Promise((r) => proxy.close(r));
     await minio.stop();
     d.done();
   }
