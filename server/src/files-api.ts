@@ -42,6 +42,9 @@ async function whole<T>(read: () => Promise<T>): Promise<T> {
 
 const STATUS: Partial<Record<number, number>> = { [ErrorCode.NotFound]: 404, [ErrorCode.StaleBasis]: 409, [ErrorCode.Inconsistent]: 409, [ErrorCode.Internal]: 500 };
 
+/** The name of a ProtocolError code ("StaleBasis", …). */
+const codeName = (code: number) => Object.entries(ErrorCode).find(([, c]) => c === code)?.[0];
+
 /** `version` from a query or body: a positive integer, or undefined when absent. */
 function versionOf(raw: unknown): number | undefined {
   if (raw === undefined || raw === '') return undefined;
@@ -93,7 +96,9 @@ export function filesApi(
       log({ error: 'http', path: req.path, message: err.message });
       if (res.headersSent) return void res.destroy(err);
       if (err instanceof StoreFailed) return void res.status(503).json({ error: err.message });
-      if (err instanceof ProtocolError) return void res.status(STATUS[err.code] ?? 400).json({ error: err.message });
+      // code: the refusal's name, so that a client tells a stale basis (StaleBasis) from a name
+      // that exists (Inconsistent), both 409
+      if (err instanceof ProtocolError) return void res.status(STATUS[err.code] ?? 400).json({ error: err.message, code: codeName(err.code) });
       res.status(500).json({ error: 'internal error' });
     } finally {
       place();
