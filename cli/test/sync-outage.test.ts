@@ -7,6 +7,8 @@
 // folder is as it was.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -213,6 +215,54 @@ test('MinIO: a folder catalog overwritten with garbage through the S3 API is reb
   }
 });
 
+test('MinIO: the reads of one folder catalog fail (the store answers 500): the pass fails and deletes nothing; once they read, all is as before', { timeout: 300_000 }, async () => {
+  const minio = await startMinio();
+  // a loopback proxy in front of MinIO that answers 500 to every read of proj/sub's catalog
+  // while `failing` is set, and passes everything else on as it is
+  let failing = false;
+  const target = new URL(minio.endpoint);
+  const proxy = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      if (failing && req.method === 'GET' && decodeURIComponent(req.url!).includes(`folders/${encodeName('proj/sub')}`)) {
+        res.writeHead(500, { 'Content-Type': 'application/xml' });
+        return void res.end('<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>We encountered an internal error.</Message></Error>');
+      }
+      // the Host header is passed on as it is: the request's signature covers it
+      const up = request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (ur) => {
+        res.writeHead(ur.statusCode!, ur.headers);
+        ur.pipe(res);
+      });
+      up.on('error', () => res.destroy());
+      up.end(Buffer.concat(chunks));
+    });
+  });
+  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+  const s = await minioServer({ ...minio, endpoint: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}` }, 'unreadable');
+  const d = device(s.url);
+  try {
+    ok(await d.sync());
+    failing = true;
+    d.write('during.txt', 'made while a catalog could not be read\n');
+    const r = await d.sync();
+    assert.notEqual(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stderr, /the store failed/);
+    assert.ok(!jsonLines(r.stdout).some((l) => l.op && l.op !== 'upload'), r.stdout);
+    allThere(d, { 'during.txt': 'made while a catalog could not be read\n' });
+    failing = false;
+    ok(await d.sync());
+    allThere(d, { 'during.txt': 'made while a catalog could not be read\n' });
+    assert.deepEqual(await serverFiles(s), { ...ONE_EACH, 'during.txt': 1 });
+  } finally {
+    await s.close();
+    proxy.closeAllConnections();
+    await new Promise((r) => proxy.close(r));
+    await minio.stop();
+    d.done();
+  }
+});
+
 /** The file of the current generation of the catalog of `folder` in the local store under
  *  `data` (store/local.ts: a head is a directory `<key>@h` of numbered generations). */
 function catalogFile(data: string, folder: string): string {
@@ -254,6 +304,38 @@ test('a local store with an unreadable catalog file: the pass fails and deletes 
     allThere(d);
     assert.deepEqual(await serverFiles(s), ONE_EACH);
   } finally {
+    await s.stop();
+    d.done();
+  }
+});
+
+test('a listing page without the "complete" mark (an older server in an outage: an empty 200) is refused, and nothing is deleted', { timeout: 300_000 }, async () => {
+  const s: TestServer = await testServer();
+  // a loopback proxy in front of the real server that answers the listing as a server of an
+  // earlier version did when a catalog read failed: 200, no files, no mark
+  const proxy = createServer(async (req, res) => {
+    if (req.url!.startsWith('/api/files?')) {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      return void res.end(JSON.stringify({ files: [], folders: [], next: null }));
+    }
+    const up = await fetch(s.url + req.url, { method: req.method, headers: req.headers as Record<string, string> });
+    res.writeHead(up.status, Object.fromEntries(up.headers));
+    res.end(Buffer.from(await up.arrayBuffer()));
+  });
+  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+  const via = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+  const d = device(s.url);
+  try {
+    ok(await d.sync());
+    const r = await dsync(['sync', d.dir, '--device', 'dev0'], { env: { ...d.env, DSYNC_SERVER: via } });
+    assert.notEqual(r.code, 0, r.stdout + r.stderr);
+    assert.match(r.stderr, /the server's listing is not whole/);
+    assert.ok(!jsonLines(r.stdout).some((l) => l.op), r.stdout);
+    allThere(d);
+    assert.deepEqual(await serverFiles(s), ONE_EACH);
+  } finally {
+    proxy.closeAllConnections();
+    await new Promise((r) => proxy.close(r));
     await s.stop();
     d.done();
   }

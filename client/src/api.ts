@@ -144,6 +144,9 @@ export const api = {
   move: (from: string, to: string) => call<unknown>('POST', '/api/files/move', { from, to }),
   /** makes an old version the new latest one; answers its number */
   restore: (name: string, version: number) => call<{ version: number }>('POST', '/api/files/restore', { name, version }),
+  /** puts a file or folder of the trash (".dsync-trash/STAMP/PATH[/]") back at PATH, each file
+   *  with its history; names taken again meanwhile stay in the trash (`skipped`) */
+  restoreFromTrash: (path: string) => call<{ restored: string[]; skipped: { name: string; why: string }[] }>('POST', '/api/files/restore', { name: path }),
   async login(name: string, password: string) {
     const res = await fetch('/api/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name, password }) });
     if (!res.ok) throw new HttpError(res.status, signInFailure(res.status, res.headers.get('Retry-After')));

@@ -8,6 +8,7 @@ import path from 'node:path';
 import express from 'express';
 import { MAX_NAME_BYTES, SEARCH_FOLDERS, SEARCH_PAGE } from '../../shared/src/limits.ts';
 import { ErrorCode, ProtocolError, busyMessage } from '../../shared/src/protocol.ts';
+import { TRASH } from '../../shared/src/sync-remote.ts';
 import { validateName } from './names.ts';
 import type { Store } from './store.ts';
 
@@ -40,6 +41,9 @@ async function whole<T>(read: () => Promise<T>): Promise<T> {
 }
 
 const STATUS: Partial<Record<number, number>> = { [ErrorCode.NotFound]: 404, [ErrorCode.StaleBasis]: 409, [ErrorCode.Inconsistent]: 409, [ErrorCode.Internal]: 500 };
+
+/** The name of a ProtocolError code ("StaleBasis", …). */
+const codeName = (code: number) => Object.entries(ErrorCode).find(([, c]) => c === code)?.[0];
 
 /** `version` from a query or body: a positive integer, or undefined when absent. */
 function versionOf(raw: unknown): number | undefined {
@@ -92,7 +96,9 @@ export function filesApi(
       log({ error: 'http', path: req.path, message: err.message });
       if (res.headersSent) return void res.destroy(err);
       if (err instanceof StoreFailed) return void res.status(503).json({ error: err.message });
-      if (err instanceof ProtocolError) return void res.status(STATUS[err.code] ?? 400).json({ error: err.message });
+      // code: the refusal's name, so that a client tells a stale basis (StaleBasis) from a name
+      // that exists (Inconsistent), both 409
+      if (err instanceof ProtocolError) return void res.status(STATUS[err.code] ?? 400).json({ error: err.message, code: codeName(err.code) });
       res.status(500).json({ error: 'internal error' });
     } finally {
       place();
@@ -241,9 +247,39 @@ export function filesApi(
     route(async (req, res, store) => {
       const { name, version } = (req.body ?? {}) as { name?: unknown; version?: unknown };
       const v = versionOf(version);
-      if (v === undefined) throw new ProtocolError(ErrorCode.Malformed, 'restore takes {name, version}');
+      if (v === undefined && typeof name === 'string' && name.startsWith(TRASH + '/')) return void res.json(await fromTrash(store, name));
+      if (v === undefined) throw new ProtocolError(ErrorCode.Malformed, 'restore takes {name, version}, or {name} of a file or folder in the trash');
       res.json({ version: await store.restore(nameOf(name), v) });
     }),
   );
+  /**
+   * Puts a file or a folder of the trash (`.dsync-trash/STAMP/PATH`, a folder's ending in '/';
+   * `.dsync-trash/STAMP/` restores the whole stamp) back at PATH, each file with its history
+   * (a move checked against the latest version it had when listed). A file whose name is taken
+   * again (or that changed meanwhile) stays in the trash and is told in `skipped`, never
+   * overwritten.
+   */
+  const fromTrash = async (store: Store, raw: string) => {
+    const folder = raw.endsWith('/');
+    const name = nameOf(folder ? raw.slice(0, -1) : raw);
+    const parts = name.split('/');
+    if (parts.length < (folder ? 2 : 3)) throw new ProtocolError(ErrorCode.Malformed, `restore from the trash takes ${TRASH}/STAMP/PATH`);
+    const base = parts.slice(0, 2).join('/') + '/';
+    const files = folder ? await whole(() => store.list(name)) : (await store.latest(name)) ? [{ name, latest: await store.latest(name) }] : [];
+    if (!files.length) throw new ProtocolError(ErrorCode.NotFound, `nothing in the trash at ${raw}`);
+    const restored: string[] = [];
+    const skipped: { name: string; why: string }[] = [];
+    for (const f of files) {
+      const to = f.name.slice(base.length);
+      try {
+        await store.rename(f.name, to, f.latest);
+        restored.push(to);
+      } catch (e) {
+        if (!(e instanceof ProtocolError) || e.code === ErrorCode.Internal) throw e;
+        skipped.push({ name: f.name, why: e.message });
+      }
+    }
+    return { restored, skipped };
+  };
   return r;
 }

@@ -25,15 +25,18 @@
  *   POST /api/files/move {from, to[, version]} {moved: n}: a file, or a folder ("a/" to "b/");
  *        version: the file moves only while its latest version is that (409 otherwise); `to`
  *        must not exist, be a folder that lists something, or lie under a file (409)
- *   POST /api/files/restore {name, version} {version}: a new version with those bytes
+ *   POST /api/files/restore {name, version} {version}: a new version with those bytes;
+ *        {name} of a file or folder in the trash (".dsync-trash/STAMP/PATH[/]"): {restored,
+ *        skipped}: each file back at PATH with its history, unless that name is taken again
  *   POST /api/folders {name}               {folder: "F/"}: an empty folder, listed while empty
  *        (409 when F or a parent of it is a file)
  *   DELETE /api/folders?name=F[/]          {folder, removed: [names]}: every file under F
- * (files-api.ts). Errors are {error}: 400 bad request, 404 no such file or version, 409 a
- * name that exists, a file where a folder is (or the reverse) or a stale basis, 500 a damaged
- * store or a failing backend, 503 "the store failed: …" for a listing the store could not
- * answer whole, 503 with Retry-After "the server is busy; retry in N s" past capacity
- * (guard.ts Admission).
+ * (files-api.ts). Errors are {error, code?} (code: the refusal's name, e.g. StaleBasis for a
+ * stale version, Inconsistent for a name that exists): 400 bad request, 404 no such file or
+ * version, 409 a name that exists, a file where a folder is (or the reverse) or a stale
+ * basis, 500 a damaged store or a failing backend, 503 "the store failed: …" for a listing the
+ * store could not answer whole, 503 with Retry-After "the server is busy; retry in N s" past
+ * capacity (guard.ts Admission).
  *   GET  /api/metrics                      the caller's open sync sockets (and in single-user
  *                                          mode, where the user runs the server, its memory)
  *   GET  /api/events                       live changes of the namespace (server/src/events.ts)

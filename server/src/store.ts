@@ -209,9 +209,10 @@ export class Store {
   /**
    * Rebuilds the damaged catalog of `folder` from the file heads under it (one listing of their
    * keys, a read of each) and the catalogs of its subfolders, as gc's repair does
-   * (catalog.ts `repairCatalog`, by compare-and-swap, merged by `seq`), and returns it. A head
-   * or subfolder catalog that cannot be read fails the rebuild: a listing is never partial.
-   * The rebuilt catalog loses its own `kept` mark (as gc's rebuild does).
+   * (catalog.ts `repairCatalog`, by compare-and-swap, merged by `seq`), and returns it. A file
+   * head that cannot be read or parsed fails the rebuild (and so the listing): a file left out
+   * would read as deleted to a syncing device. The rebuilt catalog loses its own `kept` mark
+   * (as gc's rebuild does).
    */
   private async rebuildCatalog(folder: string): Promise<Catalog> {
     const prefix = folder ? folder + '/' : '';
@@ -231,11 +232,18 @@ export class Store {
       if (k < 0) files.set(rest, entryOf(head));
       else if (head.versions.length) folders.add(rest.slice(0, k));
     }
-    // kept (empty) subfolders: their own catalogs say so
+    // kept (empty) subfolders: their own catalogs say so (a damaged one says nothing: a
+    // subfolder with a file is known from the heads, and its own listing rebuilds it)
     for await (const e of this.backend.list(under('folders'))) {
       const { name } = parseNsKey(e.key);
       if (name === null || !name.startsWith(prefix) || name === folder) continue;
-      const sub = parseCatalog((await this.backend.getHead(e.key))?.body ?? null, e.key);
+      let sub: Catalog;
+      try {
+        sub = parseCatalog((await this.backend.getHead(e.key))?.body ?? null, e.key);
+      } catch (err) {
+        if (err instanceof DamageError) continue;
+        throw err;
+      }
       const lists = sub.kept || Object.keys(sub.folders).length || Object.values(sub.files).some((f) => f.versions > 0);
       if (lists && !sub.gone) folders.add(name.slice(prefix.length).split('/')[0]);
     }

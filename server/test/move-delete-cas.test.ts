@@ -19,7 +19,9 @@ test('a move or delete with the expected version is refused (409) when the lates
     await pushBytes(s, 'f.txt', enc('two'), { expect: { version: 1 } });
     let res = await move(s, { from: 'f.txt', to: 'g.txt', version: 1 });
     assert.equal(res.status, 409);
-    assert.match(((await res.json()) as { error: string }).error, /f\.txt is at version 2, not 1/);
+    const body = (await res.json()) as { error: string; code: string };
+    assert.match(body.error, /f\.txt is at version 2, not 1/);
+    assert.equal(body.code, 'StaleBasis', 'a stale version is told apart from a name that exists');
     assert.deepEqual(await versionsOf(s, 'f.txt'), [1, 2]);
     assert.deepEqual(await versionsOf(s, 'g.txt'), [], 'the copy made before the refusal is gone again');
     assert.equal((await move(s, { from: 'f.txt', to: 'g.txt', version: 'x' })).status, 400);

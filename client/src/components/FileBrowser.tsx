@@ -5,6 +5,7 @@ import { compareNames } from '../../../shared/src/natural.ts';
 import { type Ask, AskDialog } from './Dialogs.tsx';
 import { FileRow, type RowActions } from './FileRow.tsx';
 import { downloadFolder } from '../folder-zip.ts';
+import { TRASH } from '../../../shared/src/sync-remote.ts';
 
 interface Props {
   server: ServerState;
@@ -195,7 +196,7 @@ export function FileBrowser({ server, changes, onDeltaDownload }: Props) {
         <>
           <ul className="files" data-testid="files">
             {rows.folders.slice(0, shown).map((f) => (
-              <FolderRow key={f.path} folder={f} onOpen={() => go(f.path)} ask={actions.ask} />
+              <FolderRow key={f.path} folder={f} onOpen={() => go(f.path)} ask={actions.ask} onChanged={() => setMine((n) => n + 1)} />
             ))}
             {rows.files.slice(0, Math.max(0, shown - rows.folders.length)).map((f) => (
               <FileRow key={f.name} file={f} actions={actions} withFolder={!!found} />
@@ -223,8 +224,23 @@ export function FileBrowser({ server, changes, onDeltaDownload }: Props) {
   );
 }
 
-function FolderRow({ folder, onOpen, ask }: { folder: FolderInfo; onOpen: () => void; ask: (a: Ask) => void }) {
+function FolderRow({ folder, onOpen, ask, onChanged }: { folder: FolderInfo; onOpen: () => void; ask: (a: Ask) => void; onChanged: () => void }) {
   const name = folder.path.slice(0, -1).split('/').pop()!;
+  // a folder in the trash (a stamp, or a folder under one) goes back in one click: nothing is
+  // overwritten (the server leaves a file whose name is taken again in the trash and says so)
+  const inTrash = folder.path.startsWith(TRASH + '/') && folder.path.split('/').length >= 3;
+  const [restoring, setRestoring] = useState('');
+  const restore = () => {
+    setRestoring('Restoring…');
+    api.restoreFromTrash(folder.path).then(
+      (r) => {
+        const n = `${r.restored.length} file${r.restored.length === 1 ? '' : 's'} restored`;
+        setRestoring(r.skipped.length ? `${n}; ${r.skipped.length} left in the trash (their names are taken): ${r.skipped.map((s) => s.name.slice(folder.path.length)).join(', ')}` : '');
+        onChanged();
+      },
+      (e: Error) => setRestoring(`The restore failed: ${e.message}`),
+    );
+  };
   const rename = () =>
     ask({
       kind: 'rename',
@@ -264,6 +280,16 @@ function FolderRow({ folder, onOpen, ask }: { folder: FolderInfo; onOpen: () => 
           <span className="muted" role="status">
             {zipping}
           </span>
+        )}
+        {restoring && (
+          <span className="muted" role="status" data-testid="folder-restore-status">
+            {restoring}
+          </span>
+        )}
+        {inTrash && (
+          <button className="button small" onClick={restore} disabled={restoring === 'Restoring…'} aria-label={`Restore the folder ${name} from the trash`} data-testid="folder-restore">
+            Restore
+          </button>
         )}
         <button className="button small quiet" onClick={zip} disabled={zipping === 'Zipping…'} aria-label={`Download the folder ${name} as a zip`} data-testid="folder-zip">
           Zip
