@@ -113,6 +113,9 @@ export function filesApi(
     return {
       refused: (folder: string, name: string) => void (by.get(folder) ?? by.set(folder, []).get(folder)!).push(name),
       report: () => by.size && log({ warning: 'stored names refused', user: req.user, path: req.path, folders: Object.fromEntries(by) }),
+      /** the folders ('' the top, else ending in '/') where a stored name was left out: a
+       *  client must not read what it lacks there as deleted */
+      held: () => [...by.keys()].map((f) => (f ? f + '/' : '')).sort(),
     };
   };
 
@@ -131,14 +134,14 @@ export function filesApi(
       if (req.query.recursive !== '1') {
         const page = await whole(() => store.listFolder(folder, cursor, limit, r.refused));
         r.report();
-        return void res.json({ ...page, complete: true });
+        return void res.json({ ...page, complete: true, held: r.held() });
       }
       // every file and folder below, in name order (a folder's name ends in '/'), paged together
       const { files, folders } = await whole(() => store.tree(folder, r.refused));
       r.report();
       const all = [...files.map((f) => ({ key: f.name, f })), ...folders.map((key) => ({ key, f: null }))].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).filter((e) => e.key > cursor);
       const page = all.slice(0, limit);
-      res.json({ files: page.flatMap((e) => (e.f ? [e.f] : [])), folders: page.flatMap((e) => (e.f ? [] : [e.key])), next: all.length > limit ? page[page.length - 1].key : null, complete: true });
+      res.json({ files: page.flatMap((e) => (e.f ? [e.f] : [])), folders: page.flatMap((e) => (e.f ? [] : [e.key])), next: all.length > limit ? page[page.length - 1].key : null, complete: true, held: r.held() });
     }),
   );
   r.get(

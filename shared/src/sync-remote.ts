@@ -126,11 +126,19 @@ export abstract class ApiFolder implements RemoteFolder {
     let cursor: string | null = '';
     do {
       const q: URLSearchParams = new URLSearchParams({ prefix, recursive: '1', limit: String(LIST_PAGE), ...(cursor && { cursor }) });
-      const page: { files: { name: string; latest: number; size: number }[]; folders?: unknown; next: string | null; complete?: unknown } = await this.a.call('GET', `/api/files?${q}`);
+      const page: { files: { name: string; latest: number; size: number }[]; folders?: unknown; next: string | null; complete?: unknown; held?: unknown } = await this.a.call('GET', `/api/files?${q}`);
       if (!Array.isArray(page?.files)) throw new Error('the server does not list folders recursively: it needs an update');
       // a page the server does not vouch for as whole is no listing: files it lacks would read
       // as deleted on the server (a server of an earlier version sends none)
       if (page.complete !== true) throw new Error("the server's listing is not whole (no \"complete\" mark): nothing is planned from it; the server may need an update");
+      // folders where the server left out a stored name it would refuse (a damaged or tampered
+      // store): what this device has there and the listing lacks is held, not deleted
+      for (const f of Array.isArray(page.held) ? page.held : []) {
+        if (typeof f !== 'string' || (f && !f.endsWith('/'))) throw new Error('the server sent a malformed listing');
+        const reason = 'the server left out names stored here that it refuses (a damaged store): nothing under it is deleted';
+        if (f === prefix || (!f && !prefix)) throw new Error(`the server's listing of the folder is not whole: ${reason}`);
+        if (f.startsWith(prefix)) skipped.push({ path: f.slice(prefix.length), reason, hold: true });
+      }
       for (const f of page.files) {
         if (typeof f.name !== 'string' || !f.name.startsWith(prefix) || !Number.isSafeInteger(f.latest) || !Number.isSafeInteger(f.size)) throw new Error('the server sent a malformed listing');
         const p = f.name.slice(prefix.length);
