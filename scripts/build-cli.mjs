@@ -10,8 +10,9 @@
  * What the output is:
  * - main.mjs (cli/main.ts) and hash-worker.mjs (a hash worker thread's entry, what
  *   shared/src/hash-worker.mjs is to the sources), plus chunks: each command is its own chunk
- *   (main.ts imports them lazily), so `dsync --version` loads only main.mjs.
- * - npm packages stay imports of node_modules (`packages: 'external'`), as under tsx.
+ *   (main.ts imports them lazily), so `dsync --version` loads main.mjs and one small chunk.
+ * - npm packages are bundled as well (CommonJS ones then need no scan for their exports at each
+ *   start), but for EXTERNAL below.
  * - `new URL('REL', import.meta.url)` in a source names a file relative to that source; the
  *   build rewrites REL relative to cli/dist, where every output file lives, so the wasm module,
  *   package.json and client/dist are found from the compiled code as from the sources. A
@@ -30,6 +31,10 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 export const OUT_DIR = 'cli/dist';
 const STAMP = 'build.json';
 const THIS_SCRIPT = 'scripts/build-cli.mjs';
+/** written by every npm install and npm ci */
+const NPM_STAMP = 'node_modules/.package-lock.json';
+/** npm packages the compiled CLI imports from node_modules at run time */
+const EXTERNAL = ['@aws-sdk/*', 'bufferutil', 'utf-8-validate'];
 /** source files whose compiled counterpart is an entry of the build, not the file itself */
 const COMPILED_AS = { 'shared/src/hash-worker.mjs': 'hash-worker.mjs' };
 
@@ -107,7 +112,11 @@ export async function buildCli(root = ROOT) {
       format: 'esm',
       platform: 'node',
       target: 'node20',
-      packages: 'external',
+      // npm packages are bundled too (no CommonJS to scan at every start), except the S3 client
+      // (large, in the s3.ts chunk only: loaded from node_modules when an s3:// store opens) and
+      // native add-ons
+      external: EXTERNAL,
+      banner: { js: "import { createRequire as __dsyncRequire } from 'node:module'; const require = __dsyncRequire(import.meta.url);" },
       // wasm/pkg and node_modules may be symbolic links (a git worktree's): paths stay the repository's
       preserveSymlinks: true,
       outdir: tmp,
@@ -131,10 +140,15 @@ export async function buildCli(root = ROOT) {
     for (const [out, meta] of Object.entries(result.metafile.outputs)) {
       for (const imp of meta.imports)
         if (imp.external && /^\.\.?\//.test(imp.path)) throw new Error(`${out} imports ${imp.path} at run time: it is not in ${OUT_DIR}`);
-      if (out.endsWith('.mjs') && /\bimport\((?!")/.test(readFileSync(path.join(root, out), 'utf8')))
+      const code = out.endsWith('.mjs') ? readFileSync(path.join(root, out), 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '') : '';
+      if (/\bimport\((?!")/.test(code))
         throw new Error(`${out} has an import() of a variable, which the compiled CLI would resolve in ${OUT_DIR}: import a literal path`);
     }
-    const inputs = Object.keys(result.metafile.inputs).filter((f) => !f.includes(':') && !f.startsWith('node_modules/'));
+    const all = Object.keys(result.metafile.inputs).filter((f) => !f.includes(':'));
+    const inputs = all.filter((f) => !f.startsWith('node_modules/'));
+    // the packages bundled change together, with each npm install: its own record of them
+    // stands for their hundreds of files
+    if (inputs.length < all.length) inputs.push(NPM_STAMP);
     inputs.push(THIS_SCRIPT);
     const stamp = {};
     let changed = false;
