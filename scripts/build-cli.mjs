@@ -47,10 +47,11 @@ export function compiledCli(root = ROOT) {
   let stamp;
   try {
     stamp = JSON.parse(readFileSync(path.join(root, OUT_DIR, STAMP), 'utf8'));
-  } catch {
-    return { stale: `${OUT_DIR} is missing` };
+  } catch (e) {
+    return { stale: e.code === 'ENOENT' ? `${OUT_DIR} is missing` : `${OUT_DIR}/${STAMP} cannot be read (${e.message})` };
   }
-  for (const [file, mtimeMs] of Object.entries(stamp.inputs ?? {})) {
+  if (typeof stamp?.inputs !== 'object' || stamp.inputs === null) return { stale: `${OUT_DIR}/${STAMP} lists no inputs` };
+  for (const [file, mtimeMs] of Object.entries(stamp.inputs)) {
     let now;
     try {
       now = statSync(path.join(root, file)).mtimeMs;
@@ -59,7 +60,7 @@ export function compiledCli(root = ROOT) {
     }
     if (now !== mtimeMs) return { stale: `${file} changed since it was built` };
   }
-  if (!stamp.inputs?.[THIS_SCRIPT]) return { stale: `${OUT_DIR} is from another build` };
+  if (!stamp.inputs[THIS_SCRIPT]) return { stale: `${OUT_DIR} is from another build` };
   return { entry: path.join(root, OUT_DIR, 'main.mjs') };
 }
 
