@@ -25,7 +25,8 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY . .
 COPY --from=wasm /src/wasm/pkg wasm/pkg
-RUN npx vite build client
+# the compiled CLI (cli/dist), which bin/dsync.mjs runs: no TypeScript compiler at start
+RUN node scripts/build-cli.mjs && npx vite build client
 EXPOSE 8080
 VOLUME /data
 CMD ["node", "bin/dsync.mjs", "serve", "--host", "0.0.0.0", "--port", "8080", "--data", "/data"]

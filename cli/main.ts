@@ -6,7 +6,6 @@
  */
 import { readFileSync } from 'node:fs';
 import { setHeapGrowth } from '../shared/src/node-gc.ts';
-import { explain } from './remote.ts';
 import { type Command, EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, nearest, parse, usage } from './command.ts';
 
 /** Each command's one-line summary and its module, loaded only when it runs. */
@@ -75,6 +74,8 @@ async function main(argv: string[]): Promise<number> {
       console.error(`dsync ${name}: ${e.message}\nusage: dsync ${cmd.usage}\n(dsync ${name} --help for more)`);
       return EXIT_USAGE;
     }
+    // remote.ts (with the ws package) loads only here, so `dsync --version` and `help` do not
+    const { explain } = await import('./remote.ts');
     console.error(`dsync ${name}: ${explain(e, parsed?.values ?? {})}`);
     return EXIT_FAILED;
   }

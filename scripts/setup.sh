@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up everything Dsync needs on this machine, idempotently: the wasm toolchain, wasm-pack,
-# the wasm module, npm packages, the web client and (with `test`) Chromium, Firefox ESR,
+# the wasm module, npm packages, the compiled CLI, the web client and (with `test`) Chromium, Firefox ESR,
 # WebKitGTK, rsync, HAProxy, MinIO and versitygw.
 # A second run skips what is done and takes seconds.
 #   scripts/setup.sh        # for running the app
@@ -77,6 +77,11 @@ if [ "$(cat node_modules/.dsync-stamp 2>/dev/null)" != "$want" ]; then
   npm ci --no-audit --no-fund --loglevel=error >&2
   echo "$want" > node_modules/.dsync-stamp
 fi
+
+# 4b. The compiled CLI (cli/dist, scripts/build-cli.mjs): `dsync` runs it while it is current
+#     and starts without a TypeScript compiler; rebuilt when a file it was built from changed
+#     (its stamp, cli/dist/build.json, holds each one's modification time).
+node scripts/build-cli.mjs --if-stale
 
 # 5. The web client (client/dist), rebuilt when its sources change.
 if [ -f client/vite.config.ts ]; then

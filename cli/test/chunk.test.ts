@@ -8,7 +8,8 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { fastRandomBytes, textBytes } from '../../harness/testdata.ts';
 
-const root = new URL('../..', import.meta.url).pathname;
+// the compiled CLI, built by run.ts when a source changed
+import { root } from './run.ts';
 const oracleBin = path.join(root, 'wasm/target/release/examples/fastcdc_cuts');
 
 function dsyncChunk(file: string, sizes: number[]): string[] {

@@ -12,7 +12,8 @@ import { test } from 'node:test';
 import { Rng, applyEdits, textBytes } from '../../harness/testdata.ts';
 import { testServer } from '../../harness/helpers.ts';
 
-const root = new URL('../..', import.meta.url).pathname;
+// the compiled CLI, built by run.ts when a source changed
+import { root } from './run.ts';
 
 test('dsync push keeps the pushed bytes, sends an edit as copies of them, drops damaged ones, and keeps within --keep-max', async () => {
   const s = await testServer();

@@ -12,7 +12,8 @@ import { testServer } from '../../harness/helpers.ts';
 import { socketPipe } from '../../harness/pipe.ts';
 import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
 
-const root = new URL('../..', import.meta.url).pathname;
+// the compiled CLI, built by run.ts when a source changed
+import { root } from './run.ts';
 
 test('dsync push FILE... sends the files over one connection per compression setting and prints a report per file', async () => {
   const s = await testServer();

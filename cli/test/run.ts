@@ -1,10 +1,14 @@
 // Runs the real `bin/dsync.mjs` as a process: with pipes (stdout is not a terminal), or under
-// util-linux `script`, whose pseudo-terminal makes stdout and stderr terminals.
+// util-linux `script`, whose pseudo-terminal makes stdout and stderr terminals. It runs the
+// compiled CLI (cli/dist), as users do: built here first when it is missing or a source changed.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
+import { buildCli, compiledCli } from '../../scripts/build-cli.mjs';
 
 export const root = new URL('../..', import.meta.url).pathname;
 export const DSYNC = path.join(root, 'bin/dsync.mjs');
+
+if (!compiledCli(root).entry) await buildCli(root);
 
 export interface Ran {
   code: number | null;

@@ -146,16 +146,15 @@ export class Repo {
   }
 }
 
-const S3_MODULE = './s3.ts';
-
 /** Opens the store a server configuration names: `--store DIR` or `--store s3://BUCKET[/PREFIX]`. */
 export async function openStore(cfg: Pick<ServerConfig, 'store' | 's3Endpoint' | 'storeTimeoutMs' | 'resumeWindowMs' | 'keepVersions' | 'keepDays' | 'gcWindowMs'>): Promise<Repo> {
   let backend: Backend;
   if (cfg.store.startsWith('s3://')) {
     let mod: { s3Backend(url: string, endpoint: string | undefined, env?: NodeJS.ProcessEnv, timeoutMs?: number): Promise<Backend> };
     try {
-      // s3.ts (the S3 backend, with its client package) loads only for an s3:// store
-      mod = await import(S3_MODULE);
+      // s3.ts (the S3 backend, with its client package) loads only for an s3:// store; a
+      // literal path, so that the compiled CLI (scripts/build-cli.mjs) bundles it
+      mod = await import('./s3.ts');
     } catch (e) {
       throw new Error(`--store ${cfg.store}: the S3 backend is not available (${(e as Error).message})`);
     }
