@@ -136,11 +136,14 @@ export function plan(local: Files<LocalFile>, state: Files<Agreed>, remote: File
   }
   // Renames on the server: an agreed path gone there and unchanged here, and a new server path
   // (unknown to the state and here) with the same root.
+  // (a new server path that this file system finds as another local file is no free name here)
+  const localByKey = new Map(shape.fold ? [...local.keys()].map((q) => [shape.fold!(q), q]) : []);
+  const freeHere = (q: string, from: string) => !shape.fold || (localByKey.get(shape.fold(q)) ?? from) === from;
   const newRemote = sorted(remote).filter((p) => !state.has(p) && !local.has(p));
   for (const p of sorted(state)) {
     const s = state.get(p)!;
     if (done.has(p) || remote.has(p) || local.get(p)?.hash !== s.hash) continue;
-    const to = newRemote.find((q) => !done.has(q) && remote.get(q)!.root === s.hash);
+    const to = newRemote.find((q) => !done.has(q) && remote.get(q)!.root === s.hash && freeHere(q, p));
     if (to === undefined) continue;
     actions.push({ op: 'moveLocal', from: p, to, version: remote.get(to)!.version });
     done.add(p).add(to);

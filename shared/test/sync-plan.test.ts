@@ -227,3 +227,13 @@ test('the case rows: names this file system holds as one; the one here keeps the
   // a case-only rename here is still a rename
   assert.deepEqual(plan(m({ 'A.txt': L('aa') }), m({ 'a.txt': S }), m({ 'a.txt': R(3) }), { fold }), [{ op: 'moveRemote', from: 'a.txt', to: 'A.txt', version: 3 }]);
 });
+
+test('a rename on the server to a name this file system finds as another local file is not done here', () => {
+  const fold = (p: string) => p.toLowerCase();
+  // the server renamed f.txt to A.txt; this device has a.txt: the rename would overwrite it
+  const acts = plan(m({ 'f.txt': L('aa'), 'a.txt': L('bb') }), m({ 'f.txt': S }), m({ 'A.txt': R(5, 'aa') }), { fold });
+  assert.ok(!acts.some((a) => a.op === 'moveLocal'), JSON.stringify(acts));
+  assert.ok(acts.some((a) => a.op === 'asideRemote' && a.path === 'A.txt'), JSON.stringify(acts));
+  // a case-only rename on the server is still one
+  assert.deepEqual(plan(m({ 'a.txt': L('aa') }), m({ 'a.txt': S }), m({ 'A.txt': R(5, 'aa') }), { fold }), [{ op: 'moveLocal', from: 'a.txt', to: 'A.txt', version: 5 }]);
+});
