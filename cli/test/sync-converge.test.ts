@@ -15,7 +15,7 @@
 // reproducible; SYNC_FUZZ_RANDOM=1 starts from a fresh random seed instead. A failure names its
 // seed.
 import assert from 'node:assert/strict';
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, rmdirSync, statSync, truncateSync, appendFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, symlinkSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, rmdirSync, statSync, truncateSync, appendFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -39,6 +39,19 @@ const FOLDERS = ['d1', 'd2', 'd1/d3', 'd4'];
  *  sync left (`.NAME.dsync-tmp-PID`, never synced; a later pass removes it). */
 const syncedContents = (dir: string) => [...treeOf(dir)].filter(([p]) => !/\.dsync-tmp-\d+$/.test(p)).map(([, h]) => h);
 
+/** Whether `p` in `dir` is a link or under one. */
+function underLink(dir: string, p: string): boolean {
+  const parts = p.split('/');
+  for (let i = 1; i <= parts.length; i++) {
+    try {
+      if (lstatSync(path.join(dir, ...parts.slice(0, i))).isSymbolicLink()) return true;
+    } catch {
+      return false; // not there (or a file above it)
+    }
+  }
+  return false;
+}
+
 async function run(seed: number) {
   const r = rng(seed);
   const s = await testServer();
@@ -47,6 +60,11 @@ async function run(seed: number) {
   const mac = caselessDevice(s, 'mac');
   const held = new Set<string>(); // contents held at the start of a finished sync
   const log: string[] = [];
+  // what links on the devices point to outside their folders: no sync may write there
+  const outside = path.join(root, 'outside');
+  mkdirSync(outside);
+  writeFileSync(path.join(outside, 'o.txt'), 'outside the synced folders');
+  let outsideBefore = treeOf(outside);
   try {
     for (let step = 0; step < STEPS; step++) {
       const d = r.pick(devices);
@@ -65,9 +83,12 @@ async function run(seed: number) {
         mkdirSync(path.dirname(at(p)), { recursive: true });
       };
       const isDir = (p: string) => existsSync(at(p)) && lstatSync(at(p)).isDirectory();
+      /** whether `p` in `dir` is a link or under one (the test writes nothing through links) */
+      const viaLink = (p: string, dir = d.dir) => underLink(dir, p);
       try {
         if (op < 14) {
           const p = somePath();
+          if (viaLink(p)) continue;
           parents(p);
           if (isDir(p)) rmSync(at(p), { recursive: true }); // a folder replaced by a file
           writeFileSync(at(p), body());
@@ -93,14 +114,14 @@ async function run(seed: number) {
         } else if (op < 49 && files.length) {
           const p = r.pick(files);
           const q = r.int(3) ? somePath() : `${r.pick(FOLDERS)}/${path.posix.basename(p)}`;
-          if (!existsSync(at(q)) && !q.startsWith(p + '/')) {
+          if (!existsSync(at(q)) && !q.startsWith(p + '/') && !viaLink(q)) {
             parents(q);
             renameSync(at(p), at(q));
             log.push(`${d.name} rename ${p} ${q}`);
           }
         } else if (op < 52) {
           const f = r.pick(FOLDERS);
-          if (!existsSync(at(f))) parents(f + '/x'); // (a file in the way is made aside)
+          if (!existsSync(at(f)) && !viaLink(f)) parents(f + '/x'); // (a file in the way is made aside)
         } else if (op < 55) {
           const f = r.pick(FOLDERS);
           if (isDir(f) && !readdirSync(at(f)).length) rmdirSync(at(f));
@@ -122,6 +143,7 @@ async function run(seed: number) {
         } else if (op < 62) {
           // a file replaced by a folder at one path
           const p = r.pick(['c', 'd2', 'b.bin']);
+          if (viaLink(p)) continue;
           if (existsSync(at(p)) && !isDir(p)) rmSync(at(p));
           parents(p + '/x.txt');
           writeFileSync(at(p + '/x.txt'), body());
@@ -142,7 +164,7 @@ async function run(seed: number) {
           const p = mine.length ? r.pick(mine) : null;
           const q = `d4/${p ? path.posix.basename(p) : 'x'}`;
           const there = p && path.join(e.dir, ...p.split('/'));
-          if (p && there && !existsSync(at(q)) && existsSync(there) && statSync(there).isFile()) {
+          if (p && there && !existsSync(at(q)) && !viaLink(q) && !viaLink(p, e.dir) && existsSync(there) && statSync(there).isFile()) {
             parents(q);
             renameSync(at(p), at(q));
             appendFileSync(there, `+race ${step}`);
@@ -150,6 +172,26 @@ async function run(seed: number) {
           } else if (theirs.length) log.push('nothing to race');
           const [x, y] = await Promise.all([d.sync(), e.sync()]);
           log.push(`${d.name}+${e.name} sync at once: ${[...x.done, ...y.done].filter((a) => a.error).length} failed`);
+        } else if (op < 76) {
+          // links, held and never followed: to a file and to a folder inside, to a folder
+          // outside, and a folder replaced by a link to where it was moved (a disk that filled)
+          const name = `ln${r.int(3)}`;
+          const k = r.int(4);
+          if (lstatSync(at(name), { throwIfNoEntry: false })) rmSync(at(name), { recursive: true, force: true });
+          if (k === 0 && files.length) symlinkSync(r.pick(files), at(name));
+          else if (k === 1) symlinkSync('d1', at(name));
+          else if (k === 2) symlinkSync(outside, at(name));
+          else {
+            const f = r.pick(FOLDERS);
+            if (isDir(f) && !viaLink(f)) {
+              const moved = path.join(outside, `${d.name}-${step}`);
+              renameSync(at(f), moved);
+              symlinkSync(moved, at(f));
+              outsideBefore = treeOf(outside);
+              log.push(`${d.name} moved ${f} outside, a link in its place`);
+            }
+          }
+          log.push(`${d.name} link ${name} (${k})`);
         } else if (op < 80) {
           // a sync cut off at a random moment (between actions or mid-transfer)
           const ms = r.int(40);
@@ -175,10 +217,17 @@ async function run(seed: number) {
         const rep = await d.sync();
         assert.ok(!rep.done.some((a) => a.error), `${'name' in d ? d.name : 'mac'}: ${JSON.stringify(rep.done.filter((a) => a.error))}`);
         if (rep.done.length) busy = true;
+        log.push(`quiet round ${round}, ${'name' in d ? d.name : 'mac'}: ${rep.done.map((a) => a.op + ' ' + ('path' in a ? a.path : `${a.from}>${a.to}`) + (a.retry ? ' retry' : '')).join(', ')}`);
       }
     }
     const { latest, ever } = await serverOf(s);
-    for (const d of devices) assert.deepEqual(treeOf(d.dir), latest, `${d.name}'s tree is the server's`);
+    // a device's tree is the server's, but for what is at or under a link there (held: the
+    // link's target is not the folder's)
+    for (const d of devices) {
+      const want = new Map([...latest].filter(([p]) => !underLink(d.dir, p)));
+      assert.deepEqual(treeOf(d.dir), want, `${d.name}'s tree is the server's`);
+    }
+    assert.deepEqual(treeOf(outside), outsideBefore, 'nothing was written through a link outside the folders');
     assert.deepEqual(mac.tree.contents(), latest, "the case-insensitive device's tree is the server's");
     for (const h of held) assert.ok(ever.has(h), `content ${h} held at a finished sync is lost`);
   } catch (e) {
