@@ -109,8 +109,8 @@ A change beats a delete. The delete guard: a pass that would delete (files and f
 sides together) more than half of what was agreed, and more than 10, stops and deletes nothing
 (--max-delete sets the limit); a pass that deletes 10 or fewer always goes ahead. Ignored: the
 patterns in DIR/.dsyncignore (gitignore syntax; the file is this device's own and is not
-synced) and temporary files (*.tmp, ~$*, .DS_Store, *.swp, .#*, …). What was last agreed with the server
-is kept in $DSYNC_CACHE_DIR/sync (else ~/.cache/dsync/sync). More: docs/sync.md.
+synced) and temporary files (*.tmp, ~$*, .DS_Store, *.swp, .#*, …). What was last agreed with
+the server is kept in $DSYNC_CACHE_DIR/sync (else ~/.cache/dsync/sync). More: docs/sync.md.
 
 Without --watch: passes until both sides agree; prints what it did and exits 0 when they do,
 1 when something failed or the delete guard stopped it. With --watch: stays running; a local
