@@ -58,14 +58,15 @@ export function device(s: { url: string }, root: string, name: string, folder = 
 
 export const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex').slice(0, 16);
 
-/** Every file under `dir` (relative '/' paths) and its content's hash. */
-export function treeOf(dir: string): Map<string, string> {
+/** Every file under `dir` (relative '/' paths, NFC as the server names them; `raw`: as on disk)
+ *  and its content's hash. */
+export function treeOf(dir: string, raw = false): Map<string, string> {
   const out = new Map<string, string>();
   const walk = (rel: string) => {
     for (const e of readdirSync(path.join(dir, rel), { withFileTypes: true })) {
       const p = rel ? `${rel}/${e.name}` : e.name;
       if (e.isDirectory()) walk(p);
-      else if (e.isFile()) out.set(p, sha(readFileSync(path.join(dir, p))));
+      else if (e.isFile()) out.set(raw ? p : p.normalize('NFC'), sha(readFileSync(path.join(dir, p))));
     }
   };
   if (statSync(dir, { throwIfNoEntry: false })) walk('');

@@ -288,7 +288,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
     const refusalKey = a.op === 'upload' ? `${a.path}\0${JSON.stringify(a.expect)}\0${localFiles.get(a.path)?.hash}` : '';
     const before = refused.get(refusalKey);
     try {
-      if (blocked.some((b) => p.startsWith(b + '/'))) d.retry = true; // its folder is not clear yet
+      if (blocked.some((b) => p.startsWith(b + '/') || ('to' in a && a.to.startsWith(b + '/')))) d.retry = true; // its folder is not clear yet
       else if (before && before.n >= SYNC_REFUSALS) d.error = before.why;
       else {
         if (isFileAction(a)) await act(a, d);
@@ -327,19 +327,22 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
       await saving;
     }
   };
-  // moves and moves aside first (a file out of a folder's way), then the deletes (the same),
-  // then the uploads and downloads (each its own path) several at a time, then the rest one by
-  // one: conflicts name their copies from what is taken
+  // first the moves aside and the deletes (a file out of a folder's way), then the moves, then
+  // the uploads and downloads (each its own path) several at a time, then the rest one by one:
+  // conflicts name their copies from what is taken
   const transfer = (a: Action) => a.op === 'upload' || a.op === 'download';
-  const first = (a: Action) => a.op === 'moveRemote' || a.op === 'moveLocal' || a.op === 'asideLocal' || a.op === 'asideRemote';
+  const aside = (a: Action) => a.op === 'asideLocal' || a.op === 'asideRemote';
   const del = (a: Action) => a.op === 'deleteLocal' || a.op === 'deleteRemote';
-  for (const a of actions.filter(first)) await one(a);
+  const move = (a: Action) => a.op === 'moveRemote' || a.op === 'moveLocal';
+  const first = (a: Action) => aside(a) || del(a) || move(a);
+  for (const a of actions.filter(aside)) await one(a);
   for (const a of actions.filter(del)) await one(a);
+  for (const a of actions.filter(move)) await one(a);
   const queue = actions.filter(transfer);
   await Promise.all(Array.from({ length: Math.min(opts.transfers ?? SYNC_TRANSFERS, queue.length) }, async () => {
     for (let a; (a = queue.shift()); ) await one(a);
   }));
-  for (const a of [...actions.filter((x) => !first(x) && !del(x) && !transfer(x)), ...folderActions]) await one(a);
+  for (const a of [...actions.filter((x) => !first(x) && !transfer(x)), ...folderActions]) await one(a);
   await saving;
   await state.save();
   return { done, hashed, skipped, hidden: hiddenHere };

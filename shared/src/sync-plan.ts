@@ -122,6 +122,11 @@ export function rootsWanted(local: Files<LocalFile>, state: Files<Agreed>, remot
 export function plan(local: Files<LocalFile>, state: Files<Agreed>, remote: Files<RemoteFile>, shape: Shape = {}): Action[] {
   const actions: Action[] = [];
   const done = new Set<string>();
+  const dirsHere = foldersOf(local.keys(), shape.dirsHere);
+  const dirsThere = foldersOf(remote.keys(), shape.dirsThere);
+  /** whether a file can be at `q` on a side with these files and folders (no folder there, no
+   *  file above it): a rename is done only to such a name */
+  const fits = (q: string, files: Files<unknown>, dirs: ReadonlySet<string>) => !dirs.has(q) && !parentsOf(q).some((d) => files.has(d));
 
   // Renames on this device: an agreed path gone here and unchanged on the server, and a new
   // local path (unknown to the state and the server) with the same content.
@@ -129,18 +134,21 @@ export function plan(local: Files<LocalFile>, state: Files<Agreed>, remote: File
   for (const p of sorted(state)) {
     const s = state.get(p)!;
     if (local.has(p) || remote.get(p)?.version !== s.version) continue;
-    const to = newLocal.find((q) => !done.has(q) && local.get(q)!.hash === s.hash);
+    const to = newLocal.find((q) => !done.has(q) && local.get(q)!.hash === s.hash && fits(q, remote, dirsThere));
     if (to === undefined) continue;
     actions.push({ op: 'moveRemote', from: p, to, version: s.version });
     done.add(p).add(to);
   }
   // Renames on the server: an agreed path gone there and unchanged here, and a new server path
   // (unknown to the state and here) with the same root.
+  // (a new server path that this file system finds as another local file is no free name here)
+  const localByKey = new Map(shape.fold ? [...local.keys()].map((q) => [shape.fold!(q), q]) : []);
+  const freeHere = (q: string, from: string) => !shape.fold || (localByKey.get(shape.fold(q)) ?? from) === from;
   const newRemote = sorted(remote).filter((p) => !state.has(p) && !local.has(p));
   for (const p of sorted(state)) {
     const s = state.get(p)!;
     if (done.has(p) || remote.has(p) || local.get(p)?.hash !== s.hash) continue;
-    const to = newRemote.find((q) => !done.has(q) && remote.get(q)!.root === s.hash);
+    const to = newRemote.find((q) => !done.has(q) && remote.get(q)!.root === s.hash && freeHere(q, p) && fits(q, local, dirsHere) && !dirsThere.has(q));
     if (to === undefined) continue;
     actions.push({ op: 'moveLocal', from: p, to, version: remote.get(to)!.version });
     done.add(p).add(to);
@@ -168,8 +176,6 @@ export function plan(local: Files<LocalFile>, state: Files<Agreed>, remote: File
   }
 
   // Types: a file where the other side (or the server itself) has a folder.
-  const dirsHere = foldersOf(local.keys(), shape.dirsHere);
-  const dirsThere = foldersOf(remote.keys(), shape.dirsThere);
   const paths = new Set([...local.keys(), ...state.keys(), ...remote.keys()]);
   for (const p of [...paths].sort()) {
     if (done.has(p)) continue;
@@ -183,16 +189,18 @@ export function plan(local: Files<LocalFile>, state: Files<Agreed>, remote: File
  * The type rows of the table, for a path that is a folder here (`dirHere`) or on the server
  * (`dirThere`); null when no file meets a folder there. The folder keeps the name:
  *
+ *   file here, folder on the server:  agreed and unchanged here → delete here; else aside here
  *   file on the server, folder here:  agreed and unchanged there → delete there; else aside there
  *   file on the server and a folder there too (an older server): aside there
- *   file here, folder on the server:  agreed and unchanged here → delete here; else aside here
  */
 export function decideType(path: string, l: LocalFile | undefined, s: Agreed | undefined, r: RemoteFile | undefined, dirHere: boolean, dirThere: boolean): Action | null {
+  // the local file first (a server with a file and a folder at one name: the server's file
+  // goes aside on the next pass)
+  if (l && dirThere) return s && l.hash === s.hash ? { op: 'deleteLocal', path } : { op: 'asideLocal', path };
   if (r && (dirHere || dirThere)) {
     if (s && !l && !dirThere && r.version === s.version) return { op: 'deleteRemote', path, version: r.version };
     return { op: 'asideRemote', path, version: r.version, why: 'folder' };
   }
-  if (l && dirThere) return s && l.hash === s.hash ? { op: 'deleteLocal', path } : { op: 'asideLocal', path };
   return null;
 }
 

@@ -190,7 +190,8 @@ export abstract class ApiFolder implements RemoteFolder {
 
   /** POST /api/files/move with the expected version (compare-and-swap, docs/protocol.md): a
    *  refusal (409) because the latest is another version is RemoteChanged; one because `to`
-   *  exists is the caller's (`taken`). */
+   *  exists is the caller's (`taken`). A server without the check (before C3) moves whatever
+   *  the latest is: the caller verifies what it records (sync-engine.ts, moveRemote). */
   private async moveExpecting(from: string, to: string, expect: { version: number }, taken: (e: unknown) => Promise<void>) {
     try {
       await this.a.call('POST', '/api/files/move', { from: this.full(from), to, version: expect.version });
@@ -203,8 +204,9 @@ export abstract class ApiFolder implements RemoteFolder {
   }
 
   async move(from: string, to: string, expect: { version: number }) {
-    await this.moveExpecting(from, this.full(to), expect, async (e) => {
-      throw e;
+    await this.moveExpecting(from, this.full(to), expect, async () => {
+      // made meanwhile by another device: the next pass decides again
+      throw new RemoteChanged(`${to} exists on the server`);
     });
     return this.latest(to);
   }

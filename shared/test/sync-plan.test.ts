@@ -227,3 +227,51 @@ test('the case rows: names this file system holds as one; the one here keeps the
   // a case-only rename here is still a rename
   assert.deepEqual(plan(m({ 'A.txt': L('aa') }), m({ 'a.txt': S }), m({ 'a.txt': R(3) }), { fold }), [{ op: 'moveRemote', from: 'a.txt', to: 'A.txt', version: 3 }]);
 });
+
+test('a rename on the server to a name this file system finds as another local file is not done here', () => {
+  const fold = (p: string) => p.toLowerCase();
+  // the server renamed f.txt to A.txt; this device has a.txt: the rename would overwrite it
+  const acts = plan(m({ 'f.txt': L('aa'), 'a.txt': L('bb') }), m({ 'f.txt': S }), m({ 'A.txt': R(5, 'aa') }), { fold });
+  assert.ok(!acts.some((a) => a.op === 'moveLocal'), JSON.stringify(acts));
+  assert.ok(acts.some((a) => a.op === 'asideRemote' && a.path === 'A.txt'), JSON.stringify(acts));
+  // a case-only rename on the server is still one
+  assert.deepEqual(plan(m({ 'a.txt': L('aa') }), m({ 'a.txt': S }), m({ 'A.txt': R(5, 'aa') }), { fold }), [{ op: 'moveLocal', from: 'a.txt', to: 'A.txt', version: 5 }]);
+});
+
+test('property: with files and folders at one path, no transfer meets a file or folder of the other type', () => {
+  const paths = ['a', 'a/b', 'c', 'c/d', 'e'];
+  const content = fc.constantFrom('x', 'y');
+  const side = <T>(v: fc.Arbitrary<T>) => fc.dictionary(fc.constantFrom(...paths), v, { maxKeys: 5 });
+  const clash = (ps: string[]) => ps.some((p) => ps.some((q) => q.startsWith(p + '/')));
+  fc.assert(
+    fc.property(side(content), side(fc.record({ version: fc.integer({ min: 1, max: 3 }), hash: content })), side(fc.record({ version: fc.integer({ min: 1, max: 4 }), content })), (lo, so, ro) => {
+      // a local file system holds no file under a file; the state neither (it was one once)
+      fc.pre(!clash(Object.keys(lo)) && !clash(Object.keys(so)));
+      for (const [p, r] of Object.entries(ro)) if (so[p]?.version === r.version) r.content = so[p].hash;
+      const local = new Map(Object.entries(lo).map(([p, c]) => [p, { hash: c, size: 1, mtimeMs: 0 }]));
+      const state = new Map(Object.entries(so).map(([p, s]) => [p, { version: s.version, hash: s.hash, size: 1, mtimeMs: 0 }]));
+      const remote = new Map(Object.entries(ro).map(([p, r]) => [p, { version: r.version, size: 1, root: r.content }]));
+      const actions = plan(local, state, remote);
+      const touched = actions.flatMap((a) => ('path' in a ? [a.path] : [a.from, a.to]));
+      assert.equal(new Set(touched).size, touched.length, JSON.stringify(actions));
+      // the clearing actions run first: what is left on each side when the transfers come
+      const here = new Set(local.keys());
+      const there = new Set(remote.keys());
+      for (const a of actions) {
+        if (a.op === 'asideLocal' || a.op === 'deleteLocal') here.delete(a.path);
+        if (a.op === 'asideRemote' || a.op === 'deleteRemote') there.delete(a.path);
+        // the moves run before the transfers too
+        if (a.op === 'moveRemote') there.delete(a.from), there.add(a.to);
+        if (a.op === 'moveLocal') here.delete(a.from), here.add(a.to);
+        if (a.op === 'deleteLocal') assert.equal(local.get(a.path)!.hash, state.get(a.path)!.hash);
+        if (a.op === 'deleteRemote') assert.equal(remote.get(a.path)!.version, state.get(a.path)!.version);
+      }
+      const meets = (p: string, side: Set<string>) => [...side].some((q) => q.startsWith(p + '/') || p.startsWith(q + '/'));
+      for (const a of actions) {
+        if (a.op === 'download') assert.ok(!meets(a.path, here), `download ${a.path} meets ${[...here]}: ${JSON.stringify({ lo, so, ro, actions })}`);
+        if (a.op === 'upload') assert.ok(!meets(a.path, there), `upload ${a.path} meets ${[...there]}: ${JSON.stringify({ lo, so, ro, actions })}`);
+      }
+    }),
+    { numRuns: 3000 },
+  );
+});
