@@ -183,7 +183,7 @@ JSON object per action and one per pass ({"pass": …}).`,
         if (human) console.log(`${where}: ${summary(r)}`);
         else printJson({ pass: { agreed: r.agreed, passes: r.passes, actions: r.done.length, hashed: r.hashed, failed: r.done.filter((d) => d.error).length, skipped: r.skipped.length, hidden: r.hidden, ...(r.guard && { guard: r.guard }) } });
       };
-      const failedRun = (r: FolderSyncReport) => !r.agreed || r.done.some((d) => d.error) || r.skipped.some((s) => s.hold);
+      const failedRun = (r: FolderSyncReport) => !r.agreed || r.done.some((d) => d.error) || r.skipped.some((s) => s.blocks);
 
       if (!values.watch) {
         try {

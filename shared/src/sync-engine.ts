@@ -29,6 +29,9 @@ export interface Skipped {
   path: string;
   reason: string;
   hold?: boolean;
+  /** (set by the pass) a held entry that keeps the sides from agreeing: it could not be read,
+   *  or the server or the last agreement has something at its path */
+  blocks?: boolean;
 }
 
 export interface Stat {
@@ -199,9 +202,18 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
   const skipped = [...scan.skipped, ...unlisted];
   // paths left out of this pass entirely (unreadable here): never read as deleted
   const held = new Set<string>();
-  const heldFolders = scan.skipped.filter((s) => s.hold && s.path.endsWith('/')).map((s) => s.path);
-  for (const s of scan.skipped) if (s.hold && !s.path.endsWith('/')) held.add(s.path);
+  const heldFolders = skipped.filter((s) => s.hold && s.path.endsWith('/')).map((s) => s.path);
+  for (const s of skipped) if (s.hold && !s.path.endsWith('/')) held.add(s.path);
+  const known = [...listing.keys(), ...state.files.keys(), ...(remoteFolders ?? []), ...state.folders];
   for (const p of [...listing.keys(), ...state.files.keys()]) if (heldFolders.some((f) => p.startsWith(f))) held.add(p);
+  // a link or special file with nothing at its path on either side is only noted; one where the
+  // server or the last agreement has something (or that could not be read, or that the server
+  // holds) keeps the sides from agreeing
+  for (const s of skipped) {
+    if (!s.hold) continue;
+    const there = s.path.endsWith('/') ? known.some((q) => (q + '/').startsWith(s.path)) : known.includes(s.path);
+    if (there || unlisted.includes(s) || s.reason.startsWith('cannot read')) s.blocks = true;
+  }
 
   const localFiles = new Map<string, LocalFile & { stat: Stat }>();
   let hashed = 0;
@@ -222,7 +234,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') continue; // gone since the scan: deleted
       held.add(p);
-      skipped.push({ path: p, reason: `cannot read: ${message(e)}` });
+      skipped.push({ path: p, reason: `cannot read: ${message(e)}`, hold: true, blocks: true });
     }
   }
   // files synced before that the ignore rules hide now: said, never taken for deletes
@@ -487,7 +499,7 @@ export interface FolderSyncReport {
   /** local files and folders the folder's own ignore rules hide (the last pass) */
   hidden: number;
   guard?: PassReport['guard'];
-  /** the last pass found nothing to do, nothing failed and nothing was held */
+  /** the last pass found nothing to do, nothing failed and nothing held kept the sides apart */
   agreed: boolean;
   passes: number;
 }
@@ -505,7 +517,8 @@ export async function syncUntilStill(local: LocalTree, remote: RemoteFolder, sta
     hashed += last.hashed;
     if (last.guard || !last.done.length || last.done.every((d) => d.error)) break;
   }
-  // a pass that left something out (held: unreadable here) has not made the two sides agree
-  const agreed = !last.guard && !last.done.length && !last.skipped.some((s) => s.hold);
+  // a pass that left something out (held where the other side has something, or unreadable)
+  // has not made the two sides agree
+  const agreed = !last.guard && !last.done.length && !last.skipped.some((s) => s.blocks);
   return { done, hashed, skipped: last.skipped, hidden: last.hidden, ...(last.guard && { guard: last.guard }), agreed, passes };
 }
