@@ -2,7 +2,7 @@
 // own) and the real CLI against a real server, one test per rule of docs/sync.md.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -216,10 +216,11 @@ test(".dsyncignore (this device's own, never synced) and the default ignores; sy
     // a link to a file, and a FIFO (a special file)
     assert.equal(spawnSync('ln', ['-s', 'real.txt', path.join(a.dir, 'link.txt')]).status, 0);
     assert.equal(spawnSync('mkfifo', [path.join(a.dir, 'pipe')]).status, 0);
-    // links and special files are held (exit 1): nothing at their paths is deleted or downloaded
-    const held = await a.sync();
-    assert.equal(held.code, 1, held.stdout + held.stderr);
-    const r = jsonLines(held.stdout);
+    // links and special files are held: nothing at their paths is deleted or downloaded; with
+    // nothing at their paths on the server they are only noted (exit 0)
+    const noted = await a.sync();
+    assert.equal(noted.code, 0, noted.stdout + noted.stderr);
+    const r = jsonLines(noted.stdout);
     // sub holds only an ignored file: the folder itself is synced (empty on the server), as
     // Syncthing syncs a folder whose files it ignores; build/ is ignored whole
     assert.deepEqual(r.filter((x) => x.op).map((x) => x.path).sort(), ['keep.log', 'real.txt', 'sub']);
@@ -235,6 +236,16 @@ test(".dsyncignore (this device's own, never synced) and the default ignores; sy
     ok(await b.sync());
     assert.ok(existsSync(path.join(b.dir, 'local.log')));
     assert.ok(!(await serverOf(s)).latest.has('local.log'));
+    // a file at the link's path on the server: held on a (exit 1, the sides do not agree), the
+    // link left as it is and the server's file kept
+    b.write('link.txt', 'a real file on b');
+    ok(await b.sync());
+    const held = await a.sync();
+    assert.equal(held.code, 1, held.stdout + held.stderr);
+    assert.equal(jsonLines(held.stdout).at(-1).pass.agreed, false);
+    assert.ok(lstatSync(path.join(a.dir, 'link.txt')).isSymbolicLink());
+    assert.equal(readFileSync(path.join(a.dir, 'real.txt'), 'utf8'), readFileSync(path.join(a.dir, 'link.txt'), 'utf8'));
+    assert.ok((await serverOf(s)).latest.has('link.txt'));
   } finally {
     done();
     await s.stop();
