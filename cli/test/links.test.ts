@@ -5,13 +5,12 @@
 // points to; a mount point where a synced folder was deletes nothing; a name of 255 bytes
 // downloads (its temporary name does not grow with it).
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { testServer } from '../../harness/helpers.ts';
-import { DSYNC, dsync, jsonLines } from './run.ts';
+import { DSYNC, dsync, jsonLines, run } from './run.ts';
 import { treeOf } from './sync-world.ts';
 
 function devices(url: string, n = 2) {
@@ -162,16 +161,8 @@ test('a mount point where a synced folder was is held: nothing under it is delet
     // nothing stays mounted): what the server has there must not read as deleted
     const argv = [process.execPath, DSYNC, 'sync', a.dir, '--device', 'dev0', '--json'];
     // (not spawnSync: the server runs in this process)
-    const r = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-      const child = spawn('unshare', ['-rm', 'sh', '-c', `mount -t tmpfs tmpfs "$0" && exec "$@"`, path.join(a.dir, 'disk'), ...argv], { env: { ...process.env, ...a.env }, stdio: ['ignore', 'pipe', 'pipe'] });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d) => (stdout += d));
-      child.stderr.on('data', (d) => (stderr += d));
-      child.on('error', reject);
-      child.on('close', (status) => resolve({ status, stdout, stderr }));
-    });
-    assert.equal(r.status, 1, r.stdout + r.stderr);
+    const r = await run('unshare', ['-rm', 'sh', '-c', `mount -t tmpfs tmpfs "$0" && exec "$@"`, path.join(a.dir, 'disk'), ...argv], { env: a.env });
+    assert.equal(r.code, 1, r.stdout + r.stderr);
     const lines = jsonLines(r.stdout);
     assert.ok(lines.some((l) => l.skipped === 'disk/' && /mount point/.test(l.reason)), r.stdout + r.stderr);
     assert.deepEqual(lines.filter((l) => l.op), [], 'nothing done');

@@ -4,28 +4,13 @@
 // removes it. --token warns that the process list shows it; a token over plain http to a host
 // that is not this machine gets a warning, and --require-tls refuses to send it.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { addUser } from '../../server/src/auth.ts';
 import { testServer } from '../../harness/helpers.ts';
-import { DSYNC, type Ran, dsync } from './run.ts';
-
-/** `dsync ARGS…` with `input` on its stdin. */
-function dsyncWithInput(args: string[], input: string, env: NodeJS.ProcessEnv): Promise<Ran> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [DSYNC, ...args], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(input);
-  });
-}
+import { dsync } from './run.ts';
 
 test('dsync login stores the token (mode 0600, from stdin), commands use it, logout removes it; --token warns', { timeout: 120_000 }, async () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'dsync-login-'));
@@ -38,12 +23,12 @@ test('dsync login stores the token (mode 0600, from stdin), commands use it, log
     // without a token: refused
     assert.equal((await dsync(['ls', '--server', s.url], { env })).code, 1);
     // a wrong token is not stored
-    const wrong = await dsyncWithInput(['login', '--server', s.url], 'not-the-token\n', env);
+    const wrong = await dsync(['login', '--server', s.url], { input: 'not-the-token\n', env });
     assert.equal(wrong.code, 1, wrong.stderr);
     assert.match(wrong.stderr, /refused this token/);
     assert.ok(!existsSync(file));
     // the token from stdin: stored for this server, readable by the user only
-    const login = await dsyncWithInput(['login', '--server', s.url], token + '\n', env);
+    const login = await dsync(['login', '--server', s.url], { input: token + '\n', env });
     assert.equal(login.code, 0, login.stderr);
     assert.doesNotMatch(login.stderr, /warning/, 'stdin is the quiet way');
     assert.equal(statSync(file).mode & 0o777, 0o600);

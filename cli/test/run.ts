@@ -16,18 +16,22 @@ export interface Ran {
   stderr: string;
 }
 
-/** `dsync ARGS…` with piped stdio; resolves when it exits. */
-export function dsync(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): Promise<Ran> {
+/** `COMMAND ARGS…` with piped stdio (`input`, when given, on its stdin); resolves when it exits. */
+export function run(command: string, args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; input?: string } = {}): Promise<Ran> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [DSYNC, ...args], { env: { ...process.env, ...opts.env }, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, { env: { ...process.env, ...opts.env }, cwd: opts.cwd, stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
+    child.stdout!.on('data', (d) => (stdout += d));
+    child.stderr!.on('data', (d) => (stderr += d));
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
+    if (opts.input !== undefined) child.stdin!.end(opts.input);
   });
 }
+
+/** `dsync ARGS…` with piped stdio; resolves when it exits. */
+export const dsync = (args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; input?: string } = {}) => run(process.execPath, [DSYNC, ...args], opts);
 
 const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 

@@ -36,6 +36,18 @@ test('every cell of the decision table', () => {
 
 const m = <T>(o: Record<string, T>) => new Map(Object.entries(o));
 
+/** The plan's three inputs from a property's records of the local files (content), the state
+ *  and the server (version and content). A version number names one content (numbers are never
+ *  reused): a server version that is the agreed one holds what was agreed. */
+function sides(lo: Record<string, string>, so: Record<string, { version: number; hash: string }>, ro: Record<string, { version: number; content: string }>) {
+  for (const [p, r] of Object.entries(ro)) if (so[p]?.version === r.version) r.content = so[p].hash;
+  return {
+    local: new Map(Object.entries(lo).map(([p, c]) => [p, { hash: c, size: 1, mtimeMs: 0 }])),
+    state: new Map(Object.entries(so).map(([p, s]) => [p, { version: s.version, hash: s.hash, size: 1, mtimeMs: 0 }])),
+    remote: new Map(Object.entries(ro).map(([p, r]) => [p, { version: r.version, size: 1, root: r.content }])),
+  };
+}
+
 test('a rename on this device is a move on the server, and a rename there a move here', () => {
   // here: a.txt → b.txt, unchanged on the server
   assert.deepEqual(plan(m({ 'b.txt': L('aa') }), m({ 'a.txt': S }), m({ 'a.txt': R(3) })), [{ op: 'moveRemote', from: 'a.txt', to: 'b.txt', version: 3 }]);
@@ -154,12 +166,7 @@ test('property: a planned pass makes both sides equal and keeps every change', (
   const side = <T>(v: fc.Arbitrary<T>) => fc.dictionary(fc.constantFrom(...paths), v, { maxKeys: 4 });
   fc.assert(
     fc.property(side(content), side(fc.record({ version: fc.integer({ min: 1, max: 3 }), hash: content })), side(fc.record({ version: fc.integer({ min: 1, max: 4 }), content })), (lo, so, ro) => {
-      // a version number names one content (numbers are never reused): the agreed version
-      // holds what was agreed
-      for (const [p, r] of Object.entries(ro)) if (so[p]?.version === r.version) r.content = so[p].hash;
-      const local = new Map(Object.entries(lo).map(([p, c]) => [p, { hash: c, size: 1, mtimeMs: 0 }]));
-      const state = new Map(Object.entries(so).map(([p, s]) => [p, { version: s.version, hash: s.hash, size: 1, mtimeMs: 0 }]));
-      const remote = new Map(Object.entries(ro).map(([p, r]) => [p, { version: r.version, size: 1, root: r.content }]));
+      const { local, state, remote } = sides(lo, so, ro);
       const actions = plan(local, state, remote);
       // one action per path
       const touched = actions.flatMap((a) => ('path' in a ? [a.path] : [a.from, a.to]));
@@ -247,10 +254,7 @@ test('property: with files and folders at one path, no transfer meets a file or 
     fc.property(side(content), side(fc.record({ version: fc.integer({ min: 1, max: 3 }), hash: content })), side(fc.record({ version: fc.integer({ min: 1, max: 4 }), content })), (lo, so, ro) => {
       // a local file system holds no file under a file; the state neither (it was one once)
       fc.pre(!clash(Object.keys(lo)) && !clash(Object.keys(so)));
-      for (const [p, r] of Object.entries(ro)) if (so[p]?.version === r.version) r.content = so[p].hash;
-      const local = new Map(Object.entries(lo).map(([p, c]) => [p, { hash: c, size: 1, mtimeMs: 0 }]));
-      const state = new Map(Object.entries(so).map(([p, s]) => [p, { version: s.version, hash: s.hash, size: 1, mtimeMs: 0 }]));
-      const remote = new Map(Object.entries(ro).map(([p, r]) => [p, { version: r.version, size: 1, root: r.content }]));
+      const { local, state, remote } = sides(lo, so, ro);
       const actions = plan(local, state, remote);
       const touched = actions.flatMap((a) => ('path' in a ? [a.path] : [a.from, a.to]));
       assert.equal(new Set(touched).size, touched.length, JSON.stringify(actions));
