@@ -38,5 +38,33 @@ test('a folder downloads as a zip of its files and empty folders, and is deleted
   for (const n of Object.keys(files)) expect(await server.latest(`proj/${n}`)).toBe(0);
   expect(await server.latest('a.bin')).toBe(1);
   const listing = await (await page.request.get(`${server.url}/api/files?recursive=1`)).json();
-  expect(listing).toEqual({ files: [expect.objectContaining({ name: 'a.bin' })], folders: [], next: null });
+  expect(listing).toEqual({ files: [expect.objectContaining({ name: 'a.bin' })], folders: [], next: null, complete: true, held: [] });
+});
+
+test('a folder in the trash comes back in one click, every file at its old path with its history', async ({ page, server, dir }) => {
+  const proj = path.join(dir, 'proj');
+  mkdirSync(path.join(proj, 'docs'), { recursive: true });
+  const files: Record<string, Buffer> = { 'a.bin': content(300_000), 'docs/b.txt': content(20_000) };
+  for (const [n, b] of Object.entries(files)) writeFileSync(path.join(proj, n), b);
+  await openPage(page, server.url);
+  await page.getByTestId('folder-input').setInputFiles(proj);
+  for (const n of Object.keys(files)) await result(page, `proj/${n}`);
+  // a pass of `dsync sync` deletes the folder's files on the server: each into one trash stamp
+  const stamp = '.dsync-trash/2026-11-29 101500';
+  for (const n of Object.keys(files)) {
+    const moved = await page.request.post(`${server.url}/api/files/move`, { data: { from: `proj/${n}`, to: `${stamp}/proj/${n}`, version: 1 } });
+    expect(moved.status()).toBe(200);
+  }
+  await expect(page.locator('[data-testid=folder-row][data-name="proj/"]')).toHaveCount(0);
+  await page.locator('[data-testid=folder-row][data-name=".dsync-trash/"]').getByRole('button', { name: 'Open folder .dsync-trash' }).click();
+  const row = page.locator(`[data-testid=folder-row][data-name="${stamp}/"]`);
+  await row.getByTestId('folder-restore').click();
+  for (const n of Object.keys(files)) await expect.poll(() => server.latest(`proj/${n}`)).toBeGreaterThan(0);
+  // the bytes and the history came back with the name; the trash holds nothing of it
+  for (const [n, b] of Object.entries(files)) {
+    const got = await page.request.get(`${server.url}/api/download?name=${encodeURIComponent(`proj/${n}`)}`);
+    expect(Buffer.from(await got.body()).equals(b)).toBe(true);
+  }
+  const left = await (await page.request.get(`${server.url}/api/files?recursive=1&prefix=${encodeURIComponent('.dsync-trash/')}`)).json();
+  expect(left.files).toEqual([]);
 });

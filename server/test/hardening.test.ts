@@ -79,7 +79,7 @@ test('accounts: tokens, password sessions, namespaces, origins, no secrets in lo
     assert.equal(rep.version, 1);
     const get = (p: string, token: string) => fetch(`${s.url}${p}`, { headers: { Authorization: `Bearer ${token}` } });
     assert.deepEqual(((await (await get('/api/files', alice)).json()) as { files: { name: string }[] }).files.map((f) => f.name), ['secret.txt']);
-    assert.deepEqual(await (await get('/api/files', bob)).json(), { files: [], folders: [], next: null });
+    assert.deepEqual(await (await get('/api/files', bob)).json(), { files: [], folders: [], next: null, complete: true, held: [] });
     assert.equal((await get('/api/download?name=secret.txt', bob)).status, 404);
     assert.equal((await get('/api/versions?name=secret.txt', bob)).status, 404);
     await assert.rejects(pullBytes(s, 'secret.txt', null, { WebSocket: as(bob) as any }), (e: Error) => e instanceof RemoteError && e.code === ErrorCode.NotFound);
