@@ -54,7 +54,7 @@ test('every flag of every command states the default the code has, and no number
     }
   }
   // the max-delete floor is stated with the share
-  assert.match(commands.get('sync')!.options['max-delete'].help, new RegExp(`at least ${SYNC_MAX_DELETE_MIN}\\)`));
+  assert.match(commands.get('sync')!.options['max-delete'].help, new RegExp(`always up to ${SYNC_MAX_DELETE_MIN}\\)`));
 });
 
 test('the default a help text states, given as the flag, is what the code does without it', () => {
