@@ -47,11 +47,13 @@
 import { existsSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import zlib from 'node:zlib';
 import express from 'express';
 import { WebSocketServer } from 'ws';
 import '../../shared/src/wasm.ts';
 import type { WebSocketLike } from '../../shared/src/conn.ts';
 import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, ErrorCode, PROTOCOL_VERSION, ProtocolError, busyMessage } from '../../shared/src/protocol.ts';
+import { COMPRESS_JSON_BROTLI_QUALITY, COMPRESS_JSON_MIN_BYTES } from '../../shared/src/limits.ts';
 import { Auth } from './auth.ts';
 import { HEALTH_CACHE_MS, HEALTH_WRITE_CACHE_MS, type ServerConfig, headCheckIntervalMs } from './config.ts';
 import { filesApi } from './files-api.ts';
@@ -109,6 +111,39 @@ export const SECURITY_HEADERS: Record<string, string> = {
 };
 /** HSTS on https responses through a trusted proxy: a year, this host only. */
 const HSTS = 'max-age=31536000';
+
+/**
+ * The REST API's JSON answers (`res.json`) of COMPRESS_JSON_MIN_BYTES or more, compressed for a
+ * client that accepts it: br (at COMPRESS_JSON_BROTLI_QUALITY) or else gzip, in zlib's thread
+ * pool, as any HTTP API's (a recursive listing of 5 000 files: ~10 % of its bytes,
+ * bench/results/listing-wire.md). Only `res.json` answers: the event stream and downloads write
+ * their bytes themselves, and are never buffered nor compressed. A compression that fails sends
+ * the answer plain.
+ */
+function compressJson(req: express.Request, res: express.Response, next: express.NextFunction): void {
+  const json = res.json.bind(res);
+  res.json = (body: unknown) => {
+    const text = JSON.stringify(body);
+    if (text === undefined) return json(body);
+    // as express' res.json sends it, from the text made once
+    const plain = () => (res.get('Content-Type') || res.type('json'), res.send(text));
+    if (Buffer.byteLength(text) < COMPRESS_JSON_MIN_BYTES) return plain();
+    res.vary('Accept-Encoding');
+    const encoding = (['br', 'gzip'] as const).find((e) => req.acceptsEncodings(e) === e);
+    if (!encoding) return plain();
+    const raw = Buffer.from(text);
+    const send = (err: Error | null, packed: Buffer) => {
+      if (err) return void plain();
+      res.setHeader('Content-Encoding', encoding);
+      if (!res.get('Content-Type')) res.setHeader('Content-Type', 'application/json; charset=utf-8');
+      res.send(packed);
+    };
+    if (encoding === 'br') zlib.brotliCompress(raw, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: COMPRESS_JSON_BROTLI_QUALITY, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: raw.length } }, send);
+    else zlib.gzip(raw, send);
+    return res;
+  };
+  next();
+}
 
 /** `repo`: a store opened by the caller (tests over a faulty backend); by default `cfg.store`'s.
  *  `listen`: how the HTTP server takes its connections, resolving to the port they come to
@@ -181,6 +216,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     if (cfg.trustProxy && req.secure) res.setHeader('Strict-Transport-Security', HSTS);
     next();
   });
+  app.use('/api', compressJson);
 
   // The health check's looks at the store (docs/deploy.md): one small read (the gc state, a
   // head every store has or lacks) within healthTimeoutMs, reused for HEALTH_CACHE_MS, and one

@@ -189,3 +189,14 @@ export const PASS_LEAD = 24 << 20;
  *  listing at most this many times in a row; then the pass says why and what to do, and does
  *  not send it again until either side changes (a listing missing a file the server holds). */
 export const SYNC_REFUSALS = 3;
+
+// The REST API's answers (server/src/server.ts `compressJson`)
+
+/** A JSON answer of the REST API this long or longer is compressed (br or gzip) for a client
+ *  that accepts it; a shorter one goes plain: its compression saves less than its headers and
+ *  CPU cost (the compression middleware's and nginx's defaults are of this order). */
+export const COMPRESS_JSON_MIN_BYTES = 1024;
+/** brotli's quality for those answers: 4 compresses about as fast as gzip's default and
+ *  smaller (brotli's default, 11, costs tens of times more CPU for a few % less;
+ *  bench/results/listing-wire.md). */
+export const COMPRESS_JSON_BROTLI_QUALITY = 4;
