@@ -40,7 +40,8 @@
  *   GET  /api/metrics                      the caller's open sync sockets (and in single-user
  *                                          mode, where the user runs the server, its memory)
  *   GET  /api/events                       live changes of the namespace (server/src/events.ts)
- * Every response carries SECURITY_HEADERS: no page may frame this one, no response is read
+ * JSON answers of COMPRESS_JSON_MIN_BYTES or more go compressed (br or gzip) to a client that
+ * accepts it (`compressJson`); the event stream and downloads never. Every response carries SECURITY_HEADERS: no page may frame this one, no response is read
  * as another type than it says or loaded by another site's page, and the page runs only its
  * own scripts. docs/deploy.md, "What the server protects against", says what each is for.
  */
@@ -115,7 +116,7 @@ const HSTS = 'max-age=31536000';
 /**
  * The REST API's JSON answers (`res.json`) of COMPRESS_JSON_MIN_BYTES or more, compressed for a
  * client that accepts it: br (at COMPRESS_JSON_BROTLI_QUALITY) or else gzip, in zlib's thread
- * pool, as any HTTP API's (a recursive listing of 5 000 files: ~10 % of its bytes,
+ * pool, as any HTTP API's (a recursive listing of 5 000 files: 6–8 % of its bytes,
  * bench/results/listing-wire.md). Only `res.json` answers: the event stream and downloads write
  * their bytes themselves, and are never buffered nor compressed. A compression that fails sends
  * the answer plain.
