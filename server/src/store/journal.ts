@@ -16,6 +16,7 @@ import { readHead } from './heads.ts';
 import { encodeUser, fileHeadKey } from './keys.ts';
 import type { Repo } from './repo.ts';
 import { MAX_NAME_BYTES } from '../../../shared/src/limits.ts';
+import { checkedName } from '../../../shared/src/names.ts';
 
 export const JOURNAL_PREFIX = 'journal/';
 /** A mark this old is deleted by whoever notes it: no head change runs this long (every store
@@ -53,7 +54,8 @@ export function parseMark(body: Uint8Array): { user: string; name: string } | nu
     return null;
   }
   const { user, name } = (m ?? {}) as { user?: unknown; name?: unknown };
-  if (typeof user !== 'string' || typeof name !== 'string' || !name || Buffer.byteLength(name) > MAX_NAME_BYTES) return null;
+  // a name the server would refuse from a client is refused from the store too
+  if (typeof user !== 'string' || typeof name !== 'string' || checkedName(name) !== name) return null;
   try {
     encodeUser(user);
   } catch {
