@@ -44,7 +44,11 @@ async function hostileProxy(s: TestServer) {
     const n = url.searchParams.get('name');
     if (n !== null && toReal.has(n)) url.searchParams.set('name', toReal.get(n)!);
     const listing = req.method === 'GET' && url.pathname === '/api/files';
-    const fwd = request({ host: up.hostname, port: up.port, method: req.method, path: url.pathname + url.search, headers: { ...req.headers, host: up.host } }, (r) => {
+    // a listing is asked for plain, so that it can be rewritten (the server compresses for a
+    // client that accepts it)
+    const headers = { ...req.headers, host: up.host };
+    if (listing) delete headers['accept-encoding'];
+    const fwd = request({ host: up.hostname, port: up.port, method: req.method, path: url.pathname + url.search, headers }, (r) => {
       if (!listing || r.statusCode !== 200) {
         res.writeHead(r.statusCode!, r.headers);
         return void r.pipe(res);
