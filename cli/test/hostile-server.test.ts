@@ -56,7 +56,14 @@ async function hostileProxy(s: TestServer) {
       const parts: Buffer[] = [];
       r.on('data', (c) => parts.push(c));
       r.on('end', () => {
-        const page = JSON.parse(Buffer.concat(parts).toString('utf8'));
+        let page;
+        try {
+          page = JSON.parse(Buffer.concat(parts).toString('utf8'));
+        } catch (e) {
+          // a listing the proxy cannot read fails the client's request, not the test process
+          res.writeHead(502, { 'content-type': 'application/json' });
+          return void res.end(JSON.stringify({ error: `the test proxy could not read the listing: ${(e as Error).message}` }));
+        }
         for (const f of page.files ?? []) if (toHostile.has(f.name)) f.name = toHostile.get(f.name);
         // and folders that would be made outside
         if (url.searchParams.get('prefix') === 'proj/' && Array.isArray(page.folders)) page.folders.push(...HOSTILE_FOLDERS.map((d) => `proj/${d}/`));
