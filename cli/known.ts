@@ -33,6 +33,8 @@ export function knownDir(env = process.env): string {
 const MAGIC = 'DSKN1';
 const KEPT = '.kept';
 const UPLOAD = '.upload';
+/** How long the list of kept files read from the folder stands in for the folder (makeRoom). */
+const KEPT_RESCAN_MS = 30_000;
 
 const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
 
@@ -85,27 +87,48 @@ export class FileKnown implements KnownVersions {
       if (b.length === size && sha256(b) === h.sha256) {
         const now = new Date();
         utimesSync(file + KEPT, now, now); // recently used
+        const k = this.keptFiles?.get(file + KEPT);
+        if (k) k.used = now.getTime();
         return new Uint8Array(b.buffer, b.byteOffset, b.length);
       }
     } catch {
       return undefined; // none kept (dropped for room, or never written)
     }
     rmSync(file + KEPT, { force: true });
+    this.keptFiles?.delete(file + KEPT);
     return undefined;
+  }
+
+  /** The kept files of the folder (path → size and when last used), read at most once every
+   *  KEPT_RESCAN_MS: another `dsync` process may keep files in the same folder meanwhile, and a
+   *  pass of thousands of files must not read the whole folder once per file. */
+  private keptFiles: Map<string, { size: number; used: number }> | null = null;
+  private keptReadAt = -Infinity;
+
+  private keptNow(): Map<string, { size: number; used: number }> {
+    if (this.keptFiles && performance.now() - this.keptReadAt < KEPT_RESCAN_MS) return this.keptFiles;
+    const files = new Map<string, { size: number; used: number }>();
+    for (const f of readdirSync(this.dir)) {
+      if (!f.endsWith(KEPT)) continue;
+      const st = statSync(path.join(this.dir, f), { throwIfNoEntry: false });
+      if (st) files.set(path.join(this.dir, f), { size: st.size, used: st.mtimeMs });
+    }
+    this.keptReadAt = performance.now();
+    return (this.keptFiles = files);
   }
 
   /** Drops the least recently used kept files until `room` more bytes fit under keepMax. */
   private makeRoom(room: number, except: string) {
-    const kept = readdirSync(this.dir)
-      .filter((f) => f.endsWith(KEPT) && path.join(this.dir, f) !== except)
-      .map((f) => ({ f: path.join(this.dir, f), st: statSync(path.join(this.dir, f), { throwIfNoEntry: false }) }))
-      .filter((k) => k.st)
-      .sort((a, b) => a.st!.mtimeMs - b.st!.mtimeMs);
-    let total = kept.reduce((t, k) => t + k.st!.size, 0);
-    for (const k of kept) {
+    const files = this.keptNow();
+    files.delete(except);
+    let total = 0;
+    for (const k of files.values()) total += k.size;
+    if (total + room <= this.keepMax) return;
+    for (const [f, k] of [...files].sort((a, b) => a[1].used - b[1].used)) {
       if (total + room <= this.keepMax) break;
-      rmSync(k.f, { force: true });
-      total -= k.st!.size;
+      rmSync(f, { force: true });
+      files.delete(f);
+      total -= k.size;
     }
   }
 
@@ -151,10 +174,12 @@ export class FileKnown implements KnownVersions {
     try {
       mkdirSync(this.dir, { recursive: true });
       rmSync(to + KEPT, { force: true }); // the previous version's bytes
+      this.keptFiles?.delete(to + KEPT);
       if (keep) {
         this.makeRoom(keep.length, to + KEPT);
         writeFileSync(tmp, keep);
         renameSync(tmp, to + KEPT);
+        this.keptFiles?.set(to + KEPT, { size: keep.length, used: Date.now() });
       }
       writeFileSync(tmp, Buffer.concat([Buffer.from(head + '\n'), bytes(v.lengths), v.hashes, ...(v.fine ? [bytes(v.fine.lengths), v.fine.prefixes] : [])]));
       renameSync(tmp, to);
@@ -166,5 +191,6 @@ export class FileKnown implements KnownVersions {
   delete(key: string) {
     rmSync(this.file(key), { force: true });
     rmSync(this.file(key) + KEPT, { force: true });
+    this.keptFiles?.delete(this.file(key) + KEPT);
   }
 }
