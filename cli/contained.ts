@@ -80,10 +80,6 @@ export async function checkTarget(full: string, shown: string): Promise<boolean>
   }
 }
 
-/** A download's temporary name, in the folder of the file it becomes: short and of a fixed
- *  length (`.dsync-tmp-PID-RAND`), so it fits beside any name the server accepts; the default
- *  ignores (`*.dsync-tmp-*`) leave it alone and a later scan removes it once its process is
- *  gone (PID). */
 /** Sets a download's modification time to its version's (`modified`, ms since the epoch, the
  *  pull's Ready), as rsync -a does, through the temporary file's open handle (no path a link
  *  could redirect); its access time becomes now. Without one the file keeps the time of its
@@ -92,6 +88,10 @@ export async function setModified(fh: fs.FileHandle, modified: number | undefine
   if (modified !== undefined) await fh.utimes(new Date(), new Date(modified));
 }
 
+/** A download's temporary name, in the folder of the file it becomes: short and of a fixed
+ *  length (`.dsync-tmp-PID-RAND`), so it fits beside any name the server accepts; the default
+ *  ignores (`*.dsync-tmp-*`) leave it alone and a later scan removes it once its process is
+ *  gone (PID). */
 export const tempName = () => `.dsync-tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
 
 /** The process id in a temporary name (`.dsync-tmp-PID-RAND`, or the older
