@@ -80,6 +80,14 @@ export async function checkTarget(full: string, shown: string): Promise<boolean>
   }
 }
 
+/** Sets a download's modification time to its version's (`modified`, ms since the epoch, the
+ *  pull's Ready), as rsync -a does, through the temporary file's open handle (no path a link
+ *  could redirect); its access time becomes now. Without one the file keeps the time of its
+ *  download. */
+export async function setModified(fh: fs.FileHandle, modified: number | undefined): Promise<void> {
+  if (modified !== undefined) await fh.utimes(new Date(), new Date(modified));
+}
+
 /** A download's temporary name, in the folder of the file it becomes: short and of a fixed
  *  length (`.dsync-tmp-PID-RAND`), so it fits beside any name the server accepts; the default
  *  ignores (`*.dsync-tmp-*`) leave it alone and a later scan removes it once its process is

@@ -19,7 +19,7 @@ import { conflictName } from '../shared/src/conflict.ts';
 import { hostname } from 'node:os';
 import { SYNC_RETRIES } from '../shared/src/limits.ts';
 import type { Values } from './command.ts';
-import { NotContained, checkParents, checkTarget, insideFolder, openNoFollow, tempName, tempPid } from './contained.ts';
+import { NotContained, checkParents, checkTarget, insideFolder, openNoFollow, setModified, tempName, tempPid } from './contained.ts';
 import { walkFolder } from './walk.ts';
 import { ApiError, api, syncUrl, webSocket } from './remote.ts';
 
@@ -254,7 +254,7 @@ export class HttpFolder extends ApiFolder {
     const fh = await openNoFollow(tree.file(p));
     try {
       const st = await fh.stat();
-      const r = await push(fileSource(fh, st.size), this.pushOptions(p, expect, this.o.retries ?? SYNC_RETRIES));
+      const r = await push(fileSource(fh, st.size), { ...this.pushOptions(p, expect, this.o.retries ?? SYNC_RETRIES), modified: st.mtimeMs });
       return { version: r.version, root: r.root, size: st.size, mtimeMs: st.mtimeMs };
     } finally {
       await fh.close();
@@ -280,14 +280,17 @@ export class HttpFolder extends ApiFolder {
             write: async (b) => void (await out.write(b)),
             commit: async () => {
               await out.sync();
-              await out.close();
-              closed = true;
               return 0;
             },
             abort: async () => {},
           },
         }),
       );
+      // the version's modification time, as rsync -a keeps it, set before the state records
+      // the file's stat (whose size and mtime then spare the next pass reading it)
+      await setModified(out, r.modified);
+      await out.close();
+      closed = true;
       // replace the local file only while it is what the plan read (its content too)
       await verifyLocal(tree, p, expect);
       // again right before the rename: no link put in the way since, no folder or link at the name

@@ -3,7 +3,7 @@
 // other device. Unchanged since the version the page knew: nothing is sent. Edited: the bytes
 // go up as a conflict copy beside the CLI's version, which keeps the name.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { content } from './data.ts';
 import { card, expect, openPage, result, root, test } from './fixtures.ts';
@@ -12,9 +12,14 @@ test('an upload from a page whose copy is older than the server makes a conflict
   const file = path.join(dir, 'notes.txt');
   const v1 = content(300_000);
   writeFileSync(file, v1);
+  // the upload sends the file's modification time (File.lastModified), kept with the version
+  const modified = Date.UTC(2001, 1, 3, 4, 5, 6, 789);
+  utimesSync(file, new Date(modified), new Date(modified));
   await openPage(page, server.url);
   await page.getByTestId('file-input').setInputFiles(file);
   expect((await result(page, 'notes.txt')).version).toBe(1);
+  const [first] = await (await fetch(`${server.url}/api/versions?name=notes.txt`)).json();
+  expect(first.modified).toBe(modified);
 
   // another device (the CLI) pushes version 2
   const other = path.join(dir, 'other', 'notes.txt');

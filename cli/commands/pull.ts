@@ -23,7 +23,7 @@ import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, s
 import { JSON_OPT, humanOutput, printJson, progressBar, stdoutFile, syncSummary } from '../output.ts';
 import { SERVER_OPTS, api, syncUrl, webSocket } from '../remote.ts';
 import { SYNC_OPTS, algoOf, chunkParams, knownOf } from '../sync-options.ts';
-import { checkParents, checkTarget, openNoFollow, tempName } from '../contained.ts';
+import { checkParents, checkTarget, openNoFollow, setModified, tempName } from '../contained.ts';
 import { listedNameFits } from '../../shared/src/sync-remote.ts';
 import type { Skipped } from '../../shared/src/sync-engine.ts';
 
@@ -59,6 +59,7 @@ async function pullOne(values: Values, name: string, outFile: string, basisPath:
   const tmp = path.join(path.dirname(outFile), tempName());
   const out = toStdout ? stdoutFile() : await fs.open(tmp, 'wx');
   let closed = toStdout;
+  let modified: number | undefined;
   try {
     const report = await pull({
       url: syncUrl(values),
@@ -71,6 +72,7 @@ async function pullOne(values: Values, name: string, outFile: string, basisPath:
       known: knownOf(values),
       basis: basisFh ? fileSource(basisFh, basisSize, pool) : null,
       onProgress: (phase, seconds) => phase === 'busy' && console.error(`dsync pull: ${name}: the server is busy; trying again in ${seconds} s`),
+      onReady: (r) => void (modified = r.modified),
       sink: {
         write: async (b) => {
           await out.write(b);
@@ -79,6 +81,8 @@ async function pullOne(values: Values, name: string, outFile: string, basisPath:
         commit: async () => {
           if (toStdout) return 0;
           await out.sync();
+          // the version's modification time, as rsync -a keeps it
+          await setModified(out as fs.FileHandle, modified); // (not stdout: returned above)
           await out.close();
           closed = true;
           await o.check?.();

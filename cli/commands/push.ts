@@ -178,7 +178,7 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
           failed(file, e);
           continue;
         }
-        const { size } = await fh.stat();
+        const { size, mtimeMs } = await fh.stat();
         const bar = progressBar(name, size, values);
         try {
           const source = fileSource(fh, size, pool);
@@ -191,6 +191,8 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
             algo,
             retries,
             known,
+            // kept with the version, and set on the file where it is pulled (rsync -a's times)
+            modified: mtimeMs,
             onProgress: (phase: string, done?: number) => {
               if (phase === 'chunking' && done !== undefined) bar.update(done);
               if (phase === 'busy') console.error(`dsync push: ${name}: the server is busy; trying again in ${done} s`);

@@ -57,7 +57,7 @@ export class PageFolder extends ApiFolder {
   async push(p: string, expect: Expect) {
     const f = await this.tree.file(p);
     try {
-      const r = await push(blobSource(f), this.pushOptions(p, expect, 1));
+      const r = await push(blobSource(f), { ...this.pushOptions(p, expect, 1), modified: f.lastModified });
       return { version: r.version, root: r.root, size: f.size, mtimeMs: f.lastModified };
     } catch (e) {
       // the file changed on disk while it was read (a File's reads then fail): the next pass

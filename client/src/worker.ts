@@ -257,7 +257,7 @@ async function run(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job) {
     });
     // against the version this page knows (or expecting no file): a newer version from
     // another device is never reverted, the bytes go up as a conflict copy instead
-    const outcome = await guardedPush(source, { url: m.url, name: m.name, WebSocket, connection, retries: m.retries, resume: m.resume, onProgress, known: await withKept(known, scope, m.url, m.name), device: m.device, latestOf: (name) => latestOf(m.url, name) });
+    const outcome = await guardedPush(source, { url: m.url, name: m.name, WebSocket, connection, retries: m.retries, resume: m.resume, modified: m.file.lastModified, onProgress, known: await withKept(known, scope, m.url, m.name), device: m.device, latestOf: (name) => latestOf(m.url, name) });
     const server = outcome.kind === 'pushed' || !outcome.server ? undefined : { version: outcome.server.version, ...(outcome.server.client && { client: outcome.server.client }) };
     if (outcome.kind === 'behind') return post({ kind: 'done', id: m.id, guard: { kind: 'behind', known: outcome.known, server } });
     const report = outcome.report;

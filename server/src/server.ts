@@ -10,7 +10,8 @@
  *   GET  /api/whoami                       {"user", "singleUser"}
  *   GET  /api/config                       chunking defaults and limits, for clients
  *   GET  /api/files?prefix=P&cursor=C&limit=L[&recursive=1]
- *        {files: [{name, latest, size, versions, mtime}], folders: ["P/sub/", …], next, complete: true}
+ *        {files: [{name, latest, size, versions, mtime, modified?}], folders: ["P/sub/", …], next, complete: true}
+ *        (mtime: the latest version's commit time; modified: its file's modification time, ms)
  *        one folder P ('' or ending in '/'; one store read per page) in name order after C,
  *        at most L (default 1000, at most 10 000) files and folders together; next: the
  *        cursor of the next page or null. recursive=1: every file and folder below P. A page is
@@ -18,7 +19,7 @@
  *        a stored name the server would refuse is left out (and logged).
  *   GET  /api/search?q=Q[&cursor=C&limit=L] {files, next}: files whose path contains Q
  *        (store/search.ts); 503 "the store failed: …" when a catalog cannot be read
- *   GET  /api/versions?name=N              [{version, size, mtime, root, algo, change, client?}]
+ *   GET  /api/versions?name=N              [{version, size, mtime, modified?, root, algo, change, client?}]
  *   GET  /api/download?name=N[&version=V]  the bytes of a version (latest by default), verified
  *   DELETE /api/files?name=N[&version=V][&latest=L] {removed: [versions]}: one version, or the
  *        file; latest=L: only while its latest version is L (409 otherwise, checked in the swap)

@@ -54,7 +54,11 @@ export interface FileInfo {
   size: number;
   versions: number;
   mtime: string;
+  /** the latest version's modification time as its pusher gave it (ms since the epoch), if it did */
+  modified?: number;
 }
+/** A catalog entry as listings show it. */
+const fileInfo = (name: string, e: CatalogEntry): FileInfo => ({ name, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime, ...(e.modified !== undefined && { modified: e.modified }) });
 
 /** After a rename's renumbering (`to[i]` is `from[i]`), each `restoredFrom` names the new number
  *  of its source, or goes when the source did not move with it. */
@@ -262,7 +266,7 @@ export class Store {
     const page = all.filter(([n]) => n > cursor).slice(0, limit);
     const more = page.length > 0 && page[page.length - 1][0] < all[all.length - 1][0];
     return {
-      files: page.flatMap(([name, e]) => (e ? [{ name, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime }] : [])),
+      files: page.flatMap(([name, e]) => (e ? [fileInfo(name, e)] : [])),
       folders: page.flatMap(([n, e]) => (e ? [] : [n])),
       next: more ? page[page.length - 1][0] : null,
     };
@@ -293,7 +297,7 @@ export class Store {
   async tree(folder = '', refused?: Refused): Promise<{ files: FileInfo[]; folders: string[] }> {
     const files: FileInfo[] = [];
     const folders: string[] = [];
-    await this.walk(folder, (name, e) => (e ? files.push({ name, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime }) : folders.push(name)), refused);
+    await this.walk(folder, (name, e) => (e ? files.push(fileInfo(name, e)) : folders.push(name)), refused);
     return { files, folders };
   }
 
@@ -442,12 +446,12 @@ export class Store {
    * is resumed where it stopped; otherwise a new version is started (see `create`). `seen`: the
    * file head as the session read it, for the commit's swap to start from.
    */
-  sinkFor(name: string, basisVersion: number, params: ChunkParams, algo: number, expectLatest?: number, client?: string, seen?: SeenHead): SinkFor {
+  sinkFor(name: string, basisVersion: number, params: ChunkParams, algo: number, expectLatest?: number, client?: string, seen?: SeenHead, modified?: number): SinkFor {
     const match = (digest: Uint8Array) => [basisVersion, Buffer.from(digest).toString('hex'), params.min, params.avg, params.max, params.op, params.every, algo].join(':');
     const key = uploadsKey(this.user, name);
     return async ({ digest }) => {
       const kept = digest && (await claimUpload(this.backend, key, match(digest)));
-      const sink = this.create(name, expectLatest, client, kept || undefined, seen);
+      const sink = this.create(name, expectLatest, client, kept || undefined, seen, modified);
       // the state this upload listed last (a checkpoint's): the next listing replaces it, and
       // only it (another upload of the same target lists its own under the same key)
       let listed: string | undefined;
@@ -520,10 +524,11 @@ export class Store {
    * Starts writing a new version of `name` (writer.ts). `expectLatest`, if given, is the
    * version the writer built on: the commit fails with StaleBasis if another commit landed
    * since. `resume`: an interrupted upload's state to continue. `seen`: the file head as the
-   * caller read it (the commit's swap starts from it, `changeHead`).
+   * caller read it (the commit's swap starts from it, `changeHead`). `modified`: the pusher's
+   * modification time of the file (ms since the epoch), kept in the version's entry.
    */
-  create(name: string, expectLatest?: number, client?: string, resume?: UploadState, seen?: SeenHead): VersionSink {
-    return versionSink(this, name, expectLatest, client, resume, seen);
+  create(name: string, expectLatest?: number, client?: string, resume?: UploadState, seen?: SeenHead, modified?: number): VersionSink {
+    return versionSink(this, name, expectLatest, client, resume, seen, modified);
   }
 
   /** Records the similarity traits of `name`'s new latest version (its index `id`). */

@@ -56,6 +56,8 @@ function checkHello(h: Hello, cfg: ServerConfig) {
   if (h.op !== Op.Push && h.op !== Op.Pull) throw new ProtocolError(ErrorCode.Malformed, `unknown operation ${h.op}`);
   if (h.known && h.op !== Op.Push) throw new ProtocolError(ErrorCode.Malformed, 'a known version comes with a push only');
   if (h.resume && (h.op !== Op.Push || h.known)) throw new ProtocolError(ErrorCode.Malformed, 'the resume flag comes with a push with the three phases only');
+  // (the codec took `modified` in 0 … MAX_MODIFIED_MS)
+  if (h.modified !== undefined && h.op !== Op.Push) throw new ProtocolError(ErrorCode.Malformed, 'a modification time comes with a push only');
   checkParams(h.params, cfg.maxChunkSize);
   hashLength(h.algo);
   h.name = validateName(h.name);
@@ -291,7 +293,7 @@ async function oneSession(s: SessionContext): Promise<Ended> {
               return { index: await indexFor(store, cfg, h, like.name, like.version, opened.source), source: opened.source };
             };
         // A writer that named its basis must still be building on the latest at commit time.
-        const sinkFor = store.sinkFor(name, basisVersion, hello.params, hello.algo, expect, client, seen);
+        const sinkFor = store.sinkFor(name, basisVersion, hello.params, hello.algo, expect, client, seen, hello.modified);
         // An interrupted upload of this name waiting to be resumed, for a push that may resume
         // one (never one with a known basis: its sender sends Copies, not its whole list
         // first): match once the whole list is in, whose digest says whether this push resumes
@@ -323,12 +325,16 @@ async function oneSession(s: SessionContext): Promise<Ended> {
         await opened?.close();
       }
     } else {
-      const version = hello.basisVersion || (await store.latest(name));
+      // the head, once: the version, its modification time and its index come from it
+      const head = await store.head(name);
+      const version = hello.basisVersion || (head?.versions.at(-1)?.version ?? 0);
       if (!version) throw new ProtocolError(ErrorCode.NotFound, `${name} does not exist`);
-      const opened = await store.openVersion(name, version);
+      const opened = await store.openVersion(name, version, head);
       try {
-        await conn.send({ type: Msg.Ready, version, size: opened.source.size, maxMessage: cfg.maxMessage });
-        const target = await indexFor(store, cfg, hello, name, version, opened.source);
+        // the version's modification time, for the client to set on the file it writes
+        const modified = head?.versions.find((v) => v.version === version)?.modified;
+        await conn.send({ type: Msg.Ready, version, size: opened.source.size, maxMessage: cfg.maxMessage, ...(modified !== undefined && { modified }) });
+        const target = await indexFor(store, cfg, hello, name, version, opened.source, head);
         phase('checksums');
         const out = await sendTarget(conn, hello.algo, { size: target.size, parts: indexParts(target) }, opened.source, {
           splitThreshold: cfg.splitThreshold,

@@ -479,6 +479,8 @@ test('hostile pushes against a known basis: refused with a clear code, nothing s
       // Hello's resume flag: a push with the three phases only
       [ErrorCode.Malformed, /three phases only/, { known, resume: true }, []],
       [ErrorCode.Malformed, /three phases only/, { op: Op.Pull, resume: true }, []],
+      // Hello's modification time: a push only
+      [ErrorCode.Malformed, /modification time comes with a push only/, { op: Op.Pull, modified: 5 }, []],
       // chunk 0 claimed from the basis (the basis' length and FastFp, not the file's bytes): the
       // root check refuses it
       [ErrorCode.VerifyFailed, /does not match/, { known }, [copies(0, [0, n, 0]), list[1], verdict(ib.root)]],
@@ -490,7 +492,7 @@ test('hostile pushes against a known basis: refused with a clear code, nothing s
       assert.match(r.message!, why);
     }
     // a Hello flag bit this version gives no meaning (byte 34: flags, docs/protocol.md §4)
-    for (const flags of [0x02, 0x80, 0xff]) {
+    for (const flags of [0x04, 0x80, 0xff]) {
       const f = hello('k', { size: b.length, resume: true });
       f[34] = flags;
       const r = await raw(s.wsUrl, [f, ...list]);

@@ -10,14 +10,26 @@
  * The parts that grow with the file and the edit (Checksum List entries, Delta pieces, Copies,
  * Basis Checksums) are encoded and decoded in codec-lists.ts.
  */
-import { DEFAULT_LIMITS, type Limits } from './limits.ts';
+import { DEFAULT_LIMITS, type Limits, MAX_MODIFIED_MS } from './limits.ts';
 import { Reader, Writer, malformed, varintSize } from './frame-bytes.ts';
 import { decodeBasisChecksums, decodeCopies, decodeDelta, encodeBasisChecksums, encodeCopies, encodeDelta, listSize, readList, writeList } from './codec-lists.ts';
 import { type Failed, type Message } from './messages.ts';
-import { HelloFlag, Msg, ProtocolError, hashLength } from './protocol.ts';
+import { HelloFlag, Msg, ProtocolError, ReadyFlag, hashLength } from './protocol.ts';
 
 const utf8 = new TextEncoder();
 const utf8Strict = new TextDecoder('utf-8', { fatal: true });
+
+/** A modification time a message may carry: an integer in 0 … MAX_MODIFIED_MS. */
+const isModified = (ms: number) => Number.isSafeInteger(ms) && ms >= 0 && ms <= MAX_MODIFIED_MS;
+function checkModified(ms: number | undefined) {
+  if (ms !== undefined && !isModified(ms)) throw new RangeError(`modification time ${ms} is not an integer in 0…${MAX_MODIFIED_MS}`);
+}
+/** Reads a modification time (u64), Malformed outside 0 … MAX_MODIFIED_MS. */
+function readModified(r: Reader): number {
+  const ms = r.u64('modified');
+  if (ms > MAX_MODIFIED_MS) throw malformed(`modification time ${ms} is after ${MAX_MODIFIED_MS} (year 9999)`);
+  return ms;
+}
 
 function checkHash(h: Uint8Array, hashLen: number, what: string) {
   if (h.length !== hashLen) throw new RangeError(`${what} must be ${hashLen} bytes, got ${h.length}`);
@@ -31,7 +43,8 @@ export function encode(m: Message, hashLen = 32, room?: (size: number) => Uint8A
     case Msg.Hello: {
       const name = utf8.encode(m.name);
       if (m.known) checkHash(m.known.root, hashLength(m.algo), 'known root');
-      const w = new Writer(1 + 2 + 12 + 3 + 8 + 4 + 4 + 1 + 2 + name.length + (m.known ? m.known.root.length : 0));
+      checkModified(m.modified);
+      const w = new Writer(1 + 2 + 12 + 3 + 8 + 4 + 4 + 1 + 2 + name.length + (m.known ? m.known.root.length : 0) + (m.modified !== undefined ? 8 : 0));
       w.u8(m.type);
       w.u8(m.version);
       w.u8(m.op);
@@ -44,18 +57,22 @@ export function encode(m: Message, hashLen = 32, room?: (size: number) => Uint8A
       w.u64(m.size);
       w.u32(m.basisVersion);
       w.u32(m.known?.version ?? 0);
-      w.u8(m.resume ? HelloFlag.Resume : 0);
+      w.u8((m.resume ? HelloFlag.Resume : 0) | (m.modified !== undefined ? HelloFlag.Modified : 0));
       w.u16(name.length);
       w.bytes(name);
       if (m.known) w.bytes(m.known.root);
+      if (m.modified !== undefined) w.u64(m.modified);
       return w.done();
     }
     case Msg.Ready: {
-      const w = new Writer(1 + 4 + 8 + 4);
+      checkModified(m.modified);
+      const w = new Writer(1 + 4 + 8 + 4 + 1 + (m.modified !== undefined ? 8 : 0));
       w.u8(m.type);
       w.u32(m.version);
       w.u64(m.size);
       w.u32(m.maxMessage);
+      w.u8(m.modified !== undefined ? ReadyFlag.Modified : 0);
+      if (m.modified !== undefined) w.u64(m.modified);
       return w.done();
     }
     case Msg.Checksums: {
@@ -200,7 +217,7 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
       const basisVersion = r.u32('basis version');
       const knownVersion = r.u32('known version');
       const flags = r.u8('flags');
-      if (flags & ~HelloFlag.Resume) throw malformed(`unknown Hello flags 0x${flags.toString(16).padStart(2, '0')}`);
+      if (flags & ~(HelloFlag.Resume | HelloFlag.Modified)) throw malformed(`unknown Hello flags 0x${flags.toString(16).padStart(2, '0')}`);
       const nameLen = r.u16('name length');
       if (nameLen > limits.maxNameBytes) throw malformed(`name of ${nameLen} bytes exceeds ${limits.maxNameBytes}`);
       let name: string;
@@ -216,11 +233,16 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
         if (algo < 1 || algo > 3) throw malformed(`a known version's root in a Hello of unknown algorithm ${algo}`);
         m.known = { version: knownVersion, root: r.bytes(hashLength(algo), 'known root') };
       }
+      if (flags & HelloFlag.Modified) m.modified = readModified(r);
       break;
     }
-    case Msg.Ready:
+    case Msg.Ready: {
       m = { type, version: r.u32('version'), size: r.u64('size'), maxMessage: r.u32('max message') };
+      const flags = r.u8('flags');
+      if (flags & ~ReadyFlag.Modified) throw malformed(`unknown Ready flags 0x${flags.toString(16).padStart(2, '0')}`);
+      if (flags & ReadyFlag.Modified) m.modified = readModified(r);
       break;
+    }
     case Msg.Checksums: {
       const n = r.varCount(maxN, 'checksum count');
       r.need(5 * n, 'checksums');

@@ -85,6 +85,10 @@ export const MAX_ENTRIES_PER_MESSAGE = 65536;
 /** Longest label a client gives itself (`/sync?client=…`), kept with the versions it pushes:
  *  room for "Chrome on Android" or "dsync on <hostname>", not for a payload. */
 export const MAX_CLIENT_LABEL = 64;
+/** The latest modification time a version may carry (Hello's and Ready's `modified`, ms since
+ *  the epoch): 9999-12-31T23:59:59.999Z, the last moment an ISO 8601 date of four digits names.
+ *  A file's time outside 0…this (before 1970, or a clock gone wrong) travels as none. */
+export const MAX_MODIFIED_MS = 253_402_300_799_999;
 /** Where a copy piece of a Delta chunk ends, at most: an offset in a file (MAX_FILE_SIZE is far
  *  below), and low enough that its offset relative to the copy before fits a varint (2^53). */
 export const COPY_END_MAX = 2 ** 52;

@@ -26,6 +26,10 @@ export interface Hello {
    *  reads the file head and looks for one (docs/protocol.md §3 "Resuming"); absent or false:
    *  it looks for none (Hello's `flags`, bit HelloFlag.Resume) */
   resume?: boolean;
+  /** push: the pusher's modification time of the file, ms since the epoch, 0 …
+   *  MAX_MODIFIED_MS (Hello's `flags`, bit HelloFlag.Modified); kept with the version the push
+   *  makes (its entry's `modified`); absent: none */
+  modified?: number;
 }
 export interface Ready {
   type: typeof Msg.Ready;
@@ -35,6 +39,10 @@ export interface Ready {
   size: number;
   /** the largest frame the server accepts */
   maxMessage: number;
+  /** pull: the version's modification time as its pusher gave it (ms since the epoch; Ready's
+   *  `flags`, bit ReadyFlag.Modified), which the client sets on the file it writes; absent:
+   *  none (always on a push) */
+  modified?: number;
 }
 /** A slice of the Checksum List: FastFp and length per chunk, in chunk order. */
 export interface Checksums {

@@ -5,7 +5,7 @@
 
 import { CHUNK_SIZE_RANGES } from './limits.ts';
 
-export const PROTOCOL_VERSION = 9;
+export const PROTOCOL_VERSION = 10;
 
 /** Hello's `basisVersion` on a push that expects no file at its name (a first push): the
  *  server refuses with StaleBasis when the name has a version (docs/protocol.md §7). */
@@ -16,6 +16,16 @@ export const HelloFlag = {
   /** push, three phases only: an interrupted upload of this name may wait for this push to
    *  resume it (docs/protocol.md §3 "Resuming"); without it the server looks for none */
   Resume: 0x01,
+  /** push: the Hello ends with `modified`, the pusher's modification time of the file, kept
+   *  with the version it makes (docs/protocol.md §4) */
+  Modified: 0x02,
+} as const;
+
+/** Bits of Ready's `flags` (docs/protocol.md §4); any other bit set is Malformed. */
+export const ReadyFlag = {
+  /** pull: the Ready ends with `modified`, the version's modification time as its pusher gave
+   *  it, which the client sets on the file it writes */
+  Modified: 0x01,
 } as const;
 
 /** Message type codes (the first byte of every binary frame). */

@@ -20,7 +20,7 @@ import { indexParts } from './checksum-list.ts';
 import { receiveTarget } from './receiver.ts';
 import { withRoute } from './route.ts';
 import { sendTarget } from './sender.ts';
-import { DAMAGED_BASIS_RETRIES, RESUME_MIN_FILE } from './limits.ts';
+import { DAMAGED_BASIS_RETRIES, MAX_MODIFIED_MS, RESUME_MIN_FILE } from './limits.ts';
 import { whileBusy as waitWhileBusy } from './busy.ts';
 import type { Phase, SendOutcome, SenderOptions } from './session-options.ts';
 import type { Sink } from './sink.ts';
@@ -86,6 +86,18 @@ export interface SyncReport {
   /** push: the bytes of that version were kept here and the edit went as byte-exact copies of
    *  them (kept.ts) */
   keptBasis?: boolean;
+  /** pull: the version's modification time as its pusher gave it (ms since the epoch, Ready's
+   *  `modified`), for the caller to set on the file it wrote; absent: none */
+  modified?: number;
+}
+
+/** A file's modification time as a Hello carries it: whole ms since the epoch (a stat's
+ *  `mtimeMs` has a fraction), undefined outside 0 … MAX_MODIFIED_MS (before 1970, a clock gone
+ *  wrong: the version then has none). */
+export function modifiedOf(ms: number | undefined): number | undefined {
+  if (ms === undefined) return undefined;
+  const t = Math.floor(ms);
+  return Number.isSafeInteger(t) && t >= 0 && t <= MAX_MODIFIED_MS ? t : undefined;
 }
 
 /** The connection of one session to `url`, and what to do with it after: the given one while
@@ -185,13 +197,14 @@ export async function planKnown(
 export async function pushSession(
   conn: Conn,
   source: Source,
-  o: { name: string; params: ChunkParams; algo: number; basisVersion?: number; index?: ChunkIndex | null; against?: KnownVersion | null; resume?: boolean; sliceBytes?: number; onChunked?: (done: number) => void; sender?: SenderOptions },
+  o: { name: string; params: ChunkParams; algo: number; basisVersion?: number; index?: ChunkIndex | null; against?: KnownVersion | null; resume?: boolean; modified?: number; sliceBytes?: number; onChunked?: (done: number) => void; sender?: SenderOptions },
 ): Promise<SendOutcome & { unchanged: boolean }> {
   const k = o.against;
   /** Ready's version: the basis the server builds on (0: none) */
   let basis = 0;
   conn.hashLen = hashLength(o.algo);
-  await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: o.params, algo: o.algo, size: source.size, basisVersion: o.basisVersion ?? 0, name: o.name, ...(k ? { known: { version: k.version, root: k.root } } : o.resume && { resume: true }) });
+  const modified = modifiedOf(o.modified);
+  await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: o.params, algo: o.algo, size: source.size, basisVersion: o.basisVersion ?? 0, name: o.name, ...(k ? { known: { version: k.version, root: k.root } } : o.resume && { resume: true }), ...(modified !== undefined && { modified }) });
   const parts = o.index ? indexParts(o.index) : chunkParts(source, o.params, o.algo, { sliceBytes: o.sliceBytes, onProgress: o.onChunked });
   const out = await sendTarget(conn, o.algo, { size: source.size, parts }, source, {
     ...o.sender,
@@ -241,6 +254,10 @@ export interface PushOptions extends SyncOptions {
    *  after a lost connection (`mayResume`). Absent, the record of `known.uploads` tells, and
    *  without one a file of RESUME_MIN_FILE and more says it may resume on every try. */
   resume?: boolean;
+  /** the file's modification time (ms since the epoch: a stat's `mtimeMs`, a File's
+   *  `lastModified`), sent in Hello (`modifiedOf`) and kept with the version the push makes; a
+   *  push found unchanged keeps the stored version as it is, its time too */
+  modified?: number;
   /** bytes of the file read, chunked and hashed per step, whose part of the Checksum List
    *  then goes out (default chunk-index.ts READ_SLICE, 4 MiB); two slices are held in memory */
   sliceBytes?: number;
@@ -307,6 +324,7 @@ async function pushOnce(source: Source, opts: PushOptions, cutOff: boolean | und
           index,
           against,
           resume: mayResume(source.size, reconnects, cutOff),
+          modified: opts.modified,
           sliceBytes: opts.sliceBytes,
           onChunked: chunked,
           sender: { onPhase: (p) => opts.onProgress?.(PROGRESS_OF[p]) },
@@ -407,6 +425,9 @@ export interface PullOptions extends SyncOptions {
   basis?: Source | null;
   /** where the verified file goes: `write` in order, then `commit` (or `abort` on failure) */
   sink: Sink;
+  /** the server's Ready is in, before any byte: the version coming, its size and its
+   *  modification time (absent: none), for a sink that sets it before its commit renames */
+  onReady?: (ready: { version: number; size: number; modified?: number }) => void;
 }
 
 /** Pulls a version; with a basis, only the chunks the basis lacks are transferred. A busy
@@ -435,6 +456,7 @@ async function pullOnce(opts: PullOptions): Promise<SyncReport> {
       conn.hashLen = hashLength(algo);
       await conn.send({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Pull, params, algo, size: opts.basis?.size ?? 0, basisVersion: opts.version ?? 0, name: opts.name });
       const ready = await conn.expect(Msg.Ready);
+      opts.onReady?.(ready);
       const limits = { maxFileSize: Number.MAX_SAFE_INTEGER, maxChunks: 2 ** 32 - 1 };
       const waitedBefore = conn.waitedMs;
       const sink: Sink = { ...opts.sink, commit: async (ix) => (await opts.sink.commit(ix), ready.version) };
@@ -459,6 +481,7 @@ async function pullOnce(opts: PullOptions): Promise<SyncReport> {
         traffic: { ...conn.traffic, wire: wire !== null && wire0 !== null ? wire - wire0 : 0 },
         timeMs: { client: ms(client), server: 0, network: ms(Math.max(0, total - client)), total: ms(total) },
         deflate: deflated(c),
+        ...(ready.modified !== undefined && { modified: ready.modified }),
       };
     });
   } finally {

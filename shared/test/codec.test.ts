@@ -5,10 +5,13 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { decode, deltaRunHead, encode } from '../src/codec.ts';
 import { type Message } from '../src/messages.ts';
-import { ErrorCode, HelloFlag, Msg, ProtocolError } from '../src/protocol.ts';
+import { MAX_MODIFIED_MS } from '../src/limits.ts';
+import { ErrorCode, HelloFlag, Msg, ProtocolError, ReadyFlag } from '../src/protocol.ts';
 
 const u32 = fc.integer({ min: 0, max: 0xffffffff });
 const u64 = fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER });
+/** a modification time (Hello's and Ready's `modified`), its ends included */
+const modified = fc.oneof(fc.constantFrom(0, MAX_MODIFIED_MS), fc.integer({ min: 0, max: MAX_MODIFIED_MS }));
 const H = 32;
 const hash = fc.uint8Array({ minLength: H, maxLength: H });
 /** a piece of a refined Delta chunk: literal bytes or a copy of basis bytes (never empty) */
@@ -26,6 +29,7 @@ const message: fc.Arbitrary<Message> = fc.oneof(
     basisVersion: u32,
     name: fc.string({ unit: 'grapheme', maxLength: 60 }),
     resume: fc.constant(true),
+    modified,
   }, { requiredKeys: ['type', 'version', 'op', 'params', 'algo', 'size', 'basisVersion', 'name'] }),
   fc.constantFrom(1, 2, 3).chain((algo) =>
     fc.record({
@@ -38,13 +42,14 @@ const message: fc.Arbitrary<Message> = fc.oneof(
       basisVersion: u32,
       name: fc.string({ unit: 'grapheme', maxLength: 60 }),
       known: fc.record({ version: fc.integer({ min: 1, max: 0xffffffff }), root: fc.uint8Array({ minLength: algo === 1 ? 20 : 32, maxLength: algo === 1 ? 20 : 32 }) }),
-    }),
+      modified,
+    }, { requiredKeys: ['type', 'version', 'op', 'params', 'algo', 'size', 'basisVersion', 'name', 'known'] }),
   ),
   fc.array(fc.nat(4), { maxLength: 20 }).chain((listed) => {
     const l = listed.reduce((a, x) => a + x, 0);
     return fc.record({ type: fc.constant(Msg.Copies), listed: fc.constant(Uint32Array.from(listed)), fastfps: u32arr(l), lengths: u32arr(l), count: u32arr(listed.length), basisFirst: u32arr(listed.length) });
   }),
-  fc.record({ type: fc.constant(Msg.Ready), version: u32, size: u64, maxMessage: u32 }),
+  fc.record({ type: fc.constant(Msg.Ready), version: u32, size: u64, maxMessage: u32, modified }, { requiredKeys: ['type', 'version', 'size', 'maxMessage'] }),
   fc.nat(50).chain((n) => fc.record({ type: fc.constant(Msg.Checksums), fastfps: u32arr(n), lengths: u32arr(n) })),
   fc.record({ type: fc.constant(Msg.ChecksumsEnd), count: u32, size: u64 }),
   fc.nat(20).chain((n) =>
@@ -145,8 +150,8 @@ test('garbled frames decode to a valid message or fail with Malformed', () => {
   );
 });
 
-test("Hello's flags: Resume round-trips at its offset, every other bit is Malformed", () => {
-  const hello = { type: Msg.Hello, version: 9, op: 1, params: { min: 2048, avg: 8192, max: 65536, op: 0, every: 16 }, algo: 3, size: 5, basisVersion: 0, name: 'a/b' } as const;
+test("Hello's flags: Resume round-trips at its offset, every bit but Resume and Modified is Malformed", () => {
+  const hello = { type: Msg.Hello, version: 10, op: 1, params: { min: 2048, avg: 8192, max: 65536, op: 0, every: 16 }, algo: 3, size: 5, basisVersion: 0, name: 'a/b' } as const;
   const FLAGS = 34;
   assert.equal(encode(hello)[FLAGS], 0);
   assert.equal((decode(encode(hello)) as { resume?: boolean }).resume, undefined);
@@ -157,10 +162,66 @@ test("Hello's flags: Resume round-trips at its offset, every other bit is Malfor
     fc.property(fc.integer({ min: 0, max: 255 }), (flags) => {
       const g = encode(hello).slice();
       g[FLAGS] = flags;
-      if (flags & ~HelloFlag.Resume) assert.throws(() => decode(g), (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Malformed && /flags/.test(e.message));
+      if (flags & ~(HelloFlag.Resume | HelloFlag.Modified)) assert.throws(() => decode(g), (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Malformed && /flags/.test(e.message));
+      // Modified without its 8 bytes: truncated
+      else if (flags & HelloFlag.Modified) assert.throws(() => decode(g), (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Malformed && /truncated modified/.test(e.message));
       else assert.equal((decode(g) as { resume?: boolean }).resume, flags ? true : undefined);
     }),
   );
+});
+
+test("Hello's modified: absent, the frame is as before it (no flag, no bytes); present, the flag and 8 bytes last; beyond MAX_MODIFIED_MS, Malformed", () => {
+  const hello = { type: Msg.Hello, version: 10, op: 1, params: { min: 2048, avg: 8192, max: 65536, op: 0, every: 16 }, algo: 3, size: 5, basisVersion: 0, name: 'a/b' } as const;
+  const FLAGS = 34;
+  const plain = encode(hello);
+  assert.equal(plain.length, 37 + 3);
+  assert.equal('modified' in decode(plain), false);
+  const at = Date.UTC(2001, 1, 3, 4, 5, 6, 789);
+  for (const m of [{ ...hello, modified: at }, { ...hello, resume: true, modified: at }, { ...hello, known: { version: 2, root: new Uint8Array(32).fill(9) }, modified: at }]) {
+    const f = encode(m);
+    assert.equal(f.length, plain.length + ('known' in m ? 32 : 0) + 8);
+    assert.equal(f[FLAGS] & HelloFlag.Modified, HelloFlag.Modified);
+    // the last 8 bytes, after the name (and the known root)
+    assert.equal(new DataView(f.buffer, f.byteOffset).getBigUint64(f.length - 8, true), BigInt(at));
+    assert.deepEqual(norm(decode(f)), norm(m));
+    // the frame up to the time is the Hello without it, but for the flag
+    const g = f.slice(0, f.length - 8);
+    g[FLAGS] &= ~HelloFlag.Modified;
+    assert.deepEqual(Array.from(g), Array.from(encode({ ...m, modified: undefined })));
+  }
+  fc.assert(
+    fc.property(fc.integer({ min: MAX_MODIFIED_MS + 1, max: Number.MAX_SAFE_INTEGER }), (late) => {
+      assert.throws(() => encode({ ...hello, modified: late }), RangeError);
+      const f = encode({ ...hello, modified: 0 }).slice();
+      new DataView(f.buffer).setBigUint64(f.length - 8, BigInt(late), true);
+      assert.throws(() => decode(f), (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Malformed && /modification time/.test(e.message));
+    }),
+  );
+  for (const bad of [-1, 1.5, NaN]) assert.throws(() => encode({ ...hello, modified: bad }), RangeError);
+});
+
+test("Ready's flags and modified: 18 bytes without, 26 with; other bits, a value beyond MAX_MODIFIED_MS or a missing value are Malformed", () => {
+  const ready = { type: Msg.Ready, version: 3, size: 10, maxMessage: 1 << 20 } as const;
+  const FLAGS = 17;
+  const plain = encode(ready);
+  assert.equal(plain.length, 18);
+  assert.equal(plain[FLAGS], 0);
+  assert.equal('modified' in decode(plain), false);
+  const f = encode({ ...ready, modified: MAX_MODIFIED_MS });
+  assert.equal(f.length, 26);
+  assert.equal(f[FLAGS], ReadyFlag.Modified);
+  assert.equal((decode(f) as { modified?: number }).modified, MAX_MODIFIED_MS);
+  fc.assert(
+    fc.property(fc.integer({ min: 0, max: 255 }), (flags) => {
+      const g = plain.slice();
+      g[FLAGS] = flags;
+      if (flags) assert.throws(() => decode(g), (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Malformed);
+      else assert.deepEqual(decode(g), ready);
+    }),
+  );
+  const late = f.slice();
+  new DataView(late.buffer).setBigUint64(18, BigInt(MAX_MODIFIED_MS + 1), true);
+  assert.throws(() => decode(late), (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Malformed && /modification time/.test(e.message));
 });
 
 test('random bytes never crash the decoder', () => {

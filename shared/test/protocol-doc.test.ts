@@ -6,8 +6,8 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { encode } from '../src/codec.ts';
 import { type Message } from '../src/messages.ts';
-import { CHUNK_SIZE_RANGES, COPY_END_MAX, DELTA_MESSAGE_BYTES, LIST_BATCH, MAX_BASIS_CHECKSUMS, MAX_ENTRIES_PER_MESSAGE, MAX_MESSAGE, MAX_NAME_BYTES, MAX_REFINE_BYTES, MAX_SPLIT_CHUNKS, RESUME_MIN_FILE, SPLIT_THRESHOLD } from '../src/limits.ts';
-import { DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, HelloFlag, Msg, PROTOCOL_VERSION } from '../src/protocol.ts';
+import { CHUNK_SIZE_RANGES, COPY_END_MAX, MAX_MODIFIED_MS, DELTA_MESSAGE_BYTES, LIST_BATCH, MAX_BASIS_CHECKSUMS, MAX_ENTRIES_PER_MESSAGE, MAX_MESSAGE, MAX_NAME_BYTES, MAX_REFINE_BYTES, MAX_SPLIT_CHUNKS, RESUME_MIN_FILE, SPLIT_THRESHOLD } from '../src/limits.ts';
+import { DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, HelloFlag, Msg, PROTOCOL_VERSION, ReadyFlag } from '../src/protocol.ts';
 
 const doc = readFileSync(new URL('../../docs/protocol.md', import.meta.url), 'utf8');
 const sections = doc.split(/^### /m).slice(1);
@@ -39,10 +39,13 @@ test('documented sizes equal encoded sizes', () => {
   const nameLen = new TextEncoder().encode(name).length;
   const n = 7;
   const cases: [string, Message, Record<string, number>][] = [
-    ['Hello', { type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 9, basisVersion: 2, name }, { nameLen, k: 0, H }],
-    ['Hello', { type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 9, basisVersion: 2, name, resume: true }, { nameLen, k: 0, H }],
-    ['Hello', { type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 9, basisVersion: 2, name, known: { version: 4, root: new Uint8Array(H) } }, { nameLen, k: 1, H }],
-    ['Ready', { type: Msg.Ready, version: 1, size: 2, maxMessage: 3 }, {}],
+    ['Hello', { type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 9, basisVersion: 2, name }, { nameLen, k: 0, H, m: 0 }],
+    ['Hello', { type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 9, basisVersion: 2, name, resume: true }, { nameLen, k: 0, H, m: 0 }],
+    ['Hello', { type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 9, basisVersion: 2, name, known: { version: 4, root: new Uint8Array(H) } }, { nameLen, k: 1, H, m: 0 }],
+    ['Hello', { type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 9, basisVersion: 2, name, modified: 5 }, { nameLen, k: 0, H, m: 1 }],
+    ['Hello', { type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 9, basisVersion: 2, name, known: { version: 4, root: new Uint8Array(H) }, modified: 5 }, { nameLen, k: 1, H, m: 1 }],
+    ['Ready', { type: Msg.Ready, version: 1, size: 2, maxMessage: 3 }, { m: 0 }],
+    ['Ready', { type: Msg.Ready, version: 1, size: 2, maxMessage: 3, modified: 4 }, { m: 1 }],
     ['ChecksumsEnd', { type: Msg.ChecksumsEnd, count: 1, size: 2 }, {}],
     ['Tokens', { type: Msg.Tokens, upTo: 5, first: new Uint32Array(n), count: new Uint32Array(n), hashes: new Uint8Array(n * H) }, { n, H }],
     ['TokensEnd', { type: Msg.TokensEnd, count: 3, resumeFrom: 0 }, {}],
@@ -168,9 +171,31 @@ test('Hello field offsets', () => {
   assert.equal(new DataView(g.buffer).getUint32(at('known'), true), 0x66);
   assert.match(section('Hello'), /^\| 37 \+ nameLen \| H \| root \|/m);
   assert.deepEqual(g.subarray(at('name') + 1), root);
+  // Modified: its bit, and the time after the name and the known root
+  const t = encode({ type: Msg.Hello, version: 1, op: 1, params: { min: 1, avg: 2, max: 3, op: 0, every: 16 }, algo: 3, size: 1, basisVersion: 0, name: 'n', known: { version: 0x66, root }, modified: MAX_MODIFIED_MS }, H);
+  assert.equal(t[at('flags')], HelloFlag.Modified);
+  assert.match(section('Hello'), new RegExp(`Bit 1 \\(\`0x0${HelloFlag.Modified}\`, \`Modified\`\\)`));
+  assert.match(section('Hello'), /^\| 37 \+ nameLen \+ kH \| 8 \| modified \(u64\) \|/m);
+  assert.equal(Number(new DataView(t.buffer).getBigUint64(at('name') + 1 + H, true)), MAX_MODIFIED_MS);
+  assert.match(doc, new RegExp(`\`MAX_MODIFIED_MS\` \\(${grouped(MAX_MODIFIED_MS)}`));
   for (let i = 1; i < rows.length; i++) {
     if (rows[i - 1].size !== 'nameLen') assert.equal(rows[i].off, rows[i - 1].off + Number(rows[i - 1].size), `offset of ${rows[i].field}`);
   }
+});
+
+test('Ready field offsets: flags, then modified', () => {
+  const rows = [...section('Ready').matchAll(/^\| (\d+) \| (\d+) \| (\w+)/gm)].map((r) => ({ off: +r[1], size: +r[2], field: r[3] }));
+  const at = (field: string) => rows.find((r) => r.field === field)!.off;
+  const f = encode({ type: Msg.Ready, version: 0x11, size: 0x22, maxMessage: 0x33, modified: 0x44 }, H);
+  const dv = new DataView(f.buffer);
+  assert.equal(f[at('type')], Msg.Ready);
+  assert.equal(dv.getUint32(at('version'), true), 0x11);
+  assert.equal(Number(dv.getBigUint64(at('size'), true)), 0x22);
+  assert.equal(dv.getUint32(at('maxMessage'), true), 0x33);
+  assert.equal(f[at('flags')], ReadyFlag.Modified);
+  assert.equal(Number(dv.getBigUint64(at('modified'), true)), 0x44);
+  assert.match(section('Ready'), new RegExp(`bit 0 \\(\`0x0${ReadyFlag.Modified}\`, \`Modified\`\\)`));
+  for (let i = 1; i < rows.length; i++) assert.equal(rows[i].off, rows[i - 1].off + rows[i - 1].size, `offset of ${rows[i].field}`);
 });
 
 test('error code table', () => {

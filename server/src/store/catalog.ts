@@ -16,7 +16,7 @@
  * landed meanwhile. Every link a writer needs is so made by it or by the pruner.
  */
 import type { Backend } from './backend.ts';
-import type { FileHead } from './format.ts';
+import { type FileHead, isModified } from './format.ts';
 import { updateHead } from './heads.ts';
 import { encodeName, nsPrefix } from './keys.ts';
 import { damagedObject } from './errors.ts';
@@ -29,6 +29,8 @@ export interface CatalogEntry {
   /** live versions; 0: deleted (kept so that an older update cannot bring the file back) */
   versions: number;
   mtime: string;
+  /** the latest version's modification time as its pusher gave it (ms since the epoch), if it did */
+  modified?: number;
   /** the latest version's index id ('' when deleted): the similarity traits' key */
   index?: string;
 }
@@ -65,7 +67,7 @@ export function parseCatalog(body: Uint8Array | null, key: string): Catalog {
   }
   const ok =
     c && typeof c.files === 'object' && typeof c.folders === 'object' &&
-    Object.values(c.files).every((e: any) => e && [e.seq, e.latest, e.size, e.versions].every((x) => Number.isSafeInteger(x) && x >= 0) && typeof e.mtime === 'string' && (e.index === undefined || (typeof e.index === 'string' && /^([0-9a-f]{64})?$/.test(e.index))));
+    Object.values(c.files).every((e: any) => e && [e.seq, e.latest, e.size, e.versions].every((x) => Number.isSafeInteger(x) && x >= 0) && typeof e.mtime === 'string' && isModified(e.modified) && (e.index === undefined || (typeof e.index === 'string' && /^([0-9a-f]{64})?$/.test(e.index))));
   if (!ok) throw damagedObject(`${key}: not a folder catalog`);
   const out = empty();
   for (const [k, v] of Object.entries(c.files)) out.files[k] = v as CatalogEntry;
@@ -77,7 +79,7 @@ export function parseCatalog(body: Uint8Array | null, key: string): Catalog {
 
 export function entryOf(head: FileHead): CatalogEntry {
   const last = head.versions[head.versions.length - 1];
-  return { seq: head.seq ?? 0, latest: last?.version ?? 0, size: last?.size ?? 0, versions: head.versions.length, mtime: last?.mtime ?? '', index: last?.index ?? '' };
+  return { seq: head.seq ?? 0, latest: last?.version ?? 0, size: last?.size ?? 0, versions: head.versions.length, mtime: last?.mtime ?? '', ...(last?.modified !== undefined && { modified: last.modified }), index: last?.index ?? '' };
 }
 
 const body = (c: Catalog) => Buffer.from(JSON.stringify(c));

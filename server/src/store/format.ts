@@ -3,7 +3,7 @@
  * content-addressed by its SHA-256) and the heads (JSON). Everything read is validated: a
  * damaged or hostile object is a clear error, never a crash or a wrong answer.
  */
-import { MAX_CLIENT_LABEL } from '../../../shared/src/limits.ts';
+import { MAX_CLIENT_LABEL, MAX_MODIFIED_MS } from '../../../shared/src/limits.ts';
 import { createHash, randomBytes } from 'node:crypto';
 import type { ChunkIndex } from '../../../shared/src/chunk-index.ts';
 import { hashLength } from '../../../shared/src/protocol.ts';
@@ -126,6 +126,9 @@ export interface VersionEntry {
   size: number;
   /** commit time, ISO 8601 */
   mtime: string;
+  /** the file's modification time as its pusher gave it (Hello's `modified`), ms since the
+   *  epoch, 0 … MAX_MODIFIED_MS; absent: the pusher gave none (a client of protocol version 9) */
+  modified?: number;
   /** hex of the root hash, and its algorithm */
   root: string;
   algo: number;
@@ -171,6 +174,8 @@ export interface UploadsHead {
 
 const isInt = (x: unknown, min = 0): x is number => Number.isSafeInteger(x) && (x as number) >= min;
 const isStr = (x: unknown): x is string => typeof x === 'string';
+/** An entry's `modified`: absent, or an integer in 0 … MAX_MODIFIED_MS (the codec's range). */
+export const isModified = (x: unknown): x is number | undefined => x === undefined || (isInt(x) && x <= MAX_MODIFIED_MS);
 
 /** Whether `l` is a well-formed layout (segment ids, extents within them). */
 export function checkLayout(l: any): l is Layout {
@@ -195,7 +200,7 @@ export function parseFileHead(body: Uint8Array, key: string): FileHead {
     h && isStr(h.name) && isInt(h.next, 1) && (h.seq === undefined || isInt(h.seq)) && (h.uploads === undefined || isInt(h.uploads)) && Array.isArray(h.versions) &&
     h.versions.every((v: any, i: number) =>
       v && isInt(v.version, 1) && v.version < h.next && (i === 0 || v.version > h.versions[i - 1].version) &&
-      isStr(v.index) && INDEX_ID.test(v.index) && isInt(v.size) && isStr(v.mtime) && isStr(v.root) && /^[0-9a-f]+$/.test(v.root) &&
+      isStr(v.index) && INDEX_ID.test(v.index) && isInt(v.size) && isStr(v.mtime) && isModified(v.modified) && isStr(v.root) && /^[0-9a-f]+$/.test(v.root) &&
       isInt(v.algo) && isInt(v.change) && (v.epoch === undefined || isInt(v.epoch)) && (v.client === undefined || (isStr(v.client) && v.client.length <= MAX_CLIENT_LABEL)) &&
       (v.restoredFrom === undefined || (isInt(v.restoredFrom, 1) && v.restoredFrom < v.version)) &&
       (v.repack === undefined || (v.repack && isStr(v.repack.index) && INDEX_ID.test(v.repack.index) && isInt(v.repack.epoch) && Object.keys(v.repack).length === 2)));

@@ -43,7 +43,7 @@ export interface VersionHost {
 }
 
 /** Starts writing a new version of `name` into `store`; see Store.create. */
-export function versionSink(store: VersionHost, name: string, expectLatest?: number, client?: string, resume?: UploadState, seen?: SeenHead): VersionSink {
+export function versionSink(store: VersionHost, name: string, expectLatest?: number, client?: string, resume?: UploadState, seen?: SeenHead, modified?: number): VersionSink {
   const backend = store.backend;
   const layout: Layout = resume ? structuredClone(resume.layout) : { segments: [], extents: [] };
   const own: string[] = resume ? [...resume.own] : [];
@@ -255,7 +255,7 @@ export function versionSink(store: VersionHost, name: string, expectLatest?: num
             indexWritten = true;
           }
           const next = h?.next ?? 1;
-          const entry: VersionEntry = { version: next, index: id, size: index.size, mtime: new Date().toISOString(), root, algo: index.algo, change: written, ...(client && { client }) };
+          const entry: VersionEntry = { version: next, index: id, size: index.size, mtime: new Date().toISOString(), root, algo: index.algo, change: written, ...(client && { client }), ...(modified !== undefined && { modified }) };
           const versions = applyRetention([...vs, entry], store.repo.settings);
           return { head: { ...carryMark(h), name, next: next + 1, versions }, result: { version: next, unchanged: false }, adds: { entries: [entry], refs, ours: true } };
         },
