@@ -14,6 +14,10 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { pushBytes, testServer, type TestServer } from '../../harness/helpers.ts';
 import { dsync, jsonLines } from './run.ts';
+import { HttpFolder, NodeTree } from '../sync-io.ts';
+import { catalogKey } from '../../server/src/store/catalog.ts';
+import { LIST_CURSOR_CHARS } from '../../shared/src/limits.ts';
+import type { ListingKeep } from '../../shared/src/sync-remote.ts';
 
 /** A proxy in front of `s` that forwards everything (the WebSocket upgrade as raw bytes) and
  *  counts the file entries of the listing answers it passes on (asked plain, to read them). */
@@ -146,6 +150,100 @@ test('dsync sync lists only what changed: nothing for an unchanged folder, one f
     assert.equal(proxy.seen.files, 0, JSON.stringify(proxy.seen));
     for (const n of names) assert.ok(existsSync(path.join(dir, n)), `${n} kept`);
     assert.equal((await s.stored('proj/d0/e0/f0.txt')).toString(), 'file d0/e0/f0.txt\n');
+  } finally {
+    await proxy.close();
+    await s.stop();
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+const post = (s: { url: string }, body: unknown) => fetch(`${s.url}/api/files/changes`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+
+test('the listing rebuilt from changes is the whole listing: new, changed, deleted and kept folders, a folder gone; hostile cursors are refused; a store failure is a 503', { timeout: 300_000 }, async () => {
+  const s = await testServer();
+  const proxy = await countingProxy(s);
+  const root = mkdtempSync(path.join(tmpdir(), 'dsync-listing-'));
+  const keep: ListingKeep = { listing: null };
+  const folder = (o: { keep?: boolean } = {}) => {
+    const f = new HttpFolder({ values: { server: proxy.url }, folder: 'proj', tree: new NodeTree(root), device: 'here' });
+    if (o.keep) f.keepListing(keep);
+    return f;
+  };
+  const kept = folder({ keep: true });
+  /** the kept folder's listing (from changes) and a fresh one's (whole), which must be equal */
+  const both = async () => {
+    proxy.reset();
+    const a = await kept.list();
+    const viaChanges = { ...proxy.seen };
+    const fresh = folder();
+    const b = await fresh.list();
+    fresh.close();
+    assert.deepEqual([...a.files].sort(), [...b.files].sort());
+    assert.deepEqual([...(a.folders ?? [])].sort(), [...(b.folders ?? [])].sort());
+    return viaChanges;
+  };
+  const mkdir = (name: string) => fetch(`${s.url}/api/folders`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ name }) });
+  try {
+    for (const n of ['proj/a.txt', 'proj/x/b.txt', 'proj/x/y/c.txt', 'proj/z/d.txt', 'other/e.txt']) await pushBytes(s, n, Buffer.from(n));
+    assert.equal((await both()).whole, 1);
+    assert.ok(keep.listing?.cursor, 'a listing is kept');
+    // nothing changed: no entry
+    assert.deepEqual(await both(), { files: 0, answers: 1, whole: 0, changes: 1 });
+    // a file changed, one new in a new folder, a kept empty folder, a folder gone, and a change
+    // outside the synced folder
+    await pushBytes(s, 'proj/x/y/c.txt', Buffer.from('new c'), { expect: { version: 1 } });
+    await pushBytes(s, 'proj/n/m/f.txt', Buffer.from('f'));
+    assert.equal((await mkdir('proj/empty')).status, 200);
+    assert.equal((await fetch(`${s.url}/api/files?name=proj/z/d.txt`, { method: 'DELETE' })).status, 200);
+    await pushBytes(s, 'other/g.txt', Buffer.from('g'));
+    const seen = await both();
+    assert.equal(seen.whole, 0, JSON.stringify(seen));
+    // proj/ (a.txt; folders n, empty, x; z gone), proj/x/y/ (c.txt), proj/n/m/ (f.txt)
+    assert.equal(seen.files, 3, JSON.stringify(seen));
+    const listed = await kept.list();
+    assert.deepEqual([...listed.files.keys()].sort(), ['a.txt', 'n/m/f.txt', 'x/b.txt', 'x/y/c.txt']);
+    assert.deepEqual([...listed.folders!].sort(), ['empty', 'n', 'n/m', 'x', 'x/y']);
+    kept.close();
+
+    // hostile cursors: refused with 400, never read as a listing
+    const cursor = keep.listing!.cursor;
+    for (const [why, body] of [
+      ['no cursor', { prefix: 'proj/' }],
+      ['a cursor that is not a string', { prefix: 'proj/', since: 12 }],
+      ['not base64url', { prefix: 'proj/', since: 'ab+/==' }],
+      ['a torn cursor', { prefix: 'proj/', since: cursor.slice(0, -3) }],
+      ['a prefix that is no folder', { prefix: 'proj', since: cursor }],
+      ['a prefix out of the namespace', { prefix: '../', since: cursor }],
+      ['no JSON', '{"prefix": '],
+    ] as const) assert.equal((await post(s, body)).status, 400, why);
+    assert.equal((await post(s, { prefix: 'proj/', since: 'A'.repeat(LIST_CURSOR_CHARS + 1) })).status, 400, 'a cursor past the limit');
+    assert.equal((await post(s, { prefix: 'proj/', since: 'A'.repeat(LIST_CURSOR_CHARS * 2) })).status, 413, 'a body past the limit');
+    // a cursor of another folder, or of another version: a reset (the client lists whole)
+    assert.deepEqual(await (await post(s, { prefix: 'other/', since: cursor })).json(), { reset: true });
+    const other = Buffer.from(cursor, 'base64url');
+    other[0] = 9;
+    assert.deepEqual(await (await post(s, { prefix: 'proj/', since: other.toString('base64url') })).json(), { reset: true });
+    const ok = (await (await post(s, { prefix: 'proj/', since: cursor })).json()) as { complete: boolean; changes: unknown[]; held: string[] };
+    assert.equal(ok.complete, true);
+    assert.deepEqual(ok.changes, []);
+    assert.deepEqual(ok.held, []);
+
+    // a catalog that cannot be read: 503, as the whole listing (never a partial answer)
+    const store = await s.storeOf('local');
+    const key = catalogKey('local', 'proj/x');
+    const backend = store.backend as { getHead: (k: string) => Promise<unknown> };
+    const getHead = backend.getHead.bind(backend);
+    backend.getHead = async (k: string) => {
+      if (k === key) throw new Error('the disk is gone');
+      return getHead(k);
+    };
+    try {
+      const res = await post(s, { prefix: 'proj/', since: cursor });
+      assert.equal(res.status, 503);
+      assert.match(((await res.json()) as { error: string }).error, /^the store failed: .*the disk is gone/);
+    } finally {
+      backend.getHead = getHead;
+    }
   } finally {
     await proxy.close();
     await s.stop();
