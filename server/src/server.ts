@@ -15,7 +15,11 @@
  *        at most L (default 1000, at most 10 000) files and folders together; next: the
  *        cursor of the next page or null. recursive=1: every file and folder below P. A page is
  *        whole (complete: true) or the request fails with 503 {error: "the store failed: …"};
- *        a stored name the server would refuse is left out (and logged).
+ *        a stored name the server would refuse is left out (and logged). The last page of a
+ *        recursive listing carries {cursor, digest} (docs/protocol.md §9).
+ *   POST /api/files/changes {prefix, since} {changes: [{folder, files, folders}], cursor,
+ *        digest, complete: true, held} or {reset: true}: the folders below prefix changed
+ *        since the cursor `since` (docs/protocol.md §9); 400 for a malformed cursor
  *   GET  /api/search?q=Q[&cursor=C&limit=L] {files, next}: files whose path contains Q
  *        (store/search.ts); 503 "the store failed: …" when a catalog cannot be read
  *   GET  /api/versions?name=N              [{version, size, mtime, root, algo, change, client?}]
