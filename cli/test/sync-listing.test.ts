@@ -223,9 +223,10 @@ test('the listing rebuilt from changes is the whole listing: new, changed, delet
     const other = Buffer.from(cursor, 'base64url');
     other[0] = 9;
     assert.deepEqual(await (await post(s, { prefix: 'proj/', since: other.toString('base64url') })).json(), { reset: true });
-    const ok = (await (await post(s, { prefix: 'proj/', since: cursor })).json()) as { complete: boolean; changes: unknown[]; held: string[] };
+    const ok = (await (await post(s, { prefix: 'proj/', since: cursor })).json()) as { complete: boolean; changes: unknown[]; held: string[]; cursor?: string };
     assert.equal(ok.complete, true);
     assert.deepEqual(ok.changes, []);
+    assert.equal(ok.cursor, undefined, 'nothing changed: the cursor sent is still the one');
     assert.deepEqual(ok.held, []);
 
     // a catalog that cannot be read: 503, as the whole listing (never a partial answer)

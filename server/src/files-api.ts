@@ -213,7 +213,8 @@ export function filesApi(
       if (!was || !cursor) return void res.json({ reset: true });
       const changes = recs.filter((x) => was.get(folderId(x.folder)) !== stampOf(x));
       if (changes.reduce((n, x) => n + x.files.length + x.folders.length, 0) > LIST_CHANGES_ENTRIES) return void res.json({ reset: true });
-      res.json({ changes, cursor, digest: digestOf(recs.flatMap((x) => x.files), recs.flatMap((x) => x.folders)), complete: true, held: r.held() });
+      // the cursor is left out when it is the one sent (nothing changed: half the answer)
+      res.json({ changes, ...(cursor !== since && { cursor }), digest: digestOf(recs.flatMap((x) => x.files), recs.flatMap((x) => x.folders)), complete: true, held: r.held() });
     }),
   );
   r.get(

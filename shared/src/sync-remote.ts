@@ -291,7 +291,9 @@ export abstract class ApiFolder implements RemoteFolder {
     }
     if (answer?.reset === true) return null;
     if (answer?.complete !== true) throw new Error("the server's listing is not whole (no \"complete\" mark): nothing is planned from it; the server may need an update");
-    if (!Array.isArray(answer.changes) || !isCursor(answer.cursor) || !isDigest(answer.digest)) throw new Error('the server sent a malformed listing');
+    // no cursor: the one sent is still the one (nothing changed)
+    const cursor = answer.cursor === undefined ? had.cursor : answer.cursor;
+    if (!Array.isArray(answer.changes) || !isCursor(cursor) || !isDigest(answer.digest)) throw new Error('the server sent a malformed listing');
     const held = heldOf(answer.held);
     // the kept listing by folder ('' or a name ending in '/'): its files and subfolders
     const byFolder = new Map<string, { files: ListedFile[]; folders: string[] }>([[prefix, { files: [], folders: [] }]]);
@@ -322,7 +324,7 @@ export abstract class ApiFolder implements RemoteFolder {
       todo.push(...e.folders);
     }
     if ((await listingDigest(raw.files, raw.folders)) !== answer.digest) return null;
-    this.kept({ prefix, cursor: answer.cursor, files: raw.files, folders: raw.folders });
+    this.kept({ prefix, cursor, files: raw.files, folders: raw.folders });
     return raw;
   }
 
