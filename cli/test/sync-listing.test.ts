@@ -4,7 +4,8 @@
 // /api/files/changes). A run over an unchanged folder of 300 files in nested folders gets no
 // file entry; a file another device changed on the server brings only its folder's entries;
 // a kept listing tampered with in the state file is found out by the server's digest and the
-// whole listing is read instead, so nothing is deleted.
+// whole listing is read instead, so nothing is deleted. A pass that changes neither side (only
+// agreements recorded) is the last.
 import assert from 'node:assert/strict';
 import { createServer, request } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
@@ -148,6 +149,17 @@ test('dsync sync lists only what changed: nothing for an unchanged folder, one f
     proxy.reset();
     assert.deepEqual((await sync('an unchanged run again')).actions, []);
     assert.equal(proxy.seen.files, 0, JSON.stringify(proxy.seen));
+
+    // the state lost: every file is new on both sides and equal, so the pass only records
+    // them; it changed neither side, so no second pass follows
+    rmSync(statePath);
+    proxy.reset();
+    const fresh = await sync('a run without its state');
+    assert.equal(fresh.actions.length, 300);
+    assert.ok(fresh.actions.every((a) => a.op === 'record'), JSON.stringify(fresh.actions.filter((a) => a.op !== 'record')));
+    assert.equal(fresh.pass.passes, 1, 'a pass that only recorded makes no second pass');
+    assert.equal(fresh.pass.agreed, true);
+    assert.equal(proxy.seen.answers, 1, JSON.stringify(proxy.seen));
     for (const n of names) assert.ok(existsSync(path.join(dir, n)), `${n} kept`);
     assert.equal((await s.stored('proj/d0/e0/f0.txt')).toString(), 'file d0/e0/f0.txt\n');
   } finally {
