@@ -119,7 +119,7 @@ const isDigest = (d: unknown): d is string => typeof d === 'string' && /^[0-9a-f
 
 /** A file entry of a listing the server sent below `prefix`, checked. */
 function listedFile(f: any, prefix: string): ListedFile {
-  if (typeof f?.name !== 'string' || !f.name.startsWith(prefix) || f.name.length <= prefix.length || f.name.endsWith('/') || !Number.isSafeInteger(f.latest) || !Number.isSafeInteger(f.size)) throw new Error('the server sent a malformed listing');
+  if (typeof f?.name !== 'string' || !f.name.startsWith(prefix) || !Number.isSafeInteger(f.latest) || !Number.isSafeInteger(f.size)) throw new Error('the server sent a malformed listing');
   return { name: f.name, latest: f.latest, size: f.size };
 }
 
