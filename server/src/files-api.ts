@@ -206,11 +206,12 @@ export function filesApi(
       if (typeof prefix !== 'string' || (prefix && !prefix.endsWith('/'))) throw new ProtocolError(ErrorCode.Malformed, 'prefix is "" or a folder: it ends in "/"');
       const folder = prefix ? nameOf(prefix.slice(0, -1)) : '';
       const was = readCursor(folder ? folder + '/' : '', since);
+      if (!was) return void res.json({ reset: true });
       const r = refusals(req);
       const recs = await whole(() => store.folderRecords(folder, r.refused));
       r.report();
       const cursor = cursorOf(recs);
-      if (!was || !cursor) return void res.json({ reset: true });
+      if (!cursor) return void res.json({ reset: true });
       const changes = recs.filter((x) => was.get(folderId(x.folder)) !== stampOf(x));
       if (changes.reduce((n, x) => n + x.files.length + x.folders.length, 0) > LIST_CHANGES_ENTRIES) return void res.json({ reset: true });
       // the cursor is left out when it is the one sent (nothing changed: half the answer)
