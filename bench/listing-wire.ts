@@ -7,6 +7,8 @@
  * the wire, its time to the last byte, the server's CPU for it (the process' CPU: the server
  * runs in this process, the client side here only counts the bytes it gets), and what the
  * client's decompression costs.
+ * Then what changed since the listing's cursor (POST /api/files/changes, docs/protocol.md §9):
+ * nothing, then one file edited: the request's and the answer's bytes.
  * Usage (from the repository root):
  *   node --import tsx bench/listing-wire.ts [--files 5000] [--reps 9]
  */
@@ -102,6 +104,54 @@ try {
     }
     return [name, out.length, ((out.length / plain.length) * 100).toFixed(1) + ' %', median(ms).toFixed(1)];
   });
+  // what changed since the cursor of that listing (docs/protocol.md §9): nothing, then one
+  // file edited (its folder's 50 entries come whole)
+  const { cursor } = listed as unknown as { cursor: string };
+  if (typeof cursor !== 'string') throw new Error('the last page carries no cursor');
+  const body = JSON.stringify({ prefix: '', since: cursor });
+  const changesUrl = new URL(`${s.url}/api/files/changes`);
+  const post = (encoding: string) =>
+    new Promise<{ bytes: number; ms: number; cpuMs: number; enc: string; body: Buffer }>((ok, fail) => {
+      const t = performance.now();
+      const cpu = process.cpuUsage();
+      // (a connection of its own: the keep-alive one idled past the server's timeout meanwhile)
+      const req = http.request(changesUrl, { method: 'POST', agent: false, headers: { 'Accept-Encoding': encoding, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) } }, (res) => {
+        const parts: Buffer[] = [];
+        res.on('data', (b: Buffer) => parts.push(b));
+        res.on('end', () => {
+          const c = process.cpuUsage(cpu);
+          if (res.statusCode !== 200) return fail(new Error(`HTTP ${res.statusCode}`));
+          const got = Buffer.concat(parts);
+          ok({ bytes: got.length, ms: performance.now() - t, cpuMs: (c.user + c.system) / 1000, enc: res.headers['content-encoding'] ?? 'none', body: got });
+        });
+      });
+      req.on('error', fail);
+      req.end(body);
+    });
+  const changesRows = async (what: string) => {
+    const xs = new Map(asks.map((a) => [a, [] as Awaited<ReturnType<typeof post>>[]]));
+    for (let r = 0; r < reps + 1; r++) for (const a of asks) {
+      const x = await post(a);
+      if (r > 0) xs.get(a)!.push(x);
+    }
+    const answer = JSON.parse(xs.get('identity')![0].body.toString()) as { changes: { files: unknown[] }[] };
+    const entries = answer.changes.reduce((n, c) => n + c.files.length, 0);
+    return asks.map((a) => {
+      const ys = xs.get(a)!;
+      return [what, a, ys[0].enc, Buffer.byteLength(body), median(ys.map((y) => y.bytes)), entries, median(ys.map((y) => y.ms)).toFixed(1), median(ys.map((y) => y.cpuMs)).toFixed(1)];
+    });
+  };
+  const still = await changesRows('nothing changed');
+  {
+    const name = 'src/module-3/part-4/file-00043.ts';
+    const bytes = new TextEncoder().encode('// edited\n');
+    const sink = store.create(name, await store.latest(name));
+    await sink.write(bytes);
+    await sink.commit(await chunkSource(bufferSource(bytes), DEFAULT_PARAMS, 3));
+  }
+  const one = await changesRows('one file edited');
+  const changesHead = ['since the cursor', 'Accept-Encoding', 'Content-Encoding', 'request body bytes', 'answer body bytes', 'file entries', 'ms to last byte', 'process CPU ms'];
+  const changes = [...still, ...one];
   const codecHead = ['codec', 'bytes', 'of plain', 'CPU ms'];
   const head = ['Accept-Encoding', 'Content-Encoding', 'body bytes on the wire', 'of plain', 'ms to last byte', 'process CPU ms', 'client decompression ms'];
   const md = `
@@ -114,12 +164,19 @@ the client here only counts the bytes it gets), compression included (zlib's thr
 
 ${table(head, rows)}
 
+The same tree through \`POST /api/files/changes {prefix: "", since: CURSOR}\` (docs/protocol.md §9),
+the cursor of the listing above (${Buffer.byteLength(body)} bytes of request body for its
+${cursor.length} characters: 16 per folder), medians of ${reps}: nothing changed, then one file
+edited (its folder's entries come whole, and the new cursor):
+
+${table(changesHead, changes)}
+
 The codecs on the same ${plain.length} bytes of JSON, in one thread (medians of ${Math.min(reps, 5)}):
 
 ${table(codecHead, codecRows)}
 `;
   console.log(md);
-  writeResults('listing-wire', 'The recursive listing on the wire', machine(), md, { files, reps, plainBytes: plain.length, rows: rows.map((r) => Object.fromEntries(head.map((h, i) => [h, r[i]]))), codecs: codecRows.map((r) => Object.fromEntries(codecHead.map((h, i) => [h, r[i]]))) });
+  writeResults('listing-wire', 'The recursive listing on the wire', machine(), md, { files, reps, plainBytes: plain.length, rows: rows.map((r) => Object.fromEntries(head.map((h, i) => [h, r[i]]))), codecs: codecRows.map((r) => Object.fromEntries(codecHead.map((h, i) => [h, r[i]]))), changes: changes.map((r) => Object.fromEntries(changesHead.map((h, i) => [h, r[i]]))) });
 } finally {
   await s.stop();
 }

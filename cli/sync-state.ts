@@ -5,7 +5,8 @@
  * folder (its real path, as the lock's: one folder reached through a link is one state). Written whole to a temporary file and renamed over the old one, so a crash leaves the
  * old state or the new, never a torn one. A state that does not read back is an empty one: the
  * next pass compares contents (equal ones are recorded, different ones become conflict copies),
- * so nothing is lost, only time.
+ * so nothing is lost, only time. It also keeps the server's listing of the last pass with its
+ * cursor (`listing`), so that a run over an unchanged folder asks only what changed.
  */
 import { createHash } from 'node:crypto';
 import { promises as fs, readFileSync, realpathSync } from 'node:fs';
@@ -13,6 +14,7 @@ import { homedir } from 'node:os';
 import path from 'node:path';
 import type { Agreed } from '../shared/src/sync-plan.ts';
 import type { SyncState } from '../shared/src/sync-engine.ts';
+import { type KeptListing, type ListingKeep, keptListing } from '../shared/src/sync-remote.ts';
 
 const MAGIC = 'dsync-sync-state-1';
 
@@ -30,10 +32,14 @@ export interface StateKey {
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
-export class FileState implements SyncState {
+export class FileState implements SyncState, ListingKeep {
   readonly file: string;
   files = new Map<string, Agreed>();
   folders = new Set<string>();
+  /** the server's listing as of the last pass, with its cursor (sync-remote.ts `ApiFolder`
+   *  asks only what changed since); one that does not read back whole is none, and one that
+   *  does is used only once the listing rebuilt from it has the server's digest */
+  listing: KeptListing | null = null;
   private readonly id: Record<string, string>;
 
   constructor(key: StateKey, dir = syncStateDir()) {
@@ -49,11 +55,11 @@ export class FileState implements SyncState {
     // a state saved under the folder's path as given (before states were keyed by the real
     // path) is read when there is none under the real one; the next save moves it
     const old = { ...this.id, dir: path.resolve(key.dir) };
-    if (!this.load(this.file, this.id) && old.dir !== real) this.load(path.join(dir, sha256(JSON.stringify(old)) + '.json'), old);
+    if (!this.load(this.file, this.id, key) && old.dir !== real) this.load(path.join(dir, sha256(JSON.stringify(old)) + '.json'), old, key);
   }
 
   /** Reads the state in `file` saved under `id`; false when there is none to read. */
-  private load(file: string, id: Record<string, string>): boolean {
+  private load(file: string, id: Record<string, string>, key: StateKey): boolean {
     let j: any;
     try {
       j = JSON.parse(readFileSync(file, 'utf8'));
@@ -67,6 +73,7 @@ export class FileState implements SyncState {
       if (Number.isSafeInteger(version) && version > 0 && typeof hash === 'string' && /^[0-9a-f]+$/.test(hash) && Number.isSafeInteger(size) && size >= 0 && typeof mtimeMs === 'number') this.files.set(p, { version, hash, size, mtimeMs });
     }
     if (Array.isArray(j.folders)) for (const d of j.folders) if (typeof d === 'string' && d) this.folders.add(d);
+    this.listing = keptListing(j.listing, key.folder ? key.folder + '/' : '');
     return true;
   }
 
@@ -75,7 +82,7 @@ export class FileState implements SyncState {
     for (const [p, a] of this.files) files[p] = [a.version, a.hash, a.size, a.mtimeMs];
     const tmp = `${this.file}.${process.pid}.tmp`;
     await fs.mkdir(path.dirname(this.file), { recursive: true });
-    await fs.writeFile(tmp, JSON.stringify({ magic: MAGIC, id: this.id, files, folders: [...this.folders] }));
+    await fs.writeFile(tmp, JSON.stringify({ magic: MAGIC, id: this.id, files, folders: [...this.folders], listing: this.listing }));
     await fs.rename(tmp, this.file);
   }
 }

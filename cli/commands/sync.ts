@@ -160,6 +160,8 @@ JSON object per action and one per pass ({"pass": …}).`,
       tree.device = device;
       const remote = new HttpFolder({ values, folder, tree, device, known: knownOf(values), retries });
       const state = new FileState({ server, token: tokenOf(values), folder, dir });
+      // the listing of the last pass is kept in the state: the next run asks what changed since
+      remote.keepListing(state);
       const where = `${dirArg} ⇄ ${server}/${folder}`;
       const controller = new AbortController();
       const engine: EngineOptions = {

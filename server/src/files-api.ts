@@ -4,13 +4,14 @@
  * clear error naming the file and version, and a download whose damage shows only after its
  * headers went out is cut off (the client sees a truncated body and an error, never a crash).
  */
+import { createHash } from 'node:crypto';
 import path from 'node:path';
 import express from 'express';
-import { MAX_NAME_BYTES, SEARCH_FOLDERS, SEARCH_PAGE } from '../../shared/src/limits.ts';
+import { LIST_CHANGES_ENTRIES, LIST_CURSOR_CHARS, MAX_NAME_BYTES, SEARCH_FOLDERS, SEARCH_PAGE } from '../../shared/src/limits.ts';
 import { ErrorCode, ProtocolError, busyMessage } from '../../shared/src/protocol.ts';
-import { TRASH } from '../../shared/src/sync-remote.ts';
+import { TRASH, listingLines } from '../../shared/src/sync-remote.ts';
 import { validateName } from './names.ts';
-import type { Store } from './store.ts';
+import type { FileInfo, Store } from './store.ts';
 
 type Req = express.Request & { user?: string };
 
@@ -67,6 +68,50 @@ function drained(res: express.Response): Promise<void> {
     res.on('drain', onDrain);
     res.on('close', onClose);
   });
+}
+
+/**
+ * Listing cursors (docs/protocol.md "Listing changes"). A folder's **stamp** is the first 6
+ * bytes of the SHA-256 of its own entries' `listingLines` as listed (files and subfolders,
+ * refused names left out), so any server over the store computes the same one with nothing
+ * kept between requests. A cursor is the base64url of: the version byte 1, 6 bytes of the
+ * SHA-256 of the listed folder's name ('' or "P/"), and per folder under it 6 bytes of the
+ * SHA-256 of its name ('' or ending in '/') and its 6-byte stamp. A collision costs nothing but
+ * a folder not sent: the client's digest of the listing it rebuilds then differs and it lists
+ * whole.
+ */
+const CURSOR_VERSION = 1;
+const sha = (s: string) => createHash('sha256').update(s).digest();
+const folderId = (folder: string) => sha(folder).subarray(0, 6).toString('hex');
+const stampOf = (x: { files: FileInfo[]; folders: string[] }) => sha(listingLines(x.files, x.folders)).subarray(0, 6).toString('hex');
+const digestOf = (files: FileInfo[], folders: string[]) => sha(listingLines(files, folders)).toString('hex');
+
+/** The cursor of a walk's folders (`recs[0]` the listed folder itself); undefined past
+ *  LIST_CURSOR_CHARS (such a tree is listed whole each time). */
+function cursorOf(recs: { folder: string; files: FileInfo[]; folders: string[] }[]): string | undefined {
+  const b = Buffer.alloc(7 + 12 * recs.length);
+  b[0] = CURSOR_VERSION;
+  Buffer.from(folderId(recs[0].folder), 'hex').copy(b, 1);
+  recs.forEach((x, i) => {
+    Buffer.from(folderId(x.folder), 'hex').copy(b, 7 + 12 * i);
+    Buffer.from(stampOf(x), 'hex').copy(b, 13 + 12 * i);
+  });
+  const c = b.toString('base64url');
+  return c.length <= LIST_CURSOR_CHARS ? c : undefined;
+}
+
+/** The stamps a client's cursor holds, by folder id; null when it is of another version or
+ *  another folder (the answer is then a reset). Anything else that is not a cursor is a
+ *  malformed request. */
+function readCursor(prefix: string, raw: unknown): Map<string, string> | null {
+  if (typeof raw !== 'string' || !raw || raw.length > LIST_CURSOR_CHARS || !/^[A-Za-z0-9_-]+$/.test(raw)) throw new ProtocolError(ErrorCode.Malformed, `since is a listing cursor (at most ${LIST_CURSOR_CHARS} characters)`);
+  const b = Buffer.from(raw, 'base64url');
+  if (b.length < 1 || b[0] !== CURSOR_VERSION) return null;
+  if (b.length < 7 || (b.length - 7) % 12) throw new ProtocolError(ErrorCode.Malformed, 'since is not a listing cursor');
+  if (b.subarray(1, 7).toString('hex') !== folderId(prefix)) return null;
+  const out = new Map<string, string>();
+  for (let o = 7; o < b.length; o += 12) out.set(b.subarray(o, o + 6).toString('hex'), b.subarray(o + 6, o + 12).toString('hex'));
+  return out;
 }
 
 /** `turn`: waits for one of the user's turns (guard.ts `Turns`) and returns its end.
@@ -137,11 +182,40 @@ export function filesApi(
         return void res.json({ ...page, complete: true, held: r.held() });
       }
       // every file and folder below, in name order (a folder's name ends in '/'), paged together
-      const { files, folders } = await whole(() => store.tree(folder, r.refused));
+      const recs = await whole(() => store.folderRecords(folder, r.refused));
       r.report();
+      const files = recs.flatMap((x) => x.files);
+      const folders = recs.flatMap((x) => x.folders);
       const all = [...files.map((f) => ({ key: f.name, f })), ...folders.map((key) => ({ key, f: null }))].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).filter((e) => e.key > cursor);
       const page = all.slice(0, limit);
-      res.json({ files: page.flatMap((e) => (e.f ? [e.f] : [])), folders: page.flatMap((e) => (e.f ? [] : [e.key])), next: all.length > limit ? page[page.length - 1].key : null, complete: true, held: r.held() });
+      const next = all.length > limit ? page[page.length - 1].key : null;
+      // the last page: the cursor of the changes request and the digest of the whole listing
+      // (docs/protocol.md "Listing changes")
+      const since = next === null ? { cursor: cursorOf(recs), digest: digestOf(files, folders) } : {};
+      res.json({ files: page.flatMap((e) => (e.f ? [e.f] : [])), folders: page.flatMap((e) => (e.f ? [] : [e.key])), next, complete: true, held: r.held(), ...since });
+    }),
+  );
+  r.post(
+    '/files/changes',
+    express.json({ limit: LIST_CURSOR_CHARS + 16_384 }),
+    route(async (req, res, store) => {
+      // what changed below `prefix` since `since` (a cursor of a listing of the same prefix):
+      // the folders whose stamp differs, each whole, then a new cursor and the whole digest;
+      // {reset: true} when it cannot answer from that cursor (the client lists whole)
+      const { prefix, since } = (req.body ?? {}) as { prefix?: unknown; since?: unknown };
+      if (typeof prefix !== 'string' || (prefix && !prefix.endsWith('/'))) throw new ProtocolError(ErrorCode.Malformed, 'prefix is "" or a folder: it ends in "/"');
+      const folder = prefix ? nameOf(prefix.slice(0, -1)) : '';
+      const was = readCursor(folder ? folder + '/' : '', since);
+      if (!was) return void res.json({ reset: true });
+      const r = refusals(req);
+      const recs = await whole(() => store.folderRecords(folder, r.refused));
+      r.report();
+      const cursor = cursorOf(recs);
+      if (!cursor) return void res.json({ reset: true });
+      const changes = recs.filter((x) => was.get(folderId(x.folder)) !== stampOf(x));
+      if (changes.reduce((n, x) => n + x.files.length + x.folders.length, 0) > LIST_CHANGES_ENTRIES) return void res.json({ reset: true });
+      // the cursor is left out when it is the one sent (nothing changed: half the answer)
+      res.json({ changes, ...(cursor !== since && { cursor }), digest: digestOf(recs.flatMap((x) => x.files), recs.flatMap((x) => x.folders)), complete: true, held: r.held() });
     }),
   );
   r.get(

@@ -16,7 +16,11 @@
  *        at most L (default 1000, at most 10 000) files and folders together; next: the
  *        cursor of the next page or null. recursive=1: every file and folder below P. A page is
  *        whole (complete: true) or the request fails with 503 {error: "the store failed: …"};
- *        a stored name the server would refuse is left out (and logged).
+ *        a stored name the server would refuse is left out (and logged). The last page of a
+ *        recursive listing carries {cursor, digest} (docs/protocol.md §9).
+ *   POST /api/files/changes {prefix, since} {changes: [{folder, files, folders}], cursor,
+ *        digest, complete: true, held} or {reset: true}: the folders below prefix changed
+ *        since the cursor `since` (docs/protocol.md §9); 400 for a malformed cursor
  *   GET  /api/search?q=Q[&cursor=C&limit=L] {files, next}: files whose path contains Q
  *        (store/search.ts); 503 "the store failed: …" when a catalog cannot be read
  *   GET  /api/versions?name=N              [{version, size, mtime, modified?, root, algo, change, client?}]
@@ -287,8 +291,9 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
     }, next);
   });
   // a rename, delete or restore that succeeded is announced to the user's open pages at once
+  // (not POST /api/files/changes: a listing, which changes nothing)
   app.use(['/api/files', '/api/folders'], (req: Req, res, next) => {
-    if (req.method !== 'GET') res.on('finish', () => res.statusCode < 400 && events.changed(req.user!, { kind: 'changed' }));
+    if (req.method !== 'GET' && !(req.baseUrl === '/api/files' && req.path === '/changes')) res.on('finish', () => res.statusCode < 400 && events.changed(req.user!, { kind: 'changed' }));
     next();
   });
   const refuseTossed = (req: express.Request, res: express.Response) => {

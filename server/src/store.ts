@@ -282,6 +282,27 @@ export class Store {
     }
   }
 
+  /**
+   * Every folder under `folder` ('' for all) with its own files and subfolders, as listed
+   * (`folderEntries`): one catalog read per folder, parents before their subfolders. A
+   * folder's name is '' for the top, else it ends in '/'. The listing's changes answer
+   * (files-api.ts) compares them folder by folder.
+   */
+  async folderRecords(folder = '', refused?: Refused): Promise<{ folder: string; files: FileInfo[]; folders: string[] }[]> {
+    const out: { folder: string; files: FileInfo[]; folders: string[] }[] = [];
+    const visit = async (f: string) => {
+      const rec = { folder: f ? f + '/' : '', files: [] as FileInfo[], folders: [] as string[] };
+      out.push(rec);
+      for (const [name, e] of await this.folderEntries(f, refused)) {
+        if (e) rec.files.push({ name, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime });
+        else rec.folders.push(name);
+      }
+      for (const sub of rec.folders) await visit(sub.slice(0, -1));
+    };
+    await visit(folder);
+    return out;
+  }
+
   /** One page of the files whose path contains `query` (store/search.ts). */
   search(query: string, cursor: string, limit: number, maxFolders: number, refused?: Refused): Promise<SearchPage> {
     return searchNames((f) => this.folderEntries(f, refused), query, cursor, limit, maxFolders);

@@ -205,3 +205,17 @@ export const COMPRESS_JSON_MIN_BYTES = 1024;
  *  default leave ~8.3 % in 3–5 ms; 11, brotli's default, 3.7 % in ~1.9 s; the listing itself
  *  costs ~70 ms; bench/results/listing-wire.md). */
 export const COMPRESS_JSON_BROTLI_QUALITY = 5;
+
+// ---------------------------------------------------------------------------------------------
+// Listing what changed since a cursor (POST /api/files/changes, server/src/files-api.ts)
+
+/** Longest listing cursor (characters) a server takes in `POST /api/files/changes` and hands
+ *  out on the last page of a recursive listing (docs/protocol.md "Listing changes"): 16
+ *  base64url characters per folder, so about 130 000 folders. A tree with more folders gets
+ *  no cursor and is listed whole each time. */
+export const LIST_CURSOR_CHARS = 2 << 20;
+
+/** Most file and folder entries one changes answer carries; beyond, the server answers
+ *  `{reset: true}` and the client lists whole, in pages (the recursive listing's own page
+ *  limit). */
+export const LIST_CHANGES_ENTRIES = 10_000;

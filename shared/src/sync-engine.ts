@@ -504,7 +504,10 @@ export interface FolderSyncReport {
   passes: number;
 }
 
-/** Passes until one has nothing to do (at most `maxPasses`). */
+/** An action that changed the state only (both sides already agreed: `record`, `forget`). */
+const stateOnly = (d: Done) => (d.op === 'record' || d.op === 'forget') && !d.error && !d.retry;
+
+/** Passes until one changes nothing on either side (at most `maxPasses`). */
 export async function syncUntilStill(local: LocalTree, remote: RemoteFolder, state: SyncState, opts: EngineOptions, maxPasses = 4): Promise<FolderSyncReport> {
   const done: Done[] = [];
   let last: PassReport = { done: [], hashed: 0, skipped: [], hidden: 0 };
@@ -515,10 +518,12 @@ export async function syncUntilStill(local: LocalTree, remote: RemoteFolder, sta
     last = await syncPass(local, remote, state, opts);
     done.push(...last.done);
     hashed += last.hashed;
-    if (last.guard || !last.done.length || last.done.every((d) => d.error)) break;
+    // a pass that changed neither side (nothing done, or only agreements noted in the state,
+    // or only failures) leaves nothing for another pass to find
+    if (last.guard || last.done.every((d) => d.error || stateOnly(d))) break;
   }
   // a pass that left something out (held where the other side has something, or unreadable)
   // has not made the two sides agree
-  const agreed = !last.guard && !last.done.length && !last.skipped.some((s) => s.blocks);
+  const agreed = !last.guard && last.done.every(stateOnly) && !last.skipped.some((s) => s.blocks);
   return { done, hashed, skipped: last.skipped, hidden: last.hidden, ...(last.guard && { guard: last.guard }), agreed, passes };
 }

@@ -13,6 +13,7 @@ import type { KnownVersions } from './known.ts';
 import type { PullOptions, PushOptions } from './sync-client.ts';
 import { ConnectionPool } from './connection-pool.ts';
 import { type Expected, IGNORE_FILE, type RemoteFolder, RemoteChanged, type Skipped, type Stat } from './sync-engine.ts';
+import { LIST_CURSOR_CHARS } from './limits.ts';
 import { nameProblem, shownName } from './names.ts';
 import type { Expect, RemoteFile } from './sync-plan.ts';
 
@@ -56,6 +57,95 @@ export type ApiCall = <T = unknown>(method: string, path: string, body?: unknown
 
 /** Files per page of the server's recursive listing. */
 const LIST_PAGE = 5000;
+
+/** A file as the recursive listing names it: its full name on the server. */
+export interface ListedFile {
+  name: string;
+  latest: number;
+  size: number;
+}
+
+/** A listing kept between passes (and runs): the server folder's `prefix`, the server's
+ *  `cursor` for it, and the files and folders (full names, a folder's ending in '/') it had. */
+export interface KeptListing {
+  prefix: string;
+  cursor: string;
+  files: ListedFile[];
+  folders: string[];
+}
+
+/** Where a kept listing lives (cli/sync-state.ts keeps it in the sync state file). */
+export interface ListingKeep {
+  listing: KeptListing | null;
+}
+
+/** A listing as the server sent it: `foldersListed` false for a server that lists no folders. */
+interface RawListing {
+  files: ListedFile[];
+  folders: string[];
+  held: string[];
+  foldersListed: boolean;
+}
+
+/**
+ * The lines a listing's digest and a folder's stamp hash (docs/protocol.md "Listing
+ * changes"): per entry, in the listing's name order (JavaScript's string order: UTF-16 code
+ * units), a file's `NAME NUL LATEST NUL SIZE LF` (numbers in decimal), a folder's `NAME LF`
+ * (its name ends in '/').
+ */
+export function listingLines(files: ListedFile[], folders: string[]): string {
+  const all: [string, string][] = [...files.map((f): [string, string] => [f.name, `${f.name}\0${f.latest}\0${f.size}\n`]), ...folders.map((d): [string, string] => [d, d + '\n'])];
+  all.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  return all.map((e) => e[1]).join('');
+}
+
+/** The digest of a whole listing: SHA-256 (hex) of its `listingLines`; null where there is no
+ *  crypto.subtle (a page on plain http), which then keeps no listing. */
+export async function listingDigest(files: ListedFile[], folders: string[]): Promise<string | null> {
+  const subtle = globalThis.crypto?.subtle;
+  if (!subtle) return null;
+  const h = new Uint8Array(await subtle.digest('SHA-256', new TextEncoder().encode(listingLines(files, folders))));
+  return Array.from(h, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+/** The folder a full name is in: '' for the top, else its name ending in '/'. */
+function parentOf(name: string): string {
+  const k = name.lastIndexOf('/', name.length - 2);
+  return name.slice(0, k + 1);
+}
+
+const isCursor = (c: unknown): c is string => typeof c === 'string' && c.length > 0 && c.length <= LIST_CURSOR_CHARS;
+const isDigest = (d: unknown): d is string => typeof d === 'string' && /^[0-9a-f]{64}$/.test(d);
+
+/** A file entry of a listing the server sent below `prefix`, checked. */
+function listedFile(f: any, prefix: string): ListedFile {
+  if (typeof f?.name !== 'string' || !f.name.startsWith(prefix) || !Number.isSafeInteger(f.latest) || !Number.isSafeInteger(f.size)) throw new Error('the server sent a malformed listing');
+  return { name: f.name, latest: f.latest, size: f.size };
+}
+
+/** A folder entry of a listing the server sent below `prefix` (ending in '/'), checked. */
+function listedFolder(d: unknown, prefix: string): string {
+  if (typeof d !== 'string' || !d.startsWith(prefix) || !d.endsWith('/') || d.length <= prefix.length + 1) throw new Error('the server sent a malformed listing');
+  return d;
+}
+
+/** The `held` folders of a listing answer ('' the top, else names ending in '/'), checked. */
+function heldOf(held: unknown): string[] {
+  const out = Array.isArray(held) ? held : [];
+  for (const f of out) if (typeof f !== 'string' || (f && !f.endsWith('/'))) throw new Error('the server sent a malformed listing');
+  return out;
+}
+
+/** A kept listing of `prefix` that reads back whole (it came from disk: hostile), else null. */
+export function keptListing(k: unknown, prefix: string): KeptListing | null {
+  const l = k as KeptListing | null;
+  if (!l || typeof l !== 'object' || l.prefix !== prefix || !isCursor(l.cursor) || !Array.isArray(l.files) || !Array.isArray(l.folders)) return null;
+  try {
+    return { prefix, cursor: l.cursor, files: l.files.map((f) => listedFile(f, prefix)), folders: l.folders.map((d) => listedFolder(d, prefix)) };
+  } catch {
+    return null;
+  }
+}
 
 export interface ApiFolderOptions {
   call: ApiCall;
@@ -116,43 +206,152 @@ export abstract class ApiFolder implements RemoteFolder {
     this.connections.close();
   }
 
+  /**
+   * The files and folders of the server folder: what changed since the listing this device
+   * kept (`POST /api/files/changes` from its cursor, `changed`), else the whole recursive
+   * listing (`whole`); then checked and shaped for the engine (`shape`).
+   */
   async list(): Promise<{ files: Map<string, RemoteFile>; folders: Set<string> | null; skipped: Skipped[] }> {
-    const prefix = this.a.folder ? this.a.folder + '/' : '';
-    const out = new Map<string, RemoteFile>();
-    const skipped: Skipped[] = [];
-    const fits = (full: string) => listedNameFits(full, full.slice(prefix.length), this.a, skipped);
-    let folders: Set<string> | null = new Set<string>();
-    const inTrash = (p: string) => !prefix && (p === TRASH || p.startsWith(TRASH + '/'));
+    return this.shape((await this.changed()) ?? (await this.whole()));
+  }
+
+  /** Where the listing this device keeps lives between runs (the CLI's state file); without
+   *  it, the listing is kept in memory only (the page, tests). */
+  keepListing(keep: ListingKeep) {
+    this.keep = keep;
+  }
+
+  private keep: ListingKeep = { listing: null };
+  /** the server answered 404 to a changes request: it lists whole only */
+  private noChanges = false;
+
+  private get prefix() {
+    return this.a.folder ? this.a.folder + '/' : '';
+  }
+
+  /** Notes the listing to keep (null: none). */
+  private kept(listing: KeptListing | null) {
+    this.keep.listing = listing;
+  }
+
+  /**
+   * The whole recursive listing, in pages. The last page carries a `cursor` and the `digest`
+   * of the listing as the server saw it then: when the pages put together have that digest
+   * (nothing changed while they were read), the listing is kept with the cursor for the next
+   * pass's changes request; otherwise none is kept.
+   */
+  private async whole(): Promise<RawListing> {
+    const prefix = this.prefix;
+    const raw: RawListing = { files: [], folders: [], held: [], foldersListed: true };
     let cursor: string | null = '';
+    let last: { cursor?: unknown; digest?: unknown } = {};
     do {
       const q: URLSearchParams = new URLSearchParams({ prefix, recursive: '1', limit: String(LIST_PAGE), ...(cursor && { cursor }) });
-      const page: { files: { name: string; latest: number; size: number }[]; folders?: unknown; next: string | null; complete?: unknown; held?: unknown } = await this.a.call('GET', `/api/files?${q}`);
+      const page: { files: unknown; folders?: unknown; next: unknown; complete?: unknown; held?: unknown; cursor?: unknown; digest?: unknown } = await this.a.call('GET', `/api/files?${q}`);
       if (!Array.isArray(page?.files)) throw new Error('the server does not list folders recursively: it needs an update');
       // a page the server does not vouch for as whole is no listing: files it lacks would read
       // as deleted on the server (a server of an earlier version sends none)
       if (page.complete !== true) throw new Error("the server's listing is not whole (no \"complete\" mark): nothing is planned from it; the server may need an update");
-      // folders where the server left out a stored name it would refuse (a damaged or tampered
-      // store): what this device has there and the listing lacks is held, not deleted
-      for (const f of Array.isArray(page.held) ? page.held : []) {
-        if (typeof f !== 'string' || (f && !f.endsWith('/'))) throw new Error('the server sent a malformed listing');
-        const reason = 'the server left out names stored here that it refuses (a damaged store): nothing under it is deleted';
-        if (f === prefix || (!f && !prefix)) throw new Error(`the server's listing of the folder is not whole: ${reason}`);
-        if (f.startsWith(prefix)) skipped.push({ path: f.slice(prefix.length), reason, hold: true });
-      }
-      for (const f of page.files) {
-        if (typeof f.name !== 'string' || !f.name.startsWith(prefix) || !Number.isSafeInteger(f.latest) || !Number.isSafeInteger(f.size)) throw new Error('the server sent a malformed listing');
-        const p = f.name.slice(prefix.length);
-        if (!inTrash(p) && fits(f.name)) out.set(p, { version: f.latest, size: f.size });
-      }
-      if (!Array.isArray(page.folders)) folders = null;
-      for (const d of folders ? (page.folders as unknown[]) : []) {
-        if (typeof d !== 'string' || !d.startsWith(prefix) || !d.endsWith('/') || d.length <= prefix.length + 1) throw new Error('the server sent a malformed listing');
-        const p = d.slice(prefix.length, -1);
-        if (!inTrash(p) && fits(d.slice(0, -1))) folders!.add(p);
-      }
+      raw.held.push(...heldOf(page.held));
+      for (const f of page.files) raw.files.push(listedFile(f, prefix));
+      if (!Array.isArray(page.folders)) raw.foldersListed = false;
+      else for (const d of page.folders) raw.folders.push(listedFolder(d, prefix));
       if (page.next !== null && typeof page.next !== 'string') throw new Error('the server sent a malformed listing');
       cursor = page.next;
+      last = page;
     } while (cursor);
+    this.kept(null);
+    if (raw.foldersListed && isCursor(last.cursor) && isDigest(last.digest) && (await listingDigest(raw.files, raw.folders)) === last.digest) {
+      this.kept({ prefix, cursor: last.cursor, files: raw.files, folders: raw.folders });
+    }
+    return raw;
+  }
+
+  /**
+   * What changed since the kept listing, applied to it: null when there is none to ask from,
+   * the server cannot answer from its cursor (`reset`), lists whole only (404), or the
+   * listing so rebuilt does not have the digest the server sent (a kept listing that is
+   * damaged or not this server's, a server's mistake): the whole listing is then read, since
+   * a listing that lacks a file would make the engine delete it.
+   */
+  private async changed(): Promise<RawListing | null> {
+    const prefix = this.prefix;
+    const had = keptListing(this.keep.listing, prefix);
+    if (!had || this.noChanges || !globalThis.crypto?.subtle) return null;
+    this.kept(null);
+    let answer: { changes?: unknown; cursor?: unknown; digest?: unknown; complete?: unknown; held?: unknown; reset?: unknown };
+    try {
+      answer = await this.a.call('POST', '/api/files/changes', { prefix, since: had.cursor });
+    } catch (e) {
+      const status = this.status(e);
+      if (status === 404) this.noChanges = true; // a server before cursors
+      if (status === 404 || status === 400 || status === 413) return null;
+      this.kept(had); // (the server could not be asked: the next pass asks again)
+      throw e;
+    }
+    if (answer?.reset === true) return null;
+    if (answer?.complete !== true) throw new Error("the server's listing is not whole (no \"complete\" mark): nothing is planned from it; the server may need an update");
+    // no cursor: the one sent is still the one (nothing changed)
+    const cursor = answer.cursor === undefined ? had.cursor : answer.cursor;
+    if (!Array.isArray(answer.changes) || !isCursor(cursor) || !isDigest(answer.digest)) throw new Error('the server sent a malformed listing');
+    const held = heldOf(answer.held);
+    // the kept listing by folder ('' or a name ending in '/'): its files and subfolders
+    const byFolder = new Map<string, { files: ListedFile[]; folders: string[] }>([[prefix, { files: [], folders: [] }]]);
+    const at = (d: string) => byFolder.get(d) ?? byFolder.set(d, { files: [], folders: [] }).get(d)!;
+    for (const d of had.folders) at(d);
+    for (const f of had.files) at(parentOf(f.name)).files.push(f);
+    for (const d of had.folders) at(parentOf(d)).folders.push(d);
+    // each changed folder's entries, whole, in place of the kept ones
+    for (const c of answer.changes as { folder?: unknown; files?: unknown; folders?: unknown }[]) {
+      const folder = c?.folder;
+      if (typeof folder !== 'string' || !(folder === prefix || (folder.startsWith(prefix) && folder.endsWith('/'))) || !Array.isArray(c.files) || !Array.isArray(c.folders)) throw new Error('the server sent a malformed listing');
+      const files = c.files.map((f) => listedFile(f, prefix));
+      const folders = c.folders.map((d) => listedFolder(d, prefix));
+      if (![...files.map((f) => f.name), ...folders].every((n) => parentOf(n) === folder)) throw new Error('the server sent a malformed listing');
+      byFolder.set(folder, { files, folders });
+    }
+    // the listing now: the folders reached from the top (a folder gone is no longer linked
+    // from its parent, whose entries came whole)
+    const raw: RawListing = { files: [], folders: [], held, foldersListed: true };
+    const seen = new Set<string>();
+    for (const todo = [prefix]; todo.length; ) {
+      const d = todo.pop()!;
+      const e = byFolder.get(d);
+      if (!e || seen.has(d)) return null; // a folder whose entries this device lacks: listed whole
+      seen.add(d);
+      raw.files.push(...e.files);
+      raw.folders.push(...e.folders);
+      todo.push(...e.folders);
+    }
+    if ((await listingDigest(raw.files, raw.folders)) !== answer.digest) return null;
+    this.kept({ prefix, cursor, files: raw.files, folders: raw.folders });
+    return raw;
+  }
+
+  /** The listing as the engine reads it: held folders, the trash and names that may not
+   *  become paths here left out (listedNameFits). */
+  private shape(raw: RawListing): { files: Map<string, RemoteFile>; folders: Set<string> | null; skipped: Skipped[] } {
+    const prefix = this.prefix;
+    const out = new Map<string, RemoteFile>();
+    const skipped: Skipped[] = [];
+    const fits = (full: string) => listedNameFits(full, full.slice(prefix.length), this.a, skipped);
+    const inTrash = (p: string) => !prefix && (p === TRASH || p.startsWith(TRASH + '/'));
+    // folders where the server left out a stored name it would refuse (a damaged or tampered
+    // store): what this device has there and the listing lacks is held, not deleted
+    for (const f of raw.held) {
+      const reason = 'the server left out names stored here that it refuses (a damaged store): nothing under it is deleted';
+      if (f === prefix || (!f && !prefix)) throw new Error(`the server's listing of the folder is not whole: ${reason}`);
+      if (f.startsWith(prefix)) skipped.push({ path: f.slice(prefix.length), reason, hold: true });
+    }
+    for (const f of raw.files) {
+      const p = f.name.slice(prefix.length);
+      if (!inTrash(p) && fits(f.name)) out.set(p, { version: f.latest, size: f.size });
+    }
+    let folders: Set<string> | null = raw.foldersListed ? new Set<string>() : null;
+    for (const d of folders ? raw.folders : []) {
+      const p = d.slice(prefix.length, -1);
+      if (!inTrash(p) && fits(d.slice(0, -1))) folders!.add(p);
+    }
     // a server that lists no folders beside files in folders keeps no empty folders either
     if (this.noFolders || (folders && !folders.size && [...out.keys()].some((p) => p.includes('/')))) folders = null;
     return { files: out, folders, skipped };
