@@ -17,9 +17,9 @@
 //   (the page's CSP keeps fetch off its blob: URLs), and in WebKit only the page's own check;
 // - OPFS in WebKit: WebKitGTK as Debian ships it has no Storage API (its kept test keeps the
 //   copy in IndexedDB), and its automation sessions are ephemeral and refuse OPFS even with the
-//   feature on; the kept copy written where a worker's sync access handles fail as WebKit's do
-//   is tested in Chromium (e2e/kept.spec.ts), and what Safari 15.4–25 lacks in
-//   e2e/safari-apis.spec.ts.
+//   feature on: webkit-profile.test.ts runs the kept copy in WebKitGTK with a persistent
+//   profile and OPFS on; e2e/kept.spec.ts fakes WebKit's sync access handle failure in
+//   Chromium, and e2e/safari-apis.spec.ts what Safari 15.4–25 lacks.
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
