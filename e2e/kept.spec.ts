@@ -258,7 +258,7 @@ test.describe(() => {
     expect(await keptFiles(page)).toEqual([]);
   });
 
-  test('where the origin has no OPFS, kept copies are IndexedDB blobs: an edit goes up as copies of them; Clear empties them', async ({ page, server, dir }) => {
+  test('where the origin has no OPFS, kept copies are in IndexedDB: an edit goes up as copies of them; Clear empties them', async ({ page, server, dir }) => {
     const noOpfs = 'delete StorageManager.prototype.getDirectory;';
     await page.addInitScript(noOpfs);
     await inWorkers(page, noOpfs);

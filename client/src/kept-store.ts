@@ -479,12 +479,11 @@ const COPY_SLICE = 4 << 20;
  * (from the sync worker, written a slice at a time as it is read). Not kept when above the cap;
  * others dropped for room, least recently used first. A copy that cannot be written only costs
  * the next push its byte-level copies: nothing half-kept stays, and the error is reported
- * (`report`: the panel shows it), as is why nothing can be kept in this browser.
+ * (`report`: the panel shows it). Where nothing can be kept the panel says why (`keptUsage`).
  */
 export async function writeKept(scope: string, url: string, name: string, version: number, file: Blob): Promise<boolean> {
-  const o = await open();
-  if (!o.dir) {
-    report(new Error(`nothing can be kept in this browser: ${o.why}`));
+  if (!(await open()).dir) {
+    announce('written'); // turned away: the panel says why nothing can be kept here
     return false;
   }
   const { max } = await keptMax();
