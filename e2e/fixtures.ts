@@ -89,25 +89,34 @@ export async function openPage(page: Page, url: string) {
 }
 
 /**
- * Runs `prelude` (script text) in the page's sync worker before the worker's own script: the
- * worker is started as a module that imports a module of `prelude`, then the worker's script.
- * For taking away what some browsers lack. Call before the page opens, in a context that
- * bypasses the page's CSP (`test.use({ bypassCSP: true })`: worker-src 'self' refuses blob: URLs).
+ * Runs `prelude` (script text) in every worker the page starts, and every worker those start
+ * (the sync worker, its hash and socket workers), before the worker's own script: each is
+ * started as a module that imports a module of the prelude (which wraps `Worker` the same way
+ * there), then the worker's script. For taking away what some browsers lack. Call before the
+ * page opens, in a context that bypasses the page's CSP (`test.use({ bypassCSP: true })`:
+ * worker-src 'self' refuses blob: URLs). `window.workersWrapped` counts the workers wrapped on
+ * the page; each worker counts its own in `self.workersWrapped`.
  */
-export async function inSyncWorker(page: Page, prelude: string) {
-  await page.addInitScript((prelude) => {
-    const Real = window.Worker;
-    window.Worker = class extends Real {
-      constructor(url: string | URL, opts?: WorkerOptions) {
-        const u = new URL(String(url), location.href);
-        if (/\/assets\/worker-[^/]*\.js$/.test(u.pathname)) {
-          const module = (src: string) => URL.createObjectURL(new Blob([src], { type: 'text/javascript' }));
-          url = module(`import ${JSON.stringify(module(prelude))}; import ${JSON.stringify(u.href)};`);
-        }
-        super(url, opts);
-      }
-    };
-  }, prelude);
+export async function inWorkers(page: Page, prelude: string) {
+  await page.addInitScript(`(${wrapWorkers.toString()})(${JSON.stringify(prelude)}, ${JSON.stringify(wrapWorkers.toString())});`);
+}
+
+/** `inWorkers`' wrapping of `Worker` in one context (`source`: this function's own text). */
+function wrapWorkers(prelude: string, source: string) {
+  const g = globalThis as unknown as { Worker?: typeof Worker; workersWrapped?: number };
+  const Real = g.Worker;
+  if (!Real) return;
+  g.workersWrapped = 0;
+  const module = (src: string) => URL.createObjectURL(new Blob([src], { type: 'text/javascript' }));
+  // what runs first in each worker: the prelude, then this same wrapping for its own workers
+  const first = module(`${prelude}\n;(${source})(${JSON.stringify(prelude)}, ${JSON.stringify(source)});`);
+  g.Worker = class extends Real {
+    constructor(url: string | URL, opts?: WorkerOptions) {
+      const u = new URL(String(url), location.href);
+      g.workersWrapped!++;
+      super(module(`import ${JSON.stringify(first)}; import ${JSON.stringify(u.href)};`), { ...opts, type: 'module' });
+    }
+  };
 }
 
 /**

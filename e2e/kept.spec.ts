@@ -3,7 +3,8 @@
 // up as byte-exact copies of them; Clear empties them; a kept copy made stale by another
 // client's push, or damaged on disk, is dropped and the exact bytes are stored all the same;
 // the cap drops the least recently used; the control works on a 390 px phone; a delta download
-// keeps the bytes it fetched; where a worker has no sync access handles, writable streams keep them;
+// keeps the bytes it fetched; where a worker's sync access handles fail as WebKit's do, writable
+// streams keep them, and where it can write nothing the panel says why; without OPFS, IndexedDB keeps them;
 // a file above KNOWN_MAX_FILE (never pushed against) is not kept.
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
@@ -11,7 +12,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Page } from '@playwright/test';
 import { content } from './data.ts';
-import { expect, inSyncWorker, openPage, result, root, test } from './fixtures.ts';
+import { expect, inWorkers, openPage, result, root, test } from './fixtures.ts';
 import { KNOWN_MAX_FILE } from '../shared/src/known.ts';
 import type { SyncReport } from '../shared/src/sync-client.ts';
 import type { TestServer } from './server.ts';
@@ -220,12 +221,19 @@ test('the cap drops the least recently used copy and keeps none above it, on a 3
 });
 
 test.describe(() => {
-  // the page's CSP (worker-src 'self') refuses the blob: module that inSyncWorker starts
+  // the page's CSP (worker-src 'self') refuses the blob: module that inWorkers starts
   test.use({ bypassCSP: true });
 
-  test('where a worker cannot open sync access handles (WebKitGTK: NotSupportedError), kept copies are written through writable streams', async ({ page, server, dir }) => {
-    // sync access handles refused in the sync worker, as WebKitGTK's are
-    await inSyncWorker(page, `FileSystemFileHandle.prototype.createSyncAccessHandle = () => Promise.reject(new DOMException('not here', 'NotSupportedError'));`);
+  /** WebKitGTK's workers (2.50): createSyncAccessHandle fails with NotSupportedError and leaves
+   *  that file unwritable: createWritable on it then fails with InvalidStateError. */
+  const webkitWorker = `{
+    const P = FileSystemFileHandle.prototype, writable = P.createWritable, broken = new Set();
+    P.createSyncAccessHandle = function () { broken.add(this.name); return Promise.reject(new DOMException('not supported', 'NotSupportedError')); };
+    P.createWritable = function (...a) { return broken.has(this.name) ? Promise.reject(new DOMException('not usable', 'InvalidStateError')) : writable.apply(this, a); };
+  }`;
+
+  test("where a worker's sync access handle fails and leaves its file unwritable (WebKitGTK), the probe file breaks and kept copies are written through writable streams", async ({ page, server, dir }) => {
+    await inWorkers(page, webkitWorker);
     const file = path.join(dir, 'report.bin');
     const v1 = content(6_000_000);
     await openPage(page, server.url);
@@ -238,6 +246,37 @@ test.describe(() => {
     expect(rep.literalBytes).toBeLessThanOrEqual(16);
     expect((await server.storedBytes('report.bin', 2)).equals(v2)).toBe(true);
     expect(await keptFiles(page)).toEqual([expect.objectContaining({ sha256: sha256(v2) })]);
+    await expect(page.getByTestId('kept-error')).toHaveCount(0);
+  });
+
+  test('where a worker can write no private file at all, the panel says why nothing was kept', async ({ page, server, dir }) => {
+    await inWorkers(page, `${webkitWorker} delete FileSystemFileHandle.prototype.createWritable;`);
+    await openPage(page, server.url);
+    await pushFile(page, path.join(dir, 'lost.bin'), content(1_000_000));
+    await expect(page.getByTestId('kept-error')).toContainText('cannot write private files (sync access handle: NotSupportedError: not supported)');
+    await expect(page.getByTestId('kept-usage')).toHaveText('Nothing kept');
+    expect(await keptFiles(page)).toEqual([]);
+  });
+
+  test('where the origin has no OPFS, kept copies are in IndexedDB: an edit goes up as copies of them; Clear empties them', async ({ page, server, dir }) => {
+    const noOpfs = 'delete StorageManager.prototype.getDirectory;';
+    await page.addInitScript(noOpfs);
+    await inWorkers(page, noOpfs);
+    await openPage(page, server.url);
+    const file = path.join(dir, 'idb.bin');
+    const v1 = content(3_000_000);
+    await pushFile(page, file, v1);
+    await expect(page.getByTestId('kept-usage')).toHaveText('3 MB kept of 1 file');
+    await expect(page.getByTestId('kept-settings')).toHaveAttribute('data-where', 'indexeddb');
+    const v2 = overwrite(v1, [2_000_000], 8);
+    const rep = await pushFile(page, file, v2);
+    expect(rep.keptBasis).toBe(true);
+    expect(rep.literalBytes).toBeLessThanOrEqual(8 + 2 * 5);
+    expect((await server.storedBytes('idb.bin', 2)).equals(v2)).toBe(true);
+    await expect(page.getByTestId('kept-usage')).toHaveText('3 MB kept of 1 file');
+    await page.getByTestId('kept-clear').click();
+    await expect(page.getByTestId('kept-usage')).toHaveText('Nothing kept');
+    await expect(page.getByTestId('kept-error')).toHaveCount(0);
   });
 });
 

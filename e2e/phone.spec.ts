@@ -58,6 +58,10 @@ test('phone: plain http by a LAN name (no crypto.subtle), CPU throttled 4×, fil
   const secondMs = Date.now() - t0;
   console.log(`phone (Pixel 7 profile, main thread 4× slower; ${workerThrottle}): first sync of 3 MB in ${firstMs} ms (${first.sent} B sent), edited re-sync in ${secondMs} ms (${second.sent} B sent)`);
   expect(second.version).toBe(2);
+  // nothing can be kept without crypto.subtle, and the kept panel says why (no service worker
+  // either: plain http is no secure context)
+  await expect(page.getByTestId('kept-why')).toContainText('only on https');
+  expect(await page.evaluate(() => 'serviceWorker' in navigator && navigator.serviceWorker.controller !== null)).toBe(false);
   expect((await server.storedBytes('photo.jpg', 2)).equals(v2)).toBe(true);
 
   // the file browser's controls are there and big enough to tap: search, sort, and in the open

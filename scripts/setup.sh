@@ -95,7 +95,7 @@ fi
 
 # 6. For the tests: the three browser engines from Debian (Playwright cannot download browsers
 #    here): Chromium, Firefox ESR, and WebKitGTK's WebDriver (with its MiniBrowser) and Xvfb to
-#    run it in; rsync, HAProxy (the load balancer of the end-to-end scale-out test), MinIO
+#    run it in, and WebKitGTK's GObject bindings for Python (a persistent profile with OPFS); rsync, HAProxy (the load balancer of the end-to-end scale-out test), MinIO
 #    (the S3 server of the tests) and versitygw (a second one for the backend contract).
 if [ "$MODE" = test ]; then
   missing=()
@@ -103,6 +103,8 @@ if [ "$MODE" = test ]; then
   [ -x /usr/bin/firefox-esr ] || missing+=(firefox-esr)
   command -v WebKitWebDriver >/dev/null || missing+=(webkit2gtk-driver)
   command -v Xvfb >/dev/null || missing+=(xvfb)
+  # WebKitGTK in a persistent profile with OPFS (e2e/engines/webkit-profile.py)
+  /usr/bin/python3 -c "import gi; gi.require_version('WebKit2', '4.1')" 2>/dev/null || missing+=(python3-gi gir1.2-webkit2-4.1)
   command -v rsync >/dev/null || missing+=(rsync)
   command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
   if [ ${#missing[@]} -gt 0 ]; then

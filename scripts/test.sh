@@ -23,6 +23,6 @@ node --import tsx --test --test-reporter=spec --test-concurrency=1 --test-timeou
 step "browser tests (Playwright, Chromium)"
 npx playwright test -c e2e/playwright.config.ts
 
-step "browser tests in every engine: the core flows in Chromium, Firefox ESR and WebKitGTK"
-node --import tsx --test --test-reporter=spec --test-concurrency=1 --test-timeout=600000 e2e/engines/core.test.ts
+step "browser tests in every engine: the core flows in Chromium, Firefox ESR and WebKitGTK; kept copies in a persistent WebKit profile"
+node --import tsx --test --test-reporter=spec --test-concurrency=1 --test-timeout=600000 e2e/engines/core.test.ts e2e/engines/webkit-profile.test.ts
 step "all tests passed"

@@ -15,6 +15,7 @@ import { type Picked, useWindowDrop } from './drop.ts';
 import { savedPercent } from './format.ts';
 import { type Transfer, Transfers } from './transfers.ts';
 import { useServer } from './use-server.ts';
+import { sharedVisit, takeShared } from './install.ts';
 import { dropKept } from './kept-store.ts';
 import { UnfinishedNotice } from './components/UnfinishedNotice.tsx';
 import { forgetUpload, rememberUploads } from './unfinished.ts';
@@ -95,6 +96,19 @@ export function App() {
     [transfers],
   );
   const dragging = useWindowDrop(upload);
+
+  // files another app shared into Dsync (the share target): synced as a drop once the server
+  // answers, then the address is the page's own again
+  const shared = useRef(sharedVisit());
+  useEffect(() => {
+    if (!shared.current || server.status !== 'ok') return;
+    shared.current = false;
+    history.replaceState(null, '', '/');
+    takeShared().then(
+      (picked) => picked.length && upload(picked),
+      (e) => console.warn('the shared files could not be read:', e),
+    );
+  }, [server.status, upload]);
 
   return (
     <div className="page">

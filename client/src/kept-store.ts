@@ -10,6 +10,7 @@
  * against the version's chunk index (known-store.ts), as without a kept basis.
  */
 import { KEEP_MAX } from '../../shared/src/limits.ts';
+import { request } from './idb.ts';
 
 const DIR = 'dsync-kept';
 /** The kept files' sizes and when each was last used or written (ms since the epoch), by name:
@@ -28,51 +29,6 @@ export const KEEP_QUOTA_SHARE = 0.1;
 
 type Index = Record<string, [size: number, used: number]>;
 
-let root: Promise<FileSystemDirectoryHandle | null> | undefined;
-
-/** The kept folder; null where the browser has no OPFS or refuses it. */
-function folder(): Promise<FileSystemDirectoryHandle | null> {
-  root ??= (async () => {
-    try {
-      return await (await navigator.storage.getDirectory()).getDirectoryHandle(DIR, { create: true });
-    } catch {
-      return null;
-    }
-  })();
-  return root;
-}
-
-/** Runs `f` on the kept folder holding its lock (Web Locks: one at a time across the page, its
- *  sync worker and other tabs, so the index loses no change); undefined where there is no OPFS
- *  (then not even crypto.subtle may be there: a page on plain http) or `f` failed. */
-async function locked<T>(f: (d: FileSystemDirectoryHandle) => Promise<T>): Promise<T | undefined> {
-  const d = await folder();
-  if (!d) return undefined;
-  try {
-    return await (navigator.locks ? navigator.locks.request(DIR, () => f(d)) : f(d));
-  } catch {
-    return undefined; // the store misbehaves: as if nothing were kept, the sync goes on
-  }
-}
-
-/** The file name prefix of the kept bytes of `name` on the server at `url` (its /sync URL) for
- *  user `scope`. */
-async function keptPrefix(scope: string, url: string, name: string): Promise<string> {
-  const h = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(`${scope}\n${url}\n${name}`)));
-  return Array.from(h, (b) => b.toString(16).padStart(2, '0')).join('') + '.';
-}
-
-/** A folder's entries (TypeScript's DOM types leave out its async iteration). */
-const entriesOf = (d: FileSystemDirectoryHandle) => (d as unknown as { entries(): AsyncIterable<[string, FileSystemHandle]> }).entries();
-
-async function readText(d: FileSystemDirectoryHandle, name: string): Promise<string | null> {
-  try {
-    return await (await (await d.getFileHandle(name)).getFile()).text();
-  } catch {
-    return null;
-  }
-}
-
 interface Writer {
   write(bytes: Uint8Array): Promise<void>;
   /** the bytes written are the file's */
@@ -82,41 +38,257 @@ interface Writer {
 }
 
 /**
- * Writes `h` from its start: through a sync access handle where there is one (a worker, but not
- * WebKitGTK's, which throws NotSupportedError), else through a writable stream (the page; it
- * writes a copy the file becomes on close).
+ * Where kept files live, as this page or worker sees it: the OPFS folder, or where the origin
+ * has no OPFS, an IndexedDB store of blobs. Every context of an origin opens the same one (OPFS
+ * is there for all of them or for none); how each writes is its own (`WritePath`).
  */
-async function writer(h: FileSystemFileHandle): Promise<Writer> {
-  if ('createSyncAccessHandle' in h) {
-    let a: FileSystemSyncAccessHandle | undefined;
+interface Dir {
+  /** the names of its files */
+  names(): Promise<string[]>;
+  /** a file's bytes, with when it was last written; rejects with NotFoundError when it has none */
+  file(name: string): Promise<File>;
+  /** writes `name` anew from its start (rejects with why, where this context cannot write) */
+  writer(name: string): Promise<Writer>;
+  /** removes `name`; rejects with NotFoundError when it has none */
+  remove(name: string): Promise<void>;
+}
+
+/** How a context writes OPFS files, decided once per page or worker on a throwaway probe file
+ *  (`probe`): a sync access handle (a worker), else a writable stream, else not at all. */
+type WritePath = 'sync' | 'writable';
+
+/** The store of this context, or why there is none (the panel says it). */
+type Opened = { dir: Dir; path: WritePath | 'indexeddb' | null; why?: string } | { dir: null; why: string };
+let opened: Promise<Opened> | undefined;
+
+/** An error's name and message, for the panel. */
+export function describe(e: unknown): string {
+  return e instanceof Error ? `${e.name === 'Error' ? '' : `${e.name}: `}${e.message}` : String(e);
+}
+
+/** Names of probe files start so: never a kept file's (KEPT_NAME), never the index's. */
+const PROBE = 'probe-';
+const PROBE_BYTES = new TextEncoder().encode('dsync probe');
+/** A probe file older than this is an earlier context's that could not remove it (WebKitGTK
+ *  leaves a file its sync access handle failed on unwritable); younger ones may be in use. */
+const PROBE_STALE_MS = 60_000;
+
+/** Opens `h` for writing from its start the way `path` says. */
+async function openWriter(h: FileSystemFileHandle, path: WritePath): Promise<Writer> {
+  if (path === 'sync') {
+    const a = await h.createSyncAccessHandle();
     try {
-      a = await h.createSyncAccessHandle();
       a.truncate(0);
-      const sah = a;
-      let at = 0;
-      return {
-        write: async (b) => {
-          if (sah.write(b, { at }) !== b.length) throw new Error('short write');
-          at += b.length;
-        },
-        close: async () => {
-          sah.flush();
-          sah.close();
-        },
-        abort: async () => sah.close(),
-      };
     } catch (e) {
-      a?.close();
-      if (!(e instanceof DOMException && e.name === 'NotSupportedError')) throw e;
+      a.close();
+      throw e;
     }
+    let at = 0;
+    return {
+      write: async (b) => {
+        if (a.write(b, { at }) !== b.length) throw new Error('short write');
+        at += b.length;
+      },
+      close: async () => {
+        a.flush();
+        a.close();
+      },
+      abort: async () => a.close(),
+    };
   }
   const w = await h.createWritable();
   return { write: (b) => w.write(b as BufferSource), close: () => w.close(), abort: () => w.abort() };
 }
 
+/**
+ * This context's way of writing files in the kept folder `d`: each way the context offers is
+ * tried on a probe file of its own (written, read back, removed), never on a file to keep, for
+ * a way can fail and leave its file unwritable to the next (WebKitGTK: `createSyncAccessHandle`
+ * fails with NotSupportedError, and `createWritable` on that file then with InvalidStateError).
+ * Rejects with what each way answered when none works.
+ */
+async function probe(d: FileSystemDirectoryHandle): Promise<WritePath> {
+  for (const n of await namesOf(d).catch(() => [])) {
+    const at = Number(n.slice(PROBE.length).split('-')[0]);
+    if (n.startsWith(PROBE) && !(Date.now() - at < PROBE_STALE_MS)) await d.removeEntry(n).catch(() => {});
+  }
+  const tried: string[] = [];
+  const offered = typeof FileSystemFileHandle === 'undefined' ? {} : FileSystemFileHandle.prototype;
+  for (const path of ['sync', 'writable'] as const) {
+    if (!((path === 'sync' ? 'createSyncAccessHandle' : 'createWritable') in offered)) continue;
+    const name = `${PROBE}${Date.now()}-${Math.random().toString(36).slice(2)}`;
+    try {
+      const h = await d.getFileHandle(name, { create: true });
+      const w = await openWriter(h, path);
+      await w.write(PROBE_BYTES);
+      await w.close();
+      const back = new Uint8Array(await (await h.getFile()).arrayBuffer());
+      if (back.length !== PROBE_BYTES.length || back.some((b, i) => b !== PROBE_BYTES[i])) throw new Error('the bytes read back differ');
+      return path;
+    } catch (e) {
+      tried.push(`${path === 'sync' ? 'sync access handle' : 'writable stream'}: ${describe(e)}`);
+    } finally {
+      await d.removeEntry(name).catch(() => {}); // left, it goes once stale
+    }
+  }
+  throw new Error(tried.length ? tried.join('; ') : 'this browser offers no way to write its private files here');
+}
+
+/** A folder's names (TypeScript's DOM types leave out its async iteration). */
+async function namesOf(d: FileSystemDirectoryHandle): Promise<string[]> {
+  const out: string[] = [];
+  for await (const [name, h] of (d as unknown as { entries(): AsyncIterable<[string, FileSystemHandle]> }).entries()) if (h.kind === 'file') out.push(name);
+  return out;
+}
+
+function opfsDir(d: FileSystemDirectoryHandle, path: WritePath | null, why?: string): Dir {
+  return {
+    names: () => namesOf(d),
+    file: async (name) => (await d.getFileHandle(name)).getFile(),
+    writer: async (name) => {
+      if (!path) throw new Error(`this ${inWorker ? 'worker' : 'page'} cannot write private files (${why})`);
+      return openWriter(await d.getFileHandle(name, { create: true }), path);
+    },
+    remove: (name) => d.removeEntry(name),
+  };
+}
+
+const inWorker = typeof window === 'undefined';
+
+/** The IndexedDB database of kept files where the origin has no OPFS: the bytes of each file,
+ *  by name, as the slices written (not a Blob: WebKit's ephemeral sessions refuse Blobs in
+ *  IndexedDB, "Error preparing Blob/File data to be stored"). */
+const IDB_STORE = 'files';
+interface IdbFile {
+  parts: Uint8Array[];
+  /** when written (ms since the epoch) */
+  at: number;
+}
+
+function idbOpen(): Promise<IDBDatabase> {
+  const r = indexedDB.open(DIR, 1);
+  r.onupgradeneeded = () => r.result.createObjectStore(IDB_STORE);
+  return request(r);
+}
+
+async function idbDo<T>(db: IDBDatabase, mode: IDBTransactionMode, f: (s: IDBObjectStore) => IDBRequest<T>): Promise<T> {
+  const tx = db.transaction(IDB_STORE, mode);
+  const r = await request(f(tx.objectStore(IDB_STORE)));
+  await new Promise<void>((resolve, reject) => {
+    tx.oncomplete = () => resolve();
+    tx.onerror = tx.onabort = () => reject(tx.error ?? new Error('IndexedDB transaction aborted'));
+  });
+  return r;
+}
+
+const notFound = (name: string) => new DOMException(`${name}: none kept`, 'NotFoundError');
+
+function idbDir(db: IDBDatabase): Dir {
+  return {
+    names: async () => (await idbDo(db, 'readonly', (s) => s.getAllKeys())).map(String),
+    file: async (name) => {
+      const v = (await idbDo(db, 'readonly', (s) => s.get(name))) as IdbFile | undefined;
+      if (!v) throw notFound(name);
+      return new File(v.parts as BlobPart[], name, { lastModified: v.at });
+    },
+    // the slices are held until the blob is stored whole (a kept file is at most KNOWN_MAX_FILE)
+    writer: async (name) => {
+      const parts: Uint8Array[] = [];
+      return {
+        write: async (b) => void parts.push(b),
+        close: async () => void (await idbDo(db, 'readwrite', (s) => s.put({ parts, at: Date.now() } satisfies IdbFile, name))),
+        abort: async () => void (parts.length = 0),
+      };
+    },
+    remove: async (name) => {
+      if ((await idbDo(db, 'readonly', (s) => s.count(name))) === 0) throw notFound(name);
+      await idbDo(db, 'readwrite', (s) => s.delete(name));
+    },
+  };
+}
+
+/** Stores a few bytes and reads them back: some private modes refuse what IndexedDB stores. */
+async function idbProbe(db: IDBDatabase) {
+  const dir = idbDir(db);
+  const name = `${PROBE}${Date.now()}-${Math.random().toString(36).slice(2)}`;
+  const w = await dir.writer(name);
+  await w.write(PROBE_BYTES);
+  await w.close();
+  const back = new Uint8Array(await (await dir.file(name)).arrayBuffer());
+  await dir.remove(name);
+  if (back.length !== PROBE_BYTES.length || back.some((b, i) => b !== PROBE_BYTES[i])) throw new Error('the bytes read back differ');
+}
+
+/**
+ * The kept store of this context, opened and probed once: the OPFS folder where the origin has
+ * OPFS (with this context's write path, or none and why: a page of Safari before 26 writes no
+ * files, its worker does), else IndexedDB blobs, else nothing and why. Kept files are named by
+ * SHA-256, so a page without crypto.subtle (plain http) keeps nothing.
+ */
+function open(): Promise<Opened> {
+  opened ??= (async (): Promise<Opened> => {
+    if (typeof crypto === 'undefined' || !crypto.subtle) return { dir: null, why: 'kept files are named by SHA-256, which this browser offers only on https' };
+    let noOpfs: string;
+    try {
+      const d = await (await navigator.storage.getDirectory()).getDirectoryHandle(DIR, { create: true });
+      try {
+        return { dir: opfsDir(d, await probe(d)), path: null };
+      } catch (e) {
+        const why = describe(e);
+        return { dir: opfsDir(d, null, why), path: null, why };
+      }
+    } catch (e) {
+      noOpfs = typeof navigator.storage?.getDirectory === 'function' ? describe(e) : 'no Origin Private File System';
+    }
+    try {
+      const db = await idbOpen();
+      await idbProbe(db);
+      return { dir: idbDir(db), path: 'indexeddb' };
+    } catch (e) {
+      return { dir: null, why: `${noOpfs}; IndexedDB: ${describe(e)}` };
+    }
+  })();
+  return opened;
+}
+
+/** The last storage error this context met (shown in the panel; a worker's is announced). */
+let lastError: string | undefined;
+
+/** Runs `f` on the kept store holding its lock (Web Locks: one at a time across the page, its
+ *  sync worker and other tabs, so the index loses no change); undefined where nothing can be
+ *  kept (then not even crypto.subtle may be there: a page on plain http). `f`'s error is
+ *  thrown. */
+async function locked<T>(f: (d: Dir) => Promise<T>): Promise<T | undefined> {
+  const { dir } = await open();
+  if (!dir) return undefined;
+  return await (navigator.locks ? navigator.locks.request(DIR, () => f(dir)) : f(dir));
+}
+
+/** Notes a storage error met on a sync's way (which goes on, as if nothing were kept): the
+ *  panel of every page of the origin shows it. */
+function report(e: unknown) {
+  lastError = describe(e);
+  announce({ error: lastError });
+}
+
+/** The file name prefix of the kept bytes of `name` on the server at `url` (its /sync URL) for
+ *  user `scope`. */
+async function keptPrefix(scope: string, url: string, name: string): Promise<string> {
+  const h = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(`${scope}\n${url}\n${name}`)));
+  return Array.from(h, (b) => b.toString(16).padStart(2, '0')).join('') + '.';
+}
+
+async function readText(d: Dir, name: string): Promise<string | null> {
+  try {
+    return await (await d.file(name)).text();
+  } catch {
+    return null;
+  }
+}
+
 /** Writes a small file whole. */
-async function writeBytes(d: FileSystemDirectoryHandle, name: string, bytes: Uint8Array) {
-  const w = await writer(await d.getFileHandle(name, { create: true }));
+async function writeBytes(d: Dir, name: string, bytes: Uint8Array) {
+  const w = await d.writer(name);
   try {
     await w.write(bytes);
   } catch (e) {
@@ -126,13 +298,13 @@ async function writeBytes(d: FileSystemDirectoryHandle, name: string, bytes: Uin
   await w.close();
 }
 
-/** The kept files in the folder itself, opened one by one (the index made again). */
-async function scan(d: FileSystemDirectoryHandle): Promise<Index> {
+/** The kept files in the store itself, opened one by one (the index made again). */
+async function scan(d: Dir): Promise<Index> {
   const ix: Index = {};
-  for await (const [name, h] of entriesOf(d)) {
-    if (h.kind !== 'file' || !KEPT_NAME.test(name)) continue;
+  for (const name of await d.names()) {
+    if (!KEPT_NAME.test(name)) continue;
     try {
-      const f = await (h as FileSystemFileHandle).getFile();
+      const f = await d.file(name);
       ix[name] = [f.size, f.lastModified];
     } catch {
       /* being written by another tab, or gone */
@@ -141,7 +313,7 @@ async function scan(d: FileSystemDirectoryHandle): Promise<Index> {
   return ix;
 }
 
-async function readIndex(d: FileSystemDirectoryHandle): Promise<Index> {
+async function readIndex(d: Dir): Promise<Index> {
   try {
     const ix = JSON.parse((await readText(d, INDEX)) ?? 'null');
     if (ix && typeof ix === 'object' && Object.entries(ix).every(([n, e]) => KEPT_NAME.test(n) && Array.isArray(e) && e.length === 2 && e.every(Number.isFinite))) return ix;
@@ -151,11 +323,13 @@ async function readIndex(d: FileSystemDirectoryHandle): Promise<Index> {
   return scan(d);
 }
 
-/** Where every page and worker of this origin hears that what is kept changed ('changed'), or
- *  that a sync's bytes were written or turned away ('written'): components/KeptSettings.tsx. */
+/** Where every page and worker of this origin hears that what is kept changed ('changed'), that
+ *  a sync's bytes were written or turned away ('written'), or that a storage error happened
+ *  (`{ error }`): components/KeptSettings.tsx. */
 export const KEPT_CHANNEL = DIR;
+export type KeptMessage = 'changed' | 'written' | { error: string };
 let channel: BroadcastChannel | undefined;
-function announce(what: 'changed' | 'written') {
+function announce(what: KeptMessage) {
   try {
     (channel ??= new BroadcastChannel(KEPT_CHANNEL)).postMessage(what);
   } catch {
@@ -163,17 +337,17 @@ function announce(what: 'changed' | 'written') {
   }
 }
 
-async function writeIndex(d: FileSystemDirectoryHandle, ix: Index) {
+async function writeIndex(d: Dir, ix: Index) {
   // not written (a page without writable streams: Safari before 26): removed, so that it is
   // made again from the folder rather than read stale
-  await writeBytes(d, INDEX, new TextEncoder().encode(JSON.stringify(ix))).catch(() => d.removeEntry(INDEX).catch(() => {}));
+  await writeBytes(d, INDEX, new TextEncoder().encode(JSON.stringify(ix))).catch(() => d.remove(INDEX).catch(() => {}));
   announce('changed');
 }
 
 /** Removes kept files and their index entries; a file already gone counts as removed. */
-async function remove(d: FileSystemDirectoryHandle, ix: Index, names: string[]) {
+async function remove(d: Dir, ix: Index, names: string[]) {
   for (const n of names) {
-    const gone = await d.removeEntry(n).then(
+    const gone = await d.remove(n).then(
       () => true,
       (e) => e instanceof DOMException && e.name === 'NotFoundError',
     );
@@ -183,8 +357,8 @@ async function remove(d: FileSystemDirectoryHandle, ix: Index, names: string[]) 
 
 /** The cap on kept bytes: the user's choice, or the automatic one (`auto`). */
 export async function keptMax(): Promise<{ max: number; auto: boolean }> {
-  const d = await folder();
-  const set = d && (await readText(d, MAX));
+  const { dir } = await open();
+  const set = dir && (await readText(dir, MAX));
   if (set && /^\d+$/.test(set.trim())) return { max: Number(set.trim()), auto: false };
   let quota = Number.POSITIVE_INFINITY;
   try {
@@ -196,7 +370,7 @@ export async function keptMax(): Promise<{ max: number; auto: boolean }> {
 }
 
 /** Drops the least recently used kept files until `room` more bytes fit under `max`. */
-async function makeRoom(d: FileSystemDirectoryHandle, ix: Index, room: number, max: number) {
+async function makeRoom(d: Dir, ix: Index, room: number, max: number) {
   let total = Object.values(ix).reduce((t, [size]) => t + size, 0);
   const lru = Object.entries(ix).sort((a, b) => a[1][1] - b[1][1]);
   const out: string[] = [];
@@ -208,10 +382,11 @@ async function makeRoom(d: FileSystemDirectoryHandle, ix: Index, room: number, m
   await remove(d, ix, out);
 }
 
-/** Sets the cap (null: automatic; 0 keeps none) and drops what no longer fits. */
+/** Sets the cap (null: automatic; 0 keeps none) and drops what no longer fits. Rejects with
+ *  the storage's error (the panel shows it). */
 export async function setKeptMax(max: number | null): Promise<void> {
   await locked(async (d) => {
-    if (max === null) await d.removeEntry(MAX).catch(() => {});
+    if (max === null) await d.remove(MAX).catch((e) => { if (!(e instanceof DOMException && e.name === 'NotFoundError')) throw e; });
     else await writeBytes(d, MAX, new TextEncoder().encode(String(max)));
     const ix = await readIndex(d);
     await makeRoom(d, ix, 0, (await keptMax()).max);
@@ -222,6 +397,13 @@ export async function setKeptMax(max: number | null): Promise<void> {
 export interface KeptUsage {
   /** whether this browser can keep copies at all */
   available: boolean;
+  /** why nothing can be kept (where not `available`), or why the page itself cannot write
+   *  (its worker may) */
+  why?: string;
+  /** where kept copies go: 'opfs' or 'indexeddb' (where the origin has no OPFS) */
+  where?: 'opfs' | 'indexeddb';
+  /** the last storage error this page met */
+  error?: string;
   bytes: number;
   files: number;
   max: number;
@@ -229,11 +411,13 @@ export interface KeptUsage {
 }
 
 export async function keptUsage(): Promise<KeptUsage> {
+  const o = await open();
   const { max, auto } = await keptMax();
   const ix = await locked(readIndex);
-  if (!ix) return { available: false, bytes: 0, files: 0, max, auto };
+  const common = { max, auto, why: o.why, error: lastError };
+  if (!o.dir || !ix) return { available: false, bytes: 0, files: 0, ...common };
   const sizes = Object.values(ix).map(([size]) => size);
-  return { available: true, bytes: sizes.reduce((t, s) => t + s, 0), files: sizes.length, max, auto };
+  return { available: true, where: o.path === 'indexeddb' ? 'indexeddb' : 'opfs', bytes: sizes.reduce((t, s) => t + s, 0), files: sizes.length, ...common };
 }
 
 /** Drops every kept file (a file a sync is writing at that moment may stay). */
@@ -247,7 +431,7 @@ export async function clearKept(): Promise<void> {
 
 /** Drops the kept bytes of `name`'s versions below `below` (all: Infinity), e.g. when another
  *  device pushed a newer version: a kept copy is used only while it is the server's latest
- *  version as far as this page knows. */
+ *  version as far as this page knows. A storage error is reported (`report`), not thrown. */
 export async function dropKept(scope: string, url: string, name: string, below = Number.POSITIVE_INFINITY): Promise<void> {
   await locked(async (d) => {
     const prefix = await keptPrefix(scope, url, name);
@@ -256,19 +440,20 @@ export async function dropKept(scope: string, url: string, name: string, below =
     if (!names.length) return;
     await remove(d, ix, names);
     await writeIndex(d, ix);
-  });
+  }).catch(report);
 }
 
 /** The kept bytes of `name`'s version `version` when there are `size` of them (read whole: the
  *  kept basis refines against all of them); undefined: none kept. The caller checks them
- *  against the version's chunk index before using them. */
+ *  against the version's chunk index before using them. A copy cut short or unreadable is
+ *  dropped; any other storage error is reported (`report`) and the sync goes on without. */
 export async function readKept(scope: string, url: string, name: string, version: number, size: number): Promise<Uint8Array | undefined> {
   const file = await locked(async (d) => {
     const kept = (await keptPrefix(scope, url, name)) + version;
     const ix = await readIndex(d);
     if (!ix[kept]) return undefined;
     try {
-      const f = await (await d.getFileHandle(kept)).getFile();
+      const f = await d.file(kept);
       if (f.size !== size) throw new Error('cut short'); // an interrupted write, or damage
       ix[kept] = [f.size, Date.now()];
       return f;
@@ -278,7 +463,7 @@ export async function readKept(scope: string, url: string, name: string, version
     } finally {
       await writeIndex(d, ix);
     }
-  });
+  }).catch((e) => void report(e));
   try {
     return file && new Uint8Array(await file.arrayBuffer());
   } catch {
@@ -291,11 +476,16 @@ const COPY_SLICE = 4 << 20;
 
 /**
  * Keeps `file`'s bytes as those of `name`'s version `version`, in place of its other versions'
- * (from the sync worker, written a slice at a time as it is read: `writer`). Not
- * kept when above the cap; others dropped for room, least recently used first. Best effort: a
- * copy that cannot be written only costs the next push its byte-level copies.
+ * (from the sync worker, written a slice at a time as it is read). Not kept when above the cap;
+ * others dropped for room, least recently used first. A copy that cannot be written only costs
+ * the next push its byte-level copies: nothing half-kept stays, and the error is reported
+ * (`report`: the panel shows it). Where nothing can be kept the panel says why (`keptUsage`).
  */
 export async function writeKept(scope: string, url: string, name: string, version: number, file: Blob): Promise<boolean> {
+  if (!(await open()).dir) {
+    announce('written'); // turned away: the panel says why nothing can be kept here
+    return false;
+  }
   const { max } = await keptMax();
   const done = await locked(async (d) => {
     const prefix = await keptPrefix(scope, url, name);
@@ -305,7 +495,7 @@ export async function writeKept(scope: string, url: string, name: string, versio
       await remove(d, ix, Object.keys(ix).filter((n) => n.startsWith(prefix)));
       if (file.size > max) return false;
       await makeRoom(d, ix, file.size, max);
-      const w = await writer(await d.getFileHandle(to, { create: true }));
+      const w = await d.writer(to);
       try {
         for (let o = 0; o < file.size; o += COPY_SLICE) await w.write(new Uint8Array(await file.slice(o, o + COPY_SLICE).arrayBuffer()));
       } catch (e) {
@@ -315,13 +505,13 @@ export async function writeKept(scope: string, url: string, name: string, versio
       await w.close();
       ix[to] = [file.size, Date.now()];
       return true;
-    } catch {
+    } catch (e) {
       await remove(d, ix, [to]); // quota, or the file went away: nothing half-kept
-      return false;
+      throw e;
     } finally {
       await writeIndex(d, ix);
     }
-  });
+  }).catch((e) => void report(e));
   announce('written');
   return done ?? false;
 }

@@ -15,11 +15,11 @@
 //   here phone size is a 390 px viewport with a mouse;
 // - a browser download: the delta download's bytes are read back from the page's kept copy
 //   (the page's CSP keeps fetch off its blob: URLs), and in WebKit only the page's own check;
-// - OPFS in WebKit: WebKitGTK as Debian ships it has no Storage API (its kept test checks the
-//   page without it), and its automation sessions are ephemeral and refuse OPFS even with the
-//   feature on; the kept copy written where a worker's sync access handles are refused, as in
-//   WebKit, is tested in Chromium (e2e/kept.spec.ts), and what Safari 15.4–25 lacks in
-//   e2e/safari-apis.spec.ts.
+// - OPFS in WebKit: WebKitGTK as Debian ships it has no Storage API (its kept test keeps the
+//   copy in IndexedDB), and its automation sessions are ephemeral and refuse OPFS even with the
+//   feature on: webkit-profile.test.ts runs the kept copy in WebKitGTK with a persistent
+//   profile and OPFS on; e2e/kept.spec.ts fakes WebKit's sync access handle failure in
+//   Chromium, and e2e/safari-apis.spec.ts what Safari 15.4–25 lacks.
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -192,27 +192,24 @@ for (const engine of engines) {
       assert.equal(errors, 0);
     });
 
-    flow('kept on this device: an edit goes up as copies of the kept bytes; Clear empties them (where the browser has OPFS)', async ({ page, server, dir }) => {
+    flow('kept on this device: an edit goes up as copies of the kept bytes; Clear empties them (OPFS, else IndexedDB)', async ({ page, server, dir }) => {
       await openPage(page, server.url);
-      const opfs = await page.evaluate(() => typeof navigator.storage?.getDirectory === 'function');
       const file = path.join(dir, 'mixed.bin');
       const v1 = content(4_000_000);
       writeFileSync(file, v1);
       await page.setInputFiles('[data-testid=file-input]', [file]);
       await result(page, 'mixed.bin');
-      if (!opfs) {
-        // no OPFS (WebKitGTK): no panel, and the edit goes against the chunk index
-        assert.equal(await page.evaluate(() => document.querySelector('[data-testid=kept-settings]') === null), true);
-      } else {
-        await waitFor(page, 'the kept copy', () => document.querySelector('[data-testid=kept-usage]')?.textContent === '4 MB kept of 1 file');
-      }
+      // every engine keeps copies: in OPFS, or where there is none (WebKitGTK as Debian ships
+      // it) in IndexedDB
+      await waitFor(page, 'the kept copy', () => document.querySelector('[data-testid=kept-usage]')?.textContent === '4 MB kept of 1 file');
+      const where = await page.evaluate(() => document.querySelector('[data-testid=kept-settings]')?.getAttribute('data-where'));
+      assert.equal(where, engine === 'webkit' ? 'indexeddb' : 'opfs');
       const v2 = overwrite(v1, [1_000_000, 3_000_000], 8);
       writeFileSync(file, v2);
       await page.setInputFiles('[data-testid=file-input]', [file]);
       const r = await result(page, 'mixed.bin');
       assert.equal(r.report?.knownVersion, 1);
       assert.ok((await server.storedBytes('mixed.bin', 2)).equals(v2));
-      if (!opfs) return;
       assert.equal(r.report?.keptBasis, true, 'copied from the kept bytes');
       // Each 8-byte overwrite costs its own bytes, plus the old bytes beside it where a chunk
       // boundary leaves them a stretch shorter than a copy's minimum (32 bytes) at either side;
