@@ -294,7 +294,7 @@ export class Store {
       const rec = { folder: f ? f + '/' : '', files: [] as FileInfo[], folders: [] as string[] };
       out.push(rec);
       for (const [name, e] of await this.folderEntries(f, refused)) {
-        if (e) rec.files.push({ name, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime });
+        if (e) rec.files.push(fileInfo(name, e));
         else rec.folders.push(name);
       }
       for (const sub of rec.folders) await visit(sub.slice(0, -1));
