@@ -48,7 +48,8 @@ export interface SeenHead {
  * turn of the event loop (one mark object names them all, journal.ts), swap their heads in
  * parallel, share the read of gc/state that confirms them (gc-state.ts `freshGcState`) and
  * each folder's catalog swap (catalog.ts `noteInCatalog`). A change leaves its group when it
- * is done, or when it must try again (contention, an outcome to settle, a late swap): it then
+ * is done, or when it must try again (contention, an outcome to settle, a late swap, a
+ * confirmation to ask again): it then
  * goes on alone, so a group lasts one attempt of each of its changes. No timer: a change
  * arriving when no group runs starts at the end of the current turn.
  */
@@ -204,7 +205,7 @@ async function changeHeadIn<T>(repo: Repo, user: string, name: string, change: (
         // answer is an existing version (an unchanged push)
         if (adds) {
           if (adds.ours) hooks.landed?.();
-          await confirm(repo, user, key, adds);
+          await confirm(repo, user, key, adds, leave);
           if (adds.ours && old && (await member.park(() => noted(repo, user, old)))) unlisted = false;
         }
         return result;
@@ -252,7 +253,7 @@ async function changeHeadIn<T>(repo: Repo, user: string, name: string, change: (
       }
       if (adds) {
         hooks.landed?.();
-        await confirm(repo, user, key, adds);
+        await confirm(repo, user, key, adds, leave);
       }
       dieHere(name);
       // the folder catalog follows; if this fails the head stands, and the mark stays for the
@@ -305,9 +306,10 @@ async function settle(repo: Repo, name: string, key: string, tag: string | null,
 /**
  * The confirmation of versions in the head (docs/store.md §8): the gc guard again, now that
  * the head holds them. A refusal, or a store that cannot be asked, withdraws them from the
- * head when they are this change's own, and throws a retryable error.
+ * head when they are this change's own, and throws a retryable error. `leave`: leaves the
+ * change's group before it waits to ask again.
  */
-async function confirm(repo: Repo, user: string, key: string, adds: Adds): Promise<void> {
+async function confirm(repo: Repo, user: string, key: string, adds: Adds, leave: () => void): Promise<void> {
   let why: unknown;
   for (let k = 0; k < SETTLE_ATTEMPTS; k++) {
     try {
@@ -316,6 +318,8 @@ async function confirm(repo: Repo, user: string, key: string, adds: Adds): Promi
     } catch (e) {
       why = e;
       if (e instanceof GcRefusal) break;
+      // a confirmation that must wait and ask again goes on alone (its group's notes go on)
+      leave();
       await sleep(backoffMs(k));
     }
   }
