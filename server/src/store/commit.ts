@@ -49,9 +49,9 @@ export interface SeenHead {
  * parallel, share the read of gc/state that confirms them (gc-state.ts `freshGcState`) and
  * each folder's catalog swap (catalog.ts `noteInCatalog`). A change leaves its group when it
  * is done, or when it must try again (contention, an outcome to settle, a late swap, a
- * confirmation to ask again): it then
- * goes on alone, so a group lasts one attempt of each of its changes. No timer: a change
- * arriving when no group runs starts at the end of the current turn.
+ * confirmation to ask again): it then goes on alone, so a group lasts one attempt of each of
+ * its changes. No timer: a change arriving when no group runs starts at the end of the
+ * current turn.
  */
 interface Gate {
   /** the running group */
