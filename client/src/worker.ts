@@ -229,8 +229,8 @@ const connections = new ConnectionPool(PageSocket, KEEP_IDLE);
  *  its sending, for a push) and is kept for the next job unless this one was cancelled. */
 function connectionsOf(job: Job): Connections {
   return {
-    take: async (url) => {
-      const c = await connections.take(url, job.webSocket());
+    take: async (url, alt) => {
+      const c = await connections.take(url, alt, job.webSocket());
       job.sockets.add(c.ws as PageSocketLike);
       owner.set(c.ws as PageSocketLike, job);
       job.connected = true;

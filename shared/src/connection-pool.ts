@@ -13,9 +13,11 @@
 import { Conn, type WebSocketCtor } from './conn.ts';
 import { sameEndpoint } from './route.ts';
 
-/** Where the sync client takes a session's connection from and gives it back to. */
+/** Where the sync client takes a session's connection from and gives it back to. `alt`: a URL
+ *  the session runs as well on (the other compression mode, for a small file): an idle
+ *  connection to it is taken before a new one to `url` is opened. */
 export interface Connections {
-  take(url: string): Promise<Conn>;
+  take(url: string, alt?: string): Promise<Conn>;
   give(conn: Conn): void;
 }
 
@@ -29,12 +31,15 @@ export class ConnectionPool implements Connections {
     private readonly keepIdle = Infinity,
   ) {}
 
-  /** An idle open connection to `url` (with its hint, else with another), else a new one
-   *  (opened with `WebSocket`). */
-  async take(url: string, WebSocket = this.WebSocket): Promise<Conn> {
+  /** An idle open connection to `url` (with its hint, else with another), else to `alt`
+   *  (likewise; see `Connections`), else a new one to `url` (opened with `WebSocket`). */
+  async take(url: string, alt?: string, WebSocket = this.WebSocket): Promise<Conn> {
     for (const c of this.idle) if (!c.usable) this.drop(c);
-    let i = this.idle.findIndex((c) => c.url === url);
-    if (i < 0) i = this.idle.findIndex((c) => sameEndpoint(c.url, url));
+    let i = -1;
+    for (const u of alt === undefined ? [url] : [url, alt]) {
+      if (i < 0) i = this.idle.findIndex((c) => c.url === u);
+      if (i < 0) i = this.idle.findIndex((c) => sameEndpoint(c.url, u));
+    }
     if (i >= 0) return this.idle.splice(i, 1)[0];
     const c = await Conn.open(url, WebSocket);
     this.all.add(c);

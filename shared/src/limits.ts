@@ -179,6 +179,13 @@ export const SYNC_MAX_DELETE_MIN = 10;
 /** Uploads and downloads a pass runs at once: each waits mostly for the server's commit or
  *  the network, so a few overlap well (a first sync of many small files). */
 export const SYNC_TRANSFERS = 4;
+/** A push of a file of at most this many bytes (one entropy sample, sync-client.ts
+ *  `worthDeflating`) runs on any idle connection to the server, compressing or not
+ *  (`?deflate=0`), before a new one is opened: for so small a file a new connection's
+ *  handshakes cost more than the compression gains or costs (and its one-sample estimate is
+ *  near 7.9 bits for random bytes, so small random files fall on both sides), and a pass of
+ *  many small files keeps to one connection per transfer (connection-pool.ts). */
+export const ANY_MODE_MAX_BYTES = 64 << 10;
 /** `--watch`: a pass starts this long after the last local change seen (editors save in bursts). */
 export const SYNC_SETTLE_MS = 200;
 /** `--watch`: a full pass at least this often, whatever the watcher and the live events said. */

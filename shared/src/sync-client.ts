@@ -20,7 +20,7 @@ import { indexParts } from './checksum-list.ts';
 import { receiveTarget } from './receiver.ts';
 import { withRoute } from './route.ts';
 import { sendTarget } from './sender.ts';
-import { DAMAGED_BASIS_RETRIES, MAX_MODIFIED_MS, RESUME_MIN_FILE } from './limits.ts';
+import { ANY_MODE_MAX_BYTES, DAMAGED_BASIS_RETRIES, MAX_MODIFIED_MS, RESUME_MIN_FILE } from './limits.ts';
 import { whileBusy as waitWhileBusy } from './busy.ts';
 import type { Phase, SendOutcome, SenderOptions } from './session-options.ts';
 import type { Sink } from './sink.ts';
@@ -103,12 +103,12 @@ export function modifiedOf(ms: number | undefined): number | undefined {
 /** The connection of one session to `url`, and what to do with it after: the given one while
  *  it can take a session (kept open), else one from the given pool (given back), else one of
  *  its own (closed). */
-async function connectionFor(opts: SyncOptions, url: string): Promise<{ conn: Conn; release: () => void }> {
+async function connectionFor(opts: SyncOptions, url: string, alt?: string): Promise<{ conn: Conn; release: () => void }> {
   const given = opts.connection;
   if (given instanceof Conn) {
     if (given.usable) return { conn: given, release: () => {} };
   } else if (given) {
-    const conn = await given.take(url);
+    const conn = await given.take(url, alt);
     return { conn, release: () => given.give(conn) };
   }
   const conn = await Conn.open(url, opts.WebSocket);
@@ -285,7 +285,10 @@ async function pushOnce(source: Source, opts: PushOptions, cutOff: boolean | und
   const params = opts.params ?? DEFAULT_PARAMS;
   const algo = opts.algo ?? DEFAULT_ALGO;
   const t0 = performance.now();
-  const url = sessionUrl(opts.url, await worthDeflating(source), opts.name);
+  const deflate = await worthDeflating(source);
+  const url = sessionUrl(opts.url, deflate, opts.name);
+  // a small file's session runs as well on an idle connection of the other mode (limits.ts)
+  const alt = source.size <= ANY_MODE_MAX_BYTES ? sessionUrl(opts.url, !deflate, opts.name) : undefined;
   const key = knownKey(opts.url, opts.name);
   const basisVersion = opts.expect === 'absent' ? BASIS_ABSENT : (opts.expect?.version ?? 0);
   const chunked = (d: number) => opts.onProgress?.('chunking', d, source.size);
@@ -308,7 +311,7 @@ async function pushOnce(source: Source, opts: PushOptions, cutOff: boolean | und
     opts.onProgress?.('connecting');
     let taken: { conn: Conn; release: () => void } | null = null;
     try {
-      taken = await connectionFor(opts, url);
+      taken = await connectionFor(opts, url, alt);
       const c = taken.conn;
       const wire0 = c.socketBytes();
       const tOpen = performance.now();

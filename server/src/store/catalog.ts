@@ -89,24 +89,88 @@ const isEmpty = (c: Catalog) => !c.kept && !Object.keys(c.folders).length && !Ob
 
 const linkKey = (user: string, folder: string) => user + '\0' + folder;
 
+/** Notes waiting for a catalog's next swap, per backend, linked set and catalog key. */
+interface NoteGroup {
+  running: boolean;
+  soon: boolean;
+  queue: { head: FileHead; ok: () => void; fail: (e: unknown) => void }[];
+}
+const noteGroups = new WeakMap<Backend, WeakMap<Set<string>, Map<string, NoteGroup>>>();
+
 /** Notes a file head's new state in its folder's catalog; a new file's folder is linked into
  *  its ancestors, and a folder its last file left is unlinked (`pruneFolder`). `linked`:
- *  folders this process knows are linked already. */
-export async function noteInCatalog(backend: Backend, user: string, head: FileHead, linked: Set<string>): Promise<void> {
-  const [folder, base] = splitName(head.name);
-  const entry = entryOf(head);
+ *  folders this process knows are linked already.
+ *
+ *  Notes of one folder asked for while its catalog is being swapped share the next swap (a
+ *  group, docs/store.md §4 "Commits at once"): one compare-and-swap carries all their entries,
+ *  each merged by seq as alone; each resolves once that swap landed (or fails with it). No
+ *  timer: a lone note is swapped at once. */
+export function noteInCatalog(backend: Backend, user: string, head: FileHead, linked: Set<string>): Promise<void> {
+  const [folder] = splitName(head.name);
+  const key = catalogKey(user, folder);
+  let byLinked = noteGroups.get(backend);
+  if (!byLinked) noteGroups.set(backend, (byLinked = new WeakMap()));
+  let byKey = byLinked.get(linked);
+  if (!byKey) byLinked.set(linked, (byKey = new Map()));
+  let g = byKey.get(key);
+  if (!g) byKey.set(key, (g = { running: false, soon: false, queue: [] }));
+  const group = g;
+  const run = (): void => {
+    if (group.running || group.soon) return;
+    if (!group.queue.length) return void byKey.delete(key);
+    const batch = group.queue.splice(0);
+    group.running = true;
+    noteAll(backend, user, folder, batch.map((w) => w.head), linked)
+      .then(
+        () => batch.forEach((w) => w.ok()),
+        (e) => batch.forEach((w) => w.fail(e)),
+      )
+      .finally(() => {
+        group.running = false;
+        run();
+      });
+  };
+  return new Promise<void>((ok, fail) => {
+    group.queue.push({ head, ok, fail });
+    // once the notes asked for in this turn of the event loop are in (setImmediate: no wait
+    // beyond it), unless a swap is under way: then once it is done
+    if (group.running || group.soon) return;
+    group.soon = true;
+    setImmediate(() => {
+      group.soon = false;
+      run();
+    });
+  });
+}
+
+/** Notes the heads of files of one folder in its catalog in one compare-and-swap (each entry
+ *  merged by seq), then links the folder if one of them lives, or prunes it if one went. */
+async function noteAll(backend: Backend, user: string, folder: string, heads: FileHead[], linked: Set<string>): Promise<void> {
+  const entries = new Map<string, CatalogEntry>();
+  for (const h of heads) {
+    const base = splitName(h.name)[1];
+    const e = entryOf(h);
+    if ((entries.get(base)?.seq ?? -1) < e.seq) entries.set(base, e);
+  }
   const key = catalogKey(user, folder);
   const wasGone = await updateHead(backend, key, (b) => {
     const c = parseCatalog(b, key);
-    const had = c.files[base];
-    if (had && had.seq >= entry.seq) return { body: null, result: false };
-    c.files[base] = entry;
-    const gone = !!c.gone && entry.versions > 0;
+    let changed = false;
+    let gone = false;
+    for (const [base, entry] of entries) {
+      const had = c.files[base];
+      if (had && had.seq >= entry.seq) continue;
+      c.files[base] = entry;
+      changed = true;
+      if (c.gone && entry.versions > 0) gone = true;
+    }
+    if (!changed) return { body: null, result: false };
     if (gone) delete c.gone;
     return { body: body(c), result: gone };
   }, { guess: true, merge: true });
-  if (entry.versions) await linkFolder(backend, user, folder, linked, wasGone);
-  else await pruneFolder(backend, user, folder, linked);
+  const all = [...entries.values()];
+  if (all.some((e) => e.versions)) await linkFolder(backend, user, folder, linked, wasGone);
+  if (all.some((e) => !e.versions)) await pruneFolder(backend, user, folder, linked);
 }
 
 /** Makes `folder` a subfolder of its parent, and so on up to the top. `force`: link it even

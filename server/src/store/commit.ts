@@ -4,13 +4,15 @@
  * versions is guarded against the garbage collector before its swap and confirmed once the
  * swap has landed, before it is reported done (withdrawn again when the confirmation fails).
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
+import type { Backend } from './backend.ts';
 import { noteInCatalog } from './catalog.ts';
 import { type FileHead, type VersionEntry, jsonBody, parseFileHead } from './format.ts';
 import { GcRefusal, type Refs, guardRefs, knownAt } from './gc-state.ts';
 import { readHead, updateHead, writeHead } from './heads.ts';
 import { fileHeadKey } from './keys.ts';
-import { dropMark, putMark } from './journal.ts';
+import { MARK_GROUP_MAX, dropMark, putMark } from './journal.ts';
 import type { Repo } from './repo.ts';
 
 /** What a head change decides, given the head it read (`changeHead`). */
@@ -39,6 +41,98 @@ export interface SeenHead {
   guessed?: boolean;
 }
 
+/**
+ * Commits at once (docs/store.md §4, "Commits at once"): head changes of one process run in
+ * groups. A change that arrives while a group runs waits for it to end, and starts with every
+ * change that waited with it (at most MARK_GROUP_MAX): they ask for their journal marks in one
+ * turn of the event loop (one mark object names them all, journal.ts), swap their heads in
+ * parallel, share the read of gc/state that confirms them (gc-state.ts `freshGcState`) and
+ * each folder's catalog swap (catalog.ts `noteInCatalog`). A change leaves its group when it
+ * is done, or when it must try again (contention, an outcome to settle, a late swap, a
+ * confirmation to ask again): it then goes on alone, so a group lasts one attempt of each of
+ * its changes. No timer: a change arriving when no group runs starts at the end of the
+ * current turn.
+ */
+interface Gate {
+  /** the running group */
+  running: Group | null;
+  /** a group is starting at the end of this turn */
+  soon: boolean;
+  queue: ((g: Group) => void)[];
+}
+interface Group {
+  gate: Gate;
+  /** its changes not yet left */
+  open: number;
+  /** its changes waiting to note their heads in their catalogs (`Member.park`) */
+  parked: (() => void)[];
+}
+/** A change's place in its group. */
+interface Member {
+  /** leaves the group (idempotent) */
+  leave(): void;
+  /** runs `fn` once every change still in the group waits to run its own (their catalog notes
+   *  then start in one turn, and share each folder's swap); at once after `leave` */
+  park<T>(fn: () => Promise<T>): Promise<T>;
+}
+const gates = new WeakMap<Backend, Gate>();
+/** Set within a change: a change made from within one (none today) joins no group, so it never
+ *  waits for the group it is part of. */
+const within = new AsyncLocalStorage<true>();
+const alone: Member = { leave: () => {}, park: (fn) => fn() };
+
+/** Starts the next group: the changes that waited, at most MARK_GROUP_MAX. */
+function admit(gate: Gate): void {
+  if (gate.running || gate.soon || !gate.queue.length) return;
+  const batch = gate.queue.splice(0, MARK_GROUP_MAX);
+  const group: Group = { gate, open: batch.length, parked: [] };
+  gate.running = group;
+  for (const go of batch) go(group);
+}
+
+/** Runs the parked changes' notes once every change still in the group is parked. */
+function release(group: Group): void {
+  if (!group.parked.length || group.parked.length < group.open) return;
+  for (const go of group.parked.splice(0)) go();
+}
+
+/** Waits for this change's group to start. */
+async function joinGroup(backend: Backend): Promise<Member> {
+  if (within.getStore()) return alone;
+  let g = gates.get(backend);
+  if (!g) gates.set(backend, (g = { running: null, soon: false, queue: [] }));
+  const gate = g;
+  const group = await new Promise<Group>((go) => {
+    gate.queue.push(go);
+    if (gate.running || gate.soon) return;
+    gate.soon = true;
+    setImmediate(() => {
+      gate.soon = false;
+      admit(gate);
+    });
+  });
+  let left = false;
+  return {
+    leave() {
+      if (left) return;
+      left = true;
+      group.open--;
+      release(group);
+      if (group.open === 0) {
+        gate.running = null;
+        admit(gate);
+      }
+    },
+    park(fn) {
+      if (left) return fn();
+      return new Promise<void>((go) => {
+        group.parked.push(go);
+        release(group);
+      }).then(fn);
+    },
+  };
+}
+
 /** Attempts to settle an unknown outcome, confirm versions or withdraw them, before giving up. */
 const SETTLE_ATTEMPTS = 5;
 const backoffMs = (k: number) => Math.min(2000, 100 * 2 ** k) * (0.5 + Math.random());
@@ -62,6 +156,17 @@ export const sameVersion = (a: VersionEntry, b: VersionEntry) => a.version === b
  * that decides from it not to write, or throws, is decided again from a read.
  */
 export async function changeHead<T>(repo: Repo, user: string, name: string, change: (h: FileHead | null) => HeadChange<T> | Promise<HeadChange<T>>, hooks: { landed?: () => void; seen?: SeenHead } = {}): Promise<T> {
+  const member = await joinGroup(repo.backend);
+  try {
+    return await within.run(true, () => changeHeadIn(repo, user, name, change, hooks, member));
+  } finally {
+    member.leave();
+  }
+}
+
+/** `changeHead` within its group (`member`: left before an attempt again). */
+async function changeHeadIn<T>(repo: Repo, user: string, name: string, change: (h: FileHead | null) => HeadChange<T> | Promise<HeadChange<T>>, hooks: { landed?: () => void; seen?: SeenHead }, member: Member): Promise<T> {
+  const leave = () => member.leave();
   const key = fileHeadKey(user, name);
   const backend = repo.backend;
   // the change's mark (journal.ts), written while the change is decided and awaited before its
@@ -100,8 +205,8 @@ export async function changeHead<T>(repo: Repo, user: string, name: string, chan
         // answer is an existing version (an unchanged push)
         if (adds) {
           if (adds.ours) hooks.landed?.();
-          await confirm(repo, user, key, adds);
-          if (adds.ours && old && (await noted(repo, user, old))) unlisted = false;
+          await confirm(repo, user, key, adds, leave);
+          if (adds.ours && old && (await member.park(() => noted(repo, user, old)))) unlisted = false;
         }
         return result;
       }
@@ -117,7 +222,10 @@ export async function changeHead<T>(repo: Repo, user: string, name: string, chan
         adds.refs = refs;
         const known = knownAt(refs);
         for (const e of adds.entries) e.epoch = Number.isFinite(known) ? known : 0;
-        if (w > 0 && Date.now() > readAt + w / 2 && late++ < 3) continue;
+        if (w > 0 && Date.now() > readAt + w / 2 && late++ < 3) {
+          leave();
+          continue;
+        }
       }
       await mark;
       let tag: string | null;
@@ -127,6 +235,7 @@ export async function changeHead<T>(repo: Repo, user: string, name: string, chan
       } catch (e) {
         if (!adds) throw e;
         hooks.landed?.();
+        leave();
         const fate = await settle(repo, name, key, cur?.tag ?? null, adds.entries);
         if (fate === 'unknown') throw e;
         if (fate === 'lost') {
@@ -137,22 +246,23 @@ export async function changeHead<T>(repo: Repo, user: string, name: string, chan
       }
       if (tag === null) {
         unlisted = false;
+        leave();
         // contention: back off a little, growing, so many writers of one name all land
         if (attempt > 2) await sleep(Math.min(50, attempt * 2) * Math.random());
         continue;
       }
       if (adds) {
         hooks.landed?.();
-        await confirm(repo, user, key, adds);
+        await confirm(repo, user, key, adds, leave);
       }
       dieHere(name);
       // the folder catalog follows; if this fails the head stands, and the mark stays for the
       // next pass over the marks (journal.ts) to note it
-      if (await noted(repo, user, head)) unlisted = false;
+      if (await member.park(() => noted(repo, user, head))) unlisted = false;
       return result;
     }
   } finally {
-    if (!unlisted) mark.then((k) => dropMark(backend, k), () => {});
+    mark.then((k) => dropMark(backend, k, !unlisted), () => {});
   }
 }
 
@@ -196,9 +306,10 @@ async function settle(repo: Repo, name: string, key: string, tag: string | null,
 /**
  * The confirmation of versions in the head (docs/store.md §8): the gc guard again, now that
  * the head holds them. A refusal, or a store that cannot be asked, withdraws them from the
- * head when they are this change's own, and throws a retryable error.
+ * head when they are this change's own, and throws a retryable error. `leave`: leaves the
+ * change's group before it waits to ask again.
  */
-async function confirm(repo: Repo, user: string, key: string, adds: Adds): Promise<void> {
+async function confirm(repo: Repo, user: string, key: string, adds: Adds, leave: () => void): Promise<void> {
   let why: unknown;
   for (let k = 0; k < SETTLE_ATTEMPTS; k++) {
     try {
@@ -207,6 +318,8 @@ async function confirm(repo: Repo, user: string, key: string, adds: Adds): Promi
     } catch (e) {
       why = e;
       if (e instanceof GcRefusal) break;
+      // a confirmation that must wait and ask again goes on alone (its group's notes go on)
+      leave();
       await sleep(backoffMs(k));
     }
   }

@@ -52,6 +52,46 @@ export async function readGcState(repo: Repo): Promise<SeenGcState> {
   return seen;
 }
 
+/** Per backend: the gc/state read under way, and the one queued to start after it
+ *  (`freshGcState`). */
+const fresh = new WeakMap<Backend, { running: Promise<SeenGcState> | null; next: Promise<SeenGcState> | null }>();
+
+/**
+ * gc/state as read by a read that starts after this call: the confirmations of commits landing
+ * at once share one (docs/store.md §4 "Commits at once"). A caller joins the read queued to
+ * start once the read under way ends (or, with none under way, at the end of this turn of the
+ * event loop), else queues one; never a read already under way, which may have been sent
+ * before its swap landed.
+ */
+export function freshGcState(repo: Repo): Promise<SeenGcState> {
+  let q = fresh.get(repo.backend);
+  if (!q) fresh.set(repo.backend, (q = { running: null, next: null }));
+  const f = q;
+  const start = (): Promise<SeenGcState> => {
+    const p = readGcState(repo);
+    f.running = p;
+    const done = () => {
+      if (f.running === p) f.running = null;
+    };
+    p.then(done, done);
+    return p;
+  };
+  if (f.next) return f.next;
+  // after the read under way, else once this turn of the event loop is over (setImmediate: the
+  // confirmations of swaps landing in it join)
+  const after = f.running
+    ? f.running.then(
+        () => {},
+        () => {},
+      )
+    : new Promise<void>((r) => setImmediate(r));
+  f.next = after.then(() => {
+    f.next = null;
+    return start();
+  });
+  return f.next;
+}
+
 /**
  * gc/state as this process read it less than `maxAgeMs` ago (any session's read, the last
  * confirmation's most often), else as read now. For what a state read some time ago answers
@@ -109,7 +149,7 @@ export class GcRefusal extends ProtocolError {
  */
 export async function guardRefs(repo: Repo, refs: Refs, o: { maxAgeMs?: number } = {}): Promise<{ refs: Refs; readAt: number }> {
   for (let recent = !!o.maxAgeMs; ; recent = false) {
-    const { state, tag, readAt } = recent ? await recentGcState(repo, o.maxAgeMs!) : await readGcState(repo);
+    const { state, tag, readAt } = recent ? await recentGcState(repo, o.maxAgeMs!) : await freshGcState(repo);
     if (state.phase !== 'idle') {
       const hits = new Set(state.candidates.filter((k) => refs.has(k)));
       if (hits.size && recent) continue;

@@ -4,6 +4,11 @@
  * it once the folder catalog has noted the swap. A process killed between the two leaves the
  * mark; every server notes the head of each marked name in its folder's catalog when it
  * starts and then once a minute (`repairMarked`), so a commit never stays unlisted until gc.
+ *
+ * Changes that ask for a mark while this process is writing one share the next (a group, at
+ * most MARK_GROUP_MAX names): one object naming all their files, written once the one under
+ * way is durable (no timer: a lone change's mark is written at once). The group's mark is
+ * deleted once every change in it is done and noted; a change whose note failed keeps it.
  * Noting a head is a merge by `seq` (catalog.ts), harmless when the catalog already has it, so
  * a mark of a change still under way in another process may be noted too; only marks older
  * than MARK_STALE_MS are deleted by others, so a live writer's mark stays until it is done.
@@ -26,26 +31,96 @@ export const MARK_STALE_MS = 10 * 60_000;
 export const MARK_REPAIR_INTERVAL_MS = 60_000;
 /** A mark younger than this is skipped by the periodic pass: its change is most likely under way. */
 export const MARK_SETTLE_MS = 30_000;
-/** The largest mark body read (a user and a name, JSON). */
-const MAX_MARK_BYTES = 4 * MAX_NAME_BYTES + 1024;
+/** The most names one mark carries (changes that ask for a mark at once share one). */
+export const MARK_GROUP_MAX = 64;
+/** The largest mark body read (MARK_GROUP_MAX users and names, JSON). */
+const MAX_MARK_BYTES = MARK_GROUP_MAX * (4 * MAX_NAME_BYTES + 1024);
 
 const newMarkKey = () => JOURNAL_PREFIX + randomBytes(16).toString('hex');
 const MARK_KEY = /^journal\/[0-9a-f]{32}$/;
 
-/** Writes a mark of a change of `user`'s file `name`; resolves to its key once it is durable. */
-export async function putMark(backend: Backend, user: string, name: string): Promise<string> {
+/** A file a mark names. */
+export interface Marked {
+  user: string;
+  name: string;
+}
+
+/** A written mark as one change of its group holds it (`putMark`, `dropMark`). */
+export interface Mark {
+  key: string;
+  /** the group's changes not yet done with it (shared by the group) */
+  group: { open: number; kept: boolean };
+}
+
+/** Per backend: the mark being written, and the changes waiting for the next. */
+const groups = new WeakMap<Backend, { writing: boolean; soon: boolean; queue: { m: Marked; ok: (k: Mark) => void; fail: (e: unknown) => void }[] }>();
+
+/** Writes the next group's mark once the changes that ask in this turn of the event loop have
+ *  asked (setImmediate: no wait beyond it), unless one is being written: then once it is. */
+function writeSoon(backend: Backend): void {
+  const g = groups.get(backend)!;
+  if (g.writing || g.soon) return;
+  g.soon = true;
+  setImmediate(() => {
+    g.soon = false;
+    writeGroups(backend);
+  });
+}
+
+/** Writes the next group's mark, then the one after, while changes wait. */
+function writeGroups(backend: Backend): void {
+  const g = groups.get(backend)!;
+  if (g.writing || !g.queue.length) return;
+  const batch = g.queue.splice(0, MARK_GROUP_MAX);
+  g.writing = true;
   const key = newMarkKey();
-  if (!(await backend.putIfAbsent(key, Buffer.from(JSON.stringify({ user, name }))))) throw new Error(`${key} exists already`);
-  return key;
+  const body = batch.length === 1 ? batch[0].m : { heads: batch.map((w) => w.m) };
+  backend
+    .putIfAbsent(key, Buffer.from(JSON.stringify(body)))
+    .then(
+      (made) => {
+        if (!made) throw new Error(`${key} exists already`);
+        const group = { open: batch.length, kept: false };
+        for (const w of batch) w.ok({ key, group });
+      },
+      (e) => {
+        for (const w of batch) w.fail(e);
+      },
+    )
+    .catch((e) => {
+      for (const w of batch) w.fail(e);
+    })
+    .finally(() => {
+      g.writing = false;
+      writeGroups(backend);
+    });
 }
 
-/** Deletes a mark, in the background: a mark left behind costs one catalog note later. */
-export function dropMark(backend: Backend, key: string): void {
-  void backend.delete(key).catch(() => {});
+/** Writes a mark of a change of `user`'s file `name` (shared with the changes asking at the
+ *  same moment); resolves once it is durable. */
+export function putMark(backend: Backend, user: string, name: string): Promise<Mark> {
+  let g = groups.get(backend);
+  if (!g) groups.set(backend, (g = { writing: false, soon: false, queue: [] }));
+  const q = g.queue;
+  return new Promise<Mark>((ok, fail) => {
+    q.push({ m: { user, name }, ok, fail });
+    writeSoon(backend);
+  });
 }
 
-/** A mark's body, validated (every byte of the store is checked as input), or null. */
-export function parseMark(body: Uint8Array): { user: string; name: string } | null {
+/** One change of a mark's group is done: `noted` when its catalog noted its swap (or it never
+ *  swapped), else the mark stays for the next pass over the marks. The last change of a group
+ *  deletes the mark, in the background, unless one kept it (a mark left behind costs a catalog
+ *  note later). */
+export function dropMark(backend: Backend, mark: Mark, noted = true): void {
+  if (!noted) mark.group.kept = true;
+  if (--mark.group.open > 0 || mark.group.kept) return;
+  void backend.delete(mark.key).catch(() => {});
+}
+
+/** A mark's names, validated (every byte of the store is checked as input), or null. A mark
+ *  names one file (`{user, name}`) or a group of them (`{heads: [{user, name}, …]}`). */
+export function parseMark(body: Uint8Array): Marked[] | null {
   if (body.length > MAX_MARK_BYTES) return null;
   let m: unknown;
   try {
@@ -53,6 +128,19 @@ export function parseMark(body: Uint8Array): { user: string; name: string } | nu
   } catch {
     return null;
   }
+  const heads = (m ?? {}) as { heads?: unknown };
+  const list: unknown[] = Array.isArray(heads.heads) ? heads.heads : [m];
+  if (!list.length || list.length > MARK_GROUP_MAX) return null;
+  const out: Marked[] = [];
+  for (const x of list) {
+    const one = oneMarked(x);
+    if (!one) return null;
+    out.push(one);
+  }
+  return out;
+}
+
+function oneMarked(m: unknown): Marked | null {
   const { user, name } = (m ?? {}) as { user?: unknown; name?: unknown };
   // a name the server would refuse from a client is refused from the store too
   if (typeof user !== 'string' || typeof name !== 'string' || checkedName(name) !== name) return null;
@@ -87,8 +175,8 @@ export async function repairMarked(repo: Repo, o: { minAgeMs?: number; log?: (e:
     if (now - e.modified < (o.minAgeMs ?? 0)) continue;
     report.marks++;
     try {
-      const m = MARK_KEY.test(e.key) ? parseMark(await b.get(e.key)) : null;
-      if (m) {
+      const ms = MARK_KEY.test(e.key) ? parseMark(await b.get(e.key)) : null;
+      for (const m of ms ?? []) {
         const key = fileHeadKey(m.user, m.name);
         const got = await readHead(b, key);
         if (got && (await noteLagging(b, m.user, parseFileHead(got.body, key), repo.linked))) {
@@ -96,7 +184,7 @@ export async function repairMarked(repo: Repo, o: { minAgeMs?: number; log?: (e:
           o.log?.({ event: 'catalog repaired', user: m.user, name: m.name });
         }
       }
-      if (!m || now - e.modified >= MARK_STALE_MS) {
+      if (!ms || now - e.modified >= MARK_STALE_MS) {
         await b.delete(e.key);
         report.dropped++;
       }
