@@ -201,3 +201,17 @@ export const COMPRESS_JSON_MIN_BYTES = 1024;
  *  default leave ~8.3 % in 3–5 ms; 11, brotli's default, 3.7 % in ~1.9 s; the listing itself
  *  costs ~70 ms; bench/results/listing-wire.md). */
 export const COMPRESS_JSON_BROTLI_QUALITY = 5;
+
+// Folder moves (POST /api/files/move of a folder "a/" to "b/", docs/protocol.md)
+
+/** Files one checked folder move (with `versions`) names at most; the sync engine moves a
+ *  bigger folder file by file. */
+export const FOLDER_MOVE_FILES = 20_000;
+/** The longest body of a move request, in bytes: room for FOLDER_MOVE_FILES names of ~200
+ *  bytes; the sync engine sends no bigger one (a folder whose names need more moves file by
+ *  file). */
+export const FOLDER_MOVE_BODY_BYTES = 4 << 20;
+/** The renames of one folder move the server runs at once: each waits mostly on the store
+ *  (three or four reads and two compare-and-swaps), so a few overlap well without one request
+ *  taking the store from every other. */
+export const FOLDER_MOVE_RENAMES = 8;

@@ -18,7 +18,7 @@ import { conflictName } from './conflict.ts';
 import { RemoteError } from './conn.ts';
 import { SYNC_REFUSALS, SYNC_TRANSFERS } from './limits.ts';
 import { ErrorCode } from './protocol.ts';
-import { type Action, type Agreed, type Expect, type FolderAction, type LocalFile, type RemoteFile, deleteAllowance, deletesOf, plan, planFolders, rootsWanted } from './sync-plan.ts';
+import { type Action, type Agreed, type Expect, type FolderAction, type FolderMove, type LocalFile, type RemoteFile, deleteAllowance, deletesOf, folderMoves, plan, planFolders, rootsWanted } from './sync-plan.ts';
 
 /** The ignore file in a synced folder (gitignore syntax): this device's own, never synced. */
 export const IGNORE_FILE = '.dsyncignore';
@@ -85,6 +85,11 @@ export interface RemoteFolder {
   /** a server-side rename while `from`'s latest is `expect`; `to`'s latest then (its root where
    *  the default chunking made it); RemoteChanged when the server holds another version */
   move(from: string, to: string, expect: { version: number }): Promise<{ version: number; root?: string }>;
+  /** the server's folder move of `from` to `to` (folder paths, no trailing '/') while the server
+   *  holds exactly `versions` under `from` (path below it → latest) and nothing at `to`: the
+   *  numbers the latest versions got at `to` (those the answer gave). RemoteChanged when
+   *  refused (nothing moved, or some files before a file's own check refused) */
+  moveFolder(from: string, to: string, versions: ReadonlyMap<string, number>): Promise<Map<string, number>>;
   /** deletes `path` there while its latest is `expect`, keeping its versions under the trash
    *  folder `.dsync-trash/STAMP/` (one stamp per pass); where it went; RemoteChanged when the
    *  server holds another version */
@@ -269,6 +274,10 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
   const prune = remoteFolders === null;
   const folderActions = dirsThere ? planFolders(dirsHere, agreedFolders, dirsThere, localFiles, remoteFiles) : [];
 
+  // the renames of whole folders here: one folder move each on the server
+  const grouped = folderMoves(actions, remoteFiles);
+  const kept = new Set<Action | FolderMove>(grouped);
+  const inFolderMove = new Set<Action>(actions.filter((a) => !kept.has(a)));
   const deletes = deletesOf([...actions, ...folderActions]);
   const allowed = deleteAllowance(agreed.size + agreedFolders.size, opts.maxDeleteShare, opts.maxDeleteMin);
   const errors = skipped.filter((s) => s.hold || s.reason.startsWith('cannot read')).length + unreadable;
@@ -332,11 +341,50 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
       else d.error = message(e);
     }
     if ((d.retry || d.error) && (a.op === 'asideLocal' || a.op === 'asideRemote' || a.op === 'deleteLocal' || a.op === 'deleteRemote')) blocked.push(p);
+    await report(d);
+  };
+  /** notes an action done (or failed), saving the state at most about once a second */
+  const report = async (d: Done) => {
     done.push(d);
     opts.onAction?.(d);
     if (!saving && Date.now() - saved > 1000) {
       saving = state.save().finally(() => ((saving = null), (saved = Date.now())));
       await saving;
+    }
+  };
+  /** A folder renamed here, as one folder move on the server (reported file by file, as
+   *  `moveRemote`s). Refused (the folder changed there since the listing, or its new name is
+   *  taken), its files move one by one, each checked against its own version, as if it had
+   *  never been grouped: the server's check is of the whole folder, so a file under it that
+   *  this pass does not see (ignored, held) refuses it every time. */
+  const moveFolder = async (g: FolderMove) => {
+    if (opts.signal?.aborted) return;
+    const moves = [...g.files].map(([rel, version]) => ({ rel, a: { op: 'moveRemote' as const, from: `${g.from}/${rel}`, to: `${g.to}/${rel}`, version } }));
+    if (moves.some(({ a }) => blocked.some((b) => a.from.startsWith(b + '/') || a.to.startsWith(b + '/')))) {
+      for (const m of moves) await one(m.a);
+      return;
+    }
+    let got: Map<string, number>;
+    try {
+      got = await remote.moveFolder(g.from, g.to, g.files);
+    } catch (e) {
+      if (!(e instanceof RemoteChanged)) {
+        for (const m of moves) await report({ ...m.a, error: message(e) });
+        return;
+      }
+      for (const m of moves) await one(m.a);
+      return;
+    }
+    for (const { rel, a } of moves) {
+      const d: Done = { ...a };
+      // the server moved the version this device agreed on (its check): that version, under
+      // the number it got at the new name, is the local content
+      const l = localFiles.get(a.to)!;
+      const v = got.get(rel);
+      state.files.delete(a.from);
+      if (v !== undefined) state.files.set(a.to, agreedEntry(v, l.hash, l.stat));
+      else d.retry = true;
+      await report(d);
     }
   };
   // first the moves aside and the deletes (a file out of a folder's way), then the moves, then
@@ -349,7 +397,8 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
   const first = (a: Action) => aside(a) || del(a) || move(a);
   for (const a of actions.filter(aside)) await one(a);
   for (const a of actions.filter(del)) await one(a);
-  for (const a of actions.filter(move)) await one(a);
+  for (const a of grouped) if (a.op === 'moveRemoteFolder') await moveFolder(a);
+  for (const a of actions.filter((x) => move(x) && !inFolderMove.has(x))) await one(a);
   const queue = actions.filter(transfer);
   await Promise.all(Array.from({ length: Math.min(opts.transfers ?? SYNC_TRANSFERS, queue.length) }, async () => {
     for (let a; (a = queue.shift()); ) await one(a);

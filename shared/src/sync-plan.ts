@@ -28,6 +28,9 @@
  * the first), every other one on the server is moved aside there to a conflict name.
  */
 
+import { FOLDER_MOVE_BODY_BYTES, FOLDER_MOVE_FILES, MAX_NAME_BYTES } from './limits.ts';
+import { utf8Length } from './names.ts';
+
 /** What a change on the server expects at the name: its latest version, or no file there. */
 export type Expect = { version: number } | 'absent';
 
@@ -130,11 +133,11 @@ export function plan(local: Files<LocalFile>, state: Files<Agreed>, remote: File
 
   // Renames on this device: an agreed path gone here and unchanged on the server, and a new
   // local path (unknown to the state and the server) with the same content.
-  const newLocal = sorted(local).filter((p) => !state.has(p) && !remote.has(p));
+  const newLocal = byContent(sorted(local).filter((p) => !state.has(p) && !remote.has(p)), (q) => local.get(q)!.hash);
   for (const p of sorted(state)) {
     const s = state.get(p)!;
     if (local.has(p) || remote.get(p)?.version !== s.version) continue;
-    const to = newLocal.find((q) => !done.has(q) && local.get(q)!.hash === s.hash && fits(q, remote, dirsThere));
+    const to = newLocal.get(s.hash)?.find((q) => !done.has(q) && fits(q, remote, dirsThere));
     if (to === undefined) continue;
     actions.push({ op: 'moveRemote', from: p, to, version: s.version });
     done.add(p).add(to);
@@ -144,11 +147,11 @@ export function plan(local: Files<LocalFile>, state: Files<Agreed>, remote: File
   // (a new server path that this file system finds as another local file is no free name here)
   const localByKey = new Map(shape.fold ? [...local.keys()].map((q) => [shape.fold!(q), q]) : []);
   const freeHere = (q: string, from: string) => !shape.fold || (localByKey.get(shape.fold(q)) ?? from) === from;
-  const newRemote = sorted(remote).filter((p) => !state.has(p) && !local.has(p));
+  const newRemote = byContent(sorted(remote).filter((p) => !state.has(p) && !local.has(p) && remote.get(p)!.root !== undefined), (q) => remote.get(q)!.root!);
   for (const p of sorted(state)) {
     const s = state.get(p)!;
     if (done.has(p) || remote.has(p) || local.get(p)?.hash !== s.hash) continue;
-    const to = newRemote.find((q) => !done.has(q) && remote.get(q)!.root === s.hash && freeHere(q, p) && fits(q, local, dirsHere) && !dirsThere.has(q));
+    const to = newRemote.get(s.hash)?.find((q) => !done.has(q) && freeHere(q, p) && fits(q, local, dirsHere) && !dirsThere.has(q));
     if (to === undefined) continue;
     actions.push({ op: 'moveLocal', from: p, to, version: remote.get(to)!.version });
     done.add(p).add(to);
@@ -183,6 +186,78 @@ export function plan(local: Files<LocalFile>, state: Files<Agreed>, remote: File
     if (a) actions.push(a);
   }
   return actions;
+}
+
+/** `paths` (in their order) by their content: a rename's new name is looked up by the content
+ *  of the old one, not searched for among every new path. */
+function byContent(paths: string[], content: (p: string) => string): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const p of paths) {
+    const c = content(p);
+    const list = out.get(c);
+    if (list) list.push(p);
+    else out.set(c, [p]);
+  }
+  return out;
+}
+
+/** A whole server folder renamed on this device (folderMoves). */
+export interface FolderMove {
+  op: 'moveRemoteFolder';
+  /** the folder's old and new names (no trailing '/'), neither inside the other */
+  from: string;
+  to: string;
+  /** every file the listing has under `from`: its path below the folder → its latest version */
+  files: ReadonlyMap<string, number>;
+}
+
+/** The JSON bytes one file of a folder move's request takes at most beyond twice its name's
+ *  UTF-8 bytes (a '"' is escaped): quotes, colon, comma and the version. */
+const MOVE_ENTRY_BYTES = 24;
+
+/**
+ * Groups the file renames of `actions` (plan's `moveRemote`) into folder renames: where every
+ * file the server lists under a folder `F` moved to the same path below a folder `T`, and the
+ * server has nothing at `T` (no file or folder there or under it, no file above it), the files
+ * go as one `moveRemoteFolder` (the server's folder move, checked against `files`). The
+ * highest such folder wins; renames of files with edits, partial moves and folders bigger than
+ * one request (FOLDER_MOVE_FILES, FOLDER_MOVE_BODY_BYTES) stay file moves. Every other action
+ * is returned as it was, in its place.
+ */
+export function folderMoves(actions: readonly Action[], remote: Files<RemoteFile>): (Action | FolderMove)[] {
+  type Move = Extract<Action, { op: 'moveRemote' }>;
+  const moves = actions.filter((a): a is Move => a.op === 'moveRemote');
+  if (moves.length < 2) return [...actions];
+  // the files the server lists under each folder, and every folder that holds one
+  const under = new Map<string, number>();
+  for (const p of remote.keys()) for (const d of parentsOf(p)) under.set(d, (under.get(d) ?? 0) + 1);
+  // candidate folder pairs: each common tail of a move's old and new path
+  const pairs = new Map<string, { from: string; to: string; moves: Move[] }>();
+  for (const m of moves) {
+    const f = m.from.split('/');
+    const t = m.to.split('/');
+    for (let k = 1; k < f.length && k < t.length && f[f.length - k] === t[t.length - k]; k++) {
+      const from = f.slice(0, -k).join('/');
+      const to = t.slice(0, -k).join('/');
+      const key = `${from}\0${to}`;
+      const pair = pairs.get(key) ?? pairs.set(key, { from, to, moves: [] }).get(key)!;
+      pair.moves.push(m);
+    }
+  }
+  const taken = new Set<Move>();
+  const groups: FolderMove[] = [];
+  const depth = (p: string) => p.split('/').length;
+  for (const { from, to, moves: ms } of [...pairs.values()].sort((a, b) => depth(a.from) - depth(b.from) || (a.from < b.from ? -1 : a.from > b.from ? 1 : 0))) {
+    if (ms.length < 2 || ms.length !== under.get(from) || ms.length > FOLDER_MOVE_FILES || ms.some((m) => taken.has(m))) continue;
+    if (from === to || to.startsWith(from + '/') || from.startsWith(to + '/')) continue;
+    if (under.has(to) || remote.has(to) || parentsOf(to).some((d) => remote.has(d))) continue;
+    const rel = (m: Move) => m.from.slice(from.length + 1);
+    if (ms.reduce((n, m) => n + 2 * utf8Length(rel(m)) + MOVE_ENTRY_BYTES, 4 * MAX_NAME_BYTES + 1024) > FOLDER_MOVE_BODY_BYTES) continue;
+    for (const m of ms) taken.add(m);
+    groups.push({ op: 'moveRemoteFolder', from, to, files: new Map(ms.map((m) => [rel(m), m.version])) });
+  }
+  if (!groups.length) return [...actions];
+  return [...groups, ...actions.filter((a) => !taken.has(a as Move))];
 }
 
 /**

@@ -196,6 +196,8 @@ export abstract class ApiFolder implements RemoteFolder {
     try {
       await this.a.call('POST', '/api/files/move', { from: this.full(from), to, version: expect.version });
     } catch (e) {
+      // gone from the server since the listing (a folder move that stopped midway took it)
+      if (this.status(e) === 404) throw new RemoteChanged(`${from} is gone from the server`);
       if (this.status(e) !== 409) throw e;
       const now = await this.versions(from);
       if (now[now.length - 1] !== expect.version) throw new RemoteChanged(`${from} changed on the server`);
@@ -209,6 +211,28 @@ export abstract class ApiFolder implements RemoteFolder {
       throw new RemoteChanged(`${to} exists on the server`);
     });
     return this.latest(to);
+  }
+
+  /** POST /api/files/move of the folder `from/` to `to/` with `versions` (docs/protocol.md):
+   *  the server moves it only while it holds exactly these files at these latest versions and
+   *  nothing is at `to`. A refusal (409, or 404: the folder is gone) is RemoteChanged: nothing
+   *  moved when the folder's check refused it, else some files moved before a file's own check
+   *  did (the listing shows which). An answer without the numbers (a server that moved the
+   *  folder unchecked) gives none: nothing is recorded, the next pass compares the contents. */
+  async moveFolder(from: string, to: string, versions: ReadonlyMap<string, number>): Promise<Map<string, number>> {
+    let answer: { versions?: unknown };
+    try {
+      answer = await this.a.call('POST', '/api/files/move', { from: this.full(from) + '/', to: this.full(to) + '/', versions: Object.fromEntries(versions) });
+    } catch (e) {
+      const status = this.status(e);
+      if (status === 409 || status === 404) throw new RemoteChanged(`${from}/ changed on the server, or ${to}/ exists: ${(e as Error)?.message ?? e}`);
+      throw e;
+    }
+    const got = new Map<string, number>();
+    const raw = answer?.versions;
+    if (typeof raw !== 'object' || raw === null) return got;
+    for (const [rel, v] of Object.entries(raw)) if (versions.has(rel) && Number.isSafeInteger(v) && (v as number) > 0) got.set(rel, v as number);
+    return got;
   }
 
   async remove(p: string, expect: { version: number }, trashStamp: string) {
