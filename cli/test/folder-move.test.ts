@@ -17,6 +17,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { type TestServer, testServer } from '../../harness/helpers.ts';
 import { FOLDER_MOVE_FILES } from '../../shared/src/limits.ts';
+import { type Action, type RemoteFile, folderMoves } from '../../shared/src/sync-plan.ts';
 import { TRASH } from '../../shared/src/sync-remote.ts';
 import { dsync, jsonLines } from './run.ts';
 import { sha, treeOf } from './sync-world.ts';
@@ -298,4 +299,25 @@ test('POST /api/files/move of a folder with versions: a compare-and-swap on the 
     await s.stop();
     done();
   }
+});
+
+test('the planner groups the file renames of a whole server folder into one folder move, and nothing else', () => {
+  const mv = (from: string, to: string, version = 1): Action => ({ op: 'moveRemote', from, to, version });
+  const remote = (...names: string[]) => new Map<string, RemoteFile>(names.map((n) => [n, { version: 1, size: 1 }]));
+  const up: Action = { op: 'upload', path: 'new.txt', expect: 'absent' };
+  // every file under a/ (subfolders too) to the same place under b/: one folder move
+  const whole = [mv('a/x', 'b/x', 3), mv('a/s/y', 'b/s/y'), up];
+  assert.deepEqual(folderMoves(whole, remote('a/x', 'a/s/y', 'c.txt')), [{ op: 'moveRemoteFolder', from: 'a', to: 'b', files: new Map([['x', 3], ['s/y', 1]]) }, up]);
+  // a file under a/ that does not move: no folder move of a/, but of its subfolder a/s/
+  const part = [mv('a/s/x', 'b/s/x'), mv('a/s/y', 'b/s/y')];
+  assert.deepEqual(folderMoves(part, remote('a/s/x', 'a/s/y', 'a/stay')), [{ op: 'moveRemoteFolder', from: 'a/s', to: 'b/s', files: new Map([['x', 1], ['y', 1]]) }]);
+  // the files moved but not all to one folder, or the new folder exists on the server, or lies
+  // under a file there, or inside the old one, or a single file: file moves
+  const as = (acts: Action[], r: Map<string, RemoteFile>) => assert.deepEqual(folderMoves(acts, r), acts);
+  as([mv('a/x', 'b/x'), mv('a/y', 'c/y')], remote('a/x', 'a/y'));
+  as([mv('a/x', 'b/x'), mv('a/y', 'b/y')], remote('a/x', 'a/y', 'b/other'));
+  as([mv('a/x', 'b/c/x'), mv('a/y', 'b/c/y')], remote('a/x', 'a/y', 'b'));
+  as([mv('a/x', 'a/n/x'), mv('a/y', 'a/n/y')], remote('a/x', 'a/y'));
+  as([mv('a/x', 'b/x')], remote('a/x'));
+  as([mv('a/x', 'b/y'), mv('a/z', 'b/w')], remote('a/x', 'a/z'));
 });

@@ -282,8 +282,8 @@ export function filesApi(
       if (expect !== undefined && from.endsWith('/')) throw new ProtocolError(ErrorCode.Malformed, 'version is for a file move');
       if (versions !== undefined && !from.endsWith('/')) throw new ProtocolError(ErrorCode.Malformed, 'versions is for a folder move');
       if (!from.endsWith('/')) {
-        const latest = await store.rename(nameOf(from), nameOf(to), expect);
-        return void res.json({ moved: 1, version: latest });
+        await store.rename(nameOf(from), nameOf(to), expect);
+        return void res.json({ moved: 1 });
       }
       const src = nameOf(from.slice(0, -1)) + '/';
       const dst = nameOf(to.slice(0, -1)) + '/';
@@ -308,7 +308,8 @@ export function filesApi(
       await renameAll(files.map((f) => f.name.slice(src.length)), async (rel) => {
         moved.set(rel, await store.rename(src + rel, nameOf(dst + rel), want?.get(rel)));
       });
-      res.json({ moved: moved.size, versions: Object.fromEntries(moved) });
+      // a checked move answers the numbers the latest versions got at the new name
+      res.json({ moved: moved.size, ...(want && { versions: Object.fromEntries(moved) }) });
     }),
   );
   r.post(
