@@ -8,7 +8,7 @@
 // midway leaves): both converge and nothing is deleted. The REST folder move's checks are tried
 // with hostile bodies.
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { type IncomingMessage, createServer, request } from 'node:http';
 import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
@@ -152,6 +152,7 @@ test('a folder of 300 files renamed on one device: one move request, the other d
     ok(await b.sync());
     assert.deepEqual(treeOf(b.dir), treeOf(a.dir));
 
+    const folderOnB = statSync(path.join(b.dir, 'src')).ino;
     renameSync(path.join(a.dir, 'src'), path.join(a.dir, 'lib'));
     proxy.reset();
     const lines = ok(await a.sync());
@@ -163,6 +164,10 @@ test('a folder of 300 files renamed on one device: one move request, the other d
 
     const lb = ok(await b.sync());
     assert.ok(!lb.some((l) => l.op === 'download'), 'a rename comes down as renames: ' + JSON.stringify(lb.filter((l) => l.op === 'download').slice(0, 3)));
+    assert.equal(lb.filter((l) => l.op === 'moveLocal' && !l.retry && !l.error).length, 300);
+    // b renamed its folder as one folder (the same folder on disk), not file by file
+    assert.equal(statSync(path.join(b.dir, 'lib')).ino, folderOnB, 'b renamed the folder itself');
+    assert.ok(!existsSync(path.join(b.dir, 'src')));
     const tree = treeOf(a.dir);
     assert.equal(tree.size, 301);
     assert.ok([...tree.keys()].every((p) => p === 'top.txt' || p.startsWith('lib/')));
@@ -226,6 +231,9 @@ test('a half-moved folder on the server (a folder move cut off midway) converges
     seed(a, 60);
     ok(await a.sync());
     ok(await b.sync());
+    // a file b's rules ignore (the defaults: *.tmp) under the folder: b's folder does not move
+    // whole (it would take that file along), its synced files move one by one
+    b.write('src/d1/scratch.tmp', 'only on b\n');
     renameSync(path.join(a.dir, 'src'), path.join(a.dir, 'lib'));
     // what a folder move leaves when it stops after some files (each file's rename is whole):
     // half of them at the new name, the others at the old one
@@ -237,13 +245,18 @@ test('a half-moved folder on the server (a folder move cut off midway) converges
     ok(await b.sync());
     const tree = treeOf(a.dir);
     assert.equal(tree.size, 61);
-    assert.deepEqual(treeOf(b.dir), tree);
+    assert.equal(b.read('src/d1/scratch.tmp'), 'only on b\n');
+    assert.deepEqual(new Map([...treeOf(b.dir)].filter(([p]) => p !== 'src/d1/scratch.tmp')), tree);
     const there = await server(s);
     assert.deepEqual(there.latest, tree);
     assert.deepEqual(there.trash, []);
     for (const c of before.ever) assert.ok(there.ever.has(c));
-    assert.ok(!ok(await a.sync()).some((l) => l.op));
-    assert.ok(!ok(await b.sync()).some((l) => l.op));
+    const still = (lines: Record<string, unknown>[]) => assert.deepEqual(lines.filter((l) => l.op), []);
+    // b's folders that hold only its ignored file are folders on the server too (empty there):
+    // a makes them, as any empty folder, and then nothing is left to do
+    assert.deepEqual(ok(await a.sync()).filter((l) => l.op), [{ op: 'mkdirLocal', path: 'src' }, { op: 'mkdirLocal', path: 'src/d1' }]);
+    still(ok(await a.sync()));
+    still(ok(await b.sync()));
   } finally {
     await s.stop();
     done();
@@ -320,4 +333,13 @@ test('the planner groups the file renames of a whole server folder into one fold
   as([mv('a/x', 'a/n/x'), mv('a/y', 'a/n/y')], remote('a/x', 'a/y'));
   as([mv('a/x', 'b/x')], remote('a/x'));
   as([mv('a/x', 'b/y'), mv('a/z', 'b/w')], remote('a/x', 'a/z'));
+  // the same here, for a folder moved on the server: every file this pass sees under it
+  const ml = (from: string, to: string): Action => ({ op: 'moveLocal', from, to, version: 2 });
+  const here = (...names: string[]) => ({ files: new Map(names.map((n) => [n, 1])), dirs: new Set<string>(), fold: (p: string) => p.toLowerCase() });
+  assert.deepEqual(folderMoves([ml('a/x', 'b/x'), ml('a/s/y', 'b/s/y')], remote(), here('a/x', 'a/s/y')), [{ op: 'moveLocalFolder', from: 'a', to: 'b', files: new Map([['x', 2], ['s/y', 2]]) }]);
+  const stays = [ml('a/x', 'b/x'), ml('a/y', 'b/y')];
+  assert.deepEqual(folderMoves(stays, remote(), here('a/x', 'a/y', 'a/z')), stays);
+  assert.deepEqual(folderMoves(stays, remote(), here('a/x', 'a/y', 'B/other')), stays, 'b is taken here, as this file system finds names');
+  assert.deepEqual(folderMoves(stays, remote(), { ...here('a/x', 'a/y'), dirs: new Set(['b']) }), stays, 'an empty folder b here');
+  assert.deepEqual(folderMoves(stays, remote()), stays, 'a device that renames no folders');
 });

@@ -51,6 +51,12 @@ export interface LocalTree {
   /** renames (making parent folders; a case-only rename works on case-insensitive systems);
    *  `prune`: then removes the folders this leaves empty */
   rename(from: string, to: string, prune: boolean): Promise<void>;
+  /** renames the folder `from` to `to` (making the parents of `to`) when `to` does not exist
+   *  and `from` holds just `files` (paths below it: regular files, and folders holding them)
+   *  and nothing else (no other file, ignored or not, no link, no empty folder); false, having
+   *  done nothing, otherwise. `prune`: then removes the folders this leaves empty. Optional:
+   *  without it a folder moved on the server is renamed here file by file */
+  renameFolder?(from: string, to: string, files: ReadonlySet<string>, prune: boolean): Promise<boolean>;
   /** removes a file; `prune`: then the folders this leaves empty */
   remove(path: string, prune: boolean): Promise<void>;
   mkdir(path: string): Promise<void>;
@@ -275,7 +281,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
   const folderActions = dirsThere ? planFolders(dirsHere, agreedFolders, dirsThere, localFiles, remoteFiles) : [];
 
   // the renames of whole folders here: one folder move each on the server
-  const grouped = folderMoves(actions, remoteFiles);
+  const grouped = folderMoves(actions, remoteFiles, local.renameFolder ? { files: localFiles, dirs: dirsHere, fold } : undefined);
   const kept = new Set<Action | FolderMove>(grouped);
   const inFolderMove = new Set<Action>(actions.filter((a) => !kept.has(a)));
   const deletes = deletesOf([...actions, ...folderActions]);
@@ -398,6 +404,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
   for (const a of actions.filter(aside)) await one(a);
   for (const a of actions.filter(del)) await one(a);
   for (const a of grouped) if (a.op === 'moveRemoteFolder') await moveFolder(a);
+  for (const a of grouped) if (a.op === 'moveLocalFolder') await renameFolder(a);
   for (const a of actions.filter((x) => move(x) && !inFolderMove.has(x))) await one(a);
   const queue = actions.filter(transfer);
   await Promise.all(Array.from({ length: Math.min(opts.transfers ?? SYNC_TRANSFERS, queue.length) }, async () => {
@@ -407,6 +414,38 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
   await saving;
   await state.save();
   return { done, hashed, skipped, hidden: hiddenHere };
+
+  /** A folder moved on the server, renamed here as one folder (reported file by file, as
+   *  `moveLocal`s): each file is first verified as the plan read it (a file changed here
+   *  since is a local change: then, as when the folder holds anything else, its files are
+   *  renamed one by one as any rename, each verified on its own). */
+  async function renameFolder(g: FolderMove) {
+    if (opts.signal?.aborted) return;
+    const moves = [...g.files].map(([rel, version]) => ({ rel, a: { op: 'moveLocal' as const, from: `${g.from}/${rel}`, to: `${g.to}/${rel}`, version } }));
+    const oneByOne = async () => {
+      for (const m of moves) await one(m.a);
+    };
+    if (moves.some(({ a }) => blocked.some((b) => a.from.startsWith(b + '/') || a.to.startsWith(b + '/')))) return oneByOne();
+    let renamed: boolean;
+    try {
+      for (const { a } of moves) await verifyLocal(local, a.from, expected(a.from));
+      renamed = await local.renameFolder!(g.from, g.to, new Set(g.files.keys()), prune);
+    } catch (e) {
+      if (e instanceof LocalChanged) return oneByOne();
+      for (const m of moves) await report({ ...m.a, error: message(e) });
+      return;
+    }
+    if (!renamed) return oneByOne();
+    for (const { a } of moves) {
+      const d: Done = { ...a };
+      const l = localFiles.get(a.from)!;
+      const st = await local.stat(a.to);
+      state.files.delete(a.from);
+      if (st) state.files.set(a.to, agreedEntry(a.version, l.hash, st));
+      else d.retry = true;
+      await report(d);
+    }
+  }
 
   /** what the plan read of a local file, for verifyLocal */
   function expected(p: string): Expected {

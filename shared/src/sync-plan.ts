@@ -201,13 +201,16 @@ function byContent(paths: string[], content: (p: string) => string): Map<string,
   return out;
 }
 
-/** A whole server folder renamed on this device (folderMoves). */
+/** A whole folder renamed on one side, done as one folder rename on the other (folderMoves):
+ *  `moveRemoteFolder`, renamed here and moved on the server; `moveLocalFolder`, moved on the
+ *  server and renamed here. */
 export interface FolderMove {
-  op: 'moveRemoteFolder';
+  op: 'moveRemoteFolder' | 'moveLocalFolder';
   /** the folder's old and new names (no trailing '/'), neither inside the other */
   from: string;
   to: string;
-  /** every file the listing has under `from`: its path below the folder → its latest version */
+  /** every file under `from` on the side it moves on: its path below the folder → the version
+   *  the plan read (moveRemote's, moveLocal's) */
   files: ReadonlyMap<string, number>;
 }
 
@@ -215,49 +218,58 @@ export interface FolderMove {
  *  UTF-8 bytes (a '"' is escaped): quotes, colon, comma and the version. */
 const MOVE_ENTRY_BYTES = 24;
 
+type FileMove = Extract<Action, { op: 'moveRemote' | 'moveLocal' }>;
+
 /**
- * Groups the file renames of `actions` (plan's `moveRemote`) into folder renames: where every
- * file the server lists under a folder `F` moved to the same path below a folder `T`, and the
- * server has nothing at `T` (no file or folder there or under it, no file above it), the files
- * go as one `moveRemoteFolder` (the server's folder move, checked against `files`). The
- * highest such folder wins; renames of files with edits, partial moves and folders bigger than
- * one request (FOLDER_MOVE_FILES, FOLDER_MOVE_BODY_BYTES) stay file moves. Every other action
- * is returned as it was, in its place.
+ * Groups the file renames of `actions` into folder renames, on each side: where every file a
+ * side has under a folder `F` moves to the same path below a folder `T`, and that side has
+ * nothing at `T` (no file or folder there or under it, no file above it; `T` not inside `F` nor
+ * above it), the files go as one folder move there. The server's side (plan's `moveRemote`):
+ * the files the listing has, one `moveRemoteFolder` (the server's folder move, checked against
+ * `files`), at most FOLDER_MOVE_FILES files and FOLDER_MOVE_BODY_BYTES of request. This device's
+ * side (`moveLocal`): the files this pass sees here, `here.fold` finding names as this file
+ * system does, one `moveLocalFolder` (the engine's LocalTree checks again, on disk, that the
+ * folder holds just these files). The highest such folder wins; renames with edits, partial
+ * moves and single files stay file moves. Every other action is returned as it was.
  */
-export function folderMoves(actions: readonly Action[], remote: Files<RemoteFile>): (Action | FolderMove)[] {
-  type Move = Extract<Action, { op: 'moveRemote' }>;
-  const moves = actions.filter((a): a is Move => a.op === 'moveRemote');
-  if (moves.length < 2) return [...actions];
-  // the files the server lists under each folder, and every folder that holds one
-  const under = new Map<string, number>();
-  for (const p of remote.keys()) for (const d of parentsOf(p)) under.set(d, (under.get(d) ?? 0) + 1);
-  // candidate folder pairs: each common tail of a move's old and new path
-  const pairs = new Map<string, { from: string; to: string; moves: Move[] }>();
-  for (const m of moves) {
-    const f = m.from.split('/');
-    const t = m.to.split('/');
-    for (let k = 1; k < f.length && k < t.length && f[f.length - k] === t[t.length - k]; k++) {
-      const from = f.slice(0, -k).join('/');
-      const to = t.slice(0, -k).join('/');
-      const key = `${from}\0${to}`;
-      const pair = pairs.get(key) ?? pairs.set(key, { from, to, moves: [] }).get(key)!;
-      pair.moves.push(m);
-    }
-  }
-  const taken = new Set<Move>();
+export function folderMoves(actions: readonly Action[], remote: Files<RemoteFile>, here?: { files: Files<unknown>; dirs: ReadonlySet<string>; fold?: (p: string) => string }): (Action | FolderMove)[] {
+  const taken = new Set<Action>();
   const groups: FolderMove[] = [];
-  const depth = (p: string) => p.split('/').length;
-  for (const { from, to, moves: ms } of [...pairs.values()].sort((a, b) => depth(a.from) - depth(b.from) || (a.from < b.from ? -1 : a.from > b.from ? 1 : 0))) {
-    if (ms.length < 2 || ms.length !== under.get(from) || ms.length > FOLDER_MOVE_FILES || ms.some((m) => taken.has(m))) continue;
-    if (from === to || to.startsWith(from + '/') || from.startsWith(to + '/')) continue;
-    if (under.has(to) || remote.has(to) || parentsOf(to).some((d) => remote.has(d))) continue;
-    const rel = (m: Move) => m.from.slice(from.length + 1);
-    if (ms.reduce((n, m) => n + 2 * utf8Length(rel(m)) + MOVE_ENTRY_BYTES, 4 * MAX_NAME_BYTES + 1024) > FOLDER_MOVE_BODY_BYTES) continue;
-    for (const m of ms) taken.add(m);
-    groups.push({ op: 'moveRemoteFolder', from, to, files: new Map(ms.map((m) => [rel(m), m.version])) });
-  }
+  const side = (op: FileMove['op'], files: Files<unknown>, dirs: ReadonlySet<string> | null, fold: (p: string) => string, limited: boolean) => {
+    const moves = actions.filter((a): a is FileMove => a.op === op);
+    if (moves.length < 2) return;
+    // the files under each folder of this side, and every name there as it is found
+    const under = new Map<string, number>();
+    for (const p of files.keys()) for (const d of parentsOf(p)) under.set(d, (under.get(d) ?? 0) + 1);
+    const names = new Set([...files.keys(), ...under.keys(), ...(dirs ?? [])].map(fold));
+    // candidate folder pairs: each common tail of a move's old and new path
+    const pairs = new Map<string, { from: string; to: string; moves: FileMove[] }>();
+    for (const m of moves) {
+      const f = m.from.split('/');
+      const t = m.to.split('/');
+      for (let k = 1; k < f.length && k < t.length && f[f.length - k] === t[t.length - k]; k++) {
+        const from = f.slice(0, -k).join('/');
+        const to = t.slice(0, -k).join('/');
+        const key = `${from}\0${to}`;
+        const pair = pairs.get(key) ?? pairs.set(key, { from, to, moves: [] }).get(key)!;
+        pair.moves.push(m);
+      }
+    }
+    const depth = (p: string) => p.split('/').length;
+    for (const { from, to, moves: ms } of [...pairs.values()].sort((a, b) => depth(a.from) - depth(b.from) || (a.from < b.from ? -1 : a.from > b.from ? 1 : 0))) {
+      if (ms.length < 2 || ms.length !== under.get(from) || ms.some((m) => taken.has(m))) continue;
+      if (fold(from) === fold(to) || to.startsWith(from + '/') || from.startsWith(to + '/')) continue;
+      if (names.has(fold(to)) || parentsOf(to).some((d) => files.has(d))) continue;
+      const rel = (m: FileMove) => m.from.slice(from.length + 1);
+      if (limited && (ms.length > FOLDER_MOVE_FILES || ms.reduce((n, m) => n + 2 * utf8Length(rel(m)) + MOVE_ENTRY_BYTES, 4 * MAX_NAME_BYTES + 1024) > FOLDER_MOVE_BODY_BYTES)) continue;
+      for (const m of ms) taken.add(m);
+      groups.push({ op: op === 'moveRemote' ? 'moveRemoteFolder' : 'moveLocalFolder', from, to, files: new Map(ms.map((m) => [rel(m), m.version])) });
+    }
+  };
+  side('moveRemote', remote, null, (p) => p, true);
+  if (here) side('moveLocal', here.files, here.dirs, here.fold ?? ((p) => p), false);
   if (!groups.length) return [...actions];
-  return [...groups, ...actions.filter((a) => !taken.has(a as Move))];
+  return [...groups, ...actions.filter((a) => !taken.has(a))];
 }
 
 /**
