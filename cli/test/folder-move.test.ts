@@ -83,7 +83,7 @@ async function countingProxy(s: TestServer) {
 
 interface Dev {
   dir: string;
-  sync(): ReturnType<typeof dsync>;
+  sync(...flags: string[]): ReturnType<typeof dsync>;
   write(p: string, body: string): void;
   read(p: string): string;
 }
@@ -97,7 +97,7 @@ function devices(url: string, via = url) {
     const at = (p: string) => path.join(dir, ...p.split('/'));
     return {
       dir,
-      sync: () => dsync(['sync', dir, '--remote', 'proj', '--device', name, '--json'], { env: { DSYNC_CACHE_DIR: path.join(root, name, 'cache'), DSYNC_SERVER: url } }),
+      sync: (...flags) => dsync(['sync', dir, '--remote', 'proj', '--device', name, '--json', ...flags], { env: { DSYNC_CACHE_DIR: path.join(root, name, 'cache'), DSYNC_SERVER: url } }),
       write(p, body) {
         mkdirSync(path.dirname(at(p)), { recursive: true });
         writeFileSync(at(p), body);
@@ -263,6 +263,40 @@ test('a half-moved folder on the server (a folder move cut off midway) converges
   }
 });
 
+test("a folder deleted on one device: one move of the folder into the server's trash, every file there with its history", { timeout: 600_000 }, async () => {
+  const s = await testServer();
+  const proxy = await countingProxy(s);
+  const { a, b, done } = devices(s.url, proxy.url);
+  try {
+    seed(a, 40);
+    ok(await a.sync());
+    a.write('src/d2/f2.txt', 'file 2, edited\n');
+    ok(await a.sync());
+    ok(await b.sync());
+    rmSync(path.join(a.dir, 'src'), { recursive: true });
+    proxy.reset();
+    const lines = ok(await a.sync('--max-delete', '100%'));
+    // today's engine moved each file into the trash on its own (40 moves)
+    assert.equal(proxy.count('POST /api/files/move'), 1, JSON.stringify(Object.fromEntries(proxy.counts)));
+    const deleted = lines.filter((l) => l.op === 'deleteRemote' && !l.retry && !l.error);
+    assert.equal(deleted.length, 40);
+    const trash = String(deleted[0].trash).replace(/proj\/src\/.*$/, '');
+    assert.match(trash, /^\.dsync-trash\/[^/]+\/$/);
+    ok(await b.sync('--max-delete', '100%'));
+    assert.deepEqual([...treeOf(b.dir).keys()], ['top.txt']);
+    assert.deepEqual(treeOf(b.dir), treeOf(a.dir));
+    const there = await server(s);
+    assert.equal(there.trash.length, 40);
+    assert.ok(there.trash.every((n) => n.startsWith(trash + 'proj/src/')));
+    const store = await s.storeOf('local');
+    assert.equal((await store.versionNumbers(trash + 'proj/src/d2/f2.txt')).length, 2, 'the history goes into the trash too');
+  } finally {
+    await proxy.close();
+    await s.stop();
+    done();
+  }
+});
+
 test('POST /api/files/move of a folder with versions: a compare-and-swap on the folder, its body checked as hostile input', { timeout: 300_000 }, async () => {
   const s = await testServer();
   const store = await s.storeOf('local');
@@ -342,4 +376,9 @@ test('the planner groups the file renames of a whole server folder into one fold
   assert.deepEqual(folderMoves(stays, remote(), here('a/x', 'a/y', 'B/other')), stays, 'b is taken here, as this file system finds names');
   assert.deepEqual(folderMoves(stays, remote(), { ...here('a/x', 'a/y'), dirs: new Set(['b']) }), stays, 'an empty folder b here');
   assert.deepEqual(folderMoves(stays, remote()), stays, 'a device that renames no folders');
+  // deletes on the server: every file the listing has under a folder
+  const del = (path: string, version = 1): Action => ({ op: 'deleteRemote', path, version });
+  assert.deepEqual(folderMoves([del('a/x', 4), del('a/s/y')], remote('a/x', 'a/s/y', 'b')), [{ op: 'deleteRemoteFolder', path: 'a', files: new Map([['x', 4], ['s/y', 1]]) }]);
+  const some = [del('a/x'), del('a/y')];
+  assert.deepEqual(folderMoves(some, remote('a/x', 'a/y', 'a/z')), some);
 });

@@ -18,7 +18,7 @@ import { conflictName } from './conflict.ts';
 import { RemoteError } from './conn.ts';
 import { SYNC_REFUSALS, SYNC_TRANSFERS } from './limits.ts';
 import { ErrorCode } from './protocol.ts';
-import { type Action, type Agreed, type Expect, type FolderAction, type FolderMove, type LocalFile, type RemoteFile, deleteAllowance, deletesOf, folderMoves, plan, planFolders, rootsWanted } from './sync-plan.ts';
+import { type Action, type Agreed, type Expect, type FolderAction, type FolderDelete, type FolderMove, type LocalFile, type RemoteFile, deleteAllowance, deletesOf, folderMoves, plan, planFolders, rootsWanted } from './sync-plan.ts';
 
 /** The ignore file in a synced folder (gitignore syntax): this device's own, never synced. */
 export const IGNORE_FILE = '.dsyncignore';
@@ -96,6 +96,10 @@ export interface RemoteFolder {
    *  numbers the latest versions got at `to` (those the answer gave). RemoteChanged when
    *  refused (nothing moved, or some files before a file's own check refused) */
   moveFolder(from: string, to: string, versions: ReadonlyMap<string, number>): Promise<Map<string, number>>;
+  /** deletes the folder `path` there while the server holds exactly `versions` under it (path
+   *  below it → latest), keeping every file's versions under the trash folder
+   *  `.dsync-trash/STAMP/`; where it went (ending in '/'). RemoteChanged when refused */
+  trashFolder(path: string, versions: ReadonlyMap<string, number>, trashStamp: string): Promise<string>;
   /** deletes `path` there while its latest is `expect`, keeping its versions under the trash
    *  folder `.dsync-trash/STAMP/` (one stamp per pass); where it went; RemoteChanged when the
    *  server holds another version */
@@ -282,7 +286,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
 
   // the renames of whole folders here: one folder move each on the server
   const grouped = folderMoves(actions, remoteFiles, local.renameFolder ? { files: localFiles, dirs: dirsHere, fold } : undefined);
-  const kept = new Set<Action | FolderMove>(grouped);
+  const kept = new Set<Action | FolderMove | FolderDelete>(grouped);
   const inFolderMove = new Set<Action>(actions.filter((a) => !kept.has(a)));
   const deletes = deletesOf([...actions, ...folderActions]);
   const allowed = deleteAllowance(agreed.size + agreedFolders.size, opts.maxDeleteShare, opts.maxDeleteMin);
@@ -358,6 +362,33 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
       await saving;
     }
   };
+  /** Every file under a server folder deleted here: one checked move of the folder into the
+   *  trash (reported file by file, as `deleteRemote`s). Refused (a file under it changed or
+   *  came since the listing, one this pass does not see, or that place in the trash taken),
+   *  its files are deleted one by one as any delete, each checked on its own: a changed file
+   *  stays (modify beats delete). */
+  const trashFolder = async (g: FolderDelete) => {
+    if (opts.signal?.aborted) return;
+    const dels = [...g.files].map(([rel, version]) => ({ rel, a: { op: 'deleteRemote' as const, path: `${g.path}/${rel}`, version } }));
+    let where: string;
+    try {
+      where = await remote.trashFolder(g.path, g.files, stamp);
+    } catch (e) {
+      if (e instanceof RemoteChanged) {
+        for (const { a } of dels) await one(a);
+        return;
+      }
+      for (const { a } of dels) {
+        blocked.push(a.path);
+        await report({ ...a, error: message(e) });
+      }
+      return;
+    }
+    for (const { rel, a } of dels) {
+      state.files.delete(a.path);
+      await report({ ...a, trash: where + rel });
+    }
+  };
   /** A folder renamed here, as one folder move on the server (reported file by file, as
    *  `moveRemote`s). Refused (the folder changed there since the listing, or its new name is
    *  taken), its files move one by one, each checked against its own version, as if it had
@@ -402,7 +433,8 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
   const move = (a: Action) => a.op === 'moveRemote' || a.op === 'moveLocal';
   const first = (a: Action) => aside(a) || del(a) || move(a);
   for (const a of actions.filter(aside)) await one(a);
-  for (const a of actions.filter(del)) await one(a);
+  for (const a of grouped) if (a.op === 'deleteRemoteFolder') await trashFolder(a);
+  for (const a of actions.filter((x) => del(x) && !inFolderMove.has(x))) await one(a);
   for (const a of grouped) if (a.op === 'moveRemoteFolder') await moveFolder(a);
   for (const a of grouped) if (a.op === 'moveLocalFolder') await renameFolder(a);
   for (const a of actions.filter((x) => move(x) && !inFolderMove.has(x))) await one(a);

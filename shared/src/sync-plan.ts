@@ -230,11 +230,13 @@ type FileMove = Extract<Action, { op: 'moveRemote' | 'moveLocal' }>;
  * side (`moveLocal`): the files this pass sees here, `here.fold` finding names as this file
  * system does, one `moveLocalFolder` (the engine's LocalTree checks again, on disk, that the
  * folder holds just these files). The highest such folder wins; renames with edits, partial
- * moves and single files stay file moves. Every other action is returned as it was.
+ * moves and single files stay file moves. The same for the server's deletes: where every file
+ * the listing has under a folder is deleted here, one `deleteRemoteFolder` (a checked folder
+ * move into the trash). Every other action is returned as it was.
  */
-export function folderMoves(actions: readonly Action[], remote: Files<RemoteFile>, here?: { files: Files<unknown>; dirs: ReadonlySet<string>; fold?: (p: string) => string }): (Action | FolderMove)[] {
+export function folderMoves(actions: readonly Action[], remote: Files<RemoteFile>, here?: { files: Files<unknown>; dirs: ReadonlySet<string>; fold?: (p: string) => string }): (Action | FolderMove | FolderDelete)[] {
   const taken = new Set<Action>();
-  const groups: FolderMove[] = [];
+  const groups: (FolderMove | FolderDelete)[] = [];
   const side = (op: FileMove['op'], files: Files<unknown>, dirs: ReadonlySet<string> | null, fold: (p: string) => string, limited: boolean) => {
     const moves = actions.filter((a): a is FileMove => a.op === op);
     if (moves.length < 2) return;
@@ -268,8 +270,33 @@ export function folderMoves(actions: readonly Action[], remote: Files<RemoteFile
   };
   side('moveRemote', remote, null, (p) => p, true);
   if (here) side('moveLocal', here.files, here.dirs, here.fold ?? ((p) => p), false);
+  // deletes on the server of every file the listing has under a folder: one move of the
+  // folder into the trash
+  const dels = actions.filter((a): a is Extract<Action, { op: 'deleteRemote' }> => a.op === 'deleteRemote');
+  if (dels.length >= 2) {
+    const under = new Map<string, number>();
+    for (const p of remote.keys()) for (const d of parentsOf(p)) under.set(d, (under.get(d) ?? 0) + 1);
+    const byFolder = new Map<string, typeof dels>();
+    for (const a of dels) for (const d of parentsOf(a.path)) (byFolder.get(d) ?? byFolder.set(d, []).get(d)!).push(a);
+    for (const [path, ds] of [...byFolder].sort((a, b) => a[0].split('/').length - b[0].split('/').length || (a[0] < b[0] ? -1 : 1))) {
+      if (ds.length < 2 || ds.length !== under.get(path) || ds.some((a) => taken.has(a))) continue;
+      const rel = (a: (typeof dels)[number]) => a.path.slice(path.length + 1);
+      if (ds.length > FOLDER_MOVE_FILES || ds.reduce((n, a) => n + 2 * utf8Length(rel(a)) + MOVE_ENTRY_BYTES, 4 * MAX_NAME_BYTES + 1024) > FOLDER_MOVE_BODY_BYTES) continue;
+      for (const a of ds) taken.add(a);
+      groups.push({ op: 'deleteRemoteFolder', path, files: new Map(ds.map((a) => [rel(a), a.version])) });
+    }
+  }
   if (!groups.length) return [...actions];
   return [...groups, ...actions.filter((a) => !taken.has(a))];
+}
+
+/** Every file the listing has under the server folder `path` deleted here: one move of the
+ *  folder into the pass's trash folder, checked against `files` (folderMoves). */
+export interface FolderDelete {
+  op: 'deleteRemoteFolder';
+  path: string;
+  /** path below the folder → the latest version the listing showed */
+  files: ReadonlyMap<string, number>;
 }
 
 /**

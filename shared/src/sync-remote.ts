@@ -219,10 +219,25 @@ export abstract class ApiFolder implements RemoteFolder {
    *  moved when the folder's check refused it, else some files moved before a file's own check
    *  did (the listing shows which). An answer without the numbers (a server that moved the
    *  folder unchecked) gives none: nothing is recorded, the next pass compares the contents. */
-  async moveFolder(from: string, to: string, versions: ReadonlyMap<string, number>): Promise<Map<string, number>> {
+  moveFolder(from: string, to: string, versions: ReadonlyMap<string, number>): Promise<Map<string, number>> {
+    return this.moveFolderAs(from, this.full(to), versions);
+  }
+
+  /** Deletes the folder `path` there while it holds exactly `versions` (path below it →
+   *  latest): one checked folder move into the trash folder `.dsync-trash/STAMP/`, keeping
+   *  every file's versions; where it went (ending in '/'). RemoteChanged when refused (as
+   *  `moveFolder`; also when that place in the trash is taken: the files then go one by one). */
+  async trashFolder(path: string, versions: ReadonlyMap<string, number>, trashStamp: string): Promise<string> {
+    const to = `${TRASH}/${trashStamp}/${this.full(path)}`;
+    await this.moveFolderAs(path, to, versions);
+    return to + '/';
+  }
+
+  /** The checked folder move of `from` (in this folder) to the server name `to`. */
+  private async moveFolderAs(from: string, to: string, versions: ReadonlyMap<string, number>): Promise<Map<string, number>> {
     let answer: { versions?: unknown };
     try {
-      answer = await this.a.call('POST', '/api/files/move', { from: this.full(from) + '/', to: this.full(to) + '/', versions: Object.fromEntries(versions) });
+      answer = await this.a.call('POST', '/api/files/move', { from: this.full(from) + '/', to: to + '/', versions: Object.fromEntries(versions) });
     } catch (e) {
       const status = this.status(e);
       if (status === 409 || status === 404) throw new RemoteChanged(`${from}/ changed on the server, or ${to}/ exists: ${(e as Error)?.message ?? e}`);
