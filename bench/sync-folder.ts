@@ -11,52 +11,16 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { type Server, type Socket, createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startServe } from '../harness/child.ts';
 import { ROOT, arg, log, machine, median, table, writeResults } from './lib/common.ts';
+import { proxy } from './lib/proxy.ts';
 
 const saves = Number(arg('--saves', '20'));
 const files = Number(arg('--files', '10000'));
 const reps = Number(arg('--reps', '3'));
 const DSYNC = path.join(ROOT, 'bin/dsync.mjs');
-
-/** A TCP proxy to `target` counting bytes each way and HTTP requests (request lines seen at the
- *  start of a client chunk on a connection that is not a WebSocket). */
-function proxy(target: URL): Promise<{ server: Server; url: string; counts: { up: number; down: number; requests: number; upgrades: number }; reset(): void }> {
-  const counts = { up: 0, down: 0, requests: 0, upgrades: 0 };
-  const server = createServer((client: Socket) => {
-    const upstream = connect(Number(target.port), target.hostname);
-    let ws = false;
-    client.on('data', (d) => {
-      counts.up += d.length;
-      if (!ws) {
-        const text = d.toString('latin1');
-        const reqs = text.match(/(^|\r\n)(GET|POST|DELETE|PUT) \/[^ ]* HTTP\/1\.1\r\n/g) ?? [];
-        counts.requests += reqs.length;
-        if (/\r\nupgrade: websocket\r\n/i.test(text)) {
-          ws = true;
-          counts.upgrades++;
-        }
-      }
-      upstream.write(d);
-    });
-    upstream.on('data', (d) => {
-      counts.down += d.length;
-      client.write(d);
-    });
-    const end = () => (client.destroy(), upstream.destroy());
-    client.on('error', end).on('close', end);
-    upstream.on('error', end).on('close', end);
-  });
-  return new Promise((ok) =>
-    server.listen(0, '127.0.0.1', () => {
-      const port = (server.address() as { port: number }).port;
-      ok({ server, url: `http://127.0.0.1:${port}`, counts, reset: () => Object.assign(counts, { up: 0, down: 0, requests: 0, upgrades: 0 }) });
-    }),
-  );
-}
 
 function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string; ms: number }> {
   const t0 = performance.now();

@@ -177,6 +177,39 @@ export class NodeTree implements LocalTree {
     if (prune) await this.pruneUp(path.dirname(src));
   }
 
+  async renameFolder(from: string, to: string, files: ReadonlySet<string>, prune: boolean): Promise<boolean> {
+    // names kept on disk in another form, and case-only renames, go file by file
+    if (from.toLowerCase() === to.toLowerCase() || [...this.onDisk.keys()].some((p) => p.startsWith(from + '/'))) return false;
+    const top = await checkParents(this.dir, from);
+    const isDir = async () => (await fs.lstat(top).catch(() => null))?.isDirectory() === true;
+    if (!(await isDir())) return false;
+    // the folder holds just `files` (regular files) and the folders above them: nothing
+    // ignored, no link, no empty folder goes along unseen
+    let seen = 0;
+    const holds = async (dir: string, rel: string): Promise<boolean> => {
+      let any = false;
+      for (const e of await fs.readdir(dir, { withFileTypes: true })) {
+        const p = rel ? `${rel}/${e.name}` : e.name;
+        if (e.isDirectory()) {
+          if (!(await holds(path.join(dir, e.name), p))) return false;
+        } else if (!e.isFile() || !files.has(p)) return false;
+        else seen++;
+        any = true;
+      }
+      return any;
+    };
+    if (!(await holds(top, '')) || seen !== files.size) return false;
+    const dst = await checkParents(this.dir, to, true);
+    if (await this.exists(dst)) return false;
+    // again right before the act: no link put in the way since
+    await checkParents(this.dir, from);
+    if (!(await isDir())) return false;
+    await checkParents(this.dir, to);
+    await fs.rename(top, dst);
+    if (prune) await this.pruneUp(path.dirname(top));
+    return true;
+  }
+
   async mkdir(p: string): Promise<void> {
     const full = await checkParents(this.dir, p, true);
     try {

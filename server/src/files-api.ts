@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import express from 'express';
-import { LIST_CHANGES_ENTRIES, LIST_CURSOR_CHARS, MAX_NAME_BYTES, SEARCH_FOLDERS, SEARCH_PAGE } from '../../shared/src/limits.ts';
+import { FOLDER_MOVE_BODY_BYTES, FOLDER_MOVE_FILES, FOLDER_MOVE_RENAMES, LIST_CHANGES_ENTRIES, LIST_CURSOR_CHARS, MAX_NAME_BYTES, SEARCH_FOLDERS, SEARCH_PAGE } from '../../shared/src/limits.ts';
 import { ErrorCode, ProtocolError, busyMessage } from '../../shared/src/protocol.ts';
 import { TRASH, listingLines } from '../../shared/src/sync-remote.ts';
 import { validateName } from './names.ts';
@@ -52,6 +52,54 @@ function versionOf(raw: unknown): number | undefined {
   const v = Number(raw);
   if (!Number.isSafeInteger(v) || v < 1) throw new ProtocolError(ErrorCode.Malformed, `bad version ${JSON.stringify(raw)}`);
   return v;
+}
+
+/**
+ * The `versions` of a checked folder move from `src` to `dst` (both ending in '/'): a JSON
+ * object of at most FOLDER_MOVE_FILES names below the folder, each with the latest version the
+ * client saw. Each name must be valid as it is (NFC) under both folders: what the client
+ * sends is hostile input.
+ */
+function folderVersions(raw: unknown, src: string, dst: string): Map<string, number> {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ProtocolError(ErrorCode.Malformed, 'versions is an object {name below the folder: version}');
+  const entries = Object.entries(raw);
+  if (!entries.length || entries.length > FOLDER_MOVE_FILES) throw new ProtocolError(ErrorCode.Malformed, `versions names 1 to ${FOLDER_MOVE_FILES} files`);
+  const out = new Map<string, number>();
+  for (const [rel, v] of entries) {
+    if (validateName(src + rel) !== src + rel || validateName(dst + rel) !== dst + rel) throw new ProtocolError(ErrorCode.BadName, `invalid file name: ${JSON.stringify(rel)} is not as the server keeps names`);
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) throw new ProtocolError(ErrorCode.Malformed, `versions: ${JSON.stringify(rel)} has no version (a positive integer)`);
+    out.set(rel, v);
+  }
+  return out;
+}
+
+/**
+ * Runs `move` for every name, FOLDER_MOVE_RENAMES at once. A failure starts no further move;
+ * the ones under way finish, and the first failure is thrown saying how many had moved. Each
+ * file's rename is atomic (store.ts `rename`), so a failure or a crash midway leaves every file
+ * whole at its old name or its new one (a crash inside one rename: at both), never neither.
+ */
+async function renameAll(names: string[], move: (rel: string) => Promise<void>): Promise<void> {
+  let next = 0;
+  let done = 0;
+  let failed: unknown = null;
+  await Promise.all(
+    Array.from({ length: Math.min(FOLDER_MOVE_RENAMES, names.length) }, async () => {
+      while (failed === null && next < names.length) {
+        const rel = names[next++];
+        try {
+          await move(rel);
+          done++;
+        } catch (e) {
+          failed ??= e;
+        }
+      }
+    }),
+  );
+  if (failed === null) return;
+  const why = `moved ${done} of ${names.length} files, then: ${(failed as Error)?.message ?? String(failed)}`;
+  if (failed instanceof ProtocolError) throw new ProtocolError(failed.code, why);
+  throw new StoreFailed(new Error(why));
 }
 
 /** Resolves when `res` drains; rejects when the client goes away first. */
@@ -298,24 +346,44 @@ export function filesApi(
   );
   r.post(
     '/files/move',
-    express.json({ limit: '8kb' }),
+    express.json({ limit: FOLDER_MOVE_BODY_BYTES }),
     route(async (req, res, store) => {
-      const { from, to, version } = (req.body ?? {}) as { from?: unknown; to?: unknown; version?: unknown };
+      const { from, to, version, versions } = (req.body ?? {}) as { from?: unknown; to?: unknown; version?: unknown; versions?: unknown };
       if (typeof from !== 'string' || typeof to !== 'string') throw new ProtocolError(ErrorCode.Malformed, 'move takes {from, to}');
       if (from.endsWith('/') !== to.endsWith('/')) throw new ProtocolError(ErrorCode.Malformed, 'a folder moves to a folder: both end in "/", or neither');
       // version: a file moves only while its latest version is that one (409 otherwise)
       const expect = version === undefined ? undefined : versionOf(version);
       if (expect !== undefined && from.endsWith('/')) throw new ProtocolError(ErrorCode.Malformed, 'version is for a file move');
+      if (versions !== undefined && !from.endsWith('/')) throw new ProtocolError(ErrorCode.Malformed, 'versions is for a folder move');
       if (!from.endsWith('/')) {
         await store.rename(nameOf(from), nameOf(to), expect);
         return void res.json({ moved: 1 });
       }
       const src = nameOf(from.slice(0, -1)) + '/';
       const dst = nameOf(to.slice(0, -1)) + '/';
-      const files = await store.list(src.slice(0, -1));
+      if (src !== dst && (dst.startsWith(src) || src.startsWith(dst))) throw new ProtocolError(ErrorCode.Malformed, `${src} cannot move into itself or a folder above it`);
+      const want = versions === undefined ? null : folderVersions(versions, src, dst);
+      const files = await whole(() => store.list(src.slice(0, -1)));
       if (!files.length) throw new ProtocolError(ErrorCode.NotFound, `no file under ${src}`);
-      for (const f of files) await store.rename(f.name, nameOf(dst + f.name.slice(src.length)));
-      res.json({ moved: files.length });
+      if (want) {
+        // compare-and-swap on the folder: exactly the names the client saw, at the versions it
+        // saw, and nothing at the new name (a file, a folder, or a file above it)
+        if (files.length !== want.size || files.some((f) => want.get(f.name.slice(src.length)) !== f.latest)) {
+          throw new ProtocolError(ErrorCode.StaleBasis, `${src} holds other files or versions than the move expects: nothing moved`);
+        }
+        const there = await whole(() => store.tree(dst.slice(0, -1)));
+        if (there.files.length || there.folders.length || (await store.folderExists(dst.slice(0, -1)))) throw new ProtocolError(ErrorCode.Inconsistent, `${dst} exists: nothing moved`);
+        const clash = await store.typeClash(dst.slice(0, -1), 'folder');
+        if (clash) throw new ProtocolError(ErrorCode.Inconsistent, `${clash}: nothing moved`);
+      }
+      // each file's rename is its own compare-and-swap against the version listed (a push that
+      // lands after the look above refuses that file's move; it stays where it was pushed)
+      const moved = new Map<string, number>();
+      await renameAll(files.map((f) => f.name.slice(src.length)), async (rel) => {
+        moved.set(rel, await store.rename(src + rel, nameOf(dst + rel), want?.get(rel)));
+      });
+      // a checked move answers the numbers the latest versions got at the new name
+      res.json({ moved: moved.size, ...(want && { versions: Object.fromEntries(moved) }) });
     }),
   );
   r.post(

@@ -27,9 +27,12 @@
  *   GET  /api/download?name=N[&version=V]  the bytes of a version (latest by default), verified
  *   DELETE /api/files?name=N[&version=V][&latest=L] {removed: [versions]}: one version, or the
  *        file; latest=L: only while its latest version is L (409 otherwise, checked in the swap)
- *   POST /api/files/move {from, to[, version]} {moved: n}: a file, or a folder ("a/" to "b/");
- *        version: the file moves only while its latest version is that (409 otherwise); `to`
- *        must not exist, be a folder that lists something, or lie under a file (409)
+ *   POST /api/files/move {from, to[, version | versions]} {moved: n[, versions]}: a
+ *        file, or a folder ("a/" to "b/"); version: the file moves only while its latest
+ *        version is that (409 otherwise); `to` must not exist, be a folder that lists
+ *        something, or lie under a file (409); versions {rel: version} (a folder): only while
+ *        the folder holds exactly those files at those latest versions and nothing is at `to`
+ *        (409, nothing moved); the answer's versions: the numbers the latest got at `to`
  *   POST /api/files/restore {name, version} {version}: a new version with those bytes;
  *        {name} of a file or folder in the trash (".dsync-trash/STAMP/PATH[/]"): {restored,
  *        skipped}: each file back at PATH with its history, unless that name is taken again

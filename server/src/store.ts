@@ -616,8 +616,11 @@ export class Store {
    * refuses the move (StaleBasis) and `to`'s copy is withdrawn again, so that the pushed version
    * stays where it was pushed and no name is left holding an unchecked copy; a version pushed
    * after it finds `from` moved.
+   *
+   * Returns the number the latest version of `from` has at `to` (versions are renumbered
+   * there): what a client that moved a version it knows records as agreed.
    */
-  async rename(from: string, to: string, expect?: number): Promise<void> {
+  async rename(from: string, to: string, expect?: number): Promise<number> {
     const latestOf = (h: FileHead | null) => h?.versions[h.versions.length - 1]?.version ?? 0;
     const check = (h: FileHead | null) => {
       if (expect !== undefined && h?.versions.length && latestOf(h) !== expect) throw stale(from, latestOf(h), expect);
@@ -625,7 +628,8 @@ export class Store {
     if (from === to) {
       const h = await this.head(from);
       if (!h?.versions.length) throw new ProtocolError(ErrorCode.NotFound, `${from} does not exist`);
-      return check(h);
+      check(h);
+      return latestOf(h);
     }
     const src = await this.head(from);
     if (!src?.versions.length) throw new ProtocolError(ErrorCode.NotFound, `${from} does not exist`);
@@ -658,6 +662,7 @@ export class Store {
       });
       throw e;
     }
+    return copied[copied.length - 1].version;
   }
 
   /**

@@ -226,3 +226,18 @@ export const LIST_CURSOR_CHARS = 2 << 20;
  *  `{reset: true}` and the client lists whole, in pages (the recursive listing's own page
  *  limit). */
 export const LIST_CHANGES_ENTRIES = 10_000;
+
+// ---------------------------------------------------------------------------------------------
+// Folder moves (POST /api/files/move of a folder "a/" to "b/", docs/protocol.md)
+
+/** Files one checked folder move (with `versions`) names at most; the sync engine moves a
+ *  bigger folder file by file. */
+export const FOLDER_MOVE_FILES = 20_000;
+/** The longest body of a move request, in bytes: room for FOLDER_MOVE_FILES names of ~200
+ *  bytes; the sync engine sends no bigger one (a folder whose names need more moves file by
+ *  file). */
+export const FOLDER_MOVE_BODY_BYTES = 4 << 20;
+/** The renames of one folder move the server runs at once: each waits mostly on the store
+ *  (three or four reads and two compare-and-swaps), so a few overlap well without one request
+ *  taking the store from every other. */
+export const FOLDER_MOVE_RENAMES = 8;

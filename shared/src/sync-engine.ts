@@ -18,7 +18,7 @@ import { conflictName } from './conflict.ts';
 import { RemoteError } from './conn.ts';
 import { SYNC_REFUSALS, SYNC_TRANSFERS } from './limits.ts';
 import { ErrorCode } from './protocol.ts';
-import { type Action, type Agreed, type Expect, type FolderAction, type LocalFile, type RemoteFile, deleteAllowance, deletesOf, plan, planFolders, rootsWanted } from './sync-plan.ts';
+import { type Action, type Agreed, type Expect, type FolderAction, type FolderDelete, type FolderMove, type LocalFile, type RemoteFile, deleteAllowance, deletesOf, folderMoves, plan, planFolders, rootsWanted } from './sync-plan.ts';
 
 /** The ignore file in a synced folder (gitignore syntax): this device's own, never synced. */
 export const IGNORE_FILE = '.dsyncignore';
@@ -51,6 +51,12 @@ export interface LocalTree {
   /** renames (making parent folders; a case-only rename works on case-insensitive systems);
    *  `prune`: then removes the folders this leaves empty */
   rename(from: string, to: string, prune: boolean): Promise<void>;
+  /** renames the folder `from` to `to` (making the parents of `to`) when `to` does not exist
+   *  and `from` holds just `files` (paths below it: regular files, and folders holding them)
+   *  and nothing else (no other file, ignored or not, no link, no empty folder); false, having
+   *  done nothing, otherwise. `prune`: then removes the folders this leaves empty. Optional:
+   *  without it a folder moved on the server is renamed here file by file */
+  renameFolder?(from: string, to: string, files: ReadonlySet<string>, prune: boolean): Promise<boolean>;
   /** removes a file; `prune`: then the folders this leaves empty */
   remove(path: string, prune: boolean): Promise<void>;
   mkdir(path: string): Promise<void>;
@@ -85,6 +91,15 @@ export interface RemoteFolder {
   /** a server-side rename while `from`'s latest is `expect`; `to`'s latest then (its root where
    *  the default chunking made it); RemoteChanged when the server holds another version */
   move(from: string, to: string, expect: { version: number }): Promise<{ version: number; root?: string }>;
+  /** the server's folder move of `from` to `to` (folder paths, no trailing '/') while the server
+   *  holds exactly `versions` under `from` (path below it → latest) and nothing at `to`: the
+   *  numbers the latest versions got at `to` (those the answer gave). RemoteChanged when
+   *  refused (nothing moved, or some files before a file's own check refused) */
+  moveFolder(from: string, to: string, versions: ReadonlyMap<string, number>): Promise<Map<string, number>>;
+  /** deletes the folder `path` there while the server holds exactly `versions` under it (path
+   *  below it → latest), keeping every file's versions under the trash folder
+   *  `.dsync-trash/STAMP/`; where it went (ending in '/'). RemoteChanged when refused */
+  trashFolder(path: string, versions: ReadonlyMap<string, number>, trashStamp: string): Promise<string>;
   /** deletes `path` there while its latest is `expect`, keeping its versions under the trash
    *  folder `.dsync-trash/STAMP/` (one stamp per pass); where it went; RemoteChanged when the
    *  server holds another version */
@@ -269,6 +284,10 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
   const prune = remoteFolders === null;
   const folderActions = dirsThere ? planFolders(dirsHere, agreedFolders, dirsThere, localFiles, remoteFiles) : [];
 
+  // the renames of whole folders here: one folder move each on the server
+  const grouped = folderMoves(actions, remoteFiles, local.renameFolder ? { files: localFiles, dirs: dirsHere, fold } : undefined);
+  const kept = new Set<Action | FolderMove | FolderDelete>(grouped);
+  const inFolderMove = new Set<Action>(actions.filter((a) => !kept.has(a)));
   const deletes = deletesOf([...actions, ...folderActions]);
   const allowed = deleteAllowance(agreed.size + agreedFolders.size, opts.maxDeleteShare, opts.maxDeleteMin);
   const errors = skipped.filter((s) => s.hold || s.reason.startsWith('cannot read')).length + unreadable;
@@ -332,11 +351,77 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
       else d.error = message(e);
     }
     if ((d.retry || d.error) && (a.op === 'asideLocal' || a.op === 'asideRemote' || a.op === 'deleteLocal' || a.op === 'deleteRemote')) blocked.push(p);
+    await report(d);
+  };
+  /** notes an action done (or failed), saving the state at most about once a second */
+  const report = async (d: Done) => {
     done.push(d);
     opts.onAction?.(d);
     if (!saving && Date.now() - saved > 1000) {
       saving = state.save().finally(() => ((saving = null), (saved = Date.now())));
       await saving;
+    }
+  };
+  /** Every file under a server folder deleted here: one checked move of the folder into the
+   *  trash (reported file by file, as `deleteRemote`s). Refused (a file under it changed or
+   *  came since the listing, one this pass does not see, or that place in the trash taken),
+   *  its files are deleted one by one as any delete, each checked on its own: a changed file
+   *  stays (modify beats delete). */
+  const trashFolder = async (g: FolderDelete) => {
+    if (opts.signal?.aborted) return;
+    const dels = [...g.files].map(([rel, version]) => ({ rel, a: { op: 'deleteRemote' as const, path: `${g.path}/${rel}`, version } }));
+    let where: string;
+    try {
+      where = await remote.trashFolder(g.path, g.files, stamp);
+    } catch (e) {
+      if (e instanceof RemoteChanged) {
+        for (const { a } of dels) await one(a);
+        return;
+      }
+      for (const { a } of dels) {
+        blocked.push(a.path);
+        await report({ ...a, error: message(e) });
+      }
+      return;
+    }
+    for (const { rel, a } of dels) {
+      state.files.delete(a.path);
+      await report({ ...a, trash: where + rel });
+    }
+  };
+  /** A folder renamed here, as one folder move on the server (reported file by file, as
+   *  `moveRemote`s). Refused (the folder changed there since the listing, or its new name is
+   *  taken), its files move one by one, each checked against its own version, as if it had
+   *  never been grouped: the server's check is of the whole folder, so a file under it that
+   *  this pass does not see (ignored, held) refuses it every time. */
+  const moveFolder = async (g: FolderMove) => {
+    if (opts.signal?.aborted) return;
+    const moves = [...g.files].map(([rel, version]) => ({ rel, a: { op: 'moveRemote' as const, from: `${g.from}/${rel}`, to: `${g.to}/${rel}`, version } }));
+    if (moves.some(({ a }) => blocked.some((b) => a.from.startsWith(b + '/') || a.to.startsWith(b + '/')))) {
+      for (const m of moves) await one(m.a);
+      return;
+    }
+    let got: Map<string, number>;
+    try {
+      got = await remote.moveFolder(g.from, g.to, g.files);
+    } catch (e) {
+      if (!(e instanceof RemoteChanged)) {
+        for (const m of moves) await report({ ...m.a, error: message(e) });
+        return;
+      }
+      for (const m of moves) await one(m.a);
+      return;
+    }
+    for (const { rel, a } of moves) {
+      const d: Done = { ...a };
+      // the server moved the version this device agreed on (its check): that version, under
+      // the number it got at the new name, is the local content
+      const l = localFiles.get(a.to)!;
+      const v = got.get(rel);
+      state.files.delete(a.from);
+      if (v !== undefined) state.files.set(a.to, agreedEntry(v, l.hash, l.stat));
+      else d.retry = true;
+      await report(d);
     }
   };
   // first the moves aside and the deletes (a file out of a folder's way), then the moves, then
@@ -348,8 +433,11 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
   const move = (a: Action) => a.op === 'moveRemote' || a.op === 'moveLocal';
   const first = (a: Action) => aside(a) || del(a) || move(a);
   for (const a of actions.filter(aside)) await one(a);
-  for (const a of actions.filter(del)) await one(a);
-  for (const a of actions.filter(move)) await one(a);
+  for (const a of grouped) if (a.op === 'deleteRemoteFolder') await trashFolder(a);
+  for (const a of actions.filter((x) => del(x) && !inFolderMove.has(x))) await one(a);
+  for (const a of grouped) if (a.op === 'moveRemoteFolder') await moveFolder(a);
+  for (const a of grouped) if (a.op === 'moveLocalFolder') await renameFolder(a);
+  for (const a of actions.filter((x) => move(x) && !inFolderMove.has(x))) await one(a);
   const queue = actions.filter(transfer);
   await Promise.all(Array.from({ length: Math.min(opts.transfers ?? SYNC_TRANSFERS, queue.length) }, async () => {
     for (let a; (a = queue.shift()); ) await one(a);
@@ -358,6 +446,38 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
   await saving;
   await state.save();
   return { done, hashed, skipped, hidden: hiddenHere };
+
+  /** A folder moved on the server, renamed here as one folder (reported file by file, as
+   *  `moveLocal`s): each file is first verified as the plan read it (a file changed here
+   *  since is a local change: then, as when the folder holds anything else, its files are
+   *  renamed one by one as any rename, each verified on its own). */
+  async function renameFolder(g: FolderMove) {
+    if (opts.signal?.aborted) return;
+    const moves = [...g.files].map(([rel, version]) => ({ rel, a: { op: 'moveLocal' as const, from: `${g.from}/${rel}`, to: `${g.to}/${rel}`, version } }));
+    const oneByOne = async () => {
+      for (const m of moves) await one(m.a);
+    };
+    if (moves.some(({ a }) => blocked.some((b) => a.from.startsWith(b + '/') || a.to.startsWith(b + '/')))) return oneByOne();
+    let renamed: boolean;
+    try {
+      for (const { a } of moves) await verifyLocal(local, a.from, expected(a.from));
+      renamed = await local.renameFolder!(g.from, g.to, new Set(g.files.keys()), prune);
+    } catch (e) {
+      if (e instanceof LocalChanged) return oneByOne();
+      for (const m of moves) await report({ ...m.a, error: message(e) });
+      return;
+    }
+    if (!renamed) return oneByOne();
+    for (const { a } of moves) {
+      const d: Done = { ...a };
+      const l = localFiles.get(a.from)!;
+      const st = await local.stat(a.to);
+      state.files.delete(a.from);
+      if (st) state.files.set(a.to, agreedEntry(a.version, l.hash, st));
+      else d.retry = true;
+      await report(d);
+    }
+  }
 
   /** what the plan read of a local file, for verifyLocal */
   function expected(p: string): Expected {

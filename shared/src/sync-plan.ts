@@ -28,6 +28,9 @@
  * the first), every other one on the server is moved aside there to a conflict name.
  */
 
+import { FOLDER_MOVE_BODY_BYTES, FOLDER_MOVE_FILES, MAX_NAME_BYTES } from './limits.ts';
+import { utf8Length } from './names.ts';
+
 /** What a change on the server expects at the name: its latest version, or no file there. */
 export type Expect = { version: number } | 'absent';
 
@@ -130,11 +133,11 @@ export function plan(local: Files<LocalFile>, state: Files<Agreed>, remote: File
 
   // Renames on this device: an agreed path gone here and unchanged on the server, and a new
   // local path (unknown to the state and the server) with the same content.
-  const newLocal = sorted(local).filter((p) => !state.has(p) && !remote.has(p));
+  const newLocal = byContent(sorted(local).filter((p) => !state.has(p) && !remote.has(p)), (q) => local.get(q)!.hash);
   for (const p of sorted(state)) {
     const s = state.get(p)!;
     if (local.has(p) || remote.get(p)?.version !== s.version) continue;
-    const to = newLocal.find((q) => !done.has(q) && local.get(q)!.hash === s.hash && fits(q, remote, dirsThere));
+    const to = newLocal.get(s.hash)?.find((q) => !done.has(q) && fits(q, remote, dirsThere));
     if (to === undefined) continue;
     actions.push({ op: 'moveRemote', from: p, to, version: s.version });
     done.add(p).add(to);
@@ -144,11 +147,11 @@ export function plan(local: Files<LocalFile>, state: Files<Agreed>, remote: File
   // (a new server path that this file system finds as another local file is no free name here)
   const localByKey = new Map(shape.fold ? [...local.keys()].map((q) => [shape.fold!(q), q]) : []);
   const freeHere = (q: string, from: string) => !shape.fold || (localByKey.get(shape.fold(q)) ?? from) === from;
-  const newRemote = sorted(remote).filter((p) => !state.has(p) && !local.has(p));
+  const newRemote = byContent(sorted(remote).filter((p) => !state.has(p) && !local.has(p) && remote.get(p)!.root !== undefined), (q) => remote.get(q)!.root!);
   for (const p of sorted(state)) {
     const s = state.get(p)!;
     if (done.has(p) || remote.has(p) || local.get(p)?.hash !== s.hash) continue;
-    const to = newRemote.find((q) => !done.has(q) && remote.get(q)!.root === s.hash && freeHere(q, p) && fits(q, local, dirsHere) && !dirsThere.has(q));
+    const to = newRemote.get(s.hash)?.find((q) => !done.has(q) && freeHere(q, p) && fits(q, local, dirsHere) && !dirsThere.has(q));
     if (to === undefined) continue;
     actions.push({ op: 'moveLocal', from: p, to, version: remote.get(to)!.version });
     done.add(p).add(to);
@@ -183,6 +186,117 @@ export function plan(local: Files<LocalFile>, state: Files<Agreed>, remote: File
     if (a) actions.push(a);
   }
   return actions;
+}
+
+/** `paths` (in their order) by their content: a rename's new name is looked up by the content
+ *  of the old one, not searched for among every new path. */
+function byContent(paths: string[], content: (p: string) => string): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const p of paths) {
+    const c = content(p);
+    const list = out.get(c);
+    if (list) list.push(p);
+    else out.set(c, [p]);
+  }
+  return out;
+}
+
+/** A whole folder renamed on one side, done as one folder rename on the other (folderMoves):
+ *  `moveRemoteFolder`, renamed here and moved on the server; `moveLocalFolder`, moved on the
+ *  server and renamed here. */
+export interface FolderMove {
+  op: 'moveRemoteFolder' | 'moveLocalFolder';
+  /** the folder's old and new names (no trailing '/'), neither inside the other */
+  from: string;
+  to: string;
+  /** every file under `from` on the side it moves on: its path below the folder → the version
+   *  the plan read (moveRemote's, moveLocal's) */
+  files: ReadonlyMap<string, number>;
+}
+
+/** The JSON bytes one file of a folder move's request takes at most beyond twice its name's
+ *  UTF-8 bytes (a '"' is escaped): quotes, colon, comma and the version. */
+const MOVE_ENTRY_BYTES = 24;
+
+type FileMove = Extract<Action, { op: 'moveRemote' | 'moveLocal' }>;
+
+/**
+ * Groups the file renames of `actions` into folder renames, on each side: where every file a
+ * side has under a folder `F` moves to the same path below a folder `T`, and that side has
+ * nothing at `T` (no file or folder there or under it, no file above it; `T` not inside `F` nor
+ * above it), the files go as one folder move there. The server's side (plan's `moveRemote`):
+ * the files the listing has, one `moveRemoteFolder` (the server's folder move, checked against
+ * `files`), at most FOLDER_MOVE_FILES files and FOLDER_MOVE_BODY_BYTES of request. This device's
+ * side (`moveLocal`): the files this pass sees here, `here.fold` finding names as this file
+ * system does, one `moveLocalFolder` (the engine's LocalTree checks again, on disk, that the
+ * folder holds just these files). The highest such folder wins; renames with edits, partial
+ * moves and single files stay file moves. The same for the server's deletes: where every file
+ * the listing has under a folder is deleted here, one `deleteRemoteFolder` (a checked folder
+ * move into the trash). Every other action is returned as it was.
+ */
+export function folderMoves(actions: readonly Action[], remote: Files<RemoteFile>, here?: { files: Files<unknown>; dirs: ReadonlySet<string>; fold?: (p: string) => string }): (Action | FolderMove | FolderDelete)[] {
+  const taken = new Set<Action>();
+  const groups: (FolderMove | FolderDelete)[] = [];
+  const side = (op: FileMove['op'], files: Files<unknown>, dirs: ReadonlySet<string> | null, fold: (p: string) => string, limited: boolean) => {
+    const moves = actions.filter((a): a is FileMove => a.op === op);
+    if (moves.length < 2) return;
+    // the files under each folder of this side, and every name there as it is found
+    const under = new Map<string, number>();
+    for (const p of files.keys()) for (const d of parentsOf(p)) under.set(d, (under.get(d) ?? 0) + 1);
+    const names = new Set([...files.keys(), ...under.keys(), ...(dirs ?? [])].map(fold));
+    // candidate folder pairs: each common tail of a move's old and new path
+    const pairs = new Map<string, { from: string; to: string; moves: FileMove[] }>();
+    for (const m of moves) {
+      const f = m.from.split('/');
+      const t = m.to.split('/');
+      for (let k = 1; k < f.length && k < t.length && f[f.length - k] === t[t.length - k]; k++) {
+        const from = f.slice(0, -k).join('/');
+        const to = t.slice(0, -k).join('/');
+        const key = `${from}\0${to}`;
+        const pair = pairs.get(key) ?? pairs.set(key, { from, to, moves: [] }).get(key)!;
+        pair.moves.push(m);
+      }
+    }
+    const depth = (p: string) => p.split('/').length;
+    for (const { from, to, moves: ms } of [...pairs.values()].sort((a, b) => depth(a.from) - depth(b.from) || (a.from < b.from ? -1 : a.from > b.from ? 1 : 0))) {
+      if (ms.length < 2 || ms.length !== under.get(from) || ms.some((m) => taken.has(m))) continue;
+      if (fold(from) === fold(to) || to.startsWith(from + '/') || from.startsWith(to + '/')) continue;
+      if (names.has(fold(to)) || parentsOf(to).some((d) => files.has(d))) continue;
+      const rel = (m: FileMove) => m.from.slice(from.length + 1);
+      if (limited && (ms.length > FOLDER_MOVE_FILES || ms.reduce((n, m) => n + 2 * utf8Length(rel(m)) + MOVE_ENTRY_BYTES, 4 * MAX_NAME_BYTES + 1024) > FOLDER_MOVE_BODY_BYTES)) continue;
+      for (const m of ms) taken.add(m);
+      groups.push({ op: op === 'moveRemote' ? 'moveRemoteFolder' : 'moveLocalFolder', from, to, files: new Map(ms.map((m) => [rel(m), m.version])) });
+    }
+  };
+  side('moveRemote', remote, null, (p) => p, true);
+  if (here) side('moveLocal', here.files, here.dirs, here.fold ?? ((p) => p), false);
+  // deletes on the server of every file the listing has under a folder: one move of the
+  // folder into the trash
+  const dels = actions.filter((a): a is Extract<Action, { op: 'deleteRemote' }> => a.op === 'deleteRemote');
+  if (dels.length >= 2) {
+    const under = new Map<string, number>();
+    for (const p of remote.keys()) for (const d of parentsOf(p)) under.set(d, (under.get(d) ?? 0) + 1);
+    const byFolder = new Map<string, typeof dels>();
+    for (const a of dels) for (const d of parentsOf(a.path)) (byFolder.get(d) ?? byFolder.set(d, []).get(d)!).push(a);
+    for (const [path, ds] of [...byFolder].sort((a, b) => a[0].split('/').length - b[0].split('/').length || (a[0] < b[0] ? -1 : 1))) {
+      if (ds.length < 2 || ds.length !== under.get(path) || ds.some((a) => taken.has(a))) continue;
+      const rel = (a: (typeof dels)[number]) => a.path.slice(path.length + 1);
+      if (ds.length > FOLDER_MOVE_FILES || ds.reduce((n, a) => n + 2 * utf8Length(rel(a)) + MOVE_ENTRY_BYTES, 4 * MAX_NAME_BYTES + 1024) > FOLDER_MOVE_BODY_BYTES) continue;
+      for (const a of ds) taken.add(a);
+      groups.push({ op: 'deleteRemoteFolder', path, files: new Map(ds.map((a) => [rel(a), a.version])) });
+    }
+  }
+  if (!groups.length) return [...actions];
+  return [...groups, ...actions.filter((a) => !taken.has(a))];
+}
+
+/** Every file the listing has under the server folder `path` deleted here: one move of the
+ *  folder into the pass's trash folder, checked against `files` (folderMoves). */
+export interface FolderDelete {
+  op: 'deleteRemoteFolder';
+  path: string;
+  /** path below the folder → the latest version the listing showed */
+  files: ReadonlyMap<string, number>;
 }
 
 /**

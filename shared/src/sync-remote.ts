@@ -395,6 +395,8 @@ export abstract class ApiFolder implements RemoteFolder {
     try {
       await this.a.call('POST', '/api/files/move', { from: this.full(from), to, version: expect.version });
     } catch (e) {
+      // gone from the server since the listing (a folder move that stopped midway took it)
+      if (this.status(e) === 404) throw new RemoteChanged(`${from} is gone from the server`);
       if (this.status(e) !== 409) throw e;
       const now = await this.versions(from);
       if (now[now.length - 1] !== expect.version) throw new RemoteChanged(`${from} changed on the server`);
@@ -408,6 +410,43 @@ export abstract class ApiFolder implements RemoteFolder {
       throw new RemoteChanged(`${to} exists on the server`);
     });
     return this.latest(to);
+  }
+
+  /** POST /api/files/move of the folder `from/` to `to/` with `versions` (docs/protocol.md):
+   *  the server moves it only while it holds exactly these files at these latest versions and
+   *  nothing is at `to`. A refusal (409, or 404: the folder is gone) is RemoteChanged: nothing
+   *  moved when the folder's check refused it, else some files moved before a file's own check
+   *  did (the listing shows which). An answer without the numbers (a server that moved the
+   *  folder unchecked) gives none: nothing is recorded, the next pass compares the contents. */
+  moveFolder(from: string, to: string, versions: ReadonlyMap<string, number>): Promise<Map<string, number>> {
+    return this.moveFolderAs(from, this.full(to), versions);
+  }
+
+  /** Deletes the folder `path` there while it holds exactly `versions` (path below it →
+   *  latest): one checked folder move into the trash folder `.dsync-trash/STAMP/`, keeping
+   *  every file's versions; where it went (ending in '/'). RemoteChanged when refused (as
+   *  `moveFolder`; also when that place in the trash is taken: the files then go one by one). */
+  async trashFolder(path: string, versions: ReadonlyMap<string, number>, trashStamp: string): Promise<string> {
+    const to = `${TRASH}/${trashStamp}/${this.full(path)}`;
+    await this.moveFolderAs(path, to, versions);
+    return to + '/';
+  }
+
+  /** The checked folder move of `from` (in this folder) to the server name `to`. */
+  private async moveFolderAs(from: string, to: string, versions: ReadonlyMap<string, number>): Promise<Map<string, number>> {
+    let answer: { versions?: unknown };
+    try {
+      answer = await this.a.call('POST', '/api/files/move', { from: this.full(from) + '/', to: to + '/', versions: Object.fromEntries(versions) });
+    } catch (e) {
+      const status = this.status(e);
+      if (status === 409 || status === 404) throw new RemoteChanged(`${from}/ changed on the server, or ${to}/ exists: ${(e as Error)?.message ?? e}`);
+      throw e;
+    }
+    const got = new Map<string, number>();
+    const raw = answer?.versions;
+    if (typeof raw !== 'object' || raw === null) return got;
+    for (const [rel, v] of Object.entries(raw)) if (versions.has(rel) && Number.isSafeInteger(v) && (v as number) > 0) got.set(rel, v as number);
+    return got;
   }
 
   async remove(p: string, expect: { version: number }, trashStamp: string) {
