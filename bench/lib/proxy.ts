@@ -1,0 +1,77 @@
+/**
+ * A counting TCP proxy on loopback (bench/sync-folder.ts, bench/peers): every byte between a
+ * client and `target` passes through it and is counted each way, with the HTTP requests (request
+ * lines seen at the start of a client chunk on a connection that is not a WebSocket) and the
+ * WebSocket upgrades. It speaks no protocol itself, so it counts rsync, Unison or SFTP as well.
+ */
+import { type Server, type Socket, createServer, connect } from 'node:net';
+
+export interface WireCounts {
+  up: number;
+  down: number;
+  requests: number;
+  upgrades: number;
+  connections: number;
+}
+
+export interface CountingProxy {
+  server: Server;
+  port: number;
+  url: string;
+  counts: WireCounts;
+  reset(): void;
+  close(): Promise<void>;
+}
+
+export function countingProxy(target: { host: string; port: number }): Promise<CountingProxy> {
+  const counts: WireCounts = { up: 0, down: 0, requests: 0, upgrades: 0, connections: 0 };
+  const open = new Set<Socket>();
+  const server = createServer((client: Socket) => {
+    counts.connections++;
+    const upstream = connect(target.port, target.host);
+    open.add(client).add(upstream);
+    let ws = false;
+    client.on('data', (d) => {
+      counts.up += d.length;
+      if (!ws) {
+        const text = d.toString('latin1');
+        const reqs = text.match(/(^|\r\n)(GET|POST|DELETE|PUT) \/[^ ]* HTTP\/1\.1\r\n/g) ?? [];
+        counts.requests += reqs.length;
+        if (/\r\nupgrade: websocket\r\n/i.test(text)) {
+          ws = true;
+          counts.upgrades++;
+        }
+      }
+      upstream.write(d);
+    });
+    upstream.on('data', (d) => {
+      counts.down += d.length;
+      client.write(d);
+    });
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+      open.delete(client);
+      open.delete(upstream);
+    };
+    client.on('error', end).on('close', end);
+    upstream.on('error', end).on('close', end);
+  });
+  return new Promise((ok) =>
+    server.listen(0, '127.0.0.1', () => {
+      const port = (server.address() as { port: number }).port;
+      ok({
+        server,
+        port,
+        url: `http://127.0.0.1:${port}`,
+        counts,
+        reset: () => Object.assign(counts, { up: 0, down: 0, requests: 0, upgrades: 0, connections: 0 }),
+        close: () =>
+          new Promise<void>((r) => {
+            for (const s of open) s.destroy();
+            server.close(() => r());
+          }),
+      });
+    }),
+  );
+}
