@@ -110,6 +110,10 @@ export class Daemon {
   sample(): void {
     for (const p of this.tree()) this.peak = Math.max(this.peak, hwm(p));
   }
+  /** how many processes run under the root */
+  descendants(): number {
+    return this.tree().length - 1;
+  }
   cpuMs(): number {
     const [root, ...rest] = this.tree();
     return processCpuMs(root) + rest.reduce((s, p) => s + processCpuMs(p), 0);

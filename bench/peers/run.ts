@@ -17,7 +17,7 @@
  *     [--tools dsync,rsync,unison,rclone,syncthing] [--out peers]
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { arg, log, machine, table, writeResults } from '../lib/common.ts';
@@ -57,7 +57,7 @@ interface Step {
 const renamed = (tree: Tree) => tree.small.filter((p) => p.startsWith(`${RENAMED_FROM}/`)).length;
 const STEPS: Step[] = [
   { n: 1, title: 'first sync of the tree', change: (_d, t) => `${t.small.length} small files + ${t.binaries.length} binaries, ${(t.bytes / 1e6).toFixed(0)} MB` },
-  { n: 2, title: `${EDIT_BYTES / 1024} KB changed in the largest file`, change: (d, t) => `${editBinary(d, t, seed)} (${EDIT_BYTES} bytes in place, middle)` },
+  { n: 2, title: `${EDIT_BYTES / 1024} KB changed in the largest file`, change: (d, t) => `${EDIT_BYTES} bytes in place in the middle of ${editBinary(d, t, seed)}, ${(statSync(path.join(d, t.binaries.at(-1)!)).size / 1e6).toFixed(0)} MB` },
   { n: 3, title: '1 % of the small files edited', change: (d, t) => `${editSmall(d, t, seed)} files` },
   { n: 4, title: 'nothing changed', change: () => '' },
   { n: 5, title: 'a folder renamed', change: (d, t) => (renameFolder(d), `${RENAMED_FROM} → ${RENAMED_TO}, ${renamed(t)} files`) },
@@ -146,6 +146,7 @@ try {
         const s0 = performance.now();
         const runs = await tool.sync(step.n, files);
         const wallMs = performance.now() - s0;
+        await tool.settle?.();
         for (const x of ds) x.d.sample();
         const wire = (await tool.wire()) - wire0;
         const cpuMs = runs.reduce((s, r) => s + r.cpuMs, 0) + ds.reduce((s, x, i) => s + x.d.cpuMs() - cpu0[i], 0);

@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { type CountingProxy, countingProxy } from '../../lib/proxy.ts';
-import { Daemon, type Run, runTimed } from '../measure.ts';
+import { Daemon, type Run, runTimed, waitFor } from '../measure.ts';
 import { type Dirs, type Tool, freePort, listening, spawnDaemon, stopChild } from './tool.ts';
 import type { ChildProcess } from 'node:child_process';
 
@@ -45,6 +45,11 @@ export class Rsync implements Tool {
   async sync(): Promise<Run[]> {
     const url = `rsync://127.0.0.1:${this.proxy!.port}/store/`;
     return [await runTimed('rsync', ['-a', '--delete', `${this.dirs.a}/`, url]), await runTimed('rsync', ['-a', '--delete', url, `${this.dirs.b}/`])];
+  }
+
+  /** The daemon forks one process per connection; its CPU is in the daemon's once reaped. */
+  settle(): Promise<void> {
+    return waitFor(() => this.daemon!.descendants() === 0, 'the rsync daemon reaps its children', 60_000, 10);
   }
 
   daemons() {

@@ -30,6 +30,9 @@ export interface Tool {
   /** Syncs A's changes to the server and the server's to B (for Syncthing: A to B). `files`:
    *  how many regular files A holds, for a tool that must know when it is done. */
   sync(step: number, files: number): Promise<Run[]>;
+  /** After the timed sync, before the daemons' CPU is read: waits for work that finishes after
+   *  the clients exit (an rsync daemon's per-connection process being reaped). */
+  settle?(): Promise<void>;
   /** the daemons: `client` counts towards the client's RSS, `server` the server's */
   daemons(): { role: 'client' | 'server'; d: Daemon }[];
   /** bytes on the wire so far, both ways */
