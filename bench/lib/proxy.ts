@@ -29,6 +29,8 @@ export function countingProxy(target: { host: string; port: number }): Promise<C
   const server = createServer((client: Socket) => {
     counts.connections++;
     const upstream = connect(target.port, target.host);
+    client.setNoDelay(true);
+    upstream.setNoDelay(true);
     open.add(client).add(upstream);
     let ws = false;
     client.on('data', (d) => {
@@ -74,4 +76,33 @@ export function countingProxy(target: { host: string; port: number }): Promise<C
       });
     }),
   );
+}
+
+/** What the proxy adds to a round trip here: the median of `n` sequential 1-byte echoes over
+ *  loopback, direct and through a counting proxy, ms. A chatty protocol pays it per round trip. */
+export async function proxyRoundTrip(n = 200): Promise<{ directMs: number; proxiedMs: number }> {
+  const echo = createServer((s) => s.on('data', (d) => s.write(d)).on('error', () => s.destroy()));
+  await new Promise<void>((r) => echo.listen(0, '127.0.0.1', () => r()));
+  const port = (echo.address() as { port: number }).port;
+  const px = await countingProxy({ host: '127.0.0.1', port });
+  const time = async (p: number): Promise<number> => {
+    const s = connect(p, '127.0.0.1');
+    await new Promise((r) => s.once('connect', r));
+    s.setNoDelay(true);
+    const ms: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const t0 = performance.now();
+      await new Promise<void>((r) => (s.once('data', () => r()), s.write('x')));
+      ms.push(performance.now() - t0);
+    }
+    s.destroy();
+    ms.sort((a, b) => a - b);
+    return ms[ms.length >> 1];
+  };
+  try {
+    return { directMs: await time(port), proxiedMs: await time(px.port) };
+  } finally {
+    await px.close();
+    echo.close();
+  }
 }

@@ -21,6 +21,7 @@ import { mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { arg, log, machine, table, writeResults } from '../lib/common.ts';
+import { proxyRoundTrip } from '../lib/proxy.ts';
 import type { WatchLatency } from '../lib/watch-latency.ts';
 import { EDIT_BYTES, RENAMED_FROM, RENAMED_TO, type Tree, buildTree, copyTree, editBinary, editSmall, renameFolder } from './data.ts';
 import { type Check, compare } from './measure.ts';
@@ -91,6 +92,8 @@ const versions: Record<string, string> = {};
 let watch: WatchLatency | string | undefined;
 const mach = machine();
 const t0 = performance.now();
+const hop = await proxyRoundTrip();
+log(`a round trip over loopback: ${hop.directMs.toFixed(3)} ms direct, ${hop.proxiedMs.toFixed(3)} ms through the counting proxy`);
 log(`building the tree (seed ${seed}, scale ${scale}) in ${work}`);
 const seedDir = path.join(work, 'seed');
 const tree = buildTree(seedDir, seed, scale);
@@ -250,6 +253,9 @@ seconds: the machine is shared (see loadavg). In brackets: the ratio to Dsync in
   through a counting TCP proxy in front of the server (Syncthing: its connection totals, TLS
   included); RSS: max of the client processes / of the server's process tree (Syncthing: A / B)
   so far in the run
+- the counting proxy (Nagle off on both its sockets) costs every tool but Syncthing a hop per
+  round trip: a 1-byte echo took ${hop.directMs.toFixed(3)} ms direct and ${hop.proxiedMs.toFixed(3)} ms through it (medians of 200,
+  at the start of the run), so a protocol of many round trips pays more for it
 
 ### Wall time (A + B)
 
@@ -286,4 +292,4 @@ ${table(['tool', 'version', 'how'], howRows)}
 Run time: ${((performance.now() - t0) / 60_000).toFixed(1)} min; load average at the end ${loadavg().map((x) => x.toFixed(2)).join(' ')}.
 `;
 console.log(md);
-writeResults(out, 'Dsync side by side with rsync, Unison, rclone bisync and Syncthing (bench/peers)', mach, md, { scale, seed, saves, tree: { small: tree.small.length, binaries: tree.binaries, bytes: tree.bytes }, versions, results, watch }, ONE_RUN);
+writeResults(out, 'Dsync side by side with rsync, Unison, rclone bisync and Syncthing (bench/peers)', mach, md, { scale, seed, saves, proxyRoundTrip: hop, tree: { small: tree.small.length, binaries: tree.binaries, bytes: tree.bytes }, versions, results, watch }, ONE_RUN);
