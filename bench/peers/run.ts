@@ -231,12 +231,13 @@ const targets: Target[] = [
   ['2 KB edit of the large file: wire ≤ 1× rsync', q(D(2)?.wire, R(2)?.wire), 1],
 ];
 const w = typeof watch === 'object' ? watch : undefined;
-const dsyncRss = Math.max(0, ...results.filter((r) => r.tool === 'Dsync').map((r) => r.clientRss ?? 0));
+const dsyncRssAt = results.filter((r) => r.tool === 'Dsync' && r.clientRss).sort((x, y) => y.clientRss! - x.clientRss!)[0];
+const dsyncRss = dsyncRssAt?.clientRss ?? 0;
 const targetRows: (string | number)[][] = [
   ...targets.map(([t, x, lim]) => [t, x === undefined ? 'not measured' : `${x.toFixed(2)}×`, x === undefined ? '–' : x <= lim ? 'met' : '**missed**']),
   ['--watch save on the other device: median ≤ 0.5 s', w ? `${(w.median / 1000).toFixed(2)} s` : String(watch ?? 'not measured'), w ? (w.median <= 500 ? 'met' : '**missed**') : '–'],
   ['--watch save on the other device: p99 ≤ 1 s', w ? `${(w.p99 / 1000).toFixed(2)} s` : String(watch ?? 'not measured'), w ? (w.p99 <= 1000 ? 'met' : '**missed**') : '–'],
-  ['client RSS ≤ 150 MB for the tree', dsyncRss ? fmt.mb(dsyncRss) : 'not measured', dsyncRss ? (dsyncRss <= 150e6 ? 'met' : '**missed**') : '–'],
+  ['client RSS ≤ 150 MB for the tree (the largest of the steps)', dsyncRss ? `${fmt.mb(dsyncRss)} (step ${dsyncRssAt!.step})` : 'not measured', dsyncRss ? (dsyncRss <= 150e6 ? 'met' : '**missed**') : '–'],
 ];
 
 const howRows = tools.map((t) => [t.name, versions[t.name] ?? 'not installed', t.how]);
