@@ -19,8 +19,27 @@ export interface Run {
   out: string;
 }
 
-/** Runs `cmd args` under /usr/bin/time; rejects with its output when it exits non-zero. */
-export function runTimed(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; okCodes?: number[] } = {}): Promise<Run> {
+/** How long one client command may run before it is killed and its step fails (a hung tool is
+ *  reported, not waited for): generous, a first sync of the full tree takes minutes here. */
+export const COMMAND_TIMEOUT_MS = 3_600_000;
+
+/** The process groups of the commands running now. */
+const running = new Set<number>();
+
+/** Kills every command runTimed has running (the bench is being stopped). */
+export function killRunning(): void {
+  for (const pgid of running) {
+    try {
+      process.kill(-pgid, 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
+  }
+}
+
+/** Runs `cmd args` under /usr/bin/time in a process group of its own; rejects with its output
+ *  when it exits non-zero, or kills the group and rejects after `timeoutMs`. */
+export function runTimed(cmd: string, args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; okCodes?: number[]; timeoutMs?: number } = {}): Promise<Run> {
   const stats = path.join(tmpdir(), `peers-time-${process.pid}-${Math.random().toString(36).slice(2)}`);
   const t0 = performance.now();
   return new Promise((ok, fail) => {
@@ -28,12 +47,25 @@ export function runTimed(cmd: string, args: string[], opts: { env?: NodeJS.Proce
       env: { ...process.env, ...opts.env },
       cwd: opts.cwd,
       stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
     });
+    if (c.pid) running.add(c.pid);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      try {
+        process.kill(-c.pid!, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }, opts.timeoutMs ?? COMMAND_TIMEOUT_MS);
     let out = '';
     c.stdout.on('data', (d) => (out = (out + d).slice(-200_000)));
     c.stderr.on('data', (d) => (out = (out + d).slice(-200_000)));
     c.on('error', fail);
     c.on('close', (code) => {
+      clearTimeout(timer);
+      running.delete(c.pid!);
       const wallMs = performance.now() - t0;
       let text = '';
       try {
@@ -44,8 +76,9 @@ export function runTimed(cmd: string, args: string[], opts: { env?: NodeJS.Proce
       rmSync(stats, { force: true });
       // /usr/bin/time writes "Command exited with non-zero status N" first when it fails
       const m = /([\d.]+) ([\d.]+) (\d+)\s*$/.exec(text);
-      if (!(opts.okCodes ?? [0]).includes(code ?? -1) || !m) {
-        fail(new Error(`${cmd} ${args.join(' ')} exited with ${code}:\n${out.slice(-3000)}`));
+      if (timedOut || !(opts.okCodes ?? [0]).includes(code ?? -1) || !m) {
+        const why = timedOut ? `was killed after ${opts.timeoutMs ?? COMMAND_TIMEOUT_MS} ms` : `exited with ${code}`;
+        fail(new Error(`${cmd} ${args.join(' ')} ${why}:\n${out.slice(-3000)}`));
         return;
       }
       ok({ wallMs, cpuMs: (Number(m[1]) + Number(m[2])) * 1000, maxRss: Number(m[3]) * 1024, out });

@@ -24,7 +24,7 @@ import { arg, log, machine, table, writeResults } from '../lib/common.ts';
 import { proxyRoundTrip } from '../lib/proxy.ts';
 import type { WatchLatency } from '../lib/watch-latency.ts';
 import { EDIT_BYTES, RENAMED_FROM, RENAMED_TO, type Tree, buildTree, copyTree, editBinary, editSmall, renameFolder } from './data.ts';
-import { type Check, compare } from './measure.ts';
+import { type Check, compare, killRunning } from './measure.ts';
 import { Dsync } from './tools/dsync.ts';
 import { Rclone } from './tools/rclone.ts';
 import { Rsync } from './tools/rsync.ts';
@@ -87,6 +87,17 @@ function install(tool: Tool): string | null {
 }
 
 const work = mkdtempSync(path.join(tmpdir(), 'dsync-bench-peers-'));
+// Ctrl-C: stop the servers and daemons of the tool running and remove the scratch folder
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(sig, () => {
+    log(`${sig}: stopping`);
+    killRunning();
+    void Promise.allSettled(tools.map((t) => t.stop())).then(() => {
+      rmSync(work, { recursive: true, force: true });
+      process.exit(130);
+    });
+  });
+}
 const results: Result[] = [];
 const versions: Record<string, string> = {};
 let watch: WatchLatency | string | undefined;
