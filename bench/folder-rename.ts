@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startServe } from '../harness/child.ts';
 import { ROOT, arg, log, machine, median, table, writeResults } from './lib/common.ts';
-import { proxy } from './lib/proxy.ts';
+import { countingProxy } from './lib/proxy.ts';
 
 const files = Number(arg('--files', '1000'));
 const reps = Number(arg('--reps', '3'));
@@ -51,7 +51,7 @@ function treeOf(dir: string): Map<string, string> {
 
 const work = mkdtempSync(path.join(tmpdir(), 'dsync-bench-rename-'));
 const server = await startServe(['--data', path.join(work, 'store')]);
-const px = await proxy(new URL(server.url));
+const px = await countingProxy({ host: '127.0.0.1', port: Number(new URL(server.url).port) });
 try {
   const dev = (i: number) => ({ dir: path.join(work, `dev${i}`, 'proj'), env: { DSYNC_CACHE_DIR: path.join(work, `dev${i}`, 'cache'), DSYNC_SERVER: px.url } });
   const [a, b] = [dev(0), dev(1)];

@@ -9,13 +9,14 @@
  * Usage (from the repository root):
  *   node --import tsx bench/sync-folder.ts [--saves 20] [--files 10000] [--reps 3]
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startServe } from '../harness/child.ts';
-import { ROOT, arg, log, machine, median, table, writeResults } from './lib/common.ts';
-import { proxy } from './lib/proxy.ts';
+import { ROOT, arg, log, machine, table, writeResults } from './lib/common.ts';
+import { countingProxy } from './lib/proxy.ts';
+import { watchLatency } from './lib/watch-latency.ts';
 
 const saves = Number(arg('--saves', '20'));
 const files = Number(arg('--files', '10000'));
@@ -36,38 +37,14 @@ function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | n
 
 const work = mkdtempSync(path.join(tmpdir(), 'dsync-bench-sync-'));
 const server = await startServe(['--data', path.join(work, 'store')]);
-const px = await proxy(new URL(server.url));
-const children: ChildProcess[] = [];
+const px = await countingProxy({ host: '127.0.0.1', port: Number(new URL(server.url).port) });
 try {
   // ---- 1. latency with --watch on both sides ----
   const dev = (i: number) => ({ dir: path.join(work, `dev${i}`, 'proj'), env: { DSYNC_CACHE_DIR: path.join(work, `dev${i}`, 'cache'), DSYNC_SERVER: px.url } });
   const [a, b] = [dev(0), dev(1)];
   for (const d of [a, b]) mkdirSync(d.dir, { recursive: true });
-  const watchers = [a, b].map((d, i) => {
-    const c = spawn(process.execPath, [DSYNC, 'sync', d.dir, '--watch', '--json', '--device', `dev${i}`], { env: { ...process.env, ...d.env }, stdio: ['ignore', 'pipe', 'inherit'] });
-    children.push(c);
-    let out = '';
-    c.stdout.on('data', (x) => (out += x));
-    return () => out;
-  });
-  while (!watchers.every((w) => w().includes('"watching"'))) await new Promise((r) => setTimeout(r, 50));
-  const lat: number[] = [];
-  for (let i = 0; i < saves; i++) {
-    const body = `save ${i} ${'x'.repeat(1000 + i)}\n`;
-    const t0 = performance.now();
-    writeFileSync(path.join(a.dir, 'doc.txt'), body);
-    const there = path.join(b.dir, 'doc.txt');
-    while (!(existsSync(there) && readFileSync(there, 'utf8') === body)) {
-      if (performance.now() - t0 > 60_000) throw new Error(`save ${i} did not arrive`);
-      await new Promise((r) => setTimeout(r, 5));
-    }
-    lat.push(performance.now() - t0);
-    log(`save ${i}: ${lat[i].toFixed(0)} ms`);
-    await new Promise((r) => setTimeout(r, 300));
-  }
-  for (const c of children) c.kill('SIGINT');
-  const sortedLat = [...lat].sort((x, y) => x - y);
-  const p99 = sortedLat[Math.min(sortedLat.length - 1, Math.ceil(0.99 * sortedLat.length) - 1)];
+  const latency = await watchLatency({ ...a, name: 'dev0' }, { ...b, name: 'dev1' }, saves);
+  const lat = latency.ms;
 
   // ---- 2. a folder of many small files ----
   const c = dev(2);
@@ -105,7 +82,7 @@ TCP proxy.
 
 | saves | median | p99 | min | max |
 |---|---|---|---|---|
-| ${saves} | ${median(lat).toFixed(0)} ms | ${p99.toFixed(0)} ms | ${sortedLat[0].toFixed(0)} ms | ${sortedLat.at(-1)!.toFixed(0)} ms |
+| ${saves} | ${latency.median.toFixed(0)} ms | ${latency.p99.toFixed(0)} ms | ${latency.min.toFixed(0)} ms | ${latency.max.toFixed(0)} ms |
 
 The path: fs.watch fires on A, A waits SYNC_SETTLE_MS (200 ms) for the save to settle, its pass
 pushes the file; the server's live event reaches B, whose pass pulls it.
@@ -129,8 +106,7 @@ sync session opens.
 `;
   writeResults('sync', '`dsync sync`: latency with --watch, and a pass over 10 000 unchanged files', machine(), md, { latencyMs: lat, files, first: { ms: first.ms, ...firstCounts }, unchanged: still });
 } finally {
-  for (const c of children) c.kill('SIGKILL');
-  px.server.close();
+  await px.close();
   await server.kill();
   rmSync(work, { recursive: true, force: true });
 }

@@ -165,8 +165,14 @@ export function table(head: string[], rows: (string | number)[][]): string {
   return [line(head), line(head.map(() => '---')), ...rows.map(line)].join('\n');
 }
 
-/** Writes bench/results/<name>.md and .json with the date, command and machine in front. */
-export function writeResults(name: string, title: string, mach: Record<string, string | number>, body: string, data: unknown): void {
+const DEFAULT_NOTE = [
+  '- note: 2 cores shared with other work running concurrently on this machine (see loadavg);',
+  '  every figure is the median of repeated runs, interleaved so that load drift hits all alike.',
+].join('\n');
+
+/** Writes bench/results/<name>.md and .json with the date, command and machine in front;
+ *  `note` says how the figures were taken (by default: medians of interleaved repeats). */
+export function writeResults(name: string, title: string, mach: Record<string, string | number>, body: string, data: unknown, note = DEFAULT_NOTE): void {
   const dir = join(ROOT, 'bench/results');
   mkdirSync(dir, { recursive: true });
   const date = new Date().toISOString();
@@ -177,8 +183,7 @@ export function writeResults(name: string, title: string, mach: Record<string, s
     `- date: ${date}`,
     `- command: \`${command()}\` (from the repository root)`,
     `- machine: ${Object.entries(m).map(([k, v]) => `${k}=${v}`).join(', ')}`,
-    '- note: 2 cores shared with other work running concurrently on this machine (see loadavg);',
-    '  every figure is the median of repeated runs, interleaved so that load drift hits all alike.',
+    note,
     '',
     body.trim(),
     '',

@@ -1,22 +1,39 @@
-// A TCP proxy for the benches that run `dsync` against a real `dsync serve`: it counts bytes
-// each way, HTTP requests (by "METHOD /path" too) and WebSocket upgrades.
+/**
+ * A counting TCP proxy on loopback (bench/sync-folder.ts, bench/peers): every byte between a
+ * client and `target` passes through it and is counted each way, with the HTTP requests (request
+ * lines seen at the start of a client chunk on a connection that is not a WebSocket) and the
+ * WebSocket upgrades. It speaks no protocol itself, so it counts rsync, Unison or SFTP as well.
+ */
 import { type Server, type Socket, createServer, connect } from 'node:net';
 
-export interface ProxyCounts {
+export interface WireCounts {
   up: number;
   down: number;
   requests: number;
   upgrades: number;
+  connections: number;
   /** requests by "METHOD /path" (the query left out) */
   routes: Record<string, number>;
 }
 
-/** A TCP proxy to `target` counting bytes each way and HTTP requests (request lines seen at the
- *  start of a client chunk on a connection that is not a WebSocket). */
-export function proxy(target: URL): Promise<{ server: Server; url: string; counts: ProxyCounts; reset(): void }> {
-  const counts: ProxyCounts = { up: 0, down: 0, requests: 0, upgrades: 0, routes: {} };
+export interface CountingProxy {
+  server: Server;
+  port: number;
+  url: string;
+  counts: WireCounts;
+  reset(): void;
+  close(): Promise<void>;
+}
+
+export function countingProxy(target: { host: string; port: number }): Promise<CountingProxy> {
+  const counts: WireCounts = { up: 0, down: 0, requests: 0, upgrades: 0, connections: 0, routes: {} };
+  const open = new Set<Socket>();
   const server = createServer((client: Socket) => {
-    const upstream = connect(Number(target.port), target.hostname);
+    counts.connections++;
+    const upstream = connect(target.port, target.host);
+    client.setNoDelay(true);
+    upstream.setNoDelay(true);
+    open.add(client).add(upstream);
     let ws = false;
     client.on('data', (d) => {
       counts.up += d.length;
@@ -40,14 +57,59 @@ export function proxy(target: URL): Promise<{ server: Server; url: string; count
       counts.down += d.length;
       client.write(d);
     });
-    const end = () => (client.destroy(), upstream.destroy());
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+      open.delete(client);
+      open.delete(upstream);
+    };
     client.on('error', end).on('close', end);
     upstream.on('error', end).on('close', end);
   });
   return new Promise((ok) =>
     server.listen(0, '127.0.0.1', () => {
       const port = (server.address() as { port: number }).port;
-      ok({ server, url: `http://127.0.0.1:${port}`, counts, reset: () => Object.assign(counts, { up: 0, down: 0, requests: 0, upgrades: 0, routes: {} }) });
+      ok({
+        server,
+        port,
+        url: `http://127.0.0.1:${port}`,
+        counts,
+        reset: () => Object.assign(counts, { up: 0, down: 0, requests: 0, upgrades: 0, connections: 0, routes: {} }),
+        close: () =>
+          new Promise<void>((r) => {
+            for (const s of open) s.destroy();
+            server.close(() => r());
+          }),
+      });
     }),
   );
+}
+
+/** What the proxy adds to a round trip here: the median of `n` sequential 1-byte echoes over
+ *  loopback, direct and through a counting proxy, ms. A chatty protocol pays it per round trip. */
+export async function proxyRoundTrip(n = 200): Promise<{ directMs: number; proxiedMs: number }> {
+  const echo = createServer((s) => s.on('data', (d) => s.write(d)).on('error', () => s.destroy()));
+  await new Promise<void>((r) => echo.listen(0, '127.0.0.1', () => r()));
+  const port = (echo.address() as { port: number }).port;
+  const px = await countingProxy({ host: '127.0.0.1', port });
+  const time = async (p: number): Promise<number> => {
+    const s = connect(p, '127.0.0.1');
+    await new Promise((r) => s.once('connect', r));
+    s.setNoDelay(true);
+    const ms: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const t0 = performance.now();
+      await new Promise<void>((r) => (s.once('data', () => r()), s.write('x')));
+      ms.push(performance.now() - t0);
+    }
+    s.destroy();
+    ms.sort((a, b) => a - b);
+    return ms[ms.length >> 1];
+  };
+  try {
+    return { directMs: await time(port), proxiedMs: await time(px.port) };
+  } finally {
+    await px.close();
+    echo.close();
+  }
 }
