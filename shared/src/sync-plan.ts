@@ -363,8 +363,9 @@ export type FolderAction =
 
 /** Every folder above `p` ('a/b/c.txt' → 'a', 'a/b'). */
 export function parentsOf(p: string): string[] {
-  const parts = p.split('/');
-  return parts.slice(0, -1).map((_, i) => parts.slice(0, i + 1).join('/'));
+  const out: string[] = [];
+  for (let k = p.indexOf('/'); k >= 0; k = p.indexOf('/', k + 1)) out.push(p.slice(0, k));
+  return out;
 }
 
 /**
