@@ -47,7 +47,8 @@ export async function walkFolder(top: string, o: WalkOptions = {}): Promise<Walk
   const skipped: Skipped[] = [];
   const twins: Walked['twins'] = [];
   const device = (await fs.stat(top)).dev;
-  const disk = (rel: string) => path.join(top, ...rel.split('/').filter(Boolean));
+  // the path on disk of a '/'-separated path below the folder (a folder's ends in '/')
+  const disk = (rel: string) => (path.sep === '/' ? `${top}/${rel}` : path.join(top, ...rel.split('/').filter(Boolean)));
   const walk = async (rel: string) => {
     let entries;
     try {

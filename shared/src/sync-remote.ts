@@ -29,10 +29,17 @@ export const DEFAULT_IGNORES = ['.DS_Store', 'Thumbs.db', 'desktop.ini', '*.tmp'
  *  .dsyncignore itself is this device's own and never synced (Syncthing's rule: one device's
  *  rules cannot silence another's files), whatever its text says. */
 export function ignoreMatcher(text: string | null): (p: string, isDir?: boolean) => boolean {
+  if (lastMatcher?.text === text) return lastMatcher.match;
   const ig = ignore().add(DEFAULT_IGNORES);
   if (text !== null) ig.add(text);
-  return (p, isDir) => (!isDir && p === IGNORE_FILE) || ig.ignores(isDir ? p + '/' : p);
+  const match = (p: string, isDir?: boolean) => (!isDir && p === IGNORE_FILE) || ig.ignores(isDir ? p + '/' : p);
+  lastMatcher = { text, match };
+  return match;
 }
+/** The matcher of the last rules asked for: a pass asks for its folder's rules every time, and
+ *  an `ignore` instance remembers what it decided for each path, so a `--watch` pass over
+ *  thousands of files with the same rules matches none of them again. */
+let lastMatcher: { text: string | null; match: (p: string, isDir?: boolean) => boolean } | null = null;
 
 /**
  * Containment (docs/sync.md): whether a name the server listed may become a path here. A name
