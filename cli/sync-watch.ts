@@ -8,6 +8,11 @@
  *     while its parent was being added, a network file system, an overflowed queue).
  * A pass that fails (the server away) is tried again with backoff; the event stream reconnects
  * with backoff too, and a reconnected stream starts a pass (changes may have been missed).
+ * What a pass did itself starts no pass: the watcher's event of a file it downloaded
+ * (`ownWrite`: the file as the pass left it), and the server's event of a version this device
+ * already has (`known`: its own upload, or one it downloaded), checked when the pass would
+ * start, so an event that arrives while the pass that caused it runs is seen as its own. A
+ * pass for server events alone starts at once; one for local changes waits SYNC_SETTLE_MS.
  */
 import { type FSWatcher, watch } from 'node:fs';
 import path from 'node:path';
@@ -22,6 +27,10 @@ export interface WatchOptions {
   ignored: (p: string) => boolean;
   signal: AbortSignal;
   pass: () => Promise<unknown>;
+  /** the watcher's event for `p` is of a file a pass wrote, as that pass left it */
+  ownWrite?: (p: string) => boolean;
+  /** the server's change event is of a version this device already has */
+  known?: (change: { kind?: unknown; name?: unknown; version?: unknown }) => boolean;
   onError: (e: Error, retryMs: number) => void;
   onReady: () => void;
 }
@@ -40,6 +49,9 @@ export async function watchFolder(o: WatchOptions): Promise<void> {
   let failures = 0;
   let wake: (() => void) | null = null;
   const finished = new Promise<void>((resolve) => (wake = resolve));
+  // why the next pass runs: server events (checked when it would start), or anything else
+  let events: { kind?: unknown; name?: unknown; version?: unknown }[] = [];
+  let other = false;
 
   const schedule = (ms: number) => {
     if (o.signal.aborted) return;
@@ -50,6 +62,10 @@ export async function watchFolder(o: WatchOptions): Promise<void> {
   const run = async () => {
     timer = null;
     if (o.signal.aborted) return;
+    const why = events;
+    events = [];
+    if (!other && why.length && o.known && why.every(o.known)) return; // this device's own
+    other = false;
     running = true;
     again = false;
     let retry = 0;
@@ -59,19 +75,28 @@ export async function watchFolder(o: WatchOptions): Promise<void> {
     } catch (e) {
       retry = backoffMs(failures++);
       o.onError(e as Error, retry);
+      other = true;
     } finally {
       running = false;
     }
     if (retry) schedule(retry);
-    else if (again) schedule(SYNC_SETTLE_MS);
+    else if (again) schedule(other ? SYNC_SETTLE_MS : 0);
+  };
+  const local = () => {
+    other = true;
+    schedule(SYNC_SETTLE_MS);
+  };
+  const forced = () => {
+    other = true;
+    schedule(0);
   };
 
   let watcher: FSWatcher | null = null;
   try {
     watcher = watch(o.dir, { recursive: true }, (_event, file) => {
       const p = file ? file.toString().split(path.sep).join('/') : null;
-      if (p && o.ignored(p)) return;
-      schedule(SYNC_SETTLE_MS);
+      if (p && (o.ignored(p) || o.ownWrite?.(p))) return;
+      local();
     });
     watcher.on('error', () => {
       // the rescan still finds the changes
@@ -79,10 +104,14 @@ export async function watchFolder(o: WatchOptions): Promise<void> {
   } catch {
     // no recursive watching here: the rescan finds the changes
   }
-  const rescan = setInterval(() => schedule(0), SYNC_RESCAN_MS);
-  void listen(o, () => schedule(0));
+  const rescan = setInterval(forced, SYNC_RESCAN_MS);
+  void listen(o, (change) => {
+    if (change) events.push(change);
+    else other = true;
+    schedule(0);
+  });
   o.signal.addEventListener('abort', () => wake?.(), { once: true });
-  schedule(0);
+  forced();
   o.onReady();
   await finished;
   watcher?.close();
@@ -95,8 +124,9 @@ export async function watchFolder(o: WatchOptions): Promise<void> {
  *  every 3 s, server/src/events.ts). */
 const EVENTS_IDLE_MS = 15_000;
 
-/** Follows GET /api/events, calling `changed` on every change event and on every (re)connect. */
-async function listen(o: WatchOptions, changed: () => void): Promise<void> {
+/** Follows GET /api/events, calling `changed` with every change event's data (null when it does
+ *  not parse) and with null on every (re)connect. */
+async function listen(o: WatchOptions, changed: (change: { kind?: unknown; name?: unknown; version?: unknown } | null) => void): Promise<void> {
   const base = httpBase(o.values);
   const token = tokenOf(o.values);
   for (let attempt = 0; !o.signal.aborted; ) {
@@ -110,7 +140,7 @@ async function listen(o: WatchOptions, changed: () => void): Promise<void> {
       const res = await fetch(`${base}/api/events`, { headers: token ? { Authorization: `Bearer ${token}` } : {}, signal: stream.signal });
       if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
       attempt = 0;
-      changed(); // changes made while the stream was down
+      changed(null); // changes made while the stream was down
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
       let buf = '';
       for (;;) {
@@ -125,7 +155,7 @@ async function listen(o: WatchOptions, changed: () => void): Promise<void> {
         while ((end = buf.indexOf('\n\n')) >= 0) {
           const ev = buf.slice(0, end);
           buf = buf.slice(end + 2);
-          if (/^event: change$/m.test(ev)) changed();
+          if (/^event: change$/m.test(ev)) changed(dataOf(ev));
         }
       }
     } catch {
@@ -136,5 +166,16 @@ async function listen(o: WatchOptions, changed: () => void): Promise<void> {
     }
     if (o.signal.aborted) return;
     await sleep(backoffMs(attempt++), o.signal);
+  }
+}
+
+/** The JSON data of a server-sent event, null when it has none that parses to an object. */
+function dataOf(ev: string): { kind?: unknown; name?: unknown; version?: unknown } | null {
+  const line = /^data: (.*)$/m.exec(ev)?.[1];
+  try {
+    const d = line === undefined ? null : JSON.parse(line);
+    return d && typeof d === 'object' ? d : null;
+  } catch {
+    return null;
   }
 }

@@ -4,7 +4,7 @@
  * pass after every local change (fs.watch), every change on the server (the live events) and
  * every SYNC_RESCAN_MS, until interrupted.
  */
-import { mkdirSync, realpathSync, statSync } from 'node:fs';
+import { lstatSync, mkdirSync, realpathSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { SYNC_MAX_DELETE_MIN, SYNC_MAX_DELETE_SHARE, SYNC_RETRIES } from '../../shared/src/limits.ts';
@@ -199,6 +199,18 @@ JSON object per action and one per pass ({"pass": …}).`,
           remote.close();
         }
       }
+      // what the passes themselves did starts no pass (cli/sync-watch.ts): the files they
+      // downloaded, as they left them, and the versions the state has
+      const wrote = new Map<string, { size: number; mtimeMs: number }>();
+      engine.wrote = (p, st) => wrote.set(p, { size: st.size, mtimeMs: st.mtimeMs });
+      const ownWrite = (p: string) => {
+        const w = wrote.get(p.normalize('NFC'));
+        const st = w && lstatSync(path.join(dir, p), { throwIfNoEntry: false });
+        return !!st && st.isFile() && st.size === w!.size && st.mtimeMs === w!.mtimeMs;
+      };
+      const prefix = folder ? folder + '/' : '';
+      const known = (c: { kind?: unknown; name?: unknown; version?: unknown }) =>
+        c.kind === 'commit' && typeof c.name === 'string' && (!c.name.startsWith(prefix) || state.files.get(c.name.slice(prefix.length))?.version === c.version);
       const stop = () => controller.abort();
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
@@ -207,6 +219,8 @@ JSON object per action and one per pass ({"pass": …}).`,
           values,
           dir,
           ignored: (p) => tree.ignored(p),
+          ownWrite,
+          known,
           signal: controller.signal,
           pass: async () => {
             const r = await syncUntilStill(tree, remote, state, engine);

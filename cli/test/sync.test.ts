@@ -344,6 +344,10 @@ test('--watch: a local save goes up and a change on the server comes down, acros
     await until('both watching', () => wa.lines.some((l) => l.watching) && wb.lines.some((l) => l.watching));
     a.write('note.txt', 'saved on a');
     await until('a\'s save on b', has(b, 'note.txt', 'saved on a'));
+    // an edit of the file b just downloaded, of the same size: b's watcher takes it for a
+    // change, not for the download it made itself (cli/sync-watch.ts ownWrite)
+    b.write('note.txt', 'saved on b');
+    await until('b\'s same-size edit on a', has(a, 'note.txt', 'saved on b'));
     b.write('note.txt', 'edited on b');
     await until('b\'s edit on a', has(a, 'note.txt', 'edited on b'));
 

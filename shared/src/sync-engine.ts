@@ -160,6 +160,9 @@ export interface EngineOptions {
   signal?: AbortSignal;
   /** uploads and downloads at once (default SYNC_TRANSFERS) */
   transfers?: number;
+  /** a file this pass wrote here (a download), with its stat right after: `--watch` takes the
+   *  watcher's event of that write for its own, not for a change */
+  wrote?: (path: string, st: Stat) => void;
 }
 
 /** One action carried out, or failed. */
@@ -507,6 +510,7 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
         const l = localFiles.has(a.path);
         const r = await remote.pull(a.path, a.version, l ? expected(a.path) : null, l ? a.path : undefined);
         files.set(a.path, agreedEntry(r.version, r.root, r));
+        opts.wrote?.(a.path, r);
         return;
       }
       case 'deleteLocal': {
