@@ -3,26 +3,21 @@
  *  each with its own DSYNC_CACHE_DIR. */
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
-import { type Child, startServe } from '../../../harness/child.ts';
+import { startServe } from '../../../harness/child.ts';
 import { ROOT } from '../../lib/common.ts';
-import { type CountingProxy, countingProxy } from '../../lib/proxy.ts';
 import { type WatchLatency, watchLatency } from '../../lib/watch-latency.ts';
-import { Daemon, type Run, runTimed } from '../measure.ts';
-import type { Dirs, Tool } from './tool.ts';
+import { type Run, runTimed } from '../measure.ts';
+import { type Dirs, ProxiedDaemon, type Tool } from './tool.ts';
 
 const DSYNC = path.join(ROOT, 'bin/dsync.mjs');
 const REMOTE = 'tree';
 
-export class Dsync implements Tool {
+export class Dsync extends ProxiedDaemon implements Tool {
   name = 'Dsync';
   packages: string[] = [];
   binary = process.execPath;
   how = '`dsync serve --store DIR` on 127.0.0.1 behind a counting TCP proxy; `dsync sync DIR -s URL --remote tree` on A, then on B (each its own DSYNC_CACHE_DIR)';
   exclude = ['.dsync*'];
-  private server?: Child;
-  private proxy?: CountingProxy;
-  private daemon?: Daemon;
-  private dirs!: Dirs;
 
   version(): string {
     return execFileSync(process.execPath, [DSYNC, '--version'], { encoding: 'utf8' }).trim();
@@ -34,9 +29,8 @@ export class Dsync implements Tool {
 
   async start(dirs: Dirs): Promise<void> {
     this.dirs = dirs;
-    this.server = await startServe(['--store', path.join(dirs.work, 'store')]);
-    this.daemon = new Daemon(this.server.child.pid!);
-    this.proxy = await countingProxy({ host: '127.0.0.1', port: Number(new URL(this.server.url).port) });
+    const server = await startServe(['--store', path.join(dirs.work, 'store')]);
+    await this.behindProxy(server.child, Number(new URL(server.url).port));
   }
 
   async sync(): Promise<Run[]> {
@@ -51,19 +45,5 @@ export class Dsync implements Tool {
   watch(saves: number): Promise<WatchLatency> {
     const dev = (d: 'A' | 'B') => ({ dir: d === 'A' ? this.dirs.a : this.dirs.b, env: { ...this.env(d), DSYNC_SERVER: this.proxy!.url }, name: d, args: ['--remote', REMOTE] });
     return watchLatency(dev('A'), dev('B'), saves, 'watched-save.txt');
-  }
-
-  daemons() {
-    return this.daemon ? [{ role: 'server' as const, d: this.daemon }] : [];
-  }
-
-  async wire(): Promise<number> {
-    return this.proxy ? this.proxy.counts.up + this.proxy.counts.down : 0;
-  }
-
-  async stop(): Promise<void> {
-    this.daemon?.stop();
-    await this.proxy?.close();
-    await this.server?.kill();
   }
 }

@@ -6,7 +6,8 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
-import type { Daemon, Run } from '../measure.ts';
+import { type CountingProxy, countingProxy } from '../../lib/proxy.ts';
+import { Daemon, type Run } from '../measure.ts';
 
 export interface Dirs {
   /** this tool's scratch folder */
@@ -88,5 +89,49 @@ export async function listening(port: number, child: ChildProcess, output: () =>
     if (ok) return;
     if (performance.now() - t0 > timeoutMs) throw new Error(`nothing listens on ${port} after ${timeoutMs} ms: ${output()}`);
     await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/**
+ * A tool whose server is one daemon on loopback behind the counting proxy (Dsync, rsync,
+ * Unison, rclone): `serve` starts it (or `behindProxy` takes one started otherwise); its CPU and RSS count as the server's, its bytes are the proxy's.
+ */
+export abstract class ProxiedDaemon {
+  protected dirs!: Dirs;
+  protected proxy?: CountingProxy;
+  private child?: ChildProcess;
+  private daemon?: Daemon;
+
+  /** Starts `cmd args` (listening on `port`), waits until it accepts connections, and puts the
+   *  counting proxy in front of it. */
+  protected async serve(cmd: string, args: string[], port: number, env: NodeJS.ProcessEnv = {}): Promise<CountingProxy> {
+    const d = spawnDaemon(cmd, args, env);
+    await listening(port, d.child, d.output);
+    return this.behindProxy(d.child, port);
+  }
+
+  /** Takes `child`, listening on `port`, for the server, behind the counting proxy. */
+  protected async behindProxy(child: ChildProcess, port: number): Promise<CountingProxy> {
+    this.child = child;
+    this.daemon = new Daemon(child.pid!);
+    return (this.proxy = await countingProxy({ host: '127.0.0.1', port }));
+  }
+
+  protected descendants(): number {
+    return this.daemon?.descendants() ?? 0;
+  }
+
+  daemons() {
+    return this.daemon ? [{ role: 'server' as const, d: this.daemon }] : [];
+  }
+
+  async wire(): Promise<number> {
+    return this.proxy ? this.proxy.counts.up + this.proxy.counts.down : 0;
+  }
+
+  async stop(): Promise<void> {
+    this.daemon?.stop();
+    await this.proxy?.close();
+    await stopChild(this.child);
   }
 }

@@ -2,23 +2,18 @@
  *  whose root is a local folder; A ↔ server root, then B ↔ server root
  *  (`unison A socket://…//ROOT -batch -times`), each device with its own archive folder
  *  ($UNISON). */
-import { type ChildProcess, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { type CountingProxy, countingProxy } from '../../lib/proxy.ts';
-import { Daemon, type Run, runTimed } from '../measure.ts';
-import { type Dirs, type Tool, freePort, listening, spawnDaemon, stopChild } from './tool.ts';
+import { type Run, runTimed } from '../measure.ts';
+import { type Dirs, ProxiedDaemon, type Tool, freePort } from './tool.ts';
 
-export class Unison implements Tool {
+export class Unison extends ProxiedDaemon implements Tool {
   name = 'Unison';
   packages = ['unison'];
   binary = 'unison';
   how = 'a socket server (`unison -socket PORT -listen 127.0.0.1`, root a local folder) behind the counting proxy; `unison A socket://…//ROOT -batch -times -ui text`, then the same for B (archives per device in $UNISON)';
   exclude: string[] = [];
-  private child?: ChildProcess;
-  private daemon?: Daemon;
-  private proxy?: CountingProxy;
-  private dirs!: Dirs;
   private root = '';
 
   version(): string {
@@ -32,11 +27,7 @@ export class Unison implements Tool {
     const home = path.join(dirs.work, 'unison-server');
     mkdirSync(home, { recursive: true });
     const port = await freePort();
-    const d = spawnDaemon('unison', ['-socket', String(port), '-listen', '127.0.0.1'], { UNISON: home, HOME: home });
-    this.child = d.child;
-    await listening(port, d.child, d.output);
-    this.daemon = new Daemon(d.child.pid!);
-    this.proxy = await countingProxy({ host: '127.0.0.1', port });
+    await this.serve('unison', ['-socket', String(port), '-listen', '127.0.0.1'], port, { UNISON: home, HOME: home });
   }
 
   async sync(): Promise<Run[]> {
@@ -53,17 +44,4 @@ export class Unison implements Tool {
     return runs;
   }
 
-  daemons() {
-    return this.daemon ? [{ role: 'server' as const, d: this.daemon }] : [];
-  }
-
-  async wire(): Promise<number> {
-    return this.proxy ? this.proxy.counts.up + this.proxy.counts.down : 0;
-  }
-
-  async stop(): Promise<void> {
-    this.daemon?.stop();
-    await this.proxy?.close();
-    await stopChild(this.child);
-  }
 }
