@@ -48,6 +48,8 @@ export class FileKnown implements KnownVersions {
     return path.join(this.dir, sha256(Buffer.from(key)));
   }
 
+  readonly readsBack = true;
+
   keeps(size: number): boolean {
     return size <= Math.min(this.keepMax, KNOWN_MAX_FILE);
   }

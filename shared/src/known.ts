@@ -70,6 +70,9 @@ export interface KnownVersions {
   delete(key: string): void;
   /** whether a version of `size` bytes is kept with its bytes (absent: never) */
   keeps?(size: number): boolean;
+  /** `set` writes the version out and `get` reads it back anew (the CLI's cache on disk): what
+   *  a push would make ahead for the next one is of no use */
+  readsBack?: boolean;
   /** the client's record of the uploads it began and has not seen commit (absent: it keeps
    *  none, and a push decides whether it may resume by the file's size, sync-client.ts
    *  `mayResume`) */

@@ -228,14 +228,21 @@ export async function remember(known: KnownVersions, key: string, out: SendOutco
   if (size > KNOWN_MAX_FILE) return known.set(key, v);
   let from = source;
   if (known.keeps?.(size) && source.size === size) {
-    const bytes = (await source.read(0, size, new Uint8Array(size))).slice();
+    // one copy of the file in memory: the buffer read into, unless the source answered with
+    // bytes of its own (which it may reuse)
+    const buf = new Uint8Array(size);
+    const got = await source.read(0, size, buf);
+    const bytes = got.buffer === buf.buffer && got.byteOffset === 0 && got.length === size ? buf : got.slice();
     from = bufferSource(bytes);
     if (await chunksTo(from, v)) v.kept = bytes;
   }
   v.fine = made ?? (await fineIndex(from, DEFAULT_FINE, algo));
-  // what the next push refines against, made now rather than during it
-  if (v.kept) keptBasisOf(v.kept).index();
-  else basisChecksumsOf(v.fine, algo);
+  // what the next push refines against, made now rather than during it (where the version is
+  // kept in memory: one read back from disk is indexed by the push that reads it)
+  if (!known.readsBack) {
+    if (v.kept) keptBasisOf(v.kept).index();
+    else basisChecksumsOf(v.fine, algo);
+  }
   known.set(key, v);
 }
 
