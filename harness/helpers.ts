@@ -2,6 +2,8 @@
 // on a loopback port the OS picks, with a temporary data directory removed on close, and push /
 // pull of bytes through the real client library over a real WebSocket.
 import { mkdtempSync, rmSync } from 'node:fs';
+import type { Server } from 'node:http';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import WebSocket from 'ws';
@@ -60,4 +62,19 @@ export async function pullBytes(server: { wsUrl: string }, name: string, basis: 
   });
   if (!committed) throw new Error('pull did not commit');
   return { report, bytes: Buffer.concat(parts) };
+}
+
+/** Passes the WebSocket upgrades that reach `server` (a test's HTTP proxy) on to `target` as
+ *  raw bytes, both ways: the proxy sees and may rewrite the REST calls, not the sessions. */
+export function forwardUpgrades(server: Server, target: URL): void {
+  server.on('upgrade', (req, socket, head) => {
+    const upstream = connect(Number(target.port), target.hostname, () => {
+      const lines = [`${req.method} ${req.url} HTTP/1.1`, ...Object.entries(req.headers).map(([k, v]) => `${k}: ${k === 'host' ? target.host : v}`), '', ''];
+      upstream.write(lines.join('\r\n'));
+      upstream.write(head);
+      socket.pipe(upstream).pipe(socket);
+    });
+    upstream.on('error', () => socket.destroy());
+    socket.on('error', () => upstream.destroy());
+  });
 }

@@ -10,12 +10,11 @@
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { type IncomingMessage, createServer, request } from 'node:http';
-import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { type TestServer, testServer } from '../../harness/helpers.ts';
+import { type TestServer, forwardUpgrades, testServer } from '../../harness/helpers.ts';
 import { FOLDER_MOVE_FILES } from '../../shared/src/limits.ts';
 import { type Action, type RemoteFile, folderMoves } from '../../shared/src/sync-plan.ts';
 import { TRASH } from '../../shared/src/sync-remote.ts';
@@ -56,16 +55,7 @@ async function countingProxy(s: TestServer) {
     fwd.on('error', () => res.destroy());
     fwd.end(bytes);
   });
-  server.on('upgrade', (req, socket, head) => {
-    const upstream = connect(Number(up.port), up.hostname, () => {
-      const lines = [`${req.method} ${req.url} HTTP/1.1`, ...Object.entries(req.headers).map(([k, v]) => `${k}: ${k === 'host' ? up.host : v}`), '', ''];
-      upstream.write(lines.join('\r\n'));
-      upstream.write(head);
-      socket.pipe(upstream).pipe(socket);
-    });
-    upstream.on('error', () => socket.destroy());
-    socket.on('error', () => upstream.destroy());
-  });
+  forwardUpgrades(server, up);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,

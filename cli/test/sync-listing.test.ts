@@ -8,12 +8,12 @@
 // agreements recorded) is the last.
 import assert from 'node:assert/strict';
 import { createServer, request } from 'node:http';
-import { connect, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { pushBytes, testServer, type TestServer } from '../../harness/helpers.ts';
+import { forwardUpgrades, pushBytes, testServer, type TestServer } from '../../harness/helpers.ts';
 import { dsync, jsonLines } from './run.ts';
 import { HttpFolder, NodeTree } from '../sync-io.ts';
 import { catalogKey } from '../../server/src/store/catalog.ts';
@@ -57,16 +57,7 @@ async function countingProxy(s: TestServer) {
     fwd.on('error', () => res.destroy());
     req.pipe(fwd);
   });
-  server.on('upgrade', (req, socket, head) => {
-    const upstream = connect(Number(up.port), up.hostname, () => {
-      const lines = [`${req.method} ${req.url} HTTP/1.1`, ...Object.entries(req.headers).map(([k, v]) => `${k}: ${k === 'host' ? up.host : v}`)];
-      upstream.write(lines.join('\r\n') + '\r\n\r\n');
-      upstream.write(head);
-      socket.pipe(upstream).pipe(socket);
-    });
-    upstream.on('error', () => socket.destroy());
-    socket.on('error', () => upstream.destroy());
-  });
+  forwardUpgrades(server, up);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
