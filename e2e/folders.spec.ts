@@ -38,7 +38,7 @@ test('a folder downloads as a zip of its files and empty folders, and is deleted
   for (const n of Object.keys(files)) expect(await server.latest(`proj/${n}`)).toBe(0);
   expect(await server.latest('a.bin')).toBe(1);
   const listing = await (await page.request.get(`${server.url}/api/files?recursive=1`)).json();
-  expect(listing).toEqual({ files: [expect.objectContaining({ name: 'a.bin' })], folders: [], next: null, complete: true, held: [] });
+  expect(listing).toEqual({ files: [expect.objectContaining({ name: 'a.bin' })], folders: [], next: null, complete: true, held: [], cursor: expect.any(String), digest: expect.stringMatching(/^[0-9a-f]{64}$/) });
 });
 
 test('a folder in the trash comes back in one click, every file at its old path with its history', async ({ page, server, dir }) => {
