@@ -10,30 +10,16 @@
  * Usage (from the repository root):
  *   node --import tsx bench/folder-rename.ts [--files 1000] [--reps 3] [--label after]
  */
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startServe } from '../harness/child.ts';
-import { ROOT, arg, log, machine, median, table, writeResults } from './lib/common.ts';
+import { runDsync as run, arg, log, machine, median, table, writeResults } from './lib/common.ts';
 import { countingProxy } from './lib/proxy.ts';
 
 const files = Number(arg('--files', '1000'));
 const reps = Number(arg('--reps', '3'));
 const label = arg('--label', 'after');
-const DSYNC = path.join(ROOT, 'bin/dsync.mjs');
-
-function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string; ms: number }> {
-  const t0 = performance.now();
-  return new Promise((ok, fail) => {
-    const c = spawn(process.execPath, [DSYNC, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    c.stdout.on('data', (d) => (out += d));
-    c.stderr.on('data', (d) => (out += d));
-    c.on('error', fail);
-    c.on('close', (code) => ok({ code, out, ms: performance.now() - t0 }));
-  });
-}
 
 /** Every file under `dir` and its bytes (relative '/' paths). */
 function treeOf(dir: string): Map<string, string> {

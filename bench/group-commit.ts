@@ -11,20 +11,18 @@
  * Usage (from the repository root):
  *   node --import tsx bench/group-commit.ts [--files 1000] [--reps 3] [--s3] [--out group-commit]
  */
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { type Socket, connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startServe } from '../harness/child.ts';
-import { ROOT, arg, log, machine, median, table, writeResults } from './lib/common.ts';
+import { runDsync as run, arg, log, machine, median, table, writeResults } from './lib/common.ts';
 
 const files = Number(arg('--files', '1000'));
 const reps = Number(arg('--reps', '3'));
 const out = arg('--out', 'group-commit');
 const label = arg('--label', 'this tree');
 const s3 = process.argv.includes('--s3');
-const DSYNC = path.join(ROOT, 'bin/dsync.mjs');
 const TICK_MS = 10; // USER_HZ 100: /proc/PID/stat counts CPU time in 10 ms ticks
 
 /** User + system CPU time of a process so far, ms. */
@@ -65,18 +63,6 @@ function catalogSwaps(store: string): number {
   };
   for (const ns of readdirSync(path.join(store, 'ns'))) walk(path.join(store, 'ns', ns, 'folders'));
   return n;
-}
-
-function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string; ms: number }> {
-  const t0 = performance.now();
-  return new Promise((ok, fail) => {
-    const c = spawn(process.execPath, [DSYNC, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let o = '';
-    c.stdout.on('data', (d) => (o += d));
-    c.stderr.on('data', (d) => (o += d));
-    c.on('error', fail);
-    c.on('close', (code) => ok({ code, out: o, ms: performance.now() - t0 }));
-  });
 }
 
 const rows: { wallMs: number; cpuMsPerFile: number; s3CpuMsPerFile?: number; upgrades: number; catalogSwaps: number | null }[] = [];

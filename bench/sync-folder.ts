@@ -9,31 +9,17 @@
  * Usage (from the repository root):
  *   node --import tsx bench/sync-folder.ts [--saves 20] [--files 10000] [--reps 3]
  */
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startServe } from '../harness/child.ts';
-import { ROOT, arg, log, machine, table, writeResults } from './lib/common.ts';
+import { runDsync as run, arg, log, machine, table, writeResults } from './lib/common.ts';
 import { countingProxy } from './lib/proxy.ts';
 import { watchLatency } from './lib/watch-latency.ts';
 
 const saves = Number(arg('--saves', '20'));
 const files = Number(arg('--files', '10000'));
 const reps = Number(arg('--reps', '3'));
-const DSYNC = path.join(ROOT, 'bin/dsync.mjs');
-
-function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; out: string; ms: number }> {
-  const t0 = performance.now();
-  return new Promise((ok, fail) => {
-    const c = spawn(process.execPath, [DSYNC, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    c.stdout.on('data', (d) => (out += d));
-    c.stderr.on('data', (d) => (out += d));
-    c.on('error', fail);
-    c.on('close', (code) => ok({ code, out, ms: performance.now() - t0 }));
-  });
-}
 
 const work = mkdtempSync(path.join(tmpdir(), 'dsync-bench-sync-'));
 const server = await startServe(['--data', path.join(work, 'store')]);

@@ -3,7 +3,7 @@
  * bench/strong-hash.ts): the native helper crate, headless Chromium with the benchmark page,
  * machine facts and result files.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createReadStream, existsSync, readFileSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -191,4 +191,18 @@ export function writeResults(name: string, title: string, mach: Record<string, s
   writeFileSync(join(dir, `${name}.md`), md);
   writeFileSync(join(dir, `${name}.json`), JSON.stringify({ date, command: command(), machine: m, ...(data as object) }, null, 2) + '\n');
   log(`wrote bench/results/${name}.md and .json`);
+}
+
+/** Runs `dsync ARGS` (bin/dsync.mjs) as a child with `env` added: its exit code, its output
+ *  (both streams) and its wall time. */
+export function runDsync(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; out: string; ms: number }> {
+  const t0 = performance.now();
+  return new Promise((ok, fail) => {
+    const c = spawn(process.execPath, [join(ROOT, 'bin/dsync.mjs'), ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    c.stdout.on('data', (d) => (out += d));
+    c.stderr.on('data', (d) => (out += d));
+    c.on('error', fail);
+    c.on('close', (code) => ok({ code, out, ms: performance.now() - t0 }));
+  });
 }
