@@ -7,7 +7,7 @@
  * medians and the wasm/native ratios. Usage (from the repository root):
  *   node --import tsx bench/chunking.ts [--mib 512] [--reps 5]
  */
-import { DsyncChunker } from '../shared/src/wasm.ts';
+import { DsyncChunker } from '../shared/src/chunking/wasm.ts';
 import { random, text, chunkWasm } from './browser/gen.js';
 import { arg, buildNative, runNative, openBrowser, machine, writeResults, table, median, log, MB, MIB } from './lib/common.ts';
 

@@ -17,11 +17,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { constants, createDeflateRaw } from 'node:zlib';
 import WebSocket from 'ws';
-import '../shared/src/wasm.ts';
-import { bufferSource } from '../shared/src/chunk-index.ts';
-import { MemoryKnown } from '../shared/src/known.ts';
-import { Msg } from '../shared/src/protocol.ts';
-import { push } from '../shared/src/sync-client.ts';
+import '../shared/src/chunking/wasm.ts';
+import { bufferSource } from '../shared/src/chunking/chunk-index.ts';
+import { MemoryKnown } from '../shared/src/session/known.ts';
+import { Msg } from '../shared/src/wire/protocol.ts';
+import { push } from '../shared/src/session/delta-client.ts';
 import { loadConfig } from '../server/src/config.ts';
 import { startServer } from '../server/src/server.ts';
 

@@ -1,13 +1,13 @@
 // The CLI's Delta Bytes for nine edit pairs (cut / insert / inverse of 256 B, 16 KiB and 1 MiB in a
 // 10 MiB file), pushed through fileSource (a source that cannot slice, as the CLI's) to an in-process
-// server: run it on two builds of shared/src/delta-sender.ts and compare (bench/results/page-vs-cli.md).
+// server: run it on two builds of shared/src/session/delta-sender.ts and compare (bench/results/page-vs-cli.md).
 //   node --import tsx bench/delta-wire.ts
 import { mkdtemp, open, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import WebSocket from 'ws';
-import { fileSource } from '../shared/src/file-source.ts';
-import { push } from '../shared/src/sync-client.ts';
+import { fileSource } from '../shared/src/chunking/file-source.ts';
+import { push } from '../shared/src/session/delta-client.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../harness/testdata.ts';
 import { testServer } from '../harness/helpers.ts';
 

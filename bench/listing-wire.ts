@@ -14,8 +14,8 @@
  */
 import http from 'node:http';
 import zlib from 'node:zlib';
-import { bufferSource, chunkSource } from '../shared/src/chunk-index.ts';
-import { DEFAULT_PARAMS } from '../shared/src/protocol.ts';
+import { bufferSource, chunkSource } from '../shared/src/chunking/chunk-index.ts';
+import { DEFAULT_PARAMS } from '../shared/src/wire/protocol.ts';
 import { testServer } from '../harness/helpers.ts';
 import { arg, log, machine, median, table, writeResults } from './lib/common.ts';
 

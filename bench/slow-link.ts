@@ -1,6 +1,6 @@
 /**
  * The 1 GiB, 30% modified push through a slower link: the real client (`push` of
- * shared/src/sync-client.ts) of the tree at ROOT (this one, or an older commit checked out as a
+ * shared/src/session/delta-client.ts) of the tree at ROOT (this one, or an older commit checked out as a
  * git worktree with its own wasm/pkg), against that tree's server, the target through
  * toxiproxy at MBPS (30 ms RTT), the basis pushed unshaped first. Where the network is not
  * much faster than the client's chunking, what the protocol overlaps shows; the 1 Gbps
@@ -23,8 +23,8 @@ const root = path.resolve(process.argv[2] ?? here);
 const mbps = Number(process.argv[3] ?? 100);
 const reps = Number(process.argv[4] ?? 2);
 const { startDsync, Toxiproxy } = await import(`${root}/bench/eval/procs.ts`);
-const { fileSource } = await import(`${root}/server/src/store.ts`);
-const { push } = await import(`${root}/shared/src/sync-client.ts`);
+const { fileSource } = await import(`${root}/server/src/store/store.ts`);
+const { push } = await import(`${root}/shared/src/session/delta-client.ts`);
 const dir = path.join(here, 'bench/tmp/datasets/large');
 const basis = path.join(dir, 'large-1GiB.bin');
 const target = path.join(dir, 'large-1GiB.mod30pct.bin');

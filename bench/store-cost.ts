@@ -201,7 +201,7 @@ function procCpuMs(pid: number): number {
 async function measure(label: string, spec: string, env: NodeJS.ProcessEnv, endpoint: string | undefined, minioPid: number | undefined) {
   const { Rng, applyEdits, fastRandomBytes } = await import('../harness/testdata.ts');
   const { pushBytes } = await import('../harness/helpers.ts');
-  const { MemoryKnown } = await import('../shared/src/known.ts');
+  const { MemoryKnown } = await import('../shared/src/session/known.ts');
   const { FileKnown } = await import('../cli/known.ts');
   const cacheDir = mkdtempSync(path.join(tmpdir(), 'dsync-store-cost-known-'));
   const opts = values.cli ? { known: new FileKnown(cacheDir) } : values.known ? { known: new MemoryKnown() } : {};

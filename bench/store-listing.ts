@@ -9,10 +9,10 @@
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { bufferSource, chunkSource } from '../shared/src/chunk-index.ts';
-import { DEFAULT_PARAMS } from '../shared/src/protocol.ts';
-import '../shared/src/wasm.ts';
-import { Store } from '../server/src/store.ts';
+import { bufferSource, chunkSource } from '../shared/src/chunking/chunk-index.ts';
+import { DEFAULT_PARAMS } from '../shared/src/wire/protocol.ts';
+import '../shared/src/chunking/wasm.ts';
+import { Store } from '../server/src/store/store.ts';
 import { Repo } from '../server/src/store/repo.ts';
 import { localBackend } from '../server/src/store/local.ts';
 import { arg, log, machine, median, writeResults } from './lib/common.ts';

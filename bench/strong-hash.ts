@@ -11,7 +11,7 @@ import * as nodeCrypto from 'node:crypto';
 import { sha1 } from '@noble/hashes/sha1';
 import { sha256 } from '@noble/hashes/sha256';
 import { blake3 } from '@noble/hashes/blake3';
-import * as wasm from '../shared/src/wasm.ts';
+import * as wasm from '../shared/src/chunking/wasm.ts';
 import { random, chunkWasm, hashPieces, hashImpls } from './browser/gen.js';
 import { arg, buildNative, runNative, openBrowser, machine, writeResults, table, median, log, MB, MIB } from './lib/common.ts';
 

@@ -10,7 +10,7 @@
  * Usage (from the repository root):
  *   node --import tsx bench/table2.ts [--files 3] [--big-gib 10] [--mib 512] [--reps 3]
  */
-import { DsyncChunker } from '../shared/src/wasm.ts';
+import { DsyncChunker } from '../shared/src/chunking/wasm.ts';
 import { adler32 } from './lib/baselines.ts';
 import { random, chunkWasm, chunkLengths, adlerChunks, adler32js } from './browser/gen.js';
 import { arg, buildNative, runNative, openBrowser, machine, writeResults, table, median, log, MB, MIB } from './lib/common.ts';

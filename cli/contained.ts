@@ -6,7 +6,7 @@
  * - `insideFolder` roots a relative '/'-separated path under the folder and refuses one that
  *   is not a plain relative path (`..`, `.`, empty components, a backslash or NUL) or that
  *   resolves outside it (path.resolve + startsWith, a second line of defence behind the name
- *   check of shared/src/names.ts);
+ *   check of shared/src/wire/names.ts);
  * - `checkParents` looks at each folder from the synced folder down to the path's parent with
  *   lstat: a symbolic link, or anything that is not a folder, is refused; `make` creates a
  *   missing one, one level at a time (never `mkdir -p`, which follows links);

@@ -1,17 +1,17 @@
 /**
- * The CLI's known versions (shared/src/known.ts) on disk, so that a `dsync push` of a file the
+ * The CLI's known versions (shared/src/session/known.ts) on disk, so that a `dsync push` of a file the
  * previous run pushed or pulled goes up in one round trip: one file per server and name under
  * `$DSYNC_CACHE_DIR`, else `$XDG_CACHE_HOME/dsync/known`, else `~/.cache/dsync/known`. A file
  * that does not read back whole is ignored (and the push runs the three phases); the server's
  * root check covers the rest.
  *
  * With each pushed version of up to KNOWN_MAX_FILE bytes it keeps the version's bytes too (a
- * kept basis, shared/src/kept.ts) in a `.kept` file beside it, up to `keepMax` bytes of them
+ * kept basis, shared/src/session/kept.ts) in a `.kept` file beside it, up to `keepMax` bytes of them
  * in all (`--keep-max`, default KEEP_MAX): the least recently used are dropped for room. The
  * header records their SHA-256; kept bytes that do not read back to it are dropped, never used.
  *
  * Beside them it keeps the record of uploads begun and not seen commit (`uploads`,
- * shared/src/known.ts UploadRecord): an `.upload` file per server and name, written before the
+ * shared/src/session/known.ts UploadRecord): an `.upload` file per server and name, written before the
  * first byte of an upload that can leave a checkpoint goes out and removed at its Result. It
  * outlives a killed `dsync` (Ctrl-C, SIGKILL) and a lost connection, so the push run again says
  * it may resume; a push that finds none does not (one store request less on S3). A record that
@@ -22,8 +22,8 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
-import { KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, type UploadRecord } from '../shared/src/known.ts';
-import { KEEP_MAX } from '../shared/src/limits.ts';
+import { KNOWN_MAX_FILE, type KnownVersion, type KnownVersions, type UploadRecord } from '../shared/src/session/known.ts';
+import { KEEP_MAX } from '../shared/src/base/limits.ts';
 
 export function knownDir(env = process.env): string {
   if (env.DSYNC_CACHE_DIR) return env.DSYNC_CACHE_DIR;

@@ -5,7 +5,7 @@
  * chunk big | head`) ends the process quietly.
  */
 import { readFileSync } from 'node:fs';
-import { setHeapGrowth } from '../shared/src/node-gc.ts';
+import { setHeapGrowth } from '../shared/src/base/node-gc.ts';
 import { type Command, EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, nearest, parse, usage } from './command.ts';
 
 /** Each command's one-line summary and its module, loaded only when it runs. */

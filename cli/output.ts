@@ -4,8 +4,8 @@
  * line, the same objects scripts have always read.
  */
 import cliProgress from 'cli-progress';
-import type { SyncReport } from '../shared/src/sync-client.ts';
-import { formatBytes, formatDuration, savedPercent } from '../shared/src/units.ts';
+import type { SyncReport } from '../shared/src/session/delta-client.ts';
+import { formatBytes, formatDuration, savedPercent } from '../shared/src/base/units.ts';
 import type { Opt, Values } from './command.ts';
 
 export const JSON_OPT: Opt = { type: 'boolean', help: 'one JSON object per line (the default when stdout is not a terminal)' };

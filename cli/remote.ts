@@ -8,9 +8,9 @@ import { readFileSync } from 'node:fs';
 import { homedir, hostname } from 'node:os';
 import path from 'node:path';
 import WebSocket from 'ws';
-import { fetchWhileBusy } from '../shared/src/busy.ts';
-import { RemoteError } from '../shared/src/conn.ts';
-import { ErrorCode } from '../shared/src/protocol.ts';
+import { fetchWhileBusy } from '../shared/src/transport/busy.ts';
+import { RemoteError } from '../shared/src/transport/conn.ts';
+import { ErrorCode } from '../shared/src/wire/protocol.ts';
 import { type Opts, UsageError, type Values, str } from './command.ts';
 
 export const SERVER_OPTS: Opts = {
@@ -143,7 +143,7 @@ export class ApiError extends Error {
 }
 
 /** Calls the REST API (`path` with its query); the parsed JSON answer. A busy server (503 with
- *  Retry-After) is waited for and asked again (shared/src/busy.ts). */
+ *  Retry-After) is waited for and asked again (shared/src/transport/busy.ts). */
 export async function api<T = unknown>(values: Values, method: string, path: string, body?: unknown): Promise<T> {
   const base = httpBase(values);
   const token = tokenOf(values);

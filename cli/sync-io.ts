@@ -1,29 +1,29 @@
 /**
- * The sync engine's I/O in the CLI (shared/src/sync-engine.ts): the local folder on node:fs,
+ * The sync engine's I/O in the CLI (shared/src/sync/engine.ts): the local folder on node:fs,
  * the server folder through the REST API (listing, versions, moves, the trash) and the delta
- * push and pull (shared/src/sync-client.ts) on shared connections.
+ * push and pull (shared/src/session/delta-client.ts) on shared connections.
  */
 import { bytesToHex as hex } from '@noble/hashes/utils';
 import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
-import '../shared/src/wasm.ts';
-import { chunkSource } from '../shared/src/chunk-index.ts';
-import { fileSource } from '../shared/src/file-source.ts';
-import type { KnownVersions } from '../shared/src/known.ts';
-import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../shared/src/protocol.ts';
-import { pull, push } from '../shared/src/sync-client.ts';
-import { type Expected, type LocalTree, type Stat, verifyLocal } from '../shared/src/sync-engine.ts';
-import type { Expect } from '../shared/src/sync-plan.ts';
-import { ApiFolder, IGNORE_FILE, ignoreMatcher, ignoredByDefault } from '../shared/src/sync-remote.ts';
-import { conflictName } from '../shared/src/conflict.ts';
+import '../shared/src/chunking/wasm.ts';
+import { chunkSource } from '../shared/src/chunking/chunk-index.ts';
+import { fileSource } from '../shared/src/chunking/file-source.ts';
+import type { KnownVersions } from '../shared/src/session/known.ts';
+import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../shared/src/wire/protocol.ts';
+import { pull, push } from '../shared/src/session/delta-client.ts';
+import { type Expected, type LocalTree, type Stat, verifyLocal } from '../shared/src/sync/engine.ts';
+import type { Expect } from '../shared/src/sync/plan.ts';
+import { ApiFolder, IGNORE_FILE, ignoreMatcher, ignoredByDefault } from '../shared/src/sync/remote.ts';
+import { conflictName } from '../shared/src/sync/conflict.ts';
 import { hostname } from 'node:os';
-import { SYNC_RETRIES } from '../shared/src/limits.ts';
+import { SYNC_RETRIES } from '../shared/src/base/limits.ts';
 import type { Values } from './command.ts';
 import { NotContained, checkParents, checkTarget, insideFolder, openNoFollow, setModified, tempName, tempPid } from './contained.ts';
 import { walkFolder } from './walk.ts';
 import { ApiError, api, syncUrl, webSocket } from './remote.ts';
 
-export { DEFAULT_IGNORES, IGNORE_FILE, TRASH } from '../shared/src/sync-remote.ts';
+export { DEFAULT_IGNORES, IGNORE_FILE, TRASH } from '../shared/src/sync/remote.ts';
 
 
 /** The ignore rules of a folder: the defaults and its .dsyncignore (read again each pass). */
@@ -275,7 +275,7 @@ export interface RemoteOptions {
   now?: () => Date;
 }
 
-/** The server folder (shared/src/sync-remote.ts) with the local files on node:fs. */
+/** The server folder (shared/src/sync/remote.ts) with the local files on node:fs. */
 export class HttpFolder extends ApiFolder {
   constructor(private readonly o: RemoteOptions) {
     super({ call: (method, p, body) => api(o.values, method, p, body), statusOf: (e) => (e instanceof ApiError ? e.status : undefined), folder: o.folder, url: syncUrl(o.values), WebSocket: webSocket(o.values), known: o.known, now: o.now, windows: process.platform === 'win32' });

@@ -1,8 +1,8 @@
 /** The chunking and hashing flags of `chunk`, `push` and `pull`, and what they give. */
-import { ALGO_NAMES, type ChunkParams, DEFAULT_ALGO, DEFAULT_PARAMS, FpOp, algoByName, checkParams } from '../shared/src/protocol.ts';
+import { ALGO_NAMES, type ChunkParams, DEFAULT_ALGO, DEFAULT_PARAMS, FpOp, algoByName, checkParams } from '../shared/src/wire/protocol.ts';
 import { type Opts, UsageError, type Values, intFlag, str } from './command.ts';
 import { FileKnown } from './known.ts';
-import { KEEP_MAX } from '../shared/src/limits.ts';
+import { KEEP_MAX } from '../shared/src/base/limits.ts';
 
 /** --op's names of the FastFp operations */
 const OPS: Record<string, number> = { xor: FpOp.Xor, add: FpOp.Add };

@@ -12,9 +12,9 @@ import { createHash } from 'node:crypto';
 import { promises as fs, readFileSync, realpathSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
-import type { Agreed } from '../shared/src/sync-plan.ts';
-import type { SyncState } from '../shared/src/sync-engine.ts';
-import { type KeptListing, type ListingKeep, keptListing } from '../shared/src/sync-remote.ts';
+import type { Agreed } from '../shared/src/sync/plan.ts';
+import type { SyncState } from '../shared/src/sync/engine.ts';
+import { type KeptListing, type ListingKeep, keptListing } from '../shared/src/sync/remote.ts';
 
 const MAGIC = 'dsync-sync-state-1';
 
@@ -36,7 +36,7 @@ export class FileState implements SyncState, ListingKeep {
   readonly file: string;
   files = new Map<string, Agreed>();
   folders = new Set<string>();
-  /** the server's listing as of the last pass, with its cursor (sync-remote.ts `ApiFolder`
+  /** the server's listing as of the last pass, with its cursor (sync/remote.ts `ApiFolder`
    *  asks only what changed since); one that does not read back whole is none, and one that
    *  does is used only once the listing rebuilt from it has the server's digest */
   listing: KeptListing | null = null;

@@ -16,8 +16,8 @@
  */
 import { type FSWatcher, watch } from 'node:fs';
 import path from 'node:path';
-import { SYNC_RESCAN_MS, SYNC_SETTLE_MS } from '../shared/src/limits.ts';
-import { backoffMs } from '../shared/src/sync-client.ts';
+import { SYNC_RESCAN_MS, SYNC_SETTLE_MS } from '../shared/src/base/limits.ts';
+import { backoffMs } from '../shared/src/session/delta-client.ts';
 import type { Values } from './command.ts';
 import { httpBase, tokenOf } from './remote.ts';
 
@@ -121,7 +121,7 @@ export async function watchFolder(o: WatchOptions): Promise<void> {
 }
 
 /** A live-events stream with nothing received for this long is taken as lost (the server pings
- *  every 3 s, server/src/events.ts). */
+ *  every 3 s, server/src/http/events.ts). */
 const EVENTS_IDLE_MS = 15_000;
 
 /** Follows GET /api/events, calling `changed` with every change event's data (null when it does

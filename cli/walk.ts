@@ -12,7 +12,7 @@
  */
 import { lstatSync, promises as fs, readdirSync } from 'node:fs';
 import path from 'node:path';
-import type { Skipped, Stat } from '../shared/src/sync-engine.ts';
+import type { Skipped, Stat } from '../shared/src/sync/engine.ts';
 
 export interface Walked {
   /** by NFC name: the file's stat and its path on disk below the folder ('/'-separated) */

@@ -1,5 +1,5 @@
 // The page's upload never puts an older copy over a newer version pushed by another device
-// (shared/src/guarded-push.ts): headless Chromium against a real server, the real CLI as the
+// (shared/src/sync/guarded-push.ts): headless Chromium against a real server, the real CLI as the
 // other device. Unchanged since the version the page knew: nothing is sent. Edited: the bytes
 // go up as a conflict copy beside the CLI's version, which keeps the name.
 import { execFileSync } from 'node:child_process';

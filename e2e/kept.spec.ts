@@ -13,8 +13,8 @@ import path from 'node:path';
 import type { Page } from '@playwright/test';
 import { content } from './data.ts';
 import { expect, inWorkers, openPage, result, root, test } from './fixtures.ts';
-import { KNOWN_MAX_FILE } from '../shared/src/known.ts';
-import type { SyncReport } from '../shared/src/sync-client.ts';
+import { KNOWN_MAX_FILE } from '../shared/src/session/known.ts';
+import type { SyncReport } from '../shared/src/session/delta-client.ts';
 import type { TestServer } from './server.ts';
 
 /** The kept files in the page's OPFS folder: name, size and SHA-256 (hex). */

@@ -71,7 +71,7 @@ test('1 GB: a 256 MiB and a 1 GiB file sync without the tab growing with the fil
   // An edit of the 256 MiB file the server holds (the first 30% of every MiB rewritten), after
   // the measured syncs: its long changed stretches go whole as Delta Runs too, not read and
   // refined in JavaScript, but for the first Delta message of them and a probe per 32 MiB,
-  // which show that refining them does not pay (InnerYield in shared/src/delta-sender.ts; a
+  // which show that refining them does not pay (InnerYield in shared/src/session/delta-sender.ts; a
   // stretch a Verdict cuts short may be refined too, as far as it is judged).
   {
     const { file, name } = edited!;

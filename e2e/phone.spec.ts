@@ -11,7 +11,7 @@ import { card, expect, openPage, result, test } from './fixtures.ts';
 import { WorkerTarget } from './metrics.ts';
 import { CHROMIUM_ARGS } from './playwright.config.ts';
 
-// the computer's mDNS name, which the server answers to (server/src/guard.ts HostCheck)
+// the computer's mDNS name, which the server answers to (server/src/http/guard.ts HostCheck)
 const LAN_NAME = `${hostname().toLowerCase()}.local`;
 
 const { defaultBrowserType: _, ...pixel } = devices['Pixel 7'];

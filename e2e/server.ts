@@ -1,12 +1,12 @@
 // A real Dsync server for one test: `dsync serve` in a child process on a loopback port with its
 // own data directory, so a test can SIGKILL it mid-sync and start it again on the same port.
-// Stored bytes are read back through the store's own paths (server/src/store.ts).
+// Stored bytes are read back through the store's own paths (server/src/store/store.ts).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Store } from '../server/src/store.ts';
+import { Store } from '../server/src/store/store.ts';
 import { onLogLines } from '../harness/serve-process.ts';
 import { Repo } from '../server/src/store/repo.ts';
 import { localBackend } from '../server/src/store/local.ts';

@@ -10,8 +10,8 @@ import { content, insertAt, writePseudoRandomFile } from './data.ts';
 import { card, expect, openPage, result, root, test } from './fixtures.ts';
 import { TestServer } from './server.ts';
 import WebSocket from 'ws';
-import { encode } from '../shared/src/codec.ts';
-import { DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION } from '../shared/src/protocol.ts';
+import { encode } from '../shared/src/wire/codec.ts';
+import { DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION } from '../shared/src/wire/protocol.ts';
 import { pushBytes } from '../harness/helpers.ts';
 
 test('first upload through the drop zone (real drag events with a DataTransfer)', async ({ page, server }) => {
@@ -205,7 +205,7 @@ test('changed on disk after it is chunked and before its Delta Runs are sent: th
   // Match Token has come back and no Delta Run has gone out; then the file is overwritten in
   // place and the server thawed. Chromium's socket cannot read the Delta Runs' slices of the
   // changed file: it fails and closes, with their bytes still counted in bufferedAmount. The
-  // sender must not wait for room that never comes (shared/src/sender.ts, conn.ended): the
+  // sender must not wait for room that never comes (shared/src/session/sender.ts, conn.ended): the
   // push is retried, its chunking read refused, and the card says why.
   const file = path.join(dir, 'archive.tar');
   const size = 128 << 20;

@@ -4,8 +4,8 @@
 // Error and close a hostile message ends in.
 import http from 'node:http';
 import WebSocket from 'ws';
-import { encode } from '../shared/src/codec.ts';
-import { Msg, Op, PROTOCOL_VERSION } from '../shared/src/protocol.ts';
+import { encode } from '../shared/src/wire/codec.ts';
+import { Msg, Op, PROTOCOL_VERSION } from '../shared/src/wire/protocol.ts';
 
 /** The finest chunking a client may ask for (docs/protocol.md §2): the most chunks per byte. */
 export const FINEST = { min: 64, avg: 256, max: 1024, op: 0, every: 16 };

@@ -13,20 +13,20 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { bufferSource } from '../shared/src/chunk-index.ts';
-import { decode, encode } from '../shared/src/codec.ts';
-import { type Message, type Piece } from '../shared/src/messages.ts';
-import { type ChunkParams, DEFAULT_PARAMS, ErrorCode, Msg } from '../shared/src/protocol.ts';
-import { MemoryKnown } from '../shared/src/known.ts';
+import { bufferSource } from '../shared/src/chunking/chunk-index.ts';
+import { decode, encode } from '../shared/src/wire/codec.ts';
+import { type Message, type Piece } from '../shared/src/wire/messages.ts';
+import { type ChunkParams, DEFAULT_PARAMS, ErrorCode, Msg } from '../shared/src/wire/protocol.ts';
+import { MemoryKnown } from '../shared/src/session/known.ts';
 import { Rng, applyEdits, randomBytes, textBytes } from './testdata.ts';
-import { pull, push } from '../shared/src/sync-client.ts';
-import '../shared/src/wasm.ts';
+import { pull, push } from '../shared/src/session/delta-client.ts';
+import '../shared/src/chunking/wasm.ts';
 import { type ServerConfig, loadConfig } from '../server/src/config.ts';
-import { Store } from '../server/src/store.ts';
+import { Store } from '../server/src/store/store.ts';
 import { Repo } from '../server/src/store/repo.ts';
 import { localBackend } from '../server/src/store/local.ts';
 import { mark, runGc } from '../server/src/store/gc.ts';
-import { runConnection } from '../server/src/sync.ts';
+import { runConnection } from '../server/src/sessions.ts';
 import { memPair } from './mem-socket.ts';
 
 

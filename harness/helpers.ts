@@ -7,9 +7,9 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import WebSocket from 'ws';
-import '../shared/src/wasm.ts';
-import { bufferSource } from '../shared/src/chunk-index.ts';
-import { type PullOptions, type PushOptions, pull, push } from '../shared/src/sync-client.ts';
+import '../shared/src/chunking/wasm.ts';
+import { bufferSource } from '../shared/src/chunking/chunk-index.ts';
+import { type PullOptions, type PushOptions, pull, push } from '../shared/src/session/delta-client.ts';
 import { type ServerConfig, loadConfig } from '../server/src/config.ts';
 import { type RunningServer, startServer } from '../server/src/server.ts';
 

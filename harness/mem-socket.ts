@@ -1,7 +1,7 @@
 // An in-memory WebSocket pair (harness: shared by the tests and the fuzzer, fuzz.ts): for
 // playing one side of a session by hand, or for replaying 10^5 mutated transcripts to the real
 // session code without a socket. Frames arrive in order, asynchronously, as over `ws`.
-import type { WebSocketLike } from '../shared/src/conn.ts';
+import type { WebSocketLike } from '../shared/src/transport/conn.ts';
 
 type Listener = (ev: any) => void;
 

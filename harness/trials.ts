@@ -13,7 +13,7 @@ import WebSocket from 'ws';
 import { Rng, applyEdits, fastRandomBytes } from './testdata.ts';
 import { startChild } from './child.ts';
 import { pushBytes } from './helpers.ts';
-import type { Store } from '../server/src/store.ts';
+import type { Store } from '../server/src/store/store.ts';
 
 export async function download(url: string, name: string, version?: number): Promise<Buffer> {
   const res = await fetch(`${url}/api/download?name=${encodeURIComponent(name)}${version ? `&version=${version}` : ''}`);

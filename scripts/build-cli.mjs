@@ -9,14 +9,14 @@
  *
  * What the output is:
  * - main.mjs (cli/main.ts) and hash-worker.mjs (a hash worker thread's entry, what
- *   shared/src/hash-worker.mjs is to the sources), plus chunks: each command is its own chunk
+ *   shared/src/chunking/hash-worker.mjs is to the sources), plus chunks: each command is its own chunk
  *   (main.ts imports them lazily), so `dsync --version` loads main.mjs and one small chunk.
  * - npm packages are bundled as well (CommonJS ones then need no scan for their exports at each
  *   start), but for EXTERNAL below.
  * - `new URL('REL', import.meta.url)` in a source names a file relative to that source; the
  *   build rewrites REL relative to cli/dist, where every output file lives, so the wasm module,
  *   package.json and client/dist are found from the compiled code as from the sources. A
- *   reference to shared/src/hash-worker.mjs becomes ./hash-worker.mjs, the compiled worker.
+ *   reference to shared/src/chunking/hash-worker.mjs becomes ./hash-worker.mjs, the compiled worker.
  *   Any other use of import.meta.url, and any relative import left unbundled (an `import(x)`
  *   of a variable), fails the build: the compiled code would look for a file in cli/dist.
  * - build.json, written last: every input file with its modification time. The build is
@@ -36,7 +36,7 @@ const NPM_STAMP = 'node_modules/.package-lock.json';
 /** npm packages the compiled CLI imports from node_modules at run time */
 const EXTERNAL = ['@aws-sdk/*', 'bufferutil', 'utf-8-validate'];
 /** source files whose compiled counterpart is an entry of the build, not the file itself */
-const COMPILED_AS = { 'shared/src/hash-worker.mjs': 'hash-worker.mjs' };
+const COMPILED_AS = { 'shared/src/chunking/hash-worker.mjs': 'hash-worker.mjs' };
 
 /**
  * The compiled CLI's entry (an absolute path) when cli/dist is current, or why it is not: missing,
@@ -91,8 +91,8 @@ function fileUrls(root, outDir) {
   };
 }
 
-/** The hash worker thread's entry in the compiled CLI (shared/src/hash-worker.mjs without tsx). */
-const HASH_WORKER = "import { serveHashesHere } from './shared/src/hash-workers-node.ts';\nserveHashesHere();\n";
+/** The hash worker thread's entry in the compiled CLI (shared/src/chunking/hash-worker.mjs without tsx). */
+const HASH_WORKER = "import { serveHashesHere } from './shared/src/chunking/hash-workers-node.ts';\nserveHashesHere();\n";
 
 /** Builds cli/dist (see the top of this file); returns the number of input files. */
 export async function buildCli(root = ROOT) {

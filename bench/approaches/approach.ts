@@ -5,9 +5,9 @@
  * write one file like webr2sync.ts and list it in index.ts.
  */
 import type WebSocket from 'ws';
-import type { ChunkIndex, Source } from '../../shared/src/chunk-index.ts';
-import type { Traffic } from '../../shared/src/conn.ts';
-import type { KnownVersion } from '../../shared/src/known.ts';
+import type { ChunkIndex, Source } from '../../shared/src/chunking/chunk-index.ts';
+import type { Traffic } from '../../shared/src/transport/conn.ts';
+import type { KnownVersion } from '../../shared/src/session/known.ts';
 import type { MsgConn } from '../eval/wire.ts';
 
 /** Which server a sync goes to: Dsync's (`dsync serve`), Dsync's in paper-exact mode, or the

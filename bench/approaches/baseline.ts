@@ -4,8 +4,8 @@
  * Result — and, for the two that send a list, the Have bitmap and the literal units it asks for.
  */
 import type WebSocket from 'ws';
-import type { Source } from '../../shared/src/chunk-index.ts';
-import { StrongHasher } from '../../shared/src/wasm.ts';
+import type { Source } from '../../shared/src/chunking/chunk-index.ts';
+import { StrongHasher } from '../../shared/src/chunking/wasm.ts';
 import { MsgConn, T, json, literalFrame, parseJson } from '../eval/wire.ts';
 import type { Prepared, Report } from './approach.ts';
 import { socketBytes } from './dsync.ts';

@@ -4,9 +4,9 @@
  * hashes its basis on every sync (no cached index), answers the chunks it has, and the client
  * sends the rest.
  */
-import { type ChunkIndex, bufferSource, chunkSource, offsetsOf, runHash } from '../../shared/src/chunk-index.ts';
-import { DEFAULT_PARAMS, hashLength } from '../../shared/src/protocol.ts';
-import { StrongHasher } from '../../shared/src/wasm.ts';
+import { type ChunkIndex, bufferSource, chunkSource, offsetsOf, runHash } from '../../shared/src/chunking/chunk-index.ts';
+import { DEFAULT_PARAMS, hashLength } from '../../shared/src/wire/protocol.ts';
+import { StrongHasher } from '../../shared/src/chunking/wasm.ts';
 import { T, frame, parseLiteral, u32, u32At } from '../eval/wire.ts';
 import type { Approach } from './approach.ts';
 import { baselineSession, hex, readList, sendMissing } from './baseline.ts';

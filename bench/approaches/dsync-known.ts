@@ -2,9 +2,9 @@
  * `dsync-known`: the product client re-pushing a file it pushed before, against the version it
  * knows when little is new: one round trip (docs/protocol.md §3, "A known basis").
  */
-import { chunkSource } from '../../shared/src/chunk-index.ts';
-import { fineIndex } from '../../shared/src/known.ts';
-import { Algo, DEFAULT_FINE, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
+import { chunkSource } from '../../shared/src/chunking/chunk-index.ts';
+import { fineIndex } from '../../shared/src/session/known.ts';
+import { Algo, DEFAULT_FINE, DEFAULT_PARAMS } from '../../shared/src/wire/protocol.ts';
 import type { Approach } from './approach.ts';
 import { dsyncSession } from './dsync.ts';
 

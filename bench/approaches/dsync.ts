@@ -1,14 +1,14 @@
 /**
- * `dsync`: the product — the three phases of shared/src/sync-client.ts push() (`pushSession`)
+ * `dsync`: the product — the three phases of shared/src/session/delta-client.ts push() (`pushSession`)
  * against `dsync serve` with its defaults (BLAKE3, cached chunk index, refinement). The
  * session here serves its variants too (dsync-known.ts, dsync-paper.ts).
  */
 import type WebSocket from 'ws';
-import { chunkSource } from '../../shared/src/chunk-index.ts';
-import { Conn, type WebSocketLike } from '../../shared/src/conn.ts';
-import { MemoryKnown, knownKey } from '../../shared/src/known.ts';
-import { Algo, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
-import { planKnown, pushSession, remember } from '../../shared/src/sync-client.ts';
+import { chunkSource } from '../../shared/src/chunking/chunk-index.ts';
+import { Conn, type WebSocketLike } from '../../shared/src/transport/conn.ts';
+import { MemoryKnown, knownKey } from '../../shared/src/session/known.ts';
+import { Algo, DEFAULT_PARAMS } from '../../shared/src/wire/protocol.ts';
+import { planKnown, pushSession, remember } from '../../shared/src/session/delta-client.ts';
 import type { Approach, Prepared, Report, ServerKind } from './approach.ts';
 
 /** Bytes read and written on the socket so far (the wire, after permessage-deflate). */

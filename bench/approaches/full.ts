@@ -1,5 +1,5 @@
 /** `full`: the whole file, every time (the paper's upper bound on traffic). */
-import { StrongHasher } from '../../shared/src/wasm.ts';
+import { StrongHasher } from '../../shared/src/chunking/wasm.ts';
 import { T, frame } from '../eval/wire.ts';
 import type { Approach } from './approach.ts';
 import { FILE_ALGO, baselineSession, hashWhole } from './baseline.ts';

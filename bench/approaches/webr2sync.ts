@@ -3,7 +3,7 @@
  * every fixed 8 KB block of the target; the server runs an rsync-style rolling search over its
  * basis (wasm, bench/baselines), answers the blocks it found, and the client sends the rest.
  */
-import { StrongHasher } from '../../shared/src/wasm.ts';
+import { StrongHasher } from '../../shared/src/chunking/wasm.ts';
 import { webr2sync_block_hashes, webr2sync_match } from '../lib/baselines.ts';
 import { T, frame, parseLiteral, u32, u32At } from '../eval/wire.ts';
 import type { Approach } from './approach.ts';

@@ -11,7 +11,7 @@ import { copyFileSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Page } from '@playwright/test';
 import { expect, openPage, result, root, test } from '../../e2e/fixtures.ts';
-import { formatBytes } from '../../shared/src/units.ts';
+import { formatBytes } from '../../shared/src/base/units.ts';
 
 const DATASETS = process.env.DATASETS ?? path.join(root, 'bench/tmp/datasets');
 const KINDS = ['cut', 'insert', 'inverse'];

@@ -2,7 +2,7 @@
 // or `send(new Blob([frame]))`, in frames of 8 KiB to 1 MiB, from a worker to a `ws` sink on
 // loopback (no permessage-deflate), at most 16 MiB buffered. Wall time in the worker and CPU
 // seconds of every process of this Chromium (/proc), per 256 MiB sent; each way twice,
-// interleaved. Sets BLOB_FRAME_MIN in shared/src/conn.ts. Then 1 MiB frames built as a Delta
+// interleaved. Sets BLOB_FRAME_MIN in shared/src/transport/conn.ts. Then 1 MiB frames built as a Delta
 // message would be if its literal pieces went as slices of a picked file: a Blob of a 16-byte
 // header and a file slice per piece, pieces of 8 KiB to 1 MiB (against `new Blob([frame])`).
 // Then, as a second test, how fast a socket sends while its thread is busy, in that thread or in

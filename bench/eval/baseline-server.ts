@@ -15,7 +15,7 @@ import { WebSocketServer } from 'ws';
 import { hex } from '../approaches/baseline.ts';
 import { approachOf } from '../approaches/index.ts';
 import { MsgConn, T, json, parseJson } from './wire.ts';
-import { setHeapGrowth } from '../../shared/src/node-gc.ts';
+import { setHeapGrowth } from '../../shared/src/base/node-gc.ts';
 
 /** Writes the rebuilt target through a temporary file, hashing it; commits only if verified. */
 class Rebuild {

@@ -9,10 +9,10 @@
  * protocol part before compression, and wire bytes (the socket's, after permessage-deflate).
  */
 import WebSocket from 'ws';
-import type { Source } from '../../shared/src/chunk-index.ts';
+import type { Source } from '../../shared/src/chunking/chunk-index.ts';
 import type { Prepared, Report } from '../approaches/approach.ts';
 import { approachOf } from '../approaches/index.ts';
-import { withRoute } from '../../shared/src/route.ts';
+import { withRoute } from '../../shared/src/transport/route.ts';
 
 const r1 = (x: number) => Math.round(x * 10) / 10;
 const cpuMs = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1000;
@@ -38,7 +38,7 @@ export function openWs(url: string): Promise<WebSocket> {
 }
 /**
  * One sync of a prepared target to `base` (ws://host:port; Dsync's path /sync is added, with
- * the file's routing hint, as the sync client sends it: shared/src/route.ts).
+ * the file's routing hint, as the sync client sends it: shared/src/transport/route.ts).
  * `withPrep` adds the preparation to client and total time (benchmark), or leaves it out
  * (load harness, where it was done before the timed run). `warm`: the WebSocket is opened
  * before the sync starts, as a page holds its socket open (the paper's setting); its opening

@@ -17,8 +17,8 @@
 import { mkdirSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
-import { bufferSource } from '../../shared/src/chunk-index.ts';
-import { fileSource } from '../../shared/src/file-source.ts';
+import { bufferSource } from '../../shared/src/chunking/chunk-index.ts';
+import { fileSource } from '../../shared/src/chunking/file-source.ts';
 import { isDsync } from '../approaches/index.ts';
 import { prepare, syncPrepared } from './clients.ts';
 import { ROOT, serverCpuSeconds, startBaselines, startDsync } from './procs.ts';

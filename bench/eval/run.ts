@@ -34,22 +34,22 @@ import { open } from 'node:fs/promises';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { type ChunkIndex, type Source, bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
-import { matchRuns } from '../../shared/src/matcher.ts';
-import { Algo, DEFAULT_PARAMS, hashLength } from '../../shared/src/protocol.ts';
-import { fileSource } from '../../shared/src/file-source.ts';
+import { type ChunkIndex, type Source, bufferSource, chunkSource } from '../../shared/src/chunking/chunk-index.ts';
+import { matchRuns } from '../../shared/src/session/matcher.ts';
+import { Algo, DEFAULT_PARAMS, hashLength } from '../../shared/src/wire/protocol.ts';
+import { fileSource } from '../../shared/src/chunking/file-source.ts';
 import { buildDatasets } from '../datasets/build.ts';
 import { median } from '../lib/common.ts';
 import type { Prepared } from '../approaches/approach.ts';
 import { forgetKnown } from '../approaches/dsync.ts';
 import { APPROACHES, approachOf, isDsync } from '../approaches/index.ts';
 import { prepare, syncPrepared } from './clients.ts';
-import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
-import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
+import { nodeHashPool } from '../../shared/src/chunking/hash-workers-node.ts';
+import { OFF_THREAD_MIN } from '../../shared/src/chunking/hash-pool.ts';
 import { ROOT, type ServerProc, type Shaping, Toxiproxy, describeShaping, log, startBaselines, startDsync, startRsyncd } from './procs.ts';
 import { writeReport } from './report.ts';
 import type { PairResult, RsyncRun } from './results.ts';
-import { setHeapGrowth } from '../../shared/src/node-gc.ts';
+import { setHeapGrowth } from '../../shared/src/base/node-gc.ts';
 
 setHeapGrowth(); // the clients of every approach run in this process, as the CLI runs
 

@@ -15,15 +15,15 @@
 import { rmSync, statSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileSource } from '../../shared/src/file-source.ts';
-import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
-import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
-import { Conn } from '../../shared/src/conn.ts';
-import { DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
-import { pushSession } from '../../shared/src/sync-client.ts';
+import { fileSource } from '../../shared/src/chunking/file-source.ts';
+import { OFF_THREAD_MIN } from '../../shared/src/chunking/hash-pool.ts';
+import { nodeHashPool } from '../../shared/src/chunking/hash-workers-node.ts';
+import { Conn } from '../../shared/src/transport/conn.ts';
+import { DEFAULT_PARAMS } from '../../shared/src/wire/protocol.ts';
+import { pushSession } from '../../shared/src/session/delta-client.ts';
 import { openWs } from './clients.ts';
 import { ROOT, Toxiproxy, cpuSeconds, startDsync } from './procs.ts';
-import { setHeapGrowth } from '../../shared/src/node-gc.ts';
+import { setHeapGrowth } from '../../shared/src/base/node-gc.ts';
 
 setHeapGrowth(); // as the CLI and the benchmark's client run
 

@@ -1,7 +1,7 @@
 /**
  * The bench-only message layer of the baselines (webr2sync+, dedup, full): one binary frame
  * per message over `ws`, first byte the type. It counts traffic per protocol part the way
- * shared/src/conn.ts does for Dsync (frame bytes before compression, both directions), so the
+ * shared/src/transport/conn.ts does for Dsync (frame bytes before compression, both directions), so the
  * approaches' numbers compare directly.
  */
 import type { WebSocket } from 'ws';
@@ -28,8 +28,8 @@ export const T = {
 } as const;
 
 /** The same per-part accounting as Dsync's connection. */
-export type { Traffic } from '../../shared/src/conn.ts';
-import type { Traffic } from '../../shared/src/conn.ts';
+export type { Traffic } from '../../shared/src/transport/conn.ts';
+import type { Traffic } from '../../shared/src/transport/conn.ts';
 
 const part = (t: number): keyof Omit<Traffic, 'total'> =>
   t === T.Blocks || t === T.Hashes || t === T.ListEnd ? 'checksumList' : t === T.Have ? 'matchTokens' : t === T.Literal || t === T.Data ? 'delta' : 'control';
@@ -128,7 +128,7 @@ export class MsgConn {
     this.traffic[part(f[0])] += f.length;
     this.traffic.total += f.length;
     // where permessage-deflate is on, only the file's bytes are compressed: Dsync's rule
-    // (shared/src/conn.ts), so every approach runs the same transport
+    // (shared/src/transport/conn.ts), so every approach runs the same transport
     this.ws.send(f, { compress: part(f[0]) === 'delta' });
   }
 }

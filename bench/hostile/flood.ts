@@ -4,10 +4,10 @@
 //   node --import tsx bench/hostile/flood.ts WS_URL TOKEN COUNT SOCKETS
 // Prints one JSON line: {"pushed", "failed", "errors", "ms"}.
 import WebSocket from 'ws';
-import '../../shared/src/wasm.ts';
-import { bufferSource } from '../../shared/src/chunk-index.ts';
-import { push } from '../../shared/src/sync-client.ts';
-import { ConnectionPool } from '../../shared/src/connection-pool.ts';
+import '../../shared/src/chunking/wasm.ts';
+import { bufferSource } from '../../shared/src/chunking/chunk-index.ts';
+import { push } from '../../shared/src/session/delta-client.ts';
+import { ConnectionPool } from '../../shared/src/transport/connection-pool.ts';
 import { fastRandomBytes } from '../../harness/testdata.ts';
 
 const [url, token, count, sockets] = process.argv.slice(2);

@@ -13,10 +13,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import WebSocket from 'ws';
-import { RemoteError } from '../../shared/src/conn.ts';
-import { ErrorCode } from '../../shared/src/protocol.ts';
+import { RemoteError } from '../../shared/src/transport/conn.ts';
+import { ErrorCode } from '../../shared/src/wire/protocol.ts';
 import { fastRandomBytes } from '../../harness/testdata.ts';
-import { addUser } from '../../server/src/auth.ts';
+import { addUser } from '../../server/src/http/auth.ts';
 import { errorAndClose, request, sendChecksumList, silentSockets } from '../../harness/attacks.ts';
 import { pushBytes } from '../../harness/helpers.ts';
 import { checklist, sleep, start } from './server.ts';
@@ -180,7 +180,7 @@ const md = [
   '',
   'Before these changes (issue 23\'s probe of the same kind): `/api/health` took 3.4–9.3 s during the logins and none was refused; the foreign Host got 200 and 101; 64 silent sockets locked every client out for 120 s; the six lists took the server from 77 MiB to 3.6 GiB RSS; alice\'s metrics named bob; the full disk cost 30 s and three re-uploads. The tests in server/test/hostile.test.ts and faults.test.ts fail on that code.',
   '',
-  'Bytes per listed chunk: a session\'s Checksum List is held in typed arrays, 52 bytes per chunk with BLAKE3 (length 4, FastFp 4, strong hash 32, offset 8, mark 4; `listBytesPerChunk` in shared/src/checksum-list.ts), which is what the memory budget charges. The receiver sizes them once from Hello\'s size (size / avg chunk size; FastCDC averages ~1.2× avg), so a list no longer grows by doubling and leaves old arrays behind for the garbage collector; while only the list arrives, the strong hashes are not yet written and stay non-resident (the line above measures it).',
+  'Bytes per listed chunk: a session\'s Checksum List is held in typed arrays, 52 bytes per chunk with BLAKE3 (length 4, FastFp 4, strong hash 32, offset 8, mark 4; `listBytesPerChunk` in shared/src/session/checksum-list.ts), which is what the memory budget charges. The receiver sizes them once from Hello\'s size (size / avg chunk size; FastCDC averages ~1.2× avg), so a list no longer grows by doubling and leaves old arrays behind for the garbage collector; while only the list arrives, the strong hashes are not yet written and stay non-resident (the line above measures it).',
   '',
 ];
 writeFileSync(path.join(root, 'bench/results/hostile.md'), md.join('\n'));

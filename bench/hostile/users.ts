@@ -18,13 +18,13 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import YAML from 'yaml';
-import '../../shared/src/wasm.ts';
-import { bufferSource } from '../../shared/src/chunk-index.ts';
-import { push } from '../../shared/src/sync-client.ts';
+import '../../shared/src/chunking/wasm.ts';
+import { bufferSource } from '../../shared/src/chunking/chunk-index.ts';
+import { push } from '../../shared/src/session/delta-client.ts';
 import { fastRandomBytes } from '../../harness/testdata.ts';
-import { addUser } from '../../server/src/auth.ts';
+import { addUser } from '../../server/src/http/auth.ts';
 import { errorAndClose, request } from '../../harness/attacks.ts';
-import { ErrorCode } from '../../shared/src/protocol.ts';
+import { ErrorCode } from '../../shared/src/wire/protocol.ts';
 import { type Server, checklist, sleep, start } from './server.ts';
 
 const here = new URL('../..', import.meta.url).pathname;

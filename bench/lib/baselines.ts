@@ -1,6 +1,6 @@
 /**
  * Loads the baselines' wasm module (bench/baselines, built by `scripts/setup.sh bench` into
- * bench/baselines/pkg) in Node: Adler-32 and WebR2sync+. Dsync's own module is shared/src/wasm.ts.
+ * bench/baselines/pkg) in Node: Adler-32 and WebR2sync+. Dsync's own module is shared/src/chunking/wasm.ts.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { initSync } from '../baselines/pkg/dsync_baselines.js';

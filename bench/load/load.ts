@@ -38,7 +38,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
-import { bufferSource } from '../../shared/src/chunk-index.ts';
+import { bufferSource } from '../../shared/src/chunking/chunk-index.ts';
 import { EDIT_KINDS, Rng, applyEdits } from '../../harness/testdata.ts';
 import { buildDatasets } from '../datasets/build.ts';
 import type { Prepared } from '../approaches/approach.ts';
@@ -48,9 +48,9 @@ import { prepare, syncPrepared } from '../eval/clients.ts';
 import { linePanels } from '../eval/svg.ts';
 import { ROOT, type ServerProc, type Shaping, Toxiproxy, cpuSeconds, describeShaping, log, serverCpuSeconds, serverRssBytes, startBaselines, startDsync } from '../eval/procs.ts';
 import { type S3Server, startMinio } from '../../harness/minio.ts';
-import { setHeapGrowth } from '../../shared/src/node-gc.ts';
-import { RemoteError } from '../../shared/src/conn.ts';
-import { ErrorCode, busyRetryS } from '../../shared/src/protocol.ts';
+import { setHeapGrowth } from '../../shared/src/base/node-gc.ts';
+import { RemoteError } from '../../shared/src/transport/conn.ts';
+import { ErrorCode, busyRetryS } from '../../shared/src/wire/protocol.ts';
 import { DEFAULTS } from '../../server/src/config.ts';
 
 setHeapGrowth(); // the clients of every approach run in this process, as the CLI runs

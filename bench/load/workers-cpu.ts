@@ -16,7 +16,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { bufferSource } from '../../shared/src/chunk-index.ts';
+import { bufferSource } from '../../shared/src/chunking/chunk-index.ts';
 import { buildDatasets, editPath } from '../datasets/build.ts';
 import { prepare, syncPrepared } from '../eval/clients.ts';
 import { ROOT, cpuSeconds, startDsync } from '../eval/procs.ts';

@@ -1,5 +1,5 @@
 /** `dsync adduser NAME --users FILE`: adds an account and prints its token. */
-import { addUser, passwordWeakness } from '../../server/src/auth.ts';
+import { addUser, passwordWeakness } from '../../server/src/http/auth.ts';
 import { type Command, UsageError, str } from '../command.ts';
 
 /** The longest password read (a line of stdin is cut off beyond). */

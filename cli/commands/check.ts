@@ -1,6 +1,6 @@
 /** `dsync check`: verifies a store's structure, and with --read-data every byte of it. */
-import '../../shared/src/wasm.ts'; // --read-data hashes every chunk
-import { formatBytes } from '../../shared/src/units.ts';
+import '../../shared/src/chunking/wasm.ts'; // --read-data hashes every chunk
+import { formatBytes } from '../../shared/src/base/units.ts';
 import { type Command, EXIT_FAILED, EXIT_OK } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
 import { runCheck } from '../../server/src/store/check.ts';

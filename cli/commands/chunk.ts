@@ -1,8 +1,8 @@
 /** `dsync chunk FILE`: the file's FastCDC cut points, one chunk a line: offset, length, FastFp. */
 import { promises as fs } from 'node:fs';
-import '../../shared/src/wasm.ts';
-import { DsyncChunker } from '../../shared/src/wasm.ts';
-import { READ_SLICE } from '../../shared/src/chunk-index.ts';
+import '../../shared/src/chunking/wasm.ts';
+import { DsyncChunker } from '../../shared/src/chunking/wasm.ts';
+import { READ_SLICE } from '../../shared/src/chunking/chunk-index.ts';
 import type { Command } from '../command.ts';
 import { CHUNK_OPTS, chunkParams } from '../sync-options.ts';
 

@@ -1,5 +1,5 @@
 /** `dsync gc`: removes what the kept versions no longer need from a store. */
-import { formatBytes, formatDuration } from '../../shared/src/units.ts';
+import { formatBytes, formatDuration } from '../../shared/src/base/units.ts';
 import { type Command, intFlag, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
 import { DEFAULTS, MAX_GC_WINDOW_MS, S3_MIN_GC_AGE_MS } from '../../server/src/config.ts';

@@ -1,5 +1,5 @@
 /** `dsync log NAME`: the versions of a file. */
-import { formatBytes } from '../../shared/src/units.ts';
+import { formatBytes } from '../../shared/src/base/units.ts';
 import type { Command } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson, shortDate, table } from '../output.ts';
 import { SERVER_OPTS, api } from '../remote.ts';

@@ -1,7 +1,7 @@
 /** `dsync ls [-R] [FOLDER]`: the files and folders on the server, a folder at a time or all
  *  below it. */
-import { compareNames } from '../../shared/src/natural.ts';
-import { formatBytes } from '../../shared/src/units.ts';
+import { compareNames } from '../../shared/src/base/natural.ts';
+import { formatBytes } from '../../shared/src/base/units.ts';
 import type { Command } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson, shortDate, table } from '../output.ts';
 import { SERVER_OPTS, api } from '../remote.ts';

@@ -11,21 +11,21 @@
  */
 import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
-import '../../shared/src/wasm.ts';
-import { type SyncReport, pull } from '../../shared/src/sync-client.ts';
-import { ConnectionPool } from '../../shared/src/connection-pool.ts';
-import { RemoteError } from '../../shared/src/conn.ts';
-import { ErrorCode } from '../../shared/src/protocol.ts';
-import { fileSource } from '../../shared/src/file-source.ts';
-import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
-import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
+import '../../shared/src/chunking/wasm.ts';
+import { type SyncReport, pull } from '../../shared/src/session/delta-client.ts';
+import { ConnectionPool } from '../../shared/src/transport/connection-pool.ts';
+import { RemoteError } from '../../shared/src/transport/conn.ts';
+import { ErrorCode } from '../../shared/src/wire/protocol.ts';
+import { fileSource } from '../../shared/src/chunking/file-source.ts';
+import { OFF_THREAD_MIN } from '../../shared/src/chunking/hash-pool.ts';
+import { nodeHashPool } from '../../shared/src/chunking/hash-workers-node.ts';
 import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson, progressBar, stdoutFile, syncSummary } from '../output.ts';
 import { SERVER_OPTS, api, syncUrl, webSocket } from '../remote.ts';
 import { SYNC_OPTS, algoOf, chunkParams, knownOf } from '../sync-options.ts';
 import { checkParents, checkTarget, openNoFollow, setModified, tempName } from '../contained.ts';
-import { listedNameFits } from '../../shared/src/sync-remote.ts';
-import type { Skipped } from '../../shared/src/sync-engine.ts';
+import { listedNameFits } from '../../shared/src/sync/remote.ts';
+import type { Skipped } from '../../shared/src/sync/engine.ts';
 
 /** The size of the version to come, for the progress bar (0 when the server does not say). */
 async function sizeOf(values: Values, name: string, version: number): Promise<number> {

@@ -6,22 +6,22 @@
  * refused before anything is sent; a file that cannot be read is reported and the rest still
  * go, and the exit status is 1.
  *
- * A push never puts an older copy over a newer version (shared/src/guarded-push.ts): each file
+ * A push never puts an older copy over a newer version (shared/src/sync/guarded-push.ts): each file
  * goes against the version this client last pushed or pulled of it, or expects no file at its
  * name; when another device moved it on, an unchanged file is not sent and an edited one goes
  * up as a conflict copy beside it.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import '../../shared/src/wasm.ts';
+import '../../shared/src/chunking/wasm.ts';
 import { hostname } from 'node:os';
-import { type SyncReport, push } from '../../shared/src/sync-client.ts';
-import { ConnectionPool } from '../../shared/src/connection-pool.ts';
-import { type GuardedOutcome, type LatestInfo, guardedPush } from '../../shared/src/guarded-push.ts';
-import { fileSource } from '../../shared/src/file-source.ts';
-import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
-import { PUSH_RETRIES } from '../../shared/src/limits.ts';
-import { nodeHashPool } from '../../shared/src/hash-workers-node.ts';
+import { type SyncReport, push } from '../../shared/src/session/delta-client.ts';
+import { ConnectionPool } from '../../shared/src/transport/connection-pool.ts';
+import { type GuardedOutcome, type LatestInfo, guardedPush } from '../../shared/src/sync/guarded-push.ts';
+import { fileSource } from '../../shared/src/chunking/file-source.ts';
+import { OFF_THREAD_MIN } from '../../shared/src/chunking/hash-pool.ts';
+import { PUSH_RETRIES } from '../../shared/src/base/limits.ts';
+import { nodeHashPool } from '../../shared/src/chunking/hash-workers-node.ts';
 import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson, progressBar, syncSummary } from '../output.ts';
 import { SERVER_OPTS, api, explain, syncUrl, webSocket } from '../remote.ts';
@@ -155,7 +155,7 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
       if (args.length !== 1 || entries.length !== 1 || entries[0].file !== args[0]) throw new UsageError('--name takes a single file');
       entries[0].name = asName;
     }
-    // the server keeps names in NFC (server/src/names.ts): "café" typed two ways is one name
+    // the server keeps names in NFC (shared/src/wire/names.ts): "café" typed two ways is one name
     const byName = new Map<string, string[]>();
     for (const e of entries) byName.set(e.name.normalize('NFC'), [...(byName.get(e.name.normalize('NFC')) ?? []), e.file]);
     const twice = [...byName].filter(([, files]) => files.length > 1);

@@ -3,7 +3,7 @@
 import { type Command, UsageError, intFlag } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
 import { SERVER_OPTS, api } from '../remote.ts';
-import { TRASH } from '../../shared/src/sync-remote.ts';
+import { TRASH } from '../../shared/src/sync/remote.ts';
 
 export const command: Command = {
   usage: 'restore NAME --version V --server URL [--json]\n       dsync restore .dsync-trash/STAMP/PATH[/] --server URL [--json]',

@@ -1,14 +1,14 @@
 /**
  * `dsync sync DIR`: keeps DIR on this device and FOLDER on the server the same, both ways
- * (shared/src/sync-engine.ts; docs/sync.md). Without --watch one reconciliation; with it, a
+ * (shared/src/sync/engine.ts; docs/sync.md). Without --watch one reconciliation; with it, a
  * pass after every local change (fs.watch), every change on the server (the live events) and
  * every SYNC_RESCAN_MS, until interrupted.
  */
 import { lstatSync, mkdirSync, realpathSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import path from 'node:path';
-import { SYNC_MAX_DELETE_MIN, SYNC_MAX_DELETE_SHARE, SYNC_RETRIES } from '../../shared/src/limits.ts';
-import { type Done, type EngineOptions, type FolderSyncReport, syncUntilStill } from '../../shared/src/sync-engine.ts';
+import { SYNC_MAX_DELETE_MIN, SYNC_MAX_DELETE_SHARE, SYNC_RETRIES } from '../../shared/src/base/limits.ts';
+import { type Done, type EngineOptions, type FolderSyncReport, syncUntilStill } from '../../shared/src/sync/engine.ts';
 import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
 import { SERVER_OPTS, httpBase, tokenOf } from '../remote.ts';

@@ -15,9 +15,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { type TestServer, forwardUpgrades, testServer } from '../../harness/helpers.ts';
-import { FOLDER_MOVE_FILES } from '../../shared/src/limits.ts';
-import { type Action, type RemoteFile, folderMoves } from '../../shared/src/sync-plan.ts';
-import { TRASH } from '../../shared/src/sync-remote.ts';
+import { FOLDER_MOVE_FILES } from '../../shared/src/base/limits.ts';
+import { type Action, type RemoteFile, folderMoves } from '../../shared/src/sync/plan.ts';
+import { TRASH } from '../../shared/src/sync/remote.ts';
 import { dsync, jsonLines } from './run.ts';
 import { sha, treeOf } from './sync-world.ts';
 

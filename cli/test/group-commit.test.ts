@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import test from 'node:test';
-import { SYNC_TRANSFERS } from '../../shared/src/limits.ts';
+import { SYNC_TRANSFERS } from '../../shared/src/base/limits.ts';
 import { loadConfig } from '../../server/src/config.ts';
 import { startServer } from '../../server/src/server.ts';
 import type { Backend } from '../../server/src/store/backend.ts';

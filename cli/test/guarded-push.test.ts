@@ -1,4 +1,4 @@
-// `dsync push` never puts an older copy over a newer version (shared/src/guarded-push.ts), and
+// `dsync push` never puts an older copy over a newer version (shared/src/sync/guarded-push.ts), and
 // names a file by its path as typed inside the current directory. Two "devices" are two cache
 // directories (DSYNC_CACHE_DIR) running the real CLI against a real server on a loopback port.
 import assert from 'node:assert/strict';
@@ -8,7 +8,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { testServer } from '../../harness/helpers.ts';
 import { dsync, jsonLines } from './run.ts';
-import { isConflictName } from '../../shared/src/conflict.ts';
+import { isConflictName } from '../../shared/src/sync/conflict.ts';
 
 async function setup() {
   const s = await testServer();

@@ -1,14 +1,14 @@
 // Every `dsync CMD --help` states each flag's default as the code has it, the way
-// server/test/readme.test.ts checks the README: each default lives once (shared/src/limits.ts,
-// server/src/config.ts, shared/src/protocol.ts) and the help texts are built from it, so a
+// server/test/readme.test.ts checks the README: each default lives once (shared/src/base/limits.ts,
+// server/src/config.ts, shared/src/wire/protocol.ts) and the help texts are built from it, so a
 // default changed in its home changes the help, and a default written into a help text (or
 // into the code reading the flag) by hand fails here.
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { test } from 'node:test';
 import { DEFAULTS, type ServerConfig, kebab, loadConfig } from '../../server/src/config.ts';
-import { KEEP_MAX, PUSH_RETRIES, SYNC_MAX_DELETE_MIN, SYNC_MAX_DELETE_SHARE, SYNC_RETRIES } from '../../shared/src/limits.ts';
-import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, FpOp } from '../../shared/src/protocol.ts';
+import { KEEP_MAX, PUSH_RETRIES, SYNC_MAX_DELETE_MIN, SYNC_MAX_DELETE_SHARE, SYNC_RETRIES } from '../../shared/src/base/limits.ts';
+import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, FpOp } from '../../shared/src/wire/protocol.ts';
 import type { Command } from '../command.ts';
 import { algoOf, chunkParams } from '../sync-options.ts';
 

@@ -16,8 +16,8 @@ import path from 'node:path';
 import { test } from 'node:test';
 import WebSocket, { WebSocketServer } from 'ws';
 import { testServer, pushBytes, type TestServer } from '../../harness/helpers.ts';
-import { decode, encode } from '../../shared/src/codec.ts';
-import { Msg } from '../../shared/src/protocol.ts';
+import { decode, encode } from '../../shared/src/wire/codec.ts';
+import { Msg } from '../../shared/src/wire/protocol.ts';
 import { dsync } from './run.ts';
 
 /** hostile name (as listed, below `proj/`) → the real file on the server it stands for */

@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { addUser } from '../../server/src/auth.ts';
+import { addUser } from '../../server/src/http/auth.ts';
 import { testServer } from '../../harness/helpers.ts';
 import { dsync } from './run.ts';
 

@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, 
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { addUser } from '../../server/src/auth.ts';
+import { addUser } from '../../server/src/http/auth.ts';
 import { testServer } from '../../harness/helpers.ts';
 import { DSYNC, dsync, dsyncOnTerminal, jsonLines, spawnOnTerminal } from './run.ts';
 

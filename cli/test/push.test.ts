@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import { fastRandomBytes, textBytes } from '../../harness/testdata.ts';
 import { testServer } from '../../harness/helpers.ts';
 import { socketPipe } from '../../harness/pipe.ts';
-import { OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
+import { OFF_THREAD_MIN } from '../../shared/src/chunking/hash-pool.ts';
 
 // the compiled CLI, built by run.ts when a source changed
 import { root } from './run.ts';

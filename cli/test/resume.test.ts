@@ -15,7 +15,7 @@ import { socketPipe } from '../../harness/pipe.ts';
 import { fastRandomBytes } from '../../harness/testdata.ts';
 import { DSYNC, dsync, jsonLines } from './run.ts';
 import { TestServer } from '../../e2e/server.ts';
-import { KNOWN_MAX_FILE } from '../../shared/src/known.ts';
+import { KNOWN_MAX_FILE } from '../../shared/src/session/known.ts';
 
 const SIZE = 96 << 20;
 

@@ -17,8 +17,8 @@ import { forwardUpgrades, pushBytes, testServer, type TestServer } from '../../h
 import { dsync, jsonLines } from './run.ts';
 import { HttpFolder, NodeTree } from '../sync-io.ts';
 import { catalogKey } from '../../server/src/store/catalog.ts';
-import { LIST_CURSOR_CHARS } from '../../shared/src/limits.ts';
-import type { ListingKeep } from '../../shared/src/sync-remote.ts';
+import { LIST_CURSOR_CHARS } from '../../shared/src/base/limits.ts';
+import type { ListingKeep } from '../../shared/src/sync/remote.ts';
 
 /** A proxy in front of `s` that forwards everything (the WebSocket upgrade as raw bytes) and
  *  counts the file entries of the listing answers it passes on (asked plain, to read them). */

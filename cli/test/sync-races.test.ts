@@ -12,7 +12,7 @@ import { testServer } from '../../harness/helpers.ts';
 import { FileKnown } from '../known.ts';
 import { HttpFolder, NodeTree } from '../sync-io.ts';
 import { FileState } from '../sync-state.ts';
-import { syncUntilStill } from '../../shared/src/sync-engine.ts';
+import { syncUntilStill } from '../../shared/src/sync/engine.ts';
 import { device, serverOf, treeOf } from './sync-world.ts';
 
 /** A device whose server folder runs `before(op, path)` ahead of each push and pull. */

@@ -12,7 +12,7 @@ import { testServer } from '../../harness/helpers.ts';
 import { FileKnown } from '../known.ts';
 import { HttpFolder, NodeTree } from '../sync-io.ts';
 import { FileState } from '../sync-state.ts';
-import { syncUntilStill } from '../../shared/src/sync-engine.ts';
+import { syncUntilStill } from '../../shared/src/sync/engine.ts';
 import { dsync, jsonLines } from './run.ts';
 import { guardMessage } from '../commands/sync.ts';
 import { caselessDevice, device, serverOf, sha, treeOf } from './sync-world.ts';

@@ -6,7 +6,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { addUser } from '../../server/src/auth.ts';
+import { addUser } from '../../server/src/http/auth.ts';
 import { testServer } from '../../harness/helpers.ts';
 import { fastRandomBytes } from '../../harness/testdata.ts';
 import { PROGRESS_MIN, rateAndLeft } from '../output.ts';

@@ -1,7 +1,7 @@
 /** The server's REST API (server/src/server.ts), as the page uses it. */
-import type { FileInfo, VersionInfo as StoreVersion } from '../../server/src/store.ts';
-import { fetchWhileBusy } from '../../shared/src/busy.ts';
-import { SEARCH_PAGE, SEARCH_REQUESTS } from '../../shared/src/limits.ts';
+import type { FileInfo, VersionInfo as StoreVersion } from '../../server/src/store/store.ts';
+import { fetchWhileBusy } from '../../shared/src/transport/busy.ts';
+import { SEARCH_PAGE, SEARCH_REQUESTS } from '../../shared/src/base/limits.ts';
 
 export type { FileInfo };
 
@@ -40,7 +40,7 @@ function timeoutSignal(ms: number): AbortSignal {
 }
 
 /** A REST request; a busy server (503 with Retry-After) is waited for and asked again
- *  (shared/src/busy.ts). */
+ *  (shared/src/transport/busy.ts). */
 export async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
   const res = await fetchWhileBusy(() =>
     fetch(path, {
@@ -69,7 +69,7 @@ export const MAX_ENTRIES = 20 * PAGE;
 
 /**
  * Every file and folder directly in `prefix` ('' or a path ending in '/'), through the server's
- * paged listing (server/src/files-api.ts: `{ files, folders, next }`, each folder its full path
+ * paged listing (server/src/http/files-api.ts: `{ files, folders, next }`, each folder its full path
  * ending in '/').
  */
 async function folder(prefix: string): Promise<Folder & { truncated: boolean }> {
@@ -175,7 +175,7 @@ export async function probe(): Promise<ServerState> {
   }
 }
 
-/** The namespace's live changes (server/src/events.ts). */
+/** The namespace's live changes (server/src/http/events.ts). */
 export const eventsUrl = '/api/events';
 
 /** This device, as a version's history names it: "Chrome on Android", "Safari on iPhone",

@@ -1,5 +1,5 @@
 /**
- * A Source (shared/src/chunk-index.ts) over a Blob: a picked File, or a basis to pull against.
+ * A Source (shared/src/chunking/chunk-index.ts) over a Blob: a picked File, or a basis to pull against.
  *
  * Chunking reads the file from start to end; those reads go through one stream of the Blob
  * (`Blob.stream()`, read into buffers of this module's own with a BYOB reader), which the
@@ -11,10 +11,10 @@
  * stream, opened where they start, that skips the bytes between them: one pipe instead of a
  * round trip per stretch.
  */
-import { giveBuffers, takeBuffer } from '../../shared/src/buffers.ts';
-import { READ_SLICE, type Source } from '../../shared/src/chunk-index.ts';
-import { pieceBuffers } from '../../shared/src/hash-pool.ts';
-import { PASS_LEAD } from '../../shared/src/limits.ts';
+import { giveBuffers, takeBuffer } from '../../shared/src/base/buffers.ts';
+import { READ_SLICE, type Source } from '../../shared/src/chunking/chunk-index.ts';
+import { pieceBuffers } from '../../shared/src/chunking/hash-pool.ts';
+import { PASS_LEAD } from '../../shared/src/base/limits.ts';
 
 /** A read at offset 0 at least this long starts a stream (a pass over the whole file). */
 const STREAM_MIN = 1 << 20;

@@ -2,8 +2,8 @@
  * The agreed state of a folder the page keeps in sync (the sync engine's SyncState), kept in
  * IndexedDB (docs/web-client.md, "Keeping a folder in sync").
  */
-import type { SyncState } from '../../shared/src/sync-engine.ts';
-import type { Agreed } from '../../shared/src/sync-plan.ts';
+import type { SyncState } from '../../shared/src/sync/engine.ts';
+import type { Agreed } from '../../shared/src/sync/plan.ts';
 import type { Dir } from './handle-tree.ts';
 import { request } from './idb.ts';
 

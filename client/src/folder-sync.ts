@@ -1,18 +1,18 @@
 /**
  * The page's folder sync (docs/web-client.md, "Keeping a folder in sync"), run in the sync
- * worker: the sync engine (shared/src/sync-engine.ts) over a folder picked with the File System
+ * worker: the sync engine (shared/src/sync/engine.ts) over a folder picked with the File System
  * Access API and the server folder of its name. The local tree is a FileSystemDirectoryHandle
- * (`HandleTree`, handle-tree.ts); the server folder is shared/src/sync-remote.ts with the worker's delta push
+ * (`HandleTree`, handle-tree.ts); the server folder is shared/src/sync/remote.ts with the worker's delta push
  * and pull (`PageFolder`); the agreed state is kept in IndexedDB (`StoredState`, folder-state.ts). Passes run
  * when the folder changes (FileSystemObserver where the browser has it), at every change on the
  * server (the page forwards its live events), and by polling every POLL_MS.
  */
-import { SYNC_MAX_DELETE_MIN, SYNC_MAX_DELETE_SHARE, SYNC_RESCAN_MS, SYNC_SETTLE_MS } from '../../shared/src/limits.ts';
-import type { KnownVersions } from '../../shared/src/known.ts';
-import { pull, push } from '../../shared/src/sync-client.ts';
-import { type Done, type Expected, LocalChanged, type Skipped, type Stat, syncUntilStill, verifyLocal } from '../../shared/src/sync-engine.ts';
-import type { Expect } from '../../shared/src/sync-plan.ts';
-import { ApiFolder } from '../../shared/src/sync-remote.ts';
+import { SYNC_MAX_DELETE_MIN, SYNC_MAX_DELETE_SHARE, SYNC_RESCAN_MS, SYNC_SETTLE_MS } from '../../shared/src/base/limits.ts';
+import type { KnownVersions } from '../../shared/src/session/known.ts';
+import { pull, push } from '../../shared/src/session/delta-client.ts';
+import { type Done, type Expected, LocalChanged, type Skipped, type Stat, syncUntilStill, verifyLocal } from '../../shared/src/sync/engine.ts';
+import type { Expect } from '../../shared/src/sync/plan.ts';
+import { ApiFolder } from '../../shared/src/sync/remote.ts';
 import { HttpError, call } from './api.ts';
 import { blobSource } from './blob-source.ts';
 import { type Dir, HandleTree, named } from './handle-tree.ts';

@@ -1,13 +1,13 @@
 /**
  * A folder from the server as one zip, made in the page: client-zip (2.6 kB gzipped, streams,
  * Zip64) reads each file's verified download (GET /api/download) as the archive reaches it,
- * one at a time (each waiting for a busy server, shared/src/busy.ts), and stores its bytes as they are (no compression: the page never holds more
+ * one at a time (each waiting for a busy server, shared/src/transport/busy.ts), and stores its bytes as they are (no compression: the page never holds more
  * than what the browser buffers of the archive Blob). Chosen over fflate's Zip, which is as
  * fast (both are bound by CRC-32: 52–122 MB/s in Node on this machine) but takes bytes pushed
  * in callbacks rather than a fetch Response.
  */
 import { downloadZip } from 'client-zip';
-import { fetchWhileBusy } from '../../shared/src/busy.ts';
+import { fetchWhileBusy } from '../../shared/src/transport/busy.ts';
 import { api } from './api.ts';
 
 /** The zip of everything under `path` (ending in '/'): each file by its path in the folder,

@@ -1,7 +1,7 @@
 /** Formatting of sizes, speeds, durations, percentages and dates for the page. */
 
-/** Decimal units, as the server's size flags count: one convention with the CLI (shared/src/units.ts). */
-import { formatBytes } from '../../shared/src/units.ts';
+/** Decimal units, as the server's size flags count: one convention with the CLI (shared/src/base/units.ts). */
+import { formatBytes } from '../../shared/src/base/units.ts';
 export { formatBytes };
 
 /** Bytes per second → "2.4 MB/s". */

@@ -1,13 +1,13 @@
 /**
  * The picked folder of the page's folder sync as the sync engine's LocalTree
- * (shared/src/sync-engine.ts): a FileSystemDirectoryHandle, read, written through temporary
+ * (shared/src/sync/engine.ts): a FileSystemDirectoryHandle, read, written through temporary
  * files and moved, in the sync worker (docs/web-client.md, "Keeping a folder in sync").
  */
 import { bytesToHex as hex } from '@noble/hashes/utils';
-import { chunkSource } from '../../shared/src/chunk-index.ts';
-import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
-import { LocalChanged, type LocalTree, type Skipped, type Stat, sameStat } from '../../shared/src/sync-engine.ts';
-import { IGNORE_FILE, ignoreMatcher } from '../../shared/src/sync-remote.ts';
+import { chunkSource } from '../../shared/src/chunking/chunk-index.ts';
+import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/wire/protocol.ts';
+import { LocalChanged, type LocalTree, type Skipped, type Stat, sameStat } from '../../shared/src/sync/engine.ts';
+import { IGNORE_FILE, ignoreMatcher } from '../../shared/src/sync/remote.ts';
 import { blobSource } from './blob-source.ts';
 
 export const named = (e: unknown, ...names: string[]) => e instanceof DOMException && names.includes(e.name);

@@ -1,10 +1,10 @@
 /**
- * A hash worker (shared/src/hash-pool.ts), started by the sync worker for large files: it hashes
+ * A hash worker (shared/src/chunking/hash-pool.ts), started by the sync worker for large files: it hashes
  * the runs of chunks it is handed (the sync worker's slices of the File, transferred) and returns
  * their strong hashes.
  */
 import { initWasm } from './wasm-init.ts';
-import { type HashReply, type HashRequest, replyTransfer, serveHashes } from '../../shared/src/hash-pool.ts';
+import { type HashReply, type HashRequest, replyTransfer, serveHashes } from '../../shared/src/chunking/hash-pool.ts';
 
 const scope = self as unknown as Worker;
 // every run comes with its bytes: the sync worker read them from the File already

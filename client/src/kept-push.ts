@@ -1,14 +1,14 @@
 /**
  * The sync worker's use of the page's kept basis (kept-store.ts): before a push, the kept bytes
  * of the version the page knows of that file are read and checked against its chunk index
- * (shared/src/known.ts chunksTo); only then does the push refine against them at byte
- * granularity (shared/src/kept.ts), as the CLI does. Bytes that do not chunk to the index
+ * (shared/src/session/known.ts chunksTo); only then does the push refine against them at byte
+ * granularity (shared/src/session/kept.ts), as the CLI does. Bytes that do not chunk to the index
  * (damaged on disk, cut short) are dropped, never used. After a push or pull the synced bytes
  * are kept in place of the old ones. The server verifies the root as always.
  */
-import { bufferSource } from '../../shared/src/chunk-index.ts';
-import { KNOWN_MAX_FILE, type KnownVersions, chunksTo, knownKey } from '../../shared/src/known.ts';
-import type { SyncReport } from '../../shared/src/sync-client.ts';
+import { bufferSource } from '../../shared/src/chunking/chunk-index.ts';
+import { KNOWN_MAX_FILE, type KnownVersions, chunksTo, knownKey } from '../../shared/src/session/known.ts';
+import type { SyncReport } from '../../shared/src/session/delta-client.ts';
 import { dropKept, readKept, writeKept } from './kept-store.ts';
 
 /** The known versions a sync of `name` runs with: those of `known`, with the kept bytes of the

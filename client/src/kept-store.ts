@@ -1,5 +1,5 @@
 /**
- * The page's kept basis (shared/src/kept.ts) on disk: the bytes of the version of each file
+ * The page's kept basis (shared/src/session/kept.ts) on disk: the bytes of the version of each file
  * this browser last synced, in the Origin Private File System, so that the next edit of that
  * file goes up as byte-exact copies of them (kept-push.ts). One file per user, server, name and
  * version in the `dsync-kept` folder; up to a cap in all (`keptMax`), the least recently used
@@ -9,7 +9,7 @@
  * has no OPFS (old browsers, some private windows) each of them does nothing: the page pushes
  * against the version's chunk index (known-store.ts), as without a kept basis.
  */
-import { KEEP_MAX } from '../../shared/src/limits.ts';
+import { KEEP_MAX } from '../../shared/src/base/limits.ts';
 import { request } from './idb.ts';
 
 const DIR = 'dsync-kept';

@@ -1,10 +1,10 @@
 /**
- * The page's known versions (shared/src/known.ts) kept in IndexedDB, so that after a reload, or
+ * The page's known versions (shared/src/session/known.ts) kept in IndexedDB, so that after a reload, or
  * on the next visit, the edit of a file this browser synced still goes up in one round trip.
  * One set per signed-in user (the single-user server's is "local"). Where IndexedDB cannot be
  * opened (a private window may refuse it), they are kept in memory for the page's lifetime.
  */
-import { type KnownVersion, type KnownVersions, MemoryKnown } from '../../shared/src/known.ts';
+import { type KnownVersion, type KnownVersions, MemoryKnown } from '../../shared/src/session/known.ts';
 import { request } from './idb.ts';
 
 const DB = 'dsync-known';

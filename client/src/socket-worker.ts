@@ -4,7 +4,7 @@
  * the thread that owns it turns its event loop; in the sync worker those turns wait for the
  * chunking, so the socket stood still while the file was chunked. Here nothing else runs.
  */
-import { DrainRate } from '../../shared/src/drain-rate.ts';
+import { DrainRate } from '../../shared/src/transport/drain-rate.ts';
 import type { FromSocket, ToSocket } from './worker-socket.ts';
 
 const scope = self as unknown as Worker;

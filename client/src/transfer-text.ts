@@ -160,7 +160,7 @@ export function problem(t: Transfer, maxFileSize: number): Problem {
   }
 }
 
-/** What an upload that met a newer version did, in plain words (shared/src/guarded-push.ts). */
+/** What an upload that met a newer version did, in plain words (shared/src/sync/guarded-push.ts). */
 export function guardLine(g: Guard, name: string): string {
   const newer = g.server ? `version ${g.server.version}${g.server.client ? ` from ${g.server.client}` : ''}` : 'a newer version';
   if (g.kind === 'behind') return `Nothing sent: the server has ${newer}, and your file is still the version ${g.known} this page knew. Download it to get the newer one.`;

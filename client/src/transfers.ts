@@ -4,8 +4,8 @@
  * the sync worker; the rest wait, oldest first, so a folder of thousands of files does not open
  * thousands of sockets.
  */
-import type { SyncReport } from '../../shared/src/sync-client.ts';
-import { PAGE_RETRIES } from '../../shared/src/limits.ts';
+import type { SyncReport } from '../../shared/src/session/delta-client.ts';
+import { PAGE_RETRIES } from '../../shared/src/base/limits.ts';
 import type { Failure, FromWorker, Guard, Step, ToWorker } from './worker-api.ts';
 
 /** Files under this size run up to SMALL_PARALLEL at once (the `parallel` limit is for larger

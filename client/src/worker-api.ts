@@ -2,7 +2,7 @@
  * Messages between the page and the sync worker (client/src/worker.ts). One worker runs every
  * transfer of the page; each request carries an id, and every answer names the request's id.
  */
-import type { Progress, SyncReport } from '../../shared/src/sync-client.ts';
+import type { Progress, SyncReport } from '../../shared/src/session/delta-client.ts';
 
 export type ToWorker =
   /** upload `file` as a new version of `name`; `resume`: an earlier try of it was cut off (the
@@ -46,7 +46,7 @@ export interface Failure {
   message: string;
 }
 
-/** An upload that met a newer version on the server (shared/src/guarded-push.ts): `conflict`,
+/** An upload that met a newer version on the server (shared/src/sync/guarded-push.ts): `conflict`,
  *  its bytes went up as `savedAs` and the server's version kept the name; `behind`, the file
  *  was unchanged since the version the page knew (`known`) and nothing was sent. */
 export interface Guard {

@@ -7,7 +7,7 @@
  * the sync worker's sockets: this one where a worker can start workers, else the browser's own
  * WebSocket.
  */
-import type { WebSocketLike } from '../../shared/src/conn.ts';
+import type { WebSocketLike } from '../../shared/src/transport/conn.ts';
 
 export type ToSocket =
   | { op: 'open'; id: number; url: string }

@@ -4,19 +4,19 @@
  * Files are read in slices (Blob.slice), never whole; a downloaded file is collected into
  * Blobs, which the browser may keep on disk.
  */
-import type { Source } from '../../shared/src/chunk-index.ts';
+import type { Source } from '../../shared/src/chunking/chunk-index.ts';
 import { blobSource } from './blob-source.ts';
-import { HashPool, type HashReply, type HashWorker, OFF_THREAD_MIN } from '../../shared/src/hash-pool.ts';
-import { type Conn, ConnectionLost, RemoteError, type WebSocketCtor } from '../../shared/src/conn.ts';
-import { ConnectionPool, type Connections } from '../../shared/src/connection-pool.ts';
+import { HashPool, type HashReply, type HashWorker, OFF_THREAD_MIN } from '../../shared/src/chunking/hash-pool.ts';
+import { type Conn, ConnectionLost, RemoteError, type WebSocketCtor } from '../../shared/src/transport/conn.ts';
+import { ConnectionPool, type Connections } from '../../shared/src/transport/connection-pool.ts';
 import { StoredKnown } from './known-store.ts';
 import { initWasm } from './wasm-init.ts';
-import { type LatestInfo, guardedPush } from '../../shared/src/guarded-push.ts';
+import { type LatestInfo, guardedPush } from '../../shared/src/sync/guarded-push.ts';
 import { keepSynced, withKept } from './kept-push.ts';
-import { ErrorCode } from '../../shared/src/protocol.ts';
-import type { Sink } from '../../shared/src/sink.ts';
-import { type Progress, pull } from '../../shared/src/sync-client.ts';
-import { fetchWhileBusy } from '../../shared/src/busy.ts';
+import { ErrorCode } from '../../shared/src/wire/protocol.ts';
+import type { Sink } from '../../shared/src/session/sink.ts';
+import { type Progress, pull } from '../../shared/src/session/delta-client.ts';
+import { fetchWhileBusy } from '../../shared/src/transport/busy.ts';
 import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
 import { PageSocket, type PageSocketLike } from './worker-socket.ts';
 import { FolderSync, type FolderFromWorker, type FolderToWorker, isFolderMessage } from './folder-sync.ts';
@@ -171,7 +171,7 @@ function blobSink(onWritten: (bytes: number) => void): Sink & { blob(): Blob } {
   };
 }
 
-/** Hash workers (shared/src/hash-pool.ts), started for the first large file: one per core
+/** Hash workers (shared/src/chunking/hash-pool.ts), started for the first large file: one per core
  *  beyond this worker's own, at most 2; none on a single core. */
 let pool: HashPool | null | undefined;
 function hashPool(): HashPool | null {
@@ -210,7 +210,7 @@ async function latestOf(url: string, name: string): Promise<LatestInfo | null> {
 const jobs = new Map<number, Job>();
 const kinds = new Map<number, 'push' | 'pull'>();
 /** The versions this browser pushed or pulled, per user, so that the next edit of a file goes
- *  up in one round trip (shared/src/known.ts), after a reload too (known-store.ts). */
+ *  up in one round trip (shared/src/session/known.ts), after a reload too (known-store.ts). */
 const knowns = new Map<string, Promise<StoredKnown>>();
 const knownOf = (user: string) => {
   let k = knowns.get(user);

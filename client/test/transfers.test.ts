@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { resolveObjectURL } from 'node:buffer';
 import { test } from 'node:test';
-import { PAGE_RETRIES } from '../../shared/src/limits.ts';
+import { PAGE_RETRIES } from '../../shared/src/base/limits.ts';
 import { AUTO_RETRIES, AUTO_RETRY_MS, SMALL_FILE, SMALL_PARALLEL, type Transfer, Transfers, type TransfersOptions, cardOrder, moved, retriable } from '../src/transfers.ts';
 import type { Failure, FromWorker, ToWorker } from '../src/worker-api.ts';
 

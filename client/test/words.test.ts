@@ -3,7 +3,7 @@
 // says to sign in; names sort naturally, one order for the page and the CLI.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { compareNames } from '../../shared/src/natural.ts';
+import { compareNames } from '../../shared/src/base/natural.ts';
 import { signInFailure } from '../src/api.ts';
 import { guardLine, problem, progressLine } from '../src/transfer-text.ts';
 import type { Transfer } from '../src/transfers.ts';

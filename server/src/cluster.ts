@@ -4,7 +4,7 @@
  * the connection, with the bytes it read, to a worker; it restarts a worker that dies, and
  * passes SIGINT/SIGTERM on so that every worker closes cleanly.
  *
- * Which worker: a sync connection with a routing hint (`/sync?route=R`, shared/src/route.ts)
+ * Which worker: a sync connection with a routing hint (`/sync?route=R`, shared/src/transport/route.ts)
  * goes to worker R mod N, so that one file's pushes and pulls meet the caches of the process
  * that served the last (the version index it wrote, the bytes of its new segment, the ranges
  * it verified: without them, a push costs a worker half as much CPU again,
@@ -33,7 +33,7 @@ import cluster, { type Worker } from 'node:cluster';
 import type http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
-import { ROUTE_PARAM, routeNumber } from '../../shared/src/route.ts';
+import { ROUTE_PARAM, routeNumber } from '../../shared/src/transport/route.ts';
 import { MAX_HEAD_BYTES } from './config.ts';
 
 /** A worker that dies is restarted after this delay, doubled at each death in a row... */

@@ -3,7 +3,8 @@
  * line flag (`dsync serve --max-file-size 1e9`) or an environment variable (DSYNC_MAX_FILE_SIZE).
  */
 import http from 'node:http';
-import { MAX_CHUNKS, MAX_CHUNK_SIZE, MAX_FILE_SIZE, MAX_IN_FLIGHT, MAX_MESSAGE, MAX_REFINE_BYTES, SPLIT_THRESHOLD } from '../../shared/src/limits.ts';
+import { STORE_DEFAULTS } from './store/repo.ts';
+import { MAX_CHUNKS, MAX_CHUNK_SIZE, MAX_FILE_SIZE, MAX_IN_FLIGHT, MAX_MESSAGE, MAX_REFINE_BYTES, SPLIT_THRESHOLD } from '../../shared/src/base/limits.ts';
 
 export interface ServerConfig {
   host: string;
@@ -59,7 +60,7 @@ export interface ServerConfig {
   idleTimeoutMs: number;
   /** directory of the built web client (served at /) */
   staticDir: string;
-  /** users file (JSON, see server/src/auth.ts); empty: single-user mode, no authentication */
+  /** users file (JSON, see server/src/http/auth.ts); empty: single-user mode, no authentication */
   users: string;
   /** comma-separated origins allowed besides the server's own (browser requests) */
   allowedOrigins: string;
@@ -128,11 +129,11 @@ export const DEFAULTS: ServerConfig = {
   storeTimeoutMs: 20_000,
   healthTimeoutMs: 1_500,
   healthWriteTimeoutMs: 1_500,
-  keepVersions: 0,
-  keepDays: 0,
+  keepVersions: STORE_DEFAULTS.keepVersions,
+  keepDays: STORE_DEFAULTS.keepDays,
   gcIntervalMs: 3_600_000,
   gcMinAgeMs: 3_600_000,
-  gcWindowMs: 30_000,
+  gcWindowMs: STORE_DEFAULTS.gcWindowMs,
   gcRepackPercent: 20,
   deflate: true,
   paperExact: false,
@@ -151,7 +152,7 @@ export const DEFAULTS: ServerConfig = {
   maxSessionsPerUser: 64,
   phaseTimeoutMs: 3_600_000,
   maxInFlight: MAX_IN_FLIGHT,
-  resumeWindowMs: 600_000,
+  resumeWindowMs: STORE_DEFAULTS.resumeWindowMs,
   workers: 1,
   allowedHosts: '',
   trustProxy: '',

@@ -6,7 +6,7 @@
  * "dsync server on http://HOST:PORT", is the same in both forms: scripts wait for it.
  */
 import { networkInterfaces } from 'node:os';
-import { formatBytes, savedPercent } from '../../shared/src/units.ts';
+import { formatBytes, savedPercent } from '../../shared/src/base/units.ts';
 import type { ServerConfig } from './config.ts';
 
 export const LOG_FORMATS = ['human', 'json'] as const;

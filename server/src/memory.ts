@@ -7,7 +7,7 @@
  * refused with LimitExceeded and ends; the others go on. A session's share is released when
  * it ends.
  */
-import { ErrorCode, ProtocolError } from '../../shared/src/protocol.ts';
+import { ErrorCode, ProtocolError } from '../../shared/src/wire/protocol.ts';
 
 const MiB = (n: number) => `${Math.round(n / 2 ** 20)} MiB`;
 

@@ -1,7 +1,7 @@
 /**
  * The Dsync server: express for the web client's files and the REST API, ws on /sync for the
  * three-phase protocol (permessage-deflate on by default). Every request and upgrade is
- * checked for origin and identity (server/src/auth.ts) and served from its user's namespace.
+ * checked for origin and identity (server/src/http/auth.ts) and served from its user's namespace.
  *
  *   GET  /api/health                       {"ok":true,...} (no authentication); 503 {"ok":false,
  *        "error"} when the store fails a small read within healthTimeoutMs or a small write
@@ -47,7 +47,7 @@
  * capacity (guard.ts Admission).
  *   GET  /api/metrics                      the caller's open sync sockets (and in single-user
  *                                          mode, where the user runs the server, its memory)
- *   GET  /api/events                       live changes of the namespace (server/src/events.ts)
+ *   GET  /api/events                       live changes of the namespace (server/src/http/events.ts)
  * JSON answers of COMPRESS_JSON_MIN_BYTES or more go compressed (br or gzip) to a client that
  * accepts it (`compressJson`); the event stream and downloads never. Every response carries SECURITY_HEADERS: no page may frame this one, no response is read
  * as another type than it says or loaded by another site's page, and the page runs only its
@@ -59,22 +59,22 @@ import type { AddressInfo, Socket } from 'node:net';
 import zlib from 'node:zlib';
 import express from 'express';
 import { WebSocketServer } from 'ws';
-import '../../shared/src/wasm.ts';
-import type { WebSocketLike } from '../../shared/src/conn.ts';
-import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, ErrorCode, PROTOCOL_VERSION, ProtocolError, busyMessage } from '../../shared/src/protocol.ts';
-import { COMPRESS_JSON_BROTLI_QUALITY, COMPRESS_JSON_MIN_BYTES } from '../../shared/src/limits.ts';
-import { Auth } from './auth.ts';
+import '../../shared/src/chunking/wasm.ts';
+import type { WebSocketLike } from '../../shared/src/transport/conn.ts';
+import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, ErrorCode, PROTOCOL_VERSION, ProtocolError, busyMessage } from '../../shared/src/wire/protocol.ts';
+import { COMPRESS_JSON_BROTLI_QUALITY, COMPRESS_JSON_MIN_BYTES } from '../../shared/src/base/limits.ts';
+import { Auth } from './http/auth.ts';
 import { HEALTH_CACHE_MS, HEALTH_WRITE_CACHE_MS, type ServerConfig, headCheckIntervalMs } from './config.ts';
-import { filesApi } from './files-api.ts';
-import { Store } from './store.ts';
+import { filesApi } from './http/files-api.ts';
+import { Store } from './store/store.ts';
 import { type Repo, openStore } from './store/repo.ts';
 import { runGc } from './store/gc.ts';
 import { MARK_REPAIR_INTERVAL_MS, MARK_SETTLE_MS, repairMarked } from './store/journal.ts';
 import { StoreTimeoutError, withTimeout } from './store/backend.ts';
 import { GC_STATE, healthKey } from './store/keys.ts';
-import { Events } from './events.ts';
-import { type SessionHooks, clientLabel, runConnection } from './sync.ts';
-import { Admission, HostCheck, SocketLimits, Turns, clientAddress, viaHttps } from './guard.ts';
+import { Events } from './http/events.ts';
+import { type SessionHooks, clientLabel, runConnection } from './sessions.ts';
+import { Admission, HostCheck, SocketLimits, Turns, clientAddress, viaHttps } from './http/guard.ts';
 import { MemoryBudget } from './memory.ts';
 
 export interface RunningServer {

@@ -9,10 +9,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import WebSocket from 'ws';
-import { fetchWhileBusy, retryAfterS } from '../../shared/src/busy.ts';
-import { encode } from '../../shared/src/codec.ts';
-import { RemoteError } from '../../shared/src/conn.ts';
-import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, busyRetryS } from '../../shared/src/protocol.ts';
+import { fetchWhileBusy, retryAfterS } from '../../shared/src/transport/busy.ts';
+import { encode } from '../../shared/src/wire/codec.ts';
+import { RemoteError } from '../../shared/src/transport/conn.ts';
+import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION, busyRetryS } from '../../shared/src/wire/protocol.ts';
 import { fastRandomBytes } from '../../harness/testdata.ts';
 import { pushBytes, testServer } from '../../harness/helpers.ts';
 import { dsync } from '../../cli/test/run.ts';
@@ -232,7 +232,7 @@ test('past --max-sessions a file request is refused with 503, Retry-After and "b
     assert.equal(events.status, 200);
     stream.abort();
 
-    // the clients' wait (shared/src/busy.ts): refused, told the seconds, then served once the place is free
+    // the clients' wait (shared/src/transport/busy.ts): refused, told the seconds, then served once the place is free
     const waits: number[] = [];
     const t0 = performance.now();
     const waiting = fetchWhileBusy(() => get('/api/download?name=dir%2Fa.bin'), { onBusy: (secs) => waits.push(secs) });

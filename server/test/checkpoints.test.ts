@@ -10,7 +10,7 @@ import { socketPipe } from '../../harness/pipe.ts';
 import { fastRandomBytes } from '../../harness/testdata.ts';
 import { unreferenced } from '../src/store/gc.ts';
 import { uploadsKey } from '../src/store/keys.ts';
-import { RESUME_CHECKPOINT_BYTES } from '../../shared/src/limits.ts';
+import { RESUME_CHECKPOINT_BYTES } from '../../shared/src/base/limits.ts';
 
 test('a small edit of a file of several checkpoints makes none; a first upload of it makes one per RESUME_CHECKPOINT_BYTES', async () => {
   const s = await testServer({});

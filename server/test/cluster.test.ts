@@ -10,7 +10,7 @@ import { workersOf } from '../../harness/serve-process.ts';
 import { startServe } from '../../harness/child.ts';
 import { pullBytes, pushBytes } from '../../harness/helpers.ts';
 import { textBytes } from '../../harness/testdata.ts';
-import { routeOf } from '../../shared/src/route.ts';
+import { routeOf } from '../../shared/src/transport/route.ts';
 import { routeOfHead } from '../src/cluster.ts';
 
 const alive = (pid: number) => {

@@ -11,9 +11,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import zlib from 'node:zlib';
-import { bufferSource, chunkSource } from '../../shared/src/chunk-index.ts';
-import { DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
-import { COMPRESS_JSON_MIN_BYTES } from '../../shared/src/limits.ts';
+import { bufferSource, chunkSource } from '../../shared/src/chunking/chunk-index.ts';
+import { DEFAULT_PARAMS } from '../../shared/src/wire/protocol.ts';
+import { COMPRESS_JSON_MIN_BYTES } from '../../shared/src/base/limits.ts';
 import { type TestServer, testServer } from '../../harness/helpers.ts';
 import { dsync, jsonLines } from '../../cli/test/run.ts';
 

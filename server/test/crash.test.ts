@@ -13,9 +13,9 @@ import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { startChild } from '../../harness/child.ts';
 import { download, killTrials, versionsOf } from '../../harness/trials.ts';
 import WebSocket from 'ws';
-import { type Source, bufferSource } from '../../shared/src/chunk-index.ts';
-import type { WebSocketCtor } from '../../shared/src/conn.ts';
-import { push } from '../../shared/src/sync-client.ts';
+import { type Source, bufferSource } from '../../shared/src/chunking/chunk-index.ts';
+import type { WebSocketCtor } from '../../shared/src/transport/conn.ts';
+import { push } from '../../shared/src/session/delta-client.ts';
 import { pushBytes } from '../../harness/helpers.ts';
 
 test('SIGKILL mid-Phase 3 keeps the previous version and the next push works', async () => {

@@ -8,7 +8,7 @@ import { closeSync, mkdtempSync, openSync, readSync, rmSync, writeSync } from 'n
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { MemoryKnown } from '../../shared/src/known.ts';
+import { MemoryKnown } from '../../shared/src/session/known.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { loadConfig } from '../src/config.ts';
 import { startServer } from '../src/server.ts';
@@ -17,7 +17,7 @@ import { runCheck } from '../src/store/check.ts';
 import { segmentKey } from '../src/store/keys.ts';
 import { RACY_FINE_MS, RACY_MS, localBackend } from '../src/store/local.ts';
 import { Repo } from '../src/store/repo.ts';
-import { Store } from '../src/store.ts';
+import { Store } from '../src/store/store.ts';
 import { s3Backend } from '../src/store/s3.ts';
 import { pullBytes, pushBytes } from '../../harness/helpers.ts';
 import { type S3Server, startMinio } from '../../harness/minio.ts';

@@ -12,11 +12,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import WebSocket from 'ws';
-import { READ_SLICE, type Source } from '../../shared/src/chunk-index.ts';
-import { Conn } from '../../shared/src/conn.ts';
-import { fileSource } from '../../shared/src/file-source.ts';
-import { Msg } from '../../shared/src/protocol.ts';
-import { push } from '../../shared/src/sync-client.ts';
+import { READ_SLICE, type Source } from '../../shared/src/chunking/chunk-index.ts';
+import { Conn } from '../../shared/src/transport/conn.ts';
+import { fileSource } from '../../shared/src/chunking/file-source.ts';
+import { Msg } from '../../shared/src/wire/protocol.ts';
+import { push } from '../../shared/src/session/delta-client.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { type TestServer, testServer } from '../../harness/helpers.ts';
 

@@ -3,8 +3,8 @@
 // the server's memory.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { RemoteError } from '../../shared/src/conn.ts';
-import { ErrorCode } from '../../shared/src/protocol.ts';
+import { RemoteError } from '../../shared/src/transport/conn.ts';
+import { ErrorCode } from '../../shared/src/wire/protocol.ts';
 import { fastRandomBytes } from '../../harness/testdata.ts';
 import { sendChecksumList } from '../../harness/attacks.ts';
 import { pushBytes } from '../../harness/helpers.ts';

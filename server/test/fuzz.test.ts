@@ -2,8 +2,8 @@
 // FUZZ_CASES sets the number of state-machine cases (default 20 000); bench/fuzz runs longer.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { decode } from '../../shared/src/codec.ts';
-import { ProtocolError } from '../../shared/src/protocol.ts';
+import { decode } from '../../shared/src/wire/codec.ts';
+import { ProtocolError } from '../../shared/src/wire/protocol.ts';
 import { Rng } from '../../harness/testdata.ts';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -6,7 +6,7 @@ import { Repo } from '../src/store/repo.ts';
 import { runGc } from '../src/store/gc.ts';
 import { localBackend } from '../src/store/local.ts';
 import { repackHooks } from '../src/store/repack.ts';
-import '../../shared/src/wasm.ts';
+import '../../shared/src/chunking/wasm.ts';
 
 const [dir, windowMs, staleMs] = process.argv.slice(2);
 const stopAt = process.env.REPACK_STOP_AT;

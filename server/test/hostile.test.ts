@@ -9,10 +9,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import WebSocket from 'ws';
-import { encode } from '../../shared/src/codec.ts';
-import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION } from '../../shared/src/protocol.ts';
+import { encode } from '../../shared/src/wire/codec.ts';
+import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION } from '../../shared/src/wire/protocol.ts';
 import { fastRandomBytes } from '../../harness/testdata.ts';
-import { addUser, passwordWeakness } from '../src/auth.ts';
+import { addUser, passwordWeakness } from '../src/http/auth.ts';
 import { errorAndClose, request, silentSockets } from '../../harness/attacks.ts';
 import { pushBytes, testServer } from '../../harness/helpers.ts';
 

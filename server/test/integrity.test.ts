@@ -7,11 +7,11 @@ import { mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from '
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { RemoteError } from '../../shared/src/conn.ts';
+import { RemoteError } from '../../shared/src/transport/conn.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { loadConfig } from '../src/config.ts';
 import { startServer } from '../src/server.ts';
-import { Store } from '../src/store.ts';
+import { Store } from '../src/store/store.ts';
 import { Repo } from '../src/store/repo.ts';
 import type { Backend } from '../src/store/backend.ts';
 import { runCheck } from '../src/store/check.ts';

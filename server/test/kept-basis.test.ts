@@ -1,4 +1,4 @@
-// A kept basis (shared/src/kept.ts) against a real server on loopback: a client that keeps the
+// A kept basis (shared/src/session/kept.ts) against a real server on loopback: a client that keeps the
 // bytes of the version it pushed sends each edit as copies of them and literal pieces, at byte
 // granularity, in one round trip, and the server stores exactly the file; kept bytes that are
 // not the version (damaged, or another version's) are never trusted: the server's root check
@@ -7,12 +7,12 @@
 // every lacking chunk against them.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { type Source, bufferSource } from '../../shared/src/chunk-index.ts';
-import { MemoryKnown, knownKey } from '../../shared/src/known.ts';
+import { type Source, bufferSource } from '../../shared/src/chunking/chunk-index.ts';
+import { MemoryKnown, knownKey } from '../../shared/src/session/known.ts';
 import { EDIT_KINDS, Rng, applyEdits, fastRandomBytes, textBytes } from '../../harness/testdata.ts';
-import { push } from '../../shared/src/sync-client.ts';
-import { LIST_BATCH } from '../../shared/src/limits.ts';
-import { DEFAULT_PARAMS } from '../../shared/src/protocol.ts';
+import { push } from '../../shared/src/session/delta-client.ts';
+import { LIST_BATCH } from '../../shared/src/base/limits.ts';
+import { DEFAULT_PARAMS } from '../../shared/src/wire/protocol.ts';
 import WebSocket from 'ws';
 import { type TestServer, pushBytes, testServer } from '../../harness/helpers.ts';
 

@@ -3,8 +3,8 @@
 // finds each match once whatever the page bounds; hostile parameters are refused.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { SEARCH_PAGE } from '../../shared/src/limits.ts';
-import { Store } from '../src/store.ts';
+import { SEARCH_PAGE } from '../../shared/src/base/limits.ts';
+import { Store } from '../src/store/store.ts';
 import { type TestServer, pushBytes, testServer } from '../../harness/helpers.ts';
 
 const get = (s: TestServer, path: string) => fetch(`${s.url}/api/${path}`);

@@ -1,6 +1,6 @@
 // Test helpers that reach into a store as a bad disk or an attacker would: replace a version's
 // index, list what no head references.
-import type { Store } from '../src/store.ts';
+import type { Store } from '../src/store/store.ts';
 import { decodeVersion, jsonBody, parseFileHead, sha256hex } from '../src/store/format.ts';
 import { fileHeadKey, indexKey } from '../src/store/keys.ts';
 

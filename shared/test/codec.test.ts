@@ -3,10 +3,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { decode, deltaRunHead, encode } from '../src/codec.ts';
-import { type Message } from '../src/messages.ts';
-import { MAX_MODIFIED_MS } from '../src/limits.ts';
-import { ErrorCode, HelloFlag, Msg, ProtocolError, ReadyFlag } from '../src/protocol.ts';
+import { decode, deltaRunHead, encode } from '../src/wire/codec.ts';
+import { type Message } from '../src/wire/messages.ts';
+import { MAX_MODIFIED_MS } from '../src/base/limits.ts';
+import { ErrorCode, HelloFlag, Msg, ProtocolError, ReadyFlag } from '../src/wire/protocol.ts';
 
 const u32 = fc.integer({ min: 0, max: 0xffffffff });
 const u64 = fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER });

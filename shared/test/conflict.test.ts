@@ -2,8 +2,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { DEVICE_LABEL_MAX, conflictName, deviceLabel, isConflictName } from '../src/conflict.ts';
-import { validateName } from '../../server/src/names.ts';
+import { DEVICE_LABEL_MAX, conflictName, deviceLabel, isConflictName } from '../src/sync/conflict.ts';
+import { validateName } from '../src/wire/names.ts';
 
 const when = new Date(2026, 10, 26, 15, 30);
 

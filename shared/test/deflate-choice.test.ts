@@ -1,13 +1,13 @@
-// Which files sync with permessage-deflate: those whose sampled bytes compress (sync-client.ts
+// Which files sync with permessage-deflate: those whose sampled bytes compress (delta-client.ts
 // worthDeflating), and the URL of the endpoint without it.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createHash } from 'node:crypto';
 import { deflateRawSync } from 'node:zlib';
 import fc from 'fast-check';
-import { bufferSource } from '../src/chunk-index.ts';
-import { sessionUrl, worthDeflating } from '../src/sync-client.ts';
-import { routeOf, sameEndpoint } from '../src/route.ts';
+import { bufferSource } from '../src/chunking/chunk-index.ts';
+import { sessionUrl, worthDeflating } from '../src/session/delta-client.ts';
+import { routeOf, sameEndpoint } from '../src/transport/route.ts';
 import { fastRandomBytes, textBytes } from '../../harness/testdata.ts';
 
 test('random bytes and deflated bytes are not worth deflating; text, zeros, binaries with structure are', async () => {

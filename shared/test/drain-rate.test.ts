@@ -1,8 +1,8 @@
-// DrainRate (shared/src/drain-rate.ts): the pace at which a socket sends what it buffered,
+// DrainRate (shared/src/transport/drain-rate.ts): the pace at which a socket sends what it buffered,
 // from samples of its buffer, counting only the times it held bytes throughout.
 import assert from 'node:assert/strict';
 import test from 'node:test';
-import { DrainRate } from '../src/drain-rate.ts';
+import { DrainRate } from '../src/transport/drain-rate.ts';
 
 test('a socket that holds bytes throughout: the rate is the pace it drains at', () => {
   for (const pace of [0.5, 8, 100, 5000]) {

@@ -5,11 +5,11 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { blake3 } from '@noble/hashes/blake3';
-import '../src/wasm.ts';
-import { bufferSource, chunkParts, chunkSource, offsetsOf } from '../src/chunk-index.ts';
-import { Algo, DEFAULT_PARAMS, FpOp } from '../src/protocol.ts';
+import '../src/chunking/wasm.ts';
+import { bufferSource, chunkParts, chunkSource, offsetsOf } from '../src/chunking/chunk-index.ts';
+import { Algo, DEFAULT_PARAMS, FpOp } from '../src/wire/protocol.ts';
 import { randomBytes, textBytes } from '../../harness/testdata.ts';
-import { DsyncChunker, hash_chunks, wasm_memory } from '../src/wasm.ts';
+import { DsyncChunker, hash_chunks, wasm_memory } from '../src/chunking/wasm.ts';
 
 interface Vector {
   input: { kind: string; seed: number; size: number };

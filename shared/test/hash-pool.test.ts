@@ -1,4 +1,4 @@
-// Hash workers (shared/src/hash-pool.ts) on real worker threads reading a real file: the same
+// Hash workers (shared/src/chunking/hash-pool.ts) on real worker threads reading a real file: the same
 // Checksum List and strong hashes as hashing on one thread, in order across workers; a failed
 // run falls back to this thread; a worker's error fails that run only.
 import assert from 'node:assert/strict';
@@ -7,13 +7,13 @@ import { type FileHandle, open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import '../src/wasm.ts';
-import { type Source, chunkParts } from '../src/chunk-index.ts';
-import { type HashPool, OFF_THREAD_MIN } from '../src/hash-pool.ts';
-import { nodeHashPool } from '../src/hash-workers-node.ts';
-import { Algo, DEFAULT_PARAMS } from '../src/protocol.ts';
+import '../src/chunking/wasm.ts';
+import { type Source, chunkParts } from '../src/chunking/chunk-index.ts';
+import { type HashPool, OFF_THREAD_MIN } from '../src/chunking/hash-pool.ts';
+import { nodeHashPool } from '../src/chunking/hash-workers-node.ts';
+import { Algo, DEFAULT_PARAMS } from '../src/wire/protocol.ts';
 import { fastRandomBytes, textBytes } from '../../harness/testdata.ts';
-import { fileSource } from '../src/file-source.ts';
+import { fileSource } from '../src/chunking/file-source.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'dsync-hashpool-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

@@ -126,3 +126,36 @@ test('the product imports no test-only code, and shared/src imports nothing of t
   }
   assert.deepEqual(wrong, []);
 });
+
+/** The layers inside shared/src and inside server/src (docs/design.md, "shared/src, by layer"):
+ *  a file imports only from its own layer and the layers before it. */
+const LAYERS: [RegExp, number][] = [
+  [/^shared\/src\/base\//, 0],
+  [/^shared\/src\/wire\//, 1],
+  [/^shared\/src\/chunking\//, 2],
+  [/^shared\/src\/transport\//, 3],
+  [/^shared\/src\/session\//, 4],
+  [/^shared\/src\/sync\//, 5],
+  [/^server\/src\/store\//, 10],
+  [/^server\/src\/config\.ts$/, 11],
+  [/^server\/src\/http\//, 12],
+  [/^server\/src\/[^/]+$/, 13],
+];
+const layerOf = (f: string) => LAYERS.find(([re]) => re.test(f.split(path.sep).join('/')))?.[1];
+
+test('no upward arrow: inside shared/src and server/src a file imports only its own layer and those before it', () => {
+  const graph = importGraph(ROOT, sourceFiles(ROOT, ['shared/src', 'server/src']));
+  const wrong: string[] = [];
+  const unplaced: string[] = [];
+  for (const [f, imports] of graph) {
+    const own = layerOf(f);
+    if (own === undefined) unplaced.push(f);
+    for (const i of imports) {
+      const theirs = layerOf(i);
+      // shared/src is below the server as a whole (the test above)
+      if (theirs !== undefined && own !== undefined && Math.floor(theirs / 10) === Math.floor(own / 10) && theirs > own) wrong.push(`${f} imports ${i}`);
+    }
+  }
+  assert.deepEqual(unplaced, [], 'every file of shared/src sits in a layer folder');
+  assert.deepEqual(wrong, []);
+});

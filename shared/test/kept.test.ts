@@ -6,10 +6,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { KeptBasis, keptBasisOf } from '../src/kept.ts';
-import { BasisCopies } from '../src/refine.ts';
-import { Msg, ProtocolError } from '../src/protocol.ts';
-import type { Piece } from '../src/messages.ts';
+import { KeptBasis, keptBasisOf } from '../src/session/kept.ts';
+import { BasisCopies } from '../src/session/refine.ts';
+import { Msg, ProtocolError } from '../src/wire/protocol.ts';
+import type { Piece } from '../src/wire/messages.ts';
 import { EDIT_KINDS, Rng, applyEdits, randomBytes, textBytes } from '../../harness/testdata.ts';
 
 async function rebuild(basis: Uint8Array, chunks: (Uint8Array | Piece[])[]): Promise<Uint8Array> {

@@ -1,10 +1,10 @@
-// The chunk-size ranges in shared/src/limits.ts are the Rust chunker's (wasm/src/chunker.rs,
+// The chunk-size ranges in shared/src/base/limits.ts are the Rust chunker's (wasm/src/chunker.rs,
 // the source): at every edge, checkParams accepts exactly what the wasm chunker accepts.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { DsyncChunker } from '../src/wasm.ts';
-import { CHUNK_SIZE_RANGES } from '../src/limits.ts';
-import { type ChunkParams, checkParams } from '../src/protocol.ts';
+import { DsyncChunker } from '../src/chunking/wasm.ts';
+import { CHUNK_SIZE_RANGES } from '../src/base/limits.ts';
+import { type ChunkParams, checkParams } from '../src/wire/protocol.ts';
 
 function wasmAccepts(p: ChunkParams): boolean {
   try {

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { type Run, WeakMatcher, matchRuns } from '../src/matcher.ts';
+import { type Run, WeakMatcher, matchRuns } from '../src/session/matcher.ts';
 
 // Small alphabets of (fastfp, length) make repeats and long runs likely.
 const list = fc.array(fc.tuple(fc.integer({ min: 0, max: 6 }), fc.integer({ min: 1, max: 2 })), { maxLength: 60 }).map((a) => ({

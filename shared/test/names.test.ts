@@ -1,11 +1,11 @@
-// The one name rule (shared/src/names.ts), as the server and the clients use it: the UTF-8
+// The one name rule (shared/src/wire/names.ts), as the server and the clients use it: the UTF-8
 // length without Buffer (the page has none), checkedName's null for what validateName refuses,
-// the Windows-only characters, and the listing's containment check (sync-remote.ts).
+// the Windows-only characters, and the listing's containment check (sync/remote.ts).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { checkedName, nameProblem, shownName, utf8Length, validateName } from '../src/names.ts';
-import { listedNameFits } from '../src/sync-remote.ts';
-import type { Skipped } from '../src/sync-engine.ts';
+import { checkedName, nameProblem, shownName, utf8Length, validateName } from '../src/wire/names.ts';
+import { listedNameFits } from '../src/sync/remote.ts';
+import type { Skipped } from '../src/sync/engine.ts';
 
 test('utf8Length counts as Buffer.byteLength does, surrogate pairs and lone surrogates included', () => {
   for (const s of ['', 'a', 'é', '€', '😀', 'a😀b', '\ud800', 'x\udc00y', '\ud83d\ude00\ud83d', 'é'.repeat(300)]) assert.equal(utf8Length(s), Buffer.byteLength(s, 'utf8'), JSON.stringify(s));

@@ -4,10 +4,10 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { encode } from '../src/codec.ts';
-import { type Message } from '../src/messages.ts';
-import { CHUNK_SIZE_RANGES, COPY_END_MAX, MAX_MODIFIED_MS, DELTA_MESSAGE_BYTES, LIST_BATCH, MAX_BASIS_CHECKSUMS, MAX_ENTRIES_PER_MESSAGE, MAX_MESSAGE, MAX_NAME_BYTES, MAX_REFINE_BYTES, MAX_SPLIT_CHUNKS, RESUME_MIN_FILE, SPLIT_THRESHOLD } from '../src/limits.ts';
-import { DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, HelloFlag, Msg, PROTOCOL_VERSION, ReadyFlag } from '../src/protocol.ts';
+import { encode } from '../src/wire/codec.ts';
+import { type Message } from '../src/wire/messages.ts';
+import { CHUNK_SIZE_RANGES, COPY_END_MAX, MAX_MODIFIED_MS, DELTA_MESSAGE_BYTES, LIST_BATCH, MAX_BASIS_CHECKSUMS, MAX_ENTRIES_PER_MESSAGE, MAX_MESSAGE, MAX_NAME_BYTES, MAX_REFINE_BYTES, MAX_SPLIT_CHUNKS, RESUME_MIN_FILE, SPLIT_THRESHOLD } from '../src/base/limits.ts';
+import { DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, HelloFlag, Msg, PROTOCOL_VERSION, ReadyFlag } from '../src/wire/protocol.ts';
 
 const doc = readFileSync(new URL('../../docs/protocol.md', import.meta.url), 'utf8');
 const sections = doc.split(/^### /m).slice(1);

@@ -6,15 +6,15 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { BasisChecksumTable } from '../src/basis-checksums.ts';
-import { BasisCopies, BasisListing, MiddleYield, fineCut } from '../src/refine.ts';
-import { ChecksumList } from '../src/checksum-list.ts';
-import { type Source, chunkSource, offsetsOf } from '../src/chunk-index.ts';
-import { matchRuns } from '../src/matcher.ts';
-import { DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, Msg, ProtocolError, hashLength } from '../src/protocol.ts';
-import { type BasisChecksums, PREFIX, type Piece } from '../src/messages.ts';
+import { BasisChecksumTable } from '../src/session/basis-checksums.ts';
+import { BasisCopies, BasisListing, MiddleYield, fineCut } from '../src/session/refine.ts';
+import { ChecksumList } from '../src/session/checksum-list.ts';
+import { type Source, chunkSource, offsetsOf } from '../src/chunking/chunk-index.ts';
+import { matchRuns } from '../src/session/matcher.ts';
+import { DEFAULT_ALGO, DEFAULT_FINE, DEFAULT_PARAMS, Msg, ProtocolError, hashLength } from '../src/wire/protocol.ts';
+import { type BasisChecksums, PREFIX, type Piece } from '../src/wire/messages.ts';
 import { EDIT_KINDS, Rng, applyEdits, fastRandomBytes, textBytes } from '../../harness/testdata.ts';
-import '../src/wasm.ts';
+import '../src/chunking/wasm.ts';
 
 const FINE = { min: 64, avg: 256, max: 1024 };
 

@@ -3,14 +3,14 @@
 // The receiver here is played by hand over an in-memory socket pair.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import '../src/wasm.ts';
-import { type ChunkIndex, bufferSource, chunkSource } from '../src/chunk-index.ts';
-import { indexParts } from '../src/checksum-list.ts';
-import type { Message } from '../src/messages.ts';
-import { Conn } from '../src/conn.ts';
-import { MAX_SPLIT_CHUNKS } from '../src/limits.ts';
-import { Algo, Msg, hashLength } from '../src/protocol.ts';
-import { sendTarget } from '../src/sender.ts';
+import '../src/chunking/wasm.ts';
+import { type ChunkIndex, bufferSource, chunkSource } from '../src/chunking/chunk-index.ts';
+import { indexParts } from '../src/session/checksum-list.ts';
+import type { Message } from '../src/wire/messages.ts';
+import { Conn } from '../src/transport/conn.ts';
+import { MAX_SPLIT_CHUNKS } from '../src/base/limits.ts';
+import { Algo, Msg, hashLength } from '../src/wire/protocol.ts';
+import { sendTarget } from '../src/session/sender.ts';
 import { fastRandomBytes } from '../../harness/testdata.ts';
 import { memPair } from '../../harness/mem-socket.ts';
 

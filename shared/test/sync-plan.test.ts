@@ -1,10 +1,10 @@
-// The sync engine's decision table (shared/src/sync-plan.ts): every cell, the renames, and a
+// The sync engine's decision table (shared/src/sync/plan.ts): every cell, the renames, and a
 // property: applying the plan to a model of both sides makes them equal and never drops a
 // change, whatever the local tree, the state and the server hold.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { type Action, type Agreed, type LocalFile, type RemoteFile, decide, deleteAllowance, parentsOf, plan, planFolders, rootsWanted } from '../src/sync-plan.ts';
+import { type Action, type Agreed, type LocalFile, type RemoteFile, decide, deleteAllowance, parentsOf, plan, planFolders, rootsWanted } from '../src/sync/plan.ts';
 
 const S: Agreed = { version: 3, hash: 'aa', size: 2, mtimeMs: 1 };
 const L = (hash: string): LocalFile => ({ hash, size: 2, mtimeMs: 1 });

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { formatBytes, formatDuration, savedPercent } from '../src/units.ts';
+import { formatBytes, formatDuration, savedPercent } from '../src/base/units.ts';
 
 test('formatBytes: decimal units at their edges', () => {
   const cases: [number, string][] = [[0, '0 B'], [999, '999 B'], [1000, '1 KB'], [1536, '1.5 KB'], [9_949, '9.9 KB'], [9_950, '10 KB'], [23_000, '23 KB'], [999_499, '999 KB'], [999_500, '1 MB'], [1_000_000, '1 MB'], [20_000_000, '20 MB'], [64 * 2 ** 30, '69 GB'], [1e18, '1000 PB']];

@@ -1,11 +1,11 @@
 import { useEffect, useId, useMemo, useRef, useState } from 'react';
 import { type FileInfo, type Folder, type FolderInfo, type ServerState, MAX_ENTRIES, api } from '../api.ts';
-import { SEARCH_PAGE } from '../../../shared/src/limits.ts';
-import { compareNames } from '../../../shared/src/natural.ts';
+import { SEARCH_PAGE } from '../../../shared/src/base/limits.ts';
+import { compareNames } from '../../../shared/src/base/natural.ts';
 import { type Ask, AskDialog } from './Dialogs.tsx';
 import { FileRow, type RowActions } from './FileRow.tsx';
 import { downloadFolder } from '../folder-zip.ts';
-import { TRASH } from '../../../shared/src/sync-remote.ts';
+import { TRASH } from '../../../shared/src/sync/remote.ts';
 
 interface Props {
   server: ServerState;

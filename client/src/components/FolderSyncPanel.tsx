@@ -1,6 +1,6 @@
 import { useCallback, useEffect, useRef, useState } from 'react';
 import { deviceLabel, syncUrl } from '../api.ts';
-import type { Done } from '../../../shared/src/sync-engine.ts';
+import type { Done } from '../../../shared/src/sync/engine.ts';
 import type { FolderFromWorker, FolderStatus, FolderToWorker } from '../folder-sync.ts';
 import '../folder-sync.css';
 

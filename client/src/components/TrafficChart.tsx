@@ -1,4 +1,4 @@
-import type { SyncReport } from '../../../shared/src/sync-client.ts';
+import type { SyncReport } from '../../../shared/src/session/delta-client.ts';
 import { formatBytes } from '../format.ts';
 
 /** Dsync's traffic by protocol part, next to what sending the whole file would cost. */

@@ -1,4 +1,4 @@
-import type { SyncReport } from '../../../shared/src/sync-client.ts';
+import type { SyncReport } from '../../../shared/src/session/delta-client.ts';
 import { formatBytes, formatDuration, savedPercent } from '../format.ts';
 import { guardLine, problem, progressLine, statusLine, steps } from '../transfer-text.ts';
 import { type Transfer, progress } from '../transfers.ts';

@@ -12,7 +12,7 @@
  * - heads, small objects changed only by compare-and-swap (`putHead` with the tag that
  *   `getHead` returned), so two processes on one store never lose each other's update.
  */
-import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
+import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 
 export interface Backend {
   /** A short description for logs: "dir /srv/dsync", "s3://bucket/prefix at http://…". */

@@ -5,7 +5,7 @@
  * swap has landed, before it is reported done (withdrawn again when the confirmation fails).
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
+import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 import type { Backend } from './backend.ts';
 import { noteInCatalog } from './catalog.ts';
 import { type FileHead, type VersionEntry, jsonBody, parseFileHead } from './format.ts';

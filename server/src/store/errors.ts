@@ -4,7 +4,7 @@
  * the code Internal: their message is what a session's Error or a REST 500 tells the client.
  * A backend's own errors live with its contract (backend.ts: NotFoundError, StoreTimeoutError).
  */
-import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
+import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 
 /**
  * A stored object that is not what it should be (docs/store.md, "Integrity"): a head or object

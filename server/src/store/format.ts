@@ -3,10 +3,10 @@
  * content-addressed by its SHA-256) and the heads (JSON). Everything read is validated: a
  * damaged or hostile object is a clear error, never a crash or a wrong answer.
  */
-import { MAX_CLIENT_LABEL, MAX_MODIFIED_MS } from '../../../shared/src/limits.ts';
+import { MAX_CLIENT_LABEL, MAX_MODIFIED_MS } from '../../../shared/src/base/limits.ts';
 import { createHash, randomBytes } from 'node:crypto';
-import type { ChunkIndex } from '../../../shared/src/chunk-index.ts';
-import { hashLength } from '../../../shared/src/protocol.ts';
+import type { ChunkIndex } from '../../../shared/src/chunking/chunk-index.ts';
+import { hashLength } from '../../../shared/src/wire/protocol.ts';
 import { DamageError, damagedObject } from './errors.ts';
 import { INDEX_ID, SEGMENT_ID } from './keys.ts';
 

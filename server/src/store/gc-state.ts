@@ -3,7 +3,7 @@
  * references runs against it (docs/store.md §8). Below the collector (gc.ts), the commit
  * (commit.ts), the writer, the repack and check: what they share of gc's protocol.
  */
-import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
+import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 import { damagedObject } from './errors.ts';
 import { parseJson } from './format.ts';
 import { GC_STATE, isContentKey } from './keys.ts';

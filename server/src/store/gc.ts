@@ -3,7 +3,7 @@
  * head and no interrupted upload references is garbage.
  */
 import { randomBytes } from 'node:crypto';
-import { Store } from '../store.ts';
+import { Store } from './store.ts';
 import type { Repo } from './repo.ts';
 import { parseFileHead, parseUploadsHead } from './format.ts';
 import { GC_STATE, parseContentKey, parseNsKey } from './keys.ts';

@@ -20,8 +20,8 @@ import { type FileHead, parseFileHead } from './format.ts';
 import { readHead } from './heads.ts';
 import { encodeUser, fileHeadKey } from './keys.ts';
 import type { Repo } from './repo.ts';
-import { MAX_NAME_BYTES } from '../../../shared/src/limits.ts';
-import { checkedName } from '../../../shared/src/names.ts';
+import { MAX_NAME_BYTES } from '../../../shared/src/base/limits.ts';
+import { checkedName } from '../../../shared/src/wire/names.ts';
 
 export const JOURNAL_PREFIX = 'journal/';
 /** A mark this old is deleted by whoever notes it: no head change runs this long (every store

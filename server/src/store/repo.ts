@@ -2,8 +2,7 @@
  * The whole store: one backend, its settings, and the per-process caches every namespace
  * shares (docs/store.md). `openStore` opens the one a server configuration names.
  */
-import type { ChunkIndex } from '../../../shared/src/chunk-index.ts';
-import { DEFAULTS, type ServerConfig } from '../config.ts';
+import type { ChunkIndex } from '../../../shared/src/chunking/chunk-index.ts';
 import { type Backend, NotFoundError, withTimeout } from './backend.ts';
 import { DamageError } from './errors.ts';
 import { type Layout, decodeVersion, sha256hex } from './format.ts';
@@ -26,7 +25,18 @@ export interface StoreSettings {
   /** the garbage collector's commit window W (gc.ts) */
   gcWindowMs: number;
 }
-const DEFAULT_SETTINGS: StoreSettings = { resumeWindowMs: DEFAULTS.resumeWindowMs, keepVersions: DEFAULTS.keepVersions, keepDays: DEFAULTS.keepDays, gcWindowMs: DEFAULTS.gcWindowMs };
+/** The store's defaults; the server's settings (server/src/config.ts `DEFAULTS`) take them from here. */
+export const STORE_DEFAULTS: StoreSettings = { resumeWindowMs: 600_000, keepVersions: 0, keepDays: 0, gcWindowMs: 30_000 };
+
+/** Where the store is and how long a call to it may take, as the server's settings name them. */
+export interface StoreLocation {
+  /** a directory, or s3://BUCKET[/PREFIX] */
+  store: string;
+  /** the S3 endpoint ('' for AWS's) */
+  s3Endpoint: string;
+  /** a backend call's limit in ms (0: none) */
+  storeTimeoutMs: number;
+}
 
 /** The whole store: a backend, the settings, and the caches every namespace shares. */
 export class Repo {
@@ -50,7 +60,7 @@ export class Repo {
     readonly backend: Backend,
     settings: Partial<StoreSettings> = {},
   ) {
-    this.settings = { ...DEFAULT_SETTINGS, ...settings };
+    this.settings = { ...STORE_DEFAULTS, ...settings };
   }
 
   /** A version index by id, verified against its key (content address). */
@@ -147,7 +157,7 @@ export class Repo {
 }
 
 /** Opens the store a server configuration names: `--store DIR` or `--store s3://BUCKET[/PREFIX]`. */
-export async function openStore(cfg: Pick<ServerConfig, 'store' | 's3Endpoint' | 'storeTimeoutMs' | 'resumeWindowMs' | 'keepVersions' | 'keepDays' | 'gcWindowMs'>): Promise<Repo> {
+export async function openStore(cfg: StoreLocation & StoreSettings): Promise<Repo> {
   let backend: Backend;
   if (cfg.store.startsWith('s3://')) {
     let mod: { s3Backend(url: string, endpoint: string | undefined, env?: NodeJS.ProcessEnv, timeoutMs?: number): Promise<Backend> };

@@ -5,9 +5,9 @@
  * file and version, never data. Segments are read by ranged gets, one at a time, so a read
  * holds no open object between calls.
  */
-import type { ChunkIndex, Source } from '../../../shared/src/chunk-index.ts';
-import { hashLength } from '../../../shared/src/protocol.ts';
-import { hash_chunks } from '../../../shared/src/wasm.ts';
+import type { ChunkIndex, Source } from '../../../shared/src/chunking/chunk-index.ts';
+import { hashLength } from '../../../shared/src/wire/protocol.ts';
+import { hash_chunks } from '../../../shared/src/chunking/wasm.ts';
 import { type Backend, NotFoundError } from './backend.ts';
 import { DamageError } from './errors.ts';
 import type { Layout } from './format.ts';

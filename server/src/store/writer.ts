@@ -4,9 +4,9 @@
  * are referenced, not copied, and verified at commit; the commit is the swap of the file head
  * (Store.changeHead), guarded against a running garbage collection.
  */
-import { ErrorCode, ProtocolError } from '../../../shared/src/protocol.ts';
-import type { Source } from '../../../shared/src/chunk-index.ts';
-import type { Sink } from '../../../shared/src/sink.ts';
+import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
+import type { Source } from '../../../shared/src/chunking/chunk-index.ts';
+import type { Sink } from '../../../shared/src/session/sink.ts';
 import { type Backend, putNew } from './backend.ts';
 import type { Repo } from './repo.ts';
 import { compactFile, maxSegments } from './compact.ts';

@@ -1,0 +1,691 @@
+/**
+ * The store (docs/store.md): every version of every file of every user, over one Backend (a
+ * local directory or S3-compatible object storage) that any number of server processes share.
+ * Immutable content objects (segments of Delta Bytes, content-addressed version indexes) and
+ * small heads changed by compare-and-swap: a commit IS the swap of the file head adding a
+ * version, so concurrent writers through different processes never lose one another's.
+ *
+ * A version references the chunks it shares with its basis instead of copying them: its
+ * layout lists extents over segments. A sync costs the store work in proportion to what
+ * changed, not to the file's size.
+ */
+import { createHash } from 'node:crypto';
+import type { ChunkIndex } from '../../../shared/src/chunking/chunk-index.ts';
+import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
+import type { ChunkParams } from '../../../shared/src/wire/protocol.ts';
+import type { Held, SinkFor } from '../../../shared/src/session/sink.ts';
+import { MIN_SHARED, sharedTraits, traitsOf } from './similarity.ts';
+import type { Backend } from './backend.ts';
+import type { Repo } from './repo.ts';
+import { guessHead, noteHead, readHead } from './heads.ts';
+import { type HeadChange, type SeenHead, changeHead, sameVersion } from './commit.ts';
+import { type FileHead, type Layout, type VersionEntry, applyRetention, parseFileHead } from './format.ts';
+import { type Refs, addRef } from './gc-state.ts';
+import { encodeName, fileHeadKey, indexKey, nsPrefix, parseNsKey, segmentKey, uploadsKey } from './keys.ts';
+import { type Catalog, type CatalogEntry, catalogKey, entryOf, keepFolder, noteInCatalog, parseCatalog, readCatalog, repairCatalog } from './catalog.ts';
+import { DamageError } from './errors.ts';
+import { validateName } from '../../../shared/src/wire/names.ts';
+import { type SearchPage, searchNames } from './search.ts';
+import { VersionSource } from './source.ts';
+import { type UploadState, carryMark, claimUpload, forgetUpload, holdsUpload, markUploads, mayHoldUploads, suspendUpload } from './uploads.ts';
+import { type VersionSink, stale, versionSink } from './writer.ts';
+
+/** Similarity traits are brought up to the folder catalogs when older than this (other processes commit). */
+const TRAITS_REFRESH_MS = 30_000;
+
+/** Told each name a listing leaves out because the server would refuse it (`folder`: the
+ *  catalog that held it, '' the top; `name`: the full name as stored). */
+export type Refused = (folder: string, name: string) => void;
+
+/** Whether `name` is one the server accepts from a client as it is (validateName, no change). */
+function isValidName(name: string): boolean {
+  try {
+    return validateName(name) === name;
+  } catch {
+    return false;
+  }
+}
+
+/** A version as listings show it: its file head entry without the index id. */
+export type VersionInfo = Omit<VersionEntry, 'index' | 'epoch' | 'repack'>;
+export interface FileInfo {
+  name: string;
+  latest: number;
+  size: number;
+  versions: number;
+  mtime: string;
+  /** the latest version's modification time as its pusher gave it (ms since the epoch), if it did */
+  modified?: number;
+}
+/** A catalog entry as listings show it. */
+const fileInfo = (name: string, e: CatalogEntry): FileInfo => ({ name, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime, ...(e.modified !== undefined && { modified: e.modified }) });
+
+/** After a rename's renumbering (`to[i]` is `from[i]`), each `restoredFrom` names the new number
+ *  of its source, or goes when the source did not move with it. */
+function renumberRestored(from: VersionEntry[], to: VersionEntry[]): void {
+  for (const v of to) {
+    if (v.restoredFrom === undefined) continue;
+    const i = from.findIndex((f) => f.version === v.restoredFrom);
+    if (i < 0) delete v.restoredFrom;
+    else v.restoredFrom = to[i].version;
+  }
+}
+
+const noVersion = (name: string, version: number) => new ProtocolError(ErrorCode.NotFound, `${name} has no version ${version}`);
+
+/**
+ * Gives `sink` checkpoints (Sink.checkpoint, docs/store.md §6): each lists the upload's state
+ * as a suspend does, in place of the one before, so that a server killed mid-upload leaves it
+ * resumable. The last checkpoint is unlisted before the sink commits or aborts: a state listed
+ * after the commit would, once expired, have its segments (now the version's) deleted; after an
+ * abort it would name segments the abort deletes. A commit whose checkpoint cannot be unlisted
+ * fails.
+ */
+function withCheckpoints(sink: VersionSink, list: (held: Held) => Promise<string>, forget: (at: { digest: Uint8Array; id: string }) => Promise<void>) {
+  let at: { digest: Uint8Array; id: string } | null = null;
+  const unlist = async () => {
+    if (at) await forget(at);
+    at = null;
+  };
+  sink.checkpoint = async (held) => {
+    at = { digest: held.digest.slice(), id: await list(held) };
+  };
+  const { commit, abort, suspend } = sink;
+  sink.commit = async (index) => (await unlist(), commit(index));
+  sink.abort = async () => (await unlist().catch(() => {}), abort());
+  // a suspend lists the state in place of the last checkpoint's (same key)
+  sink.suspend = async (held) => ((at = null), suspend!(held));
+}
+
+/** One user's files (the namespace `ns/<user>/`). */
+export class Store {
+  readonly backend: Backend;
+  /** similarity traits of each file's latest version, by index id */
+  private traits: { at: number; map: Map<string, { index: string; traits: Uint32Array }> } | null = null;
+
+  constructor(
+    readonly repo: Repo,
+    readonly user: string,
+  ) {
+    this.backend = repo.backend;
+  }
+
+  /** The file head of `name`, or null. */
+  async head(name: string): Promise<FileHead | null> {
+    return (await this.headSeen(name)).head;
+  }
+
+  /** The file head of `name` and its tag (for a later change to start from, `changeHead`). */
+  async headSeen(name: string): Promise<SeenHead> {
+    const key = fileHeadKey(this.user, name);
+    const got = await readHead(this.backend, key);
+    return { head: got && parseFileHead(got.body, key), tag: got?.tag ?? null };
+  }
+
+  /**
+   * The file head of `name` as this process last read or wrote it (`guessed`), else read: only
+   * for a push session to start from (docs/store.md §4 step 0, §12). Another process may have
+   * changed the head since; the commit's compare-and-swap lands only if it did not, and every
+   * decision the session makes from a guess to refuse, or to write nothing, is made again from
+   * a read. Never an answer to a reader.
+   */
+  async headGuess(name: string): Promise<SeenHead> {
+    const key = fileHeadKey(this.user, name);
+    const got = guessHead(this.backend, key);
+    if (!got) return this.headSeen(name);
+    return { head: parseFileHead(got.body, key), tag: got.tag, guessed: true };
+  }
+
+  /** Forgets this process's guess of the file head of `name` (`headGuess`): the next push reads it. */
+  forgetHead(name: string): void {
+    noteHead(this.backend, fileHeadKey(this.user, name), null);
+  }
+
+  /**
+   * Notes `head` (as just read from the store) in its folder's catalog if the catalog lags it:
+   * a push refused because the name exists, or is at another version, than the client's
+   * listing said, repairs at once a catalog a killed server left behind (docs/store.md §11),
+   * instead of the client meeting the refusal again until a repair pass. One catalog read
+   * when it does not lag.
+   */
+  async noteListed(head: FileHead): Promise<void> {
+    await noteInCatalog(this.backend, this.user, head, this.repo.linked);
+  }
+
+  /** Changes the head of `name` by compare-and-swap (commit.ts `changeHead`: versions it adds
+   *  are guarded against gc and confirmed before this returns). */
+  changeHead<T>(name: string, change: (h: FileHead | null) => HeadChange<T> | Promise<HeadChange<T>>, hooks: { landed?: () => void; seen?: SeenHead } = {}): Promise<T> {
+    return changeHead(this.repo, this.user, name, change, hooks);
+  }
+
+  /** The content objects `entries` reference, each known at its version's epoch. */
+  async refsOf(entries: VersionEntry[]): Promise<Refs> {
+    const refs: Refs = new Map();
+    for (const e of entries) {
+      addRef(refs, indexKey(e.index), e.epoch ?? 0);
+      for (const s of (await this.repo.readIndex(e.index, this.user)).layout.segments) addRef(refs, segmentKey(s), e.epoch ?? 0);
+    }
+    return refs;
+  }
+
+  async versionNumbers(name: string): Promise<number[]> {
+    return ((await this.head(name))?.versions ?? []).map((v) => v.version);
+  }
+
+  async latest(name: string): Promise<number> {
+    const vs = (await this.head(name))?.versions ?? [];
+    return vs.length ? vs[vs.length - 1].version : 0;
+  }
+
+  async versions(name: string): Promise<VersionInfo[]> {
+    return ((await this.head(name))?.versions ?? []).map(({ index: _, epoch: __, repack: ___, ...v }) => v);
+  }
+
+  /**
+   * A folder's catalog entries and subfolders, full names, in byte order of their names (a
+   * subfolder's name ends in '/'). Every read either succeeds or throws: a store that fails
+   * fails the listing (never an empty folder, docs/store.md §11). A catalog that does not parse
+   * is rebuilt from the file heads on the spot (`rebuildCatalog`). A name the server would
+   * refuse from a client (validateName, or a component holding '/') is left out and told to
+   * `refused`: a damaged or tampered store never lists a name no client could send.
+   */
+  private async folderEntries(folder: string, refused?: Refused): Promise<[string, CatalogEntry | null][]> {
+    const key = catalogKey(this.user, folder);
+    let c: Catalog;
+    try {
+      c = parseCatalog((await this.backend.getHead(key))?.body ?? null, key);
+    } catch (e) {
+      if (!(e instanceof DamageError)) throw e;
+      c = await this.rebuildCatalog(folder);
+    }
+    const prefix = folder ? folder + '/' : '';
+    const all: [string, CatalogEntry | null][] = [];
+    const ok = (base: string) => {
+      if (!base.includes('/') && isValidName(prefix + base)) return true;
+      refused?.(folder, prefix + base);
+      return false;
+    };
+    for (const [base, e] of Object.entries(c.files)) if (e.versions && ok(base)) all.push([prefix + base, e]);
+    for (const f of Object.keys(c.folders)) if (ok(f)) all.push([prefix + f + '/', null]);
+    return all.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  }
+
+  /**
+   * Rebuilds the damaged catalog of `folder` from the file heads under it (one listing of their
+   * keys, a read of each) and the catalogs of its subfolders, as gc's repair does
+   * (catalog.ts `repairCatalog`, by compare-and-swap, merged by `seq`), and returns it. A file
+   * head that cannot be read or parsed fails the rebuild (and so the listing): a file left out
+   * would read as deleted to a syncing device. The rebuilt catalog loses its own `kept` mark
+   * (as gc's rebuild does).
+   */
+  private async rebuildCatalog(folder: string): Promise<Catalog> {
+    const prefix = folder ? folder + '/' : '';
+    // the keys of every name under `prefix` share the encoding of `prefix` (keys.ts: encoded
+    // bytes cut into components; the leaf suffix is dropped for a prefix)
+    const under = (kind: string) => `${nsPrefix(this.user)}${kind}/${prefix ? encodeName(prefix).slice(0, -2) : ''}`;
+    const files = new Map<string, CatalogEntry>();
+    const folders = new Set<string>();
+    for await (const e of this.backend.list(under('files'))) {
+      const { name } = parseNsKey(e.key);
+      if (name === null || !name.startsWith(prefix)) continue;
+      const got = await this.backend.getHead(e.key);
+      if (!got) continue;
+      const head = parseFileHead(got.body, e.key);
+      const rest = name.slice(prefix.length);
+      const k = rest.indexOf('/');
+      if (k < 0) files.set(rest, entryOf(head));
+      else if (head.versions.length) folders.add(rest.slice(0, k));
+    }
+    // kept (empty) subfolders: their own catalogs say so (a damaged one says nothing: a
+    // subfolder with a file is known from the heads, and its own listing rebuilds it)
+    for await (const e of this.backend.list(under('folders'))) {
+      const { name } = parseNsKey(e.key);
+      if (name === null || !name.startsWith(prefix) || name === folder) continue;
+      let sub: Catalog;
+      try {
+        sub = parseCatalog((await this.backend.getHead(e.key))?.body ?? null, e.key);
+      } catch (err) {
+        if (err instanceof DamageError) continue;
+        throw err;
+      }
+      const lists = sub.kept || Object.keys(sub.folders).length || Object.values(sub.files).some((f) => f.versions > 0);
+      if (lists && !sub.gone) folders.add(name.slice(prefix.length).split('/')[0]);
+    }
+    await repairCatalog(this.backend, this.user, folder, files, folders);
+    return readCatalog(this.backend, this.user, folder);
+  }
+
+  /**
+   * One page of a folder's listing (one catalog read): its files and subfolders in name order
+   * after `cursor`, at most `limit` together, and the cursor of the next page (null: the last).
+   * `folder` is '' for the top or a folder name without a trailing '/'. `refused`: told each
+   * stored name left out (`folderEntries`).
+   */
+  async listFolder(folder: string, cursor = '', limit = 1000, refused?: Refused): Promise<{ files: FileInfo[]; folders: string[]; next: string | null }> {
+    const all = await this.folderEntries(folder, refused);
+    const page = all.filter(([n]) => n > cursor).slice(0, limit);
+    const more = page.length > 0 && page[page.length - 1][0] < all[all.length - 1][0];
+    return {
+      files: page.flatMap(([name, e]) => (e ? [fileInfo(name, e)] : [])),
+      folders: page.flatMap(([n, e]) => (e ? [] : [n])),
+      next: more ? page[page.length - 1][0] : null,
+    };
+  }
+
+  /** Visits every file and subfolder (its name ending in '/', before what it holds) under
+   *  `folder` ('' for all) in name order: one catalog read per folder. A catalog that cannot
+   *  be read fails the walk (`folderEntries`). */
+  private async walk(folder: string, visit: (name: string, e: CatalogEntry | null) => void, refused?: Refused): Promise<void> {
+    for (const [name, e] of await this.folderEntries(folder, refused)) {
+      visit(name, e);
+      if (!e) await this.walk(name.slice(0, -1), visit, refused);
+    }
+  }
+
+  /**
+   * Every folder under `folder` ('' for all) with its own files and subfolders, as listed
+   * (`folderEntries`): one catalog read per folder, parents before their subfolders. A
+   * folder's name is '' for the top, else it ends in '/'. The listing's changes answer
+   * (files-api.ts) compares them folder by folder.
+   */
+  async folderRecords(folder = '', refused?: Refused): Promise<{ folder: string; files: FileInfo[]; folders: string[] }[]> {
+    const out: { folder: string; files: FileInfo[]; folders: string[] }[] = [];
+    const visit = async (f: string) => {
+      const rec = { folder: f ? f + '/' : '', files: [] as FileInfo[], folders: [] as string[] };
+      out.push(rec);
+      for (const [name, e] of await this.folderEntries(f, refused)) {
+        if (e) rec.files.push(fileInfo(name, e));
+        else rec.folders.push(name);
+      }
+      for (const sub of rec.folders) await visit(sub.slice(0, -1));
+    };
+    await visit(folder);
+    return out;
+  }
+
+  /** One page of the files whose path contains `query` (store/search.ts). */
+  search(query: string, cursor: string, limit: number, maxFolders: number, refused?: Refused): Promise<SearchPage> {
+    return searchNames((f) => this.folderEntries(f, refused), query, cursor, limit, maxFolders);
+  }
+
+  /** Every file with at least one version under `folder` ('' for all), by name. */
+  async list(folder = ''): Promise<FileInfo[]> {
+    return (await this.tree(folder)).files;
+  }
+
+  /** Every file and every subfolder (full names ending in '/', parents first) under `folder`,
+   *  in one walk of the catalogs; fails when any catalog cannot be read. */
+  async tree(folder = '', refused?: Refused): Promise<{ files: FileInfo[]; folders: string[] }> {
+    const files: FileInfo[] = [];
+    const folders: string[] = [];
+    await this.walk(folder, (name, e) => (e ? files.push(fileInfo(name, e)) : folders.push(name)), refused);
+    return { files, folders };
+  }
+
+  // ---- folders (catalog.ts: a folder is listed while it holds something or is kept) ---------
+
+  /** Every subfolder under `folder` ('' for all), full names ending in '/', parents before
+   *  their subfolders. */
+  async subfolders(folder = ''): Promise<string[]> {
+    return (await this.tree(folder)).folders;
+  }
+
+  /** Whether `folder` is listed: linked into its parent's catalog. */
+  async folderExists(folder: string): Promise<boolean> {
+    const [parent, base] = folder.includes('/') ? [folder.slice(0, folder.lastIndexOf('/')), folder.slice(folder.lastIndexOf('/') + 1)] : ['', folder];
+    return !!(await readCatalog(this.backend, this.user, parent)).folders[base];
+  }
+
+  /** Makes `folder` (and its parents) a listed folder even while empty: an empty folder made
+   *  on purpose. Making one that exists changes nothing but its being kept. */
+  async makeFolder(folder: string): Promise<void> {
+    await keepFolder(this.backend, this.user, folder, true, this.repo.linked);
+  }
+
+  /**
+   * Deletes `folder`: every file under it (as `remove` does, each file's every version) and
+   * every folder kept under it, so the folder leaves its parent's listing. Returns the names of
+   * the files removed. A file that lands in it meanwhile stays, and so does its folder. With
+   * `emptyOnly`, only a folder with no file under it, and no file is removed.
+   */
+  async removeFolder(folder: string, o: { emptyOnly?: boolean } = {}): Promise<string[]> {
+    if (!(await this.folderExists(folder))) throw new ProtocolError(ErrorCode.NotFound, `no folder ${folder}/`);
+    const { files, folders } = await this.tree(folder);
+    // emptyOnly (the sync engine's rmdir): a folder that holds a file is refused, and no file
+    // is ever removed; a file landing after this look relinks the folder (pruning is safe
+    // against writers, catalog.ts), so nothing another device writes meanwhile is lost
+    if (o.emptyOnly && files.length) throw new ProtocolError(ErrorCode.Inconsistent, `${folder}/ is not empty`);
+    const removed: string[] = [];
+    for (const f of o.emptyOnly ? [] : files) {
+      try {
+        await this.remove(f.name);
+        removed.push(f.name);
+      } catch (e) {
+        // removed by another client meanwhile
+        if (!(e instanceof ProtocolError && e.code === ErrorCode.NotFound)) throw e;
+      }
+    }
+    // the deepest first, so each goes empty before its parent is looked at
+    for (const f of [...folders].reverse()) await keepFolder(this.backend, this.user, f.slice(0, -1), false, this.repo.linked);
+    await keepFolder(this.backend, this.user, folder, false, this.repo.linked);
+    return removed;
+  }
+
+  /**
+   * A value that changes whenever a commit, rename or delete by any process changes this
+   * namespace's listing: a digest of its folder catalogs' keys, sizes and times, from one list
+   * of the catalogs (O(folders), no object read). The live-updates stream polls it.
+   */
+  async changeToken(): Promise<string> {
+    const h = createHash('sha256');
+    for await (const e of this.backend.list(`${nsPrefix(this.user)}folders/`)) h.update(`${e.key}\0${e.size}\0${e.modified}\n`);
+    return h.digest('hex');
+  }
+
+  /** The head entry of a version; `head`: the file head as this session read it (else read). */
+  private async entry(name: string, version: number, head?: FileHead | null): Promise<VersionEntry> {
+    const e = (head === undefined ? await this.head(name) : head)?.versions.find((v) => v.version === version);
+    if (!e) throw noVersion(name, version);
+    return e;
+  }
+
+  async readVersion(name: string, version: number, head?: FileHead | null): Promise<{ index: ChunkIndex; layout: Layout }> {
+    return this.repo.readIndex((await this.entry(name, version, head)).index, `${name} version ${version}`);
+  }
+
+  async readIndex(name: string, version: number, head?: FileHead | null): Promise<ChunkIndex> {
+    return (await this.readVersion(name, version, head)).index;
+  }
+
+  /** Opens a version for reading (verified reads; nothing held open). */
+  async openVersion(name: string, version: number, head?: FileHead | null): Promise<{ source: VersionSource; close: () => Promise<void> }> {
+    return this.open(name, version, head, false);
+  }
+
+  /** A version's source; `asBasis`: reads of segments this process wrote come from memory
+   *  (Repo.written; a basis' reads feed refined chunks, which a version stores whole). */
+  private async open(name: string, version: number, head: FileHead | null | undefined, asBasis: boolean): Promise<{ source: VersionSource; close: () => Promise<void> }> {
+    const entry = await this.entry(name, version, head);
+    const what = `${name} version ${version}`;
+    const { index, layout } = await this.repo.readIndex(entry.index, what);
+    return { source: new VersionSource(this.backend, layout, index, what, entry.epoch ?? 0, this.repo.verified, entry.index, asBasis ? this.repo.written : undefined), close: async () => {} };
+  }
+
+  /**
+   * Opens a version to build on, verified whole (read, or a stamp per segment showing it
+   * unchanged since this process read it: docs/store.md §9), so that a damaged version is
+   * found before anything is built on it. Damage is thrown (a `DamageError`); the caller
+   * decides. `asked: false` (a push's basis): what this process verified before counts without
+   * asking the segments' stamps, since the push's commit verifies every stretch it copies, after
+   * every read (damage found only there fails the push, which the client sends again, §4).
+   * `meanwhile` (a push's basis): the verification runs while the session does (`verified`,
+   * which the commit awaits; `close` stops it), except for a version a read of this process
+   * found damaged, verified first (§4 step 0).
+   */
+  async openBasis(name: string, version: number, head?: FileHead | null, o: { asked?: boolean; meanwhile?: boolean } = {}): Promise<{ source: VersionSource; verified: Promise<void>; close: () => Promise<void> }> {
+    const { source } = await this.open(name, version, head, true);
+    const whole = [{ offset: 0, length: source.size }];
+    const stop = new AbortController();
+    const verify = async () => {
+      await source.verify(whole, o.asked ?? true, stop.signal);
+      this.repo.verified.noteWhole(source.id!);
+    };
+    if (!o.meanwhile || this.repo.verified.foundDamaged(source.id!)) {
+      await verify();
+      return { source, verified: Promise.resolve(), close: async () => {} };
+    }
+    const verified = verify();
+    verified.catch(() => {}); // (awaited by the commit, or by close)
+    return {
+      source,
+      verified,
+      close: async () => {
+        stop.abort();
+        await verified.catch(() => {});
+      },
+    };
+  }
+
+  /** The bytes of a version, in verified pieces of up to `piece` bytes. */
+  async *stream(name: string, version: number, piece = 1 << 20): AsyncGenerator<Uint8Array> {
+    const { source } = await this.openVersion(name, version);
+    for (let o = 0; o < source.size; o += piece) yield await source.read(o, Math.min(piece, source.size - o));
+  }
+
+  /** The whole bytes of a version (for small files and tests; `stream` for the rest). */
+  async bytes(name: string, version: number): Promise<Buffer> {
+    const parts: Uint8Array[] = [];
+    for await (const p of this.stream(name, version)) parts.push(p);
+    return Buffer.concat(parts);
+  }
+
+  // ---- writing ------------------------------------------------------------------------------
+
+  /**
+   * The sink for a push of `name` built on `basisVersion`: an interrupted upload of the same
+   * target (same Checksum List, basis, chunking and algorithm), suspended through any server,
+   * is resumed where it stopped; otherwise a new version is started (see `create`). `seen`: the
+   * file head as the session read it, for the commit's swap to start from.
+   */
+  sinkFor(name: string, basisVersion: number, params: ChunkParams, algo: number, expectLatest?: number, client?: string, seen?: SeenHead, modified?: number): SinkFor {
+    const match = (digest: Uint8Array) => [basisVersion, Buffer.from(digest).toString('hex'), params.min, params.avg, params.max, params.op, params.every, algo].join(':');
+    const key = uploadsKey(this.user, name);
+    return async ({ digest }) => {
+      const kept = digest && (await claimUpload(this.backend, key, match(digest)));
+      const sink = this.create(name, expectLatest, client, kept || undefined, seen, modified);
+      // the state this upload listed last (a checkpoint's): the next listing replaces it, and
+      // only it (another upload of the same target lists its own under the same key)
+      let listed: string | undefined;
+      const list = async (held: Held) => {
+        const state = await sink.state();
+        const window = this.repo.settings.resumeWindowMs;
+        const expires = Date.now() + window;
+        // the file head is marked first: a listed upload's head is marked (docs/store.md §6)
+        await markUploads(this.backend, fileHeadKey(this.user, name), expires, window);
+        return (listed = await suspendUpload(this.backend, key, match(held.digest), expires, { ...state, count: held.count, hashes: held.hashes, digest: held.digest }, listed));
+      };
+      sink.suspend = async (held) => {
+        // a swap that landed (or may have) references the upload's segments: nothing to keep
+        if (!sink.landed) await list(held);
+      };
+      withCheckpoints(sink, list, (at) => forgetUpload(this.backend, key, match(at.digest), at.id));
+      return kept ? { sink, held: { digest: kept.digest, count: kept.count, hashes: kept.hashes } } : { sink };
+    };
+  }
+
+  /** Whether an interrupted upload of `name` built on `basisVersion` waits to be resumed: a
+   *  new push of it then matches only once its whole Checksum List is known (its digest
+   *  decides whether it resumes). `head`: the file head as the session has it; the uploads head
+   *  is read only when it is marked as possibly holding one, or there is none (docs/store.md §6). */
+  async holdsResumable(name: string, basisVersion: number, head: FileHead | null): Promise<boolean> {
+    return mayHoldUploads(head) && holdsUpload(this.backend, uploadsKey(this.user, name), `${basisVersion}:`);
+  }
+
+  /** The stored file most similar to a target with these chunk FastFps, if any is similar enough. */
+  async similar(fastfps: Uint32Array): Promise<{ name: string; version: number } | null> {
+    if (fastfps.length < MIN_SHARED) return null;
+    if (!this.traits || Date.now() - this.traits.at > TRAITS_REFRESH_MS) {
+      const old = this.traits?.map;
+      const map = new Map<string, { index: string; traits: Uint32Array }>();
+      const latest: [string, string][] = [];
+      try {
+        await this.walk('', (name, e) => e?.index && latest.push([name, e.index]));
+      } catch {
+        return null; // a catalog that cannot be read now: this push goes without a similar basis
+      }
+      for (const [name, index] of latest) {
+        const had = old?.get(name);
+        if (had?.index === index) map.set(name, had);
+        else {
+          try {
+            map.set(name, { index, traits: traitsOf((await this.repo.readIndex(index, name)).index.fastfps) });
+          } catch {
+            // a damaged index is no basis; it breaks nothing else
+          }
+        }
+      }
+      this.traits = { at: Date.now(), map };
+    }
+    const want = traitsOf(fastfps);
+    let best: string | null = null;
+    let bestShared = MIN_SHARED - 1;
+    for (const [name, t] of this.traits.map) {
+      const n = sharedTraits(want, t.traits);
+      if (n > bestShared) {
+        bestShared = n;
+        best = name;
+      }
+    }
+    // the file's latest version now (the traits may be of an earlier one: still a good basis)
+    const version = best ? await this.latest(best) : 0;
+    return best && version ? { name: best, version } : null;
+  }
+
+  /**
+   * Starts writing a new version of `name` (writer.ts). `expectLatest`, if given, is the
+   * version the writer built on: the commit fails with StaleBasis if another commit landed
+   * since. `resume`: an interrupted upload's state to continue. `seen`: the file head as the
+   * caller read it (the commit's swap starts from it, `changeHead`). `modified`: the pusher's
+   * modification time of the file (ms since the epoch), kept in the version's entry.
+   */
+  create(name: string, expectLatest?: number, client?: string, resume?: UploadState, seen?: SeenHead, modified?: number): VersionSink {
+    return versionSink(this, name, expectLatest, client, resume, seen, modified);
+  }
+
+  /** Records the similarity traits of `name`'s new latest version (its index `id`). */
+  noteTraits(name: string, id: string, fastfps: Uint32Array): void {
+    this.traits?.map.set(name, { index: id, traits: traitsOf(fastfps) });
+  }
+
+  // ---- metadata changes (no bytes move) -----------------------------------------------------
+
+  /** Removes one version, or the whole file (every version). Its version numbers are never
+   *  reused. Returns the versions removed. `latest` (compare-and-swap): only while the file's
+   *  latest version is that one, checked in the swap (StaleBasis otherwise). */
+  async remove(name: string, version?: number, latest?: number): Promise<number[]> {
+    return this.changeHead(name, (h) => {
+      const vs = h?.versions ?? [];
+      const last = vs[vs.length - 1]?.version;
+      if (latest !== undefined && last !== undefined && last !== latest) throw stale(name, last, latest);
+      const gone = version === undefined ? vs : vs.filter((v) => v.version === version);
+      if (!gone.length) throw version === undefined ? new ProtocolError(ErrorCode.NotFound, `${name} does not exist`) : noVersion(name, version);
+      return { head: { ...h!, versions: vs.filter((v) => !gone.includes(v)) }, result: gone.map((v) => v.version) };
+    });
+  }
+
+  /** Applies retention (keepVersions, keepDays) to `name`; returns how many versions went. */
+  async retain(name: string): Promise<number> {
+    return this.changeHead(name, (h) => {
+      const kept = h ? applyRetention(h.versions, this.repo.settings) : [];
+      if (!h || kept.length === h.versions.length) return { head: null, result: 0 };
+      return { head: { ...h, versions: kept }, result: h.versions.length - kept.length };
+    });
+  }
+
+  /** Adds a new version of `name` with the bytes of `version` (the same index). */
+  async restore(name: string, version: number): Promise<number> {
+    // a new version is built from bytes verified for it: the old version's, and its index
+    const { source } = await this.openBasis(name, version);
+    if (!(await this.repo.indexIntact(source.id!))) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${name} version ${version}: its index ${source.id} does not match its hash`);
+    // the entries this restore's attempts tried: one whose swap landed though its answer said
+    // otherwise (an SDK retry refused after its first attempt landed) is found, and confirmed
+    const tried: VersionEntry[] = [];
+    let refs: Refs | null = null;
+    return this.changeHead(name, async (h) => {
+      const landed = h?.versions.find((v) => tried.some((t) => sameVersion(v, t)));
+      if (landed) return { head: null, result: landed.version, adds: { entries: [landed], refs: refs!, ours: true } };
+      const old = h?.versions.find((v) => v.version === version);
+      if (!h || !old) throw noVersion(name, version);
+      const entry: VersionEntry = { ...old, version: h.next, mtime: new Date().toISOString(), change: 0, restoredFrom: version };
+      tried.push(entry);
+      refs ??= await this.refsOf([old]);
+      const adds = { entries: [entry], refs, ours: true };
+      return { head: { ...h, next: h.next + 1, versions: applyRetention([...h.versions, entry], this.repo.settings) }, result: h.next, adds };
+    });
+  }
+
+  /**
+   * Moves every version of `from` to `to`, which must not exist (or have no versions left) and
+   * must not clash with a folder or file (`typeClash`): `to` gets them under new numbers (its
+   * own, never reused), then `from` is removed. A crash between the two leaves both names,
+   * never neither.
+   *
+   * `expect` (compare-and-swap: POST /api/files/move with `version`): the move happens only while the
+   * latest version of `from` is `expect`. It is checked in the swap that removes them from
+   * `from`, the one that decides the move: a version another device pushed to `from` before it
+   * refuses the move (StaleBasis) and `to`'s copy is withdrawn again, so that the pushed version
+   * stays where it was pushed and no name is left holding an unchecked copy; a version pushed
+   * after it finds `from` moved.
+   *
+   * Returns the number the latest version of `from` has at `to` (versions are renumbered
+   * there): what a client that moved a version it knows records as agreed.
+   */
+  async rename(from: string, to: string, expect?: number): Promise<number> {
+    const latestOf = (h: FileHead | null) => h?.versions[h.versions.length - 1]?.version ?? 0;
+    const check = (h: FileHead | null) => {
+      if (expect !== undefined && h?.versions.length && latestOf(h) !== expect) throw stale(from, latestOf(h), expect);
+    };
+    if (from === to) {
+      const h = await this.head(from);
+      if (!h?.versions.length) throw new ProtocolError(ErrorCode.NotFound, `${from} does not exist`);
+      check(h);
+      return latestOf(h);
+    }
+    const src = await this.head(from);
+    if (!src?.versions.length) throw new ProtocolError(ErrorCode.NotFound, `${from} does not exist`);
+    check(src);
+    const refs = await this.refsOf(src.versions);
+    let copied: VersionEntry[] = [];
+    await this.changeHead(to, async (h) => {
+      if (h?.versions.length) throw new ProtocolError(ErrorCode.Inconsistent, `${to} exists`);
+      const clash = await this.typeClash(to, 'file');
+      if (clash) throw new ProtocolError(ErrorCode.Inconsistent, clash);
+      let next = h?.next ?? 1;
+      const versions = src.versions.map((v) => ({ ...v, version: next++ }));
+      renumberRestored(src.versions, versions);
+      copied = versions;
+      return { head: { ...carryMark(h), name: to, next, versions }, result: undefined, adds: { entries: versions, refs, ours: true } };
+    });
+    try {
+      await this.changeHead(from, (h) => {
+        if (!h?.versions.length) throw new ProtocolError(ErrorCode.NotFound, `${from} does not exist`);
+        check(h);
+        return { head: { ...h, versions: h.versions.filter((v) => !src.versions.some((s) => s.version === v.version)) }, result: undefined };
+      });
+    } catch (e) {
+      // refused (the latest moved on, or `from` went meanwhile): the copy goes again; a store
+      // failure leaves both names, never neither
+      if (!(e instanceof ProtocolError && (e.code === ErrorCode.StaleBasis || e.code === ErrorCode.NotFound))) throw e;
+      await this.changeHead(to, (h) => {
+        const versions = h?.versions.filter((v) => !copied.some((c) => sameVersion(v, c))) ?? [];
+        return { head: h && versions.length !== h.versions.length ? { ...h, versions } : null, result: undefined };
+      });
+      throw e;
+    }
+    return copied[copied.length - 1].version;
+  }
+
+  /**
+   * Why `name` cannot be a file (`as: 'file'`) or a folder (`as: 'folder'`) now, or null
+   * (docs/store.md §11, "Files and folders"): a parent of it is a file with a version, or, for a
+   * file, the folder `name/` lists something (a file, a subfolder, or kept); for a folder, the
+   * file `name` has a version. Reads the heads of its parents and its own catalog (or head):
+   * checked before a swap that makes a new name, not within it (no swap spans two heads).
+   */
+  async typeClash(name: string, as: 'file' | 'folder'): Promise<string | null> {
+    for (let k = name.indexOf('/'); k >= 0; k = name.indexOf('/', k + 1)) {
+      const parent = name.slice(0, k);
+      if ((await this.head(parent))?.versions.length) return `${parent} is a file`;
+    }
+    if (as === 'folder') return (await this.head(name))?.versions.length ? `${name} is a file` : null;
+    let lists: boolean;
+    try {
+      const c = await readCatalog(this.backend, this.user, name);
+      lists = !!c.kept || Object.keys(c.folders).length > 0 || Object.values(c.files).some((e) => e.versions > 0);
+    } catch (e) {
+      if (!(e instanceof DamageError)) throw e;
+      lists = (await this.folderEntries(name)).length > 0;
+    }
+    return lists ? `${name} is a folder` : null;
+  }
+}
