@@ -32,6 +32,8 @@ import { type VersionSink, stale, versionSink } from './writer.ts';
 
 /** Similarity traits are brought up to the folder catalogs when older than this (other processes commit). */
 const TRAITS_REFRESH_MS = 30_000;
+/** Catalogs a walk of the tree reads at once (`catalogTree`). */
+const CATALOG_READS = 16;
 
 /** Told each name a listing leaves out because the server would refuse it (`folder`: the
  *  catalog that held it, '' the top; `name`: the full name as stored). */
@@ -276,10 +278,50 @@ export class Store {
    *  `folder` ('' for all) in name order: one catalog read per folder. A catalog that cannot
    *  be read fails the walk (`folderEntries`). */
   private async walk(folder: string, visit: (name: string, e: CatalogEntry | null) => void, refused?: Refused): Promise<void> {
-    for (const [name, e] of await this.folderEntries(folder, refused)) {
-      visit(name, e);
-      if (!e) await this.walk(name.slice(0, -1), visit, refused);
-    }
+    const tree = await this.catalogTree(folder, refused);
+    const go = (f: string) => {
+      for (const [name, e] of tree.get(f)!) {
+        visit(name, e);
+        if (!e) go(name.slice(0, -1));
+      }
+    };
+    go(folder);
+  }
+
+  /**
+   * The entries of every folder under `folder` (`folderEntries`), by folder, read with
+   * CATALOG_READS catalogs in flight: a walk of thousands of folders waits on the backend (a
+   * GET each on S3, a readdir and a read on a directory), not on this process. The first
+   * failed read fails the walk.
+   */
+  private catalogTree(folder: string, refused?: Refused): Promise<Map<string, [string, CatalogEntry | null][]>> {
+    const tree = new Map<string, [string, CatalogEntry | null][]>();
+    const pending = [folder];
+    let active = 0;
+    let failed = false;
+    return new Promise((resolve, reject) => {
+      const pump = () => {
+        if (failed) return;
+        if (!pending.length && !active) return resolve(tree);
+        while (active < CATALOG_READS && pending.length) {
+          const f = pending.pop()!;
+          active++;
+          this.folderEntries(f, refused).then(
+            (entries) => {
+              tree.set(f, entries);
+              for (const [name, e] of entries) if (!e) pending.push(name.slice(0, -1));
+              active--;
+              pump();
+            },
+            (e) => {
+              failed = true;
+              reject(e);
+            },
+          );
+        }
+      };
+      pump();
+    });
   }
 
   /**
@@ -289,17 +331,18 @@ export class Store {
    * (files-api.ts) compares them folder by folder.
    */
   async folderRecords(folder = '', refused?: Refused): Promise<{ folder: string; files: FileInfo[]; folders: string[] }[]> {
+    const tree = await this.catalogTree(folder, refused);
     const out: { folder: string; files: FileInfo[]; folders: string[] }[] = [];
-    const visit = async (f: string) => {
+    const visit = (f: string) => {
       const rec = { folder: f ? f + '/' : '', files: [] as FileInfo[], folders: [] as string[] };
       out.push(rec);
-      for (const [name, e] of await this.folderEntries(f, refused)) {
+      for (const [name, e] of tree.get(f)!) {
         if (e) rec.files.push(fileInfo(name, e));
         else rec.folders.push(name);
       }
-      for (const sub of rec.folders) await visit(sub.slice(0, -1));
+      for (const sub of rec.folders) visit(sub.slice(0, -1));
     };
-    await visit(folder);
+    visit(folder);
     return out;
   }
 
