@@ -13,7 +13,8 @@
  *   GET  /api/vaults/:id/packs/:pack          the pack, verified; Range: bytes=A-B (one range,
  *                                             also A- and -N) 206; 416 for any other Range
  *   GET  /api/vaults/:id/packs[?after=P]      {packs: [{id, size}], more}: VAULT_PACKS_PAGE a page
- *   GET  /api/vaults/:id/head                 the head's bytes, Dsync-Head-Counter: N; 404 none yet
+ *   GET  /api/vaults/:id/head                 the head's bytes, Dsync-Head-Counter: N; 404 {counter:
+ *                                             0, error} none yet
  *   PUT  /api/vaults/:id/head                 Dsync-Head-Counter: N (the counter read, 0 for the
  *                                             first): 200 {counter: N+1}, or 412 {counter, error}
  *
@@ -216,7 +217,8 @@ export function vaultsApi(
     route(async (req, res, user) => {
       const id = checkVaultId(req.params.id);
       const head = await vaults.head(user, id);
-      if (!head) throw new ProtocolError(ErrorCode.NotFound, `vault ${id} has no head yet`);
+      // counter 0: the vault exists and has no head yet (a 404 without it: no such vault)
+      if (!head) return void res.status(404).json({ counter: 0, error: `vault ${id} has no head yet` });
       sendBytes(res, 200, head.body, { [HEAD_COUNTER]: String(head.counter) });
     }),
   );
