@@ -19,14 +19,15 @@ import { type RunningServer, startServer } from '../src/server.ts';
 import type { Backend } from '../src/store/backend.ts';
 import { runCheck } from '../src/store/check.ts';
 import { runGc } from '../src/store/gc.ts';
-import { newSegmentId, segmentKey, vaultHeadKey, vaultPackKey } from '../src/store/keys.ts';
+import { newSegmentId, segmentKey, vaultHeadKey, vaultPackKey, vaultSumsKey } from '../src/store/keys.ts';
+import { SUM_BLOCK } from '../src/store/vaults.ts';
 import { localBackend } from '../src/store/local.ts';
 import { Repo } from '../src/store/repo.ts';
 import { s3Backend } from '../src/store/s3.ts';
 import { type S3Server, startMinio } from '../../harness/minio.ts';
 
-/** The largest pack the test servers take. */
-const PACK_MAX = 64 << 10;
+/** The largest pack the test servers take: a few blocks of sums. */
+const PACK_MAX = 300_000;
 
 const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
 const vaultId = () => randomBytes(16).toString('hex');
@@ -108,8 +109,8 @@ interface Served extends RunningServer {
 }
 
 /** A real server on a loopback port over the place's store, with the accounts' tokens. */
-async function serve(place: Place, tokens: Record<string, string>, usersFile: string): Promise<Served> {
-  const repo = new Repo(await place.open());
+async function serve(place: Place, tokens: Record<string, string>, usersFile: string, wrap: (b: Backend) => Backend = (b) => b): Promise<Served> {
+  const repo = new Repo(wrap(await place.open()));
   const s = await startServer(loadConfig({ port: '0', host: '127.0.0.1', store: '/nonexistent', users: usersFile, 'vault-pack-max': String(PACK_MAX) }, {}), () => {}, repo);
   const auth = (who: string) => ({ Authorization: `Bearer ${tokens[who]}` });
   return {
@@ -245,7 +246,10 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       assert.equal(chunked.status, 411);
       // only the good packs are there, in id order
       assert.deepEqual(await listed(s, 'alice', id), [{ id: pack, size: body.length }, { id: sha(atMax), size: PACK_MAX }].sort((a, b) => (a.id < b.id ? -1 : 1)));
-      for (const p of [wrong, sha(big), sha(huge), sha(other)]) assert.equal(await s.repo.backend.size(vaultPackKey('alice', id, p)), null, `${p} not stored`);
+      for (const p of [wrong, sha(big), sha(huge), sha(other)]) {
+        assert.equal(await s.repo.backend.size(vaultPackKey('alice', id, p)), null, `${p} not stored`);
+        assert.equal(await s.repo.backend.size(vaultSumsKey('alice', id, p)), null, `no sums of ${p}`);
+      }
 
       // a vault that does not exist (or is another account's) takes no pack
       assert.equal((await putPack(s, 'alice', vaultId(), pack, body)).status, 404);
@@ -255,41 +259,66 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       assert.equal((await s.as('alice', `/${id}/packs/${sha(randomBytes(5))}`)).status, 404);
     });
 
-    test('ranged reads: the first byte, the last byte, the whole, an open end and a suffix; a range at or past the end, reversed, or several ranges is 416', async () => {
+    test('ranged reads: the first byte, the last byte, block edges, the whole, an open end and a suffix; a range at or past the end, reversed, or several ranges is 416', async () => {
       const id = vaultId();
       await create(s, 'alice', id, randomBytes(32));
-      const body = randomBytes(10_000);
+      const body = randomBytes(PACK_MAX - 17);
       const pack = sha(body);
       await putPack(s, 'alice', id, pack, body);
       const n = body.length;
-      const get = (range: string) => s.as('alice', `/${id}/packs/${pack}`, { headers: { Range: range } });
-      for (const [range, start, end] of [
-        ['bytes=0-0', 0, 0],
-        [`bytes=${n - 1}-${n - 1}`, n - 1, n - 1],
-        [`bytes=0-${n - 1}`, 0, n - 1],
-        [`bytes=1234-5678`, 1234, 5678],
-        [`bytes=${n - 10}-`, n - 10, n - 1],
-        [`bytes=${n - 5}-${n + 100}`, n - 5, n - 1],
-        ['bytes=-1', n - 1, n - 1],
-        [`bytes=-${n + 5}`, 0, n - 1],
-      ] as const) {
-        const r = await get(range);
-        assert.equal(r.status, 206, range);
-        assert.equal(r.headers.get('content-range'), `bytes ${start}-${end}/${n}`, range);
-        assert.ok(Buffer.from(await r.arrayBuffer()).equals(body.subarray(start, end + 1)), range);
-      }
-      for (const range of [`bytes=${n}-`, `bytes=${n}-${n}`, `bytes=${n + 7}-${n + 9}`, 'bytes=5-2', 'bytes=0-1,4-5', 'bytes=-0', 'bytes=-', 'items=0-1', 'bytes=a-b', 'bytes=0x1-2']) {
-        const r = await get(range);
-        assert.equal(r.status, 416, range);
-        assert.equal(r.headers.get('content-range'), `bytes */${n}`, range);
-        await r.body?.cancel();
+      // the server that stored it (it keeps the pack) and a fresh one, which reads only the
+      // blocks a range touches and checks them against the pack's sums
+      const reads: { key: string; length: number }[] = [];
+      const fresh = await serve(place, { alice: users.alice }, users.file, (b) => ({
+        ...b,
+        get: (key, range) => (reads.push({ key, length: range?.length ?? Infinity }), b.get(key, range)),
+      }));
+      try {
+        for (const server of [s, fresh]) {
+          const get = (range: string) => server.as('alice', `/${id}/packs/${pack}`, { headers: { Range: range } });
+          for (const [range, start, end] of [
+            ['bytes=0-0', 0, 0],
+            [`bytes=${n - 1}-${n - 1}`, n - 1, n - 1],
+            [`bytes=${SUM_BLOCK - 1}-${SUM_BLOCK}`, SUM_BLOCK - 1, SUM_BLOCK],
+            [`bytes=${SUM_BLOCK}-${2 * SUM_BLOCK - 1}`, SUM_BLOCK, 2 * SUM_BLOCK - 1],
+            [`bytes=1234-${3 * SUM_BLOCK + 5}`, 1234, 3 * SUM_BLOCK + 5],
+            [`bytes=0-${n - 1}`, 0, n - 1],
+            [`bytes=${n - 10}-`, n - 10, n - 1],
+            [`bytes=${n - 5}-${n + 100}`, n - 5, n - 1],
+            ['bytes=-1', n - 1, n - 1],
+            [`bytes=-${n + 5}`, 0, n - 1],
+          ] as const) {
+            const r = await get(range);
+            assert.equal(r.status, 206, range);
+            assert.equal(r.headers.get('content-range'), `bytes ${start}-${end}/${n}`, range);
+            assert.ok(Buffer.from(await r.arrayBuffer()).equals(body.subarray(start, end + 1)), range);
+          }
+          for (const range of [`bytes=${n}-`, `bytes=${n}-${n}`, `bytes=${n + 7}-${n + 9}`, 'bytes=5-2', 'bytes=0-1,4-5', 'bytes=-0', 'bytes=-', 'items=0-1', 'bytes=a-b', 'bytes=0x1-2']) {
+            const r = await get(range);
+            assert.equal(r.status, 416, range);
+            assert.equal(r.headers.get('content-range'), `bytes */${n}`, range);
+            await r.body?.cancel();
+          }
+          const whole = await server.as('alice', `/${id}/packs/${pack}`);
+          assert.equal(whole.status, 200);
+          assert.ok(Buffer.from(await whole.arrayBuffer()).equals(body));
+        }
+        // the fresh server read no more of the pack for a one-byte range than its block
+        reads.length = 0;
+        const r = await fresh.as('alice', `/${id}/packs/${pack}`, { headers: { Range: `bytes=${2 * SUM_BLOCK + 7}-${2 * SUM_BLOCK + 7}` } });
+        assert.equal(r.status, 206);
+        assert.ok(Buffer.from(await r.arrayBuffer()).equals(body.subarray(2 * SUM_BLOCK + 7, 2 * SUM_BLOCK + 8)));
+        const packReads = reads.filter((x) => x.key === vaultPackKey('alice', id, pack));
+        assert.deepEqual(packReads, [{ key: vaultPackKey('alice', id, pack), length: SUM_BLOCK }], JSON.stringify(reads));
+      } finally {
+        await fresh.close();
       }
 
       // through the client's remote: exact ranges; one past the end is an error, never short bytes
       const remote = s.remote('alice');
       assert.ok(Buffer.from(await remote.readPack(id, pack, 0, 1)).equals(body.subarray(0, 1)));
       assert.ok(Buffer.from(await remote.readPack(id, pack, n - 1, 1)).equals(body.subarray(n - 1)));
-      assert.ok(Buffer.from(await remote.readPack(id, pack, 17, 4000)).equals(body.subarray(17, 4017)));
+      assert.ok(Buffer.from(await remote.readPack(id, pack, 17, 100_000)).equals(body.subarray(17, 100_017)));
       assert.equal((await remote.readPack(id, pack, 5, 0)).length, 0);
       await assert.rejects(remote.readPack(id, pack, n - 1, 2), /not the 2 asked/);
       await assert.rejects(remote.readPack(id, pack, n, 1), /416|not one range/);
@@ -373,29 +402,52 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       if (before) assert.deepEqual(place.files!(), before, 'no object written');
     });
 
-    test('a damaged pack is a clear 500, never its bytes; uploading the good bytes again replaces it', async () => {
+    test('a damaged pack is a clear 500, never its bytes (whole, or a range through the damaged block); uploading the good bytes again replaces it; damaged or missing sums are made again', async () => {
       const id = vaultId();
       await create(s, 'alice', id, randomBytes(32));
-      const body = randomBytes(30_000);
+      const body = randomBytes(4 * SUM_BLOCK + 100);
       const pack = sha(body);
       assert.equal((await putPack(s, 'alice', id, pack, body)).status, 201);
-      await place.flip(vaultPackKey('alice', id, pack), 12_345);
+      const at = 2 * SUM_BLOCK + 12_345;
+      await place.flip(vaultPackKey('alice', id, pack), at);
       // a server that has not read the pack since (a fresh process on the store)
       const fresh = await serve(place, { alice: users.alice }, users.file);
       try {
-        for (const range of [undefined, 'bytes=0-9']) {
-          const r = await fresh.as('alice', `/${id}/packs/${pack}`, { headers: range ? { Range: range } : {} });
+        // a range in a good block is those good bytes, checked against their block's sum
+        let r = await fresh.as('alice', `/${id}/packs/${pack}`, { headers: { Range: 'bytes=10-19' } });
+        assert.equal(r.status, 206);
+        assert.ok(Buffer.from(await r.arrayBuffer()).equals(body.subarray(10, 20)));
+        for (const range of [undefined, `bytes=${at}-${at}`, `bytes=${at - 5}-${at + 5}`, 'bytes=0-']) {
+          r = await fresh.as('alice', `/${id}/packs/${pack}`, { headers: range ? { Range: range } : {} });
           assert.equal(r.status, 500, range);
           assert.match(((await r.json()) as { error: string }).error, /damaged store: vault [0-9a-f]{32} pack [0-9a-f]{64} does not match its hash/);
         }
-        await assert.rejects(fresh.remote('alice').readPack(id, pack, 0, 10), /does not match its hash/);
+        await assert.rejects(fresh.remote('alice').readPack(id, pack, at, 10), /does not match its hash/);
         // the client uploads it again (it was told "there already" before): replaced, served good
         assert.equal((await putPack(fresh, 'alice', id, pack, body)).status, 201);
-        const r = await fresh.as('alice', `/${id}/packs/${pack}`);
+        r = await fresh.as('alice', `/${id}/packs/${pack}`);
         assert.equal(r.status, 200);
         assert.ok(Buffer.from(await r.arrayBuffer()).equals(body));
       } finally {
         await fresh.close();
+      }
+
+      // damaged sums: every range still good (the pack read whole and verified), and the sums
+      // are written again; missing sums (a crash between pack and sums) are made again too
+      const sumsKey = vaultSumsKey('alice', id, pack);
+      const goodSums = Buffer.from(await s.repo.backend.get(sumsKey));
+      for (const harm of ['flip', 'delete'] as const) {
+        if (harm === 'flip') await place.flip(sumsKey, 40);
+        else await s.repo.backend.delete(sumsKey);
+        const again = await serve(place, { alice: users.alice }, users.file);
+        try {
+          const r = await again.as('alice', `/${id}/packs/${pack}`, { headers: { Range: `bytes=${at}-${at + 99}` } });
+          assert.equal(r.status, 206, harm);
+          assert.ok(Buffer.from(await r.arrayBuffer()).equals(body.subarray(at, at + 100)), harm);
+          assert.ok(Buffer.from(await s.repo.backend.get(sumsKey)).equals(goodSums), `${harm}: the sums are whole again`);
+        } finally {
+          await again.close();
+        }
       }
       // a damaged head: a clear 500
       await s.remote('alice').putHead(id, Buffer.from('head'), 0);

@@ -10,7 +10,7 @@
  *   PUT  /api/vaults/:id/packs/:pack          body: the pack (Content-Length, 1 to --vault-pack-max
  *                                             bytes, 413 beyond), :pack its SHA-256 (400 if not):
  *                                             201 stored, 200 there already
- *   GET  /api/vaults/:id/packs/:pack          the pack, verified; Range: bytes=A-B (one range,
+ *   GET  /api/vaults/:id/packs/:pack          the pack, checked (store/vaults.ts); Range: bytes=A-B (one range,
  *                                             also A- and -N) 206; 416 for any other Range
  *   GET  /api/vaults/:id/packs[?after=P]      {packs: [{id, size}], more}: VAULT_PACKS_PAGE a page
  *   GET  /api/vaults/:id/head                 the head's bytes, Dsync-Head-Counter: N; 404 {counter:
@@ -22,12 +22,11 @@
  * caller); 500 for a damaged object. Answers are never cached (Cache-Control: no-store): the
  * URLs name no user, and a browser shared by two accounts must not answer one from the other's.
  */
-import { createHash } from 'node:crypto';
 import express from 'express';
 import { VAULT_HEAD_MAX } from '../../../shared/src/base/limits.ts';
 import { ErrorCode, ProtocolError, busyMessage } from '../../../shared/src/wire/protocol.ts';
 import type { Backend } from '../store/backend.ts';
-import { Vaults, checkPackId, checkVaultId } from '../store/vaults.ts';
+import { PackHasher, Vaults, checkPackId, checkVaultId } from '../store/vaults.ts';
 import type { ServerConfig } from '../config.ts';
 
 type Req = express.Request & { user?: string };
@@ -50,11 +49,11 @@ const STATUS: Partial<Record<number, number>> = { [ErrorCode.NotFound]: 404, [Er
 
 /**
  * The request's body, whose Content-Length is required and at most `max`: read into one
- * buffer of that size and hashed (SHA-256) as it comes in, so a pack is held once, never
- * joined from pieces. A body over `max` is refused before any of it is read (413, and the
- * connection closed after the answer).
+ * buffer of that size, each piece given to `hasher` as it comes in, so a pack is held once,
+ * never joined from pieces, and hashed while it arrives. A body over `max` is refused before
+ * any of it is read (413, and the connection closed after the answer).
  */
-async function receive(req: express.Request, max: number, what: string): Promise<{ bytes: Buffer; sha256: string }> {
+async function receive(req: express.Request, max: number, what: string, hasher?: { update(piece: Uint8Array): void }): Promise<Buffer> {
   const raw = req.headers['content-length'];
   if (raw === undefined) throw new Refusal(411, `a ${what} is sent with a Content-Length`);
   if (!/^\d{1,16}$/.test(raw)) throw new Refusal(400, `bad Content-Length ${JSON.stringify(raw.slice(0, 40))}`);
@@ -62,16 +61,15 @@ async function receive(req: express.Request, max: number, what: string): Promise
   if (n > max) throw new Refusal(413, `a ${what} is at most ${max} bytes, this one is ${n}: not stored`);
   if (n === 0) throw new Refusal(400, `a ${what} is at least 1 byte`);
   const bytes = Buffer.allocUnsafe(n);
-  const hash = createHash('sha256');
   let at = 0;
   for await (const piece of req as AsyncIterable<Buffer>) {
     if (at + piece.length > n) throw new Refusal(400, `the body is longer than its Content-Length`);
     piece.copy(bytes, at);
-    hash.update(piece);
+    hasher?.update(piece);
     at += piece.length;
   }
   if (at !== n) throw new Refusal(400, `the body ended after ${at} of its ${n} bytes: not stored`);
-  return { bytes, sha256: hash.digest('hex') };
+  return bytes;
 }
 
 /** The one byte range a Range header asks of `size` bytes, or null without one; a Refusal
@@ -190,18 +188,19 @@ export function vaultsApi(
     route(async (req, res, user) => {
       const id = checkVaultId(req.params.id);
       const pack = checkPackId(req.params.pack);
-      const { bytes, sha256 } = await receive(req, cfg.vaultPackMax, 'pack');
-      const created = await vaults.putPack(user, id, pack, bytes, sha256);
+      const hasher = new PackHasher();
+      const bytes = await receive(req, cfg.vaultPackMax, 'pack', hasher);
+      const created = await vaults.putPack(user, id, pack, bytes, hasher.digest());
       res.status(created ? 201 : 200).json({ id: pack, size: bytes.length });
     }),
   );
   r.get(
     '/vaults/:id/packs/:pack',
     route(async (req, res, user) => {
-      const bytes = await vaults.readPack(user, checkVaultId(req.params.id), checkPackId(req.params.pack));
-      const range = rangeOf(req.headers.range, bytes.length);
-      if (!range) return sendBytes(res, 200, bytes, { 'Accept-Ranges': 'bytes' });
-      sendBytes(res, 206, bytes.subarray(range.start, range.end + 1), { 'Accept-Ranges': 'bytes', 'Content-Range': `bytes ${range.start}-${range.end}/${bytes.length}` });
+      const pack = await vaults.openPack(user, checkVaultId(req.params.id), checkPackId(req.params.pack));
+      const range = rangeOf(req.headers.range, pack.size);
+      if (!range) return sendBytes(res, 200, await pack.read(0, pack.size), { 'Accept-Ranges': 'bytes' });
+      sendBytes(res, 206, await pack.read(range.start, range.end + 1), { 'Accept-Ranges': 'bytes', 'Content-Range': `bytes ${range.start}-${range.end}/${pack.size}` });
     }),
   );
   r.get(
@@ -227,7 +226,7 @@ export function vaultsApi(
     route(async (req, res, user) => {
       const id = checkVaultId(req.params.id);
       const counter = counterOf(req.headers[HEAD_COUNTER.toLowerCase()]);
-      const { bytes } = await receive(req, VAULT_HEAD_MAX, 'head');
+      const bytes = await receive(req, VAULT_HEAD_MAX, 'head');
       const swap = await vaults.putHead(user, id, bytes, counter);
       if (!swap.ok) return void res.status(412).json({ counter: swap.counter, error: `the head is at ${swap.counter}, not ${counter}: read it again` });
       res.json({ counter: swap.counter });

@@ -12,6 +12,7 @@
  *   vaults/<user>/keys/<32 hex>             a vault's wrapped-key file (vaults.ts)
  *   vaults/<user>/heads/<32 hex>            a vault's head (vaults.ts)
  *   vaults/<user>/packs/<32 hex>/<64 hex>   a vault's pack (SHA-256 of its body; vaults.ts)
+ *   vaults/<user>/sums/<32 hex>/<64 hex>    the block hashes of that pack (vaults.ts)
  *
  * A name is encoded injectively: every byte outside [A-Za-z0-9_-] becomes %XX (upper-case
  * hex), the result is cut into components of exactly NAME_COMPONENT characters (the last one
@@ -122,7 +123,9 @@ export const vaultKeysPrefix = (user: string) => `${VAULTS_PREFIX}${encodeUser(u
 export const vaultKeyfileKey = (user: string, id: string) => vaultKeysPrefix(user) + vaultId(id);
 export const vaultHeadKey = (user: string, id: string) => `${VAULTS_PREFIX}${encodeUser(user)}/heads/${vaultId(id)}`;
 export const vaultPacksPrefix = (user: string, id: string) => `${VAULTS_PREFIX}${encodeUser(user)}/packs/${vaultId(id)}/`;
-export function vaultPackKey(user: string, id: string, pack: string): string {
+const packId = (pack: string) => {
   if (!PACK_ID.test(pack)) throw new RangeError(`bad pack id ${JSON.stringify(pack.slice(0, 80))}`);
-  return vaultPacksPrefix(user, id) + pack;
-}
+  return pack;
+};
+export const vaultPackKey = (user: string, id: string, pack: string) => vaultPacksPrefix(user, id) + packId(pack);
+export const vaultSumsKey = (user: string, id: string, pack: string) => `${VAULTS_PREFIX}${encodeUser(user)}/sums/${vaultId(id)}/${packId(pack)}`;
