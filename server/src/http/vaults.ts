@@ -23,7 +23,7 @@
  * URLs name no user, and a browser shared by two accounts must not answer one from the other's.
  */
 import express from 'express';
-import { VAULT_HEAD_MAX } from '../../../shared/src/base/limits.ts';
+import { VAULT_HEAD_MAX, VAULT_KEYFILE_MAX } from '../../../shared/src/base/limits.ts';
 import { ErrorCode, ProtocolError, busyMessage } from '../../../shared/src/wire/protocol.ts';
 import type { Backend } from '../store/backend.ts';
 import { PackHasher, Vaults, checkPackId, checkVaultId } from '../store/vaults.ts';
@@ -159,7 +159,8 @@ export function vaultsApi(
 
   r.post(
     '/vaults',
-    express.json({ limit: '16kb' }),
+    // the keyfile in base64 and the id, with room for JSON's spacing
+    express.json({ limit: Math.ceil(VAULT_KEYFILE_MAX / 3) * 4 + 1024 }),
     route(async (req, res, user) => {
       const body = req.body as Record<string, unknown> | undefined;
       if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new ProtocolError(ErrorCode.Malformed, 'POST /api/vaults takes JSON {id, keyfile}');
@@ -188,6 +189,8 @@ export function vaultsApi(
     route(async (req, res, user) => {
       const id = checkVaultId(req.params.id);
       const pack = checkPackId(req.params.pack);
+      // no body is read for a vault that does not exist
+      await vaults.mustExist(user, id);
       const hasher = new PackHasher();
       const bytes = await receive(req, cfg.vaultPackMax, 'pack', hasher);
       const created = await vaults.putPack(user, id, pack, bytes, hasher.digest());
@@ -226,6 +229,7 @@ export function vaultsApi(
     route(async (req, res, user) => {
       const id = checkVaultId(req.params.id);
       const counter = counterOf(req.headers[HEAD_COUNTER.toLowerCase()]);
+      await vaults.mustExist(user, id);
       const bytes = await receive(req, VAULT_HEAD_MAX, 'head');
       const swap = await vaults.putHead(user, id, bytes, counter);
       if (!swap.ok) return void res.status(412).json({ counter: swap.counter, error: `the head is at ${swap.counter}, not ${counter}: read it again` });

@@ -207,7 +207,7 @@ export class Vaults {
 
   /** Throws NotFound (404) unless the vault exists: nothing is stored for a vault no client
    *  created. */
-  private async mustExist(user: string, id: string): Promise<void> {
+  async mustExist(user: string, id: string): Promise<void> {
     const key = vaultKeyfileKey(user, checkVaultId(id));
     if (this.known.has(key)) return;
     if ((await this.backend.size(key)) === null) throw noVault(id);
