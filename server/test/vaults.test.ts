@@ -25,6 +25,10 @@ import { localBackend } from '../src/store/local.ts';
 import { Repo } from '../src/store/repo.ts';
 import { s3Backend } from '../src/store/s3.ts';
 import { type S3Server, startMinio } from '../../harness/minio.ts';
+import { testServer } from '../../harness/helpers.ts';
+import WebSocket from 'ws';
+import { encode } from '../../shared/src/wire/codec.ts';
+import { DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION } from '../../shared/src/wire/protocol.ts';
 
 /** The largest pack the test servers take: a few blocks of sums. */
 const PACK_MAX = 300_000;
@@ -534,4 +538,42 @@ test('--vault-pack-max is a whole number of bytes from 1 to 1 GiB', () => {
   assert.equal(loadConfig({}, {}).vaultPackMax, 16 << 20);
   assert.equal(loadConfig({ 'vault-pack-max': '1024' }, {}).vaultPackMax, 1024);
   for (const bad of ['0', '1.5', String(2 ** 30 + 1), '-1', 'x']) assert.throws(() => loadConfig({ 'vault-pack-max': bad }, {}), /vault-pack-max/, bad);
+});
+
+/** A push session that holds its place among the admitted work: Hello, then silence once Ready is in. */
+async function heldSession(wsUrl: string): Promise<WebSocket> {
+  const ws = new WebSocket(wsUrl);
+  await new Promise((r, j) => (ws.on('open', r), ws.on('error', j)));
+  const ready = new Promise<void>((resolve, reject) => ws.on('message', (d: Buffer) => (d[0] === Msg.Ready ? resolve() : reject(new Error(`held session got message ${d[0]}`)))));
+  ws.send(encode({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 1 << 20, basisVersion: 0, name: 'held.bin' }));
+  await ready;
+  return ws;
+}
+
+test('past --max-sessions a vault request is refused with 503 and Retry-After, having done nothing; httpVaultRemote waits and is served once a place is free (single-user mode)', async () => {
+  const s = await testServer({ 'max-sessions': '1' });
+  try {
+    const remote = httpVaultRemote(s.url);
+    const id = vaultId();
+    await remote.create(id, randomBytes(50));
+    const held = await heldSession(s.wsUrl);
+    const body = randomBytes(1000);
+    const refused = await fetch(`${s.url}/api/vaults/${id}/packs/${sha(body)}`, { method: 'PUT', body });
+    assert.equal(refused.status, 503);
+    assert.match(refused.headers.get('Retry-After') ?? '', /^\d+$/);
+    assert.match(((await refused.json()) as { error: string }).error, /^the server is busy; retry in \d+ s$/);
+    const head = await fetch(`${s.url}/api/vaults/${id}/head`, { method: 'PUT', headers: { 'Dsync-Head-Counter': '0' }, body: 'h' });
+    assert.equal(head.status, 503);
+    await head.body?.cancel();
+    assert.equal(await s.repo.backend.size(vaultPackKey('local', id, sha(body))), null, 'the refused PUT stored nothing');
+    assert.equal(await s.repo.backend.getHead(vaultHeadKey('local', id)), null, 'the refused head write wrote nothing');
+    // the remote waits the seconds it is told, and is served once the session ends
+    const waiting = remote.putPack(id, sha(body), body);
+    await new Promise((r) => setTimeout(r, 200));
+    held.terminate();
+    await waiting;
+    assert.deepEqual(await remote.packs(id), [{ id: sha(body), size: body.length }]);
+  } finally {
+    await s.stop();
+  }
 });
