@@ -13,8 +13,8 @@
  *     (its **counter**), so two devices cannot overwrite each other's head.
  *
  * Keys (keys.ts): vaults/<user>/keys/<id>, vaults/<user>/heads/<id>,
- * vaults/<user>/packs/<id>/<pack>, vaults/<user>/sums/<id>/<pack>. gc, check and repack list only ns/, data/ and index/, so
- * they never see, count or delete a vault's objects. Nothing is deleted here but a pack found
+ * vaults/<user>/packs/<id>/<pack>, vaults/<user>/sums/<id>/<pack>. gc, check and repack list
+ * only ns/, data/ and index/, so they never see, count or delete a vault's objects. Nothing is deleted here but a pack found
  * damaged when its good bytes are stored again (`putPack`), and sums found damaged (made
  * again from the verified pack).
  */
@@ -36,6 +36,8 @@ export const SUM_BLOCK = 64 << 10;
 /** Checked sums kept in memory (each at most 8 KiB for a 16 MiB pack), least recently used
  *  dropped first. */
 const SUMS_KEPT = 1024;
+/** Vaults remembered to exist (the oldest forgotten first, then asked of the store again). */
+const VAULTS_KNOWN = 100_000;
 
 /** Stored sums: SUMS_MAGIC, the pack's size (8 bytes, big-endian), the SHA-256 of each block,
  *  then the SHA-256 of the pack's id (32 bytes) and everything before it, so that damaged
@@ -162,7 +164,7 @@ export type HeadSwap = { ok: true; counter: number } | { ok: false; counter: num
 
 export class Vaults {
   /** vaults (by keyfile key) known to exist: a vault is never deleted, so this never goes stale */
-  private known = new Set<string>();
+  private knownVaults = new Set<string>();
   private verified = new SegmentBytes(VERIFIED_PACK_BYTES);
   /** sums read and checked, by key (a pack's bytes never change, nor do its sums) */
   private sums = new Map<string, Sums>();
@@ -172,13 +174,18 @@ export class Vaults {
     private log: (e: Record<string, unknown>) => void = () => {},
   ) {}
 
+  private noteVault(key: string) {
+    this.knownVaults.add(key);
+    if (this.knownVaults.size > VAULTS_KNOWN) this.knownVaults.delete(this.knownVaults.values().next().value!);
+  }
+
   /** Creates a vault with its wrapped-key file; Inconsistent (409) when the id exists. */
   async create(user: string, id: string, keyfile: Uint8Array): Promise<void> {
     checkVaultId(id);
     if (keyfile.length < 1 || keyfile.length > VAULT_KEYFILE_MAX) throw malformed(`a keyfile is 1 to ${VAULT_KEYFILE_MAX} bytes`);
     const key = vaultKeyfileKey(user, id);
     if (!(await this.backend.putIfAbsent(key, keyfile))) throw new ProtocolError(ErrorCode.Inconsistent, `vault ${id} exists`);
-    this.known.add(key);
+    this.noteVault(key);
   }
 
   /** The user's vaults, by id, with the time each was created (ms). */
@@ -197,7 +204,7 @@ export class Vaults {
     const key = vaultKeyfileKey(user, checkVaultId(id));
     try {
       const body = await this.backend.get(key);
-      this.known.add(key);
+      this.noteVault(key);
       return body;
     } catch (e) {
       if (e instanceof NotFoundError) throw noVault(id);
@@ -209,9 +216,9 @@ export class Vaults {
    *  created. */
   async mustExist(user: string, id: string): Promise<void> {
     const key = vaultKeyfileKey(user, checkVaultId(id));
-    if (this.known.has(key)) return;
+    if (this.knownVaults.has(key)) return;
     if ((await this.backend.size(key)) === null) throw noVault(id);
-    this.known.add(key);
+    this.noteVault(key);
   }
 
   /**
