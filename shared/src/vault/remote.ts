@@ -150,6 +150,10 @@ export function httpVaultRemote(base: string, fetchImpl: typeof fetch = (...a) =
       if (length === 0) return new Uint8Array(0);
       const last = offset + length - 1;
       const res = await send(what, url, { headers: { Range: `bytes=${offset}-${last}` } });
+      if (res.status === 200) {
+        await res.body?.cancel();
+        throw new VaultBadAnswer(`${what}: the server sent the whole pack, not the range`);
+      }
       if (res.status !== 206) throw await failure(what, res);
       const m = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(res.headers.get('Content-Range') ?? '');
       const b = await bytesOf(res);
