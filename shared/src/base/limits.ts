@@ -241,3 +241,15 @@ export const FOLDER_MOVE_BODY_BYTES = 4 << 20;
  *  (three or four reads and two compare-and-swaps), so a few overlap well without one request
  *  taking the store from every other. */
 export const FOLDER_MOVE_RENAMES = 8;
+
+// ---------------------------------------------------------------------------------------------
+// Vaults (docs/vaults.md, "The server"): opaque objects per (user, vault)
+
+/** Longest wrapped-key file of a vault, in bytes (POST /api/vaults). */
+export const VAULT_KEYFILE_MAX = 4 << 10;
+/** Longest head of a vault, in bytes (PUT /api/vaults/:id/head). */
+export const VAULT_HEAD_MAX = 1 << 20;
+/** Longest pack by default, in bytes: the server's `--vault-pack-max` (server/src/config.ts). */
+export const VAULT_PACK_MAX = 16 << 20;
+/** Packs per page of GET /api/vaults/:id/packs. */
+export const VAULT_PACKS_PAGE = 1000;

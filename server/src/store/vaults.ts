@@ -1,0 +1,419 @@
+/**
+ * Vaults (docs/vaults.md, "The server"): per user and vault, objects only the vault's clients
+ * can read. The server keeps them and checks what it can without a key:
+ *
+ *   - one wrapped-key file, written once when the vault is created (a content object: a
+ *     second create of the id finds it and is refused);
+ *   - packs, content objects under the SHA-256 of their bytes: a pack is stored only when its
+ *     bytes hash to its id, and served only after what is read of it is checked again (a
+ *     damaged pack is a DamageError, never wrong bytes): a whole pack against its id, a range
+ *     against the SHA-256 of each SUM_BLOCK it touches, kept beside the pack (its **sums**,
+ *     bound to its id), so that a small range costs a small read;
+ *   - one head, a head object changed only by compare-and-swap on the count of heads written
+ *     (its **counter**), so two devices cannot overwrite each other's head.
+ *
+ * Keys (keys.ts): vaults/<user>/keys/<id>, vaults/<user>/heads/<id>,
+ * vaults/<user>/packs/<id>/<pack>, vaults/<user>/sums/<id>/<pack>. gc, check and repack list
+ * only ns/, data/ and index/, so they never see, count or delete a vault's objects. Nothing is deleted here but a pack found
+ * damaged when its good bytes are stored again (`putPack`), and sums found damaged (made
+ * again from the verified pack).
+ */
+import { createHash } from 'node:crypto';
+import { VAULT_HEAD_MAX, VAULT_KEYFILE_MAX, VAULT_PACKS_PAGE } from '../../../shared/src/base/limits.ts';
+import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
+import { type Backend, NotFoundError, UnknownOutcome } from './backend.ts';
+import { DamageError } from './errors.ts';
+import { PACK_ID, VAULT_ID, vaultHeadKey, vaultKeyfileKey, vaultKeysPrefix, vaultPackKey, vaultPacksPrefix, vaultSumsKey } from './keys.ts';
+import { SegmentBytes } from './verified.ts';
+
+/** Bytes of verified packs this process keeps in memory (least recently used dropped first),
+ *  so that a client reading a pack in several ranges costs one read of it from the store. */
+const VERIFIED_PACK_BYTES = 64 << 20;
+
+/** A pack's sums cover blocks of this many bytes (the last one shorter): a ranged read reads
+ *  and hashes at most a block more on either side of the range. */
+export const SUM_BLOCK = 64 << 10;
+/** Checked sums kept in memory (each at most 8 KiB for a 16 MiB pack), least recently used
+ *  dropped first. */
+const SUMS_KEPT = 1024;
+/** Vaults remembered to exist (the oldest forgotten first, then asked of the store again). */
+const VAULTS_KNOWN = 100_000;
+
+/** Stored sums: SUMS_MAGIC, the pack's size (8 bytes, big-endian), the SHA-256 of each block,
+ *  then the SHA-256 of the pack's id (32 bytes) and everything before it, so that damaged
+ *  sums, or another pack's, do not check. */
+const SUMS_MAGIC = Buffer.from('DSVS\x01', 'latin1');
+const SUMS_PREFIX = SUMS_MAGIC.length + 8;
+
+interface Sums {
+  size: number;
+  /** 32 bytes a block */
+  blocks: Buffer;
+}
+
+/**
+ * The hashes of a pack as its bytes come in, in pieces of any size: the SHA-256 of the whole
+ * (its id) and of each SUM_BLOCK (its sums). The upload route feeds it as it receives.
+ */
+export class PackHasher {
+  private whole = createHash('sha256');
+  private block = createHash('sha256');
+  private inBlock = 0;
+  private blocks: Buffer[] = [];
+  private size = 0;
+
+  update(piece: Uint8Array): void {
+    this.whole.update(piece);
+    this.size += piece.length;
+    for (let at = 0; at < piece.length; ) {
+      const n = Math.min(piece.length - at, SUM_BLOCK - this.inBlock);
+      this.block.update(piece.subarray(at, at + n));
+      at += n;
+      this.inBlock += n;
+      if (this.inBlock === SUM_BLOCK) this.endBlock();
+    }
+  }
+
+  private endBlock() {
+    this.blocks.push(this.block.digest());
+    this.block = createHash('sha256');
+    this.inBlock = 0;
+  }
+
+  /** The pack's id (hex) and its sums as stored; once. */
+  digest(): { sha256: string; sums: Uint8Array } {
+    if (this.inBlock) this.endBlock();
+    const sha256 = this.whole.digest('hex');
+    return { sha256, sums: encodeSums(sha256, this.size, this.blocks) };
+  }
+}
+
+const bound = (pack: string, body: Uint8Array) => createHash('sha256').update(Buffer.from(pack, 'hex')).update(body).digest();
+
+function encodeSums(pack: string, size: number, blocks: Buffer[]): Uint8Array {
+  const head = Buffer.allocUnsafe(SUMS_PREFIX);
+  SUMS_MAGIC.copy(head, 0);
+  head.writeBigUInt64BE(BigInt(size), SUMS_MAGIC.length);
+  const body = Buffer.concat([head, ...blocks]);
+  return Buffer.concat([body, bound(pack, body)]);
+}
+
+/** Stored sums of `pack`, or null when they are not sums of it (damaged, or another's). */
+function decodeSums(pack: string, stored: Uint8Array): Sums | null {
+  const b = Buffer.from(stored.buffer, stored.byteOffset, stored.length);
+  if (b.length < SUMS_PREFIX + 32 || !b.subarray(0, SUMS_MAGIC.length).equals(SUMS_MAGIC)) return null;
+  const size = Number(b.readBigUInt64BE(SUMS_MAGIC.length));
+  const body = b.subarray(0, b.length - 32);
+  if (!Number.isSafeInteger(size) || size < 1 || body.length !== SUMS_PREFIX + 32 * Math.ceil(size / SUM_BLOCK) || !bound(pack, body).equals(b.subarray(b.length - 32))) return null;
+  return { size, blocks: body.subarray(SUMS_PREFIX) };
+}
+
+/** Whether `bytes`, read from offset `from` (a block boundary), match their blocks' sums. */
+function blocksMatch(bytes: Uint8Array, from: number, blocks: Buffer): boolean {
+  for (let at = 0; at < bytes.length; at += SUM_BLOCK) {
+    const i = (from + at) / SUM_BLOCK;
+    const sum = createHash('sha256').update(bytes.subarray(at, at + SUM_BLOCK)).digest();
+    if (!sum.equals(blocks.subarray(32 * i, 32 * i + 32))) return false;
+  }
+  return true;
+}
+
+/** A pack opened for reading (`Vaults.openPack`): its size, and its bytes [start, end), each
+ *  checked before it is returned. */
+export interface OpenPack {
+  size: number;
+  read(start: number, end: number): Promise<Uint8Array>;
+}
+
+/** A stored head: HEAD_MAGIC, the counter (8 bytes, big-endian), the client's body. */
+const HEAD_MAGIC = Buffer.from('DSVH\x01', 'latin1');
+const HEAD_PREFIX = HEAD_MAGIC.length + 8;
+
+const sha256hex = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
+const malformed = (why: string) => new ProtocolError(ErrorCode.Malformed, why);
+
+export function encodeVaultHead(counter: number, body: Uint8Array): Uint8Array {
+  const out = Buffer.allocUnsafe(HEAD_PREFIX + body.length);
+  HEAD_MAGIC.copy(out, 0);
+  out.writeBigUInt64BE(BigInt(counter), HEAD_MAGIC.length);
+  out.set(body, HEAD_PREFIX);
+  return out;
+}
+
+/** A stored head's counter and body; a DamageError when it is not one `encodeVaultHead` makes. */
+export function decodeVaultHead(stored: Uint8Array, key: string): { counter: number; body: Uint8Array } {
+  const b = Buffer.from(stored.buffer, stored.byteOffset, stored.length);
+  const counter = b.length >= HEAD_PREFIX ? Number(b.readBigUInt64BE(HEAD_MAGIC.length)) : 0;
+  if (b.length < HEAD_PREFIX || !b.subarray(0, HEAD_MAGIC.length).equals(HEAD_MAGIC) || !Number.isSafeInteger(counter) || counter < 1 || b.length - HEAD_PREFIX > VAULT_HEAD_MAX) {
+    throw new DamageError(`damaged store object: ${key} is not a vault head`);
+  }
+  return { counter, body: b.subarray(HEAD_PREFIX) };
+}
+
+/** The checks of the REST routes' inputs (server/src/http/vaults.ts), one home each. */
+export function checkVaultId(id: unknown): string {
+  if (typeof id !== 'string' || !VAULT_ID.test(id)) throw malformed('a vault id is 32 lowercase hex digits');
+  return id;
+}
+export function checkPackId(pack: unknown): string {
+  if (typeof pack !== 'string' || !PACK_ID.test(pack)) throw malformed('a pack id is 64 lowercase hex digits (the SHA-256 of its bytes)');
+  return pack;
+}
+
+export type HeadSwap = { ok: true; counter: number } | { ok: false; counter: number };
+
+export class Vaults {
+  /** vaults (by keyfile key) known to exist: a vault is never deleted, so this never goes stale */
+  private knownVaults = new Set<string>();
+  private verified = new SegmentBytes(VERIFIED_PACK_BYTES);
+  /** sums read and checked, by key (a pack's bytes never change, nor do its sums) */
+  private sums = new Map<string, Sums>();
+
+  constructor(
+    private backend: Backend,
+    private log: (e: Record<string, unknown>) => void = () => {},
+  ) {}
+
+  private noteVault(key: string) {
+    this.knownVaults.add(key);
+    if (this.knownVaults.size > VAULTS_KNOWN) this.knownVaults.delete(this.knownVaults.values().next().value!);
+  }
+
+  /** Creates a vault with its wrapped-key file; Inconsistent (409) when the id exists. */
+  async create(user: string, id: string, keyfile: Uint8Array): Promise<void> {
+    checkVaultId(id);
+    if (keyfile.length < 1 || keyfile.length > VAULT_KEYFILE_MAX) throw malformed(`a keyfile is 1 to ${VAULT_KEYFILE_MAX} bytes`);
+    const key = vaultKeyfileKey(user, id);
+    if (!(await this.backend.putIfAbsent(key, keyfile))) throw new ProtocolError(ErrorCode.Inconsistent, `vault ${id} exists`);
+    this.noteVault(key);
+  }
+
+  /** The user's vaults, by id, with the time each was created (ms). */
+  async list(user: string): Promise<{ id: string; created: number }[]> {
+    const prefix = vaultKeysPrefix(user);
+    const out = [];
+    for await (const e of this.backend.list(prefix)) {
+      const id = e.key.slice(prefix.length);
+      if (VAULT_ID.test(id)) out.push({ id, created: Math.floor(e.modified) });
+    }
+    return out;
+  }
+
+  /** The vault's wrapped-key file; NotFound (404) when there is no such vault. */
+  async keyfile(user: string, id: string): Promise<Uint8Array> {
+    const key = vaultKeyfileKey(user, checkVaultId(id));
+    try {
+      const body = await this.backend.get(key);
+      this.noteVault(key);
+      return body;
+    } catch (e) {
+      if (e instanceof NotFoundError) throw noVault(id);
+      throw e;
+    }
+  }
+
+  /** Throws NotFound (404) unless the vault exists: nothing is stored for a vault no client
+   *  created. */
+  async mustExist(user: string, id: string): Promise<void> {
+    const key = vaultKeyfileKey(user, checkVaultId(id));
+    if (this.knownVaults.has(key)) return;
+    if ((await this.backend.size(key)) === null) throw noVault(id);
+    this.noteVault(key);
+  }
+
+  /**
+   * Stores a pack whose hashes the caller computed as it received its bytes (`PackHasher`),
+   * and its sums. True when stored now, false when it was there already. A stored copy that no
+   * longer hashes to its id (read twice) is replaced by these good bytes.
+   */
+  async putPack(user: string, id: string, pack: string, bytes: Uint8Array, hashed: { sha256: string; sums: Uint8Array }): Promise<boolean> {
+    checkPackId(pack);
+    if (hashed.sha256 !== pack) throw malformed(`the pack's bytes hash to ${hashed.sha256}, not to its id ${pack}: not stored`);
+    await this.mustExist(user, id);
+    const key = vaultPackKey(user, id, pack);
+    let created = false;
+    for (let attempt = 0; ; attempt++) {
+      if (await this.backend.putIfAbsent(key, bytes)) {
+        created = true;
+        break;
+      }
+      const intact = async () => sha256hex(await this.backend.get(key)) === pack;
+      try {
+        if ((await intact()) || (await intact())) break;
+      } catch (e) {
+        if (!(e instanceof NotFoundError)) throw e;
+        continue; // replaced by another request's repair meanwhile: store it again
+      }
+      if (attempt >= 2) throw new DamageError(`damaged store: vault ${id} pack ${pack} does not match its hash, and replacing it failed`);
+      this.log({ error: 'damage', vault: id, pack, message: 'a stored pack does not match its hash: replaced by the bytes uploaded again' });
+      this.verified.drop(key);
+      await this.backend.delete(key);
+    }
+    this.verified.add(key, bytes);
+    // after the pack: sums without their pack are never read; a pack without its sums (a crash
+    // between the two) has them made again by its first read
+    await this.putSums(user, id, pack, hashed.sums);
+    return created;
+  }
+
+  /** Stores the sums of a pack, once: a pack's sums are always the same bytes, and ones found
+   *  otherwise are damaged and written again. */
+  private async putSums(user: string, id: string, pack: string, sums: Uint8Array): Promise<void> {
+    const key = vaultSumsKey(user, id, pack);
+    if (!(await this.backend.putIfAbsent(key, sums))) {
+      const had = await this.backend.get(key).catch((e) => (e instanceof NotFoundError ? null : Promise.reject(e)));
+      if (!had || !Buffer.from(had).equals(Buffer.from(sums))) {
+        this.log({ error: 'damage', vault: id, pack, message: 'the sums of a pack are damaged: written again' });
+        await this.backend.delete(key);
+        await this.backend.putIfAbsent(key, sums);
+      }
+    }
+    const parsed = decodeSums(pack, sums);
+    if (parsed) this.keepSums(key, parsed);
+  }
+
+  private keepSums(key: string, parsed: Sums) {
+    this.sums.delete(key);
+    this.sums.set(key, parsed);
+    if (this.sums.size > SUMS_KEPT) this.sums.delete(this.sums.keys().next().value!);
+  }
+
+  /** The pack's sums, checked against its id; null when they are missing or damaged. */
+  private async sumsOf(user: string, id: string, pack: string): Promise<Sums | null> {
+    const key = vaultSumsKey(user, id, pack);
+    const kept = this.sums.get(key);
+    if (kept) return kept;
+    let stored;
+    try {
+      stored = await this.backend.get(key);
+    } catch (e) {
+      if (e instanceof NotFoundError) return null;
+      throw e;
+    }
+    const parsed = decodeSums(pack, stored);
+    if (!parsed) {
+      this.log({ error: 'damage', vault: id, pack, message: 'the sums of a pack are damaged: the pack is read whole' });
+      return null;
+    }
+    this.keepSums(key, parsed);
+    return parsed;
+  }
+
+  /** The whole pack, verified against its id; its sums are written again when they are
+   *  missing or not the pack's. */
+  private async wholePack(user: string, id: string, pack: string): Promise<Uint8Array> {
+    const key = vaultPackKey(user, id, pack);
+    const kept = this.verified.whole(key);
+    if (kept) return kept;
+    let body: Uint8Array;
+    try {
+      body = await this.backend.get(key);
+    } catch (e) {
+      if (e instanceof NotFoundError) throw new ProtocolError(ErrorCode.NotFound, `vault ${id} has no pack ${pack}`);
+      throw e;
+    }
+    const h = new PackHasher();
+    h.update(body);
+    const { sha256, sums } = h.digest();
+    if (sha256 !== pack) {
+      this.log({ error: 'damage', vault: id, pack, message: 'a stored pack does not match its hash: not served' });
+      throw new DamageError(`damaged store: vault ${id} pack ${pack} does not match its hash (not served; uploading it again replaces it)`);
+    }
+    this.verified.add(key, body);
+    const had = await this.sumsOf(user, id, pack);
+    if (!had || !Buffer.from(sums).equals(Buffer.from(encodeSums(pack, had.size, [had.blocks])))) {
+      this.sums.delete(vaultSumsKey(user, id, pack));
+      await this.putSums(user, id, pack, sums);
+    }
+    return body;
+  }
+
+  /**
+   * Opens a pack for reading: NotFound (404) when it is absent. Each `read` returns checked
+   * bytes: from the whole pack verified against its id, or from the blocks the range touches,
+   * each against its sum; a block that fails its sum has the whole pack read and verified
+   * (it tells a damaged pack, a DamageError, from damaged sums, made again).
+   */
+  async openPack(user: string, id: string, pack: string): Promise<OpenPack> {
+    checkPackId(pack);
+    await this.mustExist(user, id);
+    const key = vaultPackKey(user, id, pack);
+    const kept = this.verified.whole(key);
+    const sums = kept ? null : await this.sumsOf(user, id, pack);
+    if (!kept && !sums) {
+      const body = await this.wholePack(user, id, pack);
+      return { size: body.length, read: async (start, end) => body.subarray(start, end) };
+    }
+    const size = kept ? kept.length : sums!.size;
+    return {
+      size,
+      read: async (start, end) => {
+        if (!(Number.isSafeInteger(start) && Number.isSafeInteger(end) && 0 <= start && start <= end && end <= size)) throw new RangeError(`bad range ${start}-${end} of a pack of ${size} bytes`);
+        const whole = this.verified.whole(key);
+        if (whole) return whole.subarray(start, end);
+        const from = Math.floor(start / SUM_BLOCK) * SUM_BLOCK;
+        const to = Math.min(size, Math.ceil(end / SUM_BLOCK) * SUM_BLOCK);
+        let got: Uint8Array | null = null;
+        try {
+          got = await this.backend.get(key, { offset: from, length: to - from });
+        } catch (e) {
+          if (!(e instanceof NotFoundError)) throw e;
+        }
+        if (got && got.length === to - from && blocksMatch(got, from, sums!.blocks)) return got.subarray(start - from, end - from);
+        return (await this.wholePack(user, id, pack)).subarray(start, end);
+      },
+    };
+  }
+
+  /** The vault's packs in id order after `after`, VAULT_PACKS_PAGE at most; `more` when the
+   *  listing goes on. */
+  async packs(user: string, id: string, after?: string): Promise<{ packs: { id: string; size: number }[]; more: boolean }> {
+    if (after !== undefined) checkPackId(after);
+    await this.mustExist(user, id);
+    const prefix = vaultPacksPrefix(user, id);
+    const packs: { id: string; size: number }[] = [];
+    for await (const e of this.backend.list(prefix, after === undefined ? {} : { after: prefix + after })) {
+      const pack = e.key.slice(prefix.length);
+      if (!PACK_ID.test(pack)) continue;
+      if (packs.length === VAULT_PACKS_PAGE) return { packs, more: true };
+      packs.push({ id: pack, size: e.size });
+    }
+    return { packs, more: false };
+  }
+
+  /** The vault's head and its counter, or null before the first. */
+  async head(user: string, id: string): Promise<{ counter: number; body: Uint8Array } | null> {
+    await this.mustExist(user, id);
+    const key = vaultHeadKey(user, id);
+    const got = await this.backend.getHead(key);
+    return got && decodeVaultHead(got.body, key);
+  }
+
+  /**
+   * Writes the vault's head if it is still at `counter` (0: none yet): then its counter is
+   * counter + 1. Otherwise nothing is written and the current counter is told. Of two writers
+   * at one counter exactly one lands (the backend's compare-and-swap).
+   */
+  async putHead(user: string, id: string, body: Uint8Array, counter: number): Promise<HeadSwap> {
+    if (!Number.isSafeInteger(counter) || counter < 0 || counter >= Number.MAX_SAFE_INTEGER) throw malformed('a head counter is a whole number from 0');
+    if (body.length < 1 || body.length > VAULT_HEAD_MAX) throw malformed(`a head is 1 to ${VAULT_HEAD_MAX} bytes`);
+    await this.mustExist(user, id);
+    const key = vaultHeadKey(user, id);
+    const got = await this.backend.getHead(key);
+    const current = got ? decodeVaultHead(got.body, key).counter : 0;
+    if (current !== counter) return { ok: false, counter: current };
+    const stored = encodeVaultHead(counter + 1, body);
+    try {
+      if (await this.backend.putHead(key, stored, got?.tag ?? null)) return { ok: true, counter: counter + 1 };
+    } catch (e) {
+      // a retried write refused (S3): it landed if the head holds these very bytes now
+      if (!(e instanceof UnknownOutcome)) throw e;
+      const now = await this.backend.getHead(key);
+      if (now && Buffer.from(now.body).equals(stored)) return { ok: true, counter: counter + 1 };
+    }
+    const now = await this.backend.getHead(key);
+    return { ok: false, counter: now ? decodeVaultHead(now.body, key).counter : 0 };
+  }
+}
+
+const noVault = (id: string) => new ProtocolError(ErrorCode.NotFound, `no vault ${id}`);
