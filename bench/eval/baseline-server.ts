@@ -88,7 +88,7 @@ export async function startBaselineServer(opts: { port: number; data: string; de
     host: '127.0.0.1',
     port: opts.port,
     maxPayload: 64 << 20,
-    // the same permessage-deflate settings as Dsync's server (server/src/server.ts)
+    // the same permessage-deflate settings as Dsync's server (server/src/ws-upgrade.ts)
     perMessageDeflate: opts.deflate ? { threshold: 256, serverMaxWindowBits: 15, concurrencyLimit: 4 } : false,
   });
   await new Promise<void>((r) => wss.once('listening', () => r()));

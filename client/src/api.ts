@@ -1,4 +1,4 @@
-/** The server's REST API (server/src/server.ts), as the page uses it. */
+/** The server's REST API (server/src/http/app.ts), as the page uses it. */
 import type { FileInfo, VersionInfo as StoreVersion } from '../../server/src/store/store.ts';
 import { fetchWhileBusy } from '../../shared/src/transport/busy.ts';
 import { SEARCH_PAGE, SEARCH_REQUESTS } from '../../shared/src/base/limits.ts';

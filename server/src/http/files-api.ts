@@ -1,5 +1,5 @@
 /**
- * The REST routes over a user's files (server.ts mounts them under /api; the header there
+ * The REST routes over a user's files (app.ts mounts them under /api; the header there
  * lists their shapes). Reads go through the store's verified sources: a damaged object is a
  * clear error naming the file and version, and a download whose damage shows only after its
  * headers went out is cut off (the client sees a truncated body and an error, never a crash).
@@ -20,7 +20,7 @@ const MAX_PAGE = 10_000;
 type Handler = (req: Req, res: express.Response, store: Store) => Promise<void>;
 
 /**
- * A listing or search the store could not answer whole (the routes: server.ts header): a read
+ * A listing or search the store could not answer whole (the routes: app.ts header): a read
  * failed or timed out. The request fails with 503 and this reason (no Retry-After: not the
  * server's capacity), never with an empty or partial page a client would read as deletions.
  */

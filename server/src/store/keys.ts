@@ -6,7 +6,7 @@
  *   ns/<user>/files/<encoded name>          a file head
  *   ns/<user>/uploads/<encoded name>        the interrupted uploads of a name (resume state)
  *   gc/state                                the garbage collector's head
- *   health/<32 hex>                         a server's health probe head (server.ts)
+ *   health/<32 hex>                         a server's health probe head (http/health.ts)
  *   journal/<32 hex>                        a head change's mark, until its catalog is noted (commit.ts)
  *   auth/sessions/<64 hex>                  a page login (SHA-256 of its session id; logins.ts)
  *   vaults/<user>/keys/<32 hex>             a vault's wrapped-key file (vaults.ts)

@@ -28,7 +28,7 @@ import { validateName } from '../../../shared/src/wire/names.ts';
 import { type SearchPage, searchNames } from './search.ts';
 import { VersionSource } from './source.ts';
 import { type UploadState, carryMark, claimUpload, forgetUpload, holdsUpload, markUploads, mayHoldUploads, suspendUpload } from './uploads.ts';
-import { type VersionSink, stale, versionSink } from './writer.ts';
+import { type VersionSink, VersionWriter, stale } from './writer.ts';
 
 /** Similarity traits are brought up to the folder catalogs when older than this (other processes commit). */
 const TRAITS_REFRESH_MS = 30_000;
@@ -592,7 +592,7 @@ export class Store {
    * modification time of the file (ms since the epoch), kept in the version's entry.
    */
   create(name: string, expectLatest?: number, client?: string, resume?: UploadState, seen?: SeenHead, modified?: number): VersionSink {
-    return versionSink(this, name, expectLatest, client, resume, seen, modified);
+    return new VersionWriter(this, name, expectLatest, client, resume, seen, modified);
   }
 
   /** Records the similarity traits of `name`'s new latest version (its index `id`). */

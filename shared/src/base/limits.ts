@@ -201,7 +201,7 @@ export const PASS_LEAD = 24 << 20;
  *  not send it again until either side changes (a listing missing a file the server holds). */
 export const SYNC_REFUSALS = 3;
 
-// The REST API's answers (server/src/server.ts `compressJson`)
+// The REST API's answers (server/src/http/app.ts `compressJson`)
 
 /** A JSON answer of the REST API this long or longer is compressed (br or gzip) for a client
  *  that accepts it; a shorter one goes plain: its compression saves less than its headers and

@@ -1,8 +1,8 @@
 /**
  * The sync engine (docs/sync.md): one pass reads the local tree, the state and the server's
- * listing, plans with sync/plan.ts, checks the delete guard and carries the plan out (moves,
- * then uploads and downloads a few at a time, then the rest); `syncUntilStill` runs passes until
- * one finds nothing to do. All I/O is behind
+ * listing, plans with sync/plan.ts, checks the delete guard and carries the plan out (moves
+ * aside and deletes, then moves, then uploads and downloads a few at a time, then the rest);
+ * `syncUntilStill` runs passes until one finds nothing to do. All I/O is behind
  * `LocalTree` and `RemoteFolder`, which the CLI implements with node:fs and the delta push and
  * pull (cli/sync-io.ts) and the page's worker with the File System Access API
  * (client/src/folder-sync.ts), so the engine is the same wherever it runs.
@@ -203,6 +203,13 @@ const isFileAction = (a: Action | FolderAction): a is Action => a.op in ACTS;
 /** The path an action is about (a move: where it starts). */
 const pathOf = (a: Action | FolderAction) => ('path' in a ? a.path : a.from);
 
+/** The kinds of file actions, by when a pass carries them out (`carryOut`). */
+const transfer = (a: Action) => a.op === 'upload' || a.op === 'download';
+const aside = (a: Action) => a.op === 'asideLocal' || a.op === 'asideRemote';
+const del = (a: Action) => a.op === 'deleteLocal' || a.op === 'deleteRemote';
+const move = (a: Action) => a.op === 'moveRemote' || a.op === 'moveLocal';
+const first = (a: Action) => aside(a) || del(a) || move(a);
+
 /** Whether two looks at a file saw it unchanged (size and modification time). */
 export const sameStat = (a: Stat | null, b: Stat | null) => (a === null ? b === null : b !== null && a.size === b.size && a.mtimeMs === b.mtimeMs);
 
@@ -212,10 +219,49 @@ const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
  *  path, expectation and content, so that a change on either side starts the count again. */
 const refusals = new WeakMap<SyncState, Map<string, { n: number; why: string }>>();
 
-/** One pass: read both sides, plan, guard, act. */
+/**
+ * One pass, in its steps: read both sides (`readSides`), plan (`planPass`), check the delete
+ * guard (`deleteGuard`: a pass that would delete too much does nothing), then carry the plan
+ * out (`carryOut`: moves aside and deletes first, then moves, then transfers, then the rest;
+ * the state is recorded as actions finish and at the end).
+ */
 export async function syncPass(local: LocalTree, remote: RemoteFolder, state: SyncState, opts: EngineOptions): Promise<PassReport> {
+  const sides = await readSides(local, remote, state, opts);
+  const planned = planPass(local, state, sides, opts);
+  const read = { hashed: sides.hashed, skipped: sides.skipped, hidden: sides.hidden };
+  const guard = deleteGuard(sides, planned, opts);
+  if (guard) return { done: [], ...read, guard };
+  return { done: await carryOut(local, remote, state, opts, sides, planned), ...read };
+}
+
+/** What a pass read of both sides. */
+interface Sides {
+  /** the local files the pass decides on (none held, none ignored), with their root hashes */
+  localFiles: Map<string, LocalFile & { stat: Stat }>;
+  /** the server's files the pass decides on, with their roots where the plan needs them */
+  remoteFiles: Map<string, RemoteFile>;
+  /** the agreed files the pass decides on */
+  agreed: Map<string, Agreed>;
+  /** the local folders, and the server's (null: it keeps no empty folders) */
+  dirs: Set<string>;
+  remoteFolders: Set<string> | null;
+  /** folders (ending in '/') left out of this pass entirely */
+  heldFolders: string[];
+  skipped: Skipped[];
+  /** local files read to hash them */
+  hashed: number;
+  /** the server's roots that could not be read */
+  unreadable: number;
+  /** local files and folders the folder's own ignore rules hide */
+  hidden: number;
+}
+
+/** Reads both sides: the local scan and the server's listing side by side; the hash of each
+ *  local file whose size or mtime differ from its agreed entry; the server's roots where the
+ *  plan needs them. Paths that could not be read are held out of the pass (never read as
+ *  deleted). */
+async function readSides(local: LocalTree, remote: RemoteFolder, state: SyncState, opts: EngineOptions): Promise<Sides> {
   const ignored = opts.ignored ?? (() => false);
-  const now = opts.now ?? (() => new Date());
   const [scan, { files: listing, folders: remoteFolders, skipped: unlisted = [] }] = await Promise.all([local.scan(), remote.list()]);
   const skipped = [...scan.skipped, ...unlisted];
   // paths left out of this pass entirely (unreadable here): never read as deleted
@@ -274,8 +320,34 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
     }
   }
 
+  return { localFiles, remoteFiles, agreed, dirs: scan.dirs, remoteFolders, heldFolders, skipped, hashed, unreadable, hidden: scan.hidden ?? 0 };
+}
+
+/** What a pass means to do (`planPass`). */
+interface Planned {
+  /** the file actions (sync/plan.ts plan) */
+  actions: Action[];
+  /** the empty folders' actions (planFolders), where the server keeps folders */
+  folderActions: FolderAction[];
+  /** the file actions with the renames and deletes of whole folders grouped (folderMoves) */
+  grouped: (Action | FolderMove | FolderDelete)[];
+  /** the file actions a group carries out */
+  inFolderMove: Set<Action>;
+  /** the agreed folders the pass decides on */
+  agreedFolders: Set<string>;
+  /** folders here follow their files (the server keeps no folders): one left empty by a
+   *  delete or move from the server goes too */
+  prune: boolean;
+  /** the key under which the local file system finds a name */
+  fold: (p: string) => string;
+}
+
+/** Plans the pass from what it read (sync/plan.ts: the decision table). */
+function planPass(local: LocalTree, state: SyncState, sides: Sides, opts: EngineOptions): Planned {
+  const ignored = opts.ignored ?? (() => false);
+  const { localFiles, remoteFiles, agreed, remoteFolders, heldFolders } = sides;
   const inHeld = (d: string) => heldFolders.some((f) => (d + '/').startsWith(f));
-  const dirsHere = new Set([...scan.dirs].filter((d) => !inHeld(d) && !ignored(d, true)));
+  const dirsHere = new Set([...sides.dirs].filter((d) => !inHeld(d) && !ignored(d, true)));
   const dirsThere = remoteFolders && new Set([...remoteFolders].filter((d) => !inHeld(d) && !ignored(d, true)));
   const agreedFolders = new Set([...state.folders].filter((d) => !inHeld(d) && !ignored(d, true)));
   const fold = local.fold ? (p: string) => local.fold!(p) : foldCase;
@@ -291,12 +363,25 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
   const grouped = folderMoves(actions, remoteFiles, local.renameFolder ? { files: localFiles, dirs: dirsHere, fold } : undefined);
   const kept = new Set<Action | FolderMove | FolderDelete>(grouped);
   const inFolderMove = new Set<Action>(actions.filter((a) => !kept.has(a)));
-  const deletes = deletesOf([...actions, ...folderActions]);
+  return { actions, folderActions, grouped, inFolderMove, agreedFolders, prune, fold };
+}
+
+/** The delete guard: what stops a pass that would delete more than `maxDeleteShare` of the
+ *  agreed files and folders (or `maxDeleteMin`, whichever is more); undefined when it may go. */
+function deleteGuard(sides: Sides, planned: Planned, opts: EngineOptions): PassReport['guard'] | undefined {
+  const { agreed, skipped, unreadable } = sides;
+  const { agreedFolders } = planned;
+  const deletes = deletesOf([...planned.actions, ...planned.folderActions]);
   const allowed = deleteAllowance(agreed.size + agreedFolders.size, opts.maxDeleteShare, opts.maxDeleteMin);
   const errors = skipped.filter((s) => s.hold || s.reason.startsWith('cannot read')).length + unreadable;
-  const hiddenHere = scan.hidden ?? 0;
-  if (deletes > allowed) return { done: [], hashed, skipped, hidden: hiddenHere, guard: { deletes, allowed, files: agreed.size, folders: agreedFolders.size, errors } };
+  if (deletes > allowed) return { deletes, allowed, files: agreed.size, folders: agreedFolders.size, errors };
+}
 
+/** Carries the plan out and records each finished action in the state; what was done. */
+async function carryOut(local: LocalTree, remote: RemoteFolder, state: SyncState, opts: EngineOptions, sides: Sides, planned: Planned): Promise<Done[]> {
+  const now = opts.now ?? (() => new Date());
+  const { localFiles, remoteFiles } = sides;
+  const { actions, folderActions, grouped, inFolderMove, prune, fold } = planned;
   const done: Done[] = [];
   // names taken for conflict copies: on either side, as this file system finds names
   const takenKeys = new Set([...localFiles.keys(), ...remoteFiles.keys(), ...state.files.keys()].map(fold));
@@ -427,28 +512,43 @@ export async function syncPass(local: LocalTree, remote: RemoteFolder, state: Sy
       await report(d);
     }
   };
-  // first the moves aside and the deletes (a file out of a folder's way), then the moves, then
-  // the uploads and downloads (each its own path) several at a time, then the rest one by one:
-  // conflicts name their copies from what is taken
-  const transfer = (a: Action) => a.op === 'upload' || a.op === 'download';
-  const aside = (a: Action) => a.op === 'asideLocal' || a.op === 'asideRemote';
-  const del = (a: Action) => a.op === 'deleteLocal' || a.op === 'deleteRemote';
-  const move = (a: Action) => a.op === 'moveRemote' || a.op === 'moveLocal';
-  const first = (a: Action) => aside(a) || del(a) || move(a);
-  for (const a of actions.filter(aside)) await one(a);
-  for (const a of grouped) if (a.op === 'deleteRemoteFolder') await trashFolder(a);
-  for (const a of actions.filter((x) => del(x) && !inFolderMove.has(x))) await one(a);
-  for (const a of grouped) if (a.op === 'moveRemoteFolder') await moveFolder(a);
-  for (const a of grouped) if (a.op === 'moveLocalFolder') await renameFolder(a);
-  for (const a of actions.filter((x) => move(x) && !inFolderMove.has(x))) await one(a);
-  const queue = actions.filter(transfer);
-  await Promise.all(Array.from({ length: Math.min(opts.transfers ?? SYNC_TRANSFERS, queue.length) }, async () => {
-    for (let a; (a = queue.shift()); ) await one(a);
-  }));
-  for (const a of [...actions.filter((x) => !first(x) && !transfer(x)), ...folderActions]) await one(a);
+  // the order: the moves aside and the deletes first (a file out of a folder's way), then the
+  // moves, then the uploads and downloads (each its own path) several at a time, then the rest
+  // one by one (conflicts name their copies from what is taken); the state is saved last
+  await clearTheWay();
+  await moves();
+  await transfers();
+  await theRest();
   await saving;
   await state.save();
-  return { done, hashed, skipped, hidden: hiddenHere };
+  return done;
+
+  /** The moves aside, the folders deleted on the server as one, then the other deletes. */
+  async function clearTheWay() {
+    for (const a of actions.filter(aside)) await one(a);
+    for (const a of grouped) if (a.op === 'deleteRemoteFolder') await trashFolder(a);
+    for (const a of actions.filter((x) => del(x) && !inFolderMove.has(x))) await one(a);
+  }
+
+  /** The folders renamed as one (on the server, then here), then the other renames. */
+  async function moves() {
+    for (const a of grouped) if (a.op === 'moveRemoteFolder') await moveFolder(a);
+    for (const a of grouped) if (a.op === 'moveLocalFolder') await renameFolder(a);
+    for (const a of actions.filter((x) => move(x) && !inFolderMove.has(x))) await one(a);
+  }
+
+  /** The conflicts, records and forgets, then the folder actions, one by one. */
+  async function theRest() {
+    for (const a of [...actions.filter((x) => !first(x) && !transfer(x)), ...folderActions]) await one(a);
+  }
+
+  /** The uploads and downloads, `opts.transfers` (SYNC_TRANSFERS) at a time. */
+  async function transfers() {
+    const queue = actions.filter(transfer);
+    await Promise.all(Array.from({ length: Math.min(opts.transfers ?? SYNC_TRANSFERS, queue.length) }, async () => {
+      for (let a; (a = queue.shift()); ) await one(a);
+    }));
+  }
 
   /** A folder moved on the server, renamed here as one folder (reported file by file, as
    *  `moveLocal`s): each file is first verified as the plan read it (a file changed here
