@@ -13,7 +13,7 @@ import WebSocket from 'ws';
 import { bufferSource } from '../shared/src/chunking/chunk-index.ts';
 import { push } from '../shared/src/session/delta-client.ts';
 import { MemoryKnown } from '../shared/src/session/known.ts';
-import { decode } from '../shared/src/wire/codec.ts';
+import { decodeFrame } from '../shared/src/wire/codec.ts';
 import { Msg, PROTOCOL_VERSION } from '../shared/src/wire/protocol.ts';
 import { fastRandomBytes, textBytes } from '../harness/testdata.ts';
 import { testServer } from '../harness/helpers.ts';
@@ -58,17 +58,19 @@ for (const [kind, bytes] of [
   say();
   say(`## ${kind}, deflate ${rep.deflate ? 'negotiated' : 'off'}`);
   say();
-  say('| dir | message | bytes | on the wire | header | frame |');
-  say('|---|---|---|---|---|---|');
+  say('| dir | message | bytes | frame: payload on the wire + header |');
+  say('|---|---|---|---|');
   let total = 0;
   for (const f of frames) {
-    const m = decode(f.message);
     total += f.header + f.payload;
-    say(`| ${f.dir === 'up' ? '→' : '←'} | ${name(m.type)} | ${f.message.length} | ${f.payload}${f.deflated ? ' (deflated)' : ''} | ${f.header} | ${f.header + f.payload} |`);
+    decodeFrame(f.message).forEach(({ m, bytes }, i) => {
+      const frame = i ? '' : `${f.payload}${f.deflated ? ' (deflated)' : ''} + ${f.header} = ${f.payload + f.header}`;
+      say(`| ${f.dir === 'up' ? '→' : '←'} | ${name(m.type)} | ${bytes} | ${frame} |`);
+    });
   }
   const msgs = frames.reduce((a, f) => a + f.message.length, 0);
   const payload = frames.reduce((a, f) => a + f.payload, 0);
-  say(`| | **total** | ${msgs} | ${payload} | ${total - payload} | **${total}** |`);
+  say(`| | **${frames.length} frames** | ${msgs} | ${payload} + ${total - payload} = **${total}** |`);
   say();
   say(`The client's report: traffic ${JSON.stringify(rep.traffic)}; literal bytes ${rep.literalBytes}.`);
 }
