@@ -98,13 +98,18 @@ class FrameReader {
     const onData = (c: Buffer) => parts.push(c);
     z.on('data', onData);
     return new Promise((resolve, reject) => {
+      const onError = (e: Error) => {
+        z.off('data', onData);
+        reject(e);
+      };
+      z.once('error', onError);
       z.write(Buffer.concat([payload, Buffer.from([0, 0, 0xff, 0xff])]));
       z.flush(() => {
         z.off('data', onData);
+        z.off('error', onError);
         frame.message = Buffer.concat(parts);
         resolve();
       });
-      z.once('error', reject);
     });
   }
 }

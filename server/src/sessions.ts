@@ -279,7 +279,8 @@ async function oneSession(s: SessionContext): Promise<Ended> {
         if (knownIndex && !Buffer.from(knownIndex.root.subarray(0, ROOT_PREFIX)).equals(known.root)) {
           throw new ProtocolError(ErrorCode.UnknownBasis, `version ${known.version} of ${name} is not the one the client knows`);
         }
-        await conn.send({ type: Msg.Ready, version: basisVersion, size: opened?.source.size ?? 0 });
+        // (none against a known version: the client knows that basis, docs/protocol.md §3)
+        if (!known) await conn.send({ type: Msg.Ready, version: basisVersion, size: opened?.source.size ?? 0 });
         let similarTo: string | undefined;
         const basis = opened
           ? { index: knownIndex || (await indexFor(store, cfg, hello, name, latest, opened.source, head)), source: opened.source, verified: opened.verified }

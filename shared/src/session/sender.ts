@@ -273,7 +273,7 @@ class Sender implements Judged {
       if (list.size !== this.target.size) throw new Error('the file changed size while syncing');
       await this.endList();
       this.state = LISTED;
-      await this.conn.send({ type: Msg.ChecksumsEnd, count: list.count, size: this.target.size }, { wait: false });
+      await this.sendListEnd();
       this.opts.onPhase?.('tokens');
     }
     if (r?.done) this.enterHashed();
@@ -292,6 +292,11 @@ class Sender implements Judged {
 
   /** Lists what is left before Checksums End: nothing (the chunks went out with their parts). */
   protected async endList(): Promise<void> {}
+
+  /** Says the list is whole: Checksums End. */
+  protected async sendListEnd(): Promise<void> {
+    await this.conn.send({ type: Msg.ChecksumsEnd, count: this.list.count, size: this.target.size }, { wait: false });
+  }
 
   /** Every part is taken. */
   protected enterHashed(): void {
@@ -512,6 +517,10 @@ class KnownBasisSender extends Sender {
     await this.listKnown(this.list.count);
   }
 
+  /** No Checksums End: the last Verdict, which comes once every chunk is listed, ends the list
+   *  (docs/protocol.md §3 "A known basis"). */
+  protected override async sendListEnd(): Promise<void> {}
+
   protected override enterHashed(): void {
     super.enterHashed();
     if (!this.tokensEnded) {
@@ -520,7 +529,8 @@ class KnownBasisSender extends Sender {
     }
   }
 
-  /** No Match Tokens come: only Ready, on a push (`beforeTokens`). */
+  /** No Match Tokens come, and no Ready (`beforeTokens`: none on a push against a known
+   *  version). */
   protected override async readReceiver(): Promise<void> {
     await this.opts.beforeTokens?.();
   }
