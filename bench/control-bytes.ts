@@ -44,7 +44,7 @@ for (const [kind, bytes] of [
   ['text (permessage-deflate)', textBytes(47, SIZE)],
 ] as const) {
   const known = new MemoryKnown(1 << 30, undefined, true);
-  const file = `control/${kind.startsWith('random') ? 'random' : 'text'}.bin`;
+  const file = kind.startsWith('random') ? 'random.bin' : 'prose.txt';
   await push(bufferSource(bytes), { url, name: file, WebSocket: WebSocket as never, known });
   const edited = bytes.slice();
   edited.set(fastRandomBytes(8, 8), SIZE >> 1);
@@ -71,6 +71,13 @@ for (const [kind, bytes] of [
   const msgs = frames.reduce((a, f) => a + f.message.length, 0);
   const payload = frames.reduce((a, f) => a + f.payload, 0);
   say(`| | **${frames.length} frames** | ${msgs} | ${payload} + ${total - payload} = **${total}** |`);
+  say();
+  for (const f of frames)
+    for (const { m } of decodeFrame(f.message)) {
+      if (m.type === Msg.Delta) say(`Delta: chunk ${m.indices[0]}, pieces ${JSON.stringify(m.chunks[0] instanceof Uint8Array ? m.chunks[0].length : m.chunks[0].map((p) => (p instanceof Uint8Array ? p.length : p)))}.`);
+      if (m.type === Msg.Copies) say(`Copies: runs ${JSON.stringify([...m.count])} from basis chunks ${JSON.stringify([...m.basisFirst])}, listed ${JSON.stringify([...m.listed])} of lengths ${JSON.stringify([...m.lengths])}.`);
+      if (m.type === Msg.Result) say(`Result: version ${m.version}, size ${m.size}, ${m.micros} µs, wire in ${m.wireIn} / out ${m.wireOut}.`);
+    }
   say();
   say(`The client's report: traffic ${JSON.stringify(rep.traffic)}; literal bytes ${rep.literalBytes}.`);
 }
