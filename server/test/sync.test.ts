@@ -12,7 +12,7 @@ import { HASH_LAG, READ_SLICE, type Source, offsetsOf, runHash } from '../../sha
 import { strong_hash } from '../../shared/src/chunking/wasm.ts';
 import { newSegmentId, segmentKey } from '../src/store/keys.ts';
 import { type KnownVersion, MemoryKnown, knownKey } from '../../shared/src/session/known.ts';
-import { decode } from '../../shared/src/wire/codec.ts';
+import { decodeFrame } from '../../shared/src/wire/codec.ts';
 import { Msg, hashLength } from '../../shared/src/wire/protocol.ts';
 import { push } from '../../shared/src/session/delta-client.ts';
 import { encodeVersion } from '../src/store/format.ts';
@@ -191,9 +191,9 @@ test('refinement lists the middles of gaps while they pay: not for rewritten reg
     let wake = () => {};
     class Recording extends WebSocket {
       send(data: Uint8Array, ...rest: any[]) {
-        sent.push(data[0]);
-        if (data[0] === Msg.Checksums || data[0] === Msg.Verdict) {
-          const m = decode(data);
+        // (a frame carries one or more messages, docs/protocol.md §1)
+        for (const { m } of decodeFrame(data)) {
+          sent.push(m.type);
           if (m.type === Msg.Checksums) for (const n of m.lengths) listed.push(listed[listed.length - 1] + n);
           if (m.type === Msg.Verdict) judged = listed[m.upTo];
         }
