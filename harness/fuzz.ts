@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { bufferSource } from '../shared/src/chunking/chunk-index.ts';
-import { decode, encode } from '../shared/src/wire/codec.ts';
+import { decode, decodeFrame, encode } from '../shared/src/wire/codec.ts';
 import { type Message, type Piece } from '../shared/src/wire/messages.ts';
 import { type ChunkParams, DEFAULT_PARAMS, ErrorCode, Msg } from '../shared/src/wire/protocol.ts';
 import { MemoryKnown } from '../shared/src/session/known.ts';
@@ -113,7 +113,7 @@ export class Fuzzer {
     const before = await this.store.latest(sc.name);
     const rep = await push(bufferSource(bytes), { url: 'ws://fuzz.invalid/sync', name: sc.name, params, algo, sliceBytes: 16 << 10, known, WebSocket: class { constructor() { queueMicrotask(() => c.emit('open', {})); return c; } } as any });
     await session;
-    sc.frames = c.sent;
+    sc.frames = oneEach(c.sent, algo === 1 ? 20 : 32);
     // (an identical push is no new version: nothing to remove)
     if (!keep && rep.version > before) await this.dropVersion(sc.name, rep.version);
   }
@@ -129,7 +129,7 @@ export class Fuzzer {
       WebSocket: class { constructor() { queueMicrotask(() => c.emit('open', {})); return c; } } as any,
     });
     await session;
-    sc.frames = c.sent;
+    sc.frames = oneEach(c.sent, 32);
   }
 
   private async dropVersion(name: string, v: number) {
@@ -196,6 +196,17 @@ export class Fuzzer {
 }
 
 /** Applies 1–3 random mutations to a transcript. */
+/** The client's frames cut into one message each (a frame carries one or more, the sender
+ *  batching what it sends between two waits: docs/protocol.md §1), so that each is mutated and
+ *  sent on its own. */
+function oneEach(frames: Uint8Array[], hashLen: number): Uint8Array[] {
+  return frames.flatMap((f) => {
+    if (f[0] === Msg.Hello) return [f]; // (a Hello goes alone; the session's H follows it)
+    let at = 0;
+    return decodeFrame(f, hashLen).map(({ bytes }) => f.subarray(at, (at += bytes)));
+  });
+}
+
 export function mutate(frames: Uint8Array[], r: Rng, hashLen: number): Uint8Array[] {
   let out: Uint8Array[] = frames.map((f) => f.slice());
   const n = 1 + r.int(3);
@@ -252,7 +263,7 @@ function foreign(r: Rng, H: number): Uint8Array {
     { type: Msg.ChecksumsEnd, count: r.int(30), size: r.int(300_000) },
     { type: Msg.Result, version: 1, size: r.int(1000), root: hash, micros: 0, wireIn: 0, wireOut: 0 },
     { type: Msg.Error, code: r.int(20), message: 'client error' },
-    { type: Msg.Ready, version: 1, size: 0, maxMessage: 1 },
+    { type: Msg.Ready, version: 1, size: 0 },
     { type: Msg.Copies, listed: Uint32Array.of(1), fastfps: Uint32Array.of(r.int(2 ** 32)), lengths: Uint32Array.of(r.int(70_000)), count: Uint32Array.of(r.int(30)), basisFirst: Uint32Array.of(r.int(30)) },
   ];
   return encode(ms[r.int(ms.length)], H || 32);

@@ -7,7 +7,7 @@
 import { type ChunkIndex, type Source, chunkSource } from '../../shared/src/chunking/chunk-index.ts';
 import type { Hello } from '../../shared/src/wire/messages.ts';
 import { Conn, ConnectionLost, RemoteError, type WebSocketLike } from '../../shared/src/transport/conn.ts';
-import { BASIS_ABSENT, DEFAULT_FINE, ErrorCode, Msg, Op, PROTOCOL_VERSION, ProtocolError, checkParams, hashLength, sameParams } from '../../shared/src/wire/protocol.ts';
+import { BASIS_ABSENT, DEFAULT_FINE, ErrorCode, Msg, Op, PROTOCOL_VERSION, ProtocolError, ROOT_PREFIX, checkParams, hashLength, sameParams } from '../../shared/src/wire/protocol.ts';
 import { indexParts } from '../../shared/src/session/checksum-list.ts';
 import { receiveTarget } from '../../shared/src/session/receiver.ts';
 import { sendTarget } from '../../shared/src/session/sender.ts';
@@ -274,10 +274,13 @@ async function oneSession(s: SessionContext): Promise<Ended> {
       let opened = basisVersion ? await knownOrLatest(store, name, basisVersion, !!known, head).catch(unguess) : null;
       try {
         const knownIndex = known && (await indexFor(store, cfg, hello, name, known.version, opened!.source, head));
-        if (knownIndex && !Buffer.from(knownIndex.root).equals(known.root)) {
+        // (the Hello carries the first ROOT_PREFIX bytes of the root: a version that differs
+        // and shares them is refused by the last Verdict's whole root, VerifyFailed)
+        if (knownIndex && !Buffer.from(knownIndex.root.subarray(0, ROOT_PREFIX)).equals(known.root)) {
           throw new ProtocolError(ErrorCode.UnknownBasis, `version ${known.version} of ${name} is not the one the client knows`);
         }
-        await conn.send({ type: Msg.Ready, version: basisVersion, size: opened?.source.size ?? 0, maxMessage: cfg.maxMessage });
+        // (none against a known version: the client knows that basis, docs/protocol.md §3)
+        if (!known) await conn.send({ type: Msg.Ready, version: basisVersion, size: opened?.source.size ?? 0 });
         let similarTo: string | undefined;
         const basis = opened
           ? { index: knownIndex || (await indexFor(store, cfg, hello, name, latest, opened.source, head)), source: opened.source, verified: opened.verified }
@@ -333,7 +336,7 @@ async function oneSession(s: SessionContext): Promise<Ended> {
       try {
         // the version's modification time, for the client to set on the file it writes
         const modified = head?.versions.find((v) => v.version === version)?.modified;
-        await conn.send({ type: Msg.Ready, version, size: opened.source.size, maxMessage: cfg.maxMessage, ...(modified !== undefined && { modified }) });
+        await conn.send({ type: Msg.Ready, version, size: opened.source.size, ...(modified !== undefined && { modified }) });
         const target = await indexFor(store, cfg, hello, name, version, opened.source, head);
         phase('checksums');
         const out = await sendTarget(conn, hello.algo, { size: target.size, parts: indexParts(target) }, opened.source, {

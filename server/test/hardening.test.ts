@@ -462,8 +462,9 @@ test('hostile pushes against a known basis: refused with a clear code, nothing s
     const push = (extra: object, ...frames: Uint8Array[]) => raw(s.wsUrl, [hello('k', { size: b.length, ...extra }), ...frames]);
     const cases: [number, RegExp, object, Uint8Array[]][] = [
       [ErrorCode.UnexpectedMessage, /Copies/, {}, [list0, copies(1, [0, n - 1, 1])]],
-      // after the list's end
-      [ErrorCode.UnexpectedMessage, /Copies/, { known }, [...list, copies(n, [0, 1, 1])]],
+      // after the list's end: the last Verdict ends it (no ChecksumsEnd against a known basis)
+      [ErrorCode.UnexpectedMessage, /unexpected Copies/, { known }, [list[0], verdict(ib.root), copies(n, [0, 1, 1])]],
+      [ErrorCode.UnexpectedMessage, /unexpected ChecksumsEnd/, { known }, [...list]],
       // listed by Copies and again by Checksums: the list goes on past the file's last, short chunk
       [ErrorCode.Inconsistent, /below min/, { known }, [list0, copies(1, [0, n - 1, 1]), encode({ type: Msg.Checksums, fastfps: ib.fastfps.subarray(1), lengths: ib.lengths.subarray(1) }), list[1]]],
       // a client of the protocol version before (its Copies say where each run starts)
@@ -483,18 +484,18 @@ test('hostile pushes against a known basis: refused with a clear code, nothing s
       [ErrorCode.Malformed, /modification time comes with a push only/, { op: Op.Pull, modified: 5 }, []],
       // chunk 0 claimed from the basis (the basis' length and FastFp, not the file's bytes): the
       // root check refuses it
-      [ErrorCode.VerifyFailed, /does not match/, { known }, [copies(0, [0, n, 0]), list[1], verdict(ib.root)]],
-      [ErrorCode.VerifyFailed, /does not match/, { known }, [list0, copies(1, [0, n - 1, 1]), list[1], verdict(ia.root), first]],
+      [ErrorCode.VerifyFailed, /does not match/, { known }, [copies(0, [0, n, 0]), verdict(ib.root)]],
+      [ErrorCode.VerifyFailed, /does not match/, { known }, [list0, copies(1, [0, n - 1, 1]), verdict(ia.root), first]],
     ];
     for (const [code, why, extra, frames] of cases) {
       const r = await push(extra, ...frames);
       assert.equal(r.error, code, `${why}: ${JSON.stringify(r)}`);
       assert.match(r.message!, why);
     }
-    // a Hello flag bit this version gives no meaning (byte 34: flags, docs/protocol.md §4)
-    for (const flags of [0x04, 0x80, 0xff]) {
+    // a Hello flag bit this version gives no meaning (byte 3: flags, docs/protocol.md §4)
+    for (const flags of [0x10, 0x80, 0xff]) {
       const f = hello('k', { size: b.length, resume: true });
-      f[34] = flags;
+      f[3] = flags;
       const r = await raw(s.wsUrl, [f, ...list]);
       assert.equal(r.error, ErrorCode.Malformed, JSON.stringify(r));
       assert.match(r.message!, /unknown Hello flags/);
@@ -502,8 +503,8 @@ test('hostile pushes against a known basis: refused with a clear code, nothing s
     // the well-formed push of the same frames is stored
     const ws = await Conn.open(s.wsUrl, WebSocket as any);
     const done = await ws.session(async (conn) => {
-      for (const f of [hello('k', { size: b.length, known }), list0, copies(1, [0, n - 1, 1]), list[1], verdict(ib.root), first]) conn.ws.send(f);
-      await conn.expect(Msg.Ready);
+      // (no Ready against a known version: the Result is the first answer)
+      for (const f of [hello('k', { size: b.length, known }), list0, copies(1, [0, n - 1, 1]), verdict(ib.root), first]) conn.ws.send(f);
       return conn.expect(Msg.Result);
     });
     ws.close();
@@ -512,8 +513,7 @@ test('hostile pushes against a known basis: refused with a clear code, nothing s
     // and with the chunk no run covers listed in the Copies, and two runs, against version 1 again
     const ws2 = await Conn.open(s.wsUrl, WebSocket as any);
     const done2 = await ws2.session(async (conn) => {
-      for (const f of [hello('k', { size: b.length, known }), copies(0, [1, 1, 1], [0, n - 2, 2]), list[1], verdict(ib.root), first]) conn.ws.send(f);
-      await conn.expect(Msg.Ready);
+      for (const f of [hello('k', { size: b.length, known }), copies(0, [1, 1, 1], [0, n - 2, 2]), verdict(ib.root), first]) conn.ws.send(f);
       return conn.expect(Msg.Result);
     });
     ws2.close();

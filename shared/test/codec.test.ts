@@ -3,10 +3,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { decode, deltaRunHead, encode } from '../src/wire/codec.ts';
+import { decode, decodeFrame, deltaRunHead, encode } from '../src/wire/codec.ts';
 import { type Message } from '../src/wire/messages.ts';
 import { MAX_MODIFIED_MS } from '../src/base/limits.ts';
-import { ErrorCode, HelloFlag, Msg, ProtocolError, ReadyFlag } from '../src/wire/protocol.ts';
+import { DEFAULT_PARAMS, ErrorCode, HelloFlag, Msg, ProtocolError, ROOT_PREFIX, ReadyFlag } from '../src/wire/protocol.ts';
 
 const u32 = fc.integer({ min: 0, max: 0xffffffff });
 const u64 = fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER });
@@ -41,7 +41,7 @@ const message: fc.Arbitrary<Message> = fc.oneof(
       size: u64,
       basisVersion: u32,
       name: fc.string({ unit: 'grapheme', maxLength: 60 }),
-      known: fc.record({ version: fc.integer({ min: 1, max: 0xffffffff }), root: fc.uint8Array({ minLength: algo === 1 ? 20 : 32, maxLength: algo === 1 ? 20 : 32 }) }),
+      known: fc.record({ version: fc.integer({ min: 1, max: 0xffffffff }), root: fc.uint8Array({ minLength: ROOT_PREFIX, maxLength: ROOT_PREFIX }) }),
       modified,
     }, { requiredKeys: ['type', 'version', 'op', 'params', 'algo', 'size', 'basisVersion', 'name', 'known'] }),
   ),
@@ -49,7 +49,7 @@ const message: fc.Arbitrary<Message> = fc.oneof(
     const l = listed.reduce((a, x) => a + x, 0);
     return fc.record({ type: fc.constant(Msg.Copies), listed: fc.constant(Uint32Array.from(listed)), fastfps: u32arr(l), lengths: u32arr(l), count: u32arr(listed.length), basisFirst: u32arr(listed.length) });
   }),
-  fc.record({ type: fc.constant(Msg.Ready), version: u32, size: u64, maxMessage: u32, modified }, { requiredKeys: ['type', 'version', 'size', 'maxMessage'] }),
+  fc.record({ type: fc.constant(Msg.Ready), version: u32, size: u64, modified }, { requiredKeys: ['type', 'version', 'size'] }),
   fc.nat(50).chain((n) => fc.record({ type: fc.constant(Msg.Checksums), fastfps: u32arr(n), lengths: u32arr(n) })),
   fc.record({ type: fc.constant(Msg.ChecksumsEnd), count: u32, size: u64 }),
   fc.nat(20).chain((n) =>
@@ -80,7 +80,7 @@ const message: fc.Arbitrary<Message> = fc.oneof(
       prefixes: fc.uint8Array({ minLength: 8 * n, maxLength: 8 * n }),
     }),
   ),
-  fc.record({ type: fc.constant(Msg.Result), version: u32, size: u64, root: hash, micros: u64, wireIn: u64, wireOut: u64 }),
+  fc.record({ type: fc.constant(Msg.Result), version: u32, size: u64, root: fc.uint8Array({ minLength: ROOT_PREFIX, maxLength: ROOT_PREFIX }), micros: u64, wireIn: u64, wireOut: u64 }),
   fc.record({ type: fc.constant(Msg.Error), code: fc.integer({ min: 0, max: 0xffff }), message: fc.string({ maxLength: 200 }) }),
 ) as fc.Arbitrary<Message>;
 
@@ -150,65 +150,87 @@ test('garbled frames decode to a valid message or fail with Malformed', () => {
   );
 });
 
-test("Hello's flags: Resume round-trips at its offset, every bit but Resume and Modified is Malformed", () => {
-  const hello = { type: Msg.Hello, version: 10, op: 1, params: { min: 2048, avg: 8192, max: 65536, op: 0, every: 16 }, algo: 3, size: 5, basisVersion: 0, name: 'a/b' } as const;
-  const FLAGS = 34;
-  assert.equal(encode(hello)[FLAGS], 0);
+test("Hello's flags: Resume round-trips, Known, Params and Modified say what follows the name, every other bit is Malformed", () => {
+  const hello = { type: Msg.Hello, version: 11, op: 1, params: DEFAULT_PARAMS, algo: 3, size: 5, basisVersion: 0, name: 'a/b' } as const;
+  const FLAGS = 3;
+  // type, version, op, flags, algo, size, basisVersion, name length, name: the default
+  // chunking is left out
+  assert.deepEqual(Array.from(encode(hello)), [Msg.Hello, 11, 1, 0, 3, 5, 0, 3, 0x61, 0x2f, 0x62]);
   assert.equal((decode(encode(hello)) as { resume?: boolean }).resume, undefined);
   const f = encode({ ...hello, resume: true });
   assert.equal(f[FLAGS], HelloFlag.Resume);
   assert.equal((decode(f) as { resume?: boolean }).resume, true);
+  const known = HelloFlag.Known | HelloFlag.Params | HelloFlag.Modified;
   fc.assert(
     fc.property(fc.integer({ min: 0, max: 255 }), (flags) => {
       const g = encode(hello).slice();
       g[FLAGS] = flags;
-      if (flags & ~(HelloFlag.Resume | HelloFlag.Modified)) assert.throws(() => decode(g), (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Malformed && /flags/.test(e.message));
-      // Modified without its 8 bytes: truncated
-      else if (flags & HelloFlag.Modified) assert.throws(() => decode(g), (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Malformed && /truncated modified/.test(e.message));
+      if (flags & ~(HelloFlag.Resume | known)) assert.throws(() => decode(g), (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Malformed && /flags/.test(e.message));
+      // a flag whose field is not there: truncated
+      else if (flags & known) assert.throws(() => decode(g), (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Malformed && /truncated/.test(e.message));
       else assert.equal((decode(g) as { resume?: boolean }).resume, flags ? true : undefined);
     }),
   );
+  // other chunking travels after the name (Params); the default given as if it were other is
+  // Malformed (one encoding per Hello, as a varint has one form)
+  const params = { min: 4096, avg: 16384, max: 131072, op: 1, every: 8 };
+  const p = encode({ ...hello, params });
+  assert.equal(p[FLAGS], HelloFlag.Params);
+  assert.deepEqual(Array.from(p.subarray(11)), [0x80, 0x20, 0x80, 0x80, 0x01, 0x80, 0x80, 0x08, 1, 8]);
+  assert.deepEqual((decode(p) as { params: unknown }).params, params);
+  const d = Uint8Array.from([...encode(hello), 0x80, 0x10, 0x80, 0x40, 0x80, 0x80, 0x04, 0, 16]);
+  d[FLAGS] = HelloFlag.Params;
+  assert.throws(() => decode(d), (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Malformed && /default/.test(e.message));
+  // a known version: its number and the first ROOT_PREFIX bytes of its root (a longer root is cut
+  // to them); version 0 is Malformed
+  const root = Uint8Array.from({ length: 32 }, (_, i) => i);
+  const k = encode({ ...hello, known: { version: 300, root } });
+  assert.equal(k[FLAGS], HelloFlag.Known);
+  assert.deepEqual(Array.from(k.subarray(11)), [0xac, 0x02, ...root.subarray(0, ROOT_PREFIX)]);
+  const z = k.slice();
+  z.set([0, ...root.subarray(0, ROOT_PREFIX)], 11);
+  assert.throws(() => decode(z.subarray(0, z.length - 1)), (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Malformed && /known version 0/.test(e.message));
 });
 
-test("Hello's modified: absent, the frame is as before it (no flag, no bytes); present, the flag and 8 bytes last; beyond MAX_MODIFIED_MS, Malformed", () => {
-  const hello = { type: Msg.Hello, version: 10, op: 1, params: { min: 2048, avg: 8192, max: 65536, op: 0, every: 16 }, algo: 3, size: 5, basisVersion: 0, name: 'a/b' } as const;
-  const FLAGS = 34;
+test("Hello's modified: absent, no flag and no bytes; present, the flag and a varint last; beyond MAX_MODIFIED_MS, Malformed", () => {
+  const hello = { type: Msg.Hello, version: 11, op: 1, params: DEFAULT_PARAMS, algo: 3, size: 5, basisVersion: 0, name: 'a/b' } as const;
+  const FLAGS = 3;
   const plain = encode(hello);
-  assert.equal(plain.length, 37 + 3);
+  assert.equal(plain.length, 8 + 3);
   assert.equal('modified' in decode(plain), false);
   const at = Date.UTC(2001, 1, 3, 4, 5, 6, 789);
-  for (const m of [{ ...hello, modified: at }, { ...hello, resume: true, modified: at }, { ...hello, known: { version: 2, root: new Uint8Array(32).fill(9) }, modified: at }]) {
+  const atBytes = Array.from(encode({ type: Msg.ChecksumsEnd, count: 0, size: at }).subarray(2));
+  for (const m of [{ ...hello, modified: at }, { ...hello, resume: true, modified: at }, { ...hello, known: { version: 2, root: new Uint8Array(ROOT_PREFIX).fill(9) }, modified: at }]) {
     const f = encode(m);
-    assert.equal(f.length, plain.length + ('known' in m ? 32 : 0) + 8);
+    assert.equal(f.length, plain.length + ('known' in m ? 1 + ROOT_PREFIX : 0) + atBytes.length);
     assert.equal(f[FLAGS] & HelloFlag.Modified, HelloFlag.Modified);
-    // the last 8 bytes, after the name (and the known root)
-    assert.equal(new DataView(f.buffer, f.byteOffset).getBigUint64(f.length - 8, true), BigInt(at));
+    // the last bytes, after the name (and the known version)
+    assert.deepEqual(Array.from(f.subarray(f.length - atBytes.length)), atBytes);
     assert.deepEqual(norm(decode(f)), norm(m));
     // the frame up to the time is the Hello without it, but for the flag
-    const g = f.slice(0, f.length - 8);
+    const g = f.slice(0, f.length - atBytes.length);
     g[FLAGS] &= ~HelloFlag.Modified;
     assert.deepEqual(Array.from(g), Array.from(encode({ ...m, modified: undefined })));
   }
   fc.assert(
     fc.property(fc.integer({ min: MAX_MODIFIED_MS + 1, max: Number.MAX_SAFE_INTEGER }), (late) => {
       assert.throws(() => encode({ ...hello, modified: late }), RangeError);
-      const f = encode({ ...hello, modified: 0 }).slice();
-      new DataView(f.buffer).setBigUint64(f.length - 8, BigInt(late), true);
+      const f = Uint8Array.from([...plain, ...encode({ type: Msg.ChecksumsEnd, count: 0, size: late }).subarray(2)]);
+      f[FLAGS] = HelloFlag.Modified;
       assert.throws(() => decode(f), (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Malformed && /modification time/.test(e.message));
     }),
   );
   for (const bad of [-1, 1.5, NaN]) assert.throws(() => encode({ ...hello, modified: bad }), RangeError);
 });
 
-test("Ready's flags and modified: 18 bytes without, 26 with; other bits, a value beyond MAX_MODIFIED_MS or a missing value are Malformed", () => {
-  const ready = { type: Msg.Ready, version: 3, size: 10, maxMessage: 1 << 20 } as const;
-  const FLAGS = 17;
+test("Ready's flags and modified: 4 bytes for a small version without; other bits, a value beyond MAX_MODIFIED_MS or a missing value are Malformed", () => {
+  const ready = { type: Msg.Ready, version: 3, size: 10 } as const;
+  const FLAGS = 1;
   const plain = encode(ready);
-  assert.equal(plain.length, 18);
-  assert.equal(plain[FLAGS], 0);
+  assert.deepEqual(Array.from(plain), [Msg.Ready, 0, 3, 10]);
   assert.equal('modified' in decode(plain), false);
   const f = encode({ ...ready, modified: MAX_MODIFIED_MS });
-  assert.equal(f.length, 26);
+  assert.equal(f.length, 4 + 7);
   assert.equal(f[FLAGS], ReadyFlag.Modified);
   assert.equal((decode(f) as { modified?: number }).modified, MAX_MODIFIED_MS);
   fc.assert(
@@ -219,9 +241,31 @@ test("Ready's flags and modified: 18 bytes without, 26 with; other bits, a value
       else assert.deepEqual(decode(g), ready);
     }),
   );
-  const late = f.slice();
-  new DataView(late.buffer).setBigUint64(18, BigInt(MAX_MODIFIED_MS + 1), true);
+  const late = Uint8Array.from([...plain, ...encode({ type: Msg.ChecksumsEnd, count: 0, size: MAX_MODIFIED_MS + 1 }).subarray(2)]);
+  late[FLAGS] = ReadyFlag.Modified;
   assert.throws(() => decode(late), (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Malformed && /modification time/.test(e.message));
+});
+
+test('a frame carries one or more messages: decodeFrame reads them in order with their sizes; decode takes one only', () => {
+  fc.assert(
+    fc.property(fc.array(message, { minLength: 1, maxLength: 5 }), (ms) => {
+      // (a Hello sets H for what follows it: these run on H = 32 only)
+      const frames = ms.map((m) => encode(m, H));
+      const frame = Uint8Array.from(frames.flatMap((f) => Array.from(f)));
+      const got = decodeFrame(frame, H);
+      assert.deepEqual(norm(got.map((x) => x.m)), norm(frames.map((f) => decode(f, H))));
+      assert.deepEqual(got.map((x) => x.bytes), frames.map((f) => f.length));
+      if (ms.length > 1) assert.equal(mustFailCleanly(frame), false);
+      // the last message cut short: Malformed, for the whole frame
+      if (frames.at(-1)!.length > 1) assert.throws(() => decodeFrame(frame.subarray(0, frame.length - 1), H), (e: unknown) => e instanceof ProtocolError && e.code === ErrorCode.Malformed);
+    }),
+    { numRuns: 500 },
+  );
+  // a Hello of SHA-1: the Verdict after it carries a 20-byte root
+  const hello = encode({ type: Msg.Hello, version: 11, op: 1, params: DEFAULT_PARAMS, algo: 1, size: 5, basisVersion: 0, name: 'a' });
+  const verdict = encode({ type: Msg.Verdict, upTo: 1, root: new Uint8Array(20).fill(7), failed: [] }, 20);
+  const got = decodeFrame(Uint8Array.from([...hello, ...verdict]), 32, undefined, (m) => (m.type === Msg.Hello ? 20 : 32));
+  assert.deepEqual(got.map((x) => [x.m.type, x.bytes]), [[Msg.Hello, hello.length], [Msg.Verdict, verdict.length]]);
 });
 
 test('random bytes never crash the decoder', () => {

@@ -208,10 +208,14 @@ export async function pushSession(
   const parts = o.index ? indexParts(o.index) : chunkParts(source, o.params, o.algo, { sliceBytes: o.sliceBytes, onProgress: o.onChunked });
   const out = await sendTarget(conn, o.algo, { size: source.size, parts }, source, {
     ...o.sender,
-    ...(k && { known: k, basisChecksums: k.kept ? keptBasisOf(k.kept) : k.fine && basisChecksumsOf(k.fine, k.algo) }),
-    // a push may send Hello and its list before Ready: it is read before the Match Tokens
-    beforeTokens: async () => void (basis = (await conn.expect(Msg.Ready)).version),
+    // against a known version no Ready comes: its basis is that version, which the client
+    // knows (docs/protocol.md §3 "A known basis")
+    ...(k ? { known: k, basisChecksums: k.kept ? keptBasisOf(k.kept) : k.fine && basisChecksumsOf(k.fine, k.algo) } : {
+      // a push may send Hello and its list before Ready: it is read before the Match Tokens
+      beforeTokens: async () => void (basis = (await conn.expect(Msg.Ready)).version),
+    }),
   });
+  if (k) basis = k.version;
   // a new version is numbered above every stored one, its basis too: a Result naming the basis
   // or an older version stored nothing (docs/protocol.md §7, unchanged)
   return { ...out, unchanged: basis > 0 && out.result.version <= basis };

@@ -145,8 +145,8 @@ class Receiver {
    */
   private async next<T extends Message['type']>(...types: T[]): Promise<Extract<Message, { type: T }>> {
     for (;;) {
-      const also: Message['type'][] = this.state === 'checksums' ? [Msg.Checksums, Msg.ChecksumsEnd] : [];
-      if (this.known && this.state === 'checksums') also.push(Msg.Copies);
+      // against a known basis no ChecksumsEnd comes: the last Verdict ends the list
+      const also: Message['type'][] = this.state !== 'checksums' ? [] : this.known ? [Msg.Checksums, Msg.Copies] : [Msg.Checksums, Msg.ChecksumsEnd];
       const m: Message = await this.conn.expect<Message['type']>(...also, ...types);
       switch (m.type) {
         case Msg.Checksums:
@@ -178,18 +178,12 @@ class Receiver {
   }
 
   private async onChecksumsEnd(m: ChecksumsEnd): Promise<void> {
-    const { list, opts } = this;
+    const { list } = this;
     if (m.count !== list.count || m.size !== list.size) {
       throw bad(`ChecksumsEnd says ${m.count} chunks / ${m.size} bytes, the list has ${list.count} / ${list.size}`);
     }
-    if (opts.expectedSize !== undefined && list.size !== opts.expectedSize) throw bad(`Hello announced ${opts.expectedSize} bytes, the Checksum List has ${list.size}`);
+    this.checkListSize();
     this.enter('tokens');
-    if (this.known) {
-      // the sender's last Copies and Verdicts come next
-      this.frontier = list.count;
-      this.enter('delta');
-      return;
-    }
     const from = this.runs.length;
     if (this.streamed) {
       if (this.matcher) this.addRuns(this.matcher.end());
@@ -199,6 +193,12 @@ class Receiver {
     await this.conn.send({ type: Msg.TokensEnd, count: this.runs.length, resumeFrom: this.resumeFrom });
     this.frontier = list.count;
     this.enter('delta');
+  }
+
+  /** The list is whole: its size is Hello's. */
+  private checkListSize(): void {
+    const { list, opts } = this;
+    if (opts.expectedSize !== undefined && list.size !== opts.expectedSize) throw bad(`Hello announced ${opts.expectedSize} bytes, the Checksum List has ${list.size}`);
   }
 
   /** The whole list is in: chooses the basis, opens the sink (which may hold the start of this
@@ -311,6 +311,14 @@ class Receiver {
    *  bitmap leaves out) come as Delta Bytes. */
   private onVerdict(m: Verdict): void {
     const { runs, list } = this;
+    if (this.known && m.root && this.state === 'checksums') {
+      // against a known basis the last Verdict ends the list (no ChecksumsEnd comes): the
+      // matching is the sender's, final for every chunk
+      this.checkListSize();
+      this.enter('tokens');
+      this.frontier = list.count;
+      this.enter('delta');
+    }
     // the last Verdict (root, upTo = count, after TokensEnd) may repeat the upTo before it
     if (m.root && !(this.state === 'delta' && m.upTo === list.count)) throw bad('the root comes with the last verdict, and only there');
     if (m.upTo > this.frontier || (m.upTo <= this.judgedTo && !m.root)) throw bad(`verdict up to chunk ${m.upTo} does not advance from ${this.judgedTo} or goes beyond the Match Tokens' ${this.frontier}`);

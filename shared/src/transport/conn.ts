@@ -9,11 +9,11 @@
  * `session`; connection-pool.ts keeps open ones between sessions.
  */
 import { giveBuffers, takeBuffer } from '../base/buffers.ts';
-import { decode, deltaRunHead, encode } from '../wire/codec.ts';
+import { decode, decodeFrame, deltaRunHead, encode } from '../wire/codec.ts';
 import { DrainRate } from './drain-rate.ts';
 import type { Message } from '../wire/messages.ts';
 import { DEFAULT_LIMITS, type Limits, MAX_IN_FLIGHT } from '../base/limits.ts';
-import { ErrorCode, Msg, ProtocolError } from '../wire/protocol.ts';
+import { ErrorCode, Msg, ProtocolError, hashLength } from '../wire/protocol.ts';
 
 /** Payload bytes per protocol part, before compression, both directions. */
 export interface Traffic {
@@ -95,6 +95,12 @@ const FRAME_ROOM = (1 << 20) + (64 << 10);
  *  1 MiB, ArrayBuffer 4.4 / 2.6 / 2.6 / 2.4 / 2.3 / 3.8 s, Blob 17.1 / 5.0 / 3.0 / 2.1 / 1.8 /
  *  1.4 s (`npm run bench:ws-send`, bench/results/page-vs-cli.md). */
 const BLOB_FRAME_MIN = 64 << 10;
+/** The most bytes of messages a batch (`cork`) holds before it goes out as a frame, and the
+ *  largest Delta message it takes in: a larger one goes in a frame of its own. */
+const BATCH_BYTES = 16 << 10;
+/** A frame shorter than this is not deflated: deflate's own framing would make it longer (an
+ *  8-byte edit's 26-byte Delta became 29), as the server's `ws` threshold says for its own. */
+const DEFLATE_MIN = 256;
 
 export interface ConnOptions {
   limits?: Limits;
@@ -122,6 +128,14 @@ export class Conn {
   runBytes = 0;
   private queue: Uint8Array[] = [];
   private queuedBytes = 0;
+  /** messages of a frame taken from `queue`, not yet received, with their sizes */
+  private taken: { m: Message; bytes: number }[] = [];
+  /** messages sent while corked, to go out together as one frame, and whether one of them is
+   *  to be deflated */
+  private batch: Uint8Array[] = [];
+  private batchBytes = 0;
+  private batchDeflates = false;
+  private corked = false;
   private paused = false;
   /** an Error was sent or close() called: incoming frames are dropped */
   private ending = false;
@@ -263,24 +277,73 @@ export class Conn {
     return true;
   }
 
-  /** Receives the next message. An Error message from the peer throws RemoteError. */
+  /** Receives the next message (a frame carries one or more). An Error message from the peer
+   *  throws RemoteError. What this side batched goes out first: its peer may wait for it. */
   async recv(): Promise<Message> {
-    const t0 = performance.now();
-    while (this.queue.length === 0) {
-      if (this.closed) throw this.closed;
-      await new Promise<void>((r) => (this.waiter = r));
+    this.flush();
+    if (!this.taken.length) {
+      const t0 = performance.now();
+      while (this.queue.length === 0) {
+        if (this.closed) throw this.closed;
+        await new Promise<void>((r) => (this.waiter = r));
+      }
+      this.waitedMs += performance.now() - t0;
+      const frame = this.queue.shift()!;
+      this.queuedBytes -= frame.length;
+      if (this.paused && this.queuedBytes <= this.maxQueued / 2) {
+        this.paused = false;
+        this.ws.resume!();
+      }
+      // the messages after a Hello are in its algorithm's H
+      this.taken = decodeFrame(frame, this.hashLen, this.limits, (m) => (m.type === Msg.Hello && m.algo >= 1 && m.algo <= 3 ? hashLength(m.algo) : this.hashLen));
     }
-    this.waitedMs += performance.now() - t0;
-    const frame = this.queue.shift()!;
-    this.queuedBytes -= frame.length;
-    if (this.paused && this.queuedBytes <= this.maxQueued / 2) {
-      this.paused = false;
-      this.ws.resume!();
-    }
-    const m = decode(frame, this.hashLen, this.limits);
-    this.count(m.type, frame.length);
+    const { m, bytes } = this.taken.shift()!;
+    this.count(m.type, bytes);
     if (m.type === Msg.Error) throw new RemoteError(m.code, m.message);
     return m;
+  }
+
+  /** From now on, messages sent go out together as one frame (docs/protocol.md §1: a frame
+   *  carries one or more messages; a large Delta goes alone) when `uncork` is called, a
+   *  message is received, or the batch holds BATCH_BYTES. */
+  cork() {
+    this.corked = true;
+  }
+
+  /** Sends what was batched, as one frame, and sends each message at once again. */
+  uncork() {
+    this.corked = false;
+    this.flush();
+  }
+
+  /** Sends the batch, if any, as one frame. */
+  private flush() {
+    if (!this.batch.length) return;
+    let frame = this.batch[0];
+    if (this.batch.length > 1) {
+      frame = new Uint8Array(this.batchBytes);
+      let at = 0;
+      for (const b of this.batch) {
+        frame.set(b, at);
+        at += b.length;
+      }
+    }
+    const compress = this.batchDeflates && frame.length >= DEFLATE_MIN;
+    this.batch = [];
+    this.batchBytes = 0;
+    this.batchDeflates = false;
+    this.sentBytes += frame.length;
+    this.ws.send(frame, { compress });
+  }
+
+  /** Adds an encoded message to the batch when corked and it fits; false: send it now. */
+  private batched(frame: Uint8Array, deflate: boolean): boolean {
+    if (!this.corked || frame.length > BATCH_BYTES) return false;
+    if (this.batchBytes + frame.length > BATCH_BYTES) this.flush();
+    this.batch.push(frame);
+    this.batchBytes += frame.length;
+    this.batchDeflates ||= deflate;
+    return true;
   }
 
   /** Receives the next message and checks its type. */
@@ -327,8 +390,11 @@ export class Conn {
       this.count(m.type, frame.length);
       // Basis Checksums repeat where the basis does (tar padding, runs of one byte): deflated,
       // a tarball's list shrinks by a fifth (bench/results/delta-compression.md)
+      const deflate = m.type === Msg.BasisChecksums;
+      if (this.batched(frame, deflate)) return;
+      this.flush();
       this.sentBytes += frame.length;
-      this.ws.send(frame, { compress: m.type === Msg.BasisChecksums });
+      this.ws.send(frame, { compress: deflate && frame.length >= DEFLATE_MIN });
       return;
     }
     // A Delta frame is written into a buffer from the read-buffer pool, given back once `ws`
@@ -337,6 +403,12 @@ export class Conn {
     let room: Uint8Array | null = null;
     const frame = encode(m, this.hashLen, (size) => (room = takeBuffer(Math.max(size, FRAME_ROOM))));
     this.count(m.type, frame.length);
+    if (this.corked && frame.length <= BATCH_BYTES) {
+      this.batched(frame.slice(), true);
+      if (room) giveBuffers([room]);
+      return;
+    }
+    this.flush();
     if (this.native) {
       // Chromium sends a large frame at less CPU as a Blob (its bytes handed on from the
       // browser's blob store) than as an ArrayBuffer, and a small one at less as an ArrayBuffer
@@ -348,7 +420,7 @@ export class Conn {
       return;
     }
     this.sentBytes += frame.length;
-    this.ws.send(frame, { compress: true }, () => {
+    this.ws.send(frame, { compress: frame.length >= DEFLATE_MIN }, () => {
       if (room) giveBuffers([room]);
     });
   }
@@ -364,6 +436,7 @@ export class Conn {
       await new Promise((r) => setTimeout(r, 2));
     }
     if (this.closed) throw this.closed;
+    this.flush();
     const head = deltaRunHead(indices, lengths) as Uint8Array<ArrayBuffer>;
     const frame = new Blob([head, ...parts]);
     this.count(Msg.Delta, frame.size);
@@ -395,6 +468,9 @@ export class Conn {
     this.ending = true;
     this.queue.length = 0;
     this.queuedBytes = 0;
+    this.taken = [];
+    this.batch = [];
+    this.batchBytes = 0;
     if (this.paused) {
       this.paused = false;
       this.ws.resume?.();

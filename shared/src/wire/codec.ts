@@ -12,9 +12,9 @@
  */
 import { DEFAULT_LIMITS, type Limits, MAX_MODIFIED_MS } from '../base/limits.ts';
 import { Reader, Writer, malformed, varintSize } from './frame-bytes.ts';
-import { decodeBasisChecksums, decodeCopies, decodeDelta, encodeBasisChecksums, encodeCopies, encodeDelta, listSize, readList, writeList } from './codec-lists.ts';
+import { decodeBasisChecksums, decodeCopies, decodeDelta, encodeBasisChecksums, encodeCopies, encodeDelta, listSize, readList, u32Of, writeList } from './codec-lists.ts';
 import { type Failed, type Message } from './messages.ts';
-import { HelloFlag, Msg, ProtocolError, ReadyFlag, hashLength } from './protocol.ts';
+import { DEFAULT_PARAMS, HelloFlag, Msg, ProtocolError, ROOT_PREFIX, ReadyFlag, sameParams } from './protocol.ts';
 
 const utf8 = new TextEncoder();
 const utf8Strict = new TextDecoder('utf-8', { fatal: true });
@@ -24,15 +24,19 @@ const isModified = (ms: number) => Number.isSafeInteger(ms) && ms >= 0 && ms <= 
 function checkModified(ms: number | undefined) {
   if (ms !== undefined && !isModified(ms)) throw new RangeError(`modification time ${ms} is not an integer in 0…${MAX_MODIFIED_MS}`);
 }
-/** Reads a modification time (u64), Malformed outside 0 … MAX_MODIFIED_MS. */
+/** Reads a modification time (varint), Malformed outside 0 … MAX_MODIFIED_MS. */
 function readModified(r: Reader): number {
-  const ms = r.u64('modified');
+  const ms = r.varint('modified');
   if (ms > MAX_MODIFIED_MS) throw malformed(`modification time ${ms} is after ${MAX_MODIFIED_MS} (year 9999)`);
   return ms;
 }
 
 function checkHash(h: Uint8Array, hashLen: number, what: string) {
   if (h.length !== hashLen) throw new RangeError(`${what} must be ${hashLen} bytes, got ${h.length}`);
+}
+/** A root of which a message carries the first ROOT_PREFIX bytes (the whole root may be given). */
+function checkPrefix(h: Uint8Array, what: string) {
+  if (h.length < ROOT_PREFIX) throw new RangeError(`${what} must be at least ${ROOT_PREFIX} bytes, got ${h.length}`);
 }
 
 /** Encodes a message into one binary frame. `hashLen` is H of the session's algorithm;
@@ -42,37 +46,47 @@ export function encode(m: Message, hashLen = 32, room?: (size: number) => Uint8A
   switch (m.type) {
     case Msg.Hello: {
       const name = utf8.encode(m.name);
-      if (m.known) checkHash(m.known.root, hashLength(m.algo), 'known root');
+      if (m.known) checkPrefix(m.known.root, 'known root');
+      if (m.known && !(m.known.version >= 1)) throw new RangeError(`known version ${m.known.version} must be at least 1`);
       checkModified(m.modified);
-      const w = new Writer(1 + 2 + 12 + 3 + 8 + 4 + 4 + 1 + 2 + name.length + (m.known ? m.known.root.length : 0) + (m.modified !== undefined ? 8 : 0));
+      const params = !sameParams(m.params, DEFAULT_PARAMS);
+      const flags = (m.resume ? HelloFlag.Resume : 0) | (m.modified !== undefined ? HelloFlag.Modified : 0) | (m.known ? HelloFlag.Known : 0) | (params ? HelloFlag.Params : 0);
+      let size = 5 + varintSize(m.size) + varintSize(m.basisVersion) + varintSize(name.length) + name.length;
+      if (params) size += varintSize(m.params.min) + varintSize(m.params.avg) + varintSize(m.params.max) + 2;
+      if (m.known) size += varintSize(m.known.version) + ROOT_PREFIX;
+      if (m.modified !== undefined) size += varintSize(m.modified);
+      const w = new Writer(size);
       w.u8(m.type);
       w.u8(m.version);
       w.u8(m.op);
-      w.u32(m.params.min);
-      w.u32(m.params.avg);
-      w.u32(m.params.max);
-      w.u8(m.params.op);
-      w.u8(m.params.every);
+      w.u8(flags);
       w.u8(m.algo);
-      w.u64(m.size);
-      w.u32(m.basisVersion);
-      w.u32(m.known?.version ?? 0);
-      w.u8((m.resume ? HelloFlag.Resume : 0) | (m.modified !== undefined ? HelloFlag.Modified : 0));
-      w.u16(name.length);
+      w.varint(m.size);
+      w.varint(m.basisVersion);
+      w.varint(name.length);
       w.bytes(name);
-      if (m.known) w.bytes(m.known.root);
-      if (m.modified !== undefined) w.u64(m.modified);
+      if (params) {
+        w.varint(m.params.min);
+        w.varint(m.params.avg);
+        w.varint(m.params.max);
+        w.u8(m.params.op);
+        w.u8(m.params.every);
+      }
+      if (m.known) {
+        w.varint(m.known.version);
+        w.bytesOf(m.known.root, 0, ROOT_PREFIX);
+      }
+      if (m.modified !== undefined) w.varint(m.modified);
       return w.done();
     }
     case Msg.Ready: {
       checkModified(m.modified);
-      const w = new Writer(1 + 4 + 8 + 4 + 1 + (m.modified !== undefined ? 8 : 0));
+      const w = new Writer(2 + varintSize(m.version) + varintSize(m.size) + (m.modified !== undefined ? varintSize(m.modified) : 0));
       w.u8(m.type);
-      w.u32(m.version);
-      w.u64(m.size);
-      w.u32(m.maxMessage);
       w.u8(m.modified !== undefined ? ReadyFlag.Modified : 0);
-      if (m.modified !== undefined) w.u64(m.modified);
+      w.varint(m.version);
+      w.varint(m.size);
+      if (m.modified !== undefined) w.varint(m.modified);
       return w.done();
     }
     case Msg.Checksums: {
@@ -85,64 +99,69 @@ export function encode(m: Message, hashLen = 32, room?: (size: number) => Uint8A
       return w.done();
     }
     case Msg.ChecksumsEnd: {
-      const w = new Writer(1 + 4 + 8);
+      const w = new Writer(1 + varintSize(m.count) + varintSize(m.size));
       w.u8(m.type);
-      w.u32(m.count);
-      w.u64(m.size);
+      w.varint(m.count);
+      w.varint(m.size);
       return w.done();
     }
     case Msg.Tokens: {
       const n = m.first.length;
       if (m.count.length !== n || m.hashes.length !== n * hashLen) throw new RangeError('token arrays differ');
-      const w = new Writer(1 + 4 + 4 + n * (8 + hashLen));
+      let size = 1 + varintSize(m.upTo) + varintSize(n) + n * hashLen;
+      for (let i = 0; i < n; i++) size += varintSize(m.first[i]) + varintSize(m.count[i]);
+      const w = new Writer(size);
       w.u8(m.type);
-      w.u32(m.upTo);
-      w.u32(n);
+      w.varint(m.upTo);
+      w.varint(n);
       for (let i = 0; i < n; i++) {
-        w.u32(m.first[i]);
-        w.u32(m.count[i]);
+        w.varint(m.first[i]);
+        w.varint(m.count[i]);
         w.bytesOf(m.hashes, i * hashLen, hashLen);
       }
       return w.done();
     }
     case Msg.TokensEnd: {
-      const w = new Writer(9);
+      const w = new Writer(1 + varintSize(m.count) + varintSize(m.resumeFrom));
       w.u8(m.type);
-      w.u32(m.count);
-      w.u32(m.resumeFrom);
+      w.varint(m.count);
+      w.varint(m.resumeFrom);
       return w.done();
     }
     case Msg.SplitRequest: {
-      const w = new Writer(1 + 4 + 4 * m.tokens.length);
+      let size = 1 + varintSize(m.tokens.length);
+      for (const t of m.tokens) size += varintSize(t);
+      const w = new Writer(size);
       w.u8(m.type);
-      w.u32(m.tokens.length);
-      for (const t of m.tokens) w.u32(t);
+      w.varint(m.tokens.length);
+      for (const t of m.tokens) w.varint(t);
       return w.done();
     }
     case Msg.SplitHashes: {
       if (m.hashes.length % hashLen) throw new RangeError('split hashes not a multiple of H');
-      const w = new Writer(1 + 4 + 4 + m.hashes.length);
+      const n = m.hashes.length / hashLen;
+      const w = new Writer(1 + varintSize(m.token) + varintSize(n) + m.hashes.length);
       w.u8(m.type);
-      w.u32(m.token);
-      w.u32(m.hashes.length / hashLen);
+      w.varint(m.token);
+      w.varint(n);
       w.bytes(m.hashes);
       return w.done();
     }
     case Msg.Verdict: {
       if (m.root) checkHash(m.root, hashLen, 'root');
-      let size = 1 + 4 + 1 + (m.root ? hashLen : 0) + 4;
-      for (const f of m.failed) size += 5 + (f.bitmap ? 4 + f.bitmap.length : 0);
+      let size = 1 + varintSize(m.upTo) + 1 + (m.root ? hashLen : 0) + varintSize(m.failed.length);
+      for (const f of m.failed) size += varintSize(f.token) + 1 + (f.bitmap ? varintSize(f.bitmap.length) + f.bitmap.length : 0);
       const w = new Writer(size);
       w.u8(m.type);
-      w.u32(m.upTo);
+      w.varint(m.upTo);
       w.u8(m.root ? 1 : 0);
       if (m.root) w.bytes(m.root);
-      w.u32(m.failed.length);
+      w.varint(m.failed.length);
       for (const f of m.failed) {
-        w.u32(f.token);
+        w.varint(f.token);
         w.u8(f.bitmap ? 1 : 0);
         if (f.bitmap) {
-          w.u32(f.bitmap.length);
+          w.varint(f.bitmap.length);
           w.bytes(f.bitmap);
         }
       }
@@ -155,15 +174,15 @@ export function encode(m: Message, hashLen = 32, room?: (size: number) => Uint8A
     case Msg.BasisChecksums:
       return encodeBasisChecksums(m);
     case Msg.Result: {
-      checkHash(m.root, hashLen, 'root');
-      const w = new Writer(1 + 4 + 8 + hashLen + 8 * 3);
+      checkPrefix(m.root, 'root');
+      const w = new Writer(1 + varintSize(m.version) + varintSize(m.size) + ROOT_PREFIX + varintSize(m.micros) + varintSize(m.wireIn) + varintSize(m.wireOut));
       w.u8(m.type);
-      w.u32(m.version);
-      w.u64(m.size);
-      w.bytes(m.root);
-      w.u64(m.micros);
-      w.u64(m.wireIn);
-      w.u64(m.wireOut);
+      w.varint(m.version);
+      w.varint(m.size);
+      w.bytesOf(m.root, 0, ROOT_PREFIX);
+      w.varint(m.micros);
+      w.varint(m.wireIn);
+      w.varint(m.wireOut);
       return w.done();
     }
     case Msg.Error: {
@@ -193,11 +212,39 @@ export function deltaRunHead(indices: Uint32Array, lengths: Uint32Array): Uint8A
 }
 
 /**
- * Decodes one frame. Byte arrays in the result are views into `frame` (no copies).
- * Throws ProtocolError(Malformed) on any deviation from docs/protocol.md.
+ * Decodes a frame that holds one message. Byte arrays in the result are views into `frame` (no
+ * copies). Throws ProtocolError(Malformed) on any deviation from docs/protocol.md, bytes after
+ * the message included.
  */
 export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT_LIMITS): Message {
   const r = new Reader(frame);
+  const m = decodeNext(r, hashLen, limits);
+  r.end();
+  return m;
+}
+
+/**
+ * Decodes every message of a frame (a frame carries one or more, docs/protocol.md §1), each with
+ * its size in bytes; Malformed as `decode`, a message cut off at the frame's end included.
+ * `hashLenAfter(m)`: H for the messages after `m` (a Hello sets the session's algorithm).
+ */
+export function decodeFrame(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT_LIMITS, hashLenAfter?: (m: Message) => number): { m: Message; bytes: number }[] {
+  const r = new Reader(frame);
+  const out: { m: Message; bytes: number }[] = [];
+  do {
+    const at = r.pos;
+    const m = decodeNext(r, hashLen, limits);
+    out.push({ m, bytes: r.pos - at });
+    if (hashLenAfter) hashLen = hashLenAfter(m);
+  } while (r.pos < frame.length);
+  return out;
+}
+
+/** Reads a u32 field written as a varint (Malformed above 2^32 − 1). */
+const u32v = (r: Reader, what: string) => u32Of(r.varint(what), what);
+
+/** Reads one message at the reader's position. */
+function decodeNext(r: Reader, hashLen: number, limits: Limits): Message {
   const type = r.u8('type');
   const maxN = limits.maxEntriesPerMessage;
   let m: Message;
@@ -205,20 +252,12 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
     case Msg.Hello: {
       const version = r.u8('version');
       const op = r.u8('op');
-      const params = {
-        min: r.u32('min'),
-        avg: r.u32('avg'),
-        max: r.u32('max'),
-        op: r.u8('fastfp op'),
-        every: r.u8('fastfp distance'),
-      };
-      const algo = r.u8('algo');
-      const size = r.u64('size');
-      const basisVersion = r.u32('basis version');
-      const knownVersion = r.u32('known version');
       const flags = r.u8('flags');
-      if (flags & ~(HelloFlag.Resume | HelloFlag.Modified)) throw malformed(`unknown Hello flags 0x${flags.toString(16).padStart(2, '0')}`);
-      const nameLen = r.u16('name length');
+      if (flags & ~(HelloFlag.Resume | HelloFlag.Modified | HelloFlag.Known | HelloFlag.Params)) throw malformed(`unknown Hello flags 0x${flags.toString(16).padStart(2, '0')}`);
+      const algo = r.u8('algo');
+      const size = r.varint('size');
+      const basisVersion = u32v(r, 'basis version');
+      const nameLen = r.varint('name length');
       if (nameLen > limits.maxNameBytes) throw malformed(`name of ${nameLen} bytes exceeds ${limits.maxNameBytes}`);
       let name: string;
       try {
@@ -227,19 +266,23 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
         if (e instanceof ProtocolError) throw e;
         throw malformed('name is not valid UTF-8');
       }
+      const params = flags & HelloFlag.Params ? { min: u32v(r, 'min'), avg: u32v(r, 'avg'), max: u32v(r, 'max'), op: r.u8('fastfp op'), every: r.u8('fastfp distance') } : { ...DEFAULT_PARAMS };
+      // one encoding per Hello: the default chunking is left out, never given
+      if (flags & HelloFlag.Params && sameParams(params, DEFAULT_PARAMS)) throw malformed('chunking parameters given that are the default');
       m = { type, version, op, params, algo, size, basisVersion, name };
       if (flags & HelloFlag.Resume) m.resume = true;
-      if (knownVersion) {
-        if (algo < 1 || algo > 3) throw malformed(`a known version's root in a Hello of unknown algorithm ${algo}`);
-        m.known = { version: knownVersion, root: r.bytes(hashLength(algo), 'known root') };
+      if (flags & HelloFlag.Known) {
+        const version = u32v(r, 'known version');
+        if (version === 0) throw malformed('known version 0');
+        m.known = { version, root: r.bytes(ROOT_PREFIX, 'known root') };
       }
       if (flags & HelloFlag.Modified) m.modified = readModified(r);
       break;
     }
     case Msg.Ready: {
-      m = { type, version: r.u32('version'), size: r.u64('size'), maxMessage: r.u32('max message') };
       const flags = r.u8('flags');
       if (flags & ~ReadyFlag.Modified) throw malformed(`unknown Ready flags 0x${flags.toString(16).padStart(2, '0')}`);
+      m = { type, version: u32v(r, 'version'), size: r.varint('size') };
       if (flags & ReadyFlag.Modified) m.modified = readModified(r);
       break;
     }
@@ -253,54 +296,54 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
       break;
     }
     case Msg.ChecksumsEnd:
-      m = { type, count: r.u32('count'), size: r.u64('size') };
+      m = { type, count: u32v(r, 'count'), size: r.varint('size') };
       break;
     case Msg.Tokens: {
-      const upTo = r.u32('up to');
-      const n = r.count(maxN, 'token count');
-      r.need(n * (8 + hashLen), 'tokens');
+      const upTo = u32v(r, 'up to');
+      const n = r.varCount(maxN, 'token count');
+      r.need(n * (2 + hashLen), 'tokens');
       const first = new Uint32Array(n);
       const count = new Uint32Array(n);
       const hashes = new Uint8Array(n * hashLen);
       for (let i = 0; i < n; i++) {
-        first[i] = r.u32('first');
-        count[i] = r.u32('count');
+        first[i] = u32v(r, 'first');
+        count[i] = u32v(r, 'count');
         r.bytesInto(hashLen, hashes, i * hashLen, 'hash');
       }
       m = { type, upTo, first, count, hashes };
       break;
     }
     case Msg.TokensEnd:
-      m = { type, count: r.u32('count'), resumeFrom: r.u32('resume from') };
+      m = { type, count: u32v(r, 'count'), resumeFrom: u32v(r, 'resume from') };
       break;
     case Msg.SplitRequest: {
-      const n = r.count(maxN, 'split count');
-      r.need(4 * n, 'split tokens');
+      const n = r.varCount(maxN, 'split count');
+      r.need(n, 'split tokens');
       const tokens = new Uint32Array(n);
-      for (let i = 0; i < n; i++) tokens[i] = r.u32('token');
+      for (let i = 0; i < n; i++) tokens[i] = u32v(r, 'token');
       m = { type, tokens };
       break;
     }
     case Msg.SplitHashes: {
-      const token = r.u32('token');
-      const n = r.count(maxN, 'hash count');
+      const token = u32v(r, 'token');
+      const n = r.varCount(maxN, 'hash count');
       m = { type, token, hashes: r.bytes(n * hashLen, 'hashes') };
       break;
     }
     case Msg.Verdict: {
-      const upTo = r.u32('up to');
+      const upTo = u32v(r, 'up to');
       const final = r.u8('final');
       if (final > 1) throw malformed(`verdict root flag ${final}`);
       const root = final ? r.bytes(hashLen, 'root') : null;
-      const n = r.count(maxN, 'failed count');
+      const n = r.varCount(maxN, 'failed count');
       const failed: Failed[] = [];
       for (let i = 0; i < n; i++) {
-        const token = r.u32('token');
+        const token = u32v(r, 'token');
         const kind = r.u8('kind');
         if (kind > 1) throw malformed(`verdict kind ${kind}`);
         let bitmap: Uint8Array | null = null;
         if (kind === 1) {
-          const len = r.count(maxN, 'bitmap length');
+          const len = r.varCount(maxN, 'bitmap length');
           bitmap = r.bytes(len, 'bitmap');
         }
         failed.push({ token, bitmap });
@@ -336,12 +379,12 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
     case Msg.Result:
       m = {
         type,
-        version: r.u32('version'),
-        size: r.u64('size'),
-        root: r.bytes(hashLen, 'root'),
-        micros: r.u64('micros'),
-        wireIn: r.u64('wire in'),
-        wireOut: r.u64('wire out'),
+        version: u32v(r, 'version'),
+        size: r.varint('size'),
+        root: r.bytes(ROOT_PREFIX, 'root'),
+        micros: r.varint('micros'),
+        wireIn: r.varint('wire in'),
+        wireOut: r.varint('wire out'),
       };
       break;
     case Msg.Error: {
@@ -361,6 +404,5 @@ export function decode(frame: Uint8Array, hashLen = 32, limits: Limits = DEFAULT
     default:
       throw malformed(`unknown message type 0x${type.toString(16).padStart(2, '0')}`);
   }
-  r.end();
   return m;
 }

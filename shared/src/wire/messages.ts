@@ -16,7 +16,8 @@ export interface Hello {
    *  file at the name); pull: the version wanted (0: latest) */
   basisVersion: number;
   name: string;
-  /** push: a version of this name whose chunk index the client holds, and that version's root:
+  /** push: a version of this name whose chunk index the client holds, and that version's root
+   *  (its first ROOT_PREFIX bytes travel; a longer root is cut to them):
    *  the client sends its own Match Tokens against it (Copies) without waiting for the
    *  server's (docs/protocol.md §3, "A known basis"); absent: none */
   known?: { version: number; root: Uint8Array };
@@ -37,8 +38,6 @@ export interface Ready {
   version: number;
   /** size of that version */
   size: number;
-  /** the largest frame the server accepts */
-  maxMessage: number;
   /** pull: the version's modification time as its pusher gave it (ms since the epoch; Ready's
    *  `flags`, bit ReadyFlag.Modified), which the client sets on the file it writes; absent:
    *  none (always on a push) */
@@ -141,6 +140,8 @@ export interface Result {
   type: typeof Msg.Result;
   version: number;
   size: number;
+  /** the root of the rebuilt target: its first ROOT_PREFIX bytes travel (a longer root is cut to
+   *  them), which the sender compares with its own */
   root: Uint8Array;
   /** time the receiver spent working on this session, microseconds */
   micros: number;

@@ -5,7 +5,7 @@
 
 import { CHUNK_SIZE_RANGES } from '../base/limits.ts';
 
-export const PROTOCOL_VERSION = 10;
+export const PROTOCOL_VERSION = 11;
 
 /** Hello's `basisVersion` on a push that expects no file at its name (a first push): the
  *  server refuses with StaleBasis when the name has a version (docs/protocol.md §7). */
@@ -19,7 +19,17 @@ export const HelloFlag = {
   /** push: the Hello ends with `modified`, the pusher's modification time of the file, kept
    *  with the version it makes (docs/protocol.md §4) */
   Modified: 0x02,
+  /** push: the Hello ends with a version of this name the client knows, and the first
+   *  ROOT_PREFIX bytes of its root (docs/protocol.md §3 "A known basis") */
+  Known: 0x04,
+  /** the Hello carries its chunking parameters; without it they are DEFAULT_PARAMS */
+  Params: 0x08,
 } as const;
+
+/** Bytes of a root that a Hello's known version and a Result carry: the first 8 of the root.
+ *  Neither is what verifies a file (the last Verdict's whole root is, docs/protocol.md §4 "What
+ *  each cut keeps"). */
+export const ROOT_PREFIX = 8;
 
 /** Bits of Ready's `flags` (docs/protocol.md §4); any other bit set is Malformed. */
 export const ReadyFlag = {
