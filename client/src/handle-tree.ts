@@ -71,10 +71,26 @@ export class HandleTree implements LocalTree {
 
   constructor(readonly root: Dir) {}
 
-  /** the handle of the folder `parts` (made when `create`) */
+  /** the handle of the folder `parts` (made when `create`). A folder made here is looked up
+   *  again: where the browser made nothing because a link it does not show stands at the name
+   *  (Chromium opens no link by name, but makes a folder "through" one), the lookup fails and
+   *  nothing is written through the link. */
   private async dir(parts: string[], create = false): Promise<Dir> {
     let d = this.root;
-    for (const c of parts) d = await d.getDirectoryHandle(c, { create });
+    for (const c of parts) {
+      if (!create) {
+        d = await d.getDirectoryHandle(c);
+        continue;
+      }
+      const there = await d.getDirectoryHandle(c).catch((e) => (named(e, 'NotFoundError') ? null : Promise.reject(e)));
+      if (there) {
+        d = there;
+        continue;
+      }
+      const made = await d.getDirectoryHandle(c, { create: true });
+      if (!(await d.getDirectoryHandle(c).catch(() => null))) throw new Error(`${c}: something the browser does not show (a link?) is at this name: nothing is written through it`);
+      d = made;
+    }
     return d;
   }
 
