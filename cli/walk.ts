@@ -7,7 +7,7 @@
  */
 import { type Dirent, lstatSync, promises as fs, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { type TreeEntry, type TreeReader, type Walked, walkTree } from '../shared/src/sync/local-tree.ts';
+import { type EntryKind, type TreeReader, type Walked, walkTree } from '../shared/src/sync/local-tree.ts';
 
 export type { Walked };
 
@@ -20,15 +20,16 @@ export interface WalkOptions {
   onIgnored?: (p: string, isDir: boolean) => void;
 }
 
-const kindOf = (e: Dirent): TreeEntry['kind'] => (e.isDirectory() ? 'directory' : e.isSymbolicLink() ? 'link' : e.isFile() ? 'file' : 'other');
+const kindOf = (e: Dirent): EntryKind => (e.isDirectory() ? 'directory' : e.isSymbolicLink() ? 'link' : e.isFile() ? 'file' : 'other');
 
 /** The folder on node:fs: a folder is its path on disk. The reads are synchronous: a folder of
  *  5 000 files costs ~5 000 lstat calls a pass, each a few microseconds as a system call and
  *  ~10× that as a promise (bench/results/walk.md), and a `--watch` pass runs one of them for
  *  every save. */
-function nodeReader(device: number): TreeReader<string, TreeEntry> {
+function nodeReader(device: number): TreeReader<string, Dirent> {
   return {
-    list: (dir) => readdirSync(dir, { withFileTypes: true }).map((e) => ({ name: e.name, kind: kindOf(e) })),
+    list: (dir) => readdirSync(dir, { withFileTypes: true }),
+    kind: kindOf,
     enter(dir, e) {
       const full = dir + path.sep + e.name;
       const st = lstatSync(full, { throwIfNoEntry: false });
@@ -48,5 +49,5 @@ function nodeReader(device: number): TreeReader<string, TreeEntry> {
 export async function walkFolder(top: string, o: WalkOptions = {}): Promise<Walked> {
   const device = (await fs.stat(top)).dev;
   const onIgnoredFile = o.onIgnoredFile;
-  return walkTree(nodeReader(device), top, { ignored: o.ignored, onIgnored: o.onIgnored, ...(onIgnoredFile && { onIgnoredFile: (dir: string, e: TreeEntry) => onIgnoredFile(dir + path.sep + e.name) }) });
+  return walkTree(nodeReader(device), top, { ignored: o.ignored, onIgnored: o.onIgnored, ...(onIgnoredFile && { onIgnoredFile: (dir: string, e: Dirent) => onIgnoredFile(dir + path.sep + e.name) }) });
 }

@@ -8,7 +8,7 @@ import { chunkSource } from '../../shared/src/chunking/chunk-index.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/wire/protocol.ts';
 import { LocalChanged, type LocalTree, type Skipped, type Stat, sameStat } from '../../shared/src/sync/engine.ts';
 import { IGNORE_FILE, ignoreMatcher } from '../../shared/src/sync/remote.ts';
-import { type TreeEntry, type TreeReader, parentFolder, pruneEmpty, renameVia, walkTree } from '../../shared/src/sync/local-tree.ts';
+import { type TreeReader, parentFolder, pruneEmpty, renameVia, walkTree } from '../../shared/src/sync/local-tree.ts';
 import { blobSource } from './blob-source.ts';
 
 export const named = (e: unknown, ...names: string[]) => e instanceof DOMException && names.includes(e.name);
@@ -32,15 +32,16 @@ const STALE_TEMP_MS = 3600_000;
 /** A folder's entry with its handle. The File System Access API lists files and folders only:
  *  the browser shows no symbolic link of a local folder (Chromium lists none and opens none by
  *  name), so the page never follows one (docs/sync.md "The local folder"). */
-type HandleEntry = TreeEntry & { handle: Entry };
+type HandleEntry = { name: string; handle: Entry };
 
 /** The picked folder for the shared walk (shared/src/sync/local-tree.ts). */
 const handleReader: TreeReader<Dir, HandleEntry> = {
   async list(d) {
     const out: HandleEntry[] = [];
-    for await (const e of entries(d)) out.push({ name: e.name, kind: e.kind === 'directory' ? 'directory' : e.kind === 'file' ? 'file' : 'other', handle: e });
+    for await (const e of entries(d)) out.push({ name: e.name, handle: e });
     return out;
   },
+  kind: (e) => (e.handle.kind === 'directory' ? 'directory' : e.handle.kind === 'file' ? 'file' : 'other'),
   enter: (_d, e) => ({ dir: e.handle as Dir }),
   async stat(_d, e) {
     try {

@@ -21,12 +21,14 @@ import type { Skipped, Stat } from './engine.ts';
 
 type Maybe<T> = T | Promise<T>;
 
-/** An entry of a folder as its adapter lists it: a symbolic link is a `link` (never a file or a
- *  folder), a FIFO, socket or device is `other`. */
+/** An entry of a folder as its adapter lists it (its kind: `TreeReader.kind`). */
 export interface TreeEntry {
   name: string;
-  kind: 'file' | 'directory' | 'link' | 'other';
 }
+
+/** What an entry is: a symbolic link is a `link` (never a file or a folder), a FIFO, socket or
+ *  device is `other`. */
+export type EntryKind = 'file' | 'directory' | 'link' | 'other';
 
 /** How one kind of file system is read. `rel` is the '/'-separated path below the synced
  *  folder as it is on disk ('' the folder itself; a folder's ends in '/'). A method that
@@ -35,12 +37,13 @@ export interface TreeEntry {
 export interface TreeReader<D, E extends TreeEntry> {
   /** the entries of the folder `dir` */
   list(dir: D, rel: string): Maybe<E[]>;
+  kind(e: E): EntryKind;
   /** the folder entry `e` of `dir`, looked at again before the walk goes in: the folder to walk,
    *  null when it is gone since listed, or a reason it is held (a mount point; not a folder
    *  any more: 'changed while read') */
   enter(dir: D, e: E, rel: string): Maybe<{ dir: D } | string | null>;
-  /** the file entry `e` of `dir`: its stat, null when it is gone since listed, or a reason it is
-   *  held ('changed while read') */
+  /** the file entry `e` of `dir`: its stat (a new object, which the walk keeps), null when it is
+   *  gone since listed, or a reason it is held ('changed while read') */
   stat(dir: D, e: E, rel: string): Maybe<Stat | string | null>;
 }
 
@@ -89,7 +92,8 @@ export async function walkTree<D, E extends TreeEntry>(reader: TreeReader<D, E>,
     for (const e of entries) {
       const p = rel + e.name;
       const key = p.normalize('NFC');
-      if (e.kind === 'directory') {
+      const kind = reader.kind(e);
+      if (kind === 'directory') {
         if (ignored(key, true)) {
           o.onIgnored?.(key, true);
           continue;
@@ -108,12 +112,12 @@ export async function walkTree<D, E extends TreeEntry>(reader: TreeReader<D, E>,
           dirs.add(key);
           await walk(into.dir, p + '/');
         }
-      } else if (e.kind === 'link') {
+      } else if (kind === 'link') {
         if (!ignored(key) && !ignored(key, true)) holdBoth(skipped, key, 'a symbolic link: not followed');
       } else if (ignored(key)) {
         o.onIgnored?.(key, false);
-        if (e.kind === 'file' && o.onIgnoredFile) await o.onIgnoredFile(dir, e, p);
-      } else if (e.kind !== 'file') {
+        if (kind === 'file' && o.onIgnoredFile) await o.onIgnoredFile(dir, e, p);
+      } else if (kind !== 'file') {
         skipped.push({ path: key, reason: 'not a regular file', hold: true });
       } else {
         let st: Stat | string | null;
@@ -127,7 +131,11 @@ export async function walkTree<D, E extends TreeEntry>(reader: TreeReader<D, E>,
         if (st === null) continue; // gone since the folder was read: deleted
         if (typeof st === 'string') skipped.push({ path: key, reason: st, hold: true });
         else if (files.has(key)) twins.push({ key, rel: p, size: st.size, mtimeMs: st.mtimeMs });
-        else files.set(key, { size: st.size, mtimeMs: st.mtimeMs, rel: p });
+        else {
+          const f = st as Stat & { rel: string };
+          f.rel = p;
+          files.set(key, f);
+        }
       }
     }
   };
