@@ -21,6 +21,7 @@ import { SYNC_RETRIES } from '../shared/src/base/limits.ts';
 import type { Values } from './command.ts';
 import { NotContained, checkParents, checkTarget, insideFolder, openNoFollow, setModified, tempName, tempPid } from './contained.ts';
 import { walkFolder } from './walk.ts';
+import { parentFolder, pruneEmpty, renameVia } from '../shared/src/sync/local-tree.ts';
 import { ApiError, api, syncUrl, webSocket } from './remote.ts';
 
 export { DEFAULT_IGNORES, IGNORE_FILE, TRASH } from '../shared/src/sync/remote.ts';
@@ -156,25 +157,21 @@ export class NodeTree implements LocalTree {
   }
 
   async rename(from: string, to: string, prune: boolean): Promise<void> {
-    const src = await checkParents(this.dir, this.rel(from));
-    await checkTarget(src, from);
-    const dst = await checkParents(this.dir, to, true);
-    if (from.toLowerCase() === to.toLowerCase()) {
-      // a case-only rename: through a name of its own, so that case-insensitive systems see it
-      const tmp = path.join(path.dirname(dst), tempName());
-      await checkParents(this.dir, this.rel(from));
-      await fs.rename(src, tmp);
-      await checkParents(this.dir, to);
-      await fs.rename(tmp, dst);
-    } else {
-      if (await this.exists(dst)) throw new Error(`${to} exists here`);
-      // again right before the act: no link put in the way since
-      await checkParents(this.dir, this.rel(from));
-      await checkParents(this.dir, to);
-      await fs.rename(src, dst);
-    }
+    const at = this.rel(from);
+    await checkTarget(await checkParents(this.dir, at), from);
+    await renameVia(
+      {
+        // each path checked right before the act: no link put in the way since
+        move: async (a, b) => fs.rename(await checkParents(this.dir, a), await checkParents(this.dir, b, true)),
+        exists: async (p) => this.exists(await checkParents(this.dir, p, true)),
+        tempName,
+      },
+      from,
+      to,
+      at,
+    );
     this.onDisk.delete(from);
-    if (prune) await this.pruneUp(path.dirname(src));
+    if (prune) await this.pruneUp(parentFolder(at));
   }
 
   async renameFolder(from: string, to: string, files: ReadonlySet<string>, prune: boolean): Promise<boolean> {
@@ -206,7 +203,7 @@ export class NodeTree implements LocalTree {
     if (!(await isDir())) return false;
     await checkParents(this.dir, to);
     await fs.rename(top, dst);
-    if (prune) await this.pruneUp(path.dirname(top));
+    if (prune) await this.pruneUp(parentFolder(from));
     return true;
   }
 
@@ -236,8 +233,9 @@ export class NodeTree implements LocalTree {
   async remove(p: string, prune: boolean): Promise<void> {
     const f = await checkParents(this.dir, this.rel(p));
     if (await checkTarget(f, p)) await fs.unlink(f);
+    const at = this.rel(p);
     this.onDisk.delete(p);
-    if (prune) await this.pruneUp(path.dirname(f));
+    if (prune) await this.pruneUp(parentFolder(at));
   }
 
   private async exists(f: string) {
@@ -250,16 +248,10 @@ export class NodeTree implements LocalTree {
     }
   }
 
-  /** Removes folders left empty, up to (not including) the synced folder. */
-  private async pruneUp(d: string) {
-    const top = path.resolve(this.dir);
-    for (let cur = path.resolve(d); cur.startsWith(top + path.sep); cur = path.dirname(cur)) {
-      try {
-        await fs.rmdir(cur);
-      } catch {
-        return;
-      }
-    }
+  /** Removes the folder `folder` (its path on disk below the synced folder) and those above it
+   *  while each is left empty, up to (not including) the synced folder. */
+  private pruneUp(folder: string) {
+    return pruneEmpty(folder, async (d) => (await fs.rmdir(await checkParents(this.dir, d)), true));
   }
 }
 

@@ -3,20 +3,7 @@ import { formatBytes } from '../../shared/src/base/units.ts';
 import type { Command } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson, shortDate, table } from '../output.ts';
 import { SERVER_OPTS, api } from '../remote.ts';
-
-/** A version as GET /api/versions lists it. */
-interface VersionEntry {
-  version: number;
-  size: number;
-  mtime: string | number;
-  root: string;
-  algo: string | number;
-  /** bytes this version did not share with the one before */
-  change?: number;
-  client?: string;
-  /** made by a restore: the version whose bytes it has */
-  restoredFrom?: number;
-}
+import type { VersionInfo } from '../../shared/src/wire/api.ts';
 
 export const command: Command = {
   usage: 'log NAME --server URL [--json]',
@@ -26,7 +13,7 @@ with --json, each version as GET /api/versions gives it, one per line.`,
   options: { ...SERVER_OPTS, json: JSON_OPT },
   positionals: [1, 1],
   async run(values, [name]) {
-    const versions = (await api<VersionEntry[]>(values, 'GET', `/api/versions?name=${encodeURIComponent(name)}`)).sort((a, b) => b.version - a.version);
+    const versions = (await api<VersionInfo[]>(values, 'GET', `/api/versions?name=${encodeURIComponent(name)}`)).sort((a, b) => b.version - a.version);
     if (!humanOutput(values)) return void versions.forEach(printJson);
     const rows = versions.map((v) => [`v${v.version}`, formatBytes(v.size), v.change === undefined ? '' : formatBytes(v.change), shortDate(v.mtime), [v.client, v.restoredFrom && `restored from v${v.restoredFrom}`].filter(Boolean).join(', ')]);
     console.log(table(['VERSION', 'SIZE', 'CHANGED', 'MADE', 'FROM'], rows, [0, 1, 2]));

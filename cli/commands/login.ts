@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, str } from '../command.ts';
-import { askHidden, stdinLine } from './adduser.ts';
+import { askHidden, stdinLine } from '../prompt.ts';
 import { ApiError, SERVER_OPTS, api, checkTls, httpBase, storedTokens, tokensFile } from '../remote.ts';
 
 /** Writes the tokens: a file of mode 0600, in place by a rename (never half-written). */

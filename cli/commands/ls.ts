@@ -5,21 +5,7 @@ import { formatBytes } from '../../shared/src/base/units.ts';
 import type { Command } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson, shortDate, table } from '../output.ts';
 import { SERVER_OPTS, api } from '../remote.ts';
-
-/** A file as GET /api/files lists it. */
-export interface FileEntry {
-  name: string;
-  latest: number;
-  size: number;
-  versions: number;
-  mtime: string | number;
-}
-
-interface Page {
-  files: FileEntry[];
-  folders: (string | { name: string })[];
-  next?: string | null;
-}
+import type { FileInfo, ListingPage } from '../../shared/src/wire/api.ts';
 
 /** Entries asked per request; the command follows `next` until the listing ends. */
 const PAGE = 1000;
@@ -36,15 +22,15 @@ JSON object per line: each file as GET /api/files gives it, and {"folder": "NAME
   positionals: [0, 1],
   async run(values, [folder]) {
     const prefix = folder ? folder.replace(/\/*$/, '/') : '';
-    const files: FileEntry[] = [];
+    const files: FileInfo[] = [];
     const folders: string[] = [];
     let cursor: string | null | undefined;
     do {
       const q = new URLSearchParams({ prefix, limit: String(PAGE), ...(cursor && { cursor }), ...(values.recursive && { recursive: '1' }) });
-      const page = await api<Page>(values, 'GET', `/api/files?${q}`);
+      const page = await api<ListingPage>(values, 'GET', `/api/files?${q}`);
       if (!Array.isArray(page?.files) || !Array.isArray(page.folders)) throw new Error('the server does not list files by folder (GET /api/files?prefix=…): it needs an update');
       files.push(...page.files);
-      folders.push(...page.folders.map((f) => (typeof f === 'string' ? f : f.name)));
+      folders.push(...page.folders);
       cursor = page.next;
     } while (cursor);
     const asFolder = (f: string) => (f.endsWith('/') ? f : f + '/');

@@ -26,11 +26,12 @@ import { SYNC_OPTS, algoOf, chunkParams, knownOf } from '../sync-options.ts';
 import { checkParents, checkTarget, openNoFollow, setModified, tempName } from '../contained.ts';
 import { listedNameFits } from '../../shared/src/sync/remote.ts';
 import type { Skipped } from '../../shared/src/sync/engine.ts';
+import type { FileInfo, ListingPage, VersionInfo } from '../../shared/src/wire/api.ts';
 
 /** The size of the version to come, for the progress bar (0 when the server does not say). */
 async function sizeOf(values: Values, name: string, version: number): Promise<number> {
   try {
-    const versions = await api<{ version: number; size: number }[]>(values, 'GET', `/api/versions?name=${encodeURIComponent(name)}`);
+    const versions = await api<VersionInfo[]>(values, 'GET', `/api/versions?name=${encodeURIComponent(name)}`);
     const v = version ? versions.find((x) => x.version === version) : versions.reduce((a, b) => (b.version > a.version ? b : a));
     return v?.size ?? 0;
   } catch {
@@ -40,7 +41,7 @@ async function sizeOf(values: Values, name: string, version: number): Promise<nu
 
 /** Whether the server lists anything under `name/`. */
 async function isFolder(values: Values, name: string): Promise<boolean> {
-  const page = await api<{ files: unknown[]; folders: unknown[] }>(values, 'GET', `/api/files?${new URLSearchParams({ prefix: name.replace(/\/+$/, '') + '/', limit: '1' })}`).catch(() => null);
+  const page = await api<ListingPage>(values, 'GET', `/api/files?${new URLSearchParams({ prefix: name.replace(/\/+$/, '') + '/', limit: '1' })}`).catch(() => null);
   return !!page && page.files.length + page.folders.length > 0;
 }
 
@@ -114,12 +115,12 @@ async function pullOne(values: Values, name: string, outFile: string, basisPath:
 async function pullFolder(values: Values, folder: string, dir: string): Promise<number> {
   const human = humanOutput(values);
   const prefix = folder.replace(/\/+$/, '') + '/';
-  const files: { name: string }[] = [];
+  const files: FileInfo[] = [];
   const folders: string[] = [];
   let cursor: string | null = null;
   do {
     const q = new URLSearchParams({ prefix, recursive: '1', limit: '10000', ...(cursor && { cursor }) });
-    const page: { files: { name: string }[]; folders: string[]; next: string | null } = await api(values, 'GET', `/api/files?${q}`);
+    const page: ListingPage = await api(values, 'GET', `/api/files?${q}`);
     if (!Array.isArray(page?.files) || !Array.isArray(page.folders) || (page.next !== null && typeof page.next !== 'string')) throw new Error('the server sent a malformed listing');
     files.push(...page.files);
     folders.push(...page.folders);

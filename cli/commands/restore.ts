@@ -4,6 +4,7 @@ import { type Command, UsageError, intFlag } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
 import { SERVER_OPTS, api } from '../remote.ts';
 import { TRASH } from '../../shared/src/sync/remote.ts';
+import type { RestoreAnswer, TrashRestoreAnswer } from '../../shared/src/wire/api.ts';
 
 export const command: Command = {
   usage: 'restore NAME --version V --server URL [--json]\n       dsync restore .dsync-trash/STAMP/PATH[/] --server URL [--json]',
@@ -22,7 +23,7 @@ overwritten.`,
   positionals: [1, 1],
   async run(values, [name]) {
     if (values.version === undefined && name.startsWith(TRASH + '/')) {
-      const res = await api<{ restored: string[]; skipped: { name: string; why: string }[] }>(values, 'POST', '/api/files/restore', { name });
+      const res = await api<TrashRestoreAnswer>(values, 'POST', '/api/files/restore', { name });
       if (!humanOutput(values)) return printJson({ name, ...res });
       console.log(`${name}: ${res.restored.length} file${res.restored.length === 1 ? '' : 's'} restored`);
       for (const s of res.skipped) console.log(`  ${s.name}: left in the trash (${s.why})`);
@@ -30,7 +31,7 @@ overwritten.`,
     }
     if (values.version === undefined) throw new UsageError('--version V is required');
     const version = intFlag(values, 'version', 0, 1);
-    const res = await api<{ version: number }>(values, 'POST', '/api/files/restore', { name, version });
+    const res = await api<RestoreAnswer>(values, 'POST', '/api/files/restore', { name, version });
     if (humanOutput(values)) console.log(`${name}: v${version} restored as v${res.version}`);
     else printJson({ name, restored: version, version: res.version });
   },

@@ -3,6 +3,7 @@
 import { type Command, UsageError, intFlag } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
 import { SERVER_OPTS, api } from '../remote.ts';
+import type { FolderRemoveAnswer, RemoveAnswer } from '../../shared/src/wire/api.ts';
 
 export const command: Command = {
   usage: 'rm NAME [--version V] | rm -r FOLDER --server URL [--json]',
@@ -21,14 +22,14 @@ and the folders under it; the folder is no longer listed. Like rm, a folder need
     if (values.recursive) {
       if (version) throw new UsageError('-r deletes whole files: --version does not go with it');
       const folder = name.replace(/\/+$/, '');
-      const res = await api<{ folder: string; removed: string[] }>(values, 'DELETE', `/api/folders?${new URLSearchParams({ name: folder })}`);
+      const res = await api<FolderRemoveAnswer>(values, 'DELETE', `/api/folders?${new URLSearchParams({ name: folder })}`);
       if (humanOutput(values)) console.log(`deleted ${res.folder} (${res.removed.length} file${res.removed.length === 1 ? '' : 's'})`);
       else printJson(res);
       return;
     }
     if (name.endsWith('/')) throw new UsageError(`${name} is a folder: rm -r ${name} deletes it and every file in it`);
     const q = new URLSearchParams({ name, ...(version && { version: String(version) }) });
-    const res = await api(values, 'DELETE', `/api/files?${q}`);
+    const res = await api<RemoveAnswer>(values, 'DELETE', `/api/files?${q}`);
     if (humanOutput(values)) console.log(`deleted ${name}${version ? ` v${version}` : ''}`);
     else printJson(res ?? { name, ...(version && { version }) });
   },

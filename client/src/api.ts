@@ -1,15 +1,10 @@
-/** The server's REST API (server/src/http/app.ts), as the page uses it. */
-import type { FileInfo, VersionInfo as StoreVersion } from '../../server/src/store/store.ts';
+/** The server's REST API (server/src/http/app.ts lists them; its shapes: shared/src/wire/api.ts), as the page uses it. */
+import type { ApiErrorBody, ClientConfig, FileInfo, FolderRemoveAnswer, Health, ListingPage, MoveAnswer, RemoveAnswer, RestoreAnswer, SearchPage, TrashRestoreAnswer, VersionInfo, WhoAmI } from '../../shared/src/wire/api.ts';
 import { fetchWhileBusy } from '../../shared/src/transport/busy.ts';
 import { SEARCH_PAGE, SEARCH_REQUESTS } from '../../shared/src/base/limits.ts';
 
-export type { FileInfo };
+export type { Change, FileInfo, VersionInfo } from '../../shared/src/wire/api.ts';
 
-/** One version of a file: `change` is the bytes it added to the store, `client` who made it
- *  (when the server says). */
-export type VersionInfo = StoreVersion & { change?: number; client?: string };
-
-/** A folder: its full path ending in '/', and what the listing said of it. */
 /** A folder of the listing: its full path, ending in '/' (the server's listing names folders only). */
 export interface FolderInfo {
   path: string;
@@ -54,7 +49,7 @@ export async function call<T>(method: string, path: string, body?: unknown): Pro
     }),
   );
   if (!res.ok) {
-    const said = ((await res.json().catch(() => ({}))) as { error?: string }).error;
+    const said = ((await res.json().catch(() => ({}))) as Partial<ApiErrorBody>).error;
     throw new HttpError(res.status, said ?? (res.status === 404 && method !== 'GET' ? 'this server does not offer that yet' : res.statusText));
   }
   return res.json() as Promise<T>;
@@ -76,7 +71,7 @@ async function folder(prefix: string): Promise<Folder & { truncated: boolean }> 
   const out: Folder = { files: [], folders: [] };
   let cursor: string | null = null;
   do {
-    const page: { files: FileInfo[]; folders: string[]; next: string | null } = await get(`/api/files?prefix=${q(prefix)}&limit=${PAGE}${cursor ? `&cursor=${q(cursor)}` : ''}`);
+    const page: ListingPage = await get(`/api/files?prefix=${q(prefix)}&limit=${PAGE}${cursor ? `&cursor=${q(cursor)}` : ''}`);
     out.files.push(...page.files);
     for (const path of page.folders) out.folders.push({ path });
     cursor = page.next;
@@ -90,7 +85,7 @@ async function tree(prefix: string): Promise<{ files: FileInfo[]; folders: strin
   const out: { files: FileInfo[]; folders: string[] } = { files: [], folders: [] };
   let cursor: string | null = null;
   do {
-    const page: { files: FileInfo[]; folders: string[]; next: string | null } = await get(`/api/files?prefix=${q(prefix)}&recursive=1&limit=${PAGE}${cursor ? `&cursor=${q(cursor)}` : ''}`);
+    const page: ListingPage = await get(`/api/files?prefix=${q(prefix)}&recursive=1&limit=${PAGE}${cursor ? `&cursor=${q(cursor)}` : ''}`);
     out.files.push(...page.files);
     out.folders.push(...page.folders);
     cursor = page.next;
@@ -103,12 +98,12 @@ async function tree(prefix: string): Promise<{ files: FileInfo[]; folders: strin
  * `want` hits, the end, or SEARCH_REQUESTS requests (each bounded by the server). `stop()`
  * true ends it early.
  */
-async function search(text: string, cursor: string, want: number, stop: () => boolean): Promise<{ files: FileInfo[]; next: string | null }> {
+async function search(text: string, cursor: string, want: number, stop: () => boolean): Promise<SearchPage> {
   const files: FileInfo[] = [];
   let next: string | null = cursor;
   let requests = 0;
   do {
-    const page: { files: FileInfo[]; next: string | null } = await get(`/api/search?q=${q(text)}&limit=${Math.min(SEARCH_PAGE, want - files.length)}${next ? `&cursor=${q(next)}` : ''}`);
+    const page: SearchPage = await get(`/api/search?q=${q(text)}&limit=${Math.min(SEARCH_PAGE, want - files.length)}${next ? `&cursor=${q(next)}` : ''}`);
     files.push(...page.files);
     next = page.next;
   } while (next !== null && files.length < want && ++requests < SEARCH_REQUESTS && !stop());
@@ -129,24 +124,24 @@ export function signInFailure(status: number, retryAfter: string | null, now = D
 
 export const api = {
   search,
-  health: () => get<{ ok: boolean }>('/api/health'),
-  whoami: () => get<{ user: string; singleUser: boolean }>('/api/whoami'),
-  config: () => get<{ maxFileSize: number }>('/api/config'),
+  health: () => get<Health>('/api/health'),
+  whoami: () => get<WhoAmI>('/api/whoami'),
+  config: () => get<ClientConfig>('/api/config'),
   folder,
   versions: (name: string) => get<VersionInfo[]>(`/api/versions?name=${q(name)}`),
   downloadUrl: (name: string, version: number) => `/api/download?name=${q(name)}&version=${version}`,
   /** deletes a file (every version), or one version of it */
-  remove: (name: string, version?: number) => call<unknown>('DELETE', `/api/files?name=${q(name)}${version === undefined ? '' : `&version=${version}`}`),
+  remove: (name: string, version?: number) => call<RemoveAnswer>('DELETE', `/api/files?name=${q(name)}${version === undefined ? '' : `&version=${version}`}`),
   tree,
   /** deletes a folder (a path ending in '/'): every file under it, each with every version */
-  removeFolder: (path: string) => call<{ removed: string[] }>('DELETE', `/api/folders?name=${q(path)}`),
+  removeFolder: (path: string) => call<FolderRemoveAnswer>('DELETE', `/api/folders?name=${q(path)}`),
   /** renames a file, or a folder (both names ending in '/'): metadata only, no bytes move */
-  move: (from: string, to: string) => call<unknown>('POST', '/api/files/move', { from, to }),
+  move: (from: string, to: string) => call<MoveAnswer>('POST', '/api/files/move', { from, to }),
   /** makes an old version the new latest one; answers its number */
-  restore: (name: string, version: number) => call<{ version: number }>('POST', '/api/files/restore', { name, version }),
+  restore: (name: string, version: number) => call<RestoreAnswer>('POST', '/api/files/restore', { name, version }),
   /** puts a file or folder of the trash (".dsync-trash/STAMP/PATH[/]") back at PATH, each file
    *  with its history; names taken again meanwhile stay in the trash (`skipped`) */
-  restoreFromTrash: (path: string) => call<{ restored: string[]; skipped: { name: string; why: string }[] }>('POST', '/api/files/restore', { name: path }),
+  restoreFromTrash: (path: string) => call<TrashRestoreAnswer>('POST', '/api/files/restore', { name: path }),
   async login(name: string, password: string) {
     const res = await fetch('/api/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name, password }) });
     if (!res.ok) throw new HttpError(res.status, signInFailure(res.status, res.headers.get('Retry-After')));

@@ -8,6 +8,7 @@ import { chunkSource } from '../../shared/src/chunking/chunk-index.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/wire/protocol.ts';
 import { LocalChanged, type LocalTree, type Skipped, type Stat, sameStat } from '../../shared/src/sync/engine.ts';
 import { IGNORE_FILE, ignoreMatcher } from '../../shared/src/sync/remote.ts';
+import { type TreeReader, parentFolder, pruneEmpty, renameVia, walkTree } from '../../shared/src/sync/local-tree.ts';
 import { blobSource } from './blob-source.ts';
 
 export const named = (e: unknown, ...names: string[]) => e instanceof DOMException && names.includes(e.name);
@@ -28,6 +29,31 @@ const tempName = () => TEMP + Array.from(crypto.getRandomValues(new Uint8Array(4
 /** A temporary file not written for this long is left over (no tab writes it now). */
 const STALE_TEMP_MS = 3600_000;
 
+/** A folder's entry with its handle. The File System Access API lists files and folders only:
+ *  the browser shows no symbolic link of a local folder (Chromium lists none and opens none by
+ *  name), so the page never follows one (docs/sync.md "The local folder"). */
+type HandleEntry = { name: string; handle: Entry };
+
+/** The picked folder for the shared walk (shared/src/sync/local-tree.ts). */
+const handleReader: TreeReader<Dir, HandleEntry> = {
+  async list(d) {
+    const out: HandleEntry[] = [];
+    for await (const e of entries(d)) out.push({ name: e.name, handle: e });
+    return out;
+  },
+  kind: (e) => (e.handle.kind === 'directory' ? 'directory' : e.handle.kind === 'file' ? 'file' : 'other'),
+  enter: (_d, e) => ({ dir: e.handle as Dir }),
+  async stat(_d, e) {
+    try {
+      const f = await (e.handle as FileSystemFileHandle).getFile();
+      return { size: f.size, mtimeMs: f.lastModified };
+    } catch (err) {
+      if (named(err, 'NotFoundError')) return null; // gone since the folder was read: deleted
+      throw err;
+    }
+  },
+};
+
 /** Moves a file: FileSystemHandle.move where the browser has it, else a copy and then the
  *  original (in `from`, named `old`) removed. */
 async function moveHandle(h: FileSystemFileHandle, dst: Dir, name: string, from?: Dir, old?: string) {
@@ -46,10 +72,26 @@ export class HandleTree implements LocalTree {
 
   constructor(readonly root: Dir) {}
 
-  /** the handle of the folder `parts` (made when `create`) */
+  /** the handle of the folder `parts` (made when `create`). A folder made here is looked up
+   *  again: where the browser made nothing because a link it does not show stands at the name
+   *  (Chromium opens no link by name, but makes a folder "through" one), the lookup fails and
+   *  nothing is written through the link. */
   private async dir(parts: string[], create = false): Promise<Dir> {
     let d = this.root;
-    for (const c of parts) d = await d.getDirectoryHandle(c, { create });
+    for (const c of parts) {
+      if (!create) {
+        d = await d.getDirectoryHandle(c);
+        continue;
+      }
+      const there = await d.getDirectoryHandle(c).catch((e) => (named(e, 'NotFoundError') ? null : Promise.reject(e)));
+      if (there) {
+        d = there;
+        continue;
+      }
+      const made = await d.getDirectoryHandle(c, { create: true });
+      if (!(await d.getDirectoryHandle(c).catch(() => null))) throw new Error(`${c}: something the browser does not show (a link?) is at this name: nothing is written through it`);
+      d = made;
+    }
     return d;
   }
 
@@ -83,45 +125,24 @@ export class HandleTree implements LocalTree {
   }
 
   async scan() {
-    const ignored = await this.ignoreRules();
-    const files = new Map<string, Stat>();
-    const dirs = new Set<string>();
-    const skipped: Skipped[] = [];
+    const w = await walkTree(handleReader, this.root, {
+      ignored: await this.ignoreRules(),
+      // a download's temporary file left by a tab closed mid-download
+      async onIgnoredFile(d, e) {
+        const at = e.name.startsWith(TEMP) ? (await (e.handle as FileSystemFileHandle).getFile().catch(() => null))?.lastModified : undefined;
+        if (at !== undefined && Date.now() - at > STALE_TEMP_MS) await d.removeEntry(e.name).catch(() => {});
+      },
+    });
     this.onDisk.clear();
-    const walk = async (d: Dir, rel: string) => {
-      let list: Entry[] = [];
-      try {
-        for await (const e of entries(d)) list.push(e);
-      } catch (e) {
-        if (!rel) throw e; // the synced folder itself
-        return void skipped.push({ path: rel, reason: `cannot read the folder: ${(e as Error).message}`, hold: true });
-      }
-      for (const e of list) {
-        const p = rel + e.name;
-        const key = p.normalize('NFC');
-        if (e.kind === 'directory') {
-          if (ignored(key, true)) continue;
-          dirs.add(key);
-          await walk(e, p + '/');
-        } else if (ignored(key)) {
-          // a download's temporary file left by a tab closed mid-download
-          const at = e.name.startsWith(TEMP) ? (await e.getFile().catch(() => null))?.lastModified : undefined;
-          if (at !== undefined && Date.now() - at > STALE_TEMP_MS) await d.removeEntry(e.name).catch(() => {});
-        } else if (files.has(key)) {
-          skipped.push({ path: key, reason: 'two names on disk for one name (Unicode forms)', hold: true });
-        } else {
-          try {
-            const f = await e.getFile();
-            files.set(key, { size: f.size, mtimeMs: f.lastModified });
-            if (key !== p) this.onDisk.set(key, p);
-          } catch (err) {
-            if (!named(err, 'NotFoundError')) skipped.push({ path: key, reason: `cannot read: ${(err as Error).message}`, hold: true });
-          }
-        }
-      }
-    };
-    await walk(this.root, '');
-    return { files, dirs, skipped };
+    const files = new Map<string, Stat>();
+    for (const [key, f] of w.files) {
+      files.set(key, { size: f.size, mtimeMs: f.mtimeMs });
+      if (key !== f.rel) this.onDisk.set(key, f.rel);
+    }
+    // a second Unicode form of one name: held (the CLI renames it aside; the page leaves the
+    // user's folder as it is)
+    const skipped: Skipped[] = [...w.skipped, ...w.twins.map((t) => ({ path: t.key, reason: 'two names on disk for one name (Unicode forms)', hold: true }))];
+    return { files, dirs: w.dirs, skipped };
   }
 
   async hash(p: string) {
@@ -179,27 +200,20 @@ export class HandleTree implements LocalTree {
   }
 
   async rename(from: string, to: string, prune: boolean): Promise<void> {
-    const parts = to.split('/');
-    const name = parts.pop()!;
-    const dst = await this.dir(parts, true);
-    if (from.toLowerCase() === to.toLowerCase()) {
-      // a case-only rename: through a name of its own, so that case-insensitive systems see it
-      const tmpName = tempName();
-      const tmp = [...parts, tmpName].join('/');
-      await this.moveFile(from, dst, tmpName);
-      await this.moveFile(tmp, dst, name);
-    } else {
-      if (await this.stat(to)) throw new Error(`${to} exists here`);
-      await this.moveFile(from, dst, name);
-    }
+    const at = this.onDisk.get(from) ?? from;
+    await renameVia({ move: (a, b) => this.moveFile(a, b), exists: async (p) => (await this.stat(p)) !== null, tempName }, from, to, at);
     this.onDisk.delete(from);
-    if (prune) await this.pruneUp(this.split(from).parents);
+    if (prune) await this.pruneUp(parentFolder(at));
   }
 
-  private async moveFile(from: string, dst: Dir, name: string) {
-    const { parents, name: old } = this.split(from);
-    const src = await this.dir(parents);
-    await moveHandle(await src.getFileHandle(old), dst, name, src, old);
+  /** Moves the file at `from` to `to` (paths on disk), making `to`'s folders. */
+  private async moveFile(from: string, to: string) {
+    const src = from.split('/');
+    const old = src.pop()!;
+    const dst = to.split('/');
+    const name = dst.pop()!;
+    const srcDir = await this.dir(src);
+    await moveHandle(await srcDir.getFileHandle(old), await this.dir(dst, true), name, srcDir, old);
   }
 
   async remove(p: string, prune: boolean): Promise<void> {
@@ -210,7 +224,7 @@ export class HandleTree implements LocalTree {
       if (!named(e, 'NotFoundError')) throw e;
     }
     this.onDisk.delete(p);
-    if (prune) await this.pruneUp(parents);
+    if (prune) await this.pruneUp(parents.join('/'));
   }
 
   async mkdir(p: string): Promise<void> {
@@ -229,14 +243,14 @@ export class HandleTree implements LocalTree {
     }
   }
 
-  /** Removes folders left empty, up to (not including) the synced folder. */
-  private async pruneUp(parents: string[]) {
-    for (let n = parents.length; n > 0; n--) {
-      try {
-        await (await this.dir(parents.slice(0, n - 1))).removeEntry(parents[n - 1]);
-      } catch {
-        return;
-      }
-    }
+  /** Removes the folder `folder` (its path on disk) and those above it while each is left
+   *  empty, up to (not including) the synced folder. */
+  private pruneUp(folder: string) {
+    return pruneEmpty(folder, async (d) => {
+      const parts = d.split('/');
+      const name = parts.pop()!;
+      await (await this.dir(parts)).removeEntry(name);
+      return true;
+    });
   }
 }

@@ -6,7 +6,7 @@
  * second or so until it answers, and opens the stream again by itself.
  */
 import { useCallback, useEffect, useRef, useState } from 'react';
-import { type ServerState, eventsUrl, probe } from './api.ts';
+import { type Change, type ServerState, eventsUrl, probe } from './api.ts';
 
 /** A stream this long without a ping is dead, whatever the socket says. */
 const STALE_MS = 8000;
@@ -14,12 +14,7 @@ const STALE_MS = 8000;
 const RECHECK_MS = 1000;
 const RECHECK_MAX_MS = 5000;
 
-export interface Change {
-  kind: 'commit' | 'rename' | 'delete' | 'restore' | 'changed';
-  name?: string;
-  version?: number;
-  to?: string;
-}
+export type { Change };
 
 export function useServer(onChange?: (c: Change) => void) {
   const [state, setState] = useState<ServerState>({ status: 'checking' });

@@ -69,3 +69,25 @@ test('no upward arrow: inside shared/src and server/src a file imports only its 
 test('docs/imports.md is the drawing of the imports as they are', () => {
   assert.equal(readFileSync(path.join(ROOT, 'docs/imports.md'), 'utf8'), drawing(), 'stale: node --import tsx scripts/import-graph.ts --write');
 });
+
+/** The CLI's files that run the server or reach its store on this machine (`serve`, and the
+ *  store's upkeep: `gc`, `check`, `adduser`), and the store options they share: the only ones of
+ *  client/ and cli/ that import server/src. */
+const SERVER_SIDE = ['cli/commands/serve.ts', 'cli/commands/gc.ts', 'cli/commands/check.ts', 'cli/commands/adduser.ts', 'cli/store-options.ts'];
+/** The command table: it names every command (a dynamic import each), those above too. */
+const COMMAND_TABLE = 'cli/main.ts';
+
+test('the page and the CLI talk to the server only through shared/src (the REST shapes: wire/api.ts), except the commands that run the server or its store', () => {
+  const graph = importGraph(ROOT, sourceFiles(ROOT, ['client/src', 'cli']));
+  const posix = (p: string) => p.split(path.sep).join('/');
+  const wrong: string[] = [];
+  for (const [f, imports] of graph) {
+    const from = posix(f);
+    for (const i of imports.map(posix)) {
+      if (i.startsWith('server/') && !SERVER_SIDE.includes(from)) wrong.push(`${from} imports ${i}`);
+      // a client command that imported a server-side file would reach the server through it
+      if (SERVER_SIDE.includes(i) && !SERVER_SIDE.includes(from) && from !== COMMAND_TABLE) wrong.push(`${from} imports ${i}`);
+    }
+  }
+  assert.deepEqual(wrong, []);
+});

@@ -14,14 +14,9 @@
  *   store's `changeToken()`, a cheap value that changes on every commit, rename and delete.
  */
 import type express from 'express';
+import type { Change } from '../../../shared/src/wire/api.ts';
 
-export interface Change {
-  kind: 'commit' | 'rename' | 'delete' | 'restore' | 'changed';
-  name?: string;
-  version?: number;
-  /** rename: the new name (a folder when it ends in '/') */
-  to?: string;
-}
+export type { Change };
 
 /** What events.ts uses of a store (Store.changeToken). */
 export interface ChangeHooks {

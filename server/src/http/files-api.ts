@@ -9,7 +9,9 @@ import path from 'node:path';
 import express from 'express';
 import { FOLDER_MOVE_BODY_BYTES, FOLDER_MOVE_FILES, FOLDER_MOVE_RENAMES, LIST_CHANGES_ENTRIES, LIST_CURSOR_CHARS, MAX_NAME_BYTES, SEARCH_FOLDERS, SEARCH_PAGE } from '../../../shared/src/base/limits.ts';
 import { ErrorCode, ProtocolError, busyMessage } from '../../../shared/src/wire/protocol.ts';
-import { TRASH, listingLines } from '../../../shared/src/sync/remote.ts';
+import { TRASH } from '../../../shared/src/sync/remote.ts';
+import type { ApiErrorBody, FolderAnswer, FolderEntries, FolderRemoveAnswer, ListingChanges, ListingPage, ListingReset, MoveAnswer, RemoveAnswer, RestoreAnswer, SearchPage, TrashRestoreAnswer, VersionInfo } from '../../../shared/src/wire/api.ts';
+import { listingLines } from '../../../shared/src/wire/api.ts';
 import { validateName } from '../../../shared/src/wire/names.ts';
 import type { FileInfo, Store } from '../store/store.ts';
 
@@ -18,6 +20,10 @@ type Req = express.Request & { user?: string };
 /** Entries per page of GET /api/files at most. */
 const MAX_PAGE = 10_000;
 type Handler = (req: Req, res: express.Response, store: Store) => Promise<void>;
+
+/** Answers `body`, typed as the API's shape of the route (shared/src/wire/api.ts). */
+const send = <T>(res: express.Response, body: T, status = 200) => void res.status(status).json(body);
+const refuse = (res: express.Response, status: number, body: ApiErrorBody) => send(res, body, status);
 
 /**
  * A listing or search the store could not answer whole (the routes: app.ts header): a read
@@ -180,7 +186,7 @@ export function filesApi(
       endTurn?.();
       log({ error: 'busy', path: req.path, retryAfterS: place });
       res.setHeader('Retry-After', String(place));
-      return void res.status(503).json({ error: busyMessage(place) });
+      return refuse(res, 503, { error: busyMessage(place) });
     }
     try {
       await fn(req, res, await storeOf(req.user!));
@@ -188,11 +194,11 @@ export function filesApi(
       const err = e as Error;
       log({ error: 'http', path: req.path, message: err.message });
       if (res.headersSent) return void res.destroy(err);
-      if (err instanceof StoreFailed) return void res.status(503).json({ error: err.message });
+      if (err instanceof StoreFailed) return refuse(res, 503, { error: err.message });
       // code: the refusal's name, so that a client tells a stale basis (StaleBasis) from a name
       // that exists (Inconsistent), both 409
-      if (err instanceof ProtocolError) return void res.status(STATUS[err.code] ?? 400).json({ error: err.message, code: codeName(err.code) });
-      res.status(500).json({ error: 'internal error' });
+      if (err instanceof ProtocolError) return refuse(res, STATUS[err.code] ?? 400, { error: err.message, code: codeName(err.code) });
+      refuse(res, 500, { error: 'internal error' });
     } finally {
       place();
       endTurn?.();
@@ -227,7 +233,7 @@ export function filesApi(
       if (req.query.recursive !== '1') {
         const page = await whole(() => store.listFolder(folder, cursor, limit, r.refused));
         r.report();
-        return void res.json({ ...page, complete: true, held: r.held() });
+        return send<ListingPage>(res, { ...page, complete: true, held: r.held() });
       }
       // every file and folder below, in name order (a folder's name ends in '/'), paged together
       const recs = await whole(() => store.folderRecords(folder, r.refused));
@@ -240,7 +246,7 @@ export function filesApi(
       // the last page: the cursor of the changes request and the digest of the whole listing
       // (docs/protocol.md "Listing changes")
       const since = next === null ? { cursor: cursorOf(recs), digest: digestOf(files, folders) } : {};
-      res.json({ files: page.flatMap((e) => (e.f ? [e.f] : [])), folders: page.flatMap((e) => (e.f ? [] : [e.key])), next, complete: true, held: r.held(), ...since });
+      send<ListingPage>(res, { files: page.flatMap((e) => (e.f ? [e.f] : [])), folders: page.flatMap((e) => (e.f ? [] : [e.key])), next, complete: true, held: r.held(), ...since });
     }),
   );
   r.post(
@@ -254,16 +260,16 @@ export function filesApi(
       if (typeof prefix !== 'string' || (prefix && !prefix.endsWith('/'))) throw new ProtocolError(ErrorCode.Malformed, 'prefix is "" or a folder: it ends in "/"');
       const folder = prefix ? nameOf(prefix.slice(0, -1)) : '';
       const was = readCursor(folder ? folder + '/' : '', since);
-      if (!was) return void res.json({ reset: true });
+      if (!was) return send<ListingReset>(res, { reset: true });
       const r = refusals(req);
       const recs = await whole(() => store.folderRecords(folder, r.refused));
       r.report();
       const cursor = cursorOf(recs);
-      if (!cursor) return void res.json({ reset: true });
+      if (!cursor) return send<ListingReset>(res, { reset: true });
       const changes = recs.filter((x) => was.get(folderId(x.folder)) !== stampOf(x));
-      if (changes.reduce((n, x) => n + x.files.length + x.folders.length, 0) > LIST_CHANGES_ENTRIES) return void res.json({ reset: true });
+      if (changes.reduce((n, x) => n + x.files.length + x.folders.length, 0) > LIST_CHANGES_ENTRIES) return send<ListingReset>(res, { reset: true });
       // the cursor is left out when it is the one sent (nothing changed: half the answer)
-      res.json({ changes, ...(cursor !== since && { cursor }), digest: digestOf(recs.flatMap((x) => x.files), recs.flatMap((x) => x.folders)), complete: true, held: r.held() });
+      send<ListingChanges>(res, { changes: changes satisfies FolderEntries[], ...(cursor !== since && { cursor }), digest: digestOf(recs.flatMap((x) => x.files), recs.flatMap((x) => x.folders)), complete: true, held: r.held() });
     }),
   );
   r.get(
@@ -279,7 +285,7 @@ export function filesApi(
       const r = refusals(req);
       const page = await whole(() => store.search(q, cursor, limit, SEARCH_FOLDERS, r.refused));
       r.report();
-      res.json(page);
+      send<SearchPage>(res, page);
     }),
   );
   r.get(
@@ -288,7 +294,7 @@ export function filesApi(
       const name = nameOf(req.query.name);
       const v = await store.versions(name);
       if (!v.length) throw new ProtocolError(ErrorCode.NotFound, `${name} does not exist`);
-      res.json(v);
+      send<VersionInfo[]>(res, v);
     }),
   );
   r.get(
@@ -318,7 +324,7 @@ export function filesApi(
     route(async (req, res, store) => {
       // latest=V: only while the file's latest version is V (409 otherwise), checked in the swap
       const name = nameOf(req.query.name);
-      res.json({ removed: await store.remove(name, versionOf(req.query.version), versionOf(req.query.latest)) });
+      send<RemoveAnswer>(res, { removed: await store.remove(name, versionOf(req.query.version), versionOf(req.query.latest)) });
     }),
   );
   // folders: POST makes an empty folder that stays listed (and its parents); DELETE removes
@@ -333,7 +339,7 @@ export function filesApi(
       const clash = await store.typeClash(folder, 'folder');
       if (clash) throw new ProtocolError(ErrorCode.Inconsistent, clash);
       await store.makeFolder(folder);
-      res.json({ folder: folder + '/' });
+      send<FolderAnswer>(res, { folder: folder + '/' });
     }),
   );
   r.delete(
@@ -341,7 +347,7 @@ export function filesApi(
     route(async (req, res, store) => {
       const folder = folderOf(req.query.name);
       const emptyOnly = req.query.empty === '1';
-      res.json({ folder: folder + '/', removed: await store.removeFolder(folder, { emptyOnly }) });
+      send<FolderRemoveAnswer>(res, { folder: folder + '/', removed: await store.removeFolder(folder, { emptyOnly }) });
     }),
   );
   r.post(
@@ -357,7 +363,7 @@ export function filesApi(
       if (versions !== undefined && !from.endsWith('/')) throw new ProtocolError(ErrorCode.Malformed, 'versions is for a folder move');
       if (!from.endsWith('/')) {
         await store.rename(nameOf(from), nameOf(to), expect);
-        return void res.json({ moved: 1 });
+        return send<MoveAnswer>(res, { moved: 1 });
       }
       const src = nameOf(from.slice(0, -1)) + '/';
       const dst = nameOf(to.slice(0, -1)) + '/';
@@ -383,7 +389,7 @@ export function filesApi(
         moved.set(rel, await store.rename(src + rel, nameOf(dst + rel), want?.get(rel)));
       });
       // a checked move answers the numbers the latest versions got at the new name
-      res.json({ moved: moved.size, ...(want && { versions: Object.fromEntries(moved) }) });
+      send<MoveAnswer>(res, { moved: moved.size, ...(want && { versions: Object.fromEntries(moved) }) });
     }),
   );
   r.post(
@@ -392,9 +398,9 @@ export function filesApi(
     route(async (req, res, store) => {
       const { name, version } = (req.body ?? {}) as { name?: unknown; version?: unknown };
       const v = versionOf(version);
-      if (v === undefined && typeof name === 'string' && name.startsWith(TRASH + '/')) return void res.json(await fromTrash(store, name));
+      if (v === undefined && typeof name === 'string' && name.startsWith(TRASH + '/')) return send<TrashRestoreAnswer>(res, await fromTrash(store, name));
       if (v === undefined) throw new ProtocolError(ErrorCode.Malformed, 'restore takes {name, version}, or {name} of a file or folder in the trash');
-      res.json({ version: await store.restore(nameOf(name), v) });
+      send<RestoreAnswer>(res, { version: await store.restore(nameOf(name), v) });
     }),
   );
   /**

@@ -26,12 +26,19 @@ import { hostname } from 'node:os';
 export const NAME_COMPONENT = 200;
 const LEAF = '.f';
 
-export function encodeName(name: string): string {
+/** `text`'s UTF-8 bytes as key characters: [A-Za-z0-9_-] as they are, every other byte %XX
+ *  (upper-case hex). Injective, and never a '.' or a '/'. */
+function escapeBytes(text: string): string {
   let out = '';
-  for (const b of Buffer.from(name, 'utf8')) {
+  for (const b of Buffer.from(text, 'utf8')) {
     const c = String.fromCharCode(b);
     out += /[A-Za-z0-9_-]/.test(c) ? c : '%' + b.toString(16).toUpperCase().padStart(2, '0');
   }
+  return out;
+}
+
+export function encodeName(name: string): string {
+  const out = escapeBytes(name);
   const parts: string[] = [];
   for (let o = 0; o < out.length || o === 0; o += NAME_COMPONENT) parts.push(out.slice(o, o + NAME_COMPONENT));
   return parts.join('/') + LEAF;
@@ -51,11 +58,7 @@ export function decodeName(encoded: string): string | null {
 
 /** A user (namespace) as a key component: the same byte encoding, no cut. */
 export function encodeUser(user: string): string {
-  let out = '';
-  for (const b of Buffer.from(user, 'utf8')) {
-    const c = String.fromCharCode(b);
-    out += /[A-Za-z0-9_-]/.test(c) ? c : '%' + b.toString(16).toUpperCase().padStart(2, '0');
-  }
+  const out = escapeBytes(user);
   if (!out || out.length > NAME_COMPONENT) throw new Error(`user name ${JSON.stringify(user)} is empty or too long`);
   return out;
 }

@@ -9,18 +9,10 @@
  * over). The work of a request is bounded whatever the namespace holds. A catalog that cannot
  * be read fails the search (GET /api/search answers 503), never hides its folder's hits.
  */
-import type { CatalogEntry } from './catalog.ts';
-
-export interface SearchHit {
-  name: string;
-  latest: number;
-  size: number;
-  versions: number;
-  mtime: string;
-}
+import { type CatalogEntry, type FileInfo, fileInfo } from './catalog.ts';
 
 export interface SearchPage {
-  files: SearchHit[];
+  files: FileInfo[];
   next: string | null;
 }
 
@@ -29,7 +21,7 @@ type Entries = (folder: string) => Promise<[string, CatalogEntry | null][]>;
 
 export async function searchNames(entries: Entries, query: string, cursor: string, limit: number, maxFolders: number): Promise<SearchPage> {
   const needle = query.toLowerCase();
-  const files: SearchHit[] = [];
+  const files: FileInfo[] = [];
   let read = 0;
   let last = cursor;
   // whether everything below `folder` ('x/') was looked at: the cursor is past it, or is the
@@ -51,7 +43,7 @@ export async function searchNames(entries: Entries, query: string, cursor: strin
         if (name <= cursor) continue;
         if (files.length >= limit) return false;
         last = name;
-        if (name.toLowerCase().includes(needle)) files.push({ name, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime });
+        if (name.toLowerCase().includes(needle)) files.push(fileInfo(name, e));
       } else {
         if (passed(name)) continue;
         if (!(await walk(name.slice(0, -1)))) return false;

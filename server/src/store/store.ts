@@ -22,7 +22,7 @@ import { type HeadChange, type SeenHead, changeHead, sameVersion } from './commi
 import { type FileHead, type Layout, type VersionEntry, applyRetention, parseFileHead } from './format.ts';
 import { type Refs, addRef } from './gc-state.ts';
 import { encodeName, fileHeadKey, indexKey, nsPrefix, parseNsKey, segmentKey, uploadsKey } from './keys.ts';
-import { type Catalog, type CatalogEntry, catalogKey, entryOf, keepFolder, noteInCatalog, parseCatalog, readCatalog, repairCatalog } from './catalog.ts';
+import { type Catalog, type CatalogEntry, type FileInfo, catalogKey, entryOf, fileInfo, keepFolder, noteInCatalog, parseCatalog, readCatalog, repairCatalog } from './catalog.ts';
 import { DamageError } from './errors.ts';
 import { validateName } from '../../../shared/src/wire/names.ts';
 import { type SearchPage, searchNames } from './search.ts';
@@ -50,17 +50,7 @@ function isValidName(name: string): boolean {
 
 /** A version as listings show it: its file head entry without the index id. */
 export type VersionInfo = Omit<VersionEntry, 'index' | 'epoch' | 'repack'>;
-export interface FileInfo {
-  name: string;
-  latest: number;
-  size: number;
-  versions: number;
-  mtime: string;
-  /** the latest version's modification time as its pusher gave it (ms since the epoch), if it did */
-  modified?: number;
-}
-/** A catalog entry as listings show it. */
-const fileInfo = (name: string, e: CatalogEntry): FileInfo => ({ name, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime, ...(e.modified !== undefined && { modified: e.modified }) });
+export type { FileInfo };
 
 /** After a rename's renumbering (`to[i]` is `from[i]`), each `restoredFrom` names the new number
  *  of its source, or goes when the source did not move with it. */

@@ -17,19 +17,13 @@ import { conflictName } from './conflict.ts';
 import { knownKey } from '../session/known.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS, ErrorCode, sameParams } from '../wire/protocol.ts';
 import { type PushOptions, type SyncReport, push } from '../session/delta-client.ts';
+import type { VersionInfo } from '../wire/api.ts';
 
 /** How many conflict names are tried when each in turn was taken meanwhile. */
 const CONFLICT_TRIES = 5;
 
 /** The latest version of a name as the server lists it (GET /api/versions). */
-export interface LatestInfo {
-  version: number;
-  /** hex of its root hash, and the root's algorithm */
-  root: string;
-  algo: number;
-  /** the client that pushed it, when it said */
-  client?: string;
-}
+export type LatestInfo = Pick<VersionInfo, 'version' | 'root' | 'algo' | 'client'>;
 
 export type GuardedOutcome =
   /** pushed as a new version of the name (or found unchanged: the server holds these bytes) */

@@ -16,6 +16,7 @@ import { type Expected, IGNORE_FILE, type RemoteFolder, RemoteChanged, type Skip
 import { LIST_CURSOR_CHARS } from '../base/limits.ts';
 import { nameProblem, shownName } from '../wire/names.ts';
 import type { Expect, RemoteFile } from './plan.ts';
+import { type FolderEntries, type ListedFile, type ListingChanges, type ListingPage, type ListingReset, type MoveAnswer, type Unchecked, type VersionInfo, listingLines } from '../wire/api.ts';
 
 /** The folder on the server that holds what sync deletes, with its history (docs/sync.md). */
 export const TRASH = '.dsync-trash';
@@ -65,13 +66,6 @@ export type ApiCall = <T = unknown>(method: string, path: string, body?: unknown
 /** Files per page of the server's recursive listing. */
 const LIST_PAGE = 5000;
 
-/** A file as the recursive listing names it: its full name on the server. */
-export interface ListedFile {
-  name: string;
-  latest: number;
-  size: number;
-}
-
 /** A listing kept between passes (and runs): the server folder's `prefix`, the server's
  *  `cursor` for it, and the files and folders (full names, a folder's ending in '/') it had. */
 export interface KeptListing {
@@ -94,19 +88,7 @@ interface RawListing {
   foldersListed: boolean;
 }
 
-/**
- * The lines a listing's digest and a folder's stamp hash (docs/protocol.md "Listing
- * changes"): per entry, in the listing's name order (JavaScript's string order: UTF-16 code
- * units), a file's `NAME NUL LATEST NUL SIZE LF` (numbers in decimal), a folder's `NAME LF`
- * (its name ends in '/').
- */
-export function listingLines(files: ListedFile[], folders: string[]): string {
-  const all: [string, string][] = [...files.map((f): [string, string] => [f.name, `${f.name}\0${f.latest}\0${f.size}\n`]), ...folders.map((d): [string, string] => [d, d + '\n'])];
-  all.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-  return all.map((e) => e[1]).join('');
-}
-
-/** The digest of a whole listing: SHA-256 (hex) of its `listingLines`; null where there is no
+/** The digest of a whole listing: SHA-256 (hex) of its `listingLines` (wire/api.ts); null where there is no
  *  crypto.subtle (a page on plain http), which then keeps no listing. */
 export async function listingDigest(files: ListedFile[], folders: string[]): Promise<string | null> {
   const subtle = globalThis.crypto?.subtle;
@@ -124,9 +106,11 @@ function parentOf(name: string): string {
 const isCursor = (c: unknown): c is string => typeof c === 'string' && c.length > 0 && c.length <= LIST_CURSOR_CHARS;
 const isDigest = (d: unknown): d is string => typeof d === 'string' && /^[0-9a-f]{64}$/.test(d);
 
+const isInteger = (n: unknown): n is number => Number.isSafeInteger(n);
+
 /** A file entry of a listing the server sent below `prefix`, checked. */
-function listedFile(f: any, prefix: string): ListedFile {
-  if (typeof f?.name !== 'string' || !f.name.startsWith(prefix) || !Number.isSafeInteger(f.latest) || !Number.isSafeInteger(f.size)) throw new Error('the server sent a malformed listing');
+function listedFile(f: Unchecked<ListedFile> | null, prefix: string): ListedFile {
+  if (typeof f?.name !== 'string' || !f.name.startsWith(prefix) || !isInteger(f.latest) || !isInteger(f.size)) throw new Error('the server sent a malformed listing');
   return { name: f.name, latest: f.latest, size: f.size };
 }
 
@@ -251,10 +235,10 @@ export abstract class ApiFolder implements RemoteFolder {
     const prefix = this.prefix;
     const raw: RawListing = { files: [], folders: [], held: [], foldersListed: true };
     let cursor: string | null = '';
-    let last: { cursor?: unknown; digest?: unknown } = {};
+    let last: Unchecked<ListingPage> = {};
     do {
       const q: URLSearchParams = new URLSearchParams({ prefix, recursive: '1', limit: String(LIST_PAGE), ...(cursor && { cursor }) });
-      const page: { files: unknown; folders?: unknown; next: unknown; complete?: unknown; held?: unknown; cursor?: unknown; digest?: unknown } = await this.a.call('GET', `/api/files?${q}`);
+      const page: Unchecked<ListingPage> = await this.a.call('GET', `/api/files?${q}`);
       if (!Array.isArray(page?.files)) throw new Error('the server does not list folders recursively: it needs an update');
       // a page the server does not vouch for as whole is no listing: files it lacks would read
       // as deleted on the server (a server of an earlier version sends none)
@@ -286,7 +270,7 @@ export abstract class ApiFolder implements RemoteFolder {
     const had = keptListing(this.keep.listing, prefix);
     if (!had || this.noChanges || !globalThis.crypto?.subtle) return null;
     this.kept(null);
-    let answer: { changes?: unknown; cursor?: unknown; digest?: unknown; complete?: unknown; held?: unknown; reset?: unknown };
+    let answer: Unchecked<ListingChanges & ListingReset>;
     try {
       answer = await this.a.call('POST', '/api/files/changes', { prefix, since: had.cursor });
     } catch (e) {
@@ -309,7 +293,7 @@ export abstract class ApiFolder implements RemoteFolder {
     for (const f of had.files) at(parentOf(f.name)).files.push(f);
     for (const d of had.folders) at(parentOf(d)).folders.push(d);
     // each changed folder's entries, whole, in place of the kept ones
-    for (const c of answer.changes as { folder?: unknown; files?: unknown; folders?: unknown }[]) {
+    for (const c of answer.changes as Unchecked<FolderEntries>[]) {
       const folder = c?.folder;
       if (typeof folder !== 'string' || !(folder === prefix || (folder.startsWith(prefix) && folder.endsWith('/'))) || !Array.isArray(c.files) || !Array.isArray(c.folders)) throw new Error('the server sent a malformed listing');
       const files = c.files.map((f) => listedFile(f, prefix));
@@ -364,7 +348,7 @@ export abstract class ApiFolder implements RemoteFolder {
     return { files: out, folders, skipped };
   }
 
-  private async versionList(p: string): Promise<{ version: number; root: string; algo: number }[]> {
+  private async versionList(p: string): Promise<Pick<VersionInfo, 'version' | 'root' | 'algo'>[]> {
     let list: unknown;
     try {
       list = await this.a.call('GET', `/api/versions?${new URLSearchParams({ name: this.full(p) })}`);
@@ -372,7 +356,7 @@ export abstract class ApiFolder implements RemoteFolder {
       if (this.status(e) === 404) return [];
       throw e;
     }
-    const ok = (v: any) => Number.isSafeInteger(v?.version) && v.version > 0 && typeof v.root === 'string' && Number.isSafeInteger(v.algo);
+    const ok = (v: Unchecked<VersionInfo> | null): v is VersionInfo => !!v && isInteger(v.version) && v.version > 0 && typeof v.root === 'string' && isInteger(v.algo);
     if (!Array.isArray(list) || !list.every(ok)) throw new Error(`the server sent a malformed version list of ${p}`);
     return list;
   }
@@ -441,7 +425,7 @@ export abstract class ApiFolder implements RemoteFolder {
 
   /** The checked folder move of `from` (in this folder) to the server name `to`. */
   private async moveFolderAs(from: string, to: string, versions: ReadonlyMap<string, number>): Promise<Map<string, number>> {
-    let answer: { versions?: unknown };
+    let answer: Unchecked<MoveAnswer>;
     try {
       answer = await this.a.call('POST', '/api/files/move', { from: this.full(from) + '/', to: to + '/', versions: Object.fromEntries(versions) });
     } catch (e) {
@@ -484,9 +468,9 @@ export abstract class ApiFolder implements RemoteFolder {
     // only while nothing is under it: a subfolder is looked for here; a file, by the server
     // (empty=1 removes no file, and refuses with 409 while one is there)
     const q = new URLSearchParams({ prefix: this.full(p) + '/', recursive: '1', limit: '1' });
-    const under = await this.a.call<{ files: unknown[]; folders?: unknown[] }>('GET', `/api/files?${q}`);
-    if (!Array.isArray(under?.files)) throw new Error('the server sent a malformed listing');
-    if (under.files.length || under.folders?.length) return false;
+    const under = await this.a.call<Unchecked<ListingPage>>('GET', `/api/files?${q}`);
+    if (!Array.isArray(under?.files) || (under.folders !== undefined && !Array.isArray(under.folders))) throw new Error('the server sent a malformed listing');
+    if (under.files.length || (Array.isArray(under.folders) && under.folders.length)) return false;
     try {
       await this.a.call('DELETE', `/api/folders?${new URLSearchParams({ name: this.full(p), empty: '1' })}`);
     } catch (e) {
