@@ -241,3 +241,31 @@ export const FOLDER_MOVE_BODY_BYTES = 4 << 20;
  *  (three or four reads and two compare-and-swaps), so a few overlap well without one request
  *  taking the store from every other. */
 export const FOLDER_MOVE_RENAMES = 8;
+
+// ---------------------------------------------------------------------------------------------
+// Vaults, the client's side (shared/src/vault/, docs/vaults.md)
+
+/** Argon2id parameters a new vault's keyfile takes (RFC 9106 / OWASP's "m=19 MiB, t=2, p=1"):
+ *  about 1.5 s in Chromium or Node on one core of a laptop through @noble/hashes (3.4 s on
+ *  the loaded 2-core test machine); `m` in KiB. */
+export const VAULT_ARGON2 = { m: 19456, t: 2, p: 1 } as const;
+/** The most a keyfile may ask of a device that unlocks it (a hostile server could otherwise
+ *  make a client spend gigabytes or hours): `m` in KiB. */
+export const VAULT_ARGON2_MAX = { m: 256 << 10, t: 16, p: 4 } as const;
+
+/** Bytes of sealed chunks a vault's pack holds before it is closed and uploaded (before
+ *  padding); one chunk may carry it up to a chunk's size over. */
+export const VAULT_PACK_TARGET = 4 << 20;
+/** Packs open at once, among which each new chunk is placed at random, so that a pack's
+ *  order says little about a file's. */
+export const VAULT_OPEN_PACKS = 4;
+
+/** Chunk sizes for a vault's lists (manifests and trees), which are cut finer than contents so
+ *  that a small edit rewrites little: min, avg, max in bytes. */
+export const VAULT_LIST_CHUNKS = { min: 512, avg: 2048, max: 16384 } as const;
+
+/** Longest decrypted list (a manifest or the tree) a client takes, in bytes: a 64 GiB file's
+ *  manifest at 8 KiB chunks (72 bytes an entry). */
+export const VAULT_LIST_MAX = 600 << 20;
+/** Longest head a client writes or reads (the server's VAULT_HEAD_MAX is the same 1 MiB). */
+export const VAULT_HEAD_BYTES = 1 << 20;
