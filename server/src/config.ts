@@ -4,7 +4,7 @@
  */
 import http from 'node:http';
 import { STORE_DEFAULTS } from './store/repo.ts';
-import { MAX_CHUNKS, MAX_CHUNK_SIZE, MAX_FILE_SIZE, MAX_IN_FLIGHT, MAX_MESSAGE, MAX_REFINE_BYTES, SPLIT_THRESHOLD } from '../../shared/src/base/limits.ts';
+import { MAX_CHUNKS, MAX_CHUNK_SIZE, MAX_FILE_SIZE, MAX_IN_FLIGHT, MAX_MESSAGE, MAX_REFINE_BYTES, SPLIT_THRESHOLD, VAULT_PACK_MAX } from '../../shared/src/base/limits.ts';
 
 export interface ServerConfig {
   host: string;
@@ -119,6 +119,10 @@ export interface ServerConfig {
    *  place before it is refused as busy (none while the thread is saturated; guard.ts
    *  Admission), ms. 0: refused at once */
   maxAdmissionWaitMs: number;
+  /** the largest pack a vault's client may store, in bytes (PUT /api/vaults/:id/packs/:pack,
+   *  docs/vaults.md); an upload is held in memory once while its hash is checked. 1 to
+   *  MAX_VAULT_PACK_MAX */
+  vaultPackMax: number;
 }
 
 export const DEFAULTS: ServerConfig = {
@@ -168,6 +172,7 @@ export const DEFAULTS: ServerConfig = {
   maxSessions: 64,
   maxLoad: 0.9,
   maxAdmissionWaitMs: 1000,
+  vaultPackMax: VAULT_PACK_MAX,
 };
 
 /** How long /api/health reuses its last look at the store, so that frequent health checks
@@ -183,6 +188,8 @@ export const MAX_GC_WINDOW_MS = 300_000;
  *  an object this old was collected; 5 minutes more for clocks (docs/store.md §8, "late
  *  DELETEs"). A local directory has no requests in flight and takes any minimum age. */
 export const S3_MIN_GC_AGE_MS = 20 * 60_000;
+/** The largest `--vault-pack-max`: a pack is held in memory whole while its hash is checked. */
+export const MAX_VAULT_PACK_MAX = 1 << 30;
 /** The longest request head, in bytes: Node's HTTP parser's limit (16 KiB, `node
  *  --max-http-header-size`); with --workers, the first process reads at most this much of a
  *  new connection for its request line (cluster.ts). */
@@ -232,6 +239,7 @@ export function loadConfig(flags: Record<string, string | boolean>, env = proces
   }
   if (!(Number.isSafeInteger(cfg.gcRepackPercent) && cfg.gcRepackPercent >= 1 && cfg.gcRepackPercent <= 100)) throw new Error(`--gc-repack-percent must be a whole number from 1 to 100, got ${cfg.gcRepackPercent}`);
   if (cfg.headTimeoutMs < 1) throw new Error(`--head-timeout-ms must be at least 1, got ${cfg.headTimeoutMs}`);
+  if (!(Number.isSafeInteger(cfg.vaultPackMax) && cfg.vaultPackMax >= 1 && cfg.vaultPackMax <= MAX_VAULT_PACK_MAX)) throw new Error(`--vault-pack-max must be a whole number of bytes from 1 to ${MAX_VAULT_PACK_MAX}, got ${cfg.vaultPackMax}`);
   if (cfg.maxLoad > 1) throw new Error(`--max-load is a share of the time, from 0 to 1, got ${cfg.maxLoad}`);
   if (cfg.store.startsWith('s3://') && cfg.gcMinAgeMs < S3_MIN_GC_AGE_MS) throw new Error(`--gc-min-age-ms must be at least ${S3_MIN_GC_AGE_MS} on an s3:// store (a request held in the network may land up to 15 minutes late), got ${cfg.gcMinAgeMs}`);
   return cfg;

@@ -66,6 +66,7 @@ import { COMPRESS_JSON_BROTLI_QUALITY, COMPRESS_JSON_MIN_BYTES } from '../../sha
 import { Auth } from './http/auth.ts';
 import { HEALTH_CACHE_MS, HEALTH_WRITE_CACHE_MS, type ServerConfig, headCheckIntervalMs } from './config.ts';
 import { filesApi } from './http/files-api.ts';
+import { vaultsApi } from './http/vaults.ts';
 import { Store } from './store/store.ts';
 import { type Repo, openStore } from './store/repo.ts';
 import { runGc } from './store/gc.ts';
@@ -360,6 +361,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
   });
   app.get('/api/events', (req: Req, res) => events.handler(req, res, auth.ended(req, res, req.user!)));
   app.use('/api', filesApi(storeOf, log, turn && ((user) => turn(user, 'files')), () => admission.enter()));
+  app.use('/api', vaultsApi(repo.backend, cfg, log, turn && ((user) => turn(user, 'files')), () => admission.enter()));
   if (existsSync(cfg.staticDir)) app.use(express.static(cfg.staticDir));
   // express' own 404 page would replace the security headers' CSP with its own
   app.use((_req, res) => void res.status(404).json({ error: 'not found' }));

@@ -9,6 +9,9 @@
  *   health/<32 hex>                         a server's health probe head (server.ts)
  *   journal/<32 hex>                        a head change's mark, until its catalog is noted (commit.ts)
  *   auth/sessions/<64 hex>                  a page login (SHA-256 of its session id; logins.ts)
+ *   vaults/<user>/keys/<32 hex>             a vault's wrapped-key file (vaults.ts)
+ *   vaults/<user>/heads/<32 hex>            a vault's head (vaults.ts)
+ *   vaults/<user>/packs/<32 hex>/<64 hex>   a vault's pack (SHA-256 of its body; vaults.ts)
  *
  * A name is encoded injectively: every byte outside [A-Za-z0-9_-] becomes %XX (upper-case
  * hex), the result is cut into components of exactly NAME_COMPONENT characters (the last one
@@ -103,3 +106,23 @@ export function parseContentKey(key: string): { kind: 'segment' | 'index'; id: s
 
 /** Whether `key` is under `data/` or `index/` in the shape gc/state's candidates have. */
 export const isContentKey = (key: string) => /^(data|index)\/[0-9a-f]{2}\/[0-9a-f]+$/.test(key);
+
+/** A vault's id (docs/vaults.md): 32 lowercase hex digits, chosen by its client. */
+export const VAULT_ID = /^[0-9a-f]{32}$/;
+/** A vault's pack id: the SHA-256 of its bytes, 64 lowercase hex digits. */
+export const PACK_ID = /^[0-9a-f]{64}$/;
+/** Vaults live outside what gc, check and repack list (`ns/`, `data/`, `index/`): their
+ *  objects are opaque, referenced by heads only their clients can read. */
+export const VAULTS_PREFIX = 'vaults/';
+const vaultId = (id: string) => {
+  if (!VAULT_ID.test(id)) throw new RangeError(`bad vault id ${JSON.stringify(id.slice(0, 80))}`);
+  return id;
+};
+export const vaultKeysPrefix = (user: string) => `${VAULTS_PREFIX}${encodeUser(user)}/keys/`;
+export const vaultKeyfileKey = (user: string, id: string) => vaultKeysPrefix(user) + vaultId(id);
+export const vaultHeadKey = (user: string, id: string) => `${VAULTS_PREFIX}${encodeUser(user)}/heads/${vaultId(id)}`;
+export const vaultPacksPrefix = (user: string, id: string) => `${VAULTS_PREFIX}${encodeUser(user)}/packs/${vaultId(id)}/`;
+export function vaultPackKey(user: string, id: string, pack: string): string {
+  if (!PACK_ID.test(pack)) throw new RangeError(`bad pack id ${JSON.stringify(pack.slice(0, 80))}`);
+  return vaultPacksPrefix(user, id) + pack;
+}

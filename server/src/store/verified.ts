@@ -101,6 +101,12 @@ export class SegmentBytes {
     return b.subarray(offset, offset + length);
   }
 
+  /** All the bytes kept of `segment`, or null. */
+  whole(segment: string): Uint8Array | null {
+    const b = this.segments.get(segment);
+    return b ? this.get(segment, 0, b.length) : null;
+  }
+
   drop(segment: string) {
     const b = this.segments.get(segment);
     if (b) this.bytes -= b.length;

@@ -243,6 +243,18 @@ export const FOLDER_MOVE_BODY_BYTES = 4 << 20;
 export const FOLDER_MOVE_RENAMES = 8;
 
 // ---------------------------------------------------------------------------------------------
+// Vaults (docs/vaults.md, "The server"): opaque objects per (user, vault)
+
+/** Longest wrapped-key file of a vault, in bytes (POST /api/vaults). */
+export const VAULT_KEYFILE_MAX = 4 << 10;
+/** Longest head of a vault, in bytes (PUT /api/vaults/:id/head). */
+export const VAULT_HEAD_MAX = 1 << 20;
+/** Longest pack by default, in bytes: the server's `--vault-pack-max` (server/src/config.ts). */
+export const VAULT_PACK_MAX = 16 << 20;
+/** Packs per page of GET /api/vaults/:id/packs. */
+export const VAULT_PACKS_PAGE = 1000;
+
+// ---------------------------------------------------------------------------------------------
 // Vaults, the client's side (shared/src/vault/, docs/vaults.md)
 
 /** Argon2id parameters a new vault's keyfile takes (RFC 9106 / OWASP's "m=19 MiB, t=2, p=1"):
@@ -267,5 +279,3 @@ export const VAULT_LIST_CHUNKS = { min: 512, avg: 2048, max: 16384 } as const;
 /** Longest decrypted list (a manifest or the tree) a client takes, in bytes: a 64 GiB file's
  *  manifest at 8 KiB chunks (72 bytes an entry). */
 export const VAULT_LIST_MAX = 600 << 20;
-/** Longest head a client writes or reads (the server's VAULT_HEAD_MAX is the same 1 MiB). */
-export const VAULT_HEAD_BYTES = 1 << 20;

@@ -4,7 +4,7 @@
  * exactly its bytes: a short or long input, a bad count, a bad name or a bad version is a
  * VaultError, never a partial value. Numbers are big-endian.
  */
-import { VAULT_HEAD_BYTES, VAULT_LIST_MAX } from '../base/limits.ts';
+import { VAULT_HEAD_MAX, VAULT_LIST_MAX } from '../base/limits.ts';
 import { validateName } from '../wire/names.ts';
 
 /** What a vault refuses: a wrong passphrase, a damaged or moved object, a rolled-back head. */
@@ -263,7 +263,7 @@ export function encodeHeadRecord(h: HeadRecord): Uint8Array {
   const body = w.done();
   const out = new Uint8Array(padme(body.length));
   out.set(body);
-  if (out.length > VAULT_HEAD_BYTES) throw new VaultError('the tree is too large for a head');
+  if (out.length > VAULT_HEAD_MAX) throw new VaultError('the tree is too large for a head');
   return out;
 }
 

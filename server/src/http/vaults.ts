@@ -1,0 +1,237 @@
+/**
+ * The REST routes of vaults (docs/vaults.md, "The server"), mounted under /api after the
+ * Host, Origin and identity checks (server.ts), each in the caller's own namespace, with the
+ * user's turns and the process' admission as the file routes (guard.ts):
+ *
+ *   POST /api/vaults {id, keyfile}            201 {id}; 409 if the id exists; 400 a bad id,
+ *                                             keyfile (base64, 1 to VAULT_KEYFILE_MAX bytes) or field
+ *   GET  /api/vaults                          {vaults: [{id, created}]}
+ *   GET  /api/vaults/:id/key                  the keyfile's bytes
+ *   PUT  /api/vaults/:id/packs/:pack          body: the pack (Content-Length, 1 to --vault-pack-max
+ *                                             bytes, 413 beyond), :pack its SHA-256 (400 if not):
+ *                                             201 stored, 200 there already
+ *   GET  /api/vaults/:id/packs/:pack          the pack, verified; Range: bytes=A-B (one range,
+ *                                             also A- and -N) 206; 416 for any other Range
+ *   GET  /api/vaults/:id/packs[?after=P]      {packs: [{id, size}], more}: VAULT_PACKS_PAGE a page
+ *   GET  /api/vaults/:id/head                 the head's bytes, Dsync-Head-Counter: N; 404 {counter:
+ *                                             0, error} none yet
+ *   PUT  /api/vaults/:id/head                 Dsync-Head-Counter: N (the counter read, 0 for the
+ *                                             first): 200 {counter: N+1}, or 412 {counter, error}
+ *
+ * 404 for a vault or pack that does not exist (a vault of another user does not exist for the
+ * caller); 500 for a damaged object. Answers are never cached (Cache-Control: no-store): the
+ * URLs name no user, and a browser shared by two accounts must not answer one from the other's.
+ */
+import { createHash } from 'node:crypto';
+import express from 'express';
+import { VAULT_HEAD_MAX } from '../../../shared/src/base/limits.ts';
+import { ErrorCode, ProtocolError, busyMessage } from '../../../shared/src/wire/protocol.ts';
+import type { Backend } from '../store/backend.ts';
+import { Vaults, checkPackId, checkVaultId } from '../store/vaults.ts';
+import type { ServerConfig } from '../config.ts';
+
+type Req = express.Request & { user?: string };
+
+/** The header that carries a head's counter, both ways. */
+export const HEAD_COUNTER = 'Dsync-Head-Counter';
+
+/** A refusal with its own HTTP status and headers. */
+class Refusal extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+}
+
+const STATUS: Partial<Record<number, number>> = { [ErrorCode.NotFound]: 404, [ErrorCode.Inconsistent]: 409, [ErrorCode.Internal]: 500 };
+
+/**
+ * The request's body, whose Content-Length is required and at most `max`: read into one
+ * buffer of that size and hashed (SHA-256) as it comes in, so a pack is held once, never
+ * joined from pieces. A body over `max` is refused before any of it is read (413, and the
+ * connection closed after the answer).
+ */
+async function receive(req: express.Request, max: number, what: string): Promise<{ bytes: Buffer; sha256: string }> {
+  const raw = req.headers['content-length'];
+  if (raw === undefined) throw new Refusal(411, `a ${what} is sent with a Content-Length`);
+  if (!/^\d{1,16}$/.test(raw)) throw new Refusal(400, `bad Content-Length ${JSON.stringify(raw.slice(0, 40))}`);
+  const n = Number(raw);
+  if (n > max) throw new Refusal(413, `a ${what} is at most ${max} bytes, this one is ${n}: not stored`);
+  if (n === 0) throw new Refusal(400, `a ${what} is at least 1 byte`);
+  const bytes = Buffer.allocUnsafe(n);
+  const hash = createHash('sha256');
+  let at = 0;
+  for await (const piece of req as AsyncIterable<Buffer>) {
+    if (at + piece.length > n) throw new Refusal(400, `the body is longer than its Content-Length`);
+    piece.copy(bytes, at);
+    hash.update(piece);
+    at += piece.length;
+  }
+  if (at !== n) throw new Refusal(400, `the body ended after ${at} of its ${n} bytes: not stored`);
+  return { bytes, sha256: hash.digest('hex') };
+}
+
+/** The one byte range a Range header asks of `size` bytes, or null without one; a Refusal
+ *  (416) for anything else: several ranges, another unit, or a range that starts past the end. */
+function rangeOf(header: string | undefined, size: number): { start: number; end: number } | null {
+  if (header === undefined) return null;
+  const refuse = () => new Refusal(416, `Range ${JSON.stringify(header.slice(0, 80))} is not one range of bytes within the pack's ${size}`, { 'Content-Range': `bytes */${size}` });
+  const m = /^bytes=(\d{0,16})-(\d{0,16})$/.exec(header.trim());
+  if (!m || (m[1] === '' && m[2] === '')) throw refuse();
+  if (m[1] === '') {
+    // the last N bytes
+    const n = Number(m[2]);
+    if (n === 0) throw refuse();
+    return { start: Math.max(0, size - n), end: size - 1 };
+  }
+  const start = Number(m[1]);
+  const end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
+  if (start >= size || (m[2] !== '' && Number(m[2]) < start)) throw refuse();
+  return { start, end };
+}
+
+/** A head counter from its header: a whole number in decimal. */
+function counterOf(raw: string | string[] | undefined): number {
+  if (typeof raw !== 'string' || !/^(0|[1-9]\d{0,15})$/.test(raw) || !Number.isSafeInteger(Number(raw))) {
+    throw new Refusal(400, `a head is written with the header ${HEAD_COUNTER}: the counter read (0 for the first head)`);
+  }
+  return Number(raw);
+}
+
+/** The keyfile of POST /api/vaults: canonical base64 (what it decodes to encodes back to it). */
+function keyfileOf(raw: unknown): Uint8Array {
+  if (typeof raw !== 'string' || !/^[A-Za-z0-9+/]*={0,2}$/.test(raw) || raw.length % 4) throw new ProtocolError(ErrorCode.Malformed, 'keyfile is base64');
+  const bytes = Buffer.from(raw, 'base64');
+  if (bytes.toString('base64') !== raw) throw new ProtocolError(ErrorCode.Malformed, 'keyfile is base64');
+  return bytes;
+}
+
+/** Sends bytes as they are: no ETag is computed over a pack. */
+function sendBytes(res: express.Response, status: number, bytes: Uint8Array, headers: Record<string, string> = {}) {
+  res.status(status);
+  res.set({ 'Content-Type': 'application/octet-stream', 'Content-Length': String(bytes.length), ...headers });
+  res.end(bytes);
+}
+
+/** `turn`: waits for one of the user's turns (guard.ts `Turns`) and returns its end. `enter`: a
+ *  place among the work the process runs (guard.ts `Admission`), or the seconds to wait. */
+export function vaultsApi(
+  backend: Backend,
+  cfg: Pick<ServerConfig, 'vaultPackMax'>,
+  log: (e: Record<string, unknown>) => void,
+  turn?: (user: string) => Promise<() => void>,
+  enter: () => Promise<(() => void) | number> = async () => () => {},
+): express.Router {
+  const vaults = new Vaults(backend, log);
+  const r = express.Router();
+  r.use('/vaults', (_req, res, next) => {
+    res.setHeader('Cache-Control', 'no-store');
+    next();
+  });
+  const route = (fn: (req: Req, res: express.Response, user: string) => Promise<void>) => async (req: Req, res: express.Response) => {
+    const endTurn = await turn?.(req.user!);
+    const place = await enter();
+    if (typeof place === 'number') {
+      endTurn?.();
+      log({ error: 'busy', path: req.path, retryAfterS: place });
+      res.setHeader('Retry-After', String(place));
+      // a body not read is not waited for
+      if (req.method === 'PUT') res.setHeader('Connection', 'close');
+      return void res.status(503).json({ error: busyMessage(place) });
+    }
+    try {
+      await fn(req, res, req.user!);
+    } catch (e) {
+      const err = e as Error;
+      log({ error: 'http', user: req.user, path: req.path, message: err.message });
+      if (res.headersSent) return void res.destroy(err);
+      // a body left unread (refused before it was read) is not read: the connection closes
+      if (!req.complete) res.setHeader('Connection', 'close');
+      if (err instanceof Refusal) return void res.status(err.status).set(err.headers).json({ error: err.message });
+      if (err instanceof ProtocolError) return void res.status(STATUS[err.code] ?? 400).json({ error: err.message });
+      res.status(500).json({ error: 'internal error' });
+    } finally {
+      place();
+      endTurn?.();
+    }
+  };
+
+  r.post(
+    '/vaults',
+    express.json({ limit: '16kb' }),
+    route(async (req, res, user) => {
+      const body = req.body as Record<string, unknown> | undefined;
+      if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new ProtocolError(ErrorCode.Malformed, 'POST /api/vaults takes JSON {id, keyfile}');
+      const extra = Object.keys(body).filter((k) => k !== 'id' && k !== 'keyfile');
+      if (extra.length) throw new ProtocolError(ErrorCode.Malformed, `unknown field ${JSON.stringify(extra[0].slice(0, 40))}`);
+      const id = checkVaultId(body.id);
+      await vaults.create(user, id, keyfileOf(body.keyfile));
+      log({ event: 'vault created', user, vault: id });
+      res.status(201).json({ id });
+    }),
+  );
+  r.get(
+    '/vaults',
+    route(async (_req, res, user) => {
+      res.json({ vaults: await vaults.list(user) });
+    }),
+  );
+  r.get(
+    '/vaults/:id/key',
+    route(async (req, res, user) => {
+      sendBytes(res, 200, await vaults.keyfile(user, checkVaultId(req.params.id)));
+    }),
+  );
+  r.put(
+    '/vaults/:id/packs/:pack',
+    route(async (req, res, user) => {
+      const id = checkVaultId(req.params.id);
+      const pack = checkPackId(req.params.pack);
+      const { bytes, sha256 } = await receive(req, cfg.vaultPackMax, 'pack');
+      const created = await vaults.putPack(user, id, pack, bytes, sha256);
+      res.status(created ? 201 : 200).json({ id: pack, size: bytes.length });
+    }),
+  );
+  r.get(
+    '/vaults/:id/packs/:pack',
+    route(async (req, res, user) => {
+      const bytes = await vaults.readPack(user, checkVaultId(req.params.id), checkPackId(req.params.pack));
+      const range = rangeOf(req.headers.range, bytes.length);
+      if (!range) return sendBytes(res, 200, bytes, { 'Accept-Ranges': 'bytes' });
+      sendBytes(res, 206, bytes.subarray(range.start, range.end + 1), { 'Accept-Ranges': 'bytes', 'Content-Range': `bytes ${range.start}-${range.end}/${bytes.length}` });
+    }),
+  );
+  r.get(
+    '/vaults/:id/packs',
+    route(async (req, res, user) => {
+      const after = req.query.after;
+      if (after !== undefined && typeof after !== 'string') throw new ProtocolError(ErrorCode.Malformed, 'after is one pack id');
+      res.json(await vaults.packs(user, checkVaultId(req.params.id), after));
+    }),
+  );
+  r.get(
+    '/vaults/:id/head',
+    route(async (req, res, user) => {
+      const id = checkVaultId(req.params.id);
+      const head = await vaults.head(user, id);
+      // counter 0: the vault exists and has no head yet (a 404 without it: no such vault)
+      if (!head) return void res.status(404).json({ counter: 0, error: `vault ${id} has no head yet` });
+      sendBytes(res, 200, head.body, { [HEAD_COUNTER]: String(head.counter) });
+    }),
+  );
+  r.put(
+    '/vaults/:id/head',
+    route(async (req, res, user) => {
+      const id = checkVaultId(req.params.id);
+      const counter = counterOf(req.headers[HEAD_COUNTER.toLowerCase()]);
+      const { bytes } = await receive(req, VAULT_HEAD_MAX, 'head');
+      const swap = await vaults.putHead(user, id, bytes, counter);
+      if (!swap.ok) return void res.status(412).json({ counter: swap.counter, error: `the head is at ${swap.counter}, not ${counter}: read it again` });
+      res.json({ counter: swap.counter });
+    }),
+  );
+  return r;
+}
