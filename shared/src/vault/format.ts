@@ -93,15 +93,18 @@ export class Writer {
     return at;
   }
   u8(v: number): this {
-    this.view.setUint8(this.room(1), v);
+    const at = this.room(1);
+    this.view.setUint8(at, v);
     return this;
   }
   u16(v: number): this {
-    this.view.setUint16(this.room(2), v);
+    const at = this.room(2);
+    this.view.setUint16(at, v);
     return this;
   }
   u32(v: number): this {
-    this.view.setUint32(this.room(4), v);
+    const at = this.room(4);
+    this.view.setUint32(at, v);
     return this;
   }
   /** A whole number up to 2^53 - 1. */
@@ -113,7 +116,8 @@ export class Writer {
     return this;
   }
   bytes(b: Uint8Array): this {
-    this.buf.set(b, this.room(b.length));
+    const at = this.room(b.length); // may replace this.buf
+    this.buf.set(b, at);
     return this;
   }
   ref(r: Ref): this {
@@ -263,7 +267,7 @@ export function encodeHeadRecord(h: HeadRecord): Uint8Array {
   const body = w.done();
   const out = new Uint8Array(padme(body.length));
   out.set(body);
-  if (out.length > VAULT_HEAD_MAX) throw new VaultError('the tree is too large for a head');
+  if (1 + SEAL_OVERHEAD + out.length > VAULT_HEAD_MAX) throw new VaultError('the tree is too large for a head');
   return out;
 }
 
