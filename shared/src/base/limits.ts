@@ -257,9 +257,10 @@ export const VAULT_PACKS_PAGE = 1000;
 // ---------------------------------------------------------------------------------------------
 // Vaults, the client's side (shared/src/vault/, docs/vaults.md)
 
-/** Argon2id parameters a new vault's keyfile takes (RFC 9106 / OWASP's "m=19 MiB, t=2, p=1"):
- *  about 1.5 s in Chromium or Node on one core of a laptop through @noble/hashes (3.4 s on
- *  the loaded 2-core test machine); `m` in KiB. */
+/** Argon2id parameters a new vault's keyfile takes (OWASP's "m=19 MiB, t=2, p=1"), `m` in KiB:
+ *  through @noble/hashes in Node, 3.4 s on the shared 2-core test machine at load 2 and 12.8 s
+ *  at load 27 (bench/results/vault-client.md); not yet measured in a browser or on an idle
+ *  machine, where the issue's 1–2 s target may need a wasm Argon2id. */
 export const VAULT_ARGON2 = { m: 19456, t: 2, p: 1 } as const;
 /** The most a keyfile may ask of a device that unlocks it (a hostile server could otherwise
  *  make a client spend gigabytes or hours): `m` in KiB. */

@@ -73,6 +73,8 @@ export interface VaultPushReport {
 export interface VaultPullReport {
   name: string;
   size: number;
+  /** the file's modification time (ms) as pushed */
+  mtime: number;
   chunks: number;
   /** chunks taken from the device's own copy */
   local: number;
@@ -251,7 +253,7 @@ export class Vault {
     const refs = await this.manifest(e);
     const have = new Map<string, { offset: number; length: number }>();
     if (local) for await (const batch of keyedChunks(this.keys, local)) for (const c of batch) have.set(hex(c.id), { offset: c.offset, length: c.bytes.length });
-    const report: VaultPullReport = { name, size: e.size, chunks: refs.length, local: 0, fetchedBytes: 0, ranges: 0 };
+    const report: VaultPullReport = { name, size: e.size, mtime: e.mtime, chunks: refs.length, local: 0, fetchedBytes: 0, ranges: 0 };
     for (let i = 0; i < refs.length; ) {
       // one window: chunks up to PULL_WINDOW bytes, fetched and verified, then written
       let j = i;
