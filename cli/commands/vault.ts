@@ -31,7 +31,10 @@ function fileHeads(): HeadMemory {
   return {
     get: async (id) => all()[id] ?? null,
     async set(id, seen) {
-      const next = { ...all(), [id]: seen };
+      const before = all();
+      // another process may have seen a newer head meanwhile: never remember an older one
+      if ((before[id]?.seq ?? 0) > seen.seq) return;
+      const next = { ...before, [id]: seen };
       mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
       const tmp = `${file}.${process.pid}.tmp`;
       writeFileSync(tmp, JSON.stringify(next), { mode: 0o600 });

@@ -225,3 +225,13 @@ test('two devices push at once: the compare-and-swap keeps both files', async ()
   await Promise.all([vault.push('x', bufferSource(randomBytes(49, 100_000)), 1), other.push('y', bufferSource(randomBytes(50, 100_000)), 2)]);
   assert.deepEqual((await vault.ls()).map((e) => e.name), ['x', 'y']);
 });
+
+test('an empty file and a one-byte file', async () => {
+  const { vault } = await createVault(remote(), PASS, memoryHeads(), LIGHT);
+  await vault.push('empty', bufferSource(new Uint8Array(0)), 1);
+  await vault.push('one', bufferSource(Uint8Array.of(7)), 2);
+  const other = await openVault(remote(), vault.id, { passphrase: PASS }, memoryHeads());
+  assert.equal((await pulled(other, 'empty')).bytes.length, 0);
+  assert.deepEqual([...(await pulled(other, 'one')).bytes], [7]);
+  await assert.rejects(pulled(other, 'none'), /has no file "none"/);
+});
