@@ -10,7 +10,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import '../src/chunking/wasm.ts';
-import { bufferSource } from '../src/chunking/chunk-index.ts';
+import { createHash } from 'node:crypto';
+import { blake3 } from '@noble/hashes/blake3';
+import { bufferSource, chunkSource } from '../src/chunking/chunk-index.ts';
+import { Algo, DEFAULT_PARAMS } from '../src/wire/protocol.ts';
+import { keyedChunks } from '../src/vault/chunks.ts';
 import { randomBytes } from '../../harness/testdata.ts';
 import { VaultError, padme } from '../src/vault/format.ts';
 import { type VaultRemote, httpVaultRemote } from '../src/vault/remote.ts';
@@ -29,6 +33,8 @@ let server: RunningServer;
 let token: string;
 /** bytes sent and received by the remote (bodies), since the last reset */
 const wire = { up: 0, down: 0 };
+/** every request body and header the remotes sent */
+const sent: Buffer[] = [];
 
 before(async () => {
   dir = mkdtempSync(path.join(tmpdir(), 'dsync-vault-e2e-'));
@@ -47,6 +53,7 @@ function remote(): VaultRemote {
     const body = init?.body;
     if (body instanceof Uint8Array) wire.up += body.length;
     else if (typeof body === 'string') wire.up += Buffer.byteLength(body);
+    sent.push(Buffer.from(String(input)), Buffer.from(JSON.stringify(init?.headers ?? {})), Buffer.from((body as Uint8Array | string | undefined) ?? ''));
     const res = await fetch(input, init);
     const bytes = new Uint8Array(await res.arrayBuffer());
     wire.down += bytes.length;
@@ -121,6 +128,25 @@ test('push, pull, an 8-byte edit of a 20 MB file: a few KB up and down, the stor
   const needles = [Buffer.from(name), Buffer.from('Quarterly'), ...[0, 5_000_000, 12_345_670, 19_999_000].map((o) => Buffer.from(edited.subarray(o, o + 16)))];
   for (const o of objects) for (const n of needles) assert.equal(o.bytes.indexOf(n), -1, `${o.name} holds a plaintext run or a name`);
   for (const p of packs) assert.equal(padme(p.bytes.length), p.bytes.length, `${p.name}: ${p.bytes.length} bytes is no padded size`);
+  // nor an unkeyed hash of a file or of a chunk (cut as plain Dsync cuts, and as the vault
+  // does): not in the store, not in anything sent
+  const digests: Buffer[] = [];
+  for (const f of [data, edited]) {
+    digests.push(createHash('sha256').update(f).digest(), Buffer.from(blake3(f)));
+    const ix = await chunkSource(bufferSource(f), DEFAULT_PARAMS, Algo.Blake3);
+    for (let i = 0; i < ix.lengths.length; i += 97) digests.push(Buffer.from(ix.hashes.subarray(i * 32, i * 32 + 32)));
+  }
+  for await (const batch of keyedChunks(vault.keys, bufferSource(edited))) {
+    for (const c of batch.slice(0, 3)) digests.push(createHash('sha256').update(c.bytes).digest(), Buffer.from(blake3(c.bytes)));
+  }
+  const everything = [...objects.map((o) => o.bytes), ...sent];
+  for (const d of digests) {
+    for (const b of everything) {
+      assert.equal(b.indexOf(d.subarray(0, 16)), -1, 'an unkeyed hash of plaintext on the server');
+      assert.equal(b.indexOf(Buffer.from(d.toString('hex').slice(0, 32))), -1, 'an unkeyed hash in hex');
+    }
+  }
+  for (const n of needles) for (const b of sent) assert.equal(b.indexOf(n), -1, 'plaintext or a name sent');
 });
 
 test('a wrong passphrase and a wrong recovery key are refused, and the vault still opens', async () => {
