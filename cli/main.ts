@@ -18,6 +18,7 @@ const COMMANDS: Record<string, [summary: string, load: () => Promise<{ command: 
   mv: ['rename a file or folder on the server', () => import('./commands/mv.ts')],
   rm: ['delete a file or one of its versions', () => import('./commands/rm.ts')],
   restore: ['make an old version the latest again', () => import('./commands/restore.ts')],
+  vault: ['an end-to-end encrypted folder: create, ls, push, pull (docs/vaults.md)', () => import('./commands/vault.ts')],
   serve: ['run the server', () => import('./commands/serve.ts')],
   login: ['store the token for a server in a file only you can read', () => import('./commands/login.ts').then((m) => ({ command: m.login }))],
   logout: ['remove the token stored for a server', () => import('./commands/login.ts').then((m) => ({ command: m.logout }))],

@@ -7,6 +7,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::chunker::{Chunker, Cut, FpOp, Params};
 use crate::strong::{Algo, Hasher};
+use crate::tables::Gear;
 
 fn params(min: u32, avg: u32, max: u32, op: u8, every: u32) -> Result<Params, JsError> {
     let op = match op {
@@ -46,6 +47,14 @@ impl DsyncChunker {
         let p = params(min, avg, max, op, every)?;
         let algo = if strong == 0 { None } else { Some(algo(strong)?) };
         Ok(DsyncChunker { chunker: Chunker::new(p), chunks: Vec::new(), algo, unhashed: VecDeque::new(), staged: Vec::new() })
+    }
+
+    /// A chunker that cuts with a secret Gear table (256 little-endian u64, 2048 bytes: a
+    /// vault's, docs/vaults.md) and computes no strong hash (a vault keys its chunk ids).
+    pub fn keyed(min: u32, avg: u32, max: u32, op: u8, every: u32, gear: &[u8]) -> Result<DsyncChunker, JsError> {
+        let p = params(min, avg, max, op, every)?;
+        let gear = Gear::from_le_bytes(gear).map_err(|e| JsError::new(&e))?;
+        Ok(DsyncChunker { chunker: Chunker::with_gear(p, gear), chunks: Vec::new(), algo: None, unhashed: VecDeque::new(), staged: Vec::new() })
     }
 
     /// Room for the next slice, `len` bytes in wasm memory: its address there, for the caller to
@@ -229,5 +238,22 @@ fn hash_run(algo: Algo, data: &[u8], lengths: &[u32]) -> Result<Vec<u8>, JsError
     }
     let mut out = Vec::with_capacity(lengths.len() * algo.len());
     crate::strong::hash_consecutive(algo, data, lengths, &mut out);
+    Ok(out)
+}
+
+/// Keyed BLAKE3 (`key`: 32 bytes) of consecutive chunks of `data` with the given lengths (which
+/// must add up to `data.length`), concatenated: a vault's chunk ids (docs/vaults.md).
+#[wasm_bindgen]
+pub fn keyed_blake3_chunks(key: &[u8], data: &[u8], lengths: &[u32]) -> Result<Vec<u8>, JsError> {
+    let key: &[u8; 32] = key.try_into().map_err(|_| JsError::new("a BLAKE3 key is 32 bytes"))?;
+    if lengths.iter().map(|&l| l as usize).sum::<usize>() != data.len() {
+        return Err(JsError::new("chunk lengths do not add up to the data"));
+    }
+    let mut out = Vec::with_capacity(lengths.len() * 32);
+    let mut pos = 0;
+    for &l in lengths {
+        out.extend_from_slice(blake3::keyed_hash(key, &data[pos..pos + l as usize]).as_bytes());
+        pos += l as usize;
+    }
     Ok(out)
 }

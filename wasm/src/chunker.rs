@@ -24,7 +24,7 @@
 //! Callers must feed either at least `max` bytes or the true end of the data to [`cut`];
 //! [`Chunker`] does this for streamed input.
 
-use crate::tables::{GEAR, GEAR_LS, MASKS};
+use crate::tables::{Gear, DEFAULT_GEAR, MASKS};
 
 /// Smallest acceptable minimum chunk size.
 pub const MIN_SIZE_MIN: usize = 64;
@@ -102,13 +102,18 @@ pub struct Cut {
 /// Finds the first chunk of `src`. `src` must hold at least `p.max` bytes unless it is the
 /// end of the data. Returns a zero-length cut only for empty input.
 pub fn cut(src: &[u8], p: &Params) -> Cut {
+    cut_with(src, p, &DEFAULT_GEAR)
+}
+
+/// [`cut`] with a Gear table of the caller's (a vault's secret one).
+pub fn cut_with(src: &[u8], p: &Params, gear: &Gear) -> Cut {
     match (p.every, p.op) {
-        (8, FpOp::Xor) => cut_impl::<8, false>(src, p),
-        (16, FpOp::Xor) => cut_impl::<16, false>(src, p),
-        (32, FpOp::Xor) => cut_impl::<32, false>(src, p),
-        (8, FpOp::Add) => cut_impl::<8, true>(src, p),
-        (16, FpOp::Add) => cut_impl::<16, true>(src, p),
-        (32, FpOp::Add) => cut_impl::<32, true>(src, p),
+        (8, FpOp::Xor) => cut_impl::<8, false>(src, p, gear),
+        (16, FpOp::Xor) => cut_impl::<16, false>(src, p, gear),
+        (32, FpOp::Xor) => cut_impl::<32, false>(src, p, gear),
+        (8, FpOp::Add) => cut_impl::<8, true>(src, p, gear),
+        (16, FpOp::Add) => cut_impl::<16, true>(src, p, gear),
+        (32, FpOp::Add) => cut_impl::<32, true>(src, p, gear),
         _ => unreachable!("Params::new validates `every`"),
     }
 }
@@ -123,17 +128,14 @@ fn combine<const ADD: bool>(acc: u64, sample: u64) -> u64 {
 }
 
 #[inline(always)]
-fn g(b: u8) -> u64 {
-    GEAR[b as usize]
-}
-
-#[inline(always)]
 fn finish(acc: u64, length: usize, gear: u64) -> Cut {
     Cut { length, fastfp: (acc >> 32) as u32, gear }
 }
 
 #[inline(always)]
-fn cut_impl<const D: usize, const ADD: bool>(src: &[u8], p: &Params) -> Cut {
+fn cut_impl<const D: usize, const ADD: bool>(src: &[u8], p: &Params, gear: &Gear) -> Cut {
+    let (table, table_ls) = (&gear.g, &gear.ls);
+    let g = |b: u8| table[b as usize];
     // Sub-minimum region: Gear over [0, min) four bytes per step, sampled every D bytes.
     let head = &src[..src.len().min(p.min)];
     let mut acc = 0u64;
@@ -184,7 +186,7 @@ fn cut_impl<const D: usize, const ADD: bool>(src: &[u8], p: &Params) -> Cut {
             let stop = limit.min((index / half + 1) * half);
             for pair in src[index * 2..stop * 2].chunks_exact(2) {
                 let before = hash;
-                hash = (hash << 2).wrapping_add(GEAR_LS[pair[0] as usize]);
+                hash = (hash << 2).wrapping_add(table_ls[pair[0] as usize]);
                 if hash & mask_ls == 0 {
                     // The chunk is [0, a): its last Gear state is the one before byte a.
                     let a = index * 2;
@@ -220,13 +222,19 @@ fn cut_impl<const D: usize, const ADD: bool>(src: &[u8], p: &Params) -> Cut {
 /// over the whole buffer. Memory is bounded by one slice plus `max` bytes.
 pub struct Chunker {
     params: Params,
+    gear: Box<Gear>,
     buf: Vec<u8>,
     offset: u64,
 }
 
 impl Chunker {
     pub fn new(params: Params) -> Chunker {
-        Chunker { params, buf: Vec::with_capacity(params.max * 2), offset: 0 }
+        Chunker::with_gear(params, DEFAULT_GEAR.clone())
+    }
+
+    /// A chunker that cuts with the given Gear table (a vault's secret one).
+    pub fn with_gear(params: Params, gear: Gear) -> Chunker {
+        Chunker { params, gear: Box::new(gear), buf: Vec::with_capacity(params.max * 2), offset: 0 }
     }
 
     pub fn params(&self) -> &Params {
@@ -255,7 +263,7 @@ impl Chunker {
             self.buf.extend_from_slice(&data[..take]);
             let mut pos = 0;
             while self.buf.len() - pos >= max {
-                let c = cut(&self.buf[pos..], &self.params);
+                let c = cut_with(&self.buf[pos..], &self.params, &self.gear);
                 emit(self.offset, &c, &self.buf[pos..pos + c.length]);
                 self.offset += c.length as u64;
                 pos += c.length;
@@ -269,7 +277,7 @@ impl Chunker {
             self.buf.clear();
         }
         while data.len() >= max {
-            let c = cut(data, &self.params);
+            let c = cut_with(data, &self.params, &self.gear);
             emit(self.offset, &c, &data[..c.length]);
             self.offset += c.length as u64;
             data = &data[c.length..];
@@ -281,7 +289,7 @@ impl Chunker {
     pub fn finish(&mut self, emit: &mut impl FnMut(u64, &Cut, &[u8])) {
         let mut pos = 0;
         while pos < self.buf.len() {
-            let c = cut(&self.buf[pos..], &self.params);
+            let c = cut_with(&self.buf[pos..], &self.params, &self.gear);
             emit(self.offset, &c, &self.buf[pos..pos + c.length]);
             self.offset += c.length as u64;
             pos += c.length;

@@ -14,4 +14,4 @@ pub mod chunker;
 pub mod strong;
 pub mod tables;
 
-pub use chunker::{chunk_all, cut, Chunker, Cut, FpOp, Params};
+pub use chunker::{chunk_all, cut, cut_with, Chunker, Cut, FpOp, Params};

@@ -108,12 +108,40 @@ pub const GEAR: [u64; 256] = [
 ];
 
 /// The Gear table shifted left by one bit, for "rolling two bytes each time" (FastCDC 2020, §3.7).
-pub const GEAR_LS: [u64; 256] = {
+pub const GEAR_LS: [u64; 256] = shifted(&GEAR);
+
+const fn shifted(g: &[u64; 256]) -> [u64; 256] {
     let mut t = [0u64; 256];
     let mut i = 0;
     while i < 256 {
-        t[i] = GEAR[i] << 1;
+        t[i] = g[i] << 1;
         i += 1;
     }
     t
-};
+}
+
+/// A Gear table and its one-bit shift: the default one ([`DEFAULT_GEAR`]) or a secret one, so
+/// that a vault's devices cut alike while a server that sees no key cannot predict the cuts
+/// (docs/vaults.md, "Keyed chunking").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gear {
+    pub g: [u64; 256],
+    pub ls: [u64; 256],
+}
+
+/// The published table, which plain (not keyed) chunking uses.
+pub static DEFAULT_GEAR: Gear = Gear { g: GEAR, ls: GEAR_LS };
+
+impl Gear {
+    /// A table from 256 little-endian u64 values (2048 bytes), as the vault derives it.
+    pub fn from_le_bytes(bytes: &[u8]) -> Result<Gear, String> {
+        if bytes.len() != 256 * 8 {
+            return Err(format!("a Gear table is 2048 bytes, not {}", bytes.len()));
+        }
+        let mut g = [0u64; 256];
+        for (v, b) in g.iter_mut().zip(bytes.chunks_exact(8)) {
+            *v = u64::from_le_bytes(b.try_into().expect("8 bytes"));
+        }
+        Ok(Gear { g, ls: shifted(&g) })
+    }
+}

@@ -253,3 +253,30 @@ export const VAULT_HEAD_MAX = 1 << 20;
 export const VAULT_PACK_MAX = 16 << 20;
 /** Packs per page of GET /api/vaults/:id/packs. */
 export const VAULT_PACKS_PAGE = 1000;
+
+// ---------------------------------------------------------------------------------------------
+// Vaults, the client's side (shared/src/vault/, docs/vaults.md)
+
+/** Argon2id parameters a new vault's keyfile takes (OWASP's "m=19 MiB, t=2, p=1"), `m` in KiB:
+ *  through @noble/hashes in Node, 3.4 s on the shared 2-core test machine at load 2 and 12.8 s
+ *  at load 27 (bench/results/vault-client.md); not yet measured in a browser or on an idle
+ *  machine, where the issue's 1–2 s target may need a wasm Argon2id. */
+export const VAULT_ARGON2 = { m: 19456, t: 2, p: 1 } as const;
+/** The most a keyfile may ask of a device that unlocks it (a hostile server could otherwise
+ *  make a client spend gigabytes or hours): `m` in KiB. */
+export const VAULT_ARGON2_MAX = { m: 256 << 10, t: 16, p: 4 } as const;
+
+/** Bytes of sealed chunks a vault's pack holds before it is closed and uploaded (before
+ *  padding); one chunk may carry it up to a chunk's size over. */
+export const VAULT_PACK_TARGET = 4 << 20;
+/** Packs open at once, among which each new chunk is placed at random, so that a pack's
+ *  order says little about a file's. */
+export const VAULT_OPEN_PACKS = 4;
+
+/** Chunk sizes for a vault's lists (manifests and trees), which are cut finer than contents so
+ *  that a small edit rewrites little: min, avg, max in bytes. */
+export const VAULT_LIST_CHUNKS = { min: 512, avg: 2048, max: 16384 } as const;
+
+/** Longest decrypted list (a manifest or the tree) a client takes, in bytes: a 64 GiB file's
+ *  manifest at 8 KiB chunks (72 bytes an entry). */
+export const VAULT_LIST_MAX = 600 << 20;

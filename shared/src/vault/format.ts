@@ -1,0 +1,286 @@
+/**
+ * A vault's formats, byte by byte (docs/vaults.md, "Formats"): the sealed chunk, a reference to
+ * one (Ref), a file's manifest, the tree, the head, and PADME padding. Every decoder takes
+ * exactly its bytes: a short or long input, a bad count, a bad name or a bad version is a
+ * VaultError, never a partial value. Numbers are big-endian.
+ */
+import { VAULT_HEAD_MAX, VAULT_LIST_MAX } from '../base/limits.ts';
+import { validateName } from '../wire/names.ts';
+
+/** What a vault refuses: a wrong passphrase, a damaged or moved object, a rolled-back head. */
+export class VaultError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'VaultError';
+  }
+}
+
+export const ID_BYTES = 32;
+/** AES-GCM: a random 96-bit nonce and a 128-bit tag. */
+export const NONCE_BYTES = 12;
+export const TAG_BYTES = 16;
+/** A sealed chunk is its plaintext and this much more (nonce and tag). */
+export const SEAL_OVERHEAD = NONCE_BYTES + TAG_BYTES;
+
+/** What a sealed chunk holds: file contents (content key) or a piece of a list, a manifest or
+ *  the tree (metadata key). Part of the chunk's associated data. */
+export const Kind = { Content: 0, List: 1 } as const;
+export type KindCode = (typeof Kind)[keyof typeof Kind];
+
+/** Where a sealed chunk lives: its chunk id (keyed BLAKE3 of its plaintext), the pack (SHA-256
+ *  of the pack, hex) and the byte range of the sealed chunk in it. 72 bytes on disk. */
+export interface Ref {
+  id: Uint8Array;
+  pack: string;
+  offset: number;
+  /** sealed length: plaintext + SEAL_OVERHEAD */
+  length: number;
+}
+export const REF_BYTES = ID_BYTES + 32 + 4 + 4;
+
+/** A file in the tree: its name, size, modification time (ms) and the pieces of its manifest. */
+export interface TreeEntry {
+  name: string;
+  size: number;
+  mtime: number;
+  manifest: Ref[];
+}
+
+/** The head's sealed contents: its sequence number (the server's counter once written), the
+ *  SHA-256 of the head it replaces (zeros for the first), when it was written, the tree's
+ *  pieces. */
+export interface HeadRecord {
+  seq: number;
+  prev: Uint8Array;
+  time: number;
+  tree: Ref[];
+}
+
+export const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+export function unhex(s: string): Uint8Array {
+  if (!/^([0-9a-f]{2})*$/.test(s)) throw new VaultError('not lowercase hex');
+  const out = new Uint8Array(s.length / 2);
+  for (let i = 0; i < out.length; i++) out[i] = parseInt(s.slice(2 * i, 2 * i + 2), 16);
+  return out;
+}
+export const utf8 = (s: string) => new TextEncoder().encode(s);
+
+/** PADME (Nikitin et al., "Reducing Metadata Leakage from Encrypted Files and Communication
+ *  with PURBs", PETS 2019): L rounded up so that only the top ⌊log2 E⌋ + 1 bits of its E+1 bits
+ *  may be set, E = ⌊log2 L⌋; at most 12% more, and a padded size leaks O(log log L) bits. */
+export function padme(L: number): number {
+  if (L < 2) return L;
+  const E = Math.floor(Math.log2(L));
+  const S = Math.floor(Math.log2(E)) + 1;
+  const mask = 2 ** (E - S) - 1;
+  return Math.ceil(L / (mask + 1)) * (mask + 1);
+}
+
+/** Appends fixed-width fields (big-endian). */
+export class Writer {
+  private buf = new Uint8Array(256);
+  private view = new DataView(this.buf.buffer);
+  length = 0;
+  private room(n: number): number {
+    if (this.length + n > this.buf.length) {
+      const next = new Uint8Array(Math.max(this.buf.length * 2, this.length + n));
+      next.set(this.buf.subarray(0, this.length));
+      this.buf = next;
+      this.view = new DataView(next.buffer);
+    }
+    const at = this.length;
+    this.length += n;
+    return at;
+  }
+  u8(v: number): this {
+    const at = this.room(1);
+    this.view.setUint8(at, v);
+    return this;
+  }
+  u16(v: number): this {
+    const at = this.room(2);
+    this.view.setUint16(at, v);
+    return this;
+  }
+  u32(v: number): this {
+    const at = this.room(4);
+    this.view.setUint32(at, v);
+    return this;
+  }
+  /** A whole number up to 2^53 - 1. */
+  u64(v: number): this {
+    if (!Number.isSafeInteger(v) || v < 0) throw new VaultError(`${v} is no count`);
+    const at = this.room(8);
+    this.view.setUint32(at, Math.floor(v / 2 ** 32));
+    this.view.setUint32(at + 4, v >>> 0);
+    return this;
+  }
+  bytes(b: Uint8Array): this {
+    const at = this.room(b.length); // may replace this.buf
+    this.buf.set(b, at);
+    return this;
+  }
+  ref(r: Ref): this {
+    if (r.id.length !== ID_BYTES) throw new VaultError('a chunk id is 32 bytes');
+    return this.bytes(r.id).bytes(unhex(r.pack)).u32(r.offset).u32(r.length);
+  }
+  done(): Uint8Array {
+    return this.buf.slice(0, this.length);
+  }
+}
+
+/** Reads fixed-width fields; any read past the end is a VaultError naming `what`. */
+export class Reader {
+  private view: DataView;
+  at = 0;
+  constructor(
+    private readonly b: Uint8Array,
+    private readonly what: string,
+  ) {
+    this.view = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  }
+  get left(): number {
+    return this.b.length - this.at;
+  }
+  private take(n: number): number {
+    if (n > this.left) throw new VaultError(`${this.what} is cut short`);
+    const at = this.at;
+    this.at += n;
+    return at;
+  }
+  u8(): number {
+    return this.view.getUint8(this.take(1));
+  }
+  u16(): number {
+    return this.view.getUint16(this.take(2));
+  }
+  u32(): number {
+    return this.view.getUint32(this.take(4));
+  }
+  u64(): number {
+    const at = this.take(8);
+    const hi = this.view.getUint32(at);
+    if (hi >= 2 ** 21) throw new VaultError(`${this.what} holds a number over 2^53`);
+    return hi * 2 ** 32 + this.view.getUint32(at + 4);
+  }
+  bytes(n: number): Uint8Array {
+    const at = this.take(n);
+    return this.b.slice(at, at + n);
+  }
+  ref(): Ref {
+    const id = this.bytes(ID_BYTES);
+    const pack = hex(this.bytes(32));
+    const offset = this.u32();
+    const length = this.u32();
+    if (length <= SEAL_OVERHEAD) throw new VaultError(`${this.what} refers to a sealed chunk of ${length} bytes`);
+    return { id, pack, offset, length };
+  }
+  /** A count of items of at least `each` bytes that must fit in what is left. */
+  count(each: number): number {
+    const n = this.u32();
+    if (n * each > this.left) throw new VaultError(`${this.what} counts ${n} items in ${this.left} bytes`);
+    return n;
+  }
+  end(): void {
+    if (this.left !== 0) throw new VaultError(`${this.what} has ${this.left} bytes too many`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lists: a manifest (a file's chunks) and the tree (the files)
+
+const MANIFEST_V1 = 0x4d; // 'M'
+const TREE_V1 = 0x54; // 'T'
+
+/** A file's manifest: a version byte, then one Ref per chunk of the file, in file order. */
+export function encodeManifest(refs: Ref[]): Uint8Array {
+  const w = new Writer().u8(MANIFEST_V1);
+  for (const r of refs) w.ref(r);
+  return w.done();
+}
+
+export function decodeManifest(b: Uint8Array): Ref[] {
+  if (b.length > VAULT_LIST_MAX) throw new VaultError('a manifest is over VAULT_LIST_MAX');
+  const r = new Reader(b, 'a manifest');
+  if (r.u8() !== MANIFEST_V1) throw new VaultError('a manifest of an unknown version');
+  if (r.left % REF_BYTES !== 0) throw new VaultError('a manifest is cut short');
+  const refs: Ref[] = [];
+  while (r.left > 0) refs.push(r.ref());
+  return refs;
+}
+
+/** The tree: a version byte, a count, then per file (in name order, each name once): name
+ *  length (u16) and name (UTF-8, a valid file name), size (u64), mtime (u64 ms), the count of
+ *  its manifest's pieces (u32) and their Refs. */
+export function encodeTree(entries: TreeEntry[]): Uint8Array {
+  const sorted = [...entries].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const w = new Writer().u8(TREE_V1).u32(sorted.length);
+  for (const e of sorted) {
+    const name = utf8(validateName(e.name));
+    w.u16(name.length).bytes(name).u64(e.size).u64(e.mtime).u32(e.manifest.length);
+    for (const r of e.manifest) w.ref(r);
+  }
+  return w.done();
+}
+
+export function decodeTree(b: Uint8Array): TreeEntry[] {
+  if (b.length > VAULT_LIST_MAX) throw new VaultError('a tree is over VAULT_LIST_MAX');
+  const r = new Reader(b, 'a tree');
+  if (r.u8() !== TREE_V1) throw new VaultError('a tree of an unknown version');
+  const n = r.count(2 + 1 + 8 + 8 + 4);
+  const out: TreeEntry[] = [];
+  const decoder = new TextDecoder('utf-8', { fatal: true });
+  for (let i = 0; i < n; i++) {
+    let name: string;
+    try {
+      name = decoder.decode(r.bytes(r.u16()));
+    } catch (e) {
+      if (e instanceof VaultError) throw e;
+      throw new VaultError('a tree holds a name that is not UTF-8');
+    }
+    try {
+      if (validateName(name) !== name) throw new Error('not in NFC');
+    } catch (e) {
+      throw new VaultError(`a tree holds an invalid name: ${(e as Error).message}`);
+    }
+    if (i > 0 && !(out[i - 1].name < name)) throw new VaultError('a tree is out of name order');
+    const size = r.u64();
+    const mtime = r.u64();
+    const pieces = r.count(REF_BYTES);
+    const manifest: Ref[] = [];
+    for (let k = 0; k < pieces; k++) manifest.push(r.ref());
+    out.push({ name, size, mtime, manifest });
+  }
+  r.end();
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The head's plaintext (sealed in keys.ts's sealHead)
+
+/** seq (u64), prev (32), time (u64 ms), tree pieces (u32 count, Refs), then zeros up to the
+ *  PADME size of the whole, so the head's size says little about the tree's. */
+export function encodeHeadRecord(h: HeadRecord): Uint8Array {
+  if (h.prev.length !== 32) throw new VaultError('a head names its predecessor by 32 bytes');
+  const w = new Writer().u64(h.seq).bytes(h.prev).u64(h.time).u32(h.tree.length);
+  for (const r of h.tree) w.ref(r);
+  const body = w.done();
+  const out = new Uint8Array(padme(body.length));
+  out.set(body);
+  if (1 + SEAL_OVERHEAD + out.length > VAULT_HEAD_MAX) throw new VaultError('the tree is too large for a head');
+  return out;
+}
+
+export function decodeHeadRecord(b: Uint8Array): HeadRecord {
+  const r = new Reader(b, 'a head');
+  const seq = r.u64();
+  const prev = r.bytes(32);
+  const time = r.u64();
+  const n = r.count(REF_BYTES);
+  const tree: Ref[] = [];
+  for (let i = 0; i < n; i++) tree.push(r.ref());
+  const pad = r.bytes(r.left);
+  if (pad.some((x) => x !== 0) || b.length !== padme(b.length - pad.length)) throw new VaultError('a head is padded wrongly');
+  if (seq < 1) throw new VaultError('a head numbered 0');
+  return { seq, prev, time, tree };
+}

@@ -1,0 +1,234 @@
+/**
+ * A vault's keys (docs/vaults.md, "Keys"): the random 32-byte vault key, its keyfile (the key
+ * wrapped by Argon2id(passphrase) with AES-256-GCM), its recovery key (the key itself in
+ * base32, shown once), the sub-keys derived from it by HKDF-SHA256, and sealing with them
+ * (AES-256-GCM through WebCrypto, the same in Node and browsers).
+ */
+import { argon2idAsync } from '@noble/hashes/argon2';
+import { hkdf } from '@noble/hashes/hkdf';
+import { sha256 } from '@noble/hashes/sha2';
+import { VAULT_ARGON2, VAULT_ARGON2_MAX } from '../base/limits.ts';
+import { type KindCode, NONCE_BYTES, Reader, SEAL_OVERHEAD, VaultError, Writer, unhex, utf8 } from './format.ts';
+
+export const KEY_BYTES = 32;
+/** A vault id: 16 random bytes as 32 lowercase hex characters (the REST API's). */
+export const VAULT_ID = /^[0-9a-f]{32}$/;
+
+const subtle = globalThis.crypto.subtle;
+const random = (n: number) => globalThis.crypto.getRandomValues(new Uint8Array(n));
+
+export const newVaultId = () => Array.from(random(16), (x) => x.toString(16).padStart(2, '0')).join('');
+export const newVaultKey = () => random(KEY_BYTES);
+
+function idBytes(id: string): Uint8Array {
+  if (!VAULT_ID.test(id)) throw new VaultError(`not a vault id: ${JSON.stringify(id)}`);
+  return unhex(id);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sub-keys
+
+/** What a device holds of an open vault: sub-keys only (the vault key itself is not kept). */
+export interface VaultKeys {
+  id: string;
+  /** the id's 16 bytes, bound into every sealed object */
+  idBytes: Uint8Array;
+  /** the secret Gear table of keyed chunking: 256 little-endian u64 */
+  gear: Uint8Array;
+  /** the key of keyed BLAKE3 chunk ids */
+  chunkId: Uint8Array;
+  /** AES-256-GCM for contents and for lists and heads (both non-extractable) */
+  content: CryptoKey;
+  metadata: CryptoKey;
+}
+
+const sub = (key: Uint8Array, salt: Uint8Array, name: string, length = 32) => hkdf(sha256, key, salt, utf8(`dsync vault v1 ${name}`), length);
+
+const aesKey = (raw: Uint8Array, extractable = false) =>
+  subtle.importKey('raw', raw as Uint8Array<ArrayBuffer>, { name: 'AES-GCM' }, extractable, ['encrypt', 'decrypt']);
+
+/** The sub-keys of `key` for vault `id`: HKDF-SHA256(ikm = key, salt = id bytes, info =
+ *  "dsync vault v1 <name>"); the Gear table is HKDF-Expand of the chunking key. */
+export async function deriveKeys(id: string, key: Uint8Array): Promise<VaultKeys> {
+  if (key.length !== KEY_BYTES) throw new VaultError('a vault key is 32 bytes');
+  const salt = idBytes(id);
+  const chunking = sub(key, salt, 'chunking');
+  return {
+    id,
+    idBytes: salt,
+    gear: hkdf(sha256, chunking, undefined, utf8('dsync vault v1 gear table'), 2048),
+    chunkId: sub(key, salt, 'chunk ids'),
+    content: await aesKey(sub(key, salt, 'content')),
+    metadata: await aesKey(sub(key, salt, 'metadata')),
+  };
+}
+
+/** A check value of the key (HKDF, so it says nothing of the sub-keys): the keyfile carries it,
+ *  so a recovery key is checked before it is used. */
+const keyCheck = (id: string, key: Uint8Array) => sub(key, idBytes(id), 'key check');
+
+// ---------------------------------------------------------------------------------------------
+// Sealing (AES-256-GCM, random 96-bit nonce): nonce || ciphertext || tag
+
+async function seal(key: CryptoKey, plain: Uint8Array, aad: Uint8Array): Promise<Uint8Array> {
+  const nonce = random(NONCE_BYTES);
+  const ct = new Uint8Array(await subtle.encrypt({ name: 'AES-GCM', iv: nonce, additionalData: aad as Uint8Array<ArrayBuffer> }, key, plain as Uint8Array<ArrayBuffer>));
+  const out = new Uint8Array(NONCE_BYTES + ct.length);
+  out.set(nonce);
+  out.set(ct, NONCE_BYTES);
+  return out;
+}
+
+/** The plaintext, or null when the tag does not verify (a wrong key, a flipped bit, another
+ *  place's object). */
+async function open(key: CryptoKey, sealed: Uint8Array, aad: Uint8Array): Promise<Uint8Array | null> {
+  if (sealed.length < SEAL_OVERHEAD) return null;
+  try {
+    const iv = sealed.subarray(0, NONCE_BYTES);
+    return new Uint8Array(await subtle.decrypt({ name: 'AES-GCM', iv: iv as Uint8Array<ArrayBuffer>, additionalData: aad as Uint8Array<ArrayBuffer> }, key, sealed.subarray(NONCE_BYTES) as Uint8Array<ArrayBuffer>));
+  } catch {
+    return null;
+  }
+}
+
+/** A chunk's associated data: what it is, whose it is and which it is. */
+const chunkAad = (k: VaultKeys, kind: KindCode, id: Uint8Array) => new Writer().bytes(utf8('dsync vault chunk v1')).u8(kind).bytes(k.idBytes).bytes(id).done();
+
+export function sealChunk(k: VaultKeys, kind: KindCode, id: Uint8Array, plain: Uint8Array): Promise<Uint8Array> {
+  return seal(kind === 0 ? k.content : k.metadata, plain, chunkAad(k, kind, id));
+}
+
+export async function openChunk(k: VaultKeys, kind: KindCode, id: Uint8Array, sealed: Uint8Array): Promise<Uint8Array> {
+  const plain = await open(kind === 0 ? k.content : k.metadata, sealed, chunkAad(k, kind, id));
+  if (!plain) throw new VaultError(`a chunk of vault ${k.id} does not verify (damaged, or moved from another place)`);
+  return plain;
+}
+
+const HEAD_V1 = 1;
+const headAad = (k: VaultKeys) => new Writer().bytes(utf8('dsync vault head v1')).bytes(k.idBytes).done();
+
+/** The head's body: a version byte, then the sealed head record (metadata key, bound to the
+ *  vault id). */
+export async function sealHead(k: VaultKeys, record: Uint8Array): Promise<Uint8Array> {
+  return new Writer().u8(HEAD_V1).bytes(await seal(k.metadata, record, headAad(k))).done();
+}
+
+export async function openHead(k: VaultKeys, body: Uint8Array): Promise<Uint8Array> {
+  if (body[0] !== HEAD_V1) throw new VaultError(`the head of vault ${k.id} is of an unknown version`);
+  const plain = await open(k.metadata, body.subarray(1), headAad(k));
+  if (!plain) throw new VaultError(`the head of vault ${k.id} does not verify (damaged, or not this vault's)`);
+  return plain;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The keyfile
+
+export interface Argon2Params {
+  /** memory in KiB */
+  m: number;
+  t: number;
+  p: number;
+}
+
+const KEYFILE_V1 = 1;
+const SALT_BYTES = 16;
+/** version, m (u32), t (u32), p (u8), salt, key check (32), then the sealed key */
+const KEYFILE_HEAD = 1 + 4 + 4 + 1 + SALT_BYTES + 32;
+export const KEYFILE_BYTES = KEYFILE_HEAD + SEAL_OVERHEAD + KEY_BYTES;
+
+const keyfileAad = (id: string, head: Uint8Array) => new Writer().bytes(utf8('dsync vault keyfile v1')).bytes(idBytes(id)).bytes(head).done();
+
+async function passphraseKey(passphrase: string, salt: Uint8Array, a: Argon2Params): Promise<CryptoKey> {
+  if (passphrase.length === 0) throw new VaultError('an empty passphrase');
+  const raw = await argon2idAsync(utf8(passphrase.normalize('NFC')), salt, { m: a.m, t: a.t, p: a.p, dkLen: 32 });
+  return aesKey(raw);
+}
+
+/** The keyfile of vault `id`: `key` sealed with Argon2id(passphrase), and its check value. */
+export async function wrapKey(id: string, key: Uint8Array, passphrase: string, argon: Argon2Params = VAULT_ARGON2): Promise<Uint8Array> {
+  const salt = random(SALT_BYTES);
+  const head = new Writer().u8(KEYFILE_V1).u32(argon.m).u32(argon.t).u8(argon.p).bytes(salt).bytes(keyCheck(id, key)).done();
+  const sealed = await seal(await passphraseKey(passphrase, salt, argon), key, keyfileAad(id, head));
+  return new Writer().bytes(head).bytes(sealed).done();
+}
+
+/** A keyfile's parts, refusing parameters a device should not spend (VAULT_ARGON2_MAX). */
+function keyfileParts(keyfile: Uint8Array): { head: Uint8Array; argon: Argon2Params; salt: Uint8Array; check: Uint8Array; sealed: Uint8Array } {
+  const r = new Reader(keyfile, 'the keyfile');
+  if (r.u8() !== KEYFILE_V1) throw new VaultError('a keyfile of an unknown version');
+  const argon = { m: r.u32(), t: r.u32(), p: r.u8() };
+  if (!(argon.p >= 1 && argon.p <= VAULT_ARGON2_MAX.p && argon.t >= 1 && argon.t <= VAULT_ARGON2_MAX.t && argon.m >= 8 * argon.p && argon.m <= VAULT_ARGON2_MAX.m)) {
+    throw new VaultError(`the keyfile asks for Argon2id m=${argon.m} KiB t=${argon.t} p=${argon.p}, beyond what this device spends`);
+  }
+  const salt = r.bytes(SALT_BYTES);
+  const check = r.bytes(32);
+  const sealed = r.bytes(SEAL_OVERHEAD + KEY_BYTES);
+  r.end();
+  return { head: keyfile.subarray(0, KEYFILE_HEAD), argon, salt, check, sealed };
+}
+
+/** The vault key from its keyfile and passphrase; a wrong passphrase (or a keyfile of another
+ *  vault, or a damaged one) is a VaultError, never a wrong key. */
+export async function unwrapKey(id: string, keyfile: Uint8Array, passphrase: string): Promise<Uint8Array> {
+  const { head, argon, salt, check, sealed } = keyfileParts(keyfile);
+  const key = await open(await passphraseKey(passphrase, salt, argon), sealed, keyfileAad(id, head));
+  if (!key) throw new VaultError(`the passphrase does not open vault ${id} (a wrong passphrase, or a damaged keyfile)`);
+  if (!equal(check, keyCheck(id, key))) throw new VaultError(`the keyfile of vault ${id} is inconsistent`);
+  return key;
+}
+
+/** Checks a key (from a recovery key) against the vault's keyfile: a key of another vault is a
+ *  VaultError. */
+export function checkKey(id: string, keyfile: Uint8Array, key: Uint8Array): void {
+  if (!equal(keyfileParts(keyfile).check, keyCheck(id, key))) throw new VaultError(`that recovery key is not vault ${id}'s`);
+}
+
+const equal = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.every((x, i) => x === b[i]);
+
+// ---------------------------------------------------------------------------------------------
+// The recovery key: the vault key and a 2-byte checksum in base32 (RFC 4648, no padding), in
+// groups of five: 55 characters.
+
+const B32 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+const recoverySum = (key: Uint8Array) => sha256(new Writer().bytes(utf8('dsync vault recovery v1')).bytes(key).done()).subarray(0, 2);
+
+export function recoveryKey(key: Uint8Array): string {
+  const bytes = new Writer().bytes(key).bytes(recoverySum(key)).done();
+  let bits = 0;
+  let acc = 0;
+  let out = '';
+  for (const b of bytes) {
+    acc = (acc << 8) | b;
+    bits += 8;
+    while (bits >= 5) {
+      out += B32[(acc >>> (bits - 5)) & 31];
+      bits -= 5;
+    }
+    acc &= (1 << bits) - 1;
+  }
+  if (bits > 0) out += B32[(acc << (5 - bits)) & 31];
+  return out.match(/.{1,5}/g)!.join('-');
+}
+
+/** The vault key of a recovery key (case, spaces and dashes ignored); a mistyped one is a
+ *  VaultError. */
+export function fromRecoveryKey(text: string): Uint8Array {
+  const s = text.toUpperCase().replace(/[\s-]/g, '');
+  const bytes: number[] = [];
+  let acc = 0;
+  let bits = 0;
+  for (const c of s) {
+    const v = B32.indexOf(c);
+    if (v < 0) throw new VaultError(`a recovery key has no character ${JSON.stringify(c)}`);
+    acc = ((acc << 5) | v) & 0xffff;
+    bits += 5;
+    if (bits >= 8) {
+      bytes.push((acc >>> (bits - 8)) & 0xff);
+      bits -= 8;
+    }
+  }
+  const b = Uint8Array.from(bytes);
+  if (b.length !== KEY_BYTES + 2 || !equal(b.subarray(KEY_BYTES), recoverySum(b.subarray(0, KEY_BYTES)))) throw new VaultError('a mistyped recovery key');
+  return b.slice(0, KEY_BYTES);
+}
+

@@ -1,0 +1,81 @@
+/**
+ * Packs (docs/vaults.md, "Packs"): new sealed chunks are placed at random among a few open
+ * packs; a pack that reaches VAULT_PACK_TARGET is padded (PADME, random bytes) and uploaded
+ * under its SHA-256. The server sees packs and their padded sizes, never a chunk's size.
+ */
+import { sha256 } from '@noble/hashes/sha2';
+import { VAULT_OPEN_PACKS, VAULT_PACK_TARGET } from '../base/limits.ts';
+import { type KindCode, type Ref, hex, padme } from './format.ts';
+import { type VaultKeys, sealChunk } from './keys.ts';
+import type { VaultRemote } from './remote.ts';
+
+interface OpenPack {
+  parts: Uint8Array[];
+  size: number;
+  refs: Ref[];
+}
+
+function randomBytes(n: number): Uint8Array {
+  const out = new Uint8Array(n);
+  for (let i = 0; i < n; i += 65536) globalThis.crypto.getRandomValues(out.subarray(i, Math.min(n, i + 65536)));
+  return out;
+}
+
+export class PackWriter {
+  private open: OpenPack[] = [];
+  /** bytes and packs uploaded (padded) */
+  bytes = 0;
+  packs = 0;
+  /** sealed chunks written */
+  chunks = 0;
+
+  constructor(
+    private readonly remote: VaultRemote,
+    private readonly k: VaultKeys,
+    private readonly o: { target?: number; open?: number } = {},
+  ) {}
+
+  /** Seals `plain` and places it in an open pack. The Ref's pack is '' until `flush` (or a
+   *  full pack) uploads it. */
+  async add(kind: KindCode, id: Uint8Array, plain: Uint8Array): Promise<Ref> {
+    const sealed = await sealChunk(this.k, kind, id, plain);
+    const slots = this.o.open ?? VAULT_OPEN_PACKS;
+    let at: number;
+    if (this.open.length < slots) {
+      at = this.open.length;
+      this.open.push({ parts: [], size: 0, refs: [] });
+    } else at = globalThis.crypto.getRandomValues(new Uint32Array(1))[0] % slots;
+    const p = this.open[at];
+    const ref: Ref = { id, pack: '', offset: p.size, length: sealed.length };
+    p.parts.push(sealed);
+    p.refs.push(ref);
+    p.size += sealed.length;
+    this.chunks++;
+    if (p.size >= (this.o.target ?? VAULT_PACK_TARGET)) {
+      this.open.splice(at, 1);
+      await this.upload(p);
+    }
+    return ref;
+  }
+
+  /** Uploads every open pack; afterwards every Ref handed out names its pack. */
+  async flush(): Promise<void> {
+    const open = this.open;
+    this.open = [];
+    for (const p of open) await this.upload(p);
+  }
+
+  private async upload(p: OpenPack): Promise<void> {
+    const body = randomBytes(padme(p.size));
+    let at = 0;
+    for (const part of p.parts) {
+      body.set(part, at);
+      at += part.length;
+    }
+    const id = hex(sha256(body));
+    await this.remote.putPack(this.k.id, id, body);
+    for (const r of p.refs) r.pack = id;
+    this.bytes += body.length;
+    this.packs++;
+  }
+}

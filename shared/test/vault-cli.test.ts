@@ -1,0 +1,99 @@
+// `dsync vault` (cli/commands/vault.ts) as a user runs it: the real CLI against a real server on
+// a loopback port. create, push, an 8-byte edit pushed as a few KB, pull into a new file and
+// over the old copy (only the changed chunk fetched, the mtime kept), a wrong passphrase refused
+// with the destination untouched, the recovery key, and a store restored from an older copy of
+// the head refused as a rollback.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { randomBytes } from '../../harness/testdata.ts';
+import { type TestServer, testServer } from '../../harness/helpers.ts';
+import { dsync, jsonLines } from '../../cli/test/run.ts';
+
+let server: TestServer;
+let dir: string;
+before(async () => {
+  server = await testServer();
+  dir = mkdtempSync(path.join(tmpdir(), 'dsync-vault-cli-'));
+});
+after(async () => {
+  await server.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const env = () => ({ DSYNC_SERVER: server.url, XDG_CONFIG_HOME: path.join(dir, 'config'), DSYNC_VAULT_PASSPHRASE: 'the cli passphrase' });
+async function ok(args: string[], extra: NodeJS.ProcessEnv = {}) {
+  const r = await dsync(['vault', ...args, '--json'], { env: { ...env(), ...extra }, cwd: dir });
+  assert.equal(r.code, 0, `dsync vault ${args.join(' ')}: ${r.stderr}`);
+  return jsonLines(r.stdout) as any[];
+}
+
+/** The store's head of the vault: a directory of generations, the newest holding the head
+ *  (server/src/store/local.ts). */
+function headDir(id: string): string {
+  const found: string[] = [];
+  const walk = (p: string) => {
+    for (const n of readdirSync(p)) {
+      const q = path.join(p, n);
+      if (!statSync(q).isDirectory()) continue;
+      if (q.endsWith(path.join('heads', id) + HEAD_DIR)) found.push(q);
+      else walk(q);
+    }
+  };
+  walk(server.data);
+  assert.equal(found.length, 1, `the head of ${id}: ${found}`);
+  return found[0];
+}
+/** server/src/store/local.ts's suffix of a head's directory */
+const HEAD_DIR = '@h';
+const generations = (id: string) => readdirSync(headDir(id)).filter((n) => /^\d+$/.test(n)).map(Number).sort((a, b) => b - a);
+const newestHead = (id: string) => readFileSync(path.join(headDir(id), String(generations(id)[0])));
+
+test('dsync vault: create, push, an edit, pull over the old copy, a wrong passphrase, the recovery key, a rolled-back store', async () => {
+  const [{ id, recoveryKey }] = await ok(['create']);
+  assert.match(id, /^[0-9a-f]{32}$/);
+  const data = randomBytes(51, 5_000_000);
+  const file = path.join(dir, 'notes.bin');
+  writeFileSync(file, data);
+  utimesSync(file, new Date(), new Date(1764400000000));
+  const [first] = await ok(['push', id, file, 'private/notes.bin']);
+  assert.equal(first.size, data.length);
+  assert.deepEqual(await ok(['ls', id]), [{ name: 'private/notes.bin', size: data.length, mtime: 1764400000000 }]);
+
+  const copy = path.join(dir, 'copy.bin');
+  const [pulled] = await ok(['pull', id, 'private/notes.bin', copy]);
+  assert.equal(pulled.local, 0);
+  assert.ok(readFileSync(copy).equals(data));
+  assert.equal(statSync(copy).mtimeMs, 1764400000000);
+  const oldHead = newestHead(id);
+
+  const edited = data.slice();
+  edited.set(Buffer.from('8 bytes!'), 2_500_000);
+  writeFileSync(file, edited);
+  const [second] = await ok(['push', id, file, 'private/notes.bin']);
+  assert.ok(second.chunks - second.reused <= 2 && second.packBytes < 200_000, JSON.stringify(second));
+  const [again] = await ok(['pull', id, 'private/notes.bin', copy]);
+  assert.ok(again.local >= again.chunks - 2 && again.fetchedBytes < 100_000, JSON.stringify(again));
+  assert.ok(readFileSync(copy).equals(edited));
+
+  // a wrong passphrase: refused, the destination untouched, no temporary file left
+  const wrong = await dsync(['vault', 'pull', id, 'private/notes.bin', copy], { env: { ...env(), DSYNC_VAULT_PASSPHRASE: 'not it' }, cwd: dir });
+  assert.equal(wrong.code, 1);
+  assert.match(wrong.stderr, /the passphrase does not open vault/);
+  assert.ok(readFileSync(copy).equals(edited));
+
+  // the recovery key, without the passphrase
+  const rk = path.join(dir, 'recovery.txt');
+  writeFileSync(rk, recoveryKey + '\n');
+  assert.equal((await ok(['ls', id, '--recovery-key-file', rk], { DSYNC_VAULT_PASSPHRASE: '' })).length, 1);
+
+  // the store's operator puts back an older head: this user's devices refuse it
+  writeFileSync(path.join(headDir(id), String(generations(id)[0] + 1)), oldHead);
+  const back = await dsync(['vault', 'pull', id, 'private/notes.bin', copy], { env: env(), cwd: dir });
+  assert.equal(back.code, 1, back.stdout);
+  assert.match(back.stderr, /a rollback/);
+  assert.ok(readFileSync(copy).equals(edited));
+  assert.deepEqual(readdirSync(dir).filter((n) => n.includes('dsync-')), [], 'no temporary file left');
+});

@@ -1,0 +1,263 @@
+// Vaults end to end (docs/vaults.md): a real server on a loopback port over a local directory,
+// the client's httpVaultRemote with the bytes on the wire counted. A 20 MB file is pushed and
+// pulled; an 8-byte edit uploads a few KB and padding, and a pull against the old copy fetches
+// as little; the server's store holds no plaintext and no name. A hostile server (a remote that
+// changes what the real one answers) is refused with a clear error and nothing is written: a
+// flipped bit, a swapped range, a replayed older head, a forked head, a counter that lies.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import '../src/chunking/wasm.ts';
+import { createHash } from 'node:crypto';
+import { blake3 } from '@noble/hashes/blake3';
+import { bufferSource, chunkSource } from '../src/chunking/chunk-index.ts';
+import { Algo, DEFAULT_PARAMS } from '../src/wire/protocol.ts';
+import { keyedChunks } from '../src/vault/chunks.ts';
+import { randomBytes } from '../../harness/testdata.ts';
+import { VaultError, padme } from '../src/vault/format.ts';
+import { type VaultRemote, httpVaultRemote } from '../src/vault/remote.ts';
+import { type HeadMemory, type Vault, createVault, memoryHeads, openVault } from '../src/vault/vault.ts';
+import { loadConfig } from '../../server/src/config.ts';
+import { addUser } from '../../server/src/http/auth.ts';
+import { type RunningServer, startServer } from '../../server/src/server.ts';
+import { localBackend } from '../../server/src/store/local.ts';
+import { Repo } from '../../server/src/store/repo.ts';
+
+const LIGHT = { m: 64, t: 1, p: 1 };
+const PASS = 'a passphrase of the test';
+
+let dir: string;
+let server: RunningServer;
+let token: string;
+/** bytes sent and received by the remote (bodies), since the last reset */
+const wire = { up: 0, down: 0 };
+/** every request body and header the remotes sent */
+const sent: Buffer[] = [];
+
+before(async () => {
+  dir = mkdtempSync(path.join(tmpdir(), 'dsync-vault-e2e-'));
+  const users = path.join(dir, 'users.json');
+  token = addUser(users, 'alice');
+  server = await startServer(loadConfig({ port: '0', host: '127.0.0.1', store: path.join(dir, 'store'), users }, {}), () => {}, new Repo(await localBackend(path.join(dir, 'store'))));
+});
+after(async () => {
+  await server.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** The real remote, its request and answer bodies counted. */
+function remote(): VaultRemote {
+  const counting: typeof fetch = async (input, init) => {
+    const body = init?.body;
+    if (body instanceof Uint8Array) wire.up += body.length;
+    else if (typeof body === 'string') wire.up += Buffer.byteLength(body);
+    sent.push(Buffer.from(String(input)), Buffer.from(JSON.stringify(init?.headers ?? {})), Buffer.from((body as Uint8Array | string | undefined) ?? ''));
+    const res = await fetch(input, init);
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    wire.down += bytes.length;
+    return new Response(bytes.length || res.status === 200 ? bytes : null, { status: res.status, statusText: res.statusText, headers: res.headers });
+  };
+  return httpVaultRemote(server.url, counting, { Authorization: `Bearer ${token}` });
+}
+
+/** Pulls `name` into memory, as a device writes it to a temporary file before renaming it. */
+async function pulled(v: Vault, name: string, local?: Uint8Array): Promise<{ bytes: Uint8Array; report: Awaited<ReturnType<Vault['pull']>> }> {
+  const parts: Uint8Array[] = [];
+  const report = await v.pull(name, async (b) => void parts.push(b.slice()), local && bufferSource(local));
+  return { bytes: Buffer.concat(parts), report };
+}
+
+/** Every file the store holds, with its bytes. */
+function stored(): { name: string; bytes: Buffer }[] {
+  const out: { name: string; bytes: Buffer }[] = [];
+  const walk = (p: string) => {
+    for (const n of readdirSync(p)) {
+      const q = path.join(p, n);
+      if (statSync(q).isDirectory()) walk(q);
+      else out.push({ name: path.relative(dir, q), bytes: readFileSync(q) });
+    }
+  };
+  walk(path.join(dir, 'store'));
+  return out;
+}
+
+test('push, pull, an 8-byte edit of a 20 MB file: a few KB up and down, the store holds no plaintext and no name', async () => {
+  const heads = memoryHeads();
+  const { vault, recoveryKey } = await createVault(remote(), PASS, heads, LIGHT);
+  const data = randomBytes(46, 20_000_000);
+  const name = 'secret-plans/Quarterly report.bin';
+
+  wire.up = wire.down = 0;
+  const first = await vault.push(name, bufferSource(data), 1764400000000);
+  assert.equal(first.reused, 0);
+  assert.ok(wire.up >= data.length && wire.up < data.length * 1.15, `first push: ${wire.up} bytes up`);
+
+  // another device, with the passphrase
+  const other = await openVault(remote(), vault.id, { passphrase: PASS }, memoryHeads());
+  assert.deepEqual(await other.ls(), [{ name, size: data.length, mtime: 1764400000000 }]);
+  const got = await pulled(other, name);
+  assert.ok(Buffer.from(got.bytes).equals(data));
+
+  // an edit of 8 bytes in the middle
+  const edited = data.slice();
+  edited.set(new TextEncoder().encode('EDITED!!'), 12_345_678);
+  wire.up = wire.down = 0;
+  const second = await vault.push(name, bufferSource(edited), 1764400001000);
+  assert.ok(second.chunks - second.reused <= 2, `${second.chunks - second.reused} new chunks`);
+  assert.ok(wire.up < 200_000, `an 8-byte edit sent ${wire.up} bytes up (${second.packs} packs)`);
+  console.log(`8-byte edit of 20 MB: ${wire.up} bytes up, ${wire.down} down, ${second.packs} packs, ${second.chunks - second.reused} new chunks of ${second.chunks}`);
+
+  // the other device pulls against its old copy: a few ranges
+  wire.up = wire.down = 0;
+  const again = await pulled(other, name, got.bytes);
+  assert.ok(Buffer.from(again.bytes).equals(edited));
+  assert.ok(again.report.local >= again.report.chunks - 2, `${again.report.local} of ${again.report.chunks} from the device`);
+  assert.ok(wire.down < 200_000, `the pull of the edit fetched ${wire.down} bytes`);
+  console.log(`pull of the edit: ${wire.down} bytes down in ${again.report.ranges} ranges`);
+
+  // a third device with the recovery key
+  const third = await openVault(remote(), vault.id, { recoveryKey }, memoryHeads());
+  assert.ok(Buffer.from((await pulled(third, name)).bytes).equals(edited));
+
+  // what the server keeps: no 16-byte run of the plaintext, no name, padded packs
+  const objects = stored();
+  const packs = objects.filter((o) => o.name.includes(`/packs/`) || /[0-9a-f]{64}$/.test(o.name));
+  assert.ok(packs.length > 0, `${objects.length} objects stored`);
+  const needles = [Buffer.from(name), Buffer.from('Quarterly'), ...[0, 5_000_000, 12_345_670, 19_999_000].map((o) => Buffer.from(edited.subarray(o, o + 16)))];
+  for (const o of objects) for (const n of needles) assert.equal(o.bytes.indexOf(n), -1, `${o.name} holds a plaintext run or a name`);
+  for (const p of packs) assert.equal(padme(p.bytes.length), p.bytes.length, `${p.name}: ${p.bytes.length} bytes is no padded size`);
+  // nor an unkeyed hash of a file or of a chunk (cut as plain Dsync cuts, and as the vault
+  // does): not in the store, not in anything sent
+  const digests: Buffer[] = [];
+  for (const f of [data, edited]) {
+    digests.push(createHash('sha256').update(f).digest(), Buffer.from(blake3(f)));
+    const ix = await chunkSource(bufferSource(f), DEFAULT_PARAMS, Algo.Blake3);
+    for (let i = 0; i < ix.lengths.length; i += 97) digests.push(Buffer.from(ix.hashes.subarray(i * 32, i * 32 + 32)));
+  }
+  for await (const batch of keyedChunks(vault.keys, bufferSource(edited))) {
+    for (const c of batch.slice(0, 3)) digests.push(createHash('sha256').update(c.bytes).digest(), Buffer.from(blake3(c.bytes)));
+  }
+  const everything = [...objects.map((o) => o.bytes), ...sent];
+  for (const d of digests) {
+    for (const b of everything) {
+      assert.equal(b.indexOf(d.subarray(0, 16)), -1, 'an unkeyed hash of plaintext on the server');
+      assert.equal(b.indexOf(Buffer.from(d.toString('hex').slice(0, 32))), -1, 'an unkeyed hash in hex');
+    }
+  }
+  for (const n of needles) for (const b of sent) assert.equal(b.indexOf(n), -1, 'plaintext or a name sent');
+});
+
+test('a wrong passphrase and a wrong recovery key are refused, and the vault still opens', async () => {
+  const { vault } = await createVault(remote(), PASS, memoryHeads(), LIGHT);
+  await assert.rejects(openVault(remote(), vault.id, { passphrase: PASS + '!' }, memoryHeads()), /the passphrase does not open vault/);
+  const { recoveryKey: otherKey } = await createVault(remote(), PASS, memoryHeads(), LIGHT);
+  await assert.rejects(openVault(remote(), vault.id, { recoveryKey: otherKey }, memoryHeads()), /not vault .*'s/);
+  await openVault(remote(), vault.id, { passphrase: PASS }, memoryHeads());
+});
+
+/** A remote that changes what the real one answers. */
+function hostile(real: VaultRemote, o: Partial<VaultRemote>): VaultRemote {
+  return { ...real, ...o };
+}
+
+test('a hostile server: a flipped bit, a swapped range, a replayed head, a fork, a lying counter: each refused, nothing written', async () => {
+  const heads = memoryHeads();
+  const real = remote();
+  const { vault } = await createVault(real, PASS, heads, LIGHT);
+  const a = randomBytes(47, 300_000);
+  const b = randomBytes(48, 300_000);
+  await vault.push('a', bufferSource(a), 1);
+  await vault.push('b', bufferSource(b), 2);
+  const old = (await real.head(vault.id))!;
+  await vault.push('a', bufferSource(b), 3);
+
+  /** Opens the vault through `r` with `mem` and pulls `name`: nothing may be written. */
+  const refused = async (r: VaultRemote, mem: HeadMemory, name: string, why: RegExp) => {
+    const v = await openVault(r, vault.id, { passphrase: PASS }, mem);
+    let written = 0;
+    await assert.rejects(
+      v.pull(name, async (x) => void (written += x.length)),
+      (e: Error) => e instanceof VaultError && why.test(e.message),
+    );
+    assert.equal(written, 0, 'nothing written');
+  };
+  const seen = async () => {
+    const m = memoryHeads();
+    await (await openVault(real, vault.id, { passphrase: PASS }, m)).ls();
+    return m;
+  };
+
+  // a flipped bit in any range the pull reads (list pieces and contents alike)
+  for (const at of [0, 100, 5000]) {
+    await refused(
+      hostile(real, {
+        async readPack(id, pack, offset, length) {
+          const got = await real.readPack(id, pack, offset, length);
+          if (length > at) got[at] ^= 0x10;
+          return got;
+        },
+      }),
+      memoryHeads(),
+      'b',
+      /does not verify|does not match/,
+    );
+  }
+  // a range of another place (another file's chunk or manifest) in place of the one asked
+  let first: Uint8Array | null = null;
+  await refused(
+    hostile(real, {
+      async readPack(id, pack, offset, length) {
+        const got = await real.readPack(id, pack, offset, length);
+        if (!first) first = got; // the tree's piece, handed out again for everything else
+        return first.length >= length ? first.subarray(0, length) : got.map((x) => x ^ 1);
+      },
+    }),
+    memoryHeads(),
+    'b',
+    /does not verify/,
+  );
+  // the older head again, to a device that saw the newer one
+  await refused(hostile(real, { head: async () => old }), await seen(), 'a', /a rollback/);
+  // no head at all, to a device that saw one
+  await assert.rejects(openVault(hostile(real, { head: async () => null }), vault.id, { passphrase: PASS }, await seen()).then((v) => v.ls()), /a rollback/);
+  // a counter that is not the head's own
+  const now = (await real.head(vault.id))!;
+  await assert.rejects(
+    openVault(hostile(real, { head: async () => ({ counter: now.counter + 5, body: now.body }) }), vault.id, { passphrase: PASS }, memoryHeads()).then((v) => v.ls()),
+    /is not the head's own/,
+  );
+  // a fork: the server keeps another head for another device, which writes its own head
+  // number N+1; a device that saw the real head N+1 is shown the forked one
+  let forked = { counter: now.counter, body: now.body };
+  const fork = hostile(real, {
+    head: async () => forked,
+    putHead: async (_id, body, counter) => (counter === forked.counter ? ((forked = { counter: counter + 1, body }), { ok: true, counter: counter + 1 }) : { ok: false, counter: forked.counter }),
+  });
+  await (await openVault(fork, vault.id, { passphrase: PASS }, memoryHeads())).push('c', bufferSource(a), 4);
+  const mine = memoryHeads();
+  await (await openVault(real, vault.id, { passphrase: PASS }, mine)).push('d', bufferSource(b), 5);
+  await refused(fork, mine, 'a', /a fork/);
+  // the vault itself is fine
+  const v = await openVault(real, vault.id, { passphrase: PASS }, mine);
+  assert.deepEqual((await v.ls()).map((e) => e.name), ['a', 'b', 'd']);
+  assert.ok(Buffer.from((await pulled(v, 'a')).bytes).equals(b));
+});
+
+test('two devices push at once: the compare-and-swap keeps both files', async () => {
+  const { vault } = await createVault(remote(), PASS, memoryHeads(), LIGHT);
+  const other = await openVault(remote(), vault.id, { passphrase: PASS }, memoryHeads());
+  await Promise.all([vault.push('x', bufferSource(randomBytes(49, 100_000)), 1), other.push('y', bufferSource(randomBytes(50, 100_000)), 2)]);
+  assert.deepEqual((await vault.ls()).map((e) => e.name), ['x', 'y']);
+});
+
+test('an empty file and a one-byte file', async () => {
+  const { vault } = await createVault(remote(), PASS, memoryHeads(), LIGHT);
+  await vault.push('empty', bufferSource(new Uint8Array(0)), 1);
+  await vault.push('one', bufferSource(Uint8Array.of(7)), 2);
+  const other = await openVault(remote(), vault.id, { passphrase: PASS }, memoryHeads());
+  assert.equal((await pulled(other, 'empty')).bytes.length, 0);
+  assert.deepEqual([...(await pulled(other, 'one')).bytes], [7]);
+  await assert.rejects(pulled(other, 'none'), /has no file "none"/);
+});

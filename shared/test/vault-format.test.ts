@@ -1,0 +1,209 @@
+// A vault's formats and keys (docs/vaults.md): every codec round-trips and refuses every
+// truncation (and, sealed, every bit flip); a wrong passphrase, a keyfile of another vault, a
+// mistyped recovery key and a chunk moved to another place are clear errors; keyed chunking
+// cuts alike with one key, differently with two, and leaves the default cuts alone.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import '../src/chunking/wasm.ts';
+import { DsyncChunker } from '../src/chunking/wasm.ts';
+import { bufferSource } from '../src/chunking/chunk-index.ts';
+import { DEFAULT_PARAMS } from '../src/wire/protocol.ts';
+import { randomBytes } from '../../harness/testdata.ts';
+import { keyedChunks, listPieces } from '../src/vault/chunks.ts';
+import {
+  Kind,
+  type Ref,
+  type TreeEntry,
+  VaultError,
+  decodeHeadRecord,
+  decodeManifest,
+  decodeTree,
+  encodeHeadRecord,
+  encodeManifest,
+  encodeTree,
+  hex,
+  padme,
+} from '../src/vault/format.ts';
+import { KEYFILE_BYTES, checkKey, deriveKeys, fromRecoveryKey, newVaultId, newVaultKey, openChunk, openHead, recoveryKey, sealChunk, sealHead, unwrapKey, wrapKey } from '../src/vault/keys.ts';
+
+/** A small Argon2id for tests that are not about its cost. */
+const LIGHT = { m: 64, t: 1, p: 1 };
+
+let seed = 1;
+const bytes = (n: number) => randomBytes(seed++, n);
+const ref = (): Ref => ({ id: bytes(32), pack: hex(bytes(32)), offset: seed * 977, length: 29 + (seed % 70000) });
+
+/** `decode` refuses every proper prefix of `b` with a VaultError. */
+async function refusesTruncations(b: Uint8Array, decode: (b: Uint8Array) => unknown): Promise<void> {
+  for (let n = 0; n < b.length; n++) await assert.rejects(async () => decode(b.subarray(0, n)), VaultError, `a prefix of ${n} of ${b.length} bytes`);
+}
+
+/** `decode` refuses `b` with any one bit flipped. */
+async function refusesBitFlips(b: Uint8Array, decode: (b: Uint8Array) => unknown): Promise<void> {
+  for (let i = 0; i < b.length; i++) {
+    for (let bit = 0; bit < 8; bit++) {
+      const c = b.slice();
+      c[i] ^= 1 << bit;
+      await assert.rejects(async () => decode(c), VaultError, `bit ${bit} of byte ${i}`);
+    }
+  }
+}
+
+test('PADME: sizes as the formula says, never smaller, at most 12% more, and few distinct sizes', () => {
+  assert.deepEqual([0, 1, 2, 3, 9, 100, 1000, 4097].map(padme), [0, 1, 2, 3, 10, 104, 1024, 4352]);
+  const seen = new Set<number>();
+  for (let L = 1; L < 1 << 20; L += 1 + (L >> 7)) {
+    const p = padme(L);
+    assert.ok(p >= L && p <= L * 1.12 + 1, `${L} → ${p}`);
+    assert.equal(padme(p), p, 'a padded size pads to itself');
+    seen.add(p);
+  }
+  assert.equal(padme(5 << 20), 5 << 20);
+  assert.equal(padme((4 << 20) + 1), (4 << 20) + (1 << 17));
+});
+
+test('manifest and tree: round trip, every truncation refused, trailing bytes refused, names checked', async () => {
+  const refs = Array.from({ length: 5 }, ref);
+  const m = encodeManifest(refs);
+  assert.deepEqual(decodeManifest(m), refs);
+  assert.deepEqual(decodeManifest(encodeManifest([])), []);
+  const many = Array.from({ length: 1000 }, ref);
+  assert.deepEqual(decodeManifest(encodeManifest(many)), many, 'a list that grows the writer many times');
+  // a manifest is a whole number of entries: a cut inside an entry is refused
+  for (let n = 0; n < m.length; n++) if ((n - 1) % 72 !== 0) assert.throws(() => decodeManifest(m.subarray(0, n)), VaultError);
+  assert.throws(() => decodeManifest(Uint8Array.of(0x4e)), /unknown version/);
+
+  const tree: TreeEntry[] = [
+    { name: 'b/ü.txt', size: 12345678901, mtime: 1764400000000, manifest: [ref(), ref()] },
+    { name: 'a', size: 0, mtime: 0, manifest: [] },
+  ];
+  const t = encodeTree(tree);
+  assert.deepEqual(decodeTree(t), [tree[1], tree[0]], 'in name order');
+  await refusesTruncations(t, decodeTree);
+  assert.throws(() => decodeTree(Uint8Array.from([...t, 0])), /too many/);
+  assert.throws(() => encodeTree([{ name: '../x', size: 0, mtime: 0, manifest: [] }]), /invalid file name/);
+  // a hostile list: a name that is no file name, twice the same name, a count beyond the bytes
+  const bad = (name: string) => {
+    const b = new TextEncoder().encode(name);
+    return Uint8Array.from([0x54, 0, 0, 0, 1, 0, b.length, ...b, ...new Array(20).fill(0)]);
+  };
+  assert.throws(() => decodeTree(bad('a/../b')), /invalid name/);
+  assert.throws(() => decodeTree(Uint8Array.from([0x54, 0, 0, 0, 2, ...bad('a').subarray(5), ...bad('a').subarray(5)])), /name order/);
+  assert.throws(() => decodeTree(Uint8Array.from([0x54, 0xff, 0xff, 0xff, 0xff])), /counts/);
+});
+
+test('head record: round trip, padded to a PADME size, every truncation and a non-zero padding refused', async () => {
+  const h = { seq: 7, prev: bytes(32), time: 1764400000123, tree: Array.from({ length: 3 }, ref) };
+  const b = encodeHeadRecord(h);
+  assert.equal(b.length, padme(8 + 32 + 8 + 4 + 3 * 72));
+  assert.deepEqual(decodeHeadRecord(b), h);
+  await refusesTruncations(b, decodeHeadRecord);
+  const c = b.slice();
+  c[c.length - 1] = 1;
+  assert.throws(() => decodeHeadRecord(c), /padded wrongly/);
+});
+
+test('keyfile: the passphrase opens it, a wrong one or another vault\'s id is a clear error, every truncation and bit flip refused', async () => {
+  const id = newVaultId();
+  const key = newVaultKey();
+  const kf = await wrapKey(id, key, 'correct horse', LIGHT);
+  assert.equal(kf.length, KEYFILE_BYTES);
+  assert.deepEqual(await unwrapKey(id, kf, 'correct horse'), key);
+  await assert.rejects(unwrapKey(id, kf, 'correct hors'), /the passphrase does not open vault/);
+  await assert.rejects(unwrapKey(newVaultId(), kf, 'correct horse'), /the passphrase does not open vault/);
+  await assert.rejects(unwrapKey(id, kf, ''), /empty passphrase/);
+  await refusesTruncations(kf, (b) => unwrapKey(id, b, 'correct horse'));
+  await refusesBitFlips(kf.subarray(0, 10), (b) => unwrapKey(id, Uint8Array.from([...b, ...kf.subarray(10)]), 'correct horse'));
+  // the rest (salt, check, nonce, sealed key): one flip per byte, each bit position in turn
+  for (let i = 10; i < kf.length; i++) {
+    const c = kf.slice();
+    c[i] ^= 1 << i % 8;
+    await assert.rejects(unwrapKey(id, c, 'correct horse'), VaultError, `byte ${i}`);
+  }
+  // a keyfile that asks a device for more than it spends is refused before any work
+  const greedy = kf.slice();
+  new DataView(greedy.buffer).setUint32(1, 1 << 30);
+  await assert.rejects(unwrapKey(id, greedy, 'correct horse'), /beyond what this device spends/);
+});
+
+test('the default Argon2id parameters: a wrong passphrase is refused', async () => {
+  const id = newVaultId();
+  const kf = await wrapKey(id, newVaultKey(), 'pass phrase');
+  await assert.rejects(unwrapKey(id, kf, 'pass phrasE'), /the passphrase does not open vault/);
+});
+
+test('recovery key: round trip, case and dashes ignored, a typo and another vault\'s key refused', async () => {
+  const id = newVaultId();
+  const key = newVaultKey();
+  const r = recoveryKey(key);
+  assert.match(r, /^([A-Z2-7]{5}-){10}[A-Z2-7]{5}$/);
+  assert.deepEqual(fromRecoveryKey(r.toLowerCase().replace(/-/g, ' ')), key);
+  const typo = (r[0] === 'A' ? 'B' : 'A') + r.slice(1);
+  assert.throws(() => fromRecoveryKey(typo), /mistyped/);
+  assert.throws(() => fromRecoveryKey(r.slice(0, -1)), /mistyped/);
+  assert.throws(() => fromRecoveryKey(r + '1'), /no character/);
+  const kf = await wrapKey(id, key, 'p', LIGHT);
+  checkKey(id, kf, key);
+  assert.throws(() => checkKey(id, kf, newVaultKey()), /not vault .*'s/);
+});
+
+test('sealed chunks and heads: open with their place only; every bit flip and truncation refused', async () => {
+  const id = newVaultId();
+  const k = await deriveKeys(id, newVaultKey());
+  const plain = bytes(100);
+  const cid = bytes(32);
+  const sealed = await sealChunk(k, Kind.Content, cid, plain);
+  assert.equal(sealed.length, 128);
+  assert.deepEqual(await openChunk(k, Kind.Content, cid, sealed), plain);
+  await refusesBitFlips(sealed, (b) => openChunk(k, Kind.Content, cid, b));
+  await refusesTruncations(sealed, (b) => openChunk(k, Kind.Content, cid, b));
+  await assert.rejects(openChunk(k, Kind.List, cid, sealed), /does not verify/, 'another kind');
+  await assert.rejects(openChunk(k, Kind.Content, bytes(32), sealed), /does not verify/, 'another id');
+  const other = await deriveKeys(newVaultId(), newVaultKey());
+  await assert.rejects(openChunk(other, Kind.Content, cid, sealed), /does not verify/, 'another vault');
+  const sameKeyOtherId = await deriveKeys(newVaultId(), new Uint8Array(32));
+  const k0 = await deriveKeys(id, new Uint8Array(32));
+  await assert.rejects(openChunk(sameKeyOtherId, Kind.Content, cid, await sealChunk(k0, Kind.Content, cid, plain)), /does not verify/, 'the same key under another vault id');
+
+  const rec = encodeHeadRecord({ seq: 1, prev: new Uint8Array(32), time: 5, tree: [ref()] });
+  const head = await sealHead(k, rec);
+  assert.deepEqual(await openHead(k, head), rec);
+  await refusesBitFlips(head, (b) => openHead(k, b));
+  await refusesTruncations(head, (b) => openHead(k, b));
+  await assert.rejects(openHead(other, head), /does not verify/);
+});
+
+test('keyed chunking: one key cuts alike, two keys differently, ids keyed; the default chunker is unchanged', async () => {
+  const data = bytes(3 << 20);
+  const id = newVaultId();
+  const key = newVaultKey();
+  const cuts = async (k: Awaited<ReturnType<typeof deriveKeys>>) => {
+    const out: { offset: number; id: string }[] = [];
+    for await (const b of keyedChunks(k, bufferSource(data))) for (const c of b) out.push({ offset: c.offset, id: hex(c.id) });
+    return out;
+  };
+  const a = await cuts(await deriveKeys(id, key));
+  assert.deepEqual(await cuts(await deriveKeys(id, key)), a, 'another device with the same key');
+  assert.ok(a.length > 200);
+  const b = await cuts(await deriveKeys(id, newVaultKey()));
+  const offs = (x: { offset: number }[]) => new Set(x.map((c) => c.offset));
+  const shared = [...offs(a)].filter((o) => offs(b).has(o)).length;
+  assert.ok(shared * 10 < a.length, `${shared} of ${a.length} cut points shared by two keys`);
+  const ids = new Set(a.map((c) => c.id));
+  assert.ok(b.every((c) => !ids.has(c.id)), 'ids differ between keys');
+
+  // the plain chunker's cuts (golden.test.ts holds them to the checked-in vectors)
+  const plain = new DsyncChunker(DEFAULT_PARAMS.min, DEFAULT_PARAMS.avg, DEFAULT_PARAMS.max, DEFAULT_PARAMS.op, DEFAULT_PARAMS.every, 0);
+  plain.push(data);
+  plain.finish();
+  const pairs = plain.take_chunks();
+  plain.free();
+  const plainOffs = new Set<number>();
+  for (let i = 0, o = 0; i < pairs.length; i += 2) plainOffs.add((o += pairs[i]) - pairs[i]);
+  assert.ok([...offs(a)].filter((o) => plainOffs.has(o)).length * 10 < a.length, 'keyed cuts are not the plain ones');
+
+  // lists are cut finer, with the same key
+  const pieces = await listPieces(await deriveKeys(id, key), data.subarray(0, 1 << 20));
+  assert.ok(pieces.length > 200 && pieces.every((p) => p.bytes.length <= 16384));
+  assert.throws(() => DsyncChunker.keyed(2048, 8192, 65536, 0, 16, new Uint8Array(2047)), /2048 bytes/);
+});
