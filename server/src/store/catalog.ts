@@ -34,17 +34,10 @@ export interface CatalogEntry {
   /** the latest version's index id ('' when deleted): the similarity traits' key */
   index?: string;
 }
-/** A file as the store's listings and searches give it: its full name and its catalog entry's
- *  latest version. */
-export interface FileInfo {
-  name: string;
-  latest: number;
-  size: number;
-  versions: number;
-  mtime: string;
-  /** the latest version's modification time as its pusher gave it (ms since the epoch), if it did */
-  modified?: number;
-}
+/** A file as the store's listings and searches give it: the listing's own shape (the REST API
+ *  answers it as it is). */
+import type { FileInfo } from '../../../shared/src/wire/api.ts';
+export type { FileInfo };
 /** A catalog entry as listings show it. */
 export const fileInfo = (name: string, e: CatalogEntry): FileInfo => ({ name, latest: e.latest, size: e.size, versions: e.versions, mtime: e.mtime, ...(e.modified !== undefined && { modified: e.modified }) });
 
