@@ -6,7 +6,7 @@
  */
 import type { SyncReport } from '../../shared/src/session/delta-client.ts';
 import { PAGE_RETRIES } from '../../shared/src/base/limits.ts';
-import type { Failure, FromWorker, Guard, Step, ToWorker } from './worker-api.ts';
+import type { Failure, FromWorker, Guard, Step, Threads, ToWorker } from './worker-api.ts';
 
 /** Files under this size run up to SMALL_PARALLEL at once (the `parallel` limit is for larger
  *  ones): a small file's sync is mostly waiting on round trips and the server's commit, so a
@@ -34,6 +34,8 @@ export interface Transfer {
   /** up: the server had a newer version (a conflict copy was made, or nothing was sent) */
   guard?: Guard;
   failure?: Failure;
+  /** done: where its sockets and hashing ran (the sync worker's own, or workers it started) */
+  threads?: Threads;
   /** when it last started running (ms since the epoch), and its average speed since, in bytes/s */
   startedAt?: number;
   rate?: number;
@@ -210,7 +212,7 @@ export class Transfers {
       this.update(m.id, { step: m.step, done: m.done, total: m.total, rate: seconds >= 0.5 ? moved(t) / seconds : undefined });
     }
     else if (m.kind === 'done') {
-      this.settle(m.id, { status: 'done', step: 'committed', report: m.report, guard: m.guard, blobUrl: m.blob && URL.createObjectURL(m.blob) });
+      this.settle(m.id, { status: 'done', step: 'committed', report: m.report, guard: m.guard, threads: m.threads, blobUrl: m.blob && URL.createObjectURL(m.blob) });
       this.pump();
     } else {
       let failure = m.failure;

@@ -57,7 +57,17 @@ export interface Guard {
   savedAs?: string;
 }
 
+/** Where a transfer's sockets and hashing ran: in workers the sync worker started, or in the
+ *  sync worker itself, where a browser cannot start workers from a worker (Safari before 15,
+ *  some WebViews) or they failed to start. */
+export interface Threads {
+  /** its sockets ran in the socket worker (worker-socket.ts); false: in the sync worker */
+  socketWorker: boolean;
+  /** hash workers that hashed its chunks (files of OFF_THREAD_MIN and more); 0: the sync worker did */
+  hashWorkers: number;
+}
+
 export type FromWorker =
   | { kind: 'progress'; id: number; step: Step; done?: number; total?: number }
-  | { kind: 'done'; id: number; report?: SyncReport; blob?: Blob; guard?: Guard }
+  | { kind: 'done'; id: number; report?: SyncReport; blob?: Blob; guard?: Guard; threads?: Threads }
   | { kind: 'failed'; id: number; failure: Failure };

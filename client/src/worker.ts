@@ -17,8 +17,8 @@ import { ErrorCode } from '../../shared/src/wire/protocol.ts';
 import type { Sink } from '../../shared/src/session/sink.ts';
 import { type Progress, pull } from '../../shared/src/session/delta-client.ts';
 import { fetchWhileBusy } from '../../shared/src/transport/busy.ts';
-import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
-import { PageSocket, type PageSocketLike } from './worker-socket.ts';
+import type { Failure, FromWorker, Step, Threads, ToWorker } from './worker-api.ts';
+import { PageSocket, type PageSocketLike, WorkerSocket } from './worker-socket.ts';
 import { FolderSync, type FolderFromWorker, type FolderToWorker, isFolderMessage } from './folder-sync.ts';
 
 /** The wasm module, fetched from the server at start-up; a fetch that failed (the server was
@@ -59,11 +59,26 @@ class Job {
   connected = false;
   step: Step = 'connecting';
   readonly sockets = new Set<PageSocketLike>();
+  /** where its sockets and hashing ran (the page shows it under Details) */
+  private readonly ran: Threads = { socketWorker: false, hashWorkers: 0 };
   private lastPost = 0;
   /** whether this step's progress has been posted with bytes done */
   private moved = false;
 
   constructor(readonly id: number) {}
+
+  /** Where its sockets and hashing ran so far. */
+  threads(): Threads {
+    return { ...this.ran };
+  }
+
+  /** A socket it took: one of the socket worker's counts once it has opened there (a socket
+   *  worker that failed to start fails its sockets, and the retries use the sync worker's own). */
+  uses(ws: unknown) {
+    if (!(ws instanceof WorkerSocket)) return;
+    if (ws.readyState === 1) this.ran.socketWorker = true;
+    else ws.addEventListener('open', () => (this.ran.socketWorker = true));
+  }
 
   /** Posts a step's progress: a new step, its first bytes done and its end at once, the bytes
    *  between at most every PROGRESS_EVERY_MS. */
@@ -84,6 +99,7 @@ class Job {
     return function JobSocket(url: string) {
       if (job.cancelled) throw new Cancelled();
       const ws = new PageSocket(url);
+      job.uses(ws);
       owner.set(ws, job);
       job.sockets.add(ws);
       ws.addEventListener('open', () => (job.connected = true));
@@ -101,6 +117,7 @@ class Job {
    *  chunks are hashed by hash workers where the device has cores for them. */
   source(file: Blob, onRead?: (end: number) => void): Source {
     const pool = file.size >= OFF_THREAD_MIN ? hashPool() : null;
+    if (pool) this.ran.hashWorkers = Math.max(this.ran.hashWorkers, pool.size);
     // after a cancel a push reads no more, unless all it needed went out: then it is stored,
     // and what follows (the copy kept of it) goes on
     const check = () => {
@@ -232,6 +249,7 @@ function connectionsOf(job: Job): Connections {
     take: async (url, alt) => {
       const c = await connections.take(url, alt, job.webSocket());
       job.sockets.add(c.ws as PageSocketLike);
+      job.uses(c.ws);
       owner.set(c.ws as PageSocketLike, job);
       job.connected = true;
       return c;
@@ -259,19 +277,19 @@ async function run(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job) {
     // another device is never reverted, the bytes go up as a conflict copy instead
     const outcome = await guardedPush(source, { url: m.url, name: m.name, WebSocket, connection, retries: m.retries, resume: m.resume, modified: m.file.lastModified, onProgress, known: await withKept(known, scope, m.url, m.name), device: m.device, latestOf: (name) => latestOf(m.url, name) });
     const server = outcome.kind === 'pushed' || !outcome.server ? undefined : { version: outcome.server.version, ...(outcome.server.client && { client: outcome.server.client }) };
-    if (outcome.kind === 'behind') return post({ kind: 'done', id: m.id, guard: { kind: 'behind', known: outcome.known, server } });
+    if (outcome.kind === 'behind') return post({ kind: 'done', id: m.id, guard: { kind: 'behind', known: outcome.known, server }, threads: job.threads() });
     const report = outcome.report;
     // the copy is made before the page hears of the Result: a file saved again at once (its
     // File no longer readable) would leave nothing kept
     await keepSynced(known, scope, m.url, report.name, report, m.file);
-    post({ kind: 'done', id: m.id, report, ...(outcome.kind === 'conflict' && { guard: { kind: 'conflict', known: outcome.known, server, savedAs: report.name } }) });
+    post({ kind: 'done', id: m.id, report, threads: job.threads(), ...(outcome.kind === 'conflict' && { guard: { kind: 'conflict', known: outcome.known, server, savedAs: report.name } }) });
   } else {
     const basis = m.basis ? job.source(m.basis, (end) => job.progress('chunking', end, basis!.size)) : null;
     const sink = blobSink((written) => job.progress('receiving', written, m.size));
     const report = await pull({ url: m.url, name: m.name, version: m.version, basis, WebSocket, connection, sink, onProgress, known });
     const blob = sink.blob();
     await keepSynced(known, scope, m.url, m.name, report, blob);
-    post({ kind: 'done', id: m.id, report, blob });
+    post({ kind: 'done', id: m.id, report, blob, threads: job.threads() });
   }
 }
 
