@@ -41,6 +41,13 @@ const post = (m: FromWorker) => (self as unknown as Worker).postMessage(m);
 const PROGRESS_EVERY_MS = 250;
 /** A download is gathered in memory up to this much, then turned into a Blob part. */
 const BLOB_PART_BYTES = 8 << 20;
+/** After the page is back from being away (hidden, frozen, offline), a running transfer's
+ *  socket that has heard nothing from the server since the page went away and neither hears
+ *  anything nor gets a byte off within this long is taken for dead and dropped: a phone's
+ *  socket can stay open on a link that died while it was locked (a NAT that forgot it, a
+ *  network that changed), and would hold the transfer until TCP gives up. The sync client
+ *  reconnects, and the upload resumes from what the server kept. */
+const WAKE_GRACE_MS = 5000;
 
 class Cancelled extends Error {
   constructor() {
@@ -51,6 +58,21 @@ class Cancelled extends Error {
 /** The job each socket works for now (a pooled socket changes hands): a cancelled job's
  *  socket sends nothing more. */
 const owner = new WeakMap<PageSocketLike, Job>();
+/** When each socket was opened or last received a message (ms since the epoch). */
+const heard = new WeakMap<PageSocketLike, number>();
+/** Bytes each socket was given to send. */
+const given = new WeakMap<PageSocketLike, number>();
+/** Bytes that have left `ws` (given, less those it still holds). */
+const left = (ws: PageSocketLike) => (given.get(ws) ?? 0) - ws.bufferedAmount;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Ends `ws` now, as a lost connection: its close event is given at once (a close on a dead
+ *  link waits for a handshake that never comes), and the socket's own later one is ignored. */
+function drop(ws: PageSocketLike, reason: string) {
+  ws.close(4000, reason);
+  if (ws instanceof WorkerSocket) ws.take({ ev: 'close', id: 0, code: 1006, reason });
+  else (ws as unknown as WebSocket).dispatchEvent(new CloseEvent('close', { code: 1006, reason }));
+}
 
 /** One running transfer: its sockets (to close on cancel) and where it has got to. */
 class Job {
@@ -66,6 +88,18 @@ class Job {
   private moved = false;
 
   constructor(readonly id: number) {}
+
+  /** The page is back after it was away since `since`: each socket of this job that has heard
+   *  nothing since then, and within WAKE_GRACE_MS neither hears anything nor gets a byte off,
+   *  is dropped; the sync client reconnects (and resumes). */
+  async wake(since: number) {
+    const silent = (ws: PageSocketLike) => (heard.get(ws) ?? 0) < since;
+    const suspects = [...this.sockets].filter((ws) => ws.readyState === 1 && silent(ws)).map((ws) => ({ ws, out: left(ws) }));
+    if (!suspects.length) return;
+    await sleep(WAKE_GRACE_MS);
+    for (const { ws, out } of suspects)
+      if (this.sockets.has(ws) && ws.readyState === 1 && silent(ws) && left(ws) <= out) drop(ws, 'silent since the page went away');
+  }
 
   /** Where its sockets and hashing ran so far. */
   threads(): Threads {
@@ -102,12 +136,18 @@ class Job {
       job.uses(ws);
       owner.set(ws, job);
       job.sockets.add(ws);
-      ws.addEventListener('open', () => (job.connected = true));
+      heard.set(ws, Date.now());
+      ws.addEventListener('message', () => heard.set(ws, Date.now()));
+      ws.addEventListener('open', () => {
+        job.connected = true;
+        heard.set(ws, Date.now());
+      });
       ws.addEventListener('close', () => job.sockets.delete(ws));
       const send = ws.send.bind(ws);
       ws.send = (data: Uint8Array | Blob) => {
         if (owner.get(ws)?.cancelled) throw new Cancelled();
         send(data);
+        given.set(ws, (given.get(ws) ?? 0) + (data instanceof Blob ? data.size : data.byteLength));
       };
       return ws;
     } as unknown as WebSocketCtor;
@@ -261,7 +301,7 @@ function connectionsOf(job: Job): Connections {
   };
 }
 
-async function run(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job) {
+async function run(m: Exclude<ToWorker, { kind: 'cancel' | 'wake' }>, job: Job) {
   const WebSocket = job.webSocket();
   const connection = connectionsOf(job);
   const known = await knownOf(m.user);
@@ -319,6 +359,7 @@ self.onmessage = async (ev: MessageEvent<ToWorker | FolderToWorker>) => {
   const m = ev.data;
   if (isFolderMessage(m)) return folderMessage(m);
   if (m.kind === 'cancel') return jobs.get(m.id)?.cancel(kinds.get(m.id) === 'push');
+  if (m.kind === 'wake') return void Promise.all([...jobs.values()].map((j) => j.wake(m.since)));
   const job = new Job(m.id);
   jobs.set(m.id, job);
   kinds.set(m.id, m.kind);
