@@ -20,6 +20,7 @@ import { fetchWhileBusy } from '../../shared/src/transport/busy.ts';
 import type { Failure, FromWorker, Step, Threads, ToWorker } from './worker-api.ts';
 import { PageSocket, type PageSocketLike, WorkerSocket } from './worker-socket.ts';
 import { FolderSync, type FolderFromWorker, type FolderToWorker, isFolderMessage } from './folder-sync.ts';
+import { WORKER_READY, WORKER_START_MS } from './worker-start.ts';
 
 /** The wasm module, fetched from the server at start-up; a fetch that failed (the server was
  *  away) is tried again by the next transfer, and that transfer's failure reads "unreachable". */
@@ -155,8 +156,8 @@ class Job {
 
   /** `file` as a Source (blob-source.ts); `onRead(end)` sees how far each read reached. Its
    *  chunks are hashed by hash workers where the device has cores for them. */
-  source(file: Blob, onRead?: (end: number) => void): Source {
-    const pool = file.size >= OFF_THREAD_MIN ? hashPool() : null;
+  async source(file: Blob, onRead?: (end: number) => void): Promise<Source> {
+    const pool = file.size >= OFF_THREAD_MIN ? await hashPool() : null;
     if (pool) this.ran.hashWorkers = Math.max(this.ran.hashWorkers, pool.size);
     // after a cancel a push reads no more, unless all it needed went out: then it is stored,
     // and what follows (the copy kept of it) goes on
@@ -229,25 +230,45 @@ function blobSink(onWritten: (bytes: number) => void): Sink & { blob(): Blob } {
 }
 
 /** Hash workers (shared/src/chunking/hash-pool.ts), started for the first large file: one per core
- *  beyond this worker's own, at most 2; none on a single core. */
-let pool: HashPool | null | undefined;
-function hashPool(): HashPool | null {
-  if (pool !== undefined) return pool;
-  const n = Math.min(2, (navigator.hardwareConcurrency || 1) - 1);
-  try {
-    pool = n > 0 ? new HashPool(Array.from({ length: n }, webHashWorker)) : null;
-  } catch {
-    pool = null; // a browser without workers in workers: this thread hashes
-  }
+ *  beyond this worker's own, at most 2; none on a single core. The pool is used once each has
+ *  said it started (worker-start.ts); where one cannot start (a browser without workers in
+ *  workers) or has not within WORKER_START_MS, none is used and this thread hashes. */
+let pool: Promise<HashPool | null> | undefined;
+function hashPool(): Promise<HashPool | null> {
+  pool ??= (async () => {
+    const n = Math.min(2, (navigator.hardwareConcurrency || 1) - 1);
+    if (n <= 0) return null;
+    let workers: (HashWorker & { started: Promise<boolean> })[];
+    try {
+      workers = Array.from({ length: n }, webHashWorker);
+    } catch {
+      return null;
+    }
+    if ((await Promise.all(workers.map((w) => w.started))).every(Boolean)) return new HashPool(workers);
+    for (const w of workers) w.terminate();
+    return null;
+  })();
   return pool;
 }
 
-function webHashWorker(): HashWorker {
+/** A hash worker; `started` is true once it says it runs, false if it fails or has not within
+ *  WORKER_START_MS. */
+function webHashWorker(): HashWorker & { started: Promise<boolean> } {
   const w = new Worker(new URL('./hash-worker.ts', import.meta.url), { type: 'module' });
+  const started = new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => resolve(false), WORKER_START_MS);
+    const end = (ok: boolean) => {
+      clearTimeout(timer);
+      resolve(ok);
+    };
+    w.onmessage = (e) => e.data === WORKER_READY && end(true);
+    w.onerror = () => end(false);
+  });
   return {
+    started,
     post: (m, transfer) => w.postMessage(m, transfer),
     listen(onReply, onFail) {
-      w.onmessage = (e: MessageEvent<HashReply>) => onReply(e.data);
+      w.onmessage = (e: MessageEvent<HashReply | typeof WORKER_READY>) => e.data !== WORKER_READY && onReply(e.data);
       w.onerror = (e) => onFail(new Error(e.message || 'the worker did not start'));
     },
     terminate: () => w.terminate(),
@@ -310,7 +331,7 @@ async function run(m: Exclude<ToWorker, { kind: 'cancel' | 'wake' }>, job: Job) 
   if (m.kind === 'push') {
     // Once the Checksum List is out, the reads left are the literal chunks' (in file order):
     // how far they have read is the progress.
-    const source = job.source(m.file, (end) => {
+    const source = await job.source(m.file, (end) => {
       if (job.step === 'tokens-received' || job.step === 'sending') job.progress('sending', end, source.size);
     });
     // against the version this page knows (or expecting no file): a newer version from
@@ -324,7 +345,7 @@ async function run(m: Exclude<ToWorker, { kind: 'cancel' | 'wake' }>, job: Job) 
     await keepSynced(known, scope, m.url, report.name, report, m.file);
     post({ kind: 'done', id: m.id, report, threads: job.threads(), ...(outcome.kind === 'conflict' && { guard: { kind: 'conflict', known: outcome.known, server, savedAs: report.name } }) });
   } else {
-    const basis = m.basis ? job.source(m.basis, (end) => job.progress('chunking', end, basis!.size)) : null;
+    const basis = m.basis ? await job.source(m.basis, (end) => job.progress('chunking', end, basis!.size)) : null;
     const sink = blobSink((written) => job.progress('receiving', written, m.size));
     const report = await pull({ url: m.url, name: m.name, version: m.version, basis, WebSocket, connection, sink, onProgress, known });
     const blob = sink.blob();
