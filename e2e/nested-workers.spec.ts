@@ -76,3 +76,16 @@ test('with workers in workers the same sync runs its socket and hashing in worke
   const cores = await page.evaluate(() => navigator.hardwareConcurrency || 1);
   expect(await threads(page, 'film.bin')).toEqual({ socketWorker: 'true', hashWorkers: Math.min(2, cores - 1) });
 });
+
+test('workers that never start (as Firefox ESR now and then leaves one): the sync worker gives them up and syncs by itself, byte-exact', async ({ page, server, dir }) => {
+  // every worker the sync worker starts runs an empty script: no message, no error, as the
+  // nested module worker Firefox did not start (e2e/engines/first-pick.ts)
+  await inWorkers(page, `{ const Real = globalThis.Worker; globalThis.Worker = class extends Real { constructor(url, opts) { super(URL.createObjectURL(new Blob([''], { type: 'text/javascript' })), opts); } }; }`);
+  await openPage(page, server.url);
+  const file = path.join(dir, 'film.bin');
+  const sha = await writePseudoRandomFile(file, SIZE);
+  await page.getByTestId('file-input').setInputFiles(file);
+  expect((await result(page, 'film.bin', { timeout: 180_000 })).version).toBe(1);
+  expect(await server.storedSha256('film.bin', 1)).toBe(sha);
+  expect(await threads(page, 'film.bin')).toEqual({ socketWorker: 'false', hashWorkers: 0 });
+});
