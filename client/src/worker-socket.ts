@@ -24,13 +24,14 @@ export type FromSocket =
    *  `rate` (bytes per ms, drain-rate.ts; null: it cannot tell yet) */
   | { ev: 'sent'; id: number; got: number; buffered: number; rate: number | null };
 
-/** The socket worker, started with the first socket; null where it cannot start (a browser
- *  without workers in workers), failed to, or did not say it had within WORKER_START_MS. */
+/** The socket worker, started when the sync worker starts (worker.ts); null where it cannot
+ *  start (a browser without workers in workers), failed to, or did not say it had within
+ *  WORKER_START_MS. */
 let host: Worker | null | undefined;
 const sockets = new Map<number, WorkerSocket>();
 let nextId = 1;
 
-function socketHost(): Worker | null {
+export function socketHost(): Worker | null {
   if (host !== undefined) return host;
   let started: Worker;
   try {
