@@ -56,6 +56,32 @@ export function App() {
   // queued transfers wait while the server is away, and those that lost it go again on its return
   const online = server.status !== 'unreachable';
   useEffect(() => transfers.setOnline(online), [transfers, online]);
+  // a phone locked or another app in front (the page hidden or frozen, its sockets maybe closed
+  // or dead) or the device offline: on its return the page asks for the server at once, and
+  // the transfers cut meanwhile go again, resuming what the server kept (transfers.ts `back`)
+  useEffect(() => {
+    const away = () => transfers.away();
+    const back = () => {
+      if (document.visibilityState === 'hidden' || !navigator.onLine) return away();
+      void refresh();
+      transfers.back();
+    };
+    const visibility = () => (document.visibilityState === 'hidden' ? away() : back());
+    const on: [EventTarget, string, () => void][] = [
+      [document, 'visibilitychange', visibility],
+      [document, 'freeze', away],
+      [document, 'resume', back],
+      [window, 'pagehide', away],
+      [window, 'pageshow', back],
+      [window, 'offline', away],
+      [window, 'online', back],
+    ];
+    for (const [target, type, f] of on) target.addEventListener(type, f);
+    if (document.visibilityState === 'hidden' || !navigator.onLine) away();
+    return () => {
+      for (const [target, type, f] of on) target.removeEventListener(type, f);
+    };
+  }, [transfers, refresh]);
   // queued transfers wait for a sign-in, and those refused for want of one go again after it
   useEffect(() => {
     if (server.status === 'ok' || server.status === 'signin') transfers.setSignedIn(server.status === 'ok');

@@ -6,9 +6,11 @@
  */
 import { DrainRate } from '../../shared/src/transport/drain-rate.ts';
 import type { FromSocket, ToSocket } from './worker-socket.ts';
+import { WORKER_READY } from './worker-start.ts';
 
 const scope = self as unknown as Worker;
 const post = (m: FromSocket, transfer: Transferable[] = []) => scope.postMessage(m, transfer);
+scope.postMessage(WORKER_READY);
 
 /** How often a socket holding bytes reports how many it still holds (`WorkerSocket.bufferedAmount`). */
 const REPORT_MS = 4;

@@ -6,7 +6,7 @@
  */
 import type { SyncReport } from '../../shared/src/session/delta-client.ts';
 import { PAGE_RETRIES } from '../../shared/src/base/limits.ts';
-import type { Failure, FromWorker, Guard, Step, ToWorker } from './worker-api.ts';
+import type { Failure, FromWorker, Guard, Step, Threads, ToWorker } from './worker-api.ts';
 
 /** Files under this size run up to SMALL_PARALLEL at once (the `parallel` limit is for larger
  *  ones): a small file's sync is mostly waiting on round trips and the server's commit, so a
@@ -34,6 +34,8 @@ export interface Transfer {
   /** up: the server had a newer version (a conflict copy was made, or nothing was sent) */
   guard?: Guard;
   failure?: Failure;
+  /** done: where its sockets and hashing ran (the sync worker's own, or workers it started) */
+  threads?: Threads;
   /** when it last started running (ms since the epoch), and its average speed since, in bytes/s */
   startedAt?: number;
   rate?: number;
@@ -46,7 +48,7 @@ export interface Transfer {
   blobUrl?: string;
 }
 
-type Request = Exclude<ToWorker, { kind: 'cancel' }>;
+type Request = Exclude<ToWorker, { kind: 'cancel' | 'wake' }>;
 
 export interface TransfersOptions {
   worker: Worker;
@@ -80,6 +82,8 @@ export class Transfers {
   /** whether the server has us signed in; while it does not, queued transfers wait, and those
    *  it refused go by themselves once signed in */
   private signedInNow = true;
+  /** since when the page is away (hidden, frozen, offline; ms since the epoch), else null */
+  private awaySince: number | null = null;
 
   constructor(private readonly opts: TransfersOptions) {
     opts.worker.addEventListener('message', (ev: MessageEvent<FromWorker>) => void this.onMessage(ev.data));
@@ -116,7 +120,31 @@ export class Transfers {
   setOnline(on: boolean) {
     if (on === this.reachable) return;
     this.reachable = on;
-    if (on) for (const t of this.list) if (t.retryWhenBack) this.requeue(t.id, { autoRetries: (t.autoRetries ?? 0) + 1 });
+    if (on) for (const t of this.list) if (t.retryWhenBack) this.requeue(t.id, { autoRetries: (t.autoRetries ?? 0) + (this.awaySince === null ? 1 : 0) });
+    this.emit();
+    this.pump();
+  }
+
+  /** The page is hidden, frozen or offline (a phone locked, another app in front): transfers
+   *  that lose the server meanwhile are tried again without counting against AUTO_RETRIES. */
+  away() {
+    this.awaySince ??= Date.now();
+  }
+
+  /** The page is back (visible, shown again, online): transfers that lost the server are
+   *  tried again at once, their automatic tries counted from zero, and the worker drops the
+   *  running transfers' sockets that went silent while the page was away (worker.ts `wake`),
+   *  so that they reconnect and resume. */
+  back() {
+    const since = this.awaySince;
+    if (since === null) return;
+    this.awaySince = null;
+    this.opts.worker.postMessage({ kind: 'wake', since } satisfies ToWorker);
+    for (const t of this.list)
+      if (t.status === 'failed' && (t.failure?.kind === 'lost' || t.failure?.kind === 'unreachable')) {
+        if (this.reachable) this.requeue(t.id, { autoRetries: 0 });
+        else this.update(t.id, { retryWhenBack: true, autoRetries: 0 });
+      }
     this.emit();
     this.pump();
   }
@@ -210,7 +238,7 @@ export class Transfers {
       this.update(m.id, { step: m.step, done: m.done, total: m.total, rate: seconds >= 0.5 ? moved(t) / seconds : undefined });
     }
     else if (m.kind === 'done') {
-      this.settle(m.id, { status: 'done', step: 'committed', report: m.report, guard: m.guard, blobUrl: m.blob && URL.createObjectURL(m.blob) });
+      this.settle(m.id, { status: 'done', step: 'committed', report: m.report, guard: m.guard, threads: m.threads, blobUrl: m.blob && URL.createObjectURL(m.blob) });
       this.pump();
     } else {
       let failure = m.failure;
@@ -228,7 +256,7 @@ export class Transfers {
     // of it says so (Hello's resume flag)
     const req = this.requests.get(id);
     if (kind === 'lost' && req?.kind === 'push') req.resume = true;
-    const again = (kind === 'unreachable' || kind === 'lost') && (this.get(id)!.autoRetries ?? 0) < AUTO_RETRIES;
+    const again = (kind === 'unreachable' || kind === 'lost') && (this.awaySince !== null || (this.get(id)!.autoRetries ?? 0) < AUTO_RETRIES);
     this.update(id, again ? { ...patch, retryWhenBack: true } : patch);
     const ended = this.get(id)!;
     if (again) {
@@ -237,7 +265,7 @@ export class Transfers {
       // return, and maybe failed anew with a timer of its own) is no longer this failure's.
       setTimeout(() => {
         if (this.get(id) === ended && this.reachable) {
-          this.requeue(id, { autoRetries: (ended.autoRetries ?? 0) + 1 });
+          this.requeue(id, { autoRetries: (ended.autoRetries ?? 0) + (this.awaySince === null ? 1 : 0) });
           this.pump();
         }
       }, AUTO_RETRY_MS);

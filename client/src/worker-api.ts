@@ -10,7 +10,10 @@ export type ToWorker =
   | { kind: 'push'; id: number; file: File; name: string; url: string; retries: number; user: string; device: string; resume?: boolean }
   /** download `version` of `name`, as a delta of `basis` when one is given */
   | { kind: 'pull'; id: number; name: string; version: number; size: number; basis: File | null; url: string; user: string }
-  | { kind: 'cancel'; id: number };
+  | { kind: 'cancel'; id: number }
+  /** the page is back (visible, shown, online) after it was away since `since` (ms since the
+   *  epoch): a running transfer's socket silent since then is taken for dead (worker.ts) */
+  | { kind: 'wake'; since: number };
 
 /**
  * Where a transfer is: the sync client's phases, plus the two the worker can measure itself:
@@ -57,7 +60,17 @@ export interface Guard {
   savedAs?: string;
 }
 
+/** Where a transfer's sockets and hashing ran: in workers the sync worker started, or in the
+ *  sync worker itself, where a browser cannot start workers from a worker (Safari before 15,
+ *  some WebViews) or they failed to start. */
+export interface Threads {
+  /** its sockets ran in the socket worker (worker-socket.ts); false: in the sync worker */
+  socketWorker: boolean;
+  /** hash workers that hashed its chunks (files of OFF_THREAD_MIN and more); 0: the sync worker did */
+  hashWorkers: number;
+}
+
 export type FromWorker =
   | { kind: 'progress'; id: number; step: Step; done?: number; total?: number }
-  | { kind: 'done'; id: number; report?: SyncReport; blob?: Blob; guard?: Guard }
+  | { kind: 'done'; id: number; report?: SyncReport; blob?: Blob; guard?: Guard; threads?: Threads }
   | { kind: 'failed'; id: number; failure: Failure };

@@ -8,6 +8,7 @@
  * WebSocket.
  */
 import type { WebSocketLike } from '../../shared/src/transport/conn.ts';
+import { WORKER_READY, WORKER_START_MS } from './worker-start.ts';
 
 export type ToSocket =
   | { op: 'open'; id: number; url: string }
@@ -23,28 +24,39 @@ export type FromSocket =
    *  `rate` (bytes per ms, drain-rate.ts; null: it cannot tell yet) */
   | { ev: 'sent'; id: number; got: number; buffered: number; rate: number | null };
 
-/** The socket worker, started with the first socket; null where it cannot start (a browser
- *  without workers in workers) or failed to. */
+/** The socket worker, started when the sync worker starts (worker.ts); null where it cannot
+ *  start (a browser without workers in workers), failed to, or did not say it had within
+ *  WORKER_START_MS. */
 let host: Worker | null | undefined;
 const sockets = new Map<number, WorkerSocket>();
 let nextId = 1;
 
-function socketHost(): Worker | null {
+export function socketHost(): Worker | null {
   if (host !== undefined) return host;
+  let started: Worker;
   try {
-    host = new Worker(new URL('./socket-worker.ts', import.meta.url), { type: 'module' });
+    started = host = new Worker(new URL('./socket-worker.ts', import.meta.url), { type: 'module' });
   } catch {
     return (host = null);
   }
-  host.onmessage = (e: MessageEvent<FromSocket>) => sockets.get(e.data.id)?.take(e.data);
-  host.onerror = (e) => {
-    // the worker did not start: its sockets fail, later ones are the browser's own
+  // the worker did not start (or failed): its sockets fail, and the sync client's retry, as
+  // every later socket, is the browser's own
+  const giveUp = (message: string) => {
+    clearTimeout(timer);
+    if (host !== started) return;
     host = null;
+    started.terminate();
     for (const s of sockets.values()) {
-      s.take({ ev: 'error', id: 0, message: e.message || 'the socket worker did not start' });
+      s.take({ ev: 'error', id: 0, message });
       s.take({ ev: 'close', id: 0, code: 1006, reason: '' });
     }
   };
+  const timer = setTimeout(() => giveUp(`the socket worker did not start in ${WORKER_START_MS / 1000} s`), WORKER_START_MS);
+  started.onmessage = (e: MessageEvent<FromSocket | typeof WORKER_READY>) => {
+    if (e.data === WORKER_READY) return clearTimeout(timer);
+    sockets.get(e.data.id)?.take(e.data);
+  };
+  started.onerror = (e) => giveUp(e.message || 'the socket worker did not start');
   return host;
 }
 

@@ -17,9 +17,10 @@ import { ErrorCode } from '../../shared/src/wire/protocol.ts';
 import type { Sink } from '../../shared/src/session/sink.ts';
 import { type Progress, pull } from '../../shared/src/session/delta-client.ts';
 import { fetchWhileBusy } from '../../shared/src/transport/busy.ts';
-import type { Failure, FromWorker, Step, ToWorker } from './worker-api.ts';
-import { PageSocket, type PageSocketLike } from './worker-socket.ts';
+import type { Failure, FromWorker, Step, Threads, ToWorker } from './worker-api.ts';
+import { PageSocket, type PageSocketLike, WorkerSocket, socketHost } from './worker-socket.ts';
 import { FolderSync, type FolderFromWorker, type FolderToWorker, isFolderMessage } from './folder-sync.ts';
+import { WORKER_READY, WORKER_START_MS } from './worker-start.ts';
 
 /** The wasm module, fetched from the server at start-up; a fetch that failed (the server was
  *  away) is tried again by the next transfer, and that transfer's failure reads "unreachable". */
@@ -33,6 +34,11 @@ const wasm = () =>
     }),
   ));
 const post = (m: FromWorker) => (self as unknown as Worker).postMessage(m);
+// The socket worker starts with this one, not with the first socket: in Firefox ESR a worker's
+// `new Worker` now and then never returned when called as the first pick's push opened its
+// socket, and the sync worker stood still there (the rare hang of issue 47: 3 of 65 first picks
+// of 32 MiB in e2e/engines/first-pick.ts; started here, 0 of 30).
+socketHost();
 
 /** Progress with byte counts is posted at most this often per transfer: each post re-renders
  *  the page's card, ~5 ms of its main thread on this machine and four times that on a phone's
@@ -41,6 +47,13 @@ const post = (m: FromWorker) => (self as unknown as Worker).postMessage(m);
 const PROGRESS_EVERY_MS = 250;
 /** A download is gathered in memory up to this much, then turned into a Blob part. */
 const BLOB_PART_BYTES = 8 << 20;
+/** After the page is back from being away (hidden, frozen, offline), a running transfer's
+ *  socket that has heard nothing from the server since the page went away and neither hears
+ *  anything nor gets a byte off within this long is taken for dead and dropped: a phone's
+ *  socket can stay open on a link that died while it was locked (a NAT that forgot it, a
+ *  network that changed), and would hold the transfer until TCP gives up. The sync client
+ *  reconnects, and the upload resumes from what the server kept. */
+const WAKE_GRACE_MS = 5000;
 
 class Cancelled extends Error {
   constructor() {
@@ -51,6 +64,21 @@ class Cancelled extends Error {
 /** The job each socket works for now (a pooled socket changes hands): a cancelled job's
  *  socket sends nothing more. */
 const owner = new WeakMap<PageSocketLike, Job>();
+/** When each socket was opened or last received a message (ms since the epoch). */
+const heard = new WeakMap<PageSocketLike, number>();
+/** Bytes each socket was given to send. */
+const given = new WeakMap<PageSocketLike, number>();
+/** Bytes that have left `ws` (given, less those it still holds). */
+const left = (ws: PageSocketLike) => (given.get(ws) ?? 0) - ws.bufferedAmount;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Ends `ws` now, as a lost connection: its close event is given at once (a close on a dead
+ *  link waits for a handshake that never comes), and the socket's own later one is ignored. */
+function drop(ws: PageSocketLike, reason: string) {
+  ws.close(4000, reason);
+  if (ws instanceof WorkerSocket) ws.take({ ev: 'close', id: 0, code: 1006, reason });
+  else (ws as unknown as WebSocket).dispatchEvent(new CloseEvent('close', { code: 1006, reason }));
+}
 
 /** One running transfer: its sockets (to close on cancel) and where it has got to. */
 class Job {
@@ -59,11 +87,38 @@ class Job {
   connected = false;
   step: Step = 'connecting';
   readonly sockets = new Set<PageSocketLike>();
+  /** where its sockets and hashing ran (the page shows it under Details) */
+  private readonly ran: Threads = { socketWorker: false, hashWorkers: 0 };
   private lastPost = 0;
   /** whether this step's progress has been posted with bytes done */
   private moved = false;
 
   constructor(readonly id: number) {}
+
+  /** The page is back after it was away since `since`: each socket of this job that has heard
+   *  nothing since then, and within WAKE_GRACE_MS neither hears anything nor gets a byte off,
+   *  is dropped; the sync client reconnects (and resumes). */
+  async wake(since: number) {
+    const silent = (ws: PageSocketLike) => (heard.get(ws) ?? 0) < since;
+    const suspects = [...this.sockets].filter((ws) => ws.readyState === 1 && silent(ws)).map((ws) => ({ ws, out: left(ws) }));
+    if (!suspects.length) return;
+    await sleep(WAKE_GRACE_MS);
+    for (const { ws, out } of suspects)
+      if (this.sockets.has(ws) && ws.readyState === 1 && silent(ws) && left(ws) <= out) drop(ws, 'silent since the page went away');
+  }
+
+  /** Where its sockets and hashing ran so far. */
+  threads(): Threads {
+    return { ...this.ran };
+  }
+
+  /** A socket it took: one of the socket worker's counts once it has opened there (a socket
+   *  worker that failed to start fails its sockets, and the retries use the sync worker's own). */
+  uses(ws: unknown) {
+    if (!(ws instanceof WorkerSocket)) return;
+    if (ws.readyState === 1) this.ran.socketWorker = true;
+    else ws.addEventListener('open', () => (this.ran.socketWorker = true));
+  }
 
   /** Posts a step's progress: a new step, its first bytes done and its end at once, the bytes
    *  between at most every PROGRESS_EVERY_MS. */
@@ -84,14 +139,21 @@ class Job {
     return function JobSocket(url: string) {
       if (job.cancelled) throw new Cancelled();
       const ws = new PageSocket(url);
+      job.uses(ws);
       owner.set(ws, job);
       job.sockets.add(ws);
-      ws.addEventListener('open', () => (job.connected = true));
+      heard.set(ws, Date.now());
+      ws.addEventListener('message', () => heard.set(ws, Date.now()));
+      ws.addEventListener('open', () => {
+        job.connected = true;
+        heard.set(ws, Date.now());
+      });
       ws.addEventListener('close', () => job.sockets.delete(ws));
       const send = ws.send.bind(ws);
       ws.send = (data: Uint8Array | Blob) => {
         if (owner.get(ws)?.cancelled) throw new Cancelled();
         send(data);
+        given.set(ws, (given.get(ws) ?? 0) + (data instanceof Blob ? data.size : data.byteLength));
       };
       return ws;
     } as unknown as WebSocketCtor;
@@ -99,8 +161,9 @@ class Job {
 
   /** `file` as a Source (blob-source.ts); `onRead(end)` sees how far each read reached. Its
    *  chunks are hashed by hash workers where the device has cores for them. */
-  source(file: Blob, onRead?: (end: number) => void): Source {
-    const pool = file.size >= OFF_THREAD_MIN ? hashPool() : null;
+  async source(file: Blob, onRead?: (end: number) => void): Promise<Source> {
+    const pool = file.size >= OFF_THREAD_MIN ? await hashPool() : null;
+    if (pool) this.ran.hashWorkers = Math.max(this.ran.hashWorkers, pool.size);
     // after a cancel a push reads no more, unless all it needed went out: then it is stored,
     // and what follows (the copy kept of it) goes on
     const check = () => {
@@ -172,25 +235,45 @@ function blobSink(onWritten: (bytes: number) => void): Sink & { blob(): Blob } {
 }
 
 /** Hash workers (shared/src/chunking/hash-pool.ts), started for the first large file: one per core
- *  beyond this worker's own, at most 2; none on a single core. */
-let pool: HashPool | null | undefined;
-function hashPool(): HashPool | null {
-  if (pool !== undefined) return pool;
-  const n = Math.min(2, (navigator.hardwareConcurrency || 1) - 1);
-  try {
-    pool = n > 0 ? new HashPool(Array.from({ length: n }, webHashWorker)) : null;
-  } catch {
-    pool = null; // a browser without workers in workers: this thread hashes
-  }
+ *  beyond this worker's own, at most 2; none on a single core. The pool is used once each has
+ *  said it started (worker-start.ts); where one cannot start (a browser without workers in
+ *  workers) or has not within WORKER_START_MS, none is used and this thread hashes. */
+let pool: Promise<HashPool | null> | undefined;
+function hashPool(): Promise<HashPool | null> {
+  pool ??= (async () => {
+    const n = Math.min(2, (navigator.hardwareConcurrency || 1) - 1);
+    if (n <= 0) return null;
+    let workers: (HashWorker & { started: Promise<boolean> })[];
+    try {
+      workers = Array.from({ length: n }, webHashWorker);
+    } catch {
+      return null;
+    }
+    if ((await Promise.all(workers.map((w) => w.started))).every(Boolean)) return new HashPool(workers);
+    for (const w of workers) w.terminate();
+    return null;
+  })();
   return pool;
 }
 
-function webHashWorker(): HashWorker {
+/** A hash worker; `started` is true once it says it runs, false if it fails or has not within
+ *  WORKER_START_MS. */
+function webHashWorker(): HashWorker & { started: Promise<boolean> } {
   const w = new Worker(new URL('./hash-worker.ts', import.meta.url), { type: 'module' });
+  const started = new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => resolve(false), WORKER_START_MS);
+    const end = (ok: boolean) => {
+      clearTimeout(timer);
+      resolve(ok);
+    };
+    w.onmessage = (e) => e.data === WORKER_READY && end(true);
+    w.onerror = () => end(false);
+  });
   return {
+    started,
     post: (m, transfer) => w.postMessage(m, transfer),
     listen(onReply, onFail) {
-      w.onmessage = (e: MessageEvent<HashReply>) => onReply(e.data);
+      w.onmessage = (e: MessageEvent<HashReply | typeof WORKER_READY>) => e.data !== WORKER_READY && onReply(e.data);
       w.onerror = (e) => onFail(new Error(e.message || 'the worker did not start'));
     },
     terminate: () => w.terminate(),
@@ -232,6 +315,7 @@ function connectionsOf(job: Job): Connections {
     take: async (url, alt) => {
       const c = await connections.take(url, alt, job.webSocket());
       job.sockets.add(c.ws as PageSocketLike);
+      job.uses(c.ws);
       owner.set(c.ws as PageSocketLike, job);
       job.connected = true;
       return c;
@@ -243,7 +327,7 @@ function connectionsOf(job: Job): Connections {
   };
 }
 
-async function run(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job) {
+async function run(m: Exclude<ToWorker, { kind: 'cancel' | 'wake' }>, job: Job) {
   const WebSocket = job.webSocket();
   const connection = connectionsOf(job);
   const known = await knownOf(m.user);
@@ -252,26 +336,26 @@ async function run(m: Exclude<ToWorker, { kind: 'cancel' }>, job: Job) {
   if (m.kind === 'push') {
     // Once the Checksum List is out, the reads left are the literal chunks' (in file order):
     // how far they have read is the progress.
-    const source = job.source(m.file, (end) => {
+    const source = await job.source(m.file, (end) => {
       if (job.step === 'tokens-received' || job.step === 'sending') job.progress('sending', end, source.size);
     });
     // against the version this page knows (or expecting no file): a newer version from
     // another device is never reverted, the bytes go up as a conflict copy instead
     const outcome = await guardedPush(source, { url: m.url, name: m.name, WebSocket, connection, retries: m.retries, resume: m.resume, modified: m.file.lastModified, onProgress, known: await withKept(known, scope, m.url, m.name), device: m.device, latestOf: (name) => latestOf(m.url, name) });
     const server = outcome.kind === 'pushed' || !outcome.server ? undefined : { version: outcome.server.version, ...(outcome.server.client && { client: outcome.server.client }) };
-    if (outcome.kind === 'behind') return post({ kind: 'done', id: m.id, guard: { kind: 'behind', known: outcome.known, server } });
+    if (outcome.kind === 'behind') return post({ kind: 'done', id: m.id, guard: { kind: 'behind', known: outcome.known, server }, threads: job.threads() });
     const report = outcome.report;
     // the copy is made before the page hears of the Result: a file saved again at once (its
     // File no longer readable) would leave nothing kept
     await keepSynced(known, scope, m.url, report.name, report, m.file);
-    post({ kind: 'done', id: m.id, report, ...(outcome.kind === 'conflict' && { guard: { kind: 'conflict', known: outcome.known, server, savedAs: report.name } }) });
+    post({ kind: 'done', id: m.id, report, threads: job.threads(), ...(outcome.kind === 'conflict' && { guard: { kind: 'conflict', known: outcome.known, server, savedAs: report.name } }) });
   } else {
-    const basis = m.basis ? job.source(m.basis, (end) => job.progress('chunking', end, basis!.size)) : null;
+    const basis = m.basis ? await job.source(m.basis, (end) => job.progress('chunking', end, basis!.size)) : null;
     const sink = blobSink((written) => job.progress('receiving', written, m.size));
     const report = await pull({ url: m.url, name: m.name, version: m.version, basis, WebSocket, connection, sink, onProgress, known });
     const blob = sink.blob();
     await keepSynced(known, scope, m.url, m.name, report, blob);
-    post({ kind: 'done', id: m.id, report, blob });
+    post({ kind: 'done', id: m.id, report, blob, threads: job.threads() });
   }
 }
 
@@ -301,6 +385,7 @@ self.onmessage = async (ev: MessageEvent<ToWorker | FolderToWorker>) => {
   const m = ev.data;
   if (isFolderMessage(m)) return folderMessage(m);
   if (m.kind === 'cancel') return jobs.get(m.id)?.cancel(kinds.get(m.id) === 'push');
+  if (m.kind === 'wake') return void Promise.all([...jobs.values()].map((j) => j.wake(m.since)));
   const job = new Job(m.id);
   jobs.set(m.id, job);
   kinds.set(m.id, m.kind);

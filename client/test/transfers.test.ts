@@ -21,7 +21,7 @@ class WorkerSide extends EventTarget {
   }
   /** ids of the transfers the page started, in order */
   started() {
-    return this.asked.filter((m) => m.kind !== 'cancel').map((m) => m.id);
+    return this.asked.flatMap((m) => (m.kind === 'push' || m.kind === 'pull' ? [m.id] : []));
   }
 }
 
@@ -74,7 +74,7 @@ test('the queue: at most `parallel` large transfers run, oldest first, small one
   assert.deepEqual(worker.started().slice(4), [5, 6, 7, 8, 9, 10, 11, 12]);
   worker.answer({ kind: 'done', id: 11 });
   assert.deepEqual(worker.started().slice(4), [5, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
-  assert.equal(worker.asked.find((m) => m.id === 13)?.kind, 'pull');
+  assert.equal(worker.asked.find((m) => 'id' in m && m.id === 13)?.kind, 'pull');
 });
 
 test('nothing starts while the server is away or wants a sign-in; then the queue goes by itself, as the user signed in then', () => {
@@ -134,6 +134,47 @@ test(`a lost connection goes again by itself when the server is back, at most ${
   // a retry of what is not failed does nothing
   transfers.retry(1);
   assert.equal(worker.started().length, AUTO_RETRIES + 2);
+});
+
+test('while the page is away (hidden, frozen, offline) lost tries do not count; on its return the worker is told, and what lost the server, its automatic tries spent, goes again as a resume', () => {
+  const { worker, transfers, get } = setup();
+  transfers.upload([{ file: file(10), name: 'a' }, { file: file(10), name: 'b' }]);
+  // b spends its automatic tries while the page is here
+  for (let k = 0; k <= AUTO_RETRIES; k++) {
+    worker.answer({ kind: 'failed', id: 2, failure: lost });
+    transfers.setOnline(false);
+    transfers.setOnline(true);
+  }
+  assert.equal(get(2).status, 'failed');
+  assert.equal(get(2).retryWhenBack, undefined);
+  transfers.away();
+  // a loses its connection again and again while the page is away: it keeps going
+  for (let k = 0; k < 2 * AUTO_RETRIES; k++) {
+    worker.answer({ kind: 'failed', id: 1, failure: lost });
+    assert.equal(get(1).retryWhenBack, true, `failure ${k + 1}`);
+    transfers.setOnline(false);
+    transfers.setOnline(true);
+    assert.equal(get(1).status, 'running');
+    assert.equal(get(1).autoRetries ?? 0, 0);
+  }
+  worker.answer({ kind: 'failed', id: 1, failure: lost });
+  transfers.setOnline(false);
+  const before = worker.started().length;
+  transfers.back();
+  const wake = worker.asked.at(-1);
+  assert.equal(wake?.kind, 'wake');
+  assert.ok(wake.kind === 'wake' && wake.since <= Date.now());
+  // the server is not seen yet: both wait for it, then go, and say they may resume
+  assert.equal(worker.started().length, before);
+  assert.deepEqual([get(1).retryWhenBack, get(2).retryWhenBack], [true, true]);
+  transfers.setOnline(true);
+  assert.deepEqual([get(1).status, get(2).status], ['running', 'running']);
+  const pushes = worker.asked.filter((m): m is Extract<ToWorker, { kind: 'push' }> => m.kind === 'push');
+  assert.deepEqual(pushes.slice(-2).map((p) => [p.name, p.resume]), [['a', true], ['b', true]]);
+  // a return without an absence tells the worker nothing
+  const asked = worker.asked.length;
+  transfers.back();
+  assert.equal(worker.asked.length, asked);
 });
 
 test("an upload whose connection broke says at every later try that it may resume (Hello's resume flag); a new one, or one that never reached the server, does not; uploads asked to be finished say so from the first", () => {

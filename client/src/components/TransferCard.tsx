@@ -2,6 +2,7 @@ import type { SyncReport } from '../../../shared/src/session/delta-client.ts';
 import { formatBytes, formatDuration, savedPercent } from '../format.ts';
 import { guardLine, problem, progressLine, statusLine, steps } from '../transfer-text.ts';
 import { type Transfer, progress } from '../transfers.ts';
+import type { Threads } from '../worker-api.ts';
 import { TrafficChart } from './TrafficChart.tsx';
 
 interface Props {
@@ -49,7 +50,7 @@ export function TransferCard({ t, maxFileSize, online, signedIn = true, onRetry,
           {guardLine(t.guard, t.name)}
         </p>
       )}
-      {t.status === 'done' && t.report && (t.direction === 'up' ? <Uploaded r={t.report} /> : <Downloaded t={t} r={t.report} />)}
+      {t.status === 'done' && t.report && (t.direction === 'up' ? <Uploaded r={t.report} threads={t.threads} /> : <Downloaded t={t} r={t.report} />)}
     </li>
   );
 }
@@ -103,7 +104,7 @@ function Failed({ t, maxFileSize, onRetry }: { t: Transfer; maxFileSize: number;
   );
 }
 
-function Details({ r, fullLabel }: { r: SyncReport; fullLabel: string }) {
+function Details({ r, fullLabel, threads }: { r: SyncReport; fullLabel: string; threads?: Threads }) {
   return (
     <details className="details">
       <summary>Details</summary>
@@ -126,6 +127,14 @@ function Details({ r, fullLabel }: { r: SyncReport; fullLabel: string }) {
             </dd>
           </>
         )}
+        {threads && (
+          <>
+            <dt>Threads</dt>
+            <dd data-testid="threads" data-socket-worker={threads.socketWorker} data-hash-workers={threads.hashWorkers}>
+              {threadsLine(threads)}
+            </dd>
+          </>
+        )}
         {r.traffic.wire > 0 && (
           <>
             <dt>On the wire</dt>
@@ -137,6 +146,13 @@ function Details({ r, fullLabel }: { r: SyncReport; fullLabel: string }) {
   );
 }
 
+/** Where a transfer's sockets and hashing ran, as Details says it. */
+function threadsLine(t: Threads): string {
+  const sockets = t.socketWorker ? 'socket in a worker of its own' : 'socket in the sync worker';
+  const hashing = t.hashWorkers ? `hashed by ${t.hashWorkers} hash worker${t.hashWorkers > 1 ? 's' : ''}` : 'hashed in the sync worker';
+  return `${sockets}, ${hashing}`;
+}
+
 /** "· 99.8% saved" in the accent colour, or plainly that it saved nothing. */
 function Saved({ moved, size, full }: { moved: number; size: number; full: string }) {
   const saved = savedPercent(moved, size);
@@ -144,7 +160,7 @@ function Saved({ moved, size, full }: { moved: number; size: number; full: strin
   return <span className="nothing-saved">nothing saved{moved > size ? `: ${formatBytes(moved - size)} more than a ${full}` : ''}</span>;
 }
 
-function Uploaded({ r }: { r: SyncReport }) {
+function Uploaded({ r, threads }: { r: SyncReport; threads?: Threads }) {
   const sent = r.traffic.total;
   return (
     <div className="result" data-testid="result" data-version={r.version} data-sent={sent} data-delta={r.traffic.delta} data-size={r.size} data-report={JSON.stringify(r)}>
@@ -165,7 +181,7 @@ function Uploaded({ r }: { r: SyncReport }) {
         · {formatDuration(r.timeMs.total)}
         {!r.unchanged && <> · version {r.version}</>}
       </p>
-      <Details r={r} fullLabel="Full upload" />
+      <Details r={r} fullLabel="Full upload" threads={threads} />
     </div>
   );
 }
@@ -178,7 +194,7 @@ function Downloaded({ t, r }: { t: Transfer; r: SyncReport }) {
         <strong>{formatBytes(moved)}</strong> transferred to rebuild {formatBytes(r.size)} from {t.basisName} · <Saved moved={moved} size={r.size} full="full download" /> ·{' '}
         {formatDuration(r.timeMs.total)}
       </p>
-      <Details r={r} fullLabel="Full download" />
+      <Details r={r} fullLabel="Full download" threads={t.threads} />
       {t.blobUrl && (
         <a className="button small" href={t.blobUrl} download={t.name.split('/').pop()} data-testid="save">
           Save again
