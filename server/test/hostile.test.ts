@@ -13,6 +13,7 @@ import { encode } from '../../shared/src/wire/codec.ts';
 import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION } from '../../shared/src/wire/protocol.ts';
 import { fastRandomBytes } from '../../harness/testdata.ts';
 import { addUser, passwordWeakness } from '../src/http/auth.ts';
+import { RECHECK_MS } from '../src/http/logins.ts';
 import { errorAndClose, request, silentSockets } from '../../harness/attacks.ts';
 import { pushBytes, testServer } from '../../harness/helpers.ts';
 import { until } from '../../harness/wait.ts';
@@ -211,7 +212,8 @@ test('logout ends every open socket of that login at once, a session under way i
       assert.equal(e.error, ErrorCode.Unauthorized, JSON.stringify(e));
       assert.match(e.message!, /signed out/);
     }
-    assert.ok(performance.now() - t0 < 1000);
+    // at once: sooner than the re-check that ends them on every process (RECHECK_MS)
+    assert.ok(performance.now() - t0 < RECHECK_MS, `ended ${(performance.now() - t0).toFixed(0)} ms after the logout`);
     assert.ok(kept.every((ws) => ws.readyState === WebSocket.OPEN));
     kept.forEach((ws) => ws.terminate());
   } finally {
@@ -412,15 +414,23 @@ test('login backoff by name does not lock out the owner: his usual address or de
   try {
     // 100 new names from 100 addresses fill the password checks' queue; alice, a known name
     // from an address she never used, still gets her turn
-    const flood = Array.from({ length: 100 }, (_, k) => request(`${s2.url}/api/login`, { body: { name: `nobody${k}`, password: 'x' }, localAddress: `127.0.3.${k + 1}` }));
-    await new Promise((r) => setTimeout(r, 50));
-    const t0 = performance.now();
-    const alice = await request(`${s2.url}/api/login`, { body: { name: 'alice', password: 'alice-pw' }, localAddress: '127.0.0.7' });
-    const ms = performance.now() - t0;
+    // alice's wait is measured against one sign-in alone on this machine in this run: behind
+    // the flood's queue (64 checks, two at a time) she would wait some 30 of them
+    const signIn = async (localAddress: string) => {
+      const t0 = performance.now();
+      return { got: await request(`${s2.url}/api/login`, { body: { name: 'alice', password: 'alice-pw' }, localAddress }), ms: performance.now() - t0 };
+    };
+    const alone = await signIn('127.0.0.8');
+    assert.equal(alone.got.status, 200, alone.got.text);
+    let answered = 0;
+    const flood = Array.from({ length: 100 }, (_, k) => request(`${s2.url}/api/login`, { body: { name: `nobody${k}`, password: 'x' }, localAddress: `127.0.3.${k + 1}` }).then((r) => (answered++, r)));
+    // the flood is in: its overflow has been refused
+    await until('the flood overflowed its lane', () => answered > 0, 600_000);
+    const alice = await signIn('127.0.0.7');
     const statuses = (await Promise.all(flood)).map((r) => r.status);
     assert.ok(statuses.filter((x) => x === 429).length > 0, 'the flood overflowed its lane');
-    assert.equal(alice.status, 200, alice.text);
-    assert.ok(ms < 10_000, `alice waited ${ms.toFixed(0)} ms`);
+    assert.equal(alice.got.status, 200, alice.got.text);
+    assert.ok(alice.ms < 8 * alone.ms, `alice waited ${alice.ms.toFixed(0)} ms, a sign-in alone takes ${alone.ms.toFixed(0)} ms`);
   } finally {
     await s2.stop();
     u.cleanup();
@@ -439,8 +449,9 @@ test('logout ends the login\'s event streams at once; other logins keep theirs',
     await new Promise((r) => setTimeout(r, 100));
     const t0 = performance.now();
     assert.equal((await request(`${s.url}/api/logout`, { method: 'POST', headers: { cookie } })).status, 200);
-    await within(mine.ended, 5000, 'the stream ends');
-    assert.ok(performance.now() - t0 < 1000, 'the stream ended at once');
+    await within(mine.ended, 60_000, 'the stream ends');
+    // at once: sooner than the re-check that ends it on every process (RECHECK_MS)
+    assert.ok(performance.now() - t0 < RECHECK_MS, `the stream ended ${(performance.now() - t0).toFixed(0)} ms after the logout`);
     const still = await Promise.race([kept.ended.then(() => 'ended'), new Promise((r) => setTimeout(() => r('open'), 500))]);
     assert.equal(still, 'open');
     kept.close();
@@ -467,11 +478,10 @@ test('the users file is read again when it changes: a removed user and a replace
     const file = JSON.parse(readFileSync(u.file, 'utf8'));
     writeFileSync(u.file, JSON.stringify({ users: file.users.filter((x: { name: string }) => x.name !== 'bob') }));
     const t0 = performance.now();
-    const e = await within(wsEnd, 10_000, "bob's socket ends");
+    const e = await within(wsEnd, 60_000, "bob's socket ends");
     assert.equal(e.error, ErrorCode.Unauthorized, JSON.stringify(e));
-    await within(byToken.ended, 10_000, "bob's event stream (token) ends");
-    await within(byCookie.ended, 10_000, "bob's event stream (cookie) ends");
-    assert.ok(performance.now() - t0 < 5000, `ended after ${(performance.now() - t0).toFixed(0)} ms`);
+    await within(byToken.ended, 60_000, "bob's event stream (token) ends");
+    await within(byCookie.ended, 60_000, "bob's event stream (cookie) ends");
     for (const headers of [bobAuth, { cookie: bobCookie }, { Authorization: `Bearer ${u.alice}` }]) assert.equal((await request(`${s.url}/api/whoami`, { headers })).status, 401);
     assert.equal((await request(`${s.url}/api/whoami`, { headers: { Authorization: `Bearer ${newAlice}` } })).status, 200);
     // a file that does not read keeps the previous one
