@@ -188,7 +188,8 @@ test('past the limit, on a thread with room, a session waits (--max-admission-wa
       (e) => e,
     );
     assert.equal((refused as RemoteError).code, ErrorCode.Busy);
-    assert.ok(performance.now() - t0 < 5_000);
+    // at once, not held until the session ahead ends (never, here): generous for a loaded machine
+    assert.ok(performance.now() - t0 < 30_000);
     held.terminate();
   } finally {
     await t.stop();

@@ -40,7 +40,8 @@ test('a small edit of a file of several checkpoints makes none; a first upload o
 
 test('an upload checkpointed on its way commits with nothing left listed or unreferenced, and a cut one resumes from its suspend', async () => {
   const logs: Record<string, unknown>[] = [];
-  const s = await testServer({}, (e) => void (e.op === 'push' && logs.push(e)));
+  // (the retry waits for the cut session's end before its Hello: no Hello deadline meanwhile)
+  const s = await testServer({ 'hello-timeout-ms': '600000' }, (e) => void (e.op === 'push' && logs.push(e)));
   const store = await s.storeOf('local');
   const uploads = async (name: string) => JSON.parse(Buffer.from((await store.backend.getHead(uploadsKey('local', name)))?.body ?? '{"uploads":[]}').toString()).uploads as unknown[];
   // connection `cut.n`, once it has passed `cut.at` bytes, is held until the server lists the

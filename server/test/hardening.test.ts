@@ -283,7 +283,8 @@ test('a client that disconnects mid-phase frees its session at once', async () =
 
 test('a connection cut mid-upload: the client retries and the server resumes without the bytes it already wrote', async () => {
   const logs: Record<string, unknown>[] = [];
-  const s = await testServer({}, (e) => logs.push(e));
+  // (a retry waits for the cut session's end before its Hello: no Hello deadline meanwhile)
+  const s = await testServer({ 'hello-timeout-ms': '600000' }, (e) => logs.push(e));
   // A TCP proxy that cuts the first connection after 3 MB from the client, then passes through.
   // With `hold` set, it forwards the WebSocket upgrade and then holds the client's bytes until
   // `hold` resolves. The retry after a cut is held until the server has ended the cut session
