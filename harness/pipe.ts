@@ -11,11 +11,12 @@ export interface PipeOptions {
   to: (n: number) => number;
   /** called with each piece of bytes from the client once connection n has sent `seen` bytes
    *  in all (this piece included): true cuts the connection, both sides, before the piece is
-   *  passed on */
-  cut?: (n: number, seen: number) => boolean;
-  /** read once a connection's first bytes are passed on: a promise to hold its further bytes
+   *  passed on; a promise holds the piece and the connection's further bytes until it
+   *  settles, then cuts on true */
+  cut?: (n: number, seen: number) => boolean | Promise<boolean>;
+  /** read once connection n's first bytes are passed on: a promise to hold its further bytes
    *  until, or null */
-  hold?: () => Promise<void> | null;
+  hold?: (n: number) => Promise<void> | null;
 }
 
 export interface Pipe {
@@ -36,17 +37,10 @@ export async function socketPipe(o: PipeOptions): Promise<Pipe> {
     const up = net.connect(o.to(n), '127.0.0.1');
     let seen = 0;
     let held = false;
-    c.on('data', (d) => {
-      const first = seen === 0;
-      seen += d.length;
-      pipe.fromClient += d.length;
-      if (o.cut?.(n, seen)) {
-        c.destroy();
-        up.destroy();
-        return;
-      }
+    const cutNow = () => (c.destroy(), up.destroy());
+    const pass = (d: Buffer, first: boolean) => {
       if (!up.write(d)) c.pause();
-      const hold = first ? o.hold?.() : null;
+      const hold = first ? o.hold?.(n) : null;
       if (hold) {
         held = true;
         c.pause();
@@ -55,6 +49,26 @@ export async function socketPipe(o: PipeOptions): Promise<Pipe> {
           c.resume();
         });
       }
+    };
+    c.on('data', (d: Buffer) => {
+      const first = seen === 0;
+      seen += d.length;
+      pipe.fromClient += d.length;
+      const cut = o.cut?.(n, seen) ?? false;
+      if (cut === true) return cutNow();
+      if (cut === false) return pass(d, first);
+      // held until the test's event: no 'data' while paused
+      held = true;
+      c.pause();
+      void cut.then(
+        (yes) => {
+          held = false;
+          if (yes) return cutNow();
+          pass(d, first);
+          if (!held && !up.writableNeedDrain) c.resume();
+        },
+        () => cutNow(),
+      );
     });
     up.on('drain', () => held || c.resume());
     up.on('data', (d) => c.write(d) || up.pause());

@@ -163,12 +163,11 @@ test('a stream that delivers nothing is given up after STREAM_STALL_MS: the read
   const t0 = performance.now();
   assert.deepEqual(await source.read(0, 2 << 20), bytes.subarray(0, 2 << 20));
   const ms = performance.now() - t0;
-  assert.ok(ms >= STREAM_STALL_MS - 50 && ms < STREAM_STALL_MS + 2000, `gave up after ${ms} ms`);
+  // a deadline: not before it, and (generous for a loaded machine) not never
+  assert.ok(ms >= STREAM_STALL_MS - 50 && ms < STREAM_STALL_MS + 30_000, `gave up after ${ms} ms`);
   assert.equal(streams, 1);
-  // the source reads by slices from then on: a new pass starts no stream and does not wait
-  const t1 = performance.now();
+  // the source reads by slices from then on: a new pass starts no stream (so waits on none)
   assert.deepEqual(await source.read(0, bytes.length), bytes);
-  assert.ok(performance.now() - t1 < STREAM_STALL_MS / 2);
   assert.equal(streams, 1);
 });
 

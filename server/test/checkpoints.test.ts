@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { pushBytes, testServer } from '../../harness/helpers.ts';
 import { socketPipe } from '../../harness/pipe.ts';
+import { until } from '../../harness/wait.ts';
 import { fastRandomBytes } from '../../harness/testdata.ts';
 import { unreferenced } from '../src/store/gc.ts';
 import { uploadsKey } from '../src/store/keys.ts';
@@ -39,12 +40,21 @@ test('a small edit of a file of several checkpoints makes none; a first upload o
 
 test('an upload checkpointed on its way commits with nothing left listed or unreferenced, and a cut one resumes from its suspend', async () => {
   const logs: Record<string, unknown>[] = [];
-  const s = await testServer({}, (e) => void (e.op === 'push' && logs.push(e)));
+  // (the retry waits for the cut session's end before its Hello: no Hello deadline meanwhile)
+  const s = await testServer({ 'hello-timeout-ms': '600000' }, (e) => void (e.op === 'push' && logs.push(e)));
   const store = await s.storeOf('local');
   const uploads = async (name: string) => JSON.parse(Buffer.from((await store.backend.getHead(uploadsKey('local', name)))?.body ?? '{"uploads":[]}').toString()).uploads as unknown[];
-  // cuts connection `cut.n` once it has passed `cut.at` bytes
-  const cut = { n: -1, at: 0 };
-  const pipe = await socketPipe({ to: () => s.port, cut: (n, seen) => n === cut.n && seen > cut.at });
+  // connection `cut.n`, once it has passed `cut.at` bytes, is held until the server lists the
+  // upload's checkpoint, then cut; the retry (the next connection) is held until the server has
+  // ended the cut session (its suspend listed): each step waits for the event, not for bytes
+  const cut = { n: -1, at: 0, name: '' };
+  const listed = (name: string) => until(`a checkpoint of ${name} listed`, async () => (await uploads(name)).length > 0).then(() => true);
+  const ended = (name: string) => until(`the cut session of ${name} logged`, () => logs.some((e) => e.name === name && e.aborted));
+  const pipe = await socketPipe({
+    to: () => s.port,
+    cut: (n, seen) => n === cut.n && seen > cut.at && listed(cut.name),
+    hold: (n) => (cut.n >= 0 && n === cut.n + 1 ? ended(cut.name) : null),
+  });
   try {
     // three checkpoints on the way (16, 32, 48 MiB), then the commit
     const a = fastRandomBytes(1, 3 * RESUME_CHECKPOINT_BYTES + (5 << 20));
@@ -55,7 +65,7 @@ test('an upload checkpointed on its way commits with nothing left listed or unre
 
     // cut after two checkpoints; the retry resumes from what the suspend listed
     const b = fastRandomBytes(2, 3 * RESUME_CHECKPOINT_BYTES);
-    Object.assign(cut, { n: pipe.connections, at: 2.5 * RESUME_CHECKPOINT_BYTES });
+    Object.assign(cut, { n: pipe.connections, at: 2.5 * RESUME_CHECKPOINT_BYTES, name: 'b.bin' });
     const rep = await pushBytes(pipe, 'b.bin', b, { retries: 3 });
     assert.equal(rep.version, 1);
     assert.ok((logs[logs.length - 1].resumedChunks as number) > 0, JSON.stringify(logs[logs.length - 1]));

@@ -9,8 +9,9 @@ import { fastRandomBytes } from '../../harness/testdata.ts';
 import { sendChecksumList } from '../../harness/attacks.ts';
 import { pushBytes } from '../../harness/helpers.ts';
 import { ownServer } from '../../harness/own-server.ts';
+import { until } from '../../harness/wait.ts';
 
-test('a full disk: the push gets a clear Error within a second of the failure, even while the server is not reading its socket, and is not retried', async () => {
+test('a full disk: the push gets a clear Error soon after the failure, even while the server is not reading its socket, and is not retried', async () => {
   // 12 MiB of disk; the server pauses its socket once 1 MiB waits to be processed
   const s = await ownServer(['--max-in-flight', String(1 << 20)], 12 << 20);
   try {
@@ -29,12 +30,14 @@ test('a full disk: the push gets a clear Error within a second of the failure, e
     assert.ok(!phases.includes('retrying'), 'a full disk is not retried');
     // (the server's log line comes through its stdout, which may be read after its Error)
     const find = () => s.logs.find((e) => e.op === 'push' && e.error === ErrorCode.Internal);
-    for (let t = 0; t < 100 && !find(); t++) await new Promise((r) => setTimeout(r, 20));
-    const logged = find();
-    assert.ok(logged, JSON.stringify(s.logs));
+    await until(`the server's log line of the failure (${JSON.stringify(s.logs)})`, () => !!find());
+    const logged = find()!;
     assert.match(String(logged.message), /ENOSPC|no space/i);
+    // a deadline, generous for a loaded machine: a server that sent the Error only once it read
+    // its socket again would leave the client blocked on backpressure until a session clock
+    // ended it (--idle-timeout-ms, 2 min)
     const lag = failedAt - (logged.t as number);
-    assert.ok(lag < 1000, `the client knew ${lag} ms after the server failed (push took ${failedAt - t0} ms)`);
+    assert.ok(lag < 30_000, `the client knew ${lag} ms after the server failed (push took ${failedAt - t0} ms)`);
     // the server still serves, and what it stored is intact
     const res = await fetch(`${s.url}/api/download?name=kept.bin`);
     assert.equal(res.status, 200);

@@ -150,7 +150,8 @@ test('the lease: a collector that renews is not taken over; one SIGKILLed mid-ru
     const took = performance.now() - t0;
     assert.equal(report.skipped, undefined, JSON.stringify(report));
     assert.equal(report.deleted, 2, JSON.stringify(report)); // gone.bin's segment and index
-    assert.ok(took < GC_STALE_MS + 10_000, `taken over after ${Math.round(took)} ms`);
+    // a deadline, generous for a loaded machine: a collector that never took over would wait forever
+    assert.ok(took < GC_STALE_MS + 60_000, `taken over after ${Math.round(took)} ms`);
     assert.ok(GC_STALE_MS <= 60_000, `a killed collector blocks gc for ${GC_STALE_MS} ms at most`);
     assert.deepEqual(await unreferenced(repo), []);
     assert.ok((await download(s.url, 'keep.bin')).equals(keep));

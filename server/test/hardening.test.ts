@@ -18,6 +18,7 @@ import { addUser } from '../src/http/auth.ts';
 import { validateName } from '../../shared/src/wire/names.ts';
 import { pullBytes, pushBytes, testServer } from '../../harness/helpers.ts';
 import { socketPipe } from '../../harness/pipe.ts';
+import { until } from '../../harness/wait.ts';
 
 const hello = (name: string, extra: Partial<Parameters<typeof encode>[0]> = {}) =>
   encode({ type: Msg.Hello, version: PROTOCOL_VERSION, op: Op.Push, params: DEFAULT_PARAMS, algo: 3, size: 10, basisVersion: 0, name, ...extra } as any);
@@ -116,7 +117,10 @@ test('accounts: tokens, password sessions, namespaces, origins, no secrets in lo
 });
 
 test('limits: file size, chunk count, chunk size, sessions per user, idle time', async () => {
-  const s = await testServer({ 'max-file-size': '1000000', 'max-chunks': '20', 'max-message': String(1 << 20), 'max-sessions-per-user': '3', 'idle-timeout-ms': '400', 'hello-timeout-ms': '400' });
+  const s = await testServer({ 'max-file-size': '1000000', 'max-chunks': '20', 'max-message': String(1 << 20), 'max-sessions-per-user': '3' });
+  // idle time on a server of its own: short timeouts would also close the sockets held open
+  // below, or a push, on a machine too loaded to send within them
+  const quick = await testServer({ 'idle-timeout-ms': '400', 'hello-timeout-ms': '400' });
   try {
     assert.equal((await raw(s.wsUrl, [hello('big', { size: 2_000_000 })])).error, ErrorCode.LimitExceeded);
     await assert.rejects(pushBytes(s, 'many', fastRandomBytes(1, 400_000), { params: { min: 64, avg: 256, max: 1024, op: 0, every: 16 } }), (e: Error) => e instanceof RemoteError && e.code === ErrorCode.LimitExceeded);
@@ -125,13 +129,16 @@ test('limits: file size, chunk count, chunk size, sessions per user, idle time',
     const open = await Promise.all([0, 1, 2].map(() => new Promise<WebSocket>((r) => { const w = new WebSocket(s.wsUrl); w.on('open', () => r(w)); })));
     assert.equal((await raw(s.wsUrl, [])).status, 503);
     open.forEach((w) => w.terminate());
-    await new Promise((r) => setTimeout(r, 100));
+    await until('the server saw the three sockets close', async () => ((await (await fetch(`${s.url}/api/metrics`)).json()) as { connections: number }).connections === 0);
     // idle: a session that stops talking gets LimitExceeded
-    assert.equal((await raw(s.wsUrl, [])).error, ErrorCode.LimitExceeded);
+    const idle = await raw(quick.wsUrl, []);
+    assert.equal(idle.error, ErrorCode.LimitExceeded);
+    assert.match(idle.message!, /no message for 400 ms/);
     // and after all this the server still syncs
     assert.equal((await pushBytes(s, 'ok', fastRandomBytes(2, 50_000))).version, 1);
   } finally {
     await s.stop();
+    await quick.stop();
   }
 });
 
@@ -263,12 +270,11 @@ test('a client that disconnects mid-phase frees its session at once', async () =
     ws.send(hello('f', { size: 1_000_000 }));
     ws.send(encode({ type: Msg.Checksums, fastfps: Uint32Array.of(1, 2), lengths: Uint32Array.of(4096, 4096) }));
     await new Promise((r) => setTimeout(r, 50));
-    let m = (await (await fetch(`${s.url}/api/metrics`)).json()) as { connections: number };
+    const m = (await (await fetch(`${s.url}/api/metrics`)).json()) as { connections: number };
     assert.equal(m.connections, 1);
     ws.terminate();
-    await new Promise((r) => setTimeout(r, 100));
-    m = (await (await fetch(`${s.url}/api/metrics`)).json()) as { connections: number };
-    assert.equal(m.connections, 0);
+    // at once: long before the idle timeout (120 s) could end it
+    await until('the session freed', async () => ((await (await fetch(`${s.url}/api/metrics`)).json()) as { connections: number }).connections === 0, 30_000);
     assert.deepEqual(await unreferenced(s.repo), [], 'nothing left behind but versions and resumable uploads');
   } finally {
     await s.stop();
@@ -277,14 +283,19 @@ test('a client that disconnects mid-phase frees its session at once', async () =
 
 test('a connection cut mid-upload: the client retries and the server resumes without the bytes it already wrote', async () => {
   const logs: Record<string, unknown>[] = [];
-  const s = await testServer({}, (e) => logs.push(e));
+  // (a retry waits for the cut session's end before its Hello: no Hello deadline meanwhile)
+  const s = await testServer({ 'hello-timeout-ms': '600000' }, (e) => logs.push(e));
   // A TCP proxy that cuts the first connection after 3 MB from the client, then passes through.
   // With `hold` set, it forwards the WebSocket upgrade and then holds the client's bytes until
-  // `hold` resolves.
+  // `hold` resolves. The retry after a cut is held until the server has ended the cut session
+  // (its suspend listed): on a loaded machine the retry can otherwise come first.
   let cutOnce = false;
+  let cutAt = -1;
   let hold: Promise<void> | null = null;
-  const cut = (_n: number, seen: number) => !cutOnce && seen > 3_000_000 && (cutOnce = true);
-  const proxy = await socketPipe({ to: () => s.port, cut, hold: () => hold });
+  const cut = (n: number, seen: number) => !cutOnce && seen > 3_000_000 && ((cutAt = n), (cutOnce = true));
+  const ended = (n: number) => until('the cut session logged', () => logs.filter((e) => e.op === 'push' && e.aborted).length > n);
+  let cuts = 0;
+  const proxy = await socketPipe({ to: () => s.port, cut, hold: (n) => hold ?? (cutAt >= 0 && n === cutAt + 1 ? ended(cuts++) : null) });
   try {
     const data = fastRandomBytes(11, 8_000_000);
     const phases: string[] = [];
@@ -330,7 +341,10 @@ test('a connection cut mid-upload: the client retries and the server resumes wit
 });
 
 test('several sessions on one connection: pushes and a pull share a socket; an error or idle time ends it, the stored versions stay', async () => {
-  const s = await testServer({ 'idle-timeout-ms': '300' });
+  const s = await testServer();
+  // idle time ends a connection on a server of its own: a short idle timeout would also end a
+  // session that a loaded machine leaves without a message for that long
+  const quick = await testServer({ 'idle-timeout-ms': '2000' });
   try {
     const r = new Rng(11);
     const v1 = fastRandomBytes(3, 600_000);
@@ -355,8 +369,8 @@ test('several sessions on one connection: pushes and a pull share a socket; an e
     // a push handed the closed connection opens its own
     assert.equal((await pushBytes(s, 'keep/b.bin', v2, { connection })).version, 2);
     // idle between sessions: the server closes quietly (1000, no Error message)
-    const idle = await Conn.open(s.wsUrl, WebSocket as any);
-    await pushBytes(s, 'keep/c.bin', v1, { connection: idle });
+    const idle = await Conn.open(quick.wsUrl, WebSocket as any);
+    await pushBytes(quick, 'keep/c.bin', v1.subarray(0, 1000), { connection: idle });
     const closed = await new Promise<{ code: number; errors: number }>((resolve) => {
       let errors = 0;
       (idle.ws as unknown as WebSocket).on('message', (d: Buffer) => void (d[0] === Msg.Error && errors++));
@@ -366,6 +380,7 @@ test('several sessions on one connection: pushes and a pull share a socket; an e
     assert.equal(idle.usable, false);
   } finally {
     await s.stop();
+    await quick.stop();
   }
 });
 
@@ -397,8 +412,7 @@ test('a connection pool: sessions one after another share a socket, transfers at
     const deflating = await pool.take(s.wsUrl);
     assert.equal(deflating.url, s.wsUrl);
     // (the server counts a closed socket until it has seen its close)
-    for (let t = 0; (await sockets()) !== 2 && t < 100; t++) await new Promise((r) => setTimeout(r, 50));
-    assert.equal(await sockets(), 2);
+    await until('the server counts two sockets', async () => (await sockets()) === 2);
     pool.give(deflating);
     pool.close();
     assert.equal(deflating.usable, false);

