@@ -140,9 +140,9 @@ test('with the thread saturated (--max-load) and two sessions running, a new ses
     assert.equal(answer, ErrorCode.Busy);
     assert.ok(performance.now() - t0 < 60_000, 'refused at once, not after --max-admission-wait-ms');
     await closed(ws);
-    // the thread idle again: admitted at once, with the two sessions still running
-    await new Promise((r) => setTimeout(r, 500));
-    assert.equal((await pushBytes(s, 'd.bin', fastRandomBytes(5, 10_000), { busyWaitMs: 0 })).version, 1);
+    // the thread idle again: admitted, with the two sessions still running (the client waits
+    // out a refusal while the server still measures itself busy: on a loaded machine it may)
+    assert.equal((await pushBytes(s, 'd.bin', fastRandomBytes(5, 10_000))).version, 1);
     for (const h of held) h.terminate();
   } finally {
     await s.stop();
@@ -164,7 +164,9 @@ test('a thread held up while the process gets no CPU time (the machine\'s other 
 });
 
 test('past the limit, on a thread with room, a session waits (--max-admission-wait-ms) for a place instead of being refused: admitted and stored once one frees; with no wait it is refused at once', async () => {
-  const s = await testServer({ 'max-sessions': '1', 'max-admission-wait-ms': '20000' });
+  // --max-load 0: the thread always has room, whatever else loads the machine (the saturated
+  // thread's refusals are the tests above)
+  const s = await testServer({ 'max-sessions': '1', 'max-load': '0', 'max-admission-wait-ms': '20000' });
   try {
     const held = await heldSession(s.wsUrl, 'held.bin');
     const bytes = fastRandomBytes(7, 200_000);
@@ -179,7 +181,7 @@ test('past the limit, on a thread with room, a session waits (--max-admission-wa
   } finally {
     await s.stop();
   }
-  const t = await testServer({ 'max-sessions': '1', 'max-admission-wait-ms': '0' });
+  const t = await testServer({ 'max-sessions': '1', 'max-load': '0', 'max-admission-wait-ms': '0' });
   try {
     const held = await heldSession(t.wsUrl, 'held.bin');
     const t0 = performance.now();
