@@ -296,7 +296,7 @@ export async function startServer(cfg: ServerConfig, log: (e: Record<string, unk
   // a rename, delete or restore that succeeded is announced to the user's open pages at once
   // (not POST /api/files/changes: a listing, which changes nothing)
   app.use(['/api/files', '/api/folders'], (req: Req, res, next) => {
-    if (req.method !== 'GET' && !(req.baseUrl === '/api/files' && req.path === '/changes')) res.on('finish', () => res.statusCode < 400 && events.changed(req.user!, { kind: 'changed' }));
+    if (req.method !== 'GET' && !(req.baseUrl === '/api/files' && (req.path === '/changes' || req.path === '/bulk-read'))) res.on('finish', () => res.statusCode < 400 && events.changed(req.user!, { kind: 'changed' }));
     next();
   });
   const refuseTossed = (req: express.Request, res: express.Response) => {

@@ -12,6 +12,7 @@ import { ErrorCode, ProtocolError, busyMessage } from '../../../shared/src/wire/
 import { TRASH, listingLines } from '../../../shared/src/sync/remote.ts';
 import { validateName } from '../../../shared/src/wire/names.ts';
 import type { FileInfo, Store } from '../store/store.ts';
+import { BULK_READ_BODY_BYTES, bulkRead, bulkWrite } from './bulk.ts';
 
 type Req = express.Request & { user?: string };
 
@@ -103,7 +104,7 @@ async function renameAll(names: string[], move: (rel: string) => Promise<void>):
 }
 
 /** Resolves when `res` drains; rejects when the client goes away first. */
-function drained(res: express.Response): Promise<void> {
+export function drained(res: express.Response): Promise<void> {
   return new Promise((ok, fail) => {
     const done = (e?: Error) => {
       res.off('drain', onDrain);
@@ -386,6 +387,9 @@ export function filesApi(
       res.json({ moved: moved.size, ...(want && { versions: Object.fromEntries(moved) }) });
     }),
   );
+  // small files in bulk (bulk.ts): many up in one request and one group commit, many down
+  r.post('/files/bulk', route(bulkWrite));
+  r.post('/files/bulk-read', express.json({ limit: BULK_READ_BODY_BYTES }), route(bulkRead));
   r.post(
     '/files/restore',
     express.json({ limit: '8kb' }),
