@@ -234,7 +234,7 @@ test('a server killed in the middle of a bulk upload leaves every entry committe
       // every entry: absent, or its one version reads back byte-exact (a verified read)
       let committed = 0;
       for (const e of entries) {
-        const v = await fetch(`${child.url}/api/versions?name=${encodeURIComponent(e.name)}`);
+        const v: Response = await fetch(`${child.url}/api/versions?name=${encodeURIComponent(e.name)}`);
         if (v.status === 404) {
           await v.body?.cancel();
           continue;
@@ -242,7 +242,7 @@ test('a server killed in the middle of a bulk upload leaves every entry committe
         assert.equal(v.status, 200);
         const versions = (await v.json()) as { version: number }[];
         assert.deepEqual(versions.map((x) => x.version), [1], e.name);
-        const d = await fetch(`${child.url}/api/download?name=${encodeURIComponent(e.name)}&version=1`);
+        const d: Response = await fetch(`${child.url}/api/download?name=${encodeURIComponent(e.name)}&version=1`);
         assert.equal(d.status, 200, e.name);
         assert.ok(Buffer.from(await d.arrayBuffer()).equals(Buffer.from(e.bytes)), e.name);
         committed++;
