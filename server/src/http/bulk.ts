@@ -11,10 +11,9 @@ import { bufferSource, chunkSource } from '../../../shared/src/chunking/chunk-in
 import { type BulkFrame, bulkFrame, readBulkFrames } from '../../../shared/src/wire/bulk.ts';
 import { validateName } from '../../../shared/src/wire/names.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS, ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
-import { clientLabel } from '../sessions.ts';
+import { clientLabel } from './guard.ts';
 import type { Store } from '../store/store.ts';
 import type { BulkEntry } from '../store/writer.ts';
-import { drained } from './files-api.ts';
 
 type Req = express.Request & { user?: string };
 
@@ -138,4 +137,20 @@ export async function bulkRead(req: Req, res: express.Response, store: Store): P
     for (const part of frame) if (!res.write(part)) await drained(res);
   }
   res.end();
+}
+
+/** Resolves when `res` drains; rejects when the client goes away first. */
+export function drained(res: express.Response): Promise<void> {
+  return new Promise((ok, fail) => {
+    const done = (e?: Error) => {
+      res.off('drain', onDrain);
+      res.off('close', onClose);
+      if (e) fail(e);
+      else ok();
+    };
+    const onDrain = () => done();
+    const onClose = () => done(new Error('the client went away'));
+    res.on('drain', onDrain);
+    res.on('close', onClose);
+  });
 }

@@ -12,7 +12,7 @@ import { ErrorCode, ProtocolError, busyMessage } from '../../../shared/src/wire/
 import { TRASH, listingLines } from '../../../shared/src/sync/remote.ts';
 import { validateName } from '../../../shared/src/wire/names.ts';
 import type { FileInfo, Store } from '../store/store.ts';
-import { BULK_READ_BODY_BYTES, bulkRead, bulkWrite } from './bulk.ts';
+import { BULK_READ_BODY_BYTES, bulkRead, bulkWrite, drained } from './bulk.ts';
 
 type Req = express.Request & { user?: string };
 
@@ -101,22 +101,6 @@ async function renameAll(names: string[], move: (rel: string) => Promise<void>):
   const why = `moved ${done} of ${names.length} files, then: ${(failed as Error)?.message ?? String(failed)}`;
   if (failed instanceof ProtocolError) throw new ProtocolError(failed.code, why);
   throw new StoreFailed(new Error(why));
-}
-
-/** Resolves when `res` drains; rejects when the client goes away first. */
-export function drained(res: express.Response): Promise<void> {
-  return new Promise((ok, fail) => {
-    const done = (e?: Error) => {
-      res.off('drain', onDrain);
-      res.off('close', onClose);
-      if (e) fail(e);
-      else ok();
-    };
-    const onDrain = () => done();
-    const onClose = () => done(new Error('the client went away'));
-    res.on('drain', onDrain);
-    res.on('close', onClose);
-  });
 }
 
 /**
