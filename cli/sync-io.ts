@@ -312,9 +312,9 @@ export class HttpFolder extends ApiFolder {
               if (!bytesRead) throw new Error(`${p} shrank while it was read`);
               o += bytesRead;
             }
-            // the stat after the read: a change meanwhile shows in the next pass's scan
-            const after = await fh.stat();
-            return { bytes, st: { size: st.size, mtimeMs: after.mtimeMs } };
+            // the stat before the read, as a push records it: a change during the read leaves
+            // another mtime on disk, so the next pass reads the file again
+            return { bytes, st: { size: st.size, mtimeMs: st.mtimeMs } };
           } finally {
             await fh.close();
           }
