@@ -14,10 +14,10 @@ import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../shared/src/wire/protocol.ts';
 import { pull, push } from '../shared/src/session/delta-client.ts';
 import { type Expected, type LocalTree, type Settled, type Stat, verifyLocal } from '../shared/src/sync/engine.ts';
 import type { Expect } from '../shared/src/sync/plan.ts';
-import { ApiFolder, IGNORE_FILE, ignoreMatcher, ignoredByDefault } from '../shared/src/sync/remote.ts';
+import { ApiFolder, IGNORE_FILE, NoBulk, ignoreMatcher, ignoredByDefault } from '../shared/src/sync/remote.ts';
 import { conflictName } from '../shared/src/sync/conflict.ts';
 import { hostname } from 'node:os';
-import { BULK_FILE_MAX, SYNC_RETRIES } from '../shared/src/base/limits.ts';
+import { BULK_FILE_MAX, SYNC_RETRIES, SYNC_TRANSFERS } from '../shared/src/base/limits.ts';
 import type { Values } from './command.ts';
 import { NotContained, checkParents, checkTarget, insideFolder, openNoFollow, setModified, tempName, tempPid } from './contained.ts';
 import { walkFolder } from './walk.ts';
@@ -263,6 +263,18 @@ export class NodeTree implements LocalTree {
   }
 }
 
+/** `fn` of every item, SYNC_TRANSFERS at once (as the engine runs transfers), in order. */
+async function oneByOne<I, O>(items: I[], fn: (item: I) => Promise<O>): Promise<O[]> {
+  const out: O[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(SYNC_TRANSFERS, items.length) }, async () => {
+      for (let k; (k = next++) < items.length; ) out[k] = await fn(items[k]);
+    }),
+  );
+  return out;
+}
+
 export interface RemoteOptions {
   values: Values;
   /** the server folder, '' for the top */
@@ -298,6 +310,8 @@ export class HttpFolder extends ApiFolder {
    *  grown above BULK_FILE_MAX since the plan read it is pushed on its own. */
   async pushMany(items: { path: string; expect: Expect }[]): Promise<Settled<{ version: number; root: string } & Stat>[]> {
     const tree = this.o.tree;
+    const alone = (it: { path: string; expect: Expect }) => this.push(it.path, it.expect).then((ok) => ({ ok }), (error) => ({ error }));
+    if (this.noBulk) return oneByOne(items, alone);
     const read = await Promise.all(
       items.map(async ({ path: p }): Promise<{ bytes: Uint8Array; st: Stat } | { error: unknown } | null> => {
         try {
@@ -332,7 +346,7 @@ export class HttpFolder extends ApiFolder {
     for (let k = 0; k < items.length; k++) {
       const r = read[k];
       if (r === null) {
-        out.push(await this.push(items[k].path, items[k].expect).then((ok) => ({ ok }), (error) => ({ error })));
+        out.push(await alone(items[k]));
         continue;
       }
       if ('error' in r) {
@@ -340,7 +354,8 @@ export class HttpFolder extends ApiFolder {
         continue;
       }
       const got = sent[sendable.findIndex((x) => x.k === k)];
-      out.push('error' in got ? got : { ok: { ...got.ok, ...r.st } });
+      if ('error' in got && got.error instanceof NoBulk) out.push(await alone(items[k]));
+      else out.push('error' in got ? got : { ok: { ...got.ok, ...r.st } });
     }
     return out;
   }
@@ -350,6 +365,8 @@ export class HttpFolder extends ApiFolder {
    *  what the plan read. */
   async pullMany(items: { path: string; version: number; expect: Expected | null }[]): Promise<Settled<{ version: number; root: string } & Stat>[]> {
     const tree = this.o.tree;
+    const alone = (it: { path: string; version: number; expect: Expected | null }) => this.pull(it.path, it.version, it.expect, it.expect ? it.path : undefined).then((ok) => ({ ok }), (error) => ({ error }));
+    if (this.noBulk) return oneByOne(items, alone);
     const got = await this.fetchMany(items, async (k, bytes, modified) => {
       const p = items[k].path;
       const target = await checkParents(tree.dir, tree.rel(p), true);
@@ -374,7 +391,9 @@ export class HttpFolder extends ApiFolder {
         await fs.rm(tmp, { force: true });
       }
     });
-    return got;
+    const out: Settled<{ version: number; root: string } & Stat>[] = [];
+    for (let k = 0; k < items.length; k++) out.push('error' in got[k] && (got[k] as { error: unknown }).error instanceof NoBulk ? await alone(items[k]) : got[k]);
+    return out;
   }
 
   async pull(p: string, version: number, expect: Expected | null, basis?: string) {

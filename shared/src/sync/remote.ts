@@ -148,6 +148,13 @@ function heldOf(held: unknown): string[] {
   return out;
 }
 
+/** A bulk request's outcome on a server without the bulk routes: the file goes on its own. */
+export class NoBulk extends Error {
+  constructor() {
+    super('the server takes no bulk transfers');
+  }
+}
+
 /**
  * The root in the default chunking of a file a bulk read sent, once its bytes are checked
  * against the header the server sent with them: the version asked for, its size, and its root
@@ -266,7 +273,7 @@ export abstract class ApiFolder implements RemoteFolder {
     try {
       results = ((await (await this.a.send!(`/api/files/bulk${this.clientQuery()}`, body, 'application/octet-stream')).json()) as { results?: unknown })?.results;
     } catch (error) {
-      return files.map(() => ({ error }));
+      return files.map(() => ({ error: this.noBulkIf(error) }));
     }
     if (!Array.isArray(results) || results.length !== files.length) return files.map(() => ({ error: new Error('the server sent a malformed bulk answer') }));
     return files.map((f, k): Settled<{ version: number; root: string }> => {
@@ -307,11 +314,21 @@ export abstract class ApiFolder implements RemoteFolder {
         }
         if (got.length !== batch.length) throw new Error('the server sent a bulk answer cut short');
       } catch (error) {
-        while (got.length < batch.length) got.push({ error });
+        while (got.length < batch.length) got.push({ error: this.noBulkIf(error) });
       }
       out.push(...got);
     }
     return out;
+  }
+
+  /** the server has no bulk routes (an earlier version: 404): each file goes on its own */
+  protected noBulk = false;
+
+  /** `error`, or NoBulk when it is the 404 of a server without the bulk routes. */
+  private noBulkIf(error: unknown): unknown {
+    if (this.status(error) !== 404) return error;
+    this.noBulk = true;
+    return new NoBulk();
   }
 
   /** `?client=` of the sync URL (the label the server keeps with the versions pushed), or ''. */
