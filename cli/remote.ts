@@ -145,6 +145,24 @@ export class ApiError extends Error {
 /** Calls the REST API (`path` with its query); the parsed JSON answer. A busy server (503 with
  *  Retry-After) is waited for and asked again (shared/src/transport/busy.ts). */
 export async function api<T = unknown>(values: Values, method: string, path: string, body?: unknown): Promise<T> {
+  const res = await request(values, method, path, body === undefined ? undefined : { body: JSON.stringify(body), type: 'application/json' });
+  const text = await res.text();
+  try {
+    return (text ? JSON.parse(text) : null) as T;
+  } catch {
+    return null as T;
+  }
+}
+
+/** A REST request with a body of bytes (a bulk transfer, docs/protocol.md): its answer, to be
+ *  read by the caller; a refusal throws as `api`'s do. */
+export function apiBytes(values: Values, path: string, body: Uint8Array[], type: string): Promise<Response> {
+  return request(values, 'POST', path, { body: new Blob(body as BlobPart[]), type });
+}
+
+/** Sends a REST request; its answer when it is a success, else an ApiError with the server's
+ *  reason. A busy server is waited for and asked again. */
+async function request(values: Values, method: string, path: string, body?: { body: string | Blob; type: string }): Promise<Response> {
   const base = httpBase(values);
   const token = tokenOf(values);
   let res: Response;
@@ -153,14 +171,15 @@ export async function api<T = unknown>(values: Values, method: string, path: str
       () =>
         fetch(base + path, {
           method,
-          headers: { ...(token && { Authorization: `Bearer ${token}` }), ...(body !== undefined && { 'Content-Type': 'application/json' }) },
-          body: body === undefined ? undefined : JSON.stringify(body),
+          headers: { ...(token && { Authorization: `Bearer ${token}` }), ...(body && { 'Content-Type': body.type }) },
+          body: body?.body,
         }),
       { onBusy: (s) => console.error(`dsync: the server is busy; trying again in ${s} s`) },
     );
   } catch (e) {
     throw new Error(`cannot reach ${base}: ${((e as Error).cause as Error | undefined)?.message ?? (e as Error).message}`);
   }
+  if (res.ok) return res;
   const text = await res.text();
   let json: any;
   try {
@@ -168,6 +187,5 @@ export async function api<T = unknown>(values: Values, method: string, path: str
   } catch {
     json = null;
   }
-  if (!res.ok) throw new ApiError(res.status, json?.error ?? `${method} ${path}: HTTP ${res.status}`);
-  return json as T;
+  throw new ApiError(res.status, json?.error ?? `${method} ${path}: HTTP ${res.status}`);
 }

@@ -12,17 +12,17 @@ import { fileSource } from '../shared/src/chunking/file-source.ts';
 import type { KnownVersions } from '../shared/src/session/known.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../shared/src/wire/protocol.ts';
 import { pull, push } from '../shared/src/session/delta-client.ts';
-import { type Expected, type LocalTree, type Stat, verifyLocal } from '../shared/src/sync/engine.ts';
+import { type Expected, type LocalTree, type Settled, type Stat, verifyLocal } from '../shared/src/sync/engine.ts';
 import type { Expect } from '../shared/src/sync/plan.ts';
-import { ApiFolder, IGNORE_FILE, ignoreMatcher, ignoredByDefault } from '../shared/src/sync/remote.ts';
+import { ApiFolder, IGNORE_FILE, NoBulk, ignoreMatcher, ignoredByDefault } from '../shared/src/sync/remote.ts';
 import { conflictName } from '../shared/src/sync/conflict.ts';
 import { hostname } from 'node:os';
-import { SYNC_RETRIES } from '../shared/src/base/limits.ts';
+import { BULK_FILE_MAX, SYNC_RETRIES, SYNC_TRANSFERS } from '../shared/src/base/limits.ts';
 import type { Values } from './command.ts';
 import { NotContained, checkParents, checkTarget, insideFolder, openNoFollow, setModified, tempName, tempPid } from './contained.ts';
 import { walkFolder } from './walk.ts';
 import { parentFolder, pruneEmpty, renameVia } from '../shared/src/sync/local-tree.ts';
-import { ApiError, api, syncUrl, webSocket } from './remote.ts';
+import { ApiError, api, apiBytes, syncUrl, webSocket } from './remote.ts';
 
 export { DEFAULT_IGNORES, IGNORE_FILE, TRASH } from '../shared/src/sync/remote.ts';
 
@@ -255,6 +255,18 @@ export class NodeTree implements LocalTree {
   }
 }
 
+/** `fn` of every item, SYNC_TRANSFERS at once (as the engine runs transfers), in order. */
+async function oneByOne<I, O>(items: I[], fn: (item: I) => Promise<O>): Promise<O[]> {
+  const out: O[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(SYNC_TRANSFERS, items.length) }, async () => {
+      for (let k; (k = next++) < items.length; ) out[k] = await fn(items[k]);
+    }),
+  );
+  return out;
+}
+
 export interface RemoteOptions {
   values: Values;
   /** the server folder, '' for the top */
@@ -270,7 +282,7 @@ export interface RemoteOptions {
 /** The server folder (shared/src/sync/remote.ts) with the local files on node:fs. */
 export class HttpFolder extends ApiFolder {
   constructor(private readonly o: RemoteOptions) {
-    super({ call: (method, p, body) => api(o.values, method, p, body), statusOf: (e) => (e instanceof ApiError ? e.status : undefined), folder: o.folder, url: syncUrl(o.values), WebSocket: webSocket(o.values), known: o.known, now: o.now, windows: process.platform === 'win32' });
+    super({ call: (method, p, body) => api(o.values, method, p, body), send: (p, body, type) => apiBytes(o.values, p, body, type), statusOf: (e) => (e instanceof ApiError ? e.status : undefined), folder: o.folder, url: syncUrl(o.values), WebSocket: webSocket(o.values), known: o.known, now: o.now, windows: process.platform === 'win32' });
   }
 
   async push(p: string, expect: Expect) {
@@ -284,6 +296,96 @@ export class HttpFolder extends ApiFolder {
     } finally {
       await fh.close();
     }
+  }
+
+  /** Small files up in bulk (ApiFolder.sendMany): each read whole, with its mtime; a file
+   *  grown above BULK_FILE_MAX since the plan read it is pushed on its own. */
+  async pushMany(items: { path: string; expect: Expect }[]): Promise<Settled<{ version: number; root: string } & Stat>[]> {
+    const tree = this.o.tree;
+    const alone = (it: { path: string; expect: Expect }) => this.push(it.path, it.expect).then((ok) => ({ ok }), (error) => ({ error }));
+    if (this.noBulk) return oneByOne(items, alone);
+    const read = await Promise.all(
+      items.map(async ({ path: p }): Promise<{ bytes: Uint8Array; st: Stat } | { error: unknown } | null> => {
+        try {
+          await checkParents(tree.dir, tree.rel(p));
+          const fh = await openNoFollow(tree.file(p));
+          try {
+            const st = await fh.stat();
+            if (st.size > BULK_FILE_MAX) return null;
+            const bytes = new Uint8Array(st.size);
+            for (let o = 0; o < st.size; ) {
+              const { bytesRead } = await fh.read(bytes, o, st.size - o, o);
+              if (!bytesRead) throw new Error(`${p} shrank while it was read`);
+              o += bytesRead;
+            }
+            // the stat before the read, as a push records it: a change during the read leaves
+            // another mtime on disk, so the next pass reads the file again
+            return { bytes, st: { size: st.size, mtimeMs: st.mtimeMs } };
+          } finally {
+            await fh.close();
+          }
+        } catch (error) {
+          return { error };
+        }
+      }),
+    );
+    const sendable = items.flatMap((it, k) => {
+      const r = read[k];
+      return r && 'bytes' in r ? [{ k, path: it.path, expect: it.expect, bytes: r.bytes, modified: r.st.mtimeMs }] : [];
+    });
+    const sent = await this.sendMany(sendable);
+    const out: Settled<{ version: number; root: string } & Stat>[] = [];
+    for (let k = 0; k < items.length; k++) {
+      const r = read[k];
+      if (r === null) {
+        out.push(await alone(items[k]));
+        continue;
+      }
+      if ('error' in r) {
+        out.push({ error: r.error });
+        continue;
+      }
+      const got = sent[sendable.findIndex((x) => x.k === k)];
+      if ('error' in got && got.error instanceof NoBulk) out.push(await alone(items[k]));
+      else out.push('error' in got ? got : { ok: { ...got.ok, ...r.st } });
+    }
+    return out;
+  }
+
+  /** Small files down in bulk (ApiFolder.fetchMany), each written as `pull` writes one: into a
+   *  temporary file beside it, with the version's mtime, renamed over the file only while it is
+   *  what the plan read. */
+  async pullMany(items: { path: string; version: number; expect: Expected | null }[]): Promise<Settled<{ version: number; root: string } & Stat>[]> {
+    const tree = this.o.tree;
+    const alone = (it: { path: string; version: number; expect: Expected | null }) => this.pull(it.path, it.version, it.expect, it.expect ? it.path : undefined).then((ok) => ({ ok }), (error) => ({ error }));
+    if (this.noBulk) return oneByOne(items, alone);
+    const got = await this.fetchMany(items, async (k, bytes, modified) => {
+      const p = items[k].path;
+      const target = await checkParents(tree.dir, tree.rel(p), true);
+      const tmp = path.join(path.dirname(target), tempName());
+      insideFolder(tree.dir, path.relative(tree.dir, tmp).split(path.sep).join('/'));
+      const out = await fs.open(tmp, 'wx');
+      let closed = false;
+      try {
+        await out.writeFile(bytes);
+        await out.sync();
+        await setModified(out, modified);
+        await out.close();
+        closed = true;
+        await verifyLocal(tree, p, items[k].expect);
+        await checkParents(tree.dir, tree.rel(p));
+        await checkTarget(target, p);
+        await fs.rename(tmp, target);
+        const st = await fs.stat(target);
+        return { version: items[k].version, size: st.size, mtimeMs: st.mtimeMs };
+      } finally {
+        if (!closed) await out.close().catch(() => {});
+        await fs.rm(tmp, { force: true });
+      }
+    });
+    const out: Settled<{ version: number; root: string } & Stat>[] = [];
+    for (let k = 0; k < items.length; k++) out.push('error' in got[k] && (got[k] as { error: unknown }).error instanceof NoBulk ? await alone(items[k]) : got[k]);
+    return out;
   }
 
   async pull(p: string, version: number, expect: Expected | null, basis?: string) {

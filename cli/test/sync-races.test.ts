@@ -27,6 +27,18 @@ function hooked(s: { url: string }, root: string, name: string, before: (op: 'pu
       const pull = remote.pull.bind(remote);
       remote.push = async (p, basis) => (await before('push', p), push(p, basis));
       remote.pull = async (p, v, expect, basis) => (await before('pull', p), pull(p, v, expect, basis));
+      // small files go in bulk (docs/sync.md "Small files in bulk"): the hook runs before each
+      // file's place in the request
+      const pushMany = remote.pushMany.bind(remote);
+      const pullMany = remote.pullMany.bind(remote);
+      remote.pushMany = async (items) => {
+        for (const it of items) await before('push', it.path);
+        return pushMany(items);
+      };
+      remote.pullMany = async (items) => {
+        for (const it of items) await before('pull', it.path);
+        return pullMany(items);
+      };
       const state = new FileState({ server: s.url, folder: 'proj', dir: d.dir }, path.join(d.cache, 'sync'));
       try {
         return await syncUntilStill(tree, remote, state, { device: name, maxDeleteShare: 1, maxDeleteMin: 0, ignored: (p, dir) => tree.ignored(p, dir) });

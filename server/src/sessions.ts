@@ -11,7 +11,6 @@ import { BASIS_ABSENT, DEFAULT_FINE, ErrorCode, Msg, Op, PROTOCOL_VERSION, Proto
 import { indexParts } from '../../shared/src/session/checksum-list.ts';
 import { receiveTarget } from '../../shared/src/session/receiver.ts';
 import { sendTarget } from '../../shared/src/session/sender.ts';
-import { MAX_CLIENT_LABEL } from '../../shared/src/base/limits.ts';
 import type { ServerConfig } from './config.ts';
 import type { MemoryBudget } from './memory.ts';
 import { validateName } from '../../shared/src/wire/names.ts';
@@ -367,11 +366,4 @@ async function oneSession(s: SessionContext): Promise<Ended> {
   }
 }
 
-/** The label a client gives itself on the upgrade (`/sync?client=…`, e.g. "Chrome on Android"),
- *  as stored with the versions it pushes: printable, trimmed, at most MAX_CLIENT_LABEL
- *  characters; anything else is no label. */
-export function clientLabel(raw: string | null): string | undefined {
-  const t = raw?.trim();
-  if (!t || t.length > MAX_CLIENT_LABEL || /[\u0000-\u001f\u007f-\u009f]/.test(t)) return undefined;
-  return t;
-}
+export { clientLabel } from './http/guard.ts';

@@ -23,6 +23,9 @@
  *        since the cursor `since` (docs/protocol.md §9); 400 for a malformed cursor
  *   GET  /api/search?q=Q[&cursor=C&limit=L] {files, next}: files whose path contains Q
  *        (store/search.ts); 503 "the store failed: …" when a catalog cannot be read
+ *   POST /api/files/bulk[?client=L]        bulk frames of small files up, {results: [{name, version} |
+ *        {name, error, code, conflict?}]}: one group commit (docs/protocol.md §10, http/bulk.ts)
+ *   POST /api/files/bulk-read {files: [{name, version}]} bulk frames of their bytes (§10)
  *   GET  /api/versions?name=N              [{version, size, mtime, modified?, root, algo, change, client?}]
  *   GET  /api/download?name=N[&version=V]  the bytes of a version (latest by default), verified
  *   DELETE /api/files?name=N[&version=V][&latest=L] {removed: [versions]}: one version, or the
@@ -205,9 +208,9 @@ export function httpApp({ cfg, auth, hosts, storeOf, backend, events, health, so
     }, next);
   });
   // a rename, delete or restore that succeeded is announced to the user's open pages at once
-  // (not POST /api/files/changes: a listing, which changes nothing)
+  // (not POST /api/files/changes nor /bulk-read: reads, which change nothing)
   app.use(['/api/files', '/api/folders'], (req: Req, res, next) => {
-    if (req.method !== 'GET' && !(req.baseUrl === '/api/files' && req.path === '/changes')) res.on('finish', () => res.statusCode < 400 && events.changed(req.user!, { kind: 'changed' }));
+    if (req.method !== 'GET' && !(req.baseUrl === '/api/files' && (req.path === '/changes' || req.path === '/bulk-read'))) res.on('finish', () => res.statusCode < 400 && events.changed(req.user!, { kind: 'changed' }));
     next();
   });
   const refuseTossed = (req: express.Request, res: express.Response) => {

@@ -14,6 +14,7 @@ import type { ApiErrorBody, FolderAnswer, FolderEntries, FolderRemoveAnswer, Lis
 import { listingLines } from '../../../shared/src/wire/api.ts';
 import { validateName } from '../../../shared/src/wire/names.ts';
 import type { FileInfo, Store } from '../store/store.ts';
+import { BULK_READ_BODY_BYTES, bulkRead, bulkWrite, drained } from './bulk.ts';
 
 type Req = express.Request & { user?: string };
 
@@ -106,22 +107,6 @@ async function renameAll(names: string[], move: (rel: string) => Promise<void>):
   const why = `moved ${done} of ${names.length} files, then: ${(failed as Error)?.message ?? String(failed)}`;
   if (failed instanceof ProtocolError) throw new ProtocolError(failed.code, why);
   throw new StoreFailed(new Error(why));
-}
-
-/** Resolves when `res` drains; rejects when the client goes away first. */
-function drained(res: express.Response): Promise<void> {
-  return new Promise((ok, fail) => {
-    const done = (e?: Error) => {
-      res.off('drain', onDrain);
-      res.off('close', onClose);
-      if (e) fail(e);
-      else ok();
-    };
-    const onDrain = () => done();
-    const onClose = () => done(new Error('the client went away'));
-    res.on('drain', onDrain);
-    res.on('close', onClose);
-  });
 }
 
 /**
@@ -392,6 +377,9 @@ export function filesApi(
       send<MoveAnswer>(res, { moved: moved.size, ...(want && { versions: Object.fromEntries(moved) }) });
     }),
   );
+  // small files in bulk (bulk.ts): many up in one request and one group commit, many down
+  r.post('/files/bulk', route(bulkWrite));
+  r.post('/files/bulk-read', express.json({ limit: BULK_READ_BODY_BYTES }), route(bulkRead));
   r.post(
     '/files/restore',
     express.json({ limit: '8kb' }),

@@ -15,6 +15,7 @@
 import type { IncomingMessage } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import net from 'node:net';
+import { MAX_CLIENT_LABEL } from '../../../shared/src/base/limits.ts';
 import os from 'node:os';
 
 /** A Host header: a DNS name or IPv4 address, or a bracketed IPv6 address, then a port. */
@@ -351,4 +352,13 @@ export function viaHttps(req: IncomingMessage, trust: (addr: string, hop: number
   if ((req.socket as { encrypted?: boolean }).encrypted) return true;
   if (!trust(req.socket.remoteAddress ?? '', 0)) return false;
   return String(req.headers['x-forwarded-proto'] ?? '').split(',')[0].trim() === 'https';
+}
+
+/** The label a client gives itself on the upgrade (`/sync?client=…`, or a bulk upload's `?client=`, e.g. "Chrome on Android"),
+ *  as stored with the versions it pushes: printable, trimmed, at most MAX_CLIENT_LABEL
+ *  characters; anything else is no label. */
+export function clientLabel(raw: string | null): string | undefined {
+  const t = raw?.trim();
+  if (!t || t.length > MAX_CLIENT_LABEL || /[\u0000-\u001f\u007f-\u009f]/.test(t)) return undefined;
+  return t;
 }

@@ -20,7 +20,7 @@ import { type FileHead, parseFileHead } from './format.ts';
 import { readHead } from './heads.ts';
 import { encodeUser, fileHeadKey } from './keys.ts';
 import type { Repo } from './repo.ts';
-import { MAX_NAME_BYTES } from '../../../shared/src/base/limits.ts';
+import { BULK_ENTRIES, MAX_NAME_BYTES } from '../../../shared/src/base/limits.ts';
 import { checkedName } from '../../../shared/src/wire/names.ts';
 
 export const JOURNAL_PREFIX = 'journal/';
@@ -31,8 +31,9 @@ export const MARK_STALE_MS = 10 * 60_000;
 export const MARK_REPAIR_INTERVAL_MS = 60_000;
 /** A mark younger than this is skipped by the periodic pass: its change is most likely under way. */
 export const MARK_SETTLE_MS = 30_000;
-/** The most names one mark carries (changes that ask for a mark at once share one). */
-export const MARK_GROUP_MAX = 64;
+/** The most names one mark carries (changes that ask for a mark at once share one): a bulk
+ *  upload's entries (BULK_ENTRIES) are one group. */
+export const MARK_GROUP_MAX = BULK_ENTRIES;
 /** The largest mark body read (MARK_GROUP_MAX users and names, JSON). */
 const MAX_MARK_BYTES = MARK_GROUP_MAX * (4 * MAX_NAME_BYTES + 1024);
 

@@ -28,7 +28,7 @@ import { validateName } from '../../../shared/src/wire/names.ts';
 import { type SearchPage, searchNames } from './search.ts';
 import { VersionSource } from './source.ts';
 import { type UploadState, carryMark, claimUpload, forgetUpload, holdsUpload, markUploads, mayHoldUploads, suspendUpload } from './uploads.ts';
-import { type VersionSink, VersionWriter, stale } from './writer.ts';
+import { type BulkEntry, type BulkOutcome, type VersionSink, VersionWriter, bulkVersions, stale } from './writer.ts';
 
 /** Similarity traits are brought up to the folder catalogs when older than this (other processes commit). */
 const TRAITS_REFRESH_MS = 30_000;
@@ -583,6 +583,12 @@ export class Store {
    */
   create(name: string, expectLatest?: number, client?: string, resume?: UploadState, seen?: SeenHead, modified?: number): VersionSink {
     return new VersionWriter(this, name, expectLatest, client, resume, seen, modified);
+  }
+
+  /** Writes many small files' new versions at once, each committed or refused on its own, all
+   *  in one group commit (writer.ts `bulkVersions`). */
+  bulk(entries: BulkEntry[], client?: string): Promise<BulkOutcome[]> {
+    return bulkVersions(this, entries, client);
   }
 
   /** Records the similarity traits of `name`'s new latest version (its index `id`). */

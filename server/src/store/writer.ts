@@ -386,3 +386,123 @@ function covers(ranges: { offset: number; length: number }[], size: number): boo
 
 export const stale = (name: string, latest: number, expected: number) =>
   new ProtocolError(ErrorCode.StaleBasis, `${name} is at version ${latest}, not ${expected}: sync again against the latest version`);
+
+/** One file of a bulk upload (server/src/http/bulk.ts): its whole bytes and their chunk index,
+ *  checked against the client's digest before it comes here. */
+export interface BulkEntry {
+  name: string;
+  /** the latest version it replaces; 0: none (a new name) */
+  expect: number;
+  /** the pusher's modification time (ms since the epoch) */
+  modified?: number;
+  bytes: Uint8Array;
+  index: ChunkIndex;
+}
+
+/** What became of one entry of a bulk upload: its new version, or why it was not committed. */
+export type BulkOutcome = { version: number } | { error: unknown };
+
+/**
+ * Writes many small new versions together (docs/store.md §4, "Small files in bulk"): every
+ * entry's bytes go into as few new segments as they fill (SEGMENT_BYTES each), written before
+ * any commit; then every entry's head change starts in one turn of the event loop, so they are
+ * one group (commit.ts: one journal mark, one catalog swap per folder). Each entry is its own
+ * compare-and-swap against `expect` (the rule of a single push: StaleBasis when the head moved,
+ * that entry only), its own gc guard and confirmation: a crash at any point leaves every entry
+ * committed whole or absent. Segments no entry landed in are deleted; otherwise gc collects the
+ * bytes of the entries that did not land.
+ */
+export async function bulkVersions(store: VersionHost, entries: BulkEntry[], client?: string): Promise<BulkOutcome[]> {
+  const backend = store.backend;
+  const epoch = await gcEpoch(store.repo, store.repo.settings.gcWindowMs / 4);
+  const family = segmentFamily(store.user, entries[0]?.name ?? '');
+  // the segments, filled in entry order: each entry's layout references its stretch of them
+  const segments: { id: string; parts: Uint8Array[]; used: number }[] = [];
+  const layouts: Layout[] = entries.map((e) => {
+    const layout: Layout = { segments: [], extents: [] };
+    for (let o = 0; o < e.bytes.length; ) {
+      let seg = segments[segments.length - 1];
+      if (!seg || seg.used === SEGMENT_BYTES) segments.push((seg = { id: newSegmentId(family), parts: [], used: 0 }));
+      const n = Math.min(e.bytes.length - o, SEGMENT_BYTES - seg.used);
+      if (layout.segments[layout.segments.length - 1] !== seg.id) layout.segments.push(seg.id);
+      layout.extents.push({ seg: layout.segments.length - 1, offset: seg.used, length: n });
+      seg.parts.push(e.bytes.subarray(o, o + n));
+      seg.used += n;
+      o += n;
+    }
+    return layout;
+  });
+  let landed = false;
+  const dropSegments = async () => {
+    if (landed) return;
+    for (const s of segments) await backend.delete(segmentKey(s.id)).catch(() => {});
+  };
+  try {
+    await Promise.all(
+      segments.map(async (s) => {
+        const body = Buffer.concat(s.parts);
+        await putNew(backend, segmentKey(s.id), body, (stamp) => store.repo.verified.add(s.id, stamp, 0, body.length)).catch((e) => {
+          throw new WriteFailed(e);
+        });
+        store.repo.written.add(s.id, body);
+      }),
+    );
+  } catch (e) {
+    await dropSegments();
+    throw e;
+  }
+  // every head change starts in this turn: one group
+  const outcomes = await Promise.all(
+    entries.map((e, k) =>
+      bulkCommit(store, e, layouts[k], epoch, client, () => (landed = true)).then(
+        (version): BulkOutcome => ({ version }),
+        (error): BulkOutcome => ({ error }),
+      ),
+    ),
+  );
+  await dropSegments();
+  return outcomes;
+}
+
+/** Commits one entry of a bulk upload whose segments are written (`bulkVersions`). */
+async function bulkCommit(store: VersionHost, e: BulkEntry, layout: Layout, epoch: number, client: string | undefined, onLanded: () => void): Promise<number> {
+  const { name, index } = e;
+  const body = encodeVersion(index, layout);
+  const id = sha256hex(body);
+  const root = Buffer.from(index.root).toString('hex');
+  const refs: Refs = new Map([[indexKey(id), epoch]]);
+  for (const s of layout.segments) addRef(refs, segmentKey(s), epoch);
+  let indexWritten = false;
+  const version = await store.changeHead(
+    name,
+    async (h): Promise<HeadChange<number>> => {
+      const vs = h?.versions ?? [];
+      // an earlier attempt whose answer was lost landed (the index id is this commit's own)
+      const there = vs.find((v) => v.index === id);
+      if (there) return { head: null, result: there.version, adds: { entries: [there], refs, ours: true } };
+      const latest = vs[vs.length - 1]?.version ?? 0;
+      if (latest !== e.expect) {
+        // the client's listing may lag the head (a server killed before its catalog's note)
+        if (h) await noteInCatalog(store.backend, store.user, h, store.repo.linked).catch(() => {});
+        throw e.expect ? stale(name, latest, e.expect) : new ProtocolError(ErrorCode.StaleBasis, `${name} exists (version ${latest})`);
+      }
+      // a new name: not a file beside a folder of the same name, nor under a file (C4)
+      const clash = vs.length ? null : await store.typeClash?.(name, 'file');
+      if (clash) throw new ProtocolError(ErrorCode.Inconsistent, clash);
+      if (!indexWritten) {
+        await store.backend.putIfAbsent(indexKey(id), body).catch((err) => {
+          throw new WriteFailed(err);
+        });
+        indexWritten = true;
+      }
+      const next = h?.next ?? 1;
+      const entry: VersionEntry = { version: next, index: id, size: index.size, mtime: new Date().toISOString(), root, algo: index.algo, change: e.bytes.length, ...(client && { client }), ...(e.modified !== undefined && { modified: e.modified }) };
+      const versions = applyRetention([...vs, entry], store.repo.settings);
+      return { head: { ...carryMark(h), name, next: next + 1, versions }, result: next, adds: { entries: [entry], refs, ours: true } };
+    },
+    { landed: onLanded },
+  );
+  store.noteTraits(name, id, index.fastfps);
+  store.repo.noteIndex(id, index, layout, body.length);
+  return version;
+}

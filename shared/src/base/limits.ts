@@ -280,3 +280,21 @@ export const VAULT_LIST_CHUNKS = { min: 512, avg: 2048, max: 16384 } as const;
 /** Longest decrypted list (a manifest or the tree) a client takes, in bytes: a 64 GiB file's
  *  manifest at 8 KiB chunks (72 bytes an entry). */
 export const VAULT_LIST_MAX = 600 << 20;
+
+// Small files in bulk (POST /api/files/bulk and /api/files/bulk-read, docs/protocol.md "Bulk")
+
+/** A file of at most this many bytes goes up and down in bulk requests rather than in a delta
+ *  session of its own: a delta of so small a file saves a few KB at the cost of three phases
+ *  and a commit of its own (bench/results/bulk.md). A file above it with a basis on the other
+ *  side keeps the delta session. */
+export const BULK_FILE_MAX = 256 << 10;
+/** The most entries one bulk request carries (one upload's entries are one group commit:
+ *  server/src/store/journal.ts MARK_GROUP_MAX is at least this). */
+export const BULK_ENTRIES = 256;
+/** The most file bytes one bulk request carries (its entries' lengths together); the server
+ *  holds a request's bytes in memory until its commit. */
+export const BULK_REQUEST_BYTES = 16 << 20;
+/** The longest entry header (JSON) in a bulk body, in bytes: a name and a few numbers. */
+export const BULK_HEADER_BYTES = MAX_NAME_BYTES * 4 + 1024;
+/** Bulk requests a sync pass has in flight at once (each is one group commit on the server). */
+export const BULK_IN_FLIGHT = 2;

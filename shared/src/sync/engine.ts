@@ -16,7 +16,7 @@
  */
 import { conflictName } from './conflict.ts';
 import { RemoteError } from '../transport/conn.ts';
-import { SYNC_REFUSALS, SYNC_TRANSFERS } from '../base/limits.ts';
+import { BULK_ENTRIES, BULK_FILE_MAX, BULK_IN_FLIGHT, BULK_REQUEST_BYTES, SYNC_REFUSALS, SYNC_TRANSFERS } from '../base/limits.ts';
 import { ErrorCode } from '../wire/protocol.ts';
 import { type Action, type Agreed, type Expect, type FolderAction, type FolderDelete, type FolderMove, type LocalFile, type RemoteFile, deleteAllowance, deletesOf, folderMoves, plan, planFolders, rootsWanted } from './plan.ts';
 
@@ -88,6 +88,12 @@ export interface RemoteFolder {
   /** pulls `version` into the local `path` (with `basis`, a local file, as basis), replacing
    *  it only while `verifyLocal(expect)` holds (null: no file); LocalChanged otherwise */
   pull(path: string, version: number, expect: Expected | null, basis?: string): Promise<{ version: number; root: string } & Stat>;
+  /** uploads of small files (at most BULK_FILE_MAX bytes each) in bulk requests: each one's
+   *  outcome, as `push` gives or throws it; absent: each file is pushed on its own */
+  pushMany?(items: { path: string; expect: Expect }[]): Promise<Settled<{ version: number; root: string } & Stat>[]>;
+  /** downloads of small files in bulk requests, each replacing the local file as `pull` does
+   *  (only while `verifyLocal(expect)` holds); absent: each file is pulled on its own */
+  pullMany?(items: { path: string; version: number; expect: Expected | null }[]): Promise<Settled<{ version: number; root: string } & Stat>[]>;
   /** a server-side rename while `from`'s latest is `expect`; `to`'s latest then (its root where
    *  the default chunking made it); RemoteChanged when the server holds another version */
   move(from: string, to: string, expect: { version: number }): Promise<{ version: number; root?: string }>;
@@ -109,6 +115,12 @@ export interface RemoteFolder {
   /** removes a folder with nothing under it; false when something is */
   removeFolder(path: string): Promise<boolean>;
 }
+
+/** An upload or a download of the plan. */
+type Transfer = Extract<Action, { op: 'upload' | 'download' }>;
+
+/** One outcome of many: what the call gave, or what it threw. */
+export type Settled<T> = { ok: T } | { error: unknown };
 
 /** The agreed state of one synced folder, kept by the caller (cli/sync-state.ts). */
 export interface SyncState {
@@ -400,17 +412,20 @@ async function carryOut(local: LocalTree, remote: RemoteFolder, state: SyncState
   const blocked: string[] = [];
   let saved = Date.now();
   let saving: Promise<void> | null = null;
-  const one = async (a: Action | FolderAction) => {
+  /** `got`: the outcome of the action's transfer, made in bulk (`bulkTransfers`) */
+  /** an upload's key among the refusals: the same file, expectation and content */
+  const uploadKey = (a: Action & { op: 'upload' }) => `${a.path}\0${JSON.stringify(a.expect)}\0${localFiles.get(a.path)?.hash}`;
+  const one = async (a: Action | FolderAction, got?: Settled<{ version: number; root: string } & Stat>) => {
     if (opts.signal?.aborted) return;
     const d: Done = { ...a };
     const p = pathOf(a);
-    const refusalKey = a.op === 'upload' ? `${a.path}\0${JSON.stringify(a.expect)}\0${localFiles.get(a.path)?.hash}` : '';
+    const refusalKey = a.op === 'upload' ? uploadKey(a) : '';
     const before = refused.get(refusalKey);
     try {
       if (blocked.some((b) => p.startsWith(b + '/') || ('to' in a && a.to.startsWith(b + '/')))) d.retry = true; // its folder is not clear yet
       else if (before && before.n >= SYNC_REFUSALS) d.error = before.why;
       else {
-        if (isFileAction(a)) await act(a, d);
+        if (isFileAction(a)) await act(a, d, got);
         else if (!(await actFolder(a))) return;
         if (refusalKey) refused.delete(refusalKey);
       }
@@ -542,12 +557,19 @@ async function carryOut(local: LocalTree, remote: RemoteFolder, state: SyncState
     for (const a of [...actions.filter((x) => !first(x) && !transfer(x)), ...folderActions]) await one(a);
   }
 
-  /** The uploads and downloads, `opts.transfers` (SYNC_TRANSFERS) at a time. */
+  /** The uploads and downloads: small files in bulk requests (BULK_IN_FLIGHT at once), the rest
+   *  in delta sessions beside them, `opts.transfers` (SYNC_TRANSFERS) at a time. */
   async function transfers() {
-    const queue = actions.filter(transfer);
-    await Promise.all(Array.from({ length: Math.min(opts.transfers ?? SYNC_TRANSFERS, queue.length) }, async () => {
-      for (let a; (a = queue.shift()); ) await one(a);
-    }));
+    const bulk = bulkBatches(actions.filter((a): a is Transfer => transfer(a)));
+    const queue = actions.filter((a) => transfer(a) && !bulk.has(a));
+    await Promise.all([
+      ...Array.from({ length: Math.min(opts.transfers ?? SYNC_TRANSFERS, queue.length) }, async () => {
+        for (let a; (a = queue.shift()); ) await one(a);
+      }),
+      ...Array.from({ length: Math.min(BULK_IN_FLIGHT, bulk.batches.length) }, async () => {
+        for (let b; (b = bulk.batches.shift()); ) await bulkTransfers(b);
+      }),
+    ]);
   }
 
   /** A folder moved on the server, renamed here as one folder (reported file by file, as
@@ -582,13 +604,64 @@ async function carryOut(local: LocalTree, remote: RemoteFolder, state: SyncState
     }
   }
 
+  /**
+   * The uploads and downloads of files of at most BULK_FILE_MAX bytes (as the plan read them),
+   * when the remote side takes them in bulk, in batches of one direction of at most
+   * BULK_ENTRIES files and BULK_REQUEST_BYTES: each batch is one request (and, uploads, one
+   * group commit on the server). A file with a basis on the other side goes too: a delta of
+   * so small a file saves little.
+   */
+  function bulkBatches(transfers: Transfer[]) {
+    const batches: Transfer[][] = [];
+    const taken = new Set<Action>();
+    for (const op of ['upload', 'download'] as const) {
+      if (op === 'upload' ? !remote.pushMany : !remote.pullMany) continue;
+      let cur: Transfer[] = [];
+      let bytes = 0;
+      for (const a of transfers) {
+        if (a.op !== op) continue;
+        const size = op === 'upload' ? localFiles.get(a.path)?.stat.size : remoteFiles.get(a.path)?.size;
+        if (size === undefined || size > BULK_FILE_MAX) continue;
+        if (cur.length >= BULK_ENTRIES || bytes + size > BULK_REQUEST_BYTES) (batches.push(cur), (cur = []), (bytes = 0));
+        cur.push(a);
+        bytes += size;
+        taken.add(a);
+      }
+      if (cur.length) batches.push(cur);
+    }
+    return { batches, has: (a: Action) => taken.has(a) };
+  }
+
+  /** One batch of `bulkBatches` in one request, each action then reported as `one` does with
+   *  its own outcome. An action `one` would not run now (under a folder not cleared, or refused
+   *  too often) is left to it. */
+  async function bulkTransfers(batch: Transfer[]) {
+    if (opts.signal?.aborted) return;
+    const runs = batch.filter((a) => !blocked.some((b) => a.path.startsWith(b + '/')) && (a.op !== 'upload' || (refused.get(uploadKey(a))?.n ?? 0) < SYNC_REFUSALS));
+    for (const a of batch) if (!runs.includes(a)) await one(a);
+    if (!runs.length) return;
+    let got: Settled<{ version: number; root: string } & Stat>[];
+    try {
+      got = await (runs[0].op === 'upload'
+        ? remote.pushMany!(runs.flatMap((a) => (a.op === 'upload' ? [{ path: a.path, expect: a.expect }] : [])))
+        : remote.pullMany!(runs.flatMap((a) => (a.op === 'download' ? [{ path: a.path, version: a.version, expect: localFiles.has(a.path) ? expected(a.path) : null }] : []))));
+    } catch (error) {
+      got = runs.map(() => ({ error }));
+    }
+    for (let k = 0; k < runs.length; k++) await one(runs[k], got[k] ?? { error: new Error('the bulk request answered fewer files than it was sent') });
+  }
+
   /** what the plan read of a local file, for verifyLocal */
   function expected(p: string): Expected {
     const l = localFiles.get(p)!;
     return { ...l.stat, hash: l.hash };
   }
 
-  async function act(a: Action, d: Done) {
+  async function act(a: Action, d: Done, got?: Settled<{ version: number; root: string } & Stat>) {
+    const outcome = (g: Settled<{ version: number; root: string } & Stat>) => {
+      if ('error' in g) throw g.error;
+      return g.ok;
+    };
     const files = state.files;
     switch (a.op) {
       case 'record': {
@@ -602,13 +675,13 @@ async function carryOut(local: LocalTree, remote: RemoteFolder, state: SyncState
       case 'upload': {
         // StaleBasis (another device's version landed first, or made this new name at the same
         // time) is retried: the next pass finds the conflict
-        const r = await remote.push(a.path, a.expect);
+        const r = got ? outcome(got) : await remote.push(a.path, a.expect);
         files.set(a.path, agreedEntry(r.version, r.root, r));
         return;
       }
       case 'download': {
         const l = localFiles.has(a.path);
-        const r = await remote.pull(a.path, a.version, l ? expected(a.path) : null, l ? a.path : undefined);
+        const r = got ? outcome(got) : await remote.pull(a.path, a.version, l ? expected(a.path) : null, l ? a.path : undefined);
         files.set(a.path, agreedEntry(r.version, r.root, r));
         opts.wrote?.(a.path, r);
         return;

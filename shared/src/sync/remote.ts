@@ -7,13 +7,18 @@
  * client/src/folder-sync.ts `PageFolder`).
  */
 import ignore from 'ignore';
-import { DEFAULT_ALGO } from '../wire/protocol.ts';
+import { bytesToHex as hex } from '@noble/hashes/utils';
+import { bufferSource, chunkSource } from '../chunking/chunk-index.ts';
+import { type ChunkParams, DEFAULT_ALGO, DEFAULT_PARAMS, ErrorCode, checkParams, hashLength, sameParams } from '../wire/protocol.ts';
+import { bulkFrame, readBulkFrames } from '../wire/bulk.ts';
+import { RemoteError } from '../transport/conn.ts';
+import { modifiedOf } from '../session/delta-client.ts';
 import type { WebSocketCtor } from '../transport/conn.ts';
 import type { KnownVersions } from '../session/known.ts';
 import type { PullOptions, PushOptions } from '../session/delta-client.ts';
 import { ConnectionPool } from '../transport/connection-pool.ts';
-import { type Expected, IGNORE_FILE, type RemoteFolder, RemoteChanged, type Skipped, type Stat } from './engine.ts';
-import { LIST_CURSOR_CHARS } from '../base/limits.ts';
+import { type Expected, IGNORE_FILE, type RemoteFolder, RemoteChanged, type Settled, type Skipped, type Stat } from './engine.ts';
+import { BULK_ENTRIES, BULK_FILE_MAX, BULK_REQUEST_BYTES, LIST_CURSOR_CHARS } from '../base/limits.ts';
 import { nameProblem, shownName } from '../wire/names.ts';
 import type { Expect, RemoteFile } from './plan.ts';
 import { type FolderEntries, type ListedFile, type ListingChanges, type ListingPage, type ListingReset, type MoveAnswer, type Unchecked, type VersionInfo, listingLines } from '../wire/api.ts';
@@ -127,6 +132,29 @@ function heldOf(held: unknown): string[] {
   return out;
 }
 
+/** A bulk request's outcome on a server without the bulk routes: the file goes on its own. */
+export class NoBulk extends Error {
+  constructor() {
+    super('the server takes no bulk transfers');
+  }
+}
+
+/**
+ * The root in the default chunking of a file a bulk read sent, once its bytes are checked
+ * against the header the server sent with them: the version asked for, its size, and its root
+ * in the chunking that header names (checked as any chunking a server names). Anything else
+ * throws: nothing of it may be written.
+ */
+async function checkedRoot(h: Record<string, unknown>, version: number, bytes: Uint8Array): Promise<string> {
+  const params = h.params as ChunkParams;
+  if (h.version !== version || h.size !== bytes.length || typeof h.root !== 'string' || typeof h.algo !== 'number' || typeof params !== 'object' || params === null) throw new Error('the server sent a malformed bulk answer');
+  hashLength(h.algo);
+  checkParams(params);
+  const root = hex((await chunkSource(bufferSource(bytes), params, h.algo)).root);
+  if (root !== h.root) throw new RemoteError(ErrorCode.VerifyFailed, `the bytes the server sent do not match their root hash: not written`);
+  return h.algo === DEFAULT_ALGO && sameParams(params, DEFAULT_PARAMS) ? root : hex((await chunkSource(bufferSource(bytes), DEFAULT_PARAMS, DEFAULT_ALGO)).root);
+}
+
 /** A kept listing of `prefix` that reads back whole (it came from disk: hostile), else null. */
 export function keptListing(k: unknown, prefix: string): KeptListing | null {
   const l = k as KeptListing | null;
@@ -150,6 +178,9 @@ export interface ApiFolderOptions {
   /** the versions this device knows (a push against one sends only what changed) */
   known?: KnownVersions;
   now?: () => Date;
+  /** a REST request with a body of bytes (`POST path`), its answer when it is a success (a
+   *  refusal throws as `call`'s do); absent: no transfers in bulk */
+  send?: (path: string, body: Uint8Array[], type: string) => Promise<Response>;
   /** the local file system is Windows': names it cannot hold are skipped (listedNameFits) */
   windows?: boolean;
 }
@@ -187,6 +218,107 @@ export abstract class ApiFolder implements RemoteFolder {
 
   private session(p: string) {
     return { url: this.a.url, name: this.full(p), WebSocket: this.a.WebSocket, connection: this.connections, known: this.a.known };
+  }
+
+  /**
+   * Uploads whole small files (at most BULK_FILE_MAX bytes each) in bulk requests (docs/
+   * protocol.md "Bulk transfers of small files"), as many per request as BULK_ENTRIES and
+   * BULK_REQUEST_BYTES allow: each file's outcome, its new version and root, or the error its
+   * push would throw (RemoteError StaleBasis when the server holds another version than
+   * `expect`). The server checks every file's bytes against the root sent with them.
+   */
+  protected async sendMany(files: { path: string; expect: Expect; bytes: Uint8Array; modified?: number }[]): Promise<Settled<{ version: number; root: string }>[]> {
+    const out: Settled<{ version: number; root: string }>[] = [];
+    for (let k = 0; k < files.length; ) {
+      let n = 0;
+      for (let bytes = 0; k + n < files.length && n < BULK_ENTRIES && bytes + files[k + n].bytes.length <= BULK_REQUEST_BYTES; n++) bytes += files[k + n].bytes.length;
+      out.push(...(await this.sendBatch(files.slice(k, k + Math.max(n, 1)))));
+      k += Math.max(n, 1);
+    }
+    return out;
+  }
+
+  private async sendBatch(all: { path: string; expect: Expect; bytes: Uint8Array; modified?: number }[]): Promise<Settled<{ version: number; root: string }>[]> {
+    // a name the server would refuse is refused here, on its own: one bad name refuses a
+    // whole bulk request
+    const bad = all.map((f) => nameProblem(this.full(f.path)));
+    const files = all.filter((_, k) => bad[k] === null);
+    const sent = files.length ? await this.sendChecked(files) : [];
+    return all.map((f, k) => (bad[k] === null ? sent.shift()! : { error: new RemoteError(ErrorCode.BadName, bad[k]!) }));
+  }
+
+  private async sendChecked(files: { path: string; expect: Expect; bytes: Uint8Array; modified?: number }[]): Promise<Settled<{ version: number; root: string }>[]> {
+    const roots = await Promise.all(files.map(async (f) => hex((await chunkSource(bufferSource(f.bytes), DEFAULT_PARAMS, DEFAULT_ALGO)).root)));
+    const body = files.flatMap((f, k) => {
+      const modified = modifiedOf(f.modified);
+      return bulkFrame({ name: this.full(f.path), expect: f.expect === 'absent' ? 0 : f.expect.version, ...(modified !== undefined && { modified }), size: f.bytes.length, root: roots[k] }, f.bytes);
+    });
+    let results: unknown;
+    try {
+      results = ((await (await this.a.send!(`/api/files/bulk${this.clientQuery()}`, body, 'application/octet-stream')).json()) as { results?: unknown })?.results;
+    } catch (error) {
+      return files.map(() => ({ error: this.noBulkIf(error) }));
+    }
+    if (!Array.isArray(results) || results.length !== files.length) return files.map(() => ({ error: new Error('the server sent a malformed bulk answer') }));
+    return files.map((f, k): Settled<{ version: number; root: string }> => {
+      const r = results[k] as { name?: unknown; version?: unknown; error?: unknown; code?: unknown };
+      if (r?.name !== this.full(f.path)) return { error: new Error('the server sent a malformed bulk answer') };
+      if (Number.isSafeInteger(r.version) && (r.version as number) > 0) return { ok: { version: r.version as number, root: roots[k] } };
+      const code = (typeof r.code === 'string' && (ErrorCode as Record<string, number>)[r.code]) || ErrorCode.Internal;
+      return { error: new RemoteError(code, typeof r.error === 'string' ? r.error : `${f.path}: refused`) };
+    });
+  }
+
+  /**
+   * Downloads small files in bulk requests (BULK_ENTRIES per request at most): `write` gets each
+   * file's bytes, checked against the root the server sent (and the chunking it names), and the
+   * version's modification time; each file's outcome, its root in the default chunking, or the
+   * error the server sent or `write` threw.
+   */
+  protected async fetchMany<T>(files: { path: string; version: number }[], write: (k: number, bytes: Uint8Array, modified: number | undefined) => Promise<T>): Promise<Settled<T & { root: string }>[]> {
+    const out: Settled<T & { root: string }>[] = [];
+    for (let k = 0; k < files.length; k += BULK_ENTRIES) {
+      const batch = files.slice(k, k + BULK_ENTRIES);
+      const got: Settled<T & { root: string }>[] = [];
+      try {
+        const res = await this.a.send!('/api/files/bulk-read', [new TextEncoder().encode(JSON.stringify({ files: batch.map((f) => ({ name: this.full(f.path), version: f.version })) }))], 'application/json');
+        if (!res.body) throw new Error('the server sent no bulk answer');
+        for await (const { header: h, bytes } of readBulkFrames(res.body as unknown as AsyncIterable<Uint8Array>, { maxEntries: batch.length, maxBytes: BULK_ENTRIES * BULK_FILE_MAX })) {
+          const f = batch[got.length];
+          if (h.name !== this.full(f.path)) throw new Error('the server sent a malformed bulk answer');
+          if (typeof h.error === 'string') {
+            got.push({ error: new RemoteError((typeof h.code === 'string' && (ErrorCode as Record<string, number>)[h.code]) || ErrorCode.Internal, h.error) });
+            continue;
+          }
+          try {
+            got.push({ ok: { ...(await write(k + got.length, bytes, modifiedOf(typeof h.modified === 'number' ? h.modified : undefined))), root: await checkedRoot(h, f.version, bytes) } });
+          } catch (error) {
+            got.push({ error });
+          }
+        }
+        if (got.length !== batch.length) throw new Error('the server sent a bulk answer cut short');
+      } catch (error) {
+        while (got.length < batch.length) got.push({ error: this.noBulkIf(error) });
+      }
+      out.push(...got);
+    }
+    return out;
+  }
+
+  /** the server has no bulk routes (an earlier version: 404): each file goes on its own */
+  protected noBulk = false;
+
+  /** `error`, or NoBulk when it is the 404 of a server without the bulk routes. */
+  private noBulkIf(error: unknown): unknown {
+    if (this.status(error) !== 404) return error;
+    this.noBulk = true;
+    return new NoBulk();
+  }
+
+  /** `?client=` of the sync URL (the label the server keeps with the versions pushed), or ''. */
+  private clientQuery(): string {
+    const c = new URL(this.a.url).searchParams.get('client');
+    return c ? `?${new URLSearchParams({ client: c })}` : '';
   }
 
   private status(e: unknown) {
