@@ -8,15 +8,15 @@ import { createHash } from 'node:crypto';
 import path from 'node:path';
 import express from 'express';
 import { FOLDER_MOVE_BODY_BYTES, FOLDER_MOVE_FILES, FOLDER_MOVE_RENAMES, LIST_CHANGES_ENTRIES, LIST_CURSOR_CHARS, MAX_NAME_BYTES, SEARCH_FOLDERS, SEARCH_PAGE } from '../../../shared/src/base/limits.ts';
-import { ErrorCode, ProtocolError, busyMessage } from '../../../shared/src/wire/protocol.ts';
+import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 import { TRASH } from '../../../shared/src/sync/remote.ts';
 import type { ApiErrorBody, FolderAnswer, FolderEntries, FolderRemoveAnswer, ListingChanges, ListingPage, ListingReset, MoveAnswer, RemoveAnswer, RestoreAnswer, SearchPage, TrashRestoreAnswer, VersionInfo } from '../../../shared/src/wire/api.ts';
 import { listingLines } from '../../../shared/src/wire/api.ts';
 import { validateName } from '../../../shared/src/wire/names.ts';
 import type { FileInfo, Store } from '../store/store.ts';
+import { type Req, admittedRoutes } from './guard.ts';
 import { BULK_READ_BODY_BYTES, bulkRead, bulkWrite, drained } from './bulk.ts';
 
-type Req = express.Request & { user?: string };
 
 /** Entries per page of GET /api/files at most. */
 const MAX_PAGE = 10_000;
@@ -164,31 +164,14 @@ export function filesApi(
   enter: () => Promise<(() => void) | number> = async () => () => {},
 ): express.Router {
   const r = express.Router();
-  const route = (fn: Handler) => async (req: Req, res: express.Response) => {
-    const endTurn = await turn?.(req.user!);
-    const place = await enter();
-    if (typeof place === 'number') {
-      endTurn?.();
-      log({ error: 'busy', path: req.path, retryAfterS: place });
-      res.setHeader('Retry-After', String(place));
-      return refuse(res, 503, { error: busyMessage(place) });
-    }
-    try {
-      await fn(req, res, await storeOf(req.user!));
-    } catch (e) {
-      const err = e as Error;
-      log({ error: 'http', path: req.path, message: err.message });
-      if (res.headersSent) return void res.destroy(err);
-      if (err instanceof StoreFailed) return refuse(res, 503, { error: err.message });
-      // code: the refusal's name, so that a client tells a stale basis (StaleBasis) from a name
-      // that exists (Inconsistent), both 409
-      if (err instanceof ProtocolError) return refuse(res, STATUS[err.code] ?? 400, { error: err.message, code: codeName(err.code) });
-      refuse(res, 500, { error: 'internal error' });
-    } finally {
-      place();
-      endTurn?.();
-    }
-  };
+  const admitted = admittedRoutes(turn, enter, log, (err, res) => {
+    if (err instanceof StoreFailed) return refuse(res, 503, { error: err.message });
+    // code: the refusal's name, so that a client tells a stale basis (StaleBasis) from a name
+    // that exists (Inconsistent), both 409
+    if (err instanceof ProtocolError) return refuse(res, STATUS[err.code] ?? 400, { error: err.message, code: codeName(err.code) });
+    refuse(res, 500, { error: 'internal error' });
+  });
+  const route = (fn: Handler) => admitted(async (req, res) => fn(req, res, await storeOf(req.user!)));
   const nameOf = (raw: unknown) => validateName(typeof raw === 'string' ? raw : '');
   /** Collects the stored names a listing leaves out (store.ts `Refused`) and logs them once
    *  for the request, by folder. */

@@ -12,6 +12,8 @@
  *   - `clientAddress`, `viaHttps`: the client's address and scheme, through proxies
  *     `--trust-proxy` trusts.
  */
+import type express from 'express';
+import { busyMessage } from '../../../shared/src/wire/protocol.ts';
 import type { IncomingMessage } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import net from 'node:net';
@@ -361,4 +363,45 @@ export function clientLabel(raw: string | null): string | undefined {
   const t = raw?.trim();
   if (!t || t.length > MAX_CLIENT_LABEL || /[\u0000-\u001f\u007f-\u009f]/.test(t)) return undefined;
   return t;
+}
+
+/** A REST request, with the user the sign-in found (auth.ts). */
+export type Req = express.Request & { user?: string };
+
+/**
+ * REST routes run in their user's turn (`Turns`) and with a place past capacity (`Admission`):
+ * past capacity a request is answered 503 with Retry-After (`busyMessage`) having done nothing.
+ * An error a handler throws is logged and answered by `answer` (the connection is cut when the
+ * answer has begun). A body left unread is not waited for: the connection closes after the
+ * answer.
+ */
+export function admittedRoutes(
+  turn: ((user: string) => Promise<() => void>) | undefined,
+  enter: () => Promise<(() => void) | number>,
+  log: (e: Record<string, unknown>) => void,
+  answer: (err: Error, res: express.Response) => void,
+) {
+  return (fn: (req: Req, res: express.Response) => Promise<void>) => async (req: Req, res: express.Response) => {
+    const endTurn = await turn?.(req.user!);
+    const place = await enter();
+    if (typeof place === 'number') {
+      endTurn?.();
+      log({ error: 'busy', path: req.path, retryAfterS: place });
+      res.setHeader('Retry-After', String(place));
+      if (!req.complete) res.setHeader('Connection', 'close');
+      return void res.status(503).json({ error: busyMessage(place) });
+    }
+    try {
+      await fn(req, res);
+    } catch (e) {
+      const err = e as Error;
+      log({ error: 'http', user: req.user, path: req.path, message: err.message });
+      if (res.headersSent) return void res.destroy(err);
+      if (!req.complete) res.setHeader('Connection', 'close');
+      answer(err, res);
+    } finally {
+      place();
+      endTurn?.();
+    }
+  };
 }

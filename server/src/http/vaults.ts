@@ -24,12 +24,12 @@
  */
 import express from 'express';
 import { VAULT_HEAD_MAX, VAULT_KEYFILE_MAX } from '../../../shared/src/base/limits.ts';
-import { ErrorCode, ProtocolError, busyMessage } from '../../../shared/src/wire/protocol.ts';
+import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 import type { Backend } from '../store/backend.ts';
 import { PackHasher, Vaults, checkPackId, checkVaultId } from '../store/vaults.ts';
 import type { ServerConfig } from '../config.ts';
+import { type Req, admittedRoutes } from './guard.ts';
 
-type Req = express.Request & { user?: string };
 
 /** The header that carries a head's counter, both ways. */
 export const HEAD_COUNTER = 'Dsync-Head-Counter';
@@ -129,33 +129,12 @@ export function vaultsApi(
     res.setHeader('Cache-Control', 'no-store');
     next();
   });
-  const route = (fn: (req: Req, res: express.Response, user: string) => Promise<void>) => async (req: Req, res: express.Response) => {
-    const endTurn = await turn?.(req.user!);
-    const place = await enter();
-    if (typeof place === 'number') {
-      endTurn?.();
-      log({ error: 'busy', path: req.path, retryAfterS: place });
-      res.setHeader('Retry-After', String(place));
-      // a body not read is not waited for
-      if (req.method === 'PUT') res.setHeader('Connection', 'close');
-      return void res.status(503).json({ error: busyMessage(place) });
-    }
-    try {
-      await fn(req, res, req.user!);
-    } catch (e) {
-      const err = e as Error;
-      log({ error: 'http', user: req.user, path: req.path, message: err.message });
-      if (res.headersSent) return void res.destroy(err);
-      // a body left unread (refused before it was read) is not read: the connection closes
-      if (!req.complete) res.setHeader('Connection', 'close');
-      if (err instanceof Refusal) return void res.status(err.status).set(err.headers).json({ error: err.message });
-      if (err instanceof ProtocolError) return void res.status(STATUS[err.code] ?? 400).json({ error: err.message });
-      res.status(500).json({ error: 'internal error' });
-    } finally {
-      place();
-      endTurn?.();
-    }
-  };
+  const admitted = admittedRoutes(turn, enter, log, (err, res) => {
+    if (err instanceof Refusal) return void res.status(err.status).set(err.headers).json({ error: err.message });
+    if (err instanceof ProtocolError) return void res.status(STATUS[err.code] ?? 400).json({ error: err.message });
+    res.status(500).json({ error: 'internal error' });
+  });
+  const route = (fn: (req: Req, res: express.Response, user: string) => Promise<void>) => admitted((req, res) => fn(req, res, req.user!));
 
   r.post(
     '/vaults',
