@@ -76,7 +76,7 @@ for (const [kind, bytes] of [
     for (const { m } of decodeFrame(f.message)) {
       if (m.type === Msg.Delta) say(`Delta: chunk ${m.indices[0]}, pieces ${JSON.stringify(m.chunks[0] instanceof Uint8Array ? m.chunks[0].length : m.chunks[0].map((p) => (p instanceof Uint8Array ? p.length : p)))}.`);
       if (m.type === Msg.Copies) say(`Copies: runs ${JSON.stringify([...m.count])} from basis chunks ${JSON.stringify([...m.basisFirst])}, listed ${JSON.stringify([...m.listed])} of lengths ${JSON.stringify([...m.lengths])}.`);
-      if (m.type === Msg.Result) say(`Result: version ${m.version}, size ${m.size}, ${m.micros} µs, wire in ${m.wireIn} / out ${m.wireOut}.`);
+      if (m.type === Msg.Result) say(`Result: version ${m.version}, ${m.micros} µs, wire in ${m.wireIn} / out ${m.wireOut}.`);
     }
   say();
   say(`The client's report: traffic ${JSON.stringify(rep.traffic)}; literal bytes ${rep.literalBytes}.`);

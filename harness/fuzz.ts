@@ -261,7 +261,7 @@ function foreign(r: Rng, H: number): Uint8Array {
     { type: Msg.Tokens, upTo: r.int(30), first: Uint32Array.of(r.int(30)), count: Uint32Array.of(r.int(30)), hashes: hash },
     { type: Msg.Checksums, fastfps: Uint32Array.of(r.int(2 ** 32)), lengths: Uint32Array.of(r.int(70_000)) },
     { type: Msg.ChecksumsEnd, count: r.int(30), size: r.int(300_000) },
-    { type: Msg.Result, version: 1, size: r.int(1000), root: hash, micros: 0, wireIn: 0, wireOut: 0 },
+    { type: Msg.Result, version: 1, root: hash, micros: 0, wireIn: 0, wireOut: 0 },
     { type: Msg.Error, code: r.int(20), message: 'client error' },
     { type: Msg.Ready, version: 1, size: 0 },
     { type: Msg.Copies, listed: Uint32Array.of(1), fastfps: Uint32Array.of(r.int(2 ** 32)), lengths: Uint32Array.of(r.int(70_000)), count: Uint32Array.of(r.int(30)), basisFirst: Uint32Array.of(r.int(30)) },

@@ -17,9 +17,9 @@ import { type TestServer, testServer } from '../../harness/helpers.ts';
 import { type WsTap, wsTap } from '../../harness/ws-tap.ts';
 
 /** The bound, for a 10-byte name (docs/protocol.md §4 "What an 8-byte edit costs" weighs each
- *  field): up, Hello (30 + 6) and one frame of Copies, the last Verdict and the Delta (81 + 6);
- *  down, the Result (20 + 2). */
-const EDIT_BYTES = 145;
+ *  field): up, Hello (29 + 6) and one frame of Copies, the last Verdict and the Delta (61 + 6);
+ *  down, the Result (16 + 2, its micros 3 bytes). */
+const EDIT_BYTES = 120;
 const SIZE = 20_000_000;
 
 let server: TestServer;

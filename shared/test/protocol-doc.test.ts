@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import { encode } from '../src/wire/codec.ts';
 import { type Message } from '../src/wire/messages.ts';
 import { CHUNK_SIZE_RANGES, COPY_END_MAX, MAX_MODIFIED_MS, DELTA_MESSAGE_BYTES, LIST_BATCH, MAX_BASIS_CHECKSUMS, MAX_ENTRIES_PER_MESSAGE, MAX_MESSAGE, MAX_NAME_BYTES, MAX_REFINE_BYTES, MAX_SPLIT_CHUNKS, RESUME_MIN_FILE, SPLIT_THRESHOLD } from '../src/base/limits.ts';
-import { DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, HelloFlag, Msg, PROTOCOL_VERSION, ROOT_PREFIX, ReadyFlag } from '../src/wire/protocol.ts';
+import { DEFAULT_FINE, DEFAULT_PARAMS, ErrorCode, HelloFlag, Msg, PROTOCOL_VERSION, ROOT_CHECK, ROOT_PREFIX, ReadyFlag } from '../src/wire/protocol.ts';
 
 const doc = readFileSync(new URL('../../docs/protocol.md', import.meta.url), 'utf8');
 const sections = doc.split(/^### /m).slice(1);
@@ -55,10 +55,10 @@ test('documented sizes equal encoded sizes', () => {
   assert.equal(encode(cases[0][1], H).length, 1 + v(1) + v(n) + n * H);
   // the messages whose fields are varints: their formulas as written, evaluated by hand
   const params = { min: 4096, avg: 16384, max: 131072, op: 0, every: 16 };
-  assert.equal(formula('Hello'), '5 + v(size) + v(basisVersion) + v(nameLen) + nameLen + p(v(min) + v(avg) + v(max) + 2) + k(v(known) + 8) + m v(modified)');
+  assert.equal(formula('Hello'), '4 + v(size) + v(basisVersion) + v(nameLen) + nameLen + p(v(min) + v(avg) + v(max) + 2) + k(v(known) + 8) + m v(modified)');
   for (const [p, k, m] of [[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 1]]) {
     const hello: Message = { type: Msg.Hello, version: 1, op: 1, params: p ? params : DEFAULT_PARAMS, algo: 3, size: 20_000_000, basisVersion: 0xffffffff, name, ...(k && { known: { version: 300, root: new Uint8Array(H) } }), ...(m && { modified: 1_800_000_000_000 }) };
-    const want = 5 + v(20_000_000) + v(0xffffffff) + v(nameLen) + nameLen + p * (v(4096) + v(16384) + v(131072) + 2) + k * (v(300) + ROOT_PREFIX) + m * v(1_800_000_000_000);
+    const want = 4 + v(20_000_000) + v(0xffffffff) + v(nameLen) + nameLen + p * (v(4096) + v(16384) + v(131072) + 2) + k * (v(300) + ROOT_PREFIX) + m * v(1_800_000_000_000);
     assert.equal(encode(hello, H).length, want, JSON.stringify({ p, k, m }));
   }
   assert.equal(formula('Ready'), '2 + v(version) + v(size) + m v(modified)');
@@ -74,24 +74,25 @@ test('documented sizes equal encoded sizes', () => {
   assert.equal(encode({ type: Msg.TokensEnd, count: 300, resumeFrom: 0 }, H).length, 1 + v(300) + v(0));
   assert.equal(formula('SplitRequest'), '1 + v(n) + Σ v(token)');
   assert.equal(encode({ type: Msg.SplitRequest, tokens: first }, H).length, 1 + v(3) + sum(first, v));
-  assert.equal(formula('Result'), '9 + v(version) + v(size) + v(micros) + v(wireIn) + v(wireOut)');
-  assert.equal(encode({ type: Msg.Result, version: 2, size: 20_000_000, root: new Uint8Array(H), micros: 30_000, wireIn: 200, wireOut: 9 }, H).length, 9 + v(2) + v(20_000_000) + v(30_000) + v(200) + v(9));
+  assert.equal(formula('Result'), '9 + v(version) + v(micros) + v(wireIn) + v(wireOut)');
+  assert.equal(encode({ type: Msg.Result, version: 2, root: new Uint8Array(H), micros: 30_000, wireIn: 200, wireOut: 9 }, H).length, 9 + v(2) + v(30_000) + v(200) + v(9));
 });
 
 test('Verdict: size formula and the order of its fields', () => {
-  assert.equal(formula('Verdict'), '2 + v(upTo) + fH + v(n) + Σ(v(token) + 1 + [v(len) + len]), f = final');
+  assert.equal(formula('Verdict'), '1 + v(upTo) + v(nf) + 16f + Σ(v(token) + 1 + [v(len) + len]), f = final');
+  assert.equal(ROOT_CHECK, 16);
   const failed = [{ token: 2, bitmap: null }, { token: 500, bitmap: Uint8Array.of(1, 2, 3) }];
   const items = v(2) + 1 + (v(500) + 1 + v(3) + 3);
-  for (const root of [null, new Uint8Array(H).fill(7)]) {
+  for (const root of [null, Uint8Array.from({ length: H }, (_, i) => i)]) {
     const f = encode({ type: Msg.Verdict, upTo: 0x0102, root, failed }, H);
-    const fH = root ? H : 0;
-    assert.equal(f.length, 2 + v(0x0102) + fH + v(2) + items);
+    const f16 = root ? ROOT_CHECK : 0;
+    assert.equal(f.length, 1 + v(0x0102) + v(2 * 2 + 1) + f16 + items);
     const fields = [...section('Verdict').matchAll(/^\| (\d+|…) \| (\d+|v|H|len) \| (?:\(\w+ \d\) )?(\w+)/gm)].map((r) => r[3]);
-    assert.deepEqual(fields, ['type', 'upTo', 'final', 'root', 'n', 'token', 'kind', 'bitmap', 'bit']);
-    // type, upTo (0x0102: 0x82 0x02), final, the root, n
-    assert.deepEqual(Array.from(f.subarray(0, 4)), [Msg.Verdict, 0x82, 0x02, root ? 1 : 0]);
-    if (root) assert.deepEqual(f.subarray(4, 4 + H), root);
-    assert.equal(f[4 + fH], 2);
+    assert.deepEqual(fields, ['type', 'upTo', 'nf', 'root', 'token', 'kind', 'bitmap', 'bit']);
+    // type, upTo (0x0102: 0x82 0x02), nf (n = 2, final), the root's first 16 bytes
+    assert.deepEqual(Array.from(f.subarray(0, 4)), [Msg.Verdict, 0x82, 0x02, 2 * 2 + (root ? 1 : 0)]);
+    if (root) assert.deepEqual(f.subarray(4, 4 + ROOT_CHECK), root.subarray(0, ROOT_CHECK));
+    assert.equal(f[4 + f16], 2);
   }
 });
 
@@ -126,18 +127,20 @@ test('Checksums, Basis Checksums and Copies: the sizes the doc gives', () => {
 
 test('Delta: a chunk sent whole and a chunk sent in pieces', () => {
   const text = section('Delta');
-  assert.ok(text.includes('Total: 1 + v(n) + Σ(z(Δindex) + v(length) + 1 + length) for chunks sent whole; a chunk sent in\npieces takes z(Δindex) + v(length) + v(p) + Σ v(2 × length) + literal lengths + Σ z(Δoffset)\nover its copies instead.'), 'the Delta total');
+  assert.ok(text.includes('Total: 1 + v(n) + Σ(z(Δindex) + 1 + v(length) + length) for chunks sent whole; a chunk sent in\npieces takes z(Δindex) + v(p) + Σ v(2 × length) + literal lengths + Σ z(Δoffset)\nover its copies instead.'), 'the Delta total');
   assert.match(text, /^\| … \| v \| · \(p ≥ 1\) each piece: 2 × its length \(≥ 1\) \+ tag, tag `0` literal, `1` copy \|$/m);
   const whole = new Uint8Array(200);
   const literal = new Uint8Array(7);
   // chunk 3 whole; chunk 4: a copy at 0x0102, literal bytes, a copy going on where it ended;
   // chunk 9: a copy before the last one's end
   const f = encode({ type: Msg.Delta, indices: Uint32Array.of(3, 4, 9), chunks: [whole, [{ offset: 0x0102, length: 5 }, literal, { offset: 0x0107, length: 300 }], [{ offset: 10, length: 4 }]] }, H);
-  const chunk4 = z(0) + v(312) + v(3) + v(2 * 5 + 1) + z(0x0102) + v(2 * 7) + 7 + v(2 * 300 + 1) + z(0);
-  assert.equal(f.length, 1 + v(3) + (z(3) + v(200) + 1 + 200) + chunk4 + (z(4) + v(4) + v(1) + v(2 * 4 + 1) + z(10 - 0x0107 - 300)));
-  // the second chunk's bytes: index +0, length 312, 3 pieces, copy of 5 at +0x0102 (zigzag 0x0204)
-  const at = 1 + 1 + 1 + 2 + 1 + 200;
-  assert.deepEqual(Array.from(f.subarray(at, at + 8)), [0, 0xb8, 0x02, 3, 11, 0x84, 0x04, 14]);
+  const chunk4 = z(0) + v(3) + v(2 * 5 + 1) + z(0x0102) + v(2 * 7) + 7 + v(2 * 300 + 1) + z(0);
+  assert.equal(f.length, 1 + v(3) + (z(3) + 1 + v(200) + 200) + chunk4 + (z(4) + v(1) + v(2 * 4 + 1) + z(10 - 0x0107 - 300)));
+  // chunk 3: index, p = 0, length 200 (0xc8 0x01); the second chunk's bytes: index +0, 3 pieces,
+  // copy of 5 at +0x0102 (zigzag 0x0204), a literal of 7
+  assert.deepEqual(Array.from(f.subarray(2, 5)), [6, 0, 0xc8]);
+  const at = 1 + 1 + 1 + 1 + 2 + 200;
+  assert.deepEqual(Array.from(f.subarray(at, at + 6)), [0, 3, 11, 0x84, 0x04, 14]);
 });
 
 test('BasisChecksums field offsets', () => {
@@ -155,15 +158,16 @@ test('BasisChecksums field offsets', () => {
 
 test('Hello: the order of its fields, its flags\' bits', () => {
   const rows = [...section('Hello').matchAll(/^\| (\d+|…) \| (\d+|v|nameLen) \| (\w+)/gm)].map((r) => ({ off: r[1], size: r[2], field: r[3] }));
-  assert.deepEqual(rows.map((r) => r.field), ['type', 'version', 'op', 'flags', 'algo', 'size', 'basisVersion', 'nameLen', 'name', 'min', 'avg', 'max', 'fpOp', 'every', 'known', 'root', 'modified']);
+  assert.deepEqual(rows.map((r) => r.field), ['type', 'version', 'op', 'flags', 'size', 'basisVersion', 'nameLen', 'name', 'min', 'avg', 'max', 'fpOp', 'every', 'known', 'root', 'modified']);
   const root = Uint8Array.from({ length: H }, (_, i) => i + 1);
   const f = encode({ type: Msg.Hello, version: 1, op: 2, params: { min: 0x11, avg: 0x22, max: 0x33, op: 1, every: 32 }, algo: 3, size: 0x44, basisVersion: 0x55, name: 'n', known: { version: 0x66, root }, modified: 0x77 }, H);
   const at = (field: string) => +rows.find((r) => r.field === field)!.off;
   assert.equal(f[at('type')], Msg.Hello);
   assert.equal(f[at('version')], 1);
   assert.equal(f[at('op')], 2);
-  assert.equal(f[at('flags')], HelloFlag.Params | HelloFlag.Known | HelloFlag.Modified);
-  assert.equal(f[at('algo')], 3);
+  // the flags in bits 0–3, algo in bits 4–7
+  assert.equal(f[at('flags')], (3 << 4) | HelloFlag.Params | HelloFlag.Known | HelloFlag.Modified);
+  assert.match(section('Hello'), /bits 4–7: `algo`/);
   // from `size` on, one byte each here (small values), in the documented order
   assert.deepEqual(Array.from(f.subarray(at('size'))), [0x44, 0x55, 1, 'n'.charCodeAt(0), 0x11, 0x22, 0x33, 1, 32, 0x66, ...root.subarray(0, ROOT_PREFIX), 0x77]);
   assert.equal(ROOT_PREFIX, 8);

@@ -49,7 +49,7 @@ async function failOneToken(bytes: Uint8Array, index: ChunkIndex, count: number)
       }
       if (verdict?.root && deltaChunks.size + (verdict.failed[0]?.bitmap ? count : 0) >= n) break;
     }
-    await receiver.send({ type: Msg.Result, version: 1, size: bytes.length, root: verdict!.root!, micros: 0, wireIn: 0, wireOut: 0 });
+    await receiver.send({ type: Msg.Result, version: 1, root: verdict!.root!, micros: 0, wireIn: 0, wireOut: 0 });
   })();
   const out = await sendTarget(sender, algo, { size: bytes.length, parts: indexParts(index) }, bufferSource(bytes), { splitThreshold: 0 });
   await play;

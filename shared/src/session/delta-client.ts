@@ -226,7 +226,7 @@ export async function pushSession(
  *  once their chunk index is found to be the one sent (the file may have changed since it was
  *  read: then they are not kept); after the Result, so none of this is part of the push. */
 export async function remember(known: KnownVersions, key: string, out: SendOutcome, params: ChunkParams, algo: number, source: Source, made?: KnownVersion['fine']) {
-  const size = out.result.size;
+  const size = out.lengths.reduce((a, x) => a + x, 0);
   const v: KnownVersion = { version: out.result.version, root: out.result.root.slice(), params, algo, lengths: out.lengths.slice(), hashes: out.hashes.slice() };
   // a larger file is remembered by its version and root only: the basis its next push names
   if (size > KNOWN_MAX_FILE) return known.set(key, v);

@@ -21,7 +21,7 @@ import type { Checksums, ChecksumsEnd, Copies, Message, SplitRequest, Verdict } 
 import { type Conn, ConnectionLost } from '../transport/conn.ts';
 import { COPY_STRETCH, LIST_BATCH, RESUME_CHECKPOINT_BYTES } from '../base/limits.ts';
 import { type Run, WeakMatcher, matchRuns } from './matcher.ts';
-import { type ChunkParams, ErrorCode, Msg, ProtocolError, hashLength, inconsistent as bad } from '../wire/protocol.ts';
+import { type ChunkParams, ErrorCode, Msg, ProtocolError, ROOT_CHECK, hashLength, inconsistent as bad } from '../wire/protocol.ts';
 import { BasisListing } from './refine.ts';
 import type { Basis, BasisChoice, Phase, ReceiveOutcome, ReceiverOptions } from './session-options.ts';
 import type { BasisSpans, Sink, SinkFor } from './sink.ts';
@@ -438,13 +438,15 @@ class Receiver {
     const n = list.count;
     const hashes = list.hashes.slice(0, n * H);
     const index: ChunkIndex = { params: this.params, algo, size: list.size, lengths: list.lengths.slice(0, n), fastfps: list.fastfps.slice(0, n), hashes, root: runHash(algo, hashes, 0, n) };
-    if (!equalBytes(index.root, this.root!)) {
+    // the last Verdict carries the root's first ROOT_CHECK bytes; the index keeps the whole
+    // root computed here from the bytes written
+    if (!equalBytes(index.root.subarray(0, ROOT_CHECK), this.root!)) {
       throw new ProtocolError(ErrorCode.VerifyFailed, 'the rebuilt file does not match the sender\'s root hash; nothing was stored');
     }
     await this.basis?.verified;
     const version = await this.sink!.commit(index);
     const extra = this.opts.resultExtra?.() ?? { micros: 0, wireIn: 0, wireOut: 0 };
-    await this.conn.send({ type: Msg.Result, version, size: index.size, root: index.root, ...extra });
+    await this.conn.send({ type: Msg.Result, version, root: index.root, ...extra });
     return {
       index,
       version,

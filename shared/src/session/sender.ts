@@ -444,7 +444,7 @@ class Sender implements Judged {
     const { literalBytes, refinedBytes } = this.delta;
     // (the Result carries the first ROOT_PREFIX bytes of the root the receiver verified the
     // rebuilt file against: the one the last Verdict gave it whole)
-    if (!equalBytes(result.root, this.root!.subarray(0, ROOT_PREFIX)) || result.size !== target.size) {
+    if (!equalBytes(result.root, this.root!.subarray(0, ROOT_PREFIX))) {
       throw new ProtocolError(ErrorCode.VerifyFailed, 'the receiver reports a different file than the one sent');
     }
     result = { ...result, root: this.root! };

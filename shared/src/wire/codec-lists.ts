@@ -23,10 +23,10 @@ export function encodeDelta(m: Delta, room?: (size: number) => Uint8Array): Uint
     const c = m.chunks[i];
     const length = chunkLength(c);
     if (length > 0xffffffff || (!(c instanceof Uint8Array) && !c.length)) throw new RangeError(`a Delta chunk of ${length} bytes or without pieces`);
-    size += varintSize(zigzag(m.indices[i] - prev - 1)) + varintSize(length);
+    size += varintSize(zigzag(m.indices[i] - prev - 1));
     prev = m.indices[i];
     if (c instanceof Uint8Array) {
-      size += 1 + c.length;
+      size += 1 + varintSize(length) + c.length;
       continue;
     }
     size += varintSize(c.length);
@@ -49,9 +49,10 @@ export function encodeDelta(m: Delta, room?: (size: number) => Uint8Array): Uint
     const c = m.chunks[i];
     w.varint(zigzag(m.indices[i] - prev - 1));
     prev = m.indices[i];
-    w.varint(chunkLength(c));
+    // a chunk sent in pieces has the length of its pieces: only a whole one gives its own
     if (c instanceof Uint8Array) {
       w.u8(0);
+      w.varint(c.length);
       w.bytes(c);
       continue;
     }
@@ -79,10 +80,9 @@ export function decodeDelta(r: Reader, maxN: number): Delta {
   let end = 0;
   for (let i = 0; i < n; i++) {
     prev = indices[i] = u32Of(nonNegative(prev + 1 + unzigzag(r.varint('index')), 'index'), 'index');
-    const len = u32Of(r.varint('length'), 'length');
     const p = r.varCount(maxN, 'piece count');
     if (p === 0) {
-      chunks.push(r.bytes(len, 'chunk bytes'));
+      chunks.push(r.bytes(u32Of(r.varint('length'), 'length'), 'chunk bytes'));
       continue;
     }
     const pieces: Piece[] = [];
@@ -90,7 +90,7 @@ export function decodeDelta(r: Reader, maxN: number): Delta {
     for (let k = 0; k < p; k++) {
       const head = r.varint('piece head');
       const length = Math.floor(head / 2);
-      if (length === 0 || length > len - sum) throw malformed(`a piece of ${length} bytes in a chunk of ${len} (${sum} in pieces before it)`);
+      if (length === 0 || length > 0xffffffff - sum) throw malformed(`a piece of ${length} bytes after ${sum} in pieces before it: a chunk is at most 2^32 - 1 bytes`);
       let piece: Piece;
       if (head % 2 === 0) piece = r.bytes(length, 'piece bytes');
       else {
@@ -102,7 +102,6 @@ export function decodeDelta(r: Reader, maxN: number): Delta {
       sum += length;
       pieces.push(piece);
     }
-    if (sum !== len) throw malformed(`pieces of ${sum} bytes for a chunk of ${len}`);
     chunks.push(pieces);
   }
   return { type: Msg.Delta, indices, chunks };

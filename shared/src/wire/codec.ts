@@ -14,7 +14,7 @@ import { DEFAULT_LIMITS, type Limits, MAX_MODIFIED_MS } from '../base/limits.ts'
 import { Reader, Writer, malformed, varintSize } from './frame-bytes.ts';
 import { decodeBasisChecksums, decodeCopies, decodeDelta, encodeBasisChecksums, encodeCopies, encodeDelta, listSize, readList, u32Of, writeList } from './codec-lists.ts';
 import { type Failed, type Message } from './messages.ts';
-import { DEFAULT_PARAMS, HelloFlag, Msg, ProtocolError, ROOT_PREFIX, ReadyFlag, sameParams } from './protocol.ts';
+import { DEFAULT_PARAMS, HELLO_ALGO_SHIFT, HelloFlag, Msg, ProtocolError, ROOT_CHECK, ROOT_PREFIX, ReadyFlag, sameParams } from './protocol.ts';
 
 const utf8 = new TextEncoder();
 const utf8Strict = new TextDecoder('utf-8', { fatal: true });
@@ -34,6 +34,10 @@ function readModified(r: Reader): number {
 function checkHash(h: Uint8Array, hashLen: number, what: string) {
   if (h.length !== hashLen) throw new RangeError(`${what} must be ${hashLen} bytes, got ${h.length}`);
 }
+/** The last Verdict's root: the whole root, of which its first ROOT_CHECK bytes travel. */
+function checkRootCheck(h: Uint8Array) {
+  if (h.length < ROOT_CHECK) throw new RangeError(`root must be at least ${ROOT_CHECK} bytes, got ${h.length}`);
+}
 /** A root of which a message carries the first ROOT_PREFIX bytes (the whole root may be given). */
 function checkPrefix(h: Uint8Array, what: string) {
   if (h.length < ROOT_PREFIX) throw new RangeError(`${what} must be at least ${ROOT_PREFIX} bytes, got ${h.length}`);
@@ -51,7 +55,8 @@ export function encode(m: Message, hashLen = 32, room?: (size: number) => Uint8A
       checkModified(m.modified);
       const params = !sameParams(m.params, DEFAULT_PARAMS);
       const flags = (m.resume ? HelloFlag.Resume : 0) | (m.modified !== undefined ? HelloFlag.Modified : 0) | (m.known ? HelloFlag.Known : 0) | (params ? HelloFlag.Params : 0);
-      let size = 5 + varintSize(m.size) + varintSize(m.basisVersion) + varintSize(name.length) + name.length;
+      if (!(m.algo >= 0 && m.algo <= 15)) throw new RangeError(`algo ${m.algo} does not fit in Hello's flags (0 … 15)`);
+      let size = 4 + varintSize(m.size) + varintSize(m.basisVersion) + varintSize(name.length) + name.length;
       if (params) size += varintSize(m.params.min) + varintSize(m.params.avg) + varintSize(m.params.max) + 2;
       if (m.known) size += varintSize(m.known.version) + ROOT_PREFIX;
       if (m.modified !== undefined) size += varintSize(m.modified);
@@ -59,8 +64,7 @@ export function encode(m: Message, hashLen = 32, room?: (size: number) => Uint8A
       w.u8(m.type);
       w.u8(m.version);
       w.u8(m.op);
-      w.u8(flags);
-      w.u8(m.algo);
+      w.u8(flags | (m.algo << HELLO_ALGO_SHIFT));
       w.varint(m.size);
       w.varint(m.basisVersion);
       w.varint(name.length);
@@ -148,15 +152,16 @@ export function encode(m: Message, hashLen = 32, room?: (size: number) => Uint8A
       return w.done();
     }
     case Msg.Verdict: {
-      if (m.root) checkHash(m.root, hashLen, 'root');
-      let size = 1 + varintSize(m.upTo) + 1 + (m.root ? hashLen : 0) + varintSize(m.failed.length);
+      if (m.root) checkRootCheck(m.root);
+      // n and final in one varint: 2n + final
+      const nf = 2 * m.failed.length + (m.root ? 1 : 0);
+      let size = 1 + varintSize(m.upTo) + (m.root ? ROOT_CHECK : 0) + varintSize(nf);
       for (const f of m.failed) size += varintSize(f.token) + 1 + (f.bitmap ? varintSize(f.bitmap.length) + f.bitmap.length : 0);
       const w = new Writer(size);
       w.u8(m.type);
       w.varint(m.upTo);
-      w.u8(m.root ? 1 : 0);
-      if (m.root) w.bytes(m.root);
-      w.varint(m.failed.length);
+      w.varint(nf);
+      if (m.root) w.bytesOf(m.root, 0, ROOT_CHECK);
       for (const f of m.failed) {
         w.varint(f.token);
         w.u8(f.bitmap ? 1 : 0);
@@ -175,10 +180,9 @@ export function encode(m: Message, hashLen = 32, room?: (size: number) => Uint8A
       return encodeBasisChecksums(m);
     case Msg.Result: {
       checkPrefix(m.root, 'root');
-      const w = new Writer(1 + varintSize(m.version) + varintSize(m.size) + ROOT_PREFIX + varintSize(m.micros) + varintSize(m.wireIn) + varintSize(m.wireOut));
+      const w = new Writer(1 + varintSize(m.version) + ROOT_PREFIX + varintSize(m.micros) + varintSize(m.wireIn) + varintSize(m.wireOut));
       w.u8(m.type);
       w.varint(m.version);
-      w.varint(m.size);
       w.bytesOf(m.root, 0, ROOT_PREFIX);
       w.varint(m.micros);
       w.varint(m.wireIn);
@@ -252,9 +256,10 @@ function decodeNext(r: Reader, hashLen: number, limits: Limits): Message {
     case Msg.Hello: {
       const version = r.u8('version');
       const op = r.u8('op');
-      const flags = r.u8('flags');
-      if (flags & ~(HelloFlag.Resume | HelloFlag.Modified | HelloFlag.Known | HelloFlag.Params)) throw malformed(`unknown Hello flags 0x${flags.toString(16).padStart(2, '0')}`);
-      const algo = r.u8('algo');
+      const bits = r.u8('flags');
+      // the four flags in bits 0–3, the strong hash's algo in bits 4–7 (the server checks it)
+      const flags = bits & 0x0f;
+      const algo = bits >> HELLO_ALGO_SHIFT;
       const size = r.varint('size');
       const basisVersion = u32v(r, 'basis version');
       const nameLen = r.varint('name length');
@@ -332,10 +337,10 @@ function decodeNext(r: Reader, hashLen: number, limits: Limits): Message {
     }
     case Msg.Verdict: {
       const upTo = u32v(r, 'up to');
-      const final = r.u8('final');
-      if (final > 1) throw malformed(`verdict root flag ${final}`);
-      const root = final ? r.bytes(hashLen, 'root') : null;
-      const n = r.varCount(maxN, 'failed count');
+      const nf = r.varint('failed count and final');
+      const n = Math.floor(nf / 2);
+      if (n > maxN) throw malformed(`failed count ${n} exceeds ${maxN}`);
+      const root = nf % 2 ? r.bytes(ROOT_CHECK, 'root') : null;
       const failed: Failed[] = [];
       for (let i = 0; i < n; i++) {
         const token = u32v(r, 'token');
@@ -380,7 +385,6 @@ function decodeNext(r: Reader, hashLen: number, limits: Limits): Message {
       m = {
         type,
         version: u32v(r, 'version'),
-        size: r.varint('size'),
         root: r.bytes(ROOT_PREFIX, 'root'),
         micros: r.varint('micros'),
         wireIn: r.varint('wire in'),

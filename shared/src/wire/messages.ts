@@ -90,7 +90,8 @@ export interface Failed {
 export interface Verdict {
   type: typeof Msg.Verdict;
   upTo: number;
-  /** run hash over all chunks of the target, H(h_0 || ... || h_{n-1}): in the last Verdict only */
+  /** run hash over all chunks of the target, H(h_0 || ... || h_{n-1}): in the last Verdict only;
+   *  its first ROOT_CHECK bytes travel (a longer root is cut to them) */
   root: Uint8Array | null;
   failed: Failed[];
 }
@@ -139,7 +140,6 @@ export const chunkLength = (c: Uint8Array | Piece[]): number => (c instanceof Ui
 export interface Result {
   type: typeof Msg.Result;
   version: number;
-  size: number;
   /** the root of the rebuilt target: its first ROOT_PREFIX bytes travel (a longer root is cut to
    *  them), which the sender compares with its own */
   root: Uint8Array;

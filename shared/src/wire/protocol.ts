@@ -31,6 +31,17 @@ export const HelloFlag = {
  *  each cut keeps"). */
 export const ROOT_PREFIX = 8;
 
+/** Bytes of the target's root that the last Verdict carries, which the receiver verifies the
+ *  rebuilt file against: the first 16. The root guards against a rebuild that differs from the
+ *  sender's file by accident (a bug, a damaged basis), which passes 16 bytes with probability
+ *  2^-128; the receiver stores the whole root it computes from the bytes it wrote
+ *  (docs/protocol.md §4 "What each cut keeps"). */
+export const ROOT_CHECK = 16;
+
+/** Hello's `flags` byte holds the strong hash's `algo` in bits 4–7, the flags in bits 0–3
+ *  (docs/protocol.md §4). */
+export const HELLO_ALGO_SHIFT = 4;
+
 /** Bits of Ready's `flags` (docs/protocol.md §4); any other bit set is Malformed. */
 export const ReadyFlag = {
   /** pull: the Ready ends with `modified`, the version's modification time as its pusher gave
