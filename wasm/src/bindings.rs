@@ -26,7 +26,7 @@ fn algo(code: u8) -> Result<Algo, JsError> {
 /// returns the new chunks as `[length, fastfp]` pairs, and `take_strong` hashes chunks cut so
 /// far and returns their strong hashes (concatenated, when a strong algorithm was given). The
 /// hashing is left to `take_strong`: a sender sends its Checksum List, which holds no strong
-/// hash, before it spends the time to hash the chunks (shared/src/chunk-index.ts `chunkParts`).
+/// hash, before it spends the time to hash the chunks (shared/src/chunking/chunk-index.ts `chunkParts`).
 #[wasm_bindgen]
 pub struct DsyncChunker {
     chunker: Chunker,
@@ -150,7 +150,7 @@ impl DsyncChunker {
 }
 
 /// Strong hashes of runs of consecutive chunks whose bytes are read straight into wasm memory:
-/// a hash worker (shared/src/hash-pool.ts) reads a run into `room` and hashes it with `hash`.
+/// a hash worker (shared/src/chunking/hash-pool.ts) reads a run into `room` and hashes it with `hash`.
 #[wasm_bindgen]
 pub struct RunHasher {
     algo: Algo,
