@@ -34,11 +34,12 @@ const wasm = () =>
     }),
   ));
 const post = (m: FromWorker) => (self as unknown as Worker).postMessage(m);
-// The socket worker starts with this one, not with the first socket: in Firefox ESR a worker's
-// `new Worker` now and then never returned when called as the first pick's push opened its
-// socket, and the sync worker stood still there (the rare hang of issue 47: 3 of 65 first picks
-// of 32 MiB in e2e/engines/first-pick.ts; started here, 0 of 30).
-socketHost();
+// The socket worker and the hash workers start with this one, not with the first socket or the
+// first large file: in Firefox ESR a worker's `new Worker` now and then never returned when
+// called while the first pick's push ran, and the sync worker stood still there (the rare hang
+// of issue 47, e2e/engines/first-pick.ts: the socket worker's, 3 of 65 first picks of 32 MiB,
+// 0 of 30 started here; the hash workers', 2 of 25 first picks of 256 MiB).
+socketHost(); // (the hash workers: below `hashPool`, which they wait for)
 
 /** Progress with byte counts is posted at most this often per transfer: each post re-renders
  *  the page's card, ~5 ms of its main thread on this machine and four times that on a phone's
@@ -234,7 +235,7 @@ function blobSink(onWritten: (bytes: number) => void): Sink & { blob(): Blob } {
   };
 }
 
-/** Hash workers (shared/src/chunking/hash-pool.ts), started for the first large file: one per core
+/** Hash workers (shared/src/chunking/hash-pool.ts), started with this worker: one per core
  *  beyond this worker's own, at most 2; none on a single core. The pool is used once each has
  *  said it started (worker-start.ts); where one cannot start (a browser without workers in
  *  workers) or has not within WORKER_START_MS, none is used and this thread hashes. */
@@ -255,6 +256,7 @@ function hashPool(): Promise<HashPool | null> {
   })();
   return pool;
 }
+void hashPool();
 
 /** A hash worker; `started` is true once it says it runs, false if it fails or has not within
  *  WORKER_START_MS. */
