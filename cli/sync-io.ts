@@ -334,6 +334,8 @@ export class HttpFolder extends ApiFolder {
       return r && 'bytes' in r ? [{ k, path: it.path, expect: it.expect, bytes: r.bytes, modified: r.st.mtimeMs }] : [];
     });
     const sent = await this.sendMany(sendable);
+    /** where each item's answer is in `sent` */
+    const at = new Map(sendable.map((x, i) => [x.k, i]));
     const out: Settled<{ version: number; root: string } & Stat>[] = [];
     for (let k = 0; k < items.length; k++) {
       const r = read[k];
@@ -345,7 +347,7 @@ export class HttpFolder extends ApiFolder {
         out.push({ error: r.error });
         continue;
       }
-      const got = sent[sendable.findIndex((x) => x.k === k)];
+      const got = sent[at.get(k)!];
       if ('error' in got && got.error instanceof NoBulk) out.push(await alone(items[k]));
       else out.push('error' in got ? got : { ok: { ...got.ok, ...r.st } });
     }
