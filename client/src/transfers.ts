@@ -133,13 +133,12 @@ export class Transfers {
 
   /** The page is back (visible, shown again, online): transfers that lost the server are
    *  tried again at once, their automatic tries counted from zero, and the worker drops the
-   *  running transfers' sockets that went silent while the page was away (worker.ts `wake`),
+   *  running transfers' sockets whose link died while the page was away (worker.ts `Job.wake`),
    *  so that they reconnect and resume. */
   back() {
-    const since = this.awaySince;
-    if (since === null) return;
+    if (this.awaySince === null) return;
     this.awaySince = null;
-    this.opts.worker.postMessage({ kind: 'wake', since } satisfies ToWorker);
+    this.opts.worker.postMessage({ kind: 'wake' } satisfies ToWorker);
     for (const t of this.list)
       if (t.status === 'failed' && (t.failure?.kind === 'lost' || t.failure?.kind === 'unreachable')) {
         if (this.reachable) this.requeue(t.id, { autoRetries: 0 });

@@ -11,9 +11,9 @@ export type ToWorker =
   /** download `version` of `name`, as a delta of `basis` when one is given */
   | { kind: 'pull'; id: number; name: string; version: number; size: number; basis: File | null; url: string; user: string }
   | { kind: 'cancel'; id: number }
-  /** the page is back (visible, shown, online) after it was away since `since` (ms since the
-   *  epoch): a running transfer's socket silent since then is taken for dead (worker.ts) */
-  | { kind: 'wake'; since: number };
+  /** the page is back (visible, shown, online) after it was away: running transfers' sockets
+   *  are watched, and one that stays silent is taken for dead (worker.ts `Job.wake`) */
+  | { kind: 'wake' };
 
 /**
  * Where a transfer is: the sync client's phases, plus the two the worker can measure itself:

@@ -48,13 +48,18 @@ socketHost(); // (the hash workers: below `hashPool`, which they wait for)
 const PROGRESS_EVERY_MS = 250;
 /** A download is gathered in memory up to this much, then turned into a Blob part. */
 const BLOB_PART_BYTES = 8 << 20;
-/** After the page is back from being away (hidden, frozen, offline), a running transfer's
- *  socket that has heard nothing from the server since the page went away and neither hears
- *  anything nor gets a byte off within this long is taken for dead and dropped: a phone's
- *  socket can stay open on a link that died while it was locked (a NAT that forgot it, a
- *  network that changed), and would hold the transfer until TCP gives up. The sync client
- *  reconnects, and the upload resumes from what the server kept. */
+/** After the page is back from being away (hidden, frozen, offline), each running transfer's
+ *  socket is watched in windows this long: a phone's socket can stay open on a link that died
+ *  while it was locked (a NAT that forgot it, a network that changed), and would hold the
+ *  transfer until TCP gives up. A socket that in a window hears nothing and gets no byte off
+ *  while it holds bytes to send is taken for dead and dropped; the sync client reconnects, and
+ *  the upload resumes from what the server kept. Bytes go on leaving for a while on a dead link
+ *  (the device's send buffer and the sender's window take them), so one look is not enough. */
 const WAKE_GRACE_MS = 5000;
+/** A watched socket that holds nothing to send (it waits on the server) is dropped after it
+ *  heard nothing and got no byte off for this long: longer than a loaded server's commit of a
+ *  large file. */
+const WAKE_ANSWER_MS = 30_000;
 
 class Cancelled extends Error {
   constructor() {
@@ -71,6 +76,8 @@ const heard = new WeakMap<PageSocketLike, number>();
 const given = new WeakMap<PageSocketLike, number>();
 /** Bytes that have left `ws` (given, less those it still holds). */
 const left = (ws: PageSocketLike) => (given.get(ws) ?? 0) - ws.bufferedAmount;
+/** Sockets watched since the page came back (`Job.wake`). */
+const watched = new WeakSet<PageSocketLike>();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Ends `ws` now, as a lost connection: its close event is given at once (a close on a dead
@@ -96,16 +103,33 @@ class Job {
 
   constructor(readonly id: number) {}
 
-  /** The page is back after it was away since `since`: each socket of this job that has heard
-   *  nothing since then, and within WAKE_GRACE_MS neither hears anything nor gets a byte off,
-   *  is dropped; the sync client reconnects (and resumes). */
-  async wake(since: number) {
-    const silent = (ws: PageSocketLike) => (heard.get(ws) ?? 0) < since;
-    const suspects = [...this.sockets].filter((ws) => ws.readyState === 1 && silent(ws)).map((ws) => ({ ws, out: left(ws) }));
-    if (!suspects.length) return;
-    await sleep(WAKE_GRACE_MS);
-    for (const { ws, out } of suspects)
-      if (this.sockets.has(ws) && ws.readyState === 1 && silent(ws) && left(ws) <= out) drop(ws, 'silent since the page went away');
+  /** The page is back after it was away: each open socket of this job is watched
+   *  (WAKE_GRACE_MS) until it hears from the server after its first window (what it hears in
+   *  the first may have waited in the device since before the link died), closes, or is
+   *  dropped as dead; the sync client then reconnects (and resumes). */
+  wake() {
+    for (const ws of this.sockets) if (ws.readyState === 1 && !watched.has(ws)) void this.watch(ws);
+  }
+
+  private async watch(ws: PageSocketLike) {
+    watched.add(ws);
+    try {
+      let out = left(ws);
+      let quietSince = Date.now();
+      for (let window = 0; ; window++) {
+        const from = Date.now();
+        await sleep(WAKE_GRACE_MS);
+        if (!this.sockets.has(ws) || ws.readyState !== 1) return;
+        const spoke = (heard.get(ws) ?? 0) >= from;
+        if (spoke && window > 0) return;
+        if (spoke || left(ws) > out) {
+          out = left(ws);
+          quietSince = Date.now();
+        } else if (ws.bufferedAmount > 0 || Date.now() - quietSince >= WAKE_ANSWER_MS) return drop(ws, 'silent since the page came back');
+      }
+    } finally {
+      watched.delete(ws);
+    }
   }
 
   /** Where its sockets and hashing ran so far. */
@@ -387,7 +411,7 @@ self.onmessage = async (ev: MessageEvent<ToWorker | FolderToWorker>) => {
   const m = ev.data;
   if (isFolderMessage(m)) return folderMessage(m);
   if (m.kind === 'cancel') return jobs.get(m.id)?.cancel(kinds.get(m.id) === 'push');
-  if (m.kind === 'wake') return void Promise.all([...jobs.values()].map((j) => j.wake(m.since)));
+  if (m.kind === 'wake') return jobs.forEach((j) => j.wake());
   const job = new Job(m.id);
   jobs.set(m.id, job);
   kinds.set(m.id, m.kind);

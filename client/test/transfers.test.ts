@@ -161,9 +161,7 @@ test('while the page is away (hidden, frozen, offline) lost tries do not count; 
   transfers.setOnline(false);
   const before = worker.started().length;
   transfers.back();
-  const wake = worker.asked.at(-1);
-  assert.equal(wake?.kind, 'wake');
-  assert.ok(wake.kind === 'wake' && wake.since <= Date.now());
+  assert.equal(worker.asked.at(-1)?.kind, 'wake');
   // the server is not seen yet: both wait for it, then go, and say they may resume
   assert.equal(worker.started().length, before);
   assert.deepEqual([get(1).retryWhenBack, get(2).retryWhenBack], [true, true]);
