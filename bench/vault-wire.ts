@@ -109,4 +109,5 @@ const body = [
   ),
 ].join('\n');
 console.log(body);
-writeResults('vault-wire', "A vault's bytes on the wire against plain Dsync's (bench/vault-wire.ts)", mach, body, { rows });
+const note = '- note: one run; byte counts, which do not depend on the machine\'s load (the keyed chunker cuts by the vault\'s random key: another vault cuts elsewhere, by a few chunks).';
+writeResults('vault-wire', "A vault's bytes on the wire against plain Dsync's (bench/vault-wire.ts)", mach, body, { rows }, note);
