@@ -24,6 +24,7 @@ import {
   hex,
   padme,
 } from '../src/vault/format.ts';
+import { addVersion, deleteFile, renameFile, seen } from '../src/vault/tree.ts';
 import { KEYFILE_BYTES, checkKey, deriveKeys, fromRecoveryKey, newVaultId, newVaultKey, openChunk, openHead, recoveryKey, sealChunk, sealHead, unwrapKey, wrapKey } from '../src/vault/keys.ts';
 
 /** A small Argon2id for tests that are not about its cost. */
@@ -241,4 +242,24 @@ test('keyed chunking: one key cuts alike, two keys differently, ids keyed; the d
   const pieces = await listPieces(await deriveKeys(id, key), data.subarray(0, 1 << 20));
   assert.ok(pieces.length > 200 && pieces.every((p) => p.bytes.length <= 16384));
   assert.throws(() => DsyncChunker.keyed(2048, 8192, 65536, 0, 16, new Uint8Array(2047)), /2048 bytes/);
+});
+
+test('the tree is stored in pieces: a new version, a delete or a rename of one file of 2 000 rewrites a few pieces', async () => {
+  const k = await deriveKeys(newVaultId(), newVaultKey());
+  const v = (n: number) => ({ n, id: bytes(16), size: 1000 + n, mtime: 1764400000000, pushed: 1764400000000, device: 'laptop', manifest: [ref()] });
+  const tree: Tree = { keep: 32, files: Array.from({ length: 2000 }, (_, i) => ({ id: bytes(16), name: `folder/file ${String(i).padStart(5, '0')}.txt`, deleted: 0, versions: [v(1), v(2)] })) };
+  const ids = async (t: Tree) => (await listPieces(k, encodeTree(t))).map((c) => hex(c.id));
+  const before = new Set(await ids(tree));
+  assert.ok(before.size > 100, `${before.size} pieces`);
+  const target = tree.files[1234];
+  const changes: [string, Tree | null][] = [
+    ['a new version', addVersion(tree, target.name, target.id, { ...v(0), id: bytes(16) })],
+    ['a delete', deleteFile(tree, seen(tree, target.name), 1764400009999)],
+    ['a rename', renameFile(tree, seen(tree, target.name), 'folder/file 01234 renamed.txt')],
+  ];
+  for (const [what, next] of changes) {
+    const fresh = (await ids(next!)).filter((id) => !before.has(id));
+    console.log(`${what}: ${fresh.length} new pieces of ${before.size}`);
+    assert.ok(fresh.length <= 4, `${what}: ${fresh.length} new pieces of ${before.size}`);
+  }
 });
