@@ -10,6 +10,7 @@ import { open, rename, rm, stat, utimes } from 'node:fs/promises';
 import { homedir, hostname } from 'node:os';
 import path from 'node:path';
 import '../../shared/src/chunking/wasm.ts';
+import { VAULT_KEEP_VERSIONS } from '../../shared/src/base/limits.ts';
 import { formatBytes } from '../../shared/src/base/units.ts';
 import { fileSource } from '../../shared/src/chunking/file-source.ts';
 import { httpVaultRemote } from '../../shared/src/vault/remote.ts';
@@ -80,7 +81,7 @@ pull writes NAME (--version N: that version) to DEST (default: NAME's last compo
 the chunks DEST lacks, through a temporary file renamed at the end; log lists NAME's versions; rm
 deletes NAME, keeping its history; mv renames OLD to NEW with its history; restore makes version N
 of NAME (live or deleted) its newest version, uploading no contents; keep sets how many versions
-each file keeps (default 32; older ones are forgotten). The passphrase: --passphrase-file FILE or
+each file keeps (default ${VAULT_KEEP_VERSIONS}; older ones are forgotten). The passphrase: --passphrase-file FILE or
 $DSYNC_VAULT_PASSPHRASE.`,
   options: {
     ...SERVER_OPTS,
