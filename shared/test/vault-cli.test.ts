@@ -2,7 +2,8 @@
 // a loopback port. create, push, an 8-byte edit pushed as a few KB, pull into a new file and
 // over the old copy (only the changed chunk fetched, the mtime kept), a wrong passphrase refused
 // with the destination untouched, the recovery key, and a store restored from an older copy of
-// the head refused as a rollback.
+// the head refused as a rollback; versions pulled by number, log, rm with ls --deleted, restore,
+// mv with the history and keep.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

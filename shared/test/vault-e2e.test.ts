@@ -3,7 +3,11 @@
 // pulled; an 8-byte edit uploads a few KB and padding, and a pull against the old copy fetches
 // as little; the server's store holds no plaintext and no name. A hostile server (a remote that
 // changes what the real one answers) is refused with a clear error and nothing is written: a
-// flipped bit, a swapped range, a replayed older head, a forked head, a counter that lies.
+// flipped bit, a swapped range, a replayed older head, a forked head, a counter that lies, a
+// manifest moved to another file or version. Versions are pulled by number byte-exact, a
+// delete keeps the history for a restore, a rename carries it, and two devices changing the
+// tree at once (the second one's change landing between the first one's read and write) both
+// land, a push racing a delete kept either way.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -349,6 +353,7 @@ test('rm keeps the history, restore brings a version back without its contents, 
   wire.up = 0;
   const r = await other.restore('a.txt', 1);
   assert.equal(r.version, 3);
+  console.log(`restore of a 300 KB version: ${wire.up} bytes up`);
   assert.ok(wire.up < 40_000, `a restore of 300 KB sent ${wire.up} bytes`);
   assert.deepEqual((await vault.ls()).map((f) => [f.name, f.size, f.mtime]), [['a.txt', 300_000, 10], ['keep.txt', 3, 12]]);
   assert.ok(same((await pulled(vault, 'a.txt')).bytes, v[0]));
