@@ -94,6 +94,8 @@ $DSYNC_VAULT_PASSPHRASE.`,
   },
   positionals: [1, 4],
   async run(values, [action, id, a, b]) {
+    if (values.version !== undefined && action !== 'pull') throw new UsageError('--version goes with pull');
+    if (values.deleted && action !== 'ls') throw new UsageError('--deleted goes with ls');
     const out = (human: string, json: unknown) => (humanOutput(values) ? console.log(human) : printJson(json));
     if (action === 'create') {
       const { vault, recoveryKey } = await createVault(remoteOf(values), passphrase(values), fileHeads());

@@ -153,5 +153,8 @@ test('dsync vault: versions pulled by number, log, rm and ls --deleted, restore,
   assert.deepEqual((await ok(['log', id, 'final.bin'])).map((v) => v.n), [4, 3]);
   const bad = await dsync(['vault', 'restore', id, 'final.bin', 'x'], { env: env(), cwd: dir });
   assert.equal(bad.code, 2, bad.stderr);
+  const misplaced = await dsync(['vault', 'ls', id, '--version', '1'], { env: env(), cwd: dir });
+  assert.equal(misplaced.code, 2, misplaced.stderr);
+  assert.match(misplaced.stderr, /--version goes with pull/);
   assert.deepEqual(readdirSync(dir).filter((n) => n.includes('dsync-')), [], 'no temporary file left');
 });

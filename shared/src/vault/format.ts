@@ -281,7 +281,8 @@ export function encodeTree(tree: Tree): Uint8Array {
   return w.done();
 }
 
-function checkKeep(keep: number): number {
+/** A retention: 1 to VAULT_KEEP_MAX versions a file. */
+export function checkKeep(keep: number): number {
   if (!Number.isInteger(keep) || keep < 1 || keep > VAULT_KEEP_MAX) throw new VaultError(`a vault keeps 1 to ${VAULT_KEEP_MAX} versions of a file, not ${keep}`);
   return keep;
 }

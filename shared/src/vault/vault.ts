@@ -23,6 +23,7 @@ import {
   type Version,
   VaultError,
   checkDevice,
+  checkKeep,
   decodeHeadRecord,
   decodeManifest,
   decodeTree,
@@ -293,7 +294,7 @@ export class Vault {
 
   /** Adds a version of `name` made of `refs` (chunks the vault holds): its manifest, bound to
    *  the file and the version, then the tree. Returns the version's number and the head's seq. */
-  private async addVersion(packs: PackWriter, s: State, name: string, refs: Ref[], size: number, mtime: number): Promise<{ n: number; seq: number }> {
+  private async landVersion(packs: PackWriter, s: State, name: string, refs: Ref[], size: number, mtime: number): Promise<{ n: number; seq: number }> {
     const id = newFileId();
     const fresh = newFileId();
     let bound: Uint8Array | null = null;
@@ -339,7 +340,7 @@ export class Vault {
       const size = refs.reduce((n, r) => n + plainLength(r), 0);
       if (size !== source.size) throw new VaultError(`${JSON.stringify(name)} changed while it was read`);
       await packs.flush();
-      const { n, seq } = await this.addVersion(packs, s, name, refs, size, mtime);
+      const { n, seq } = await this.landVersion(packs, s, name, refs, size, mtime);
       return { name, size, chunks: refs.length, reused, packBytes: packs.bytes, packs: packs.packs, version: n, seq };
     });
   }
@@ -353,7 +354,7 @@ export class Vault {
       const f = byName(s.tree, name);
       if (!f) throw new VaultError(`vault ${this.id} has no file ${JSON.stringify(name)}`);
       const v = this.version(f, n);
-      const done = await this.addVersion(packs, s, name, await this.manifest(f, v), v.size, v.mtime);
+      const done = await this.landVersion(packs, s, name, await this.manifest(f, v), v.size, v.mtime);
       return { version: done.n, seq: done.seq };
     });
   }
@@ -386,7 +387,7 @@ export class Vault {
   async keep(n: number): Promise<VaultChangeReport> {
     return this.writing(async (packs) => {
       const s = await this.state();
-      encodeTree({ ...emptyTree(), keep: n }); // refuses a bad number before anything is written
+      checkKeep(n);
       return { seq: (await this.commit(packs, s, async (s) => setKeep(s.tree, n))).seq };
     });
   }
