@@ -1,20 +1,22 @@
-/** `dsync vault create | ls ID | push ID FILE [NAME] | pull ID NAME [DEST]`: end-to-end encrypted
- *  folders (docs/vaults.md). The passphrase comes from --passphrase-file or
+/** `dsync vault create | ls ID | push ID FILE [NAME] | pull ID NAME [DEST] | log ID NAME | rm ID
+ *  NAME | mv ID OLD NEW | restore ID NAME N | keep ID N`: end-to-end encrypted folders with
+ *  versions (docs/vaults.md). The passphrase comes from --passphrase-file or
  *  $DSYNC_VAULT_PASSPHRASE (a recovery key from --recovery-key-file instead); the last head seen
  *  of each vault is kept in ~/.config/dsync/vault-heads.json, so a server that rolls a vault
  *  back or forks it is refused. */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { open, rename, rm, stat, utimes } from 'node:fs/promises';
-import { homedir } from 'node:os';
+import { homedir, hostname } from 'node:os';
 import path from 'node:path';
 import '../../shared/src/chunking/wasm.ts';
+import { VAULT_KEEP_VERSIONS } from '../../shared/src/base/limits.ts';
 import { formatBytes } from '../../shared/src/base/units.ts';
 import { fileSource } from '../../shared/src/chunking/file-source.ts';
 import { httpVaultRemote } from '../../shared/src/vault/remote.ts';
 import { type HeadMemory, type SeenHead, createVault, openVault } from '../../shared/src/vault/vault.ts';
 import { type Command, UsageError, type Values, str } from '../command.ts';
-import { JSON_OPT, humanOutput, printJson } from '../output.ts';
+import { JSON_OPT, humanOutput, printJson, shortDate, table } from '../output.ts';
 import { SERVER_OPTS, httpBase, tokenOf } from '../remote.ts';
 
 /** The heads this user's devices saw, by vault id: a JSON file written whole, then renamed. */
@@ -59,35 +61,83 @@ async function opened(values: Values, id: string | undefined) {
   if (!id) throw new UsageError('which vault: its id (dsync vault create prints it)');
   const rk = str(values, 'recovery-key-file');
   const secret = rk !== undefined ? { recoveryKey: readFileSync(rk, 'utf8') } : { passphrase: passphrase(values) };
-  return openVault(remoteOf(values), id, secret, fileHeads());
+  return openVault(remoteOf(values), id, secret, fileHeads(), { device: str(values, 'device') ?? hostname() });
+}
+
+/** A version number given as a positional (restore) or --version: a whole number ≥ 1. */
+function number(what: string, v: string | undefined): number {
+  const n = Number(v);
+  if (!v || !/^[0-9]+$/.test(v) || !Number.isSafeInteger(n) || n < 1) throw new UsageError(`${what} is a whole number of at least 1, got ${JSON.stringify(v ?? '')}`);
+  return n;
 }
 
 export const command: Command = {
-  usage: 'vault create | ls ID | push ID FILE [NAME] | pull ID NAME [DEST] --server URL',
+  usage: 'vault create | ls ID [--deleted] | push ID FILE [NAME] | pull ID NAME [DEST] [--version N] | log ID NAME | rm ID NAME | mv ID OLD NEW | restore ID NAME N | keep ID N --server URL',
   about: `End-to-end encrypted folders: the server stores padded, sealed packs and one sealed head,
 and never sees a name, a byte or a chunk boundary (docs/vaults.md). create makes a vault and prints
-its id and its recovery key (shown once: keep it); ls lists its files; push uploads FILE as NAME
-(default: FILE's name), only the chunks the vault lacks; pull writes NAME to DEST (default: NAME's
-last component), fetching only the chunks DEST lacks, through a temporary file renamed at the end.
-The passphrase: --passphrase-file FILE or $DSYNC_VAULT_PASSPHRASE.`,
+its id and its recovery key (shown once: keep it); ls lists its files (--deleted: the deleted ones);
+push uploads FILE as a new version of NAME (default: FILE's name), only the chunks the vault lacks;
+pull writes NAME (--version N: that version) to DEST (default: NAME's last component), fetching only
+the chunks DEST lacks, through a temporary file renamed at the end; log lists NAME's versions; rm
+deletes NAME, keeping its history; mv renames OLD to NEW with its history; restore makes version N
+of NAME (live or deleted) its newest version, uploading no contents; keep sets how many versions
+each file keeps (default ${VAULT_KEEP_VERSIONS}; older ones are forgotten). The passphrase: --passphrase-file FILE or
+$DSYNC_VAULT_PASSPHRASE.`,
   options: {
     ...SERVER_OPTS,
     'passphrase-file': { type: 'string', arg: 'FILE', help: 'a file holding the passphrase (default: $DSYNC_VAULT_PASSPHRASE)' },
     'recovery-key-file': { type: 'string', arg: 'FILE', help: 'open the vault with its recovery key instead of the passphrase' },
+    device: { type: 'string', arg: 'LABEL', help: "the device label recorded with each version pushed (default: this machine's host name)" },
+    version: { type: 'string', arg: 'N', help: 'pull: that version of NAME (see log)' },
+    deleted: { type: 'boolean', help: 'ls: the deleted files, whose history is kept' },
     json: JSON_OPT,
   },
   positionals: [1, 4],
   async run(values, [action, id, a, b]) {
+    if (values.version !== undefined && action !== 'pull') throw new UsageError('--version goes with pull');
+    if (values.deleted && action !== 'ls') throw new UsageError('--deleted goes with ls');
     const out = (human: string, json: unknown) => (humanOutput(values) ? console.log(human) : printJson(json));
     if (action === 'create') {
       const { vault, recoveryKey } = await createVault(remoteOf(values), passphrase(values), fileHeads());
       return void out(`vault ${vault.id}\nrecovery key (shown once; with it the vault opens without the passphrase):\n  ${recoveryKey}`, { id: vault.id, recoveryKey });
     }
     if (action === 'ls') {
-      const files = await (await opened(values, id)).ls();
+      const vault = await opened(values, id);
+      const files: { name: string; size: number; mtime: number; deleted?: number }[] = values.deleted ? await vault.ls({ deleted: true }) : await vault.ls();
       if (!humanOutput(values)) return void files.forEach((f) => printJson(f));
-      for (const f of files) console.log(`${f.name}\t${formatBytes(f.size)}\t${new Date(f.mtime).toISOString()}`);
-      return void console.log(`${files.length} file${files.length === 1 ? '' : 's'}`);
+      for (const f of files) console.log(`${f.name}\t${formatBytes(f.size)}\t${new Date(f.mtime).toISOString()}${f.deleted ? `\tdeleted ${new Date(f.deleted).toISOString()}` : ''}`);
+      return void console.log(`${files.length} ${values.deleted ? 'deleted ' : ''}file${files.length === 1 ? '' : 's'}`);
+    }
+    if (action === 'log') {
+      if (!a) throw new UsageError('log ID NAME');
+      const log = await (await opened(values, id)).log(a);
+      const versions = [...log.versions].reverse();
+      if (!humanOutput(values)) return void versions.forEach((v) => printJson(v));
+      console.log(table(['VERSION', 'SIZE', 'MODIFIED', 'PUSHED', 'DEVICE'], versions.map((v) => [`v${v.n}`, formatBytes(v.size), shortDate(v.mtime), shortDate(v.pushed), v.device]), [0, 1]));
+      if (log.deleted) console.log(`deleted ${shortDate(log.deleted)} (dsync vault restore ${id} ${a} N brings a version back)`);
+      return;
+    }
+    if (action === 'rm') {
+      if (!a || b) throw new UsageError('rm ID NAME');
+      const r = await (await opened(values, id)).rm(a);
+      return void out(`deleted ${a} (its versions are kept: dsync vault log)`, { name: a, ...r });
+    }
+    if (action === 'mv') {
+      if (!a || !b) throw new UsageError('mv ID OLD NEW');
+      const r = await (await opened(values, id)).mv(a, b);
+      return void out(`renamed ${a} to ${b}`, { from: a, to: b, ...r });
+    }
+    if (action === 'restore') {
+      if (!a) throw new UsageError('restore ID NAME N');
+      const n = number('the version to restore', b);
+      const r = await (await opened(values, id)).restore(a, n);
+      return void out(`${a}: version ${n} restored as version ${r.version}`, { name: a, from: n, ...r });
+    }
+    if (action === 'keep') {
+      const n = number('the versions to keep', a);
+      if (b) throw new UsageError('keep ID N');
+      const r = await (await opened(values, id)).keep(n);
+      return void out(`vault ${id} keeps ${n} version${n === 1 ? '' : 's'} of each file`, { keep: n, ...r });
     }
     if (action === 'push') {
       if (!a) throw new UsageError('push ID FILE [NAME]');
@@ -95,7 +145,7 @@ The passphrase: --passphrase-file FILE or $DSYNC_VAULT_PASSPHRASE.`,
       const fh = await open(a, 'r');
       try {
         const r = await (await opened(values, id)).push(b ?? path.basename(a), fileSource(fh, st.size), st.mtimeMs);
-        return void out(`${r.name}: ${formatBytes(r.size)}, ${r.chunks - r.reused} of ${r.chunks} chunks new, ${formatBytes(r.packBytes)} uploaded in ${r.packs} packs`, r);
+        return void out(`${r.name} v${r.version}: ${formatBytes(r.size)}, ${r.chunks - r.reused} of ${r.chunks} chunks new, ${formatBytes(r.packBytes)} uploaded in ${r.packs} packs`, r);
       } finally {
         await fh.close();
       }
@@ -103,16 +153,17 @@ The passphrase: --passphrase-file FILE or $DSYNC_VAULT_PASSPHRASE.`,
     if (action === 'pull') {
       if (!a) throw new UsageError('pull ID NAME [DEST]');
       const dest = b ?? a.split('/').pop()!;
+      const version = values.version === undefined ? undefined : number('--version', str(values, 'version'));
       const vault = await opened(values, id);
       const old = await open(dest, 'r').catch((e) => (e.code === 'ENOENT' ? null : Promise.reject(e)));
       const tmp = path.join(path.dirname(dest), `.${path.basename(dest)}.dsync-${randomBytes(4).toString('hex')}`);
       const fh = await open(tmp, 'wx', 0o600);
       try {
-        const r = await vault.pull(a, async (bytes) => void (await fh.write(bytes)), old ? fileSource(old, (await old.stat()).size) : undefined);
+        const r = await vault.pull(a, async (bytes) => void (await fh.write(bytes)), old ? fileSource(old, (await old.stat()).size) : undefined, { version });
         await fh.close();
         await utimes(tmp, new Date(), new Date(r.mtime));
         await rename(tmp, dest);
-        return void out(`${dest}: ${formatBytes(r.size)}, ${r.local} of ${r.chunks} chunks from the old copy, ${formatBytes(r.fetchedBytes)} fetched`, r);
+        return void out(`${dest} (v${r.version}): ${formatBytes(r.size)}, ${r.local} of ${r.chunks} chunks from the old copy, ${formatBytes(r.fetchedBytes)} fetched`, r);
       } catch (e) {
         await fh.close().catch(() => {});
         await rm(tmp, { force: true });
@@ -121,6 +172,6 @@ The passphrase: --passphrase-file FILE or $DSYNC_VAULT_PASSPHRASE.`,
         await old?.close();
       }
     }
-    throw new UsageError(`no vault action ${JSON.stringify(action)}: create, ls, push or pull`);
+    throw new UsageError(`no vault action ${JSON.stringify(action)}: create, ls, push, pull, log, rm, mv, restore or keep`);
   },
 };

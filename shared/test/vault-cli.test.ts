@@ -2,7 +2,8 @@
 // a loopback port. create, push, an 8-byte edit pushed as a few KB, pull into a new file and
 // over the old copy (only the changed chunk fetched, the mtime kept), a wrong passphrase refused
 // with the destination untouched, the recovery key, and a store restored from an older copy of
-// the head refused as a rollback.
+// the head refused as a rollback; versions pulled by number, log, rm with ls --deleted, restore,
+// mv with the history and keep.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -95,5 +96,65 @@ test('dsync vault: create, push, an edit, pull over the old copy, a wrong passph
   assert.equal(back.code, 1, back.stdout);
   assert.match(back.stderr, /a rollback/);
   assert.ok(readFileSync(copy).equals(edited));
+  assert.deepEqual(readdirSync(dir).filter((n) => n.includes('dsync-')), [], 'no temporary file left');
+});
+
+test('dsync vault: versions pulled by number, log, rm and ls --deleted, restore, mv with its history, keep', async () => {
+  const [{ id }] = await ok(['create']);
+  const versions = [randomBytes(70, 400_000), randomBytes(71, 300_000), randomBytes(72, 500_000)];
+  const file = path.join(dir, 'report.bin');
+  for (let i = 0; i < versions.length; i++) {
+    writeFileSync(file, versions[i]);
+    utimesSync(file, new Date(), new Date(1764400000000 + i * 1000));
+    const [r] = await ok(['push', id, file, 'r/report.bin', ...(i === 2 ? ['--device', 'phone'] : [])]);
+    assert.equal(r.version, i + 1);
+  }
+  const log = await ok(['log', id, 'r/report.bin']);
+  assert.deepEqual(log.map((v) => [v.n, v.size, v.mtime]), [[3, 500_000, 1764400002000], [2, 300_000, 1764400001000], [1, 400_000, 1764400000000]], 'newest first');
+  assert.equal(log[0].device, 'phone');
+  assert.equal(log[1].device, (await import('node:os')).hostname());
+  const out = path.join(dir, 'v.bin');
+  for (const n of [2, 1, 3]) {
+    const [r] = await ok(['pull', id, 'r/report.bin', out, '--version', String(n)]);
+    assert.equal(r.version, n);
+    assert.ok(readFileSync(out).equals(versions[n - 1]), `version ${n}`);
+    assert.equal(statSync(out).mtimeMs, 1764400000000 + (n - 1) * 1000);
+  }
+  const none = await dsync(['vault', 'pull', id, 'r/report.bin', out, '--version', '7'], { env: env(), cwd: dir });
+  assert.equal(none.code, 1);
+  assert.match(none.stderr, /has no version 7 \(kept: 1, 2, 3\)/);
+  assert.ok(readFileSync(out).equals(versions[2]), 'untouched');
+
+  // rm: gone from ls, listed by ls --deleted, its versions kept
+  await ok(['rm', id, 'r/report.bin']);
+  assert.deepEqual(await ok(['ls', id]), []);
+  assert.deepEqual((await ok(['ls', id, '--deleted'])).map((f) => [f.name, f.size]), [['r/report.bin', 500_000]]);
+  const deleted = await dsync(['vault', 'pull', id, 'r/report.bin', out], { env: env(), cwd: dir });
+  assert.equal(deleted.code, 1);
+  assert.match(deleted.stderr, /it was deleted/);
+  assert.equal((await ok(['log', id, 'r/report.bin'])).length, 3);
+
+  // restore version 1: live again, as version 4
+  const [restored] = await ok(['restore', id, 'r/report.bin', '1']);
+  assert.equal(restored.version, 4);
+  await ok(['pull', id, 'r/report.bin', out]);
+  assert.ok(readFileSync(out).equals(versions[0]));
+  assert.deepEqual(await ok(['ls', id, '--deleted']), []);
+
+  // mv: the history travels
+  await ok(['mv', id, 'r/report.bin', 'final.bin']);
+  assert.deepEqual((await ok(['ls', id])).map((f) => f.name), ['final.bin']);
+  assert.deepEqual((await ok(['log', id, 'final.bin'])).map((v) => v.n), [4, 3, 2, 1]);
+  await ok(['pull', id, 'final.bin', out, '--version', '2']);
+  assert.ok(readFileSync(out).equals(versions[1]));
+
+  // keep 2: the oldest versions forgotten
+  await ok(['keep', id, '2']);
+  assert.deepEqual((await ok(['log', id, 'final.bin'])).map((v) => v.n), [4, 3]);
+  const bad = await dsync(['vault', 'restore', id, 'final.bin', 'x'], { env: env(), cwd: dir });
+  assert.equal(bad.code, 2, bad.stderr);
+  const misplaced = await dsync(['vault', 'ls', id, '--version', '1'], { env: env(), cwd: dir });
+  assert.equal(misplaced.code, 2, misplaced.stderr);
+  assert.match(misplaced.stderr, /--version goes with pull/);
   assert.deepEqual(readdirSync(dir).filter((n) => n.includes('dsync-')), [], 'no temporary file left');
 });

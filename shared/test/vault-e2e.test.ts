@@ -3,7 +3,11 @@
 // pulled; an 8-byte edit uploads a few KB and padding, and a pull against the old copy fetches
 // as little; the server's store holds no plaintext and no name. A hostile server (a remote that
 // changes what the real one answers) is refused with a clear error and nothing is written: a
-// flipped bit, a swapped range, a replayed older head, a forked head, a counter that lies.
+// flipped bit, a swapped range, a replayed older head, a forked head, a counter that lies, a
+// manifest moved to another file or version. Versions are pulled by number byte-exact, a
+// delete keeps the history for a restore, a rename carries it, and two devices changing the
+// tree at once (the second one's change landing between the first one's read and write) both
+// land, a push racing a delete kept either way.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,7 +20,12 @@ import { bufferSource, chunkSource } from '../src/chunking/chunk-index.ts';
 import { Algo, DEFAULT_PARAMS } from '../src/wire/protocol.ts';
 import { keyedChunks } from '../src/vault/chunks.ts';
 import { randomBytes } from '../../harness/testdata.ts';
-import { VaultError, padme } from '../src/vault/format.ts';
+import { Kind, type Tree, VaultError, decodeHeadRecord, decodeTree, encodeHeadRecord, encodeTree, padme } from '../src/vault/format.ts';
+import { listPieces } from '../src/vault/chunks.ts';
+import { openChunk, openHead, sealHead } from '../src/vault/keys.ts';
+import { PackWriter } from '../src/vault/packs.ts';
+import { last } from '../src/vault/tree.ts';
+import { sha256 } from '@noble/hashes/sha2';
 import { type VaultRemote, httpVaultRemote } from '../src/vault/remote.ts';
 import { type HeadMemory, type Vault, createVault, memoryHeads, openVault } from '../src/vault/vault.ts';
 import { loadConfig } from '../../server/src/config.ts';
@@ -261,4 +270,241 @@ test('an empty file and a one-byte file', async () => {
   assert.equal((await pulled(other, 'empty')).bytes.length, 0);
   assert.deepEqual([...(await pulled(other, 'one')).bytes], [7]);
   await assert.rejects(pulled(other, 'none'), /has no file "none"/);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Versions, deletes, renames (docs/vaults.md, "Versions, deletes and renames")
+
+/** `n` versions of a 300 KB file, each an edit of the one before. */
+function versionsOf(seed: number, n: number): Uint8Array[] {
+  const out = [randomBytes(seed, 300_000)];
+  for (let i = 1; i < n; i++) {
+    const next = out[i - 1].slice();
+    next.set(randomBytes(seed * 100 + i, 64), (i * 70_001) % 299_000);
+    out.push(next);
+  }
+  return out;
+}
+const same = (a: Uint8Array, b: Uint8Array) => Buffer.from(a).equals(Buffer.from(b));
+
+test('versions: every push adds one, each pulled by number byte-exact, log names size, times and device, retention forgets the oldest', async () => {
+  const { vault } = await createVault(remote(), PASS, memoryHeads(), LIGHT, { device: 'laptop' });
+  const phone = await openVault(remote(), vault.id, { passphrase: PASS }, memoryHeads(), { device: 'téléphone' });
+  const v = versionsOf(60, 4);
+  const reports = [];
+  for (let i = 0; i < 3; i++) reports.push(await vault.push('doc.bin', bufferSource(v[i]), 1764400000000 + i));
+  reports.push(await phone.push('doc.bin', bufferSource(v[3]), 1764400000003));
+  assert.deepEqual(reports.map((r) => r.version), [1, 2, 3, 4]);
+  const log = await vault.log('doc.bin');
+  assert.equal(log.deleted, 0);
+  assert.equal(log.keep, 32);
+  assert.deepEqual(log.versions.map((x) => [x.n, x.size, x.mtime, x.device]), [0, 1, 2, 3].map((i) => [i + 1, 300_000, 1764400000000 + i, i === 3 ? 'téléphone' : 'laptop']));
+  assert.ok(log.versions.every((x, i) => x.pushed > 1764400000000 && (i === 0 || x.pushed >= log.versions[i - 1].pushed)));
+  // every version byte-exact, from a third device and against another version's copy
+  const third = await openVault(remote(), vault.id, { passphrase: PASS }, memoryHeads());
+  for (let i = 0; i < 4; i++) {
+    const got = await pulled2(third, 'doc.bin', { version: i + 1 });
+    assert.ok(same(got.bytes, v[i]), `version ${i + 1}`);
+    assert.equal(got.report.version, i + 1);
+    const against = await pulled2(third, 'doc.bin', { version: i + 1 }, v[(i + 1) % 4]);
+    assert.ok(same(against.bytes, v[i]) && against.report.local >= against.report.chunks - 6, `version ${i + 1} against another`);
+  }
+  assert.equal((await pulled(third, 'doc.bin')).report.version, 4, 'the newest by default');
+  await assert.rejects(pulled2(third, 'doc.bin', { version: 5 }), /has no version 5 \(kept: 1, 2, 3, 4\)/);
+
+  // retention: keep 2 forgets versions 1 and 2 now; numbers go on
+  await assert.rejects(vault.keep(0), /1 to 10000 versions/);
+  await vault.keep(2);
+  assert.deepEqual((await phone.log('doc.bin')).versions.map((x) => x.n), [3, 4]);
+  await assert.rejects(pulled2(phone, 'doc.bin', { version: 1 }), /has no version 1 \(kept: 3, 4\)/);
+  assert.equal((await phone.push('doc.bin', bufferSource(v[0]), 5)).version, 5);
+  assert.deepEqual((await vault.log('doc.bin')).versions.map((x) => x.n), [4, 5]);
+  assert.ok(same((await pulled2(third, 'doc.bin', { version: 5 })).bytes, v[0]));
+});
+
+/** As `pulled`, with options. */
+async function pulled2(v: Vault, name: string, o: { version?: number }, local?: Uint8Array) {
+  const parts: Uint8Array[] = [];
+  const report = await v.pull(name, async (b) => void parts.push(b.slice()), local && bufferSource(local), o);
+  return { bytes: Buffer.concat(parts), report };
+}
+
+test('rm keeps the history, restore brings a version back without its contents, mv carries the history', async () => {
+  const { vault } = await createVault(remote(), PASS, memoryHeads(), LIGHT);
+  const other = await openVault(remote(), vault.id, { passphrase: PASS }, memoryHeads());
+  const v = versionsOf(61, 2);
+  await vault.push('a.txt', bufferSource(v[0]), 10);
+  await vault.push('a.txt', bufferSource(v[1]), 11);
+  await vault.push('keep.txt', bufferSource(Uint8Array.of(1, 2, 3)), 12);
+  await vault.rm('a.txt');
+  assert.deepEqual((await other.ls()).map((f) => f.name), ['keep.txt']);
+  const gone = await other.ls({ deleted: true });
+  assert.deepEqual(gone.map((f) => [f.name, f.size, f.mtime]), [['a.txt', 300_000, 11]]);
+  assert.ok(gone[0].deleted > 0);
+  let written = 0;
+  await assert.rejects(other.pull('a.txt', async (b) => void (written += b.length)), /no file "a.txt" \(it was deleted/);
+  assert.equal(written, 0);
+  assert.ok(same((await pulled2(other, 'a.txt', { version: 1 })).bytes, v[0]), 'a deleted file\'s version');
+  assert.ok((await other.log('a.txt')).deleted > 0);
+  await assert.rejects(other.rm('a.txt'), /no file "a.txt" \(it was deleted/);
+  await assert.rejects(other.rm('none'), /no file "none"/);
+
+  // restore: a new version with version 1's chunks; nothing but list pieces uploaded
+  wire.up = 0;
+  const r = await other.restore('a.txt', 1);
+  assert.equal(r.version, 3);
+  console.log(`restore of a 300 KB version: ${wire.up} bytes up`);
+  assert.ok(wire.up < 40_000, `a restore of 300 KB sent ${wire.up} bytes`);
+  assert.deepEqual((await vault.ls()).map((f) => [f.name, f.size, f.mtime]), [['a.txt', 300_000, 10], ['keep.txt', 3, 12]]);
+  assert.ok(same((await pulled(vault, 'a.txt')).bytes, v[0]));
+  await assert.rejects(other.restore('a.txt', 9), /has no version 9/);
+
+  // mv: the history travels; the old name is free, a taken name is refused
+  await vault.mv('a.txt', 'docs/b.txt');
+  assert.deepEqual((await other.ls()).map((f) => f.name), ['docs/b.txt', 'keep.txt']);
+  assert.deepEqual((await other.log('docs/b.txt')).versions.map((x) => x.n), [1, 2, 3]);
+  for (const [n, want] of [[1, v[0]], [2, v[1]], [3, v[0]]] as const) assert.ok(same((await pulled2(other, 'docs/b.txt', { version: n })).bytes, want), `v${n} after mv`);
+  await assert.rejects(other.log('a.txt'), /no file "a.txt"/);
+  await assert.rejects(other.mv('docs/b.txt', 'keep.txt'), /"keep.txt" exists: nothing renamed/);
+  await other.rm('keep.txt');
+  await assert.rejects(other.mv('docs/b.txt', 'keep.txt'), /"keep.txt" exists as a deleted file with its history/);
+  await assert.rejects(other.mv('docs/b.txt', '../x'), /invalid file name/);
+  // a new file under a deleted name continues its history
+  assert.equal((await other.push('keep.txt', bufferSource(Uint8Array.of(4)), 13)).version, 2);
+  assert.deepEqual(await vault.ls({ deleted: true }), []);
+});
+
+/** A remote whose next head write first lets `meanwhile` run to its end: another device's
+ *  change lands between this device's read of the head and its write. */
+function racing(meanwhile: () => Promise<unknown>): VaultRemote {
+  const real = remote();
+  let once = true;
+  return hostile(real, {
+    async putHead(id, body, counter) {
+      if (once) {
+        once = false;
+        await meanwhile();
+      }
+      return real.putHead(id, body, counter);
+    },
+  });
+}
+
+test('two devices at once: versions merge, a push racing a delete is kept either way, a rename racing a push keeps both, a landed head told 412 adds nothing twice', async () => {
+  const { vault } = await createVault(remote(), PASS, memoryHeads(), LIGHT);
+  const v = versionsOf(62, 3);
+  const open = (r: VaultRemote, device: string) => openVault(r, vault.id, { passphrase: PASS }, memoryHeads(), { device });
+  const b = await open(remote(), 'B');
+  const names = async () => (await vault.ls()).map((f) => f.name);
+
+  // two pushes of one name: both versions kept
+  await vault.push('p', bufferSource(v[0]), 1);
+  const a1 = await open(racing(() => b.push('p', bufferSource(v[1]), 2)), 'A');
+  assert.equal((await a1.push('p', bufferSource(v[2]), 3)).version, 3);
+  assert.deepEqual((await vault.log('p')).versions.map((x) => [x.n, x.device]), [[1, 'unnamed device'], [2, 'B'], [3, 'A']]);
+  for (let i = 0; i < 3; i++) assert.ok(same((await pulled2(vault, 'p', { version: i + 1 })).bytes, v[i]));
+
+  // a delete that read the head before another device's push: refused, the push kept
+  await vault.push('x', bufferSource(v[0]), 1);
+  const a2 = await open(racing(() => b.push('x', bufferSource(v[1]), 2)), 'A');
+  await assert.rejects(a2.rm('x'), /"x" changed on another device while it was deleted: nothing deleted/);
+  assert.deepEqual((await vault.log('x')).versions.map((x) => x.n), [1, 2]);
+  assert.equal((await vault.log('x')).deleted, 0);
+  assert.ok(same((await pulled(vault, 'x')).bytes, v[1]));
+
+  // a push that read the head before another device's delete: the push lands, the file lives
+  await vault.push('y', bufferSource(v[0]), 1);
+  const a3 = await open(racing(() => b.rm('y')), 'A');
+  assert.equal((await a3.push('y', bufferSource(v[2]), 3)).version, 2);
+  assert.equal((await vault.log('y')).deleted, 0);
+  assert.ok(same((await pulled(vault, 'y')).bytes, v[2]));
+  assert.ok(same((await pulled2(vault, 'y', { version: 1 })).bytes, v[0]));
+
+  // a rename racing a push to the old name, both orders: every version kept
+  await vault.push('z', bufferSource(v[0]), 1);
+  const a4 = await open(racing(() => b.push('z', bufferSource(v[1]), 2)), 'A');
+  await a4.mv('z', 'z2');
+  assert.deepEqual((await vault.log('z2')).versions.map((x) => x.n), [1, 2], 'the push before the rename travels with it');
+  await vault.push('w', bufferSource(v[0]), 1);
+  const a5 = await open(racing(() => b.mv('w', 'w2')), 'A');
+  assert.equal((await a5.push('w', bufferSource(v[1]), 2)).version, 1, 'the old name is a new file');
+  assert.ok(same((await pulled(vault, 'w2')).bytes, v[0]));
+  assert.ok(same((await pulled(vault, 'w')).bytes, v[1]));
+  assert.deepEqual(await names(), ['p', 'w', 'w2', 'x', 'y', 'z2']);
+
+  // a head that lands but is answered 412 (as S3's unknown outcome may): the next attempt finds
+  // its own change and adds nothing
+  const real = remote();
+  let told = false;
+  const liar = await open(
+    hostile(real, {
+      async putHead(id, body, counter) {
+        const put = await real.putHead(id, body, counter);
+        if (put.ok && !told) return (told = true), { ok: false, counter: put.counter };
+        return put;
+      },
+    }),
+    'A',
+  );
+  const before = (await real.head(vault.id))!.counter;
+  await liar.push('p', bufferSource(v[0]), 4);
+  assert.deepEqual((await vault.log('p')).versions.map((x) => x.n), [1, 2, 3, 4]);
+  assert.equal((await real.head(vault.id))!.counter, before + 1, 'one head written');
+  told = false;
+  await liar.rm('z2');
+  told = false;
+  await liar.mv('w2', 'w3');
+  assert.deepEqual(await names(), ['p', 'w', 'w3', 'x', 'y']);
+  assert.equal((await real.head(vault.id))!.counter, before + 3);
+});
+
+test('a manifest moved to another file or another version is refused, nothing written', async () => {
+  const real = remote();
+  const { vault } = await createVault(real, PASS, memoryHeads(), LIGHT);
+  const k = vault.keys;
+  const [a1, a2] = versionsOf(63, 2);
+  const b = randomBytes(64, 300_000);
+  await vault.push('a', bufferSource(a1), 1);
+  await vault.push('a', bufferSource(a2), 2);
+  await vault.push('b', bufferSource(b), 3);
+
+  /** Writes a head whose tree is the current one changed by `edit`: what a device with the key
+   *  (or a bug) could write; the server alone cannot, as every piece is sealed. */
+  const rewrite = async (edit: (t: Tree) => void) => {
+    const got = (await real.head(vault.id))!;
+    const head = decodeHeadRecord(await openHead(k, got.body));
+    const pieces = await Promise.all(head.tree.map(async (r) => openChunk(k, Kind.List, r.id, await real.readPack(vault.id, r.pack, r.offset, r.length))));
+    const tree = decodeTree(Buffer.concat(pieces));
+    edit(tree);
+    const packs = new PackWriter(real, k);
+    const refs = [];
+    for (const c of await listPieces(k, encodeTree(tree))) refs.push(await packs.add(Kind.List, c.id, c.bytes));
+    await packs.flush();
+    const body = await sealHead(k, encodeHeadRecord({ seq: got.counter + 1, prev: sha256(got.body), time: Date.now(), tree: refs }));
+    assert.ok((await real.putHead(vault.id, body, got.counter)).ok);
+  };
+  const file = (t: Tree, name: string) => t.files.find((f) => f.name === name)!;
+  const refused = async (name: string, o: { version?: number }) => {
+    const v = await openVault(real, vault.id, { passphrase: PASS }, memoryHeads());
+    let written = 0;
+    await assert.rejects(
+      v.pull(name, async (x) => void (written += x.length), undefined, o),
+      (e: Error) => e instanceof VaultError && /the manifest of "a" version \d belongs to another file or version \(a moved manifest\)/.test(e.message),
+    );
+    assert.equal(written, 0, 'nothing written');
+  };
+
+  // b's manifest under a's newest version (the same size, so only the binding tells)
+  await rewrite((t) => void (last(file(t, 'a')).manifest = last(file(t, 'b')).manifest));
+  await refused('a', {});
+  // a's version 1 manifest under its version 2
+  await rewrite((t) => {
+    const a = file(t, 'a');
+    a.versions[1].manifest = a.versions[0].manifest;
+  });
+  await refused('a', { version: 2 });
+  // (the server alone cannot move a manifest: a piece served in another's place fails its
+  // seal, as the hostile server's swapped range above shows)
+  const v = await openVault(real, vault.id, { passphrase: PASS }, memoryHeads());
+  assert.ok(same((await pulled2(v, 'b', {})).bytes, b), 'the rest of the vault is fine');
 });

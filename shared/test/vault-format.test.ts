@@ -13,7 +13,7 @@ import { keyedChunks, listPieces } from '../src/vault/chunks.ts';
 import {
   Kind,
   type Ref,
-  type TreeEntry,
+  type Tree,
   VaultError,
   decodeHeadRecord,
   decodeManifest,
@@ -24,6 +24,7 @@ import {
   hex,
   padme,
 } from '../src/vault/format.ts';
+import { addVersion, deleteFile, renameFile, seen } from '../src/vault/tree.ts';
 import { KEYFILE_BYTES, checkKey, deriveKeys, fromRecoveryKey, newVaultId, newVaultKey, openChunk, openHead, recoveryKey, sealChunk, sealHead, unwrapKey, wrapKey } from '../src/vault/keys.ts';
 
 /** A small Argon2id for tests that are not about its cost. */
@@ -62,34 +63,69 @@ test('PADME: sizes as the formula says, never smaller, at most 12% more, and few
   assert.equal(padme((4 << 20) + 1), (4 << 20) + (1 << 17));
 });
 
-test('manifest and tree: round trip, every truncation refused, trailing bytes refused, names checked', async () => {
+test('manifest and tree: round trip, every truncation refused, trailing bytes refused, names, versions and ids checked', async () => {
+  const file = bytes(16);
+  const version = bytes(16);
   const refs = Array.from({ length: 5 }, ref);
-  const m = encodeManifest(refs);
-  assert.deepEqual(decodeManifest(m), refs);
-  assert.deepEqual(decodeManifest(encodeManifest([])), []);
+  const m = encodeManifest({ file, version, refs });
+  assert.equal(m.length, 1 + 16 + 16 + 5 * 72);
+  assert.deepEqual(decodeManifest(m), { file, version, refs });
+  assert.deepEqual(decodeManifest(encodeManifest({ file, version, refs: [] })).refs, []);
   const many = Array.from({ length: 1000 }, ref);
-  assert.deepEqual(decodeManifest(encodeManifest(many)), many, 'a list that grows the writer many times');
-  // a manifest is a whole number of entries: a cut inside an entry is refused
-  for (let n = 0; n < m.length; n++) if ((n - 1) % 72 !== 0) assert.throws(() => decodeManifest(m.subarray(0, n)), VaultError);
-  assert.throws(() => decodeManifest(Uint8Array.of(0x4e)), /unknown version/);
+  assert.deepEqual(decodeManifest(encodeManifest({ file, version, refs: many })).refs, many, 'a list that grows the writer many times');
+  // a manifest is a whole number of entries: a cut inside an entry or the ids is refused
+  for (let n = 0; n < m.length; n++) if (n < 33 || (n - 33) % 72 !== 0) assert.throws(() => decodeManifest(m.subarray(0, n)), VaultError, `${n}`);
+  assert.throws(() => decodeManifest(Uint8Array.of(0x4d, ...file, ...version)), /unknown version/);
+  assert.throws(() => encodeManifest({ file: bytes(15), version, refs }), /16 bytes/);
 
-  const tree: TreeEntry[] = [
-    { name: 'b/ü.txt', size: 12345678901, mtime: 1764400000000, manifest: [ref(), ref()] },
-    { name: 'a', size: 0, mtime: 0, manifest: [] },
-  ];
+  const v = (n: number, device = 'laptop') => ({ n, id: bytes(16), size: 12345678901 + n, mtime: 1764400000000 + n, pushed: 1764400000500 + n, device, manifest: [ref(), ref()] });
+  const tree: Tree = {
+    keep: 3,
+    files: [
+      { id: bytes(16), name: 'b/ü.txt', deleted: 0, versions: [v(1), v(2, 'téléphone'), v(5)] },
+      { id: bytes(16), name: 'a', deleted: 1764400009999, versions: [{ ...v(7), size: 0, manifest: [] }] },
+    ],
+  };
   const t = encodeTree(tree);
-  assert.deepEqual(decodeTree(t), [tree[1], tree[0]], 'in name order');
+  assert.equal(t[0], 0x55);
+  assert.deepEqual(decodeTree(t), { keep: 3, files: [tree.files[1], tree.files[0]] }, 'in name order');
   await refusesTruncations(t, decodeTree);
   assert.throws(() => decodeTree(Uint8Array.from([...t, 0])), /too many/);
-  assert.throws(() => encodeTree([{ name: '../x', size: 0, mtime: 0, manifest: [] }]), /invalid file name/);
-  // a hostile list: a name that is no file name, twice the same name, a count beyond the bytes
-  const bad = (name: string) => {
-    const b = new TextEncoder().encode(name);
-    return Uint8Array.from([0x54, 0, 0, 0, 1, 0, b.length, ...b, ...new Array(20).fill(0)]);
+  const one = (f: Partial<Tree['files'][0]>, keep = 3) => encodeTree({ keep, files: [{ ...tree.files[0], ...f }] });
+  assert.throws(() => one({ name: '../x' }), /invalid file name/);
+  assert.throws(() => one({ versions: [] }), /0 versions/);
+  assert.throws(() => one({}, 2), /3 versions \(1 to 2\)/);
+  assert.throws(() => one({}, 0), /1 to 10000 versions/);
+  assert.throws(() => one({ versions: [v(1, '')] }), /device label/);
+  assert.throws(() => one({ versions: [v(1, 'a\nb')] }), /device label/);
+  assert.throws(() => one({ versions: [v(1, 'x'.repeat(65))] }), /device label/);
+  assert.throws(() => one({ id: bytes(15) }), /16 bytes/);
+
+  // a hostile list, byte by byte: the prefix is the tree's version, keep and count
+  const head = (keep: number, count: number) => [0x55, keep >> 8, keep & 255, 0, 0, 0, count];
+  const body = (f: Tree['files'][0]) => encodeTree({ keep: 9, files: [f] }).subarray(7);
+  const fa = { ...tree.files[0], name: 'a', versions: [v(1)] };
+  assert.deepEqual(decodeTree(Uint8Array.from([...head(9, 1), ...body(fa)])).files, [fa]);
+  assert.throws(() => decodeTree(Uint8Array.from([0x54, ...head(9, 1).slice(1), ...body(fa)])), /unknown version/);
+  assert.throws(() => decodeTree(Uint8Array.from([...head(0, 1), ...body(fa)])), /bad retention/);
+  assert.throws(() => decodeTree(Uint8Array.from([...head(0xffff, 1), ...body(fa)])), /bad retention/);
+  assert.throws(() => decodeTree(Uint8Array.from([...head(9, 2), ...body(fa), ...body(fa)])), /file id twice/);
+  assert.throws(() => decodeTree(Uint8Array.from([...head(9, 2), ...body(fa), ...body({ ...fa, id: bytes(16) })])), /name order/);
+  assert.throws(() => decodeTree(Uint8Array.from([...head(9, 1), ...body({ ...fa, versions: [v(2), v(2)] })])), /out of order/);
+  assert.throws(() => decodeTree(Uint8Array.from([...head(1, 1), ...body({ ...fa, versions: [v(1), v(2)] })])), /2 versions \(1 to 1\)/);
+  assert.throws(() => decodeTree(Uint8Array.from([0x55, 0, 9, 0xff, 0xff, 0xff, 0xff])), /counts/);
+  const raw = (name: string, patch: (b: Uint8Array) => void = () => {}) => {
+    const b = Uint8Array.from([...head(9, 1), ...body({ ...fa, name: 'x'.repeat(new TextEncoder().encode(name).length) })]);
+    b.set(new TextEncoder().encode(name), 7 + 16 + 2);
+    patch(b);
+    return b;
   };
-  assert.throws(() => decodeTree(bad('a/../b')), /invalid name/);
-  assert.throws(() => decodeTree(Uint8Array.from([0x54, 0, 0, 0, 2, ...bad('a').subarray(5), ...bad('a').subarray(5)])), /name order/);
-  assert.throws(() => decodeTree(Uint8Array.from([0x54, 0xff, 0xff, 0xff, 0xff])), /counts/);
+  assert.throws(() => decodeTree(raw('a/../b')), /invalid name/);
+  assert.throws(() => decodeTree(raw('ab', (b) => (b[7 + 16 + 2] = 0xff))), /not UTF-8/);
+  // a version numbered 0, a device label with a control character
+  const at = 7 + 16 + 2 + 1 + 8 + 4; // the first version
+  assert.throws(() => decodeTree(raw('a', (b) => b.fill(0, at, at + 4))), /out of order/);
+  assert.throws(() => decodeTree(raw('a', (b) => (b[at + 4 + 16 + 24 + 1] = 7))), /bad device label/);
 });
 
 test('head record: round trip, padded to a PADME size, every truncation and a non-zero padding refused', async () => {
@@ -206,4 +242,24 @@ test('keyed chunking: one key cuts alike, two keys differently, ids keyed; the d
   const pieces = await listPieces(await deriveKeys(id, key), data.subarray(0, 1 << 20));
   assert.ok(pieces.length > 200 && pieces.every((p) => p.bytes.length <= 16384));
   assert.throws(() => DsyncChunker.keyed(2048, 8192, 65536, 0, 16, new Uint8Array(2047)), /2048 bytes/);
+});
+
+test('the tree is stored in pieces: a new version, a delete or a rename of one file of 2 000 rewrites a few pieces', async () => {
+  const k = await deriveKeys(newVaultId(), newVaultKey());
+  const v = (n: number) => ({ n, id: bytes(16), size: 1000 + n, mtime: 1764400000000, pushed: 1764400000000, device: 'laptop', manifest: [ref()] });
+  const tree: Tree = { keep: 32, files: Array.from({ length: 2000 }, (_, i) => ({ id: bytes(16), name: `folder/file ${String(i).padStart(5, '0')}.txt`, deleted: 0, versions: [v(1), v(2)] })) };
+  const ids = async (t: Tree) => (await listPieces(k, encodeTree(t))).map((c) => hex(c.id));
+  const before = new Set(await ids(tree));
+  assert.ok(before.size > 100, `${before.size} pieces`);
+  const target = tree.files[1234];
+  const changes: [string, Tree | null][] = [
+    ['a new version', addVersion(tree, target.name, target.id, { ...v(0), id: bytes(16) })],
+    ['a delete', deleteFile(tree, seen(tree, target.name), 1764400009999)],
+    ['a rename', renameFile(tree, seen(tree, target.name), 'folder/file 01234 renamed.txt')],
+  ];
+  for (const [what, next] of changes) {
+    const fresh = (await ids(next!)).filter((id) => !before.has(id));
+    console.log(`${what}: ${fresh.length} new pieces of ${before.size}`);
+    assert.ok(fresh.length <= 4, `${what}: ${fresh.length} new pieces of ${before.size}`);
+  }
 });

@@ -281,6 +281,15 @@ export const VAULT_LIST_CHUNKS = { min: 512, avg: 2048, max: 16384 } as const;
  *  manifest at 8 KiB chunks (72 bytes an entry). */
 export const VAULT_LIST_MAX = 600 << 20;
 
+/** Versions a vault keeps of each file unless its tree says otherwise (`dsync vault keep`):
+ *  a push past it forgets the oldest version (its packs stay on the server: there is no pack
+ *  collection yet). */
+export const VAULT_KEEP_VERSIONS = 32;
+/** The most versions a vault's tree may keep of a file. */
+export const VAULT_KEEP_MAX = 10000;
+/** Longest device label a version records, in UTF-8 bytes. */
+export const VAULT_DEVICE_MAX = 64;
+
 // Small files in bulk (POST /api/files/bulk and /api/files/bulk-read, docs/protocol.md "Bulk")
 
 /** A file of at most this many bytes goes up and down in bulk requests rather than in a delta

@@ -4,7 +4,7 @@
  * exactly its bytes: a short or long input, a bad count, a bad name or a bad version is a
  * VaultError, never a partial value. Numbers are big-endian.
  */
-import { VAULT_HEAD_MAX, VAULT_LIST_MAX } from '../base/limits.ts';
+import { VAULT_DEVICE_MAX, VAULT_HEAD_MAX, VAULT_KEEP_MAX, VAULT_LIST_MAX } from '../base/limits.ts';
 import { validateName } from '../wire/names.ts';
 
 /** What a vault refuses: a wrong passphrase, a damaged or moved object, a rolled-back head. */
@@ -38,13 +38,44 @@ export interface Ref {
 }
 export const REF_BYTES = ID_BYTES + 32 + 4 + 4;
 
-/** A file in the tree: its name, size, modification time (ms) and the pieces of its manifest. */
-export interface TreeEntry {
-  name: string;
+/** One version of a file: its number (1, 2, … in push order; never reused), a random id (the
+ *  manifest names it), its size, modification time (ms), when it was pushed (ms), the label of
+ *  the device that pushed it, and the pieces of its manifest. */
+export interface Version {
+  n: number;
+  id: Uint8Array;
   size: number;
   mtime: number;
+  pushed: number;
+  device: string;
   manifest: Ref[];
 }
+
+/** A file in the tree: a random id (kept across renames; its manifests name it), its name,
+ *  when it was deleted (ms; 0 while it is live) and its versions, oldest first. */
+export interface TreeFile {
+  id: Uint8Array;
+  name: string;
+  deleted: number;
+  versions: Version[];
+}
+
+/** The tree: how many versions a file keeps (the vault's retention) and the files, live and
+ *  deleted, in name order. */
+export interface Tree {
+  keep: number;
+  files: TreeFile[];
+}
+
+/** A file's manifest: the file and version it belongs to, and its chunks in file order. */
+export interface Manifest {
+  file: Uint8Array;
+  version: Uint8Array;
+  refs: Ref[];
+}
+
+/** File ids and version ids: 16 random bytes. */
+export const FILE_ID_BYTES = 16;
 
 /** The head's sealed contents: its sequence number (the server's counter once written), the
  *  SHA-256 of the head it replaces (zeros for the first), when it was written, the tree's
@@ -122,6 +153,7 @@ export class Writer {
   }
   ref(r: Ref): this {
     if (r.id.length !== ID_BYTES) throw new VaultError('a chunk id is 32 bytes');
+    if (r.pack.length !== 64) throw new VaultError('a Ref names a pack that is not uploaded');
     return this.bytes(r.id).bytes(unhex(r.pack)).u32(r.offset).u32(r.length);
   }
   done(): Uint8Array {
@@ -189,70 +221,132 @@ export class Reader {
 // ---------------------------------------------------------------------------------------------
 // Lists: a manifest (a file's chunks) and the tree (the files)
 
-const MANIFEST_V1 = 0x4d; // 'M'
-const TREE_V1 = 0x54; // 'T'
+const MANIFEST_V2 = 0x4e; // 'N'
+const TREE_V2 = 0x55; // 'U'
+const decoder = new TextDecoder('utf-8', { fatal: true });
 
-/** A file's manifest: a version byte, then one Ref per chunk of the file, in file order. */
-export function encodeManifest(refs: Ref[]): Uint8Array {
-  const w = new Writer().u8(MANIFEST_V1);
-  for (const r of refs) w.ref(r);
+/** A file's manifest: a version byte, the file id (16), the version id (16), then one Ref per
+ *  chunk of the file, in file order. */
+export function encodeManifest(m: Manifest): Uint8Array {
+  if (m.file.length !== FILE_ID_BYTES || m.version.length !== FILE_ID_BYTES) throw new VaultError('a file or version id is 16 bytes');
+  const w = new Writer().u8(MANIFEST_V2).bytes(m.file).bytes(m.version);
+  for (const r of m.refs) w.ref(r);
   return w.done();
 }
 
-export function decodeManifest(b: Uint8Array): Ref[] {
+export function decodeManifest(b: Uint8Array): Manifest {
   if (b.length > VAULT_LIST_MAX) throw new VaultError('a manifest is over VAULT_LIST_MAX');
   const r = new Reader(b, 'a manifest');
-  if (r.u8() !== MANIFEST_V1) throw new VaultError('a manifest of an unknown version');
+  if (r.u8() !== MANIFEST_V2) throw new VaultError('a manifest of an unknown version');
+  const file = r.bytes(FILE_ID_BYTES);
+  const version = r.bytes(FILE_ID_BYTES);
   if (r.left % REF_BYTES !== 0) throw new VaultError('a manifest is cut short');
   const refs: Ref[] = [];
   while (r.left > 0) refs.push(r.ref());
-  return refs;
+  return { file, version, refs };
 }
 
-/** The tree: a version byte, a count, then per file (in name order, each name once): name
- *  length (u16) and name (UTF-8, a valid file name), size (u64), mtime (u64 ms), the count of
- *  its manifest's pieces (u32) and their Refs. */
-export function encodeTree(entries: TreeEntry[]): Uint8Array {
-  const sorted = [...entries].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  const w = new Writer().u8(TREE_V1).u32(sorted.length);
-  for (const e of sorted) {
-    const name = utf8(validateName(e.name));
-    w.u16(name.length).bytes(name).u64(e.size).u64(e.mtime).u32(e.manifest.length);
-    for (const r of e.manifest) w.ref(r);
+/** A device's label as a version records it: UTF-8, 1 to VAULT_DEVICE_MAX bytes, no control
+ *  character. */
+export function checkDevice(label: string): string {
+  const n = utf8(label).length;
+  if (n < 1 || n > VAULT_DEVICE_MAX || /[\u0000-\u001f\u007f-\u009f]/.test(label)) throw new VaultError(`a device label is 1 to ${VAULT_DEVICE_MAX} bytes of UTF-8 without control characters: ${JSON.stringify(label)}`);
+  return label;
+}
+
+const byName = (a: TreeFile, b: TreeFile) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+
+/** The tree: a version byte, keep (u16, 1 to VAULT_KEEP_MAX), a count (u32), then per file (in
+ *  name order, each name and each file id once): file id (16), name length (u16) and name
+ *  (UTF-8 NFC, a valid file name), deleted (u64 ms, 0 = live), the count of its versions (u32,
+ *  1 to keep), and per version, oldest first, numbers rising: number (u32, ≥ 1), version id
+ *  (16), size (u64), mtime (u64 ms), pushed (u64 ms), device label length (u8) and label, the
+ *  count of its manifest's pieces (u32) and their Refs. */
+export function encodeTree(tree: Tree): Uint8Array {
+  checkKeep(tree.keep);
+  const files = [...tree.files].sort(byName);
+  const w = new Writer().u8(TREE_V2).u16(tree.keep).u32(files.length);
+  for (const f of files) {
+    const name = utf8(validateName(f.name));
+    if (f.id.length !== FILE_ID_BYTES) throw new VaultError('a file id is 16 bytes');
+    if (f.versions.length < 1 || f.versions.length > tree.keep) throw new VaultError(`${JSON.stringify(f.name)} holds ${f.versions.length} versions (1 to ${tree.keep})`);
+    w.bytes(f.id).u16(name.length).bytes(name).u64(f.deleted).u32(f.versions.length);
+    for (const v of f.versions) {
+      if (v.id.length !== FILE_ID_BYTES) throw new VaultError('a version id is 16 bytes');
+      const device = utf8(checkDevice(v.device));
+      w.u32(v.n).bytes(v.id).u64(v.size).u64(v.mtime).u64(v.pushed).u8(device.length).bytes(device).u32(v.manifest.length);
+      for (const r of v.manifest) w.ref(r);
+    }
   }
   return w.done();
 }
 
-export function decodeTree(b: Uint8Array): TreeEntry[] {
+/** A retention: 1 to VAULT_KEEP_MAX versions a file. */
+export function checkKeep(keep: number): number {
+  if (!Number.isInteger(keep) || keep < 1 || keep > VAULT_KEEP_MAX) throw new VaultError(`a vault keeps 1 to ${VAULT_KEEP_MAX} versions of a file, not ${keep}`);
+  return keep;
+}
+
+function text(r: Reader, n: number, what: string): string {
+  const b = r.bytes(n);
+  try {
+    return decoder.decode(b);
+  } catch {
+    throw new VaultError(`a tree holds ${what} that is not UTF-8`);
+  }
+}
+
+export function decodeTree(b: Uint8Array): Tree {
   if (b.length > VAULT_LIST_MAX) throw new VaultError('a tree is over VAULT_LIST_MAX');
   const r = new Reader(b, 'a tree');
-  if (r.u8() !== TREE_V1) throw new VaultError('a tree of an unknown version');
-  const n = r.count(2 + 1 + 8 + 8 + 4);
-  const out: TreeEntry[] = [];
-  const decoder = new TextDecoder('utf-8', { fatal: true });
+  if (r.u8() !== TREE_V2) throw new VaultError('a tree of an unknown version');
+  let keep: number;
+  try {
+    keep = checkKeep(r.u16());
+  } catch (e) {
+    throw new VaultError(`a tree holds a bad retention: ${(e as Error).message}`);
+  }
+  const VERSION_MIN = 4 + FILE_ID_BYTES + 8 + 8 + 8 + 1 + 4;
+  const n = r.count(FILE_ID_BYTES + 2 + 8 + 4 + VERSION_MIN);
+  const files: TreeFile[] = [];
+  const ids = new Set<string>();
   for (let i = 0; i < n; i++) {
-    let name: string;
-    try {
-      name = decoder.decode(r.bytes(r.u16()));
-    } catch (e) {
-      if (e instanceof VaultError) throw e;
-      throw new VaultError('a tree holds a name that is not UTF-8');
-    }
+    const id = r.bytes(FILE_ID_BYTES);
+    if (ids.has(hex(id))) throw new VaultError('a tree holds a file id twice');
+    ids.add(hex(id));
+    const name = text(r, r.u16(), 'a name');
     try {
       if (validateName(name) !== name) throw new Error('not in NFC');
     } catch (e) {
       throw new VaultError(`a tree holds an invalid name: ${(e as Error).message}`);
     }
-    if (i > 0 && !(out[i - 1].name < name)) throw new VaultError('a tree is out of name order');
-    const size = r.u64();
-    const mtime = r.u64();
-    const pieces = r.count(REF_BYTES);
-    const manifest: Ref[] = [];
-    for (let k = 0; k < pieces; k++) manifest.push(r.ref());
-    out.push({ name, size, mtime, manifest });
+    if (i > 0 && !(files[i - 1].name < name)) throw new VaultError('a tree is out of name order');
+    const deleted = r.u64();
+    const count = r.count(VERSION_MIN);
+    if (count < 1 || count > keep) throw new VaultError(`a tree holds a file of ${count} versions (1 to ${keep})`);
+    const versions: Version[] = [];
+    for (let k = 0; k < count; k++) {
+      const vn = r.u32();
+      if (vn < 1 || (k > 0 && vn <= versions[k - 1].n)) throw new VaultError('a tree holds version numbers out of order');
+      const vid = r.bytes(FILE_ID_BYTES);
+      const size = r.u64();
+      const mtime = r.u64();
+      const pushed = r.u64();
+      let device = text(r, r.u8(), 'a device label');
+      try {
+        device = checkDevice(device);
+      } catch (e) {
+        throw new VaultError(`a tree holds a bad device label: ${(e as Error).message}`);
+      }
+      const pieces = r.count(REF_BYTES);
+      const manifest: Ref[] = [];
+      for (let m = 0; m < pieces; m++) manifest.push(r.ref());
+      versions.push({ n: vn, id: vid, size, mtime, pushed, device, manifest });
+    }
+    files.push({ id, name, deleted, versions });
   }
   r.end();
-  return out;
+  return { keep, files };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 /**
  * A vault as its client sees it (docs/vaults.md): create one, open it with its passphrase or
- * recovery key, list its files, push a file (only the chunks the vault lacks are sealed and
- * uploaded) and pull one (only the chunks the device lacks are fetched, as byte ranges of
- * packs, and each is verified before a byte of it is handed on). The server stores opaque packs
- * and one head; the head is read only after its seal, its sequence and its chain to the last
- * head this device saw are checked.
+ * recovery key, list its files, push a file as a new version (only the chunks the vault lacks
+ * are sealed and uploaded), pull one or one of its versions (only the chunks the device lacks
+ * are fetched, as byte ranges of packs, and each is verified before a byte of it is handed on),
+ * and delete, rename and restore files with their history (tree.ts's rules). The server stores
+ * opaque packs and one head; the head is read only after its seal, its sequence and its chain
+ * to the last head this device saw are checked.
  */
 import { sha256 } from '@noble/hashes/sha2';
 import { type Source } from '../chunking/chunk-index.ts';
@@ -17,8 +18,12 @@ import {
   type KindCode,
   type Ref,
   SEAL_OVERHEAD,
-  type TreeEntry,
+  type Tree,
+  type TreeFile,
+  type Version,
   VaultError,
+  checkDevice,
+  checkKeep,
   decodeHeadRecord,
   decodeManifest,
   decodeTree,
@@ -29,6 +34,7 @@ import {
 } from './format.ts';
 import { PackWriter } from './packs.ts';
 import type { VaultRemote } from './remote.ts';
+import { type Seen, addVersion, byName, deleteFile, emptyTree, fileFor, last, newFileId, renameFile, seen, setKeep } from './tree.ts';
 
 /** The last head a device saw of a vault: its sequence and the SHA-256 of its body. */
 export interface SeenHead {
@@ -54,7 +60,28 @@ interface State {
   /** SHA-256 of the head's body (zeros before the first head) */
   hash: Uint8Array;
   head: HeadRecord | null;
-  tree: TreeEntry[];
+  tree: Tree;
+}
+
+/** A file as `ls` lists it: its newest version's size and mtime (ms). */
+export interface VaultFile {
+  name: string;
+  size: number;
+  mtime: number;
+}
+
+/** A deleted file (`ls({deleted: true})`): when it was deleted (ms). */
+export interface VaultDeletedFile extends VaultFile {
+  deleted: number;
+}
+
+/** A file's history (`log`): when it was deleted (0: live) and the versions kept, oldest
+ *  first. */
+export interface VaultLog {
+  name: string;
+  deleted: number;
+  keep: number;
+  versions: { n: number; size: number; mtime: number; pushed: number; device: string }[];
 }
 
 export interface VaultPushReport {
@@ -66,7 +93,15 @@ export interface VaultPushReport {
   /** bytes uploaded in packs (padded), and packs */
   packBytes: number;
   packs: number;
+  /** the file's version number this push made */
+  version: number;
   /** the head's sequence after the push */
+  seq: number;
+}
+
+/** What a delete, rename, restore or retention change wrote: the head's sequence after it
+ *  (the head read when there was nothing to change: the change was there already). */
+export interface VaultChangeReport {
   seq: number;
 }
 
@@ -75,6 +110,8 @@ export interface VaultPullReport {
   size: number;
   /** the file's modification time (ms) as pushed */
   mtime: number;
+  /** the version pulled */
+  version: number;
   chunks: number;
   /** chunks taken from the device's own copy */
   local: number;
@@ -94,6 +131,13 @@ const HEAD_TRIES = 8;
 const refKey = (kind: KindCode, id: Uint8Array) => `${kind}:${hex(id)}`;
 const plainLength = (r: Ref) => r.length - SEAL_OVERHEAD;
 const equal = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.every((x, i) => x === b[i]);
+/** The label a version records when the device gives none. */
+export const DEFAULT_DEVICE = 'unnamed device';
+
+export interface VaultOptions {
+  /** recorded with every version this device pushes (default DEFAULT_DEVICE) */
+  device?: string;
+}
 
 export class Vault {
   /** Chunks this device knows the vault holds (from manifests it read or wrote), by kind and id. */
@@ -101,11 +145,17 @@ export class Vault {
   /** Decrypted list pieces, by id. */
   private pieces = new Map<string, Uint8Array>();
 
+  /** the label recorded with every version this device pushes */
+  readonly device: string;
+
   constructor(
     private readonly remote: VaultRemote,
     readonly keys: VaultKeys,
     private readonly heads: HeadMemory,
-  ) {}
+    o: VaultOptions = {},
+  ) {
+    this.device = checkDevice(o.device ?? DEFAULT_DEVICE);
+  }
 
   get id(): string {
     return this.keys.id;
@@ -118,7 +168,7 @@ export class Vault {
     const got = await this.remote.head(this.id);
     if (!got) {
       if (seen) throw new VaultError(`vault ${this.id}: the server has no head, but this device saw head ${seen.seq} (a rollback)`);
-      return { counter: 0, hash: new Uint8Array(32), head: null, tree: [] };
+      return { counter: 0, hash: new Uint8Array(32), head: null, tree: emptyTree() };
     }
     const head = decodeHeadRecord(await openHead(this.keys, got.body));
     if (head.seq !== got.counter) throw new VaultError(`vault ${this.id}: the server's head counter ${got.counter} is not the head's own ${head.seq}`);
@@ -179,29 +229,100 @@ export class Vault {
     return refs;
   }
 
-  /** The chunks of a file's manifest, noted as held by the vault. */
-  private async manifest(e: TreeEntry): Promise<Ref[]> {
-    const refs = decodeManifest(await this.readList(e.manifest));
-    if (refs.reduce((n, r) => n + plainLength(r), 0) !== e.size) throw new VaultError(`vault ${this.id}: the manifest of ${JSON.stringify(e.name)} does not add up to its size`);
-    for (const r of refs) this.index.set(refKey(Kind.Content, r.id), r);
-    return refs;
+  /** The chunks of version `v` of file `f`, noted as held by the vault. The manifest must name
+   *  the file and the version (a manifest moved to another file or version is refused) and its
+   *  chunks must add up to the version's size. */
+  private async manifest(f: TreeFile, v: Version): Promise<Ref[]> {
+    const m = decodeManifest(await this.readList(v.manifest));
+    if (!equal(m.file, f.id) || !equal(m.version, v.id)) throw new VaultError(`vault ${this.id}: the manifest of ${JSON.stringify(f.name)} version ${v.n} belongs to another file or version (a moved manifest)`);
+    if (m.refs.reduce((n, r) => n + plainLength(r), 0) !== v.size) throw new VaultError(`vault ${this.id}: the manifest of ${JSON.stringify(f.name)} version ${v.n} does not add up to its size`);
+    for (const r of m.refs) this.index.set(refKey(Kind.Content, r.id), r);
+    return m.refs;
   }
 
-  /** The files, in name order. */
-  async ls(): Promise<{ name: string; size: number; mtime: number }[]> {
-    return (await this.state()).tree.map(({ name, size, mtime }) => ({ name, size, mtime }));
+  /** The live files, in name order; with `deleted`, the deleted ones instead. */
+  async ls(): Promise<VaultFile[]>;
+  async ls(o: { deleted: true }): Promise<VaultDeletedFile[]>;
+  async ls(o: { deleted?: boolean } = {}): Promise<VaultFile[] | VaultDeletedFile[]> {
+    const files = (await this.state()).tree.files.filter((f) => (f.deleted !== 0) === !!o.deleted).sort((a, b) => (a.name < b.name ? -1 : 1));
+    return files.map((f) => {
+      const { size, mtime } = last(f);
+      return o.deleted ? { name: f.name, size, mtime, deleted: f.deleted } : { name: f.name, size, mtime };
+    });
   }
 
-  /** Pushes `source` as `name`: chunks it with the vault's keys, uploads only the chunks the
-   *  vault lacks (as far as this device knows: the file's previous manifest, and every manifest
-   *  it has read), then the manifest, the tree and a head written by compare-and-swap. */
-  async push(rawName: string, source: Source, mtime: number): Promise<VaultPushReport> {
+  /** The history of `name` (live or deleted): the versions kept, oldest first. */
+  async log(rawName: string): Promise<VaultLog> {
     const name = validateName(rawName);
+    const { tree } = await this.state();
+    const f = byName(tree, name);
+    if (!f) throw new VaultError(`vault ${this.id} has no file ${JSON.stringify(name)}`);
+    return { name, deleted: f.deleted, keep: tree.keep, versions: f.versions.map(({ n, size, mtime, pushed, device }) => ({ n, size, mtime, pushed, device })) };
+  }
+
+  /** Runs `fn` with a PackWriter; chunks it sealed but never uploaded (a failed write) are
+   *  forgotten, as they are not the vault's. */
+  private async writing<T>(fn: (packs: PackWriter) => Promise<T>): Promise<T> {
     const packs = new PackWriter(this.remote, this.keys);
     try {
-      let s = await this.state();
-      const before = s.tree.find((e) => e.name === name);
-      if (before) await this.manifest(before);
+      return await fn(packs);
+    } finally {
+      for (const [k, r] of this.index) if (!r.pack) this.index.delete(k);
+    }
+  }
+
+  /** Writes the tree `change` makes of the state read, then a head, by compare-and-swap; when
+   *  another head landed first, reads it and applies `change` again (tree.ts's rules are
+   *  idempotent). `change` answers null when there is nothing to write. */
+  private async commit(packs: PackWriter, s: State, change: (s: State) => Promise<Tree | null>): Promise<{ seq: number; tree: Tree }> {
+    for (let tries = 1; ; tries++) {
+      const tree = await change(s);
+      if (!tree) return { seq: s.counter, tree: s.tree };
+      const record: HeadRecord = { seq: s.counter + 1, prev: s.hash, time: Date.now(), tree: await this.writeList(packs, encodeTree(tree)) };
+      await packs.flush();
+      const body = await sealHead(this.keys, encodeHeadRecord(record));
+      const put = await this.remote.putHead(this.id, body, s.counter);
+      if (put.ok) {
+        if (put.counter !== record.seq) throw new VaultError(`vault ${this.id}: the server counted head ${put.counter} for head ${record.seq}`);
+        await this.heads.set(this.id, { seq: record.seq, hash: hex(sha256(body)) });
+        return { seq: record.seq, tree };
+      }
+      if (tries >= HEAD_TRIES) throw new VaultError(`vault ${this.id}: the head moved on ${tries} times while the tree was written`);
+      s = await this.state();
+    }
+  }
+
+  /** Adds a version of `name` made of `refs` (chunks the vault holds): its manifest, bound to
+   *  the file and the version, then the tree. Returns the version's number and the head's seq. */
+  private async landVersion(packs: PackWriter, s: State, name: string, refs: Ref[], size: number, mtime: number): Promise<{ n: number; seq: number }> {
+    const id = newFileId();
+    const fresh = newFileId();
+    let bound: Uint8Array | null = null;
+    let manifest: Ref[] = [];
+    const done = await this.commit(packs, s, async (s) => {
+      const file = fileFor(s.tree, name, fresh);
+      if (!bound || !equal(bound, file)) {
+        manifest = await this.writeList(packs, encodeManifest({ file, version: id, refs }));
+        await packs.flush(); // the tree names the manifest's packs
+        bound = file;
+      }
+      return addVersion(s.tree, name, file, { id, size, mtime: Math.max(0, Math.round(mtime)), pushed: Date.now(), device: this.device, manifest });
+    });
+    const v = done.tree.files.flatMap((f) => f.versions).find((x) => equal(x.id, id));
+    // another device's retention may have forgotten it already: the push landed all the same
+    return { n: v?.n ?? 0, seq: done.seq };
+  }
+
+  /** Pushes `source` as a new version of `name`: chunks it with the vault's keys, uploads only
+   *  the chunks the vault lacks (as far as this device knows: the file's newest manifest, and
+   *  every manifest it has read), then the manifest, the tree and a head written by
+   *  compare-and-swap. A deleted `name` becomes live again, with its history. */
+  async push(rawName: string, source: Source, mtime: number): Promise<VaultPushReport> {
+    const name = validateName(rawName);
+    return this.writing(async (packs) => {
+      const s = await this.state();
+      const before = byName(s.tree, name);
+      if (before) await this.manifest(before, last(before));
       const refs: Ref[] = [];
       let reused = 0;
       for await (const batch of keyedChunks(this.keys, source)) {
@@ -219,41 +340,78 @@ export class Vault {
       const size = refs.reduce((n, r) => n + plainLength(r), 0);
       if (size !== source.size) throw new VaultError(`${JSON.stringify(name)} changed while it was read`);
       await packs.flush();
-      const entry: TreeEntry = { name, size, mtime: Math.max(0, Math.round(mtime)), manifest: await this.writeList(packs, encodeManifest(refs)) };
-      await packs.flush();
-      for (let tries = 1; ; tries++) {
-        const tree = [...s.tree.filter((e) => e.name !== name), entry];
-        const record: HeadRecord = { seq: s.counter + 1, prev: s.hash, time: Date.now(), tree: await this.writeList(packs, encodeTree(tree)) };
-        await packs.flush();
-        const body = await sealHead(this.keys, encodeHeadRecord(record));
-        const put = await this.remote.putHead(this.id, body, s.counter);
-        if (put.ok) {
-          if (put.counter !== record.seq) throw new VaultError(`vault ${this.id}: the server counted head ${put.counter} for head ${record.seq}`);
-          await this.heads.set(this.id, { seq: record.seq, hash: hex(sha256(body)) });
-          return { name, size, chunks: refs.length, reused, packBytes: packs.bytes, packs: packs.packs, seq: record.seq };
-        }
-        if (tries >= HEAD_TRIES) throw new VaultError(`vault ${this.id}: the head moved on ${tries} times while ${JSON.stringify(name)} was pushed`);
-        s = await this.state();
-      }
-    } finally {
-      // chunks sealed but never uploaded (a failed push) are not the vault's
-      for (const [k, r] of this.index) if (!r.pack) this.index.delete(k);
-    }
+      const { n, seq } = await this.landVersion(packs, s, name, refs, size, mtime);
+      return { name, size, chunks: refs.length, reused, packBytes: packs.bytes, packs: packs.packs, version: n, seq };
+    });
+  }
+
+  /** Makes version `n` of `name` (live or deleted) its newest version again: a new version with
+   *  the same chunks (no contents uploaded, only the new version's manifest pieces). */
+  async restore(rawName: string, n: number): Promise<VaultChangeReport & { version: number }> {
+    const name = validateName(rawName);
+    return this.writing(async (packs) => {
+      const s = await this.state();
+      const f = byName(s.tree, name);
+      if (!f) throw new VaultError(`vault ${this.id} has no file ${JSON.stringify(name)}`);
+      const v = this.version(f, n);
+      const done = await this.landVersion(packs, s, name, await this.manifest(f, v), v.size, v.mtime);
+      return { version: done.n, seq: done.seq };
+    });
+  }
+
+  /** Deletes `name`; its history stays (`log`, `restore`, `ls({deleted: true})`). Refused,
+   *  nothing deleted, when another device pushed a version of it meanwhile. */
+  async rm(rawName: string): Promise<VaultChangeReport> {
+    const name = validateName(rawName);
+    return this.writing(async (packs) => {
+      const s = await this.state();
+      const saw: Seen = seen(s.tree, name);
+      return { seq: (await this.commit(packs, s, async (s) => deleteFile(s.tree, saw, Date.now()))).seq };
+    });
+  }
+
+  /** Renames `from` to `to`, with its history. Refused when `to` names a file (live or
+   *  deleted). */
+  async mv(rawFrom: string, rawTo: string): Promise<VaultChangeReport> {
+    const from = validateName(rawFrom);
+    const to = validateName(rawTo);
+    return this.writing(async (packs) => {
+      const s = await this.state();
+      const saw = seen(s.tree, from);
+      return { seq: (await this.commit(packs, s, async (s) => renameFile(s.tree, saw, to))).seq };
+    });
+  }
+
+  /** Sets how many versions each file keeps (1 to VAULT_KEEP_MAX): a lower number forgets the
+   *  oldest versions now. Their packs stay on the server (there is no pack collection yet). */
+  async keep(n: number): Promise<VaultChangeReport> {
+    return this.writing(async (packs) => {
+      const s = await this.state();
+      checkKeep(n);
+      return { seq: (await this.commit(packs, s, async (s) => setKeep(s.tree, n))).seq };
+    });
+  }
+
+  private version(f: TreeFile, n: number): Version {
+    const v = f.versions.find((x) => x.n === n);
+    if (!v) throw new VaultError(`${JSON.stringify(f.name)} has no version ${n} (kept: ${f.versions.map((x) => x.n).join(', ')})`);
+    return v;
   }
 
   /** Pulls `name`: reads its manifest, takes the chunks `local` (the device's copy, if any)
    *  holds from it and fetches the others as ranges of packs; every chunk is verified before
    *  `write` gets it, in file order. A failure throws before the window it is in is written;
    *  the caller writes to a temporary file and renames it only when the pull returns. */
-  async pull(rawName: string, write: (bytes: Uint8Array) => Promise<void>, local?: Source): Promise<VaultPullReport> {
+  async pull(rawName: string, write: (bytes: Uint8Array) => Promise<void>, local?: Source, o: { version?: number } = {}): Promise<VaultPullReport> {
     const name = validateName(rawName);
     const s = await this.state();
-    const e = s.tree.find((x) => x.name === name);
-    if (!e) throw new VaultError(`vault ${this.id} has no file ${JSON.stringify(name)}`);
-    const refs = await this.manifest(e);
+    const f = byName(s.tree, name);
+    if (!f || (f.deleted && o.version === undefined)) throw new VaultError(`vault ${this.id} has no file ${JSON.stringify(name)}${f ? ' (it was deleted: its versions are kept, see dsync vault log)' : ''}`);
+    const e = o.version === undefined ? last(f) : this.version(f, o.version);
+    const refs = await this.manifest(f, e);
     const have = new Map<string, { offset: number; length: number }>();
     if (local) for await (const batch of keyedChunks(this.keys, local)) for (const c of batch) have.set(hex(c.id), { offset: c.offset, length: c.bytes.length });
-    const report: VaultPullReport = { name, size: e.size, mtime: e.mtime, chunks: refs.length, local: 0, fetchedBytes: 0, ranges: 0 };
+    const report: VaultPullReport = { name, size: e.size, mtime: e.mtime, version: e.n, chunks: refs.length, local: 0, fetchedBytes: 0, ranges: 0 };
     for (let i = 0; i < refs.length; ) {
       // one window: chunks up to PULL_WINDOW bytes, fetched and verified, then written
       let j = i;
@@ -304,15 +462,15 @@ export class Vault {
 
 /** Creates a vault on the server: a new id and key, the keyfile sealed with `passphrase`.
  *  Returns the vault, open, and its recovery key (to be shown once). */
-export async function createVault(remote: VaultRemote, passphrase: string, heads: HeadMemory, argon?: Argon2Params): Promise<{ vault: Vault; recoveryKey: string }> {
+export async function createVault(remote: VaultRemote, passphrase: string, heads: HeadMemory, argon?: Argon2Params, o?: VaultOptions): Promise<{ vault: Vault; recoveryKey: string }> {
   const id = newVaultId();
   const key = newVaultKey();
   await remote.create(id, await wrapKey(id, key, passphrase, argon));
-  return { vault: new Vault(remote, await deriveKeys(id, key), heads), recoveryKey: recoveryKey(key) };
+  return { vault: new Vault(remote, await deriveKeys(id, key), heads, o), recoveryKey: recoveryKey(key) };
 }
 
 /** Opens vault `id` with its passphrase or its recovery key; a wrong one is a VaultError. */
-export async function openVault(remote: VaultRemote, id: string, secret: { passphrase: string } | { recoveryKey: string }, heads: HeadMemory): Promise<Vault> {
+export async function openVault(remote: VaultRemote, id: string, secret: { passphrase: string } | { recoveryKey: string }, heads: HeadMemory, o?: VaultOptions): Promise<Vault> {
   const keyfile = await remote.keyfile(id);
   let key: Uint8Array;
   if ('passphrase' in secret) key = await unwrapKey(id, keyfile, secret.passphrase);
@@ -320,5 +478,5 @@ export async function openVault(remote: VaultRemote, id: string, secret: { passp
     key = fromRecoveryKey(secret.recoveryKey);
     checkKey(id, keyfile, key);
   }
-  return new Vault(remote, await deriveKeys(id, key), heads);
+  return new Vault(remote, await deriveKeys(id, key), heads, o);
 }

@@ -1,0 +1,87 @@
+/**
+ * Changes to a vault's tree (docs/vaults.md, "Versions, deletes and renames"): a new version, a
+ * delete, a rename and the retention. Each is a rule applied to the tree a device reads; when
+ * another device's head lands first the device reads the new tree and applies its change
+ * again, so every rule is idempotent (a change that is there already answers null: nothing to
+ * write) and never drops another device's version: a delete or a rename that finds the file
+ * changed in a way it did not see is refused, and a new version of a deleted file makes it
+ * live again.
+ */
+import { VAULT_KEEP_VERSIONS } from '../base/limits.ts';
+import { FILE_ID_BYTES, type Tree, type TreeFile, type Version, VaultError, hex } from './format.ts';
+
+export const emptyTree = (): Tree => ({ keep: VAULT_KEEP_VERSIONS, files: [] });
+
+export const newFileId = (): Uint8Array => globalThis.crypto.getRandomValues(new Uint8Array(FILE_ID_BYTES));
+
+const same = (a: Uint8Array, b: Uint8Array) => hex(a) === hex(b);
+export const last = (f: TreeFile): Version => f.versions[f.versions.length - 1];
+export const byName = (t: Tree, name: string): TreeFile | undefined => t.files.find((f) => f.name === name);
+const byId = (t: Tree, id: Uint8Array): TreeFile | undefined => t.files.find((f) => same(f.id, id));
+
+/** A copy of `t` with `f` (matched by id) replaced by `next`, or added. */
+function put(t: Tree, next: TreeFile): Tree {
+  return { keep: t.keep, files: [...t.files.filter((f) => !same(f.id, next.id)), next] };
+}
+
+/** Forgets the oldest versions of every file beyond the tree's `keep`. */
+function trimmed(f: TreeFile, keep: number): TreeFile {
+  return f.versions.length > keep ? { ...f, versions: f.versions.slice(-keep) } : f;
+}
+
+/** A new version (numbered here) of the file `file` named `name`: the file the version's
+ *  manifest is bound to, which `fileFor` chose on this tree. Makes a deleted file live. */
+export function addVersion(t: Tree, name: string, file: Uint8Array, v: Omit<Version, 'n'>): Tree | null {
+  if (t.files.some((f) => f.versions.some((x) => same(x.id, v.id)))) return null;
+  const f = byName(t, name);
+  if (f && !same(f.id, file)) throw new VaultError(`${JSON.stringify(name)} is another file than the version was made for`);
+  const before = f ?? { id: file, name, deleted: 0, versions: [] };
+  const n = before.versions.length ? last(before).n + 1 : 1;
+  return put(t, trimmed({ ...before, deleted: 0, versions: [...before.versions, { ...v, n }] }, t.keep));
+}
+
+/** The file a new version of `name` belongs to in `t`: the file of that name (live or
+ *  deleted), else `fresh`. */
+export function fileFor(t: Tree, name: string, fresh: Uint8Array): Uint8Array {
+  return byName(t, name)?.id ?? fresh;
+}
+
+/** What a device saw of a file when it asked to delete or rename it. */
+export interface Seen {
+  name: string;
+  file: Uint8Array;
+  /** the id of its newest version */
+  version: Uint8Array;
+}
+
+export function seen(t: Tree, name: string): Seen {
+  const f = byName(t, name);
+  if (!f || f.deleted) throw new VaultError(`no file ${JSON.stringify(name)}${f ? ' (it was deleted: dsync vault restore)' : ''}`);
+  return { name, file: f.id, version: last(f).id };
+}
+
+/** Deletes the file `s` saw, keeping its history: refused when it has a version the device
+ *  did not see (a push that raced the delete is kept) or was renamed meanwhile. */
+export function deleteFile(t: Tree, s: Seen, time: number): Tree | null {
+  const f = byId(t, s.file);
+  if (f?.deleted) return null;
+  if (!f || f.name !== s.name || !same(last(f).id, s.version)) throw new VaultError(`${JSON.stringify(s.name)} changed on another device while it was deleted: nothing deleted (see dsync vault log)`);
+  return put(t, { ...f, deleted: Math.max(1, time) });
+}
+
+/** Renames the file `s` saw to `to`, with its history: refused when `to` is taken (by a live
+ *  or a deleted file, whose history stays under its name) or the file was renamed meanwhile. */
+export function renameFile(t: Tree, s: Seen, to: string): Tree | null {
+  const f = byId(t, s.file);
+  if (f?.name === to) return null;
+  if (!f || f.name !== s.name) throw new VaultError(`${JSON.stringify(s.name)} was renamed on another device: nothing renamed`);
+  const there = byName(t, to);
+  if (there) throw new VaultError(`${JSON.stringify(to)} exists${there.deleted ? ' as a deleted file with its history' : ''}: nothing renamed`);
+  return put(t, { ...f, name: to });
+}
+
+/** Sets the versions each file keeps; lowering it forgets the oldest versions now. */
+export function setKeep(t: Tree, keep: number): Tree | null {
+  if (t.keep === keep) return null;
+  return { keep, files: t.files.map((f) => trimmed(f, keep)) };
+}
