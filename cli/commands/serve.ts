@@ -6,7 +6,7 @@
  */
 import path from 'node:path';
 import { DEFAULTS, STORE_ALIAS, type ServerConfig, kebab, loadConfig } from '../../server/src/config.ts';
-import { LOG_FORMATS, type LogFormat, SHUTDOWN_GRACE_MS, banner, goodbye, logger } from '../../server/src/log.ts';
+import { LOG_FORMATS, type LogFormat, banner, goodbye, logger } from '../../server/src/log.ts';
 import { inWorker, superviseWorkers, takeConnections, workerReady } from '../../server/src/cluster.ts';
 import { startServer } from '../../server/src/server.ts';
 import { type Command, type Opts, UsageError, type Values, str } from '../command.ts';
@@ -50,7 +50,7 @@ at /api. It listens on this machine only (${DEFAULTS.host}) unless --host says o
 Every setting below also reads DSYNC_<NAME> from the environment (DSYNC_MAX_FILE_SIZE); sizes
 are in bytes (1e9 is 1 GB). Logs one line per sync: human on a terminal, JSON objects
 otherwise or with --log-format json. SIGINT or SIGTERM stop it: open sessions get
-${SHUTDOWN_GRACE_MS / 1000} s to finish (a second signal stops it at once).`,
+--shutdown-grace-ms to finish (a second signal stops it at once).`,
   options: {
     ...settingFlags(),
     'log-format': { type: 'string', arg: 'human|json', help: 'log lines for people or JSON objects (default: human on a terminal)' },
@@ -75,8 +75,8 @@ ${SHUTDOWN_GRACE_MS / 1000} s to finish (a second signal stops it at once).`,
     const stop = async (signal: string) => {
       if (stopping) process.exit(130);
       stopping = true;
-      if (format === 'human') console.log(`${signal}: stopping; open sessions get ${SHUTDOWN_GRACE_MS / 1000} s to finish (${signal} again stops at once)`);
-      const r = await s.close(SHUTDOWN_GRACE_MS);
+      if (format === 'human') console.log(`${signal}: stopping; open sessions get ${cfg.shutdownGraceMs / 1000} s to finish (${signal} again stops at once)`);
+      const r = await s.close(cfg.shutdownGraceMs);
       if (format === 'json') log({ stopped: signal, ...r });
       else console.log(goodbye(r));
       process.exit(0);

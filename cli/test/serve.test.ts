@@ -168,7 +168,8 @@ test('--host 0.0.0.0 with accounts: no warning, accounts on; --log-format json o
 
 test('SIGINT during a push: the push finishes and is stored, then the server says goodbye', async () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'dsync-serve-'));
-  const s = await serve(['--data', path.join(dir, 'data')]);
+  // a grace as long as the push may take on a loaded machine: the grace is not what is tested
+  const s = await serve(['--data', path.join(dir, 'data'), '--shutdown-grace-ms', '600000']);
   // a relay in front of the server counts the bytes going to it, to signal mid-upload
   const relay = await socketPipe({ to: () => s.port });
   try {

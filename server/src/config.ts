@@ -58,6 +58,9 @@ export interface ServerConfig {
   splitThreshold: number;
   /** a session with no message for this long is closed */
   idleTimeoutMs: number;
+  /** how long open sessions get to finish when the server is stopped (SIGINT, SIGTERM; a
+   *  second signal stops it at once) */
+  shutdownGraceMs: number;
   /** directory of the built web client (served at /) */
   staticDir: string;
   /** users file (JSON, see server/src/http/auth.ts); empty: single-user mode, no authentication */
@@ -149,6 +152,7 @@ export const DEFAULTS: ServerConfig = {
   maxRefineBytes: MAX_REFINE_BYTES,
   splitThreshold: SPLIT_THRESHOLD,
   idleTimeoutMs: 120_000,
+  shutdownGraceMs: 10_000,
   staticDir: new URL('../../client/dist', import.meta.url).pathname,
   users: '',
   allowedOrigins: '',
@@ -202,7 +206,7 @@ export const headCheckIntervalMs = (cfg: Pick<ServerConfig, 'headTimeoutMs'>) =>
 /** The longest time a timer can wait (Node's setTimeout and setInterval, 2^31 - 1 ms). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Settings that must be whole numbers of milliseconds, and the largest each may be. */
-const WHOLE_MS: Partial<Record<keyof ServerConfig, number>> = { gcIntervalMs: MAX_TIMER_MS, gcMinAgeMs: Number.MAX_SAFE_INTEGER, gcWindowMs: MAX_GC_WINDOW_MS, storeTimeoutMs: MAX_TIMER_MS, healthTimeoutMs: MAX_TIMER_MS, healthWriteTimeoutMs: MAX_TIMER_MS, headTimeoutMs: MAX_HEAD_TIMEOUT_MS, maxAdmissionWaitMs: MAX_TIMER_MS };
+const WHOLE_MS: Partial<Record<keyof ServerConfig, number>> = { gcIntervalMs: MAX_TIMER_MS, gcMinAgeMs: Number.MAX_SAFE_INTEGER, gcWindowMs: MAX_GC_WINDOW_MS, storeTimeoutMs: MAX_TIMER_MS, healthTimeoutMs: MAX_TIMER_MS, healthWriteTimeoutMs: MAX_TIMER_MS, shutdownGraceMs: MAX_TIMER_MS, headTimeoutMs: MAX_HEAD_TIMEOUT_MS, maxAdmissionWaitMs: MAX_TIMER_MS };
 
 /** A setting's flag name: maxFileSize is --max-file-size. */
 export const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());

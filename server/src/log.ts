@@ -12,9 +12,6 @@ import type { ServerConfig } from './config.ts';
 export const LOG_FORMATS = ['human', 'json'] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
 
-/** How long open sessions get to finish when the server is stopped (a second signal: at once). */
-export const SHUTDOWN_GRACE_MS = 10_000;
-
 /** Whether a listen address lets other machines in. */
 export const isLoopback = (host: string) => host === 'localhost' || host === '::1' || host.startsWith('127.');
 const isWildcard = (host: string) => host === '0.0.0.0' || host === '::';
