@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Store } from '../server/src/store/store.ts';
-import { onLogLines } from '../harness/serve-process.ts';
+import { onLogLines, serveEnv } from '../harness/serve-process.ts';
 import { Repo } from '../server/src/store/repo.ts';
 import { localBackend } from '../server/src/store/local.ts';
 
@@ -35,6 +35,7 @@ export class TestServer {
   async start(): Promise<this> {
     const child = spawn(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'serve', '--host', '127.0.0.1', '--port', String(this.port), '--data', this.data, ...this.flags], {
       stdio: ['ignore', 'pipe', 'inherit'],
+      env: serveEnv(),
     });
     this.child = child;
     this.url = await new Promise<string>((resolve, reject) => {

@@ -4,7 +4,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { onLogLines } from './serve-process.ts';
+import { onLogLines, serveEnv } from './serve-process.ts';
 
 const root = new URL('..', import.meta.url).pathname;
 
@@ -46,7 +46,7 @@ export async function startServe(args: string[], opts: { env?: NodeJS.ProcessEnv
   const { onLog } = opts;
   const child = spawn(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'serve', '--port', '0', '--host', '127.0.0.1', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: opts.env,
+    env: serveEnv(opts.env),
     cwd: opts.cwd,
   });
   let err = '';

@@ -12,6 +12,7 @@ import { bufferSource } from '../shared/src/chunking/chunk-index.ts';
 import { type PullOptions, type PushOptions, pull, push } from '../shared/src/session/delta-client.ts';
 import { type ServerConfig, loadConfig } from '../server/src/config.ts';
 import { type RunningServer, startServer } from '../server/src/server.ts';
+import { TEST_STORE_TIMEOUT_MS } from './serve-process.ts';
 
 export interface TestServer extends RunningServer {
   data: string;
@@ -22,7 +23,7 @@ export interface TestServer extends RunningServer {
 
 export async function testServer(flags: Record<string, string | boolean> = {}, log?: (e: Record<string, unknown>) => void): Promise<TestServer> {
   const data = mkdtempSync(path.join(tmpdir(), 'dsync-test-'));
-  const cfg: ServerConfig = loadConfig({ port: '0', host: '127.0.0.1', data, ...flags }, {});
+  const cfg: ServerConfig = loadConfig({ port: '0', host: '127.0.0.1', data, 'store-timeout-ms': String(TEST_STORE_TIMEOUT_MS), ...flags }, {});
   const s = await startServer(cfg, log);
   return {
     ...s,
