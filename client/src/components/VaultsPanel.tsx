@@ -210,13 +210,18 @@ export function VaultsPanel({ user, hidden, onDropTarget }: { user: string; hidd
     <section className="panel vaults" aria-labelledby="vaults-title" data-testid="vaults" hidden={hidden}>
       <div className="section-head">
         <h2 id="vaults-title">Vaults</h2>
-        {!creating && !recovery && (
+        {!creating && !recovery && !!crypto.subtle && (
           <button className="button small" onClick={() => (setCreating(true), setError(''))}>
             New vault
           </button>
         )}
       </div>
       <p className="hint">End-to-end encrypted folders: files are encrypted on this device, and the server never sees their names or contents. The key stays in this tab while a vault is unlocked.</p>
+      {!crypto.subtle && (
+        <p className="form-error" role="alert">
+          Vaults need a secure page (https, or localhost): this browser offers no WebCrypto here, so the page cannot encrypt.
+        </p>
+      )}
 
       {creating && (
         <form className="vault-form" onSubmit={create} data-testid="vault-create">
@@ -287,7 +292,8 @@ export function VaultsPanel({ user, hidden, onDropTarget }: { user: string; hidd
                       </button>
                     </span>
                   ) : (
-                    unlocking !== v.id && (
+                    unlocking !== v.id &&
+                    !!crypto.subtle && (
                       <button className="button small" onClick={() => (setUnlocking(v.id), setError(''))} aria-label={`Unlock vault ${short(v.id)}`}>
                         Unlock
                       </button>
@@ -295,6 +301,11 @@ export function VaultsPanel({ user, hidden, onDropTarget }: { user: string; hidd
                   )}
                 </div>
                 {!isOpen && unlocking === v.id && <UnlockForm busy={!!busy} onSubmit={(e) => void unlock(e, v.id)} onCancel={() => (setUnlocking(null), setError(''))} />}
+                {isOpen && (
+                  <p className="hint vault-id">
+                    Its id, for <code>dsync vault</code>: <code data-testid="vault-id">{v.id}</code>
+                  </p>
+                )}
                 {isOpen && <VaultFiles files={open.files} line={line} onFiles={(p) => void add(p)} onDownload={(f) => void download(f)} />}
               </li>
             );
