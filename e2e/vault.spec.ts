@@ -3,7 +3,8 @@
 // once; two dropped files go in; locked, the vault is unlocked in another browser context
 // with its passphrase (a wrong one refused), both files download byte-exact; a file the CLI
 // pushes appears after a refresh and downloads byte-exact; the server's data folder holds no
-// file name and no plaintext; and a server whose vault head is rolled back is refused.
+// file name and no plaintext; a server whose vault head is rolled back is refused; a page
+// hidden for 5 minutes forgets the keys.
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
@@ -204,4 +205,34 @@ test('at 390 px, by keyboard: a server that rolls a vault back is refused in the
   await expect(page.getByTestId('vault-file')).toHaveCount(0);
   // nothing is wider than the phone's screen
   expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+});
+
+test('a page hidden for 5 minutes forgets the unlocked vault; hidden for 1 minute it does not', async ({ page, server }) => {
+  test.setTimeout(600_000);
+  await page.clock.install();
+  await page.clock.resume();
+  await vaultsView(page, server.url);
+  await page.getByRole('button', { name: 'New vault' }).click();
+  const form = page.getByTestId('vault-create');
+  await form.getByLabel('Passphrase', { exact: true }).fill(PASSPHRASE);
+  await form.getByLabel('Passphrase again').fill(PASSPHRASE);
+  await form.getByRole('button', { name: 'Create' }).click();
+  await page.getByRole('button', { name: 'I saved it' }).click(UNLOCK);
+  const vault = page.getByTestId('vault');
+  await expect(vault).toHaveAttribute('data-state', 'unlocked');
+  const visibility = (state: 'hidden' | 'visible') =>
+    page.evaluate((s) => {
+      Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => s });
+      document.dispatchEvent(new Event('visibilitychange'));
+    }, state);
+  await visibility('hidden');
+  await page.clock.fastForward('01:00');
+  await visibility('visible');
+  await expect(vault).toHaveAttribute('data-state', 'unlocked');
+  await visibility('hidden');
+  await page.clock.fastForward('05:01');
+  await expect(vault).toHaveAttribute('data-state', 'locked');
+  await visibility('visible');
+  await expect(page.getByTestId('vault-file')).toHaveCount(0);
+  await expect(page.getByRole('button', { name: /^Unlock vault/ })).toBeVisible();
 });
