@@ -20,7 +20,7 @@ import { dropKept } from './kept-store.ts';
 import { UnfinishedNotice } from './components/UnfinishedNotice.tsx';
 import { forgetUpload, rememberUploads } from './unfinished.ts';
 import type { Failure } from './worker-api.ts';
-import { VaultsPanel } from './components/VaultsPanel.tsx';
+import { VaultsEntry, VaultsPanel } from './components/VaultsPanel.tsx';
 import { save } from './save.ts';
 
 export function App() {
@@ -152,16 +152,7 @@ export function App() {
     <div className="page">
       <Header server={server} onRetry={() => void refresh()} onSignOut={() => void fetch('/api/logout', { method: 'POST' }).then(() => refresh())} />
       {server.status === 'signin' && <Login onDone={() => void refresh()} />}
-      {vaultUser.current && (
-        <nav className="views" aria-label="Views">
-          {(['files', 'vaults'] as const).map((v) => (
-            <button key={v} className="button small" aria-current={view === v ? 'page' : undefined} onClick={() => setView(v)} data-testid={`view-${v}`}>
-              {v === 'files' ? 'Files' : 'Vaults'}
-            </button>
-          ))}
-        </nav>
-      )}
-      {vaultUser.current && <VaultsPanel key={vaultUser.current} user={vaultUser.current} hidden={view !== 'vaults'} onDropTarget={setVaultDrop} />}
+      {vaultUser.current && <VaultsPanel key={vaultUser.current} user={vaultUser.current} hidden={view !== 'vaults'} onDropTarget={setVaultDrop} onClose={() => setView('files')} />}
       <main className="layout" hidden={view === 'vaults'}>
         <div className="column">
           {server.status === 'ok' && <UnfinishedNotice scope={syncUrl()} onFiles={(p) => upload(p, true)} active={(name) => transfers.snapshot().some((t) => t.name === name && t.direction === 'up')} />}
@@ -169,6 +160,7 @@ export function App() {
           <TransferList list={list} transfers={transfers} maxFileSize={maxFileSize} />
           <KeptSettings />
           {server.status === 'ok' && <FolderSyncPanel user={user} changes={changes} />}
+          {vaultUser.current && <VaultsEntry onOpen={() => setView('vaults')} shown={view === 'files'} />}
         </div>
         <div className="column">
           <FileBrowser server={server} changes={changes} onDeltaDownload={(name, version, size, basis) => transfers.download(name, version, size, basis)} />

@@ -41,7 +41,29 @@ function said(e: unknown, secret: 'passphrase' | 'recovery key' = 'passphrase'):
   return e instanceof Error ? e.message : String(e);
 }
 
-export function VaultsPanel({ user, hidden, onDropTarget }: { user: string; hidden: boolean; onDropTarget: (f: ((p: Picked[]) => void) | null) => void }) {
+/** The way into the Vaults view from the files (after the files' own controls, so the first
+ *  stop of the keyboard stays the primary action); focused again when the view closes. */
+export function VaultsEntry({ onOpen, shown }: { onOpen: () => void; shown: boolean }) {
+  const button = useRef<HTMLButtonElement>(null);
+  const was = useRef(shown);
+  useEffect(() => {
+    if (shown && !was.current) button.current?.focus();
+    was.current = shown;
+  }, [shown]);
+  return (
+    <section className="panel vaults-entry" aria-labelledby="vaults-entry-title">
+      <div className="section-head">
+        <h2 id="vaults-entry-title">Vaults</h2>
+        <button ref={button} className="button small" onClick={onOpen} data-testid="view-vaults">
+          Open vaults
+        </button>
+      </div>
+      <p className="hint">End-to-end encrypted folders: the server never sees their names or contents.</p>
+    </section>
+  );
+}
+
+export function VaultsPanel({ user, hidden, onDropTarget, onClose }: { user: string; hidden: boolean; onDropTarget: (f: ((p: Picked[]) => void) | null) => void; onClose: () => void }) {
   const [vaults, setVaults] = useState<VaultInfo[] | null>(null);
   const [error, setError] = useState('');
   const [creating, setCreating] = useState(false);
@@ -52,6 +74,11 @@ export function VaultsPanel({ user, hidden, onDropTarget }: { user: string; hidd
   const [line, setLine] = useState('');
   const openRef = useRef<Open | null>(null);
   openRef.current = open;
+  // the view's title takes the focus when it opens, for the keyboard and screen readers
+  const title = useRef<HTMLHeadingElement>(null);
+  useEffect(() => {
+    if (!hidden) title.current?.focus();
+  }, [hidden]);
 
   const list = useCallback(async () => {
     try {
@@ -209,12 +236,19 @@ export function VaultsPanel({ user, hidden, onDropTarget }: { user: string; hidd
   return (
     <section className="panel vaults" aria-labelledby="vaults-title" data-testid="vaults" hidden={hidden}>
       <div className="section-head">
-        <h2 id="vaults-title">Vaults</h2>
-        {!creating && !recovery && !!crypto.subtle && (
-          <button className="button small" onClick={() => (setCreating(true), setError(''))}>
-            New vault
+        <h2 id="vaults-title" tabIndex={-1} ref={title}>
+          Vaults
+        </h2>
+        <span className="vault-actions">
+          {!creating && !recovery && !!crypto.subtle && (
+            <button className="button small" onClick={() => (setCreating(true), setError(''))}>
+              New vault
+            </button>
+          )}
+          <button className="button small" onClick={onClose} data-testid="view-files">
+            Back to files
           </button>
-        )}
+        </span>
       </div>
       <p className="hint">End-to-end encrypted folders: files are encrypted on this device, and the server never sees their names or contents. The key stays in this tab while a vault is unlocked.</p>
       {!crypto.subtle && (
