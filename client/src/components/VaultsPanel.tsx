@@ -175,6 +175,7 @@ export function VaultsPanel({ user, hidden, onDropTarget, onClose }: { user: str
     try {
       const r = await worker.request<VaultOpened>(how === 'passphrase' ? { op: 'unlock', scope: user, id, passphrase: secret } : { op: 'unlock', scope: user, id, recoveryKey: secret });
       opened(worker, r);
+      // how long the unlock took in the worker (Argon2id, mostly), for bench/browser/vault-page.bench.ts
       document.documentElement.dataset.vaultUnlockMs = String(Math.round(r.ms));
     } catch (err) {
       worker.end();
