@@ -22,10 +22,12 @@ let vault: Vault | null = null;
 const post = (r: VaultReply) => (self as unknown as Worker).postMessage(r);
 
 /** A failure's kind: a secret that does not open the vault, a server that lies (a rollback, a
- *  fork, a damaged or swapped object: VaultError), or anything else. */
+ *  fork, a damaged or swapped object, a counter that is not the head's), or anything else (a
+ *  file gone meanwhile, a file changed while it was read, a refusal of the server's). */
 function kindOf(e: unknown): VaultFailureKind {
   if (!(e instanceof VaultError)) return 'other';
-  return /passphrase does not open|recovery key|an empty passphrase/.test(e.message) ? 'secret' : 'refused';
+  if (/passphrase does not open|recovery key|an empty passphrase/.test(e.message)) return 'secret';
+  return /rollback|fork|does not verify|do not match|does not add up|counter|counted head|inconsistent|unknown version/.test(e.message) ? 'refused' : 'other';
 }
 
 async function run(req: VaultRequest, progress: (n: number) => void): Promise<unknown> {
