@@ -20,6 +20,8 @@ import { dropKept } from './kept-store.ts';
 import { UnfinishedNotice } from './components/UnfinishedNotice.tsx';
 import { forgetUpload, rememberUploads } from './unfinished.ts';
 import type { Failure } from './worker-api.ts';
+import { VaultsEntry, VaultsPanel } from './components/VaultsPanel.tsx';
+import { save } from './save.ts';
 
 export function App() {
   const [announcement, setAnnouncement] = useState('');
@@ -121,7 +123,17 @@ export function App() {
     },
     [transfers],
   );
-  const dragging = useWindowDrop(upload);
+  // the Vaults view takes the window's drops into its unlocked vault, never to the plain files
+  const [chosenView, setView] = useState<'files' | 'vaults'>('files');
+  const vaultDrop = useRef<((p: Picked[]) => void) | null>(null);
+  const setVaultDrop = useCallback((f: ((p: Picked[]) => void) | null) => void (vaultDrop.current = f), []);
+  const dropToVault = useCallback((p: Picked[]) => vaultDrop.current?.(p), []);
+  // the vaults' keys live as long as the account's sign-in: a sign-out unmounts the view
+  const vaultUser = useRef('');
+  if (server.status === 'ok') vaultUser.current = server.user;
+  else if (server.status === 'signin') vaultUser.current = '';
+  const view = vaultUser.current ? chosenView : 'files';
+  const dragging = useWindowDrop(view === 'vaults' ? dropToVault : upload);
 
   // files another app shared into Dsync (the share target): synced as a drop once the server
   // answers, then the address is the page's own again
@@ -140,13 +152,15 @@ export function App() {
     <div className="page">
       <Header server={server} onRetry={() => void refresh()} onSignOut={() => void fetch('/api/logout', { method: 'POST' }).then(() => refresh())} />
       {server.status === 'signin' && <Login onDone={() => void refresh()} />}
-      <main className="layout">
+      {vaultUser.current && <VaultsPanel key={vaultUser.current} user={vaultUser.current} hidden={view !== 'vaults'} onDropTarget={setVaultDrop} onClose={() => setView('files')} />}
+      <main className="layout" hidden={view === 'vaults'}>
         <div className="column">
           {server.status === 'ok' && <UnfinishedNotice scope={syncUrl()} onFiles={(p) => upload(p, true)} active={(name) => transfers.snapshot().some((t) => t.name === name && t.direction === 'up')} />}
           <DropZone onFiles={upload} dragging={dragging} />
           <TransferList list={list} transfers={transfers} maxFileSize={maxFileSize} />
           <KeptSettings />
           {server.status === 'ok' && <FolderSyncPanel user={user} changes={changes} />}
+          {vaultUser.current && <VaultsEntry onOpen={() => setView('vaults')} shown={view === 'files'} />}
         </div>
         <div className="column">
           <FileBrowser server={server} changes={changes} onDeltaDownload={(name, version, size, basis) => transfers.download(name, version, size, basis)} />
@@ -159,12 +173,4 @@ export function App() {
       <div className={`drop-overlay${dragging ? ' show' : ''}`} aria-hidden="true" />
     </div>
   );
-}
-
-/** Hands a downloaded file to the browser's download manager. */
-function save(url: string, name: string) {
-  const a = document.createElement('a');
-  a.href = url;
-  a.download = name.split('/').pop()!;
-  a.click();
 }

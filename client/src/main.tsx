@@ -5,6 +5,7 @@ import { registerServiceWorker } from './install.ts';
 import './styles.css';
 import './transfers.css';
 import './files.css';
+import './vaults.css';
 
 createRoot(document.getElementById('root')!).render(
   <StrictMode>

@@ -1,0 +1,69 @@
+// A vault in the page (client/src/components/VaultsPanel.tsx), in headless Chromium against a
+// real server on loopback: how long an unlock takes (the vault worker's own time: the keyfile
+// read, Argon2id with the default parameters, the sub-keys), and a first push and a pull of a
+// file of random bytes, timed from the test (pick to "stored", click to the download).
+//   npx playwright test -c bench/browser/playwright.config.ts bench/browser/vault-page.bench.ts
+// Writes bench/results/vault-page.md.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { VAULT_ARGON2 } from '../../shared/src/base/limits.ts';
+import { expect, openPage, root, test } from '../../e2e/fixtures.ts';
+
+const UNLOCKS = 5;
+const MiB = 2 ** 20;
+const SIZE = 32 * MiB;
+const LONG = { timeout: 600_000 };
+
+test('a vault in the page: unlock, first push, pull', async ({ page, server, dir }) => {
+  test.setTimeout(1_800_000);
+  const loads = [loadavg()[0]];
+  await openPage(page, server.url);
+  await page.getByTestId('view-vaults').click();
+  await page.getByRole('button', { name: 'New vault' }).click();
+  const form = page.getByTestId('vault-create');
+  await form.getByLabel('Passphrase', { exact: true }).fill('a passphrase');
+  await form.getByLabel('Passphrase again').fill('a passphrase');
+  await form.getByRole('button', { name: 'Create' }).click();
+  await page.getByRole('button', { name: 'I saved it' }).click(LONG);
+  const unlocks: number[] = [];
+  for (let i = 0; i < UNLOCKS; i++) {
+    await page.getByRole('button', { name: 'Lock' }).click();
+    await page.getByRole('button', { name: /^Unlock vault/ }).click();
+    await page.getByRole('textbox', { name: 'Passphrase' }).fill('a passphrase');
+    await page.evaluate(() => delete document.documentElement.dataset.vaultUnlockMs);
+    await page.getByRole('button', { name: 'Unlock', exact: true }).click();
+    await expect(page.getByTestId('vault')).toHaveAttribute('data-state', 'unlocked', LONG);
+    unlocks.push(Number(await page.evaluate(() => document.documentElement.dataset.vaultUnlockMs)));
+    loads.push(loadavg()[0]);
+  }
+  const file = path.join(dir, 'random.bin');
+  const bytes = randomBytes(SIZE);
+  writeFileSync(file, bytes);
+  let t = Date.now();
+  await page.getByTestId('vault-file-input').setInputFiles(file);
+  await expect(page.getByTestId('vault-progress')).toContainText('random.bin stored', LONG);
+  const push = Date.now() - t;
+  loads.push(loadavg()[0]);
+  t = Date.now();
+  const [dl] = await Promise.all([page.waitForEvent('download', LONG), page.locator('[data-testid=vault-file][data-name="random.bin"] button').click()]);
+  const pull = Date.now() - t;
+  expect(readFileSync((await dl.path())!).equals(bytes)).toBe(true);
+  loads.push(loadavg()[0]);
+
+  const sorted = [...unlocks].sort((a, b) => a - b);
+  const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+  const out = `# A vault in the page (Chromium ${page.context().browser()!.version()})
+
+Command: \`npx playwright test -c bench/browser/playwright.config.ts bench/browser/vault-page.bench.ts\` (${new Date().toISOString()}, ${cpus().length} × ${cpus()[0].model}, load average ${Math.min(...loads).toFixed(1)}–${Math.max(...loads).toFixed(1)} during the run: a shared machine).
+
+| what | result |
+|---|---|
+| unlock with the passphrase (vault worker: keyfile read, Argon2id m = ${VAULT_ARGON2.m} KiB, t = ${VAULT_ARGON2.t}, p = ${VAULT_ARGON2.p} through @noble/hashes, sub-keys), ${UNLOCKS} times | median ${s(sorted[UNLOCKS >> 1])}; ${unlocks.map(s).join(', ')} |
+| first push of ${SIZE / MiB} MiB of random bytes (pick to "stored") | ${s(push)}, ${((SIZE / MiB) / (push / 1000)).toFixed(1)} MiB/s |
+| pull of it (click to the download, verified) | ${s(pull)}, ${((SIZE / MiB) / (pull / 1000)).toFixed(1)} MiB/s |
+`;
+  writeFileSync(path.join(root, 'bench/results/vault-page.md'), out);
+  console.log(out);
+});

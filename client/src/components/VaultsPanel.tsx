@@ -1,0 +1,418 @@
+/**
+ * The Vaults view (docs/web-client.md, "Vaults"): the user's vaults (GET /api/vaults), a new
+ * vault (its passphrase typed twice, its recovery key shown once), one vault unlocked at a time
+ * with its passphrase or its recovery key, its files listed, added (picked or dropped) and
+ * downloaded. Every vault operation runs in a vault worker (vault-worker.ts), which holds the
+ * vault's keys; Lock ends the worker, and so do leaving this view's account (sign-out: the
+ * panel unmounts) and the page hidden for HIDDEN_LOCK_MS. A vault's files go through the vault
+ * routes only (/api/vaults), never the plain file routes.
+ */
+import { type FormEvent, useCallback, useEffect, useRef, useState } from 'react';
+import { call } from '../api.ts';
+import { type Picked, filesFromInput } from '../drop.ts';
+import { formatBytes } from '../format.ts';
+import { save } from '../save.ts';
+import type { VaultFile, VaultOpened, VaultPushed } from '../vault-api.ts';
+import { VaultFailure, VaultWorker } from '../vault-client.ts';
+
+/** A page hidden this long forgets the open vault's keys: long enough for a glance at another
+ *  app or tab, short enough that a phone left in a bag or a laptop left open in another tab
+ *  does not keep the vault open for whoever picks it up next. */
+export const HIDDEN_LOCK_MS = 5 * 60_000;
+
+interface VaultInfo {
+  id: string;
+  created: number;
+}
+interface Open {
+  id: string;
+  worker: VaultWorker;
+  files: VaultFile[] | null;
+}
+
+const short = (id: string) => id.slice(0, 8);
+
+/** A failure in words a person can act on. */
+function said(e: unknown, secret: 'passphrase' | 'recovery key' = 'passphrase'): string {
+  if (e instanceof VaultFailure && e.kind === 'secret') {
+    return secret === 'passphrase' ? 'Wrong passphrase: it does not open this vault.' : `That recovery key does not open this vault (${e.message}).`;
+  }
+  if (e instanceof VaultFailure && e.kind === 'refused') return `Refused: the server's copy of this vault cannot be trusted (${e.message}). Nothing was changed on this device.`;
+  return e instanceof Error ? e.message : String(e);
+}
+
+/** The way into the Vaults view from the files (after the files' own controls, so the first
+ *  stop of the keyboard stays the primary action); focused again when the view closes. */
+export function VaultsEntry({ onOpen, shown }: { onOpen: () => void; shown: boolean }) {
+  const button = useRef<HTMLButtonElement>(null);
+  const was = useRef(shown);
+  useEffect(() => {
+    if (shown && !was.current) button.current?.focus();
+    was.current = shown;
+  }, [shown]);
+  return (
+    <section className="panel vaults-entry" aria-labelledby="vaults-entry-title">
+      <div className="section-head">
+        <h2 id="vaults-entry-title">Vaults</h2>
+        <button ref={button} className="button small" onClick={onOpen} data-testid="view-vaults">
+          Open vaults
+        </button>
+      </div>
+      <p className="hint">End-to-end encrypted folders: the server never sees their names or contents.</p>
+    </section>
+  );
+}
+
+export function VaultsPanel({ user, hidden, onDropTarget, onClose }: { user: string; hidden: boolean; onDropTarget: (f: ((p: Picked[]) => void) | null) => void; onClose: () => void }) {
+  const [vaults, setVaults] = useState<VaultInfo[] | null>(null);
+  const [error, setError] = useState('');
+  const [creating, setCreating] = useState(false);
+  const [unlocking, setUnlocking] = useState<string | null>(null);
+  const [busy, setBusy] = useState('');
+  const [recovery, setRecovery] = useState<{ id: string; key: string } | null>(null);
+  const [open, setOpen] = useState<Open | null>(null);
+  const [line, setLine] = useState('');
+  const openRef = useRef<Open | null>(null);
+  openRef.current = open;
+  // the view's title takes the focus when it opens, for the keyboard and screen readers
+  const title = useRef<HTMLHeadingElement>(null);
+  useEffect(() => {
+    if (!hidden) title.current?.focus();
+  }, [hidden]);
+
+  const list = useCallback(async () => {
+    try {
+      const r = await call<{ vaults: VaultInfo[] }>('GET', '/api/vaults');
+      setVaults([...r.vaults].sort((a, b) => a.created - b.created));
+    } catch (e) {
+      setError(`The vaults could not be listed: ${(e as Error).message}`);
+    }
+  }, []);
+  useEffect(() => void list(), [list]);
+
+  const lock = useCallback(() => {
+    openRef.current?.worker.end();
+    openRef.current = null;
+    setOpen(null);
+    setRecovery(null);
+    setLine('');
+  }, []);
+  // unmounted (signed out, another account): the keys go with the worker
+  useEffect(() => lock, [lock]);
+
+  // a page hidden for long forgets the keys; a frozen page's timer may not run, so the time
+  // hidden is checked again when it comes back
+  useEffect(() => {
+    let hiddenAt = 0;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const change = () => {
+      clearTimeout(timer);
+      if (document.visibilityState === 'hidden') {
+        hiddenAt = Date.now();
+        timer = setTimeout(lock, HIDDEN_LOCK_MS);
+      } else {
+        if (hiddenAt && Date.now() - hiddenAt >= HIDDEN_LOCK_MS) lock();
+        hiddenAt = 0;
+      }
+    };
+    document.addEventListener('visibilitychange', change);
+    return () => {
+      clearTimeout(timer);
+      document.removeEventListener('visibilitychange', change);
+    };
+  }, [lock]);
+
+  const refresh = useCallback(async (o: Open) => {
+    try {
+      const files = await o.worker.request<VaultFile[]>({ op: 'ls' });
+      if (openRef.current === o) setOpen({ ...o, files });
+      setError('');
+    } catch (e) {
+      if (openRef.current === o) setError(said(e));
+    }
+  }, []);
+
+  const opened = (worker: VaultWorker, r: VaultOpened) => {
+    openRef.current?.worker.end();
+    const o: Open = { id: r.id, worker, files: null };
+    openRef.current = o;
+    setOpen(o);
+    setUnlocking(null);
+    setCreating(false);
+    setError('');
+    void refresh(o);
+  };
+
+  const create = async (e: FormEvent<HTMLFormElement>) => {
+    e.preventDefault();
+    const f = new FormData(e.currentTarget);
+    const passphrase = String(f.get('passphrase'));
+    if (passphrase !== String(f.get('again'))) return setError('The two passphrases differ.');
+    setError('');
+    setBusy('Creating the vault: deriving its key from the passphrase takes a few seconds…');
+    const worker = new VaultWorker();
+    try {
+      const r = await worker.request<VaultOpened>({ op: 'create', scope: user, passphrase });
+      opened(worker, r);
+      setRecovery({ id: r.id, key: r.recoveryKey! });
+      void list();
+    } catch (err) {
+      worker.end();
+      setError(`The vault could not be created: ${said(err)}`);
+    } finally {
+      setBusy('');
+    }
+  };
+
+  const unlock = async (e: FormEvent<HTMLFormElement>, id: string) => {
+    e.preventDefault();
+    const f = new FormData(e.currentTarget);
+    const how = f.get('how') === 'recovery' ? 'recovery key' : 'passphrase';
+    const secret = String(f.get('secret'));
+    setError('');
+    setBusy(how === 'passphrase' ? 'Checking the passphrase: this takes a few seconds…' : 'Checking the recovery key…');
+    const worker = new VaultWorker();
+    try {
+      const r = await worker.request<VaultOpened>(how === 'passphrase' ? { op: 'unlock', scope: user, id, passphrase: secret } : { op: 'unlock', scope: user, id, recoveryKey: secret });
+      opened(worker, r);
+      // how long the unlock took in the worker (Argon2id, mostly), for bench/browser/vault-page.bench.ts
+      document.documentElement.dataset.vaultUnlockMs = String(Math.round(r.ms));
+    } catch (err) {
+      worker.end();
+      setError(said(err, how));
+    } finally {
+      setBusy('');
+    }
+  };
+
+  const add = useCallback(
+    async (picked: Picked[]) => {
+      const o = openRef.current;
+      if (!o) return setError('Unlock a vault first: files dropped here go into the unlocked vault.');
+      for (const p of picked) {
+        if (openRef.current !== o) return;
+        setLine(`Encrypting and uploading ${p.name}…`);
+        try {
+          const r = await o.worker.request<VaultPushed>({ op: 'push', name: p.name, file: p.file }, (n) =>
+            setLine(`Encrypting and uploading ${p.name}: ${p.file.size ? Math.floor((100 * n) / p.file.size) : 100}% of ${formatBytes(p.file.size)}`),
+          );
+          setLine(`${r.name} stored: ${r.chunks - r.reused} of ${r.chunks} chunks new, ${formatBytes(r.packBytes)} uploaded.`);
+          setError('');
+        } catch (err) {
+          setLine('');
+          setError(`${p.name}: ${said(err)}`);
+        }
+      }
+      if (openRef.current === o) await refresh(o);
+    },
+    [refresh],
+  );
+
+  // the window's drops come here while this view shows
+  useEffect(() => {
+    onDropTarget(hidden ? null : (p) => void add(p));
+    return () => onDropTarget(null);
+  }, [hidden, add, onDropTarget]);
+
+  const download = async (f: VaultFile) => {
+    const o = openRef.current;
+    if (!o) return;
+    setLine(`Downloading and checking ${f.name}…`);
+    try {
+      const blob = await o.worker.request<Blob>({ op: 'pull', name: f.name }, (n) =>
+        setLine(`Downloading and checking ${f.name}: ${f.size ? Math.floor((100 * n) / f.size) : 100}% of ${formatBytes(f.size)}`),
+      );
+      const url = URL.createObjectURL(blob);
+      save(url, f.name);
+      // the download manager has the file once it starts; the URL is freed a minute later
+      setTimeout(() => URL.revokeObjectURL(url), 60_000);
+      setLine(`${f.name} downloaded.`);
+      setError('');
+    } catch (err) {
+      setLine('');
+      setError(`${f.name}: ${said(err)}`);
+    }
+  };
+
+  return (
+    <section className="panel vaults" aria-labelledby="vaults-title" data-testid="vaults" hidden={hidden}>
+      <div className="section-head">
+        <h2 id="vaults-title" tabIndex={-1} ref={title}>
+          Vaults
+        </h2>
+        <span className="vault-actions">
+          {!creating && !recovery && !!crypto.subtle && (
+            <button className="button small" onClick={() => (setCreating(true), setError(''))}>
+              New vault
+            </button>
+          )}
+          <button className="button small" onClick={onClose} data-testid="view-files">
+            Back to files
+          </button>
+        </span>
+      </div>
+      <p className="hint">End-to-end encrypted folders: files are encrypted on this device, and the server never sees their names or contents. The key stays in this tab while a vault is unlocked.</p>
+      {!crypto.subtle && (
+        <p className="form-error" role="alert">
+          Vaults need a secure page (https, or localhost): this browser offers no WebCrypto here, so the page cannot encrypt.
+        </p>
+      )}
+
+      {creating && (
+        <form className="vault-form" onSubmit={create} data-testid="vault-create">
+          <label>
+            Passphrase
+            <input name="passphrase" type="password" autoComplete="new-password" required minLength={1} autoFocus />
+          </label>
+          <label>
+            Passphrase again
+            <input name="again" type="password" autoComplete="new-password" required />
+          </label>
+          <div className="vault-form-actions">
+            <button className="button primary" disabled={!!busy}>
+              Create
+            </button>
+            <button type="button" className="button" onClick={() => (setCreating(false), setError(''))} disabled={!!busy}>
+              Cancel
+            </button>
+          </div>
+        </form>
+      )}
+
+      {recovery && (
+        <div className="vault-recovery" role="region" aria-label="Recovery key" data-testid="vault-recovery">
+          <p>
+            <strong>The recovery key of vault {short(recovery.id)}</strong>: it opens the vault without the passphrase. It is shown only this once: write it down or keep it in a
+            password manager.
+          </p>
+          <code data-testid="recovery-key">{recovery.key}</code>
+          <button className="button primary" onClick={() => setRecovery(null)} autoFocus>
+            I saved it
+          </button>
+        </div>
+      )}
+
+      {busy && (
+        <p className="vault-line" role="status">
+          {busy}
+        </p>
+      )}
+      {error && (
+        <p className="form-error" role="alert" data-testid="vault-error">
+          {error}
+        </p>
+      )}
+
+      {vaults === null ? (
+        <p className="muted">Loading…</p>
+      ) : vaults.length === 0 ? (
+        <p className="muted">No vaults yet.</p>
+      ) : (
+        <ul className="vault-list">
+          {vaults.map((v) => {
+            const isOpen = open?.id === v.id;
+            return (
+              <li key={v.id} className="vault" data-testid="vault" data-id={v.id} data-state={isOpen ? 'unlocked' : 'locked'}>
+                <div className="vault-head">
+                  <span>
+                    <strong>Vault {short(v.id)}</strong> <span className="muted">created {new Date(v.created).toLocaleString()}</span>
+                  </span>
+                  {isOpen ? (
+                    <span className="vault-actions">
+                      <button className="button small" onClick={() => void refresh(open)}>
+                        Refresh
+                      </button>
+                      <button className="button small" onClick={lock}>
+                        Lock
+                      </button>
+                    </span>
+                  ) : (
+                    unlocking !== v.id &&
+                    !!crypto.subtle && (
+                      <button className="button small" onClick={() => (setUnlocking(v.id), setError(''))} aria-label={`Unlock vault ${short(v.id)}`}>
+                        Unlock
+                      </button>
+                    )
+                  )}
+                </div>
+                {!isOpen && unlocking === v.id && <UnlockForm busy={!!busy} onSubmit={(e) => void unlock(e, v.id)} onCancel={() => (setUnlocking(null), setError(''))} />}
+                {isOpen && (
+                  <p className="hint vault-id">
+                    Its id, for <code>dsync vault</code>: <code data-testid="vault-id">{v.id}</code>
+                  </p>
+                )}
+                {isOpen && <VaultFiles files={open.files} line={line} onFiles={(p) => void add(p)} onDownload={(f) => void download(f)} />}
+              </li>
+            );
+          })}
+        </ul>
+      )}
+    </section>
+  );
+}
+
+function UnlockForm({ busy, onSubmit, onCancel }: { busy: boolean; onSubmit: (e: FormEvent<HTMLFormElement>) => void; onCancel: () => void }) {
+  const [how, setHow] = useState<'passphrase' | 'recovery'>('passphrase');
+  return (
+    <form className="vault-form" onSubmit={onSubmit} data-testid="vault-unlock">
+      <fieldset className="vault-how">
+        <legend className="visually-hidden">Unlock with</legend>
+        <label>
+          <input type="radio" name="how" value="passphrase" checked={how === 'passphrase'} onChange={() => setHow('passphrase')} /> Passphrase
+        </label>
+        <label>
+          <input type="radio" name="how" value="recovery" checked={how === 'recovery'} onChange={() => setHow('recovery')} /> Recovery key
+        </label>
+      </fieldset>
+      <label>
+        {how === 'passphrase' ? 'Passphrase' : 'Recovery key'}
+        <input name="secret" type={how === 'passphrase' ? 'password' : 'text'} autoComplete={how === 'passphrase' ? 'current-password' : 'off'} spellCheck={false} required autoFocus />
+      </label>
+      <div className="vault-form-actions">
+        <button className="button primary" disabled={busy}>
+          Unlock
+        </button>
+        <button type="button" className="button" onClick={onCancel} disabled={busy}>
+          Cancel
+        </button>
+      </div>
+    </form>
+  );
+}
+
+function VaultFiles({ files, line, onFiles, onDownload }: { files: VaultFile[] | null; line: string; onFiles: (p: Picked[]) => void; onDownload: (f: VaultFile) => void }) {
+  return (
+    <div className="vault-files">
+      <div className="vault-add">
+        <label className="button">
+          Add files
+          <input type="file" multiple className="visually-hidden" data-testid="vault-file-input" onChange={(e) => onFiles(filesFromInput(e.currentTarget))} />
+        </label>
+        <span className="hint if-pointer">or drop them anywhere on this page</span>
+      </div>
+      {line && (
+        <p className="vault-line" role="status" data-testid="vault-progress">
+          {line}
+        </p>
+      )}
+      {files === null ? (
+        <p className="muted">Reading the vault…</p>
+      ) : files.length === 0 ? (
+        <p className="muted">This vault is empty.</p>
+      ) : (
+        <ul className="vault-file-list" data-testid="vault-files">
+          {files.map((f) => (
+            <li key={f.name} data-testid="vault-file" data-name={f.name}>
+              <button className="vault-file-name" onClick={() => onDownload(f)} title={`Download ${f.name}`}>
+                {f.name}
+              </button>
+              <span className="muted">
+                {formatBytes(f.size)} · {new Date(f.mtime).toLocaleString()}
+              </span>
+            </li>
+          ))}
+        </ul>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,53 @@
+/**
+ * The page's side of a vault worker (vault-worker.ts): requests as promises, progress as a
+ * callback. `end()` terminates the worker, and with it the vault's keys.
+ */
+import type { VaultFailureKind, VaultReply, VaultRequest } from './vault-api.ts';
+
+export class VaultFailure extends Error {
+  constructor(
+    readonly kind: VaultFailureKind,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'VaultFailure';
+  }
+}
+
+export class VaultWorker {
+  private worker = new Worker(new URL('./vault-worker.ts', import.meta.url), { type: 'module' });
+  private next = 1;
+  private waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void; progress?: (n: number) => void }>();
+
+  constructor() {
+    this.worker.onmessage = (e: MessageEvent<VaultReply>) => {
+      const r = e.data;
+      const w = this.waiting.get(r.rid);
+      if (!w) return;
+      if ('progress' in r) return w.progress?.(r.progress);
+      this.waiting.delete(r.rid);
+      if (r.ok) w.resolve(r.value);
+      else w.reject(new VaultFailure(r.kind, r.error));
+    };
+    this.worker.onerror = (e) => this.fail(new VaultFailure('other', `the vault worker failed: ${e.message || 'it could not start'}`));
+  }
+
+  request<T>(req: VaultRequest, progress?: (n: number) => void): Promise<T> {
+    const rid = this.next++;
+    return new Promise<T>((resolve, reject) => {
+      this.waiting.set(rid, { resolve: resolve as (v: unknown) => void, reject, progress });
+      this.worker.postMessage({ ...req, rid });
+    });
+  }
+
+  /** Ends the worker (the vault's keys go with it); requests under way fail. */
+  end() {
+    this.worker.terminate();
+    this.fail(new VaultFailure('other', 'the vault was locked'));
+  }
+
+  private fail(e: Error) {
+    for (const w of this.waiting.values()) w.reject(e);
+    this.waiting.clear();
+  }
+}

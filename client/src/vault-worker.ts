@@ -1,0 +1,78 @@
+/**
+ * A vault worker: opens one vault (creates it, or unlocks it with a passphrase or a recovery
+ * key) and then lists, pushes and pulls its files (shared/src/vault/vault.ts). Argon2id blocks
+ * for seconds and every chunk is sealed or opened here, off the page's thread; the vault's
+ * sub-keys never leave this worker, and the page ends the worker to forget them.
+ */
+import { httpVaultRemote } from '../../shared/src/vault/remote.ts';
+import { type Vault, createVault, openVault } from '../../shared/src/vault/vault.ts';
+import { VaultError } from '../../shared/src/vault/format.ts';
+import { blobSource } from './blob-source.ts';
+import type { VaultFailureKind, VaultOpened, VaultPushed, VaultReply, VaultRequest } from './vault-api.ts';
+import { storedHeads } from './vault-heads.ts';
+import { initWasm } from './wasm-init.ts';
+
+/** Progress is posted at most this often (ms): a line of text, not an animation. */
+const PROGRESS_MS = 200;
+
+const ready = initWasm();
+const remote = httpVaultRemote(location.origin);
+let vault: Vault | null = null;
+
+const post = (r: VaultReply) => (self as unknown as Worker).postMessage(r);
+
+/** A failure's kind: a secret that does not open the vault, a server that lies (a rollback, a
+ *  fork, a damaged or swapped object, a counter that is not the head's), or anything else (a
+ *  file gone meanwhile, a file changed while it was read, a refusal of the server's). */
+function kindOf(e: unknown): VaultFailureKind {
+  if (!(e instanceof VaultError)) return 'other';
+  if (/passphrase does not open|recovery key|an empty passphrase/.test(e.message)) return 'secret';
+  return /rollback|fork|does not verify|do not match|does not add up|counter|counted head|inconsistent|unknown version/.test(e.message) ? 'refused' : 'other';
+}
+
+async function run(req: VaultRequest, progress: (n: number) => void): Promise<unknown> {
+  await ready;
+  if (req.op === 'create' || req.op === 'unlock') {
+    if (vault) throw new Error('this worker has a vault open already');
+    const heads = await storedHeads(req.scope);
+    const t0 = performance.now();
+    if (req.op === 'create') {
+      const made = await createVault(remote, req.passphrase, heads);
+      vault = made.vault;
+      return { id: vault.id, recoveryKey: made.recoveryKey, ms: performance.now() - t0 } satisfies VaultOpened;
+    }
+    vault = await openVault(remote, req.id, 'passphrase' in req ? { passphrase: req.passphrase } : { recoveryKey: req.recoveryKey }, heads);
+    return { id: vault.id, ms: performance.now() - t0 } satisfies VaultOpened;
+  }
+  if (!vault) throw new Error('no vault is open');
+  if (req.op === 'ls') return vault.ls();
+  let last = 0;
+  const tick = (n: number, end = false) => {
+    const now = performance.now();
+    if (end || now - last >= PROGRESS_MS) {
+      last = now;
+      progress(n);
+    }
+  };
+  if (req.op === 'push') {
+    const r = await vault.push(req.name, blobSource(req.file, { onRead: (end) => tick(end) }), req.file.lastModified);
+    return { name: r.name, size: r.size, chunks: r.chunks, reused: r.reused, packBytes: r.packBytes } satisfies VaultPushed;
+  }
+  // a pull is verified window by window before it is handed on; the Blob is made only when the
+  // whole file has arrived and verified
+  const parts: Uint8Array<ArrayBuffer>[] = [];
+  let got = 0;
+  await vault.pull(req.name, async (bytes) => {
+    parts.push(bytes as Uint8Array<ArrayBuffer>);
+    tick((got += bytes.length));
+  });
+  return new Blob(parts);
+}
+
+self.onmessage = (e: MessageEvent<VaultRequest & { rid: number }>) => {
+  const { rid, ...req } = e.data;
+  run(req as VaultRequest, (n) => post({ rid, progress: n })).then(
+    (value) => post({ rid, ok: true, value }),
+    (err: unknown) => post({ rid, ok: false, kind: kindOf(err), error: err instanceof Error ? err.message : String(err) }),
+  );
+};
