@@ -5,6 +5,7 @@
 // byte-exact, a download and a folder pull served byte-exact.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { type Socket, connect } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -280,5 +281,62 @@ test('dsync pull of a folder waits for a busy server (its listing and its sessio
   } finally {
     await s.stop();
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** Sends `head` and `body` on a raw connection, the body's second half 300 ms after its first
+ *  (a client still sending when the answer comes), then reads: the answer's head, or the error
+ *  the connection met. */
+async function sendSlowly(port: number, head: string, bodyBytes: number): Promise<{ socket: Socket; answer: string }> {
+  const c = connect(port, '127.0.0.1');
+  await new Promise((r) => c.on('connect', r));
+  let got = '';
+  const answer = new Promise<string>((resolve) => {
+    c.on('data', (d) => {
+      got += d;
+      if (got.includes('\r\n\r\n')) resolve(got);
+    });
+    c.on('error', (e) => resolve(`error ${(e as NodeJS.ErrnoException).code} after ${got.length} bytes`));
+    c.on('close', () => resolve(`closed after ${got.length} bytes: ${got}`));
+  });
+  c.pause();
+  c.write(head + `Content-Length: ${bodyBytes}\r\n\r\n`);
+  c.write(Buffer.alloc(bodyBytes >> 1));
+  await new Promise((r) => setTimeout(r, 300));
+  c.write(Buffer.alloc(bodyBytes - (bodyBytes >> 1)));
+  c.resume();
+  return { socket: c, answer: await answer };
+}
+
+test('a request refused as busy while its body is still coming: the client gets the 503 and its Retry-After, not a reset, and the connection serves the next request', async () => {
+  const s = await testServer({ 'max-sessions': '1', 'max-admission-wait-ms': '0' });
+  const port = Number(new URL(s.url).port);
+  try {
+    const held = await heldSession(s.wsUrl, 'held.bin');
+    for (const [what, head, bytes] of [
+      ['a vault pack', `PUT /api/vaults/${'a'.repeat(32)}/packs/${'b'.repeat(64)} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n`, 8 << 20],
+      ['a bulk upload', `POST /api/files/bulk HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/octet-stream\r\n`, 4 << 20],
+    ] as const) {
+      const { socket, answer } = await sendSlowly(port, head, bytes);
+      try {
+        assert.match(answer, /^HTTP\/1\.1 503 /, `${what}: ${answer.slice(0, 200)}`);
+        assert.match(answer, /\r\nretry-after: \d+\r\n/i, what);
+        assert.doesNotMatch(answer, /\r\nconnection: close\r\n/i, what);
+        // the body was read and dropped: the same connection answers the next request
+        let more = '';
+        const next = new Promise<string>((resolve) => socket.on('data', (d) => (more += d).includes('\r\n\r\n') && resolve(more)).on('close', () => resolve(`closed: ${more}`)));
+        socket.write(`GET /api/health HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+        assert.match(await next, /^HTTP\/1\.1 (200|503) /, `${what}: the next request on the connection`);
+      } finally {
+        socket.destroy();
+      }
+    }
+    // a body above guard.ts DRAIN_MAX is not waited for: the answer, then the connection closes
+    const big = await sendSlowly(port, `PUT /api/vaults/${'a'.repeat(32)}/packs/${'b'.repeat(64)} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n`, 64 << 20).catch((e) => ({ socket: null, answer: String(e) }));
+    big.socket?.destroy();
+    assert.doesNotMatch(big.answer, /^HTTP\/1\.1 2/, 'a body above DRAIN_MAX was never taken in');
+    held.terminate();
+  } finally {
+    await s.stop();
   }
 });

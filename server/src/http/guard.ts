@@ -365,6 +365,23 @@ export function clientLabel(raw: string | null): string | undefined {
   return t;
 }
 
+/** A body the server answers before reading it all (a busy refusal, an error) is read and
+ *  dropped when its Content-Length is at most this (the largest bulk request and the default
+ *  largest vault pack), and the connection kept: a client still sending then gets the answer.
+ *  Closed under it, the client's next writes met a reset (EPIPE), it never saw the 503 and its
+ *  Retry-After, and a sync pass at load 20 failed instead of waiting. A larger or unsized body
+ *  is not waited for: the connection closes after the answer. */
+export const DRAIN_MAX = 16 << 20;
+
+/** Before an answer to `req` whose body may be unread: drop the rest as it comes (up to
+ *  DRAIN_MAX), or close the connection after the answer. */
+export function unreadBody(req: express.Request, res: express.Response): void {
+  if (req.complete) return;
+  const raw = req.headers['content-length'];
+  if (raw !== undefined && /^\d{1,16}$/.test(raw) && Number(raw) <= DRAIN_MAX) req.resume();
+  else res.setHeader('Connection', 'close');
+}
+
 /** A REST request, with the user the sign-in found (auth.ts). */
 export type Req = express.Request & { user?: string };
 
@@ -372,8 +389,7 @@ export type Req = express.Request & { user?: string };
  * REST routes run in their user's turn (`Turns`) and with a place past capacity (`Admission`):
  * past capacity a request is answered 503 with Retry-After (`busyMessage`) having done nothing.
  * An error a handler throws is logged and answered by `answer` (the connection is cut when the
- * answer has begun). A body left unread is not waited for: the connection closes after the
- * answer.
+ * answer has begun). A body left unread is dropped or its connection closed (`unreadBody`).
  */
 export function admittedRoutes(
   turn: ((user: string) => Promise<() => void>) | undefined,
@@ -388,7 +404,7 @@ export function admittedRoutes(
       endTurn?.();
       log({ error: 'busy', path: req.path, retryAfterS: place });
       res.setHeader('Retry-After', String(place));
-      if (!req.complete) res.setHeader('Connection', 'close');
+      unreadBody(req, res);
       return void res.status(503).json({ error: busyMessage(place) });
     }
     try {
@@ -397,7 +413,7 @@ export function admittedRoutes(
       const err = e as Error;
       log({ error: 'http', user: req.user, path: req.path, message: err.message });
       if (res.headersSent) return void res.destroy(err);
-      if (!req.complete) res.setHeader('Connection', 'close');
+      unreadBody(req, res);
       answer(err, res);
     } finally {
       place();

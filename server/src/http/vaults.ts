@@ -51,7 +51,7 @@ const STATUS: Partial<Record<number, number>> = { [ErrorCode.NotFound]: 404, [Er
  * The request's body, whose Content-Length is required and at most `max`: read into one
  * buffer of that size, each piece given to `hasher` as it comes in, so a pack is held once,
  * never joined from pieces, and hashed while it arrives. A body over `max` is refused before
- * any of it is read (413, and the connection closed after the answer).
+ * any of it is read (413; the rest is dropped or the connection closed: guard.ts `unreadBody`).
  */
 async function receive(req: express.Request, max: number, what: string, hasher?: { update(piece: Uint8Array): void }): Promise<Buffer> {
   const raw = req.headers['content-length'];
