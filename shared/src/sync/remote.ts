@@ -291,7 +291,9 @@ export abstract class ApiFolder implements RemoteFolder {
             continue;
           }
           try {
-            got.push({ ok: { ...(await write(k + got.length, bytes, modifiedOf(typeof h.modified === 'number' ? h.modified : undefined))), root: await checkedRoot(h, f.version, bytes) } });
+            // checked before anything is written: bytes that are not their root never reach the file
+            const root = await checkedRoot(h, f.version, bytes);
+            got.push({ ok: { ...(await write(k + got.length, bytes, modifiedOf(typeof h.modified === 'number' ? h.modified : undefined))), root } });
           } catch (error) {
             got.push({ error });
           }
