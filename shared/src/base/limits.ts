@@ -179,6 +179,9 @@ export const SYNC_MAX_DELETE_MIN = 10;
 /** Uploads and downloads a pass runs at once: each waits mostly for the server's commit or
  *  the network, so a few overlap well (a first sync of many small files). */
 export const SYNC_TRANSFERS = 4;
+/** Roots of listed versions a pass asks the server for at once (`RemoteFolder.root`, one small
+ *  request each; a folder renamed on the server asks one per file to find it a rename). */
+export const SYNC_ROOT_LOOKUPS = 8;
 /** A push of a file of at most this many bytes (one entropy sample, delta-client.ts
  *  `worthDeflating`) runs on any idle connection to the server, compressing or not
  *  (`?deflate=0`), before a new one is opened: for so small a file a new connection's
