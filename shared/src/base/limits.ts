@@ -301,3 +301,7 @@ export const BULK_REQUEST_BYTES = 16 << 20;
 export const BULK_HEADER_BYTES = MAX_NAME_BYTES * 4 + 1024;
 /** Bulk requests a sync pass has in flight at once (each is one group commit on the server). */
 export const BULK_IN_FLIGHT = 2;
+/** Files of a bulk read a client checks and writes at once while the answer streams on (each
+ *  a temporary file, its fsync and a rename: the fsyncs overlap instead of queueing, and at
+ *  most this many files' bytes wait in memory). */
+export const BULK_WRITES = 8;
