@@ -12,7 +12,7 @@ import { fileSource } from '../shared/src/chunking/file-source.ts';
 import type { KnownVersions } from '../shared/src/session/known.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../shared/src/wire/protocol.ts';
 import { pull, push } from '../shared/src/session/delta-client.ts';
-import { type Expected, type LocalTree, type Settled, type Stat, verifyLocal } from '../shared/src/sync/engine.ts';
+import { type Expected, type LocalTree, type Settled, type Stat, allLimited, verifyLocal } from '../shared/src/sync/engine.ts';
 import type { Expect } from '../shared/src/sync/plan.ts';
 import { ApiFolder, IGNORE_FILE, NoBulk, ignoreMatcher, ignoredByDefault } from '../shared/src/sync/remote.ts';
 import { conflictName } from '../shared/src/sync/conflict.ts';
@@ -256,16 +256,7 @@ export class NodeTree implements LocalTree {
 }
 
 /** `fn` of every item, SYNC_TRANSFERS at once (as the engine runs transfers), in order. */
-async function oneByOne<I, O>(items: I[], fn: (item: I) => Promise<O>): Promise<O[]> {
-  const out: O[] = new Array(items.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(SYNC_TRANSFERS, items.length) }, async () => {
-      for (let k; (k = next++) < items.length; ) out[k] = await fn(items[k]);
-    }),
-  );
-  return out;
-}
+const oneByOne = <I, O>(items: I[], fn: (item: I) => Promise<O>) => allLimited(items, SYNC_TRANSFERS, fn);
 
 export interface RemoteOptions {
   values: Values;

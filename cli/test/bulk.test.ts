@@ -4,6 +4,7 @@
 // comes down on a second device in a handful of bulk reads, opening no WebSocket either way;
 // both folders end byte-exact with the files' mtimes. A racing edit of one file on the other
 // device is a conflict for that file only: both contents stay, the rest of the batch commits.
+// And a bulk read writes a few files at once while its answer streams on (their fsyncs overlap).
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import type http from 'node:http';
@@ -17,7 +18,11 @@ import type { Backend } from '../../server/src/store/backend.ts';
 import { JOURNAL_PREFIX } from '../../server/src/store/journal.ts';
 import { localBackend } from '../../server/src/store/local.ts';
 import { Repo } from '../../server/src/store/repo.ts';
+import WebSocket from 'ws';
+import { pushBytes, testServer } from '../../harness/helpers.ts';
+import { BULK_WRITES } from '../../shared/src/base/limits.ts';
 import { isConflictName } from '../../shared/src/sync/conflict.ts';
+import { ApiFolder } from '../../shared/src/sync/remote.ts';
 import { dsync } from './run.ts';
 
 const FILES = 1000;
@@ -144,5 +149,60 @@ test('a first sync of 1 000 small files is a handful of bulk requests and commit
   } finally {
     await s.close();
     rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test('a bulk read writes its files a few at once while the answer streams on, not each after the one before', { timeout: 300_000 }, async () => {
+  const s = await testServer({ 'max-load': '0' });
+  try {
+    const files = Array.from({ length: 16 }, (_, i) => ({ path: `f${i}.txt`, bytes: Buffer.from(`file ${i}\n`.repeat(50 + i)) }));
+    for (const f of files) await pushBytes(s, `proj/${f.path}`, f.bytes);
+    /** the bulk read of the real client (ApiFolder.fetchMany) against the real server */
+    class Reader extends ApiFolder {
+      push(): never {
+        throw new Error('not here');
+      }
+      pull(): never {
+        throw new Error('not here');
+      }
+      read<T>(list: { path: string; version: number }[], write: (k: number, bytes: Uint8Array) => Promise<T>) {
+        return this.fetchMany(list, write);
+      }
+    }
+    const reader = new Reader({
+      call: () => Promise.reject(new Error('not here')),
+      statusOf: () => undefined,
+      folder: 'proj',
+      url: s.wsUrl,
+      WebSocket: WebSocket as never,
+      send: async (p, body, type) => {
+        const res = await fetch(s.url + p, { method: 'POST', body: new Blob(body as BlobPart[]), headers: { 'content-type': type } });
+        if (!res.ok) throw new Error(`${p}: HTTP ${res.status}`);
+        return res;
+      },
+    });
+    // the first file's write waits until another one starts (or, if none does, a while): a
+    // reader that writes each file after the one before never has two open
+    let open = 0;
+    let most = 0;
+    let second: () => void = () => {};
+    const another = new Promise<void>((ok) => (second = ok));
+    const got = await reader.read(files.map((f) => ({ path: f.path, version: 1 })), async (k, bytes) => {
+      open++;
+      most = Math.max(most, open);
+      if (open > 1) second();
+      if (k === 0) await Promise.race([another, new Promise((ok) => setTimeout(ok, 20_000))]);
+      open--;
+      return { bytes: Buffer.from(bytes) };
+    });
+    assert.ok(most > 1, `files written at once: ${most}`);
+    assert.ok(most <= BULK_WRITES, `files written at once: ${most}, at most ${BULK_WRITES}`);
+    got.forEach((g, k) => {
+      assert.ok('ok' in g, JSON.stringify(g));
+      assert.deepEqual(g.ok.bytes, files[k].bytes, `file ${k} in its place`);
+    });
+    reader.close();
+  } finally {
+    await s.stop();
   }
 });

@@ -21,12 +21,14 @@ import { TRASH } from '../../shared/src/sync/remote.ts';
 import { dsync, jsonLines } from './run.ts';
 import { sha, treeOf } from './sync-world.ts';
 
-/** A proxy in front of `s` that counts requests by "METHOD /path" and runs `beforeMove` (once
- *  set) with the body of a POST /api/files/move before it forwards it. WebSocket upgrades are
- *  piped through as bytes. */
+/** A proxy in front of `s` that counts requests by "METHOD /path" (and the most of each open
+ *  at once, from arrival to the answer's end) and runs `beforeMove` (once set) with the body of
+ *  a POST /api/files/move before it forwards it. WebSocket upgrades are piped through as bytes. */
 async function countingProxy(s: TestServer) {
   const up = new URL(s.url);
   const counts = new Map<string, number>();
+  const open = new Map<string, number>();
+  const most = new Map<string, number>();
   const moves: unknown[] = [];
   let beforeMove: ((body: any) => Promise<void>) | null = null;
   const body = (req: IncomingMessage) =>
@@ -40,6 +42,9 @@ async function countingProxy(s: TestServer) {
     const url = new URL(req.url!, 'http://x');
     const key = `${req.method} ${url.pathname}`;
     counts.set(key, (counts.get(key) ?? 0) + 1);
+    open.set(key, (open.get(key) ?? 0) + 1);
+    most.set(key, Math.max(most.get(key) ?? 0, open.get(key)!));
+    res.on('close', () => open.set(key, open.get(key)! - 1));
     const bytes = await body(req);
     if (key === 'POST /api/files/move') {
       const parsed = JSON.parse(bytes.toString('utf8'));
@@ -62,7 +67,8 @@ async function countingProxy(s: TestServer) {
     counts,
     moves,
     count: (key: string) => counts.get(key) ?? 0,
-    reset: () => (counts.clear(), (moves.length = 0)),
+    mostAtOnce: (key: string) => most.get(key) ?? 0,
+    reset: () => (counts.clear(), most.clear(), (moves.length = 0)),
     onMove: (f: (body: any) => Promise<void>) => void (beforeMove = f),
     async close() {
       server.closeAllConnections();
@@ -79,7 +85,7 @@ interface Dev {
 }
 
 /** Two devices; `a` reaches the server through `via` (its sync state is per server URL). */
-function devices(url: string, via = url) {
+function devices(url: string, via = url, viaB = url) {
   const root = mkdtempSync(path.join(tmpdir(), 'dsync-folder-move-'));
   const dev = (name: string, url: string): Dev => {
     const dir = path.join(root, name, 'proj');
@@ -95,7 +101,7 @@ function devices(url: string, via = url) {
       read: (p) => readFileSync(at(p), 'utf8'),
     };
   };
-  return { a: dev('a', via), b: dev('b', url), done: () => rmSync(root, { recursive: true, force: true }) };
+  return { a: dev('a', via), b: dev('b', viaB), done: () => rmSync(root, { recursive: true, force: true }) };
 }
 
 const ok = (r: { code: number | null; stdout: string; stderr: string }) => {
@@ -132,7 +138,7 @@ async function server(s: TestServer) {
 test('a folder of 300 files renamed on one device: one move request, the other device gets it whole, histories kept, nothing in the trash', { timeout: 600_000 }, async () => {
   const s = await testServer();
   const proxy = await countingProxy(s);
-  const { a, b, done } = devices(s.url, proxy.url);
+  const { a, b, done } = devices(s.url, proxy.url, proxy.url);
   try {
     seed(a, 300);
     ok(await a.sync());
@@ -152,8 +158,13 @@ test('a folder of 300 files renamed on one device: one move request, the other d
     assert.equal(lines.filter((l) => l.op === 'moveRemote' && !l.retry && !l.error).length, 300, JSON.stringify(lines.filter((l) => l.op).slice(0, 5)));
     assert.ok(!lines.some((l) => l.op === 'upload' || l.op === 'deleteRemote'), JSON.stringify(lines.filter((l) => l.op && l.op !== 'moveRemote')));
 
+    proxy.reset();
     const lb = ok(await b.sync());
     assert.ok(!lb.some((l) => l.op === 'download'), 'a rename comes down as renames: ' + JSON.stringify(lb.filter((l) => l.op === 'download').slice(0, 3)));
+    // b asks the roots of the 300 renamed files' versions to find the renames: a few at once
+    // (one after another before: at most one open)
+    assert.ok(proxy.count('GET /api/versions') >= 300, JSON.stringify(Object.fromEntries(proxy.counts)));
+    assert.ok(proxy.mostAtOnce('GET /api/versions') > 1, `root lookups at once: ${proxy.mostAtOnce('GET /api/versions')}`);
     assert.equal(lb.filter((l) => l.op === 'moveLocal' && !l.retry && !l.error).length, 300);
     // b renamed its folder as one folder (the same folder on disk), not file by file
     assert.equal(statSync(path.join(b.dir, 'lib')).ino, folderOnB, 'b renamed the folder itself');

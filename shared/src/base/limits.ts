@@ -179,6 +179,9 @@ export const SYNC_MAX_DELETE_MIN = 10;
 /** Uploads and downloads a pass runs at once: each waits mostly for the server's commit or
  *  the network, so a few overlap well (a first sync of many small files). */
 export const SYNC_TRANSFERS = 4;
+/** Roots of listed versions a pass asks the server for at once (`RemoteFolder.root`, one small
+ *  request each; a folder renamed on the server asks one per file to find it a rename). */
+export const SYNC_ROOT_LOOKUPS = 8;
 /** A push of a file of at most this many bytes (one entropy sample, delta-client.ts
  *  `worthDeflating`) runs on any idle connection to the server, compressing or not
  *  (`?deflate=0`), before a new one is opened: for so small a file a new connection's
@@ -307,3 +310,7 @@ export const BULK_REQUEST_BYTES = 16 << 20;
 export const BULK_HEADER_BYTES = MAX_NAME_BYTES * 4 + 1024;
 /** Bulk requests a sync pass has in flight at once (each is one group commit on the server). */
 export const BULK_IN_FLIGHT = 2;
+/** Files of a bulk read a client checks and writes at once while the answer streams on (each
+ *  a temporary file, its fsync and a rename: the fsyncs overlap instead of queueing, and at
+ *  most this many files' bytes wait in memory). */
+export const BULK_WRITES = 8;

@@ -16,7 +16,7 @@
  */
 import { conflictName } from './conflict.ts';
 import { RemoteError } from '../transport/conn.ts';
-import { BULK_ENTRIES, BULK_FILE_MAX, BULK_IN_FLIGHT, BULK_REQUEST_BYTES, SYNC_REFUSALS, SYNC_TRANSFERS } from '../base/limits.ts';
+import { BULK_ENTRIES, BULK_FILE_MAX, BULK_IN_FLIGHT, BULK_REQUEST_BYTES, SYNC_REFUSALS, SYNC_ROOT_LOOKUPS, SYNC_TRANSFERS } from '../base/limits.ts';
 import { ErrorCode } from '../wire/protocol.ts';
 import { type Action, type Agreed, type Expect, type FolderAction, type FolderDelete, type FolderMove, type LocalFile, type RemoteFile, deleteAllowance, deletesOf, folderMoves, plan, planFolders, rootsWanted } from './plan.ts';
 
@@ -146,6 +146,18 @@ export async function verifyLocal(tree: Pick<LocalTree, 'stat' | 'hash'>, path: 
   const st = await tree.stat(path);
   if (!sameStat(st, expect)) throw new LocalChanged(`${path} changed here`);
   if (expect && (await tree.hash(path)).hash !== expect.hash) throw new LocalChanged(`${path} changed here (same size and time, other content)`);
+}
+
+/** `fn` of every item, at most `atOnce` at a time; the outcomes in the items' order. */
+export async function allLimited<I, O>(items: readonly I[], atOnce: number, fn: (item: I, k: number) => Promise<O>): Promise<O[]> {
+  const out: O[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(atOnce, items.length) }, async () => {
+      for (let k; (k = next++) < items.length; ) out[k] = await fn(items[k], k);
+    }),
+  );
+  return out;
 }
 
 /** The trash folder's stamp for deletes at `when` (local time): `YYYY-MM-DD HHMMSS`. */
@@ -322,15 +334,22 @@ async function readSides(local: LocalTree, remote: RemoteFolder, state: SyncStat
     remoteFiles.delete(p);
   }
   const agreed = new Map([...state.files].filter(([p]) => !held.has(p) && !ignored(p)));
-  for (const p of rootsWanted(localFiles, agreed, remoteFiles)) {
-    const r = remoteFiles.get(p)!;
+  // each root is a request of its own (a folder renamed on the server asks one per file): a
+  // few at once, not one after another
+  const wanted = rootsWanted(localFiles, agreed, remoteFiles);
+  const roots = await allLimited(wanted, SYNC_ROOT_LOOKUPS, async (p) => {
     try {
-      remoteFiles.set(p, { ...r, root: await remote.root(p, r.version) });
+      return { root: await remote.root(p, remoteFiles.get(p)!.version) };
     } catch {
-      // unknown root: treated as different content (a conflict copy rather than a loss)
-      unreadable++;
+      return null;
     }
-  }
+  });
+  wanted.forEach((p, k) => {
+    const r = roots[k];
+    // unknown root: treated as different content (a conflict copy rather than a loss)
+    if (r === null) unreadable++;
+    else remoteFiles.set(p, { ...remoteFiles.get(p)!, root: r.root });
+  });
 
   return { localFiles, remoteFiles, agreed, dirs: scan.dirs, remoteFolders, heldFolders, skipped, hashed, unreadable, hidden: scan.hidden ?? 0 };
 }

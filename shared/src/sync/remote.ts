@@ -18,7 +18,7 @@ import type { KnownVersions } from '../session/known.ts';
 import type { PullOptions, PushOptions } from '../session/delta-client.ts';
 import { ConnectionPool } from '../transport/connection-pool.ts';
 import { type Expected, IGNORE_FILE, type RemoteFolder, RemoteChanged, type Settled, type Skipped, type Stat } from './engine.ts';
-import { BULK_ENTRIES, BULK_FILE_MAX, BULK_REQUEST_BYTES, LIST_CURSOR_CHARS } from '../base/limits.ts';
+import { BULK_ENTRIES, BULK_FILE_MAX, BULK_REQUEST_BYTES, BULK_WRITES, LIST_CURSOR_CHARS } from '../base/limits.ts';
 import { nameProblem, shownName } from '../wire/names.ts';
 import type { Expect, RemoteFile } from './plan.ts';
 import { type FolderEntries, type ListedFile, type ListingChanges, type ListingPage, type ListingReset, type MoveAnswer, type Unchecked, type VersionInfo, listingLines } from '../wire/api.ts';
@@ -279,27 +279,41 @@ export abstract class ApiFolder implements RemoteFolder {
     const out: Settled<T & { root: string }>[] = [];
     for (let k = 0; k < files.length; k += BULK_ENTRIES) {
       const batch = files.slice(k, k + BULK_ENTRIES);
-      const got: Settled<T & { root: string }>[] = [];
+      // each file's outcome as it is checked and written, BULK_WRITES at once while the answer
+      // streams on
+      const pending: Promise<Settled<T & { root: string }>>[] = [];
+      let cut: unknown = null;
       try {
         const res = await this.a.send!('/api/files/bulk-read', [new TextEncoder().encode(JSON.stringify({ files: batch.map((f) => ({ name: this.full(f.path), version: f.version })) }))], 'application/json');
         if (!res.body) throw new Error('the server sent no bulk answer');
         for await (const { header: h, bytes } of readBulkFrames(res.body as unknown as AsyncIterable<Uint8Array>, { maxEntries: batch.length, maxBytes: BULK_ENTRIES * BULK_FILE_MAX })) {
-          const f = batch[got.length];
+          const at = pending.length;
+          const f = batch[at];
           if (h.name !== this.full(f.path)) throw new Error('the server sent a malformed bulk answer');
           if (typeof h.error === 'string') {
-            got.push({ error: new RemoteError((typeof h.code === 'string' && (ErrorCode as Record<string, number>)[h.code]) || ErrorCode.Internal, h.error) });
+            pending.push(Promise.resolve({ error: new RemoteError((typeof h.code === 'string' && (ErrorCode as Record<string, number>)[h.code]) || ErrorCode.Internal, h.error) }));
             continue;
           }
-          try {
-            got.push({ ok: { ...(await write(k + got.length, bytes, modifiedOf(typeof h.modified === 'number' ? h.modified : undefined))), root: await checkedRoot(h, f.version, bytes) } });
-          } catch (error) {
-            got.push({ error });
-          }
+          pending.push(
+            (async (): Promise<Settled<T & { root: string }>> => {
+              try {
+                // checked before anything is written: bytes that are not their root never reach the file
+                const root = await checkedRoot(h, f.version, bytes);
+                return { ok: { ...(await write(k + at, bytes, modifiedOf(typeof h.modified === 'number' ? h.modified : undefined))), root } };
+              } catch (error) {
+                return { error };
+              }
+            })(),
+          );
+          if (pending.length >= BULK_WRITES) await pending[pending.length - BULK_WRITES];
         }
-        if (got.length !== batch.length) throw new Error('the server sent a bulk answer cut short');
+        if (pending.length !== batch.length) throw new Error('the server sent a bulk answer cut short');
       } catch (error) {
-        while (got.length < batch.length) got.push({ error: this.noBulkIf(error) });
+        cut = error;
       }
+      // every write started is waited for (each is its file's outcome), then the rest fail
+      const got = await Promise.all(pending);
+      while (got.length < batch.length) got.push({ error: this.noBulkIf(cut) });
       out.push(...got);
     }
     return out;
