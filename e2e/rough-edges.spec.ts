@@ -59,7 +59,7 @@ test('Cancel all stops the queued and running transfers of a batch; the page upl
   await page.getByTestId('file-input').setInputFiles(names.map((n) => path.join(dir, n)));
   await expect(page.locator('[data-testid=transfer][data-status=running]').first()).toBeVisible();
   await page.getByRole('button', { name: 'Cancel all' }).click();
-  await expect(page.locator('[data-testid=transfer][data-status=running], [data-testid=transfer][data-status=queued]')).toHaveCount(0, { timeout: 10_000 });
+  await expect(page.locator('[data-testid=transfer][data-status=running], [data-testid=transfer][data-status=queued]')).toHaveCount(0, { timeout: 60_000 });
   await expect(page.getByRole('button', { name: 'Cancel all' })).toHaveCount(0);
   const line = await page.getByTestId('batch-line').textContent();
   const done = Number(/^(\d+) of 60/.exec(line ?? '')![1]);
