@@ -208,8 +208,9 @@ test('refinement lists the middles of gaps while they pay: not for rewritten reg
     // back: every middle facing the first 41 gaps). So the file is chunked on beyond LEAD
     // bytes of list only while `onward()` (a disk slower than the network gives this order
     // anywhere); the chunker's reads only, beyond the list: not the Delta Bytes', nor the
-    // samples that choose deflate, read before the Hello. After 20 s of waiting in all, the
-    // push goes on unpaced, for the assertions below to say what did not come.
+    // samples that choose deflate, read before the Hello. After 120 s of waiting in all (generous
+    // for a loaded machine), the push goes on unpaced, for the assertions below to say what did
+    // not come.
     const LEAD = 24 << 20;
     const paced = (src: Source, onward: () => boolean): Source => ({
       size: src.size,
@@ -229,7 +230,7 @@ test('refinement lists the middles of gaps while they pay: not for rewritten reg
       sent = [];
       listed = [0];
       judged = 0;
-      until = Date.now() + 20_000;
+      until = Date.now() + 120_000;
       try {
         const source = fileSource(fh, bytes.length);
         return await push(onward ? paced(source, onward) : source, { url: s.wsUrl, name, WebSocket: Recording as any });
