@@ -22,7 +22,9 @@ export interface TestServer extends RunningServer {
 
 export async function testServer(flags: Record<string, string | boolean> = {}, log?: (e: Record<string, unknown>) => void): Promise<TestServer> {
   const data = mkdtempSync(path.join(tmpdir(), 'dsync-test-'));
-  const cfg: ServerConfig = loadConfig({ port: '0', host: '127.0.0.1', data, ...flags }, {});
+  // the store's deadline generous (a loaded machine's disk has taken over 20 s for one write):
+  // the tests of a store that does not answer set their own
+  const cfg: ServerConfig = loadConfig({ port: '0', host: '127.0.0.1', data, 'store-timeout-ms': '120000', ...flags }, {});
   const s = await startServer(cfg, log);
   return {
     ...s,
