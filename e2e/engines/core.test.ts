@@ -226,7 +226,8 @@ for (const engine of engines) {
       writeFileSync(file, content(50_000));
       await cliPush(server, dir, file, 'notes/today.txt');
       const t0 = Date.now();
-      await waitFor(page, 'the folder row', () => !!document.querySelector('[data-testid=folder-row][data-name="notes/"]'), undefined, 5000);
+      // (the page lists again only when an event tells it: the bound is generous for a loaded machine)
+      await waitFor(page, 'the folder row', () => !!document.querySelector('[data-testid=folder-row][data-name="notes/"]'), undefined, 60_000);
       console.log(`${engine}: a CLI push shown after ${Date.now() - t0} ms`);
       assert.match(await textOf(page, 'p[role=status]'), /notes\/today\.txt version 1 arrived from another device/);
       await page.click('button[aria-label="Open folder notes"]');
@@ -238,7 +239,7 @@ for (const engine of engines) {
       assert.match(await textOf(page, `${fileRow('notes/today.txt')} [data-testid=version-row] .client`), /from dsync on /);
       writeFileSync(file, insertAt(content(50_000), 10, 'x'));
       await cliPush(server, dir, file, 'notes/today.txt');
-      await waitFor(page, 'version 2 in the open history', (s) => !!document.querySelector(s), `${fileRow('notes/today.txt')} [data-testid=version-row][data-version="2"]`, 5000);
+      await waitFor(page, 'version 2 in the open history', (s) => !!document.querySelector(s), `${fileRow('notes/today.txt')} [data-testid=version-row][data-version="2"]`, 60_000);
     });
 
     flow('a file overwritten in place while it syncs: nothing is stored, and the page says it cannot be read', async ({ page, server, dir }) => {

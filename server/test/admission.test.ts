@@ -133,14 +133,34 @@ test('with the thread saturated (--max-load) and two sessions running, a new ses
   const s = await testServer({ 'max-sessions': '0', 'max-load': '0.5', 'max-admission-wait-ms': '600000' });
   try {
     const held = [await heldSession(s.wsUrl, 'a.bin'), await heldSession(s.wsUrl, 'b.bin')];
-    // this process is the server's: its thread kept busy, with CPU time of its own
-    const t0 = performance.now();
-    const { ws, answer } = await helloAfter(s.wsUrl, () => {
-      for (const t = performance.now() + 30; performance.now() < t; );
-    });
-    assert.equal(answer, ErrorCode.Busy);
-    assert.ok(performance.now() - t0 < 60_000, 'refused at once, not after --max-admission-wait-ms');
-    await closed(ws);
+    // this process is the server's: its thread kept busy, with CPU time of its own. That is so
+    // only while the machine gives the process the CPU: a hold that got less than half of
+    // --max-load of its wall time is the starved thread of the next test (admitted, rightly),
+    // one between that and --max-load may go either way; such holds are tried again.
+    const saturated = async () => {
+      const [cpu0, w0] = [process.cpuUsage(), performance.now()];
+      const { ws, answer } = await helloAfter(s.wsUrl, () => {
+        for (const t = performance.now() + 30; performance.now() < t; );
+      });
+      const cpu = process.cpuUsage(cpu0);
+      return { ws, answer, share: (cpu.user + cpu.system) / 1000 / (performance.now() - w0) };
+    };
+    const shares: number[] = [];
+    for (;;) {
+      const t0 = performance.now();
+      const { ws, answer, share } = await saturated();
+      shares.push(share);
+      if (answer === ErrorCode.Busy) {
+        assert.ok(performance.now() - t0 < 60_000, 'refused at once, not after --max-admission-wait-ms');
+        await closed(ws);
+        break;
+      }
+      assert.equal(answer, -Msg.Ready, `answered ${answer}`);
+      assert.ok(share < 0.5, `admitted with the thread saturated by this process (CPU shares of the holds: ${shares.map((x) => x.toFixed(2))})`);
+      assert.ok(shares.length < 30, `the machine never gave this process the CPU for a hold (CPU shares: ${shares.map((x) => x.toFixed(2))})`);
+      ws.terminate();
+      await closed(ws);
+    }
     // the thread idle again: admitted, with the two sessions still running (the client waits
     // out a refusal while the server still measures itself busy: on a loaded machine it may)
     assert.equal((await pushBytes(s, 'd.bin', fastRandomBytes(5, 10_000))).version, 1);

@@ -56,7 +56,9 @@ test('memory budget: Checksum Lists past a session\'s share, or past what the bu
     // (the server's log says which it refused: a refusal may come after the client is done)
     const refusals = async (prefix: string, n: number) => {
       const of = () => s.logs.filter((e) => String(e.name).startsWith(prefix) && e.error === ErrorCode.LimitExceeded);
-      for (let t = 0; t < 100 && of().length < n; t++) await new Promise((r) => setTimeout(r, 50));
+      // each refusal reads a list of up to 52 MB first: waited for, generous for a loaded machine
+      await until(`${n} refusals of ${prefix}* (${JSON.stringify(s.logs)})`, () => of().length >= n);
+      // (and a moment for any refusal beyond them, which the callers' counts rule out)
       await new Promise((r) => setTimeout(r, 300));
       return of().map((e) => String(e.message));
     };

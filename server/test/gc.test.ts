@@ -22,6 +22,7 @@ import { localBackend } from '../src/store/local.ts';
 import { type Child, startChild } from '../../harness/child.ts';
 import { pushBytes, testServer } from '../../harness/helpers.ts';
 import { download, referencedBytes, versionsOf } from '../../harness/trials.ts';
+import { until } from '../../harness/wait.ts';
 
 test('a commit rescues the condemned objects it references; while they are deleted it is refused', async () => {
   const s = await testServer({ 'gc-window-ms': '400' });
@@ -34,11 +35,9 @@ test('a commit rescues the condemned objects it references; while they are delet
     // garbage, and a collector condemns them and waits its window
     const { source } = await store.openVersion('a.bin', 1);
     await store.remove('a.bin');
-    const gc = runGc(s.repo, { minAgeMs: 0, windowMs: 300, repackPercent: 20 });
-    for (let t = 0; (await readGcState(s.repo)).state.phase !== 'condemned'; t++) {
-      assert.ok(t < 200, 'the collector condemns');
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    // (a window a loaded machine's commit lands within: the collector waits it out whole)
+    const gc = runGc(s.repo, { minAgeMs: 0, windowMs: 10_000, repackPercent: 20 });
+    await until('the collector condemns', async () => (await readGcState(s.repo)).state.phase === 'condemned', 120_000, 5);
     // the session commits a version copying all of its basis: it rescues the segment
     const sink = store.create('b.bin');
     await sink.copy!(source, 0, source.size);
@@ -136,12 +135,10 @@ test('the lease: a collector that renews is not taken over; one SIGKILLed mid-ru
     // a collector in its own process that sits in its commit window for a minute, renewing
     // its lease every 2000 / 6 ms
     child = spawn(process.execPath, ['--import', 'tsx', new URL('./gc-child.ts', import.meta.url).pathname, s.data, '60000', '2000'], { stdio: ['ignore', 'ignore', 'inherit'] });
-    for (let t = 0; (await readGcState(repo)).state.phase !== 'condemned'; t++) {
-      assert.ok(t < 600, 'the collector condemns');
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    // alive: another collector watches its state change, and leaves it alone
-    const live = await runGc(repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20, staleMs: 2000 });
+    await until('the collector condemns', async () => (await readGcState(repo)).state.phase === 'condemned');
+    // alive: another collector watches its state change, and leaves it alone (it watches for
+    // 10 s, which holds dozens of renewals: a loaded machine's child still makes one)
+    const live = await runGc(repo, { minAgeMs: 0, windowMs: 10, repackPercent: 20, staleMs: 10_000 });
     assert.match(live.skipped ?? '', /another collector is condemned/, JSON.stringify(live));
     // killed: the next collector (default settings) takes over once renewals stopped
     await kill(child);
@@ -191,10 +188,7 @@ test('a version copying from one whose objects a collection took, before that on
     faulty.faults = [{ op: 'getHead', key: /^gc\/state$/, before: 3000, times: 1 }];
     const committing = sink.commit((await store.readVersion('v.bin', 1)).index);
     committing.catch(() => {});
-    for (let t = 0; !faulty.hit.get('getHead'); t++) {
-      assert.ok(t < 1000, 'the commit reaches its guard');
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    await until('the commit reaches its guard', () => !!faulty.hit.get('getHead'), 120_000, 10);
     await faulty.inner.delete(segmentKey(layout.segments[0]));
     const st = await faulty.inner.getHead(GC_STATE);
     const epoch = st ? (JSON.parse(Buffer.from(st.body).toString()).epoch as number) : 0;

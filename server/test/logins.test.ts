@@ -59,8 +59,10 @@ test('logins: hashing leaves the server answering, a flood gets 429 with Retry-A
   try {
     const login = (name: string, password: string, localAddress?: string) => request(`${s2.url}/api/login`, { body: { name, password }, localAddress });
     // 100 parallel wrong logins from one address: only the first few are checked
-    const flooding = Promise.all(Array.from({ length: 100 }, () => login('alice', 'nope')));
-    await new Promise((r) => setTimeout(r, 50));
+    let refusedYet = false;
+    const flooding = Promise.all(Array.from({ length: 100 }, () => login('alice', 'nope').then((r) => ((refusedYet ||= r.status === 429), r))));
+    // the name is held back once the flood has been refused: waited for, not timed
+    await until('a login of the flood refused', () => refusedYet, 600_000, 5);
     // alice's account is held back too (from any address that never signed in to it), for at
     // most the longest wait
     const held = await login('alice', 'alice-pw', '127.0.0.3');

@@ -3,24 +3,18 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { EDIT_KINDS, type EditKind, Rng, applyEdits, fastRandomBytes, randomBytes, textBytes } from '../../harness/testdata.ts';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { open } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import WebSocket from 'ws';
-import { HASH_LAG, READ_SLICE, type Source, offsetsOf, runHash } from '../../shared/src/chunking/chunk-index.ts';
+import { HASH_LAG, type Source, offsetsOf, runHash } from '../../shared/src/chunking/chunk-index.ts';
 import { strong_hash } from '../../shared/src/chunking/wasm.ts';
 import { newSegmentId, segmentKey } from '../src/store/keys.ts';
-import { type KnownVersion, MemoryKnown, knownKey } from '../../shared/src/session/known.ts';
 import { decodeFrame } from '../../shared/src/wire/codec.ts';
 import { varintSize } from '../../shared/src/wire/frame-bytes.ts';
 import { Msg, hashLength } from '../../shared/src/wire/protocol.ts';
 import { push } from '../../shared/src/session/delta-client.ts';
 import { encodeVersion } from '../src/store/format.ts';
 import { VersionSource } from '../src/store/source.ts';
-import { fileSource } from '../../shared/src/chunking/file-source.ts';
 import { forgeIndex } from './store-helpers.ts';
-import { startChild } from '../../harness/child.ts';
+import { checkTraffic, mixed } from './sync-helpers.ts';
 import { type TestServer, pullBytes, pushBytes, testServer } from '../../harness/helpers.ts';
 
 let server: TestServer;
@@ -30,42 +24,6 @@ before(async () => {
 after(async () => {
   await server.stop();
 });
-
-function mixed(seed: number, size: number): Uint8Array {
-  // text and random regions with short zero runs between them, so chunks of every kind occur
-  const out = new Uint8Array(size);
-  const r = new Rng(seed);
-  for (let o = 0; o < size; ) {
-    const n = Math.min(size - o, 1000 + r.int(200_000));
-    if (r.int(2)) out.set(textBytes(r.next64(), n), o);
-    else out.set(fastRandomBytes(r.int(2 ** 31), n), o);
-    o += n + r.int(4000);
-  }
-  return out;
-}
-
-function checkTraffic(rep: Awaited<ReturnType<typeof pushBytes>>, sliceBytes = READ_SLICE, known = false) {
-  const t = rep.traffic;
-  assert.equal(t.total, t.checksumList + t.matchTokens + t.basisChecksums + t.delta + t.control, 'traffic parts add up');
-  assert.equal(rep.matchedBytes + rep.literalBytes, rep.size);
-  // Delta Bytes = literal bytes + at most 13 bytes per chunk (index, length and piece count, as
-  // varints) + 5 per message, and at most 13 per piece (its head and a copy's offset), each at
-  // least one finer chunk (64 bytes) or the remainder at a chunk's ends
-  const messages = 1 + Math.ceil((rep.literalBytes + rep.refinedBytes) / (1 << 20)) + rep.chunks;
-  const pieces = rep.refinedBytes ? 2 * Math.ceil((rep.literalBytes + rep.refinedBytes) / 64) + 2 * rep.chunks : 0;
-  assert.ok(t.delta >= rep.literalBytes && t.delta <= rep.literalBytes + 13 * rep.chunks + 5 * messages + 13 * pieces, 'delta accounting');
-  assert.ok(rep.refinedBytes <= rep.matchedBytes);
-  // the Checksum List: a FastFp and a length (a varint of 1–3 bytes: chunks up to 64 KiB) per
-  // chunk, 2–4 bytes per Checksums message (one per slice read, and one for the tail), and
-  // ChecksumsEnd (its count and size as varints; against a known basis none, and only the
-  // chunks after a slice's last Copies run, if any)
-  const entries = t.checksumList - (1 + varintSize(rep.chunks) + varintSize(rep.size));
-  const lists = Math.ceil(rep.size / sliceBytes) + 1;
-  if (known) assert.ok(t.checksumList <= 7 * rep.chunks + 4 * lists, `Checksum List of ${t.checksumList} bytes`);
-  else assert.ok(entries >= 5 * rep.chunks + 2 * Math.min(1, rep.chunks) && entries <= 7 * rep.chunks + 4 * lists, `Checksum List of ${t.checksumList} bytes`);
-  assert.ok(t.wire > 0);
-  for (const v of Object.values(rep.timeMs)) assert.ok(v >= 0);
-}
 
 test('hundreds of random edit scripts store exactly the client file', async () => {
   const r = new Rng(20261122);
@@ -167,114 +125,6 @@ test('a 10 MB mixed file with 32 B … 1 MB edits: traffic is a small fraction a
     if (total >= 2048) assert.ok(rep.refinedBytes > rep.literalBytes, `${total}: refined ${rep.refinedBytes}, literal ${rep.literalBytes}`);
   }
   console.log(rows.join('\n'));
-});
-
-test('refinement lists the middles of gaps while they pay: not for rewritten regions, still for scattered edits', async () => {
-  // a server process of its own, and the target pushed from a file, as the CLI does: the
-  // server answers while the client chunks, so the Delta Bytes of the first gaps come back
-  // before the last gaps are listed
-  const pushes: Record<string, unknown>[] = [];
-  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-middles-'));
-  const s = await startChild(path.join(dir, 'data'), [], (e) => void (e.op === 'push' && pushes.push(e)));
-  try {
-    const base = fastRandomBytes(5, 128 << 20);
-    // rewritten: every other MiB of the file inverted (64 MiB of bytes written anew)
-    const rewritten = base.slice();
-    for (let o = 0; o < rewritten.length; o += 2 << 20) for (let k = o; k < o + (1 << 20); k++) rewritten[k] ^= 0xff;
-    // scattered: 16 bytes inverted every 4 KiB of the first 32 MiB (every chunk there dirty)
-    const scattered = base.slice();
-    for (let o = 0; o < 32 << 20; o += 4096) for (let k = o; k < o + 16; k++) scattered[k] ^= 0xff;
-    // What the client sends: the order of the message types, and how far (in file bytes) the
-    // Checksum List and the Verdicts have come.
-    let sent: number[] = [];
-    let listed: number[] = [0]; // file offset of each chunk listed so far
-    let judged = 0; // file bytes below the last Verdict
-    let until = 0; // the pacing's waits end here
-    let wake = () => {};
-    class Recording extends WebSocket {
-      send(data: Uint8Array, ...rest: any[]) {
-        // (a frame carries one or more messages, docs/protocol.md §1)
-        for (const { m } of decodeFrame(data)) {
-          sent.push(m.type);
-          if (m.type === Msg.Checksums) for (const n of m.lengths) listed.push(listed[listed.length - 1] + n);
-          if (m.type === Msg.Verdict) judged = listed[m.upTo];
-        }
-        wake();
-        return (super.send as any)(data, ...rest);
-      }
-    }
-    // How far the client's list runs ahead of its Delta Bytes depends on how fast each side
-    // runs on the machine (one CI machine listed 82 MiB before the first Delta Bytes came
-    // back: every middle facing the first 41 gaps). So the file is chunked on beyond LEAD
-    // bytes of list only while `onward()` (a disk slower than the network gives this order
-    // anywhere); the chunker's reads only, beyond the list: not the Delta Bytes', nor the
-    // samples that choose deflate, read before the Hello. After 20 s of waiting in all, the
-    // push goes on unpaced, for the assertions below to say what did not come.
-    const LEAD = 24 << 20;
-    const paced = (src: Source, onward: () => boolean): Source => ({
-      size: src.size,
-      async read(offset, length, into) {
-        while (sent.length && offset >= listed[listed.length - 1] && listed[listed.length - 1] > LEAD && !onward() && Date.now() < until) {
-          await new Promise<void>((r) => {
-            wake = r;
-            setTimeout(r, 1000);
-          });
-        }
-        return src.read(offset, length, into);
-      },
-    });
-    const pushFile = async (name: string, bytes: Uint8Array, onward?: () => boolean) => {
-      writeFileSync(path.join(dir, name), bytes);
-      const fh = await open(path.join(dir, name));
-      sent = [];
-      listed = [0];
-      judged = 0;
-      until = Date.now() + 20_000;
-      try {
-        const source = fileSource(fh, bytes.length);
-        return await push(onward ? paced(source, onward) : source, { url: s.wsUrl, name, WebSocket: Recording as any });
-      } finally {
-        await fh.close();
-      }
-    };
-    // Rewritten: the list at most LEAD ahead of the last Verdict (which waits for hashes
-    // HASH_LAG behind the list). Scattered: the edits end in a run of matches 96 MiB long,
-    // which is not final (no Verdict passes its start) until the list ends; the list goes on
-    // beyond LEAD once the first Delta Bytes are out. (A first push, with no basis, is judged
-    // once its whole list is in: not paced.)
-    const onward = {
-      rewritten: () => listed[listed.length - 1] <= judged + LEAD,
-      scattered: () => sent.includes(Msg.Delta),
-    };
-    const rows: string[] = [];
-    for (const [name, target] of [['rewritten', rewritten], ['scattered', scattered]] as const) {
-      await pushFile(name, base);
-      const rep = await pushFile(name, target, onward[name]);
-      // the server's log line for this push (it comes through a pipe)
-      let log: Record<string, unknown> | undefined;
-      while (!(log = pushes.find((e) => e.name === name && e.version === rep.version))) await new Promise((r) => setTimeout(r, 10));
-      rows.push(`${name}: listed ${log.refineListed} B, refined ${rep.refinedBytes} B, literal ${rep.literalBytes} B, traffic ${rep.traffic.total} B`);
-      // with no latency to fill, the Delta Bytes go out while the file is still being chunked
-      // and hashed, not after it (a Verdict judges what is final and hashed so far)
-      assert.ok(sent.indexOf(Msg.Delta) >= 0 && sent.indexOf(Msg.Delta) < sent.indexOf(Msg.ChecksumsEnd), `${name}: first Delta at message ${sent.indexOf(Msg.Delta)}, Checksum List End at ${sent.indexOf(Msg.ChecksumsEnd)}`);
-      if (name === 'rewritten') {
-        // the ends of each gap, the middles until the first 4 MiB of them have come back with
-        // nothing copied (with the list at most LEAD ahead: ~16 MiB of middles), and a few
-        // probed middles after: not all the 64 MiB facing the gaps (as every middle was listed
-        // before)
-        assert.ok((log.refineListed as number) < 40 << 20, rows.at(-1));
-        assert.ok(rep.literalBytes < (64 << 20) + (2 << 20), rows.at(-1));
-      } else {
-        // every dirty chunk is refined: all but the edits and the fine chunks around them
-        assert.ok(rep.refinedBytes > 24 << 20, rows.at(-1));
-        assert.ok(rep.literalBytes < 6 << 20, rows.at(-1));
-      }
-    }
-    console.log(rows.join('\n'));
-  } finally {
-    await s.kill();
-    rmSync(dir, { recursive: true, force: true });
-  }
 });
 
 test('deflate off, SHA-256 and SHA-1, other chunk sizes', async () => {
@@ -463,96 +313,4 @@ test('a new name that is a copy of a stored file syncs as a delta of it (similar
   // an unrelated new file finds no basis
   const other = await pushBytes(server, 'unrelated.bin', fastRandomBytes(77, 500_000));
   assert.equal(other.literalBytes, 500_000);
-});
-
-test('a client that knows the basis pushes against it in one round trip: random edits, other writers in between, exact bytes stored', async () => {
-  const r = new Rng(20261124);
-  const known = new MemoryKnown();
-  const name = 'known/edited.bin';
-  let cur = mixed(17, 2_000_000);
-  let rep = await pushBytes(server, name, cur, { known });
-  assert.equal(rep.knownVersion, undefined, 'the first push knows nothing');
-  let version = 1;
-  let refined = 0;
-  for (let step = 0; step < 40; step++) {
-    if (r.int(5) === 0) {
-      // another writer (no memory of its own) lands a version: the next push still builds on
-      // the one this client knows, and is stored as the latest
-      cur = applyEdits(cur, r, { kind: EDIT_KINDS[r.int(3)], total: 2048, placement: [0.7, 0.1, 0.2], maxFragment: 256 });
-      await pushBytes(server, name, cur);
-      version++;
-    }
-    const before = known.get(knownKey(server.wsUrl, name))!.version;
-    cur = applyEdits(cur, r, { kind: EDIT_KINDS[r.int(3)], total: [1, 32, 256, 2048, 16_384, 131_072][r.int(6)], placement: [0.7, 0.1, 0.2], maxFragment: 256 });
-    rep = await pushBytes(server, name, cur, { known });
-    version++;
-    assert.equal(rep.version, version);
-    assert.deepEqual(await server.stored(name), Buffer.from(cur), `step ${step}`);
-    assert.equal(rep.knownVersion, before, 'pushed against the version it knew');
-    // Copies messages (2–4 bytes each, 3–13 per run, and 5–7 per chunk listed before a run), no
-    // Basis Checksums; the chunks the runs cover are listed by no one: with most of the file in
-    // runs, the list and the Copies are shorter than all chunks' entries; the Delta Bytes
-    // refined against the finer cut
-    assert.equal(rep.traffic.basisChecksums, 0);
-    const copies = rep.traffic.matchTokens;
-    assert.ok(copies >= 2 + 3 && copies <= 4 + 20 * rep.chunks, `Copies of ${copies} bytes`);
-    if (rep.literalBytes + rep.refinedBytes < rep.size / 2) assert.ok(rep.traffic.checksumList + copies < 5 * rep.chunks, `a list of ${rep.traffic.checksumList} bytes and Copies of ${copies} for ${rep.chunks} chunks, most of the file in Copies runs`);
-    checkTraffic(rep, READ_SLICE, true);
-    if (rep.refinedBytes > 0) refined++;
-    assert.equal(known.get(knownKey(server.wsUrl, name))!.version, version, 'the pushed version is now the known one');
-  }
-  assert.ok(refined >= 10, `${refined} of 40 pushes refined`);
-});
-
-test('a known basis: refined like the three phases, limited without a finer cut, forgotten when the server does not hold it', async () => {
-  const known = new MemoryKnown();
-  const base = mixed(23, 1_500_000);
-  await pushBytes(server, 'known/a.bin', base, { known });
-  await pushBytes(server, 'known/b.bin', base);
-  const r = new Rng(3);
-  // scattered 64 KB of 256-byte edits dirty most chunks: pushed against the known version, the
-  // chunks are refined against its finer cut and send no more than the three phases do
-  const edited = applyEdits(base, r, { kind: 'inverse', total: 64 << 10, maxFragment: 256 });
-  const viaKnown = await pushBytes(server, 'known/a.bin', edited, { known });
-  const viaPhases = await pushBytes(server, 'known/b.bin', edited);
-  assert.equal(viaKnown.knownVersion, 1);
-  assert.equal(viaPhases.knownVersion, undefined);
-  assert.ok(viaKnown.refinedBytes > edited.length / 2, `refined ${viaKnown.refinedBytes}`);
-  assert.ok(viaKnown.traffic.delta <= viaPhases.traffic.delta * 1.1, `${viaKnown.traffic.delta} Delta bytes against the three phases' ${viaPhases.traffic.delta}`);
-  assert.deepEqual(await server.stored('known/a.bin'), Buffer.from(edited));
-  // a pulled version is known without a finer cut: a change that leaves more than
-  // KNOWN_MAX_DELTA bytes unmatched runs the three phases, a small one goes against it
-  const pulled = new MemoryKnown();
-  const got = await pullBytes(server, 'known/a.bin', null, { known: pulled });
-  assert.deepEqual(got.bytes, Buffer.from(edited));
-  assert.equal(pulled.get(knownKey(server.wsUrl, 'known/a.bin'))!.fine, undefined);
-  const large = applyEdits(edited, r, { kind: 'inverse', total: 64 << 10, maxFragment: 256 });
-  let rep = await pushBytes(server, 'known/a.bin', large, { known: pulled });
-  assert.equal(rep.knownVersion, undefined);
-  assert.ok(rep.refinedBytes > 0, 'the three phases refined the dirty chunks');
-  const small = applyEdits(large, r, { kind: 'insert', total: 32, maxFragment: 32 });
-  rep = await pushBytes(server, 'known/a.bin', small, { known: pulled });
-  assert.equal(rep.knownVersion, 3);
-  assert.deepEqual(await server.stored('known/a.bin'), Buffer.from(small));
-  // a root the server's version does not have, a version it does not hold (UnknownBasis), and a
-  // memory whose first two chunks are swapped (the Copies it makes are refused: Inconsistent):
-  // each time the three phases, and the version pushed is known from then on
-  const key = knownKey(server.wsUrl, 'known/a.bin');
-  const swapped = (k: KnownVersion) => {
-    const hashes = k.hashes.slice();
-    hashes.set(k.hashes.subarray(0, 32), 32);
-    hashes.set(k.hashes.subarray(32, 64), 0);
-    const lengths = k.lengths.slice();
-    [lengths[0], lengths[1]] = [k.lengths[1], k.lengths[0]];
-    return { ...k, hashes, lengths };
-  };
-  let cur = small;
-  for (const wrong of [(k: KnownVersion) => ({ ...k, root: k.root.map((x) => x ^ 1) }), (k: KnownVersion) => ({ ...k, version: 99 }), swapped]) {
-    known.set(key, wrong(known.get(key)!));
-    cur = applyEdits(cur, r, { kind: 'cut', total: 256, placement: [0, 0, 1], maxFragment: 256 });
-    rep = await pushBytes(server, 'known/a.bin', cur, { known });
-    assert.equal(rep.knownVersion, undefined);
-    assert.deepEqual(await server.stored('known/a.bin'), Buffer.from(cur));
-    assert.equal(known.get(key)!.version, rep.version);
-  }
 });
