@@ -307,3 +307,7 @@ export const BULK_REQUEST_BYTES = 16 << 20;
 export const BULK_HEADER_BYTES = MAX_NAME_BYTES * 4 + 1024;
 /** Bulk requests a sync pass has in flight at once (each is one group commit on the server). */
 export const BULK_IN_FLIGHT = 2;
+/** Bytes of sealed list pieces (manifests and trees) a device keeps of a vault (its
+ *  PieceCache: in memory by default, the CLI's under ~/.cache/dsync/vaults/<id>/), the oldest
+ *  dropped beyond it: a 10 MiB file's manifest is some 100 KiB of pieces. */
+export const VAULT_PIECE_CACHE_MAX = 64 << 20;

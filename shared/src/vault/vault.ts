@@ -32,6 +32,7 @@ import {
   encodeTree,
   hex,
 } from './format.ts';
+import { type PieceCache, memoryPieceCache } from './cache.ts';
 import { PackWriter } from './packs.ts';
 import type { VaultRemote } from './remote.ts';
 import { type Seen, addVersion, byName, deleteFile, emptyTree, fileFor, last, newFileId, renameFile, seen, setKeep } from './tree.ts';
@@ -137,13 +138,16 @@ export const DEFAULT_DEVICE = 'unnamed device';
 export interface VaultOptions {
   /** recorded with every version this device pushes (default DEFAULT_DEVICE) */
   device?: string;
+  /** where this device keeps the sealed list pieces it fetched or wrote (default: in memory,
+   *  for this Vault object's life) */
+  cache?: PieceCache;
 }
 
 export class Vault {
   /** Chunks this device knows the vault holds (from manifests it read or wrote), by kind and id. */
   private index = new Map<string, Ref>();
-  /** Decrypted list pieces, by id. */
-  private pieces = new Map<string, Uint8Array>();
+  /** Sealed list pieces this device fetched or wrote, by chunk id. */
+  private readonly cache: PieceCache;
 
   /** the label recorded with every version this device pushes */
   readonly device: string;
@@ -155,6 +159,7 @@ export class Vault {
     o: VaultOptions = {},
   ) {
     this.device = checkDevice(o.device ?? DEFAULT_DEVICE);
+    this.cache = o.cache ?? memoryPieceCache();
   }
 
   get id(): string {
@@ -183,17 +188,28 @@ export class Vault {
     return { counter: got.counter, hash, head, tree };
   }
 
-  /** The bytes of a list from its pieces, each verified (seal and keyed id). */
+  /** The bytes of a list from its pieces, each verified (seal and keyed id): from the cache
+   *  when it holds the piece and the piece opens, else fetched (and kept). */
   private async readList(refs: Ref[]): Promise<Uint8Array> {
     const parts = await Promise.all(
       refs.map(async (r) => {
-        const key = refKey(Kind.List, r.id);
-        let plain = this.pieces.get(key);
-        if (!plain) {
-          plain = await this.openVerified(Kind.List, r, await this.remote.readPack(this.id, r.pack, r.offset, r.length));
-          this.pieces.set(key, plain);
-          this.index.set(key, r);
+        const id = hex(r.id);
+        let plain: Uint8Array | null = null;
+        const cached = await this.cache.get(id);
+        if (cached) {
+          try {
+            plain = await this.openVerified(Kind.List, r, cached);
+          } catch (e) {
+            if (!(e instanceof VaultError)) throw e;
+            await this.cache.drop(id); // damaged, or another vault's: fetched again below
+          }
         }
+        if (!plain) {
+          const sealed = await this.remote.readPack(this.id, r.pack, r.offset, r.length);
+          plain = await this.openVerified(Kind.List, r, sealed);
+          await this.cache.put(id, sealed);
+        }
+        this.index.set(refKey(Kind.List, r.id), r);
         return plain;
       }),
     );
@@ -222,7 +238,6 @@ export class Vault {
       if (!r) {
         r = await packs.add(Kind.List, c.id, c.bytes);
         this.index.set(key, r);
-        this.pieces.set(key, c.bytes);
       }
       refs.push(r);
     }
@@ -263,7 +278,7 @@ export class Vault {
   /** Runs `fn` with a PackWriter; chunks it sealed but never uploaded (a failed write) are
    *  forgotten, as they are not the vault's. */
   private async writing<T>(fn: (packs: PackWriter) => Promise<T>): Promise<T> {
-    const packs = new PackWriter(this.remote, this.keys);
+    const packs = new PackWriter(this.remote, this.keys, { uploaded: async (kind, r, sealed) => void (kind === Kind.List && (await this.cache.put(hex(r.id), sealed))) });
     try {
       return await fn(packs);
     } finally {
