@@ -329,7 +329,7 @@ test('a damaged or foreign cache entry is refused and fetched again: byte-exact,
   const data = randomBytes(72, 1 << 20);
   await vault.push('f.bin', bufferSource(data), 1);
   const ids = [...pieces.keys()];
-  assert.ok(ids.length >= 4, `${ids.length} pieces cached`);
+  assert.ok(ids.length >= 3, `${ids.length} pieces cached`);
   // another vault's piece under one id, a flipped bit in every other
   const foreignPieces = new Map<string, Uint8Array>();
   const { vault: foreign } = await createVault(remote(), PASS, memoryHeads(), LIGHT, { cache: { ...memoryPieceCache(), put: async (id, b) => void foreignPieces.set(id, b) } });

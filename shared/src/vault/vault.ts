@@ -16,6 +16,7 @@ import {
   type HeadRecord,
   Kind,
   type KindCode,
+  type ManifestTable,
   type Ref,
   SEAL_OVERHEAD,
   type Tree,
@@ -247,12 +248,12 @@ export class Vault {
   /** The chunks of version `v` of file `f`, noted as held by the vault. The manifest must name
    *  the file and the version (a manifest moved to another file or version is refused) and its
    *  chunks must add up to the version's size. */
-  private async manifest(f: TreeFile, v: Version): Promise<Ref[]> {
+  private async manifest(f: TreeFile, v: Version): Promise<ManifestTable> {
     const m = decodeManifest(await this.readList(v.manifest));
     if (!equal(m.file, f.id) || !equal(m.version, v.id)) throw new VaultError(`vault ${this.id}: the manifest of ${JSON.stringify(f.name)} version ${v.n} belongs to another file or version (a moved manifest)`);
     if (m.refs.reduce((n, r) => n + plainLength(r), 0) !== v.size) throw new VaultError(`vault ${this.id}: the manifest of ${JSON.stringify(f.name)} version ${v.n} does not add up to its size`);
     for (const r of m.refs) this.index.set(refKey(Kind.Content, r.id), r);
-    return m.refs;
+    return m;
   }
 
   /** The live files, in name order; with `deleted`, the deleted ones instead. */
@@ -308,8 +309,9 @@ export class Vault {
   }
 
   /** Adds a version of `name` made of `refs` (chunks the vault holds): its manifest, bound to
-   *  the file and the version, then the tree. Returns the version's number and the head's seq. */
-  private async landVersion(packs: PackWriter, s: State, name: string, refs: Ref[], size: number, mtime: number): Promise<{ n: number; seq: number }> {
+   *  the file and the version (its table of packs in the order of `order`, the previous
+   *  manifest's), then the tree. Returns the version's number and the head's seq. */
+  private async landVersion(packs: PackWriter, s: State, name: string, refs: Ref[], size: number, mtime: number, order: string[]): Promise<{ n: number; seq: number }> {
     const id = newFileId();
     const fresh = newFileId();
     let bound: Uint8Array | null = null;
@@ -317,7 +319,7 @@ export class Vault {
     const done = await this.commit(packs, s, async (s) => {
       const file = fileFor(s.tree, name, fresh);
       if (!bound || !equal(bound, file)) {
-        manifest = await this.writeList(packs, encodeManifest({ file, version: id, refs }));
+        manifest = await this.writeList(packs, encodeManifest({ file, version: id, refs }, order));
         await packs.flush(); // the tree names the manifest's packs
         bound = file;
       }
@@ -337,7 +339,7 @@ export class Vault {
     return this.writing(async (packs) => {
       const s = await this.state();
       const before = byName(s.tree, name);
-      if (before) await this.manifest(before, last(before));
+      const previous = before ? await this.manifest(before, last(before)) : null;
       const refs: Ref[] = [];
       let reused = 0;
       for await (const batch of keyedChunks(this.keys, source)) {
@@ -355,7 +357,7 @@ export class Vault {
       const size = refs.reduce((n, r) => n + plainLength(r), 0);
       if (size !== source.size) throw new VaultError(`${JSON.stringify(name)} changed while it was read`);
       await packs.flush();
-      const { n, seq } = await this.landVersion(packs, s, name, refs, size, mtime);
+      const { n, seq } = await this.landVersion(packs, s, name, refs, size, mtime, previous?.packs ?? []);
       return { name, size, chunks: refs.length, reused, packBytes: packs.bytes, packs: packs.packs, version: n, seq };
     });
   }
@@ -369,7 +371,8 @@ export class Vault {
       const f = byName(s.tree, name);
       if (!f) throw new VaultError(`vault ${this.id} has no file ${JSON.stringify(name)}`);
       const v = this.version(f, n);
-      const done = await this.landVersion(packs, s, name, await this.manifest(f, v), v.size, v.mtime);
+      const m = await this.manifest(f, v);
+      const done = await this.landVersion(packs, s, name, m.refs, v.size, v.mtime, m.packs);
       return { version: done.n, seq: done.seq };
     });
   }
@@ -423,7 +426,7 @@ export class Vault {
     const f = byName(s.tree, name);
     if (!f || (f.deleted && o.version === undefined)) throw new VaultError(`vault ${this.id} has no file ${JSON.stringify(name)}${f ? ' (it was deleted: its versions are kept, see dsync vault log)' : ''}`);
     const e = o.version === undefined ? last(f) : this.version(f, o.version);
-    const refs = await this.manifest(f, e);
+    const { refs } = await this.manifest(f, e);
     const have = new Map<string, { offset: number; length: number }>();
     if (local) for await (const batch of keyedChunks(this.keys, local)) for (const c of batch) have.set(hex(c.id), { offset: c.offset, length: c.bytes.length });
     const report: VaultPullReport = { name, size: e.size, mtime: e.mtime, version: e.n, chunks: refs.length, local: 0, fetchedBytes: 0, ranges: 0 };
