@@ -9,6 +9,9 @@
  *   `Vault` that reads v1's manifest from the server and uploads the chunks the vault lacks);
  * - pull: v2 pulled by a device that holds v1 (plain: a delta of v1; vault: the manifest, then
  *   the chunks the device's copy lacks, as ranges of packs).
+ * The vault both ways twice: a new device (no cache: it reads v1's whole manifest and the tree),
+ * and the same device (the one that pushed v1, or pulled it, as a new process with its cache of
+ * list pieces: it fetches only the pieces that changed).
  * Pairs: the traffic benchmark's synthetic edits (cut, insert, inverse of 256 B, 2 KiB, 16 KiB,
  * 128 KiB and 1 MiB in a 10 MiB file; harness/testdata.ts applyEdits), and a large file with 1 %,
  * 10 % and 30 % of its bytes inverted in runs of up to 128 KiB spread evenly over it.
@@ -22,6 +25,7 @@ import { formatBytes } from '../shared/src/base/units.ts';
 import { bufferSource } from '../shared/src/chunking/chunk-index.ts';
 import { push } from '../shared/src/session/delta-client.ts';
 import { httpVaultRemote } from '../shared/src/vault/remote.ts';
+import { memoryPieceCache } from '../shared/src/vault/cache.ts';
 import { type Vault, createVault, memoryHeads, openVault } from '../shared/src/vault/vault.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../harness/testdata.ts';
 import { pullBytes, testServer } from '../harness/helpers.ts';
@@ -45,8 +49,16 @@ async function counted(fn: () => Promise<unknown>): Promise<number> {
 const ARGON = { m: 64, t: 1, p: 1 };
 const PASS = cryptoRandom(16).toString('hex');
 const remote = httpVaultRemote(proxy.url);
-const { vault: first } = await createVault(remote, PASS, memoryHeads(), ARGON);
+// the same device across runs: its head memory and its cache of list pieces, each run a new
+// Vault object (a new process)
+const pusherCache = memoryPieceCache();
+const pusherHeads = memoryHeads();
+const pullerCache = memoryPieceCache();
+const pullerHeads = memoryHeads();
+const { vault: first } = await createVault(remote, PASS, pusherHeads, ARGON, { cache: pusherCache });
 const device = () => openVault(remote, first.id, { passphrase: PASS }, memoryHeads());
+const pusher = () => openVault(remote, first.id, { passphrase: PASS }, pusherHeads, { cache: pusherCache });
+const puller = () => openVault(remote, first.id, { passphrase: PASS }, pullerHeads, { cache: pullerCache });
 
 async function pullVault(v: Vault, name: string, local: Uint8Array): Promise<Uint8Array> {
   const parts: Uint8Array[] = [];
@@ -61,26 +73,36 @@ interface Row {
   vaultPush: number;
   plainPull: number;
   vaultPull: number;
+  samePush: number;
+  samePull: number;
 }
 const rows: Row[] = [];
 
 async function measure(pair: string, v1: Uint8Array, v2: Uint8Array) {
   const name = `${pair}.bin`;
+  const same = `${pair}-same.bin`;
   const mtime = Date.now();
   await push(bufferSource(v1), { url: wsUrl, name, WebSocket: WebSocket as never });
   await first.push(name, bufferSource(v1), mtime);
+  await (await pusher()).push(same, bufferSource(v1), mtime);
+  await pullVault(await puller(), same, new Uint8Array(0));
   const plainPush = await counted(() => push(bufferSource(v2), { url: wsUrl, name, WebSocket: WebSocket as never }));
-  const pusher = await device();
-  const vaultPush = await counted(() => pusher.push(name, bufferSource(v2), mtime + 1));
+  const newDevice = await device();
+  const vaultPush = await counted(() => newDevice.push(name, bufferSource(v2), mtime + 1));
+  const sameDevice = await pusher();
+  const samePush = await counted(() => sameDevice.push(same, bufferSource(v2), mtime + 1));
   let got: Uint8Array = new Uint8Array();
   const plainPull = await counted(async () => void (got = (await pullBytes({ wsUrl }, name, v1)).bytes));
   if (Buffer.compare(got, v2) !== 0) throw new Error(`${pair}: plain pull differs`);
-  const puller = await device();
-  const vaultPull = await counted(async () => void (got = await pullVault(puller, name, v1)));
+  const newPuller = await device();
+  const vaultPull = await counted(async () => void (got = await pullVault(newPuller, name, v1)));
   if (Buffer.compare(got, v2) !== 0) throw new Error(`${pair}: vault pull differs`);
-  const row = { pair, size: v2.length, plainPush, vaultPush, plainPull, vaultPull };
+  const samePuller = await puller();
+  const samePull = await counted(async () => void (got = await pullVault(samePuller, same, v1)));
+  if (Buffer.compare(got, v2) !== 0) throw new Error(`${pair}: vault pull (same device) differs`);
+  const row = { pair, size: v2.length, plainPush, vaultPush, samePush, plainPull, vaultPull, samePull };
   rows.push(row);
-  log(`${pair}: push plain ${formatBytes(plainPush)} vault ${formatBytes(vaultPush)}; pull plain ${formatBytes(plainPull)} vault ${formatBytes(vaultPull)}`);
+  log(`${pair}: push plain ${formatBytes(plainPush)} vault ${formatBytes(vaultPush)} same device ${formatBytes(samePush)}; pull plain ${formatBytes(plainPull)} vault ${formatBytes(vaultPull)} same device ${formatBytes(samePull)}`);
 }
 
 try {
@@ -101,11 +123,11 @@ try {
 
 const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}×`;
 const body = [
-  'Every byte between client and server both ways (a counting TCP proxy: HTTP requests and answers with their headers for the vault; the WebSocket after permessage-deflate, with its handshake, for plain Dsync). Push: v2 by another device (plain: no kept basis; vault: a new device that reads v1\'s manifest). Pull: v2 by a device holding v1. Synthetic pairs: harness/testdata.ts applyEdits in a 10 MiB random file (the traffic benchmark\'s kinds); large: that share of the file inverted in runs of up to 128 KiB spread evenly. Both pulls are checked byte-exact.',
+  'Every byte between client and server both ways (a counting TCP proxy: HTTP requests and answers with their headers for the vault; the WebSocket after permessage-deflate, with its handshake, for plain Dsync). Push: v2 by another device (plain: no kept basis; vault, new device: one that reads v1\'s manifest from the server; vault, same device: the device that pushed v1, a new process with its cache of list pieces). Pull: v2 by a device holding v1 (vault, new device: it reads the whole manifest; same device: it pulled v1 and keeps its cache). Synthetic pairs: harness/testdata.ts applyEdits in a 10 MiB random file (the traffic benchmark\'s kinds); large: that share of the file inverted in runs of up to 128 KiB spread evenly. Both pulls are checked byte-exact.',
   '',
   table(
-    ['pair', 'size', 'push: plain', 'push: vault', 'vault / plain', 'pull: plain', 'pull: vault', 'vault / plain'],
-    rows.map((r) => [r.pair, formatBytes(r.size), formatBytes(r.plainPush), formatBytes(r.vaultPush), ratio(r.vaultPush, r.plainPush), formatBytes(r.plainPull), formatBytes(r.vaultPull), ratio(r.vaultPull, r.plainPull)]),
+    ['pair', 'size', 'push: plain', 'push: vault, new device', 'push: vault, same device', 'same / plain', 'pull: plain', 'pull: vault, new device', 'pull: vault, same device', 'same / plain'],
+    rows.map((r) => [r.pair, formatBytes(r.size), formatBytes(r.plainPush), formatBytes(r.vaultPush), formatBytes(r.samePush), ratio(r.samePush, r.plainPush), formatBytes(r.plainPull), formatBytes(r.vaultPull), formatBytes(r.samePull), ratio(r.samePull, r.plainPull)]),
   ),
 ].join('\n');
 console.log(body);

@@ -6,13 +6,15 @@
  *  back or forks it is refused. */
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { open, rename, rm, stat, utimes } from 'node:fs/promises';
+import { mkdir, open, readFile, readdir, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { homedir, hostname } from 'node:os';
 import path from 'node:path';
 import '../../shared/src/chunking/wasm.ts';
-import { VAULT_KEEP_VERSIONS } from '../../shared/src/base/limits.ts';
+import { VAULT_KEEP_VERSIONS, VAULT_PIECE_CACHE_MAX } from '../../shared/src/base/limits.ts';
 import { formatBytes } from '../../shared/src/base/units.ts';
 import { fileSource } from '../../shared/src/chunking/file-source.ts';
+import type { PieceCache } from '../../shared/src/vault/cache.ts';
+import { VAULT_ID } from '../../shared/src/vault/keys.ts';
 import { httpVaultRemote } from '../../shared/src/vault/remote.ts';
 import { type HeadMemory, type SeenHead, createVault, openVault } from '../../shared/src/vault/vault.ts';
 import { type Command, UsageError, type Values, str } from '../command.ts';
@@ -45,6 +47,68 @@ function fileHeads(): HeadMemory {
   };
 }
 
+/** Where the sealed list pieces of vault `id` are kept: $DSYNC_CACHE_DIR/vaults/<id>, else
+ *  $XDG_CACHE_HOME/dsync/vaults/<id>, else ~/.cache/dsync/vaults/<id>. */
+export function vaultCacheDir(id: string, env = process.env): string {
+  if (!VAULT_ID.test(id)) throw new UsageError(`bad vault id ${JSON.stringify(id)}: 32 lowercase hex digits`);
+  const root = env.DSYNC_CACHE_DIR || path.join(env.XDG_CACHE_HOME || path.join(homedir(), '.cache'), 'dsync');
+  return path.join(root, 'vaults', id);
+}
+
+/** A vault's PieceCache in `dir`: one file per piece, named by its chunk id, written whole then
+ *  renamed; beyond `cap` bytes the least recently used are deleted. The vault opens and checks
+ *  every entry as if fetched, so a damaged one costs a fetch; a cache that cannot be read or
+ *  written costs the same. */
+function dirPieceCache(dir: string, cap = VAULT_PIECE_CACHE_MAX): PieceCache {
+  const file = (id: string) => {
+    if (!/^[0-9a-f]{64}$/.test(id)) throw new RangeError(`bad piece id ${JSON.stringify(id)}`);
+    return path.join(dir, id);
+  };
+  let total: number | null = null; // bytes in dir, counted on the first put
+  const trim = async () => {
+    const entries: { name: string; size: number; used: number }[] = [];
+    for (const name of await readdir(dir).catch(() => [] as string[])) {
+      const st = await stat(path.join(dir, name)).catch(() => null);
+      if (st?.isFile()) entries.push({ name, size: st.size, used: st.mtimeMs });
+    }
+    total = entries.reduce((n, e) => n + e.size, 0);
+    entries.sort((a, b) => a.used - b.used);
+    for (const e of entries) {
+      if (total <= cap) break;
+      await rm(path.join(dir, e.name), { force: true });
+      total -= e.size;
+    }
+  };
+  return {
+    async get(id) {
+      try {
+        const b = await readFile(file(id));
+        const now = new Date();
+        await utimes(file(id), now, now).catch(() => {}); // recently used: dropped last
+        return new Uint8Array(b.buffer, b.byteOffset, b.length);
+      } catch {
+        return null;
+      }
+    },
+    async put(id, sealed) {
+      const tmp = `${file(id)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+      try {
+        await mkdir(dir, { recursive: true, mode: 0o700 });
+        await writeFile(tmp, sealed, { mode: 0o600 });
+        await rename(tmp, file(id));
+      } catch {
+        await rm(tmp, { force: true }).catch(() => {});
+        return;
+      }
+      if (total === null) await trim();
+      else if ((total += sealed.length) > cap) await trim();
+    },
+    async drop(id) {
+      await rm(file(id), { force: true }).catch(() => {});
+    },
+  };
+}
+
 function passphrase(values: Values): string {
   const f = str(values, 'passphrase-file');
   const p = f !== undefined ? readFileSync(f, 'utf8').replace(/\r?\n$/, '') : process.env.DSYNC_VAULT_PASSPHRASE;
@@ -61,7 +125,7 @@ async function opened(values: Values, id: string | undefined) {
   if (!id) throw new UsageError('which vault: its id (dsync vault create prints it)');
   const rk = str(values, 'recovery-key-file');
   const secret = rk !== undefined ? { recoveryKey: readFileSync(rk, 'utf8') } : { passphrase: passphrase(values) };
-  return openVault(remoteOf(values), id, secret, fileHeads(), { device: str(values, 'device') ?? hostname() });
+  return openVault(remoteOf(values), id, secret, fileHeads(), { device: str(values, 'device') ?? hostname(), cache: dirPieceCache(vaultCacheDir(id)) });
 }
 
 /** A version number given as a positional (restore) or --version: a whole number ≥ 1. */

@@ -24,7 +24,7 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const env = () => ({ DSYNC_SERVER: server.url, XDG_CONFIG_HOME: path.join(dir, 'config'), DSYNC_VAULT_PASSPHRASE: 'the cli passphrase' });
+const env = () => ({ DSYNC_SERVER: server.url, XDG_CONFIG_HOME: path.join(dir, 'config'), DSYNC_CACHE_DIR: path.join(dir, 'cache'), DSYNC_VAULT_PASSPHRASE: 'the cli passphrase' });
 async function ok(args: string[], extra: NodeJS.ProcessEnv = {}) {
   const r = await dsync(['vault', ...args, '--json'], { env: { ...env(), ...extra }, cwd: dir });
   assert.equal(r.code, 0, `dsync vault ${args.join(' ')}: ${r.stderr}`);
@@ -77,6 +77,19 @@ test('dsync vault: create, push, an edit, pull over the old copy, a wrong passph
   assert.ok(second.chunks - second.reused <= 2 && second.packBytes < 200_000, JSON.stringify(second));
   const [again] = await ok(['pull', id, 'private/notes.bin', copy]);
   assert.ok(again.local >= again.chunks - 2 && again.fetchedBytes < 100_000, JSON.stringify(again));
+  assert.ok(readFileSync(copy).equals(edited));
+
+  // the list pieces the CLI fetched or wrote are kept in $DSYNC_CACHE_DIR/vaults/<id>/; damaged
+  // ones are refused and fetched again
+  const cache = path.join(dir, 'cache', 'vaults', id);
+  const pieces = readdirSync(cache);
+  assert.ok(pieces.length >= 2 && pieces.every((n) => /^[0-9a-f]{64}$/.test(n)), pieces.join(' '));
+  for (const n of pieces) {
+    const b = readFileSync(path.join(cache, n));
+    b[b.length >> 1] ^= 1;
+    writeFileSync(path.join(cache, n), b);
+  }
+  await ok(['pull', id, 'private/notes.bin', copy]);
   assert.ok(readFileSync(copy).equals(edited));
 
   // a wrong passphrase: refused, the destination untouched, no temporary file left

@@ -7,7 +7,9 @@
 // manifest moved to another file or version. Versions are pulled by number byte-exact, a
 // delete keeps the history for a restore, a rename carries it, and two devices changing the
 // tree at once (the second one's change landing between the first one's read and write) both
-// land, a push racing a delete kept either way.
+// land, a push racing a delete kept either way. A device that synced a 10 MiB file keeps its
+// list pieces (a PieceCache): a 2 KiB edit costs it under 64 KiB each way and no unchanged
+// piece is fetched; a damaged or another vault's cache entry is refused and fetched again.
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -24,6 +26,7 @@ import { Kind, type Tree, VaultError, decodeHeadRecord, decodeTree, encodeHeadRe
 import { listPieces } from '../src/vault/chunks.ts';
 import { openChunk, openHead, sealHead } from '../src/vault/keys.ts';
 import { PackWriter } from '../src/vault/packs.ts';
+import { type PieceCache, memoryPieceCache } from '../src/vault/cache.ts';
 import { last } from '../src/vault/tree.ts';
 import { sha256 } from '@noble/hashes/sha2';
 import { type VaultRemote, httpVaultRemote } from '../src/vault/remote.ts';
@@ -34,6 +37,7 @@ import { type RunningServer, startServer } from '../../server/src/server.ts';
 import { localBackend } from '../../server/src/store/local.ts';
 import { Repo } from '../../server/src/store/repo.ts';
 
+const same = (a: Uint8Array, b: Uint8Array) => Buffer.from(a).equals(Buffer.from(b));
 const LIGHT = { m: 64, t: 1, p: 1 };
 const PASS = 'a passphrase of the test';
 
@@ -273,6 +277,83 @@ test('an empty file and a one-byte file', async () => {
 });
 
 // ---------------------------------------------------------------------------------------------
+// A device's cache of list pieces (docs/vaults.md, "Push and pull")
+
+/** The real remote, recording every pack range it reads. */
+function recording(reads: { pack: string; offset: number; length: number }[]): VaultRemote {
+  const real = remote();
+  return hostile(real, {
+    async readPack(id, pack, offset, length) {
+      reads.push({ pack, offset, length });
+      return real.readPack(id, pack, offset, length);
+    },
+  });
+}
+
+test('a device that synced v1 keeps its pieces: a 2 KiB edit of 10 MiB costs under 64 KiB both ways and fetches no unchanged piece', async () => {
+  const laptopCache = memoryPieceCache();
+  const phoneCache = memoryPieceCache();
+  const { vault } = await createVault(remote(), PASS, memoryHeads(), LIGHT, { cache: laptopCache });
+  const v1 = randomBytes(70, 10 << 20);
+  await vault.push('big.bin', bufferSource(v1), 1);
+  const phoneHeads = memoryHeads();
+  const phone = await openVault(remote(), vault.id, { passphrase: PASS }, phoneHeads, { cache: phoneCache });
+  assert.ok(same((await pulled(phone, 'big.bin')).bytes, v1));
+  const before = new Set((await remote().packs(vault.id)).map((p) => p.id));
+
+  // the laptop again, as a new process with its cache: reads no piece, sends a few KB
+  const v2 = v1.slice();
+  v2.set(randomBytes(71, 2048), 5_000_000);
+  const reads: { pack: string; offset: number; length: number }[] = [];
+  const laptop = await openVault(recording(reads), vault.id, { passphrase: PASS }, memoryHeads(), { cache: laptopCache });
+  wire.up = wire.down = 0;
+  const pushed = await laptop.push('big.bin', bufferSource(v2), 2);
+  console.log(`2 KiB edit of 10 MiB, pushed with the cache: ${wire.up} bytes up, ${wire.down} down, ${reads.length} ranges read, ${pushed.chunks - pushed.reused} new chunks`);
+  assert.equal(reads.length, 0, 'the push read pieces it holds');
+  assert.ok(wire.up + wire.down < 64 << 10, `the push of the edit: ${wire.up} up, ${wire.down} down`);
+
+  // the phone again, with its cache and its old copy: only what the push wrote
+  const phoneAgain = await openVault(recording(reads), vault.id, { passphrase: PASS }, phoneHeads, { cache: phoneCache });
+  wire.up = wire.down = 0;
+  const got = await pulled(phoneAgain, 'big.bin', v1);
+  console.log(`its pull with the cache: ${wire.up} bytes up, ${wire.down} down, ${reads.length} ranges read`);
+  assert.ok(same(got.bytes, v2));
+  assert.ok(reads.length > 0);
+  for (const r of reads) assert.ok(!before.has(r.pack), `the pull read ${r.length} bytes of a pack v1 had: an unchanged piece`);
+  assert.ok(wire.up + wire.down < 64 << 10, `the pull of the edit: ${wire.up} up, ${wire.down} down`);
+});
+
+test('a damaged or foreign cache entry is refused and fetched again: byte-exact, and the entry mended', async () => {
+  const pieces = new Map<string, Uint8Array>();
+  const base = memoryPieceCache();
+  const cache: PieceCache = { ...base, put: async (id, b) => (pieces.set(id, b), base.put(id, b)) };
+  const { vault } = await createVault(remote(), PASS, memoryHeads(), LIGHT, { cache });
+  const data = randomBytes(72, 1 << 20);
+  await vault.push('f.bin', bufferSource(data), 1);
+  const ids = [...pieces.keys()];
+  assert.ok(ids.length >= 3, `${ids.length} pieces cached`);
+  // another vault's piece under one id, a flipped bit in every other
+  const foreignPieces = new Map<string, Uint8Array>();
+  const { vault: foreign } = await createVault(remote(), PASS, memoryHeads(), LIGHT, { cache: { ...memoryPieceCache(), put: async (id, b) => void foreignPieces.set(id, b) } });
+  await foreign.push('f.bin', bufferSource(data), 1);
+  await base.put(ids[0], [...foreignPieces.values()][0]);
+  for (const id of ids.slice(1)) {
+    const b = (await base.get(id))!;
+    b[b.length >> 1] ^= 1;
+    await base.put(id, b);
+  }
+  const reads: { pack: string; offset: number; length: number }[] = [];
+  const again = await openVault(recording(reads), vault.id, { passphrase: PASS }, memoryHeads(), { cache });
+  assert.ok(same((await pulled(again, 'f.bin')).bytes, data));
+  assert.ok(reads.length >= ids.length, `${reads.length} ranges read for ${ids.length} damaged pieces`);
+  // the entries were replaced by the fetched pieces: a third reader reads no piece
+  reads.length = 0;
+  const third = await openVault(recording(reads), vault.id, { passphrase: PASS }, memoryHeads(), { cache });
+  assert.deepEqual(await third.ls(), [{ name: 'f.bin', size: data.length, mtime: 1 }]);
+  assert.equal(reads.length, 0);
+});
+
+// ---------------------------------------------------------------------------------------------
 // Versions, deletes, renames (docs/vaults.md, "Versions, deletes and renames")
 
 /** `n` versions of a 300 KB file, each an edit of the one before. */
@@ -285,7 +366,6 @@ function versionsOf(seed: number, n: number): Uint8Array[] {
   }
   return out;
 }
-const same = (a: Uint8Array, b: Uint8Array) => Buffer.from(a).equals(Buffer.from(b));
 
 test('versions: every push adds one, each pulled by number byte-exact, log names size, times and device, retention forgets the oldest', async () => {
   const { vault } = await createVault(remote(), PASS, memoryHeads(), LIGHT, { device: 'laptop' });

@@ -22,6 +22,7 @@ import {
   encodeManifest,
   encodeTree,
   hex,
+  unhex,
   padme,
 } from '../src/vault/format.ts';
 import { addVersion, deleteFile, renameFile, seen } from '../src/vault/tree.ts';
@@ -68,14 +69,33 @@ test('manifest and tree: round trip, every truncation refused, trailing bytes re
   const version = bytes(16);
   const refs = Array.from({ length: 5 }, ref);
   const m = encodeManifest({ file, version, refs });
-  assert.equal(m.length, 1 + 16 + 16 + 5 * 72);
-  assert.deepEqual(decodeManifest(m), { file, version, refs });
+  assert.deepEqual(decodeManifest(m), { file, version, refs, packs: refs.map((r) => r.pack) });
   assert.deepEqual(decodeManifest(encodeManifest({ file, version, refs: [] })).refs, []);
   const many = Array.from({ length: 1000 }, ref);
   assert.deepEqual(decodeManifest(encodeManifest({ file, version, refs: many })).refs, many, 'a list that grows the writer many times');
-  // a manifest is a whole number of entries: a cut inside an entry or the ids is refused
-  for (let n = 0; n < m.length; n++) if (n < 33 || (n - 33) % 72 !== 0) assert.throws(() => decodeManifest(m.subarray(0, n)), VaultError, `${n}`);
-  assert.throws(() => decodeManifest(Uint8Array.of(0x4d, ...file, ...version)), /unknown version/);
+  // a manifest counts its packs and its chunks: every truncation and every trailing byte is refused
+  for (let n = 0; n < m.length; n++) assert.throws(() => decodeManifest(m.subarray(0, n)), VaultError, `${n}`);
+  assert.throws(() => decodeManifest(Uint8Array.of(...m, 0)), /too many/);
+  assert.throws(() => decodeManifest(Uint8Array.of(0x4e, ...file, ...version)), /unknown version/);
+  // each pack once in the table, in the previous order, then new ones as they first appear
+  const [p1, p2, p3] = [hex(bytes(32)), hex(bytes(32)), hex(bytes(32))];
+  const chunkAt = (pack: string, offset: number): Ref => ({ id: bytes(32), pack, offset, length: 8000 });
+  const chunks = [chunkAt(p3, 0), chunkAt(p1, 0), chunkAt(p3, 8000), chunkAt(p2, 0), chunkAt(p1, 8000)];
+  assert.deepEqual(decodeManifest(encodeManifest({ file, version, refs: chunks })).packs, [p3, p1, p2]);
+  const ordered = encodeManifest({ file, version, refs: chunks }, [p2, hex(bytes(32)), p1]);
+  assert.deepEqual(decodeManifest(ordered), { file, version, refs: chunks, packs: [p2, p1, p3] });
+  // 1 + 16 + 16 + 1 + 3 × 32 + 1, then per chunk 32 + 1 (pack) + 2 (length) + 1 or 2 (offset)
+  assert.equal(ordered.length, 34 + 96 + 1 + 5 * 35 + 7);
+  // strict: a longer varint than needed, a pack index past the table, a pack twice, an unused pack
+  const start = [0x4f, ...file, ...version];
+  const entry = (k: number[]) => [...bytes(32), ...k, 0, 0x80, 0x01];
+  assert.deepEqual(decodeManifest(Uint8Array.of(...start, 1, ...unhex(p1), 1, ...entry([0]))).refs[0].length, 128);
+  assert.throws(() => decodeManifest(Uint8Array.of(...start, 1, ...unhex(p1), 1, ...entry([0x80, 0]))), /longer form/);
+  assert.throws(() => decodeManifest(Uint8Array.of(...start, 1, ...unhex(p1), 1, ...entry([1]))), /pack 1 of 1/);
+  assert.throws(() => decodeManifest(Uint8Array.of(...start, 2, ...unhex(p1), ...unhex(p1), 1, ...entry([0]))), /a pack twice/);
+  assert.throws(() => decodeManifest(Uint8Array.of(...start, 2, ...unhex(p1), ...unhex(p2), 1, ...entry([0]))), /no chunk lies in/);
+  assert.throws(() => decodeManifest(Uint8Array.of(...start, 1, ...unhex(p1), 1, ...bytes(32), 0, 0, 28)), /sealed chunk of 28 bytes/);
+  assert.throws(() => decodeManifest(Uint8Array.of(...start, 1, ...unhex(p1), 1, ...bytes(32), 0, 0xff, 0xff, 0xff, 0xff, 0x7f, 0x40)), /over 2\^32/);
   assert.throws(() => encodeManifest({ file: bytes(15), version, refs }), /16 bytes/);
 
   const v = (n: number, device = 'laptop') => ({ n, id: bytes(16), size: 12345678901 + n, mtime: 1764400000000 + n, pushed: 1764400000500 + n, device, manifest: [ref(), ref()] });

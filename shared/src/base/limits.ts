@@ -281,7 +281,7 @@ export const VAULT_OPEN_PACKS = 4;
 export const VAULT_LIST_CHUNKS = { min: 512, avg: 2048, max: 16384 } as const;
 
 /** Longest decrypted list (a manifest or the tree) a client takes, in bytes: a 64 GiB file's
- *  manifest at 8 KiB chunks (72 bytes an entry). */
+ *  manifest at 8 KiB chunks (some 37 bytes an entry) is some 310 MB. */
 export const VAULT_LIST_MAX = 600 << 20;
 
 /** Versions a vault keeps of each file unless its tree says otherwise (`dsync vault keep`):
@@ -314,3 +314,7 @@ export const BULK_IN_FLIGHT = 2;
  *  a temporary file, its fsync and a rename: the fsyncs overlap instead of queueing, and at
  *  most this many files' bytes wait in memory). */
 export const BULK_WRITES = 8;
+/** Bytes of sealed list pieces (manifests and trees) a device keeps of a vault (its
+ *  PieceCache: in memory by default, the CLI's under ~/.cache/dsync/vaults/<id>/), the oldest
+ *  dropped beyond it: a 10 MiB file's manifest is some 100 KiB of pieces. */
+export const VAULT_PIECE_CACHE_MAX = 64 << 20;

@@ -151,6 +151,16 @@ export class Writer {
     this.buf.set(b, at);
     return this;
   }
+  /** An unsigned LEB128 varint of a u32: 7 bits a byte, low first, the high bit set on every
+   *  byte but the last; the shortest form. */
+  varint(v: number): this {
+    if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) throw new VaultError(`${v} is no u32`);
+    while (v >= 0x80) {
+      this.u8((v % 0x80) | 0x80);
+      v = Math.floor(v / 0x80);
+    }
+    return this.u8(v);
+  }
   ref(r: Ref): this {
     if (r.id.length !== ID_BYTES) throw new VaultError('a chunk id is 32 bytes');
     if (r.pack.length !== 64) throw new VaultError('a Ref names a pack that is not uploaded');
@@ -199,6 +209,21 @@ export class Reader {
     const at = this.take(n);
     return this.b.slice(at, at + n);
   }
+  /** A varint as Writer.varint writes it: a longer form than the shortest, or a value over
+   *  2^32 - 1, is refused. */
+  varint(): number {
+    let v = 0;
+    for (let i = 0; ; i++) {
+      const b = this.u8();
+      v += (b & 0x7f) * 2 ** (7 * i);
+      if (b < 0x80) {
+        if (i > 0 && b === 0) throw new VaultError(`${this.what} holds a varint in a longer form than needed`);
+        if (v > 0xffffffff) throw new VaultError(`${this.what} holds a varint over 2^32 - 1`);
+        return v;
+      }
+      if (i === 4) throw new VaultError(`${this.what} holds a varint over 5 bytes`);
+    }
+  }
   ref(): Ref {
     const id = this.bytes(ID_BYTES);
     const pack = hex(this.bytes(32));
@@ -221,29 +246,73 @@ export class Reader {
 // ---------------------------------------------------------------------------------------------
 // Lists: a manifest (a file's chunks) and the tree (the files)
 
-const MANIFEST_V2 = 0x4e; // 'N'
+const MANIFEST_V3 = 0x4f; // 'O'
 const TREE_V2 = 0x55; // 'U'
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
-/** A file's manifest: a version byte, the file id (16), the version id (16), then one Ref per
- *  chunk of the file, in file order. */
-export function encodeManifest(m: Manifest): Uint8Array {
+/** A decoded manifest and its table of packs, in the order it lists them. */
+export interface ManifestTable extends Manifest {
+  packs: string[];
+}
+
+/** A file's manifest: a version byte, the file id (16), the version id (16), the packs its
+ *  chunks lie in (a varint count, then each pack id once, 32 bytes), the count of chunks
+ *  (varint), then per chunk, in file order: its id (32), its pack's index in the table, its
+ *  offset in the pack and its sealed length (varints). The table lists first the packs of
+ *  `order` (the previous version's table) that the chunks still use, in that order, then the
+ *  others as they first appear: an edit appends packs, so the entries it does not touch keep
+ *  their bytes and the list pieces that hold them stay the same. */
+export function encodeManifest(m: Manifest, order: string[] = []): Uint8Array {
   if (m.file.length !== FILE_ID_BYTES || m.version.length !== FILE_ID_BYTES) throw new VaultError('a file or version id is 16 bytes');
-  const w = new Writer().u8(MANIFEST_V2).bytes(m.file).bytes(m.version);
-  for (const r of m.refs) w.ref(r);
+  const used = new Set(m.refs.map((r) => r.pack));
+  const index = new Map<string, number>();
+  for (const p of [...order, ...m.refs.map((r) => r.pack)]) if (used.has(p) && !index.has(p)) index.set(p, index.size);
+  const w = new Writer().u8(MANIFEST_V3).bytes(m.file).bytes(m.version).varint(index.size);
+  for (const p of index.keys()) {
+    if (!/^[0-9a-f]{64}$/.test(p)) throw new VaultError('a Ref names a pack that is not uploaded');
+    w.bytes(unhex(p));
+  }
+  w.varint(m.refs.length);
+  for (const r of m.refs) {
+    if (r.id.length !== ID_BYTES) throw new VaultError('a chunk id is 32 bytes');
+    w.bytes(r.id).varint(index.get(r.pack)!).varint(r.offset).varint(r.length);
+  }
   return w.done();
 }
 
-export function decodeManifest(b: Uint8Array): Manifest {
+export function decodeManifest(b: Uint8Array): ManifestTable {
   if (b.length > VAULT_LIST_MAX) throw new VaultError('a manifest is over VAULT_LIST_MAX');
   const r = new Reader(b, 'a manifest');
-  if (r.u8() !== MANIFEST_V2) throw new VaultError('a manifest of an unknown version');
+  if (r.u8() !== MANIFEST_V3) throw new VaultError('a manifest of an unknown version');
   const file = r.bytes(FILE_ID_BYTES);
   const version = r.bytes(FILE_ID_BYTES);
-  if (r.left % REF_BYTES !== 0) throw new VaultError('a manifest is cut short');
+  const np = r.varint();
+  if (np * 32 > r.left) throw new VaultError(`a manifest counts ${np} packs in ${r.left} bytes`);
+  const packs: string[] = [];
+  const seen = new Set<string>();
+  for (let i = 0; i < np; i++) {
+    const p = hex(r.bytes(32));
+    if (seen.has(p)) throw new VaultError('a manifest lists a pack twice');
+    seen.add(p);
+    packs.push(p);
+  }
+  const n = r.varint();
+  if (n * (ID_BYTES + 3) > r.left) throw new VaultError(`a manifest counts ${n} chunks in ${r.left} bytes`);
   const refs: Ref[] = [];
-  while (r.left > 0) refs.push(r.ref());
-  return { file, version, refs };
+  const unused = new Set(packs);
+  for (let i = 0; i < n; i++) {
+    const id = r.bytes(ID_BYTES);
+    const k = r.varint();
+    if (k >= packs.length) throw new VaultError(`a manifest names pack ${k} of ${packs.length}`);
+    const offset = r.varint();
+    const length = r.varint();
+    if (length <= SEAL_OVERHEAD) throw new VaultError(`a manifest refers to a sealed chunk of ${length} bytes`);
+    refs.push({ id, pack: packs[k], offset, length });
+    unused.delete(packs[k]);
+  }
+  r.end();
+  if (unused.size) throw new VaultError('a manifest lists a pack no chunk lies in');
+  return { file, version, refs, packs };
 }
 
 /** A device's label as a version records it: UTF-8, 1 to VAULT_DEVICE_MAX bytes, no control

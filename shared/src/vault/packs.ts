@@ -13,6 +13,7 @@ interface OpenPack {
   parts: Uint8Array[];
   size: number;
   refs: Ref[];
+  kinds: KindCode[];
 }
 
 function randomBytes(n: number): Uint8Array {
@@ -32,7 +33,9 @@ export class PackWriter {
   constructor(
     private readonly remote: VaultRemote,
     private readonly k: VaultKeys,
-    private readonly o: { target?: number; open?: number } = {},
+    /** `uploaded`: told of every sealed chunk once its pack is stored (the vault keeps its list
+     *  pieces in its PieceCache) */
+    private readonly o: { target?: number; open?: number; uploaded?: (kind: KindCode, r: Ref, sealed: Uint8Array) => Promise<void> } = {},
   ) {}
 
   /** Seals `plain` and places it in an open pack. The Ref's pack is '' until `flush` (or a
@@ -43,12 +46,13 @@ export class PackWriter {
     let at: number;
     if (this.open.length < slots) {
       at = this.open.length;
-      this.open.push({ parts: [], size: 0, refs: [] });
+      this.open.push({ parts: [], size: 0, refs: [], kinds: [] });
     } else at = globalThis.crypto.getRandomValues(new Uint32Array(1))[0] % slots;
     const p = this.open[at];
     const ref: Ref = { id, pack: '', offset: p.size, length: sealed.length };
     p.parts.push(sealed);
     p.refs.push(ref);
+    p.kinds.push(kind);
     p.size += sealed.length;
     this.chunks++;
     if (p.size >= (this.o.target ?? VAULT_PACK_TARGET)) {
@@ -75,6 +79,7 @@ export class PackWriter {
     const id = hex(sha256(body));
     await this.remote.putPack(this.k.id, id, body);
     for (const r of p.refs) r.pack = id;
+    if (this.o.uploaded) for (let i = 0; i < p.refs.length; i++) await this.o.uploaded(p.kinds[i], p.refs[i], p.parts[i]);
     this.bytes += body.length;
     this.packs++;
   }

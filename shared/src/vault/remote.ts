@@ -86,8 +86,11 @@ export function httpVaultRemote(base: string, fetchImpl: typeof fetch = (...a) =
     return `${vault(id)}/packs/${pack}`;
   };
   const send = async (what: string, url: string, init: RequestInit = {}): Promise<Response> => {
+    const once = () => fetchWhileBusy(() => fetchImpl(url, { ...init, headers: { ...headers, ...(init.headers as Record<string, string>) } }));
     try {
-      return await fetchWhileBusy(() => fetchImpl(url, { ...init, headers: { ...headers, ...(init.headers as Record<string, string>) } }));
+      // a read is asked again once when the connection fails (a kept-alive one the server
+      // closed while the device was idle); a write is not, as it may have landed
+      return await once().catch((e) => (init.method === undefined || init.method === 'GET' ? once() : Promise.reject(e)));
     } catch (e) {
       throw new Error(`${what}: cannot reach ${base}: ${((e as Error).cause as Error | undefined)?.message ?? (e as Error).message}`);
     }
