@@ -161,17 +161,23 @@ function headGenerations(data: string, id: string): { dir: string; newest: numbe
   return { dir: found[0], newest: Math.max(...readdirSync(found[0]).filter((n) => /^\d+$/.test(n)).map(Number)) };
 }
 
-test('at 390 px, by keyboard: a server that rolls a vault back is refused in the page, after a reload too; a recovery key unlocks', async ({ page, server, dir }) => {
-  test.setTimeout(600_000);
-  await page.setViewportSize({ width: 390, height: 844 });
-  await vaultsView(page, server.url);
+/** Creates a vault in the page's Vaults view with PASSPHRASE: its recovery key, once seen. */
+async function createInPage(page: Page, url: string): Promise<string> {
+  await vaultsView(page, url);
   await page.getByRole('button', { name: 'New vault' }).click();
   const form = page.getByTestId('vault-create');
   await form.getByLabel('Passphrase', { exact: true }).fill(PASSPHRASE);
   await form.getByLabel('Passphrase again').fill(PASSPHRASE);
   await form.getByRole('button', { name: 'Create' }).click();
-  const recoveryKey = (await page.getByTestId('recovery-key').textContent({ timeout: 120_000 }))!;
+  const recoveryKey = (await page.getByTestId('recovery-key').textContent(UNLOCK))!;
   await page.getByRole('button', { name: 'I saved it' }).click();
+  return recoveryKey;
+}
+
+test('at 390 px, by keyboard: a server that rolls a vault back is refused in the page, after a reload too; a recovery key unlocks', async ({ page, server, dir }) => {
+  test.setTimeout(600_000);
+  await page.setViewportSize({ width: 390, height: 844 });
+  const recoveryKey = await createInPage(page, server.url);
   const id = (await page.getByTestId('vault').getAttribute('data-id'))!;
   const first = path.join(dir, 'first.txt');
   writeFileSync(first, content(20_000));
@@ -211,13 +217,7 @@ test('a page hidden for 5 minutes forgets the unlocked vault; hidden for 1 minut
   test.setTimeout(600_000);
   await page.clock.install();
   await page.clock.resume();
-  await vaultsView(page, server.url);
-  await page.getByRole('button', { name: 'New vault' }).click();
-  const form = page.getByTestId('vault-create');
-  await form.getByLabel('Passphrase', { exact: true }).fill(PASSPHRASE);
-  await form.getByLabel('Passphrase again').fill(PASSPHRASE);
-  await form.getByRole('button', { name: 'Create' }).click();
-  await page.getByRole('button', { name: 'I saved it' }).click(UNLOCK);
+  await createInPage(page, server.url);
   const vault = page.getByTestId('vault');
   await expect(vault).toHaveAttribute('data-state', 'unlocked');
   const visibility = (state: 'hidden' | 'visible') =>
