@@ -5,7 +5,7 @@
 import type { SyncState } from '../../shared/src/sync/engine.ts';
 import type { Agreed } from '../../shared/src/sync/plan.ts';
 import type { Dir } from './handle-tree.ts';
-import { request } from './idb.ts';
+import { openStoreDb, request } from './idb.ts';
 
 const DB = 'dsync-folder-sync';
 const STORE = 'state';
@@ -25,9 +25,7 @@ export class StoredState implements SyncState {
   ) {}
 
   static async open(key: string, handle: Dir): Promise<StoredState> {
-    const r = indexedDB.open(DB, 1);
-    r.onupgradeneeded = () => r.result.createObjectStore(STORE);
-    const db = await request(r);
+    const db = await openStoreDb(DB, STORE);
     const s = new StoredState(db, key, handle);
     const j = (await request(db.transaction(STORE, 'readonly').objectStore(STORE).get(key))) as { files?: unknown; folders?: unknown; handle?: Dir } | undefined;
     if (!j?.handle || !(await j.handle.isSameEntry(handle).catch(() => false))) return s;

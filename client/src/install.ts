@@ -4,7 +4,7 @@
  * into Dsync (queued by the service worker in IndexedDB `dsync-share`) to sync them as a drop.
  */
 import type { Picked } from './drop.ts';
-import { request } from './idb.ts';
+import { openStoreDb, request } from './idb.ts';
 
 /** Registers /sw.js where the browser has service workers (secure contexts only). A failure
  *  only costs the offline shell and the share target: logged, the page works without. */
@@ -25,9 +25,7 @@ interface Queued {
 
 /** The shared files queued, taken out of the queue (each once, even with two tabs open). */
 export async function takeShared(): Promise<Picked[]> {
-  const r = indexedDB.open('dsync-share', 1);
-  r.onupgradeneeded = () => r.result.createObjectStore('files', { autoIncrement: true });
-  const db = await request(r);
+  const db = await openStoreDb('dsync-share', 'files', { autoIncrement: true });
   try {
     const tx = db.transaction('files', 'readwrite');
     const store = tx.objectStore('files');

@@ -10,7 +10,7 @@
  * against the version's chunk index (known-store.ts), as without a kept basis.
  */
 import { KEEP_MAX } from '../../shared/src/base/limits.ts';
-import { request } from './idb.ts';
+import { openStoreDb, request } from './idb.ts';
 
 const DIR = 'dsync-kept';
 /** The kept files' sizes and when each was last used or written (ms since the epoch), by name:
@@ -165,11 +165,7 @@ interface IdbFile {
   at: number;
 }
 
-function idbOpen(): Promise<IDBDatabase> {
-  const r = indexedDB.open(DIR, 1);
-  r.onupgradeneeded = () => r.result.createObjectStore(IDB_STORE);
-  return request(r);
-}
+const idbOpen = () => openStoreDb(DIR, IDB_STORE);
 
 async function idbDo<T>(db: IDBDatabase, mode: IDBTransactionMode, f: (s: IDBObjectStore) => IDBRequest<T>): Promise<T> {
   const tx = db.transaction(IDB_STORE, mode);

@@ -5,16 +5,12 @@
  * opened (a private window may refuse it), they are kept in memory for the page's lifetime.
  */
 import { type KnownVersion, type KnownVersions, MemoryKnown } from '../../shared/src/session/known.ts';
-import { request } from './idb.ts';
+import { openStoreDb, request } from './idb.ts';
 
 const DB = 'dsync-known';
 const STORE = 'versions';
 
-function openDb(): Promise<IDBDatabase> {
-  const r = indexedDB.open(DB, 1);
-  r.onupgradeneeded = () => r.result.createObjectStore(STORE);
-  return request(r);
-}
+const openDb = () => openStoreDb(DB, STORE);
 
 export class StoredKnown implements KnownVersions {
   private mem = new MemoryKnown(64 << 20, (key) => this.drop(key));

@@ -6,7 +6,7 @@
  * cannot be re-read after a reload); the page then offers to finish those, after the browser
  * grants read access again. Where IndexedDB cannot be opened, nothing is remembered.
  */
-import { request } from './idb.ts';
+import { openStoreDb, request } from './idb.ts';
 
 export interface Unfinished {
   name: string;
@@ -21,12 +21,7 @@ const STORE = 'uploads';
 
 let db: Promise<IDBDatabase | null> | null = null;
 function openDb(): Promise<IDBDatabase | null> {
-  db ??= new Promise<IDBDatabase>((resolve, reject) => {
-    const r = indexedDB.open(DB, 1);
-    r.onupgradeneeded = () => r.result.createObjectStore(STORE);
-    r.onsuccess = () => resolve(r.result);
-    r.onerror = () => reject(r.error);
-  }).catch(() => null);
+  db ??= openStoreDb(DB, STORE).catch(() => null);
   return db;
 }
 

@@ -6,16 +6,12 @@
  * private window may refuse it), the heads are kept in memory for the worker's lifetime.
  */
 import { type HeadMemory, type SeenHead, memoryHeads } from '../../shared/src/vault/vault.ts';
-import { request } from './idb.ts';
+import { openStoreDb, request } from './idb.ts';
 
 const DB = 'dsync-vault-heads';
 const STORE = 'heads';
 
-function openDb(): Promise<IDBDatabase> {
-  const r = indexedDB.open(DB, 1);
-  r.onupgradeneeded = () => r.result.createObjectStore(STORE);
-  return request(r);
-}
+const openDb = () => openStoreDb(DB, STORE);
 
 const isSeen = (v: unknown): v is SeenHead => typeof (v as SeenHead)?.seq === 'number' && typeof (v as SeenHead)?.hash === 'string';
 

@@ -2,6 +2,7 @@ import { useCallback, useEffect, useRef, useState } from 'react';
 import { deviceLabel, syncUrl } from '../api.ts';
 import type { Done } from '../../../shared/src/sync/engine.ts';
 import type { FolderFromWorker, FolderStatus, FolderToWorker } from '../folder-sync.ts';
+import { openStoreDb } from '../idb.ts';
 import '../folder-sync.css';
 
 /** Why the option is missing, where it is. */
@@ -18,12 +19,7 @@ const STORE = 'handles';
 /** The picked folder's handle, remembered per user in IndexedDB (a handle can be stored there;
  *  its permission is asked again on the next visit). */
 async function handles<T>(mode: IDBTransactionMode, f: (s: IDBObjectStore) => IDBRequest<T>): Promise<T> {
-  const db = await new Promise<IDBDatabase>((ok, fail) => {
-    const r = indexedDB.open(DB, 1);
-    r.onupgradeneeded = () => r.result.createObjectStore(STORE);
-    r.onsuccess = () => ok(r.result);
-    r.onerror = () => fail(r.error);
-  });
+  const db = await openStoreDb(DB, STORE);
   try {
     return await new Promise<T>((ok, fail) => {
       const r = f(db.transaction(STORE, mode).objectStore(STORE));
