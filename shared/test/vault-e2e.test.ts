@@ -207,8 +207,8 @@ test('a hostile server: a flipped bit, a swapped range, a replayed head, a fork,
   for (const at of [0, 100, 5000]) {
     await refused(
       hostile(real, {
-        async readPack(id, pack, offset, length) {
-          const got = await real.readPack(id, pack, offset, length);
+        async readPack(id, pack, offset, length, o) {
+          const got = await real.readPack(id, pack, offset, length, o);
           if (length > at) got[at] ^= 0x10;
           return got;
         },
@@ -222,8 +222,8 @@ test('a hostile server: a flipped bit, a swapped range, a replayed head, a fork,
   let first: Uint8Array | null = null;
   await refused(
     hostile(real, {
-      async readPack(id, pack, offset, length) {
-        const got = await real.readPack(id, pack, offset, length);
+      async readPack(id, pack, offset, length, o) {
+        const got = await real.readPack(id, pack, offset, length, o);
         if (!first) first = got; // the tree's piece, handed out again for everything else
         return first.length >= length ? first.subarray(0, length) : got.map((x) => x ^ 1);
       },
@@ -283,9 +283,9 @@ test('an empty file and a one-byte file', async () => {
 function recording(reads: { pack: string; offset: number; length: number }[]): VaultRemote {
   const real = remote();
   return hostile(real, {
-    async readPack(id, pack, offset, length) {
+    async readPack(id, pack, offset, length, o) {
       reads.push({ pack, offset, length });
-      return real.readPack(id, pack, offset, length);
+      return real.readPack(id, pack, offset, length, o);
     },
   });
 }

@@ -276,6 +276,11 @@ export const VAULT_PACK_TARGET = 4 << 20;
  *  order says little about a file's. */
 export const VAULT_OPEN_PACKS = 4;
 
+/** A vault's reads of packs start and end on multiples of this many bytes (or at a pack's
+ *  end), so that a range read shows the server which blocks of a pack a device needed, never
+ *  where a chunk starts or how long it is (bench/results/vault-leak.md). */
+export const VAULT_READ_BLOCK = 16 << 10;
+
 /** Chunk sizes for a vault's lists (manifests and trees), which are cut finer than contents so
  *  that a small edit rewrites little: min, avg, max in bytes. */
 export const VAULT_LIST_CHUNKS = { min: 512, avg: 2048, max: 16384 } as const;

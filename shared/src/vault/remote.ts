@@ -13,7 +13,9 @@ export interface VaultRemote {
   create(id: string, keyfile: Uint8Array): Promise<void>;
   keyfile(id: string): Promise<Uint8Array>;
   putPack(id: string, pack: string, bytes: Uint8Array): Promise<void>;
-  readPack(id: string, pack: string, offset: number, length: number): Promise<Uint8Array>;
+  /** `length` bytes from `offset`; `toEnd`: fewer when the pack ends before (the server cuts
+   *  a range at the pack's end) */
+  readPack(id: string, pack: string, offset: number, length: number, o?: { toEnd?: boolean }): Promise<Uint8Array>;
   packs(id: string): Promise<{ id: string; size: number }[]>;
   /** null before the first head */
   head(id: string): Promise<{ counter: number; body: Uint8Array } | null>;
@@ -146,7 +148,7 @@ export function httpVaultRemote(base: string, fetchImpl: typeof fetch = (...a) =
       await res.body?.cancel();
     },
 
-    async readPack(id, pack, offset, length) {
+    async readPack(id, pack, offset, length, o = {}) {
       const what = `bytes ${offset}+${length} of pack ${pack} of vault ${id}`;
       if (!Number.isSafeInteger(offset) || offset < 0 || !Number.isSafeInteger(length) || length < 0) throw new RangeError(`${what}: a range is whole numbers from 0`);
       const url = packUrl(id, pack);
@@ -160,8 +162,11 @@ export function httpVaultRemote(base: string, fetchImpl: typeof fetch = (...a) =
       if (res.status !== 206) throw await failure(what, res);
       const m = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(res.headers.get('Content-Range') ?? '');
       const b = await bytesOf(res);
-      // a range past the end is cut short by the server: the caller asked for bytes the pack lacks
-      if (!m || Number(m[1]) !== offset || Number(m[2]) !== last || b.length !== length) {
+      // a range past the end is cut short by the server: unless `toEnd`, the caller asked for
+      // bytes the pack lacks
+      const end = m ? Number(m[2]) : -1;
+      const cut = o.toEnd === true && m !== null && end < last && end === Number(m[3]) - 1;
+      if (!m || Number(m[1]) !== offset || (end !== last && !cut) || b.length !== end - offset + 1) {
         throw new VaultBadAnswer(`${what}: the server sent ${b.length} bytes (Content-Range ${res.headers.get('Content-Range')}), not the ${length} asked`);
       }
       return b;

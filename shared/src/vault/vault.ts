@@ -10,6 +10,7 @@
 import { sha256 } from '@noble/hashes/sha2';
 import { type Source } from '../chunking/chunk-index.ts';
 import { validateName } from '../wire/names.ts';
+import { VAULT_READ_BLOCK } from '../base/limits.ts';
 import { type Argon2Params, type VaultKeys, checkKey, deriveKeys, fromRecoveryKey, newVaultId, newVaultKey, openChunk, openHead, recoveryKey, sealHead, unwrapKey, wrapKey } from './keys.ts';
 import { chunkIds, keyedChunks, listPieces } from './chunks.ts';
 import {
@@ -126,12 +127,10 @@ export interface VaultPullReport {
 
 /** Windows of a pull: plaintext bytes fetched and verified before they are handed on. */
 const PULL_WINDOW = 16 << 20;
-/** Two ranges of one pack are fetched as one when at most this far apart, up to RANGE_MAX: a
- *  gap is whole chunks the device does not need (2 KiB at least), so a small gap costs less
- *  than it saves in a request's round trip; 64 KiB fetched 8% more than a pull lacked where
- *  a device skipped versions, 4 KiB nothing more (docs/vaults.md). */
-const RANGE_GAP = 4 << 10;
+/** The longest range of a pack one read asks for. */
 const RANGE_MAX = 8 << 20;
+/** Range reads of packs under way at once. */
+const READS_AT_ONCE = 4;
 /** Compare-and-swap attempts of a push against other devices' heads. */
 const HEAD_TRIES = 8;
 
@@ -199,29 +198,30 @@ export class Vault {
   private async readList(refs: Ref[]): Promise<Uint8Array> {
     const parts = await Promise.all(
       refs.map(async (r) => {
-        const id = hex(r.id);
-        let plain: Uint8Array | null = null;
-        const cached = await this.cache.get(id);
+        const cached = await this.cache.get(hex(r.id));
         if (cached) {
           try {
-            plain = await this.openVerified(Kind.List, r, cached);
+            return await this.openVerified(Kind.List, r, cached);
           } catch (e) {
             if (!(e instanceof VaultError)) throw e;
-            await this.cache.drop(id); // damaged, or another vault's: fetched again below
+            await this.cache.drop(hex(r.id)); // damaged, or another vault's: fetched again below
           }
         }
-        if (!plain) {
-          const sealed = await this.remote.readPack(this.id, r.pack, r.offset, r.length);
-          plain = await this.openVerified(Kind.List, r, sealed);
-          await this.cache.put(id, sealed);
-        }
-        this.index.set(refKey(Kind.List, r.id), r);
-        return plain;
+        return null;
       }),
     );
-    const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+    const fetched = await this.fetchSealed(
+      Kind.List,
+      refs.filter((_, i) => parts[i] === null),
+    );
+    for (const [id, { sealed }] of fetched) await this.cache.put(id, sealed);
+    for (const [i, r] of refs.entries()) {
+      parts[i] ??= fetched.get(hex(r.id))!.plain;
+      this.index.set(refKey(Kind.List, r.id), r);
+    }
+    const out = new Uint8Array(parts.reduce((n, p) => n + p!.length, 0));
     let at = 0;
-    for (const p of parts) {
+    for (const p of parts as Uint8Array[]) {
       out.set(p, at);
       at += p.length;
     }
@@ -442,7 +442,7 @@ export class Vault {
       const window = refs.slice(i, j);
       const got = new Map<string, Uint8Array>();
       const missing = window.filter((r) => !have.has(hex(r.id)));
-      await this.fetchChunks(missing, got, report);
+      for (const [id, { plain }] of await this.fetchSealed(Kind.Content, missing, report)) got.set(id, plain);
       for (const r of window) {
         const id = hex(r.id);
         let bytes = got.get(id);
@@ -459,28 +459,50 @@ export class Vault {
     return report;
   }
 
-  /** Fetches and verifies `refs` (content chunks), joining near ranges of one pack. */
-  private async fetchChunks(refs: Ref[], into: Map<string, Uint8Array>, report: VaultPullReport): Promise<void> {
+  /** Fetches and verifies `refs` (chunks of `kind`) as ranges of packs that start and end on
+   *  VAULT_READ_BLOCK (or at a pack's end), the ranges of one pack that touch joined (up to
+   *  RANGE_MAX): each chunk's sealed bytes and plaintext, by id. */
+  private async fetchSealed(kind: KindCode, refs: Ref[], report?: VaultPullReport): Promise<Map<string, { sealed: Uint8Array; plain: Uint8Array }>> {
     const byPack = new Map<string, Ref[]>();
-    for (const r of refs) if (!into.has(hex(r.id))) byPack.set(r.pack, [...(byPack.get(r.pack) ?? []), r]);
+    const wanted = new Set<string>();
+    for (const r of refs) {
+      if (wanted.has(hex(r.id))) continue;
+      wanted.add(hex(r.id));
+      byPack.set(r.pack, [...(byPack.get(r.pack) ?? []), r]);
+    }
     const ranges: { pack: string; offset: number; end: number; refs: Ref[] }[] = [];
     for (const [pack, list] of byPack) {
       list.sort((a, b) => a.offset - b.offset);
       for (const r of list) {
+        const start = r.offset - (r.offset % VAULT_READ_BLOCK);
+        const end = Math.ceil((r.offset + r.length) / VAULT_READ_BLOCK) * VAULT_READ_BLOCK;
         const last = ranges[ranges.length - 1];
-        if (last && last.pack === pack && r.offset >= last.offset && r.offset - last.end <= RANGE_GAP && Math.max(last.end, r.offset + r.length) - last.offset <= RANGE_MAX) {
-          last.end = Math.max(last.end, r.offset + r.length);
+        if (last && last.pack === pack && start <= last.end && Math.max(last.end, end) - last.offset <= RANGE_MAX) {
+          last.end = Math.max(last.end, end);
           last.refs.push(r);
-        } else ranges.push({ pack, offset: r.offset, end: r.offset + r.length, refs: [r] });
+        } else ranges.push({ pack, offset: start, end, refs: [r] });
       }
     }
-    for (const g of ranges) {
-      const bytes = await this.remote.readPack(this.id, g.pack, g.offset, g.end - g.offset);
-      report.fetchedBytes += bytes.length;
-      for (const r of g.refs) report.lackedBytes += r.length;
-      report.ranges++;
-      for (const r of g.refs) into.set(hex(r.id), await this.openVerified(Kind.Content, r, bytes.subarray(r.offset - g.offset, r.offset - g.offset + r.length)));
-    }
+    const out = new Map<string, { sealed: Uint8Array; plain: Uint8Array }>();
+    let next = 0;
+    const worker = async () => {
+      for (let g; (g = ranges[next++]); ) {
+        const bytes = await this.remote.readPack(this.id, g.pack, g.offset, g.end - g.offset, { toEnd: true });
+        if (report) {
+          report.fetchedBytes += bytes.length;
+          for (const r of g.refs) report.lackedBytes += r.length;
+          report.ranges++;
+        }
+        for (const r of g.refs) {
+          const at = r.offset - g.offset;
+          if (at + r.length > bytes.length) throw new VaultError(`vault ${this.id}: pack ${g.pack} ends at ${g.offset + bytes.length} bytes, before a chunk it holds`);
+          const sealed = bytes.slice(at, at + r.length);
+          out.set(hex(r.id), { sealed, plain: await this.openVerified(kind, r, sealed) });
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(READS_AT_ONCE, ranges.length) }, worker));
+    return out;
   }
 }
 
