@@ -3,15 +3,16 @@
 // first sync, an edit that moves only the changed chunks, a delete (the version stays in the
 // vault's history), a rename, a conflict (both versions kept), then the server's store read
 // byte by byte: no file name and no 16-byte run of any file's contents. A wrong passphrase
-// fails and touches nothing.
+// fails and touches nothing. --watch sends a local save up and takes another device's change.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { randomBytes } from '../../harness/testdata.ts';
 import { type TestServer, testServer } from '../../harness/helpers.ts';
-import { dsync, jsonLines } from './run.ts';
+import { DSYNC, dsync, jsonLines } from './run.ts';
 
 let server: TestServer;
 let root: string;
@@ -83,7 +84,7 @@ const snapshot = (dir: string) => [...filesOf(dir)].map(([p, b]) => [p, b.toStri
 /** The files of the store: path → size. */
 const storeSizes = () => new Map([...filesOf(server.data)].map(([p, b]) => [p, b.length]));
 
-test('dsync sync --vault: first sync, an edit moving only its chunks, a delete kept in the history, a rename, a conflict; the store holds no name and no plaintext', async () => {
+test('dsync sync --vault: first sync, an edit moving only its chunks, a delete kept in the history, a rename, a conflict; the store holds no name and no plaintext', async (t) => {
   const a = device('laptop');
   const b = device('desktop');
   const created = await dsync(['vault', 'create', '--json'], { env: a.env });
@@ -110,6 +111,7 @@ test('dsync sync --vault: first sync, an edit moving only its chunks, a delete k
   assert.deepEqual(ops(await synced(a, id)), [['upload', 'big.bin']]);
   const added = [...storeSizes()].reduce((n, [p, size]) => n + (sizes.has(p) ? Math.max(0, size - sizes.get(p)!) : size), 0);
   assert.ok(added < 200_000, `the store grew by ${added} bytes for an edit of 100 bytes of 1 MiB`);
+  t.diagnostic(`an edit of 100 bytes of 1 MiB: the store grew by ${added} bytes`);
   assert.deepEqual(ops(await synced(b, id)), [['download', 'big.bin']]);
   assert.ok(b.read('big.bin').equals(edited));
 
@@ -131,6 +133,16 @@ test('dsync sync --vault: first sync, an edit moving only its chunks, a delete k
   assert.equal(b.read('notes/renamed alpha.txt').toString(), 'alpha: the first notes of the vault sync test\n');
   assert.equal(existsSync(path.join(b.dir, 'notes/alpha.txt')), false);
 
+  // a rename onto the name of the deleted file: a new version of it, both histories kept
+  renameSync(path.join(b.dir, 'big.bin'), path.join(b.dir, 'bravo.txt'));
+  assert.deepEqual(ops(await synced(b, id)), [['moveRemote', 'big.bin → bravo.txt']]);
+  assert.deepEqual(ops(await synced(a, id)), [['moveLocal', 'big.bin → bravo.txt']]);
+  assert.ok(a.read('bravo.txt').equals(edited));
+  const bravo = await dsync(['vault', 'log', id, 'bravo.txt', '--json'], { env: a.env });
+  assert.deepEqual(jsonLines(bravo.stdout).map((v) => v.size), [edited.length, 49], 'its old version kept under it');
+  const bigLog = await dsync(['vault', 'log', id, 'big.bin', '--json'], { env: a.env });
+  assert.equal(jsonLines(bigLog.stdout).length, 2, 'the history of the old name kept');
+
   // both edit one file between syncs: A's lands first and keeps the name, B's is a conflict copy
   a.write('notes/renamed alpha.txt', keep('alpha: edited on the laptop, which syncs first\n'));
   b.write('notes/renamed alpha.txt', keep('alpha: edited on the desktop, which syncs second\n'));
@@ -144,7 +156,7 @@ test('dsync sync --vault: first sync, an edit moving only its chunks, a delete k
   }
   assert.deepEqual(filesOf(b.dir), filesOf(a.dir));
   const ls = await dsync(['vault', 'ls', id, '--json'], { env: a.env });
-  assert.deepEqual(jsonLines(ls.stdout).map((f) => f.name).sort(), ['big.bin', conflict.conflictCopy, 'notes/renamed alpha.txt'].sort());
+  assert.deepEqual(jsonLines(ls.stdout).map((f) => f.name).sort(), ['bravo.txt', conflict.conflictCopy, 'notes/renamed alpha.txt'].sort());
 
   // the store, byte by byte: no name (whole or its last part) and no 16-byte run of any
   // version of any file
@@ -178,4 +190,45 @@ test('dsync sync --vault with a wrong passphrase fails and touches nothing', asy
   assert.equal(existsSync(path.join(a.env.DSYNC_CACHE_DIR!, 'sync')), false, 'no state and no lock written');
   const ls = await dsync(['vault', 'ls', id, '--json'], { env: a.env });
   assert.deepEqual(jsonLines(ls.stdout), [], 'nothing went up');
+});
+
+/** Waits for `cond`, checking every 100 ms, for at most `ms`. */
+async function until(what: string, cond: () => boolean, ms = 180_000) {
+  const t0 = Date.now();
+  while (!cond()) {
+    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+test('dsync sync --vault --watch: a local save goes up, another device\'s change comes down', { timeout: 600_000 }, async () => {
+  const a = device('watcher');
+  const b = device('other');
+  const created = await dsync(['vault', 'create', '--json'], { env: a.env });
+  assert.equal(created.code, 0, created.stderr);
+  const [{ id }] = jsonLines(created.stdout);
+  const child = spawn(process.execPath, [DSYNC, 'sync', a.dir, '--vault', id, '--device', 'watcher', '--watch', '--json'], { env: { ...process.env, ...a.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const lines: any[] = [];
+  let buf = '';
+  let err = '';
+  child.stdout.on('data', (x) => {
+    buf += x;
+    for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) lines.push(JSON.parse(buf.slice(0, i)));
+  });
+  child.stderr.on('data', (x) => (err += x));
+  try {
+    await until('watching', () => lines.some((l) => l.watching === a.dir && l.vault === id));
+    a.write('saved.txt', 'saved while the watcher runs\n');
+    await until('the upload', () => lines.some((l) => l.op === 'upload' && l.path === 'saved.txt' && !l.error && !l.retry));
+    assert.deepEqual(ops(await synced(b, id)), [['download', 'saved.txt']]);
+    b.write('from other.txt', 'made on the other device\n');
+    assert.deepEqual(ops(await synced(b, id)), [['upload', 'from other.txt']]);
+    // the server announces no vault heads: the watcher's rescan finds it
+    await until('the other device\'s file here', () => existsSync(path.join(a.dir, 'from other.txt')) && a.read('from other.txt').toString() === 'made on the other device\n');
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    child.kill('SIGINT');
+    assert.equal(await exited, 0, err);
+  } finally {
+    child.kill('SIGKILL');
+  }
 });
