@@ -42,7 +42,8 @@ export function describe(d: Done, vault = false): string {
       case 'deleteLocal':
         return `✕ ${d.path} (deleted here: it was deleted on the server)`;
       case 'deleteRemote':
-        return `✕ ${d.path} (deleted on the server${d.trash ? `; kept as ${d.trash}` : vault ? '; its versions are kept in the vault: dsync vault log' : ''})`;
+        if (vault) return `✕ ${d.path} (deleted in the vault; its versions are kept: dsync vault log)`;
+        return `✕ ${d.path} (deleted on the server${d.trash ? `; kept as ${d.trash}` : ''})`;
       case 'moveRemote':
         return `→ ${d.from} → ${d.to} (renamed on the server)`;
       case 'moveLocal':
