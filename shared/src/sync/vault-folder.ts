@@ -162,7 +162,7 @@ export class VaultFolder implements RemoteFolder {
 
   /** The files deleted in one change; their versions stay in the vault's history (no trash
    *  folder: '' says so). */
-  trashFolder(path: string, versions: ReadonlyMap<string, number>) {
+  trashFolder(path: string, versions: ReadonlyMap<string, number>, _trashStamp?: string) {
     return this.one(async () => {
       try {
         await this.vault.rmMany([...versions].map(([rel, version]) => ({ name: `${path}/${rel}`, version })));
@@ -173,7 +173,7 @@ export class VaultFolder implements RemoteFolder {
     });
   }
 
-  remove(path: string, expect: { version: number }) {
+  remove(path: string, expect: { version: number }, _trashStamp?: string) {
     return this.one(async () => {
       try {
         await this.vault.rm(path, { version: expect.version });
