@@ -5,9 +5,10 @@
  */
 import { bytesToHex as hex } from '@noble/hashes/utils';
 import { existsSync, promises as fs } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import '../shared/src/chunking/wasm.ts';
-import { chunkSource } from '../shared/src/chunking/chunk-index.ts';
+import { type Source, chunkSource } from '../shared/src/chunking/chunk-index.ts';
 import { fileSource } from '../shared/src/chunking/file-source.ts';
 import type { KnownVersions } from '../shared/src/session/known.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../shared/src/wire/protocol.ts';
@@ -16,6 +17,7 @@ import { type Expected, type LocalTree, type Settled, type Stat, allLimited, ver
 import type { Expect } from '../shared/src/sync/plan.ts';
 import { ApiFolder, IGNORE_FILE, NoBulk, ignoreMatcher, ignoredByDefault } from '../shared/src/sync/remote.ts';
 import { conflictName } from '../shared/src/sync/conflict.ts';
+import type { VaultFolderFiles } from '../shared/src/sync/vault-folder.ts';
 import { hostname } from 'node:os';
 import { BULK_FILE_MAX, SYNC_RETRIES, SYNC_TRANSFERS } from '../shared/src/base/limits.ts';
 import type { Values } from './command.ts';
@@ -353,28 +355,11 @@ export class HttpFolder extends ApiFolder {
     const alone = (it: { path: string; version: number; expect: Expected | null }) => this.pull(it.path, it.version, it.expect, it.expect ? it.path : undefined).then((ok) => ({ ok }), (error) => ({ error }));
     if (this.noBulk) return oneByOne(items, alone);
     const got = await this.fetchMany(items, async (k, bytes, modified) => {
-      const p = items[k].path;
-      const target = await checkParents(tree.dir, tree.rel(p), true);
-      const tmp = path.join(path.dirname(target), tempName());
-      insideFolder(tree.dir, path.relative(tree.dir, tmp).split(path.sep).join('/'));
-      const out = await fs.open(tmp, 'wx');
-      let closed = false;
-      try {
+      const r = await replaceLocal(tree, items[k].path, items[k].expect, async (out) => {
         await out.writeFile(bytes);
-        await out.sync();
-        await setModified(out, modified);
-        await out.close();
-        closed = true;
-        await verifyLocal(tree, p, items[k].expect);
-        await checkParents(tree.dir, tree.rel(p));
-        await checkTarget(target, p);
-        await fs.rename(tmp, target);
-        const st = await fs.stat(target);
-        return { version: items[k].version, size: st.size, mtimeMs: st.mtimeMs };
-      } finally {
-        if (!closed) await out.close().catch(() => {});
-        await fs.rm(tmp, { force: true });
-      }
+        return { modified };
+      });
+      return { version: items[k].version, size: r.size, mtimeMs: r.mtimeMs };
     });
     const out: Settled<{ version: number; root: string } & Stat>[] = [];
     for (let k = 0; k < items.length; k++) out.push('error' in got[k] && (got[k] as { error: unknown }).error instanceof NoBulk ? await alone(items[k]) : got[k]);
@@ -383,45 +368,82 @@ export class HttpFolder extends ApiFolder {
 
   async pull(p: string, version: number, expect: Expected | null, basis?: string) {
     const tree = this.o.tree;
-    // the file (under its name on disk) and its temporary file inside the folder, through no
-    // link (cli/contained.ts)
-    const target = await checkParents(tree.dir, tree.rel(p), true);
-    const tmp = path.join(path.dirname(target), tempName());
-    insideFolder(tree.dir, path.relative(tree.dir, tmp).split(path.sep).join('/'));
     const basisFh = basis ? await openNoFollow(tree.file(basis)).catch(() => null) : null;
-    const out = await fs.open(tmp, 'wx');
-    let closed = false;
     try {
       const basisSize = basisFh ? (await basisFh.stat()).size : 0;
-      const r = await pull(
-        this.pullOptions(p, version, {
-          basis: basisFh ? fileSource(basisFh, basisSize) : null,
-          sink: {
-            write: async (b) => void (await out.write(b)),
-            commit: async () => {
-              await out.sync();
-              return 0;
-            },
-            abort: async () => {},
-          },
-        }),
-      );
-      // the version's modification time, as rsync -a keeps it, set before the state records
-      // the file's stat (whose size and mtime then spare the next pass reading it)
-      await setModified(out, r.modified);
-      await out.close();
-      closed = true;
-      // replace the local file only while it is what the plan read (its content too)
-      await verifyLocal(tree, p, expect);
-      // again right before the rename: no link put in the way since, no folder or link at the name
-      await checkParents(tree.dir, tree.rel(p));
-      await checkTarget(target, p);
-      await fs.rename(tmp, target);
-      const st = await fs.stat(target);
-      return { version: r.version, root: r.root, size: st.size, mtimeMs: st.mtimeMs };
+      return await replaceLocal(tree, p, expect, async (out) => {
+        const r = await pull(
+          this.pullOptions(p, version, {
+            basis: basisFh ? fileSource(basisFh, basisSize) : null,
+            // (replaceLocal syncs the file before it renames it in)
+            sink: { write: async (b) => void (await out.write(b)), commit: async () => 0, abort: async () => {} },
+          }),
+        );
+        return { version: r.version, root: r.root, modified: r.modified };
+      });
     } finally {
-      if (!closed) await out.close().catch(() => {});
-      await fs.rm(tmp, { force: true });
+      await basisFh?.close();
+    }
+  }
+}
+
+/**
+ * Writes the local file `p` as a download does: into a temporary file beside it (inside the
+ * folder, through no link: cli/contained.ts), which `fill` writes; synced, given the mtime
+ * `fill` answers (as rsync -a keeps it, set before the state records the file's stat, whose
+ * size and mtime then spare the next pass reading it), and renamed over the file only while
+ * it is what the plan read (`verifyLocal(expect)`: its content too), the containment checked
+ * again right before the rename. The temporary file never stays. What `fill` answered, with
+ * the file's stat after.
+ */
+export async function replaceLocal<T extends { modified?: number }>(tree: NodeTree, p: string, expect: Expected | null, fill: (out: FileHandle) => Promise<T>): Promise<T & Stat> {
+  const target = await checkParents(tree.dir, tree.rel(p), true);
+  const tmp = path.join(path.dirname(target), tempName());
+  insideFolder(tree.dir, path.relative(tree.dir, tmp).split(path.sep).join('/'));
+  const out = await fs.open(tmp, 'wx');
+  let closed = false;
+  try {
+    const got = await fill(out);
+    await out.sync();
+    await setModified(out, got.modified);
+    await out.close();
+    closed = true;
+    await verifyLocal(tree, p, expect);
+    // again right before the rename: no link put in the way since, no folder or link at the name
+    await checkParents(tree.dir, tree.rel(p));
+    await checkTarget(target, p);
+    await fs.rename(tmp, target);
+    const st = await fs.stat(target);
+    return { ...got, size: st.size, mtimeMs: st.mtimeMs };
+  } finally {
+    if (!closed) await out.close().catch(() => {});
+    await fs.rm(tmp, { force: true });
+  }
+}
+
+/** The local files of a vault's transfers (shared/src/sync/vault-folder.ts): read through no
+ *  link, written as every download is (`replaceLocal`). */
+export class NodeFiles implements VaultFolderFiles {
+  constructor(private readonly tree: NodeTree) {}
+
+  async read<T>(p: string, fn: (source: Source, st: Stat) => Promise<T>): Promise<T> {
+    await checkParents(this.tree.dir, this.tree.rel(p));
+    const fh = await openNoFollow(this.tree.file(p));
+    try {
+      const st = await fh.stat();
+      return await fn(fileSource(fh, st.size), { size: st.size, mtimeMs: st.mtimeMs });
+    } finally {
+      await fh.close();
+    }
+  }
+
+  async write(p: string, expect: Expected | null, basis: string | undefined, fill: (write: (bytes: Uint8Array) => Promise<void>, basis: Source | undefined) => Promise<{ mtime: number }>): Promise<Stat> {
+    const basisFh = basis ? await openNoFollow(this.tree.file(basis)).catch(() => null) : null;
+    try {
+      const local = basisFh ? fileSource(basisFh, (await basisFh.stat()).size) : undefined;
+      const r = await replaceLocal(this.tree, p, expect, async (out) => ({ modified: (await fill(async (b) => void (await out.write(b)), local)).mtime }));
+      return { size: r.size, mtimeMs: r.mtimeMs };
+    } finally {
       await basisFh?.close();
     }
   }

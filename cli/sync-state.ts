@@ -1,7 +1,8 @@
 /**
  * The sync engine's state on disk (docs/sync.md, "State"): one JSON file per synced folder, in
  * `$DSYNC_CACHE_DIR/sync`, else `$XDG_CACHE_HOME/dsync/sync`, else `~/.cache/dsync/sync`, named
- * by a hash of the server, the user (a hash of the token), the server folder and the local
+ * by a hash of the server, the user (a hash of the token), the server folder (or the vault: a
+ * vault's state is never a plain folder's) and the local
  * folder (its real path, as the lock's: one folder reached through a link is one state). Written whole to a temporary file and renamed over the old one, so a crash leaves the
  * old state or the new, never a torn one. A state that does not read back is an empty one: the
  * next pass compares contents (equal ones are recorded, different ones become conflict copies),
@@ -28,6 +29,8 @@ export interface StateKey {
   token?: string;
   folder: string;
   dir: string;
+  /** the vault synced (`dsync sync --vault`): its state is never a plain folder's */
+  vault?: string;
 }
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -50,7 +53,7 @@ export class FileState implements SyncState, ListingKeep {
     } catch {
       // not there (yet): its path as given
     }
-    this.id = { server: key.server, user, folder: key.folder, dir: real };
+    this.id = { server: key.server, user, folder: key.folder, dir: real, ...(key.vault !== undefined && { vault: key.vault }) };
     this.file = path.join(dir, sha256(JSON.stringify(this.id)) + '.json');
     // a state saved under the folder's path as given (before states were keyed by the real
     // path) is read when there is none under the real one; the next save moves it

@@ -12,7 +12,10 @@ import { type Done, type EngineOptions, type FolderSyncReport, syncUntilStill } 
 import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
 import { SERVER_OPTS, httpBase, tokenOf } from '../remote.ts';
-import { HttpFolder, NodeTree } from '../sync-io.ts';
+import { HttpFolder, NodeFiles, NodeTree } from '../sync-io.ts';
+import { VaultFolder } from '../../shared/src/sync/vault-folder.ts';
+import type { Vault } from '../../shared/src/vault/vault.ts';
+import { SECRET_OPTS, opened } from './vault.ts';
 import { lockFolder } from '../sync-lock.ts';
 import { FileState, syncStateDir } from '../sync-state.ts';
 import { knownOf } from '../sync-options.ts';
@@ -28,8 +31,8 @@ export function maxDeleteOf(values: Values): { share: number; min: number } {
   throw new UsageError(`--max-delete takes a share such as 50% or a count such as 20, got ${v}`);
 }
 
-/** One action as a line for people. */
-export function describe(d: Done): string {
+/** One action as a line for people (`vault`: the server side is a vault). */
+export function describe(d: Done, vault = false): string {
   const what = (() => {
     switch (d.op) {
       case 'upload':
@@ -39,6 +42,7 @@ export function describe(d: Done): string {
       case 'deleteLocal':
         return `✕ ${d.path} (deleted here: it was deleted on the server)`;
       case 'deleteRemote':
+        if (vault) return `✕ ${d.path} (deleted in the vault; its versions are kept: dsync vault log)`;
         return `✕ ${d.path} (deleted on the server${d.trash ? `; kept as ${d.trash}` : ''})`;
       case 'moveRemote':
         return `→ ${d.from} → ${d.to} (renamed on the server)`;
@@ -99,7 +103,7 @@ export function guardMessage(g: NonNullable<FolderSyncReport['guard']>): string 
 }
 
 export const command: Command = {
-  usage: 'sync DIR --server URL [--remote FOLDER] [--watch] [--device NAME] [--max-delete N%|N] [--json]',
+  usage: 'sync DIR --server URL [--remote FOLDER | --vault ID] [--watch] [--device NAME] [--max-delete N%|N] [--json]',
   about: `Keeps DIR on this device and FOLDER on the server (default: DIR's name) the same, both
 ways: new and changed files go up and come down as deltas, renames are done as renames, and
 deletes are done on the other side (a file deleted on the server is kept, with its history,
@@ -119,10 +123,18 @@ Without --watch: passes until both sides agree; prints what it did and exits 0 w
 1 when something failed or the delete guard stopped it. With --watch: stays running; a local
 change goes up within about a second, a change on the server comes down as it happens, and a
 lost server is waited for. On a terminal one line per action; otherwise, or with --json, one
-JSON object per action and one per pass ({"pass": …}).`,
+JSON object per action and one per pass ({"pass": …}).
+
+With --vault ID the other side is that vault (docs/vaults.md, "Folder sync"), end-to-end
+encrypted, opened with --passphrase-file FILE, $DSYNC_VAULT_PASSPHRASE or --recovery-key-file
+before anything here is touched: the same rules, except that a file deleted in the vault keeps
+its versions in the vault's history (dsync vault log, dsync vault restore) and a vault keeps no
+empty folders.`,
   options: {
     ...SERVER_OPTS,
     remote: { type: 'string', short: 'r', arg: 'FOLDER', help: "the folder on the server (default: DIR's name; '' or / for the top)" },
+    vault: { type: 'string', arg: 'ID', help: 'sync with this vault (its id, as dsync vault create printed it) instead of a folder' },
+    ...SECRET_OPTS,
     watch: { type: 'boolean', short: 'w', help: 'keep running and sync every change as it happens' },
     device: { type: 'string', arg: 'NAME', help: "this device's name in conflict copies (default: the host name)" },
     'max-delete': { type: 'string', arg: 'N%|N', help: `a pass deletes at most this share or count of the folder's agreed files and folders (default ${SYNC_MAX_DELETE_SHARE * 100}%, but always up to ${SYNC_MAX_DELETE_MIN})` },
@@ -133,12 +145,26 @@ JSON object per action and one per pass ({"pass": …}).`,
   async run(values, [dirArg]) {
     const dir = path.resolve(dirArg);
     const given = str(values, 'remote');
+    const vaultId = str(values, 'vault');
+    if (vaultId !== undefined && given !== undefined) throw new UsageError('--remote or --vault: a vault is synced whole');
+    for (const f of Object.keys(SECRET_OPTS)) if (values[f] !== undefined && vaultId === undefined) throw new UsageError(`--${f} goes with --vault`);
     const folder = (given ?? path.basename(dir)).normalize('NFC').replace(/^\/+|\/+$/g, '');
     if (folder.split('/').some((c) => c === '' || c === '.' || c === '..') && folder !== '') throw new UsageError(`--remote ${given}: not a folder name`);
     const { share, min } = maxDeleteOf(values);
     const retries = intFlag(values, 'retries', SYNC_RETRIES);
     const device = str(values, 'device') ?? hostname();
     const human = humanOutput(values);
+    // a vault is opened first: a wrong passphrase touches nothing here
+    let vault: Vault | undefined;
+    if (vaultId !== undefined) {
+      try {
+        vault = await opened(values, vaultId);
+      } catch (e) {
+        if (e instanceof UsageError) throw e;
+        console.error(`dsync sync: vault ${vaultId}: ${(e as Error).message}`);
+        return EXIT_FAILED;
+      }
+    }
     let unlock: () => void;
     try {
       mkdirSync(dir, { recursive: true });
@@ -154,15 +180,40 @@ JSON object per action and one per pass ({"pass": …}).`,
       unlock();
     }
 
-    async function syncDir(): Promise<number> {
+    /** The other side: a server folder, or a vault (its state kept apart: never mixed). */
+    function sideOf(tree: NodeTree) {
       const server = httpBase(values);
-      const tree = new NodeTree(dir);
-      tree.device = device;
+      const token = tokenOf(values);
+      if (vault) {
+        const remote = new VaultFolder(vault, new NodeFiles(tree), { windows: process.platform === 'win32' });
+        return {
+          remote,
+          state: new FileState({ server, token, folder: '', dir, vault: vault.id }),
+          where: `${dirArg} ⇄ vault ${vault.id}`,
+          // a plain folder's commit says nothing of a vault
+          known: (c: { kind?: unknown }) => c.kind === 'commit',
+          close: () => {},
+        };
+      }
       const remote = new HttpFolder({ values, folder, tree, device, known: knownOf(values), retries });
-      const state = new FileState({ server, token: tokenOf(values), folder, dir });
+      const state = new FileState({ server, token, folder, dir });
       // the listing of the last pass is kept in the state: the next run asks what changed since
       remote.keepListing(state);
-      const where = `${dirArg} ⇄ ${server}/${folder}`;
+      const prefix = folder ? folder + '/' : '';
+      return {
+        remote,
+        state,
+        where: `${dirArg} ⇄ ${server}/${folder}`,
+        known: (c: { kind?: unknown; name?: unknown; version?: unknown }) =>
+          c.kind === 'commit' && typeof c.name === 'string' && (!c.name.startsWith(prefix) || state.files.get(c.name.slice(prefix.length))?.version === c.version),
+        close: () => remote.close(),
+      };
+    }
+
+    async function syncDir(): Promise<number> {
+      const tree = new NodeTree(dir);
+      tree.device = device;
+      const { remote, state, where, known, close } = sideOf(tree);
       const controller = new AbortController();
       const engine: EngineOptions = {
         device,
@@ -170,7 +221,7 @@ JSON object per action and one per pass ({"pass": …}).`,
         maxDeleteMin: min,
         ignored: (p, dir) => tree.ignored(p, dir),
         signal: controller.signal,
-        onAction: (d) => (human ? console.log(describe(d)) : printJson(d)),
+        onAction: (d) => (human ? console.log(describe(d, !!vault)) : printJson(d)),
       };
       // in --watch, a skipped entry is noted once, not on every pass
       const noted = new Set<string>();
@@ -196,7 +247,7 @@ JSON object per action and one per pass ({"pass": …}).`,
           console.error(`dsync sync: ${(e as Error).message}`);
           return EXIT_FAILED;
         } finally {
-          remote.close();
+          close();
         }
       }
       // what the passes themselves did starts no pass (cli/sync-watch.ts): the files they
@@ -208,9 +259,6 @@ JSON object per action and one per pass ({"pass": …}).`,
         const st = w && lstatSync(path.join(dir, p), { throwIfNoEntry: false });
         return !!st && st.isFile() && st.size === w!.size && st.mtimeMs === w!.mtimeMs;
       };
-      const prefix = folder ? folder + '/' : '';
-      const known = (c: { kind?: unknown; name?: unknown; version?: unknown }) =>
-        c.kind === 'commit' && typeof c.name === 'string' && (!c.name.startsWith(prefix) || state.files.get(c.name.slice(prefix.length))?.version === c.version);
       const stop = () => controller.abort();
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
@@ -228,10 +276,10 @@ JSON object per action and one per pass ({"pass": …}).`,
             return r;
           },
           onError: (e, retryMs) => console.error(`dsync sync: ${e.message}; trying again in ${Math.round(retryMs / 100) / 10} s`),
-          onReady: () => (human ? console.log(`${where}: watching (Ctrl-C stops)`) : printJson({ watching: dir, folder })),
+          onReady: () => (human ? console.log(`${where}: watching (Ctrl-C stops)`) : printJson({ watching: dir, ...(vault ? { vault: vault.id } : { folder }) })),
         });
       } finally {
-        remote.close();
+        close();
       }
       return EXIT_OK;
     }

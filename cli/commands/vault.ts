@@ -17,7 +17,7 @@ import type { PieceCache } from '../../shared/src/vault/cache.ts';
 import { VAULT_ID } from '../../shared/src/vault/keys.ts';
 import { httpVaultRemote } from '../../shared/src/vault/remote.ts';
 import { type HeadMemory, type SeenHead, createVault, openVault } from '../../shared/src/vault/vault.ts';
-import { type Command, UsageError, type Values, str } from '../command.ts';
+import { type Command, type Opts, UsageError, type Values, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson, shortDate, table } from '../output.ts';
 import { SERVER_OPTS, httpBase, tokenOf } from '../remote.ts';
 
@@ -121,7 +121,10 @@ function remoteOf(values: Values) {
   return httpVaultRemote(httpBase(values), undefined, token ? { Authorization: `Bearer ${token}` } : {});
 }
 
-async function opened(values: Values, id: string | undefined) {
+/** The vault `id` opened with the secret the flags or the environment give (--recovery-key-file,
+ *  else --passphrase-file or $DSYNC_VAULT_PASSPHRASE), with this user's head memory and the
+ *  device's cache of pieces. */
+export async function opened(values: Values, id: string | undefined) {
   if (!id) throw new UsageError('which vault: its id (dsync vault create prints it)');
   const rk = str(values, 'recovery-key-file');
   const secret = rk !== undefined ? { recoveryKey: readFileSync(rk, 'utf8') } : { passphrase: passphrase(values) };
@@ -134,6 +137,12 @@ function number(what: string, v: string | undefined): number {
   if (!v || !/^[0-9]+$/.test(v) || !Number.isSafeInteger(n) || n < 1) throw new UsageError(`${what} is a whole number of at least 1, got ${JSON.stringify(v ?? '')}`);
   return n;
 }
+
+/** How a vault is opened: its passphrase, or its recovery key (`opened`). */
+export const SECRET_OPTS: Opts = {
+  'passphrase-file': { type: 'string', arg: 'FILE', help: 'a file holding the vault passphrase (default: $DSYNC_VAULT_PASSPHRASE)' },
+  'recovery-key-file': { type: 'string', arg: 'FILE', help: 'open the vault with its recovery key instead of the passphrase' },
+};
 
 export const command: Command = {
   usage: 'vault create | ls ID [--deleted] | push ID FILE [NAME] | pull ID NAME [DEST] [--version N] | log ID NAME | rm ID NAME | mv ID OLD NEW | restore ID NAME N | keep ID N --server URL',
@@ -149,8 +158,7 @@ each file keeps (default ${VAULT_KEEP_VERSIONS}; older ones are forgotten). The 
 $DSYNC_VAULT_PASSPHRASE.`,
   options: {
     ...SERVER_OPTS,
-    'passphrase-file': { type: 'string', arg: 'FILE', help: 'a file holding the passphrase (default: $DSYNC_VAULT_PASSPHRASE)' },
-    'recovery-key-file': { type: 'string', arg: 'FILE', help: 'open the vault with its recovery key instead of the passphrase' },
+    ...SECRET_OPTS,
     device: { type: 'string', arg: 'LABEL', help: "the device label recorded with each version pushed (default: this machine's host name)" },
     version: { type: 'string', arg: 'N', help: 'pull: that version of NAME (see log)' },
     deleted: { type: 'boolean', help: 'ls: the deleted files, whose history is kept' },

@@ -98,7 +98,7 @@ test('manifest and tree: round trip, every truncation refused, trailing bytes re
   assert.throws(() => decodeManifest(Uint8Array.of(...start, 1, ...unhex(p1), 1, ...bytes(32), 0, 0xff, 0xff, 0xff, 0xff, 0x7f, 0x40)), /over 2\^32/);
   assert.throws(() => encodeManifest({ file: bytes(15), version, refs }), /16 bytes/);
 
-  const v = (n: number, device = 'laptop') => ({ n, id: bytes(16), size: 12345678901 + n, mtime: 1764400000000 + n, pushed: 1764400000500 + n, device, manifest: [ref(), ref()] });
+  const v = (n: number, device = 'laptop') => ({ n, id: bytes(16), size: 12345678901 + n, root: bytes(32), mtime: 1764400000000 + n, pushed: 1764400000500 + n, device, manifest: [ref(), ref()] });
   const tree: Tree = {
     keep: 3,
     files: [
@@ -107,7 +107,7 @@ test('manifest and tree: round trip, every truncation refused, trailing bytes re
     ],
   };
   const t = encodeTree(tree);
-  assert.equal(t[0], 0x55);
+  assert.equal(t[0], 0x56);
   assert.deepEqual(decodeTree(t), { keep: 3, files: [tree.files[1], tree.files[0]] }, 'in name order');
   await refusesTruncations(t, decodeTree);
   assert.throws(() => decodeTree(Uint8Array.from([...t, 0])), /too many/);
@@ -122,18 +122,21 @@ test('manifest and tree: round trip, every truncation refused, trailing bytes re
   assert.throws(() => one({ id: bytes(15) }), /16 bytes/);
 
   // a hostile list, byte by byte: the prefix is the tree's version, keep and count
-  const head = (keep: number, count: number) => [0x55, keep >> 8, keep & 255, 0, 0, 0, count];
+  const head = (keep: number, count: number) => [0x56, keep >> 8, keep & 255, 0, 0, 0, count];
   const body = (f: Tree['files'][0]) => encodeTree({ keep: 9, files: [f] }).subarray(7);
   const fa = { ...tree.files[0], name: 'a', versions: [v(1)] };
   assert.deepEqual(decodeTree(Uint8Array.from([...head(9, 1), ...body(fa)])).files, [fa]);
   assert.throws(() => decodeTree(Uint8Array.from([0x54, ...head(9, 1).slice(1), ...body(fa)])), /unknown version/);
+  // a tree of the format before versions carried their root: refused, saying so
+  assert.throws(() => decodeTree(Uint8Array.from([0x55, ...head(9, 1).slice(1), ...body(fa)])), /older format .* earlier dsync/);
+  assert.throws(() => one({ versions: [{ ...v(1), root: bytes(31) }] }), /root is 32 bytes/);
   assert.throws(() => decodeTree(Uint8Array.from([...head(0, 1), ...body(fa)])), /bad retention/);
   assert.throws(() => decodeTree(Uint8Array.from([...head(0xffff, 1), ...body(fa)])), /bad retention/);
   assert.throws(() => decodeTree(Uint8Array.from([...head(9, 2), ...body(fa), ...body(fa)])), /file id twice/);
   assert.throws(() => decodeTree(Uint8Array.from([...head(9, 2), ...body(fa), ...body({ ...fa, id: bytes(16) })])), /name order/);
   assert.throws(() => decodeTree(Uint8Array.from([...head(9, 1), ...body({ ...fa, versions: [v(2), v(2)] })])), /out of order/);
   assert.throws(() => decodeTree(Uint8Array.from([...head(1, 1), ...body({ ...fa, versions: [v(1), v(2)] })])), /2 versions \(1 to 1\)/);
-  assert.throws(() => decodeTree(Uint8Array.from([0x55, 0, 9, 0xff, 0xff, 0xff, 0xff])), /counts/);
+  assert.throws(() => decodeTree(Uint8Array.from([0x56, 0, 9, 0xff, 0xff, 0xff, 0xff])), /counts/);
   const raw = (name: string, patch: (b: Uint8Array) => void = () => {}) => {
     const b = Uint8Array.from([...head(9, 1), ...body({ ...fa, name: 'x'.repeat(new TextEncoder().encode(name).length) })]);
     b.set(new TextEncoder().encode(name), 7 + 16 + 2);
@@ -145,7 +148,7 @@ test('manifest and tree: round trip, every truncation refused, trailing bytes re
   // a version numbered 0, a device label with a control character
   const at = 7 + 16 + 2 + 1 + 8 + 4; // the first version
   assert.throws(() => decodeTree(raw('a', (b) => b.fill(0, at, at + 4))), /out of order/);
-  assert.throws(() => decodeTree(raw('a', (b) => (b[at + 4 + 16 + 24 + 1] = 7))), /bad device label/);
+  assert.throws(() => decodeTree(raw('a', (b) => (b[at + 4 + 16 + 8 + 32 + 16 + 1] = 7))), /bad device label/);
 });
 
 test('head record: round trip, padded to a PADME size, every truncation and a non-zero padding refused', async () => {
@@ -266,7 +269,7 @@ test('keyed chunking: one key cuts alike, two keys differently, ids keyed; the d
 
 test('the tree is stored in pieces: a new version, a delete or a rename of one file of 2 000 rewrites a few pieces', async () => {
   const k = await deriveKeys(newVaultId(), newVaultKey());
-  const v = (n: number) => ({ n, id: bytes(16), size: 1000 + n, mtime: 1764400000000, pushed: 1764400000000, device: 'laptop', manifest: [ref()] });
+  const v = (n: number) => ({ n, id: bytes(16), size: 1000 + n, root: bytes(32), mtime: 1764400000000, pushed: 1764400000000, device: 'laptop', manifest: [ref()] });
   const tree: Tree = { keep: 32, files: Array.from({ length: 2000 }, (_, i) => ({ id: bytes(16), name: `folder/file ${String(i).padStart(5, '0')}.txt`, deleted: 0, versions: [v(1), v(2)] })) };
   const ids = async (t: Tree) => (await listPieces(k, encodeTree(t))).map((c) => hex(c.id));
   const before = new Set(await ids(tree));

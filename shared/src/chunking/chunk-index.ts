@@ -97,6 +97,44 @@ export async function chunkSource(source: Source, params: ChunkParams, algo: num
   return { ...index, root: runHash(algo, index.hashes, 0, index.lengths.length) };
 }
 
+/** The root `chunkSource` computes, of bytes given in order, a slice at a time, on this thread:
+ *  for a reader of a file that also wants its root over exactly the bytes it read (a vault's
+ *  push and pull, shared/src/vault/folder.ts). `finish` once; `free` always. */
+export class RootHasher {
+  private readonly chunker: DsyncChunker;
+  private readonly hashes: Uint8Array[] = [];
+  private chunks = 0;
+
+  constructor(
+    params: ChunkParams,
+    private readonly algo: number,
+  ) {
+    this.chunker = new DsyncChunker(params.min, params.avg, params.max, params.op, params.every, algo);
+  }
+
+  push(bytes: Uint8Array): void {
+    if (bytes.length) this.chunker.push(bytes);
+    this.take();
+  }
+
+  private take(): void {
+    const n = this.chunker.take_chunks().length / 2;
+    if (n) this.hashes.push(this.chunker.take_strong(n));
+    this.chunks += n;
+  }
+
+  /** the root of all the bytes pushed */
+  finish(): Uint8Array {
+    this.chunker.finish();
+    this.take();
+    return runHash(this.algo, concat(this.hashes, Uint8Array), 0, this.chunks);
+  }
+
+  free(): void {
+    this.chunker.free();
+  }
+}
+
 /** Bytes a sender chunks ahead of hashing them (see `chunkParts`), held in wasm memory. */
 export const HASH_LAG = 8 << 20;
 

@@ -104,11 +104,12 @@ export interface RemoteFolder {
   moveFolder(from: string, to: string, versions: ReadonlyMap<string, number>): Promise<Map<string, number>>;
   /** deletes the folder `path` there while the server holds exactly `versions` under it (path
    *  below it → latest), keeping every file's versions under the trash folder
-   *  `.dsync-trash/STAMP/`; where it went (ending in '/'). RemoteChanged when refused */
+   *  `.dsync-trash/STAMP/`; where it went (ending in '/'; '' where the server keeps the
+   *  versions of what it deletes itself: a vault's history). RemoteChanged when refused */
   trashFolder(path: string, versions: ReadonlyMap<string, number>, trashStamp: string): Promise<string>;
   /** deletes `path` there while its latest is `expect`, keeping its versions under the trash
-   *  folder `.dsync-trash/STAMP/` (one stamp per pass); where it went; RemoteChanged when the
-   *  server holds another version */
+   *  folder `.dsync-trash/STAMP/` (one stamp per pass); where it went ('' as `trashFolder`);
+   *  RemoteChanged when the server holds another version */
   remove(path: string, expect: { version: number }, trashStamp: string): Promise<string>;
   /** makes an empty folder; false when the server keeps no empty folders */
   makeFolder(path: string): Promise<boolean>;
@@ -508,7 +509,7 @@ async function carryOut(local: LocalTree, remote: RemoteFolder, state: SyncState
     }
     for (const { rel, a } of dels) {
       state.files.delete(a.path);
-      await report({ ...a, trash: where + rel });
+      await report({ ...a, ...(where && { trash: where + rel }) });
     }
   };
   /** A folder renamed here, as one folder move on the server (reported file by file, as
@@ -715,7 +716,8 @@ async function carryOut(local: LocalTree, remote: RemoteFolder, state: SyncState
         const vs = await remote.versions(a.path);
         // a version landed since the listing: modify beats delete (the next pass downloads it)
         if (vs[vs.length - 1] !== a.version) throw new RemoteChanged(`${a.path} changed on the server`);
-        d.trash = await remote.remove(a.path, { version: a.version }, stamp);
+        const where = await remote.remove(a.path, { version: a.version }, stamp);
+        if (where) d.trash = where;
         files.delete(a.path);
         return;
       }

@@ -15,6 +15,15 @@ export class VaultError extends Error {
   }
 }
 
+/** A change refused because the vault holds another version, name or file than the one it
+ *  was made against (another device's change landed first): nothing written. */
+export class VaultChanged extends VaultError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'VaultChanged';
+  }
+}
+
 export const ID_BYTES = 32;
 /** AES-GCM: a random 96-bit nonce and a 128-bit tag. */
 export const NONCE_BYTES = 12;
@@ -39,12 +48,15 @@ export interface Ref {
 export const REF_BYTES = ID_BYTES + 32 + 4 + 4;
 
 /** One version of a file: its number (1, 2, … in push order; never reused), a random id (the
- *  manifest names it), its size, modification time (ms), when it was pushed (ms), the label of
- *  the device that pushed it, and the pieces of its manifest. */
+ *  manifest names it), its size, its contents' root with plain Dsync's default chunking (what
+ *  the two-way engine compares a local file with: sealed in the tree, never sent in the
+ *  clear), modification time (ms), when it was pushed (ms), the label of the device that
+ *  pushed it, and the pieces of its manifest. */
 export interface Version {
   n: number;
   id: Uint8Array;
   size: number;
+  root: Uint8Array;
   mtime: number;
   pushed: number;
   device: string;
@@ -76,6 +88,8 @@ export interface Manifest {
 
 /** File ids and version ids: 16 random bytes. */
 export const FILE_ID_BYTES = 16;
+/** A version's root: BLAKE3 (the default strong hash) over its default chunks' hashes. */
+export const ROOT_BYTES = 32;
 
 /** The head's sealed contents: its sequence number (the server's counter once written), the
  *  SHA-256 of the head it replaces (zeros for the first), when it was written, the tree's
@@ -247,7 +261,9 @@ export class Reader {
 // Lists: a manifest (a file's chunks) and the tree (the files)
 
 const MANIFEST_V3 = 0x4f; // 'O'
-const TREE_V2 = 0x55; // 'U'
+const TREE_V3 = 0x56; // 'V'
+/** The tree format before versions carried their root. */
+const TREE_V2 = 0x55;
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
 /** A decoded manifest and its table of packs, in the order it lists them. */
@@ -329,12 +345,12 @@ const byName = (a: TreeFile, b: TreeFile) => (a.name < b.name ? -1 : a.name > b.
  *  name order, each name and each file id once): file id (16), name length (u16) and name
  *  (UTF-8 NFC, a valid file name), deleted (u64 ms, 0 = live), the count of its versions (u32,
  *  1 to keep), and per version, oldest first, numbers rising: number (u32, ≥ 1), version id
- *  (16), size (u64), mtime (u64 ms), pushed (u64 ms), device label length (u8) and label, the
- *  count of its manifest's pieces (u32) and their Refs. */
+ *  (16), size (u64), root (32), mtime (u64 ms), pushed (u64 ms), device label length (u8) and
+ *  label, the count of its manifest's pieces (u32) and their Refs. */
 export function encodeTree(tree: Tree): Uint8Array {
   checkKeep(tree.keep);
   const files = [...tree.files].sort(byName);
-  const w = new Writer().u8(TREE_V2).u16(tree.keep).u32(files.length);
+  const w = new Writer().u8(TREE_V3).u16(tree.keep).u32(files.length);
   for (const f of files) {
     const name = utf8(validateName(f.name));
     if (f.id.length !== FILE_ID_BYTES) throw new VaultError('a file id is 16 bytes');
@@ -342,8 +358,9 @@ export function encodeTree(tree: Tree): Uint8Array {
     w.bytes(f.id).u16(name.length).bytes(name).u64(f.deleted).u32(f.versions.length);
     for (const v of f.versions) {
       if (v.id.length !== FILE_ID_BYTES) throw new VaultError('a version id is 16 bytes');
+      if (v.root.length !== ROOT_BYTES) throw new VaultError('a version root is 32 bytes');
       const device = utf8(checkDevice(v.device));
-      w.u32(v.n).bytes(v.id).u64(v.size).u64(v.mtime).u64(v.pushed).u8(device.length).bytes(device).u32(v.manifest.length);
+      w.u32(v.n).bytes(v.id).u64(v.size).bytes(v.root).u64(v.mtime).u64(v.pushed).u8(device.length).bytes(device).u32(v.manifest.length);
       for (const r of v.manifest) w.ref(r);
     }
   }
@@ -368,14 +385,16 @@ function text(r: Reader, n: number, what: string): string {
 export function decodeTree(b: Uint8Array): Tree {
   if (b.length > VAULT_LIST_MAX) throw new VaultError('a tree is over VAULT_LIST_MAX');
   const r = new Reader(b, 'a tree');
-  if (r.u8() !== TREE_V2) throw new VaultError('a tree of an unknown version');
+  const format = r.u8();
+  if (format === TREE_V2) throw new VaultError('a tree of an older format (0x55, before versions carried their root): this vault was made by an earlier dsync and is not read; make a new one');
+  if (format !== TREE_V3) throw new VaultError('a tree of an unknown version');
   let keep: number;
   try {
     keep = checkKeep(r.u16());
   } catch (e) {
     throw new VaultError(`a tree holds a bad retention: ${(e as Error).message}`);
   }
-  const VERSION_MIN = 4 + FILE_ID_BYTES + 8 + 8 + 8 + 1 + 4;
+  const VERSION_MIN = 4 + FILE_ID_BYTES + 8 + ROOT_BYTES + 8 + 8 + 1 + 4;
   const n = r.count(FILE_ID_BYTES + 2 + 8 + 4 + VERSION_MIN);
   const files: TreeFile[] = [];
   const ids = new Set<string>();
@@ -399,6 +418,7 @@ export function decodeTree(b: Uint8Array): Tree {
       if (vn < 1 || (k > 0 && vn <= versions[k - 1].n)) throw new VaultError('a tree holds version numbers out of order');
       const vid = r.bytes(FILE_ID_BYTES);
       const size = r.u64();
+      const root = r.bytes(ROOT_BYTES);
       const mtime = r.u64();
       const pushed = r.u64();
       let device = text(r, r.u8(), 'a device label');
@@ -410,7 +430,7 @@ export function decodeTree(b: Uint8Array): Tree {
       const pieces = r.count(REF_BYTES);
       const manifest: Ref[] = [];
       for (let m = 0; m < pieces; m++) manifest.push(r.ref());
-      versions.push({ n: vn, id: vid, size, mtime, pushed, device, manifest });
+      versions.push({ n: vn, id: vid, size, root, mtime, pushed, device, manifest });
     }
     files.push({ id, name, deleted, versions });
   }

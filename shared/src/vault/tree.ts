@@ -8,7 +8,7 @@
  * live again.
  */
 import { VAULT_KEEP_VERSIONS } from '../base/limits.ts';
-import { FILE_ID_BYTES, type Tree, type TreeFile, type Version, VaultError, hex } from './format.ts';
+import { FILE_ID_BYTES, type Tree, type TreeFile, type Version, VaultChanged, VaultError, hex } from './format.ts';
 
 export const emptyTree = (): Tree => ({ keep: VAULT_KEEP_VERSIONS, files: [] });
 
@@ -60,12 +60,43 @@ export function seen(t: Tree, name: string): Seen {
   return { name, file: f.id, version: last(f).id };
 }
 
+/** What a change expects the vault to hold at a name: its live file's newest version, or no
+ *  live file (a deleted one, whose history the new version joins, counts as none). */
+export type Expect = { version: number } | 'absent';
+
+/** Throws VaultChanged unless `name` in `t` is what `expect` says. */
+export function checkExpect(t: Tree, name: string, expect: Expect): void {
+  const f = byName(t, name);
+  const live = f && !f.deleted ? last(f).n : null;
+  const want = expect === 'absent' ? null : expect.version;
+  const say = (n: number | null) => (n === null ? 'no file' : `version ${n}`);
+  if (live !== want) throw new VaultChanged(`${JSON.stringify(name)}: the vault holds ${say(live)} there, not ${say(want)}: nothing written`);
+}
+
+/** What a device saw of `name` to delete or rename it, while its newest version is `version`
+ *  (when given: else VaultChanged). */
+export function seenAt(t: Tree, name: string, version?: number): Seen {
+  if (version !== undefined) checkExpect(t, name, { version });
+  return seen(t, name);
+}
+
+/** The rules applied one after another (each to the tree the last made); null when none
+ *  changed anything. */
+export function applyAll(t: Tree, rules: ((t: Tree) => Tree | null)[]): Tree | null {
+  let changed = false;
+  for (const rule of rules) {
+    const next = rule(t);
+    if (next) (t = next), (changed = true);
+  }
+  return changed ? t : null;
+}
+
 /** Deletes the file `s` saw, keeping its history: refused when it has a version the device
  *  did not see (a push that raced the delete is kept) or was renamed meanwhile. */
 export function deleteFile(t: Tree, s: Seen, time: number): Tree | null {
   const f = byId(t, s.file);
   if (f?.deleted) return null;
-  if (!f || f.name !== s.name || !same(last(f).id, s.version)) throw new VaultError(`${JSON.stringify(s.name)} changed on another device while it was deleted: nothing deleted (see dsync vault log)`);
+  if (!f || f.name !== s.name || !same(last(f).id, s.version)) throw new VaultChanged(`${JSON.stringify(s.name)} changed on another device while it was deleted: nothing deleted (see dsync vault log)`);
   return put(t, { ...f, deleted: Math.max(1, time) });
 }
 
@@ -74,9 +105,10 @@ export function deleteFile(t: Tree, s: Seen, time: number): Tree | null {
 export function renameFile(t: Tree, s: Seen, to: string): Tree | null {
   const f = byId(t, s.file);
   if (f?.name === to) return null;
-  if (!f || f.name !== s.name) throw new VaultError(`${JSON.stringify(s.name)} was renamed on another device: nothing renamed`);
+  if (!f || f.name !== s.name) throw new VaultChanged(`${JSON.stringify(s.name)} was renamed on another device: nothing renamed`);
   const there = byName(t, to);
-  if (there) throw new VaultError(`${JSON.stringify(to)} exists${there.deleted ? ' as a deleted file with its history' : ''}: nothing renamed`);
+  if (there?.deleted) throw new VaultError(`${JSON.stringify(to)} exists as a deleted file with its history: nothing renamed`);
+  if (there) throw new VaultChanged(`${JSON.stringify(to)} exists: nothing renamed`);
   return put(t, { ...f, name: to });
 }
 

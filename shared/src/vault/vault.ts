@@ -8,7 +8,8 @@
  * to the last head this device saw are checked.
  */
 import { sha256 } from '@noble/hashes/sha2';
-import { type Source } from '../chunking/chunk-index.ts';
+import { RootHasher, type Source } from '../chunking/chunk-index.ts';
+import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../wire/protocol.ts';
 import { validateName } from '../wire/names.ts';
 import { VAULT_READ_BLOCK } from '../base/limits.ts';
 import { type Argon2Params, type VaultKeys, checkKey, deriveKeys, fromRecoveryKey, newVaultId, newVaultKey, openChunk, openHead, recoveryKey, sealHead, unwrapKey, wrapKey } from './keys.ts';
@@ -37,7 +38,7 @@ import {
 import { type PieceCache, memoryPieceCache } from './cache.ts';
 import { PackWriter } from './packs.ts';
 import type { VaultRemote } from './remote.ts';
-import { type Seen, addVersion, byName, deleteFile, emptyTree, fileFor, last, newFileId, renameFile, seen, setKeep } from './tree.ts';
+import { type Expect, type Seen, addVersion, applyAll, byName, checkExpect, deleteFile, emptyTree, fileFor, last, newFileId, renameFile, seen, seenAt, setKeep } from './tree.ts';
 
 /** The last head a device saw of a vault: its sequence and the SHA-256 of its body. */
 export interface SeenHead {
@@ -98,6 +99,8 @@ export interface VaultPushReport {
   packs: number;
   /** the file's version number this push made */
   version: number;
+  /** its root with the default chunking (hex): what the two-way engine compares */
+  root: string;
   /** the head's sequence after the push */
   seq: number;
 }
@@ -115,6 +118,8 @@ export interface VaultPullReport {
   mtime: number;
   /** the version pulled */
   version: number;
+  /** its root with the default chunking (hex), as the tree records it */
+  root: string;
   chunks: number;
   /** chunks taken from the device's own copy */
   local: number;
@@ -316,19 +321,21 @@ export class Vault {
   /** Adds a version of `name` made of `refs` (chunks the vault holds): its manifest, bound to
    *  the file and the version (its table of packs in the order of `order`, the previous
    *  manifest's), then the tree. Returns the version's number and the head's seq. */
-  private async landVersion(packs: PackWriter, s: State, name: string, refs: Ref[], size: number, mtime: number, order: string[]): Promise<{ n: number; seq: number }> {
+  private async landVersion(packs: PackWriter, s: State, name: string, refs: Ref[], made: { size: number; root: Uint8Array; mtime: number }, order: string[], expect?: Expect): Promise<{ n: number; seq: number }> {
     const id = newFileId();
     const fresh = newFileId();
     let bound: Uint8Array | null = null;
     let manifest: Ref[] = [];
     const done = await this.commit(packs, s, async (s) => {
+      if (s.tree.files.some((f) => f.versions.some((x) => equal(x.id, id)))) return null; // landed already
+      if (expect) checkExpect(s.tree, name, expect);
       const file = fileFor(s.tree, name, fresh);
       if (!bound || !equal(bound, file)) {
         manifest = await this.writeList(packs, encodeManifest({ file, version: id, refs }, order));
         await packs.flush(); // the tree names the manifest's packs
         bound = file;
       }
-      return addVersion(s.tree, name, file, { id, size, mtime: Math.max(0, Math.round(mtime)), pushed: Date.now(), device: this.device, manifest });
+      return addVersion(s.tree, name, file, { id, size: made.size, root: made.root, mtime: Math.max(0, Math.round(made.mtime)), pushed: Date.now(), device: this.device, manifest });
     });
     const v = done.tree.files.flatMap((f) => f.versions).find((x) => equal(x.id, id));
     // another device's retention may have forgotten it already: the push landed all the same
@@ -338,16 +345,34 @@ export class Vault {
   /** Pushes `source` as a new version of `name`: chunks it with the vault's keys, uploads only
    *  the chunks the vault lacks (as far as this device knows: the file's newest manifest, and
    *  every manifest it has read), then the manifest, the tree and a head written by
-   *  compare-and-swap. A deleted `name` becomes live again, with its history. */
-  async push(rawName: string, source: Source, mtime: number): Promise<VaultPushReport> {
+   *  compare-and-swap. A deleted `name` becomes live again, with its history. `expect`: only
+   *  while the vault holds that at `name` (each time the head is read), else VaultChanged.
+   *  The version records the root of the bytes read with the default chunking. */
+  async push(rawName: string, source: Source, mtime: number, o: { expect?: Expect } = {}): Promise<VaultPushReport> {
     const name = validateName(rawName);
     return this.writing(async (packs) => {
       const s = await this.state();
+      if (o.expect) checkExpect(s.tree, name, o.expect);
       const before = byName(s.tree, name);
       const previous = before ? await this.manifest(before, last(before)) : null;
       const refs: Ref[] = [];
       let reused = 0;
-      for await (const batch of keyedChunks(this.keys, source)) {
+      const hasher = new RootHasher(DEFAULT_PARAMS, DEFAULT_ALGO);
+      let root: Uint8Array;
+      try {
+        // the keyed chunker reads the source once, in order: the root is of the same bytes
+        let next = 0;
+        const read: Source = {
+          size: source.size,
+          read: async (offset, length) => {
+            if (offset !== next) throw new Error('the keyed chunker read out of order');
+            const bytes = await source.read(offset, length);
+            next += bytes.length;
+            hasher.push(bytes);
+            return bytes;
+          },
+        };
+        for await (const batch of keyedChunks(this.keys, read)) {
         for (const c of batch) {
           const key = refKey(Kind.Content, c.id);
           let r = this.index.get(key);
@@ -357,13 +382,17 @@ export class Vault {
             this.index.set(key, r);
           }
           refs.push(r);
+          }
         }
+        root = hasher.finish();
+      } finally {
+        hasher.free();
       }
       const size = refs.reduce((n, r) => n + plainLength(r), 0);
       if (size !== source.size) throw new VaultError(`${JSON.stringify(name)} changed while it was read`);
       await packs.flush();
-      const { n, seq } = await this.landVersion(packs, s, name, refs, size, mtime, previous?.packs ?? []);
-      return { name, size, chunks: refs.length, reused, packBytes: packs.bytes, packs: packs.packs, version: n, seq };
+      const { n, seq } = await this.landVersion(packs, s, name, refs, { size, root, mtime }, previous?.packs ?? [], o.expect);
+      return { name, size, chunks: refs.length, reused, packBytes: packs.bytes, packs: packs.packs, version: n, root: hex(root), seq };
     });
   }
 
@@ -377,31 +406,42 @@ export class Vault {
       if (!f) throw new VaultError(`vault ${this.id} has no file ${JSON.stringify(name)}`);
       const v = this.version(f, n);
       const m = await this.manifest(f, v);
-      const done = await this.landVersion(packs, s, name, m.refs, v.size, v.mtime, m.packs);
+      const done = await this.landVersion(packs, s, name, m.refs, v, m.packs);
       return { version: done.n, seq: done.seq };
     });
   }
 
   /** Deletes `name`; its history stays (`log`, `restore`, `ls({deleted: true})`). Refused,
-   *  nothing deleted, when another device pushed a version of it meanwhile. */
-  async rm(rawName: string): Promise<VaultChangeReport> {
-    const name = validateName(rawName);
+   *  nothing deleted, when another device pushed a version of it meanwhile; `version`: also
+   *  unless that is its newest version now (VaultChanged). */
+  async rm(rawName: string, o: { version?: number } = {}): Promise<VaultChangeReport> {
+    return this.rmMany([{ name: rawName, version: o.version }]);
+  }
+
+  /** Deletes the files, each as `rm` does, in one change of the tree (one head): all or none. */
+  async rmMany(items: { name: string; version?: number }[]): Promise<VaultChangeReport> {
+    const names = items.map((it) => validateName(it.name));
     return this.writing(async (packs) => {
       const s = await this.state();
-      const saw: Seen = seen(s.tree, name);
-      return { seq: (await this.commit(packs, s, async (s) => deleteFile(s.tree, saw, Date.now()))).seq };
+      const saw: Seen[] = items.map((it, k) => seenAt(s.tree, names[k], it.version));
+      const time = Date.now();
+      return { seq: (await this.commit(packs, s, async (s) => applyAll(s.tree, saw.map((x) => (t) => deleteFile(t, x, time))))).seq };
     });
   }
 
   /** Renames `from` to `to`, with its history. Refused when `to` names a file (live or
-   *  deleted). */
-  async mv(rawFrom: string, rawTo: string): Promise<VaultChangeReport> {
-    const from = validateName(rawFrom);
-    const to = validateName(rawTo);
+   *  deleted); `version`: also unless that is `from`'s newest version now (VaultChanged). */
+  async mv(rawFrom: string, rawTo: string, o: { version?: number } = {}): Promise<VaultChangeReport> {
+    return this.mvMany([{ from: rawFrom, to: rawTo, version: o.version }]);
+  }
+
+  /** Renames the files, each as `mv` does, in one change of the tree (one head): all or none. */
+  async mvMany(items: { from: string; to: string; version?: number }[]): Promise<VaultChangeReport> {
+    const moves = items.map((it) => ({ from: validateName(it.from), to: validateName(it.to), version: it.version }));
     return this.writing(async (packs) => {
       const s = await this.state();
-      const saw = seen(s.tree, from);
-      return { seq: (await this.commit(packs, s, async (s) => renameFile(s.tree, saw, to))).seq };
+      const saw = moves.map((m) => ({ seen: seenAt(s.tree, m.from, m.version), to: m.to }));
+      return { seq: (await this.commit(packs, s, async (s) => applyAll(s.tree, saw.map((x) => (t) => renameFile(t, x.seen, x.to))))).seq };
     });
   }
 
@@ -413,6 +453,11 @@ export class Vault {
       checkKeep(n);
       return { seq: (await this.commit(packs, s, async (s) => setKeep(s.tree, n))).seq };
     });
+  }
+
+  /** The tree as the head names it, read and checked as every read is. */
+  async tree(): Promise<Tree> {
+    return (await this.state()).tree;
   }
 
   private version(f: TreeFile, n: number): Version {
@@ -434,7 +479,7 @@ export class Vault {
     const { refs } = await this.manifest(f, e);
     const have = new Map<string, { offset: number; length: number }>();
     if (local) for await (const batch of keyedChunks(this.keys, local)) for (const c of batch) have.set(hex(c.id), { offset: c.offset, length: c.bytes.length });
-    const report: VaultPullReport = { name, size: e.size, mtime: e.mtime, version: e.n, chunks: refs.length, local: 0, fetchedBytes: 0, lackedBytes: 0, ranges: 0 };
+    const report: VaultPullReport = { name, size: e.size, mtime: e.mtime, version: e.n, root: hex(e.root), chunks: refs.length, local: 0, fetchedBytes: 0, lackedBytes: 0, ranges: 0 };
     for (let i = 0; i < refs.length; ) {
       // one window: chunks up to PULL_WINDOW bytes, fetched and verified, then written
       let j = i;
