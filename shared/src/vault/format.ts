@@ -40,7 +40,8 @@ export const REF_BYTES = ID_BYTES + 32 + 4 + 4;
 
 /** One version of a file: its number (1, 2, … in push order; never reused), a random id (the
  *  manifest names it), its size, modification time (ms), when it was pushed (ms), the label of
- *  the device that pushed it, and the pieces of its manifest. */
+ *  the device that pushed it, the pieces of its manifest, and the packs its chunks lie in (the
+ *  manifest's table, sorted: what a head names as in use without reading every manifest). */
 export interface Version {
   n: number;
   id: Uint8Array;
@@ -49,6 +50,7 @@ export interface Version {
   pushed: number;
   device: string;
   manifest: Ref[];
+  packs: string[];
 }
 
 /** A file in the tree: a random id (kept across renames; its manifests name it), its name,
@@ -247,7 +249,9 @@ export class Reader {
 // Lists: a manifest (a file's chunks) and the tree (the files)
 
 const MANIFEST_V3 = 0x4f; // 'O'
+/** The tree before versions named their packs: refused with a clear error. */
 const TREE_V2 = 0x55; // 'U'
+const TREE_V3 = 0x56; // 'V'
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
 /** A decoded manifest and its table of packs, in the order it lists them. */
@@ -330,11 +334,12 @@ const byName = (a: TreeFile, b: TreeFile) => (a.name < b.name ? -1 : a.name > b.
  *  (UTF-8 NFC, a valid file name), deleted (u64 ms, 0 = live), the count of its versions (u32,
  *  1 to keep), and per version, oldest first, numbers rising: number (u32, ≥ 1), version id
  *  (16), size (u64), mtime (u64 ms), pushed (u64 ms), device label length (u8) and label, the
- *  count of its manifest's pieces (u32) and their Refs. */
+ *  count of its manifest's pieces (u32) and their Refs, the count of the packs its chunks lie in
+ *  (u32) and their ids (32 bytes each, ascending). */
 export function encodeTree(tree: Tree): Uint8Array {
   checkKeep(tree.keep);
   const files = [...tree.files].sort(byName);
-  const w = new Writer().u8(TREE_V2).u16(tree.keep).u32(files.length);
+  const w = new Writer().u8(TREE_V3).u16(tree.keep).u32(files.length);
   for (const f of files) {
     const name = utf8(validateName(f.name));
     if (f.id.length !== FILE_ID_BYTES) throw new VaultError('a file id is 16 bytes');
@@ -345,6 +350,7 @@ export function encodeTree(tree: Tree): Uint8Array {
       const device = utf8(checkDevice(v.device));
       w.u32(v.n).bytes(v.id).u64(v.size).u64(v.mtime).u64(v.pushed).u8(device.length).bytes(device).u32(v.manifest.length);
       for (const r of v.manifest) w.ref(r);
+      writePackIds(w, v.packs);
     }
   }
   return w.done();
@@ -368,14 +374,16 @@ function text(r: Reader, n: number, what: string): string {
 export function decodeTree(b: Uint8Array): Tree {
   if (b.length > VAULT_LIST_MAX) throw new VaultError('a tree is over VAULT_LIST_MAX');
   const r = new Reader(b, 'a tree');
-  if (r.u8() !== TREE_V2) throw new VaultError('a tree of an unknown version');
+  const format = r.u8();
+  if (format === TREE_V2) throw new VaultError('the tree is of an older format (0x55: its versions do not name their packs, which pack collection needs): read this vault with the dsync that wrote it');
+  if (format !== TREE_V3) throw new VaultError('a tree of an unknown version');
   let keep: number;
   try {
     keep = checkKeep(r.u16());
   } catch (e) {
     throw new VaultError(`a tree holds a bad retention: ${(e as Error).message}`);
   }
-  const VERSION_MIN = 4 + FILE_ID_BYTES + 8 + 8 + 8 + 1 + 4;
+  const VERSION_MIN = 4 + FILE_ID_BYTES + 8 + 8 + 8 + 1 + 4 + 4;
   const n = r.count(FILE_ID_BYTES + 2 + 8 + 4 + VERSION_MIN);
   const files: TreeFile[] = [];
   const ids = new Set<string>();
@@ -410,12 +418,37 @@ export function decodeTree(b: Uint8Array): Tree {
       const pieces = r.count(REF_BYTES);
       const manifest: Ref[] = [];
       for (let m = 0; m < pieces; m++) manifest.push(r.ref());
-      versions.push({ n: vn, id: vid, size, mtime, pushed, device, manifest });
+      versions.push({ n: vn, id: vid, size, mtime, pushed, device, manifest, packs: readPackIds(r) });
     }
     files.push({ id, name, deleted, versions });
   }
   r.end();
   return { keep, files };
+}
+
+/** The packs `refs` lie in: each once, ascending (a version's `packs`). */
+export function packsOf(refs: Ref[]): string[] {
+  return [...new Set(refs.map((r) => r.pack))].sort();
+}
+
+/** A version's packs: a count (u32), then each id (32 bytes), ascending, each once. */
+function writePackIds(w: Writer, packs: string[]): void {
+  w.u32(packs.length);
+  for (let i = 0; i < packs.length; i++) {
+    if (!/^[0-9a-f]{64}$/.test(packs[i])) throw new VaultError('a version names a pack that is not uploaded');
+    if (i > 0 && !(packs[i - 1] < packs[i])) throw new VaultError("a version's packs are not ascending, each once");
+    w.bytes(unhex(packs[i]));
+  }
+}
+
+function readPackIds(r: Reader): string[] {
+  const n = r.count(32);
+  const packs: string[] = [];
+  for (let i = 0; i < n; i++) {
+    packs.push(hex(r.bytes(32)));
+    if (i > 0 && !(packs[i - 1] < packs[i])) throw new VaultError("a tree holds a version's packs out of order or twice");
+  }
+  return packs;
 }
 
 // ---------------------------------------------------------------------------------------------
