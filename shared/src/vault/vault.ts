@@ -178,6 +178,7 @@ export class Vault {
   private async state(): Promise<State> {
     const seen = await this.heads.get(this.id);
     const got = await this.remote.head(this.id);
+    this.forgetCollectable(got?.packs ?? []);
     if (!got) {
       if (seen) throw new VaultError(`vault ${this.id}: the server has no head, but this device saw head ${seen.seq} (a rollback)`);
       return { counter: 0, hash: new Uint8Array(32), head: null, tree: emptyTree() };
@@ -194,6 +195,15 @@ export class Vault {
     const tree = decodeTree(await this.readList(head.tree));
     this.checkPacksInUse(head.seq, packsInUse(tree, head.tree), got.packs);
     return { counter: got.counter, hash, head, tree };
+  }
+
+  /** Forgets the chunks this device knows in packs the head does not name in use: the server
+   *  may collect those once its grace period passed, so a push uploads such chunks anew rather
+   *  than naming a pack that may be gone (the server would refuse the head). Chunks of the
+   *  packs being written (no pack yet) stay. */
+  private forgetCollectable(inUse: string[]): void {
+    const keep = new Set(inUse);
+    for (const [k, r] of this.index) if (r.pack && !keep.has(r.pack)) this.index.delete(k);
   }
 
   /** The packs the server keeps for head `seq` must be those its tree references: a pack it
