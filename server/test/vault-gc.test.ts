@@ -22,8 +22,9 @@ import { loadConfig } from '../src/config.ts';
 import { addUser } from '../src/http/auth.ts';
 import { type RunningServer, startServer } from '../src/server.ts';
 import type { Backend } from '../src/store/backend.ts';
+import { runCheck } from '../src/store/check.ts';
 import { runGc } from '../src/store/gc.ts';
-import { vaultHeadKey, vaultPacksPrefix, vaultSumsKey } from '../src/store/keys.ts';
+import { vaultHeadKey, vaultPackKey, vaultPacksPrefix, vaultSumsKey } from '../src/store/keys.ts';
 import { localBackend } from '../src/store/local.ts';
 import { Repo } from '../src/store/repo.ts';
 import { s3Backend } from '../src/store/s3.ts';
@@ -125,6 +126,16 @@ for (const label of ['local directory', 'MinIO'] as const) {
       assert.ok((await pulled(third, 'a')).equals(Buffer.from(a[0])));
       await assert.rejects(pulled(third, 'a', 3), /has no version 3/);
       assert.deepEqual((await stored(vault.id)).packs, await listed(vault.id));
+
+      // check: a store after a collection checks clean; a pack the head names that the store
+      // lacks is reported
+      assert.deepEqual((await runCheck(repo)).errors, []);
+      const named = (await listed(vault.id))[0];
+      await repo.backend.delete(vaultPackKey('alice', vault.id, named));
+      const errors = (await runCheck(repo)).errors;
+      assert.equal(errors.length, 1, errors.join('\n'));
+      assert.ok(errors[0].includes(vault.id) && errors[0].includes(`names 1 pack the store lacks: ${named}`), errors[0]);
+      await repo.backend.delete(vaultSumsKey('alice', vault.id, named));
     });
 
     test('a pack uploaded without a head survives gc inside the grace period; past it, it is collected and a head naming it is refused, changing nothing', async () => {

@@ -525,6 +525,45 @@ export interface VaultCollection {
 /** The store's vaults and their packs: vaults/<user>/(heads|packs|sums)/<id>[/<pack>]. */
 const VAULT_OBJECT = /^vaults\/([^/]+)\/(heads|packs|sums)\/([0-9a-f]{32})(?:\/([0-9a-f]{64}))?$/;
 
+/** One listing of vaults/: per vault (by its head's key), its packs and their sums. */
+async function listVaults(backend: Backend): Promise<Map<string, { packs: Map<string, { size: number; modified: number }>; sums: Map<string, number> }>> {
+  const found = new Map<string, { packs: Map<string, { size: number; modified: number }>; sums: Map<string, number> }>();
+  const vaultOf = (user: string, id: string) => {
+    const key = `${VAULTS_PREFIX}${user}/heads/${id}`;
+    let v = found.get(key);
+    if (!v) found.set(key, (v = { packs: new Map(), sums: new Map() }));
+    return v;
+  };
+  for await (const e of backend.list(VAULTS_PREFIX)) {
+    const m = VAULT_OBJECT.exec(e.key);
+    if (!m) continue;
+    const [, user, kind, id, pack] = m;
+    if (kind === 'heads' && !pack) vaultOf(user, id);
+    else if (kind === 'packs' && pack) vaultOf(user, id).packs.set(pack, { size: e.size, modified: e.modified });
+    else if (kind === 'sums' && pack) vaultOf(user, id).sums.set(pack, e.modified);
+  }
+  return found;
+}
+
+/** `dsync check` of the vaults: every head parses, and every pack a head names is stored (one
+ *  line of `fail` per problem). What is in a pack only its clients can check. */
+export async function checkVaults(backend: Backend, fail: (line: string) => void): Promise<{ vaults: number }> {
+  let vaults = 0;
+  for (const [headKey, v] of await listVaults(backend)) {
+    const got = await backend.getHead(headKey);
+    if (!got) continue;
+    vaults++;
+    try {
+      const h = decodeVaultHead(got.body, headKey);
+      const lacking = (h.packs ?? []).filter((p) => !v.packs.has(p));
+      if (lacking.length) fail(`${headKey}: the head names ${lacking.length} pack${lacking.length > 1 ? 's' : ''} the store lacks: ${lacking.slice(0, 3).join(', ')}${lacking.length > 3 ? ', …' : ''}`);
+    } catch (e) {
+      fail(`${headKey}: ${(e as Error).message}`);
+    }
+  }
+  return { vaults };
+}
+
 /**
  * Deletes, with their sums, the packs of every vault that its head does not name in use and
  * that are older than `graceMs` (docs/vaults.md, "Pack collection"). Per vault, as restic's
@@ -547,23 +586,7 @@ export async function collectVaultPacks(backend: Backend, o: { graceMs: number; 
   if (!Number.isSafeInteger(o.graceMs) || o.graceMs < 0) throw new RangeError(`vault gc: graceMs must be a whole number of milliseconds, got ${o.graceMs}`);
   const now = o.now ?? Date.now;
   const out: VaultCollection = { vaults: 0, packs: 0, bytes: 0, skipped: [] };
-  // one listing of vaults/: per vault (by its head's key), its packs and their sums
-  const found = new Map<string, { packs: Map<string, { size: number; modified: number }>; sums: Map<string, number> }>();
-  const vaultOf = (user: string, id: string) => {
-    const key = `${VAULTS_PREFIX}${user}/heads/${id}`;
-    let v = found.get(key);
-    if (!v) found.set(key, (v = { packs: new Map(), sums: new Map() }));
-    return v;
-  };
-  for await (const e of backend.list(VAULTS_PREFIX)) {
-    const m = VAULT_OBJECT.exec(e.key);
-    if (!m) continue;
-    const [, user, kind, id, pack] = m;
-    if (kind === 'heads' && !pack) vaultOf(user, id);
-    else if (kind === 'packs' && pack) vaultOf(user, id).packs.set(pack, { size: e.size, modified: e.modified });
-    else if (kind === 'sums' && pack) vaultOf(user, id).sums.set(pack, e.modified);
-  }
-  for (const [headKey, v] of found) {
+  for (const [headKey, v] of await listVaults(backend)) {
     out.vaults++;
     const prefix = headKey.replace('/heads/', '/packs/') + '/';
     const sumsPrefix = headKey.replace('/heads/', '/sums/') + '/';

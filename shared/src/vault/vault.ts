@@ -178,8 +178,8 @@ export class Vault {
   private async state(): Promise<State> {
     const seen = await this.heads.get(this.id);
     const got = await this.remote.head(this.id);
-    this.forgetCollectable(got?.packs ?? []);
     if (!got) {
+      this.forgetCollectable([]);
       if (seen) throw new VaultError(`vault ${this.id}: the server has no head, but this device saw head ${seen.seq} (a rollback)`);
       return { counter: 0, hash: new Uint8Array(32), head: null, tree: emptyTree() };
     }
@@ -194,6 +194,7 @@ export class Vault {
     await this.heads.set(this.id, { seq: head.seq, hash: hex(hash) });
     const tree = decodeTree(await this.readList(head.tree));
     this.checkPacksInUse(head.seq, packsInUse(tree, head.tree), got.packs);
+    this.forgetCollectable(got.packs);
     return { counter: got.counter, hash, head, tree };
   }
 
