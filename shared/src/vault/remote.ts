@@ -223,7 +223,7 @@ export function httpVaultRemote(base: string, fetchImpl: typeof fetch = (...a) =
       const counter = counterOf(res.headers.get(HEAD_COUNTER), what);
       const rawPacks = res.headers.get(HEAD_PACKS);
       const all = await bytesOf(res);
-      if (rawPacks === null) throw new VaultBadAnswer(`${what}: the server names no packs in use with the head (${HEAD_PACKS}): a server older than this client`);
+      if (rawPacks === null) throw new VaultBadAnswer(`${what}: the server names no packs in use with the head (${HEAD_PACKS}): a server older than this client, or a head written before heads named their packs (a vault of an older dsync)`);
       if (!COUNTER.test(rawPacks) || Number(rawPacks) > VAULT_HEAD_PACKS_MAX) throw new VaultBadAnswer(`${what}: ${HEAD_PACKS} ${JSON.stringify(rawPacks.slice(0, 40))} is not a count of packs up to ${VAULT_HEAD_PACKS_MAX}`);
       const n = Number(rawPacks);
       const body = all.subarray(0, all.length - 32 * n);
