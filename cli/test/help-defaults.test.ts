@@ -35,7 +35,7 @@ const EXPECTED: Record<string, Record<string, string | number>> = {
   push: { ...SYNC, retries: PUSH_RETRIES },
   pull: SYNC,
   sync: { retries: SYNC_RETRIES, 'max-delete': `${SYNC_MAX_DELETE_SHARE * 100}%` },
-  gc: { ...STORE, 'keep-versions': DEFAULTS.keepVersions, 'keep-days': DEFAULTS.keepDays, 'min-age-ms': DEFAULTS.gcMinAgeMs, 'window-ms': DEFAULTS.gcWindowMs, 'repack-percent': DEFAULTS.gcRepackPercent },
+  gc: { ...STORE, 'keep-versions': DEFAULTS.keepVersions, 'keep-days': DEFAULTS.keepDays, 'min-age-ms': DEFAULTS.gcMinAgeMs, 'window-ms': DEFAULTS.gcWindowMs, 'repack-percent': DEFAULTS.gcRepackPercent, 'vault-grace-ms': DEFAULTS.vaultGcGraceMs },
   check: STORE,
   serve: Object.fromEntries(
     Object.entries(DEFAULTS).map(([k, v]) => [kebab(k), typeof v === 'boolean' ? (v ? 'on' : 'off') : v === '' ? '(none)' : v]),

@@ -4,6 +4,7 @@
  */
 import http from 'node:http';
 import { STORE_DEFAULTS } from './store/repo.ts';
+import { VAULT_GC_GRACE_MS } from './store/vaults.ts';
 import { MAX_CHUNKS, MAX_CHUNK_SIZE, MAX_FILE_SIZE, MAX_IN_FLIGHT, MAX_MESSAGE, MAX_REFINE_BYTES, SPLIT_THRESHOLD, VAULT_PACK_MAX } from '../../shared/src/base/limits.ts';
 
 export interface ServerConfig {
@@ -126,6 +127,10 @@ export interface ServerConfig {
    *  docs/vaults.md); an upload is held in memory once while its hash is checked. 1 to
    *  MAX_VAULT_PACK_MAX */
   vaultPackMax: number;
+  /** a vault's pack that its head does not name in use is collected once it is this old
+   *  (docs/vaults.md, "Pack collection"): a device uploads packs before the head that names
+   *  them, so a push that takes longer than this is refused at its head and pushed again */
+  vaultGcGraceMs: number;
 }
 
 export const DEFAULTS: ServerConfig = {
@@ -177,6 +182,7 @@ export const DEFAULTS: ServerConfig = {
   maxLoad: 0.9,
   maxAdmissionWaitMs: 1000,
   vaultPackMax: VAULT_PACK_MAX,
+  vaultGcGraceMs: VAULT_GC_GRACE_MS,
 };
 
 /** How long /api/health reuses its last look at the store, so that frequent health checks
@@ -206,7 +212,7 @@ export const headCheckIntervalMs = (cfg: Pick<ServerConfig, 'headTimeoutMs'>) =>
 /** The longest time a timer can wait (Node's setTimeout and setInterval, 2^31 - 1 ms). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Settings that must be whole numbers of milliseconds, and the largest each may be. */
-const WHOLE_MS: Partial<Record<keyof ServerConfig, number>> = { gcIntervalMs: MAX_TIMER_MS, gcMinAgeMs: Number.MAX_SAFE_INTEGER, gcWindowMs: MAX_GC_WINDOW_MS, storeTimeoutMs: MAX_TIMER_MS, healthTimeoutMs: MAX_TIMER_MS, healthWriteTimeoutMs: MAX_TIMER_MS, shutdownGraceMs: MAX_TIMER_MS, headTimeoutMs: MAX_HEAD_TIMEOUT_MS, maxAdmissionWaitMs: MAX_TIMER_MS };
+const WHOLE_MS: Partial<Record<keyof ServerConfig, number>> = { gcIntervalMs: MAX_TIMER_MS, gcMinAgeMs: Number.MAX_SAFE_INTEGER, gcWindowMs: MAX_GC_WINDOW_MS, storeTimeoutMs: MAX_TIMER_MS, healthTimeoutMs: MAX_TIMER_MS, healthWriteTimeoutMs: MAX_TIMER_MS, shutdownGraceMs: MAX_TIMER_MS, headTimeoutMs: MAX_HEAD_TIMEOUT_MS, maxAdmissionWaitMs: MAX_TIMER_MS, vaultGcGraceMs: Number.MAX_SAFE_INTEGER };
 
 /** A setting's flag name: maxFileSize is --max-file-size. */
 export const kebab = (k: string) => k.replace(/[A-Z]/g, (c) => '-' + c.toLowerCase());

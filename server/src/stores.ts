@@ -22,7 +22,7 @@ export class Stores {
   /** Starts the upkeep of `repo`: a first repair of marks now, then the timers. */
   constructor(
     readonly repo: Repo,
-    private cfg: Pick<ServerConfig, 'gcIntervalMs' | 'gcMinAgeMs' | 'gcWindowMs' | 'gcRepackPercent'>,
+    private cfg: Pick<ServerConfig, 'gcIntervalMs' | 'gcMinAgeMs' | 'gcWindowMs' | 'gcRepackPercent' | 'vaultGcGraceMs'>,
     private log: (e: Record<string, unknown>) => void,
   ) {
     this.gcTimer = cfg.gcIntervalMs ? setInterval(() => this.collect(), cfg.gcIntervalMs).unref() : null;
@@ -40,7 +40,7 @@ export class Stores {
   /** One collection, unless one runs. */
   private collect() {
     const { cfg, log } = this;
-    this.collecting ??= runGc(this.repo, { minAgeMs: cfg.gcMinAgeMs, windowMs: cfg.gcWindowMs, repackPercent: cfg.gcRepackPercent, log })
+    this.collecting ??= runGc(this.repo, { minAgeMs: cfg.gcMinAgeMs, windowMs: cfg.gcWindowMs, repackPercent: cfg.gcRepackPercent, vaultGraceMs: cfg.vaultGcGraceMs, log })
       .catch((e) => log({ gc: 'failed', message: (e as Error).message }))
       .finally(() => (this.collecting = null));
   }

@@ -332,7 +332,7 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
     test('head: compare-and-swap on the counter; of writers at one counter exactly one lands, the others get 412 with the current counter', async () => {
       const id = vaultId();
       await create(s, 'alice', id, randomBytes(32));
-      const put = (counter: string | null, body: Uint8Array) => s.as('alice', `/${id}/head`, { method: 'PUT', headers: counter === null ? {} : { 'Dsync-Head-Counter': counter }, body: body as BodyInit });
+      const put = (counter: string | null, body: Uint8Array) => s.as('alice', `/${id}/head`, { method: 'PUT', headers: counter === null ? {} : { 'Dsync-Head-Counter': counter, 'Dsync-Head-Packs': '0' }, body: body as BodyInit });
       let r = await s.as('alice', `/${id}/head`);
       assert.equal(r.status, 404);
       assert.equal(((await r.json()) as { counter: number }).counter, 0, 'no head yet');
@@ -368,7 +368,7 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       }
       // another account has no such vault
       assert.equal((await s.as('bob', `/${id}/head`)).status, 404);
-      assert.equal((await s.as('bob', `/${id}/head`, { method: 'PUT', headers: { 'Dsync-Head-Counter': String(counter) }, body: 'x' })).status, 404);
+      assert.equal((await s.as('bob', `/${id}/head`, { method: 'PUT', headers: { 'Dsync-Head-Counter': String(counter), 'Dsync-Head-Packs': '0' }, body: 'x' })).status, 404);
       assert.equal(((await (await s.as('bob', `/${id}/head`)).json()) as { counter?: number }).counter, undefined, 'no vault is not "no head yet"');
     });
 
@@ -454,13 +454,15 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
         }
       }
       // a damaged head: a clear 500
-      await s.remote('alice').putHead(id, Buffer.from('head'), 0);
+      await s.remote('alice').putHead(id, Buffer.from('head'), 0, []);
       const key = vaultHeadKey('alice', id);
       const got = (await s.repo.backend.getHead(key))!;
       assert.ok(await s.repo.backend.putHead(key, Buffer.from('not a vault head'), got.tag));
       const r = await s.as('alice', `/${id}/head`);
       assert.equal(r.status, 500);
       assert.match(((await r.json()) as { error: string }).error, /is not a vault head/);
+      // the head as it was, so that the store checks clean again (check reports a damaged head)
+      assert.ok(await s.repo.backend.putHead(key, got.body, (await s.repo.backend.getHead(key))!.tag));
     });
 
     test('httpVaultRemote: create (VaultExists), keyfile, packs (paged), head and a lost compare-and-swap, with a bearer token', async () => {
@@ -479,8 +481,8 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       await assert.rejects(remote.putPack(id, sha(randomBytes(8)), randomBytes(PACK_MAX + 1)), /at most/);
       assert.deepEqual(await remote.packs(id), bodies.map((b) => ({ id: sha(b), size: b.length })).sort((a, b) => (a.id < b.id ? -1 : 1)));
       assert.equal(await remote.head(id), null);
-      assert.deepEqual(await remote.putHead(id, Buffer.from('one'), 0), { ok: true, counter: 1 });
-      assert.deepEqual(await remote.putHead(id, Buffer.from('other'), 0), { ok: false, counter: 1 });
+      assert.deepEqual(await remote.putHead(id, Buffer.from('one'), 0, []), { ok: true, counter: 1 });
+      assert.deepEqual(await remote.putHead(id, Buffer.from('other'), 0, []), { ok: false, counter: 1 });
       const h = await remote.head(id);
       assert.equal(h?.counter, 1);
       assert.equal(Buffer.from(h!.body).toString(), 'one');
@@ -511,7 +513,7 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       await remote.create(id, randomBytes(100));
       const body = randomBytes(5000);
       await remote.putPack(id, sha(body), body);
-      await remote.putHead(id, Buffer.from('the head'), 0);
+      await remote.putHead(id, Buffer.from('the head'), 0, []);
       // a segment nothing references: the collection has something to delete
       const stray = segmentKey(newSegmentId());
       assert.ok(await s.repo.backend.putIfAbsent(stray, randomBytes(100)));
@@ -562,7 +564,7 @@ test('past --max-sessions a vault request is refused with 503 and Retry-After, h
     assert.equal(refused.status, 503);
     assert.match(refused.headers.get('Retry-After') ?? '', /^\d+$/);
     assert.match(((await refused.json()) as { error: string }).error, /^the server is busy; retry in \d+ s$/);
-    const head = await fetch(`${s.url}/api/vaults/${id}/head`, { method: 'PUT', headers: { 'Dsync-Head-Counter': '0' }, body: 'h' });
+    const head = await fetch(`${s.url}/api/vaults/${id}/head`, { method: 'PUT', headers: { 'Dsync-Head-Counter': '0', 'Dsync-Head-Packs': '0' }, body: 'h' });
     assert.equal(head.status, 503);
     await head.body?.cancel();
     assert.equal(await s.repo.backend.size(vaultPackKey('local', id, sha(body))), null, 'the refused PUT stored nothing');

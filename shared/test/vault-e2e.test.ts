@@ -27,7 +27,7 @@ import { listPieces } from '../src/vault/chunks.ts';
 import { openChunk, openHead, sealHead } from '../src/vault/keys.ts';
 import { PackWriter } from '../src/vault/packs.ts';
 import { type PieceCache, memoryPieceCache } from '../src/vault/cache.ts';
-import { last } from '../src/vault/tree.ts';
+import { last, packsInUse } from '../src/vault/tree.ts';
 import { sha256 } from '@noble/hashes/sha2';
 import { type VaultRemote, httpVaultRemote } from '../src/vault/remote.ts';
 import { type HeadMemory, type Vault, createVault, memoryHeads, openVault } from '../src/vault/vault.ts';
@@ -239,15 +239,15 @@ test('a hostile server: a flipped bit, a swapped range, a replayed head, a fork,
   // a counter that is not the head's own
   const now = (await real.head(vault.id))!;
   await assert.rejects(
-    openVault(hostile(real, { head: async () => ({ counter: now.counter + 5, body: now.body }) }), vault.id, { passphrase: PASS }, memoryHeads()).then((v) => v.ls()),
+    openVault(hostile(real, { head: async () => ({ ...now, counter: now.counter + 5 }) }), vault.id, { passphrase: PASS }, memoryHeads()).then((v) => v.ls()),
     /is not the head's own/,
   );
   // a fork: the server keeps another head for another device, which writes its own head
   // number N+1; a device that saw the real head N+1 is shown the forked one
-  let forked = { counter: now.counter, body: now.body };
+  let forked = { counter: now.counter, body: now.body, packs: now.packs };
   const fork = hostile(real, {
     head: async () => forked,
-    putHead: async (_id, body, counter) => (counter === forked.counter ? ((forked = { counter: counter + 1, body }), { ok: true, counter: counter + 1 }) : { ok: false, counter: forked.counter }),
+    putHead: async (_id, body, counter, packs) => (counter === forked.counter ? ((forked = { counter: counter + 1, body, packs }), { ok: true, counter: counter + 1 }) : { ok: false, counter: forked.counter }),
   });
   await (await openVault(fork, vault.id, { passphrase: PASS }, memoryHeads())).push('c', bufferSource(a), 4);
   const mine = memoryHeads();
@@ -473,12 +473,12 @@ function racing(meanwhile: () => Promise<unknown>): VaultRemote {
   const real = remote();
   let once = true;
   return hostile(real, {
-    async putHead(id, body, counter) {
+    async putHead(id, body, counter, packs) {
       if (once) {
         once = false;
         await meanwhile();
       }
-      return real.putHead(id, body, counter);
+      return real.putHead(id, body, counter, packs);
     },
   });
 }
@@ -531,8 +531,8 @@ test('two devices at once: versions merge, a push racing a delete is kept either
   let told = false;
   const liar = await open(
     hostile(real, {
-      async putHead(id, body, counter) {
-        const put = await real.putHead(id, body, counter);
+      async putHead(id, body, counter, packs) {
+        const put = await real.putHead(id, body, counter, packs);
         if (put.ok && !told) return (told = true), { ok: false, counter: put.counter };
         return put;
       },
@@ -574,7 +574,7 @@ test('a manifest moved to another file or another version is refused, nothing wr
     for (const c of await listPieces(k, encodeTree(tree))) refs.push(await packs.add(Kind.List, c.id, c.bytes));
     await packs.flush();
     const body = await sealHead(k, encodeHeadRecord({ seq: got.counter + 1, prev: sha256(got.body), time: Date.now(), tree: refs }));
-    assert.ok((await real.putHead(vault.id, body, got.counter)).ok);
+    assert.ok((await real.putHead(vault.id, body, got.counter, packsInUse(tree, refs))).ok);
   };
   const file = (t: Tree, name: string) => t.files.find((f) => f.name === name)!;
   const refused = async (name: string, o: { version?: number }) => {

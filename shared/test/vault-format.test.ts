@@ -98,12 +98,12 @@ test('manifest and tree: round trip, every truncation refused, trailing bytes re
   assert.throws(() => decodeManifest(Uint8Array.of(...start, 1, ...unhex(p1), 1, ...bytes(32), 0, 0xff, 0xff, 0xff, 0xff, 0x7f, 0x40)), /over 2\^32/);
   assert.throws(() => encodeManifest({ file: bytes(15), version, refs }), /16 bytes/);
 
-  const v = (n: number, device = 'laptop') => ({ n, id: bytes(16), size: 12345678901 + n, root: bytes(32), mtime: 1764400000000 + n, pushed: 1764400000500 + n, device, manifest: [ref(), ref()] });
+  const v = (n: number, device = 'laptop') => ({ n, id: bytes(16), size: 12345678901 + n, root: bytes(32), mtime: 1764400000000 + n, pushed: 1764400000500 + n, device, manifest: [ref(), ref()], packs: [hex(bytes(32))] });
   const tree: Tree = {
     keep: 3,
     files: [
       { id: bytes(16), name: 'b/ü.txt', deleted: 0, versions: [v(1), v(2, 'téléphone'), v(5)] },
-      { id: bytes(16), name: 'a', deleted: 1764400009999, versions: [{ ...v(7), size: 0, manifest: [] }] },
+      { id: bytes(16), name: 'a', deleted: 1764400009999, versions: [{ ...v(7), size: 0, manifest: [], packs: [] }] },
     ],
   };
   const t = encodeTree(tree);
@@ -127,9 +127,17 @@ test('manifest and tree: round trip, every truncation refused, trailing bytes re
   const fa = { ...tree.files[0], name: 'a', versions: [v(1)] };
   assert.deepEqual(decodeTree(Uint8Array.from([...head(9, 1), ...body(fa)])).files, [fa]);
   assert.throws(() => decodeTree(Uint8Array.from([0x54, ...head(9, 1).slice(1), ...body(fa)])), /unknown version/);
-  // a tree of the format before versions carried their root: refused, saying so
+  // a tree of the format before versions carried their root and named their packs: refused, saying so
   assert.throws(() => decodeTree(Uint8Array.from([0x55, ...head(9, 1).slice(1), ...body(fa)])), /older format .* earlier dsync/);
   assert.throws(() => one({ versions: [{ ...v(1), root: bytes(31) }] }), /root is 32 bytes/);
+  const twoPacks = [hex(bytes(32)), hex(bytes(32))].sort();
+  assert.deepEqual(decodeTree(encodeTree({ keep: 9, files: [{ ...fa, versions: [{ ...v(1), packs: twoPacks }] }] })).files[0].versions[0].packs, twoPacks);
+  assert.throws(() => one({ versions: [{ ...v(1), packs: [...twoPacks].reverse() }] }), /not ascending/);
+  assert.throws(() => one({ versions: [{ ...v(1), packs: [twoPacks[0], twoPacks[0]] }] }), /not ascending/);
+  const swapped = encodeTree({ keep: 9, files: [{ ...fa, versions: [{ ...v(1), packs: twoPacks }] }] });
+  swapped.set(unhex(twoPacks[1]), swapped.length - 64);
+  swapped.set(unhex(twoPacks[0]), swapped.length - 32);
+  assert.throws(() => decodeTree(swapped), /packs out of order or twice/);
   assert.throws(() => decodeTree(Uint8Array.from([...head(0, 1), ...body(fa)])), /bad retention/);
   assert.throws(() => decodeTree(Uint8Array.from([...head(0xffff, 1), ...body(fa)])), /bad retention/);
   assert.throws(() => decodeTree(Uint8Array.from([...head(9, 2), ...body(fa), ...body(fa)])), /file id twice/);
@@ -269,7 +277,7 @@ test('keyed chunking: one key cuts alike, two keys differently, ids keyed; the d
 
 test('the tree is stored in pieces: a new version, a delete or a rename of one file of 2 000 rewrites a few pieces', async () => {
   const k = await deriveKeys(newVaultId(), newVaultKey());
-  const v = (n: number) => ({ n, id: bytes(16), size: 1000 + n, root: bytes(32), mtime: 1764400000000, pushed: 1764400000000, device: 'laptop', manifest: [ref()] });
+  const v = (n: number) => ({ n, id: bytes(16), size: 1000 + n, root: bytes(32), mtime: 1764400000000, pushed: 1764400000000, device: 'laptop', manifest: [ref()], packs: [] });
   const tree: Tree = { keep: 32, files: Array.from({ length: 2000 }, (_, i) => ({ id: bytes(16), name: `folder/file ${String(i).padStart(5, '0')}.txt`, deleted: 0, versions: [v(1), v(2)] })) };
   const ids = async (t: Tree) => (await listPieces(k, encodeTree(t))).map((c) => hex(c.id));
   const before = new Set(await ids(tree));

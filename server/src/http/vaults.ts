@@ -13,26 +13,32 @@
  *   GET  /api/vaults/:id/packs/:pack          the pack, checked (store/vaults.ts); Range: bytes=A-B (one range,
  *                                             also A- and -N) 206; 416 for any other Range
  *   GET  /api/vaults/:id/packs[?after=P]      {packs: [{id, size}], more}: VAULT_PACKS_PAGE a page
- *   GET  /api/vaults/:id/head                 the head's bytes, Dsync-Head-Counter: N; 404 {counter:
- *                                             0, error} none yet
+ *   GET  /api/vaults/:id/head                 the head's bytes then the ids of the packs it names in
+ *                                             use (32 bytes each), Dsync-Head-Counter: N,
+ *                                             Dsync-Head-Packs: P; 404 {counter: 0, error} none yet
  *   PUT  /api/vaults/:id/head                 Dsync-Head-Counter: N (the counter read, 0 for the
- *                                             first): 200 {counter: N+1}, or 412 {counter, error}
+ *                                             first), Dsync-Head-Packs: P, body the head then the
+ *                                             P pack ids it references (ascending): 200 {counter:
+ *                                             N+1}, 412 {counter, error}, 409 when it names a
+ *                                             pack the vault does not hold
  *
  * 404 for a vault or pack that does not exist (a vault of another user does not exist for the
  * caller); 500 for a damaged object. Answers are never cached (Cache-Control: no-store): the
  * URLs name no user, and a browser shared by two accounts must not answer one from the other's.
  */
 import express from 'express';
-import { VAULT_HEAD_MAX, VAULT_KEYFILE_MAX } from '../../../shared/src/base/limits.ts';
+import { VAULT_HEAD_MAX, VAULT_HEAD_PACKS_MAX, VAULT_KEYFILE_MAX } from '../../../shared/src/base/limits.ts';
 import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 import type { Backend } from '../store/backend.ts';
-import { PackHasher, Vaults, checkPackId, checkVaultId } from '../store/vaults.ts';
+import { PackHasher, Vaults, checkPackId, checkVaultId, packIdsOf } from '../store/vaults.ts';
 import type { ServerConfig } from '../config.ts';
 import { type Req, admittedRoutes } from './guard.ts';
 
 
 /** The header that carries a head's counter, both ways. */
 export const HEAD_COUNTER = 'Dsync-Head-Counter';
+/** The header that counts the pack ids (32 bytes each) after a head's bytes, both ways. */
+export const HEAD_PACKS = 'Dsync-Head-Packs';
 
 /** A refusal with its own HTTP status and headers. */
 class Refusal extends Error {
@@ -96,6 +102,13 @@ function counterOf(raw: string | string[] | undefined): number {
   if (typeof raw !== 'string' || !/^(0|[1-9]\d{0,15})$/.test(raw) || !Number.isSafeInteger(Number(raw))) {
     throw new Refusal(400, `a head is written with the header ${HEAD_COUNTER}: the counter read (0 for the first head)`);
   }
+  return Number(raw);
+}
+
+/** The count of packs a head names, from its header. */
+function packCountOf(raw: string | string[] | undefined): number {
+  if (raw === undefined) throw new Refusal(400, `a head is written with the header ${HEAD_PACKS}: the count of the pack ids after it, the packs it references (a client older than this server)`);
+  if (typeof raw !== 'string' || !/^(0|[1-9]\d{0,6})$/.test(raw) || Number(raw) > VAULT_HEAD_PACKS_MAX) throw new Refusal(400, `${HEAD_PACKS} is a count of packs from 0 to ${VAULT_HEAD_PACKS_MAX}`);
   return Number(raw);
 }
 
@@ -200,7 +213,11 @@ export function vaultsApi(
       const head = await vaults.head(user, id);
       // counter 0: the vault exists and has no head yet (a 404 without it: no such vault)
       if (!head) return void res.status(404).json({ counter: 0, error: `vault ${id} has no head yet` });
-      sendBytes(res, 200, head.body, { [HEAD_COUNTER]: String(head.counter) });
+      // a head stored before heads named their packs goes without the count (the client refuses it)
+      if (!head.packs) return sendBytes(res, 200, head.body, { [HEAD_COUNTER]: String(head.counter) });
+      const packs = Buffer.allocUnsafe(32 * head.packs.length);
+      head.packs.forEach((p, i) => packs.write(p, 32 * i, 'hex'));
+      sendBytes(res, 200, Buffer.concat([head.body, packs]), { [HEAD_COUNTER]: String(head.counter), [HEAD_PACKS]: String(head.packs.length) });
     }),
   );
   r.put(
@@ -208,9 +225,13 @@ export function vaultsApi(
     route(async (req, res, user) => {
       const id = checkVaultId(req.params.id);
       const counter = counterOf(req.headers[HEAD_COUNTER.toLowerCase()]);
+      const n = packCountOf(req.headers[HEAD_PACKS.toLowerCase()]);
       await vaults.mustExist(user, id);
-      const bytes = await receive(req, VAULT_HEAD_MAX, 'head');
-      const swap = await vaults.putHead(user, id, bytes, counter);
+      const bytes = await receive(req, VAULT_HEAD_MAX + 32 * n, 'head');
+      if (bytes.length <= 32 * n) throw new Refusal(400, `a head of ${bytes.length} bytes cannot hold ${n} pack ids after at least 1 byte`);
+      const packs = packIdsOf(bytes.subarray(bytes.length - 32 * n));
+      if (!packs) throw new Refusal(400, 'the packs a head names are ascending, each once');
+      const swap = await vaults.putHead(user, id, bytes.subarray(0, bytes.length - 32 * n), counter, packs);
       if (!swap.ok) return void res.status(412).json({ counter: swap.counter, error: `the head is at ${swap.counter}, not ${counter}: read it again` });
       res.json({ counter: swap.counter });
     }),

@@ -3,7 +3,8 @@
  * "Check"). Every head parses; every version's index exists and matches its content address;
  * every segment a layout references exists and is long enough; every folder catalog agrees
  * with the file heads; with `readData`, every byte of every version is read and checked
- * against its chunk's strong hash (each segment range once).
+ * against its chunk's strong hash (each segment range once). Every vault's head parses and
+ * every pack it names is stored (vaults.ts `checkVaults`).
  */
 import type { Repo } from './repo.ts';
 import { parseFileHead, parseUploadsHead } from './format.ts';
@@ -12,6 +13,7 @@ import { catalogKey, parseCatalog, splitName } from './catalog.ts';
 import { GC_STATE, parseNsKey, segmentKey } from './keys.ts';
 import { VersionSource } from './source.ts';
 import { VerifiedRanges } from './verified.ts';
+import { checkVaults } from './vaults.ts';
 
 export interface CheckReport {
   files: number;
@@ -99,6 +101,7 @@ export async function runCheck(repo: Repo, opts: { readData?: boolean; log?: (li
       fail(`${e.key}: ${(err as Error).message}`);
     }
   }
+  await checkVaults(b, fail);
   // the folder catalogs agree with the file heads (a lagging one is repaired by gc)
   for (const [fkey, files] of expected) {
     let c;

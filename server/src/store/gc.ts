@@ -11,6 +11,7 @@ import { DamageError } from './errors.ts';
 import { type GcState, gcStateBody as body, readGcState } from './gc-state.ts';
 import { CLOCK_MARGIN_MS, uploadRefs } from './uploads.ts';
 import { repack } from './repack.ts';
+import { VAULT_GC_GRACE_MS, collectVaultPacks } from './vaults.ts';
 import { type CatalogEntry, entryOf, repairCatalog, splitName } from './catalog.ts';
 
 export interface Marks {
@@ -128,6 +129,8 @@ export interface GcOptions {
   /** after a collection, segments with at least this percent of their bytes dead are repacked
    *  (repack.ts; 100: never) */
   repackPercent: number;
+  /** a vault's pack no head names is deleted once this old (default VAULT_GC_GRACE_MS) */
+  vaultGraceMs?: number;
   log?: (e: Record<string, unknown>) => void;
 }
 
@@ -154,6 +157,13 @@ export interface GcReport {
   ms: number;
   /** why nothing was collected, when so */
   skipped?: string;
+  /** vaults' packs no head names, older than the grace period, deleted with their sums
+   *  (collectVaultPacks: its own protocol on each vault's head, whatever the files' collection
+   *  does); the vaults left alone, and why; why the vaults' collection failed, if it did */
+  vaultPacks: number;
+  vaultBytes: number;
+  vaultsSkipped: string[];
+  vaultsFailed?: string;
 }
 
 /**
@@ -169,7 +179,16 @@ export async function runGc(repo: Repo, opts: GcOptions): Promise<GcReport> {
   if (o.staleMs === 0) throw new RangeError('gc: staleMs must be positive');
   if (!Number.isSafeInteger(o.repackPercent) || o.repackPercent < 1 || o.repackPercent > 100) throw new RangeError(`gc: repackPercent must be a whole number from 1 to 100, got ${o.repackPercent}`);
   const t0 = Date.now();
-  const report: GcReport = { deleted: 0, bytes: 0, rescued: 0, temporaries: 0, catalogsRepaired: 0, retired: 0, repacked: 0, repackedSegments: 0, repackedVersions: 0, ms: 0 };
+  const report: GcReport = { deleted: 0, bytes: 0, rescued: 0, temporaries: 0, catalogsRepaired: 0, retired: 0, repacked: 0, repackedSegments: 0, repackedVersions: 0, ms: 0, vaultPacks: 0, vaultBytes: 0, vaultsSkipped: [] };
+  try {
+    const v = await collectVaultPacks(repo.backend, { graceMs: o.vaultGraceMs ?? VAULT_GC_GRACE_MS, log: o.log });
+    report.vaultPacks = v.packs;
+    report.vaultBytes = v.bytes;
+    report.vaultsSkipped = v.skipped;
+  } catch (err) {
+    report.vaultsFailed = (err as Error).message;
+    o.log?.({ gc: 'vault collection failed', message: report.vaultsFailed });
+  }
   const b = repo.backend;
   let { state, tag } = await readGcState(repo);
   if (state.phase !== 'idle') {

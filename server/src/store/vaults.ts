@@ -10,20 +10,22 @@
  *     against the SHA-256 of each SUM_BLOCK it touches, kept beside the pack (its **sums**,
  *     bound to its id), so that a small range costs a small read;
  *   - one head, a head object changed only by compare-and-swap on the count of heads written
- *     (its **counter**), so two devices cannot overwrite each other's head.
+ *     (its **counter**), so two devices cannot overwrite each other's head; with it, the packs
+ *     the head names as in use (the client's list) and the packs a collection condemned.
  *
  * Keys (keys.ts): vaults/<user>/keys/<id>, vaults/<user>/heads/<id>,
- * vaults/<user>/packs/<id>/<pack>, vaults/<user>/sums/<id>/<pack>. gc, check and repack list
- * only ns/, data/ and index/, so they never see, count or delete a vault's objects. Nothing is deleted here but a pack found
- * damaged when its good bytes are stored again (`putPack`), and sums found damaged (made
- * again from the verified pack).
+ * vaults/<user>/packs/<id>/<pack>, vaults/<user>/sums/<id>/<pack>. The collection
+ * (`collectVaultPacks`, run by gc) deletes the packs no head names and older than a grace
+ * period; check and repack list only ns/, data/ and index/. Besides that, nothing is deleted
+ * here but a pack found damaged when its good bytes are stored again (`putPack`), and sums
+ * found damaged (made again from the verified pack).
  */
 import { createHash } from 'node:crypto';
-import { VAULT_HEAD_MAX, VAULT_KEYFILE_MAX, VAULT_PACKS_PAGE } from '../../../shared/src/base/limits.ts';
+import { VAULT_HEAD_MAX, VAULT_HEAD_PACKS_MAX, VAULT_KEYFILE_MAX, VAULT_PACKS_PAGE } from '../../../shared/src/base/limits.ts';
 import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 import { type Backend, NotFoundError, UnknownOutcome } from './backend.ts';
 import { DamageError } from './errors.ts';
-import { PACK_ID, VAULT_ID, vaultHeadKey, vaultKeyfileKey, vaultKeysPrefix, vaultPackKey, vaultPacksPrefix, vaultSumsKey } from './keys.ts';
+import { PACK_ID, VAULTS_PREFIX, VAULT_ID, vaultHeadKey, vaultKeyfileKey, vaultKeysPrefix, vaultPackKey, vaultPacksPrefix, vaultSumsKey } from './keys.ts';
 import { SegmentBytes } from './verified.ts';
 
 /** Bytes of verified packs this process keeps in memory (least recently used dropped first),
@@ -125,29 +127,83 @@ export interface OpenPack {
   read(start: number, end: number): Promise<Uint8Array>;
 }
 
-/** A stored head: HEAD_MAGIC, the counter (8 bytes, big-endian), the client's body. */
-const HEAD_MAGIC = Buffer.from('DSVH\x01', 'latin1');
+/** A stored head: HEAD_MAGIC, the counter (8 bytes, big-endian), the length of the client's
+ *  body (u32) and the body, the count of packs it names in use (u32) and their ids (32 bytes
+ *  each, ascending), the count of packs a collection condemned (u32) and their ids (ascending).
+ *  HEAD_MAGIC_V1 heads (the counter, then the body) name no packs: nothing of their vault is
+ *  collected. */
+const HEAD_MAGIC = Buffer.from('DSVH\x02', 'latin1');
+const HEAD_MAGIC_V1 = Buffer.from('DSVH\x01', 'latin1');
 const HEAD_PREFIX = HEAD_MAGIC.length + 8;
 
 const sha256hex = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
 const malformed = (why: string) => new ProtocolError(ErrorCode.Malformed, why);
 
-export function encodeVaultHead(counter: number, body: Uint8Array): Uint8Array {
-  const out = Buffer.allocUnsafe(HEAD_PREFIX + body.length);
+/** A vault's head as stored: its counter, the client's bytes, the packs it names in use (null:
+ *  a head stored before heads named them) and the packs a collection condemned (never in use;
+ *  deleted by it, or by the next one when it stopped). */
+export interface VaultHead {
+  counter: number;
+  body: Uint8Array;
+  packs: string[] | null;
+  condemned: string[];
+}
+
+export function encodeVaultHead(h: { counter: number; body: Uint8Array; packs: string[]; condemned: string[] }): Uint8Array {
+  const out = Buffer.allocUnsafe(HEAD_PREFIX + 4 + h.body.length + 4 + 32 * h.packs.length + 4 + 32 * h.condemned.length);
   HEAD_MAGIC.copy(out, 0);
-  out.writeBigUInt64BE(BigInt(counter), HEAD_MAGIC.length);
-  out.set(body, HEAD_PREFIX);
+  out.writeBigUInt64BE(BigInt(h.counter), HEAD_MAGIC.length);
+  let at = out.writeUInt32BE(h.body.length, HEAD_PREFIX);
+  out.set(h.body, at);
+  at += h.body.length;
+  for (const ids of [h.packs, h.condemned]) {
+    at = out.writeUInt32BE(ids.length, at);
+    for (const p of ids) at += out.write(p, at, 'hex');
+  }
   return out;
 }
 
-/** A stored head's counter and body; a DamageError when it is not one `encodeVaultHead` makes. */
-export function decodeVaultHead(stored: Uint8Array, key: string): { counter: number; body: Uint8Array } {
-  const b = Buffer.from(stored.buffer, stored.byteOffset, stored.length);
-  const counter = b.length >= HEAD_PREFIX ? Number(b.readBigUInt64BE(HEAD_MAGIC.length)) : 0;
-  if (b.length < HEAD_PREFIX || !b.subarray(0, HEAD_MAGIC.length).equals(HEAD_MAGIC) || !Number.isSafeInteger(counter) || counter < 1 || b.length - HEAD_PREFIX > VAULT_HEAD_MAX) {
-    throw new DamageError(`damaged store object: ${key} is not a vault head`);
+/** Pack ids (32 bytes each) as hex, or null when they are not ascending, each once. */
+export function packIdsOf(b: Uint8Array): string[] | null {
+  const ids: string[] = [];
+  for (let at = 0; at < b.length; at += 32) {
+    ids.push(Buffer.from(b.buffer, b.byteOffset + at, 32).toString('hex'));
+    if (ids.length > 1 && !(ids[ids.length - 2] < ids[ids.length - 1])) return null;
   }
-  return { counter, body: b.subarray(HEAD_PREFIX) };
+  return ids;
+}
+
+/** A stored head; a DamageError when it is not one `encodeVaultHead` makes (or a head of the
+ *  first format). */
+export function decodeVaultHead(stored: Uint8Array, key: string): VaultHead {
+  const b = Buffer.from(stored.buffer, stored.byteOffset, stored.length);
+  const damaged = () => new DamageError(`damaged store object: ${key} is not a vault head`);
+  const counter = b.length >= HEAD_PREFIX ? Number(b.readBigUInt64BE(HEAD_MAGIC.length)) : 0;
+  if (b.length < HEAD_PREFIX || !Number.isSafeInteger(counter) || counter < 1) throw damaged();
+  const magic = b.subarray(0, HEAD_MAGIC.length);
+  if (magic.equals(HEAD_MAGIC_V1)) {
+    if (b.length - HEAD_PREFIX > VAULT_HEAD_MAX) throw damaged();
+    return { counter, body: b.subarray(HEAD_PREFIX), packs: null, condemned: [] };
+  }
+  if (!magic.equals(HEAD_MAGIC)) throw damaged();
+  let at = HEAD_PREFIX;
+  const take = (n: number) => {
+    if (at + n > b.length) throw damaged();
+    at += n;
+    return b.subarray(at - n, at);
+  };
+  const n = take(4).readUInt32BE(0);
+  if (n > VAULT_HEAD_MAX) throw damaged();
+  const body = take(n);
+  const lists: string[][] = [];
+  for (let i = 0; i < 2; i++) {
+    const count = take(4).readUInt32BE(0);
+    const ids = packIdsOf(take(32 * count));
+    if (!ids) throw damaged();
+    lists.push(ids);
+  }
+  if (at !== b.length) throw damaged();
+  return { counter, body, packs: lists[0], condemned: lists[1] };
 }
 
 /** The checks of the REST routes' inputs (server/src/http/vaults.ts), one home each. */
@@ -381,8 +437,9 @@ export class Vaults {
     return { packs, more: false };
   }
 
-  /** The vault's head and its counter, or null before the first. */
-  async head(user: string, id: string): Promise<{ counter: number; body: Uint8Array } | null> {
+  /** The vault's head: its counter, the client's bytes and the packs it names in use; null
+   *  before the first. */
+  async head(user: string, id: string): Promise<VaultHead | null> {
     await this.mustExist(user, id);
     const key = vaultHeadKey(user, id);
     const got = await this.backend.getHead(key);
@@ -392,28 +449,202 @@ export class Vaults {
   /**
    * Writes the vault's head if it is still at `counter` (0: none yet): then its counter is
    * counter + 1. Otherwise nothing is written and the current counter is told. Of two writers
-   * at one counter exactly one lands (the backend's compare-and-swap).
+   * at one counter exactly one lands (the backend's compare-and-swap). `packs` (ascending, each
+   * once) are the packs the head references: each one the head before did not name must be
+   * stored and not condemned by a collection, else nothing is written (Inconsistent, 409). The
+   * check and the write see the same stored head: a collection that condemns a pack meanwhile
+   * changes the head's tag, so the write fails its compare-and-swap and checks again
+   * (docs/vaults.md, "Pack collection").
    */
-  async putHead(user: string, id: string, body: Uint8Array, counter: number): Promise<HeadSwap> {
+  async putHead(user: string, id: string, body: Uint8Array, counter: number, packs: string[]): Promise<HeadSwap> {
     if (!Number.isSafeInteger(counter) || counter < 0 || counter >= Number.MAX_SAFE_INTEGER) throw malformed('a head counter is a whole number from 0');
     if (body.length < 1 || body.length > VAULT_HEAD_MAX) throw malformed(`a head is 1 to ${VAULT_HEAD_MAX} bytes`);
+    if (packs.length > VAULT_HEAD_PACKS_MAX) throw malformed(`a head names at most ${VAULT_HEAD_PACKS_MAX} packs in use`);
+    for (let i = 0; i < packs.length; i++) if (!PACK_ID.test(packs[i]) || (i > 0 && !(packs[i - 1] < packs[i]))) throw malformed('the packs a head names are pack ids, ascending, each once');
     await this.mustExist(user, id);
     const key = vaultHeadKey(user, id);
-    const got = await this.backend.getHead(key);
-    const current = got ? decodeVaultHead(got.body, key).counter : 0;
-    if (current !== counter) return { ok: false, counter: current };
-    const stored = encodeVaultHead(counter + 1, body);
-    try {
-      if (await this.backend.putHead(key, stored, got?.tag ?? null)) return { ok: true, counter: counter + 1 };
-    } catch (e) {
-      // a retried write refused (S3): it landed if the head holds these very bytes now
-      if (!(e instanceof UnknownOutcome)) throw e;
-      const now = await this.backend.getHead(key);
-      if (now && Buffer.from(now.body).equals(stored)) return { ok: true, counter: counter + 1 };
+    for (let tries = 1; ; tries++) {
+      const got = await this.backend.getHead(key);
+      const was = got ? decodeVaultHead(got.body, key) : null;
+      const current = was?.counter ?? 0;
+      if (current !== counter) return { ok: false, counter: current };
+      const condemned = was?.condemned ?? [];
+      await this.mustHold(user, id, packs, was?.packs ?? [], condemned);
+      const stored = encodeVaultHead({ counter: counter + 1, body, packs, condemned });
+      try {
+        if (await this.backend.putHead(key, stored, got?.tag ?? null)) return { ok: true, counter: counter + 1 };
+      } catch (e) {
+        // a retried write refused (S3): it landed if the head holds these very bytes now
+        if (!(e instanceof UnknownOutcome)) throw e;
+        const now = await this.backend.getHead(key);
+        if (now && Buffer.from(now.body).equals(stored)) return { ok: true, counter: counter + 1 };
+      }
+      // another writer's head, or a collection's change of the condemned packs: read again
+      if (tries >= HEAD_SWAP_TRIES) {
+        const now = await this.backend.getHead(key);
+        return { ok: false, counter: now ? decodeVaultHead(now.body, key).counter : 0 };
+      }
     }
-    const now = await this.backend.getHead(key);
-    return { ok: false, counter: now ? decodeVaultHead(now.body, key).counter : 0 };
+  }
+
+  /** Refuses (Inconsistent) a head naming a pack that `before` (the packs the stored head
+   *  names) lacks and that is condemned or not stored. */
+  private async mustHold(user: string, id: string, packs: string[], before: string[], condemned: string[]): Promise<void> {
+    const had = new Set(before);
+    const doomed = new Set(condemned);
+    const fresh = packs.filter((p) => !had.has(p));
+    const lacking: string[] = fresh.filter((p) => doomed.has(p));
+    for (let i = 0; i < fresh.length; i += 16) {
+      const sizes = await Promise.all(fresh.slice(i, i + 16).map((p) => (doomed.has(p) ? 0 : this.backend.size(vaultPackKey(user, id, p)))));
+      sizes.forEach((n, k) => n === null && lacking.push(fresh[i + k]));
+    }
+    if (lacking.length) {
+      throw new ProtocolError(ErrorCode.Inconsistent, `the head names ${lacking.length} pack${lacking.length > 1 ? 's' : ''} the vault does not hold (${lacking.slice(0, 3).join(', ')}${lacking.length > 3 ? ', …' : ''}): collected as no head named ${lacking.length > 1 ? 'them' : 'it'} within the grace period, or never stored; nothing written (push again)`);
+    }
   }
 }
 
 const noVault = (id: string) => new ProtocolError(ErrorCode.NotFound, `no vault ${id}`);
+/** Compare-and-swaps a head write tries while only the condemned packs changed under it. */
+const HEAD_SWAP_TRIES = 16;
+
+/** How long a pack no head names is kept by default (`--vault-gc-grace-ms`): a device uploads
+ *  its packs before the head that names them, and a push may take long. */
+export const VAULT_GC_GRACE_MS = 24 * 3_600_000;
+
+export interface VaultCollection {
+  /** vaults looked at, packs deleted (with their sums) and their bytes */
+  vaults: number;
+  packs: number;
+  bytes: number;
+  /** vaults left alone this time, and why (no head yet, a head that names no packs, a head
+   *  that kept moving, a damaged head) */
+  skipped: string[];
+}
+
+/** The store's vaults and their packs: vaults/<user>/(heads|packs|sums)/<id>[/<pack>]. */
+const VAULT_OBJECT = /^vaults\/([^/]+)\/(heads|packs|sums)\/([0-9a-f]{32})(?:\/([0-9a-f]{64}))?$/;
+
+/** One listing of vaults/: per vault (by its head's key), its packs and their sums. */
+async function listVaults(backend: Backend): Promise<Map<string, { packs: Map<string, { size: number; modified: number }>; sums: Map<string, number> }>> {
+  const found = new Map<string, { packs: Map<string, { size: number; modified: number }>; sums: Map<string, number> }>();
+  const vaultOf = (user: string, id: string) => {
+    const key = `${VAULTS_PREFIX}${user}/heads/${id}`;
+    let v = found.get(key);
+    if (!v) found.set(key, (v = { packs: new Map(), sums: new Map() }));
+    return v;
+  };
+  for await (const e of backend.list(VAULTS_PREFIX)) {
+    const m = VAULT_OBJECT.exec(e.key);
+    if (!m) continue;
+    const [, user, kind, id, pack] = m;
+    if (kind === 'heads' && !pack) vaultOf(user, id);
+    else if (kind === 'packs' && pack) vaultOf(user, id).packs.set(pack, { size: e.size, modified: e.modified });
+    else if (kind === 'sums' && pack) vaultOf(user, id).sums.set(pack, e.modified);
+  }
+  return found;
+}
+
+/** `dsync check` of the vaults: every head parses, and every pack a head names is stored (one
+ *  line of `fail` per problem). What is in a pack only its clients can check. */
+export async function checkVaults(backend: Backend, fail: (line: string) => void): Promise<{ vaults: number }> {
+  let vaults = 0;
+  for (const [headKey, v] of await listVaults(backend)) {
+    const got = await backend.getHead(headKey);
+    if (!got) continue;
+    vaults++;
+    try {
+      const h = decodeVaultHead(got.body, headKey);
+      const lacking = (h.packs ?? []).filter((p) => !v.packs.has(p));
+      if (lacking.length) fail(`${headKey}: the head names ${lacking.length} pack${lacking.length > 1 ? 's' : ''} the store lacks: ${lacking.slice(0, 3).join(', ')}${lacking.length > 3 ? ', …' : ''}`);
+    } catch (e) {
+      fail(`${headKey}: ${(e as Error).message}`);
+    }
+  }
+  return { vaults };
+}
+
+/**
+ * Deletes, with their sums, the packs of every vault that its head does not name in use and
+ * that are older than `graceMs` (docs/vaults.md, "Pack collection"). Per vault, as restic's
+ * prune keeps what a snapshot references but without a lock:
+ *
+ *   1. read the head (its tag): the packs it names, those condemned already;
+ *   2. condemn the packs it does not name, older than graceMs (and those whose sums alone are
+ *      left), by compare-and-swap of the head on that tag: the swap lands only if no head was
+ *      written since the read, so no condemned pack is in use;
+ *   3. delete the condemned packs and their sums: from the swap on, every head write checks its
+ *      new packs against the condemned ones on the very head it swaps (`Vaults.putHead`), so
+ *      no head can name one again;
+ *   4. take the deleted packs off the condemned list (compare-and-swap again; a collection that
+ *      stopped before leaves them condemned, and the next one deletes and clears them).
+ *
+ * A vault without a head, or whose head names no packs (stored before heads did), is left
+ * alone. `now` is the collector's clock against the store's times of upload.
+ */
+export async function collectVaultPacks(backend: Backend, o: { graceMs: number; log?: (e: Record<string, unknown>) => void; now?: () => number }): Promise<VaultCollection> {
+  if (!Number.isSafeInteger(o.graceMs) || o.graceMs < 0) throw new RangeError(`vault gc: graceMs must be a whole number of milliseconds, got ${o.graceMs}`);
+  const now = o.now ?? Date.now;
+  const out: VaultCollection = { vaults: 0, packs: 0, bytes: 0, skipped: [] };
+  for (const [headKey, v] of await listVaults(backend)) {
+    out.vaults++;
+    const prefix = headKey.replace('/heads/', '/packs/') + '/';
+    const sumsPrefix = headKey.replace('/heads/', '/sums/') + '/';
+    try {
+      // 1, 2: condemn by compare-and-swap on the head read
+      let condemned: string[] | null = null;
+      for (let tries = 0; tries < HEAD_SWAP_TRIES && !condemned; tries++) {
+        const got = await backend.getHead(headKey);
+        if (!got) {
+          out.skipped.push(`${headKey}: no head yet`);
+          break;
+        }
+        const h = decodeVaultHead(got.body, headKey);
+        if (!h.packs) {
+          out.skipped.push(`${headKey}: its head names no packs in use (stored before heads did)`);
+          break;
+        }
+        const keep = new Set(h.packs);
+        const already = new Set(h.condemned);
+        const t = now();
+        const more: string[] = [];
+        for (const [p, e] of v.packs) if (!keep.has(p) && !already.has(p) && t - e.modified >= o.graceMs) more.push(p);
+        for (const [p, modified] of v.sums) if (!v.packs.has(p) && !keep.has(p) && !already.has(p) && t - modified >= o.graceMs) more.push(p);
+        const all = [...new Set([...h.condemned, ...more.slice(0, Math.max(0, VAULT_HEAD_PACKS_MAX - h.condemned.length))])].sort();
+        if (!all.length) condemned = [];
+        else if (!more.length || (await backend.putHead(headKey, encodeVaultHead({ ...h, packs: h.packs, condemned: all }), got.tag))) condemned = all;
+        // else a head landed meanwhile: read it again
+      }
+      if (!condemned) {
+        if (!out.skipped.some((s) => s.startsWith(headKey))) out.skipped.push(`${headKey}: its head kept moving while packs were condemned`);
+        continue;
+      }
+      if (!condemned.length) continue;
+      // 3: delete them, the pack before its sums (sums without their pack are never read)
+      for (const p of condemned) {
+        await backend.delete(prefix + p);
+        await backend.delete(sumsPrefix + p);
+        const listed = v.packs.get(p);
+        if (listed) {
+          out.packs++;
+          out.bytes += listed.size;
+        }
+      }
+      o.log?.({ gc: 'vault packs deleted', head: headKey, packs: condemned.length });
+      // 4: off the condemned list
+      const gone = new Set(condemned);
+      for (let tries = 0; tries < HEAD_SWAP_TRIES; tries++) {
+        const got = await backend.getHead(headKey);
+        if (!got) break;
+        const h = decodeVaultHead(got.body, headKey);
+        if (!h.packs) break;
+        if (await backend.putHead(headKey, encodeVaultHead({ ...h, packs: h.packs, condemned: h.condemned.filter((p) => !gone.has(p)) }), got.tag)) break;
+      }
+    } catch (e) {
+      if (!(e instanceof DamageError)) throw e;
+      out.skipped.push(`${headKey}: ${e.message}`);
+      o.log?.({ error: 'damage', head: headKey, message: e.message });
+    }
+  }
+  return out;
+}

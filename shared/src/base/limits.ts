@@ -252,6 +252,9 @@ export const FOLDER_MOVE_RENAMES = 8;
 export const VAULT_KEYFILE_MAX = 4 << 10;
 /** Longest head of a vault, in bytes (PUT /api/vaults/:id/head). */
 export const VAULT_HEAD_MAX = 1 << 20;
+/** Most packs a head may name as in use (PUT /api/vaults/:id/head, `Dsync-Head-Packs`): 32
+ *  bytes each after the head, so at most 8 MiB; 1 TiB of 4 MiB packs. */
+export const VAULT_HEAD_PACKS_MAX = 1 << 18;
 /** Longest pack by default, in bytes: the server's `--vault-pack-max` (server/src/config.ts). */
 export const VAULT_PACK_MAX = 16 << 20;
 /** Packs per page of GET /api/vaults/:id/packs. */

@@ -51,7 +51,8 @@ export const REF_BYTES = ID_BYTES + 32 + 4 + 4;
  *  manifest names it), its size, its contents' root with plain Dsync's default chunking (what
  *  the two-way engine compares a local file with: sealed in the tree, never sent in the
  *  clear), modification time (ms), when it was pushed (ms), the label of the device that
- *  pushed it, and the pieces of its manifest. */
+ *  pushed it, the pieces of its manifest, and the packs its chunks lie in (the manifest's
+ *  table, sorted: what a head names as in use without reading every manifest). */
 export interface Version {
   n: number;
   id: Uint8Array;
@@ -61,6 +62,7 @@ export interface Version {
   pushed: number;
   device: string;
   manifest: Ref[];
+  packs: string[];
 }
 
 /** A file in the tree: a random id (kept across renames; its manifests name it), its name,
@@ -261,9 +263,10 @@ export class Reader {
 // Lists: a manifest (a file's chunks) and the tree (the files)
 
 const MANIFEST_V3 = 0x4f; // 'O'
+/** The tree before versions carried their root and named their packs: refused with a clear
+ *  error. */
+const TREE_V2 = 0x55; // 'U'
 const TREE_V3 = 0x56; // 'V'
-/** The tree format before versions carried their root. */
-const TREE_V2 = 0x55;
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
 /** A decoded manifest and its table of packs, in the order it lists them. */
@@ -346,7 +349,8 @@ const byName = (a: TreeFile, b: TreeFile) => (a.name < b.name ? -1 : a.name > b.
  *  (UTF-8 NFC, a valid file name), deleted (u64 ms, 0 = live), the count of its versions (u32,
  *  1 to keep), and per version, oldest first, numbers rising: number (u32, ≥ 1), version id
  *  (16), size (u64), root (32), mtime (u64 ms), pushed (u64 ms), device label length (u8) and
- *  label, the count of its manifest's pieces (u32) and their Refs. */
+ *  label, the count of its manifest's pieces (u32) and their Refs, the count of the packs its
+ *  chunks lie in (u32) and their ids (32 bytes each, ascending). */
 export function encodeTree(tree: Tree): Uint8Array {
   checkKeep(tree.keep);
   const files = [...tree.files].sort(byName);
@@ -362,6 +366,7 @@ export function encodeTree(tree: Tree): Uint8Array {
       const device = utf8(checkDevice(v.device));
       w.u32(v.n).bytes(v.id).u64(v.size).bytes(v.root).u64(v.mtime).u64(v.pushed).u8(device.length).bytes(device).u32(v.manifest.length);
       for (const r of v.manifest) w.ref(r);
+      writePackIds(w, v.packs);
     }
   }
   return w.done();
@@ -386,7 +391,7 @@ export function decodeTree(b: Uint8Array): Tree {
   if (b.length > VAULT_LIST_MAX) throw new VaultError('a tree is over VAULT_LIST_MAX');
   const r = new Reader(b, 'a tree');
   const format = r.u8();
-  if (format === TREE_V2) throw new VaultError('a tree of an older format (0x55, before versions carried their root): this vault was made by an earlier dsync and is not read; make a new one');
+  if (format === TREE_V2) throw new VaultError('a tree of an older format (0x55: its versions carry no root and name no packs): this vault was made by an earlier dsync and is not read; make a new one');
   if (format !== TREE_V3) throw new VaultError('a tree of an unknown version');
   let keep: number;
   try {
@@ -394,7 +399,7 @@ export function decodeTree(b: Uint8Array): Tree {
   } catch (e) {
     throw new VaultError(`a tree holds a bad retention: ${(e as Error).message}`);
   }
-  const VERSION_MIN = 4 + FILE_ID_BYTES + 8 + ROOT_BYTES + 8 + 8 + 1 + 4;
+  const VERSION_MIN = 4 + FILE_ID_BYTES + 8 + ROOT_BYTES + 8 + 8 + 1 + 4 + 4;
   const n = r.count(FILE_ID_BYTES + 2 + 8 + 4 + VERSION_MIN);
   const files: TreeFile[] = [];
   const ids = new Set<string>();
@@ -430,12 +435,37 @@ export function decodeTree(b: Uint8Array): Tree {
       const pieces = r.count(REF_BYTES);
       const manifest: Ref[] = [];
       for (let m = 0; m < pieces; m++) manifest.push(r.ref());
-      versions.push({ n: vn, id: vid, size, root, mtime, pushed, device, manifest });
+      versions.push({ n: vn, id: vid, size, root, mtime, pushed, device, manifest, packs: readPackIds(r) });
     }
     files.push({ id, name, deleted, versions });
   }
   r.end();
   return { keep, files };
+}
+
+/** The packs `refs` lie in: each once, ascending (a version's `packs`). */
+export function packsOf(refs: Ref[]): string[] {
+  return [...new Set(refs.map((r) => r.pack))].sort();
+}
+
+/** A version's packs: a count (u32), then each id (32 bytes), ascending, each once. */
+function writePackIds(w: Writer, packs: string[]): void {
+  w.u32(packs.length);
+  for (let i = 0; i < packs.length; i++) {
+    if (!/^[0-9a-f]{64}$/.test(packs[i])) throw new VaultError('a version names a pack that is not uploaded');
+    if (i > 0 && !(packs[i - 1] < packs[i])) throw new VaultError("a version's packs are not ascending, each once");
+    w.bytes(unhex(packs[i]));
+  }
+}
+
+function readPackIds(r: Reader): string[] {
+  const n = r.count(32);
+  const packs: string[] = [];
+  for (let i = 0; i < n; i++) {
+    packs.push(hex(r.bytes(32)));
+    if (i > 0 && !(packs[i - 1] < packs[i])) throw new VaultError("a tree holds a version's packs out of order or twice");
+  }
+  return packs;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@
  * is believed: a range of a pack is exactly the bytes asked, a counter is a whole number.
  * A busy server (503 with Retry-After) is waited for and asked again (transport/busy.ts).
  */
-import { VAULT_HEAD_MAX, VAULT_KEYFILE_MAX } from '../base/limits.ts';
+import { VAULT_HEAD_MAX, VAULT_HEAD_PACKS_MAX, VAULT_KEYFILE_MAX } from '../base/limits.ts';
 import { fetchWhileBusy } from '../transport/busy.ts';
 
 export interface VaultRemote {
@@ -17,10 +17,12 @@ export interface VaultRemote {
    *  a range at the pack's end) */
   readPack(id: string, pack: string, offset: number, length: number, o?: { toEnd?: boolean }): Promise<Uint8Array>;
   packs(id: string): Promise<{ id: string; size: number }[]>;
-  /** null before the first head */
-  head(id: string): Promise<{ counter: number; body: Uint8Array } | null>;
-  /** ok: false when the head is no longer at `counter` (another device wrote one): read it again */
-  putHead(id: string, body: Uint8Array, counter: number): Promise<{ ok: true; counter: number } | { ok: false; counter: number }>;
+  /** null before the first head; `packs`: the packs the head names as in use (ascending) */
+  head(id: string): Promise<{ counter: number; body: Uint8Array; packs: string[] } | null>;
+  /** ok: false when the head is no longer at `counter` (another device wrote one): read it
+   *  again. `packs`: every pack the head references, ascending, each once (the server keeps
+   *  these and may collect the others once its grace period passed) */
+  putHead(id: string, body: Uint8Array, counter: number, packs: string[]): Promise<{ ok: true; counter: number } | { ok: false; counter: number }>;
 }
 
 /** A refusal or failure of a vault request: its HTTP status and the server's message. */
@@ -59,6 +61,8 @@ export class VaultBadAnswer extends Error {
 }
 
 const HEAD_COUNTER = 'Dsync-Head-Counter';
+/** The count of pack ids (32 bytes each, ascending) after the head's bytes, both ways. */
+const HEAD_PACKS = 'Dsync-Head-Packs';
 const VAULT_ID = /^[0-9a-f]{32}$/;
 const PACK_ID = /^[0-9a-f]{64}$/;
 const COUNTER = /^(0|[1-9]\d{0,15})$/;
@@ -74,6 +78,19 @@ const counterOf = (raw: unknown, what: string): number => {
   if (!Number.isSafeInteger(n) || n < 0) throw new VaultBadAnswer(`${what}: the server's head counter ${JSON.stringify(raw)} is not a whole number`);
   return n;
 };
+
+const toHex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+
+/** A head's bytes followed by the ids of the packs it names (32 bytes each), as PUT and GET
+ *  /head carry them. */
+function withPacks(body: Uint8Array, packs: string[]): Uint8Array {
+  const out = new Uint8Array(body.length + 32 * packs.length);
+  out.set(body);
+  packs.forEach((p, i) => {
+    for (let k = 0; k < 32; k++) out[body.length + 32 * i + k] = parseInt(p.slice(2 * k, 2 * k + 2), 16);
+  });
+  return out;
+}
 
 /** The REST routes of /api/vaults at `base` (the server's http(s) origin). `headers` go with
  *  every request (the CLI's `Authorization: Bearer …`). */
@@ -209,16 +226,30 @@ export function httpVaultRemote(base: string, fetchImpl: typeof fetch = (...a) =
       }
       if (res.status !== 200) throw await failure(what, res);
       const counter = counterOf(res.headers.get(HEAD_COUNTER), what);
-      const body = await bytesOf(res);
-      if (counter < 1 || body.length < 1 || body.length > VAULT_HEAD_MAX) throw new VaultBadAnswer(`${what}: counter ${counter} with ${body.length} bytes`);
-      return { counter, body };
+      const rawPacks = res.headers.get(HEAD_PACKS);
+      const all = await bytesOf(res);
+      if (rawPacks === null) throw new VaultBadAnswer(`${what}: the server names no packs in use with the head (${HEAD_PACKS}): a server older than this client, or a head written before heads named their packs (a vault of an older dsync)`);
+      if (!COUNTER.test(rawPacks) || Number(rawPacks) > VAULT_HEAD_PACKS_MAX) throw new VaultBadAnswer(`${what}: ${HEAD_PACKS} ${JSON.stringify(rawPacks.slice(0, 40))} is not a count of packs up to ${VAULT_HEAD_PACKS_MAX}`);
+      const n = Number(rawPacks);
+      const body = all.subarray(0, all.length - 32 * n);
+      if (counter < 1 || body.length < 1 || body.length > VAULT_HEAD_MAX) throw new VaultBadAnswer(`${what}: counter ${counter} with ${all.length} bytes and ${n} packs`);
+      const packs: string[] = [];
+      for (let i = 0; i < n; i++) {
+        packs.push(toHex(all.subarray(body.length + 32 * i, body.length + 32 * i + 32)));
+        if (i > 0 && !(packs[i - 1] < packs[i])) throw new VaultBadAnswer(`${what}: the packs in use are not ascending, each once`);
+      }
+      return { counter, body, packs };
     },
 
-    async putHead(id, body, counter) {
+    async putHead(id, body, counter, packs) {
       const what = `write the head of vault ${id}`;
       if (!Number.isSafeInteger(counter) || counter < 0) throw new RangeError(`${what}: a counter is a whole number from 0`);
       if (body.length < 1 || body.length > VAULT_HEAD_MAX) throw new RangeError(`${what}: a head is 1 to ${VAULT_HEAD_MAX} bytes`);
-      const res = await send(what, `${vault(id)}/head`, { method: 'PUT', headers: { [HEAD_COUNTER]: String(counter), 'Content-Type': 'application/octet-stream' }, body: body as BodyInit });
+      if (packs.length > VAULT_HEAD_PACKS_MAX) throw new RangeError(`${what}: a head names at most ${VAULT_HEAD_PACKS_MAX} packs, not ${packs.length}`);
+      packs.forEach((p, i) => {
+        if (!PACK_ID.test(p) || (i > 0 && !(packs[i - 1] < p))) throw new RangeError(`${what}: the packs in use are pack ids, ascending, each once`);
+      });
+      const res = await send(what, `${vault(id)}/head`, { method: 'PUT', headers: { [HEAD_COUNTER]: String(counter), [HEAD_PACKS]: String(packs.length), 'Content-Type': 'application/octet-stream' }, body: withPacks(body, packs) as BodyInit });
       if (res.status !== 200 && res.status !== 412) throw await failure(what, res);
       const now = counterOf((await json(what, res))?.counter, what);
       if (res.status === 200) {

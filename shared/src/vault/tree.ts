@@ -8,7 +8,7 @@
  * live again.
  */
 import { VAULT_KEEP_VERSIONS } from '../base/limits.ts';
-import { FILE_ID_BYTES, type Tree, type TreeFile, type Version, VaultChanged, VaultError, hex } from './format.ts';
+import { FILE_ID_BYTES, type Ref, type Tree, type TreeFile, type Version, VaultChanged, VaultError, hex } from './format.ts';
 
 export const emptyTree = (): Tree => ({ keep: VAULT_KEEP_VERSIONS, files: [] });
 
@@ -116,4 +116,21 @@ export function renameFile(t: Tree, s: Seen, to: string): Tree | null {
 export function setKeep(t: Tree, keep: number): Tree | null {
   if (t.keep === keep) return null;
   return { keep, files: t.files.map((f) => trimmed(f, keep)) };
+}
+
+/** The packs a head references (docs/vaults.md, "Pack collection"): those of every version of
+ *  every file, live or deleted (its chunks and its manifest's pieces), and of the tree's own
+ *  pieces (`treeRefs`), each once, ascending. The head sends it beside its sealed bytes; the
+ *  server keeps every pack it names. */
+export function packsInUse(t: Tree, treeRefs: Ref[]): string[] {
+  const packs = new Set<string>();
+  for (const r of treeRefs) packs.add(r.pack);
+  for (const f of t.files) {
+    for (const v of f.versions) {
+      for (const p of v.packs) packs.add(p);
+      for (const r of v.manifest) packs.add(r.pack);
+    }
+  }
+  for (const p of packs) if (!/^[0-9a-f]{64}$/.test(p)) throw new VaultError(`a head would name pack ${JSON.stringify(p)}, which is not uploaded (a client bug)`);
+  return [...packs].sort();
 }

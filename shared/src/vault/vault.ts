@@ -34,11 +34,12 @@ import {
   encodeManifest,
   encodeTree,
   hex,
+  packsOf,
 } from './format.ts';
 import { type PieceCache, memoryPieceCache } from './cache.ts';
 import { PackWriter } from './packs.ts';
 import type { VaultRemote } from './remote.ts';
-import { type Expect, type Seen, addVersion, applyAll, byName, checkExpect, deleteFile, emptyTree, fileFor, last, newFileId, renameFile, seen, seenAt, setKeep } from './tree.ts';
+import { type Expect, type Seen, addVersion, applyAll, byName, checkExpect, deleteFile, emptyTree, fileFor, last, newFileId, packsInUse, renameFile, seen, seenAt, setKeep } from './tree.ts';
 
 /** The last head a device saw of a vault: its sequence and the SHA-256 of its body. */
 export interface SeenHead {
@@ -182,6 +183,7 @@ export class Vault {
     const seen = await this.heads.get(this.id);
     const got = await this.remote.head(this.id);
     if (!got) {
+      this.forgetCollectable([]);
       if (seen) throw new VaultError(`vault ${this.id}: the server has no head, but this device saw head ${seen.seq} (a rollback)`);
       return { counter: 0, hash: new Uint8Array(32), head: null, tree: emptyTree() };
     }
@@ -195,7 +197,31 @@ export class Vault {
     }
     await this.heads.set(this.id, { seq: head.seq, hash: hex(hash) });
     const tree = decodeTree(await this.readList(head.tree));
+    this.checkPacksInUse(head.seq, packsInUse(tree, head.tree), got.packs);
+    this.forgetCollectable(got.packs);
     return { counter: got.counter, hash, head, tree };
+  }
+
+  /** Forgets the chunks this device knows in packs the head does not name in use: the server
+   *  may collect those once its grace period passed, so a push uploads such chunks anew rather
+   *  than naming a pack that may be gone (the server would refuse the head). Chunks of the
+   *  packs being written (no pack yet) stay. */
+  private forgetCollectable(inUse: string[]): void {
+    const keep = new Set(inUse);
+    for (const [k, r] of this.index) if (r.pack && !keep.has(r.pack)) this.index.delete(k);
+  }
+
+  /** The packs the server keeps for head `seq` must be those its tree references: a pack it
+   *  lacks would be collected (a client bug, or a server that drops packs), and one it names
+   *  that the tree does not reference is a client bug too; either is refused, never mended
+   *  silently. */
+  private checkPacksInUse(seq: number, used: string[], listed: string[]): void {
+    const listedSet = new Set(listed);
+    const lacking = used.filter((p) => !listedSet.has(p));
+    if (lacking.length) throw new VaultError(`vault ${this.id}: head ${seq} does not name pack ${lacking[0]}${lacking.length > 1 ? ` and ${lacking.length - 1} more` : ''} as in use, which its tree references (the server would collect it)`);
+    const usedSet = new Set(used);
+    const extra = listed.filter((p) => !usedSet.has(p));
+    if (extra.length) throw new VaultError(`vault ${this.id}: head ${seq} names pack ${extra[0]}${extra.length > 1 ? ` and ${extra.length - 1} more` : ''} as in use, which its tree does not reference (a client bug)`);
   }
 
   /** The bytes of a list from its pieces, each verified (seal and keyed id): from the cache
@@ -261,6 +287,7 @@ export class Vault {
   private async manifest(f: TreeFile, v: Version): Promise<ManifestTable> {
     const m = decodeManifest(await this.readList(v.manifest));
     if (!equal(m.file, f.id) || !equal(m.version, v.id)) throw new VaultError(`vault ${this.id}: the manifest of ${JSON.stringify(f.name)} version ${v.n} belongs to another file or version (a moved manifest)`);
+    if (packsOf(m.refs).join() !== v.packs.join()) throw new VaultError(`vault ${this.id}: the tree's packs of ${JSON.stringify(f.name)} version ${v.n} are not its manifest's (a client bug: a pack in use could be collected)`);
     if (m.refs.reduce((n, r) => n + plainLength(r), 0) !== v.size) throw new VaultError(`vault ${this.id}: the manifest of ${JSON.stringify(f.name)} version ${v.n} does not add up to its size`);
     for (const r of m.refs) this.index.set(refKey(Kind.Content, r.id), r);
     return m;
@@ -307,7 +334,7 @@ export class Vault {
       const record: HeadRecord = { seq: s.counter + 1, prev: s.hash, time: Date.now(), tree: await this.writeList(packs, encodeTree(tree)) };
       await packs.flush();
       const body = await sealHead(this.keys, encodeHeadRecord(record));
-      const put = await this.remote.putHead(this.id, body, s.counter);
+      const put = await this.remote.putHead(this.id, body, s.counter, packsInUse(tree, record.tree));
       if (put.ok) {
         if (put.counter !== record.seq) throw new VaultError(`vault ${this.id}: the server counted head ${put.counter} for head ${record.seq}`);
         await this.heads.set(this.id, { seq: record.seq, hash: hex(sha256(body)) });
@@ -335,7 +362,7 @@ export class Vault {
         await packs.flush(); // the tree names the manifest's packs
         bound = file;
       }
-      return addVersion(s.tree, name, file, { id, size: made.size, root: made.root, mtime: Math.max(0, Math.round(made.mtime)), pushed: Date.now(), device: this.device, manifest });
+      return addVersion(s.tree, name, file, { id, size: made.size, root: made.root, mtime: Math.max(0, Math.round(made.mtime)), pushed: Date.now(), device: this.device, manifest, packs: packsOf(refs) });
     });
     const v = done.tree.files.flatMap((f) => f.versions).find((x) => equal(x.id, id));
     // another device's retention may have forgotten it already: the push landed all the same
@@ -446,7 +473,8 @@ export class Vault {
   }
 
   /** Sets how many versions each file keeps (1 to VAULT_KEEP_MAX): a lower number forgets the
-   *  oldest versions now. Their packs stay on the server (there is no pack collection yet). */
+   *  oldest versions now. The packs only they used are no longer named in use by the head: the
+   *  server's collection deletes them once older than its grace period. */
   async keep(n: number): Promise<VaultChangeReport> {
     return this.writing(async (packs) => {
       const s = await this.state();
