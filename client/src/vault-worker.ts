@@ -17,7 +17,11 @@ import { initWasm } from './wasm-init.ts';
 const PROGRESS_MS = 200;
 
 const ready = initWasm();
-const remote = httpVaultRemote(location.origin);
+/** A request body of bytes goes to fetch as a Blob: Chromium uploads a Blob from its blob
+ *  store, but an ArrayBufferView through a data pipe from this thread, many times slower under
+ *  load and far more so with several uploads at once (4 packs of 4 MiB at once: 7 s as bytes,
+ *  0.4 s as Blobs; bench/results/vault-page.md). */
+const remote = httpVaultRemote(location.origin, (input, init) => fetch(input, init?.body instanceof Uint8Array ? { ...init, body: new Blob([init.body as Uint8Array<ArrayBuffer>]) } : init));
 let vault: Vault | null = null;
 
 const post = (r: VaultReply) => (self as unknown as Worker).postMessage(r);
