@@ -371,3 +371,64 @@ test("live: the CLI's push, rename and delete show in the open vault without a r
   // no reload happened: the vault stayed unlocked in this page all along
   await expect(page.getByTestId('vault')).toHaveAttribute('data-state', 'unlocked');
 });
+
+test('after a reload the vault lists from the pieces kept in IndexedDB, fetching no pack; a damaged kept piece is dropped and fetched again', async ({ page, server, dir }) => {
+  test.setTimeout(600_000);
+  await createInPage(page, server.url);
+  const id = (await page.getByTestId('vault').getAttribute('data-id'))!;
+  const bytes = content(80_000);
+  const file = path.join(dir, 'kept-notes.txt');
+  writeFileSync(file, bytes);
+  await page.getByTestId('vault-file-input').setInputFiles(file);
+  await expect(page.getByTestId('vault-progress')).toContainText('kept-notes.txt stored', { timeout: 60_000 });
+  // the vault worker's reads of packs (its tree's and manifests' pieces, a file's chunks)
+  const packReads: string[] = [];
+  page.on('request', (r) => r.method() === 'GET' && /\/api\/vaults\/[0-9a-f]+\/packs\/[0-9a-f]{64}$/.test(new URL(r.url()).pathname) && packReads.push(r.url()));
+  const reopen = async () => {
+    await page.reload();
+    await page.getByTestId('view-vaults').click();
+    await unlock(page, id, PASSPHRASE);
+    await expect(row(page, 'kept-notes.txt')).toBeVisible({ timeout: 60_000 });
+  };
+
+  await reopen();
+  expect(packReads).toEqual([]);
+  expect((await download(page, 'kept-notes.txt')).equals(bytes)).toBe(true);
+  expect(packReads.length).toBeGreaterThan(0); // the file's contents are fetched: they are not kept
+
+  // every kept piece damaged (one bit): each is refused, dropped and fetched again
+  const damaged = await page.evaluate(async () => {
+    const db = await new Promise<IDBDatabase>((resolve, reject) => {
+      const r = indexedDB.open('dsync-vault-pieces', 1);
+      r.onsuccess = () => resolve(r.result);
+      r.onerror = () => reject(r.error);
+    });
+    const tx = db.transaction('pieces', 'readwrite');
+    let n = 0;
+    await new Promise<void>((resolve, reject) => {
+      const r = tx.objectStore('pieces').openCursor();
+      r.onerror = () => reject(r.error);
+      r.onsuccess = () => {
+        const c = r.result;
+        if (!c) return resolve();
+        const v = c.value as { sealed: Uint8Array; at: number };
+        v.sealed[v.sealed.length >> 1] ^= 1;
+        c.update(v);
+        n++;
+        c.continue();
+      };
+    });
+    await new Promise<void>((resolve) => (tx.oncomplete = () => resolve()));
+    return n;
+  });
+  expect(damaged).toBeGreaterThan(0);
+  packReads.length = 0;
+  await reopen();
+  expect(packReads.length).toBeGreaterThan(0);
+  await expect(page.getByTestId('vault-error')).toHaveCount(0);
+  expect((await download(page, 'kept-notes.txt')).equals(bytes)).toBe(true);
+  // fetched again, they are kept again: the next reload fetches no pack to list
+  packReads.length = 0;
+  await reopen();
+  expect(packReads).toEqual([]);
+});

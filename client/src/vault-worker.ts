@@ -3,7 +3,8 @@
  * key) and then lists, pushes and pulls its files and their versions, and deletes, renames
  * and restores them (shared/src/vault/vault.ts). Argon2id blocks
  * for seconds and every chunk is sealed or opened here, off the page's thread; the vault's
- * sub-keys never leave this worker, and the page ends the worker to forget them.
+ * sub-keys never leave this worker, and the page ends the worker to forget them. The sealed
+ * pieces of its lists are kept in IndexedDB (vault-pieces.ts).
  */
 import { httpVaultRemote } from '../../shared/src/vault/remote.ts';
 import { type Vault, createVault, openVault } from '../../shared/src/vault/vault.ts';
@@ -11,6 +12,7 @@ import { VaultError } from '../../shared/src/vault/format.ts';
 import { blobSource } from './blob-source.ts';
 import type { VaultFailureKind, VaultListing, VaultOpened, VaultPushed, VaultReply, VaultRequest } from './vault-api.ts';
 import { storedHeads } from './vault-heads.ts';
+import { laterPieces, storedPieces } from './vault-pieces.ts';
 import { initWasm } from './wasm-init.ts';
 
 /** Progress is posted at most this often (ms): a line of text, not an animation. */
@@ -42,11 +44,14 @@ async function run(req: VaultRequest, progress: (n: number) => void): Promise<un
     const heads = await storedHeads(req.scope);
     const t0 = performance.now();
     if (req.op === 'create') {
-      const made = await createVault(remote, req.passphrase, heads, undefined, { device: req.device });
+      let named!: (id: string) => void;
+      const cache = laterPieces(new Promise<string>((resolve) => (named = resolve)).then((id) => storedPieces(req.scope, id)));
+      const made = await createVault(remote, req.passphrase, heads, undefined, { device: req.device, cache });
+      named(made.vault.id);
       vault = made.vault;
       return { id: vault.id, recoveryKey: made.recoveryKey, ms: performance.now() - t0 } satisfies VaultOpened;
     }
-    vault = await openVault(remote, req.id, 'passphrase' in req ? { passphrase: req.passphrase } : { recoveryKey: req.recoveryKey }, heads, { device: req.device });
+    vault = await openVault(remote, req.id, 'passphrase' in req ? { passphrase: req.passphrase } : { recoveryKey: req.recoveryKey }, heads, { device: req.device, cache: await storedPieces(req.scope, req.id) });
     return { id: vault.id, ms: performance.now() - t0 } satisfies VaultOpened;
   }
   if (!vault) throw new Error('no vault is open');
