@@ -7,7 +7,8 @@
 // hidden for 5 minutes forgets the keys; at a phone's width, a file's history downloads and
 // restores an old version, and a file is renamed, deleted (`dsync vault ls --deleted` lists
 // it) and brought back from its history; a CLI push, rename and delete while the page is open
-// show without a reload or a click.
+// show without a reload or a click; after a reload the vault lists from the pieces kept in
+// IndexedDB, and a damaged kept piece is fetched again.
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
