@@ -2,9 +2,10 @@
  * The server as the page sees it: reachable or not, signed in or not, its limits, and its live
  * changes. While signed in, the page holds the namespace's event stream (GET /api/events): each
  * change bumps `changes`, each vault head written goes to `onVault` (and a stream opened again
- * calls `onVault(null)`: any head may have moved while it was away), and a stream that errs or falls silent longer than STALE_MS (the
- * server pings every 3 s) marks the server unreachable at once. Then the page probes it every
- * second or so until it answers, and opens the stream again by itself.
+ * calls `onVault(null)`: any head may have moved while it was away), and a stream that errs or
+ * falls silent longer than STALE_MS (the server pings every 3 s) marks the server unreachable
+ * at once. Then the page probes it every second or so until it answers, and opens the stream
+ * again by itself.
  */
 import { useCallback, useEffect, useRef, useState } from 'react';
 import { type Change, type ServerState, eventsUrl, probe } from './api.ts';

@@ -5,10 +5,10 @@
  * downloaded, each file's history (download or restore a version), deletes (the history kept:
  * the deleted files are listed and restored from there) and renames; the unlocked vault is
  * listed again whenever the server announces its head written (another device, the CLI,
- * another page: `headMoved`). Every vault operation runs in a vault worker (vault-worker.ts), which holds the
- * vault's keys; Lock ends the worker, and so do leaving this view's account (sign-out: the
- * panel unmounts) and the page hidden for HIDDEN_LOCK_MS. A vault's files go through the vault
- * routes only (/api/vaults), never the plain file routes.
+ * another page: `headMoved`). Every vault operation runs in a vault worker (vault-worker.ts),
+ * which holds the vault's keys; Lock ends the worker, and so do leaving this view's account
+ * (sign-out: the panel unmounts) and the page hidden for HIDDEN_LOCK_MS. A vault's files go
+ * through the vault routes only (/api/vaults), never the plain file routes.
  */
 import { type FormEvent, useCallback, useEffect, useId, useRef, useState } from 'react';
 import { call, deviceLabel } from '../api.ts';
@@ -120,6 +120,7 @@ export function VaultsPanel({
     setOpen(null);
     setRecovery(null);
     setLine('');
+    setAsk(null);
   }, []);
   // unmounted (signed out, another account): the keys go with the worker
   useEffect(() => lock, [lock]);
