@@ -5,7 +5,7 @@
 // each push, in the same run, a plain first upload of as many other random bytes from the
 // Files view (pick to its card done), the yardstick of issue 46 (a vault within 1.5× of it).
 //   npx playwright test -c bench/browser/playwright.config.ts bench/browser/vault-page.bench.ts
-// Writes bench/results/vault-page.md.
+// Writes bench/results/vault-page.md (OUT= elsewhere); MIB= another size than 32 MiB.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import path from 'node:path';
@@ -15,7 +15,7 @@ import { expect, openPage, result, root, test } from '../../e2e/fixtures.ts';
 
 const UNLOCKS = 5;
 const MiB = 2 ** 20;
-const SIZE = 32 * MiB;
+const SIZE = Number(process.env.MIB ?? 32) * MiB;
 const LONG = { timeout: 600_000 };
 /** Rounds of a plain upload and a vault push, one after the other. */
 const ROUNDS = 2;
@@ -73,7 +73,7 @@ test('a vault in the page: unlock, first push, pull', async ({ page, server, dir
   const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
   const out = `# A vault in the page (Chromium ${page.context().browser()!.version()})
 
-Command: \`npx playwright test -c bench/browser/playwright.config.ts bench/browser/vault-page.bench.ts\` (${new Date().toISOString()}, ${cpus().length} × ${cpus()[0].model}, load average ${Math.min(...loads).toFixed(1)}–${Math.max(...loads).toFixed(1)} during the run: a shared machine).
+Command: \`${process.env.MIB ? `MIB=${process.env.MIB} ` : ''}npx playwright test -c bench/browser/playwright.config.ts bench/browser/vault-page.bench.ts\` (${new Date().toISOString()}, ${cpus().length} × ${cpus()[0].model}, load average ${Math.min(...loads).toFixed(1)}–${Math.max(...loads).toFixed(1)} during the run: a shared machine).
 
 | what | result |
 |---|---|
@@ -83,6 +83,6 @@ Command: \`npx playwright test -c bench/browser/playwright.config.ts bench/brows
 | vault push ÷ plain upload | ${pushes.map((ms, i) => (ms / plains[i]).toFixed(2)).join(', ')} |
 | pull of it (click to the download, verified) | ${s(pull)}, ${((SIZE / MiB) / (pull / 1000)).toFixed(1)} MiB/s |
 `;
-  writeFileSync(path.join(root, 'bench/results/vault-page.md'), out);
+  writeFileSync(process.env.OUT ?? path.join(root, 'bench/results/vault-page.md'), out);
   console.log(out);
 });
