@@ -20,11 +20,13 @@ import { dropKept } from './kept-store.ts';
 import { UnfinishedNotice } from './components/UnfinishedNotice.tsx';
 import { forgetUpload, rememberUploads } from './unfinished.ts';
 import type { Failure } from './worker-api.ts';
-import { VaultsEntry, VaultsPanel } from './components/VaultsPanel.tsx';
+import { type HeadMoved, VaultsEntry, VaultsPanel } from './components/VaultsPanel.tsx';
 import { save } from './save.ts';
 
 export function App() {
   const [announcement, setAnnouncement] = useState('');
+  // a vault head written (`id`), or the stream opened again (null: any may have moved)
+  const [vaultHead, setVaultHead] = useState<HeadMoved>({ n: 0, id: null });
   // another device's commit is announced; this page's own are announced when they settle
   const { state: server, changes, refresh } = useServer((c) => {
     if (c.kind !== 'commit' || !c.name) return;
@@ -33,7 +35,7 @@ export function App() {
     setAnnouncement(`${c.name} version ${c.version} arrived from another device.`);
     // this page's kept copy of an older version is stale now: dropped, never pushed against
     void dropKept(transfers.user || 'local', syncUrl(), c.name, c.version);
-  });
+  }, (v) => setVaultHead((h) => ({ n: h.n + 1, id: v?.id ?? null })));
 
   // The queue lives as long as the page; its callbacks reach the latest render through a ref.
   const latest = useRef({ refresh, onSettled: (_t: Transfer) => {} });
@@ -152,7 +154,7 @@ export function App() {
     <div className="page">
       <Header server={server} onRetry={() => void refresh()} onSignOut={() => void fetch('/api/logout', { method: 'POST' }).then(() => refresh())} />
       {server.status === 'signin' && <Login onDone={() => void refresh()} />}
-      {vaultUser.current && <VaultsPanel key={vaultUser.current} user={vaultUser.current} hidden={view !== 'vaults'} onDropTarget={setVaultDrop} onClose={() => setView('files')} />}
+      {vaultUser.current && <VaultsPanel key={vaultUser.current} user={vaultUser.current} hidden={view !== 'vaults'} headMoved={vaultHead} onDropTarget={setVaultDrop} onClose={() => setView('files')} />}
       <main className="layout" hidden={view === 'vaults'}>
         <div className="column">
           {server.status === 'ok' && <UnfinishedNotice scope={syncUrl()} onFiles={(p) => upload(p, true)} active={(name) => transfers.snapshot().some((t) => t.name === name && t.direction === 'up')} />}

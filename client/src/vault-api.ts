@@ -3,20 +3,36 @@
  * vault: its sub-keys live in that worker only and go with it when the page ends the worker
  * (Lock, sign-out, the page hidden for long: VaultsPanel).
  */
-export interface VaultFile {
-  name: string;
-  size: number;
-  mtime: number;
+import type { VaultDeletedFile, VaultFile, VaultLog } from '../../shared/src/vault/vault.ts';
+
+export type { VaultDeletedFile, VaultFile, VaultLog };
+
+/** What `ls` answers: the live files and the deleted ones (their history kept), in name order. */
+export interface VaultListing {
+  files: VaultFile[];
+  deleted: VaultDeletedFile[];
 }
 
 /** Opens the worker's vault: a new one (`create`), or an existing one with its passphrase or its
- *  recovery key. `scope` names whose heads the browser remembers (the user). */
-export type VaultOpen =
-  | { op: 'create'; scope: string; passphrase: string }
-  | { op: 'unlock'; scope: string; id: string; passphrase: string }
-  | { op: 'unlock'; scope: string; id: string; recoveryKey: string };
+ *  recovery key. `scope` names whose heads the browser remembers (the user); `device` is
+ *  recorded with every version this page pushes or restores ("Chrome on Android"). */
+export type VaultOpen = { scope: string; device: string } & (
+  | { op: 'create'; passphrase: string }
+  | { op: 'unlock'; id: string; passphrase: string }
+  | { op: 'unlock'; id: string; recoveryKey: string }
+);
 
-export type VaultRequest = VaultOpen | { op: 'ls' } | { op: 'push'; name: string; file: File } | { op: 'pull'; name: string };
+/** `pull` without a version: the newest. `restore`: version `version` becomes the newest (a
+ *  deleted file becomes live again). `rm` keeps the file's history; `mv` takes it along. */
+export type VaultRequest =
+  | VaultOpen
+  | { op: 'ls' }
+  | { op: 'log'; name: string }
+  | { op: 'push'; name: string; file: File }
+  | { op: 'pull'; name: string; version?: number }
+  | { op: 'restore'; name: string; version: number }
+  | { op: 'rm'; name: string }
+  | { op: 'mv'; from: string; to: string };
 
 export interface VaultOpened {
   id: string;

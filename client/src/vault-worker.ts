@@ -1,22 +1,29 @@
 /**
  * A vault worker: opens one vault (creates it, or unlocks it with a passphrase or a recovery
- * key) and then lists, pushes and pulls its files (shared/src/vault/vault.ts). Argon2id blocks
+ * key) and then lists, pushes and pulls its files and their versions, and deletes, renames
+ * and restores them (shared/src/vault/vault.ts). Argon2id blocks
  * for seconds and every chunk is sealed or opened here, off the page's thread; the vault's
- * sub-keys never leave this worker, and the page ends the worker to forget them.
+ * sub-keys never leave this worker, and the page ends the worker to forget them. The sealed
+ * pieces of its lists are kept in IndexedDB (vault-pieces.ts).
  */
 import { httpVaultRemote } from '../../shared/src/vault/remote.ts';
 import { type Vault, createVault, openVault } from '../../shared/src/vault/vault.ts';
 import { VaultError } from '../../shared/src/vault/format.ts';
 import { blobSource } from './blob-source.ts';
-import type { VaultFailureKind, VaultOpened, VaultPushed, VaultReply, VaultRequest } from './vault-api.ts';
+import type { VaultFailureKind, VaultListing, VaultOpened, VaultPushed, VaultReply, VaultRequest } from './vault-api.ts';
 import { storedHeads } from './vault-heads.ts';
+import { laterPieces, storedPieces } from './vault-pieces.ts';
 import { initWasm } from './wasm-init.ts';
 
 /** Progress is posted at most this often (ms): a line of text, not an animation. */
 const PROGRESS_MS = 200;
 
 const ready = initWasm();
-const remote = httpVaultRemote(location.origin);
+/** A request body of bytes goes to fetch as a Blob: Chromium uploads a Blob from its blob
+ *  store, but an ArrayBufferView through a data pipe from this thread, many times slower under
+ *  load and far more so with several uploads at once (4 packs of 4 MiB at once: 7 s as bytes,
+ *  0.4 s as Blobs; bench/results/vault-page.md). */
+const remote = httpVaultRemote(location.origin, (input, init) => fetch(input, init?.body instanceof Uint8Array ? { ...init, body: new Blob([init.body as Uint8Array<ArrayBuffer>]) } : init));
 let vault: Vault | null = null;
 
 const post = (r: VaultReply) => (self as unknown as Worker).postMessage(r);
@@ -37,15 +44,25 @@ async function run(req: VaultRequest, progress: (n: number) => void): Promise<un
     const heads = await storedHeads(req.scope);
     const t0 = performance.now();
     if (req.op === 'create') {
-      const made = await createVault(remote, req.passphrase, heads);
+      let named!: (id: string) => void;
+      const cache = laterPieces(new Promise<string>((resolve) => (named = resolve)).then((id) => storedPieces(req.scope, id)));
+      const made = await createVault(remote, req.passphrase, heads, undefined, { device: req.device, cache });
+      named(made.vault.id);
       vault = made.vault;
       return { id: vault.id, recoveryKey: made.recoveryKey, ms: performance.now() - t0 } satisfies VaultOpened;
     }
-    vault = await openVault(remote, req.id, 'passphrase' in req ? { passphrase: req.passphrase } : { recoveryKey: req.recoveryKey }, heads);
+    vault = await openVault(remote, req.id, 'passphrase' in req ? { passphrase: req.passphrase } : { recoveryKey: req.recoveryKey }, heads, { device: req.device, cache: await storedPieces(req.scope, req.id) });
     return { id: vault.id, ms: performance.now() - t0 } satisfies VaultOpened;
   }
   if (!vault) throw new Error('no vault is open');
-  if (req.op === 'ls') return vault.ls();
+  if (req.op === 'ls') {
+    const [files, deleted] = await Promise.all([vault.ls(), vault.ls({ deleted: true })]);
+    return { files, deleted } satisfies VaultListing;
+  }
+  if (req.op === 'log') return vault.log(req.name);
+  if (req.op === 'restore') return vault.restore(req.name, req.version);
+  if (req.op === 'rm') return vault.rm(req.name);
+  if (req.op === 'mv') return vault.mv(req.from, req.to);
   let last = 0;
   const tick = (n: number, end = false) => {
     const now = performance.now();
@@ -62,10 +79,15 @@ async function run(req: VaultRequest, progress: (n: number) => void): Promise<un
   // whole file has arrived and verified
   const parts: Uint8Array<ArrayBuffer>[] = [];
   let got = 0;
-  await vault.pull(req.name, async (bytes) => {
-    parts.push(bytes as Uint8Array<ArrayBuffer>);
-    tick((got += bytes.length));
-  });
+  await vault.pull(
+    req.name,
+    async (bytes) => {
+      parts.push(bytes as Uint8Array<ArrayBuffer>);
+      tick((got += bytes.length));
+    },
+    undefined,
+    { version: req.version },
+  );
   return new Blob(parts);
 }
 

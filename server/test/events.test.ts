@@ -1,5 +1,6 @@
 // GET /api/events: a commit reaches the namespace's open streams at once, and a commit made by
-// another server process over the same data directory within the poll interval.
+// another server process over the same data directory within the poll interval; a vault head
+// written is announced with the vault's id and counter only.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
@@ -113,6 +114,34 @@ test("a commit by another server process on the same store reaches this server's
   } finally {
     await second.close();
     await first.stop();
+  }
+});
+
+test("a vault head written is announced with the vault's id and its counter, nothing else; a refused write is not", async () => {
+  const server = await testServer();
+  try {
+    const s = await subscribe(server.url);
+    await s.next((r) => r.event === 'ping', WAIT_MS);
+    const id = 'ab'.repeat(16);
+    const created = await fetch(`${server.url}/api/vaults`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ id, keyfile: Buffer.from('a sealed keyfile').toString('base64') }) });
+    assert.equal(created.status, 201);
+    const putHead = (counter: number) => fetch(`${server.url}/api/vaults/${id}/head`, { method: 'PUT', headers: { 'Dsync-Head-Counter': String(counter) }, body: new Uint8Array(64).fill(counter) });
+    assert.equal((await putHead(0)).status, 200);
+    assert.equal((await putHead(0)).status, 412); // the head is at 1: refused, announced to no one
+    assert.equal((await putHead(1)).status, 200);
+    await s.next((r) => r.event === 'vault' && r.data.counter === 2, WAIT_MS);
+    assert.deepEqual(
+      s.got.filter((r) => r.event === 'vault').map((r) => r.data),
+      [
+        { id, counter: 1 },
+        { id, counter: 2 },
+      ],
+    );
+    // a vault's head is no change of the plain files
+    assert.equal(s.got.filter(isChange).length, 0);
+    s.stop();
+  } finally {
+    await server.stop();
   }
 });
 

@@ -2,23 +2,34 @@
  * The Vaults view (docs/web-client.md, "Vaults"): the user's vaults (GET /api/vaults), a new
  * vault (its passphrase typed twice, its recovery key shown once), one vault unlocked at a time
  * with its passphrase or its recovery key, its files listed, added (picked or dropped) and
- * downloaded. Every vault operation runs in a vault worker (vault-worker.ts), which holds the
- * vault's keys; Lock ends the worker, and so do leaving this view's account (sign-out: the
- * panel unmounts) and the page hidden for HIDDEN_LOCK_MS. A vault's files go through the vault
- * routes only (/api/vaults), never the plain file routes.
+ * downloaded, each file's history (download or restore a version), deletes (the history kept:
+ * the deleted files are listed and restored from there) and renames; the unlocked vault is
+ * listed again whenever the server announces its head written (another device, the CLI,
+ * another page: `headMoved`). Every vault operation runs in a vault worker (vault-worker.ts),
+ * which holds the vault's keys; Lock ends the worker, and so do leaving this view's account
+ * (sign-out: the panel unmounts) and the page hidden for HIDDEN_LOCK_MS. A vault's files go
+ * through the vault routes only (/api/vaults), never the plain file routes.
  */
-import { type FormEvent, useCallback, useEffect, useRef, useState } from 'react';
-import { call } from '../api.ts';
+import { type FormEvent, useCallback, useEffect, useId, useRef, useState } from 'react';
+import { call, deviceLabel } from '../api.ts';
 import { type Picked, filesFromInput } from '../drop.ts';
-import { formatBytes } from '../format.ts';
+import { exactTime, formatBytes, relativeTime } from '../format.ts';
 import { save } from '../save.ts';
-import type { VaultFile, VaultOpened, VaultPushed } from '../vault-api.ts';
+import type { VaultListing, VaultLog, VaultOpened, VaultPushed } from '../vault-api.ts';
 import { VaultFailure, VaultWorker } from '../vault-client.ts';
+import { type Ask, AskDialog } from './Dialogs.tsx';
 
 /** A page hidden this long forgets the open vault's keys: long enough for a glance at another
  *  app or tab, short enough that a phone left in a bag or a laptop left open in another tab
  *  does not keep the vault open for whoever picks it up next. */
 export const HIDDEN_LOCK_MS = 5 * 60_000;
+
+/** The latest head announcement of the page's event stream (use-server.ts): its number `n`
+ *  and the vault whose head was written, or null when the stream opened again. */
+export interface HeadMoved {
+  n: number;
+  id: string | null;
+}
 
 interface VaultInfo {
   id: string;
@@ -27,7 +38,7 @@ interface VaultInfo {
 interface Open {
   id: string;
   worker: VaultWorker;
-  files: VaultFile[] | null;
+  files: VaultListing | null;
 }
 
 const short = (id: string) => id.slice(0, 8);
@@ -63,7 +74,19 @@ export function VaultsEntry({ onOpen, shown }: { onOpen: () => void; shown: bool
   );
 }
 
-export function VaultsPanel({ user, hidden, onDropTarget, onClose }: { user: string; hidden: boolean; onDropTarget: (f: ((p: Picked[]) => void) | null) => void; onClose: () => void }) {
+export function VaultsPanel({
+  user,
+  hidden,
+  headMoved,
+  onDropTarget,
+  onClose,
+}: {
+  user: string;
+  hidden: boolean;
+  headMoved: HeadMoved;
+  onDropTarget: (f: ((p: Picked[]) => void) | null) => void;
+  onClose: () => void;
+}) {
   const [vaults, setVaults] = useState<VaultInfo[] | null>(null);
   const [error, setError] = useState('');
   const [creating, setCreating] = useState(false);
@@ -72,6 +95,7 @@ export function VaultsPanel({ user, hidden, onDropTarget, onClose }: { user: str
   const [recovery, setRecovery] = useState<{ id: string; key: string } | null>(null);
   const [open, setOpen] = useState<Open | null>(null);
   const [line, setLine] = useState('');
+  const [ask, setAsk] = useState<Ask | null>(null);
   const openRef = useRef<Open | null>(null);
   openRef.current = open;
   // the view's title takes the focus when it opens, for the keyboard and screen readers
@@ -96,6 +120,7 @@ export function VaultsPanel({ user, hidden, onDropTarget, onClose }: { user: str
     setOpen(null);
     setRecovery(null);
     setLine('');
+    setAsk(null);
   }, []);
   // unmounted (signed out, another account): the keys go with the worker
   useEffect(() => lock, [lock]);
@@ -122,15 +147,33 @@ export function VaultsPanel({ user, hidden, onDropTarget, onClose }: { user: str
     };
   }, [lock]);
 
-  const refresh = useCallback(async (o: Open) => {
+  // one listing at a time; an announcement during one lists again once it ends
+  const listing = useRef<{ worker: VaultWorker; again: boolean } | null>(null);
+  const refresh = useCallback(async (o: Open): Promise<void> => {
+    if (listing.current?.worker === o.worker) return void (listing.current.again = true);
+    listing.current = { worker: o.worker, again: false };
     try {
-      const files = await o.worker.request<VaultFile[]>({ op: 'ls' });
-      if (openRef.current === o) setOpen({ ...o, files });
+      const files = await o.worker.request<VaultListing>({ op: 'ls' });
+      if (openRef.current?.worker === o.worker) {
+        const next = { ...openRef.current, files };
+        openRef.current = next;
+        setOpen(next);
+      }
       setError('');
     } catch (e) {
-      if (openRef.current === o) setError(said(e));
+      if (openRef.current?.worker === o.worker) setError(said(e));
     }
+    const again = listing.current?.again;
+    listing.current = null;
+    if (again && openRef.current?.worker === o.worker) await refresh(o);
   }, []);
+
+  // another device (the CLI, another page) wrote the unlocked vault's head: the worker reads
+  // the head (checked against the last one this browser saw) and lists the vault again
+  useEffect(() => {
+    const o = openRef.current;
+    if (headMoved.n && o && (headMoved.id === null || headMoved.id === o.id)) void refresh(o);
+  }, [headMoved, refresh]);
 
   const opened = (worker: VaultWorker, r: VaultOpened) => {
     openRef.current?.worker.end();
@@ -152,7 +195,7 @@ export function VaultsPanel({ user, hidden, onDropTarget, onClose }: { user: str
     setBusy('Creating the vault: deriving its key from the passphrase takes a few seconds…');
     const worker = new VaultWorker();
     try {
-      const r = await worker.request<VaultOpened>({ op: 'create', scope: user, passphrase });
+      const r = await worker.request<VaultOpened>({ op: 'create', scope: user, device: deviceLabel(), passphrase });
       opened(worker, r);
       setRecovery({ id: r.id, key: r.recoveryKey! });
       void list();
@@ -173,7 +216,7 @@ export function VaultsPanel({ user, hidden, onDropTarget, onClose }: { user: str
     setBusy(how === 'passphrase' ? 'Checking the passphrase: this takes a few seconds…' : 'Checking the recovery key…');
     const worker = new VaultWorker();
     try {
-      const r = await worker.request<VaultOpened>(how === 'passphrase' ? { op: 'unlock', scope: user, id, passphrase: secret } : { op: 'unlock', scope: user, id, recoveryKey: secret });
+      const r = await worker.request<VaultOpened>(how === 'passphrase' ? { op: 'unlock', scope: user, device: deviceLabel(), id, passphrase: secret } : { op: 'unlock', scope: user, device: deviceLabel(), id, recoveryKey: secret });
       opened(worker, r);
       // how long the unlock took in the worker (Argon2id, mostly), for bench/browser/vault-page.bench.ts
       document.documentElement.dataset.vaultUnlockMs = String(Math.round(r.ms));
@@ -214,25 +257,71 @@ export function VaultsPanel({ user, hidden, onDropTarget, onClose }: { user: str
     return () => onDropTarget(null);
   }, [hidden, add, onDropTarget]);
 
-  const download = async (f: VaultFile) => {
+  /** Downloads version `version` of `name` (the newest without one). */
+  const download = async (name: string, size: number, version?: number) => {
     const o = openRef.current;
     if (!o) return;
-    setLine(`Downloading and checking ${f.name}…`);
+    const what = version === undefined ? name : `${name} version ${version}`;
+    setLine(`Downloading and checking ${what}…`);
     try {
-      const blob = await o.worker.request<Blob>({ op: 'pull', name: f.name }, (n) =>
-        setLine(`Downloading and checking ${f.name}: ${f.size ? Math.floor((100 * n) / f.size) : 100}% of ${formatBytes(f.size)}`),
+      const blob = await o.worker.request<Blob>({ op: 'pull', name, version }, (n) =>
+        setLine(`Downloading and checking ${what}: ${size ? Math.floor((100 * n) / size) : 100}% of ${formatBytes(size)}`),
       );
       const url = URL.createObjectURL(blob);
-      save(url, f.name);
+      save(url, name);
       // the download manager has the file once it starts; the URL is freed a minute later
       setTimeout(() => URL.revokeObjectURL(url), 60_000);
-      setLine(`${f.name} downloaded.`);
+      setLine(`${what} downloaded.`);
       setError('');
     } catch (err) {
       setLine('');
-      setError(`${f.name}: ${said(err)}`);
+      setError(`${what}: ${said(err)}`);
     }
   };
+
+  /** A change of the open vault asked for in a dialog: its failure shows in the dialog, in
+   *  words; done, the vault is listed again. */
+  const change = (o: Open, req: Parameters<VaultWorker['request']>[0], done: string) => async () => {
+    try {
+      await o.worker.request(req);
+    } catch (e) {
+      throw new Error(said(e));
+    }
+    setLine(done);
+    await refresh(o);
+  };
+  const actions = (o: Open): FileActions => ({
+    download: (name, size, version) => void download(name, size, version),
+    log: (name) => o.worker.request<VaultLog>({ op: 'log', name }),
+    rename: (name) =>
+      setAsk({
+        kind: 'rename',
+        title: `Rename ${name}`,
+        label: 'New name (its history goes with it)',
+        value: name,
+        action: 'Rename',
+        run: (to) => change(o, { op: 'mv', from: name, to }, `${name} renamed to ${to}.`)(),
+      }),
+    remove: (name) =>
+      setAsk({
+        kind: 'confirm',
+        title: `Delete ${name}?`,
+        body: `${name} leaves the vault's files; its versions stay in its history, and Deleted files below brings it back.`,
+        action: 'Delete',
+        danger: true,
+        run: change(o, { op: 'rm', name }, `${name} deleted: its history is kept under Deleted files.`),
+      }),
+    restore: (name, version, deleted) =>
+      setAsk({
+        kind: 'confirm',
+        title: `Restore version ${version} of ${name}?`,
+        body: deleted
+          ? `${name} comes back with the contents of version ${version}, as its newest version. Every version stays in the history.`
+          : `Version ${version} of ${name} becomes its newest version again. Every version stays in the history.`,
+        action: 'Restore',
+        run: change(o, { op: 'restore', name, version }, `${name} version ${version} restored.`),
+      }),
+  });
 
   return (
     <section className="panel vaults" aria-labelledby="vaults-title" data-testid="vaults" hidden={hidden}>
@@ -341,12 +430,13 @@ export function VaultsPanel({ user, hidden, onDropTarget, onClose }: { user: str
                     Its id, for <code>dsync vault</code>: <code data-testid="vault-id">{v.id}</code>
                   </p>
                 )}
-                {isOpen && <VaultFiles files={open.files} line={line} onFiles={(p) => void add(p)} onDownload={(f) => void download(f)} />}
+                {isOpen && <VaultFiles listing={open.files} line={line} onFiles={(p) => void add(p)} actions={actions(open)} />}
               </li>
             );
           })}
         </ul>
       )}
+      {ask && <AskDialog ask={ask} onClose={() => setAsk(null)} />}
     </section>
   );
 }
@@ -380,7 +470,20 @@ function UnlockForm({ busy, onSubmit, onCancel }: { busy: boolean; onSubmit: (e:
   );
 }
 
-function VaultFiles({ files, line, onFiles, onDownload }: { files: VaultFile[] | null; line: string; onFiles: (p: Picked[]) => void; onDownload: (f: VaultFile) => void }) {
+/** What a file's row does, through the open vault's worker. */
+interface FileActions {
+  download: (name: string, size: number, version?: number) => void;
+  log: (name: string) => Promise<VaultLog>;
+  rename: (name: string) => void;
+  remove: (name: string) => void;
+  restore: (name: string, version: number, deleted: boolean) => void;
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+function VaultFiles({ listing, line, onFiles, actions }: { listing: VaultListing | null; line: string; onFiles: (p: Picked[]) => void; actions: FileActions }) {
+  const [showDeleted, setShowDeleted] = useState(false);
+  const deletedId = useId();
   return (
     <div className="vault-files">
       <div className="vault-add">
@@ -395,24 +498,131 @@ function VaultFiles({ files, line, onFiles, onDownload }: { files: VaultFile[] |
           {line}
         </p>
       )}
-      {files === null ? (
+      {listing === null ? (
         <p className="muted">Reading the vault…</p>
-      ) : files.length === 0 ? (
-        <p className="muted">This vault is empty.</p>
       ) : (
-        <ul className="vault-file-list" data-testid="vault-files">
-          {files.map((f) => (
-            <li key={f.name} data-testid="vault-file" data-name={f.name}>
-              <button className="vault-file-name" onClick={() => onDownload(f)} title={`Download ${f.name}`}>
-                {f.name}
+        <>
+          {listing.files.length === 0 ? (
+            <p className="muted">This vault is empty.</p>
+          ) : (
+            <ul className="vault-file-list" data-testid="vault-files">
+              {listing.files.map((f) => (
+                <VaultFileRow key={f.name} name={f.name} size={f.size} time={f.mtime} listing={listing} actions={actions} />
+              ))}
+            </ul>
+          )}
+          {listing.deleted.length > 0 && (
+            <div className="vault-deleted">
+              <button className="button small" aria-expanded={showDeleted} aria-controls={deletedId} onClick={() => setShowDeleted(!showDeleted)} data-testid="vault-show-deleted">
+                Deleted files ({listing.deleted.length})
               </button>
-              <span className="muted">
-                {formatBytes(f.size)} · {new Date(f.mtime).toLocaleString()}
-              </span>
-            </li>
-          ))}
-        </ul>
+              {showDeleted && (
+                <ul id={deletedId} className="vault-file-list" data-testid="vault-deleted-files">
+                  {listing.deleted.map((f) => (
+                    <VaultFileRow key={f.name} name={f.name} size={f.size} time={f.deleted} deleted listing={listing} actions={actions} />
+                  ))}
+                </ul>
+              )}
+            </div>
+          )}
+        </>
       )}
     </div>
+  );
+}
+
+/** A file of the vault (or a deleted one): its name (a live file's downloads its newest
+ *  version), and, opened, its actions and its history, newest version first, read again
+ *  whenever the vault is listed again. */
+function VaultFileRow({ name, size, time, deleted = false, listing, actions }: { name: string; size: number; time: number; deleted?: boolean; listing: VaultListing; actions: FileActions }) {
+  const [open, setOpen] = useState(false);
+  const [log, setLog] = useState<VaultLog | null>(null);
+  const [failed, setFailed] = useState('');
+  const panel = useId();
+  useEffect(() => {
+    if (!open) return;
+    let current = true;
+    actions.log(name).then(
+      (l) => current && (setLog(l), setFailed('')),
+      (e: unknown) => current && setFailed(said(e)),
+    );
+    return () => void (current = false);
+    // listed again (a change here or on another device): the history is read again
+  }, [open, name, listing]);
+  const newest = log?.versions[log.versions.length - 1]?.n;
+  return (
+    <li data-testid={deleted ? 'vault-deleted-file' : 'vault-file'} data-name={name}>
+      {deleted ? (
+        <span className="vault-file-name deleted">{name}</span>
+      ) : (
+        <button className="vault-file-name" onClick={() => actions.download(name, size)} title={`Download ${name}`} data-testid="vault-download">
+          {name}
+        </button>
+      )}
+      <span className="vault-file-side">
+        <span className="muted">
+          {formatBytes(size)} ·{' '}
+          <time dateTime={iso(time)} title={exactTime(iso(time))}>
+            {deleted ? `deleted ${relativeTime(iso(time))}` : relativeTime(iso(time))}
+          </time>
+        </span>
+        <button className="button small" aria-expanded={open} aria-controls={panel} onClick={() => setOpen(!open)} aria-label={`History of ${name}`}>
+          History
+        </button>
+      </span>
+      {open && (
+        <div id={panel} className="versions-panel vault-versions-panel">
+          {!deleted && (
+            <div className="row-actions">
+              <button className="button small" onClick={() => actions.rename(name)} aria-label={`Rename ${name}`}>
+                Rename…
+              </button>
+              <button className="button small danger-quiet" onClick={() => actions.remove(name)} aria-label={`Delete ${name}`}>
+                Delete…
+              </button>
+            </div>
+          )}
+          <h3 className="versions-title">Version history</h3>
+          {failed && (
+            <p className="form-error" role="alert">
+              {failed}
+            </p>
+          )}
+          {!log && !failed && <p className="muted">Reading its history…</p>}
+          {log && (
+            <ul className="versions" data-testid="vault-versions">
+              {log.versions
+                .slice()
+                .reverse()
+                .map((v) => {
+                  const label = `${name} version ${v.n}`;
+                  return (
+                    <li key={v.n} className="version" data-testid="vault-version" data-version={v.n}>
+                      <span className="version-meta">
+                        <strong>v{v.n}</strong>
+                        {v.n === newest && !deleted && <span className="version-tag">latest</span>} {formatBytes(v.size)} ·{' '}
+                        <time dateTime={iso(v.pushed)} title={`stored ${exactTime(iso(v.pushed))}; modified ${exactTime(iso(v.mtime))}`}>
+                          {relativeTime(iso(v.pushed))}
+                        </time>
+                        <span className="client"> · from {v.device}</span>
+                      </span>
+                      <span className="version-actions">
+                        <button className="button small" onClick={() => actions.download(name, v.size, v.n)} aria-label={`Download ${label}`}>
+                          Download
+                        </button>
+                        {(deleted || v.n !== newest) && (
+                          <button className="button small" onClick={() => actions.restore(name, v.n, deleted)} aria-label={`Restore ${label}`}>
+                            Restore
+                          </button>
+                        )}
+                      </span>
+                    </li>
+                  );
+                })}
+            </ul>
+          )}
+        </div>
+      )}
+    </li>
   );
 }

@@ -274,7 +274,7 @@ export function httpApp({ cfg, auth, hosts, storeOf, backend, events, health, so
   });
   app.get('/api/events', (req: Req, res) => events.handler(req, res, auth.ended(req, res, req.user!)));
   app.use('/api', filesApi(storeOf, log, turn, () => admission.enter()));
-  app.use('/api', vaultsApi(backend, cfg, log, turn, () => admission.enter()));
+  app.use('/api', vaultsApi(backend, cfg, log, turn, () => admission.enter(), (user, id, counter) => events.vaultHead(user, id, counter)));
   if (existsSync(cfg.staticDir)) app.use(express.static(cfg.staticDir));
   // express' own 404 page would replace the security headers' CSP with its own
   app.use((_req, res) => void res.status(404).json({ error: 'not found' }));

@@ -4,19 +4,21 @@
  *
  *   event: change   data: {"kind":"commit","name":"a.txt","version":3}   (or rename/delete/restore;
  *                         kind "changed" with no name when another process changed the store)
+ *   event: vault    data: {"id":"<vault id>","counter":7}   a vault's head was written (its
+ *                         counter: the head's number); nothing else of the vault is named
  *   event: ping     data: {}     every heartbeatMs, so the page can tell a dead connection
  *
  * Changes come from two places, so that several server processes can serve one store:
  * - in this process, at once: `changed(user, change)` (the sync connection's commits, the REST
- *   endpoints' renames and deletes);
+ *   endpoints' renames and deletes), `vaultHead(user, id, counter)` (a vault head written);
  * - from other processes: while a namespace has subscribers, its store's change marker is
  *   read every pollMs, and a new marker is announced as kind "changed". The marker is the
  *   store's `changeToken()`, a cheap value that changes on every commit, rename and delete.
  */
 import type express from 'express';
-import type { Change } from '../../../shared/src/wire/api.ts';
+import type { Change, VaultHeadEvent } from '../../../shared/src/wire/api.ts';
 
-export type { Change };
+export type { Change, VaultHeadEvent };
 
 /** What events.ts uses of a store (Store.changeToken). */
 export interface ChangeHooks {
@@ -57,6 +59,13 @@ export class Events {
   changed(user: string, change: Change) {
     const ns = this.namespaces.get(user);
     if (ns) this.send(ns, 'change', change);
+  }
+
+  /** Tells `user`'s open pages that vault `id`'s head is now head `counter` (this process wrote
+   *  it); the pages with that vault unlocked read the head and check it themselves. */
+  vaultHead(user: string, id: string, counter: number) {
+    const ns = this.namespaces.get(user);
+    if (ns) this.send(ns, 'vault', { id, counter } satisfies VaultHeadEvent);
   }
 
   /** The express handler of GET /api/events (after authentication: `req.user` is set);

@@ -128,13 +128,15 @@ function sendBytes(res: express.Response, status: number, bytes: Uint8Array, hea
 }
 
 /** `turn`: waits for one of the user's turns (guard.ts `Turns`) and returns its end. `enter`: a
- *  place among the work the process runs (guard.ts `Admission`), or the seconds to wait. */
+ *  place among the work the process runs (guard.ts `Admission`), or the seconds to wait.
+ *  `headMoved`: told of every head written (events.ts `vaultHead`, the user's open pages). */
 export function vaultsApi(
   backend: Backend,
   cfg: Pick<ServerConfig, 'vaultPackMax'>,
   log: (e: Record<string, unknown>) => void,
   turn?: (user: string) => Promise<() => void>,
   enter: () => Promise<(() => void) | number> = async () => () => {},
+  headMoved?: (user: string, id: string, counter: number) => void,
 ): express.Router {
   const vaults = new Vaults(backend, log);
   const r = express.Router();
@@ -234,6 +236,7 @@ export function vaultsApi(
       const swap = await vaults.putHead(user, id, bytes.subarray(0, bytes.length - 32 * n), counter, packs);
       if (!swap.ok) return void res.status(412).json({ counter: swap.counter, error: `the head is at ${swap.counter}, not ${counter}: read it again` });
       res.json({ counter: swap.counter });
+      headMoved?.(user, id, swap.counter);
     }),
   );
   return r;

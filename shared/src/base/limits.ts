@@ -323,6 +323,7 @@ export const BULK_IN_FLIGHT = 2;
  *  most this many files' bytes wait in memory). */
 export const BULK_WRITES = 8;
 /** Bytes of sealed list pieces (manifests and trees) a device keeps of a vault (its
- *  PieceCache: in memory by default, the CLI's under ~/.cache/dsync/vaults/<id>/), the oldest
+ *  PieceCache: in memory by default, the CLI's under ~/.cache/dsync/vaults/<id>/, the page's in
+ *  IndexedDB: client/src/vault-pieces.ts), the oldest
  *  dropped beyond it: a 10 MiB file's manifest is some 100 KiB of pieces. */
 export const VAULT_PIECE_CACHE_MAX = 64 << 20;

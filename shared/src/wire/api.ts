@@ -160,6 +160,13 @@ export interface Change {
   to?: string;
 }
 
+/** What `event: vault` of GET /api/events carries: vault `id`'s head is now head `counter`.
+ *  The same user's stream: the vault's id and counter are the user's own. */
+export interface VaultHeadEvent {
+  id: string;
+  counter: number;
+}
+
 /** Every refusal's body: the reason in words; for a refusal of the store, the name of its
  *  ProtocolError code ("StaleBasis", "Inconsistent", …), so that a client tells two 409s apart. */
 export interface ApiErrorBody {
