@@ -3,7 +3,8 @@
  * processes on one machine and against SIGKILL at any point, without locks.
  *
  *   <root>/<key>               a content object, written once: temporary file, fsync, link()
- *                              to its name (EEXIST: it exists), fsync of the directory
+ *                              to its name (EEXIST: it exists), fsync of the directory (also
+ *                              when it existed: another writer's link may not be durable yet)
  *   <root>/<key>@h/<gen>       a head: one file per generation, the highest is current; the
  *                              tag is the generation, and a compare-and-swap creates
  *                              generation tag+1 exclusively (link, EEXIST: someone else won).
@@ -13,7 +14,10 @@
  *   <dir>/@tmp-<random>        a temporary file ('@' is in no key): a crash may leave one,
  *                              which gc removes once it is old (`sweepTemporaries`)
  *
- * Files are created readable by the server's user only (0600), folders 0700.
+ * Files are created readable by the server's user only (0600), folders 0700. A write that made
+ * its folder fsyncs every folder above it too (a folder's entry is in its parent), and the
+ * fsyncs of one directory asked while one runs share the next (`syncDir`): the writes of a group
+ * commit (commit.ts) into one directory cost one directory fsync, not one each.
  *
  * Old generations are removed by the writer of a newer one. A writer whose tag is stale may
  * recreate a removed old generation; it then sees a higher one and removes its own, so a
@@ -66,6 +70,9 @@ export function localBackend(root: string): LocalBackend {
   root = path.resolve(root);
   const file = (key: string) => path.join(root, key);
   const headDir = (key: string) => file(key) + HEAD_DIR;
+  /** Folders whose entry, and every one above theirs up to the root, this backend made durable
+   *  (no folder of a store is ever removed); forgotten when DURABLE_DIRS_MAX are known. */
+  const durableDirs = new Set<string>();
   const stamp = async (key: string): Promise<string | null> => {
     const now = Date.now();
     try {
@@ -77,14 +84,26 @@ export function localBackend(root: string): LocalBackend {
     }
   };
 
-  /** Writes `body` to a new temporary file in `dir` (created if missing), fsynced. */
-  const temp = async (dir: string, body: Uint8Array) => {
+  /**
+   * Writes `body` to a new temporary file in `dir` (created if missing), fsynced. `dirs`: the
+   * directories whose fsync makes a link in `dir` durable (`durable`): `dir`, and when `dir`
+   * was missing the parent of each folder from it up to one this process knows durable (a
+   * made folder's entry is in its parent; one another writer, perhaps another process, made a
+   * moment ago may not be durable yet either); `made`: those folders.
+   */
+  const temp = async (dir: string, body: Uint8Array): Promise<Temp> => {
     const tmp = path.join(dir, TEMP + randomBytes(8).toString('hex'));
+    const dirs = [dir];
+    const made: string[] = [];
     // the directory is made only when the open finds it missing (most exist: one system call
     // less per put)
     const fh = await fs.open(tmp, 'wx', 0o600).catch(async (e) => {
       if (code(e) !== 'ENOENT') throw e;
       await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+      for (let d = dir; d !== root && d.startsWith(root) && !durableDirs.has(d); d = path.dirname(d)) {
+        made.push(d);
+        dirs.push(path.dirname(d));
+      }
       return fs.open(tmp, 'wx', 0o600);
     });
     try {
@@ -96,7 +115,13 @@ export function localBackend(root: string): LocalBackend {
       throw e;
     }
     await fh.close();
-    return tmp;
+    return { tmp, dirs, made };
+  };
+  /** Makes a link of `t`'s file durable (fsyncs `t.dirs`). */
+  const durable = async (t: Temp) => {
+    await syncDirs(t.dirs);
+    if (durableDirs.size + t.made.length > DURABLE_DIRS_MAX) durableDirs.clear();
+    for (const d of t.made) durableDirs.add(d);
   };
   /** Links `tmp` to `target`; false when `target` exists. Removes `tmp` either way. */
   const linkIn = async (tmp: string, target: string) => {
@@ -129,15 +154,15 @@ export function localBackend(root: string): LocalBackend {
   /** Creates generation `gen` of a head exclusively; the new tag, or null if another won. */
   const writeGeneration = async (key: string, gen: number, body: Uint8Array): Promise<string | null> => {
     const dir = headDir(key);
-    const tmp = await temp(dir, body);
-    if (!(await linkIn(tmp, path.join(dir, String(gen))))) return null;
+    const t = await temp(dir, body);
+    if (!(await linkIn(t.tmp, path.join(dir, String(gen))))) return null;
     const gens = await generations(key);
     if (gens[0] > gen) {
       // a stale tag recreated a removed generation: it was never current
       await unlinkFile(path.join(dir, String(gen)));
       return null;
     }
-    await syncDir(dir);
+    await durable(t);
     for (const g of gens) if (g < gen) await unlinkFile(path.join(dir, String(g)));
     return String(gen);
   };
@@ -148,9 +173,11 @@ export function localBackend(root: string): LocalBackend {
 
     async putIfAbsent(key, body) {
       const target = file(key);
-      const tmp = await temp(path.dirname(target), body);
-      const made = await linkIn(tmp, target);
-      if (made) await syncDir(path.dirname(target));
+      const t = await temp(path.dirname(target), body);
+      const made = await linkIn(t.tmp, target);
+      // also when it existed: another writer may have linked it and not yet fsynced its
+      // directory, and the caller may now reference it
+      await durable(t);
       return made;
     },
 
@@ -344,7 +371,56 @@ async function unlinkFile(file: string) {
   }
 }
 
-async function syncDir(dir: string) {
+/** A temporary file written (`temp` in localBackend). */
+interface Temp {
+  tmp: string;
+  /** the directories to fsync once it is linked */
+  dirs: string[];
+  /** the folders its write made (or found made a moment ago), durable once `dirs` are synced */
+  made: string[];
+}
+
+/** Folders a backend remembers as durable (`durableDirs`) at most. */
+const DURABLE_DIRS_MAX = 16_384;
+
+/** The fsyncs of each directory: one under way, and the callers waiting for the next. */
+const dirSyncs = new Map<string, { running: boolean; waiting: { ok: () => void; fail: (e: unknown) => void }[] }>();
+
+/**
+ * Makes durable every entry made in `dir` before the call: an fsync of the directory that
+ * starts after the call. Calls made while one runs (which may have started before their
+ * entries were made) share the next, so the writes of a group commit into one directory wait
+ * for one or two fsyncs, not one each; a lone call fsyncs at once.
+ */
+function syncDir(dir: string): Promise<void> {
+  let s = dirSyncs.get(dir);
+  if (!s) dirSyncs.set(dir, (s = { running: false, waiting: [] }));
+  const st = s;
+  return new Promise<void>((ok, fail) => {
+    st.waiting.push({ ok, fail });
+    if (!st.running) nextSync(dir, st);
+  });
+}
+
+function nextSync(dir: string, s: { running: boolean; waiting: { ok: () => void; fail: (e: unknown) => void }[] }): void {
+  const batch = s.waiting.splice(0);
+  if (!batch.length) return void dirSyncs.delete(dir);
+  s.running = true;
+  fsyncDir(dir)
+    .then(
+      () => batch.forEach((w) => w.ok()),
+      (e) => batch.forEach((w) => w.fail(e)),
+    )
+    .finally(() => {
+      s.running = false;
+      nextSync(dir, s);
+    });
+}
+
+/** `syncDir` of each of `dirs`, at once. */
+const syncDirs = (dirs: string[]) => Promise.all(dirs.map(syncDir));
+
+async function fsyncDir(dir: string) {
   const fh = await fs.open(dir, constants.O_RDONLY);
   try {
     await fh.sync();
