@@ -383,8 +383,12 @@ interface Temp {
 /** Folders a backend remembers as durable (`durableDirs`) at most. */
 const DURABLE_DIRS_MAX = 16_384;
 
-/** The fsyncs of each directory: one under way, and the callers waiting for the next. */
-const dirSyncs = new Map<string, { running: boolean; waiting: { ok: () => void; fail: (e: unknown) => void }[] }>();
+/** A directory's fsyncs: whether one is under way, and the callers waiting for the next. */
+interface DirSync {
+  running: boolean;
+  waiting: { ok: () => void; fail: (e: unknown) => void }[];
+}
+const dirSyncs = new Map<string, DirSync>();
 
 /**
  * Makes durable every entry made in `dir` before the call: an fsync of the directory that
@@ -402,7 +406,7 @@ function syncDir(dir: string): Promise<void> {
   });
 }
 
-function nextSync(dir: string, s: { running: boolean; waiting: { ok: () => void; fail: (e: unknown) => void }[] }): void {
+function nextSync(dir: string, s: DirSync): void {
   const batch = s.waiting.splice(0);
   if (!batch.length) return void dirSyncs.delete(dir);
   s.running = true;
