@@ -12,7 +12,7 @@
  * files in nested folders and its three binaries, bench/results/peers-profile.md's run at 0.2),
  * and its folder rename step.
  * Usage (from the repository root; strace installed):
- *   node --import tsx bench/store-fsync.ts [--files 1000 | --peers 0.2] [--reps 3] [--out store-fsync] [--label TEXT]
+ *   node --import tsx bench/store-fsync.ts [--files 1000 | --peers 0.2] [--reps 3] [--walls-only] [--out store-fsync] [--label TEXT]
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -28,6 +28,8 @@ let moved = files / 10;
 const reps = Number(arg('--reps', '3'));
 const out = arg('--out', 'store-fsync');
 const label = arg('--label', 'this tree');
+/** no traced run: the walls alone (to interleave trees run by run) */
+const wallsOnly = process.argv.includes('--walls-only');
 
 /** What an fsync made durable, from strace -y's path of its descriptor. */
 function kind(p: string, store: string): string {
@@ -117,11 +119,11 @@ async function once(r: number, withStrace: boolean): Promise<Run> {
   }
 }
 
-const traceRun = await once(0, true);
+const traceRun = wallsOnly ? null : await once(0, true);
 const runs: Run[] = [];
 for (let r = 0; r < reps; r++) runs.push(await once(r, false));
 
-const kinds = [...new Set([...Object.keys(traceRun.first.fsyncs!), ...Object.keys(traceRun.move.fsyncs!)])].filter((k) => k !== 'total').sort();
+const kinds = traceRun ? [...new Set([...Object.keys(traceRun.first.fsyncs!), ...Object.keys(traceRun.move.fsyncs!)])].filter((k) => k !== 'total').sort() : [];
 const fs = (x: Record<string, number>, k: string) => x[k] ?? 0;
 const what = peers
   ? `The first \`dsync sync\` of bench/peers' tree at scale ${peers} (seed 45: ${files} files, its binaries among them) to a fresh
@@ -132,7 +134,9 @@ subfolders) to a fresh \`dsync serve --max-load 0\` over a local directory (ext4
 const body = `
 ${label}. ${what}
 
-fsync and fdatasync calls of the server, one traced run (strace attached for each step):
+${
+  traceRun
+    ? `fsync and fdatasync calls of the server, one traced run (strace attached for each step):
 
 ${table(
   ['step', 'fsyncs', 'per file', ...kinds],
@@ -140,7 +144,9 @@ ${table(
     ['first sync', traceRun.first.fsyncs!.total, (traceRun.first.fsyncs!.total / files).toFixed(2), ...kinds.map((k) => fs(traceRun.first.fsyncs!, k))],
     ['folder move', traceRun.move.fsyncs!.total, (traceRun.move.fsyncs!.total / moved).toFixed(2), ...kinds.map((k) => fs(traceRun.move.fsyncs!, k))],
   ],
-)}
+)}`
+    : '(--walls-only: no traced run)'
+}
 
 Wall time of the CLI, ${reps} runs without strace on fresh servers (median; runs):
 
