@@ -15,7 +15,7 @@
  *                              which gc removes once it is old (`sweepTemporaries`)
  *
  * Files are created readable by the server's user only (0600), folders 0700. A write that made
- * its folder fsyncs every folder above it too (a folder's entry is in its parent), and the
+ * its folder fsyncs the folders above it too (a folder's entry is in its parent), and the
  * fsyncs of one directory asked while one runs share the next (`syncDir`): the writes of a group
  * commit (commit.ts) into one directory cost one directory fsync, not one each.
  *
@@ -84,26 +84,36 @@ export function localBackend(root: string): LocalBackend {
     }
   };
 
+  /** Folders this backend made whose entries (and those above, up to one known durable) are
+   *  being fsynced into their parents: the promise of those fsyncs. A write into one of them is
+   *  durable once they are too (`durable`). */
+  const making = new Map<string, Promise<void>>();
+
   /**
-   * Writes `body` to a new temporary file in `dir` (created if missing), fsynced. `dirs`: the
-   * directories whose fsync makes a link in `dir` durable (`durable`): `dir`, and when `dir`
-   * was missing the parent of each folder from it up to one this process knows durable (a
-   * made folder's entry is in its parent; one another writer, perhaps another process, made a
-   * moment ago may not be durable yet either); `made`: those folders.
+   * Writes `body` to a new temporary file in `dir` (created if missing), fsynced. When `dir` is
+   * missing it is made, and the parent of each folder made (from `dir` up to one this backend
+   * knows durable: one another writer, perhaps another process, made a moment ago may not be
+   * durable yet either) is fsynced at once (`making`): a folder's entry is in its parent.
    */
-  const temp = async (dir: string, body: Uint8Array): Promise<Temp> => {
+  const temp = async (dir: string, body: Uint8Array): Promise<string> => {
     const tmp = path.join(dir, TEMP + randomBytes(8).toString('hex'));
-    const dirs = [dir];
-    const made: string[] = [];
     // the directory is made only when the open finds it missing (most exist: one system call
     // less per put)
     const fh = await fs.open(tmp, 'wx', 0o600).catch(async (e) => {
       if (code(e) !== 'ENOENT') throw e;
       await fs.mkdir(dir, { recursive: true, mode: 0o700 });
-      for (let d = dir; d !== root && d.startsWith(root) && !durableDirs.has(d); d = path.dirname(d)) {
-        made.push(d);
-        dirs.push(path.dirname(d));
-      }
+      const made: string[] = [];
+      for (let d = dir; d !== root && d.startsWith(root) && !durableDirs.has(d); d = path.dirname(d)) made.push(d);
+      const parents = syncDirs(made.map((d) => path.dirname(d))).then(() => {
+        if (durableDirs.size + made.length > DURABLE_DIRS_MAX) durableDirs.clear();
+        for (const d of made) durableDirs.add(d);
+      });
+      for (const d of made) making.set(d, parents);
+      parents
+        .finally(() => {
+          for (const d of made) if (making.get(d) === parents) making.delete(d);
+        })
+        .catch(() => {}); // its writes (and those into its folders meanwhile) fail with it
       return fs.open(tmp, 'wx', 0o600);
     });
     try {
@@ -115,14 +125,11 @@ export function localBackend(root: string): LocalBackend {
       throw e;
     }
     await fh.close();
-    return { tmp, dirs, made };
+    return tmp;
   };
-  /** Makes a link of `t`'s file durable (fsyncs `t.dirs`). */
-  const durable = async (t: Temp) => {
-    await syncDirs(t.dirs);
-    if (durableDirs.size + t.made.length > DURABLE_DIRS_MAX) durableDirs.clear();
-    for (const d of t.made) durableDirs.add(d);
-  };
+  /** Makes durable what was linked in `dir`: its fsync, and its entry's if this backend made it
+   *  a moment ago (`making`). */
+  const durable = (dir: string) => Promise.all([syncDir(dir), making.get(dir)]);
   /** Links `tmp` to `target`; false when `target` exists. Removes `tmp` either way. */
   const linkIn = async (tmp: string, target: string) => {
     try {
@@ -154,15 +161,15 @@ export function localBackend(root: string): LocalBackend {
   /** Creates generation `gen` of a head exclusively; the new tag, or null if another won. */
   const writeGeneration = async (key: string, gen: number, body: Uint8Array): Promise<string | null> => {
     const dir = headDir(key);
-    const t = await temp(dir, body);
-    if (!(await linkIn(t.tmp, path.join(dir, String(gen))))) return null;
+    const tmp = await temp(dir, body);
+    if (!(await linkIn(tmp, path.join(dir, String(gen))))) return null;
     const gens = await generations(key);
     if (gens[0] > gen) {
       // a stale tag recreated a removed generation: it was never current
       await unlinkFile(path.join(dir, String(gen)));
       return null;
     }
-    await durable(t);
+    await durable(dir);
     for (const g of gens) if (g < gen) await unlinkFile(path.join(dir, String(g)));
     return String(gen);
   };
@@ -173,11 +180,11 @@ export function localBackend(root: string): LocalBackend {
 
     async putIfAbsent(key, body) {
       const target = file(key);
-      const t = await temp(path.dirname(target), body);
-      const made = await linkIn(t.tmp, target);
+      const tmp = await temp(path.dirname(target), body);
+      const made = await linkIn(tmp, target);
       // also when it existed: another writer may have linked it and not yet fsynced its
       // directory, and the caller may now reference it
-      await durable(t);
+      await durable(path.dirname(target));
       return made;
     },
 
@@ -369,15 +376,6 @@ async function unlinkFile(file: string) {
   } catch (e) {
     if (code(e) !== 'ENOENT') throw e;
   }
-}
-
-/** A temporary file written (`temp` in localBackend). */
-interface Temp {
-  tmp: string;
-  /** the directories to fsync once it is linked */
-  dirs: string[];
-  /** the folders its write made (or found made a moment ago), durable once `dirs` are synced */
-  made: string[];
 }
 
 /** Folders a backend remembers as durable (`durableDirs`) at most. */
