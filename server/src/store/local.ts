@@ -16,8 +16,8 @@
  *
  * Files are created readable by the server's user only (0600), folders 0700. A write that made
  * its folder fsyncs the folders above it too (a folder's entry is in its parent), and the
- * fsyncs of one directory asked while one runs share the next (`syncDir`): the writes of a group
- * commit (commit.ts) into one directory cost one directory fsync, not one each.
+ * fsyncs of one directory asked at about the same time are shared (`syncDir`): the writes of a
+ * group commit (commit.ts) into one directory cost one or two directory fsyncs, not one each.
  *
  * Old generations are removed by the writer of a newer one. A writer whose tag is stale may
  * recreate a removed old generation; it then sees a higher one and removes its own, so a
@@ -390,9 +390,10 @@ const dirSyncs = new Map<string, DirSync>();
 
 /**
  * Makes durable every entry made in `dir` before the call: an fsync of the directory that
- * starts after the call. Calls made while one runs (which may have started before their
- * entries were made) share the next, so the writes of a group commit into one directory wait
- * for one or two fsyncs, not one each; a lone call fsyncs at once.
+ * starts after the call. Calls made while the directory is being opened for one join it (its
+ * fsync is asked after they were made); calls made once its fsync was asked share the next. So
+ * the writes of a group commit into one directory wait for one or two fsyncs, not one each; a
+ * lone call fsyncs at once.
  */
 function syncDir(dir: string): Promise<void> {
   let s = dirSyncs.get(dir);
@@ -408,7 +409,8 @@ function nextSync(dir: string, s: DirSync): void {
   const batch = s.waiting.splice(0);
   if (!batch.length) return void dirSyncs.delete(dir);
   s.running = true;
-  fsyncDir(dir)
+  // the calls made until its fsync is asked join this one
+  fsyncDir(dir, () => batch.push(...s.waiting.splice(0)))
     .then(
       () => batch.forEach((w) => w.ok()),
       (e) => batch.forEach((w) => w.fail(e)),
@@ -422,9 +424,11 @@ function nextSync(dir: string, s: DirSync): void {
 /** `syncDir` of each of `dirs`, at once. */
 const syncDirs = (dirs: string[]) => Promise.all(dirs.map(syncDir));
 
-async function fsyncDir(dir: string) {
+/** fsyncs `dir`; `asking` is called right before the fsync is asked. */
+async function fsyncDir(dir: string, asking: () => void) {
   const fh = await fs.open(dir, constants.O_RDONLY);
   try {
+    asking();
     await fh.sync();
   } finally {
     await fh.close();
