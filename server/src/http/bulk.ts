@@ -83,6 +83,9 @@ export async function bulkWrite(req: Req, res: express.Response, store: Store): 
   if (!entries.length) throw malformed('a bulk body holds 1 to BULK_ENTRIES files');
   const client = clientLabel(typeof req.query.client === 'string' ? req.query.client : null);
   const out = await store.bulk(entries, client);
+  // a test hook (server/test/store-durable.test.ts): a process whose DSYNC_TEST_DIE_AFTER_BULK
+  // is set kills itself (SIGKILL) once a bulk upload's answer is handed to the system
+  if (process.env.DSYNC_TEST_DIE_AFTER_BULK) res.once('finish', () => process.kill(process.pid, 'SIGKILL'));
   res.json({ results: out.map((o, k) => ('version' in o ? { name: entries[k].name, version: o.version } : refusal(entries[k].name, o.error))) });
 }
 

@@ -96,11 +96,15 @@ const isEmpty = (c: Catalog) => !c.kept && !Object.keys(c.folders).length && !Ob
 
 const linkKey = (user: string, folder: string) => user + '\0' + folder;
 
+/** A change of a folder's catalog that waits for its next swap: a file head's new state, or a
+ *  subfolder to link. */
+type Note = { head: FileHead } | { sub: string };
+
 /** Notes waiting for a catalog's next swap, per backend, linked set and catalog key. */
 interface NoteGroup {
   running: boolean;
   soon: boolean;
-  queue: { head: FileHead; ok: () => void; fail: (e: unknown) => void }[];
+  queue: { note: Note; ok: () => void; fail: (e: unknown) => void }[];
 }
 const noteGroups = new WeakMap<Backend, WeakMap<Set<string>, Map<string, NoteGroup>>>();
 
@@ -110,10 +114,14 @@ const noteGroups = new WeakMap<Backend, WeakMap<Set<string>, Map<string, NoteGro
  *
  *  Notes of one folder asked for while its catalog is being swapped share the next swap (a
  *  group, docs/store.md §4 "Commits at once"): one compare-and-swap carries all their entries,
- *  each merged by seq as alone; each resolves once that swap landed (or fails with it). No
- *  timer: a lone note is swapped at once. */
+ *  each merged by seq as alone, and the subfolders linked into it (`linkFolder`); each resolves
+ *  once that swap landed (or fails with it). No timer: a lone note is swapped at once. */
 export function noteInCatalog(backend: Backend, user: string, head: FileHead, linked: Set<string>): Promise<void> {
-  const [folder] = splitName(head.name);
+  return queueNote(backend, user, splitName(head.name)[0], { head }, linked);
+}
+
+/** Queues `note` for the next swap of `folder`'s catalog (`noteInCatalog`). */
+function queueNote(backend: Backend, user: string, folder: string, note: Note, linked: Set<string>): Promise<void> {
   const key = catalogKey(user, folder);
   let byLinked = noteGroups.get(backend);
   if (!byLinked) noteGroups.set(backend, (byLinked = new WeakMap()));
@@ -127,7 +135,7 @@ export function noteInCatalog(backend: Backend, user: string, head: FileHead, li
     if (!group.queue.length) return void byKey.delete(key);
     const batch = group.queue.splice(0);
     group.running = true;
-    noteAll(backend, user, folder, batch.map((w) => w.head), linked)
+    noteAll(backend, user, folder, batch.map((w) => w.note), linked)
       .then(
         () => batch.forEach((w) => w.ok()),
         (e) => batch.forEach((w) => w.fail(e)),
@@ -138,7 +146,7 @@ export function noteInCatalog(backend: Backend, user: string, head: FileHead, li
       });
   };
   return new Promise<void>((ok, fail) => {
-    group.queue.push({ head, ok, fail });
+    group.queue.push({ note, ok, fail });
     // once the notes asked for in this turn of the event loop are in (setImmediate: no wait
     // beyond it), unless a swap is under way: then once it is done
     if (group.running || group.soon) return;
@@ -150,16 +158,24 @@ export function noteInCatalog(backend: Backend, user: string, head: FileHead, li
   });
 }
 
-/** Notes the heads of files of one folder in its catalog in one compare-and-swap (each entry
- *  merged by seq), then links the folder if one of them lives, or prunes it if one went. */
-async function noteAll(backend: Backend, user: string, folder: string, heads: FileHead[], linked: Set<string>): Promise<void> {
+/** Notes the heads of files of one folder and links its subfolders `notes` name in its catalog
+ *  in one compare-and-swap (each file entry merged by seq), then links the folder if one of
+ *  them lives (or is a subfolder), or prunes it if one went. */
+async function noteAll(backend: Backend, user: string, folder: string, notes: Note[], linked: Set<string>): Promise<void> {
   const entries = new Map<string, CatalogEntry>();
-  for (const h of heads) {
-    const base = splitName(h.name)[1];
-    const e = entryOf(h);
+  const subs = new Set<string>();
+  for (const n of notes) {
+    if ('sub' in n) {
+      subs.add(n.sub);
+      continue;
+    }
+    const base = splitName(n.head.name)[1];
+    const e = entryOf(n.head);
     if ((entries.get(base)?.seq ?? -1) < e.seq) entries.set(base, e);
   }
   const key = catalogKey(user, folder);
+  // whether the catalog was `gone` (unlinked from its parent) and something live landed: then
+  // it is linked again whatever this process believes linked
   const wasGone = await updateHead(backend, key, (b) => {
     const c = parseCatalog(b, key);
     let changed = false;
@@ -171,33 +187,29 @@ async function noteAll(backend: Backend, user: string, folder: string, heads: Fi
       changed = true;
       if (c.gone && entry.versions > 0) gone = true;
     }
+    for (const base of subs) {
+      if (c.folders[base] && !c.gone) continue;
+      c.folders[base] = 1;
+      changed = true;
+      if (c.gone) gone = true;
+    }
     if (!changed) return { body: null, result: false };
     if (gone) delete c.gone;
     return { body: body(c), result: gone };
   }, { guess: true, merge: true });
+  for (const base of subs) linked.add(linkKey(user, folder ? `${folder}/${base}` : base));
   const all = [...entries.values()];
-  if (all.some((e) => e.versions)) await linkFolder(backend, user, folder, linked, wasGone);
+  if (subs.size || all.some((e) => e.versions)) await linkFolder(backend, user, folder, linked, wasGone);
   if (all.some((e) => !e.versions)) await pruneFolder(backend, user, folder, linked);
 }
 
-/** Makes `folder` a subfolder of its parent, and so on up to the top. `force`: link it even
- *  if this process believes it linked (its catalog was `gone`). */
+/** Makes `folder` a subfolder of its parent, and so on up to the top (each link a note of the
+ *  parent's catalog: the links into one folder asked at once share its swap). `force`: link it
+ *  even if this process believes it linked (its catalog was `gone`). */
 export async function linkFolder(backend: Backend, user: string, folder: string, linked: Set<string>, force = false): Promise<void> {
-  while (folder && (force || !linked.has(linkKey(user, folder)))) {
-    const [parent, base] = splitName(folder);
-    const key = catalogKey(user, parent);
-    // a parent that was itself unlinked is linked again in turn
-    force = await updateHead(backend, key, (b) => {
-      const c = parseCatalog(b, key);
-      if (c.folders[base] && !c.gone) return { body: null, result: false };
-      c.folders[base] = 1;
-      const gone = !!c.gone;
-      delete c.gone;
-      return { body: body(c), result: gone };
-    }, { merge: true });
-    linked.add(linkKey(user, folder));
-    folder = parent;
-  }
+  if (!folder || (!force && linked.has(linkKey(user, folder)))) return;
+  const [parent, base] = splitName(folder);
+  await queueNote(backend, user, parent, { sub: base }, linked);
 }
 
 /** Unlinks `folder` from its parent if it is empty and not kept, then its parent likewise

@@ -3,7 +3,8 @@
  * processes on one machine and against SIGKILL at any point, without locks.
  *
  *   <root>/<key>               a content object, written once: temporary file, fsync, link()
- *                              to its name (EEXIST: it exists), fsync of the directory
+ *                              to its name (EEXIST: it exists), fsync of the directory (also
+ *                              when it existed: another writer's link may not be durable yet)
  *   <root>/<key>@h/<gen>       a head: one file per generation, the highest is current; the
  *                              tag is the generation, and a compare-and-swap creates
  *                              generation tag+1 exclusively (link, EEXIST: someone else won).
@@ -13,7 +14,10 @@
  *   <dir>/@tmp-<random>        a temporary file ('@' is in no key): a crash may leave one,
  *                              which gc removes once it is old (`sweepTemporaries`)
  *
- * Files are created readable by the server's user only (0600), folders 0700.
+ * Files are created readable by the server's user only (0600), folders 0700. A write that made
+ * its folder fsyncs the folders above it too (a folder's entry is in its parent), and the
+ * fsyncs of one directory asked at about the same time are shared (`syncDir`): the writes of a
+ * group commit (commit.ts) into one directory cost one or two directory fsyncs, not one each.
  *
  * Old generations are removed by the writer of a newer one. A writer whose tag is stale may
  * recreate a removed old generation; it then sees a higher one and removes its own, so a
@@ -66,6 +70,9 @@ export function localBackend(root: string): LocalBackend {
   root = path.resolve(root);
   const file = (key: string) => path.join(root, key);
   const headDir = (key: string) => file(key) + HEAD_DIR;
+  /** Folders whose entry, and every one above theirs up to the root, this backend made durable
+   *  (no folder of a store is ever removed); forgotten when DURABLE_DIRS_MAX are known. */
+  const durableDirs = new Set<string>();
   const stamp = async (key: string): Promise<string | null> => {
     const now = Date.now();
     try {
@@ -77,14 +84,36 @@ export function localBackend(root: string): LocalBackend {
     }
   };
 
-  /** Writes `body` to a new temporary file in `dir` (created if missing), fsynced. */
-  const temp = async (dir: string, body: Uint8Array) => {
+  /** Folders this backend made whose entries (and those above, up to one known durable) are
+   *  being fsynced into their parents: the promise of those fsyncs. A write into one of them is
+   *  durable once they are too (`durable`). */
+  const making = new Map<string, Promise<void>>();
+
+  /**
+   * Writes `body` to a new temporary file in `dir` (created if missing), fsynced. When `dir` is
+   * missing it is made, and the parent of each folder made (from `dir` up to one this backend
+   * knows durable: one another writer, perhaps another process, made a moment ago may not be
+   * durable yet either) is fsynced at once (`making`): a folder's entry is in its parent.
+   */
+  const temp = async (dir: string, body: Uint8Array): Promise<string> => {
     const tmp = path.join(dir, TEMP + randomBytes(8).toString('hex'));
     // the directory is made only when the open finds it missing (most exist: one system call
     // less per put)
     const fh = await fs.open(tmp, 'wx', 0o600).catch(async (e) => {
       if (code(e) !== 'ENOENT') throw e;
       await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+      const made: string[] = [];
+      for (let d = dir; d !== root && d.startsWith(root) && !durableDirs.has(d); d = path.dirname(d)) made.push(d);
+      const parents = syncDirs(made.map((d) => path.dirname(d))).then(() => {
+        if (durableDirs.size + made.length > DURABLE_DIRS_MAX) durableDirs.clear();
+        for (const d of made) durableDirs.add(d);
+      });
+      for (const d of made) making.set(d, parents);
+      parents
+        .finally(() => {
+          for (const d of made) if (making.get(d) === parents) making.delete(d);
+        })
+        .catch(() => {}); // its writes (and those into its folders meanwhile) fail with it
       return fs.open(tmp, 'wx', 0o600);
     });
     try {
@@ -98,6 +127,9 @@ export function localBackend(root: string): LocalBackend {
     await fh.close();
     return tmp;
   };
+  /** Makes durable what was linked in `dir`: its fsync, and its entry's if this backend made it
+   *  a moment ago (`making`). */
+  const durable = (dir: string) => Promise.all([syncDir(dir), making.get(dir)]);
   /** Links `tmp` to `target`; false when `target` exists. Removes `tmp` either way. */
   const linkIn = async (tmp: string, target: string) => {
     try {
@@ -137,7 +169,7 @@ export function localBackend(root: string): LocalBackend {
       await unlinkFile(path.join(dir, String(gen)));
       return null;
     }
-    await syncDir(dir);
+    await durable(dir);
     for (const g of gens) if (g < gen) await unlinkFile(path.join(dir, String(g)));
     return String(gen);
   };
@@ -150,7 +182,9 @@ export function localBackend(root: string): LocalBackend {
       const target = file(key);
       const tmp = await temp(path.dirname(target), body);
       const made = await linkIn(tmp, target);
-      if (made) await syncDir(path.dirname(target));
+      // also when it existed: another writer may have linked it and not yet fsynced its
+      // directory, and the caller may now reference it
+      await durable(path.dirname(target));
       return made;
     },
 
@@ -344,9 +378,57 @@ async function unlinkFile(file: string) {
   }
 }
 
-async function syncDir(dir: string) {
+/** Folders a backend remembers as durable (`durableDirs`) at most. */
+const DURABLE_DIRS_MAX = 16_384;
+
+/** A directory's fsyncs: whether one is under way, and the callers waiting for the next. */
+interface DirSync {
+  running: boolean;
+  waiting: { ok: () => void; fail: (e: unknown) => void }[];
+}
+const dirSyncs = new Map<string, DirSync>();
+
+/**
+ * Makes durable every entry made in `dir` before the call: an fsync of the directory that
+ * starts after the call. Calls made while the directory is being opened for one join it (its
+ * fsync is asked after they were made); calls made once its fsync was asked share the next. So
+ * the writes of a group commit into one directory wait for one or two fsyncs, not one each; a
+ * lone call fsyncs at once.
+ */
+function syncDir(dir: string): Promise<void> {
+  let s = dirSyncs.get(dir);
+  if (!s) dirSyncs.set(dir, (s = { running: false, waiting: [] }));
+  const st = s;
+  return new Promise<void>((ok, fail) => {
+    st.waiting.push({ ok, fail });
+    if (!st.running) nextSync(dir, st);
+  });
+}
+
+function nextSync(dir: string, s: DirSync): void {
+  const batch = s.waiting.splice(0);
+  if (!batch.length) return void dirSyncs.delete(dir);
+  s.running = true;
+  // the calls made until its fsync is asked join this one
+  fsyncDir(dir, () => batch.push(...s.waiting.splice(0)))
+    .then(
+      () => batch.forEach((w) => w.ok()),
+      (e) => batch.forEach((w) => w.fail(e)),
+    )
+    .finally(() => {
+      s.running = false;
+      nextSync(dir, s);
+    });
+}
+
+/** `syncDir` of each of `dirs`, at once. */
+const syncDirs = (dirs: string[]) => Promise.all(dirs.map(syncDir));
+
+/** fsyncs `dir`; `asking` is called right before the fsync is asked. */
+async function fsyncDir(dir: string, asking: () => void) {
   const fh = await fs.open(dir, constants.O_RDONLY);
   try {
+    asking();
     await fh.sync();
   } finally {
     await fh.close();

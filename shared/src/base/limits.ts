@@ -241,9 +241,12 @@ export const FOLDER_MOVE_FILES = 20_000;
  *  file). */
 export const FOLDER_MOVE_BODY_BYTES = 4 << 20;
 /** The renames of one folder move the server runs at once: each waits mostly on the store
- *  (three or four reads and two compare-and-swaps), so a few overlap well without one request
- *  taking the store from every other. */
-export const FOLDER_MOVE_RENAMES = 8;
+ *  (three or four reads and two compare-and-swaps), and the head changes under way together
+ *  share their journal marks, folder catalog swaps and directory fsyncs (docs/store.md §4
+ *  "Commits at once"; with 8 at once, a move of 200 files made 100 marks and 103 catalog
+ *  swaps, with 64 it makes about 15 and 20: bench/results/store-fsync.md). A group holds at most
+ *  MARK_GROUP_MAX changes, so other requests' commits still start between its groups. */
+export const FOLDER_MOVE_RENAMES = 64;
 
 // ---------------------------------------------------------------------------------------------
 // Vaults (docs/vaults.md, "The server"): opaque objects per (user, vault)
