@@ -125,7 +125,7 @@ test("a vault head written is announced with the vault's id and its counter, not
     const id = 'ab'.repeat(16);
     const created = await fetch(`${server.url}/api/vaults`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ id, keyfile: Buffer.from('a sealed keyfile').toString('base64') }) });
     assert.equal(created.status, 201);
-    const putHead = (counter: number) => fetch(`${server.url}/api/vaults/${id}/head`, { method: 'PUT', headers: { 'Dsync-Head-Counter': String(counter) }, body: new Uint8Array(64).fill(counter) });
+    const putHead = (counter: number) => fetch(`${server.url}/api/vaults/${id}/head`, { method: 'PUT', headers: { 'Dsync-Head-Counter': String(counter), 'Dsync-Head-Packs': '0' }, body: new Uint8Array(64).fill(counter) });
     assert.equal((await putHead(0)).status, 200);
     assert.equal((await putHead(0)).status, 412); // the head is at 1: refused, announced to no one
     assert.equal((await putHead(1)).status, 200);
