@@ -1,6 +1,7 @@
 // Runs the real `bin/dsync.mjs` as a process: with pipes (stdout is not a terminal), or under
 // util-linux `script`, whose pseudo-terminal makes stdout and stderr terminals. It runs the
 // compiled CLI (cli/dist), as users do: built here first when it is missing or a source changed.
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { buildCli, compiledCli } from '../../scripts/build-cli.mjs';
@@ -62,6 +63,13 @@ export const jsonLines = (s: string) =>
     .split('\n')
     .filter(Boolean)
     .map((l) => JSON.parse(l));
+
+/** `dsync check --read-data` of the store in `dir`: exit 0 and no error. */
+export async function expectCheckClean(dir: string): Promise<void> {
+  const c = await dsync(['check', '--store', dir, '--read-data', '--json']);
+  assert.equal(c.code, 0, c.stdout + c.stderr);
+  assert.deepEqual(jsonLines(c.stdout)[0].errors, []);
+}
 
 /** Terminal output as the screen ends up showing it: per line, what follows the last return to
  *  column 1, without escape sequences. */
