@@ -191,9 +191,10 @@ test('a full disk mid-upload: the session ends at once with a clear error, nothi
 
 test('reads hold no segment open: 12 concurrent downloads of a fragmented version under a 100-descriptor limit', async () => {
   const data = mkdtempSync(path.join(tmpdir(), 'dsync-fds-'));
-  // the server in a child process whose descriptor limit is 100 (the shell sets it, then execs)
+  // the server in a child process whose descriptor limit is 100 (the shell sets it, then execs);
+  // --max-load 0: a loaded machine's admission would answer some of the 12 downloads busy (503)
   const root = new URL('../..', import.meta.url).pathname;
-  const child = spawn('sh', ['-c', `ulimit -n 100 && exec "${process.execPath}" "${root}bin/dsync.mjs" serve --port 0 --host 127.0.0.1 --store "${data}"`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn('sh', ['-c', `ulimit -n 100 && exec "${process.execPath}" "${root}bin/dsync.mjs" serve --port 0 --host 127.0.0.1 --max-load 0 --store "${data}"`], { stdio: ['ignore', 'pipe', 'inherit'] });
   try {
     const url = await new Promise<string>((resolve, reject) => {
       let out = '';
