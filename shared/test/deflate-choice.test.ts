@@ -1,12 +1,19 @@
 // Which files sync with permessage-deflate: those whose sampled bytes compress (delta-client.ts
-// worthDeflating), and the URL of the endpoint without it.
+// worthDeflating), the URL of the endpoint without it, and which Delta frames a socket that
+// negotiated it deflates: those whose bytes compress (base/entropy.ts).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import WebSocket from 'ws';
 import { createHash } from 'node:crypto';
 import { deflateRawSync } from 'node:zlib';
 import fc from 'fast-check';
 import { bufferSource } from '../src/chunking/chunk-index.ts';
-import { sessionUrl, worthDeflating } from '../src/session/delta-client.ts';
+import { push, sessionUrl, worthDeflating } from '../src/session/delta-client.ts';
+import { compressibleBuffer } from '../src/base/entropy.ts';
+import { decodeFrame } from '../src/wire/codec.ts';
+import { Msg } from '../src/wire/protocol.ts';
+import { pullBytes, testServer } from '../../harness/helpers.ts';
+import { wsTap } from '../../harness/ws-tap.ts';
 import { routeOf, sameEndpoint } from '../src/transport/route.ts';
 import { fastRandomBytes, textBytes } from '../../harness/testdata.ts';
 
@@ -51,6 +58,44 @@ test('the decision agrees with what deflate actually saves on random mixtures', 
     }),
     { numRuns: 60 },
   );
+});
+
+test('a buffer compresses when its sampled bytes do: text, zeros and small buffers do; random and deflated bytes do not', () => {
+  const text = textBytes(6, 1 << 20);
+  assert.equal(compressibleBuffer(text), true);
+  assert.equal(compressibleBuffer(text.subarray(0, 5000)), true);
+  assert.equal(compressibleBuffer(new Uint8Array(1 << 20)), true);
+  assert.equal(compressibleBuffer(fastRandomBytes(7, 1 << 20)), false);
+  assert.equal(compressibleBuffer(fastRandomBytes(8, 16 << 10)), false);
+  assert.equal(compressibleBuffer(new Uint8Array(deflateRawSync(text, { level: 9 }))), false);
+  assert.equal(compressibleBuffer(fastRandomBytes(9, 300)), true, 'too few bytes to tell: the default');
+  assert.equal(compressibleBuffer(new Uint8Array(0)), true);
+});
+
+test('over a socket with permessage-deflate, only the Delta frames that compress are deflated, both ways: a file half noise, half text, pushed and pulled', async () => {
+  const s = await testServer();
+  const tap = await wsTap(s.wsUrl);
+  try {
+    const half = 4 << 20;
+    const mixed = new Uint8Array(2 * half);
+    mixed.set(fastRandomBytes(10, half), 0);
+    mixed.set(textBytes(11, half), half);
+    const url = `${tap.url}/sync`;
+    await push(bufferSource(mixed), { url, name: 'mixed.bin', WebSocket: WebSocket as never });
+    const pulled = await pullBytes({ wsUrl: url }, 'mixed.bin', null);
+    assert.ok(Buffer.from(pulled.bytes).equals(Buffer.from(mixed)));
+    await tap.settled();
+    for (const dir of ['up', 'down'] as const) {
+      const delta = tap.frames.filter((f) => f.dir === dir && f.opcode === 2 && f.message.length >= 64 << 10 && decodeFrame(f.message).some(({ m }) => m.type === Msg.Delta));
+      assert.ok(delta.length >= 8, `${dir}: ${delta.length} large Delta frames`);
+      const deflated = delta.filter((f) => f.deflated);
+      assert.ok(deflated.length > 0 && deflated.length < delta.length, `${dir}: ${deflated.length} of ${delta.length} large Delta frames deflated (the text half, not the noise)`);
+      for (const f of deflated) assert.ok(f.payload < 0.9 * f.message.length, `${dir}: a deflated frame of ${f.message.length} bytes took ${f.payload} on the wire`);
+    }
+  } finally {
+    await tap.close();
+    await s.stop();
+  }
 });
 
 test('sessionUrl adds deflate=0 and keeps the rest of the URL', () => {

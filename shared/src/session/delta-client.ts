@@ -22,6 +22,7 @@ import { withRoute } from '../transport/route.ts';
 import { sendTarget } from './sender.ts';
 import { ANY_MODE_MAX_BYTES, DAMAGED_BASIS_RETRIES, MAX_MODIFIED_MS, RESUME_MIN_FILE } from '../base/limits.ts';
 import { whileBusy as waitWhileBusy } from '../transport/busy.ts';
+import { compressible } from '../base/entropy.ts';
 import type { Phase, SendOutcome, SenderOptions } from './session-options.ts';
 import type { Sink } from './sink.ts';
 
@@ -120,25 +121,19 @@ const SAMPLE_BYTES = 64 << 10;
 const SAMPLES = 8;
 
 /**
- * Whether permessage-deflate is worth its CPU for a file: the order-0 entropy of a few evenly
- * spaced samples is below 7.9 bits per byte. Compressed media, archives and random data sit
- * near 8, where deflate shrinks nothing; in Chromium compressing them cost the network service
+ * Whether permessage-deflate is worth its CPU for a file: whether a few evenly spaced samples
+ * are `compressible`. In Chromium compressing a file that is not cost the network service
  * 7.5 s of CPU per 256 MiB and capped an upload at ~20 MiB/s (bench/results/browser-memory.md).
  */
 export async function worthDeflating(source: Source): Promise<boolean> {
   const len = Math.min(SAMPLE_BYTES, source.size);
   const samples = Math.min(SAMPLES, Math.ceil(source.size / SAMPLE_BYTES));
-  const counts = new Float64Array(256);
-  let n = 0;
+  const pieces: Uint8Array[] = [];
   for (let k = 0; k < samples; k++) {
     const offset = samples > 1 ? Math.floor(((source.size - len) * k) / (samples - 1)) : 0;
-    const bytes = await source.read(offset, len);
-    for (let i = 0; i < bytes.length; i++) counts[bytes[i]]++;
-    n += bytes.length;
+    pieces.push(await source.read(offset, len));
   }
-  let bits = 0;
-  for (const c of counts) if (c) bits -= (c / n) * Math.log2(c / n);
-  return n === 0 || bits < 7.9;
+  return compressible(pieces);
 }
 
 /** The URL of a session: the /sync endpoint, or its no-compression variant; with the routing

@@ -9,6 +9,7 @@
  * `session`; connection-pool.ts keeps open ones between sessions.
  */
 import { giveBuffers, takeBuffer } from '../base/buffers.ts';
+import { compressibleBuffer } from '../base/entropy.ts';
 import { decode, decodeFrame, deltaRunHead, encode } from '../wire/codec.ts';
 import { DrainRate } from './drain-rate.ts';
 import type { Message } from '../wire/messages.ts';
@@ -403,8 +404,10 @@ export class Conn {
     let room: Uint8Array | null = null;
     const frame = encode(m, this.hashLen, (size) => (room = takeBuffer(Math.max(size, FRAME_ROOM))));
     this.count(m.type, frame.length);
+    // Delta Bytes that do not compress (media, archives, random data) are sent as they are:
+    // deflating them saves nothing and is most of a large pull's CPU
     if (this.corked && frame.length <= BATCH_BYTES) {
-      this.batched(frame.slice(), true);
+      this.batched(frame.slice(), compressibleBuffer(frame));
       if (room) giveBuffers([room]);
       return;
     }
@@ -420,7 +423,7 @@ export class Conn {
       return;
     }
     this.sentBytes += frame.length;
-    this.ws.send(frame, { compress: frame.length >= DEFLATE_MIN }, () => {
+    this.ws.send(frame, { compress: frame.length >= DEFLATE_MIN && compressibleBuffer(frame) }, () => {
       if (room) giveBuffers([room]);
     });
   }
