@@ -14,6 +14,15 @@ export class VaultFailure extends Error {
   }
 }
 
+/** A failure in words a person can act on. */
+export function said(e: unknown, secret: 'passphrase' | 'recovery key' = 'passphrase'): string {
+  if (e instanceof VaultFailure && e.kind === 'secret') {
+    return secret === 'passphrase' ? 'Wrong passphrase: it does not open this vault.' : `That recovery key does not open this vault (${e.message}).`;
+  }
+  if (e instanceof VaultFailure && e.kind === 'refused') return `Refused: the server's copy of this vault cannot be trusted (${e.message}). Nothing was changed on this device.`;
+  return e instanceof Error ? e.message : String(e);
+}
+
 export class VaultWorker {
   private worker = new Worker(new URL('./vault-worker.ts', import.meta.url), { type: 'module' });
   private next = 1;
