@@ -140,7 +140,7 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
     const vaultId = vaultOf(values, {
       'basis-version': 'a vault push always adds a version (those before stay in its history)',
       force: 'a vault push always adds a version (those before stay in its history)',
-      retries: 'a vault push is a series of requests, each answered or failed',
+      retries: 'a vault push does not reconnect; run it again',
       ...Object.fromEntries(Object.keys(SYNC_OPTS).map((f) => [f, KEYED_CHUNKING])),
     });
     const url = vaultId === undefined ? syncUrl(values) : '';
@@ -179,7 +179,7 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
     if (twice.length) throw new UsageError(`two files of one name, nothing sent:\n${twice.map(([n, files]) => `  ${n}: ${files.join(', ')}`).join('\n')}`);
 
     if (vaultId !== undefined) {
-      // opened before any file is read: a wrong passphrase sends nothing
+      // opened before a file is opened: a wrong passphrase reads and sends nothing
       const vault = await opened(values, vaultId);
       for (const { file, name, noFollow } of entries) {
         try {
