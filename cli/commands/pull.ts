@@ -27,6 +27,8 @@ import { checkParents, checkTarget, openNoFollow, setModified, tempName } from '
 import { listedNameFits } from '../../shared/src/sync/remote.ts';
 import type { Skipped } from '../../shared/src/sync/engine.ts';
 import type { FileInfo, ListingPage, VersionInfo } from '../../shared/src/wire/api.ts';
+import { VaultError } from '../../shared/src/vault/format.ts';
+import { KEYED_CHUNKING, VAULT_OPTS, opened, pullFile, pullLine, vaultListing, vaultOf } from '../vaults.ts';
 
 /** The size of the version to come, for the progress bar (0 when the server does not say). */
 async function sizeOf(values: Values, name: string, version: number): Promise<number> {
@@ -110,11 +112,8 @@ async function pullOne(values: Values, name: string, outFile: string, basisPath:
   }
 }
 
-/** `pull FOLDER/ --out DIR`: every file under FOLDER (GET /api/files?recursive=1), and its
- *  empty folders, under DIR; one connection (one per compression setting). */
-async function pullFolder(values: Values, folder: string, dir: string): Promise<number> {
-  const human = humanOutput(values);
-  const prefix = folder.replace(/\/+$/, '') + '/';
+/** Every file and folder the server lists under `prefix` (GET /api/files?recursive=1). */
+async function serverListing(values: Values, prefix: string): Promise<{ files: FileInfo[]; folders: string[] }> {
   const files: FileInfo[] = [];
   const folders: string[] = [];
   let cursor: string | null = null;
@@ -126,8 +125,19 @@ async function pullFolder(values: Values, folder: string, dir: string): Promise<
     folders.push(...page.folders);
     cursor = page.next;
   } while (cursor);
+  return { files, folders };
+}
+
+/** One file of a folder pull: `name` into `to`, against `basis` (the file there, when --force
+ *  replaces it), `check` right before the rename; its line for people and its JSON report. */
+type PullTo = (name: string, to: string, basis: string | undefined, check: () => Promise<unknown>) => Promise<{ line: string; json: unknown }>;
+
+/** `pull FOLDER/ --out DIR`: every file listed under `prefix` ('…/'), and its empty folders,
+ *  under DIR, each file by `pullTo` (from the server or from a vault). */
+async function pullFolder(values: Values, prefix: string, dir: string, { files, folders }: { files: FileInfo[]; folders: string[] }, pullTo: PullTo): Promise<number> {
+  const human = humanOutput(values);
   if (!files.length && !folders.length) {
-    console.error(`dsync pull: nothing under ${prefix} on the server`);
+    console.error(`dsync pull: nothing under ${prefix} ${str(values, 'vault') === undefined ? 'on the server' : 'in the vault'}`);
     return EXIT_FAILED;
   }
   await fs.mkdir(dir, { recursive: true }); // DIR itself as the user named it (a link or not)
@@ -135,49 +145,44 @@ async function pullFolder(values: Values, folder: string, dir: string): Promise<
   const unlisted: Skipped[] = [];
   const fits = (name: string) => listedNameFits(name, name.slice(prefix.length), { windows: process.platform === 'win32' }, unlisted) && name.length > prefix.length;
   const rel = (name: string) => name.slice(prefix.length);
-  const connections = new ConnectionPool(webSocket(values));
   let failures = 0;
   const failed = (what: string, e: unknown) => {
     failures++;
     console.error(`dsync pull: ${what}: ${(e as Error).message}`);
   };
-  try {
-    for (const f of folders) {
-      if (typeof f !== 'string' || !f.startsWith(prefix) || !f.endsWith('/') || !fits(f.slice(0, -1))) continue;
-      try {
-        const full = await checkParents(dir, rel(f.slice(0, -1)), true);
-        await fs.mkdir(full).catch((e) => {
-          if (e.code !== 'EEXIST') throw e;
-        });
-        if (!(await fs.lstat(full)).isDirectory()) throw new Error(`${full} is not a folder`);
-      } catch (e) {
-        failed(f, e);
-      }
+  for (const f of folders) {
+    if (typeof f !== 'string' || !f.startsWith(prefix) || !f.endsWith('/') || !fits(f.slice(0, -1))) continue;
+    try {
+      const full = await checkParents(dir, rel(f.slice(0, -1)), true);
+      await fs.mkdir(full).catch((e) => {
+        if (e.code !== 'EEXIST') throw e;
+      });
+      if (!(await fs.lstat(full)).isDirectory()) throw new Error(`${full} is not a folder`);
+    } catch (e) {
+      failed(f, e);
     }
-    for (const { name } of files) {
-      if (typeof name !== 'string' || !name.startsWith(prefix) || !fits(name)) continue;
-      try {
-        const to = await checkParents(dir, rel(name), true);
-        // a link at the name is refused even with --force: it is not replaced, nor written through
-        const exists = await checkTarget(to, rel(name));
-        if (exists && !values.force) {
-          failures++;
-          console.error(`dsync pull: ${to} exists; --force replaces it`);
-          continue;
-        }
-        const check = async () => {
-          await checkParents(dir, rel(name));
-          await checkTarget(to, rel(name));
-        };
-        const report = await pullOne(values, name, to, exists ? to : undefined, { version: 0, connection: connections, check });
-        if (human) console.log(syncSummary(report, 'pull'));
-        else printJson({ ...report, path: to });
-      } catch (e) {
-        failed(name, e);
+  }
+  for (const { name } of files) {
+    if (typeof name !== 'string' || !name.startsWith(prefix) || !fits(name)) continue;
+    try {
+      const to = await checkParents(dir, rel(name), true);
+      // a link at the name is refused even with --force: it is not replaced, nor written through
+      const exists = await checkTarget(to, rel(name));
+      if (exists && !values.force) {
+        failures++;
+        console.error(`dsync pull: ${to} exists; --force replaces it`);
+        continue;
       }
+      const check = async () => {
+        await checkParents(dir, rel(name));
+        await checkTarget(to, rel(name));
+      };
+      const { line, json } = await pullTo(name, to, exists ? to : undefined, check);
+      if (human) console.log(line);
+      else printJson(json);
+    } catch (e) {
+      failed(name, e);
     }
-  } finally {
-    connections.close();
   }
   for (const s of unlisted) {
     failures++;
@@ -187,7 +192,7 @@ async function pullFolder(values: Values, folder: string, dir: string): Promise<
 }
 
 export const command: Command = {
-  usage: 'pull NAME --server URL --out FILE [--version V] [--basis OLDFILE] [--force] [--json]\n       pull FOLDER/ --server URL --out DIR [--force] [--json]',
+  usage: 'pull NAME --server URL --out FILE [--version V] [--basis OLDFILE] [--force] [--vault ID] [--json]\n       pull FOLDER/ --server URL --out DIR [--force] [--vault ID] [--json]',
   about: `Fetches NAME (its latest version, or V) into FILE. With --basis, an older copy of the file,
 only the chunks it lacks come down. The file is verified before it replaces FILE; an existing
 FILE is replaced only with --force; FILE's folder must exist. --out - writes the file to
@@ -197,6 +202,13 @@ connection; a file DIR already has is replaced only with --force, and then only 
 lacks come down. Empty folders are made too.
 Prints on a terminal "report.pdf ← v3: 23 KB received of 20 MB (99.8% saved) in 0.15 s",
 with a progress bar for large files; otherwise, or with --json, its JSON report.
+With --vault ID, NAME (or FOLDER/) comes from that vault (docs/vaults.md) the same way: the
+chunks --basis (or, in a folder, the file --force replaces) holds are not fetched, every chunk
+is verified before it is written, a deleted file only by --version; it prints "notes.txt (v3):
+20 MB, 2398 of 2400 chunks from the old copy, 30 KB fetched" (with --json, the vault's report).
+The passphrase: --passphrase-file FILE or $DSYNC_VAULT_PASSPHRASE (or --recovery-key-file), as
+dsync vault takes it; a wrong one fails before anything is written. The chunking flags are
+refused (a vault chunks with its own keys).
 Exit status: 0 pulled, 1 failed (or FILE exists), 2 a wrong command line.`,
   options: {
     ...SERVER_OPTS,
@@ -205,16 +217,35 @@ Exit status: 0 pulled, 1 failed (or FILE exists), 2 a wrong command line.`,
     basis: { type: 'string', arg: 'OLDFILE', help: 'a local older copy: only the chunks it lacks come down' },
     force: { type: 'boolean', short: 'f', help: 'replace FILE (or files under DIR) if it exists' },
     ...SYNC_OPTS,
+    ...VAULT_OPTS,
     json: JSON_OPT,
   },
   positionals: [1, 1],
   async run(values, [name]) {
+    const vaultId = vaultOf(values, Object.fromEntries(Object.keys(SYNC_OPTS).map((f) => [f, KEYED_CHUNKING])));
     const outFile = str(values, 'out');
     if (!outFile) throw new UsageError('--out FILE is required');
     const version = intFlag(values, 'version', 0);
     if (name.endsWith('/')) {
       if (version || str(values, 'basis')) throw new UsageError('a folder pull takes the latest of each file, against the file under DIR: no --version or --basis');
-      return pullFolder(values, name, outFile);
+      const prefix = name.replace(/\/+$/, '') + '/';
+      if (vaultId !== undefined) {
+        const vault = await opened(values, vaultId);
+        return pullFolder(values, prefix, outFile, vaultListing(await vault.tree(), prefix, true), async (n, to, basis, check) => {
+          const r = await pullFile(vault, n, to, { local: basis, check });
+          return { line: pullLine(to, r), json: { ...r, path: to } };
+        });
+      }
+      const listing = await serverListing(values, prefix);
+      const connections = new ConnectionPool(webSocket(values));
+      try {
+        return await pullFolder(values, prefix, outFile, listing, async (n, to, basis, check) => {
+          const r = await pullOne(values, n, to, basis, { version: 0, connection: connections, check });
+          return { line: syncSummary(r, 'pull'), json: { ...r, path: to } };
+        });
+      } finally {
+        connections.close();
+      }
     }
     chunkParams(values);
     algoOf(values);
@@ -226,6 +257,21 @@ Exit status: 0 pulled, 1 failed (or FILE exists), 2 a wrong command line.`,
     if (!toStdout && !existsSync(path.dirname(path.resolve(outFile)))) {
       console.error(`dsync pull: the folder ${path.dirname(outFile)} does not exist; create it first (mkdir -p ${path.dirname(outFile)})`);
       return EXIT_FAILED;
+    }
+    if (vaultId !== undefined) {
+      const vault = await opened(values, vaultId);
+      let r;
+      try {
+        r = await pullFile(vault, name, outFile, { version: version || undefined, local: str(values, 'basis') });
+      } catch (e) {
+        const under = e instanceof VaultError && !version ? vaultListing(await vault.tree(), name.replace(/\/+$/, '') + '/', false) : null;
+        if (under && under.files.length + under.folders.length) throw new UsageError(`${name} is a folder: pull ${name}/ --out DIR fetches every file in it`);
+        throw e;
+      }
+      if (toStdout) console.error(humanOutput(values) ? pullLine(outFile, r) : JSON.stringify(r));
+      else if (humanOutput(values)) console.log(pullLine(outFile, r));
+      else printJson(r);
+      return;
     }
     let report;
     try {

@@ -15,7 +15,7 @@ import { SERVER_OPTS, httpBase, tokenOf } from '../remote.ts';
 import { HttpFolder, NodeFiles, NodeTree } from '../sync-io.ts';
 import { VaultFolder } from '../../shared/src/sync/vault-folder.ts';
 import type { Vault } from '../../shared/src/vault/vault.ts';
-import { SECRET_OPTS, opened } from './vault.ts';
+import { SECRET_OPTS, opened } from '../vaults.ts';
 import { lockFolder } from '../sync-lock.ts';
 import { FileState, syncStateDir } from '../sync-state.ts';
 import { knownOf } from '../sync-options.ts';

@@ -1,0 +1,256 @@
+/**
+ * The CLI's side of a vault (docs/vaults.md), shared by `dsync vault`, `dsync sync --vault` and
+ * the plain commands with `--vault ID` (push, pull, ls, log, restore, rm, mv): opening one with
+ * its secret, this user's memory of the heads seen and the device's cache of list pieces, and
+ * the file work around `Vault.push` and `Vault.pull`.
+ *
+ * The passphrase comes from --passphrase-file or $DSYNC_VAULT_PASSPHRASE (a recovery key from
+ * --recovery-key-file instead); the last head seen of each vault is kept in
+ * ~/.config/dsync/vault-heads.json, so a server that rolls a vault back or forks it is refused.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { type FileHandle, mkdir, open, readFile, readdir, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { homedir, hostname } from 'node:os';
+import path from 'node:path';
+import '../shared/src/chunking/wasm.ts';
+import { VAULT_PIECE_CACHE_MAX } from '../shared/src/base/limits.ts';
+import { formatBytes } from '../shared/src/base/units.ts';
+import { fileSource } from '../shared/src/chunking/file-source.ts';
+import type { FileInfo } from '../shared/src/wire/api.ts';
+import type { PieceCache } from '../shared/src/vault/cache.ts';
+import type { Tree } from '../shared/src/vault/format.ts';
+import { VAULT_ID } from '../shared/src/vault/keys.ts';
+import { httpVaultRemote } from '../shared/src/vault/remote.ts';
+import { last } from '../shared/src/vault/tree.ts';
+import { type HeadMemory, type SeenHead, type Vault, type VaultPullReport, type VaultPushReport, openVault } from '../shared/src/vault/vault.ts';
+import { type Opts, UsageError, type Values, str } from './command.ts';
+import { openNoFollow, tempName } from './contained.ts';
+import { stdoutFile } from './output.ts';
+import { httpBase, tokenOf } from './remote.ts';
+
+/** The heads this user's devices saw, by vault id: a JSON file written whole, then renamed. */
+export function fileHeads(): HeadMemory {
+  const file = path.join(process.env.XDG_CONFIG_HOME || path.join(homedir(), '.config'), 'dsync', 'vault-heads.json');
+  const all = (): Record<string, SeenHead> => {
+    try {
+      return JSON.parse(readFileSync(file, 'utf8'));
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return {};
+      throw new Error(`${file} is damaged: ${(e as Error).message}`);
+    }
+  };
+  return {
+    get: async (id) => all()[id] ?? null,
+    async set(id, seen) {
+      const before = all();
+      // another process may have seen a newer head meanwhile: never remember an older one
+      if ((before[id]?.seq ?? 0) > seen.seq) return;
+      const next = { ...before, [id]: seen };
+      mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+      const tmp = `${file}.${process.pid}.tmp`;
+      writeFileSync(tmp, JSON.stringify(next), { mode: 0o600 });
+      renameSync(tmp, file);
+    },
+  };
+}
+
+/** Where the sealed list pieces of vault `id` are kept: $DSYNC_CACHE_DIR/vaults/<id>, else
+ *  $XDG_CACHE_HOME/dsync/vaults/<id>, else ~/.cache/dsync/vaults/<id>. */
+export function vaultCacheDir(id: string, env = process.env): string {
+  if (!VAULT_ID.test(id)) throw new UsageError(`bad vault id ${JSON.stringify(id)}: 32 lowercase hex digits`);
+  const root = env.DSYNC_CACHE_DIR || path.join(env.XDG_CACHE_HOME || path.join(homedir(), '.cache'), 'dsync');
+  return path.join(root, 'vaults', id);
+}
+
+/** A vault's PieceCache in `dir`: one file per piece, named by its chunk id, written whole then
+ *  renamed; beyond `cap` bytes the least recently used are deleted. The vault opens and checks
+ *  every entry as if fetched, so a damaged one costs a fetch; a cache that cannot be read or
+ *  written costs the same. */
+function dirPieceCache(dir: string, cap = VAULT_PIECE_CACHE_MAX): PieceCache {
+  const file = (id: string) => {
+    if (!/^[0-9a-f]{64}$/.test(id)) throw new RangeError(`bad piece id ${JSON.stringify(id)}`);
+    return path.join(dir, id);
+  };
+  let total: number | null = null; // bytes in dir, counted on the first put
+  const trim = async () => {
+    const entries: { name: string; size: number; used: number }[] = [];
+    for (const name of await readdir(dir).catch(() => [] as string[])) {
+      const st = await stat(path.join(dir, name)).catch(() => null);
+      if (st?.isFile()) entries.push({ name, size: st.size, used: st.mtimeMs });
+    }
+    total = entries.reduce((n, e) => n + e.size, 0);
+    entries.sort((a, b) => a.used - b.used);
+    for (const e of entries) {
+      if (total <= cap) break;
+      await rm(path.join(dir, e.name), { force: true });
+      total -= e.size;
+    }
+  };
+  return {
+    async get(id) {
+      try {
+        const b = await readFile(file(id));
+        const now = new Date();
+        await utimes(file(id), now, now).catch(() => {}); // recently used: dropped last
+        return new Uint8Array(b.buffer, b.byteOffset, b.length);
+      } catch {
+        return null;
+      }
+    },
+    async put(id, sealed) {
+      const tmp = `${file(id)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+      try {
+        await mkdir(dir, { recursive: true, mode: 0o700 });
+        await writeFile(tmp, sealed, { mode: 0o600 });
+        await rename(tmp, file(id));
+      } catch {
+        await rm(tmp, { force: true }).catch(() => {});
+        return;
+      }
+      if (total === null) await trim();
+      else if ((total += sealed.length) > cap) await trim();
+    },
+    async drop(id) {
+      await rm(file(id), { force: true }).catch(() => {});
+    },
+  };
+}
+
+/** The vault passphrase: --passphrase-file FILE (its last line break dropped), else
+ *  $DSYNC_VAULT_PASSPHRASE. */
+export function passphrase(values: Values): string {
+  const f = str(values, 'passphrase-file');
+  const p = f !== undefined ? readFileSync(f, 'utf8').replace(/\r?\n$/, '') : process.env.DSYNC_VAULT_PASSPHRASE;
+  if (!p) throw new UsageError('the vault passphrase: --passphrase-file FILE or $DSYNC_VAULT_PASSPHRASE');
+  return p;
+}
+
+/** The server's vault routes, with the token the flags or the environment give. */
+export function vaultRemote(values: Values) {
+  const token = tokenOf(values);
+  return httpVaultRemote(httpBase(values), undefined, token ? { Authorization: `Bearer ${token}` } : {});
+}
+
+/** The vault `id` opened with the secret the flags or the environment give (--recovery-key-file,
+ *  else --passphrase-file or $DSYNC_VAULT_PASSPHRASE), with this user's head memory and the
+ *  device's cache of pieces. */
+export async function opened(values: Values, id: string | undefined) {
+  if (!id) throw new UsageError('which vault: its id (dsync vault create prints it)');
+  const rk = str(values, 'recovery-key-file');
+  const secret = rk !== undefined ? { recoveryKey: readFileSync(rk, 'utf8') } : { passphrase: passphrase(values) };
+  return openVault(vaultRemote(values), id, secret, fileHeads(), { device: str(values, 'device') ?? hostname(), cache: dirPieceCache(vaultCacheDir(id)) });
+}
+
+/** A version number given as a positional or --version: a whole number ≥ 1. */
+export function versionNumber(what: string, v: string | undefined): number {
+  const n = Number(v);
+  if (!v || !/^[0-9]+$/.test(v) || !Number.isSafeInteger(n) || n < 1) throw new UsageError(`${what} is a whole number of at least 1, got ${JSON.stringify(v ?? '')}`);
+  return n;
+}
+
+/** How a vault is opened: its passphrase, or its recovery key (`opened`). */
+export const SECRET_OPTS: Opts = {
+  'passphrase-file': { type: 'string', arg: 'FILE', help: 'a file holding the vault passphrase (default: $DSYNC_VAULT_PASSPHRASE)' },
+  'recovery-key-file': { type: 'string', arg: 'FILE', help: 'open the vault with its recovery key instead of the passphrase' },
+};
+
+/** The device label a push records (`--device`). */
+export const DEVICE_OPT: Opts = {
+  device: { type: 'string', arg: 'LABEL', help: "the device label recorded with each version pushed (default: this machine's host name)" },
+};
+
+/** The flags of a plain command that reach a vault instead of the server's files. */
+export const VAULT_OPTS: Opts = {
+  vault: { type: 'string', arg: 'ID', help: 'work on this vault (its id, as dsync vault create printed it) instead of the server\'s files' },
+  ...SECRET_OPTS,
+};
+
+/** The vault a plain command works on (--vault ID), or undefined for the server's files. The
+ *  vault's flags need --vault; with it, each flag of `plainOnly` (a flag that means nothing on
+ *  a vault, with why) is refused, never ignored. */
+export function vaultOf(values: Values, plainOnly: Record<string, string> = {}): string | undefined {
+  const id = str(values, 'vault');
+  if (id === undefined) {
+    for (const f of [...Object.keys(SECRET_OPTS), 'device']) if (values[f] !== undefined) throw new UsageError(`--${f} goes with --vault`);
+    return undefined;
+  }
+  vaultCacheDir(id); // a bad id is a usage error before anything is read
+  for (const [f, why] of Object.entries(plainOnly)) if (values[f] !== undefined) throw new UsageError(`--${f} does not go with --vault: ${why}`);
+  return id;
+}
+
+/** Why the chunking flags mean nothing on a vault. */
+export const KEYED_CHUNKING = 'a vault chunks with its own keys';
+
+/** Pushes `file` as a new version of `name` (the file's mtime kept with it); `noFollow`: a link
+ *  at the file's own name is refused (a file found by walking a folder). */
+export async function pushFile(vault: Vault, file: string, name: string, o: { noFollow?: boolean } = {}): Promise<VaultPushReport> {
+  const fh = await (o.noFollow ? openNoFollow(file) : open(file, 'r'));
+  try {
+    const { size, mtimeMs } = await fh.stat();
+    return await vault.push(name, fileSource(fh, size), mtimeMs);
+  } finally {
+    await fh.close();
+  }
+}
+
+/** "notes.txt v3: 20 MB, 2 of 2400 chunks new, 30 KB uploaded in 5 packs" */
+export const pushLine = (r: VaultPushReport) => `${r.name} v${r.version}: ${formatBytes(r.size)}, ${r.chunks - r.reused} of ${r.chunks} chunks new, ${formatBytes(r.packBytes)} uploaded in ${r.packs} packs`;
+
+/** Pulls `name` (`version`, else its newest) into `outFile` ('-': stdout, as each verified
+ *  window arrives): through a temporary file beside it, synced, given the version's mtime and
+ *  renamed over it only once every chunk verified. `local`: the device's copy, whose chunks are
+ *  not fetched (opened without following a link with `check`); `check` runs right before the
+ *  rename (a folder pull checks again that no link is in the way). */
+export async function pullFile(vault: Vault, name: string, outFile: string, o: { version?: number; local?: string; check?: () => Promise<unknown> } = {}): Promise<VaultPullReport> {
+  const old: FileHandle | null = o.local === undefined ? null : await (o.check ? openNoFollow(o.local) : open(o.local, 'r'));
+  try {
+    const local = old ? fileSource(old, (await old.stat()).size) : undefined;
+    if (outFile === '-') {
+      const out = stdoutFile();
+      return await vault.pull(name, (b) => out.write(b).then(() => {}), local, { version: o.version });
+    }
+    const tmp = path.join(path.dirname(outFile), tempName());
+    const out = await open(tmp, 'wx', 0o600);
+    let closed = false;
+    try {
+      const r = await vault.pull(name, async (b) => void (await out.write(b)), local, { version: o.version });
+      await out.sync();
+      await out.utimes(new Date(), new Date(r.mtime));
+      await out.close();
+      closed = true;
+      await o.check?.();
+      await rename(tmp, outFile);
+      return r;
+    } catch (e) {
+      if (!closed) await out.close().catch(() => {});
+      await rm(tmp, { force: true });
+      throw e;
+    }
+  } finally {
+    await old?.close();
+  }
+}
+
+/** "notes.txt (v3): 20 MB, 2398 of 2400 chunks from the old copy, 30 KB fetched" */
+export const pullLine = (dest: string, r: VaultPullReport) => `${dest} (v${r.version}): ${formatBytes(r.size)}, ${r.local} of ${r.chunks} chunks from the old copy, ${formatBytes(r.fetchedBytes)} fetched`;
+
+/** The live files and folders of a vault's tree under `prefix` ('' or ending in '/') as the
+ *  server lists a plain folder (GET /api/files): each file's newest version as a FileInfo
+ *  (mtime: when it was pushed; modified: the file's own mtime), the folders (ending in '/')
+ *  that hold one; with `recursive`, every file and folder below, else those right in it. A
+ *  vault keeps no empty folders: its folders follow its files. */
+export function vaultListing(tree: Tree, prefix: string, recursive: boolean): { files: FileInfo[]; folders: string[] } {
+  const files: FileInfo[] = [];
+  const folders = new Set<string>();
+  for (const f of tree.files) {
+    if (f.deleted || !f.name.startsWith(prefix) || f.name.length === prefix.length) continue;
+    const parts = f.name.slice(prefix.length).split('/');
+    for (let i = 1; i < parts.length && (recursive || i === 1); i++) folders.add(prefix + parts.slice(0, i).join('/') + '/');
+    if (!recursive && parts.length > 1) continue;
+    const v = last(f);
+    files.push({ name: f.name, latest: v.n, size: v.size, versions: f.versions.length, mtime: new Date(v.pushed).toISOString(), modified: v.mtime });
+  }
+  return { files, folders: [...folders] };
+}
