@@ -13,6 +13,10 @@
  *   rename `Vault.mv` (onto a deleted file's name: a new version of it, then a delete); a
  *   folder's rename or delete one change of the tree (`mvMany`, `rmMany`: one head, all or
  *   none); a vault keeps no empty folders.
+ * - small files go up in one change of the tree (`pushMany`: shared packs, one head; a file
+ *   whose expectation fails is StaleBasis, the others land) and come down together
+ *   (`pullMany`: their manifests and chunks fetched together, each checked against its root
+ *   before it is written).
  * One change at a time: each reads the head and writes one, and two at once would only race
  * each other's compare-and-swap.
  */
