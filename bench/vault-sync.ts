@@ -13,6 +13,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import '../shared/src/chunking/wasm.ts';
 import { startServe } from '../harness/child.ts';
 import { randomBytes } from '../harness/testdata.ts';
 import { httpVaultRemote } from '../shared/src/vault/remote.ts';
