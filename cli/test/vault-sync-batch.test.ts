@@ -5,7 +5,8 @@
 // key, names the packs of every file); a second device gets every file byte-exact with few pack
 // reads; a batch with one file another device made first lands the others and refuses that one
 // (on the first head read, and on a head read again after a lost compare-and-swap), and a
-// batch whose upload fails leaves the vault as it was; `--watch` takes another device's change
+// batch whose upload fails leaves the vault as it was; a batch pulled replaces no file changed
+// since the plan read it; `--watch` takes another device's change
 // woken by the vault's head event.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -22,7 +23,8 @@ import { ErrorCode } from '../../shared/src/wire/protocol.ts';
 import { VaultFolder } from '../../shared/src/sync/vault-folder.ts';
 import { type VaultRemote, httpVaultRemote } from '../../shared/src/vault/remote.ts';
 import { type Vault, createVault, memoryHeads, openVault } from '../../shared/src/vault/vault.ts';
-import { NodeFiles, NodeTree } from '../sync-io.ts';
+import { LocalChanged } from '../../shared/src/sync/engine.ts';
+import { NodeFiles, NodeTree, rootOf } from '../sync-io.ts';
 import { DSYNC, dsync, jsonLines } from './run.ts';
 
 let server: TestServer;
@@ -178,7 +180,7 @@ function interposed(remote: VaultRemote, o: { first?: () => Promise<void>; failP
   return r;
 }
 
-test('VaultFolder.pushMany: one head for the batch; a file another device made first is refused, the others land; a failed upload leaves the vault as it was', { timeout: 600_000 }, async () => {
+test('VaultFolder.pushMany: one head for the batch; a file another device made first is refused, the others land; pullMany replaces no file changed here; a failed upload leaves the vault as it was', { timeout: 600_000 }, async () => {
   const remote = httpVaultRemote(server.url);
   const { vault: va } = await createVault(remote, 'pass', memoryHeads(), LIGHT, { device: 'a' });
   const id = va.id;
@@ -209,6 +211,20 @@ test('VaultFolder.pushMany: one head for the batch; a file another device made f
     const parts: Uint8Array[] = [];
     await vb.pull(n, async (x) => void parts.push(x));
     assert.equal(Buffer.concat(parts).toString(), body('a', n));
+  }
+
+  // B takes three of them down in one batch: a file B changed since its plan read it is not
+  // replaced (LocalChanged), the others are written byte-exact
+  b.write('f01.txt', 'B had its own f01 here\n');
+  const read = await rootOf(path.join(b.dir, 'f01.txt'));
+  b.write('f01.txt', 'and changed it after the plan read it\n');
+  const down = await b.folder.pullMany(['f01.txt', 'f02.txt', 'f03.txt'].map((p, i) => ({ path: p, version: 1, expect: i === 0 ? read : null })));
+  assert.ok('error' in down[0] && down[0].error instanceof LocalChanged, JSON.stringify(down[0]));
+  assert.equal(readFileSync(path.join(b.dir, 'f01.txt'), 'utf8'), 'and changed it after the plan read it\n');
+  for (const [i, n] of ['f02.txt', 'f03.txt'].entries()) {
+    const g = down[i + 1];
+    assert.ok('ok' in g && g.ok.version === 1 && g.ok.root === (await rootOf(path.join(b.dir, n))).hash, JSON.stringify(g));
+    assert.equal(readFileSync(path.join(b.dir, n), 'utf8'), body('a', n));
   }
 
   // refused at the head read again after a lost compare-and-swap: B makes g11 between A's
