@@ -3,7 +3,8 @@
  * to do:
  *   - a local change: fs.watch on the folder, recursive (inotify on Linux, FSEvents on macOS,
  *     ReadDirectoryChangesW on Windows), a pass SYNC_SETTLE_MS after the last event;
- *   - a change on the server: the live events (GET /api/events, server-sent events);
+ *   - a change on the server: the live events (GET /api/events, server-sent events): a plain
+ *     folder's `event: change`, a vault's `event: vault` (its head's new counter);
  *   - every SYNC_RESCAN_MS, whatever the two said (a watcher can miss events: a folder made
  *     while its parent was being added, a network file system, an overflowed queue).
  * A pass that fails (the server away) is tried again with backoff; the event stream reconnects
@@ -26,14 +27,25 @@ export interface WatchOptions {
   dir: string;
   ignored: (p: string) => boolean;
   signal: AbortSignal;
-  pass: () => Promise<unknown>;
+  /** one pass; `woken`: what started it (`Woken`) */
+  pass: (woken: Woken[]) => Promise<unknown>;
   /** the watcher's event for `p` is of a file a pass wrote, as that pass left it */
   ownWrite?: (p: string) => boolean;
   /** the server's change event is of a version this device already has */
-  known?: (change: { kind?: unknown; name?: unknown; version?: unknown }) => boolean;
+  known?: (change: ServerChange) => boolean;
+  /** the vault synced (its id): its head events (`event: vault`) are change events too, as
+   *  `{kind: 'vault', counter}`; without it they are not read */
+  vault?: string;
   onError: (e: Error, retryMs: number) => void;
   onReady: () => void;
 }
+
+/** A change event's data: a plain folder's (`event: change`), or `{kind: 'vault', counter}`. */
+export type ServerChange = { kind?: unknown; name?: unknown; version?: unknown; counter?: unknown };
+
+/** What starts a pass: the start, a local change, a change on the server (an event this device
+ *  did not know of), the event stream (re)connected, the rescan, a retry after a failure. */
+export type Woken = 'start' | 'local' | 'server' | 'reconnect' | 'rescan' | 'retry';
 
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
@@ -50,8 +62,10 @@ export async function watchFolder(o: WatchOptions): Promise<void> {
   let wake: (() => void) | null = null;
   const finished = new Promise<void>((resolve) => (wake = resolve));
   // why the next pass runs: server events (checked when it would start), or anything else
-  let events: { kind?: unknown; name?: unknown; version?: unknown }[] = [];
+  let events: ServerChange[] = [];
   let other = false;
+  const woken = new Set<Woken>();
+  const note = (w: Woken) => void woken.add(w);
 
   const schedule = (ms: number) => {
     if (o.signal.aborted) return;
@@ -65,17 +79,21 @@ export async function watchFolder(o: WatchOptions): Promise<void> {
     const why = events;
     events = [];
     if (!other && why.length && o.known && why.every(o.known)) return; // this device's own
+    if (why.some((c) => !o.known?.(c))) woken.add('server');
+    const reasons = [...woken].sort();
+    woken.clear();
     other = false;
     running = true;
     again = false;
     let retry = 0;
     try {
-      await o.pass();
+      await o.pass(reasons);
       failures = 0;
     } catch (e) {
       retry = backoffMs(failures++);
       o.onError(e as Error, retry);
       other = true;
+      note('retry');
     } finally {
       running = false;
     }
@@ -84,10 +102,12 @@ export async function watchFolder(o: WatchOptions): Promise<void> {
   };
   const local = () => {
     other = true;
+    note('local');
     schedule(SYNC_SETTLE_MS);
   };
-  const forced = () => {
+  const forced = (why: Woken) => {
     other = true;
+    note(why);
     schedule(0);
   };
 
@@ -104,14 +124,14 @@ export async function watchFolder(o: WatchOptions): Promise<void> {
   } catch {
     // no recursive watching here: the rescan finds the changes
   }
-  const rescan = setInterval(forced, SYNC_RESCAN_MS);
+  const rescan = setInterval(() => forced('rescan'), SYNC_RESCAN_MS);
   void listen(o, (change) => {
-    if (change) events.push(change);
-    else other = true;
+    if (!change) return forced('reconnect');
+    events.push(change);
     schedule(0);
   });
   o.signal.addEventListener('abort', () => wake?.(), { once: true });
-  forced();
+  forced('start');
   o.onReady();
   await finished;
   watcher?.close();
@@ -125,8 +145,8 @@ export async function watchFolder(o: WatchOptions): Promise<void> {
 const EVENTS_IDLE_MS = 15_000;
 
 /** Follows GET /api/events, calling `changed` with every change event's data (null when it does
- *  not parse) and with null on every (re)connect. */
-async function listen(o: WatchOptions, changed: (change: { kind?: unknown; name?: unknown; version?: unknown } | null) => void): Promise<void> {
+ *  not parse), every head event of `o.vault`, and null on every (re)connect. */
+async function listen(o: WatchOptions, changed: (change: ServerChange | null) => void): Promise<void> {
   const base = httpBase(o.values);
   const token = tokenOf(o.values);
   for (let attempt = 0; !o.signal.aborted; ) {
@@ -156,6 +176,11 @@ async function listen(o: WatchOptions, changed: (change: { kind?: unknown; name?
           const ev = buf.slice(0, end);
           buf = buf.slice(end + 2);
           if (/^event: change$/m.test(ev)) changed(dataOf(ev));
+          else if (o.vault && /^event: vault$/m.test(ev)) {
+            // another vault's head is no change here; data that does not parse starts a pass
+            const d = dataOf(ev);
+            if (!d || d.id === o.vault) changed({ kind: 'vault', counter: d?.counter });
+          }
         }
       }
     } catch {
@@ -170,7 +195,7 @@ async function listen(o: WatchOptions, changed: (change: { kind?: unknown; name?
 }
 
 /** The JSON data of a server-sent event, null when it has none that parses to an object. */
-function dataOf(ev: string): { kind?: unknown; name?: unknown; version?: unknown } | null {
+function dataOf(ev: string): (ServerChange & { id?: unknown }) | null {
   const line = /^data: (.*)$/m.exec(ev)?.[1];
   try {
     const d = line === undefined ? null : JSON.parse(line);

@@ -19,7 +19,7 @@ import { SECRET_OPTS, opened } from '../vaults.ts';
 import { lockFolder } from '../sync-lock.ts';
 import { FileState, syncStateDir } from '../sync-state.ts';
 import { knownOf } from '../sync-options.ts';
-import { watchFolder } from '../sync-watch.ts';
+import { type ServerChange, type Woken, watchFolder } from '../sync-watch.ts';
 
 /** `--max-delete`: "N%" of the folder's files, or a count N. */
 export function maxDeleteOf(values: Values): { share: number; min: number } {
@@ -185,13 +185,15 @@ empty folders.`,
       const server = httpBase(values);
       const token = tokenOf(values);
       if (vault) {
+        const v = vault;
         const remote = new VaultFolder(vault, new NodeFiles(tree), { windows: process.platform === 'win32' });
         return {
           remote,
           state: new FileState({ server, token, folder: '', dir, vault: vault.id }),
           where: `${dirArg} ⇄ vault ${vault.id}`,
-          // a plain folder's commit says nothing of a vault
-          known: (c: { kind?: unknown }) => c.kind === 'commit',
+          // a plain folder's commit says nothing of a vault; a head event up to the head this
+          // device last read or wrote (its own push, a head a pass read) brings nothing new
+          known: (c: ServerChange) => c.kind === 'commit' || (c.kind === 'vault' && typeof c.counter === 'number' && c.counter <= v.counter),
           close: () => {},
         };
       }
@@ -204,7 +206,7 @@ empty folders.`,
         remote,
         state,
         where: `${dirArg} ⇄ ${server}/${folder}`,
-        known: (c: { kind?: unknown; name?: unknown; version?: unknown }) =>
+        known: (c: ServerChange) =>
           c.kind === 'commit' && typeof c.name === 'string' && (!c.name.startsWith(prefix) || state.files.get(c.name.slice(prefix.length))?.version === c.version),
         close: () => remote.close(),
       };
@@ -226,7 +228,7 @@ empty folders.`,
       // in --watch, a skipped entry is noted once, not on every pass
       const noted = new Set<string>();
       const fresh = (r: FolderSyncReport) => r.skipped.filter((s) => !noted.has(`${s.path}\0${s.reason}`));
-      const report = (r: FolderSyncReport) => {
+      const report = (r: FolderSyncReport, woken?: Woken[]) => {
         for (const s of fresh(r)) {
           noted.add(`${s.path}\0${s.reason}`);
           if (human) console.error(`dsync sync: skipped ${s.path}: ${s.reason}`);
@@ -234,7 +236,7 @@ empty folders.`,
         }
         if (r.guard) console.error(guardMessage(r.guard));
         if (human) console.log(`${where}: ${summary(r)}`);
-        else printJson({ pass: { agreed: r.agreed, passes: r.passes, actions: r.done.length, hashed: r.hashed, failed: r.done.filter((d) => d.error).length, skipped: r.skipped.length, hidden: r.hidden, ...(r.guard && { guard: r.guard }) } });
+        else printJson({ pass: { agreed: r.agreed, passes: r.passes, actions: r.done.length, hashed: r.hashed, failed: r.done.filter((d) => d.error).length, skipped: r.skipped.length, hidden: r.hidden, ...(r.guard && { guard: r.guard }), ...(woken && { woken }) } });
       };
       const failedRun = (r: FolderSyncReport) => !r.agreed || r.done.some((d) => d.error) || r.skipped.some((s) => s.blocks);
 
@@ -270,9 +272,10 @@ empty folders.`,
           ownWrite,
           known,
           signal: controller.signal,
-          pass: async () => {
+          vault: vault?.id,
+          pass: async (woken) => {
             const r = await syncUntilStill(tree, remote, state, engine);
-            if (r.done.length || r.guard || fresh(r).length) report(r);
+            if (r.done.length || r.guard || fresh(r).length) report(r, woken);
             return r;
           },
           onError: (e, retryMs) => console.error(`dsync sync: ${e.message}; trying again in ${Math.round(retryMs / 100) / 10} s`),

@@ -223,7 +223,7 @@ test('dsync sync --vault --watch: a local save goes up, another device\'s change
     assert.deepEqual(ops(await synced(b, id)), [['download', 'saved.txt']]);
     b.write('from other.txt', 'made on the other device\n');
     assert.deepEqual(ops(await synced(b, id)), [['upload', 'from other.txt']]);
-    // the server announces no vault heads: the watcher's rescan finds it
+    // the vault's head event (or the rescan) brings it
     await until('the other device\'s file here', () => existsSync(path.join(a.dir, 'from other.txt')) && a.read('from other.txt').toString() === 'made on the other device\n');
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
     child.kill('SIGINT');

@@ -13,16 +13,21 @@
  *   rename `Vault.mv` (onto a deleted file's name: a new version of it, then a delete); a
  *   folder's rename or delete one change of the tree (`mvMany`, `rmMany`: one head, all or
  *   none); a vault keeps no empty folders.
+ * - small files go up in one change of the tree (`pushMany`: shared packs, one head; a file
+ *   whose expectation fails is StaleBasis, the others land) and come down together
+ *   (`pullMany`: their manifests and chunks fetched together, each checked against its root
+ *   before it is written).
  * One change at a time: each reads the head and writes one, and two at once would only race
  * each other's compare-and-swap.
  */
-import { RootHasher, type Source } from '../chunking/chunk-index.ts';
+import { BULK_FILE_MAX } from '../base/limits.ts';
+import { RootHasher, type Source, bufferSource } from '../chunking/chunk-index.ts';
 import { RemoteError } from '../transport/conn.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS, ErrorCode } from '../wire/protocol.ts';
 import { type Tree, VaultChanged, VaultError, hex } from '../vault/format.ts';
 import { byName, last } from '../vault/tree.ts';
 import type { Vault } from '../vault/vault.ts';
-import { type Expected, type RemoteFolder, RemoteChanged, type Skipped, type Stat } from './engine.ts';
+import { type Expected, type RemoteFolder, RemoteChanged, type Settled, type Skipped, type Stat } from './engine.ts';
 import type { Expect, RemoteFile } from './plan.ts';
 import { listedNameFits } from './remote.ts';
 
@@ -35,6 +40,17 @@ export interface VaultFolderFiles {
    *  file replaces `path` only while `verifyLocal(expect)` holds (LocalChanged otherwise);
    *  the stat after */
   write(path: string, expect: Expected | null, basis: string | undefined, fill: (write: (bytes: Uint8Array) => Promise<void>, basis: Source | undefined) => Promise<{ mtime: number }>): Promise<Stat>;
+}
+
+/** The root (hex) of `bytes` with the default chunking, as the engine compares roots. */
+function rootOfBytes(bytes: Uint8Array): string {
+  const hasher = new RootHasher(DEFAULT_PARAMS, DEFAULT_ALGO);
+  try {
+    hasher.push(bytes);
+    return hex(hasher.finish());
+  } finally {
+    hasher.free();
+  }
 }
 
 /** A vault's refusal because another device changed it first, as the engine reads one. */
@@ -96,6 +112,63 @@ export class VaultFolder implements RemoteFolder {
         }
       }),
     );
+  }
+
+  /** Small files up in one change of the vault (`Vault.pushMany`: shared packs, one head):
+   *  each read whole first, its stat taken as it was opened (a file grown above BULK_FILE_MAX
+   *  since the plan read it is pushed on its own); each outcome as `push` gives it. */
+  async pushMany(items: { path: string; expect: Expect }[]): Promise<Settled<{ version: number; root: string } & Stat>[]> {
+    const read = await Promise.all(
+      items.map((it) =>
+        this.files
+          .read(it.path, async (source, st) => {
+            if (st.size > BULK_FILE_MAX) return null;
+            const bytes = (await source.read(0, st.size)).slice();
+            if (bytes.length !== st.size) throw new VaultError(`${JSON.stringify(it.path)} shrank while it was read`);
+            return { bytes, st };
+          })
+          .catch((error: unknown) => ({ error })),
+      ),
+    );
+    const batch = items.flatMap((it, k) => {
+      const r = read[k];
+      return r && 'bytes' in r ? [{ k, name: it.path, source: bufferSource(r.bytes), mtime: r.st.mtimeMs, expect: it.expect }] : [];
+    });
+    const sent = batch.length ? await this.one(() => this.vault.pushMany(batch)).catch((error: unknown) => batch.map(() => ({ error }))) : [];
+    const at = new Map(batch.map((b, i) => [b.k, i]));
+    const out: Settled<{ version: number; root: string } & Stat>[] = [];
+    for (const [k, it] of items.entries()) {
+      const r = read[k];
+      if (r === null) out.push(await this.push(it.path, it.expect).then((ok) => ({ ok }), (error: unknown) => ({ error })));
+      else if ('error' in r) out.push(r);
+      else {
+        const got = sent[at.get(k)!];
+        out.push('error' in got ? { error: changed(got.error, (m) => new RemoteError(ErrorCode.StaleBasis, m)) } : { ok: { version: got.ok.version, root: got.ok.root, size: r.st.size, mtimeMs: r.st.mtimeMs } });
+      }
+    }
+    return out;
+  }
+
+  /** Small files down in one batch (`Vault.pullMany`: their manifests and chunks fetched
+   *  together), each written as `pull` writes one: through a temporary file, its bytes hashed
+   *  and refused unless they are the tree's root, renamed over the local file only while it is
+   *  what the plan read. */
+  async pullMany(items: { path: string; version: number; expect: Expected | null }[]): Promise<Settled<{ version: number; root: string } & Stat>[]> {
+    const { files } = await this.one(() =>
+      this.vault.pullMany(
+        items.map((it) => ({ name: it.path, version: it.version })),
+        async (k, bytes, file) => {
+          const root = rootOfBytes(bytes);
+          if (root !== file.root) throw new VaultError(`${JSON.stringify(file.name)} version ${file.version}: its contents are not what the tree records (another root)`);
+          const st = await this.files.write(items[k].path, items[k].expect, undefined, async (write) => {
+            await write(bytes);
+            return { mtime: file.mtime };
+          });
+          return { version: file.version, root, ...st };
+        },
+      ),
+    ).catch((error: unknown) => ({ files: items.map(() => ({ error })) }));
+    return files;
   }
 
   pull(path: string, version: number, expect: Expected | null, basis?: string) {

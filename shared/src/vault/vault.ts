@@ -24,6 +24,7 @@ import {
   type Tree,
   type TreeFile,
   type Version,
+  VaultChanged,
   VaultError,
   checkDevice,
   checkKeep,
@@ -131,6 +132,34 @@ export interface VaultPullReport {
   ranges: number;
 }
 
+/** One outcome of many: what the call gave, or its refusal (sync/engine.ts `Settled`). */
+export type Outcome<T> = { ok: T } | { error: unknown };
+
+/** A version about to be added to the tree: its chunks (held by the vault), what it records,
+ *  the order of its manifest's table of packs (the previous manifest's), and what the change
+ *  expects at its name. */
+interface Landing {
+  name: string;
+  refs: Ref[];
+  size: number;
+  root: Uint8Array;
+  mtime: number;
+  order: string[];
+  expect?: Expect;
+}
+
+/** A file `pullMany` fetched: the version and what the tree records of it. */
+export interface VaultPulledFile {
+  name: string;
+  size: number;
+  /** the file's modification time (ms) as pushed */
+  mtime: number;
+  version: number;
+  /** its root with the default chunking (hex), as the tree records it */
+  root: string;
+  chunks: number;
+}
+
 /** Windows of a pull: plaintext bytes fetched and verified before they are handed on. */
 const PULL_WINDOW = 16 << 20;
 /** The longest range of a pack one read asks for. */
@@ -159,6 +188,8 @@ export class Vault {
   private index = new Map<string, Ref>();
   /** Sealed list pieces this device fetched or wrote, by chunk id. */
   private readonly cache: PieceCache;
+  /** the counter of the last head this object read or wrote (0: none yet) */
+  private headCounter = 0;
 
   /** the label recorded with every version this device pushes */
   readonly device: string;
@@ -175,6 +206,12 @@ export class Vault {
 
   get id(): string {
     return this.keys.id;
+  }
+
+  /** The counter of the newest head this object read or wrote (0: none yet): a head event of
+   *  a counter up to it tells this device nothing new. */
+  get counter(): number {
+    return this.headCounter;
   }
 
   /** Reads the head and checks it: its seal, that its sequence is the server's counter, and
@@ -196,6 +233,7 @@ export class Vault {
       if (head.seq === seen.seq + 1 && hex(head.prev) !== seen.hash) throw new VaultError(`vault ${this.id}: head ${head.seq} does not follow the head ${seen.seq} this device saw (a fork)`);
     }
     await this.heads.set(this.id, { seq: head.seq, hash: hex(hash) });
+    this.headCounter = Math.max(this.headCounter, head.seq);
     const tree = decodeTree(await this.readList(head.tree));
     this.checkPacksInUse(head.seq, packsInUse(tree, head.tree), got.packs);
     this.forgetCollectable(got.packs);
@@ -227,36 +265,48 @@ export class Vault {
   /** The bytes of a list from its pieces, each verified (seal and keyed id): from the cache
    *  when it holds the piece and the piece opens, else fetched (and kept). */
   private async readList(refs: Ref[]): Promise<Uint8Array> {
-    const parts = await Promise.all(
-      refs.map(async (r) => {
-        const cached = await this.cache.get(hex(r.id));
-        if (cached) {
-          try {
-            return await this.openVerified(Kind.List, r, cached);
-          } catch (e) {
-            if (!(e instanceof VaultError)) throw e;
-            await this.cache.drop(hex(r.id)); // damaged, or another vault's: fetched again below
-          }
+    return (await this.readLists([refs]))[0];
+  }
+
+  /** The bytes of several lists, as `readList` reads one: the pieces none of them finds in the
+   *  cache fetched together, so pieces of one pack share its aligned reads. */
+  private async readLists(lists: Ref[][]): Promise<Uint8Array[]> {
+    const plain = new Map<string, Uint8Array>();
+    const unique = new Map<string, Ref>();
+    for (const r of lists.flat()) unique.set(hex(r.id), r);
+    await Promise.all(
+      [...unique].map(async ([id, r]) => {
+        const cached = await this.cache.get(id);
+        if (!cached) return;
+        try {
+          plain.set(id, await this.openVerified(Kind.List, r, cached));
+        } catch (e) {
+          if (!(e instanceof VaultError)) throw e;
+          await this.cache.drop(id); // damaged, or another vault's: fetched again below
         }
-        return null;
       }),
     );
     const fetched = await this.fetchSealed(
       Kind.List,
-      refs.filter((_, i) => parts[i] === null),
+      [...unique.values()].filter((r) => !plain.has(hex(r.id))),
     );
-    for (const [id, { sealed }] of fetched) await this.cache.put(id, sealed);
-    for (const [i, r] of refs.entries()) {
-      parts[i] ??= fetched.get(hex(r.id))!.plain;
-      this.index.set(refKey(Kind.List, r.id), r);
+    for (const [id, { sealed, plain: bytes }] of fetched) {
+      await this.cache.put(id, sealed);
+      plain.set(id, bytes);
     }
-    const out = new Uint8Array(parts.reduce((n, p) => n + p!.length, 0));
-    let at = 0;
-    for (const p of parts as Uint8Array[]) {
-      out.set(p, at);
-      at += p.length;
-    }
-    return out;
+    return lists.map((refs) => {
+      const parts = refs.map((r) => {
+        this.index.set(refKey(Kind.List, r.id), r);
+        return plain.get(hex(r.id))!;
+      });
+      const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+      let at = 0;
+      for (const p of parts) {
+        out.set(p, at);
+        at += p.length;
+      }
+      return out;
+    });
   }
 
   /** A sealed chunk's plaintext, checked against its keyed id. */
@@ -285,7 +335,18 @@ export class Vault {
    *  the file and the version (a manifest moved to another file or version is refused) and its
    *  chunks must add up to the version's size. */
   private async manifest(f: TreeFile, v: Version): Promise<ManifestTable> {
-    const m = decodeManifest(await this.readList(v.manifest));
+    return this.checkManifest(f, v, await this.readList(v.manifest));
+  }
+
+  /** The newest versions' manifests of the files, as `manifest` reads one, their pieces read
+   *  together. */
+  private async manifests(files: TreeFile[]): Promise<ManifestTable[]> {
+    const lists = await this.readLists(files.map((f) => last(f).manifest));
+    return files.map((f, i) => this.checkManifest(f, last(f), lists[i]));
+  }
+
+  private checkManifest(f: TreeFile, v: Version, bytes: Uint8Array): ManifestTable {
+    const m = decodeManifest(bytes);
     if (!equal(m.file, f.id) || !equal(m.version, v.id)) throw new VaultError(`vault ${this.id}: the manifest of ${JSON.stringify(f.name)} version ${v.n} belongs to another file or version (a moved manifest)`);
     if (packsOf(m.refs).join() !== v.packs.join()) throw new VaultError(`vault ${this.id}: the tree's packs of ${JSON.stringify(f.name)} version ${v.n} are not its manifest's (a client bug: a pack in use could be collected)`);
     if (m.refs.reduce((n, r) => n + plainLength(r), 0) !== v.size) throw new VaultError(`vault ${this.id}: the manifest of ${JSON.stringify(f.name)} version ${v.n} does not add up to its size`);
@@ -338,6 +399,7 @@ export class Vault {
       if (put.ok) {
         if (put.counter !== record.seq) throw new VaultError(`vault ${this.id}: the server counted head ${put.counter} for head ${record.seq}`);
         await this.heads.set(this.id, { seq: record.seq, hash: hex(sha256(body)) });
+        this.headCounter = Math.max(this.headCounter, record.seq);
         return { seq: record.seq, tree };
       }
       if (tries >= HEAD_TRIES) throw new VaultError(`vault ${this.id}: the head moved on ${tries} times while the tree was written`);
@@ -348,58 +410,77 @@ export class Vault {
   /** Adds a version of `name` made of `refs` (chunks the vault holds): its manifest, bound to
    *  the file and the version (its table of packs in the order of `order`, the previous
    *  manifest's), then the tree. Returns the version's number and the head's seq. */
-  private async landVersion(packs: PackWriter, s: State, name: string, refs: Ref[], made: { size: number; root: Uint8Array; mtime: number }, order: string[], expect?: Expect): Promise<{ n: number; seq: number }> {
-    const id = newFileId();
-    const fresh = newFileId();
-    let bound: Uint8Array | null = null;
-    let manifest: Ref[] = [];
-    const done = await this.commit(packs, s, async (s) => {
-      if (s.tree.files.some((f) => f.versions.some((x) => equal(x.id, id)))) return null; // landed already
-      if (expect) checkExpect(s.tree, name, expect);
-      const file = fileFor(s.tree, name, fresh);
-      if (!bound || !equal(bound, file)) {
-        manifest = await this.writeList(packs, encodeManifest({ file, version: id, refs }, order));
-        await packs.flush(); // the tree names the manifest's packs
-        bound = file;
-      }
-      return addVersion(s.tree, name, file, { id, size: made.size, root: made.root, mtime: Math.max(0, Math.round(made.mtime)), pushed: Date.now(), device: this.device, manifest, packs: packsOf(refs) });
-    });
-    const v = done.tree.files.flatMap((f) => f.versions).find((x) => equal(x.id, id));
-    // another device's retention may have forgotten it already: the push landed all the same
-    return { n: v?.n ?? 0, seq: done.seq };
+  private async landVersion(packs: PackWriter, s: State, version: Landing): Promise<{ n: number; seq: number }> {
+    const { seq, landed } = await this.landVersions(packs, s, [version]);
+    if ('error' in landed[0]) throw landed[0].error;
+    return { n: landed[0].ok, seq };
   }
 
-  /** Pushes `source` as a new version of `name`: chunks it with the vault's keys, uploads only
-   *  the chunks the vault lacks (as far as this device knows: the file's newest manifest, and
-   *  every manifest it has read), then the manifest, the tree and a head written by
-   *  compare-and-swap. A deleted `name` becomes live again, with its history. `expect`: only
-   *  while the vault holds that at `name` (each time the head is read), else VaultChanged.
-   *  The version records the root of the bytes read with the default chunking. */
-  async push(rawName: string, source: Source, mtime: number, o: { expect?: Expect } = {}): Promise<VaultPushReport> {
-    const name = validateName(rawName);
-    return this.writing(async (packs) => {
-      const s = await this.state();
-      if (o.expect) checkExpect(s.tree, name, o.expect);
-      const before = byName(s.tree, name);
-      const previous = before ? await this.manifest(before, last(before)) : null;
-      const refs: Ref[] = [];
-      let reused = 0;
-      const hasher = new RootHasher(DEFAULT_PARAMS, DEFAULT_ALGO);
-      let root: Uint8Array;
-      try {
-        // the keyed chunker reads the source once, in order: the root is of the same bytes
-        let next = 0;
-        const read: Source = {
-          size: source.size,
-          read: async (offset, length) => {
-            if (offset !== next) throw new Error('the keyed chunker read out of order');
-            const bytes = await source.read(offset, length);
-            next += bytes.length;
-            hasher.push(bytes);
-            return bytes;
-          },
-        };
-        for await (const batch of keyedChunks(this.keys, read)) {
+  /** Adds the versions (of distinct names) in one change of the tree, one head: each version's
+   *  expectation is checked on every tree read (a version whose expectation fails is refused,
+   *  VaultChanged, and the others land). Each version's number (0 when another device's
+   *  retention forgot it already: it landed all the same), or its refusal. */
+  private async landVersions(packs: PackWriter, s: State, versions: Landing[]): Promise<{ seq: number; landed: Outcome<number>[] }> {
+    const ids = versions.map(() => newFileId());
+    const fresh = versions.map(() => newFileId());
+    const bound: (Uint8Array | null)[] = versions.map(() => null);
+    const manifests: Ref[][] = versions.map(() => []);
+    const refused: (VaultChanged | null)[] = versions.map(() => null);
+    const done = await this.commit(packs, s, async (s) => {
+      const files: (Uint8Array | null)[] = versions.map(() => null);
+      for (const [k, v] of versions.entries()) {
+        if (refused[k] || s.tree.files.some((f) => f.versions.some((x) => equal(x.id, ids[k])))) continue; // refused, or landed already
+        if (v.expect) {
+          try {
+            checkExpect(s.tree, v.name, v.expect);
+          } catch (e) {
+            if (!(e instanceof VaultChanged)) throw e;
+            refused[k] = e;
+            continue;
+          }
+        }
+        const file = fileFor(s.tree, v.name, fresh[k]);
+        if (!bound[k] || !equal(bound[k]!, file)) {
+          manifests[k] = await this.writeList(packs, encodeManifest({ file, version: ids[k], refs: v.refs }, v.order));
+          bound[k] = file;
+        }
+        files[k] = file;
+      }
+      await packs.flush(); // the tree names the manifests' packs
+      let tree: Tree | null = null;
+      for (const [k, v] of versions.entries()) {
+        if (!files[k]) continue;
+        const next = addVersion(tree ?? s.tree, v.name, files[k]!, { id: ids[k], size: v.size, root: v.root, mtime: Math.max(0, Math.round(v.mtime)), pushed: Date.now(), device: this.device, manifest: manifests[k], packs: packsOf(v.refs) });
+        if (next) tree = next;
+      }
+      return tree;
+    });
+    const all = done.tree.files.flatMap((f) => f.versions);
+    return { seq: done.seq, landed: versions.map((_, k) => (refused[k] ? { error: refused[k] } : { ok: all.find((x) => equal(x.id, ids[k]))?.n ?? 0 })) };
+  }
+
+  /** Chunks `source` with the vault's keys, sealing into `packs` only the chunks the vault
+   *  lacks (as far as this device knows): its Refs, how many were reused, and the root of the
+   *  bytes read with the default chunking (the keyed chunker reads the source once, in order:
+   *  the root is of the same bytes). */
+  private async chunkFile(packs: PackWriter, name: string, source: Source): Promise<{ refs: Ref[]; reused: number; size: number; root: Uint8Array }> {
+    const refs: Ref[] = [];
+    let reused = 0;
+    const hasher = new RootHasher(DEFAULT_PARAMS, DEFAULT_ALGO);
+    let root: Uint8Array;
+    try {
+      let next = 0;
+      const read: Source = {
+        size: source.size,
+        read: async (offset, length) => {
+          if (offset !== next) throw new Error('the keyed chunker read out of order');
+          const bytes = await source.read(offset, length);
+          next += bytes.length;
+          hasher.push(bytes);
+          return bytes;
+        },
+      };
+      for await (const batch of keyedChunks(this.keys, read)) {
         for (const c of batch) {
           const key = refKey(Kind.Content, c.id);
           let r = this.index.get(key);
@@ -409,17 +490,73 @@ export class Vault {
             this.index.set(key, r);
           }
           refs.push(r);
-          }
         }
-        root = hasher.finish();
-      } finally {
-        hasher.free();
       }
-      const size = refs.reduce((n, r) => n + plainLength(r), 0);
-      if (size !== source.size) throw new VaultError(`${JSON.stringify(name)} changed while it was read`);
+      root = hasher.finish();
+    } finally {
+      hasher.free();
+    }
+    const size = refs.reduce((n, r) => n + plainLength(r), 0);
+    if (size !== source.size) throw new VaultError(`${JSON.stringify(name)} changed while it was read`);
+    return { refs, reused, size, root };
+  }
+
+  /** Pushes `source` as a new version of `name`: chunks it with the vault's keys, uploads only
+   *  the chunks the vault lacks (as far as this device knows: the file's newest manifest, and
+   *  every manifest it has read), then the manifest, the tree and a head written by
+   *  compare-and-swap. A deleted `name` becomes live again, with its history. `expect`: only
+   *  while the vault holds that at `name` (each time the head is read), else VaultChanged.
+   *  The version records the root of the bytes read with the default chunking. */
+  async push(rawName: string, source: Source, mtime: number, o: { expect?: Expect } = {}): Promise<VaultPushReport> {
+    const [got] = await this.pushMany([{ name: rawName, source, mtime, expect: o.expect }]);
+    if ('error' in got) throw got.error;
+    return got.ok;
+  }
+
+  /** Pushes several files (of distinct names), each as `push` does, in one change of the tree:
+   *  their new chunks share the open packs (placed at random, as one file's are), then their
+   *  manifests, then the tree and ONE head, written only once every pack it names is stored.
+   *  Each file's expectation is checked on every head read: one that fails is refused
+   *  (VaultChanged) and the others land. Each file's report (`packBytes` and `packs` are the
+   *  batch's) or refusal; any other failure (a source that cannot be read, an upload, the
+   *  head) throws with no head written: the vault stays as it was. */
+  async pushMany(items: { name: string; source: Source; mtime: number; expect?: Expect }[]): Promise<Outcome<VaultPushReport>[]> {
+    const names = items.map((it) => validateName(it.name));
+    if (new Set(names).size !== names.length) throw new VaultError('a name twice in one push');
+    return this.writing(async (packs) => {
+      const s = await this.state();
+      const out: Outcome<VaultPushReport>[] = items.map(() => ({ error: new VaultError('not pushed') }));
+      const go: number[] = [];
+      for (const [k, it] of items.entries()) {
+        try {
+          if (it.expect) checkExpect(s.tree, names[k], it.expect);
+          go.push(k);
+        } catch (e) {
+          if (!(e instanceof VaultChanged)) throw e;
+          out[k] = { error: e };
+        }
+      }
+      if (!go.length) return out;
+      // the newest manifests of the files there: their chunks are the vault's, and their tables
+      // order the new ones'
+      const there = go.filter((k) => byName(s.tree, names[k]));
+      const tables = await this.manifests(there.map((k) => byName(s.tree, names[k])!));
+      const previous = new Map(there.map((k, i) => [k, tables[i]]));
+      const made: Landing[] = [];
+      const chunked: { reused: number; chunks: number }[] = [];
+      for (const k of go) {
+        const c = await this.chunkFile(packs, names[k], items[k].source);
+        made.push({ name: names[k], refs: c.refs, size: c.size, root: c.root, mtime: items[k].mtime, order: previous.get(k)?.packs ?? [], expect: items[k].expect });
+        chunked.push({ reused: c.reused, chunks: c.refs.length });
+      }
       await packs.flush();
-      const { n, seq } = await this.landVersion(packs, s, name, refs, { size, root, mtime }, previous?.packs ?? [], o.expect);
-      return { name, size, chunks: refs.length, reused, packBytes: packs.bytes, packs: packs.packs, version: n, root: hex(root), seq };
+      const { seq, landed } = await this.landVersions(packs, s, made);
+      go.forEach((k, i) => {
+        const l = landed[i];
+        const m = made[i];
+        out[k] = 'error' in l ? l : { ok: { name: m.name, size: m.size, chunks: chunked[i].chunks, reused: chunked[i].reused, packBytes: packs.bytes, packs: packs.packs, version: l.ok, root: hex(m.root), seq } };
+      });
+      return out;
     });
   }
 
@@ -433,7 +570,7 @@ export class Vault {
       if (!f) throw new VaultError(`vault ${this.id} has no file ${JSON.stringify(name)}`);
       const v = this.version(f, n);
       const m = await this.manifest(f, v);
-      const done = await this.landVersion(packs, s, name, m.refs, v, m.packs);
+      const done = await this.landVersion(packs, s, { name, refs: m.refs, size: v.size, root: v.root, mtime: v.mtime, order: m.packs });
       return { version: done.n, seq: done.seq };
     });
   }
@@ -530,6 +667,71 @@ export class Vault {
       i = j;
     }
     return report;
+  }
+
+  /** Pulls several small files (their newest versions, or `version`), each handed whole to
+   *  `deliver` once every chunk of it is fetched and verified: in windows of at most
+   *  PULL_WINDOW bytes, the manifests of a window read together, then the chunks of all its
+   *  files fetched together, so chunks (and pieces) of one pack share its aligned reads. No
+   *  local copy is read: a small file is fetched whole. Each file's outcome: what it is (with
+   *  what `deliver` answered), or why not (a missing file or version, one larger than
+   *  PULL_WINDOW, a manifest refused, a fetch of its window that failed, or `deliver`'s error);
+   *  a failure writes nothing of the file it concerns. */
+  async pullMany<T>(items: { name: string; version?: number }[], deliver: (k: number, bytes: Uint8Array, file: VaultPulledFile) => Promise<T>): Promise<{ files: Outcome<T>[]; fetchedBytes: number; ranges: number }> {
+    const s = await this.state();
+    const out: Outcome<T>[] = items.map(() => ({ error: new VaultError('not pulled') }));
+    const report = { name: '', size: 0, mtime: 0, version: 0, root: '', chunks: 0, local: 0, fetchedBytes: 0, lackedBytes: 0, ranges: 0 } satisfies VaultPullReport;
+    const wanted: { k: number; f: TreeFile; v: Version }[] = [];
+    for (const [k, it] of items.entries()) {
+      try {
+        const name = validateName(it.name);
+        const f = byName(s.tree, name);
+        if (!f || (f.deleted && it.version === undefined)) throw new VaultError(`vault ${this.id} has no file ${JSON.stringify(name)}${f ? ' (it was deleted: its versions are kept, see dsync vault log)' : ''}`);
+        const v = it.version === undefined ? last(f) : this.version(f, it.version);
+        if (v.size > PULL_WINDOW) throw new VaultError(`${JSON.stringify(name)} version ${v.n} is too large to pull in a batch (${v.size} bytes): pull it alone`);
+        wanted.push({ k, f, v });
+      } catch (e) {
+        out[k] = { error: e };
+      }
+    }
+    for (let i = 0; i < wanted.length; ) {
+      let j = i;
+      for (let bytes = 0; j < wanted.length && bytes + wanted[j].v.size <= PULL_WINDOW; j++) bytes += wanted[j].v.size;
+      const window = wanted.slice(i, j);
+      i = j;
+      const lists = await this.readLists(window.map((w) => w.v.manifest)).catch((error) => ({ error }));
+      const files: { k: number; f: TreeFile; v: Version; refs: Ref[] }[] = [];
+      for (const [n, w] of window.entries()) {
+        try {
+          if ('error' in lists) throw lists.error;
+          files.push({ ...w, refs: this.checkManifest(w.f, w.v, lists[n]).refs });
+        } catch (e) {
+          out[w.k] = { error: e };
+        }
+      }
+      let got: Map<string, { plain: Uint8Array }>;
+      try {
+        got = await this.fetchSealed(Kind.Content, files.flatMap((x) => x.refs), report);
+      } catch (error) {
+        for (const x of files) out[x.k] = { error };
+        continue;
+      }
+      for (const { k, f, v, refs } of files) {
+        const bytes = new Uint8Array(v.size);
+        let at = 0;
+        for (const r of refs) {
+          const plain = got.get(hex(r.id))!.plain;
+          bytes.set(plain, at);
+          at += plain.length;
+        }
+        try {
+          out[k] = { ok: await deliver(k, bytes, { name: f.name, size: v.size, mtime: v.mtime, version: v.n, root: hex(v.root), chunks: refs.length }) };
+        } catch (error) {
+          out[k] = { error };
+        }
+      }
+    }
+    return { files: out, fetchedBytes: report.fetchedBytes, ranges: report.ranges };
   }
 
   /** Fetches and verifies `refs` (chunks of `kind`) as ranges of packs that start and end on
