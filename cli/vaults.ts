@@ -14,7 +14,7 @@ import { type FileHandle, mkdir, open, readFile, readdir, rename, rm, stat, utim
 import { homedir, hostname } from 'node:os';
 import path from 'node:path';
 import '../shared/src/chunking/wasm.ts';
-import { VAULT_PIECE_CACHE_MAX } from '../shared/src/base/limits.ts';
+import { BULK_ENTRIES, BULK_FILE_MAX, BULK_REQUEST_BYTES, VAULT_PIECE_CACHE_MAX } from '../shared/src/base/limits.ts';
 import { formatBytes } from '../shared/src/base/units.ts';
 import { fileSource } from '../shared/src/chunking/file-source.ts';
 import type { FileInfo } from '../shared/src/wire/api.ts';
@@ -23,7 +23,7 @@ import type { Tree } from '../shared/src/vault/format.ts';
 import { VAULT_ID } from '../shared/src/vault/keys.ts';
 import { httpVaultRemote } from '../shared/src/vault/remote.ts';
 import { last } from '../shared/src/vault/tree.ts';
-import { type HeadMemory, type SeenHead, type Vault, type VaultPullReport, type VaultPushReport, openVault } from '../shared/src/vault/vault.ts';
+import { type HeadMemory, type Outcome, type SeenHead, type Vault, type VaultPullReport, type VaultPushReport, openVault } from '../shared/src/vault/vault.ts';
 import { type Opts, UsageError, type Values, str } from './command.ts';
 import { openNoFollow, tempName } from './contained.ts';
 import { stdoutFile } from './output.ts';
@@ -195,8 +195,42 @@ export async function pushFile(vault: Vault, file: string, name: string, o: { no
   }
 }
 
-/** "notes.txt v3: 20 MB, 2 of 2400 chunks new, 30 KB uploaded in 5 packs" */
-export const pushLine = (r: VaultPushReport) => `${r.name} v${r.version}: ${formatBytes(r.size)}, ${r.chunks - r.reused} of ${r.chunks} chunks new, ${formatBytes(r.packBytes)} uploaded in ${r.packs} packs`;
+/** Pushes each file as `pushFile` does, `done` called with each one's outcome as it ends: the
+ *  small ones (up to BULK_FILE_MAX) together in batches of up to BULK_ENTRIES files and
+ *  BULK_REQUEST_BYTES (`Vault.pushMany`: their chunks in shared packs, one head a batch, so a
+ *  small file's size hides among the others'), the others one by one. */
+export async function pushFiles(vault: Vault, files: { file: string; name: string; size: number; noFollow?: boolean }[], done: (name: string, r: Outcome<VaultPushReport>, batch: number) => void): Promise<void> {
+  const small = files.filter((f) => f.size <= BULK_FILE_MAX);
+  for (let i = 0; i < small.length; ) {
+    const batch: typeof small = [];
+    for (let bytes = 0; i < small.length && batch.length < BULK_ENTRIES && bytes + small[i].size <= BULK_REQUEST_BYTES; i++) {
+      bytes += small[i].size;
+      batch.push(small[i]);
+    }
+    const opened: { f: (typeof small)[number]; fh: FileHandle; size: number; mtime: number }[] = [];
+    try {
+      for (const f of batch) {
+        try {
+          const fh = await (f.noFollow ? openNoFollow(f.file) : open(f.file, 'r'));
+          const st = await fh.stat().catch(async (e) => (await fh.close(), Promise.reject(e)));
+          opened.push({ f, fh, size: st.size, mtime: st.mtimeMs });
+        } catch (e) {
+          done(f.name, { error: e }, 1);
+        }
+      }
+      const out = await vault.pushMany(opened.map((o) => ({ name: o.f.name, source: fileSource(o.fh, o.size), mtime: o.mtime }))).catch((error: unknown) => opened.map(() => ({ error })));
+      opened.forEach((o, k) => done(o.f.name, out[k], opened.length));
+    } finally {
+      for (const o of opened) await o.fh.close();
+    }
+  }
+  for (const f of files.filter((f) => f.size > BULK_FILE_MAX)) done(f.name, await pushFile(vault, f.file, f.name, { noFollow: f.noFollow }).then((ok) => ({ ok }), (error: unknown) => ({ error })), 1);
+}
+
+/** "notes.txt v3: 20 MB, 2 of 2400 chunks new, 30 KB uploaded in 5 packs"; pushed in a batch of
+ *  `batch` files, whose packs the report counts: "… (with 41 other files)" */
+export const pushLine = (r: VaultPushReport, batch = 1) =>
+  `${r.name} v${r.version}: ${formatBytes(r.size)}, ${r.chunks - r.reused} of ${r.chunks} chunks new, ${formatBytes(r.packBytes)} uploaded in ${r.packs} packs${batch > 1 ? ` (with ${batch - 1} other files)` : ''}`;
 
 /** Pulls `name` (`version`, else its newest) into `outFile` ('-': stdout, as each verified
  *  window arrives): through a temporary file beside it, synced, given the version's mtime and

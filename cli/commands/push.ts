@@ -28,7 +28,7 @@ import { SERVER_OPTS, api, explain, syncUrl, webSocket } from '../remote.ts';
 import { SYNC_OPTS, algoOf, chunkParams, knownOf } from '../sync-options.ts';
 import { openNoFollow } from '../contained.ts';
 import { walkFolder } from '../walk.ts';
-import { DEVICE_OPT, KEYED_CHUNKING, VAULT_OPTS, opened, pushFile, pushLine, vaultOf } from '../vaults.ts';
+import { DEVICE_OPT, KEYED_CHUNKING, VAULT_OPTS, opened, pushFiles, pushLine, vaultOf } from '../vaults.ts';
 
 interface Entry {
   file: string;
@@ -181,16 +181,12 @@ Exit status: 0 all pushed, 1 any file failed, 2 a wrong command line.`,
     if (vaultId !== undefined) {
       // opened before a file is opened: a wrong passphrase reads and sends nothing
       const vault = await opened(values, vaultId);
-      for (const { file, name, noFollow } of entries) {
-        try {
-          const r = await pushFile(vault, file, name, { noFollow });
-          pushed++;
-          if (human) console.log(pushLine(r));
-          else printJson(r);
-        } catch (e) {
-          failed(name, e);
-        }
-      }
+      await pushFiles(vault, entries, (name, r, batch) => {
+        if ('error' in r) return failed(name, r.error);
+        pushed++;
+        if (human) console.log(pushLine(r.ok, batch));
+        else printJson(r.ok);
+      });
       if (failures && human) console.error(`dsync push: ${pushed} pushed, ${failures} failed`);
       return failures ? EXIT_FAILED : EXIT_OK;
     }

@@ -183,6 +183,21 @@ test('dsync push/ls/log/pull/mv/rm/restore --vault: the plain commands on a vaul
   }
 });
 
+test('dsync push DIR --vault sends its small files together: one head for the batch, every file back byte-exact', async () => {
+  const id = await newVault();
+  const V = ['--vault', id];
+  const counter = async () => Number((await fetch(`${server.url}/api/vaults/${id}/head`)).headers.get('dsync-head-counter') ?? 0);
+  const files = Array.from({ length: 30 }, (_, i) => write(`many/f${String(i).padStart(2, '0')}.txt`, randomBytes(200 + i, 1000 + 97 * i)));
+  const at = await counter();
+  const pushed = await ok(['push', 'many', ...V]);
+  assert.equal(pushed.length, 30);
+  assert.equal(await counter(), at + 1, 'one head for the 30 files');
+  await ok(['pull', 'many/', '--out', path.join(root, 'many-back'), ...V]);
+  const back = filesOf(path.join(root, 'many-back'));
+  assert.equal(back.size, 30);
+  files.forEach((b, i) => assert.ok(back.get(`f${String(i).padStart(2, '0')}.txt`)?.equals(b), `file ${i}`));
+});
+
 test('a wrong passphrase fails every plain command on a vault, with nothing changed here or in the vault', async () => {
   const id = await newVault();
   const V = ['--vault', id];
