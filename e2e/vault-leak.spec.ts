@@ -119,7 +119,8 @@ test('a vault filled from the page and the CLI (versions, a conflict, a delete):
     await page.getByRole('button', { name: 'Refresh' }).click();
     await expect(row(conflictCopy)).toBeVisible({ timeout: 60_000 });
     await expect(row('legal/settlement-terms-final.doc')).toBeVisible();
-    await page.getByRole('button', { name: 'Delete memo-to-delete.txt' }).click();
+    await page.getByRole('button', { name: 'History of memo-to-delete.txt' }).click();
+    await page.getByRole('button', { name: 'Delete memo-to-delete.txt' }).click({ timeout: 60_000 });
     await page.getByTestId('dialog').getByRole('button', { name: 'Delete', exact: true }).click();
     await expect(row('memo-to-delete.txt')).toHaveCount(0, { timeout: 60_000 });
     await expect(page.getByTestId('vault-error')).toHaveCount(0);
