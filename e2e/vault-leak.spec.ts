@@ -4,8 +4,9 @@
 // data folder, every line it logged and every byte it received are searched for every 16-byte
 // run of every version of every file, every file name, and every unkeyed BLAKE3 and SHA-256
 // (raw and hex) of each version and of each chunk as plain Dsync cuts it: none is found. Every
-// stored object of the vault has a padded or fixed size. Controls (the vault id, the keyfile
-// and a pack's bytes, which the server does receive) show that the search finds what is there.
+// stored object of the vault has a padded or fixed size. Controls (the vault id, the keyfile,
+// a pack's bytes, a file pushed to a plain folder: what the server does receive) show that the
+// search finds what is there.
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
@@ -19,6 +20,7 @@ import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../shared/src/wire/protocol.ts';
 import { SEAL_OVERHEAD, padme } from '../shared/src/vault/format.ts';
 import { KEYFILE_BYTES } from '../shared/src/vault/keys.ts';
 import { SUM_BLOCK, decodeVaultHead } from '../server/src/store/vaults.ts';
+import { pushBytes } from '../harness/helpers.ts';
 import { recordingProxy } from '../harness/recording-proxy.ts';
 import { TestServer } from './server.ts';
 import { expect, openPage, root, test } from './fixtures.ts';
@@ -125,6 +127,12 @@ test('a vault filled from the page and the CLI (versions, a conflict, a delete):
     await expect(row('memo-to-delete.txt')).toHaveCount(0, { timeout: 60_000 });
     await expect(page.getByTestId('vault-error')).toHaveCount(0);
 
+    // a control: a file pushed to a plain folder through the proxy, which the search must find
+    const plain = randomBytes(50_000);
+    await pushBytes({ wsUrl: proxy.url.replace('http', 'ws') + '/sync' }, 'plain-control-file.bin', plain);
+    // its log line, once here, follows every line logged before it
+    await expect.poll(() => Buffer.concat(server.output).includes('plain-control-file.bin'), { timeout: 60_000 }).toBe(true);
+
     // the needles: every 16-byte run of every version; the unkeyed hashes of each version and
     // of each of its chunks (plain Dsync's chunking), raw and in lowercase hex, by their first
     // 16 bytes (a whole hash holds them); the names, searched whole
@@ -169,7 +177,8 @@ test('a vault filled from the page and the CLI (versions, a conflict, a delete):
       description: `${needles.size} needles (${chunks} chunks of ${[...versions.values()].flat().length} versions of ${versions.size} files), ${names.length} names; ${stored.length} stored files, ${server.output.length} log writes, ${received.length} received streams (${received.reduce((n, b) => n + b.length, 0)} bytes)`,
     });
 
-    // controls: what the server does receive and store is found by the same search
+    // controls: what the server does receive and store is found by the same search (the plain
+    // file's bytes on the wire in a WebSocket's deflated frames)
     const vaultFiles = stored.filter((f) => f.file.split(path.sep).includes('vaults'));
     const kind = (f: { file: string }) => f.file.split(path.sep).find((p) => ['keys', 'heads', 'packs', 'sums'].includes(p)) ?? 'other';
     const packs = vaultFiles.filter((f) => kind(f) === 'packs');
@@ -180,11 +189,13 @@ test('a vault filled from the page and the CLI (versions, a conflict, a delete):
       [keyfile.toString('latin1', 40, 56), 'the keyfile'],
       [keyfile.toString('base64').slice(0, 16), 'the keyfile (base64, as sent)'],
       [biggest.toString('latin1', biggest.length >> 1, (biggest.length >> 1) + 16), 'a pack'],
+      [plain.toString('latin1', 30_000, 30_016), 'the plain file'],
+      ['plain-control-fi', 'the plain name'],
     ]);
     const all = (hays: Buffer[]) => [...new Set(hays.flatMap((h) => found16(controls, h)))].sort();
-    expect(all(received)).toEqual(['a pack', 'the keyfile (base64, as sent)', 'the vault id']);
-    expect(all(stored.map((f) => Buffer.concat([Buffer.from(f.file), f.bytes])))).toEqual(['a pack', 'the keyfile', 'the vault id']);
-    expect(all([Buffer.concat(server.output)])).toEqual(['the vault id']);
+    expect(all(received)).toEqual(['a pack', 'the keyfile (base64, as sent)', 'the plain file', 'the plain name', 'the vault id']);
+    expect(all(stored.map((f) => Buffer.concat([Buffer.from(f.file), f.bytes])))).toEqual(['a pack', 'the keyfile', 'the plain file', 'the plain name', 'the vault id']);
+    expect(all([Buffer.concat(server.output)])).toEqual(['the plain name', 'the vault id']);
 
     // sizes: every pack a PADME size (its sums follow from it); the keyfile fixed; each head's
     // sealed record a PADME size; no other kind of vault object
