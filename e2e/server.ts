@@ -22,10 +22,15 @@ export class TestServer {
   /** the single-user namespace's store (read-only use: version numbers and bytes) */
   readonly store = new Store(new Repo(localBackend(this.data)), 'local');
   private port = 0;
-  /** the server's last log events, across restarts */
+  /** the server's last log events, across restarts (every one with `keepLog`) */
   readonly log: Record<string, unknown>[] = [];
+  /** with `keepLog`: every byte the server wrote to its stdout and stderr, across restarts */
+  readonly output: Buffer[] = [];
 
-  constructor(private flags: string[] = []) {}
+  constructor(
+    private flags: string[] = [],
+    private opts: { keepLog?: boolean } = {},
+  ) {}
 
   /** the server process's id (0 before it starts) */
   get pid(): number {
@@ -34,10 +39,14 @@ export class TestServer {
 
   async start(): Promise<this> {
     const child = spawn(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'serve', '--host', '127.0.0.1', '--port', String(this.port), '--data', this.data, ...this.flags], {
-      stdio: ['ignore', 'pipe', 'inherit'],
+      stdio: ['ignore', 'pipe', this.opts.keepLog ? 'pipe' : 'inherit'],
       env: serveEnv(),
     });
     this.child = child;
+    if (this.opts.keepLog) {
+      child.stdout!.on('data', (d: Buffer) => this.output.push(d));
+      child.stderr!.on('data', (d: Buffer) => (this.output.push(d), process.stderr.write(d)));
+    }
     this.url = await new Promise<string>((resolve, reject) => {
       let out = '';
       const onData = (d: Buffer) => {
@@ -56,7 +65,7 @@ export class TestServer {
     // (its log events are kept, the last LOG_LINES of them, for a test's message on failure)
     onLogLines(child, (e) => {
       this.log.push(e);
-      if (this.log.length > LOG_LINES) this.log.shift();
+      if (this.log.length > LOG_LINES && !this.opts.keepLog) this.log.shift();
     });
     this.port = Number(new URL(this.url).port); // a restart keeps the address the page uses
     return this;

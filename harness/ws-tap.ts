@@ -35,7 +35,7 @@ export interface WsTap {
 }
 
 /** One direction's frame reader: HTTP head first, then frames. */
-class FrameReader {
+export class FrameReader {
   private buf = Buffer.alloc(0);
   private inHead = true;
   private inflater: InflateRaw | null = null;

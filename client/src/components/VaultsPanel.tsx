@@ -224,8 +224,9 @@ export function VaultsPanel({
     async (picked: Picked[]) => {
       const o = openRef.current;
       if (!o) return setError('Unlock a vault first: files dropped here go into the unlocked vault.');
+      // a listing replaces the Open object (its files) but not its worker: the same vault stays open
       for (const p of picked) {
-        if (openRef.current !== o) return;
+        if (openRef.current?.worker !== o.worker) return;
         setLine(`Encrypting and uploading ${p.name}…`);
         try {
           const r = await o.worker.request<VaultPushed>({ op: 'push', name: p.name, file: p.file }, (n) =>
@@ -238,7 +239,7 @@ export function VaultsPanel({
           setError(`${p.name}: ${said(err)}`);
         }
       }
-      if (openRef.current === o) await refresh(o);
+      if (openRef.current?.worker === o.worker) await refresh(o);
     },
     [refresh],
   );
