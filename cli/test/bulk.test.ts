@@ -6,7 +6,7 @@
 // device is a conflict for that file only: both contents stay, the rest of the batch commits.
 // And a bulk read writes a few files at once while its answer streams on (their fsyncs overlap).
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -23,7 +23,7 @@ import { pushBytes, testServer } from '../../harness/helpers.ts';
 import { BULK_WRITES } from '../../shared/src/base/limits.ts';
 import { isConflictName } from '../../shared/src/sync/conflict.ts';
 import { ApiFolder } from '../../shared/src/sync/remote.ts';
-import { dsync } from './run.ts';
+import { dsync, filesOf } from './run.ts';
 
 const FILES = 1000;
 
@@ -37,17 +37,6 @@ function counting(inner: Backend) {
     return made;
   };
   return { backend: b, counts };
-}
-
-/** Every file below `dir`, by its '/'-separated path. */
-function filesOf(dir: string): Map<string, Buffer> {
-  const out = new Map<string, Buffer>();
-  for (const e of readdirSync(dir, { recursive: true, withFileTypes: true }) as import('node:fs').Dirent[]) {
-    if (!e.isFile()) continue;
-    const full = path.join(e.parentPath, e.name);
-    out.set(path.relative(dir, full).split(path.sep).join('/'), readFileSync(full));
-  }
-  return out;
 }
 
 test('a first sync of 1 000 small files is a handful of bulk requests and commits, both ways, and a racing edit is that file\'s conflict only', async () => {

@@ -3,6 +3,7 @@
 // compiled CLI (cli/dist), as users do: built here first when it is missing or a source changed.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { type Dirent, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { buildCli, compiledCli } from '../../scripts/build-cli.mjs';
 
@@ -78,3 +79,29 @@ export const screen = (out: string) =>
     .split('\n')
     .map((l) => l.split('\x1B[1G').pop()!.replace(/\x1B(\[[0-9;?]*[A-Za-z]|[78])/g, ''))
     .join('\n');
+
+/** Every file below `dir`, by its '/'-separated path. */
+export function filesOf(dir: string): Map<string, Buffer> {
+  const out = new Map<string, Buffer>();
+  for (const e of readdirSync(dir, { recursive: true, withFileTypes: true }) as Dirent[]) {
+    if (!e.isFile()) continue;
+    const full = path.join(e.parentPath, e.name);
+    out.set(path.relative(dir, full).split(path.sep).join('/'), readFileSync(full));
+  }
+  return out;
+}
+
+/** A vault's store (`filesOf` its data folder) holds none of `names` (in a path or in bytes)
+ *  and no 16-byte run of any of `plaintexts`. */
+export function expectNoPlaintext(store: Map<string, Buffer>, names: string[], plaintexts: Buffer[]): void {
+  const runs = new Set<string>();
+  for (const t of plaintexts) for (let i = 0; i + 16 <= t.length; i++) runs.add(t.toString('latin1', i, i + 16));
+  for (const [p, bytes] of store) {
+    for (const n of names) {
+      assert.ok(!p.includes(n), `the store's path ${p} names ${n}`);
+      assert.equal(bytes.indexOf(Buffer.from(n)), -1, `${p} holds the name ${n}`);
+    }
+    const text = bytes.toString('latin1');
+    for (let i = 0; i + 16 <= text.length; i++) assert.ok(!runs.has(text.slice(i, i + 16)), `${p} holds 16 bytes of plaintext at ${i}`);
+  }
+}

@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -25,7 +25,7 @@ import { type VaultRemote, httpVaultRemote } from '../../shared/src/vault/remote
 import { type Vault, createVault, memoryHeads, openVault } from '../../shared/src/vault/vault.ts';
 import { LocalChanged } from '../../shared/src/sync/engine.ts';
 import { NodeFiles, NodeTree, rootOf } from '../sync-io.ts';
-import { DSYNC, dsync, jsonLines } from './run.ts';
+import { DSYNC, dsync, filesOf, jsonLines } from './run.ts';
 
 let server: TestServer;
 let root: string;
@@ -79,21 +79,6 @@ function cliDevice(name: string, url: string) {
       writeFileSync(path.join(dir, p), body);
     },
   };
-}
-
-/** Every file below `dir`: its path and bytes. */
-function filesOf(dir: string): Map<string, Buffer> {
-  const out = new Map<string, Buffer>();
-  const walk = (p: string, rel: string) => {
-    for (const n of readdirSync(p)) {
-      const q = path.join(p, n);
-      const r = rel ? `${rel}/${n}` : n;
-      if (statSync(q).isDirectory()) walk(q, r);
-      else out.set(r, readFileSync(q));
-    }
-  };
-  walk(dir, '');
-  return out;
 }
 
 async function synced(d: ReturnType<typeof cliDevice>, id: string): Promise<any[]> {

@@ -149,16 +149,7 @@ interface Landing {
 }
 
 /** A file `pullMany` fetched: the version and what the tree records of it. */
-export interface VaultPulledFile {
-  name: string;
-  size: number;
-  /** the file's modification time (ms) as pushed */
-  mtime: number;
-  version: number;
-  /** its root with the default chunking (hex), as the tree records it */
-  root: string;
-  chunks: number;
-}
+export type VaultPulledFile = Pick<VaultPullReport, 'name' | 'size' | 'mtime' | 'version' | 'root' | 'chunks'>;
 
 /** Windows of a pull: plaintext bytes fetched and verified before they are handed on. */
 const PULL_WINDOW = 16 << 20;
