@@ -5,7 +5,7 @@
  * inflated (ws-tap.ts's FrameReader), since a masked frame hides its payload from a search of
  * the raw bytes. It adds and changes nothing on the wire.
  */
-import { type Socket, connect, createServer } from 'node:net';
+import { tapProxy } from './tap-proxy.ts';
 import { FrameReader, type TappedFrame } from './ws-tap.ts';
 
 export interface RecordedConnection {
@@ -25,62 +25,40 @@ export interface RecordingProxy {
 }
 
 /** Starts a recording proxy in front of `target` (an `http://host:port` URL). */
-export function recordingProxy(target: string): Promise<RecordingProxy> {
+export async function recordingProxy(target: string): Promise<RecordingProxy> {
   const t = new URL(target);
   const connections: RecordedConnection[] = [];
   const readers: FrameReader[] = [];
-  const open = new Set<Socket>();
-  const server = createServer((client) => {
-    const upstream = connect(Number(t.port), t.hostname);
-    open.add(client).add(upstream);
+  const proxy = await tapProxy({ host: t.hostname, port: Number(t.port) }, () => {
     const rec: RecordedConnection = { up: [], frames: [] };
     connections.push(rec);
     let up: FrameReader | null = null;
     let down: FrameReader | null = null;
-    client.on('data', (d) => {
-      // a WebSocket is asked for by the connection's first request (RFC 6455 §4.1)
-      if (rec.up.length === 0 && /\r\nupgrade: *websocket\r\n/i.test(d.toString('latin1'))) {
-        up = new FrameReader('up', rec.frames, () => {});
-        down = new FrameReader('down', [], (head) => {
-          const ext = /^sec-websocket-extensions:(.*)$/im.exec(head)?.[1] ?? '';
-          up!.noTakeover = /client_no_context_takeover/.test(ext);
-          down!.noTakeover = /server_no_context_takeover/.test(ext);
-        });
-        readers.push(up, down);
-      }
-      rec.up.push(d);
-      up?.push(d);
-      upstream.write(d);
-    });
-    upstream.on('data', (d) => {
-      down?.push(d);
-      client.write(d);
-    });
-    const end = () => {
-      client.destroy();
-      upstream.destroy();
-      open.delete(client);
-      open.delete(upstream);
+    return {
+      up: (d) => {
+        // a WebSocket is asked for by the connection's first request (RFC 6455 §4.1)
+        if (rec.up.length === 0 && /\r\nupgrade: *websocket\r\n/i.test(d.toString('latin1'))) {
+          up = new FrameReader('up', rec.frames, () => {});
+          down = new FrameReader('down', [], (head) => {
+            const ext = /^sec-websocket-extensions:(.*)$/im.exec(head)?.[1] ?? '';
+            up!.noTakeover = /client_no_context_takeover/.test(ext);
+            down!.noTakeover = /server_no_context_takeover/.test(ext);
+          });
+          readers.push(up, down);
+        }
+        rec.up.push(d);
+        up?.push(d);
+      },
+      down: (d) => down?.push(d),
     };
-    client.on('close', end).on('error', end);
-    upstream.on('close', end).on('error', end);
   });
-  return new Promise((resolve) =>
-    server.listen(0, '127.0.0.1', () => {
-      const port = (server.address() as { port: number }).port;
-      resolve({
-        url: `http://127.0.0.1:${port}`,
-        connections,
-        received: async () => {
-          await Promise.all(readers.map((r) => r.done));
-          return connections.flatMap((c) => [Buffer.concat(c.up), ...c.frames.map((f) => Buffer.from(f.message))]);
-        },
-        close: () =>
-          new Promise<void>((r) => {
-            for (const s of open) s.destroy();
-            server.close(() => r());
-          }),
-      });
-    }),
-  );
+  return {
+    url: `http://127.0.0.1:${proxy.port}`,
+    connections,
+    received: async () => {
+      await Promise.all(readers.map((r) => r.done));
+      return connections.flatMap((c) => [Buffer.concat(c.up), ...c.frames.map((f) => Buffer.from(f.message))]);
+    },
+    close: () => proxy.close(),
+  };
 }

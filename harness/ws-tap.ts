@@ -7,7 +7,7 @@
  * client and a server exchange through it are what they would exchange directly.
  * (bench/control-bytes.ts, server/test/control-bytes.test.ts)
  */
-import { type Server, type Socket, connect, createServer } from 'node:net';
+import { tapProxy } from './tap-proxy.ts';
 import { type InflateRaw, createInflateRaw } from 'node:zlib';
 
 export interface TappedFrame {
@@ -115,16 +115,11 @@ export class FrameReader {
 }
 
 /** Starts a tap in front of `target` (a `ws://host:port…` or `http://host:port…` URL). */
-export function wsTap(target: string): Promise<WsTap> {
+export async function wsTap(target: string): Promise<WsTap> {
   const t = new URL(target);
   const frames: TappedFrame[] = [];
   const readers: FrameReader[] = [];
-  const open = new Set<Socket>();
-  const server: Server = createServer((client) => {
-    const upstream = connect(Number(t.port), t.hostname);
-    client.setNoDelay(true);
-    upstream.setNoDelay(true);
-    open.add(client).add(upstream);
+  const proxy = await tapProxy({ host: t.hostname, port: Number(t.port) }, () => {
     const up = new FrameReader('up', frames, () => {});
     const down = new FrameReader('down', frames, (head) => {
       const ext = /^sec-websocket-extensions:(.*)$/im.exec(head)?.[1] ?? '';
@@ -132,36 +127,12 @@ export function wsTap(target: string): Promise<WsTap> {
       down.noTakeover = /server_no_context_takeover/.test(ext);
     });
     readers.push(up, down);
-    client.on('data', (d) => {
-      up.push(d);
-      upstream.write(d);
-    });
-    upstream.on('data', (d) => {
-      down.push(d);
-      client.write(d);
-    });
-    const end = () => {
-      client.destroy();
-      upstream.destroy();
-      open.delete(client);
-      open.delete(upstream);
-    };
-    client.on('close', end).on('error', end);
-    upstream.on('close', end).on('error', end);
+    return { up: (d) => up.push(d), down: (d) => down.push(d) };
   });
-  return new Promise((resolve) => {
-    server.listen(0, '127.0.0.1', () => {
-      const port = (server.address() as { port: number }).port;
-      resolve({
-        url: `ws://127.0.0.1:${port}`,
-        frames,
-        settled: async () => void (await Promise.all(readers.map((r) => r.done))),
-        close: () =>
-          new Promise<void>((r) => {
-            for (const s of open) s.destroy();
-            server.close(() => r());
-          }),
-      });
-    });
-  });
+  return {
+    url: `ws://127.0.0.1:${proxy.port}`,
+    frames,
+    settled: async () => void (await Promise.all(readers.map((r) => r.done))),
+    close: () => proxy.close(),
+  };
 }

@@ -4,7 +4,8 @@
  * lines seen at the start of a client chunk on a connection that is not a WebSocket) and the
  * WebSocket upgrades. It speaks no protocol itself, so it counts rsync, Unison or SFTP as well.
  */
-import { type Server, type Socket, createServer, connect } from 'node:net';
+import { type Server, createServer, connect } from 'node:net';
+import { tapProxy } from '../../harness/tap-proxy.ts';
 
 export interface WireCounts {
   up: number;
@@ -25,64 +26,39 @@ export interface CountingProxy {
   close(): Promise<void>;
 }
 
-export function countingProxy(target: { host: string; port: number }): Promise<CountingProxy> {
+export async function countingProxy(target: { host: string; port: number }): Promise<CountingProxy> {
   const counts: WireCounts = { up: 0, down: 0, requests: 0, upgrades: 0, connections: 0, routes: {} };
-  const open = new Set<Socket>();
-  const server = createServer((client: Socket) => {
+  const proxy = await tapProxy(target, () => {
     counts.connections++;
-    const upstream = connect(target.port, target.host);
-    client.setNoDelay(true);
-    upstream.setNoDelay(true);
-    open.add(client).add(upstream);
     let ws = false;
-    client.on('data', (d) => {
-      counts.up += d.length;
-      if (!ws) {
+    return {
+      up: (d) => {
+        counts.up += d.length;
+        if (ws) return;
         const text = d.toString('latin1');
         const reqs = text.match(/(^|\r\n)(GET|POST|DELETE|PUT) \/[^ ]* HTTP\/1\.1\r\n/g) ?? [];
         counts.requests += reqs.length;
         for (const r of reqs) {
-          const [method, target] = r.trim().split(' ');
-          const route = `${method} ${target.split('?')[0]}`;
+          const [method, path] = r.trim().split(' ');
+          const route = `${method} ${path.split('?')[0]}`;
           counts.routes[route] = (counts.routes[route] ?? 0) + 1;
         }
         if (/\r\nupgrade: websocket\r\n/i.test(text)) {
           ws = true;
           counts.upgrades++;
         }
-      }
-      upstream.write(d);
-    });
-    upstream.on('data', (d) => {
-      counts.down += d.length;
-      client.write(d);
-    });
-    const end = () => {
-      client.destroy();
-      upstream.destroy();
-      open.delete(client);
-      open.delete(upstream);
+      },
+      down: (d) => void (counts.down += d.length),
     };
-    client.on('error', end).on('close', end);
-    upstream.on('error', end).on('close', end);
   });
-  return new Promise((ok) =>
-    server.listen(0, '127.0.0.1', () => {
-      const port = (server.address() as { port: number }).port;
-      ok({
-        server,
-        port,
-        url: `http://127.0.0.1:${port}`,
-        counts,
-        reset: () => Object.assign(counts, { up: 0, down: 0, requests: 0, upgrades: 0, connections: 0, routes: {} }),
-        close: () =>
-          new Promise<void>((r) => {
-            for (const s of open) s.destroy();
-            server.close(() => r());
-          }),
-      });
-    }),
-  );
+  return {
+    server: proxy.server,
+    port: proxy.port,
+    url: `http://127.0.0.1:${proxy.port}`,
+    counts,
+    reset: () => Object.assign(counts, { up: 0, down: 0, requests: 0, upgrades: 0, connections: 0, routes: {} }),
+    close: () => proxy.close(),
+  };
 }
 
 /** What the proxy adds to a round trip here: the median of `n` sequential 1-byte echoes over
