@@ -18,6 +18,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { randomBytes } from '../../harness/testdata.ts';
 import { type TestServer, testServer } from '../../harness/helpers.ts';
+import { until } from '../../harness/wait.ts';
 import { RemoteError } from '../../shared/src/transport/conn.ts';
 import { ErrorCode } from '../../shared/src/wire/protocol.ts';
 import { VaultFolder } from '../../shared/src/sync/vault-folder.ts';
@@ -26,6 +27,9 @@ import { type Vault, createVault, memoryHeads, openVault } from '../../shared/sr
 import { LocalChanged } from '../../shared/src/sync/engine.ts';
 import { NodeFiles, NodeTree, rootOf } from '../sync-io.ts';
 import { DSYNC, dsync, filesOf, jsonLines } from './run.ts';
+
+/** How long a --watch test waits for each step: generous, for a loaded machine. */
+const WATCH_WAIT_MS = 180_000;
 
 let server: TestServer;
 let root: string;
@@ -244,14 +248,6 @@ test('VaultFolder.pushMany: one head for the batch; a file another device made f
 });
 
 /** Waits for `cond`, checking every 100 ms, for at most `ms`. */
-async function until(what: string, cond: () => boolean, ms = 180_000) {
-  const t0 = Date.now();
-  while (!cond()) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 test("dsync sync --vault --watch: another device's change is taken in a pass the vault's head event woke", { timeout: 600_000 }, async () => {
   const a = cliDevice('watch-a', server.url);
   const b = cliDevice('watch-b', server.url);
@@ -269,14 +265,14 @@ test("dsync sync --vault --watch: another device's change is taken in a pass the
   });
   child.stderr.on('data', (x) => (err += x));
   try {
-    await until('watching', () => lines.some((l) => l.watching === a.dir && l.vault === id));
+    await until('watching', () => lines.some((l) => l.watching === a.dir && l.vault === id), WATCH_WAIT_MS);
     // the watcher's first pass (woken by its start) done before B changes anything
-    await until('the first pass', () => lines.some((l) => l.op === 'upload' && l.path === 'from a.txt' && !l.error) && lines.some((l) => l.pass));
+    await until('the first pass', () => lines.some((l) => l.op === 'upload' && l.path === 'from a.txt' && !l.error) && lines.some((l) => l.pass), WATCH_WAIT_MS);
     b.write('from b.txt', 'made on the other device while A watches\n');
     assert.deepEqual((await synced(b, id)).map((d) => [d.op, d.path]).sort(), [['download', 'from a.txt'], ['upload', 'from b.txt']]);
-    await until("B's file here", () => existsSync(path.join(a.dir, 'from b.txt')) && readFileSync(path.join(a.dir, 'from b.txt'), 'utf8') === 'made on the other device while A watches\n');
+    await until("B's file here", () => existsSync(path.join(a.dir, 'from b.txt')) && readFileSync(path.join(a.dir, 'from b.txt'), 'utf8') === 'made on the other device while A watches\n', WATCH_WAIT_MS);
     const at = () => lines.findIndex((l) => l.op === 'download' && l.path === 'from b.txt');
-    await until('the pass line', () => lines.slice(at()).some((l) => l.pass));
+    await until('the pass line', () => lines.slice(at()).some((l) => l.pass), WATCH_WAIT_MS);
     const pass = lines.slice(at()).find((l) => l.pass).pass;
     assert.ok(pass.woken?.includes('server'), `the pass that took B's file was woken by ${JSON.stringify(pass.woken)}, not the vault's head event`);
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));

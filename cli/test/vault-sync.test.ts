@@ -12,7 +12,11 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { randomBytes } from '../../harness/testdata.ts';
 import { type TestServer, testServer } from '../../harness/helpers.ts';
+import { until } from '../../harness/wait.ts';
 import { DSYNC, dsync, expectNoPlaintext, filesOf, jsonLines } from './run.ts';
+
+/** How long a --watch test waits for each step: generous, for a loaded machine. */
+const WATCH_WAIT_MS = 180_000;
 
 let server: TestServer;
 let root: string;
@@ -168,14 +172,6 @@ test('dsync sync --vault with a wrong passphrase fails and touches nothing', asy
 });
 
 /** Waits for `cond`, checking every 100 ms, for at most `ms`. */
-async function until(what: string, cond: () => boolean, ms = 180_000) {
-  const t0 = Date.now();
-  while (!cond()) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 test('dsync sync --vault --watch: a local save goes up, another device\'s change comes down', { timeout: 600_000 }, async () => {
   const a = device('watcher');
   const b = device('other');
@@ -192,14 +188,14 @@ test('dsync sync --vault --watch: a local save goes up, another device\'s change
   });
   child.stderr.on('data', (x) => (err += x));
   try {
-    await until('watching', () => lines.some((l) => l.watching === a.dir && l.vault === id));
+    await until('watching', () => lines.some((l) => l.watching === a.dir && l.vault === id), WATCH_WAIT_MS);
     a.write('saved.txt', 'saved while the watcher runs\n');
-    await until('the upload', () => lines.some((l) => l.op === 'upload' && l.path === 'saved.txt' && !l.error && !l.retry));
+    await until('the upload', () => lines.some((l) => l.op === 'upload' && l.path === 'saved.txt' && !l.error && !l.retry), WATCH_WAIT_MS);
     assert.deepEqual(ops(await synced(b, id)), [['download', 'saved.txt']]);
     b.write('from other.txt', 'made on the other device\n');
     assert.deepEqual(ops(await synced(b, id)), [['upload', 'from other.txt']]);
     // the vault's head event (or the rescan) brings it
-    await until('the other device\'s file here', () => existsSync(path.join(a.dir, 'from other.txt')) && a.read('from other.txt').toString() === 'made on the other device\n');
+    await until('the other device\'s file here', () => existsSync(path.join(a.dir, 'from other.txt')) && a.read('from other.txt').toString() === 'made on the other device\n', WATCH_WAIT_MS);
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
     child.kill('SIGINT');
     assert.equal(await exited, 0, err);
