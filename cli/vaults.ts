@@ -14,7 +14,8 @@ import { type FileHandle, mkdir, open, readFile, readdir, rename, rm, stat, utim
 import { homedir, hostname } from 'node:os';
 import path from 'node:path';
 import '../shared/src/chunking/wasm.ts';
-import { BULK_ENTRIES, BULK_FILE_MAX, BULK_REQUEST_BYTES, VAULT_PIECE_CACHE_MAX } from '../shared/src/base/limits.ts';
+import { BULK_FILE_MAX, VAULT_PIECE_CACHE_MAX } from '../shared/src/base/limits.ts';
+import { inBulkBatches } from '../shared/src/sync/engine.ts';
 import { formatBytes } from '../shared/src/base/units.ts';
 import { fileSource } from '../shared/src/chunking/file-source.ts';
 import type { FileInfo } from '../shared/src/wire/api.ts';
@@ -200,14 +201,11 @@ export async function pushFile(vault: Vault, file: string, name: string, o: { no
  *  BULK_REQUEST_BYTES (`Vault.pushMany`: their chunks in shared packs, one head a batch, so a
  *  small file's size hides among the others'), the others one by one. */
 export async function pushFiles(vault: Vault, files: { file: string; name: string; size: number; noFollow?: boolean }[], done: (name: string, r: Outcome<VaultPushReport>, batch: number) => void): Promise<void> {
-  const small = files.filter((f) => f.size <= BULK_FILE_MAX);
-  for (let i = 0; i < small.length; ) {
-    const batch: typeof small = [];
-    for (let bytes = 0; i < small.length && batch.length < BULK_ENTRIES && bytes + small[i].size <= BULK_REQUEST_BYTES; i++) {
-      bytes += small[i].size;
-      batch.push(small[i]);
-    }
-    const opened: { f: (typeof small)[number]; fh: FileHandle; size: number; mtime: number }[] = [];
+  for (const batch of inBulkBatches(
+    files.filter((f) => f.size <= BULK_FILE_MAX),
+    (f) => f.size,
+  )) {
+    const opened: { f: (typeof batch)[number]; fh: FileHandle; size: number; mtime: number }[] = [];
     try {
       for (const f of batch) {
         try {

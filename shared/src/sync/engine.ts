@@ -636,18 +636,10 @@ async function carryOut(local: LocalTree, remote: RemoteFolder, state: SyncState
     const taken = new Set<Action>();
     for (const op of ['upload', 'download'] as const) {
       if (op === 'upload' ? !remote.pushMany : !remote.pullMany) continue;
-      let cur: Transfer[] = [];
-      let bytes = 0;
-      for (const a of transfers) {
-        if (a.op !== op) continue;
-        const size = op === 'upload' ? localFiles.get(a.path)?.stat.size : remoteFiles.get(a.path)?.size;
-        if (size === undefined || size > BULK_FILE_MAX) continue;
-        if (cur.length >= BULK_ENTRIES || bytes + size > BULK_REQUEST_BYTES) (batches.push(cur), (cur = []), (bytes = 0));
-        cur.push(a);
-        bytes += size;
-        taken.add(a);
-      }
-      if (cur.length) batches.push(cur);
+      const sizeOf = (a: Transfer) => (op === 'upload' ? localFiles.get(a.path)?.stat.size : remoteFiles.get(a.path)?.size);
+      const small = transfers.filter((a) => a.op === op && (sizeOf(a) ?? Infinity) <= BULK_FILE_MAX);
+      for (const a of small) taken.add(a);
+      batches.push(...inBulkBatches(small, (a) => sizeOf(a)!));
     }
     return { batches, has: (a: Action) => taken.has(a) };
   }
@@ -824,6 +816,21 @@ export interface FolderSyncReport {
 
 /** An action that changed the state only (both sides already agreed: `record`, `forget`). */
 const stateOnly = (d: Done) => (d.op === 'record' || d.op === 'forget') && !d.error && !d.retry;
+
+/** `items` in order, in batches of at most BULK_ENTRIES items and BULK_REQUEST_BYTES of their
+ *  `size`s (an item larger than that alone): one bulk request each. */
+export function inBulkBatches<T>(items: readonly T[], size: (t: T) => number): T[][] {
+  const batches: T[][] = [];
+  let cur: T[] = [];
+  let bytes = 0;
+  for (const t of items) {
+    if (cur.length && (cur.length >= BULK_ENTRIES || bytes + size(t) > BULK_REQUEST_BYTES)) (batches.push(cur), (cur = []), (bytes = 0));
+    cur.push(t);
+    bytes += size(t);
+  }
+  if (cur.length) batches.push(cur);
+  return batches;
+}
 
 /** Passes until one changes nothing on either side (at most `maxPasses`). */
 export async function syncUntilStill(local: LocalTree, remote: RemoteFolder, state: SyncState, opts: EngineOptions, maxPasses = 4): Promise<FolderSyncReport> {

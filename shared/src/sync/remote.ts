@@ -17,8 +17,8 @@ import type { WebSocketCtor } from '../transport/conn.ts';
 import type { KnownVersions } from '../session/known.ts';
 import type { PullOptions, PushOptions } from '../session/delta-client.ts';
 import { ConnectionPool } from '../transport/connection-pool.ts';
-import { type Expected, IGNORE_FILE, type RemoteFolder, RemoteChanged, type Settled, type Skipped, type Stat } from './engine.ts';
-import { BULK_ENTRIES, BULK_FILE_MAX, BULK_REQUEST_BYTES, BULK_WRITES, LIST_CURSOR_CHARS } from '../base/limits.ts';
+import { type Expected, IGNORE_FILE, inBulkBatches, type RemoteFolder, RemoteChanged, type Settled, type Skipped, type Stat } from './engine.ts';
+import { BULK_ENTRIES, BULK_FILE_MAX, BULK_WRITES, LIST_CURSOR_CHARS } from '../base/limits.ts';
 import { nameProblem, shownName } from '../wire/names.ts';
 import type { Expect, RemoteFile } from './plan.ts';
 import { type FolderEntries, type ListedFile, type ListingChanges, type ListingPage, type ListingReset, type MoveAnswer, type Unchecked, type VersionInfo, listingLines } from '../wire/api.ts';
@@ -243,12 +243,7 @@ export abstract class ApiFolder implements RemoteFolder {
    */
   protected async sendMany(files: { path: string; expect: Expect; bytes: Uint8Array; modified?: number }[]): Promise<Settled<{ version: number; root: string }>[]> {
     const out: Settled<{ version: number; root: string }>[] = [];
-    for (let k = 0; k < files.length; ) {
-      let n = 0;
-      for (let bytes = 0; k + n < files.length && n < BULK_ENTRIES && bytes + files[k + n].bytes.length <= BULK_REQUEST_BYTES; n++) bytes += files[k + n].bytes.length;
-      out.push(...(await this.sendBatch(files.slice(k, k + Math.max(n, 1)))));
-      k += Math.max(n, 1);
-    }
+    for (const batch of inBulkBatches(files, (f) => f.bytes.length)) out.push(...(await this.sendBatch(batch)));
     return out;
   }
 
