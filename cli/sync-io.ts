@@ -8,7 +8,7 @@ import { existsSync, promises as fs } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import '../shared/src/chunking/wasm.ts';
-import { type Source, chunkSource } from '../shared/src/chunking/chunk-index.ts';
+import { type ChunkIndex, type Source, chunkSource } from '../shared/src/chunking/chunk-index.ts';
 import { fileSource } from '../shared/src/chunking/file-source.ts';
 import type { KnownVersions } from '../shared/src/session/known.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../shared/src/wire/protocol.ts';
@@ -19,7 +19,7 @@ import { ApiFolder, IGNORE_FILE, NoBulk, ignoreMatcher, ignoredByDefault } from 
 import { conflictName } from '../shared/src/sync/conflict.ts';
 import type { VaultFolderFiles } from '../shared/src/sync/vault-folder.ts';
 import { hostname } from 'node:os';
-import { BULK_FILE_MAX, SYNC_RETRIES, SYNC_TRANSFERS } from '../shared/src/base/limits.ts';
+import { BULK_FILE_MAX, PLANNED_INDEX_BYTES, SYNC_RETRIES, SYNC_TRANSFERS } from '../shared/src/base/limits.ts';
 import type { Values } from './command.ts';
 import { NotContained, checkParents, checkTarget, insideFolder, openNoFollow, setModified, tempName, tempPid } from './contained.ts';
 import { walkFolder } from './walk.ts';
@@ -34,17 +34,27 @@ export async function ignoreRules(dir: string): Promise<(p: string, isDir?: bool
   return ignoreMatcher(await fs.readFile(path.join(dir, IGNORE_FILE), 'utf8').catch(() => null));
 }
 
-/** The root hash of a file's content as the protocol computes it with the default chunking. */
-export async function rootOf(file: string): Promise<{ hash: string } & Stat> {
+/** The root hash of a file's content as the protocol computes it with the default chunking,
+ *  and the chunk index it is the root of. */
+export async function indexOf(file: string): Promise<{ hash: string; index: ChunkIndex } & Stat> {
   const fh = await openNoFollow(file);
   try {
     const st = await fh.stat();
     const index = await chunkSource(fileSource(fh, st.size), DEFAULT_PARAMS, DEFAULT_ALGO);
-    return { hash: hex(index.root), size: st.size, mtimeMs: st.mtimeMs };
+    return { hash: hex(index.root), index, size: st.size, mtimeMs: st.mtimeMs };
   } finally {
     await fh.close();
   }
 }
+
+/** The root hash of a file's content as the protocol computes it with the default chunking. */
+export async function rootOf(file: string): Promise<{ hash: string } & Stat> {
+  const { hash, size, mtimeMs } = await indexOf(file);
+  return { hash, size, mtimeMs };
+}
+
+/** Bytes of a chunk index held in memory: its lengths, FastFps and strong hashes. */
+const indexBytes = (index: ChunkIndex) => index.lengths.byteLength + index.fastfps.byteLength + index.hashes.byteLength;
 
 /** Removes `file` if it is a download's temporary file (contained.ts tempName) left by a
  *  process that is gone (killed mid-download). */
@@ -72,6 +82,11 @@ export class NodeTree implements LocalTree {
   ignored: (p: string, isDir?: boolean) => boolean = () => false;
   /** this device's name, in the conflict name of a second Unicode form of one name */
   device = hostname();
+  /** the chunk indexes `hash` made of files that go up in a delta session of their own (above
+   *  BULK_FILE_MAX), so that their push sends the index rather than reading and hashing the
+   *  file again (`takeIndex`); at most PLANNED_INDEX_BYTES of them, the oldest dropped first */
+  private planned = new Map<string, { index: ChunkIndex } & Stat>();
+  private plannedBytes = 0;
 
   constructor(readonly dir: string) {}
 
@@ -145,7 +160,31 @@ export class NodeTree implements LocalTree {
 
   async hash(p: string) {
     await checkParents(this.dir, this.rel(p));
-    return rootOf(this.file(p));
+    const { hash, index, size, mtimeMs } = await indexOf(this.file(p));
+    this.dropIndex(p);
+    if (size > BULK_FILE_MAX && indexBytes(index) <= PLANNED_INDEX_BYTES) {
+      this.planned.set(p, { index, size, mtimeMs });
+      this.plannedBytes += indexBytes(index);
+      for (const [q, old] of this.planned) {
+        if (this.plannedBytes <= PLANNED_INDEX_BYTES) break;
+        this.dropIndex(q, old.index);
+      }
+    }
+    return { hash, size, mtimeMs };
+  }
+
+  /** The chunk index `hash` made of `p`, once, while the file has the size and mtime it had
+   *  then (`st`: a stat of the file the push reads). A change that keeps both is caught by the
+   *  server: the root it computes of the bytes it rebuilt is not the index's (nothing stored). */
+  takeIndex(p: string, st: Stat): ChunkIndex | undefined {
+    const got = this.planned.get(p);
+    this.dropIndex(p);
+    return got && got.size === st.size && got.mtimeMs === st.mtimeMs ? got.index : undefined;
+  }
+
+  private dropIndex(p: string, index = this.planned.get(p)?.index) {
+    if (!index || !this.planned.delete(p)) return;
+    this.plannedBytes -= indexBytes(index);
   }
 
   async stat(p: string): Promise<Stat | null> {
@@ -284,7 +323,8 @@ export class HttpFolder extends ApiFolder {
     const fh = await openNoFollow(tree.file(p));
     try {
       const st = await fh.stat();
-      const r = await push(fileSource(fh, st.size), { ...this.pushOptions(p, expect, this.o.retries ?? SYNC_RETRIES), modified: st.mtimeMs });
+      const index = tree.takeIndex(p, st);
+      const r = await push(fileSource(fh, st.size), { ...this.pushOptions(p, expect, this.o.retries ?? SYNC_RETRIES), modified: st.mtimeMs, index });
       return { version: r.version, root: r.root, size: st.size, mtimeMs: st.mtimeMs };
     } finally {
       await fh.close();

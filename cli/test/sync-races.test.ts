@@ -13,7 +13,8 @@ import { FileKnown } from '../known.ts';
 import { HttpFolder, NodeTree } from '../sync-io.ts';
 import { FileState } from '../sync-state.ts';
 import { syncUntilStill } from '../../shared/src/sync/engine.ts';
-import { device, serverOf, treeOf } from './sync-world.ts';
+import { device, serverOf, sha, treeOf } from './sync-world.ts';
+import { randomBytes } from '../../harness/testdata.ts';
 
 /** A device whose server folder runs `before(op, path)` ahead of each push and pull. */
 function hooked(s: { url: string }, root: string, name: string, before: (op: 'push' | 'pull', p: string) => Promise<void>) {
@@ -110,6 +111,43 @@ test('races: an edit landing before an upload, a first file made twice at once, 
     const { latest } = await serverOf(s);
     assert.deepEqual(treeOf(a.dir), latest);
     assert.deepEqual(treeOf(b.dir), latest);
+  } finally {
+    await s.stop();
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test("a large file rewritten between the plan's hashing and its push, its size and mtime kept: the plan's index is refused and nothing but what was on disk is stored", async () => {
+  const s = await testServer();
+  const root = mkdtempSync(path.join(tmpdir(), 'dsync-sync-planned-'));
+  // above BULK_FILE_MAX: the push is a session of its own, sent from the plan's chunk index
+  const first = randomBytes(31, 1 << 20);
+  const second = randomBytes(32, 1 << 20);
+  let inject: (() => void) | null = null;
+  const a = hooked(s, root, 'a', async () => {
+    const f = inject;
+    inject = null;
+    f?.();
+  });
+  const file = path.join(a.dir, 'big.bin');
+  try {
+    // a whole second, which a stat gives back exactly
+    const mtime = 1_700_000_000;
+    writeFileSync(file, first);
+    utimesSync(file, mtime, mtime);
+    inject = () => {
+      writeFileSync(file, second);
+      utimesSync(file, mtime, mtime);
+    };
+    const r = await a.syncHooked();
+    const uploads = r.done.filter((d) => d.op === 'upload' && d.path === 'big.bin');
+    // the first push sent the index of the bytes the plan read, and the server's root check
+    // refused the bytes it got; the pass after read the file again
+    assert.deepEqual(uploads.map((d) => !!d.retry), [true, false], JSON.stringify(r.done));
+    assert.ok(r.agreed, JSON.stringify(r.done));
+    const { latest, ever } = await serverOf(s);
+    assert.deepEqual(latest, new Map([['big.bin', sha(second)]]));
+    assert.deepEqual([...ever], [sha(second)], 'nothing stored but what was on disk');
   } finally {
     await s.stop();
     rmSync(root, { recursive: true, force: true });

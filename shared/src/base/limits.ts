@@ -182,6 +182,11 @@ export const SYNC_TRANSFERS = 4;
 /** Roots of listed versions a pass asks the server for at once (`RemoteFolder.root`, one small
  *  request each; a folder renamed on the server asks one per file to find it a rename). */
 export const SYNC_ROOT_LOOKUPS = 8;
+/** The most bytes of chunk indexes a sync pass keeps from its plan's hashing of the files it
+ *  pushes in a session of their own, so that the push does not read and hash them again (40
+ *  bytes a chunk: 64 MiB holds the indexes of some 13 GB of files; a file beyond is hashed
+ *  again by its push). */
+export const PLANNED_INDEX_BYTES = 64 << 20;
 /** A push of a file of at most this many bytes (one entropy sample, delta-client.ts
  *  `worthDeflating`) runs on any idle connection to the server, compressing or not
  *  (`?deflate=0`), before a new one is opened: for so small a file a new connection's

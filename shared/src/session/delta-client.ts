@@ -270,6 +270,11 @@ export interface PushOptions extends SyncOptions {
   /** push against a known version only when at most this many bytes are not found in it
    *  (default KNOWN_MAX_DELTA) */
   knownMaxDelta?: number;
+  /** the file's chunk index, made before (a sync pass's plan hashed the file): its Checksum
+   *  List goes out as it is, rather than the file read and hashed again. Used when its params,
+   *  algorithm and size are the push's; bytes that are no longer what it lists fail the
+   *  server's root check (VerifyFailed, nothing stored), and a retry chunks the file anew. */
+  index?: ChunkIndex;
 }
 
 /** Runs a session, again while the server refuses it as busy (busy.ts whileBusy). The refused
@@ -298,7 +303,8 @@ async function pushOnce(source: Source, opts: PushOptions, cutOff: boolean | und
   const key = knownKey(opts.url, opts.name);
   const basisVersion = opts.expect === 'absent' ? BASIS_ABSENT : (opts.expect?.version ?? 0);
   const chunked = (d: number) => opts.onProgress?.('chunking', d, source.size);
-  let { index, against } = await planKnown(source, params, algo, opts.known?.get(key), { maxDelta: opts.knownMaxDelta, onProgress: chunked });
+  const made = opts.index && opts.index.algo === algo && opts.index.size === source.size && sameParams(opts.index.params, params) ? opts.index : undefined;
+  let { index, against } = await planKnown(source, params, algo, opts.known?.get(key), { maxDelta: opts.knownMaxDelta, onProgress: chunked, index: made });
   let client = performance.now() - t0;
   const traffic = { checksumList: 0, matchTokens: 0, basisChecksums: 0, delta: 0, control: 0, total: 0, wire: 0 };
   /** reconnects after a lost connection; sessions again after a damaged basis */
