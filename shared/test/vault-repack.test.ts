@@ -4,7 +4,8 @@
 // packs mix live and forgotten chunks. A prune rewrites the emptiest ones: every kept version
 // pulls byte-exact, the packs the head names hold little but what the kept versions need, gc
 // deletes the old packs and everything still pulls; every stored pack is a PADME size; a second
-// prune does nothing. A push from another device landing between the prune's reads and its head
+// prune does nothing. The prune reads each pack it rewrites whole (every other read aligned to
+// blocks) and seals its live chunks again: no run of an old pack's bytes is in a new one. A push from another device landing between the prune's reads and its head
 // write is kept with everything it refers to; a pack served with a flipped bit is refused and no
 // head is written.
 import assert from 'node:assert/strict';
@@ -16,6 +17,7 @@ import '../src/chunking/wasm.ts';
 import { bufferSource } from '../src/chunking/chunk-index.ts';
 import { randomBytes } from '../../harness/testdata.ts';
 import { type S3Server, startMinio } from '../../harness/minio.ts';
+import { VAULT_READ_BLOCK } from '../src/base/limits.ts';
 import { padme } from '../src/vault/format.ts';
 import { prune } from '../src/vault/repack.ts';
 import { type VaultRemote, httpVaultRemote } from '../src/vault/remote.ts';
@@ -25,7 +27,7 @@ import { addUser } from '../../server/src/http/auth.ts';
 import { type RunningServer, startServer } from '../../server/src/server.ts';
 import type { Backend } from '../../server/src/store/backend.ts';
 import { runGc } from '../../server/src/store/gc.ts';
-import { vaultPacksPrefix } from '../../server/src/store/keys.ts';
+import { vaultPackKey, vaultPacksPrefix } from '../../server/src/store/keys.ts';
 import { localBackend } from '../../server/src/store/local.ts';
 import { Repo } from '../../server/src/store/repo.ts';
 import { s3Backend } from '../../server/src/store/s3.ts';
@@ -126,7 +128,28 @@ for (const label of ['local directory', 'MinIO'] as const) {
       assert.equal((await head(vault.id)).counter, counter, 'no head written');
       assert.deepEqual([...(await stored(vault.id)).keys()].sort(), storedBefore, 'no pack written');
 
-      const report = await prune(await device(vault.id, remote(), 'pruner'));
+      // every read the prune makes is a whole pack or aligned to VAULT_READ_BLOCK (a list's
+      // pieces): none shows where a chunk starts or ends
+      const reads: { pack: string; offset: number; length: number; got: number; toEnd: boolean }[] = [];
+      const real = remote();
+      const recording = hostile(real, {
+        async readPack(id, pack, offset, length, o) {
+          const got = await real.readPack(id, pack, offset, length, o);
+          reads.push({ pack, offset, length, got: got.length, toEnd: !!o?.toEnd });
+          return got;
+        },
+      });
+      const sizes = await stored(vault.id);
+      const report = await prune(await device(vault.id, recording, 'pruner'));
+      // the reads not cut at a pack's end (toEnd) are the prune's own
+      const exact = reads.filter((r) => !r.toEnd);
+      assert.equal(exact.length, report.packsRead, 'each pack rewritten is read once');
+      assert.equal(new Set(exact.map((r) => r.pack)).size, report.packsRead);
+      for (const r of exact) assert.ok(r.offset === 0 && r.got === sizes.get(r.pack), `a pack rewritten is read whole: ${JSON.stringify(r)}`);
+      for (const r of reads) {
+        if (!r.toEnd) continue;
+        assert.ok(r.offset % VAULT_READ_BLOCK === 0 && ((r.offset + r.length) % VAULT_READ_BLOCK === 0 || r.offset + r.got === sizes.get(r.pack)), `an aligned read: ${JSON.stringify(r)}`);
+      }
       assert.equal(report.dryRun, false);
       assert.ok(report.packsRead > 0 && report.packsWritten > 0 && report.versions > 0, JSON.stringify(report));
       assert.ok(report.unusedBefore > 0.05 && report.unusedAfter <= 0.05, JSON.stringify(report));
@@ -135,6 +158,16 @@ for (const label of ['local directory', 'MinIO'] as const) {
       assert.equal(now.counter, counter + 1, 'one head written');
       const dropped = before.filter((p) => !now.packs.includes(p));
       assert.ok(dropped.length >= report.packsRead, `the head no longer names the packs read: ${dropped.length}`);
+      // the live chunks are sealed again: no run of an old pack's bytes is in a new one (the
+      // server cannot match them up to read off where each live chunk lay)
+      const fresh = now.packs.filter((p) => !before.includes(p));
+      const newBytes = Buffer.concat(await Promise.all(fresh.map(async (p) => repo.backend.get(vaultPackKey('alice', vault.id, p)))));
+      let runs = 0;
+      for (const p of dropped) {
+        const old = Buffer.from(await repo.backend.get(vaultPackKey('alice', vault.id, p)));
+        for (let at = 0; at + 32 <= old.length; at += 1024, runs++) assert.equal(newBytes.indexOf(old.subarray(at, at + 32)), -1, `bytes ${at}+32 of old pack ${p} are in a new pack`);
+      }
+      assert.ok(runs > 1000, `${runs} runs searched`);
       const bytesAfter = await namedBytes(vault.id);
       assert.equal(bytesAfter, report.bytesAfter);
       assert.ok(bytesAfter < 1.2 * live, `the packs in use hold little more than the live versions: ${bytesAfter} bytes for ${live}`);
