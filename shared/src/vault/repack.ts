@@ -37,7 +37,8 @@ export interface PruneReport {
   bytesWritten: number;
   /** versions whose manifest was written again */
   versions: number;
-  /** after the head written (a dry run: estimated) */
+  /** after the head written (a dry run: the packs it would keep, without the new ones, and the
+   *  bytes and unused share estimated) */
   packsAfter: number;
   bytesAfter: number;
   unusedAfter: number;
@@ -160,16 +161,13 @@ export async function prune(vault: Vault, o: { maxUnused?: number; dryRun?: bool
       packsWritten: 0,
       bytesWritten: 0,
       versions: 0,
-      packsAfter: before.packs.length,
+      packsAfter: before.packs.length - chosen.length,
       bytesAfter: before.total - freed,
       unusedAfter: share(before.unused - freed, before.total - freed),
       kept: 0,
       seq: s.counter,
     };
-    if (o.dryRun || !chosen.length) {
-      if (!chosen.length) report.bytesAfter = before.total;
-      return report;
-    }
+    if (o.dryRun || !chosen.length) return report;
     const gone = new Set(chosen.map((p) => p.id));
 
     // 1. every live chunk of the chosen packs, read with its pack whole, checked and sealed
