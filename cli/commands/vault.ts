@@ -1,20 +1,21 @@
 /** `dsync vault create | ls ID | push ID FILE [NAME] | pull ID NAME [DEST] | log ID NAME | rm ID
- *  NAME | mv ID OLD NEW | restore ID NAME N | keep ID N`: end-to-end encrypted folders with
- *  versions (docs/vaults.md). create and keep are only here; ls --deleted too; the other actions
+ *  NAME | mv ID OLD NEW | restore ID NAME N | keep ID N | prune ID`: end-to-end encrypted folders
+ *  with versions (docs/vaults.md). create, keep and prune are only here; ls --deleted too; the other actions
  *  are also the plain commands with --vault ID (`dsync push FILE --vault ID`, …), and both run
  *  the same code (cli/vaults.ts). */
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
-import { VAULT_KEEP_VERSIONS } from '../../shared/src/base/limits.ts';
+import { VAULT_KEEP_VERSIONS, VAULT_PRUNE_MAX_UNUSED } from '../../shared/src/base/limits.ts';
 import { formatBytes } from '../../shared/src/base/units.ts';
 import { createVault } from '../../shared/src/vault/vault.ts';
+import { type PruneReport, prune } from '../../shared/src/vault/repack.ts';
 import { type Command, UsageError, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson, shortDate, table } from '../output.ts';
 import { SERVER_OPTS } from '../remote.ts';
 import { DEVICE_OPT, SECRET_OPTS, fileHeads, opened, passphrase, pullFile, pullLine, pushFile, pushLine, vaultRemote, versionNumber } from '../vaults.ts';
 
 export const command: Command = {
-  usage: 'vault create | ls ID [--deleted] | push ID FILE [NAME] | pull ID NAME [DEST] [--version N] | log ID NAME | rm ID NAME | mv ID OLD NEW | restore ID NAME N | keep ID N --server URL',
+  usage: 'vault create | ls ID [--deleted] | push ID FILE [NAME] | pull ID NAME [DEST] [--version N] | log ID NAME | rm ID NAME | mv ID OLD NEW | restore ID NAME N | keep ID N | prune ID [--max-unused P%] [--dry-run] --server URL',
   about: `End-to-end encrypted folders: the server stores padded, sealed packs and one sealed head,
 and never sees a name, a byte or a chunk boundary (docs/vaults.md). create makes a vault and prints
 its id and its recovery key (shown once: keep it); ls lists its files (--deleted: the deleted ones);
@@ -23,7 +24,9 @@ pull writes NAME (--version N: that version) to DEST (default: NAME's last compo
 the chunks DEST lacks, through a temporary file renamed at the end; log lists NAME's versions; rm
 deletes NAME, keeping its history; mv renames OLD to NEW with its history; restore makes version N
 of NAME (live or deleted) its newest version, uploading no contents; keep sets how many versions
-each file keeps (default ${VAULT_KEEP_VERSIONS}; older ones are forgotten). The passphrase: --passphrase-file FILE or
+each file keeps (default ${VAULT_KEEP_VERSIONS}; older ones are forgotten); prune rewrites the packs that hold
+mostly forgotten chunks until at most --max-unused of the bytes in use are unused (default
+${VAULT_PRUNE_MAX_UNUSED * 100}%; --dry-run: only says what it would do), reading each such pack whole. The passphrase: --passphrase-file FILE or
 $DSYNC_VAULT_PASSPHRASE. The plain commands take a vault too, with --vault ID (dsync push FILE
 --vault ID, pull, ls, log, restore, rm, mv: each one's --help); they run the same code.`,
   options: {
@@ -32,12 +35,15 @@ $DSYNC_VAULT_PASSPHRASE. The plain commands take a vault too, with --vault ID (d
     ...DEVICE_OPT,
     version: { type: 'string', arg: 'N', help: 'pull: that version of NAME (see log)' },
     deleted: { type: 'boolean', help: 'ls: the deleted files, whose history is kept' },
+    'max-unused': { type: 'string', arg: 'P%', help: `prune: the share of the packs' bytes that may be forgotten chunks, 0 to 100% (default ${VAULT_PRUNE_MAX_UNUSED * 100}%)` },
+    'dry-run': { type: 'boolean', help: 'prune: say what it would do, write nothing' },
     json: JSON_OPT,
   },
   positionals: [1, 4],
   async run(values, [action, id, a, b]) {
     if (values.version !== undefined && action !== 'pull') throw new UsageError('--version goes with pull');
     if (values.deleted && action !== 'ls') throw new UsageError('--deleted goes with ls');
+    if ((values['max-unused'] !== undefined || values['dry-run']) && action !== 'prune') throw new UsageError('--max-unused and --dry-run go with prune');
     const out = (human: string, json: unknown) => (humanOutput(values) ? console.log(human) : printJson(json));
     if (action === 'create') {
       const { vault, recoveryKey } = await createVault(vaultRemote(values), passphrase(values), fileHeads());
@@ -100,6 +106,24 @@ $DSYNC_VAULT_PASSPHRASE. The plain commands take a vault too, with --vault ID (d
       const r = await pullFile(vault, a, dest, { version, local: exists ? dest : undefined });
       return void out(pullLine(dest, r), r);
     }
-    throw new UsageError(`no vault action ${JSON.stringify(action)}: create, ls, push, pull, log, rm, mv, restore or keep`);
+    if (action === 'prune') {
+      if (a) throw new UsageError('prune ID');
+      const raw = values['max-unused'] === undefined ? undefined : str(values, 'max-unused');
+      const m = raw === undefined ? null : /^(\d{1,3}(?:\.\d+)?)%?$/.exec(raw);
+      if (raw !== undefined && (!m || Number(m[1]) > 100)) throw new UsageError(`--max-unused is a share from 0 to 100%, not ${JSON.stringify(raw)}`);
+      const r = await prune(await opened(values, id), { maxUnused: m ? Number(m[1]) / 100 : undefined, dryRun: !!values['dry-run'] });
+      return void out(pruneLine(r), r);
+    }
+    throw new UsageError(`no vault action ${JSON.stringify(action)}: create, ls, push, pull, log, rm, mv, restore, keep or prune`);
   },
 };
+
+const percent = (share: number) => `${(share * 100).toFixed(1)}%`;
+
+/** A prune's report for people. */
+function pruneLine(r: PruneReport): string {
+  if (!r.packsRead) return `nothing to prune: ${percent(r.unusedBefore)} of ${formatBytes(r.bytesBefore)} in ${r.packsBefore} packs unused (at most ${percent(r.maxUnused)})`;
+  const what = `${r.packsRead} pack${r.packsRead === 1 ? '' : 's'} (${formatBytes(r.bytesRead)}, ${formatBytes(r.liveBytes)} of it in use)`;
+  if (r.dryRun) return `would rewrite ${what}: ${formatBytes(r.bytesBefore)} to some ${formatBytes(r.bytesAfter)}, unused ${percent(r.unusedBefore)} to ${percent(r.unusedAfter)} (dry run: nothing written)`;
+  return `rewrote ${what} into ${r.packsWritten} (${formatBytes(r.bytesWritten)}), ${r.versions} manifest${r.versions === 1 ? '' : 's'} written again: ${formatBytes(r.bytesBefore)} in ${r.packsBefore} packs to ${formatBytes(r.bytesAfter)} in ${r.packsAfter}, unused ${percent(r.unusedBefore)} to ${percent(r.unusedAfter)}${r.kept ? `; ${r.kept} still in use by a change made meanwhile` : ''} (the server's gc deletes the old packs after its grace period)`;
+}

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { test } from 'node:test';
 import { DEFAULTS, type ServerConfig, kebab, loadConfig } from '../../server/src/config.ts';
-import { KEEP_MAX, PUSH_RETRIES, SYNC_MAX_DELETE_MIN, SYNC_MAX_DELETE_SHARE, SYNC_RETRIES } from '../../shared/src/base/limits.ts';
+import { KEEP_MAX, PUSH_RETRIES, SYNC_MAX_DELETE_MIN, SYNC_MAX_DELETE_SHARE, SYNC_RETRIES, VAULT_PRUNE_MAX_UNUSED } from '../../shared/src/base/limits.ts';
 import { ALGO_NAMES, DEFAULT_ALGO, DEFAULT_PARAMS, FpOp } from '../../shared/src/wire/protocol.ts';
 import type { Command } from '../command.ts';
 import { algoOf, chunkParams } from '../sync-options.ts';
@@ -37,6 +37,7 @@ const EXPECTED: Record<string, Record<string, string | number>> = {
   sync: { retries: SYNC_RETRIES, 'max-delete': `${SYNC_MAX_DELETE_SHARE * 100}%` },
   gc: { ...STORE, 'keep-versions': DEFAULTS.keepVersions, 'keep-days': DEFAULTS.keepDays, 'min-age-ms': DEFAULTS.gcMinAgeMs, 'window-ms': DEFAULTS.gcWindowMs, 'repack-percent': DEFAULTS.gcRepackPercent, 'vault-grace-ms': DEFAULTS.vaultGcGraceMs },
   check: STORE,
+  vault: { 'max-unused': `${VAULT_PRUNE_MAX_UNUSED * 100}%` },
   serve: Object.fromEntries(
     Object.entries(DEFAULTS).map(([k, v]) => [kebab(k), typeof v === 'boolean' ? (v ? 'on' : 'off') : v === '' ? '(none)' : v]),
   ),

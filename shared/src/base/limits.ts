@@ -308,6 +308,11 @@ export const VAULT_KEEP_VERSIONS = 32;
 export const VAULT_KEEP_MAX = 10000;
 /** Longest device label a version records, in UTF-8 bytes. */
 export const VAULT_DEVICE_MAX = 64;
+/** `dsync vault prune`'s default: the share of the bytes of a vault's packs in use that may be
+ *  forgotten chunks before packs are rewritten (restic prune's `--max-unused` 5%): the store
+ *  stays within some 5% of what the kept versions need, and the emptiest packs, rewritten
+ *  first, free the most for the bytes copied (docs/vaults.md, "Repack"). */
+export const VAULT_PRUNE_MAX_UNUSED = 0.05;
 
 // Small files in bulk (POST /api/files/bulk and /api/files/bulk-read, docs/protocol.md "Bulk")
 

@@ -61,7 +61,7 @@ export function memoryHeads(): HeadMemory {
 }
 
 /** The vault's state as read from the server and verified. */
-interface State {
+export interface State {
   counter: number;
   /** SHA-256 of the head's body (zeros before the first head) */
   hash: Uint8Array;
@@ -160,7 +160,7 @@ const READS_AT_ONCE = 4;
 /** Compare-and-swap attempts of a push against other devices' heads. */
 const HEAD_TRIES = 8;
 
-const refKey = (kind: KindCode, id: Uint8Array) => `${kind}:${hex(id)}`;
+export const refKey = (kind: KindCode, id: Uint8Array) => `${kind}:${hex(id)}`;
 const plainLength = (r: Ref) => r.length - SEAL_OVERHEAD;
 const equal = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.every((x, i) => x === b[i]);
 /** The label a version records when the device gives none. */
@@ -611,6 +611,24 @@ export class Vault {
     });
   }
 
+  /** What repack.ts (`dsync vault prune`, docs/vaults.md "Repack") drives: the head read and
+   *  checked, lists read and written, chunks opened and checked, a change committed by
+   *  compare-and-swap, and the index of the chunks this device knows the vault holds, by
+   *  `refKey` (the repack points it away from the packs it rewrites). */
+  inner(): VaultInner {
+    return {
+      remote: this.remote,
+      index: this.index,
+      state: () => this.state(),
+      readLists: (lists) => this.readLists(lists),
+      checkManifest: (f, v, bytes) => this.checkManifest(f, v, bytes),
+      openVerified: (kind, r, sealed) => this.openVerified(kind, r, sealed),
+      writeList: (packs, bytes) => this.writeList(packs, bytes),
+      writing: (fn) => this.writing(fn),
+      commit: (packs, s, change) => this.commit(packs, s, change),
+    };
+  }
+
   /** The tree as the head names it, read and checked as every read is. */
   async tree(): Promise<Tree> {
     return (await this.state()).tree;
@@ -770,6 +788,19 @@ export class Vault {
     await Promise.all(Array.from({ length: Math.min(READS_AT_ONCE, ranges.length) }, worker));
     return out;
   }
+}
+
+/** A Vault's workings as `Vault.inner` hands them to repack.ts. */
+export interface VaultInner {
+  remote: VaultRemote;
+  index: Map<string, Ref>;
+  state(): Promise<State>;
+  readLists(lists: Ref[][]): Promise<Uint8Array[]>;
+  checkManifest(f: TreeFile, v: Version, bytes: Uint8Array): ManifestTable;
+  openVerified(kind: KindCode, r: Ref, sealed: Uint8Array): Promise<Uint8Array>;
+  writeList(packs: PackWriter, bytes: Uint8Array): Promise<Ref[]>;
+  writing<T>(fn: (packs: PackWriter) => Promise<T>): Promise<T>;
+  commit(packs: PackWriter, s: State, change: (s: State) => Promise<Tree | null>): Promise<{ seq: number; tree: Tree }>;
 }
 
 /** Creates a vault on the server: a new id and key, the keyfile sealed with `passphrase`.
