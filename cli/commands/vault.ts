@@ -1,8 +1,9 @@
-/** `dsync vault create | ls ID | push ID FILE [NAME] | pull ID NAME [DEST] | log ID NAME | rm ID
+/** `dsync vault create | passphrase ID | ls ID | push ID FILE [NAME] | pull ID NAME [DEST] | log ID NAME | rm ID
  *  NAME | mv ID OLD NEW | restore ID NAME N | keep ID N`: end-to-end encrypted folders with
- *  versions (docs/vaults.md). create and keep are only here; ls --deleted too; the other actions
+ *  versions (docs/vaults.md). create, passphrase and keep are only here; ls --deleted too; the other actions
  *  are also the plain commands with --vault ID (`dsync push FILE --vault ID`, …), and both run
  *  the same code (cli/vaults.ts). */
+import { readFileSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { VAULT_KEEP_VERSIONS } from '../../shared/src/base/limits.ts';
@@ -14,10 +15,12 @@ import { SERVER_OPTS } from '../remote.ts';
 import { DEVICE_OPT, SECRET_OPTS, fileHeads, opened, passphrase, pullFile, pullLine, pushFile, pushLine, vaultRemote, versionNumber } from '../vaults.ts';
 
 export const command: Command = {
-  usage: 'vault create | ls ID [--deleted] | push ID FILE [NAME] | pull ID NAME [DEST] [--version N] | log ID NAME | rm ID NAME | mv ID OLD NEW | restore ID NAME N | keep ID N --server URL',
+  usage: 'vault create | passphrase ID | ls ID [--deleted] | push ID FILE [NAME] | pull ID NAME [DEST] [--version N] | log ID NAME | rm ID NAME | mv ID OLD NEW | restore ID NAME N | keep ID N --server URL',
   about: `End-to-end encrypted folders: the server stores padded, sealed packs and one sealed head,
 and never sees a name, a byte or a chunk boundary (docs/vaults.md). create makes a vault and prints
-its id and its recovery key (shown once: keep it); ls lists its files (--deleted: the deleted ones);
+its id and its recovery key (shown once: keep it); passphrase sets a new passphrase (opened with the
+current one or --recovery-key-file; the new one from --new-passphrase-file FILE or
+$DSYNC_VAULT_NEW_PASSPHRASE): devices already open stay open, the recovery key does not change; ls lists its files (--deleted: the deleted ones);
 push uploads FILE as a new version of NAME (default: FILE's name), only the chunks the vault lacks;
 pull writes NAME (--version N: that version) to DEST (default: NAME's last component), fetching only
 the chunks DEST lacks, through a temporary file renamed at the end; log lists NAME's versions; rm
@@ -32,16 +35,27 @@ $DSYNC_VAULT_PASSPHRASE. The plain commands take a vault too, with --vault ID (d
     ...DEVICE_OPT,
     version: { type: 'string', arg: 'N', help: 'pull: that version of NAME (see log)' },
     deleted: { type: 'boolean', help: 'ls: the deleted files, whose history is kept' },
+    'new-passphrase-file': { type: 'string', arg: 'FILE', help: 'passphrase: a file holding the new passphrase (default: $DSYNC_VAULT_NEW_PASSPHRASE)' },
     json: JSON_OPT,
   },
   positionals: [1, 4],
   async run(values, [action, id, a, b]) {
     if (values.version !== undefined && action !== 'pull') throw new UsageError('--version goes with pull');
     if (values.deleted && action !== 'ls') throw new UsageError('--deleted goes with ls');
+    if (values['new-passphrase-file'] !== undefined && action !== 'passphrase') throw new UsageError('--new-passphrase-file goes with passphrase');
     const out = (human: string, json: unknown) => (humanOutput(values) ? console.log(human) : printJson(json));
     if (action === 'create') {
       const { vault, recoveryKey } = await createVault(vaultRemote(values), passphrase(values), fileHeads());
       return void out(`vault ${vault.id}\nrecovery key (shown once; with it the vault opens without the passphrase):\n  ${recoveryKey}`, { id: vault.id, recoveryKey });
+    }
+    if (action === 'passphrase') {
+      if (a) throw new UsageError('passphrase ID');
+      // read before the vault is opened: a missing new passphrase changes nothing
+      const f = str(values, 'new-passphrase-file');
+      const next = f !== undefined ? readFileSync(f, 'utf8').replace(/\r?\n$/, '') : process.env.DSYNC_VAULT_NEW_PASSPHRASE;
+      if (!next) throw new UsageError('the new passphrase: --new-passphrase-file FILE or $DSYNC_VAULT_NEW_PASSPHRASE, not empty');
+      await (await opened(values, id)).changePassphrase(next);
+      return void out(`vault ${id}: passphrase changed (devices already open stay open; the recovery key is the same)`, { id, changed: true });
     }
     if (action === 'ls') {
       const vault = await opened(values, id);
@@ -100,6 +114,6 @@ $DSYNC_VAULT_PASSPHRASE. The plain commands take a vault too, with --vault ID (d
       const r = await pullFile(vault, a, dest, { version, local: exists ? dest : undefined });
       return void out(pullLine(dest, r), r);
     }
-    throw new UsageError(`no vault action ${JSON.stringify(action)}: create, ls, push, pull, log, rm, mv, restore or keep`);
+    throw new UsageError(`no vault action ${JSON.stringify(action)}: create, passphrase, ls, push, pull, log, rm, mv, restore or keep`);
   },
 };
