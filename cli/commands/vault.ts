@@ -18,9 +18,10 @@ export const command: Command = {
   usage: 'vault create | passphrase ID | ls ID [--deleted] | push ID FILE [NAME] | pull ID NAME [DEST] [--version N] | log ID NAME | rm ID NAME | mv ID OLD NEW | restore ID NAME N | keep ID N --server URL',
   about: `End-to-end encrypted folders: the server stores padded, sealed packs and one sealed head,
 and never sees a name, a byte or a chunk boundary (docs/vaults.md). create makes a vault and prints
-its id and its recovery key (shown once: keep it); passphrase sets a new passphrase (opened with the
-current one or --recovery-key-file; the new one from --new-passphrase-file FILE or
-$DSYNC_VAULT_NEW_PASSPHRASE): devices already open stay open, the recovery key does not change; ls lists its files (--deleted: the deleted ones);
+its id and its recovery key (shown once: keep it); passphrase sets a new passphrase, opened with the
+current one (or --recovery-key-file), the new one from --new-passphrase-file FILE or
+$DSYNC_VAULT_NEW_PASSPHRASE: devices already open stay open, the recovery key stays the same, and
+a copy of the old keyfile still opens with the old passphrase; ls lists its files (--deleted: the deleted ones);
 push uploads FILE as a new version of NAME (default: FILE's name), only the chunks the vault lacks;
 pull writes NAME (--version N: that version) to DEST (default: NAME's last component), fetching only
 the chunks DEST lacks, through a temporary file renamed at the end; log lists NAME's versions; rm
