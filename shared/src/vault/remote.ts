@@ -179,8 +179,10 @@ export function httpVaultRemote(base: string, fetchImpl: typeof fetch = (...a) =
       const what = `change the keyfile of vault ${id}`;
       if (keyfile.length < 1 || keyfile.length > VAULT_KEYFILE_MAX) throw new RangeError(`${what}: a keyfile is 1 to ${VAULT_KEYFILE_MAX} bytes`);
       const res = await send(what, `${vault(id)}/key`, { method: 'PUT', headers: { 'If-Match': keyfileTag(replaces), 'Content-Type': 'application/octet-stream' }, body: keyfile as BodyInit });
-      if (res.status === 409) throw new VaultKeyfileChanged(`${what}: ${(await failure(what, res)).message.slice(what.length + 2)}`);
-      if (res.status !== 200) throw await failure(what, res);
+      if (res.status !== 200) {
+        const e = await failure(what, res);
+        throw res.status === 409 ? new VaultKeyfileChanged(e.message) : e;
+      }
       await res.body?.cancel();
     },
 
