@@ -1,8 +1,9 @@
-/** `dsync vault create | ls ID | push ID FILE [NAME] | pull ID NAME [DEST] | log ID NAME | rm ID
+/** `dsync vault create | passphrase ID | ls ID | push ID FILE [NAME] | pull ID NAME [DEST] | log ID NAME | rm ID
  *  NAME | mv ID OLD NEW | restore ID NAME N | keep ID N | prune ID`: end-to-end encrypted folders
- *  with versions (docs/vaults.md). create, keep and prune are only here; ls --deleted too; the other actions
+ *  with versions (docs/vaults.md). create, passphrase, keep and prune are only here; ls --deleted too; the other actions
  *  are also the plain commands with --vault ID (`dsync push FILE --vault ID`, …), and both run
  *  the same code (cli/vaults.ts). */
+import { readFileSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { VAULT_KEEP_VERSIONS, VAULT_PRUNE_MAX_UNUSED } from '../../shared/src/base/limits.ts';
@@ -15,10 +16,13 @@ import { SERVER_OPTS } from '../remote.ts';
 import { DEVICE_OPT, SECRET_OPTS, fileHeads, opened, passphrase, pullFile, pullLine, pushFile, pushLine, vaultRemote, versionNumber } from '../vaults.ts';
 
 export const command: Command = {
-  usage: 'vault create | ls ID [--deleted] | push ID FILE [NAME] | pull ID NAME [DEST] [--version N] | log ID NAME | rm ID NAME | mv ID OLD NEW | restore ID NAME N | keep ID N | prune ID [--max-unused P%] [--dry-run] --server URL',
+  usage: 'vault create | passphrase ID | ls ID [--deleted] | push ID FILE [NAME] | pull ID NAME [DEST] [--version N] | log ID NAME | rm ID NAME | mv ID OLD NEW | restore ID NAME N | keep ID N | prune ID [--max-unused P%] [--dry-run] --server URL',
   about: `End-to-end encrypted folders: the server stores padded, sealed packs and one sealed head,
 and never sees a name, a byte or a chunk boundary (docs/vaults.md). create makes a vault and prints
-its id and its recovery key (shown once: keep it); ls lists its files (--deleted: the deleted ones);
+its id and its recovery key (shown once: keep it); passphrase sets a new passphrase, opened with the
+current one (or --recovery-key-file), the new one from --new-passphrase-file FILE or
+$DSYNC_VAULT_NEW_PASSPHRASE: devices already open stay open, the recovery key stays the same, and
+a copy of the old keyfile still opens with the old passphrase; ls lists its files (--deleted: the deleted ones);
 push uploads FILE as a new version of NAME (default: FILE's name), only the chunks the vault lacks;
 pull writes NAME (--version N: that version) to DEST (default: NAME's last component), fetching only
 the chunks DEST lacks, through a temporary file renamed at the end; log lists NAME's versions; rm
@@ -37,6 +41,7 @@ $DSYNC_VAULT_PASSPHRASE. The plain commands take a vault too, with --vault ID (d
     deleted: { type: 'boolean', help: 'ls: the deleted files, whose history is kept' },
     'max-unused': { type: 'string', arg: 'P%', help: `prune: the share of the packs' bytes that may be forgotten chunks, 0 to 100% (default ${VAULT_PRUNE_MAX_UNUSED * 100}%)` },
     'dry-run': { type: 'boolean', help: 'prune: say what it would do, write nothing' },
+    'new-passphrase-file': { type: 'string', arg: 'FILE', help: 'passphrase: a file holding the new passphrase (default: $DSYNC_VAULT_NEW_PASSPHRASE)' },
     json: JSON_OPT,
   },
   positionals: [1, 4],
@@ -44,10 +49,20 @@ $DSYNC_VAULT_PASSPHRASE. The plain commands take a vault too, with --vault ID (d
     if (values.version !== undefined && action !== 'pull') throw new UsageError('--version goes with pull');
     if (values.deleted && action !== 'ls') throw new UsageError('--deleted goes with ls');
     if ((values['max-unused'] !== undefined || values['dry-run']) && action !== 'prune') throw new UsageError('--max-unused and --dry-run go with prune');
+    if (values['new-passphrase-file'] !== undefined && action !== 'passphrase') throw new UsageError('--new-passphrase-file goes with passphrase');
     const out = (human: string, json: unknown) => (humanOutput(values) ? console.log(human) : printJson(json));
     if (action === 'create') {
       const { vault, recoveryKey } = await createVault(vaultRemote(values), passphrase(values), fileHeads());
       return void out(`vault ${vault.id}\nrecovery key (shown once; with it the vault opens without the passphrase):\n  ${recoveryKey}`, { id: vault.id, recoveryKey });
+    }
+    if (action === 'passphrase') {
+      if (a) throw new UsageError('passphrase ID');
+      // read before the vault is opened: a missing new passphrase changes nothing
+      const f = str(values, 'new-passphrase-file');
+      const next = f !== undefined ? readFileSync(f, 'utf8').replace(/\r?\n$/, '') : process.env.DSYNC_VAULT_NEW_PASSPHRASE;
+      if (!next) throw new UsageError('the new passphrase: --new-passphrase-file FILE or $DSYNC_VAULT_NEW_PASSPHRASE, not empty');
+      await (await opened(values, id)).changePassphrase(next);
+      return void out(`vault ${id}: passphrase changed (devices already open stay open; the recovery key is the same)`, { id, changed: true });
     }
     if (action === 'ls') {
       const vault = await opened(values, id);
@@ -114,7 +129,7 @@ $DSYNC_VAULT_PASSPHRASE. The plain commands take a vault too, with --vault ID (d
       const r = await prune(await opened(values, id), { maxUnused: m ? Number(m[1]) / 100 : undefined, dryRun: !!values['dry-run'] });
       return void out(pruneLine(r), r);
     }
-    throw new UsageError(`no vault action ${JSON.stringify(action)}: create, ls, push, pull, log, rm, mv, restore, keep or prune`);
+    throw new UsageError(`no vault action ${JSON.stringify(action)}: create, passphrase, ls, push, pull, log, rm, mv, restore, keep or prune`);
   },
 };
 

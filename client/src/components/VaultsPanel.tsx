@@ -3,7 +3,8 @@
  * vault (its passphrase typed twice, its recovery key shown once), one vault unlocked at a time
  * with its passphrase or its recovery key, its files listed, added (picked or dropped) and
  * downloaded, each file's history (download or restore a version), deletes (the history kept:
- * the deleted files are listed and restored from there) and renames; the unlocked vault is
+ * the deleted files are listed and restored from there) and renames, a new passphrase (typed
+ * twice, as for a new vault); the unlocked vault is
  * listed again whenever the server announces its head written (another device, the CLI,
  * another page: `headMoved`). Every vault operation runs in a vault worker (vault-worker.ts),
  * which holds the vault's keys; Lock ends the worker, and so do leaving this view's account
@@ -82,6 +83,8 @@ export function VaultsPanel({
   const [vaults, setVaults] = useState<VaultInfo[] | null>(null);
   const [error, setError] = useState('');
   const [creating, setCreating] = useState(false);
+  /** the open vault's Change passphrase form shows */
+  const [changing, setChanging] = useState(false);
   const [unlocking, setUnlocking] = useState<string | null>(null);
   const [busy, setBusy] = useState('');
   const [recovery, setRecovery] = useState<{ id: string; key: string } | null>(null);
@@ -113,6 +116,7 @@ export function VaultsPanel({
     setRecovery(null);
     setLine('');
     setAsk(null);
+    setChanging(false);
   }, []);
   // unmounted (signed out, another account): the keys go with the worker
   useEffect(() => lock, [lock]);
@@ -194,6 +198,26 @@ export function VaultsPanel({
     } catch (err) {
       worker.end();
       setError(`The vault could not be created: ${said(err)}`);
+    } finally {
+      setBusy('');
+    }
+  };
+
+  /** A new passphrase for the open vault: a new keyfile for its key, in place of the one it was
+   *  unlocked with; devices unlocked already stay unlocked, the recovery key stays the same. */
+  const changePassphrase = async (e: FormEvent<HTMLFormElement>, o: Open) => {
+    e.preventDefault();
+    const f = new FormData(e.currentTarget);
+    const passphrase = String(f.get('passphrase'));
+    if (passphrase !== String(f.get('again'))) return setError('The two passphrases differ.');
+    setError('');
+    setBusy('Setting the new passphrase: deriving its key takes a few seconds…');
+    try {
+      await o.worker.request({ op: 'passphrase', passphrase });
+      setChanging(false);
+      setLine(`The passphrase of vault ${short(o.id)} changed: unlock it with the new one from now on. Devices unlocked already stay unlocked; the recovery key is the same.`);
+    } catch (err) {
+      setError(`The passphrase could not be changed: ${said(err)}`);
     } finally {
       setBusy('');
     }
@@ -340,26 +364,7 @@ export function VaultsPanel({
         </p>
       )}
 
-      {creating && (
-        <form className="vault-form" onSubmit={create} data-testid="vault-create">
-          <label>
-            Passphrase
-            <input name="passphrase" type="password" autoComplete="new-password" required minLength={1} autoFocus />
-          </label>
-          <label>
-            Passphrase again
-            <input name="again" type="password" autoComplete="new-password" required />
-          </label>
-          <div className="vault-form-actions">
-            <button className="button primary" disabled={!!busy}>
-              Create
-            </button>
-            <button type="button" className="button" onClick={() => (setCreating(false), setError(''))} disabled={!!busy}>
-              Cancel
-            </button>
-          </div>
-        </form>
-      )}
+      {creating && <PassphraseForm testId="vault-create" action="Create" busy={!!busy} onSubmit={(e) => void create(e)} onCancel={() => (setCreating(false), setError(''))} />}
 
       {recovery && (
         <div className="vault-recovery" role="region" aria-label="Recovery key" data-testid="vault-recovery">
@@ -404,6 +409,11 @@ export function VaultsPanel({
                       <button className="button small" onClick={() => void refresh(open)}>
                         Refresh
                       </button>
+                      {!changing && (
+                        <button className="button small" onClick={() => (setChanging(true), setError(''))}>
+                          Change passphrase
+                        </button>
+                      )}
                       <button className="button small" onClick={lock}>
                         Lock
                       </button>
@@ -423,6 +433,9 @@ export function VaultsPanel({
                     Its id, for <code>dsync vault</code>: <code data-testid="vault-id">{v.id}</code>
                   </p>
                 )}
+                {isOpen && changing && (
+                  <PassphraseForm testId="vault-passphrase" action="Change passphrase" busy={!!busy} onSubmit={(e) => void changePassphrase(e, open)} onCancel={() => (setChanging(false), setError(''))} />
+                )}
                 {isOpen && <VaultFiles listing={open.files} line={line} onFiles={(p) => void add(p)} actions={actions(open)} />}
               </li>
             );
@@ -431,6 +444,30 @@ export function VaultsPanel({
       )}
       {ask && <AskDialog ask={ask} onClose={() => setAsk(null)} />}
     </section>
+  );
+}
+
+/** A new passphrase typed twice (New vault, Change passphrase): fields `passphrase`, `again`. */
+function PassphraseForm({ testId, action, busy, onSubmit, onCancel }: { testId: string; action: string; busy: boolean; onSubmit: (e: FormEvent<HTMLFormElement>) => void; onCancel: () => void }) {
+  return (
+    <form className="vault-form" onSubmit={onSubmit} data-testid={testId}>
+      <label>
+        {action === 'Create' ? 'Passphrase' : 'New passphrase'}
+        <input name="passphrase" type="password" autoComplete="new-password" required minLength={1} autoFocus />
+      </label>
+      <label>
+        {action === 'Create' ? 'Passphrase again' : 'New passphrase again'}
+        <input name="again" type="password" autoComplete="new-password" required />
+      </label>
+      <div className="vault-form-actions">
+        <button className="button primary" disabled={busy}>
+          {action}
+        </button>
+        <button type="button" className="button" onClick={onCancel} disabled={busy}>
+          Cancel
+        </button>
+      </div>
+    </form>
   );
 }
 

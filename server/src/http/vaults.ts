@@ -6,7 +6,11 @@
  *   POST /api/vaults {id, keyfile}            201 {id}; 409 if the id exists; 400 a bad id,
  *                                             keyfile (base64, 1 to VAULT_KEYFILE_MAX bytes) or field
  *   GET  /api/vaults                          {vaults: [{id, created}]}
- *   GET  /api/vaults/:id/key                  the keyfile's bytes
+ *   GET  /api/vaults/:id/key                  the keyfile's bytes, ETag: its SHA-256 (quoted hex)
+ *   PUT  /api/vaults/:id/key                  If-Match: the ETag of the keyfile it replaces, body the
+ *                                             new keyfile: 200 {id}; 409 when the keyfile is another
+ *                                             now; 400 not a version-1 keyfile with the same key
+ *                                             check; 428 without If-Match (nothing written)
  *   PUT  /api/vaults/:id/packs/:pack          body: the pack (Content-Length, 1 to --vault-pack-max
  *                                             bytes, 413 beyond), :pack its SHA-256 (400 if not):
  *                                             201 stored, 200 there already
@@ -26,6 +30,7 @@
  * caller); 500 for a damaged object. Answers are never cached (Cache-Control: no-store): the
  * URLs name no user, and a browser shared by two accounts must not answer one from the other's.
  */
+import { createHash } from 'node:crypto';
 import express from 'express';
 import { VAULT_HEAD_MAX, VAULT_HEAD_PACKS_MAX, VAULT_KEYFILE_MAX } from '../../../shared/src/base/limits.ts';
 import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
@@ -120,6 +125,15 @@ function keyfileOf(raw: unknown): Uint8Array {
   return bytes;
 }
 
+/** The keyfile a change replaces, from If-Match: the quoted SHA-256 (hex) GET /key sends as
+ *  its ETag. */
+function replacedOf(raw: string | undefined): string {
+  if (raw === undefined) throw new Refusal(428, 'a keyfile is replaced with If-Match: the ETag of the keyfile read (its SHA-256 in quoted hex); nothing changed');
+  const m = /^"([0-9a-f]{64})"$/.exec(raw.trim());
+  if (!m) throw new Refusal(400, `If-Match ${JSON.stringify(raw.slice(0, 80))} is not one keyfile's ETag (its SHA-256 in quoted lowercase hex); nothing changed`);
+  return m[1];
+}
+
 /** Sends bytes as they are: no ETag is computed over a pack. */
 function sendBytes(res: express.Response, status: number, bytes: Uint8Array, headers: Record<string, string> = {}) {
   res.status(status);
@@ -175,7 +189,20 @@ export function vaultsApi(
   r.get(
     '/vaults/:id/key',
     route(async (req, res, user) => {
-      sendBytes(res, 200, await vaults.keyfile(user, checkVaultId(req.params.id)));
+      const keyfile = await vaults.keyfile(user, checkVaultId(req.params.id));
+      sendBytes(res, 200, keyfile, { ETag: `"${createHash('sha256').update(keyfile).digest('hex')}"` });
+    }),
+  );
+  r.put(
+    '/vaults/:id/key',
+    route(async (req, res, user) => {
+      const id = checkVaultId(req.params.id);
+      const replaces = replacedOf(req.headers['if-match']);
+      // no body is read for a vault that does not exist
+      await vaults.mustExist(user, id);
+      await vaults.replaceKeyfile(user, id, await receive(req, VAULT_KEYFILE_MAX, 'keyfile'), replaces);
+      log({ event: 'vault keyfile changed', user, vault: id });
+      res.json({ id });
     }),
   );
   r.put(

@@ -9,7 +9,8 @@
  *   health/<32 hex>                         a server's health probe head (http/health.ts)
  *   journal/<32 hex>                        a head change's mark, until its catalog is noted (commit.ts)
  *   auth/sessions/<64 hex>                  a page login (SHA-256 of its session id; logins.ts)
- *   vaults/<user>/keys/<32 hex>             a vault's wrapped-key file (vaults.ts)
+ *   vaults/<user>/keys/<32 hex>             a vault's wrapped-key file as created (vaults.ts)
+ *   vaults/<user>/keyfiles/<32 hex>         its keyfile once changed, a head (vaults.ts)
  *   vaults/<user>/heads/<32 hex>            a vault's head (vaults.ts)
  *   vaults/<user>/packs/<32 hex>/<64 hex>   a vault's pack (SHA-256 of its body; vaults.ts)
  *   vaults/<user>/sums/<32 hex>/<64 hex>    the block hashes of that pack (vaults.ts)
@@ -124,6 +125,8 @@ const vaultId = (id: string) => {
 };
 export const vaultKeysPrefix = (user: string) => `${VAULTS_PREFIX}${encodeUser(user)}/keys/`;
 export const vaultKeyfileKey = (user: string, id: string) => vaultKeysPrefix(user) + vaultId(id);
+export const vaultKeyfilesPrefix = (user: string) => `${VAULTS_PREFIX}${encodeUser(user)}/keyfiles/`;
+export const vaultKeyfileHeadKey = (user: string, id: string) => vaultKeyfilesPrefix(user) + vaultId(id);
 export const vaultHeadKey = (user: string, id: string) => `${VAULTS_PREFIX}${encodeUser(user)}/heads/${vaultId(id)}`;
 export const vaultPacksPrefix = (user: string, id: string) => `${VAULTS_PREFIX}${encodeUser(user)}/packs/${vaultId(id)}/`;
 const packId = (pack: string) => {

@@ -2,8 +2,10 @@
  * Vaults (docs/vaults.md, "The server"): per user and vault, objects only the vault's clients
  * can read. The server keeps them and checks what it can without a key:
  *
- *   - one wrapped-key file, written once when the vault is created (a content object: a
- *     second create of the id finds it and is refused);
+ *   - one wrapped-key file, written when the vault is created (a content object: a second
+ *     create of the id finds it and is refused); a passphrase change replaces it by a head of
+ *     its own (compare-and-swap on the keyfile the client read; the one as created is then
+ *     deleted), which only a version-1 keyfile with the same key check may replace;
  *   - packs, content objects under the SHA-256 of their bytes: a pack is stored only when its
  *     bytes hash to its id, and served only after what is read of it is checked again (a
  *     damaged pack is a DamageError, never wrong bytes): a whole pack against its id, a range
@@ -13,7 +15,7 @@
  *     (its **counter**), so two devices cannot overwrite each other's head; with it, the packs
  *     the head names as in use (the client's list) and the packs a collection condemned.
  *
- * Keys (keys.ts): vaults/<user>/keys/<id>, vaults/<user>/heads/<id>,
+ * Keys (keys.ts): vaults/<user>/keys/<id>, vaults/<user>/keyfiles/<id>, vaults/<user>/heads/<id>,
  * vaults/<user>/packs/<id>/<pack>, vaults/<user>/sums/<id>/<pack>. The collection
  * (`collectVaultPacks`, run by gc) deletes the packs no head names and older than a grace
  * period; check and repack list only ns/, data/ and index/. Besides that, nothing is deleted
@@ -25,7 +27,9 @@ import { VAULT_HEAD_MAX, VAULT_HEAD_PACKS_MAX, VAULT_KEYFILE_MAX, VAULT_PACKS_PA
 import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 import { type Backend, NotFoundError, UnknownOutcome } from './backend.ts';
 import { DamageError } from './errors.ts';
-import { PACK_ID, VAULTS_PREFIX, VAULT_ID, vaultHeadKey, vaultKeyfileKey, vaultKeysPrefix, vaultPackKey, vaultPacksPrefix, vaultSumsKey } from './keys.ts';
+import { PACK_ID, VAULTS_PREFIX, VAULT_ID, vaultHeadKey, vaultKeyfileHeadKey, vaultKeyfileKey, vaultKeyfilesPrefix, vaultKeysPrefix, vaultPackKey, vaultPacksPrefix, vaultSumsKey } from './keys.ts';
+import { keyfileParts } from '../../../shared/src/vault/keys.ts';
+import { VaultError } from '../../../shared/src/vault/format.ts';
 import { SegmentBytes } from './verified.ts';
 
 /** Bytes of verified packs this process keeps in memory (least recently used dropped first),
@@ -206,6 +210,26 @@ export function decodeVaultHead(stored: Uint8Array, key: string): VaultHead {
   return { counter, body, packs: lists[0], condemned: lists[1] };
 }
 
+/** A changed keyfile (a head at vaults/<user>/keyfiles/<id>): KEYFILE_MAGIC, the time the
+ *  vault was created (ms, 8 bytes, big-endian: its first keyfile's), then the keyfile's bytes. */
+const KEYFILE_MAGIC = Buffer.from('DSVK\x01', 'latin1');
+const KEYFILE_PREFIX = KEYFILE_MAGIC.length + 8;
+
+function encodeKeyfileHead(created: number, keyfile: Uint8Array): Buffer {
+  const b = Buffer.alloc(KEYFILE_PREFIX + keyfile.length);
+  KEYFILE_MAGIC.copy(b);
+  b.writeBigUInt64BE(BigInt(created), KEYFILE_MAGIC.length);
+  b.set(keyfile, KEYFILE_PREFIX);
+  return b;
+}
+
+function decodeKeyfileHead(stored: Uint8Array, key: string): { created: number; keyfile: Uint8Array } {
+  const b = Buffer.from(stored.buffer, stored.byteOffset, stored.length);
+  const n = b.length - KEYFILE_PREFIX;
+  if (n < 1 || n > VAULT_KEYFILE_MAX || !b.subarray(0, KEYFILE_MAGIC.length).equals(KEYFILE_MAGIC)) throw new DamageError(`damaged store object: ${key} is not a vault keyfile`);
+  return { created: Number(b.readBigUInt64BE(KEYFILE_MAGIC.length)), keyfile: b.subarray(KEYFILE_PREFIX) };
+}
+
 /** The checks of the REST routes' inputs (server/src/http/vaults.ts), one home each. */
 export function checkVaultId(id: unknown): string {
   if (typeof id !== 'string' || !VAULT_ID.test(id)) throw malformed('a vault id is 32 lowercase hex digits');
@@ -240,32 +264,121 @@ export class Vaults {
     checkVaultId(id);
     if (keyfile.length < 1 || keyfile.length > VAULT_KEYFILE_MAX) throw malformed(`a keyfile is 1 to ${VAULT_KEYFILE_MAX} bytes`);
     const key = vaultKeyfileKey(user, id);
-    if (!(await this.backend.putIfAbsent(key, keyfile))) throw new ProtocolError(ErrorCode.Inconsistent, `vault ${id} exists`);
+    // a vault whose keyfile was changed has no content object left: its head says it exists
+    // (a change writes its head before it deletes the content object)
+    const exists = () => new ProtocolError(ErrorCode.Inconsistent, `vault ${id} exists`);
+    if (await this.backend.getHead(vaultKeyfileHeadKey(user, id))) throw exists();
+    if (!(await this.backend.putIfAbsent(key, keyfile))) throw exists();
     this.noteVault(key);
   }
 
   /** The user's vaults, by id, with the time each was created (ms). */
   async list(user: string): Promise<{ id: string; created: number }[]> {
+    const created = new Map<string, number>();
     const prefix = vaultKeysPrefix(user);
-    const out = [];
     for await (const e of this.backend.list(prefix)) {
       const id = e.key.slice(prefix.length);
-      if (VAULT_ID.test(id)) out.push({ id, created: Math.floor(e.modified) });
+      if (VAULT_ID.test(id)) created.set(id, Math.floor(e.modified));
     }
-    return out;
+    // a changed keyfile's head keeps the time its vault was created
+    const changed = vaultKeyfilesPrefix(user);
+    for await (const e of this.backend.list(changed)) {
+      const id = e.key.slice(changed.length);
+      const got = VAULT_ID.test(id) ? await this.backend.getHead(e.key) : null;
+      if (got) created.set(id, decodeKeyfileHead(got.body, e.key).created);
+    }
+    return [...created].sort(([a], [b]) => (a < b ? -1 : 1)).map(([id, at]) => ({ id, created: at }));
   }
 
   /** The vault's wrapped-key file; NotFound (404) when there is no such vault. */
   async keyfile(user: string, id: string): Promise<Uint8Array> {
-    const key = vaultKeyfileKey(user, checkVaultId(id));
-    try {
-      const body = await this.backend.get(key);
-      this.noteVault(key);
-      return body;
-    } catch (e) {
-      if (e instanceof NotFoundError) throw noVault(id);
-      throw e;
+    const current = await this.currentKeyfile(user, checkVaultId(id));
+    if (!current) throw noVault(id);
+    this.noteVault(vaultKeyfileKey(user, id));
+    return current.keyfile;
+  }
+
+  /** The keyfile now: the changed one's head (its tag) if there is one, else the content
+   *  object as created (tag null: no head yet); null when there is no such vault. */
+  private async currentKeyfile(user: string, id: string): Promise<{ keyfile: Uint8Array; tag: string | null; created: number | null } | null> {
+    const headKey = vaultKeyfileHeadKey(user, id);
+    for (let i = 0; i < 2; i++) {
+      const got = await this.backend.getHead(headKey);
+      if (got) {
+        const h = decodeKeyfileHead(got.body, headKey);
+        return { keyfile: h.keyfile, tag: got.tag, created: h.created };
+      }
+      try {
+        return { keyfile: await this.backend.get(vaultKeyfileKey(user, id)), tag: null, created: null };
+      } catch (e) {
+        if (!(e instanceof NotFoundError)) throw e;
+        // no such vault, or a change wrote its head and deleted this since: read the head again
+      }
     }
+    return null;
+  }
+
+  /**
+   * Replaces the vault's keyfile (a passphrase change) by compare-and-swap on the keyfile the
+   * client read, named by its SHA-256 (`replaces`): Inconsistent (409) when the keyfile is
+   * another one now (a change elsewhere landed first, or the client read it before one), so of
+   * two changes from one keyfile exactly one lands and a stale device overwrites nothing.
+   * `keyfile` must be a version-1 keyfile of exactly its size, with Argon2id parameters within
+   * VAULT_ARGON2_MAX, whose key check is the stored one's (Malformed, 400, otherwise): a
+   * keyfile wrapping another key would lock every device out of the vault's data. Nothing is
+   * written on a refusal. The keyfile as created is deleted once the first change landed.
+   */
+  async replaceKeyfile(user: string, id: string, keyfile: Uint8Array, replaces: string): Promise<void> {
+    checkVaultId(id);
+    let next;
+    try {
+      next = keyfileParts(keyfile);
+    } catch (e) {
+      if (!(e instanceof VaultError)) throw e;
+      throw malformed(`not a keyfile: ${e.message} (a keyfile is version 1, ${keyfile.length === 0 ? 'not empty' : 'exactly its size'}); nothing changed`);
+    }
+    const contentKey = vaultKeyfileKey(user, id);
+    const headKey = vaultKeyfileHeadKey(user, id);
+    for (let tries = 1; ; tries++) {
+      const current = await this.currentKeyfile(user, id);
+      if (!current) throw noVault(id);
+      if (sha256hex(current.keyfile) !== replaces) {
+        throw new ProtocolError(ErrorCode.Inconsistent, `the keyfile of vault ${id} is not the one this change replaces (the passphrase was changed since it was read): nothing changed; open the vault again`);
+      }
+      let check: Uint8Array;
+      try {
+        check = keyfileParts(current.keyfile).check;
+      } catch {
+        throw new ProtocolError(ErrorCode.Inconsistent, `the stored keyfile of vault ${id} is not a version-1 keyfile: its key check cannot be compared; nothing changed`);
+      }
+      if (!Buffer.from(check).equals(next.check)) {
+        throw malformed(`the new keyfile's key check is not vault ${id}'s: it wraps another key, which would lock every device out of the vault's data; nothing changed`);
+      }
+      const stored = encodeKeyfileHead(current.created ?? (await this.createdOf(contentKey)), keyfile);
+      let landed: boolean;
+      try {
+        landed = (await this.backend.putHead(headKey, stored, current.tag)) !== null;
+      } catch (e) {
+        // a retried write refused (S3): it landed if the head holds these very bytes now
+        if (!(e instanceof UnknownOutcome)) throw e;
+        const now = await this.backend.getHead(headKey);
+        landed = now !== null && Buffer.from(now.body).equals(stored);
+      }
+      if (landed) {
+        // the keyfile as created opens with the old passphrase: it goes (a crash before this
+        // leaves it unread, the head being read first, and the next change deletes it)
+        await this.backend.delete(contentKey);
+        return;
+      }
+      // another change landed first: the next read finds its keyfile (409)
+      if (tries >= HEAD_SWAP_TRIES) throw new ProtocolError(ErrorCode.Inconsistent, `the keyfile of vault ${id} kept changing: nothing changed`);
+    }
+  }
+
+  /** When the content object at `key` was written (ms; now if it cannot be told). */
+  private async createdOf(key: string): Promise<number> {
+    for await (const e of this.backend.list(key)) if (e.key === key) return Math.floor(e.modified);
+    return Date.now();
   }
 
   /** Throws NotFound (404) unless the vault exists: nothing is stored for a vault no client
@@ -273,7 +386,7 @@ export class Vaults {
   async mustExist(user: string, id: string): Promise<void> {
     const key = vaultKeyfileKey(user, checkVaultId(id));
     if (this.knownVaults.has(key)) return;
-    if ((await this.backend.size(key)) === null) throw noVault(id);
+    if ((await this.backend.size(key)) === null && !(await this.backend.getHead(vaultKeyfileHeadKey(user, id)))) throw noVault(id);
     this.noteVault(key);
   }
 

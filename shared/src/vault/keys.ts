@@ -144,7 +144,9 @@ async function passphraseKey(passphrase: string, salt: Uint8Array, a: Argon2Para
   return aesKey(raw);
 }
 
-/** The keyfile of vault `id`: `key` sealed with Argon2id(passphrase), and its check value. */
+/** The keyfile of vault `id`: `key` sealed with Argon2id(passphrase), and its check value; a
+ *  fresh salt and nonce each time, so a passphrase change makes a keyfile that shares nothing
+ *  with the one it replaces but the key check. */
 export async function wrapKey(id: string, key: Uint8Array, passphrase: string, argon: Argon2Params = VAULT_ARGON2): Promise<Uint8Array> {
   const salt = random(SALT_BYTES);
   const head = new Writer().u8(KEYFILE_V1).u32(argon.m).u32(argon.t).u8(argon.p).bytes(salt).bytes(keyCheck(id, key)).done();
@@ -152,8 +154,10 @@ export async function wrapKey(id: string, key: Uint8Array, passphrase: string, a
   return new Writer().bytes(head).bytes(sealed).done();
 }
 
-/** A keyfile's parts, refusing parameters a device should not spend (VAULT_ARGON2_MAX). */
-function keyfileParts(keyfile: Uint8Array): { head: Uint8Array; argon: Argon2Params; salt: Uint8Array; check: Uint8Array; sealed: Uint8Array } {
+/** A keyfile's parts: exactly KEYFILE_BYTES of version 1, refusing parameters a device should
+ *  not spend (VAULT_ARGON2_MAX); any other keyfile is a VaultError. The server checks a new
+ *  keyfile with it (a passphrase change), and that its key check is the stored one's. */
+export function keyfileParts(keyfile: Uint8Array): { head: Uint8Array; argon: Argon2Params; salt: Uint8Array; check: Uint8Array; sealed: Uint8Array } {
   const r = new Reader(keyfile, 'the keyfile');
   if (r.u8() !== KEYFILE_V1) throw new VaultError('a keyfile of an unknown version');
   const argon = { m: r.u32(), t: r.u32(), p: r.u8() };

@@ -7,11 +7,16 @@
  */
 import { VAULT_HEAD_MAX, VAULT_HEAD_PACKS_MAX, VAULT_KEYFILE_MAX } from '../base/limits.ts';
 import { fetchWhileBusy } from '../transport/busy.ts';
+import { sha256 } from '@noble/hashes/sha2';
 
 export interface VaultRemote {
   /** throws VaultExists when the id is taken */
   create(id: string, keyfile: Uint8Array): Promise<void>;
   keyfile(id: string): Promise<Uint8Array>;
+  /** Replaces the keyfile by `keyfile` only while the server holds `replaces` (If-Match: its
+   *  SHA-256): throws VaultKeyfileChanged when it holds another (a change elsewhere landed
+   *  first; nothing changed). */
+  putKeyfile(id: string, keyfile: Uint8Array, replaces: Uint8Array): Promise<void>;
   putPack(id: string, pack: string, bytes: Uint8Array): Promise<void>;
   /** `length` bytes from `offset`; `toEnd`: fewer when the pack ends before (the server cuts
    *  a range at the pack's end) */
@@ -52,6 +57,14 @@ export class VaultNotFound extends VaultHttpError {
   }
 }
 
+/** PUT /key found another keyfile than the one it replaces (409): nothing changed. */
+export class VaultKeyfileChanged extends VaultHttpError {
+  constructor(message: string) {
+    super(409, message);
+    this.name = 'VaultKeyfileChanged';
+  }
+}
+
 /** An answer that is not what the request asks for (a wrong length, a missing counter). */
 export class VaultBadAnswer extends Error {
   constructor(message: string) {
@@ -80,6 +93,10 @@ const counterOf = (raw: unknown, what: string): number => {
 };
 
 const toHex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+
+/** The keyfile's entity tag, as GET /key sends it and PUT /key's If-Match names the keyfile it
+ *  replaces: its SHA-256 in lowercase hex, quoted. */
+export const keyfileTag = (keyfile: Uint8Array) => `"${toHex(sha256(keyfile))}"`;
 
 /** A head's bytes followed by the ids of the packs it names (32 bytes each), as PUT and GET
  *  /head carry them. */
@@ -156,6 +173,17 @@ export function httpVaultRemote(base: string, fetchImpl: typeof fetch = (...a) =
       const b = await bytesOf(res);
       if (b.length < 1 || b.length > VAULT_KEYFILE_MAX) throw new VaultBadAnswer(`${what}: ${b.length} bytes, not 1 to ${VAULT_KEYFILE_MAX}`);
       return b;
+    },
+
+    async putKeyfile(id, keyfile, replaces) {
+      const what = `change the keyfile of vault ${id}`;
+      if (keyfile.length < 1 || keyfile.length > VAULT_KEYFILE_MAX) throw new RangeError(`${what}: a keyfile is 1 to ${VAULT_KEYFILE_MAX} bytes`);
+      const res = await send(what, `${vault(id)}/key`, { method: 'PUT', headers: { 'If-Match': keyfileTag(replaces), 'Content-Type': 'application/octet-stream' }, body: keyfile as BodyInit });
+      if (res.status !== 200) {
+        const e = await failure(what, res);
+        throw res.status === 409 ? new VaultKeyfileChanged(e.message) : e;
+      }
+      await res.body?.cancel();
     },
 
     async putPack(id, pack, bytes) {

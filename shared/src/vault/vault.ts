@@ -199,6 +199,21 @@ export class Vault {
     return this.keys.id;
   }
 
+  /**
+   * Sets a new passphrase (docs/vaults.md, "Changing the passphrase"): a new keyfile for the
+   * same vault key (a fresh salt and nonce, `argon`'s parameters, the same key check) replaces
+   * the keyfile this vault was opened with, by compare-and-swap on it. VaultKeyfileChanged when
+   * another device changed it since (nothing changed: open the vault again). The recovery key,
+   * the sub-keys and everything stored under them stay as they are.
+   */
+  async changePassphrase(passphrase: string, argon?: Argon2Params): Promise<void> {
+    const h = held.get(this);
+    if (!h) throw new VaultError(`vault ${this.id} was not opened by createVault or openVault: it holds no key to wrap`);
+    const keyfile = await wrapKey(this.id, h.key, passphrase, argon);
+    await this.remote.putKeyfile(this.id, keyfile, h.keyfile);
+    h.keyfile = keyfile;
+  }
+
   /** The counter of the newest head this object read or wrote (0: none yet): a head event of
    *  a counter up to it tells this device nothing new. */
   get counter(): number {
@@ -803,13 +818,23 @@ export interface VaultInner {
   commit(packs: PackWriter, s: State, change: (s: State) => Promise<Tree | null>): Promise<{ seq: number; tree: Tree }>;
 }
 
+/** The vault key of an open vault (to wrap it again: `changePassphrase`) and the keyfile it
+ *  was opened with (what a change replaces), out of reach of everything but this module. */
+const held = new WeakMap<Vault, { key: Uint8Array; keyfile: Uint8Array }>();
+
+function opened(vault: Vault, key: Uint8Array, keyfile: Uint8Array): Vault {
+  held.set(vault, { key, keyfile });
+  return vault;
+}
+
 /** Creates a vault on the server: a new id and key, the keyfile sealed with `passphrase`.
  *  Returns the vault, open, and its recovery key (to be shown once). */
 export async function createVault(remote: VaultRemote, passphrase: string, heads: HeadMemory, argon?: Argon2Params, o?: VaultOptions): Promise<{ vault: Vault; recoveryKey: string }> {
   const id = newVaultId();
   const key = newVaultKey();
-  await remote.create(id, await wrapKey(id, key, passphrase, argon));
-  return { vault: new Vault(remote, await deriveKeys(id, key), heads, o), recoveryKey: recoveryKey(key) };
+  const keyfile = await wrapKey(id, key, passphrase, argon);
+  await remote.create(id, keyfile);
+  return { vault: opened(new Vault(remote, await deriveKeys(id, key), heads, o), key, keyfile), recoveryKey: recoveryKey(key) };
 }
 
 /** Opens vault `id` with its passphrase or its recovery key; a wrong one is a VaultError. */
@@ -821,5 +846,5 @@ export async function openVault(remote: VaultRemote, id: string, secret: { passp
     key = fromRecoveryKey(secret.recoveryKey);
     checkKey(id, keyfile, key);
   }
-  return new Vault(remote, await deriveKeys(id, key), heads, o);
+  return opened(new Vault(remote, await deriveKeys(id, key), heads, o), key, keyfile);
 }
