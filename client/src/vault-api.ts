@@ -23,7 +23,8 @@ export type VaultOpen = { scope: string; device: string } & (
 );
 
 /** `pull` without a version: the newest. `restore`: version `version` becomes the newest (a
- *  deleted file becomes live again). `rm` keeps the file's history; `mv` takes it along. */
+ *  deleted file becomes live again). `rm` keeps the file's history; `mv` takes it along;
+ *  `purge` forgets a deleted file with its history. */
 export type VaultRequest =
   | VaultOpen
   | { op: 'ls' }
@@ -32,6 +33,7 @@ export type VaultRequest =
   | { op: 'pull'; name: string; version?: number }
   | { op: 'restore'; name: string; version: number }
   | { op: 'rm'; name: string }
+  | { op: 'purge'; name: string }
   | { op: 'mv'; from: string; to: string };
 
 export interface VaultOpened {
