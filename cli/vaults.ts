@@ -265,6 +265,15 @@ export async function pullFile(vault: Vault, name: string, outFile: string, o: {
   }
 }
 
+/** What --help says of a purge (dsync rm --purge, dsync vault purge). */
+export const PURGE_HELP = `A purge is for good, however recently the file was deleted, and nothing asks again (you
+asked): the server's gc deletes the packs only those versions used once older than its grace
+period (--vault-gc-grace-ms); chunks other files share stay. A live file is refused: delete it
+first.`;
+
+/** "purged a.txt, b.txt: every version forgotten" */
+export const purgeLine = (names: string[]) => (names.length ? `purged ${names.join(', ')}: every version forgotten (the server's gc frees their packs)` : 'no deleted file to purge');
+
 /** "notes.txt (v3): 20 MB, 2398 of 2400 chunks from the old copy, 30 KB fetched" */
 export const pullLine = (dest: string, r: VaultPullReport) => `${dest} (v${r.version}): ${formatBytes(r.size)}, ${r.local} of ${r.chunks} chunks from the old copy, ${formatBytes(r.fetchedBytes)} fetched`;
 

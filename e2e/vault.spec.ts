@@ -6,7 +6,7 @@
 // file name and no plaintext; a server whose vault head is rolled back is refused; a page
 // hidden for 5 minutes forgets the keys; at a phone's width, a file's history downloads and
 // restores an old version, and a file is renamed, deleted (`dsync vault ls --deleted` lists
-// it) and brought back from its history; a CLI push, rename and delete while the page is open
+// it), brought back from its history, deleted again and forgotten (Forget); a CLI push, rename and delete while the page is open
 // show without a reload or a click; after a reload the vault lists from the pieces kept in
 // IndexedDB, and a damaged kept piece is fetched again.
 import { execFile } from 'node:child_process';
@@ -272,7 +272,7 @@ async function confirm(page: Page, action: string, value?: string) {
   await expect(dialog).toHaveCount(0, { timeout: 60_000 });
 }
 
-test("at 390 px: a file's history downloads and restores an old version; a rename; a delete kept in the history (dsync vault ls --deleted) and brought back; nothing in the clear", async ({ page, server, dir }) => {
+test("at 390 px: a file's history downloads and restores an old version; a rename; a delete kept in the history (dsync vault ls --deleted) and brought back; Forget purges it; nothing in the clear", async ({ page, server, dir }) => {
   test.setTimeout(600_000);
   await page.setViewportSize({ width: 390, height: 844 });
   await createInPage(page, server.url);
@@ -332,6 +332,22 @@ test("at 390 px: a file's history downloads and restores an old version; a renam
   expect((await download(page, 'reports/final-numbers.txt')).equals(two)).toBe(true);
   expect((await ls(server.url, dir, id)).map((f) => f.name)).toEqual(['reports/final-numbers.txt']);
   expect(await ls(server.url, dir, id, '--deleted')).toEqual([]);
+
+  // deleted again and forgotten (after a confirm): it leaves the deleted files with its history
+  await row(page, 'reports/final-numbers.txt').getByRole('button', { name: 'History of reports/final-numbers.txt' }).click();
+  await page.getByRole('button', { name: 'Delete reports/final-numbers.txt' }).click();
+  await confirm(page, 'Delete');
+  const showDeleted = page.getByTestId('vault-show-deleted');
+  await expect(showDeleted).toBeVisible({ timeout: 60_000 });
+  if ((await showDeleted.getAttribute('aria-expanded')) !== 'true') await showDeleted.click();
+  await row(page, 'reports/final-numbers.txt', true).getByRole('button', { name: 'History of reports/final-numbers.txt' }).click();
+  await page.getByRole('button', { name: 'Forget reports/final-numbers.txt' }).click();
+  await expect(page.getByTestId('dialog')).toContainText('cannot be restored');
+  await confirm(page, 'Forget');
+  await expect(showDeleted).toHaveCount(0, { timeout: 60_000 });
+  await expect(page.getByTestId('vault-progress')).toContainText('reports/final-numbers.txt forgotten');
+  expect(await ls(server.url, dir, id, '--deleted')).toEqual([]);
+  expect(await ls(server.url, dir, id)).toEqual([]);
 
   await expectNothingInTheClear(server, ['quarterly-report', 'final-numbers', 'reports/'], [one, two]);
 });

@@ -1,6 +1,7 @@
 /** `dsync vault create | passphrase ID | ls ID | push ID FILE [NAME] | pull ID NAME [DEST] | log ID NAME | rm ID
- *  NAME | mv ID OLD NEW | restore ID NAME N | keep ID N | prune ID`: end-to-end encrypted folders
- *  with versions (docs/vaults.md). create, passphrase, keep and prune are only here; ls --deleted too; the other actions
+ *  NAME [--purge] | purge ID [NAME] | mv ID OLD NEW | restore ID NAME N | keep ID N | prune ID`:
+ *  end-to-end encrypted folders with versions (docs/vaults.md). create, passphrase, purge, keep and
+ *  prune are only here; ls --deleted too; the other actions
  *  are also the plain commands with --vault ID (`dsync push FILE --vault ID`, …), and both run
  *  the same code (cli/vaults.ts). */
 import { readFileSync } from 'node:fs';
@@ -13,10 +14,10 @@ import { type PruneReport, prune } from '../../shared/src/vault/repack.ts';
 import { type Command, UsageError, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson, shortDate, table } from '../output.ts';
 import { SERVER_OPTS } from '../remote.ts';
-import { DEVICE_OPT, SECRET_OPTS, fileHeads, opened, passphrase, pullFile, pullLine, pushFile, pushLine, vaultRemote, versionNumber } from '../vaults.ts';
+import { DEVICE_OPT, PURGE_HELP, SECRET_OPTS, fileHeads, opened, passphrase, pullFile, pullLine, purgeLine, pushFile, pushLine, vaultRemote, versionNumber } from '../vaults.ts';
 
 export const command: Command = {
-  usage: 'vault create | passphrase ID | ls ID [--deleted] | push ID FILE [NAME] | pull ID NAME [DEST] [--version N] | log ID NAME | rm ID NAME | mv ID OLD NEW | restore ID NAME N | keep ID N | prune ID [--max-unused P%] [--dry-run] --server URL',
+  usage: 'vault create | passphrase ID | ls ID [--deleted] | push ID FILE [NAME] | pull ID NAME [DEST] [--version N] | log ID NAME | rm ID NAME [--purge] | purge ID [NAME] | mv ID OLD NEW | restore ID NAME N | keep ID N | prune ID [--max-unused P%] [--dry-run] --server URL',
   about: `End-to-end encrypted folders: the server stores padded, sealed packs and one sealed head,
 and never sees a name, a byte or a chunk boundary (docs/vaults.md). create makes a vault and prints
 its id and its recovery key (shown once: keep it); passphrase sets a new passphrase, opened with the
@@ -26,9 +27,13 @@ a copy of the old keyfile still opens with the old passphrase; ls lists its file
 push uploads FILE as a new version of NAME (default: FILE's name), only the chunks the vault lacks;
 pull writes NAME (--version N: that version) to DEST (default: NAME's last component), fetching only
 the chunks DEST lacks, through a temporary file renamed at the end; log lists NAME's versions; rm
-deletes NAME, keeping its history; mv renames OLD to NEW with its history; restore makes version N
-of NAME (live or deleted) its newest version, uploading no contents; keep sets how many versions
-each file keeps (default ${VAULT_KEEP_VERSIONS}; older ones are forgotten); prune rewrites the packs that hold
+deletes NAME, keeping its history; purge forgets the deleted file NAME (without NAME: every deleted
+file) with all its versions (rm ID NAME --purge: the same for NAME).
+${PURGE_HELP}
+mv renames OLD to NEW with its history (onto a deleted file's name: OLD's newest version becomes a
+new version of that file and OLD is deleted, both histories kept); restore makes version N of NAME
+(live or deleted) its newest version, uploading no contents; keep sets how many versions each file
+keeps (default ${VAULT_KEEP_VERSIONS}; older ones are forgotten); prune rewrites the packs that hold
 mostly forgotten chunks until at most --max-unused of the bytes in use are unused (default
 ${VAULT_PRUNE_MAX_UNUSED * 100}%; --dry-run: only says what it would do), reading each such pack whole. The passphrase: --passphrase-file FILE or
 $DSYNC_VAULT_PASSPHRASE. The plain commands take a vault too, with --vault ID (dsync push FILE
@@ -42,6 +47,7 @@ $DSYNC_VAULT_PASSPHRASE. The plain commands take a vault too, with --vault ID (d
     'max-unused': { type: 'string', arg: 'P%', help: `prune: the share of the packs' bytes that may be forgotten chunks, 0 to 100% (default ${VAULT_PRUNE_MAX_UNUSED * 100}%)` },
     'dry-run': { type: 'boolean', help: 'prune: say what it would do, write nothing' },
     'new-passphrase-file': { type: 'string', arg: 'FILE', help: 'passphrase: a file holding the new passphrase (default: $DSYNC_VAULT_NEW_PASSPHRASE)' },
+    purge: { type: 'boolean', help: 'rm: forget the deleted file NAME with all its versions (as purge ID NAME)' },
     json: JSON_OPT,
   },
   positionals: [1, 4],
@@ -50,6 +56,7 @@ $DSYNC_VAULT_PASSPHRASE. The plain commands take a vault too, with --vault ID (d
     if (values.deleted && action !== 'ls') throw new UsageError('--deleted goes with ls');
     if ((values['max-unused'] !== undefined || values['dry-run']) && action !== 'prune') throw new UsageError('--max-unused and --dry-run go with prune');
     if (values['new-passphrase-file'] !== undefined && action !== 'passphrase') throw new UsageError('--new-passphrase-file goes with passphrase');
+    if (values.purge && action !== 'rm') throw new UsageError('--purge goes with rm');
     const out = (human: string, json: unknown) => (humanOutput(values) ? console.log(human) : printJson(json));
     if (action === 'create') {
       const { vault, recoveryKey } = await createVault(vaultRemote(values), passphrase(values), fileHeads());
@@ -79,6 +86,11 @@ $DSYNC_VAULT_PASSPHRASE. The plain commands take a vault too, with --vault ID (d
       console.log(table(['VERSION', 'SIZE', 'MODIFIED', 'PUSHED', 'DEVICE'], versions.map((v) => [`v${v.n}`, formatBytes(v.size), shortDate(v.mtime), shortDate(v.pushed), v.device]), [0, 1]));
       if (log.deleted) console.log(`deleted ${shortDate(log.deleted)} (dsync vault restore ${id} ${a} N brings a version back)`);
       return;
+    }
+    if (action === 'purge' || (action === 'rm' && values.purge)) {
+      if (b || (action === 'rm' && !a)) throw new UsageError(action === 'rm' ? 'rm ID NAME --purge' : 'purge ID [NAME]');
+      const r = await (await opened(values, id)).purge(a === undefined ? undefined : [a]);
+      return void out(purgeLine(r.purged), r);
     }
     if (action === 'rm') {
       if (!a || b) throw new UsageError('rm ID NAME');
@@ -129,7 +141,7 @@ $DSYNC_VAULT_PASSPHRASE. The plain commands take a vault too, with --vault ID (d
       const r = await prune(await opened(values, id), { maxUnused: m ? Number(m[1]) / 100 : undefined, dryRun: !!values['dry-run'] });
       return void out(pruneLine(r), r);
     }
-    throw new UsageError(`no vault action ${JSON.stringify(action)}: create, passphrase, ls, push, pull, log, rm, mv, restore, keep or prune`);
+    throw new UsageError(`no vault action ${JSON.stringify(action)}: create, passphrase, ls, push, pull, log, rm, purge, mv, restore, keep or prune`);
   },
 };
 

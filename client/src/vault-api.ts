@@ -23,8 +23,9 @@ export type VaultOpen = { scope: string; device: string } & (
 );
 
 /** `pull` without a version: the newest. `restore`: version `version` becomes the newest (a
- *  deleted file becomes live again). `rm` keeps the file's history; `mv` takes it along.
- *  `passphrase`: the open vault's new passphrase (a new keyfile for the same key). */
+ *  deleted file becomes live again). `rm` keeps the file's history; `mv` takes it along;
+ *  `purge` forgets a deleted file with its history. `passphrase`: the open vault's new
+ *  passphrase (a new keyfile for the same key). */
 export type VaultRequest =
   | VaultOpen
   | { op: 'ls' }
@@ -33,6 +34,7 @@ export type VaultRequest =
   | { op: 'pull'; name: string; version?: number }
   | { op: 'restore'; name: string; version: number }
   | { op: 'rm'; name: string }
+  | { op: 'purge'; name: string }
   | { op: 'mv'; from: string; to: string }
   | { op: 'passphrase'; passphrase: string };
 

@@ -1,7 +1,7 @@
 /**
  * A vault worker: opens one vault (creates it, or unlocks it with a passphrase or a recovery
  * key) and then lists, pushes and pulls its files and their versions, deletes, renames and
- * restores them, and sets its passphrase (shared/src/vault/vault.ts). Argon2id blocks
+ * restores them, forgets deleted ones and sets its passphrase (shared/src/vault/vault.ts). Argon2id blocks
  * for seconds and every chunk is sealed or opened here, off the page's thread; the vault's
  * sub-keys never leave this worker, and the page ends the worker to forget them. The sealed
  * pieces of its lists are kept in IndexedDB (vault-pieces.ts).
@@ -62,6 +62,7 @@ async function run(req: VaultRequest, progress: (n: number) => void): Promise<un
   if (req.op === 'log') return vault.log(req.name);
   if (req.op === 'restore') return vault.restore(req.name, req.version);
   if (req.op === 'rm') return vault.rm(req.name);
+  if (req.op === 'purge') return vault.purge([req.name]);
   if (req.op === 'mv') return vault.mv(req.from, req.to);
   if (req.op === 'passphrase') return vault.changePassphrase(req.passphrase);
   let last = 0;

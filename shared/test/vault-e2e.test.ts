@@ -461,11 +461,18 @@ test('rm keeps the history, restore brings a version back without its contents, 
   for (const [n, want] of [[1, v[0]], [2, v[1]], [3, v[0]]] as const) assert.ok(same((await pulled2(other, 'docs/b.txt', { version: n })).bytes, want), `v${n} after mv`);
   await assert.rejects(other.log('a.txt'), /no file "a.txt"/);
   await assert.rejects(other.mv('docs/b.txt', 'keep.txt'), /"keep.txt" exists: nothing renamed/);
-  await other.rm('keep.txt');
-  await assert.rejects(other.mv('docs/b.txt', 'keep.txt'), /"keep.txt" exists as a deleted file with its history/);
   await assert.rejects(other.mv('docs/b.txt', '../x'), /invalid file name/);
+  // onto a deleted file's name: the moved file's newest version joins that file's history, and
+  // the old name is deleted with its own
+  await other.rm('keep.txt');
+  await other.mv('docs/b.txt', 'keep.txt');
+  assert.deepEqual((await vault.log('keep.txt')).versions.map((x) => x.n), [1, 2]);
+  assert.ok(same((await pulled(vault, 'keep.txt')).bytes, v[0]));
+  assert.ok(same((await pulled2(vault, 'keep.txt', { version: 1 })).bytes, Uint8Array.of(1, 2, 3)));
+  assert.deepEqual((await vault.ls({ deleted: true })).map((f) => f.name), ['docs/b.txt']);
+  assert.deepEqual((await vault.log('docs/b.txt')).versions.map((x) => x.n), [1, 2, 3]);
   // a new file under a deleted name continues its history
-  assert.equal((await other.push('keep.txt', bufferSource(Uint8Array.of(4)), 13)).version, 2);
+  assert.equal((await other.push('docs/b.txt', bufferSource(Uint8Array.of(4)), 13)).version, 4);
   assert.deepEqual(await vault.ls({ deleted: true }), []);
 });
 

@@ -14,6 +14,8 @@ export interface FileActions {
   log: (name: string) => Promise<VaultLog>;
   rename: (name: string) => void;
   remove: (name: string) => void;
+  /** forgets a deleted file with its history */
+  forget: (name: string) => void;
   restore: (name: string, version: number, deleted: boolean) => void;
 }
 
@@ -110,6 +112,13 @@ function VaultFileRow({ name, size, time, deleted = false, listing, actions }: {
       </span>
       {open && (
         <div id={panel} className="versions-panel vault-versions-panel">
+          {deleted && (
+            <div className="row-actions">
+              <button className="button small danger-quiet" onClick={() => actions.forget(name)} aria-label={`Forget ${name}`} data-testid="vault-forget">
+                Forget…
+              </button>
+            </div>
+          )}
           {!deleted && (
             <div className="row-actions">
               <button className="button small" onClick={() => actions.rename(name)} aria-label={`Rename ${name}`}>

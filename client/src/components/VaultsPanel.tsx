@@ -3,7 +3,7 @@
  * vault (its passphrase typed twice, its recovery key shown once), one vault unlocked at a time
  * with its passphrase or its recovery key, its files listed, added (picked or dropped) and
  * downloaded, each file's history (download or restore a version), deletes (the history kept:
- * the deleted files are listed and restored from there) and renames, a new passphrase (typed
+ * the deleted files are listed, restored or forgotten from there) and renames, a new passphrase (typed
  * twice, as for a new vault); the unlocked vault is
  * listed again whenever the server announces its head written (another device, the CLI,
  * another page: `headMoved`). Every vault operation runs in a vault worker (vault-worker.ts),
@@ -327,6 +327,15 @@ export function VaultsPanel({
         action: 'Delete',
         danger: true,
         run: change(o, { op: 'rm', name }, `${name} deleted: its history is kept under Deleted files.`),
+      }),
+    forget: (name) =>
+      setAsk({
+        kind: 'confirm',
+        title: `Forget ${name}?`,
+        body: `${name} and every version of it leave the vault for good: they cannot be restored. The space they use on the server is freed by its next collection.`,
+        action: 'Forget',
+        danger: true,
+        run: change(o, { op: 'purge', name }, `${name} forgotten with its history.`),
       }),
     restore: (name, version, deleted) =>
       setAsk({

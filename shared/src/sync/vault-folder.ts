@@ -10,7 +10,7 @@
  *   is what the plan read (`VaultFolderFiles.write`, the CLI's write path); the bytes written
  *   are hashed as they go, and a root other than the tree's is refused before the rename;
  * - a delete is `Vault.rm` (the versions stay in the vault's history, no trash folder); a
- *   rename `Vault.mv` (onto a deleted file's name: a new version of it, then a delete); a
+ *   rename `Vault.mv` (onto a deleted file's name: a new version of it, `from` deleted); a
  *   folder's rename or delete one change of the tree (`mvMany`, `rmMany`: one head, all or
  *   none); a vault keeps no empty folders.
  * - small files go up in one change of the tree (`pushMany`: shared packs, one head; a file
@@ -196,18 +196,11 @@ export class VaultFolder implements RemoteFolder {
     return { version: last(f).n, root: hex(last(f).root) };
   }
 
-  /** A rename; onto the name of a deleted file (whose history a rename may not take over), the
-   *  local file at `to` goes up as a new version of that file, then `from` is deleted: both
-   *  histories kept (not one change: a failure between the two leaves both names, which the
-   *  next pass reads as they are). */
+  /** A rename (`Vault.mv`: onto the name of a deleted file, `from`'s newest version becomes a
+   *  new version of that file and `from` is deleted, both histories kept, in one change). */
   move(from: string, to: string, expect: { version: number }) {
     return this.one(async () => {
       try {
-        if (byName(await this.vault.tree(), to)?.deleted) {
-          const r = await this.files.read(to, (source, st) => this.vault.push(to, source, st.mtimeMs, { expect: 'absent' }));
-          await this.vault.rm(from, { version: expect.version });
-          return { version: r.version, root: r.root };
-        }
         await this.vault.mv(from, to, { version: expect.version });
       } catch (e) {
         throw changed(e, (m) => new RemoteChanged(m));

@@ -1,6 +1,6 @@
 /**
  * Changes to a vault's tree (docs/vaults.md, "Versions, deletes and renames"): a new version, a
- * delete, a rename and the retention. Each is a rule applied to the tree a device reads; when
+ * delete, a rename, a purge of a deleted file and the retention. Each is a rule applied to the tree a device reads; when
  * another device's head lands first the device reads the new tree and applies its change
  * again, so every rule is idempotent (a change that is there already answers null: nothing to
  * write) and never drops another device's version: a delete or a rename that finds the file
@@ -110,6 +110,27 @@ export function renameFile(t: Tree, s: Seen, to: string): Tree | null {
   if (there?.deleted) throw new VaultError(`${JSON.stringify(to)} exists as a deleted file with its history: nothing renamed`);
   if (there) throw new VaultChanged(`${JSON.stringify(to)} exists: nothing renamed`);
   return put(t, { ...f, name: to });
+}
+
+/** What a device saw of the deleted file `name` to purge it: refused (VaultError) unless the
+ *  file is deleted in `t` (a live file is deleted first). */
+export function seenDeleted(t: Tree, name: string): Seen {
+  const f = byName(t, name);
+  if (!f) throw new VaultError(`no file ${JSON.stringify(name)}`);
+  if (!f.deleted) throw new VaultError(`${JSON.stringify(name)} is a live file: only a deleted file can be purged (delete it first): nothing purged`);
+  return { name, file: f.id, version: last(f).id };
+}
+
+/** Forgets the deleted file `s` saw, with every version: its record leaves the tree, so the
+ *  packs only it used are no longer in use (`packsInUse`) and the server's collection deletes
+ *  them. Bound to the file's id: a file made at its name since is another file, left alone, and
+ *  a file purged already is nothing to do. Refused when the file has a version the device did
+ *  not see or is live again (a push to its name kept its history), or was renamed. */
+export function purgeFile(t: Tree, s: Seen): Tree | null {
+  const f = byId(t, s.file);
+  if (!f) return null;
+  if (!f.deleted || f.name !== s.name || !same(last(f).id, s.version)) throw new VaultChanged(`${JSON.stringify(s.name)} changed on another device while it was purged: nothing purged (see dsync vault log)`);
+  return { keep: t.keep, files: t.files.filter((x) => !same(x.id, s.file)) };
 }
 
 /** Sets the versions each file keeps; lowering it forgets the oldest versions now. */

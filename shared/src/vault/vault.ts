@@ -3,7 +3,8 @@
  * recovery key, list its files, push a file as a new version (only the chunks the vault lacks
  * are sealed and uploaded), pull one or one of its versions (only the chunks the device lacks
  * are fetched, as byte ranges of packs, and each is verified before a byte of it is handed on),
- * and delete, rename and restore files with their history (tree.ts's rules). The server stores
+ * and delete, rename and restore files with their history, and purge deleted ones (tree.ts's
+ * rules). The server stores
  * opaque packs and one head; the head is read only after its seal, its sequence and its chain
  * to the last head this device saw are checked.
  */
@@ -40,7 +41,7 @@ import {
 import { type PieceCache, memoryPieceCache } from './cache.ts';
 import { PackWriter } from './packs.ts';
 import type { VaultRemote } from './remote.ts';
-import { type Expect, type Seen, addVersion, applyAll, byName, checkExpect, deleteFile, emptyTree, fileFor, last, newFileId, packsInUse, renameFile, seen, seenAt, setKeep } from './tree.ts';
+import { type Expect, type Seen, addVersion, applyAll, byName, checkExpect, deleteFile, emptyTree, fileFor, last, newFileId, packsInUse, purgeFile, renameFile, seen, seenAt, seenDeleted, setKeep } from './tree.ts';
 
 /** The last head a device saw of a vault: its sequence and the SHA-256 of its body. */
 export interface SeenHead {
@@ -146,6 +147,8 @@ interface Landing {
   mtime: number;
   order: string[];
   expect?: Expect;
+  /** the file the version must join (a restore: the file restored); else VaultChanged */
+  file?: Uint8Array;
 }
 
 /** A file `pullMany` fetched: the version and what the tree records of it. */
@@ -424,9 +427,11 @@ export class Vault {
 
   /** Adds the versions (of distinct names) in one change of the tree, one head: each version's
    *  expectation is checked on every tree read (a version whose expectation fails is refused,
-   *  VaultChanged, and the others land). Each version's number (0 when another device's
-   *  retention forgot it already: it landed all the same), or its refusal. */
-  private async landVersions(packs: PackWriter, s: State, versions: Landing[]): Promise<{ seq: number; landed: Outcome<number>[] }> {
+   *  VaultChanged, and the others land; with `all`, the change throws it and nothing lands).
+   *  `also`: a rule applied after the versions in the same change. Each version's number (0
+   *  when another device's retention forgot it already: it landed all the same), or its
+   *  refusal. */
+  private async landVersions(packs: PackWriter, s: State, versions: Landing[], o: { all?: boolean; also?: (t: Tree) => Tree | null } = {}): Promise<{ seq: number; landed: Outcome<number>[] }> {
     const ids = versions.map(() => newFileId());
     const fresh = versions.map(() => newFileId());
     const bound: (Uint8Array | null)[] = versions.map(() => null);
@@ -436,16 +441,15 @@ export class Vault {
       const files: (Uint8Array | null)[] = versions.map(() => null);
       for (const [k, v] of versions.entries()) {
         if (refused[k] || s.tree.files.some((f) => f.versions.some((x) => equal(x.id, ids[k])))) continue; // refused, or landed already
-        if (v.expect) {
-          try {
-            checkExpect(s.tree, v.name, v.expect);
-          } catch (e) {
-            if (!(e instanceof VaultChanged)) throw e;
-            refused[k] = e;
-            continue;
-          }
-        }
         const file = fileFor(s.tree, v.name, fresh[k]);
+        try {
+          if (v.expect) checkExpect(s.tree, v.name, v.expect);
+          if (v.file && !equal(v.file, file)) throw new VaultChanged(`${JSON.stringify(v.name)} was purged or renamed on another device meanwhile: nothing written`);
+        } catch (e) {
+          if (!(e instanceof VaultChanged) || o.all) throw e;
+          refused[k] = e;
+          continue;
+        }
         if (!bound[k] || !equal(bound[k]!, file)) {
           manifests[k] = await this.writeList(packs, encodeManifest({ file, version: ids[k], refs: v.refs }, v.order));
           bound[k] = file;
@@ -459,7 +463,7 @@ export class Vault {
         const next = addVersion(tree ?? s.tree, v.name, files[k]!, { id: ids[k], size: v.size, root: v.root, mtime: Math.max(0, Math.round(v.mtime)), pushed: Date.now(), device: this.device, manifest: manifests[k], packs: packsOf(v.refs) });
         if (next) tree = next;
       }
-      return tree;
+      return (o.also && o.also(tree ?? s.tree)) || tree;
     });
     const all = done.tree.files.flatMap((f) => f.versions);
     return { seq: done.seq, landed: versions.map((_, k) => (refused[k] ? { error: refused[k] } : { ok: all.find((x) => equal(x.id, ids[k]))?.n ?? 0 })) };
@@ -567,7 +571,8 @@ export class Vault {
   }
 
   /** Makes version `n` of `name` (live or deleted) its newest version again: a new version with
-   *  the same chunks (no contents uploaded, only the new version's manifest pieces). */
+   *  the same chunks (no contents uploaded, only the new version's manifest pieces). Refused
+   *  (VaultChanged, nothing written) when another device purged or renamed the file meanwhile. */
   async restore(rawName: string, n: number): Promise<VaultChangeReport & { version: number }> {
     const name = validateName(rawName);
     return this.writing(async (packs) => {
@@ -576,7 +581,7 @@ export class Vault {
       if (!f) throw new VaultError(`vault ${this.id} has no file ${JSON.stringify(name)}`);
       const v = this.version(f, n);
       const m = await this.manifest(f, v);
-      const done = await this.landVersion(packs, s, { name, refs: m.refs, size: v.size, root: v.root, mtime: v.mtime, order: m.packs });
+      const done = await this.landVersion(packs, s, { name, refs: m.refs, size: v.size, root: v.root, mtime: v.mtime, order: m.packs, file: f.id });
       return { version: done.n, seq: done.seq };
     });
   }
@@ -599,8 +604,11 @@ export class Vault {
     });
   }
 
-  /** Renames `from` to `to`, with its history. Refused when `to` names a file (live or
-   *  deleted); `version`: also unless that is `from`'s newest version now (VaultChanged). */
+  /** Renames `from` to `to`, with its history. Onto a deleted file's name, `from`'s newest
+   *  version becomes a new version of that file (live again, its history kept; no contents
+   *  uploaded) and `from` is deleted (its history kept under its name), in one change. Refused
+   *  when `to` names a live file; `version`: also unless that is `from`'s newest version now
+   *  (VaultChanged). */
   async mv(rawFrom: string, rawTo: string, o: { version?: number } = {}): Promise<VaultChangeReport> {
     return this.mvMany([{ from: rawFrom, to: rawTo, version: o.version }]);
   }
@@ -610,8 +618,36 @@ export class Vault {
     const moves = items.map((it) => ({ from: validateName(it.from), to: validateName(it.to), version: it.version }));
     return this.writing(async (packs) => {
       const s = await this.state();
-      const saw = moves.map((m) => ({ seen: seenAt(s.tree, m.from, m.version), to: m.to }));
-      return { seq: (await this.commit(packs, s, async (s) => applyAll(s.tree, saw.map((x) => (t) => renameFile(t, x.seen, x.to))))).seq };
+      const saw = moves.map((m) => ({ seen: seenAt(s.tree, m.from, m.version), to: m.to, onto: !!byName(s.tree, m.to)?.deleted }));
+      const time = Date.now();
+      const renames = (t: Tree) => applyAll(t, saw.map((x) => (t) => (x.onto ? deleteFile(t, x.seen, time) : renameFile(t, x.seen, x.to))));
+      const onto = saw.filter((x) => x.onto);
+      if (!onto.length) return { seq: (await this.commit(packs, s, async (s) => renames(s.tree))).seq };
+      // onto a deleted file's name: the moved file's newest version joins that file's history
+      const landings: Landing[] = [];
+      for (const x of onto) {
+        const f = byName(s.tree, x.seen.name)!;
+        const v = last(f);
+        const m = await this.manifest(f, v);
+        landings.push({ name: x.to, refs: m.refs, size: v.size, root: v.root, mtime: v.mtime, order: m.packs, expect: 'absent' });
+      }
+      return { seq: (await this.landVersions(packs, s, landings, { all: true, also: renames })).seq };
+    });
+  }
+
+  /** Forgets the deleted files `names` (none: every deleted file) with all their versions, in
+   *  one change of the tree (one head): all or none. A live file is refused (delete it first),
+   *  as is a file another device changed meanwhile (VaultChanged); a file purged meanwhile, or
+   *  made again at its name (another file, left alone), is nothing to do. The packs only they
+   *  used are no longer named in use by the head: the server's collection deletes them once
+   *  older than its grace period. */
+  async purge(rawNames?: string[]): Promise<VaultChangeReport & { purged: string[] }> {
+    const names = rawNames?.map((n) => validateName(n));
+    return this.writing(async (packs) => {
+      const s = await this.state();
+      const saw = (names ?? s.tree.files.filter((f) => f.deleted).map((f) => f.name)).map((n) => seenDeleted(s.tree, n));
+      const done = await this.commit(packs, s, async (s) => applyAll(s.tree, saw.map((x) => (t) => purgeFile(t, x))));
+      return { seq: done.seq, purged: saw.map((x) => x.name).sort() };
     });
   }
 
