@@ -36,12 +36,13 @@ export async function ignoreRules(dir: string): Promise<(p: string, isDir?: bool
 
 /** The root hash of a file's content as the protocol computes it with the default chunking,
  *  and the chunk index it is the root of. */
-export async function indexOf(file: string): Promise<{ hash: string; index: ChunkIndex } & Stat> {
+export async function indexOf(file: string): Promise<{ hash: string; index: ChunkIndex } & Required<Stat>> {
   const fh = await openNoFollow(file);
   try {
+    const readAt = Date.now();
     const st = await fh.stat();
     const index = await chunkSource(fileSource(fh, st.size), DEFAULT_PARAMS, DEFAULT_ALGO);
-    return { hash: hex(index.root), index, size: st.size, mtimeMs: st.mtimeMs };
+    return { hash: hex(index.root), index, size: st.size, mtimeMs: st.mtimeMs, readAt };
   } finally {
     await fh.close();
   }
@@ -49,8 +50,8 @@ export async function indexOf(file: string): Promise<{ hash: string; index: Chun
 
 /** The root hash of a file's content as the protocol computes it with the default chunking. */
 export async function rootOf(file: string): Promise<{ hash: string } & Stat> {
-  const { hash, size, mtimeMs } = await indexOf(file);
-  return { hash, size, mtimeMs };
+  const { hash, size, mtimeMs, readAt } = await indexOf(file);
+  return { hash, size, mtimeMs, readAt };
 }
 
 /** Bytes of a chunk index held in memory: its lengths, FastFps and strong hashes. */
@@ -85,7 +86,7 @@ export class NodeTree implements LocalTree {
   /** the chunk indexes `hash` made of files that go up in a delta session of their own (above
    *  BULK_FILE_MAX), so that their push sends the index rather than reading and hashing the
    *  file again (`takeIndex`); at most PLANNED_INDEX_BYTES of them, the oldest dropped first */
-  private planned = new Map<string, { index: ChunkIndex } & Stat>();
+  private planned = new Map<string, { index: ChunkIndex } & Required<Stat>>();
   private plannedBytes = 0;
 
   constructor(readonly dir: string) {}
@@ -160,26 +161,27 @@ export class NodeTree implements LocalTree {
 
   async hash(p: string) {
     await checkParents(this.dir, this.rel(p));
-    const { hash, index, size, mtimeMs } = await indexOf(this.file(p));
+    const { hash, index, size, mtimeMs, readAt } = await indexOf(this.file(p));
     this.dropIndex(p);
     if (size > BULK_FILE_MAX && indexBytes(index) <= PLANNED_INDEX_BYTES) {
-      this.planned.set(p, { index, size, mtimeMs });
+      this.planned.set(p, { index, size, mtimeMs, readAt });
       this.plannedBytes += indexBytes(index);
       for (const [q, old] of this.planned) {
         if (this.plannedBytes <= PLANNED_INDEX_BYTES) break;
         this.dropIndex(q, old.index);
       }
     }
-    return { hash, size, mtimeMs };
+    return { hash, size, mtimeMs, readAt };
   }
 
   /** The chunk index `hash` made of `p`, once, while the file has the size and mtime it had
-   *  then (`st`: a stat of the file the push reads). A change that keeps both is caught by the
-   *  server: the root it computes of the bytes it rebuilt is not the index's (nothing stored). */
-  takeIndex(p: string, st: Stat): ChunkIndex | undefined {
+   *  then (`st`: a stat of the file the push reads), with when that read began. A change that
+   *  keeps both is caught by the server: the root it computes of the bytes it rebuilt is not
+   *  the index's (nothing stored). */
+  takeIndex(p: string, st: Stat): { index: ChunkIndex; readAt: number } | undefined {
     const got = this.planned.get(p);
     this.dropIndex(p);
-    return got && got.size === st.size && got.mtimeMs === st.mtimeMs ? got.index : undefined;
+    return got && got.size === st.size && got.mtimeMs === st.mtimeMs ? got : undefined;
   }
 
   private dropIndex(p: string, index = this.planned.get(p)?.index) {
@@ -322,10 +324,12 @@ export class HttpFolder extends ApiFolder {
     await checkParents(tree.dir, tree.rel(p));
     const fh = await openNoFollow(tree.file(p));
     try {
+      const readAt = Date.now();
       const st = await fh.stat();
-      const index = tree.takeIndex(p, st);
-      const r = await push(fileSource(fh, st.size), { ...this.pushOptions(p, expect, this.o.retries ?? SYNC_RETRIES), modified: st.mtimeMs, index });
-      return { version: r.version, root: r.root, size: st.size, mtimeMs: st.mtimeMs };
+      const planned = tree.takeIndex(p, st);
+      const r = await push(fileSource(fh, st.size), { ...this.pushOptions(p, expect, this.o.retries ?? SYNC_RETRIES), modified: st.mtimeMs, index: planned?.index });
+      // a push from the plan's index stores the content the plan read (the server's root check)
+      return { version: r.version, root: r.root, size: st.size, mtimeMs: st.mtimeMs, readAt: planned?.readAt ?? readAt };
     } finally {
       await fh.close();
     }
@@ -343,6 +347,7 @@ export class HttpFolder extends ApiFolder {
           await checkParents(tree.dir, tree.rel(p));
           const fh = await openNoFollow(tree.file(p));
           try {
+            const readAt = Date.now();
             const st = await fh.stat();
             if (st.size > BULK_FILE_MAX) return null;
             const bytes = new Uint8Array(st.size);
@@ -353,7 +358,7 @@ export class HttpFolder extends ApiFolder {
             }
             // the stat before the read, as a push records it: a change during the read leaves
             // another mtime on disk, so the next pass reads the file again
-            return { bytes, st: { size: st.size, mtimeMs: st.mtimeMs } };
+            return { bytes, st: { size: st.size, mtimeMs: st.mtimeMs, readAt } };
           } finally {
             await fh.close();
           }

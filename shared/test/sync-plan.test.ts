@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { type Action, type Agreed, type LocalFile, type RemoteFile, decide, deleteAllowance, parentsOf, plan, planFolders, rootsWanted } from '../src/sync/plan.ts';
+import { RACY_MS, agreedEntry } from '../src/sync/engine.ts';
 
 const S: Agreed = { version: 3, hash: 'aa', size: 2, mtimeMs: 1 };
 const L = (hash: string): LocalFile => ({ hash, size: 2, mtimeMs: 1 });
@@ -278,4 +279,15 @@ test('property: with files and folders at one path, no transfer meets a file or 
     }),
     { numRuns: 3000 },
   );
+});
+
+test('racy clean: content read within RACY_MS of its mtime is recorded with an unknown mtime, however long after the read it is recorded', () => {
+  const t = Date.now() - 60_000;
+  // read half a second after the write, recorded a minute later (a long push): a write during
+  // the push within a coarse clock's tick would keep size and mtime
+  assert.equal(agreedEntry(1, 'h', { size: 1, mtimeMs: t, readAt: t + 500 }).mtimeMs, -1);
+  assert.equal(agreedEntry(1, 'h', { size: 1, mtimeMs: t, readAt: t + RACY_MS }).mtimeMs, t);
+  // a stat with no read: its moment is now
+  assert.equal(agreedEntry(1, 'h', { size: 1, mtimeMs: t }).mtimeMs, t);
+  assert.equal(agreedEntry(1, 'h', { size: 1, mtimeMs: Date.now() }).mtimeMs, -1);
 });

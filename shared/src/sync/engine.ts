@@ -37,6 +37,9 @@ export interface Skipped {
 export interface Stat {
   size: number;
   mtimeMs: number;
+  /** when the content this stat goes with began to be read (ms since the epoch, the stat made
+   *  just before the read); absent: the stat's own moment (`agreedEntry` then takes now) */
+  readAt?: number;
 }
 
 /** The synced folder on this device. Paths are relative, '/'-separated, NFC. */
@@ -208,16 +211,17 @@ export interface PassReport {
 }
 
 /**
- * A file whose mtime is this close to the moment its state is recorded may change again within
- * the same mtime tick (a coarse clock, FAT's 2 s) without its size or mtime showing it: its
- * recorded mtime is left unknown (-1), so the next pass reads it again ("racy clean", as git
- * treats its index).
+ * A file whose mtime is this close to the moment its content began to be read may change again
+ * within the same mtime tick (a coarse clock, FAT's 2 s) after the read, without its size or
+ * mtime showing it: its recorded mtime is left unknown (-1), so the next pass reads it again
+ * ("racy clean", as git treats its index). The moment is the read's start, not the record's: a
+ * push that takes longer than the tick would otherwise make a write during it look settled.
  */
 export const RACY_MS = 2000;
 
-/** The agreed entry for content read with stat `st`, at the present time. */
+/** The agreed entry for content read with stat `st` (from `st.readAt`, else now). */
 export function agreedEntry(version: number, hash: string, st: Stat): Agreed {
-  return { version, hash, size: st.size, mtimeMs: Date.now() - st.mtimeMs < RACY_MS ? -1 : st.mtimeMs };
+  return { version, hash, size: st.size, mtimeMs: (st.readAt ?? Date.now()) - st.mtimeMs < RACY_MS ? -1 : st.mtimeMs };
 }
 
 /** The ops of file actions (sync/plan.ts Action). */
@@ -317,7 +321,7 @@ async function readSides(local: LocalTree, remote: RemoteFolder, state: SyncStat
     try {
       hashed++;
       const h = await local.hash(p);
-      localFiles.set(p, { size: h.size, mtimeMs: h.mtimeMs, hash: h.hash, stat: { size: h.size, mtimeMs: h.mtimeMs } });
+      localFiles.set(p, { size: h.size, mtimeMs: h.mtimeMs, hash: h.hash, stat: { size: h.size, mtimeMs: h.mtimeMs, readAt: h.readAt } });
       // the same content with a new mtime: not re-read next time
       if (s && s.hash === h.hash) state.files.set(p, agreedEntry(s.version, s.hash, h));
     } catch (e) {
