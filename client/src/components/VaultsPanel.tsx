@@ -182,12 +182,18 @@ export function VaultsPanel({
     void refresh(o);
   };
 
-  const create = async (e: FormEvent<HTMLFormElement>) => {
+  /** The passphrase a PassphraseForm asks twice for, or null once it said the two differ. */
+  const typedTwice = (e: FormEvent<HTMLFormElement>): string | null => {
     e.preventDefault();
     const f = new FormData(e.currentTarget);
     const passphrase = String(f.get('passphrase'));
-    if (passphrase !== String(f.get('again'))) return setError('The two passphrases differ.');
-    setError('');
+    setError(passphrase === String(f.get('again')) ? '' : 'The two passphrases differ.');
+    return passphrase === String(f.get('again')) ? passphrase : null;
+  };
+
+  const create = async (e: FormEvent<HTMLFormElement>) => {
+    const passphrase = typedTwice(e);
+    if (passphrase === null) return;
     setBusy('Creating the vault: deriving its key from the passphrase takes a few seconds…');
     const worker = new VaultWorker();
     try {
@@ -206,11 +212,8 @@ export function VaultsPanel({
   /** A new passphrase for the open vault: a new keyfile for its key, in place of the one it was
    *  unlocked with; devices unlocked already stay unlocked, the recovery key stays the same. */
   const changePassphrase = async (e: FormEvent<HTMLFormElement>, o: Open) => {
-    e.preventDefault();
-    const f = new FormData(e.currentTarget);
-    const passphrase = String(f.get('passphrase'));
-    if (passphrase !== String(f.get('again'))) return setError('The two passphrases differ.');
-    setError('');
+    const passphrase = typedTwice(e);
+    if (passphrase === null) return;
     setBusy('Setting the new passphrase: deriving its key takes a few seconds…');
     try {
       await o.worker.request({ op: 'passphrase', passphrase });
