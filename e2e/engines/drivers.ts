@@ -270,6 +270,7 @@ export interface Result {
 
 /** Waits for the newest transfer of `name` to end; its result, or an error saying why it failed. */
 export async function result(page: PageDriver, name: string, direction: 'up' | 'down' = 'up', timeout = 60_000): Promise<Result> {
+  const sel = cardSelector(name, direction);
   const r = await waitFor(
     page,
     `the ${direction === 'up' ? 'upload' : 'download'} of ${name} to end`,
@@ -283,9 +284,18 @@ export async function result(page: PageDriver, name: string, direction: 'up' | '
       const report = r.getAttribute('data-report');
       return { version: n('version'), sent: n('sent'), delta: n('delta'), size: n('size'), report: report ? JSON.parse(report) : null };
     },
-    { sel: cardSelector(name, direction) },
+    { sel },
     timeout,
-  );
+  ).catch(async (e: Error) => {
+    // what the page shows instead: the transfer's card (its status and text), or the page's text
+    const shown = await page
+      .evaluate(({ sel }) => {
+        const card = document.querySelector(sel);
+        return (card ? `its card, ${card.getAttribute('data-status')}: ${card.textContent}` : `no card: ${document.body.innerText}`).replace(/\s+/g, ' ').slice(0, 600);
+      }, { sel })
+      .catch((err: Error) => `(unreadable: ${err.message})`);
+    throw new Error(`${e.message}; the page shows ${shown}`);
+  });
   if ('failed' in r) throw new Error(`${name}: ${r.failed}`);
   return r;
 }
