@@ -471,14 +471,7 @@ function PassphraseForm({ testId, action, busy, onSubmit, onCancel }: { testId: 
         {action === 'Create' ? 'Passphrase again' : 'New passphrase again'}
         <input name="again" type="password" autoComplete="new-password" required />
       </label>
-      <div className="vault-form-actions">
-        <button className="button primary" disabled={busy}>
-          {action}
-        </button>
-        <button type="button" className="button" onClick={onCancel} disabled={busy}>
-          Cancel
-        </button>
-      </div>
+      <FormActions action={action} busy={busy} onCancel={onCancel} />
     </form>
   );
 }
@@ -500,14 +493,21 @@ function UnlockForm({ busy, onSubmit, onCancel }: { busy: boolean; onSubmit: (e:
         {how === 'passphrase' ? 'Passphrase' : 'Recovery key'}
         <input name="secret" type={how === 'passphrase' ? 'password' : 'text'} autoComplete={how === 'passphrase' ? 'current-password' : 'off'} spellCheck={false} required autoFocus />
       </label>
-      <div className="vault-form-actions">
-        <button className="button primary" disabled={busy}>
-          Unlock
-        </button>
-        <button type="button" className="button" onClick={onCancel} disabled={busy}>
-          Cancel
-        </button>
-      </div>
+      <FormActions action="Unlock" busy={busy} onCancel={onCancel} />
     </form>
+  );
+}
+
+/** A vault form's buttons: its action, and Cancel. */
+function FormActions({ action, busy, onCancel }: { action: string; busy: boolean; onCancel: () => void }) {
+  return (
+    <div className="vault-form-actions">
+      <button className="button primary" disabled={busy}>
+        {action}
+      </button>
+      <button type="button" className="button" onClick={onCancel} disabled={busy}>
+        Cancel
+      </button>
+    </div>
   );
 }
