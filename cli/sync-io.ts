@@ -83,9 +83,10 @@ export class NodeTree implements LocalTree {
   ignored: (p: string, isDir?: boolean) => boolean = () => false;
   /** this device's name, in the conflict name of a second Unicode form of one name */
   device = hostname();
-  /** the chunk indexes `hash` made of files that go up in a delta session of their own (above
-   *  BULK_FILE_MAX), so that their push sends the index rather than reading and hashing the
-   *  file again (`takeIndex`); at most PLANNED_INDEX_BYTES of them, the oldest dropped first */
+  /** the chunk indexes `hash` made this pass of files that go up in a delta session of their
+   *  own (above BULK_FILE_MAX), so that their push sends the index rather than reading and
+   *  hashing the file again (`takeIndex`); at most PLANNED_INDEX_BYTES of them, the oldest
+   *  dropped first, and none kept past the pass (`scan` starts the next) */
   private planned = new Map<string, { index: ChunkIndex } & Required<Stat>>();
   private plannedBytes = 0;
 
@@ -123,6 +124,8 @@ export class NodeTree implements LocalTree {
   }
 
   async scan() {
+    this.planned.clear();
+    this.plannedBytes = 0;
     this.ignored = await ignoreRules(this.dir);
     this.caseless ??= await this.probeCase();
     let hidden = 0;

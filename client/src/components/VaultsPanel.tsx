@@ -20,6 +20,7 @@ import type { VaultListing, VaultLog, VaultOpened, VaultPushed } from '../vault-
 import { VaultWorker, said } from '../vault-client.ts';
 import { type FileActions, VaultFiles } from './VaultFiles.tsx';
 import { type Ask, AskDialog } from './Dialogs.tsx';
+import { PassphraseForm, UnlockForm } from './VaultForms.tsx';
 
 /** A page hidden this long forgets the open vault's keys: long enough for a glance at another
  *  app or tab, short enough that a phone left in a bag or a laptop left open in another tab
@@ -456,58 +457,5 @@ export function VaultsPanel({
       )}
       {ask && <AskDialog ask={ask} onClose={() => setAsk(null)} />}
     </section>
-  );
-}
-
-/** A new passphrase typed twice (New vault, Change passphrase): fields `passphrase`, `again`. */
-function PassphraseForm({ testId, action, busy, onSubmit, onCancel }: { testId: string; action: string; busy: boolean; onSubmit: (e: FormEvent<HTMLFormElement>) => void; onCancel: () => void }) {
-  return (
-    <form className="vault-form" onSubmit={onSubmit} data-testid={testId}>
-      <label>
-        {action === 'Create' ? 'Passphrase' : 'New passphrase'}
-        <input name="passphrase" type="password" autoComplete="new-password" required minLength={1} autoFocus />
-      </label>
-      <label>
-        {action === 'Create' ? 'Passphrase again' : 'New passphrase again'}
-        <input name="again" type="password" autoComplete="new-password" required />
-      </label>
-      <FormActions action={action} busy={busy} onCancel={onCancel} />
-    </form>
-  );
-}
-
-function UnlockForm({ busy, onSubmit, onCancel }: { busy: boolean; onSubmit: (e: FormEvent<HTMLFormElement>) => void; onCancel: () => void }) {
-  const [how, setHow] = useState<'passphrase' | 'recovery'>('passphrase');
-  return (
-    <form className="vault-form" onSubmit={onSubmit} data-testid="vault-unlock">
-      <fieldset className="vault-how">
-        <legend className="visually-hidden">Unlock with</legend>
-        <label>
-          <input type="radio" name="how" value="passphrase" checked={how === 'passphrase'} onChange={() => setHow('passphrase')} /> Passphrase
-        </label>
-        <label>
-          <input type="radio" name="how" value="recovery" checked={how === 'recovery'} onChange={() => setHow('recovery')} /> Recovery key
-        </label>
-      </fieldset>
-      <label>
-        {how === 'passphrase' ? 'Passphrase' : 'Recovery key'}
-        <input name="secret" type={how === 'passphrase' ? 'password' : 'text'} autoComplete={how === 'passphrase' ? 'current-password' : 'off'} spellCheck={false} required autoFocus />
-      </label>
-      <FormActions action="Unlock" busy={busy} onCancel={onCancel} />
-    </form>
-  );
-}
-
-/** A vault form's buttons: its action, and Cancel. */
-function FormActions({ action, busy, onCancel }: { action: string; busy: boolean; onCancel: () => void }) {
-  return (
-    <div className="vault-form-actions">
-      <button className="button primary" disabled={busy}>
-        {action}
-      </button>
-      <button type="button" className="button" onClick={onCancel} disabled={busy}>
-        Cancel
-      </button>
-    </div>
   );
 }

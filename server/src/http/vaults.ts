@@ -30,10 +30,10 @@
  * caller); 500 for a damaged object. Answers are never cached (Cache-Control: no-store): the
  * URLs name no user, and a browser shared by two accounts must not answer one from the other's.
  */
-import { createHash } from 'node:crypto';
 import express from 'express';
 import { VAULT_HEAD_MAX, VAULT_HEAD_PACKS_MAX, VAULT_KEYFILE_MAX } from '../../../shared/src/base/limits.ts';
 import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
+import { keyfileTag } from '../../../shared/src/vault/keys.ts';
 import type { Backend } from '../store/backend.ts';
 import { PackHasher, Vaults, checkPackId, checkVaultId, packIdsOf } from '../store/vaults.ts';
 import type { ServerConfig } from '../config.ts';
@@ -125,13 +125,13 @@ function keyfileOf(raw: unknown): Uint8Array {
   return bytes;
 }
 
-/** The keyfile a change replaces, from If-Match: the quoted SHA-256 (hex) GET /key sends as
- *  its ETag. */
+/** The keyfile a change replaces, from If-Match: the ETag GET /key sends (keys.ts
+ *  `keyfileTag`). */
 function replacedOf(raw: string | undefined): string {
   if (raw === undefined) throw new Refusal(428, 'a keyfile is replaced with If-Match: the ETag of the keyfile read (its SHA-256 in quoted hex); nothing changed');
-  const m = /^"([0-9a-f]{64})"$/.exec(raw.trim());
-  if (!m) throw new Refusal(400, `If-Match ${JSON.stringify(raw.slice(0, 80))} is not one keyfile's ETag (its SHA-256 in quoted lowercase hex); nothing changed`);
-  return m[1];
+  const tag = raw.trim();
+  if (!/^"[0-9a-f]{64}"$/.test(tag)) throw new Refusal(400, `If-Match ${JSON.stringify(raw.slice(0, 80))} is not one keyfile's ETag (its SHA-256 in quoted lowercase hex); nothing changed`);
+  return tag;
 }
 
 /** Sends bytes as they are: no ETag is computed over a pack. */
@@ -190,7 +190,7 @@ export function vaultsApi(
     '/vaults/:id/key',
     route(async (req, res, user) => {
       const keyfile = await vaults.keyfile(user, checkVaultId(req.params.id));
-      sendBytes(res, 200, keyfile, { ETag: `"${createHash('sha256').update(keyfile).digest('hex')}"` });
+      sendBytes(res, 200, keyfile, { ETag: keyfileTag(keyfile) });
     }),
   );
   r.put(

@@ -28,7 +28,7 @@ import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 import { type Backend, NotFoundError, UnknownOutcome } from './backend.ts';
 import { DamageError } from './errors.ts';
 import { PACK_ID, VAULTS_PREFIX, VAULT_ID, vaultHeadKey, vaultKeyfileHeadKey, vaultKeyfileKey, vaultKeyfilesPrefix, vaultKeysPrefix, vaultPackKey, vaultPacksPrefix, vaultSumsKey } from './keys.ts';
-import { keyfileParts } from '../../../shared/src/vault/keys.ts';
+import { keyfileParts, keyfileTag } from '../../../shared/src/vault/keys.ts';
 import { VaultError } from '../../../shared/src/vault/format.ts';
 import { SegmentBytes } from './verified.ts';
 
@@ -320,7 +320,7 @@ export class Vaults {
 
   /**
    * Replaces the vault's keyfile (a passphrase change) by compare-and-swap on the keyfile the
-   * client read, named by its SHA-256 (`replaces`): Inconsistent (409) when the keyfile is
+   * client read, named by its tag (`replaces`, keys.ts keyfileTag): Inconsistent (409) when the keyfile is
    * another one now (a change elsewhere landed first, or the client read it before one), so of
    * two changes from one keyfile exactly one lands and a stale device overwrites nothing.
    * `keyfile` must be a version-1 keyfile of exactly its size, with Argon2id parameters within
@@ -342,7 +342,7 @@ export class Vaults {
     for (let tries = 1; ; tries++) {
       const current = await this.currentKeyfile(user, id);
       if (!current) throw noVault(id);
-      if (sha256hex(current.keyfile) !== replaces) {
+      if (keyfileTag(current.keyfile) !== replaces) {
         throw new ProtocolError(ErrorCode.Inconsistent, `the keyfile of vault ${id} is not the one this change replaces (the passphrase was changed since it was read): nothing changed; open the vault again`);
       }
       let check: Uint8Array;

@@ -8,7 +8,7 @@ import { argon2idAsync } from '@noble/hashes/argon2';
 import { hkdf } from '@noble/hashes/hkdf';
 import { sha256 } from '@noble/hashes/sha2';
 import { VAULT_ARGON2, VAULT_ARGON2_MAX } from '../base/limits.ts';
-import { type KindCode, NONCE_BYTES, Reader, SEAL_OVERHEAD, VaultError, Writer, unhex, utf8 } from './format.ts';
+import { type KindCode, NONCE_BYTES, Reader, SEAL_OVERHEAD, VaultError, Writer, hex, unhex, utf8 } from './format.ts';
 
 export const KEY_BYTES = 32;
 /** A vault id: 16 random bytes as 32 lowercase hex characters (the REST API's). */
@@ -153,6 +153,10 @@ export async function wrapKey(id: string, key: Uint8Array, passphrase: string, a
   const sealed = await seal(await passphraseKey(passphrase, salt, argon), key, keyfileAad(id, head));
   return new Writer().bytes(head).bytes(sealed).done();
 }
+
+/** A keyfile's entity tag, as GET /key sends it and PUT /key's If-Match names the keyfile a
+ *  passphrase change replaces: its SHA-256 in lowercase hex, quoted. */
+export const keyfileTag = (keyfile: Uint8Array) => `"${hex(sha256(keyfile))}"`;
 
 /** A keyfile's parts: exactly KEYFILE_BYTES of version 1, refusing parameters a device should
  *  not spend (VAULT_ARGON2_MAX); any other keyfile is a VaultError. The server checks a new

@@ -7,7 +7,8 @@
  */
 import { VAULT_HEAD_MAX, VAULT_HEAD_PACKS_MAX, VAULT_KEYFILE_MAX } from '../base/limits.ts';
 import { fetchWhileBusy } from '../transport/busy.ts';
-import { sha256 } from '@noble/hashes/sha2';
+import { hex } from './format.ts';
+import { keyfileTag } from './keys.ts';
 
 export interface VaultRemote {
   /** throws VaultExists when the id is taken */
@@ -92,11 +93,6 @@ const counterOf = (raw: unknown, what: string): number => {
   return n;
 };
 
-const toHex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
-
-/** The keyfile's entity tag, as GET /key sends it and PUT /key's If-Match names the keyfile it
- *  replaces: its SHA-256 in lowercase hex, quoted. */
-export const keyfileTag = (keyfile: Uint8Array) => `"${toHex(sha256(keyfile))}"`;
 
 /** A head's bytes followed by the ids of the packs it names (32 bytes each), as PUT and GET
  *  /head carry them. */
@@ -263,7 +259,7 @@ export function httpVaultRemote(base: string, fetchImpl: typeof fetch = (...a) =
       if (counter < 1 || body.length < 1 || body.length > VAULT_HEAD_MAX) throw new VaultBadAnswer(`${what}: counter ${counter} with ${all.length} bytes and ${n} packs`);
       const packs: string[] = [];
       for (let i = 0; i < n; i++) {
-        packs.push(toHex(all.subarray(body.length + 32 * i, body.length + 32 * i + 32)));
+        packs.push(hex(all.subarray(body.length + 32 * i, body.length + 32 * i + 32)));
         if (i > 0 && !(packs[i - 1] < packs[i])) throw new VaultBadAnswer(`${what}: the packs in use are not ascending, each once`);
       }
       return { counter, body, packs };
