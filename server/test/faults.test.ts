@@ -1,13 +1,14 @@
 // Faults and exhaustion, with a real server process: a full disk (a data directory on a tmpfs of
 // a few MiB, mounted in a mount namespace of the server's own), Checksum Lists that would take
-// the server's memory.
+// the server's memory, a handshake that never ends.
 import assert from 'node:assert/strict';
+import { type AddressInfo, connect, createServer } from 'node:net';
 import { test } from 'node:test';
 import { RemoteError } from '../../shared/src/transport/conn.ts';
 import { ErrorCode } from '../../shared/src/wire/protocol.ts';
 import { fastRandomBytes } from '../../harness/testdata.ts';
 import { sendChecksumList } from '../../harness/attacks.ts';
-import { pushBytes } from '../../harness/helpers.ts';
+import { pushBytes, testServer } from '../../harness/helpers.ts';
 import { ownServer } from '../../harness/own-server.ts';
 import { until } from '../../harness/wait.ts';
 
@@ -80,6 +81,39 @@ test('memory budget: Checksum Lists past a session\'s share, or past what the bu
     const data = fastRandomBytes(3, 4_000_000);
     assert.equal((await pushBytes(s, 'after.bin', data)).version, 1);
   } finally {
+    await s.stop();
+  }
+});
+
+test('a connection whose handshake never ends: the push gives it up at its deadline, closes it and retries on a new one', { timeout: 180_000 }, async () => {
+  const s = await testServer();
+  // a front on loopback: its first connection is taken and never answered (a server or a
+  // middlebox that stalls), later ones pass to the server
+  let seen = 0;
+  let heldClosed = false;
+  const front = createServer((c) => {
+    c.on('error', () => {});
+    if (seen++ === 0) {
+      c.on('close', () => (heldClosed = true));
+      return c.resume();
+    }
+    const up = connect(Number(new URL(s.url).port), '127.0.0.1');
+    up.on('error', () => c.destroy());
+    c.pipe(up).pipe(c);
+  });
+  await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
+  try {
+    const bytes = fastRandomBytes(3, 300_000);
+    const phases: string[] = [];
+    const url = `ws://127.0.0.1:${(front.address() as AddressInfo).port}/sync`;
+    const r = await pushBytes({ wsUrl: url }, 'held.bin', bytes, { retries: 1, connectMs: 2000, onProgress: (p) => phases.push(p) });
+    assert.equal(r.version, 1);
+    assert.ok(phases.includes('retrying'), `phases: ${phases}`);
+    assert.equal(seen, 2, 'one held connection, then one that ran the push');
+    assert.ok((await s.stored('held.bin', 1)).equals(bytes));
+    await until('the held connection closed by the client', () => heldClosed);
+  } finally {
+    front.close();
     await s.stop();
   }
 });

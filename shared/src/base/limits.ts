@@ -153,6 +153,12 @@ export const SEARCH_REQUESTS = 10;
 // Reconnecting: a push whose connection is lost runs again on a new one, resuming what the
 // server kept (shared/src/session/delta-client.ts; the library itself retries only when asked)
 
+/** How long a new connection to the server may take to open (its TCP and WebSocket handshakes)
+ *  before it counts as lost (`Conn.open`), so the transfer's retries apply: a handshake that
+ *  neither completes nor fails would otherwise hold its transfer for good (a browser gives no
+ *  deadline of its own, or one of its settings'). Generous: a loaded server answers an upgrade
+ *  within a second or two. */
+export const CONNECT_TIMEOUT_MS = 30_000;
 /** `dsync push --retries`: reconnections of one push (docs/protocol.md §3). */
 export const PUSH_RETRIES = 3;
 /** The page's reconnections of one transfer (client/src/transfers.ts), before the transfer

@@ -56,6 +56,9 @@ export interface SyncOptions {
    *  refusal (ErrorCode.Busy; progress 'busy' with those seconds), before failing with its
    *  "busy" (default BUSY_WAIT_MS; 0: fail at the first) */
   busyWaitMs?: number;
+  /** how long a connection the session opens itself may take to open before it counts as lost
+   *  (default CONNECT_TIMEOUT_MS; `Conn.open`) */
+  connectMs?: number;
 }
 
 /** What one sync did; printed by `dsync push` as its last line. */
@@ -112,7 +115,7 @@ async function connectionFor(opts: SyncOptions, url: string, alt?: string): Prom
     const conn = await given.take(url, alt);
     return { conn, release: () => given.give(conn) };
   }
-  const conn = await Conn.open(url, opts.WebSocket);
+  const conn = await Conn.open(url, opts.WebSocket, opts.connectMs);
   return { conn, release: () => conn.close(1000, 'done') };
 }
 

@@ -13,7 +13,7 @@ import { compressibleBuffer } from '../base/entropy.ts';
 import { decode, decodeFrame, deltaRunHead, encode } from '../wire/codec.ts';
 import { DrainRate } from './drain-rate.ts';
 import type { Message } from '../wire/messages.ts';
-import { DEFAULT_LIMITS, type Limits, MAX_IN_FLIGHT } from '../base/limits.ts';
+import { CONNECT_TIMEOUT_MS, DEFAULT_LIMITS, type Limits, MAX_IN_FLIGHT } from '../base/limits.ts';
 import { ErrorCode, Msg, ProtocolError, hashLength } from '../wire/protocol.ts';
 
 /** Payload bytes per protocol part, before compression, both directions. */
@@ -152,12 +152,18 @@ export class Conn {
   private inSession = false;
 
   /** Opens a connection to `url` (the server's /sync endpoint, or its `?deflate=0`). A refused
-   *  sign-in is a RemoteError (Unauthorized), any other failure ConnectionLost. */
-  static open(url: string, WebSocket: WebSocketCtor): Promise<Conn> {
+   *  sign-in is a RemoteError (Unauthorized), any other failure ConnectionLost, as is a
+   *  connection not open within `timeoutMs` (it is closed). */
+  static open(url: string, WebSocket: WebSocketCtor, timeoutMs = CONNECT_TIMEOUT_MS): Promise<Conn> {
     const ws = new WebSocket(url);
     const conn = new Conn(ws);
     conn.url = url;
-    return new Promise((resolve, reject) => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    return new Promise<Conn>((resolve, reject) => {
+      timer = setTimeout(() => {
+        reject(new ConnectionLost(`cannot connect to ${url}: no answer in ${timeoutMs / 1000} s`));
+        ws.close();
+      }, timeoutMs);
       ws.addEventListener('open', () => resolve(conn));
       ws.addEventListener('error', (ev: { message?: string }) =>
         // a refused sign-in (Node's ws names the status; a browser says nothing) is no lost
@@ -165,7 +171,7 @@ export class Conn {
         reject(/Unexpected server response: 401\b/.test(ev.message ?? '') ? new RemoteError(ErrorCode.Unauthorized, `${url}: authentication required`) : new ConnectionLost(`cannot connect to ${url}: ${ev.message ?? 'connection refused'}`)),
       );
       ws.addEventListener('close', () => reject(new ConnectionLost(`cannot connect to ${url}`)));
-    });
+    }).finally(() => clearTimeout(timer));
   }
 
   constructor(
