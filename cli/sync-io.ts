@@ -34,15 +34,47 @@ export async function ignoreRules(dir: string): Promise<(p: string, isDir?: bool
   return ignoreMatcher(await fs.readFile(path.join(dir, IGNORE_FILE), 'utf8').catch(() => null));
 }
 
+/** A moment on a file system's own clock: the mtime of a file made then, on device `dev`. */
+export interface FsClock {
+  dev: number;
+  at: number;
+}
+
+/** The file system's time now in `dir` (a temporary file made there and removed, its mtime);
+ *  null where none can be made (a read-only folder). */
+export async function fsClock(dir: string): Promise<FsClock | null> {
+  const f = path.join(dir, tempName());
+  try {
+    const fh = await fs.open(f, 'wx');
+    try {
+      const st = await fh.stat();
+      return { dev: st.dev, at: st.mtimeMs };
+    } finally {
+      await fh.close();
+    }
+  } catch {
+    return null;
+  } finally {
+    await fs.rm(f, { force: true }).catch(() => {});
+  }
+}
+
+/** When a read of a file with stat `st` began, for the racy rule (engine.ts agreedEntry): the
+ *  file system's moment `clock` where the file is on its device (`clock` taken before the read
+ *  began), else `wallAt`, this process's clock just before the read. */
+export const readMoment = (st: { dev: number }, clock: FsClock | null, wallAt: number): Pick<Stat, 'readAt' | 'fsClock'> =>
+  clock && clock.dev === st.dev ? { readAt: clock.at, fsClock: true } : { readAt: wallAt };
+
 /** The root hash of a file's content as the protocol computes it with the default chunking,
- *  and the chunk index it is the root of. */
-export async function indexOf(file: string): Promise<{ hash: string; index: ChunkIndex } & Required<Stat>> {
+ *  and the chunk index it is the root of; `clock`: a moment of the file system's taken before
+ *  this call (`readMoment`). */
+export async function indexOf(file: string, clock: FsClock | null = null): Promise<{ hash: string; index: ChunkIndex } & Stat> {
   const fh = await openNoFollow(file);
   try {
-    const readAt = Date.now();
+    const wallAt = Date.now();
     const st = await fh.stat();
     const index = await chunkSource(fileSource(fh, st.size), DEFAULT_PARAMS, DEFAULT_ALGO);
-    return { hash: hex(index.root), index, size: st.size, mtimeMs: st.mtimeMs, readAt };
+    return { hash: hex(index.root), index, size: st.size, mtimeMs: st.mtimeMs, ...readMoment(st, clock, wallAt) };
   } finally {
     await fh.close();
   }
@@ -50,8 +82,8 @@ export async function indexOf(file: string): Promise<{ hash: string; index: Chun
 
 /** The root hash of a file's content as the protocol computes it with the default chunking. */
 export async function rootOf(file: string): Promise<{ hash: string } & Stat> {
-  const { hash, size, mtimeMs, readAt } = await indexOf(file);
-  return { hash, size, mtimeMs, readAt };
+  const { index: _, ...rest } = await indexOf(file);
+  return rest;
 }
 
 /** Bytes of a chunk index held in memory: its lengths, FastFps and strong hashes. */
@@ -87,8 +119,11 @@ export class NodeTree implements LocalTree {
    *  own (above BULK_FILE_MAX), so that their push sends the index rather than reading and
    *  hashing the file again (`takeIndex`); at most PLANNED_INDEX_BYTES of them, the oldest
    *  dropped first, and none kept past the pass (`scan` starts the next) */
-  private planned = new Map<string, { index: ChunkIndex } & Required<Stat>>();
+  private planned = new Map<string, { index: ChunkIndex } & Stat>();
   private plannedBytes = 0;
+  /** the file system's moment at this pass's start (`scan`), before any of its reads: what a
+   *  read's start is compared with a file's mtime on (`readMoment`) */
+  clock: FsClock | null = null;
 
   constructor(readonly dir: string) {}
 
@@ -126,6 +161,7 @@ export class NodeTree implements LocalTree {
   async scan() {
     this.planned.clear();
     this.plannedBytes = 0;
+    this.clock = await fsClock(this.dir);
     this.ignored = await ignoreRules(this.dir);
     this.caseless ??= await this.probeCase();
     let hidden = 0;
@@ -164,24 +200,24 @@ export class NodeTree implements LocalTree {
 
   async hash(p: string) {
     await checkParents(this.dir, this.rel(p));
-    const { hash, index, size, mtimeMs, readAt } = await indexOf(this.file(p));
+    const { hash, index, ...st } = await indexOf(this.file(p), this.clock);
     this.dropIndex(p);
-    if (size > BULK_FILE_MAX && indexBytes(index) <= PLANNED_INDEX_BYTES) {
-      this.planned.set(p, { index, size, mtimeMs, readAt });
+    if (st.size > BULK_FILE_MAX && indexBytes(index) <= PLANNED_INDEX_BYTES) {
+      this.planned.set(p, { index, ...st });
       this.plannedBytes += indexBytes(index);
       for (const [q, old] of this.planned) {
         if (this.plannedBytes <= PLANNED_INDEX_BYTES) break;
         this.dropIndex(q, old.index);
       }
     }
-    return { hash, size, mtimeMs, readAt };
+    return { hash, ...st };
   }
 
   /** The chunk index `hash` made of `p`, once, while the file has the size and mtime it had
    *  then (`st`: a stat of the file the push reads), with when that read began. A change that
    *  keeps both is caught by the server: the root it computes of the bytes it rebuilt is not
    *  the index's (nothing stored). */
-  takeIndex(p: string, st: Stat): { index: ChunkIndex; readAt: number } | undefined {
+  takeIndex(p: string, st: Stat): ({ index: ChunkIndex } & Stat) | undefined {
     const got = this.planned.get(p);
     this.dropIndex(p);
     return got && got.size === st.size && got.mtimeMs === st.mtimeMs ? got : undefined;
@@ -327,12 +363,13 @@ export class HttpFolder extends ApiFolder {
     await checkParents(tree.dir, tree.rel(p));
     const fh = await openNoFollow(tree.file(p));
     try {
-      const readAt = Date.now();
+      const clock = tree.clock;
+      const wallAt = Date.now();
       const st = await fh.stat();
       const planned = tree.takeIndex(p, st);
       const r = await push(fileSource(fh, st.size), { ...this.pushOptions(p, expect, this.o.retries ?? SYNC_RETRIES), modified: st.mtimeMs, index: planned?.index });
       // a push from the plan's index stores the content the plan read (the server's root check)
-      return { version: r.version, root: r.root, size: st.size, mtimeMs: st.mtimeMs, readAt: planned?.readAt ?? readAt };
+      return { version: r.version, root: r.root, size: st.size, mtimeMs: st.mtimeMs, ...(planned ? { readAt: planned.readAt, fsClock: planned.fsClock } : readMoment(st, clock, wallAt)) };
     } finally {
       await fh.close();
     }
@@ -350,7 +387,8 @@ export class HttpFolder extends ApiFolder {
           await checkParents(tree.dir, tree.rel(p));
           const fh = await openNoFollow(tree.file(p));
           try {
-            const readAt = Date.now();
+            const clock = tree.clock;
+            const wallAt = Date.now();
             const st = await fh.stat();
             if (st.size > BULK_FILE_MAX) return null;
             const bytes = new Uint8Array(st.size);
@@ -361,7 +399,7 @@ export class HttpFolder extends ApiFolder {
             }
             // the stat before the read, as a push records it: a change during the read leaves
             // another mtime on disk, so the next pass reads the file again
-            return { bytes, st: { size: st.size, mtimeMs: st.mtimeMs, readAt } };
+            return { bytes, st: { size: st.size, mtimeMs: st.mtimeMs, ...readMoment(st, clock, wallAt) } };
           } finally {
             await fh.close();
           }

@@ -290,4 +290,8 @@ test('racy clean: content read within RACY_MS of its mtime is recorded with an u
   // a stat with no read: its moment is now
   assert.equal(agreedEntry(1, 'h', { size: 1, mtimeMs: t }).mtimeMs, t);
   assert.equal(agreedEntry(1, 'h', { size: 1, mtimeMs: Date.now() }).mtimeMs, -1);
+  // on the file system's own clock: racy is an mtime at or after the read's start, however close
+  assert.equal(agreedEntry(1, 'h', { size: 1, mtimeMs: t, readAt: t + 0.001, fsClock: true }).mtimeMs, t);
+  assert.equal(agreedEntry(1, 'h', { size: 1, mtimeMs: t, readAt: t, fsClock: true }).mtimeMs, -1);
+  assert.equal(agreedEntry(1, 'h', { size: 1, mtimeMs: t + 1, readAt: t, fsClock: true }).mtimeMs, -1);
 });

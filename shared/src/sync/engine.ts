@@ -40,6 +40,9 @@ export interface Stat {
   /** when the content this stat goes with began to be read (ms since the epoch, the stat made
    *  just before the read); absent: the stat's own moment (`agreedEntry` then takes now) */
   readAt?: number;
+  /** `readAt` is on the file system's own clock (a moment no later than the read's start, as
+   *  the mtime of a file the tree made then on the same device shows it), not this process's */
+  fsClock?: boolean;
 }
 
 /** The synced folder on this device. Paths are relative, '/'-separated, NFC. */
@@ -216,12 +219,16 @@ export interface PassReport {
  * mtime showing it: its recorded mtime is left unknown (-1), so the next pass reads it again
  * ("racy clean", as git treats its index). The moment is the read's start, not the record's: a
  * push that takes longer than the tick would otherwise make a write during it look settled.
+ * Where the moment is on the file system's own clock (`Stat.fsClock`), the tick is the file
+ * system's, whatever it is: racy is an mtime at or after that moment, as git compares with its
+ * index file's mtime, so a file saved just before a pass is read once, not again by the next.
  */
 export const RACY_MS = 2000;
 
 /** The agreed entry for content read with stat `st` (from `st.readAt`, else now). */
 export function agreedEntry(version: number, hash: string, st: Stat): Agreed {
-  return { version, hash, size: st.size, mtimeMs: (st.readAt ?? Date.now()) - st.mtimeMs < RACY_MS ? -1 : st.mtimeMs };
+  const racy = st.fsClock && st.readAt !== undefined ? st.mtimeMs >= st.readAt : (st.readAt ?? Date.now()) - st.mtimeMs < RACY_MS;
+  return { version, hash, size: st.size, mtimeMs: racy ? -1 : st.mtimeMs };
 }
 
 /** The ops of file actions (sync/plan.ts Action). */
@@ -321,7 +328,7 @@ async function readSides(local: LocalTree, remote: RemoteFolder, state: SyncStat
     try {
       hashed++;
       const h = await local.hash(p);
-      localFiles.set(p, { size: h.size, mtimeMs: h.mtimeMs, hash: h.hash, stat: { size: h.size, mtimeMs: h.mtimeMs, readAt: h.readAt } });
+      localFiles.set(p, { size: h.size, mtimeMs: h.mtimeMs, hash: h.hash, stat: { size: h.size, mtimeMs: h.mtimeMs, readAt: h.readAt, fsClock: h.fsClock } });
       // the same content with a new mtime: not re-read next time
       if (s && s.hash === h.hash) state.files.set(p, agreedEntry(s.version, s.hash, h));
     } catch (e) {
