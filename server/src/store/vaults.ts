@@ -28,7 +28,7 @@ import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 import { type Backend, NotFoundError, UnknownOutcome } from './backend.ts';
 import { DamageError } from './errors.ts';
 import { PACK_ID, VAULTS_PREFIX, VAULT_ID, vaultHeadKey, vaultKeyfileHeadKey, vaultKeyfileKey, vaultKeyfilesPrefix, vaultKeysPrefix, vaultPackKey, vaultPacksPrefix, vaultSumsKey } from './keys.ts';
-import { keyfileParts, keyfileTag } from '../../../shared/src/vault/keys.ts';
+import { KEYFILE_BYTES, keyfileParts, keyfileTag } from '../../../shared/src/vault/keys.ts';
 import { VaultError } from '../../../shared/src/vault/format.ts';
 import { SegmentBytes } from './verified.ts';
 
@@ -230,6 +230,22 @@ function decodeKeyfileHead(stored: Uint8Array, key: string): { created: number; 
   return { created: Number(b.readBigUInt64BE(KEYFILE_MAGIC.length)), keyfile: b.subarray(KEYFILE_PREFIX) };
 }
 
+/**
+ * A keyfile the server takes, on create and on a passphrase change alike: a version-1 keyfile
+ * of exactly KEYFILE_BYTES whose Argon2id parameters are within VAULT_ARGON2_MAX (keys.ts
+ * `keyfileParts`); its parts, or Malformed (400) naming what is wrong. The server cannot open
+ * it, but a keyfile no client would open (or one asking a client to spend gigabytes) is never
+ * stored.
+ */
+export function checkKeyfile(keyfile: Uint8Array): ReturnType<typeof keyfileParts> {
+  try {
+    return keyfileParts(keyfile);
+  } catch (e) {
+    if (!(e instanceof VaultError)) throw e;
+    throw malformed(`not a keyfile: ${e.message} (a keyfile is version 1, exactly ${KEYFILE_BYTES} bytes); nothing stored`);
+  }
+}
+
 /** The checks of the REST routes' inputs (server/src/http/vaults.ts), one home each. */
 export function checkVaultId(id: unknown): string {
   if (typeof id !== 'string' || !VAULT_ID.test(id)) throw malformed('a vault id is 32 lowercase hex digits');
@@ -259,10 +275,11 @@ export class Vaults {
     if (this.knownVaults.size > VAULTS_KNOWN) this.knownVaults.delete(this.knownVaults.values().next().value!);
   }
 
-  /** Creates a vault with its wrapped-key file; Inconsistent (409) when the id exists. */
+  /** Creates a vault with its wrapped-key file (`checkKeyfile`: Malformed, 400, nothing
+   *  stored); Inconsistent (409) when the id exists. */
   async create(user: string, id: string, keyfile: Uint8Array): Promise<void> {
     checkVaultId(id);
-    if (keyfile.length < 1 || keyfile.length > VAULT_KEYFILE_MAX) throw malformed(`a keyfile is 1 to ${VAULT_KEYFILE_MAX} bytes`);
+    checkKeyfile(keyfile);
     const key = vaultKeyfileKey(user, id);
     // a vault whose keyfile was changed has no content object left: its head says it exists
     // (a change writes its head before it deletes the content object)
@@ -323,20 +340,14 @@ export class Vaults {
    * client read, named by its tag (`replaces`, keys.ts keyfileTag): Inconsistent (409) when the keyfile is
    * another one now (a change elsewhere landed first, or the client read it before one), so of
    * two changes from one keyfile exactly one lands and a stale device overwrites nothing.
-   * `keyfile` must be a version-1 keyfile of exactly its size, with Argon2id parameters within
-   * VAULT_ARGON2_MAX, whose key check is the stored one's (Malformed, 400, otherwise): a
+   * `keyfile` must be one the server takes (`checkKeyfile`) whose key check is the stored
+   * one's (Malformed, 400, otherwise): a
    * keyfile wrapping another key would lock every device out of the vault's data. Nothing is
    * written on a refusal. The keyfile as created is deleted once the first change landed.
    */
   async replaceKeyfile(user: string, id: string, keyfile: Uint8Array, replaces: string): Promise<void> {
     checkVaultId(id);
-    let next;
-    try {
-      next = keyfileParts(keyfile);
-    } catch (e) {
-      if (!(e instanceof VaultError)) throw e;
-      throw malformed(`not a keyfile: ${e.message} (a keyfile is version 1, ${keyfile.length === 0 ? 'not empty' : 'exactly its size'}); nothing changed`);
-    }
+    const next = checkKeyfile(keyfile);
     const contentKey = vaultKeyfileKey(user, id);
     const headKey = vaultKeyfileHeadKey(user, id);
     for (let tries = 1; ; tries++) {
