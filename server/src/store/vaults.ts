@@ -646,11 +646,13 @@ export interface VaultCollection {
   skipped: string[];
 }
 
-/** The store's vaults and their packs: vaults/<user>/(heads|packs|sums)/<id>[/<pack>]. */
-const VAULT_OBJECT = /^vaults\/([^/]+)\/(heads|packs|sums)\/([0-9a-f]{32})(?:\/([0-9a-f]{64}))?$/;
+/** The store's vaults and their objects: vaults/<user>/(heads|keys|keyfiles|packs|sums)/<id>[/<pack>]. */
+const VAULT_OBJECT = /^vaults\/([^/]+)\/(heads|keys|keyfiles|packs|sums)\/([0-9a-f]{32})(?:\/([0-9a-f]{64}))?$/;
 
-/** One listing of vaults/: per vault (by its head's key), its packs and their sums. */
-async function listVaults(backend: Backend): Promise<Map<string, { packs: Map<string, { size: number; modified: number }>; sums: Map<string, number> }>> {
+/** One listing of vaults/: per vault with a head, packs or sums (by its head's key), its packs
+ *  and their sums; `all`, when given, gets every vault any object names (`<user>/<id>`, the
+ *  user as encoded in keys). */
+async function listVaults(backend: Backend, all?: Set<string>): Promise<Map<string, { packs: Map<string, { size: number; modified: number }>; sums: Map<string, number> }>> {
   const found = new Map<string, { packs: Map<string, { size: number; modified: number }>; sums: Map<string, number> }>();
   const vaultOf = (user: string, id: string) => {
     const key = `${VAULTS_PREFIX}${user}/heads/${id}`;
@@ -662,6 +664,7 @@ async function listVaults(backend: Backend): Promise<Map<string, { packs: Map<st
     const m = VAULT_OBJECT.exec(e.key);
     if (!m) continue;
     const [, user, kind, id, pack] = m;
+    all?.add(`${user}/${id}`);
     if (kind === 'heads' && !pack) vaultOf(user, id);
     else if (kind === 'packs' && pack) vaultOf(user, id).packs.set(pack, { size: e.size, modified: e.modified });
     else if (kind === 'sums' && pack) vaultOf(user, id).sums.set(pack, e.modified);
@@ -669,14 +672,78 @@ async function listVaults(backend: Backend): Promise<Map<string, { packs: Map<st
   return found;
 }
 
-/** `dsync check` of the vaults: every head parses, and every pack a head names is stored (one
- *  line of `fail` per problem). What is in a pack only its clients can check. */
+/** A keyfile head's creation time beyond this far ahead of the checker's clock is damage. */
+const CREATED_AHEAD_MS = 24 * 3_600_000;
+
+/**
+ * `dsync check` of one vault's keyfile, as the server would serve it and a client decode it:
+ * the changed keyfile's head (`vaults/<user>/keyfiles/<id>`) decodes (its magic, a creation time
+ * that is a time, the keyfile's size) and the keyfile in it, and the keyfile as created
+ * (`vaults/<user>/keys/<id>`), are version-1 keyfiles a client takes (keys.ts `keyfileParts`:
+ * version, Argon2id parameters, exact size); where both are left (a change that stopped before
+ * deleting the one as created), their key checks agree; a vault with no keyfile at all is
+ * reported (no device can open it). Damage in the salt, the key check or the sealed key is
+ * beyond what the server can see: only the passphrase or the recovery key tells.
+ */
+async function checkVaultKeyfile(backend: Backend, user: string, id: string, fail: (line: string) => void): Promise<void> {
+  const headKey = `${VAULTS_PREFIX}${user}/keyfiles/${id}`;
+  const createdKey = `${VAULTS_PREFIX}${user}/keys/${id}`;
+  const damaged = (key: string, why: string) => fail(`${key}: a damaged vault keyfile (${why}): no device can open vault ${id} until it is restored`);
+  const checks: { key: string; check: Uint8Array }[] = [];
+  const got = await backend.getHead(headKey);
+  if (got) {
+    try {
+      const h = decodeKeyfileHead(got.body, headKey);
+      if (!Number.isSafeInteger(h.created) || h.created < 1 || h.created > Date.now() + CREATED_AHEAD_MS) damaged(headKey, `its creation time ${h.created} is not a time`);
+      checks.push({ key: headKey, check: keyfileParts(h.keyfile).check });
+    } catch (e) {
+      if (!(e instanceof VaultError || e instanceof DamageError)) throw e;
+      damaged(headKey, e instanceof DamageError ? `not a keyfile head: DSVK 0x01, a creation time, 1 to ${VAULT_KEYFILE_MAX} bytes of keyfile` : e.message);
+    }
+  }
+  let created: Uint8Array | null = null;
+  try {
+    created = await backend.get(createdKey);
+  } catch (e) {
+    // a change deletes the keyfile as created once its head is written
+    if (!(e instanceof NotFoundError)) throw e;
+  }
+  if (created) {
+    try {
+      checks.push({ key: createdKey, check: keyfileParts(created).check });
+    } catch (e) {
+      if (!(e instanceof VaultError)) throw e;
+      // unread while the changed keyfile is there, but a sign of damage all the same
+      damaged(createdKey, e.message);
+    }
+  }
+  if (!got && !created) {
+    // listed but gone: a keyfile is never deleted while it is the vault's only one
+    fail(`${VAULTS_PREFIX}${user}/…/${id}: vault ${id} has objects but no keyfile: no device can open it`);
+    return;
+  }
+  if (checks.length === 2 && !Buffer.from(checks[0].check).equals(checks[1].check)) {
+    fail(`${createdKey}: its key check is not that of ${headKey} (a passphrase change keeps the key check): one of them is damaged`);
+  }
+}
+
+/** `dsync check` of the vaults: every keyfile decodes (`checkVaultKeyfile`), every head parses,
+ *  and every pack a head names is stored (one line of `fail` per problem). What is in a pack
+ *  only its clients can check. `vaults`: the vaults found (any object names them). */
 export async function checkVaults(backend: Backend, fail: (line: string) => void): Promise<{ vaults: number }> {
-  let vaults = 0;
-  for (const [headKey, v] of await listVaults(backend)) {
+  const all = new Set<string>();
+  const listed = await listVaults(backend, all);
+  for (const v of [...all].sort()) {
+    const [user, id] = v.split('/');
+    try {
+      await checkVaultKeyfile(backend, user, id, fail);
+    } catch (e) {
+      fail(`${VAULTS_PREFIX}${user}/keys/${id}: the keyfile could not be read: ${(e as Error).message}`);
+    }
+  }
+  for (const [headKey, v] of listed) {
     const got = await backend.getHead(headKey);
     if (!got) continue;
-    vaults++;
     try {
       const h = decodeVaultHead(got.body, headKey);
       const lacking = (h.packs ?? []).filter((p) => !v.packs.has(p));
@@ -685,7 +752,7 @@ export async function checkVaults(backend: Backend, fail: (line: string) => void
       fail(`${headKey}: ${(e as Error).message}`);
     }
   }
-  return { vaults };
+  return { vaults: all.size };
 }
 
 /**
