@@ -9,8 +9,9 @@
  *   - packs, content objects under the SHA-256 of their bytes: a pack is stored only when its
  *     bytes hash to its id, and served only after what is read of it is checked again (a
  *     damaged pack is a DamageError, never wrong bytes): a whole pack against its id, a range
- *     against the SHA-256 of each SUM_BLOCK it touches, kept beside the pack (its **sums**,
- *     bound to its id), so that a small range costs a small read;
+ *     against the SHA-256 of each SUM_BLOCK it touches, kept beside a pack of more than one
+ *     block (its **sums**, bound to its id), so that a small range costs a small read; a pack of
+ *     one block has none: any range of it reads it whole, checked against its id;
  *   - one head, a head object changed only by compare-and-swap on the count of heads written
  *     (its **counter**), so two devices cannot overwrite each other's head; with it, the packs
  *     the head names as in use (the client's list) and the packs a collection condemned.
@@ -37,8 +38,13 @@ import { SegmentBytes } from './verified.ts';
 const VERIFIED_PACK_BYTES = 64 << 20;
 
 /** A pack's sums cover blocks of this many bytes (the last one shorter): a ranged read reads
- *  and hashes at most a block more on either side of the range. */
+ *  and hashes at most a block more on either side of the range. A pack of at most one block
+ *  has no sums (`hasSums`). */
 export const SUM_BLOCK = 64 << 10;
+/** Whether a pack of `size` bytes has sums stored beside it: one of a single block is read
+ *  whole by any range and checked against its id, so sums would only cost an object to write
+ *  and one to read (a small push's packs: the new chunks and list pieces of a few KB). */
+export const hasSums = (size: number) => size > SUM_BLOCK;
 /** Checked sums kept in memory (each at most 8 KiB for a 16 MiB pack), least recently used
  *  dropped first. */
 const SUMS_KEPT = 1024;
@@ -403,8 +409,8 @@ export class Vaults {
 
   /**
    * Stores a pack whose hashes the caller computed as it received its bytes (`PackHasher`),
-   * and its sums. True when stored now, false when it was there already. A stored copy that no
-   * longer hashes to its id (read twice) is replaced by these good bytes.
+   * and its sums (`hasSums`). True when stored now, false when it was there already. A stored
+   * copy that no longer hashes to its id (read twice) is replaced by these good bytes.
    */
   async putPack(user: string, id: string, pack: string, bytes: Uint8Array, hashed: { sha256: string; sums: Uint8Array }): Promise<boolean> {
     checkPackId(pack);
@@ -432,7 +438,7 @@ export class Vaults {
     this.verified.add(key, bytes);
     // after the pack: sums without their pack are never read; a pack without its sums (a crash
     // between the two) has them made again by its first read
-    await this.putSums(user, id, pack, hashed.sums);
+    if (hasSums(bytes.length)) await this.putSums(user, id, pack, hashed.sums);
     return created;
   }
 
@@ -458,8 +464,9 @@ export class Vaults {
     if (this.sums.size > SUMS_KEPT) this.sums.delete(this.sums.keys().next().value!);
   }
 
-  /** The pack's sums, checked against its id; null when they are missing or damaged. */
-  private async sumsOf(user: string, id: string, pack: string): Promise<Sums | null> {
+  /** The pack's sums, checked against its id; null when there are none, 'damaged' when they
+   *  do not check. */
+  private async sumsOf(user: string, id: string, pack: string): Promise<Sums | 'damaged' | null> {
     const key = vaultSumsKey(user, id, pack);
     const kept = this.sums.get(key);
     if (kept) return kept;
@@ -473,14 +480,14 @@ export class Vaults {
     const parsed = decodeSums(pack, stored);
     if (!parsed) {
       this.log({ error: 'damage', vault: id, pack, message: 'the sums of a pack are damaged: the pack is read whole' });
-      return null;
+      return 'damaged';
     }
     this.keepSums(key, parsed);
     return parsed;
   }
 
   /** The whole pack, verified against its id; its sums are written again when they are
-   *  missing or not the pack's. */
+   *  missing or not the pack's (a pack of one block: damaged ones are deleted, as it has none). */
   private async wholePack(user: string, id: string, pack: string): Promise<Uint8Array> {
     const key = vaultPackKey(user, id, pack);
     const kept = this.verified.whole(key);
@@ -501,9 +508,11 @@ export class Vaults {
     }
     this.verified.add(key, body);
     const had = await this.sumsOf(user, id, pack);
-    if (!had || !Buffer.from(sums).equals(Buffer.from(encodeSums(pack, had.size, [had.blocks])))) {
+    if (had === null && !hasSums(body.length)) return body;
+    if (had === 'damaged' || !had || !Buffer.from(sums).equals(Buffer.from(encodeSums(pack, had.size, [had.blocks])))) {
       this.sums.delete(vaultSumsKey(user, id, pack));
-      await this.putSums(user, id, pack, sums);
+      if (hasSums(body.length)) await this.putSums(user, id, pack, sums);
+      else await this.backend.delete(vaultSumsKey(user, id, pack));
     }
     return body;
   }
@@ -519,7 +528,8 @@ export class Vaults {
     await this.mustExist(user, id);
     const key = vaultPackKey(user, id, pack);
     const kept = this.verified.whole(key);
-    const sums = kept ? null : await this.sumsOf(user, id, pack);
+    const got = kept ? null : await this.sumsOf(user, id, pack);
+    const sums = got === 'damaged' ? null : got;
     if (!kept && !sums) {
       const body = await this.wholePack(user, id, pack);
       return { size: body.length, read: async (start, end) => body.subarray(start, end) };
