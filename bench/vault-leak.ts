@@ -16,7 +16,8 @@
  * Server CPU: a server in a child process (`dsync serve`, /proc/PID/stat), a 10 MiB file, then
  * `--edits` edits of 2 KiB in place pushed one after another: plain Dsync (a new device: the
  * server's matching) and the vault (the device that pushed before, with its piece cache); the
- * server's user + system CPU per edit, medians.
+ * server's user + system CPU per edit, medians (in 10 ms ticks, which hide the difference:
+ * bench/vault-server-cpu.ts measures it over blocks of many edits).
  *
  * Usage (from the repository root):
  *   node --import tsx bench/vault-leak.ts [--edits 7]

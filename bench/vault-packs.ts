@@ -17,6 +17,7 @@ import type { Backend } from '../server/src/store/backend.ts';
 import { localBackend } from '../server/src/store/local.ts';
 import { Repo } from '../server/src/store/repo.ts';
 import { httpVaultRemote } from '../shared/src/vault/remote.ts';
+import { newVaultKey, wrapKey } from '../shared/src/vault/keys.ts';
 import { MIB, arg, log, machine, median, table, writeResults } from './lib/common.ts';
 
 const packs = Number(arg('--packs', '24'));
@@ -48,7 +49,7 @@ try {
   const put: { ms: number; cpuMs: number }[] = [];
   try {
     const remote = httpVaultRemote(up.url);
-    await remote.create(id, randomBytes(100));
+    await remote.create(id, await wrapKey(id, newVaultKey(), 'bench', { m: 8, t: 1, p: 1 }));
     for (let i = 0; i < packs; i++) put.push(await timed(() => remote.putPack(id, ids[i], bodies[i])));
   } finally {
     await up.close();

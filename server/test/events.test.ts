@@ -7,6 +7,7 @@ import { loadConfig } from '../src/config.ts';
 import { startServer } from '../src/server.ts';
 import { pushBytes, testServer } from '../../harness/helpers.ts';
 import { until } from '../../harness/wait.ts';
+import { newVaultKey, wrapKey } from '../../shared/src/vault/keys.ts';
 
 /** How often a server reads the store's change marker (events.ts, its default). */
 const POLL_MS = 1000;
@@ -123,7 +124,7 @@ test("a vault head written is announced with the vault's id and its counter, not
     const s = await subscribe(server.url);
     await s.next((r) => r.event === 'ping', WAIT_MS);
     const id = 'ab'.repeat(16);
-    const created = await fetch(`${server.url}/api/vaults`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ id, keyfile: Buffer.from('a sealed keyfile').toString('base64') }) });
+    const created = await fetch(`${server.url}/api/vaults`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ id, keyfile: Buffer.from(await wrapKey(id, newVaultKey(), 'a passphrase', { m: 8, t: 1, p: 1 })).toString('base64') }) });
     assert.equal(created.status, 201);
     const putHead = (counter: number) => fetch(`${server.url}/api/vaults/${id}/head`, { method: 'PUT', headers: { 'Dsync-Head-Counter': String(counter), 'Dsync-Head-Packs': '0' }, body: new Uint8Array(64).fill(counter) });
     assert.equal((await putHead(0)).status, 200);

@@ -5,6 +5,7 @@
 // size, with Argon2id parameters within VAULT_ARGON2_MAX and the stored key check; everything
 // else is refused with the stored keyfile byte-identical afterwards. Of changes racing from one
 // keyfile exactly one lands. The keyfile as created is gone from the store after a change.
+// POST /api/vaults takes only a keyfile the PUT would take (nothing stored otherwise).
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -22,7 +23,7 @@ import { addUser } from '../src/http/auth.ts';
 import { type RunningServer, startServer } from '../src/server.ts';
 import type { Backend } from '../src/store/backend.ts';
 import { NotFoundError } from '../src/store/backend.ts';
-import { vaultKeyfileKey } from '../src/store/keys.ts';
+import { vaultKeyfileHeadKey, vaultKeyfileKey } from '../src/store/keys.ts';
 import { localBackend } from '../src/store/local.ts';
 import { Repo } from '../src/store/repo.ts';
 import { s3Backend } from '../src/store/s3.ts';
@@ -156,15 +157,75 @@ for (const label of ['local directory', 'MinIO'] as const) {
         assert.equal(r.status, 200, await r.text());
         assert.ok((await keyOf(id)).bytes.equals(valid));
       }
-      // a vault whose stored keyfile is not a version-1 keyfile: its key check cannot be compared
+      // a vault whose stored keyfile is not a version-1 keyfile (POST refuses one: a store
+      // written before it did): its key check cannot be compared
       const id = randomBytes(16).toString('hex');
-      await remote().create(id, randomBytes(300));
+      assert.ok(await backend.putIfAbsent(vaultKeyfileKey('alice', id), randomBytes(300)));
       const odd = await keyOf(id);
       const r = await put(id, await wrapKey(id, newVaultKey(), 'z', LIGHT), { 'If-Match': odd.etag! });
       assert.equal(r.status, 409);
       assert.match(((await r.json()) as { error: string }).error, /not a version-1 keyfile/);
       assert.ok((await keyOf(id)).bytes.equals(odd.bytes));
       assert.equal((await put(randomBytes(16).toString('hex'), odd.bytes, { 'If-Match': odd.etag! })).status, 404, 'no such vault');
+    });
+
+    test('POST /api/vaults takes only what PUT /key takes: each malformed keyfile is a 400 naming what is wrong, with nothing stored; a valid one (parameters at the maximum too) is created', async () => {
+      const post = (id: string, keyfile: Uint8Array, who = 'alice') =>
+        fetch(`${server.url}/api/vaults`, { method: 'POST', headers: { ...auth(who), 'Content-Type': 'application/json' }, body: JSON.stringify({ id, keyfile: Buffer.from(keyfile).toString('base64') }) });
+      const listed = async () => ((await (await fetch(`${server.url}/api/vaults`, { headers: auth('alice') })).json()) as { vaults: { id: string }[] }).vaults.map((v) => v.id);
+      const u32 = (n: number) => [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255];
+      for (let round = 0; round < 2; round++) {
+        const id = randomBytes(16).toString('hex');
+        const valid = Buffer.from(await wrapKey(id, newVaultKey(), PASS, LIGHT));
+        const patch = (at: number, bytes: number[]) => {
+          const b = Buffer.from(valid);
+          b.set(bytes, at);
+          return b;
+        };
+        const cases: [string, Uint8Array, RegExp][] = [
+          ['truncated', valid.subarray(0, KEYFILE_BYTES - 1), /cut short/],
+          ['cut to its head', valid.subarray(0, 58), /cut short/],
+          ['one byte', valid.subarray(0, 1), /cut short/],
+          ['a byte more', Buffer.concat([valid, Buffer.from([0])]), /not a keyfile/],
+          ['the largest size', Buffer.concat([valid, randomBytes(VAULT_KEYFILE_MAX - KEYFILE_BYTES)]), /not a keyfile/],
+          ['version 2', patch(0, [2]), /unknown version/],
+          ['version 0', patch(0, [0]), /unknown version/],
+          ['m beyond the maximum', patch(1, u32(VAULT_ARGON2_MAX.m + 1)), /beyond what/],
+          ['m 2^32 - 1', patch(1, u32(0xffffffff)), /beyond what/],
+          ['t beyond the maximum', patch(5, u32(VAULT_ARGON2_MAX.t + 1)), /beyond what/],
+          ['t 0', patch(5, u32(0)), /beyond what/],
+          ['p beyond the maximum', patch(9, [VAULT_ARGON2_MAX.p + 1]), /beyond what/],
+          ['p 0', patch(9, [0]), /beyond what/],
+          ['m under 8p', patch(1, u32(7)), /beyond what/],
+          ['random bytes of its size, another version', Buffer.concat([Buffer.from([0xff]), randomBytes(KEYFILE_BYTES - 1)]), /unknown version/],
+        ];
+        for (const [what, keyfile, why] of cases) {
+          const r = await post(id, keyfile);
+          const text = await r.text();
+          assert.equal(r.status, 400, `${what}: ${text}`);
+          const error = JSON.parse(text).error as string;
+          assert.match(error, /^not a keyfile: /, what);
+          assert.match(error, why, what);
+          assert.match(error, /nothing stored/, what);
+          // nothing stored: no keyfile under either key, no vault listed or readable
+          assert.equal(await backend.size(vaultKeyfileKey('alice', id)), null, `${what}: no keyfile as created`);
+          assert.equal(await backend.getHead(vaultKeyfileHeadKey('alice', id)), null, `${what}: no changed keyfile`);
+          assert.equal((await fetch(`${server.url}/api/vaults/${id}/key`, { headers: auth('alice') })).status, 404, what);
+          assert.ok(!(await listed()).includes(id), what);
+        }
+        // through the client: the same refusal
+        await assert.rejects(remote().create(id, patch(0, [2])), (e: Error & { status?: number }) => e.status === 400 && /unknown version/.test(e.message));
+        // a valid keyfile, or one at the largest parameters (the server cannot tell), is created under the id
+        const good = round === 0 ? valid : patch(1, [...u32(VAULT_ARGON2_MAX.m), ...u32(VAULT_ARGON2_MAX.t), VAULT_ARGON2_MAX.p]);
+        const r = await post(id, good);
+        assert.equal(r.status, 201, await r.text());
+        assert.ok((await keyOf(id)).bytes.equals(good));
+        assert.ok((await listed()).includes(id));
+        assert.equal((await post(id, good)).status, 409);
+      }
+      // a vault created through the client opens with its passphrase
+      const { vault } = await createVault(remote(), PASS, memoryHeads(), LIGHT);
+      await openVault(remote(), vault.id, { passphrase: PASS }, memoryHeads());
     });
 
     test('changes racing from one keyfile: exactly one lands, the others get 409, and the stored keyfile is the winner\'s', async () => {

@@ -3,14 +3,15 @@
  * Host, Origin and identity checks (server.ts), each in the caller's own namespace, with the
  * user's turns and the process' admission as the file routes (guard.ts):
  *
- *   POST /api/vaults {id, keyfile}            201 {id}; 409 if the id exists; 400 a bad id,
- *                                             keyfile (base64, 1 to VAULT_KEYFILE_MAX bytes) or field
+ *   POST /api/vaults {id, keyfile}            201 {id}; 409 if the id exists; 400 a bad id or
+ *                                             field, or a keyfile (base64) the PUT would not take
+ *                                             (store/vaults.ts checkKeyfile); nothing stored
  *   GET  /api/vaults                          {vaults: [{id, created}]}
  *   GET  /api/vaults/:id/key                  the keyfile's bytes, ETag: its SHA-256 (quoted hex)
  *   PUT  /api/vaults/:id/key                  If-Match: the ETag of the keyfile it replaces, body the
  *                                             new keyfile: 200 {id}; 409 when the keyfile is another
- *                                             now; 400 not a version-1 keyfile with the same key
- *                                             check; 428 without If-Match (nothing written)
+ *                                             now; 400 a keyfile POST would not take, or another
+ *                                             key check; 428 without If-Match (nothing written)
  *   PUT  /api/vaults/:id/packs/:pack          body: the pack (Content-Length, 1 to --vault-pack-max
  *                                             bytes, 413 beyond), :pack its SHA-256 (400 if not):
  *                                             201 stored, 200 there already

@@ -3,8 +3,8 @@
  * "Check"). Every head parses; every version's index exists and matches its content address;
  * every segment a layout references exists and is long enough; every folder catalog agrees
  * with the file heads; with `readData`, every byte of every version is read and checked
- * against its chunk's strong hash (each segment range once). Every vault's head parses and
- * every pack it names is stored (vaults.ts `checkVaults`).
+ * against its chunk's strong hash (each segment range once). Every vault's keyfile decodes,
+ * its head parses and every pack it names is stored (vaults.ts `checkVaults`).
  */
 import type { Repo } from './repo.ts';
 import { parseFileHead, parseUploadsHead } from './format.ts';
@@ -20,6 +20,8 @@ export interface CheckReport {
   versions: number;
   indexes: number;
   segments: number;
+  /** vaults whose keyfile and head were checked (vaults.ts `checkVaults`) */
+  vaults: number;
   /** segment bytes read and verified (readData) */
   bytesRead: number;
   /** one line per problem, naming the file and version where there is one */
@@ -28,7 +30,7 @@ export interface CheckReport {
 
 export async function runCheck(repo: Repo, opts: { readData?: boolean; log?: (line: string) => void } = {}): Promise<CheckReport> {
   const b = repo.backend;
-  const report: CheckReport = { files: 0, versions: 0, indexes: 0, segments: 0, bytesRead: 0, errors: [] };
+  const report: CheckReport = { files: 0, versions: 0, indexes: 0, segments: 0, vaults: 0, bytesRead: 0, errors: [] };
   const fail = (line: string) => {
     report.errors.push(line);
     opts.log?.(line);
@@ -101,7 +103,7 @@ export async function runCheck(repo: Repo, opts: { readData?: boolean; log?: (li
       fail(`${e.key}: ${(err as Error).message}`);
     }
   }
-  await checkVaults(b, fail);
+  report.vaults = (await checkVaults(b, fail)).vaults;
   // the folder catalogs agree with the file heads (a lagging one is repaired by gc)
   for (const [fkey, files] of expected) {
     let c;

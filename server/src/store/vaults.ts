@@ -9,8 +9,9 @@
  *   - packs, content objects under the SHA-256 of their bytes: a pack is stored only when its
  *     bytes hash to its id, and served only after what is read of it is checked again (a
  *     damaged pack is a DamageError, never wrong bytes): a whole pack against its id, a range
- *     against the SHA-256 of each SUM_BLOCK it touches, kept beside the pack (its **sums**,
- *     bound to its id), so that a small range costs a small read;
+ *     against the SHA-256 of each SUM_BLOCK it touches, kept beside a pack of more than one
+ *     block (its **sums**, bound to its id), so that a small range costs a small read; a pack of
+ *     one block has none: any range of it reads it whole, checked against its id;
  *   - one head, a head object changed only by compare-and-swap on the count of heads written
  *     (its **counter**), so two devices cannot overwrite each other's head; with it, the packs
  *     the head names as in use (the client's list) and the packs a collection condemned.
@@ -28,7 +29,7 @@ import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 import { type Backend, NotFoundError, UnknownOutcome } from './backend.ts';
 import { DamageError } from './errors.ts';
 import { PACK_ID, VAULTS_PREFIX, VAULT_ID, vaultHeadKey, vaultKeyfileHeadKey, vaultKeyfileKey, vaultKeyfilesPrefix, vaultKeysPrefix, vaultPackKey, vaultPacksPrefix, vaultSumsKey } from './keys.ts';
-import { keyfileParts, keyfileTag } from '../../../shared/src/vault/keys.ts';
+import { KEYFILE_BYTES, keyfileParts, keyfileTag } from '../../../shared/src/vault/keys.ts';
 import { VaultError } from '../../../shared/src/vault/format.ts';
 import { SegmentBytes } from './verified.ts';
 
@@ -37,8 +38,13 @@ import { SegmentBytes } from './verified.ts';
 const VERIFIED_PACK_BYTES = 64 << 20;
 
 /** A pack's sums cover blocks of this many bytes (the last one shorter): a ranged read reads
- *  and hashes at most a block more on either side of the range. */
+ *  and hashes at most a block more on either side of the range. A pack of at most one block
+ *  has no sums (`hasSums`). */
 export const SUM_BLOCK = 64 << 10;
+/** Whether a pack of `size` bytes has sums stored beside it: one of a single block is read
+ *  whole by any range and checked against its id, so sums would only cost an object to write
+ *  and one to read (a small push's packs: the new chunks and list pieces of a few KB). */
+export const hasSums = (size: number) => size > SUM_BLOCK;
 /** Checked sums kept in memory (each at most 8 KiB for a 16 MiB pack), least recently used
  *  dropped first. */
 const SUMS_KEPT = 1024;
@@ -230,6 +236,22 @@ function decodeKeyfileHead(stored: Uint8Array, key: string): { created: number; 
   return { created: Number(b.readBigUInt64BE(KEYFILE_MAGIC.length)), keyfile: b.subarray(KEYFILE_PREFIX) };
 }
 
+/**
+ * A keyfile the server takes, on create and on a passphrase change alike: a version-1 keyfile
+ * of exactly KEYFILE_BYTES whose Argon2id parameters are within VAULT_ARGON2_MAX (keys.ts
+ * `keyfileParts`); its parts, or Malformed (400) naming what is wrong. The server cannot open
+ * it, but a keyfile no client would open (or one asking a client to spend gigabytes) is never
+ * stored.
+ */
+export function checkKeyfile(keyfile: Uint8Array): ReturnType<typeof keyfileParts> {
+  try {
+    return keyfileParts(keyfile);
+  } catch (e) {
+    if (!(e instanceof VaultError)) throw e;
+    throw malformed(`not a keyfile: ${e.message} (a keyfile is version 1, exactly ${KEYFILE_BYTES} bytes); nothing stored`);
+  }
+}
+
 /** The checks of the REST routes' inputs (server/src/http/vaults.ts), one home each. */
 export function checkVaultId(id: unknown): string {
   if (typeof id !== 'string' || !VAULT_ID.test(id)) throw malformed('a vault id is 32 lowercase hex digits');
@@ -259,10 +281,11 @@ export class Vaults {
     if (this.knownVaults.size > VAULTS_KNOWN) this.knownVaults.delete(this.knownVaults.values().next().value!);
   }
 
-  /** Creates a vault with its wrapped-key file; Inconsistent (409) when the id exists. */
+  /** Creates a vault with its wrapped-key file (`checkKeyfile`: Malformed, 400, nothing
+   *  stored); Inconsistent (409) when the id exists. */
   async create(user: string, id: string, keyfile: Uint8Array): Promise<void> {
     checkVaultId(id);
-    if (keyfile.length < 1 || keyfile.length > VAULT_KEYFILE_MAX) throw malformed(`a keyfile is 1 to ${VAULT_KEYFILE_MAX} bytes`);
+    checkKeyfile(keyfile);
     const key = vaultKeyfileKey(user, id);
     // a vault whose keyfile was changed has no content object left: its head says it exists
     // (a change writes its head before it deletes the content object)
@@ -323,20 +346,14 @@ export class Vaults {
    * client read, named by its tag (`replaces`, keys.ts keyfileTag): Inconsistent (409) when the keyfile is
    * another one now (a change elsewhere landed first, or the client read it before one), so of
    * two changes from one keyfile exactly one lands and a stale device overwrites nothing.
-   * `keyfile` must be a version-1 keyfile of exactly its size, with Argon2id parameters within
-   * VAULT_ARGON2_MAX, whose key check is the stored one's (Malformed, 400, otherwise): a
+   * `keyfile` must be one the server takes (`checkKeyfile`) whose key check is the stored
+   * one's (Malformed, 400, otherwise): a
    * keyfile wrapping another key would lock every device out of the vault's data. Nothing is
    * written on a refusal. The keyfile as created is deleted once the first change landed.
    */
   async replaceKeyfile(user: string, id: string, keyfile: Uint8Array, replaces: string): Promise<void> {
     checkVaultId(id);
-    let next;
-    try {
-      next = keyfileParts(keyfile);
-    } catch (e) {
-      if (!(e instanceof VaultError)) throw e;
-      throw malformed(`not a keyfile: ${e.message} (a keyfile is version 1, ${keyfile.length === 0 ? 'not empty' : 'exactly its size'}); nothing changed`);
-    }
+    const next = checkKeyfile(keyfile);
     const contentKey = vaultKeyfileKey(user, id);
     const headKey = vaultKeyfileHeadKey(user, id);
     for (let tries = 1; ; tries++) {
@@ -392,8 +409,8 @@ export class Vaults {
 
   /**
    * Stores a pack whose hashes the caller computed as it received its bytes (`PackHasher`),
-   * and its sums. True when stored now, false when it was there already. A stored copy that no
-   * longer hashes to its id (read twice) is replaced by these good bytes.
+   * and its sums (`hasSums`). True when stored now, false when it was there already. A stored
+   * copy that no longer hashes to its id (read twice) is replaced by these good bytes.
    */
   async putPack(user: string, id: string, pack: string, bytes: Uint8Array, hashed: { sha256: string; sums: Uint8Array }): Promise<boolean> {
     checkPackId(pack);
@@ -421,7 +438,7 @@ export class Vaults {
     this.verified.add(key, bytes);
     // after the pack: sums without their pack are never read; a pack without its sums (a crash
     // between the two) has them made again by its first read
-    await this.putSums(user, id, pack, hashed.sums);
+    if (hasSums(bytes.length)) await this.putSums(user, id, pack, hashed.sums);
     return created;
   }
 
@@ -447,8 +464,9 @@ export class Vaults {
     if (this.sums.size > SUMS_KEPT) this.sums.delete(this.sums.keys().next().value!);
   }
 
-  /** The pack's sums, checked against its id; null when they are missing or damaged. */
-  private async sumsOf(user: string, id: string, pack: string): Promise<Sums | null> {
+  /** The pack's sums, checked against its id; null when there are none, 'damaged' when they
+   *  do not check. */
+  private async sumsOf(user: string, id: string, pack: string): Promise<Sums | 'damaged' | null> {
     const key = vaultSumsKey(user, id, pack);
     const kept = this.sums.get(key);
     if (kept) return kept;
@@ -462,14 +480,14 @@ export class Vaults {
     const parsed = decodeSums(pack, stored);
     if (!parsed) {
       this.log({ error: 'damage', vault: id, pack, message: 'the sums of a pack are damaged: the pack is read whole' });
-      return null;
+      return 'damaged';
     }
     this.keepSums(key, parsed);
     return parsed;
   }
 
   /** The whole pack, verified against its id; its sums are written again when they are
-   *  missing or not the pack's. */
+   *  missing or not the pack's (a pack of one block: damaged ones are deleted, as it has none). */
   private async wholePack(user: string, id: string, pack: string): Promise<Uint8Array> {
     const key = vaultPackKey(user, id, pack);
     const kept = this.verified.whole(key);
@@ -490,9 +508,11 @@ export class Vaults {
     }
     this.verified.add(key, body);
     const had = await this.sumsOf(user, id, pack);
-    if (!had || !Buffer.from(sums).equals(Buffer.from(encodeSums(pack, had.size, [had.blocks])))) {
+    if (had === null && !hasSums(body.length)) return body;
+    if (had === 'damaged' || !had || !Buffer.from(sums).equals(Buffer.from(encodeSums(pack, had.size, [had.blocks])))) {
       this.sums.delete(vaultSumsKey(user, id, pack));
-      await this.putSums(user, id, pack, sums);
+      if (hasSums(body.length)) await this.putSums(user, id, pack, sums);
+      else await this.backend.delete(vaultSumsKey(user, id, pack));
     }
     return body;
   }
@@ -508,7 +528,8 @@ export class Vaults {
     await this.mustExist(user, id);
     const key = vaultPackKey(user, id, pack);
     const kept = this.verified.whole(key);
-    const sums = kept ? null : await this.sumsOf(user, id, pack);
+    const got = kept ? null : await this.sumsOf(user, id, pack);
+    const sums = got === 'damaged' ? null : got;
     if (!kept && !sums) {
       const body = await this.wholePack(user, id, pack);
       return { size: body.length, read: async (start, end) => body.subarray(start, end) };
@@ -635,11 +656,13 @@ export interface VaultCollection {
   skipped: string[];
 }
 
-/** The store's vaults and their packs: vaults/<user>/(heads|packs|sums)/<id>[/<pack>]. */
-const VAULT_OBJECT = /^vaults\/([^/]+)\/(heads|packs|sums)\/([0-9a-f]{32})(?:\/([0-9a-f]{64}))?$/;
+/** The store's vaults and their objects: vaults/<user>/(heads|keys|keyfiles|packs|sums)/<id>[/<pack>]. */
+const VAULT_OBJECT = /^vaults\/([^/]+)\/(heads|keys|keyfiles|packs|sums)\/([0-9a-f]{32})(?:\/([0-9a-f]{64}))?$/;
 
-/** One listing of vaults/: per vault (by its head's key), its packs and their sums. */
-async function listVaults(backend: Backend): Promise<Map<string, { packs: Map<string, { size: number; modified: number }>; sums: Map<string, number> }>> {
+/** One listing of vaults/: per vault with a head, packs or sums (by its head's key), its packs
+ *  and their sums; `all`, when given, gets every vault any object names (`<user>/<id>`, the
+ *  user as encoded in keys). */
+async function listVaults(backend: Backend, all?: Set<string>): Promise<Map<string, { packs: Map<string, { size: number; modified: number }>; sums: Map<string, number> }>> {
   const found = new Map<string, { packs: Map<string, { size: number; modified: number }>; sums: Map<string, number> }>();
   const vaultOf = (user: string, id: string) => {
     const key = `${VAULTS_PREFIX}${user}/heads/${id}`;
@@ -651,6 +674,7 @@ async function listVaults(backend: Backend): Promise<Map<string, { packs: Map<st
     const m = VAULT_OBJECT.exec(e.key);
     if (!m) continue;
     const [, user, kind, id, pack] = m;
+    all?.add(`${user}/${id}`);
     if (kind === 'heads' && !pack) vaultOf(user, id);
     else if (kind === 'packs' && pack) vaultOf(user, id).packs.set(pack, { size: e.size, modified: e.modified });
     else if (kind === 'sums' && pack) vaultOf(user, id).sums.set(pack, e.modified);
@@ -658,14 +682,78 @@ async function listVaults(backend: Backend): Promise<Map<string, { packs: Map<st
   return found;
 }
 
-/** `dsync check` of the vaults: every head parses, and every pack a head names is stored (one
- *  line of `fail` per problem). What is in a pack only its clients can check. */
+/** A keyfile head's creation time beyond this far ahead of the checker's clock is damage. */
+const CREATED_AHEAD_MS = 24 * 3_600_000;
+
+/**
+ * `dsync check` of one vault's keyfile, as the server would serve it and a client decode it:
+ * the changed keyfile's head (`vaults/<user>/keyfiles/<id>`) decodes (its magic, a creation time
+ * that is a time, the keyfile's size) and the keyfile in it, and the keyfile as created
+ * (`vaults/<user>/keys/<id>`), are version-1 keyfiles a client takes (keys.ts `keyfileParts`:
+ * version, Argon2id parameters, exact size); where both are left (a change that stopped before
+ * deleting the one as created), their key checks agree; a vault with no keyfile at all is
+ * reported (no device can open it). Damage in the salt, the key check or the sealed key is
+ * beyond what the server can see: only the passphrase or the recovery key tells.
+ */
+async function checkVaultKeyfile(backend: Backend, user: string, id: string, fail: (line: string) => void): Promise<void> {
+  const headKey = `${VAULTS_PREFIX}${user}/keyfiles/${id}`;
+  const createdKey = `${VAULTS_PREFIX}${user}/keys/${id}`;
+  const damaged = (key: string, why: string) => fail(`${key}: a damaged vault keyfile (${why}): no device can open vault ${id} until it is restored`);
+  const checks: { key: string; check: Uint8Array }[] = [];
+  const got = await backend.getHead(headKey);
+  if (got) {
+    try {
+      const h = decodeKeyfileHead(got.body, headKey);
+      if (!Number.isSafeInteger(h.created) || h.created < 1 || h.created > Date.now() + CREATED_AHEAD_MS) damaged(headKey, `its creation time ${h.created} is not a time`);
+      checks.push({ key: headKey, check: keyfileParts(h.keyfile).check });
+    } catch (e) {
+      if (!(e instanceof VaultError || e instanceof DamageError)) throw e;
+      damaged(headKey, e instanceof DamageError ? `not a keyfile head: DSVK 0x01, a creation time, 1 to ${VAULT_KEYFILE_MAX} bytes of keyfile` : e.message);
+    }
+  }
+  let created: Uint8Array | null = null;
+  try {
+    created = await backend.get(createdKey);
+  } catch (e) {
+    // a change deletes the keyfile as created once its head is written
+    if (!(e instanceof NotFoundError)) throw e;
+  }
+  if (created) {
+    try {
+      checks.push({ key: createdKey, check: keyfileParts(created).check });
+    } catch (e) {
+      if (!(e instanceof VaultError)) throw e;
+      // unread while the changed keyfile is there, but a sign of damage all the same
+      damaged(createdKey, e.message);
+    }
+  }
+  if (!got && !created) {
+    // listed but gone: a keyfile is never deleted while it is the vault's only one
+    fail(`${VAULTS_PREFIX}${user}/…/${id}: vault ${id} has objects but no keyfile: no device can open it`);
+    return;
+  }
+  if (checks.length === 2 && !Buffer.from(checks[0].check).equals(checks[1].check)) {
+    fail(`${createdKey}: its key check is not that of ${headKey} (a passphrase change keeps the key check): one of them is damaged`);
+  }
+}
+
+/** `dsync check` of the vaults: every keyfile decodes (`checkVaultKeyfile`), every head parses,
+ *  and every pack a head names is stored (one line of `fail` per problem). What is in a pack
+ *  only its clients can check. `vaults`: the vaults found (any object names them). */
 export async function checkVaults(backend: Backend, fail: (line: string) => void): Promise<{ vaults: number }> {
-  let vaults = 0;
-  for (const [headKey, v] of await listVaults(backend)) {
+  const all = new Set<string>();
+  const listed = await listVaults(backend, all);
+  for (const v of [...all].sort()) {
+    const [user, id] = v.split('/');
+    try {
+      await checkVaultKeyfile(backend, user, id, fail);
+    } catch (e) {
+      fail(`${VAULTS_PREFIX}${user}/keys/${id}: the keyfile could not be read: ${(e as Error).message}`);
+    }
+  }
+  for (const [headKey, v] of listed) {
     const got = await backend.getHead(headKey);
     if (!got) continue;
-    vaults++;
     try {
       const h = decodeVaultHead(got.body, headKey);
       const lacking = (h.packs ?? []).filter((p) => !v.packs.has(p));
@@ -674,7 +762,7 @@ export async function checkVaults(backend: Backend, fail: (line: string) => void
       fail(`${headKey}: ${(e as Error).message}`);
     }
   }
-  return { vaults };
+  return { vaults: all.size };
 }
 
 /**
