@@ -92,10 +92,15 @@ async function open(key: CryptoKey, sealed: Uint8Array, aad: Uint8Array): Promis
 }
 
 /** A chunk's associated data: what it is, whose it is and which it is. */
-const chunkAad = (k: VaultKeys, kind: KindCode, id: Uint8Array) => new Writer().bytes(utf8('dsync vault chunk v1')).u8(kind).bytes(k.idBytes).bytes(id).done();
+const chunkAad = (k: Pick<VaultKeys, 'idBytes'>, kind: KindCode, id: Uint8Array) => new Writer().bytes(utf8('dsync vault chunk v1')).u8(kind).bytes(k.idBytes).bytes(id).done();
 
 export function sealChunk(k: VaultKeys, kind: KindCode, id: Uint8Array, plain: Uint8Array): Promise<Uint8Array> {
-  return seal(kind === 0 ? k.content : k.metadata, plain, chunkAad(k, kind, id));
+  return kind === 0 ? sealContent(k, id, plain) : seal(k.metadata, plain, chunkAad(k, kind, id));
+}
+
+/** A content chunk sealed (kind 0): what a chunk worker, which holds no metadata key, seals. */
+export function sealContent(k: Pick<VaultKeys, 'idBytes' | 'content'>, id: Uint8Array, plain: Uint8Array): Promise<Uint8Array> {
+  return seal(k.content, plain, chunkAad(k, 0, id));
 }
 
 export async function openChunk(k: VaultKeys, kind: KindCode, id: Uint8Array, sealed: Uint8Array): Promise<Uint8Array> {

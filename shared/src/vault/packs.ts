@@ -47,7 +47,11 @@ export class PackWriter {
   /** Seals `plain` and places it in an open pack. The Ref's pack is '' until `flush` (or a
    *  full pack) uploads it. */
   async add(kind: KindCode, id: Uint8Array, plain: Uint8Array): Promise<Ref> {
-    const sealed = await sealChunk(this.k, kind, id, plain);
+    return this.place(kind, id, await sealChunk(this.k, kind, id, plain));
+  }
+
+  /** Places a chunk sealed already (by a chunk worker: spans.ts) in an open pack, as `add`. */
+  async place(kind: KindCode, id: Uint8Array, sealed: Uint8Array): Promise<Ref> {
     const slots = this.o.open ?? VAULT_OPEN_PACKS;
     let at: number;
     if (this.open.length < slots) {

@@ -9,8 +9,7 @@
  * to the last head this device saw are checked.
  */
 import { sha256 } from '@noble/hashes/sha2';
-import { RootHasher, type Source } from '../chunking/chunk-index.ts';
-import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../wire/protocol.ts';
+import type { Source } from '../chunking/chunk-index.ts';
 import { validateName } from '../wire/names.ts';
 import { VAULT_READ_BLOCK } from '../base/limits.ts';
 import { type Argon2Params, type VaultKeys, checkKey, deriveKeys, fromRecoveryKey, newVaultId, newVaultKey, openChunk, openHead, recoveryKey, sealHead, unwrapKey, wrapKey } from './keys.ts';
@@ -40,6 +39,7 @@ import {
 } from './format.ts';
 import { type PieceCache, memoryPieceCache } from './cache.ts';
 import { PackWriter } from './packs.ts';
+import { type FileCut, serialChunks } from './spans.ts';
 import type { VaultRemote } from './remote.ts';
 import { type Expect, type Seen, addVersion, applyAll, byName, checkExpect, deleteFile, emptyTree, fileFor, last, newFileId, packsInUse, purgeFile, renameFile, seen, seenAt, seenDeleted, setKeep } from './tree.ts';
 
@@ -469,43 +469,29 @@ export class Vault {
     return { seq: done.seq, landed: versions.map((_, k) => (refused[k] ? { error: refused[k] } : { ok: all.find((x) => equal(x.id, ids[k]))?.n ?? 0 })) };
   }
 
-  /** Chunks `source` with the vault's keys, sealing into `packs` only the chunks the vault
-   *  lacks (as far as this device knows): its Refs, how many were reused, and the root of the
-   *  bytes read with the default chunking (the keyed chunker reads the source once, in order:
-   *  the root is of the same bytes). */
-  private async chunkFile(packs: PackWriter, name: string, source: Source): Promise<{ refs: Ref[]; reused: number; size: number; root: Uint8Array }> {
+  /** Chunks `source` with the vault's keys (`cut`: cut and sealed elsewhere, spans.ts; else
+   *  here), sealing into `packs` only the chunks the vault lacks (as far as this device knows):
+   *  its Refs, how many were reused, and the root of the bytes read with the default chunking
+   *  (computed from the very bytes chunked). */
+  private async chunkFile(packs: PackWriter, name: string, source: Source, cut: FileCut = serialChunks(this.keys, source)): Promise<{ refs: Ref[]; reused: number; size: number; root: Uint8Array }> {
     const refs: Ref[] = [];
     let reused = 0;
-    const hasher = new RootHasher(DEFAULT_PARAMS, DEFAULT_ALGO);
-    let root: Uint8Array;
-    try {
-      let next = 0;
-      const read: Source = {
-        size: source.size,
-        read: async (offset, length) => {
-          if (offset !== next) throw new Error('the keyed chunker read out of order');
-          const bytes = await source.read(offset, length);
-          next += bytes.length;
-          hasher.push(bytes);
-          return bytes;
-        },
-      };
-      for await (const batch of keyedChunks(this.keys, read)) {
-        for (const c of batch) {
-          const key = refKey(Kind.Content, c.id);
-          let r = this.index.get(key);
-          if (r) reused++;
-          else {
-            r = await packs.add(Kind.Content, c.id, c.bytes);
-            this.index.set(key, r);
-          }
-          refs.push(r);
-        }
-      }
-      root = hasher.finish();
-    } finally {
-      hasher.free();
+    for await (const b of cut.batches) {
+      const keys = b.ids.map((id) => refKey(Kind.Content, id));
+      // the chunks to seal: those the vault lacks, each once
+      const fresh: number[] = [];
+      const sealing = new Set<string>();
+      keys.forEach((key, i) => {
+        if (this.index.has(key) || sealing.has(key)) return;
+        sealing.add(key);
+        fresh.push(i);
+      });
+      const sealed = await b.seal(fresh);
+      for (const [j, i] of fresh.entries()) this.index.set(keys[i], await packs.place(Kind.Content, b.ids[i], sealed[j]));
+      for (const key of keys) refs.push(this.index.get(key)!);
+      reused += keys.length - fresh.length;
     }
+    const root = cut.root();
     const size = refs.reduce((n, r) => n + plainLength(r), 0);
     if (size !== source.size) throw new VaultError(`${JSON.stringify(name)} changed while it was read`);
     return { refs, reused, size, root };
@@ -517,8 +503,8 @@ export class Vault {
    *  compare-and-swap. A deleted `name` becomes live again, with its history. `expect`: only
    *  while the vault holds that at `name` (each time the head is read), else VaultChanged.
    *  The version records the root of the bytes read with the default chunking. */
-  async push(rawName: string, source: Source, mtime: number, o: { expect?: Expect } = {}): Promise<VaultPushReport> {
-    const [got] = await this.pushMany([{ name: rawName, source, mtime, expect: o.expect }]);
+  async push(rawName: string, source: Source, mtime: number, o: { expect?: Expect; cut?: FileCut } = {}): Promise<VaultPushReport> {
+    const [got] = await this.pushMany([{ name: rawName, source, mtime, expect: o.expect, cut: o.cut }]);
     if ('error' in got) throw got.error;
     return got.ok;
   }
@@ -530,7 +516,7 @@ export class Vault {
    *  (VaultChanged) and the others land. Each file's report (`packBytes` and `packs` are the
    *  batch's) or refusal; any other failure (a source that cannot be read, an upload, the
    *  head) throws with no head written: the vault stays as it was. */
-  async pushMany(items: { name: string; source: Source; mtime: number; expect?: Expect }[]): Promise<Outcome<VaultPushReport>[]> {
+  async pushMany(items: { name: string; source: Source; mtime: number; expect?: Expect; cut?: FileCut }[]): Promise<Outcome<VaultPushReport>[]> {
     const names = items.map((it) => validateName(it.name));
     if (new Set(names).size !== names.length) throw new VaultError('a name twice in one push');
     return this.writing(async (packs) => {
@@ -555,7 +541,7 @@ export class Vault {
       const made: Landing[] = [];
       const chunked: { reused: number; chunks: number }[] = [];
       for (const k of go) {
-        const c = await this.chunkFile(packs, names[k], items[k].source);
+        const c = await this.chunkFile(packs, names[k], items[k].source, items[k].cut);
         made.push({ name: names[k], refs: c.refs, size: c.size, root: c.root, mtime: items[k].mtime, order: previous.get(k)?.packs ?? [], expect: items[k].expect });
         chunked.push({ reused: c.reused, chunks: c.refs.length });
       }
