@@ -17,7 +17,7 @@ import { RootHasher, type Source, runHash } from '../chunking/chunk-index.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../wire/protocol.ts';
 import { CONTENT_PARAMS, keyedChunks } from './chunks.ts';
 import { ID_BYTES, Kind, SEAL_OVERHEAD } from './format.ts';
-import { type VaultKeys, sealChunk, sealContent } from './keys.ts';
+import { type VaultKeys, sealChunk, sealContentInto } from './keys.ts';
 
 /** A span's bytes: a worker reads, cuts and hashes this much at once. */
 export const SPAN_BYTES = 16 << 20;
@@ -114,12 +114,14 @@ export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: num
     let total = 0;
     for (const l of m.lengths) total += l + SEAL_OVERHEAD;
     const out = new Uint8Array(total);
-    const sealed = await Promise.all(Array.from(m.lengths, (l, i) => sealContent(keys!, m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES), bytes.subarray(m.offsets[i], m.offsets[i] + l))));
     let at = 0;
-    for (const s of sealed) {
-      out.set(s, at);
-      at += s.length;
-    }
+    await Promise.all(
+      Array.from(m.lengths, (l, i) => {
+        const into = at;
+        at += l + SEAL_OVERHEAD;
+        return sealContentInto(keys!, m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES), bytes.subarray(m.offsets[i], m.offsets[i] + l), out, into);
+      }),
+    );
     return out;
   };
   return (m) => {
