@@ -123,5 +123,5 @@ test('joinLists goes on in the next list at the first cut both share, and gives 
   assert.equal(at2.pos, 25);
   // a cut at the next list's very start
   const at3 = { list: { from: 0, lengths: Uint32Array.of(20, 5) }, next: 0, pos: 0 };
-  assert.deepEqual(joinLists(at3, { from: 20, lengths: Uint32Array.of(5) }, take).next, 0);
+  assert.deepEqual(joinLists(at3, { from: 20, lengths: Uint32Array.of(5) }, take)!.next, 0);
 });
