@@ -3,8 +3,8 @@
 // across the first span border (16 MiB), a short period across the second and random bytes again
 // is pushed from the page; the CLI pulls it with the same bytes as its old copy: every chunk of
 // the page's manifest is one the CLI cut from them (keyed chunking and ids), so no byte is
-// fetched, and the root the page recorded is the one the CLI computes. The page's CSP holds for
-// the chunk workers.
+// fetched, and the root the page recorded is the one the CLI computes. The page pulls it back
+// byte-exact (its ranges opened by the chunk workers). The page's CSP holds for the chunk workers.
 import { execFile } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -51,6 +51,9 @@ test('a file pushed from the page through its chunk workers is cut, named and ro
   writeFileSync(file, bytes);
   await page.getByTestId('vault-file-input').setInputFiles(file);
   await expect(page.getByTestId('vault-progress')).toContainText('big.bin stored', { timeout: 300_000 });
+  // the page pulls it back through the chunk workers (each range opened and checked there)
+  const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 300_000 }), page.locator('[data-testid=vault-file][data-name="big.bin"]').getByTestId('vault-download').click()]);
+  expect(readFileSync((await dl.path())!).equals(bytes)).toBe(true);
   expect(await page.evaluate(() => (window as unknown as { cspViolations: string[] }).cspViolations)).toEqual([]);
 
   // the CLI pulls it onto a copy of the same bytes

@@ -15,7 +15,7 @@ const serve = serveSpans<Blob>(initWasm(), async (blob, from, to) => new Uint8Ar
 
 /** What an answer hands over rather than copies: its arrays' buffers. */
 function transfer(r: SpanReply): ArrayBuffer[] {
-  if (!r) return [];
+  if (!r || 'refused' in r) return [];
   if (r instanceof Uint8Array) return [r.buffer as ArrayBuffer];
   return [r.keyed.lengths, r.keyed.ids, r.root.lengths, r.root.hashes].map((a) => a.buffer as ArrayBuffer);
 }

@@ -9,7 +9,7 @@
 import { httpVaultRemote } from '../../shared/src/vault/remote.ts';
 import { type Vault, createVault, openVault } from '../../shared/src/vault/vault.ts';
 import { VaultError } from '../../shared/src/vault/format.ts';
-import { SPAN_BYTES, type SpanReply, type SpanRequest, type SpanWorker, spanChunks } from '../../shared/src/vault/spans.ts';
+import { SPAN_BYTES, type SpanReply, type SpanRequest, type SpanWorker, openInWorkers, spanChunks } from '../../shared/src/vault/spans.ts';
 import { blobSource } from './blob-source.ts';
 import type { VaultFailureKind, VaultListing, VaultOpened, VaultPushed, VaultReply, VaultRequest } from './vault-api.ts';
 import { storedHeads } from './vault-heads.ts';
@@ -50,7 +50,8 @@ function startChunkWorker(onFail: () => void): Promise<ChunkWorker | null> {
       new Promise<SpanReply>((resolve, reject) => {
         const rid = next++;
         waiting.set(rid, { resolve, reject });
-        w.postMessage({ ...m, rid });
+        // a pack's range is handed over, not copied
+        w.postMessage({ ...m, rid }, m.op === 'open' ? [m.bytes.buffer as ArrayBuffer] : []);
       }),
     end: () => w.terminate(),
   };
@@ -155,8 +156,8 @@ async function run(req: VaultRequest, progress: (n: number) => void): Promise<un
     const r = await vault.push(req.name, blobSource(req.file, { onRead: (end) => tick(end) }), req.file.lastModified, { cut });
     return { name: r.name, size: r.size, chunks: r.chunks, reused: r.reused, packBytes: r.packBytes } satisfies VaultPushed;
   }
-  // a pull is verified window by window before it is handed on; the Blob is made only when the
-  // whole file has arrived and verified
+  // a pull is verified window by window before it is handed on (by the chunk workers, for a
+  // file of more than a span); the Blob is made only when the whole file has arrived and verified
   const parts: Uint8Array<ArrayBuffer>[] = [];
   let got = 0;
   await vault.pull(
@@ -166,7 +167,13 @@ async function run(req: VaultRequest, progress: (n: number) => void): Promise<un
       tick((got += bytes.length));
     },
     undefined,
-    { version: req.version },
+    {
+      version: req.version,
+      open: async (size) => {
+        const workers = size > SPAN_BYTES ? await chunkWorkers(vault!) : null;
+        return workers ? openInWorkers(workers) : undefined;
+      },
+    },
   );
   return new Blob(parts);
 }

@@ -2,7 +2,8 @@
 // random, zero, periodic, repeated and text bytes (fixed seeds), cut in spans of many sizes and
 // overlaps (none too: every join then cuts again) by one to three workers, the chunks, their
 // keyed ids and the root are exactly the serial chunker's (the CLI's), and every sealed chunk
-// opens to its bytes under its id. The workers are `serveSpans` in this thread, the very code a
+// opens to its bytes under its id; a pull's ranges opened by a worker are checked as the vault
+// checks them. The workers are `serveSpans` in this thread, the very code a
 // page's chunk worker runs.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -10,10 +11,10 @@ import '../src/chunking/wasm.ts';
 import { RootHasher, bufferSource } from '../src/chunking/chunk-index.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../src/wire/protocol.ts';
 import { Rng, randomBytes, textBytes } from '../../harness/testdata.ts';
-import { keyedChunks } from '../src/vault/chunks.ts';
-import { Kind, hex } from '../src/vault/format.ts';
-import { deriveKeys, openChunk } from '../src/vault/keys.ts';
-import { type SpanWorker, joinLists, serveSpans, serialChunks, spanChunks } from '../src/vault/spans.ts';
+import { chunkIds, keyedChunks } from '../src/vault/chunks.ts';
+import { Kind, VaultError, hex } from '../src/vault/format.ts';
+import { deriveKeys, openChunk, sealChunk } from '../src/vault/keys.ts';
+import { type SpanWorker, joinLists, openInWorkers, serveSpans, serialChunks, spanChunks } from '../src/vault/spans.ts';
 
 /** A file of runs of random bytes, zeros, a short period, text, and copies of earlier runs. */
 function file(seed: number, size: number): Uint8Array {
@@ -124,4 +125,32 @@ test('joinLists goes on in the next list at the first cut both share, and gives 
   // a cut at the next list's very start
   const at3 = { list: { from: 0, lengths: Uint32Array.of(20, 5) }, next: 0, pos: 0 };
   assert.deepEqual(joinLists(at3, { from: 20, lengths: Uint32Array.of(5) }, take)!.next, 0);
+});
+
+test("openInWorkers opens a range's content chunks as openVerified does, and refuses a flipped bit and a chunk that is not its id's", async () => {
+  const k = await deriveKeys('0123456789abcdef0123456789abcdef', key);
+  const serve = serveSpans<Uint8Array>(Promise.resolve(), async (f, from, to) => f.slice(from, to));
+  void serve({ op: 'keys', keys: k });
+  const open = openInWorkers([{ request: serve }]);
+  const plains = [randomBytes(1, 5000), randomBytes(2, 20_000), randomBytes(3, 100)];
+  const ids = plains.map((p) => chunkIds(k, p, Uint32Array.of(p.length))[0]);
+  const sealed = await Promise.all(plains.map((p, i) => sealChunk(k, Kind.Content, ids[i], p)));
+  const range = () => {
+    const out = new Uint8Array(7 + sealed.reduce((n, s) => n + s.length, 0));
+    let at = 7;
+    const chunks = sealed.map((s, i) => {
+      out.set(s, at);
+      at += s.length;
+      return { at: at - s.length, length: s.length, id: ids[i] };
+    });
+    return { out, chunks };
+  };
+  const r = range();
+  assert.deepEqual(await open(r.out, r.chunks), plains);
+  const flipped = range();
+  flipped.out[flipped.chunks[1].at + 40] ^= 1;
+  await assert.rejects(open(flipped.out, flipped.chunks), (e: Error) => e instanceof VaultError && /does not verify/.test(e.message));
+  // a chunk sealed under another chunk's id opens, but its bytes are not that id's
+  const wrong = await sealChunk(k, Kind.Content, ids[0], plains[1]);
+  await assert.rejects(open(wrong, [{ at: 0, length: wrong.length, id: ids[0] }]), (e: Error) => e instanceof VaultError && /do not match its id/.test(e.message));
 });

@@ -120,8 +120,12 @@ export function sealContentInto(k: Pick<VaultKeys, 'idBytes' | 'content'>, id: U
   return sealInto(k.content, plain, chunkAad(k, 0, id), out, at);
 }
 
-export async function openChunk(k: VaultKeys, kind: KindCode, id: Uint8Array, sealed: Uint8Array): Promise<Uint8Array> {
-  const plain = await open(kind === 0 ? k.content : k.metadata, sealed, chunkAad(k, kind, id));
+/** A sealed chunk's plaintext; a chunk that does not verify is a VaultError. A chunk worker,
+ *  which holds no metadata key, opens content chunks only. */
+export async function openChunk(k: Pick<VaultKeys, 'id' | 'idBytes' | 'content'> & { metadata?: CryptoKey }, kind: KindCode, id: Uint8Array, sealed: Uint8Array): Promise<Uint8Array> {
+  const key = kind === 0 ? k.content : k.metadata;
+  if (!key) throw new Error('a chunk worker opens content chunks only');
+  const plain = await open(key, sealed, chunkAad(k, kind, id));
   if (!plain) throw new VaultError(`a chunk of vault ${k.id} does not verify (damaged, or moved from another place)`);
   return plain;
 }

@@ -15,8 +15,8 @@
 import { DsyncChunker, keyed_blake3_chunks } from '../../../wasm/pkg/dsync_wasm.js';
 import { RootHasher, type Source, runHash } from '../chunking/chunk-index.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../wire/protocol.ts';
-import { CONTENT_PARAMS, keyedChunks } from './chunks.ts';
-import { ID_BYTES, Kind, SEAL_OVERHEAD } from './format.ts';
+import { CONTENT_PARAMS, keyedChunks, openVerified } from './chunks.ts';
+import { ID_BYTES, Kind, SEAL_OVERHEAD, VaultError } from './format.ts';
 import { type VaultKeys, sealChunk, sealContentInto } from './keys.ts';
 
 /** A span's bytes: a worker reads, cuts and hashes this much at once. */
@@ -53,10 +53,14 @@ export type SpanRequest<F> =
   | { op: 'cut'; span: number; file: F; from: number; to: number; final: boolean; keep: boolean }
   /** seals the chunks of span `span` at these offsets (from its `from`), lengths and ids */
   | { op: 'seal'; span: number; offsets: Uint32Array; lengths: Uint32Array; ids: Uint8Array }
-  | { op: 'drop'; span: number };
+  | { op: 'drop'; span: number }
+  /** opens the content chunks at `at` (lengths, ids) of `bytes` (a range of a pack), each
+   *  checked against its id */
+  | { op: 'open'; bytes: Uint8Array; at: Uint32Array; lengths: Uint32Array; ids: Uint8Array };
 
-/** A seal's answer: the sealed chunks one after another (each its length + SEAL_OVERHEAD). */
-export type SpanReply = SpanCut | Uint8Array | null;
+/** A seal's answer: the sealed chunks one after another (each its length + SEAL_OVERHEAD); an
+ *  open's: the plaintexts one after another, or why a chunk was refused (a VaultError's words). */
+export type SpanReply = SpanCut | Uint8Array | { refused: string } | null;
 
 /** The keyed and default chunking of `bytes`, the file's bytes from some offset on, as if a
  *  chunk started at its first byte; `final`: they reach the file's end (every chunk is then
@@ -103,6 +107,25 @@ export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: num
       return null;
     }
     if (!keys) throw new Error('a chunk worker was given no keys');
+    if (m.op === 'open') {
+      let total = 0;
+      for (const l of m.lengths) total += l - SEAL_OVERHEAD;
+      const out = new Uint8Array(total);
+      let at = 0;
+      try {
+        await Promise.all(
+          Array.from(m.lengths, async (l, i) => {
+            const into = at;
+            at += l - SEAL_OVERHEAD;
+            out.set(await openVerified(keys!, Kind.Content, m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES), m.bytes.subarray(m.at[i], m.at[i] + l)), into);
+          }),
+        );
+      } catch (e) {
+        if (e instanceof VaultError) return { refused: e.message };
+        throw e;
+      }
+      return out;
+    }
     if (m.op === 'cut') {
       const bytes = await read(m.file, m.from, m.to);
       if (bytes.length !== m.to - m.from) throw new Error(`the file ended at ${m.from + bytes.length} bytes, before ${m.to}`);
@@ -374,5 +397,25 @@ export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o
       if (!rootOf) throw new Error('the root of a file not cut to its end');
       return rootOf;
     },
+  };
+}
+
+/** Opens content chunks of a pack's range elsewhere (a pull's): the plaintexts of `chunks` (where
+ *  each starts in `bytes`, its sealed length, its id), each opened and checked against its id as
+ *  `openVerified` does (a refusal is a VaultError). `bytes` is handed over: not to be used again. */
+export type RangeOpener = (bytes: Uint8Array, chunks: { at: number; length: number; id: Uint8Array }[]) => Promise<Uint8Array[]>;
+
+/** A RangeOpener over chunk workers, each range to the next worker in turn. */
+export function openInWorkers<F>(workers: SpanWorker<F>[]): RangeOpener {
+  let next = 0;
+  return async (bytes, chunks) => {
+    const ids = new Uint8Array(chunks.length * ID_BYTES);
+    chunks.forEach((c, i) => ids.set(c.id, i * ID_BYTES));
+    const lengths = Uint32Array.from(chunks, (c) => c.length);
+    const got = await workers[next++ % workers.length].request({ op: 'open', bytes, at: Uint32Array.from(chunks, (c) => c.at), lengths, ids });
+    if (got && 'refused' in got) throw new VaultError(got.refused);
+    const plain = got as Uint8Array;
+    let at = 0;
+    return chunks.map((c) => plain.subarray(at, (at += c.length - SEAL_OVERHEAD)));
   };
 }

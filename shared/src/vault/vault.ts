@@ -12,8 +12,8 @@ import { sha256 } from '@noble/hashes/sha2';
 import type { Source } from '../chunking/chunk-index.ts';
 import { validateName } from '../wire/names.ts';
 import { VAULT_READ_BLOCK } from '../base/limits.ts';
-import { type Argon2Params, type VaultKeys, checkKey, deriveKeys, fromRecoveryKey, newVaultId, newVaultKey, openChunk, openHead, recoveryKey, sealHead, unwrapKey, wrapKey } from './keys.ts';
-import { chunkIds, keyedChunks, listPieces } from './chunks.ts';
+import { type Argon2Params, type VaultKeys, checkKey, deriveKeys, fromRecoveryKey, newVaultId, newVaultKey, openHead, recoveryKey, sealHead, unwrapKey, wrapKey } from './keys.ts';
+import { chunkIds, keyedChunks, listPieces, openVerified } from './chunks.ts';
 import {
   type HeadRecord,
   Kind,
@@ -39,7 +39,7 @@ import {
 } from './format.ts';
 import { type PieceCache, memoryPieceCache } from './cache.ts';
 import { PackWriter } from './packs.ts';
-import { type FileCut, serialChunks } from './spans.ts';
+import { type FileCut, type RangeOpener, serialChunks } from './spans.ts';
 import type { VaultRemote } from './remote.ts';
 import { type Expect, type Seen, addVersion, applyAll, byName, checkExpect, deleteFile, emptyTree, fileFor, last, newFileId, packsInUse, purgeFile, renameFile, seen, seenAt, seenDeleted, setKeep } from './tree.ts';
 
@@ -319,10 +319,8 @@ export class Vault {
   }
 
   /** A sealed chunk's plaintext, checked against its keyed id. */
-  private async openVerified(kind: KindCode, r: Ref, sealed: Uint8Array): Promise<Uint8Array> {
-    const plain = await openChunk(this.keys, kind, r.id, sealed);
-    if (!equal(chunkIds(this.keys, plain, Uint32Array.of(plain.length))[0], r.id)) throw new VaultError(`vault ${this.id}: a chunk's contents do not match its id`);
-    return plain;
+  private openVerified(kind: KindCode, r: Ref, sealed: Uint8Array): Promise<Uint8Array> {
+    return openVerified(this.keys, kind, r.id, sealed);
   }
 
   /** Stores a list as pieces: those the vault holds are referred to, the others sealed. */
@@ -681,13 +679,14 @@ export class Vault {
    *  holds from it and fetches the others as ranges of packs; every chunk is verified before
    *  `write` gets it, in file order. A failure throws before the window it is in is written;
    *  the caller writes to a temporary file and renames it only when the pull returns. */
-  async pull(rawName: string, write: (bytes: Uint8Array) => Promise<void>, local?: Source, o: { version?: number } = {}): Promise<VaultPullReport> {
+  async pull(rawName: string, write: (bytes: Uint8Array) => Promise<void>, local?: Source, o: { version?: number; open?: (size: number) => Promise<RangeOpener | undefined> } = {}): Promise<VaultPullReport> {
     const name = validateName(rawName);
     const s = await this.state();
     const f = byName(s.tree, name);
     if (!f || (f.deleted && o.version === undefined)) throw new VaultError(`vault ${this.id} has no file ${JSON.stringify(name)}${f ? ' (it was deleted: its versions are kept, see dsync vault log)' : ''}`);
     const e = o.version === undefined ? last(f) : this.version(f, o.version);
     const { refs } = await this.manifest(f, e);
+    const open = await o.open?.(e.size);
     const have = new Map<string, { offset: number; length: number }>();
     if (local) for await (const batch of keyedChunks(this.keys, local)) for (const c of batch) have.set(hex(c.id), { offset: c.offset, length: c.bytes.length });
     const report: VaultPullReport = { name, size: e.size, mtime: e.mtime, version: e.n, root: hex(e.root), chunks: refs.length, local: 0, fetchedBytes: 0, lackedBytes: 0, ranges: 0 };
@@ -698,7 +697,7 @@ export class Vault {
       const window = refs.slice(i, j);
       const got = new Map<string, Uint8Array>();
       const missing = window.filter((r) => !have.has(hex(r.id)));
-      for (const [id, { plain }] of await this.fetchSealed(Kind.Content, missing, report)) got.set(id, plain);
+      for (const [id, { plain }] of await this.fetchSealed(Kind.Content, missing, report, open)) got.set(id, plain);
       for (const r of window) {
         const id = hex(r.id);
         let bytes = got.get(id);
@@ -783,7 +782,7 @@ export class Vault {
   /** Fetches and verifies `refs` (chunks of `kind`) as ranges of packs that start and end on
    *  VAULT_READ_BLOCK (or at a pack's end), the ranges of one pack that touch joined (up to
    *  RANGE_MAX): each chunk's sealed bytes and plaintext, by id. */
-  private async fetchSealed(kind: KindCode, refs: Ref[], report?: VaultPullReport): Promise<Map<string, { sealed: Uint8Array; plain: Uint8Array }>> {
+  private async fetchSealed(kind: KindCode, refs: Ref[], report?: VaultPullReport, open?: RangeOpener): Promise<Map<string, { sealed: Uint8Array; plain: Uint8Array }>> {
     const byPack = new Map<string, Ref[]>();
     const wanted = new Set<string>();
     for (const r of refs) {
@@ -814,12 +813,22 @@ export class Vault {
           for (const r of g.refs) report.lackedBytes += r.length;
           report.ranges++;
         }
-        for (const r of g.refs) {
-          const at = r.offset - g.offset;
-          if (at + r.length > bytes.length) throw new VaultError(`vault ${this.id}: pack ${g.pack} ends at ${g.offset + bytes.length} bytes, before a chunk it holds`);
-          const sealed = bytes.slice(at, at + r.length);
-          out.set(hex(r.id), { sealed, plain: await this.openVerified(kind, r, sealed) });
+        for (const r of g.refs) if (r.offset - g.offset + r.length > bytes.length) throw new VaultError(`vault ${this.id}: pack ${g.pack} ends at ${g.offset + bytes.length} bytes, before a chunk it holds`);
+        if (open && kind === Kind.Content) {
+          // opened elsewhere (the page's chunk workers), each checked as openVerified checks it
+          const plains = await open(bytes, g.refs.map((r) => ({ at: r.offset - g.offset, length: r.length, id: r.id })));
+          g.refs.forEach((r, i) => out.set(hex(r.id), { sealed: new Uint8Array(0), plain: plains[i] }));
+          continue;
         }
+        // the chunks of a range opened at once (a list piece's sealed bytes copied: the cache keeps them)
+        const opened = await Promise.all(
+          g.refs.map(async (r) => {
+            const at = r.offset - g.offset;
+            const sealed = kind === Kind.List ? bytes.slice(at, at + r.length) : bytes.subarray(at, at + r.length);
+            return { sealed, plain: await this.openVerified(kind, r, sealed) };
+          }),
+        );
+        g.refs.forEach((r, i) => out.set(hex(r.id), opened[i]));
       }
     };
     await Promise.all(Array.from({ length: Math.min(READS_AT_ONCE, ranges.length) }, worker));
