@@ -3,7 +3,9 @@
 // read, Argon2id with the default parameters, the sub-keys), and a first push and a pull of a
 // file of random bytes, timed from the test (pick to "stored", click to the download); beside
 // each push, in the same run, a plain first upload of as many other random bytes from the
-// Files view (pick to its card done), the yardstick of issue 46 (a vault within 1.5× of it).
+// Files view (pick to its card done), the yardstick of issue 46 (a vault within 1.5× of it);
+// the pull beside a plain download of the last plain file (its version's link, to the file
+// saved); then a 30% edit of each (the first 30% of every MiB rewritten) pushed again.
 //   npx playwright test -c bench/browser/playwright.config.ts bench/browser/vault-page.bench.ts
 // Writes bench/results/vault-page.md (OUT= elsewhere); MIB= another size than 32 MiB.
 import { readFileSync, writeFileSync } from 'node:fs';
