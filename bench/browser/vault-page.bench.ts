@@ -3,7 +3,9 @@
 // read, Argon2id with the default parameters, the sub-keys), and a first push and a pull of a
 // file of random bytes, timed from the test (pick to "stored", click to the download); beside
 // each push, in the same run, a plain first upload of as many other random bytes from the
-// Files view (pick to its card done), the yardstick of issue 46 (a vault within 1.5× of it).
+// Files view (pick to its card done), the yardstick of issue 46 (a vault within 1.5× of it);
+// the pull beside a plain download of the last plain file (its version's link, to the file
+// saved); then a 30% edit of each (the first 30% of every MiB rewritten) pushed again.
 //   npx playwright test -c bench/browser/playwright.config.ts bench/browser/vault-page.bench.ts
 // Writes bench/results/vault-page.md (OUT= elsewhere); MIB= another size than 32 MiB.
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -11,7 +13,7 @@ import { cpus, loadavg } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { VAULT_ARGON2 } from '../../shared/src/base/limits.ts';
-import { expect, openPage, result, root, test } from '../../e2e/fixtures.ts';
+import { expect, openPage, result, root, test, watchEnd } from '../../e2e/fixtures.ts';
 
 const UNLOCKS = 5;
 const MiB = 2 ** 20;
@@ -68,6 +70,40 @@ test('a vault in the page: unlock, first push, pull', async ({ page, server, dir
   const pull = Date.now() - t;
   expect(readFileSync((await dl.path())!).equals(bytes)).toBe(true);
   loads.push(loadavg()[0]);
+  // the plain download of the last plain file (Files view, the version's link, to the file saved)
+  await page.getByTestId('view-files').click();
+  const last = `plain-${ROUNDS - 1}.bin`;
+  await page.getByTestId('file-row').filter({ hasText: last }).getByRole('button', { expanded: false }).click();
+  t = Date.now();
+  const [plainDl] = await Promise.all([page.waitForEvent('download', LONG), page.getByRole('link', { name: `Download ${last} version 1` }).click()]);
+  await plainDl.path();
+  const plainPull = Date.now() - t;
+  loads.push(loadavg()[0]);
+  // a 30% edit (the first 30% of every MiB rewritten) of each, pushed again: plain, then vault
+  const edit = (b: Buffer) => {
+    const out = Buffer.from(b);
+    for (let at = 0; at < out.length; at += MiB) randomBytes(Math.min(Math.round(0.3 * MiB), out.length - at)).copy(out, at);
+    return out;
+  };
+  const plainFile = path.join(dir, last);
+  writeFileSync(plainFile, edit(readFileSync(plainFile)));
+  const ended = await watchEnd(page, last);
+  t = Date.now();
+  await page.getByTestId('file-input').setInputFiles(plainFile);
+  await result(page, last, LONG);
+  const plainEdit = (await ended()) - t;
+  await page.getByTestId('view-vaults').click();
+  const vaultFile = path.join(dir, `random-${ROUNDS - 1}.bin`);
+  writeFileSync(vaultFile, edit(bytes));
+  const before = await page.getByTestId('vault-progress').textContent();
+  t = Date.now();
+  await page.getByTestId('vault-file-input').setInputFiles(vaultFile);
+  await page.waitForFunction((old) => {
+    const line = document.querySelector('[data-testid=vault-progress]')?.textContent ?? '';
+    return line !== old && / stored: /.test(line);
+  }, before, { polling: 50, ...LONG });
+  const vaultEdit = Date.now() - t;
+  loads.push(loadavg()[0]);
 
   const sorted = [...unlocks].sort((a, b) => a - b);
   const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
@@ -82,6 +118,10 @@ Command: \`${process.env.MIB ? `MIB=${process.env.MIB} ` : ''}npx playwright tes
 | plain first upload of ${SIZE / MiB} MiB of other random bytes just before each (Files view, pick to done) | ${plains.map((ms) => `${s(ms)} (${(SIZE / MiB / (ms / 1000)).toFixed(1)} MiB/s)`).join(', ')} |
 | vault push ÷ plain upload | ${pushes.map((ms, i) => (ms / plains[i]).toFixed(2)).join(', ')} |
 | pull of it (click to the download, verified) | ${s(pull)}, ${((SIZE / MiB) / (pull / 1000)).toFixed(1)} MiB/s |
+| plain download of the last plain file (Files view, click to the file saved) | ${s(plainPull)}, ${((SIZE / MiB) / (plainPull / 1000)).toFixed(1)} MiB/s |
+| vault pull ÷ plain download | ${(pull / plainPull).toFixed(2)} |
+| 30% edit (the first 30% of every MiB rewritten) pushed again: vault; plain | ${s(vaultEdit)}; ${s(plainEdit)} |
+| vault edit ÷ plain edit | ${(vaultEdit / plainEdit).toFixed(2)} |
 `;
   writeFileSync(process.env.OUT ?? path.join(root, 'bench/results/vault-page.md'), out);
   console.log(out);

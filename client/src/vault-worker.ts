@@ -9,11 +9,13 @@
 import { httpVaultRemote } from '../../shared/src/vault/remote.ts';
 import { type Vault, createVault, openVault } from '../../shared/src/vault/vault.ts';
 import { VaultError } from '../../shared/src/vault/format.ts';
+import { SPAN_BYTES, type SpanReply, type SpanRequest, type SpanWorker, openInWorkers, spanChunks } from '../../shared/src/vault/spans.ts';
 import { blobSource } from './blob-source.ts';
 import type { VaultFailureKind, VaultListing, VaultOpened, VaultPushed, VaultReply, VaultRequest } from './vault-api.ts';
 import { storedHeads } from './vault-heads.ts';
 import { laterPieces, storedPieces } from './vault-pieces.ts';
 import { initWasm } from './wasm-init.ts';
+import { WORKER_READY, WORKER_START_MS } from './worker-start.ts';
 
 /** Progress is posted at most this often (ms): a line of text, not an animation. */
 const PROGRESS_MS = 200;
@@ -25,6 +27,79 @@ const ready = initWasm();
  *  0.4 s as Blobs; bench/results/vault-page.md). */
 const remote = httpVaultRemote(location.origin, (input, init) => fetch(input, init?.body instanceof Uint8Array ? { ...init, body: new Blob([init.body as Uint8Array<ArrayBuffer>]) } : init));
 let vault: Vault | null = null;
+
+/** Chunk workers at most: the pool is sized by the device's cores up to this. */
+const CHUNK_WORKERS_MAX = 4;
+
+type ChunkWorker = SpanWorker<Blob> & { end(): void };
+
+/** A chunk worker (vault-chunk-worker.ts), or null when it does not start within
+ *  WORKER_START_MS (or at all): the push then cuts and seals here. A worker that fails fails
+ *  what it was asked, and `onFail` is told. */
+function startChunkWorker(onFail: () => void): Promise<ChunkWorker | null> {
+  let w: Worker;
+  try {
+    w = new Worker(new URL('./vault-chunk-worker.ts', import.meta.url), { type: 'module' });
+  } catch {
+    return Promise.resolve(null);
+  }
+  const waiting = new Map<number, { resolve: (r: SpanReply) => void; reject: (e: Error) => void }>();
+  let next = 1;
+  const api: ChunkWorker = {
+    request: (m: SpanRequest<Blob>) =>
+      new Promise<SpanReply>((resolve, reject) => {
+        const rid = next++;
+        waiting.set(rid, { resolve, reject });
+        // a pack's range is handed over, not copied
+        w.postMessage({ ...m, rid }, m.op === 'open' ? [m.bytes.buffer as ArrayBuffer] : []);
+      }),
+    end: () => w.terminate(),
+  };
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => (w.terminate(), resolve(null)), WORKER_START_MS);
+    w.onmessage = (e: MessageEvent<typeof WORKER_READY | { rid: number; ok: true; value: SpanReply } | { rid: number; ok: false; error: string }>) => {
+      if (e.data === WORKER_READY) return void (clearTimeout(timer), resolve(api));
+      const r = e.data;
+      const p = waiting.get(r.rid);
+      if (!p) return;
+      waiting.delete(r.rid);
+      if (r.ok) p.resolve(r.value);
+      else p.reject(new Error(r.error));
+    };
+    w.onerror = (e) => {
+      clearTimeout(timer);
+      resolve(null);
+      const err = new Error(`a chunk worker failed: ${e.message || 'it could not start'}`);
+      for (const p of waiting.values()) p.reject(err);
+      waiting.clear();
+      onFail();
+    };
+  });
+}
+
+/** The open vault's chunk workers, started at its first push of more than a span and handed
+ *  its chunking, id and content keys; null where they cannot start. */
+let chunkPool: Promise<ChunkWorker[] | null> | null = null;
+function chunkWorkers(v: Vault): Promise<ChunkWorker[] | null> {
+  chunkPool ??= (async () => {
+    const n = Math.max(1, Math.min(CHUNK_WORKERS_MAX, navigator.hardwareConcurrency || 1));
+    // a pool with a worker that failed is ended; the next push starts another
+    const forget = () => {
+      const was = chunkPool;
+      chunkPool = null;
+      void was?.then((ws) => ws?.forEach((w) => w.end()));
+    };
+    const workers = await Promise.all(Array.from({ length: n }, () => startChunkWorker(forget)));
+    if (workers.some((w) => !w)) {
+      for (const w of workers) w?.end();
+      return null;
+    }
+    const { id, idBytes, gear, chunkId, content } = v.keys;
+    for (const w of workers) void w!.request({ op: 'keys', keys: { id, idBytes, gear, chunkId, content } }).catch(() => {});
+    return workers as ChunkWorker[];
+  })();
+  return chunkPool;
+}
 
 const post = (r: VaultReply) => (self as unknown as Worker).postMessage(r);
 
@@ -74,11 +149,15 @@ async function run(req: VaultRequest, progress: (n: number) => void): Promise<un
     }
   };
   if (req.op === 'push') {
-    const r = await vault.push(req.name, blobSource(req.file, { onRead: (end) => tick(end) }), req.file.lastModified);
+    // more than a span: cut, named and sealed by the chunk workers, a span each at a time
+    const blob = req.file.slice(0, req.file.size);
+    const workers = blob.size > SPAN_BYTES ? await chunkWorkers(vault) : null;
+    const cut = workers ? spanChunks(workers, blob, blob.size, { onCut: (end) => tick(end) }) : undefined;
+    const r = await vault.push(req.name, blobSource(req.file, { onRead: (end) => tick(end) }), req.file.lastModified, { cut });
     return { name: r.name, size: r.size, chunks: r.chunks, reused: r.reused, packBytes: r.packBytes } satisfies VaultPushed;
   }
-  // a pull is verified window by window before it is handed on; the Blob is made only when the
-  // whole file has arrived and verified
+  // a pull is verified window by window before it is handed on (by the chunk workers, for a
+  // file of more than a span); the Blob is made only when the whole file has arrived and verified
   const parts: Uint8Array<ArrayBuffer>[] = [];
   let got = 0;
   await vault.pull(
@@ -88,7 +167,13 @@ async function run(req: VaultRequest, progress: (n: number) => void): Promise<un
       tick((got += bytes.length));
     },
     undefined,
-    { version: req.version },
+    {
+      version: req.version,
+      open: async (size) => {
+        const workers = size > SPAN_BYTES ? await chunkWorkers(vault!) : null;
+        return workers ? openInWorkers(workers) : undefined;
+      },
+    },
   );
   return new Blob(parts);
 }

@@ -7,8 +7,8 @@ import { DsyncChunker, keyed_blake3_chunks } from '../../../wasm/pkg/dsync_wasm.
 import { VAULT_LIST_CHUNKS } from '../base/limits.ts';
 import { type Source, READ_SLICE, bufferSource } from '../chunking/chunk-index.ts';
 import { type ChunkParams, DEFAULT_PARAMS, FpOp } from '../wire/protocol.ts';
-import { ID_BYTES } from './format.ts';
-import type { VaultKeys } from './keys.ts';
+import { ID_BYTES, type KindCode, VaultError } from './format.ts';
+import { type VaultKeys, openChunk } from './keys.ts';
 
 /** A chunk of a file: where it starts, its bytes and its id. */
 export interface Chunk {
@@ -22,9 +22,18 @@ export const CONTENT_PARAMS: ChunkParams = DEFAULT_PARAMS;
 export const LIST_PARAMS: ChunkParams = { ...VAULT_LIST_CHUNKS, op: FpOp.Xor, every: 16 };
 
 /** The keyed BLAKE3 ids of consecutive chunks of `data` with the given lengths. */
-export function chunkIds(k: VaultKeys, data: Uint8Array, lengths: Uint32Array): Uint8Array[] {
+export function chunkIds(k: Pick<VaultKeys, 'chunkId'>, data: Uint8Array, lengths: Uint32Array): Uint8Array[] {
   const all = keyed_blake3_chunks(k.chunkId, data, lengths);
   return Array.from(lengths, (_, i) => all.subarray(i * ID_BYTES, (i + 1) * ID_BYTES));
+}
+
+/** A sealed chunk's plaintext, checked against its keyed id: a chunk that does not open, or
+ *  whose bytes are not its id's, is a VaultError. */
+export async function openVerified(k: Parameters<typeof openChunk>[0] & Pick<VaultKeys, 'chunkId'>, kind: KindCode, id: Uint8Array, sealed: Uint8Array): Promise<Uint8Array> {
+  const plain = await openChunk(k, kind, id, sealed);
+  const got = chunkIds(k, plain, Uint32Array.of(plain.length))[0];
+  if (got.length !== id.length || got.some((x, i) => x !== id[i])) throw new VaultError(`vault ${k.id}: a chunk's contents do not match its id`);
+  return plain;
 }
 
 /** The chunks of `source`, cut with the vault's Gear table, a slice's worth at a time. */

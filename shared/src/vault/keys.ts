@@ -71,12 +71,16 @@ const keyCheck = (id: string, key: Uint8Array) => sub(key, idBytes(id), 'key che
 // Sealing (AES-256-GCM, random 96-bit nonce): nonce || ciphertext || tag
 
 async function seal(key: CryptoKey, plain: Uint8Array, aad: Uint8Array): Promise<Uint8Array> {
-  const nonce = random(NONCE_BYTES);
-  const ct = new Uint8Array(await subtle.encrypt({ name: 'AES-GCM', iv: nonce, additionalData: aad as Uint8Array<ArrayBuffer> }, key, plain as Uint8Array<ArrayBuffer>));
-  const out = new Uint8Array(NONCE_BYTES + ct.length);
-  out.set(nonce);
-  out.set(ct, NONCE_BYTES);
+  const out = new Uint8Array(plain.length + SEAL_OVERHEAD);
+  await sealInto(key, plain, aad, out, 0);
   return out;
+}
+
+/** Seals `plain` into `out` at `at` (plain.length + SEAL_OVERHEAD bytes): the nonce drawn in
+ *  place, the ciphertext and tag copied once. */
+async function sealInto(key: CryptoKey, plain: Uint8Array, aad: Uint8Array, out: Uint8Array, at: number): Promise<void> {
+  const nonce = globalThis.crypto.getRandomValues(out.subarray(at, at + NONCE_BYTES));
+  out.set(new Uint8Array(await subtle.encrypt({ name: 'AES-GCM', iv: nonce as Uint8Array<ArrayBuffer>, additionalData: aad as Uint8Array<ArrayBuffer> }, key, plain as Uint8Array<ArrayBuffer>)), at + NONCE_BYTES);
 }
 
 /** The plaintext, or null when the tag does not verify (a wrong key, a flipped bit, another
@@ -92,14 +96,36 @@ async function open(key: CryptoKey, sealed: Uint8Array, aad: Uint8Array): Promis
 }
 
 /** A chunk's associated data: what it is, whose it is and which it is. */
-const chunkAad = (k: VaultKeys, kind: KindCode, id: Uint8Array) => new Writer().bytes(utf8('dsync vault chunk v1')).u8(kind).bytes(k.idBytes).bytes(id).done();
+const CHUNK_AAD = utf8('dsync vault chunk v1');
+const chunkAad = (k: Pick<VaultKeys, 'idBytes'>, kind: KindCode, id: Uint8Array) => {
+  const out = new Uint8Array(CHUNK_AAD.length + 1 + k.idBytes.length + id.length);
+  out.set(CHUNK_AAD);
+  out[CHUNK_AAD.length] = kind;
+  out.set(k.idBytes, CHUNK_AAD.length + 1);
+  out.set(id, CHUNK_AAD.length + 1 + k.idBytes.length);
+  return out;
+};
 
 export function sealChunk(k: VaultKeys, kind: KindCode, id: Uint8Array, plain: Uint8Array): Promise<Uint8Array> {
-  return seal(kind === 0 ? k.content : k.metadata, plain, chunkAad(k, kind, id));
+  return kind === 0 ? sealContent(k, id, plain) : seal(k.metadata, plain, chunkAad(k, kind, id));
 }
 
-export async function openChunk(k: VaultKeys, kind: KindCode, id: Uint8Array, sealed: Uint8Array): Promise<Uint8Array> {
-  const plain = await open(kind === 0 ? k.content : k.metadata, sealed, chunkAad(k, kind, id));
+function sealContent(k: Pick<VaultKeys, 'idBytes' | 'content'>, id: Uint8Array, plain: Uint8Array): Promise<Uint8Array> {
+  return seal(k.content, plain, chunkAad(k, 0, id));
+}
+
+/** A content chunk (kind 0) sealed into `out` at `at`: what a chunk worker, which holds no
+ *  metadata key, seals (spans.ts). */
+export function sealContentInto(k: Pick<VaultKeys, 'idBytes' | 'content'>, id: Uint8Array, plain: Uint8Array, out: Uint8Array, at: number): Promise<void> {
+  return sealInto(k.content, plain, chunkAad(k, 0, id), out, at);
+}
+
+/** A sealed chunk's plaintext; a chunk that does not verify is a VaultError. A chunk worker,
+ *  which holds no metadata key, opens content chunks only. */
+export async function openChunk(k: Pick<VaultKeys, 'id' | 'idBytes' | 'content'> & { metadata?: CryptoKey }, kind: KindCode, id: Uint8Array, sealed: Uint8Array): Promise<Uint8Array> {
+  const key = kind === 0 ? k.content : k.metadata;
+  if (!key) throw new Error('a chunk worker opens content chunks only');
+  const plain = await open(key, sealed, chunkAad(k, kind, id));
   if (!plain) throw new VaultError(`a chunk of vault ${k.id} does not verify (damaged, or moved from another place)`);
   return plain;
 }

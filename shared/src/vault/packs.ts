@@ -15,15 +15,19 @@ interface OpenPack {
   kinds: KindCode[];
 }
 
-function randomBytes(n: number): Uint8Array<ArrayBuffer> {
-  const out = new Uint8Array(n);
-  for (let i = 0; i < n; i += 65536) globalThis.crypto.getRandomValues(out.subarray(i, Math.min(n, i + 65536)));
-  return out;
+/** Fills `out` with random bytes (getRandomValues takes at most 64 KiB at a time). */
+function randomFill(out: Uint8Array): void {
+  for (let i = 0; i < out.length; i += 65536) globalThis.crypto.getRandomValues(out.subarray(i, Math.min(out.length, i + 65536)));
 }
 
 /** Full packs uploading at once while the next ones fill: sealing goes on while a pack is on the
- *  wire (awaited one by one, a page's push spent 8 of 19 s waiting for them). */
-const PACKS_IN_FLIGHT = 2;
+ *  wire (awaited one by one, a page's push spent 8 of 19 s waiting for them). A PUT takes the
+ *  server some 0.4 s on a loaded machine, most of it its fsync (bench/results/vault-packs.md),
+ *  which PUTs at once share: with two at once, a 256 MiB push (64 packs) spent most of its
+ *  time waiting for them (bench/results/vault-page.md). */
+const PACKS_IN_FLIGHT = 6;
+
+const RANDOM_SLOTS = 1024;
 
 export class PackWriter {
   private open: OpenPack[] = [];
@@ -47,13 +51,17 @@ export class PackWriter {
   /** Seals `plain` and places it in an open pack. The Ref's pack is '' until `flush` (or a
    *  full pack) uploads it. */
   async add(kind: KindCode, id: Uint8Array, plain: Uint8Array): Promise<Ref> {
-    const sealed = await sealChunk(this.k, kind, id, plain);
+    return this.place(kind, id, await sealChunk(this.k, kind, id, plain));
+  }
+
+  /** Places a chunk sealed already (by a chunk worker: spans.ts) in an open pack, as `add`. */
+  async place(kind: KindCode, id: Uint8Array, sealed: Uint8Array): Promise<Ref> {
     const slots = this.o.open ?? VAULT_OPEN_PACKS;
     let at: number;
     if (this.open.length < slots) {
       at = this.open.length;
       this.open.push({ parts: [], size: 0, refs: [], kinds: [] });
-    } else at = globalThis.crypto.getRandomValues(new Uint32Array(1))[0] % slots;
+    } else at = this.randomSlot() % slots;
     const p = this.open[at];
     const ref: Ref = { id, pack: '', offset: p.size, length: sealed.length };
     p.parts.push(sealed);
@@ -81,13 +89,26 @@ export class PackWriter {
     for (const r of settled) if (r.status === 'rejected') throw r.reason;
   }
 
+  /** Random numbers for placing chunks, drawn RANDOM_SLOTS at a time (one getRandomValues a
+   *  chunk cost a page's push a quarter of a second on 256 MiB). */
+  private slots = new Uint32Array(0);
+  private randomSlot(): number {
+    if (!this.slots.length) this.slots = globalThis.crypto.getRandomValues(new Uint32Array(RANDOM_SLOTS));
+    const x = this.slots[0];
+    this.slots = this.slots.subarray(1);
+    return x;
+  }
+
   private async upload(p: OpenPack): Promise<void> {
-    const body = randomBytes(padme(p.size));
+    // the sealed chunks, then random bytes up to PADME (only the padding drawn: a pack's worth
+    // of getRandomValues costs as much as sealing it)
+    const body = new Uint8Array(padme(p.size));
     let at = 0;
     for (const part of p.parts) {
       body.set(part, at);
       at += part.length;
     }
+    randomFill(body.subarray(at));
     // WebCrypto's SHA-256: native, some 5× @noble/hashes' on a 4 MiB pack in Node
     const id = hex(new Uint8Array(await globalThis.crypto.subtle.digest('SHA-256', body)));
     await this.remote.putPack(this.k.id, id, body);

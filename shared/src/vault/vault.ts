@@ -9,12 +9,11 @@
  * to the last head this device saw are checked.
  */
 import { sha256 } from '@noble/hashes/sha2';
-import { RootHasher, type Source } from '../chunking/chunk-index.ts';
-import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../wire/protocol.ts';
+import type { Source } from '../chunking/chunk-index.ts';
 import { validateName } from '../wire/names.ts';
 import { VAULT_READ_BLOCK } from '../base/limits.ts';
-import { type Argon2Params, type VaultKeys, checkKey, deriveKeys, fromRecoveryKey, newVaultId, newVaultKey, openChunk, openHead, recoveryKey, sealHead, unwrapKey, wrapKey } from './keys.ts';
-import { chunkIds, keyedChunks, listPieces } from './chunks.ts';
+import { type Argon2Params, type VaultKeys, checkKey, deriveKeys, fromRecoveryKey, newVaultId, newVaultKey, openHead, recoveryKey, sealHead, unwrapKey, wrapKey } from './keys.ts';
+import { chunkIds, keyedChunks, listPieces, openVerified } from './chunks.ts';
 import {
   type HeadRecord,
   Kind,
@@ -40,6 +39,7 @@ import {
 } from './format.ts';
 import { type PieceCache, memoryPieceCache } from './cache.ts';
 import { PackWriter } from './packs.ts';
+import { type FileCut, type RangeOpener, serialChunks } from './spans.ts';
 import type { VaultRemote } from './remote.ts';
 import { type Expect, type Seen, addVersion, applyAll, byName, checkExpect, deleteFile, emptyTree, fileFor, last, newFileId, packsInUse, purgeFile, renameFile, seen, seenAt, seenDeleted, setKeep } from './tree.ts';
 
@@ -319,10 +319,8 @@ export class Vault {
   }
 
   /** A sealed chunk's plaintext, checked against its keyed id. */
-  private async openVerified(kind: KindCode, r: Ref, sealed: Uint8Array): Promise<Uint8Array> {
-    const plain = await openChunk(this.keys, kind, r.id, sealed);
-    if (!equal(chunkIds(this.keys, plain, Uint32Array.of(plain.length))[0], r.id)) throw new VaultError(`vault ${this.id}: a chunk's contents do not match its id`);
-    return plain;
+  private openVerified(kind: KindCode, r: Ref, sealed: Uint8Array): Promise<Uint8Array> {
+    return openVerified(this.keys, kind, r.id, sealed);
   }
 
   /** Stores a list as pieces: those the vault holds are referred to, the others sealed. */
@@ -469,43 +467,29 @@ export class Vault {
     return { seq: done.seq, landed: versions.map((_, k) => (refused[k] ? { error: refused[k] } : { ok: all.find((x) => equal(x.id, ids[k]))?.n ?? 0 })) };
   }
 
-  /** Chunks `source` with the vault's keys, sealing into `packs` only the chunks the vault
-   *  lacks (as far as this device knows): its Refs, how many were reused, and the root of the
-   *  bytes read with the default chunking (the keyed chunker reads the source once, in order:
-   *  the root is of the same bytes). */
-  private async chunkFile(packs: PackWriter, name: string, source: Source): Promise<{ refs: Ref[]; reused: number; size: number; root: Uint8Array }> {
+  /** Chunks `source` with the vault's keys (`cut`: cut and sealed elsewhere, spans.ts; else
+   *  here), sealing into `packs` only the chunks the vault lacks (as far as this device knows):
+   *  its Refs, how many were reused, and the root of the bytes read with the default chunking
+   *  (computed from the very bytes chunked). */
+  private async chunkFile(packs: PackWriter, name: string, source: Source, cut: FileCut = serialChunks(this.keys, source)): Promise<{ refs: Ref[]; reused: number; size: number; root: Uint8Array }> {
     const refs: Ref[] = [];
     let reused = 0;
-    const hasher = new RootHasher(DEFAULT_PARAMS, DEFAULT_ALGO);
-    let root: Uint8Array;
-    try {
-      let next = 0;
-      const read: Source = {
-        size: source.size,
-        read: async (offset, length) => {
-          if (offset !== next) throw new Error('the keyed chunker read out of order');
-          const bytes = await source.read(offset, length);
-          next += bytes.length;
-          hasher.push(bytes);
-          return bytes;
-        },
-      };
-      for await (const batch of keyedChunks(this.keys, read)) {
-        for (const c of batch) {
-          const key = refKey(Kind.Content, c.id);
-          let r = this.index.get(key);
-          if (r) reused++;
-          else {
-            r = await packs.add(Kind.Content, c.id, c.bytes);
-            this.index.set(key, r);
-          }
-          refs.push(r);
-        }
-      }
-      root = hasher.finish();
-    } finally {
-      hasher.free();
+    for await (const b of cut.batches) {
+      const keys = b.ids.map((id) => refKey(Kind.Content, id));
+      // the chunks to seal: those the vault lacks, each once
+      const fresh: number[] = [];
+      const sealing = new Set<string>();
+      keys.forEach((key, i) => {
+        if (this.index.has(key) || sealing.has(key)) return;
+        sealing.add(key);
+        fresh.push(i);
+      });
+      const sealed = await b.seal(fresh);
+      for (const [j, i] of fresh.entries()) this.index.set(keys[i], await packs.place(Kind.Content, b.ids[i], sealed[j]));
+      for (const key of keys) refs.push(this.index.get(key)!);
+      reused += keys.length - fresh.length;
     }
+    const root = cut.root();
     const size = refs.reduce((n, r) => n + plainLength(r), 0);
     if (size !== source.size) throw new VaultError(`${JSON.stringify(name)} changed while it was read`);
     return { refs, reused, size, root };
@@ -517,8 +501,8 @@ export class Vault {
    *  compare-and-swap. A deleted `name` becomes live again, with its history. `expect`: only
    *  while the vault holds that at `name` (each time the head is read), else VaultChanged.
    *  The version records the root of the bytes read with the default chunking. */
-  async push(rawName: string, source: Source, mtime: number, o: { expect?: Expect } = {}): Promise<VaultPushReport> {
-    const [got] = await this.pushMany([{ name: rawName, source, mtime, expect: o.expect }]);
+  async push(rawName: string, source: Source, mtime: number, o: { expect?: Expect; cut?: FileCut } = {}): Promise<VaultPushReport> {
+    const [got] = await this.pushMany([{ name: rawName, source, mtime, expect: o.expect, cut: o.cut }]);
     if ('error' in got) throw got.error;
     return got.ok;
   }
@@ -530,7 +514,7 @@ export class Vault {
    *  (VaultChanged) and the others land. Each file's report (`packBytes` and `packs` are the
    *  batch's) or refusal; any other failure (a source that cannot be read, an upload, the
    *  head) throws with no head written: the vault stays as it was. */
-  async pushMany(items: { name: string; source: Source; mtime: number; expect?: Expect }[]): Promise<Outcome<VaultPushReport>[]> {
+  async pushMany(items: { name: string; source: Source; mtime: number; expect?: Expect; cut?: FileCut }[]): Promise<Outcome<VaultPushReport>[]> {
     const names = items.map((it) => validateName(it.name));
     if (new Set(names).size !== names.length) throw new VaultError('a name twice in one push');
     return this.writing(async (packs) => {
@@ -555,7 +539,7 @@ export class Vault {
       const made: Landing[] = [];
       const chunked: { reused: number; chunks: number }[] = [];
       for (const k of go) {
-        const c = await this.chunkFile(packs, names[k], items[k].source);
+        const c = await this.chunkFile(packs, names[k], items[k].source, items[k].cut);
         made.push({ name: names[k], refs: c.refs, size: c.size, root: c.root, mtime: items[k].mtime, order: previous.get(k)?.packs ?? [], expect: items[k].expect });
         chunked.push({ reused: c.reused, chunks: c.refs.length });
       }
@@ -695,13 +679,14 @@ export class Vault {
    *  holds from it and fetches the others as ranges of packs; every chunk is verified before
    *  `write` gets it, in file order. A failure throws before the window it is in is written;
    *  the caller writes to a temporary file and renames it only when the pull returns. */
-  async pull(rawName: string, write: (bytes: Uint8Array) => Promise<void>, local?: Source, o: { version?: number } = {}): Promise<VaultPullReport> {
+  async pull(rawName: string, write: (bytes: Uint8Array) => Promise<void>, local?: Source, o: { version?: number; open?: (size: number) => Promise<RangeOpener | undefined> } = {}): Promise<VaultPullReport> {
     const name = validateName(rawName);
     const s = await this.state();
     const f = byName(s.tree, name);
     if (!f || (f.deleted && o.version === undefined)) throw new VaultError(`vault ${this.id} has no file ${JSON.stringify(name)}${f ? ' (it was deleted: its versions are kept, see dsync vault log)' : ''}`);
     const e = o.version === undefined ? last(f) : this.version(f, o.version);
     const { refs } = await this.manifest(f, e);
+    const open = await o.open?.(e.size);
     const have = new Map<string, { offset: number; length: number }>();
     if (local) for await (const batch of keyedChunks(this.keys, local)) for (const c of batch) have.set(hex(c.id), { offset: c.offset, length: c.bytes.length });
     const report: VaultPullReport = { name, size: e.size, mtime: e.mtime, version: e.n, root: hex(e.root), chunks: refs.length, local: 0, fetchedBytes: 0, lackedBytes: 0, ranges: 0 };
@@ -712,7 +697,7 @@ export class Vault {
       const window = refs.slice(i, j);
       const got = new Map<string, Uint8Array>();
       const missing = window.filter((r) => !have.has(hex(r.id)));
-      for (const [id, { plain }] of await this.fetchSealed(Kind.Content, missing, report)) got.set(id, plain);
+      for (const [id, { plain }] of await this.fetchSealed(Kind.Content, missing, report, open)) got.set(id, plain);
       for (const r of window) {
         const id = hex(r.id);
         let bytes = got.get(id);
@@ -797,7 +782,7 @@ export class Vault {
   /** Fetches and verifies `refs` (chunks of `kind`) as ranges of packs that start and end on
    *  VAULT_READ_BLOCK (or at a pack's end), the ranges of one pack that touch joined (up to
    *  RANGE_MAX): each chunk's sealed bytes and plaintext, by id. */
-  private async fetchSealed(kind: KindCode, refs: Ref[], report?: VaultPullReport): Promise<Map<string, { sealed: Uint8Array; plain: Uint8Array }>> {
+  private async fetchSealed(kind: KindCode, refs: Ref[], report?: VaultPullReport, open?: RangeOpener): Promise<Map<string, { sealed: Uint8Array; plain: Uint8Array }>> {
     const byPack = new Map<string, Ref[]>();
     const wanted = new Set<string>();
     for (const r of refs) {
@@ -828,12 +813,22 @@ export class Vault {
           for (const r of g.refs) report.lackedBytes += r.length;
           report.ranges++;
         }
-        for (const r of g.refs) {
-          const at = r.offset - g.offset;
-          if (at + r.length > bytes.length) throw new VaultError(`vault ${this.id}: pack ${g.pack} ends at ${g.offset + bytes.length} bytes, before a chunk it holds`);
-          const sealed = bytes.slice(at, at + r.length);
-          out.set(hex(r.id), { sealed, plain: await this.openVerified(kind, r, sealed) });
+        for (const r of g.refs) if (r.offset - g.offset + r.length > bytes.length) throw new VaultError(`vault ${this.id}: pack ${g.pack} ends at ${g.offset + bytes.length} bytes, before a chunk it holds`);
+        if (open && kind === Kind.Content) {
+          // opened elsewhere (the page's chunk workers), each checked as openVerified checks it
+          const plains = await open(bytes, g.refs.map((r) => ({ at: r.offset - g.offset, length: r.length, id: r.id })));
+          g.refs.forEach((r, i) => out.set(hex(r.id), { sealed: new Uint8Array(0), plain: plains[i] }));
+          continue;
         }
+        // the chunks of a range opened at once (a list piece's sealed bytes copied: the cache keeps them)
+        const opened = await Promise.all(
+          g.refs.map(async (r) => {
+            const at = r.offset - g.offset;
+            const sealed = kind === Kind.List ? bytes.slice(at, at + r.length) : bytes.subarray(at, at + r.length);
+            return { sealed, plain: await this.openVerified(kind, r, sealed) };
+          }),
+        );
+        g.refs.forEach((r, i) => out.set(hex(r.id), opened[i]));
       }
     };
     await Promise.all(Array.from({ length: Math.min(READS_AT_ONCE, ranges.length) }, worker));

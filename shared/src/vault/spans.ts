@@ -1,0 +1,421 @@
+/**
+ * Span-parallel chunking of a push (docs/vaults.md, "Chunk workers"): the file is cut into
+ * spans of SPAN_BYTES, and each span is read, cut with the keyed chunker, given its keyed ids,
+ * cut with the default chunking and hashed (the version's root) by a chunk worker, which then
+ * seals the chunks the vault lacks. The chunks are exactly the serial chunker's: a worker cuts
+ * its span as if a chunk started at the span's first byte and goes on SPAN_OVERLAP bytes into
+ * the next span, keeping only the chunks it saw whole (at least `max` bytes after their start,
+ * or the file's end: what FastCDC looks at). FastCDC restarts at every cut, so once a cut of one
+ * span's list is a cut of the next's, every later cut of the next is the serial chunker's;
+ * `joinLists` takes each list up to the first cut the next one shares, and a list that shares
+ * none is cut again from the last true cut (as slowly as serial chunking, and as right).
+ * The ids and the root are computed from the very chunks joined, so a device that cuts
+ * serially (the CLI) names the same chunks.
+ */
+import { DsyncChunker, keyed_blake3_chunks } from '../../../wasm/pkg/dsync_wasm.js';
+import { RootHasher, type Source, runHash } from '../chunking/chunk-index.ts';
+import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../wire/protocol.ts';
+import { CONTENT_PARAMS, keyedChunks, openVerified } from './chunks.ts';
+import { ID_BYTES, Kind, SEAL_OVERHEAD, VaultError } from './format.ts';
+import { type VaultKeys, sealChunk, sealContentInto } from './keys.ts';
+
+/** A span's bytes: a worker reads, cuts and hashes this much at once. */
+export const SPAN_BYTES = 16 << 20;
+/** How far a worker reads into the next span, for its cuts to meet the next list's: well past
+ *  the largest chunk (64 KiB), so a few dozen chunks on ordinary bytes. */
+export const SPAN_OVERLAP = 1 << 20;
+/** Spans requested ahead of the one being joined, per worker. */
+const AHEAD_PER_WORKER = 2;
+/** Root hashes: the default chunking's strong hash (BLAKE3) over each chunk. */
+const ROOT_HASH = 32;
+
+/** What a chunk worker holds of an open vault: the chunking and id keys, and the content key to
+ *  seal with (a non-extractable CryptoKey; the metadata key stays with the vault). */
+export type ChunkKeys = Pick<VaultKeys, 'id' | 'idBytes' | 'gear' | 'chunkId' | 'content'>;
+
+/** A list of consecutive chunks starting at `from`: only those the worker saw whole. */
+export interface CutList {
+  from: number;
+  lengths: Uint32Array;
+}
+
+/** A worker's cut of [from, to): the keyed chunks and their ids, and the default chunking's
+ *  chunks and their BLAKE3 hashes (for the root). */
+export interface SpanCut {
+  keyed: CutList & { ids: Uint8Array };
+  root: CutList & { hashes: Uint8Array };
+}
+
+export type SpanRequest<F> =
+  | { op: 'keys'; keys: ChunkKeys }
+  /** reads [from, to) of `file` (`final`: to is the file's end), cuts it; with `keep`, holds
+   *  the bytes for `seal` until `drop` */
+  | { op: 'cut'; span: number; file: F; from: number; to: number; final: boolean; keep: boolean }
+  /** seals the chunks of span `span` at these offsets (from its `from`), lengths and ids */
+  | { op: 'seal'; span: number; offsets: Uint32Array; lengths: Uint32Array; ids: Uint8Array }
+  | { op: 'drop'; span: number }
+  /** opens the content chunks at `at` (lengths, ids) of `bytes` (a range of a pack), each
+   *  checked against its id */
+  | { op: 'open'; bytes: Uint8Array; at: Uint32Array; lengths: Uint32Array; ids: Uint8Array };
+
+/** A seal's answer: the sealed chunks one after another (each its length + SEAL_OVERHEAD); an
+ *  open's: the plaintexts one after another, or why a chunk was refused (a VaultError's words). */
+export type SpanReply = SpanCut | Uint8Array | { refused: string } | null;
+
+/** The keyed and default chunking of `bytes`, the file's bytes from some offset on, as if a
+ *  chunk started at its first byte; `final`: they reach the file's end (every chunk is then
+ *  whole), else only the chunks followed by at least `max` bytes are kept. */
+export function cutSpan(k: Pick<ChunkKeys, 'gear' | 'chunkId'>, bytes: Uint8Array, from: number, final: boolean): SpanCut {
+  const c = CONTENT_PARAMS;
+  const keyed = DsyncChunker.keyed(c.min, c.avg, c.max, c.op, c.every, k.gear);
+  const d = DEFAULT_PARAMS;
+  const plain = new DsyncChunker(d.min, d.avg, d.max, d.op, d.every, DEFAULT_ALGO);
+  try {
+    keyed.push(bytes);
+    plain.push(bytes);
+    if (final) {
+      keyed.finish();
+      plain.finish();
+    }
+    const lengthsOf = (pairs: Uint32Array) => Uint32Array.from({ length: pairs.length / 2 }, (_, i) => pairs[2 * i]);
+    const lengths = lengthsOf(keyed.take_chunks());
+    let total = 0;
+    for (const l of lengths) total += l;
+    const ids = keyed_blake3_chunks(k.chunkId, bytes.subarray(0, total), lengths);
+    const rootLengths = lengthsOf(plain.take_chunks());
+    const hashes = plain.take_strong(rootLengths.length);
+    return { keyed: { from, lengths, ids }, root: { from, lengths: rootLengths, hashes } };
+  } finally {
+    keyed.free();
+    plain.free();
+  }
+}
+
+/** A chunk worker's side: answers requests one at a time, in order. `read(file, from, to)`
+ *  gives the file's bytes (the page: a slice of the picked File). */
+export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: number, to: number) => Promise<Uint8Array>): (m: SpanRequest<F>) => Promise<SpanReply> {
+  let keys: ChunkKeys | null = null;
+  const held = new Map<number, Uint8Array>();
+  let queue: Promise<unknown> = ready;
+  const one = async (m: SpanRequest<F>): Promise<SpanReply> => {
+    if (m.op === 'keys') {
+      keys = m.keys;
+      return null;
+    }
+    if (m.op === 'drop') {
+      held.delete(m.span);
+      return null;
+    }
+    if (!keys) throw new Error('a chunk worker was given no keys');
+    if (m.op === 'open') {
+      let total = 0;
+      for (const l of m.lengths) total += l - SEAL_OVERHEAD;
+      const out = new Uint8Array(total);
+      let at = 0;
+      try {
+        await Promise.all(
+          Array.from(m.lengths, async (l, i) => {
+            const into = at;
+            at += l - SEAL_OVERHEAD;
+            out.set(await openVerified(keys!, Kind.Content, m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES), m.bytes.subarray(m.at[i], m.at[i] + l)), into);
+          }),
+        );
+      } catch (e) {
+        if (e instanceof VaultError) return { refused: e.message };
+        throw e;
+      }
+      return out;
+    }
+    if (m.op === 'cut') {
+      const bytes = await read(m.file, m.from, m.to);
+      if (bytes.length !== m.to - m.from) throw new Error(`the file ended at ${m.from + bytes.length} bytes, before ${m.to}`);
+      if (m.keep) held.set(m.span, bytes);
+      return cutSpan(keys, bytes, m.from, m.final);
+    }
+    const bytes = held.get(m.span);
+    if (!bytes) throw new Error(`a chunk worker holds no span ${m.span}`);
+    let total = 0;
+    for (const l of m.lengths) total += l + SEAL_OVERHEAD;
+    const out = new Uint8Array(total);
+    let at = 0;
+    await Promise.all(
+      Array.from(m.lengths, (l, i) => {
+        const into = at;
+        at += l + SEAL_OVERHEAD;
+        return sealContentInto(keys!, m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES), bytes.subarray(m.offsets[i], m.offsets[i] + l), out, into);
+      }),
+    );
+    return out;
+  };
+  return (m) => {
+    const r = queue.then(() => one(m));
+    queue = r.catch(() => {});
+    return r;
+  };
+}
+
+/** One chunk worker as the coordinator sees it (a Web Worker, or `serveSpans` in the same
+ *  thread). Requests are answered in the order they are made. */
+export interface SpanWorker<F> {
+  request(m: SpanRequest<F>): Promise<SpanReply>;
+}
+
+/** Where `joinLists` is: the list whose chunks are being taken, its next chunk and where that
+ *  starts in the file (a cut of the serial chunking). */
+export interface JoinAt<L extends CutList> {
+  list: L;
+  next: number;
+  pos: number;
+}
+
+/**
+ * Takes the chunks of `at.list` from `at.next` on, handing each to `take`, up to the first
+ * cut at or after `list.from` that is also a cut of `list`: the chunks before it are the
+ * serial chunker's (by induction: `at` is), and from it on so are `list`'s. Answers where to go
+ * on in `list`, or null when `at.list` ran out first (no shared cut: `at` is then past its
+ * last chunk, at a true cut, from which `list`'s bytes must be cut again).
+ */
+export function joinLists<L extends CutList, N extends CutList>(at: JoinAt<L>, list: N, take: (l: L, i: number, pos: number) => void): JoinAt<N> | null {
+  const cuts = new Map<number, number>();
+  let p = list.from;
+  for (let i = 0; i <= list.lengths.length; i++) {
+    cuts.set(p, i);
+    p += list.lengths[i] ?? 0;
+  }
+  for (;;) {
+    const i = at.pos >= list.from ? cuts.get(at.pos) : undefined;
+    if (i !== undefined) return { list, next: i, pos: at.pos };
+    if (at.next >= at.list.lengths.length) return null;
+    take(at.list, at.next, at.pos);
+    at.pos += at.list.lengths[at.next];
+    at.next++;
+  }
+}
+
+/** A batch of a file's chunks, in order, whose bytes one worker holds: their offsets, lengths
+ *  and ids, and how to seal those of them the vault lacks. */
+export interface CutBatch {
+  offsets: number[];
+  lengths: number[];
+  ids: Uint8Array[];
+  /** the sealed chunks at these indexes of the batch, in that order */
+  seal(which: number[]): Promise<Uint8Array[]>;
+}
+
+/** A file's chunks as a push takes them, in batches, each sealed (or not) before the next is
+ *  asked for; then the root of its bytes with the default chunking. */
+export interface FileCut {
+  batches: AsyncGenerator<CutBatch>;
+  root(): Uint8Array;
+}
+
+/** A file's chunks cut on this thread (the CLI; a page's small file), and sealed here: the
+ *  keyed chunker and the root's reading the source once, in order. */
+export function serialChunks(k: VaultKeys, source: Source): FileCut {
+  let root: Uint8Array | null = null;
+  async function* batches(): AsyncGenerator<CutBatch> {
+    const hasher = new RootHasher(DEFAULT_PARAMS, DEFAULT_ALGO);
+    try {
+      let next = 0;
+      const read: Source = {
+        size: source.size,
+        read: async (offset, length) => {
+          if (offset !== next) throw new Error('the keyed chunker read out of order');
+          const bytes = await source.read(offset, length);
+          next += bytes.length;
+          hasher.push(bytes);
+          return bytes;
+        },
+      };
+      for await (const chunks of keyedChunks(k, read)) {
+        yield {
+          offsets: chunks.map((c) => c.offset),
+          lengths: chunks.map((c) => c.bytes.length),
+          ids: chunks.map((c) => c.id),
+          seal: (which) => Promise.all(which.map((i) => sealChunk(k, Kind.Content, chunks[i].id, chunks[i].bytes))),
+        };
+      }
+      root = hasher.finish();
+    } finally {
+      hasher.free();
+    }
+  }
+  return {
+    batches: batches(),
+    root: () => {
+      if (!root) throw new Error('the root of a file not cut to its end');
+      return root;
+    },
+  };
+}
+
+/**
+ * A file's chunks cut by `workers` in spans (see the module's comment), in order, in batches;
+ * `root()` afterwards gives the root of its bytes with the default chunking. Each batch must
+ * be sealed (or not) before the next is asked for. `onCut` sees how far the chunks reach.
+ */
+export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o: { span?: number; overlap?: number; onCut?: (end: number) => void } = {}): FileCut {
+  const spanBytes = o.span ?? SPAN_BYTES;
+  const overlap = o.overlap ?? SPAN_OVERLAP;
+  const count = Math.max(1, Math.ceil(size / spanBytes));
+  let rootOf: Uint8Array | null = null;
+  type Keyed = SpanCut['keyed'] & { span: number; worker: number };
+  type Root = SpanCut['root'];
+  let nextSpan = 0;
+  let nextWorker = 0;
+  /** every span requested with its worker, until dropped */
+  const live = new Map<number, number>();
+  const cut = (from: number, to: number, keep: boolean): Promise<{ span: number; worker: number; cut: SpanCut }> => {
+    const span = nextSpan++;
+    const worker = nextWorker++ % workers.length;
+    if (keep) live.set(span, worker);
+    return workers[worker].request({ op: 'cut', span, file, from, to, final: to === size, keep }).then((c) => ({ span, worker, cut: c as SpanCut }));
+  };
+  const ends = (i: number) => ({ from: i * spanBytes, to: Math.min(size, (i + 1) * spanBytes + overlap) });
+  async function* batches(): AsyncGenerator<CutBatch> {
+    const ahead = AHEAD_PER_WORKER * workers.length;
+    const pending: Promise<{ span: number; worker: number; cut: SpanCut }>[] = [];
+    let requested = 0;
+    const fill = () => {
+      while (requested < count && pending.length < ahead) {
+        const { from, to } = ends(requested++);
+        const p = cut(from, to, true);
+        p.catch(() => {}); // (awaited in turn)
+        pending.push(p);
+      }
+    };
+    fill();
+    const hashes: Uint8Array[] = [];
+    let rootChunks = 0;
+    const takeRoot = (l: Root, i: number) => {
+      hashes.push(l.hashes.subarray(i * ROOT_HASH, (i + 1) * ROOT_HASH));
+      rootChunks++;
+    };
+    let keyedAt: JoinAt<Keyed> | null = null;
+    let rootAt: JoinAt<Root> | null = null;
+    let batch: { list: Keyed; offsets: number[]; lengths: number[]; ids: Uint8Array[] } | null = null;
+    const out: CutBatch[] = [];
+    const flush = () => {
+      if (!batch || !batch.offsets.length) return;
+      const b = batch;
+      out.push({
+        offsets: b.offsets,
+        lengths: b.lengths,
+        ids: b.ids,
+        seal: async (which) => {
+          if (!which.length) return [];
+          const ids = new Uint8Array(which.length * ID_BYTES);
+          which.forEach((w, i) => ids.set(b.ids[w], i * ID_BYTES));
+          const sealed = (await workers[b.list.worker].request({
+            op: 'seal',
+            span: b.list.span,
+            offsets: Uint32Array.from(which, (w) => b.offsets[w] - b.list.from),
+            lengths: Uint32Array.from(which, (w) => b.lengths[w]),
+            ids,
+          })) as Uint8Array;
+          let at = 0;
+          return which.map((w) => sealed.subarray(at, (at += b.lengths[w] + SEAL_OVERHEAD)));
+        },
+      });
+      batch = { list: b.list, offsets: [], lengths: [], ids: [] };
+    };
+    const takeKeyed = (l: Keyed, i: number, pos: number) => {
+      if (!batch || batch.list !== l) {
+        flush();
+        batch = { list: l, offsets: [], lengths: [], ids: [] };
+      }
+      batch.offsets.push(pos);
+      batch.lengths.push(l.lengths[i]);
+      batch.ids.push(l.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES));
+    };
+    /** lists done with: their bytes dropped once their batches are sealed (a worker answers in
+     *  order, and a batch is sealed before the next is asked for) */
+    const drop = (l: { span: number; worker: number }) => {
+      live.delete(l.span);
+      void workers[l.worker].request({ op: 'drop', span: l.span }).catch(() => {});
+    };
+    const finished: Keyed[] = [];
+    try {
+      for (let i = 0; i < count; i++) {
+        const got = await pending.shift()!;
+        fill();
+        const { to } = ends(i);
+        let keyed: Keyed = { ...got.cut.keyed, span: got.span, worker: got.worker };
+        let root: Root = got.cut.root;
+        if (!keyedAt) keyedAt = { list: keyed, next: 0, pos: 0 };
+        else {
+          const from = keyedAt.list;
+          let joined: JoinAt<Keyed> | null = joinLists(keyedAt, keyed, takeKeyed);
+          if (!joined) {
+            // no cut shared: cut again from the last true cut (its bytes kept for sealing)
+            drop(keyed);
+            const again = await cut(keyedAt.pos, to, true);
+            keyed = { ...again.cut.keyed, span: again.span, worker: again.worker };
+            joined = { list: keyed, next: 0, pos: keyedAt.pos };
+          }
+          keyedAt = joined;
+          flush();
+          finished.push(from);
+        }
+        if (!rootAt) rootAt = { list: root, next: 0, pos: 0 };
+        else {
+          let joined: JoinAt<Root> | null = joinLists(rootAt, root, takeRoot);
+          if (!joined) {
+            const again = await cut(rootAt.pos, to, false);
+            root = again.cut.root;
+            joined = { list: root, next: 0, pos: rootAt.pos };
+          }
+          rootAt = joined;
+        }
+        yield* out.splice(0);
+        finished.splice(0).forEach(drop);
+        o.onCut?.(keyedAt!.pos);
+      }
+      // the last list reaches the file's end: all of it
+      if (keyedAt) {
+        while (keyedAt.next < keyedAt.list.lengths.length) {
+          takeKeyed(keyedAt.list, keyedAt.next, keyedAt.pos);
+          keyedAt.pos += keyedAt.list.lengths[keyedAt.next++];
+        }
+        flush();
+        yield* out.splice(0);
+        drop(keyedAt.list);
+        o.onCut?.(keyedAt.pos);
+      }
+    } finally {
+      // a push that failed or stopped: every span still held (or still being cut) dropped
+      for (const [span, worker] of [...live]) drop({ span, worker });
+    }
+    if (rootAt) while (rootAt.next < rootAt.list.lengths.length) takeRoot(rootAt.list, rootAt.next++);
+    const all = new Uint8Array(rootChunks * ROOT_HASH);
+    hashes.forEach((h, i) => all.set(h, i * ROOT_HASH));
+    rootOf = runHash(DEFAULT_ALGO, all, 0, rootChunks);
+  }
+  return {
+    batches: batches(),
+    root: () => {
+      if (!rootOf) throw new Error('the root of a file not cut to its end');
+      return rootOf;
+    },
+  };
+}
+
+/** Opens content chunks of a pack's range elsewhere (a pull's): the plaintexts of `chunks` (where
+ *  each starts in `bytes`, its sealed length, its id), each opened and checked against its id as
+ *  `openVerified` does (a refusal is a VaultError). `bytes` is handed over: not to be used again. */
+export type RangeOpener = (bytes: Uint8Array, chunks: { at: number; length: number; id: Uint8Array }[]) => Promise<Uint8Array[]>;
+
+/** A RangeOpener over chunk workers, each range to the next worker in turn. */
+export function openInWorkers<F>(workers: SpanWorker<F>[]): RangeOpener {
+  let next = 0;
+  return async (bytes, chunks) => {
+    const ids = new Uint8Array(chunks.length * ID_BYTES);
+    chunks.forEach((c, i) => ids.set(c.id, i * ID_BYTES));
+    const lengths = Uint32Array.from(chunks, (c) => c.length);
+    const got = await workers[next++ % workers.length].request({ op: 'open', bytes, at: Uint32Array.from(chunks, (c) => c.at), lengths, ids });
+    if (got && 'refused' in got) throw new VaultError(got.refused);
+    const plain = got as Uint8Array;
+    let at = 0;
+    return chunks.map((c) => plain.subarray(at, (at += c.length - SEAL_OVERHEAD)));
+  };
+}

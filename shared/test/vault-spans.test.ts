@@ -1,0 +1,156 @@
+// Span-parallel chunking (shared/src/vault/spans.ts, the page's chunk workers): on files of
+// random, zero, periodic, repeated and text bytes (fixed seeds), cut in spans of many sizes and
+// overlaps (none too: every join then cuts again) by one to three workers, the chunks, their
+// keyed ids and the root are exactly the serial chunker's (the CLI's), and every sealed chunk
+// opens to its bytes under its id; a pull's ranges opened by a worker are checked as the vault
+// checks them. The workers are `serveSpans` in this thread, the very code a
+// page's chunk worker runs.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import '../src/chunking/wasm.ts';
+import { RootHasher, bufferSource } from '../src/chunking/chunk-index.ts';
+import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../src/wire/protocol.ts';
+import { Rng, randomBytes, textBytes } from '../../harness/testdata.ts';
+import { chunkIds, keyedChunks } from '../src/vault/chunks.ts';
+import { Kind, VaultError, hex } from '../src/vault/format.ts';
+import { deriveKeys, openChunk, sealChunk } from '../src/vault/keys.ts';
+import { type SpanWorker, joinLists, openInWorkers, serveSpans, serialChunks, spanChunks } from '../src/vault/spans.ts';
+
+/** A file of runs of random bytes, zeros, a short period, text, and copies of earlier runs. */
+function file(seed: number, size: number): Uint8Array {
+  const r = new Rng(seed);
+  const out = new Uint8Array(size);
+  for (let at = 0; at < size; ) {
+    const n = Math.min(size - at, 1 + r.int(r.next() < 0.3 ? 200_000 : 40_000));
+    const kind = r.int(5);
+    if (kind === 0) out.set(randomBytes(r.int(1e9), n), at);
+    else if (kind === 1) out.fill(0, at, at + n);
+    else if (kind === 2) {
+      const period = randomBytes(r.int(1e9), 1 + r.int(300));
+      for (let i = 0; i < n; i++) out[at + i] = period[i % period.length];
+    } else if (kind === 3) out.set(textBytes(r.int(1e9), n), at);
+    else if (at > 0) {
+      const from = r.int(at);
+      for (let i = 0; i < n; i++) out[at + i] = out[from + (i % (at - from))];
+    }
+    at += n;
+  }
+  return out;
+}
+
+const key = randomBytes(46, 32);
+
+async function serial(bytes: Uint8Array) {
+  const k = await deriveKeys('0123456789abcdef0123456789abcdef', key);
+  const chunks: { offset: number; length: number; id: string }[] = [];
+  for await (const batch of keyedChunks(k, bufferSource(bytes))) for (const c of batch) chunks.push({ offset: c.offset, length: c.bytes.length, id: hex(c.id) });
+  const h = new RootHasher(DEFAULT_PARAMS, DEFAULT_ALGO);
+  h.push(bytes);
+  const root = hex(h.finish());
+  h.free();
+  return { chunks, root };
+}
+
+/** The chunks spanChunks gives (each batch sealed whole, every other chunk, or none), its root,
+ *  and each sealed chunk checked to open to its bytes. */
+async function spanned(bytes: Uint8Array, workers: number, span: number, overlap: number, seal: 'all' | 'odd' | 'none') {
+  const k = await deriveKeys('0123456789abcdef0123456789abcdef', key);
+  const pool: SpanWorker<Uint8Array>[] = Array.from({ length: workers }, () => {
+    const serve = serveSpans<Uint8Array>(Promise.resolve(), async (f, from, to) => f.slice(from, to));
+    void serve({ op: 'keys', keys: k });
+    return { request: serve };
+  });
+  const cut = spanChunks(pool, bytes, bytes.length, { span, overlap });
+  const chunks: { offset: number; length: number; id: string }[] = [];
+  let n = 0;
+  for await (const b of cut.batches) {
+    const which = b.ids.map((_, i) => i).filter((i) => seal === 'all' || (seal === 'odd' && (n + i) % 2 === 1));
+    const sealed = await b.seal(which);
+    for (const [j, i] of which.entries()) {
+      const plain = await openChunk(k, Kind.Content, b.ids[i], sealed[j]);
+      assert.deepEqual(plain, bytes.subarray(b.offsets[i], b.offsets[i] + b.lengths[i]), 'a sealed chunk opens to its bytes');
+    }
+    b.ids.forEach((id, i) => chunks.push({ offset: b.offsets[i], length: b.lengths[i], id: hex(id) }));
+    n += b.ids.length;
+  }
+  return { chunks, root: hex(cut.root()) };
+}
+
+test('span-parallel chunking gives the serial chunks, ids and root on 40 files of many kinds, in spans of many sizes', async () => {
+  const r = new Rng(20261130);
+  for (let f = 0; f < 40; f++) {
+    const size = f === 0 ? 0 : f === 1 ? 1 : r.int(f < 10 ? 300_000 : 3_000_000);
+    const bytes = file(1000 + f, size);
+    const want = await serial(bytes);
+    const span = [65_536, 100_001, 262_144, 1_000_000][r.int(4)];
+    const overlap = [0, 1, 65_536, 70_000, 300_000][r.int(5)];
+    const workers = 1 + r.int(3);
+    const got = await spanned(bytes, workers, span, overlap, (['all', 'odd', 'none'] as const)[f % 3]);
+    const where = `file ${f} (${size} bytes), span ${span}, overlap ${overlap}, ${workers} workers`;
+    assert.equal(got.chunks.length, want.chunks.length, `${where}: chunk count`);
+    assert.deepEqual(got.chunks, want.chunks, where);
+    assert.equal(got.root, want.root, `${where}: root`);
+  }
+});
+
+test("serialChunks (the CLI's) gives keyedChunks' chunks and the root of the bytes", async () => {
+  const bytes = file(7, 2_500_000);
+  const want = await serial(bytes);
+  const k = await deriveKeys('0123456789abcdef0123456789abcdef', key);
+  const cut = serialChunks(k, bufferSource(bytes));
+  const got: { offset: number; length: number; id: string }[] = [];
+  for await (const b of cut.batches) {
+    const sealed = await b.seal([0]);
+    assert.deepEqual(await openChunk(k, Kind.Content, b.ids[0], sealed[0]), bytes.subarray(b.offsets[0], b.offsets[0] + b.lengths[0]));
+    b.ids.forEach((id, i) => got.push({ offset: b.offsets[i], length: b.lengths[i], id: hex(id) }));
+  }
+  assert.deepEqual(got, want.chunks);
+  assert.equal(hex(cut.root()), want.root);
+});
+
+test('joinLists goes on in the next list at the first cut both share, and gives up when there is none', () => {
+  const taken: number[] = [];
+  const take = (_l: unknown, i: number) => void taken.push(i);
+  // serial cuts 0 10 25 40 52; the next list starts at 20: 20 25 40 52
+  const at = { list: { from: 0, lengths: Uint32Array.of(10, 15, 15, 12) }, next: 0, pos: 0 };
+  const next = { from: 20, lengths: Uint32Array.of(5, 15, 12) };
+  assert.deepEqual(joinLists(at, next, take), { list: next, next: 1, pos: 25 });
+  assert.deepEqual(taken, [0, 1]);
+  // no cut shared before the list runs out: null, at its end (a true cut)
+  taken.length = 0;
+  const at2 = { list: { from: 0, lengths: Uint32Array.of(10, 15) }, next: 0, pos: 0 };
+  assert.equal(joinLists(at2, { from: 20, lengths: Uint32Array.of(7, 9) }, take), null);
+  assert.deepEqual(taken, [0, 1]);
+  assert.equal(at2.pos, 25);
+  // a cut at the next list's very start
+  const at3 = { list: { from: 0, lengths: Uint32Array.of(20, 5) }, next: 0, pos: 0 };
+  assert.deepEqual(joinLists(at3, { from: 20, lengths: Uint32Array.of(5) }, take)!.next, 0);
+});
+
+test("openInWorkers opens a range's content chunks as openVerified does, and refuses a flipped bit and a chunk that is not its id's", async () => {
+  const k = await deriveKeys('0123456789abcdef0123456789abcdef', key);
+  const serve = serveSpans<Uint8Array>(Promise.resolve(), async (f, from, to) => f.slice(from, to));
+  void serve({ op: 'keys', keys: k });
+  const open = openInWorkers([{ request: serve }]);
+  const plains = [randomBytes(1, 5000), randomBytes(2, 20_000), randomBytes(3, 100)];
+  const ids = plains.map((p) => chunkIds(k, p, Uint32Array.of(p.length))[0]);
+  const sealed = await Promise.all(plains.map((p, i) => sealChunk(k, Kind.Content, ids[i], p)));
+  const range = () => {
+    const out = new Uint8Array(7 + sealed.reduce((n, s) => n + s.length, 0));
+    let at = 7;
+    const chunks = sealed.map((s, i) => {
+      out.set(s, at);
+      at += s.length;
+      return { at: at - s.length, length: s.length, id: ids[i] };
+    });
+    return { out, chunks };
+  };
+  const r = range();
+  assert.deepEqual(await open(r.out, r.chunks), plains);
+  const flipped = range();
+  flipped.out[flipped.chunks[1].at + 40] ^= 1;
+  await assert.rejects(open(flipped.out, flipped.chunks), (e: Error) => e instanceof VaultError && /does not verify/.test(e.message));
+  // a chunk sealed under another chunk's id opens, but its bytes are not that id's
+  const wrong = await sealChunk(k, Kind.Content, ids[0], plains[1]);
+  await assert.rejects(open(wrong, [{ at: 0, length: wrong.length, id: ids[0] }]), (e: Error) => e instanceof VaultError && /do not match its id/.test(e.message));
+});
