@@ -39,6 +39,30 @@ const CATALOG_READS = 16;
  *  catalog that held it, '' the top; `name`: the full name as stored). */
 export type Refused = (folder: string, name: string) => void;
 
+/** A folder with its own files and subfolders as listed (`Store.folderRecords`): `folder` is
+ *  '' for the top, else its name ending in '/'. */
+export interface FolderRecord {
+  folder: string;
+  files: FileInfo[];
+  folders: string[];
+}
+
+/** The record of a folder's entries, made once per entries read (the catalog cache keeps them
+ *  while the catalog is unchanged), so that what is derived from a record (a changes request's
+ *  stamps, files-api.ts) is derived once too. */
+const records = new WeakMap<[string, CatalogEntry | null][], FolderRecord>();
+function recordOf(folder: string, entries: [string, CatalogEntry | null][]): FolderRecord {
+  let rec = records.get(entries);
+  if (rec?.folder === folder) return rec;
+  rec = { folder, files: [], folders: [] };
+  for (const [name, e] of entries) {
+    if (e) rec.files.push(fileInfo(name, e));
+    else rec.folders.push(name);
+  }
+  records.set(entries, rec);
+  return rec;
+}
+
 /** Whether `name` is one the server accepts from a client as it is (validateName, no change). */
 function isValidName(name: string): boolean {
   try {
@@ -338,16 +362,12 @@ export class Store {
    * folder's name is '' for the top, else it ends in '/'. The listing's changes answer
    * (files-api.ts) compares them folder by folder.
    */
-  async folderRecords(folder = '', refused?: Refused): Promise<{ folder: string; files: FileInfo[]; folders: string[] }[]> {
+  async folderRecords(folder = '', refused?: Refused): Promise<FolderRecord[]> {
     const tree = await this.catalogTree(folder, refused);
-    const out: { folder: string; files: FileInfo[]; folders: string[] }[] = [];
+    const out: FolderRecord[] = [];
     const visit = (f: string) => {
-      const rec = { folder: f ? f + '/' : '', files: [] as FileInfo[], folders: [] as string[] };
+      const rec = recordOf(f ? f + '/' : '', tree.get(f)!);
       out.push(rec);
-      for (const [name, e] of tree.get(f)!) {
-        if (e) rec.files.push(fileInfo(name, e));
-        else rec.folders.push(name);
-      }
       for (const sub of rec.folders) visit(sub.slice(0, -1));
     };
     visit(folder);
