@@ -274,9 +274,9 @@ empty folders.`,
           // the ignore rules changed, or a folder made, removed or moved: its whole subtree
           // may have changed, and a whole pass sees it
           if (p.split('/').pop() === IGNORE_FILE) return undefined;
+          if (state.folders.has(p) || [...state.files.keys()].some((f) => f.startsWith(p + '/'))) return undefined;
           const st = lstatSync(path.join(dir, raw), { throwIfNoEntry: false });
           if (st && !st.isFile()) return undefined;
-          if (!st && (state.folders.has(p) || [...state.files.keys()].some((f) => f.startsWith(p + '/')))) return undefined;
           scope.add(p.includes('/') ? p.slice(0, p.lastIndexOf('/')) : '');
         }
         return scope;
