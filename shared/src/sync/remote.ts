@@ -520,7 +520,7 @@ export abstract class ApiFolder implements RemoteFolder {
     if (this.noFolders || (folders && !folders.size && [...out.keys()].some((p) => p.includes('/')))) folders = null;
     this.fitting = fitting;
     // the changed folders as the engine names them ('' the top, else no trailing '/')
-    const changed = raw.changed && new Set(raw.changed.filter((d) => d.startsWith(prefix)).map((d) => d.slice(prefix.length, -1)));
+    const changed = raw.changed && new Set(raw.changed.filter((d) => d.startsWith(prefix) && !inTrash(d.slice(prefix.length, -1))).map((d) => d.slice(prefix.length, -1)));
     return { files: out, folders, skipped, ...(changed && { changed }) };
   }
 
