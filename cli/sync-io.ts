@@ -13,7 +13,7 @@ import { fileSource } from '../shared/src/chunking/file-source.ts';
 import type { KnownVersions } from '../shared/src/session/known.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../shared/src/wire/protocol.ts';
 import { pull, push } from '../shared/src/session/delta-client.ts';
-import { type Expected, type LocalTree, type Settled, type Stat, allLimited, verifyLocal } from '../shared/src/sync/engine.ts';
+import { type Expected, type LocalTree, type Settled, type Skipped, type Stat, allLimited, verifyLocal } from '../shared/src/sync/engine.ts';
 import type { Expect } from '../shared/src/sync/plan.ts';
 import { ApiFolder, IGNORE_FILE, NoBulk, ignoreMatcher, ignoredByDefault } from '../shared/src/sync/remote.ts';
 import { conflictName } from '../shared/src/sync/conflict.ts';
@@ -196,6 +196,56 @@ export class NodeTree implements LocalTree {
       }
     }
     return { files, dirs: w.dirs, skipped, hidden };
+  }
+
+  /**
+   * `scan` of the entries directly in `folders` (engine.ts `LocalTree.scanFolders`): each folder
+   * is walked shallow, as the whole walk would find it. Null, for a whole scan instead, when a
+   * folder cannot be vouched for as named: a name whose Unicode forms differ (its form on disk
+   * is known to a whole walk only), a link, a file or another disk on its way, an ignored
+   * folder on its way, or two Unicode forms of one name in it. A folder that is not there has
+   * nothing in it.
+   */
+  async scanFolders(folders: readonly string[]) {
+    this.planned.clear();
+    this.plannedBytes = 0;
+    this.ignored = await ignoreRules(this.dir);
+    this.caseless ??= await this.probeCase();
+    const device = (await fs.stat(this.dir)).dev;
+    const files = new Map<string, Stat>();
+    const dirs = new Set<string>();
+    const skipped: Skipped[] = [];
+    const disk = new Map<string, string>();
+    for (const f of folders) {
+      if (f !== f.normalize('NFC') || f !== f.normalize('NFD')) return null;
+      const parts = f ? f.split('/') : [];
+      let at = this.dir;
+      let there = true;
+      for (let i = 0; i < parts.length && there; i++) {
+        if (this.ignored(parts.slice(0, i + 1).join('/'), true)) return null;
+        at = path.join(at, parts[i]);
+        const st = await fs.lstat(at).catch((e) => {
+          if (ENOENT(e) || (e as NodeJS.ErrnoException).code === 'ENOTDIR') return null;
+          throw e;
+        });
+        if (!st) there = false;
+        else if (!st.isDirectory() || st.dev !== device) return null;
+      }
+      if (!there) continue;
+      const prefix = f ? f + '/' : '';
+      const w = await walkFolder(at, { device, shallow: true, ignored: (p, isDir) => this.ignored(prefix + p, isDir), onIgnoredFile: dropStaleTemp });
+      if (w.twins.length) return null;
+      for (const [key, st] of w.files) {
+        files.set(prefix + key, { size: st.size, mtimeMs: st.mtimeMs });
+        if (key !== st.rel) disk.set(prefix + key, prefix + st.rel);
+      }
+      for (const d of w.dirs) dirs.add(prefix + d);
+      for (const x of w.skipped) skipped.push({ ...x, path: prefix + x.path });
+    }
+    // the names on disk of the files in these folders, as found now
+    for (const k of this.onDisk.keys()) if (folders.includes(k.includes('/') ? k.slice(0, k.lastIndexOf('/')) : '')) this.onDisk.delete(k);
+    for (const [k, rel] of disk) this.onDisk.set(k, rel);
+    return { files, dirs, skipped };
   }
 
   async hash(p: string) {

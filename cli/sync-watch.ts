@@ -7,6 +7,8 @@
  *     folder's `event: change`, a vault's `event: vault` (its head's new counter);
  *   - every SYNC_RESCAN_MS, whatever the two said (a watcher can miss events: a folder made
  *     while its parent was being added, a network file system, an overflowed queue).
+ * Each pass is told the paths the watcher named since the last one started, so that it may look
+ * only at their folders (cli/commands/sync.ts).
  * A pass that fails (the server away) is tried again with backoff; the event stream reconnects
  * with backoff too, and a reconnected stream starts a pass (changes may have been missed).
  * What a pass did itself starts no pass: the watcher's event of a file it downloaded
@@ -17,7 +19,7 @@
  */
 import { type FSWatcher, watch } from 'node:fs';
 import path from 'node:path';
-import { SYNC_RESCAN_MS, SYNC_SETTLE_MS } from '../shared/src/base/limits.ts';
+import { SYNC_RESCAN_MS, SYNC_SCOPE_PATHS, SYNC_SETTLE_MS } from '../shared/src/base/limits.ts';
 import { backoffMs } from '../shared/src/session/delta-client.ts';
 import type { Values } from './command.ts';
 import { httpBase, tokenOf } from './remote.ts';
@@ -27,8 +29,10 @@ export interface WatchOptions {
   dir: string;
   ignored: (p: string) => boolean;
   signal: AbortSignal;
-  /** one pass; `woken`: what started it (`Woken`) */
-  pass: (woken: Woken[]) => Promise<unknown>;
+  /** one pass; `woken`: what started it (`Woken`); `named`: the paths (relative, '/'-separated,
+   *  as the watcher gave them) of the local changes seen since the last pass started, null when
+   *  the watcher did not name one or named more than SYNC_SCOPE_PATHS */
+  pass: (woken: Woken[], named: Set<string> | null) => Promise<unknown>;
   /** the watcher's event for `p` is of a file a pass wrote, as that pass left it */
   ownWrite?: (p: string) => boolean;
   /** the server's change event is of a version this device already has */
@@ -66,6 +70,8 @@ export async function watchFolder(o: WatchOptions): Promise<void> {
   let other = false;
   const woken = new Set<Woken>();
   const note = (w: Woken) => void woken.add(w);
+  // the local paths changed since the last pass started (null: one not named, or too many)
+  let named: Set<string> | null = new Set();
 
   const schedule = (ms: number) => {
     if (o.signal.aborted) return;
@@ -82,12 +88,14 @@ export async function watchFolder(o: WatchOptions): Promise<void> {
     if (why.some((c) => !o.known?.(c))) woken.add('server');
     const reasons = [...woken].sort();
     woken.clear();
+    const paths = named;
+    named = new Set();
     other = false;
     running = true;
     again = false;
     let retry = 0;
     try {
-      await o.pass(reasons);
+      await o.pass(reasons, paths);
       failures = 0;
     } catch (e) {
       retry = backoffMs(failures++);
@@ -100,7 +108,9 @@ export async function watchFolder(o: WatchOptions): Promise<void> {
     if (retry) schedule(retry);
     else if (again) schedule(other ? SYNC_SETTLE_MS : 0);
   };
-  const local = () => {
+  const local = (p: string | null) => {
+    if (p === null || (named && named.size >= SYNC_SCOPE_PATHS)) named = null;
+    else named?.add(p);
     other = true;
     note('local');
     schedule(SYNC_SETTLE_MS);
@@ -116,7 +126,7 @@ export async function watchFolder(o: WatchOptions): Promise<void> {
     watcher = watch(o.dir, { recursive: true }, (_event, file) => {
       const p = file ? file.toString().split(path.sep).join('/') : null;
       if (p && (o.ignored(p) || o.ownWrite?.(p))) return;
-      local();
+      local(p);
     });
     watcher.on('error', () => {
       // the rescan still finds the changes

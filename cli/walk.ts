@@ -18,6 +18,8 @@ export interface WalkOptions {
   onIgnoredFile?: (file: string) => Promise<void>;
   /** every entry `ignored` left out (NFC name; isDir for a folder) */
   onIgnored?: (p: string, isDir: boolean) => void;
+  /** the entries directly in `top` only (subfolders listed, not walked) */
+  shallow?: boolean;
 }
 
 const kindOf = (e: Dirent): EntryKind => (e.isDirectory() ? 'directory' : e.isSymbolicLink() ? 'link' : e.isFile() ? 'file' : 'other');
@@ -46,8 +48,8 @@ function nodeReader(device: number): TreeReader<string, Dirent> {
   };
 }
 
-export async function walkFolder(top: string, o: WalkOptions = {}): Promise<Walked> {
-  const device = (await fs.stat(top)).dev;
+export async function walkFolder(top: string, o: WalkOptions & { device?: number } = {}): Promise<Walked> {
+  const device = o.device ?? (await fs.stat(top)).dev;
   const onIgnoredFile = o.onIgnoredFile;
-  return walkTree(nodeReader(device), top, { ignored: o.ignored, onIgnored: o.onIgnored, ...(onIgnoredFile && { onIgnoredFile: (dir: string, e: Dirent) => onIgnoredFile(dir + path.sep + e.name) }) });
+  return walkTree(nodeReader(device), top, { ignored: o.ignored, onIgnored: o.onIgnored, shallow: o.shallow, ...(onIgnoredFile && { onIgnoredFile: (dir: string, e: Dirent) => onIgnoredFile(dir + path.sep + e.name) }) });
 }

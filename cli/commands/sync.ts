@@ -8,7 +8,7 @@ import { lstatSync, mkdirSync, realpathSync, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { SYNC_MAX_DELETE_MIN, SYNC_MAX_DELETE_SHARE, SYNC_RETRIES } from '../../shared/src/base/limits.ts';
-import { type Done, type EngineOptions, type FolderSyncReport, syncUntilStill } from '../../shared/src/sync/engine.ts';
+import { type Done, type EngineOptions, type FolderSyncReport, IGNORE_FILE, syncUntilStill } from '../../shared/src/sync/engine.ts';
 import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
 import { SERVER_OPTS, httpBase, tokenOf } from '../remote.ts';
@@ -236,7 +236,7 @@ empty folders.`,
         }
         if (r.guard) console.error(guardMessage(r.guard));
         if (human) console.log(`${where}: ${summary(r)}`);
-        else printJson({ pass: { agreed: r.agreed, passes: r.passes, actions: r.done.length, hashed: r.hashed, failed: r.done.filter((d) => d.error).length, skipped: r.skipped.length, hidden: r.hidden, ...(r.guard && { guard: r.guard }), ...(woken && { woken }) } });
+        else printJson({ pass: { agreed: r.agreed, passes: r.passes, actions: r.done.length, hashed: r.hashed, looked: r.looked, failed: r.done.filter((d) => d.error).length, skipped: r.skipped.length, hidden: r.hidden, ...(r.guard && { guard: r.guard }), ...(woken && { woken }) } });
       };
       const failedRun = (r: FolderSyncReport) => !r.agreed || r.done.some((d) => d.error) || r.skipped.some((s) => s.blocks);
 
@@ -261,6 +261,26 @@ empty folders.`,
         const st = w && lstatSync(path.join(dir, p), { throwIfNoEntry: false });
         return !!st && st.isFile() && st.size === w!.size && st.mtimeMs === w!.mtimeMs;
       };
+      // a pass woken by the watcher or the server looks only at the folders they named (and
+      // at those the server's listing says changed: engine.ts `scope`); the first pass, the
+      // rescan every SYNC_RESCAN_MS, a reconnect, a retry, and the pass after one that left
+      // the sides apart look at the whole folder
+      let whole = true;
+      const scopeOf = (woken: Woken[], named: Set<string> | null): Set<string> | undefined => {
+        if (woken.some((w) => w !== 'local' && w !== 'server') || (woken.includes('local') && !named)) return undefined;
+        const scope = new Set<string>();
+        for (const raw of named ?? []) {
+          const p = raw.normalize('NFC');
+          // the ignore rules changed, or a folder made, removed or moved: its whole subtree
+          // may have changed, and a whole pass sees it
+          if (p.split('/').pop() === IGNORE_FILE) return undefined;
+          if (state.folders.has(p) || [...state.files.keys()].some((f) => f.startsWith(p + '/'))) return undefined;
+          const st = lstatSync(path.join(dir, raw), { throwIfNoEntry: false });
+          if (st && !st.isFile()) return undefined;
+          scope.add(p.includes('/') ? p.slice(0, p.lastIndexOf('/')) : '');
+        }
+        return scope;
+      };
       const stop = () => controller.abort();
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
@@ -273,8 +293,10 @@ empty folders.`,
           known,
           signal: controller.signal,
           vault: vault?.id,
-          pass: async (woken) => {
-            const r = await syncUntilStill(tree, remote, state, engine);
+          pass: async (woken, named) => {
+            const scope = whole ? undefined : scopeOf(woken, named);
+            const r = await syncUntilStill(tree, remote, state, { ...engine, scope, watched: true });
+            whole = !r.agreed;
             if (r.done.length || r.guard || fresh(r).length) report(r, woken);
             return r;
           },

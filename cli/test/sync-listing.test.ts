@@ -232,7 +232,9 @@ test('the listing rebuilt from changes is the whole listing: new, changed, delet
     assert.equal(ok.cursor, undefined, 'nothing changed: the cursor sent is still the one');
     assert.deepEqual(ok.held, []);
 
-    // a catalog that cannot be read: 503, as the whole listing (never a partial answer)
+    // a catalog that cannot be read: 503, as the whole listing (never a partial answer); one
+    // changed since this process last read it (one unchanged is not read again)
+    await pushBytes(s, 'proj/x/new.txt', Buffer.from('new'));
     const store = await s.storeOf('local');
     const key = catalogKey('local', 'proj/x');
     const backend = store.backend as { getHead: (k: string) => Promise<unknown> };

@@ -244,16 +244,18 @@ test('MinIO: the reads of one folder catalog fail (the store answers 500): the p
   try {
     ok(await d.sync());
     failing = true;
-    d.write('during.txt', 'made while a catalog could not be read\n');
+    // a file made in sub/: its upload swaps sub/'s catalog, which the server, having read it
+    // unchanged before, must now read again (a catalog unchanged since is not read)
+    d.write('sub/during.txt', 'made while a catalog could not be read\n');
     const r = await d.sync();
     assert.notEqual(r.code, 0, r.stdout + r.stderr);
     assert.match(r.stderr, /the store failed/);
     assert.ok(!jsonLines(r.stdout).some((l) => l.op && l.op !== 'upload'), r.stdout);
-    allThere(d, { 'during.txt': 'made while a catalog could not be read\n' });
+    allThere(d, { 'sub/during.txt': 'made while a catalog could not be read\n' });
     failing = false;
     ok(await d.sync());
-    allThere(d, { 'during.txt': 'made while a catalog could not be read\n' });
-    assert.deepEqual(await serverFiles(s), { ...ONE_EACH, 'during.txt': 1 });
+    allThere(d, { 'sub/during.txt': 'made while a catalog could not be read\n' });
+    assert.deepEqual(await serverFiles(s), { ...ONE_EACH, 'sub/during.txt': 1 });
   } finally {
     await s.close();
     proxy.closeAllConnections();

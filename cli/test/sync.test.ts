@@ -370,6 +370,72 @@ test('--watch: a local save goes up and a change on the server comes down, acros
   }
 });
 
+test('--watch: a pass woken by a save looks only at its folder, and one woken by the server only at the folders that changed there; a new folder gets a whole pass', { timeout: 300_000 }, async () => {
+  const s = await testServer();
+  const { devs: [a, b], done } = devices(s.url);
+  for (let i = 0; i < 10; i++) for (let j = 0; j < 10; j++) a.write(`d${i}/f${j}.txt`, `file ${i} ${j}\n`);
+  ok(await a.sync());
+  ok(await b.sync());
+  const wa = watching(a, 'dev0');
+  const wb = watching(b, 'dev1');
+  const has = (d: Dev, p: string, body: string | null) => () => (body === null ? !existsSync(path.join(d.dir, p)) : existsSync(path.join(d.dir, p)) && readFileSync(path.join(d.dir, p), 'utf8') === body);
+  /** the report of the pass that did `op` on `p` (its action line comes first) */
+  const passOf = async (w: ReturnType<typeof watching>, op: string, p: string) => {
+    await until(`${op} ${p}`, () => {
+      const k = w.lines.findIndex((l) => l.op === op && l.path === p);
+      return k >= 0 && w.lines.slice(k).some((l) => l.pass);
+    });
+    const k = w.lines.findIndex((l) => l.op === op && l.path === p);
+    return w.lines.slice(k).find((l) => l.pass).pass;
+  };
+  try {
+    await until('both watching', () => wa.lines.some((l) => l.watching) && wb.lines.some((l) => l.watching));
+    // a first save, whichever pass takes it (the first one looks at the whole folder)
+    a.write('d1/f1.txt', 'first save');
+    await until('the first save on b', has(b, 'd1/f1.txt', 'first save'));
+    // a save: a's pass looks at its folder's 10 files, b's at the 10 of the folder that changed
+    // on the server; one pass each (a transfer that landed needs no pass after it). A save
+    // whose pass was woken by more (the rescan every 30 s, the event stream's connection: a
+    // whole pass) is made again.
+    let up, down;
+    for (let k = 0; k < 4; k++) {
+      a.write('d3/f7.txt', `saved ${k}`);
+      await until('the save on b', has(b, 'd3/f7.txt', `saved ${k}`));
+      up = await passOf(wa, 'upload', 'd3/f7.txt');
+      down = await passOf(wb, 'download', 'd3/f7.txt');
+      wa.lines.length = wb.lines.length = 0;
+      if (up.woken.join() === 'local' && down.woken.join() === 'server') break;
+    }
+    assert.deepEqual(up.woken, ['local']);
+    assert.equal(up.looked, 10, JSON.stringify(up));
+    assert.equal(up.passes, 1);
+    assert.deepEqual(down.woken, ['server']);
+    assert.equal(down.looked, 10, JSON.stringify(down));
+    // a delete: its folder's 9 files in each pass (a delete is checked by a second pass), and
+    // the file goes on the other device
+    rmSync(path.join(a.dir, 'd5/f0.txt'));
+    await until('the delete on b', has(b, 'd5/f0.txt', null));
+    const del = await passOf(wa, 'deleteRemote', 'd5/f0.txt');
+    assert.ok(del.looked <= 9 * del.passes || del.woken.join() !== 'local', JSON.stringify(del));
+    // a new folder: a whole pass (the watcher names the folder, not what it holds)
+    mkdirSync(path.join(a.dir, 'new/deep'), { recursive: true });
+    writeFileSync(path.join(a.dir, 'new/deep/x.txt'), 'in a new folder');
+    await until('the new folder on b', has(b, 'new/deep/x.txt', 'in a new folder'));
+    // and nothing else changed: both sides hold the same files
+    const { latest } = await serverOf(s);
+    const same = (m: Map<string, string>) => JSON.stringify([...m].sort()) === JSON.stringify([...latest].sort());
+    await until('both the same', () => same(treeOf(a.dir)) && same(treeOf(b.dir)));
+    assert.equal(latest.size, 100);
+    assert.equal(await stopChild(wa.child), 0, wa.stderr());
+    assert.equal(await stopChild(wb.child), 0, wb.stderr());
+  } finally {
+    wa.child.kill('SIGKILL');
+    wb.child.kill('SIGKILL');
+    await s.stop();
+    done();
+  }
+});
+
 test('one sync per folder: a second one is refused while the first runs, and a killed one does not hold the folder', { timeout: 120_000 }, async () => {
   const s = await testServer();
   const { devs: [a], done } = devices(s.url, 1);

@@ -13,7 +13,7 @@ import { TRASH } from '../../../shared/src/sync/remote.ts';
 import type { ApiErrorBody, FolderAnswer, FolderEntries, FolderRemoveAnswer, ListingChanges, ListingPage, ListingReset, MoveAnswer, RemoveAnswer, RestoreAnswer, SearchPage, TrashRestoreAnswer, VersionInfo } from '../../../shared/src/wire/api.ts';
 import { listingLines } from '../../../shared/src/wire/api.ts';
 import { validateName } from '../../../shared/src/wire/names.ts';
-import type { FileInfo, Store } from '../store/store.ts';
+import type { FileInfo, FolderRecord, Store } from '../store/store.ts';
 import { type Req, admittedRoutes } from './guard.ts';
 import { BULK_READ_BODY_BYTES, bulkRead, bulkWrite, drained } from './bulk.ts';
 
@@ -122,12 +122,19 @@ async function renameAll(names: string[], move: (rel: string) => Promise<void>):
 const CURSOR_VERSION = 1;
 const sha = (s: string) => createHash('sha256').update(s).digest();
 const folderId = (folder: string) => sha(folder).subarray(0, 6).toString('hex');
-const stampOf = (x: { files: FileInfo[]; folders: string[] }) => sha(listingLines(x.files, x.folders)).subarray(0, 6).toString('hex');
+/** A folder record's stamp, once per record (`Store.folderRecords` gives the same record for
+ *  a catalog unchanged since this process read it). */
+const stamps = new WeakMap<FolderRecord, string>();
+const stampOf = (x: FolderRecord) => {
+  let s = stamps.get(x);
+  if (s === undefined) stamps.set(x, (s = sha(listingLines(x.files, x.folders)).subarray(0, 6).toString('hex')));
+  return s;
+};
 const digestOf = (files: FileInfo[], folders: string[]) => sha(listingLines(files, folders)).toString('hex');
 
 /** The cursor of a walk's folders (`recs[0]` the listed folder itself); undefined past
  *  LIST_CURSOR_CHARS (such a tree is listed whole each time). */
-function cursorOf(recs: { folder: string; files: FileInfo[]; folders: string[] }[]): string | undefined {
+function cursorOf(recs: FolderRecord[]): string | undefined {
   const b = Buffer.alloc(7 + 12 * recs.length);
   b[0] = CURSOR_VERSION;
   Buffer.from(folderId(recs[0].folder), 'hex').copy(b, 1);

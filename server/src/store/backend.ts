@@ -65,7 +65,7 @@ export interface Backend {
   putHead(key: string, body: Uint8Array, tag: string | null): Promise<string | null>;
 
   /** Keys under `prefix`, in ascending byte order, starting after `after`; with each
-   *  object's size and last modification time. */
+   *  object's size and last modification time, and a head's tag where the listing shows it. */
   list(prefix: string, opts?: { after?: string; limit?: number }): AsyncIterable<ListEntry>;
 
   /** Removes an object or a head; removing what is not there is not an error. */
@@ -84,6 +84,12 @@ export interface ListEntry {
   size: number;
   /** milliseconds since the epoch */
   modified: number;
+  /** the tag `getHead` would return for the object listed (a head: its generation on a local
+   *  directory; S3: the ETag of any object), when the listing tells it. Two listings that show
+   *  one key with the same tag, size and time show the same bytes: a local generation is
+   *  written once and never reused (an empty one marks a delete), and an ETag is the MD5 of
+   *  the bytes of a plain PutObject. */
+  tag?: string;
 }
 
 /** Writes a new content object (a segment) under a key no other object may hold; an object

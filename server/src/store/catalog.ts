@@ -15,7 +15,7 @@
  * linked; the pruner reads the catalog once more after unlinking and links it back if anything
  * landed meanwhile. Every link a writer needs is so made by it or by the pruner.
  */
-import type { Backend } from './backend.ts';
+import type { Backend, ListEntry } from './backend.ts';
 import { type FileHead, isModified } from './format.ts';
 import { updateHead } from './heads.ts';
 import { encodeName, nsPrefix } from './keys.ts';
@@ -60,6 +60,52 @@ export function splitName(name: string): [string, string] {
 }
 
 export const catalogKey = (user: string, folder: string) => `${nsPrefix(user)}folders/${encodeName(folder)}`;
+/** The prefix of the catalog keys of `folder` ('' for the top) and of every folder under it
+ *  (and of a few others whose names begin as it does): the key of a name under it begins with
+ *  the encoding of `folder` (keys.ts: encoded bytes cut into components). */
+export const catalogsPrefix = (user: string, folder: string) => `${nsPrefix(user)}folders/${folder ? encodeName(folder).slice(0, -2) : ''}`;
+
+/**
+ * What this process read of folder catalogs, by key, each with the listing entry it was read
+ * under (its tag, size and time: `Backend.list`): a walk of the tree lists the catalogs first
+ * (one listing, no object read) and reads again only those whose entry is not the one kept, so
+ * a walk over an unchanged tree reads no catalog, and a catalog another process swapped is read
+ * on the next walk (its generation or ETag is new). An entry is kept only when the bytes read
+ * came under the listed tag and size. Least recently used out first past `maxBytes` of catalog
+ * bytes.
+ */
+export class CatalogCache<V> {
+  private kept = new Map<string, { at: ListEntry; value: V }>();
+  private bytes = 0;
+  constructor(private readonly maxBytes: number) {}
+
+  /** What was kept for `at.key` when it was read under `at` (tag, size and time), else undefined. */
+  get(at: ListEntry): V | undefined {
+    const hit = this.kept.get(at.key);
+    if (!hit || at.tag === undefined || hit.at.tag !== at.tag || hit.at.size !== at.size || hit.at.modified !== at.modified) return undefined;
+    this.kept.delete(at.key);
+    this.kept.set(at.key, hit);
+    return hit.value;
+  }
+
+  /** Keeps `value`, what was made of the catalog `at.key` read with tag `tag` and `size` bytes,
+   *  when that is the listed `at`; else drops what was kept of it. */
+  set(at: ListEntry, tag: string, size: number, value: V): void {
+    const old = this.kept.get(at.key);
+    if (old) {
+      this.kept.delete(at.key);
+      this.bytes -= old.at.size;
+    }
+    if (at.tag === undefined || at.tag !== tag || at.size !== size || size > this.maxBytes) return;
+    this.kept.set(at.key, { at, value });
+    this.bytes += size;
+    for (const [k, e] of this.kept) {
+      if (this.bytes <= this.maxBytes) break;
+      this.kept.delete(k);
+      this.bytes -= e.at.size;
+    }
+  }
+}
 
 /** An empty catalog. Its maps have no prototype: a file may be named "__proto__". */
 const empty = (): Catalog => ({ files: Object.create(null), folders: Object.create(null) });

@@ -30,6 +30,7 @@ const LEAF = '.f';
 /** `text`'s UTF-8 bytes as key characters: [A-Za-z0-9_-] as they are, every other byte %XX
  *  (upper-case hex). Injective, and never a '.' or a '/'. */
 function escapeBytes(text: string): string {
+  if (/^[A-Za-z0-9_-]*$/.test(text)) return text;
   let out = '';
   for (const b of Buffer.from(text, 'utf8')) {
     const c = String.fromCharCode(b);

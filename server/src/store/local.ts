@@ -47,6 +47,26 @@ export const RACY_MS = 3_000;
 export const RACY_FINE_MS = 100;
 /** Stats `stamps` runs at once. */
 const STAMPS_AT_ONCE = 8;
+/** Heads and files a listing looks at at once (`list`). */
+const LIST_AT_ONCE = 16;
+
+/** Runs `tasks`, `n` at a time; the first failure starts no more and fails the whole once
+ *  those under way settle. */
+async function atOnce(tasks: (() => Promise<void>)[], n: number): Promise<void> {
+  let next = 0;
+  let failed = false;
+  const lane = async () => {
+    while (!failed && next < tasks.length) {
+      await tasks[next++]().catch((e) => {
+        failed = true;
+        throw e;
+      });
+    }
+  };
+  const lanes = await Promise.allSettled(Array.from({ length: Math.min(n, tasks.length) }, lane));
+  const first = lanes.find((l) => l.status === 'rejected');
+  if (first) throw (first as PromiseRejectedResult).reason;
+}
 
 /** Descriptor calls (`getStamped`). */
 const openFd = promisify(fsc.open);
@@ -279,7 +299,9 @@ export function localBackend(root: string): LocalBackend {
 
 
     async *list(prefix, opts = {}) {
-      // the deepest directory wholly inside the prefix, walked in key order
+      // the deepest directory wholly inside the prefix, walked in key order; the heads and
+      // files of a directory are looked at LIST_AT_ONCE at a time (a folder's catalogs are
+      // thousands of heads in one directory, each a readdir of its generations and a stat)
       const slash = prefix.lastIndexOf('/');
       const base = slash < 0 ? '' : prefix.slice(0, slash + 1);
       const out: ListEntry[] = [];
@@ -291,23 +313,29 @@ export function localBackend(root: string): LocalBackend {
           if (code(e) === 'ENOENT' || code(e) === 'ENOTDIR') return;
           throw e;
         }
+        const look: (() => Promise<void>)[] = [];
         for (const d of entries) {
           if (d.name.startsWith(TEMP)) continue;
           const key = rel + d.name;
           if (d.isDirectory() && d.name.endsWith(HEAD_DIR)) {
             const k = key.slice(0, -HEAD_DIR.length);
             if (!k.startsWith(prefix)) continue;
-            const [gen] = await generations(k);
-            if (gen === undefined) continue;
-            const st = await fs.stat(path.join(root, key, String(gen))).catch(() => null);
-            if (st && st.size > 0) out.push({ key: k, size: st.size, modified: st.mtimeMs }); // empty: a tombstone
+            look.push(async () => {
+              const [gen] = await generations(k);
+              if (gen === undefined) return;
+              const st = await fs.stat(path.join(root, key, String(gen))).catch(() => null);
+              if (st && st.size > 0) out.push({ key: k, size: st.size, modified: st.mtimeMs, tag: String(gen) }); // empty: a tombstone
+            });
           } else if (d.isDirectory()) {
             if (prefix.startsWith(key + '/') || (key + '/').startsWith(prefix)) await walk(key + '/');
           } else if (d.isFile() && key.startsWith(prefix)) {
-            const st = await fs.stat(path.join(root, key)).catch(() => null);
-            if (st) out.push({ key, size: st.size, modified: st.mtimeMs });
+            look.push(async () => {
+              const st = await fs.stat(path.join(root, key)).catch(() => null);
+              if (st) out.push({ key, size: st.size, modified: st.mtimeMs });
+            });
           }
         }
+        await atOnce(look, LIST_AT_ONCE);
       };
       await walk(base);
       out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));

@@ -8,12 +8,17 @@ import { DamageError } from './errors.ts';
 import { type Layout, decodeVersion, sha256hex } from './format.ts';
 import { indexKey } from './keys.ts';
 import { localBackend } from './local.ts';
+import { type CatalogEntry, CatalogCache } from './catalog.ts';
 import { SegmentBytes, VerifiedRanges } from './verified.ts';
 
 /** Decoded version indexes kept per process (immutable: always valid), bytes of index. */
 const INDEX_CACHE_BYTES = 64 << 20;
 /** Bytes of segments this process wrote, kept for the next syncs' reads (verified.ts). */
 const SEGMENT_CACHE_BYTES = 32 << 20;
+/** Folder catalogs kept per process as listings read them (catalog.ts `CatalogCache`), bytes
+ *  of catalog (their parsed entries take about three times as much memory): 16 MiB holds the
+ *  catalogs of about 130 000 files. */
+const CATALOG_CACHE_BYTES = 16 << 20;
 
 export interface StoreSettings {
   /** how long an interrupted upload waits for its client to come back */
@@ -49,6 +54,8 @@ export class Repo {
   readonly written = new SegmentBytes(SEGMENT_CACHE_BYTES);
   /** folders this process linked into their parents' catalogs (catalog.ts) */
   readonly linked = new Set<string>();
+  /** folder catalogs as listings read them (store.ts `folderEntries`) */
+  readonly catalogs = new CatalogCache<{ entries: [string, CatalogEntry | null][]; refused: string[] }>(CATALOG_CACHE_BYTES);
   /** where work done after an answer reports (the server's log) */
   log: (e: Record<string, unknown>) => void = () => {};
   /** work done after an answer, one task at a time (`later`) */

@@ -328,7 +328,7 @@ export async function s3Backend(url: string, endpoint?: string, env: NodeJS.Proc
             throw new Error(`${where}: ListObjectsV2 ${base} returned a bad size or date for ${k}`);
           }
           last = k;
-          yield { key: k.slice(prefix.length), size: o.Size, modified: o.LastModified.getTime() } satisfies ListEntry;
+          yield { key: k.slice(prefix.length), size: o.Size, modified: o.LastModified.getTime(), ...(typeof o.ETag === 'string' && o.ETag !== '' && { tag: o.ETag }) } satisfies ListEntry;
           if (++n >= limit) return;
         }
         if (!out.IsTruncated) return;

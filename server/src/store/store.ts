@@ -15,14 +15,14 @@ import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 import type { ChunkParams } from '../../../shared/src/wire/protocol.ts';
 import type { Held, SinkFor } from '../../../shared/src/session/sink.ts';
 import { MIN_SHARED, sharedTraits, traitsOf } from './similarity.ts';
-import type { Backend } from './backend.ts';
+import type { Backend, ListEntry } from './backend.ts';
 import type { Repo } from './repo.ts';
 import { guessHead, noteHead, readHead } from './heads.ts';
 import { type HeadChange, type SeenHead, changeHead, sameVersion } from './commit.ts';
 import { type FileHead, type Layout, type VersionEntry, applyRetention, parseFileHead } from './format.ts';
 import { type Refs, addRef } from './gc-state.ts';
 import { encodeName, fileHeadKey, indexKey, nsPrefix, parseNsKey, segmentKey, uploadsKey } from './keys.ts';
-import { type Catalog, type CatalogEntry, type FileInfo, catalogKey, entryOf, fileInfo, keepFolder, noteInCatalog, parseCatalog, readCatalog, repairCatalog } from './catalog.ts';
+import { type Catalog, type CatalogEntry, type FileInfo, catalogKey, catalogsPrefix, entryOf, fileInfo, keepFolder, noteInCatalog, parseCatalog, readCatalog, repairCatalog } from './catalog.ts';
 import { DamageError } from './errors.ts';
 import { validateName } from '../../../shared/src/wire/names.ts';
 import { type SearchPage, searchNames } from './search.ts';
@@ -38,6 +38,30 @@ const CATALOG_READS = 16;
 /** Told each name a listing leaves out because the server would refuse it (`folder`: the
  *  catalog that held it, '' the top; `name`: the full name as stored). */
 export type Refused = (folder: string, name: string) => void;
+
+/** A folder with its own files and subfolders as listed (`Store.folderRecords`): `folder` is
+ *  '' for the top, else its name ending in '/'. */
+export interface FolderRecord {
+  folder: string;
+  files: FileInfo[];
+  folders: string[];
+}
+
+/** The record of a folder's entries, made once per entries read (the catalog cache keeps them
+ *  while the catalog is unchanged), so that what is derived from a record (a changes request's
+ *  stamps, files-api.ts) is derived once too. */
+const records = new WeakMap<[string, CatalogEntry | null][], FolderRecord>();
+function recordOf(folder: string, entries: [string, CatalogEntry | null][]): FolderRecord {
+  let rec = records.get(entries);
+  if (rec?.folder === folder) return rec;
+  rec = { folder, files: [], folders: [] };
+  for (const [name, e] of entries) {
+    if (e) rec.files.push(fileInfo(name, e));
+    else rec.folders.push(name);
+  }
+  records.set(entries, rec);
+  return rec;
+}
 
 /** Whether `name` is one the server accepts from a client as it is (validateName, no change). */
 function isValidName(name: string): boolean {
@@ -179,27 +203,41 @@ export class Store {
    * fails the listing (never an empty folder, docs/store.md §11). A catalog that does not parse
    * is rebuilt from the file heads on the spot (`rebuildCatalog`). A name the server would
    * refuse from a client (validateName, or a component holding '/') is left out and told to
-   * `refused`: a damaged or tampered store never lists a name no client could send.
+   * `refused`: a damaged or tampered store never lists a name no client could send. `at`: the
+   * catalog as a listing of the catalogs just showed it; what this process made of it when it
+   * last read it under that same entry is answered without a read (repo.ts `catalogs`).
    */
-  private async folderEntries(folder: string, refused?: Refused): Promise<[string, CatalogEntry | null][]> {
+  private async folderEntries(folder: string, refused?: Refused, at?: ListEntry): Promise<[string, CatalogEntry | null][]> {
+    const hit = at && this.repo.catalogs.get(at);
+    if (hit) {
+      for (const name of hit.refused) refused?.(folder, name);
+      return hit.entries;
+    }
     const key = catalogKey(this.user, folder);
     let c: Catalog;
+    let got: { body: Uint8Array; tag: string } | null = null;
     try {
-      c = parseCatalog((await this.backend.getHead(key))?.body ?? null, key);
+      got = await this.backend.getHead(key);
+      c = parseCatalog(got?.body ?? null, key);
     } catch (e) {
       if (!(e instanceof DamageError)) throw e;
+      got = null;
       c = await this.rebuildCatalog(folder);
     }
     const prefix = folder ? folder + '/' : '';
     const all: [string, CatalogEntry | null][] = [];
+    const left: string[] = [];
     const ok = (base: string) => {
       if (!base.includes('/') && isValidName(prefix + base)) return true;
+      left.push(prefix + base);
       refused?.(folder, prefix + base);
       return false;
     };
     for (const [base, e] of Object.entries(c.files)) if (e.versions && ok(base)) all.push([prefix + base, e]);
     for (const f of Object.keys(c.folders)) if (ok(f)) all.push([prefix + f + '/', null]);
-    return all.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    all.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+    if (at && got) this.repo.catalogs.set(at, got.tag, got.body.length, { entries: all, refused: left });
+    return all;
   }
 
   /**
@@ -281,10 +319,14 @@ export class Store {
   /**
    * The entries of every folder under `folder` (`folderEntries`), by folder, read with
    * CATALOG_READS catalogs in flight: a walk of thousands of folders waits on the backend (a
-   * GET each on S3, a readdir and a read on a directory), not on this process. The first
-   * failed read fails the walk.
+   * GET each on S3, a readdir and a read on a directory), not on this process. The catalogs
+   * are listed first (one listing: their tags, sizes and times), and only those this process
+   * has not read under the entry listed are read (repo.ts `catalogs`): a walk over an unchanged
+   * tree reads no catalog. The first failed read fails the walk.
    */
-  private catalogTree(folder: string, refused?: Refused): Promise<Map<string, [string, CatalogEntry | null][]>> {
+  private async catalogTree(folder: string, refused?: Refused): Promise<Map<string, [string, CatalogEntry | null][]>> {
+    const listed = new Map<string, ListEntry>();
+    for await (const e of this.backend.list(catalogsPrefix(this.user, folder))) if (e.tag !== undefined) listed.set(e.key, e);
     const tree = new Map<string, [string, CatalogEntry | null][]>();
     const pending = [folder];
     let active = 0;
@@ -296,7 +338,7 @@ export class Store {
         while (active < CATALOG_READS && pending.length) {
           const f = pending.pop()!;
           active++;
-          this.folderEntries(f, refused).then(
+          this.folderEntries(f, refused, listed.get(catalogKey(this.user, f))).then(
             (entries) => {
               tree.set(f, entries);
               for (const [name, e] of entries) if (!e) pending.push(name.slice(0, -1));
@@ -320,16 +362,12 @@ export class Store {
    * folder's name is '' for the top, else it ends in '/'. The listing's changes answer
    * (files-api.ts) compares them folder by folder.
    */
-  async folderRecords(folder = '', refused?: Refused): Promise<{ folder: string; files: FileInfo[]; folders: string[] }[]> {
+  async folderRecords(folder = '', refused?: Refused): Promise<FolderRecord[]> {
     const tree = await this.catalogTree(folder, refused);
-    const out: { folder: string; files: FileInfo[]; folders: string[] }[] = [];
+    const out: FolderRecord[] = [];
     const visit = (f: string) => {
-      const rec = { folder: f ? f + '/' : '', files: [] as FileInfo[], folders: [] as string[] };
+      const rec = recordOf(f ? f + '/' : '', tree.get(f)!);
       out.push(rec);
-      for (const [name, e] of tree.get(f)!) {
-        if (e) rec.files.push(fileInfo(name, e));
-        else rec.folders.push(name);
-      }
       for (const sub of rec.folders) visit(sub.slice(0, -1));
     };
     visit(folder);
@@ -406,12 +444,13 @@ export class Store {
 
   /**
    * A value that changes whenever a commit, rename or delete by any process changes this
-   * namespace's listing: a digest of its folder catalogs' keys, sizes and times, from one list
-   * of the catalogs (O(folders), no object read). The live-updates stream polls it.
+   * namespace's listing: a digest of its folder catalogs' keys, sizes, times and tags, from one
+   * list of the catalogs (O(folders), no object read; the tag tells apart two swaps of one
+   * size in one tick of the clock). The live-updates stream polls it.
    */
   async changeToken(): Promise<string> {
     const h = createHash('sha256');
-    for await (const e of this.backend.list(`${nsPrefix(this.user)}folders/`)) h.update(`${e.key}\0${e.size}\0${e.modified}\n`);
+    for await (const e of this.backend.list(`${nsPrefix(this.user)}folders/`)) h.update(`${e.key}\0${e.size}\0${e.modified}\0${e.tag ?? ''}\n`);
     return h.digest('hex');
   }
 

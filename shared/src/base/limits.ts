@@ -202,8 +202,13 @@ export const PLANNED_INDEX_BYTES = 64 << 20;
 export const ANY_MODE_MAX_BYTES = 64 << 10;
 /** `--watch`: a pass starts this long after the last local change seen (editors save in bursts). */
 export const SYNC_SETTLE_MS = 200;
-/** `--watch`: a full pass at least this often, whatever the watcher and the live events said. */
+/** `--watch`: a full pass at least this often, whatever the watcher and the live events said:
+ *  the passes between look only where the watcher and the server's changes named
+ *  (engine.ts `EngineOptions.scope`), and a watcher may miss what a full pass finds. */
 export const SYNC_RESCAN_MS = 30_000;
+/** `--watch`: a pass for at most this many paths the watcher named looks only at their folders;
+ *  for more, at the whole folder. */
+export const SYNC_SCOPE_PATHS = 1000;
 
 /** How far the list may run ahead of the Delta Bytes that wait for room in the socket, or of
  *  the Match Tokens, where the source keeps the bytes it read last (the page's File: the reads

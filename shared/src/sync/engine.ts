@@ -50,6 +50,10 @@ export interface LocalTree {
   /** every regular file not ignored, with its size and mtime; what was skipped, and why;
    *  `hidden`: how many files and folders the folder's own ignore rules hide (not the defaults) */
   scan(): Promise<{ files: Map<string, Stat>; dirs: Set<string>; skipped: Skipped[]; hidden?: number }>;
+  /** `scan` of the entries directly in `folders` ('' the top) only: their files, and their
+   *  subfolders as `dirs` (not walked); null when it cannot tell them as a whole scan would
+   *  (the pass then scans the whole folder). Optional: without it every pass scans it whole */
+  scanFolders?(folders: readonly string[]): Promise<{ files: Map<string, Stat>; dirs: Set<string>; skipped: Skipped[] } | null>;
   /** the content's root hash (hex), with the size and mtime the file had when it was opened */
   hash(path: string): Promise<{ hash: string } & Stat>;
   /** null when there is no file */
@@ -82,8 +86,10 @@ export interface Expected extends Stat {
 /** The synced folder on the server. Paths are relative to it. */
 export interface RemoteFolder {
   /** the files, and the folders (null: this server does not keep empty folders); `skipped`:
-   *  listed names that may not become paths here (sync/remote.ts listedNameFits) */
-  list(): Promise<{ files: Map<string, RemoteFile>; folders: Set<string> | null; skipped?: Skipped[] }>;
+   *  listed names that may not become paths here (sync/remote.ts listedNameFits); `changed`:
+   *  the folders ('' the top) whose entries may differ from the last listing's (those gone
+   *  included), when the listing is known to differ from it nowhere else (absent: anywhere) */
+  list(): Promise<{ files: Map<string, RemoteFile>; folders: Set<string> | null; skipped?: Skipped[]; changed?: ReadonlySet<string> }>;
   /** the root (hex, default chunking) of `version`, or undefined when another chunking made it */
   root(path: string, version: number): Promise<string | undefined>;
   /** the live version numbers of `path` */
@@ -194,6 +200,18 @@ export interface EngineOptions {
   /** a file this pass wrote here (a download), with its stat right after: `--watch` takes the
    *  watcher's event of that write for its own, not for a change */
   wrote?: (path: string, st: Stat) => void;
+  /** the folders ('' the top) a pass looks at (`--watch`: those the watcher named): the pass
+   *  scans only the entries directly in them and in the folders the server's listing says
+   *  changed (`RemoteFolder.list` `changed`), and decides only on the files directly in those,
+   *  with every check of a whole pass. A pass looks at the whole folder instead when the
+   *  listing does not say what changed, or `LocalTree.scanFolders` is absent, and does it over
+   *  whole when the delete guard would stop it (the guard judges whole passes only). Absent:
+   *  the whole folder */
+  scope?: ReadonlySet<string>;
+  /** every change made while a pass runs starts another (`--watch`: the watcher and the live
+   *  events): a pass whose actions were all uploads and downloads that landed is not followed
+   *  by one that would only find them done */
+  watched?: boolean;
 }
 
 /** One action carried out, or failed. */
@@ -206,6 +224,8 @@ export interface PassReport {
   skipped: Skipped[];
   /** local files and folders the folder's own ignore rules hide */
   hidden: number;
+  /** local files the pass looked at (all of them, unless it had a `scope`) */
+  looked: number;
   /** the delete guard stopped the pass before it did anything. `deletes` counts files and
    *  folders, `allowed` is of the agreed `files` and `folders`; `errors`: entries this pass
    *  could not read on either side (deletes may then come from what was not seen, and a higher
@@ -264,8 +284,10 @@ const refusals = new WeakMap<SyncState, Map<string, { n: number; why: string }>>
 export async function syncPass(local: LocalTree, remote: RemoteFolder, state: SyncState, opts: EngineOptions): Promise<PassReport> {
   const sides = await readSides(local, remote, state, opts);
   const planned = planPass(local, state, sides, opts);
-  const read = { hashed: sides.hashed, skipped: sides.skipped, hidden: sides.hidden };
+  const read = { hashed: sides.hashed, skipped: sides.skipped, hidden: sides.hidden, looked: sides.looked };
   const guard = deleteGuard(sides, planned, opts);
+  // the guard judges a whole pass: a pass that looked at some folders only does it over whole
+  if (guard && sides.scoped) return syncPass(local, remote, state, { ...opts, scope: undefined });
   if (guard) return { done: [], ...read, guard };
   return { done: await carryOut(local, remote, state, opts, sides, planned), ...read };
 }
@@ -290,6 +312,10 @@ interface Sides {
   unreadable: number;
   /** local files and folders the folder's own ignore rules hide */
   hidden: number;
+  /** local files scanned */
+  looked: number;
+  /** only the files directly in some folders were looked at (`EngineOptions.scope`) */
+  scoped: boolean;
 }
 
 /** Reads both sides: the local scan and the server's listing side by side; the hash of each
@@ -298,14 +324,38 @@ interface Sides {
  *  deleted). */
 async function readSides(local: LocalTree, remote: RemoteFolder, state: SyncState, opts: EngineOptions): Promise<Sides> {
   const ignored = opts.ignored ?? (() => false);
-  const [scan, { files: listing, folders: remoteFolders, skipped: unlisted = [] }] = await Promise.all([local.scan(), remote.list()]);
+  const want = opts.scope && local.scanFolders ? opts.scope : undefined;
+  const [first, listed] = await Promise.all([want ? local.scanFolders!([...want]) : local.scan(), remote.list()]);
+  // a pass with a scope looks at its folders and at those the listing says changed; where the
+  // listing does not say, or the tree cannot tell those folders alone, at the whole folder
+  let scan: { files: Map<string, Stat>; dirs: Set<string>; skipped: Skipped[]; hidden?: number } | null = first;
+  let scope: Set<string> | undefined;
+  if (want && scan && listed.changed) {
+    scope = new Set(want);
+    const more = [...listed.changed].filter((f) => !scope!.has(f));
+    const extra = more.length ? await local.scanFolders!(more) : { files: new Map(), dirs: new Set<string>(), skipped: [] };
+    if (!extra) scope = undefined;
+    else {
+      for (const [p, st] of extra.files) scan.files.set(p, st);
+      for (const d of extra.dirs) scan.dirs.add(d);
+      scan.skipped.push(...extra.skipped);
+      for (const f of more) scope.add(f);
+    }
+  }
+  if (!scan || (want && !scope)) scan = await local.scan();
+  /** the paths the pass decides on: those directly in a folder of its scope (all without one) */
+  const inScope = (p: string) => !scope || scope.has(p.includes('/') ? p.slice(0, p.lastIndexOf('/')) : '');
+  const listing = scope ? new Map([...listed.files].filter(([p]) => inScope(p))) : listed.files;
+  const stateFiles = scope ? new Map([...state.files].filter(([p]) => inScope(p))) : state.files;
+  const remoteFolders = listed.folders;
+  const unlisted = (listed.skipped ?? []).filter((s) => inScope(s.path.replace(/\/$/, '')));
   const skipped = [...scan.skipped, ...unlisted];
   // paths left out of this pass entirely (unreadable here): never read as deleted
   const held = new Set<string>();
   const heldFolders = skipped.filter((s) => s.hold && s.path.endsWith('/')).map((s) => s.path);
   for (const s of skipped) if (s.hold && !s.path.endsWith('/')) held.add(s.path);
-  const known = [...listing.keys(), ...state.files.keys(), ...(remoteFolders ?? []), ...state.folders];
-  for (const p of [...listing.keys(), ...state.files.keys()]) if (heldFolders.some((f) => p.startsWith(f))) held.add(p);
+  const known = [...listing.keys(), ...stateFiles.keys(), ...(remoteFolders ?? []), ...state.folders];
+  for (const p of [...listing.keys(), ...stateFiles.keys()]) if (heldFolders.some((f) => p.startsWith(f))) held.add(p);
   // a link or special file with nothing at its path on either side is only noted; one where the
   // server or the last agreement has something (or that could not be read, or that the server
   // holds) keeps the sides from agreeing
@@ -320,7 +370,7 @@ async function readSides(local: LocalTree, remote: RemoteFolder, state: SyncStat
   let unreadable = 0;
   for (const [p, st] of scan.files) {
     if (ignored(p)) continue;
-    const s = state.files.get(p);
+    const s = stateFiles.get(p);
     if (s && s.size === st.size && s.mtimeMs === st.mtimeMs) {
       localFiles.set(p, { ...st, hash: s.hash, stat: st });
       continue;
@@ -338,14 +388,14 @@ async function readSides(local: LocalTree, remote: RemoteFolder, state: SyncStat
     }
   }
   // files synced before that the ignore rules hide now: said, never taken for deletes
-  const hidden = [...state.files.keys()].filter((p) => p !== IGNORE_FILE && ignored(p) && !held.has(p)).sort();
+  const hidden = [...stateFiles.keys()].filter((p) => p !== IGNORE_FILE && ignored(p) && !held.has(p)).sort();
   if (hidden.length) skipped.push({ path: hidden[0] + (hidden.length > 1 ? ` and ${hidden.length - 1} more` : ''), reason: `synced before, hidden now by the ignore rules: changes to ${hidden.length > 1 ? 'them' : 'it'} no longer sync either way` });
   const remoteFiles = new Map([...listing].filter(([p]) => !ignored(p)));
   for (const p of held) {
     localFiles.delete(p);
     remoteFiles.delete(p);
   }
-  const agreed = new Map([...state.files].filter(([p]) => !held.has(p) && !ignored(p)));
+  const agreed = new Map([...stateFiles].filter(([p]) => !held.has(p) && !ignored(p)));
   // each root is a request of its own (a folder renamed on the server asks one per file): a
   // few at once, not one after another
   const wanted = rootsWanted(localFiles, agreed, remoteFiles);
@@ -363,7 +413,7 @@ async function readSides(local: LocalTree, remote: RemoteFolder, state: SyncStat
     else remoteFiles.set(p, { ...remoteFiles.get(p)!, root: r.root });
   });
 
-  return { localFiles, remoteFiles, agreed, dirs: scan.dirs, remoteFolders, heldFolders, skipped, hashed, unreadable, hidden: scan.hidden ?? 0 };
+  return { localFiles, remoteFiles, agreed, dirs: scan.dirs, remoteFolders, heldFolders, skipped, hashed, unreadable, hidden: scan.hidden ?? 0, looked: scan.files.size, scoped: !!scope };
 }
 
 /** What a pass means to do (`planPass`). */
@@ -400,10 +450,12 @@ function planPass(local: LocalTree, state: SyncState, sides: Sides, opts: Engine
   // folder that could not be read); elsewhere folders here follow their files: one left empty
   // by a delete or move from the server goes too.
   const prune = remoteFolders === null;
-  const folderActions = dirsThere ? planFolders(dirsHere, agreedFolders, dirsThere, localFiles, remoteFiles) : [];
+  // a pass that looked at some folders only (`EngineOptions.scope`) leaves folders, and the
+  // renames and deletes of whole folders, to the whole passes: it does not see them whole
+  const folderActions = dirsThere && !sides.scoped ? planFolders(dirsHere, agreedFolders, dirsThere, localFiles, remoteFiles) : [];
 
   // the renames of whole folders here: one folder move each on the server
-  const grouped = folderMoves(actions, remoteFiles, local.renameFolder ? { files: localFiles, dirs: dirsHere, fold } : undefined);
+  const grouped = sides.scoped ? actions : folderMoves(actions, remoteFiles, local.renameFolder ? { files: localFiles, dirs: dirsHere, fold } : undefined);
   const kept = new Set<Action | FolderMove | FolderDelete>(grouped);
   const inFolderMove = new Set<Action>(actions.filter((a) => !kept.has(a)));
   return { actions, folderActions, grouped, inFolderMove, agreedFolders, prune, fold };
@@ -816,6 +868,8 @@ async function carryOut(local: LocalTree, remote: RemoteFolder, state: SyncState
 export interface FolderSyncReport {
   done: Done[];
   hashed: number;
+  /** local files the passes looked at, all passes together */
+  looked: number;
   skipped: Skipped[];
   /** local files and folders the folder's own ignore rules hide (the last pass) */
   hidden: number;
@@ -846,20 +900,25 @@ export function inBulkBatches<T>(items: readonly T[], size: (t: T) => number): T
 /** Passes until one changes nothing on either side (at most `maxPasses`). */
 export async function syncUntilStill(local: LocalTree, remote: RemoteFolder, state: SyncState, opts: EngineOptions, maxPasses = 4): Promise<FolderSyncReport> {
   const done: Done[] = [];
-  let last: PassReport = { done: [], hashed: 0, skipped: [], hidden: 0 };
+  /** what leaves the sides agreeing: a state change only, or (`watched`) a transfer that landed */
+  const settled = (d: Done) => stateOnly(d) || (!!opts.watched && isFileAction(d) && transfer(d) && !d.error && !d.retry);
+  let last: PassReport = { done: [], hashed: 0, skipped: [], hidden: 0, looked: 0 };
   let passes = 0;
   let hashed = 0;
+  let looked = 0;
   while (passes < maxPasses && !opts.signal?.aborted) {
     passes++;
     last = await syncPass(local, remote, state, opts);
     done.push(...last.done);
     hashed += last.hashed;
+    looked += last.looked;
     // a pass that changed neither side (nothing done, or only agreements noted in the state,
-    // or only failures) leaves nothing for another pass to find
-    if (last.guard || last.done.every((d) => d.error || stateOnly(d))) break;
+    // or only failures) leaves nothing for another pass to find; nor, when every change made
+    // meanwhile starts a pass of its own, one that only moved files across as they were
+    if (last.guard || last.done.every((d) => d.error || stateOnly(d)) || last.done.every(settled)) break;
   }
   // a pass that left something out (held where the other side has something, or unreadable)
   // has not made the two sides agree
-  const agreed = !last.guard && last.done.every(stateOnly) && !last.skipped.some((s) => s.blocks);
-  return { done, hashed, skipped: last.skipped, hidden: last.hidden, ...(last.guard && { guard: last.guard }), agreed, passes };
+  const agreed = !last.guard && last.done.every(settled) && !last.skipped.some((s) => s.blocks);
+  return { done, hashed, looked, skipped: last.skipped, hidden: last.hidden, ...(last.guard && { guard: last.guard }), agreed, passes };
 }

@@ -54,6 +54,9 @@ export interface WalkOptions<D, E> {
   onIgnoredFile?: (dir: D, e: E, rel: string) => Maybe<void>;
   /** every entry `ignored` left out (NFC name; isDir for a folder) */
   onIgnored?: (p: string, isDir: boolean) => void;
+  /** the entries directly in `top` only: a subfolder is looked at as the walk would enter it
+   *  (and held alike), and listed in `dirs`, but not walked */
+  shallow?: boolean;
 }
 
 export interface Walked {
@@ -110,7 +113,7 @@ export async function walkTree<D, E extends TreeEntry>(reader: TreeReader<D, E>,
         if (typeof into === 'string') holdBoth(skipped, key, into);
         else {
           dirs.add(key);
-          await walk(into.dir, p + '/');
+          if (!o.shallow) await walk(into.dir, p + '/');
         }
       } else if (kind === 'link') {
         if (!ignored(key) && !ignored(key, true)) holdBoth(skipped, key, 'a symbolic link: not followed');

@@ -105,6 +105,9 @@ interface RawListing {
   folders: string[];
   held: string[];
   foldersListed: boolean;
+  /** answered from the kept listing: the folders (full names ending in '/') whose entries
+   *  differ from the kept ones, those gone included; absent: the listing was read whole */
+  changed?: string[];
 }
 
 /** The digest of a whole listing: SHA-256 (hex) of its `listingLines` (wire/api.ts); null where there is no
@@ -357,7 +360,7 @@ export abstract class ApiFolder implements RemoteFolder {
    * kept (`POST /api/files/changes` from its cursor, `changed`), else the whole recursive
    * listing (`whole`); then checked and shaped for the engine (`shape`).
    */
-  async list(): Promise<{ files: Map<string, RemoteFile>; folders: Set<string> | null; skipped: Skipped[] }> {
+  async list(): Promise<{ files: Map<string, RemoteFile>; folders: Set<string> | null; skipped: Skipped[]; changed?: Set<string> }> {
     return this.shape((await this.changed()) ?? (await this.whole()));
   }
 
@@ -451,7 +454,7 @@ export abstract class ApiFolder implements RemoteFolder {
     const held = heldOf(answer.held);
     if (mine && answer.cursor === undefined && answer.changes.length === 0 && answer.digest === mine.digest) {
       this.kept(had, mine.digest);
-      return { files: had.files, folders: had.folders, held, foldersListed: true };
+      return { files: had.files, folders: had.folders, held, foldersListed: true, changed: [] };
     }
     // the kept listing by folder ('' or a name ending in '/'): its files and subfolders
     const byFolder = new Map<string, { files: ListedFile[]; folders: string[] }>([[prefix, { files: [], folders: [] }]]);
@@ -483,12 +486,14 @@ export abstract class ApiFolder implements RemoteFolder {
     }
     if ((await listingDigest(raw.files, raw.folders)) !== answer.digest) return null;
     this.kept({ prefix, cursor, files: raw.files, folders: raw.folders }, answer.digest);
+    // what changed: the folders sent, and those gone with them (no longer reached)
+    raw.changed = [...(answer.changes as FolderEntries[]).map((c) => c.folder), ...had.folders.filter((d) => !seen.has(d))];
     return raw;
   }
 
   /** The listing as the engine reads it: held folders, the trash and names that may not
    *  become paths here left out (listedNameFits). */
-  private shape(raw: RawListing): { files: Map<string, RemoteFile>; folders: Set<string> | null; skipped: Skipped[] } {
+  private shape(raw: RawListing): { files: Map<string, RemoteFile>; folders: Set<string> | null; skipped: Skipped[]; changed?: Set<string> } {
     const prefix = this.prefix;
     const out = new Map<string, RemoteFile>();
     const skipped: Skipped[] = [];
@@ -514,7 +519,9 @@ export abstract class ApiFolder implements RemoteFolder {
     // a server that lists no folders beside files in folders keeps no empty folders either
     if (this.noFolders || (folders && !folders.size && [...out.keys()].some((p) => p.includes('/')))) folders = null;
     this.fitting = fitting;
-    return { files: out, folders, skipped };
+    // the changed folders as the engine names them ('' the top, else no trailing '/')
+    const changed = raw.changed && new Set(raw.changed.filter((d) => d.startsWith(prefix) && !inTrash(d.slice(prefix.length, -1))).map((d) => d.slice(prefix.length, -1)));
+    return { files: out, folders, skipped, ...(changed && { changed }) };
   }
 
   private async versionList(p: string): Promise<Pick<VersionInfo, 'version' | 'root' | 'algo'>[]> {
