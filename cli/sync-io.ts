@@ -121,8 +121,8 @@ export class NodeTree implements LocalTree {
    *  dropped first, and none kept past the pass (`scan` starts the next) */
   private planned = new Map<string, { index: ChunkIndex } & Stat>();
   private plannedBytes = 0;
-  /** the file system's moment at this pass's start (`scan`), before any of its reads: what a
-   *  read's start is compared with a file's mtime on (`readMoment`) */
+  /** the file system's moment at this pass's start (`scan`, `scanFolders`), before any of its
+   *  reads: what a read's start is compared with a file's mtime on (`readMoment`) */
   clock: FsClock | null = null;
 
   constructor(readonly dir: string) {}
@@ -209,6 +209,7 @@ export class NodeTree implements LocalTree {
   async scanFolders(folders: readonly string[]) {
     this.planned.clear();
     this.plannedBytes = 0;
+    this.clock = await fsClock(this.dir);
     this.ignored = await ignoreRules(this.dir);
     this.caseless ??= await this.probeCase();
     const device = (await fs.stat(this.dir)).dev;
