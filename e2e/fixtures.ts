@@ -88,6 +88,21 @@ export async function openPage(page: Page, url: string) {
   await expect(page.getByTestId('server-status')).toContainText(/Connected|Signed in/);
 }
 
+/** Opens the page's Vaults view at `url` and creates a vault with `passphrase`: its recovery
+ *  key, once shown and confirmed. Argon2id takes seconds, more on a loaded machine. */
+export async function createVault(page: Page, url: string, passphrase: string): Promise<string> {
+  await openPage(page, url);
+  await page.getByTestId('view-vaults').click();
+  await page.getByRole('button', { name: 'New vault' }).click();
+  const form = page.getByTestId('vault-create');
+  await form.getByLabel('Passphrase', { exact: true }).fill(passphrase);
+  await form.getByLabel('Passphrase again').fill(passphrase);
+  await form.getByRole('button', { name: 'Create' }).click();
+  const recoveryKey = (await page.getByTestId('recovery-key').textContent({ timeout: 120_000 }))!;
+  await page.getByRole('button', { name: 'I saved it' }).click();
+  return recoveryKey;
+}
+
 /**
  * Runs `prelude` (script text) in every worker the page starts, and every worker those start
  * (the sync worker, its hash and socket workers), before the worker's own script: each is

@@ -14,7 +14,7 @@ import { RootHasher } from '../shared/src/chunking/chunk-index.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../shared/src/wire/protocol.ts';
 import { hex } from '../shared/src/vault/format.ts';
 import { fastRandomBytes } from '../harness/testdata.ts';
-import { expect, openPage, root, test } from './fixtures.ts';
+import { createVault, expect, root, test } from './fixtures.ts';
 
 const PASSPHRASE = 'correct horse battery staple';
 const MiB = 2 ** 20;
@@ -36,14 +36,7 @@ test('a file pushed from the page through its chunk workers is cut, named and ro
     const seen: string[] = ((window as unknown as { cspViolations: string[] }).cspViolations = []);
     document.addEventListener('securitypolicyviolation', (e) => seen.push(`${e.violatedDirective} ${e.blockedURI}`));
   });
-  await openPage(page, server.url);
-  await page.getByTestId('view-vaults').click();
-  await page.getByRole('button', { name: 'New vault' }).click();
-  const form = page.getByTestId('vault-create');
-  await form.getByLabel('Passphrase', { exact: true }).fill(PASSPHRASE);
-  await form.getByLabel('Passphrase again').fill(PASSPHRASE);
-  await form.getByRole('button', { name: 'Create' }).click();
-  await page.getByRole('button', { name: 'I saved it' }).click({ timeout: 120_000 });
+  await createVault(page, server.url, PASSPHRASE);
   const id = (await page.getByTestId('vault').getAttribute('data-id'))!;
 
   const bytes = contents();

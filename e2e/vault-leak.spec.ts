@@ -23,10 +23,9 @@ import { SUM_BLOCK, decodeVaultHead } from '../server/src/store/vaults.ts';
 import { pushBytes } from '../harness/helpers.ts';
 import { recordingProxy } from '../harness/recording-proxy.ts';
 import { TestServer } from './server.ts';
-import { expect, openPage, root, test } from './fixtures.ts';
+import { createVault, expect, root, test } from './fixtures.ts';
 
 const PASSPHRASE = 'correct horse battery staple';
-const UNLOCK = { timeout: 120_000 };
 const DEVICES = ['laptop-of-ann', 'desktop-of-bob'];
 
 /** Every file under `dir`: its path below it and its bytes. */
@@ -61,15 +60,7 @@ test('a vault filled from the page and the CLI (versions, a conflict, a delete):
     const latest = (name: string) => versions.get(name)!.at(-1)!;
 
     // the page creates the vault and adds five files
-    await openPage(page, proxy.url);
-    await page.getByTestId('view-vaults').click();
-    await page.getByRole('button', { name: 'New vault' }).click();
-    const form = page.getByTestId('vault-create');
-    await form.getByLabel('Passphrase', { exact: true }).fill(PASSPHRASE);
-    await form.getByLabel('Passphrase again').fill(PASSPHRASE);
-    await form.getByRole('button', { name: 'Create' }).click();
-    await expect(page.getByTestId('recovery-key')).toBeVisible(UNLOCK);
-    await page.getByRole('button', { name: 'I saved it' }).click();
+    await createVault(page, proxy.url, PASSPHRASE);
     const id = (await page.getByTestId('vault').getAttribute('data-id'))!;
     const sizes = { 'contract-draft-alpha.pdf': 900_000, 'beach-day-photo.jpg': 300_000, 'secret-diary-tuesday.txt': 30_000, 'budget-forecast.xlsx': 6_000, 'memo-to-delete.txt': 5_000 };
     mkdirSync(path.join(dir, 'page'));

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import type { Page } from '@playwright/test';
 import { content } from './data.ts';
-import { expect, openPage, root, test } from './fixtures.ts';
+import { createVault, expect, root, test } from './fixtures.ts';
 
 const OLD = 'correct horse battery staple';
 const NEW = 'a new passphrase for the page test';
@@ -40,15 +40,7 @@ test('a vault\'s passphrase changed in the page: lock, the old one refused, the 
   test.setTimeout(600_000);
   const files = { 'ledger-2026.bin': content(400_000), 'letter-to-the-bank.txt': content(30_000) };
 
-  await openPage(page, server.url);
-  await page.getByTestId('view-vaults').click();
-  await page.getByRole('button', { name: 'New vault' }).click();
-  const create = page.getByTestId('vault-create');
-  await create.getByLabel('Passphrase', { exact: true }).fill(OLD);
-  await create.getByLabel('Passphrase again').fill(OLD);
-  await create.getByRole('button', { name: 'Create' }).click();
-  await expect(page.getByTestId('recovery-key')).toBeVisible(ARGON);
-  await page.getByRole('button', { name: 'I saved it' }).click();
+  await createVault(page, server.url, OLD);
   const vault = page.getByTestId('vault');
   const id = (await vault.getAttribute('data-id'))!;
 

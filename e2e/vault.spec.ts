@@ -17,7 +17,7 @@ import { promisify } from 'node:util';
 import type { Page } from '@playwright/test';
 import { pushBytes } from '../harness/helpers.ts';
 import { content } from './data.ts';
-import { expect, openPage, root, test } from './fixtures.ts';
+import { createVault, expect, openPage, root, test } from './fixtures.ts';
 
 const PASSPHRASE = 'correct horse battery staple';
 /** Argon2id takes seconds, more on a loaded machine: unlocks are waited for generously. */
@@ -186,17 +186,7 @@ function headGenerations(data: string, id: string): { dir: string; newest: numbe
 }
 
 /** Creates a vault in the page's Vaults view with PASSPHRASE: its recovery key, once seen. */
-async function createInPage(page: Page, url: string): Promise<string> {
-  await vaultsView(page, url);
-  await page.getByRole('button', { name: 'New vault' }).click();
-  const form = page.getByTestId('vault-create');
-  await form.getByLabel('Passphrase', { exact: true }).fill(PASSPHRASE);
-  await form.getByLabel('Passphrase again').fill(PASSPHRASE);
-  await form.getByRole('button', { name: 'Create' }).click();
-  const recoveryKey = (await page.getByTestId('recovery-key').textContent(UNLOCK))!;
-  await page.getByRole('button', { name: 'I saved it' }).click();
-  return recoveryKey;
-}
+const createInPage = (page: Page, url: string) => createVault(page, url, PASSPHRASE);
 
 test('at 390 px, by keyboard: a server that rolls a vault back is refused in the page, after a reload too; a recovery key unlocks', async ({ page, server, dir }) => {
   test.setTimeout(600_000);

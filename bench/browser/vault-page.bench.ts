@@ -13,7 +13,7 @@ import { cpus, loadavg } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { VAULT_ARGON2 } from '../../shared/src/base/limits.ts';
-import { expect, openPage, result, root, test, watchEnd } from '../../e2e/fixtures.ts';
+import { createVault, expect, result, root, test, watchEnd } from '../../e2e/fixtures.ts';
 
 const UNLOCKS = 5;
 const MiB = 2 ** 20;
@@ -25,14 +25,7 @@ const ROUNDS = 2;
 test('a vault in the page: unlock, first push, pull', async ({ page, server, dir }) => {
   test.setTimeout(1_800_000);
   const loads = [loadavg()[0]];
-  await openPage(page, server.url);
-  await page.getByTestId('view-vaults').click();
-  await page.getByRole('button', { name: 'New vault' }).click();
-  const form = page.getByTestId('vault-create');
-  await form.getByLabel('Passphrase', { exact: true }).fill('a passphrase');
-  await form.getByLabel('Passphrase again').fill('a passphrase');
-  await form.getByRole('button', { name: 'Create' }).click();
-  await page.getByRole('button', { name: 'I saved it' }).click(LONG);
+  await createVault(page, server.url, 'a passphrase');
   const unlocks: number[] = [];
   for (let i = 0; i < UNLOCKS; i++) {
     await page.getByRole('button', { name: 'Lock' }).click();

@@ -7,7 +7,7 @@
 import { writeFileSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { expect, openPage, test } from '../../e2e/fixtures.ts';
+import { createVault, expect, test } from '../../e2e/fixtures.ts';
 
 const MiB = 2 ** 20;
 const SIZE = Number(process.env.MIB ?? 256) * MiB;
@@ -15,14 +15,7 @@ const LONG = { timeout: 600_000 };
 
 test('a vault push, traced', async ({ page, server, dir, browser }) => {
   test.setTimeout(1_800_000);
-  await openPage(page, server.url);
-  await page.getByTestId('view-vaults').click();
-  await page.getByRole('button', { name: 'New vault' }).click();
-  const form = page.getByTestId('vault-create');
-  await form.getByLabel('Passphrase', { exact: true }).fill('a passphrase');
-  await form.getByLabel('Passphrase again').fill('a passphrase');
-  await form.getByRole('button', { name: 'Create' }).click();
-  await page.getByRole('button', { name: 'I saved it' }).click(LONG);
+  await createVault(page, server.url, 'a passphrase');
   const file = path.join(dir, `random.bin`);
   writeFileSync(file, randomBytes(SIZE));
   const tracePath = path.join(dir, 'trace.json');
