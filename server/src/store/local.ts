@@ -28,6 +28,7 @@ import fsc, { type BigIntStats, constants, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { type Backend, type ListEntry, NotFoundError } from './backend.ts';
+import { allLimited } from '../../../shared/src/base/limited.ts';
 
 const HEAD_DIR = '@h';
 const TEMP = '@tmp-';
@@ -49,24 +50,6 @@ export const RACY_FINE_MS = 100;
 const STAMPS_AT_ONCE = 8;
 /** Heads and files a listing looks at at once (`list`). */
 const LIST_AT_ONCE = 16;
-
-/** Runs `tasks`, `n` at a time; the first failure starts no more and fails the whole once
- *  those under way settle. */
-async function atOnce(tasks: (() => Promise<void>)[], n: number): Promise<void> {
-  let next = 0;
-  let failed = false;
-  const lane = async () => {
-    while (!failed && next < tasks.length) {
-      await tasks[next++]().catch((e) => {
-        failed = true;
-        throw e;
-      });
-    }
-  };
-  const lanes = await Promise.allSettled(Array.from({ length: Math.min(n, tasks.length) }, lane));
-  const first = lanes.find((l) => l.status === 'rejected');
-  if (first) throw (first as PromiseRejectedResult).reason;
-}
 
 /** Descriptor calls (`getStamped`). */
 const openFd = promisify(fsc.open);
@@ -335,7 +318,7 @@ export function localBackend(root: string): LocalBackend {
             });
           }
         }
-        await atOnce(look, LIST_AT_ONCE);
+        await allLimited(look, LIST_AT_ONCE, (f) => f());
       };
       await walk(base);
       out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));

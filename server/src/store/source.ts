@@ -7,6 +7,7 @@
  */
 import type { ChunkIndex, Source } from '../../../shared/src/chunking/chunk-index.ts';
 import { hashLength } from '../../../shared/src/wire/protocol.ts';
+import { allLimited } from '../../../shared/src/base/limited.ts';
 import { hash_chunks } from '../../../shared/src/chunking/wasm.ts';
 import { type Backend, NotFoundError } from './backend.ts';
 import { DamageError } from './errors.ts';
@@ -81,7 +82,7 @@ export class VersionSource implements Source {
           else asked.set(family, [{ segment, stamp }]);
         }
       }
-      await inParallel([...asked], STAMP_CHECKS, async ([family, segs]) => {
+      await allLimited([...asked], STAMP_CHECKS, async ([family, segs]) => {
         const now = await this.backend.stamps(family, segs.map((s) => segmentKey(s.segment)));
         segs.forEach((s, k) => {
           if (now[k] === s.stamp) good.add(s.segment);
@@ -273,13 +274,6 @@ export interface Piece {
   length: number;
   /** where in the file */
   at: number;
-}
-
-async function inParallel<T>(items: T[], n: number, fn: (x: T) => Promise<void>): Promise<void> {
-  let i = 0;
-  await Promise.all(Array.from({ length: Math.min(n, items.length) }, async () => {
-    while (i < items.length) await fn(items[i++]);
-  }));
 }
 
 function prefixSums(lengths: ArrayLike<number>): Float64Array {

@@ -14,6 +14,7 @@
  * mismatch is a local change for the next pass; a delete on the server moves the file into the
  * pass's trash folder with its history; a conflict keeps both.
  */
+import { allLimited } from '../base/limited.ts';
 import { conflictName } from './conflict.ts';
 import { RemoteError } from '../transport/conn.ts';
 import { BULK_ENTRIES, BULK_FILE_MAX, BULK_IN_FLIGHT, BULK_REQUEST_BYTES, SYNC_REFUSALS, SYNC_ROOT_LOOKUPS, SYNC_TRANSFERS } from '../base/limits.ts';
@@ -159,18 +160,6 @@ export async function verifyLocal(tree: Pick<LocalTree, 'stat' | 'hash'>, path: 
   const st = await tree.stat(path);
   if (!sameStat(st, expect)) throw new LocalChanged(`${path} changed here`);
   if (expect && (await tree.hash(path)).hash !== expect.hash) throw new LocalChanged(`${path} changed here (same size and time, other content)`);
-}
-
-/** `fn` of every item, at most `atOnce` at a time; the outcomes in the items' order. */
-export async function allLimited<I, O>(items: readonly I[], atOnce: number, fn: (item: I, k: number) => Promise<O>): Promise<O[]> {
-  const out: O[] = new Array(items.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(atOnce, items.length) }, async () => {
-      for (let k; (k = next++) < items.length; ) out[k] = await fn(items[k], k);
-    }),
-  );
-  return out;
 }
 
 /** The trash folder's stamp for deletes at `when` (local time): `YYYY-MM-DD HHMMSS`. */
