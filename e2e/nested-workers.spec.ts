@@ -89,3 +89,24 @@ test('workers that never start (as Firefox ESR now and then leaves one): the syn
   expect(await server.storedSha256('film.bin', 1)).toBe(sha);
   expect(await threads(page, 'film.bin')).toEqual({ socketWorker: 'false', hashWorkers: 0 });
 });
+
+test('a sync worker that never runs (as Firefox ESR now and then leaves one): the page starts another, and the file picked meanwhile syncs, byte-exact', async ({ page, server, dir }) => {
+  // the page's first worker (the sync worker) runs an empty script: no message, no error
+  await page.addInitScript(() => {
+    const g = window as unknown as { Worker: typeof Worker; workersMade: number };
+    const Real = g.Worker;
+    g.workersMade = 0;
+    g.Worker = class extends Real {
+      constructor(url: string | URL, opts?: WorkerOptions) {
+        super(g.workersMade++ === 0 ? URL.createObjectURL(new Blob([''], { type: 'text/javascript' })) : url, opts);
+      }
+    };
+  });
+  await openPage(page, server.url);
+  const file = path.join(dir, 'notes.txt');
+  const sha = await writePseudoRandomFile(file, 1 << 20);
+  await page.getByTestId('file-input').setInputFiles(file);
+  expect((await result(page, 'notes.txt', { timeout: 120_000 })).version).toBe(1);
+  expect(await server.storedSha256('notes.txt', 1)).toBe(sha);
+  expect(await page.evaluate(() => (window as unknown as { workersMade: number }).workersMade)).toBe(2);
+});

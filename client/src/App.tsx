@@ -22,6 +22,7 @@ import { forgetUpload, rememberUploads } from './unfinished.ts';
 import type { Failure } from './worker-api.ts';
 import { type HeadMoved, VaultsEntry, VaultsPanel } from './components/VaultsPanel.tsx';
 import { save } from './save.ts';
+import { PageWorker } from './worker-start.ts';
 
 export function App() {
   const [announcement, setAnnouncement] = useState('');
@@ -42,7 +43,7 @@ export function App() {
   const [transfers] = useState(
     () =>
       new Transfers({
-        worker: new Worker(new URL('./worker.ts', import.meta.url), { type: 'module' }),
+        worker: new PageWorker(() => new Worker(new URL('./worker.ts', import.meta.url), { type: 'module' })),
         url: syncUrl(),
         device: deviceLabel(),
         diagnose: async (f: Failure): Promise<Failure> => ((await latest.current.refresh()).status === 'signin' ? { ...f, kind: 'refused' } : f),

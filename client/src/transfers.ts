@@ -7,6 +7,7 @@
 import type { SyncReport } from '../../shared/src/session/delta-client.ts';
 import { PAGE_RETRIES } from '../../shared/src/base/limits.ts';
 import type { Failure, FromWorker, Guard, Step, Threads, ToWorker } from './worker-api.ts';
+import type { PageWorker } from './worker-start.ts';
 
 /** Files under this size run up to SMALL_PARALLEL at once (the `parallel` limit is for larger
  *  ones): a small file's sync is mostly waiting on round trips and the server's commit, so a
@@ -51,7 +52,7 @@ export interface Transfer {
 type Request = Exclude<ToWorker, { kind: 'cancel' | 'wake' }>;
 
 export interface TransfersOptions {
-  worker: Worker;
+  worker: Pick<PageWorker, 'postMessage' | 'addEventListener'>;
   /** the sync endpoint, ws(s)://host/sync */
   url: string;
   /** this device's label, in the name of a conflict copy an upload makes */
@@ -87,6 +88,11 @@ export class Transfers {
 
   constructor(private readonly opts: TransfersOptions) {
     opts.worker.addEventListener('message', (ev: MessageEvent<FromWorker>) => void this.onMessage(ev.data));
+    // a sync worker that never started (worker-start.ts): what runs fails with why, and what
+    // is queued would wait on it for ever, so it fails too
+    opts.worker.addEventListener('error', (e) => {
+      for (const t of this.list) if (t.status === 'running' || t.status === 'queued') this.settle(t.id, { status: 'failed', failure: { kind: 'error', message: e.message } });
+    });
   }
 
   readonly subscribe = (listener: () => void) => {

@@ -3,6 +3,7 @@
  * callback. `end()` terminates the worker, and with it the vault's keys.
  */
 import type { VaultFailureKind, VaultReply, VaultRequest } from './vault-api.ts';
+import { PageWorker } from './worker-start.ts';
 
 export class VaultFailure extends Error {
   constructor(
@@ -24,12 +25,12 @@ export function said(e: unknown, secret: 'passphrase' | 'recovery key' = 'passph
 }
 
 export class VaultWorker {
-  private worker = new Worker(new URL('./vault-worker.ts', import.meta.url), { type: 'module' });
+  private worker = new PageWorker(() => new Worker(new URL('./vault-worker.ts', import.meta.url), { type: 'module' }), 'the vault worker');
   private next = 1;
   private waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void; progress?: (n: number) => void }>();
 
   constructor() {
-    this.worker.onmessage = (e: MessageEvent<VaultReply>) => {
+    this.worker.addEventListener('message', (e: MessageEvent<VaultReply>) => {
       const r = e.data;
       const w = this.waiting.get(r.rid);
       if (!w) return;
@@ -37,8 +38,8 @@ export class VaultWorker {
       this.waiting.delete(r.rid);
       if (r.ok) w.resolve(r.value);
       else w.reject(new VaultFailure(r.kind, r.error));
-    };
-    this.worker.onerror = (e) => this.fail(new VaultFailure('other', `the vault worker failed: ${e.message || 'it could not start'}`));
+    });
+    this.worker.addEventListener('error', (e) => this.fail(new VaultFailure('other', e.message || 'the vault worker failed')));
   }
 
   request<T>(req: VaultRequest, progress?: (n: number) => void): Promise<T> {

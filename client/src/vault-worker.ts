@@ -185,3 +185,5 @@ self.onmessage = (e: MessageEvent<VaultRequest & { rid: number }>) => {
     (err: unknown) => post({ rid, ok: false, kind: kindOf(err), error: err instanceof Error ? err.message : String(err) }),
   );
 };
+// the page waits for this (worker-start.ts `PageWorker`)
+(self as unknown as Worker).postMessage(WORKER_READY);

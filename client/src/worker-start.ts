@@ -1,10 +1,103 @@
 /**
- * The workers the sync worker starts (the socket worker, hash workers) say `WORKER_READY` first
- * thing: Firefox ESR now and then never runs a module worker it was asked to start (no error
- * event, no message: 1 of 60 started from a page here), and a socket or a hash waiting on it
- * would wait for ever. One that has not said so within WORKER_START_MS is given up, and the
- * sync worker does its work itself, as where a worker cannot start workers.
+ * Every worker Dsync starts says `WORKER_READY` first thing: Firefox ESR now and then never
+ * runs a module worker it was asked to start (no error event, no message: 1 of 60 started from
+ * a page here), and whatever waits on it would wait for ever. One that has not said so within
+ * WORKER_START_MS is given up: the sync worker then does the socket worker's or the hash
+ * workers' work itself, as where a worker cannot start workers; the page starts its own
+ * workers (the sync worker, a vault worker) again (`PageWorker`).
  */
 export const WORKER_READY = 'dsync-worker-ready';
 /** Generous: a worker starts in well under a second, a loaded phone's in a few. */
 export const WORKER_START_MS = 10_000;
+/** Starts of a page's worker (the sync worker, a vault worker) before it is given up. */
+export const WORKER_TRIES = 3;
+
+type OnMessage = (e: MessageEvent) => void;
+type OnError = (e: { message: string }) => void;
+
+/**
+ * A worker the page starts (the sync worker, a vault worker), started again where it has not
+ * said WORKER_READY within WORKER_START_MS or failed before it did: Firefox ESR now and then
+ * never runs a module worker (no error, no message), and every transfer posted to it waited
+ * for ever at "Connecting to the server". Messages posted meanwhile wait here and go, in order,
+ * to the worker that runs; none is lost with one given up (it never read them). After
+ * WORKER_TRIES starts it is given up for good: `error` listeners hear why.
+ */
+export class PageWorker {
+  private worker: Worker | null = null;
+  private ready = false;
+  private ended = false;
+  private tries = 0;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private readonly waiting: [unknown, Transferable[]][] = [];
+  private readonly onMessage = new Set<OnMessage>();
+  private readonly onError = new Set<OnError>();
+
+  /** `start` makes the worker (`new Worker(new URL(…, import.meta.url), …)` at its call site, so
+   *  that the bundler finds it). */
+  constructor(
+    private readonly start: () => Worker,
+    private readonly name = 'the sync worker',
+    private readonly startMs = WORKER_START_MS,
+  ) {
+    this.begin();
+  }
+
+  postMessage(m: unknown, transfer: Transferable[] = []) {
+    if (this.ended) return;
+    if (this.ready) this.worker!.postMessage(m, transfer);
+    else this.waiting.push([m, transfer]);
+  }
+
+  addEventListener(type: 'message', listener: OnMessage): void;
+  addEventListener(type: 'error', listener: OnError): void;
+  addEventListener(type: 'message' | 'error', listener: OnMessage | OnError) {
+    if (type === 'message') this.onMessage.add(listener as OnMessage);
+    else this.onError.add(listener as OnError);
+  }
+
+  terminate() {
+    this.ended = true;
+    clearTimeout(this.timer);
+    this.worker?.terminate();
+    this.worker = null;
+    this.waiting.length = 0;
+  }
+
+  private begin(): void {
+    this.tries++;
+    let w: Worker;
+    try {
+      w = this.worker = this.start();
+    } catch (e) {
+      return this.failed(e instanceof Error ? e.message : String(e));
+    }
+    this.timer = setTimeout(() => this.failed(`it did not start in ${this.startMs / 1000} s`), this.startMs);
+    w.onmessage = (e) => {
+      if (w !== this.worker) return;
+      if (e.data !== WORKER_READY) return this.onMessage.forEach((l) => l(e));
+      clearTimeout(this.timer);
+      this.ready = true;
+      for (const [m, transfer] of this.waiting.splice(0)) w.postMessage(m, transfer);
+    };
+    w.onerror = (e) => {
+      if (w !== this.worker) return;
+      if (this.ready) return this.onError.forEach((l) => l(e));
+      e.preventDefault();
+      this.failed(e.message || 'it failed to start');
+    };
+  }
+
+  /** The worker being started did not start: another try, or the end. */
+  private failed(why: string): void {
+    clearTimeout(this.timer);
+    this.worker?.terminate();
+    this.worker = null;
+    if (this.ended) return;
+    if (this.tries < WORKER_TRIES) return this.begin();
+    this.ended = true;
+    this.waiting.length = 0;
+    const message = `${this.name} did not start (${WORKER_TRIES} tries): ${why}`;
+    this.onError.forEach((l) => l({ message }));
+  }
+}

@@ -425,3 +425,6 @@ self.onmessage = async (ev: MessageEvent<ToWorker | FolderToWorker>) => {
     kinds.delete(m.id);
   }
 };
+// the page waits for this (worker-start.ts `PageWorker`): everything above, the socket worker's
+// and the hash workers' starts included, has run
+(self as unknown as Worker).postMessage(WORKER_READY);

@@ -33,7 +33,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 function setup(opts: Partial<TransfersOptions> = {}) {
   const worker = new WorkerSide();
   const settled: Transfer[] = [];
-  const transfers = new Transfers({ worker: worker as unknown as Worker, url: 'ws://server/sync', device: 'test', onSettled: (t) => settled.push(t), ...opts });
+  const transfers = new Transfers({ worker: worker as unknown as TransfersOptions['worker'], url: 'ws://server/sync', device: 'test', onSettled: (t) => settled.push(t), ...opts });
   const get = (id: number) => transfers.snapshot().find((t) => t.id === id)!;
   const status = () => Object.fromEntries(transfers.snapshot().map((t) => [t.id, t.status]));
   return { worker, transfers, settled, get, status };
@@ -320,4 +320,14 @@ test('cards: the newest drop is on top however many failures wait, then the othe
   const list = [t(12, 'queued'), t(11, 'done'), t(10, 'running'), ...Array.from({ length: 9 }, (_, i) => t(9 - i, 'failed'))];
   const ids = cardOrder(list).map((x) => x.id);
   assert.deepEqual(ids, [12, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 11]);
+});
+
+test('a sync worker that never started: the running and the queued transfers fail with why; the finished stay as they are', () => {
+  const { worker, transfers, status, get } = setup({ parallel: 1 });
+  transfers.upload([{ file: file(LARGE), name: 'a' }, { file: file(LARGE), name: 'b' }, { file: file(LARGE), name: 'c' }]);
+  worker.answer({ kind: 'done', id: 1 });
+  assert.deepEqual(status(), { 1: 'done', 2: 'running', 3: 'queued' });
+  worker.dispatchEvent(Object.assign(new Event('error'), { message: 'the sync worker did not start (3 tries)' }));
+  assert.deepEqual(status(), { 1: 'done', 2: 'failed', 3: 'failed' });
+  assert.equal(get(3).failure?.message, 'the sync worker did not start (3 tries)');
 });

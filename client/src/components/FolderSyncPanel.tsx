@@ -3,6 +3,7 @@ import { deviceLabel, syncUrl } from '../api.ts';
 import type { Done } from '../../../shared/src/sync/engine.ts';
 import type { FolderFromWorker, FolderStatus, FolderToWorker } from '../folder-sync.ts';
 import { openStoreDb } from '../idb.ts';
+import { PageWorker } from '../worker-start.ts';
 import '../folder-sync.css';
 
 /** Why the option is missing, where it is. */
@@ -52,7 +53,7 @@ export function FolderSyncPanel({ user, changes }: { user: string; changes: numb
   const [active, setActive] = useState(false);
   const [status, setStatus] = useState<FolderStatus | null>(null);
   const [problem, setProblem] = useState<string | null>(null);
-  const worker = useRef<Worker | null>(null);
+  const worker = useRef<PageWorker | null>(null);
   const scope = user || 'local';
 
   const send = (m: FolderToWorker) => worker.current?.postMessage(m);
@@ -63,10 +64,11 @@ export function FolderSyncPanel({ user, changes }: { user: string; changes: numb
       await handles('readwrite', (s) => s.put(handle, scope)).catch(() => {});
       setRemembered(handle);
       worker.current?.terminate();
-      const w = new Worker(new URL('../worker.ts', import.meta.url), { type: 'module' });
-      w.onmessage = (e: MessageEvent<FolderFromWorker | { kind: string }>) => {
+      const w = new PageWorker(() => new Worker(new URL('../worker.ts', import.meta.url), { type: 'module' }));
+      w.addEventListener('message', (e: MessageEvent<FolderFromWorker | { kind: string }>) => {
         if (e.data.kind === 'folder') setStatus((e.data as FolderFromWorker).status);
-      };
+      });
+      w.addEventListener('error', (e) => setProblem(e.message));
       worker.current = w;
       w.postMessage({ kind: 'folder-start', handle, url: syncUrl(), user, device: deviceLabel() } satisfies FolderToWorker);
       setActive(true);
