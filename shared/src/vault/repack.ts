@@ -63,12 +63,16 @@ interface PackUse {
   live: Live[];
 }
 
-/** The vault as one head names it: its packs' use and every kept version's manifest. */
+/** The vault as one head names it: its packs' use, every kept version's manifest, and the list
+ *  pieces a rewrite may leave unused (each version's manifest pieces, with the packs its chunks
+ *  and pieces lie in; the tree's pieces). */
 interface Survey {
   packs: PackUse[];
   total: number;
   unused: number;
   manifests: Map<string, ManifestTable>;
+  lists: { packs: Set<string>; pieces: Ref[] }[];
+  tree: Ref[];
 }
 
 /** The fewest bytes a pack of padded size `size` held before its padding: the smallest L whose
@@ -114,21 +118,37 @@ async function survey(v: VaultInner, id: string, s: State): Promise<Survey> {
     const used = live.reduce((n, l) => n + l.ref.length, 0);
     return { id: p, size, used, unused: Math.max(0, unpadded(size) - used), live };
   });
-  return { packs, total: packs.reduce((n, p) => n + p.size, 0), unused: packs.reduce((n, p) => n + p.unused, 0), manifests };
+  const pieces = versions.map(({ x }) => ({ packs: new Set([...x.packs, ...x.manifest.map((r) => r.pack)]), pieces: x.manifest }));
+  return { packs, total: packs.reduce((n, p) => n + p.size, 0), unused: packs.reduce((n, p) => n + p.unused, 0), manifests, lists: pieces, tree: s.head?.tree ?? [] };
+}
+
+/** The unused share after the `chosen` packs are rewritten, at most: their unused bytes gone,
+ *  and every list piece the rewrite may leave behind in a pack kept counted unused (the
+ *  manifests of the versions with a chunk or a piece in a chosen pack, and the tree, are written
+ *  again; a piece that did not change is kept, so this is a bound). */
+function shareAfter(sv: Survey, chosen: Set<string>, freed: number): number {
+  const left = (pieces: Ref[]) => pieces.reduce((n, r) => n + (chosen.has(r.pack) ? 0 : r.length), 0);
+  let behind = chosen.size ? left(sv.tree) : 0;
+  for (const l of sv.lists) if ([...l.packs].some((p) => chosen.has(p))) behind += left(l.pieces);
+  return share(sv.unused - freed + behind, sv.total - freed);
 }
 
 /** restic's choice: the packs with the largest unused share first, until the unused share of
- *  what is left (the chosen packs' unused bytes gone) is at most `maxUnused`. */
-function choose(sv: Survey, maxUnused: number): PackUse[] {
+ *  what is left (`shareAfter`) is at most `maxUnused`. */
+function choose(sv: Survey, maxUnused: number): { chosen: PackUse[]; after: number } {
   const candidates = sv.packs.filter((p) => p.unused > 0).sort((a, b) => b.unused * a.size - a.unused * b.size || (a.id < b.id ? -1 : 1));
   const chosen: PackUse[] = [];
+  const ids = new Set<string>();
   let freed = 0;
+  let after = share(sv.unused, sv.total);
   for (const p of candidates) {
-    if (share(sv.unused - freed, sv.total - freed) <= maxUnused) break;
+    if (after <= maxUnused) break;
     chosen.push(p);
+    ids.add(p.id);
     freed += p.unused;
+    after = shareAfter(sv, ids, freed);
   }
-  return chosen;
+  return { chosen, after };
 }
 
 const sameRefs = (a: Ref[], b: Ref[]) => a.length === b.length && a.every((r, i) => r.pack === b[i].pack && r.offset === b[i].offset && r.length === b[i].length && hex(r.id) === hex(b[i].id));
@@ -147,7 +167,7 @@ export async function prune(vault: Vault, o: { maxUnused?: number; dryRun?: bool
   return v.writing(async (packs) => {
     const s = await v.state();
     const before = await survey(v, id, s);
-    const chosen = choose(before, maxUnused);
+    const { chosen, after: estimate } = choose(before, maxUnused);
     const freed = chosen.reduce((n, p) => n + p.unused, 0);
     const report: PruneReport = {
       dryRun: !!o.dryRun,
@@ -163,7 +183,7 @@ export async function prune(vault: Vault, o: { maxUnused?: number; dryRun?: bool
       versions: 0,
       packsAfter: before.packs.length - chosen.length,
       bytesAfter: before.total - freed,
-      unusedAfter: share(before.unused - freed, before.total - freed),
+      unusedAfter: estimate,
       kept: 0,
       seq: s.counter,
     };
