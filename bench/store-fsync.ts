@@ -42,7 +42,7 @@ function kind(p: string, store: string): string {
 /** Runs `step` with strace attached to `pid`: the fsyncs it made, by kind. */
 async function traced(pid: number, store: string, work: string, step: () => Promise<void>): Promise<Record<string, number>> {
   const file = path.join(work, `strace-${Date.now()}.txt`);
-  const st: ChildProcess = spawn('strace', ['-f', '-y', '-e', 'trace=fsync,fdatasync', '-o', file, '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const st: ChildProcess = spawn('strace', ['-f', '-y', '-T', '-e', 'trace=fsync,fdatasync', '-o', file, '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
   // attached once strace says so for the main thread
   await new Promise<void>((ok, fail) => {
     let err = '';
@@ -64,6 +64,9 @@ async function traced(pid: number, store: string, work: string, step: () => Prom
     const k = kind(m[1], store);
     counts[k] = (counts[k] ?? 0) + 1;
     counts.total = (counts.total ?? 0) + 1;
+    // -T: the time the call took (a call strace saw resume in another line is counted there)
+    const t = /<(\d+\.\d+)>$/.exec(line);
+    if (t) counts.seconds = (counts.seconds ?? 0) + Number(t[1]);
   }
   return counts;
 }
@@ -123,7 +126,7 @@ const traceRun = wallsOnly ? null : await once(0, true);
 const runs: Run[] = [];
 for (let r = 0; r < reps; r++) runs.push(await once(r, false));
 
-const kinds = traceRun ? [...new Set([...Object.keys(traceRun.first.fsyncs!), ...Object.keys(traceRun.move.fsyncs!)])].filter((k) => k !== 'total').sort() : [];
+const kinds = traceRun ? [...new Set([...Object.keys(traceRun.first.fsyncs!), ...Object.keys(traceRun.move.fsyncs!)])].filter((k) => k !== 'total' && k !== 'seconds').sort() : [];
 const fs = (x: Record<string, number>, k: string) => x[k] ?? 0;
 const what = peers
   ? `The first \`dsync sync\` of bench/peers' tree at scale ${peers} (seed 45: ${files} files, its binaries among them) to a fresh
@@ -136,13 +139,14 @@ ${label}. ${what}
 
 ${
   traceRun
-    ? `fsync and fdatasync calls of the server, one traced run (strace attached for each step):
+    ? `fsync and fdatasync calls of the server, one traced run (strace attached for each step; "s in fsync": the
+time the calls took, summed over the threads that waited in them, under ptrace):
 
 ${table(
-  ['step', 'fsyncs', 'per file', ...kinds],
+  ['step', 'fsyncs', 'per file', 's in fsync', ...kinds],
   [
-    ['first sync', traceRun.first.fsyncs!.total, (traceRun.first.fsyncs!.total / files).toFixed(2), ...kinds.map((k) => fs(traceRun.first.fsyncs!, k))],
-    ['folder move', traceRun.move.fsyncs!.total, (traceRun.move.fsyncs!.total / moved).toFixed(2), ...kinds.map((k) => fs(traceRun.move.fsyncs!, k))],
+    ['first sync', traceRun.first.fsyncs!.total, (traceRun.first.fsyncs!.total / files).toFixed(2), fs(traceRun.first.fsyncs!, 'seconds').toFixed(1), ...kinds.map((k) => fs(traceRun.first.fsyncs!, k))],
+    ['folder move', traceRun.move.fsyncs!.total, (traceRun.move.fsyncs!.total / moved).toFixed(2), fs(traceRun.move.fsyncs!, 'seconds').toFixed(1), ...kinds.map((k) => fs(traceRun.move.fsyncs!, k))],
   ],
 )}`
     : '(--walls-only: no traced run)'
