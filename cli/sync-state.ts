@@ -10,7 +10,7 @@
  * cursor (`listing`), so that a run over an unchanged folder asks only what changed.
  */
 import { createHash } from 'node:crypto';
-import { promises as fs, readFileSync, realpathSync } from 'node:fs';
+import { promises as fs, lstatSync, readFileSync, realpathSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import type { Agreed } from '../shared/src/sync/plan.ts';
@@ -33,6 +33,13 @@ export interface StateKey {
   vault?: string;
 }
 
+/** What tells a file's versions apart without reading it: another file renamed over it, an
+ *  edit, a delete ('' when there is none). */
+function statOf(file: string): string {
+  const st = lstatSync(file, { bigint: true, throwIfNoEntry: false });
+  return st ? `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}` : '';
+}
+
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
 export class FileState implements SyncState, ListingKeep {
@@ -44,6 +51,10 @@ export class FileState implements SyncState, ListingKeep {
    *  does is used only once the listing rebuilt from it has the server's digest */
   listing: KeptListing | null = null;
   private readonly id: Record<string, string>;
+  /** the state file as this process last read or wrote it, its text and its stat: a save
+   *  that would write the same text to a file still as it was (a pass that changed nothing)
+   *  writes nothing */
+  private onDisk: { text: string; stat: string } | null = null;
 
   constructor(key: StateKey, dir = syncStateDir()) {
     const user = key.token ? sha256(key.token).slice(0, 16) : '';
@@ -64,8 +75,12 @@ export class FileState implements SyncState, ListingKeep {
   /** Reads the state in `file` saved under `id`; false when there is none to read. */
   private load(file: string, id: Record<string, string>, key: StateKey): boolean {
     let j: any;
+    let text: string;
+    // the stat before the read: a file replaced meanwhile does not pass for the one read
+    const stat = statOf(file);
     try {
-      j = JSON.parse(readFileSync(file, 'utf8'));
+      text = readFileSync(file, 'utf8');
+      j = JSON.parse(text);
     } catch {
       return false;
     }
@@ -77,15 +92,20 @@ export class FileState implements SyncState, ListingKeep {
     }
     if (Array.isArray(j.folders)) for (const d of j.folders) if (typeof d === 'string' && d) this.folders.add(d);
     this.listing = keptListing(j.listing, key.folder ? key.folder + '/' : '');
+    // only a state read from the file this one saves to stands for what is there
+    if (file === this.file) this.onDisk = { text, stat };
     return true;
   }
 
   async save(): Promise<void> {
     const files: Record<string, [number, string, number, number]> = {};
     for (const [p, a] of this.files) files[p] = [a.version, a.hash, a.size, a.mtimeMs];
+    const text = JSON.stringify({ magic: MAGIC, id: this.id, files, folders: [...this.folders], listing: this.listing });
+    if (text === this.onDisk?.text && statOf(this.file) === this.onDisk.stat) return;
     const tmp = `${this.file}.${process.pid}.tmp`;
     await fs.mkdir(path.dirname(this.file), { recursive: true });
-    await fs.writeFile(tmp, JSON.stringify({ magic: MAGIC, id: this.id, files, folders: [...this.folders], listing: this.listing }));
+    await fs.writeFile(tmp, text);
     await fs.rename(tmp, this.file);
+    this.onDisk = { text, stat: statOf(this.file) };
   }
 }

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -94,10 +94,20 @@ test('dsync sync lists only what changed: nothing for an unchanged folder, one f
     const first = await sync('the first run');
     assert.equal(first.actions.filter((a) => a.op === 'upload').length, 300);
 
-    // an unchanged folder: no file entry of any listing, one pass
+    // an unchanged folder: no file entry of any listing, one pass, and the state file left as
+    // it was (not written again)
+    const stateDir = path.join(cache, 'sync');
+    const stateStat = () => {
+      const [f, ...more] = readdirSync(stateDir).filter((n) => !n.endsWith('.lock'));
+      assert.deepEqual(more, [], 'one state file, no temporary one');
+      const st = statSync(path.join(stateDir, f), { bigint: true });
+      return `${f} ${st.ino} ${st.mtimeNs}`;
+    };
+    const before = stateStat();
     proxy.reset();
     const still = await sync('an unchanged run');
     assert.deepEqual(still.actions, []);
+    assert.equal(stateStat(), before, 'a run that changed nothing writes no state file');
     assert.equal(still.pass.passes, 1, 'a pass that changed nothing makes no second pass');
     assert.equal(proxy.seen.files, 0, `listed file entries of an unchanged folder: ${JSON.stringify(proxy.seen)}`);
     assert.equal(proxy.seen.whole, 0);
@@ -127,6 +137,9 @@ test('dsync sync lists only what changed: nothing for an unchanged folder, one f
     assert.ok(existsSync(path.join(dir, 'd0/e0/f0.txt')));
     assert.equal(proxy.seen.whole, 1, `the whole listing read: ${JSON.stringify(proxy.seen)}`);
     assert.equal(proxy.seen.files, 300);
+    // and the state file is written again, with the listing as the server has it
+    const mended = JSON.parse(readFileSync(statePath, 'utf8'));
+    assert.ok(mended.listing.files.some((f: { name: string }) => f.name === 'proj/d0/e0/f0.txt'), 'the kept listing mended on disk');
 
     // a kept listing that does not read back whole: the whole listing, nothing deleted
     const bad = JSON.parse(readFileSync(statePath, 'utf8'));
