@@ -120,6 +120,26 @@ test('dsync sync lists only what changed: nothing for an unchanged folder, one f
     assert.equal(readFileSync(path.join(dir, 'd3/e4/f7.txt'), 'utf8'), 'changed elsewhere\n');
     assert.equal(proxy.seen.whole, 0, JSON.stringify(proxy.seen));
     assert.equal(proxy.seen.files, 10, `only the changed folder's entries: ${JSON.stringify(proxy.seen)}`);
+    assert.equal(one.pass.passes, 1, 'a pass whose download landed in an agreed folder is the last');
+
+    // an edit here: one upload, and no pass after it; a file in a new folder: a second pass
+    // records the folder (a pass of the state only)
+    writeFileSync(path.join(dir, 'd1/e2/f3.txt'), 'edited here\n');
+    const edited = await sync('a run after an edit here');
+    assert.deepEqual(edited.actions.map((a) => `${a.op} ${a.path}`), ['upload d1/e2/f3.txt']);
+    assert.equal(edited.pass.passes, 1, 'a pass whose upload landed in an agreed folder is the last');
+    assert.equal(edited.pass.agreed, true);
+    assert.equal((await s.stored('proj/d1/e2/f3.txt')).toString(), 'edited here\n');
+    mkdirSync(path.join(dir, 'd9'));
+    writeFileSync(path.join(dir, 'd9/new.txt'), 'in a new folder\n');
+    const made = await sync('a run after a file in a new folder');
+    assert.deepEqual(made.actions.map((a) => `${a.op} ${a.path}`), ['upload d9/new.txt']);
+    assert.equal(made.pass.passes, 2, 'a second pass records the new folder');
+    assert.ok(JSON.parse(readFileSync(path.join(stateDir, readdirSync(stateDir).find((n) => n.endsWith('.json'))!), 'utf8')).folders.includes('d9'), 'the new folder agreed');
+    rmSync(path.join(dir, 'd9'), { recursive: true });
+    assert.deepEqual((await sync('a run after the new folder deleted here')).actions.map((a) => `${a.op} ${a.path}`), ['deleteRemote d9/new.txt']);
+    const listed = (await (await fetch(`${s.url}/api/files?prefix=proj/&recursive=1`)).json()) as { folders: string[] };
+    assert.ok(!listed.folders.includes('proj/d9/'), 'the agreed folder deleted here is deleted on the server');
 
     // the kept listing tampered with in the state file: a file dropped from it (the server
     // would seem to have deleted it) and a version changed. The digest finds it out, the whole

@@ -19,7 +19,7 @@ import { conflictName } from './conflict.ts';
 import { RemoteError } from '../transport/conn.ts';
 import { BULK_ENTRIES, BULK_FILE_MAX, BULK_IN_FLIGHT, BULK_REQUEST_BYTES, SYNC_REFUSALS, SYNC_ROOT_LOOKUPS, SYNC_TRANSFERS } from '../base/limits.ts';
 import { ErrorCode } from '../wire/protocol.ts';
-import { type Action, type Agreed, type Expect, type FolderAction, type FolderDelete, type FolderMove, type LocalFile, type RemoteFile, deleteAllowance, deletesOf, folderMoves, plan, planFolders, rootsWanted } from './plan.ts';
+import { type Action, type Agreed, type Expect, type FolderAction, type FolderDelete, type FolderMove, type LocalFile, type RemoteFile, deleteAllowance, deletesOf, folderMoves, parentsOf, plan, planFolders, rootsWanted } from './plan.ts';
 
 /** The ignore file in a synced folder (gitignore syntax): this device's own, never synced. */
 export const IGNORE_FILE = '.dsyncignore';
@@ -889,8 +889,10 @@ export function inBulkBatches<T>(items: readonly T[], size: (t: T) => number): T
 /** Passes until one changes nothing on either side (at most `maxPasses`). */
 export async function syncUntilStill(local: LocalTree, remote: RemoteFolder, state: SyncState, opts: EngineOptions, maxPasses = 4): Promise<FolderSyncReport> {
   const done: Done[] = [];
-  /** what leaves the sides agreeing: a state change only, or (`watched`) a transfer that landed */
-  const settled = (d: Done) => stateOnly(d) || (!!opts.watched && isFileAction(d) && transfer(d) && !d.error && !d.retry);
+  /** what leaves the sides agreeing: a state change only, or a transfer that landed, where
+   *  every change made meanwhile starts a pass of its own (`watched`) or where the folders it
+   *  went into are agreed ones (a transfer into a new folder leaves the folder to record) */
+  const settled = (d: Done) => stateOnly(d) || (isFileAction(d) && transfer(d) && !d.error && !d.retry && (!!opts.watched || parentsOf(d.path).every((f) => state.folders.has(f))));
   let last: PassReport = { done: [], hashed: 0, skipped: [], hidden: 0, looked: 0 };
   let passes = 0;
   let hashed = 0;
@@ -902,8 +904,9 @@ export async function syncUntilStill(local: LocalTree, remote: RemoteFolder, sta
     hashed += last.hashed;
     looked += last.looked;
     // a pass that changed neither side (nothing done, or only agreements noted in the state,
-    // or only failures) leaves nothing for another pass to find; nor, when every change made
-    // meanwhile starts a pass of its own, one that only moved files across as they were
+    // or only failures) leaves nothing for another pass to find; nor one that only moved files
+    // across as they were (another pass would find them agreed: a change made meanwhile starts
+    // a pass of its own in --watch, and is found by the next run otherwise, as one made after)
     if (last.guard || last.done.every((d) => d.error || stateOnly(d)) || last.done.every(settled)) break;
   }
   // a pass that left something out (held where the other side has something, or unreadable)
