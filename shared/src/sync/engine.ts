@@ -343,13 +343,14 @@ async function readSides(local: LocalTree, remote: RemoteFolder, state: SyncStat
   const held = new Set<string>();
   const heldFolders = skipped.filter((s) => s.hold && s.path.endsWith('/')).map((s) => s.path);
   for (const s of skipped) if (s.hold && !s.path.endsWith('/')) held.add(s.path);
-  const known = [...listing.keys(), ...stateFiles.keys(), ...(remoteFolders ?? []), ...state.folders];
-  for (const p of [...listing.keys(), ...stateFiles.keys()]) if (heldFolders.some((f) => p.startsWith(f))) held.add(p);
+  if (heldFolders.length) for (const p of [...listing.keys(), ...stateFiles.keys()]) if (heldFolders.some((f) => p.startsWith(f))) held.add(p);
   // a link or special file with nothing at its path on either side is only noted; one where the
   // server or the last agreement has something (or that could not be read, or that the server
   // holds) keeps the sides from agreeing
+  let known: string[] | undefined;
   for (const s of skipped) {
     if (!s.hold) continue;
+    known ??= [...listing.keys(), ...stateFiles.keys(), ...(remoteFolders ?? []), ...state.folders];
     const there = s.path.endsWith('/') ? known.some((q) => (q + '/').startsWith(s.path)) : known.includes(s.path);
     if (there || unlisted.includes(s) || s.reason.startsWith('cannot read')) s.blocks = true;
   }

@@ -100,7 +100,15 @@ function foldersOf(files: Iterable<string>, dirs: Iterable<string> | null | unde
 
 export type Files<T> = ReadonlyMap<string, T>;
 
-const sorted = <T>(m: Files<T>) => [...m.keys()].sort();
+/** The keys of `m` whose entries pass `keep`, sorted. */
+function sortedWhere<T>(m: Files<T>, keep: (p: string, v: T) => boolean): string[] {
+  const out: string[] = [];
+  for (const [p, v] of m) if (keep(p, v)) out.push(p);
+  return out.sort();
+}
+
+/** Strings in the order `Array.prototype.sort` puts them (UTF-16 code units). */
+const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 /**
  * The server files whose root the plan needs and the listing does not give: those both sides
@@ -133,10 +141,10 @@ export function plan(local: Files<LocalFile>, state: Files<Agreed>, remote: File
 
   // Renames on this device: an agreed path gone here and unchanged on the server, and a new
   // local path (unknown to the state and the server) with the same content.
-  const newLocal = byContent(sorted(local).filter((p) => !state.has(p) && !remote.has(p)), (q) => local.get(q)!.hash);
-  for (const p of sorted(state)) {
+  // (each list filtered before it is sorted: a pass over an unchanged folder sorts nothing)
+  const newLocal = byContent(sortedWhere(local, (p) => !state.has(p) && !remote.has(p)), (q) => local.get(q)!.hash);
+  for (const p of sortedWhere(state, (p, s) => !local.has(p) && remote.get(p)?.version === s.version)) {
     const s = state.get(p)!;
-    if (local.has(p) || remote.get(p)?.version !== s.version) continue;
     const to = newLocal.get(s.hash)?.find((q) => !done.has(q) && fits(q, remote, dirsThere));
     if (to === undefined) continue;
     actions.push({ op: 'moveRemote', from: p, to, version: s.version });
@@ -147,10 +155,10 @@ export function plan(local: Files<LocalFile>, state: Files<Agreed>, remote: File
   // (a new server path that this file system finds as another local file is no free name here)
   const localByKey = new Map(shape.fold ? [...local.keys()].map((q) => [shape.fold!(q), q]) : []);
   const freeHere = (q: string, from: string) => !shape.fold || (localByKey.get(shape.fold(q)) ?? from) === from;
-  const newRemote = byContent(sorted(remote).filter((p) => !state.has(p) && !local.has(p) && remote.get(p)!.root !== undefined), (q) => remote.get(q)!.root!);
-  for (const p of sorted(state)) {
+  const newRemote = byContent(sortedWhere(remote, (p, r) => !state.has(p) && !local.has(p) && r.root !== undefined), (q) => remote.get(q)!.root!);
+  for (const p of sortedWhere(state, (p, s) => !remote.has(p) && local.get(p)?.hash === s.hash)) {
     const s = state.get(p)!;
-    if (done.has(p) || remote.has(p) || local.get(p)?.hash !== s.hash) continue;
+    if (done.has(p)) continue;
     const to = newRemote.get(s.hash)?.find((q) => !done.has(q) && freeHere(q, p) && fits(q, local, dirsHere) && !dirsThere.has(q));
     if (to === undefined) continue;
     actions.push({ op: 'moveLocal', from: p, to, version: remote.get(to)!.version });
@@ -160,15 +168,18 @@ export function plan(local: Files<LocalFile>, state: Files<Agreed>, remote: File
   // Names this file system holds as one: one keeps it, the others on the server move aside.
   if (shape.fold) {
     const groups = new Map<string, string[]>();
-    for (const p of [...new Set([...local.keys(), ...remote.keys()])].sort()) {
-      if (done.has(p)) continue;
-      const k = shape.fold(p);
+    const add = (p: string) => {
+      if (done.has(p)) return;
+      const k = shape.fold!(p);
       const g = groups.get(k);
       if (g) g.push(p);
       else groups.set(k, [p]);
-    }
-    for (const names of groups.values()) {
-      if (names.length < 2) continue;
+    };
+    for (const p of local.keys()) add(p);
+    for (const p of remote.keys()) if (!local.has(p)) add(p);
+    // each group's names in order, the groups in the order of their first names
+    const many = [...groups.values()].filter((g) => g.length > 1).map((g) => g.sort());
+    for (const names of many.sort((a, b) => compare(a[0], b[0]))) {
       const keep = names.find((p) => local.has(p)) ?? names.find((p) => state.has(p) && remote.has(p)) ?? names[0];
       for (const p of names) {
         if (p === keep || !remote.has(p) || local.has(p)) continue;
@@ -178,13 +189,18 @@ export function plan(local: Files<LocalFile>, state: Files<Agreed>, remote: File
     }
   }
 
-  // Types: a file where the other side (or the server itself) has a folder.
-  const paths = new Set([...local.keys(), ...state.keys(), ...remote.keys()]);
-  for (const p of [...paths].sort()) {
-    if (done.has(p)) continue;
+  // Types: a file where the other side (or the server itself) has a folder; then the table.
+  // At most one action per path, in the order of their paths.
+  const cells: (Action & { path: string })[] = [];
+  const cell = (p: string) => {
+    if (done.has(p)) return;
     const a = decideType(p, local.get(p), state.get(p), remote.get(p), dirsHere.has(p), dirsThere.has(p)) ?? decide(p, local.get(p), state.get(p), remote.get(p));
-    if (a) actions.push(a);
-  }
+    if (a) cells.push(a as Action & { path: string });
+  };
+  for (const p of local.keys()) cell(p);
+  for (const p of state.keys()) if (!local.has(p)) cell(p);
+  for (const p of remote.keys()) if (!local.has(p) && !state.has(p)) cell(p);
+  actions.push(...cells.sort((a, b) => compare(a.path, b.path)));
   return actions;
 }
 
@@ -376,10 +392,17 @@ export function parentsOf(p: string): string[] {
  * empty there when the action runs).
  */
 export function planFolders(local: ReadonlySet<string>, agreed: ReadonlySet<string>, remote: ReadonlySet<string>, filesHere: Files<unknown>, filesThere: Files<unknown>): FolderAction[] {
-  const holding = new Set<string>();
-  for (const p of [...filesHere.keys(), ...filesThere.keys()]) for (const d of parentsOf(p)) holding.add(d);
+  // the folders that hold a file on either side, asked only of a folder on one side alone
+  let holding: Set<string> | undefined;
+  const holds = (d: string) => {
+    if (!holding) {
+      holding = new Set<string>();
+      for (const files of [filesHere, filesThere]) for (const p of files.keys()) for (const q of parentsOf(p)) holding.add(q);
+    }
+    return holding.has(d);
+  };
   const out: FolderAction[] = [];
-  const all = [...new Set([...local, ...agreed, ...remote])].sort();
+  const all = [...local, ...[...agreed].filter((d) => !local.has(d)), ...[...remote].filter((d) => !local.has(d) && !agreed.has(d))];
   for (const d of all) {
     const l = local.has(d);
     const r = remote.has(d);
@@ -388,7 +411,7 @@ export function planFolders(local: ReadonlySet<string>, agreed: ReadonlySet<stri
       if (!s) out.push({ op: 'recordFolder', path: d });
     } else if (!l && !r) {
       if (s) out.push({ op: 'forgetFolder', path: d });
-    } else if (holding.has(d)) {
+    } else if (holds(d)) {
       continue; // its files decide
     } else if (l) {
       out.push(s ? { op: 'rmdirLocal', path: d } : { op: 'mkdirRemote', path: d });
@@ -396,7 +419,9 @@ export function planFolders(local: ReadonlySet<string>, agreed: ReadonlySet<stri
       out.push(s ? { op: 'rmdirRemote', path: d } : { op: 'mkdirLocal', path: d });
     }
   }
-  // removals deepest first, so that each folder is empty when its turn comes
+  // in the order of their paths; removals deepest first, so that each folder is empty when
+  // its turn comes
+  out.sort((a, b) => compare(a.path, b.path));
   const rm = out.filter((a) => a.op === 'rmdirLocal' || a.op === 'rmdirRemote').reverse();
   return [...out.filter((a) => a.op !== 'rmdirLocal' && a.op !== 'rmdirRemote'), ...rm];
 }
