@@ -122,13 +122,13 @@ async function renameAll(names: string[], move: (rel: string) => Promise<void>):
 const CURSOR_VERSION = 1;
 const sha = (s: string) => createHash('sha256').update(s).digest();
 const folderId = (folder: string) => sha(folder).subarray(0, 6).toString('hex');
-/** A folder record's stamp, once per record (`Store.folderRecords` gives the same record for
- *  a catalog unchanged since this process read it). */
-const stamps = new WeakMap<FolderRecord, string>();
-const stampOf = (x: FolderRecord) => {
-  let s = stamps.get(x);
-  if (s === undefined) stamps.set(x, (s = sha(listingLines(x.files, x.folders)).subarray(0, 6).toString('hex')));
-  return s;
+/** A folder record's id and stamp (hex), once per record (`Store.folderRecords` gives the same
+ *  record for a catalog unchanged since this process read it). */
+const marks = new WeakMap<FolderRecord, { id: string; stamp: string }>();
+const markOf = (x: FolderRecord) => {
+  let m = marks.get(x);
+  if (m === undefined) marks.set(x, (m = { id: folderId(x.folder), stamp: sha(listingLines(x.files, x.folders)).subarray(0, 6).toString('hex') }));
+  return m;
 };
 const digestOf = (files: FileInfo[], folders: string[]) => sha(listingLines(files, folders)).toString('hex');
 
@@ -137,13 +137,26 @@ const digestOf = (files: FileInfo[], folders: string[]) => sha(listingLines(file
 function cursorOf(recs: FolderRecord[]): string | undefined {
   const b = Buffer.alloc(7 + 12 * recs.length);
   b[0] = CURSOR_VERSION;
-  Buffer.from(folderId(recs[0].folder), 'hex').copy(b, 1);
+  Buffer.from(markOf(recs[0]).id, 'hex').copy(b, 1);
   recs.forEach((x, i) => {
-    Buffer.from(folderId(x.folder), 'hex').copy(b, 7 + 12 * i);
-    Buffer.from(stampOf(x), 'hex').copy(b, 13 + 12 * i);
+    const m = markOf(x);
+    Buffer.from(m.id, 'hex').copy(b, 7 + 12 * i);
+    Buffer.from(m.stamp, 'hex').copy(b, 13 + 12 * i);
   });
   const c = b.toString('base64url');
   return c.length <= LIST_CURSOR_CHARS ? c : undefined;
+}
+
+/** The cursor and digest of a walk's folders, kept with its first record for the next request
+ *  that finds the very same records (a folder unchanged since: no SHA-256 of its whole
+ *  listing again). */
+const walks = new WeakMap<FolderRecord, { recs: FolderRecord[]; cursor: string | undefined; digest: string }>();
+function cursorAndDigest(recs: FolderRecord[]): { cursor: string | undefined; digest: string } {
+  const last = walks.get(recs[0]);
+  if (last && last.recs.length === recs.length && last.recs.every((x, i) => x === recs[i])) return last;
+  const made = { recs, cursor: cursorOf(recs), digest: digestOf(recs.flatMap((x) => x.files), recs.flatMap((x) => x.folders)) };
+  walks.set(recs[0], made);
+  return made;
 }
 
 /** The stamps a client's cursor holds, by folder id; null when it is of another version or
@@ -220,8 +233,8 @@ export function filesApi(
       const next = all.length > limit ? page[page.length - 1].key : null;
       // the last page: the cursor of the changes request and the digest of the whole listing
       // (docs/protocol.md "Listing changes")
-      const since = next === null ? { cursor: cursorOf(recs), digest: digestOf(files, folders) } : {};
-      send<ListingPage>(res, { files: page.flatMap((e) => (e.f ? [e.f] : [])), folders: page.flatMap((e) => (e.f ? [] : [e.key])), next, complete: true, held: r.held(), ...since });
+      const since = next === null ? cursorAndDigest(recs) : null;
+      send<ListingPage>(res, { files: page.flatMap((e) => (e.f ? [e.f] : [])), folders: page.flatMap((e) => (e.f ? [] : [e.key])), next, complete: true, held: r.held(), ...(since && { cursor: since.cursor, digest: since.digest }) });
     }),
   );
   r.post(
@@ -239,12 +252,15 @@ export function filesApi(
       const r = refusals(req);
       const recs = await whole(() => store.folderRecords(folder, r.refused));
       r.report();
-      const cursor = cursorOf(recs);
+      const { cursor, digest } = cursorAndDigest(recs);
       if (!cursor) return send<ListingReset>(res, { reset: true });
-      const changes = recs.filter((x) => was.get(folderId(x.folder)) !== stampOf(x));
+      const changes = recs.filter((x) => {
+        const m = markOf(x);
+        return was.get(m.id) !== m.stamp;
+      });
       if (changes.reduce((n, x) => n + x.files.length + x.folders.length, 0) > LIST_CHANGES_ENTRIES) return send<ListingReset>(res, { reset: true });
       // the cursor is left out when it is the one sent (nothing changed: half the answer)
-      send<ListingChanges>(res, { changes: changes satisfies FolderEntries[], ...(cursor !== since && { cursor }), digest: digestOf(recs.flatMap((x) => x.files), recs.flatMap((x) => x.folders)), complete: true, held: r.held() });
+      send<ListingChanges>(res, { changes: changes satisfies FolderEntries[], ...(cursor !== since && { cursor }), digest, complete: true, held: r.held() });
     }),
   );
   r.get(
