@@ -34,12 +34,6 @@ const wasm = () =>
     }),
   ));
 const post = (m: FromWorker) => (self as unknown as Worker).postMessage(m);
-// The socket worker and the hash workers start with this one, not with the first socket or the
-// first large file: in Firefox ESR a worker's `new Worker` now and then never returned when
-// called while the first pick's push ran, and the sync worker stood still there (the rare hang
-// of issue 47, e2e/engines/first-pick.ts: the socket worker's, 3 of 65 first picks of 32 MiB,
-// 0 of 30 started here; the hash workers', 2 of 25 first picks of 256 MiB).
-socketHost(); // (the hash workers: below `hashPool`, which they wait for)
 
 /** Progress with byte counts is posted at most this often per transfer: each post re-renders
  *  the page's card, ~5 ms of its main thread on this machine and four times that on a phone's
@@ -280,7 +274,6 @@ function hashPool(): Promise<HashPool | null> {
   })();
   return pool;
 }
-void hashPool();
 
 /** A hash worker; `started` is true once it says it runs, false if it fails or has not within
  *  WORKER_START_MS. */
@@ -425,6 +418,17 @@ self.onmessage = async (ev: MessageEvent<ToWorker | FolderToWorker>) => {
     kinds.delete(m.id);
   }
 };
-// the page waits for this (worker-start.ts `PageWorker`): everything above, the socket worker's
-// and the hash workers' starts included, has run
+// The socket worker and the hash workers start once the wasm module is loaded (or failed to
+// load), before any transfer runs: in Firefox ESR a worker's `new Worker` now and then never
+// returns when called while that worker compiles or runs wasm, and the sync worker then stands
+// still for good (e2e/engines/worker-start.ts, 100 fresh pages each at load 15–17: 9 sync
+// workers stuck with their workers started beside the wasm's load, 0 with them started after
+// it; and, as issue 47 found, 3 of 65 first picks with the socket worker started by the first
+// push).
+// Transfers wait for `ready` too, behind this.
+void ready.catch(() => {}).then(() => {
+  socketHost();
+  void hashPool();
+});
+// the page waits for this (worker-start.ts `PageWorker`): this module has run
 (self as unknown as Worker).postMessage(WORKER_READY);
