@@ -23,6 +23,8 @@ import type { PieceCache } from '../shared/src/vault/cache.ts';
 import type { Tree } from '../shared/src/vault/format.ts';
 import { VAULT_ID } from '../shared/src/vault/keys.ts';
 import { httpVaultRemote } from '../shared/src/vault/remote.ts';
+import { SPAN_BYTES, type SpanWorker, openInWorkers, spanChunks } from '../shared/src/vault/spans.ts';
+import { type FdFile, nodeSpanWorkers } from '../shared/src/vault/spans-node.ts';
 import { last } from '../shared/src/vault/tree.ts';
 import { type HeadMemory, type Outcome, type SeenHead, type Vault, type VaultPullReport, type VaultPushReport, openVault } from '../shared/src/vault/vault.ts';
 import { type Opts, UsageError, type Values, str } from './command.ts';
@@ -190,10 +192,28 @@ export async function pushFile(vault: Vault, file: string, name: string, o: { no
   const fh = await (o.noFollow ? openNoFollow(file) : open(file, 'r'));
   try {
     const { size, mtimeMs } = await fh.stat();
-    return await vault.push(name, fileSource(fh, size), mtimeMs);
+    // more than a span: cut, named and sealed by the chunk workers, which read the file
+    // through this descriptor, a span each at a time, while this thread packs and uploads
+    const workers = size > SPAN_BYTES ? chunkWorkers(vault) : null;
+    const cut = workers ? spanChunks<FdFile>(workers, { fd: fh.fd }, size) : undefined;
+    try {
+      return await vault.push(name, fileSource(fh, size), mtimeMs, { cut });
+    } finally {
+      // no worker reads through the descriptor once it is closed
+      if (cut) await cut.settled();
+    }
   } finally {
     await fh.close();
   }
+}
+
+/** The chunk workers of each open vault (spans-node.ts), started at its first push or pull of
+ *  more than a span and handed its chunking, id and content keys; idle, they keep no process
+ *  alive. */
+const chunkPools = new WeakMap<Vault, SpanWorker<FdFile>[] | null>();
+function chunkWorkers(vault: Vault): SpanWorker<FdFile>[] | null {
+  if (!chunkPools.has(vault)) chunkPools.set(vault, nodeSpanWorkers(vault.keys)?.workers ?? null);
+  return chunkPools.get(vault)!;
 }
 
 /** Pushes each file as `pushFile` does, `done` called with each one's outcome as it ends: the
@@ -241,13 +261,13 @@ export async function pullFile(vault: Vault, name: string, outFile: string, o: {
     const local = old ? fileSource(old, (await old.stat()).size) : undefined;
     if (outFile === '-') {
       const out = stdoutFile();
-      return await vault.pull(name, (b) => out.write(b).then(() => {}), local, { version: o.version });
+      return await vault.pull(name, (b) => out.write(b).then(() => {}), local, { version: o.version, open: openerFor(vault) });
     }
     const tmp = path.join(path.dirname(outFile), tempName());
     const out = await open(tmp, 'wx', 0o600);
     let closed = false;
     try {
-      const r = await vault.pull(name, async (b) => void (await out.write(b)), local, { version: o.version });
+      const r = await vault.pull(name, async (b) => void (await out.write(b)), local, { version: o.version, open: openerFor(vault) });
       await out.sync();
       await out.utimes(new Date(), new Date(r.mtime));
       await out.close();
@@ -264,6 +284,13 @@ export async function pullFile(vault: Vault, name: string, outFile: string, o: {
     await old?.close();
   }
 }
+
+/** A pull of more than a span opens its ranges in the chunk workers (`openInWorkers`: each
+ *  chunk checked against its keyed id there, as `openVerified` checks it). */
+const openerFor = (vault: Vault) => async (size: number) => {
+  const workers = size > SPAN_BYTES ? chunkWorkers(vault) : null;
+  return workers ? openInWorkers(workers) : undefined;
+};
 
 /** What --help says of a purge (dsync rm --purge, dsync vault purge). */
 export const PURGE_HELP = `A purge is for good, however recently the file was deleted, and nothing asks again (you

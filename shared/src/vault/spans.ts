@@ -10,7 +10,8 @@
  * `joinLists` takes each list up to the first cut the next one shares, and a list that shares
  * none is cut again from the last true cut (as slowly as serial chunking, and as right).
  * The ids and the root are computed from the very chunks joined, so a device that cuts
- * serially (the CLI) names the same chunks.
+ * serially (a file of up to a span) names the same chunks. The workers are the page's Web
+ * Workers (client/src/vault-chunk-worker.ts) or the CLI's worker threads (spans-node.ts).
  */
 import { DsyncChunker, keyed_blake3_chunks } from '../../../wasm/pkg/dsync_wasm.js';
 import { RootHasher, type Source, runHash } from '../chunking/chunk-index.ts';
@@ -209,7 +210,7 @@ export interface FileCut {
   root(): Uint8Array;
 }
 
-/** A file's chunks cut on this thread (the CLI; a page's small file), and sealed here: the
+/** A file's chunks cut on this thread (a small file's, in the CLI and the page), and sealed here: the
  *  keyed chunker and the root's reading the source once, in order. */
 export function serialChunks(k: VaultKeys, source: Source): FileCut {
   let root: Uint8Array | null = null;
@@ -254,7 +255,7 @@ export function serialChunks(k: VaultKeys, source: Source): FileCut {
  * `root()` afterwards gives the root of its bytes with the default chunking. Each batch must
  * be sealed (or not) before the next is asked for. `onCut` sees how far the chunks reach.
  */
-export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o: { span?: number; overlap?: number; onCut?: (end: number) => void } = {}): FileCut {
+export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o: { span?: number; overlap?: number; onCut?: (end: number) => void } = {}): FileCut & { settled(): Promise<void> } {
   const spanBytes = o.span ?? SPAN_BYTES;
   const overlap = o.overlap ?? SPAN_OVERLAP;
   const count = Math.max(1, Math.ceil(size / spanBytes));
@@ -265,11 +266,17 @@ export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o
   let nextWorker = 0;
   /** every span requested with its worker, until dropped */
   const live = new Map<number, number>();
+  /** the reads of `file` under way (`settled`) */
+  const reading = new Set<Promise<SpanReply>>();
   const cut = (from: number, to: number, keep: boolean): Promise<{ span: number; worker: number; cut: SpanCut }> => {
     const span = nextSpan++;
     const worker = nextWorker++ % workers.length;
     if (keep) live.set(span, worker);
-    return workers[worker].request({ op: 'cut', span, file, from, to, final: to === size, keep }).then((c) => ({ span, worker, cut: c as SpanCut }));
+    const r = workers[worker].request({ op: 'cut', span, file, from, to, final: to === size, keep });
+    reading.add(r);
+    const done = () => void reading.delete(r);
+    r.then(done, done);
+    return r.then((c) => ({ span, worker, cut: c as SpanCut }));
   };
   const ends = (i: number) => ({ from: i * spanBytes, to: Math.min(size, (i + 1) * spanBytes + overlap) });
   async function* batches(): AsyncGenerator<CutBatch> {
@@ -397,6 +404,8 @@ export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o
       if (!rootOf) throw new Error('the root of a file not cut to its end');
       return rootOf;
     },
+    // a push that failed leaves cuts under way: the caller closes `file` only after them
+    settled: async () => void (await Promise.allSettled([...reading])),
   };
 }
 
