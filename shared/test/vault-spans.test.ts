@@ -105,7 +105,7 @@ test('span-parallel chunking gives the serial chunks, ids and root on 40 files o
   }
 });
 
-test("serialChunks (the CLI's) gives keyedChunks' chunks and the root of the bytes", async () => {
+test("serialChunks (a small file's, on its own thread) gives keyedChunks' chunks and the root of the bytes", async () => {
   const bytes = file(7, 2_500_000);
   const want = await serial(bytes);
   const k = await deriveKeys('0123456789abcdef0123456789abcdef', key);

@@ -18,7 +18,7 @@ import { RootHasher, type Source, runHash } from '../chunking/chunk-index.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../wire/protocol.ts';
 import { CONTENT_PARAMS, keyedChunks, openVerified } from './chunks.ts';
 import { ID_BYTES, Kind, SEAL_OVERHEAD, VaultError } from './format.ts';
-import { type VaultKeys, sealChunk, sealContentInto } from './keys.ts';
+import { type ContentSealer, type VaultKeys, sealChunk, sealContentInto } from './keys.ts';
 
 /** A span's bytes: a worker reads, cuts and hashes this much at once. */
 export const SPAN_BYTES = 16 << 20;
@@ -93,8 +93,9 @@ export function cutSpan(k: Pick<ChunkKeys, 'gear' | 'chunkId'>, bytes: Uint8Arra
 }
 
 /** A chunk worker's side: answers requests one at a time, in order. `read(file, from, to)`
- *  gives the file's bytes (the page: a slice of the picked File). */
-export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: number, to: number) => Promise<Uint8Array>): (m: SpanRequest<F>) => Promise<SpanReply> {
+ *  gives the file's bytes (the page: a slice of the picked File); `seal` seals a content chunk
+ *  (default: WebCrypto's, keys.ts). */
+export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: number, to: number) => Promise<Uint8Array>, seal: ContentSealer = sealContentInto): (m: SpanRequest<F>) => Promise<SpanReply> {
   let keys: ChunkKeys | null = null;
   const held = new Map<number, Uint8Array>();
   let queue: Promise<unknown> = ready;
@@ -143,7 +144,7 @@ export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: num
       Array.from(m.lengths, (l, i) => {
         const into = at;
         at += l + SEAL_OVERHEAD;
-        return sealContentInto(keys!, m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES), bytes.subarray(m.offsets[i], m.offsets[i] + l), out, into);
+        return seal(keys!, m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES), bytes.subarray(m.offsets[i], m.offsets[i] + l), out, into);
       }),
     );
     return out;
