@@ -92,13 +92,15 @@ export function cutSpan(k: Pick<ChunkKeys, 'gear' | 'chunkId'>, bytes: Uint8Arra
   }
 }
 
-/** A chunk worker's side: answers requests one at a time, in order. `read(file, from, to)`
+/** A chunk worker's side: answers requests one at a time, in order, but for a seal or an open,
+ *  which goes before the cuts waiting (a span's seal is asked for only once its cut was
+ *  answered, and the thread that waits for it packs and uploads meanwhile, where behind the
+ *  spans cut ahead it waited idle: bench/results/vault-cli.md). `read(file, from, to)`
  *  gives the file's bytes (the page: a slice of the picked File); `seal` seals a content chunk
  *  (default: WebCrypto's, keys.ts). */
 export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: number, to: number) => Promise<Uint8Array>, seal: ContentSealer = sealContentInto): (m: SpanRequest<F>) => Promise<SpanReply> {
   let keys: ChunkKeys | null = null;
   const held = new Map<number, Uint8Array>();
-  let queue: Promise<unknown> = ready;
   const one = async (m: SpanRequest<F>): Promise<SpanReply> => {
     if (m.op === 'keys') {
       keys = m.keys;
@@ -149,15 +151,28 @@ export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: num
     );
     return out;
   };
-  return (m) => {
-    const r = queue.then(() => one(m));
-    queue = r.catch(() => {});
-    return r;
+  const waiting: { m: SpanRequest<F>; resolve: (r: SpanReply) => void; reject: (e: unknown) => void }[] = [];
+  let running = false;
+  const next = async () => {
+    if (running) return;
+    running = true;
+    while (waiting.length) {
+      const urgent = waiting.findIndex((w) => w.m.op === 'seal' || w.m.op === 'open');
+      const [w] = waiting.splice(Math.max(0, urgent), 1);
+      await ready.then(() => one(w.m)).then(w.resolve, w.reject);
+    }
+    running = false;
   };
+  return (m) =>
+    new Promise<SpanReply>((resolve, reject) => {
+      waiting.push({ m, resolve, reject });
+      void next();
+    });
 }
 
 /** One chunk worker as the coordinator sees it (a Web Worker, or `serveSpans` in the same
- *  thread). Requests are answered in the order they are made. */
+ *  thread). Requests are answered in the order they are made, but for seals and opens, which go
+ *  before the cuts waiting. */
 export interface SpanWorker<F> {
   request(m: SpanRequest<F>): Promise<SpanReply>;
 }
