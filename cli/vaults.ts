@@ -253,18 +253,18 @@ export async function pullFile(vault: Vault, name: string, outFile: string, o: {
   // more than a span: its ranges opened by chunk workers of its own (`openInWorkers`: each
   // chunk checked against its keyed id there, as `openVerified` checks it)
   let pool: NodeSpanWorkers | null = null;
-  const workers = { open: async (size: number) => ((pool = size > SPAN_BYTES ? nodeSpanWorkers(vault.keys) : null) ? openInWorkers(pool.workers) : undefined) };
+  const openRanges = async (size: number) => ((pool = size > SPAN_BYTES ? nodeSpanWorkers(vault.keys) : null) ? openInWorkers(pool.workers) : undefined);
   try {
     const local = old ? fileSource(old, (await old.stat()).size) : undefined;
     if (outFile === '-') {
       const out = stdoutFile();
-      return await vault.pull(name, (b) => out.write(b).then(() => {}), local, { version: o.version, open: workers.open });
+      return await vault.pull(name, (b) => out.write(b).then(() => {}), local, { version: o.version, open: openRanges });
     }
     const tmp = path.join(path.dirname(outFile), tempName());
     const out = await open(tmp, 'wx', 0o600);
     let closed = false;
     try {
-      const r = await vault.pull(name, async (b) => void (await out.write(b)), local, { version: o.version, open: workers.open });
+      const r = await vault.pull(name, async (b) => void (await out.write(b)), local, { version: o.version, open: openRanges });
       await out.sync();
       await out.utimes(new Date(), new Date(r.mtime));
       await out.close();
