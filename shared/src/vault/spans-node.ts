@@ -90,16 +90,16 @@ export function nodeSpanWorkers(keys: ChunkKeys, size = defaultChunkWorkers()): 
   return { workers, end: async () => void (await Promise.all(threads.map((t) => t.terminate()))) };
 }
 
-/** Nonces drawn at once by `nodeSealer` (one call to the system's random source a chunk cost a
- *  worker some 15 µs a chunk). */
+/** Nonces drawn at once by `nodeSealer` (one call to the system's random source a chunk: 0.4 s
+ *  of the workers' time in a 256 MiB push's profile). */
 const NONCES_AT_ONCE = 4096;
 
 /**
  * keys.ts's ContentSealer through node:crypto's AES-256-GCM cipher: the same sealed bytes as
  * WebCrypto's (a random 96-bit nonce, the chunk's `contentAad`; nonce || ciphertext || tag,
- * opened by `openChunk` as any), for a quarter of its CPU a chunk in Node, where each WebCrypto
- * call is a job on libuv's thread pool and a promise (26 729 chunks of 256 MiB: 0.36 s of CPU
- * against 1.45 s; bench/results/vault-cli.md). The key is the content CryptoKey itself, as a
+ * opened by `openChunk` as any), for about half its CPU in Node, where each WebCrypto call is a
+ * job on libuv's thread pool and a promise (64 MiB in 8 KiB chunks: 0.18 s of CPU against
+ * 0.39 s, bench/results/vault-client.md). The key is the content CryptoKey itself, as a
  * KeyObject (not extractable: its bytes are never read).
  */
 export function nodeSealer(): ContentSealer {
