@@ -23,6 +23,8 @@ import type { PieceCache } from '../shared/src/vault/cache.ts';
 import type { Tree } from '../shared/src/vault/format.ts';
 import { VAULT_ID } from '../shared/src/vault/keys.ts';
 import { httpVaultRemote } from '../shared/src/vault/remote.ts';
+import { SPAN_BYTES, openInWorkers, spanChunks } from '../shared/src/vault/spans.ts';
+import { type FdFile, type NodeSpanWorkers, nodeSpanWorkers } from '../shared/src/vault/spans-node.ts';
 import { last } from '../shared/src/vault/tree.ts';
 import { type HeadMemory, type Outcome, type SeenHead, type Vault, type VaultPullReport, type VaultPushReport, openVault } from '../shared/src/vault/vault.ts';
 import { type Opts, UsageError, type Values, str } from './command.ts';
@@ -190,7 +192,18 @@ export async function pushFile(vault: Vault, file: string, name: string, o: { no
   const fh = await (o.noFollow ? openNoFollow(file) : open(file, 'r'));
   try {
     const { size, mtimeMs } = await fh.stat();
-    return await vault.push(name, fileSource(fh, size), mtimeMs);
+    // more than a span: cut, named and sealed by chunk workers of its own (ended with it, and
+    // their memory with them: a watching sync lives long), which read the file through this
+    // descriptor, a span each at a time, while this thread packs and uploads
+    const pool = size > SPAN_BYTES ? nodeSpanWorkers(vault.keys) : null;
+    const cut = pool ? spanChunks<FdFile>(pool.workers, { fd: fh.fd }, size) : undefined;
+    try {
+      return await vault.push(name, fileSource(fh, size), mtimeMs, { cut });
+    } finally {
+      // no worker reads through the descriptor once it is closed
+      await cut?.settled();
+      await pool?.end();
+    }
   } finally {
     await fh.close();
   }
@@ -237,17 +250,21 @@ export const pushLine = (r: VaultPushReport, batch = 1) =>
  *  rename (a folder pull checks again that no link is in the way). */
 export async function pullFile(vault: Vault, name: string, outFile: string, o: { version?: number; local?: string; check?: () => Promise<unknown> } = {}): Promise<VaultPullReport> {
   const old: FileHandle | null = o.local === undefined ? null : await (o.check ? openNoFollow(o.local) : open(o.local, 'r'));
+  // more than a span: its ranges opened by chunk workers of its own (`openInWorkers`: each
+  // chunk checked against its keyed id there, as `openVerified` checks it)
+  let pool: NodeSpanWorkers | null = null;
+  const openRanges = async (size: number) => ((pool = size > SPAN_BYTES ? nodeSpanWorkers(vault.keys) : null) ? openInWorkers(pool.workers) : undefined);
   try {
     const local = old ? fileSource(old, (await old.stat()).size) : undefined;
     if (outFile === '-') {
       const out = stdoutFile();
-      return await vault.pull(name, (b) => out.write(b).then(() => {}), local, { version: o.version });
+      return await vault.pull(name, (b) => out.write(b).then(() => {}), local, { version: o.version, open: openRanges });
     }
     const tmp = path.join(path.dirname(outFile), tempName());
     const out = await open(tmp, 'wx', 0o600);
     let closed = false;
     try {
-      const r = await vault.pull(name, async (b) => void (await out.write(b)), local, { version: o.version });
+      const r = await vault.pull(name, async (b) => void (await out.write(b)), local, { version: o.version, open: openRanges });
       await out.sync();
       await out.utimes(new Date(), new Date(r.mtime));
       await out.close();
@@ -261,6 +278,7 @@ export async function pullFile(vault: Vault, name: string, outFile: string, o: {
       throw e;
     }
   } finally {
+    await (pool as NodeSpanWorkers | null)?.end();
     await old?.close();
   }
 }

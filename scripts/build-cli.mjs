@@ -8,15 +8,16 @@
  *   node scripts/build-cli.mjs --if-stale  # builds it only when it is missing or out of date
  *
  * What the output is:
- * - main.mjs (cli/main.ts) and hash-worker.mjs (a hash worker thread's entry, what
- *   shared/src/chunking/hash-worker.mjs is to the sources), plus chunks: each command is its own chunk
- *   (main.ts imports them lazily), so `dsync --version` loads main.mjs and one small chunk.
+ * - main.mjs (cli/main.ts), hash-worker.mjs (a hash worker thread's entry, what
+ *   shared/src/chunking/hash-worker.mjs is to the sources) and span-worker.mjs (a vault chunk
+ *   worker thread's, what shared/src/vault/span-worker.mjs is), plus chunks: each command is its
+ *   own chunk (main.ts imports them lazily), so `dsync --version` loads main.mjs and one small chunk.
  * - npm packages are bundled as well (CommonJS ones then need no scan for their exports at each
  *   start), but for EXTERNAL below.
  * - `new URL('REL', import.meta.url)` in a source names a file relative to that source; the
  *   build rewrites REL relative to cli/dist, where every output file lives, so the wasm module,
  *   package.json and client/dist are found from the compiled code as from the sources. A
- *   reference to shared/src/chunking/hash-worker.mjs becomes ./hash-worker.mjs, the compiled worker.
+ *   reference to a worker's entry (COMPILED_AS) becomes the compiled worker's, ./hash-worker.mjs.
  *   Any other use of import.meta.url, and any relative import left unbundled (an `import(x)`
  *   of a variable), fails the build: the compiled code would look for a file in cli/dist.
  * - build.json, written last: every input file with its modification time. The build is
@@ -36,7 +37,7 @@ const NPM_STAMP = 'node_modules/.package-lock.json';
 /** npm packages the compiled CLI imports from node_modules at run time */
 const EXTERNAL = ['@aws-sdk/*', 'bufferutil', 'utf-8-validate'];
 /** source files whose compiled counterpart is an entry of the build, not the file itself */
-const COMPILED_AS = { 'shared/src/chunking/hash-worker.mjs': 'hash-worker.mjs' };
+const COMPILED_AS = { 'shared/src/chunking/hash-worker.mjs': 'hash-worker.mjs', 'shared/src/vault/span-worker.mjs': 'span-worker.mjs' };
 
 /**
  * The compiled CLI's entry (an absolute path) when cli/dist is current, or why it is not: missing,
@@ -91,8 +92,12 @@ function fileUrls(root, outDir) {
   };
 }
 
-/** The hash worker thread's entry in the compiled CLI (shared/src/chunking/hash-worker.mjs without tsx). */
-const HASH_WORKER = "import { serveHashesHere } from './shared/src/chunking/hash-workers-node.ts';\nserveHashesHere();\n";
+/** The worker threads' entries in the compiled CLI (COMPILED_AS's sources without tsx), by
+ *  output name. */
+const WORKER_ENTRIES = {
+  'hash-worker': "import { serveHashesHere } from './shared/src/chunking/hash-workers-node.ts';\nserveHashesHere();\n",
+  'span-worker': "import { serveSpansHere } from './shared/src/vault/spans-node.ts';\nserveSpansHere();\n",
+};
 
 /** Builds cli/dist (see the top of this file); returns the number of input files. */
 export async function buildCli(root = ROOT) {
@@ -104,10 +109,7 @@ export async function buildCli(root = ROOT) {
     rmSync(tmp, { recursive: true, force: true });
     const result = await build({
       absWorkingDir: root,
-      entryPoints: [
-        { in: 'cli/main.ts', out: 'main' },
-        { in: 'hash-worker-entry', out: 'hash-worker' },
-      ],
+      entryPoints: [{ in: 'cli/main.ts', out: 'main' }, ...Object.keys(WORKER_ENTRIES).map((out) => ({ in: `worker-entry:${out}`, out }))],
       bundle: true,
       splitting: true,
       format: 'esm',
@@ -130,10 +132,10 @@ export async function buildCli(root = ROOT) {
       plugins: [
         fileUrls(root, outDir),
         {
-          name: 'hash-worker-entry',
+          name: 'worker-entries',
           setup(b) {
-            b.onResolve({ filter: /^hash-worker-entry$/ }, () => ({ path: 'hash-worker-entry', namespace: 'entry' }));
-            b.onLoad({ filter: /.*/, namespace: 'entry' }, () => ({ contents: HASH_WORKER, loader: 'js', resolveDir: root }));
+            b.onResolve({ filter: /^worker-entry:/ }, (args) => ({ path: args.path.slice('worker-entry:'.length), namespace: 'entry' }));
+            b.onLoad({ filter: /.*/, namespace: 'entry' }, (args) => ({ contents: WORKER_ENTRIES[args.path], loader: 'js', resolveDir: root }));
           },
         },
       ],

@@ -12,6 +12,12 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { randomBytes } from '../../harness/testdata.ts';
 import { type TestServer, testServer } from '../../harness/helpers.ts';
+import { RootHasher, bufferSource } from '../../shared/src/chunking/chunk-index.ts';
+import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/wire/protocol.ts';
+import { hex } from '../../shared/src/vault/format.ts';
+import { httpVaultRemote } from '../../shared/src/vault/remote.ts';
+import { SPAN_BYTES } from '../../shared/src/vault/spans.ts';
+import { memoryHeads, openVault } from '../../shared/src/vault/vault.ts';
 import { dsync, expectNoPlaintext, filesOf, jsonLines } from './run.ts';
 
 let server: TestServer;
@@ -172,6 +178,29 @@ test('dsync push DIR --vault sends its small files together: one head for the ba
   const back = filesOf(path.join(root, 'many-back'));
   assert.equal(back.size, 30);
   files.forEach((b, i) => assert.ok(back.get(`f${String(i).padStart(2, '0')}.txt`)?.equals(b), `file ${i}`));
+});
+
+test("a file of several spans goes through the chunk worker threads: the serial cut's chunks and root, pulled back byte-exact", async () => {
+  const [{ id, recoveryKey }] = await ok(['vault', 'create']);
+  const V = ['--vault', id];
+  // 40 MiB (three spans): random bytes, with 2 MiB of zeros across the second span's start
+  const bytes = randomBytes(83, 40 << 20);
+  bytes.fill(0, SPAN_BYTES - (1 << 20), SPAN_BYTES + (1 << 20));
+  write('spans.bin', bytes);
+  const [pushed] = await ok(['push', 'spans.bin', ...V]);
+  const h = new RootHasher(DEFAULT_PARAMS, DEFAULT_ALGO);
+  h.push(bytes);
+  const want = hex(h.finish());
+  h.free();
+  assert.equal(pushed.root, want);
+  // the same bytes cut on one thread (serialChunks) name the very chunks: every one held already
+  const vault = await openVault(httpVaultRemote(server.url), id, { recoveryKey }, memoryHeads());
+  const again = await vault.push('spans.bin', bufferSource(bytes), Date.now());
+  assert.deepEqual([again.chunks, again.reused, again.root], [pushed.chunks, pushed.chunks, want]);
+  // pulled by a device with no copy, its ranges opened by the workers
+  const [pulled] = await ok(['pull', 'spans.bin', '--out', path.join(root, 'spans-back.bin'), ...V]);
+  assert.equal(pulled.local, 0);
+  assert.ok(readFileSync(path.join(root, 'spans-back.bin')).equals(bytes), 'pulled byte-exact');
 });
 
 test('a wrong passphrase fails every plain command on a vault, with nothing changed here or in the vault', async () => {

@@ -6,6 +6,7 @@
  * sub-keys never leave this worker, and the page ends the worker to forget them. The sealed
  * pieces of its lists are kept in IndexedDB (vault-pieces.ts).
  */
+import { VAULT_CHUNK_WORKERS_MAX } from '../../shared/src/base/limits.ts';
 import { httpVaultRemote } from '../../shared/src/vault/remote.ts';
 import { type Vault, createVault, openVault } from '../../shared/src/vault/vault.ts';
 import { VaultError } from '../../shared/src/vault/format.ts';
@@ -27,9 +28,6 @@ const ready = initWasm();
  *  0.4 s as Blobs; bench/results/vault-page.md). */
 const remote = httpVaultRemote(location.origin, (input, init) => fetch(input, init?.body instanceof Uint8Array ? { ...init, body: new Blob([init.body as Uint8Array<ArrayBuffer>]) } : init));
 let vault: Vault | null = null;
-
-/** Chunk workers at most: the pool is sized by the device's cores up to this. */
-const CHUNK_WORKERS_MAX = 4;
 
 type ChunkWorker = SpanWorker<Blob> & { end(): void };
 
@@ -82,7 +80,7 @@ function startChunkWorker(onFail: () => void): Promise<ChunkWorker | null> {
 let chunkPool: Promise<ChunkWorker[] | null> | null = null;
 function chunkWorkers(v: Vault): Promise<ChunkWorker[] | null> {
   chunkPool ??= (async () => {
-    const n = Math.max(1, Math.min(CHUNK_WORKERS_MAX, navigator.hardwareConcurrency || 1));
+    const n = Math.max(1, Math.min(VAULT_CHUNK_WORKERS_MAX, navigator.hardwareConcurrency || 1));
     // a pool with a worker that failed is ended; the next push starts another
     const forget = () => {
       const was = chunkPool;

@@ -1,11 +1,14 @@
 // Span-parallel chunking (shared/src/vault/spans.ts, the page's chunk workers): on files of
 // random, zero, periodic, repeated and text bytes (fixed seeds), cut in spans of many sizes and
 // overlaps (none too: every join then cuts again) by one to three workers, the chunks, their
-// keyed ids and the root are exactly the serial chunker's (the CLI's), and every sealed chunk
+// keyed ids and the root are exactly the serial chunker's (a small file's), and every sealed chunk
 // opens to its bytes under its id; a pull's ranges opened by a worker are checked as the vault
 // checks them. The workers are `serveSpans` in this thread, the very code a
-// page's chunk worker runs.
+// page's chunk worker runs, and the CLI's worker threads over a real file.
 import assert from 'node:assert/strict';
+import { mkdtemp, open, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { test } from 'node:test';
 import '../src/chunking/wasm.ts';
 import { RootHasher, bufferSource } from '../src/chunking/chunk-index.ts';
@@ -14,7 +17,8 @@ import { Rng, randomBytes, textBytes } from '../../harness/testdata.ts';
 import { chunkIds, keyedChunks } from '../src/vault/chunks.ts';
 import { Kind, VaultError, hex } from '../src/vault/format.ts';
 import { deriveKeys, openChunk, sealChunk } from '../src/vault/keys.ts';
-import { type SpanWorker, joinLists, openInWorkers, serveSpans, serialChunks, spanChunks } from '../src/vault/spans.ts';
+import { SPAN_BYTES, type SpanWorker, joinLists, openInWorkers, serveSpans, serialChunks, spanChunks } from '../src/vault/spans.ts';
+import { nodeSpanWorkers } from '../src/vault/spans-node.ts';
 
 /** A file of runs of random bytes, zeros, a short period, text, and copies of earlier runs. */
 function file(seed: number, size: number): Uint8Array {
@@ -52,15 +56,22 @@ async function serial(bytes: Uint8Array) {
 }
 
 /** The chunks spanChunks gives (each batch sealed whole, every other chunk, or none), its root,
- *  and each sealed chunk checked to open to its bytes. */
-async function spanned(bytes: Uint8Array, workers: number, span: number, overlap: number, seal: 'all' | 'odd' | 'none') {
+ *  and each sealed chunk checked to open to its bytes: by `workers` serveSpans in this thread,
+ *  or by the workers of `pool` reading `file`. */
+async function spanned<F = Uint8Array>(bytes: Uint8Array, workers: number | { pool: SpanWorker<F>[]; file: F }, span: number | undefined, overlap: number | undefined, seal: 'all' | 'odd' | 'none') {
   const k = await deriveKeys('0123456789abcdef0123456789abcdef', key);
-  const pool: SpanWorker<Uint8Array>[] = Array.from({ length: workers }, () => {
-    const serve = serveSpans<Uint8Array>(Promise.resolve(), async (f, from, to) => f.slice(from, to));
-    void serve({ op: 'keys', keys: k });
-    return { request: serve };
-  });
-  const cut = spanChunks(pool, bytes, bytes.length, { span, overlap });
+  const { pool, file } =
+    typeof workers === 'number'
+      ? {
+          pool: Array.from({ length: workers }, (): SpanWorker<Uint8Array> => {
+            const serve = serveSpans<Uint8Array>(Promise.resolve(), async (f, from, to) => f.slice(from, to));
+            void serve({ op: 'keys', keys: k });
+            return { request: serve };
+          }),
+          file: bytes,
+        }
+      : workers;
+  const cut = spanChunks(pool as SpanWorker<F | Uint8Array>[], file, bytes.length, { span, overlap });
   const chunks: { offset: number; length: number; id: string }[] = [];
   let n = 0;
   for await (const b of cut.batches) {
@@ -73,6 +84,7 @@ async function spanned(bytes: Uint8Array, workers: number, span: number, overlap
     b.ids.forEach((id, i) => chunks.push({ offset: b.offsets[i], length: b.lengths[i], id: hex(id) }));
     n += b.ids.length;
   }
+  await cut.settled();
   return { chunks, root: hex(cut.root()) };
 }
 
@@ -93,7 +105,7 @@ test('span-parallel chunking gives the serial chunks, ids and root on 40 files o
   }
 });
 
-test("serialChunks (the CLI's) gives keyedChunks' chunks and the root of the bytes", async () => {
+test("serialChunks (a small file's, on its own thread) gives keyedChunks' chunks and the root of the bytes", async () => {
   const bytes = file(7, 2_500_000);
   const want = await serial(bytes);
   const k = await deriveKeys('0123456789abcdef0123456789abcdef', key);
@@ -106,6 +118,34 @@ test("serialChunks (the CLI's) gives keyedChunks' chunks and the root of the byt
   }
   assert.deepEqual(got, want.chunks);
   assert.equal(hex(cut.root()), want.root);
+});
+
+test("the CLI's chunk worker threads (spans-node.ts) reading a file through its descriptor give the serial chunks, ids and root on a file of several spans", async () => {
+  // 40 MiB of runs of many kinds, with 2 MiB of zeros across the second span's start (no cut
+  // shared within the overlap there: that span is cut again from the last true cut)
+  const bytes = file(46, 40 << 20);
+  bytes.fill(0, SPAN_BYTES - (1 << 20), SPAN_BYTES + (1 << 20));
+  const want = await serial(bytes);
+  const dir = await mkdtemp(path.join(tmpdir(), 'dsync-spans-'));
+  const k = await deriveKeys('0123456789abcdef0123456789abcdef', key);
+  const threads = nodeSpanWorkers(k, 2)!;
+  const fh = await open(path.join(dir, 'file'), 'w+');
+  try {
+    await fh.writeFile(bytes);
+    // the CLI's spans (16 MiB read 1 MiB into the next), then small ones: many joins and re-cuts
+    for (const [span, overlap] of [[undefined, undefined], [1 << 20, 65_536]] as const) {
+      const got = await spanned(bytes, { pool: threads.workers, file: { fd: fh.fd } }, span, overlap, span ? 'odd' : 'all');
+      const where = `span ${span ?? SPAN_BYTES}, overlap ${overlap ?? 'default'}`;
+      assert.ok(got.chunks.length > 1000, where);
+      assert.equal(got.chunks.length, want.chunks.length, `${where}: chunk count`);
+      assert.deepEqual(got.chunks, want.chunks, where);
+      assert.equal(got.root, want.root, `${where}: root`);
+    }
+  } finally {
+    await fh.close();
+    await threads.end();
+    await rm(dir, { recursive: true, force: true });
+  }
 });
 
 test('joinLists goes on in the next list at the first cut both share, and gives up when there is none', () => {

@@ -298,6 +298,11 @@ export const VAULT_PACK_TARGET = 4 << 20;
  *  order says little about a file's. */
 export const VAULT_OPEN_PACKS = 4;
 
+/** Chunk workers a vault push or pull uses at most (shared/src/vault/spans.ts: the page's Web
+ *  Workers, the CLI's worker threads): one per core up to this, each holding a few spans of
+ *  SPAN_BYTES while it cuts and seals them. */
+export const VAULT_CHUNK_WORKERS_MAX = 4;
+
 /** A vault's reads of packs start and end on multiples of this many bytes (or at a pack's
  *  end), so that a range read shows the server which blocks of a pack a device needed, never
  *  where a chunk starts or how long it is (bench/results/vault-leak.md). */

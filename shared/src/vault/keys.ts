@@ -114,11 +114,15 @@ function sealContent(k: Pick<VaultKeys, 'idBytes' | 'content'>, id: Uint8Array, 
   return seal(k.content, plain, chunkAad(k, 0, id));
 }
 
-/** A content chunk (kind 0) sealed into `out` at `at`: what a chunk worker, which holds no
- *  metadata key, seals (spans.ts). */
-export function sealContentInto(k: Pick<VaultKeys, 'idBytes' | 'content'>, id: Uint8Array, plain: Uint8Array, out: Uint8Array, at: number): Promise<void> {
-  return sealInto(k.content, plain, chunkAad(k, 0, id), out, at);
-}
+/** Seals a content chunk (kind 0) into `out` at `at`: what a chunk worker, which holds no
+ *  metadata key, does (spans.ts). */
+export type ContentSealer = (k: Pick<VaultKeys, 'idBytes' | 'content'>, id: Uint8Array, plain: Uint8Array, out: Uint8Array, at: number) => Promise<void> | void;
+
+/** A content chunk's associated data (what a sealer other than WebCrypto's binds it to). */
+export const contentAad = (k: Pick<VaultKeys, 'idBytes'>, id: Uint8Array) => chunkAad(k, 0, id);
+
+/** The ContentSealer through WebCrypto (the page's, and where no other is given). */
+export const sealContentInto: ContentSealer = (k, id, plain, out, at) => sealInto(k.content, plain, chunkAad(k, 0, id), out, at);
 
 /** A sealed chunk's plaintext; a chunk that does not verify is a VaultError. A chunk worker,
  *  which holds no metadata key, opens content chunks only. */

@@ -10,14 +10,15 @@
  * `joinLists` takes each list up to the first cut the next one shares, and a list that shares
  * none is cut again from the last true cut (as slowly as serial chunking, and as right).
  * The ids and the root are computed from the very chunks joined, so a device that cuts
- * serially (the CLI) names the same chunks.
+ * serially (a file of up to a span) names the same chunks. The workers are the page's Web
+ * Workers (client/src/vault-chunk-worker.ts) or the CLI's worker threads (spans-node.ts).
  */
 import { DsyncChunker, keyed_blake3_chunks } from '../../../wasm/pkg/dsync_wasm.js';
 import { RootHasher, type Source, runHash } from '../chunking/chunk-index.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../wire/protocol.ts';
 import { CONTENT_PARAMS, keyedChunks, openVerified } from './chunks.ts';
 import { ID_BYTES, Kind, SEAL_OVERHEAD, VaultError } from './format.ts';
-import { type VaultKeys, sealChunk, sealContentInto } from './keys.ts';
+import { type ContentSealer, type VaultKeys, sealChunk, sealContentInto } from './keys.ts';
 
 /** A span's bytes: a worker reads, cuts and hashes this much at once. */
 export const SPAN_BYTES = 16 << 20;
@@ -91,12 +92,15 @@ export function cutSpan(k: Pick<ChunkKeys, 'gear' | 'chunkId'>, bytes: Uint8Arra
   }
 }
 
-/** A chunk worker's side: answers requests one at a time, in order. `read(file, from, to)`
- *  gives the file's bytes (the page: a slice of the picked File). */
-export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: number, to: number) => Promise<Uint8Array>): (m: SpanRequest<F>) => Promise<SpanReply> {
+/** A chunk worker's side: answers requests one at a time, in order, but for a seal or an open,
+ *  which goes before the cuts waiting (a span's seal is asked for only once its cut was
+ *  answered, and the thread that waits for it packs and uploads meanwhile, where behind the
+ *  spans cut ahead it waited idle: bench/results/vault-cli.md). `read(file, from, to)`
+ *  gives the file's bytes (the page: a slice of the picked File); `seal` seals a content chunk
+ *  (default: WebCrypto's, keys.ts). */
+export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: number, to: number) => Promise<Uint8Array>, seal: ContentSealer = sealContentInto): (m: SpanRequest<F>) => Promise<SpanReply> {
   let keys: ChunkKeys | null = null;
   const held = new Map<number, Uint8Array>();
-  let queue: Promise<unknown> = ready;
   const one = async (m: SpanRequest<F>): Promise<SpanReply> => {
     if (m.op === 'keys') {
       keys = m.keys;
@@ -142,20 +146,33 @@ export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: num
       Array.from(m.lengths, (l, i) => {
         const into = at;
         at += l + SEAL_OVERHEAD;
-        return sealContentInto(keys!, m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES), bytes.subarray(m.offsets[i], m.offsets[i] + l), out, into);
+        return seal(keys!, m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES), bytes.subarray(m.offsets[i], m.offsets[i] + l), out, into);
       }),
     );
     return out;
   };
-  return (m) => {
-    const r = queue.then(() => one(m));
-    queue = r.catch(() => {});
-    return r;
+  const waiting: { m: SpanRequest<F>; resolve: (r: SpanReply) => void; reject: (e: unknown) => void }[] = [];
+  let running = false;
+  const next = async () => {
+    if (running) return;
+    running = true;
+    while (waiting.length) {
+      const urgent = waiting.findIndex((w) => w.m.op === 'seal' || w.m.op === 'open');
+      const [w] = waiting.splice(Math.max(0, urgent), 1);
+      await ready.then(() => one(w.m)).then(w.resolve, w.reject);
+    }
+    running = false;
   };
+  return (m) =>
+    new Promise<SpanReply>((resolve, reject) => {
+      waiting.push({ m, resolve, reject });
+      void next();
+    });
 }
 
 /** One chunk worker as the coordinator sees it (a Web Worker, or `serveSpans` in the same
- *  thread). Requests are answered in the order they are made. */
+ *  thread). Requests are answered in the order they are made, but for seals and opens, which go
+ *  before the cuts waiting. */
 export interface SpanWorker<F> {
   request(m: SpanRequest<F>): Promise<SpanReply>;
 }
@@ -209,7 +226,7 @@ export interface FileCut {
   root(): Uint8Array;
 }
 
-/** A file's chunks cut on this thread (the CLI; a page's small file), and sealed here: the
+/** A file's chunks cut on this thread (a small file's, in the CLI and the page), and sealed here: the
  *  keyed chunker and the root's reading the source once, in order. */
 export function serialChunks(k: VaultKeys, source: Source): FileCut {
   let root: Uint8Array | null = null;
@@ -254,7 +271,7 @@ export function serialChunks(k: VaultKeys, source: Source): FileCut {
  * `root()` afterwards gives the root of its bytes with the default chunking. Each batch must
  * be sealed (or not) before the next is asked for. `onCut` sees how far the chunks reach.
  */
-export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o: { span?: number; overlap?: number; onCut?: (end: number) => void } = {}): FileCut {
+export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o: { span?: number; overlap?: number; onCut?: (end: number) => void } = {}): FileCut & { settled(): Promise<void> } {
   const spanBytes = o.span ?? SPAN_BYTES;
   const overlap = o.overlap ?? SPAN_OVERLAP;
   const count = Math.max(1, Math.ceil(size / spanBytes));
@@ -265,11 +282,17 @@ export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o
   let nextWorker = 0;
   /** every span requested with its worker, until dropped */
   const live = new Map<number, number>();
+  /** the reads of `file` under way (`settled`) */
+  const reading = new Set<Promise<SpanReply>>();
   const cut = (from: number, to: number, keep: boolean): Promise<{ span: number; worker: number; cut: SpanCut }> => {
     const span = nextSpan++;
     const worker = nextWorker++ % workers.length;
     if (keep) live.set(span, worker);
-    return workers[worker].request({ op: 'cut', span, file, from, to, final: to === size, keep }).then((c) => ({ span, worker, cut: c as SpanCut }));
+    const r = workers[worker].request({ op: 'cut', span, file, from, to, final: to === size, keep });
+    reading.add(r);
+    const done = () => void reading.delete(r);
+    r.then(done, done);
+    return r.then((c) => ({ span, worker, cut: c as SpanCut }));
   };
   const ends = (i: number) => ({ from: i * spanBytes, to: Math.min(size, (i + 1) * spanBytes + overlap) });
   async function* batches(): AsyncGenerator<CutBatch> {
@@ -397,6 +420,8 @@ export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o
       if (!rootOf) throw new Error('the root of a file not cut to its end');
       return rootOf;
     },
+    // a push that failed leaves cuts under way: the caller closes `file` only after them
+    settled: async () => void (await Promise.allSettled([...reading])),
   };
 }
 
