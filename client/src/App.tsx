@@ -15,14 +15,14 @@ import { type Picked, useWindowDrop } from './drop.ts';
 import { savedPercent } from './format.ts';
 import { type Transfer, Transfers } from './transfers.ts';
 import { useServer } from './use-server.ts';
-import { sharedVisit, takeShared } from './install.ts';
+import { registerServiceWorker, sharedVisit, takeShared } from './install.ts';
 import { dropKept } from './kept-store.ts';
 import { UnfinishedNotice } from './components/UnfinishedNotice.tsx';
 import { forgetUpload, rememberUploads } from './unfinished.ts';
 import type { Failure } from './worker-api.ts';
 import { type HeadMoved, VaultsEntry, VaultsPanel } from './components/VaultsPanel.tsx';
 import { save } from './save.ts';
-import { PageWorker } from './worker-start.ts';
+import { PageWorker, WORKERS_STARTED } from './worker-start.ts';
 
 export function App() {
   const [announcement, setAnnouncement] = useState('');
@@ -40,17 +40,20 @@ export function App() {
 
   // The queue lives as long as the page; its callbacks reach the latest render through a ref.
   const latest = useRef({ refresh, onSettled: (_t: Transfer) => {} });
-  const [transfers] = useState(
-    () =>
-      new Transfers({
-        worker: new PageWorker(() => new Worker(new URL('./worker.ts', import.meta.url), { type: 'module' })),
-        url: syncUrl(),
-        device: deviceLabel(),
-        diagnose: async (f: Failure): Promise<Failure> => ((await latest.current.refresh()).status === 'signin' ? { ...f, kind: 'refused' } : f),
-        onSettled: (t) => latest.current.onSettled(t),
-        onCancelAll: (ts) => ts.forEach((t) => t.direction === 'up' && forgetUpload(syncUrl(), t.name)),
-      }),
-  );
+  const [transfers] = useState(() => {
+    const worker = new PageWorker(() => new Worker(new URL('./worker.ts', import.meta.url), { type: 'module' }));
+    // the service worker once the sync worker's own workers have started (worker-start.ts
+    // WORKERS_STARTED): never beside their start
+    worker.addEventListener('message', (e) => e.data === WORKERS_STARTED && registerServiceWorker());
+    return new Transfers({
+      worker,
+      url: syncUrl(),
+      device: deviceLabel(),
+      diagnose: async (f: Failure): Promise<Failure> => ((await latest.current.refresh()).status === 'signin' ? { ...f, kind: 'refused' } : f),
+      onSettled: (t) => latest.current.onSettled(t),
+      onCancelAll: (ts) => ts.forEach((t) => t.direction === 'up' && forgetUpload(syncUrl(), t.name)),
+    });
+  });
   const list = useSyncExternalStore(transfers.subscribe, transfers.snapshot);
   const maxFileSize = server.status === 'ok' ? server.maxFileSize : Number.POSITIVE_INFINITY;
   const user = server.status === 'ok' ? server.user : '';

@@ -1,7 +1,6 @@
 import { StrictMode } from 'react';
 import { createRoot } from 'react-dom/client';
 import { App } from './App.tsx';
-import { registerServiceWorker } from './install.ts';
 import './styles.css';
 import './transfers.css';
 import './files.css';
@@ -13,4 +12,3 @@ createRoot(document.getElementById('root')!).render(
   </StrictMode>,
 );
 
-registerServiceWorker();

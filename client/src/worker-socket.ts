@@ -28,6 +28,9 @@ export type FromSocket =
  *  start (a browser without workers in workers), failed to, or did not say it had within
  *  WORKER_START_MS. */
 let host: Worker | null | undefined;
+/** Settles once the socket worker has said it started, or was given up. */
+let hostSettled: Promise<void> = Promise.resolve();
+export const socketHostSettled = () => hostSettled;
 const sockets = new Map<number, WorkerSocket>();
 let nextId = 1;
 
@@ -41,8 +44,11 @@ export function socketHost(): Worker | null {
   }
   // the worker did not start (or failed): its sockets fail, and the sync client's retry, as
   // every later socket, is the browser's own
+  let settle = () => {};
+  hostSettled = new Promise<void>((r) => (settle = r));
   const giveUp = (message: string) => {
     clearTimeout(timer);
+    settle();
     if (host !== started) return;
     host = null;
     started.terminate();
@@ -53,7 +59,7 @@ export function socketHost(): Worker | null {
   };
   const timer = setTimeout(() => giveUp(`the socket worker did not start in ${WORKER_START_MS / 1000} s`), WORKER_START_MS);
   started.onmessage = (e: MessageEvent<FromSocket | typeof WORKER_READY>) => {
-    if (e.data === WORKER_READY) return clearTimeout(timer);
+    if (e.data === WORKER_READY) return void (clearTimeout(timer), settle());
     sockets.get(e.data.id)?.take(e.data);
   };
   started.onerror = (e) => giveUp(e.message || 'the socket worker did not start');

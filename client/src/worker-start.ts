@@ -9,6 +9,12 @@
 export const WORKER_READY = 'dsync-worker-ready';
 /** Generous: a worker starts in well under a second, a loaded phone's in a few. */
 export const WORKER_START_MS = 10_000;
+/** What the sync worker says once it has started its own workers (the socket worker, the hash
+ *  workers): the page registers its service worker only then (App.tsx). In Firefox ESR a
+ *  service worker installing while the sync worker started its hash worker now and then left
+ *  that `new Worker` never returning, and every transfer waiting behind it (e2e/engines/
+ *  worker-start.ts: 3 and 4 of 100 first visits; 0 of 100 with no service worker). */
+export const WORKERS_STARTED = 'dsync-workers-started';
 /** Starts of a page's worker (the sync worker, a vault worker) before it is given up. */
 export const WORKER_TRIES = 3;
 

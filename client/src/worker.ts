@@ -18,9 +18,9 @@ import type { Sink } from '../../shared/src/session/sink.ts';
 import { type Progress, pull } from '../../shared/src/session/delta-client.ts';
 import { fetchWhileBusy } from '../../shared/src/transport/busy.ts';
 import type { Failure, FromWorker, Step, Threads, ToWorker } from './worker-api.ts';
-import { PageSocket, type PageSocketLike, WorkerSocket, socketHost } from './worker-socket.ts';
+import { PageSocket, type PageSocketLike, WorkerSocket, socketHost, socketHostSettled } from './worker-socket.ts';
 import { FolderSync, type FolderFromWorker, type FolderToWorker, isFolderMessage } from './folder-sync.ts';
-import { WORKER_READY, WORKER_START_MS } from './worker-start.ts';
+import { WORKERS_STARTED, WORKER_READY, WORKER_START_MS } from './worker-start.ts';
 
 /** The wasm module, fetched from the server at start-up; a fetch that failed (the server was
  *  away) is tried again by the next transfer, and that transfer's failure reads "unreachable". */
@@ -262,15 +262,22 @@ function hashPool(): Promise<HashPool | null> {
   pool ??= (async () => {
     const n = Math.min(2, (navigator.hardwareConcurrency || 1) - 1);
     if (n <= 0) return null;
-    let workers: (HashWorker & { started: Promise<boolean> })[];
-    try {
-      workers = Array.from({ length: n }, webHashWorker);
-    } catch {
+    await socketHostSettled();
+    // one after another: each started once the one before has said it runs (see the start below)
+    const workers: HashWorker[] = [];
+    for (let i = 0; i < n; i++) {
+      let w: HashWorker & { started: Promise<boolean> };
+      try {
+        w = webHashWorker();
+      } catch {
+        break;
+      }
+      workers.push(w);
+      if (await w.started) continue;
+      for (const x of workers) x.terminate();
       return null;
     }
-    if ((await Promise.all(workers.map((w) => w.started))).every(Boolean)) return new HashPool(workers);
-    for (const w of workers) w.terminate();
-    return null;
+    return workers.length === n ? new HashPool(workers) : (workers.forEach((w) => w.terminate()), null);
   })();
   return pool;
 }
@@ -418,17 +425,19 @@ self.onmessage = async (ev: MessageEvent<ToWorker | FolderToWorker>) => {
     kinds.delete(m.id);
   }
 };
-// The socket worker and the hash workers start once the wasm module is loaded (or failed to
-// load), before any transfer runs: in Firefox ESR a worker's `new Worker` now and then never
-// returns when called while that worker compiles or runs wasm, and the sync worker then stands
-// still for good (e2e/engines/worker-start.ts, 100 fresh pages each at load 15–17: 9 sync
-// workers stuck with their workers started beside the wasm's load, 0 with them started after
-// it; and, as issue 47 found, 3 of 65 first picks with the socket worker started by the first
-// push).
-// Transfers wait for `ready` too, behind this.
-void ready.catch(() => {}).then(() => {
+// This worker's own workers start one at a time, each once the one before has said it runs,
+// after the wasm module is loaded (or failed to load), and the page registers its service
+// worker only once they have (WORKERS_STARTED): in Firefox ESR a worker's `new Worker` now and
+// then never returns when called beside another start (its wasm's, another worker's, a service
+// worker's install), and the sync worker then stands still for good with every transfer
+// behind it. e2e/engines/worker-start.ts, 100 fresh pages each at load 10–17: 9 stuck with
+// the socket and hash workers started beside the wasm's load; 3–4 with them started after it
+// but at once, the hash worker's start never returning; 0 one at a time with no service
+// worker. Transfers wait for `ready` too, behind this.
+void ready.catch(() => {}).then(async () => {
   socketHost();
-  void hashPool();
+  await hashPool();
+  (self as unknown as Worker).postMessage(WORKERS_STARTED);
 });
 // the page waits for this (worker-start.ts `PageWorker`): this module has run
 (self as unknown as Worker).postMessage(WORKER_READY);
