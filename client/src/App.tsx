@@ -22,7 +22,7 @@ import { forgetUpload, rememberUploads } from './unfinished.ts';
 import type { Failure } from './worker-api.ts';
 import { type HeadMoved, VaultsEntry, VaultsPanel } from './components/VaultsPanel.tsx';
 import { save } from './save.ts';
-import { PageWorker, WORKERS_STARTED } from './worker-start.ts';
+import { PageWorker, SYNC_WORKER_START_MS, WORKERS_STARTED } from './worker-start.ts';
 
 export function App() {
   const [announcement, setAnnouncement] = useState('');
@@ -41,7 +41,7 @@ export function App() {
   // The queue lives as long as the page; its callbacks reach the latest render through a ref.
   const latest = useRef({ refresh, onSettled: (_t: Transfer) => {} });
   const [transfers] = useState(() => {
-    const worker = new PageWorker(() => new Worker(new URL('./worker.ts', import.meta.url), { type: 'module' }));
+    const worker = new PageWorker(() => new Worker(new URL('./worker.ts', import.meta.url), { type: 'module' }), 'the sync worker', SYNC_WORKER_START_MS);
     // the service worker once the sync worker's own workers have started (worker-start.ts
     // WORKERS_STARTED): never beside their start
     worker.addEventListener('message', (e) => e.data === WORKERS_STARTED && registerServiceWorker());

@@ -15,6 +15,10 @@ export const WORKER_START_MS = 10_000;
  *  that `new Worker` never returning, and every transfer waiting behind it (e2e/engines/
  *  worker-start.ts: 3 and 4 of 100 first visits; 0 of 100 with no service worker). */
 export const WORKERS_STARTED = 'dsync-workers-started';
+/** How long the page waits for the sync worker to say it runs: it says so once its wasm module
+ *  is loaded and its socket worker made (worker.ts), so a slow link's download of the module
+ *  (~130 KB) counts. */
+export const SYNC_WORKER_START_MS = 30_000;
 /** Starts of a page's worker (the sync worker, a vault worker) before it is given up. */
 export const WORKER_TRIES = 3;
 

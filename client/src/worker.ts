@@ -425,19 +425,21 @@ self.onmessage = async (ev: MessageEvent<ToWorker | FolderToWorker>) => {
     kinds.delete(m.id);
   }
 };
-// This worker's own workers start one at a time, each once the one before has said it runs,
-// after the wasm module is loaded (or failed to load), and the page registers its service
+// This worker's own workers start one at a time after the wasm module is loaded (or failed
+// to load), each once the one before has said it runs, and the page registers its service
 // worker only once they have (WORKERS_STARTED): in Firefox ESR a worker's `new Worker` now and
-// then never returns when called beside another start (its wasm's, another worker's, a service
-// worker's install), and the sync worker then stands still for good with every transfer
-// behind it. e2e/engines/worker-start.ts, 100 fresh pages each at load 10–17: 9 stuck with
-// the socket and hash workers started beside the wasm's load; 3–4 with them started after it
-// but at once, the hash worker's start never returning; 0 one at a time with no service
-// worker. Transfers wait for `ready` too, behind this.
+// then never returns, and the worker stands still for good with every transfer behind it; far
+// more often when called beside another start (its wasm's, another worker's, a service
+// worker's install). e2e/engines/worker-start.ts, 100 fresh pages each at load 8–17: 9 stuck
+// with the socket and hash workers started beside the wasm's load; 3–4 with them started
+// after it but at once; 1 started one at a time, its socket worker's start never returning.
+// That one is why this worker says it runs (WORKER_READY) only once the socket worker's
+// `new Worker` has returned: a sync worker stuck there is not heard from, and the page starts
+// another (worker-start.ts `PageWorker`, SYNC_WORKER_START_MS). Transfers wait for `ready`
+// too, behind this.
 void ready.catch(() => {}).then(async () => {
   socketHost();
+  (self as unknown as Worker).postMessage(WORKER_READY);
   await hashPool();
   (self as unknown as Worker).postMessage(WORKERS_STARTED);
 });
-// the page waits for this (worker-start.ts `PageWorker`): this module has run
-(self as unknown as Worker).postMessage(WORKER_READY);

@@ -3,7 +3,7 @@ import { deviceLabel, syncUrl } from '../api.ts';
 import type { Done } from '../../../shared/src/sync/engine.ts';
 import type { FolderFromWorker, FolderStatus, FolderToWorker } from '../folder-sync.ts';
 import { openStoreDb } from '../idb.ts';
-import { PageWorker } from '../worker-start.ts';
+import { PageWorker, SYNC_WORKER_START_MS } from '../worker-start.ts';
 import '../folder-sync.css';
 
 /** Why the option is missing, where it is. */
@@ -64,7 +64,7 @@ export function FolderSyncPanel({ user, changes }: { user: string; changes: numb
       await handles('readwrite', (s) => s.put(handle, scope)).catch(() => {});
       setRemembered(handle);
       worker.current?.terminate();
-      const w = new PageWorker(() => new Worker(new URL('../worker.ts', import.meta.url), { type: 'module' }));
+      const w = new PageWorker(() => new Worker(new URL('../worker.ts', import.meta.url), { type: 'module' }), 'the sync worker', SYNC_WORKER_START_MS);
       w.addEventListener('message', (e: MessageEvent<FolderFromWorker | { kind: string }>) => {
         if (e.data.kind === 'folder') setStatus((e.data as FolderFromWorker).status);
       });
