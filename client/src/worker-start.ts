@@ -1,19 +1,21 @@
 /**
- * Every worker Dsync starts says `WORKER_READY` first thing: Firefox ESR now and then never
- * runs a module worker it was asked to start (no error event, no message: 1 of 60 started from
- * a page here), and whatever waits on it would wait for ever. One that has not said so within
- * WORKER_START_MS is given up: the sync worker then does the socket worker's or the hash
- * workers' work itself, as where a worker cannot start workers; the page starts its own
- * workers (the sync worker, a vault worker) again (`PageWorker`).
+ * Every worker Dsync starts says `WORKER_READY` once it runs (the sync worker once its wasm
+ * module is loaded and its socket worker made; the others first thing): Firefox ESR now and
+ * then never runs a module worker it was asked to start (no error event, no message), or
+ * leaves a worker standing still inside a `new Worker` of its own, and whatever waits on it
+ * would wait for ever. One that has not said so in time is given up: the sync worker then does
+ * the socket worker's or the hash workers' work itself, as where a worker cannot start
+ * workers; the page starts its own workers (the sync worker, a vault worker) again
+ * (`PageWorker`).
  */
 export const WORKER_READY = 'dsync-worker-ready';
 /** Generous: a worker starts in well under a second, a loaded phone's in a few. */
 export const WORKER_START_MS = 10_000;
 /** What the sync worker says once it has started its own workers (the socket worker, the hash
- *  workers): the page registers its service worker only then (App.tsx). In Firefox ESR a
- *  service worker installing while the sync worker started its hash worker now and then left
- *  that `new Worker` never returning, and every transfer waiting behind it (e2e/engines/
- *  worker-start.ts: 3 and 4 of 100 first visits; 0 of 100 with no service worker). */
+ *  workers): the page registers its service worker only then (App.tsx), so that its install
+ *  is never beside those starts. In Firefox ESR a sync worker that stood still in one of them
+ *  while a service worker installed left the page unable to start another
+ *  (e2e/engines/worker-start.ts). */
 export const WORKERS_STARTED = 'dsync-workers-started';
 /** How long the page waits for the sync worker to say it runs: it says so once its wasm module
  *  is loaded and its socket worker made (worker.ts), so a slow link's download of the module
@@ -27,9 +29,10 @@ type OnError = (e: { message: string }) => void;
 
 /**
  * A worker the page starts (the sync worker, a vault worker), started again where it has not
- * said WORKER_READY within WORKER_START_MS or failed before it did: Firefox ESR now and then
- * never runs a module worker (no error, no message), and every transfer posted to it waited
- * for ever at "Connecting to the server". Messages posted meanwhile wait here and go, in order,
+ * said WORKER_READY within its start time (WORKER_START_MS; the sync worker's
+ * SYNC_WORKER_START_MS) or failed before it did: in Firefox ESR a sync worker that never ran,
+ * or stood still in a `new Worker` of its own, held every transfer posted to it at "Connecting
+ * to the server" for ever. Messages posted meanwhile wait here and go, in order,
  * to the worker that runs; none is lost with one given up (it never read them). After
  * WORKER_TRIES starts it is given up for good: `error` listeners hear why.
  */
