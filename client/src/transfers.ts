@@ -52,7 +52,7 @@ export interface Transfer {
 type Request = Exclude<ToWorker, { kind: 'cancel' | 'wake' }>;
 
 export interface TransfersOptions {
-  worker: Pick<PageWorker, 'postMessage' | 'addEventListener'>;
+  worker: Pick<PageWorker, 'postMessage' | 'addEventListener' | 'gaveUp'>;
   /** the sync endpoint, ws(s)://host/sync */
   url: string;
   /** this device's label, in the name of a conflict copy an upload makes */
@@ -222,6 +222,10 @@ export class Transfers {
     const queued = this.list.filter((t) => t.status === 'queued').sort((a, b) => a.id - b.id);
     for (const t of queued) {
       if (running >= (t.size < SMALL_FILE ? SMALL_PARALLEL : (this.opts.parallel ?? 2)) || !this.reachable || !this.signedInNow) break;
+      if (this.opts.worker.gaveUp) {
+        this.settle(t.id, { status: 'failed', failure: { kind: 'error', message: this.opts.worker.gaveUp } });
+        continue;
+      }
       if (t.direction === 'up' && t.size > this.maxFileSize) {
         this.settle(t.id, { status: 'failed', failure: { kind: 'too-large', message: `the server accepts files up to ${this.maxFileSize} bytes` } });
         continue;

@@ -45,6 +45,7 @@ export class VaultWorker {
   request<T>(req: VaultRequest, progress?: (n: number) => void): Promise<T> {
     const rid = this.next++;
     return new Promise<T>((resolve, reject) => {
+      if (this.worker.gaveUp) return reject(new VaultFailure('other', this.worker.gaveUp));
       this.waiting.set(rid, { resolve: resolve as (v: unknown) => void, reject, progress });
       this.worker.postMessage({ ...req, rid });
     });

@@ -37,6 +37,9 @@ type OnError = (e: { message: string }) => void;
  * WORKER_TRIES starts it is given up for good: `error` listeners hear why.
  */
 export class PageWorker {
+  /** why the worker was given up for good (after WORKER_TRIES starts), else null: what is
+   *  posted since goes nowhere, so a caller fails it instead */
+  gaveUp: string | null = null;
   private worker: Worker | null = null;
   private ready = false;
   private ended = false;
@@ -110,7 +113,7 @@ export class PageWorker {
     if (this.tries < WORKER_TRIES) return this.begin();
     this.ended = true;
     this.waiting.length = 0;
-    const message = `${this.name} did not start (${WORKER_TRIES} tries): ${why}`;
+    const message = (this.gaveUp = `${this.name} did not start (${WORKER_TRIES} tries): ${why}`);
     this.onError.forEach((l) => l({ message }));
   }
 }

@@ -82,6 +82,7 @@ test(`a worker that fails before it runs is started again; after ${WORKER_TRIES}
   assert.equal(workers.length, WORKER_TRIES);
   assert.ok(workers.every((f) => f.terminated));
   assert.deepEqual(errors, [`the test worker did not start (${WORKER_TRIES} tries): no module ${WORKER_TRIES - 1}`]);
+  assert.equal(w.gaveUp, errors[0]);
   w.postMessage('more');
   assert.ok(workers.every((f) => f.got.length === 0));
 });

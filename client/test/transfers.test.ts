@@ -14,6 +14,7 @@ import { until } from '../../harness/wait.ts';
 /** The sync worker's side of the protocol: what the page asked, and answers the test gives. */
 class WorkerSide extends EventTarget {
   readonly asked: ToWorker[] = [];
+  gaveUp: string | null = null;
   postMessage(m: ToWorker) {
     this.asked.push(m);
   }
@@ -322,12 +323,18 @@ test('cards: the newest drop is on top however many failures wait, then the othe
   assert.deepEqual(ids, [12, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 11]);
 });
 
-test('a sync worker that never started: the running and the queued transfers fail with why; the finished stay as they are', () => {
+test('a sync worker that never started: the running and the queued transfers fail with why, and so does one dropped later; the finished stay as they are', () => {
   const { worker, transfers, status, get } = setup({ parallel: 1 });
   transfers.upload([{ file: file(LARGE), name: 'a' }, { file: file(LARGE), name: 'b' }, { file: file(LARGE), name: 'c' }]);
   worker.answer({ kind: 'done', id: 1 });
   assert.deepEqual(status(), { 1: 'done', 2: 'running', 3: 'queued' });
-  worker.dispatchEvent(Object.assign(new Event('error'), { message: 'the sync worker did not start (3 tries)' }));
+  worker.gaveUp = 'the sync worker did not start (3 tries)';
+  worker.dispatchEvent(Object.assign(new Event('error'), { message: worker.gaveUp }));
   assert.deepEqual(status(), { 1: 'done', 2: 'failed', 3: 'failed' });
   assert.equal(get(3).failure?.message, 'the sync worker did not start (3 tries)');
+  // one dropped later is not posted to a worker that is not there: it fails at once
+  transfers.upload([{ file: file(LARGE), name: 'd' }]);
+  assert.equal(get(4).status, 'failed');
+  assert.equal(get(4).failure?.message, 'the sync worker did not start (3 tries)');
+  assert.equal(worker.started().length, 2);
 });
