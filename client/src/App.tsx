@@ -22,7 +22,7 @@ import { forgetUpload, rememberUploads } from './unfinished.ts';
 import type { Failure } from './worker-api.ts';
 import { type HeadMoved, VaultsEntry, VaultsPanel } from './components/VaultsPanel.tsx';
 import { save } from './save.ts';
-import { PageWorker, SYNC_WORKER_START_MS, WORKERS_STARTED } from './worker-start.ts';
+import { PageWorker, SYNC_WORKER_START_MS } from './worker-start.ts';
 
 export function App() {
   const [announcement, setAnnouncement] = useState('');
@@ -42,9 +42,9 @@ export function App() {
   const latest = useRef({ refresh, onSettled: (_t: Transfer) => {} });
   const [transfers] = useState(() => {
     const worker = new PageWorker(() => new Worker(new URL('./worker.ts', import.meta.url), { type: 'module' }), 'the sync worker', SYNC_WORKER_START_MS);
-    // the service worker once the sync worker's own workers have started (worker-start.ts
-    // WORKERS_STARTED): never beside their start
-    worker.addEventListener('message', (e) => e.data === WORKERS_STARTED && registerServiceWorker());
+    // the service worker once the sync worker runs, its own workers started: never beside
+    // their start (worker.ts)
+    void worker.started.then(registerServiceWorker);
     return new Transfers({
       worker,
       url: syncUrl(),

@@ -1,6 +1,6 @@
 /**
  * Every worker Dsync starts says `WORKER_READY` once it runs (the sync worker once its wasm
- * module is loaded and its socket worker made; the others first thing): Firefox ESR now and
+ * module is loaded and its own workers started; the others first thing): Firefox ESR now and
  * then never runs a module worker it was asked to start (no error event, no message), or
  * leaves a worker standing still inside a `new Worker` of its own, and whatever waits on it
  * would wait for ever. One that has not said so in time is given up: the sync worker then does
@@ -11,15 +11,9 @@
 export const WORKER_READY = 'dsync-worker-ready';
 /** Generous: a worker starts in well under a second, a loaded phone's in a few. */
 export const WORKER_START_MS = 10_000;
-/** What the sync worker says once it has started its own workers (the socket worker, the hash
- *  workers): the page registers its service worker only then (App.tsx), so that its install
- *  is never beside those starts. In Firefox ESR a sync worker that stood still in one of them
- *  while a service worker installed left the page unable to start another
- *  (e2e/engines/worker-start.ts). */
-export const WORKERS_STARTED = 'dsync-workers-started';
 /** How long the page waits for the sync worker to say it runs: it says so once its wasm module
- *  is loaded and its socket worker made (worker.ts), so a slow link's download of the module
- *  (~130 KB) counts. */
+ *  is loaded and its own workers have started or been given up (worker.ts), so a slow link's
+ *  download of the module (~130 KB) and two WORKER_START_MS counts. */
 export const SYNC_WORKER_START_MS = 30_000;
 /** Starts of a page's worker (the sync worker, a vault worker) before it is given up. */
 export const WORKER_TRIES = 3;
@@ -40,6 +34,9 @@ export class PageWorker {
   /** why the worker was given up for good (after WORKER_TRIES starts), else null: what is
    *  posted since goes nowhere, so a caller fails it instead */
   gaveUp: string | null = null;
+  /** settles once the worker has said it runs (never, if it is given up for good) */
+  readonly started: Promise<void>;
+  private markStarted!: () => void;
   private worker: Worker | null = null;
   private ready = false;
   private ended = false;
@@ -56,6 +53,7 @@ export class PageWorker {
     private readonly name = 'the sync worker',
     private readonly startMs = WORKER_START_MS,
   ) {
+    this.started = new Promise((resolve) => (this.markStarted = resolve));
     this.begin();
   }
 
@@ -95,6 +93,7 @@ export class PageWorker {
       clearTimeout(this.timer);
       this.ready = true;
       for (const [m, transfer] of this.waiting.splice(0)) w.postMessage(m, transfer);
+      this.markStarted();
     };
     w.onerror = (e) => {
       if (w !== this.worker) return;

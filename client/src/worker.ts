@@ -20,7 +20,7 @@ import { fetchWhileBusy } from '../../shared/src/transport/busy.ts';
 import type { Failure, FromWorker, Step, Threads, ToWorker } from './worker-api.ts';
 import { PageSocket, type PageSocketLike, WorkerSocket, socketHost, socketHostSettled } from './worker-socket.ts';
 import { FolderSync, type FolderFromWorker, type FolderToWorker, isFolderMessage } from './folder-sync.ts';
-import { WORKERS_STARTED, WORKER_READY, WORKER_START_MS } from './worker-start.ts';
+import { WORKER_READY, WORKER_START_MS } from './worker-start.ts';
 
 /** The wasm module, fetched from the server at start-up; a fetch that failed (the server was
  *  away) is tried again by the next transfer, and that transfer's failure reads "unreachable". */
@@ -426,20 +426,18 @@ self.onmessage = async (ev: MessageEvent<ToWorker | FolderToWorker>) => {
   }
 };
 // This worker's own workers start one at a time after the wasm module is loaded (or failed
-// to load), each once the one before has said it runs, and the page registers its service
-// worker only once they have (WORKERS_STARTED): in Firefox ESR a worker's `new Worker` now and
-// then never returns, and the worker stands still for good with every transfer behind it; far
-// more often when called beside another start (its wasm's, another worker's, a service
-// worker's install). e2e/engines/worker-start.ts, 100 fresh pages each at load 8–17: 9 stuck
-// with the socket and hash workers started beside the wasm's load; 3–4 with them started
-// after it but at once; 1 started one at a time, its socket worker's start never returning.
-// That one is why this worker says it runs (WORKER_READY) only once the socket worker's
-// `new Worker` has returned: a sync worker stuck there is not heard from, and the page starts
-// another (worker-start.ts `PageWorker`, SYNC_WORKER_START_MS). Transfers wait for `ready`
-// too, behind this.
+// to load), each once the one before has said it runs, and only then does this worker say it
+// runs (WORKER_READY): in Firefox ESR a worker's `new Worker` now and then never returns, and
+// the worker stands still for good with every transfer behind it; far more often when called
+// beside another start (its wasm's, another worker's, a service worker's install: the page
+// registers its service worker once this worker runs). e2e/engines/worker-start.ts, 100 fresh
+// pages each at load 8–17: 9 stuck with the socket and hash workers started beside the wasm's
+// load; 3–4 with them started after it but at once; 1 started one at a time, its socket
+// worker's start never returning; and a CI run saw a hash worker's. A sync worker stuck in any
+// of these starts is so never heard from, and the page starts another (worker-start.ts
+// `PageWorker`, SYNC_WORKER_START_MS). Transfers wait behind this.
 void ready.catch(() => {}).then(async () => {
   socketHost();
-  (self as unknown as Worker).postMessage(WORKER_READY);
   await hashPool();
-  (self as unknown as Worker).postMessage(WORKERS_STARTED);
+  (self as unknown as Worker).postMessage(WORKER_READY);
 });
