@@ -4,7 +4,7 @@
 // may reference the damaged bytes, a push of good bytes over damaged ones stores them, and a
 // damaged latest version never blocks its name: every push ends in a good committed version.
 import assert from 'node:assert/strict';
-import { closeSync, mkdtempSync, openSync, readSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -12,70 +12,19 @@ import { MemoryKnown } from '../../shared/src/session/known.ts';
 import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { loadConfig } from '../src/config.ts';
 import { startServer } from '../src/server.ts';
-import type { Backend } from '../src/store/backend.ts';
 import { runCheck } from '../src/store/check.ts';
 import { segmentKey } from '../src/store/keys.ts';
 import { RACY_FINE_MS, RACY_MS, localBackend } from '../src/store/local.ts';
 import { Repo } from '../src/store/repo.ts';
 import { Store } from '../src/store/store.ts';
-import { s3Backend } from '../src/store/s3.ts';
 import { pullBytes, pushBytes } from '../../harness/helpers.ts';
 import { type S3Server, startMinio } from '../../harness/minio.ts';
-
-/** Where a store lives, how to open it (as a server process would) and how to damage it. */
-interface Place {
-  open(): Promise<Backend>;
-  /** changes the byte at `at` of the object `key`, as a bad disk or a stray writer would */
-  flip(key: string, at: number): Promise<void>;
-  /** how long after a write the server can cache what it verified (a local file's change time
-   *  must be older than a timestamp tick; an S3 ETag holds at once) */
-  settleMs: number;
-  cleanup(): Promise<void>;
-}
-
-function localPlace(): Place {
-  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-damage-'));
-  return {
-    open: async () => localBackend(dir),
-    async flip(key, at) {
-      // one byte written in place: same file, same size
-      const fd = openSync(path.join(dir, key), 'r+');
-      try {
-        const b = Buffer.alloc(1);
-        readSync(fd, b, 0, 1, at);
-        b[0] ^= 0x5a;
-        writeSync(fd, b, 0, 1, at);
-      } finally {
-        closeSync(fd);
-      }
-    },
-    settleMs: RACY_MS + 200,
-    cleanup: async () => rmSync(dir, { recursive: true, force: true }),
-  };
-}
+import * as places from './places.ts';
+import type { Place } from './places.ts';
 
 let minio: S3Server;
-let buckets = 0;
-function minioPlace(): Place {
-  const url = `s3://damage-${process.pid}-${buckets++}/store`;
-  return {
-    open: () => s3Backend(url, minio.endpoint, minio.env),
-    async flip(key, at) {
-      // an overwrite through the S3 API (a conditional PUT over the current ETag)
-      const b = await s3Backend(url, minio.endpoint, minio.env);
-      try {
-        const got = (await b.getHead(key))!;
-        const body = Buffer.from(got.body);
-        body[at] ^= 0x5a;
-        assert.ok(await b.putHead(key, body, got.tag));
-      } finally {
-        await b.close();
-      }
-    },
-    settleMs: 0,
-    cleanup: async () => {},
-  };
-}
+const localPlace = () => places.localPlace('damage');
+const minioPlace = () => places.minioPlace(() => minio, 'damage');
 
 /** A real server on a loopback port over the place's store. */
 async function serve(place: Place) {

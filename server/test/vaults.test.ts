@@ -6,7 +6,7 @@
 // touched, and a garbage collection leaves every vault object in place.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, mkdtempSync, openSync, readSync, readdirSync, rmSync, statSync, writeSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -22,10 +22,10 @@ import { runCheck } from '../src/store/check.ts';
 import { runGc } from '../src/store/gc.ts';
 import { newSegmentId, segmentKey, vaultHeadKey, vaultPackKey, vaultSumsKey } from '../src/store/keys.ts';
 import { SUM_BLOCK } from '../src/store/vaults.ts';
-import { localBackend } from '../src/store/local.ts';
 import { Repo } from '../src/store/repo.ts';
-import { s3Backend } from '../src/store/s3.ts';
 import { type S3Server, startMinio } from '../../harness/minio.ts';
+import * as places from './places.ts';
+import type { Place } from './places.ts';
 import { testServer } from '../../harness/helpers.ts';
 import WebSocket from 'ws';
 import { encode } from '../../shared/src/wire/codec.ts';
@@ -39,68 +39,9 @@ const vaultId = () => randomBytes(16).toString('hex');
 /** A keyfile the server takes: a real one, with the lightest Argon2id. */
 const keyfile = async (id = vaultId()) => Buffer.from(await wrapKey(id, newVaultKey(), 'a test passphrase', { m: 8, t: 1, p: 1 }));
 
-/** Where a store lives, how to open it, and how to damage an object in it. */
-interface Place {
-  open(): Promise<Backend>;
-  /** flips the byte at `at` of the content object `key` (a bad disk, a stray writer) */
-  flip(key: string, at: number): Promise<void>;
-  /** every file under the store's directory (local only), for "nothing written elsewhere" */
-  files?(): string[];
-  cleanup(): Promise<void>;
-}
-
-function localPlace(): Place {
-  const dir = mkdtempSync(path.join(tmpdir(), 'dsync-vaults-'));
-  return {
-    open: async () => localBackend(dir),
-    async flip(key, at) {
-      const fd = openSync(path.join(dir, key), 'r+');
-      try {
-        const b = Buffer.alloc(1);
-        readSync(fd, b, 0, 1, at);
-        b[0] ^= 0x5a;
-        writeSync(fd, b, 0, 1, at);
-      } finally {
-        closeSync(fd);
-      }
-    },
-    files() {
-      const out: string[] = [];
-      const walk = (rel: string) => {
-        for (const n of readdirSync(path.join(dir, rel))) {
-          const p = rel ? `${rel}/${n}` : n;
-          if (statSync(path.join(dir, p)).isDirectory()) walk(p);
-          else out.push(p);
-        }
-      };
-      walk('');
-      return out.sort();
-    },
-    cleanup: async () => rmSync(dir, { recursive: true, force: true }),
-  };
-}
-
 let minio: S3Server;
-let buckets = 0;
-function minioPlace(): Place {
-  const url = `s3://vaults-${process.pid}-${buckets++}/store`;
-  return {
-    open: () => s3Backend(url, minio.endpoint, minio.env),
-    async flip(key, at) {
-      // an overwrite through the S3 API (a conditional PUT over the current ETag)
-      const b = await s3Backend(url, minio.endpoint, minio.env);
-      try {
-        const got = (await b.getHead(key))!;
-        const body = Buffer.from(got.body);
-        body[at] ^= 0x5a;
-        assert.ok(await b.putHead(key, body, got.tag));
-      } finally {
-        await b.close();
-      }
-    },
-    cleanup: async () => {},
-  };
-}
+const localPlace = () => places.localPlace('vaults');
+const minioPlace = () => places.minioPlace(() => minio, 'vaults');
 
 /** A users file with alice and bob; their tokens. */
 function accounts() {
