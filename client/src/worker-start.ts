@@ -11,9 +11,15 @@
 export const WORKER_READY = 'dsync-worker-ready';
 /** Generous: a worker starts in well under a second, a loaded phone's in a few. */
 export const WORKER_START_MS = 10_000;
-/** How long the page waits for the sync worker to say it runs: it says so once its wasm module
- *  is loaded and its own workers have started or been given up (worker.ts), so a slow link's
- *  download of the module (~130 KB) and two WORKER_START_MS counts. */
+/** What a worker starting says before a step that either ends at once or never (Firefox ESR's
+ *  `new Worker` in a worker): `{ [WORKER_DEADLINE]: ms }`, the page to hear from it again within
+ *  `ms` (another deadline, or WORKER_READY) or start another. */
+export const WORKER_DEADLINE = 'dsync-worker-deadline';
+/** A `new Worker` call returns in milliseconds, or never: the budget a worker asks for it. */
+export const NEW_WORKER_MS = 5_000;
+/** How long the page waits for the sync worker's first word: it speaks once its wasm module is
+ *  loaded (a deadline before each of its own workers' starts, then WORKER_READY; worker.ts), so
+ *  a slow link's download of the module (~130 KB) counts. */
 export const SYNC_WORKER_START_MS = 30_000;
 /** Starts of a page's worker (the sync worker, a vault worker) before it is given up. */
 export const WORKER_TRIES = 3;
@@ -24,7 +30,8 @@ type OnError = (e: { message: string }) => void;
 /**
  * A worker the page starts (the sync worker, a vault worker), started again where it has not
  * said WORKER_READY within its start time (WORKER_START_MS; the sync worker's
- * SYNC_WORKER_START_MS) or failed before it did: in Firefox ESR a sync worker that never ran,
+ * SYNC_WORKER_START_MS) or within the last WORKER_DEADLINE it named, or failed before it did:
+ * in Firefox ESR a sync worker that never ran,
  * or stood still in a `new Worker` of its own, held every transfer posted to it at "Connecting
  * to the server" for ever. Messages posted meanwhile wait here and go, in order,
  * to the worker that runs; none is lost with one given up (it never read them). After
@@ -86,9 +93,11 @@ export class PageWorker {
     } catch (e) {
       return this.failed(e instanceof Error ? e.message : String(e));
     }
-    this.timer = setTimeout(() => this.failed(`it did not start in ${this.startMs / 1000} s`), this.startMs);
+    this.expect(this.startMs);
     w.onmessage = (e) => {
       if (w !== this.worker) return;
+      const deadline = !this.ready && (e.data as { [WORKER_DEADLINE]?: unknown } | null)?.[WORKER_DEADLINE];
+      if (typeof deadline === 'number') return this.expect(deadline);
       if (e.data !== WORKER_READY) return this.onMessage.forEach((l) => l(e));
       clearTimeout(this.timer);
       this.ready = true;
@@ -101,6 +110,12 @@ export class PageWorker {
       e.preventDefault();
       this.failed(e.message || 'it failed to start');
     };
+  }
+
+  /** The worker being started is given up unless it says something within `ms`. */
+  private expect(ms: number): void {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.failed(`it did not start in time (${ms / 1000} s without a word)`), ms);
   }
 
   /** The worker being started did not start: another try, or the end. */

@@ -20,7 +20,7 @@ import { fetchWhileBusy } from '../../shared/src/transport/busy.ts';
 import type { Failure, FromWorker, Step, Threads, ToWorker } from './worker-api.ts';
 import { PageSocket, type PageSocketLike, WorkerSocket, socketHost, socketHostSettled } from './worker-socket.ts';
 import { FolderSync, type FolderFromWorker, type FolderToWorker, isFolderMessage } from './folder-sync.ts';
-import { WORKER_READY, WORKER_START_MS } from './worker-start.ts';
+import { NEW_WORKER_MS, WORKER_DEADLINE, WORKER_READY, WORKER_START_MS } from './worker-start.ts';
 
 /** The wasm module, fetched from the server at start-up; a fetch that failed (the server was
  *  away) is tried again by the next transfer, and that transfer's failure reads "unreachable". */
@@ -268,7 +268,7 @@ function hashPool(): Promise<HashPool | null> {
     for (let i = 0; i < n; i++) {
       let w: HashWorker & { started: Promise<boolean> };
       try {
-        w = webHashWorker();
+        w = starting(webHashWorker);
       } catch {
         break;
       }
@@ -280,6 +280,20 @@ function hashPool(): Promise<HashPool | null> {
     return workers.length === n ? new HashPool(workers) : (workers.forEach((w) => w.terminate()), null);
   })();
   return pool;
+}
+
+/** Makes a worker with `make`, telling the page (while it waits for this worker to run) that
+ *  the call returns within NEW_WORKER_MS, and the worker made says it runs within
+ *  WORKER_START_MS after: a `new Worker` that never returns is so found in seconds, not at
+ *  SYNC_WORKER_START_MS. */
+function starting<T>(make: () => T): T {
+  const within = (ms: number) => (self as unknown as Worker).postMessage({ [WORKER_DEADLINE]: ms });
+  within(NEW_WORKER_MS);
+  try {
+    return make();
+  } finally {
+    within(WORKER_START_MS + NEW_WORKER_MS);
+  }
 }
 
 /** A hash worker; `started` is true once it says it runs, false if it fails or has not within
@@ -433,11 +447,12 @@ self.onmessage = async (ev: MessageEvent<ToWorker | FolderToWorker>) => {
 // registers its service worker once this worker runs). e2e/engines/worker-start.ts, 100 fresh
 // pages each at load 8–17: 9 stuck with the socket and hash workers started beside the wasm's
 // load; 3–4 with them started after it but at once; 1 started one at a time, its socket
-// worker's start never returning; and a CI run saw a hash worker's. A sync worker stuck in any
-// of these starts is so never heard from, and the page starts another (worker-start.ts
-// `PageWorker`, SYNC_WORKER_START_MS). Transfers wait behind this.
+// worker's start never returning; and a CI run saw a hash worker's. Each start tells the page
+// how long it may take (`starting`), so a sync worker stuck in one is found within
+// NEW_WORKER_MS and the page starts another (worker-start.ts `PageWorker`). Transfers wait
+// behind this.
 void ready.catch(() => {}).then(async () => {
-  socketHost();
+  starting(socketHost);
   await hashPool();
   (self as unknown as Worker).postMessage(WORKER_READY);
 });

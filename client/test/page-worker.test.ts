@@ -4,7 +4,7 @@
 // runs is the case); the real sync worker restarted in a page: e2e/nested-workers.spec.ts.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { PageWorker, WORKER_READY, WORKER_TRIES } from '../src/worker-start.ts';
+import { PageWorker, WORKER_DEADLINE, WORKER_READY, WORKER_TRIES } from '../src/worker-start.ts';
 import { until } from '../../harness/wait.ts';
 
 /** A worker as the page sees it: what it was given, and what it says when the test says so. */
@@ -72,6 +72,26 @@ test('a worker that never says it runs is given up and another started: the wait
   assert.equal(workers.length, 2);
   assert.ok(!workers[1].terminated);
   assert.deepEqual(errors, []);
+  w.terminate();
+});
+
+test('a worker that names a deadline (a start that returns at once or never) is started again when it passes, not at its start time; one that keeps them runs', async () => {
+  const { w, workers, heard, errors } = started(60_000);
+  w.postMessage('job');
+  workers[0].say({ [WORKER_DEADLINE]: 50 });
+  await until('a second worker', () => workers.length === 2, 5000);
+  assert.ok(workers[0].terminated);
+  assert.deepEqual(errors, []);
+  // the second keeps each deadline it names and then says it runs
+  workers[1].say({ [WORKER_DEADLINE]: 100 });
+  await new Promise((r) => setTimeout(r, 60));
+  workers[1].say({ [WORKER_DEADLINE]: 100 });
+  await new Promise((r) => setTimeout(r, 60));
+  workers[1].say(WORKER_READY);
+  await new Promise((r) => setTimeout(r, 150));
+  assert.equal(workers.length, 2);
+  assert.deepEqual(workers[1].got, ['job']);
+  assert.deepEqual(heard, [], 'deadlines are not messages to the page');
   w.terminate();
 });
 
