@@ -1,6 +1,6 @@
 // Looks for the page's workers that never start in Firefox ESR (the sync worker standing still,
 // so that every transfer waits at "Connecting to the server"). Opens N fresh pages (a fresh
-// server, so a first visit each time) through a logging proxy; a page is stuck when within 45 s (the page starts another sync worker after 30 s)
+// server, so a first visit each time) through a logging proxy; a page is stuck when within 45 s (the page starts another sync worker when it misses a deadline it named, 5 s, or says nothing for 30 s)
 // a worker it made has said nothing, or the sync worker's own workers (socket-worker,
 // hash-worker where there is a second core) were not fetched. A stuck page is written out with
 // every request the server was asked, in order, with its time: which of those workers and the
