@@ -99,8 +99,7 @@ const NONCES_AT_ONCE = 4096;
  * WebCrypto's (a random 96-bit nonce, the chunk's `contentAad`; nonce || ciphertext || tag,
  * opened by `openChunk` as any), for about half its CPU in Node, where each WebCrypto call is a
  * job on libuv's thread pool and a promise (64 MiB in 8 KiB chunks: 0.18 s of CPU against
- * 0.39 s, bench/results/vault-client.md). The key is the content CryptoKey itself, as a
- * KeyObject (not extractable: its bytes are never read).
+ * 0.39 s, bench/results/vault-client.md). The key: `keyObject`'s.
  */
 export function nodeSealer(): ContentSealer {
   let nonces = new Uint8Array(0);
