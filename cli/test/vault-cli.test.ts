@@ -4,7 +4,10 @@
 // file and to stdout), a folder pulled, a file and a folder renamed, a file deleted with its
 // versions kept and restored, a folder deleted; the flags that mean nothing on a vault refused;
 // then the server's store read byte by byte: no file name and no 16-byte run of any file. A
-// wrong passphrase fails every command with nothing changed, here or in the vault.
+// file of several spans goes through the chunk worker threads both ways; its pull through a
+// proxy that changes a byte of every large pack range fails in the workers and leaves the file
+// it was to replace as it was. A wrong passphrase fails every command with nothing changed, here
+// or in the vault.
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { createServer, request } from 'node:http';
