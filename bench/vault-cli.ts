@@ -7,7 +7,9 @@
  *     own file, so neither side finds anything of it);
  *   - edit: the next version of one name, 30% of its bytes inverted in runs of up to 128 KiB
  *     spread evenly over it (bench/vault-wire.ts's large-file edit), by the device that pushed
- *     the version before (plain: the CLI's known versions; vault: its piece cache).
+ *     the version before (plain: the CLI's known versions; vault: its piece cache);
+ *   - pull: `dsync pull` of one file of random bytes (pushed when preparing) into a new file,
+ *     nothing of it on the device (each run removes the last run's copy first).
  * The vault side opens with the recovery key (`--recovery-key-file`): the CLI keeps no open
  * vault between commands, and the passphrase costs one Argon2id per command; that unlock is
  * timed on its own, `dsync ls --vault` with the passphrase against the recovery key.
@@ -17,7 +19,7 @@
  * files, and `next.sh KIND CASE MIB`, which runs the next prepared push of a case (a counter
  * per case), so that each pair's commands are plain processes any timer can run:
  *
- *   node --import tsx bench/vault-cli.ts [--mib 32,256] [--runs 3]
+ *   node --import tsx bench/vault-cli.ts [--mib 32,256] [--runs 3] [--cases first,edit,pull]
  *       times each pair with /usr/bin/time (GNU time: elapsed, user, system, peak RSS), one
  *       warm-up pair first, and writes bench/results/vault-cli.md and .json;
  *   node --import tsx bench/vault-cli.ts --serve-only [--runs 5] [--dir DIR]
@@ -34,6 +36,8 @@ import { ROOT, arg, log, machine, median, table, writeResults } from './lib/comm
 
 const SIZES = arg('--mib', '32,256').split(',').map(Number);
 const RUNS = Number(arg('--runs', '3'));
+const CASES = arg('--cases', 'first,edit,pull').split(',');
+for (const c of CASES) if (!['first', 'edit', 'pull'].includes(c)) throw new Error(`--cases: no case ${c} (first, edit, pull)`);
 const SERVE_ONLY = process.argv.includes('--serve-only');
 const PASS = 'a vault passphrase for the CLI bench';
 const DSYNC = path.join(ROOT, 'bin/dsync.mjs');
@@ -66,25 +70,40 @@ try {
   for (const mib of SIZES) {
     const size = mib << 20;
     let seed = mib * 1000;
-    for (const kind of ['vault', 'plain']) for (let n = 0; n < FILES; n++) writeFileSync(path.join(dir, `first-${mib}-${kind}-${n}.bin`), fastRandomBytes(seed++, size));
-    let v = fastRandomBytes(seed++, size);
-    writeFileSync(path.join(dir, `edit-${mib}-base.bin`), v);
-    for (let n = 0; n < FILES; n++) {
-      v = applyEdits(v, new Rng(mib + n), { kind: 'inverse', total: Math.round(size * 0.3), maxFragment: 128 << 10, placement: [1 / 3, 1 / 3, 1 / 3] });
-      writeFileSync(path.join(dir, `edit-${mib}-${n}.bin`), v);
+    if (CASES.includes('first')) for (const kind of ['vault', 'plain']) for (let n = 0; n < FILES; n++) writeFileSync(path.join(dir, `first-${mib}-${kind}-${n}.bin`), fastRandomBytes(seed++, size));
+    else seed += 2 * FILES;
+    if (CASES.includes('edit')) {
+      let v = fastRandomBytes(seed, size);
+      writeFileSync(path.join(dir, `edit-${mib}-base.bin`), v);
+      for (let n = 0; n < FILES; n++) {
+        v = applyEdits(v, new Rng(mib + n), { kind: 'inverse', total: Math.round(size * 0.3), maxFragment: 128 << 10, placement: [1 / 3, 1 / 3, 1 / 3] });
+        writeFileSync(path.join(dir, `edit-${mib}-${n}.bin`), v);
+      }
+      // the versions the edits follow, pushed by the device that then pushes the edits
+      const base = path.join(dir, `edit-${mib}-base.bin`);
+      await run(['push', base, '--name', `edit-${mib}.bin`, '--vault', id, '--recovery-key-file', path.join(dir, 'recovery-key'), '--json']);
+      await run(['push', base, '--name', `edit-${mib}.bin`, '--json']);
     }
-    // the versions the edits follow, pushed by the device that then pushes the edits
-    const base = path.join(dir, `edit-${mib}-base.bin`);
-    await run(['push', base, '--name', `edit-${mib}.bin`, '--vault', id, '--recovery-key-file', path.join(dir, 'recovery-key'), '--json']);
-    await run(['push', base, '--name', `edit-${mib}.bin`, '--json']);
+    seed++;
+    if (!CASES.includes('pull')) continue;
+    const pulled = path.join(dir, `pull-${mib}.bin`);
+    writeFileSync(pulled, fastRandomBytes(seed++, size));
+    await run(['push', pulled, '--name', `pull-${mib}.bin`, '--vault', id, '--recovery-key-file', path.join(dir, 'recovery-key'), '--json']);
+    await run(['push', pulled, '--name', `pull-${mib}.bin`, '--json']);
   }
   writeFileSync(
     path.join(dir, 'next.sh'),
     `#!/bin/sh
-# next.sh vault|plain first|edit MIB: the next prepared push of that case (a counter per case)
+# next.sh vault|plain first|edit|pull MIB: the next prepared push of that case (a counter per
+# case), or the pull of pull-MIB.bin into out-KIND-MIB.bin (removed first)
 set -e
 d=${JSON.stringify(dir)}
 export XDG_CONFIG_HOME="$d/config" DSYNC_CACHE_DIR="$d/cache" DSYNC_SERVER=${JSON.stringify(server.url)}
+if [ "$2" = pull ]; then
+  o="$d/out-$1-$3.bin"; rm -f "$o"
+  if [ "$1" = vault ]; then exec ${JSON.stringify(process.execPath)} ${JSON.stringify(DSYNC)} pull "pull-$3.bin" --out "$o" --vault ${id} --recovery-key-file "$d/recovery-key" --json
+  else exec ${JSON.stringify(process.execPath)} ${JSON.stringify(DSYNC)} pull "pull-$3.bin" --out "$o" --json; fi
+fi
 c="$d/count-$1-$2-$3"
 n=$(cat "$c" 2>/dev/null || echo 0)
 echo $((n + 1)) > "$c"
@@ -97,7 +116,8 @@ else exec ${JSON.stringify(process.execPath)} ${JSON.stringify(DSYNC)} push "$f"
   const unlock = (how: 'passphrase' | 'recovery') =>
     `sh -c 'XDG_CONFIG_HOME=${dir}/config DSYNC_CACHE_DIR=${dir}/cache DSYNC_SERVER=${server.url} exec ${process.execPath} ${DSYNC} ls --vault ${id} --${how === 'passphrase' ? 'passphrase-file' : 'recovery-key-file'} ${dir}/${how === 'passphrase' ? 'passphrase' : 'recovery-key'} --json'`;
   const pairs: { what: string; a: string; b: string }[] = [{ what: 'unlock: `dsync ls --vault`, passphrase (A) against recovery key (B)', a: unlock('passphrase'), b: unlock('recovery') }];
-  for (const mib of SIZES) for (const c of ['first', 'edit']) pairs.push({ what: `${mib} MiB, ${c === 'first' ? 'first upload' : '30% edit'}: vault (A) against plain (B)`, a: `sh ${dir}/next.sh vault ${c} ${mib}`, b: `sh ${dir}/next.sh plain ${c} ${mib}` });
+  const caseName: Record<string, string> = { first: 'first upload', edit: '30% edit', pull: 'pull into a new file' };
+  for (const mib of SIZES) for (const c of CASES) pairs.push({ what: `${mib} MiB, ${caseName[c]}: vault (A) against plain (B)`, a: `sh ${dir}/next.sh vault ${c} ${mib}`, b: `sh ${dir}/next.sh plain ${c} ${mib}` });
 
   if (SERVE_ONLY) {
     for (const p of pairs) console.log(`${p.what}\n  A: ${p.a}\n  B: ${p.b}`);
@@ -138,7 +158,7 @@ else exec ${JSON.stringify(process.execPath)} ${JSON.stringify(DSYNC)} push "$f"
     const f = (x: number) => x.toFixed(2);
     const spread = (xs: number[]) => `${f(median(xs))} (${f(Math.min(...xs))}–${f(Math.max(...xs))})`;
     const body = [
-      `Whole processes (start-up included), timed by GNU time; ${RUNS} pairs A B after one warm-up pair; the ratio A/B pair by pair, its median (min–max). A vault made by \`dsync vault create\` (Argon2id m=19 MiB, t=2, p=1); vault pushes open it with the recovery key (no Argon2id); the unlock row times that Argon2id. Prepared in ${dir}.`,
+      `Whole processes (start-up included), timed by GNU time; ${RUNS} pairs A B after one warm-up pair; the ratio A/B pair by pair, its median (min–max). A vault made by \`dsync vault create\` (Argon2id m=19 MiB, t=2, p=1); vault pushes and pulls open it with the recovery key (no Argon2id); the unlock row times that Argon2id. Prepared in ${dir}.`,
       '',
       table(
         ['pair', 'A wall s', 'B wall s', 'A/B wall', 'A cpu s', 'B cpu s', 'A/B cpu', 'A peak MiB', 'B peak MiB'],

@@ -4,9 +4,14 @@
 // file and to stdout), a folder pulled, a file and a folder renamed, a file deleted with its
 // versions kept and restored, a folder deleted; the flags that mean nothing on a vault refused;
 // then the server's store read byte by byte: no file name and no 16-byte run of any file. A
-// wrong passphrase fails every command with nothing changed, here or in the vault.
+// file of several spans goes through the chunk worker threads both ways; its pull through a
+// proxy that changes a byte of every large pack range fails in the workers and leaves the file
+// it was to replace as it was. A wrong passphrase fails every command with nothing changed, here
+// or in the vault.
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -201,6 +206,74 @@ test("a file of several spans goes through the chunk worker threads: the serial 
   const [pulled] = await ok(['pull', 'spans.bin', '--out', path.join(root, 'spans-back.bin'), ...V]);
   assert.equal(pulled.local, 0);
   assert.ok(readFileSync(path.join(root, 'spans-back.bin')).equals(bytes), 'pulled byte-exact');
+});
+
+/** A proxy in front of `target` that flips one byte in the middle of every range of a pack of
+ *  1 MiB or more that it passes (content chunks: a manifest's ranges are smaller), as a hostile
+ *  server or a man in the middle on plain http could; everything else passed as it is. */
+async function flippingProxy(target: string): Promise<{ url: string; flipped: () => number; close: () => Promise<void> }> {
+  const up = new URL(target);
+  let flipped = 0;
+  const proxy = createServer((req, res) => {
+    // asked for plain, so that the bytes flipped are the pack's
+    const headers = { ...req.headers, host: up.host };
+    delete headers['accept-encoding'];
+    const fwd = request({ host: up.hostname, port: up.port, method: req.method, path: req.url, headers }, (r) => {
+      if (r.statusCode !== 206) {
+        res.writeHead(r.statusCode!, r.headers);
+        return void r.pipe(res);
+      }
+      const parts: Buffer[] = [];
+      r.on('data', (c: Buffer) => parts.push(c));
+      r.on('end', () => {
+        const body = Buffer.concat(parts);
+        if (body.length >= 1 << 20) {
+          body[body.length >> 1] ^= 0x10;
+          flipped++;
+        }
+        res.writeHead(206, r.headers);
+        res.end(body);
+      });
+    });
+    fwd.on('error', () => res.destroy());
+    req.pipe(fwd);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+    flipped: () => flipped,
+    close: () => new Promise<void>((resolve) => (proxy.closeAllConnections(), proxy.close(() => resolve()))),
+  };
+}
+
+test('a pull of several spans whose pack bytes were changed on the way fails in the chunk worker threads, and the file it was to replace stays as it was', async () => {
+  const id = await newVault();
+  const V = ['--vault', id];
+  const bytes = randomBytes(84, 40 << 20);
+  write('damaged.bin', bytes);
+  await ok(['push', 'damaged.bin', ...V]);
+  const dir = path.join(root, 'damaged-out');
+  mkdirSync(dir);
+  const mine = write('damaged-out/mine.bin', 'the file the pull was to replace');
+  const proxy = await flippingProxy(server.url);
+  try {
+    const r = await run(['pull', 'damaged.bin', '--out', path.join(dir, 'mine.bin'), '--force', ...V, '--json'], { DSYNC_SERVER: proxy.url });
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.ok(proxy.flipped() > 0, 'the proxy changed a range');
+    assert.match(r.stderr, /a chunk of vault [0-9a-f]{32} does not verify \(damaged, or moved from another place\)/);
+    // into a new name: nothing made
+    const fresh = await run(['pull', 'damaged.bin', '--out', path.join(dir, 'new.bin'), ...V, '--json'], { DSYNC_SERVER: proxy.url });
+    assert.equal(fresh.code, 1, fresh.stdout + fresh.stderr);
+    assert.match(fresh.stderr, /does not verify/);
+  } finally {
+    await proxy.close();
+  }
+  // nothing written: the file as it was, no other file (no temporary one left behind)
+  assert.deepEqual(readdirSync(dir), ['mine.bin']);
+  assert.ok(readFileSync(path.join(dir, 'mine.bin')).equals(mine));
+  // the same pull straight from the server: byte-exact
+  await ok(['pull', 'damaged.bin', '--out', path.join(dir, 'mine.bin'), '--force', ...V]);
+  assert.ok(readFileSync(path.join(dir, 'mine.bin')).equals(bytes));
 });
 
 test('a wrong passphrase fails every plain command on a vault, with nothing changed here or in the vault', async () => {

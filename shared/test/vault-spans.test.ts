@@ -3,8 +3,10 @@
 // overlaps (none too: every join then cuts again) by one to three workers, the chunks, their
 // keyed ids and the root are exactly the serial chunker's (a small file's), and every sealed chunk
 // opens to its bytes under its id; a pull's ranges opened by a worker are checked as the vault
-// checks them. The workers are `serveSpans` in this thread, the very code a
-// page's chunk worker runs, and the CLI's worker threads over a real file.
+// checks them (a flipped bit in a nonce, a ciphertext or a tag, a chunk cut short, a wrong id),
+// and node:crypto's sealing and opening (the CLI's workers) read and write WebCrypto's format.
+// The workers are `serveSpans` in this thread, the very code a page's chunk worker runs, and the
+// CLI's worker threads over a real file.
 import assert from 'node:assert/strict';
 import { mkdtemp, open, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -15,10 +17,10 @@ import { RootHasher, bufferSource } from '../src/chunking/chunk-index.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../src/wire/protocol.ts';
 import { Rng, randomBytes, textBytes } from '../../harness/testdata.ts';
 import { chunkIds, keyedChunks } from '../src/vault/chunks.ts';
-import { Kind, VaultError, hex } from '../src/vault/format.ts';
+import { ID_BYTES, Kind, NONCE_BYTES, SEAL_OVERHEAD, VaultError, hex } from '../src/vault/format.ts';
 import { deriveKeys, openChunk, sealChunk } from '../src/vault/keys.ts';
 import { SPAN_BYTES, type SpanWorker, joinLists, openInWorkers, serveSpans, serialChunks, spanChunks } from '../src/vault/spans.ts';
-import { nodeSpanWorkers } from '../src/vault/spans-node.ts';
+import { nodeOpener, nodeSealer, nodeSpanWorkers } from '../src/vault/spans-node.ts';
 
 /** A file of runs of random bytes, zeros, a short period, text, and copies of earlier runs. */
 function file(seed: number, size: number): Uint8Array {
@@ -167,30 +169,74 @@ test('joinLists goes on in the next list at the first cut both share, and gives 
   assert.deepEqual(joinLists(at3, { from: 20, lengths: Uint32Array.of(5) }, take)!.next, 0);
 });
 
-test("openInWorkers opens a range's content chunks as openVerified does, and refuses a flipped bit and a chunk that is not its id's", async () => {
+for (const where of ['serveSpans in this thread (WebCrypto)', "the CLI's worker threads (node:crypto)"]) {
+  test(`openInWorkers over ${where} opens a range's content chunks as openVerified does, and refuses a flipped bit anywhere in a chunk and a chunk that is not its id's`, async () => {
+    const k = await deriveKeys('0123456789abcdef0123456789abcdef', key);
+    const threads = where.startsWith('serveSpans') ? null : nodeSpanWorkers(k, 2)!;
+    const serve = serveSpans<Uint8Array>(Promise.resolve(), async (f, from, to) => f.slice(from, to));
+    void serve({ op: 'keys', keys: k });
+    const open = threads ? openInWorkers(threads.workers) : openInWorkers([{ request: serve }]);
+    try {
+      const plains = [randomBytes(1, 5000), randomBytes(2, 20_000), randomBytes(3, 100), randomBytes(4, 65_536)];
+      const ids = plains.map((p) => chunkIds(k, p, Uint32Array.of(p.length))[0]);
+      const sealed = await Promise.all(plains.map((p, i) => sealChunk(k, Kind.Content, ids[i], p)));
+      const range = () => {
+        const out = new Uint8Array(7 + sealed.reduce((n, s) => n + s.length, 0));
+        let at = 7;
+        const chunks = sealed.map((s, i) => {
+          out.set(s, at);
+          at += s.length;
+          return { at: at - s.length, length: s.length, id: ids[i] };
+        });
+        return { out, chunks };
+      };
+      // twice: each range to the next worker in turn
+      for (let n = 0; n < 2; n++) {
+        const r = range();
+        assert.deepEqual((await open(r.out, r.chunks)).map((p) => Buffer.from(p)), plains.map((p) => Buffer.from(p)));
+      }
+      // a bit flipped in the nonce, the ciphertext or the tag of any chunk
+      for (const c of [0, 1, 3]) {
+        for (const at of [0, 40, sealed[c].length - 1]) {
+          const flipped = range();
+          flipped.out[flipped.chunks[c].at + at] ^= 1;
+          await assert.rejects(open(flipped.out, flipped.chunks), (e: Error) => e instanceof VaultError && /a chunk of vault [0-9a-f]+ does not verify/.test(e.message), `chunk ${c}, byte ${at}`);
+        }
+      }
+      // a chunk cut short (a manifest refuses one of up to SEAL_OVERHEAD bytes), and one told
+      // the wrong id (its associated data)
+      const r = range();
+      await assert.rejects(open(r.out, [{ ...r.chunks[0], length: 40 }]), (e: Error) => e instanceof VaultError && /does not verify/.test(e.message));
+      await assert.rejects(open(range().out, [{ ...r.chunks[0], id: ids[1] }]), (e: Error) => e instanceof VaultError && /does not verify/.test(e.message));
+      // a chunk sealed under another chunk's id opens, but its bytes are not that id's
+      const wrong = await sealChunk(k, Kind.Content, ids[0], plains[1]);
+      await assert.rejects(open(wrong, [{ at: 0, length: wrong.length, id: ids[0] }]), (e: Error) => e instanceof VaultError && /do not match its id/.test(e.message));
+    } finally {
+      await threads?.end();
+    }
+  });
+}
+
+test("nodeOpener opens what WebCrypto seals and nodeSealer's seals open through WebCrypto: the same format both ways; a wrong id or a flipped bit opens to nothing", async () => {
   const k = await deriveKeys('0123456789abcdef0123456789abcdef', key);
-  const serve = serveSpans<Uint8Array>(Promise.resolve(), async (f, from, to) => f.slice(from, to));
-  void serve({ op: 'keys', keys: k });
-  const open = openInWorkers([{ request: serve }]);
-  const plains = [randomBytes(1, 5000), randomBytes(2, 20_000), randomBytes(3, 100)];
-  const ids = plains.map((p) => chunkIds(k, p, Uint32Array.of(p.length))[0]);
-  const sealed = await Promise.all(plains.map((p, i) => sealChunk(k, Kind.Content, ids[i], p)));
-  const range = () => {
-    const out = new Uint8Array(7 + sealed.reduce((n, s) => n + s.length, 0));
-    let at = 7;
-    const chunks = sealed.map((s, i) => {
-      out.set(s, at);
-      at += s.length;
-      return { at: at - s.length, length: s.length, id: ids[i] };
-    });
-    return { out, chunks };
-  };
-  const r = range();
-  assert.deepEqual(await open(r.out, r.chunks), plains);
-  const flipped = range();
-  flipped.out[flipped.chunks[1].at + 40] ^= 1;
-  await assert.rejects(open(flipped.out, flipped.chunks), (e: Error) => e instanceof VaultError && /does not verify/.test(e.message));
-  // a chunk sealed under another chunk's id opens, but its bytes are not that id's
-  const wrong = await sealChunk(k, Kind.Content, ids[0], plains[1]);
-  await assert.rejects(open(wrong, [{ at: 0, length: wrong.length, id: ids[0] }]), (e: Error) => e instanceof VaultError && /do not match its id/.test(e.message));
+  const open = nodeOpener();
+  const seal = nodeSealer();
+  for (const size of [1, 100, 5000, 65_536]) {
+    const plain = randomBytes(size, size);
+    const id = chunkIds(k, plain, Uint32Array.of(size))[0];
+    const byWebCrypto = await sealChunk(k, Kind.Content, id, plain);
+    assert.ok(Buffer.from(open(k, id, byWebCrypto) as Uint8Array).equals(plain));
+    const byNode = new Uint8Array(size + SEAL_OVERHEAD);
+    await seal(k, id, plain, byNode, 0);
+    assert.ok(Buffer.from(await openChunk(k, Kind.Content, id, byNode)).equals(plain));
+    assert.ok(Buffer.from(open(k, id, byNode) as Uint8Array).equals(plain));
+    assert.equal(open(k, randomBytes(size + 1, ID_BYTES), byNode), null);
+    for (const at of [0, NONCE_BYTES, byNode.length - 1]) {
+      const flipped = byNode.slice();
+      flipped[at] ^= 0x80;
+      assert.equal(open(k, id, flipped), null, `byte ${at} of ${size}`);
+    }
+    assert.equal(open(k, id, byNode.subarray(0, byNode.length - 1)), null);
+    assert.equal(open(k, id, byNode.subarray(0, SEAL_OVERHEAD - 1)), null);
+  }
 });

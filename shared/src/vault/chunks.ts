@@ -8,7 +8,7 @@ import { VAULT_LIST_CHUNKS } from '../base/limits.ts';
 import { type Source, READ_SLICE, bufferSource } from '../chunking/chunk-index.ts';
 import { type ChunkParams, DEFAULT_PARAMS, FpOp } from '../wire/protocol.ts';
 import { ID_BYTES, type KindCode, VaultError } from './format.ts';
-import { type VaultKeys, openChunk } from './keys.ts';
+import { type ContentOpener, type VaultKeys, openChunk } from './keys.ts';
 
 /** A chunk of a file: where it starts, its bytes and its id. */
 export interface Chunk {
@@ -28,9 +28,10 @@ export function chunkIds(k: Pick<VaultKeys, 'chunkId'>, data: Uint8Array, length
 }
 
 /** A sealed chunk's plaintext, checked against its keyed id: a chunk that does not open, or
- *  whose bytes are not its id's, is a VaultError. */
-export async function openVerified(k: Parameters<typeof openChunk>[0] & Pick<VaultKeys, 'chunkId'>, kind: KindCode, id: Uint8Array, sealed: Uint8Array): Promise<Uint8Array> {
-  const plain = await openChunk(k, kind, id, sealed);
+ *  whose bytes are not its id's, is a VaultError. `openWith` opens content chunks (default:
+ *  WebCrypto's). */
+export async function openVerified(k: Parameters<typeof openChunk>[0] & Pick<VaultKeys, 'chunkId'>, kind: KindCode, id: Uint8Array, sealed: Uint8Array, openWith?: ContentOpener): Promise<Uint8Array> {
+  const plain = await openChunk(k, kind, id, sealed, openWith);
   const got = chunkIds(k, plain, Uint32Array.of(plain.length))[0];
   if (got.length !== id.length || got.some((x, i) => x !== id[i])) throw new VaultError(`vault ${k.id}: a chunk's contents do not match its id`);
   return plain;

@@ -124,12 +124,18 @@ export const contentAad = (k: Pick<VaultKeys, 'idBytes'>, id: Uint8Array) => chu
 /** The ContentSealer through WebCrypto (the page's, and where no other is given). */
 export const sealContentInto: ContentSealer = (k, id, plain, out, at) => sealInto(k.content, plain, chunkAad(k, 0, id), out, at);
 
+/** Opens a sealed content chunk (nonce || ciphertext || tag, bound to its `contentAad`): its
+ *  plaintext, or null when the tag does not verify. */
+export type ContentOpener = (k: Pick<VaultKeys, 'idBytes' | 'content'>, id: Uint8Array, sealed: Uint8Array) => Promise<Uint8Array | null> | Uint8Array | null;
+
+/** The ContentOpener through WebCrypto (the page's, and where no other is given). */
+export const openContent: ContentOpener = (k, id, sealed) => open(k.content, sealed, chunkAad(k, 0, id));
+
 /** A sealed chunk's plaintext; a chunk that does not verify is a VaultError. A chunk worker,
- *  which holds no metadata key, opens content chunks only. */
-export async function openChunk(k: Pick<VaultKeys, 'id' | 'idBytes' | 'content'> & { metadata?: CryptoKey }, kind: KindCode, id: Uint8Array, sealed: Uint8Array): Promise<Uint8Array> {
-  const key = kind === 0 ? k.content : k.metadata;
-  if (!key) throw new Error('a chunk worker opens content chunks only');
-  const plain = await open(key, sealed, chunkAad(k, kind, id));
+ *  which holds no metadata key, opens content chunks only; `openWith` opens content chunks. */
+export async function openChunk(k: Pick<VaultKeys, 'id' | 'idBytes' | 'content'> & { metadata?: CryptoKey }, kind: KindCode, id: Uint8Array, sealed: Uint8Array, openWith: ContentOpener = openContent): Promise<Uint8Array> {
+  if (kind !== 0 && !k.metadata) throw new Error('a chunk worker opens content chunks only');
+  const plain = kind === 0 ? await openWith(k, id, sealed) : await open(k.metadata!, sealed, chunkAad(k, kind, id));
   if (!plain) throw new VaultError(`a chunk of vault ${k.id} does not verify (damaged, or moved from another place)`);
   return plain;
 }

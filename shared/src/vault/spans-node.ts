@@ -1,20 +1,20 @@
 /**
  * Chunk workers in Node (worker_threads), for the CLI's vault pushes and pulls: each worker runs
  * spans.ts's `serveSpans`, the code a page's chunk worker runs (client/src/vault-chunk-worker.ts),
- * reading its spans of the file itself through the push's open descriptor and sealing through
- * node:crypto (`nodeSealer`). The main thread
+ * reading its spans of the file itself through the push's open descriptor, sealing and opening
+ * through node:crypto (`nodeSealer`, `nodeOpener`). The main thread
  * calls `nodeSpanWorkers`; each worker runs `serveSpansHere`, from span-worker.mjs (Node 20 does
  * not carry tsx's loader into worker threads; the compiled CLI has its own entry,
  * scripts/build-cli.mjs).
  */
-import { KeyObject, createCipheriv, randomFillSync } from 'node:crypto';
+import { KeyObject, createCipheriv, createDecipheriv, randomFillSync } from 'node:crypto';
 import { read } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { Worker, isMainThread, parentPort } from 'node:worker_threads';
 import { VAULT_CHUNK_WORKERS_MAX } from '../base/limits.ts';
 import { loadWasm } from '../chunking/wasm.ts';
-import { NONCE_BYTES } from './format.ts';
-import { type ContentSealer, contentAad } from './keys.ts';
+import { NONCE_BYTES, SEAL_OVERHEAD, TAG_BYTES } from './format.ts';
+import { type ContentOpener, type ContentSealer, contentAad } from './keys.ts';
 import { type ChunkKeys, type SpanReply, type SpanRequest, type SpanWorker, serveSpans } from './spans.ts';
 
 /** A file as a Node chunk worker reads it: a descriptor open in this process. */
@@ -99,15 +99,12 @@ const NONCES_AT_ONCE = 4096;
  * WebCrypto's (a random 96-bit nonce, the chunk's `contentAad`; nonce || ciphertext || tag,
  * opened by `openChunk` as any), for about half its CPU in Node, where each WebCrypto call is a
  * job on libuv's thread pool and a promise (64 MiB in 8 KiB chunks: 0.18 s of CPU against
- * 0.39 s, bench/results/vault-client.md). The key is the content CryptoKey itself, as a
- * KeyObject (not extractable: its bytes are never read).
+ * 0.39 s, bench/results/vault-client.md). The key: `keyObject`'s.
  */
 export function nodeSealer(): ContentSealer {
-  const keyObjects = new WeakMap<CryptoKey, KeyObject>();
   let nonces = new Uint8Array(0);
   return (k, id, plain, out, at) => {
-    let key = keyObjects.get(k.content);
-    if (!key) keyObjects.set(k.content, (key = KeyObject.from(k.content)));
+    const key = keyObject(k.content);
     if (nonces.length < NONCE_BYTES) nonces = randomFillSync(new Uint8Array(NONCE_BYTES * NONCES_AT_ONCE));
     const nonce = nonces.subarray(0, NONCE_BYTES);
     nonces = nonces.subarray(NONCE_BYTES);
@@ -122,6 +119,35 @@ export function nodeSealer(): ContentSealer {
   };
 }
 
+/** keys.ts's ContentOpener through node:crypto's AES-256-GCM decipher, as `nodeSealer` seals:
+ *  one synchronous call a chunk where WebCrypto's decrypt is a job on libuv's thread pool and a
+ *  promise (bench/results/vault-cli.md, "Pulls"). Null when the tag (16 bytes, as sealed) does
+ *  not verify: the plaintext `update` gave is then dropped. */
+export function nodeOpener(): ContentOpener {
+  return (k, id, sealed) => {
+    if (sealed.length < SEAL_OVERHEAD) return null;
+    const d = createDecipheriv('aes-256-gcm', keyObject(k.content), sealed.subarray(0, NONCE_BYTES), { authTagLength: TAG_BYTES });
+    d.setAAD(contentAad(k, id));
+    d.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
+    const plain = d.update(sealed.subarray(NONCE_BYTES, sealed.length - TAG_BYTES));
+    try {
+      d.final();
+    } catch {
+      return null;
+    }
+    return plain;
+  };
+}
+
+/** The content CryptoKey as a KeyObject for node:crypto (not extractable: its bytes are never
+ *  read), made once a key. */
+const keyObjects = new WeakMap<CryptoKey, KeyObject>();
+function keyObject(k: CryptoKey): KeyObject {
+  let key = keyObjects.get(k);
+  if (!key) keyObjects.set(k, (key = KeyObject.from(k)));
+  return key;
+}
+
 /** The worker's side, run by span-worker.mjs in each worker thread. */
 export function serveSpansHere(): void {
   const port = parentPort;
@@ -132,7 +158,7 @@ export function serveSpansHere(): void {
     let done = 0;
     for (let n; done < into.length && (n = await readFd(file.fd, from + done, into.subarray(done))); ) done += n;
     return into.subarray(0, done);
-  }, nodeSealer());
+  }, nodeSealer(), nodeOpener());
   port.on('message', (e: SpanRequest<FdFile> & { rid: number }) => {
     const { rid, ...m } = e;
     serve(m as SpanRequest<FdFile>).then(

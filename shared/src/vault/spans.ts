@@ -18,7 +18,7 @@ import { RootHasher, type Source, runHash } from '../chunking/chunk-index.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../wire/protocol.ts';
 import { CONTENT_PARAMS, keyedChunks, openVerified } from './chunks.ts';
 import { ID_BYTES, Kind, SEAL_OVERHEAD, VaultError } from './format.ts';
-import { type ContentSealer, type VaultKeys, sealChunk, sealContentInto } from './keys.ts';
+import { type ContentOpener, type ContentSealer, type VaultKeys, openContent, sealChunk, sealContentInto } from './keys.ts';
 
 /** A span's bytes: a worker reads, cuts and hashes this much at once. */
 export const SPAN_BYTES = 16 << 20;
@@ -97,8 +97,9 @@ export function cutSpan(k: Pick<ChunkKeys, 'gear' | 'chunkId'>, bytes: Uint8Arra
  *  answered, and the thread that waits for it packs and uploads meanwhile, where behind the
  *  spans cut ahead it waited idle: bench/results/vault-cli.md). `read(file, from, to)`
  *  gives the file's bytes (the page: a slice of the picked File); `seal` seals a content chunk
- *  (default: WebCrypto's, keys.ts). */
-export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: number, to: number) => Promise<Uint8Array>, seal: ContentSealer = sealContentInto): (m: SpanRequest<F>) => Promise<SpanReply> {
+ *  and `open` opens one (default: WebCrypto's, keys.ts); an opened chunk is checked against its
+ *  id as `openVerified` checks it. */
+export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: number, to: number) => Promise<Uint8Array>, seal: ContentSealer = sealContentInto, open: ContentOpener = openContent): (m: SpanRequest<F>) => Promise<SpanReply> {
   let keys: ChunkKeys | null = null;
   const held = new Map<number, Uint8Array>();
   const one = async (m: SpanRequest<F>): Promise<SpanReply> => {
@@ -121,7 +122,7 @@ export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: num
           Array.from(m.lengths, async (l, i) => {
             const into = at;
             at += l - SEAL_OVERHEAD;
-            out.set(await openVerified(keys!, Kind.Content, m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES), m.bytes.subarray(m.at[i], m.at[i] + l)), into);
+            out.set(await openVerified(keys!, Kind.Content, m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES), m.bytes.subarray(m.at[i], m.at[i] + l), open), into);
           }),
         );
       } catch (e) {
