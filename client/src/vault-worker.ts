@@ -16,7 +16,7 @@ import type { VaultFailureKind, VaultListing, VaultOpened, VaultPushed, VaultRep
 import { storedHeads } from './vault-heads.ts';
 import { laterPieces, storedPieces } from './vault-pieces.ts';
 import { initWasm } from './wasm-init.ts';
-import { WORKER_READY, WORKER_START_MS } from './worker-start.ts';
+import { WORKER_READY, WORKER_START_MS, starting } from './worker-start.ts';
 
 /** Progress is posted at most this often (ms): a line of text, not an animation. */
 const PROGRESS_MS = 200;
@@ -37,7 +37,8 @@ type ChunkWorker = SpanWorker<Blob> & { end(): void };
 function startChunkWorker(onFail: () => void): Promise<ChunkWorker | null> {
   let w: Worker;
   try {
-    w = new Worker(new URL('./vault-chunk-worker.ts', import.meta.url), { type: 'module' });
+    // a `new Worker` here that never returns (Firefox ESR) has the page end this worker
+    w = starting(() => new Worker(new URL('./vault-chunk-worker.ts', import.meta.url), { type: 'module' }), 0);
   } catch {
     return Promise.resolve(null);
   }

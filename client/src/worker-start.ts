@@ -11,9 +11,9 @@
 export const WORKER_READY = 'dsync-worker-ready';
 /** Generous: a worker starts in well under a second, a loaded phone's in a few. */
 export const WORKER_START_MS = 10_000;
-/** What a worker starting says before a step that either ends at once or never (Firefox ESR's
+/** What a worker says before a step that either ends at once or never (Firefox ESR's
  *  `new Worker` in a worker): `{ [WORKER_DEADLINE]: ms }`, the page to hear from it again within
- *  `ms` (another deadline, or WORKER_READY) or start another. */
+ *  `ms` (another deadline, or WORKER_READY while it starts) or end it; 0 (once it runs): none. */
 export const WORKER_DEADLINE = 'dsync-worker-deadline';
 /** A `new Worker` call returns in milliseconds, or never: the budget a worker asks for it. */
 export const NEW_WORKER_MS = 5_000;
@@ -21,6 +21,19 @@ export const NEW_WORKER_MS = 5_000;
  *  loaded (a deadline before each of its own workers' starts, then WORKER_READY; worker.ts), so
  *  a slow link's download of the module (~130 KB) counts. */
 export const SYNC_WORKER_START_MS = 30_000;
+/** In a worker: makes a worker of its own with `make`, having told the page that the call
+ *  returns within NEW_WORKER_MS, and names `thenMs` once it has (0: no deadline). A worker that
+ *  stands still in the call is so ended by the page (`PageWorker`) instead of holding whatever
+ *  waits on it for ever. */
+export function starting<T>(make: () => T, thenMs: number): T {
+  const within = (ms: number) => (self as unknown as Worker).postMessage({ [WORKER_DEADLINE]: ms });
+  within(NEW_WORKER_MS);
+  try {
+    return make();
+  } finally {
+    within(thenMs);
+  }
+}
 /** Starts of a page's worker (the sync worker, a vault worker) before it is given up. */
 export const WORKER_TRIES = 3;
 
@@ -35,7 +48,9 @@ type OnError = (e: { message: string }) => void;
  * or stood still in a `new Worker` of its own, held every transfer posted to it at "Connecting
  * to the server" for ever. Messages posted meanwhile wait here and go, in order,
  * to the worker that runs; none is lost with one given up (it never read them). After
- * WORKER_TRIES starts it is given up for good: `error` listeners hear why.
+ * WORKER_TRIES starts it is given up for good: `error` listeners hear why. One that runs and
+ * then misses a deadline it named (a vault worker starting its chunk workers) is ended, not
+ * started again (what it held, an unlocked vault, is gone with it): `error` listeners hear why.
  */
 export class PageWorker {
   /** why the worker was given up for good (after WORKER_TRIES starts), else null: what is
@@ -96,8 +111,8 @@ export class PageWorker {
     this.expect(this.startMs);
     w.onmessage = (e) => {
       if (w !== this.worker) return;
-      const deadline = !this.ready && (e.data as { [WORKER_DEADLINE]?: unknown } | null)?.[WORKER_DEADLINE];
-      if (typeof deadline === 'number') return this.expect(deadline);
+      const deadline = (e.data as { [WORKER_DEADLINE]?: unknown } | null)?.[WORKER_DEADLINE];
+      if (typeof deadline === 'number') return this.ready ? this.watch(deadline) : deadline > 0 && this.expect(deadline);
       if (e.data !== WORKER_READY) return this.onMessage.forEach((l) => l(e));
       clearTimeout(this.timer);
       this.ready = true;
@@ -116,6 +131,18 @@ export class PageWorker {
   private expect(ms: number): void {
     clearTimeout(this.timer);
     this.timer = setTimeout(() => this.failed(`it did not start in time (${ms / 1000} s without a word)`), ms);
+  }
+
+  /** The worker that runs is ended unless it says something within `ms` (0: no deadline). */
+  private watch(ms: number): void {
+    clearTimeout(this.timer);
+    if (ms > 0) this.timer = setTimeout(() => this.stoodStill(ms), ms);
+  }
+
+  private stoodStill(ms: number): void {
+    this.terminate();
+    const message = (this.gaveUp = `${this.name} stood still (${ms / 1000} s without a word) and was ended`);
+    this.onError.forEach((l) => l({ message }));
   }
 
   /** The worker being started did not start: another try, or the end. */

@@ -20,7 +20,7 @@ import { fetchWhileBusy } from '../../shared/src/transport/busy.ts';
 import type { Failure, FromWorker, Step, Threads, ToWorker } from './worker-api.ts';
 import { PageSocket, type PageSocketLike, WorkerSocket, socketHost, socketHostSettled } from './worker-socket.ts';
 import { FolderSync, type FolderFromWorker, type FolderToWorker, isFolderMessage } from './folder-sync.ts';
-import { NEW_WORKER_MS, WORKER_DEADLINE, WORKER_READY, WORKER_START_MS } from './worker-start.ts';
+import { NEW_WORKER_MS, WORKER_READY, WORKER_START_MS, starting } from './worker-start.ts';
 
 /** The wasm module, fetched from the server at start-up; a fetch that failed (the server was
  *  away) is tried again by the next transfer, and that transfer's failure reads "unreachable". */
@@ -268,7 +268,7 @@ function hashPool(): Promise<HashPool | null> {
     for (let i = 0; i < n; i++) {
       let w: HashWorker & { started: Promise<boolean> };
       try {
-        w = starting(webHashWorker);
+        w = starting(webHashWorker, WORKER_START_MS + NEW_WORKER_MS);
       } catch {
         break;
       }
@@ -280,20 +280,6 @@ function hashPool(): Promise<HashPool | null> {
     return workers.length === n ? new HashPool(workers) : (workers.forEach((w) => w.terminate()), null);
   })();
   return pool;
-}
-
-/** Makes a worker with `make`, telling the page (while it waits for this worker to run) that
- *  the call returns within NEW_WORKER_MS, and the worker made says it runs within
- *  WORKER_START_MS after: a `new Worker` that never returns is so found in seconds, not at
- *  SYNC_WORKER_START_MS. */
-function starting<T>(make: () => T): T {
-  const within = (ms: number) => (self as unknown as Worker).postMessage({ [WORKER_DEADLINE]: ms });
-  within(NEW_WORKER_MS);
-  try {
-    return make();
-  } finally {
-    within(WORKER_START_MS + NEW_WORKER_MS);
-  }
 }
 
 /** A hash worker; `started` is true once it says it runs, false if it fails or has not within
@@ -452,7 +438,7 @@ self.onmessage = async (ev: MessageEvent<ToWorker | FolderToWorker>) => {
 // NEW_WORKER_MS and the page starts another (worker-start.ts `PageWorker`). Transfers wait
 // behind this.
 void ready.catch(() => {}).then(async () => {
-  starting(socketHost);
+  starting(socketHost, WORKER_START_MS + NEW_WORKER_MS);
   await hashPool();
   (self as unknown as Worker).postMessage(WORKER_READY);
 });

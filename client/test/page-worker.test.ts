@@ -95,6 +95,23 @@ test('a worker that names a deadline (a start that returns at once or never) is 
   w.terminate();
 });
 
+test('a worker that runs and then misses a deadline it named is ended, and the page hears why; one that clears its deadline in time runs on', async () => {
+  const { w, workers, errors } = started(60_000);
+  workers[0].say(WORKER_READY);
+  workers[0].say({ [WORKER_DEADLINE]: 50 });
+  await new Promise((r) => setTimeout(r, 20));
+  workers[0].say({ [WORKER_DEADLINE]: 0 });
+  await new Promise((r) => setTimeout(r, 100));
+  assert.deepEqual(errors, []);
+  assert.ok(!workers[0].terminated);
+  workers[0].say({ [WORKER_DEADLINE]: 50 });
+  await until('the page hears', () => errors.length === 1, 5000);
+  assert.match(errors[0], /the test worker stood still/);
+  assert.ok(workers[0].terminated);
+  assert.equal(workers.length, 1, 'not started again: what it held is gone with it');
+  assert.equal(w.gaveUp, errors[0]);
+});
+
 test(`a worker that fails before it runs is started again; after ${WORKER_TRIES} starts the page hears why, and posts are dropped`, () => {
   const { w, workers, errors } = started();
   w.postMessage('job');
