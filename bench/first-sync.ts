@@ -9,7 +9,10 @@
  *
  * --root: the checkout whose bin/dsync.mjs runs (default this one: a second checkout measures an
  * older build with the same script). --prof: `node --cpu-prof` of the server and each client,
- * written to DIR/server, DIR/A and DIR/B. Build the tree with bench/peers/data.ts.
+ * written to DIR/server, DIR/A and DIR/B. --keep: the work folder (under the system's temporary
+ * folder, `dsync-first-*`) is left for the caller to remove: removing 2 × 5 000 files and a
+ * store can take longer than the sync on a busy disk, and would be timed with it. Build the
+ * tree with bench/peers/data.ts.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { appendFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -18,7 +21,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 
 const { values } = parseArgs({
-  options: { tree: { type: 'string' }, root: { type: 'string' }, prof: { type: 'string' }, out: { type: 'string' } },
+  options: { tree: { type: 'string' }, root: { type: 'string' }, prof: { type: 'string' }, out: { type: 'string' }, keep: { type: 'boolean' } },
 });
 if (!values.tree) throw new Error('--tree DIR is needed');
 const root = path.resolve(values.root ?? new URL('..', import.meta.url).pathname);
@@ -70,7 +73,7 @@ server.kill('SIGTERM');
 await stopped;
 const diff = spawnSync('diff', ['-rq', '--exclude=.dsync*', a, b], { encoding: 'utf8' });
 const same = diff.status === 0;
-rmSync(work, { recursive: true, force: true });
+if (!values.keep) rmSync(work, { recursive: true, force: true });
 const line = JSON.stringify({ root, A, B, server: { cpu: serverCpu, rssMb: serverRssMb }, cpu: +(A.cpu + B.cpu + serverCpu).toFixed(2), wall: +(A.wall + B.wall).toFixed(2), same, load: readFileSync('/proc/loadavg', 'utf8').split(' ')[0] });
 console.log(line);
 if (values.out) appendFileSync(values.out, line + '\n');
