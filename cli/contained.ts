@@ -14,15 +14,17 @@
  *   acts on regular files only).
  * Node has no openat/renameat, so a link made between the check and the act is not seen:
  * the checks run again right before each final rename to keep that window short.
+ * The checks' lstat and mkdir are the synchronous calls, as the walk's (cli/walk.ts): a
+ * download or upload checks its 2–5 folders two or three times, and a promise lstat costs
+ * ~7× the CPU of a synchronous one on the main thread (bench/results/first-sync.md), while
+ * the folders' entries are in the kernel's cache (the walk or the last check just read them).
  */
 import { randomBytes } from 'node:crypto';
-import { promises as fs } from 'node:fs';
+import { lstatSync, mkdirSync, promises as fs } from 'node:fs';
 import path from 'node:path';
 
 /** A path that would leave the folder or pass through a link: nothing is written there. */
 export class NotContained extends Error {}
-
-const ENOENT = (e: unknown) => (e as NodeJS.ErrnoException).code === 'ENOENT';
 
 /** The path on disk of `rel` ('/'-separated, relative) under `top`, checked to stay inside. */
 export function insideFolder(top: string, rel: string): string {
@@ -47,18 +49,15 @@ export async function checkParents(top: string, rel: string, make = false): Prom
   for (let i = 0; i < parts.length - 1; i++) {
     cur = path.join(cur, parts[i]);
     const shown = parts.slice(0, i + 1).join('/');
-    let st;
-    try {
-      st = await fs.lstat(cur);
-    } catch (e) {
-      if (!ENOENT(e)) throw e;
+    let st = lstatSync(cur, { throwIfNoEntry: false });
+    if (!st) {
       if (!make) return full;
       try {
-        await fs.mkdir(cur);
+        mkdirSync(cur);
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
       }
-      st = await fs.lstat(cur);
+      st = lstatSync(cur);
     }
     if (st.isSymbolicLink()) throw new NotContained(`${shown} is a symbolic link: nothing is written through it`);
     if (!st.isDirectory()) throw new NotContained(`${shown} is not a folder here`);
@@ -69,15 +68,11 @@ export async function checkParents(top: string, rel: string, make = false): Prom
 /** Refuses when `full` is a symbolic link or anything but a regular file; false when there is
  *  nothing at `full`. */
 export async function checkTarget(full: string, shown: string): Promise<boolean> {
-  try {
-    const st = await fs.lstat(full);
-    if (st.isSymbolicLink()) throw new NotContained(`${shown} is a symbolic link here: not replaced`);
-    if (!st.isFile()) throw new NotContained(`${shown} is not a regular file here: not replaced`);
-    return true;
-  } catch (e) {
-    if (ENOENT(e)) return false;
-    throw e;
-  }
+  const st = lstatSync(full, { throwIfNoEntry: false });
+  if (!st) return false;
+  if (st.isSymbolicLink()) throw new NotContained(`${shown} is a symbolic link here: not replaced`);
+  if (!st.isFile()) throw new NotContained(`${shown} is not a regular file here: not replaced`);
+  return true;
 }
 
 /** Sets a download's modification time to its version's (`modified`, ms since the epoch, the

@@ -281,13 +281,7 @@ export class NodeTree implements LocalTree {
   }
 
   async stat(p: string): Promise<Stat | null> {
-    try {
-      const st = await fs.lstat(await checkParents(this.dir, this.rel(p)));
-      return st.isFile() ? { size: st.size, mtimeMs: st.mtimeMs } : null;
-    } catch (e) {
-      if (ENOENT(e)) return null;
-      throw e;
-    }
+    return fileStat(await checkParents(this.dir, this.rel(p)));
   }
 
   async rename(from: string, to: string, prune: boolean): Promise<void> {
@@ -525,6 +519,17 @@ export class HttpFolder extends ApiFolder {
   }
 }
 
+/** The size and mtime of the regular file at `full` (lstat: a link is not one), or null. */
+async function fileStat(full: string): Promise<Stat | null> {
+  try {
+    const st = await fs.lstat(full);
+    return st.isFile() ? { size: st.size, mtimeMs: st.mtimeMs } : null;
+  } catch (e) {
+    if (ENOENT(e)) return null;
+    throw e;
+  }
+}
+
 /**
  * Writes the local file `p` as a download does: into a temporary file beside it (inside the
  * folder, through no link: cli/contained.ts), which `fill` writes; synced, given the mtime
@@ -540,22 +545,31 @@ export async function replaceLocal<T extends { modified?: number }>(tree: NodeTr
   insideFolder(tree.dir, path.relative(tree.dir, tmp).split(path.sep).join('/'));
   const out = await fs.open(tmp, 'wx');
   let closed = false;
+  let renamed = false;
   try {
     const got = await fill(out);
     await out.sync();
     await setModified(out, got.modified);
     await out.close();
     closed = true;
-    await verifyLocal(tree, p, expect);
+    // the file as the plan read it, looked at through the folders checked right after (a link
+    // put in their way is refused there, before anything is renamed, and is the reason given
+    // when the file looks changed through it)
+    await verifyLocal({ stat: () => fileStat(target), hash: (q) => tree.hash(q) }, p, expect).catch(async (e) => {
+      await checkParents(tree.dir, tree.rel(p));
+      throw e;
+    });
     // again right before the rename: no link put in the way since, no folder or link at the name
     await checkParents(tree.dir, tree.rel(p));
     await checkTarget(target, p);
     await fs.rename(tmp, target);
+    renamed = true;
     const st = await fs.stat(target);
     return { ...got, size: st.size, mtimeMs: st.mtimeMs };
   } finally {
     if (!closed) await out.close().catch(() => {});
-    await fs.rm(tmp, { force: true });
+    // renamed: there is no temporary file left to remove
+    if (!renamed) await fs.rm(tmp, { force: true });
   }
 }
 

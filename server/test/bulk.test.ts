@@ -22,6 +22,7 @@ import { loadConfig } from '../src/config.ts';
 import { startServer } from '../src/server.ts';
 import type { Backend } from '../src/store/backend.ts';
 import { JOURNAL_PREFIX } from '../src/store/journal.ts';
+import { fileHeadKey } from '../src/store/keys.ts';
 import { localBackend } from '../src/store/local.ts';
 import { Repo } from '../src/store/repo.ts';
 import { startServe } from '../../harness/child.ts';
@@ -51,14 +52,18 @@ async function post(url: string, body: Buffer) {
   return { status: res.status, json: (await res.json()) as any };
 }
 
-/** The real local backend, counting journal marks written. */
+/** The real local backend, counting journal marks written and head reads by key. */
 function counting(inner: Backend) {
-  const counts = { marks: 0 };
+  const counts = { marks: 0, headReads: new Map<string, number>() };
   const b: Backend = Object.create(inner);
   b.putIfAbsent = async (key, body, stamped) => {
     const made = await inner.putIfAbsent(key, body, stamped);
     if (made && key.startsWith(JOURNAL_PREFIX)) counts.marks++;
     return made;
+  };
+  b.getHead = (key) => {
+    counts.headReads.set(key, (counts.headReads.get(key) ?? 0) + 1);
+    return inner.getHead(key);
   };
   return { backend: b, counts };
 }
@@ -148,6 +153,35 @@ test('one bulk upload is one group commit; a stale entry is its own conflict, th
       const no = await fetch(`${s.url}/api/files/bulk-read`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(bad) });
       assert.equal(no.status, 400, JSON.stringify(bad).slice(0, 80));
       await no.body?.cancel();
+    }
+  } finally {
+    await s.close();
+  }
+});
+
+test("a bulk upload's entries read each parent's head once; an entry under a file is refused, the others commit", async () => {
+  const s = await server();
+  try {
+    const made = await post(s.url, await bulkBody([{ name: 'q/file', expect: 0, bytes: randomBytes(20, 300) }]));
+    assert.deepEqual(made.json.results, [{ name: 'q/file', version: 1 }]);
+    const entries: Entry[] = [];
+    for (let i = 0; i < 120; i++) entries.push({ name: `q/d/e${i % 2}/f${i}.txt`, expect: 0, bytes: randomBytes(200 + i, 100 + i) });
+    entries.push({ name: 'q/file/x', expect: 0, bytes: randomBytes(21, 10) }, { name: 'q/file/y', expect: 0, bytes: randomBytes(22, 10) });
+    s.counts.headReads.clear();
+    const r = await post(s.url, await bulkBody(entries));
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    for (let i = 0; i < 120; i++) assert.deepEqual(r.json.results[i], { name: entries[i].name, version: 1 });
+    for (const k of [120, 121]) {
+      assert.equal(r.json.results[k].code, 'Inconsistent', JSON.stringify(r.json.results[k]));
+      assert.match(r.json.results[k].error, /q\/file is a file/);
+    }
+    const store = await s.store();
+    assert.deepEqual(await store.versionNumbers('q/file/x'), []);
+    assert.ok((await store.bytes('q/d/e1/f7.txt', 1)).equals(Buffer.from(entries[7].bytes)));
+    // the parents' heads: once for the request, not once per entry (122 before)
+    for (const parent of ['q', 'q/d', 'q/d/e0', 'q/d/e1', 'q/file']) {
+      const reads = s.counts.headReads.get(fileHeadKey('local', parent)) ?? 0;
+      assert.ok(reads >= 1 && reads <= 2, `${parent}: head read ${reads} times`);
     }
   } finally {
     await s.close();

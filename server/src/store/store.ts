@@ -28,7 +28,7 @@ import { validateName } from '../../../shared/src/wire/names.ts';
 import { type SearchPage, searchNames } from './search.ts';
 import { VersionSource } from './source.ts';
 import { type UploadState, carryMark, claimUpload, forgetUpload, holdsUpload, markUploads, mayHoldUploads, suspendUpload } from './uploads.ts';
-import { type BulkEntry, type BulkOutcome, type VersionSink, VersionWriter, bulkVersions, stale } from './writer.ts';
+import { type BulkEntry, type BulkOutcome, type ParentFiles, type VersionSink, VersionWriter, bulkVersions, stale } from './writer.ts';
 
 /** Similarity traits are brought up to the folder catalogs when older than this (other processes commit). */
 const TRAITS_REFRESH_MS = 30_000;
@@ -749,11 +749,19 @@ export class Store {
    * file, the folder `name/` lists something (a file, a subfolder, or kept); for a folder, the
    * file `name` has a version. Reads the heads of its parents and its own catalog (or head):
    * checked before a swap that makes a new name, not within it (no swap spans two heads).
+   * `parents`: whether each parent is a file, shared by the checks of one bulk upload's entries
+   * (writer.ts `bulkVersions`), so that a parent is read once per request, not once per entry.
    */
-  async typeClash(name: string, as: 'file' | 'folder'): Promise<string | null> {
+  async typeClash(name: string, as: 'file' | 'folder', parents?: ParentFiles): Promise<string | null> {
+    const isFile = async (parent: string) => !!(await this.head(parent))?.versions.length;
     for (let k = name.indexOf('/'); k >= 0; k = name.indexOf('/', k + 1)) {
       const parent = name.slice(0, k);
-      if ((await this.head(parent))?.versions.length) return `${parent} is a file`;
+      let file = parents?.get(parent);
+      if (!file) {
+        file = isFile(parent);
+        parents?.set(parent, file);
+      }
+      if (await file) return `${parent} is a file`;
     }
     if (as === 'folder') return (await this.head(name))?.versions.length ? `${name} is a file` : null;
     let lists: boolean;

@@ -38,9 +38,14 @@ export interface VersionHost {
   /** the content objects versions reference, each known at its version's epoch */
   refsOf(entries: VersionEntry[]): Promise<Refs>;
   noteTraits(name: string, id: string, fastfps: Uint32Array): void;
-  /** why `name` cannot be a file now (a parent is a file, or `name/` is a folder), or null */
-  typeClash?(name: string, as: 'file'): Promise<string | null>;
+  /** why `name` cannot be a file now (a parent is a file, or `name/` is a folder), or null;
+   *  `parents` shares the parents' reads between calls (Store.typeClash) */
+  typeClash?(name: string, as: 'file', parents?: ParentFiles): Promise<string | null>;
 }
+
+/** Whether each parent folder's name is a file (its head has a version), by name: the reads
+ *  of Store.typeClash shared by the entries of one bulk upload. */
+export type ParentFiles = Map<string, Promise<boolean>>;
 
 /**
  * A version writer's states, in order:
@@ -451,10 +456,12 @@ export async function bulkVersions(store: VersionHost, entries: BulkEntry[], cli
     await dropSegments();
     throw e;
   }
-  // every head change starts in this turn: one group
+  // every head change starts in this turn: one group. Its entries share the reads of their
+  // parents' heads (typeClash): a request's files are mostly in a few folders
+  const parents: ParentFiles = new Map();
   const outcomes = await Promise.all(
     entries.map((e, k) =>
-      bulkCommit(store, e, layouts[k], epoch, client, () => (landed = true)).then(
+      bulkCommit(store, e, layouts[k], epoch, client, parents, () => (landed = true)).then(
         (version): BulkOutcome => ({ version }),
         (error): BulkOutcome => ({ error }),
       ),
@@ -465,7 +472,7 @@ export async function bulkVersions(store: VersionHost, entries: BulkEntry[], cli
 }
 
 /** Commits one entry of a bulk upload whose segments are written (`bulkVersions`). */
-async function bulkCommit(store: VersionHost, e: BulkEntry, layout: Layout, epoch: number, client: string | undefined, onLanded: () => void): Promise<number> {
+async function bulkCommit(store: VersionHost, e: BulkEntry, layout: Layout, epoch: number, client: string | undefined, parents: ParentFiles, onLanded: () => void): Promise<number> {
   const { name, index } = e;
   const body = encodeVersion(index, layout);
   const id = sha256hex(body);
@@ -487,7 +494,7 @@ async function bulkCommit(store: VersionHost, e: BulkEntry, layout: Layout, epoc
         throw e.expect ? stale(name, latest, e.expect) : new ProtocolError(ErrorCode.StaleBasis, `${name} exists (version ${latest})`);
       }
       // a new name: not a file beside a folder of the same name, nor under a file (C4)
-      const clash = vs.length ? null : await store.typeClash?.(name, 'file');
+      const clash = vs.length ? null : await store.typeClash?.(name, 'file', parents);
       if (clash) throw new ProtocolError(ErrorCode.Inconsistent, clash);
       if (!indexWritten) {
         await store.backend.putIfAbsent(indexKey(id), body).catch((err) => {
