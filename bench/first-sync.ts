@@ -15,6 +15,7 @@
  * tree with bench/peers/data.ts.
  */
 import { spawn, spawnSync } from 'node:child_process';
+import { bannerOf } from '../harness/child.ts';
 import { appendFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -38,15 +39,7 @@ mkdirSync(b);
 const server = spawn(process.execPath, [...prof('server'), dsync, 'serve', '--port', '0', '--host', '127.0.0.1', '--store', path.join(work, 'store'), '--max-load', '0', '--log-format', 'json'], {
   stdio: ['ignore', 'pipe', 'inherit'],
 });
-const url = await new Promise<string>((ok, fail) => {
-  let out = '';
-  server.stdout!.on('data', (d) => {
-    out += d;
-    const m = /dsync server on (http:\/\/[\d.]+:\d+)/.exec(out);
-    if (m) ok(m[1]);
-  });
-  server.once('exit', (code) => fail(new Error(`server exited with ${code}: ${out}`)));
-});
+const [, url] = await bannerOf(server);
 server.stdout!.resume();
 
 function client(dev: 'A' | 'B', dir: string) {

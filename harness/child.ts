@@ -40,6 +40,20 @@ export function startChild(data: string, flags: string[] = [], onLog?: (e: Recor
   return startServe(['--data', data, ...flags], { onLog });
 }
 
+/** A `dsync serve` child's banner line and URL, once it prints it on stdout; rejected with its
+ *  output (and `more()`, its stderr where that is piped) if it exits first. */
+export function bannerOf(child: ChildProcess, more: () => string = () => ''): Promise<[string, string]> {
+  return new Promise<[string, string]>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (d) => {
+      out += d;
+      const m = /dsync server on (http:\/\/[\d.]+:\d+)[^\n]*\n/.exec(out);
+      if (m) resolve([m[0].trim(), m[1]]);
+    });
+    child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${out}${more()}`)));
+  });
+}
+
 /** `dsync serve --port 0 --host 127.0.0.1 ARGS`, resolved once it prints its banner; rejected
  *  with its output if it exits first. Its stderr is passed on to this process' stderr. */
 export async function startServe(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; onLog?: (e: Record<string, unknown>) => void } = {}): Promise<Child> {
@@ -54,15 +68,7 @@ export async function startServe(args: string[], opts: { env?: NodeJS.ProcessEnv
     process.stderr.write(d);
     err = (err + d).slice(-4000);
   });
-  const [banner, url] = await new Promise<[string, string]>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (d) => {
-      out += d;
-      const m = /dsync server on (http:\/\/[\d.]+:\d+)[^\n]*\n/.exec(out);
-      if (m) resolve([m[0].trim(), m[1]]);
-    });
-    child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${out}${err}`)));
-  });
+  const [banner, url] = await bannerOf(child, () => err);
   if (onLog) onLogLines(child, onLog);
   else child.stdout!.resume();
   return {

@@ -17,6 +17,7 @@ import type { Backend } from '../src/store/backend.ts';
 import { runCheck } from '../src/store/check.ts';
 import { unreferenced } from '../src/store/gc.ts';
 import { localBackend } from '../src/store/local.ts';
+import { bannerOf } from '../../harness/child.ts';
 import { download } from '../../harness/trials.ts';
 import { indexKey, segmentKey } from '../src/store/keys.ts';
 import { pullBytes, pushBytes } from '../../harness/helpers.ts';
@@ -196,15 +197,7 @@ test('reads hold no segment open: 12 concurrent downloads of a fragmented versio
   const root = new URL('../..', import.meta.url).pathname;
   const child = spawn('sh', ['-c', `ulimit -n 100 && exec "${process.execPath}" "${root}bin/dsync.mjs" serve --port 0 --host 127.0.0.1 --max-load 0 --store "${data}"`], { stdio: ['ignore', 'pipe', 'inherit'] });
   try {
-    const url = await new Promise<string>((resolve, reject) => {
-      let out = '';
-      child.stdout!.on('data', (d) => {
-        out += d;
-        const m = /dsync server on (http:\/\/[\d.]+:\d+)/.exec(out);
-        if (m) resolve(m[1]);
-      });
-      child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${out}`)));
-    });
+    const [, url] = await bannerOf(child);
     const s = { url, wsUrl: url.replace('http', 'ws') + '/sync' };
     // 100 small scattered edits: the latest version references dozens of segments
     const r = new Rng(12);
