@@ -1,6 +1,6 @@
 /**
  * Containment on this device (docs/sync.md "Containment"): every write, rename and delete the
- * CLI makes under a synced folder (cli/sync-io.ts) or a pulled folder (cli/commands/pull.ts)
+ * CLI makes under a synced folder (cli/node-tree.ts) or a pulled folder (cli/commands/pull.ts)
  * goes through these, so that it stays inside the folder and never passes through a symbolic
  * link, whatever name the server listed:
  * - `insideFolder` roots a relative '/'-separated path under the folder and refuses one that

@@ -1,5 +1,5 @@
 /**
- * The one walk of a local folder, for `dsync sync` (cli/sync-io.ts NodeTree.scan) and `dsync
+ * The one walk of a local folder, for `dsync sync` (cli/node-tree.ts NodeTree.scan) and `dsync
  * push DIR` (cli/commands/push.ts): the shared walk (shared/src/sync/local-tree.ts, whose
  * header has the rules: links are never followed, what cannot be vouched for is held) over
  * node:fs. Beyond the shared rules, a folder on another device than the synced folder (a mount

@@ -12,7 +12,8 @@ import { type Done, type EngineOptions, type FolderSyncReport, IGNORE_FILE, sync
 import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
 import { SERVER_OPTS, httpBase, tokenOf } from '../remote.ts';
-import { HttpFolder, NodeFiles, NodeTree } from '../sync-io.ts';
+import { NodeFiles, NodeTree } from '../node-tree.ts';
+import { HttpFolder } from '../http-folder.ts';
 import { VaultFolder } from '../../shared/src/sync/vault-folder.ts';
 import type { Vault } from '../../shared/src/vault/vault.ts';
 import { SECRET_OPTS, opened } from '../vaults.ts';

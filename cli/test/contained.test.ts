@@ -1,4 +1,4 @@
-// The containment helpers (cli/contained.ts) and the local folder's acts on them (cli/sync-io.ts
+// The containment helpers (cli/contained.ts) and the local folder's acts on them (cli/node-tree.ts
 // NodeTree): a path is rooted in the folder, and no write, rename or delete passes through a
 // symbolic link, whoever asked for it.
 import assert from 'node:assert/strict';
@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { NotContained, checkParents, checkTarget, insideFolder, tempName, tempPid } from '../contained.ts';
-import { NodeTree } from '../sync-io.ts';
+import { NodeTree } from '../node-tree.ts';
 
 function world() {
   const root = mkdtempSync(path.join(tmpdir(), 'dsync-contained-'));

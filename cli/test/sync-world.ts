@@ -1,11 +1,12 @@
 // Devices for the sync engine's tests: each a local folder, its own state and known-version
-// directories, and the engine wired to the CLI's real I/O (cli/sync-io.ts) against a real
+// directories, and the engine wired to the CLI's real I/O (cli/node-tree.ts, cli/http-folder.ts) against a real
 // server on a loopback port.
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { FileKnown } from '../known.ts';
-import { HttpFolder, NodeTree } from '../sync-io.ts';
+import { NodeTree } from '../node-tree.ts';
+import { HttpFolder } from '../http-folder.ts';
 import { FileState } from '../sync-state.ts';
 import { type EngineOptions, type Expected, type FolderSyncReport, type LocalTree, type Stat, type SyncState, syncUntilStill, verifyLocal } from '../../shared/src/sync/engine.ts';
 import { bytesToHex as hex } from '@noble/hashes/utils';

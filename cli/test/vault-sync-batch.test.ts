@@ -25,7 +25,7 @@ import { VaultFolder } from '../../shared/src/sync/vault-folder.ts';
 import { type VaultRemote, httpVaultRemote } from '../../shared/src/vault/remote.ts';
 import { type Vault, createVault, memoryHeads, openVault } from '../../shared/src/vault/vault.ts';
 import { LocalChanged } from '../../shared/src/sync/engine.ts';
-import { NodeFiles, NodeTree, rootOf } from '../sync-io.ts';
+import { NodeFiles, NodeTree, rootOf } from '../node-tree.ts';
 import { DSYNC, dsync, filesOf, jsonLines } from './run.ts';
 
 /** How long a --watch test waits for each step: generous, for a loaded machine. */

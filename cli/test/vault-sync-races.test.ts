@@ -1,6 +1,6 @@
 // The vault as the sync engine's server side (shared/src/sync/vault-folder.ts) when another
 // device's change lands between a pass's listing and its act: two devices, each a Vault over a
-// real server on a loopback port and a folder of its own on node:fs (cli/sync-io.ts). A push,
+// real server on a loopback port and a folder of its own on node:fs (cli/node-tree.ts). A push,
 // a delete, a rename, a folder's rename and a folder's delete made against a version the vault
 // no longer holds are refused as the engine expects (StaleBasis, RemoteChanged) and write
 // nothing; a folder's rename or delete is all or none; a download never replaces a file that
@@ -17,7 +17,7 @@ import { LocalChanged, RemoteChanged } from '../../shared/src/sync/engine.ts';
 import { VaultFolder } from '../../shared/src/sync/vault-folder.ts';
 import { httpVaultRemote } from '../../shared/src/vault/remote.ts';
 import { type Vault, createVault, memoryHeads, openVault } from '../../shared/src/vault/vault.ts';
-import { NodeFiles, NodeTree, rootOf } from '../sync-io.ts';
+import { NodeFiles, NodeTree, rootOf } from '../node-tree.ts';
 
 let server: TestServer;
 let root: string;

@@ -4,7 +4,7 @@
  * aside and deletes, then moves, then uploads and downloads a few at a time, then the rest);
  * `syncUntilStill` runs passes until one finds nothing to do. All I/O is behind
  * `LocalTree` and `RemoteFolder`, which the CLI implements with node:fs and the delta push and
- * pull (cli/sync-io.ts) and the page's worker with the File System Access API
+ * pull (cli/node-tree.ts, cli/http-folder.ts) and the page's worker with the File System Access API
  * (client/src/folder-sync.ts), so the engine is the same wherever it runs.
  *
  * Nothing is lost: every change on the server names what it expects there (`Expect`: a

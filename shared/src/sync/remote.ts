@@ -3,7 +3,7 @@
  * is the same in the CLI and the page: the REST calls (the recursive listing, versions, moves,
  * the trash, folders), the ignore rules, and the connections of the delta push and pull (a
  * `ConnectionPool`).
- * Reading and writing local files is each side's own (cli/sync-io.ts `HttpFolder`,
+ * Reading and writing local files is each side's own (cli/http-folder.ts `HttpFolder`,
  * client/src/folder-sync.ts `PageFolder`).
  */
 import ignore from 'ignore';

@@ -31,7 +31,7 @@ import { type Expected, type RemoteFolder, RemoteChanged, type Settled, type Ski
 import type { Expect, RemoteFile } from './plan.ts';
 import { listedNameFits } from './remote.ts';
 
-/** The local files of a vault's transfers: each side's own (cli/sync-io.ts `NodeFiles`). */
+/** The local files of a vault's transfers: each side's own (cli/node-tree.ts `NodeFiles`). */
 export interface VaultFolderFiles {
   /** runs `fn` with the local file `path` open (through no link) and its stat when opened */
   read<T>(path: string, fn: (source: Source, st: Stat) => Promise<T>): Promise<T>;
