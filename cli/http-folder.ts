@@ -13,8 +13,8 @@ import type { Expected, Settled, Stat } from '../shared/src/sync/engine.ts';
 import type { Expect } from '../shared/src/sync/plan.ts';
 import { ApiFolder, NoBulk } from '../shared/src/sync/remote.ts';
 import type { Values } from './command.ts';
-import { checkParents, openNoFollow } from './contained.ts';
-import { type NodeTree, readMoment, replaceLocal } from './node-tree.ts';
+import { openNoFollow } from './contained.ts';
+import { type NodeTree, replaceLocal } from './node-tree.ts';
 import { ApiError, api, apiBytes, syncUrl, webSocket } from './remote.ts';
 
 /** `fn` of every item, SYNC_TRANSFERS at once (as the engine runs transfers), in order. */
@@ -40,19 +40,12 @@ export class HttpFolder extends ApiFolder {
 
   async push(p: string, expect: Expect) {
     const tree = this.o.tree;
-    await checkParents(tree.dir, tree.rel(p));
-    const fh = await openNoFollow(tree.file(p));
-    try {
-      const clock = tree.clock;
-      const wallAt = Date.now();
-      const st = await fh.stat();
+    return tree.sending(p, async (fh, st, began) => {
       const planned = tree.takeIndex(p, st);
       const r = await push(fileSource(fh, st.size), { ...this.pushOptions(p, expect, this.o.retries ?? SYNC_RETRIES), modified: st.mtimeMs, index: planned?.index });
       // a push from the plan's index stores the content the plan read (the server's root check)
-      return { version: r.version, root: r.root, size: st.size, mtimeMs: st.mtimeMs, ...(planned ? { readAt: planned.readAt, fsClock: planned.fsClock } : readMoment(st, clock, wallAt)) };
-    } finally {
-      await fh.close();
-    }
+      return { version: r.version, root: r.root, size: st.size, mtimeMs: st.mtimeMs, ...(planned ? { readAt: planned.readAt, fsClock: planned.fsClock } : began) };
+    });
   }
 
   /** Small files up in bulk (ApiFolder.sendMany): each read whole, with its mtime; a file
@@ -64,12 +57,7 @@ export class HttpFolder extends ApiFolder {
     const read = await Promise.all(
       items.map(async ({ path: p }): Promise<{ bytes: Uint8Array; st: Stat } | { error: unknown } | null> => {
         try {
-          await checkParents(tree.dir, tree.rel(p));
-          const fh = await openNoFollow(tree.file(p));
-          try {
-            const clock = tree.clock;
-            const wallAt = Date.now();
-            const st = await fh.stat();
+          return await tree.sending(p, async (fh, st, began) => {
             if (st.size > BULK_FILE_MAX) return null;
             const bytes = new Uint8Array(st.size);
             for (let o = 0; o < st.size; ) {
@@ -79,10 +67,8 @@ export class HttpFolder extends ApiFolder {
             }
             // the stat before the read, as a push records it: a change during the read leaves
             // another mtime on disk, so the next pass reads the file again
-            return { bytes, st: { size: st.size, mtimeMs: st.mtimeMs, ...readMoment(st, clock, wallAt) } };
-          } finally {
-            await fh.close();
-          }
+            return { bytes, st: { size: st.size, mtimeMs: st.mtimeMs, ...began } };
+          });
         } catch (error) {
           return { error };
         }

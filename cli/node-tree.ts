@@ -5,7 +5,7 @@
  * folder's files (`NodeFiles`). The server's side: http-folder.ts.
  */
 import { bytesToHex as hex } from '@noble/hashes/utils';
-import { existsSync, promises as fs } from 'node:fs';
+import { type Stats, existsSync, promises as fs } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import '../shared/src/chunking/wasm.ts';
@@ -273,6 +273,21 @@ export class NodeTree implements LocalTree {
   private dropIndex(p: string, index = this.planned.get(p)?.index) {
     if (!index || !this.planned.delete(p)) return;
     this.plannedBytes -= indexBytes(index);
+  }
+
+  /** Opens the file `p` to send it (inside the folder, through no link) and runs `use` on it
+   *  with its stat and when its read began (`readMoment`); closed after. */
+  async sending<T>(p: string, use: (fh: FileHandle, st: Stats, began: Pick<Stat, 'readAt' | 'fsClock'>) => Promise<T>): Promise<T> {
+    await checkParents(this.dir, this.rel(p));
+    const fh = await openNoFollow(this.file(p));
+    try {
+      const clock = this.clock;
+      const wallAt = Date.now();
+      const st = await fh.stat();
+      return await use(fh, st, readMoment(st, clock, wallAt));
+    } finally {
+      await fh.close();
+    }
   }
 
   async stat(p: string): Promise<Stat | null> {
