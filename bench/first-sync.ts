@@ -58,7 +58,8 @@ function client(dev: 'A' | 'B', dir: string) {
 
 const A = client('A', a);
 const B = client('B', b);
-const st = readFileSync(`/proc/${server.pid}/stat`, 'utf8').slice(readFileSync(`/proc/${server.pid}/stat`, 'utf8').lastIndexOf(')') + 2).split(' ');
+const stat = readFileSync(`/proc/${server.pid}/stat`, 'utf8');
+const st = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
 const serverCpu = +((Number(st[11]) + Number(st[12])) / TICK).toFixed(2);
 const serverRssMb = Math.round(Number(/^VmHWM:\s+(\d+)/m.exec(readFileSync(`/proc/${server.pid}/status`, 'utf8'))![1]) / 1024);
 const stopped = new Promise((r) => server.once('exit', r));
