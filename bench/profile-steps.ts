@@ -5,10 +5,13 @@
  * at the function resumed, so a step's own continuations count where their callers are not on
  * the stack ("fs calls and continuations"). Prints a Markdown table, ms.
  *
- *   node --import tsx bench/profile-steps.ts server|client PROFILE [--split S]
+ *   node --import tsx bench/profile-steps.ts server|client PROFILE [--split S | --windows FILE]
  *
  * --split S: a second column for the samples after S seconds from the profile's start (the
  * server's profile: A's upload, then B's download).
+ * --windows FILE: a column per window of FILE, a JSON array of `{ name, from, to }` in µs on the
+ * monotonic clock (`process.hrtime` / 1000, the clock of a profile's `startTime`): the steps of
+ * a `bench/peers/run.ts --prof` run (its DIR/steps.json) cut the server's one profile by step.
  */
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -46,19 +49,18 @@ const CLIENT: [string, string[]][] = [
   ['V8 and Node (program)', ['(program)']],
 ];
 
-const { values, positionals } = parseArgs({ allowPositionals: true, options: { split: { type: 'string' } } });
+const { values, positionals } = parseArgs({ allowPositionals: true, options: { split: { type: 'string' }, windows: { type: 'string' } } });
 const [which, where] = positionals;
 if (!(which === 'server' || which === 'client') || !where) throw new Error('usage: profile-steps.ts server|client PROFILE [--split S]');
 const file = statSync(where).isDirectory() ? path.join(where, readdirSync(where).find((f) => f.endsWith('.cpuprofile'))!) : where;
 const steps = which === 'server' ? SERVER : CLIENT;
-const split = Number(values.split ?? Infinity);
 
 interface Node {
   id: number;
   callFrame: { functionName: string };
   children?: number[];
 }
-const p = JSON.parse(readFileSync(file, 'utf8')) as { nodes: Node[]; samples: number[]; timeDeltas: number[] };
+const p = JSON.parse(readFileSync(file, 'utf8')) as { nodes: Node[]; samples: number[]; timeDeltas: number[]; startTime: number };
 const byId = new Map(p.nodes.map((n) => [n.id, n]));
 const parent = new Map<number, number>();
 for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
@@ -74,18 +76,35 @@ const stepOfNode = (id: number): string => {
   }
   return s;
 };
-const sums = [new Map<string, number>(), new Map<string, number>()];
-let t = 0;
+interface Window {
+  name: string;
+  from: number;
+  to: number;
+}
+const start = p.startTime;
+const split = Number(values.split);
+const windows: Window[] = values.windows
+  ? JSON.parse(readFileSync(values.windows, 'utf8'))
+  : values.split !== undefined
+    ? [
+        { name: `first ${split} s`, from: start, to: start + split * 1e6 },
+        { name: 'after', from: start + split * 1e6, to: Infinity },
+      ]
+    : [{ name: 'ms', from: -Infinity, to: Infinity }];
+const sums = windows.map(() => new Map<string, number>());
+let t = start;
 for (let i = 0; i < p.samples.length; i++) {
   const d = p.timeDeltas[i] ?? 0;
   t += d;
-  const m = sums[t / 1e6 < split ? 0 : 1];
+  const k = windows.findIndex((w) => t >= w.from && t < w.to);
+  if (k < 0) continue;
   const s = stepOfNode(p.samples[i]);
-  m.set(s, (m.get(s) ?? 0) + d);
+  sums[k].set(s, (sums[k].get(s) ?? 0) + d);
 }
 const ms = (m: Map<string, number>, s: string) => Math.round((m.get(s) ?? 0) / 1000);
-const two = Number.isFinite(split);
-console.log(two ? `| step | first ${split} s | after |\n| --- | ---: | ---: |` : '| step | ms |\n| --- | ---: |');
-for (const s of [...steps.map(([n]) => n), OTHER]) console.log(`| ${s} | ${ms(sums[0], s)}${two ? ` | ${ms(sums[1], s)}` : ''} |`);
+const row = (cells: (string | number)[]) => console.log(`| ${cells.join(' | ')} |`);
+row(['step', ...windows.map((w) => w.name)]);
+row(['---', ...windows.map(() => '---:')]);
+for (const s of [...steps.map(([n]) => n), OTHER]) row([s, ...sums.map((m) => ms(m, s))]);
 const busy = (m: Map<string, number>) => [...m].filter(([s]) => !s.startsWith('idle')).reduce((a, [, v]) => a + v, 0) / 1000;
-console.log(`| **busy (all but idle)** | ${Math.round(busy(sums[0]))}${two ? ` | ${Math.round(busy(sums[1]))}` : ''} |`);
+row(['**busy (all but idle)**', ...sums.map((m) => Math.round(busy(m)))]);

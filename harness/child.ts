@@ -56,9 +56,9 @@ export function bannerOf(child: ChildProcess, more: () => string = () => ''): Pr
 
 /** `dsync serve --port 0 --host 127.0.0.1 ARGS`, resolved once it prints its banner; rejected
  *  with its output if it exits first. Its stderr is passed on to this process' stderr. */
-export async function startServe(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; onLog?: (e: Record<string, unknown>) => void } = {}): Promise<Child> {
+export async function startServe(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; onLog?: (e: Record<string, unknown>) => void; nodeArgs?: string[] } = {}): Promise<Child> {
   const { onLog } = opts;
-  const child = spawn(process.execPath, [path.join(root, 'bin/dsync.mjs'), 'serve', '--port', '0', '--host', '127.0.0.1', ...args], {
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), path.join(root, 'bin/dsync.mjs'), 'serve', '--port', '0', '--host', '127.0.0.1', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: serveEnv(opts.env),
     cwd: opts.cwd,

@@ -15,6 +15,8 @@ export interface Device {
   name: string;
   /** extra `dsync sync` arguments (e.g. --remote) */
   args?: string[];
+  /** node's own arguments (e.g. --cpu-prof) */
+  nodeArgs?: string[];
 }
 
 export interface WatchLatency {
@@ -36,7 +38,7 @@ export async function watchLatency(a: Device, b: Device, saves: number, file = '
   const children: ChildProcess[] = [];
   try {
     const watchers = [a, b].map((d) => {
-      const c = spawn(process.execPath, [dsync, 'sync', d.dir, ...(d.args ?? []), '--watch', '--json', '--device', d.name], {
+      const c = spawn(process.execPath, [...(d.nodeArgs ?? []), dsync, 'sync', d.dir, ...(d.args ?? []), '--watch', '--json', '--device', d.name], {
         env: { ...process.env, ...d.env },
         stdio: ['ignore', 'pipe', 'inherit'],
       });

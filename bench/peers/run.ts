@@ -14,10 +14,16 @@
  *
  * Usage (from the repository root):
  *   node --import tsx bench/peers/run.ts [--scale 1] [--seed 45] [--saves 20]
- *     [--tools dsync,rsync,unison,rclone,syncthing] [--out peers]
+ *     [--tools dsync,rsync,unison,rclone,syncthing] [--out peers] [--prof DIR]
+ *
+ * --prof DIR (with --tools dsync): every Dsync process under `node --cpu-prof` (profiles in DIR,
+ * bench/peers/tools/dsync.ts), and DIR/steps.json: each step's window on the monotonic clock,
+ * for `bench/profile-steps.ts server DIR/server --windows DIR/steps.json`. The profiler slows
+ * what it watches: such a run shows where the time goes; its table is printed, not written to
+ * bench/results.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { arg, log, machine, table, writeResults } from '../lib/common.ts';
@@ -37,10 +43,13 @@ const seed = Number(arg('--seed', '45'));
 const saves = Number(arg('--saves', '20'));
 const out = arg('--out', 'peers');
 const only = arg('--tools', 'dsync,rsync,unison,rclone,syncthing').split(',');
+const profArg = arg('--prof', '');
+const prof = profArg ? path.resolve(profArg) : undefined;
+if (prof !== undefined && only.join() !== 'dsync') throw new Error('--prof profiles Dsync alone: give --tools dsync');
 if (!(scale > 0 && scale <= 10) || !Number.isInteger(seed) || !(saves >= 1)) throw new Error('--scale must be in (0, 10], --seed an integer, --saves ≥ 1');
 
 const ALL: Record<string, () => Tool> = {
-  dsync: () => new Dsync(),
+  dsync: () => new Dsync(prof),
   rsync: () => new Rsync(),
   unison: () => new Unison(),
   rclone: () => new Rclone(),
@@ -99,6 +108,9 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 const results: Result[] = [];
+/** each Dsync step's window (µs, monotonic clock), written to --prof DIR/steps.json */
+const windows: { name: string; from: number; to: number }[] = [];
+const now = () => Number(process.hrtime.bigint() / 1000n);
 const versions: Record<string, string> = {};
 let watch: WatchLatency | string | undefined;
 const mach = machine();
@@ -158,8 +170,10 @@ try {
         const cpu0 = ds.map((x) => x.d.cpuMs());
         const wire0 = await tool.wire();
         const s0 = performance.now();
+        const from = now();
         const runs = await tool.sync(step.n, files);
         const wallMs = performance.now() - s0;
+        windows.push({ name: `${step.n}. ${step.title}`, from, to: now() });
         await tool.settle?.();
         for (const x of ds) x.d.sample();
         const wire = (await tool.wire()) - wire0;
@@ -183,7 +197,9 @@ try {
     }
     if (tool instanceof Dsync && !failed) {
       try {
+        const from = now();
         watch = await tool.watch(saves);
+        windows.push({ name: `--watch, ${saves} saves`, from, to: now() });
         log(`Dsync --watch: median ${watch.median.toFixed(0)} ms, p99 ${watch.p99.toFixed(0)} ms`);
       } catch (e) {
         watch = `failed: ${(e as Error).message.slice(0, 500)}`;
@@ -195,6 +211,10 @@ try {
 } finally {
   for (const t of tools) await t.stop().catch(() => {});
   rmSync(work, { recursive: true, force: true });
+  if (prof) {
+    mkdirSync(prof, { recursive: true });
+    writeFileSync(path.join(prof, 'steps.json'), JSON.stringify(windows, null, 1));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -304,4 +324,6 @@ ${table(['tool', 'version', 'how'], howRows)}
 Run time: ${((performance.now() - t0) / 60_000).toFixed(1)} min; load average at the end ${loadavg().map((x) => x.toFixed(2)).join(' ')}.
 `;
 console.log(md);
+// a profiled run's figures are the profiler's: printed, not kept as a result
+if (prof) process.exit(0);
 writeResults(out, 'Dsync side by side with rsync, Unison, rclone bisync and Syncthing (bench/peers)', mach, md, { scale, seed, saves, proxyRoundTrip: hop, tree: { small: tree.small.length, binaries: tree.binaries, bytes: tree.bytes }, versions, results, watch }, ONE_RUN);
