@@ -65,7 +65,7 @@ const put = (who: string, what: string, s: number, bytes: number, check?: number
   }
 };
 // Warm-up (V8 tier-up of wasm and JS) on a few MiB, untimed.
-for (const [impl, m] of Object.entries(nodeImpls)) for (const a of ALGOS) if (m[a]) await hashPieces(m[a], slow.subarray(0, 4 * MIB), 8192, !!m.async);
+for (const m of Object.values(nodeImpls)) for (const a of ALGOS) if (m[a]) await hashPieces(m[a], slow.subarray(0, 4 * MIB), 8192, !!m.async);
 await br.page.evaluate(async (impls) => {
   for (const [impl, algos] of Object.entries(impls)) for (const a of algos) await (window as any).bench.strong('slow', impl, a, 8192);
 }, pageImpls);

@@ -5,7 +5,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { type Page, devices } from '@playwright/test';
 import { content, insertAt, writePseudoRandomFile } from './data.ts';
-import { expect, openPage, result, root, screenshotWholePage, test } from './fixtures.ts';
+import { expect, openPage, root, screenshotWholePage, test } from './fixtures.ts';
 
 const docs = (name: string) => path.join(root, 'docs', name);
 

@@ -21,7 +21,7 @@ import { JOURNAL_PREFIX } from '../../server/src/store/journal.ts';
 import { changeHead } from '../../server/src/store/commit.ts';
 import { localBackend } from '../../server/src/store/local.ts';
 import { Repo } from '../../server/src/store/repo.ts';
-import { dsync, expectCheckClean, jsonLines } from './run.ts';
+import { dsync, expectCheckClean } from './run.ts';
 
 const FILES = 1000;
 const FOLDERS = 4;

@@ -27,7 +27,7 @@ import { localBackend } from '../src/store/local.ts';
 import { Repo } from '../src/store/repo.ts';
 import { startServe } from '../../harness/child.ts';
 import { Rng, randomBytes } from '../../harness/testdata.ts';
-import { dsync, expectCheckClean, jsonLines } from '../../cli/test/run.ts';
+import { expectCheckClean } from '../../cli/test/run.ts';
 
 const rootOf = async (b: Uint8Array) => hex((await chunkSource(bufferSource(b), DEFAULT_PARAMS, DEFAULT_ALGO)).root);
 

@@ -1,6 +1,7 @@
 // GET /api/events: a commit reaches the namespace's open streams at once, and a commit made by
 // another server process over the same data directory within the poll interval; a vault head
-// written is announced with the vault's id and counter only.
+// written is announced with the vault's id and counter only. The store's change marker, which
+// the poll reads, is one read whatever the number of folders, and moves with every change.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { loadConfig } from '../src/config.ts';
@@ -8,6 +9,8 @@ import { startServer } from '../src/server.ts';
 import { pushBytes, testServer } from '../../harness/helpers.ts';
 import { until } from '../../harness/wait.ts';
 import { newVaultKey, wrapKey } from '../../shared/src/vault/keys.ts';
+import type { Backend } from '../src/store/backend.ts';
+import { Store } from '../src/store/store.ts';
 
 /** How often a server reads the store's change marker (events.ts, its default). */
 const POLL_MS = 1000;
@@ -115,6 +118,45 @@ test("a commit by another server process on the same store reaches this server's
   } finally {
     await second.close();
     await first.stop();
+  }
+});
+
+test('the change marker a poll reads is one head read for 200 folders, no listing; it moves with a commit, a move, a delete, a folder made and removed, and only then', async () => {
+  const server = await testServer();
+  try {
+    for (let k = 0; k < 200; k++) await pushBytes(server, `tree/d${k}/f.txt`, new TextEncoder().encode(`file ${k}`));
+    // the real store, its reads counted
+    const calls = { list: 0, getHead: 0 };
+    const counted: Backend = Object.create(server.repo.backend);
+    counted.list = (prefix, o) => (calls.list++, server.repo.backend.list(prefix, o));
+    counted.getHead = (key) => (calls.getHead++, server.repo.backend.getHead(key));
+    const store = new Store(Object.assign(Object.create(server.repo), { backend: counted }), 'local');
+    const token = () => store.changeToken();
+    const t0 = await token();
+    assert.notEqual(t0, '', 'the commits wrote the marker');
+    assert.deepEqual(calls, { list: 0, getHead: 1 });
+    assert.equal(await token(), t0, 'nothing changed: the same token');
+    const seen = new Set([t0]);
+    const moved = async (what: string) => {
+      const t = await token();
+      assert.ok(!seen.has(t), `${what}: a new token`);
+      seen.add(t);
+    };
+    const s = await server.storeOf('local');
+    await pushBytes(server, 'tree/d7/f.txt', new TextEncoder().encode('edited'));
+    await moved('a commit');
+    await s.rename('tree/d8/f.txt', 'tree/d8/g.txt');
+    await moved('a move');
+    await s.remove('tree/d9/f.txt');
+    await moved('a delete');
+    await s.makeFolder('tree/empty');
+    await moved('a folder made');
+    await s.removeFolder('tree/empty');
+    await moved('a folder removed');
+    assert.equal(await token(), [...seen].at(-1), 'nothing changed since: the same token');
+    assert.equal(calls.list, 0, 'no listing of the catalogs');
+  } finally {
+    await server.stop();
   }
 });
 

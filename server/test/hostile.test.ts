@@ -2,7 +2,6 @@
 // silent sockets, metrics, logout, cookies behind a TLS proxy (logins: logins.test.ts).
 // A real server on a loopback port each time.
 import assert from 'node:assert/strict';
-import { scryptSync } from 'node:crypto';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -12,7 +11,7 @@ import WebSocket from 'ws';
 import { encode } from '../../shared/src/wire/codec.ts';
 import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION } from '../../shared/src/wire/protocol.ts';
 import { fastRandomBytes } from '../../harness/testdata.ts';
-import { addUser, passwordWeakness } from '../src/http/auth.ts';
+import { addUser } from '../src/http/auth.ts';
 import { RECHECK_MS } from '../src/http/logins.ts';
 import { errorAndClose, request, silentSockets } from '../../harness/attacks.ts';
 import { pushBytes, testServer } from '../../harness/helpers.ts';
@@ -361,7 +360,6 @@ test('the users file is read again when it changes: a removed user and a replace
     const newAlice = addUser(u.file, 'alice', 'alice-pw', { replace: true });
     const file = JSON.parse(readFileSync(u.file, 'utf8'));
     writeFileSync(u.file, JSON.stringify({ users: file.users.filter((x: { name: string }) => x.name !== 'bob') }));
-    const t0 = performance.now();
     const e = await within(wsEnd, 60_000, "bob's socket ends");
     assert.equal(e.error, ErrorCode.Unauthorized, JSON.stringify(e));
     await within(byToken.ended, 60_000, "bob's event stream (token) ends");

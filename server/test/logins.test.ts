@@ -3,19 +3,13 @@
 // each time. (Apart from hostile.test.ts: scrypt's work makes these the long ones.)
 import assert from 'node:assert/strict';
 import { scryptSync } from 'node:crypto';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import WebSocket from 'ws';
-import { encode } from '../../shared/src/wire/codec.ts';
-import { DEFAULT_PARAMS, ErrorCode, Msg, Op, PROTOCOL_VERSION } from '../../shared/src/wire/protocol.ts';
-import { fastRandomBytes } from '../../harness/testdata.ts';
 import { addUser, passwordWeakness } from '../src/http/auth.ts';
-import { RECHECK_MS } from '../src/http/logins.ts';
-import { errorAndClose, request, silentSockets } from '../../harness/attacks.ts';
-import { pushBytes, testServer } from '../../harness/helpers.ts';
+import { request } from '../../harness/attacks.ts';
+import { testServer } from '../../harness/helpers.ts';
 import { until } from '../../harness/wait.ts';
 
 /** A users file with alice and bob (passwords "alice-pw", "bob-pw"); returns it and their tokens. */

@@ -20,7 +20,7 @@ import { bulkFrame } from '../../shared/src/wire/bulk.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../../shared/src/wire/protocol.ts';
 import { type Child, startServe } from '../../harness/child.ts';
 import { randomBytes } from '../../harness/testdata.ts';
-import { dsync, expectCheckClean, jsonLines } from '../../cli/test/run.ts';
+import { expectCheckClean } from '../../cli/test/run.ts';
 
 interface Entry {
   name: string;

@@ -6,7 +6,6 @@ import { after, before, test } from 'node:test';
 import { EDIT_KINDS, Rng, applyEdits } from '../../harness/testdata.ts';
 import { READ_SLICE } from '../../shared/src/chunking/chunk-index.ts';
 import { type KnownVersion, MemoryKnown, knownKey } from '../../shared/src/session/known.ts';
-import { push } from '../../shared/src/session/delta-client.ts';
 import { type TestServer, pullBytes, pushBytes, testServer } from '../../harness/helpers.ts';
 import { checkTraffic, mixed } from './sync-helpers.ts';
 

@@ -12,7 +12,7 @@ import WebSocket from 'ws';
 import { fastRandomBytes } from '../../harness/testdata.ts';
 import { startChild } from '../../harness/child.ts';
 import '../../shared/src/chunking/wasm.ts';
-import { HASH_LAG, type Source } from '../../shared/src/chunking/chunk-index.ts';
+import { type Source } from '../../shared/src/chunking/chunk-index.ts';
 import { fileSource } from '../../shared/src/chunking/file-source.ts';
 import { push } from '../../shared/src/session/delta-client.ts';
 import { decodeFrame } from '../../shared/src/wire/codec.ts';

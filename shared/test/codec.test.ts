@@ -13,7 +13,6 @@ const u64 = fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER });
 /** a modification time (Hello's and Ready's `modified`), its ends included */
 const modified = fc.oneof(fc.constantFrom(0, MAX_MODIFIED_MS), fc.integer({ min: 0, max: MAX_MODIFIED_MS }));
 const H = 32;
-const hash = fc.uint8Array({ minLength: H, maxLength: H });
 /** a piece of a refined Delta chunk: literal bytes or a copy of basis bytes (never empty) */
 const piece = fc.oneof(fc.uint8Array({ minLength: 1, maxLength: 50 }), fc.record({ offset: fc.oneof(fc.nat(1 << 20), fc.integer({ min: 0, max: 2 ** 52 - (1 << 24) })), length: fc.integer({ min: 1, max: 1 << 24 }) }));
 const u32arr = (n: number) => fc.array(u32, { minLength: n, maxLength: n }).map((a) => Uint32Array.from(a));

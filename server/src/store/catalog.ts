@@ -14,11 +14,16 @@
  * a `gone` catalog clears the mark and links the folder again, whatever its process believed
  * linked; the pruner reads the catalog once more after unlinking and links it back if anything
  * landed meanwhile. Every link a writer needs is so made by it or by the pruner.
+ *
+ * Every catalog swap is followed by a write of the namespace's **change marker**
+ * (`changed/<user>`, `markChanged`) before it resolves, so that whether anything in a namespace
+ * changed is one read of one head (`Store.changeToken`), whatever the number of folders.
  */
+import { randomBytes } from 'node:crypto';
 import type { Backend, ListEntry } from './backend.ts';
 import { type FileHead, isModified } from './format.ts';
-import { updateHead } from './heads.ts';
-import { encodeName, nsPrefix } from './keys.ts';
+import { type Change, updateHead } from './heads.ts';
+import { changeMarkerKey, encodeName, nsPrefix } from './keys.ts';
 import { damagedObject } from './errors.ts';
 
 export interface CatalogEntry {
@@ -142,6 +147,69 @@ const isEmpty = (c: Catalog) => !c.kept && !Object.keys(c.folders).length && !Ob
 
 const linkKey = (user: string, folder: string) => user + '\0' + folder;
 
+/** A compare-and-swap of one of `user`'s catalogs (`updateHead`); once a change landed, the
+ *  namespace's change marker is written after it (`markChanged`) before this resolves. */
+async function swapCatalog<T>(backend: Backend, user: string, key: string, change: (body: Uint8Array | null) => Change<T>, o: { guess?: boolean; merge?: boolean } = {}): Promise<T> {
+  let wrote = false;
+  const result = await updateHead(
+    backend,
+    key,
+    (b) => {
+      const out = change(b);
+      // sticky: an attempt whose outcome was unknown may have landed
+      wrote ||= out.body !== null;
+      return out;
+    },
+    o,
+  );
+  if (wrote) await markChanged(backend, user);
+  return result;
+}
+
+/** Per backend and user: the marker write under way, and the one queued to start after it. */
+const markers = new WeakMap<Backend, Map<string, { running: Promise<void> | null; queued: Promise<void> | null }>>();
+
+/**
+ * Writes `user`'s change marker after a change of one of its catalogs landed: a head whose tag
+ * changes at every write (its body: 16 random bytes). A change waits for a write that starts
+ * after it: the one queued behind a write under way, which every change meanwhile shares, so a
+ * burst of changes makes two writes, not one each. A write refused by compare-and-swap leaves
+ * the marker newer than the change (another writer read and wrote it after this change
+ * landed), and a write that fails only delays the news until the next change's: the marker is
+ * a hint that something changed, never what changed, so neither is an error.
+ */
+export function markChanged(backend: Backend, user: string): Promise<void> {
+  let byUser = markers.get(backend);
+  if (!byUser) markers.set(backend, (byUser = new Map()));
+  let m = byUser.get(user);
+  if (!m) byUser.set(user, (m = { running: null, queued: null }));
+  const state = m;
+  if (state.queued) return state.queued;
+  const write = (): Promise<void> => {
+    const key = changeMarkerKey(user);
+    const run = backend
+      .getHead(key)
+      .then((h) => backend.putHead(key, randomBytes(16), h?.tag ?? null))
+      .then(
+        () => {},
+        () => {},
+      )
+      .finally(() => {
+        if (state.running === run) state.running = null;
+        if (!state.running && !state.queued) byUser.delete(user);
+      });
+    state.running = run;
+    return run;
+  };
+  if (!state.running) return write();
+  const queued = state.running.then(() => {
+    state.queued = null;
+    return write();
+  });
+  state.queued = queued;
+  return queued;
+}
+
 /** A change of a folder's catalog that waits for its next swap: a file head's new state, or a
  *  subfolder to link. */
 type Note = { head: FileHead } | { sub: string };
@@ -222,7 +290,7 @@ async function noteAll(backend: Backend, user: string, folder: string, notes: No
   const key = catalogKey(user, folder);
   // whether the catalog was `gone` (unlinked from its parent) and something live landed: then
   // it is linked again whatever this process believes linked
-  const wasGone = await updateHead(backend, key, (b) => {
+  const wasGone = await swapCatalog(backend, user, key, (b) => {
     const c = parseCatalog(b, key);
     let changed = false;
     let gone = false;
@@ -263,7 +331,7 @@ export async function linkFolder(backend: Backend, user: string, folder: string,
 export async function pruneFolder(backend: Backend, user: string, folder: string, linked: Set<string>): Promise<void> {
   while (folder) {
     const key = catalogKey(user, folder);
-    const marked = await updateHead(backend, key, (b) => {
+    const marked = await swapCatalog(backend, user, key, (b) => {
       const c = parseCatalog(b, key);
       if (!isEmpty(c)) return { body: null, result: false };
       // (already gone: unlinked again, e.g. after gc's repair linked it from an old view)
@@ -274,7 +342,7 @@ export async function pruneFolder(backend: Backend, user: string, folder: string
     if (!marked) return;
     const [parent, base] = splitName(folder);
     const pkey = catalogKey(user, parent);
-    await updateHead(backend, pkey, (b) => {
+    await swapCatalog(backend, user, pkey, (b) => {
       const c = parseCatalog(b, pkey);
       if (!c.folders[base]) return { body: null, result: undefined };
       delete c.folders[base];
@@ -293,7 +361,7 @@ export async function pruneFolder(backend: Backend, user: string, folder: string
  *  it if it is empty. */
 export async function keepFolder(backend: Backend, user: string, folder: string, kept: boolean, linked: Set<string>): Promise<void> {
   const key = catalogKey(user, folder);
-  const wasGone = await updateHead(backend, key, (b) => {
+  const wasGone = await swapCatalog(backend, user, key, (b) => {
     const c = parseCatalog(b, key);
     if (!!c.kept === kept && !(kept && c.gone)) return { body: null, result: false };
     const gone = kept && !!c.gone;
@@ -316,7 +384,7 @@ export async function readCatalog(backend: Backend, user: string, folder: string
  *  commit may be linking one right now). Returns whether it changed. */
 export async function repairCatalog(backend: Backend, user: string, folder: string, files: Map<string, CatalogEntry>, folders: Set<string>): Promise<boolean> {
   const key = catalogKey(user, folder);
-  return updateHead(backend, key, (b) => {
+  return swapCatalog(backend, user, key, (b) => {
     let c: Catalog;
     let changed = false;
     try {

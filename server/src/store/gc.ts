@@ -8,7 +8,7 @@ import type { Repo } from './repo.ts';
 import { parseFileHead, parseUploadsHead } from './format.ts';
 import { GC_STATE, parseContentKey, parseNsKey } from './keys.ts';
 import { DamageError } from './errors.ts';
-import { type GcState, gcStateBody as body, readGcState } from './gc-state.ts';
+import { gcStateBody as body, readGcState } from './gc-state.ts';
 import { CLOCK_MARGIN_MS, uploadRefs } from './uploads.ts';
 import { repack } from './repack.ts';
 import { VAULT_GC_GRACE_MS, collectVaultPacks } from './vaults.ts';

@@ -86,6 +86,9 @@ export const nsPrefix = (user: string) => `ns/${encodeUser(user)}/`;
 export const fileHeadKey = (user: string, name: string) => `${nsPrefix(user)}files/${encodeName(name)}`;
 export const uploadsKey = (user: string, name: string) => `${nsPrefix(user)}uploads/${encodeName(name)}`;
 export const GC_STATE = 'gc/state';
+/** The namespace's change marker (catalog.ts `markChanged`): a head written after every change
+ *  of one of its folder catalogs, outside what gc and check list. */
+export const changeMarkerKey = (user: string) => `changed/${encodeUser(user)}`;
 /** The head /api/health writes to know the store takes writes: one per host, address and port
  *  (a restarted server writes its own again; --workers siblings share it), outside what gc and
  *  check list. */

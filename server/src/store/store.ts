@@ -9,7 +9,6 @@
  * layout lists extents over segments. A sync costs the store work in proportion to what
  * changed, not to the file's size.
  */
-import { createHash } from 'node:crypto';
 import type { ChunkIndex } from '../../../shared/src/chunking/chunk-index.ts';
 import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 import type { ChunkParams } from '../../../shared/src/wire/protocol.ts';
@@ -21,7 +20,7 @@ import { guessHead, noteHead, readHead } from './heads.ts';
 import { type HeadChange, type SeenHead, changeHead, sameVersion } from './commit.ts';
 import { type FileHead, type Layout, type VersionEntry, applyRetention, parseFileHead } from './format.ts';
 import { type Refs, addRef } from './gc-state.ts';
-import { encodeName, fileHeadKey, indexKey, nsPrefix, parseNsKey, segmentKey, uploadsKey } from './keys.ts';
+import { changeMarkerKey, encodeName, fileHeadKey, indexKey, nsPrefix, parseNsKey, segmentKey, uploadsKey } from './keys.ts';
 import { type Catalog, type CatalogEntry, type FileInfo, catalogKey, catalogsPrefix, entryOf, fileInfo, keepFolder, noteInCatalog, parseCatalog, readCatalog, repairCatalog } from './catalog.ts';
 import { DamageError } from './errors.ts';
 import { validateName } from '../../../shared/src/wire/names.ts';
@@ -444,14 +443,13 @@ export class Store {
 
   /**
    * A value that changes whenever a commit, rename or delete by any process changes this
-   * namespace's listing: a digest of its folder catalogs' keys, sizes, times and tags, from one
-   * list of the catalogs (O(folders), no object read; the tag tells apart two swaps of one
-   * size in one tick of the clock). The live-updates stream polls it.
+   * namespace's listing: its change marker (`changed/<user>`, written after every catalog swap:
+   * catalog.ts `markChanged`), one read whatever the number of folders; '' while the namespace
+   * has none. The live-updates stream polls it.
    */
   async changeToken(): Promise<string> {
-    const h = createHash('sha256');
-    for await (const e of this.backend.list(`${nsPrefix(this.user)}folders/`)) h.update(`${e.key}\0${e.size}\0${e.modified}\0${e.tag ?? ''}\n`);
-    return h.digest('hex');
+    const h = await this.backend.getHead(changeMarkerKey(this.user));
+    return h ? `${h.tag}:${Buffer.from(h.body).toString('hex')}` : '';
   }
 
   /** The head entry of a version; `head`: the file head as this session read it (else read). */

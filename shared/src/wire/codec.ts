@@ -31,9 +31,6 @@ function readModified(r: Reader): number {
   return ms;
 }
 
-function checkHash(h: Uint8Array, hashLen: number, what: string) {
-  if (h.length !== hashLen) throw new RangeError(`${what} must be ${hashLen} bytes, got ${h.length}`);
-}
 /** The last Verdict's root: the whole root, of which its first ROOT_CHECK bytes travel. */
 function checkRootCheck(h: Uint8Array) {
   if (h.length < ROOT_CHECK) throw new RangeError(`root must be at least ${ROOT_CHECK} bytes, got ${h.length}`);
