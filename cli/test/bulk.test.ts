@@ -23,6 +23,7 @@ import { pushBytes, testServer } from '../../harness/helpers.ts';
 import { BULK_WRITES } from '../../shared/src/base/limits.ts';
 import { isConflictName } from '../../shared/src/sync/conflict.ts';
 import { ApiFolder } from '../../shared/src/sync/remote.ts';
+import { wasm_memory } from '../../shared/src/chunking/wasm.ts';
 import { dsync, filesOf } from './run.ts';
 
 const FILES = 1000;
@@ -191,6 +192,47 @@ test('a bulk read writes its files a few at once while the answer streams on, no
       assert.deepEqual(g.ok.bytes, files[k].bytes, `file ${k} in its place`);
     });
     reader.close();
+  } finally {
+    await s.stop();
+  }
+});
+
+test("a bulk upload's roots are chunked one file after another: 256 files of 200 KiB leave the wasm memory small", { timeout: 300_000 }, async () => {
+  const s = await testServer({ 'max-load': '0' });
+  try {
+    /** the bulk upload of the real client (ApiFolder.sendMany) against the real server */
+    class Writer extends ApiFolder {
+      push(): never {
+        throw new Error('not here');
+      }
+      pull(): never {
+        throw new Error('not here');
+      }
+      write(files: { path: string; bytes: Uint8Array }[]) {
+        return this.sendMany(files.map((f) => ({ ...f, expect: 'absent' as const })));
+      }
+    }
+    const writer = new Writer({
+      call: () => Promise.reject(new Error('not here')),
+      statusOf: () => undefined,
+      folder: 'proj',
+      url: s.wsUrl,
+      WebSocket: WebSocket as never,
+      send: async (p, body, type) => {
+        const res = await fetch(s.url + p, { method: 'POST', body: new Blob(body as BlobPart[]), headers: { 'content-type': type } });
+        if (!res.ok) throw new Error(`${p}: HTTP ${res.status}`);
+        return res;
+      },
+    });
+    const files = Array.from({ length: 256 }, (_, i) => ({ path: `f${i}.bin`, bytes: Buffer.alloc(200 << 10, i) }));
+    const memory = wasm_memory() as WebAssembly.Memory;
+    const before = memory.buffer.byteLength;
+    const got = await writer.write(files);
+    got.forEach((g, k) => assert.ok('ok' in g && g.ok.version === 1, `file ${k}: ${JSON.stringify(g)}`));
+    // chunked at once, the 256 files would stage tens of MiB in wasm memory, which never shrinks
+    const grown = memory.buffer.byteLength - before;
+    assert.ok(grown < 8 << 20, `the wasm memory grew by ${(grown / 2 ** 20).toFixed(1)} MiB`);
+    writer.close();
   } finally {
     await s.stop();
   }

@@ -260,7 +260,11 @@ export abstract class ApiFolder implements RemoteFolder {
   }
 
   private async sendChecked(files: { path: string; expect: Expect; bytes: Uint8Array; modified?: number }[]): Promise<Settled<{ version: number; root: string }>[]> {
-    const roots = await Promise.all(files.map(async (f) => hex((await chunkSource(bufferSource(f.bytes), DEFAULT_PARAMS, DEFAULT_ALGO)).root)));
+    // one file after another: chunking runs on this thread either way, and files chunked at
+    // once would each stage their bytes in wasm memory, which grows to hold them all and
+    // never shrinks (256 files of up to 256 KiB)
+    const roots: string[] = [];
+    for (const f of files) roots.push(hex((await chunkSource(bufferSource(f.bytes), DEFAULT_PARAMS, DEFAULT_ALGO)).root));
     const body = files.flatMap((f, k) => {
       const modified = modifiedOf(f.modified);
       return bulkFrame({ name: this.full(f.path), expect: f.expect === 'absent' ? 0 : f.expect.version, ...(modified !== undefined && { modified }), size: f.bytes.length, root: roots[k] }, f.bytes);
