@@ -84,7 +84,7 @@ function folderVersions(raw: unknown, src: string, dst: string): Map<string, num
 /**
  * Runs `move` for every name, FOLDER_MOVE_RENAMES at once. A failure starts no further move;
  * the ones under way finish, and the first failure is thrown saying how many had moved. Each
- * file's rename is atomic (store.ts `rename`), so a failure or a crash midway leaves every file
+ * file's rename is atomic (history.ts `renameFile`), so a failure or a crash midway leaves every file
  * whole at its old name or its new one (a crash inside one rename: at both), never neither.
  */
 async function renameAll(names: string[], move: (rel: string) => Promise<void>): Promise<void> {

@@ -18,17 +18,18 @@ import { MIN_SHARED, sharedTraits, traitsOf } from './similarity.ts';
 import type { Backend } from './backend.ts';
 import type { Repo } from './repo.ts';
 import { guessHead, noteHead, readHead } from './heads.ts';
-import { type HeadChange, type SeenHead, changeHead, sameVersion } from './commit.ts';
-import { type FileHead, type Layout, type VersionEntry, applyRetention, parseFileHead } from './format.ts';
+import { type HeadChange, type SeenHead, changeHead } from './commit.ts';
+import { type FileHead, type Layout, type VersionEntry, parseFileHead } from './format.ts';
 import { type Refs, addRef } from './gc-state.ts';
 import { fileHeadKey, indexKey, nsPrefix, segmentKey, uploadsKey } from './keys.ts';
 import { type FileInfo, keepFolder, noteInCatalog, readCatalog } from './catalog.ts';
 import { DamageError } from './errors.ts';
 import { type FolderRecord, Listing, type Refused } from './listing.ts';
+import { noVersion, removeVersions, renameFile, restoreVersion, retainVersions } from './history.ts';
 import type { SearchPage } from './search.ts';
 import { VersionSource } from './source.ts';
-import { type UploadState, carryMark, claimUpload, forgetUpload, holdsUpload, markUploads, mayHoldUploads, suspendUpload } from './uploads.ts';
-import { type BulkEntry, type BulkOutcome, type ParentFiles, type VersionSink, VersionWriter, bulkVersions, stale } from './writer.ts';
+import { type UploadState, claimUpload, forgetUpload, holdsUpload, markUploads, mayHoldUploads, suspendUpload } from './uploads.ts';
+import { type BulkEntry, type BulkOutcome, type ParentFiles, type VersionSink, VersionWriter, bulkVersions } from './writer.ts';
 
 /** Similarity traits are brought up to the folder catalogs when older than this (other processes commit). */
 const TRAITS_REFRESH_MS = 30_000;
@@ -36,19 +37,6 @@ const TRAITS_REFRESH_MS = 30_000;
 /** A version as listings show it: its file head entry without the index id. */
 export type VersionInfo = Omit<VersionEntry, 'index' | 'epoch' | 'repack'>;
 export type { FileInfo };
-
-/** After a rename's renumbering (`to[i]` is `from[i]`), each `restoredFrom` names the new number
- *  of its source, or goes when the source did not move with it. */
-function renumberRestored(from: VersionEntry[], to: VersionEntry[]): void {
-  for (const v of to) {
-    if (v.restoredFrom === undefined) continue;
-    const i = from.findIndex((f) => f.version === v.restoredFrom);
-    if (i < 0) delete v.restoredFrom;
-    else v.restoredFrom = to[i].version;
-  }
-}
-
-const noVersion = (name: string, version: number) => new ProtocolError(ErrorCode.NotFound, `${name} has no version ${version}`);
 
 /**
  * Gives `sink` checkpoints (Sink.checkpoint, docs/store.md §6): each lists the upload's state
@@ -424,112 +412,27 @@ export class Store {
     this.traits?.map.set(name, { index: id, traits: traitsOf(fastfps) });
   }
 
-  // ---- metadata changes (no bytes move) -----------------------------------------------------
+  // ---- a file's history (history.ts: no bytes move) --------------------------------------------
 
-  /** Removes one version, or the whole file (every version). Its version numbers are never
-   *  reused. Returns the versions removed. `latest` (compare-and-swap): only while the file's
-   *  latest version is that one, checked in the swap (StaleBasis otherwise). */
-  async remove(name: string, version?: number, latest?: number): Promise<number[]> {
-    return this.changeHead(name, (h) => {
-      const vs = h?.versions ?? [];
-      const last = vs[vs.length - 1]?.version;
-      if (latest !== undefined && last !== undefined && last !== latest) throw stale(name, last, latest);
-      const gone = version === undefined ? vs : vs.filter((v) => v.version === version);
-      if (!gone.length) throw version === undefined ? new ProtocolError(ErrorCode.NotFound, `${name} does not exist`) : noVersion(name, version);
-      return { head: { ...h!, versions: vs.filter((v) => !gone.includes(v)) }, result: gone.map((v) => v.version) };
-    });
+  /** Removes one version, or the whole file (`removeVersions`); returns the versions removed. */
+  remove(name: string, version?: number, latest?: number): Promise<number[]> {
+    return removeVersions(this, name, version, latest);
   }
 
-  /** Applies retention (keepVersions, keepDays) to `name`; returns how many versions went. */
-  async retain(name: string): Promise<number> {
-    return this.changeHead(name, (h) => {
-      const kept = h ? applyRetention(h.versions, this.repo.settings) : [];
-      if (!h || kept.length === h.versions.length) return { head: null, result: 0 };
-      return { head: { ...h, versions: kept }, result: h.versions.length - kept.length };
-    });
+  /** Applies retention to `name` (`retainVersions`); returns how many versions went. */
+  retain(name: string): Promise<number> {
+    return retainVersions(this, name);
   }
 
-  /** Adds a new version of `name` with the bytes of `version` (the same index). */
-  async restore(name: string, version: number): Promise<number> {
-    // a new version is built from bytes verified for it: the old version's, and its index
-    const { source } = await this.openBasis(name, version);
-    if (!(await this.repo.indexIntact(source.id!))) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${name} version ${version}: its index ${source.id} does not match its hash`);
-    // the entries this restore's attempts tried: one whose swap landed though its answer said
-    // otherwise (an SDK retry refused after its first attempt landed) is found, and confirmed
-    const tried: VersionEntry[] = [];
-    let refs: Refs | null = null;
-    return this.changeHead(name, async (h) => {
-      const landed = h?.versions.find((v) => tried.some((t) => sameVersion(v, t)));
-      if (landed) return { head: null, result: landed.version, adds: { entries: [landed], refs: refs!, ours: true } };
-      const old = h?.versions.find((v) => v.version === version);
-      if (!h || !old) throw noVersion(name, version);
-      const entry: VersionEntry = { ...old, version: h.next, mtime: new Date().toISOString(), change: 0, restoredFrom: version };
-      tried.push(entry);
-      refs ??= await this.refsOf([old]);
-      const adds = { entries: [entry], refs, ours: true };
-      return { head: { ...h, next: h.next + 1, versions: applyRetention([...h.versions, entry], this.repo.settings) }, result: h.next, adds };
-    });
+  /** Adds a new version of `name` with the bytes of `version` (`restoreVersion`). */
+  restore(name: string, version: number): Promise<number> {
+    return restoreVersion(this, name, version);
   }
 
-  /**
-   * Moves every version of `from` to `to`, which must not exist (or have no versions left) and
-   * must not clash with a folder or file (`typeClash`): `to` gets them under new numbers (its
-   * own, never reused), then `from` is removed. A crash between the two leaves both names,
-   * never neither.
-   *
-   * `expect` (compare-and-swap: POST /api/files/move with `version`): the move happens only while the
-   * latest version of `from` is `expect`. It is checked in the swap that removes them from
-   * `from`, the one that decides the move: a version another device pushed to `from` before it
-   * refuses the move (StaleBasis) and `to`'s copy is withdrawn again, so that the pushed version
-   * stays where it was pushed and no name is left holding an unchecked copy; a version pushed
-   * after it finds `from` moved.
-   *
-   * Returns the number the latest version of `from` has at `to` (versions are renumbered
-   * there): what a client that moved a version it knows records as agreed.
-   */
-  async rename(from: string, to: string, expect?: number): Promise<number> {
-    const latestOf = (h: FileHead | null) => h?.versions[h.versions.length - 1]?.version ?? 0;
-    const check = (h: FileHead | null) => {
-      if (expect !== undefined && h?.versions.length && latestOf(h) !== expect) throw stale(from, latestOf(h), expect);
-    };
-    if (from === to) {
-      const h = await this.head(from);
-      if (!h?.versions.length) throw new ProtocolError(ErrorCode.NotFound, `${from} does not exist`);
-      check(h);
-      return latestOf(h);
-    }
-    const src = await this.head(from);
-    if (!src?.versions.length) throw new ProtocolError(ErrorCode.NotFound, `${from} does not exist`);
-    check(src);
-    const refs = await this.refsOf(src.versions);
-    let copied: VersionEntry[] = [];
-    await this.changeHead(to, async (h) => {
-      if (h?.versions.length) throw new ProtocolError(ErrorCode.Inconsistent, `${to} exists`);
-      const clash = await this.typeClash(to, 'file');
-      if (clash) throw new ProtocolError(ErrorCode.Inconsistent, clash);
-      let next = h?.next ?? 1;
-      const versions = src.versions.map((v) => ({ ...v, version: next++ }));
-      renumberRestored(src.versions, versions);
-      copied = versions;
-      return { head: { ...carryMark(h), name: to, next, versions }, result: undefined, adds: { entries: versions, refs, ours: true } };
-    });
-    try {
-      await this.changeHead(from, (h) => {
-        if (!h?.versions.length) throw new ProtocolError(ErrorCode.NotFound, `${from} does not exist`);
-        check(h);
-        return { head: { ...h, versions: h.versions.filter((v) => !src.versions.some((s) => s.version === v.version)) }, result: undefined };
-      });
-    } catch (e) {
-      // refused (the latest moved on, or `from` went meanwhile): the copy goes again; a store
-      // failure leaves both names, never neither
-      if (!(e instanceof ProtocolError && (e.code === ErrorCode.StaleBasis || e.code === ErrorCode.NotFound))) throw e;
-      await this.changeHead(to, (h) => {
-        const versions = h?.versions.filter((v) => !copied.some((c) => sameVersion(v, c))) ?? [];
-        return { head: h && versions.length !== h.versions.length ? { ...h, versions } : null, result: undefined };
-      });
-      throw e;
-    }
-    return copied[copied.length - 1].version;
+  /** Moves every version of `from` to `to` (`renameFile`); returns the number the latest
+   *  version of `from` has at `to`. */
+  rename(from: string, to: string, expect?: number): Promise<number> {
+    return renameFile(this, from, to, expect);
   }
 
   /**
