@@ -14,7 +14,7 @@ import type { ChunkIndex } from '../../../shared/src/chunking/chunk-index.ts';
 import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 import type { ChunkParams } from '../../../shared/src/wire/protocol.ts';
 import type { Held, SinkFor } from '../../../shared/src/session/sink.ts';
-import { MIN_SHARED, sharedTraits, traitsOf } from './similarity.ts';
+import { SimilarFiles } from './similarity.ts';
 import type { Backend } from './backend.ts';
 import type { Repo } from './repo.ts';
 import { guessHead, noteHead, readHead } from './heads.ts';
@@ -30,9 +30,6 @@ import type { SearchPage } from './search.ts';
 import { VersionSource } from './source.ts';
 import { type UploadState, claimUpload, forgetUpload, holdsUpload, markUploads, mayHoldUploads, suspendUpload } from './uploads.ts';
 import { type BulkEntry, type BulkOutcome, type ParentFiles, type VersionSink, VersionWriter, bulkVersions } from './writer.ts';
-
-/** Similarity traits are brought up to the folder catalogs when older than this (other processes commit). */
-const TRAITS_REFRESH_MS = 30_000;
 
 /** A version as listings show it: its file head entry without the index id. */
 export type VersionInfo = Omit<VersionEntry, 'index' | 'epoch' | 'repack'>;
@@ -67,8 +64,8 @@ export class Store {
   readonly backend: Backend;
   /** the folder catalogs read as listings */
   readonly listing: Listing;
-  /** similarity traits of each file's latest version, by index id */
-  private traits: { at: number; map: Map<string, { index: string; traits: Uint32Array }> } | null = null;
+  /** the files a new name's push may take as its basis */
+  private readonly similarFiles: SimilarFiles;
 
   constructor(
     readonly repo: Repo,
@@ -76,6 +73,7 @@ export class Store {
   ) {
     this.backend = repo.backend;
     this.listing = new Listing(repo, user);
+    this.similarFiles = new SimilarFiles(repo, this.listing, (name) => this.latest(name));
   }
 
   /** The file head of `name`, or null. */
@@ -350,44 +348,10 @@ export class Store {
     return mayHoldUploads(head) && holdsUpload(this.backend, uploadsKey(this.user, name), `${basisVersion}:`);
   }
 
-  /** The stored file most similar to a target with these chunk FastFps, if any is similar enough. */
-  async similar(fastfps: Uint32Array): Promise<{ name: string; version: number } | null> {
-    if (fastfps.length < MIN_SHARED) return null;
-    if (!this.traits || Date.now() - this.traits.at > TRAITS_REFRESH_MS) {
-      const old = this.traits?.map;
-      const map = new Map<string, { index: string; traits: Uint32Array }>();
-      const latest: [string, string][] = [];
-      try {
-        await this.listing.walk('', (name, e) => e?.index && latest.push([name, e.index]));
-      } catch {
-        return null; // a catalog that cannot be read now: this push goes without a similar basis
-      }
-      for (const [name, index] of latest) {
-        const had = old?.get(name);
-        if (had?.index === index) map.set(name, had);
-        else {
-          try {
-            map.set(name, { index, traits: traitsOf((await this.repo.readIndex(index, name)).index.fastfps) });
-          } catch {
-            // a damaged index is no basis; it breaks nothing else
-          }
-        }
-      }
-      this.traits = { at: Date.now(), map };
-    }
-    const want = traitsOf(fastfps);
-    let best: string | null = null;
-    let bestShared = MIN_SHARED - 1;
-    for (const [name, t] of this.traits.map) {
-      const n = sharedTraits(want, t.traits);
-      if (n > bestShared) {
-        bestShared = n;
-        best = name;
-      }
-    }
-    // the file's latest version now (the traits may be of an earlier one: still a good basis)
-    const version = best ? await this.latest(best) : 0;
-    return best && version ? { name: best, version } : null;
+  /** The stored file most similar to a target with these chunk FastFps, if any is similar
+   *  enough (similarity.ts `SimilarFiles`). */
+  similar(fastfps: Uint32Array): Promise<{ name: string; version: number } | null> {
+    return this.similarFiles.similar(fastfps);
   }
 
   /**
@@ -409,7 +373,7 @@ export class Store {
 
   /** Records the similarity traits of `name`'s new latest version (its index `id`). */
   noteTraits(name: string, id: string, fastfps: Uint32Array): void {
-    this.traits?.map.set(name, { index: id, traits: traitsOf(fastfps) });
+    this.similarFiles.note(name, id, fastfps);
   }
 
   // ---- a file's history (history.ts: no bytes move) --------------------------------------------
