@@ -31,6 +31,8 @@ const VAULTS_KNOWN = 100_000;
 
 export type HeadSwap = { ok: true; counter: number } | { ok: false; counter: number };
 
+/** The vaults of a store, every user's: each one's existence, its keyfile and its head, and
+ *  their packs (`packs`). */
 export class Vaults {
   /** vaults (by keyfile key) known to exist: a vault is never deleted, so this never goes stale */
   private knownVaults = new Set<string>();
