@@ -36,8 +36,8 @@ try {
     }),
   );
   log(`${files} files written`);
-  // the baseline: one catalog read after another, depth first (folderEntries is the store's own read)
-  const entries = (f: string) => (store as unknown as { folderEntries(f: string): Promise<[string, unknown][]> }).folderEntries(f);
+  // the baseline: one catalog read after another, depth first (folderEntries is the listing's own read)
+  const entries = (f: string) => store.listing.folderEntries(f);
   const oneByOne = async (f: string): Promise<number> => {
     let n = 0;
     for (const [name, e] of await entries(f)) n += 1 + (e ? 0 : await oneByOne(name.slice(0, -1)));

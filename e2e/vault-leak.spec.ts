@@ -19,7 +19,7 @@ import { bufferSource, chunkSource } from '../shared/src/chunking/chunk-index.ts
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../shared/src/wire/protocol.ts';
 import { SEAL_OVERHEAD, padme } from '../shared/src/vault/format.ts';
 import { KEYFILE_BYTES } from '../shared/src/vault/keys.ts';
-import { SUM_BLOCK, decodeVaultHead } from '../server/src/store/vaults.ts';
+import { SUM_BLOCK, decodeVaultHead } from '../server/src/store/vault-format.ts';
 import { pushBytes } from '../harness/helpers.ts';
 import { recordingProxy } from '../harness/recording-proxy.ts';
 import { TestServer } from './server.ts';

@@ -4,7 +4,7 @@
  */
 import http from 'node:http';
 import { STORE_DEFAULTS } from './store/repo.ts';
-import { VAULT_GC_GRACE_MS } from './store/vaults.ts';
+import { VAULT_GC_GRACE_MS } from './store/vault-gc.ts';
 import { MAX_CHUNKS, MAX_CHUNK_SIZE, MAX_FILE_SIZE, MAX_IN_FLIGHT, MAX_MESSAGE, MAX_REFINE_BYTES, SPLIT_THRESHOLD, VAULT_PACK_MAX } from '../../shared/src/base/limits.ts';
 
 export interface ServerConfig {

@@ -28,7 +28,8 @@ import { vaultHeadKey, vaultPackKey, vaultPacksPrefix, vaultSumsKey } from '../s
 import { localBackend } from '../src/store/local.ts';
 import { Repo } from '../src/store/repo.ts';
 import { s3Backend } from '../src/store/s3.ts';
-import { collectVaultPacks, decodeVaultHead, hasSums } from '../src/store/vaults.ts';
+import { decodeVaultHead, hasSums } from '../src/store/vault-format.ts';
+import { collectVaultPacks } from '../src/store/vault-gc.ts';
 
 const LIGHT = { m: 64, t: 1, p: 1 };
 const PASS = 'a passphrase of the test';

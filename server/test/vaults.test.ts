@@ -21,7 +21,7 @@ import type { Backend } from '../src/store/backend.ts';
 import { runCheck } from '../src/store/check.ts';
 import { runGc } from '../src/store/gc.ts';
 import { newSegmentId, segmentKey, vaultHeadKey, vaultPackKey, vaultSumsKey } from '../src/store/keys.ts';
-import { SUM_BLOCK } from '../src/store/vaults.ts';
+import { SUM_BLOCK } from '../src/store/vault-format.ts';
 import { Repo } from '../src/store/repo.ts';
 import { type S3Server, startMinio } from '../../harness/minio.ts';
 import * as places from './places.ts';

@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useState } from 'react';
 import { formatBytes } from '../format.ts';
-import { KEPT_CHANNEL, type KeptMessage, type KeptUsage, clearKept, describe, keptUsage, setKeptMax } from '../kept-store.ts';
+import { describe } from '../kept-dir.ts';
+import { KEPT_CHANNEL, type KeptMessage, type KeptUsage, clearKept, keptUsage, setKeptMax } from '../kept-store.ts';
 
 /** The caps a user can pick besides the automatic one (decimal, as every size of the page). */
 const CAPS = [0, 10_000_000, 100_000_000, 1_000_000_000, 10_000_000_000];

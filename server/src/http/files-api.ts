@@ -13,7 +13,8 @@ import { TRASH } from '../../../shared/src/sync/remote.ts';
 import type { ApiErrorBody, FolderAnswer, FolderEntries, FolderRemoveAnswer, ListingChanges, ListingPage, ListingReset, MoveAnswer, RemoveAnswer, RestoreAnswer, SearchPage, TrashRestoreAnswer, VersionInfo } from '../../../shared/src/wire/api.ts';
 import { listingLines } from '../../../shared/src/wire/api.ts';
 import { validateName } from '../../../shared/src/wire/names.ts';
-import type { FileInfo, FolderRecord, Store } from '../store/store.ts';
+import type { FolderRecord } from '../store/listing.ts';
+import type { FileInfo, Store } from '../store/store.ts';
 import { type Req, admittedRoutes } from './guard.ts';
 import { BULK_READ_BODY_BYTES, bulkRead, bulkWrite, drained } from './bulk.ts';
 
@@ -83,7 +84,7 @@ function folderVersions(raw: unknown, src: string, dst: string): Map<string, num
 /**
  * Runs `move` for every name, FOLDER_MOVE_RENAMES at once. A failure starts no further move;
  * the ones under way finish, and the first failure is thrown saying how many had moved. Each
- * file's rename is atomic (store.ts `rename`), so a failure or a crash midway leaves every file
+ * file's rename is atomic (history.ts `renameFile`), so a failure or a crash midway leaves every file
  * whole at its old name or its new one (a crash inside one rename: at both), never neither.
  */
 async function renameAll(names: string[], move: (rel: string) => Promise<void>): Promise<void> {
@@ -122,7 +123,7 @@ async function renameAll(names: string[], move: (rel: string) => Promise<void>):
 const CURSOR_VERSION = 1;
 const sha = (s: string) => createHash('sha256').update(s).digest();
 const folderId = (folder: string) => sha(folder).subarray(0, 6).toString('hex');
-/** A folder record's id and stamp (hex), once per record (`Store.folderRecords` gives the same
+/** A folder record's id and stamp (hex), once per record (`Listing.folderRecords` gives the same
  *  record for a catalog unchanged since this process read it). */
 const marks = new WeakMap<FolderRecord, { id: string; stamp: string }>();
 const markOf = (x: FolderRecord) => {
@@ -193,7 +194,7 @@ export function filesApi(
   });
   const route = (fn: Handler) => admitted(async (req, res) => fn(req, res, await storeOf(req.user!)));
   const nameOf = (raw: unknown) => validateName(typeof raw === 'string' ? raw : '');
-  /** Collects the stored names a listing leaves out (store.ts `Refused`) and logs them once
+  /** Collects the stored names a listing leaves out (listing.ts `Refused`) and logs them once
    *  for the request, by folder. */
   const refusals = (req: Req) => {
     const by = new Map<string, string[]>();

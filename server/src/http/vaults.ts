@@ -5,7 +5,7 @@
  *
  *   POST /api/vaults {id, keyfile}            201 {id}; 409 if the id exists; 400 a bad id or
  *                                             field, or a keyfile (base64) the PUT would not take
- *                                             (store/vaults.ts checkKeyfile); nothing stored
+ *                                             (store/vault-format.ts checkKeyfile); nothing stored
  *   GET  /api/vaults                          {vaults: [{id, created}]}
  *   GET  /api/vaults/:id/key                  the keyfile's bytes, ETag: its SHA-256 (quoted hex)
  *   PUT  /api/vaults/:id/key                  If-Match: the ETag of the keyfile it replaces, body the
@@ -15,7 +15,7 @@
  *   PUT  /api/vaults/:id/packs/:pack          body: the pack (Content-Length, 1 to --vault-pack-max
  *                                             bytes, 413 beyond), :pack its SHA-256 (400 if not):
  *                                             201 stored, 200 there already
- *   GET  /api/vaults/:id/packs/:pack          the pack, checked (store/vaults.ts); Range: bytes=A-B (one range,
+ *   GET  /api/vaults/:id/packs/:pack          the pack, checked (store/vault-packs.ts); Range: bytes=A-B (one range,
  *                                             also A- and -N) 206; 416 for any other Range
  *   GET  /api/vaults/:id/packs[?after=P]      {packs: [{id, size}], more}: VAULT_PACKS_PAGE a page
  *   GET  /api/vaults/:id/head                 the head's bytes then the ids of the packs it names in
@@ -36,7 +36,9 @@ import { VAULT_HEAD_MAX, VAULT_HEAD_PACKS_MAX, VAULT_KEYFILE_MAX } from '../../.
 import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 import { keyfileTag } from '../../../shared/src/vault/keys.ts';
 import type { Backend } from '../store/backend.ts';
-import { PackHasher, Vaults, checkPackId, checkVaultId, packIdsOf } from '../store/vaults.ts';
+import { checkPackId, checkVaultId, packIdsOf } from '../store/vault-format.ts';
+import { PackHasher } from '../store/vault-packs.ts';
+import { Vaults } from '../store/vaults.ts';
 import type { ServerConfig } from '../config.ts';
 import { type Req, admittedRoutes } from './guard.ts';
 
@@ -215,14 +217,14 @@ export function vaultsApi(
       await vaults.mustExist(user, id);
       const hasher = new PackHasher();
       const bytes = await receive(req, cfg.vaultPackMax, 'pack', hasher);
-      const created = await vaults.putPack(user, id, pack, bytes, hasher.digest());
+      const created = await vaults.packs.put(user, id, pack, bytes, hasher.digest());
       res.status(created ? 201 : 200).json({ id: pack, size: bytes.length });
     }),
   );
   r.get(
     '/vaults/:id/packs/:pack',
     route(async (req, res, user) => {
-      const pack = await vaults.openPack(user, checkVaultId(req.params.id), checkPackId(req.params.pack));
+      const pack = await vaults.packs.open(user, checkVaultId(req.params.id), checkPackId(req.params.pack));
       const range = rangeOf(req.headers.range, pack.size);
       if (!range) return sendBytes(res, 200, await pack.read(0, pack.size), { 'Accept-Ranges': 'bytes' });
       sendBytes(res, 206, await pack.read(range.start, range.end + 1), { 'Accept-Ranges': 'bytes', 'Content-Range': `bytes ${range.start}-${range.end}/${pack.size}` });
@@ -233,7 +235,7 @@ export function vaultsApi(
     route(async (req, res, user) => {
       const after = req.query.after;
       if (after !== undefined && typeof after !== 'string') throw new ProtocolError(ErrorCode.Malformed, 'after is one pack id');
-      res.json(await vaults.packs(user, checkVaultId(req.params.id), after));
+      res.json(await vaults.packs.list(user, checkVaultId(req.params.id), after));
     }),
   );
   r.get(

@@ -4,7 +4,7 @@
  * every segment a layout references exists and is long enough; every folder catalog agrees
  * with the file heads; with `readData`, every byte of every version is read and checked
  * against its chunk's strong hash (each segment range once). Every vault's keyfile decodes,
- * its head parses and every pack it names is stored (vaults.ts `checkVaults`).
+ * its head parses and every pack it names is stored (vault-check.ts `checkVaults`).
  */
 import type { Repo } from './repo.ts';
 import { parseFileHead, parseUploadsHead } from './format.ts';
@@ -13,14 +13,14 @@ import { catalogKey, parseCatalog, splitName } from './catalog.ts';
 import { GC_STATE, parseNsKey, segmentKey } from './keys.ts';
 import { VersionSource } from './source.ts';
 import { VerifiedRanges } from './verified.ts';
-import { checkVaults } from './vaults.ts';
+import { checkVaults } from './vault-check.ts';
 
 export interface CheckReport {
   files: number;
   versions: number;
   indexes: number;
   segments: number;
-  /** vaults whose keyfile and head were checked (vaults.ts `checkVaults`) */
+  /** vaults whose keyfile and head were checked (vault-check.ts `checkVaults`) */
   vaults: number;
   /** segment bytes read and verified (readData) */
   bytesRead: number;

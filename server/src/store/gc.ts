@@ -11,7 +11,7 @@ import { DamageError } from './errors.ts';
 import { gcStateBody as body, readGcState } from './gc-state.ts';
 import { CLOCK_MARGIN_MS, uploadRefs } from './uploads.ts';
 import { repack } from './repack.ts';
-import { VAULT_GC_GRACE_MS, collectVaultPacks } from './vaults.ts';
+import { VAULT_GC_GRACE_MS, collectVaultPacks } from './vault-gc.ts';
 import { type CatalogEntry, entryOf, repairCatalog, splitName } from './catalog.ts';
 
 export interface Marks {

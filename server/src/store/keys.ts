@@ -12,8 +12,8 @@
  *   vaults/<user>/keys/<32 hex>             a vault's wrapped-key file as created (vaults.ts)
  *   vaults/<user>/keyfiles/<32 hex>         its keyfile once changed, a head (vaults.ts)
  *   vaults/<user>/heads/<32 hex>            a vault's head (vaults.ts)
- *   vaults/<user>/packs/<32 hex>/<64 hex>   a vault's pack (SHA-256 of its body; vaults.ts)
- *   vaults/<user>/sums/<32 hex>/<64 hex>    the block hashes of that pack (vaults.ts)
+ *   vaults/<user>/packs/<32 hex>/<64 hex>   a vault's pack (SHA-256 of its body; vault-packs.ts)
+ *   vaults/<user>/sums/<32 hex>/<64 hex>    the block hashes of that pack (vault-packs.ts)
  *
  * A name is encoded injectively: every byte outside [A-Za-z0-9_-] becomes %XX (upper-case
  * hex), the result is cut into components of exactly NAME_COMPONENT characters (the last one

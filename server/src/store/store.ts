@@ -13,80 +13,26 @@ import type { ChunkIndex } from '../../../shared/src/chunking/chunk-index.ts';
 import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 import type { ChunkParams } from '../../../shared/src/wire/protocol.ts';
 import type { Held, SinkFor } from '../../../shared/src/session/sink.ts';
-import { MIN_SHARED, sharedTraits, traitsOf } from './similarity.ts';
-import type { Backend, ListEntry } from './backend.ts';
+import { SimilarFiles } from './similarity.ts';
+import type { Backend } from './backend.ts';
 import type { Repo } from './repo.ts';
 import { guessHead, noteHead, readHead } from './heads.ts';
-import { type HeadChange, type SeenHead, changeHead, sameVersion } from './commit.ts';
-import { type FileHead, type Layout, type VersionEntry, applyRetention, parseFileHead } from './format.ts';
+import { type HeadChange, type SeenHead, changeHead } from './commit.ts';
+import { type FileHead, type Layout, type VersionEntry, parseFileHead } from './format.ts';
 import { type Refs, addRef } from './gc-state.ts';
-import { changeMarkerKey, encodeName, fileHeadKey, indexKey, nsPrefix, parseNsKey, segmentKey, uploadsKey } from './keys.ts';
-import { type Catalog, type CatalogEntry, type FileInfo, catalogKey, catalogsPrefix, entryOf, fileInfo, keepFolder, noteInCatalog, parseCatalog, readCatalog, repairCatalog } from './catalog.ts';
+import { changeMarkerKey, fileHeadKey, indexKey, segmentKey, uploadsKey } from './keys.ts';
+import { type FileInfo, keepFolder, noteInCatalog, readCatalog } from './catalog.ts';
 import { DamageError } from './errors.ts';
-import { validateName } from '../../../shared/src/wire/names.ts';
-import { type SearchPage, searchNames } from './search.ts';
+import { type FolderRecord, Listing, type Refused } from './listing.ts';
+import { noVersion, removeVersions, renameFile, restoreVersion, retainVersions } from './history.ts';
+import type { SearchPage } from './search.ts';
 import { VersionSource } from './source.ts';
-import { type UploadState, carryMark, claimUpload, forgetUpload, holdsUpload, markUploads, mayHoldUploads, suspendUpload } from './uploads.ts';
-import { type BulkEntry, type BulkOutcome, type ParentFiles, type VersionSink, VersionWriter, bulkVersions, stale } from './writer.ts';
-
-/** Similarity traits are brought up to the folder catalogs when older than this (other processes commit). */
-const TRAITS_REFRESH_MS = 30_000;
-/** Catalogs a walk of the tree reads at once (`catalogTree`). */
-const CATALOG_READS = 16;
-
-/** Told each name a listing leaves out because the server would refuse it (`folder`: the
- *  catalog that held it, '' the top; `name`: the full name as stored). */
-export type Refused = (folder: string, name: string) => void;
-
-/** A folder with its own files and subfolders as listed (`Store.folderRecords`): `folder` is
- *  '' for the top, else its name ending in '/'. */
-export interface FolderRecord {
-  folder: string;
-  files: FileInfo[];
-  folders: string[];
-}
-
-/** The record of a folder's entries, made once per entries read (the catalog cache keeps them
- *  while the catalog is unchanged), so that what is derived from a record (a changes request's
- *  stamps, files-api.ts) is derived once too. */
-const records = new WeakMap<[string, CatalogEntry | null][], FolderRecord>();
-function recordOf(folder: string, entries: [string, CatalogEntry | null][]): FolderRecord {
-  let rec = records.get(entries);
-  if (rec?.folder === folder) return rec;
-  rec = { folder, files: [], folders: [] };
-  for (const [name, e] of entries) {
-    if (e) rec.files.push(fileInfo(name, e));
-    else rec.folders.push(name);
-  }
-  records.set(entries, rec);
-  return rec;
-}
-
-/** Whether `name` is one the server accepts from a client as it is (validateName, no change). */
-function isValidName(name: string): boolean {
-  try {
-    return validateName(name) === name;
-  } catch {
-    return false;
-  }
-}
+import { type UploadState, claimUpload, forgetUpload, holdsUpload, markUploads, mayHoldUploads, suspendUpload } from './uploads.ts';
+import { type BulkEntry, type BulkOutcome, type ParentFiles, type VersionSink, VersionWriter, bulkVersions } from './writer.ts';
 
 /** A version as listings show it: its file head entry without the index id. */
 export type VersionInfo = Omit<VersionEntry, 'index' | 'epoch' | 'repack'>;
 export type { FileInfo };
-
-/** After a rename's renumbering (`to[i]` is `from[i]`), each `restoredFrom` names the new number
- *  of its source, or goes when the source did not move with it. */
-function renumberRestored(from: VersionEntry[], to: VersionEntry[]): void {
-  for (const v of to) {
-    if (v.restoredFrom === undefined) continue;
-    const i = from.findIndex((f) => f.version === v.restoredFrom);
-    if (i < 0) delete v.restoredFrom;
-    else v.restoredFrom = to[i].version;
-  }
-}
-
-const noVersion = (name: string, version: number) => new ProtocolError(ErrorCode.NotFound, `${name} has no version ${version}`);
 
 /**
  * Gives `sink` checkpoints (Sink.checkpoint, docs/store.md §6): each lists the upload's state
@@ -115,14 +61,18 @@ function withCheckpoints(sink: VersionSink, list: (held: Held) => Promise<string
 /** One user's files (the namespace `ns/<user>/`). */
 export class Store {
   readonly backend: Backend;
-  /** similarity traits of each file's latest version, by index id */
-  private traits: { at: number; map: Map<string, { index: string; traits: Uint32Array }> } | null = null;
+  /** the folder catalogs read as listings */
+  readonly listing: Listing;
+  /** the files a new name's push may take as its basis */
+  private readonly similarFiles: SimilarFiles;
 
   constructor(
     readonly repo: Repo,
     readonly user: string,
   ) {
     this.backend = repo.backend;
+    this.listing = new Listing(repo, user);
+    this.similarFiles = new SimilarFiles(repo, this.listing, (name) => this.latest(name));
   }
 
   /** The file head of `name`, or null. */
@@ -196,209 +146,34 @@ export class Store {
     return ((await this.head(name))?.versions ?? []).map(({ index: _, epoch: __, repack: ___, ...v }) => v);
   }
 
-  /**
-   * A folder's catalog entries and subfolders, full names, in byte order of their names (a
-   * subfolder's name ends in '/'). Every read either succeeds or throws: a store that fails
-   * fails the listing (never an empty folder, docs/store.md §11). A catalog that does not parse
-   * is rebuilt from the file heads on the spot (`rebuildCatalog`). A name the server would
-   * refuse from a client (validateName, or a component holding '/') is left out and told to
-   * `refused`: a damaged or tampered store never lists a name no client could send. `at`: the
-   * catalog as a listing of the catalogs just showed it; what this process made of it when it
-   * last read it under that same entry is answered without a read (repo.ts `catalogs`).
-   */
-  private async folderEntries(folder: string, refused?: Refused, at?: ListEntry): Promise<[string, CatalogEntry | null][]> {
-    const hit = at && this.repo.catalogs.get(at);
-    if (hit) {
-      for (const name of hit.refused) refused?.(folder, name);
-      return hit.entries;
-    }
-    const key = catalogKey(this.user, folder);
-    let c: Catalog;
-    let got: { body: Uint8Array; tag: string } | null = null;
-    try {
-      got = await this.backend.getHead(key);
-      c = parseCatalog(got?.body ?? null, key);
-    } catch (e) {
-      if (!(e instanceof DamageError)) throw e;
-      got = null;
-      c = await this.rebuildCatalog(folder);
-    }
-    const prefix = folder ? folder + '/' : '';
-    const all: [string, CatalogEntry | null][] = [];
-    const left: string[] = [];
-    const ok = (base: string) => {
-      if (!base.includes('/') && isValidName(prefix + base)) return true;
-      left.push(prefix + base);
-      refused?.(folder, prefix + base);
-      return false;
-    };
-    for (const [base, e] of Object.entries(c.files)) if (e.versions && ok(base)) all.push([prefix + base, e]);
-    for (const f of Object.keys(c.folders)) if (ok(f)) all.push([prefix + f + '/', null]);
-    all.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
-    if (at && got) this.repo.catalogs.set(at, got.tag, got.body.length, { entries: all, refused: left });
-    return all;
+  // ---- listing (listing.ts) -------------------------------------------------------------------
+
+  /** One page of a folder's listing (`Listing.listFolder`). */
+  listFolder(folder: string, cursor?: string, limit?: number, refused?: Refused): Promise<{ files: FileInfo[]; folders: string[]; next: string | null }> {
+    return this.listing.listFolder(folder, cursor, limit, refused);
   }
 
-  /**
-   * Rebuilds the damaged catalog of `folder` from the file heads under it (one listing of their
-   * keys, a read of each) and the catalogs of its subfolders, as gc's repair does
-   * (catalog.ts `repairCatalog`, by compare-and-swap, merged by `seq`), and returns it. A file
-   * head that cannot be read or parsed fails the rebuild (and so the listing): a file left out
-   * would read as deleted to a syncing device. The rebuilt catalog loses its own `kept` mark
-   * (as gc's rebuild does).
-   */
-  private async rebuildCatalog(folder: string): Promise<Catalog> {
-    const prefix = folder ? folder + '/' : '';
-    // the keys of every name under `prefix` share the encoding of `prefix` (keys.ts: encoded
-    // bytes cut into components; the leaf suffix is dropped for a prefix)
-    const under = (kind: string) => `${nsPrefix(this.user)}${kind}/${prefix ? encodeName(prefix).slice(0, -2) : ''}`;
-    const files = new Map<string, CatalogEntry>();
-    const folders = new Set<string>();
-    for await (const e of this.backend.list(under('files'))) {
-      const { name } = parseNsKey(e.key);
-      if (name === null || !name.startsWith(prefix)) continue;
-      const got = await this.backend.getHead(e.key);
-      if (!got) continue;
-      const head = parseFileHead(got.body, e.key);
-      const rest = name.slice(prefix.length);
-      const k = rest.indexOf('/');
-      if (k < 0) files.set(rest, entryOf(head));
-      else if (head.versions.length) folders.add(rest.slice(0, k));
-    }
-    // kept (empty) subfolders: their own catalogs say so (a damaged one says nothing: a
-    // subfolder with a file is known from the heads, and its own listing rebuilds it)
-    for await (const e of this.backend.list(under('folders'))) {
-      const { name } = parseNsKey(e.key);
-      if (name === null || !name.startsWith(prefix) || name === folder) continue;
-      let sub: Catalog;
-      try {
-        sub = parseCatalog((await this.backend.getHead(e.key))?.body ?? null, e.key);
-      } catch (err) {
-        if (err instanceof DamageError) continue;
-        throw err;
-      }
-      const lists = sub.kept || Object.keys(sub.folders).length || Object.values(sub.files).some((f) => f.versions > 0);
-      if (lists && !sub.gone) folders.add(name.slice(prefix.length).split('/')[0]);
-    }
-    await repairCatalog(this.backend, this.user, folder, files, folders);
-    return readCatalog(this.backend, this.user, folder);
+  /** Every folder under `folder` with its own files and subfolders (`Listing.folderRecords`). */
+  folderRecords(folder?: string, refused?: Refused): Promise<FolderRecord[]> {
+    return this.listing.folderRecords(folder, refused);
   }
 
-  /**
-   * One page of a folder's listing (one catalog read): its files and subfolders in name order
-   * after `cursor`, at most `limit` together, and the cursor of the next page (null: the last).
-   * `folder` is '' for the top or a folder name without a trailing '/'. `refused`: told each
-   * stored name left out (`folderEntries`).
-   */
-  async listFolder(folder: string, cursor = '', limit = 1000, refused?: Refused): Promise<{ files: FileInfo[]; folders: string[]; next: string | null }> {
-    const all = await this.folderEntries(folder, refused);
-    const page = all.filter(([n]) => n > cursor).slice(0, limit);
-    const more = page.length > 0 && page[page.length - 1][0] < all[all.length - 1][0];
-    return {
-      files: page.flatMap(([name, e]) => (e ? [fileInfo(name, e)] : [])),
-      folders: page.flatMap(([n, e]) => (e ? [] : [n])),
-      next: more ? page[page.length - 1][0] : null,
-    };
-  }
-
-  /** Visits every file and subfolder (its name ending in '/', before what it holds) under
-   *  `folder` ('' for all) in name order: one catalog read per folder. A catalog that cannot
-   *  be read fails the walk (`folderEntries`). */
-  private async walk(folder: string, visit: (name: string, e: CatalogEntry | null) => void, refused?: Refused): Promise<void> {
-    const tree = await this.catalogTree(folder, refused);
-    const go = (f: string) => {
-      for (const [name, e] of tree.get(f)!) {
-        visit(name, e);
-        if (!e) go(name.slice(0, -1));
-      }
-    };
-    go(folder);
-  }
-
-  /**
-   * The entries of every folder under `folder` (`folderEntries`), by folder, read with
-   * CATALOG_READS catalogs in flight: a walk of thousands of folders waits on the backend (a
-   * GET each on S3, a readdir and a read on a directory), not on this process. The catalogs
-   * are listed first (one listing: their tags, sizes and times), and only those this process
-   * has not read under the entry listed are read (repo.ts `catalogs`): a walk over an unchanged
-   * tree reads no catalog. The first failed read fails the walk.
-   */
-  private async catalogTree(folder: string, refused?: Refused): Promise<Map<string, [string, CatalogEntry | null][]>> {
-    const listed = new Map<string, ListEntry>();
-    for await (const e of this.backend.list(catalogsPrefix(this.user, folder))) if (e.tag !== undefined) listed.set(e.key, e);
-    const tree = new Map<string, [string, CatalogEntry | null][]>();
-    const pending = [folder];
-    let active = 0;
-    let failed = false;
-    return new Promise((resolve, reject) => {
-      const pump = () => {
-        if (failed) return;
-        if (!pending.length && !active) return resolve(tree);
-        while (active < CATALOG_READS && pending.length) {
-          const f = pending.pop()!;
-          active++;
-          this.folderEntries(f, refused, listed.get(catalogKey(this.user, f))).then(
-            (entries) => {
-              tree.set(f, entries);
-              for (const [name, e] of entries) if (!e) pending.push(name.slice(0, -1));
-              active--;
-              pump();
-            },
-            (e) => {
-              failed = true;
-              reject(e);
-            },
-          );
-        }
-      };
-      pump();
-    });
-  }
-
-  /**
-   * Every folder under `folder` ('' for all) with its own files and subfolders, as listed
-   * (`folderEntries`): one catalog read per folder, parents before their subfolders. A
-   * folder's name is '' for the top, else it ends in '/'. The listing's changes answer
-   * (files-api.ts) compares them folder by folder.
-   */
-  async folderRecords(folder = '', refused?: Refused): Promise<FolderRecord[]> {
-    const tree = await this.catalogTree(folder, refused);
-    const out: FolderRecord[] = [];
-    const visit = (f: string) => {
-      const rec = recordOf(f ? f + '/' : '', tree.get(f)!);
-      out.push(rec);
-      for (const sub of rec.folders) visit(sub.slice(0, -1));
-    };
-    visit(folder);
-    return out;
-  }
-
-  /** One page of the files whose path contains `query` (store/search.ts). */
+  /** One page of the files whose path contains `query` (`Listing.search`). */
   search(query: string, cursor: string, limit: number, maxFolders: number, refused?: Refused): Promise<SearchPage> {
-    return searchNames((f) => this.folderEntries(f, refused), query, cursor, limit, maxFolders);
+    return this.listing.search(query, cursor, limit, maxFolders, refused);
+  }
+
+  /** Every file and every subfolder under `folder` (`Listing.tree`). */
+  tree(folder?: string, refused?: Refused): Promise<{ files: FileInfo[]; folders: string[] }> {
+    return this.listing.tree(folder, refused);
   }
 
   /** Every file with at least one version under `folder` ('' for all), by name. */
   async list(folder = ''): Promise<FileInfo[]> {
-    return (await this.tree(folder)).files;
-  }
-
-  /** Every file and every subfolder (full names ending in '/', parents first) under `folder`,
-   *  in one walk of the catalogs; fails when any catalog cannot be read. */
-  async tree(folder = '', refused?: Refused): Promise<{ files: FileInfo[]; folders: string[] }> {
-    const files: FileInfo[] = [];
-    const folders: string[] = [];
-    await this.walk(folder, (name, e) => (e ? files.push(fileInfo(name, e)) : folders.push(name)), refused);
-    return { files, folders };
+    return (await this.listing.tree(folder)).files;
   }
 
   // ---- folders (catalog.ts: a folder is listed while it holds something or is kept) ---------
-
-  /** Every subfolder under `folder` ('' for all), full names ending in '/', parents before
-   *  their subfolders. */
-  async subfolders(folder = ''): Promise<string[]> {
-    return (await this.tree(folder)).folders;
-  }
 
   /** Whether `folder` is listed: linked into its parent's catalog. */
   async folderExists(folder: string): Promise<boolean> {
@@ -420,7 +195,7 @@ export class Store {
    */
   async removeFolder(folder: string, o: { emptyOnly?: boolean } = {}): Promise<string[]> {
     if (!(await this.folderExists(folder))) throw new ProtocolError(ErrorCode.NotFound, `no folder ${folder}/`);
-    const { files, folders } = await this.tree(folder);
+    const { files, folders } = await this.listing.tree(folder);
     // emptyOnly (the sync engine's rmdir): a folder that holds a file is refused, and no file
     // is ever removed; a file landing after this look relinks the folder (pruning is safe
     // against writers, catalog.ts), so nothing another device writes meanwhile is lost
@@ -571,44 +346,10 @@ export class Store {
     return mayHoldUploads(head) && holdsUpload(this.backend, uploadsKey(this.user, name), `${basisVersion}:`);
   }
 
-  /** The stored file most similar to a target with these chunk FastFps, if any is similar enough. */
-  async similar(fastfps: Uint32Array): Promise<{ name: string; version: number } | null> {
-    if (fastfps.length < MIN_SHARED) return null;
-    if (!this.traits || Date.now() - this.traits.at > TRAITS_REFRESH_MS) {
-      const old = this.traits?.map;
-      const map = new Map<string, { index: string; traits: Uint32Array }>();
-      const latest: [string, string][] = [];
-      try {
-        await this.walk('', (name, e) => e?.index && latest.push([name, e.index]));
-      } catch {
-        return null; // a catalog that cannot be read now: this push goes without a similar basis
-      }
-      for (const [name, index] of latest) {
-        const had = old?.get(name);
-        if (had?.index === index) map.set(name, had);
-        else {
-          try {
-            map.set(name, { index, traits: traitsOf((await this.repo.readIndex(index, name)).index.fastfps) });
-          } catch {
-            // a damaged index is no basis; it breaks nothing else
-          }
-        }
-      }
-      this.traits = { at: Date.now(), map };
-    }
-    const want = traitsOf(fastfps);
-    let best: string | null = null;
-    let bestShared = MIN_SHARED - 1;
-    for (const [name, t] of this.traits.map) {
-      const n = sharedTraits(want, t.traits);
-      if (n > bestShared) {
-        bestShared = n;
-        best = name;
-      }
-    }
-    // the file's latest version now (the traits may be of an earlier one: still a good basis)
-    const version = best ? await this.latest(best) : 0;
-    return best && version ? { name: best, version } : null;
+  /** The stored file most similar to a target with these chunk FastFps, if any is similar
+   *  enough (similarity.ts `SimilarFiles`). */
+  similar(fastfps: Uint32Array): Promise<{ name: string; version: number } | null> {
+    return this.similarFiles.similar(fastfps);
   }
 
   /**
@@ -630,115 +371,30 @@ export class Store {
 
   /** Records the similarity traits of `name`'s new latest version (its index `id`). */
   noteTraits(name: string, id: string, fastfps: Uint32Array): void {
-    this.traits?.map.set(name, { index: id, traits: traitsOf(fastfps) });
+    this.similarFiles.note(name, id, fastfps);
   }
 
-  // ---- metadata changes (no bytes move) -----------------------------------------------------
+  // ---- a file's history (history.ts: no bytes move) --------------------------------------------
 
-  /** Removes one version, or the whole file (every version). Its version numbers are never
-   *  reused. Returns the versions removed. `latest` (compare-and-swap): only while the file's
-   *  latest version is that one, checked in the swap (StaleBasis otherwise). */
-  async remove(name: string, version?: number, latest?: number): Promise<number[]> {
-    return this.changeHead(name, (h) => {
-      const vs = h?.versions ?? [];
-      const last = vs[vs.length - 1]?.version;
-      if (latest !== undefined && last !== undefined && last !== latest) throw stale(name, last, latest);
-      const gone = version === undefined ? vs : vs.filter((v) => v.version === version);
-      if (!gone.length) throw version === undefined ? new ProtocolError(ErrorCode.NotFound, `${name} does not exist`) : noVersion(name, version);
-      return { head: { ...h!, versions: vs.filter((v) => !gone.includes(v)) }, result: gone.map((v) => v.version) };
-    });
+  /** Removes one version, or the whole file (`removeVersions`); returns the versions removed. */
+  remove(name: string, version?: number, latest?: number): Promise<number[]> {
+    return removeVersions(this, name, version, latest);
   }
 
-  /** Applies retention (keepVersions, keepDays) to `name`; returns how many versions went. */
-  async retain(name: string): Promise<number> {
-    return this.changeHead(name, (h) => {
-      const kept = h ? applyRetention(h.versions, this.repo.settings) : [];
-      if (!h || kept.length === h.versions.length) return { head: null, result: 0 };
-      return { head: { ...h, versions: kept }, result: h.versions.length - kept.length };
-    });
+  /** Applies retention to `name` (`retainVersions`); returns how many versions went. */
+  retain(name: string): Promise<number> {
+    return retainVersions(this, name);
   }
 
-  /** Adds a new version of `name` with the bytes of `version` (the same index). */
-  async restore(name: string, version: number): Promise<number> {
-    // a new version is built from bytes verified for it: the old version's, and its index
-    const { source } = await this.openBasis(name, version);
-    if (!(await this.repo.indexIntact(source.id!))) throw new ProtocolError(ErrorCode.Internal, `damaged store: ${name} version ${version}: its index ${source.id} does not match its hash`);
-    // the entries this restore's attempts tried: one whose swap landed though its answer said
-    // otherwise (an SDK retry refused after its first attempt landed) is found, and confirmed
-    const tried: VersionEntry[] = [];
-    let refs: Refs | null = null;
-    return this.changeHead(name, async (h) => {
-      const landed = h?.versions.find((v) => tried.some((t) => sameVersion(v, t)));
-      if (landed) return { head: null, result: landed.version, adds: { entries: [landed], refs: refs!, ours: true } };
-      const old = h?.versions.find((v) => v.version === version);
-      if (!h || !old) throw noVersion(name, version);
-      const entry: VersionEntry = { ...old, version: h.next, mtime: new Date().toISOString(), change: 0, restoredFrom: version };
-      tried.push(entry);
-      refs ??= await this.refsOf([old]);
-      const adds = { entries: [entry], refs, ours: true };
-      return { head: { ...h, next: h.next + 1, versions: applyRetention([...h.versions, entry], this.repo.settings) }, result: h.next, adds };
-    });
+  /** Adds a new version of `name` with the bytes of `version` (`restoreVersion`). */
+  restore(name: string, version: number): Promise<number> {
+    return restoreVersion(this, name, version);
   }
 
-  /**
-   * Moves every version of `from` to `to`, which must not exist (or have no versions left) and
-   * must not clash with a folder or file (`typeClash`): `to` gets them under new numbers (its
-   * own, never reused), then `from` is removed. A crash between the two leaves both names,
-   * never neither.
-   *
-   * `expect` (compare-and-swap: POST /api/files/move with `version`): the move happens only while the
-   * latest version of `from` is `expect`. It is checked in the swap that removes them from
-   * `from`, the one that decides the move: a version another device pushed to `from` before it
-   * refuses the move (StaleBasis) and `to`'s copy is withdrawn again, so that the pushed version
-   * stays where it was pushed and no name is left holding an unchecked copy; a version pushed
-   * after it finds `from` moved.
-   *
-   * Returns the number the latest version of `from` has at `to` (versions are renumbered
-   * there): what a client that moved a version it knows records as agreed.
-   */
-  async rename(from: string, to: string, expect?: number): Promise<number> {
-    const latestOf = (h: FileHead | null) => h?.versions[h.versions.length - 1]?.version ?? 0;
-    const check = (h: FileHead | null) => {
-      if (expect !== undefined && h?.versions.length && latestOf(h) !== expect) throw stale(from, latestOf(h), expect);
-    };
-    if (from === to) {
-      const h = await this.head(from);
-      if (!h?.versions.length) throw new ProtocolError(ErrorCode.NotFound, `${from} does not exist`);
-      check(h);
-      return latestOf(h);
-    }
-    const src = await this.head(from);
-    if (!src?.versions.length) throw new ProtocolError(ErrorCode.NotFound, `${from} does not exist`);
-    check(src);
-    const refs = await this.refsOf(src.versions);
-    let copied: VersionEntry[] = [];
-    await this.changeHead(to, async (h) => {
-      if (h?.versions.length) throw new ProtocolError(ErrorCode.Inconsistent, `${to} exists`);
-      const clash = await this.typeClash(to, 'file');
-      if (clash) throw new ProtocolError(ErrorCode.Inconsistent, clash);
-      let next = h?.next ?? 1;
-      const versions = src.versions.map((v) => ({ ...v, version: next++ }));
-      renumberRestored(src.versions, versions);
-      copied = versions;
-      return { head: { ...carryMark(h), name: to, next, versions }, result: undefined, adds: { entries: versions, refs, ours: true } };
-    });
-    try {
-      await this.changeHead(from, (h) => {
-        if (!h?.versions.length) throw new ProtocolError(ErrorCode.NotFound, `${from} does not exist`);
-        check(h);
-        return { head: { ...h, versions: h.versions.filter((v) => !src.versions.some((s) => s.version === v.version)) }, result: undefined };
-      });
-    } catch (e) {
-      // refused (the latest moved on, or `from` went meanwhile): the copy goes again; a store
-      // failure leaves both names, never neither
-      if (!(e instanceof ProtocolError && (e.code === ErrorCode.StaleBasis || e.code === ErrorCode.NotFound))) throw e;
-      await this.changeHead(to, (h) => {
-        const versions = h?.versions.filter((v) => !copied.some((c) => sameVersion(v, c))) ?? [];
-        return { head: h && versions.length !== h.versions.length ? { ...h, versions } : null, result: undefined };
-      });
-      throw e;
-    }
-    return copied[copied.length - 1].version;
+  /** Moves every version of `from` to `to` (`renameFile`); returns the number the latest
+   *  version of `from` has at `to`. */
+  rename(from: string, to: string, expect?: number): Promise<number> {
+    return renameFile(this, from, to, expect);
   }
 
   /**
@@ -768,7 +424,7 @@ export class Store {
       lists = !!c.kept || Object.keys(c.folders).length > 0 || Object.values(c.files).some((e) => e.versions > 0);
     } catch (e) {
       if (!(e instanceof DamageError)) throw e;
-      lists = (await this.folderEntries(name)).length > 0;
+      lists = (await this.listing.folderEntries(name)).length > 0;
     }
     return lists ? `${name} is a folder` : null;
   }
