@@ -24,7 +24,9 @@
  *       warm-up pair first, and writes bench/results/vault-cli.md and .json;
  *   node --import tsx bench/vault-cli.ts --serve-only [--runs 5] [--dir DIR]
  *       prepares, prints the pairs' commands and keeps the server up until interrupted, for
- *       timing them with another tool (`/usr/bin/time -v sh DIR/next.sh vault first 32`).
+ *       timing them with another tool (`/usr/bin/time -v sh DIR/next.sh vault first 32`);
+ *       `DSYNC_BIN=OTHER/bin/dsync.mjs sh DIR/next.sh …` runs another build's CLI on the same
+ *       server and files, for two builds timed in turn.
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
