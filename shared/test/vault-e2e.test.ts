@@ -276,69 +276,6 @@ test('an empty file and a one-byte file', async () => {
   await assert.rejects(pulled(other, 'none'), /has no file "none"/);
 });
 
-test("a push's manifest goes up while its chunks' pack is on the wire, its head only once every pack is stored; a failed pack writes no head and its chunk is sealed again", async () => {
-  const real = remote();
-  const { vault } = await createVault(real, PASS, memoryHeads(), LIGHT);
-  // the first pack upload of a push (a file of one chunk: its chunk's pack) is held, after the
-  // real store, until another pack's upload begins or for HOLD_MS: a push that writes its
-  // manifest only once its chunks' packs are stored waits the hold out instead
-  const HOLD_MS = 10_000;
-  const stored = new Set<string>();
-  let first = true;
-  let started = 0;
-  let hold: (() => void) | null = null;
-  let overlapped = false;
-  let failFirst = false;
-  let headSaw: { named: string[]; stored: Set<string> } | null = null;
-  const gated = hostile(real, {
-    async putPack(id, pack, bytes) {
-      const mine = ++started;
-      hold?.();
-      const isFirst = first;
-      first = false;
-      if (isFirst && failFirst) throw new Error('the test fails this upload');
-      await real.putPack(id, pack, bytes);
-      if (isFirst) {
-        overlapped = started > mine || await new Promise<boolean>((release) => {
-          const timer = setTimeout(() => release(false), HOLD_MS);
-          hold = () => {
-            hold = null;
-            clearTimeout(timer);
-            release(true);
-          };
-        });
-      }
-      stored.add(pack);
-    },
-    async putHead(id, body, counter, packs) {
-      headSaw = { named: packs, stored: new Set(stored) };
-      return real.putHead(id, body, counter, packs);
-    },
-  });
-  const v = await openVault(gated, vault.id, { passphrase: PASS }, memoryHeads());
-  const a = randomBytes(51, 1000);
-  const pushed = await v.push('a', bufferSource(a), 1);
-  assert.equal(pushed.chunks, 1);
-  assert.ok(overlapped, "the manifest's pack went up while the chunk's pack was still on the wire");
-  const saw = headSaw as { named: string[]; stored: Set<string> } | null;
-  assert.ok(saw && saw.named.length >= 3 && saw.named.every((p) => saw.stored.has(p)), 'every pack the head names was stored before it was sent');
-  assert.ok(same((await pulled(vault, 'a')).bytes, a));
-
-  // the chunk's pack of the next push fails: no head, and the same device's next push seals
-  // the chunk again rather than naming a pack the vault never stored
-  const counter = (await real.head(vault.id))!.counter;
-  const b = randomBytes(52, 1000);
-  first = true;
-  failFirst = true;
-  await assert.rejects(v.push('b', bufferSource(b), 2), /the test fails this upload/);
-  assert.equal((await real.head(vault.id))!.counter, counter, 'no head written');
-  failFirst = false;
-  first = false;
-  const again = await v.push('b', bufferSource(b), 3);
-  assert.equal(again.reused, 0, "the chunk of the failed push is not taken as the vault's");
-  assert.ok(same((await pulled(vault, 'b')).bytes, b));
-});
-
 // ---------------------------------------------------------------------------------------------
 // A device's cache of list pieces (docs/vaults.md, "Push and pull")
 

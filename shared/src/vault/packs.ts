@@ -23,22 +23,20 @@ function randomFill(out: Uint8Array): void {
 /** Full packs uploading at once while the next ones fill: sealing goes on while a pack is on the
  *  wire (awaited one by one, a page's push spent 8 of 19 s waiting for them). A PUT takes the
  *  server some 0.4 s on a loaded machine, most of it its fsync (bench/results/vault-packs.md),
- *  which PUTs at once share. Three, not more: a server whose thread is saturated admits two
+ *  which PUTs at once share (with two at once, a page's 256 MiB push spent most of its time
+ *  waiting for them: bench/results/vault-page.md). Three, not more: a server whose thread is saturated admits two
  *  file requests at once (server/src/http/guard.ts `Admission`) and refuses the others as busy,
  *  each sent whole and then sent again after a second or more; with six at once a 256 MiB
- *  CLI push under load spent a fifth more time and CPU (bench/results/vault-cli.md). */
+ *  CLI push under load took a fifth more time and CPU (bench/results/vault-cli.md). */
 const PACKS_IN_FLIGHT = 3;
 
 const RANDOM_SLOTS = 1024;
 
 export class PackWriter {
   private open: OpenPack[] = [];
-  /** uploads of closed packs under way (each also handled at once, so that a failure waits for
-   *  the next `place`, `close`, `flush` or `settle`, never unhandled) */
+  /** uploads of full packs under way (each also handled at once, so that a failure waits for
+   *  the next `add` or `flush` to be thrown, never unhandled) */
   private flying: Promise<void>[] = [];
-  /** packs whose upload failed, and the first failure */
-  private failed: OpenPack[] = [];
-  private failure: unknown = null;
   /** bytes and packs uploaded (padded) */
   bytes = 0;
   packs = 0;
@@ -53,8 +51,8 @@ export class PackWriter {
     private readonly o: { target?: number; open?: number; uploaded?: (kind: KindCode, r: Ref, sealed: Uint8Array) => Promise<void> } = {},
   ) {}
 
-  /** Seals `plain` and places it in an open pack. The Ref's pack is '' until its pack is
-   *  closed (full, `close` or `flush`). */
+  /** Seals `plain` and places it in an open pack. The Ref's pack is '' until `flush` (or a
+   *  full pack) uploads it. */
   async add(kind: KindCode, id: Uint8Array, plain: Uint8Array): Promise<Ref> {
     return this.place(kind, id, await sealChunk(this.k, kind, id, plain));
   }
@@ -76,39 +74,22 @@ export class PackWriter {
     this.chunks++;
     if (p.size >= (this.o.target ?? VAULT_PACK_TARGET)) {
       this.open.splice(at, 1);
-      await this.launch(p);
+      if (this.flying.length >= PACKS_IN_FLIGHT) await this.flying.shift();
+      const up = this.upload(p);
+      up.catch(() => {});
+      this.flying.push(up);
     }
     return ref;
   }
 
-  /**
-   * Closes every open pack: each is padded and hashed, its Refs name it from then on, and its
-   * upload starts (at most PACKS_IN_FLIGHT at once). Nothing waits for the uploads, so lists
-   * that name these packs (a manifest, the tree) are written while they are on the wire; only a
-   * head must wait for them (`flush`). An upload that failed so far is thrown.
-   */
-  async close(): Promise<void> {
-    this.check();
-    for (const p of this.open.splice(0)) await this.launch(p);
-  }
-
-  /** `close`, then waits for every upload: afterwards every Ref handed out names a stored
-   *  pack, or the first failed upload is thrown (the Refs of the packs not stored name none:
-   *  `settle`). */
+  /** Uploads every open pack and waits for those under way: afterwards every Ref handed out
+   *  names its pack, or the first failed upload is thrown. */
   async flush(): Promise<void> {
-    await this.close().finally(() => this.settle());
-    this.check();
-  }
-
-  /** Waits for the uploads under way, failed or not, without closing the open packs (a write
-   *  that failed); the Refs of a pack whose upload failed name no pack ('') again. */
-  async settle(): Promise<void> {
-    await Promise.allSettled(this.flying.splice(0));
-    for (const p of this.failed.splice(0)) for (const r of p.refs) r.pack = '';
-  }
-
-  private check(): void {
-    if (this.failure) throw this.failure;
+    const open = this.open;
+    this.open = [];
+    const all = [...this.flying.splice(0), ...open.map((p) => this.upload(p))];
+    const settled = await Promise.allSettled(all);
+    for (const r of settled) if (r.status === 'rejected') throw r.reason;
   }
 
   /** Random numbers for placing chunks, drawn RANDOM_SLOTS at a time (one getRandomValues a
@@ -121,10 +102,7 @@ export class PackWriter {
     return x;
   }
 
-  /** Pads and hashes a closed pack, names it in its Refs and starts its upload, once fewer
-   *  than PACKS_IN_FLIGHT are under way. */
-  private async launch(p: OpenPack): Promise<void> {
-    if (this.flying.length >= PACKS_IN_FLIGHT) await this.flying.shift();
+  private async upload(p: OpenPack): Promise<void> {
     // the sealed chunks, then random bytes up to PADME (only the padding drawn: a pack's worth
     // of getRandomValues costs as much as sealing it)
     const body = new Uint8Array(padme(p.size));
@@ -136,23 +114,9 @@ export class PackWriter {
     randomFill(body.subarray(at));
     // WebCrypto's SHA-256: native, some 5× @noble/hashes' on a 4 MiB pack in Node
     const id = hex(new Uint8Array(await globalThis.crypto.subtle.digest('SHA-256', body)));
+    await this.remote.putPack(this.k.id, id, body);
     for (const r of p.refs) r.pack = id;
-    const up = this.upload(p, id, body);
-    up.catch(() => {});
-    this.flying.push(up);
-  }
-
-  private async upload(p: OpenPack, id: string, body: Uint8Array): Promise<void> {
-    let stored = false;
-    try {
-      await this.remote.putPack(this.k.id, id, body);
-      stored = true;
-      if (this.o.uploaded) for (let i = 0; i < p.refs.length; i++) await this.o.uploaded(p.kinds[i], p.refs[i], p.parts[i]);
-    } catch (e) {
-      if (!stored) this.failed.push(p);
-      this.failure ??= e;
-      throw e;
-    }
+    if (this.o.uploaded) for (let i = 0; i < p.refs.length; i++) await this.o.uploaded(p.kinds[i], p.refs[i], p.parts[i]);
     this.bytes += body.length;
     this.packs++;
   }

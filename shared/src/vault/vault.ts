@@ -381,14 +381,13 @@ export class Vault {
     return { name, deleted: f.deleted, keep: tree.keep, versions: f.versions.map(({ n, size, mtime, pushed, device }) => ({ n, size, mtime, pushed, device })) };
   }
 
-  /** Runs `fn` with a PackWriter; chunks it sealed but never uploaded (a failed write: once
-   *  the uploads under way ended) are forgotten, as they are not the vault's. */
+  /** Runs `fn` with a PackWriter; chunks it sealed but never uploaded (a failed write) are
+   *  forgotten, as they are not the vault's. */
   private async writing<T>(fn: (packs: PackWriter) => Promise<T>): Promise<T> {
     const packs = new PackWriter(this.remote, this.keys, { uploaded: async (kind, r, sealed) => void (kind === Kind.List && (await this.cache.put(hex(r.id), sealed))) });
     try {
       return await fn(packs);
     } finally {
-      await packs.settle();
       for (const [k, r] of this.index) if (!r.pack) this.index.delete(k);
     }
   }
@@ -455,7 +454,7 @@ export class Vault {
         }
         files[k] = file;
       }
-      await packs.close(); // the tree names the manifests' packs (stored before the head: `commit`)
+      await packs.flush(); // the tree names the manifests' packs
       let tree: Tree | null = null;
       for (const [k, v] of versions.entries()) {
         if (!files[k]) continue;
@@ -544,7 +543,7 @@ export class Vault {
         made.push({ name: names[k], refs: c.refs, size: c.size, root: c.root, mtime: items[k].mtime, order: previous.get(k)?.packs ?? [], expect: items[k].expect });
         chunked.push({ reused: c.reused, chunks: c.refs.length });
       }
-      await packs.close(); // the manifests name the chunks' packs (stored before the head: `commit`)
+      await packs.flush();
       const { seq, landed } = await this.landVersions(packs, s, made);
       go.forEach((k, i) => {
         const l = landed[i];
