@@ -24,7 +24,9 @@
  *       warm-up pair first, and writes bench/results/vault-cli.md and .json;
  *   node --import tsx bench/vault-cli.ts --serve-only [--runs 5] [--dir DIR]
  *       prepares, prints the pairs' commands and keeps the server up until interrupted, for
- *       timing them with another tool (`/usr/bin/time -v sh DIR/next.sh vault first 32`).
+ *       timing them with another tool (`/usr/bin/time -v sh DIR/next.sh vault first 32`);
+ *       `DSYNC_BIN=OTHER/bin/dsync.mjs sh DIR/next.sh …` runs another build's CLI on the same
+ *       server and files, for two builds timed in turn.
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -95,22 +97,24 @@ try {
     path.join(dir, 'next.sh'),
     `#!/bin/sh
 # next.sh vault|plain first|edit|pull MIB: the next prepared push of that case (a counter per
-# case), or the pull of pull-MIB.bin into out-KIND-MIB.bin (removed first)
+# case), or the pull of pull-MIB.bin into out-KIND-MIB.bin (removed first); $DSYNC_BIN: another
+# build's bin/dsync.mjs to run (two builds timed in turn against the same server and files)
 set -e
 d=${JSON.stringify(dir)}
+DSYNC_BIN="\${DSYNC_BIN:-${DSYNC}}"
 export XDG_CONFIG_HOME="$d/config" DSYNC_CACHE_DIR="$d/cache" DSYNC_SERVER=${JSON.stringify(server.url)}
 if [ "$2" = pull ]; then
   o="$d/out-$1-$3.bin"; rm -f "$o"
-  if [ "$1" = vault ]; then exec ${JSON.stringify(process.execPath)} ${JSON.stringify(DSYNC)} pull "pull-$3.bin" --out "$o" --vault ${id} --recovery-key-file "$d/recovery-key" --json
-  else exec ${JSON.stringify(process.execPath)} ${JSON.stringify(DSYNC)} pull "pull-$3.bin" --out "$o" --json; fi
+  if [ "$1" = vault ]; then exec ${JSON.stringify(process.execPath)} "$DSYNC_BIN" pull "pull-$3.bin" --out "$o" --vault ${id} --recovery-key-file "$d/recovery-key" --json
+  else exec ${JSON.stringify(process.execPath)} "$DSYNC_BIN" pull "pull-$3.bin" --out "$o" --json; fi
 fi
 c="$d/count-$1-$2-$3"
 n=$(cat "$c" 2>/dev/null || echo 0)
 echo $((n + 1)) > "$c"
 if [ "$2" = first ]; then f="$d/first-$3-$1-$n.bin"; name="first-$3-$n.bin"; else f="$d/edit-$3-$n.bin"; name="edit-$3.bin"; fi
 [ -f "$f" ] || { echo "no file $f: prepare more runs" >&2; exit 3; }
-if [ "$1" = vault ]; then exec ${JSON.stringify(process.execPath)} ${JSON.stringify(DSYNC)} push "$f" --name "$name" --vault ${id} --recovery-key-file "$d/recovery-key" --json
-else exec ${JSON.stringify(process.execPath)} ${JSON.stringify(DSYNC)} push "$f" --name "$name" --json; fi
+if [ "$1" = vault ]; then exec ${JSON.stringify(process.execPath)} "$DSYNC_BIN" push "$f" --name "$name" --vault ${id} --recovery-key-file "$d/recovery-key" --json
+else exec ${JSON.stringify(process.execPath)} "$DSYNC_BIN" push "$f" --name "$name" --json; fi
 `,
   );
   const unlock = (how: 'passphrase' | 'recovery') =>

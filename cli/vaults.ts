@@ -66,11 +66,16 @@ export function vaultCacheDir(id: string, env = process.env): string {
   return path.join(root, 'vaults', id);
 }
 
+/** What a trim of a piece cache leaves of its cap: a trim reads every entry's stat (some 30 000
+ *  at the cap), so the next one is a quarter of the cap of pieces away, not one piece (a full
+ *  cache then cost a 256 MiB push minutes of stats: bench/results/vault-cli.md). */
+const TRIM_TO = 3 / 4;
+
 /** A vault's PieceCache in `dir`: one file per piece, named by its chunk id, written whole then
- *  renamed; beyond `cap` bytes the least recently used are deleted. The vault opens and checks
- *  every entry as if fetched, so a damaged one costs a fetch; a cache that cannot be read or
- *  written costs the same. */
-function dirPieceCache(dir: string, cap = VAULT_PIECE_CACHE_MAX): PieceCache {
+ *  renamed; beyond `cap` bytes the least recently used are deleted, down to TRIM_TO of it. The
+ *  vault opens and checks every entry as if fetched, so a damaged one costs a fetch; a cache
+ *  that cannot be read or written costs the same. */
+export function dirPieceCache(dir: string, cap = VAULT_PIECE_CACHE_MAX): PieceCache {
   const file = (id: string) => {
     if (!/^[0-9a-f]{64}$/.test(id)) throw new RangeError(`bad piece id ${JSON.stringify(id)}`);
     return path.join(dir, id);
@@ -83,9 +88,10 @@ function dirPieceCache(dir: string, cap = VAULT_PIECE_CACHE_MAX): PieceCache {
       if (st?.isFile()) entries.push({ name, size: st.size, used: st.mtimeMs });
     }
     total = entries.reduce((n, e) => n + e.size, 0);
+    if (total <= cap) return;
     entries.sort((a, b) => a.used - b.used);
     for (const e of entries) {
-      if (total <= cap) break;
+      if (total <= cap * TRIM_TO) break;
       await rm(path.join(dir, e.name), { force: true });
       total -= e.size;
     }

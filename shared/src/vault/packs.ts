@@ -23,9 +23,12 @@ function randomFill(out: Uint8Array): void {
 /** Full packs uploading at once while the next ones fill: sealing goes on while a pack is on the
  *  wire (awaited one by one, a page's push spent 8 of 19 s waiting for them). A PUT takes the
  *  server some 0.4 s on a loaded machine, most of it its fsync (bench/results/vault-packs.md),
- *  which PUTs at once share: with two at once, a 256 MiB push (64 packs) spent most of its
- *  time waiting for them (bench/results/vault-page.md). */
-const PACKS_IN_FLIGHT = 6;
+ *  which PUTs at once share (with two at once, a page's 256 MiB push spent most of its time
+ *  waiting for them: bench/results/vault-page.md). Three, not more: a server whose thread is saturated admits two
+ *  file requests at once (server/src/http/guard.ts `Admission`) and refuses the others as busy,
+ *  each sent whole and then sent again after a second or more; with six at once a 256 MiB
+ *  CLI push under load took a fifth more time and CPU (bench/results/vault-cli.md). */
+const PACKS_IN_FLIGHT = 3;
 
 const RANDOM_SLOTS = 1024;
 
