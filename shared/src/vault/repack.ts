@@ -14,7 +14,6 @@
 import { sha256 } from '@noble/hashes/sha2';
 import { VAULT_PRUNE_MAX_UNUSED } from '../base/limits.ts';
 import { Kind, type KindCode, type ManifestTable, type Ref, type Tree, type Version, VaultError, encodeManifest, hex, packsOf, padme } from './format.ts';
-import type { PackWriter } from './packs.ts';
 import { packsInUse } from './tree.ts';
 import { type State, type Vault, type VaultInner, refKey } from './vault.ts';
 

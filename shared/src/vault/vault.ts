@@ -41,7 +41,7 @@ import { type PieceCache, memoryPieceCache } from './cache.ts';
 import { PackWriter } from './packs.ts';
 import { type FileCut, type RangeOpener, serialChunks } from './spans.ts';
 import type { VaultRemote } from './remote.ts';
-import { type Expect, type Seen, addVersion, applyAll, byName, checkExpect, deleteFile, emptyTree, fileFor, last, newFileId, packsInUse, purgeFile, renameFile, seen, seenAt, seenDeleted, setKeep } from './tree.ts';
+import { type Expect, type Seen, addVersion, applyAll, byName, checkExpect, deleteFile, emptyTree, fileFor, last, newFileId, packsInUse, purgeFile, renameFile, seenAt, seenDeleted, setKeep } from './tree.ts';
 
 /** The last head a device saw of a vault: its sequence and the SHA-256 of its body. */
 export interface SeenHead {
