@@ -142,35 +142,43 @@ test('a first sync of 1 000 small files is a handful of bulk requests and commit
   }
 });
 
+/** The real client's bulk transfers (ApiFolder.fetchMany and sendMany) against the real server,
+ *  for the server folder `proj`. */
+function bulkClient(s: { url: string; wsUrl: string }) {
+  class Bulk extends ApiFolder {
+    push(): never {
+      throw new Error('not here');
+    }
+    pull(): never {
+      throw new Error('not here');
+    }
+    read<T>(list: { path: string; version: number }[], write: (k: number, bytes: Uint8Array) => Promise<T>) {
+      return this.fetchMany(list, write);
+    }
+    write(files: { path: string; bytes: Uint8Array }[]) {
+      return this.sendMany(files.map((f) => ({ ...f, expect: 'absent' as const })));
+    }
+  }
+  return new Bulk({
+    call: () => Promise.reject(new Error('not here')),
+    statusOf: () => undefined,
+    folder: 'proj',
+    url: s.wsUrl,
+    WebSocket: WebSocket as never,
+    send: async (p, body, type) => {
+      const res = await fetch(s.url + p, { method: 'POST', body: new Blob(body as BlobPart[]), headers: { 'content-type': type } });
+      if (!res.ok) throw new Error(`${p}: HTTP ${res.status}`);
+      return res;
+    },
+  });
+}
+
 test('a bulk read writes its files a few at once while the answer streams on, not each after the one before', { timeout: 300_000 }, async () => {
   const s = await testServer({ 'max-load': '0' });
   try {
     const files = Array.from({ length: 16 }, (_, i) => ({ path: `f${i}.txt`, bytes: Buffer.from(`file ${i}\n`.repeat(50 + i)) }));
     for (const f of files) await pushBytes(s, `proj/${f.path}`, f.bytes);
-    /** the bulk read of the real client (ApiFolder.fetchMany) against the real server */
-    class Reader extends ApiFolder {
-      push(): never {
-        throw new Error('not here');
-      }
-      pull(): never {
-        throw new Error('not here');
-      }
-      read<T>(list: { path: string; version: number }[], write: (k: number, bytes: Uint8Array) => Promise<T>) {
-        return this.fetchMany(list, write);
-      }
-    }
-    const reader = new Reader({
-      call: () => Promise.reject(new Error('not here')),
-      statusOf: () => undefined,
-      folder: 'proj',
-      url: s.wsUrl,
-      WebSocket: WebSocket as never,
-      send: async (p, body, type) => {
-        const res = await fetch(s.url + p, { method: 'POST', body: new Blob(body as BlobPart[]), headers: { 'content-type': type } });
-        if (!res.ok) throw new Error(`${p}: HTTP ${res.status}`);
-        return res;
-      },
-    });
+    const reader = bulkClient(s);
     // the first file's write waits until another one starts (or, if none does, a while): a
     // reader that writes each file after the one before never has two open
     let open = 0;
@@ -200,30 +208,7 @@ test('a bulk read writes its files a few at once while the answer streams on, no
 test("a bulk upload's roots are chunked one file after another: 256 files of 200 KiB leave the wasm memory small", { timeout: 300_000 }, async () => {
   const s = await testServer({ 'max-load': '0' });
   try {
-    /** the bulk upload of the real client (ApiFolder.sendMany) against the real server */
-    class Writer extends ApiFolder {
-      push(): never {
-        throw new Error('not here');
-      }
-      pull(): never {
-        throw new Error('not here');
-      }
-      write(files: { path: string; bytes: Uint8Array }[]) {
-        return this.sendMany(files.map((f) => ({ ...f, expect: 'absent' as const })));
-      }
-    }
-    const writer = new Writer({
-      call: () => Promise.reject(new Error('not here')),
-      statusOf: () => undefined,
-      folder: 'proj',
-      url: s.wsUrl,
-      WebSocket: WebSocket as never,
-      send: async (p, body, type) => {
-        const res = await fetch(s.url + p, { method: 'POST', body: new Blob(body as BlobPart[]), headers: { 'content-type': type } });
-        if (!res.ok) throw new Error(`${p}: HTTP ${res.status}`);
-        return res;
-      },
-    });
+    const writer = bulkClient(s);
     const files = Array.from({ length: 256 }, (_, i) => ({ path: `f${i}.bin`, bytes: Buffer.alloc(200 << 10, i) }));
     const memory = wasm_memory() as WebAssembly.Memory;
     const before = memory.buffer.byteLength;
