@@ -5,6 +5,8 @@
  *   index/<2 hex>/<64 hex>                  a version index (SHA-256 of its body)
  *   ns/<user>/files/<encoded name>          a file head
  *   ns/<user>/uploads/<encoded name>        the interrupted uploads of a name (resume state)
+ *   ns/<user>/folders/<encoded folder>      a folder catalog (catalog.ts)
+ *   changed/<user>                          the namespace's change marker (catalog.ts markChanged)
  *   gc/state                                the garbage collector's head
  *   health/<32 hex>                         a server's health probe head (http/health.ts)
  *   journal/<32 hex>                        a head change's mark, until its catalog is noted (commit.ts)
