@@ -8,11 +8,12 @@
  *     [--roots CHECKOUT,CHECKOUT (default: this one)] [--out events-idle]
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { bannerOf } from '../harness/child.ts';
 import { ROOT, arg, log, machine, table, writeResults } from './lib/common.ts';
+import { processCpuMs } from './peers/measure.ts';
 
 const folders = Number(arg('--folders', '2000'));
 const seconds = Number(arg('--seconds', '20'));
@@ -20,13 +21,6 @@ const rounds = Number(arg('--rounds', '2'));
 const roots = arg('--roots', ROOT).split(',').map((r) => path.resolve(r));
 const out = arg('--out', 'events-idle');
 if (!(folders >= 1 && seconds > 0 && rounds >= 1)) throw new Error('--folders ≥ 1, --seconds > 0, --rounds ≥ 1');
-
-const TICK_MS = 10; // /proc/PID/stat counts in clock ticks of 10 ms (USER_HZ 100)
-const cpuMs = (pid: number) => {
-  const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) * TICK_MS;
-};
 
 const work = mkdtempSync(path.join(tmpdir(), 'dsync-events-idle-'));
 const rows: { root: string; round: number; cpuMs: number; perSecondMs: number; load: string }[] = [];
@@ -51,9 +45,9 @@ try {
         const res = await fetch(`${url}/api/events`, { signal: stream.signal });
         void res.body!.pipeTo(new WritableStream()).catch(() => {});
         await new Promise((r) => setTimeout(r, 2000)); // the stream's first poll
-        const c0 = cpuMs(server.pid!);
+        const c0 = processCpuMs(server.pid!);
         await new Promise((r) => setTimeout(r, seconds * 1000));
-        const used = cpuMs(server.pid!) - c0;
+        const used = Math.round(processCpuMs(server.pid!) - c0);
         stream.abort();
         const row = { root, round, cpuMs: used, perSecondMs: +(used / seconds).toFixed(1), load: loadavg()[0].toFixed(1) };
         log(JSON.stringify(row));

@@ -325,5 +325,4 @@ Run time: ${((performance.now() - t0) / 60_000).toFixed(1)} min; load average at
 `;
 console.log(md);
 // a profiled run's figures are the profiler's: printed, not kept as a result
-if (prof) process.exit(0);
-writeResults(out, 'Dsync side by side with rsync, Unison, rclone bisync and Syncthing (bench/peers)', mach, md, { scale, seed, saves, proxyRoundTrip: hop, tree: { small: tree.small.length, binaries: tree.binaries, bytes: tree.bytes }, versions, results, watch }, ONE_RUN);
+if (!prof) writeResults(out, 'Dsync side by side with rsync, Unison, rclone bisync and Syncthing (bench/peers)', mach, md, { scale, seed, saves, proxyRoundTrip: hop, tree: { small: tree.small.length, binaries: tree.binaries, bytes: tree.bytes }, versions, results, watch }, ONE_RUN);
