@@ -58,6 +58,9 @@ const fileRow = (name: string) => `[data-testid=file-row][data-name="${name}"]`;
 
 /** Opens the version history of the file row `name`. */
 async function openHistory(page: PageDriver, name: string) {
+  // the listing shows the row once it has read the folder again after the sync (a live event,
+  // at most every 300 ms): a click before then finds no row
+  await waitFor(page, `the row of ${name}`, (s) => !!document.querySelector(s), `${fileRow(name)} button[aria-expanded=false]`);
   await page.click(`${fileRow(name)} button[aria-expanded=false]`);
   await waitFor(page, `the versions of ${name}`, (s) => !!document.querySelector(s), `${fileRow(name)} [data-testid=version-row]`);
 }
