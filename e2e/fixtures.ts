@@ -103,6 +103,23 @@ export async function createVault(page: Page, url: string, passphrase: string): 
   return recoveryKey;
 }
 
+/** Argon2id takes seconds, more on a loaded machine: a derivation is waited for generously. */
+export const ARGON = { timeout: 120_000 };
+
+/** Unlocks vault `id` with `secret` in the open Vaults view; resolves once the attempt has ended
+ *  (unlocked or refused). The vault's row shows its Unlock button, or the passphrase form when an
+ *  attempt was refused; the listing is waited for before choosing (it loads after the view opens). */
+export async function unlockVault(page: Page, id: string, secret: string) {
+  const v = page.locator(`[data-testid=vault][data-id="${id}"]`);
+  const button = v.getByRole('button', { name: /^Unlock vault/ });
+  const field = v.getByRole('textbox', { name: 'Passphrase' });
+  await expect(button.or(field)).toBeVisible({ timeout: 60_000 });
+  if (await button.isVisible()) await button.click();
+  await field.fill(secret);
+  await v.getByRole('button', { name: 'Unlock', exact: true }).click();
+  await expect(page.getByText(/Checking the passphrase/)).toBeHidden(ARGON);
+}
+
 /**
  * Runs `prelude` (script text) in every worker the page starts, and every worker those start
  * (the sync worker, its hash and socket workers), before the worker's own script: each is

@@ -7,23 +7,11 @@ import { execFile } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import type { Page } from '@playwright/test';
 import { content } from './data.ts';
-import { createVault, expect, root, test } from './fixtures.ts';
+import { ARGON, createVault, expect, root, test, unlockVault } from './fixtures.ts';
 
 const OLD = 'correct horse battery staple';
 const NEW = 'a new passphrase for the page test';
-/** Argon2id takes seconds, more on a loaded machine: each derivation is waited for generously. */
-const ARGON = { timeout: 120_000 };
-
-/** Unlocks vault `id` with `secret`; resolves once the attempt has ended (unlocked or refused). */
-async function unlock(page: Page, id: string, secret: string) {
-  const v = page.locator(`[data-testid=vault][data-id="${id}"]`);
-  if (await v.getByRole('button', { name: /^Unlock vault/ }).isVisible()) await v.getByRole('button', { name: /^Unlock vault/ }).click();
-  await v.getByRole('textbox', { name: 'Passphrase' }).fill(secret);
-  await v.getByRole('button', { name: 'Unlock', exact: true }).click();
-  await expect(page.getByText(/Checking the passphrase/)).toBeHidden(ARGON);
-}
 
 /** `dsync vault ls ID` with `passphrase`: its exit code and output. */
 async function cliLs(url: string, dir: string, id: string, passphrase: string): Promise<{ code: number; out: string }> {
@@ -67,10 +55,10 @@ test('a vault\'s passphrase changed in the page: lock, the old one refused, the 
   // locked, the old passphrase no longer opens it; the new one does, with every file
   await page.getByRole('button', { name: 'Lock' }).click();
   await expect(vault).toHaveAttribute('data-state', 'locked');
-  await unlock(page, id, OLD);
+  await unlockVault(page, id, OLD);
   await expect(page.getByTestId('vault-error')).toHaveText('Wrong passphrase: it does not open this vault.');
   await expect(vault).toHaveAttribute('data-state', 'locked');
-  await unlock(page, id, NEW);
+  await unlockVault(page, id, NEW);
   await expect(vault).toHaveAttribute('data-state', 'unlocked');
   for (const [name, bytes] of Object.entries(files)) {
     const row = page.locator(`[data-testid=vault-file][data-name="${name}"]`);

@@ -17,25 +17,14 @@ import { promisify } from 'node:util';
 import type { Page } from '@playwright/test';
 import { pushBytes } from '../harness/helpers.ts';
 import { content } from './data.ts';
-import { createVault, expect, openPage, root, test } from './fixtures.ts';
+import { ARGON, createVault, expect, openPage, root, test, unlockVault } from './fixtures.ts';
 
 const PASSPHRASE = 'correct horse battery staple';
-/** Argon2id takes seconds, more on a loaded machine: unlocks are waited for generously. */
-const UNLOCK = { timeout: 120_000 };
 
 async function vaultsView(page: Page, url: string) {
   await openPage(page, url);
   await page.getByTestId('view-vaults').click();
   await expect(page.getByTestId('vaults')).toBeVisible();
-}
-
-/** Unlocks vault `id` with `secret`; resolves once the attempt has ended (unlocked or refused). */
-async function unlock(page: Page, id: string, secret: string) {
-  const v = page.locator(`[data-testid=vault][data-id="${id}"]`);
-  if (await v.getByRole('button', { name: /^Unlock vault/ }).isVisible()) await v.getByRole('button', { name: /^Unlock vault/ }).click();
-  await v.getByRole('textbox', { name: 'Passphrase' }).fill(secret);
-  await v.getByRole('button', { name: 'Unlock', exact: true }).click();
-  await expect(page.getByText(/Checking the passphrase/)).toBeHidden(UNLOCK);
 }
 
 /** Clicks `name` in the unlocked vault (or the button `button`) and reads the file the browser saves. */
@@ -111,7 +100,7 @@ test('a vault in the page: create, recovery key once, drop, lock, unlock elsewhe
   await form.getByLabel('Passphrase again').fill(PASSPHRASE);
   await form.getByRole('button', { name: 'Create' }).click();
   const key = page.getByTestId('recovery-key');
-  await expect(key).toHaveText(/^([A-Z2-7]{5}-){10}[A-Z2-7]{5}$/, UNLOCK);
+  await expect(key).toHaveText(/^([A-Z2-7]{5}-){10}[A-Z2-7]{5}$/, ARGON);
   const recoveryKey = await key.textContent();
   const vault = page.getByTestId('vault');
   await expect(vault).toHaveAttribute('data-state', 'unlocked');
@@ -144,10 +133,10 @@ test('a vault in the page: create, recovery key once, drop, lock, unlock elsewhe
   try {
     const page2 = await other.newPage();
     await vaultsView(page2, server.url);
-    await unlock(page2, id, 'not the passphrase');
+    await unlockVault(page2, id, 'not the passphrase');
     await expect(page2.getByTestId('vault-error')).toHaveText('Wrong passphrase: it does not open this vault.');
     await expect(page2.getByTestId('vault')).toHaveAttribute('data-state', 'locked');
-    await unlock(page2, id, PASSPHRASE);
+    await unlockVault(page2, id, PASSPHRASE);
     await expect(page2.getByTestId('vault')).toHaveAttribute('data-state', 'unlocked');
     test.info().annotations.push({ type: 'unlock (Argon2id) ms', description: String(await page2.evaluate(() => document.documentElement.dataset.vaultUnlockMs)) });
     for (const [name, bytes] of Object.entries(files)) expect((await download(page2, name)).equals(bytes), name).toBe(true);
@@ -220,7 +209,7 @@ test('at 390 px, by keyboard: a server that rolls a vault back is refused in the
   await page.getByRole('textbox', { name: 'Recovery key' }).focus();
   await page.keyboard.type(recoveryKey.toLowerCase());
   await page.keyboard.press('Enter');
-  await expect(page.getByTestId('vault')).toHaveAttribute('data-state', 'unlocked', UNLOCK);
+  await expect(page.getByTestId('vault')).toHaveAttribute('data-state', 'unlocked', ARGON);
   await expect(page.getByTestId('vault-error')).toContainText(/^Refused: .*a rollback/);
   await expect(page.getByTestId('vault-file')).toHaveCount(0);
   // nothing is wider than the phone's screen
@@ -365,7 +354,7 @@ test("live: the CLI's push, rename and delete show in the open vault without a r
   try {
     const page2 = await other.newPage();
     await vaultsView(page2, server.url);
-    await unlock(page2, id, PASSPHRASE);
+    await unlockVault(page2, id, PASSPHRASE);
     await expect(page2.getByTestId('vault')).toHaveAttribute('data-state', 'unlocked');
     const second = path.join(dir, 'from-another-page.txt');
     writeFileSync(second, content(30_000));
@@ -394,7 +383,7 @@ test('after a reload the vault lists from the pieces kept in IndexedDB, fetching
   const reopen = async () => {
     await page.reload();
     await page.getByTestId('view-vaults').click();
-    await unlock(page, id, PASSPHRASE);
+    await unlockVault(page, id, PASSPHRASE);
     await expect(row(page, 'kept-notes.txt')).toBeVisible({ timeout: 60_000 });
   };
 
