@@ -36,6 +36,16 @@ const NFD = 'cafe\u0301.txt';
 const NAMES = ['a.txt', 'b.bin', 'c', 'd1/e.txt', 'd1/f.txt', 'd2/g.md', 'd1/d3/h.txt', 'A.txt', NFC, NFD, 'c/i.txt', 'd2'];
 const FOLDERS = ['d1', 'd2', 'd1/d3', 'd4'];
 
+/** Makes the folders above `p` in `dir`, a file in the way made aside (as a user would). */
+function makeParents(dir: string, p: string) {
+  const parts = p.split('/');
+  for (let i = 1; i < parts.length; i++) {
+    const f = path.join(dir, ...parts.slice(0, i));
+    if (existsSync(f) && !statSync(f).isDirectory()) renameSync(f, f + '.was-a-file');
+  }
+  mkdirSync(path.dirname(path.join(dir, ...parts)), { recursive: true });
+}
+
 /** The contents a sync of `dir` holds: every file but a download's temporary file that a killed
  *  sync left (`.dsync-tmp-PID-RAND`, never synced; a later pass removes it). */
 const syncedContents = (dir: string) => [...treeOf(dir)].filter(([p]) => !/\.dsync-tmp-\d+(-[0-9a-f]+)?$/.test(p)).map(([, h]) => h);
@@ -88,15 +98,7 @@ async function run(seed: number) {
       const op = r.int(100);
       const somePath = () => r.pick(NAMES);
       const body = () => (r.int(4) ? Buffer.from(`${seed}:${step}:${r.int(1e6)}\n`.repeat(1 + r.int(40))) : r.bytes(r.int(20_000)));
-      /** makes the folders above `p`, a file in the way made aside (as a user would) */
-      const parents = (p: string) => {
-        const parts = p.split('/');
-        for (let i = 1; i < parts.length; i++) {
-          const f = at(parts.slice(0, i).join('/'));
-          if (existsSync(f) && !statSync(f).isDirectory()) renameSync(f, f + '.was-a-file');
-        }
-        mkdirSync(path.dirname(at(p)), { recursive: true });
-      };
+      const parents = (p: string) => makeParents(d.dir, p);
       const isDir = (p: string) => existsSync(at(p)) && lstatSync(at(p)).isDirectory();
       /** whether `p` in `dir` is a link or under one (the test writes nothing through links) */
       const viaLink = (p: string, dir = d.dir) => underLink(dir, p);
@@ -272,7 +274,7 @@ for (let k = 0; k < SEEDS; k++) {
 const CLI_STEPS = Number(process.env.SYNC_FUZZ_CLI_STEPS ?? 30);
 
 /** `dsync sync DIR` as a child process; SIGKILLed after `killAfterMs` when given. */
-function cliSync(dir: string, env: NodeJS.ProcessEnv, name: string, killAfterMs?: number): Promise<{ code: number | null; out: string }> {
+function cliSync(dir: string, env: NodeJS.ProcessEnv, name: string, killAfterMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [DSYNC, 'sync', dir, '--device', name, '--max-delete', '100%'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
@@ -280,7 +282,7 @@ function cliSync(dir: string, env: NodeJS.ProcessEnv, name: string, killAfterMs?
     child.stderr.on('data', (d) => (out += d));
     const timer = killAfterMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), killAfterMs);
     child.on('error', reject);
-    child.on('close', (code) => (clearTimeout(timer), resolve({ code, out })));
+    child.on('close', (code, signal) => (clearTimeout(timer), resolve({ code, signal, out })));
   });
 }
 
@@ -296,12 +298,13 @@ test(`the real dsync sync converges, killed mid-transfer at random moments (seed
     for (let step = 0; step < CLI_STEPS; step++) {
       const d = r.pick(devs);
       const at = (p: string) => path.join(d.dir, ...p.split('/'));
-      const files = [...treeOf(d.dir).keys()];
+      const files = [...treeOf(d.dir, true).keys()]; // (names as on disk: NFD stays NFD)
       const op = r.int(10);
       if (op < 3) {
         // files of up to 3 MB, so that a kill lands mid-transfer
         const p = r.pick(NAMES);
-        mkdirSync(path.dirname(at(p)), { recursive: true });
+        makeParents(d.dir, p);
+        if (existsSync(at(p)) && statSync(at(p)).isDirectory()) rmSync(at(p), { recursive: true }); // a folder replaced by a file
         writeFileSync(at(p), r.bytes(r.int(3) ? r.int(3000) : 1_000_000 + r.int(2_000_000)));
         log.push(`${d.name} write ${p}`);
       } else if (op < 4 && files.length) {
@@ -315,8 +318,8 @@ test(`the real dsync sync converges, killed mid-transfer at random moments (seed
       } else if (op < 6 && files.length) {
         const p = r.pick(files);
         const q = r.pick(NAMES);
-        if (!existsSync(at(q))) {
-          mkdirSync(path.dirname(at(q)), { recursive: true });
+        if (!existsSync(at(q)) && !q.startsWith(`${p}/`)) {
+          makeParents(d.dir, q);
           renameSync(at(p), at(q));
           log.push(`${d.name} rename ${p} ${q}`);
         }
@@ -327,12 +330,18 @@ test(`the real dsync sync converges, killed mid-transfer at random moments (seed
       } else {
         const before = syncedContents(d.dir);
         const res = await cliSync(d.dir, d.env, d.name);
-        log.push(`${d.name} sync: ${res.code}`);
+        log.push(`${d.name} sync: ${res.code ?? res.signal}`);
         assert.equal(res.code, 0, res.out);
         for (const h of before) held.add(h);
       }
     }
-    for (let round = 0; round < 2; round++) for (const d of devs) assert.equal((await cliSync(d.dir, d.env, d.name)).code, 0);
+    for (let round = 0; round < 2; round++) {
+      for (const d of devs) {
+        const res = await cliSync(d.dir, d.env, d.name);
+        log.push(`${d.name} final sync: ${res.code}`);
+        assert.equal(res.code, 0, res.out);
+      }
+    }
     const { latest, ever } = await serverOf(s);
     for (const d of devs) assert.deepEqual(treeOf(d.dir), latest, `${d.name}'s tree is the server's`);
     for (const h of held) assert.ok(ever.has(h), `content ${h} held at a finished sync is lost`);
