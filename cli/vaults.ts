@@ -27,6 +27,7 @@ import { SPAN_BYTES, openInWorkers, spanChunks } from '../shared/src/vault/spans
 import { type FdFile, type NodeSpanWorkers, nodeSpanWorkers } from '../shared/src/vault/spans-node.ts';
 import { last } from '../shared/src/vault/tree.ts';
 import { type HeadMemory, type Outcome, type SeenHead, type Vault, type VaultPullReport, type VaultPushReport, openVault } from '../shared/src/vault/vault.ts';
+import { bytesFetch } from './bytes-fetch.ts';
 import { type Opts, UsageError, type Values, str } from './command.ts';
 import { openNoFollow, tempName } from './contained.ts';
 import { stdoutFile } from './output.ts';
@@ -135,10 +136,11 @@ export function passphrase(values: Values): string {
   return p;
 }
 
-/** The server's vault routes, with the token the flags or the environment give. */
+/** The server's vault routes, with the token the flags or the environment give; bodies of bytes
+ *  (packs) go out without undici's copies (bytes-fetch.ts). */
 export function vaultRemote(values: Values) {
   const token = tokenOf(values);
-  return httpVaultRemote(httpBase(values), undefined, token ? { Authorization: `Bearer ${token}` } : {});
+  return httpVaultRemote(httpBase(values), bytesFetch, token ? { Authorization: `Bearer ${token}` } : {});
 }
 
 /** The vault `id` opened with the secret the flags or the environment give (--recovery-key-file,
