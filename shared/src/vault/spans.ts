@@ -132,14 +132,13 @@ export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: num
     let total = 0;
     for (const l of m.lengths) total += l + SEAL_OVERHEAD;
     const out = new Uint8Array(total);
-    let at = 0;
-    await Promise.all(
-      Array.from(m.lengths, (l, i) => {
-        const into = at;
-        at += l + SEAL_OVERHEAD;
-        return seal(keys!, m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES), bytes.subarray(m.offsets[i], m.offsets[i] + l), out, into);
-      }),
-    );
+    // a synchronous sealer (node:crypto's) answers nothing: no promise a chunk to wait for
+    const waits: Promise<void>[] = [];
+    for (let i = 0, at = 0; i < m.lengths.length; at += m.lengths[i++] + SEAL_OVERHEAD) {
+      const w = seal(keys, m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES), bytes.subarray(m.offsets[i], m.offsets[i] + m.lengths[i]), out, at);
+      if (w) waits.push(w);
+    }
+    await Promise.all(waits);
     return out;
   };
   const waiting: { m: SpanRequest<F>; resolve: (r: SpanReply) => void; reject: (e: unknown) => void }[] = [];
