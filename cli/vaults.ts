@@ -9,8 +9,8 @@
  * ~/.config/dsync/vault-heads.json, so a server that rolls a vault back or forks it is refused.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { type FileHandle, mkdir, open, readFile, readdir, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { type Stats, mkdirSync, readFileSync, readdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { type FileHandle, mkdir, open, readFile, rename, rm, utimes, writeFile } from 'node:fs/promises';
 import { homedir, hostname } from 'node:os';
 import path from 'node:path';
 import '../shared/src/chunking/wasm.ts';
@@ -83,9 +83,22 @@ export function dirPieceCache(dir: string, cap = VAULT_PIECE_CACHE_MAX): PieceCa
   };
   let total: number | null = null; // bytes in dir, counted on the first put
   const trim = async () => {
+    // every entry's stat, synchronously: through the thread pool, a promise and a wake-up each,
+    // 13 000 of them cost a push 0.25 s of CPU at its end, synchronously 0.1 s
     const entries: { name: string; size: number; used: number }[] = [];
-    for (const name of await readdir(dir).catch(() => [] as string[])) {
-      const st = await stat(path.join(dir, name)).catch(() => null);
+    let names: string[] = [];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      // no cache yet, or one that cannot be read: nothing to count
+    }
+    for (const name of names) {
+      let st: Stats | undefined;
+      try {
+        st = statSync(path.join(dir, name), { throwIfNoEntry: false });
+      } catch {
+        continue; // (as one deleted meanwhile)
+      }
       if (st?.isFile()) entries.push({ name, size: st.size, used: st.mtimeMs });
     }
     total = entries.reduce((n, e) => n + e.size, 0);
