@@ -42,20 +42,6 @@ fn key(seed: u64) -> [u8; 32] {
     random_bytes(seed, 32).try_into().unwrap()
 }
 
-#[test]
-fn keyed_tree_shape_boundaries() {
-    let mut lengths = vec![0, 1, 63, 64, 65, 1023, 1024, 1025, 2048, 2049, 3072, 4096, 4097];
-    for leaves in [5usize, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 65] {
-        lengths.extend([leaves * 1024 - 1, leaves * 1024, leaves * 1024 + 1]);
-    }
-    let data = random_bytes(9, lengths.iter().sum());
-    let k = key(10);
-    assert_eq!(lanes_with(Mode::keyed(&k), &data, &lengths), expected_with(Some(&k), &data, &lengths));
-    for l in &lengths {
-        assert_eq!(lanes_with(Mode::keyed(&k), &data[..*l], &[*l]), expected_with(Some(&k), &data[..*l], &[*l]), "length {l}");
-    }
-}
-
 /// `[min, avg, max, op, every]` of the tests' chunkers (op 0: xor).
 const PARAMS: [u32; 5] = [2048, 8192, 65536, 0, 16];
 
@@ -108,10 +94,13 @@ fn tree_shape_boundaries() {
         lengths.extend([leaves * 1024 - 1, leaves * 1024, leaves * 1024 + 1]);
     }
     let data = random_bytes(7, lengths.iter().sum());
-    assert_eq!(lanes(&data, &lengths), expected(&data, &lengths));
-    for l in &lengths {
-        // alone, and as the only full lane among idle ones
-        assert_eq!(lanes(&data[..*l], &[*l]), expected(&data[..*l], &[*l]), "length {l}");
+    let k = key(10);
+    for (mode, key) in [(Mode::HASH, None), (Mode::keyed(&k), Some(&k))] {
+        assert_eq!(lanes_with(mode, &data, &lengths), expected_with(key, &data, &lengths));
+        for l in &lengths {
+            // alone, and as the only full lane among idle ones
+            assert_eq!(lanes_with(mode, &data[..*l], &[*l]), expected_with(key, &data[..*l], &[*l]), "length {l}, keyed {}", key.is_some());
+        }
     }
 }
 
