@@ -2,8 +2,8 @@
  * The CLI's fetch for the vault routes: a request whose body is bytes (a pack, a head, a
  * keyfile) goes out through node:http(s), its bytes handed to the socket as they are; every
  * other request through the global fetch. Undici's fetch copies a body twice before it writes
- * it (`extractBody`, `cloneAsUint8Array`): a vault push of 256 MiB spent some 0.4 s of its
- * main thread there, and more in the garbage collector (bench/results/vault-cli.md).
+ * it (`extractBody`, `cloneAsUint8Array`), which costs a vault push of 256 MiB some 0.4 s of
+ * its main thread and more in the garbage collector (bench/results/vault-cli.md).
  */
 import http from 'node:http';
 import https from 'node:https';

@@ -83,8 +83,8 @@ export function dirPieceCache(dir: string, cap = VAULT_PIECE_CACHE_MAX): PieceCa
   };
   let total: number | null = null; // bytes in dir, counted on the first put
   const trim = async () => {
-    // every entry's stat, synchronously: through the thread pool, a promise and a wake-up each,
-    // 13 000 of them cost a push 0.25 s of CPU at its end, synchronously 0.1 s
+    // every entry's stat, synchronously: through the thread pool each is a promise and a
+    // wake-up, and 13 000 take 0.25 s of CPU, synchronously 0.1 s (bench/results/vault-cli.md)
     const entries: { name: string; size: number; used: number }[] = [];
     let names: string[] = [];
     try {

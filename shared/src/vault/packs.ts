@@ -102,10 +102,10 @@ export class PackWriter {
     return x;
   }
 
-  /** Rooms of packs uploaded, for the next packs' bodies: a pack's worth of new memory each
-   *  time cost a push its pages and the garbage collector's time (bench/results/vault-cli.md).
-   *  A room is handed out again only once its upload succeeded, and every byte of a body is
-   *  written again (chunks, then random padding). */
+  /** Rooms of packs uploaded, for the next packs' bodies, so that a push does not take a pack's
+   *  worth of new memory (its pages, the garbage collector's time) for each pack
+   *  (bench/results/vault-cli.md). A room is handed out again only once its upload succeeded,
+   *  and every byte of a body is written again (chunks, then random padding). */
   private rooms: Uint8Array<ArrayBuffer>[] = [];
 
   private room(size: number): Uint8Array<ArrayBuffer> {

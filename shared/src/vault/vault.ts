@@ -472,7 +472,7 @@ export class Vault {
    *  its Refs, how many were reused, and the root of the bytes read with the default chunking
    *  (computed from the very bytes chunked). Once a batch is sealed, the next is asked for and
    *  its sealing begun while this one's chunks are placed: a chunk worker seals while this
-   *  thread packs and uploads (one after the other, a push waited for every seal). */
+   *  thread packs and uploads, neither waiting for the other. */
   private async chunkFile(packs: PackWriter, name: string, source: Source, cut: FileCut = serialChunks(this.keys, source)): Promise<{ refs: Ref[]; reused: number; size: number; root: Uint8Array }> {
     const refs: Ref[] = [];
     let reused = 0;
