@@ -9,8 +9,8 @@
  * ~/.config/dsync/vault-heads.json, so a server that rolls a vault back or forks it is refused.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { type FileHandle, mkdir, open, readFile, readdir, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { type Stats, mkdirSync, readFileSync, readdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { type FileHandle, mkdir, open, readFile, rename, rm, utimes, writeFile } from 'node:fs/promises';
 import { homedir, hostname } from 'node:os';
 import path from 'node:path';
 import '../shared/src/chunking/wasm.ts';
@@ -27,6 +27,7 @@ import { SPAN_BYTES, openInWorkers, spanChunks } from '../shared/src/vault/spans
 import { type FdFile, type NodeSpanWorkers, nodeSpanWorkers } from '../shared/src/vault/spans-node.ts';
 import { last } from '../shared/src/vault/tree.ts';
 import { type HeadMemory, type Outcome, type SeenHead, type Vault, type VaultPullReport, type VaultPushReport, openVault } from '../shared/src/vault/vault.ts';
+import { bytesFetch } from './bytes-fetch.ts';
 import { type Opts, UsageError, type Values, str } from './command.ts';
 import { openNoFollow, tempName } from './contained.ts';
 import { stdoutFile } from './output.ts';
@@ -82,9 +83,22 @@ export function dirPieceCache(dir: string, cap = VAULT_PIECE_CACHE_MAX): PieceCa
   };
   let total: number | null = null; // bytes in dir, counted on the first put
   const trim = async () => {
+    // every entry's stat, synchronously: through the thread pool each is a promise and a
+    // wake-up, and 13 000 take 0.25 s of CPU, synchronously 0.1 s (bench/results/vault-cli.md)
     const entries: { name: string; size: number; used: number }[] = [];
-    for (const name of await readdir(dir).catch(() => [] as string[])) {
-      const st = await stat(path.join(dir, name)).catch(() => null);
+    let names: string[] = [];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      // no cache yet, or one that cannot be read: nothing to count
+    }
+    for (const name of names) {
+      let st: Stats | undefined;
+      try {
+        st = statSync(path.join(dir, name), { throwIfNoEntry: false });
+      } catch {
+        continue; // (as one deleted meanwhile)
+      }
       if (st?.isFile()) entries.push({ name, size: st.size, used: st.mtimeMs });
     }
     total = entries.reduce((n, e) => n + e.size, 0);
@@ -135,10 +149,11 @@ export function passphrase(values: Values): string {
   return p;
 }
 
-/** The server's vault routes, with the token the flags or the environment give. */
+/** The server's vault routes, with the token the flags or the environment give; bodies of bytes
+ *  (packs) go out without undici's copies (bytes-fetch.ts). */
 export function vaultRemote(values: Values) {
   const token = tokenOf(values);
-  return httpVaultRemote(httpBase(values), undefined, token ? { Authorization: `Bearer ${token}` } : {});
+  return httpVaultRemote(httpBase(values), bytesFetch, token ? { Authorization: `Bearer ${token}` } : {});
 }
 
 /** The vault `id` opened with the secret the flags or the environment give (--recovery-key-file,

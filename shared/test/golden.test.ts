@@ -9,7 +9,7 @@ import '../src/chunking/wasm.ts';
 import { bufferSource, chunkParts, chunkSource, offsetsOf } from '../src/chunking/chunk-index.ts';
 import { Algo, DEFAULT_PARAMS, FpOp } from '../src/wire/protocol.ts';
 import { randomBytes, textBytes } from '../../harness/testdata.ts';
-import { DsyncChunker, hash_chunks, wasm_memory } from '../src/chunking/wasm.ts';
+import { DsyncChunker, hash_chunks, keyed_blake3_chunks, wasm_memory } from '../src/chunking/wasm.ts';
 
 interface Vector {
   input: { kind: string; seed: number; size: number };
@@ -78,7 +78,7 @@ test('streaming with odd slice sizes equals the golden chunks', () => {
   }
 });
 
-test('hash_chunks (BLAKE3 four chunks at a time, wasm SIMD) equals @noble/hashes on every chunk', () => {
+test('hash_chunks and keyed_blake3_chunks (BLAKE3 four chunks at a time, wasm SIMD; keyed: a vault\'s chunk ids) equal @noble/hashes on every chunk', () => {
   // Lengths around the 64-byte block and 1 KiB leaf boundaries and where the tree gains a
   // level, then random batches: lanes hold chunks of different shapes side by side.
   const shapes = [0, 1, 63, 64, 65, 1023, 1024, 1025, 2047, 2048, 2049, 3072, 7 * 1024 + 1, 8192, 8193, 16 * 1024, 33 * 1024 - 1, 65536];
@@ -88,10 +88,14 @@ test('hash_chunks (BLAKE3 four chunks at a time, wasm SIMD) equals @noble/hashes
   for (const lengths of batches) {
     const total = lengths.reduce((a, l) => a + l, 0);
     const data = randomBytes(lengths.length, total);
+    const key = randomBytes(total, 32);
     const got = hash_chunks(Algo.Blake3, data, Uint32Array.from(lengths));
+    const keyed = keyed_blake3_chunks(key, data, Uint32Array.from(lengths));
     let off = 0;
     lengths.forEach((l, i) => {
-      assert.equal(hex(got.subarray(32 * i, 32 * i + 32)), hex(blake3(data.subarray(off, off + l))), `chunk ${i} of ${lengths.length}, ${l} bytes`);
+      const chunk = data.subarray(off, off + l);
+      assert.equal(hex(got.subarray(32 * i, 32 * i + 32)), hex(blake3(chunk)), `chunk ${i} of ${lengths.length}, ${l} bytes`);
+      assert.equal(hex(keyed.subarray(32 * i, 32 * i + 32)), hex(blake3(chunk, { key })), `keyed: chunk ${i} of ${lengths.length}, ${l} bytes`);
       off += l;
     });
   }

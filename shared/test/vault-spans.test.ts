@@ -4,7 +4,9 @@
 // keyed ids and the root are exactly the serial chunker's (a small file's), and every sealed chunk
 // opens to its bytes under its id; a pull's ranges opened by a worker are checked as the vault
 // checks them (a flipped bit in a nonce, a ciphertext or a tag, a chunk cut short, a wrong id),
-// and node:crypto's sealing and opening (the CLI's workers) read and write WebCrypto's format.
+// and node:crypto's sealing and opening (the CLI's workers) read and write WebCrypto's format;
+// a push whose next batch is sealed while the one before is placed seals a chunk that repeats
+// across them once (a real server on loopback).
 // The workers are `serveSpans` in this thread, the very code a page's chunk worker runs, and the
 // CLI's worker threads over a real file.
 import assert from 'node:assert/strict';
@@ -21,6 +23,9 @@ import { ID_BYTES, Kind, NONCE_BYTES, SEAL_OVERHEAD, VaultError, hex } from '../
 import { deriveKeys, openChunk, sealChunk } from '../src/vault/keys.ts';
 import { SPAN_BYTES, type SpanWorker, joinLists, openInWorkers, serveSpans, serialChunks, spanChunks } from '../src/vault/spans.ts';
 import { nodeOpener, nodeSealer, nodeSpanWorkers } from '../src/vault/spans-node.ts';
+import { httpVaultRemote } from '../src/vault/remote.ts';
+import { createVault, memoryHeads } from '../src/vault/vault.ts';
+import { testServer } from '../../harness/helpers.ts';
 
 /** A file of runs of random bytes, zeros, a short period, text, and copies of earlier runs. */
 function file(seed: number, size: number): Uint8Array {
@@ -238,5 +243,33 @@ test("nodeOpener opens what WebCrypto seals and nodeSealer's seals open through 
     }
     assert.equal(open(k, id, byNode.subarray(0, byNode.length - 1)), null);
     assert.equal(open(k, id, byNode.subarray(0, SEAL_OVERHEAD - 1)), null);
+  }
+});
+
+test("a push seals each distinct chunk once when a chunk repeats in the batch that is sealed while the one before is placed, and the file comes back byte-exact", async () => {
+  const server = await testServer();
+  try {
+    const { vault } = await createVault(httpVaultRemote(server.url), 'a passphrase of the test', memoryHeads(), { m: 64, t: 1, p: 1 });
+    // 300 KiB of random bytes eight times, cut in spans of 256 KiB: consecutive batches hold
+    // the same chunks
+    const block = randomBytes(47, 300 << 10);
+    const bytes = new Uint8Array(8 * block.length);
+    for (let i = 0; i < 8; i++) bytes.set(block, i * block.length);
+    const pool = Array.from({ length: 2 }, (): SpanWorker<Uint8Array> => {
+      const serve = serveSpans<Uint8Array>(Promise.resolve(), async (f, from, to) => f.slice(from, to));
+      void serve({ op: 'keys', keys: vault.keys });
+      return { request: serve };
+    });
+    const cut = spanChunks(pool, bytes, bytes.length, { span: 256 << 10, overlap: 128 << 10 });
+    const report = await vault.push('repeats.bin', bufferSource(bytes), 1_700_000_000_000, { cut });
+    const distinct = new Set<string>();
+    for await (const batch of keyedChunks(vault.keys, bufferSource(bytes))) for (const c of batch) distinct.add(hex(c.id));
+    assert.ok(report.chunks > 2 * distinct.size, `the chunks repeat (${report.chunks} chunks, ${distinct.size} distinct)`);
+    assert.equal(report.chunks - report.reused, distinct.size, 'each distinct chunk sealed once');
+    const parts: Uint8Array[] = [];
+    await vault.pull('repeats.bin', async (x) => void parts.push(x.slice()));
+    assert.ok(Buffer.concat(parts).equals(bytes));
+  } finally {
+    await server.stop();
   }
 });

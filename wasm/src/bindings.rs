@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 
 use wasm_bindgen::prelude::*;
 
+use crate::blake3_lanes::{self, Mode};
 use crate::chunker::{Chunker, Cut, FpOp, Params};
 use crate::strong::{Algo, Hasher};
 use crate::tables::Gear;
@@ -242,18 +243,113 @@ fn hash_run(algo: Algo, data: &[u8], lengths: &[u32]) -> Result<Vec<u8>, JsError
 }
 
 /// Keyed BLAKE3 (`key`: 32 bytes) of consecutive chunks of `data` with the given lengths (which
-/// must add up to `data.length`), concatenated: a vault's chunk ids (docs/vaults.md).
+/// must add up to `data.length`), concatenated: a vault's chunk ids (docs/vaults.md), four
+/// chunks side by side ([`crate::blake3_lanes`]).
 #[wasm_bindgen]
 pub fn keyed_blake3_chunks(key: &[u8], data: &[u8], lengths: &[u32]) -> Result<Vec<u8>, JsError> {
-    let key: &[u8; 32] = key.try_into().map_err(|_| JsError::new("a BLAKE3 key is 32 bytes"))?;
+    let mode = blake3_key(key)?;
     if lengths.iter().map(|&l| l as usize).sum::<usize>() != data.len() {
         return Err(JsError::new("chunk lengths do not add up to the data"));
     }
     let mut out = Vec::with_capacity(lengths.len() * 32);
-    let mut pos = 0;
-    for &l in lengths {
-        out.extend_from_slice(blake3::keyed_hash(key, &data[pos..pos + l as usize]).as_bytes());
-        pos += l as usize;
-    }
+    blake3_lanes::hash_consecutive(mode, data, lengths.iter().map(|&l| l as usize), &mut out);
     Ok(out)
+}
+
+fn blake3_key(key: &[u8]) -> Result<Mode, JsError> {
+    let key: &[u8; 32] = key.try_into().map_err(|_| JsError::new("a BLAKE3 key is 32 bytes"))?;
+    Ok(Mode::keyed(key))
+}
+
+/// A chunk worker's cut of a span of a vault's file (shared/src/vault/spans.ts `cutSpan`): the
+/// span's bytes cross into wasm memory once, and from that one copy they are cut with the
+/// vault's keyed chunker and with the default chunking, the keyed chunks given their keyed
+/// BLAKE3 ids and the default ones their strong hashes (the version's root). Each chunker
+/// starts at the span's first byte; `cut(data, last)` keeps, as a streaming chunker pushed
+/// `data` (and finished when `last`: the span reaches the file's end) emits them, only the
+/// chunks followed by at least `max` bytes, or all of them when `last`. The results are
+/// taken once each, after `cut`.
+#[wasm_bindgen]
+pub struct SpanCutter {
+    keyed: Params,
+    gear: Gear,
+    id_key: Mode,
+    plain: Params,
+    algo: Algo,
+    keyed_lengths: Vec<u32>,
+    ids: Vec<u8>,
+    root_lengths: Vec<u32>,
+    root_hashes: Vec<u8>,
+}
+
+/// `[min, avg, max, op, every]`, as `DsyncChunker`'s first five arguments.
+fn params_of(p: &[u32]) -> Result<Params, JsError> {
+    match *p {
+        [min, avg, max, op, every] => params(min, avg, max, op as u8, every),
+        _ => Err(JsError::new("chunking parameters are [min, avg, max, op, every]")),
+    }
+}
+
+/// The lengths of the chunks a fresh chunker cuts of `data` (pushed whole, then finished when
+/// `last`).
+fn cut_lengths(mut chunker: Chunker, data: &[u8], last: bool) -> Vec<u32> {
+    let mut lengths = Vec::with_capacity(data.len() / chunker.params().avg + 1);
+    let mut emit = |_: u64, c: &Cut, _: &[u8]| lengths.push(c.length as u32);
+    chunker.push(data, &mut emit);
+    if last {
+        chunker.finish(&mut emit);
+    }
+    lengths
+}
+
+#[wasm_bindgen]
+impl SpanCutter {
+    /// `keyed`, `plain`: chunking parameters (`[min, avg, max, op, every]`); `gear`: the vault's
+    /// Gear table (as `DsyncChunker::keyed`); `id_key`: its chunk-id key (32 bytes); `strong`:
+    /// the root's strong hash algorithm.
+    #[wasm_bindgen(constructor)]
+    pub fn new(keyed: &[u32], gear: &[u8], id_key: &[u8], plain: &[u32], strong: u8) -> Result<SpanCutter, JsError> {
+        Ok(SpanCutter {
+            keyed: params_of(keyed)?,
+            gear: Gear::from_le_bytes(gear).map_err(|e| JsError::new(&e))?,
+            id_key: blake3_key(id_key)?,
+            plain: params_of(plain)?,
+            algo: algo(strong)?,
+            keyed_lengths: Vec::new(),
+            ids: Vec::new(),
+            root_lengths: Vec::new(),
+            root_hashes: Vec::new(),
+        })
+    }
+
+    /// Cuts and hashes `data` (see the type); answers how many keyed chunks it kept.
+    pub fn cut(&mut self, data: &[u8], last: bool) -> usize {
+        self.keyed_lengths = cut_lengths(Chunker::with_gear(self.keyed, self.gear.clone()), data, last);
+        self.ids = Vec::with_capacity(self.keyed_lengths.len() * 32);
+        blake3_lanes::hash_consecutive(self.id_key, data, self.keyed_lengths.iter().map(|&l| l as usize), &mut self.ids);
+        self.root_lengths = cut_lengths(Chunker::new(self.plain), data, last);
+        self.root_hashes = Vec::with_capacity(self.root_lengths.len() * self.algo.len());
+        crate::strong::hash_consecutive(self.algo, data, &self.root_lengths, &mut self.root_hashes);
+        self.keyed_lengths.len()
+    }
+
+    /// The kept keyed chunks' lengths, in order.
+    pub fn keyed_lengths(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.keyed_lengths)
+    }
+
+    /// Their keyed BLAKE3 ids, 32 bytes each.
+    pub fn ids(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.ids)
+    }
+
+    /// The kept default chunks' lengths, in order.
+    pub fn root_lengths(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.root_lengths)
+    }
+
+    /// Their strong hashes, concatenated.
+    pub fn root_hashes(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.root_hashes)
+    }
 }

@@ -11,15 +11,16 @@
 //! roots. Pairing neighbours level by level and carrying an odd last node up builds exactly
 //! BLAKE3's tree (the left subtree always holds the largest power of two of leaves). With
 //! `+simd128`, LLVM turns the lane arrays below into v128 operations. The digests equal
-//! `blake3::hash` of each message: tests/blake3_lanes.rs checks that natively (the plain-array
-//! lanes below), and shared/test/golden.test.ts checks the wasm build (the v128 lanes) against
-//! @noble/hashes.
+//! `blake3::hash` of each message (`blake3::keyed_hash` in keyed mode, a vault's chunk ids):
+//! tests/blake3_lanes.rs checks that natively (the plain-array lanes below), and
+//! shared/test/golden.test.ts checks the wasm build (the v128 lanes) against @noble/hashes.
 
 const IV: [u32; 8] = [0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A, 0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19];
 const CHUNK_START: u32 = 1;
 const CHUNK_END: u32 = 2;
 const PARENT: u32 = 4;
 const ROOT: u32 = 8;
+const KEYED_HASH: u32 = 16;
 const BLOCK: usize = 64;
 const LEAF: usize = 1024;
 const PERM: [usize; 16] = [2, 6, 3, 10, 7, 0, 4, 13, 1, 11, 12, 5, 9, 14, 15, 8];
@@ -194,9 +195,26 @@ fn compress4(cv: &[V; 8], m: &[V; 16], counter_lo: V, counter_hi: V, block_len: 
 /// A chaining value (or digest): eight little-endian words.
 type Cv = [u8; 32];
 const ZERO_BLOCK: [u8; BLOCK] = [0; BLOCK];
-#[inline(always)]
-fn iv4() -> [V; 8] {
-    std::array::from_fn(|i| from([IV[i]; 4]))
+
+/// How the messages are hashed: BLAKE3's hash mode (the IV as the key words, no flag) or its
+/// keyed mode (the key's words, the KEYED_HASH flag on every compression).
+#[derive(Clone, Copy)]
+pub struct Mode {
+    key: [u32; 8],
+    flags: u32,
+}
+
+impl Mode {
+    pub const HASH: Mode = Mode { key: IV, flags: 0 };
+
+    pub fn keyed(key: &[u8; 32]) -> Mode {
+        Mode { key: std::array::from_fn(|i| u32::from_le_bytes([key[4 * i], key[4 * i + 1], key[4 * i + 2], key[4 * i + 3]])), flags: KEYED_HASH }
+    }
+
+    #[inline(always)]
+    fn key4(&self) -> [V; 8] {
+        std::array::from_fn(|i| from([self.key[i]; 4]))
+    }
 }
 
 /// One leaf of one message: where its bytes are, its counter (leaf index in the message),
@@ -218,13 +236,13 @@ impl Leaf {
 }
 
 /// Up to four leaves side by side; their chaining values go to `cvs[leaf.slot]`.
-fn leaves4(data: &[u8], group: &[Leaf], cvs: &mut [Cv]) {
+fn leaves4(mode: Mode, data: &[u8], group: &[Leaf], cvs: &mut [Cv]) {
     let blocks: [usize; 4] = std::array::from_fn(|l| group.get(l).map_or(0, Leaf::blocks));
     let n = blocks.iter().copied().max().unwrap_or(0);
     let all = blocks.iter().copied().min().unwrap_or(0);
     let lane = |f: &dyn Fn(&Leaf) -> u32| from(std::array::from_fn(|l| group.get(l).map_or(0, f)));
     let (counter_lo, counter_hi) = (lane(&|x| x.counter as u32), lane(&|x| (x.counter >> 32) as u32));
-    let mut cv = iv4();
+    let mut cv = mode.key4();
     let mut scratch = [[0u8; BLOCK]; 4];
     for b in 0..n {
         // Per lane: the bytes of block b (0 once its leaf is done), its length and flags; a
@@ -242,7 +260,7 @@ fn leaves4(data: &[u8], group: &[Leaf], cvs: &mut [Cv]) {
                 scratch[l][..take[l]].copy_from_slice(&data[at..at + take[l]]);
             }
             let end = b + 1 == blocks[l];
-            flags[l] = if b == 0 { CHUNK_START } else { 0 } | if end { CHUNK_END } else { 0 } | if end && leaf.root { ROOT } else { 0 };
+            flags[l] = mode.flags | if b == 0 { CHUNK_START } else { 0 } | if end { CHUNK_END } else { 0 } | if end && leaf.root { ROOT } else { 0 };
         }
         let rows: [&[u8]; 4] = std::array::from_fn(|l| match group.get(l) {
             Some(leaf) if take[l] == BLOCK => &data[leaf.from + b * BLOCK..leaf.from + (b + 1) * BLOCK],
@@ -266,24 +284,24 @@ fn leaves4(data: &[u8], group: &[Leaf], cvs: &mut [Cv]) {
 
 /// Up to four parent nodes side by side: (left child, root?, where the output goes); the
 /// right child follows the left one in `cur`.
-fn parents4(cur: &[Cv], group: &[(usize, bool, usize)], next: &mut [Cv]) {
+fn parents4(mode: Mode, cur: &[Cv], group: &[(usize, bool, usize)], next: &mut [Cv]) {
     let mut blocks = [ZERO_BLOCK; 4];
     for (l, &(left, _, _)) in group.iter().enumerate() {
         blocks[l][..32].copy_from_slice(&cur[left]);
         blocks[l][32..].copy_from_slice(&cur[left + 1]);
     }
     let m = load::<16>(blocks.each_ref().map(|b| &b[..]));
-    let flags = from(std::array::from_fn(|l| PARENT | if group.get(l).is_some_and(|g| g.1) { ROOT } else { 0 }));
+    let flags = from(std::array::from_fn(|l| mode.flags | PARENT | if group.get(l).is_some_and(|g| g.1) { ROOT } else { 0 }));
     let zero = from([0; 4]);
-    let out = store(&compress4(&iv4(), &m, zero, zero, from([BLOCK as u32; 4]), flags));
+    let out = store(&compress4(&mode.key4(), &m, zero, zero, from([BLOCK as u32; 4]), flags));
     for (l, &(_, _, dest)) in group.iter().enumerate() {
         next[dest] = out[l];
     }
 }
 
-/// BLAKE3 digests of consecutive messages of `data` with the given lengths (which must add
-/// up to at most `data.len()`), appended to `out`, 32 bytes each.
-pub fn hash_consecutive(data: &[u8], lengths: impl IntoIterator<Item = usize>, out: &mut Vec<u8>) {
+/// BLAKE3 digests (in `mode`) of consecutive messages of `data` with the given lengths (which
+/// must add up to at most `data.len()`), appended to `out`, 32 bytes each.
+pub fn hash_consecutive(mode: Mode, data: &[u8], lengths: impl IntoIterator<Item = usize>, out: &mut Vec<u8>) {
     // Every leaf of every message; `spans[m]`: message m's nodes at the current level.
     let mut leaves = Vec::new();
     let mut spans = Vec::new();
@@ -302,7 +320,7 @@ pub fn hash_consecutive(data: &[u8], lengths: impl IntoIterator<Item = usize>, o
     leaves.sort_by_key(|x| std::cmp::Reverse((x.len == LEAF && !x.root, x.blocks())));
     let mut cur = vec![[0u8; 32]; leaves.len()];
     for group in leaves.chunks(4) {
-        leaves4(data, group, &mut cur);
+        leaves4(mode, data, group, &mut cur);
     }
     // Parent nodes, one tree level at a time across all messages.
     let mut jobs = Vec::new();
@@ -326,7 +344,7 @@ pub fn hash_consecutive(data: &[u8], lengths: impl IntoIterator<Item = usize>, o
             break;
         }
         for group in jobs.chunks(4) {
-            parents4(&cur, group, &mut next);
+            parents4(mode, &cur, group, &mut next);
         }
         cur = next;
     }

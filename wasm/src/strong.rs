@@ -88,7 +88,7 @@ pub fn hash(algo: Algo, data: &[u8]) -> Vec<u8> {
 /// time ([`crate::blake3_lanes`]) when there are enough chunks to fill the lanes.
 pub fn hash_consecutive(algo: Algo, data: &[u8], lengths: &[u32], out: &mut Vec<u8>) {
     if algo == Algo::Blake3 && lengths.len() >= 4 {
-        return crate::blake3_lanes::hash_consecutive(data, lengths.iter().map(|&l| l as usize), out);
+        return crate::blake3_lanes::hash_consecutive(crate::blake3_lanes::Mode::HASH, data, lengths.iter().map(|&l| l as usize), out);
     }
     let mut h = Hasher::new(algo);
     let mut pos = 0;

@@ -1,26 +1,88 @@
-//! Four-lane BLAKE3 equals the blake3 crate on every message, for any lengths and batch sizes;
-//! the chunker's strong hashes equal hashing each chunk on its own however the data is pushed.
+//! Four-lane BLAKE3 equals the blake3 crate on every message, for any lengths and batch sizes,
+//! in hash mode and in keyed mode (a vault's chunk ids); the chunker's strong hashes equal
+//! hashing each chunk on its own however the data is pushed; a span's cut (SpanCutter) equals
+//! the two streaming chunkers' and per-chunk hashes.
 mod common;
 use common::random_bytes;
-use dsync_wasm::blake3_lanes::hash_consecutive;
-use dsync_wasm::bindings::DsyncChunker;
+use dsync_wasm::bindings::{DsyncChunker, SpanCutter};
+use dsync_wasm::blake3_lanes::{hash_consecutive, Mode};
 use proptest::prelude::*;
 
-fn expected(data: &[u8], lengths: &[usize]) -> Vec<u8> {
+/// The blake3 crate's digest of each message: keyed with `key`, else plain.
+fn expected_with(key: Option<&[u8; 32]>, data: &[u8], lengths: &[usize]) -> Vec<u8> {
     let mut out = Vec::new();
     let mut pos = 0;
     for &l in lengths {
-        out.extend_from_slice(blake3::hash(&data[pos..pos + l]).as_bytes());
+        let m = &data[pos..pos + l];
+        out.extend_from_slice(match key {
+            Some(k) => blake3::keyed_hash(k, m),
+            None => blake3::hash(m),
+        }.as_bytes());
         pos += l;
     }
     out
 }
 
-fn lanes(data: &[u8], lengths: &[usize]) -> Vec<u8> {
+fn expected(data: &[u8], lengths: &[usize]) -> Vec<u8> {
+    expected_with(None, data, lengths)
+}
+
+fn lanes_with(mode: Mode, data: &[u8], lengths: &[usize]) -> Vec<u8> {
     let mut out = vec![0xAA; 3]; // appends after what `out` already holds
-    hash_consecutive(data, lengths.iter().copied(), &mut out);
+    hash_consecutive(mode, data, lengths.iter().copied(), &mut out);
     assert_eq!(&out[..3], &[0xAA; 3]);
     out.split_off(3)
+}
+
+fn lanes(data: &[u8], lengths: &[usize]) -> Vec<u8> {
+    lanes_with(Mode::HASH, data, lengths)
+}
+
+fn key(seed: u64) -> [u8; 32] {
+    random_bytes(seed, 32).try_into().unwrap()
+}
+
+/// `[min, avg, max, op, every]` of the tests' chunkers (op 0: xor).
+const PARAMS: [u32; 5] = [2048, 8192, 65536, 0, 16];
+
+/// What a SpanCutter must answer: a streaming chunker pushed `data` whole (and finished when
+/// `last`), the keyed one's chunks keyed-hashed, the default one's hashed (BLAKE3).
+fn span_expected(gear: &[u8], k: &[u8; 32], data: &[u8], last: bool) -> (Vec<u32>, Vec<u8>, Vec<u32>, Vec<u8>) {
+    let [min, avg, max, op, every] = PARAMS;
+    let lengths = |mut c: DsyncChunker| {
+        c.push(data.to_vec());
+        if last {
+            c.finish();
+        }
+        c.take_chunks().iter().step_by(2).copied().collect::<Vec<u32>>()
+    };
+    let keyed = lengths(DsyncChunker::keyed(min, avg, max, op as u8, every, gear).unwrap());
+    let root = lengths(DsyncChunker::new(min, avg, max, op as u8, every, 3).unwrap());
+    let us = |l: &[u32]| l.iter().map(|&x| x as usize).collect::<Vec<usize>>();
+    let (ids, hashes) = (expected_with(Some(k), data, &us(&keyed)), expected(data, &us(&root)));
+    (keyed, ids, root, hashes)
+}
+
+#[test]
+fn span_cutter_answers_as_the_streaming_chunkers() {
+    let gear = random_bytes(11, 2048);
+    let k = key(12);
+    let mut cutter = SpanCutter::new(&PARAMS, &gear, &k, &PARAMS, 3).unwrap();
+    for (seed, len) in [(13u64, 0usize), (14, 1000), (15, 65_536), (16, 200_000), (17, 3 << 20)] {
+        let data = random_bytes(seed, len);
+        for last in [false, true] {
+            let n = cutter.cut(&data, last);
+            let got = (cutter.keyed_lengths(), cutter.ids(), cutter.root_lengths(), cutter.root_hashes());
+            assert_eq!(n, got.0.len());
+            let want = span_expected(&gear, &k, &data, last);
+            assert_eq!(got, want, "{len} bytes, last {last}");
+            if last {
+                assert_eq!(got.0.iter().sum::<u32>() as usize, len, "a last span's chunks reach its end");
+            } else {
+                assert!(len - got.0.iter().sum::<u32>() as usize <= 65_536 + 65_536, "only chunks followed by max bytes are kept");
+            }
+        }
+    }
 }
 
 #[test]
@@ -32,10 +94,13 @@ fn tree_shape_boundaries() {
         lengths.extend([leaves * 1024 - 1, leaves * 1024, leaves * 1024 + 1]);
     }
     let data = random_bytes(7, lengths.iter().sum());
-    assert_eq!(lanes(&data, &lengths), expected(&data, &lengths));
-    for l in &lengths {
-        // alone, and as the only full lane among idle ones
-        assert_eq!(lanes(&data[..*l], &[*l]), expected(&data[..*l], &[*l]), "length {l}");
+    let k = key(10);
+    for (mode, key) in [(Mode::HASH, None), (Mode::keyed(&k), Some(&k))] {
+        assert_eq!(lanes_with(mode, &data, &lengths), expected_with(key, &data, &lengths));
+        for l in &lengths {
+            // alone, and as the only full lane among idle ones
+            assert_eq!(lanes_with(mode, &data[..*l], &[*l]), expected_with(key, &data[..*l], &[*l]), "length {l}, keyed {}", key.is_some());
+        }
     }
 }
 
@@ -54,6 +119,13 @@ proptest! {
     fn equals_blake3_crate(seed in any::<u64>(), lengths in prop::collection::vec(0usize..20_000, 0..24)) {
         let data = random_bytes(seed, lengths.iter().sum());
         prop_assert_eq!(lanes(&data, &lengths), expected(&data, &lengths));
+    }
+
+    #[test]
+    fn keyed_equals_blake3_crate(seed in any::<u64>(), lengths in prop::collection::vec(0usize..20_000, 0..24)) {
+        let data = random_bytes(seed, lengths.iter().sum());
+        let k = key(seed ^ 1);
+        prop_assert_eq!(lanes_with(Mode::keyed(&k), &data, &lengths), expected_with(Some(&k), &data, &lengths));
     }
 
     #[test]

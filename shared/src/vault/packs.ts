@@ -102,10 +102,23 @@ export class PackWriter {
     return x;
   }
 
+  /** Rooms of packs uploaded, for the next packs' bodies, so that a push does not take a pack's
+   *  worth of new memory (its pages, the garbage collector's time) for each pack
+   *  (bench/results/vault-cli.md). A room is handed out again only once its upload succeeded,
+   *  and every byte of a body is written again (chunks, then random padding). */
+  private rooms: Uint8Array<ArrayBuffer>[] = [];
+
+  private room(size: number): Uint8Array<ArrayBuffer> {
+    const i = this.rooms.findIndex((r) => r.length >= size);
+    // slack for the next packs' sizes: PADME rounds a pack of 4 MiB and more to 128 KiB
+    const room = i < 0 ? new Uint8Array(size + (size >> 4)) : this.rooms.splice(i, 1)[0];
+    return room.subarray(0, size);
+  }
+
   private async upload(p: OpenPack): Promise<void> {
     // the sealed chunks, then random bytes up to PADME (only the padding drawn: a pack's worth
     // of getRandomValues costs as much as sealing it)
-    const body = new Uint8Array(padme(p.size));
+    const body = this.room(padme(p.size));
     let at = 0;
     for (const part of p.parts) {
       body.set(part, at);
@@ -115,6 +128,7 @@ export class PackWriter {
     // WebCrypto's SHA-256: native, some 5× @noble/hashes' on a 4 MiB pack in Node
     const id = hex(new Uint8Array(await globalThis.crypto.subtle.digest('SHA-256', body)));
     await this.remote.putPack(this.k.id, id, body);
+    if (this.rooms.length <= PACKS_IN_FLIGHT) this.rooms.push(new Uint8Array(body.buffer));
     for (const r of p.refs) r.pack = id;
     if (this.o.uploaded) for (let i = 0; i < p.refs.length; i++) await this.o.uploaded(p.kinds[i], p.refs[i], p.parts[i]);
     this.bytes += body.length;

@@ -18,6 +18,7 @@ export interface VaultRemote {
    *  SHA-256): throws VaultKeyfileChanged when it holds another (a change elsewhere landed
    *  first; nothing changed). */
   putKeyfile(id: string, keyfile: Uint8Array, replaces: Uint8Array): Promise<void>;
+  /** `bytes` are the caller's again once this settles (a PackWriter writes its next pack into them) */
   putPack(id: string, pack: string, bytes: Uint8Array): Promise<void>;
   /** `length` bytes from `offset`; `toEnd`: fewer when the pack ends before (the server cuts
    *  a range at the pack's end) */

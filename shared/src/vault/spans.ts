@@ -13,7 +13,7 @@
  * serially (a file of up to a span) names the same chunks. The workers are the page's Web
  * Workers (client/src/vault-chunk-worker.ts) or the CLI's worker threads (spans-node.ts).
  */
-import { DsyncChunker, keyed_blake3_chunks } from '../../../wasm/pkg/dsync_wasm.js';
+import { SpanCutter } from '../../../wasm/pkg/dsync_wasm.js';
 import { RootHasher, type Source, runHash } from '../chunking/chunk-index.ts';
 import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../wire/protocol.ts';
 import { CONTENT_PARAMS, keyedChunks, openVerified } from './chunks.ts';
@@ -65,30 +65,20 @@ export type SpanReply = SpanCut | Uint8Array | { refused: string } | null;
 
 /** The keyed and default chunking of `bytes`, the file's bytes from some offset on, as if a
  *  chunk started at its first byte; `final`: they reach the file's end (every chunk is then
- *  whole), else only the chunks followed by at least `max` bytes are kept. */
+ *  whole), else only the chunks followed by at least `max` bytes are kept. One copy of the
+ *  bytes into wasm memory serves both chunkings and both hashings (`SpanCutter`). */
 export function cutSpan(k: Pick<ChunkKeys, 'gear' | 'chunkId'>, bytes: Uint8Array, from: number, final: boolean): SpanCut {
   const c = CONTENT_PARAMS;
-  const keyed = DsyncChunker.keyed(c.min, c.avg, c.max, c.op, c.every, k.gear);
   const d = DEFAULT_PARAMS;
-  const plain = new DsyncChunker(d.min, d.avg, d.max, d.op, d.every, DEFAULT_ALGO);
+  const cutter = new SpanCutter(Uint32Array.of(c.min, c.avg, c.max, c.op, c.every), k.gear, k.chunkId, Uint32Array.of(d.min, d.avg, d.max, d.op, d.every), DEFAULT_ALGO);
   try {
-    keyed.push(bytes);
-    plain.push(bytes);
-    if (final) {
-      keyed.finish();
-      plain.finish();
-    }
-    const lengthsOf = (pairs: Uint32Array) => Uint32Array.from({ length: pairs.length / 2 }, (_, i) => pairs[2 * i]);
-    const lengths = lengthsOf(keyed.take_chunks());
-    let total = 0;
-    for (const l of lengths) total += l;
-    const ids = keyed_blake3_chunks(k.chunkId, bytes.subarray(0, total), lengths);
-    const rootLengths = lengthsOf(plain.take_chunks());
-    const hashes = plain.take_strong(rootLengths.length);
-    return { keyed: { from, lengths, ids }, root: { from, lengths: rootLengths, hashes } };
+    cutter.cut(bytes, final);
+    return {
+      keyed: { from, lengths: cutter.keyed_lengths(), ids: cutter.ids() },
+      root: { from, lengths: cutter.root_lengths(), hashes: cutter.root_hashes() },
+    };
   } finally {
-    keyed.free();
-    plain.free();
+    cutter.free();
   }
 }
 
@@ -142,14 +132,13 @@ export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: num
     let total = 0;
     for (const l of m.lengths) total += l + SEAL_OVERHEAD;
     const out = new Uint8Array(total);
-    let at = 0;
-    await Promise.all(
-      Array.from(m.lengths, (l, i) => {
-        const into = at;
-        at += l + SEAL_OVERHEAD;
-        return seal(keys!, m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES), bytes.subarray(m.offsets[i], m.offsets[i] + l), out, into);
-      }),
-    );
+    // a synchronous sealer (node:crypto's) answers nothing: no promise a chunk to wait for
+    const waits: Promise<void>[] = [];
+    for (let i = 0, at = 0; i < m.lengths.length; at += m.lengths[i++] + SEAL_OVERHEAD) {
+      const w = seal(keys, m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES), bytes.subarray(m.offsets[i], m.offsets[i] + m.lengths[i]), out, at);
+      if (w) waits.push(w);
+    }
+    await Promise.all(waits);
     return out;
   };
   const waiting: { m: SpanRequest<F>; resolve: (r: SpanReply) => void; reject: (e: unknown) => void }[] = [];

@@ -39,7 +39,7 @@ import {
 } from './format.ts';
 import { type PieceCache, memoryPieceCache } from './cache.ts';
 import { PackWriter } from './packs.ts';
-import { type FileCut, type RangeOpener, serialChunks } from './spans.ts';
+import { type CutBatch, type FileCut, type RangeOpener, serialChunks } from './spans.ts';
 import type { VaultRemote } from './remote.ts';
 import { type Expect, type Seen, addVersion, applyAll, byName, checkExpect, deleteFile, emptyTree, fileFor, last, newFileId, packsInUse, purgeFile, renameFile, seenAt, seenDeleted, setKeep } from './tree.ts';
 
@@ -470,24 +470,43 @@ export class Vault {
   /** Chunks `source` with the vault's keys (`cut`: cut and sealed elsewhere, spans.ts; else
    *  here), sealing into `packs` only the chunks the vault lacks (as far as this device knows):
    *  its Refs, how many were reused, and the root of the bytes read with the default chunking
-   *  (computed from the very bytes chunked). */
+   *  (computed from the very bytes chunked). Once a batch is sealed, the next is asked for and
+   *  its sealing begun while this one's chunks are placed: a chunk worker seals while this
+   *  thread packs and uploads, neither waiting for the other. */
   private async chunkFile(packs: PackWriter, name: string, source: Source, cut: FileCut = serialChunks(this.keys, source)): Promise<{ refs: Ref[]; reused: number; size: number; root: Uint8Array }> {
     const refs: Ref[] = [];
     let reused = 0;
-    for await (const b of cut.batches) {
+    /** a batch's keys and the chunks of it to seal: those the vault lacks, each once, and not
+     *  being sealed in the batch before (`before`), whose chunks are placed meanwhile */
+    const begin = (b: CutBatch, before: Set<string>) => {
       const keys = b.ids.map((id) => refKey(Kind.Content, id));
-      // the chunks to seal: those the vault lacks, each once
       const fresh: number[] = [];
       const sealing = new Set<string>();
       keys.forEach((key, i) => {
-        if (this.index.has(key) || sealing.has(key)) return;
+        if (this.index.has(key) || sealing.has(key) || before.has(key)) return;
         sealing.add(key);
         fresh.push(i);
       });
-      const sealed = await b.seal(fresh);
-      for (const [j, i] of fresh.entries()) this.index.set(keys[i], await packs.place(Kind.Content, b.ids[i], sealed[j]));
-      for (const key of keys) refs.push(this.index.get(key)!);
-      reused += keys.length - fresh.length;
+      const sealed = b.seal(fresh);
+      sealed.catch(() => {}); // (awaited in turn; unawaited when an earlier batch failed)
+      return { b, keys, fresh, sealing, sealed };
+    };
+    const batches = cut.batches[Symbol.asyncIterator]();
+    try {
+      const first = await batches.next();
+      let at = first.done ? null : begin(first.value, new Set());
+      while (at) {
+        const sealed = await at.sealed;
+        const before = at.sealing;
+        const next = batches.next().then((n) => (n.done ? null : begin(n.value, before)));
+        next.catch(() => {}); // (awaited below, after this batch's chunks are placed)
+        for (const [j, i] of at.fresh.entries()) this.index.set(at.keys[i], await packs.place(Kind.Content, at.b.ids[i], sealed[j]));
+        for (const key of at.keys) refs.push(this.index.get(key)!);
+        reused += at.keys.length - at.fresh.length;
+        at = await next;
+      }
+    } finally {
+      await batches.return?.(undefined);
     }
     const root = cut.root();
     const size = refs.reduce((n, r) => n + plainLength(r), 0);
