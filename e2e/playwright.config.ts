@@ -1,5 +1,5 @@
-// Playwright in Debian's Chromium (Playwright cannot download browsers here), headless, one
-// test at a time (the machine has 2 cores), each against its own real server (e2e/server.ts).
+// Playwright in Debian's Chromium (Playwright cannot download browsers here), headless, two
+// spec files at a time, each test against its own real server (e2e/server.ts).
 import { defineConfig } from '@playwright/test';
 
 export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
@@ -13,7 +13,7 @@ export default defineConfig({
   // a hang fails the run instead of outlasting CI's limit
   globalTimeout: 30 * 60_000,
   expect: { timeout: 15_000 },
-  workers: 1,
+  workers: 2,
   retries: 0,
   reporter: [['list']],
   outputDir: '../test-results',

@@ -17,8 +17,10 @@ step "type check (tsc)"
 npx tsc --noEmit -p .
 
 # Each test has 600 s (the longest, the session fuzzer, takes 1–3 min): a hang fails the run with the test's name instead of outlasting CI.
+# Three files at once: most of a file's time is waiting (its servers, MinIO, child processes,
+# fsync), and every test holds on a loaded machine (issue 48), so the files share the cores.
 step "Node tests (shared/, server/, cli/; npm run test:fast runs the quick part)"
-node --import tsx --test --test-reporter=spec --test-concurrency=1 --test-timeout=600000 shared/test/*.test.ts server/test/*.test.ts cli/test/*.test.ts client/test/*.test.ts
+node --import tsx --test --test-reporter=spec --test-concurrency=3 --test-timeout=600000 shared/test/*.test.ts server/test/*.test.ts cli/test/*.test.ts client/test/*.test.ts
 
 step "browser tests (Playwright, Chromium)"
 npx playwright test -c e2e/playwright.config.ts
