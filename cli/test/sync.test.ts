@@ -2,7 +2,8 @@
 // own) and the real CLI against a real server, one test per rule of docs/sync.md.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -10,6 +11,8 @@ import { startServe } from '../../harness/child.ts';
 import { testServer } from '../../harness/helpers.ts';
 import { DSYNC, dsync, dsyncOnTerminal, jsonLines } from './run.ts';
 import { serverOf, treeOf } from './sync-world.ts';
+import { EMPTY_LOCK_MS } from '../sync-lock.ts';
+import { syncStateDir } from '../sync-state.ts';
 
 interface Dev {
   dir: string;
@@ -458,6 +461,19 @@ test('one sync per folder: a second one is refused while the first runs, and a k
     assert.ok(lines.some((l) => l.pass?.agreed), JSON.stringify(lines));
     // a sync that ended released the folder
     ok(await a.sync());
+    // a lock left empty (its owner killed between creating it and writing its pid): busy while
+    // the owner may still be writing, taken over once older than EMPTY_LOCK_MS
+    const lock = path.join(syncStateDir(a.env), createHash('sha256').update(realpathSync(a.dir)).digest('hex').slice(0, 32) + '.lock');
+    assert.ok(!existsSync(lock), 'no lock once the syncs ended');
+    writeFileSync(lock, '');
+    const young = await a.sync();
+    assert.equal(young.code, 1, young.stdout + young.stderr);
+    assert.match(young.stderr, /another dsync sync is syncing/);
+    const old = (Date.now() - EMPTY_LOCK_MS - 60_000) / 1000;
+    utimesSync(lock, old, old);
+    ok(await a.sync());
+    assert.ok(!existsSync(lock), 'the lock taken over was released');
+    assert.deepEqual(readdirSync(syncStateDir(a.env)).filter((n) => n.includes('.lock')), [], 'nothing left beside it');
   } finally {
     w.child.kill('SIGKILL');
     await s.stop();
