@@ -15,6 +15,19 @@ const SHELL = 'dsync-shell-v1';
 const SHARE_DB = 'dsync-share';
 
 self.addEventListener('install', (e) => {
+  // /api/ and /sync go to the network without waking this worker (the static routing API,
+  // Chromium 123 on; elsewhere the fetch handler below lets them through): a request this
+  // worker sees is handed to it whole, body and all, and Chromium keeps a request body's
+  // Blob in its blob store while the FetchEvent that carried it lives in this worker's heap,
+  // which is rarely collected: a page's vault pack uploads held 2 GiB after a few pushes, and
+  // the next Blob failed ("Failed to fetch"; bench/results/vault-page.md). The routes do not
+  // cover a worker's requests (Chromium 156), so the vault worker's go from the page.
+  // (a browser that refuses the routes still installs this worker: the shell is cached below)
+  try {
+    e.addRoutes?.([{ condition: { urlPattern: '/api/*' }, source: 'network' }, { condition: { urlPattern: '/sync' }, source: 'network' }]).catch((err) => console.warn('no routes past the service worker:', err));
+  } catch (err) {
+    console.warn('no routes past the service worker:', err);
+  }
   e.waitUntil(
     (async () => {
       const cache = await caches.open(SHELL);

@@ -59,7 +59,26 @@ export interface VaultPushed {
  *  `other` (the server refused or could not be reached). */
 export type VaultFailureKind = 'secret' | 'refused' | 'other';
 
+/**
+ * A request with a body (a pack, the head, the keyfile) the vault worker asks the page to
+ * send, and the page's answer: the whole response, or fetch's error. The page sends it with the
+ * body as a Blob, past the service worker (sw.js's routes): Chromium keeps a request body's
+ * Blob in its blob store while the service worker's FetchEvent for it lives, and the routes
+ * that keep /api/ out of the service worker do not apply to a worker's requests (Chromium 156),
+ * so the vault worker's own pack uploads filled the store's 2 GiB in a few pushes and then
+ * failed (bench/results/vault-page.md). The body is the worker's copy.
+ */
+export interface VaultUpload {
+  upload: number;
+  url: string;
+  method: string;
+  headers: [string, string][];
+  body: Uint8Array<ArrayBuffer>;
+}
+export type VaultUploaded = { uploaded: number; ok: true; status: number; statusText: string; headers: [string, string][]; body: ArrayBuffer } | { uploaded: number; ok: false; error: string };
+
 export type VaultReply =
+  | VaultUpload
   | { rid: number; progress: number }
   | { rid: number; ok: true; value: unknown }
   | { rid: number; ok: false; kind: VaultFailureKind; error: string };

@@ -2,7 +2,7 @@
  * The page's side of a vault worker (vault-worker.ts): requests as promises, progress as a
  * callback. `end()` terminates the worker, and with it the vault's keys.
  */
-import type { VaultFailureKind, VaultReply, VaultRequest } from './vault-api.ts';
+import type { VaultFailureKind, VaultReply, VaultRequest, VaultUpload, VaultUploaded } from './vault-api.ts';
 import { PageWorker } from './worker-start.ts';
 
 export class VaultFailure extends Error {
@@ -32,6 +32,7 @@ export class VaultWorker {
   constructor() {
     this.worker.addEventListener('message', (e: MessageEvent<VaultReply>) => {
       const r = e.data;
+      if ('upload' in r) return void this.upload(r);
       const w = this.waiting.get(r.rid);
       if (!w) return;
       if ('progress' in r) return w.progress?.(r.progress);
@@ -49,6 +50,20 @@ export class VaultWorker {
       this.waiting.set(rid, { resolve: resolve as (v: unknown) => void, reject, progress });
       this.worker.postMessage({ ...req, rid });
     });
+  }
+
+  /** Sends a request the worker asks this thread to send (vault-api.ts `VaultUpload`: its body
+   *  as a Blob, past the service worker) and hands the worker the whole response. */
+  private async upload(u: VaultUpload) {
+    let reply: VaultUploaded;
+    try {
+      const res = await fetch(u.url, { method: u.method, headers: u.headers, body: new Blob([u.body]) });
+      const body = await res.arrayBuffer();
+      reply = { uploaded: u.upload, ok: true, status: res.status, statusText: res.statusText, headers: [...res.headers], body };
+    } catch (e) {
+      reply = { uploaded: u.upload, ok: false, error: e instanceof Error ? e.message : String(e) };
+    }
+    this.worker.postMessage(reply, reply.ok ? [reply.body] : []);
   }
 
   /** Ends the worker (the vault's keys go with it); requests under way fail. */

@@ -12,7 +12,7 @@ import { type Vault, createVault, openVault } from '../../shared/src/vault/vault
 import { VaultError } from '../../shared/src/vault/format.ts';
 import { SPAN_BYTES, type SpanReply, type SpanRequest, type SpanWorker, openInWorkers, spanChunks } from '../../shared/src/vault/spans.ts';
 import { blobSource } from './blob-source.ts';
-import type { VaultFailureKind, VaultListing, VaultOpened, VaultPushed, VaultReply, VaultRequest } from './vault-api.ts';
+import type { VaultFailureKind, VaultListing, VaultOpened, VaultPushed, VaultReply, VaultRequest, VaultUploaded } from './vault-api.ts';
 import { storedHeads } from './vault-heads.ts';
 import { laterPieces, storedPieces } from './vault-pieces.ts';
 import { initWasm } from './wasm-init.ts';
@@ -22,11 +22,27 @@ import { WORKER_READY, WORKER_START_MS, starting } from './worker-start.ts';
 const PROGRESS_MS = 200;
 
 const ready = initWasm();
-/** A request body of bytes goes to fetch as a Blob: Chromium uploads a Blob from its blob
- *  store, but an ArrayBufferView through a data pipe from this thread, many times slower under
- *  load and far more so with several uploads at once (4 packs of 4 MiB at once: 7 s as bytes,
- *  0.4 s as Blobs; bench/results/vault-page.md). */
-const remote = httpVaultRemote(location.origin, (input, init) => fetch(input, init?.body instanceof Uint8Array ? { ...init, body: new Blob([init.body as Uint8Array<ArrayBuffer>]) } : init));
+const uploads = new Map<number, { resolve: (r: Response) => void; reject: (e: Error) => void }>();
+let nextUpload = 1;
+/** Statuses whose Response has no body. */
+const NO_BODY = new Set([101, 103, 204, 205, 304]);
+/** A request with a body of bytes is sent by the page, the body as a Blob (vault-api.ts
+ *  `VaultUpload`: a Blob made here would stay in Chromium's blob store); Chromium uploads a
+ *  Blob from its blob store, but an ArrayBufferView through a data pipe from the calling
+ *  thread, many times slower under load and far more so with several uploads at once (4 packs
+ *  of 4 MiB at once: 7 s as bytes, 0.4 s as Blobs; bench/results/vault-page.md). Any other
+ *  request goes from here. */
+const remote = httpVaultRemote(location.origin, (input, init) => {
+  const body: unknown = init?.body;
+  if (!(body instanceof Uint8Array) || input instanceof Request) return fetch(input, init);
+  const upload = nextUpload++;
+  return new Promise<Response>((resolve, reject) => {
+    uploads.set(upload, { resolve, reject });
+    // a copy handed over: the caller's array stays its own
+    const copy = body.slice() as Uint8Array<ArrayBuffer>;
+    post({ upload, url: String(input), method: init!.method ?? 'GET', headers: [...new Headers(init!.headers)], body: copy }, [copy.buffer]);
+  });
+});
 let vault: Vault | null = null;
 
 type ChunkWorker = SpanWorker<Blob> & { end(): void };
@@ -100,7 +116,7 @@ function chunkWorkers(v: Vault): Promise<ChunkWorker[] | null> {
   return chunkPool;
 }
 
-const post = (r: VaultReply) => (self as unknown as Worker).postMessage(r);
+const post = (r: VaultReply, transfer: Transferable[] = []) => (self as unknown as Worker).postMessage(r, transfer);
 
 /** A failure's kind: a secret that does not open the vault, a server that lies (a rollback, a
  *  fork, a damaged or swapped object, a counter that is not the head's), or anything else (a
@@ -177,7 +193,15 @@ async function run(req: VaultRequest, progress: (n: number) => void): Promise<un
   return new Blob(parts);
 }
 
-self.onmessage = (e: MessageEvent<VaultRequest & { rid: number }>) => {
+self.onmessage = (e: MessageEvent<(VaultRequest & { rid: number }) | VaultUploaded>) => {
+  if ('uploaded' in e.data) {
+    const r = e.data;
+    const p = uploads.get(r.uploaded);
+    uploads.delete(r.uploaded);
+    if (r.ok) p?.resolve(new Response(NO_BODY.has(r.status) ? null : r.body, { status: r.status, statusText: r.statusText, headers: r.headers }));
+    else p?.reject(new TypeError(r.error));
+    return;
+  }
   const { rid, ...req } = e.data;
   run(req as VaultRequest, (n) => post({ rid, progress: n })).then(
     (value) => post({ rid, ok: true, value }),
