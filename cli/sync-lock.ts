@@ -5,9 +5,9 @@
  * the moment it exists (written aside, then linked into place: a link fails if the name
  * exists); one left by a process that no longer runs (SIGKILL, a crash) is taken over at once.
  * An empty one (left where links are refused and the file is created, then written) is taken
- * over once older than EMPTY_LOCK_MS. The engine stays correct without the lock (every upload goes against its
- * basis version, every download renames in only over an unchanged file); the lock spares the
- * duplicate work and the doubled conflict copies two racing passes would make.
+ * over once older than EMPTY_LOCK_MS. The engine stays correct without the lock (every upload
+ * goes against its basis version, every download renames in only over an unchanged file); the
+ * lock spares the duplicate work and the doubled conflict copies two racing passes would make.
  */
 import { createHash } from 'node:crypto';
 import { linkSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
