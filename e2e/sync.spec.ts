@@ -8,11 +8,15 @@ import { open } from 'node:fs/promises';
 import path from 'node:path';
 import { content, insertAt, writePseudoRandomFile } from './data.ts';
 import { card, expect, openPage, result, root, test } from './fixtures.ts';
-import { TestServer } from './server.ts';
+import { pipeTo, TestServer } from './server.ts';
 import WebSocket from 'ws';
 import { encode } from '../shared/src/wire/codec.ts';
 import { DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION } from '../shared/src/wire/protocol.ts';
 import { pushBytes } from '../harness/helpers.ts';
+
+
+/** Bytes a page's upload has sent when a test holds it mid-way (e2e/server.ts pipeTo). */
+const MID_UPLOAD_BYTES = 8 << 20;
 
 test('first upload through the drop zone (real drag events with a DataTransfer)', async ({ page, server }) => {
   const files = { 'dropped.bin': content(1_500_000), 'notes.txt': content(40_000) };
@@ -141,64 +145,80 @@ test('keyboard only: pick a file, open its versions, with a visible focus ring',
 });
 
 test('the server stopped mid-sync: the page says so, the old version stays intact, it completes by itself when the server is back', async ({ page, server, dir }) => {
-  const v1 = content(2_000_000);
-  const file = path.join(dir, 'movie.mp4');
-  writeFileSync(file, v1);
-  await openPage(page, server.url);
-  await page.getByTestId('file-input').setInputFiles(file);
-  await result(page, 'movie.mp4');
+  // the server is killed while the upload is held mid-way, then its connection cut (a kill
+  // timed by the page's progress can come after the commit on a fast machine, or never see a
+  // short step on a loaded one)
+  const through = await pipeTo(server);
+  try {
+    const v1 = content(2_000_000);
+    const file = path.join(dir, 'movie.mp4');
+    writeFileSync(file, v1);
+    await openPage(page, through.url);
+    await page.getByTestId('file-input').setInputFiles(file);
+    await result(page, 'movie.mp4');
 
-  const sha = await writePseudoRandomFile(file, 160 << 20);
-  await page.getByTestId('file-input').setInputFiles(file);
-  // stop the server mid-sync, while the file is being chunked (its first Delta Bytes already
-  // flow then, protocol version 3); the 'sending' step comes only once the whole list is
-  // answered, so close to the end that the sync could finish before the kill
-  await card(page, 'movie.mp4').and(page.locator('[data-step=chunking]')).waitFor({ timeout: 60_000 });
-  await server.kill();
-  const problem = card(page, 'movie.mp4').getByTestId('problem');
-  await expect(problem).toHaveAttribute('data-kind', 'lost', { timeout: 30_000 });
-  await expect(problem).toContainText('connection to the server was lost');
-  await expect(problem).toContainText('Nothing was half-stored');
-  await expect(page.getByTestId('server-status')).toContainText('Server unreachable');
-  // nothing was committed and the previous version is intact
-  expect(await server.latest('movie.mp4')).toBe(1);
-  expect((await server.storedBytes('movie.mp4', 1)).equals(v1)).toBe(true);
+    const sha = await writePseudoRandomFile(file, 160 << 20);
+    const held = through.holdAt(MID_UPLOAD_BYTES);
+    await page.getByTestId('file-input').setInputFiles(file);
+    const release = await held;
+    await server.kill();
+    release(true);
+    const problem = card(page, 'movie.mp4').getByTestId('problem');
+    await expect(problem).toHaveAttribute('data-kind', 'lost', { timeout: 30_000 });
+    await expect(problem).toContainText('connection to the server was lost');
+    await expect(problem).toContainText('Nothing was half-stored');
+    await expect(page.getByTestId('server-status')).toContainText('Server unreachable');
+    // nothing was committed and the previous version is intact
+    expect(await server.latest('movie.mp4')).toBe(1);
+    expect((await server.storedBytes('movie.mp4', 1)).equals(v1)).toBe(true);
 
-  await expect(problem).toContainText('tried again by itself when the server is back');
+    await expect(problem).toContainText('tried again by itself when the server is back');
 
-  // a file picked while the server is down waits for it
-  const other = path.join(dir, 'other.txt');
-  writeFileSync(other, content(10_000));
-  await page.getByTestId('file-input').setInputFiles(other);
-  await expect(card(page, 'other.txt')).toHaveAttribute('data-status', 'queued');
-  await expect(card(page, 'other.txt').getByTestId('status-line')).toHaveText('Waiting for the server · starts by itself when it is back');
+    // a file picked while the server is down waits for it
+    const other = path.join(dir, 'other.txt');
+    writeFileSync(other, content(10_000));
+    await page.getByTestId('file-input').setInputFiles(other);
+    await expect(card(page, 'other.txt')).toHaveAttribute('data-status', 'queued');
+    await expect(card(page, 'other.txt').getByTestId('status-line')).toHaveText('Waiting for the server · starts by itself when it is back');
 
-  // the server comes back; the page notices by itself, and both complete without a click
-  await server.start();
-  // (the page looks again every 5 s at most; generous for a loaded machine)
-  await expect(page.getByTestId('server-status')).toContainText('Connected', { timeout: 35_000 });
-  expect((await result(page, 'other.txt')).version).toBe(1);
-  expect((await result(page, 'movie.mp4', { timeout: 120_000 })).version).toBe(2);
-  expect(await server.storedSha256('movie.mp4', 2)).toBe(sha);
+    // the server comes back; the page notices by itself, and both complete without a click
+    await server.start();
+    // (the page looks again every 5 s at most; generous for a loaded machine)
+    await expect(page.getByTestId('server-status')).toContainText('Connected', { timeout: 35_000 });
+    expect((await result(page, 'other.txt')).version).toBe(1);
+    expect((await result(page, 'movie.mp4', { timeout: 120_000 })).version).toBe(2);
+    expect(await server.storedSha256('movie.mp4', 2)).toBe(sha);
+  } finally {
+    through.close();
+  }
 });
 
 test('cancelled, or changed on disk while syncing: nothing is stored, and the page says why', async ({ page, server, dir }) => {
   const file = path.join(dir, 'archive.tar');
   await writePseudoRandomFile(file, 256 << 20, 7);
-  await openPage(page, server.url);
-  await page.getByTestId('file-input').setInputFiles(file);
-  await card(page, 'archive.tar').and(page.locator('[data-step=chunking]')).waitFor();
-  await page.getByRole('button', { name: 'Cancel archive.tar' }).click();
-  await expect(card(page, 'archive.tar').getByTestId('problem')).toHaveAttribute('data-kind', 'cancelled');
-  await expect(card(page, 'archive.tar')).toContainText('Nothing was stored');
+  const through = await pipeTo(server);
+  try {
+    await openPage(page, through.url);
+    let held = through.holdAt(MID_UPLOAD_BYTES);
+    await page.getByTestId('file-input').setInputFiles(file);
+    let release = await held;
+    await page.getByRole('button', { name: 'Cancel archive.tar' }).click();
+    await expect(card(page, 'archive.tar').getByTestId('problem')).toHaveAttribute('data-kind', 'cancelled');
+    await expect(card(page, 'archive.tar')).toContainText('Nothing was stored');
+    release(false);
 
-  // the file is edited on disk while it is being chunked: the browser refuses further reads
-  await page.getByTestId('file-input').setInputFiles(file);
-  await card(page, 'archive.tar').and(page.locator('[data-step=chunking]')).waitFor();
-  appendFileSync(file, 'an edit made while syncing');
-  await expect(card(page, 'archive.tar').getByTestId('problem')).toHaveAttribute('data-kind', 'unreadable');
-  await expect(card(page, 'archive.tar')).toContainText('This file cannot be read');
-  expect(await server.latest('archive.tar')).toBe(0);
+    // the file is edited on disk while it is being read: the browser refuses further reads
+    held = through.holdAt(MID_UPLOAD_BYTES);
+    await page.getByTestId('file-input').setInputFiles(file);
+    release = await held;
+    appendFileSync(file, 'an edit made while syncing');
+    release(false);
+    await expect(card(page, 'archive.tar').getByTestId('problem')).toHaveAttribute('data-kind', 'unreadable');
+    await expect(card(page, 'archive.tar')).toContainText('This file cannot be read');
+    expect(await server.latest('archive.tar')).toBe(0);
+  } finally {
+    through.close();
+  }
 });
 
 test('changed on disk after it is chunked and before its Delta Runs are sent: the page says it cannot be read, nothing is stored', async ({ page, server, dir }) => {

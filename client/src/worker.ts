@@ -85,6 +85,8 @@ function drop(ws: PageSocketLike, reason: string) {
 /** One running transfer: its sockets (to close on cancel) and where it has got to. */
 class Job {
   cancelled = false;
+  /** aborted by a push's cancel: its session sends nothing more (delta-client.ts `signal`) */
+  readonly stop = new AbortController();
   /** a socket of this job has opened: a later loss is "lost", not "unreachable" */
   connected = false;
   step: Step = 'connecting';
@@ -192,13 +194,15 @@ class Job {
     return blobSource(file, { check, onRead, ...(pool && { hashRun: (offset, lengths, algo, pieces, onSpent) => pool.hash(null, offset, lengths, algo, pieces, true, onSpent) }) });
   }
 
-  /** A pull's sockets close at once. A push's socket refuses its next message instead
-   *  (`refusing`): closing it would still send what is queued, and a push whose last messages
-   *  were queued is committed by the server; so a push either stops short of its commit
-   *  (cancelled, nothing stored) or had sent everything and ends as what it is, stored. */
+  /** A pull's sockets close at once. A push's session stops sending instead (its signal, and
+   *  its socket refuses a next message): closing the socket would still send what is queued,
+   *  and a push whose last messages were queued is committed by the server; so a push either
+   *  stops short of its commit (cancelled, nothing stored), also while it waits on a stalled
+   *  link, or had sent everything and ends as what it is, stored. */
   cancel(push: boolean) {
     this.cancelled = true;
-    if (!push) for (const ws of this.sockets) ws.close(1000, 'cancelled');
+    if (push) this.stop.abort(new Cancelled());
+    else for (const ws of this.sockets) ws.close(1000, 'cancelled');
   }
 
   failure(e: unknown): Failure {
@@ -367,7 +371,7 @@ async function run(m: Exclude<ToWorker, { kind: 'cancel' | 'wake' }>, job: Job) 
     });
     // against the version this page knows (or expecting no file): a newer version from
     // another device is never reverted, the bytes go up as a conflict copy instead
-    const outcome = await guardedPush(source, { url: m.url, name: m.name, WebSocket, connection, retries: m.retries, resume: m.resume, modified: m.file.lastModified, onProgress, known: await withKept(known, scope, m.url, m.name), device: m.device, latestOf: (name) => latestOf(m.url, name) });
+    const outcome = await guardedPush(source, { url: m.url, name: m.name, WebSocket, connection, retries: m.retries, resume: m.resume, modified: m.file.lastModified, onProgress, signal: job.stop.signal, known: await withKept(known, scope, m.url, m.name), device: m.device, latestOf: (name) => latestOf(m.url, name) });
     const server = outcome.kind === 'pushed' || !outcome.server ? undefined : { version: outcome.server.version, ...(outcome.server.client && { client: outcome.server.client }) };
     if (outcome.kind === 'behind') return post({ kind: 'done', id: m.id, guard: { kind: 'behind', known: outcome.known, server }, threads: job.threads() });
     const report = outcome.report;

@@ -278,6 +278,10 @@ export interface PushOptions extends SyncOptions {
    *  algorithm and size are the push's; bytes that are no longer what it lists fail the
    *  server's root check (VerifyFailed, nothing stored), and a retry chunks the file anew. */
   index?: ChunkIndex;
+  /** a cancel: once aborted the session sends nothing more and fails with the signal's reason,
+   *  also while it waits for room in a socket that no longer drains (a stalled link); a push
+   *  whose last Delta Bytes already went out is not stopped and ends as the server answers */
+  signal?: AbortSignal;
 }
 
 /** Runs a session, again while the server refuses it as busy (busy.ts whileBusy). The refused
@@ -345,7 +349,7 @@ async function pushOnce(source: Source, opts: PushOptions, cutOff: boolean | und
           modified: opts.modified,
           sliceBytes: opts.sliceBytes,
           onChunked: chunked,
-          sender: { onPhase: (p) => opts.onProgress?.(PROGRESS_OF[p]) },
+          sender: { onPhase: (p) => opts.onProgress?.(PROGRESS_OF[p]), signal: opts.signal },
         });
       });
       opts.onProgress?.('committed');

@@ -117,6 +117,11 @@ class Sender implements Judged {
   }
 
   async run(): Promise<SendOutcome> {
+    const { signal } = this.opts;
+    signal?.throwIfAborted();
+    // a cancel wakes the loop wherever it waits (for room, Match Tokens or a part)
+    const cancel = () => this.fail(signal!.reason);
+    signal?.addEventListener('abort', cancel);
     const receiverRead = this.readReceiver();
     receiverRead.catch((e) => this.fail(e));
     // what the loop sends between two waits goes out as one frame (docs/protocol.md §1): an
@@ -124,9 +129,11 @@ class Sender implements Judged {
     this.conn.cork();
     try {
       await this.loop();
+      signal?.removeEventListener('abort', cancel);
       this.conn.uncork();
       await receiverRead;
     } finally {
+      signal?.removeEventListener('abort', cancel);
       this.conn.uncork();
       // stops the chunking and frees its buffers (after a read still running, if one is)
       if (this.state !== HASHED) void this.parts.return?.(undefined)?.catch(() => {});
