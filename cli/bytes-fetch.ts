@@ -7,13 +7,11 @@
  */
 import http from 'node:http';
 import https from 'node:https';
+import { answer } from '../shared/src/vault/remote.ts';
 
 /** How long a request may go without a byte either way: undici's fetch's own limit
  *  (`headersTimeout`, `bodyTimeout`), so that a stalled server fails a push here as it did there. */
 const IDLE_MS = 300_000;
-
-/** Answers without a body by their status (the Response constructor refuses one). */
-const NO_BODY = new Set([101, 204, 205, 304]);
 
 export const bytesFetch: typeof fetch = (input, init = {}) => {
   const body = init.body;
@@ -27,11 +25,10 @@ export const bytesFetch: typeof fetch = (input, init = {}) => {
       res.on('data', (b: Buffer) => parts.push(b));
       res.on('error', reject);
       res.on('end', () => {
-        const answer = new Headers();
-        for (let i = 0; i < res.rawHeaders.length; i += 2) answer.append(res.rawHeaders[i], res.rawHeaders[i + 1]);
-        const status = res.statusCode ?? 0;
+        const headers = new Headers();
+        for (let i = 0; i < res.rawHeaders.length; i += 2) headers.append(res.rawHeaders[i], res.rawHeaders[i + 1]);
         try {
-          resolve(new Response(NO_BODY.has(status) ? null : Buffer.concat(parts), { status, statusText: res.statusMessage, headers: answer }));
+          resolve(answer(res.statusCode ?? 0, res.statusMessage ?? '', headers, Buffer.concat(parts)));
         } catch (e) {
           reject(e); // a status fetch would not answer with either
         }

@@ -7,7 +7,7 @@
  * pieces of its lists are kept in IndexedDB (vault-pieces.ts).
  */
 import { VAULT_CHUNK_WORKERS_MAX } from '../../shared/src/base/limits.ts';
-import { httpVaultRemote } from '../../shared/src/vault/remote.ts';
+import { answer, httpVaultRemote } from '../../shared/src/vault/remote.ts';
 import { type Vault, createVault, openVault } from '../../shared/src/vault/vault.ts';
 import { VaultError } from '../../shared/src/vault/format.ts';
 import { SPAN_BYTES, type SpanReply, type SpanRequest, type SpanWorker, openInWorkers, spanChunks } from '../../shared/src/vault/spans.ts';
@@ -24,8 +24,6 @@ const PROGRESS_MS = 200;
 const ready = initWasm();
 const uploads = new Map<number, { resolve: (r: Response) => void; reject: (e: Error) => void }>();
 let nextUpload = 1;
-/** Statuses whose Response has no body. */
-const NO_BODY = new Set([101, 103, 204, 205, 304]);
 /** A request with a body of bytes is sent by the page, the body as a Blob (vault-api.ts
  *  `VaultUpload`: a Blob made here would stay in Chromium's blob store); Chromium uploads a
  *  Blob from its blob store, but an ArrayBufferView through a data pipe from the calling
@@ -198,7 +196,7 @@ self.onmessage = (e: MessageEvent<(VaultRequest & { rid: number }) | VaultUpload
     const r = e.data;
     const p = uploads.get(r.uploaded);
     uploads.delete(r.uploaded);
-    if (r.ok) p?.resolve(new Response(NO_BODY.has(r.status) ? null : r.body, { status: r.status, statusText: r.statusText, headers: r.headers }));
+    if (r.ok) p?.resolve(answer(r.status, r.statusText, r.headers, r.body));
     else p?.reject(new TypeError(r.error));
     return;
   }

@@ -32,6 +32,15 @@ export interface VaultRemote {
   putHead(id: string, body: Uint8Array, counter: number, packs: string[]): Promise<{ ok: true; counter: number } | { ok: false; counter: number }>;
 }
 
+/** Statuses whose Response has no body (the Response constructor refuses one). */
+const NO_BODY = new Set([101, 103, 204, 205, 304]);
+
+/** A Response for an answer a fetch of the vault routes received by another way (the CLI's
+ *  node:http, the page's thread that sent an upload): its body dropped where its status has none. */
+export function answer(status: number, statusText: string, headers: HeadersInit, body: BodyInit | null): Response {
+  return new Response(NO_BODY.has(status) ? null : body, { status, statusText, headers });
+}
+
 /** A refusal or failure of a vault request: its HTTP status and the server's message. */
 export class VaultHttpError extends Error {
   constructor(
