@@ -281,6 +281,33 @@ test('a client that disconnects mid-phase frees its session at once', async () =
   }
 });
 
+test('a push cancelled while it waits on a stalled link fails at once with the cancel, and nothing is stored', async () => {
+  const s = await testServer();
+  // the connection is held once it has sent 4 MiB of the 64 MiB: the sender then waits for
+  // room in a socket that no longer drains
+  let reached!: () => void;
+  const stalled = new Promise<void>((r) => (reached = r));
+  let release: ((cut: boolean) => void) | undefined;
+  const pipe = await socketPipe({ to: () => s.port, cut: (_n, seen) => (release || seen < 4 << 20 ? false : (reached(), new Promise<boolean>((r) => (release = r)))) });
+  try {
+    const stop = new AbortController();
+    const pushed = pushBytes(pipe, 'big.bin', fastRandomBytes(3, 64 << 20), { signal: stop.signal });
+    await stalled;
+    const reason = new Error('cancelled by the user');
+    stop.abort(reason);
+    // (a deadline is the behaviour here: without the signal the push waits as long as the link)
+    const ended = await Promise.race([pushed.then(() => 'stored', (e: unknown) => e), new Promise((r) => setTimeout(r, 60_000, 'still waiting').unref())]);
+    assert.equal(ended, reason);
+    release!(true);
+    const store = await s.storeOf('local');
+    assert.equal(await store.latest('big.bin'), 0, 'nothing stored');
+  } finally {
+    release?.(true);
+    pipe.close();
+    await s.stop();
+  }
+});
+
 test('a connection cut mid-upload: the client retries and the server resumes without the bytes it already wrote', async () => {
   const logs: Record<string, unknown>[] = [];
   // (a retry waits for the cut session's end before its Hello: no Hello deadline meanwhile)
