@@ -308,6 +308,20 @@ test('a push cancelled while it waits on a stalled link fails at once with the c
   }
 });
 
+test('a push cancelled once its last message went out is not stopped: it ends stored, as the server answers', async () => {
+  const s = await testServer();
+  try {
+    const stop = new AbortController();
+    const bytes = fastRandomBytes(4, 4 << 20);
+    const report = await pushBytes(s, 'late.bin', bytes, { signal: stop.signal, onProgress: (p) => void (p === 'delta-sent' && stop.abort(new Error('too late'))) });
+    assert.ok(stop.signal.aborted);
+    assert.equal(report.version, 1);
+    assert.ok((await s.stored('late.bin', 1)).equals(Buffer.from(bytes)));
+  } finally {
+    await s.stop();
+  }
+});
+
 test('a connection cut mid-upload: the client retries and the server resumes without the bytes it already wrote', async () => {
   const logs: Record<string, unknown>[] = [];
   // (a retry waits for the cut session's end before its Hello: no Hello deadline meanwhile)

@@ -120,8 +120,7 @@ class Sender implements Judged {
     const { signal } = this.opts;
     signal?.throwIfAborted();
     // a cancel wakes the loop wherever it waits (for room, Match Tokens or a part)
-    const cancel = () => this.fail(signal!.reason);
-    signal?.addEventListener('abort', cancel);
+    signal?.addEventListener('abort', this.signal);
     const receiverRead = this.readReceiver();
     receiverRead.catch((e) => this.fail(e));
     // what the loop sends between two waits goes out as one frame (docs/protocol.md §1): an
@@ -129,11 +128,10 @@ class Sender implements Judged {
     this.conn.cork();
     try {
       await this.loop();
-      signal?.removeEventListener('abort', cancel);
       this.conn.uncork();
       await receiverRead;
     } finally {
-      signal?.removeEventListener('abort', cancel);
+      signal?.removeEventListener('abort', this.signal);
       this.conn.uncork();
       // stops the chunking and frees its buffers (after a read still running, if one is)
       if (this.state !== HASHED) void this.parts.return?.(undefined)?.catch(() => {});
@@ -171,6 +169,9 @@ class Sender implements Judged {
       if (this.failure) throw this.failure;
       if (this.tokensEnded && !this.resumed) this.resume();
       const due = this.delta.due();
+      // a cancel stops the push short of its last message; once all went out (the root's
+      // Verdict, no Delta Bytes due) it ends as the server answers
+      if (this.opts.signal?.aborted && (due || !this.root)) throw this.opts.signal.reason;
       // 1. Delta Bytes, while the socket takes them
       if (due && this.conn.hasRoom()) {
         await this.delta.send();

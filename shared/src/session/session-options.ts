@@ -37,8 +37,9 @@ export interface SenderOptions {
   /** told the bytes the session's Checksum List is about to grow by; throws to refuse (a
    *  memory budget, server/src/memory.ts) */
   reserve?: (bytes: number) => void;
-  /** aborted: nothing more is sent, and the session fails with the signal's reason (checked
-   *  before each send and while waiting for room in the socket) */
+  /** aborted: the sender sends nothing more and fails with the signal's reason, at once
+   *  wherever it waits (room in the socket, Match Tokens, a part); a sender whose last message
+   *  already went out is not stopped */
   signal?: AbortSignal;
 }
 
