@@ -10,7 +10,7 @@ import { Store } from '../server/src/store/store.ts';
 import { onLogLines, serveEnv } from '../harness/serve-process.ts';
 import { Repo } from '../server/src/store/repo.ts';
 import { localBackend } from '../server/src/store/local.ts';
-import { socketPipe } from '../harness/pipe.ts';
+import { holdingPipe } from '../harness/pipe.ts';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 /** Log events a TestServer keeps. */
@@ -106,26 +106,9 @@ export class TestServer {
   }
 }
 
-/**
- * A way to `server` through a pipe (harness/pipe.ts) for a page opened at `url`: `holdAt`
- * holds the next connection to have sent `bytes` in all (an upload's, well into its Delta
- * Bytes) right there, so a test acts mid-upload on every machine; its release passes the held
- * bytes on (false) or cuts the connection (true). A restarted server is reached on its port.
- */
+/** A way to `server` for a page opened at `url`, through a pipe that can hold an upload
+ *  mid-way (harness/pipe.ts `holdingPipe`); a restarted server is reached on its port. */
 export async function pipeTo(server: TestServer) {
-  let waiting: { bytes: number; reached: (release: (cut: boolean) => void) => void } | undefined;
-  const pipe = await socketPipe({
-    to: () => Number(new URL(server.url).port),
-    cut: (_n, seen) => {
-      const w = waiting;
-      if (!w || seen < w.bytes) return false;
-      waiting = undefined;
-      return new Promise<boolean>((r) => w.reached(r));
-    },
-  });
-  return {
-    url: `http://127.0.0.1:${pipe.port}`,
-    holdAt: (bytes: number) => new Promise<(cut: boolean) => void>((reached) => (waiting = { bytes, reached })),
-    close: () => pipe.close(),
-  };
+  const pipe = await holdingPipe(() => Number(new URL(server.url).port));
+  return { url: `http://127.0.0.1:${pipe.port}`, holdAt: pipe.holdAt, close: pipe.close };
 }

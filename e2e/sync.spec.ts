@@ -14,7 +14,6 @@ import { encode } from '../shared/src/wire/codec.ts';
 import { DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION } from '../shared/src/wire/protocol.ts';
 import { pushBytes } from '../harness/helpers.ts';
 
-
 /** Bytes a page's upload has sent when a test holds it mid-way (e2e/server.ts pipeTo). */
 const MID_UPLOAD_BYTES = 8 << 20;
 

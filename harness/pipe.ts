@@ -83,3 +83,23 @@ export async function socketPipe(o: PipeOptions): Promise<Pipe> {
   const pipe: Pipe = { port, wsUrl: `ws://127.0.0.1:${port}/sync`, connections: 0, fromClient: 0, close: () => server.close() };
   return pipe;
 }
+
+/**
+ * A pipe in front of the server `to` names that can hold a connection mid-upload: `holdAt`
+ * resolves once the next connection to have sent `bytes` in all (an upload's, well into its
+ * Delta Bytes) is held right there, with its release: false passes the held bytes on, true
+ * cuts the connection. A test acts mid-upload on every machine, however fast or loaded.
+ */
+export async function holdingPipe(to: () => number): Promise<Pipe & { holdAt(bytes: number): Promise<(cut: boolean) => void> }> {
+  let waiting: { bytes: number; reached: (release: (cut: boolean) => void) => void } | undefined;
+  const pipe = await socketPipe({
+    to,
+    cut: (_n, seen) => {
+      const w = waiting;
+      if (!w || seen < w.bytes) return false;
+      waiting = undefined;
+      return new Promise<boolean>((r) => w.reached(r));
+    },
+  });
+  return Object.assign(pipe, { holdAt: (bytes: number) => new Promise<(cut: boolean) => void>((reached) => (waiting = { bytes, reached })) });
+}

@@ -84,9 +84,11 @@ function drop(ws: PageSocketLike, reason: string) {
 
 /** One running transfer: its sockets (to close on cancel) and where it has got to. */
 class Job {
-  cancelled = false;
-  /** aborted by a push's cancel: its session sends nothing more (delta-client.ts `signal`) */
+  /** aborted by a cancel: a push's session sends nothing more (delta-client.ts `signal`) */
   readonly stop = new AbortController();
+  get cancelled(): boolean {
+    return this.stop.signal.aborted;
+  }
   /** a socket of this job has opened: a later loss is "lost", not "unreachable" */
   connected = false;
   step: Step = 'connecting';
@@ -200,9 +202,8 @@ class Job {
    *  stops short of its commit (cancelled, nothing stored), also while it waits on a stalled
    *  link, or had sent everything and ends as what it is, stored. */
   cancel(push: boolean) {
-    this.cancelled = true;
-    if (push) this.stop.abort(new Cancelled());
-    else for (const ws of this.sockets) ws.close(1000, 'cancelled');
+    this.stop.abort(new Cancelled());
+    if (!push) for (const ws of this.sockets) ws.close(1000, 'cancelled');
   }
 
   failure(e: unknown): Failure {

@@ -17,7 +17,7 @@ import { Rng, applyEdits, fastRandomBytes } from '../../harness/testdata.ts';
 import { addUser } from '../src/http/auth.ts';
 import { validateName } from '../../shared/src/wire/names.ts';
 import { pullBytes, pushBytes, testServer } from '../../harness/helpers.ts';
-import { socketPipe } from '../../harness/pipe.ts';
+import { holdingPipe, socketPipe } from '../../harness/pipe.ts';
 import { until } from '../../harness/wait.ts';
 
 const hello = (name: string, extra: Partial<Parameters<typeof encode>[0]> = {}) =>
@@ -283,22 +283,21 @@ test('a client that disconnects mid-phase frees its session at once', async () =
 
 test('a push cancelled while it waits on a stalled link fails at once with the cancel, and nothing is stored', async () => {
   const s = await testServer();
-  // the connection is held once it has sent 4 MiB of the 64 MiB: the sender then waits for
-  // room in a socket that no longer drains
-  let reached!: () => void;
-  const stalled = new Promise<void>((r) => (reached = r));
+  const pipe = await holdingPipe(() => s.port);
   let release: ((cut: boolean) => void) | undefined;
-  const pipe = await socketPipe({ to: () => s.port, cut: (_n, seen) => (release || seen < 4 << 20 ? false : (reached(), new Promise<boolean>((r) => (release = r)))) });
   try {
+    // the connection is held once it has sent 4 MiB of the 64 MiB: the sender then waits for
+    // room in a socket that no longer drains
+    const held = pipe.holdAt(4 << 20);
     const stop = new AbortController();
     const pushed = pushBytes(pipe, 'big.bin', fastRandomBytes(3, 64 << 20), { signal: stop.signal });
-    await stalled;
+    release = await held;
     const reason = new Error('cancelled by the user');
     stop.abort(reason);
     // (a deadline is the behaviour here: without the signal the push waits as long as the link)
     const ended = await Promise.race([pushed.then(() => 'stored', (e: unknown) => e), new Promise((r) => setTimeout(r, 60_000, 'still waiting').unref())]);
     assert.equal(ended, reason);
-    release!(true);
+    release(true);
     const store = await s.storeOf('local');
     assert.equal(await store.latest('big.bin'), 0, 'nothing stored');
   } finally {
