@@ -16,6 +16,7 @@ import { type Expected, type LocalTree, type Skipped, type Stat, verifyLocal } f
 import { IGNORE_FILE, ignoreMatcher, ignoredByDefault } from '../shared/src/sync/remote.ts';
 import { conflictName } from '../shared/src/sync/conflict.ts';
 import type { VaultFolderFiles } from '../shared/src/sync/vault-folder.ts';
+import type { Vault } from '../shared/src/vault/vault.ts';
 import { hostname } from 'node:os';
 import { BULK_FILE_MAX, PLANNED_INDEX_BYTES } from '../shared/src/base/limits.ts';
 import { NotContained, checkParents, checkTarget, insideFolder, openNoFollow, setModified, tempName, tempPid } from './contained.ts';
@@ -61,19 +62,24 @@ export async function fsClock(dir: string): Promise<FsClock | null> {
 export const readMoment = (st: { dev: number }, clock: FsClock | null, wallAt: number): Pick<Stat, 'readAt' | 'fsClock'> =>
   clock && clock.dev === st.dev ? { readAt: clock.at, fsClock: true } : { readAt: wallAt };
 
-/** The root hash of a file's content as the protocol computes it with the default chunking,
- *  and the chunk index it is the root of; `clock`: a moment of the file system's taken before
- *  this call (`readMoment`). */
-export async function indexOf(file: string, clock: FsClock | null = null): Promise<{ hash: string; index: ChunkIndex } & Stat> {
+/** `fn` of the file's content, read through no link, with its stat when opened and when that
+ *  read began (`readMoment`; `clock`: a moment of the file system's taken before this call). */
+async function readFile<T>(file: string, clock: FsClock | null, fn: (source: Source) => Promise<T>): Promise<{ got: T } & Stat> {
   const fh = await openNoFollow(file);
   try {
     const wallAt = Date.now();
     const st = await fh.stat();
-    const index = await chunkSource(fileSource(fh, st.size), DEFAULT_PARAMS, DEFAULT_ALGO);
-    return { hash: hex(index.root), index, size: st.size, mtimeMs: st.mtimeMs, ...readMoment(st, clock, wallAt) };
+    return { got: await fn(fileSource(fh, st.size)), size: st.size, mtimeMs: st.mtimeMs, ...readMoment(st, clock, wallAt) };
   } finally {
     await fh.close();
   }
+}
+
+/** The root hash of a file's content as the protocol computes it with the default chunking,
+ *  and the chunk index it is the root of; `clock` as `readFile`'s. */
+export async function indexOf(file: string, clock: FsClock | null = null): Promise<{ hash: string; index: ChunkIndex } & Stat> {
+  const { got: index, ...st } = await readFile(file, clock, (source) => chunkSource(source, DEFAULT_PARAMS, DEFAULT_ALGO));
+  return { hash: hex(index.root), index, ...st };
 }
 
 /** The root hash of a file's content as the protocol computes it with the default chunking. */
@@ -121,7 +127,12 @@ export class NodeTree implements LocalTree {
    *  reads: what a read's start is compared with a file's mtime on (`readMoment`) */
   clock: FsClock | null = null;
 
-  constructor(readonly dir: string) {}
+  /** `root`: the root a file's content has on the other side, where that is not the default
+   *  chunking's (a vault's, `Vault.rootOf`); no chunk index is then kept for the push */
+  constructor(
+    readonly dir: string,
+    private readonly o: { root?: (source: Source) => Promise<Uint8Array> } = {},
+  ) {}
 
   /** the path of `p` below the folder as it is on disk ('/'-separated) */
   rel(p: string): string {
@@ -247,6 +258,10 @@ export class NodeTree implements LocalTree {
 
   async hash(p: string) {
     await checkParents(this.dir, this.rel(p));
+    if (this.o.root) {
+      const { got, ...st } = await readFile(this.file(p), this.clock, this.o.root);
+      return { hash: hex(got), ...st };
+    }
     const { hash, index, ...st } = await indexOf(this.file(p), this.clock);
     this.dropIndex(p);
     if (st.size > BULK_FILE_MAX && indexBytes(index) <= PLANNED_INDEX_BYTES) {
@@ -446,6 +461,10 @@ export async function replaceLocal<T extends { modified?: number }>(tree: NodeTr
     if (!renamed) await fs.rm(tmp, { force: true });
   }
 }
+
+/** The local tree of a folder synced with `vault`: a file's root is the vault's kind of root
+ *  (`Vault.rootOf`, over its keyed chunk ids), what the vault's listing carries. */
+export const vaultTree = (dir: string, vault: Pick<Vault, 'rootOf'>) => new NodeTree(dir, { root: (source) => vault.rootOf(source) });
 
 /** The local files of a vault's transfers (shared/src/sync/vault-folder.ts): read through no
  *  link, written as every download is (`replaceLocal`). */

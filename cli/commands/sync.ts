@@ -12,7 +12,7 @@ import { type Done, type EngineOptions, type FolderSyncReport, IGNORE_FILE, sync
 import { type Command, EXIT_FAILED, EXIT_OK, UsageError, type Values, intFlag, str } from '../command.ts';
 import { JSON_OPT, humanOutput, printJson } from '../output.ts';
 import { SERVER_OPTS, httpBase, tokenOf } from '../remote.ts';
-import { NodeFiles, NodeTree } from '../node-tree.ts';
+import { NodeFiles, NodeTree, vaultTree } from '../node-tree.ts';
 import { HttpFolder } from '../http-folder.ts';
 import { VaultFolder } from '../../shared/src/sync/vault-folder.ts';
 import type { Vault } from '../../shared/src/vault/vault.ts';
@@ -214,7 +214,7 @@ empty folders.`,
     }
 
     async function syncDir(): Promise<number> {
-      const tree = new NodeTree(dir);
+      const tree = vault ? vaultTree(dir, vault) : new NodeTree(dir);
       tree.device = device;
       const { remote, state, where, known, close } = sideOf(tree);
       const controller = new AbortController();

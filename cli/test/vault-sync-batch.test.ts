@@ -25,7 +25,7 @@ import { VaultFolder } from '../../shared/src/sync/vault-folder.ts';
 import { type VaultRemote, httpVaultRemote } from '../../shared/src/vault/remote.ts';
 import { type Vault, createVault, memoryHeads, openVault } from '../../shared/src/vault/vault.ts';
 import { LocalChanged } from '../../shared/src/sync/engine.ts';
-import { NodeFiles, NodeTree, rootOf } from '../node-tree.ts';
+import { NodeFiles, vaultTree } from '../node-tree.ts';
 import { DSYNC, dsync, filesOf, jsonLines } from './run.ts';
 
 /** How long a --watch test waits for each step: generous, for a loaded machine. */
@@ -145,9 +145,11 @@ test('dsync sync --vault: a first sync of 300 small files writes a handful of he
 function folderOf(name: string, vault: Vault) {
   const dir = path.join(root, name);
   mkdirSync(dir, { recursive: true });
+  const tree = vaultTree(dir, vault);
   return {
     dir,
-    folder: new VaultFolder(vault, new NodeFiles(new NodeTree(dir))),
+    tree,
+    folder: new VaultFolder(vault, new NodeFiles(tree)),
     write: (p: string, body: string) => writeFileSync(path.join(dir, p), body),
   };
 }
@@ -205,14 +207,14 @@ test('VaultFolder.pushMany: one head for the batch; a file another device made f
   // B takes three of them down in one batch: a file B changed since its plan read it is not
   // replaced (LocalChanged), the others are written byte-exact
   b.write('f01.txt', 'B had its own f01 here\n');
-  const read = await rootOf(path.join(b.dir, 'f01.txt'));
+  const read = await b.tree.hash('f01.txt');
   b.write('f01.txt', 'and changed it after the plan read it\n');
   const down = await b.folder.pullMany(['f01.txt', 'f02.txt', 'f03.txt'].map((p, i) => ({ path: p, version: 1, expect: i === 0 ? read : null })));
   assert.ok('error' in down[0] && down[0].error instanceof LocalChanged, JSON.stringify(down[0]));
   assert.equal(readFileSync(path.join(b.dir, 'f01.txt'), 'utf8'), 'and changed it after the plan read it\n');
   for (const [i, n] of ['f02.txt', 'f03.txt'].entries()) {
     const g = down[i + 1];
-    assert.ok('ok' in g && g.ok.version === 1 && g.ok.root === (await rootOf(path.join(b.dir, n))).hash, JSON.stringify(g));
+    assert.ok('ok' in g && g.ok.version === 1 && g.ok.root === (await b.tree.hash(n)).hash, JSON.stringify(g));
     assert.equal(readFileSync(path.join(b.dir, n), 'utf8'), body('a', n));
   }
 

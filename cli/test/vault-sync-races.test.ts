@@ -4,7 +4,8 @@
 // a delete, a rename, a folder's rename and a folder's delete made against a version the vault
 // no longer holds are refused as the engine expects (StaleBasis, RemoteChanged) and write
 // nothing; a folder's rename or delete is all or none; a download never replaces a file that
-// changed here since the plan read it; the listing's roots are the local files' roots.
+// changed here since the plan read it; the listing's roots are the local files' roots, and a
+// version an earlier dsync wrote (no root in the tree) is compared by its manifest's root.
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,11 +14,13 @@ import { after, before, test } from 'node:test';
 import { type TestServer, testServer } from '../../harness/helpers.ts';
 import { RemoteError } from '../../shared/src/transport/conn.ts';
 import { ErrorCode } from '../../shared/src/wire/protocol.ts';
-import { LocalChanged, RemoteChanged } from '../../shared/src/sync/engine.ts';
+import { LocalChanged, RemoteChanged, syncUntilStill } from '../../shared/src/sync/engine.ts';
 import { VaultFolder } from '../../shared/src/sync/vault-folder.ts';
 import { httpVaultRemote } from '../../shared/src/vault/remote.ts';
 import { type Vault, createVault, memoryHeads, openVault } from '../../shared/src/vault/vault.ts';
-import { NodeFiles, NodeTree, rootOf } from '../node-tree.ts';
+import { VaultError } from '../../shared/src/vault/format.ts';
+import { NodeFiles, vaultTree } from '../node-tree.ts';
+import { FileState } from '../sync-state.ts';
 
 let server: TestServer;
 let root: string;
@@ -36,10 +39,11 @@ const LIGHT = { m: 64, t: 1, p: 1 };
 function device(name: string, vault: Vault) {
   const dir = path.join(root, name);
   mkdirSync(dir, { recursive: true });
-  const tree = new NodeTree(dir);
+  const tree = vaultTree(dir, vault);
   return {
     dir,
     vault,
+    tree,
     folder: new VaultFolder(vault, new NodeFiles(tree)),
     write(p: string, body: string) {
       mkdirSync(path.dirname(path.join(dir, p)), { recursive: true });
@@ -47,7 +51,7 @@ function device(name: string, vault: Vault) {
     },
     read: (p: string) => readFileSync(path.join(dir, p), 'utf8'),
     /** what a plan reads of a local file: its stat and root */
-    expected: (p: string) => rootOf(path.join(dir, p)),
+    expected: (p: string) => tree.hash(p),
   };
 }
 
@@ -133,4 +137,39 @@ test('a folder\'s rename and a folder\'s delete are one change each: all or none
   assert.deepEqual(await listed(a), {});
   assert.deepEqual((await a.vault.ls({ deleted: true })).map((f) => f.name), ['e/x.txt', 'e/y.txt', 'e/z.txt']);
   assert.equal(await b.folder.makeFolder(), false, 'a vault keeps no empty folders');
+});
+
+test("a version an earlier dsync wrote (no root in the tree) is compared by its manifest's root: the same bytes on a new device are recorded, not a conflict; a tree's root that is not its manifest's is refused", async () => {
+  const { a, b } = await twoDevices();
+  const body = 'pushed before versions carried the root over their chunk ids\n';
+  a.write('old.txt', body);
+  const up = await a.folder.push('old.txt', 'absent');
+  // the tree as the format before (format.ts TREE_V3) reads: no root in any version
+  const rewrite = async (root: (n: number) => Uint8Array | null) => {
+    const inner = a.vault.inner();
+    await inner.writing(async (packs) => inner.commit(packs, await inner.state(), async (s) => ({ ...s.tree, files: s.tree.files.map((f) => ({ ...f, versions: f.versions.map((v) => ({ ...v, root: root(v.n) })) })) })));
+  };
+  await rewrite(() => null);
+  assert.equal((await b.folder.list()).files.get('old.txt')?.root, undefined, 'no root listed');
+  assert.equal(await b.folder.root('old.txt', 1), up.root, "the manifest's root");
+
+  // b holds the same bytes and has never synced: a whole pass records the file
+  b.write('old.txt', body);
+  const state = new FileState({ server: server.url, folder: '', dir: b.dir, vault: b.vault.id }, path.join(root, `state-${b.vault.id}`));
+  const r = await syncUntilStill(b.tree, b.folder, state, { device: 'b', maxDeleteShare: 1, maxDeleteMin: 0 });
+  assert.deepEqual(r.done.map((d) => [d.op, 'path' in d && d.path, d.error]), [['record', 'old.txt', undefined]]);
+  assert.equal(state.files.get('old.txt')?.hash, up.root);
+  assert.deepEqual((await b.vault.log('old.txt')).versions.map((v) => v.n), [1], 'no version pushed');
+
+  // a pull reports the manifest's root; a new version (here a restore) carries its root again
+  assert.equal((await b.folder.pull('old.txt', 1, await b.expected('old.txt'))).root, up.root);
+  await a.vault.restore('old.txt', 1);
+  const v2 = (await a.vault.tree()).files[0].versions[1];
+  assert.equal(v2.root && Buffer.from(v2.root).toString('hex'), up.root);
+
+  // a tree whose root is not its manifest's (a client's bug): the pull refuses it, nothing written
+  await rewrite((n) => (n === 2 ? new Uint8Array(32) : null));
+  b.write('old.txt', 'b keeps this\n');
+  await assert.rejects(b.folder.pull('old.txt', 2, await b.expected('old.txt')), (e) => e instanceof VaultError && /not its manifest's/.test(e.message));
+  assert.equal(b.read('old.txt'), 'b keeps this\n');
 });

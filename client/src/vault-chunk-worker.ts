@@ -1,8 +1,7 @@
 /**
  * A chunk worker (shared/src/vault/spans.ts), started by the vault worker for a large push:
  * reads its spans of the picked File itself, cuts them with the vault's keyed chunker, names
- * the chunks by their keyed ids, hashes the default chunking's chunks (the version's root) and
- * seals the chunks the vault lacks. It holds the vault's chunking, id and content keys, which it
+ * the chunks by their keyed ids and seals the chunks the vault lacks. It holds the vault's chunking, id and content keys, which it
  * is handed, and ends with the vault worker (a lock ends it, and them).
  */
 import { type SpanReply, type SpanRequest, serveSpans } from '../../shared/src/vault/spans.ts';
@@ -17,7 +16,7 @@ const serve = serveSpans<Blob>(initWasm(), async (blob, from, to) => new Uint8Ar
 function transfer(r: SpanReply): ArrayBuffer[] {
   if (!r || 'refused' in r) return [];
   if (r instanceof Uint8Array) return [r.buffer as ArrayBuffer];
-  return [r.keyed.lengths, r.keyed.ids, r.root.lengths, r.root.hashes].map((a) => a.buffer as ArrayBuffer);
+  return [r.lengths.buffer as ArrayBuffer, r.ids.buffer as ArrayBuffer];
 }
 
 scope.onmessage = (e: MessageEvent<SpanRequest<Blob> & { rid: number }>) => {

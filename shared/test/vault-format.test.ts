@@ -102,12 +102,13 @@ test('manifest and tree: round trip, every truncation refused, trailing bytes re
   const tree: Tree = {
     keep: 3,
     files: [
-      { id: bytes(16), name: 'b/ü.txt', deleted: 0, versions: [v(1), v(2, 'téléphone'), v(5)] },
+      // version 1 as an earlier dsync wrote it: no root (its manifest's is taken)
+      { id: bytes(16), name: 'b/ü.txt', deleted: 0, versions: [{ ...v(1), root: null }, v(2, 'téléphone'), v(5)] },
       { id: bytes(16), name: 'a', deleted: 1764400009999, versions: [{ ...v(7), size: 0, manifest: [], packs: [] }] },
     ],
   };
   const t = encodeTree(tree);
-  assert.equal(t[0], 0x56);
+  assert.equal(t[0], 0x57);
   assert.deepEqual(decodeTree(t), { keep: 3, files: [tree.files[1], tree.files[0]] }, 'in name order');
   await refusesTruncations(t, decodeTree);
   assert.throws(() => decodeTree(Uint8Array.from([...t, 0])), /too many/);
@@ -122,7 +123,7 @@ test('manifest and tree: round trip, every truncation refused, trailing bytes re
   assert.throws(() => one({ id: bytes(15) }), /16 bytes/);
 
   // a hostile list, byte by byte: the prefix is the tree's version, keep and count
-  const head = (keep: number, count: number) => [0x56, keep >> 8, keep & 255, 0, 0, 0, count];
+  const head = (keep: number, count: number) => [0x57, keep >> 8, keep & 255, 0, 0, 0, count];
   const body = (f: Tree['files'][0]) => encodeTree({ keep: 9, files: [f] }).subarray(7);
   const fa = { ...tree.files[0], name: 'a', versions: [v(1)] };
   assert.deepEqual(decodeTree(Uint8Array.from([...head(9, 1), ...body(fa)])).files, [fa]);
@@ -130,6 +131,19 @@ test('manifest and tree: round trip, every truncation refused, trailing bytes re
   // a tree of the format before versions carried their root and named their packs: refused, saying so
   assert.throws(() => decodeTree(Uint8Array.from([0x55, ...head(9, 1).slice(1), ...body(fa)])), /older format .* earlier dsync/);
   assert.throws(() => one({ versions: [{ ...v(1), root: bytes(31) }] }), /root is 32 bytes/);
+  // the root's flag: 1 (a root follows) or 0, nothing else
+  const flagAt = 7 + 16 + 2 + 1 + 8 + 4 + 4 + 16 + 8;
+  const flagged = Uint8Array.from([...head(9, 1), ...body(fa)]);
+  assert.equal(flagged[flagAt], 1);
+  flagged[flagAt] = 2;
+  assert.throws(() => decodeTree(flagged), /bad root flag/);
+  // a tree of the format whose versions carry the default chunking's root (0x56): read, the roots
+  // dropped (a version's root is then its manifest's)
+  const v3 = Uint8Array.from([...head(9, 1), ...body(fa)]);
+  v3[0] = 0x56;
+  const asV3 = Uint8Array.from([...v3.subarray(0, flagAt), ...v3.subarray(flagAt + 1)]);
+  assert.deepEqual(decodeTree(asV3).files, [{ ...fa, versions: [{ ...v(1), ...fa.versions[0], root: null }] }]);
+  await refusesTruncations(asV3, decodeTree);
   const twoPacks = [hex(bytes(32)), hex(bytes(32))].sort();
   assert.deepEqual(decodeTree(encodeTree({ keep: 9, files: [{ ...fa, versions: [{ ...v(1), packs: twoPacks }] }] })).files[0].versions[0].packs, twoPacks);
   assert.throws(() => one({ versions: [{ ...v(1), packs: [...twoPacks].reverse() }] }), /not ascending/);

@@ -263,23 +263,18 @@ fn blake3_key(key: &[u8]) -> Result<Mode, JsError> {
 
 /// A chunk worker's cut of a span of a vault's file (shared/src/vault/spans.ts `cutSpan`): the
 /// span's bytes cross into wasm memory once, and from that one copy they are cut with the
-/// vault's keyed chunker and with the default chunking, the keyed chunks given their keyed
-/// BLAKE3 ids and the default ones their strong hashes (the version's root). Each chunker
-/// starts at the span's first byte; `cut(data, last)` keeps, as a streaming chunker pushed
-/// `data` (and finished when `last`: the span reaches the file's end) emits them, only the
-/// chunks followed by at least `max` bytes, or all of them when `last`. The results are
-/// taken once each, after `cut`.
+/// vault's keyed chunker and the chunks given their keyed BLAKE3 ids. The chunker starts at the
+/// span's first byte; `cut(data, last)` keeps, as a streaming chunker pushed `data` (and
+/// finished when `last`: the span reaches the file's end) emits them, only the chunks followed
+/// by at least `max` bytes, or all of them when `last`. The results are taken once each, after
+/// `cut`.
 #[wasm_bindgen]
 pub struct SpanCutter {
     keyed: Params,
     gear: Gear,
     id_key: Mode,
-    plain: Params,
-    algo: Algo,
     keyed_lengths: Vec<u32>,
     ids: Vec<u8>,
-    root_lengths: Vec<u32>,
-    root_hashes: Vec<u8>,
 }
 
 /// `[min, avg, max, op, every]`, as `DsyncChunker`'s first five arguments.
@@ -304,32 +299,24 @@ fn cut_lengths(mut chunker: Chunker, data: &[u8], last: bool) -> Vec<u32> {
 
 #[wasm_bindgen]
 impl SpanCutter {
-    /// `keyed`, `plain`: chunking parameters (`[min, avg, max, op, every]`); `gear`: the vault's
-    /// Gear table (as `DsyncChunker::keyed`); `id_key`: its chunk-id key (32 bytes); `strong`:
-    /// the root's strong hash algorithm.
+    /// `keyed`: chunking parameters (`[min, avg, max, op, every]`); `gear`: the vault's Gear
+    /// table (as `DsyncChunker::keyed`); `id_key`: its chunk-id key (32 bytes).
     #[wasm_bindgen(constructor)]
-    pub fn new(keyed: &[u32], gear: &[u8], id_key: &[u8], plain: &[u32], strong: u8) -> Result<SpanCutter, JsError> {
+    pub fn new(keyed: &[u32], gear: &[u8], id_key: &[u8]) -> Result<SpanCutter, JsError> {
         Ok(SpanCutter {
             keyed: params_of(keyed)?,
             gear: Gear::from_le_bytes(gear).map_err(|e| JsError::new(&e))?,
             id_key: blake3_key(id_key)?,
-            plain: params_of(plain)?,
-            algo: algo(strong)?,
             keyed_lengths: Vec::new(),
             ids: Vec::new(),
-            root_lengths: Vec::new(),
-            root_hashes: Vec::new(),
         })
     }
 
-    /// Cuts and hashes `data` (see the type); answers how many keyed chunks it kept.
+    /// Cuts `data` and names its chunks (see the type); answers how many chunks it kept.
     pub fn cut(&mut self, data: &[u8], last: bool) -> usize {
         self.keyed_lengths = cut_lengths(Chunker::with_gear(self.keyed, self.gear.clone()), data, last);
         self.ids = Vec::with_capacity(self.keyed_lengths.len() * 32);
         blake3_lanes::hash_consecutive(self.id_key, data, self.keyed_lengths.iter().map(|&l| l as usize), &mut self.ids);
-        self.root_lengths = cut_lengths(Chunker::new(self.plain), data, last);
-        self.root_hashes = Vec::with_capacity(self.root_lengths.len() * self.algo.len());
-        crate::strong::hash_consecutive(self.algo, data, &self.root_lengths, &mut self.root_hashes);
         self.keyed_lengths.len()
     }
 
@@ -341,15 +328,5 @@ impl SpanCutter {
     /// Their keyed BLAKE3 ids, 32 bytes each.
     pub fn ids(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.ids)
-    }
-
-    /// The kept default chunks' lengths, in order.
-    pub fn root_lengths(&mut self) -> Vec<u32> {
-        std::mem::take(&mut self.root_lengths)
-    }
-
-    /// Their strong hashes, concatenated.
-    pub fn root_hashes(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.root_hashes)
     }
 }

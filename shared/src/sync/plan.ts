@@ -4,8 +4,9 @@
  * do with each path. Pure: no I/O, the same in the CLI and the page's worker.
  *
  * A file's content is named by its root hash (hex) as the protocol computes it with the
- * default chunking (chunk-index.ts): the server lists it with each version, and the push and
- * pull report it, so both sides of a comparison come from one definition.
+ * default chunking (chunk-index.ts), or for a vault over its keyed chunk ids (vault/chunks.ts
+ * `versionRoot`): the server or the vault lists it with each version, and the push and pull
+ * report it, so both sides of a comparison come from one definition.
  *
  *   local \ server | unchanged        | changed                 | deleted
  *   ---------------|------------------|-------------------------|--------------
@@ -41,7 +42,8 @@ export interface LocalFile {
   hash: string;
 }
 
-/** A file on the server now: its latest version; `root` (hex, default chunking) where known. */
+/** A file on the server now: its latest version; its `root` (hex, as the local tree's `hash`)
+ *  where the listing gives it. */
 export interface RemoteFile {
   version: number;
   size: number;

@@ -2,28 +2,29 @@
  * A vault as the two-way engine's server side (engine.ts `RemoteFolder`; docs/vaults.md,
  * "Folder sync"), so `dsync sync DIR --vault ID` runs the same engine as a plain folder:
  * - the listing is the tree's live files, each with its newest version's number, size and
- *   root (the default chunking's root, kept sealed in the tree: the engine compares it with
- *   the local file's);
+ *   root (over its chunks' keyed ids, kept sealed in the tree: the engine compares it with the
+ *   local file's, which the CLI's tree computes with the vault's keys, `Vault.rootOf`; a
+ *   version an earlier dsync wrote has its root from its manifest, asked for when needed);
  * - a push is `Vault.push` with the engine's expectation (that version, or no live file),
  *   checked against every head it reads: another device's version there first is StaleBasis;
  * - a pull is `Vault.pull` into a temporary file that replaces the local file only while it
- *   is what the plan read (`VaultFolderFiles.write`, the CLI's write path); the bytes written
- *   are hashed as they go, and a root other than the tree's is refused before the rename;
+ *   is what the plan read (`VaultFolderFiles.write`, the CLI's write path); every chunk
+ *   written was checked against its keyed id, and the ids against the tree's root;
  * - a delete is `Vault.rm` (the versions stay in the vault's history, no trash folder); a
  *   rename `Vault.mv` (onto a deleted file's name: a new version of it, `from` deleted); a
  *   folder's rename or delete one change of the tree (`mvMany`, `rmMany`: one head, all or
  *   none); a vault keeps no empty folders.
  * - small files go up in one change of the tree (`pushMany`: shared packs, one head; a file
  *   whose expectation fails is StaleBasis, the others land) and come down together
- *   (`pullMany`: their manifests and chunks fetched together, each checked against its root
- *   before it is written).
+ *   (`pullMany`: their manifests and chunks fetched together, each checked as a pull checks
+ *   it before it is written).
  * One change at a time: each reads the head and writes one, and two at once would only race
  * each other's compare-and-swap.
  */
 import { BULK_FILE_MAX } from '../base/limits.ts';
-import { RootHasher, type Source, bufferSource } from '../chunking/chunk-index.ts';
+import { type Source, bufferSource } from '../chunking/chunk-index.ts';
 import { RemoteError } from '../transport/conn.ts';
-import { DEFAULT_ALGO, DEFAULT_PARAMS, ErrorCode } from '../wire/protocol.ts';
+import { ErrorCode } from '../wire/protocol.ts';
 import { type Tree, VaultChanged, VaultError, hex } from '../vault/format.ts';
 import { byName, last } from '../vault/tree.ts';
 import type { Vault } from '../vault/vault.ts';
@@ -40,17 +41,6 @@ export interface VaultFolderFiles {
    *  file replaces `path` only while `verifyLocal(expect)` holds (LocalChanged otherwise);
    *  the stat after */
   write(path: string, expect: Expected | null, basis: string | undefined, fill: (write: (bytes: Uint8Array) => Promise<void>, basis: Source | undefined) => Promise<{ mtime: number }>): Promise<Stat>;
-}
-
-/** The root (hex) of `bytes` with the default chunking, as the engine compares roots. */
-function rootOfBytes(bytes: Uint8Array): string {
-  const hasher = new RootHasher(DEFAULT_PARAMS, DEFAULT_ALGO);
-  try {
-    hasher.push(bytes);
-    return hex(hasher.finish());
-  } finally {
-    hasher.free();
-  }
 }
 
 /** A vault's refusal because another device changed it first, as the engine reads one. */
@@ -84,7 +74,7 @@ export class VaultFolder implements RemoteFolder {
     for (const f of tree.files) {
       if (f.deleted || !listedNameFits(f.name, f.name, this.o, skipped)) continue;
       const v = last(f);
-      files.set(f.name, { version: v.n, size: v.size, root: hex(v.root) });
+      files.set(f.name, { version: v.n, size: v.size, ...(v.root && { root: hex(v.root) }) });
     }
     return { files, folders: null, skipped };
   }
@@ -93,7 +83,7 @@ export class VaultFolder implements RemoteFolder {
     const find = (t: Tree | null) => t && byName(t, path)?.versions.find((v) => v.n === version);
     const v = find(this.last) ?? find((this.last = await this.one(() => this.vault.tree())));
     if (!v) throw new RemoteChanged(`${path} has no version ${version} in the vault`);
-    return hex(v.root);
+    return hex(v.root ?? (await this.one(() => this.vault.versionRoot(path, version))));
   }
 
   async versions(path: string): Promise<number[]> {
@@ -158,13 +148,11 @@ export class VaultFolder implements RemoteFolder {
       this.vault.pullMany(
         items.map((it) => ({ name: it.path, version: it.version })),
         async (k, bytes, file) => {
-          const root = rootOfBytes(bytes);
-          if (root !== file.root) throw new VaultError(`${JSON.stringify(file.name)} version ${file.version}: its contents are not what the tree records (another root)`);
           const st = await this.files.write(items[k].path, items[k].expect, undefined, async (write) => {
             await write(bytes);
             return { mtime: file.mtime };
           });
-          return { version: file.version, root, ...st };
+          return { version: file.version, root: file.root, ...st };
         },
       ),
     ).catch((error: unknown) => ({ files: items.map(() => ({ error })) }));
@@ -173,19 +161,13 @@ export class VaultFolder implements RemoteFolder {
 
   pull(path: string, version: number, expect: Expected | null, basis?: string) {
     return this.one(async () => {
-      const hasher = new RootHasher(DEFAULT_PARAMS, DEFAULT_ALGO);
-      try {
-        let root = '';
-        const st = await this.files.write(path, expect, basis, async (write, local) => {
-          const r = await this.vault.pull(path, async (bytes) => (hasher.push(bytes), write(bytes)), local, { version });
-          root = hex(hasher.finish());
-          if (root !== r.root) throw new VaultError(`${JSON.stringify(path)} version ${version}: its contents are not what the tree records (another root)`);
-          return { mtime: r.mtime };
-        });
-        return { version, root, ...st };
-      } finally {
-        hasher.free();
-      }
+      let root = '';
+      const st = await this.files.write(path, expect, basis, async (write, local) => {
+        const r = await this.vault.pull(path, write, local, { version });
+        root = r.root;
+        return { mtime: r.mtime };
+      });
+      return { version, root, ...st };
     });
   }
 
@@ -193,7 +175,8 @@ export class VaultFolder implements RemoteFolder {
   private async latest(to: string): Promise<{ version: number; root: string }> {
     const f = byName(await this.vault.tree(), to);
     if (!f || f.deleted) throw new RemoteChanged(`${to} is not in the vault after its rename`);
-    return { version: last(f).n, root: hex(last(f).root) };
+    const v = last(f);
+    return { version: v.n, root: hex(v.root ?? (await this.vault.versionRoot(to, v.n))) };
   }
 
   /** A rename (`Vault.mv`: onto the name of a deleted file, `from`'s newest version becomes a

@@ -5,8 +5,8 @@
  */
 import { DsyncChunker, keyed_blake3_chunks } from '../../../wasm/pkg/dsync_wasm.js';
 import { VAULT_LIST_CHUNKS } from '../base/limits.ts';
-import { type Source, READ_SLICE, bufferSource } from '../chunking/chunk-index.ts';
-import { type ChunkParams, DEFAULT_PARAMS, FpOp } from '../wire/protocol.ts';
+import { type Source, READ_SLICE, bufferSource, runHash } from '../chunking/chunk-index.ts';
+import { type ChunkParams, DEFAULT_ALGO, DEFAULT_PARAMS, FpOp } from '../wire/protocol.ts';
 import { ID_BYTES, type KindCode, VaultError } from './format.ts';
 import { type ContentOpener, type VaultKeys, openChunk } from './keys.ts';
 
@@ -25,6 +25,23 @@ export const LIST_PARAMS: ChunkParams = { ...VAULT_LIST_CHUNKS, op: FpOp.Xor, ev
 export function chunkIds(k: Pick<VaultKeys, 'chunkId'>, data: Uint8Array, lengths: Uint32Array): Uint8Array[] {
   const all = keyed_blake3_chunks(k.chunkId, data, lengths);
   return Array.from(lengths, (_, i) => all.subarray(i * ID_BYTES, (i + 1) * ID_BYTES));
+}
+
+/** A version's root (docs/vaults.md, "The tree"): BLAKE3 over its chunks' keyed ids, in file
+ *  order. It is what the two-way engine compares a local file with (`rootOfSource`), a keyed
+ *  function of the contents (the ids are keyed), and a push, a pull and a restore each have
+ *  the ids already: no second chunking of the bytes. */
+export function versionRoot(ids: readonly Uint8Array[]): Uint8Array {
+  const all = new Uint8Array(ids.length * ID_BYTES);
+  ids.forEach((id, i) => all.set(id, i * ID_BYTES));
+  return runHash(DEFAULT_ALGO, all, 0, ids.length);
+}
+
+/** The root `versionRoot` gives the contents of `source` (read once, cut with the vault's keys). */
+export async function rootOfSource(k: VaultKeys, source: Source): Promise<Uint8Array> {
+  const ids: Uint8Array[] = [];
+  for await (const batch of keyedChunks(k, source)) for (const c of batch) ids.push(c.id);
+  return versionRoot(ids);
 }
 
 /** A sealed chunk's plaintext, checked against its keyed id: a chunk that does not open, or

@@ -48,16 +48,17 @@ export interface Ref {
 export const REF_BYTES = ID_BYTES + 32 + 4 + 4;
 
 /** One version of a file: its number (1, 2, … in push order; never reused), a random id (the
- *  manifest names it), its size, its contents' root with plain Dsync's default chunking (what
- *  the two-way engine compares a local file with: sealed in the tree, never sent in the
- *  clear), modification time (ms), when it was pushed (ms), the label of the device that
+ *  manifest names it), its size, its contents' root (chunks.ts `versionRoot`: BLAKE3 over its
+ *  chunks' keyed ids; what the two-way engine compares a local file with: sealed in the tree,
+ *  never sent in the clear; null for a version an earlier dsync wrote, whose root is then its
+ *  manifest's), modification time (ms), when it was pushed (ms), the label of the device that
  *  pushed it, the pieces of its manifest, and the packs its chunks lie in (the manifest's
  *  table, sorted: what a head names as in use without reading every manifest). */
 export interface Version {
   n: number;
   id: Uint8Array;
   size: number;
-  root: Uint8Array;
+  root: Uint8Array | null;
   mtime: number;
   pushed: number;
   device: string;
@@ -90,7 +91,7 @@ export interface Manifest {
 
 /** File ids and version ids: 16 random bytes. */
 export const FILE_ID_BYTES = 16;
-/** A version's root: BLAKE3 (the default strong hash) over its default chunks' hashes. */
+/** A version's root: BLAKE3 over its chunks' keyed ids. */
 export const ROOT_BYTES = 32;
 
 /** The head's sealed contents: its sequence number (the server's counter once written), the
@@ -272,7 +273,10 @@ const MANIFEST_V3 = 0x4f; // 'O'
 /** The tree before versions carried their root and named their packs: refused with a clear
  *  error. */
 const TREE_V2 = 0x55; // 'U'
+/** The tree whose versions carry the root of the default chunking (plain Dsync's): read, its
+ *  roots dropped (nothing computes that root of a vault's file any more). */
 const TREE_V3 = 0x56; // 'V'
+const TREE_V4 = 0x57; // 'W'
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
 /** A decoded manifest and its table of packs, in the order it lists them. */
@@ -354,13 +358,13 @@ const byName = (a: TreeFile, b: TreeFile) => (a.name < b.name ? -1 : a.name > b.
  *  name order, each name and each file id once): file id (16), name length (u16) and name
  *  (UTF-8 NFC, a valid file name), deleted (u64 ms, 0 = live), the count of its versions (u32,
  *  1 to keep), and per version, oldest first, numbers rising: number (u32, ≥ 1), version id
- *  (16), size (u64), root (32), mtime (u64 ms), pushed (u64 ms), device label length (u8) and
+ *  (16), size (u64), whether a root follows (u8, 1 or 0) and the root (32), mtime (u64 ms), pushed (u64 ms), device label length (u8) and
  *  label, the count of its manifest's pieces (u32) and their Refs, the count of the packs its
  *  chunks lie in (u32) and their ids (32 bytes each, ascending). */
 export function encodeTree(tree: Tree): Uint8Array {
   checkKeep(tree.keep);
   const files = [...tree.files].sort(byName);
-  const w = new Writer().u8(TREE_V3).u16(tree.keep).u32(files.length);
+  const w = new Writer().u8(TREE_V4).u16(tree.keep).u32(files.length);
   for (const f of files) {
     const name = utf8(validateName(f.name));
     if (f.id.length !== FILE_ID_BYTES) throw new VaultError('a file id is 16 bytes');
@@ -368,9 +372,11 @@ export function encodeTree(tree: Tree): Uint8Array {
     w.bytes(f.id).u16(name.length).bytes(name).u64(f.deleted).u32(f.versions.length);
     for (const v of f.versions) {
       if (v.id.length !== FILE_ID_BYTES) throw new VaultError('a version id is 16 bytes');
-      if (v.root.length !== ROOT_BYTES) throw new VaultError('a version root is 32 bytes');
+      if (v.root && v.root.length !== ROOT_BYTES) throw new VaultError('a version root is 32 bytes');
       const device = utf8(checkDevice(v.device));
-      w.u32(v.n).bytes(v.id).u64(v.size).bytes(v.root).u64(v.mtime).u64(v.pushed).u8(device.length).bytes(device).u32(v.manifest.length);
+      w.u32(v.n).bytes(v.id).u64(v.size).u8(v.root ? 1 : 0);
+      if (v.root) w.bytes(v.root);
+      w.u64(v.mtime).u64(v.pushed).u8(device.length).bytes(device).u32(v.manifest.length);
       for (const r of v.manifest) w.ref(r);
       writePackIds(w, v.packs);
     }
@@ -398,14 +404,14 @@ export function decodeTree(b: Uint8Array): Tree {
   const r = new Reader(b, 'a tree');
   const format = r.u8();
   if (format === TREE_V2) throw new VaultError('a tree of an older format (0x55: its versions carry no root and name no packs): this vault was made by an earlier dsync and is not read; make a new one');
-  if (format !== TREE_V3) throw new VaultError('a tree of an unknown version');
+  if (format !== TREE_V3 && format !== TREE_V4) throw new VaultError('a tree of an unknown version');
   let keep: number;
   try {
     keep = checkKeep(r.u16());
   } catch (e) {
     throw new VaultError(`a tree holds a bad retention: ${(e as Error).message}`);
   }
-  const VERSION_MIN = 4 + FILE_ID_BYTES + 8 + ROOT_BYTES + 8 + 8 + 1 + 4 + 4;
+  const VERSION_MIN = 4 + FILE_ID_BYTES + 8 + (format === TREE_V3 ? ROOT_BYTES : 1) + 8 + 8 + 1 + 4 + 4;
   const n = r.count(FILE_ID_BYTES + 2 + 8 + 4 + VERSION_MIN);
   const files: TreeFile[] = [];
   const ids = new Set<string>();
@@ -429,7 +435,13 @@ export function decodeTree(b: Uint8Array): Tree {
       if (vn < 1 || (k > 0 && vn <= versions[k - 1].n)) throw new VaultError('a tree holds version numbers out of order');
       const vid = r.bytes(FILE_ID_BYTES);
       const size = r.u64();
-      const root = r.bytes(ROOT_BYTES);
+      let root: Uint8Array | null = null;
+      if (format === TREE_V3) r.bytes(ROOT_BYTES);
+      else {
+        const has = r.u8();
+        if (has > 1) throw new VaultError('a tree holds a bad root flag');
+        if (has) root = r.bytes(ROOT_BYTES);
+      }
       const mtime = r.u64();
       const pushed = r.u64();
       let device = text(r, r.u8(), 'a device label');

@@ -41,7 +41,7 @@ const requestTransfer = (m: SpanRequest<FdFile>): ArrayBuffer[] => (m.op === 'op
 function replyTransfer(r: SpanReply): ArrayBuffer[] {
   if (!r || 'refused' in r) return [];
   if (r instanceof Uint8Array) return [r.buffer as ArrayBuffer];
-  return [r.keyed.lengths, r.keyed.ids, r.root.lengths, r.root.hashes].map((a) => a.buffer as ArrayBuffer);
+  return [r.lengths.buffer as ArrayBuffer, r.ids.buffer as ArrayBuffer];
 }
 
 type Reply = { rid: number; ok: true; value: SpanReply } | { rid: number; ok: false; error: string };

@@ -1,21 +1,19 @@
 /**
  * Span-parallel chunking of a push (docs/vaults.md, "Chunk workers"): the file is cut into
- * spans of SPAN_BYTES, and each span is read, cut with the keyed chunker, given its keyed ids,
- * cut with the default chunking and hashed (the version's root) by a chunk worker, which then
- * seals the chunks the vault lacks. The chunks are exactly the serial chunker's: a worker cuts
+ * spans of SPAN_BYTES, and each span is read, cut with the keyed chunker and given its keyed
+ * ids by a chunk worker, which then seals the chunks the vault lacks. The chunks are exactly the serial chunker's: a worker cuts
  * its span as if a chunk started at the span's first byte and goes on SPAN_OVERLAP bytes into
  * the next span, keeping only the chunks it saw whole (at least `max` bytes after their start,
  * or the file's end: what FastCDC looks at). FastCDC restarts at every cut, so once a cut of one
  * span's list is a cut of the next's, every later cut of the next is the serial chunker's;
  * `joinLists` takes each list up to the first cut the next one shares, and a list that shares
  * none is cut again from the last true cut (as slowly as serial chunking, and as right).
- * The ids and the root are computed from the very chunks joined, so a device that cuts
- * serially (a file of up to a span) names the same chunks. The workers are the page's Web
+ * The ids are computed from the very chunks joined, so a device that cuts serially (a file of
+ * up to a span) names the same chunks (and the version's root, over the ids, is the same). The workers are the page's Web
  * Workers (client/src/vault-chunk-worker.ts) or the CLI's worker threads (spans-node.ts).
  */
 import { SpanCutter } from '../../../wasm/pkg/dsync_wasm.js';
-import { RootHasher, type Source, runHash } from '../chunking/chunk-index.ts';
-import { DEFAULT_ALGO, DEFAULT_PARAMS } from '../wire/protocol.ts';
+import type { Source } from '../chunking/chunk-index.ts';
 import { CONTENT_PARAMS, keyedChunks, openVerified } from './chunks.ts';
 import { ID_BYTES, Kind, SEAL_OVERHEAD, VaultError } from './format.ts';
 import { type ContentOpener, type ContentSealer, type VaultKeys, openContent, sealChunk, sealContentInto } from './keys.ts';
@@ -27,8 +25,6 @@ export const SPAN_BYTES = 16 << 20;
 export const SPAN_OVERLAP = 1 << 20;
 /** Spans requested ahead of the one being joined, per worker. */
 const AHEAD_PER_WORKER = 2;
-/** Root hashes: the default chunking's strong hash (BLAKE3) over each chunk. */
-const ROOT_HASH = 32;
 
 /** What a chunk worker holds of an open vault: the chunking and id keys, and the content key to
  *  seal with (a non-extractable CryptoKey; the metadata key stays with the vault). */
@@ -40,18 +36,14 @@ export interface CutList {
   lengths: Uint32Array;
 }
 
-/** A worker's cut of [from, to): the keyed chunks and their ids, and the default chunking's
- *  chunks and their BLAKE3 hashes (for the root). */
-export interface SpanCut {
-  keyed: CutList & { ids: Uint8Array };
-  root: CutList & { hashes: Uint8Array };
-}
+/** A worker's cut of [from, to): the keyed chunks and their ids. */
+export type SpanCut = CutList & { ids: Uint8Array };
 
 export type SpanRequest<F> =
   | { op: 'keys'; keys: ChunkKeys }
-  /** reads [from, to) of `file` (`final`: to is the file's end), cuts it; with `keep`, holds
-   *  the bytes for `seal` until `drop` */
-  | { op: 'cut'; span: number; file: F; from: number; to: number; final: boolean; keep: boolean }
+  /** reads [from, to) of `file` (`final`: to is the file's end), cuts it, and holds the bytes
+   *  for `seal` until `drop` */
+  | { op: 'cut'; span: number; file: F; from: number; to: number; final: boolean }
   /** seals the chunks of span `span` at these offsets (from its `from`), lengths and ids */
   | { op: 'seal'; span: number; offsets: Uint32Array; lengths: Uint32Array; ids: Uint8Array }
   | { op: 'drop'; span: number }
@@ -63,20 +55,16 @@ export type SpanRequest<F> =
  *  open's: the plaintexts one after another, or why a chunk was refused (a VaultError's words). */
 export type SpanReply = SpanCut | Uint8Array | { refused: string } | null;
 
-/** The keyed and default chunking of `bytes`, the file's bytes from some offset on, as if a
- *  chunk started at its first byte; `final`: they reach the file's end (every chunk is then
- *  whole), else only the chunks followed by at least `max` bytes are kept. One copy of the
- *  bytes into wasm memory serves both chunkings and both hashings (`SpanCutter`). */
+/** The keyed chunking of `bytes`, the file's bytes from some offset on, as if a chunk started
+ *  at its first byte, and the chunks' ids; `final`: they reach the file's end (every chunk is
+ *  then whole), else only the chunks followed by at least `max` bytes are kept. One copy of the
+ *  bytes into wasm memory serves the chunking and the hashing (`SpanCutter`). */
 export function cutSpan(k: Pick<ChunkKeys, 'gear' | 'chunkId'>, bytes: Uint8Array, from: number, final: boolean): SpanCut {
   const c = CONTENT_PARAMS;
-  const d = DEFAULT_PARAMS;
-  const cutter = new SpanCutter(Uint32Array.of(c.min, c.avg, c.max, c.op, c.every), k.gear, k.chunkId, Uint32Array.of(d.min, d.avg, d.max, d.op, d.every), DEFAULT_ALGO);
+  const cutter = new SpanCutter(Uint32Array.of(c.min, c.avg, c.max, c.op, c.every), k.gear, k.chunkId);
   try {
     cutter.cut(bytes, final);
-    return {
-      keyed: { from, lengths: cutter.keyed_lengths(), ids: cutter.ids() },
-      root: { from, lengths: cutter.root_lengths(), hashes: cutter.root_hashes() },
-    };
+    return { from, lengths: cutter.keyed_lengths(), ids: cutter.ids() };
   } finally {
     cutter.free();
   }
@@ -124,7 +112,7 @@ export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: num
     if (m.op === 'cut') {
       const bytes = await read(m.file, m.from, m.to);
       if (bytes.length !== m.to - m.from) throw new Error(`the file ended at ${m.from + bytes.length} bytes, before ${m.to}`);
-      if (m.keep) held.set(m.span, bytes);
+      held.set(m.span, bytes);
       return cutSpan(keys, bytes, m.from, m.final);
     }
     const bytes = held.get(m.span);
@@ -210,102 +198,67 @@ export interface CutBatch {
 }
 
 /** A file's chunks as a push takes them, in batches, each sealed (or not) before the next is
- *  asked for; then the root of its bytes with the default chunking. */
+ *  asked for. */
 export interface FileCut {
   batches: AsyncGenerator<CutBatch>;
-  root(): Uint8Array;
 }
 
-/** A file's chunks cut on this thread (a small file's, in the CLI and the page), and sealed here: the
- *  keyed chunker and the root's reading the source once, in order. */
+/** A file's chunks cut on this thread (a small file's, in the CLI and the page), and sealed here. */
 export function serialChunks(k: VaultKeys, source: Source): FileCut {
-  let root: Uint8Array | null = null;
   async function* batches(): AsyncGenerator<CutBatch> {
-    const hasher = new RootHasher(DEFAULT_PARAMS, DEFAULT_ALGO);
-    try {
-      let next = 0;
-      const read: Source = {
-        size: source.size,
-        read: async (offset, length) => {
-          if (offset !== next) throw new Error('the keyed chunker read out of order');
-          const bytes = await source.read(offset, length);
-          next += bytes.length;
-          hasher.push(bytes);
-          return bytes;
-        },
+    for await (const chunks of keyedChunks(k, source)) {
+      yield {
+        offsets: chunks.map((c) => c.offset),
+        lengths: chunks.map((c) => c.bytes.length),
+        ids: chunks.map((c) => c.id),
+        seal: (which) => Promise.all(which.map((i) => sealChunk(k, Kind.Content, chunks[i].id, chunks[i].bytes))),
       };
-      for await (const chunks of keyedChunks(k, read)) {
-        yield {
-          offsets: chunks.map((c) => c.offset),
-          lengths: chunks.map((c) => c.bytes.length),
-          ids: chunks.map((c) => c.id),
-          seal: (which) => Promise.all(which.map((i) => sealChunk(k, Kind.Content, chunks[i].id, chunks[i].bytes))),
-        };
-      }
-      root = hasher.finish();
-    } finally {
-      hasher.free();
     }
   }
-  return {
-    batches: batches(),
-    root: () => {
-      if (!root) throw new Error('the root of a file not cut to its end');
-      return root;
-    },
-  };
+  return { batches: batches() };
 }
 
 /**
- * A file's chunks cut by `workers` in spans (see the module's comment), in order, in batches;
- * `root()` afterwards gives the root of its bytes with the default chunking. Each batch must
- * be sealed (or not) before the next is asked for. `onCut` sees how far the chunks reach.
+ * A file's chunks cut by `workers` in spans (see the module's comment), in order, in batches.
+ * Each batch must be sealed (or not) before the next is asked for. `onCut` sees how far the
+ * chunks reach.
  */
 export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o: { span?: number; overlap?: number; onCut?: (end: number) => void } = {}): FileCut & { settled(): Promise<void> } {
   const spanBytes = o.span ?? SPAN_BYTES;
   const overlap = o.overlap ?? SPAN_OVERLAP;
   const count = Math.max(1, Math.ceil(size / spanBytes));
-  let rootOf: Uint8Array | null = null;
-  type Keyed = SpanCut['keyed'] & { span: number; worker: number };
-  type Root = SpanCut['root'];
+  type Keyed = SpanCut & { span: number; worker: number };
   let nextSpan = 0;
   let nextWorker = 0;
   /** every span requested with its worker, until dropped */
   const live = new Map<number, number>();
   /** the reads of `file` under way (`settled`) */
   const reading = new Set<Promise<SpanReply>>();
-  const cut = (from: number, to: number, keep: boolean): Promise<{ span: number; worker: number; cut: SpanCut }> => {
+  const cut = (from: number, to: number): Promise<Keyed> => {
     const span = nextSpan++;
     const worker = nextWorker++ % workers.length;
-    if (keep) live.set(span, worker);
-    const r = workers[worker].request({ op: 'cut', span, file, from, to, final: to === size, keep });
+    live.set(span, worker);
+    const r = workers[worker].request({ op: 'cut', span, file, from, to, final: to === size });
     reading.add(r);
     const done = () => void reading.delete(r);
     r.then(done, done);
-    return r.then((c) => ({ span, worker, cut: c as SpanCut }));
+    return r.then((c) => ({ ...(c as SpanCut), span, worker }));
   };
   const ends = (i: number) => ({ from: i * spanBytes, to: Math.min(size, (i + 1) * spanBytes + overlap) });
   async function* batches(): AsyncGenerator<CutBatch> {
     const ahead = AHEAD_PER_WORKER * workers.length;
-    const pending: Promise<{ span: number; worker: number; cut: SpanCut }>[] = [];
+    const pending: Promise<Keyed>[] = [];
     let requested = 0;
     const fill = () => {
       while (requested < count && pending.length < ahead) {
         const { from, to } = ends(requested++);
-        const p = cut(from, to, true);
+        const p = cut(from, to);
         p.catch(() => {}); // (awaited in turn)
         pending.push(p);
       }
     };
     fill();
-    const hashes: Uint8Array[] = [];
-    let rootChunks = 0;
-    const takeRoot = (l: Root, i: number) => {
-      hashes.push(l.hashes.subarray(i * ROOT_HASH, (i + 1) * ROOT_HASH));
-      rootChunks++;
-    };
     let keyedAt: JoinAt<Keyed> | null = null;
-    let rootAt: JoinAt<Root> | null = null;
     let batch: { list: Keyed; offsets: number[]; lengths: number[]; ids: Uint8Array[] } | null = null;
     const out: CutBatch[] = [];
     const flush = () => {
@@ -350,11 +303,9 @@ export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o
     const finished: Keyed[] = [];
     try {
       for (let i = 0; i < count; i++) {
-        const got = await pending.shift()!;
+        let keyed = await pending.shift()!;
         fill();
         const { to } = ends(i);
-        let keyed: Keyed = { ...got.cut.keyed, span: got.span, worker: got.worker };
-        let root: Root = got.cut.root;
         if (!keyedAt) keyedAt = { list: keyed, next: 0, pos: 0 };
         else {
           const from = keyedAt.list;
@@ -362,23 +313,12 @@ export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o
           if (!joined) {
             // no cut shared: cut again from the last true cut (its bytes kept for sealing)
             drop(keyed);
-            const again = await cut(keyedAt.pos, to, true);
-            keyed = { ...again.cut.keyed, span: again.span, worker: again.worker };
+            keyed = await cut(keyedAt.pos, to);
             joined = { list: keyed, next: 0, pos: keyedAt.pos };
           }
           keyedAt = joined;
           flush();
           finished.push(from);
-        }
-        if (!rootAt) rootAt = { list: root, next: 0, pos: 0 };
-        else {
-          let joined: JoinAt<Root> | null = joinLists(rootAt, root, takeRoot);
-          if (!joined) {
-            const again = await cut(rootAt.pos, to, false);
-            root = again.cut.root;
-            joined = { list: root, next: 0, pos: rootAt.pos };
-          }
-          rootAt = joined;
         }
         yield* out.splice(0);
         finished.splice(0).forEach(drop);
@@ -399,17 +339,9 @@ export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o
       // a push that failed or stopped: every span still held (or still being cut) dropped
       for (const [span, worker] of [...live]) drop({ span, worker });
     }
-    if (rootAt) while (rootAt.next < rootAt.list.lengths.length) takeRoot(rootAt.list, rootAt.next++);
-    const all = new Uint8Array(rootChunks * ROOT_HASH);
-    hashes.forEach((h, i) => all.set(h, i * ROOT_HASH));
-    rootOf = runHash(DEFAULT_ALGO, all, 0, rootChunks);
   }
   return {
     batches: batches(),
-    root: () => {
-      if (!rootOf) throw new Error('the root of a file not cut to its end');
-      return rootOf;
-    },
     // a push that failed leaves cuts under way: the caller closes `file` only after them
     settled: async () => void (await Promise.allSettled([...reading])),
   };

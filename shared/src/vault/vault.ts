@@ -13,7 +13,7 @@ import type { Source } from '../chunking/chunk-index.ts';
 import { validateName } from '../wire/names.ts';
 import { VAULT_READ_BLOCK } from '../base/limits.ts';
 import { type Argon2Params, type VaultKeys, checkKey, deriveKeys, fromRecoveryKey, newVaultId, newVaultKey, openHead, recoveryKey, sealHead, unwrapKey, wrapKey } from './keys.ts';
-import { chunkIds, keyedChunks, listPieces, openVerified } from './chunks.ts';
+import { chunkIds, keyedChunks, listPieces, openVerified, rootOfSource, versionRoot } from './chunks.ts';
 import {
   type HeadRecord,
   Kind,
@@ -102,7 +102,7 @@ export interface VaultPushReport {
   packs: number;
   /** the file's version number this push made */
   version: number;
-  /** its root with the default chunking (hex): what the two-way engine compares */
+  /** its root (hex; chunks.ts `versionRoot`): what the two-way engine compares */
   root: string;
   /** the head's sequence after the push */
   seq: number;
@@ -121,7 +121,7 @@ export interface VaultPullReport {
   mtime: number;
   /** the version pulled */
   version: number;
-  /** its root with the default chunking (hex), as the tree records it */
+  /** its root (hex), as its manifest's chunk ids give it (and the tree records it) */
   root: string;
   chunks: number;
   /** chunks taken from the device's own copy */
@@ -143,7 +143,6 @@ interface Landing {
   name: string;
   refs: Ref[];
   size: number;
-  root: Uint8Array;
   mtime: number;
   order: string[];
   expect?: Expect;
@@ -165,6 +164,8 @@ const HEAD_TRIES = 8;
 
 export const refKey = (kind: KindCode, id: Uint8Array) => `${kind}:${hex(id)}`;
 const plainLength = (r: Ref) => r.length - SEAL_OVERHEAD;
+/** The root of the contents whose chunks `refs` are, in order (chunks.ts `versionRoot`). */
+const rootOfRefs = (refs: Ref[]) => versionRoot(refs.map((r) => r.id));
 const equal = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.every((x, i) => x === b[i]);
 /** The label a version records when the device gives none. */
 export const DEFAULT_DEVICE = 'unnamed device';
@@ -357,6 +358,7 @@ export class Vault {
     if (!equal(m.file, f.id) || !equal(m.version, v.id)) throw new VaultError(`vault ${this.id}: the manifest of ${JSON.stringify(f.name)} version ${v.n} belongs to another file or version (a moved manifest)`);
     if (packsOf(m.refs).join() !== v.packs.join()) throw new VaultError(`vault ${this.id}: the tree's packs of ${JSON.stringify(f.name)} version ${v.n} are not its manifest's (a client bug: a pack in use could be collected)`);
     if (m.refs.reduce((n, r) => n + plainLength(r), 0) !== v.size) throw new VaultError(`vault ${this.id}: the manifest of ${JSON.stringify(f.name)} version ${v.n} does not add up to its size`);
+    if (v.root && !equal(v.root, rootOfRefs(m.refs))) throw new VaultError(`vault ${this.id}: the tree's root of ${JSON.stringify(f.name)} version ${v.n} is not its manifest's`);
     for (const r of m.refs) this.index.set(refKey(Kind.Content, r.id), r);
     return m;
   }
@@ -458,7 +460,7 @@ export class Vault {
       let tree: Tree | null = null;
       for (const [k, v] of versions.entries()) {
         if (!files[k]) continue;
-        const next = addVersion(tree ?? s.tree, v.name, files[k]!, { id: ids[k], size: v.size, root: v.root, mtime: Math.max(0, Math.round(v.mtime)), pushed: Date.now(), device: this.device, manifest: manifests[k], packs: packsOf(v.refs) });
+        const next = addVersion(tree ?? s.tree, v.name, files[k]!, { id: ids[k], size: v.size, root: rootOfRefs(v.refs), mtime: Math.max(0, Math.round(v.mtime)), pushed: Date.now(), device: this.device, manifest: manifests[k], packs: packsOf(v.refs) });
         if (next) tree = next;
       }
       return (o.also && o.also(tree ?? s.tree)) || tree;
@@ -469,11 +471,10 @@ export class Vault {
 
   /** Chunks `source` with the vault's keys (`cut`: cut and sealed elsewhere, spans.ts; else
    *  here), sealing into `packs` only the chunks the vault lacks (as far as this device knows):
-   *  its Refs, how many were reused, and the root of the bytes read with the default chunking
-   *  (computed from the very bytes chunked). Once a batch is sealed, the next is asked for and
+   *  its Refs and how many were reused. Once a batch is sealed, the next is asked for and
    *  its sealing begun while this one's chunks are placed: a chunk worker seals while this
    *  thread packs and uploads, neither waiting for the other. */
-  private async chunkFile(packs: PackWriter, name: string, source: Source, cut: FileCut = serialChunks(this.keys, source)): Promise<{ refs: Ref[]; reused: number; size: number; root: Uint8Array }> {
+  private async chunkFile(packs: PackWriter, name: string, source: Source, cut: FileCut = serialChunks(this.keys, source)): Promise<{ refs: Ref[]; reused: number; size: number }> {
     const refs: Ref[] = [];
     let reused = 0;
     /** a batch's keys and the chunks of it to seal: those the vault lacks, each once, and not
@@ -508,10 +509,9 @@ export class Vault {
     } finally {
       await batches.return?.(undefined);
     }
-    const root = cut.root();
     const size = refs.reduce((n, r) => n + plainLength(r), 0);
     if (size !== source.size) throw new VaultError(`${JSON.stringify(name)} changed while it was read`);
-    return { refs, reused, size, root };
+    return { refs, reused, size };
   }
 
   /** Pushes `source` as a new version of `name`: chunks it with the vault's keys, uploads only
@@ -519,7 +519,7 @@ export class Vault {
    *  every manifest it has read), then the manifest, the tree and a head written by
    *  compare-and-swap. A deleted `name` becomes live again, with its history. `expect`: only
    *  while the vault holds that at `name` (each time the head is read), else VaultChanged.
-   *  The version records the root of the bytes read with the default chunking. */
+   *  The version records its root (over the ids of the chunks read). */
   async push(rawName: string, source: Source, mtime: number, o: { expect?: Expect; cut?: FileCut } = {}): Promise<VaultPushReport> {
     const [got] = await this.pushMany([{ name: rawName, source, mtime, expect: o.expect, cut: o.cut }]);
     if ('error' in got) throw got.error;
@@ -559,7 +559,7 @@ export class Vault {
       const chunked: { reused: number; chunks: number }[] = [];
       for (const k of go) {
         const c = await this.chunkFile(packs, names[k], items[k].source, items[k].cut);
-        made.push({ name: names[k], refs: c.refs, size: c.size, root: c.root, mtime: items[k].mtime, order: previous.get(k)?.packs ?? [], expect: items[k].expect });
+        made.push({ name: names[k], refs: c.refs, size: c.size, mtime: items[k].mtime, order: previous.get(k)?.packs ?? [], expect: items[k].expect });
         chunked.push({ reused: c.reused, chunks: c.refs.length });
       }
       await packs.flush();
@@ -567,7 +567,7 @@ export class Vault {
       go.forEach((k, i) => {
         const l = landed[i];
         const m = made[i];
-        out[k] = 'error' in l ? l : { ok: { name: m.name, size: m.size, chunks: chunked[i].chunks, reused: chunked[i].reused, packBytes: packs.bytes, packs: packs.packs, version: l.ok, root: hex(m.root), seq } };
+        out[k] = 'error' in l ? l : { ok: { name: m.name, size: m.size, chunks: chunked[i].chunks, reused: chunked[i].reused, packBytes: packs.bytes, packs: packs.packs, version: l.ok, root: hex(rootOfRefs(m.refs)), seq } };
       });
       return out;
     });
@@ -584,7 +584,7 @@ export class Vault {
       if (!f) throw new VaultError(`vault ${this.id} has no file ${JSON.stringify(name)}`);
       const v = this.version(f, n);
       const m = await this.manifest(f, v);
-      const done = await this.landVersion(packs, s, { name, refs: m.refs, size: v.size, root: v.root, mtime: v.mtime, order: m.packs, file: f.id });
+      const done = await this.landVersion(packs, s, { name, refs: m.refs, size: v.size, mtime: v.mtime, order: m.packs, file: f.id });
       return { version: done.n, seq: done.seq };
     });
   }
@@ -632,7 +632,7 @@ export class Vault {
         const f = byName(s.tree, x.seen.name)!;
         const v = last(f);
         const m = await this.manifest(f, v);
-        landings.push({ name: x.to, refs: m.refs, size: v.size, root: v.root, mtime: v.mtime, order: m.packs, expect: 'absent' });
+        landings.push({ name: x.to, refs: m.refs, size: v.size, mtime: v.mtime, order: m.packs, expect: 'absent' });
       }
       return { seq: (await this.landVersions(packs, s, landings, { all: true, also: renames })).seq };
     });
@@ -688,6 +688,22 @@ export class Vault {
     return (await this.state()).tree;
   }
 
+  /** The root the contents of `source` would have as a version (what the two-way engine
+   *  compares with the tree's, as `VaultPushReport.root`): read once, cut with the vault's keys. */
+  rootOf(source: Source): Promise<Uint8Array> {
+    return rootOfSource(this.keys, source);
+  }
+
+  /** Version `n` of `name`'s root: the tree's, or (a version an earlier dsync wrote, whose
+   *  root the tree does not hold) its manifest's. */
+  async versionRoot(rawName: string, n: number): Promise<Uint8Array> {
+    const name = validateName(rawName);
+    const f = byName((await this.state()).tree, name);
+    if (!f) throw new VaultError(`vault ${this.id} has no file ${JSON.stringify(name)}`);
+    const v = this.version(f, n);
+    return v.root ?? rootOfRefs((await this.manifest(f, v)).refs);
+  }
+
   private version(f: TreeFile, n: number): Version {
     const v = f.versions.find((x) => x.n === n);
     if (!v) throw new VaultError(`${JSON.stringify(f.name)} has no version ${n} (kept: ${f.versions.map((x) => x.n).join(', ')})`);
@@ -708,7 +724,7 @@ export class Vault {
     const open = await o.open?.(e.size);
     const have = new Map<string, { offset: number; length: number }>();
     if (local) for await (const batch of keyedChunks(this.keys, local)) for (const c of batch) have.set(hex(c.id), { offset: c.offset, length: c.bytes.length });
-    const report: VaultPullReport = { name, size: e.size, mtime: e.mtime, version: e.n, root: hex(e.root), chunks: refs.length, local: 0, fetchedBytes: 0, lackedBytes: 0, ranges: 0 };
+    const report: VaultPullReport = { name, size: e.size, mtime: e.mtime, version: e.n, root: hex(rootOfRefs(refs)), chunks: refs.length, local: 0, fetchedBytes: 0, lackedBytes: 0, ranges: 0 };
     for (let i = 0; i < refs.length; ) {
       // one window: chunks up to PULL_WINDOW bytes, fetched and verified, then written
       let j = i;
@@ -789,7 +805,7 @@ export class Vault {
           at += plain.length;
         }
         try {
-          out[k] = { ok: await deliver(k, bytes, { name: f.name, size: v.size, mtime: v.mtime, version: v.n, root: hex(v.root), chunks: refs.length }) };
+          out[k] = { ok: await deliver(k, bytes, { name: f.name, size: v.size, mtime: v.mtime, version: v.n, root: hex(rootOfRefs(refs)), chunks: refs.length }) };
         } catch (error) {
           out[k] = { error };
         }
