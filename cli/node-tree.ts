@@ -82,12 +82,6 @@ export async function indexOf(file: string, clock: FsClock | null = null): Promi
   return { hash: hex(index.root), index, ...st };
 }
 
-/** The root hash of a file's content as the protocol computes it with the default chunking. */
-export async function rootOf(file: string): Promise<{ hash: string } & Stat> {
-  const { index: _, ...rest } = await indexOf(file);
-  return rest;
-}
-
 /** Bytes of a chunk index held in memory: its lengths, FastFps and strong hashes. */
 const indexBytes = (index: ChunkIndex) => index.lengths.byteLength + index.fastfps.byteLength + index.hashes.byteLength;
 
