@@ -358,9 +358,10 @@ const byName = (a: TreeFile, b: TreeFile) => (a.name < b.name ? -1 : a.name > b.
  *  name order, each name and each file id once): file id (16), name length (u16) and name
  *  (UTF-8 NFC, a valid file name), deleted (u64 ms, 0 = live), the count of its versions (u32,
  *  1 to keep), and per version, oldest first, numbers rising: number (u32, ≥ 1), version id
- *  (16), size (u64), whether a root follows (u8, 1 or 0) and the root (32), mtime (u64 ms), pushed (u64 ms), device label length (u8) and
- *  label, the count of its manifest's pieces (u32) and their Refs, the count of the packs its
- *  chunks lie in (u32) and their ids (32 bytes each, ascending). */
+ *  (16), size (u64), whether a root follows (u8, 1 or 0) and the root (32), mtime (u64 ms),
+ *  pushed (u64 ms), device label length (u8) and label, the count of its manifest's pieces
+ *  (u32) and their Refs, the count of the packs its chunks lie in (u32) and their ids (32
+ *  bytes each, ascending). */
 export function encodeTree(tree: Tree): Uint8Array {
   checkKeep(tree.keep);
   const files = [...tree.files].sort(byName);

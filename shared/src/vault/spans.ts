@@ -1,16 +1,17 @@
 /**
  * Span-parallel chunking of a push (docs/vaults.md, "Chunk workers"): the file is cut into
  * spans of SPAN_BYTES, and each span is read, cut with the keyed chunker and given its keyed
- * ids by a chunk worker, which then seals the chunks the vault lacks. The chunks are exactly the serial chunker's: a worker cuts
- * its span as if a chunk started at the span's first byte and goes on SPAN_OVERLAP bytes into
- * the next span, keeping only the chunks it saw whole (at least `max` bytes after their start,
- * or the file's end: what FastCDC looks at). FastCDC restarts at every cut, so once a cut of one
- * span's list is a cut of the next's, every later cut of the next is the serial chunker's;
- * `joinLists` takes each list up to the first cut the next one shares, and a list that shares
- * none is cut again from the last true cut (as slowly as serial chunking, and as right).
- * The ids are computed from the very chunks joined, so a device that cuts serially (a file of
- * up to a span) names the same chunks (and the version's root, over the ids, is the same). The workers are the page's Web
- * Workers (client/src/vault-chunk-worker.ts) or the CLI's worker threads (spans-node.ts).
+ * ids by a chunk worker, which then seals the chunks the vault lacks. The chunks are exactly
+ * the serial chunker's: a worker cuts its span as if a chunk started at the span's first byte
+ * and goes on SPAN_OVERLAP bytes into the next span, keeping only the chunks it saw whole (at
+ * least `max` bytes after their start, or the file's end: what FastCDC looks at). FastCDC
+ * restarts at every cut, so once a cut of one span's list is a cut of the next's, every later
+ * cut of the next is the serial chunker's; `joinLists` takes each list up to the first cut the
+ * next one shares, and a list that shares none is cut again from the last true cut (as slowly
+ * as serial chunking, and as right). The ids are computed from the very chunks joined, so a
+ * device that cuts serially (a file of up to a span) names the same chunks (and the version's
+ * root, over the ids, is the same). The workers are the page's Web Workers
+ * (client/src/vault-chunk-worker.ts) or the CLI's worker threads (spans-node.ts).
  */
 import { SpanCutter } from '../../../wasm/pkg/dsync_wasm.js';
 import type { Source } from '../chunking/chunk-index.ts';

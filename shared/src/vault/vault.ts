@@ -121,7 +121,8 @@ export interface VaultPullReport {
   mtime: number;
   /** the version pulled */
   version: number;
-  /** its root (hex), as its manifest's chunk ids give it (and the tree records it) */
+  /** its root (hex): the tree's, which its manifest's chunk ids were checked to give (or,
+   *  for a version an earlier dsync wrote, theirs) */
   root: string;
   chunks: number;
   /** chunks taken from the device's own copy */
@@ -430,9 +431,10 @@ export class Vault {
    *  VaultChanged, and the others land; with `all`, the change throws it and nothing lands).
    *  `also`: a rule applied after the versions in the same change. Each version's number (0
    *  when another device's retention forgot it already: it landed all the same), or its
-   *  refusal. */
-  private async landVersions(packs: PackWriter, s: State, versions: Landing[], o: { all?: boolean; also?: (t: Tree) => Tree | null } = {}): Promise<{ seq: number; landed: Outcome<number>[] }> {
+   *  refusal; and each version's root (once, whatever the tries of the change). */
+  private async landVersions(packs: PackWriter, s: State, versions: Landing[], o: { all?: boolean; also?: (t: Tree) => Tree | null } = {}): Promise<{ seq: number; landed: Outcome<number>[]; roots: Uint8Array[] }> {
     const ids = versions.map(() => newFileId());
+    const roots = versions.map((v) => rootOfRefs(v.refs));
     const fresh = versions.map(() => newFileId());
     const bound: (Uint8Array | null)[] = versions.map(() => null);
     const manifests: Ref[][] = versions.map(() => []);
@@ -460,13 +462,13 @@ export class Vault {
       let tree: Tree | null = null;
       for (const [k, v] of versions.entries()) {
         if (!files[k]) continue;
-        const next = addVersion(tree ?? s.tree, v.name, files[k]!, { id: ids[k], size: v.size, root: rootOfRefs(v.refs), mtime: Math.max(0, Math.round(v.mtime)), pushed: Date.now(), device: this.device, manifest: manifests[k], packs: packsOf(v.refs) });
+        const next = addVersion(tree ?? s.tree, v.name, files[k]!, { id: ids[k], size: v.size, root: roots[k], mtime: Math.max(0, Math.round(v.mtime)), pushed: Date.now(), device: this.device, manifest: manifests[k], packs: packsOf(v.refs) });
         if (next) tree = next;
       }
       return (o.also && o.also(tree ?? s.tree)) || tree;
     });
     const all = done.tree.files.flatMap((f) => f.versions);
-    return { seq: done.seq, landed: versions.map((_, k) => (refused[k] ? { error: refused[k] } : { ok: all.find((x) => equal(x.id, ids[k]))?.n ?? 0 })) };
+    return { seq: done.seq, landed: versions.map((_, k) => (refused[k] ? { error: refused[k] } : { ok: all.find((x) => equal(x.id, ids[k]))?.n ?? 0 })), roots };
   }
 
   /** Chunks `source` with the vault's keys (`cut`: cut and sealed elsewhere, spans.ts; else
@@ -563,11 +565,11 @@ export class Vault {
         chunked.push({ reused: c.reused, chunks: c.refs.length });
       }
       await packs.flush();
-      const { seq, landed } = await this.landVersions(packs, s, made);
+      const { seq, landed, roots } = await this.landVersions(packs, s, made);
       go.forEach((k, i) => {
         const l = landed[i];
         const m = made[i];
-        out[k] = 'error' in l ? l : { ok: { name: m.name, size: m.size, chunks: chunked[i].chunks, reused: chunked[i].reused, packBytes: packs.bytes, packs: packs.packs, version: l.ok, root: hex(rootOfRefs(m.refs)), seq } };
+        out[k] = 'error' in l ? l : { ok: { name: m.name, size: m.size, chunks: chunked[i].chunks, reused: chunked[i].reused, packBytes: packs.bytes, packs: packs.packs, version: l.ok, root: hex(roots[i]), seq } };
       });
       return out;
     });
@@ -724,7 +726,7 @@ export class Vault {
     const open = await o.open?.(e.size);
     const have = new Map<string, { offset: number; length: number }>();
     if (local) for await (const batch of keyedChunks(this.keys, local)) for (const c of batch) have.set(hex(c.id), { offset: c.offset, length: c.bytes.length });
-    const report: VaultPullReport = { name, size: e.size, mtime: e.mtime, version: e.n, root: hex(rootOfRefs(refs)), chunks: refs.length, local: 0, fetchedBytes: 0, lackedBytes: 0, ranges: 0 };
+    const report: VaultPullReport = { name, size: e.size, mtime: e.mtime, version: e.n, root: hex(e.root ?? rootOfRefs(refs)), chunks: refs.length, local: 0, fetchedBytes: 0, lackedBytes: 0, ranges: 0 };
     for (let i = 0; i < refs.length; ) {
       // one window: chunks up to PULL_WINDOW bytes, fetched and verified, then written
       let j = i;
@@ -805,7 +807,7 @@ export class Vault {
           at += plain.length;
         }
         try {
-          out[k] = { ok: await deliver(k, bytes, { name: f.name, size: v.size, mtime: v.mtime, version: v.n, root: hex(rootOfRefs(refs)), chunks: refs.length }) };
+          out[k] = { ok: await deliver(k, bytes, { name: f.name, size: v.size, mtime: v.mtime, version: v.n, root: hex(v.root ?? rootOfRefs(refs)), chunks: refs.length }) };
         } catch (error) {
           out[k] = { error };
         }
