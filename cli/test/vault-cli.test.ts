@@ -82,7 +82,10 @@ test('dsync push/ls/log/pull/mv/rm/restore --vault: the plain commands on a vaul
   plaintexts.push(write('quarterly-report.bin', v2, 1764400003000));
   const [second] = await ok(['push', 'quarterly-report.bin', '--name', 'documents/quarterly-report.bin', '--device', 'laptop', ...V]);
   assert.equal(second.version, 2);
-  assert.ok(second.chunks - second.reused <= 2, JSON.stringify(second));
+  // the edit's chunk (the vault's random key may cut a few more around it before its cuts
+  // meet the old ones again); the pull below fetches only those
+  const made = second.chunks - second.reused;
+  assert.ok(made >= 1 && made <= 8, JSON.stringify(second));
 
   // ls: a folder at a time, or all below one (-R), as for a plain folder
   assert.deepEqual(listed(await ok(['ls', ...V])), ['documents/', 'project-alpha/']);
@@ -110,7 +113,7 @@ test('dsync push/ls/log/pull/mv/rm/restore --vault: the plain commands on a vaul
   // the newest over the old copy, with it as the basis: only the changed chunks fetched
   const [newest] = await ok(['pull', 'documents/quarterly-report.bin', '--out', old, '--basis', old, '--force', ...V]);
   assert.ok(readFileSync(old).equals(v2));
-  assert.ok(newest.local >= newest.chunks - 2, JSON.stringify(newest));
+  assert.equal(newest.local, newest.chunks - made, JSON.stringify(newest));
   const toStdout = await run(['pull', 'project-alpha/meeting-notes.txt', '--out', '-', ...V]);
   assert.equal(toStdout.code, 0, toStdout.stderr);
   assert.equal(toStdout.stdout, notes.toString());

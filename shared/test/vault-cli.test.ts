@@ -74,9 +74,12 @@ test('dsync vault: create, push, an edit, pull over the old copy, a wrong passph
   edited.set(Buffer.from('8 bytes!'), 2_500_000);
   writeFileSync(file, edited);
   const [second] = await ok(['push', id, file, 'private/notes.bin']);
-  assert.ok(second.chunks - second.reused <= 2 && second.packBytes < 200_000, JSON.stringify(second));
+  // the edit's chunk (the vault's random key may cut a few more around it before its cuts meet
+  // the old ones again), and the pull fetches only what the push sealed
+  const made = second.chunks - second.reused;
+  assert.ok(made >= 1 && made <= 8 && second.packBytes < 300_000, JSON.stringify(second));
   const [again] = await ok(['pull', id, 'private/notes.bin', copy]);
-  assert.ok(again.local >= again.chunks - 2 && again.fetchedBytes < 100_000, JSON.stringify(again));
+  assert.ok(again.local === again.chunks - made && again.fetchedBytes < 300_000, JSON.stringify(again));
   assert.ok(readFileSync(copy).equals(edited));
 
   // the list pieces the CLI fetched or wrote are kept in $DSYNC_CACHE_DIR/vaults/<id>/; damaged
