@@ -1,8 +1,10 @@
 // The client's cost of a vault's chunk work, in Node (docs/vaults.md, "Parameters"): keyed
 // BLAKE3 chunk ids through wasm (keyed_blake3_chunks) against @noble/hashes' blake3 with a key;
 // the keyed chunker against the plain one (the same FastCDC, another Gear table); sealing 8 KiB
-// chunks with AES-256-GCM (WebCrypto, and node:crypto as the CLI's chunk workers seal, with the
-// CPU each takes); Argon2id at the keyfile's parameters. Rounds interleave
+// chunks: AES-256-GCM a chunk a call (WebCrypto; how contents were sealed before `sealContent`)
+// against `sealContent`'s AES-256-CTR a batch a call (WebCrypto, as the page's chunk workers
+// seal, and node:crypto, as the CLI's), with the CPU each takes; Argon2id at the keyfile's
+// parameters. Rounds interleave
 // the variants; medians. Writes bench/results/vault-client.md.
 //   node --import tsx bench/vault.ts [--mib 64] [--reps 5]
 import { writeFileSync } from 'node:fs';
@@ -13,10 +15,8 @@ import '../shared/src/chunking/wasm.ts';
 import { DsyncChunker, keyed_blake3_chunks } from '../shared/src/chunking/wasm.ts';
 import { VAULT_ARGON2 } from '../shared/src/base/limits.ts';
 import { DEFAULT_PARAMS as P } from '../shared/src/wire/protocol.ts';
-import { Kind } from '../shared/src/vault/format.ts';
-import { SEAL_OVERHEAD } from '../shared/src/vault/format.ts';
-import { deriveKeys, newVaultId, newVaultKey, sealChunk, sealContentInto } from '../shared/src/vault/keys.ts';
-import { nodeSealer } from '../shared/src/vault/spans-node.ts';
+import { type ContentCipher, deriveKeys, newVaultId, newVaultKey, sealContent, webCipher } from '../shared/src/vault/keys.ts';
+import { nodeCipher } from '../shared/src/vault/spans-node.ts';
 import { randomBytes } from '../harness/testdata.ts';
 
 const arg = (n: string, d: number) => {
@@ -40,29 +40,32 @@ const chunk = (c: DsyncChunker) => {
   c.take_chunks();
   c.free();
 };
-/** Seconds of this process's CPU `f` takes. */
-const cpu = async (f: () => Promise<unknown>) => {
-  const c = process.cpuUsage();
-  await f();
-  const d = process.cpuUsage(c);
-  return (d.user + d.system) / 1e6;
+const chunks = Array.from(lengths, (l, i) => data.subarray(i * 8192, i * 8192 + l));
+const ids = chunks.map(() => keys.chunkId);
+/** Every 8 KiB chunk sealed with AES-256-GCM, a WebCrypto call each, all at once. */
+const gcmEach = () => Promise.all(chunks.map((c) => crypto.subtle.encrypt({ name: 'AES-GCM', iv: crypto.getRandomValues(new Uint8Array(12)) }, keys.content, c as Uint8Array<ArrayBuffer>)));
+/** The chunks sealed by `sealContent` in batches of 16 MiB (a chunk worker's span). */
+const batches = (cipher: ContentCipher) => async () => {
+  for (let i = 0; i < chunks.length; i += 2048) await sealContent(cipher, keys, ids.slice(i, i + 2048), chunks.slice(i, i + 2048));
 };
-/** 8 KiB chunks sealed into one output, all at once, as a chunk worker seals a batch (spans.ts). */
-const sealAll = (seal: typeof sealContentInto) => () => {
-  const out = new Uint8Array(data.length + lengths.length * SEAL_OVERHEAD);
-  return Promise.all(Array.from(lengths, (l, i) => seal(keys, keys.chunkId, data.subarray(i * 8192, i * 8192 + l), out, i * (8192 + SEAL_OVERHEAD))));
+const SEALS: Record<string, () => Promise<unknown>> = {
+  'AES-256-GCM a chunk a call (WebCrypto)': gcmEach,
+  'sealContent, AES-256-CTR a batch a call (WebCrypto)': batches(webCipher),
+  'sealContent, AES-256-CTR a batch a call (node:crypto)': batches(nodeCipher),
 };
-const node = nodeSealer();
-const sealCpu: Record<string, number[]> = { WebCrypto: [], 'node:crypto': [] };
-const runs: Record<string, number[]> = { 'ids: wasm keyed_blake3_chunks': [], 'ids: @noble/hashes blake3 {key}': [], 'chunking: plain Gear': [], 'chunking: keyed Gear': [], 'seal: AES-256-GCM (WebCrypto), 8 KiB chunks': [] };
+const sealCpu: Record<string, number[]> = Object.fromEntries(Object.keys(SEALS).map((k) => [k, []]));
+const runs: Record<string, number[]> = { 'ids: wasm keyed_blake3_chunks': [], 'ids: @noble/hashes blake3 {key}': [], 'chunking: plain Gear': [], 'chunking: keyed Gear': [], ...Object.fromEntries(Object.keys(SEALS).map((k) => [`seal: ${k}, 8 KiB chunks`, []])) };
 for (let r = 0; r < REPS; r++) {
   runs['ids: wasm keyed_blake3_chunks'].push(await time(() => keyed_blake3_chunks(keys.chunkId, data, lengths)));
   runs['ids: @noble/hashes blake3 {key}'].push(await time(() => { for (let o = 0; o < data.length; o += 8192) blake3(data.subarray(o, o + 8192), { key: keys.chunkId }); }));
   runs['chunking: plain Gear'].push(await time(() => chunk(new DsyncChunker(P.min, P.avg, P.max, P.op, P.every, 0))));
   runs['chunking: keyed Gear'].push(await time(() => chunk(DsyncChunker.keyed(P.min, P.avg, P.max, P.op, P.every, keys.gear))));
-  runs['seal: AES-256-GCM (WebCrypto), 8 KiB chunks'].push(await time(async () => { for (let o = 0; o < data.length; o += 8192) await sealChunk(keys, Kind.Content, keys.chunkId, data.subarray(o, o + 8192)); }));
-  sealCpu.WebCrypto.push(await cpu(sealAll(sealContentInto)));
-  sealCpu['node:crypto'].push(await cpu(sealAll(node)));
+  for (const [k, f] of Object.entries(SEALS)) {
+    const c = process.cpuUsage();
+    runs[`seal: ${k}, 8 KiB chunks`].push(await time(f));
+    const d = process.cpuUsage(c);
+    sealCpu[k].push((d.user + d.system) / 1e6);
+  }
 }
 const argonS = await time(() => argon2id('a passphrase', new Uint8Array(16), { ...VAULT_ARGON2, dkLen: 32 }));
 const cmd = `node --import tsx bench/vault.ts --mib ${MIB} --reps ${REPS}`;
@@ -76,7 +79,8 @@ ${MIB} MiB of random bytes, ${REPS} interleaved rounds.
 |---|---|---|
 ${rows.join('\n')}
 
-A batch of 8 KiB chunks sealed at once into one output, as a chunk worker seals (spans.ts), this process's CPU seconds for the ${MIB} MiB (all threads: WebCrypto's jobs run on libuv's pool): WebCrypto ${sealCpu.WebCrypto.map((s) => s.toFixed(2)).join(', ')} (median ${median(sealCpu.WebCrypto).toFixed(2)}), node:crypto (\`nodeSealer\`, the CLI's chunk workers) ${sealCpu['node:crypto'].map((s) => s.toFixed(2)).join(', ')} (median ${median(sealCpu['node:crypto']).toFixed(2)}).
+The CPU seconds of this process (all threads: WebCrypto's jobs run on libuv's pool) each way of sealing takes for the ${MIB} MiB:
+${Object.entries(sealCpu).map(([k, v]) => `- ${k}: median ${median(v).toFixed(2)} (${v.map((s) => s.toFixed(2)).join(', ')})`).join('\n')}
 
 Argon2id m=${VAULT_ARGON2.m} KiB, t=${VAULT_ARGON2.t}, p=${VAULT_ARGON2.p} (@noble/hashes): ${argonS.toFixed(2)} s.
 `;

@@ -10,7 +10,7 @@ import { VAULT_CHUNK_WORKERS_MAX } from '../../shared/src/base/limits.ts';
 import { answer, httpVaultRemote } from '../../shared/src/vault/remote.ts';
 import { type Vault, createVault, openVault } from '../../shared/src/vault/vault.ts';
 import { VaultError } from '../../shared/src/vault/format.ts';
-import { SPAN_BYTES, type SpanReply, type SpanRequest, type SpanWorker, openInWorkers, spanChunks } from '../../shared/src/vault/spans.ts';
+import { SPAN_BYTES, type SpanReply, type SpanRequest, type SpanWorker, chunkKeys, openInWorkers, spanChunks } from '../../shared/src/vault/spans.ts';
 import { blobSource } from './blob-source.ts';
 import type { VaultFailureKind, VaultListing, VaultOpened, VaultPushed, VaultReply, VaultRequest, VaultUploaded } from './vault-api.ts';
 import { storedHeads } from './vault-heads.ts';
@@ -107,8 +107,8 @@ function chunkWorkers(v: Vault): Promise<ChunkWorker[] | null> {
       for (const w of workers) w?.end();
       return null;
     }
-    const { id, idBytes, gear, chunkId, content } = v.keys;
-    for (const w of workers) void w!.request({ op: 'keys', keys: { id, idBytes, gear, chunkId, content } }).catch(() => {});
+    const keys = chunkKeys(v.keys);
+    for (const w of workers) void w!.request({ op: 'keys', keys }).catch(() => {});
     return workers as ChunkWorker[];
   })();
   return chunkPool;

@@ -592,7 +592,7 @@ test('a manifest moved to another file or another version is refused, nothing wr
   const rewrite = async (edit: (t: Tree) => void) => {
     const got = (await real.head(vault.id))!;
     const head = decodeHeadRecord(await openHead(k, got.body));
-    const pieces = await Promise.all(head.tree.map(async (r) => openChunk(k, Kind.List, r.id, await real.readPack(vault.id, r.pack, r.offset, r.length))));
+    const pieces = await Promise.all(head.tree.map(async (r) => openChunk(k, Kind.List, r.id, r.seal, await real.readPack(vault.id, r.pack, r.offset, r.length))));
     const tree = decodeTree(Buffer.concat(pieces));
     edit(tree);
     const packs = new PackWriter(real, k);

@@ -9,9 +9,13 @@ import { DsyncChunker } from '../src/chunking/wasm.ts';
 import { bufferSource } from '../src/chunking/chunk-index.ts';
 import { DEFAULT_PARAMS } from '../src/wire/protocol.ts';
 import { randomBytes } from '../../harness/testdata.ts';
-import { keyedChunks, listPieces } from '../src/vault/chunks.ts';
+import { gcmContentChunk } from '../../harness/vault-legacy.ts';
+import { chunkIds, keyedChunks, listPieces, openVerified } from '../src/vault/chunks.ts';
 import {
+  CTR_OVERHEAD,
   Kind,
+  Seal,
+  type SealCode,
   type Ref,
   type Tree,
   VaultError,
@@ -26,14 +30,17 @@ import {
   padme,
 } from '../src/vault/format.ts';
 import { addVersion, deleteFile, renameFile, seen } from '../src/vault/tree.ts';
-import { KEYFILE_BYTES, checkKey, deriveKeys, fromRecoveryKey, newVaultId, newVaultKey, openChunk, openHead, recoveryKey, sealChunk, sealHead, unwrapKey, wrapKey } from '../src/vault/keys.ts';
+import { KEYFILE_BYTES, checkKey, deriveKeys, fromRecoveryKey, newVaultId, newVaultKey, openChunk, openHead, recoveryKey, sealChunk, sealContent, sealHead, unwrapKey, wrapKey, webCipher } from '../src/vault/keys.ts';
 
 /** A small Argon2id for tests that are not about its cost. */
 const LIGHT = { m: 64, t: 1, p: 1 };
 
 let seed = 1;
 const bytes = (n: number) => randomBytes(seed++, n);
-const ref = (): Ref => ({ id: bytes(32), pack: hex(bytes(32)), offset: seed * 977, length: 29 + (seed % 70000) });
+const ref = (): Ref => ({ id: bytes(32), pack: hex(bytes(32)), offset: seed * 977, length: 29 + (seed % 70000), seal: Seal.Gcm });
+/** A content chunk's Ref: sealed with AES-CTR, or (every third) AES-GCM as an earlier dsync sealed. */
+let made = 0;
+const contentRef = (): Ref => ({ ...ref(), seal: made++ % 3 ? Seal.Ctr : Seal.Gcm });
 
 /** `decode` refuses every proper prefix of `b` with a VaultError. */
 async function refusesTruncations(b: Uint8Array, decode: (b: Uint8Array) => unknown): Promise<void> {
@@ -67,11 +74,12 @@ test('PADME: sizes as the formula says, never smaller, at most 12% more, and few
 test('manifest and tree: round trip, every truncation refused, trailing bytes refused, names, versions and ids checked', async () => {
   const file = bytes(16);
   const version = bytes(16);
-  const refs = Array.from({ length: 5 }, ref);
+  const refs = Array.from({ length: 5 }, contentRef);
+  assert.ok(refs.some((r) => r.seal === Seal.Gcm) && refs.some((r) => r.seal === Seal.Ctr));
   const m = encodeManifest({ file, version, refs });
   assert.deepEqual(decodeManifest(m), { file, version, refs, packs: refs.map((r) => r.pack) });
   assert.deepEqual(decodeManifest(encodeManifest({ file, version, refs: [] })).refs, []);
-  const many = Array.from({ length: 1000 }, ref);
+  const many = Array.from({ length: 1000 }, contentRef);
   assert.deepEqual(decodeManifest(encodeManifest({ file, version, refs: many })).refs, many, 'a list that grows the writer many times');
   // a manifest counts its packs and its chunks: every truncation and every trailing byte is refused
   for (let n = 0; n < m.length; n++) assert.throws(() => decodeManifest(m.subarray(0, n)), VaultError, `${n}`);
@@ -79,7 +87,7 @@ test('manifest and tree: round trip, every truncation refused, trailing bytes re
   assert.throws(() => decodeManifest(Uint8Array.of(0x4e, ...file, ...version)), /unknown version/);
   // each pack once in the table, in the previous order, then new ones as they first appear
   const [p1, p2, p3] = [hex(bytes(32)), hex(bytes(32)), hex(bytes(32))];
-  const chunkAt = (pack: string, offset: number): Ref => ({ id: bytes(32), pack, offset, length: 8000 });
+  const chunkAt = (pack: string, offset: number): Ref => ({ id: bytes(32), pack, offset, length: 8000, seal: Seal.Ctr });
   const chunks = [chunkAt(p3, 0), chunkAt(p1, 0), chunkAt(p3, 8000), chunkAt(p2, 0), chunkAt(p1, 8000)];
   assert.deepEqual(decodeManifest(encodeManifest({ file, version, refs: chunks })).packs, [p3, p1, p2]);
   const ordered = encodeManifest({ file, version, refs: chunks }, [p2, hex(bytes(32)), p1]);
@@ -96,6 +104,15 @@ test('manifest and tree: round trip, every truncation refused, trailing bytes re
   assert.throws(() => decodeManifest(Uint8Array.of(...start, 2, ...unhex(p1), ...unhex(p2), 1, ...entry([0]))), /no chunk lies in/);
   assert.throws(() => decodeManifest(Uint8Array.of(...start, 1, ...unhex(p1), 1, ...bytes(32), 0, 0, 28)), /sealed chunk of 28 bytes/);
   assert.throws(() => decodeManifest(Uint8Array.of(...start, 1, ...unhex(p1), 1, ...bytes(32), 0, 0xff, 0xff, 0xff, 0xff, 0x7f, 0x40)), /over 2\^32/);
+  // 0x4f, the manifest before AES-CTR: every chunk AES-GCM; 0x50: the pack index times 2 plus the seal
+  assert.equal(decodeManifest(Uint8Array.of(...start, 1, ...unhex(p1), 1, ...entry([0]))).refs[0].seal, Seal.Gcm);
+  const v4 = [0x50, ...file, ...version];
+  assert.deepEqual([0, 1].map((k) => decodeManifest(Uint8Array.of(...v4, 1, ...unhex(p1), 1, ...entry([k]))).refs[0].seal), [Seal.Gcm, Seal.Ctr]);
+  assert.throws(() => decodeManifest(Uint8Array.of(...v4, 1, ...unhex(p1), 1, ...entry([2]))), /pack 1 of 1/);
+  assert.equal(decodeManifest(Uint8Array.of(...v4, 1, ...unhex(p1), 1, ...bytes(32), 1, 0, 17)).refs[0].length, 17);
+  assert.throws(() => decodeManifest(Uint8Array.of(...v4, 1, ...unhex(p1), 1, ...bytes(32), 1, 0, 16)), /sealed chunk of 16 bytes/);
+  assert.throws(() => decodeManifest(Uint8Array.of(...v4, 1, ...unhex(p1), 1, ...bytes(32), 0, 0, 28)), /sealed chunk of 28 bytes/);
+  assert.throws(() => encodeManifest({ file, version, refs: [{ ...chunkAt(p1, 0), length: 16 }] }), /sealed chunk of 16 bytes/);
   assert.throws(() => encodeManifest({ file: bytes(15), version, refs }), /16 bytes/);
 
   const v = (n: number, device = 'laptop') => ({ n, id: bytes(16), size: 12345678901 + n, root: bytes(32), mtime: 1764400000000 + n, pushed: 1764400000500 + n, device, manifest: [ref(), ref()], packs: [hex(bytes(32))] });
@@ -231,20 +248,59 @@ test('recovery key: round trip, case and dashes ignored, a typo and another vaul
 test('sealed chunks and heads: open with their place only; every bit flip and truncation refused', async () => {
   const id = newVaultId();
   const k = await deriveKeys(id, newVaultKey());
-  const plain = bytes(100);
-  const cid = bytes(32);
-  const sealed = await sealChunk(k, Kind.Content, cid, plain);
-  assert.equal(sealed.length, 128);
-  assert.deepEqual(await openChunk(k, Kind.Content, cid, sealed), plain);
-  await refusesBitFlips(sealed, (b) => openChunk(k, Kind.Content, cid, b));
-  await refusesTruncations(sealed, (b) => openChunk(k, Kind.Content, cid, b));
-  await assert.rejects(openChunk(k, Kind.List, cid, sealed), /does not verify/, 'another kind');
-  await assert.rejects(openChunk(k, Kind.Content, bytes(32), sealed), /does not verify/, 'another id');
   const other = await deriveKeys(newVaultId(), newVaultKey());
-  await assert.rejects(openChunk(other, Kind.Content, cid, sealed), /does not verify/, 'another vault');
-  const sameKeyOtherId = await deriveKeys(newVaultId(), new Uint8Array(32));
+  const plain = bytes(100);
+  const cid = chunkIds(k, plain, Uint32Array.of(100))[0];
+  const content = (b: Uint8Array, keys = k, seal: SealCode = Seal.Ctr, chunk = cid) => openVerified(keys, Kind.Content, chunk, seal, b);
+
+  // a content chunk: AES-CTR, its masked counter block then its ciphertext, authenticated by its id
+  const sealed = await sealChunk(k, Kind.Content, cid, plain);
+  assert.equal(sealed.length, 100 + CTR_OVERHEAD);
+  assert.deepEqual(await content(sealed), plain);
+  assert.notDeepEqual(await sealChunk(k, Kind.Content, cid, plain), sealed, 'a random counter each time');
+  await refusesBitFlips(sealed, (b) => content(b));
+  await refusesTruncations(sealed, (b) => content(b));
+  await assert.rejects(content(sealed, k, Seal.Ctr, bytes(32)), VaultError, 'another id');
+  await assert.rejects(content(sealed, other), VaultError, 'another vault');
   const k0 = await deriveKeys(id, new Uint8Array(32));
-  await assert.rejects(openChunk(sameKeyOtherId, Kind.Content, cid, await sealChunk(k0, Kind.Content, cid, plain)), /does not verify/, 'the same key under another vault id');
+  const sameKeyOtherId = await deriveKeys(newVaultId(), new Uint8Array(32));
+  const cid0 = chunkIds(k0, plain, Uint32Array.of(100))[0];
+  await assert.rejects(openVerified(sameKeyOtherId, Kind.Content, cid0, Seal.Ctr, await sealChunk(k0, Kind.Content, cid0, plain)), VaultError, 'the same key under another vault id');
+  await assert.rejects(content(sealed, k, Seal.Gcm), /does not verify/, 'read as AES-GCM');
+  // a counter block that would pass 2^128 (WebCrypto refuses to wrap it): refused, not thrown otherwise
+  const wraps = sealed.slice();
+  for (let j = 0; j < CTR_OVERHEAD; j++) wraps[j] = 0xff ^ cid[j];
+  await assert.rejects(content(wraps), VaultError);
+
+  // one call seals a batch: each chunk opens alone; the counters, unmasked, run on from one
+  // block to the next, masked they show nothing of it (no two differ by less than 2^32)
+  const plains = [1, 15, 16, 17, 8000, 65536].map((n) => bytes(n));
+  const ids = plains.map((p) => chunkIds(k, p, Uint32Array.of(p.length))[0]);
+  const batch = await sealContent(webCipher, k, ids, plains);
+  assert.equal(batch.length, plains.reduce((n, p) => n + p.length + CTR_OVERHEAD, 0));
+  const heads: bigint[] = [];
+  for (let i = 0, at = 0; i < plains.length; at += plains[i++].length + CTR_OVERHEAD) {
+    assert.deepEqual(await content(batch.subarray(at, at + plains[i].length + CTR_OVERHEAD), k, Seal.Ctr, ids[i]), plains[i]);
+    heads.push(BigInt('0x' + hex(batch.subarray(at, at + CTR_OVERHEAD))));
+  }
+  for (const a of heads) for (const b of heads) assert.ok(a === b || (a > b ? a - b : b - a) >= 2n ** 32n, 'two masked counters close together');
+
+  // a content chunk an earlier dsync sealed with AES-GCM (nonce, ciphertext, tag; its AAD) opens
+  const gcm = await gcmContentChunk(k, cid, plain);
+  assert.deepEqual(await content(gcm, k, Seal.Gcm), plain);
+  await refusesBitFlips(gcm, (b) => content(b, k, Seal.Gcm));
+  await refusesTruncations(gcm, (b) => content(b, k, Seal.Gcm));
+
+  // a list piece: AES-GCM under the metadata key, bound to its kind, id and vault
+  const piece = await sealChunk(k, Kind.List, cid, plain);
+  assert.equal(piece.length, 128);
+  assert.deepEqual(await openChunk(k, Kind.List, cid, Seal.Gcm, piece), plain);
+  await refusesBitFlips(piece, (b) => openChunk(k, Kind.List, cid, Seal.Gcm, b));
+  await refusesTruncations(piece, (b) => openChunk(k, Kind.List, cid, Seal.Gcm, b));
+  await assert.rejects(openChunk(k, Kind.Content, cid, Seal.Gcm, piece), /does not verify/, 'another kind');
+  await assert.rejects(openChunk(k, Kind.List, bytes(32), Seal.Gcm, piece), /does not verify/, 'another id');
+  await assert.rejects(openChunk(other, Kind.List, cid, Seal.Gcm, piece), /does not verify/, 'another vault');
+  await assert.rejects(openChunk(k, Kind.List, cid, Seal.Ctr, piece), /not sealed with AES-GCM/);
 
   const rec = encodeHeadRecord({ seq: 1, prev: new Uint8Array(32), time: 5, tree: [ref()] });
   const head = await sealHead(k, rec);

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import '../src/chunking/wasm.ts';
 import { chunkIds } from '../src/vault/chunks.ts';
 import { Kind, type Ref, padme } from '../src/vault/format.ts';
-import { openChunk } from '../src/vault/keys.ts';
+import { openVerified } from '../src/vault/chunks.ts';
 import { PackWriter } from '../src/vault/packs.ts';
 import { type VaultRemote, httpVaultRemote } from '../src/vault/remote.ts';
 import { createVault, memoryHeads } from '../src/vault/vault.ts';
@@ -43,7 +43,7 @@ test('packs written into the rooms of packs uploaded before are stored whole, an
     for (const s of sizes) assert.equal(s, padme(s), 'a pack is a PADME size');
     for (const c of chunks) {
       const sealed = await http.readPack(vault.id, c.ref.pack, c.ref.offset, c.ref.length);
-      assert.deepEqual(await openChunk(vault.keys, Kind.Content, c.id, sealed), c.plain);
+      assert.deepEqual(await openVerified(vault.keys, Kind.Content, c.id, c.ref.seal, sealed), c.plain);
     }
   } finally {
     await server.stop();

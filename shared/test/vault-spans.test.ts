@@ -17,11 +17,12 @@ import { test } from 'node:test';
 import '../src/chunking/wasm.ts';
 import { bufferSource } from '../src/chunking/chunk-index.ts';
 import { Rng, randomBytes, textBytes } from '../../harness/testdata.ts';
-import { chunkIds, keyedChunks } from '../src/vault/chunks.ts';
-import { ID_BYTES, Kind, NONCE_BYTES, SEAL_OVERHEAD, VaultError, hex } from '../src/vault/format.ts';
-import { deriveKeys, openChunk, sealChunk } from '../src/vault/keys.ts';
+import { chunkIds, keyedChunks, openVerified } from '../src/vault/chunks.ts';
+import { CTR_OVERHEAD, ID_BYTES, Kind, NONCE_BYTES, SEAL_OVERHEAD, Seal, type SealCode, VaultError, hex } from '../src/vault/format.ts';
+import { deriveKeys, sealChunk, sealContent, webCipher } from '../src/vault/keys.ts';
 import { SPAN_BYTES, type SpanWorker, joinLists, openInWorkers, serveSpans, serialChunks, spanChunks } from '../src/vault/spans.ts';
-import { nodeOpener, nodeSealer, nodeSpanWorkers } from '../src/vault/spans-node.ts';
+import { nodeCipher, nodeSpanWorkers } from '../src/vault/spans-node.ts';
+import { gcmContentChunk } from '../../harness/vault-legacy.ts';
 import { httpVaultRemote } from '../src/vault/remote.ts';
 import { createVault, memoryHeads } from '../src/vault/vault.ts';
 import { testServer } from '../../harness/helpers.ts';
@@ -79,7 +80,7 @@ async function spanned<F = Uint8Array>(bytes: Uint8Array, workers: number | { po
     const which = b.ids.map((_, i) => i).filter((i) => seal === 'all' || (seal === 'odd' && (n + i) % 2 === 1));
     const sealed = await b.seal(which);
     for (const [j, i] of which.entries()) {
-      const plain = await openChunk(k, Kind.Content, b.ids[i], sealed[j]);
+      const plain = await openVerified(k, Kind.Content, b.ids[i], Seal.Ctr, sealed[j]);
       assert.deepEqual(plain, bytes.subarray(b.offsets[i], b.offsets[i] + b.lengths[i]), 'a sealed chunk opens to its bytes');
     }
     b.ids.forEach((id, i) => chunks.push({ offset: b.offsets[i], length: b.lengths[i], id: hex(id) }));
@@ -113,7 +114,7 @@ test("serialChunks (a small file's, on its own thread) gives keyedChunks' chunks
   const got: { offset: number; length: number; id: string }[] = [];
   for await (const b of cut.batches) {
     const sealed = await b.seal([0]);
-    assert.deepEqual(await openChunk(k, Kind.Content, b.ids[0], sealed[0]), bytes.subarray(b.offsets[0], b.offsets[0] + b.lengths[0]));
+    assert.deepEqual(await openVerified(k, Kind.Content, b.ids[0], Seal.Ctr, sealed[0]), bytes.subarray(b.offsets[0], b.offsets[0] + b.lengths[0]));
     b.ids.forEach((id, i) => got.push({ offset: b.offsets[i], length: b.lengths[i], id: hex(id) }));
   }
   assert.deepEqual(got, want);
@@ -173,67 +174,87 @@ for (const where of ['serveSpans in this thread (WebCrypto)', "the CLI's worker 
     void serve({ op: 'keys', keys: k });
     const open = threads ? openInWorkers(threads.workers) : openInWorkers([{ request: serve }]);
     try {
+      // AES-CTR chunks, and (the third) one an earlier dsync sealed with AES-GCM
       const plains = [randomBytes(1, 5000), randomBytes(2, 20_000), randomBytes(3, 100), randomBytes(4, 65_536)];
       const ids = plains.map((p) => chunkIds(k, p, Uint32Array.of(p.length))[0]);
-      const sealed = await Promise.all(plains.map((p, i) => sealChunk(k, Kind.Content, ids[i], p)));
+      const seals: SealCode[] = [Seal.Ctr, Seal.Ctr, Seal.Gcm, Seal.Ctr];
+      const sealed = await Promise.all(plains.map((p, i) => (seals[i] === Seal.Gcm ? gcmContentChunk(k, ids[i], p) : sealChunk(k, Kind.Content, ids[i], p))));
       const range = () => {
         const out = new Uint8Array(7 + sealed.reduce((n, s) => n + s.length, 0));
         let at = 7;
         const chunks = sealed.map((s, i) => {
           out.set(s, at);
           at += s.length;
-          return { at: at - s.length, length: s.length, id: ids[i] };
+          return { at: at - s.length, length: s.length, id: ids[i], seal: seals[i] };
         });
         return { out, chunks };
       };
+      const refused = (e: Error) => e instanceof VaultError && /a chunk of vault [0-9a-f]+ does not verify/.test(e.message);
       // twice: each range to the next worker in turn
       for (let n = 0; n < 2; n++) {
         const r = range();
         assert.deepEqual((await open(r.out, r.chunks)).map((p) => Buffer.from(p)), plains.map((p) => Buffer.from(p)));
       }
-      // a bit flipped in the nonce, the ciphertext or the tag of any chunk
-      for (const c of [0, 1, 3]) {
+      // a bit flipped in the counter block, the ciphertext or the last byte of any chunk (an
+      // AES-GCM one's nonce, ciphertext or tag)
+      for (const c of [0, 1, 2, 3]) {
         for (const at of [0, 40, sealed[c].length - 1]) {
           const flipped = range();
           flipped.out[flipped.chunks[c].at + at] ^= 1;
-          await assert.rejects(open(flipped.out, flipped.chunks), (e: Error) => e instanceof VaultError && /a chunk of vault [0-9a-f]+ does not verify/.test(e.message), `chunk ${c}, byte ${at}`);
+          await assert.rejects(open(flipped.out, flipped.chunks), refused, `chunk ${c}, byte ${at}`);
         }
       }
-      // a chunk cut short (a manifest refuses one of up to SEAL_OVERHEAD bytes), and one told
-      // the wrong id (its associated data)
+      // a chunk cut short, one told the wrong id, one told the wrong seal
       const r = range();
-      await assert.rejects(open(r.out, [{ ...r.chunks[0], length: 40 }]), (e: Error) => e instanceof VaultError && /does not verify/.test(e.message));
-      await assert.rejects(open(range().out, [{ ...r.chunks[0], id: ids[1] }]), (e: Error) => e instanceof VaultError && /does not verify/.test(e.message));
+      for (const c of [0, 2]) {
+        await assert.rejects(open(range().out, [{ ...r.chunks[c], length: 40 }]), refused);
+        await assert.rejects(open(range().out, [{ ...r.chunks[c], id: ids[1] }]), refused);
+        await assert.rejects(open(range().out, [{ ...r.chunks[c], seal: seals[c] === Seal.Gcm ? Seal.Ctr : Seal.Gcm }]), refused);
+      }
       // a chunk sealed under another chunk's id opens, but its bytes are not that id's
-      const wrong = await sealChunk(k, Kind.Content, ids[0], plains[1]);
-      await assert.rejects(open(wrong, [{ at: 0, length: wrong.length, id: ids[0] }]), (e: Error) => e instanceof VaultError && /do not match its id/.test(e.message));
+      for (const wrong of [await sealChunk(k, Kind.Content, ids[0], plains[1]), await gcmContentChunk(k, ids[0], plains[1])]) {
+        await assert.rejects(open(wrong, [{ at: 0, length: wrong.length, id: ids[0], seal: wrong.length === plains[1].length + CTR_OVERHEAD ? Seal.Ctr : Seal.Gcm }]), (e: Error) => e instanceof VaultError && /do not match its id/.test(e.message));
+      }
     } finally {
       await threads?.end();
     }
   });
 }
 
-test("nodeOpener opens what WebCrypto seals and nodeSealer's seals open through WebCrypto: the same format both ways; a wrong id or a flipped bit opens to nothing", async () => {
+test("nodeCipher and webCipher: the same AES-CTR bytes (the counter carried over all 128 bits) and the same AES-GCM openings; what one seals the other opens", async () => {
   const k = await deriveKeys('0123456789abcdef0123456789abcdef', key);
-  const open = nodeOpener();
-  const seal = nodeSealer();
+  const data = randomBytes(9, 100);
+  // counter blocks whose increments carry across the low 32 and 64 bits
+  for (const counter of [new Uint8Array(16), Uint8Array.of(...new Array(12).fill(0), 0xff, 0xff, 0xff, 0xfe), Uint8Array.of(1, ...new Array(7).fill(0), ...new Array(8).fill(0xff))]) {
+    const web = await webCipher.ctr(k, counter, data);
+    assert.deepEqual(Buffer.from(await nodeCipher.ctr(k, counter, data)), Buffer.from(web), `counter ${Buffer.from(counter).toString('hex')}`);
+  }
   for (const size of [1, 100, 5000, 65_536]) {
-    const plain = randomBytes(size, size);
-    const id = chunkIds(k, plain, Uint32Array.of(size))[0];
-    const byWebCrypto = await sealChunk(k, Kind.Content, id, plain);
-    assert.ok(Buffer.from(open(k, id, byWebCrypto) as Uint8Array).equals(plain));
-    const byNode = new Uint8Array(size + SEAL_OVERHEAD);
-    await seal(k, id, plain, byNode, 0);
-    assert.ok(Buffer.from(await openChunk(k, Kind.Content, id, byNode)).equals(plain));
-    assert.ok(Buffer.from(open(k, id, byNode) as Uint8Array).equals(plain));
-    assert.equal(open(k, randomBytes(size + 1, ID_BYTES), byNode), null);
-    for (const at of [0, NONCE_BYTES, byNode.length - 1]) {
-      const flipped = byNode.slice();
-      flipped[at] ^= 0x80;
-      assert.equal(open(k, id, flipped), null, `byte ${at} of ${size}`);
+    const plains = [randomBytes(size, size), randomBytes(size + 1, 17)];
+    const ids = plains.map((p) => chunkIds(k, p, Uint32Array.of(p.length))[0]);
+    for (const [by, cipher] of [['webCipher', webCipher], ['nodeCipher', nodeCipher]] as const) {
+      const sealed = await sealContent(cipher, k, ids, plains);
+      const first = sealed.subarray(0, size + CTR_OVERHEAD);
+      for (const other of [webCipher, nodeCipher]) {
+        assert.deepEqual(Buffer.from(await openVerified(k, Kind.Content, ids[0], Seal.Ctr, first, other)), Buffer.from(plains[0]), `${by}'s, ${size} bytes`);
+        assert.deepEqual(Buffer.from(await openVerified(k, Kind.Content, ids[1], Seal.Ctr, sealed.subarray(size + CTR_OVERHEAD), other)), Buffer.from(plains[1]));
+        for (const at of [0, CTR_OVERHEAD, first.length - 1]) {
+          const flipped = first.slice();
+          flipped[at] ^= 0x80;
+          await assert.rejects(openVerified(k, Kind.Content, ids[0], Seal.Ctr, flipped, other), /does not verify/, `byte ${at} of ${size}`);
+        }
+      }
     }
-    assert.equal(open(k, id, byNode.subarray(0, byNode.length - 1)), null);
-    assert.equal(open(k, id, byNode.subarray(0, SEAL_OVERHEAD - 1)), null);
+    const gcm = await gcmContentChunk(k, ids[0], plains[0]);
+    assert.deepEqual(Buffer.from((await nodeCipher.openGcm(k, ids[0], gcm))!), Buffer.from(plains[0]));
+    assert.equal(nodeCipher.openGcm(k, randomBytes(size + 1, ID_BYTES), gcm), null);
+    for (const at of [0, NONCE_BYTES, gcm.length - 1]) {
+      const flipped = gcm.slice();
+      flipped[at] ^= 0x80;
+      assert.equal(nodeCipher.openGcm(k, ids[0], flipped), null, `byte ${at} of ${size}`);
+    }
+    assert.equal(nodeCipher.openGcm(k, ids[0], gcm.subarray(0, gcm.length - 1)), null);
+    assert.equal(nodeCipher.openGcm(k, ids[0], gcm.subarray(0, SEAL_OVERHEAD - 1)), null);
   }
 });
 

@@ -5,12 +5,12 @@
 // a pack another file shares stays.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type Ref, type Tree, type Version, VaultChanged, VaultError, hex } from '../src/vault/format.ts';
+import { type Ref, Seal, type Tree, type Version, VaultChanged, VaultError, hex } from '../src/vault/format.ts';
 import { addVersion, deleteFile, newFileId, packsInUse, purgeFile, seen, seenDeleted } from '../src/vault/tree.ts';
 
 const rnd = (n: number) => globalThis.crypto.getRandomValues(new Uint8Array(n));
 const pack = (c: string) => c.repeat(64);
-const ref = (p: string): Ref => ({ id: rnd(32), pack: p, offset: 0, length: 100 });
+const ref = (p: string): Ref => ({ id: rnd(32), pack: p, offset: 0, length: 100, seal: Seal.Gcm });
 const version = (packs: string[], manifest: string): Omit<Version, 'n'> => ({ id: rnd(16), size: 10, root: rnd(32), mtime: 1, pushed: 2, device: 'd', manifest: [ref(manifest)], packs });
 const names = (t: Tree) => t.files.map((f) => `${f.name}${f.deleted ? ' (deleted)' : ''} v${f.versions.map((v) => v.n).join(',')}`).sort();
 

@@ -7,8 +7,8 @@ import { DsyncChunker, keyed_blake3_chunks } from '../../../wasm/pkg/dsync_wasm.
 import { VAULT_LIST_CHUNKS } from '../base/limits.ts';
 import { type Source, READ_SLICE, bufferSource, runHash } from '../chunking/chunk-index.ts';
 import { type ChunkParams, DEFAULT_ALGO, DEFAULT_PARAMS, FpOp } from '../wire/protocol.ts';
-import { ID_BYTES, type KindCode, VaultError } from './format.ts';
-import { type ContentOpener, type VaultKeys, openChunk } from './keys.ts';
+import { ID_BYTES, type KindCode, type SealCode, VaultError } from './format.ts';
+import { type ContentCipher, type VaultKeys, openChunk } from './keys.ts';
 
 /** A chunk of a file: where it starts, its bytes and its id. */
 export interface Chunk {
@@ -45,12 +45,13 @@ export async function rootOfSource(k: VaultKeys, source: Source): Promise<Uint8A
 }
 
 /** A sealed chunk's plaintext, checked against its keyed id: a chunk that does not open, or
- *  whose bytes are not its id's, is a VaultError. `openWith` opens content chunks (default:
+ *  whose bytes are not its id's, is a VaultError. The check is what authenticates a content
+ *  chunk sealed with AES-CTR (keys.ts `sealContent`). `cipher` opens content chunks (default:
  *  WebCrypto's). */
-export async function openVerified(k: Parameters<typeof openChunk>[0] & Pick<VaultKeys, 'chunkId'>, kind: KindCode, id: Uint8Array, sealed: Uint8Array, openWith?: ContentOpener): Promise<Uint8Array> {
-  const plain = await openChunk(k, kind, id, sealed, openWith);
+export async function openVerified(k: Parameters<typeof openChunk>[0] & Pick<VaultKeys, 'chunkId'>, kind: KindCode, id: Uint8Array, seal: SealCode, sealed: Uint8Array, cipher?: ContentCipher): Promise<Uint8Array> {
+  const plain = await openChunk(k, kind, id, seal, sealed, cipher);
   const got = chunkIds(k, plain, Uint32Array.of(plain.length))[0];
-  if (got.length !== id.length || got.some((x, i) => x !== id[i])) throw new VaultError(`vault ${k.id}: a chunk's contents do not match its id`);
+  if (got.length !== id.length || got.some((x, i) => x !== id[i])) throw new VaultError(`a chunk of vault ${k.id} does not verify: its contents do not match its id (damaged, or moved from another place)`);
   return plain;
 }
 

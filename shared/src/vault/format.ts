@@ -28,24 +28,41 @@ export const ID_BYTES = 32;
 /** AES-GCM: a random 96-bit nonce and a 128-bit tag. */
 export const NONCE_BYTES = 12;
 export const TAG_BYTES = 16;
-/** A sealed chunk is its plaintext and this much more (nonce and tag). */
+/** A chunk sealed with AES-GCM is its plaintext and this much more (nonce and tag). */
 export const SEAL_OVERHEAD = NONCE_BYTES + TAG_BYTES;
+/** A content chunk sealed with AES-CTR is its plaintext and this much more: its counter block,
+ *  masked (keys.ts `sealContent`). */
+export const CTR_OVERHEAD = 16;
 
 /** What a sealed chunk holds: file contents (content key) or a piece of a list, a manifest or
  *  the tree (metadata key). Part of the chunk's associated data. */
 export const Kind = { Content: 0, List: 1 } as const;
 export type KindCode = (typeof Kind)[keyof typeof Kind];
 
+/** How a chunk is sealed: AES-256-GCM (a list piece; a content chunk an earlier dsync wrote), or
+ *  AES-256-CTR, authenticated by its keyed id (every content chunk sealed now: docs/vaults.md,
+ *  "Sealed chunks"). */
+export const Seal = { Gcm: 0, Ctr: 1 } as const;
+export type SealCode = (typeof Seal)[keyof typeof Seal];
+
+/** What a chunk sealed so holds beside its plaintext. */
+export const sealOverhead = (seal: SealCode) => (seal === Seal.Ctr ? CTR_OVERHEAD : SEAL_OVERHEAD);
+
 /** Where a sealed chunk lives: its chunk id (keyed BLAKE3 of its plaintext), the pack (SHA-256
- *  of the pack, hex) and the byte range of the sealed chunk in it. 72 bytes on disk. */
+ *  of the pack, hex), the byte range of the sealed chunk in it, and how it is sealed. A list
+ *  piece's is 72 bytes on disk (its seal is always Gcm). */
 export interface Ref {
   id: Uint8Array;
   pack: string;
   offset: number;
-  /** sealed length: plaintext + SEAL_OVERHEAD */
+  /** sealed length: plaintext + sealOverhead(seal) */
   length: number;
+  seal: SealCode;
 }
 export const REF_BYTES = ID_BYTES + 32 + 4 + 4;
+
+/** The plaintext length of the chunk a Ref names. */
+export const plainLength = (r: Ref) => r.length - sealOverhead(r.seal);
 
 /** One version of a file: its number (1, 2, … in push order; never reused), a random id (the
  *  manifest names it), its size, its contents' root (chunks.ts `versionRoot`: BLAKE3 over its
@@ -184,8 +201,10 @@ export class Writer {
     }
     return this.u8(v);
   }
+  /** A list piece's Ref (always sealed with AES-GCM). */
   ref(r: Ref): this {
     if (r.id.length !== ID_BYTES) throw new VaultError('a chunk id is 32 bytes');
+    if (r.seal !== Seal.Gcm) throw new VaultError('a list piece is sealed with AES-GCM');
     if (r.pack.length !== 64) throw new VaultError('a Ref names a pack that is not uploaded');
     return this.bytes(r.id).bytes(unhex(r.pack)).u32(r.offset).u32(r.length);
   }
@@ -253,7 +272,7 @@ export class Reader {
     const offset = this.u32();
     const length = this.u32();
     if (length <= SEAL_OVERHEAD) throw new VaultError(`${this.what} refers to a sealed chunk of ${length} bytes`);
-    return { id, pack, offset, length };
+    return { id, pack, offset, length, seal: Seal.Gcm };
   }
   /** A count of items of at least `each` bytes that must fit in what is left. */
   count(each: number): number {
@@ -269,7 +288,9 @@ export class Reader {
 // ---------------------------------------------------------------------------------------------
 // Lists: a manifest (a file's chunks) and the tree (the files)
 
+/** The manifest before content chunks were sealed with AES-CTR: read, its chunks all AES-GCM. */
 const MANIFEST_V3 = 0x4f; // 'O'
+const MANIFEST_V4 = 0x50; // 'P'
 /** The tree before versions carried their root and named their packs: refused with a clear
  *  error. */
 const TREE_V2 = 0x55; // 'U'
@@ -286,8 +307,8 @@ export interface ManifestTable extends Manifest {
 
 /** A file's manifest: a version byte, the file id (16), the version id (16), the packs its
  *  chunks lie in (a varint count, then each pack id once, 32 bytes), the count of chunks
- *  (varint), then per chunk, in file order: its id (32), its pack's index in the table, its
- *  offset in the pack and its sealed length (varints). The table lists first the packs of
+ *  (varint), then per chunk, in file order: its id (32), its pack's index in the table times 2
+ *  plus its Seal, its offset in the pack and its sealed length (varints). The table lists first the packs of
  *  `order` (the previous version's table) that the chunks still use, in that order, then the
  *  others as they first appear: an edit appends packs, so the entries it does not touch keep
  *  their bytes and the list pieces that hold them stay the same. */
@@ -296,7 +317,7 @@ export function encodeManifest(m: Manifest, order: string[] = []): Uint8Array {
   const used = new Set(m.refs.map((r) => r.pack));
   const index = new Map<string, number>();
   for (const p of [...order, ...m.refs.map((r) => r.pack)]) if (used.has(p) && !index.has(p)) index.set(p, index.size);
-  const w = new Writer().u8(MANIFEST_V3).bytes(m.file).bytes(m.version).varint(index.size);
+  const w = new Writer().u8(MANIFEST_V4).bytes(m.file).bytes(m.version).varint(index.size);
   for (const p of index.keys()) {
     if (!/^[0-9a-f]{64}$/.test(p)) throw new VaultError('a Ref names a pack that is not uploaded');
     w.bytes(unhex(p));
@@ -304,7 +325,8 @@ export function encodeManifest(m: Manifest, order: string[] = []): Uint8Array {
   w.varint(m.refs.length);
   for (const r of m.refs) {
     if (r.id.length !== ID_BYTES) throw new VaultError('a chunk id is 32 bytes');
-    w.bytes(r.id).varint(index.get(r.pack)!).varint(r.offset).varint(r.length);
+    if (r.length <= sealOverhead(r.seal)) throw new VaultError(`a Ref of a sealed chunk of ${r.length} bytes`);
+    w.bytes(r.id).varint(index.get(r.pack)! * 2 + r.seal).varint(r.offset).varint(r.length);
   }
   return w.done();
 }
@@ -312,7 +334,8 @@ export function encodeManifest(m: Manifest, order: string[] = []): Uint8Array {
 export function decodeManifest(b: Uint8Array): ManifestTable {
   if (b.length > VAULT_LIST_MAX) throw new VaultError('a manifest is over VAULT_LIST_MAX');
   const r = new Reader(b, 'a manifest');
-  if (r.u8() !== MANIFEST_V3) throw new VaultError('a manifest of an unknown version');
+  const format = r.u8();
+  if (format !== MANIFEST_V3 && format !== MANIFEST_V4) throw new VaultError('a manifest of an unknown version');
   const file = r.bytes(FILE_ID_BYTES);
   const version = r.bytes(FILE_ID_BYTES);
   const np = r.varint();
@@ -331,12 +354,13 @@ export function decodeManifest(b: Uint8Array): ManifestTable {
   const unused = new Set(packs);
   for (let i = 0; i < n; i++) {
     const id = r.bytes(ID_BYTES);
-    const k = r.varint();
+    const v = r.varint();
+    const [k, seal] = format === MANIFEST_V3 ? [v, Seal.Gcm] : [Math.floor(v / 2), (v % 2) as SealCode];
     if (k >= packs.length) throw new VaultError(`a manifest names pack ${k} of ${packs.length}`);
     const offset = r.varint();
     const length = r.varint();
-    if (length <= SEAL_OVERHEAD) throw new VaultError(`a manifest refers to a sealed chunk of ${length} bytes`);
-    refs.push({ id, pack: packs[k], offset, length });
+    if (length <= sealOverhead(seal)) throw new VaultError(`a manifest refers to a sealed chunk of ${length} bytes`);
+    refs.push({ id, pack: packs[k], offset, length, seal });
     unused.delete(packs[k]);
   }
   r.end();

@@ -1,14 +1,15 @@
 /**
  * A vault's keys (docs/vaults.md, "Keys"): the random 32-byte vault key, its keyfile (the key
  * wrapped by Argon2id(passphrase) with AES-256-GCM), its recovery key (the key itself in
- * base32, shown once), the sub-keys derived from it by HKDF-SHA256, and sealing with them
- * (AES-256-GCM through WebCrypto, the same in Node and browsers).
+ * base32, shown once), the sub-keys derived from it by HKDF-SHA256, and sealing with them:
+ * lists and heads with AES-256-GCM, contents with AES-256-CTR authenticated by their keyed ids
+ * (WebCrypto, the same in Node and browsers; node:crypto in the CLI's chunk workers).
  */
 import { argon2idAsync } from '@noble/hashes/argon2';
 import { hkdf } from '@noble/hashes/hkdf';
 import { sha256 } from '@noble/hashes/sha2';
 import { VAULT_ARGON2, VAULT_ARGON2_MAX } from '../base/limits.ts';
-import { type KindCode, NONCE_BYTES, Reader, SEAL_OVERHEAD, VaultError, Writer, hex, unhex, utf8 } from './format.ts';
+import { CTR_OVERHEAD, type KindCode, NONCE_BYTES, Reader, SEAL_OVERHEAD, Seal, type SealCode, VaultError, Writer, hex, unhex, utf8 } from './format.ts';
 
 export const KEY_BYTES = 32;
 /** A vault id: 16 random bytes as 32 lowercase hex characters (the REST API's). */
@@ -37,15 +38,16 @@ export interface VaultKeys {
   gear: Uint8Array;
   /** the key of keyed BLAKE3 chunk ids */
   chunkId: Uint8Array;
-  /** AES-256-GCM for contents and for lists and heads (both non-extractable) */
+  /** AES-256-CTR for contents (`sealContent`); AES-256-GCM for the content chunks an earlier
+   *  dsync sealed, and for lists and heads (each non-extractable) */
+  stream: CryptoKey;
   content: CryptoKey;
   metadata: CryptoKey;
 }
 
 const sub = (key: Uint8Array, salt: Uint8Array, name: string, length = 32) => hkdf(sha256, key, salt, utf8(`dsync vault v1 ${name}`), length);
 
-const aesKey = (raw: Uint8Array, extractable = false) =>
-  subtle.importKey('raw', raw as Uint8Array<ArrayBuffer>, { name: 'AES-GCM' }, extractable, ['encrypt', 'decrypt']);
+const aesKey = (raw: Uint8Array, extractable = false, name = 'AES-GCM') => subtle.importKey('raw', raw as Uint8Array<ArrayBuffer>, { name }, extractable, ['encrypt', 'decrypt']);
 
 /** The sub-keys of `key` for vault `id`: HKDF-SHA256(ikm = key, salt = id bytes, info =
  *  "dsync vault v1 <name>"); the Gear table is HKDF-Expand of the chunking key. */
@@ -58,6 +60,7 @@ export async function deriveKeys(id: string, key: Uint8Array): Promise<VaultKeys
     idBytes: salt,
     gear: hkdf(sha256, chunking, undefined, utf8('dsync vault v1 gear table'), 2048),
     chunkId: sub(key, salt, 'chunk ids'),
+    stream: await aesKey(sub(key, salt, 'content stream'), false, 'AES-CTR'),
     content: await aesKey(sub(key, salt, 'content')),
     metadata: await aesKey(sub(key, salt, 'metadata')),
   };
@@ -68,19 +71,14 @@ export async function deriveKeys(id: string, key: Uint8Array): Promise<VaultKeys
 const keyCheck = (id: string, key: Uint8Array) => sub(key, idBytes(id), 'key check');
 
 // ---------------------------------------------------------------------------------------------
-// Sealing (AES-256-GCM, random 96-bit nonce): nonce || ciphertext || tag
+// Sealing: lists and heads (and the content chunks an earlier dsync sealed) with AES-256-GCM,
+// random 96-bit nonce: nonce || ciphertext || tag; contents with AES-256-CTR (`sealContent`)
 
 async function seal(key: CryptoKey, plain: Uint8Array, aad: Uint8Array): Promise<Uint8Array> {
   const out = new Uint8Array(plain.length + SEAL_OVERHEAD);
-  await sealInto(key, plain, aad, out, 0);
+  const nonce = globalThis.crypto.getRandomValues(out.subarray(0, NONCE_BYTES));
+  out.set(new Uint8Array(await subtle.encrypt({ name: 'AES-GCM', iv: nonce as Uint8Array<ArrayBuffer>, additionalData: aad as Uint8Array<ArrayBuffer> }, key, plain as Uint8Array<ArrayBuffer>)), NONCE_BYTES);
   return out;
-}
-
-/** Seals `plain` into `out` at `at` (plain.length + SEAL_OVERHEAD bytes): the nonce drawn in
- *  place, the ciphertext and tag copied once. */
-async function sealInto(key: CryptoKey, plain: Uint8Array, aad: Uint8Array, out: Uint8Array, at: number): Promise<void> {
-  const nonce = globalThis.crypto.getRandomValues(out.subarray(at, at + NONCE_BYTES));
-  out.set(new Uint8Array(await subtle.encrypt({ name: 'AES-GCM', iv: nonce as Uint8Array<ArrayBuffer>, additionalData: aad as Uint8Array<ArrayBuffer> }, key, plain as Uint8Array<ArrayBuffer>)), at + NONCE_BYTES);
 }
 
 /** The plaintext, or null when the tag does not verify (a wrong key, a flipped bit, another
@@ -107,35 +105,99 @@ const chunkAad = (k: Pick<VaultKeys, 'idBytes'>, kind: KindCode, id: Uint8Array)
 };
 
 export function sealChunk(k: VaultKeys, kind: KindCode, id: Uint8Array, plain: Uint8Array): Promise<Uint8Array> {
-  return kind === 0 ? sealContent(k, id, plain) : seal(k.metadata, plain, chunkAad(k, kind, id));
+  return kind === 0 ? sealContent(webCipher, k, [id], [plain]) : seal(k.metadata, plain, chunkAad(k, kind, id));
 }
 
-function sealContent(k: Pick<VaultKeys, 'idBytes' | 'content'>, id: Uint8Array, plain: Uint8Array): Promise<Uint8Array> {
-  return seal(k.content, plain, chunkAad(k, 0, id));
+/** The keys a content chunk is sealed and opened with (a chunk worker holds no others). */
+export type ContentKeys = Pick<VaultKeys, 'idBytes' | 'stream' | 'content'>;
+
+/** The ciphers of content chunks: WebCrypto's (`webCipher`: the page's, and where no other is
+ *  given) or node:crypto's (spans-node.ts, the CLI's chunk workers). */
+export interface ContentCipher {
+  /** `data` XOR the AES-256-CTR key stream of the stream key from counter block `counter` (one
+   *  128-bit big-endian number, incremented a block at a time), as a new array */
+  ctr(k: ContentKeys, counter: Uint8Array, data: Uint8Array): Promise<Uint8Array> | Uint8Array;
+  /** the plaintext of a content chunk sealed with AES-256-GCM (nonce || ciphertext || tag,
+   *  bound to its `contentAad`), or null when its tag does not verify */
+  openGcm(k: ContentKeys, id: Uint8Array, sealed: Uint8Array): Promise<Uint8Array | null> | Uint8Array | null;
 }
 
-/** Seals a content chunk (kind 0) into `out` at `at`: what a chunk worker, which holds no
- *  metadata key, does (spans.ts). */
-export type ContentSealer = (k: Pick<VaultKeys, 'idBytes' | 'content'>, id: Uint8Array, plain: Uint8Array, out: Uint8Array, at: number) => Promise<void> | void;
+export const webCipher: ContentCipher = {
+  ctr: async (k, counter, data) => new Uint8Array(await subtle.encrypt({ name: 'AES-CTR', counter: counter as Uint8Array<ArrayBuffer>, length: 128 }, k.stream, data as Uint8Array<ArrayBuffer>)),
+  openGcm: (k, id, sealed) => open(k.content, sealed, chunkAad(k, 0, id)),
+};
 
-/** A content chunk's associated data (what a sealer other than WebCrypto's binds it to). */
+/** A content chunk's associated data, as an AES-GCM sealed one was bound to it. */
 export const contentAad = (k: Pick<VaultKeys, 'idBytes'>, id: Uint8Array) => chunkAad(k, 0, id);
 
-/** The ContentSealer through WebCrypto (the page's, and where no other is given). */
-export const sealContentInto: ContentSealer = (k, id, plain, out, at) => sealInto(k.content, plain, chunkAad(k, 0, id), out, at);
+/** The counter block `blocks` blocks after `base` (128-bit big-endian), into `out`. */
+function counterAt(base: Uint8Array, blocks: number, out: Uint8Array): void {
+  let carry = blocks;
+  for (let i = 15; i >= 0; i--) {
+    const v = base[i] + (carry % 256);
+    out[i] = v & 0xff;
+    carry = Math.floor(carry / 256) + (v >> 8);
+  }
+}
 
-/** Opens a sealed content chunk (nonce || ciphertext || tag, bound to its `contentAad`): its
- *  plaintext, or null when the tag does not verify. */
-export type ContentOpener = (k: Pick<VaultKeys, 'idBytes' | 'content'>, id: Uint8Array, sealed: Uint8Array) => Promise<Uint8Array | null> | Uint8Array | null;
+/**
+ * Seals content chunks (docs/vaults.md, "Sealed chunks") with one call of the cipher: the
+ * plaintexts, each from a 16-byte boundary of one buffer, encrypted with AES-256-CTR from a
+ * random counter block. A sealed chunk is the counter block it starts at, masked with the first
+ * 16 bytes of its id (so that the server, which never sees an id, cannot tell two chunks of one
+ * call, nor their lengths, from their counters), then its ciphertext. It carries no tag: its
+ * keyed id, in the sealed manifest that names it, authenticates it (`openContent`). Answers the
+ * sealed chunks one after another, each its plaintext's length and CTR_OVERHEAD.
+ */
+export async function sealContent(cipher: ContentCipher, k: ContentKeys, ids: Uint8Array[], plains: Uint8Array[]): Promise<Uint8Array> {
+  const starts: number[] = [];
+  let blocks = 0;
+  let total = 0;
+  for (const p of plains) {
+    starts.push(blocks);
+    blocks += Math.ceil(p.length / 16);
+    total += p.length + CTR_OVERHEAD;
+  }
+  const all = new Uint8Array(blocks * 16);
+  plains.forEach((p, i) => all.set(p, starts[i] * 16));
+  const base = random(16);
+  const stream = await cipher.ctr(k, base, all);
+  const out = new Uint8Array(total);
+  for (let i = 0, at = 0; i < plains.length; i++) {
+    const head = out.subarray(at, at + CTR_OVERHEAD);
+    counterAt(base, starts[i], head);
+    for (let j = 0; j < CTR_OVERHEAD; j++) head[j] ^= ids[i][j];
+    out.set(stream.subarray(starts[i] * 16, starts[i] * 16 + plains[i].length), at + CTR_OVERHEAD);
+    at += CTR_OVERHEAD + plains[i].length;
+  }
+  return out;
+}
 
-/** The ContentOpener through WebCrypto (the page's, and where no other is given). */
-export const openContent: ContentOpener = (k, id, sealed) => open(k.content, sealed, chunkAad(k, 0, id));
+/**
+ * A sealed content chunk's plaintext as its cipher gives it, or null when an AES-GCM one does
+ * not verify. An AES-CTR one is NOT authenticated here: it is until its plaintext gives its
+ * keyed id (chunks.ts `openVerified`, the only caller).
+ */
+export async function openContent(cipher: ContentCipher, k: ContentKeys, seal: SealCode, id: Uint8Array, sealed: Uint8Array): Promise<Uint8Array | null> {
+  if (seal === Seal.Gcm) return cipher.openGcm(k, id, sealed);
+  if (sealed.length <= CTR_OVERHEAD) return null;
+  const counter = sealed.slice(0, CTR_OVERHEAD);
+  for (let j = 0; j < CTR_OVERHEAD; j++) counter[j] ^= id[j];
+  try {
+    return await cipher.ctr(k, counter, sealed.subarray(CTR_OVERHEAD));
+  } catch {
+    return null; // (WebCrypto refuses a counter that would wrap: a damaged chunk)
+  }
+}
 
-/** A sealed chunk's plaintext; a chunk that does not verify is a VaultError. A chunk worker,
- *  which holds no metadata key, opens content chunks only; `openWith` opens content chunks. */
-export async function openChunk(k: Pick<VaultKeys, 'id' | 'idBytes' | 'content'> & { metadata?: CryptoKey }, kind: KindCode, id: Uint8Array, sealed: Uint8Array, openWith: ContentOpener = openContent): Promise<Uint8Array> {
+/** A sealed chunk's plaintext, as `openContent` gives a content chunk's (list pieces are always
+ *  AES-GCM); one that does not open is a VaultError. Only `openVerified` calls it (and the
+ *  tests): a content chunk is authenticated there. A chunk worker, which holds no metadata key,
+ *  opens content chunks only. */
+export async function openChunk(k: Pick<VaultKeys, 'id' | 'idBytes' | 'stream' | 'content'> & { metadata?: CryptoKey }, kind: KindCode, id: Uint8Array, seal: SealCode, sealed: Uint8Array, cipher: ContentCipher = webCipher): Promise<Uint8Array> {
   if (kind !== 0 && !k.metadata) throw new Error('a chunk worker opens content chunks only');
-  const plain = kind === 0 ? await openWith(k, id, sealed) : await open(k.metadata!, sealed, chunkAad(k, kind, id));
+  if (kind !== 0 && seal !== Seal.Gcm) throw new VaultError(`a list piece of vault ${k.id} is not sealed with AES-GCM`);
+  const plain = kind === 0 ? await openContent(cipher, k, seal, id, sealed) : await open(k.metadata!, sealed, chunkAad(k, kind, id));
   if (!plain) throw new VaultError(`a chunk of vault ${k.id} does not verify (damaged, or moved from another place)`);
   return plain;
 }

@@ -4,7 +4,7 @@
  * under its SHA-256. The server sees packs and their padded sizes, never a chunk's size.
  */
 import { VAULT_OPEN_PACKS, VAULT_PACK_TARGET } from '../base/limits.ts';
-import { type KindCode, type Ref, hex, padme } from './format.ts';
+import { Kind, type KindCode, type Ref, Seal, hex, padme } from './format.ts';
 import { type VaultKeys, sealChunk } from './keys.ts';
 import type { VaultRemote } from './remote.ts';
 
@@ -57,7 +57,8 @@ export class PackWriter {
     return this.place(kind, id, await sealChunk(this.k, kind, id, plain));
   }
 
-  /** Places a chunk sealed already (by a chunk worker: spans.ts) in an open pack, as `add`. */
+  /** Places a chunk sealed already (by a chunk worker: spans.ts) in an open pack, as `add`
+   *  (a content chunk sealed with `sealContent`, a list piece with AES-GCM). */
   async place(kind: KindCode, id: Uint8Array, sealed: Uint8Array): Promise<Ref> {
     const slots = this.o.open ?? VAULT_OPEN_PACKS;
     let at: number;
@@ -66,7 +67,7 @@ export class PackWriter {
       this.open.push({ parts: [], size: 0, refs: [], kinds: [] });
     } else at = this.randomSlot() % slots;
     const p = this.open[at];
-    const ref: Ref = { id, pack: '', offset: p.size, length: sealed.length };
+    const ref: Ref = { id, pack: '', offset: p.size, length: sealed.length, seal: kind === Kind.Content ? Seal.Ctr : Seal.Gcm };
     p.parts.push(sealed);
     p.refs.push(ref);
     p.kinds.push(kind);

@@ -2,20 +2,20 @@
  * Chunk workers in Node (worker_threads), for the CLI's vault pushes and pulls: each worker runs
  * spans.ts's `serveSpans`, the code a page's chunk worker runs (client/src/vault-chunk-worker.ts),
  * reading its spans of the file itself through the push's open descriptor, sealing and opening
- * through node:crypto (`nodeSealer`, `nodeOpener`). The main thread
+ * through node:crypto (`nodeCipher`). The main thread
  * calls `nodeSpanWorkers`; each worker runs `serveSpansHere`, from span-worker.mjs (Node 20 does
  * not carry tsx's loader into worker threads; the compiled CLI has its own entry,
  * scripts/build-cli.mjs).
  */
-import { KeyObject, createCipheriv, createDecipheriv, randomFillSync } from 'node:crypto';
+import { KeyObject, createCipheriv, createDecipheriv } from 'node:crypto';
 import { read } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { Worker, isMainThread, parentPort } from 'node:worker_threads';
 import { VAULT_CHUNK_WORKERS_MAX } from '../base/limits.ts';
 import { loadWasm } from '../chunking/wasm.ts';
 import { NONCE_BYTES, SEAL_OVERHEAD, TAG_BYTES } from './format.ts';
-import { type ContentOpener, type ContentSealer, contentAad } from './keys.ts';
-import { type ChunkKeys, type SpanReply, type SpanRequest, type SpanWorker, serveSpans } from './spans.ts';
+import { type ContentCipher, contentAad } from './keys.ts';
+import { type ChunkKeys, type SpanReply, type SpanRequest, type SpanWorker, chunkKeys, serveSpans } from './spans.ts';
 
 /** A file as a Node chunk worker reads it: a descriptor open in this process. */
 export interface FdFile {
@@ -86,45 +86,21 @@ export function nodeSpanWorkers(keys: ChunkKeys, size = defaultChunkWorkers()): 
     };
   });
   // the keys first: every later request is answered after them (a worker answers in order)
-  for (const w of workers) void w.request({ op: 'keys', keys: { id: keys.id, idBytes: keys.idBytes, gear: keys.gear, chunkId: keys.chunkId, content: keys.content } }).catch(() => {});
+  for (const w of workers) void w.request({ op: 'keys', keys: chunkKeys(keys) }).catch(() => {});
   return { workers, end: async () => void (await Promise.all(threads.map((t) => t.terminate()))) };
 }
 
-/** Nonces drawn at once by `nodeSealer` (one call to the system's random source a chunk: 0.4 s
- *  of the workers' time in a 256 MiB push's profile). */
-const NONCES_AT_ONCE = 4096;
-
 /**
- * keys.ts's ContentSealer through node:crypto's AES-256-GCM cipher: the same sealed bytes as
- * WebCrypto's (a random 96-bit nonce, the chunk's `contentAad`; nonce || ciphertext || tag,
- * opened by `openChunk` as any), for about half its CPU in Node, where each WebCrypto call is a
- * job on libuv's thread pool and a promise (64 MiB in 8 KiB chunks: 0.18 s of CPU against
- * 0.39 s, bench/results/vault-client.md). The key: `keyObject`'s.
+ * keys.ts's ContentCipher through node:crypto: the same bytes as WebCrypto's, one synchronous
+ * call where each WebCrypto call is a job on libuv's thread pool and a promise (bench/results/
+ * vault-client.md, vault-cli.md "Pulls"). AES-256-CTR increments its counter block as one
+ * 128-bit big-endian number, as WebCrypto's with `length: 128`. An AES-GCM chunk is null when
+ * its tag (16 bytes) does not verify: the plaintext `update` gave is then dropped. The keys:
+ * `keyObject`'s.
  */
-export function nodeSealer(): ContentSealer {
-  let nonces = new Uint8Array(0);
-  return (k, id, plain, out, at) => {
-    const key = keyObject(k.content);
-    if (nonces.length < NONCE_BYTES) nonces = randomFillSync(new Uint8Array(NONCE_BYTES * NONCES_AT_ONCE));
-    const nonce = nonces.subarray(0, NONCE_BYTES);
-    nonces = nonces.subarray(NONCE_BYTES);
-    out.set(nonce, at);
-    const c = createCipheriv('aes-256-gcm', key, nonce);
-    c.setAAD(contentAad(k, id));
-    const body = c.update(plain);
-    c.final();
-    if (body.length !== plain.length) throw new Error('AES-GCM gave a ciphertext of another length');
-    out.set(body, at + NONCE_BYTES);
-    out.set(c.getAuthTag(), at + NONCE_BYTES + plain.length);
-  };
-}
-
-/** keys.ts's ContentOpener through node:crypto's AES-256-GCM decipher, as `nodeSealer` seals:
- *  one synchronous call a chunk where WebCrypto's decrypt is a job on libuv's thread pool and a
- *  promise (bench/results/vault-cli.md, "Pulls"). Null when the tag (16 bytes, as sealed) does
- *  not verify: the plaintext `update` gave is then dropped. */
-export function nodeOpener(): ContentOpener {
-  return (k, id, sealed) => {
+export const nodeCipher: ContentCipher = {
+  ctr: (k, counter, data) => createCipheriv('aes-256-ctr', keyObject(k.stream), counter).update(data),
+  openGcm: (k, id, sealed) => {
     if (sealed.length < SEAL_OVERHEAD) return null;
     const d = createDecipheriv('aes-256-gcm', keyObject(k.content), sealed.subarray(0, NONCE_BYTES), { authTagLength: TAG_BYTES });
     d.setAAD(contentAad(k, id));
@@ -136,10 +112,10 @@ export function nodeOpener(): ContentOpener {
       return null;
     }
     return plain;
-  };
-}
+  },
+};
 
-/** The content CryptoKey as a KeyObject for node:crypto (not extractable: its bytes are never
+/** A content CryptoKey as a KeyObject for node:crypto (not extractable: its bytes are never
  *  read), made once a key. */
 const keyObjects = new WeakMap<CryptoKey, KeyObject>();
 function keyObject(k: CryptoKey): KeyObject {
@@ -158,7 +134,7 @@ export function serveSpansHere(): void {
     let done = 0;
     for (let n; done < into.length && (n = await readFd(file.fd, from + done, into.subarray(done))); ) done += n;
     return into.subarray(0, done);
-  }, nodeSealer(), nodeOpener());
+  }, nodeCipher);
   port.on('message', (e: SpanRequest<FdFile> & { rid: number }) => {
     const { rid, ...m } = e;
     serve(m as SpanRequest<FdFile>).then(

@@ -16,8 +16,8 @@
 import { SpanCutter } from '../../../wasm/pkg/dsync_wasm.js';
 import type { Source } from '../chunking/chunk-index.ts';
 import { CONTENT_PARAMS, keyedChunks, openVerified } from './chunks.ts';
-import { ID_BYTES, Kind, SEAL_OVERHEAD, VaultError } from './format.ts';
-import { type ContentOpener, type ContentSealer, type VaultKeys, openContent, sealChunk, sealContentInto } from './keys.ts';
+import { CTR_OVERHEAD, ID_BYTES, Kind, type SealCode, VaultError, sealOverhead } from './format.ts';
+import { type ContentCipher, type VaultKeys, sealContent, webCipher } from './keys.ts';
 
 /** A span's bytes: a worker reads, cuts and hashes this much at once. */
 export const SPAN_BYTES = 16 << 20;
@@ -29,7 +29,9 @@ const AHEAD_PER_WORKER = 2;
 
 /** What a chunk worker holds of an open vault: the chunking and id keys, and the content key to
  *  seal with (a non-extractable CryptoKey; the metadata key stays with the vault). */
-export type ChunkKeys = Pick<VaultKeys, 'id' | 'idBytes' | 'gear' | 'chunkId' | 'content'>;
+export type ChunkKeys = Pick<VaultKeys, 'id' | 'idBytes' | 'gear' | 'chunkId' | 'stream' | 'content'>;
+/** A worker's keys of an open vault's (only these: not its metadata key). */
+export const chunkKeys = ({ id, idBytes, gear, chunkId, stream, content }: ChunkKeys): ChunkKeys => ({ id, idBytes, gear, chunkId, stream, content });
 
 /** A list of consecutive chunks starting at `from`: only those the worker saw whole. */
 export interface CutList {
@@ -48,11 +50,11 @@ export type SpanRequest<F> =
   /** seals the chunks of span `span` at these offsets (from its `from`), lengths and ids */
   | { op: 'seal'; span: number; offsets: Uint32Array; lengths: Uint32Array; ids: Uint8Array }
   | { op: 'drop'; span: number }
-  /** opens the content chunks at `at` (lengths, ids) of `bytes` (a range of a pack), each
-   *  checked against its id */
-  | { op: 'open'; bytes: Uint8Array; at: Uint32Array; lengths: Uint32Array; ids: Uint8Array };
+  /** opens the content chunks at `at` (lengths, ids, seals) of `bytes` (a range of a pack),
+   *  each checked against its id */
+  | { op: 'open'; bytes: Uint8Array; at: Uint32Array; lengths: Uint32Array; ids: Uint8Array; seals: Uint8Array };
 
-/** A seal's answer: the sealed chunks one after another (each its length + SEAL_OVERHEAD); an
+/** A seal's answer: the sealed chunks one after another (each its length + CTR_OVERHEAD); an
  *  open's: the plaintexts one after another, or why a chunk was refused (a VaultError's words). */
 export type SpanReply = SpanCut | Uint8Array | { refused: string } | null;
 
@@ -75,10 +77,10 @@ export function cutSpan(k: Pick<ChunkKeys, 'gear' | 'chunkId'>, bytes: Uint8Arra
  *  which goes before the cuts waiting (a span's seal is asked for only once its cut was
  *  answered, and the thread that waits for it packs and uploads meanwhile, where behind the
  *  spans cut ahead it waited idle: bench/results/vault-cli.md). `read(file, from, to)`
- *  gives the file's bytes (the page: a slice of the picked File); `seal` seals a content chunk
- *  and `open` opens one (default: WebCrypto's, keys.ts); an opened chunk is checked against its
- *  id as `openVerified` checks it. */
-export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: number, to: number) => Promise<Uint8Array>, seal: ContentSealer = sealContentInto, open: ContentOpener = openContent): (m: SpanRequest<F>) => Promise<SpanReply> {
+ *  gives the file's bytes (the page: a slice of the picked File); `cipher` seals a span's
+ *  chunks (one call, keys.ts `sealContent`) and opens them (default: WebCrypto's); an opened
+ *  chunk is checked against its id (`openVerified`). */
+export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: number, to: number) => Promise<Uint8Array>, cipher: ContentCipher = webCipher): (m: SpanRequest<F>) => Promise<SpanReply> {
   let keys: ChunkKeys | null = null;
   const held = new Map<number, Uint8Array>();
   const one = async (m: SpanRequest<F>): Promise<SpanReply> => {
@@ -93,15 +95,15 @@ export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: num
     if (!keys) throw new Error('a chunk worker was given no keys');
     if (m.op === 'open') {
       let total = 0;
-      for (const l of m.lengths) total += l - SEAL_OVERHEAD;
+      m.lengths.forEach((l, i) => (total += l - sealOverhead(m.seals[i] as SealCode)));
       const out = new Uint8Array(total);
       let at = 0;
       try {
         await Promise.all(
           Array.from(m.lengths, async (l, i) => {
             const into = at;
-            at += l - SEAL_OVERHEAD;
-            out.set(await openVerified(keys!, Kind.Content, m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES), m.bytes.subarray(m.at[i], m.at[i] + l), open), into);
+            at += l - sealOverhead(m.seals[i] as SealCode);
+            out.set(await openVerified(keys!, Kind.Content, m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES), m.seals[i] as SealCode, m.bytes.subarray(m.at[i], m.at[i] + l), cipher), into);
           }),
         );
       } catch (e) {
@@ -118,17 +120,8 @@ export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: num
     }
     const bytes = held.get(m.span);
     if (!bytes) throw new Error(`a chunk worker holds no span ${m.span}`);
-    let total = 0;
-    for (const l of m.lengths) total += l + SEAL_OVERHEAD;
-    const out = new Uint8Array(total);
-    // a synchronous sealer (node:crypto's) answers nothing: no promise a chunk to wait for
-    const waits: Promise<void>[] = [];
-    for (let i = 0, at = 0; i < m.lengths.length; at += m.lengths[i++] + SEAL_OVERHEAD) {
-      const w = seal(keys, m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES), bytes.subarray(m.offsets[i], m.offsets[i] + m.lengths[i]), out, at);
-      if (w) waits.push(w);
-    }
-    await Promise.all(waits);
-    return out;
+    const ids = Array.from(m.lengths, (_, i) => m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES));
+    return sealContent(cipher, keys, ids, Array.from(m.lengths, (l, i) => bytes.subarray(m.offsets[i], m.offsets[i] + l)));
   };
   const waiting: { m: SpanRequest<F>; resolve: (r: SpanReply) => void; reject: (e: unknown) => void }[] = [];
   let running = false;
@@ -198,6 +191,12 @@ export interface CutBatch {
   seal(which: number[]): Promise<Uint8Array[]>;
 }
 
+/** The sealed chunks `sealContent` answered, one array each, given their plaintexts' lengths. */
+function splitSealed(sealed: Uint8Array, lengths: number[]): Uint8Array[] {
+  let at = 0;
+  return lengths.map((l) => sealed.subarray(at, (at += l + CTR_OVERHEAD)));
+}
+
 /** A file's chunks as a push takes them, in batches, each sealed (or not) before the next is
  *  asked for. */
 export interface FileCut {
@@ -212,7 +211,7 @@ export function serialChunks(k: VaultKeys, source: Source): FileCut {
         offsets: chunks.map((c) => c.offset),
         lengths: chunks.map((c) => c.bytes.length),
         ids: chunks.map((c) => c.id),
-        seal: (which) => Promise.all(which.map((i) => sealChunk(k, Kind.Content, chunks[i].id, chunks[i].bytes))),
+        seal: async (which) => splitSealed(await sealContent(webCipher, k, which.map((i) => chunks[i].id), which.map((i) => chunks[i].bytes)), which.map((i) => chunks[i].bytes.length)),
       };
     }
   }
@@ -280,8 +279,7 @@ export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o
             lengths: Uint32Array.from(which, (w) => b.lengths[w]),
             ids,
           })) as Uint8Array;
-          let at = 0;
-          return which.map((w) => sealed.subarray(at, (at += b.lengths[w] + SEAL_OVERHEAD)));
+          return splitSealed(sealed, which.map((w) => b.lengths[w]));
         },
       });
       batch = { list: b.list, offsets: [], lengths: [], ids: [] };
@@ -351,7 +349,7 @@ export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o
 /** Opens content chunks of a pack's range elsewhere (a pull's): the plaintexts of `chunks` (where
  *  each starts in `bytes`, its sealed length, its id), each opened and checked against its id as
  *  `openVerified` does (a refusal is a VaultError). `bytes` is handed over: not to be used again. */
-export type RangeOpener = (bytes: Uint8Array, chunks: { at: number; length: number; id: Uint8Array }[]) => Promise<Uint8Array[]>;
+export type RangeOpener = (bytes: Uint8Array, chunks: { at: number; length: number; id: Uint8Array; seal: SealCode }[]) => Promise<Uint8Array[]>;
 
 /** A RangeOpener over chunk workers, each range to the next worker in turn. */
 export function openInWorkers<F>(workers: SpanWorker<F>[]): RangeOpener {
@@ -360,10 +358,11 @@ export function openInWorkers<F>(workers: SpanWorker<F>[]): RangeOpener {
     const ids = new Uint8Array(chunks.length * ID_BYTES);
     chunks.forEach((c, i) => ids.set(c.id, i * ID_BYTES));
     const lengths = Uint32Array.from(chunks, (c) => c.length);
-    const got = await workers[next++ % workers.length].request({ op: 'open', bytes, at: Uint32Array.from(chunks, (c) => c.at), lengths, ids });
+    const seals = Uint8Array.from(chunks, (c) => c.seal);
+    const got = await workers[next++ % workers.length].request({ op: 'open', bytes, at: Uint32Array.from(chunks, (c) => c.at), lengths, ids, seals });
     if (got && 'refused' in got) throw new VaultError(got.refused);
     const plain = got as Uint8Array;
     let at = 0;
-    return chunks.map((c) => plain.subarray(at, (at += c.length - SEAL_OVERHEAD)));
+    return chunks.map((c) => plain.subarray(at, (at += c.length - sealOverhead(c.seal))));
   };
 }

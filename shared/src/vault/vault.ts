@@ -20,7 +20,7 @@ import {
   type KindCode,
   type ManifestTable,
   type Ref,
-  SEAL_OVERHEAD,
+  plainLength,
   type Tree,
   type TreeFile,
   type Version,
@@ -164,7 +164,6 @@ const READS_AT_ONCE = 4;
 const HEAD_TRIES = 8;
 
 export const refKey = (kind: KindCode, id: Uint8Array) => `${kind}:${hex(id)}`;
-const plainLength = (r: Ref) => r.length - SEAL_OVERHEAD;
 /** The root of the contents whose chunks `refs` are, in order (chunks.ts `versionRoot`). */
 const rootOfRefs = (refs: Ref[]) => versionRoot(refs.map((r) => r.id));
 const equal = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.every((x, i) => x === b[i]);
@@ -322,7 +321,7 @@ export class Vault {
 
   /** A sealed chunk's plaintext, checked against its keyed id. */
   private openVerified(kind: KindCode, r: Ref, sealed: Uint8Array): Promise<Uint8Array> {
-    return openVerified(this.keys, kind, r.id, sealed);
+    return openVerified(this.keys, kind, r.id, r.seal, sealed);
   }
 
   /** Stores a list as pieces: those the vault holds are referred to, the others sealed. */
@@ -853,7 +852,7 @@ export class Vault {
         for (const r of g.refs) if (r.offset - g.offset + r.length > bytes.length) throw new VaultError(`vault ${this.id}: pack ${g.pack} ends at ${g.offset + bytes.length} bytes, before a chunk it holds`);
         if (open && kind === Kind.Content) {
           // opened elsewhere (the page's chunk workers), each checked as openVerified checks it
-          const plains = await open(bytes, g.refs.map((r) => ({ at: r.offset - g.offset, length: r.length, id: r.id })));
+          const plains = await open(bytes, g.refs.map((r) => ({ at: r.offset - g.offset, length: r.length, id: r.id, seal: r.seal })));
           g.refs.forEach((r, i) => out.set(hex(r.id), { sealed: new Uint8Array(0), plain: plains[i] }));
           continue;
         }
