@@ -21,7 +21,7 @@ import type { Backend } from '../src/store/backend.ts';
 import { runCheck } from '../src/store/check.ts';
 import { runGc } from '../src/store/gc.ts';
 import { newSegmentId, segmentKey, vaultHeadKey, vaultPackKey, vaultSumsKey } from '../src/store/keys.ts';
-import { SUM_BLOCK } from '../src/store/vault-format.ts';
+import { PACK_BLOCK, packIdInput } from '../../shared/src/vault/format.ts';
 import { Repo } from '../src/store/repo.ts';
 import { type S3Server, startMinio } from '../../harness/minio.ts';
 import * as places from './places.ts';
@@ -35,6 +35,13 @@ import { DEFAULT_PARAMS, Msg, Op, PROTOCOL_VERSION } from '../../shared/src/wire
 const PACK_MAX = 300_000;
 
 const sha = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
+/** A pack's id (shared/src/vault/format.ts `packIdInput`), as a client names the packs it
+ *  uploads; `sha`: as an earlier dsync named them. */
+function idOf(b: Uint8Array): string {
+  const sums: Buffer[] = [];
+  for (let at = 0; at < b.length || at === 0; at += PACK_BLOCK) sums.push(createHash('sha256').update(b.subarray(at, at + PACK_BLOCK)).digest());
+  return sha(packIdInput(b.length, sums));
+}
 const vaultId = () => randomBytes(16).toString('hex');
 /** A keyfile the server takes: a real one, with the lightest Argon2id. */
 const keyfile = async (id = vaultId()) => Buffer.from(await wrapKey(id, newVaultKey(), 'a test passphrase', { m: 8, t: 1, p: 1 }));
@@ -167,7 +174,7 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       const id = vaultId();
       assert.equal((await create(s, 'alice', id, await keyfile(id))).status, 201);
       const body = randomBytes(40_000);
-      const pack = sha(body);
+      const pack = idOf(body);
       let r = await putPack(s, 'alice', id, pack, body);
       assert.equal(r.status, 201);
       r = await putPack(s, 'alice', id, pack, body);
@@ -177,26 +184,26 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       assert.ok(Buffer.from(await r.arrayBuffer()).equals(body));
 
       const other = randomBytes(1000);
-      const wrong = sha(randomBytes(1000));
+      const wrong = idOf(randomBytes(1000));
       r = await putPack(s, 'alice', id, wrong, other);
       assert.equal(r.status, 400);
       assert.match(((await r.json()) as { error: string }).error, /not to its id .*not stored/);
       const big = randomBytes(PACK_MAX + 1);
-      r = await putPack(s, 'alice', id, sha(big), big);
+      r = await putPack(s, 'alice', id, idOf(big), big);
       assert.equal(r.status, 413);
       const atMax = randomBytes(PACK_MAX);
-      assert.equal((await putPack(s, 'alice', id, sha(atMax), atMax)).status, 201, 'a pack of --vault-pack-max bytes');
+      assert.equal((await putPack(s, 'alice', id, idOf(atMax), atMax)).status, 201, 'a pack of --vault-pack-max bytes');
       // a body far over the limit is refused before it is read
       const huge = randomBytes(4 << 20);
-      r = await putPack(s, 'alice', id, sha(huge), huge);
+      r = await putPack(s, 'alice', id, idOf(huge), huge);
       assert.equal(r.status, 413);
       // an empty body, and one without a Content-Length
-      assert.equal((await putPack(s, 'alice', id, sha(new Uint8Array(0)), new Uint8Array(0))).status, 400);
-      const chunked = await raw(s.url, 'PUT', `/api/vaults/${id}/packs/${sha(other)}`, { Authorization: `Bearer ${users.alice}` }, other, true);
+      assert.equal((await putPack(s, 'alice', id, idOf(new Uint8Array(0)), new Uint8Array(0))).status, 400);
+      const chunked = await raw(s.url, 'PUT', `/api/vaults/${id}/packs/${idOf(other)}`, { Authorization: `Bearer ${users.alice}` }, other, true);
       assert.equal(chunked.status, 411);
       // only the good packs are there, in id order
-      assert.deepEqual(await listed(s, 'alice', id), [{ id: pack, size: body.length }, { id: sha(atMax), size: PACK_MAX }].sort((a, b) => (a.id < b.id ? -1 : 1)));
-      for (const p of [wrong, sha(big), sha(huge), sha(other)]) {
+      assert.deepEqual(await listed(s, 'alice', id), [{ id: pack, size: body.length }, { id: idOf(atMax), size: PACK_MAX }].sort((a, b) => (a.id < b.id ? -1 : 1)));
+      for (const p of [wrong, idOf(big), idOf(huge), idOf(other)]) {
         assert.equal(await s.repo.backend.size(vaultPackKey('alice', id, p)), null, `${p} not stored`);
         assert.equal(await s.repo.backend.size(vaultSumsKey('alice', id, p)), null, `no sums of ${p}`);
       }
@@ -206,14 +213,14 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       assert.equal((await putPack(s, 'bob', id, pack, body)).status, 404);
       assert.equal((await s.as('bob', `/${id}/packs/${pack}`)).status, 404);
       assert.equal((await s.as('bob', `/${id}/packs`)).status, 404);
-      assert.equal((await s.as('alice', `/${id}/packs/${sha(randomBytes(5))}`)).status, 404);
+      assert.equal((await s.as('alice', `/${id}/packs/${idOf(randomBytes(5))}`)).status, 404);
     });
 
     test('ranged reads: the first byte, the last byte, block edges, the whole, an open end and a suffix; a range at or past the end, reversed, or several ranges is 416', async () => {
       const id = vaultId();
       await create(s, 'alice', id, await keyfile(id));
       const body = randomBytes(PACK_MAX - 17);
-      const pack = sha(body);
+      const pack = idOf(body);
       await putPack(s, 'alice', id, pack, body);
       const n = body.length;
       // the server that stored it (it keeps the pack) and a fresh one, which reads only the
@@ -229,9 +236,9 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
           for (const [range, start, end] of [
             ['bytes=0-0', 0, 0],
             [`bytes=${n - 1}-${n - 1}`, n - 1, n - 1],
-            [`bytes=${SUM_BLOCK - 1}-${SUM_BLOCK}`, SUM_BLOCK - 1, SUM_BLOCK],
-            [`bytes=${SUM_BLOCK}-${2 * SUM_BLOCK - 1}`, SUM_BLOCK, 2 * SUM_BLOCK - 1],
-            [`bytes=1234-${3 * SUM_BLOCK + 5}`, 1234, 3 * SUM_BLOCK + 5],
+            [`bytes=${PACK_BLOCK - 1}-${PACK_BLOCK}`, PACK_BLOCK - 1, PACK_BLOCK],
+            [`bytes=${PACK_BLOCK}-${2 * PACK_BLOCK - 1}`, PACK_BLOCK, 2 * PACK_BLOCK - 1],
+            [`bytes=1234-${3 * PACK_BLOCK + 5}`, 1234, 3 * PACK_BLOCK + 5],
             [`bytes=0-${n - 1}`, 0, n - 1],
             [`bytes=${n - 10}-`, n - 10, n - 1],
             [`bytes=${n - 5}-${n + 100}`, n - 5, n - 1],
@@ -255,11 +262,11 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
         }
         // the fresh server read no more of the pack for a one-byte range than its block
         reads.length = 0;
-        const r = await fresh.as('alice', `/${id}/packs/${pack}`, { headers: { Range: `bytes=${2 * SUM_BLOCK + 7}-${2 * SUM_BLOCK + 7}` } });
+        const r = await fresh.as('alice', `/${id}/packs/${pack}`, { headers: { Range: `bytes=${2 * PACK_BLOCK + 7}-${2 * PACK_BLOCK + 7}` } });
         assert.equal(r.status, 206);
-        assert.ok(Buffer.from(await r.arrayBuffer()).equals(body.subarray(2 * SUM_BLOCK + 7, 2 * SUM_BLOCK + 8)));
+        assert.ok(Buffer.from(await r.arrayBuffer()).equals(body.subarray(2 * PACK_BLOCK + 7, 2 * PACK_BLOCK + 8)));
         const packReads = reads.filter((x) => x.key === vaultPackKey('alice', id, pack));
-        assert.deepEqual(packReads, [{ key: vaultPackKey('alice', id, pack), length: SUM_BLOCK }], JSON.stringify(reads));
+        assert.deepEqual(packReads, [{ key: vaultPackKey('alice', id, pack), length: PACK_BLOCK }], JSON.stringify(reads));
       } finally {
         await fresh.close();
       }
@@ -272,7 +279,7 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       assert.equal((await remote.readPack(id, pack, 5, 0)).length, 0);
       await assert.rejects(remote.readPack(id, pack, n - 1, 2), /not the 2 asked/);
       await assert.rejects(remote.readPack(id, pack, n, 1), /416|not one range/);
-      await assert.rejects(remote.readPack(id, sha(randomBytes(3)), 0, 1), VaultNotFound);
+      await assert.rejects(remote.readPack(id, idOf(randomBytes(3)), 0, 1), VaultNotFound);
     });
 
     test('head: compare-and-swap on the counter; of writers at one counter exactly one lands, the others get 412 with the current counter', async () => {
@@ -324,7 +331,7 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       const body = randomBytes(100);
       const before = place.files?.();
       const auth = { Authorization: `Bearer ${users.alice}` };
-      const pack = sha(body);
+      const pack = idOf(body);
       for (const p of [
         `/api/vaults/%2e%2e/key`,
         `/api/vaults/..%2F..%2Fns/key`,
@@ -355,10 +362,10 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
     test('a damaged pack is a clear 500, never its bytes (whole, or a range through the damaged block); uploading the good bytes again replaces it; damaged or missing sums are made again', async () => {
       const id = vaultId();
       await create(s, 'alice', id, await keyfile(id));
-      const body = randomBytes(4 * SUM_BLOCK + 100);
-      const pack = sha(body);
+      const body = randomBytes(4 * PACK_BLOCK + 100);
+      const pack = idOf(body);
       assert.equal((await putPack(s, 'alice', id, pack, body)).status, 201);
-      const at = 2 * SUM_BLOCK + 12_345;
+      const at = 2 * PACK_BLOCK + 12_345;
       await place.flip(vaultPackKey('alice', id, pack), at);
       // a server that has not read the pack since (a fresh process on the store)
       const fresh = await serve(place, { alice: users.alice }, users.file);
@@ -414,17 +421,22 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
     test('a pack of one block is stored without sums (its ranges read it whole, checked against its id); one of a block and a byte has them; a flipped byte in a one-block pack is a 500, its old sums are dropped', async () => {
       const id = vaultId();
       assert.equal((await create(s, 'alice', id, await keyfile(id))).status, 201);
-      const small = randomBytes(SUM_BLOCK);
-      const larger = randomBytes(SUM_BLOCK + 1);
-      for (const b of [small, larger]) assert.equal((await putPack(s, 'alice', id, sha(b), b)).status, 201);
-      assert.equal(await s.repo.backend.size(vaultSumsKey('alice', id, sha(small))), null, 'no sums of a one-block pack');
-      assert.ok((await s.repo.backend.size(vaultSumsKey('alice', id, sha(larger)))) !== null, 'sums of a pack of two blocks');
+      const small = randomBytes(PACK_BLOCK);
+      const larger = randomBytes(PACK_BLOCK + 1);
+      // and a pack an earlier dsync named by the SHA-256 of its bytes: stored, its sums kept
+      const legacy = randomBytes(2 * PACK_BLOCK + 3);
+      assert.notEqual(sha(legacy), idOf(legacy));
+      const packs: [Buffer, string][] = [[small, idOf(small)], [larger, idOf(larger)], [legacy, sha(legacy)]];
+      for (const [b, p] of packs) assert.equal((await putPack(s, 'alice', id, p, b)).status, 201);
+      assert.equal(await s.repo.backend.size(vaultSumsKey('alice', id, idOf(small))), null, 'no sums of a one-block pack');
+      assert.ok((await s.repo.backend.size(vaultSumsKey('alice', id, idOf(larger)))) !== null, 'sums of a pack of two blocks');
+      assert.ok((await s.repo.backend.size(vaultSumsKey('alice', id, sha(legacy)))) !== null, 'sums of a pack an earlier dsync named');
       // a server that has not read them (a fresh process on the store): ranges and whole, checked
       const fresh = await serve(place, { alice: users.alice }, users.file);
       try {
-        for (const b of [small, larger]) {
+        for (const [b, p] of packs) {
           for (const [range, want] of [['bytes=100-199', b.subarray(100, 200)], ['bytes=-10', b.subarray(b.length - 10)], [undefined, b]] as const) {
-            const r = await fresh.as('alice', `/${id}/packs/${sha(b)}`, { headers: range ? { Range: range } : {} });
+            const r = await fresh.as('alice', `/${id}/packs/${p}`, { headers: range ? { Range: range } : {} });
             assert.equal(r.status, range ? 206 : 200);
             assert.ok(Buffer.from(await r.arrayBuffer()).equals(want), `${b.length} ${range}`);
           }
@@ -432,18 +444,27 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       } finally {
         await fresh.close();
       }
-      assert.equal(await s.repo.backend.size(vaultSumsKey('alice', id, sha(small))), null, 'reads made none');
+      assert.equal(await s.repo.backend.size(vaultSumsKey('alice', id, idOf(small))), null, 'reads made none');
       // a flipped byte: never served, from a range or whole
-      await place.flip(vaultPackKey('alice', id, sha(small)), 5000);
+      await place.flip(vaultPackKey('alice', id, idOf(small)), 5000);
+      await place.flip(vaultPackKey('alice', id, sha(legacy)), PACK_BLOCK + 10);
       const damaged = await serve(place, { alice: users.alice }, users.file);
       try {
-        for (const range of ['bytes=0-9', 'bytes=4990-5010', undefined]) {
-          const r = await damaged.as('alice', `/${id}/packs/${sha(small)}`, { headers: range ? { Range: range } : {} });
+        for (const [p, range] of [
+          [idOf(small), 'bytes=0-9'],
+          [idOf(small), 'bytes=4990-5010'],
+          [idOf(small), undefined],
+          [sha(legacy), `bytes=${PACK_BLOCK}-${PACK_BLOCK + 20}`],
+          [sha(legacy), undefined],
+        ]) {
+          const r = await damaged.as('alice', `/${id}/packs/${p}`, { headers: range ? { Range: range } : {} });
           assert.equal(r.status, 500, range);
           assert.match(((await r.json()) as { error: string }).error, /does not match its hash/);
         }
-        assert.equal((await putPack(damaged, 'alice', id, sha(small), small)).status, 201, 'uploaded again: replaced');
-        const r = await damaged.as('alice', `/${id}/packs/${sha(small)}`, { headers: { Range: 'bytes=4990-5010' } });
+        assert.equal((await damaged.as('alice', `/${id}/packs/${sha(legacy)}`, { headers: { Range: 'bytes=0-9' } })).status, 206, 'a range of blocks whose sums check');
+        assert.equal((await putPack(damaged, 'alice', id, sha(legacy), legacy)).status, 201, 'uploaded again: replaced');
+        assert.equal((await putPack(damaged, 'alice', id, idOf(small), small)).status, 201, 'uploaded again: replaced');
+        const r = await damaged.as('alice', `/${id}/packs/${idOf(small)}`, { headers: { Range: 'bytes=4990-5010' } });
         assert.ok(Buffer.from(await r.arrayBuffer()).equals(small.subarray(4990, 5011)));
       } finally {
         await damaged.close();
@@ -453,19 +474,19 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       const one = randomBytes(3000);
       const sumsOfOne = Buffer.concat([Buffer.from('DSVS\x01', 'latin1'), Buffer.alloc(8), createHash('sha256').update(one).digest()]);
       sumsOfOne.writeBigUInt64BE(BigInt(one.length), 5);
-      const stale = Buffer.concat([sumsOfOne, createHash('sha256').update(Buffer.concat([Buffer.from(sha(one), 'hex'), sumsOfOne])).digest()]);
-      assert.equal((await putPack(s, 'alice', id, sha(one), one)).status, 201);
-      assert.ok(await s.repo.backend.putIfAbsent(vaultSumsKey('alice', id, sha(one)), stale));
-      await place.flip(vaultSumsKey('alice', id, sha(one)), 20);
+      const stale = Buffer.concat([sumsOfOne, createHash('sha256').update(Buffer.concat([Buffer.from(idOf(one), 'hex'), sumsOfOne])).digest()]);
+      assert.equal((await putPack(s, 'alice', id, idOf(one), one)).status, 201);
+      assert.ok(await s.repo.backend.putIfAbsent(vaultSumsKey('alice', id, idOf(one)), stale));
+      await place.flip(vaultSumsKey('alice', id, idOf(one)), 20);
       const later = await serve(place, { alice: users.alice }, users.file);
       try {
-        const r = await later.as('alice', `/${id}/packs/${sha(one)}`, { headers: { Range: 'bytes=10-19' } });
+        const r = await later.as('alice', `/${id}/packs/${idOf(one)}`, { headers: { Range: 'bytes=10-19' } });
         assert.equal(r.status, 206);
         assert.ok(Buffer.from(await r.arrayBuffer()).equals(one.subarray(10, 20)));
       } finally {
         await later.close();
       }
-      assert.equal(await s.repo.backend.size(vaultSumsKey('alice', id, sha(one))), null, 'damaged sums of a one-block pack are deleted');
+      assert.equal(await s.repo.backend.size(vaultSumsKey('alice', id, idOf(one))), null, 'damaged sums of a one-block pack are deleted');
     });
 
     test('httpVaultRemote: create (VaultExists), keyfile, packs (paged), head and a lost compare-and-swap, with a bearer token', async () => {
@@ -478,11 +499,11 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       await assert.rejects(s.remote('bob').keyfile(id), VaultNotFound);
       await assert.rejects(remote.keyfile(vaultId()), VaultNotFound);
       const bodies = [randomBytes(100), randomBytes(2000), randomBytes(PACK_MAX)];
-      for (const b of bodies) await remote.putPack(id, sha(b), b);
-      await remote.putPack(id, sha(bodies[0]), bodies[0]);
-      await assert.rejects(remote.putPack(id, sha(bodies[1]), bodies[0]), /not to its id/);
-      await assert.rejects(remote.putPack(id, sha(randomBytes(8)), randomBytes(PACK_MAX + 1)), /at most/);
-      assert.deepEqual(await remote.packs(id), bodies.map((b) => ({ id: sha(b), size: b.length })).sort((a, b) => (a.id < b.id ? -1 : 1)));
+      for (const b of bodies) await remote.putPack(id, idOf(b), b);
+      await remote.putPack(id, idOf(bodies[0]), bodies[0]);
+      await assert.rejects(remote.putPack(id, idOf(bodies[1]), bodies[0]), /not to its id/);
+      await assert.rejects(remote.putPack(id, idOf(randomBytes(8)), randomBytes(PACK_MAX + 1)), /at most/);
+      assert.deepEqual(await remote.packs(id), bodies.map((b) => ({ id: idOf(b), size: b.length })).sort((a, b) => (a.id < b.id ? -1 : 1)));
       assert.equal(await remote.head(id), null);
       assert.deepEqual(await remote.putHead(id, Buffer.from('one'), 0, []), { ok: true, counter: 1 });
       assert.deepEqual(await remote.putHead(id, Buffer.from('other'), 0, []), { ok: false, counter: 1 });
@@ -499,9 +520,9 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       const ids: string[] = [];
       for (let i = 0; i < VAULT_PACKS_PAGE + 3; i++) {
         const b = Buffer.from(`pack ${i}`);
-        ids.push(sha(b));
+        ids.push(idOf(b));
         // straight into the store, as the routes key it: the listing is what is tested
-        assert.ok(await s.repo.backend.putIfAbsent(vaultPackKey('alice', many, sha(b)), b));
+        assert.ok(await s.repo.backend.putIfAbsent(vaultPackKey('alice', many, idOf(b)), b));
       }
       const all = await remote.packs(many);
       assert.deepEqual(all.map((p) => p.id), ids.sort());
@@ -515,7 +536,7 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       const id = vaultId();
       await remote.create(id, await keyfile(id));
       const body = randomBytes(5000);
-      await remote.putPack(id, sha(body), body);
+      await remote.putPack(id, idOf(body), body);
       await remote.putHead(id, Buffer.from('the head'), 0, []);
       // a segment nothing references: the collection has something to delete
       const stray = segmentKey(newSegmentId());
@@ -531,7 +552,7 @@ for (const [label, make] of [['local directory', localPlace], ['MinIO', minioPla
       assert.equal(report.skipped, undefined, JSON.stringify(report));
       assert.equal(await s.repo.backend.size(stray), null, 'the unreferenced segment was collected');
       assert.deepEqual(await vaultObjects(), before, 'every vault object is still there');
-      assert.ok(Buffer.from(await remote.readPack(id, sha(body), 0, body.length)).equals(body));
+      assert.ok(Buffer.from(await remote.readPack(id, idOf(body), 0, body.length)).equals(body));
       assert.equal(Buffer.from((await remote.head(id))!.body).toString(), 'the head');
       const check = await runCheck(s.repo);
       assert.deepEqual(check.errors, []);
@@ -563,21 +584,21 @@ test('past --max-sessions a vault request is refused with 503 and Retry-After, h
     await remote.create(id, await keyfile(id));
     const held = await heldSession(s.wsUrl);
     const body = randomBytes(1000);
-    const refused = await fetch(`${s.url}/api/vaults/${id}/packs/${sha(body)}`, { method: 'PUT', body });
+    const refused = await fetch(`${s.url}/api/vaults/${id}/packs/${idOf(body)}`, { method: 'PUT', body });
     assert.equal(refused.status, 503);
     assert.match(refused.headers.get('Retry-After') ?? '', /^\d+$/);
     assert.match(((await refused.json()) as { error: string }).error, /^the server is busy; retry in \d+ s$/);
     const head = await fetch(`${s.url}/api/vaults/${id}/head`, { method: 'PUT', headers: { 'Dsync-Head-Counter': '0', 'Dsync-Head-Packs': '0' }, body: 'h' });
     assert.equal(head.status, 503);
     await head.body?.cancel();
-    assert.equal(await s.repo.backend.size(vaultPackKey('local', id, sha(body))), null, 'the refused PUT stored nothing');
+    assert.equal(await s.repo.backend.size(vaultPackKey('local', id, idOf(body))), null, 'the refused PUT stored nothing');
     assert.equal(await s.repo.backend.getHead(vaultHeadKey('local', id)), null, 'the refused head write wrote nothing');
     // the remote waits the seconds it is told, and is served once the session ends
-    const waiting = remote.putPack(id, sha(body), body);
+    const waiting = remote.putPack(id, idOf(body), body);
     await new Promise((r) => setTimeout(r, 200));
     held.terminate();
     await waiting;
-    assert.deepEqual(await remote.packs(id), [{ id: sha(body), size: body.length }]);
+    assert.deepEqual(await remote.packs(id), [{ id: idOf(body), size: body.length }]);
   } finally {
     await s.stop();
   }

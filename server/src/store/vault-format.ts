@@ -10,22 +10,14 @@ import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 import { DamageError } from './errors.ts';
 import { PACK_ID, VAULT_ID } from './keys.ts';
 import { KEYFILE_BYTES, keyfileParts } from '../../../shared/src/vault/keys.ts';
-import { VaultError } from '../../../shared/src/vault/format.ts';
+import { PACK_BLOCK, PACK_SUMS_MAGIC, PACK_SUMS_PREFIX, VaultError, packIdInput } from '../../../shared/src/vault/format.ts';
 
-/** A pack's sums cover blocks of this many bytes (the last one shorter): a ranged read reads
- *  and hashes at most a block more on either side of the range. A pack of at most one block
- *  has no sums (`hasSums`). */
-export const SUM_BLOCK = 64 << 10;
-/** Whether a pack of `size` bytes has sums stored beside it: one of a single block is read
- *  whole by any range and checked against its id, so sums would only cost an object to write
- *  and one to read (a small push's packs: the new chunks and list pieces of a few KB). */
-export const hasSums = (size: number) => size > SUM_BLOCK;
-
-/** Stored sums: SUMS_MAGIC, the pack's size (8 bytes, big-endian), the SHA-256 of each block,
- *  then the SHA-256 of the pack's id (32 bytes) and everything before it, so that damaged
- *  sums, or another pack's, do not check. */
-const SUMS_MAGIC = Buffer.from('DSVS\x01', 'latin1');
-const SUMS_PREFIX = SUMS_MAGIC.length + 8;
+/** Whether a pack of `size` bytes has sums stored beside it (the SHA-256 of each PACK_BLOCK:
+ *  a ranged read reads and hashes at most a block more on either side of the range): one of a
+ *  single block is read whole by any range and checked against its id, so sums would only cost
+ *  an object to write and one to read (a small push's packs: the new chunks and list pieces of
+ *  a few KB). */
+export const hasSums = (size: number) => size > PACK_BLOCK;
 
 export interface Sums {
   size: number;
@@ -35,22 +27,24 @@ export interface Sums {
 
 const bound = (pack: string, body: Uint8Array) => createHash('sha256').update(Buffer.from(pack, 'hex')).update(body).digest();
 
-export function encodeSums(pack: string, size: number, blocks: Buffer[]): Uint8Array {
-  const head = Buffer.allocUnsafe(SUMS_PREFIX);
-  SUMS_MAGIC.copy(head, 0);
-  head.writeBigUInt64BE(BigInt(size), SUMS_MAGIC.length);
-  const body = Buffer.concat([head, ...blocks]);
+/** Stored sums: the bytes a pack's id is the SHA-256 of (shared/src/vault/format.ts
+ *  `packIdInput`: "DSVS\x01", the pack's size (8 bytes, big-endian), the SHA-256 of each
+ *  block), then the SHA-256 of the pack's id (32 bytes) and everything before it, so that
+ *  damaged sums, or another pack's, do not check (a pack an earlier dsync uploaded is named by
+ *  the SHA-256 of its bytes, which its sums do not give). */
+export function encodeSums(pack: string, size: number, blocks: readonly Uint8Array[]): Uint8Array {
+  const body = packIdInput(size, blocks);
   return Buffer.concat([body, bound(pack, body)]);
 }
 
 /** Stored sums of `pack`, or null when they are not sums of it (damaged, or another's). */
 export function decodeSums(pack: string, stored: Uint8Array): Sums | null {
   const b = Buffer.from(stored.buffer, stored.byteOffset, stored.length);
-  if (b.length < SUMS_PREFIX + 32 || !b.subarray(0, SUMS_MAGIC.length).equals(SUMS_MAGIC)) return null;
-  const size = Number(b.readBigUInt64BE(SUMS_MAGIC.length));
+  if (b.length < PACK_SUMS_PREFIX + 32 || !b.subarray(0, PACK_SUMS_MAGIC.length).equals(PACK_SUMS_MAGIC)) return null;
+  const size = Number(b.readBigUInt64BE(PACK_SUMS_MAGIC.length));
   const body = b.subarray(0, b.length - 32);
-  if (!Number.isSafeInteger(size) || size < 1 || body.length !== SUMS_PREFIX + 32 * Math.ceil(size / SUM_BLOCK) || !bound(pack, body).equals(b.subarray(b.length - 32))) return null;
-  return { size, blocks: body.subarray(SUMS_PREFIX) };
+  if (!Number.isSafeInteger(size) || size < 1 || body.length !== PACK_SUMS_PREFIX + 32 * Math.ceil(size / PACK_BLOCK) || !bound(pack, body).equals(b.subarray(b.length - 32))) return null;
+  return { size, blocks: body.subarray(PACK_SUMS_PREFIX) };
 }
 
 /** A stored head: HEAD_MAGIC, the counter (8 bytes, big-endian), the length of the client's
@@ -173,6 +167,6 @@ export function checkVaultId(id: unknown): string {
   return id;
 }
 export function checkPackId(pack: unknown): string {
-  if (typeof pack !== 'string' || !PACK_ID.test(pack)) throw malformed('a pack id is 64 lowercase hex digits (the SHA-256 of its bytes)');
+  if (typeof pack !== 'string' || !PACK_ID.test(pack)) throw malformed('a pack id is 64 lowercase hex digits (a SHA-256: docs/vaults.md, "Packs")');
   return pack;
 }

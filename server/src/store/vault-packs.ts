@@ -1,10 +1,11 @@
 /**
- * A vault's packs on the server (docs/vaults.md, "The server"): content objects under the
- * SHA-256 of their bytes. A pack is stored only when its bytes hash to its id, and served only
- * after what is read of it is checked again (a damaged pack is a DamageError, never wrong
- * bytes): a whole pack against its id, a range against the SHA-256 of each SUM_BLOCK it
- * touches, kept beside a pack of more than one block (its **sums**, bound to its id,
- * vault-format.ts), so that a small range costs a small read; a pack of one block has none:
+ * A vault's packs on the server (docs/vaults.md, "The server"): content objects under their id
+ * (shared/src/vault/format.ts `packIdInput`: a SHA-256 over the SHA-256 of each PACK_BLOCK; a
+ * pack an earlier dsync uploaded: the SHA-256 of its bytes). A pack is stored only when its
+ * bytes give its id, and served only after what is read of it is checked again (a damaged pack
+ * is a DamageError, never wrong bytes): a whole pack against its id, a range against the
+ * SHA-256 of each PACK_BLOCK it touches, kept beside a pack of more than one block (its
+ * **sums**, bound to its id, vault-format.ts), so that a small range costs a small read; a pack of one block has none:
  * any range of it reads it whole, checked against its id. Nothing is deleted here but a pack
  * found damaged when its good bytes are stored again (`put`), and sums found damaged (made
  * again from the verified pack); the collection (vault-gc.ts) deletes the packs no head names.
@@ -15,7 +16,8 @@ import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 import { type Backend, NotFoundError } from './backend.ts';
 import { DamageError } from './errors.ts';
 import { PACK_ID, vaultPackKey, vaultPacksPrefix, vaultSumsKey } from './keys.ts';
-import { SUM_BLOCK, type Sums, checkPackId, decodeSums, encodeSums, hasSums, malformed } from './vault-format.ts';
+import { PACK_BLOCK, packIdInput } from '../../../shared/src/vault/format.ts';
+import { type Sums, checkPackId, decodeSums, encodeSums, hasSums, malformed } from './vault-format.ts';
 import { SegmentBytes } from './verified.ts';
 
 /** Bytes of verified packs this process keeps in memory (least recently used dropped first),
@@ -26,25 +28,24 @@ const VERIFIED_PACK_BYTES = 64 << 20;
 const SUMS_KEPT = 1024;
 
 /**
- * The hashes of a pack as its bytes come in, in pieces of any size: the SHA-256 of the whole
- * (its id) and of each SUM_BLOCK (its sums). The upload route feeds it as it receives.
+ * The hashes of a pack as its bytes come in, in pieces of any size: the SHA-256 of each
+ * PACK_BLOCK, each byte hashed once, and the id they give. The upload route feeds it as it
+ * receives.
  */
 export class PackHasher {
-  private whole = createHash('sha256');
   private block = createHash('sha256');
   private inBlock = 0;
   private blocks: Buffer[] = [];
   private size = 0;
 
   update(piece: Uint8Array): void {
-    this.whole.update(piece);
     this.size += piece.length;
     for (let at = 0; at < piece.length; ) {
-      const n = Math.min(piece.length - at, SUM_BLOCK - this.inBlock);
+      const n = Math.min(piece.length - at, PACK_BLOCK - this.inBlock);
       this.block.update(piece.subarray(at, at + n));
       at += n;
       this.inBlock += n;
-      if (this.inBlock === SUM_BLOCK) this.endBlock();
+      if (this.inBlock === PACK_BLOCK) this.endBlock();
     }
   }
 
@@ -54,19 +55,35 @@ export class PackHasher {
     this.inBlock = 0;
   }
 
-  /** The pack's id (hex) and its sums as stored; once. */
-  digest(): { sha256: string; sums: Uint8Array } {
-    if (this.inBlock) this.endBlock();
-    const sha256 = this.whole.digest('hex');
-    return { sha256, sums: encodeSums(sha256, this.size, this.blocks) };
+  /** The id the pack's bytes give, and its size and block sums; once. */
+  digest(): Hashed {
+    if (this.inBlock || !this.blocks.length) this.endBlock();
+    return { id: sha256hex(packIdInput(this.size, this.blocks)), size: this.size, blocks: this.blocks };
   }
 }
 
+/** What a PackHasher gives. */
+export interface Hashed {
+  id: string;
+  size: number;
+  blocks: Uint8Array[];
+}
+
+const hashed = (bytes: Uint8Array): Hashed => {
+  const h = new PackHasher();
+  h.update(bytes);
+  return h.digest();
+};
+
+/** Whether `bytes`, whose hashes are `h`, are the pack `pack`: by the id their block sums give,
+ *  or (a pack an earlier dsync uploaded) by the SHA-256 of the bytes, hashed again only then. */
+const isPack = (bytes: Uint8Array, h: Hashed, pack: string) => h.id === pack || sha256hex(bytes) === pack;
+
 /** Whether `bytes`, read from offset `from` (a block boundary), match their blocks' sums. */
 function blocksMatch(bytes: Uint8Array, from: number, blocks: Buffer): boolean {
-  for (let at = 0; at < bytes.length; at += SUM_BLOCK) {
-    const i = (from + at) / SUM_BLOCK;
-    const sum = createHash('sha256').update(bytes.subarray(at, at + SUM_BLOCK)).digest();
+  for (let at = 0; at < bytes.length; at += PACK_BLOCK) {
+    const i = (from + at) / PACK_BLOCK;
+    const sum = createHash('sha256').update(bytes.subarray(at, at + PACK_BLOCK)).digest();
     if (!sum.equals(blocks.subarray(32 * i, 32 * i + 32))) return false;
   }
   return true;
@@ -98,11 +115,11 @@ export class VaultPacks {
   /**
    * Stores a pack whose hashes the caller computed as it received its bytes (`PackHasher`),
    * and its sums (`hasSums`). True when stored now, false when it was there already. A stored
-   * copy that no longer hashes to its id (read twice) is replaced by these good bytes.
+   * copy that is no longer its id's (read twice) is replaced by these good bytes.
    */
-  async put(user: string, id: string, pack: string, bytes: Uint8Array, hashed: { sha256: string; sums: Uint8Array }): Promise<boolean> {
+  async put(user: string, id: string, pack: string, bytes: Uint8Array, h: Hashed): Promise<boolean> {
     checkPackId(pack);
-    if (hashed.sha256 !== pack) throw malformed(`the pack's bytes hash to ${hashed.sha256}, not to its id ${pack}: not stored`);
+    if (!isPack(bytes, h, pack)) throw malformed(`the pack's bytes hash to ${h.id}, not to its id ${pack}: not stored`);
     await this.mustExist(user, id);
     const key = vaultPackKey(user, id, pack);
     let created = false;
@@ -111,7 +128,10 @@ export class VaultPacks {
         created = true;
         break;
       }
-      const intact = async () => sha256hex(await this.backend.get(key)) === pack;
+      const intact = async () => {
+        const stored = await this.backend.get(key);
+        return isPack(stored, hashed(stored), pack);
+      };
       try {
         if ((await intact()) || (await intact())) break;
       } catch (e) {
@@ -126,7 +146,7 @@ export class VaultPacks {
     this.verified.add(key, bytes);
     // after the pack: sums without their pack are never read; a pack without its sums (a crash
     // between the two) has them made again by its first read
-    if (hasSums(bytes.length)) await this.putSums(user, id, pack, hashed.sums);
+    if (hasSums(bytes.length)) await this.putSums(user, id, pack, encodeSums(pack, h.size, h.blocks));
     return created;
   }
 
@@ -187,16 +207,15 @@ export class VaultPacks {
       if (e instanceof NotFoundError) throw new ProtocolError(ErrorCode.NotFound, `vault ${id} has no pack ${pack}`);
       throw e;
     }
-    const h = new PackHasher();
-    h.update(body);
-    const { sha256, sums } = h.digest();
-    if (sha256 !== pack) {
+    const h = hashed(body);
+    if (!isPack(body, h, pack)) {
       this.log({ error: 'damage', vault: id, pack, message: 'a stored pack does not match its hash: not served' });
       throw new DamageError(`damaged store: vault ${id} pack ${pack} does not match its hash (not served; uploading it again replaces it)`);
     }
     this.verified.add(key, body);
     const had = await this.sumsOf(user, id, pack);
     if (had === null && !hasSums(body.length)) return body;
+    const sums = encodeSums(pack, h.size, h.blocks);
     if (had === 'damaged' || !had || !Buffer.from(sums).equals(Buffer.from(encodeSums(pack, had.size, [had.blocks])))) {
       this.sums.delete(vaultSumsKey(user, id, pack));
       if (hasSums(body.length)) await this.putSums(user, id, pack, sums);
@@ -229,8 +248,8 @@ export class VaultPacks {
         if (!(Number.isSafeInteger(start) && Number.isSafeInteger(end) && 0 <= start && start <= end && end <= size)) throw new RangeError(`bad range ${start}-${end} of a pack of ${size} bytes`);
         const whole = this.verified.whole(key);
         if (whole) return whole.subarray(start, end);
-        const from = Math.floor(start / SUM_BLOCK) * SUM_BLOCK;
-        const to = Math.min(size, Math.ceil(end / SUM_BLOCK) * SUM_BLOCK);
+        const from = Math.floor(start / PACK_BLOCK) * PACK_BLOCK;
+        const to = Math.min(size, Math.ceil(end / PACK_BLOCK) * PACK_BLOCK);
         let got: Uint8Array | null = null;
         try {
           got = await this.backend.get(key, { offset: from, length: to - from });

@@ -147,6 +147,25 @@ export function padme(L: number): number {
   return Math.ceil(L / (mask + 1)) * (mask + 1);
 }
 
+/** A pack's blocks: the server keeps the SHA-256 of each beside the pack, to check a ranged read
+ *  (server/src/store/vault-packs.ts); a pack's id is over them (`packIdInput`). */
+export const PACK_BLOCK = 64 << 10;
+export const PACK_SUMS_MAGIC = utf8('DSVS\x01');
+/** The bytes of `packIdInput` before the block sums. */
+export const PACK_SUMS_PREFIX = PACK_SUMS_MAGIC.length + 8;
+
+/** A pack is named by the SHA-256 of these bytes (docs/vaults.md, "Packs"): PACK_SUMS_MAGIC, its
+ *  size (u64) and the SHA-256 of each PACK_BLOCK of it (the last one shorter), so that each byte
+ *  is hashed once, by the client that uploads it and by the server that receives it and keeps
+ *  the block sums. A pack an earlier dsync uploaded is named by the SHA-256 of its bytes. */
+export function packIdInput(size: number, sums: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(PACK_SUMS_PREFIX + 32 * sums.length);
+  out.set(PACK_SUMS_MAGIC);
+  new DataView(out.buffer).setBigUint64(PACK_SUMS_MAGIC.length, BigInt(size));
+  sums.forEach((sum, i) => out.set(sum, PACK_SUMS_PREFIX + 32 * i));
+  return out;
+}
+
 /** Appends fixed-width fields (big-endian). */
 export class Writer {
   private buf = new Uint8Array(256);

@@ -114,21 +114,38 @@ export type ContentKeys = Pick<VaultKeys, 'idBytes' | 'stream' | 'content'>;
 /** The ciphers of content chunks: WebCrypto's (`webCipher`: the page's, and where no other is
  *  given) or node:crypto's (spans-node.ts, the CLI's chunk workers). */
 export interface ContentCipher {
-  /** `data` XOR the AES-256-CTR key stream of the stream key from counter block `counter` (one
-   *  128-bit big-endian number, incremented a block at a time), as a new array */
-  ctr(k: ContentKeys, counter: Uint8Array, data: Uint8Array): Promise<Uint8Array> | Uint8Array;
+  /** Each of `parts` XOR the AES-256-CTR key stream of the stream key (a new array each): the
+   *  first from counter block `counter`, each next one from the block after the blocks of the
+   *  one before (the counter one 128-bit big-endian number, incremented a block at a time) */
+  ctr(k: ContentKeys, counter: Uint8Array, parts: Uint8Array[]): Promise<Uint8Array[]> | Uint8Array[];
   /** the plaintext of a content chunk sealed with AES-256-GCM (nonce || ciphertext || tag,
    *  bound to its `contentAad`), or null when its tag does not verify */
   openGcm(k: ContentKeys, id: Uint8Array, sealed: Uint8Array): Promise<Uint8Array | null> | Uint8Array | null;
 }
 
+/** The ContentCipher through WebCrypto: one call for all the parts, each copied to a block
+ *  boundary of one array (WebCrypto has no call that goes on from where another ended). */
 export const webCipher: ContentCipher = {
-  ctr: async (k, counter, data) => new Uint8Array(await subtle.encrypt({ name: 'AES-CTR', counter: counter as Uint8Array<ArrayBuffer>, length: 128 }, k.stream, data as Uint8Array<ArrayBuffer>)),
+  ctr: async (k, counter, parts) => {
+    const starts = blockStarts(parts);
+    let all = parts.length === 1 ? parts[0] : new Uint8Array(starts[parts.length] * 16);
+    if (parts.length > 1) parts.forEach((p, i) => all.set(p, starts[i] * 16));
+    all = new Uint8Array(await subtle.encrypt({ name: 'AES-CTR', counter: counter as Uint8Array<ArrayBuffer>, length: 128 }, k.stream, all as Uint8Array<ArrayBuffer>));
+    return parts.map((p, i) => all.subarray(starts[i] * 16, starts[i] * 16 + p.length));
+  },
   openGcm: (k, id, sealed) => open(k.content, sealed, chunkAad(k, 0, id)),
 };
 
 /** A content chunk's associated data, as an AES-GCM sealed one was bound to it. */
 export const contentAad = (k: Pick<VaultKeys, 'idBytes'>, id: Uint8Array) => chunkAad(k, 0, id);
+
+/** Where each of `parts` starts, in 16-byte blocks, when each starts at a block boundary; and
+ *  (the last) the blocks of them all. */
+function blockStarts(parts: Uint8Array[]): number[] {
+  const starts = [0];
+  for (const p of parts) starts.push(starts[starts.length - 1] + Math.ceil(p.length / 16));
+  return starts;
+}
 
 /** The counter block `blocks` blocks after `base` (128-bit big-endian), into `out`. */
 function counterAt(base: Uint8Array, blocks: number, out: Uint8Array): void {
@@ -150,24 +167,15 @@ function counterAt(base: Uint8Array, blocks: number, out: Uint8Array): void {
  * sealed chunks one after another, each its plaintext's length and CTR_OVERHEAD.
  */
 export async function sealContent(cipher: ContentCipher, k: ContentKeys, ids: Uint8Array[], plains: Uint8Array[]): Promise<Uint8Array> {
-  const starts: number[] = [];
-  let blocks = 0;
-  let total = 0;
-  for (const p of plains) {
-    starts.push(blocks);
-    blocks += Math.ceil(p.length / 16);
-    total += p.length + CTR_OVERHEAD;
-  }
-  const all = new Uint8Array(blocks * 16);
-  plains.forEach((p, i) => all.set(p, starts[i] * 16));
+  const starts = blockStarts(plains);
   const base = random(16);
-  const stream = await cipher.ctr(k, base, all);
-  const out = new Uint8Array(total);
+  const sealed = await cipher.ctr(k, base, plains);
+  const out = new Uint8Array(plains.reduce((n, p) => n + p.length + CTR_OVERHEAD, 0));
   for (let i = 0, at = 0; i < plains.length; i++) {
     const head = out.subarray(at, at + CTR_OVERHEAD);
     counterAt(base, starts[i], head);
     for (let j = 0; j < CTR_OVERHEAD; j++) head[j] ^= ids[i][j];
-    out.set(stream.subarray(starts[i] * 16, starts[i] * 16 + plains[i].length), at + CTR_OVERHEAD);
+    out.set(sealed[i], at + CTR_OVERHEAD);
     at += CTR_OVERHEAD + plains[i].length;
   }
   return out;
@@ -184,7 +192,7 @@ export async function openContent(cipher: ContentCipher, k: ContentKeys, seal: S
   const counter = sealed.slice(0, CTR_OVERHEAD);
   for (let j = 0; j < CTR_OVERHEAD; j++) counter[j] ^= id[j];
   try {
-    return await cipher.ctr(k, counter, sealed.subarray(CTR_OVERHEAD));
+    return (await cipher.ctr(k, counter, [sealed.subarray(CTR_OVERHEAD)]))[0];
   } catch {
     return null; // (WebCrypto refuses a counter that would wrap: a damaged chunk)
   }

@@ -1,10 +1,10 @@
 /**
  * Packs (docs/vaults.md, "Packs"): new sealed chunks are placed at random among a few open
  * packs; a pack that reaches VAULT_PACK_TARGET is padded (PADME, random bytes) and uploaded
- * under its SHA-256. The server sees packs and their padded sizes, never a chunk's size.
+ * under its id (`packId`). The server sees packs and their padded sizes, never a chunk's size.
  */
 import { VAULT_OPEN_PACKS, VAULT_PACK_TARGET } from '../base/limits.ts';
-import { Kind, type KindCode, type Ref, Seal, hex, padme } from './format.ts';
+import { Kind, type KindCode, PACK_BLOCK, type Ref, Seal, hex, packIdInput, padme } from './format.ts';
 import { type VaultKeys, sealChunk } from './keys.ts';
 import type { VaultRemote } from './remote.ts';
 
@@ -31,6 +31,22 @@ function randomFill(out: Uint8Array): void {
 const PACKS_IN_FLIGHT = 3;
 
 const RANDOM_SLOTS = 1024;
+
+const sha256 = async (b: Uint8Array) => new Uint8Array(await globalThis.crypto.subtle.digest('SHA-256', b as Uint8Array<ArrayBuffer>));
+
+/** A pack's id (format.ts `packIdInput`), through WebCrypto's SHA-256 (native; some 5× @noble/
+ *  hashes' in Node): its blocks' digests at once, then theirs. */
+export async function packId(bytes: Uint8Array): Promise<string> {
+  const blocks: Promise<Uint8Array>[] = [];
+  for (let at = 0; at < bytes.length || at === 0; at += PACK_BLOCK) blocks.push(sha256(bytes.subarray(at, at + PACK_BLOCK)));
+  return hex(await sha256(packIdInput(bytes.length, await Promise.all(blocks))));
+}
+
+/** Whether `bytes` are the pack `id` names: by `packId`, or (a pack an earlier dsync uploaded)
+ *  by the SHA-256 of its bytes. */
+export async function isPack(bytes: Uint8Array, id: string): Promise<boolean> {
+  return (await packId(bytes)) === id || hex(await sha256(bytes)) === id;
+}
 
 export class PackWriter {
   private open: OpenPack[] = [];
@@ -126,8 +142,7 @@ export class PackWriter {
       at += part.length;
     }
     randomFill(body.subarray(at));
-    // WebCrypto's SHA-256: native, some 5× @noble/hashes' on a 4 MiB pack in Node
-    const id = hex(new Uint8Array(await globalThis.crypto.subtle.digest('SHA-256', body)));
+    const id = await packId(body);
     await this.remote.putPack(this.k.id, id, body);
     if (this.rooms.length <= PACKS_IN_FLIGHT) this.rooms.push(new Uint8Array(body.buffer));
     for (const r of p.refs) r.pack = id;

@@ -11,9 +11,9 @@
  * pieces moved, then the tree and a head that names the new packs and no longer the old ones.
  * The server's collection deletes the old packs once its grace period passed.
  */
-import { sha256 } from '@noble/hashes/sha2';
 import { VAULT_PRUNE_MAX_UNUSED } from '../base/limits.ts';
 import { Kind, type KindCode, type ManifestTable, type Ref, type Tree, type Version, VaultError, encodeManifest, hex, packsOf, padme } from './format.ts';
+import { isPack } from './packs.ts';
 import { packsInUse } from './tree.ts';
 import { type State, type Vault, type VaultInner, refKey } from './vault.ts';
 
@@ -195,7 +195,7 @@ export async function prune(vault: Vault, o: { maxUnused?: number; dryRun?: bool
     const moved = new Map<string, Ref>();
     for (const p of chosen) {
       const bytes = await v.remote.readPack(id, p.id, 0, p.size);
-      if (hex(sha256(bytes)) !== p.id) throw new VaultError(`vault ${id}: pack ${p.id} read for the prune does not hash to its id (a damaged or hostile server): nothing rewritten`);
+      if (!(await isPack(bytes, p.id))) throw new VaultError(`vault ${id}: pack ${p.id} read for the prune does not hash to its id (a damaged or hostile server): nothing rewritten`);
       for (const { kind, ref } of p.live) {
         if (ref.offset + ref.length > bytes.length) throw new VaultError(`vault ${id}: pack ${p.id} ends at ${bytes.length} bytes, before a chunk it holds: nothing rewritten`);
         const plain = await v.openVerified(kind, ref, bytes.subarray(ref.offset, ref.offset + ref.length));
