@@ -167,6 +167,6 @@ export function checkVaultId(id: unknown): string {
   return id;
 }
 export function checkPackId(pack: unknown): string {
-  if (typeof pack !== 'string' || !PACK_ID.test(pack)) throw malformed('a pack id is 64 lowercase hex digits (a SHA-256: docs/vaults.md, "Packs")');
+  if (typeof pack !== 'string' || !PACK_ID.test(pack)) throw malformed('a pack id is 64 lowercase hex digits (a SHA-256: docs/vaults.md, "Formats")');
   return pack;
 }

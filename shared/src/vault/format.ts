@@ -41,15 +41,15 @@ export type KindCode = (typeof Kind)[keyof typeof Kind];
 
 /** How a chunk is sealed: AES-256-GCM (a list piece; a content chunk an earlier dsync wrote), or
  *  AES-256-CTR, authenticated by its keyed id (every content chunk sealed now: docs/vaults.md,
- *  "Sealed chunks"). */
+ *  "Formats"). */
 export const Seal = { Gcm: 0, Ctr: 1 } as const;
 export type SealCode = (typeof Seal)[keyof typeof Seal];
 
 /** What a chunk sealed so holds beside its plaintext. */
 export const sealOverhead = (seal: SealCode) => (seal === Seal.Ctr ? CTR_OVERHEAD : SEAL_OVERHEAD);
 
-/** Where a sealed chunk lives: its chunk id (keyed BLAKE3 of its plaintext), the pack (SHA-256
- *  of the pack, hex), the byte range of the sealed chunk in it, and how it is sealed. A list
+/** Where a sealed chunk lives: its chunk id (keyed BLAKE3 of its plaintext), the pack (its id,
+ *  hex: `packIdInput`), the byte range of the sealed chunk in it, and how it is sealed. A list
  *  piece's is 72 bytes on disk (its seal is always Gcm). */
 export interface Ref {
   id: Uint8Array;
@@ -154,7 +154,7 @@ export const PACK_SUMS_MAGIC = utf8('DSVS\x01');
 /** The bytes of `packIdInput` before the block sums. */
 export const PACK_SUMS_PREFIX = PACK_SUMS_MAGIC.length + 8;
 
-/** A pack is named by the SHA-256 of these bytes (docs/vaults.md, "Packs"): PACK_SUMS_MAGIC, its
+/** A pack is named by the SHA-256 of these bytes (docs/vaults.md, "Formats"): PACK_SUMS_MAGIC, its
  *  size (u64) and the SHA-256 of each PACK_BLOCK of it (the last one shorter), so that each byte
  *  is hashed once, by the client that uploads it and by the server that receives it and keeps
  *  the block sums. A pack an earlier dsync uploaded is named by the SHA-256 of its bytes. */

@@ -158,7 +158,7 @@ function counterAt(base: Uint8Array, blocks: number, out: Uint8Array): void {
 }
 
 /**
- * Seals content chunks (docs/vaults.md, "Sealed chunks") with one call of the cipher: the
+ * Seals content chunks (docs/vaults.md, "Formats") with one call of the cipher: the
  * plaintexts, each from a 16-byte boundary of one buffer, encrypted with AES-256-CTR from a
  * random counter block. A sealed chunk is the counter block it starts at, masked with the first
  * 16 bytes of its id (so that the server, which never sees an id, cannot tell two chunks of one

@@ -1,5 +1,5 @@
 /**
- * Packs (docs/vaults.md, "Packs"): new sealed chunks are placed at random among a few open
+ * Packs (docs/vaults.md, "Formats"): new sealed chunks are placed at random among a few open
  * packs; a pack that reaches VAULT_PACK_TARGET is padded (PADME, random bytes) and uploaded
  * under its id (`packId`). The server sees packs and their padded sizes, never a chunk's size.
  */
