@@ -267,16 +267,23 @@ test('sealed chunks and heads: open with their place only; every bit flip and tr
   const cid0 = chunkIds(k0, plain, Uint32Array.of(100))[0];
   await assert.rejects(openVerified(sameKeyOtherId, Kind.Content, cid0, Seal.Ctr, await sealChunk(k0, Kind.Content, cid0, plain)), VaultError, 'the same key under another vault id');
   await assert.rejects(content(sealed, k, Seal.Gcm), /does not verify/, 'read as AES-GCM');
-  // a counter block that would pass 2^128 (WebCrypto refuses to wrap it): refused, not thrown otherwise
-  const wraps = sealed.slice();
-  for (let j = 0; j < CTR_OVERHEAD; j++) wraps[j] = 0xff ^ cid[j];
-  await assert.rejects(content(wraps), VaultError);
+  // the highest key stream position (a counter block near 2^124, from its last byte): refused
+  // as any other, a VaultError
+  const last = sealed.slice();
+  for (let j = 0; j < CTR_OVERHEAD; j++) last[j] = 0xff ^ cid[j];
+  await assert.rejects(content(last), VaultError);
 
-  // one call seals a batch: each chunk opens alone; the counters, unmasked, run on from one
-  // block to the next, masked they show nothing of it (no two differ by less than 2^32)
-  const plains = [1, 15, 16, 17, 8000, 65536].map((n) => bytes(n));
+  // chunks that follow one another in one buffer are sealed by one call: each opens alone;
+  // their positions, unmasked, run on from one chunk to the next, masked they show nothing of
+  // it (no two differ by less than 2^32); chunks apart, each by a call of its own
+  const span = bytes(1 + 15 + 16 + 17 + 8000 + 65536);
+  const plains: Uint8Array[] = [];
+  for (let at = 0, i = 0; at < span.length; at += [1, 15, 16, 17, 8000, 65536][i++]) plains.push(span.subarray(at, at + [1, 15, 16, 17, 8000, 65536][i]));
+  plains.splice(3, 0, bytes(33), bytes(7));
   const ids = plains.map((p) => chunkIds(k, p, Uint32Array.of(p.length))[0]);
-  const batch = await sealContent(webCipher, k, ids, plains);
+  const calls: number[] = [];
+  const batch = await sealContent({ ...webCipher, ctr: (...a) => (calls.push(a[3].length), webCipher.ctr(...a)) }, k, ids, plains);
+  assert.deepEqual(calls, [32, 33, 7, 17 + 8000 + 65536]);
   assert.equal(batch.length, plains.reduce((n, p) => n + p.length + CTR_OVERHEAD, 0));
   const heads: bigint[] = [];
   for (let i = 0, at = 0; i < plains.length; at += plains[i++].length + CTR_OVERHEAD) {

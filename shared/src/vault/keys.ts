@@ -114,24 +114,26 @@ export type ContentKeys = Pick<VaultKeys, 'idBytes' | 'stream' | 'content'>;
 /** The ciphers of content chunks: WebCrypto's (`webCipher`: the page's, and where no other is
  *  given) or node:crypto's (spans-node.ts, the CLI's chunk workers). */
 export interface ContentCipher {
-  /** Each of `parts` XOR the AES-256-CTR key stream of the stream key (a new array each): the
-   *  first from counter block `counter`, each next one from the block after the blocks of the
-   *  one before (the counter one 128-bit big-endian number, incremented a block at a time) */
-  ctr(k: ContentKeys, counter: Uint8Array, parts: Uint8Array[]): Promise<Uint8Array[]> | Uint8Array[];
+  /** `data` XOR the AES-256-CTR key stream of the stream key from byte `skip` (0 to 15) of
+   *  counter block `counter` (one 128-bit big-endian number, incremented a block at a time),
+   *  as a new array */
+  ctr(k: ContentKeys, counter: Uint8Array, skip: number, data: Uint8Array): Promise<Uint8Array> | Uint8Array;
   /** the plaintext of a content chunk sealed with AES-256-GCM (nonce || ciphertext || tag,
    *  bound to its `contentAad`), or null when its tag does not verify */
   openGcm(k: ContentKeys, id: Uint8Array, sealed: Uint8Array): Promise<Uint8Array | null> | Uint8Array | null;
 }
 
-/** The ContentCipher through WebCrypto: one call for all the parts, each copied to a block
- *  boundary of one array (WebCrypto has no call that goes on from where another ended). */
+/** The ContentCipher through WebCrypto (a key stream from within a block: `skip` bytes put
+ *  before the data, their output dropped). */
 export const webCipher: ContentCipher = {
-  ctr: async (k, counter, parts) => {
-    const starts = blockStarts(parts);
-    let all = parts.length === 1 ? parts[0] : new Uint8Array(starts[parts.length] * 16);
-    if (parts.length > 1) parts.forEach((p, i) => all.set(p, starts[i] * 16));
-    all = new Uint8Array(await subtle.encrypt({ name: 'AES-CTR', counter: counter as Uint8Array<ArrayBuffer>, length: 128 }, k.stream, all as Uint8Array<ArrayBuffer>));
-    return parts.map((p, i) => all.subarray(starts[i] * 16, starts[i] * 16 + p.length));
+  ctr: async (k, counter, skip, data) => {
+    let input = data;
+    if (skip) {
+      input = new Uint8Array(skip + data.length);
+      input.set(data, skip);
+    }
+    const out = new Uint8Array(await subtle.encrypt({ name: 'AES-CTR', counter: counter as Uint8Array<ArrayBuffer>, length: 128 }, k.stream, input as Uint8Array<ArrayBuffer>));
+    return out.subarray(skip);
   },
   openGcm: (k, id, sealed) => open(k.content, sealed, chunkAad(k, 0, id)),
 };
@@ -139,17 +141,9 @@ export const webCipher: ContentCipher = {
 /** A content chunk's associated data, as an AES-GCM sealed one was bound to it. */
 export const contentAad = (k: Pick<VaultKeys, 'idBytes'>, id: Uint8Array) => chunkAad(k, 0, id);
 
-/** Where each of `parts` starts, in 16-byte blocks, when each starts at a block boundary; and
- *  (the last) the blocks of them all. */
-function blockStarts(parts: Uint8Array[]): number[] {
-  const starts = [0];
-  for (const p of parts) starts.push(starts[starts.length - 1] + Math.ceil(p.length / 16));
-  return starts;
-}
-
-/** The counter block `blocks` blocks after `base` (128-bit big-endian), into `out`. */
-function counterAt(base: Uint8Array, blocks: number, out: Uint8Array): void {
-  let carry = blocks;
+/** `base` + `n` (128-bit big-endian, modulo 2^128), into `out`. */
+function add128(base: Uint8Array, n: number, out: Uint8Array): void {
+  let carry = n;
   for (let i = 15; i >= 0; i--) {
     const v = base[i] + (carry % 256);
     out[i] = v & 0xff;
@@ -157,26 +151,52 @@ function counterAt(base: Uint8Array, blocks: number, out: Uint8Array): void {
   }
 }
 
+/** Where a key stream position P (128-bit big-endian, in bytes) lies: counter block ⌊P/16⌋ and
+ *  byte P mod 16 of it. */
+function streamAt(p: Uint8Array): { counter: Uint8Array; skip: number } {
+  const counter = new Uint8Array(16);
+  for (let i = 15; i > 0; i--) counter[i] = (p[i] >> 4) | ((p[i - 1] & 15) << 4);
+  counter[0] = p[0] >> 4;
+  return { counter, skip: p[15] & 15 };
+}
+
+/** The byte length of consecutive `parts` from `i` on that follow one another in one buffer. */
+function runOf(parts: Uint8Array[], i: number): number {
+  let j = i + 1;
+  while (j < parts.length && parts[j].buffer === parts[i].buffer && parts[j].byteOffset === parts[j - 1].byteOffset + parts[j - 1].length) j++;
+  return j - i;
+}
+
 /**
- * Seals content chunks (docs/vaults.md, "Formats") with one call of the cipher: the
- * plaintexts, each from a 16-byte boundary of one buffer, encrypted with AES-256-CTR from a
- * random counter block. A sealed chunk is the counter block it starts at, masked with the first
- * 16 bytes of its id (so that the server, which never sees an id, cannot tell two chunks of one
- * call, nor their lengths, from their counters), then its ciphertext. It carries no tag: its
- * keyed id, in the sealed manifest that names it, authenticates it (`openContent`). Answers the
- * sealed chunks one after another, each its plaintext's length and CTR_OVERHEAD.
+ * Seals content chunks (docs/vaults.md, "Formats") with AES-256-CTR: chunks that follow one
+ * another in one buffer (a chunk worker's span) with ONE cipher call on them where they lie, no
+ * copy, from a random block-aligned key stream position B (below 2^127, so a run never wraps),
+ * so that a chunk's position P is B plus its offset in the run. A sealed chunk is P, masked with
+ * the first 16 bytes of its id (so that the server, which never sees an id, cannot tell two
+ * chunks of one call, nor their lengths, from their positions), then its ciphertext. It
+ * carries no tag: its keyed id, in the sealed manifest that names it, authenticates it
+ * (`openContent`). Answers the sealed chunks one after another, each its plaintext's length
+ * and CTR_OVERHEAD.
  */
 export async function sealContent(cipher: ContentCipher, k: ContentKeys, ids: Uint8Array[], plains: Uint8Array[]): Promise<Uint8Array> {
-  const starts = blockStarts(plains);
-  const base = random(16);
-  const sealed = await cipher.ctr(k, base, plains);
   const out = new Uint8Array(plains.reduce((n, p) => n + p.length + CTR_OVERHEAD, 0));
-  for (let i = 0, at = 0; i < plains.length; i++) {
-    const head = out.subarray(at, at + CTR_OVERHEAD);
-    counterAt(base, starts[i], head);
-    for (let j = 0; j < CTR_OVERHEAD; j++) head[j] ^= ids[i][j];
-    out.set(sealed[i], at + CTR_OVERHEAD);
-    at += CTR_OVERHEAD + plains[i].length;
+  for (let i = 0, at = 0; i < plains.length; ) {
+    const run = plains.slice(i, i + runOf(plains, i));
+    const length = run.reduce((n, p) => n + p.length, 0);
+    const base = random(16);
+    base[0] &= 0x7f;
+    base[15] &= 0xf0;
+    const sealed = await cipher.ctr(k, streamAt(base).counter, 0, new Uint8Array(run[0].buffer, run[0].byteOffset, length));
+    let off = 0;
+    for (const p of run) {
+      const head = out.subarray(at, at + CTR_OVERHEAD);
+      add128(base, off, head);
+      for (let j = 0; j < CTR_OVERHEAD; j++) head[j] ^= ids[i][j];
+      out.set(sealed.subarray(off, off + p.length), at + CTR_OVERHEAD);
+      at += CTR_OVERHEAD + p.length;
+      off += p.length;
+      i++;
+    }
   }
   return out;
 }
@@ -189,13 +209,11 @@ export async function sealContent(cipher: ContentCipher, k: ContentKeys, ids: Ui
 export async function openContent(cipher: ContentCipher, k: ContentKeys, seal: SealCode, id: Uint8Array, sealed: Uint8Array): Promise<Uint8Array | null> {
   if (seal === Seal.Gcm) return cipher.openGcm(k, id, sealed);
   if (sealed.length <= CTR_OVERHEAD) return null;
-  const counter = sealed.slice(0, CTR_OVERHEAD);
-  for (let j = 0; j < CTR_OVERHEAD; j++) counter[j] ^= id[j];
-  try {
-    return (await cipher.ctr(k, counter, [sealed.subarray(CTR_OVERHEAD)]))[0];
-  } catch {
-    return null; // (WebCrypto refuses a counter that would wrap: a damaged chunk)
-  }
+  const p = sealed.slice(0, CTR_OVERHEAD);
+  for (let j = 0; j < CTR_OVERHEAD; j++) p[j] ^= id[j];
+  // (a counter block below 2^124: no chunk's key stream reaches 2^128, which WebCrypto refuses)
+  const { counter, skip } = streamAt(p);
+  return cipher.ctr(k, counter, skip, sealed.subarray(CTR_OVERHEAD));
 }
 
 /** A sealed chunk's plaintext, as `openContent` gives a content chunk's (list pieces are always

@@ -96,20 +96,15 @@ const BLOCK_PAD = new Uint8Array(16);
  * keys.ts's ContentCipher through node:crypto: the same bytes as WebCrypto's, synchronous
  * calls where each WebCrypto call is a job on libuv's thread pool and a promise (bench/results/
  * vault-client.md, vault-cli.md "Pulls"). AES-256-CTR increments its counter block as one
- * 128-bit big-endian number, as WebCrypto's with `length: 128`; one cipher takes a batch's
- * parts in turn (no copy of them into one array), with the rest of each part's last block
- * passed over. An AES-GCM chunk is null when
+ * 128-bit big-endian number, as WebCrypto's with `length: 128`. An AES-GCM chunk is null when
  * its tag (16 bytes) does not verify: the plaintext `update` gave is then dropped. The keys:
  * `keyObject`'s.
  */
 export const nodeCipher: ContentCipher = {
-  ctr: (k, counter, parts) => {
+  ctr: (k, counter, skip, data) => {
     const c = createCipheriv('aes-256-ctr', keyObject(k.stream), counter);
-    return parts.map((p) => {
-      const out = c.update(p);
-      if (p.length % 16) c.update(BLOCK_PAD.subarray(p.length % 16)); // on to the next block
-      return out;
-    });
+    if (skip) c.update(BLOCK_PAD.subarray(0, skip));
+    return c.update(data);
   },
   openGcm: (k, id, sealed) => {
     if (sealed.length < SEAL_OVERHEAD) return null;
