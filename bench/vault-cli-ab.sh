@@ -1,6 +1,7 @@
 #!/bin/sh
 # Two builds' vault pushes in turn against plain Dsync's, on the server and files that
-# `node --import tsx bench/vault-cli.ts --serve-only --mib 256 --cases first,edit --dir DIR` prepared:
+# `node --import tsx bench/vault-cli.ts --serve-only --mib 256 --cases first,edit --dir DIR` prepared
+# (MIB=1024 in the environment: the files of another --mib):
 #   sh bench/vault-cli-ab.sh DIR CASE ROUNDS AFTER BEFORE [BEFORE_DIR] > LOG
 # CASE first|edit; AFTER, BEFORE: checkouts built with `node scripts/build-cli.mjs` (their
 # bin/dsync.mjs). BEFORE_DIR: a second prepared directory (its own server and vault) for BEFORE's
@@ -19,7 +20,7 @@ for r in $(seq 0 "$rounds"); do
       before) bin=$before kind=vault at=$dbefore;;
       plain-b) bin=$before kind=plain at=$dbefore;;
     esac
-    DSYNC_BIN="$bin/bin/dsync.mjs" /usr/bin/time -f "%e %U %S %M" sh "$at/next.sh" $kind "$case_" 256 >"$at/last.out" 2>"$at/last.err" || { cat "$at/last.err" >&2; exit 1; }
+    DSYNC_BIN="$bin/bin/dsync.mjs" /usr/bin/time -f "%e %U %S %M" sh "$at/next.sh" $kind "$case_" "${MIB:-256}" >"$at/last.out" 2>"$at/last.err" || { cat "$at/last.err" >&2; exit 1; }
     echo "$case_ $r $side $(tail -1 "$at/last.err") $(cut -d' ' -f1 /proc/loadavg)"
   done
 done
