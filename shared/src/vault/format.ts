@@ -30,8 +30,8 @@ export const NONCE_BYTES = 12;
 export const TAG_BYTES = 16;
 /** A chunk sealed with AES-GCM is its plaintext and this much more (nonce and tag). */
 export const SEAL_OVERHEAD = NONCE_BYTES + TAG_BYTES;
-/** A content chunk sealed with AES-CTR is its plaintext and this much more: its counter block,
- *  masked (keys.ts `sealContent`). */
+/** A content chunk sealed with AES-CTR is its plaintext and this much more: its key stream
+ *  position, masked (keys.ts `sealContent`). */
 export const CTR_OVERHEAD = 16;
 
 /** What a sealed chunk holds: file contents (content key) or a piece of a list, a manifest or

@@ -160,7 +160,7 @@ function streamAt(p: Uint8Array): { counter: Uint8Array; skip: number } {
   return { counter, skip: p[15] & 15 };
 }
 
-/** The byte length of consecutive `parts` from `i` on that follow one another in one buffer. */
+/** How many of `parts` from `i` on follow one another in one buffer (at least 1). */
 function runOf(parts: Uint8Array[], i: number): number {
   let j = i + 1;
   while (j < parts.length && parts[j].buffer === parts[i].buffer && parts[j].byteOffset === parts[j - 1].byteOffset + parts[j - 1].length) j++;
