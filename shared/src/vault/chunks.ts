@@ -71,7 +71,9 @@ export async function* keyedChunks(k: VaultKeys, source: Source, params: ChunkPa
       const out: Chunk[] = [];
       let at = 0;
       for (let i = 0; i < lengths.length; i++) {
-        out.push({ offset: carryAt + at, bytes: carry.slice(at, at + lengths[i]), id: ids[i].slice() });
+        // views of bytes never written again: a batch's chunks lie one after another in one
+        // buffer, so that `sealContent` seals them in one call, not one a chunk
+        out.push({ offset: carryAt + at, bytes: carry.subarray(at, at + lengths[i]), id: ids[i].slice() });
         at += lengths[i];
       }
       carry = carry.subarray(total);
