@@ -58,8 +58,17 @@ test('a folder in the trash comes back in one click, every file at its old path 
   await expect(page.locator('[data-testid=folder-row][data-name="proj/"]')).toHaveCount(0);
   await page.locator('[data-testid=folder-row][data-name=".dsync-trash/"]').getByRole('button', { name: 'Open folder .dsync-trash' }).click();
   const row = page.locator(`[data-testid=folder-row][data-name="${stamp}/"]`);
-  await row.getByTestId('folder-restore').click();
-  for (const n of Object.keys(files)) await expect.poll(() => server.latest(`proj/${n}`)).toBeGreaterThan(0);
+  // the restore's answer comes once every file is moved (each copied to its name, then taken out
+  // of the trash): a file's name showing up alone does not say its trash entry is gone yet
+  const [answer] = await Promise.all([
+    page.waitForResponse((r) => r.url().endsWith('/api/files/restore') && r.request().method() === 'POST'),
+    row.getByTestId('folder-restore').click(),
+  ]);
+  expect(answer.status()).toBe(200);
+  const body = await answer.json();
+  expect([...body.restored].sort()).toEqual(Object.keys(files).map((n) => `proj/${n}`).sort());
+  expect(body.skipped).toEqual([]);
+  for (const n of Object.keys(files)) expect(await server.latest(`proj/${n}`)).toBeGreaterThan(0);
   // the bytes and the history came back with the name; the trash holds nothing of it
   for (const [n, b] of Object.entries(files)) {
     const got = await page.request.get(`${server.url}/api/download?name=${encodeURIComponent(`proj/${n}`)}`);
