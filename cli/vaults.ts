@@ -22,6 +22,7 @@ import type { FileInfo } from '../shared/src/wire/api.ts';
 import type { PieceCache } from '../shared/src/vault/cache.ts';
 import type { Tree } from '../shared/src/vault/format.ts';
 import { VAULT_ID } from '../shared/src/vault/keys.ts';
+import { hashed } from '../shared/src/vault/pack-hasher.ts';
 import { httpVaultRemote } from '../shared/src/vault/remote.ts';
 import { SPAN_BYTES, openInWorkers, spanChunks } from '../shared/src/vault/spans.ts';
 import { type FdFile, type NodeSpanWorkers, nodeSpanWorkers } from '../shared/src/vault/spans-node.ts';
@@ -163,7 +164,7 @@ export async function opened(values: Values, id: string | undefined) {
   if (!id) throw new UsageError('which vault: its id (dsync vault create prints it)');
   const rk = str(values, 'recovery-key-file');
   const secret = rk !== undefined ? { recoveryKey: readFileSync(rk, 'utf8') } : { passphrase: passphrase(values) };
-  return openVault(vaultRemote(values), id, secret, fileHeads(), { device: str(values, 'device') ?? hostname(), cache: dirPieceCache(vaultCacheDir(id)) });
+  return openVault(vaultRemote(values), id, secret, fileHeads(), { device: str(values, 'device') ?? hostname(), cache: dirPieceCache(vaultCacheDir(id)), packId: (bytes) => hashed(bytes).id });
 }
 
 /** A version number given as a positional or --version: a whole number ≥ 1. */

@@ -4,7 +4,7 @@
  * the chunks by their keyed ids and seals the chunks the vault lacks. It holds the vault's chunking, id and content keys, which it
  * is handed, and ends with the vault worker (a lock ends it, and them).
  */
-import { type SpanReply, type SpanRequest, serveSpans } from '../../shared/src/vault/spans.ts';
+import { type SpanRequest, replyTransfer, serveSpans } from '../../shared/src/vault/spans.ts';
 import { initWasm } from './wasm-init.ts';
 import { WORKER_READY } from './worker-start.ts';
 
@@ -12,17 +12,10 @@ const scope = self as unknown as Worker;
 scope.postMessage(WORKER_READY);
 const serve = serveSpans<Blob>(initWasm(), async (blob, from, to) => new Uint8Array(await blob.slice(from, to).arrayBuffer()));
 
-/** What an answer hands over rather than copies: its arrays' buffers. */
-function transfer(r: SpanReply): ArrayBuffer[] {
-  if (!r || 'refused' in r) return [];
-  if (r instanceof Uint8Array) return [r.buffer as ArrayBuffer];
-  return [r.lengths.buffer as ArrayBuffer, r.ids.buffer as ArrayBuffer];
-}
-
 scope.onmessage = (e: MessageEvent<SpanRequest<Blob> & { rid: number }>) => {
   const { rid, ...m } = e.data;
   serve(m as SpanRequest<Blob>).then(
-    (value) => scope.postMessage({ rid, ok: true, value }, transfer(value)),
+    (value) => scope.postMessage({ rid, ok: true, value }, replyTransfer(value)),
     (err: unknown) => scope.postMessage({ rid, ok: false, error: err instanceof Error ? err.message : String(err) }),
   );
 };

@@ -30,7 +30,7 @@ import {
   padme,
 } from '../src/vault/format.ts';
 import { addVersion, deleteFile, renameFile, seen } from '../src/vault/tree.ts';
-import { KEYFILE_BYTES, checkKey, deriveKeys, fromRecoveryKey, newVaultId, newVaultKey, openChunk, openHead, recoveryKey, sealChunk, sealContent, sealHead, unwrapKey, wrapKey, webCipher } from '../src/vault/keys.ts';
+import { KEYFILE_BYTES, checkKey, deriveKeys, fromRecoveryKey, newVaultId, newVaultKey, openChunk, openHead, recoveryKey, sealChunk, sealContent, sealHead, sealedParts, unwrapKey, wrapKey, webCipher } from '../src/vault/keys.ts';
 
 /** A small Argon2id for tests that are not about its cost. */
 const LIGHT = { m: 64, t: 1, p: 1 };
@@ -284,11 +284,14 @@ test('sealed chunks and heads: open with their place only; every bit flip and tr
   const calls: number[] = [];
   const batch = await sealContent({ ...webCipher, ctr: (...a) => (calls.push(a[3].length), webCipher.ctr(...a)) }, k, ids, plains);
   assert.deepEqual(calls, [32, 33, 7, 17 + 8000 + 65536]);
-  assert.equal(batch.length, plains.reduce((n, p) => n + p.length + CTR_OVERHEAD, 0));
+  assert.deepEqual(batch.runs.map((r) => r.length), calls, "a run's ciphertext is its call's output");
+  assert.equal(batch.heads.length, plains.length * CTR_OVERHEAD);
+  const parts = sealedParts(batch, plains.map((p) => p.length));
   const heads: bigint[] = [];
-  for (let i = 0, at = 0; i < plains.length; at += plains[i++].length + CTR_OVERHEAD) {
-    assert.deepEqual(await content(batch.subarray(at, at + plains[i].length + CTR_OVERHEAD), k, Seal.Ctr, ids[i]), plains[i]);
-    heads.push(BigInt('0x' + hex(batch.subarray(at, at + CTR_OVERHEAD))));
+  for (const [i, [head, body]] of parts.entries()) {
+    assert.equal(body.length, plains[i].length);
+    assert.deepEqual(await content(Buffer.concat([head, body]), k, Seal.Ctr, ids[i]), plains[i]);
+    heads.push(BigInt('0x' + hex(head)));
   }
   for (const a of heads) for (const b of heads) assert.ok(a === b || (a > b ? a - b : b - a) >= 2n ** 32n, 'two masked counters close together');
 

@@ -37,7 +37,7 @@ import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 import { keyfileTag } from '../../../shared/src/vault/keys.ts';
 import type { Backend } from '../store/backend.ts';
 import { checkPackId, checkVaultId, packIdsOf } from '../store/vault-format.ts';
-import { PackHasher } from '../store/vault-packs.ts';
+import { PackHasher } from '../../../shared/src/vault/pack-hasher.ts';
 import { Vaults } from '../store/vaults.ts';
 import type { ServerConfig } from '../config.ts';
 import { type Req, admittedRoutes } from './guard.ts';

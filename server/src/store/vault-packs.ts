@@ -16,7 +16,8 @@ import { ErrorCode, ProtocolError } from '../../../shared/src/wire/protocol.ts';
 import { type Backend, NotFoundError } from './backend.ts';
 import { DamageError } from './errors.ts';
 import { PACK_ID, vaultPackKey, vaultPacksPrefix, vaultSumsKey } from './keys.ts';
-import { PACK_BLOCK, packIdInput } from '../../../shared/src/vault/format.ts';
+import { PACK_BLOCK } from '../../../shared/src/vault/format.ts';
+import { type Hashed, hashed } from '../../../shared/src/vault/pack-hasher.ts';
 import { type Sums, checkPackId, decodeSums, encodeSums, hasSums, malformed } from './vault-format.ts';
 import { SegmentBytes } from './verified.ts';
 
@@ -26,54 +27,6 @@ const VERIFIED_PACK_BYTES = 64 << 20;
 /** Checked sums kept in memory (each at most 8 KiB for a 16 MiB pack), least recently used
  *  dropped first. */
 const SUMS_KEPT = 1024;
-
-/**
- * The hashes of a pack as its bytes come in, in pieces of any size: the SHA-256 of each
- * PACK_BLOCK, each byte hashed once, and the id they give. The upload route feeds it as it
- * receives.
- */
-export class PackHasher {
-  private block = createHash('sha256');
-  private inBlock = 0;
-  private blocks: Buffer[] = [];
-  private size = 0;
-
-  update(piece: Uint8Array): void {
-    this.size += piece.length;
-    for (let at = 0; at < piece.length; ) {
-      const n = Math.min(piece.length - at, PACK_BLOCK - this.inBlock);
-      this.block.update(piece.subarray(at, at + n));
-      at += n;
-      this.inBlock += n;
-      if (this.inBlock === PACK_BLOCK) this.endBlock();
-    }
-  }
-
-  private endBlock() {
-    this.blocks.push(this.block.digest());
-    this.block = createHash('sha256');
-    this.inBlock = 0;
-  }
-
-  /** The id the pack's bytes give, and its size and block sums; once. */
-  digest(): Hashed {
-    if (this.inBlock || !this.blocks.length) this.endBlock();
-    return { id: sha256hex(packIdInput(this.size, this.blocks)), size: this.size, blocks: this.blocks };
-  }
-}
-
-/** What a PackHasher gives. */
-export interface Hashed {
-  id: string;
-  size: number;
-  blocks: Uint8Array[];
-}
-
-const hashed = (bytes: Uint8Array): Hashed => {
-  const h = new PackHasher();
-  h.update(bytes);
-  return h.digest();
-};
 
 /** Whether `bytes`, whose hashes are `h`, are the pack `pack`: by the id their block sums give,
  *  or (a pack an earlier dsync uploaded) by the SHA-256 of the bytes, hashed again only then. */

@@ -33,12 +33,12 @@ export function memoryPieceCache(cap: number = VAULT_PIECE_CACHE_MAX): PieceCach
       if (!b) return null;
       m.delete(id); // most recently used last
       m.set(id, b);
-      return b.slice();
+      return new Uint8Array(b); // a copy (a Buffer's slice would be a view)
     },
     async put(id, sealed) {
       drop(id);
       if (sealed.length > cap) return;
-      m.set(id, sealed.slice());
+      m.set(id, new Uint8Array(sealed));
       bytes += sealed.length;
       for (const old of m.keys()) {
         if (bytes <= cap) break;

@@ -104,8 +104,14 @@ const chunkAad = (k: Pick<VaultKeys, 'idBytes'>, kind: KindCode, id: Uint8Array)
   return out;
 };
 
-export function sealChunk(k: VaultKeys, kind: KindCode, id: Uint8Array, plain: Uint8Array): Promise<Uint8Array> {
-  return kind === 0 ? sealContent(webCipher, k, [id], [plain]) : seal(k.metadata, plain, chunkAad(k, kind, id));
+/** One chunk sealed: a content chunk as `sealContent` seals it, a list piece with AES-GCM. */
+export async function sealChunk(k: VaultKeys, kind: KindCode, id: Uint8Array, plain: Uint8Array): Promise<Uint8Array> {
+  if (kind !== 0) return seal(k.metadata, plain, chunkAad(k, kind, id));
+  const { heads, runs } = await sealContent(webCipher, k, [id], [plain]);
+  const out = new Uint8Array(CTR_OVERHEAD + plain.length);
+  out.set(heads);
+  out.set(runs[0], CTR_OVERHEAD);
+  return out;
 }
 
 /** The keys a content chunk is sealed and opened with (a chunk worker holds no others). */
@@ -167,6 +173,15 @@ function runOf(parts: Uint8Array[], i: number): number {
   return j - i;
 }
 
+/** Content chunks as `sealContent` seals them: each chunk's header (its masked key stream
+ *  position, CTR_OVERHEAD bytes) one after another in `heads`, and the ciphertext of each run
+ *  sealed by one call in `runs`, in order (a chunk's follows the one before it in its run). A
+ *  sealed chunk is its header, then its ciphertext (`sealedParts`). */
+export interface SealedChunks {
+  heads: Uint8Array;
+  runs: Uint8Array[];
+}
+
 /**
  * Seals content chunks (docs/vaults.md, "Formats") with AES-256-CTR: chunks that follow one
  * another in one buffer (a chunk worker's span) with ONE cipher call on them where they lie, no
@@ -175,30 +190,41 @@ function runOf(parts: Uint8Array[], i: number): number {
  * the first 16 bytes of its id (so that the server, which never sees an id, cannot tell two
  * chunks of one call, nor their lengths, from their positions), then its ciphertext. It
  * carries no tag: its keyed id, in the sealed manifest that names it, authenticates it
- * (`openContent`). Answers the sealed chunks one after another, each its plaintext's length
- * and CTR_OVERHEAD.
+ * (`openContent`). The ciphertexts stay where the cipher wrote them: a pack copies each
+ * chunk's two parts into its body.
  */
-export async function sealContent(cipher: ContentCipher, k: ContentKeys, ids: Uint8Array[], plains: Uint8Array[]): Promise<Uint8Array> {
-  const out = new Uint8Array(plains.reduce((n, p) => n + p.length + CTR_OVERHEAD, 0));
-  for (let i = 0, at = 0; i < plains.length; ) {
+export async function sealContent(cipher: ContentCipher, k: ContentKeys, ids: Uint8Array[], plains: Uint8Array[]): Promise<SealedChunks> {
+  const heads = new Uint8Array(plains.length * CTR_OVERHEAD);
+  const runs: Uint8Array[] = [];
+  for (let i = 0; i < plains.length; ) {
     const run = plains.slice(i, i + runOf(plains, i));
     const length = run.reduce((n, p) => n + p.length, 0);
     const base = random(16);
     base[0] &= 0x7f;
     base[15] &= 0xf0;
-    const sealed = await cipher.ctr(k, streamAt(base).counter, 0, new Uint8Array(run[0].buffer, run[0].byteOffset, length));
+    runs.push(await cipher.ctr(k, streamAt(base).counter, 0, new Uint8Array(run[0].buffer, run[0].byteOffset, length)));
     let off = 0;
     for (const p of run) {
-      const head = out.subarray(at, at + CTR_OVERHEAD);
+      const head = heads.subarray(i * CTR_OVERHEAD, (i + 1) * CTR_OVERHEAD);
       add128(base, off, head);
       for (let j = 0; j < CTR_OVERHEAD; j++) head[j] ^= ids[i][j];
-      out.set(sealed.subarray(off, off + p.length), at + CTR_OVERHEAD);
-      at += CTR_OVERHEAD + p.length;
       off += p.length;
       i++;
     }
   }
-  return out;
+  return { heads, runs };
+}
+
+/** The sealed chunks of `s`, each as its two parts (header, ciphertext), given their
+ *  plaintexts' lengths in order. */
+export function sealedParts(s: SealedChunks, lengths: number[]): Uint8Array[][] {
+  let run = 0;
+  let at = 0;
+  return lengths.map((l, i) => {
+    if (at === s.runs[run].length) [run, at] = [run + 1, 0];
+    const body = s.runs[run].subarray(at, (at += l));
+    return [s.heads.subarray(i * CTR_OVERHEAD, (i + 1) * CTR_OVERHEAD), body];
+  });
 }
 
 /**
@@ -209,7 +235,7 @@ export async function sealContent(cipher: ContentCipher, k: ContentKeys, ids: Ui
 export async function openContent(cipher: ContentCipher, k: ContentKeys, seal: SealCode, id: Uint8Array, sealed: Uint8Array): Promise<Uint8Array | null> {
   if (seal === Seal.Gcm) return cipher.openGcm(k, id, sealed);
   if (sealed.length <= CTR_OVERHEAD) return null;
-  const p = sealed.slice(0, CTR_OVERHEAD);
+  const p = new Uint8Array(sealed.subarray(0, CTR_OVERHEAD)); // a copy: `sealed` stays as it was given (a Buffer's slice is a view)
   for (let j = 0; j < CTR_OVERHEAD; j++) p[j] ^= id[j];
   // (a counter block below 2^124: no chunk's key stream reaches 2^128, which WebCrypto refuses)
   const { counter, skip } = streamAt(p);

@@ -9,10 +9,12 @@ import { type VaultKeys, sealChunk } from './keys.ts';
 import type { VaultRemote } from './remote.ts';
 
 interface OpenPack {
+  /** the sealed chunks' parts, in order */
   parts: Uint8Array[];
   size: number;
   refs: Ref[];
-  kinds: KindCode[];
+  /** the list pieces placed, for `listUploaded` */
+  lists: { ref: Ref; sealed: Uint8Array }[];
 }
 
 /** Fills `out` with random bytes (getRandomValues takes at most 64 KiB at a time). */
@@ -62,32 +64,35 @@ export class PackWriter {
   constructor(
     private readonly remote: VaultRemote,
     private readonly k: VaultKeys,
-    /** `uploaded`: told of every sealed chunk once its pack is stored (the vault keeps its list
-     *  pieces in its PieceCache) */
-    private readonly o: { target?: number; open?: number; uploaded?: (kind: KindCode, r: Ref, sealed: Uint8Array) => Promise<void> } = {},
+    /** `listUploaded`: told of every sealed list piece once its pack is stored (the vault keeps
+     *  them in its PieceCache); `packId`: how a pack's id is computed (default `packId`, through
+     *  WebCrypto) */
+    private readonly o: { target?: number; open?: number; listUploaded?: (r: Ref, sealed: Uint8Array) => Promise<void>; packId?: (bytes: Uint8Array) => Promise<string> | string } = {},
   ) {}
 
   /** Seals `plain` and places it in an open pack. The Ref's pack is '' until `flush` (or a
    *  full pack) uploads it. */
   async add(kind: KindCode, id: Uint8Array, plain: Uint8Array): Promise<Ref> {
-    return this.place(kind, id, await sealChunk(this.k, kind, id, plain));
+    return this.place(kind, id, [await sealChunk(this.k, kind, id, plain)]);
   }
 
-  /** Places a chunk sealed already (by a chunk worker: spans.ts) in an open pack, as `add`
-   *  (a content chunk sealed with `sealContent`, a list piece with AES-GCM). */
-  async place(kind: KindCode, id: Uint8Array, sealed: Uint8Array): Promise<Ref> {
+  /** Places a chunk sealed already (by a chunk worker: spans.ts) in an open pack, as `add`: its
+   *  parts, one after another (a content chunk's header and ciphertext, keys.ts `sealedParts`;
+   *  a list piece is one part, sealed with AES-GCM whole). */
+  async place(kind: KindCode, id: Uint8Array, sealed: Uint8Array[]): Promise<Ref> {
     const slots = this.o.open ?? VAULT_OPEN_PACKS;
     let at: number;
     if (this.open.length < slots) {
       at = this.open.length;
-      this.open.push({ parts: [], size: 0, refs: [], kinds: [] });
+      this.open.push({ parts: [], size: 0, refs: [], lists: [] });
     } else at = this.randomSlot() % slots;
     const p = this.open[at];
-    const ref: Ref = { id, pack: '', offset: p.size, length: sealed.length, seal: kind === Kind.Content ? Seal.Ctr : Seal.Gcm };
-    p.parts.push(sealed);
+    const length = sealed.reduce((n, part) => n + part.length, 0);
+    const ref: Ref = { id, pack: '', offset: p.size, length, seal: kind === Kind.Content ? Seal.Ctr : Seal.Gcm };
+    p.parts.push(...sealed);
     p.refs.push(ref);
-    p.kinds.push(kind);
-    p.size += sealed.length;
+    if (kind === Kind.List) p.lists.push({ ref, sealed: sealed[0] });
+    p.size += length;
     this.chunks++;
     if (p.size >= (this.o.target ?? VAULT_PACK_TARGET)) {
       this.open.splice(at, 1);
@@ -142,11 +147,11 @@ export class PackWriter {
       at += part.length;
     }
     randomFill(body.subarray(at));
-    const id = await packId(body);
+    const id = await (this.o.packId ?? packId)(body);
     await this.remote.putPack(this.k.id, id, body);
     if (this.rooms.length <= PACKS_IN_FLIGHT) this.rooms.push(new Uint8Array(body.buffer));
     for (const r of p.refs) r.pack = id;
-    if (this.o.uploaded) for (let i = 0; i < p.refs.length; i++) await this.o.uploaded(p.kinds[i], p.refs[i], p.parts[i]);
+    if (this.o.listUploaded) for (const l of p.lists) await this.o.listUploaded(l.ref, l.sealed);
     this.bytes += body.length;
     this.packs++;
   }

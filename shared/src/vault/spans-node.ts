@@ -15,7 +15,7 @@ import { VAULT_CHUNK_WORKERS_MAX } from '../base/limits.ts';
 import { loadWasm } from '../chunking/wasm.ts';
 import { NONCE_BYTES, SEAL_OVERHEAD, TAG_BYTES } from './format.ts';
 import { type ContentCipher, contentAad } from './keys.ts';
-import { type ChunkKeys, type SpanReply, type SpanRequest, type SpanWorker, chunkKeys, serveSpans } from './spans.ts';
+import { type ChunkKeys, type SpanReply, type SpanRequest, type SpanWorker, chunkKeys, replyTransfer, serveSpans } from './spans.ts';
 
 /** A file as a Node chunk worker reads it: a descriptor open in this process. */
 export interface FdFile {
@@ -36,13 +36,6 @@ export interface NodeSpanWorkers {
 
 /** What a request hands over rather than copies: a pull's range of a pack. */
 const requestTransfer = (m: SpanRequest<FdFile>): ArrayBuffer[] => (m.op === 'open' && m.bytes.byteOffset === 0 && m.bytes.byteLength === m.bytes.buffer.byteLength ? [m.bytes.buffer as ArrayBuffer] : []);
-
-/** What an answer hands over rather than copies: its arrays' buffers. */
-function replyTransfer(r: SpanReply): ArrayBuffer[] {
-  if (!r || 'refused' in r) return [];
-  if (r instanceof Uint8Array) return [r.buffer as ArrayBuffer];
-  return [r.lengths.buffer as ArrayBuffer, r.ids.buffer as ArrayBuffer];
-}
 
 type Reply = { rid: number; ok: true; value: SpanReply } | { rid: number; ok: false; error: string };
 
@@ -130,17 +123,36 @@ function keyObject(k: CryptoKey): KeyObject {
   return key;
 }
 
+/** Spans' rooms a worker keeps for its next reads: as many as it holds at once (spans.ts
+ *  AHEAD_PER_WORKER, and the one being sealed). */
+const ROOMS_KEPT = 3;
+
 /** The worker's side, run by span-worker.mjs in each worker thread. */
 export function serveSpansHere(): void {
   const port = parentPort;
   if (isMainThread || !port) throw new Error('serveSpansHere runs in a worker thread');
   const readFd = (fd: number, offset: number, into: Uint8Array) => new Promise<number>((resolve, reject) => read(fd, into, 0, into.length, offset, (e, n) => (e ? reject(e) : resolve(n))));
-  const serve = serveSpans<FdFile>(Promise.resolve(loadWasm()), async (file, from, to) => {
-    const into = new Uint8Array(to - from);
-    let done = 0;
-    for (let n; done < into.length && (n = await readFd(file.fd, from + done, into.subarray(done))); ) done += n;
-    return into.subarray(0, done);
-  }, nodeCipher);
+  // spans' rooms read into again once their spans are dropped: a fresh 17 MiB array a span
+  // cost its pages' faults and zeroing, some 0.2 s of CPU a GiB (bench/results/vault-cli.md)
+  const rooms: Uint8Array[] = [];
+  const room = (size: number) => {
+    const i = rooms.findIndex((r) => r.length >= size);
+    return (i < 0 ? new Uint8Array(size) : rooms.splice(i, 1)[0]).subarray(0, size);
+  };
+  const release = (bytes: Uint8Array) => {
+    if (rooms.length < ROOMS_KEPT) rooms.push(new Uint8Array(bytes.buffer));
+  };
+  const serve = serveSpans<FdFile>(
+    Promise.resolve(loadWasm()),
+    async (file, from, to) => {
+      const into = room(to - from);
+      let done = 0;
+      for (let n; done < into.length && (n = await readFd(file.fd, from + done, into.subarray(done))); ) done += n;
+      return into.subarray(0, done);
+    },
+    nodeCipher,
+    release,
+  );
   port.on('message', (e: SpanRequest<FdFile> & { rid: number }) => {
     const { rid, ...m } = e;
     serve(m as SpanRequest<FdFile>).then(

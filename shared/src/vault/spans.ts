@@ -16,8 +16,8 @@
 import { SpanCutter } from '../../../wasm/pkg/dsync_wasm.js';
 import type { Source } from '../chunking/chunk-index.ts';
 import { CONTENT_PARAMS, keyedChunks, openVerified } from './chunks.ts';
-import { CTR_OVERHEAD, ID_BYTES, Kind, type SealCode, VaultError, sealOverhead } from './format.ts';
-import { type ContentCipher, type VaultKeys, sealContent, webCipher } from './keys.ts';
+import { ID_BYTES, Kind, type SealCode, VaultError, sealOverhead } from './format.ts';
+import { type ContentCipher, type SealedChunks, type VaultKeys, sealContent, sealedParts, webCipher } from './keys.ts';
 
 /** A span's bytes: a worker reads, cuts and hashes this much at once. */
 export const SPAN_BYTES = 16 << 20;
@@ -54,9 +54,18 @@ export type SpanRequest<F> =
    *  each checked against its id */
   | { op: 'open'; bytes: Uint8Array; at: Uint32Array; lengths: Uint32Array; ids: Uint8Array; seals: Uint8Array };
 
-/** A seal's answer: the sealed chunks one after another (each its length + CTR_OVERHEAD); an
- *  open's: the plaintexts one after another, or why a chunk was refused (a VaultError's words). */
-export type SpanReply = SpanCut | Uint8Array | { refused: string } | null;
+/** A seal's answer: the sealed chunks (keys.ts `SealedChunks`); an open's: the plaintexts one
+ *  after another, or why a chunk was refused (a VaultError's words). */
+export type SpanReply = SpanCut | SealedChunks | Uint8Array | { refused: string } | null;
+
+/** What a chunk worker's answer hands over rather than copies (the page's and the CLI's
+ *  workers): its arrays' buffers, each an array's own (a cipher's output of a few bytes may
+ *  lie in a pool shared with others: that is copied). */
+export function replyTransfer(r: SpanReply): ArrayBuffer[] {
+  if (!r || 'refused' in r) return [];
+  const arrays = r instanceof Uint8Array ? [r] : 'heads' in r ? [r.heads, ...r.runs] : [r.lengths, r.ids];
+  return arrays.filter((a) => a.byteOffset === 0 && a.byteLength === a.buffer.byteLength).map((a) => a.buffer as ArrayBuffer);
+}
 
 /** The keyed chunking of `bytes`, the file's bytes from some offset on, as if a chunk started
  *  at its first byte, and the chunks' ids; `final`: they reach the file's end (every chunk is
@@ -77,10 +86,11 @@ export function cutSpan(k: Pick<ChunkKeys, 'gear' | 'chunkId'>, bytes: Uint8Arra
  *  which goes before the cuts waiting (a span's seal is asked for only once its cut was
  *  answered, and the thread that waits for it packs and uploads meanwhile, where behind the
  *  spans cut ahead it waited idle: bench/results/vault-cli.md). `read(file, from, to)`
- *  gives the file's bytes (the page: a slice of the picked File); `cipher` seals a span's
+ *  gives the file's bytes (the page: a slice of the picked File), and `release` is handed them
+ *  back once the span is dropped (nothing here holds them then); `cipher` seals a span's
  *  chunks (one call, keys.ts `sealContent`) and opens them (default: WebCrypto's); an opened
  *  chunk is checked against its id (`openVerified`). */
-export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: number, to: number) => Promise<Uint8Array>, cipher: ContentCipher = webCipher): (m: SpanRequest<F>) => Promise<SpanReply> {
+export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: number, to: number) => Promise<Uint8Array>, cipher: ContentCipher = webCipher, release?: (bytes: Uint8Array) => void): (m: SpanRequest<F>) => Promise<SpanReply> {
   let keys: ChunkKeys | null = null;
   const held = new Map<number, Uint8Array>();
   const one = async (m: SpanRequest<F>): Promise<SpanReply> => {
@@ -89,7 +99,9 @@ export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: num
       return null;
     }
     if (m.op === 'drop') {
+      const bytes = held.get(m.span);
       held.delete(m.span);
+      if (bytes) release?.(bytes);
       return null;
     }
     if (!keys) throw new Error('a chunk worker was given no keys');
@@ -187,14 +199,9 @@ export interface CutBatch {
   offsets: number[];
   lengths: number[];
   ids: Uint8Array[];
-  /** the sealed chunks at these indexes of the batch, in that order */
-  seal(which: number[]): Promise<Uint8Array[]>;
-}
-
-/** The sealed chunks `sealContent` answered, one array each, given their plaintexts' lengths. */
-function splitSealed(sealed: Uint8Array, lengths: number[]): Uint8Array[] {
-  let at = 0;
-  return lengths.map((l) => sealed.subarray(at, (at += l + CTR_OVERHEAD)));
+  /** the sealed chunks at these indexes of the batch, in that order, each as its parts (keys.ts
+   *  `sealedParts`) */
+  seal(which: number[]): Promise<Uint8Array[][]>;
 }
 
 /** A file's chunks as a push takes them, in batches, each sealed (or not) before the next is
@@ -211,7 +218,7 @@ export function serialChunks(k: VaultKeys, source: Source): FileCut {
         offsets: chunks.map((c) => c.offset),
         lengths: chunks.map((c) => c.bytes.length),
         ids: chunks.map((c) => c.id),
-        seal: async (which) => splitSealed(await sealContent(webCipher, k, which.map((i) => chunks[i].id), which.map((i) => chunks[i].bytes)), which.map((i) => chunks[i].bytes.length)),
+        seal: async (which) => sealedParts(await sealContent(webCipher, k, which.map((i) => chunks[i].id), which.map((i) => chunks[i].bytes)), which.map((i) => chunks[i].bytes.length)),
       };
     }
   }
@@ -278,8 +285,8 @@ export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o
             offsets: Uint32Array.from(which, (w) => b.offsets[w] - b.list.from),
             lengths: Uint32Array.from(which, (w) => b.lengths[w]),
             ids,
-          })) as Uint8Array;
-          return splitSealed(sealed, which.map((w) => b.lengths[w]));
+          })) as SealedChunks;
+          return sealedParts(sealed, which.map((w) => b.lengths[w]));
         },
       });
       batch = { list: b.list, offsets: [], lengths: [], ids: [] };

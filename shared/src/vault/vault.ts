@@ -176,6 +176,9 @@ export interface VaultOptions {
   /** where this device keeps the sealed list pieces it fetched or wrote (default: in memory,
    *  for this Vault object's life) */
   cache?: PieceCache;
+  /** how a pack's id is computed (default packs.ts `packId`, WebCrypto's SHA-256; the CLI's is
+   *  node:crypto's, synchronous and without WebCrypto's copy of each block) */
+  packId?: (bytes: Uint8Array) => Promise<string> | string;
 }
 
 export class Vault {
@@ -188,6 +191,7 @@ export class Vault {
 
   /** the label recorded with every version this device pushes */
   readonly device: string;
+  private readonly packId?: (bytes: Uint8Array) => Promise<string> | string;
 
   constructor(
     private readonly remote: VaultRemote,
@@ -197,6 +201,7 @@ export class Vault {
   ) {
     this.device = checkDevice(o.device ?? DEFAULT_DEVICE);
     this.cache = o.cache ?? memoryPieceCache();
+    this.packId = o.packId;
   }
 
   get id(): string {
@@ -386,7 +391,7 @@ export class Vault {
   /** Runs `fn` with a PackWriter; chunks it sealed but never uploaded (a failed write) are
    *  forgotten, as they are not the vault's. */
   private async writing<T>(fn: (packs: PackWriter) => Promise<T>): Promise<T> {
-    const packs = new PackWriter(this.remote, this.keys, { uploaded: async (kind, r, sealed) => void (kind === Kind.List && (await this.cache.put(hex(r.id), sealed))) });
+    const packs = new PackWriter(this.remote, this.keys, { listUploaded: (r, sealed) => this.cache.put(hex(r.id), sealed), packId: this.packId });
     try {
       return await fn(packs);
     } finally {
