@@ -5,9 +5,12 @@
 // each push, in the same run, a plain first upload of as many other random bytes from the
 // Files view (pick to its card done), the yardstick of issue 46 (a vault within 1.5× of it);
 // the pull beside a plain download of the last plain file (its version's link, to the file
-// saved); then a 30% edit of each (the first 30% of every MiB rewritten) pushed again.
+// saved); then a 30% edit of each (the first 30% of every MiB rewritten) pushed again. Each timed
+// step starts after a `sync` (untimed), so that none pays for the write-back of the files
+// written for it or of the upload before it.
 //   npx playwright test -c bench/browser/playwright.config.ts bench/browser/vault-page.bench.ts
 // Writes bench/results/vault-page.md (OUT= elsewhere); MIB= another size than 32 MiB.
+import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import path from 'node:path';
@@ -21,6 +24,8 @@ const SIZE = Number(process.env.MIB ?? 32) * MiB;
 const LONG = { timeout: 600_000 };
 /** Rounds of a plain upload and a vault push, one after the other. */
 const ROUNDS = 2;
+/** Dirty pages written to the disk before a timed step. */
+const settle = () => execFileSync('sync');
 
 test('a vault in the page: unlock, first push, pull', async ({ page, server, dir }) => {
   test.setTimeout(1_800_000);
@@ -43,21 +48,24 @@ test('a vault in the page: unlock, first push, pull', async ({ page, server, dir
   for (let i = 0; i < ROUNDS; i++) {
     const plain = path.join(dir, `plain-${i}.bin`);
     writeFileSync(plain, randomBytes(SIZE));
+    const file = path.join(dir, `random-${i}.bin`);
+    bytes = randomBytes(SIZE);
+    writeFileSync(file, bytes);
     await page.getByTestId('view-files').click();
+    settle();
     let t = Date.now();
     await page.getByTestId('file-input').setInputFiles(plain);
     await result(page, `plain-${i}.bin`, LONG);
     plains.push(Date.now() - t);
     await page.getByTestId('view-vaults').click();
-    const file = path.join(dir, `random-${i}.bin`);
-    bytes = randomBytes(SIZE);
-    writeFileSync(file, bytes);
+    settle();
     t = Date.now();
     await page.getByTestId('vault-file-input').setInputFiles(file);
     await expect(page.getByTestId('vault-progress')).toContainText(`random-${i}.bin stored`, LONG);
     pushes.push(Date.now() - t);
     loads.push(loadavg()[0]);
   }
+  settle();
   let t = Date.now();
   const [dl] = await Promise.all([page.waitForEvent('download', LONG), page.locator(`[data-testid=vault-file][data-name="random-${ROUNDS - 1}.bin"]`).getByTestId('vault-download').click()]);
   const pull = Date.now() - t;
@@ -67,6 +75,7 @@ test('a vault in the page: unlock, first push, pull', async ({ page, server, dir
   await page.getByTestId('view-files').click();
   const last = `plain-${ROUNDS - 1}.bin`;
   await page.getByTestId('file-row').filter({ hasText: last }).getByRole('button', { expanded: false }).click();
+  settle();
   t = Date.now();
   const [plainDl] = await Promise.all([page.waitForEvent('download', LONG), page.getByRole('link', { name: `Download ${last} version 1` }).click()]);
   await plainDl.path();
@@ -81,6 +90,7 @@ test('a vault in the page: unlock, first push, pull', async ({ page, server, dir
   const plainFile = path.join(dir, last);
   writeFileSync(plainFile, edit(readFileSync(plainFile)));
   const ended = await watchEnd(page, last);
+  settle();
   t = Date.now();
   await page.getByTestId('file-input').setInputFiles(plainFile);
   await result(page, last, LONG);
@@ -89,6 +99,7 @@ test('a vault in the page: unlock, first push, pull', async ({ page, server, dir
   const vaultFile = path.join(dir, `random-${ROUNDS - 1}.bin`);
   writeFileSync(vaultFile, edit(bytes));
   const before = await page.getByTestId('vault-progress').textContent();
+  settle();
   t = Date.now();
   await page.getByTestId('vault-file-input').setInputFiles(vaultFile);
   await page.waitForFunction((old) => {
