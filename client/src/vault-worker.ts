@@ -10,7 +10,7 @@ import { VAULT_CHUNK_WORKERS_MAX } from '../../shared/src/base/limits.ts';
 import { answer, httpVaultRemote } from '../../shared/src/vault/remote.ts';
 import { type Vault, createVault, openVault } from '../../shared/src/vault/vault.ts';
 import { VaultError } from '../../shared/src/vault/format.ts';
-import { SPAN_BYTES, type SpanReply, type SpanRequest, type SpanWorker, chunkKeys, openInWorkers, spanChunks } from '../../shared/src/vault/spans.ts';
+import { SPAN_BYTES, type SpanReply, type SpanRequest, type SpanWorker, chunkKeys, openInWorkers, requestTransfer, spanChunks } from '../../shared/src/vault/spans.ts';
 import { blobSource } from './blob-source.ts';
 import type { VaultFailureKind, VaultListing, VaultOpened, VaultPushed, VaultReply, VaultRequest, VaultUploaded } from './vault-api.ts';
 import { storedHeads } from './vault-heads.ts';
@@ -63,8 +63,8 @@ function startChunkWorker(onFail: () => void): Promise<ChunkWorker | null> {
       new Promise<SpanReply>((resolve, reject) => {
         const rid = next++;
         waiting.set(rid, { resolve, reject });
-        // a pack's range is handed over, not copied
-        w.postMessage({ ...m, rid }, m.op === 'open' ? [m.bytes.buffer as ArrayBuffer] : []);
+        // a pack's range, a seal's room: handed over, not copied
+        w.postMessage({ ...m, rid }, requestTransfer(m));
       }),
     end: () => w.terminate(),
   };

@@ -20,7 +20,7 @@ import { Rng, randomBytes, textBytes } from '../../harness/testdata.ts';
 import { chunkIds, keyedChunks, openVerified } from '../src/vault/chunks.ts';
 import { CTR_OVERHEAD, ID_BYTES, Kind, NONCE_BYTES, SEAL_OVERHEAD, Seal, type SealCode, VaultError, hex } from '../src/vault/format.ts';
 import { deriveKeys, sealChunk, sealContent, sealedParts, webCipher } from '../src/vault/keys.ts';
-import { SPAN_BYTES, type SpanWorker, joinLists, openInWorkers, serveSpans, serialChunks, spanChunks } from '../src/vault/spans.ts';
+import { type CutBatch, SPAN_BYTES, type SpanWorker, joinLists, openInWorkers, serveSpans, serialChunks, spanChunks } from '../src/vault/spans.ts';
 import { nodeCipher, nodeSpanWorkers } from '../src/vault/spans-node.ts';
 import { gcmContentChunk } from '../../harness/vault-legacy.ts';
 import { httpVaultRemote } from '../src/vault/remote.ts';
@@ -58,6 +58,9 @@ async function serial(bytes: Uint8Array) {
   return chunks;
 }
 
+/** Seals `spanned` asked for, and the distinct buffers their ciphertexts lay in (rooms used again). */
+const seals = { count: 0, rooms: new Set<ArrayBufferLike>() };
+
 /** The chunks spanChunks gives (each batch sealed whole, every other chunk, or none), and each sealed chunk checked to open to its bytes: by `workers` serveSpans in this thread,
  *  or by the workers of `pool` reading `file`. */
 async function spanned<F = Uint8Array>(bytes: Uint8Array, workers: number | { pool: SpanWorker<F>[]; file: F }, span: number | undefined, overlap: number | undefined, seal: 'all' | 'odd' | 'none') {
@@ -76,16 +79,28 @@ async function spanned<F = Uint8Array>(bytes: Uint8Array, workers: number | { po
   const cut = spanChunks(pool as SpanWorker<F | Uint8Array>[], file, bytes.length, { span, overlap });
   const chunks: { offset: number; length: number; id: string }[] = [];
   let n = 0;
+  // as a push does (vault.ts): a batch is sealed before the one before it is placed (here:
+  // opened and checked), and then that one's room is told free
+  const check = async (p: { b: CutBatch; which: number[]; sealed: Promise<Uint8Array[][]> }) => {
+    const sealed = await p.sealed;
+    for (const [j, i] of p.which.entries()) {
+      const plain = await openVerified(k, Kind.Content, p.b.ids[i], Seal.Ctr, Buffer.concat(sealed[j]));
+      assert.deepEqual(plain, bytes.subarray(p.b.offsets[i], p.b.offsets[i] + p.b.lengths[i]), 'a sealed chunk opens to its bytes');
+      seals.rooms.add(sealed[j][1].buffer);
+    }
+    if (p.which.length) seals.count++;
+    p.b.placed();
+  };
+  let before: Parameters<typeof check>[0] | null = null;
   for await (const b of cut.batches) {
     const which = b.ids.map((_, i) => i).filter((i) => seal === 'all' || (seal === 'odd' && (n + i) % 2 === 1));
-    const sealed = await b.seal(which);
-    for (const [j, i] of which.entries()) {
-      const plain = await openVerified(k, Kind.Content, b.ids[i], Seal.Ctr, Buffer.concat(sealed[j]));
-      assert.deepEqual(plain, bytes.subarray(b.offsets[i], b.offsets[i] + b.lengths[i]), 'a sealed chunk opens to its bytes');
-    }
+    const now = { b, which, sealed: b.seal(which) };
+    if (before) await check(before);
+    before = now;
     b.ids.forEach((id, i) => chunks.push({ offset: b.offsets[i], length: b.lengths[i], id: hex(id) }));
     n += b.ids.length;
   }
+  if (before) await check(before);
   await cut.settled();
   return chunks;
 }
@@ -104,6 +119,8 @@ test('span-parallel chunking gives the serial chunks and ids on 40 files of many
     assert.equal(got.length, want.length, `${where}: chunk count`);
     assert.deepEqual(got, want, where);
   }
+  // the seals' rooms were written again once their chunks were placed, and every chunk opened
+  assert.ok(seals.rooms.size < seals.count / 2, `${seals.count} seals wrote into ${seals.rooms.size} rooms`);
 });
 
 test("serialChunks (a small file's, on its own thread) gives keyedChunks' chunks", async () => {

@@ -121,9 +121,10 @@ export type ContentKeys = Pick<VaultKeys, 'idBytes' | 'stream' | 'content'>;
  *  given) or node:crypto's (spans-node.ts, the CLI's chunk workers). */
 export interface ContentCipher {
   /** `data` XOR the AES-256-CTR key stream of the stream key from byte `skip` (0 to 15) of
-   *  counter block `counter` (one 128-bit big-endian number, incremented a block at a time),
-   *  as a new array */
-  ctr(k: ContentKeys, counter: Uint8Array, skip: number, data: Uint8Array): Promise<Uint8Array> | Uint8Array;
+   *  counter block `counter` (one 128-bit big-endian number, incremented a block at a time):
+   *  written into `into` when given (at least `data`'s length; the part written is answered),
+   *  else as a new array */
+  ctr(k: ContentKeys, counter: Uint8Array, skip: number, data: Uint8Array, into?: Uint8Array): Promise<Uint8Array> | Uint8Array;
   /** the plaintext of a content chunk sealed with AES-256-GCM (nonce || ciphertext || tag,
    *  bound to its `contentAad`), or null when its tag does not verify */
   openGcm(k: ContentKeys, id: Uint8Array, sealed: Uint8Array): Promise<Uint8Array | null> | Uint8Array | null;
@@ -132,14 +133,16 @@ export interface ContentCipher {
 /** The ContentCipher through WebCrypto (a key stream from within a block: `skip` bytes put
  *  before the data, their output dropped). */
 export const webCipher: ContentCipher = {
-  ctr: async (k, counter, skip, data) => {
+  ctr: async (k, counter, skip, data, into) => {
     let input = data;
     if (skip) {
       input = new Uint8Array(skip + data.length);
       input.set(data, skip);
     }
-    const out = new Uint8Array(await subtle.encrypt({ name: 'AES-CTR', counter: counter as Uint8Array<ArrayBuffer>, length: 128 }, k.stream, input as Uint8Array<ArrayBuffer>));
-    return out.subarray(skip);
+    const out = new Uint8Array(await subtle.encrypt({ name: 'AES-CTR', counter: counter as Uint8Array<ArrayBuffer>, length: 128 }, k.stream, input as Uint8Array<ArrayBuffer>)).subarray(skip);
+    if (!into) return out;
+    into.set(out);
+    return into.subarray(0, out.length);
   },
   openGcm: (k, id, sealed) => open(k.content, sealed, chunkAad(k, 0, id)),
 };
@@ -176,10 +179,12 @@ function runOf(parts: Uint8Array[], i: number): number {
 /** Content chunks as `sealContent` seals them: each chunk's header (its masked key stream
  *  position, CTR_OVERHEAD bytes) one after another in `heads`, and the ciphertext of each run
  *  sealed by one call in `runs`, in order (a chunk's follows the one before it in its run). A
- *  sealed chunk is its header, then its ciphertext (`sealedParts`). */
+ *  sealed chunk is its header, then its ciphertext (`sealedParts`). `room`: the room the runs
+ *  were written into, when one was given. */
 export interface SealedChunks {
   heads: Uint8Array;
   runs: Uint8Array[];
+  room?: Uint8Array;
 }
 
 /**
@@ -190,19 +195,24 @@ export interface SealedChunks {
  * the first 16 bytes of its id (so that the server, which never sees an id, cannot tell two
  * chunks of one call, nor their lengths, from their positions), then its ciphertext. It
  * carries no tag: its keyed id, in the sealed manifest that names it, authenticates it
- * (`openContent`). The ciphertexts stay where the cipher wrote them: a pack copies each
- * chunk's two parts into its body.
+ * (`openContent`). The ciphertexts stay where the cipher wrote them (one after another in
+ * `room` when given: a room written before, whose pages are the process's already, where a
+ * new array a span cost a CLI push a tenth of its CPU in page faults; bench/results/
+ * vault-cli.md): a pack copies each chunk's two parts into its body.
  */
-export async function sealContent(cipher: ContentCipher, k: ContentKeys, ids: Uint8Array[], plains: Uint8Array[]): Promise<SealedChunks> {
+export async function sealContent(cipher: ContentCipher, k: ContentKeys, ids: Uint8Array[], plains: Uint8Array[], room?: Uint8Array): Promise<SealedChunks> {
   const heads = new Uint8Array(plains.length * CTR_OVERHEAD);
   const runs: Uint8Array[] = [];
+  let used = 0;
+  if (room && room.length < plains.reduce((n, p) => n + p.length, 0)) throw new RangeError('a room smaller than the chunks to seal');
   for (let i = 0; i < plains.length; ) {
     const run = plains.slice(i, i + runOf(plains, i));
     const length = run.reduce((n, p) => n + p.length, 0);
     const base = random(16);
     base[0] &= 0x7f;
     base[15] &= 0xf0;
-    runs.push(await cipher.ctr(k, streamAt(base).counter, 0, new Uint8Array(run[0].buffer, run[0].byteOffset, length)));
+    runs.push(await cipher.ctr(k, streamAt(base).counter, 0, new Uint8Array(run[0].buffer, run[0].byteOffset, length), room?.subarray(used)));
+    used += length;
     let off = 0;
     for (const p of run) {
       const head = heads.subarray(i * CTR_OVERHEAD, (i + 1) * CTR_OVERHEAD);
@@ -212,7 +222,7 @@ export async function sealContent(cipher: ContentCipher, k: ContentKeys, ids: Ui
       i++;
     }
   }
-  return { heads, runs };
+  return room ? { heads, runs, room } : { heads, runs };
 }
 
 /** The sealed chunks of `s`, each as its two parts (header, ciphertext), given their

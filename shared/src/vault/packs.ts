@@ -9,8 +9,9 @@ import { type VaultKeys, sealChunk } from './keys.ts';
 import type { VaultRemote } from './remote.ts';
 
 interface OpenPack {
-  /** the sealed chunks' parts, in order */
-  parts: Uint8Array[];
+  /** the sealed chunks, one after another from byte 0 (`size` bytes), in a room with space for
+   *  the pack's padding */
+  body: Uint8Array<ArrayBuffer>;
   size: number;
   refs: Ref[];
   /** the list pieces placed, for `listUploaded` */
@@ -33,6 +34,9 @@ function randomFill(out: Uint8Array): void {
 const PACKS_IN_FLIGHT = 3;
 
 const RANDOM_SLOTS = 1024;
+
+/** Rooms of uploaded packs kept for the next (as many as are open and uploading at once). */
+const ROOMS_KEPT = VAULT_OPEN_PACKS + PACKS_IN_FLIGHT;
 
 const sha256 = async (b: Uint8Array) => new Uint8Array(await globalThis.crypto.subtle.digest('SHA-256', b as Uint8Array<ArrayBuffer>));
 
@@ -65,7 +69,7 @@ export class PackWriter {
     private readonly remote: VaultRemote,
     private readonly k: VaultKeys,
     /** `listUploaded`: told of every sealed list piece once its pack is stored (the vault keeps
-     *  them in its PieceCache); `packId`: how a pack's id is computed (default `packId`, through
+     *  them in its PieceCache; the bytes are the pack's, to be read during the call); `packId`: how a pack's id is computed (default `packId`, through
      *  WebCrypto) */
     private readonly o: { target?: number; open?: number; listUploaded?: (r: Ref, sealed: Uint8Array) => Promise<void>; packId?: (bytes: Uint8Array) => Promise<string> | string } = {},
   ) {}
@@ -78,23 +82,28 @@ export class PackWriter {
 
   /** Places a chunk sealed already (by a chunk worker: spans.ts) in an open pack, as `add`: its
    *  parts, one after another (a content chunk's header and ciphertext, keys.ts `sealedParts`;
-   *  a list piece is one part, sealed with AES-GCM whole). */
+   *  a list piece is one part, sealed with AES-GCM whole), copied there before this returns (the
+   *  caller may write over `sealed` then: spans.ts seals into rooms used again). */
   async place(kind: KindCode, id: Uint8Array, sealed: Uint8Array[]): Promise<Ref> {
     const slots = this.o.open ?? VAULT_OPEN_PACKS;
+    const target = this.o.target ?? VAULT_PACK_TARGET;
     let at: number;
     if (this.open.length < slots) {
       at = this.open.length;
-      this.open.push({ parts: [], size: 0, refs: [], lists: [] });
+      this.open.push({ body: this.room(target), size: 0, refs: [], lists: [] });
     } else at = this.randomSlot() % slots;
     const p = this.open[at];
     const length = sealed.reduce((n, part) => n + part.length, 0);
     const ref: Ref = { id, pack: '', offset: p.size, length, seal: kind === Kind.Content ? Seal.Ctr : Seal.Gcm };
-    p.parts.push(...sealed);
+    this.reserve(p, p.size + length);
+    for (const part of sealed) {
+      p.body.set(part, p.size);
+      p.size += part.length;
+    }
     p.refs.push(ref);
-    if (kind === Kind.List) p.lists.push({ ref, sealed: sealed[0] });
-    p.size += length;
+    if (kind === Kind.List) p.lists.push({ ref, sealed: p.body.subarray(ref.offset, p.size) });
     this.chunks++;
-    if (p.size >= (this.o.target ?? VAULT_PACK_TARGET)) {
+    if (p.size >= target) {
       this.open.splice(at, 1);
       if (this.flying.length >= PACKS_IN_FLIGHT) await this.flying.shift();
       const up = this.upload(p);
@@ -130,28 +139,34 @@ export class PackWriter {
    *  and every byte of a body is written again (chunks, then random padding). */
   private rooms: Uint8Array<ArrayBuffer>[] = [];
 
+  /** A room for a pack of `size` bytes of chunks, with slack for the last chunk and PADME's
+   *  rounding (to 128 KiB at 4 MiB). */
   private room(size: number): Uint8Array<ArrayBuffer> {
     const i = this.rooms.findIndex((r) => r.length >= size);
-    // slack for the next packs' sizes: PADME rounds a pack of 4 MiB and more to 128 KiB
-    const room = i < 0 ? new Uint8Array(size + (size >> 4)) : this.rooms.splice(i, 1)[0];
-    return room.subarray(0, size);
+    return i < 0 ? new Uint8Array(size + (size >> 4)) : this.rooms.splice(i, 1)[0];
+  }
+
+  /** Makes `p`'s room hold `size` bytes (a larger room, the chunks copied over, where not). */
+  private reserve(p: OpenPack, size: number): void {
+    if (size <= p.body.length) return;
+    const body = this.room(size);
+    body.set(p.body.subarray(0, p.size));
+    p.body = body;
   }
 
   private async upload(p: OpenPack): Promise<void> {
     // the sealed chunks, then random bytes up to PADME (only the padding drawn: a pack's worth
     // of getRandomValues costs as much as sealing it)
-    const body = this.room(padme(p.size));
-    let at = 0;
-    for (const part of p.parts) {
-      body.set(part, at);
-      at += part.length;
-    }
-    randomFill(body.subarray(at));
+    const padded = padme(p.size);
+    this.reserve(p, padded);
+    const body = p.body.subarray(0, padded);
+    randomFill(body.subarray(p.size));
     const id = await (this.o.packId ?? packId)(body);
     await this.remote.putPack(this.k.id, id, body);
-    if (this.rooms.length <= PACKS_IN_FLIGHT) this.rooms.push(new Uint8Array(body.buffer));
     for (const r of p.refs) r.pack = id;
     if (this.o.listUploaded) for (const l of p.lists) await this.o.listUploaded(l.ref, l.sealed);
+    // (its list pieces read: the room may be written again)
+    if (this.rooms.length < ROOMS_KEPT) this.rooms.push(p.body);
     this.bytes += body.length;
     this.packs++;
   }

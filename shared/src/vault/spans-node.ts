@@ -15,7 +15,7 @@ import { VAULT_CHUNK_WORKERS_MAX } from '../base/limits.ts';
 import { loadWasm } from '../chunking/wasm.ts';
 import { NONCE_BYTES, SEAL_OVERHEAD, TAG_BYTES } from './format.ts';
 import { type ContentCipher, contentAad } from './keys.ts';
-import { type ChunkKeys, type SpanReply, type SpanRequest, type SpanWorker, chunkKeys, replyTransfer, serveSpans } from './spans.ts';
+import { type ChunkKeys, type SpanReply, type SpanRequest, type SpanWorker, chunkKeys, replyTransfer, requestTransfer, serveSpans } from './spans.ts';
 
 /** A file as a Node chunk worker reads it: a descriptor open in this process. */
 export interface FdFile {
@@ -33,9 +33,6 @@ export interface NodeSpanWorkers {
   workers: SpanWorker<FdFile>[];
   end(): Promise<void>;
 }
-
-/** What a request hands over rather than copies: a pull's range of a pack. */
-const requestTransfer = (m: SpanRequest<FdFile>): ArrayBuffer[] => (m.op === 'open' && m.bytes.byteOffset === 0 && m.bytes.byteLength === m.bytes.buffer.byteLength ? [m.bytes.buffer as ArrayBuffer] : []);
 
 type Reply = { rid: number; ok: true; value: SpanReply } | { rid: number; ok: false; error: string };
 
@@ -84,6 +81,9 @@ export function nodeSpanWorkers(keys: ChunkKeys, size = defaultChunkWorkers()): 
 }
 
 const BLOCK_PAD = new Uint8Array(16);
+/** Bytes the cipher takes at a time when it writes into a room (bench/results/vault-cli.md:
+ *  256 KiB pieces took no system time where 16 MiB ones took a third of the cipher's). */
+const CTR_PIECE = 256 << 10;
 
 /**
  * keys.ts's ContentCipher through node:crypto: the same bytes as WebCrypto's, synchronous
@@ -94,10 +94,14 @@ const BLOCK_PAD = new Uint8Array(16);
  * `keyObject`'s.
  */
 export const nodeCipher: ContentCipher = {
-  ctr: (k, counter, skip, data) => {
+  ctr: (k, counter, skip, data, into) => {
     const c = createCipheriv('aes-256-ctr', keyObject(k.stream), counter);
     if (skip) c.update(BLOCK_PAD.subarray(0, skip));
-    return c.update(data);
+    if (!into) return c.update(data);
+    // in pieces, each written into `into`: a piece's output array is malloc's memory used
+    // before, where one array as long as `data` was fresh pages each call
+    for (let at = 0; at < data.length; at += CTR_PIECE) into.set(c.update(data.subarray(at, at + CTR_PIECE)), at);
+    return into.subarray(0, data.length);
   },
   openGcm: (k, id, sealed) => {
     if (sealed.length < SEAL_OVERHEAD) return null;

@@ -47,8 +47,9 @@ export type SpanRequest<F> =
   /** reads [from, to) of `file` (`final`: to is the file's end), cuts it, and holds the bytes
    *  for `seal` until `drop` */
   | { op: 'cut'; span: number; file: F; from: number; to: number; final: boolean }
-  /** seals the chunks of span `span` at these offsets (from its `from`), lengths and ids */
-  | { op: 'seal'; span: number; offsets: Uint32Array; lengths: Uint32Array; ids: Uint8Array }
+  /** seals the chunks of span `span` at these offsets (from its `from`), lengths and ids, their
+   *  ciphertexts into `room` (handed over, and back with the answer) */
+  | { op: 'seal'; span: number; offsets: Uint32Array; lengths: Uint32Array; ids: Uint8Array; room?: Uint8Array }
   | { op: 'drop'; span: number }
   /** opens the content chunks at `at` (lengths, ids, seals) of `bytes` (a range of a pack),
    *  each checked against its id */
@@ -58,13 +59,23 @@ export type SpanRequest<F> =
  *  after another, or why a chunk was refused (a VaultError's words). */
 export type SpanReply = SpanCut | SealedChunks | Uint8Array | { refused: string } | null;
 
-/** What a chunk worker's answer hands over rather than copies (the page's and the CLI's
- *  workers): its arrays' buffers, each an array's own (a cipher's output of a few bytes may
- *  lie in a pool shared with others: that is copied). */
+/** The buffers of `arrays` that are wholly theirs, each once (a cipher's output of a few bytes
+ *  may lie in a pool shared with others: that is copied, not handed over). */
+const ownBuffers = (arrays: ArrayBufferView[]): ArrayBuffer[] => [...new Set(arrays.filter((a) => a.byteOffset === 0 && a.byteLength === a.buffer.byteLength).map((a) => a.buffer as ArrayBuffer))];
+
+/** What a request to a chunk worker hands over rather than copies (the page's and the CLI's
+ *  workers): a pull's range of a pack, a seal's room. */
+export function requestTransfer<F>(m: SpanRequest<F>): ArrayBuffer[] {
+  if (m.op === 'open') return ownBuffers([m.bytes]);
+  return m.op === 'seal' && m.room ? ownBuffers([m.room]) : [];
+}
+
+/** What a chunk worker's answer hands over rather than copies: its arrays' buffers (a seal's
+ *  runs lie in its room). */
 export function replyTransfer(r: SpanReply): ArrayBuffer[] {
   if (!r || 'refused' in r) return [];
-  const arrays = r instanceof Uint8Array ? [r] : 'heads' in r ? [r.heads, ...r.runs] : [r.lengths, r.ids];
-  return arrays.filter((a) => a.byteOffset === 0 && a.byteLength === a.buffer.byteLength).map((a) => a.buffer as ArrayBuffer);
+  if (r instanceof Uint8Array) return ownBuffers([r]);
+  return ownBuffers('heads' in r ? [r.heads, ...r.runs, ...(r.room ? [r.room] : [])] : [r.lengths, r.ids]);
 }
 
 /** The keyed chunking of `bytes`, the file's bytes from some offset on, as if a chunk started
@@ -133,7 +144,7 @@ export function serveSpans<F>(ready: Promise<unknown>, read: (file: F, from: num
     const bytes = held.get(m.span);
     if (!bytes) throw new Error(`a chunk worker holds no span ${m.span}`);
     const ids = Array.from(m.lengths, (_, i) => m.ids.subarray(i * ID_BYTES, (i + 1) * ID_BYTES));
-    return sealContent(cipher, keys, ids, Array.from(m.lengths, (l, i) => bytes.subarray(m.offsets[i], m.offsets[i] + l)));
+    return sealContent(cipher, keys, ids, Array.from(m.lengths, (l, i) => bytes.subarray(m.offsets[i], m.offsets[i] + l)), m.room);
   };
   const waiting: { m: SpanRequest<F>; resolve: (r: SpanReply) => void; reject: (e: unknown) => void }[] = [];
   let running = false;
@@ -202,6 +213,9 @@ export interface CutBatch {
   /** the sealed chunks at these indexes of the batch, in that order, each as its parts (keys.ts
    *  `sealedParts`) */
   seal(which: number[]): Promise<Uint8Array[][]>;
+  /** tells that the sealed chunks were copied where they go (packs.ts `place`): their bytes
+   *  may be written over by a later seal */
+  placed(): void;
 }
 
 /** A file's chunks as a push takes them, in batches, each sealed (or not) before the next is
@@ -219,6 +233,7 @@ export function serialChunks(k: VaultKeys, source: Source): FileCut {
         lengths: chunks.map((c) => c.bytes.length),
         ids: chunks.map((c) => c.id),
         seal: async (which) => sealedParts(await sealContent(webCipher, k, which.map((i) => chunks[i].id), which.map((i) => chunks[i].bytes)), which.map((i) => chunks[i].bytes.length)),
+        placed: () => {},
       };
     }
   }
@@ -252,6 +267,14 @@ export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o
     return r.then((c) => ({ ...(c as SpanCut), span, worker }));
   };
   const ends = (i: number) => ({ from: i * spanBytes, to: Math.min(size, (i + 1) * spanBytes + overlap) });
+  /** rooms that seals wrote into and whose chunks were placed, for the next seals (a seal's
+   *  room is handed to its worker and back) */
+  const rooms: Uint8Array[] = [];
+  const ROOMS_KEPT = 2 * workers.length;
+  const sealRoom = (bytes: number) => {
+    const i = rooms.findIndex((r) => r.length >= bytes);
+    return i < 0 ? new Uint8Array(Math.max(bytes, spanBytes + overlap)) : rooms.splice(i, 1)[0];
+  };
   async function* batches(): AsyncGenerator<CutBatch> {
     const ahead = AHEAD_PER_WORKER * workers.length;
     const pending: Promise<Keyed>[] = [];
@@ -271,6 +294,7 @@ export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o
     const flush = () => {
       if (!batch || !batch.offsets.length) return;
       const b = batch;
+      let room: Uint8Array | undefined;
       out.push({
         offsets: b.offsets,
         lengths: b.lengths,
@@ -279,14 +303,21 @@ export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o
           if (!which.length) return [];
           const ids = new Uint8Array(which.length * ID_BYTES);
           which.forEach((w, i) => ids.set(b.ids[w], i * ID_BYTES));
+          const lengths = which.map((w) => b.lengths[w]);
           const sealed = (await workers[b.list.worker].request({
             op: 'seal',
             span: b.list.span,
             offsets: Uint32Array.from(which, (w) => b.offsets[w] - b.list.from),
-            lengths: Uint32Array.from(which, (w) => b.lengths[w]),
+            lengths: Uint32Array.from(lengths),
             ids,
+            room: sealRoom(lengths.reduce((n, l) => n + l, 0)),
           })) as SealedChunks;
-          return sealedParts(sealed, which.map((w) => b.lengths[w]));
+          room = sealed.room;
+          return sealedParts(sealed, lengths);
+        },
+        placed: () => {
+          if (room && rooms.length < ROOMS_KEPT) rooms.push(room);
+          room = undefined;
         },
       });
       batch = { list: b.list, offsets: [], lengths: [], ids: [] };

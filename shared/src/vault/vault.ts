@@ -508,6 +508,7 @@ export class Vault {
         const next = batches.next().then((n) => (n.done ? null : begin(n.value, before)));
         next.catch(() => {}); // (awaited below, after this batch's chunks are placed)
         for (const [j, i] of at.fresh.entries()) this.index.set(at.keys[i], await packs.place(Kind.Content, at.b.ids[i], sealed[j]));
+        at.b.placed();
         for (const key of at.keys) refs.push(this.index.get(key)!);
         reused += at.keys.length - at.fresh.length;
         at = await next;
