@@ -19,7 +19,7 @@ import { bufferSource } from '../src/chunking/chunk-index.ts';
 import { Rng, randomBytes, textBytes } from '../../harness/testdata.ts';
 import { chunkIds, keyedChunks, openVerified } from '../src/vault/chunks.ts';
 import { CTR_OVERHEAD, ID_BYTES, Kind, NONCE_BYTES, SEAL_OVERHEAD, Seal, type SealCode, VaultError, hex } from '../src/vault/format.ts';
-import { deriveKeys, sealChunk, sealContent, sealedParts, webCipher } from '../src/vault/keys.ts';
+import { CTR_PIECE, deriveKeys, sealChunk, sealContent, sealedParts, webCipher } from '../src/vault/keys.ts';
 import { type CutBatch, SPAN_BYTES, type SpanWorker, joinLists, openInWorkers, serveSpans, serialChunks, spanChunks } from '../src/vault/spans.ts';
 import { nodeCipher, nodeSpanWorkers } from '../src/vault/spans-node.ts';
 import { gcmContentChunk } from '../../harness/vault-legacy.ts';
@@ -248,6 +248,16 @@ test("nodeCipher and webCipher: the same AES-CTR bytes (the counter carried over
       const web = Buffer.from(await webCipher.ctr(k, counter, skip, data.subarray(skip)));
       assert.deepEqual(Buffer.from(await nodeCipher.ctr(k, counter, skip, data.subarray(skip))), web, `counter ${Buffer.from(counter).toString('hex')}, from byte ${skip}`);
       assert.deepEqual(web, whole.subarray(skip), 'a key stream from within its first block');
+    }
+    // written into a room, in pieces (CTR_PIECE) across the carries: the same bytes
+    const long = randomBytes(10, 3 * CTR_PIECE + 17);
+    const want = Buffer.from(await webCipher.ctr(k, counter, 0, long));
+    for (const cipher of [webCipher, nodeCipher]) {
+      const room = new Uint8Array(long.length + 100).fill(7);
+      const got = await cipher.ctr(k, counter, 0, long, room);
+      assert.equal(got.buffer, room.buffer);
+      assert.deepEqual(Buffer.from(got), want);
+      assert.ok(room.subarray(long.length).every((b) => b === 7), 'nothing written past the data');
     }
   }
   for (const size of [1, 100, 5000, 65_536]) {

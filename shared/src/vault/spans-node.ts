@@ -14,7 +14,7 @@ import { Worker, isMainThread, parentPort } from 'node:worker_threads';
 import { VAULT_CHUNK_WORKERS_MAX } from '../base/limits.ts';
 import { loadWasm } from '../chunking/wasm.ts';
 import { NONCE_BYTES, SEAL_OVERHEAD, TAG_BYTES } from './format.ts';
-import { type ContentCipher, contentAad } from './keys.ts';
+import { CTR_PIECE, type ContentCipher, contentAad } from './keys.ts';
 import { type ChunkKeys, type SpanReply, type SpanRequest, type SpanWorker, chunkKeys, replyTransfer, requestTransfer, serveSpans } from './spans.ts';
 
 /** A file as a Node chunk worker reads it: a descriptor open in this process. */
@@ -81,9 +81,6 @@ export function nodeSpanWorkers(keys: ChunkKeys, size = defaultChunkWorkers()): 
 }
 
 const BLOCK_PAD = new Uint8Array(16);
-/** Bytes the cipher takes at a time when it writes into a room (bench/results/vault-cli.md:
- *  256 KiB pieces took no system time where 16 MiB ones took a third of the cipher's). */
-const CTR_PIECE = 256 << 10;
 
 /**
  * keys.ts's ContentCipher through node:crypto: the same bytes as WebCrypto's, synchronous
@@ -98,8 +95,7 @@ export const nodeCipher: ContentCipher = {
     const c = createCipheriv('aes-256-ctr', keyObject(k.stream), counter);
     if (skip) c.update(BLOCK_PAD.subarray(0, skip));
     if (!into) return c.update(data);
-    // in pieces, each written into `into`: a piece's output array is malloc's memory used
-    // before, where one array as long as `data` was fresh pages each call
+    // in pieces (CTR_PIECE), each written into `into`
     for (let at = 0; at < data.length; at += CTR_PIECE) into.set(c.update(data.subarray(at, at + CTR_PIECE)), at);
     return into.subarray(0, data.length);
   },
