@@ -66,8 +66,7 @@ export type VaultFailureKind = 'secret' | 'refused' | 'other';
  * Blob in its blob store while the service worker's FetchEvent for it lives, and the routes
  * that keep /api/ out of the service worker do not apply to a worker's requests (Chromium 156),
  * so the vault worker's own pack uploads filled the store's 2 GiB in a few pushes and then
- * failed (bench/results/vault-page.md). The body is the worker's copy, in a room of the
- * worker's (handed back with the answer).
+ * failed (bench/results/vault-page.md). The body is the worker's copy.
  */
 export interface VaultUpload {
   upload: number;
@@ -76,9 +75,7 @@ export interface VaultUpload {
   headers: [string, string][];
   body: Uint8Array<ArrayBuffer>;
 }
-/** The answer to a VaultUpload: the response or the error, and the body's room handed back
- *  (its Blob made, for the worker's next copy). */
-export type VaultUploaded = { uploaded: number; room: ArrayBuffer } & ({ ok: true; status: number; statusText: string; headers: [string, string][]; body: ArrayBuffer } | { ok: false; error: string });
+export type VaultUploaded = { uploaded: number; ok: true; status: number; statusText: string; headers: [string, string][]; body: ArrayBuffer } | { uploaded: number; ok: false; error: string };
 
 export type VaultReply =
   | VaultUpload

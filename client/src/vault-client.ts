@@ -56,15 +56,14 @@ export class VaultWorker {
    *  as a Blob, past the service worker) and hands the worker the whole response. */
   private async upload(u: VaultUpload) {
     let reply: VaultUploaded;
-    const room = u.body.buffer;
     try {
       const res = await fetch(u.url, { method: u.method, headers: u.headers, body: new Blob([u.body]) });
       const body = await res.arrayBuffer();
-      reply = { uploaded: u.upload, room, ok: true, status: res.status, statusText: res.statusText, headers: [...res.headers], body };
+      reply = { uploaded: u.upload, ok: true, status: res.status, statusText: res.statusText, headers: [...res.headers], body };
     } catch (e) {
-      reply = { uploaded: u.upload, room, ok: false, error: e instanceof Error ? e.message : String(e) };
+      reply = { uploaded: u.upload, ok: false, error: e instanceof Error ? e.message : String(e) };
     }
-    this.worker.postMessage(reply, reply.ok ? [room, reply.body] : [room]);
+    this.worker.postMessage(reply, reply.ok ? [reply.body] : []);
   }
 
   /** Ends the worker (the vault's keys go with it); requests under way fail. */

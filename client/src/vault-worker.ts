@@ -24,16 +24,6 @@ const PROGRESS_MS = 200;
 const ready = initWasm();
 const uploads = new Map<number, { resolve: (r: Response) => void; reject: (e: Error) => void }>();
 let nextUpload = 1;
-/** Rooms of bodies the page made its Blobs of and handed back, for the next bodies' copies: a
- *  new array a pack cost the push a tenth of this worker's time in fresh pages
- *  (bench/results/vault-page.md). As many as uploads go at once, and one. */
-const uploadRooms: ArrayBuffer[] = [];
-const UPLOAD_ROOMS = 4;
-function uploadRoom(size: number): Uint8Array<ArrayBuffer> {
-  const i = uploadRooms.findIndex((r) => r.byteLength >= size);
-  // slack for the next packs' sizes (PADME rounds a pack of 4 MiB to 128 KiB)
-  return new Uint8Array(i < 0 ? new ArrayBuffer(size + (size >> 4)) : uploadRooms.splice(i, 1)[0], 0, size);
-}
 /** A request with a body of bytes is sent by the page, the body as a Blob (vault-api.ts
  *  `VaultUpload`: a Blob made here would stay in Chromium's blob store); Chromium uploads a
  *  Blob from its blob store, but an ArrayBufferView through a data pipe from the calling
@@ -46,9 +36,8 @@ const remote = httpVaultRemote(location.origin, (input, init) => {
   const upload = nextUpload++;
   return new Promise<Response>((resolve, reject) => {
     uploads.set(upload, { resolve, reject });
-    // a copy handed over (the caller's array stays its own), in a room the page handed back
-    const copy = uploadRoom(body.length);
-    copy.set(body);
+    // a copy handed over: the caller's array stays its own
+    const copy = body.slice() as Uint8Array<ArrayBuffer>;
     post({ upload, url: String(input), method: init!.method ?? 'GET', headers: [...new Headers(init!.headers)], body: copy }, [copy.buffer]);
   });
 });
@@ -207,7 +196,6 @@ self.onmessage = (e: MessageEvent<(VaultRequest & { rid: number }) | VaultUpload
     const r = e.data;
     const p = uploads.get(r.uploaded);
     uploads.delete(r.uploaded);
-    if (uploadRooms.length < UPLOAD_ROOMS) uploadRooms.push(r.room);
     if (r.ok) p?.resolve(answer(r.status, r.statusText, r.headers, r.body));
     else p?.reject(new TypeError(r.error));
     return;
