@@ -69,8 +69,8 @@ export class PackWriter {
     private readonly remote: VaultRemote,
     private readonly k: VaultKeys,
     /** `listUploaded`: told of every sealed list piece once its pack is stored (the vault keeps
-     *  them in its PieceCache; the bytes are the pack's, to be read during the call); `packId`: how a pack's id is computed (default `packId`, through
-     *  WebCrypto) */
+     *  them in its PieceCache; the bytes are the pack's, to be read during the call); `packId`:
+     *  how a pack's id is computed (default `packId`, through WebCrypto) */
     private readonly o: { target?: number; open?: number; listUploaded?: (r: Ref, sealed: Uint8Array) => Promise<void>; packId?: (bytes: Uint8Array) => Promise<string> | string } = {},
   ) {}
 
