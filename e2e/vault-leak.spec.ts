@@ -9,7 +9,7 @@
 // search finds what is there.
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { blake3 } from '@noble/hashes/blake3';
@@ -22,19 +22,13 @@ import { KEYFILE_BYTES } from '../shared/src/vault/keys.ts';
 import { decodeVaultHead } from '../server/src/store/vault-format.ts';
 import { pushBytes } from '../harness/helpers.ts';
 import { recordingProxy } from '../harness/recording-proxy.ts';
+import { storedFiles } from '../harness/stored-files.ts';
 import { TestServer } from './server.ts';
 import { createVault, expect, root, test } from './fixtures.ts';
 
 const PASSPHRASE = 'correct horse battery staple';
 const DEVICES = ['laptop-of-ann', 'desktop-of-bob'];
 
-/** Every file under `dir`: its path below it and its bytes. */
-function everyFile(dir: string, rel = ''): { file: string; bytes: Buffer }[] {
-  return readdirSync(path.join(dir, rel)).flatMap((n) => {
-    const r = path.join(rel, n);
-    return statSync(path.join(dir, r)).isDirectory() ? everyFile(dir, r) : [{ file: r, bytes: readFileSync(path.join(dir, r)) }];
-  });
-}
 
 /** What of `needles` (16-byte latin1 strings → what each is) occurs in `hay`: one window at a
  *  time, each a Map lookup. */
@@ -154,7 +148,7 @@ test('a vault filled from the page and the CLI (versions, a conflict, a delete):
     const names = [...versions.keys(), ...DEVICES].flatMap((n) => [n, path.basename(n), encodeURIComponent(n)]);
 
     // the haystacks: the data folder (each file's path and bytes), the log, what was received
-    const stored = everyFile(server.data);
+    const stored = storedFiles(server.data);
     const received = await proxy.received();
     const haystacks: [string, Buffer][] = [
       ...stored.map((f): [string, Buffer] => [`stored ${f.file}`, Buffer.concat([Buffer.from(f.file), Buffer.from('\n'), f.bytes])]),

@@ -16,6 +16,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import type { Page } from '@playwright/test';
 import { pushBytes } from '../harness/helpers.ts';
+import { storedFiles } from '../harness/stored-files.ts';
 import { content } from './data.ts';
 import { ARGON, createVault, expect, openPage, root, test, unlockVault } from './fixtures.ts';
 
@@ -57,7 +58,7 @@ async function ls(url: string, dir: string, id: string, ...flags: string[]): Pro
 async function expectNothingInTheClear(server: { url: string; data: string }, names: string[], contents: Buffer[]) {
   const plain = randomBytes(50_000);
   await pushBytes({ wsUrl: server.url.replace('http', 'ws') + '/sync' }, 'plain-control.txt', plain);
-  const stored = everyFile(server.data);
+  const stored = storedFiles(server.data);
   const holds = (needle: Buffer) => stored.some((f) => f.bytes.includes(needle) || f.file.includes(needle.toString('latin1')));
   expect(holds(Buffer.from('plain-control.txt')) && holds(plain.subarray(30_000, 30_016))).toBe(true);
   expect(stored.some((f) => f.file.includes('vaults'))).toBe(true);
@@ -66,19 +67,6 @@ async function expectNothingInTheClear(server: { url: string; data: string }, na
   expect(needles.filter(holds).map((n) => n.toString('latin1'))).toEqual([]);
 }
 
-/** Every file under `dir`, with its bytes. */
-function everyFile(dir: string): { file: string; bytes: Buffer }[] {
-  const out: { file: string; bytes: Buffer }[] = [];
-  const walk = (p: string) => {
-    for (const n of readdirSync(p)) {
-      const q = path.join(p, n);
-      if (statSync(q).isDirectory()) walk(q);
-      else out.push({ file: path.relative(dir, q), bytes: readFileSync(q) });
-    }
-  };
-  walk(dir);
-  return out;
-}
 
 test('a vault in the page: create, recovery key once, drop, lock, unlock elsewhere, download, a CLI push, nothing in the clear on the server', async ({ page, browser, server, dir }) => {
   test.setTimeout(600_000);

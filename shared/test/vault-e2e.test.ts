@@ -11,7 +11,7 @@
 // list pieces (a PieceCache): a 2 KiB edit costs it under 64 KiB each way and no unchanged
 // piece is fetched; a damaged or another vault's cache entry is refused and fetched again.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -22,6 +22,7 @@ import { bufferSource, chunkSource } from '../src/chunking/chunk-index.ts';
 import { Algo, DEFAULT_PARAMS } from '../src/wire/protocol.ts';
 import { keyedChunks } from '../src/vault/chunks.ts';
 import { randomBytes } from '../../harness/testdata.ts';
+import { storedFiles } from '../../harness/stored-files.ts';
 import { Kind, type Tree, VaultError, decodeHeadRecord, decodeTree, encodeHeadRecord, encodeTree, padme } from '../src/vault/format.ts';
 import { listPieces } from '../src/vault/chunks.ts';
 import { openChunk, openHead, sealHead } from '../src/vault/keys.ts';
@@ -83,18 +84,7 @@ async function pulled(v: Vault, name: string, local?: Uint8Array): Promise<{ byt
 }
 
 /** Every file the store holds, with its bytes. */
-function stored(): { name: string; bytes: Buffer }[] {
-  const out: { name: string; bytes: Buffer }[] = [];
-  const walk = (p: string) => {
-    for (const n of readdirSync(p)) {
-      const q = path.join(p, n);
-      if (statSync(q).isDirectory()) walk(q);
-      else out.push({ name: path.relative(dir, q), bytes: readFileSync(q) });
-    }
-  };
-  walk(path.join(dir, 'store'));
-  return out;
-}
+const stored = () => storedFiles(path.join(dir, 'store')).map((f) => ({ name: path.join('store', f.file), bytes: f.bytes }));
 
 test('push, pull, an 8-byte edit of a 20 MB file: a few KB up and down, the store holds no plaintext and no name', async () => {
   const heads = memoryHeads();
