@@ -122,8 +122,8 @@ export type ContentKeys = Pick<VaultKeys, 'idBytes' | 'stream' | 'content'>;
 export interface ContentCipher {
   /** `data` XOR the AES-256-CTR key stream of the stream key from byte `skip` (0 to 15) of
    *  counter block `counter` (one 128-bit big-endian number, incremented a block at a time):
-   *  written into `into` when given (at least `data`'s length; the part written is answered),
-   *  else as a new array */
+   *  written into `into` when given (at least `data`'s length, `skip` 0: a seal's; the part
+   *  written is answered), else as a new array */
   ctr(k: ContentKeys, counter: Uint8Array, skip: number, data: Uint8Array, into?: Uint8Array): Promise<Uint8Array> | Uint8Array;
   /** the plaintext of a content chunk sealed with AES-256-GCM (nonce || ciphertext || tag,
    *  bound to its `contentAad`), or null when its tag does not verify */
@@ -141,7 +141,8 @@ export const CTR_PIECE = 256 << 10;
 export const webCipher: ContentCipher = {
   ctr: async (k, counter, skip, data, into) => {
     const encrypt = async (counter: Uint8Array, input: Uint8Array) => new Uint8Array(await subtle.encrypt({ name: 'AES-CTR', counter: counter as Uint8Array<ArrayBuffer>, length: 128 }, k.stream, input as Uint8Array<ArrayBuffer>));
-    if (into && !skip) {
+    if (into) {
+      if (skip) throw new RangeError('a cipher writes into a room from a block start only');
       // in pieces, each written into `into`: WebCrypto copies its input and answers a new
       // array, fresh pages for a whole span's length where a piece's are used again
       const next = new Uint8Array(16);
@@ -156,10 +157,7 @@ export const webCipher: ContentCipher = {
       input = new Uint8Array(skip + data.length);
       input.set(data, skip);
     }
-    const out = (await encrypt(counter, input)).subarray(skip);
-    if (!into) return out;
-    into.set(out);
-    return into.subarray(0, out.length);
+    return (await encrypt(counter, input)).subarray(skip);
   },
   openGcm: (k, id, sealed) => open(k.content, sealed, chunkAad(k, 0, id)),
 };
@@ -196,12 +194,11 @@ function runOf(parts: Uint8Array[], i: number): number {
 /** Content chunks as `sealContent` seals them: each chunk's header (its masked key stream
  *  position, CTR_OVERHEAD bytes) one after another in `heads`, and the ciphertext of each run
  *  sealed by one call in `runs`, in order (a chunk's follows the one before it in its run). A
- *  sealed chunk is its header, then its ciphertext (`sealedParts`). `room`: the room the runs
- *  were written into, when one was given. */
+ *  sealed chunk is its header, then its ciphertext (`sealedParts`). Sealed into a room, the
+ *  runs lie in it (their buffer is the room's). */
 export interface SealedChunks {
   heads: Uint8Array;
   runs: Uint8Array[];
-  room?: Uint8Array;
 }
 
 /**
@@ -239,7 +236,7 @@ export async function sealContent(cipher: ContentCipher, k: ContentKeys, ids: Ui
       i++;
     }
   }
-  return room ? { heads, runs, room } : { heads, runs };
+  return { heads, runs };
 }
 
 /** The sealed chunks of `s`, each as its two parts (header, ciphertext), given their

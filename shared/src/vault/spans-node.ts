@@ -11,6 +11,7 @@ import { KeyObject, createCipheriv, createDecipheriv } from 'node:crypto';
 import { read } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { Worker, isMainThread, parentPort } from 'node:worker_threads';
+import { giveBuffers, takeBuffer } from '../base/buffers.ts';
 import { VAULT_CHUNK_WORKERS_MAX } from '../base/limits.ts';
 import { loadWasm } from '../chunking/wasm.ts';
 import { NONCE_BYTES, SEAL_OVERHEAD, TAG_BYTES } from './format.ts';
@@ -123,25 +124,16 @@ function keyObject(k: CryptoKey): KeyObject {
   return key;
 }
 
-/** Spans' rooms a worker keeps for its next reads: as many as it holds at once (spans.ts
- *  AHEAD_PER_WORKER, and the one being sealed). */
-const ROOMS_KEPT = 3;
-
 /** The worker's side, run by span-worker.mjs in each worker thread. */
 export function serveSpansHere(): void {
   const port = parentPort;
   if (isMainThread || !port) throw new Error('serveSpansHere runs in a worker thread');
   const readFd = (fd: number, offset: number, into: Uint8Array) => new Promise<number>((resolve, reject) => read(fd, into, 0, into.length, offset, (e, n) => (e ? reject(e) : resolve(n))));
-  // spans' rooms read into again once their spans are dropped: a fresh 17 MiB array a span
-  // cost its pages' faults and zeroing, some 0.2 s of CPU a GiB (bench/results/vault-cli.md)
-  const rooms: Uint8Array[] = [];
-  const room = (size: number) => {
-    const i = rooms.findIndex((r) => r.length >= size);
-    return (i < 0 ? new Uint8Array(size) : rooms.splice(i, 1)[0]).subarray(0, size);
-  };
-  const release = (bytes: Uint8Array) => {
-    if (rooms.length < ROOMS_KEPT) rooms.push(new Uint8Array(bytes.buffer));
-  };
+  // spans read into the thread's buffer pool, given back once their spans are dropped: a fresh
+  // 17 MiB array a span cost its pages' faults and zeroing, some 0.2 s of CPU a GiB
+  // (bench/results/vault-cli.md)
+  const room = (size: number) => takeBuffer(size).subarray(0, size);
+  const release = (bytes: Uint8Array) => giveBuffers([new Uint8Array(bytes.buffer)]);
   const serve = serveSpans<FdFile>(
     Promise.resolve(loadWasm()),
     async (file, from, to) => {

@@ -71,11 +71,11 @@ export function requestTransfer<F>(m: SpanRequest<F>): ArrayBuffer[] {
 }
 
 /** What a chunk worker's answer hands over rather than copies: its arrays' buffers (a seal's
- *  runs lie in its room). */
+ *  runs lie in its room, handed back so). */
 export function replyTransfer(r: SpanReply): ArrayBuffer[] {
   if (!r || 'refused' in r) return [];
   if (r instanceof Uint8Array) return ownBuffers([r]);
-  return ownBuffers('heads' in r ? [r.heads, ...r.runs, ...(r.room ? [r.room] : [])] : [r.lengths, r.ids]);
+  return ownBuffers('heads' in r ? [r.heads, ...r.runs] : [r.lengths, r.ids]);
 }
 
 /** The keyed chunking of `bytes`, the file's bytes from some offset on, as if a chunk started
@@ -312,7 +312,8 @@ export function spanChunks<F>(workers: SpanWorker<F>[], file: F, size: number, o
             ids,
             room: sealRoom(lengths.reduce((n, l) => n + l, 0)),
           })) as SealedChunks;
-          room = sealed.room;
+          // (the room came back with the runs that lie in it)
+          room = new Uint8Array(sealed.runs[0].buffer);
           return sealedParts(sealed, lengths);
         },
         placed: () => {
